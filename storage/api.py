@@ -1,0 +1,244 @@
+"""The storage interface the broker programs against.
+
+Engines (in-memory, on-disk, later object store + SQL) implement these
+abstract classes; `storage.open_store(url)` picks one by URL. Every call that
+may touch a disk or a network is async so a remote backend fits behind it.
+Nothing here knows the Kafka protocol: batches are opaque byte strings in
+the v2 record-batch layout, which is this store's on-disk format.
+"""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+import dataclasses
+import enum
+import uuid
+from collections.abc import Sequence
+
+
+class FsyncPolicy(str, enum.Enum):
+    """When appended bytes are forced to stable storage."""
+
+    NONE = "none"  # leave it to the OS (Apache Kafka's default)
+    INTERVAL = "interval"  # group commit every `fsync_interval_ms`
+    ALWAYS = "always"  # fsync before `append` returns
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PermissionEntries:
+    """MapR's access-control expressions, stored now and enforced later."""
+
+    produce: str = ""
+    consume: str = ""
+    topic: str = ""
+    admin: str = ""
+    copy: str = ""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class StreamPolicy:
+    ttl_seconds: int = 0  # 0 keeps messages forever
+    default_partitions: int = 1
+    autocreate: bool = True
+    fsync: FsyncPolicy = FsyncPolicy.INTERVAL
+    fsync_interval_ms: int = 200
+    partitionlet_bytes: int = 1 << 30
+    partitionlet_age_ms: int = 7 * 24 * 3600 * 1000
+    retention_bytes: int = -1  # per partition; -1 = no size cap
+    permissions: PermissionEntries = PermissionEntries()
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class StreamInfo:
+    path: str  # e.g. "/apps/iot/oilpump_metrics"
+    policy: StreamPolicy
+    created_ms: int
+    topic_count: int
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class TopicInfo:
+    stream: str
+    name: str
+    topic_id: uuid.UUID
+    partitions: int
+    configs: dict[str, str]  # Kafka-style topic configs set explicitly
+    created_ms: int
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PartitionletInfo:
+    base_offset: int
+    next_offset: int  # one past the last offset it holds
+    size_bytes: int
+    volume: str  # the data dir it sits on
+    sealed: bool
+    max_timestamp: int
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class AppendResult:
+    base_offset: int
+    last_offset: int
+    log_append_time: int  # ms; the time the store accepted the batch
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class TimestampHit:
+    offset: int
+    timestamp: int
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Cursor:
+    """A consumer group's committed position in one partition."""
+
+    topic: str
+    partition: int
+    offset: int
+    leader_epoch: int = -1
+    metadata: str = ""
+    commit_time_ms: int = 0
+
+
+class Partition(abc.ABC):
+    """One partition: a chain of partitionlets with dense offsets."""
+
+    @property
+    @abc.abstractmethod
+    def log_start_offset(self) -> int: ...
+
+    @property
+    @abc.abstractmethod
+    def high_watermark(self) -> int:
+        """The offset the next appended record gets."""
+
+    @property
+    @abc.abstractmethod
+    def leader_epoch(self) -> int: ...
+
+    @abc.abstractmethod
+    async def append(self, batch: bytes | bytearray | memoryview, record_count: int) -> AppendResult:
+        """Store one v2 record batch, assigning offsets [hw, hw + record_count).
+
+        The store writes the batch's baseOffset and partitionLeaderEpoch
+        fields (bytes 0-8 and 12-16, outside the CRC) and keeps the rest byte
+        for byte. Returns once the stream's fsync policy is met.
+        Raises StorageFullError (nothing written) when the volume is full.
+        """
+
+    @abc.abstractmethod
+    async def read(self, offset: int, max_bytes: int) -> bytes | memoryview:
+        """Whole batches starting with the one containing `offset`.
+
+        At least one whole batch even if larger than max_bytes; b"" at or
+        past the high watermark. Raises OffsetOutOfRange below the log start
+        or above the high watermark.
+        """
+
+    @abc.abstractmethod
+    async def offset_for_timestamp(self, timestamp: int) -> TimestampHit | None:
+        """The first offset whose record timestamp is >= timestamp, exactly."""
+
+    @abc.abstractmethod
+    async def max_timestamp(self) -> TimestampHit | None:
+        """The record with the largest timestamp (ListOffsets -3)."""
+
+    @abc.abstractmethod
+    async def delete_records(self, before_offset: int) -> int:
+        """Advance the log start offset to before_offset; returns the new start."""
+
+    @abc.abstractmethod
+    async def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """(epoch, end offset) per OffsetForLeaderEpoch; (-1, -1) for a future epoch."""
+
+    @abc.abstractmethod
+    async def partitionlets(self) -> list[PartitionletInfo]: ...
+
+    @abc.abstractmethod
+    def wait_for_data(self, offset: int) -> asyncio.Future[None]:
+        """A future resolved once high_watermark > offset (fetch long polls)."""
+
+
+class Store(abc.ABC):
+    """A namespace of streams, their topics, partitions and cursors."""
+
+    default_stream: str
+
+    @abc.abstractmethod
+    async def open(self) -> None:
+        """Load the namespace; run recovery if the last stop was unclean."""
+
+    @abc.abstractmethod
+    async def close(self) -> None:
+        """Flush everything and write the clean-shutdown marker."""
+
+    # streams
+    @abc.abstractmethod
+    async def create_stream(self, path: str, policy: StreamPolicy = StreamPolicy()) -> StreamInfo: ...
+
+    @abc.abstractmethod
+    async def edit_stream(self, path: str, policy: StreamPolicy) -> StreamInfo: ...
+
+    @abc.abstractmethod
+    def get_stream(self, path: str) -> StreamInfo | None: ...
+
+    @abc.abstractmethod
+    def list_streams(self) -> list[StreamInfo]: ...
+
+    @abc.abstractmethod
+    async def delete_stream(self, path: str) -> None:
+        """Delete the stream with its topics and cursors."""
+
+    @abc.abstractmethod
+    async def purge_stream(self, path: str) -> None:
+        """Delete every message and cursor; keep the stream and its topics."""
+
+    # topics
+    @abc.abstractmethod
+    async def create_topic(
+        self, stream: str, name: str, partitions: int, configs: dict[str, str] | None = None
+    ) -> TopicInfo: ...
+
+    @abc.abstractmethod
+    def get_topic(self, stream: str, name: str) -> TopicInfo | None: ...
+
+    @abc.abstractmethod
+    def get_topic_by_id(self, topic_id: uuid.UUID) -> TopicInfo | None: ...
+
+    @abc.abstractmethod
+    def list_topics(self, stream: str | None = None) -> list[TopicInfo]:
+        """Topics of one stream, or of all streams when stream is None."""
+
+    @abc.abstractmethod
+    async def delete_topic(self, stream: str, name: str) -> None: ...
+
+    @abc.abstractmethod
+    async def add_partitions(self, stream: str, name: str, total: int) -> TopicInfo:
+        """Grow to `total` partitions; never shrinks (InvalidPartitionsError)."""
+
+    @abc.abstractmethod
+    async def set_topic_configs(self, stream: str, name: str, configs: dict[str, str]) -> TopicInfo:
+        """Replace the topic's explicit configs."""
+
+    @abc.abstractmethod
+    def partition(self, stream: str, name: str, index: int) -> Partition:
+        """The partition object (opened lazily); UnknownTopicError if absent."""
+
+    # cursors
+    @abc.abstractmethod
+    async def commit_cursors(self, stream: str, group: str, cursors: Sequence[Cursor]) -> None: ...
+
+    @abc.abstractmethod
+    def get_cursors(self, stream: str, group: str) -> list[Cursor]: ...
+
+    @abc.abstractmethod
+    def list_cursor_groups(self, stream: str) -> list[str]: ...
+
+    @abc.abstractmethod
+    async def delete_cursors(
+        self, stream: str, group: str, partitions: Sequence[tuple[str, int]] | None = None
+    ) -> None:
+        """Delete a group's cursors: all of them, or those of (topic, partition)."""
+
