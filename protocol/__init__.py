@@ -1,0 +1,1 @@
+"""The Kafka wire protocol as pure functions over bytes: no sockets, no files."""
