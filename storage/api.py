@@ -124,8 +124,18 @@ class Partition(abc.ABC):
 
         The store writes the batch's baseOffset and partitionLeaderEpoch
         fields (bytes 0-8 and 12-16, outside the CRC) and keeps the rest byte
-        for byte. Returns once the stream's fsync policy is met.
-        Raises StorageFullError (nothing written) when the volume is full.
+        for byte. Returns once the bytes are written (page cache); call
+        `wait_durable` for the stream's fsync policy. Raises StorageFullError
+        (nothing written) when the volume is full.
+        """
+
+    @abc.abstractmethod
+    async def wait_durable(self, offset: int) -> None:
+        """Return once every record below `offset` is durable per the fsync policy.
+
+        none: at once. interval: at the next group commit (which starts
+        early when someone waits). always: after an fsync (coalesced).
+        acks=all producers wait on this.
         """
 
     @abc.abstractmethod
