@@ -1,0 +1,166 @@
+"""The in-memory engine: for unit tests and the in-process test broker.
+
+Same rules as the on-disk engine (it shares the namespace and partition
+logic); batches live in Python lists and vanish with the process.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Sequence
+
+from . import batch_format as bf
+from .api import AppendResult, Cursor, PartitionletInfo, TimestampHit
+from .errors import OffsetOutOfRangeError
+from .namespace import NamespaceStore, StreamState, TopicState, now_ms
+from .partition_base import PartitionBase, RecordTimestamps
+
+
+class MemoryPartition(PartitionBase):
+    """Batches in a list, indexed by base offset."""
+
+    def __init__(self, name: str, record_timestamps: RecordTimestamps | None) -> None:
+        super().__init__(name, 0, record_timestamps)
+        self._batches: list[bytearray] = []
+        self._bases: list[int] = []
+        self._max_ts: list[int] = []
+        self._hw = 0
+        self._log_start = 0
+        self._note_epoch(0, 0)
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start
+
+    @property
+    def high_watermark(self) -> int:
+        return self._hw
+
+    async def append(self, batch: bytes | bytearray | memoryview, record_count: int) -> AppendResult:
+        self._check_open()
+        header = bf.check_append(memoryview(batch), record_count)
+        stored = bytearray(batch)
+        base = self._hw
+        bf.PREFIX.pack_into(stored, 0, base, header.batch_length, self._leader_epoch)
+        self._batches.append(stored)
+        self._bases.append(base)
+        self._max_ts.append(header.max_timestamp)
+        self._hw = base + record_count
+        self._wake()
+        return AppendResult(base, self._hw - 1, now_ms())
+
+    async def wait_durable(self, offset: int) -> None:
+        return None
+
+    def _check_offset(self, offset: int) -> None:
+        if offset < self._log_start or offset > self._hw:
+            raise OffsetOutOfRangeError(
+                f"offset {offset} is outside [{self._log_start}, {self._hw}] of {self.name}"
+            )
+
+    async def read(self, offset: int, max_bytes: int) -> bytes | memoryview:
+        self._check_open()
+        self._check_offset(offset)
+        if offset == self._hw:
+            return b""
+        i = bisect.bisect_right(self._bases, offset) - 1
+        out = [self._batches[i]]
+        total = len(out[0])
+        for batch in self._batches[i + 1 :]:
+            if total + len(batch) > max_bytes:
+                break
+            out.append(batch)
+            total += len(batch)
+        return b"".join(out)
+
+    def _span(self, i: int) -> tuple[bytearray, int, int, int, bool]:
+        batch = self._batches[i]
+        header = bf.parse_header(batch)
+        return batch, self._bases[i], header.last_offset, header.max_timestamp, header.log_append_time
+
+    async def offset_for_timestamp(self, timestamp: int) -> TimestampHit | None:
+        self._check_open()
+        for i, max_ts in enumerate(self._max_ts):
+            if max_ts >= timestamp:
+                batch, base, last, mts, log_append = self._span(i)
+                hit = self._first_at_or_after(batch, base, last, mts, log_append, timestamp, self._log_start)
+                if hit is not None:
+                    return hit
+        return None
+
+    async def max_timestamp(self) -> TimestampHit | None:
+        self._check_open()
+        if not self._batches:
+            return None
+        best = max(range(len(self._max_ts)), key=lambda i: (self._max_ts[i], -i))
+        batch, base, last, mts, log_append = self._span(best)
+        return self._offset_of_max(batch, base, last, mts, log_append, self._log_start)
+
+    async def delete_records(self, before_offset: int) -> int:
+        self._check_open()
+        if before_offset == -1:
+            before_offset = self._hw
+        if not 0 <= before_offset <= self._hw:
+            raise OffsetOutOfRangeError(f"cannot delete records below {before_offset}: {self.name} ends at {self._hw}")
+        if before_offset > self._log_start:
+            self._log_start = before_offset
+            self._drop_below(before_offset)
+        return self._log_start
+
+    def _drop_below(self, offset: int) -> None:
+        """Forget batches whose every offset is below `offset`."""
+        cut = len(self._bases) if offset >= self._hw else bisect.bisect_right(self._bases, offset) - 1
+        if cut > 0:
+            del self._batches[:cut], self._bases[:cut], self._max_ts[:cut]
+        self._drop_epochs_before(offset)
+
+    def purge(self) -> None:
+        self._log_start = self._hw
+        self._drop_below(self._hw)
+
+    async def partitionlets(self) -> list[PartitionletInfo]:
+        if not self._batches:
+            return []
+        size = sum(len(b) for b in self._batches)
+        return [PartitionletInfo(self._bases[0], self._hw, size, "memory", False, max(self._max_ts))]
+
+
+class MemoryStore(NamespaceStore):
+    """A store that keeps everything in memory."""
+
+    def __init__(self, default_stream: str = "/default", record_timestamps: RecordTimestamps | None = None) -> None:
+        super().__init__(default_stream)
+        self._record_timestamps = record_timestamps
+
+    async def open(self) -> None:
+        await self._ensure_default_stream()
+
+    async def close(self) -> None:
+        for part in self._opened_partitions():
+            part._wake()
+
+    async def _persist_stream(self, stream: StreamState, created: bool) -> None:
+        pass
+
+    async def _persist_stream_deleted(self, stream: StreamState) -> None:
+        for part in self._opened_partitions([stream]):
+            part._mark_closed()
+
+    async def _persist_topics(self, stream: StreamState, topics: Sequence[TopicState]) -> None:
+        pass
+
+    async def _persist_topic_deleted(self, stream: StreamState, topic: TopicState) -> None:
+        for part in (topic.partitions or {}).values():
+            part._mark_closed()
+
+    async def _persist_cursors(
+        self, stream: StreamState, group: str, cursors: Sequence[Cursor], deleted: Sequence[tuple[str, int]]
+    ) -> None:
+        pass
+
+    async def _purge_topic(self, stream: StreamState, topic: TopicState) -> None:
+        for part in (topic.partitions or {}).values():
+            part.purge()
+
+    def _new_partition(self, topic: TopicState, index: int) -> MemoryPartition:
+        return MemoryPartition(f"{topic.stream.path}:{topic.info.name}/{index}", self._record_timestamps)

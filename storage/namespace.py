@@ -1,0 +1,388 @@
+"""Engine-independent namespace logic: streams, topics, cursors in memory.
+
+Both engines keep the whole namespace in memory (it is small per topic) and
+differ only in how they persist it and how partitions hold their bytes, so
+the rules (naming, nesting, growth-only partitions, policy checks) live here
+once. Engines override the `_persist_*` hooks and `_new_partition`.
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+import time
+import uuid
+from collections.abc import Iterable, Sequence
+
+from .api import Cursor, FsyncPolicy, Partition, Store, StreamInfo, StreamPolicy, TopicInfo
+from .errors import (
+    InvalidPartitionsError,
+    InvalidPathError,
+    InvalidPolicyError,
+    StreamExistsError,
+    TopicExistsError,
+    UnknownStreamError,
+    UnknownTopicError,
+)
+from .names import check_stream_path, check_topic_name
+
+# Topic configs the store honours as per-topic overrides of the stream policy.
+RETENTION_MS = "retention.ms"
+RETENTION_BYTES = "retention.bytes"
+SEGMENT_BYTES = "segment.bytes"
+SEGMENT_MS = "segment.ms"
+_INT_CONFIGS = (RETENTION_MS, RETENTION_BYTES, SEGMENT_BYTES, SEGMENT_MS)
+MIN_PARTITIONLET_BYTES = 4096
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Settings:
+    """A partition's effective rules: stream policy with topic overrides applied."""
+
+    ttl_ms: int  # 0 keeps forever
+    retention_bytes: int  # -1 no cap
+    partitionlet_bytes: int
+    partitionlet_age_ms: int
+    fsync: FsyncPolicy
+    fsync_interval_ms: int
+
+
+def check_policy(policy: StreamPolicy) -> StreamPolicy:
+    """Return the policy with its fsync field normalised, or raise InvalidPolicyError."""
+    try:
+        fsync = FsyncPolicy(policy.fsync)
+    except ValueError:
+        raise InvalidPolicyError(f"fsync policy {policy.fsync!r} is not one of none, interval, always") from None
+    problems = []
+    if policy.ttl_seconds < 0:
+        problems.append("ttl_seconds must be >= 0 (0 keeps forever)")
+    if policy.default_partitions < 1:
+        problems.append("default_partitions must be >= 1")
+    if policy.fsync_interval_ms < 1:
+        problems.append("fsync_interval_ms must be >= 1")
+    if policy.partitionlet_bytes < MIN_PARTITIONLET_BYTES:
+        problems.append(f"partitionlet_bytes must be >= {MIN_PARTITIONLET_BYTES}")
+    if policy.partitionlet_age_ms < 1:
+        problems.append("partitionlet_age_ms must be >= 1")
+    if policy.retention_bytes < -1:
+        problems.append("retention_bytes must be -1 (no cap) or >= 0")
+    if problems:
+        raise InvalidPolicyError("; ".join(problems))
+    return dataclasses.replace(policy, fsync=fsync)
+
+
+def check_topic_configs(configs: dict[str, str]) -> dict[str, str]:
+    """Copy the configs, checking the overrides the store itself interprets."""
+    out = {str(k): str(v) for k, v in configs.items()}
+    for key in _INT_CONFIGS:
+        if key in out:
+            try:
+                int(out[key])
+            except ValueError:
+                raise InvalidPolicyError(f"topic config {key}={out[key]!r} is not an integer") from None
+    if SEGMENT_BYTES in out and int(out[SEGMENT_BYTES]) < MIN_PARTITIONLET_BYTES:
+        raise InvalidPolicyError(f"{SEGMENT_BYTES} must be >= {MIN_PARTITIONLET_BYTES}")
+    return out
+
+
+class TopicState:
+    """A topic as the store holds it: its info plus lazily opened partitions."""
+
+    __slots__ = ("stream", "info", "partitions", "_settings")
+
+    def __init__(self, stream: StreamState, info: TopicInfo) -> None:
+        self.stream = stream
+        self.info = info
+        self.partitions: dict[int, Partition] | None = None
+        self._settings: Settings | None = None
+
+    @property
+    def settings(self) -> Settings:
+        if self._settings is None:
+            policy = self.stream.policy
+            configs = self.info.configs
+            ttl_ms = policy.ttl_seconds * 1000
+            if RETENTION_MS in configs:
+                ttl_ms = max(int(configs[RETENTION_MS]), 0)
+            self._settings = Settings(
+                ttl_ms=ttl_ms,
+                retention_bytes=int(configs.get(RETENTION_BYTES, policy.retention_bytes)),
+                partitionlet_bytes=int(configs.get(SEGMENT_BYTES, policy.partitionlet_bytes)),
+                partitionlet_age_ms=max(int(configs.get(SEGMENT_MS, policy.partitionlet_age_ms)), 1),
+                fsync=policy.fsync,
+                fsync_interval_ms=policy.fsync_interval_ms,
+            )
+        return self._settings
+
+    def forget_settings(self) -> None:
+        self._settings = None
+
+
+class StreamState:
+    __slots__ = ("path", "policy", "created_ms", "topics", "cursors")
+
+    def __init__(self, path: str, policy: StreamPolicy, created_ms: int) -> None:
+        self.path = path
+        self.policy = policy
+        self.created_ms = created_ms
+        self.topics: dict[str, TopicState] = {}
+        self.cursors: dict[str, dict[tuple[str, int], Cursor]] = {}
+
+    def info(self) -> StreamInfo:
+        return StreamInfo(self.path, self.policy, self.created_ms, len(self.topics))
+
+
+class NamespaceStore(Store):
+    """Store methods common to every engine; persistence is left to hooks."""
+
+    def __init__(self, default_stream: str = "/default") -> None:
+        self.default_stream = check_stream_path(default_stream)
+        self._streams: dict[str, StreamState] = {}
+        self._topics_by_id: dict[uuid.UUID, TopicState] = {}
+
+    # hooks -----------------------------------------------------------------
+
+    @abc.abstractmethod
+    async def _persist_stream(self, stream: StreamState, created: bool) -> None: ...
+
+    @abc.abstractmethod
+    async def _persist_stream_deleted(self, stream: StreamState) -> None: ...
+
+    @abc.abstractmethod
+    async def _persist_topics(self, stream: StreamState, topics: Sequence[TopicState]) -> None:
+        """Record created or changed topics."""
+
+    @abc.abstractmethod
+    async def _persist_topic_deleted(self, stream: StreamState, topic: TopicState) -> None: ...
+
+    @abc.abstractmethod
+    async def _persist_cursors(
+        self, stream: StreamState, group: str, cursors: Sequence[Cursor], deleted: Sequence[tuple[str, int]]
+    ) -> None: ...
+
+    @abc.abstractmethod
+    async def _purge_topic(self, stream: StreamState, topic: TopicState) -> None:
+        """Drop every message of the topic's partitions, keeping their offsets."""
+
+    @abc.abstractmethod
+    def _new_partition(self, topic: TopicState, index: int) -> Partition: ...
+
+    # helpers ---------------------------------------------------------------
+
+    def _stream(self, path: str) -> StreamState:
+        state = self._streams.get(path)
+        if state is None:
+            raise UnknownStreamError(f"stream {path!r} does not exist")
+        return state
+
+    def _topic(self, stream: str, name: str) -> TopicState:
+        topic = self._stream(stream).topics.get(name)
+        if topic is None:
+            raise UnknownTopicError(f"topic {name!r} does not exist in stream {stream!r}")
+        return topic
+
+    def _check_not_nested(self, path: str) -> None:
+        prefix = path + "/"
+        for other in self._streams:
+            if other.startswith(prefix) or path.startswith(other + "/"):
+                raise InvalidPathError(
+                    f"stream {path!r} cannot be created: streams may not nest, and {other!r} exists"
+                )
+
+    def _add_loaded_stream(self, stream: StreamState) -> None:
+        self._streams[stream.path] = stream
+
+    def _add_loaded_topic(self, stream: StreamState, topic: TopicState) -> None:
+        old = stream.topics.get(topic.info.name)
+        if old is not None:
+            self._topics_by_id.pop(old.info.topic_id, None)
+        stream.topics[topic.info.name] = topic
+        self._topics_by_id[topic.info.topic_id] = topic
+
+    async def _ensure_default_stream(self) -> None:
+        if self.default_stream not in self._streams:
+            await self.create_stream(self.default_stream, StreamPolicy(autocreate=True))
+
+    def _opened_partitions(self, streams: Iterable[StreamState] | None = None) -> Iterable[Partition]:
+        for stream in list(self._streams.values()) if streams is None else streams:
+            for topic in list(stream.topics.values()):
+                if topic.partitions:
+                    yield from list(topic.partitions.values())
+
+    # streams ---------------------------------------------------------------
+
+    async def create_stream(self, path: str, policy: StreamPolicy = StreamPolicy()) -> StreamInfo:
+        check_stream_path(path)
+        policy = check_policy(policy)
+        if path in self._streams:
+            raise StreamExistsError(f"stream {path!r} already exists")
+        self._check_not_nested(path)
+        state = StreamState(path, policy, now_ms())
+        await self._persist_stream(state, created=True)
+        self._streams[path] = state
+        return state.info()
+
+    async def edit_stream(self, path: str, policy: StreamPolicy) -> StreamInfo:
+        state = self._stream(path)
+        new_policy = check_policy(policy)
+        old_policy = state.policy
+        state.policy = new_policy
+        try:
+            await self._persist_stream(state, created=False)
+        except BaseException:
+            state.policy = old_policy
+            raise
+        for topic in state.topics.values():
+            topic.forget_settings()
+        return state.info()
+
+    def get_stream(self, path: str) -> StreamInfo | None:
+        state = self._streams.get(path)
+        return None if state is None else state.info()
+
+    def list_streams(self) -> list[StreamInfo]:
+        return [s.info() for s in sorted(self._streams.values(), key=lambda s: s.path)]
+
+    async def delete_stream(self, path: str) -> None:
+        state = self._stream(path)
+        if path == self.default_stream:
+            raise InvalidPathError(f"the default stream {path!r} cannot be deleted (purge it instead)")
+        del self._streams[path]
+        for topic in state.topics.values():
+            self._topics_by_id.pop(topic.info.topic_id, None)
+        await self._persist_stream_deleted(state)
+
+    async def purge_stream(self, path: str) -> None:
+        state = self._stream(path)
+        for topic in list(state.topics.values()):
+            await self._purge_topic(state, topic)
+        groups = list(state.cursors)
+        for group in groups:
+            await self.delete_cursors(path, group)
+
+    # topics ----------------------------------------------------------------
+
+    async def create_topic(
+        self, stream: str, name: str, partitions: int, configs: dict[str, str] | None = None
+    ) -> TopicInfo:
+        state = self._stream(stream)
+        check_topic_name(name)
+        if partitions < 1:
+            raise InvalidPartitionsError(f"topic {name!r} needs at least one partition, not {partitions}")
+        if name in state.topics:
+            raise TopicExistsError(f"topic {name!r} already exists in stream {stream!r}")
+        info = TopicInfo(stream, name, uuid.uuid4(), partitions, check_topic_configs(configs or {}), now_ms())
+        topic = TopicState(state, info)
+        # registered before the await so concurrent creates of one name conflict
+        self._add_loaded_topic(state, topic)
+        try:
+            await self._persist_topics(state, [topic])
+        except BaseException:
+            del state.topics[name]
+            self._topics_by_id.pop(info.topic_id, None)
+            raise
+        return info
+
+    def get_topic(self, stream: str, name: str) -> TopicInfo | None:
+        state = self._streams.get(stream)
+        if state is None:
+            return None
+        topic = state.topics.get(name)
+        return None if topic is None else topic.info
+
+    def get_topic_by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
+        topic = self._topics_by_id.get(topic_id)
+        return None if topic is None else topic.info
+
+    def list_topics(self, stream: str | None = None) -> list[TopicInfo]:
+        if stream is None:
+            return [t.info for s in self._streams.values() for t in s.topics.values()]
+        return [t.info for t in self._stream(stream).topics.values()]
+
+    async def delete_topic(self, stream: str, name: str) -> None:
+        state = self._stream(stream)
+        topic = self._topic(stream, name)
+        del state.topics[name]
+        self._topics_by_id.pop(topic.info.topic_id, None)
+        await self._persist_topic_deleted(state, topic)
+        for group, cursors in list(state.cursors.items()):
+            gone = [key for key in cursors if key[0] == name]
+            if gone:
+                await self.delete_cursors(stream, group, gone)
+
+    async def add_partitions(self, stream: str, name: str, total: int) -> TopicInfo:
+        state = self._stream(stream)
+        topic = self._topic(stream, name)
+        if total <= topic.info.partitions:
+            raise InvalidPartitionsError(
+                f"topic {name!r} has {topic.info.partitions} partitions; it can only grow, not to {total}"
+            )
+        return await self._change_topic(state, topic, dataclasses.replace(topic.info, partitions=total))
+
+    async def set_topic_configs(self, stream: str, name: str, configs: dict[str, str]) -> TopicInfo:
+        state = self._stream(stream)
+        topic = self._topic(stream, name)
+        info = dataclasses.replace(topic.info, configs=check_topic_configs(configs))
+        return await self._change_topic(state, topic, info)
+
+    async def _change_topic(self, state: StreamState, topic: TopicState, info: TopicInfo) -> TopicInfo:
+        old = topic.info
+        topic.info = info
+        topic.forget_settings()
+        try:
+            await self._persist_topics(state, [topic])
+        except BaseException:
+            topic.info = old
+            topic.forget_settings()
+            raise
+        return info
+
+    def partition(self, stream: str, name: str, index: int) -> Partition:
+        topic = self._topic(stream, name)
+        if not 0 <= index < topic.info.partitions:
+            raise UnknownTopicError(
+                f"topic {name!r} in stream {stream!r} has no partition {index} "
+                f"(it has {topic.info.partitions})"
+            )
+        if topic.partitions is None:
+            topic.partitions = {}
+        part = topic.partitions.get(index)
+        if part is None:
+            part = topic.partitions[index] = self._new_partition(topic, index)
+        return part
+
+    # cursors ---------------------------------------------------------------
+
+    async def commit_cursors(self, stream: str, group: str, cursors: Sequence[Cursor]) -> None:
+        state = self._stream(stream)
+        stamped = [c if c.commit_time_ms else dataclasses.replace(c, commit_time_ms=now_ms()) for c in cursors]
+        await self._persist_cursors(state, group, stamped, ())
+        table = state.cursors.setdefault(group, {})
+        for cursor in stamped:
+            table[(cursor.topic, cursor.partition)] = cursor
+
+    def get_cursors(self, stream: str, group: str) -> list[Cursor]:
+        return list(self._stream(stream).cursors.get(group, {}).values())
+
+    def list_cursor_groups(self, stream: str) -> list[str]:
+        return sorted(self._stream(stream).cursors)
+
+    async def delete_cursors(
+        self, stream: str, group: str, partitions: Sequence[tuple[str, int]] | None = None
+    ) -> None:
+        state = self._stream(stream)
+        table = state.cursors.get(group)
+        if not table:
+            return
+        keys = list(table) if partitions is None else [tuple(p) for p in partitions if tuple(p) in table]
+        if not keys:
+            return
+        await self._persist_cursors(state, group, (), keys)
+        for key in keys:
+            table.pop(key, None)
+        if not table:
+            del state.cursors[group]
