@@ -1,0 +1,3 @@
+"""kafkacompat: a Kafka wire-protocol broker with MapR-style streams."""
+
+__version__ = "0.1.0"

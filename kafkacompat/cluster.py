@@ -1,0 +1,99 @@
+"""What every handler reads: this broker's identity, the store and topic lookup."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import uuid
+
+from kio.schema.errors import ErrorCode
+
+import storage
+from storage import Store, TopicInfo
+
+from .config import BrokerConfig
+from .producer_state import ProducerStates
+from .topic_names import TopicNameError, canonical_name, split_name
+
+log = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ResolvedTopic:
+    stream: str
+    topic: str
+    info: TopicInfo | None  # None when it does not exist
+
+
+class TopicError(Exception):
+    """A topic lookup that must be answered with a Kafka error code."""
+
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class Cluster:
+    def __init__(self, config: BrokerConfig, store: Store) -> None:
+        self.config = config
+        self.store = store
+        self.node_id = config.node_id
+        self.cluster_id = config.cluster_id
+        self.host, self.port = config.advertised()
+        self.producers = ProducerStates()
+
+    @property
+    def default_stream(self) -> str:
+        return self.store.default_stream
+
+    def split(self, name: str) -> tuple[str, str]:
+        """(stream, topic) for a Kafka topic name, or TopicError(INVALID_TOPIC_EXCEPTION)."""
+        try:
+            stream, topic = split_name(name, self.default_stream)
+            storage.names.check_stream_path(stream)
+            storage.names.check_topic_name(topic)
+        except (TopicNameError, storage.StorageError) as exc:
+            raise TopicError(ErrorCode.invalid_topic_exception, str(exc)) from None
+        if stream == self.default_stream and ".." in topic:
+            raise TopicError(
+                ErrorCode.invalid_topic_exception,
+                f"{name!r}: '..' is reserved for stream aliases (path..topic)",
+            )
+        return stream, topic
+
+    def lookup(self, name: str) -> ResolvedTopic:
+        stream, topic = self.split(name)
+        return ResolvedTopic(stream, topic, self.store.get_topic(stream, topic))
+
+    def display_name(self, info: TopicInfo) -> str:
+        return canonical_name(info.stream, info.name, self.default_stream)
+
+    def by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
+        return self.store.get_topic_by_id(topic_id)
+
+    async def auto_create(self, name: str) -> TopicInfo:
+        """Create a topic on first use, as the stream's autocreate policy allows."""
+        stream, topic = self.split(name)
+        existing = self.store.get_topic(stream, topic)
+        if existing is not None:
+            return existing
+        info = self.store.get_stream(stream)
+        if info is None:
+            raise TopicError(
+                ErrorCode.unknown_topic_or_partition, f"stream {stream} does not exist"
+            )
+        allowed = info.policy.autocreate and (
+            stream != self.default_stream or self.config.auto_create_topics
+        )
+        if not allowed:
+            raise TopicError(
+                ErrorCode.unknown_topic_or_partition,
+                f"topic {name} does not exist and stream {stream} does not auto-create topics",
+            )
+        try:
+            created = await self.store.create_topic(stream, topic, info.policy.default_partitions)
+        except storage.TopicExistsError:
+            created = self.store.get_topic(stream, topic)
+            assert created is not None
+        log.info("auto-created topic %s with %d partition(s)", name, created.partitions)
+        return created

@@ -1,0 +1,91 @@
+"""One typed configuration for the broker: defaults < file < environment < flags.
+
+The file is TOML with the same keys as the dataclass fields; the
+environment uses KAFKACOMPAT_<FIELD> (e.g. KAFKACOMPAT_PORT=9093,
+KAFKACOMPAT_VOLUMES=/mnt/a,/mnt/b).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tomllib
+from collections.abc import Mapping
+from typing import Any
+
+
+@dataclasses.dataclass(slots=True)
+class BrokerConfig:
+    data_dir: str = "./data"  # "memory://" keeps everything in memory
+    volumes: list[str] = dataclasses.field(default_factory=list)  # extra data dirs
+    host: str = "0.0.0.0"
+    port: int = 9092
+    advertised_host: str | None = None  # defaults to host, or localhost for 0.0.0.0
+    advertised_port: int | None = None
+    node_id: int = 1
+    cluster_id: str = "kafkacompat-cluster"
+    default_stream: str = "/default"
+    max_frame_bytes: int = 100 * 1024 * 1024  # Kafka's socket.request.max.bytes
+    max_connections: int = 10_000
+    auto_create_topics: bool = True  # Kafka's auto.create.topics.enable; streams can refuse too
+    log_level: str = "INFO"
+
+    @property
+    def store_url(self) -> str:
+        return self.data_dir
+
+    def advertised(self) -> tuple[str, int]:
+        host = self.advertised_host or (
+            "localhost" if self.host in ("0.0.0.0", "::", "") else self.host
+        )
+        return host, self.advertised_port or self.port
+
+
+class ConfigError(ValueError):
+    pass
+
+
+def _coerce(field: dataclasses.Field[Any], raw: Any) -> Any:
+    kind = field.type
+    if isinstance(raw, str):
+        if kind == "int" or kind == "int | None":
+            try:
+                return int(raw)
+            except ValueError:
+                raise ConfigError(f"{field.name} must be an integer, got {raw!r}") from None
+        if kind == "bool":
+            if raw.lower() in ("1", "true", "yes", "on"):
+                return True
+            if raw.lower() in ("0", "false", "no", "off"):
+                return False
+            raise ConfigError(f"{field.name} must be true or false, got {raw!r}")
+        if kind == "list[str]":
+            return [part for part in raw.split(",") if part]
+    return raw
+
+
+def load_config(
+    path: str | None = None,
+    environ: Mapping[str, str] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+) -> BrokerConfig:
+    """Merge defaults, a TOML file, KAFKACOMPAT_* variables and explicit overrides."""
+    fields = {f.name: f for f in dataclasses.fields(BrokerConfig)}
+    values: dict[str, Any] = {}
+    if path:
+        with open(path, "rb") as fh:
+            data = tomllib.load(fh)
+        for key, value in data.items():
+            name = key.replace("-", "_")
+            if name not in fields:
+                raise ConfigError(f"unknown setting {key!r} in {path}")
+            values[name] = _coerce(fields[name], value)
+    env = os.environ if environ is None else environ
+    for name, field in fields.items():
+        raw = env.get(f"KAFKACOMPAT_{name.upper()}")
+        if raw is not None:
+            values[name] = _coerce(field, raw)
+    for name, value in (overrides or {}).items():
+        if value is not None:
+            values[name] = value
+    return BrokerConfig(**values)

@@ -1,0 +1,141 @@
+"""One client connection: read frames, dispatch, answer strictly in order.
+
+Requests are handled one after another (so appends from one producer keep
+their order), but a handler may hand back a deferred answer (a fetch long
+poll, an acks=all wait for fsync): the next request is then handled at once
+while a writer task sends answers in request order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+from collections.abc import Awaitable
+from typing import Any
+
+from protocol.framing import FrameError, frame_size
+from protocol.messages import (
+    MalformedRequestError,
+    RequestHeader,
+    decode_request,
+    encode_response,
+    parse_request_header,
+)
+from protocol.versions import API_VERSIONS_KEY, SUPPORTED, api_name
+
+from .cluster import Cluster
+from .handlers import HANDLERS
+from .handlers.common import NO_RESPONSE, CloseConnection
+from .handlers.api_versions import unsupported_version_response
+
+log = logging.getLogger(__name__)
+
+MAX_IN_FLIGHT = 64  # answers queued per connection before reading pauses
+
+
+@dataclasses.dataclass(slots=True)
+class RequestContext:
+    cluster: Cluster
+    header: RequestHeader
+    peer: str
+
+    @property
+    def version(self) -> int:
+        return self.header.api_version
+
+
+class Connection:
+    def __init__(
+        self,
+        cluster: Cluster,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        max_frame_bytes: int,
+    ) -> None:
+        self.cluster = cluster
+        self.reader = reader
+        self.writer = writer
+        self.max_frame_bytes = max_frame_bytes
+        peer = writer.get_extra_info("peername")
+        self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        self._answers: asyncio.Queue[tuple[RequestHeader, Awaitable[Any]] | None] = asyncio.Queue(
+            MAX_IN_FLIGHT
+        )
+
+    async def run(self) -> None:
+        writer_task = asyncio.create_task(self._write_answers(), name=f"writer {self.peer}")
+        try:
+            await self._read_requests()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass  # the client went away
+        except FrameError as exc:
+            log.warning("closing connection from %s: %s", self.peer, exc)
+        except MalformedRequestError as exc:
+            log.warning("closing connection from %s: malformed request: %s", self.peer, exc)
+        except CloseConnection as exc:
+            log.info("closing connection from %s: %s", self.peer, exc)
+        except Exception:
+            log.exception("closing connection from %s after an internal error", self.peer)
+        finally:
+            await self._answers.put(None)
+            try:
+                await writer_task
+            except Exception:  # noqa: BLE001 - the socket is going anyway
+                log.debug("writer for %s ended with an error", self.peer, exc_info=True)
+            self.writer.close()
+
+    async def _read_requests(self) -> None:
+        reader = self.reader
+        while True:
+            size = frame_size(await reader.readexactly(4), self.max_frame_bytes)
+            frame = await reader.readexactly(size)
+            header = parse_request_header(frame)
+            answer = await self._dispatch(header, frame)
+            if answer is NO_RESPONSE:
+                continue
+            if asyncio.iscoroutine(answer):
+                answer = asyncio.ensure_future(answer)
+            elif not isinstance(answer, asyncio.Future):
+                done = asyncio.get_running_loop().create_future()
+                done.set_result(answer)
+                answer = done
+            await self._answers.put((header, answer))
+
+    async def _dispatch(self, header: RequestHeader, frame: bytes) -> Any:
+        key, version = header.api_key, header.api_version
+        supported = SUPPORTED.get(key)
+        if key == API_VERSIONS_KEY and supported and not supported[0] <= version <= supported[1]:
+            return unsupported_version_response()
+        handler = HANDLERS.get(key)
+        if handler is None or supported is None:
+            raise CloseConnection(f"unknown or unsupported API key {key}")
+        if not supported[0] <= version <= supported[1]:
+            raise CloseConnection(
+                f"{api_name(key)} v{version} is not supported (this broker serves "
+                f"v{supported[0]}-{supported[1]})"
+            )
+        decode = getattr(handler, "decode", decode_request)
+        request = decode(header, frame)
+        ctx = RequestContext(self.cluster, header, self.peer)
+        return await handler.handle(ctx, request)
+
+    async def _write_answers(self) -> None:
+        writer = self.writer
+        while True:
+            item = await self._answers.get()
+            if item is None:
+                break
+            header, answer = item
+            try:
+                body = await answer
+            except Exception:
+                log.exception(
+                    "%s v%d from %s failed; closing the connection",
+                    api_name(header.api_key), header.api_version, self.peer,
+                )
+                writer.close()
+                raise
+            writer.write(encode_response(header.api_key, header.api_version, header.correlation_id, body))
+            if self._answers.empty():
+                await writer.drain()

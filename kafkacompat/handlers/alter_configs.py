@@ -1,0 +1,21 @@
+"""AlterConfigs: replace a topic's explicit configs (the legacy, non-incremental API)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .common import NO_THROTTLE, make, schema_of
+from .config_changes import apply_topic_configs
+
+
+async def handle(ctx: Any, request: Any) -> Any:
+    m = schema_of(ctx)
+    responses = []
+    for resource in request.resources:
+        new = {c.name: c.value for c in resource.configs if c.value is not None}
+        error, message = await apply_topic_configs(ctx, resource, lambda _old: new, request.validate_only)
+        responses.append(
+            make(m.AlterConfigsResourceResponse, error_code=error, error_message=message,
+                 resource_type=resource.resource_type, resource_name=resource.resource_name)
+        )
+    return make(m.AlterConfigsResponse, throttle_time=NO_THROTTLE, responses=tuple(responses))

@@ -1,0 +1,36 @@
+"""ApiVersions: what this broker serves (only what is implemented)."""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+from protocol.messages import make
+from protocol.versions import API_VERSIONS_KEY, SUPPORTED
+
+from .common import NO_THROTTLE, ErrorCode, schema_of
+
+
+def unsupported_version_response() -> bytes:
+    """A v0 body with UNSUPPORTED_VERSION, for a version this broker does not know.
+
+    Clients read it whatever version they sent, then retry with one listed.
+    """
+    low, high = SUPPORTED[API_VERSIONS_KEY]
+    return struct.pack(">hi", ErrorCode.unsupported_version.value, 1) + struct.pack(
+        ">hhh", API_VERSIONS_KEY, low, high
+    )
+
+
+async def handle(ctx: Any, request: Any) -> Any:
+    m = schema_of(ctx)
+    keys = tuple(
+        make(m.ApiVersion, api_key=key, min_version=low, max_version=high)
+        for key, (low, high) in sorted(SUPPORTED.items())
+    )
+    return make(
+        m.ApiVersionsResponse,
+        error_code=ErrorCode.none,
+        api_keys=keys,
+        throttle_time=NO_THROTTLE,
+    )

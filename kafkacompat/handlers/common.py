@@ -1,0 +1,50 @@
+"""Small pieces every handler uses."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+import storage
+from protocol.messages import make, response_module
+
+NO_THROTTLE = datetime.timedelta(0)
+NO_RESPONSE = object()  # acks=0: the client expects no answer
+
+
+class CloseConnection(Exception):
+    """A request after which Kafka closes the connection (e.g. failed acks=0 produce)."""
+
+ALL_TOPIC_OPERATIONS = 0b1111_1111_1000  # READ..DESCRIBE_CONFIGS|ALTER_CONFIGS bits, as Kafka reports
+UNSET_OPERATIONS = -(2**31)
+
+
+def schema_of(ctx: Any) -> Any:
+    """The kio module of this request's response version."""
+    return response_module(ctx.header.api_key, ctx.header.api_version)
+
+
+STORAGE_ERRORS: dict[type[Exception], ErrorCode] = {
+    storage.UnknownTopicError: ErrorCode.unknown_topic_or_partition,
+    storage.UnknownStreamError: ErrorCode.unknown_topic_or_partition,
+    storage.TopicExistsError: ErrorCode.topic_already_exists,
+    storage.InvalidTopicNameError: ErrorCode.invalid_topic_exception,
+    storage.InvalidPathError: ErrorCode.invalid_topic_exception,
+    storage.InvalidPartitionsError: ErrorCode.invalid_partitions,
+    storage.OffsetOutOfRangeError: ErrorCode.offset_out_of_range,
+    storage.StorageFullError: ErrorCode.kafka_storage_error,
+    storage.CorruptBatchError: ErrorCode.corrupt_message,
+    storage.InvalidPolicyError: ErrorCode.invalid_config,
+}
+
+
+def storage_error_code(exc: Exception) -> ErrorCode:
+    for kind, code in STORAGE_ERRORS.items():
+        if isinstance(exc, kind):
+            return code
+    return ErrorCode.kafka_storage_error
+
+
+__all__ = ["CloseConnection", "ErrorCode", "make", "NO_THROTTLE", "NO_RESPONSE", "schema_of", "storage_error_code"]

@@ -1,0 +1,46 @@
+"""CreatePartitions: grow a topic; shrinking is refused."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import storage
+
+from ..cluster import TopicError
+from .common import NO_THROTTLE, ErrorCode, make, schema_of, storage_error_code
+
+
+async def _grow(ctx: Any, topic: Any, validate_only: bool) -> tuple[ErrorCode, str | None]:
+    cluster = ctx.cluster
+    try:
+        info = cluster.lookup(topic.name).info
+    except TopicError as exc:
+        return exc.code, str(exc)
+    if info is None:
+        return ErrorCode.unknown_topic_or_partition, f"topic {topic.name} does not exist"
+    if topic.count <= info.partitions:
+        return (
+            ErrorCode.invalid_partitions,
+            f"topic has {info.partitions} partitions; the new count must be larger, got {topic.count}",
+        )
+    if topic.assignments is not None:
+        if len(topic.assignments) != topic.count - info.partitions:
+            return ErrorCode.invalid_replica_assignment, "one assignment per new partition is required"
+        if any(set(a.broker_ids) - {cluster.node_id} for a in topic.assignments):
+            return ErrorCode.invalid_replica_assignment, f"broker {cluster.node_id} is the only broker"
+    if validate_only:
+        return ErrorCode.none, None
+    try:
+        await cluster.store.add_partitions(info.stream, info.name, topic.count)
+    except storage.StorageError as exc:
+        return storage_error_code(exc), str(exc)
+    return ErrorCode.none, None
+
+
+async def handle(ctx: Any, request: Any) -> Any:
+    m = schema_of(ctx)
+    results = []
+    for topic in request.topics:
+        error, message = await _grow(ctx, topic, request.validate_only)
+        results.append(make(m.CreatePartitionsTopicResult, name=topic.name, error_code=error, error_message=message))
+    return make(m.CreatePartitionsResponse, throttle_time=NO_THROTTLE, results=tuple(results))

@@ -1,0 +1,81 @@
+"""CreateTopics: a topic in a stream, with the stream's defaults filling gaps."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import storage
+
+from ..cluster import TopicError
+from ..topic_configs import InvalidConfigError, effective_configs, validate_configs
+from .common import NO_THROTTLE, ErrorCode, make, schema_of, storage_error_code
+
+
+async def _create(ctx: Any, topic: Any, validate_only: bool) -> tuple[ErrorCode, str | None, Any]:
+    cluster = ctx.cluster
+    try:
+        stream, name = cluster.split(topic.name)
+    except TopicError as exc:
+        return exc.code, str(exc), None
+    stream_info = cluster.store.get_stream(stream)
+    if stream_info is None:
+        return ErrorCode.invalid_topic_exception, f"stream {stream} does not exist", None
+    if cluster.store.get_topic(stream, name) is not None:
+        return ErrorCode.topic_already_exists, f"topic {topic.name} already exists", None
+    partitions = topic.num_partitions
+    if topic.assignments:
+        partitions = len(topic.assignments)
+        if any(set(a.broker_ids) - {cluster.node_id} for a in topic.assignments):
+            return ErrorCode.invalid_replica_assignment, f"broker {cluster.node_id} is the only broker", None
+    if partitions == -1:
+        partitions = stream_info.policy.default_partitions
+    if partitions <= 0:
+        return ErrorCode.invalid_partitions, f"number of partitions must be positive, got {partitions}", None
+    if topic.replication_factor not in (-1, 1) and not topic.assignments:
+        return (
+            ErrorCode.invalid_replication_factor,
+            f"replication factor {topic.replication_factor} is larger than the 1 available broker",
+            None,
+        )
+    configs = {c.name: c.value for c in topic.configs if c.value is not None}
+    try:
+        validate_configs(configs)
+    except InvalidConfigError as exc:
+        return ErrorCode.invalid_config, str(exc), None
+    if validate_only:
+        return ErrorCode.none, None, None
+    try:
+        info = await cluster.store.create_topic(stream, name, partitions, configs)
+    except storage.StorageError as exc:
+        return storage_error_code(exc), str(exc), None
+    return ErrorCode.none, None, info
+
+
+async def handle(ctx: Any, request: Any) -> Any:
+    m = schema_of(ctx)
+    results = []
+    for topic in request.topics:
+        error, message, info = await _create(ctx, topic, request.validate_only)
+        configs = None
+        if info is not None and hasattr(m, "CreatableTopicConfigs"):  # v5+
+            configs = tuple(
+                make(
+                    m.CreatableTopicConfigs, name=name, value=value, read_only=False,
+                    config_source=source, is_sensitive=False,
+                )
+                for name, (value, source) in effective_configs(ctx.cluster, info).items()
+            )
+        results.append(
+            make(
+                m.CreatableTopicResult,
+                name=topic.name,
+                topic_id=info.topic_id if info else None,
+                error_code=error,
+                error_message=message,
+                topic_config_error_code=0,
+                num_partitions=info.partitions if info else -1,
+                replication_factor=1 if info else -1,
+                configs=configs,
+            )
+        )
+    return make(m.CreateTopicsResponse, throttle_time=NO_THROTTLE, topics=tuple(results))

@@ -1,0 +1,47 @@
+"""DeleteTopics: by name (v1-5) or by name or topic id (v6)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import storage
+
+from ..cluster import TopicError
+from .common import NO_THROTTLE, ErrorCode, make, schema_of, storage_error_code
+
+
+async def _delete(ctx: Any, name: str | None, topic_id: Any) -> tuple[ErrorCode, str | None, Any, Any]:
+    cluster = ctx.cluster
+    if name is None:
+        info = cluster.by_id(topic_id) if topic_id is not None else None
+        if info is None:
+            return ErrorCode.unknown_topic_id, "unknown topic id", None, topic_id
+    else:
+        try:
+            info = cluster.lookup(name).info
+        except TopicError as exc:
+            return exc.code, str(exc), name, topic_id
+        if info is None:
+            return ErrorCode.unknown_topic_or_partition, f"topic {name} does not exist", name, topic_id
+    try:
+        await cluster.store.delete_topic(info.stream, info.name)
+    except storage.StorageError as exc:
+        return storage_error_code(exc), str(exc), name, info.topic_id
+    for index in range(info.partitions):
+        cluster.producers.forget_partition((info.stream, info.name, index))
+    return ErrorCode.none, None, name or cluster.display_name(info), info.topic_id
+
+
+async def handle(ctx: Any, request: Any) -> Any:
+    m = schema_of(ctx)
+    if hasattr(request, "topics"):
+        wanted = [(t.name, t.topic_id if t.topic_id and t.topic_id.int else None) for t in request.topics]
+    else:
+        wanted = [(name, None) for name in request.topic_names]
+    results = []
+    for name, topic_id in wanted:
+        error, message, shown, tid = await _delete(ctx, name, topic_id)
+        results.append(
+            make(m.DeletableTopicResult, name=shown, topic_id=tid, error_code=error, error_message=message)
+        )
+    return make(m.DeleteTopicsResponse, throttle_time=NO_THROTTLE, responses=tuple(results))

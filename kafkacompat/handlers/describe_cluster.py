@@ -1,0 +1,23 @@
+"""DescribeCluster: one broker, which is also the controller."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .common import NO_THROTTLE, UNSET_OPERATIONS, ErrorCode, make, schema_of
+
+
+async def handle(ctx: Any, request: Any) -> Any:
+    m = schema_of(ctx)
+    cluster = ctx.cluster
+    return make(
+        m.DescribeClusterResponse,
+        throttle_time=NO_THROTTLE,
+        error_code=ErrorCode.none,
+        error_message=None,
+        endpoint_type=getattr(request, "endpoint_type", 1),
+        cluster_id=cluster.cluster_id,
+        controller_id=cluster.node_id,
+        brokers=(make(m.DescribeClusterBroker, broker_id=cluster.node_id, host=cluster.host, port=cluster.port, rack=None),),
+        cluster_authorized_operations=UNSET_OPERATIONS,
+    )

@@ -1,0 +1,69 @@
+"""ListOffsets: -2 earliest, -1 latest, -3 max timestamp, T >= 0 by time."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import storage
+
+from ..cluster import TopicError
+from .common import NO_THROTTLE, ErrorCode, make, schema_of, storage_error_code
+
+EARLIEST, LATEST, MAX_TIMESTAMP = -2, -1, -3
+
+
+async def _lookup(partition: storage.Partition, timestamp: int) -> tuple[int, int]:
+    """(timestamp, offset) per Kafka: -1/-1 when no record is at or after T."""
+    if timestamp == EARLIEST:
+        return -1, partition.log_start_offset
+    if timestamp == LATEST:
+        return -1, partition.high_watermark
+    if timestamp == MAX_TIMESTAMP:
+        hit = await partition.max_timestamp()
+    else:
+        hit = await partition.offset_for_timestamp(timestamp)
+    if hit is None:
+        return -1, -1
+    return hit.timestamp, hit.offset
+
+
+async def handle(ctx: Any, request: Any) -> Any:
+    m = schema_of(ctx)
+    cluster = ctx.cluster
+    topics = []
+    for topic in request.topics:
+        try:
+            info = cluster.lookup(topic.name).info
+            missing = ErrorCode.unknown_topic_or_partition
+        except TopicError as exc:
+            info, missing = None, exc.code
+        parts = []
+        for part in topic.partitions:
+            error, ts, offset, epoch = ErrorCode.none, -1, -1, -1
+            if info is None or not 0 <= part.partition_index < info.partitions:
+                error = missing
+            elif part.timestamp < MAX_TIMESTAMP:
+                error = ErrorCode.invalid_request  # -4 (latest tiered) and below are not served
+            else:
+                partition = cluster.store.partition(info.stream, info.name, part.partition_index)
+                epoch = partition.leader_epoch
+                current = getattr(part, "current_leader_epoch", -1)
+                if current >= 0 and current != epoch:
+                    error = ErrorCode.fenced_leader_epoch if current < epoch else ErrorCode.unknown_leader_epoch
+                else:
+                    try:
+                        ts, offset = await _lookup(partition, part.timestamp)
+                    except storage.StorageError as exc:
+                        error = storage_error_code(exc)
+            parts.append(
+                make(
+                    m.ListOffsetsPartitionResponse,
+                    partition_index=part.partition_index,
+                    error_code=error,
+                    timestamp=ts,
+                    offset=offset,
+                    leader_epoch=epoch,
+                )
+            )
+        topics.append(make(m.ListOffsetsTopicResponse, name=topic.name, partitions=tuple(parts)))
+    return make(m.ListOffsetsResponse, throttle_time=NO_THROTTLE, topics=tuple(topics))

@@ -1,0 +1,102 @@
+"""Metadata: the routing table. This broker leads every partition.
+
+Topics come back under the name the client asked for (a plain name, a
+`/stream:topic` name or its alias); a request for all topics lists
+canonical names.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from storage import TopicInfo
+
+from ..cluster import TopicError
+from .common import ALL_TOPIC_OPERATIONS, NO_THROTTLE, UNSET_OPERATIONS, ErrorCode, make, schema_of
+
+
+def _topic_entry(ctx: Any, m: Any, name: str, info: TopicInfo, ops: int) -> Any:
+    cluster = ctx.cluster
+    node = cluster.node_id
+    partitions = tuple(
+        make(
+            m.MetadataResponsePartition,
+            error_code=ErrorCode.none,
+            partition_index=index,
+            leader_id=node,
+            leader_epoch=cluster.store.partition(info.stream, info.name, index).leader_epoch,
+            replica_nodes=(node,),
+            isr_nodes=(node,),
+            offline_replicas=(),
+        )
+        for index in range(info.partitions)
+    )
+    return make(
+        m.MetadataResponseTopic,
+        error_code=ErrorCode.none,
+        name=name,
+        topic_id=info.topic_id,
+        is_internal=False,
+        partitions=partitions,
+        topic_authorized_operations=ops,
+    )
+
+
+def _error_entry(m: Any, name: str | None, code: ErrorCode, topic_id: Any = None) -> Any:
+    return make(
+        m.MetadataResponseTopic,
+        error_code=code,
+        name=name,
+        topic_id=topic_id or uuid.UUID(int=0),
+        is_internal=False,
+        partitions=(),
+        topic_authorized_operations=UNSET_OPERATIONS,
+    )
+
+
+async def handle(ctx: Any, request: Any) -> Any:
+    m = schema_of(ctx)
+    cluster = ctx.cluster
+    version = ctx.version
+    ops = ALL_TOPIC_OPERATIONS if getattr(request, "include_topic_authorized_operations", False) else UNSET_OPERATIONS
+    # v0 sent an empty list for "all topics"; v1+ send null for all.
+    wanted = request.topics
+    if version == 0 and not wanted:
+        wanted = None
+    allow_create = getattr(request, "allow_auto_topic_creation", True)
+    entries = []
+    if wanted is None:
+        for info in cluster.store.list_topics():
+            entries.append(_topic_entry(ctx, m, cluster.display_name(info), info, ops))
+    else:
+        for wanted_topic in wanted:
+            name = wanted_topic.name
+            topic_id = getattr(wanted_topic, "topic_id", None)
+            if name is None and topic_id is not None and topic_id.int != 0:
+                info = cluster.by_id(topic_id)
+                if info is None:
+                    entries.append(_error_entry(m, None, ErrorCode.unknown_topic_id, topic_id))
+                else:
+                    entries.append(_topic_entry(ctx, m, cluster.display_name(info), info, ops))
+                continue
+            try:
+                found = cluster.lookup(name)
+                info = found.info
+                if info is None:
+                    if not allow_create:
+                        raise TopicError(ErrorCode.unknown_topic_or_partition, name)
+                    info = await cluster.auto_create(name)
+            except TopicError as exc:
+                entries.append(_error_entry(m, name, exc.code))
+                continue
+            entries.append(_topic_entry(ctx, m, name, info, ops))
+    return make(
+        m.MetadataResponse,
+        throttle_time=NO_THROTTLE,
+        brokers=(make(m.MetadataResponseBroker, node_id=cluster.node_id, host=cluster.host, port=cluster.port, rack=None),),
+        cluster_id=cluster.cluster_id,
+        controller_id=cluster.node_id,
+        topics=tuple(entries),
+        cluster_authorized_operations=UNSET_OPERATIONS,
+    )

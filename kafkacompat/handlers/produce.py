@@ -1,0 +1,203 @@
+"""Produce: validate batch headers and CRC, dedupe idempotent retries, append.
+
+Records are never decoded here. Every batch of a partition is checked before
+any is written, so a corrupt batch leaves nothing behind. acks=0 gets no
+answer; acks=all (or an fsync=always stream) answers once the stream's
+fsync policy is met.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import datetime
+import logging
+import struct
+import time
+from typing import Any
+
+from kio.serial import entity_reader
+
+import storage
+from protocol.messages import RequestHeader, decode_request, request_schema
+from protocol.records import InvalidBatchError, set_log_append_time, split_batches
+
+from ..cluster import TopicError
+from ..topic_configs import topic_config_value
+from .common import NO_RESPONSE, CloseConnection, NO_THROTTLE, ErrorCode, make, schema_of, storage_error_code
+
+log = logging.getLogger(__name__)
+
+FIRST_SERVED_VERSION = 3  # v0-2 are advertised (librdkafka needs it) but refused
+
+
+@dataclasses.dataclass(slots=True)
+class _Outcome:
+    index: int
+    error: ErrorCode = ErrorCode.none
+    base_offset: int = -1
+    log_append_time: int = -1
+    log_start_offset: int = -1
+    message: str | None = None
+    durable_at: tuple[storage.Partition, int] | None = None
+
+
+def decode(header: RequestHeader, frame: bytes) -> Any:
+    """v0-2 share v3's layout minus the transactional id: parse them as v3."""
+    if header.api_version >= FIRST_SERVED_VERSION:
+        return decode_request(header, frame)
+    body = b"\xff\xff" + frame[header.body_offset :]
+    request, _ = entity_reader(request_schema(0, 3))(body, 0)
+    return request
+
+
+def _legacy_refusal(version: int, request: Any) -> bytes:
+    """A v0-2 response refusing every partition with UNSUPPORTED_VERSION."""
+    out = bytearray(struct.pack(">i", len(request.topic_data)))
+    for topic in request.topic_data:
+        name = topic.name.encode()
+        out += struct.pack(">h", len(name)) + name + struct.pack(">i", len(topic.partition_data))
+        for part in topic.partition_data:
+            out += struct.pack(">ihq", part.index, ErrorCode.unsupported_version.value, -1)
+            if version >= 2:
+                out += struct.pack(">q", -1)
+    if version >= 1:
+        out += struct.pack(">i", 0)
+    return bytes(out)
+
+
+async def _produce_partition(ctx: Any, topic: Any, part: Any, acks: int) -> _Outcome:
+    cluster = ctx.cluster
+    outcome = _Outcome(part.index)
+    try:
+        found = cluster.lookup(topic.name)
+    except TopicError as exc:
+        outcome.error, outcome.message = exc.code, str(exc)
+        return outcome
+    info = found.info
+    if info is None or not 0 <= part.index < info.partitions:
+        outcome.error = ErrorCode.unknown_topic_or_partition
+        return outcome
+    records = part.records or b""
+    try:
+        batches = split_batches(records)
+    except InvalidBatchError as exc:
+        outcome.error = ErrorCode.corrupt_message if exc.corrupt else ErrorCode.invalid_record
+        outcome.message = str(exc)
+        log.warning("refused produce to %s-%d from %s: %s", topic.name, part.index, ctx.peer, exc)
+        return outcome
+    max_bytes = int(topic_config_value(cluster, info, "max.message.bytes"))
+    for _, header in batches:
+        if header.is_transactional:
+            outcome.error = ErrorCode.invalid_record
+            outcome.message = "transactions are not supported by this broker"
+            return outcome
+        if header.size > max_bytes:
+            outcome.error = ErrorCode.message_too_large
+            outcome.message = f"batch of {header.size} bytes exceeds max.message.bytes={max_bytes}"
+            return outcome
+    partition = cluster.store.partition(info.stream, info.name, part.index)
+    log_append = topic_config_value(cluster, info, "message.timestamp.type") == "LogAppendTime"
+    key = (info.stream, info.name, part.index)
+    view = memoryview(records)
+    first_offset = None
+    try:
+        for pos, header in batches:
+            batch: Any = view[pos : pos + header.size]
+            idempotent = header.producer_id >= 0 and header.base_sequence >= 0
+            if idempotent:
+                verdict = cluster.producers.check(
+                    header.producer_id, header.producer_epoch, key,
+                    header.base_sequence, header.record_count,
+                )
+                if verdict.error != ErrorCode.none:
+                    outcome.error = verdict.error
+                    return outcome
+                if verdict.duplicate_of is not None:
+                    if first_offset is None:
+                        first_offset = verdict.duplicate_of
+                        outcome.log_append_time = verdict.log_append_time
+                    continue
+            now = int(time.time() * 1000)
+            if log_append:
+                batch = set_log_append_time(batch, now)
+            result = await partition.append(batch, header.record_count)
+            if idempotent:
+                cluster.producers.record(
+                    header.producer_id, header.producer_epoch, key, header.base_sequence,
+                    header.record_count, result.base_offset, now if log_append else -1,
+                )
+            if first_offset is None:
+                first_offset = result.base_offset
+                outcome.log_append_time = now if log_append else -1
+    except storage.StorageError as exc:
+        outcome.error = storage_error_code(exc)
+        outcome.message = str(exc)
+        log.error("append to %s-%d failed: %s", topic.name, part.index, exc)
+        return outcome
+    outcome.base_offset = first_offset if first_offset is not None else -1
+    outcome.log_start_offset = partition.log_start_offset
+    stream = cluster.store.get_stream(info.stream)
+    if acks == -1 or (stream is not None and stream.policy.fsync == storage.FsyncPolicy.ALWAYS):
+        outcome.durable_at = (partition, partition.high_watermark)
+    return outcome
+
+
+def _response(ctx: Any, request: Any, results: list[tuple[str, list[_Outcome]]]) -> Any:
+    m = schema_of(ctx)
+    topics = []
+    for name, outcomes in results:
+        parts = tuple(
+            make(
+                m.PartitionProduceResponse,
+                index=o.index,
+                error_code=o.error,
+                base_offset=o.base_offset,
+                log_append_time=(
+                    datetime.datetime.fromtimestamp(o.log_append_time / 1000, tz=datetime.UTC)
+                    if o.log_append_time >= 0
+                    else None
+                ),
+                log_start_offset=o.log_start_offset,
+                record_errors=(),
+                error_message=o.message,
+            )
+            for o in outcomes
+        )
+        topics.append(make(m.TopicProduceResponse, name=name, partition_responses=parts))
+    return make(m.ProduceResponse, responses=tuple(topics), throttle_time=NO_THROTTLE)
+
+
+async def handle(ctx: Any, request: Any) -> Any:
+    if ctx.version < FIRST_SERVED_VERSION:
+        return _legacy_refusal(ctx.version, request)
+    acks = request.acks
+    results: list[tuple[str, list[_Outcome]]] = []
+    for topic in request.topic_data:
+        outcomes = []
+        for part in topic.partition_data:
+            if acks not in (0, 1, -1):
+                outcomes.append(_Outcome(part.index, ErrorCode.invalid_required_acks))
+            elif request.transactional_id is not None:
+                outcomes.append(_Outcome(
+                    part.index, ErrorCode.invalid_record,
+                    message="transactions are not supported by this broker",
+                ))
+            else:
+                outcomes.append(await _produce_partition(ctx, topic, part, acks))
+        results.append((topic.name, outcomes))
+    if acks == 0:
+        failed = [o for _, outs in results for o in outs if o.error != ErrorCode.none]
+        if failed:
+            # Kafka's way of telling an acks=0 producer: close, so it refreshes metadata.
+            raise CloseConnection(f"acks=0 produce failed with {failed[0].error.name}")
+        return NO_RESPONSE
+    waits = [o.durable_at for _, outs in results for o in outs if o.durable_at is not None]
+    if not waits:
+        return _response(ctx, request, results)
+
+    async def after_fsync() -> Any:
+        await asyncio.gather(*(partition.wait_durable(offset) for partition, offset in waits))
+        return _response(ctx, request, results)
+
+    return after_fsync()

@@ -1,0 +1,108 @@
+"""Idempotent producing: per (producer id, partition) the last five batches.
+
+Mirrors Kafka's ProducerStateManager: a retried batch inside the window is
+answered with its original offsets, a gap is OUT_OF_ORDER_SEQUENCE_NUMBER,
+an older epoch is fenced, and sequences wrap at 2^31-1. State is kept in
+memory; a producer the broker has no state for may start at any sequence,
+as on Kafka after its state expired.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import itertools
+import time
+from collections.abc import Hashable
+
+from kio.schema.errors import ErrorCode
+
+WINDOW = 5
+INT32_MAX = 2**31 - 1
+
+
+def last_sequence(base_sequence: int, record_count: int) -> int:
+    increment = record_count - 1
+    if base_sequence > INT32_MAX - increment:
+        return increment - (INT32_MAX - base_sequence) - 1
+    return base_sequence + increment
+
+
+def next_sequence(sequence: int) -> int:
+    return 0 if sequence == INT32_MAX else sequence + 1
+
+
+@dataclasses.dataclass(slots=True)
+class _Batch:
+    first_seq: int
+    last_seq: int
+    base_offset: int
+    log_append_time: int
+
+
+@dataclasses.dataclass(slots=True)
+class _Entry:
+    epoch: int
+    batches: collections.deque[_Batch] = dataclasses.field(
+        default_factory=lambda: collections.deque(maxlen=WINDOW)
+    )
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Verdict:
+    error: ErrorCode = ErrorCode.none
+    duplicate_of: int | None = None  # base offset of the original batch
+    log_append_time: int = -1
+
+
+ACCEPT = Verdict()
+
+
+class ProducerStates:
+    def __init__(self) -> None:
+        # Unique across restarts as long as the clock does not go back.
+        self._ids = itertools.count(int(time.time() * 1000) * 1000)
+        self._entries: dict[tuple[int, Hashable], _Entry] = {}
+
+    def new_producer_id(self) -> int:
+        return next(self._ids)
+
+    def check(
+        self, producer_id: int, epoch: int, partition: Hashable, base_seq: int, count: int
+    ) -> Verdict:
+        """Judge an idempotent batch before it is appended."""
+        entry = self._entries.get((producer_id, partition))
+        if entry is None:
+            return ACCEPT
+        if epoch < entry.epoch:
+            return Verdict(ErrorCode.invalid_producer_epoch)
+        if epoch > entry.epoch:
+            return ACCEPT if base_seq == 0 else Verdict(ErrorCode.out_of_order_sequence_number)
+        last = last_sequence(base_seq, count)
+        for batch in entry.batches:
+            if batch.first_seq == base_seq and batch.last_seq == last:
+                return Verdict(duplicate_of=batch.base_offset, log_append_time=batch.log_append_time)
+        if entry.batches and base_seq != next_sequence(entry.batches[-1].last_seq):
+            return Verdict(ErrorCode.out_of_order_sequence_number)
+        return ACCEPT
+
+    def record(
+        self,
+        producer_id: int,
+        epoch: int,
+        partition: Hashable,
+        base_seq: int,
+        count: int,
+        base_offset: int,
+        log_append_time: int,
+    ) -> None:
+        key = (producer_id, partition)
+        entry = self._entries.get(key)
+        if entry is None or epoch != entry.epoch:
+            entry = self._entries[key] = _Entry(epoch)
+        entry.batches.append(_Batch(base_seq, last_sequence(base_seq, count), base_offset, log_append_time))
+
+    def forget_partition(self, partition: Hashable) -> None:
+        """Drop state of a deleted topic partition."""
+        for key in [k for k in self._entries if k[1] == partition]:
+            del self._entries[key]

@@ -1,0 +1,93 @@
+"""The asyncio TCP server: accepts connections and owns the store's lifetime."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+
+import storage
+from protocol.records import record_timestamps
+from storage import Store
+
+from .cluster import Cluster
+from .config import BrokerConfig
+from .connection import Connection
+
+log = logging.getLogger(__name__)
+
+
+class BrokerServer:
+    """A running broker: `await start()`, `await stop()`, or `async with`."""
+
+    def __init__(self, config: BrokerConfig, store: Store | None = None) -> None:
+        self.config = config
+        self.store = store or storage.open_store(
+            config.store_url,
+            volumes=config.volumes,
+            default_stream=config.default_stream,
+            record_timestamps=record_timestamps,
+        )
+        self.cluster: Cluster | None = None
+        self._server: asyncio.base_events.Server | None = None
+        self._connections: set[asyncio.Task[None]] = set()
+
+    @property
+    def port(self) -> int:
+        """The bound port (useful with port 0)."""
+        assert self._server is not None, "broker not started"
+        return self._server.sockets[0].getsockname()[1]
+
+    async def start(self) -> None:
+        await self.store.open()
+        self._server = await asyncio.start_server(
+            self._accept, self.config.host, self.config.port,
+            reuse_address=True, limit=1 << 20, start_serving=False,
+        )
+        if self.config.advertised_port is None and self.config.port == 0:
+            self.config.advertised_port = self.port
+        self.cluster = Cluster(self.config, self.store)
+        await self._server.start_serving()
+        host, port = self.cluster.host, self.cluster.port
+        log.info(
+            "kafkacompat listening on %s:%d (advertised %s:%d), store %s",
+            self.config.host, self.port, host, port, self.config.store_url,
+        )
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            for task in list(self._connections):
+                task.cancel()
+            await asyncio.gather(*self._connections, return_exceptions=True)
+            await self._server.wait_closed()
+            self._server = None
+        await self.store.close()
+        log.info("kafkacompat stopped")
+
+    async def __aenter__(self) -> "BrokerServer":
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if len(self._connections) >= self.config.max_connections:
+            log.warning(
+                "refusing connection from %s: max_connections=%d reached",
+                writer.get_extra_info("peername"), self.config.max_connections,
+            )
+            writer.close()
+            return
+        sock = writer.get_extra_info("socket")
+        if sock is not None:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        assert self.cluster is not None
+        task = asyncio.current_task()
+        assert task is not None
+        self._connections.add(task)
+        try:
+            await Connection(self.cluster, reader, writer, self.config.max_frame_bytes).run()
+        finally:
+            self._connections.discard(task)

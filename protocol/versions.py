@@ -1,0 +1,65 @@
+"""The API-version table this broker serves, and header versions per API.
+
+Only what is implemented is advertised: Java clients call some APIs
+(DescribeTopicPartitions, GetTelemetrySubscriptions, ...) by themselves as
+soon as they appear in ApiVersions.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from kio.index import load_entity_module
+from kio.schema.index import api_key_map
+from kio.static.constants import EntityType
+
+# api key -> (min, max) served. Filled in as handlers are registered.
+SUPPORTED: dict[int, tuple[int, int]] = {
+    0: (0, 12),  # Produce; 0-2 answered with UNSUPPORTED_VERSION (librdkafka needs min 0)
+    1: (4, 17),  # Fetch
+    2: (1, 10),  # ListOffsets
+    3: (0, 12),  # Metadata
+    18: (0, 4),  # ApiVersions
+    19: (2, 7),  # CreateTopics
+    20: (1, 6),  # DeleteTopics
+    21: (0, 2),  # DeleteRecords
+    22: (0, 5),  # InitProducerId
+    23: (2, 4),  # OffsetForLeaderEpoch
+    32: (1, 4),  # DescribeConfigs
+    33: (0, 2),  # AlterConfigs
+    37: (0, 3),  # CreatePartitions
+    44: (0, 1),  # IncrementalAlterConfigs
+    60: (0, 1),  # DescribeCluster
+}
+
+API_VERSIONS_KEY = 18
+
+
+def api_name(api_key: int) -> str:
+    return api_key_map.get(api_key, f"api_{api_key}")
+
+
+@functools.cache
+def schema(api_key: int, version: int, kind: EntityType) -> type:
+    """The kio dataclass for (api, version, request|response)."""
+    module = load_entity_module(api_key_map[api_key], version, kind)
+    suffix = "Request" if kind == EntityType.request else "Response"
+    for name in dir(module):
+        obj = getattr(module, name)
+        if (
+            isinstance(obj, type)
+            and name.endswith(suffix)
+            and getattr(obj, "__type__", None) == kind
+            and getattr(obj, "__api_key__", None) == api_key
+        ):
+            return obj
+    raise LookupError(f"no {suffix} schema for api {api_key} v{version}")
+
+
+@functools.cache
+def is_flexible(api_key: int, version: int) -> bool:
+    """Whether (api, version) uses compact encodings and tagged fields."""
+    try:
+        return bool(schema(api_key, version, EntityType.request).__flexible__)
+    except (LookupError, KeyError, ImportError):
+        return False
