@@ -67,6 +67,10 @@ class Connection:
         writer_task = asyncio.create_task(self._write_answers(), name=f"writer {self.peer}")
         try:
             await self._read_requests()
+        except asyncio.CancelledError:  # the broker is stopping
+            writer_task.cancel()
+            self.writer.close()
+            return
         except (asyncio.IncompleteReadError, ConnectionError):
             pass  # the client went away
         except FrameError as exc:
