@@ -65,12 +65,11 @@ class Connection:
 
     async def run(self) -> None:
         writer_task = asyncio.create_task(self._write_answers(), name=f"writer {self.peer}")
+        stopping = False
         try:
             await self._read_requests()
         except asyncio.CancelledError:  # the broker is stopping
-            writer_task.cancel()
-            self.writer.close()
-            return
+            stopping = True
         except (asyncio.IncompleteReadError, ConnectionError):
             pass  # the client went away
         except FrameError as exc:
@@ -81,13 +80,17 @@ class Connection:
             log.info("closing connection from %s: %s", self.peer, exc)
         except Exception:
             log.exception("closing connection from %s after an internal error", self.peer)
-        finally:
-            await self._answers.put(None)
-            try:
-                await writer_task
-            except Exception:  # noqa: BLE001 - the socket is going anyway
-                log.debug("writer for %s ended with an error", self.peer, exc_info=True)
-            self.writer.close()
+        if stopping:
+            writer_task.cancel()
+        else:
+            await self._answers.put(None)  # send what is owed, then stop
+        try:
+            await writer_task
+        except asyncio.CancelledError:
+            pass
+        except Exception:  # noqa: BLE001 - the socket is going anyway
+            log.debug("writer for %s ended with an error", self.peer, exc_info=True)
+        self.writer.close()
 
     async def _read_requests(self) -> None:
         reader = self.reader
