@@ -9,6 +9,7 @@ import signal
 import sys
 from collections.abc import Sequence
 
+from .bench.command import add_parser as _bench_parser
 from .config import BrokerConfig, ConfigError, load_config
 from .server import BrokerServer
 
@@ -96,6 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     _serve_parser(sub)
+    _bench_parser(sub)
     return parser
 
 
