@@ -144,7 +144,7 @@ class DiskPartition(PartitionBase):
                 fsync_path(active.log_path)
                 active.write_index_files(*indexes)
             os.makedirs(os.path.dirname(self._manifest_path), exist_ok=True)
-            write_atomic(self._manifest_path, data)
+            write_atomic(self._manifest_path, data, on_full=self._store.volumes[0].release_ballast)
 
         await asyncio.to_thread(work)
         self._checkpoint = active.size if active is not None else 0
@@ -376,6 +376,7 @@ class DiskPartition(PartitionBase):
         paths = [path for p in gone for path in p.paths()]
         if paths:
             await asyncio.to_thread(unlink_files, paths)
+            await asyncio.to_thread(self._store.volumes[0].restore_ballast)
             log.info("%s: deleted %d partitionlet(s); log starts at %d", self.name, len(gone), log_start)
 
     def close(self) -> None:

@@ -20,6 +20,7 @@ from collections.abc import Iterator
 
 from .. import batch_format as bf
 from . import layout
+from .files import FULL_ERRNOS, unlink_files
 from .handles import FileHandles
 from .recovery import valid_batches
 from .volumes import Volume
@@ -102,7 +103,7 @@ class Partitionlet:
     def info(self) -> dict:
         """The manifest's record of this partitionlet."""
         return {
-            "base": self.base, "volume": self.volume.path, "sealed": self.sealed, "next": self.next_offset,
+            "base": self.base, "volume": self.volume.id, "sealed": self.sealed, "next": self.next_offset,
             "size": self.size, "max_ts": self.max_ts, "max_ts_offset": self.max_ts_offset,
             "created_ms": self.created_ms,
         }
@@ -126,14 +127,28 @@ class Partitionlet:
         return _pairs_to_bytes(self._off, self._pos), _pairs_to_bytes(self._tval, self._tpos)
 
     def write_index_files(self, index: bytes, timeindex: bytes) -> None:
-        """Blocking: write and fsync both index files."""
-        for suffix, data in ((layout.INDEX_SUFFIX, index), (layout.TIMEINDEX_SUFFIX, timeindex)):
-            fd = os.open(self.stem + suffix, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-            try:
-                os.write(fd, data)
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+        """Blocking: write and fsync both index files.
+
+        On a full disk they are left out: the next load rebuilds them from the log.
+        """
+        written = []
+        try:
+            for suffix, data in ((layout.INDEX_SUFFIX, index), (layout.TIMEINDEX_SUFFIX, timeindex)):
+                path = self.stem + suffix
+                written.append(path)
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+                try:
+                    view = memoryview(data)
+                    while view:
+                        view = view[os.write(fd, view):]
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+        except OSError as exc:
+            if exc.errno not in FULL_ERRNOS:
+                raise
+            log.warning("%s: no room for its index files; they will be rebuilt from the log", self.log_path)
+            unlink_files(written)
 
     def ensure_index(self) -> None:
         """Load the index files, or rebuild them from the log if they do not fit it."""

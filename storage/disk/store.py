@@ -55,7 +55,7 @@ class DiskStore(NamespaceStore):
             raise ValueError("the on-disk store needs at least one data directory")
         limits = {os.path.abspath(k): v for k, v in (volume_limits or {}).items()}
         self.volumes = [Volume(path, limits.get(os.path.abspath(path))) for path in volumes]
-        self._by_path = {v.path: v for v in self.volumes}
+        self._by_id: dict[str, Volume] = {}
         self.record_timestamps = record_timestamps
         self.handles = FileHandles(max_open_files)
         self.retention_check_ms = retention_check_ms
@@ -70,11 +70,11 @@ class DiskStore(NamespaceStore):
     def root(self) -> str:
         return self.volumes[0].path
 
-    def volume(self, path: str) -> Volume:
+    def volume(self, volume_id: str) -> Volume:
         try:
-            return self._by_path[path]
+            return self._by_id[volume_id]
         except KeyError:
-            raise StorageError(f"data lives on volume {path!r}, which is not configured") from None
+            raise StorageError(f"data lives on volume {volume_id!r}, which is not configured") from None
 
     # open / close --------------------------------------------------------------
 
@@ -87,8 +87,10 @@ class DiskStore(NamespaceStore):
 
     def _open_files(self) -> None:
         for volume in self.volumes:
-            os.makedirs(layout.streams_root(volume.path), exist_ok=True)
-            volume.measure()
+            volume.open()
+            if volume.id in self._by_id:
+                raise StorageError(f"{volume.path} and {self._by_id[volume.id].path} are the same volume")
+            self._by_id[volume.id] = volume
         store_file = os.path.join(self.root, layout.STORE_FILE)
         marker = os.path.join(self.root, layout.CLEAN_MARKER)
         try:
