@@ -19,8 +19,8 @@ from protocol.messages import (
     MalformedRequestError,
     RequestHeader,
     decode_request,
-    encode_response,
     parse_request_header,
+    response_chunks,
 )
 from protocol.versions import API_VERSIONS_KEY, SUPPORTED, api_name
 
@@ -143,6 +143,6 @@ class Connection:
                 )
                 writer.close()
                 raise
-            writer.write(encode_response(header.api_key, header.api_version, header.correlation_id, body))
+            writer.writelines(response_chunks(header.api_key, header.api_version, header.correlation_id, body))
             if self._answers.empty():
                 await writer.drain()
