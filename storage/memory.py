@@ -66,7 +66,8 @@ class MemoryPartition(PartitionBase):
         i = bisect.bisect_right(self._bases, offset) - 1
         out = [self._batches[i]]
         total = len(out[0])
-        for batch in self._batches[i + 1 :]:
+        for j in range(i + 1, len(self._batches)):
+            batch = self._batches[j]
             if total + len(batch) > max_bytes:
                 break
             out.append(batch)

@@ -71,7 +71,7 @@ async def reopen(data):
     return st, st.partition("/s", "t", 0)
 
 
-async def check_recovered(data, expect_hw):
+async def check_recovered(data, expect_hw, *, reopen_twice=True):
     st, part = await reopen(data)
     assert part.high_watermark == expect_hw
     got = []
@@ -84,9 +84,10 @@ async def check_recovered(data, expect_hw):
     assert all(v == bytes([65 + o % 2]) * (20 + o // 2) for o, v in got)
     assert (await part.append(bf_batch(), 1)).base_offset == expect_hw  # offsets go on densely
     await st.close()
-    st, part = await reopen(data)  # the recovered state is now the clean state
-    assert part.high_watermark == expect_hw + 1
-    await st.close()
+    if reopen_twice:
+        st, part = await reopen(data)  # the recovered state is now the clean state
+        assert part.high_watermark == expect_hw + 1
+        await st.close()
 
 
 def bf_batch():
@@ -108,7 +109,7 @@ async def test_truncated_at_every_byte_of_the_last_batch(crashed, tmp_path):
         copy = tmp_path / f"cut{cut}"
         shutil.copytree(data, copy)
         os.truncate(copy / "streams" / "s" / "t" / "0" / active, cut)
-        await check_recovered(copy, 2 * (N - 1))
+        await check_recovered(copy, 2 * (N - 1), reopen_twice=cut % 16 == 0)
         # the torn tail is gone from the file; the batch appended after recovery follows the last valid one
         assert os.path.getsize(copy / "streams" / "s" / "t" / "0" / active) == starts[-1] + len(bf_batch())
         shutil.rmtree(copy)
@@ -129,7 +130,7 @@ async def test_byte_flipped_anywhere_in_the_last_batch(crashed, tmp_path):
             f.write(bytes([byte ^ 0x5A]))
         # partitionLeaderEpoch (bytes 12-15) lies outside the CRC: such a batch is still intact
         outside_crc = 12 <= pos - starts[-1] < 16
-        await check_recovered(copy, 2 * N if outside_crc else 2 * (N - 1))
+        await check_recovered(copy, 2 * N if outside_crc else 2 * (N - 1), reopen_twice=pos % 16 == 0)
         shutil.rmtree(copy)
 
 
