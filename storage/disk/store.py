@@ -131,6 +131,9 @@ class DiskStore(NamespaceStore):
             self._load_topics(stream, directory)
             self._load_cursors(stream, directory)
 
+    def _json_log(self, directory: str, name: str) -> JsonLog:
+        return JsonLog(os.path.join(directory, name), on_full=self.volumes[0].release_ballast)
+
     def _find_streams(self) -> list[tuple[str, str]]:
         """Stream directories under the first volume; streams do not nest, so stop at each."""
         found = []
@@ -148,7 +151,7 @@ class DiskStore(NamespaceStore):
         return found
 
     def _load_topics(self, stream: StreamState, directory: str) -> None:
-        catalog = self._topic_logs[stream.path] = JsonLog(os.path.join(directory, layout.TOPICS_FILE))
+        catalog = self._topic_logs[stream.path] = self._json_log(directory, layout.TOPICS_FILE)
         live: dict[str, dict] = {}
         for rec in catalog.load():
             if rec.get("del"):
@@ -164,7 +167,7 @@ class DiskStore(NamespaceStore):
             catalog.rewrite(list(live.values()))
 
     def _load_cursors(self, stream: StreamState, directory: str) -> None:
-        catalog = self._cursor_logs[stream.path] = JsonLog(os.path.join(directory, layout.CURSORS_FILE))
+        catalog = self._cursor_logs[stream.path] = self._json_log(directory, layout.CURSORS_FILE)
         for rec in catalog.load():
             table = stream.cursors.setdefault(rec["g"], {})
             key = (rec["t"], rec["p"])
@@ -197,8 +200,10 @@ class DiskStore(NamespaceStore):
         task.add_done_callback(self._background.discard)
 
     def _empty_trash(self) -> None:
+        """Reclaim deleted trees, then take back the ballast if it was used."""
         for volume in self.volumes:
             empty_trash(layout.trash_dir(volume.path))
+            volume.restore_ballast()
 
     # retention -----------------------------------------------------------------
 
@@ -256,8 +261,8 @@ class DiskStore(NamespaceStore):
 
         await asyncio.to_thread(work)
         if created:
-            self._topic_logs[stream.path] = JsonLog(os.path.join(directory, layout.TOPICS_FILE))
-            self._cursor_logs[stream.path] = JsonLog(os.path.join(directory, layout.CURSORS_FILE))
+            self._topic_logs[stream.path] = self._json_log(directory, layout.TOPICS_FILE)
+            self._cursor_logs[stream.path] = self._json_log(directory, layout.CURSORS_FILE)
 
     async def _persist_stream_deleted(self, stream: StreamState) -> None:
         for part in self._opened_partitions([stream]):

@@ -380,6 +380,9 @@ def tiny_tmpfs(tmp_path):
 
 async def test_real_full_disk(tiny_tmpfs):
     st = await open_disk(tiny_tmpfs)
+    await st.create_topic("/default", "other", 1)
+    for _ in range(3):
+        await st.partition("/default", "other", 0).append(batch(1, size=8000), 1)
     await st.create_topic("/default", "t", 1)
     part = st.partition("/default", "t", 0)
     count = 0
@@ -391,11 +394,19 @@ async def test_real_full_disk(tiny_tmpfs):
     for offset in range(count):
         assert values(await part.read(offset, 1)) == [(offset, b"A" * 8000)]
     hw = part.high_watermark
-    await part.delete_records(hw)
+    await st.delete_topic("/default", "other")  # deleting works on a full disk and frees room
+    await wait_until(lambda: not os.listdir(tiny_tmpfs / "trash"))
+    await part.append(batch(1, size=8000), 1)
+    with pytest.raises(storage.StorageFullError):
+        for _ in range(100):
+            await part.append(batch(1, size=8000), 1)
+    hw = part.high_watermark
+    await part.delete_records(hw)  # so does DeleteRecords
     await part.append(batch(1, size=8000), 1)
     await st.close()
     st = await open_disk(tiny_tmpfs)
     assert st.partition("/default", "t", 0).high_watermark == hw + 1
+    assert st.get_topic("/default", "other") is None
     await st.close()
 
 
