@@ -469,3 +469,26 @@ async def test_damaged_manifest_is_a_named_error(tmp_path):
     with pytest.raises(storage.StorageError, match="manifest"):
         st.partition("/default", "t", 0)
     await st.close()
+
+
+async def test_epoch_history_across_restarts(tmp_path):
+    epochs = []
+    for round_ in range(4):
+        st = await open_disk(tmp_path / "d")
+        if round_ == 0:
+            await st.create_topic("/default", "t", 1)
+        part = st.partition("/default", "t", 0)
+        epochs.append(part.leader_epoch)
+        if round_ != 2:  # round 2 appends nothing: its epoch leaves no trace
+            await part.append(batch(2), 2)
+        await st.close()
+    assert epochs == sorted(set(epochs))
+    st = await open_disk(tmp_path / "d")
+    part = st.partition("/default", "t", 0)
+    assert part._epochs[:-1] == [(epochs[0], 0), (epochs[1], 2), (epochs[3], 4)]
+    assert await part.end_offset_for_epoch(epochs[0]) == (epochs[0], 2)
+    assert await part.end_offset_for_epoch(epochs[2]) == (epochs[1], 4)
+    assert await part.end_offset_for_epoch(epochs[3]) == (epochs[3], 6)
+    assert await part.end_offset_for_epoch(part.leader_epoch) == (part.leader_epoch, 6)
+    assert await part.end_offset_for_epoch(part.leader_epoch + 1) == (-1, -1)
+    await st.close()
