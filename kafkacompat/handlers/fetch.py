@@ -18,7 +18,7 @@ import storage
 from protocol.fetch_response import Buffer, PartitionAnswer, encode_fetch_response
 
 from ..cluster import TopicError
-from .common import ErrorCode, storage_error_code
+from .common import ErrorCode, leader_epoch_error, storage_error_code
 
 TOPIC_IDS_FROM = 13  # v13+ name topics by id
 
@@ -62,13 +62,7 @@ def _plan(ctx: Any, request: Any) -> list[_Wanted]:
                 wanted.error = ErrorCode.unknown_topic_or_partition
             else:
                 wanted.partition = cluster.store.partition(info.stream, info.name, part.partition)
-                epoch = getattr(part, "current_leader_epoch", -1)
-                if epoch >= 0 and epoch != wanted.partition.leader_epoch:
-                    wanted.error = (
-                        ErrorCode.fenced_leader_epoch
-                        if epoch < wanted.partition.leader_epoch
-                        else ErrorCode.unknown_leader_epoch
-                    )
+                wanted.error = leader_epoch_error(wanted.partition, getattr(part, "current_leader_epoch", -1))
             plan.append(wanted)
     return plan
 

@@ -81,8 +81,7 @@ class Partitionlet:
     # files -------------------------------------------------------------------
 
     def paths(self) -> list[str]:
-        stem = self.stem
-        return [stem + layout.LOG_SUFFIX, stem + layout.INDEX_SUFFIX, stem + layout.TIMEINDEX_SUFFIX]
+        return [self.stem + suffix for suffix in layout.PARTITIONLET_SUFFIXES]
 
     def start_empty(self) -> None:
         """A new, empty log file exists: index it from scratch."""
@@ -176,6 +175,7 @@ class Partitionlet:
 
     def append(self, prefix: bytes, body: memoryview, base: int, next_offset: int, max_ts: int) -> None:
         """Write one batch at the end; on OSError nothing of it is kept."""
+        self.ensure_index()  # after a restart the index is loaded lazily
         fd = self.fd()
         pos = self.size
         total = len(prefix) + len(body)
