@@ -28,6 +28,7 @@ from .cluster import Cluster
 from .handlers import HANDLERS
 from .handlers.common import NO_RESPONSE, CloseConnection
 from .handlers.api_versions import unsupported_version_response
+from .receive import FrameStream
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +50,7 @@ class Connection:
     def __init__(
         self,
         cluster: Cluster,
-        reader: asyncio.StreamReader,
+        reader: FrameStream,
         writer: asyncio.StreamWriter,
         max_frame_bytes: int,
     ) -> None:

@@ -109,8 +109,10 @@ def response_schema(api_key: int, version: int) -> type:
     return schema(api_key, version, EntityType.response)
 
 
-def decode_request(header: RequestHeader, frame: bytes) -> Any:
+def decode_request(header: RequestHeader, frame: bytes | bytearray) -> Any:
     """The kio request object; MalformedRequestError when the body does not parse."""
+    if not isinstance(frame, bytes):  # kio reads bytes only; large frames arrive as bytearray
+        frame = bytes(frame)
     try:
         body, size = _reader(header.api_key, header.api_version)(frame, header.body_offset)
     except MalformedRequestError:

@@ -16,10 +16,9 @@ import struct
 import time
 from typing import Any
 
-from kio.serial import entity_reader
-
 import storage
-from protocol.messages import RequestHeader, decode_request, request_schema
+from protocol.messages import RequestHeader
+from protocol.produce_request import ProduceRequest, parse_produce_request
 from protocol.records import InvalidBatchError, set_log_append_time, split_batches
 
 from ..cluster import TopicError
@@ -42,13 +41,9 @@ class _Outcome:
     durable_at: tuple[storage.Partition, int] | None = None
 
 
-def decode(header: RequestHeader, frame: bytes) -> Any:
-    """v0-2 share v3's layout minus the transactional id: parse them as v3."""
-    if header.api_version >= FIRST_SERVED_VERSION:
-        return decode_request(header, frame)
-    body = b"\xff\xff" + frame[header.body_offset :]
-    request, _ = entity_reader(request_schema(0, 3))(body, 0)
-    return request
+def decode(header: RequestHeader, frame: bytes | bytearray) -> ProduceRequest:
+    """By hand, records left in the frame (v0-2 parse too, to be refused politely)."""
+    return parse_produce_request(frame, header.body_offset, header.api_version)
 
 
 def _legacy_refusal(version: int, request: Any) -> bytes:
