@@ -121,7 +121,7 @@ def run(args: argparse.Namespace) -> int:
     if args.vs:
         pairs = report.ratios(rows, "kafkacompat", "tansu")
         print()
-        print("ratios kafkacompat / tansu (msg/s: higher is better; p99 ms: lower is better)")
+        print("ratios kafkacompat / tansu (msg/s: higher is better; p99 ms and broker cpu/msg: lower is better)")
         print(report.ratios_table(pairs, "kafkacompat", "tansu"))
         if settings.rounds > 1:
             print("\nmedian ratio over rounds")

@@ -24,6 +24,7 @@ class Ratio:
     ours: float | None
     peer: float | None
     ratio: float | None
+    cpu_ratio: float | None  # broker CPU per message, ours / peer: lower is leaner
     target: str  # e.g. ">= 1.0x", "" when none is set
     met: bool | None
     note: str  # failures of either side
@@ -95,21 +96,26 @@ def ratios(rows: Sequence[Row], ours: str, peer: str) -> list[Ratio]:
         if target is not None and ratio is not None:
             met = ratio >= target[1] if target[0] == ">=" else ratio <= target[1]
         notes = [f"{side.broker}: {side.status}" for side in (mine, other) if not side.ok]
+        cpu_ratio = None
+        if mine.cpu_us_per_msg is not None and other.cpu_us_per_msg:
+            cpu_ratio = mine.cpu_us_per_msg / other.cpu_us_per_msg
         out.append(Ratio(
-            mine.round, mine.workload, mine.size, mine.partitions, mine.acks, metric, a, b, ratio,
+            mine.round, mine.workload, mine.size, mine.partitions, mine.acks, metric, a, b, ratio, cpu_ratio,
             f"{target[0]} {target[1]:.1f}x" if target else "", met, "; ".join(notes),
         ))
     return out
 
 
 def ratios_table(pairs: Sequence[Ratio], ours: str, peer: str) -> str:
-    header = ["rnd", "workload", "size", "parts", "acks", "metric", ours, peer, "ratio", "target", "met", "note"]
+    header = ["rnd", "workload", "size", "parts", "acks", "metric", ours, peer, "ratio", "target", "met",
+              "cpu/msg ratio", "note"]
     lines = [
         [str(p.round), p.workload, _size(p.size), str(p.partitions), _acks(p.acks), p.metric,
          _num(p.ours, 2 if p.metric != "msg/s" else 0, grouped=True),
          _num(p.peer, 2 if p.metric != "msg/s" else 0, grouped=True),
          "-" if p.ratio is None else f"{p.ratio:.2f}x", p.target or "-",
-         {None: "-", True: "yes", False: "NO"}[p.met], p.note]
+         {None: "-", True: "yes", False: "NO"}[p.met],
+         "-" if p.cpu_ratio is None else f"{p.cpu_ratio:.2f}x", p.note]
         for p in pairs
     ]
     return _table(header, lines, left=2)

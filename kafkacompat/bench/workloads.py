@@ -26,9 +26,11 @@ QUEUE_KBYTES = 64 * 1024  # bounds the flush at the end of a produce run
 FLUSH_TIMEOUT_S = 60.0
 LATENCY_LINGER_MS = 1
 # librdkafka stops fetching for fetch.queue.backoff.ms (1 s) whenever more than
-# queued.min.messages (100,000) wait in its queue: with small messages that
-# pause, not the broker, set the pace. A larger threshold measures the broker.
-CONSUME_QUEUED_MIN = 1_000_000
+# queued.min.messages (100,000) or queued.max.messages.kbytes (64 MiB) wait in
+# its queue: a broker that delivers faster than the application reads is then
+# idled for a second at a time, and that pause, not the broker, sets the pace.
+# No backoff (fetching resumes as soon as the queue drains) measures the broker.
+CONSUMER_TUNING = {"queued.min.messages": 1_000_000, "fetch.queue.backoff.ms": 0}
 _STAMP = struct.Struct(">Q")
 
 
@@ -118,7 +120,7 @@ def consume(bootstrap: str, topic: str, partitions: int, expected: int, stall_s:
     consumer = Consumer(_conf(
         bootstrap,
         **{"group.id": f"bench-{os.getpid()}-{topic}", "enable.auto.commit": False,
-           "enable.partition.eof": False, "queued.min.messages": CONSUME_QUEUED_MIN},
+           "enable.partition.eof": False, **CONSUMER_TUNING},
     ))
     got = 0
     first_error = None
