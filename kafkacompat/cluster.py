@@ -12,6 +12,7 @@ import storage
 from storage import Store, TopicInfo
 
 from .config import BrokerConfig
+from .groups import GroupCoordinator
 from .producer_state import ProducerStates
 from .topic_names import TopicNameError, canonical_name, split_name
 
@@ -41,6 +42,7 @@ class Cluster:
         self.cluster_id = config.cluster_id
         self.host, self.port = config.advertised()
         self.producers = ProducerStates()
+        self.groups = GroupCoordinator(config, store, self._resolve_quietly)
 
     @property
     def default_stream(self) -> str:
@@ -60,6 +62,12 @@ class Cluster:
                 f"{name!r}: '..' is reserved for stream aliases (path..topic)",
             )
         return stream, topic
+
+    def _resolve_quietly(self, name: str) -> tuple[str, str] | None:
+        try:
+            return self.split(name)
+        except TopicError:
+            return None
 
     def lookup(self, name: str) -> ResolvedTopic:
         stream, topic = self.split(name)
