@@ -116,3 +116,16 @@ def covers(members: Iterable[Member], partitions: int) -> bool:
     """Every partition owned by exactly one of the members."""
     owned = [p for m in members for p in m.assignment()]
     return sorted(owned) == list(range(partitions))
+
+
+def produce(bootstrap: str, topic: str, values: list[str], partitions: int) -> None:
+    """Spread values round-robin over the partitions and wait for every ack."""
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    errors: list[object] = []
+    for i, value in enumerate(values):
+        producer.produce(topic, value.encode(), partition=i % partitions,
+                         on_delivery=lambda err, _msg: err and errors.append(err))
+    assert producer.flush(15) == 0
+    assert not errors

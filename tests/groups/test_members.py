@@ -1,0 +1,80 @@
+"""Three members of one group over six partitions, for each Python client.
+
+Each member runs in its own process (so it can be killed outright) and
+commits every record synchronously before reporting it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+
+import pytest
+
+from tests.conftest import create_topic
+
+from tests.groups.members import Member, covers, produce, wait_until
+
+CLIENTS = ["confluent", "aiokafka", "kafka-python"]
+PARTITIONS = 6
+SESSION_MS = 3000
+REJOIN_S = 4.0  # heartbeat interval + JoinGroup/SyncGroup round trips after the coordinator acts
+
+
+def consumed(members: list[Member]) -> Counter[str]:
+    return Counter(value for m in members for _p, _o, value in m.records())
+
+
+def assert_once(members: list[Member], values: list[str], timeout: float = 30) -> None:
+    wait_until(lambda: set(values) <= set(consumed(members)), timeout, f"consuming {len(values)} records")
+    counts = consumed(members)
+    duplicates = {v: n for v, n in counts.items() if n > 1}
+    assert not duplicates, f"consumed more than once: {sorted(duplicates)[:10]}"
+
+
+def assert_own_partitions(member: Member, values: set[str]) -> None:
+    """A member only reads partitions the group gave it."""
+    owned = member.assignment()
+    assert all(p in owned for p, _o, v in member.records() if v in values)
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_three_members_share_then_survive_leave_and_crash(broker, topic_name, client):
+    bootstrap = broker.bootstrap_servers
+    create_topic(bootstrap, topic_name, PARTITIONS)
+    group = f"g-{topic_name}"
+    members = [Member(client, bootstrap, topic_name, group, session_ms=SESSION_MS) for _ in range(3)]
+    try:
+        wait_until(lambda: covers(members, PARTITIONS) and all(len(m.assignment()) == 2 for m in members),
+                   60, "three members sharing six partitions")
+
+        first = [f"a-{i}" for i in range(120)]
+        produce(bootstrap, topic_name, first, PARTITIONS)
+        assert_once(members, first)
+        for m in members:
+            assert m.records(), f"{m.name} got nothing: the group did not spread the work"
+            assert_own_partitions(m, set(first))
+
+        # a member leaving with LeaveGroup: the others take over at once
+        leaving, rest = members[0], members[1:]
+        start = time.monotonic()
+        leaving.close()
+        took = wait_until(lambda: covers(rest, PARTITIONS), REJOIN_S, "the two others taking over")
+        assert time.monotonic() - start < SESSION_MS / 1000, f"rebalance after leave took {took:.1f}s"
+        second = [f"b-{i}" for i in range(120)]
+        produce(bootstrap, topic_name, second, PARTITIONS)
+        assert_once(members, first + second)
+
+        # a member killed (no LeaveGroup): its session expires, the last one takes over
+        killed, last = rest
+        start = time.monotonic()
+        killed.kill()
+        wait_until(lambda: covers([last], PARTITIONS), SESSION_MS / 1000 + REJOIN_S, "the last member taking over")
+        took = time.monotonic() - start
+        assert took >= SESSION_MS / 1000 * 0.8, f"took over after {took:.1f}s: before the session timed out?"
+        third = [f"c-{i}" for i in range(120)]
+        produce(bootstrap, topic_name, third, PARTITIONS)
+        assert_once(members, first + second + third)
+    finally:
+        for m in members:
+            m.stop_quietly()
