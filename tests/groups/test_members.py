@@ -78,3 +78,64 @@ def test_three_members_share_then_survive_leave_and_crash(broker, topic_name, cl
     finally:
         for m in members:
             m.stop_quietly()
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_static_member_restarts_without_a_rebalance(broker, topic_name, client):
+    bootstrap = broker.bootstrap_servers
+    create_topic(bootstrap, topic_name, PARTITIONS)
+    group = f"g-{topic_name}"
+    start = lambda i: Member(client, bootstrap, topic_name, group, instance_id=f"{group}-s{i}",  # noqa: E731
+                             session_ms=SESSION_MS)
+    members = [start(i) for i in range(3)]
+    try:
+        wait_until(lambda: covers(members, PARTITIONS) and all(len(m.assignment()) == 2 for m in members),
+                   60, "three static members sharing six partitions")
+        first = [f"a-{i}" for i in range(60)]
+        produce(bootstrap, topic_name, first, PARTITIONS)
+        assert_once(members, first)
+
+        others = members[1:]
+        seen = [len(m.rebalance_events()) for m in others]
+        before = members[0].assignment()
+        members[0].close()  # static members do not send LeaveGroup
+        again = start(0)
+        members.append(again)
+        again.wait(lambda: again.assignment() == before, SESSION_MS / 1000, "getting its partitions back")
+
+        second = [f"b-{i}" for i in range(60)]
+        produce(bootstrap, topic_name, second, PARTITIONS)
+        assert_once(members, first + second)
+        assert [len(m.rebalance_events()) for m in others] == seen, "the other members went through a rebalance"
+        assert {v for _p, _o, v in again.records()} == {v for p, _o, v in again.records() if p in before}
+    finally:
+        for m in members:
+            m.stop_quietly()
+
+
+def test_cooperative_sticky_rebalances_incrementally(broker, topic_name):
+    bootstrap = broker.bootstrap_servers
+    create_topic(bootstrap, topic_name, PARTITIONS)
+    group = f"g-{topic_name}"
+    start = lambda: Member("confluent", bootstrap, topic_name, group,  # noqa: E731
+                           assignor="cooperative-sticky", session_ms=SESSION_MS)
+    members = [start(), start()]
+    try:
+        wait_until(lambda: covers(members, PARTITIONS) and all(len(m.assignment()) == 3 for m in members),
+                   60, "two members sharing six partitions")
+        kept = [m.assignment() for m in members]
+        marks = [len(m.events) for m in members]
+        members.append(start())
+        wait_until(lambda: covers(members, PARTITIONS) and all(len(m.assignment()) == 2 for m in members),
+                   60, "three members sharing six partitions")
+        for member, owned, mark in zip(members, kept, marks):
+            revoked = [set(e["partitions"]) for e in member.events[mark:] if e["event"] == "revoked"]
+            # incremental: a partition moves away, the rest stay with their owner throughout
+            assert revoked and all(r < owned for r in revoked), f"{member.name} revoked {revoked} of {owned}"
+            assert member.assignment() <= owned, "a sticky member kept its own partitions"
+        values = [f"v-{i}" for i in range(60)]
+        produce(bootstrap, topic_name, values, PARTITIONS)
+        assert_once(members, values)
+    finally:
+        for m in members:
+            m.stop_quietly()
