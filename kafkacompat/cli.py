@@ -51,6 +51,10 @@ def _serve_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-connections", metavar="N", type=int, help="connection limit (default 10000)")
     p.add_argument("--no-auto-create-topics", dest="auto_create_topics", action="store_false", default=None,
                    help="refuse topics not created explicitly (auto.create.topics.enable=false)")
+    p.add_argument("--group-initial-rebalance-delay-ms", metavar="MS", type=int,
+                   help="wait for more members before a new group's first rebalance (default 3000)")
+    p.add_argument("--offsets-retention-minutes", metavar="N", type=int,
+                   help="keep an empty group's committed offsets this long (default 10080, 7 days)")
     p.add_argument("--log-level", metavar="LEVEL", help="DEBUG, INFO, WARNING or ERROR (default INFO)")
     p.set_defaults(func=_serve)
 
@@ -61,6 +65,7 @@ def _config_from(args: argparse.Namespace) -> BrokerConfig:
         for name in (
             "data_dir", "volumes", "host", "port", "advertised_host", "advertised_port", "node_id",
             "default_stream", "max_frame_bytes", "max_connections", "auto_create_topics", "log_level",
+            "group_initial_rebalance_delay_ms", "offsets_retention_minutes",
         )
     }
     return load_config(args.config, overrides=overrides)
