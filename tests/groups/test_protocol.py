@@ -298,3 +298,44 @@ def _expire(broker, wire, group, topic_name):
     assert broker.call(coordinator.expire_offsets(int(time.time() * 1000) + retention_ms + 1000)) == 1
     assert wire.fetch(group, {topic_name: [0]})[topic_name][0][0] == -1
     assert group not in wire.list_groups()
+
+
+@pytest.mark.parametrize("version", [5, 9])
+def test_static_leader_rejoining_keeps_the_generation(wires, group, version):
+    a, b = wires(), wires()
+    a.send_join(group, version=version, instance_id="lead")
+    first = a.answer()
+    b.send_join(group, version=version, instance_id="follow")  # joins the next rebalance
+    assert first.error_code == E.none and first.leader == first.member_id
+    a.sync(group, first.generation_id, first.member_id, {first.member_id: b"A"}, instance_id="lead")
+    # b's join started a rebalance: it is answered once the leader rejoins too
+    a.send_join(group, first.member_id, version=version, instance_id="lead")
+    ja, jb = a.answer(), b.answer()
+    generation = ja.generation_id
+    assert jb.generation_id == generation and ja.leader == ja.member_id
+    b.send_sync(group, generation, jb.member_id, instance_id="follow")
+    a.sync(group, generation, ja.member_id, {ja.member_id: b"A", jb.member_id: b"B"}, instance_id="lead")
+    assert b.answer().assignment == b"B"
+
+    c = wires()  # the leader's process restarts: same instance id, no member id
+    again = c.join(group, version=version, instance_id="lead")
+    assert again.error_code == E.none and again.generation_id == generation
+    if version >= 9:
+        # it leads, and gets the members to watch metadata, but must not reassign
+        assert again.skip_assignment and again.leader == again.member_id
+        assert {m.member_id for m in again.members} == {again.member_id, jb.member_id}
+    else:
+        # older clients are pointed at the old leader id, so they act as followers
+        assert again.leader == ja.member_id and again.members == ()
+    assert c.sync(group, generation, again.member_id, instance_id="lead").assignment == b"A"
+    assert b.heartbeat(group, generation, jb.member_id, instance_id="follow") == E.none
+
+
+def test_group_max_size(group):
+    with Broker(group_max_size=1, **GROUP_SETTINGS) as broker, GroupWire(broker.bootstrap_servers) as a, \
+            GroupWire(broker.bootstrap_servers) as b:
+        joined = a.join_with_id(group, version=5)
+        assert joined.error_code == E.none
+        refused = b.join_with_id(group, version=5)
+        assert refused.error_code == E.group_max_size_reached
+        assert a.heartbeat(group, joined.generation_id, joined.member_id) == E.none
