@@ -14,7 +14,7 @@ GROUP_KEY = 0
 TRANSACTION_KEY = 1
 
 
-def _answer(ctx: Any, key_type: int) -> tuple[ErrorCode, str | None]:
+def _answer(key_type: int) -> tuple[ErrorCode, str | None]:
     if key_type == GROUP_KEY:
         return ErrorCode.none, None
     if key_type == TRANSACTION_KEY:
@@ -26,7 +26,7 @@ async def handle(ctx: Any, request: Any) -> Any:
     m = schema_of(ctx)
     cluster = ctx.cluster
     key_type = getattr(request, "key_type", GROUP_KEY)
-    error, message = _answer(ctx, key_type)
+    error, message = _answer(key_type)
     ok = error == ErrorCode.none
     node = dict(
         node_id=cluster.node_id if ok else -1,

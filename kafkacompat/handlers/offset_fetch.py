@@ -43,7 +43,7 @@ def _requested(ctx: Any, group_id: str, topics: Any) -> dict[str, dict[int, tupl
     return out
 
 
-def _topics(ctx: Any, m: Any, group_id: str, topics: Any, topic_cls: Any, partition_cls: Any) -> tuple:
+def _topics(ctx: Any, group_id: str, topics: Any, topic_cls: Any, partition_cls: Any) -> tuple:
     offsets = _all_offsets(ctx, group_id) if topics is None else _requested(ctx, group_id, topics)
     return tuple(
         make(
@@ -68,13 +68,13 @@ async def handle(ctx: Any, request: Any) -> Any:
             make(
                 m.OffsetFetchResponseGroup,
                 group_id=g.group_id,
-                topics=_topics(ctx, m, g.group_id, g.topics, m.OffsetFetchResponseTopics,
+                topics=_topics(ctx, g.group_id, g.topics, m.OffsetFetchResponseTopics,
                                m.OffsetFetchResponsePartitions),
                 error_code=ErrorCode.none,
             )
             for g in request.groups
         )
         return make(m.OffsetFetchResponse, throttle_time=NO_THROTTLE, groups=groups)
-    topics = _topics(ctx, m, request.group_id, request.topics, m.OffsetFetchResponseTopic,
+    topics = _topics(ctx, request.group_id, request.topics, m.OffsetFetchResponseTopic,
                      m.OffsetFetchResponsePartition)
     return make(m.OffsetFetchResponse, throttle_time=NO_THROTTLE, topics=topics, error_code=ErrorCode.none)
