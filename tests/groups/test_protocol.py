@@ -339,3 +339,34 @@ def test_group_max_size(group):
         refused = b.join_with_id(group, version=5)
         assert refused.error_code == E.group_max_size_reached
         assert a.heartbeat(group, joined.generation_id, joined.member_id) == E.none
+
+
+def test_initial_rebalance_delay_waits_for_more_members(wires, group):
+    a, b = wires(), wires()
+    start = time.monotonic()
+    a.send_join(group, version=3)
+    time.sleep(0.15)  # the second member arrives inside the first 300 ms window
+    b.send_join(group, version=3)
+    ja, jb = a.answer(), b.answer()
+    took = time.monotonic() - start
+    # one generation for both; the window was extended once by the late joiner
+    assert ja.generation_id == jb.generation_id == 1 and len(ja.members or jb.members) == 2
+    assert took >= 0.55, took
+
+
+def test_member_that_never_syncs_is_dropped_after_the_rebalance_timeout(wires, group):
+    a, b = wires(), wires()
+    a.send_join(group, version=3, rebalance_ms=1000, session_ms=5000)
+    b.send_join(group, version=3, rebalance_ms=1000, session_ms=5000)
+    ja, jb = a.answer(), b.answer()
+    leader, follower = (ja, jb) if ja.leader == ja.member_id else (jb, ja)
+    lw = a if leader is ja else b
+    lw.sync(group, leader.generation_id, leader.member_id, {leader.member_id: b"L", follower.member_id: b"F"})
+    # the follower never sends SyncGroup: after the rebalance timeout (not its 5 s session) it is removed
+    deadline = time.monotonic() + 3
+    while lw.heartbeat(group, leader.generation_id, leader.member_id) != E.rebalance_in_progress:
+        assert time.monotonic() < deadline, "the silent member was never dropped"
+        time.sleep(0.1)
+    rejoin = lw.join(group, leader.member_id, version=3, rebalance_ms=1000, session_ms=5000)
+    assert rejoin.generation_id == leader.generation_id + 1
+    assert [m.member_id for m in rejoin.members] == [leader.member_id]
