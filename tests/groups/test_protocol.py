@@ -370,3 +370,11 @@ def test_member_that_never_syncs_is_dropped_after_the_rebalance_timeout(wires, g
     rejoin = lw.join(group, leader.member_id, version=3, rebalance_ms=1000, session_ms=5000)
     assert rejoin.generation_id == leader.generation_id + 1
     assert [m.member_id for m in rejoin.members] == [leader.member_id]
+
+
+@pytest.mark.parametrize("commit_version,fetch_version", [(2, 1), (3, 2), (5, 4), (6, 5), (7, 6), (8, 7), (9, 7)])
+def test_offset_commit_and_fetch_versions(wires, group, broker, topic_name, commit_version, fetch_version):
+    create_topic(broker.bootstrap_servers, topic_name, 1)
+    wire = wires()
+    assert wire.commit(group, {topic_name: {0: (42, "meta")}}, version=commit_version) == {(topic_name, 0): E.none}
+    assert wire.fetch(group, {topic_name: [0]}, version=fetch_version) == {topic_name: {0: (42, "meta", E.none)}}
