@@ -378,3 +378,21 @@ def test_offset_commit_and_fetch_versions(wires, group, broker, topic_name, comm
     wire = wires()
     assert wire.commit(group, {topic_name: {0: (42, "meta")}}, version=commit_version) == {(topic_name, 0): E.none}
     assert wire.fetch(group, {topic_name: [0]}, version=fetch_version) == {topic_name: {0: (42, "meta", E.none)}}
+
+
+def test_list_groups_filters_and_versions(wires, group):
+    wire = wires()
+    joined = wire.join_with_id(group, version=5)
+    wire.sync(group, joined.generation_id, joined.member_id, {})
+    for version in range(0, 4):
+        answer = wire.request(16, version, wire.build(16, version))
+        assert (group, "consumer") in [(g.group_id, g.protocol_type) for g in answer.groups]
+
+    def listed(**filters):
+        answer = wire.request(16, 5, wire.build(16, 5, **{"states_filter": (), "types_filter": (), **filters}))
+        return {g.group_id: (g.group_state, g.group_type) for g in answer.groups}
+    assert listed()[group] == ("Stable", "classic")
+    assert group in listed(states_filter=("STABLE", "Empty"))
+    assert group not in listed(states_filter=("PreparingRebalance",))
+    assert group in listed(types_filter=("Classic",))
+    assert group not in listed(types_filter=("consumer",))  # the new (KIP-848) group type
