@@ -11,8 +11,6 @@ import asyncio
 import dataclasses
 import enum
 from collections import Counter
-from typing import Any
-
 from kio.schema.errors import ErrorCode
 
 
@@ -286,10 +284,20 @@ class Group:
             member.cancel_expiry()
 
 
-def describe_state(group: Group | None) -> dict[str, Any]:
-    """DescribeGroups' view: metadata and assignments only once the group is Stable."""
+@dataclasses.dataclass(frozen=True, slots=True)
+class GroupView:
+    """What DescribeGroups shows of a group."""
+
+    state: str
+    protocol_type: str
+    protocol: str
+    members: tuple[tuple[str, str | None, str, str, bytes, bytes], ...]  # id, instance, client, host, metadata, assignment
+
+
+def describe_state(group: Group | None) -> GroupView:
+    """Kafka's group summary: metadata and assignments only once the group is Stable."""
     if group is None:
-        return {"state": GroupState.DEAD.value, "protocol_type": "", "protocol": "", "members": ()}
+        return GroupView(GroupState.DEAD.value, "", "", ())
     stable = group.is_(GroupState.STABLE)
     members = tuple(
         (
@@ -299,9 +307,6 @@ def describe_state(group: Group | None) -> dict[str, Any]:
         )
         for m in group.members.values()
     )
-    return {
-        "state": group.state.value,
-        "protocol_type": group.protocol_type or "",
-        "protocol": (group.protocol_name or "") if stable else "",
-        "members": members,
-    }
+    return GroupView(
+        group.state.value, group.protocol_type or "", (group.protocol_name or "") if stable else "", members
+    )

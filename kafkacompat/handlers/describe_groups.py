@@ -28,12 +28,12 @@ async def handle(ctx: Any, request: Any) -> Any:
                 client_id=client_id, client_host=client_host, member_metadata=metadata,
                 member_assignment=assignment,
             )
-            for member_id, instance_id, client_id, client_host, metadata, assignment in view["members"]
+            for member_id, instance_id, client_id, client_host, metadata, assignment in view.members
         )
         described.append(
             make(
-                m.DescribedGroup, error_code=ErrorCode.none, group_id=group_id, group_state=view["state"],
-                protocol_type=view["protocol_type"], protocol_data=view["protocol"], members=members,
+                m.DescribedGroup, error_code=ErrorCode.none, group_id=group_id, group_state=view.state,
+                protocol_type=view.protocol_type, protocol_data=view.protocol, members=members,
                 authorized_operations=GROUP_OPERATIONS if include_ops else UNSET_OPERATIONS,
             )
         )
