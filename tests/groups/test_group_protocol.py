@@ -6,6 +6,7 @@ import time
 import uuid
 
 import pytest
+from confluent_kafka.admin import AdminClient
 from kio.schema.errors import ErrorCode as E
 
 from kafkacompat.testing import Broker
@@ -396,3 +397,18 @@ def test_list_groups_filters_and_versions(wires, group):
     assert group not in listed(states_filter=("PreparingRebalance",))
     assert group in listed(types_filter=("Classic",))
     assert group not in listed(types_filter=("consumer",))  # the new (KIP-848) group type
+
+
+def test_group_left_without_offsets_is_forgotten(group, topic_name):
+    """The periodic offset check also drops empty groups whose offsets went with their topic."""
+    with Broker(offsets_retention_check_interval_ms=100, **GROUP_SETTINGS) as broker, \
+            GroupWire(broker.bootstrap_servers) as wire:
+        create_topic(broker.bootstrap_servers, topic_name, 1)
+        assert wire.commit(group, {topic_name: {0: (1, None)}}) == {(topic_name, 0): E.none}
+        assert group in wire.list_groups()
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+        admin.delete_topics([topic_name])[topic_name].result(15)
+        deadline = time.monotonic() + 5
+        while group in wire.list_groups():
+            assert time.monotonic() < deadline, "the group outlived its offsets"
+            time.sleep(0.05)

@@ -49,6 +49,10 @@ def test_new_consumer_resumes_from_committed_offsets_after_restart(tmp_path, top
 
     with Broker(data_dir=str(tmp_path), **GROUP_SETTINGS) as broker:
         assert committed(broker.bootstrap_servers, group, topic_name) == before
+        # the group is known again from its cursors, empty until members rejoin
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+        listed = admin.list_consumer_groups().result(15).valid
+        assert [(g.group_id, g.state.name) for g in listed] == [(group, "EMPTY")]
         produce(broker.bootstrap_servers, topic_name, second, PARTITIONS)
         # only what came after the commits: nothing of the first batch again
         assert sorted(consume(client, broker.bootstrap_servers, topic_name, group, second)) == sorted(second)
