@@ -44,7 +44,7 @@ MANIFEST_VERSION = 1
 
 class DiskPartition(PartitionBase):
     def __init__(self, store: DiskStore, topic: TopicState, index: int) -> None:
-        super().__init__(f"{topic.stream.path}:{topic.info.name}/{index}", store.epoch, store.record_timestamps)
+        super().__init__(f"{topic.stream.path}:{topic.name}/{index}", store.epoch, store.record_timestamps)
         self._store = store
         self._topic = topic
         self._index = index
@@ -63,7 +63,7 @@ class DiskPartition(PartitionBase):
             self._manifest_stale = True
 
     def _dir_on(self, volume: str) -> str:
-        return layout.partition_dir(volume, self._topic.stream.path, self._topic.info.name, self._index)
+        return layout.partition_dir(volume, self._topic.stream.path, self._topic.name, self._index)
 
     # loading -----------------------------------------------------------------
 
@@ -75,7 +75,7 @@ class DiskPartition(PartitionBase):
             return
         except ValueError as exc:  # written atomically, so only outside damage gets here
             raise StorageError(f"{self.name}: chain manifest {self._manifest_path} is unreadable: {exc}") from exc
-        if manifest.get("topic_id") != self._topic.info.topic_id.hex:
+        if manifest.get("topic_id") != self._topic.id_hex:
             log.warning("%s: data of an older topic of the same name found; discarding it", self.name)
             for volume in self._store.volumes:
                 move_to_trash(self._dir_on(volume.path), layout.trash_dir(volume.path))
@@ -91,11 +91,37 @@ class DiskPartition(PartitionBase):
                 max_ts_offset=rec["max_ts_offset"], created_ms=rec["created_ms"],
             ))
         self._bases = [p.base for p in self._chain]
+        if not self._store.clean:
+            self._remove_orphans()
         active = self._active()
         if active is not None:
             self._checkpoint = active.size
             self._recover(active)
             self._hw = active.next_offset
+
+    def _remove_orphans(self) -> None:
+        """Delete partitionlet files the manifest does not list.
+
+        A crash between writing the manifest and unlinking what it dropped
+        (retention, DeleteRecords) or while rolling leaves such files.
+        """
+        listed = {(p.volume.id, p.base) for p in self._chain}
+        for volume in self._store.volumes:
+            directory = self._dir_on(volume.path)
+            try:
+                names = os.listdir(directory)
+            except FileNotFoundError:
+                continue
+            for name in names:
+                stem, dot, suffix = name.partition(".")
+                if not (dot and stem.isdigit() and "." + suffix in layout.PARTITIONLET_SUFFIXES):
+                    continue
+                if (volume.id, int(stem)) not in listed:
+                    path = os.path.join(directory, name)
+                    if suffix == layout.LOG_SUFFIX[1:]:
+                        volume.release(os.path.getsize(path))
+                    log.warning("%s: removing %s, which its manifest does not list", self.name, path)
+                    os.unlink(path)
 
     def _recover(self, active: Partitionlet) -> None:
         """Validate what was written after the checkpoint; keep only whole, intact batches."""
@@ -128,7 +154,7 @@ class DiskPartition(PartitionBase):
     def _manifest(self) -> bytes:
         return json.dumps({
             "version": MANIFEST_VERSION,
-            "topic_id": self._topic.info.topic_id.hex,
+            "topic_id": self._topic.id_hex,
             "log_start": self._log_start,
             "next": self._hw,
             "epochs": self._epochs,
