@@ -85,8 +85,9 @@ def test_static_member_restarts_without_a_rebalance(broker, topic_name, client):
     bootstrap = broker.bootstrap_servers
     create_topic(bootstrap, topic_name, PARTITIONS)
     group = f"g-{topic_name}"
+    session_ms = 10_000  # room for a new process to start and rejoin before the session ends
     start = lambda i: Member(client, bootstrap, topic_name, group, instance_id=f"{group}-s{i}",  # noqa: E731
-                             session_ms=SESSION_MS)
+                             session_ms=session_ms)
     members = [start(i) for i in range(3)]
     try:
         wait_until(lambda: covers(members, PARTITIONS) and all(len(m.assignment()) == 2 for m in members),
@@ -101,7 +102,7 @@ def test_static_member_restarts_without_a_rebalance(broker, topic_name, client):
         members[0].close()  # static members do not send LeaveGroup
         again = start(0)
         members.append(again)
-        again.wait(lambda: again.assignment() == before, SESSION_MS / 1000, "getting its partitions back")
+        again.wait(lambda: again.assignment() == before, session_ms / 1000, "getting its partitions back")
 
         second = [f"b-{i}" for i in range(60)]
         produce(bootstrap, topic_name, second, PARTITIONS)
