@@ -1,4 +1,4 @@
-"""One consumer-group member in its own process, driven by tests/groups/members.py.
+"""One consumer-group member in its own process, driven by tests/groups/child_members.py.
 
 A separate process lets a test kill a member outright (SIGKILL: no
 LeaveGroup, no more heartbeats) as a crashed consumer would. The member

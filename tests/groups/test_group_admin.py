@@ -10,7 +10,7 @@ from kafka import KafkaAdminClient
 from kafka import TopicPartition as KTopicPartition
 
 from tests.conftest import create_topic
-from tests.groups.members import Member, covers, produce, wait_until
+from tests.groups.child_members import Member, covers, produce, wait_until
 
 PARTITIONS = 4
 

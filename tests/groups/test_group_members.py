@@ -13,7 +13,7 @@ import pytest
 
 from tests.conftest import create_topic
 
-from tests.groups.members import Member, covers, produce, wait_until
+from tests.groups.child_members import Member, covers, produce, wait_until
 
 CLIENTS = ["confluent", "aiokafka", "kafka-python"]
 PARTITIONS = 6

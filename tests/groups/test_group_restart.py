@@ -9,7 +9,7 @@ from confluent_kafka.admin import AdminClient
 from kafkacompat.testing import Broker
 from tests.conftest import create_topic
 from tests.groups.conftest import GROUP_SETTINGS
-from tests.groups.members import Member, produce
+from tests.groups.child_members import Member, produce
 
 PARTITIONS = 3
 
