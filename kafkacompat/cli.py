@@ -1,4 +1,4 @@
-"""The `kafkacompat` command: run a broker (and, later, manage streams)."""
+"""The `kafkacompat` command: run a broker, and manage its streams, topics and cursors."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import signal
 import sys
 from collections.abc import Sequence
 
+from . import admin_cli
 from .config import BrokerConfig, ConfigError, load_config
-from .server import BrokerServer
 
 log = logging.getLogger("kafkacompat")
 
@@ -67,6 +67,8 @@ def _config_from(args: argparse.Namespace) -> BrokerConfig:
 
 
 async def run_until_signalled(config: BrokerConfig) -> None:
+    from .server import BrokerServer  # imported here: the admin commands start faster without it
+
     server = BrokerServer(config)
     await server.start()
     stop = asyncio.Event()
@@ -96,6 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     _serve_parser(sub)
+    admin_cli.add_parsers(sub)
     return parser
 
 
