@@ -1,0 +1,83 @@
+"""Fixtures: the admin CLI run as a user runs it, as a subprocess against a live broker."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kafkacompat.admin_client import AdminClient
+from kafkacompat.testing import Broker
+
+REPO = Path(__file__).resolve().parents[2]
+CLI_TIMEOUT = 60
+
+
+def run_cli(broker: Broker, *args: str) -> subprocess.CompletedProcess[str]:
+    """`python -m kafkacompat ARGS --bootstrap-server ...` from the repo root, so this checkout is imported."""
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    return subprocess.run(
+        [sys.executable, "-m", "kafkacompat", *args, "--bootstrap-server", broker.bootstrap_servers],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=CLI_TIMEOUT,
+    )
+
+
+@pytest.fixture
+def cli(broker: Broker) -> Callable[..., str]:
+    """Run a CLI command that must succeed; returns its stdout."""
+
+    def run(*args: str) -> str:
+        done = run_cli(broker, *args)
+        assert done.returncode == 0, f"kafkacompat {' '.join(args)} failed: {done.stderr}"
+        assert done.stderr == ""
+        return done.stdout
+
+    return run
+
+
+@pytest.fixture
+def cli_json(cli: Callable[..., str]) -> Callable[..., Any]:
+    return lambda *args: json.loads(cli(*args, "--json"))
+
+
+@pytest.fixture
+def admin(broker: Broker) -> AdminClient:
+    """The admin API in-process, for snapshots taken around a CLI call."""
+    return AdminClient(broker.bootstrap_servers)
+
+
+@pytest.fixture
+def stream_path() -> str:
+    return f"/tests/s{uuid.uuid4().hex[:10]}"
+
+
+def table_rows(text: str, header_start: str) -> list[dict[str, str]]:
+    """The rows of the table in `text` whose header line starts with `header_start`, as dicts."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(header_start))
+    columns = [(m.group(), m.start()) for m in re.finditer(r"\S+", lines[start])]
+    rows = []
+    for line in lines[start + 1:]:
+        if not line.strip():
+            break
+        ends = [pos for _, pos in columns[1:]] + [None]
+        rows.append({name: line[pos:end].strip() for (name, pos), end in zip(columns, ends)})
+    return rows
+
+
+def block_values(text: str) -> dict[str, str]:
+    """'Label:  value' lines as a dict."""
+    out = {}
+    for line in text.splitlines():
+        label, sep, value = line.partition(":")
+        if sep and value.startswith(" ") and label and not label.startswith(" "):
+            out[label] = value.strip()
+    return out
