@@ -21,11 +21,11 @@ REPO = Path(__file__).resolve().parents[2]
 CLI_TIMEOUT = 60
 
 
-def run_cli(broker: Broker, *args: str) -> subprocess.CompletedProcess[str]:
+def run_cli(bootstrap: str, *args: str) -> subprocess.CompletedProcess[str]:
     """`python -m kafkacompat ARGS --bootstrap-server ...` from the repo root, so this checkout is imported."""
     env = dict(os.environ, PYTHONPATH=str(REPO))
     return subprocess.run(
-        [sys.executable, "-m", "kafkacompat", *args, "--bootstrap-server", broker.bootstrap_servers],
+        [sys.executable, "-m", "kafkacompat", *args, "--bootstrap-server", bootstrap],
         cwd=REPO, env=env, capture_output=True, text=True, timeout=CLI_TIMEOUT,
     )
 
@@ -35,7 +35,7 @@ def cli(broker: Broker) -> Callable[..., str]:
     """Run a CLI command that must succeed; returns its stdout."""
 
     def run(*args: str) -> str:
-        done = run_cli(broker, *args)
+        done = run_cli(broker.bootstrap_servers, *args)
         assert done.returncode == 0, f"kafkacompat {' '.join(args)} failed: {done.stderr}"
         assert done.stderr == ""
         return done.stdout
