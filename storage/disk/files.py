@@ -6,6 +6,7 @@ import errno
 import os
 import shutil
 import uuid
+from collections.abc import Callable
 
 from ..errors import StorageFullError
 
@@ -58,12 +59,24 @@ def new_file(path: str) -> None:
     fsync_dir(os.path.dirname(path))
 
 
-def write_atomic(path: str, data: bytes, *, durable: bool = True) -> None:
+def write_atomic(
+    path: str, data: bytes, *, durable: bool = True, on_full: Callable[[], bool] | None = None
+) -> None:
     """Replace `path` so readers see the old or the new content, never a mix.
 
     Write a temporary file, fsync it, rename it over the target, fsync the
-    directory (the rename is durable only then).
+    directory (the rename is durable only then). On a full disk, `on_full`
+    may free some room (returning True) and the write is tried once more.
     """
+    try:
+        _write_atomic(path, data, durable)
+    except StorageFullError:
+        if on_full is None or not on_full():
+            raise
+        _write_atomic(path, data, durable)
+
+
+def _write_atomic(path: str, data: bytes, durable: bool) -> None:
     directory = os.path.dirname(path)
     tmp = f"{path}.tmp"
     try:

@@ -5,7 +5,9 @@
                                .cursors           cursor log, JSON lines
                                <topic>/<index>/chain.json       manifest (first volume)
                                <topic>/<index>/<base:020>.log   + .index, .timeindex
-<volume>/store.json, .clean                       store epoch; clean-shutdown marker
+<volume>/volume.id                                the id manifests name the volume by
+<volume>/ballast                                  room kept for metadata on a full disk
+<volume>/store.json, .clean                       store epoch; clean-shutdown marker (first volume)
 <volume>/trash/                                   deleted trees awaiting removal
 
 Topic names may start with '.', which would collide with the stream's own
@@ -24,6 +26,8 @@ TOPICS_FILE = ".topics"
 CURSORS_FILE = ".cursors"
 MANIFEST_FILE = "chain.json"
 STORE_FILE = "store.json"
+VOLUME_ID_FILE = "volume.id"
+BALLAST_FILE = "ballast"
 CLEAN_MARKER = ".clean"
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"

@@ -20,6 +20,7 @@ from collections.abc import Iterator
 
 from .. import batch_format as bf
 from . import layout
+from .files import FULL_ERRNOS, unlink_files
 from .handles import FileHandles
 from .recovery import valid_batches
 from .volumes import Volume
@@ -51,7 +52,7 @@ def _bytes_to_pairs(data: bytes) -> tuple[array, array]:
 
 class Partitionlet:
     __slots__ = (
-        "directory", "volume", "base", "handles", "sealed", "next_offset", "size", "max_ts", "max_ts_offset",
+        "directory", "volume", "base", "handles", "stem", "log_path", "sealed", "next_offset", "size", "max_ts", "max_ts_offset",
         "created_ms", "_off", "_pos", "_tval", "_tpos", "_since_index",
     )
 
@@ -63,6 +64,8 @@ class Partitionlet:
         self.volume = volume
         self.base = base
         self.handles = handles
+        self.stem = layout.partitionlet_stem(directory, base)
+        self.log_path = self.stem + layout.LOG_SUFFIX
         self.sealed = sealed
         self.next_offset = next_offset
         self.size = size
@@ -76,14 +79,6 @@ class Partitionlet:
         self._since_index = 0
 
     # files -------------------------------------------------------------------
-
-    @property
-    def stem(self) -> str:
-        return layout.partitionlet_stem(self.directory, self.base)
-
-    @property
-    def log_path(self) -> str:
-        return self.stem + layout.LOG_SUFFIX
 
     def paths(self) -> list[str]:
         stem = self.stem
@@ -102,7 +97,7 @@ class Partitionlet:
     def info(self) -> dict:
         """The manifest's record of this partitionlet."""
         return {
-            "base": self.base, "volume": self.volume.path, "sealed": self.sealed, "next": self.next_offset,
+            "base": self.base, "volume": self.volume.id, "sealed": self.sealed, "next": self.next_offset,
             "size": self.size, "max_ts": self.max_ts, "max_ts_offset": self.max_ts_offset,
             "created_ms": self.created_ms,
         }
@@ -126,14 +121,28 @@ class Partitionlet:
         return _pairs_to_bytes(self._off, self._pos), _pairs_to_bytes(self._tval, self._tpos)
 
     def write_index_files(self, index: bytes, timeindex: bytes) -> None:
-        """Blocking: write and fsync both index files."""
-        for suffix, data in ((layout.INDEX_SUFFIX, index), (layout.TIMEINDEX_SUFFIX, timeindex)):
-            fd = os.open(self.stem + suffix, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-            try:
-                os.write(fd, data)
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+        """Blocking: write and fsync both index files.
+
+        On a full disk they are left out: the next load rebuilds them from the log.
+        """
+        written = []
+        try:
+            for suffix, data in ((layout.INDEX_SUFFIX, index), (layout.TIMEINDEX_SUFFIX, timeindex)):
+                path = self.stem + suffix
+                written.append(path)
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+                try:
+                    view = memoryview(data)
+                    while view:
+                        view = view[os.write(fd, view):]
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+        except OSError as exc:
+            if exc.errno not in FULL_ERRNOS:
+                raise
+            log.warning("%s: no room for its index files; they will be rebuilt from the log", self.log_path)
+            unlink_files(written)
 
     def ensure_index(self) -> None:
         """Load the index files, or rebuild them from the log if they do not fit it."""
@@ -167,6 +176,7 @@ class Partitionlet:
 
     def append(self, prefix: bytes, body: memoryview, base: int, next_offset: int, max_ts: int) -> None:
         """Write one batch at the end; on OSError nothing of it is kept."""
+        self.ensure_index()  # after a restart the index is loaded lazily
         fd = self.fd()
         pos = self.size
         total = len(prefix) + len(body)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import gc
 import json
 import logging
 import os
@@ -55,7 +56,7 @@ class DiskStore(NamespaceStore):
             raise ValueError("the on-disk store needs at least one data directory")
         limits = {os.path.abspath(k): v for k, v in (volume_limits or {}).items()}
         self.volumes = [Volume(path, limits.get(os.path.abspath(path))) for path in volumes]
-        self._by_path = {v.path: v for v in self.volumes}
+        self._by_id: dict[str, Volume] = {}
         self.record_timestamps = record_timestamps
         self.handles = FileHandles(max_open_files)
         self.retention_check_ms = retention_check_ms
@@ -70,11 +71,11 @@ class DiskStore(NamespaceStore):
     def root(self) -> str:
         return self.volumes[0].path
 
-    def volume(self, path: str) -> Volume:
+    def volume(self, volume_id: str) -> Volume:
         try:
-            return self._by_path[path]
+            return self._by_id[volume_id]
         except KeyError:
-            raise StorageError(f"data lives on volume {path!r}, which is not configured") from None
+            raise StorageError(f"data lives on volume {volume_id!r}, which is not configured") from None
 
     # open / close --------------------------------------------------------------
 
@@ -87,8 +88,10 @@ class DiskStore(NamespaceStore):
 
     def _open_files(self) -> None:
         for volume in self.volumes:
-            os.makedirs(layout.streams_root(volume.path), exist_ok=True)
-            volume.measure()
+            volume.open()
+            if volume.id in self._by_id:
+                raise StorageError(f"{volume.path} and {self._by_id[volume.id].path} are the same volume")
+            self._by_id[volume.id] = volume
         store_file = os.path.join(self.root, layout.STORE_FILE)
         marker = os.path.join(self.root, layout.CLEAN_MARKER)
         try:
@@ -106,6 +109,17 @@ class DiskStore(NamespaceStore):
             log.warning("%s was not shut down cleanly; partitions are validated as they open", self.root)
 
     def _load_namespace(self) -> None:
+        # Loading creates a few objects per topic, all long-lived: collecting
+        # garbage meanwhile would only rescan them (it doubled the open time).
+        was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            self._load_streams()
+        finally:
+            if was_enabled:
+                gc.enable()
+
+    def _load_streams(self) -> None:
         for path, directory in self._find_streams():
             try:
                 with open(os.path.join(directory, layout.STREAM_FILE), "rb") as f:
