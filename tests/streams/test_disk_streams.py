@@ -59,13 +59,15 @@ def broker(volumes) -> Iterator[Broker]:
 
 
 def test_short_ttl_expires_messages_and_reclaims_their_files(broker, cli, volumes):
-    cli("stream", "create", "/iot/short", "--ttl", "2", "--partitionlet-size", "4KB")
+    cli("stream", "create", "/iot/short", "--partitionlet-size", "4KB")  # kept forever while we look
     topic = "/iot/short:Pressure"
     cli("topic", "create", topic, "--partitions", "1")
     assert produce(broker, topic, 12, 1000) == list(range(12))
     lets = table_rows(cli("topic", "info", topic), "PARTITION  PARTITIONLET")
     assert len(lets) >= 3
     assert len(log_files(*volumes)) == len(lets)
+
+    cli("stream", "edit", "/iot/short", "--ttl", "2")
 
     def expired() -> bool:
         partition = table_rows(cli("topic", "info", topic), "PARTITION  START")[0]
