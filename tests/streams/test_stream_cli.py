@@ -64,6 +64,7 @@ def test_stream_create_stores_every_policy_and_shows_it(cli, cli_json, stream_pa
     assert as_json["permissions"]["produce"] == "u:alice | g:iot"
 
     rows = {r["PATH"]: r for r in table_rows(cli("stream", "list", "/tests"), "PATH")}
+    assert "/default" not in rows
     assert rows[stream_path] == {"PATH": stream_path, "TOPICS": "0", "TTL": "7d", "PARTITIONS": "3",
                                  "AUTOCREATE": "false", "FSYNC": "always", "PARTITIONLET-SIZE": "64 MiB"}
 
