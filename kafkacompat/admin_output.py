@@ -130,8 +130,8 @@ RENDERERS: dict[str, Callable[[Any], str]] = {
     "stream.info": stream_block,
     "stream.list": stream_table,
     "stream.delete": lambda r: f"Deleted stream {r['path']} with its topics and cursors.",
-    "stream.purge": lambda s: f"Purged stream {s['path']}: its {_count(s['topics'], 'topic')} are empty "
-                              "and its cursors are gone.",
+    "stream.purge": lambda s: f"Purged stream {s['path']}: emptied {_count(s['topics'], 'topic')} "
+                              "and deleted its cursors.",
     "topic.create": lambda t: f"Created topic {t['name']} with {_count(t['partitions'], 'partition')} "
                               f"(Kafka name {t['kafka_name']}).",
     "topic.edit": lambda t: f"Updated topic {t['name']}: {_count(t['partitions'], 'partition')}; "

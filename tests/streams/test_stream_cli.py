@@ -149,7 +149,7 @@ def test_purge_empties_topics_and_cursors_and_offsets_go_on(broker, cli, stream_
     broker.call(broker.server.store.commit_cursors(stream_path, "g", [Cursor("Warnings", 0, 3)]))
 
     out = cli("stream", "purge", stream_path)
-    assert out.strip() == f"Purged stream {stream_path}: its 1 topic are empty and its cursors are gone."
+    assert out.strip() == f"Purged stream {stream_path}: emptied 1 topic and deleted its cursors."
     partitions = table_rows(cli("topic", "info", topic), "PARTITION  START")
     assert [(p["START"], p["END"], p["MESSAGES"]) for p in partitions] == [("5", "5", "0")]
     assert consume_all(broker, topic) == []
