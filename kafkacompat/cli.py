@@ -52,6 +52,8 @@ def _serve_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-connections", metavar="N", type=int, help="connection limit (default 10000)")
     p.add_argument("--no-auto-create-topics", dest="auto_create_topics", action="store_false", default=None,
                    help="refuse topics not created explicitly (auto.create.topics.enable=false)")
+    p.add_argument("--retention-check-ms", metavar="MS", type=int,
+                   help="how often messages past their stream's ttl are deleted (default 60000)")
     p.add_argument("--log-level", metavar="LEVEL", help="DEBUG, INFO, WARNING or ERROR (default INFO)")
     p.set_defaults(func=_serve)
 
@@ -61,7 +63,8 @@ def _config_from(args: argparse.Namespace) -> BrokerConfig:
         name: getattr(args, name)
         for name in (
             "data_dir", "volumes", "host", "port", "advertised_host", "advertised_port", "node_id",
-            "default_stream", "max_frame_bytes", "max_connections", "auto_create_topics", "log_level",
+            "default_stream", "max_frame_bytes", "max_connections", "auto_create_topics", "retention_check_ms",
+            "log_level",
         )
     }
     return load_config(args.config, overrides=overrides)

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from confluent_kafka import Producer
 
 from kafkacompat.admin_client import AdminClient
 from kafkacompat.testing import Broker
@@ -81,3 +82,15 @@ def block_values(text: str) -> dict[str, str]:
         if sep and value.startswith(" ") and label and not label.startswith(" "):
             out[label] = value.strip()
     return out
+
+
+def produce_sized(broker: Broker, topic: str, count: int, size: int) -> list[int]:
+    """`count` messages of `size` bytes, one batch each (so partitionlets fill predictably); their offsets."""
+    offsets: list[int] = []
+    producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "linger.ms": 0, "batch.num.messages": 1})
+    for i in range(count):
+        producer.produce(topic, bytes([65 + i % 26]) * size, partition=0,
+                         on_delivery=lambda err, msg: offsets.append(-1 if err else msg.offset()))
+        producer.poll(0)
+    assert producer.flush(30) == 0
+    return offsets
