@@ -49,6 +49,8 @@ CASES = {
     "shrinking partitions": (["topic", "edit", TOPIC, "--partitions", "2"], "can only be added, not set to 2"),
     "same partitions": (["topic", "edit", TOPIC, "--partitions", "3"], "can only be added, not set to 3"),
     "unknown topic config": (["topic", "edit", TOPIC, "--config", "retention.hours=1"], "unknown topic config"),
+    "growth with a bad config": (["topic", "edit", TOPIC, "--partitions", "5", "--config", "retention.ms=soon"],
+                                 "retention.ms must be an integer"),
     "unknown topic": (["topic", "info", f"{STREAM}:Nope"], "topic Nope does not exist in stream"),
     "default stream kept": (["stream", "delete", "/default"], "cannot be deleted"),
     "cursor partition without topic": (["cursor", "delete", STREAM, "--group", "g", "--partition", "0"],

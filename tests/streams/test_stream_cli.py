@@ -140,6 +140,11 @@ def test_cursors_listed_with_lag_and_deleted(broker, cli, cli_json, stream_path)
     rows = table_rows(cli("cursor", "list", stream_path, "--group", "dashboards"), "GROUP")
     assert [(r["PARTITION"], r["OFFSET"]) for r in rows] == [("0", "7")]
 
+    out = cli("cursor", "delete", stream_path, "--group", "alerts")
+    assert out.strip() == f"Deleted 1 cursor of group alerts in stream {stream_path}."
+    rows = table_rows(cli("cursor", "list", stream_path), "GROUP")
+    assert [(r["GROUP"], r["PARTITION"]) for r in rows] == [("dashboards", "0")]
+
 
 def test_purge_empties_topics_and_cursors_and_offsets_go_on(broker, cli, stream_path):
     cli("stream", "create", stream_path)
