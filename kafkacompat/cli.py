@@ -45,8 +45,9 @@ def _serve_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--advertised-host", metavar="H", help="host clients are told to connect to")
     p.add_argument("--advertised-port", metavar="P", type=int, help="port clients are told to connect to")
     p.add_argument("--node-id", metavar="N", type=int, help="broker id reported in metadata (default 1)")
-    p.add_argument("--default-stream", metavar="PATH", help="stream holding plain Kafka topic names such as 'orders'; "
-                        "created on start if missing (default /default)")
+    p.add_argument("--default-stream", metavar="PATH",
+                   help="stream holding plain Kafka topic names such as 'orders'; created on start if missing "
+                        "(default /default)")
     p.add_argument("--max-frame-bytes", metavar="N", type=int,
                    help="largest request accepted, like socket.request.max.bytes (default 104857600)")
     p.add_argument("--max-connections", metavar="N", type=int, help="connection limit (default 10000)")
