@@ -17,6 +17,7 @@ from .files import FULL_ERRNOS, fsync_dir, fsync_path, write_atomic
 from .sync import GroupCommit
 
 log = logging.getLogger(__name__)
+_ENCODER = json.JSONEncoder(separators=(",", ":"))
 
 
 class JsonLog:
@@ -60,7 +61,7 @@ class JsonLog:
 
     def append(self, records: Iterable[dict]) -> None:
         """Write records (page cache); call `commit.wait()` for durability."""
-        data = "".join(json.dumps(r, separators=(",", ":")) + "\n" for r in records).encode()
+        data = "".join(_ENCODER.encode(r) + "\n" for r in records).encode()
         if not data:
             return
         try:
@@ -89,7 +90,7 @@ class JsonLog:
     def rewrite(self, records: list[dict]) -> None:
         """Replace the file with only the live records (atomic)."""
         self.close()
-        data = "".join(json.dumps(r, separators=(",", ":")) + "\n" for r in records).encode()
+        data = "".join(_ENCODER.encode(r) + "\n" for r in records).encode()
         write_atomic(self.path, data)
         self.lines = len(records)
 
