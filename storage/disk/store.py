@@ -252,7 +252,10 @@ class DiskStore(NamespaceStore):
             if created and os.path.exists(os.path.join(directory, layout.STREAM_FILE)):
                 raise StorageError(f"stream directory {directory} already holds a stream")
             make_dirs(directory)
-            write_atomic(os.path.join(directory, layout.STREAM_FILE), meta)
+            if created:  # empty logs now, so no first append has to fsync the directory
+                for name in (layout.TOPICS_FILE, layout.CURSORS_FILE):
+                    os.close(os.open(os.path.join(directory, name), os.O_WRONLY | os.O_CREAT, 0o644))
+            write_atomic(os.path.join(directory, layout.STREAM_FILE), meta)  # fsyncs the directory too
 
         await asyncio.to_thread(work)
         if created:
