@@ -324,3 +324,55 @@ def test_rebalance_waits_for_pending_member_then_times_out(broker: Broker) -> No
         rejoined = join(a, 9, group, member_id=member, session_ms=3000)
         assert rejoined.error_code == ErrorCode.none and rejoined.generation_id == generation + 1
         assert [m.member_id for m in rejoined.members] == [member]
+
+
+def test_member_that_does_not_rejoin_is_dropped_after_the_rebalance_timeout(broker: Broker) -> None:
+    group = group_name()
+    with Wire(broker.bootstrap_servers) as a, Wire(broker.bootstrap_servers) as b:
+        leader = join(a, 9, group).member_id
+        a.send(11, 9, join_request(9, group, member_id=leader, rebalance_ms=1000))
+        other = join(b, 9, group).member_id
+        joined_b = join(b, 9, group, member_id=other, rebalance_ms=1000)
+        _, joined_a = a.receive(11, 9)
+        generation = joined_a.generation_id
+        assert joined_b.generation_id == generation and len(joined_a.members) == 2
+        sync_body = make(module(14, 5).SyncGroupRequest, group_id=group, generation_id=generation, member_id=other,
+                         group_instance_id=None, protocol_type=None, protocol_name=None, assignments=())
+        b.send(14, 5, sync_body)
+        sync(a, 5, group, generation, leader, {leader: b"a", other: b"b"})
+        assert b.receive(14, 5)[1].assignment == b"b"
+        # the leader rejoins (a rebalance); the other member stays silent and is dropped after 1 s
+        rejoined = join(a, 9, group, member_id=leader, rebalance_ms=1000)
+        assert rejoined.generation_id == generation + 1
+        assert [m.member_id for m in rejoined.members] == [leader]
+        assert heartbeat(b, group, generation, other).error_code == ErrorCode.unknown_member_id
+
+
+def test_member_that_never_syncs_is_dropped_and_commits_wait_for_sync(broker: Broker, topic_name: str) -> None:
+    create_topic(broker.bootstrap_servers, topic_name, 1)
+    group = group_name()
+    with Wire(broker.bootstrap_servers) as a, Wire(broker.bootstrap_servers) as b:
+        leader = join(a, 9, group).member_id
+        a.send(11, 9, join_request(9, group, member_id=leader, rebalance_ms=1000))
+        other = join(b, 9, group).member_id
+        joined_b = join(b, 9, group, member_id=other, rebalance_ms=1000)
+        generation = a.receive(11, 9)[1].generation_id
+        # between JoinGroup and the leader's SyncGroup, commits get REBALANCE_IN_PROGRESS
+        early = commit(b, 9, group, {(topic_name, 0): (1, None)}, generation, other)
+        assert early == {(topic_name, 0): ErrorCode.rebalance_in_progress}
+        sync(a, 5, group, generation, leader, {leader: b"a", other: b"b"})
+        # b never sends SyncGroup: after the rebalance timeout it is removed and the group rebalances
+        wait_for(lambda: heartbeat(a, group, generation, leader).error_code == ErrorCode.rebalance_in_progress,
+                 5, "a rebalance after the pending SyncGroup expired")
+        assert joined_b.generation_id == generation
+        assert heartbeat(b, group, generation, other).error_code == ErrorCode.unknown_member_id
+
+
+def test_group_max_size_refuses_extra_members() -> None:
+    with Broker(group_initial_rebalance_delay_ms=0, group_min_session_timeout_ms=500, group_max_size=1) as small:
+        group = group_name()
+        with Wire(small.bootstrap_servers) as a, Wire(small.bootstrap_servers) as b:
+            member, generation = stable_member(a, group)
+            refused = join_member(b, group)
+            assert refused.error_code == ErrorCode.group_max_size_reached
+            assert heartbeat(a, group, generation, member).error_code == ErrorCode.none
