@@ -599,10 +599,10 @@ class GroupCoordinator:
             return ErrorCode.group_id_not_found if version >= 9 else ErrorCode.illegal_generation
         if group.is_(Dead):
             return ErrorCode.coordinator_not_available
+        if generation < 0 and group.is_(Empty):
+            return ErrorCode.none  # offsets only: admin tools and consumers without group management
         if group.is_static_member_fenced(instance_id, member_id):
             return ErrorCode.fenced_instance_id
-        if generation < 0 and group.is_(Empty):
-            return ErrorCode.none
         if not group.has(member_id):
             return ErrorCode.unknown_member_id
         if generation != group.generation:
