@@ -153,7 +153,7 @@ class DiskPartition(PartitionBase):
     async def checkpoint(self) -> None:
         """Persist state (called on close): no scan will be needed on the next open."""
         async with self._lock:
-            self._commit.cancel()
+            await self._commit.drain()
             active = self._active()
             dirty = active is not None and active.size != self._checkpoint
             if (dirty or self._manifest_stale) and (self._chain or os.path.exists(self._manifest_path)):
@@ -172,25 +172,27 @@ class DiskPartition(PartitionBase):
     async def append(self, batch: bytes | bytearray | memoryview, record_count: int) -> AppendResult:
         self._check_open()
         view = memoryview(batch).cast("B")
-        header = bf.check_append(view, record_count)
-        size = len(view)
+        length, max_ts = bf.check_append(view, record_count)
         settings = self._topic.settings
-        if self._lock.locked() or self._needs_roll(size, settings.partitionlet_bytes, settings.partitionlet_age_ms):
+        now = now_ms()
+        if self._lock.locked() or self._needs_roll(len(view), settings.partitionlet_bytes,
+                                                   settings.partitionlet_age_ms, now):
             async with self._lock:
                 self._check_open()
-                if self._needs_roll(size, settings.partitionlet_bytes, settings.partitionlet_age_ms):
-                    await self._roll(size)
-                result = self._write(view, header, record_count)
+                if self._needs_roll(len(view), settings.partitionlet_bytes, settings.partitionlet_age_ms, now):
+                    await self._roll(len(view))
+                base = self._write(view, length, max_ts, record_count)
         else:
-            result = self._write(view, header, record_count)
+            base = self._write(view, length, max_ts, record_count)
         if settings.fsync is FsyncPolicy.ALWAYS:
             self._commit.start()
         elif settings.fsync is FsyncPolicy.INTERVAL:
             self._commit.start_later(settings.fsync_interval_ms / 1000)
-        self._wake()
-        return result
+        if self._waiters:
+            self._wake()
+        return AppendResult(base, base + record_count - 1, now)
 
-    def _needs_roll(self, size: int, max_bytes: int, max_age_ms: int) -> bool:
+    def _needs_roll(self, size: int, max_bytes: int, max_age_ms: int, now: int) -> bool:
         active = self._active()
         if active is None:
             return True
@@ -199,16 +201,17 @@ class DiskPartition(PartitionBase):
             return True  # try another volume
         if active.size == 0:
             return False
-        return active.size + size > max_bytes or now_ms() - active.created_ms >= max_age_ms
+        return active.size + size > max_bytes or now - active.created_ms >= max_age_ms
 
-    def _write(self, view: memoryview, header: bf.BatchHeader, record_count: int) -> AppendResult:
+    def _write(self, view: memoryview, length: int, max_ts: int, record_count: int) -> int:
+        """Write one batch at the high watermark; returns its base offset."""
         active = self._chain[-1]
         base = self._hw
         size = len(view)
         active.volume.reserve(size)
         try:
-            active.append(bf.prefix(base, header.batch_length, self._leader_epoch), view[bf.PREFIX_SIZE:], base,
-                          base + record_count, header.max_timestamp)
+            active.append(bf.PREFIX.pack(base, length, self._leader_epoch), view[bf.PREFIX_SIZE:], base,
+                          base + record_count, max_ts)
         except OSError as exc:
             active.volume.release(size)
             if exc.errno in FULL_ERRNOS:
@@ -216,7 +219,7 @@ class DiskPartition(PartitionBase):
             raise
         self._hw = base + record_count
         self._commit.wrote(self._hw)
-        return AppendResult(base, self._hw - 1, now_ms())
+        return base
 
     async def _roll(self, size: int) -> None:
         """Seal the active partitionlet and start a new one on the emptiest volume."""

@@ -52,7 +52,7 @@ def _bytes_to_pairs(data: bytes) -> tuple[array, array]:
 
 class Partitionlet:
     __slots__ = (
-        "directory", "volume", "base", "handles", "sealed", "next_offset", "size", "max_ts", "max_ts_offset",
+        "directory", "volume", "base", "handles", "stem", "log_path", "sealed", "next_offset", "size", "max_ts", "max_ts_offset",
         "created_ms", "_off", "_pos", "_tval", "_tpos", "_since_index",
     )
 
@@ -64,6 +64,8 @@ class Partitionlet:
         self.volume = volume
         self.base = base
         self.handles = handles
+        self.stem = layout.partitionlet_stem(directory, base)
+        self.log_path = self.stem + layout.LOG_SUFFIX
         self.sealed = sealed
         self.next_offset = next_offset
         self.size = size
@@ -77,14 +79,6 @@ class Partitionlet:
         self._since_index = 0
 
     # files -------------------------------------------------------------------
-
-    @property
-    def stem(self) -> str:
-        return layout.partitionlet_stem(self.directory, self.base)
-
-    @property
-    def log_path(self) -> str:
-        return self.stem + layout.LOG_SUFFIX
 
     def paths(self) -> list[str]:
         stem = self.stem
@@ -182,6 +176,7 @@ class Partitionlet:
 
     def append(self, prefix: bytes, body: memoryview, base: int, next_offset: int, max_ts: int) -> None:
         """Write one batch at the end; on OSError nothing of it is kept."""
+        self.ensure_index()  # after a restart the index is loaded lazily
         fd = self.fd()
         pos = self.size
         total = len(prefix) + len(body)

@@ -62,6 +62,12 @@ class GroupCommit:
             self._timer.cancel()
             self._timer = None
 
+    async def drain(self) -> None:
+        """Stop scheduling and let a running fsync finish (on close)."""
+        self.cancel()
+        if self._task is not None:
+            await asyncio.gather(self._task, return_exceptions=True)
+
 
 
 def _log_failure(task: asyncio.Task[None]) -> None:
