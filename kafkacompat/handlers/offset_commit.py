@@ -2,7 +2,7 @@
 
 Checks follow Kafka: unknown topics or partitions fail per partition,
 the group decides the rest (generation fencing, simple consumers with
-generation -1), oversized metadata fails per partition.
+generation -1), then oversized metadata fails per partition.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ async def handle(ctx: Any, request: Any) -> Any:
     # (topic name, partition) -> error; cursors to store, keyed the same way
     errors: dict[tuple[str, int], ErrorCode] = {}
     pending: list[tuple[tuple[str, int], str, Cursor]] = []
+    too_large: list[tuple[str, int]] = []
     for topic in request.topics:
         try:
             info = cluster.lookup(topic.name).info
@@ -37,8 +38,8 @@ async def handle(ctx: Any, request: Any) -> Any:
                 errors[key] = ErrorCode.unknown_topic_or_partition
                 continue
             metadata = part.committed_metadata or ""
-            if len(metadata.encode()) > config.offset_metadata_max_bytes:
-                errors[key] = ErrorCode.offset_metadata_too_large
+            if len(metadata) > config.offset_metadata_max_bytes:  # Kafka counts characters
+                too_large.append(key)
                 continue
             cursor = Cursor(
                 topic=info.name,
@@ -48,7 +49,7 @@ async def handle(ctx: Any, request: Any) -> Any:
                 metadata=metadata,
             )
             pending.append((key, info.stream, cursor))
-    if pending:
+    if pending or too_large:
         group_error = cluster.groups.validate_commit(
             request.group_id,
             request.generation_id_or_member_epoch,
@@ -56,10 +57,12 @@ async def handle(ctx: Any, request: Any) -> Any:
             getattr(request, "group_instance_id", None),
             ctx.version,
         )
+        for key in too_large:
+            errors[key] = group_error if group_error != ErrorCode.none else ErrorCode.offset_metadata_too_large
         if group_error != ErrorCode.none:
             for key, _, _ in pending:
                 errors[key] = group_error
-        else:
+        elif pending:
             try:
                 await cluster.groups.commit(request.group_id, [(stream, c) for _, stream, c in pending])
                 outcome = ErrorCode.none
