@@ -16,6 +16,7 @@ import dataclasses
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
+
 from kio.schema.errors import ErrorCode
 
 from storage import Cursor, Store

@@ -7,9 +7,7 @@ from collections.abc import Iterator
 import pytest
 
 from kafkacompat.testing import Broker
-
-# Kafka's defaults are 3000 ms delay and a 6000 ms minimum session; tests shrink both
-GROUP_SETTINGS = {"group_initial_rebalance_delay_ms": 300, "group_min_session_timeout_ms": 500}
+from tests.groups.helpers import GROUP_SETTINGS
 
 
 @pytest.fixture(scope="module")

@@ -14,6 +14,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from protocol.messages import make
 from tests.wire import Wire, request_class
 
+# broker settings for group tests: Kafka's defaults are a 3000 ms delay and a 6000 ms minimum session
+GROUP_SETTINGS = {"group_initial_rebalance_delay_ms": 300, "group_min_session_timeout_ms": 500}
 SESSION_MS = 3000  # clients' session.timeout.ms in these tests
 HEARTBEAT_MS = 300
 REBALANCE_MS = 10_000  # clients' max.poll.interval.ms, the rebalance timeout

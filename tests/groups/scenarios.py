@@ -13,8 +13,7 @@ import uuid
 from collections import Counter
 
 from kafkacompat.testing import Broker
-from tests.groups.conftest import GROUP_SETTINGS
-from tests.groups.helpers import SESSION_MS, create_topic, produce, wait_for
+from tests.groups.helpers import GROUP_SETTINGS, SESSION_MS, create_topic, produce, wait_for
 from tests.groups.members import Member, spread
 
 PARTITIONS = 6

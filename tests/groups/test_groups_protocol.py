@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import uuid
 
-import pytest
 from kio.schema.errors import ErrorCode
 
 from kafkacompat.testing import Broker
@@ -376,3 +375,13 @@ def test_group_max_size_refuses_extra_members() -> None:
             refused = join_member(b, group)
             assert refused.error_code == ErrorCode.group_max_size_reached
             assert heartbeat(a, group, generation, member).error_code == ErrorCode.none
+
+
+def test_expiry_sweep_runs_on_its_interval(topic_name: str) -> None:
+    settings = {"offsets_retention_minutes": 0, "offsets_retention_check_interval_ms": 100}
+    with Broker(group_initial_rebalance_delay_ms=0, **settings) as sweeping:
+        create_topic(sweeping.bootstrap_servers, topic_name, 1)
+        with Wire(sweeping.bootstrap_servers) as wire:
+            assert commit(wire, 9, "short-lived", {(topic_name, 0): (3, None)}) == {(topic_name, 0): ErrorCode.none}
+            wait_for(lambda: fetch_offsets(wire, "short-lived", {topic_name: [0]}) == {(topic_name, 0): -1},
+                     5, "the sweep to expire the offset")
