@@ -222,8 +222,12 @@ class NamespaceStore(Store):
             raise StreamExistsError(f"stream {path!r} already exists")
         self._check_not_nested(path)
         state = StreamState(path, policy, now_ms())
-        await self._persist_stream(state, created=True)
-        self._streams[path] = state
+        self._streams[path] = state  # before the await, so concurrent creates conflict
+        try:
+            await self._persist_stream(state, created=True)
+        except BaseException:
+            del self._streams[path]
+            raise
         return state.info()
 
     async def edit_stream(self, path: str, policy: StreamPolicy) -> StreamInfo:

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 from .. import batch_format as bf
 from ..api import AppendResult, FsyncPolicy, PartitionletInfo, TimestampHit
-from ..errors import OffsetOutOfRangeError, StorageFullError
+from ..errors import OffsetOutOfRangeError, StorageError, StorageFullError
 from ..namespace import TopicState, now_ms
 from ..partition_base import PartitionBase
 from . import layout
@@ -73,6 +73,8 @@ class DiskPartition(PartitionBase):
                 manifest = json.loads(f.read())
         except FileNotFoundError:
             return
+        except ValueError as exc:  # written atomically, so only outside damage gets here
+            raise StorageError(f"{self.name}: chain manifest {self._manifest_path} is unreadable: {exc}") from exc
         if manifest.get("topic_id") != self._topic.info.topic_id.hex:
             log.warning("%s: data of an older topic of the same name found; discarding it", self.name)
             for volume in self._store.volumes:

@@ -446,3 +446,15 @@ async def test_stale_data_of_a_recreated_topic_is_never_served(tmp_path):
     st = await open_disk(tmp_path / "d")
     assert st.partition("/default", "t", 0).high_watermark == 1
     await st.close()
+
+
+async def test_damaged_manifest_is_a_named_error(tmp_path):
+    st = await open_disk(tmp_path / "d")
+    await st.create_topic("/default", "t", 1)
+    await st.partition("/default", "t", 0).append(batch(1), 1)
+    await st.close()
+    (tmp_path / "d" / "streams" / "default" / "t" / "0" / "chain.json").write_bytes(b"{garbage")
+    st = await open_disk(tmp_path / "d")
+    with pytest.raises(storage.StorageError, match="manifest"):
+        st.partition("/default", "t", 0)
+    await st.close()
