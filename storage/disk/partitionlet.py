@@ -81,8 +81,7 @@ class Partitionlet:
     # files -------------------------------------------------------------------
 
     def paths(self) -> list[str]:
-        stem = self.stem
-        return [stem + layout.LOG_SUFFIX, stem + layout.INDEX_SUFFIX, stem + layout.TIMEINDEX_SUFFIX]
+        return [self.stem + suffix for suffix in layout.PARTITIONLET_SUFFIXES]
 
     def start_empty(self) -> None:
         """A new, empty log file exists: index it from scratch."""
