@@ -191,7 +191,7 @@ async def test_many_topics_open_lazily_and_handles_stay_bounded(tmp_path):
     st = await open_disk(tmp_path / "d", max_open_files=8)
     assert time.perf_counter() - t0 < 1.0
     assert len(st.list_topics("/default")) == 2000
-    assert len(os.listdir(tmp_path / "d" / "streams" / "default")) == 2 + 50  # .stream, .topics, 50 dirs
+    assert len(os.listdir(tmp_path / "d" / "streams" / "default")) == 3 + 50  # .stream, .topics, .cursors, 50 dirs
     for i in range(0, 2000, 40):
         assert values(await st.partition("/default", f"t{i}", 0).read(0, 100)) == [(0, b"A" * (i % 50 + 1))]
     assert len(st.handles) <= 8
