@@ -42,7 +42,7 @@ class Cluster:
         self.cluster_id = config.cluster_id
         self.host, self.port = config.advertised()
         self.producers = ProducerStates()
-        self.groups = GroupCoordinator(config, store, self._resolve_quietly)
+        self.groups = GroupCoordinator(config, store)
 
     @property
     def default_stream(self) -> str:
@@ -62,12 +62,6 @@ class Cluster:
                 f"{name!r}: '..' is reserved for stream aliases (path..topic)",
             )
         return stream, topic
-
-    def _resolve_quietly(self, name: str) -> tuple[str, str] | None:
-        try:
-            return self.split(name)
-        except TopicError:
-            return None
 
     def lookup(self, name: str) -> ResolvedTopic:
         stream, topic = self.split(name)

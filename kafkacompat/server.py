@@ -27,6 +27,7 @@ class BrokerServer:
             volumes=config.volumes,
             default_stream=config.default_stream,
             record_timestamps=record_timestamps,
+            retention_check_ms=config.retention_check_ms,
         )
         self.cluster: Cluster | None = None
         self._server: asyncio.base_events.Server | None = None
@@ -64,7 +65,7 @@ class BrokerServer:
             await self._server.wait_closed()
             self._server = None
         if self.cluster is not None:
-            await self.cluster.groups.stop()
+            await self.cluster.groups.close()
         await self.store.close()
         log.info("kafkacompat stopped")
 

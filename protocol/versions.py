@@ -13,6 +13,8 @@ from kio.index import KioIndexError, load_entity_module
 from kio.schema.index import api_key_map
 from kio.static.constants import EntityType
 
+from .admin_api import STREAM_ADMIN_KEY, STREAM_ADMIN_NAME, STREAM_ADMIN_VERSION
+
 # api key -> (min, max) served. Filled in as handlers are registered.
 SUPPORTED: dict[int, tuple[int, int]] = {
     0: (0, 12),  # Produce; 0-2 answered with UNSUPPORTED_VERSION (librdkafka needs min 0)
@@ -20,8 +22,8 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     2: (1, 10),  # ListOffsets
     3: (0, 12),  # Metadata
     8: (2, 9),  # OffsetCommit
-    9: (1, 9),  # OffsetFetch
-    10: (0, 6),  # FindCoordinator
+    9: (1, 9),  # OffsetFetch; v8+ batches groups
+    10: (0, 6),  # FindCoordinator; v4+ batches keys
     11: (0, 9),  # JoinGroup
     12: (0, 4),  # Heartbeat
     13: (0, 5),  # LeaveGroup
@@ -43,10 +45,17 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     60: (0, 1),  # DescribeCluster
 }
 
+# Private APIs this broker serves but never advertises: stock clients must not see them.
+UNADVERTISED: dict[int, tuple[int, int]] = {
+    STREAM_ADMIN_KEY: (STREAM_ADMIN_VERSION, STREAM_ADMIN_VERSION),  # the admin CLI's stream API
+}
+
 API_VERSIONS_KEY = 18
 
 
 def api_name(api_key: int) -> str:
+    if api_key == STREAM_ADMIN_KEY:
+        return STREAM_ADMIN_NAME
     return api_key_map.get(api_key, f"api_{api_key}")
 
 

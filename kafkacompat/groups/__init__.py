@@ -1,6 +1,6 @@
-"""Consumer groups: the classic group coordinator and committed offsets (cursors)."""
+"""Consumer groups: Kafka's classic group protocol and committed offsets."""
 
-from .coordinator import CONSUMER_PROTOCOL_TYPE, GroupCoordinator
-from .state import Group, GroupState, JoinResult, SyncResult
+from .coordinator import GroupCoordinator, GroupSummary, JoinRequest, JoinResult, SyncResult
+from .group import GroupState
 
-__all__ = ["CONSUMER_PROTOCOL_TYPE", "Group", "GroupCoordinator", "GroupState", "JoinResult", "SyncResult"]
+__all__ = ["GroupCoordinator", "GroupState", "GroupSummary", "JoinRequest", "JoinResult", "SyncResult"]

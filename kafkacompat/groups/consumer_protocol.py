@@ -1,8 +1,7 @@
-"""The topics a consumer subscribes to, read from its JoinGroup metadata.
+"""Reading the "consumer" protocol's subscription bytes (ConsumerProtocolSubscription).
 
-The broker otherwise relays member metadata as opaque bytes; Kafka reads
-the subscription only to know which topics a "consumer" group uses
-(OffsetDelete refuses those, offset expiry spares them).
+The coordinator relays member metadata untouched; only OffsetDelete and
+offset expiry need to know which topics a consumer group subscribes to.
 """
 
 from __future__ import annotations
@@ -12,23 +11,25 @@ import struct
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 
+CONSUMER_PROTOCOL_TYPE = "consumer"
 
-def subscribed_topics(metadata: bytes) -> frozenset[str] | None:
-    """Topic names of a ConsumerProtocolSubscription (v0-3), or None if unreadable."""
+
+def subscribed_topics(metadata: bytes) -> set[str] | None:
+    """The topics of one member's subscription; None when the bytes do not parse."""
     try:
-        pos = 2  # version; every version starts with the topic array
+        pos = _I16.size  # version; every version starts with the topic list
         (count,) = _I32.unpack_from(metadata, pos)
-        pos += 4
+        pos += _I32.size
         if count < 0 or count > len(metadata):
             return None
-        topics = []
+        topics = set()
         for _ in range(count):
-            (size,) = _I16.unpack_from(metadata, pos)
-            pos += 2
-            if size < 0 or pos + size > len(metadata):
+            (length,) = _I16.unpack_from(metadata, pos)
+            pos += _I16.size
+            if length < 0 or pos + length > len(metadata):
                 return None
-            topics.append(metadata[pos : pos + size].decode("utf-8"))
-            pos += size
-        return frozenset(topics)
+            topics.add(metadata[pos : pos + length].decode("utf-8"))
+            pos += length
+        return topics
     except (struct.error, UnicodeDecodeError):
         return None

@@ -1,72 +1,63 @@
-"""Committed offsets as cursors in each topic's own stream.
+"""A group's committed offsets, kept as cursors in each topic's own stream.
 
-A group's commit for a topic goes to the cursor table of the stream that
-holds the topic, so cursors live (and are deleted) with the stream's data.
-One group may thus have cursors in several streams; reads gather them.
+A group may commit for topics of several streams; each stream's cursor
+store holds the group's cursors for its topics, so they live (and are
+deleted) with the stream's data. This module gathers them per group.
 """
 
 from __future__ import annotations
 
-import dataclasses
+from collections import defaultdict
 from collections.abc import Iterable, Sequence
 
-from storage import Cursor, Store
+from storage import Cursor, Store, UnknownStreamError
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class StoredOffset:
-    stream: str
-    cursor: Cursor
-
-
-class GroupOffsets:
+class CommittedOffsets:
     def __init__(self, store: Store) -> None:
         self.store = store
 
-    def group_ids(self) -> set[str]:
-        """Every group that has a cursor in some stream."""
+    def groups(self) -> set[str]:
+        """Every group id that has a cursor in some stream."""
         found: set[str] = set()
         for stream in self.store.list_streams():
             found.update(self.store.list_cursor_groups(stream.path))
         return found
 
-    def of_group(self, group_id: str) -> list[StoredOffset]:
-        out = []
-        for stream in self.store.list_streams():
-            for cursor in self.store.get_cursors(stream.path, group_id):
-                out.append(StoredOffset(stream.path, cursor))
-        return out
+    def streams_of(self, group: str) -> list[str]:
+        return [s.path for s in self.store.list_streams() if group in self.store.list_cursor_groups(s.path)]
 
-    def get(self, group_id: str, stream: str, topic: str) -> dict[int, Cursor]:
+    def has_offsets(self, group: str) -> bool:
+        return bool(self.streams_of(group))
+
+    def all(self, group: str) -> list[tuple[str, Cursor]]:
+        """(stream, cursor) for every cursor of the group."""
+        return [(stream, c) for stream in self.streams_of(group) for c in self.store.get_cursors(stream, group)]
+
+    def lookup(self, group: str, stream: str, topic: str) -> dict[int, Cursor]:
         """The group's cursors of one topic, by partition."""
-        if self.store.get_stream(stream) is None:
+        try:
+            cursors = self.store.get_cursors(stream, group)
+        except UnknownStreamError:
             return {}
-        return {
-            c.partition: c for c in self.store.get_cursors(stream, group_id) if c.topic == topic
-        }
+        return {c.partition: c for c in cursors if c.topic == topic}
 
-    def has_any(self, group_id: str) -> bool:
-        return any(
-            self.store.get_cursors(stream.path, group_id) for stream in self.store.list_streams()
-        )
+    async def commit(self, group: str, cursors: Iterable[tuple[str, Cursor]]) -> None:
+        by_stream: dict[str, list[Cursor]] = defaultdict(list)
+        for stream, cursor in cursors:
+            by_stream[stream].append(cursor)
+        for stream, batch in by_stream.items():
+            await self.store.commit_cursors(stream, group, batch)
 
-    async def commit(self, group_id: str, by_stream: dict[str, list[Cursor]]) -> None:
-        for stream, cursors in by_stream.items():
-            if cursors:
-                await self.store.commit_cursors(stream, group_id, cursors)
-
-    async def delete(self, group_id: str, offsets: Iterable[StoredOffset]) -> None:
-        by_stream: dict[str, list[tuple[str, int]]] = {}
-        for stored in offsets:
-            by_stream.setdefault(stored.stream, []).append((stored.cursor.topic, stored.cursor.partition))
+    async def delete(self, group: str, partitions: Sequence[tuple[str, str, int]] | None = None) -> None:
+        """Delete all of the group's cursors, or those of (stream, topic, partition)."""
+        if partitions is None:
+            for stream in self.streams_of(group):
+                await self.store.delete_cursors(stream, group)
+            return
+        by_stream: dict[str, list[tuple[str, int]]] = defaultdict(list)
+        for stream, topic, partition in partitions:
+            by_stream[stream].append((topic, partition))
         for stream, keys in by_stream.items():
-            await self.store.delete_cursors(stream, group_id, keys)
-
-    async def delete_partitions(self, group_id: str, stream: str, keys: Sequence[tuple[str, int]]) -> None:
-        if keys:
-            await self.store.delete_cursors(stream, group_id, keys)
-
-    async def delete_group(self, group_id: str) -> None:
-        for stream in self.store.list_streams():
-            if group_id in self.store.list_cursor_groups(stream.path):
-                await self.store.delete_cursors(stream.path, group_id)
+            if group in self.store.list_cursor_groups(stream):
+                await self.store.delete_cursors(stream, group, keys)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from types import ModuleType
 
+from protocol.admin_api import STREAM_ADMIN_KEY
+
 from . import (
     alter_configs,
     api_versions,
@@ -30,6 +32,7 @@ from . import (
     offset_fetch,
     offset_for_leader_epoch,
     produce,
+    stream_admin,
     sync_group,
 )
 
@@ -60,4 +63,5 @@ HANDLERS: dict[int, ModuleType] = {
     44: incremental_alter_configs,
     47: offset_delete,
     60: describe_cluster,
+    STREAM_ADMIN_KEY: stream_admin,  # private, never advertised (protocol.versions.UNADVERTISED)
 }

@@ -1,4 +1,4 @@
-"""DeleteGroups v0-2: an empty group goes with all its cursors; others are refused."""
+"""DeleteGroups: only empty groups; their committed offsets go with them."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
-"""FindCoordinator: this broker coordinates every group (v0-3 one key, v4+ a batch).
+"""FindCoordinator: this broker coordinates every group (v4+ asks for many keys at once).
 
-Transactions are not offered, so key type 1 answers COORDINATOR_NOT_AVAILABLE
-(what a Kafka cluster answers while no transaction coordinator is up).
+Transactions are not offered, so a transaction coordinator lookup answers
+COORDINATOR_NOT_AVAILABLE, which clients treat as retriable.
 """
 
 from __future__ import annotations
@@ -10,35 +10,29 @@ from typing import Any
 
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
 
-GROUP_KEY = 0
-TRANSACTION_KEY = 1
+GROUP_KEY, TRANSACTION_KEY = 0, 1
 
 
-def _answer(key_type: int) -> tuple[ErrorCode, str | None]:
+def _find(ctx: Any, key_type: int) -> tuple[ErrorCode, str | None, int, str, int]:
+    cluster = ctx.cluster
     if key_type == GROUP_KEY:
-        return ErrorCode.none, None
+        return ErrorCode.none, None, cluster.node_id, cluster.host, cluster.port
     if key_type == TRANSACTION_KEY:
-        return ErrorCode.coordinator_not_available, "transactions are not supported by this broker"
-    return ErrorCode.invalid_request, f"unknown coordinator key type {key_type}"
+        return ErrorCode.coordinator_not_available, "transactions are not supported by this broker", -1, "", -1
+    return ErrorCode.invalid_request, f"unknown coordinator key type {key_type}", -1, "", -1
 
 
 async def handle(ctx: Any, request: Any) -> Any:
     m = schema_of(ctx)
-    cluster = ctx.cluster
     key_type = getattr(request, "key_type", GROUP_KEY)
-    error, message = _answer(key_type)
-    ok = error == ErrorCode.none
-    node = dict(
-        node_id=cluster.node_id if ok else -1,
-        host=cluster.host if ok else "",
-        port=cluster.port if ok else -1,
-    )
-    if hasattr(request, "coordinator_keys"):
-        coordinators = tuple(
-            make(m.Coordinator, key=key, error_code=error, error_message=message, **node)
-            for key in request.coordinator_keys
+    error, message, node, host, port = _find(ctx, key_type)
+    if ctx.version < 4:
+        return make(
+            m.FindCoordinatorResponse, throttle_time=NO_THROTTLE, error_code=error,
+            error_message=message, node_id=node, host=host, port=port,
         )
-        return make(m.FindCoordinatorResponse, throttle_time=NO_THROTTLE, coordinators=coordinators)
-    return make(
-        m.FindCoordinatorResponse, throttle_time=NO_THROTTLE, error_code=error, error_message=message, **node
+    coordinators = tuple(
+        make(m.Coordinator, key=key, node_id=node, host=host, port=port, error_code=error, error_message=message)
+        for key in request.coordinator_keys
     )
+    return make(m.FindCoordinatorResponse, throttle_time=NO_THROTTLE, coordinators=coordinators)

@@ -15,12 +15,11 @@ async def handle(ctx: Any, request: Any) -> Any:
         leaving = [(member.member_id, member.group_instance_id) for member in request.members]
     error, member_errors = ctx.cluster.groups.leave(request.group_id, leaving)
     if ctx.version < 3:
-        # one member: its error is the request's error, as Kafka reports it
         if error == ErrorCode.none and member_errors:
             error = member_errors[0]
         return make(m.LeaveGroupResponse, throttle_time=NO_THROTTLE, error_code=error)
     members = tuple(
-        make(m.MemberResponse, member_id=member_id, group_instance_id=instance_id, error_code=code)
-        for (member_id, instance_id), code in zip(leaving, member_errors)
+        make(m.MemberResponse, member_id=member_id, group_instance_id=instance_id, error_code=member_error)
+        for (member_id, instance_id), member_error in zip(leaving, member_errors)
     )
     return make(m.LeaveGroupResponse, throttle_time=NO_THROTTLE, error_code=error, members=members)

@@ -1,8 +1,8 @@
-"""OffsetCommit v2-9: committed offsets become cursors in each topic's stream.
+"""OffsetCommit: committed offsets become cursors in each topic's own stream.
 
-As on Kafka: partitions of unknown topics answer UNKNOWN_TOPIC_OR_PARTITION;
-the group check (member, generation, state) applies to the rest; a simple
-consumer (generation -1, no member id) may commit for an empty group.
+Checks follow Kafka: unknown topics or partitions fail per partition,
+the group decides the rest (generation fencing, simple consumers with
+generation -1), then oversized metadata fails per partition.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import storage
 from storage import Cursor
 
 from ..cluster import TopicError
-from .common import NO_THROTTLE, ErrorCode, make, schema_of
+from .common import NO_THROTTLE, ErrorCode, make, schema_of, storage_error_code
 
 log = logging.getLogger(__name__)
 
@@ -22,60 +22,68 @@ log = logging.getLogger(__name__)
 async def handle(ctx: Any, request: Any) -> Any:
     m = schema_of(ctx)
     cluster = ctx.cluster
-    coordinator = cluster.groups
-    group_id = request.group_id
+    config = cluster.config
+    # (topic name, partition) -> error; cursors to store, keyed the same way
     errors: dict[tuple[str, int], ErrorCode] = {}
-    known: list[tuple[str, str, str, Any]] = []  # (request name, stream, topic, partition request)
+    pending: list[tuple[tuple[str, int], str, Cursor]] = []
+    too_large: list[tuple[str, int]] = []
     for topic in request.topics:
         try:
-            resolved = cluster.lookup(topic.name)
+            info = cluster.lookup(topic.name).info
         except TopicError:
-            resolved = None
+            info = None
         for part in topic.partitions:
-            index = part.partition_index
-            if resolved is None or resolved.info is None or not 0 <= index < resolved.info.partitions:
-                errors[(topic.name, index)] = ErrorCode.unknown_topic_or_partition
-            else:
-                known.append((topic.name, resolved.stream, resolved.topic, part))
-    if known:
-        group_error = coordinator.validate_commit(
-            group_id, request.generation_id_or_member_epoch, request.member_id,
-            getattr(request, "group_instance_id", None),
-        )
-        by_stream: dict[str, list[Cursor]] = {}
-        stored: list[tuple[str, int]] = []
-        for name, stream, topic, part in known:
-            key = (name, part.partition_index)
+            key = (topic.name, part.partition_index)
+            if info is None or not 0 <= part.partition_index < info.partitions:
+                errors[key] = ErrorCode.unknown_topic_or_partition
+                continue
             metadata = part.committed_metadata or ""
-            if group_error != ErrorCode.none:
-                errors[key] = group_error
-            elif len(metadata) > cluster.config.offset_metadata_max_bytes:
-                errors[key] = ErrorCode.offset_metadata_too_large
-            else:
-                by_stream.setdefault(stream, []).append(
-                    Cursor(
-                        topic=topic,
-                        partition=part.partition_index,
-                        offset=part.committed_offset,
-                        leader_epoch=getattr(part, "committed_leader_epoch", -1),
-                        metadata=metadata,
-                    )
-                )
-                stored.append(key)
-        try:
-            await coordinator.offsets.commit(group_id, by_stream)
-            outcome = ErrorCode.none
-        except storage.StorageError as exc:
-            log.warning("group %s: storing offsets failed: %s", group_id, exc)
-            outcome = ErrorCode.coordinator_not_available  # retriable, as Kafka maps log append failures
-        for key in stored:
-            errors[key] = outcome
-    topics = []
-    for topic in request.topics:
-        parts = tuple(
-            make(m.OffsetCommitResponsePartition, partition_index=p.partition_index,
-                 error_code=errors[(topic.name, p.partition_index)])
-            for p in topic.partitions
+            if len(metadata) > config.offset_metadata_max_bytes:  # Kafka counts characters
+                too_large.append(key)
+                continue
+            cursor = Cursor(
+                topic=info.name,
+                partition=part.partition_index,
+                offset=part.committed_offset,
+                leader_epoch=getattr(part, "committed_leader_epoch", -1),
+                metadata=metadata,
+            )
+            pending.append((key, info.stream, cursor))
+    if pending or too_large:
+        group_error = cluster.groups.validate_commit(
+            request.group_id,
+            request.generation_id_or_member_epoch,
+            request.member_id,
+            getattr(request, "group_instance_id", None),
+            ctx.version,
         )
-        topics.append(make(m.OffsetCommitResponseTopic, name=topic.name, partitions=parts))
-    return make(m.OffsetCommitResponse, throttle_time=NO_THROTTLE, topics=tuple(topics))
+        for key in too_large:
+            errors[key] = group_error if group_error != ErrorCode.none else ErrorCode.offset_metadata_too_large
+        if group_error != ErrorCode.none:
+            for key, _, _ in pending:
+                errors[key] = group_error
+        elif pending:
+            try:
+                await cluster.groups.commit(request.group_id, [(stream, c) for _, stream, c in pending])
+                outcome = ErrorCode.none
+            except storage.StorageError as exc:
+                log.warning("committing offsets of group %s failed: %s", request.group_id, exc)
+                outcome = storage_error_code(exc)
+            for key, _, _ in pending:
+                errors[key] = outcome
+    topics = tuple(
+        make(
+            m.OffsetCommitResponseTopic,
+            name=topic.name,
+            partitions=tuple(
+                make(
+                    m.OffsetCommitResponsePartition,
+                    partition_index=p.partition_index,
+                    error_code=errors[(topic.name, p.partition_index)],
+                )
+                for p in topic.partitions
+            ),
+        )
+        for topic in request.topics
+    )
+    return make(m.OffsetCommitResponse, throttle_time=NO_THROTTLE, topics=topics)

@@ -1,54 +1,66 @@
-"""OffsetDelete v0: drop a group's committed offsets for some partitions.
-
-As on Kafka: allowed for an empty group, and for a consumer group only on
-topics its members do not subscribe to (GROUP_SUBSCRIBED_TO_TOPIC).
-"""
+"""OffsetDelete: drop a group's committed offsets, except for topics its members consume."""
 
 from __future__ import annotations
 
 from typing import Any
 
+import storage
+
 from ..cluster import TopicError
-from ..groups import CONSUMER_PROTOCOL_TYPE, GroupState
-from .common import NO_THROTTLE, ErrorCode, make, schema_of
+from .common import NO_THROTTLE, ErrorCode, make, schema_of, storage_error_code
+
+
+def _resolve(ctx: Any, name: str) -> tuple[str, str] | None:
+    try:
+        return ctx.cluster.split(name)
+    except TopicError:
+        return None
 
 
 async def handle(ctx: Any, request: Any) -> Any:
     m = schema_of(ctx)
     cluster = ctx.cluster
-    coordinator = cluster.groups
-    group_id = request.group_id
-    group = coordinator.group(group_id) if group_id else None
-    if not group_id:
-        error = ErrorCode.invalid_group_id
-    elif group is None or group.is_(GroupState.DEAD):
-        error = ErrorCode.group_id_not_found
-    elif not group.is_(GroupState.EMPTY) and group.protocol_type != CONSUMER_PROTOCOL_TYPE:
-        error = ErrorCode.non_empty_group
-    else:
-        error = ErrorCode.none
-    if error != ErrorCode.none:
-        return make(m.OffsetDeleteResponse, error_code=error, throttle_time=NO_THROTTLE, topics=())
-    topics = []
+    group_error, keep = cluster.groups.offset_delete_check(request.group_id)
+    if group_error != ErrorCode.none:
+        return make(m.OffsetDeleteResponse, error_code=group_error, throttle_time=NO_THROTTLE, topics=())
+    assert keep is not None
+    kept = {key for key in (_resolve(ctx, name) for name in keep) if key is not None}
+    errors: dict[tuple[str, int], ErrorCode] = {}
+    doomed: list[tuple[tuple[str, int], tuple[str, str, int]]] = []
     for topic in request.topics:
         try:
-            resolved = cluster.lookup(topic.name)
+            info = cluster.lookup(topic.name).info
         except TopicError:
-            resolved = None
-        parts = []
-        deletable = []
+            info = None
         for part in topic.partitions:
-            index = part.partition_index
-            if resolved is None or resolved.info is None or not 0 <= index < resolved.info.partitions:
-                code = ErrorCode.unknown_topic_or_partition
-            elif not group.is_(GroupState.EMPTY) and coordinator.is_subscribed(group, resolved.stream, resolved.topic):
-                code = ErrorCode.group_subscribed_to_topic
+            key = (topic.name, part.partition_index)
+            if info is None or not 0 <= part.partition_index < info.partitions:
+                errors[key] = ErrorCode.unknown_topic_or_partition
+            elif (info.stream, info.name) in kept:
+                errors[key] = ErrorCode.group_subscribed_to_topic
             else:
-                code = ErrorCode.none
-                deletable.append((resolved.topic, index))
-            parts.append(make(m.OffsetDeleteResponsePartition, partition_index=index, error_code=code))
-        if deletable:
-            await coordinator.offsets.delete_partitions(group_id, resolved.stream, deletable)
-        topics.append(make(m.OffsetDeleteResponseTopic, name=topic.name, partitions=tuple(parts)))
-    coordinator.forget_if_unused(group_id)
-    return make(m.OffsetDeleteResponse, error_code=ErrorCode.none, throttle_time=NO_THROTTLE, topics=tuple(topics))
+                doomed.append((key, (info.stream, info.name, part.partition_index)))
+    if doomed:
+        try:
+            await cluster.groups.offsets.delete(request.group_id, [target for _, target in doomed])
+            outcome = ErrorCode.none
+        except storage.StorageError as exc:
+            outcome = storage_error_code(exc)
+        for key, _ in doomed:
+            errors[key] = outcome
+    topics = tuple(
+        make(
+            m.OffsetDeleteResponseTopic,
+            name=topic.name,
+            partitions=tuple(
+                make(
+                    m.OffsetDeleteResponsePartition,
+                    partition_index=p.partition_index,
+                    error_code=errors[(topic.name, p.partition_index)],
+                )
+                for p in topic.partitions
+            ),
+        )
+        for topic in request.topics
+    )
+    return make(m.OffsetDeleteResponse, error_code=ErrorCode.none, throttle_time=NO_THROTTLE, topics=topics)

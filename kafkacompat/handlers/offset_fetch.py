@@ -1,80 +1,94 @@
-"""OffsetFetch v1-9: a group's cursors (v8+ asks for several groups at once).
+"""OffsetFetch: a group's committed offsets (v8+ asks for several groups at once).
 
 Partitions without a committed offset answer -1 with no error, as Kafka
-does; topics=null returns every cursor of the group across streams under
-the names this broker shows for the topics.
+does; topics=null returns every cursor of the group across all streams,
+named as Metadata names the topics.
 """
 
 from __future__ import annotations
 
+from collections import defaultdict
 from typing import Any
 
 from ..cluster import TopicError
+from ..topic_names import canonical_name
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
 
-NO_OFFSET = (-1, -1, "")  # offset, leader epoch, metadata
+# (name, [(partition, offset, leader epoch, metadata)])
+TopicOffsets = list[tuple[str, list[tuple[int, int, int, str]]]]
 
 
-def _all_offsets(ctx: Any, group_id: str) -> dict[str, dict[int, tuple[int, int, str]]]:
+def _requested(ctx: Any, group_id: str, topics: Any) -> TopicOffsets:
     cluster = ctx.cluster
-    out: dict[str, dict[int, tuple[int, int, str]]] = {}
-    for stored in cluster.groups.offsets.of_group(group_id):
-        info = cluster.store.get_topic(stored.stream, stored.cursor.topic)
-        if info is None:
-            continue
-        c = stored.cursor
-        out.setdefault(cluster.display_name(info), {})[c.partition] = (c.offset, c.leader_epoch, c.metadata)
-    return out
-
-
-def _requested(ctx: Any, group_id: str, topics: Any) -> dict[str, dict[int, tuple[int, int, str]]]:
-    cluster = ctx.cluster
-    out: dict[str, dict[int, tuple[int, int, str]]] = {}
+    out: TopicOffsets = []
     for topic in topics:
         try:
-            stream, name = cluster.split(topic.name)
-            cursors = cluster.groups.offsets.get(group_id, stream, name)
+            resolved = cluster.lookup(topic.name)
+            cursors = cluster.groups.offsets.lookup(group_id, resolved.stream, resolved.topic)
         except TopicError:
             cursors = {}
-        found = out.setdefault(topic.name, {})
+        rows = []
         for index in topic.partition_indexes:
             c = cursors.get(index)
-            found[index] = NO_OFFSET if c is None else (c.offset, c.leader_epoch, c.metadata)
+            rows.append((index, c.offset, c.leader_epoch, c.metadata) if c else (index, -1, -1, ""))
+        out.append((topic.name, rows))
     return out
 
 
-def _topics(ctx: Any, group_id: str, topics: Any, topic_cls: Any, partition_cls: Any) -> tuple:
-    offsets = _all_offsets(ctx, group_id) if topics is None else _requested(ctx, group_id, topics)
+def _everything(ctx: Any, group_id: str) -> TopicOffsets:
+    cluster = ctx.cluster
+    by_topic: dict[str, list[tuple[int, int, int, str]]] = defaultdict(list)
+    for stream, c in cluster.groups.offsets.all(group_id):
+        name = canonical_name(stream, c.topic, cluster.default_stream)
+        by_topic[name].append((c.partition, c.offset, c.leader_epoch, c.metadata))
+    return [(name, sorted(rows)) for name, rows in sorted(by_topic.items())]
+
+
+def _offsets(ctx: Any, group_id: str, topics: Any) -> TopicOffsets:
+    return _everything(ctx, group_id) if topics is None else _requested(ctx, group_id, topics)
+
+
+def _topics(m: Any, topic_cls: str, part_cls: str, offsets: TopicOffsets) -> tuple[Any, ...]:
     return tuple(
         make(
-            topic_cls,
+            getattr(m, topic_cls),
             name=name,
             partitions=tuple(
                 make(
-                    partition_cls, partition_index=index, committed_offset=offset,
-                    committed_leader_epoch=epoch, metadata=metadata, error_code=ErrorCode.none,
+                    getattr(m, part_cls),
+                    partition_index=index,
+                    committed_offset=offset,
+                    committed_leader_epoch=epoch,
+                    metadata=metadata,
+                    error_code=ErrorCode.none,
                 )
-                for index, (offset, epoch, metadata) in sorted(parts.items())
+                for index, offset, epoch, metadata in rows
             ),
         )
-        for name, parts in sorted(offsets.items()) if topics is not None or parts
+        for name, rows in offsets
     )
 
 
 async def handle(ctx: Any, request: Any) -> Any:
     m = schema_of(ctx)
-    if ctx.version >= 8:
-        groups = tuple(
-            make(
-                m.OffsetFetchResponseGroup,
-                group_id=g.group_id,
-                topics=_topics(ctx, g.group_id, g.topics, m.OffsetFetchResponseTopics,
-                               m.OffsetFetchResponsePartitions),
-                error_code=ErrorCode.none,
-            )
-            for g in request.groups
+    if ctx.version < 8:
+        offsets = _offsets(ctx, request.group_id, request.topics)
+        return make(
+            m.OffsetFetchResponse,
+            throttle_time=NO_THROTTLE,
+            topics=_topics(m, "OffsetFetchResponseTopic", "OffsetFetchResponsePartition", offsets),
+            error_code=ErrorCode.none,
         )
-        return make(m.OffsetFetchResponse, throttle_time=NO_THROTTLE, groups=groups)
-    topics = _topics(ctx, request.group_id, request.topics, m.OffsetFetchResponseTopic,
-                     m.OffsetFetchResponsePartition)
-    return make(m.OffsetFetchResponse, throttle_time=NO_THROTTLE, topics=topics, error_code=ErrorCode.none)
+    groups = tuple(
+        make(
+            m.OffsetFetchResponseGroup,
+            group_id=group.group_id,
+            topics=_topics(
+                m, "OffsetFetchResponseTopics", "OffsetFetchResponsePartitions",
+                _offsets(ctx, group.group_id, group.topics),
+            ),
+            error_code=ErrorCode.none,
+        )
+        for group in request.groups
+    )
+    return make(m.OffsetFetchResponse, throttle_time=NO_THROTTLE, groups=groups)

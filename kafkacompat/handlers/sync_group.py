@@ -1,4 +1,4 @@
-"""SyncGroup v0-5: followers wait (deferred) for the leader's assignment."""
+"""SyncGroup: the leader hands in assignments; every member waits for its own bytes."""
 
 from __future__ import annotations
 
@@ -8,27 +8,7 @@ from ..groups import SyncResult
 from .common import NO_THROTTLE, make, schema_of
 
 
-async def handle(ctx: Any, request: Any) -> Any:
-    future = ctx.cluster.groups.sync(
-        group_id=request.group_id,
-        generation=request.generation_id,
-        member_id=request.member_id,
-        instance_id=getattr(request, "group_instance_id", None),
-        protocol_type=getattr(request, "protocol_type", None),
-        protocol_name=getattr(request, "protocol_name", None),
-        assignments={a.member_id: bytes(a.assignment) for a in request.assignments},
-    )
-    if future.done():
-        return _response(ctx, future.result())
-    return _deferred(ctx, future)
-
-
-async def _deferred(ctx: Any, future: Any) -> Any:
-    return _response(ctx, await future)
-
-
-def _response(ctx: Any, result: SyncResult) -> Any:
-    m = schema_of(ctx)
+def _response(m: Any, result: SyncResult) -> Any:
     return make(
         m.SyncGroupResponse,
         throttle_time=NO_THROTTLE,
@@ -37,3 +17,23 @@ def _response(ctx: Any, result: SyncResult) -> Any:
         protocol_name=result.protocol_name,
         assignment=result.assignment,
     )
+
+
+async def handle(ctx: Any, request: Any) -> Any:
+    m = schema_of(ctx)
+    answer = ctx.cluster.groups.sync(
+        request.group_id,
+        request.generation_id,
+        request.member_id,
+        getattr(request, "group_instance_id", None),
+        getattr(request, "protocol_type", None),
+        getattr(request, "protocol_name", None),
+        {a.member_id: bytes(a.assignment) for a in request.assignments},
+    )
+    if answer.done():
+        return _response(m, answer.result())
+
+    async def deferred() -> Any:
+        return _response(m, await answer)
+
+    return deferred()

@@ -301,6 +301,7 @@ class DiskPartition(PartitionBase):
         return self._chain[i]
 
     async def read(self, offset: int, max_bytes: int) -> bytes | memoryview:
+        """As the interface says; a read ends at the end of a partitionlet (one pread)."""
         self._check_open()
         self._check_offset(offset)
         if offset == self._hw:

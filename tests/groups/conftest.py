@@ -1,4 +1,4 @@
-"""A broker tuned for group tests: short initial rebalance delay, short sessions allowed."""
+"""Group tests run against a broker with short group timers so the suite stays fast."""
 
 from __future__ import annotations
 
@@ -7,8 +7,7 @@ from collections.abc import Iterator
 import pytest
 
 from kafkacompat.testing import Broker
-
-GROUP_SETTINGS = dict(group_initial_rebalance_delay_ms=300, group_min_session_timeout_ms=500)
+from tests.groups.helpers import GROUP_SETTINGS
 
 
 @pytest.fixture(scope="module")

@@ -55,7 +55,7 @@ def converge(broker: Broker, members: int, timeout: float = 60) -> dict[str, obj
             for consumer in consumers:
                 consumer.poll(0.01)
         took = time.monotonic() - start
-        group_state = broker.server.cluster.groups.group(group)
+        group_state = broker.server.cluster.groups.groups.get(group)
         return {
             "members": members,
             "seconds": took,

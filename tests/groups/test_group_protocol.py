@@ -11,7 +11,7 @@ from kio.schema.errors import ErrorCode as E
 
 from kafkacompat.testing import Broker
 from tests.conftest import create_topic
-from tests.groups.conftest import GROUP_SETTINGS
+from tests.groups.helpers import GROUP_SETTINGS
 from tests.groups.group_wire import GroupWire, subscription
 
 

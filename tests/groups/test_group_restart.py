@@ -8,7 +8,7 @@ from confluent_kafka.admin import AdminClient
 
 from kafkacompat.testing import Broker
 from tests.conftest import create_topic
-from tests.groups.conftest import GROUP_SETTINGS
+from tests.groups.helpers import GROUP_SETTINGS
 from tests.groups.child_members import Member, produce
 
 PARTITIONS = 3
