@@ -303,10 +303,14 @@ class GroupCoordinator:
         if group.is_(Stable):
             if group.protocol_name == group.select_protocol():
                 # same protocol: no rebalance; the member gets its old assignment at SyncGroup
+                # v9+: a rejoining leader is told it leads, with the members to watch but
+                # skip_assignment set; older clients are given the old leader id, so the
+                # rejoining leader acts as a follower (Kafka's KIP-814 behaviour)
                 is_leader = group.is_leader(new_id)
                 skip = is_leader and req.supports_skip_assignment
                 members = group.current_member_metadata() if skip else []
-                self._answer_join(member, self._join_result(group, new_id, members, current_leader, skip))
+                leader = None if req.supports_skip_assignment else current_leader
+                self._answer_join(member, self._join_result(group, new_id, members, leader, skip))
             else:
                 self._maybe_prepare_rebalance(
                     group, f"static member {req.instance_id} rejoined with another protocol"
