@@ -22,6 +22,7 @@ from kio.schema.errors import ErrorCode
 from storage import Cursor, Store
 
 from ..config import BrokerConfig
+from ..topic_names import TopicNameError, split_name
 from .consumer_protocol import CONSUMER_PROTOCOL_TYPE, subscribed_topics
 from .group import Group, GroupState, Member
 from .offsets import CommittedOffsets
@@ -636,6 +637,16 @@ class GroupCoordinator:
             topics |= found
         return topics
 
+    def _topic_keys(self, names: set[str]) -> set[tuple[str, str]]:
+        """(stream, topic) of Kafka topic names in any of their spellings (plain, /path:topic, alias)."""
+        keys = set()
+        for name in names:
+            try:
+                keys.add(split_name(name, self.offsets.store.default_stream))
+            except TopicNameError:
+                continue
+        return keys
+
     def offset_delete_check(self, group_id: str) -> tuple[ErrorCode, set[str] | None]:
         """(group error, topics whose offsets must stay) for OffsetDelete."""
         group = self._group(group_id)
@@ -661,9 +672,10 @@ class GroupCoordinator:
             elif group.protocol_type is None:
                 expired = [(s, c.topic, c.partition) for s, c in cursors if now - c.commit_time_ms >= retention]
             elif group.is_(Stable) and (subscribed := self.subscribed_topics(group.group_id)) is not None:
+                kept = self._topic_keys(subscribed)
                 expired = [
                     (s, c.topic, c.partition) for s, c in cursors
-                    if c.topic not in subscribed and now - c.commit_time_ms >= retention
+                    if (s, c.topic) not in kept and now - c.commit_time_ms >= retention
                 ]
             if expired:
                 await self.offsets.delete(group.group_id, expired)

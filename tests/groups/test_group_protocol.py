@@ -413,3 +413,21 @@ def test_group_left_without_offsets_is_forgotten(group, topic_name):
         while group in wire.list_groups():
             assert time.monotonic() < deadline, "the group outlived its offsets"
             time.sleep(0.05)
+
+
+def test_stable_group_keeps_offsets_of_subscribed_topics_in_any_stream(group, topic_name):
+    """Retention spares what a Stable consumer group subscribes to, whatever the topic's spelling."""
+    with Broker(**GROUP_SETTINGS) as broker, GroupWire(broker.bootstrap_servers) as wire:
+        stream = f"/apps/{uuid.uuid4().hex[:8]}"
+        broker.call(broker.server.store.create_stream(stream))
+        broker.call(broker.server.store.create_topic(stream, "metrics", 1))
+        alias = f"{stream[1:].replace('/', '.')}..metrics"  # the Kafka-legal spelling
+        create_topic(broker.bootstrap_servers, topic_name, 1)
+        joined = wire.join_with_id(group, version=5, protocols=(("range", subscription(alias)),))
+        generation, member = joined.generation_id, joined.member_id
+        wire.sync(group, generation, member, {member: b""})
+        assert set(wire.commit(group, {f"{stream}:metrics": {0: (5, None)}, topic_name: {0: (6, None)}},
+                               generation=generation, member_id=member).values()) == {E.none}
+        later = int(time.time() * 1000) + broker.config.offsets_retention_minutes * 60_000 + 1000
+        assert broker.call(broker.server.cluster.groups.expire_offsets(later)) == 1
+        assert wire.fetch(group, None) == {f"{stream}:metrics": {0: (5, "", E.none)}}
