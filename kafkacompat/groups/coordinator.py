@@ -490,9 +490,11 @@ class GroupCoordinator:
         protocol_type: str | None, protocol_name: str | None, assignments: Mapping[str, bytes],
     ) -> asyncio.Future[SyncResult]:
         answer: asyncio.Future[SyncResult] = asyncio.get_running_loop().create_future()
-        group = self._group(group_id)
+        group = self._group(group_id) if group_id else None
         error = ErrorCode.none
-        if group is None:
+        if not group_id:
+            error = ErrorCode.invalid_group_id
+        elif group is None:
             error = ErrorCode.unknown_member_id
         elif group.is_(Dead):
             error = ErrorCode.coordinator_not_available
@@ -540,6 +542,8 @@ class GroupCoordinator:
 
     # Heartbeat / LeaveGroup ---------------------------------------------------
     def heartbeat(self, group_id: str, generation: int, member_id: str, instance_id: str | None) -> ErrorCode:
+        if not group_id:
+            return ErrorCode.invalid_group_id
         group = self._group(group_id)
         if group is None:
             return ErrorCode.unknown_member_id
@@ -649,6 +653,8 @@ class GroupCoordinator:
 
     def offset_delete_check(self, group_id: str) -> tuple[ErrorCode, set[str] | None]:
         """(group error, topics whose offsets must stay) for OffsetDelete."""
+        if not group_id:
+            return ErrorCode.invalid_group_id, None
         group = self._group(group_id)
         if group is None or group.is_(Dead):
             return ErrorCode.group_id_not_found, None

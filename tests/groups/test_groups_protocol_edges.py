@@ -198,3 +198,20 @@ def test_sync_with_another_protocol_and_commits_to_invalid_names(broker: Broker,
                         generation, member)
         assert set(errors.values()) == {ErrorCode.unknown_topic_or_partition}
         assert heartbeat(wire, group, generation, member).error_code == ErrorCode.none
+
+
+def test_empty_group_id_is_invalid_for_membership_apis(broker: Broker, topic_name: str) -> None:
+    create_topic(broker.bootstrap_servers, topic_name, 1)
+    with Wire(broker.bootstrap_servers) as wire:
+        assert join(wire, 5, "").error_code == ErrorCode.invalid_group_id
+        assert sync(wire, 5, "", 1, "m").error_code == ErrorCode.invalid_group_id
+        assert heartbeat(wire, "", 1, "m").error_code == ErrorCode.invalid_group_id
+        assert leave(wire, "", [("m", None)]).error_code == ErrorCode.invalid_group_id
+        m = module(47, 0)
+        body = make(m.OffsetDeleteRequest, group_id="", topics=(make(
+            m.OffsetDeleteRequestTopic, name=topic_name,
+            partitions=(make(m.OffsetDeleteRequestPartition, partition_index=0),)),))
+        assert wire.request(47, 0, body).error_code == ErrorCode.invalid_group_id
+        # the offset APIs accept the empty group id, as Kafka does for old clients
+        assert commit(wire, 8, "", {(topic_name, 0): (4, None)}) == {(topic_name, 0): ErrorCode.none}
+        assert fetch_offsets(wire, "", {topic_name: [0]}) == {(topic_name, 0): 4}
