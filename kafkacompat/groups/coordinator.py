@@ -180,6 +180,17 @@ class GroupCoordinator:
             return (member is not None and member.awaiting_join) or group.awaiting_join_count() < limit
         return group.has(member_id) or len(group.members) < limit
 
+    @staticmethod
+    def _member_error(group: Group, member_id: str, instance_id: str | None) -> ErrorCode | None:
+        """Kafka's validateMember: a given instance id must map to this member, which must exist."""
+        if instance_id is not None:
+            current = group.static_members.get(instance_id)
+            if current is None:
+                return ErrorCode.unknown_member_id
+            if current != member_id:
+                return ErrorCode.fenced_instance_id
+        return None if group.has(member_id) else ErrorCode.unknown_member_id
+
     def _join_new_member(self, group: Group, req: JoinRequest, answer: asyncio.Future[JoinResult]) -> None:
         if group.is_(Dead):
             answer.set_result(JoinResult(ErrorCode.coordinator_not_available, ""))
@@ -217,12 +228,8 @@ class GroupCoordinator:
         if member_id in group.pending_members:
             self._add_member_and_rebalance(group, req, member_id, answer)
             return
-        if group.is_static_member_fenced(req.instance_id, member_id):
-            answer.set_result(JoinResult(ErrorCode.fenced_instance_id, member_id))
-            return
-        unknown_instance = req.instance_id is not None and req.instance_id not in group.static_members
-        if not group.has(member_id) or unknown_instance:
-            answer.set_result(JoinResult(ErrorCode.unknown_member_id, member_id))
+        if (member_error := self._member_error(group, member_id, req.instance_id)) is not None:
+            answer.set_result(JoinResult(member_error, member_id))
             return
         member = group.members[member_id]
         reason = f"member {member_id} rejoins group in state {group.state.value} ({req.reason})"
@@ -498,10 +505,8 @@ class GroupCoordinator:
             error = ErrorCode.unknown_member_id
         elif group.is_(Dead):
             error = ErrorCode.coordinator_not_available
-        elif group.is_static_member_fenced(instance_id, member_id):
-            error = ErrorCode.fenced_instance_id
-        elif not group.has(member_id):
-            error = ErrorCode.unknown_member_id
+        elif (member_error := self._member_error(group, member_id, instance_id)) is not None:
+            error = member_error
         elif generation != group.generation:
             error = ErrorCode.illegal_generation
         elif (protocol_type is not None and protocol_type != group.protocol_type) or (
@@ -549,10 +554,8 @@ class GroupCoordinator:
             return ErrorCode.unknown_member_id
         if group.is_(Dead):
             return ErrorCode.coordinator_not_available
-        if group.is_static_member_fenced(instance_id, member_id):
-            return ErrorCode.fenced_instance_id
-        if not group.has(member_id):
-            return ErrorCode.unknown_member_id
+        if (member_error := self._member_error(group, member_id, instance_id)) is not None:
+            return member_error
         if generation != group.generation:
             return ErrorCode.illegal_generation
         if group.is_(Empty):
@@ -585,11 +588,8 @@ class GroupCoordinator:
                 self._try_complete_join(group)
                 errors.append(ErrorCode.none)
                 continue
-            elif group.is_static_member_fenced(instance_id, member_id):
-                errors.append(ErrorCode.fenced_instance_id)
-                continue
-            elif not group.has(member_id):
-                errors.append(ErrorCode.unknown_member_id)
+            elif (member_error := self._member_error(group, member_id, instance_id)) is not None:
+                errors.append(member_error)
                 continue
             log.info("member %s leaves group %s", member_id, group_id)
             self._remove_member_and_update(group, group.members[member_id], f"member {member_id} left")
@@ -611,10 +611,8 @@ class GroupCoordinator:
             return ErrorCode.coordinator_not_available
         if generation < 0 and group.is_(Empty):
             return ErrorCode.none  # offsets only: admin tools and consumers without group management
-        if group.is_static_member_fenced(instance_id, member_id):
-            return ErrorCode.fenced_instance_id
-        if not group.has(member_id):
-            return ErrorCode.unknown_member_id
+        if (member_error := self._member_error(group, member_id, instance_id)) is not None:
+            return member_error
         if generation != group.generation:
             return ErrorCode.illegal_generation
         if group.is_(Completing):

@@ -215,3 +215,13 @@ def test_empty_group_id_is_invalid_for_membership_apis(broker: Broker, topic_nam
         # the offset APIs accept the empty group id, as Kafka does for old clients
         assert commit(wire, 8, "", {(topic_name, 0): (4, None)}) == {(topic_name, 0): ErrorCode.none}
         assert fetch_offsets(wire, "", {topic_name: [0]}) == {(topic_name, 0): 4}
+
+
+def test_an_instance_id_the_group_does_not_know_is_an_unknown_member(broker: Broker, group: str) -> None:
+    with Wire(broker.bootstrap_servers) as wire:
+        joined = join_member(wire, group, version=5)  # a dynamic member
+        generation, member = joined.generation_id, joined.member_id
+        sync(wire, 5, group, generation, member, {})
+        assert heartbeat(wire, group, generation, member, instance_id="ghost").error_code == ErrorCode.unknown_member_id
+        assert sync(wire, 5, group, generation, member, instance_id="ghost").error_code == ErrorCode.unknown_member_id
+        assert heartbeat(wire, group, generation, member).error_code == ErrorCode.none
