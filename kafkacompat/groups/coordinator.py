@@ -163,7 +163,12 @@ class GroupCoordinator:
         if group is None:
             return fail(ErrorCode.unknown_member_id)
         if not self._accept_joining_member(group, req.member_id):
-            return fail(ErrorCode.group_max_size_reached)
+            # as Kafka: a member refused while the group is full is dropped from it
+            refused = group.members.get(req.member_id)
+            if refused is not None:
+                self._remove_member_and_update(group, refused, "group.max.size reached")
+            answer.set_result(JoinResult(ErrorCode.group_max_size_reached, ""))
+            return answer
         if is_unknown:
             self._join_new_member(group, req, answer)
         else:

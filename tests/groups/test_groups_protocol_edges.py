@@ -225,3 +225,26 @@ def test_an_instance_id_the_group_does_not_know_is_an_unknown_member(broker: Bro
         assert heartbeat(wire, group, generation, member, instance_id="ghost").error_code == ErrorCode.unknown_member_id
         assert sync(wire, 5, group, generation, member, instance_id="ghost").error_code == ErrorCode.unknown_member_id
         assert heartbeat(wire, group, generation, member).error_code == ErrorCode.none
+
+
+def test_group_max_size_refuses_the_last_member_to_rejoin(group: str) -> None:
+    """Kafka counts members that rejoined: one rejoining after the group filled up is dropped."""
+    with Broker(group_max_size=2, **GROUP_SETTINGS) as broker, Wire(broker.bootstrap_servers) as a, \
+            Wire(broker.bootstrap_servers) as b, Wire(broker.bootstrap_servers) as c:
+        send_join(a, 3, group)
+        send_join(b, 3, group)
+        ja, jb = answer(a, 11, 3), answer(b, 11, 3)
+        leader, follower, lw, fw = (ja, jb, a, b) if ja.leader == ja.member_id else (jb, ja, b, a)
+        generation = leader.generation_id
+        fw.send(14, 3, make(module(14, 3).SyncGroupRequest, group_id=group, generation_id=generation,
+                            member_id=follower.member_id, group_instance_id=None, assignments=()))
+        sync(lw, 3, group, generation, leader.member_id, {})
+        answer(fw, 14, 3)
+        send_join(lw, 3, group, member_id=leader.member_id)  # the leader starts a rebalance
+        send_join(c, 3, group)  # a newcomer fits: only one member has rejoined so far
+        refused = join(fw, 3, group, member_id=follower.member_id)
+        assert (refused.error_code, refused.member_id) == (ErrorCode.group_max_size_reached, "")
+        # the refused member is out, so the rebalance completes with the two others
+        jl, jc = answer(lw, 11, 3), answer(c, 11, 3)
+        assert jl.generation_id == jc.generation_id == generation + 1
+        assert {m.member_id for m in jl.members} == {leader.member_id, jc.member_id}
