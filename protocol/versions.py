@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 
-from kio.index import load_entity_module
+from kio.index import KioIndexError, load_entity_module
 from kio.schema.index import api_key_map
 from kio.static.constants import EntityType
 
@@ -61,5 +61,5 @@ def is_flexible(api_key: int, version: int) -> bool:
     """Whether (api, version) uses compact encodings and tagged fields."""
     try:
         return bool(schema(api_key, version, EntityType.request).__flexible__)
-    except (LookupError, KeyError, ImportError):
+    except (LookupError, KioIndexError, ImportError):
         return False

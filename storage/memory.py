@@ -38,13 +38,13 @@ class MemoryPartition(PartitionBase):
 
     async def append(self, batch: bytes | bytearray | memoryview, record_count: int) -> AppendResult:
         self._check_open()
-        header = bf.check_append(memoryview(batch), record_count)
+        length, max_ts = bf.check_append(memoryview(batch).cast("B"), record_count)
         stored = bytearray(batch)
         base = self._hw
-        bf.PREFIX.pack_into(stored, 0, base, header.batch_length, self._leader_epoch)
+        bf.PREFIX.pack_into(stored, 0, base, length, self._leader_epoch)
         self._batches.append(stored)
         self._bases.append(base)
-        self._max_ts.append(header.max_timestamp)
+        self._max_ts.append(max_ts)
         self._hw = base + record_count
         self._wake()
         return AppendResult(base, self._hw - 1, now_ms())
