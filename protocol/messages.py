@@ -112,7 +112,7 @@ def response_schema(api_key: int, version: int) -> type:
 def decode_request(header: RequestHeader, frame: bytes) -> Any:
     """The kio request object; MalformedRequestError when the body does not parse."""
     try:
-        body, _ = _reader(header.api_key, header.api_version)(frame, header.body_offset)
+        body, size = _reader(header.api_key, header.api_version)(frame, header.body_offset)
     except MalformedRequestError:
         raise
     except Exception as exc:  # kio raises assorted errors on bad bytes
@@ -120,9 +120,8 @@ def decode_request(header: RequestHeader, frame: bytes) -> Any:
             f"cannot parse {schema(header.api_key, header.api_version, EntityType.request).__name__}"
             f" v{header.api_version}: {exc}"
         ) from exc
-    # Bytes after the body are ignored, as Kafka's own parser does: librdkafka
-    # 2.16 sends its first (brokers-only) Metadata v12 with a 4-byte topic
-    # count where a compact one belongs, and Kafka reads it as "all topics".
+    # Like Kafka's own parser, ignore bytes after the body: librdkafka 2.x
+    # sends three after some flexible requests (e.g. Metadata v12).
     return body
 
 

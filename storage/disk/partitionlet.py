@@ -176,6 +176,7 @@ class Partitionlet:
 
     def append(self, prefix: bytes, body: memoryview, base: int, next_offset: int, max_ts: int) -> None:
         """Write one batch at the end; on OSError nothing of it is kept."""
+        self.ensure_index()  # after a restart the index is loaded lazily
         fd = self.fd()
         pos = self.size
         total = len(prefix) + len(body)

@@ -410,3 +410,39 @@ async def test_file_url_and_bad_urls(tmp_path):
     for url in ("s3://bucket", "file://remote/x"):
         with pytest.raises(ValueError):
             storage.open_store(url)
+
+
+async def test_roll_by_age_and_topic_segment_overrides(tmp_path):
+    st = await open_disk(tmp_path / "d")
+    await st.create_topic("/default", "aged", 1, {"segment.ms": "1"})
+    await st.create_topic("/default", "sized", 1, {"segment.bytes": "4096"})
+    aged, sized = st.partition("/default", "aged", 0), st.partition("/default", "sized", 0)
+    for _ in range(3):
+        await aged.append(batch(1), 1)
+        await wait_until(lambda: time.time() * 1000 - 2 > (aged._chain[-1].created_ms))
+    assert len(await aged.partitionlets()) == 3
+    await fill(sized, 40)
+    lets = await sized.partitionlets()
+    assert len(lets) > 3 and all(p.size_bytes <= 4096 for p in lets)
+    await st.close()
+
+
+async def test_stale_data_of_a_recreated_topic_is_never_served(tmp_path):
+    """A crash between recording a topic's deletion and moving its files away."""
+    st = await open_disk(tmp_path / "d")
+    await st.create_topic("/default", "t", 1)
+    await st.partition("/default", "t", 0).append(batch(5), 5)
+    await st.close()
+    stale = tmp_path / "stale"
+    os.rename(tmp_path / "d" / "streams" / "default" / "t", stale)
+    st = await open_disk(tmp_path / "d")
+    await st.delete_topic("/default", "t")
+    await st.create_topic("/default", "t", 1)
+    os.rename(stale, tmp_path / "d" / "streams" / "default" / "t")  # the old files reappear
+    part = st.partition("/default", "t", 0)
+    assert part.high_watermark == 0 and await part.read(0, 100) == b""
+    await part.append(batch(1), 1)
+    await st.close()
+    st = await open_disk(tmp_path / "d")
+    assert st.partition("/default", "t", 0).high_watermark == 1
+    await st.close()

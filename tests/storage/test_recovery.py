@@ -4,6 +4,7 @@ batch is torn or damaged. Recovery must keep every valid batch and nothing else.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import subprocess
@@ -71,7 +72,7 @@ async def reopen(data):
     return st, st.partition("/s", "t", 0)
 
 
-async def check_recovered(data, expect_hw):
+async def check_recovered(data, expect_hw, *, reopen_twice=True):
     st, part = await reopen(data)
     assert part.high_watermark == expect_hw
     got = []
@@ -84,9 +85,10 @@ async def check_recovered(data, expect_hw):
     assert all(v == bytes([65 + o % 2]) * (20 + o // 2) for o, v in got)
     assert (await part.append(bf_batch(), 1)).base_offset == expect_hw  # offsets go on densely
     await st.close()
-    st, part = await reopen(data)  # the recovered state is now the clean state
-    assert part.high_watermark == expect_hw + 1
-    await st.close()
+    if reopen_twice:
+        st, part = await reopen(data)  # the recovered state is now the clean state
+        assert part.high_watermark == expect_hw + 1
+        await st.close()
 
 
 def bf_batch():
@@ -100,37 +102,60 @@ async def test_crash_without_damage_loses_nothing(crashed, tmp_path):
     await check_recovered(copy, 2 * N)
 
 
+async def for_each_position(data, tmp_path, positions, damage, expect_hw, after=None):
+    """Copy the crashed store once per position, damage it there, check recovery.
+
+    Stores are independent, so positions are checked a few at a time
+    concurrently (their fsyncs overlap).
+    """
+
+    async def one(pos):
+        copy = tmp_path / f"at{pos}"
+        shutil.copytree(data, copy)
+        damage(copy, pos)
+        await check_recovered(copy, expect_hw(pos), reopen_twice=pos % 16 == 0)
+        if after is not None:
+            after(copy, pos)
+        shutil.rmtree(copy)
+
+    positions = list(positions)
+    for k in range(0, len(positions), 8):
+        await asyncio.gather(*(one(pos) for pos in positions[k : k + 8]))
+
+
 async def test_truncated_at_every_byte_of_the_last_batch(crashed, tmp_path):
     data, active = crashed
-    log = data / "streams" / "s" / "t" / "0" / active
-    starts, size = batch_starts(log)
-    for cut in range(starts[-1], size):
-        copy = tmp_path / f"cut{cut}"
-        shutil.copytree(data, copy)
-        os.truncate(copy / "streams" / "s" / "t" / "0" / active, cut)
-        await check_recovered(copy, 2 * (N - 1))
-        # the torn tail is gone from the file; the batch appended after recovery follows the last valid one
-        assert os.path.getsize(copy / "streams" / "s" / "t" / "0" / active) == starts[-1] + len(bf_batch())
-        shutil.rmtree(copy)
+    rel = os.path.join("streams", "s", "t", "0", active)
+    starts, size = batch_starts(data / rel)
+
+    def truncate(copy, cut):
+        os.truncate(copy / rel, cut)
+
+    def torn_tail_is_gone(copy, cut):
+        # the batch appended after recovery directly follows the last valid one
+        assert os.path.getsize(copy / rel) == starts[-1] + len(bf_batch())
+
+    await for_each_position(data, tmp_path, range(starts[-1], size), truncate, lambda cut: 2 * (N - 1),
+                            torn_tail_is_gone)
 
 
 async def test_byte_flipped_anywhere_in_the_last_batch(crashed, tmp_path):
     data, active = crashed
-    log = data / "streams" / "s" / "t" / "0" / active
-    starts, size = batch_starts(log)
-    for pos in range(starts[-1], size):
-        copy = tmp_path / f"flip{pos}"
-        shutil.copytree(data, copy)
-        target = copy / "streams" / "s" / "t" / "0" / active
-        with open(target, "r+b") as f:
+    rel = os.path.join("streams", "s", "t", "0", active)
+    starts, size = batch_starts(data / rel)
+
+    def flip(copy, pos):
+        with open(copy / rel, "r+b") as f:
             f.seek(pos)
             byte = f.read(1)[0]
             f.seek(pos)
             f.write(bytes([byte ^ 0x5A]))
+
+    def expect(pos):
         # partitionLeaderEpoch (bytes 12-15) lies outside the CRC: such a batch is still intact
-        outside_crc = 12 <= pos - starts[-1] < 16
-        await check_recovered(copy, 2 * N if outside_crc else 2 * (N - 1))
-        shutil.rmtree(copy)
+        return 2 * N if 12 <= pos - starts[-1] < 16 else 2 * (N - 1)
+
+    await for_each_position(data, tmp_path, range(starts[-1], size), flip, expect)
 
 
 async def test_damaged_middle_batch_ends_the_log_there(crashed, tmp_path):
