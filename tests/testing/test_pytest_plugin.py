@@ -43,15 +43,20 @@ def test_kafka_broker_is_shared_by_the_session(kafka_broker: Broker, request: py
     assert kafka_broker.bootstrap_servers.startswith("127.0.0.1:")
 
 
+def _pytest(tmp_path: pathlib.Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """Run pytest in tmp_path as a user's project would, with the plugin loaded."""
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "kafkacompat.pytest_plugin", "-p", "no:cacheprovider",
+         "-q", "-W", "ignore::DeprecationWarning", *args],
+        cwd=tmp_path, env=dict(os.environ, PYTHONPATH=str(ROOT), **env),
+        capture_output=True, text=True, timeout=240,
+    )
+
+
 def _run_example(tmp_path: pathlib.Path, *args: str, storage: str) -> tuple[subprocess.CompletedProcess[str], float]:
     shutil.copy(EXAMPLE, tmp_path / "test_user_code.py")
-    env = dict(os.environ, PYTHONPATH=str(ROOT), EXPECTED_KAFKA_STORAGE=storage)
     started = time.monotonic()
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "kafkacompat.pytest_plugin", "-p", "no:cacheprovider",
-         "-q", "-W", "ignore::DeprecationWarning", "test_user_code.py", *args],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240,
-    )
+    done = _pytest(tmp_path, "test_user_code.py", *args, EXPECTED_KAFKA_STORAGE=storage)
     return done, time.monotonic() - started
 
 
@@ -87,3 +92,15 @@ def test_a_wrong_storage_option_is_a_usage_error(tmp_path: pathlib.Path) -> None
     done, _ = _run_example(tmp_path, "--kafka-storage=tape", storage="memory")
     assert done.returncode == 4  # pytest's usage error
     assert "invalid choice: 'tape'" in done.stderr
+
+
+def test_the_readme_examples_pass(tmp_path: pathlib.Path) -> None:
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("## Testing your code against kafkacompat", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```python\n(.*?)```", section, re.S)
+    assert len(blocks) == 3
+    for i, block in enumerate(blocks):
+        (tmp_path / f"test_readme_{i}.py").write_text(block)
+    done = _pytest(tmp_path, "-o", "asyncio_mode=auto")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert _passed(done) == 3
