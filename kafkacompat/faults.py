@@ -34,7 +34,9 @@ from kio.schema.index import api_key_map
 from protocol.messages import response_schema
 from protocol.versions import api_name
 
+from .handlers import HANDLERS
 from .handlers.common import NO_RESPONSE, CloseConnection
+from .handlers.produce import FIRST_SERVED_VERSION as FIRST_SERVED_PRODUCE
 
 log = logging.getLogger(__name__)
 
@@ -177,8 +179,6 @@ class Faults:
             return rule
 
     def _keys(self, api: str | int | None) -> list[int]:
-        from .handlers import HANDLERS
-
         return list(HANDLERS) if api is None else [api_key_of(api)]
 
     def _add(self, keys: list[int], rule: Rule) -> None:
@@ -195,18 +195,19 @@ async def apply(rule: Rule, ctx: Any, handler: Any, request: Any) -> Any:
     label = f"injected fault on {api_name(key)}"
     if rule.kind is Kind.DISCONNECT and not rule.after_handling:
         raise CloseConnection(f"{label}: connection dropped before handling")
-    if rule.kind is Kind.ERROR and key in _FROM_REQUEST:
+    legacy_produce = key == 0 and ctx.version < FIRST_SERVED_PRODUCE  # refused by the handler anyway
+    if rule.kind is Kind.ERROR and key in _FROM_REQUEST and not legacy_produce:
         log.info("%s: answering %s without handling", label, rule.error.name)
         if getattr(request, "acks", None) == 0:
             raise CloseConnection(f"{label}: acks=0 produce failed")  # as Kafka tells acks=0
         return error_from_request(key, ctx.version, request, rule.error)
     answer = await handler.handle(ctx, request)
-    if answer is NO_RESPONSE:
-        return answer
     if rule.kind is Kind.DISCONNECT:
         if asyncio.iscoroutine(answer) or isinstance(answer, asyncio.Future):
             await answer
         raise CloseConnection(f"{label}: connection dropped after handling")
+    if answer is NO_RESPONSE:
+        return answer
     return _later(rule, answer)
 
 

@@ -374,6 +374,8 @@ class Broker:
                 raise storage.UnknownTopicError(f"topic {topic} does not exist")
             await asyncio.sleep(0.005)
             info = cluster.store.get_topic(stream, name)
+        if partition is not None and not 0 <= partition < info.partitions:
+            raise ValueError(f"topic {topic} has partitions 0-{info.partitions - 1}, not {partition}")
         indexes = range(info.partitions) if partition is None else [partition]
         parts = {i: cluster.store.partition(stream, name, i) for i in indexes}
         positions = {i: _start(p, offset) for i, p in parts.items()}

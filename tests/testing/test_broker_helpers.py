@@ -120,6 +120,8 @@ def test_create_topic_in_a_stream_and_bad_input(broker: Broker) -> None:
     with pytest.raises(ValueError):
         broker.produce(name, b"x", partition=2)
     with pytest.raises(ValueError):
+        broker.consume(name, partition=2)
+    with pytest.raises(ValueError):
         broker.create_topic("bad name!")
     with pytest.raises(ValueError, match="unknown topic config"):
         broker.create_topic("configured", configs={"no.such.config": "1"})
