@@ -1,0 +1,70 @@
+"""Faults on the group APIs and reset() of groups, with a real consumer group.
+
+They run once the group coordinator is in the build (JoinGroup is served).
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from confluent_kafka import Consumer
+from kafka.admin import KafkaAdminClient
+
+from kafkacompat.handlers import HANDLERS
+from kafkacompat.testing import Broker
+
+pytestmark = pytest.mark.skipif(11 not in HANDLERS, reason="the group coordinator has not landed yet")
+
+
+def _consume_one_in_group(broker: Broker, topic: str, group: str) -> bytes | None:
+    """Join `group`, read one record and commit it, as an application would."""
+    consumer = Consumer({
+        "bootstrap.servers": broker.bootstrap_servers, "group.id": group,
+        "auto.offset.reset": "earliest", "enable.auto.commit": False,
+    })
+    try:
+        consumer.subscribe([topic])
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                consumer.commit(message, asynchronous=False)
+                return message.value()
+        return None
+    finally:
+        consumer.close()
+
+
+def test_a_consumer_group_rides_out_coordinator_errors(broker: Broker, topic_name: str) -> None:
+    broker.produce(topic_name, b"v")
+    retriable = {
+        "FindCoordinator": "COORDINATOR_NOT_AVAILABLE",
+        "JoinGroup": "COORDINATOR_LOAD_IN_PROGRESS",
+        "SyncGroup": "REBALANCE_IN_PROGRESS",
+        "OffsetFetch": "COORDINATOR_LOAD_IN_PROGRESS",
+        "OffsetCommit": "COORDINATOR_LOAD_IN_PROGRESS",
+    }
+    for api, error in retriable.items():
+        broker.faults.fail(api, error, count=1)
+    try:
+        assert _consume_one_in_group(broker, topic_name, f"{topic_name}-group") == b"v"
+        assert {api: broker.faults.fired(api) for api in retriable} == {api: 1 for api in retriable}
+    finally:
+        broker.faults.clear()
+
+
+def test_reset_forgets_consumer_groups_and_their_offsets() -> None:
+    with Broker() as broker:
+        broker.produce("orders", b"old")
+        assert _consume_one_in_group(broker, "orders", "billing") == b"old"
+        admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap_servers)
+        try:
+            assert [g["group_id"] for g in admin.list_groups()] == ["billing"]
+            broker.reset()
+            assert admin.list_groups() == []
+        finally:
+            admin.close()
+        broker.produce("orders", b"new")
+        # No committed offset survives: the group starts again from the earliest record.
+        assert _consume_one_in_group(broker, "orders", "billing") == b"new"
