@@ -20,7 +20,7 @@ class MemoryPartition(PartitionBase):
     """Batches in a list, indexed by base offset."""
 
     def __init__(self, topic: TopicState, index: int, record_timestamps: RecordTimestamps | None) -> None:
-        super().__init__(f"{topic.stream.path}:{topic.info.name}/{index}", 0, record_timestamps)
+        super().__init__(f"{topic.stream.path}:{topic.name}/{index}", 0, record_timestamps)
         self._topic = topic
         self._batches: list[bytearray] = []
         self._bases: list[int] = []

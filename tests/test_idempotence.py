@@ -96,3 +96,21 @@ def test_produce_v0_to_v2_is_refused_with_unsupported_version(broker: Broker, to
     pos += 2 + length + 4
     index, error = struct.unpack_from(">ih", frame, pos)
     assert (index, error) == (0, ErrorCode.unsupported_version.value)
+
+
+def test_a_retry_across_a_restart_gets_its_original_offsets(tmp_path) -> None:
+    from tests.conftest import create_topic
+
+    data = str(tmp_path / "data")
+    with Broker(data_dir=data) as first:
+        port = first.port
+        create_topic(first.bootstrap_servers, "retried")
+        with Wire(first.bootstrap_servers) as wire:
+            pid = init_producer_id(wire)
+            assert [send(wire, "retried", pid, seq) for seq in (0, 2, 4)] == [(ErrorCode.none, o) for o in (0, 2, 4)]
+    with Broker(data_dir=data, port=port) as second:
+        with Wire(second.bootstrap_servers) as wire:
+            # the answer to seq 4 was "lost": the producer retries it after the restart
+            assert send(wire, "retried", pid, 4) == (ErrorCode.none, 4)
+            assert send(wire, "retried", pid, 8)[0] == ErrorCode.out_of_order_sequence_number
+            assert send(wire, "retried", pid, 6) == (ErrorCode.none, 6)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from ..errors import StorageFullError
 from .files import FULL_ERRNOS, fsync_dir, fsync_path, write_atomic
@@ -20,8 +20,9 @@ log = logging.getLogger(__name__)
 
 
 class JsonLog:
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, on_full: Callable[[], bool] | None = None) -> None:
         self.path = path
+        self._on_full = on_full  # may free room on a full disk (see Volume.release_ballast)
         self.lines = 0  # lines in the file, live or stale
         self._fd: int | None = None
         self.commit = GroupCommit(lambda: fsync_path(self.path))
@@ -62,6 +63,17 @@ class JsonLog:
         data = "".join(json.dumps(r, separators=(",", ":")) + "\n" for r in records).encode()
         if not data:
             return
+        try:
+            self._write(data)
+        except StorageFullError:
+            if self._on_full is None or not self._on_full():
+                raise
+            self._write(data)
+        self.lines += data.count(b"\n")
+        self.commit.wrote()
+
+    def _write(self, data: bytes) -> None:
+        """Append whole lines or nothing."""
         fd = self._open()
         start = os.lseek(fd, 0, os.SEEK_END)
         try:
@@ -73,8 +85,6 @@ class JsonLog:
             if exc.errno in FULL_ERRNOS:
                 raise StorageFullError(f"no room to write {self.path}: {exc.strerror}") from exc
             raise
-        self.lines += data.count(b"\n")
-        self.commit.wrote()
 
     def rewrite(self, records: list[dict]) -> None:
         """Replace the file with only the live records (atomic)."""

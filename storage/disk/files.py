@@ -110,7 +110,6 @@ def move_to_trash(path: str, trash: str) -> str | None:
     """Atomically take a tree out of the namespace; returns where it went."""
     if not os.path.exists(path):
         return None
-    os.makedirs(trash, exist_ok=True)
     target = os.path.join(trash, uuid.uuid4().hex)
     os.rename(path, target)
     fsync_dir(os.path.dirname(path))

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 from .. import batch_format as bf
 from ..api import AppendResult, FsyncPolicy, PartitionletInfo, TimestampHit
-from ..errors import OffsetOutOfRangeError, StorageFullError
+from ..errors import OffsetOutOfRangeError, StorageError, StorageFullError
 from ..namespace import TopicState, now_ms
 from ..partition_base import PartitionBase
 from . import layout
@@ -44,7 +44,7 @@ MANIFEST_VERSION = 1
 
 class DiskPartition(PartitionBase):
     def __init__(self, store: DiskStore, topic: TopicState, index: int) -> None:
-        super().__init__(f"{topic.stream.path}:{topic.info.name}/{index}", store.epoch, store.record_timestamps)
+        super().__init__(f"{topic.stream.path}:{topic.name}/{index}", store.epoch, store.record_timestamps)
         self._store = store
         self._topic = topic
         self._index = index
@@ -63,7 +63,7 @@ class DiskPartition(PartitionBase):
             self._manifest_stale = True
 
     def _dir_on(self, volume: str) -> str:
-        return layout.partition_dir(volume, self._topic.stream.path, self._topic.info.name, self._index)
+        return layout.partition_dir(volume, self._topic.stream.path, self._topic.name, self._index)
 
     # loading -----------------------------------------------------------------
 
@@ -73,7 +73,9 @@ class DiskPartition(PartitionBase):
                 manifest = json.loads(f.read())
         except FileNotFoundError:
             return
-        if manifest.get("topic_id") != self._topic.info.topic_id.hex:
+        except ValueError as exc:  # written atomically, so only outside damage gets here
+            raise StorageError(f"{self.name}: chain manifest {self._manifest_path} is unreadable: {exc}") from exc
+        if manifest.get("topic_id") != self._topic.id_hex:
             log.warning("%s: data of an older topic of the same name found; discarding it", self.name)
             for volume in self._store.volumes:
                 move_to_trash(self._dir_on(volume.path), layout.trash_dir(volume.path))
@@ -126,7 +128,7 @@ class DiskPartition(PartitionBase):
     def _manifest(self) -> bytes:
         return json.dumps({
             "version": MANIFEST_VERSION,
-            "topic_id": self._topic.info.topic_id.hex,
+            "topic_id": self._topic.id_hex,
             "log_start": self._log_start,
             "next": self._hw,
             "epochs": self._epochs,

@@ -21,10 +21,9 @@ import gc
 import json
 import logging
 import os
-import uuid
 from collections.abc import Mapping, Sequence
 
-from ..api import Cursor, FsyncPolicy, PermissionEntries, StreamPolicy, TopicInfo
+from ..api import Cursor, FsyncPolicy, PermissionEntries, StreamPolicy
 from ..errors import StorageError
 from ..namespace import NamespaceStore, StreamState, TopicState, now_ms
 from ..partition_base import RecordTimestamps
@@ -132,6 +131,9 @@ class DiskStore(NamespaceStore):
             self._load_topics(stream, directory)
             self._load_cursors(stream, directory)
 
+    def _json_log(self, directory: str, name: str) -> JsonLog:
+        return JsonLog(os.path.join(directory, name), on_full=self.volumes[0].release_ballast)
+
     def _find_streams(self) -> list[tuple[str, str]]:
         """Stream directories under the first volume; streams do not nest, so stop at each."""
         found = []
@@ -149,21 +151,23 @@ class DiskStore(NamespaceStore):
         return found
 
     def _load_topics(self, stream: StreamState, directory: str) -> None:
-        catalog = self._topic_logs[stream.path] = JsonLog(os.path.join(directory, layout.TOPICS_FILE))
+        catalog = self._topic_logs[stream.path] = self._json_log(directory, layout.TOPICS_FILE)
         live: dict[str, dict] = {}
         for rec in catalog.load():
             if rec.get("del"):
                 live.pop(rec["t"], None)
             else:
                 live[rec["t"]] = rec
+        topics, by_id = stream.topics, self._topics_by_id
         for rec in live.values():
-            info = TopicInfo(stream.path, rec["t"], uuid.UUID(rec["id"]), rec["p"], rec["c"], rec["at"])
-            self._add_loaded_topic(stream, TopicState(stream, info))
+            topic = TopicState(stream, raw=(rec["t"], rec["id"], rec["p"], rec["c"], rec["at"]))
+            topics[topic.name] = topic
+            by_id[topic.id_hex] = topic
         if catalog.lines > 2 * len(live) + 64:
             catalog.rewrite(list(live.values()))
 
     def _load_cursors(self, stream: StreamState, directory: str) -> None:
-        catalog = self._cursor_logs[stream.path] = JsonLog(os.path.join(directory, layout.CURSORS_FILE))
+        catalog = self._cursor_logs[stream.path] = self._json_log(directory, layout.CURSORS_FILE)
         for rec in catalog.load():
             table = stream.cursors.setdefault(rec["g"], {})
             key = (rec["t"], rec["p"])
@@ -196,8 +200,10 @@ class DiskStore(NamespaceStore):
         task.add_done_callback(self._background.discard)
 
     def _empty_trash(self) -> None:
+        """Reclaim deleted trees, then take back the ballast if it was used."""
         for volume in self.volumes:
             empty_trash(layout.trash_dir(volume.path))
+            volume.restore_ballast()
 
     # retention -----------------------------------------------------------------
 
@@ -219,7 +225,9 @@ class DiskStore(NamespaceStore):
         deleted = 0
         visited = 0
         for stream in list(self._streams.values()):
-            for topic in list(stream.topics.values()):
+            for n, topic in enumerate(list(stream.topics.values())):
+                if n % 4096 == 4095:
+                    await asyncio.sleep(0)  # a million topics must not stall the loop
                 settings = topic.settings
                 if settings.ttl_ms <= 0 and settings.retention_bytes < 0:
                     continue
@@ -227,7 +235,7 @@ class DiskStore(NamespaceStore):
                     opened = topic.partitions and topic.partitions.get(index)
                     if not opened and not os.path.exists(self._manifest_of(topic, index)):
                         continue
-                    part = self.partition(stream.path, topic.info.name, index)
+                    part = self.partition(stream.path, topic.name, index)
                     if not part._closed:
                         deleted += await part.enforce_retention(now)
                     visited += 1
@@ -236,7 +244,7 @@ class DiskStore(NamespaceStore):
         return deleted
 
     def _manifest_of(self, topic: TopicState, index: int) -> str:
-        directory = layout.partition_dir(self.root, topic.stream.path, topic.info.name, index)
+        directory = layout.partition_dir(self.root, topic.stream.path, topic.name, index)
         return os.path.join(directory, layout.MANIFEST_FILE)
 
     # namespace hooks -------------------------------------------------------------
@@ -253,8 +261,8 @@ class DiskStore(NamespaceStore):
 
         await asyncio.to_thread(work)
         if created:
-            self._topic_logs[stream.path] = JsonLog(os.path.join(directory, layout.TOPICS_FILE))
-            self._cursor_logs[stream.path] = JsonLog(os.path.join(directory, layout.CURSORS_FILE))
+            self._topic_logs[stream.path] = self._json_log(directory, layout.TOPICS_FILE)
+            self._cursor_logs[stream.path] = self._json_log(directory, layout.CURSORS_FILE)
 
     async def _persist_stream_deleted(self, stream: StreamState) -> None:
         for part in self._opened_partitions([stream]):
@@ -272,7 +280,7 @@ class DiskStore(NamespaceStore):
     async def _persist_topics(self, stream: StreamState, topics: Sequence[TopicState]) -> None:
         catalog = self._topic_logs[stream.path]
         catalog.append(
-            {"t": t.info.name, "id": t.info.topic_id.hex, "p": t.info.partitions, "c": t.info.configs,
+            {"t": t.name, "id": t.id_hex, "p": t.info.partitions, "c": t.info.configs,
              "at": t.info.created_ms}
             for t in topics
         )
@@ -280,14 +288,14 @@ class DiskStore(NamespaceStore):
 
     async def _persist_topic_deleted(self, stream: StreamState, topic: TopicState) -> None:
         catalog = self._topic_logs[stream.path]
-        catalog.append([{"t": topic.info.name, "del": 1}])
+        catalog.append([{"t": topic.name, "del": 1}])
         await catalog.commit.wait()
         for part in (topic.partitions or {}).values():
             part.close()
 
         def work() -> None:
             for volume in self.volumes:
-                move_to_trash(layout.topic_dir(volume.path, stream.path, topic.info.name),
+                move_to_trash(layout.topic_dir(volume.path, stream.path, topic.name),
                               layout.trash_dir(volume.path))
 
         await asyncio.to_thread(work)
@@ -315,7 +323,7 @@ class DiskStore(NamespaceStore):
         for index in range(topic.info.partitions):
             opened = topic.partitions and topic.partitions.get(index)
             if opened or os.path.exists(self._manifest_of(topic, index)):
-                await self.partition(stream.path, topic.info.name, index).purge()
+                await self.partition(stream.path, topic.name, index).purge()
 
     def _new_partition(self, topic: TopicState, index: int) -> DiskPartition:
         return DiskPartition(self, topic, index)

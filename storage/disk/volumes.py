@@ -34,6 +34,7 @@ class Volume:
     def open(self) -> None:
         """Create the volume's skeleton and read (or assign) its id."""
         os.makedirs(layout.streams_root(self.path), exist_ok=True)
+        os.makedirs(layout.trash_dir(self.path), exist_ok=True)  # deleting must not need new room
         id_file = os.path.join(self.path, layout.VOLUME_ID_FILE)
         try:
             with open(id_file) as f:

@@ -327,3 +327,11 @@ async def test_enforce_retention_by_ttl_and_size(store):
     await store.enforce_retention(now)
     kept = len(await capped.read(capped.log_start_offset, 1 << 30))
     assert capped.log_start_offset > 0 and 3000 <= kept < 3000 + 4096 + 600
+
+
+async def test_concurrent_creates_of_one_name_conflict(store):
+    results = await asyncio.gather(store.create_stream("/c"), store.create_stream("/c"), return_exceptions=True)
+    assert sum(isinstance(r, storage.StreamExistsError) for r in results) == 1
+    results = await asyncio.gather(*(store.create_topic("/c", "t", 1) for _ in range(3)), return_exceptions=True)
+    assert sum(isinstance(r, storage.TopicExistsError) for r in results) == 2
+    assert len(store.list_topics("/c")) == 1

@@ -380,6 +380,9 @@ def tiny_tmpfs(tmp_path):
 
 async def test_real_full_disk(tiny_tmpfs):
     st = await open_disk(tiny_tmpfs)
+    await st.create_topic("/default", "other", 1)
+    for _ in range(3):
+        await st.partition("/default", "other", 0).append(batch(1, size=8000), 1)
     await st.create_topic("/default", "t", 1)
     part = st.partition("/default", "t", 0)
     count = 0
@@ -391,11 +394,19 @@ async def test_real_full_disk(tiny_tmpfs):
     for offset in range(count):
         assert values(await part.read(offset, 1)) == [(offset, b"A" * 8000)]
     hw = part.high_watermark
-    await part.delete_records(hw)
+    await st.delete_topic("/default", "other")  # deleting works on a full disk and frees room
+    await wait_until(lambda: not os.listdir(tiny_tmpfs / "trash"))
+    await part.append(batch(1, size=8000), 1)
+    with pytest.raises(storage.StorageFullError):
+        for _ in range(100):
+            await part.append(batch(1, size=8000), 1)
+    hw = part.high_watermark
+    await part.delete_records(hw)  # so does DeleteRecords
     await part.append(batch(1, size=8000), 1)
     await st.close()
     st = await open_disk(tiny_tmpfs)
     assert st.partition("/default", "t", 0).high_watermark == hw + 1
+    assert st.get_topic("/default", "other") is None
     await st.close()
 
 
@@ -445,4 +456,39 @@ async def test_stale_data_of_a_recreated_topic_is_never_served(tmp_path):
     await st.close()
     st = await open_disk(tmp_path / "d")
     assert st.partition("/default", "t", 0).high_watermark == 1
+    await st.close()
+
+
+async def test_damaged_manifest_is_a_named_error(tmp_path):
+    st = await open_disk(tmp_path / "d")
+    await st.create_topic("/default", "t", 1)
+    await st.partition("/default", "t", 0).append(batch(1), 1)
+    await st.close()
+    (tmp_path / "d" / "streams" / "default" / "t" / "0" / "chain.json").write_bytes(b"{garbage")
+    st = await open_disk(tmp_path / "d")
+    with pytest.raises(storage.StorageError, match="manifest"):
+        st.partition("/default", "t", 0)
+    await st.close()
+
+
+async def test_epoch_history_across_restarts(tmp_path):
+    epochs = []
+    for round_ in range(4):
+        st = await open_disk(tmp_path / "d")
+        if round_ == 0:
+            await st.create_topic("/default", "t", 1)
+        part = st.partition("/default", "t", 0)
+        epochs.append(part.leader_epoch)
+        if round_ != 2:  # round 2 appends nothing: its epoch leaves no trace
+            await part.append(batch(2), 2)
+        await st.close()
+    assert epochs == sorted(set(epochs))
+    st = await open_disk(tmp_path / "d")
+    part = st.partition("/default", "t", 0)
+    assert part._epochs[:-1] == [(epochs[0], 0), (epochs[1], 2), (epochs[3], 4)]
+    assert await part.end_offset_for_epoch(epochs[0]) == (epochs[0], 2)
+    assert await part.end_offset_for_epoch(epochs[2]) == (epochs[1], 4)
+    assert await part.end_offset_for_epoch(epochs[3]) == (epochs[3], 6)
+    assert await part.end_offset_for_epoch(part.leader_epoch) == (part.leader_epoch, 6)
+    assert await part.end_offset_for_epoch(part.leader_epoch + 1) == (-1, -1)
     await st.close()
