@@ -28,6 +28,7 @@ class BrokerConfig:
     max_frame_bytes: int = 100 * 1024 * 1024  # Kafka's socket.request.max.bytes
     max_connections: int = 10_000
     auto_create_topics: bool = True  # Kafka's auto.create.topics.enable; streams can refuse too
+    retention_check_ms: int = 60_000  # how often expired partitionlets are deleted (log.retention.check.interval.ms)
     log_level: str = "INFO"
 
     @property
@@ -88,4 +89,7 @@ def load_config(
     for name, value in (overrides or {}).items():
         if value is not None:
             values[name] = value
-    return BrokerConfig(**values)
+    config = BrokerConfig(**values)
+    if config.retention_check_ms < 1:
+        raise ConfigError(f"retention_check_ms must be at least 1, got {config.retention_check_ms}")
+    return config

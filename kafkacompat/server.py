@@ -28,6 +28,7 @@ class BrokerServer:
             volumes=config.volumes,
             default_stream=config.default_stream,
             record_timestamps=record_timestamps,
+            retention_check_ms=config.retention_check_ms,
         )
         self.cluster: Cluster | None = None
         self._server: asyncio.base_events.Server | None = None

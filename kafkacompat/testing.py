@@ -28,6 +28,7 @@ from typing import Any, Literal, TypeVar
 
 import storage
 from protocol.records import Record, build_batch, iter_records, set_log_append_time
+from storage import Store
 
 from .cluster import Cluster, TopicError
 from .config import BrokerConfig
@@ -63,9 +64,13 @@ class Message:
 class Broker:
     """A broker for tests: memory (default) or a fresh temporary directory."""
 
-    def __init__(self, data_dir: str | None = None, **settings: Any) -> None:
+    def __init__(self, data_dir: str | None = None, store: Store | None = None, **settings: Any) -> None:
         """`data_dir=None` keeps data in memory; "tmp" uses a fresh temporary
-        directory (removed on stop); other settings are BrokerConfig fields."""
+        directory (removed on stop); other settings are BrokerConfig fields.
+
+        `store` runs the broker on a store built by the test (e.g. with volume
+        caps or a fast retention pass); the broker opens and closes it.
+        """
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         if data_dir == "tmp":
             self._tmp = tempfile.TemporaryDirectory(prefix="kafkacompat-")
@@ -73,7 +78,7 @@ class Broker:
         settings.setdefault("host", "127.0.0.1")
         settings.setdefault("port", 0)
         self.config = BrokerConfig(data_dir=data_dir or "memory://", **settings)
-        self.server = BrokerServer(self.config)
+        self.server = BrokerServer(self.config, store)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._default_policy: storage.StreamPolicy | None = None

@@ -13,6 +13,8 @@ from kio.index import KioIndexError, load_entity_module
 from kio.schema.index import api_key_map
 from kio.static.constants import EntityType
 
+from .admin_api import STREAM_ADMIN_KEY, STREAM_ADMIN_NAME, STREAM_ADMIN_VERSION
+
 # api key -> (min, max) served. Filled in as handlers are registered.
 SUPPORTED: dict[int, tuple[int, int]] = {
     0: (0, 12),  # Produce; 0-2 answered with UNSUPPORTED_VERSION (librdkafka needs min 0)
@@ -32,10 +34,17 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     60: (0, 1),  # DescribeCluster
 }
 
+# Private APIs this broker serves but never advertises: stock clients must not see them.
+UNADVERTISED: dict[int, tuple[int, int]] = {
+    STREAM_ADMIN_KEY: (STREAM_ADMIN_VERSION, STREAM_ADMIN_VERSION),  # the admin CLI's stream API
+}
+
 API_VERSIONS_KEY = 18
 
 
 def api_name(api_key: int) -> str:
+    if api_key == STREAM_ADMIN_KEY:
+        return STREAM_ADMIN_NAME
     return api_key_map.get(api_key, f"api_{api_key}")
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from types import ModuleType
 
+from protocol.admin_api import STREAM_ADMIN_KEY
+
 from . import (
     alter_configs,
     api_versions,
@@ -20,6 +22,7 @@ from . import (
     metadata,
     offset_for_leader_epoch,
     produce,
+    stream_admin,
 )
 
 HANDLERS: dict[int, ModuleType] = {
@@ -38,4 +41,5 @@ HANDLERS: dict[int, ModuleType] = {
     37: create_partitions,
     44: incremental_alter_configs,
     60: describe_cluster,
+    STREAM_ADMIN_KEY: stream_admin,  # private, never advertised (protocol.versions.UNADVERTISED)
 }

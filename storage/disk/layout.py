@@ -32,6 +32,7 @@ CLEAN_MARKER = ".clean"
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIMEINDEX_SUFFIX = ".timeindex"
+PARTITIONLET_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIMEINDEX_SUFFIX)
 
 
 def streams_root(volume: str) -> str:

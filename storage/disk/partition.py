@@ -91,11 +91,37 @@ class DiskPartition(PartitionBase):
                 max_ts_offset=rec["max_ts_offset"], created_ms=rec["created_ms"],
             ))
         self._bases = [p.base for p in self._chain]
+        if not self._store.clean:
+            self._remove_orphans()
         active = self._active()
         if active is not None:
             self._checkpoint = active.size
             self._recover(active)
             self._hw = active.next_offset
+
+    def _remove_orphans(self) -> None:
+        """Delete partitionlet files the manifest does not list.
+
+        A crash between writing the manifest and unlinking what it dropped
+        (retention, DeleteRecords) or while rolling leaves such files.
+        """
+        listed = {(p.volume.id, p.base) for p in self._chain}
+        for volume in self._store.volumes:
+            directory = self._dir_on(volume.path)
+            try:
+                names = os.listdir(directory)
+            except FileNotFoundError:
+                continue
+            for name in names:
+                stem, dot, suffix = name.partition(".")
+                if not (dot and stem.isdigit() and "." + suffix in layout.PARTITIONLET_SUFFIXES):
+                    continue
+                if (volume.id, int(stem)) not in listed:
+                    path = os.path.join(directory, name)
+                    if suffix == layout.LOG_SUFFIX[1:]:
+                        volume.release(os.path.getsize(path))
+                    log.warning("%s: removing %s, which its manifest does not list", self.name, path)
+                    os.unlink(path)
 
     def _recover(self, active: Partitionlet) -> None:
         """Validate what was written after the checkpoint; keep only whole, intact batches."""
@@ -275,6 +301,7 @@ class DiskPartition(PartitionBase):
         return self._chain[i]
 
     async def read(self, offset: int, max_bytes: int) -> bytes | memoryview:
+        """As the interface says; a read ends at the end of a partitionlet (one pread)."""
         self._check_open()
         self._check_offset(offset)
         if offset == self._hw:

@@ -492,3 +492,21 @@ async def test_epoch_history_across_restarts(tmp_path):
     assert await part.end_offset_for_epoch(part.leader_epoch) == (part.leader_epoch, 6)
     assert await part.end_offset_for_epoch(part.leader_epoch + 1) == (-1, -1)
     await st.close()
+
+
+async def test_files_left_by_a_crash_are_removed(tmp_path):
+    st = await open_disk(tmp_path / "d")
+    await st.create_topic("/default", "t", 1)
+    part = st.partition("/default", "t", 0)
+    await part.append(batch(1), 1)
+    await st.close()
+    pdir = tmp_path / "d" / "streams" / "default" / "t" / "0"
+    for name in ("00000000000000000007.log", "00000000000000000007.index", "00000000000000000007.timeindex"):
+        (pdir / name).write_bytes(b"x" * 100)  # dropped by retention just before a crash
+    (tmp_path / "d" / ".clean").unlink()
+    st = await open_disk(tmp_path / "d")
+    part = st.partition("/default", "t", 0)
+    assert sorted(os.listdir(pdir)) == ["00000000000000000000.index", "00000000000000000000.log",
+                                         "00000000000000000000.timeindex", "chain.json"]
+    assert values(await part.read(0, 100)) == [(0, b"A" * 10)]
+    await st.close()
