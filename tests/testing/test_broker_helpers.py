@@ -127,8 +127,9 @@ def test_create_topic_in_a_stream_and_bad_input(broker: Broker) -> None:
         broker.create_topic("configured", configs={"no.such.config": "1"})
 
 
-def test_reset_forgets_topics_streams_and_faults() -> None:
-    with Broker() as broker:
+@pytest.mark.parametrize("data_dir", [None, "tmp"], ids=["memory", "disk"])
+def test_reset_forgets_topics_streams_and_faults(data_dir: str | None) -> None:
+    with Broker(data_dir=data_dir) as broker:
         broker.create_topic("orders", partitions=3)
         broker.create_topic("/apps/shop:payments")
         broker.produce("orders", b"old")
