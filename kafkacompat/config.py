@@ -29,6 +29,14 @@ class BrokerConfig:
     max_connections: int = 10_000
     auto_create_topics: bool = True  # Kafka's auto.create.topics.enable; streams can refuse too
     retention_check_ms: int = 60_000  # how often expired partitionlets are deleted (log.retention.check.interval.ms)
+    # consumer groups, named after Kafka's group.* and offsets.* broker settings
+    group_initial_rebalance_delay_ms: int = 3000
+    group_min_session_timeout_ms: int = 6000
+    group_max_session_timeout_ms: int = 1_800_000
+    group_max_size: int = 2**31 - 1
+    offset_metadata_max_bytes: int = 4096
+    offsets_retention_minutes: int = 7 * 24 * 60
+    offsets_retention_check_interval_ms: int = 600_000
     log_level: str = "INFO"
 
     @property
