@@ -288,7 +288,8 @@ class Broker:
         return await self._on_loop(self._consume(topic, partition, offset, count, timeout))
 
     def reset(self) -> None:
-        """Back to a fresh broker: no topics, streams, committed offsets, producer state or faults."""
+        """Back to a fresh broker: no topics, streams, consumer groups, committed offsets,
+        producer state or faults."""
         self.call(self._reset())
 
     async def areset(self) -> None:
@@ -405,6 +406,8 @@ class Broker:
         cluster = self._cluster
         store = cluster.store
         self.faults.clear()
+        await cluster.groups.close()  # forgets every group, its members and timers
+        cluster.groups.start()
         default = cluster.default_stream
         for stream in store.list_streams():
             if stream.path != default:

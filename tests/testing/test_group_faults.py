@@ -1,20 +1,13 @@
-"""Faults on the group APIs and reset() of groups, with a real consumer group.
-
-They run once the group coordinator is in the build (JoinGroup is served).
-"""
+"""Faults on the group APIs and reset() of groups, with a real consumer group."""
 
 from __future__ import annotations
 
 import time
 
-import pytest
 from confluent_kafka import Consumer
 from kafka.admin import KafkaAdminClient
 
-from kafkacompat.handlers import HANDLERS
 from kafkacompat.testing import Broker
-
-pytestmark = pytest.mark.skipif(11 not in HANDLERS, reason="the group coordinator has not landed yet")
 
 
 def _consume_one_in_group(broker: Broker, topic: str, group: str) -> bytes | None:
