@@ -287,6 +287,13 @@ class Broker:
     ) -> list[Message]:
         return await self._on_loop(self._consume(topic, partition, offset, count, timeout))
 
+    def committed(self, group: str, topic: str) -> dict[int, int]:
+        """The offsets `group` has committed for `topic`: partition -> next offset to read."""
+        return self.call(self._committed(group, topic))
+
+    async def acommitted(self, group: str, topic: str) -> dict[int, int]:
+        return await self._on_loop(self._committed(group, topic))
+
     def reset(self) -> None:
         """Back to a fresh broker: no topics, streams, consumer groups, committed offsets,
         producer state or faults."""
@@ -401,6 +408,11 @@ class Broker:
             await asyncio.wait(waits, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
             for waiting in waits:
                 waiting.cancel()
+
+    async def _committed(self, group: str, topic: str) -> dict[int, int]:
+        cluster = self._cluster
+        stream, name = _split(cluster, topic)
+        return {c.partition: c.offset for c in cluster.groups.offsets.lookup(group, stream, name).values()}
 
     async def _reset(self) -> None:
         cluster = self._cluster

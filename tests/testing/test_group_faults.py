@@ -42,6 +42,7 @@ def test_a_consumer_group_rides_out_coordinator_errors(broker: Broker, topic_nam
         broker.faults.fail(api, error, count=1)
     try:
         assert _consume_one_in_group(broker, topic_name, f"{topic_name}-group") == b"v"
+        assert broker.committed(f"{topic_name}-group", topic_name) == {0: 1}
         assert {api: broker.faults.fired(api) for api in retriable} == {api: 1 for api in retriable}
     finally:
         broker.faults.clear()
@@ -51,6 +52,7 @@ def test_reset_forgets_consumer_groups_and_their_offsets() -> None:
     with Broker() as broker:
         broker.produce("orders", b"old")
         assert _consume_one_in_group(broker, "orders", "billing") == b"old"
+        assert broker.committed("billing", "orders") == {0: 1}
         admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap_servers)
         try:
             assert [g["group_id"] for g in admin.list_groups()] == ["billing"]
@@ -59,5 +61,6 @@ def test_reset_forgets_consumer_groups_and_their_offsets() -> None:
         finally:
             admin.close()
         broker.produce("orders", b"new")
+        assert broker.committed("billing", "orders") == {}
         # No committed offset survives: the group starts again from the earliest record.
         assert _consume_one_in_group(broker, "orders", "billing") == b"new"
