@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 from confluent_kafka import Consumer
 from kafka.admin import KafkaAdminClient
@@ -64,3 +65,38 @@ def test_reset_forgets_consumer_groups_and_their_offsets() -> None:
         assert broker.committed("billing", "orders") == {}
         # No committed offset survives: the group starts again from the earliest record.
         assert _consume_one_in_group(broker, "orders", "billing") == b"new"
+
+
+def _poll_until(consumer: Consumer, done: Callable[[list[bytes]], bool], seconds: float = 60) -> list[bytes]:
+    """Poll (as the application would) until `done(received)`; returns the values received."""
+    received: list[bytes] = []
+    deadline = time.monotonic() + seconds
+    while not done(received):
+        assert time.monotonic() < deadline, "timed out"
+        message = consumer.poll(0.1)
+        if message is not None and message.error() is None:
+            received.append(message.value())
+    return received
+
+
+def test_a_heartbeat_error_makes_the_member_rejoin(broker: Broker, topic_name: str) -> None:
+    consumer = Consumer({
+        "bootstrap.servers": broker.bootstrap_servers, "group.id": f"{topic_name}-group",
+        "auto.offset.reset": "earliest", "enable.auto.commit": False, "heartbeat.interval.ms": 100,
+    })
+    broker.faults.delay("JoinGroup", 0, count=None)  # no delay: it counts the joins
+    try:
+        broker.produce(topic_name, b"before")
+        consumer.subscribe([topic_name])
+        assert _poll_until(consumer, bool) == [b"before"]
+        consumer.commit(asynchronous=False)
+        joins = broker.faults.fired("JoinGroup")
+        broker.faults.fail("Heartbeat", "REBALANCE_IN_PROGRESS")
+
+        assert _poll_until(consumer, lambda _: broker.faults.fired("JoinGroup") > joins) == []
+        broker.produce(topic_name, b"after")
+        assert _poll_until(consumer, bool) == [b"after"]  # the rejoined member resumes from the commit
+        assert broker.faults.fired("Heartbeat") == 1
+    finally:
+        consumer.close()
+        broker.faults.clear()
