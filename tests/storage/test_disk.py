@@ -533,3 +533,12 @@ async def test_cursor_log_compacts_while_commits_go_on(tmp_path, monkeypatch):
         got = {c.partition: c.offset for c in st.get_cursors("/default", f"g{n}")}
         assert got == ({0: 196, 1: 197, 2: 198} if n == 4 else {0: 196, 1: 197, 2: 198, 3: 199})
     await st.close()
+
+
+async def test_one_store_per_data_dir(tmp_path):
+    st = await open_disk(tmp_path / "d")
+    with pytest.raises(storage.StorageError, match="in use"):
+        await open_disk(tmp_path / "d")
+    await st.close()
+    st = await open_disk(tmp_path / "d")  # free again once closed
+    await st.close()
