@@ -66,9 +66,11 @@ class BrokerServer:
             await asyncio.gather(*self._connections, return_exceptions=True)
             await self._server.wait_closed()
             self._server = None
-        if self.cluster is not None:
-            await self.cluster.groups.close()
-        await self.store.close()
+        try:
+            if self.cluster is not None:
+                await self.cluster.groups.close()
+        finally:
+            await self.store.close()  # always: it releases the data dir and marks a clean stop
         log.info("kafkacompat stopped")
 
     def drop_connections(self) -> int:
