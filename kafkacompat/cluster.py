@@ -12,6 +12,7 @@ import storage
 from storage import Store, TopicInfo
 
 from .config import BrokerConfig
+from .groups import GroupCoordinator
 from .producer_state import ProducerStates
 from .topic_names import TopicNameError, canonical_name, split_name
 
@@ -43,6 +44,7 @@ class Cluster:
         self.host, self.port = config.advertised()
         self.producers = ProducerStates()
         self._splits: dict[str, tuple[str, str]] = {}
+        self.groups = GroupCoordinator(config, store)
 
     @property
     def default_stream(self) -> str:

@@ -22,8 +22,9 @@ from protocol.messages import (
     parse_request_header,
     response_chunks,
 )
-from protocol.versions import API_VERSIONS_KEY, SUPPORTED, api_name
+from protocol.versions import API_VERSIONS_KEY, SUPPORTED, UNADVERTISED, api_name
 
+from . import faults
 from .cluster import Cluster
 from .handlers import HANDLERS
 from .handlers.common import NO_RESPONSE, CloseConnection
@@ -53,8 +54,11 @@ class Connection:
         reader: FrameStream,
         writer: asyncio.StreamWriter,
         max_frame_bytes: int,
+        injected: faults.Faults,
     ) -> None:
         self.cluster = cluster
+        self.faults = injected
+        self._fault_rules = injected.rules  # read once per request: empty unless a test set faults
         self.reader = reader
         self.writer = writer
         self.max_frame_bytes = max_frame_bytes
@@ -112,7 +116,7 @@ class Connection:
 
     async def _dispatch(self, header: RequestHeader, frame: bytes) -> Any:
         key, version = header.api_key, header.api_version
-        supported = SUPPORTED.get(key)
+        supported = SUPPORTED.get(key) or UNADVERTISED.get(key)
         if key == API_VERSIONS_KEY and supported and not supported[0] <= version <= supported[1]:
             return unsupported_version_response()
         handler = HANDLERS.get(key)
@@ -126,6 +130,10 @@ class Connection:
         decode = getattr(handler, "decode", decode_request)
         request = decode(header, frame)
         ctx = RequestContext(self.cluster, header, self.peer)
+        if self._fault_rules.get(key):
+            rule = self.faults.take(key)
+            if rule is not None:
+                return await faults.apply(rule, ctx, handler, request)
         return await handler.handle(ctx, request)
 
     async def _write_answers(self) -> None:

@@ -19,6 +19,7 @@ from array import array
 from collections.abc import Iterator
 
 from .. import batch_format as bf
+from ..errors import CorruptBatchError
 from . import layout
 from .files import FULL_ERRNOS, unlink_files
 from .handles import FileHandles
@@ -252,8 +253,10 @@ class Partitionlet:
                 buf_start, rel = pos, 0
                 if len(buf) < _WALK.size:
                     return
-            base, length, _epoch, _magic, _crc, attrs, lod, _bts, max_ts = _WALK.unpack_from(buf, rel)
+            base, length, _epoch, magic, _crc, attrs, lod, _bts, max_ts = _WALK.unpack_from(buf, rel)
             size = length + bf.LOG_OVERHEAD
+            if magic != bf.MAGIC or size < bf.HEADER_SIZE:  # damaged after it was checked
+                raise CorruptBatchError(f"{self.log_path}: no valid batch header at byte {pos}")
             yield pos, base, size, base + lod, max_ts, attrs
             pos += size
 

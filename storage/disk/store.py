@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import fcntl
 import gc
 import json
 import logging
@@ -65,6 +66,7 @@ class DiskStore(NamespaceStore):
         self._cursor_logs: dict[str, JsonLog] = {}
         self._background: set[asyncio.Task] = set()
         self._retention_task: asyncio.Task | None = None
+        self._lock_fd: int | None = None
 
     @property
     def root(self) -> str:
@@ -80,12 +82,13 @@ class DiskStore(NamespaceStore):
 
     async def open(self) -> None:
         await asyncio.to_thread(self._open_files)
-        self._load_namespace()
+        await asyncio.to_thread(self._load_namespace)  # nothing else uses the store yet
         await self._ensure_default_stream()
         self._spawn(asyncio.to_thread(self._empty_trash))
         self._retention_task = asyncio.get_running_loop().create_task(self._retention_loop())
 
     def _open_files(self) -> None:
+        self._lock_data_dir()
         for volume in self.volumes:
             volume.open()
             if volume.id in self._by_id:
@@ -106,6 +109,17 @@ class DiskStore(NamespaceStore):
             fsync_dir(self.root)
         if not self.clean:
             log.warning("%s was not shut down cleanly; partitions are validated as they open", self.root)
+
+    def _lock_data_dir(self) -> None:
+        """One store per data dir: a second broker writing it would corrupt it."""
+        os.makedirs(self.root, exist_ok=True)
+        fd = os.open(os.path.join(self.root, layout.LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise StorageError(f"{self.root} is in use by another store (another broker?)") from None
+        self._lock_fd = fd
 
     def _load_namespace(self) -> None:
         # Loading creates a few objects per topic, all long-lived: collecting
@@ -132,7 +146,8 @@ class DiskStore(NamespaceStore):
             self._load_cursors(stream, directory)
 
     def _json_log(self, directory: str, name: str) -> JsonLog:
-        return JsonLog(os.path.join(directory, name), on_full=self.volumes[0].release_ballast)
+        key = _cursor_key if name == layout.CURSORS_FILE else None
+        return JsonLog(os.path.join(directory, name), on_full=self.volumes[0].release_ballast, key=key)
 
     def _find_streams(self) -> list[tuple[str, str]]:
         """Stream directories under the first volume; streams do not nest, so stop at each."""
@@ -168,18 +183,12 @@ class DiskStore(NamespaceStore):
 
     def _load_cursors(self, stream: StreamState, directory: str) -> None:
         catalog = self._cursor_logs[stream.path] = self._json_log(directory, layout.CURSORS_FILE)
-        for rec in catalog.load():
-            table = stream.cursors.setdefault(rec["g"], {})
-            key = (rec["t"], rec["p"])
-            if rec.get("del"):
-                table.pop(key, None)
-                if not table:
-                    del stream.cursors[rec["g"]]
-            else:
-                table[key] = Cursor(rec["t"], rec["p"], rec["o"], rec["e"], rec["m"], rec["ts"])
-        live = sum(len(t) for t in stream.cursors.values())
-        if catalog.lines > 2 * live + 64:
-            catalog.rewrite(_cursor_records(stream))
+        catalog.load()
+        for rec in catalog.live.values():
+            cursor = Cursor(rec["t"], rec["p"], rec["o"], rec["e"], rec["m"], rec["ts"])
+            stream.cursors.setdefault(rec["g"], {})[(cursor.topic, cursor.partition)] = cursor
+        if catalog.lines > 2 * len(catalog.live) + 64:
+            catalog.rewrite(list(catalog.live.values()))
 
     async def close(self) -> None:
         if self._retention_task is not None:
@@ -193,6 +202,9 @@ class DiskStore(NamespaceStore):
             await asyncio.gather(*self._background, return_exceptions=True)
         self.handles.close_all()
         await asyncio.to_thread(write_atomic, os.path.join(self.root, layout.CLEAN_MARKER), b"")
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)  # releases the flock
+            self._lock_fd = None
 
     def _spawn(self, coro) -> None:
         task = asyncio.get_running_loop().create_task(coro)
@@ -257,7 +269,10 @@ class DiskStore(NamespaceStore):
             if created and os.path.exists(os.path.join(directory, layout.STREAM_FILE)):
                 raise StorageError(f"stream directory {directory} already holds a stream")
             make_dirs(directory)
-            write_atomic(os.path.join(directory, layout.STREAM_FILE), meta)
+            if created:  # empty logs now, so no first append has to fsync the directory
+                for name in (layout.TOPICS_FILE, layout.CURSORS_FILE):
+                    os.close(os.open(os.path.join(directory, name), os.O_WRONLY | os.O_CREAT, 0o644))
+            write_atomic(os.path.join(directory, layout.STREAM_FILE), meta)  # fsyncs the directory too
 
         await asyncio.to_thread(work)
         if created:
@@ -279,16 +294,15 @@ class DiskStore(NamespaceStore):
 
     async def _persist_topics(self, stream: StreamState, topics: Sequence[TopicState]) -> None:
         catalog = self._topic_logs[stream.path]
-        catalog.append(
-            {"t": t.name, "id": t.id_hex, "p": t.info.partitions, "c": t.info.configs,
-             "at": t.info.created_ms}
+        await catalog.append([
+            {"t": t.name, "id": t.id_hex, "p": t.info.partitions, "c": t.info.configs, "at": t.info.created_ms}
             for t in topics
-        )
+        ])
         await catalog.commit.wait()
 
     async def _persist_topic_deleted(self, stream: StreamState, topic: TopicState) -> None:
         catalog = self._topic_logs[stream.path]
-        catalog.append([{"t": topic.name, "del": 1}])
+        await catalog.append([{"t": topic.name, "del": 1}])
         await catalog.commit.wait()
         for part in (topic.partitions or {}).values():
             part.close()
@@ -311,13 +325,10 @@ class DiskStore(NamespaceStore):
             for c in cursors
         ]
         records += [{"g": group, "t": t, "p": p, "del": 1} for t, p in deleted]
-        catalog.append(records)
+        await catalog.append(records)
         if stream.policy.fsync is not FsyncPolicy.NONE:
             await catalog.commit.wait()
-        live = sum(len(t) for t in stream.cursors.values())
-        if catalog.lines > 2 * live + _COMPACT_SLACK:
-            await catalog.commit.wait()
-            catalog.rewrite(_cursor_records(stream, pending=(group, cursors, deleted)))
+        await catalog.compact_if_stale(_COMPACT_SLACK)
 
     async def _purge_topic(self, stream: StreamState, topic: TopicState) -> None:
         for index in range(topic.info.partitions):
@@ -329,21 +340,8 @@ class DiskStore(NamespaceStore):
         return DiskPartition(self, topic, index)
 
 
-def _cursor_records(stream: StreamState, pending=None) -> list[dict]:
-    """Every live cursor of a stream as log records, with a not-yet-applied change folded in."""
-    tables = {g: dict(t) for g, t in stream.cursors.items()}
-    if pending is not None:
-        group, cursors, deleted = pending
-        table = tables.setdefault(group, {})
-        for c in cursors:
-            table[(c.topic, c.partition)] = c
-        for key in deleted:
-            table.pop(tuple(key), None)
-    return [
-        {"g": g, "t": c.topic, "p": c.partition, "o": c.offset, "e": c.leader_epoch, "m": c.metadata,
-         "ts": c.commit_time_ms}
-        for g, table in tables.items() for c in table.values()
-    ]
+def _cursor_key(rec: dict) -> tuple[str, str, int]:
+    return rec["g"], rec["t"], rec["p"]
 
 
 def _policy_to_json(policy: StreamPolicy) -> dict:

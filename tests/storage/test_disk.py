@@ -191,7 +191,7 @@ async def test_many_topics_open_lazily_and_handles_stay_bounded(tmp_path):
     st = await open_disk(tmp_path / "d", max_open_files=8)
     assert time.perf_counter() - t0 < 1.0
     assert len(st.list_topics("/default")) == 2000
-    assert len(os.listdir(tmp_path / "d" / "streams" / "default")) == 2 + 50  # .stream, .topics, 50 dirs
+    assert len(os.listdir(tmp_path / "d" / "streams" / "default")) == 3 + 50  # .stream, .topics, .cursors, 50 dirs
     for i in range(0, 2000, 40):
         assert values(await st.partition("/default", f"t{i}", 0).read(0, 100)) == [(0, b"A" * (i % 50 + 1))]
     assert len(st.handles) <= 8
@@ -509,4 +509,75 @@ async def test_files_left_by_a_crash_are_removed(tmp_path):
     assert sorted(os.listdir(pdir)) == ["00000000000000000000.index", "00000000000000000000.log",
                                          "00000000000000000000.timeindex", "chain.json"]
     assert values(await part.read(0, 100)) == [(0, b"A" * 10)]
+    await st.close()
+
+
+async def test_cursor_log_compacts_while_commits_go_on(tmp_path, monkeypatch):
+    import storage.disk.store as disk_store
+
+    monkeypatch.setattr(disk_store, "_COMPACT_SLACK", 20)
+    st = await open_disk(tmp_path / "d")
+    await st.create_topic("/default", "t", 4)
+
+    async def commits(group):
+        for i in range(200):
+            await st.commit_cursors("/default", group, [Cursor("t", i % 4, i)])
+
+    await asyncio.gather(*(commits(f"g{n}") for n in range(5)))
+    await st.delete_cursors("/default", "g4", [("t", 3)])
+    lines = (tmp_path / "d" / "streams" / "default" / ".cursors").read_text().count("\n")
+    assert lines <= 2 * 19 + 20 + 5
+    await st.close()
+    st = await open_disk(tmp_path / "d")
+    for n in range(5):
+        got = {c.partition: c.offset for c in st.get_cursors("/default", f"g{n}")}
+        assert got == ({0: 196, 1: 197, 2: 198} if n == 4 else {0: 196, 1: 197, 2: 198, 3: 199})
+    await st.close()
+
+
+async def test_one_store_per_data_dir(tmp_path):
+    st = await open_disk(tmp_path / "d")
+    with pytest.raises(storage.StorageError, match="in use"):
+        await open_disk(tmp_path / "d")
+    await st.close()
+    st = await open_disk(tmp_path / "d")  # free again once closed
+    await st.close()
+
+
+@pytest.mark.parametrize("yields", [0, 1, 2, 3, 5, 8, 13])
+async def test_cancelled_appends_finish_their_roll_before_close(tmp_path, yields, monkeypatch):
+    """A broker stopping cancels requests mid-append; the chain must stay whole.
+
+    A cancelled append either happens whole or not at all, and close waits
+    for any roll or manifest write still under way instead of racing it.
+    """
+    st = await open_disk(tmp_path)
+    await st.create_stream("/s", SMALL)
+    await st.create_topic("/s", "t", 1)
+    part = st.partition("/s", "t", 0)
+    await fill(part, 10)  # the next appends roll
+    import storage.disk.partition as partition_module
+
+    real_write = partition_module.write_atomic
+
+    def slow_write(*args, **kwargs):  # a slow disk keeps manifest writes in flight
+        time.sleep(0.02)
+        return real_write(*args, **kwargs)
+
+    monkeypatch.setattr(partition_module, "write_atomic", slow_write)
+    tasks = [asyncio.ensure_future(part.append(batch(3, size=1500), 3)) for _ in range(6)]
+    for _ in range(yields):  # cancel at different points of the rolls, as a stopping broker would
+        await asyncio.sleep(0)
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    await st.close()
+    st = await open_disk(tmp_path)
+    part = st.partition("/s", "t", 0)
+    hw = part.high_watermark
+    assert 30 <= hw <= 48 and hw % 3 == 0
+    offsets = []
+    while len(offsets) < hw:
+        offsets += [o for o, _ in values(await part.read(len(offsets), 1 << 20))]
+    assert offsets == list(range(hw))
     await st.close()
