@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import datetime
 import logging
 import struct
 import time
@@ -19,11 +18,12 @@ from typing import Any
 import storage
 from protocol.messages import RequestHeader
 from protocol.produce_request import ProduceRequest, parse_produce_request
+from protocol.produce_response import PartitionResult, encode_produce_response
 from protocol.records import InvalidBatchError, set_log_append_time, split_batches
 
 from ..cluster import TopicError
 from ..topic_configs import topic_config_value
-from .common import NO_RESPONSE, CloseConnection, NO_THROTTLE, ErrorCode, make, schema_of, storage_error_code
+from .common import NO_RESPONSE, CloseConnection, ErrorCode, storage_error_code
 
 log = logging.getLogger(__name__)
 
@@ -139,29 +139,12 @@ async def _produce_partition(ctx: Any, topic: Any, part: Any, acks: int) -> _Out
     return outcome
 
 
-def _response(ctx: Any, request: Any, results: list[tuple[str, list[_Outcome]]]) -> Any:
-    m = schema_of(ctx)
-    topics = []
-    for name, outcomes in results:
-        parts = tuple(
-            make(
-                m.PartitionProduceResponse,
-                index=o.index,
-                error_code=o.error,
-                base_offset=o.base_offset,
-                log_append_time=(
-                    datetime.datetime.fromtimestamp(o.log_append_time / 1000, tz=datetime.UTC)
-                    if o.log_append_time >= 0
-                    else None
-                ),
-                log_start_offset=o.log_start_offset,
-                record_errors=(),
-                error_message=o.message,
-            )
-            for o in outcomes
-        )
-        topics.append(make(m.TopicProduceResponse, name=name, partition_responses=parts))
-    return make(m.ProduceResponse, responses=tuple(topics), throttle_time=NO_THROTTLE)
+def _response(ctx: Any, request: Any, results: list[tuple[str, list[_Outcome]]]) -> bytes:
+    return encode_produce_response(ctx.version, [
+        (name, [PartitionResult(o.index, o.error.value, o.base_offset, o.log_append_time, o.log_start_offset,
+                                o.message) for o in outcomes])
+        for name, outcomes in results
+    ])
 
 
 async def handle(ctx: Any, request: Any) -> Any:
