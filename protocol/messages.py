@@ -120,10 +120,8 @@ def decode_request(header: RequestHeader, frame: bytes) -> Any:
             f"cannot parse {schema(header.api_key, header.api_version, EntityType.request).__name__}"
             f" v{header.api_version}: {exc}"
         ) from exc
-    if header.body_offset + size != len(frame):
-        raise MalformedRequestError(
-            f"{len(frame) - header.body_offset - size} trailing bytes after the request body"
-        )
+    # Bytes past the body are ignored, as Kafka does: librdkafka 2.x sends Metadata
+    # v12 "all topics" requests with three stray bytes after the tagged fields.
     return body
 
 
