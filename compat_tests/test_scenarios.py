@@ -161,7 +161,16 @@ CANONICAL = f"{STREAM}:Pressure"
 ALIAS = "apps.iot.oilpump_metrics..Pressure"
 
 
-def test_stream_topic_by_path_name(client_name: str, stream_broker: Broker) -> None:
+# Clients that check topic names against Kafka's legal characters before sending
+# anything: they reach stream topics through the alias, which is why it exists.
+REFUSES_PATH_NAMES = {
+    "kafka_python": "kafka-python refuses names outside [a-zA-Z0-9._-] client-side; use the alias",
+}
+
+
+def test_stream_topic_by_path_name(client_name: str, stream_broker: Broker, request: pytest.FixtureRequest) -> None:
+    if client_name in REFUSES_PATH_NAMES:
+        request.applymarker(pytest.mark.xfail(strict=True, raises=ValueError, reason=REFUSES_PATH_NAMES[client_name]))
     client = driver_for(client_name, stream_broker.bootstrap_servers)
     assert client.produce(CANONICAL, 3) == [0, 1, 2]
     assert key_values(client.consume(CANONICAL, 3)) == expected("", 3)
