@@ -1,4 +1,4 @@
-"""The `kafkacompat` command: run a broker (and, later, manage streams)."""
+"""The `kafkacompat` command: run a broker, and manage its streams, topics and cursors."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import signal
 import sys
 from collections.abc import Sequence
 
+from . import admin_cli
 from .config import BrokerConfig, ConfigError, load_config
-from .server import BrokerServer
 
 log = logging.getLogger("kafkacompat")
 
@@ -45,12 +45,16 @@ def _serve_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--advertised-host", metavar="H", help="host clients are told to connect to")
     p.add_argument("--advertised-port", metavar="P", type=int, help="port clients are told to connect to")
     p.add_argument("--node-id", metavar="N", type=int, help="broker id reported in metadata (default 1)")
-    p.add_argument("--default-stream", metavar="PATH", help="stream holding plain topic names (default /default)")
+    p.add_argument("--default-stream", metavar="PATH",
+                   help="stream holding plain Kafka topic names such as 'orders'; created on start if missing "
+                        "(default /default)")
     p.add_argument("--max-frame-bytes", metavar="N", type=int,
                    help="largest request accepted, like socket.request.max.bytes (default 104857600)")
     p.add_argument("--max-connections", metavar="N", type=int, help="connection limit (default 10000)")
     p.add_argument("--no-auto-create-topics", dest="auto_create_topics", action="store_false", default=None,
                    help="refuse topics not created explicitly (auto.create.topics.enable=false)")
+    p.add_argument("--retention-check-ms", metavar="MS", type=int,
+                   help="how often messages past their stream's ttl are deleted (default 60000)")
     p.add_argument("--log-level", metavar="LEVEL", help="DEBUG, INFO, WARNING or ERROR (default INFO)")
     p.set_defaults(func=_serve)
 
@@ -60,13 +64,16 @@ def _config_from(args: argparse.Namespace) -> BrokerConfig:
         name: getattr(args, name)
         for name in (
             "data_dir", "volumes", "host", "port", "advertised_host", "advertised_port", "node_id",
-            "default_stream", "max_frame_bytes", "max_connections", "auto_create_topics", "log_level",
+            "default_stream", "max_frame_bytes", "max_connections", "auto_create_topics", "retention_check_ms",
+            "log_level",
         )
     }
     return load_config(args.config, overrides=overrides)
 
 
 async def run_until_signalled(config: BrokerConfig) -> None:
+    from .server import BrokerServer  # imported here: the admin commands start faster without it
+
     server = BrokerServer(config)
     await server.start()
     stop = asyncio.Event()
@@ -96,6 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     _serve_parser(sub)
+    admin_cli.add_parsers(sub)
     return parser
 
 

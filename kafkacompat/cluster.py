@@ -12,6 +12,7 @@ import storage
 from storage import Store, TopicInfo
 
 from .config import BrokerConfig
+from .groups import GroupCoordinator
 from .producer_state import ProducerStates
 from .topic_names import TopicNameError, canonical_name, split_name
 
@@ -41,6 +42,7 @@ class Cluster:
         self.cluster_id = config.cluster_id
         self.host, self.port = config.advertised()
         self.producers = ProducerStates()
+        self.groups = GroupCoordinator(config, store)
 
     @property
     def default_stream(self) -> str:
@@ -64,6 +66,24 @@ class Cluster:
     def lookup(self, name: str) -> ResolvedTopic:
         stream, topic = self.split(name)
         return ResolvedTopic(stream, topic, self.store.get_topic(stream, topic))
+
+    def topic_for(self, name: str) -> tuple[TopicInfo | None, ErrorCode]:
+        """The topic, or None and the code to answer for each of its partitions."""
+        try:
+            info = self.lookup(name).info
+        except TopicError as exc:
+            return None, exc.code
+        return info, ErrorCode.none if info else ErrorCode.unknown_topic_or_partition
+
+    def partition_for(
+        self, info: TopicInfo | None, missing: ErrorCode, index: int
+    ) -> tuple[storage.Partition | None, ErrorCode]:
+        """The partition of a looked-up topic, or None and the code to answer."""
+        if info is None:
+            return None, missing
+        if not 0 <= index < info.partitions:
+            return None, ErrorCode.unknown_topic_or_partition
+        return self.store.partition(info.stream, info.name, index), ErrorCode.none
 
     def display_name(self, info: TopicInfo) -> str:
         return canonical_name(info.stream, info.name, self.default_stream)

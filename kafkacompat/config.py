@@ -28,6 +28,15 @@ class BrokerConfig:
     max_frame_bytes: int = 100 * 1024 * 1024  # Kafka's socket.request.max.bytes
     max_connections: int = 10_000
     auto_create_topics: bool = True  # Kafka's auto.create.topics.enable; streams can refuse too
+    retention_check_ms: int = 60_000  # how often expired partitionlets are deleted (log.retention.check.interval.ms)
+    # consumer groups, named after Kafka's group.* and offsets.* broker settings
+    group_initial_rebalance_delay_ms: int = 3000
+    group_min_session_timeout_ms: int = 6000
+    group_max_session_timeout_ms: int = 1_800_000
+    group_max_size: int = 2**31 - 1
+    offset_metadata_max_bytes: int = 4096
+    offsets_retention_minutes: int = 7 * 24 * 60
+    offsets_retention_check_interval_ms: int = 600_000
     log_level: str = "INFO"
 
     @property
@@ -88,4 +97,7 @@ def load_config(
     for name, value in (overrides or {}).items():
         if value is not None:
             values[name] = value
-    return BrokerConfig(**values)
+    config = BrokerConfig(**values)
+    if config.retention_check_ms < 1:
+        raise ConfigError(f"retention_check_ms must be at least 1, got {config.retention_check_ms}")
+    return config

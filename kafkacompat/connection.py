@@ -22,7 +22,7 @@ from protocol.messages import (
     encode_response,
     parse_request_header,
 )
-from protocol.versions import API_VERSIONS_KEY, SUPPORTED, api_name
+from protocol.versions import API_VERSIONS_KEY, SUPPORTED, UNADVERTISED, api_name
 
 from .cluster import Cluster
 from .handlers import HANDLERS
@@ -111,7 +111,7 @@ class Connection:
 
     async def _dispatch(self, header: RequestHeader, frame: bytes) -> Any:
         key, version = header.api_key, header.api_version
-        supported = SUPPORTED.get(key)
+        supported = SUPPORTED.get(key) or UNADVERTISED.get(key)
         if key == API_VERSIONS_KEY and supported and not supported[0] <= version <= supported[1]:
             return unsupported_version_response()
         handler = HANDLERS.get(key)

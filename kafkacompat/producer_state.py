@@ -2,9 +2,12 @@
 
 Mirrors Kafka's ProducerStateManager: a retried batch inside the window is
 answered with its original offsets, a gap is OUT_OF_ORDER_SEQUENCE_NUMBER,
-an older epoch is fenced, and sequences wrap at 2^31-1. State is kept in
-memory; a producer the broker has no state for may start at any sequence,
-as on Kafka after its state expired.
+an older epoch is fenced, and sequences wrap at 2^31-1. State lives in
+memory and, after a restart, is rebuilt per partition from the batch
+headers at the log's tail (the records themselves are never decoded), so a
+retry that spans a restart is still answered with its original offsets. A
+producer the broker has no state for may start at any sequence, as on
+Kafka after its state expired.
 """
 
 from __future__ import annotations
@@ -17,8 +20,13 @@ from collections.abc import Hashable
 
 from kio.schema.errors import ErrorCode
 
+import storage
+from protocol.records import ATTR_LOG_APPEND_TIME, HEADER_SIZE, read_header
+
 WINDOW = 5
 INT32_MAX = 2**31 - 1
+RESTORE_RECORDS = 100_000  # how far back from the high watermark a restore looks
+RESTORE_BYTES = 32 << 20  # and at most this much of the log it reads
 
 
 def last_sequence(base_sequence: int, record_count: int) -> int:
@@ -63,6 +71,7 @@ class ProducerStates:
         # Unique across restarts as long as the clock does not go back.
         self._ids = itertools.count(int(time.time() * 1000) * 1000)
         self._entries: dict[tuple[int, Hashable], _Entry] = {}
+        self._restored: set[Hashable] = set()
 
     def new_producer_id(self) -> int:
         return next(self._ids)
@@ -104,5 +113,33 @@ class ProducerStates:
 
     def forget_partition(self, partition: Hashable) -> None:
         """Drop state of a deleted topic partition."""
+        self._restored.discard(partition)
         for key in [k for k in self._entries if k[1] == partition]:
             del self._entries[key]
+
+    async def restore(self, key: Hashable, partition: storage.Partition) -> None:
+        """Rebuild the state of every producer from the partition's tail, once."""
+        if key in self._restored:
+            return
+        self._restored.add(key)
+        offset = max(partition.log_start_offset, partition.high_watermark - RESTORE_RECORDS)
+        budget = RESTORE_BYTES
+        while offset < partition.high_watermark and budget > 0:
+            data = memoryview(await partition.read(offset, min(budget, 1 << 20)))
+            budget -= len(data)
+            pos = 0
+            while len(data) - pos >= HEADER_SIZE:
+                header = read_header(data, pos)
+                if pos + header.size > len(data):
+                    break
+                if header.producer_id >= 0 and header.base_sequence >= 0:
+                    log_append = header.attributes & ATTR_LOG_APPEND_TIME
+                    self.record(
+                        header.producer_id, header.producer_epoch, key, header.base_sequence,
+                        header.record_count, header.base_offset,
+                        header.max_timestamp if log_append else -1,
+                    )
+                offset = header.last_offset + 1
+                pos += header.size
+            if pos == 0:
+                break  # nothing whole came back

@@ -27,6 +27,7 @@ class BrokerServer:
             volumes=config.volumes,
             default_stream=config.default_stream,
             record_timestamps=record_timestamps,
+            retention_check_ms=config.retention_check_ms,
         )
         self.cluster: Cluster | None = None
         self._server: asyncio.base_events.Server | None = None
@@ -47,6 +48,7 @@ class BrokerServer:
         if self.config.advertised_port is None and self.config.port == 0:
             self.config.advertised_port = self.port
         self.cluster = Cluster(self.config, self.store)
+        self.cluster.groups.start()
         await self._server.start_serving()
         host, port = self.cluster.host, self.cluster.port
         log.info(
@@ -62,6 +64,8 @@ class BrokerServer:
             await asyncio.gather(*self._connections, return_exceptions=True)
             await self._server.wait_closed()
             self._server = None
+        if self.cluster is not None:
+            await self.cluster.groups.close()
         await self.store.close()
         log.info("kafkacompat stopped")
 

@@ -14,13 +14,19 @@ import tempfile
 import threading
 from typing import Any
 
+from storage import Store
+
 from .config import BrokerConfig
 from .server import BrokerServer
 
 
 class Broker:
-    def __init__(self, data_dir: str | None = None, **settings: Any) -> None:
-        """`data_dir=None` keeps data in memory; "tmp" uses a fresh temporary directory."""
+    def __init__(self, data_dir: str | None = None, store: Store | None = None, **settings: Any) -> None:
+        """`data_dir=None` keeps data in memory; "tmp" uses a fresh temporary directory.
+
+        `store` runs the broker on a store built by the test (e.g. with volume
+        caps or a fast retention pass); the broker opens and closes it.
+        """
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         if data_dir == "tmp":
             self._tmp = tempfile.TemporaryDirectory(prefix="kafkacompat-")
@@ -28,7 +34,7 @@ class Broker:
         settings.setdefault("host", "127.0.0.1")
         settings.setdefault("port", 0)
         self.config = BrokerConfig(data_dir=data_dir or "memory://", **settings)
-        self.server = BrokerServer(self.config)
+        self.server = BrokerServer(self.config, store)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
 

@@ -120,8 +120,8 @@ def decode_request(header: RequestHeader, frame: bytes) -> Any:
             f"cannot parse {schema(header.api_key, header.api_version, EntityType.request).__name__}"
             f" v{header.api_version}: {exc}"
         ) from exc
-    # Bytes past the body are ignored, as Kafka does: librdkafka 2.x sends Metadata
-    # v12 "all topics" requests with three stray bytes after the tagged fields.
+    # Like Kafka's own parser, ignore bytes after the body: librdkafka 2.x
+    # sends three after some flexible requests (e.g. Metadata v12).
     return body
 
 

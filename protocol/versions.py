@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import functools
 
-from kio.index import load_entity_module
+from kio.index import KioIndexError, load_entity_module
 from kio.schema.index import api_key_map
 from kio.static.constants import EntityType
+
+from .admin_api import STREAM_ADMIN_KEY, STREAM_ADMIN_NAME, STREAM_ADMIN_VERSION
 
 # api key -> (min, max) served. Filled in as handlers are registered.
 SUPPORTED: dict[int, tuple[int, int]] = {
@@ -19,6 +21,15 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     1: (4, 17),  # Fetch
     2: (1, 10),  # ListOffsets
     3: (0, 12),  # Metadata
+    8: (2, 9),  # OffsetCommit
+    9: (1, 9),  # OffsetFetch; v8+ batches groups
+    10: (0, 6),  # FindCoordinator; v4+ batches keys
+    11: (0, 9),  # JoinGroup
+    12: (0, 4),  # Heartbeat
+    13: (0, 5),  # LeaveGroup
+    14: (0, 5),  # SyncGroup
+    15: (0, 5),  # DescribeGroups
+    16: (0, 5),  # ListGroups
     18: (0, 4),  # ApiVersions
     19: (2, 7),  # CreateTopics
     20: (1, 6),  # DeleteTopics
@@ -28,14 +39,23 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     32: (1, 4),  # DescribeConfigs
     33: (0, 2),  # AlterConfigs
     37: (0, 3),  # CreatePartitions
+    42: (0, 2),  # DeleteGroups
     44: (0, 1),  # IncrementalAlterConfigs
+    47: (0, 0),  # OffsetDelete
     60: (0, 1),  # DescribeCluster
+}
+
+# Private APIs this broker serves but never advertises: stock clients must not see them.
+UNADVERTISED: dict[int, tuple[int, int]] = {
+    STREAM_ADMIN_KEY: (STREAM_ADMIN_VERSION, STREAM_ADMIN_VERSION),  # the admin CLI's stream API
 }
 
 API_VERSIONS_KEY = 18
 
 
 def api_name(api_key: int) -> str:
+    if api_key == STREAM_ADMIN_KEY:
+        return STREAM_ADMIN_NAME
     return api_key_map.get(api_key, f"api_{api_key}")
 
 
@@ -61,5 +81,5 @@ def is_flexible(api_key: int, version: int) -> bool:
     """Whether (api, version) uses compact encodings and tagged fields."""
     try:
         return bool(schema(api_key, version, EntityType.request).__flexible__)
-    except (LookupError, KeyError, ImportError):
+    except (LookupError, KioIndexError, ImportError):
         return False

@@ -26,10 +26,6 @@ ATTR_LOG_APPEND_TIME = 0x08
 # (batchLength is rewritten with its own value so one pack covers the prefix).
 PREFIX = struct.Struct(">qii")
 PREFIX_SIZE = PREFIX.size
-# baseOffset, batchLength, partitionLeaderEpoch, magic, crc, attributes, lastOffsetDelta
-SPAN = struct.Struct(">qiibIhi")
-SPAN_SIZE = SPAN.size  # 27
-_MAX_TS = struct.Struct(">q")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -74,29 +70,22 @@ def parse_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHead
     return header
 
 
-def check_append(batch: memoryview, record_count: int) -> BatchHeader:
-    """Validate a batch handed to append: whole, magic 2, counts agree, CRC intact."""
-    header = parse_header(batch)
-    if header.size != len(batch):
-        raise CorruptBatchError(f"record batch says {header.size} bytes but {len(batch)} were given")
-    if record_count < 1 or header.last_offset_delta + 1 != record_count:
-        raise CorruptBatchError(
-            f"record count {record_count} disagrees with lastOffsetDelta {header.last_offset_delta}"
-        )
-    if not crc_ok(batch, header.crc):
+def check_append(batch: memoryview, record_count: int) -> tuple[int, int]:
+    """Validate a batch handed to append: whole, magic 2, counts agree, CRC intact.
+
+    Returns (batchLength, maxTimestamp): all the append path needs. Kept
+    lean because it runs for every batch appended.
+    """
+    if len(batch) < HEADER_SIZE:
+        raise CorruptBatchError(f"record batch shorter than its {HEADER_SIZE}-byte header")
+    (_base, length, _epoch, magic, crc, _attrs, last_delta, _bts, max_ts, _pid, _pe, _seq,
+     _count) = HEADER.unpack_from(batch)
+    if magic != MAGIC:
+        raise CorruptBatchError(f"record batch magic {magic} is not 2")
+    if length + LOG_OVERHEAD != len(batch):
+        raise CorruptBatchError(f"record batch says {length + LOG_OVERHEAD} bytes but {len(batch)} were given")
+    if record_count < 1 or last_delta + 1 != record_count:
+        raise CorruptBatchError(f"record count {record_count} disagrees with lastOffsetDelta {last_delta}")
+    if crc32c.crc32c(batch[CRC_START:]) != crc:
         raise CorruptBatchError("record batch CRC-32C mismatch")
-    return header
-
-
-def crc_ok(batch: bytes | bytearray | memoryview, crc: int) -> bool:
-    """Whether the CRC-32C over bytes 21..end of one whole batch matches."""
-    return crc32c.crc32c(memoryview(batch)[CRC_START:]) == crc
-
-
-def prefix(base_offset: int, batch_length: int, leader_epoch: int) -> bytes:
-    """The store-written first 16 bytes of a batch (baseOffset, length, epoch)."""
-    return PREFIX.pack(base_offset, batch_length, leader_epoch)
-
-
-def max_timestamp_at(buf: bytes | bytearray | memoryview, pos: int = 0) -> int:
-    return _MAX_TS.unpack_from(buf, pos + 35)[0]
+    return length, max_ts

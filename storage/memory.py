@@ -19,8 +19,9 @@ from .partition_base import PartitionBase, RecordTimestamps
 class MemoryPartition(PartitionBase):
     """Batches in a list, indexed by base offset."""
 
-    def __init__(self, name: str, record_timestamps: RecordTimestamps | None) -> None:
-        super().__init__(name, 0, record_timestamps)
+    def __init__(self, topic: TopicState, index: int, record_timestamps: RecordTimestamps | None) -> None:
+        super().__init__(f"{topic.stream.path}:{topic.name}/{index}", 0, record_timestamps)
+        self._topic = topic
         self._batches: list[bytearray] = []
         self._bases: list[int] = []
         self._max_ts: list[int] = []
@@ -38,13 +39,13 @@ class MemoryPartition(PartitionBase):
 
     async def append(self, batch: bytes | bytearray | memoryview, record_count: int) -> AppendResult:
         self._check_open()
-        header = bf.check_append(memoryview(batch), record_count)
+        length, max_ts = bf.check_append(memoryview(batch).cast("B"), record_count)
         stored = bytearray(batch)
         base = self._hw
-        bf.PREFIX.pack_into(stored, 0, base, header.batch_length, self._leader_epoch)
+        bf.PREFIX.pack_into(stored, 0, base, length, self._leader_epoch)
         self._batches.append(stored)
         self._bases.append(base)
-        self._max_ts.append(header.max_timestamp)
+        self._max_ts.append(max_ts)
         self._hw = base + record_count
         self._wake()
         return AppendResult(base, self._hw - 1, now_ms())
@@ -66,7 +67,8 @@ class MemoryPartition(PartitionBase):
         i = bisect.bisect_right(self._bases, offset) - 1
         out = [self._batches[i]]
         total = len(out[0])
-        for batch in self._batches[i + 1 :]:
+        for j in range(i + 1, len(self._batches)):
+            batch = self._batches[j]
             if total + len(batch) > max_bytes:
                 break
             out.append(batch)
@@ -113,6 +115,25 @@ class MemoryPartition(PartitionBase):
         if cut > 0:
             del self._batches[:cut], self._bases[:cut], self._max_ts[:cut]
         self._drop_epochs_before(offset)
+
+    def enforce_retention(self, now: int) -> int:
+        """Drop leading batches past the ttl or the size cap; returns how many."""
+        settings = self._topic.settings
+        drop = 0
+        if settings.ttl_ms > 0:
+            cutoff = now - settings.ttl_ms
+            while drop < len(self._max_ts) and self._max_ts[drop] < cutoff:
+                drop += 1
+        if settings.retention_bytes >= 0:
+            total = sum(len(b) for b in self._batches[drop:])
+            while drop < len(self._batches) - 1 and total - len(self._batches[drop]) >= settings.retention_bytes:
+                total -= len(self._batches[drop])
+                drop += 1
+        if drop:
+            start = self._bases[drop] if drop < len(self._bases) else self._hw
+            self._log_start = max(self._log_start, start)
+            self._drop_below(self._log_start)
+        return drop
 
     def purge(self) -> None:
         self._log_start = self._hw
@@ -163,4 +184,9 @@ class MemoryStore(NamespaceStore):
             part.purge()
 
     def _new_partition(self, topic: TopicState, index: int) -> MemoryPartition:
-        return MemoryPartition(f"{topic.stream.path}:{topic.info.name}/{index}", self._record_timestamps)
+        return MemoryPartition(topic, index, self._record_timestamps)
+
+    async def enforce_retention(self, now: int | None = None) -> int:
+        """Apply ttl and size caps to the partitions in use (no background task here)."""
+        now = now_ms() if now is None else now
+        return sum(p.enforce_retention(now) for p in self._opened_partitions() if not p._closed)

@@ -90,21 +90,50 @@ def check_topic_configs(configs: dict[str, str]) -> dict[str, str]:
 
 
 class TopicState:
-    """A topic as the store holds it: its info plus lazily opened partitions."""
+    """A topic as the store holds it: its info plus lazily opened partitions.
 
-    __slots__ = ("stream", "info", "partitions", "_settings")
+    A topic loaded from disk keeps its raw catalog fields until its
+    TopicInfo is first needed: building a million TopicInfo objects (and
+    their UUIDs) is most of the cost of opening a large namespace.
+    """
 
-    def __init__(self, stream: StreamState, info: TopicInfo) -> None:
+    __slots__ = ("stream", "name", "id_hex", "_info", "_raw", "partitions", "_settings")
+
+    def __init__(
+        self, stream: StreamState, info: TopicInfo | None = None, *,
+        raw: tuple[str, str, int, dict[str, str], int] | None = None,
+    ) -> None:
         self.stream = stream
-        self.info = info
+        self._info = info
+        self._raw = raw  # (name, id hex, partitions, configs, created ms)
+        if info is not None:
+            self.name, self.id_hex = info.name, info.topic_id.hex
+        else:
+            self.name, self.id_hex = raw[0], raw[1]
         self.partitions: dict[int, Partition] | None = None
         self._settings: Settings | None = None
+
+    @property
+    def info(self) -> TopicInfo:
+        if self._info is None:
+            name, id_hex, partitions, configs, created_ms = self._raw
+            self._info = TopicInfo(self.stream.path, name, uuid.UUID(id_hex), partitions, configs, created_ms)
+            self._raw = None
+        return self._info
+
+    @info.setter
+    def info(self, info: TopicInfo) -> None:
+        self._info, self._raw = info, None
+
+    @property
+    def configs(self) -> dict[str, str]:
+        return self._raw[3] if self._info is None else self._info.configs
 
     @property
     def settings(self) -> Settings:
         if self._settings is None:
             policy = self.stream.policy
-            configs = self.info.configs
+            configs = self.configs
             ttl_ms = policy.ttl_seconds * 1000
             if RETENTION_MS in configs:
                 ttl_ms = max(int(configs[RETENTION_MS]), 0)
@@ -142,7 +171,7 @@ class NamespaceStore(Store):
     def __init__(self, default_stream: str = "/default") -> None:
         self.default_stream = check_stream_path(default_stream)
         self._streams: dict[str, StreamState] = {}
-        self._topics_by_id: dict[uuid.UUID, TopicState] = {}
+        self._topics_by_id: dict[str, TopicState] = {}  # by topic id in hex
 
     # hooks -----------------------------------------------------------------
 
@@ -196,12 +225,9 @@ class NamespaceStore(Store):
     def _add_loaded_stream(self, stream: StreamState) -> None:
         self._streams[stream.path] = stream
 
-    def _add_loaded_topic(self, stream: StreamState, topic: TopicState) -> None:
-        old = stream.topics.get(topic.info.name)
-        if old is not None:
-            self._topics_by_id.pop(old.info.topic_id, None)
-        stream.topics[topic.info.name] = topic
-        self._topics_by_id[topic.info.topic_id] = topic
+    def _register_topic(self, stream: StreamState, topic: TopicState) -> None:
+        stream.topics[topic.name] = topic
+        self._topics_by_id[topic.id_hex] = topic
 
     async def _ensure_default_stream(self) -> None:
         if self.default_stream not in self._streams:
@@ -222,8 +248,12 @@ class NamespaceStore(Store):
             raise StreamExistsError(f"stream {path!r} already exists")
         self._check_not_nested(path)
         state = StreamState(path, policy, now_ms())
-        await self._persist_stream(state, created=True)
-        self._streams[path] = state
+        self._streams[path] = state  # before the await, so concurrent creates conflict
+        try:
+            await self._persist_stream(state, created=True)
+        except BaseException:
+            del self._streams[path]
+            raise
         return state.info()
 
     async def edit_stream(self, path: str, policy: StreamPolicy) -> StreamInfo:
@@ -253,7 +283,7 @@ class NamespaceStore(Store):
             raise InvalidPathError(f"the default stream {path!r} cannot be deleted (purge it instead)")
         del self._streams[path]
         for topic in state.topics.values():
-            self._topics_by_id.pop(topic.info.topic_id, None)
+            self._topics_by_id.pop(topic.id_hex, None)
         await self._persist_stream_deleted(state)
 
     async def purge_stream(self, path: str) -> None:
@@ -278,12 +308,12 @@ class NamespaceStore(Store):
         info = TopicInfo(stream, name, uuid.uuid4(), partitions, check_topic_configs(configs or {}), now_ms())
         topic = TopicState(state, info)
         # registered before the await so concurrent creates of one name conflict
-        self._add_loaded_topic(state, topic)
+        self._register_topic(state, topic)
         try:
             await self._persist_topics(state, [topic])
         except BaseException:
             del state.topics[name]
-            self._topics_by_id.pop(info.topic_id, None)
+            self._topics_by_id.pop(topic.id_hex, None)
             raise
         return info
 
@@ -295,7 +325,7 @@ class NamespaceStore(Store):
         return None if topic is None else topic.info
 
     def get_topic_by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
-        topic = self._topics_by_id.get(topic_id)
+        topic = self._topics_by_id.get(topic_id.hex)
         return None if topic is None else topic.info
 
     def list_topics(self, stream: str | None = None) -> list[TopicInfo]:
@@ -307,7 +337,7 @@ class NamespaceStore(Store):
         state = self._stream(stream)
         topic = self._topic(stream, name)
         del state.topics[name]
-        self._topics_by_id.pop(topic.info.topic_id, None)
+        self._topics_by_id.pop(topic.id_hex, None)
         await self._persist_topic_deleted(state, topic)
         for group, cursors in list(state.cursors.items()):
             gone = [key for key in cursors if key[0] == name]

@@ -38,10 +38,18 @@ class PartitionBase(Partition):
     # epochs ----------------------------------------------------------------
 
     def _note_epoch(self, epoch: int, start_offset: int) -> bool:
-        """Record that `epoch` starts at `start_offset`; False if already known."""
-        if self._epochs and self._epochs[-1][0] >= epoch:
+        """Record that `epoch` starts at `start_offset`; False if already known.
+
+        An earlier epoch that starts at the same offset never got a record
+        (as after a restart without appends): the new one replaces it, so
+        the history does not grow with every restart.
+        """
+        epochs = self._epochs
+        if epochs and epochs[-1][0] >= epoch:
             return False
-        self._epochs.append((epoch, start_offset))
+        while epochs and epochs[-1][1] >= start_offset:
+            epochs.pop()
+        epochs.append((epoch, start_offset))
         return True
 
     def _drop_epochs_before(self, offset: int) -> None:

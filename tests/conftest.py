@@ -19,3 +19,19 @@ def broker() -> Iterator[Broker]:
 @pytest.fixture
 def topic_name() -> str:
     return f"t-{uuid.uuid4().hex[:10]}"
+
+
+def create_topic(bootstrap: str, name: str, partitions: int = 1, configs: dict[str, str] | None = None) -> str:
+    """Create a topic the way users do: through the Admin API."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    futures = admin.create_topics([NewTopic(name, partitions, 1, config=configs or {})], operation_timeout=10)
+    futures[name].result(timeout=15)
+    return name
+
+
+@pytest.fixture
+def topic(broker: Broker, topic_name: str) -> str:
+    """A fresh single-partition topic on the module's broker."""
+    return create_topic(broker.bootstrap_servers, topic_name)

@@ -20,7 +20,7 @@ python3 -m pip install --quiet --disable-pip-version-check -e ".[test]"
 
 echo "== running tests"
 set +e
-python3 -m pytest -q -p no:cacheprovider tests compat_tests "$@"
+python3 -m pytest -q -p no:cacheprovider "$@"  # paths: testpaths in pyproject.toml
 status=$?
 set -e
 if [ "$status" -eq 5 ]; then

@@ -26,6 +26,15 @@ def schema_of(ctx: Any) -> Any:
     return response_module(ctx.header.api_key, ctx.header.api_version)
 
 
+def leader_epoch_error(partition: storage.Partition, current_epoch: int) -> ErrorCode:
+    """Kafka's answer when a client names a leader epoch other than ours (-1: none named)."""
+    if current_epoch < 0 or current_epoch == partition.leader_epoch:
+        return ErrorCode.none
+    if current_epoch < partition.leader_epoch:
+        return ErrorCode.fenced_leader_epoch
+    return ErrorCode.unknown_leader_epoch
+
+
 STORAGE_ERRORS: dict[type[Exception], ErrorCode] = {
     storage.UnknownTopicError: ErrorCode.unknown_topic_or_partition,
     storage.UnknownStreamError: ErrorCode.unknown_topic_or_partition,
@@ -47,4 +56,4 @@ def storage_error_code(exc: Exception) -> ErrorCode:
     return ErrorCode.kafka_storage_error
 
 
-__all__ = ["CloseConnection", "ErrorCode", "make", "NO_THROTTLE", "NO_RESPONSE", "schema_of", "storage_error_code"]
+__all__ = ["CloseConnection", "ErrorCode", "leader_epoch_error", "make", "NO_THROTTLE", "NO_RESPONSE", "schema_of", "storage_error_code"]

@@ -6,7 +6,6 @@ from typing import Any
 
 import storage
 
-from ..cluster import TopicError
 from .common import NO_THROTTLE, ErrorCode, make, schema_of, storage_error_code
 
 
@@ -15,18 +14,12 @@ async def handle(ctx: Any, request: Any) -> Any:
     cluster = ctx.cluster
     topics = []
     for topic in request.topics:
-        try:
-            info = cluster.lookup(topic.name).info
-            missing = ErrorCode.unknown_topic_or_partition
-        except TopicError as exc:
-            info, missing = None, exc.code
+        info, missing = cluster.topic_for(topic.name)
         parts = []
         for part in topic.partitions:
-            error, low = ErrorCode.none, -1
-            if info is None or not 0 <= part.partition_index < info.partitions:
-                error = missing
-            else:
-                partition = cluster.store.partition(info.stream, info.name, part.partition_index)
+            low = -1
+            partition, error = cluster.partition_for(info, missing, part.partition_index)
+            if partition is not None:
                 target = partition.high_watermark if part.offset == -1 else part.offset
                 if not 0 <= target <= partition.high_watermark:
                     error = ErrorCode.offset_out_of_range

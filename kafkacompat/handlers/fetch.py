@@ -17,7 +17,7 @@ from typing import Any
 import storage
 
 from ..cluster import TopicError
-from .common import NO_THROTTLE, ErrorCode, make, schema_of, storage_error_code
+from .common import NO_THROTTLE, ErrorCode, leader_epoch_error, make, schema_of, storage_error_code
 
 TOPIC_IDS_FROM = 13  # v13+ name topics by id
 
@@ -61,13 +61,7 @@ def _plan(ctx: Any, request: Any) -> list[_Wanted]:
                 wanted.error = ErrorCode.unknown_topic_or_partition
             else:
                 wanted.partition = cluster.store.partition(info.stream, info.name, part.partition)
-                epoch = getattr(part, "current_leader_epoch", -1)
-                if epoch >= 0 and epoch != wanted.partition.leader_epoch:
-                    wanted.error = (
-                        ErrorCode.fenced_leader_epoch
-                        if epoch < wanted.partition.leader_epoch
-                        else ErrorCode.unknown_leader_epoch
-                    )
+                wanted.error = leader_epoch_error(wanted.partition, getattr(part, "current_leader_epoch", -1))
             plan.append(wanted)
     return plan
 

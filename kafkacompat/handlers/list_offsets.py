@@ -6,8 +6,7 @@ from typing import Any
 
 import storage
 
-from ..cluster import TopicError
-from .common import NO_THROTTLE, ErrorCode, make, schema_of, storage_error_code
+from .common import NO_THROTTLE, ErrorCode, leader_epoch_error, make, schema_of, storage_error_code
 
 EARLIEST, LATEST, MAX_TIMESTAMP = -2, -1, -3
 
@@ -32,25 +31,17 @@ async def handle(ctx: Any, request: Any) -> Any:
     cluster = ctx.cluster
     topics = []
     for topic in request.topics:
-        try:
-            info = cluster.lookup(topic.name).info
-            missing = ErrorCode.unknown_topic_or_partition
-        except TopicError as exc:
-            info, missing = None, exc.code
+        info, missing = cluster.topic_for(topic.name)
         parts = []
         for part in topic.partitions:
-            error, ts, offset, epoch = ErrorCode.none, -1, -1, -1
-            if info is None or not 0 <= part.partition_index < info.partitions:
-                error = missing
-            elif part.timestamp < MAX_TIMESTAMP:
+            ts, offset, epoch = -1, -1, -1
+            partition, error = cluster.partition_for(info, missing, part.partition_index)
+            if partition is not None and part.timestamp < MAX_TIMESTAMP:
                 error = ErrorCode.invalid_request  # -4 (latest tiered) and below are not served
-            else:
-                partition = cluster.store.partition(info.stream, info.name, part.partition_index)
+            elif partition is not None:
                 epoch = partition.leader_epoch
-                current = getattr(part, "current_leader_epoch", -1)
-                if current >= 0 and current != epoch:
-                    error = ErrorCode.fenced_leader_epoch if current < epoch else ErrorCode.unknown_leader_epoch
-                else:
+                error = leader_epoch_error(partition, getattr(part, "current_leader_epoch", -1))
+                if error == ErrorCode.none:
                     try:
                         ts, offset = await _lookup(partition, part.timestamp)
                     except storage.StorageError as exc:

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..cluster import TopicError
-from .common import NO_THROTTLE, ErrorCode, make, schema_of
+from .common import NO_THROTTLE, ErrorCode, leader_epoch_error, make, schema_of
 
 
 async def handle(ctx: Any, request: Any) -> Any:
@@ -13,26 +12,14 @@ async def handle(ctx: Any, request: Any) -> Any:
     cluster = ctx.cluster
     topics = []
     for topic in request.topics:
-        try:
-            info = cluster.lookup(topic.topic).info
-            missing = ErrorCode.unknown_topic_or_partition
-        except TopicError as exc:
-            info, missing = None, exc.code
+        info, missing = cluster.topic_for(topic.topic)
         parts = []
         for part in topic.partitions:
-            error, epoch, end = ErrorCode.none, -1, -1
-            if info is None or not 0 <= part.partition < info.partitions:
-                error = missing
-            else:
-                partition = cluster.store.partition(info.stream, info.name, part.partition)
-                current = part.current_leader_epoch
-                if current >= 0 and current != partition.leader_epoch:
-                    error = (
-                        ErrorCode.fenced_leader_epoch
-                        if current < partition.leader_epoch
-                        else ErrorCode.unknown_leader_epoch
-                    )
-                else:
+            epoch, end = -1, -1
+            partition, error = cluster.partition_for(info, missing, part.partition)
+            if partition is not None:
+                error = leader_epoch_error(partition, part.current_leader_epoch)
+                if error == ErrorCode.none:
                     epoch, end = await partition.end_offset_for_epoch(part.leader_epoch)
             parts.append(
                 make(m.EpochEndOffset, error_code=error, partition=part.partition, leader_epoch=epoch, end_offset=end)

@@ -106,6 +106,7 @@ async def _produce_partition(ctx: Any, topic: Any, part: Any, acks: int) -> _Out
             batch: Any = view[pos : pos + header.size]
             idempotent = header.producer_id >= 0 and header.base_sequence >= 0
             if idempotent:
+                await cluster.producers.restore(key, partition)
                 verdict = cluster.producers.check(
                     header.producer_id, header.producer_epoch, key,
                     header.base_sequence, header.record_count,

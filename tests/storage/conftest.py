@@ -7,7 +7,7 @@ import pytest
 import storage
 from protocol.records import record_timestamps
 
-ENGINES = ["memory"]
+ENGINES = ["memory", "disk"]
 
 
 @pytest.fixture(params=ENGINES)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from protocol.records import Record, build_batch, record_timestamps  # noqa: F401
+from protocol.records import Record, build_batch
 
 
 def batch(n: int = 1, *, ts: int = 1_000, step: int = 1, size: int = 10, compression: str = "none",

@@ -306,3 +306,32 @@ async def test_cursors(store):
     assert store.get_cursors("/default", "g1") == []
     with pytest.raises(storage.UnknownStreamError):
         await store.commit_cursors("/nope", "g", [Cursor("t", 0, 1)])
+
+
+async def test_enforce_retention_by_ttl_and_size(store):
+    await store.create_stream("/r", StreamPolicy(ttl_seconds=60, partitionlet_bytes=4096))
+    await store.create_topic("/r", "t", 1)
+    part = store.partition("/r", "t", 0)
+    for i in range(40):
+        await part.append(batch(2, ts=1_000 + i, size=200), 2)  # long expired
+    now = 1_000 + 3600_000
+    await part.append(batch(2, ts=now, size=200), 2)
+    assert await store.enforce_retention(now) > 0
+    # whole batches (memory) or whole partitionlets (disk) go, never the fresh records
+    assert 0 < part.log_start_offset <= 80 and part.high_watermark == 82
+    assert values(await part.read(part.log_start_offset, 1 << 20))[-2:] == [(80, b"A" * 200), (81, b"B" * 200)]
+    await store.create_topic("/r", "capped", 1, {"retention.bytes": "3000", "retention.ms": "-1"})
+    capped = store.partition("/r", "capped", 0)
+    for i in range(60):
+        await capped.append(batch(2, ts=1_000, size=200), 2)
+    await store.enforce_retention(now)
+    kept = len(await capped.read(capped.log_start_offset, 1 << 30))
+    assert capped.log_start_offset > 0 and 3000 <= kept < 3000 + 4096 + 600
+
+
+async def test_concurrent_creates_of_one_name_conflict(store):
+    results = await asyncio.gather(store.create_stream("/c"), store.create_stream("/c"), return_exceptions=True)
+    assert sum(isinstance(r, storage.StreamExistsError) for r in results) == 1
+    results = await asyncio.gather(*(store.create_topic("/c", "t", 1) for _ in range(3)), return_exceptions=True)
+    assert sum(isinstance(r, storage.TopicExistsError) for r in results) == 2
+    assert len(store.list_topics("/c")) == 1

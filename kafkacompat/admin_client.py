@@ -1,0 +1,97 @@
+"""A blocking client for the broker's private admin API, over a plain socket.
+
+The command line needs one request and one answer per invocation, so this
+is deliberately small: connect, send, read, close. No Kafka client library.
+"""
+
+from __future__ import annotations
+
+import itertools
+import socket
+import struct
+from typing import Any
+
+from protocol.admin_api import AdminMessageError, decode_response, encode_request
+
+DEFAULT_BOOTSTRAP = "localhost:9092"
+_SIZE = struct.Struct(">i")
+_MAX_RESPONSE = 256 * 1024 * 1024
+
+
+class AdminError(Exception):
+    """The broker refused the request; `code` is the Kafka error code."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class BrokerUnreachable(Exception):
+    """No broker answered at the bootstrap address."""
+
+
+def parse_bootstrap(servers: str) -> list[tuple[str, int]]:
+    """host:port[,host:port...] (IPv6 as [addr]:port); ValueError says what is wrong."""
+    out = []
+    for item in servers.split(","):
+        item = item.strip()
+        host, sep, port = item.rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(f"bootstrap server {item!r} is not host:port")
+        out.append((host.strip("[]"), int(port)))
+    return out
+
+
+class AdminClient:
+    def __init__(self, bootstrap: str = DEFAULT_BOOTSTRAP, timeout: float = 60.0) -> None:
+        self.servers = parse_bootstrap(bootstrap)
+        self.timeout = timeout
+        self._ids = itertools.count(1)
+
+    def call(self, op: str, **args: Any) -> Any:
+        """Run one operation; its result, or AdminError / BrokerUnreachable."""
+        body = {"op": op, **{k: v for k, v in args.items() if v is not None}}
+        correlation_id = next(self._ids)
+        with self._connect() as sock:
+            sock.sendall(encode_request(correlation_id, body))
+            frame = self._read_frame(sock)
+        try:
+            got_id, reply = decode_response(frame)
+        except AdminMessageError as exc:
+            raise BrokerUnreachable(f"the broker sent an unreadable answer: {exc}") from None
+        if got_id != correlation_id:
+            raise BrokerUnreachable(f"the broker answered request {got_id}, not {correlation_id}")
+        if reply.error_code != 0:
+            raise AdminError(reply.error_code, reply.error or f"error code {reply.error_code}")
+        return reply.result
+
+    def _connect(self) -> socket.socket:
+        problems = []
+        for host, port in self.servers:
+            try:
+                return socket.create_connection((host, port), timeout=self.timeout)
+            except OSError as exc:
+                problems.append(f"{host}:{port}: {exc.strerror or exc}")
+        raise BrokerUnreachable("cannot reach a broker (" + "; ".join(problems) + ")")
+
+    def _read_frame(self, sock: socket.socket) -> bytes:
+        try:
+            (size,) = _SIZE.unpack(self._read_exactly(sock, 4))
+            if not 0 <= size <= _MAX_RESPONSE:
+                raise BrokerUnreachable(f"the broker sent a frame of impossible size {size}")
+            return self._read_exactly(sock, size)
+        except TimeoutError:
+            raise BrokerUnreachable(f"the broker did not answer within {self.timeout:g}s") from None
+
+    @staticmethod
+    def _read_exactly(sock: socket.socket, count: int) -> bytes:
+        chunks = []
+        while count:
+            chunk = sock.recv(min(count, 1 << 20))
+            if not chunk:
+                raise BrokerUnreachable(
+                    "the broker closed the connection (is it a kafkacompat broker, and as new as this CLI?)"
+                )
+            chunks.append(chunk)
+            count -= len(chunk)
+        return b"".join(chunks)

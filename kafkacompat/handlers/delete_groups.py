@@ -1,0 +1,16 @@
+"""DeleteGroups: only empty groups; their committed offsets go with them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .common import NO_THROTTLE, make, schema_of
+
+
+async def handle(ctx: Any, request: Any) -> Any:
+    m = schema_of(ctx)
+    results = []
+    for group_id in request.groups_names:
+        error = await ctx.cluster.groups.delete_group(group_id)
+        results.append(make(m.DeletableGroupResult, group_id=group_id, error_code=error))
+    return make(m.DeleteGroupsResponse, throttle_time=NO_THROTTLE, results=tuple(results))

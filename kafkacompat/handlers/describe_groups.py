@@ -1,0 +1,43 @@
+"""DescribeGroups: state, protocol and members; metadata and assignments only when Stable (as Kafka)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .common import NO_THROTTLE, UNSET_OPERATIONS, ErrorCode, make, schema_of
+
+# READ (3), DELETE (6), DESCRIBE (8): the operations Kafka lists for a group
+GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
+
+
+async def handle(ctx: Any, request: Any) -> Any:
+    m = schema_of(ctx)
+    operations = GROUP_OPERATIONS if getattr(request, "include_authorized_operations", False) else UNSET_OPERATIONS
+    groups = []
+    for group_id in request.groups:
+        summary = ctx.cluster.groups.describe(group_id)
+        members = tuple(
+            make(
+                m.DescribedGroupMember,
+                member_id=member.member_id,
+                group_instance_id=member.instance_id,
+                client_id=member.client_id,
+                client_host=member.client_host,
+                member_metadata=member.metadata,
+                member_assignment=member.assignment,
+            )
+            for member in summary.members
+        )
+        groups.append(
+            make(
+                m.DescribedGroup,
+                error_code=ErrorCode.none,
+                group_id=group_id,
+                group_state=summary.state,
+                protocol_type=summary.protocol_type,
+                protocol_data=summary.protocol_data,
+                members=members,
+                authorized_operations=operations,
+            )
+        )
+    return make(m.DescribeGroupsResponse, throttle_time=NO_THROTTLE, groups=tuple(groups))

@@ -1,0 +1,38 @@
+"""FindCoordinator: this broker coordinates every group (v4+ asks for many keys at once).
+
+Transactions are not offered, so a transaction coordinator lookup answers
+COORDINATOR_NOT_AVAILABLE, which clients treat as retriable.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .common import NO_THROTTLE, ErrorCode, make, schema_of
+
+GROUP_KEY, TRANSACTION_KEY = 0, 1
+
+
+def _find(ctx: Any, key_type: int) -> tuple[ErrorCode, str | None, int, str, int]:
+    cluster = ctx.cluster
+    if key_type == GROUP_KEY:
+        return ErrorCode.none, None, cluster.node_id, cluster.host, cluster.port
+    if key_type == TRANSACTION_KEY:
+        return ErrorCode.coordinator_not_available, "transactions are not supported by this broker", -1, "", -1
+    return ErrorCode.invalid_request, f"unknown coordinator key type {key_type}", -1, "", -1
+
+
+async def handle(ctx: Any, request: Any) -> Any:
+    m = schema_of(ctx)
+    key_type = getattr(request, "key_type", GROUP_KEY)
+    error, message, node, host, port = _find(ctx, key_type)
+    if ctx.version < 4:
+        return make(
+            m.FindCoordinatorResponse, throttle_time=NO_THROTTLE, error_code=error,
+            error_message=message, node_id=node, host=host, port=port,
+        )
+    coordinators = tuple(
+        make(m.Coordinator, key=key, node_id=node, host=host, port=port, error_code=error, error_message=message)
+        for key in request.coordinator_keys
+    )
+    return make(m.FindCoordinatorResponse, throttle_time=NO_THROTTLE, coordinators=coordinators)

@@ -1,0 +1,14 @@
+"""Heartbeat: keeps a member's session alive and tells it when a rebalance started."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .common import NO_THROTTLE, make, schema_of
+
+
+async def handle(ctx: Any, request: Any) -> Any:
+    error = ctx.cluster.groups.heartbeat(
+        request.group_id, request.generation_id, request.member_id, getattr(request, "group_instance_id", None)
+    )
+    return make(schema_of(ctx).HeartbeatResponse, throttle_time=NO_THROTTLE, error_code=error)

@@ -1,0 +1,60 @@
+"""JoinGroup: park the member until the rebalance's join phase ends (see groups.coordinator)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..groups import JoinRequest, JoinResult
+from .common import NO_THROTTLE, make, schema_of
+from .group_common import client_host, millis
+
+
+def _response(m: Any, version: int, result: JoinResult) -> Any:
+    protocol_name = result.protocol_name
+    if version < 7 and protocol_name is None:
+        protocol_name = ""  # nullable only from v7
+    members = tuple(
+        make(m.JoinGroupResponseMember, member_id=member_id, group_instance_id=instance_id, metadata=metadata)
+        for member_id, instance_id, metadata in result.members
+    )
+    return make(
+        m.JoinGroupResponse,
+        throttle_time=NO_THROTTLE,
+        error_code=result.error,
+        generation_id=result.generation,
+        protocol_type=result.protocol_type,
+        protocol_name=protocol_name,
+        leader=result.leader,
+        skip_assignment=result.skip_assignment,
+        member_id=result.member_id,
+        members=members,
+    )
+
+
+async def handle(ctx: Any, request: Any) -> Any:
+    m = schema_of(ctx)
+    session_timeout = millis(request.session_timeout)
+    rebalance_timeout = millis(getattr(request, "rebalance_timeout", session_timeout))
+    answer = ctx.cluster.groups.join(
+        JoinRequest(
+            group_id=request.group_id,
+            member_id=request.member_id,
+            instance_id=getattr(request, "group_instance_id", None),
+            client_id=ctx.header.client_id or "",
+            client_host=client_host(ctx),
+            session_timeout_ms=session_timeout,
+            rebalance_timeout_ms=rebalance_timeout if rebalance_timeout >= 0 else session_timeout,
+            protocol_type=request.protocol_type,
+            protocols=[(p.name, bytes(p.metadata)) for p in request.protocols],
+            require_known_member_id=ctx.version >= 4,
+            supports_skip_assignment=ctx.version >= 9,
+            reason=getattr(request, "reason", None),
+        )
+    )
+    if answer.done():
+        return _response(m, ctx.version, answer.result())
+
+    async def deferred() -> Any:
+        return _response(m, ctx.version, await answer)
+
+    return deferred()

@@ -1,0 +1,25 @@
+"""LeaveGroup: one member (v0-2) or a batch of members by id or instance id (v3+)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .common import NO_THROTTLE, ErrorCode, make, schema_of
+
+
+async def handle(ctx: Any, request: Any) -> Any:
+    m = schema_of(ctx)
+    if ctx.version < 3:
+        leaving = [(request.member_id, None)]
+    else:
+        leaving = [(member.member_id, member.group_instance_id) for member in request.members]
+    error, member_errors = ctx.cluster.groups.leave(request.group_id, leaving)
+    if ctx.version < 3:
+        if error == ErrorCode.none and member_errors:
+            error = member_errors[0]
+        return make(m.LeaveGroupResponse, throttle_time=NO_THROTTLE, error_code=error)
+    members = tuple(
+        make(m.MemberResponse, member_id=member_id, group_instance_id=instance_id, error_code=member_error)
+        for (member_id, instance_id), member_error in zip(leaving, member_errors)
+    )
+    return make(m.LeaveGroupResponse, throttle_time=NO_THROTTLE, error_code=error, members=members)

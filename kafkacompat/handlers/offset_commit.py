@@ -1,0 +1,89 @@
+"""OffsetCommit: committed offsets become cursors in each topic's own stream.
+
+Checks follow Kafka: unknown topics or partitions fail per partition,
+the group decides the rest (generation fencing, simple consumers with
+generation -1), then oversized metadata fails per partition.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import storage
+from storage import Cursor
+
+from ..cluster import TopicError
+from .common import NO_THROTTLE, ErrorCode, make, schema_of, storage_error_code
+
+log = logging.getLogger(__name__)
+
+
+async def handle(ctx: Any, request: Any) -> Any:
+    m = schema_of(ctx)
+    cluster = ctx.cluster
+    config = cluster.config
+    # (topic name, partition) -> error; cursors to store, keyed the same way
+    errors: dict[tuple[str, int], ErrorCode] = {}
+    pending: list[tuple[tuple[str, int], str, Cursor]] = []
+    too_large: list[tuple[str, int]] = []
+    for topic in request.topics:
+        try:
+            info = cluster.lookup(topic.name).info
+        except TopicError:
+            info = None
+        for part in topic.partitions:
+            key = (topic.name, part.partition_index)
+            if info is None or not 0 <= part.partition_index < info.partitions:
+                errors[key] = ErrorCode.unknown_topic_or_partition
+                continue
+            metadata = part.committed_metadata or ""
+            if len(metadata) > config.offset_metadata_max_bytes:  # Kafka counts characters
+                too_large.append(key)
+                continue
+            cursor = Cursor(
+                topic=info.name,
+                partition=part.partition_index,
+                offset=part.committed_offset,
+                leader_epoch=getattr(part, "committed_leader_epoch", -1),
+                metadata=metadata,
+            )
+            pending.append((key, info.stream, cursor))
+    if pending or too_large:
+        group_error = cluster.groups.validate_commit(
+            request.group_id,
+            request.generation_id_or_member_epoch,
+            request.member_id,
+            getattr(request, "group_instance_id", None),
+            ctx.version,
+        )
+        for key in too_large:
+            errors[key] = group_error if group_error != ErrorCode.none else ErrorCode.offset_metadata_too_large
+        if group_error != ErrorCode.none:
+            for key, _, _ in pending:
+                errors[key] = group_error
+        elif pending:
+            try:
+                await cluster.groups.commit(request.group_id, [(stream, c) for _, stream, c in pending])
+                outcome = ErrorCode.none
+            except storage.StorageError as exc:
+                log.warning("committing offsets of group %s failed: %s", request.group_id, exc)
+                outcome = storage_error_code(exc)
+            for key, _, _ in pending:
+                errors[key] = outcome
+    topics = tuple(
+        make(
+            m.OffsetCommitResponseTopic,
+            name=topic.name,
+            partitions=tuple(
+                make(
+                    m.OffsetCommitResponsePartition,
+                    partition_index=p.partition_index,
+                    error_code=errors[(topic.name, p.partition_index)],
+                )
+                for p in topic.partitions
+            ),
+        )
+        for topic in request.topics
+    )
+    return make(m.OffsetCommitResponse, throttle_time=NO_THROTTLE, topics=topics)

@@ -1,0 +1,66 @@
+"""OffsetDelete: drop a group's committed offsets, except for topics its members consume."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import storage
+
+from ..cluster import TopicError
+from .common import NO_THROTTLE, ErrorCode, make, schema_of, storage_error_code
+
+
+def _resolve(ctx: Any, name: str) -> tuple[str, str] | None:
+    try:
+        return ctx.cluster.split(name)
+    except TopicError:
+        return None
+
+
+async def handle(ctx: Any, request: Any) -> Any:
+    m = schema_of(ctx)
+    cluster = ctx.cluster
+    group_error, keep = cluster.groups.offset_delete_check(request.group_id)
+    if group_error != ErrorCode.none:
+        return make(m.OffsetDeleteResponse, error_code=group_error, throttle_time=NO_THROTTLE, topics=())
+    assert keep is not None
+    kept = {key for key in (_resolve(ctx, name) for name in keep) if key is not None}
+    errors: dict[tuple[str, int], ErrorCode] = {}
+    doomed: list[tuple[tuple[str, int], tuple[str, str, int]]] = []
+    for topic in request.topics:
+        try:
+            info = cluster.lookup(topic.name).info
+        except TopicError:
+            info = None
+        for part in topic.partitions:
+            key = (topic.name, part.partition_index)
+            if info is None or not 0 <= part.partition_index < info.partitions:
+                errors[key] = ErrorCode.unknown_topic_or_partition
+            elif (info.stream, info.name) in kept:
+                errors[key] = ErrorCode.group_subscribed_to_topic
+            else:
+                doomed.append((key, (info.stream, info.name, part.partition_index)))
+    if doomed:
+        try:
+            await cluster.groups.offsets.delete(request.group_id, [target for _, target in doomed])
+            outcome = ErrorCode.none
+        except storage.StorageError as exc:
+            outcome = storage_error_code(exc)
+        for key, _ in doomed:
+            errors[key] = outcome
+    topics = tuple(
+        make(
+            m.OffsetDeleteResponseTopic,
+            name=topic.name,
+            partitions=tuple(
+                make(
+                    m.OffsetDeleteResponsePartition,
+                    partition_index=p.partition_index,
+                    error_code=errors[(topic.name, p.partition_index)],
+                )
+                for p in topic.partitions
+            ),
+        )
+        for topic in request.topics
+    )
+    return make(m.OffsetDeleteResponse, error_code=ErrorCode.none, throttle_time=NO_THROTTLE, topics=topics)

@@ -1,0 +1,285 @@
+"""StreamAdmin (private, unadvertised): the admin CLI's stream, topic and cursor operations.
+
+Kafka has no API for streams or cursors, so the command line sends one JSON
+request per operation (see protocol/admin_api.py) and gets JSON back. Each
+operation checks its input completely before changing anything, so a
+refused request leaves the store as it was.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import storage
+from protocol.admin_api import AdminMessageError, decode_request_body, encode_response_body
+from protocol.messages import MalformedRequestError, RequestHeader
+from storage import StreamPolicy
+
+from ..cluster import Cluster, TopicError
+from ..stream_views import PolicyFieldError, cursor_view, policy_with, stream_view, topic_view
+from ..topic_configs import InvalidConfigError, validate_configs
+from .common import ErrorCode, storage_error_code
+
+log = logging.getLogger(__name__)
+
+
+class AdminError(Exception):
+    """A refused admin request, answered with a Kafka error code and a message."""
+
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+_STORE_CODES = {
+    storage.StreamExistsError: ErrorCode.topic_already_exists,
+    storage.UnknownStreamError: ErrorCode.unknown_topic_or_partition,
+}
+
+
+def decode(header: RequestHeader, frame: bytes) -> dict[str, Any]:
+    try:
+        return decode_request_body(frame, header.body_offset)
+    except AdminMessageError as exc:
+        raise MalformedRequestError(str(exc)) from None
+
+
+async def handle(ctx: Any, request: dict[str, Any]) -> bytes:
+    op_name = request["op"]
+    op = OPS.get(op_name)
+    try:
+        if op is None:
+            raise AdminError(ErrorCode.invalid_request, f"unknown admin operation {op_name!r}")
+        result = await op(ctx.cluster, request)
+    except AdminError as exc:
+        return encode_response_body(exc.code.value, str(exc), None)
+    except TopicError as exc:
+        return encode_response_body(exc.code.value, str(exc), None)
+    except storage.StorageError as exc:
+        code = _STORE_CODES.get(type(exc)) or storage_error_code(exc)
+        return encode_response_body(code.value, str(exc), None)
+    if op_name in MUTATIONS:
+        log.info("%s from %s: %s", op_name, ctx.peer, {k: v for k, v in request.items() if k != "op"})
+    return encode_response_body(ErrorCode.none.value, None, result)
+
+
+# arguments ---------------------------------------------------------------------
+
+
+def _arg(request: dict[str, Any], name: str, kind: type, required: bool = True) -> Any:
+    value = request.get(name)
+    if value is None:
+        if required:
+            raise AdminError(ErrorCode.invalid_request, f"missing {name!r}")
+        return None
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise AdminError(ErrorCode.invalid_request, f"{name!r} must be {kind.__name__}, got {value!r}")
+    return value
+
+
+def _stream(cluster: Cluster, request: dict[str, Any], name: str = "path") -> str:
+    path = _arg(request, name, str)
+    storage.names.check_stream_path(path)
+    if cluster.store.get_stream(path) is None:
+        raise storage.UnknownStreamError(f"stream {path} does not exist")
+    return path
+
+
+def _policy(base: StreamPolicy, request: dict[str, Any]) -> StreamPolicy:
+    try:
+        return policy_with(base, _arg(request, "policy", dict, required=False) or {})
+    except PolicyFieldError as exc:
+        raise AdminError(ErrorCode.invalid_request, str(exc)) from None
+
+
+def _topic(cluster: Cluster, request: dict[str, Any], must_exist: bool = True) -> tuple[str, str]:
+    """(stream, topic) for the request's `name` in any Kafka spelling; the stream must exist."""
+    stream, topic = cluster.split(_arg(request, "name", str))
+    if cluster.store.get_stream(stream) is None:
+        raise storage.UnknownStreamError(f"stream {stream} does not exist")
+    if must_exist and cluster.store.get_topic(stream, topic) is None:
+        raise storage.UnknownTopicError(f"topic {topic} does not exist in stream {stream}")
+    return stream, topic
+
+
+def _partitions(request: dict[str, Any]) -> int | None:
+    count = _arg(request, "partitions", int, required=False)
+    if count is not None and count < 1:
+        raise AdminError(ErrorCode.invalid_partitions, f"number of partitions must be at least 1, not {count}")
+    return count
+
+
+def _configs(request: dict[str, Any], current: dict[str, str]) -> dict[str, str] | None:
+    """The topic's configs after the request's changes (a null value removes one), or None if unchanged."""
+    changes = _arg(request, "configs", dict, required=False)
+    if not changes:
+        return None
+    merged = dict(current)
+    for name, value in changes.items():
+        if value is None:
+            merged.pop(name, None)
+        else:
+            merged[name] = str(value)
+    try:
+        validate_configs(merged)
+    except InvalidConfigError as exc:
+        raise AdminError(ErrorCode.invalid_config, str(exc)) from None
+    return merged
+
+
+# streams -----------------------------------------------------------------------
+
+
+async def stream_create(cluster: Cluster, request: dict[str, Any]) -> Any:
+    path = _arg(request, "path", str)
+    info = await cluster.store.create_stream(path, _policy(StreamPolicy(), request))
+    return stream_view(info)
+
+
+async def stream_edit(cluster: Cluster, request: dict[str, Any]) -> Any:
+    path = _stream(cluster, request)
+    current = cluster.store.get_stream(path)
+    info = await cluster.store.edit_stream(path, _policy(current.policy, request))
+    return stream_view(info)
+
+
+async def stream_info(cluster: Cluster, request: dict[str, Any]) -> Any:
+    path = _stream(cluster, request)
+    view = stream_view(cluster.store.get_stream(path))
+    view["default_stream"] = path == cluster.default_stream
+    return view
+
+
+async def stream_list(cluster: Cluster, request: dict[str, Any]) -> Any:
+    prefix = _arg(request, "prefix", str, required=False) or "/"
+    under = prefix.rstrip("/") + "/"
+    return [
+        stream_view(info)
+        for info in cluster.store.list_streams()
+        if info.path == prefix or info.path.startswith(under)
+    ]
+
+
+async def stream_delete(cluster: Cluster, request: dict[str, Any]) -> Any:
+    path = _stream(cluster, request)
+    await cluster.store.delete_stream(path)
+    return {"path": path}
+
+
+async def stream_purge(cluster: Cluster, request: dict[str, Any]) -> Any:
+    path = _stream(cluster, request)
+    await cluster.store.purge_stream(path)
+    return stream_view(cluster.store.get_stream(path))
+
+
+# topics ------------------------------------------------------------------------
+
+
+async def topic_create(cluster: Cluster, request: dict[str, Any]) -> Any:
+    stream, topic = _topic(cluster, request, must_exist=False)
+    if cluster.store.get_topic(stream, topic) is not None:
+        raise storage.TopicExistsError(f"topic {topic} already exists in stream {stream}")
+    partitions = _partitions(request) or cluster.store.get_stream(stream).policy.default_partitions
+    configs = _configs(request, {}) or {}
+    info = await cluster.store.create_topic(stream, topic, partitions, configs)
+    return await topic_view(cluster.store, info, detail=False)
+
+
+async def topic_edit(cluster: Cluster, request: dict[str, Any]) -> Any:
+    stream, topic = _topic(cluster, request)
+    current = cluster.store.get_topic(stream, topic)
+    partitions = _partitions(request)
+    configs = _configs(request, current.configs)
+    if partitions is None and configs is None:
+        raise AdminError(ErrorCode.invalid_request, "nothing to change: give partitions or configs")
+    if partitions is not None and partitions <= current.partitions:
+        raise storage.InvalidPartitionsError(
+            f"topic {topic} has {current.partitions} partition(s); partitions can only be added, "
+            f"not set to {partitions}"
+        )
+    info = current
+    if partitions is not None:
+        info = await cluster.store.add_partitions(stream, topic, partitions)
+    if configs is not None:
+        info = await cluster.store.set_topic_configs(stream, topic, configs)
+    return await topic_view(cluster.store, info, detail=False)
+
+
+async def topic_info(cluster: Cluster, request: dict[str, Any]) -> Any:
+    stream, topic = _topic(cluster, request)
+    return await topic_view(cluster.store, cluster.store.get_topic(stream, topic), detail=True)
+
+
+async def topic_list(cluster: Cluster, request: dict[str, Any]) -> Any:
+    path = _stream(cluster, request)
+    topics = sorted(cluster.store.list_topics(path), key=lambda t: t.name)
+    return [await topic_view(cluster.store, info, detail=False) for info in topics]
+
+
+async def topic_delete(cluster: Cluster, request: dict[str, Any]) -> Any:
+    stream, topic = _topic(cluster, request)
+    await cluster.store.delete_topic(stream, topic)
+    return {"stream": stream, "topic": topic}
+
+
+# cursors -----------------------------------------------------------------------
+
+
+def _cursor_filter(request: dict[str, Any]) -> tuple[str | None, str | None, int | None]:
+    group = _arg(request, "group", str, required=False)
+    topic = _arg(request, "topic", str, required=False)
+    partition = _arg(request, "partition", int, required=False)
+    if partition is not None and topic is None:
+        raise AdminError(ErrorCode.invalid_request, "a partition needs its topic")
+    return group, topic, partition
+
+
+async def cursor_list(cluster: Cluster, request: dict[str, Any]) -> Any:
+    path = _stream(cluster, request)
+    group, topic, partition = _cursor_filter(request)
+    store = cluster.store
+    groups = [group] if group is not None else store.list_cursor_groups(path)
+    return [
+        cursor_view(store, path, g, c)
+        for g in groups
+        for c in sorted(store.get_cursors(path, g), key=lambda c: (c.topic, c.partition))
+        if (topic is None or c.topic == topic) and (partition is None or c.partition == partition)
+    ]
+
+
+async def cursor_delete(cluster: Cluster, request: dict[str, Any]) -> Any:
+    path = _stream(cluster, request)
+    group, topic, partition = _cursor_filter(request)
+    if group is None:
+        raise AdminError(ErrorCode.invalid_request, "missing 'group': name the consumer group whose cursors go")
+    store = cluster.store
+    cursors = store.get_cursors(path, group)
+    chosen = [
+        (c.topic, c.partition)
+        for c in cursors
+        if (topic is None or c.topic == topic) and (partition is None or c.partition == partition)
+    ]
+    if not chosen:
+        raise AdminError(ErrorCode.group_id_not_found, f"group {group} has no matching cursors in stream {path}")
+    await store.delete_cursors(path, group, None if len(chosen) == len(cursors) else chosen)
+    return {"stream": path, "group": group, "deleted": [{"topic": t, "partition": p} for t, p in chosen]}
+
+
+OPS: dict[str, Callable[[Cluster, dict[str, Any]], Awaitable[Any]]] = {
+    "stream.create": stream_create,
+    "stream.edit": stream_edit,
+    "stream.info": stream_info,
+    "stream.list": stream_list,
+    "stream.delete": stream_delete,
+    "stream.purge": stream_purge,
+    "topic.create": topic_create,
+    "topic.edit": topic_edit,
+    "topic.info": topic_info,
+    "topic.list": topic_list,
+    "topic.delete": topic_delete,
+    "cursor.list": cursor_list,
+    "cursor.delete": cursor_delete,
+}
+MUTATIONS = frozenset(name for name in OPS if name.split(".")[1] in ("create", "edit", "delete", "purge"))

@@ -1,0 +1,39 @@
+"""SyncGroup: the leader hands in assignments; every member waits for its own bytes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..groups import SyncResult
+from .common import NO_THROTTLE, make, schema_of
+
+
+def _response(m: Any, result: SyncResult) -> Any:
+    return make(
+        m.SyncGroupResponse,
+        throttle_time=NO_THROTTLE,
+        error_code=result.error,
+        protocol_type=result.protocol_type,
+        protocol_name=result.protocol_name,
+        assignment=result.assignment,
+    )
+
+
+async def handle(ctx: Any, request: Any) -> Any:
+    m = schema_of(ctx)
+    answer = ctx.cluster.groups.sync(
+        request.group_id,
+        request.generation_id,
+        request.member_id,
+        getattr(request, "group_instance_id", None),
+        getattr(request, "protocol_type", None),
+        getattr(request, "protocol_name", None),
+        {a.member_id: bytes(a.assignment) for a in request.assignments},
+    )
+    if answer.done():
+        return _response(m, answer.result())
+
+    async def deferred() -> Any:
+        return _response(m, await answer)
+
+    return deferred()

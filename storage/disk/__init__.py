@@ -1,0 +1,3 @@
+"""The on-disk engine: streams as directories, partitions as chains of
+partitionlet files spread over volumes. See DESIGN.md for the layout.
+"""

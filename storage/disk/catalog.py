@@ -1,0 +1,147 @@
+"""An append-only JSON-lines log, replayed on open and compacted when stale.
+
+Topic catalogs and cursor logs use it: a million topics load from one file
+in one parse instead of a million small files, and every change is one
+appended line (fsynced by group commit). A log given a `key` keeps the live
+record per key in memory and compacts itself while running (cursor logs
+grow with every commit); others are compacted when opened.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+from collections.abc import Callable, Hashable, Iterable
+
+from ..errors import StorageFullError
+from .files import FULL_ERRNOS, fsync_dir, fsync_path, write_atomic
+from .sync import GroupCommit
+
+log = logging.getLogger(__name__)
+_ENCODER = json.JSONEncoder(separators=(",", ":"))
+
+
+class JsonLog:
+    def __init__(
+        self, path: str, on_full: Callable[[], bool] | None = None, key: Callable[[dict], Hashable] | None = None
+    ) -> None:
+        self.path = path
+        self._on_full = on_full  # may free room on a full disk (see Volume.release_ballast)
+        self._key = key
+        self.live: dict[Hashable, dict] | None = {} if key else None  # a record with "del" removes its key
+        self.lines = 0  # lines in the file, live or stale
+        self._fd: int | None = None
+        self._compacting: asyncio.Future[None] | None = None
+        self.commit = GroupCommit(lambda: fsync_path(self.path))
+
+    def load(self) -> list[dict]:
+        """Every record in order; a torn last line (crash mid-write) is cut off."""
+        try:
+            with open(self.path, "rb") as f:
+                data = f.read()
+        except FileNotFoundError:
+            self.lines = 0
+            return []
+        if not data:
+            return []
+        keep = data.rfind(b"\n") + 1
+        text = data[:keep].decode()
+        try:
+            records = json.loads("[" + text.rstrip("\n").replace("\n", ",") + "]") if keep else []
+        except ValueError:
+            records = self._load_line_by_line(text)
+        if keep < len(data):
+            log.warning("%s: dropping a torn last line of %d bytes", self.path, len(data) - keep)
+            os.truncate(self.path, keep)
+        self.lines = len(records)
+        self._track(records)
+        return records
+
+    def _track(self, records: Iterable[dict]) -> None:
+        if self.live is None:
+            return
+        for rec in records:
+            if rec.get("del"):
+                self.live.pop(self._key(rec), None)
+            else:
+                self.live[self._key(rec)] = rec
+
+    def _load_line_by_line(self, text: str) -> list[dict]:
+        records = []
+        for n, line in enumerate(text.splitlines(), 1):
+            try:
+                records.append(json.loads(line))
+            except ValueError:
+                log.error("%s: line %d is not valid JSON; skipped", self.path, n)
+        return records
+
+    async def append(self, records: list[dict]) -> None:
+        """Write records (page cache); call `commit.wait()` for durability."""
+        while self._compacting is not None:
+            await asyncio.shield(self._compacting)
+        data = "".join(_ENCODER.encode(r) + "\n" for r in records).encode()
+        if not data:
+            return
+        try:
+            self._write(data)
+        except StorageFullError:
+            if self._on_full is None or not self._on_full():
+                raise
+            self._write(data)
+        self.lines += len(records)
+        self._track(records)
+        self.commit.wrote()
+
+    async def compact_if_stale(self, slack: int) -> None:
+        """Rewrite a keyed log holding more than twice its live records plus `slack` lines.
+
+        Appends wait meanwhile; the rewrite (with its fsyncs) runs in a thread.
+        """
+        if self.live is None or self._compacting is not None or self.lines <= 2 * len(self.live) + slack:
+            return
+        self._compacting = asyncio.get_running_loop().create_future()
+        try:
+            records = list(self.live.values())
+            self.close()
+            await asyncio.to_thread(self.rewrite, records)
+            self.commit.synced = self.commit.written  # the new file was fsynced whole
+        finally:
+            self._compacting.set_result(None)
+            self._compacting = None
+
+    def _write(self, data: bytes) -> None:
+        """Append whole lines or nothing."""
+        fd = self._open()
+        start = os.lseek(fd, 0, os.SEEK_END)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+        except OSError as exc:
+            os.ftruncate(fd, start)
+            if exc.errno in FULL_ERRNOS:
+                raise StorageFullError(f"no room to write {self.path}: {exc.strerror}") from exc
+            raise
+
+    def rewrite(self, records: list[dict]) -> None:
+        """Blocking: replace the file with only the live records (atomic)."""
+        self.close()
+        data = "".join(_ENCODER.encode(r) + "\n" for r in records).encode()
+        write_atomic(self.path, data, on_full=self._on_full)
+        self.lines = len(records)
+
+    def _open(self) -> int:
+        if self._fd is None:
+            new = not os.path.exists(self.path)
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            if new:
+                fsync_dir(os.path.dirname(self.path))
+        return self._fd
+
+    def close(self) -> None:
+        self.commit.cancel()
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None

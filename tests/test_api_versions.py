@@ -1,0 +1,41 @@
+"""ApiVersions: every version answers, unknown versions get the v0 fallback."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+from kio.schema.errors import ErrorCode
+
+from kafkacompat.testing import Broker
+from protocol.messages import make
+from protocol.versions import SUPPORTED
+from tests.wire import Wire, request_class
+
+
+@pytest.mark.parametrize("version", range(0, 5))
+def test_every_version_lists_the_served_apis(broker: Broker, version: int) -> None:
+    request = make(request_class(18, version), client_software_name="wire", client_software_version="1")
+    with Wire(broker.bootstrap_servers) as wire:
+        response = wire.request(18, version, request)
+    assert response.error_code == ErrorCode.none
+    served = {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
+    assert served == SUPPORTED
+    assert served[0] == (0, 12)  # librdkafka keeps compressing only when min 0 is advertised
+
+
+def test_a_future_version_gets_a_v0_answer_with_error_35(broker: Broker) -> None:
+    with Wire(broker.bootstrap_servers) as wire:
+        wire.send(18, 9, b"\x00\x00\x00")
+        frame = wire.read_frame()
+    correlation, error, count = struct.unpack_from(">ihi", frame, 0)
+    assert correlation == wire.correlation
+    assert error == ErrorCode.unsupported_version.value == 35
+    keys = [struct.unpack_from(">hhh", frame, 10 + 6 * i) for i in range(count)]
+    assert (18, 0, 4) in keys
+
+
+def test_transactions_are_not_advertised(broker: Broker) -> None:
+    # Java clients start using what is advertised; only implemented APIs appear.
+    for key in (24, 25, 26, 28, 75, 69, 71):  # txn APIs, DescribeTopicPartitions, ConsumerGroupDescribe, telemetry
+        assert key not in SUPPORTED

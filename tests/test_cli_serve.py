@@ -1,0 +1,85 @@
+"""`kafkacompat serve` as users start it: a subprocess, a log line, SIGTERM."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from confluent_kafka import Producer
+
+from tests.test_clients_produce_consume import consume_all
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start(args: list[str], env: dict[str, str] | None = None) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "kafkacompat", "serve", *args],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        env={**os.environ, **(env or {})}, cwd=Path(__file__).resolve().parent.parent,
+    )
+
+
+def wait_for_line(proc: subprocess.Popen, needle: str, timeout: float = 30) -> str:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if needle in line:
+            return line
+        if not line and proc.poll() is not None:
+            break
+    raise AssertionError(f"broker never logged {needle!r}")
+
+
+def test_serve_logs_listening_and_stops_cleanly_on_sigterm(tmp_path: Path) -> None:
+    port = free_port()
+    data = tmp_path / "data"
+    proc = start(["--data-dir", str(data), "--host", "127.0.0.1", "--port", str(port)])
+    try:
+        line = wait_for_line(proc, "listening on")
+        assert f"127.0.0.1:{port}" in line
+        producer = Producer({"bootstrap.servers": f"127.0.0.1:{port}"})
+        producer.produce("cli-topic", b"hello")
+        assert producer.flush(15) == 0
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+        assert "stopped" in proc.stdout.read()
+        assert (data / ".clean").exists(), "a clean stop writes the clean-shutdown marker"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    # a clean stop leaves a store that reopens with its data
+    proc = start(["--data-dir", str(data), "--host", "127.0.0.1"], env={"KAFKACOMPAT_PORT": str(port)})
+    try:
+        wait_for_line(proc, "listening on")
+        [msg] = consume_all(f"127.0.0.1:{port}", "cli-topic", 1, 1)
+        assert msg.value() == b"hello"
+    finally:
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=30) == 0
+
+
+def test_serve_help_reads_like_a_kafka_tool() -> None:
+    done = subprocess.run([sys.executable, "-m", "kafkacompat", "serve", "--help"], capture_output=True, text=True,
+                          cwd=Path(__file__).resolve().parent.parent, timeout=30)
+    assert done.returncode == 0
+    for flag in ("--data-dir", "--port", "--advertised-host", "--volume", "--default-stream"):
+        assert flag in done.stdout
+
+
+def test_bad_config_is_a_one_line_error(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-m", "kafkacompat", "serve"], capture_output=True, text=True,
+                          env={**os.environ, "KAFKACOMPAT_PORT": "ninety"},
+                          cwd=Path(__file__).resolve().parent.parent, timeout=30)
+    assert done.returncode == 2
+    assert done.stderr.strip() == "kafkacompat: port must be an integer, got 'ninety'"

@@ -1,0 +1,116 @@
+"""Idempotent producing: retries dedupe, gaps and stale epochs are refused."""
+
+from __future__ import annotations
+
+import datetime
+
+import pytest
+from kio.schema.errors import ErrorCode
+
+from kafkacompat.producer_state import INT32_MAX, last_sequence
+from kafkacompat.testing import Broker
+from protocol.messages import make
+from protocol.records import Record, build_batch
+from tests.test_bad_input import produce_request
+from tests.wire import Wire, request_class
+
+
+def init_producer_id(wire: Wire) -> int:
+    request = make(request_class(22, 4), transactional_id=None, transaction_timeout=datetime.timedelta(seconds=60),
+                   producer_id=-1, producer_epoch=-1)
+    response = wire.request(22, 4, request)
+    assert response.error_code == ErrorCode.none and response.producer_epoch == 0
+    return response.producer_id
+
+
+def send(wire: Wire, topic: str, pid: int, seq: int, count: int = 2, epoch: int = 0):
+    batch = build_batch([Record(None, b"s%d" % (seq + i), [], 1) for i in range(count)],
+                        producer_id=pid, producer_epoch=epoch, base_sequence=seq)
+    response = wire.request(0, 9, produce_request(topic, batch, acks=-1))
+    part = response.responses[0].partition_responses[0]
+    return part.error_code, part.base_offset
+
+
+def test_retry_inside_the_window_returns_the_original_offsets(broker: Broker, topic: str) -> None:
+    with Wire(broker.bootstrap_servers) as wire:
+        pid = init_producer_id(wire)
+        offsets = [send(wire, topic, pid, seq) for seq in range(0, 12, 2)]
+        assert offsets == [(ErrorCode.none, o) for o in range(0, 12, 2)]
+        # the last five batches are remembered: a retry gets the first answer again
+        assert send(wire, topic, pid, 4) == (ErrorCode.none, 4)
+        assert send(wire, topic, pid, 10) == (ErrorCode.none, 10)
+        # a gap is refused, and nothing is written
+        assert send(wire, topic, pid, 20)[0] == ErrorCode.out_of_order_sequence_number
+        assert send(wire, topic, pid, 12) == (ErrorCode.none, 12)
+
+
+def test_a_new_epoch_must_start_at_zero_and_fences_the_old(broker: Broker, topic: str) -> None:
+    with Wire(broker.bootstrap_servers) as wire:
+        pid = init_producer_id(wire)
+        assert send(wire, topic, pid, 0, epoch=0) == (ErrorCode.none, 0)
+        assert send(wire, topic, pid, 5, epoch=1)[0] == ErrorCode.out_of_order_sequence_number
+        assert send(wire, topic, pid, 0, epoch=1) == (ErrorCode.none, 2)
+        assert send(wire, topic, pid, 2, epoch=0)[0] == ErrorCode.invalid_producer_epoch
+
+
+def test_sequences_wrap_at_int32_max(broker: Broker, topic: str) -> None:
+    assert last_sequence(INT32_MAX - 1, 4) == 1
+    with Wire(broker.bootstrap_servers) as wire:
+        pid = init_producer_id(wire)
+        assert send(wire, topic, pid, INT32_MAX - 3, count=2) == (ErrorCode.none, 0)  # no state: any start
+        assert send(wire, topic, pid, INT32_MAX - 1, count=4) == (ErrorCode.none, 2)  # ..., MAX, 0, 1
+        assert send(wire, topic, pid, 2, count=2) == (ErrorCode.none, 6)
+        assert send(wire, topic, pid, INT32_MAX - 1, count=4) == (ErrorCode.none, 2)  # a retry across the wrap
+
+
+def test_transactional_producers_get_a_clear_refusal(broker: Broker, topic: str) -> None:
+    with Wire(broker.bootstrap_servers) as wire:
+        request = make(request_class(22, 4), transactional_id="tx-1",
+                       transaction_timeout=datetime.timedelta(seconds=60), producer_id=-1, producer_epoch=-1)
+        assert wire.request(22, 4, request).error_code == ErrorCode.unsupported_version
+        import struct
+
+        import crc32c
+
+        batch = bytearray(build_batch([Record(None, b"t", [], 1)], producer_id=7, producer_epoch=0, base_sequence=0))
+        struct.pack_into(">h", batch, 21, 0x10)  # transactional bit
+        struct.pack_into(">I", batch, 17, crc32c.crc32c(bytes(batch[21:])))
+        response = wire.request(0, 9, produce_request(topic, bytes(batch)))
+        part = response.responses[0].partition_responses[0]
+        assert part.error_code == ErrorCode.invalid_record and "transactions" in part.error_message
+
+
+@pytest.mark.parametrize("version", [0, 1, 2])
+def test_produce_v0_to_v2_is_refused_with_unsupported_version(broker: Broker, topic: str, version: int) -> None:
+    import struct
+
+    records = build_batch([Record(None, b"old", [], 1)])
+    name = topic.encode()
+    body = struct.pack(">hi", 1, 5000) + struct.pack(">i", 1) + struct.pack(">h", len(name)) + name
+    body += struct.pack(">i", 1) + struct.pack(">ii", 0, len(records)) + records
+    with Wire(broker.bootstrap_servers) as wire:
+        wire.send(0, version, body)
+        frame = wire.read_frame()
+    pos = 4 + 4  # correlation id, topic count
+    (length,) = struct.unpack_from(">h", frame, pos)
+    pos += 2 + length + 4
+    index, error = struct.unpack_from(">ih", frame, pos)
+    assert (index, error) == (0, ErrorCode.unsupported_version.value)
+
+
+def test_a_retry_across_a_restart_gets_its_original_offsets(tmp_path) -> None:
+    from tests.conftest import create_topic
+
+    data = str(tmp_path / "data")
+    with Broker(data_dir=data) as first:
+        port = first.port
+        create_topic(first.bootstrap_servers, "retried")
+        with Wire(first.bootstrap_servers) as wire:
+            pid = init_producer_id(wire)
+            assert [send(wire, "retried", pid, seq) for seq in (0, 2, 4)] == [(ErrorCode.none, o) for o in (0, 2, 4)]
+    with Broker(data_dir=data, port=port) as second:
+        with Wire(second.bootstrap_servers) as wire:
+            # the answer to seq 4 was "lost": the producer retries it after the restart
+            assert send(wire, "retried", pid, 4) == (ErrorCode.none, 4)
+            assert send(wire, "retried", pid, 8)[0] == ErrorCode.out_of_order_sequence_number
+            assert send(wire, "retried", pid, 6) == (ErrorCode.none, 6)
