@@ -7,6 +7,7 @@ runs its own event loop). Loops poll with deadlines; nothing waits blindly.
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -330,30 +331,50 @@ class KafkaPythonDriver(Driver):
             consumer.close()
 
     def group_of_three(self, topic, group):
-        members = [self._consumer(group) for _ in range(3)]
+        """Each member polls on a thread of its own, as kafka-python expects.
+
+        Polling members in turn from one thread loops forever in kafka-python
+        3.0.12: a JoinGroup/SyncGroup that completes after poll()'s timeout
+        is discarded and the member rejoins, restarting the rebalance.
+        """
+        owned: list[list[int]] = [[], [], []]
+        stops = [threading.Event() for _ in range(3)]
+        failures: list[BaseException] = []
+
+        def member(index: int) -> None:
+            consumer = self._consumer(group)
+            try:
+                consumer.subscribe([topic])
+                while not stops[index].is_set():
+                    consumer.poll(timeout_ms=200)
+                    owned[index] = sorted(tp.partition for tp in consumer.assignment())
+            except BaseException as exc:  # noqa: BLE001 - reported by the test thread
+                failures.append(exc)
+            finally:
+                consumer.close()
+
+        threads = [threading.Thread(target=member, args=(i,), daemon=True) for i in range(3)]
+        for thread in threads:
+            thread.start()
+
+        def spread(indexes: list[int]) -> bool:
+            if failures:
+                raise failures[0]
+            parts = [owned[i] for i in indexes]
+            return all(parts) and sorted(p for ps in parts for p in ps) == [0, 1, 2]
+
         try:
-            for member in members:
-                member.subscribe([topic])
-
-            def owned(group_members: list[Any]) -> list[list[int]]:
-                return [sorted(tp.partition for tp in m.assignment()) for m in group_members]
-
-            def spread(group_members: list[Any]) -> bool:
-                parts = owned(group_members)
-                return all(parts) and sorted(p for ps in parts for p in ps) == [0, 1, 2]
-
-            def poll_all(group_members: list[Any]) -> Callable[[], None]:
-                return lambda: [m.poll(timeout_ms=50) for m in group_members]
-
-            _until(lambda: spread(members), poll_all(members), "three members holding a partition each", 60)
-            before = owned(members)
-            members[0].close()
-            rest = members[1:]
-            _until(lambda: spread(rest), poll_all(rest), "two members holding all partitions", 60)
-            return {"before": before, "after": owned(rest)}
+            _until(lambda: spread([0, 1, 2]), lambda: time.sleep(0.05), "three members holding a partition each", 60)
+            before = [list(p) for p in owned]
+            stops[0].set()
+            threads[0].join(TIMEOUT)
+            _until(lambda: spread([1, 2]), lambda: time.sleep(0.05), "two members holding all partitions", 60)
+            return {"before": before, "after": [owned[1], owned[2]]}
         finally:
-            for member in members[1:]:
-                member.close()
+            for stop in stops:
+                stop.set()
+            for thread in threads:
+                thread.join(TIMEOUT)
 
     def _admin(self) -> Any:
         return self.kafka.KafkaAdminClient(bootstrap_servers=self.bootstrap, request_timeout_ms=int(TIMEOUT * 1000))
