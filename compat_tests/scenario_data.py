@@ -1,8 +1,8 @@
 """The records every scenario sends, so every client family is held to the same data.
 
 Record i of a run with prefix P has key P+"k"+i, value P+"v"+i and the
-headers idx=i and src=compat; explicit timestamps, when asked for, are
-base + 1000*i. Drivers return consumed records as `Received`.
+same two headers (src, trace) in that order: kcat can only set one header
+set per run. Drivers return consumed records as `Received`.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 
 CODECS = ("gzip", "snappy", "lz4", "zstd")
-HEADERS_SRC = "compat"
+HEADERS = (("src", "compat"), ("trace", "0af7651916cd43dd8448eb211c80319c"))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,7 +39,8 @@ def value(prefix: str, i: int) -> str:
 
 
 def headers(i: int) -> tuple[tuple[str, str], ...]:
-    return (("idx", str(i)), ("src", HEADERS_SRC))
+    """The headers of record i (the same for every record, see above)."""
+    return HEADERS
 
 
 def expected(prefix: str, n: int, start: int = 0) -> list[tuple[str, str]]:

@@ -28,8 +28,13 @@ def stored_batch_headers(broker: Broker, topic: str, stream: str | None = None, 
     return [header for _, header in split_batches(data)]
 
 
+def acknowledged(offsets: list[int] | None, expected_offsets: list[int]) -> bool:
+    """Offsets a producer reported match; kcat reports none (None)."""
+    return offsets is None or offsets == expected_offsets
+
+
 def test_keys_and_headers(client: Driver, topic: str) -> None:
-    assert client.produce(topic, 5) == [0, 1, 2, 3, 4]
+    assert acknowledged(client.produce(topic, 5), [0, 1, 2, 3, 4])
     got = client.consume(topic, 5)
     assert key_values(got) == expected("", 5)
     assert [r.headers for r in got] == [headers(i) for i in range(5)]
@@ -47,7 +52,7 @@ def test_compression(client: Driver, broker: Broker, topic: str, codec: str) -> 
 
 
 def test_idempotent_producer(client: Driver, broker: Broker, topic: str) -> None:
-    assert client.produce(topic, 10, idempotent=True) == list(range(10))
+    assert acknowledged(client.produce(topic, 10, idempotent=True), list(range(10)))
     assert [r.offset for r in client.consume(topic, 10)] == list(range(10))
     stored = stored_batch_headers(broker, topic)
     assert all(h.producer_id >= 0 and h.base_sequence >= 0 for h in stored), "producer sent no producer id"
@@ -58,7 +63,7 @@ def test_idempotent_producer(client: Driver, broker: Broker, topic: str) -> None
 def test_acks(client: Driver, topic: str, acks: str) -> None:
     offsets = client.produce(topic, 5, acks=acks)
     if acks != "0":
-        assert offsets == [0, 1, 2, 3, 4]
+        assert acknowledged(offsets, [0, 1, 2, 3, 4])
     got = client.consume(topic, 5)
     assert key_values(got) == expected("", 5)
 
@@ -172,7 +177,7 @@ def test_stream_topic_by_path_name(client_name: str, stream_broker: Broker, requ
     if client_name in REFUSES_PATH_NAMES:
         request.applymarker(pytest.mark.xfail(strict=True, raises=ValueError, reason=REFUSES_PATH_NAMES[client_name]))
     client = driver_for(client_name, stream_broker.bootstrap_servers)
-    assert client.produce(CANONICAL, 3) == [0, 1, 2]
+    assert acknowledged(client.produce(CANONICAL, 3), [0, 1, 2])
     assert key_values(client.consume(CANONICAL, 3)) == expected("", 3)
     assert key_values(client.consume(ALIAS, 3)) == expected("", 3)
     assert len(stored_batch_headers(stream_broker, "Pressure", STREAM)) >= 1
@@ -180,7 +185,7 @@ def test_stream_topic_by_path_name(client_name: str, stream_broker: Broker, requ
 
 def test_stream_topic_by_kafka_legal_alias(client_name: str, stream_broker: Broker) -> None:
     client = driver_for(client_name, stream_broker.bootstrap_servers)
-    assert client.produce(ALIAS, 3, prefix=f"{uuid.uuid4().hex[:4]}-") == [0, 1, 2]
+    assert acknowledged(client.produce(ALIAS, 3, prefix=f"{uuid.uuid4().hex[:4]}-"), [0, 1, 2])
     got = client.consume(ALIAS, 3)
     assert len(got) == 3
     assert stream_broker.server.store.get_topic(STREAM, "Pressure") is not None

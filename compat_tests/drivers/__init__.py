@@ -33,8 +33,9 @@ class Driver:
     def produce(
         self, topic: str, n: int, *, prefix: str = "", compression: str | None = None,
         acks: str = "all", idempotent: bool = False, partition: int = 0,
-    ) -> list[int]:
-        """Send records 0..n-1 (scenario_data); the offsets acknowledged, -1 when not told (acks=0)."""
+    ) -> list[int] | None:
+        """Send records 0..n-1 (scenario_data); the offsets acknowledged (-1 each
+        when acks=0), or None from a client that never shows them (kcat)."""
         raise NotImplementedError
 
     def consume(

@@ -44,6 +44,7 @@ import org.apache.kafka.common.serialization.StringSerializer;
  */
 public final class Scenarios {
     static final long TIMEOUT_MS = 30_000;
+    static final String TRACE = "0af7651916cd43dd8448eb211c80319c"; // header value, as in scenario_data.py
     static Map<String, String> opts = new HashMap<>();
     static String bootstrap;
 
@@ -117,8 +118,8 @@ public final class Scenarios {
         List<Future<RecordMetadata>> sent = new ArrayList<>();
         for (int i = 0; i < n; i++) {
             RecordHeaders headers = new RecordHeaders();
-            headers.add("idx", Integer.toString(i).getBytes());
             headers.add("src", "compat".getBytes());
+            headers.add("trace", TRACE.getBytes());
             sent.add(producer.send(new ProducerRecord<>(
                 topic, partition, null, prefix + "k" + i, prefix + "v" + i, headers)));
         }

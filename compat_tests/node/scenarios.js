@@ -15,6 +15,7 @@ CompressionCodecs[CompressionTypes.Snappy] = SnappyCodec
 CompressionCodecs[CompressionTypes.LZ4] = new LZ4Codec().codec
 
 const TIMEOUT_MS = 30000
+const TRACE = '0af7651916cd43dd8448eb211c80319c' // header value, as in scenario_data.py
 const CODECS = {
   none: CompressionTypes.None,
   gzip: CompressionTypes.GZIP,
@@ -41,7 +42,7 @@ function record (prefix, i, partition) {
   return {
     key: `${prefix}k${i}`,
     value: `${prefix}v${i}`,
-    headers: { idx: String(i), src: 'compat' },
+    headers: { src: 'compat', trace: TRACE },
     partition,
   }
 }
@@ -229,6 +230,8 @@ const commands = {
 
   async delete_records () {
     return withAdmin(async (admin) => {
+      // kafkajs routes deleteTopicRecords by metadata it already holds: load it first
+      await admin.fetchTopicOffsets(opts.topic)
       await admin.deleteTopicRecords({ topic: opts.topic, partitions: [{ partition: 0, offset: opts.before }] })
       const offsets = await admin.fetchTopicOffsets(opts.topic)
       return { low: Number(offsets.find((p) => p.partition === 0).low) }
