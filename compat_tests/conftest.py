@@ -29,9 +29,20 @@ def client_params() -> list[object]:
     return [pytest.param(name, marks=getattr(pytest.mark, name), id=name) for name in CLIENTS]
 
 
+def compat_broker(data_dir: str | None = None, **settings: object) -> Broker:
+    """A broker as Kafka's own test setups run one: no initial rebalance delay.
+
+    Kafka waits group.initial.rebalance.delay.ms (3 s) before forming a new
+    group; the suite makes dozens of groups, so like Kafka's quickstart test
+    containers it sets 0.
+    """
+    settings.setdefault("group_initial_rebalance_delay_ms", 0)
+    return Broker(data_dir=data_dir, **settings)
+
+
 @pytest.fixture(scope="session")
 def broker() -> Iterator[Broker]:
-    with Broker() as running:
+    with compat_broker() as running:
         yield running
 
 

@@ -15,7 +15,7 @@ import pytest
 from kafkacompat.testing import Broker
 from protocol.records import split_batches
 
-from .conftest import STREAM, create_topic, driver_for
+from .conftest import STREAM, compat_broker, create_topic, driver_for
 from .drivers import ADMIN_RETENTION_MS, Driver
 from .scenario_data import CODECS, expected, headers, key_values
 
@@ -108,12 +108,12 @@ def test_consumer_group_of_three_with_a_member_leaving(client: Driver, broker: B
 
 def test_commit_and_resume_after_broker_restart(client_name: str, tmp_path, topic: str, group: str) -> None:
     data = str(tmp_path / "data")
-    with Broker(data_dir=data) as first:
+    with compat_broker(data) as first:
         port = first.port
         client = driver_for(client_name, first.bootstrap_servers)
         client.produce(topic, 10)
         assert key_values(client.group_consume(topic, group, 4)[:4]) == expected("", 4)
-    with Broker(data_dir=data, port=port) as second:
+    with compat_broker(data, port=port) as second:
         client = driver_for(client_name, second.bootstrap_servers)
         resumed = client.group_consume(topic, group, 3)
         assert key_values(resumed[:3]) == expected("", 7, start=4)
@@ -157,7 +157,7 @@ def test_list_and_describe_groups(client: Driver, broker: Broker, topic: str, gr
 @pytest.fixture
 def stream_broker() -> Broker:
     """A broker of its own holding /apps/iot/oilpump_metrics, so the topic can be named Pressure."""
-    with Broker() as running:
+    with compat_broker() as running:
         running.call(running.server.store.create_stream(STREAM))
         yield running
 
