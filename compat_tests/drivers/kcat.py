@@ -33,8 +33,8 @@ class KcatDriver(Driver):
             raise ClientUnavailable("kcat is not on PATH (Debian package kcat)")
         self.bootstrap = bootstrap
         banner = subprocess.run(["kcat", "-V"], capture_output=True, text=True, timeout=10).stdout
-        found = re.search(r"kcat - .*?version ([\d.]+).*?librdkafka version ([\d.]+)", banner, re.S)
-        self.version = f"kcat {found.group(1)}, librdkafka {found.group(2)}" if found else banner.split("\n")[0]
+        found = re.search(r"Version ([\d.]+) .*?librdkafka ([\d.]+)", banner)
+        self.version = f"kcat {found.group(1)}, librdkafka {found.group(2)}" if found else "kcat (version unknown)"
 
     def _base(self, *args: str) -> list[str]:
         return ["kcat", "-b", self.bootstrap, "-q", *args]

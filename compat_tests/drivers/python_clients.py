@@ -47,7 +47,7 @@ class ConfluentDriver(Driver):
 
         self.ck = confluent_kafka
         self.bootstrap = bootstrap
-        self.version = f"confluent-kafka {confluent_kafka.version()[0]}, librdkafka {confluent_kafka.libversion()[0]}"
+        self.version = f"confluent-kafka {confluent_kafka.__version__}, librdkafka {confluent_kafka.libversion()[0]}"
 
     def _producer(self, **conf: Any) -> Any:
         return self.ck.Producer({"bootstrap.servers": self.bootstrap, "linger.ms": 5, **conf})
