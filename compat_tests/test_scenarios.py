@@ -9,6 +9,7 @@ bytes can tell (e.g. that a batch really was idempotent).
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
 
 import pytest
 
@@ -155,7 +156,7 @@ def test_list_and_describe_groups(client: Driver, broker: Broker, topic: str, gr
 
 
 @pytest.fixture
-def stream_broker() -> Broker:
+def stream_broker() -> Iterator[Broker]:
     """A broker of its own holding /apps/iot/oilpump_metrics, so the topic can be named Pressure."""
     with compat_broker() as running:
         running.call(running.server.store.create_stream(STREAM))

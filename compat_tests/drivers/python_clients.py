@@ -280,7 +280,7 @@ class KafkaPythonDriver(Driver):
     def _consumer(self, group: str | None = None) -> Any:
         return self.kafka.KafkaConsumer(
             bootstrap_servers=self.bootstrap, group_id=group, enable_auto_commit=False,
-            auto_offset_reset="earliest", consumer_timeout_ms=int(TIMEOUT * 1000),
+            auto_offset_reset="earliest",
         )
 
     @staticmethod
