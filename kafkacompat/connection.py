@@ -24,6 +24,7 @@ from protocol.messages import (
 )
 from protocol.versions import API_VERSIONS_KEY, SUPPORTED, UNADVERTISED, api_name
 
+from . import faults
 from .cluster import Cluster
 from .handlers import HANDLERS
 from .handlers.common import NO_RESPONSE, CloseConnection
@@ -52,8 +53,11 @@ class Connection:
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
         max_frame_bytes: int,
+        injected: faults.Faults,
     ) -> None:
         self.cluster = cluster
+        self.faults = injected
+        self._fault_rules = injected.rules  # read once per request: empty unless a test set faults
         self.reader = reader
         self.writer = writer
         self.max_frame_bytes = max_frame_bytes
@@ -125,6 +129,10 @@ class Connection:
         decode = getattr(handler, "decode", decode_request)
         request = decode(header, frame)
         ctx = RequestContext(self.cluster, header, self.peer)
+        if self._fault_rules.get(key):
+            rule = self.faults.take(key)
+            if rule is not None:
+                return await faults.apply(rule, ctx, handler, request)
         return await handler.handle(ctx, request)
 
     async def _write_answers(self) -> None:

@@ -13,6 +13,7 @@ from storage import Store
 from .cluster import Cluster
 from .config import BrokerConfig
 from .connection import Connection
+from .faults import Faults
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +33,7 @@ class BrokerServer:
         self.cluster: Cluster | None = None
         self._server: asyncio.base_events.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
+        self.faults = Faults()  # injected by tests; see kafkacompat.testing
 
     @property
     def port(self) -> int:
@@ -64,10 +66,19 @@ class BrokerServer:
             await asyncio.gather(*self._connections, return_exceptions=True)
             await self._server.wait_closed()
             self._server = None
-        if self.cluster is not None:
-            await self.cluster.groups.close()
-        await self.store.close()
+        try:
+            if self.cluster is not None:
+                await self.cluster.groups.close()
+        finally:
+            await self.store.close()  # always: it releases the data dir and marks a clean stop
         log.info("kafkacompat stopped")
+
+    def drop_connections(self) -> int:
+        """Close every client connection at once, as a broker crash would; returns how many."""
+        tasks = list(self._connections)
+        for task in tasks:
+            task.cancel()
+        return len(tasks)
 
     async def __aenter__(self) -> "BrokerServer":
         await self.start()
@@ -92,6 +103,8 @@ class BrokerServer:
         assert task is not None
         self._connections.add(task)
         try:
-            await Connection(self.cluster, reader, writer, self.config.max_frame_bytes).run()
+            await Connection(
+                self.cluster, reader, writer, self.config.max_frame_bytes, self.faults
+            ).run()
         finally:
             self._connections.discard(task)

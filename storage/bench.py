@@ -1,8 +1,9 @@
 """Benchmark the on-disk store: `python -m storage.bench`.
 
 Prints append and read throughput for 1 KiB, 16 KiB and 1 MiB batches
-under fsync none and interval, and the time to open a store holding
-100,000 topics. Batches are built here (the store must not import the
+under fsync none and interval (best of `--repeat` runs: on a VM, the first
+touch of fresh page-cache memory is slow and noisy), and the time to open
+a store holding 100,000 topics. Batches are built here (the store must not import the
 protocol package): one record each, uncompressed, with a valid CRC-32C.
 """
 
@@ -96,9 +97,12 @@ async def main(args: argparse.Namespace) -> None:
         print(f"{'batch':>8} {'fsync':>9} {'append MB/s':>12} {'read MB/s':>10}")
         for size, label in ((1024, "1 KiB"), (16 * 1024, "16 KiB"), (1 << 20, "1 MiB")):
             for fsync in ("none", "interval"):
-                append, read = await bench_throughput(f"{root}/tp", size, fsync, args.mb << 20)
-                print(f"{label:>8} {fsync:>9} {append:>12.0f} {read:>10.0f}", flush=True)
-                shutil.rmtree(f"{root}/tp")
+                best_append = best_read = 0.0
+                for _ in range(args.repeat):
+                    append, read = await bench_throughput(f"{root}/tp", size, fsync, args.mb << 20)
+                    best_append, best_read = max(best_append, append), max(best_read, read)
+                    shutil.rmtree(f"{root}/tp")
+                print(f"{label:>8} {fsync:>9} {best_append:>12.0f} {best_read:>10.0f}", flush=True)
         create_s, open_s = await bench_open(f"{root}/topics", args.topics)
         print(f"{args.topics} topics: created in {create_s:.2f} s, store opened in {open_s:.2f} s")
     finally:
@@ -108,6 +112,7 @@ async def main(args: argparse.Namespace) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mb", type=int, default=1024, help="MiB appended per run (default 1024)")
+    parser.add_argument("--repeat", type=int, default=2, help="runs per case; the best is printed (default 2)")
     parser.add_argument("--topics", type=int, default=100_000)
     parser.add_argument("--dir", default=None, help="where to put the benchmark's data (default: a temp dir)")
     asyncio.run(main(parser.parse_args()))

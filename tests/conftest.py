@@ -9,6 +9,10 @@ import pytest
 
 from kafkacompat.testing import Broker
 
+# The plugin users get by entry point once kafkacompat is installed; named
+# here too so the suite runs from a checkout that is not pip-installed.
+pytest_plugins = ["kafkacompat.pytest_plugin"]
+
 
 @pytest.fixture(scope="module")
 def broker() -> Iterator[Broker]:

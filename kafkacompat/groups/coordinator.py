@@ -22,6 +22,7 @@ from kio.schema.errors import ErrorCode
 from storage import Cursor, Store
 
 from ..config import BrokerConfig
+from ..topic_names import TopicNameError, split_name
 from .consumer_protocol import CONSUMER_PROTOCOL_TYPE, subscribed_topics
 from .group import Group, GroupState, Member
 from .offsets import CommittedOffsets
@@ -162,7 +163,12 @@ class GroupCoordinator:
         if group is None:
             return fail(ErrorCode.unknown_member_id)
         if not self._accept_joining_member(group, req.member_id):
-            return fail(ErrorCode.group_max_size_reached)
+            # as Kafka: a member refused while the group is full is dropped from it
+            refused = group.members.get(req.member_id)
+            if refused is not None:
+                self._remove_member_and_update(group, refused, "group.max.size reached")
+            answer.set_result(JoinResult(ErrorCode.group_max_size_reached, ""))
+            return answer
         if is_unknown:
             self._join_new_member(group, req, answer)
         else:
@@ -178,6 +184,17 @@ class GroupCoordinator:
             member = group.members.get(member_id)
             return (member is not None and member.awaiting_join) or group.awaiting_join_count() < limit
         return group.has(member_id) or len(group.members) < limit
+
+    @staticmethod
+    def _member_error(group: Group, member_id: str, instance_id: str | None) -> ErrorCode | None:
+        """Kafka's validateMember: a given instance id must map to this member, which must exist."""
+        if instance_id is not None:
+            current = group.static_members.get(instance_id)
+            if current is None:
+                return ErrorCode.unknown_member_id
+            if current != member_id:
+                return ErrorCode.fenced_instance_id
+        return None if group.has(member_id) else ErrorCode.unknown_member_id
 
     def _join_new_member(self, group: Group, req: JoinRequest, answer: asyncio.Future[JoinResult]) -> None:
         if group.is_(Dead):
@@ -216,12 +233,8 @@ class GroupCoordinator:
         if member_id in group.pending_members:
             self._add_member_and_rebalance(group, req, member_id, answer)
             return
-        if group.is_static_member_fenced(req.instance_id, member_id):
-            answer.set_result(JoinResult(ErrorCode.fenced_instance_id, member_id))
-            return
-        unknown_instance = req.instance_id is not None and req.instance_id not in group.static_members
-        if not group.has(member_id) or unknown_instance:
-            answer.set_result(JoinResult(ErrorCode.unknown_member_id, member_id))
+        if (member_error := self._member_error(group, member_id, req.instance_id)) is not None:
+            answer.set_result(JoinResult(member_error, member_id))
             return
         member = group.members[member_id]
         reason = f"member {member_id} rejoins group in state {group.state.value} ({req.reason})"
@@ -303,10 +316,14 @@ class GroupCoordinator:
         if group.is_(Stable):
             if group.protocol_name == group.select_protocol():
                 # same protocol: no rebalance; the member gets its old assignment at SyncGroup
+                # v9+: a rejoining leader is told it leads, with the members to watch but
+                # skip_assignment set; older clients are given the old leader id, so the
+                # rejoining leader acts as a follower (Kafka's KIP-814 behaviour)
                 is_leader = group.is_leader(new_id)
                 skip = is_leader and req.supports_skip_assignment
                 members = group.current_member_metadata() if skip else []
-                self._answer_join(member, self._join_result(group, new_id, members, current_leader, skip))
+                leader = None if req.supports_skip_assignment else current_leader
+                self._answer_join(member, self._join_result(group, new_id, members, leader, skip))
             else:
                 self._maybe_prepare_rebalance(
                     group, f"static member {req.instance_id} rejoined with another protocol"
@@ -485,16 +502,16 @@ class GroupCoordinator:
         protocol_type: str | None, protocol_name: str | None, assignments: Mapping[str, bytes],
     ) -> asyncio.Future[SyncResult]:
         answer: asyncio.Future[SyncResult] = asyncio.get_running_loop().create_future()
-        group = self._group(group_id)
+        group = self._group(group_id) if group_id else None
         error = ErrorCode.none
-        if group is None:
+        if not group_id:
+            error = ErrorCode.invalid_group_id
+        elif group is None:
             error = ErrorCode.unknown_member_id
         elif group.is_(Dead):
             error = ErrorCode.coordinator_not_available
-        elif group.is_static_member_fenced(instance_id, member_id):
-            error = ErrorCode.fenced_instance_id
-        elif not group.has(member_id):
-            error = ErrorCode.unknown_member_id
+        elif (member_error := self._member_error(group, member_id, instance_id)) is not None:
+            error = member_error
         elif generation != group.generation:
             error = ErrorCode.illegal_generation
         elif (protocol_type is not None and protocol_type != group.protocol_type) or (
@@ -535,15 +552,15 @@ class GroupCoordinator:
 
     # Heartbeat / LeaveGroup ---------------------------------------------------
     def heartbeat(self, group_id: str, generation: int, member_id: str, instance_id: str | None) -> ErrorCode:
+        if not group_id:
+            return ErrorCode.invalid_group_id
         group = self._group(group_id)
         if group is None:
             return ErrorCode.unknown_member_id
         if group.is_(Dead):
             return ErrorCode.coordinator_not_available
-        if group.is_static_member_fenced(instance_id, member_id):
-            return ErrorCode.fenced_instance_id
-        if not group.has(member_id):
-            return ErrorCode.unknown_member_id
+        if (member_error := self._member_error(group, member_id, instance_id)) is not None:
+            return member_error
         if generation != group.generation:
             return ErrorCode.illegal_generation
         if group.is_(Empty):
@@ -576,11 +593,8 @@ class GroupCoordinator:
                 self._try_complete_join(group)
                 errors.append(ErrorCode.none)
                 continue
-            elif group.is_static_member_fenced(instance_id, member_id):
-                errors.append(ErrorCode.fenced_instance_id)
-                continue
-            elif not group.has(member_id):
-                errors.append(ErrorCode.unknown_member_id)
+            elif (member_error := self._member_error(group, member_id, instance_id)) is not None:
+                errors.append(member_error)
                 continue
             log.info("member %s leaves group %s", member_id, group_id)
             self._remove_member_and_update(group, group.members[member_id], f"member {member_id} left")
@@ -602,10 +616,8 @@ class GroupCoordinator:
             return ErrorCode.coordinator_not_available
         if generation < 0 and group.is_(Empty):
             return ErrorCode.none  # offsets only: admin tools and consumers without group management
-        if group.is_static_member_fenced(instance_id, member_id):
-            return ErrorCode.fenced_instance_id
-        if not group.has(member_id):
-            return ErrorCode.unknown_member_id
+        if (member_error := self._member_error(group, member_id, instance_id)) is not None:
+            return member_error
         if generation != group.generation:
             return ErrorCode.illegal_generation
         if group.is_(Completing):
@@ -632,8 +644,20 @@ class GroupCoordinator:
             topics |= found
         return topics
 
+    def _topic_keys(self, names: set[str]) -> set[tuple[str, str]]:
+        """(stream, topic) of Kafka topic names in any of their spellings (plain, /path:topic, alias)."""
+        keys = set()
+        for name in names:
+            try:
+                keys.add(split_name(name, self.offsets.store.default_stream))
+            except TopicNameError:
+                continue
+        return keys
+
     def offset_delete_check(self, group_id: str) -> tuple[ErrorCode, set[str] | None]:
         """(group error, topics whose offsets must stay) for OffsetDelete."""
+        if not group_id:
+            return ErrorCode.invalid_group_id, None
         group = self._group(group_id)
         if group is None or group.is_(Dead):
             return ErrorCode.group_id_not_found, None
@@ -657,9 +681,10 @@ class GroupCoordinator:
             elif group.protocol_type is None:
                 expired = [(s, c.topic, c.partition) for s, c in cursors if now - c.commit_time_ms >= retention]
             elif group.is_(Stable) and (subscribed := self.subscribed_topics(group.group_id)) is not None:
+                kept = self._topic_keys(subscribed)
                 expired = [
                     (s, c.topic, c.partition) for s, c in cursors
-                    if c.topic not in subscribed and now - c.commit_time_ms >= retention
+                    if (s, c.topic) not in kept and now - c.commit_time_ms >= retention
                 ]
             if expired:
                 await self.offsets.delete(group.group_id, expired)

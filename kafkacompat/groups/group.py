@@ -158,13 +158,6 @@ class Group:
             self.pending_sync.add(new_id)
         return member
 
-    def is_static_member_fenced(self, instance_id: str | None, member_id: str) -> bool:
-        """A known group.instance.id presented with another member id."""
-        if instance_id is None:
-            return False
-        current = self.static_members.get(instance_id)
-        return current is not None and current != member_id
-
     def awaiting_join_count(self) -> int:
         return sum(1 for m in self.members.values() if m.awaiting_join)
 

@@ -7,7 +7,8 @@
                                <topic>/<index>/<base:020>.log   + .index, .timeindex
 <volume>/volume.id                                the id manifests name the volume by
 <volume>/ballast                                  room kept for metadata on a full disk
-<volume>/store.json, .clean                       store epoch; clean-shutdown marker (first volume)
+<volume>/store.json, .clean, .lock                store epoch; clean-shutdown marker; flock of the
+                                                  running store (first volume)
 <volume>/trash/                                   deleted trees awaiting removal
 
 Topic names may start with '.', which would collide with the stream's own
@@ -29,6 +30,7 @@ STORE_FILE = "store.json"
 VOLUME_ID_FILE = "volume.id"
 BALLAST_FILE = "ballast"
 CLEAN_MARKER = ".clean"
+LOCK_FILE = ".lock"
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIMEINDEX_SUFFIX = ".timeindex"

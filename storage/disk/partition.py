@@ -21,18 +21,21 @@ import bisect
 import json
 import logging
 import os
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, TypeVar
 
 from .. import batch_format as bf
 from ..api import AppendResult, FsyncPolicy, PartitionletInfo, TimestampHit
 from ..errors import OffsetOutOfRangeError, StorageError, StorageFullError
-from ..namespace import TopicState, now_ms
+from ..namespace import Settings, TopicState, now_ms
 from ..partition_base import PartitionBase
 from . import layout
 from .files import FULL_ERRNOS, fsync_path, move_to_trash, new_file, unlink_files, write_atomic
 from .partitionlet import Partitionlet
 from .sync import GroupCommit
 from .volumes import pick_volume
+
+T = TypeVar("T")
 
 if TYPE_CHECKING:
     from .store import DiskStore
@@ -178,14 +181,33 @@ class DiskPartition(PartitionBase):
         self._checkpoint = active.size if active is not None else 0
         self._manifest_stale = False
 
+    async def _critical(self, section: Callable[[], Awaitable[T]]) -> T:
+        """Run `section` under the lock to its end, even if the caller is cancelled.
+
+        A broker stopping or dropping a connection cancels the request that
+        is appending; a roll or manifest write cut in half (its thread keeps
+        running anyway) would leave the chain inconsistent and race the next
+        writer. The section runs as a task of its own that keeps the lock
+        until it is done.
+        """
+
+        async def locked() -> T:
+            async with self._lock:
+                return await section()
+
+        return await asyncio.shield(asyncio.ensure_future(locked()))
+
     async def checkpoint(self) -> None:
         """Persist state (called on close): no scan will be needed on the next open."""
-        async with self._lock:
+
+        async def section() -> None:
             await self._commit.drain()
             active = self._active()
             dirty = active is not None and active.size != self._checkpoint
             if (dirty or self._manifest_stale) and (self._chain or os.path.exists(self._manifest_path)):
                 await self._save()
+
+        await self._critical(section)
 
     # appending ---------------------------------------------------------------
 
@@ -205,11 +227,14 @@ class DiskPartition(PartitionBase):
         now = now_ms()
         if self._lock.locked() or self._needs_roll(len(view), settings.partitionlet_bytes,
                                                    settings.partitionlet_age_ms, now):
-            async with self._lock:
+
+            async def section() -> int:
                 self._check_open()
                 if self._needs_roll(len(view), settings.partitionlet_bytes, settings.partitionlet_age_ms, now):
                     await self._roll(len(view))
-                base = self._write(view, length, max_ts, record_count)
+                return self._write(view, length, max_ts, record_count)
+
+            base = await self._critical(section)
         else:
             base = self._write(view, length, max_ts, record_count)
         if settings.fsync is FsyncPolicy.ALWAYS:
@@ -356,12 +381,14 @@ class DiskPartition(PartitionBase):
             raise OffsetOutOfRangeError(f"cannot delete records below {before_offset}: {self.name} ends at {self._hw}")
         if before_offset <= self._log_start:
             return self._log_start
-        async with self._lock:
+        async def section() -> None:
             if before_offset > self._log_start:
                 drop = 0
                 while drop < len(self._chain) and self._chain[drop].next_offset <= before_offset:
                     drop += 1
                 await self._drop(drop, before_offset)
+
+        await self._critical(section)
         return self._log_start
 
     async def purge(self) -> None:
@@ -374,25 +401,28 @@ class DiskPartition(PartitionBase):
         settings = self._topic.settings
         if settings.ttl_ms <= 0 and settings.retention_bytes < 0:
             return 0
-        async with self._lock:
-            chain = self._chain
-            drop = 0
-            if settings.ttl_ms > 0:
-                cutoff = now - settings.ttl_ms
-                while drop < len(chain) and chain[drop].size > 0 and (
-                    chain[drop].max_ts if chain[drop].max_ts >= 0 else chain[drop].created_ms
-                ) < cutoff:
-                    drop += 1
-            if settings.retention_bytes >= 0:
-                total = sum(p.size for p in chain[drop:])
-                while drop < len(chain) - 1 and total - chain[drop].size >= settings.retention_bytes:
-                    total -= chain[drop].size
-                    drop += 1
-            if drop == 0:
-                return 0
-            start = chain[drop].base if drop < len(chain) else self._hw
-            await self._drop(drop, max(start, self._log_start))
-            return drop
+        return await self._critical(lambda: self._retain(settings, now))
+
+    async def _retain(self, settings: Settings, now: int) -> int:
+        """The body of enforce_retention (lock held)."""
+        chain = self._chain
+        drop = 0
+        if settings.ttl_ms > 0:
+            cutoff = now - settings.ttl_ms
+            while drop < len(chain) and chain[drop].size > 0 and (
+                chain[drop].max_ts if chain[drop].max_ts >= 0 else chain[drop].created_ms
+            ) < cutoff:
+                drop += 1
+        if settings.retention_bytes >= 0:
+            total = sum(p.size for p in chain[drop:])
+            while drop < len(chain) - 1 and total - chain[drop].size >= settings.retention_bytes:
+                total -= chain[drop].size
+                drop += 1
+        if drop == 0:
+            return 0
+        start = chain[drop].base if drop < len(chain) else self._hw
+        await self._drop(drop, max(start, self._log_start))
+        return drop
 
     async def _drop(self, count: int, log_start: int) -> None:
         """Remove the first `count` partitionlets and move the log start (lock held)."""

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import fcntl
 import gc
 import json
 import logging
@@ -65,6 +66,7 @@ class DiskStore(NamespaceStore):
         self._cursor_logs: dict[str, JsonLog] = {}
         self._background: set[asyncio.Task] = set()
         self._retention_task: asyncio.Task | None = None
+        self._lock_fd: int | None = None
 
     @property
     def root(self) -> str:
@@ -86,6 +88,7 @@ class DiskStore(NamespaceStore):
         self._retention_task = asyncio.get_running_loop().create_task(self._retention_loop())
 
     def _open_files(self) -> None:
+        self._lock_data_dir()
         for volume in self.volumes:
             volume.open()
             if volume.id in self._by_id:
@@ -106,6 +109,17 @@ class DiskStore(NamespaceStore):
             fsync_dir(self.root)
         if not self.clean:
             log.warning("%s was not shut down cleanly; partitions are validated as they open", self.root)
+
+    def _lock_data_dir(self) -> None:
+        """One store per data dir: a second broker writing it would corrupt it."""
+        os.makedirs(self.root, exist_ok=True)
+        fd = os.open(os.path.join(self.root, layout.LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise StorageError(f"{self.root} is in use by another store (another broker?)") from None
+        self._lock_fd = fd
 
     def _load_namespace(self) -> None:
         # Loading creates a few objects per topic, all long-lived: collecting
@@ -188,6 +202,9 @@ class DiskStore(NamespaceStore):
             await asyncio.gather(*self._background, return_exceptions=True)
         self.handles.close_all()
         await asyncio.to_thread(write_atomic, os.path.join(self.root, layout.CLEAN_MARKER), b"")
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)  # releases the flock
+            self._lock_fd = None
 
     def _spawn(self, coro) -> None:
         task = asyncio.get_running_loop().create_task(coro)

@@ -533,3 +533,51 @@ async def test_cursor_log_compacts_while_commits_go_on(tmp_path, monkeypatch):
         got = {c.partition: c.offset for c in st.get_cursors("/default", f"g{n}")}
         assert got == ({0: 196, 1: 197, 2: 198} if n == 4 else {0: 196, 1: 197, 2: 198, 3: 199})
     await st.close()
+
+
+async def test_one_store_per_data_dir(tmp_path):
+    st = await open_disk(tmp_path / "d")
+    with pytest.raises(storage.StorageError, match="in use"):
+        await open_disk(tmp_path / "d")
+    await st.close()
+    st = await open_disk(tmp_path / "d")  # free again once closed
+    await st.close()
+
+
+@pytest.mark.parametrize("yields", [0, 1, 2, 3, 5, 8, 13])
+async def test_cancelled_appends_finish_their_roll_before_close(tmp_path, yields, monkeypatch):
+    """A broker stopping cancels requests mid-append; the chain must stay whole.
+
+    A cancelled append either happens whole or not at all, and close waits
+    for any roll or manifest write still under way instead of racing it.
+    """
+    st = await open_disk(tmp_path)
+    await st.create_stream("/s", SMALL)
+    await st.create_topic("/s", "t", 1)
+    part = st.partition("/s", "t", 0)
+    await fill(part, 10)  # the next appends roll
+    import storage.disk.partition as partition_module
+
+    real_write = partition_module.write_atomic
+
+    def slow_write(*args, **kwargs):  # a slow disk keeps manifest writes in flight
+        time.sleep(0.02)
+        return real_write(*args, **kwargs)
+
+    monkeypatch.setattr(partition_module, "write_atomic", slow_write)
+    tasks = [asyncio.ensure_future(part.append(batch(3, size=1500), 3)) for _ in range(6)]
+    for _ in range(yields):  # cancel at different points of the rolls, as a stopping broker would
+        await asyncio.sleep(0)
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    await st.close()
+    st = await open_disk(tmp_path)
+    part = st.partition("/s", "t", 0)
+    hw = part.high_watermark
+    assert 30 <= hw <= 48 and hw % 3 == 0
+    offsets = []
+    while len(offsets) < hw:
+        offsets += [o for o, _ in values(await part.read(len(offsets), 1 << 20))]
+    assert offsets == list(range(hw))
+    await st.close()
