@@ -97,10 +97,10 @@ class Driver:
 
 _FACTORIES = {
     "java": ("java", "JavaDriver"),
-    "librdkafka": ("python_clients", "ConfluentDriver"),
+    "librdkafka": ("librdkafka", "ConfluentDriver"),
     "kcat": ("kcat", "KcatDriver"),
-    "kafka_python": ("python_clients", "KafkaPythonDriver"),
-    "aiokafka": ("python_clients", "AiokafkaDriver"),
+    "kafka_python": ("kafka_python", "KafkaPythonDriver"),
+    "aiokafka": ("aiokafka_client", "AiokafkaDriver"),
     "kafkajs": ("kafkajs", "KafkajsDriver"),
 }
 CLIENTS = tuple(_FACTORIES)
