@@ -118,13 +118,8 @@ def test_batch_read_from_timestamp(spark: Any, broker: Broker, topic: str) -> No
     assert [r.k for r in rows] == [f"k{i}" for i in range(5, 10)]
 
 
-def test_stream_available_now_into_memory_with_headers(
-    spark: Any, broker: Broker, topic: str, tmp_path: pathlib.Path
-) -> None:
-    create_topic(broker, topic, 1)
-    seed(broker, topic, 10)
-    name = f"compat_{uuid.uuid4().hex[:8]}"
-    stream = (
+def kafka_stream(spark: Any, broker: Broker, topic: str) -> Any:
+    return (
         spark.readStream.format("kafka")
         .option("kafka.bootstrap.servers", broker.bootstrap_servers)
         .option("subscribe", topic)
@@ -133,17 +128,46 @@ def test_stream_available_now_into_memory_with_headers(
         .load()
         .selectExpr("CAST(key AS STRING) k", "CAST(value AS STRING) v", "offset", "headers")
     )
-    query = (
-        stream.writeStream.format("memory").queryName(name)
-        .option("checkpointLocation", str(tmp_path / "checkpoint"))
-        .trigger(availableNow=True)
-        .start()
-    )
+
+
+def finish(query: Any) -> None:
     assert query.awaitTermination(180), "the availableNow query did not finish"
     assert query.exception() is None
+
+
+def test_stream_available_now_into_memory_with_headers(
+    spark: Any, broker: Broker, topic: str, tmp_path: pathlib.Path
+) -> None:
+    create_topic(broker, topic, 1)
+    seed(broker, topic, 10)
+    name = f"compat_{uuid.uuid4().hex[:8]}"
+    finish(
+        kafka_stream(spark, broker, topic).writeStream.format("memory").queryName(name)
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .trigger(availableNow=True).start()
+    )
     rows = spark.sql(f"SELECT * FROM {name} ORDER BY offset").collect()
     assert [(r.k, r.v) for r in rows] == [(f"k{i}", f"v{i}") for i in range(10)]
     assert all([(h.key, bytes(h.value)) for h in r.headers] == [("trace", TRACE)] for r in rows)
+
+
+def test_stream_resumes_from_its_checkpoint(spark: Any, broker: Broker, topic: str, tmp_path: pathlib.Path) -> None:
+    """A pipeline run twice into files: the second run reads only what arrived since."""
+    create_topic(broker, topic, 1)
+    out, checkpoint = str(tmp_path / "out"), str(tmp_path / "checkpoint")
+
+    def run() -> list[tuple[int, str]]:
+        finish(
+            kafka_stream(spark, broker, topic).drop("headers").writeStream.format("parquet")
+            .option("path", out).option("checkpointLocation", checkpoint)
+            .trigger(availableNow=True).start()
+        )
+        return sorted((r.offset, r.k) for r in spark.read.parquet(out).collect())
+
+    seed(broker, topic, 4)
+    assert run() == [(i, f"k{i}") for i in range(4)]
+    seed(broker, topic, 3)  # offsets 4..6, keys k0..k2 again
+    assert run() == [(i, f"k{i}") for i in range(4)] + [(4, "k0"), (5, "k1"), (6, "k2")]
 
 
 def test_write_with_the_kafka_sink(spark: Any, broker: Broker, topic: str) -> None:
