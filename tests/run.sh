@@ -9,6 +9,8 @@ as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
 
 apt_packages=()
 command -v kcat >/dev/null || apt_packages+=(kcat)
+command -v javac >/dev/null || apt_packages+=(openjdk-17-jdk-headless)  # compat_tests/java
+command -v npm >/dev/null || apt_packages+=(nodejs npm)                  # kafkajs
 if [ ${#apt_packages[@]} -gt 0 ]; then
     echo "== installing Debian packages: ${apt_packages[*]}"
     as_root apt-get update -qq
@@ -17,6 +19,23 @@ fi
 
 echo "== installing kafkacompat with its test dependencies"
 python3 -m pip install --quiet --disable-pip-version-check -e ".[test]"
+
+# Java kafka-clients 3.9.1 (and its codecs) for compat_tests: the jars ship in
+# this wheel's pyflink/lib; compat_tests/drivers/java.py finds them there.
+python3 -c "import importlib.util, sys; sys.exit(importlib.util.find_spec('pyflink') is None)" 2>/dev/null \
+    || python3 -m pip install --quiet --disable-pip-version-check "shigawire-apache-flink-libraries==2.0.0.post1"
+
+# kafkajs and its snappy/lz4 codecs, pinned by compat_tests/node/package-lock.json
+if [ ! -f compat_tests/node/node_modules/kafkajs/package.json ]; then
+    echo "== installing kafkajs (npm) into compat_tests/node"
+    npm ci --prefix compat_tests/node --no-audit --no-fund --loglevel=error
+fi
+
+# PySpark only where Spark's Kafka connector jars are provided (see README)
+if [ -n "${KAFKACOMPAT_SPARK_JARS:-}" ]; then
+    python3 -c "import pyspark" 2>/dev/null \
+        || python3 -m pip install --quiet --disable-pip-version-check "pyspark>=4.0,<4.1"
+fi
 
 echo "== running tests"
 set +e

@@ -1,0 +1,96 @@
+"""Fixtures for the compatibility suite and the hook that writes COMPATIBILITY.md.
+
+One in-memory broker serves the whole session; scenarios that restart a
+broker or need a namespace of their own start their own.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from kafkacompat.testing import Broker
+
+from . import matrix
+from .drivers import CLIENTS, ClientUnavailable, Driver, NotApplicable, build
+
+STREAM = "/apps/iot/oilpump_metrics"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for name in (*CLIENTS, "spark_java", "pyspark"):
+        config.addinivalue_line("markers", f"{name}: compatibility scenario run with the {name} client")
+    config.pluginmanager.register(matrix.MatrixRecorder(config), "compat-matrix")
+
+
+def client_params() -> list[object]:
+    return [pytest.param(name, marks=getattr(pytest.mark, name), id=name) for name in CLIENTS]
+
+
+def compat_broker(data_dir: str | None = None, **settings: object) -> Broker:
+    """A broker as Kafka's own test setups run one: no initial rebalance delay.
+
+    Kafka waits group.initial.rebalance.delay.ms (3 s) before forming a new
+    group; the suite makes dozens of groups, so like Kafka's quickstart test
+    containers it sets 0.
+    """
+    settings.setdefault("group_initial_rebalance_delay_ms", 0)
+    return Broker(data_dir=data_dir, **settings)
+
+
+@pytest.fixture(scope="session")
+def broker() -> Iterator[Broker]:
+    with compat_broker() as running:
+        yield running
+
+
+@pytest.fixture
+def topic() -> str:
+    return f"compat-{uuid.uuid4().hex[:10]}"
+
+
+@pytest.fixture
+def group() -> str:
+    return f"group-{uuid.uuid4().hex[:10]}"
+
+
+_drivers: dict[tuple[str, str], Driver] = {}
+
+
+def driver_for(name: str, bootstrap: str) -> Driver:
+    """A driver of client family `name` talking to `bootstrap` (skips when not installed)."""
+    if (name, bootstrap) not in _drivers:
+        try:
+            _drivers[name, bootstrap] = build(name, bootstrap)
+        except ClientUnavailable as exc:
+            pytest.skip(f"{name} is not installed: {exc}")
+    driver = _drivers[name, bootstrap]
+    matrix.note_version(name, driver.version)
+    return driver
+
+
+@pytest.fixture(params=client_params())
+def client_name(request: pytest.FixtureRequest) -> str:
+    return request.param
+
+
+@pytest.fixture
+def client(client_name: str, broker: Broker) -> Driver:
+    return driver_for(client_name, broker.bootstrap_servers)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> object:
+    """A client that has no way to do a scenario at all shows as a skip with the reason."""
+    try:
+        return (yield)
+    except NotApplicable as exc:
+        pytest.skip(f"not applicable: {exc}")
+
+
+def create_topic(broker: Broker, name: str, partitions: int, stream: str | None = None) -> None:
+    """Set up a topic the way an operator would, straight in the store."""
+    store = broker.server.store
+    broker.call(store.create_topic(stream or store.default_stream, name, partitions))

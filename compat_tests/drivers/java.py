@@ -1,0 +1,81 @@
+"""Java kafka-clients 3.9.1, taken from the PyPI wheel shigawire-apache-flink-libraries.
+
+The wheel ships pyflink/lib/kafka-clients.jar with its compression
+libraries; the programs in compat_tests/java are compiled once per test
+session into a temporary directory and run with `java -cp`.
+"""
+
+from __future__ import annotations
+
+import atexit
+import functools
+import importlib.util
+import pathlib
+import shutil
+import subprocess
+import tempfile
+import zipfile
+
+from . import ClientUnavailable
+from .programs import ProgramDriver
+
+SOURCES = pathlib.Path(__file__).resolve().parent.parent / "java"
+JARS = ("kafka-clients.jar", "lz4-java.jar", "snappy-java.jar", "zstd-jni.jar", "slf4j-api.jar")
+JVM_FLAGS = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xshare:auto", "-Xmx256m")
+
+
+@functools.cache
+def flink_lib() -> pathlib.Path:
+    spec = importlib.util.find_spec("pyflink")
+    if spec is None or not spec.submodule_search_locations:
+        raise ClientUnavailable("the wheel shigawire-apache-flink-libraries is not installed")
+    for location in spec.submodule_search_locations:
+        lib = pathlib.Path(location) / "lib"
+        if (lib / "kafka-clients.jar").is_file():
+            return lib
+    raise ClientUnavailable("pyflink/lib/kafka-clients.jar not found")
+
+
+def classpath(*extra: str) -> str:
+    lib = flink_lib()
+    return ":".join([*(str(lib / jar) for jar in JARS), *extra])
+
+
+@functools.cache
+def kafka_clients_version() -> str:
+    with zipfile.ZipFile(flink_lib() / "kafka-clients.jar") as jar:
+        props = jar.read("kafka/kafka-version.properties").decode()
+    return dict(line.split("=", 1) for line in props.splitlines() if "=" in line)["version"]
+
+
+@functools.cache
+def compiled() -> str:
+    """Compile every program in compat_tests/java once; the class directory."""
+    if shutil.which("javac") is None or shutil.which("java") is None:
+        raise ClientUnavailable("no JDK (java and javac) on PATH")
+    out = tempfile.mkdtemp(prefix="kafkacompat-java-")
+    atexit.register(shutil.rmtree, out, True)
+    sources = sorted(str(p) for p in SOURCES.glob("*.java"))
+    done = subprocess.run(
+        ["javac", "-nowarn", "-d", out, "-cp", classpath(), *sources],
+        capture_output=True, text=True, timeout=300, check=False,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"javac failed:\n{done.stderr}")
+    return out
+
+
+def java_command(main_class: str) -> list[str]:
+    return ["java", *JVM_FLAGS, "-cp", classpath(compiled()), main_class]
+
+
+class JavaDriver(ProgramDriver):
+    name = "java"
+
+    def __init__(self, bootstrap: str) -> None:
+        super().__init__(bootstrap)
+        self.version = f"kafka-clients {kafka_clients_version()}"
+        self._argv = java_command("Scenarios")
+
+    def command(self) -> list[str]:
+        return self._argv

@@ -1,0 +1,175 @@
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Properties;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
+
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.ListOffsetsResult;
+import org.apache.kafka.clients.admin.OffsetSpec;
+import org.apache.kafka.clients.admin.TopicDescription;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.clients.producer.RecordMetadata;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.TopicPartitionInfo;
+import org.apache.kafka.common.header.Header;
+import org.apache.kafka.common.header.internals.RecordHeaders;
+import org.apache.kafka.common.serialization.ByteArrayDeserializer;
+import org.apache.kafka.common.serialization.ByteArraySerializer;
+
+/**
+ * The Kafka calls Spark 4's Kafka source and sink make, without Spark.
+ *
+ * The driver plans offset ranges through the AdminClient (describeTopics,
+ * listOffsets earliest / latest / forTimestamp); executors read each range
+ * with a consumer that is assigned, seeks and polls, without a group; the
+ * sink writes byte arrays with an idempotent acks=all producer.
+ * Usage: SparkSourceCalls COMMAND BOOTSTRAP key=value...; prints one JSON
+ * object as its last line.
+ */
+public final class SparkSourceCalls {
+    static final long TIMEOUT_MS = 30_000;
+    static final Map<String, String> opts = new HashMap<>();
+    static String bootstrap;
+
+    public static void main(String[] args) throws Exception {
+        bootstrap = args[1];
+        for (int i = 2; i < args.length; i++) {
+            String[] kv = args[i].split("=", 2);
+            opts.put(kv[0], kv[1]);
+        }
+        String out;
+        switch (args[0]) {
+            case "plan": out = plan(); break;
+            case "read": out = read(); break;
+            case "write": out = write(); break;
+            default: throw new IllegalArgumentException("unknown command " + args[0]);
+        }
+        System.out.println(out);
+    }
+
+    /** Driver side: partitions, then earliest, latest and by-time offsets per partition. */
+    static String plan() throws Exception {
+        String topic = opts.get("topic");
+        long timestamp = Long.parseLong(opts.get("timestamp"));
+        Properties p = new Properties();
+        p.put("bootstrap.servers", bootstrap);
+        p.put("default.api.timeout.ms", Long.toString(TIMEOUT_MS));
+        try (Admin admin = Admin.create(p)) {
+            TopicDescription description = admin.describeTopics(List.of(topic)).allTopicNames().get().get(topic);
+            List<TopicPartition> parts = new ArrayList<>();
+            for (TopicPartitionInfo info : description.partitions()) {
+                parts.add(new TopicPartition(topic, info.partition()));
+            }
+            return "{\"partitions\":" + parts.size()
+                + ",\"earliest\":" + offsets(admin, parts, OffsetSpec.earliest())
+                + ",\"latest\":" + offsets(admin, parts, OffsetSpec.latest())
+                + ",\"by_time\":" + offsets(admin, parts, OffsetSpec.forTimestamp(timestamp)) + "}";
+        }
+    }
+
+    static String offsets(Admin admin, List<TopicPartition> parts, OffsetSpec spec) throws Exception {
+        Map<TopicPartition, OffsetSpec> wanted = new HashMap<>();
+        for (TopicPartition tp : parts) {
+            wanted.put(tp, spec);
+        }
+        Map<TopicPartition, ListOffsetsResult.ListOffsetsResultInfo> found = admin.listOffsets(wanted).all().get();
+        List<String> items = new ArrayList<>();
+        for (TopicPartition tp : parts) {
+            items.add(Long.toString(found.get(tp).offset()));
+        }
+        return "[" + String.join(",", items) + "]";
+    }
+
+    /** Executor side: one offset range [from, until) of one partition, no group. */
+    static String read() {
+        TopicPartition tp = new TopicPartition(opts.get("topic"), Integer.parseInt(opts.get("partition")));
+        long from = Long.parseLong(opts.get("from"));
+        long until = Long.parseLong(opts.get("until"));
+        Properties p = new Properties();
+        p.put("bootstrap.servers", bootstrap);
+        p.put("enable.auto.commit", "false");
+        p.put("auto.offset.reset", "none");
+        List<String> records = new ArrayList<>();
+        try (KafkaConsumer<byte[], byte[]> consumer =
+                 new KafkaConsumer<>(p, new ByteArrayDeserializer(), new ByteArrayDeserializer())) {
+            consumer.assign(List.of(tp));
+            consumer.seek(tp, from);
+            long deadline = System.currentTimeMillis() + TIMEOUT_MS;
+            long next = from;
+            while (next < until) {
+                if (System.currentTimeMillis() > deadline) {
+                    throw new IllegalStateException("timed out at offset " + next + " of [" + from + ", " + until + ")");
+                }
+                for (ConsumerRecord<byte[], byte[]> r : consumer.poll(Duration.ofMillis(200))) {
+                    if (r.offset() >= until) {
+                        continue;
+                    }
+                    if (r.offset() != next) {
+                        throw new IllegalStateException("expected offset " + next + " but got " + r.offset());
+                    }
+                    next = r.offset() + 1;
+                    List<String> headers = new ArrayList<>();
+                    for (Header h : r.headers()) {
+                        headers.add("[" + str(h.key()) + "," + str(new String(h.value())) + "]");
+                    }
+                    records.add("{\"p\":" + r.partition() + ",\"o\":" + r.offset()
+                        + ",\"k\":" + str(r.key() == null ? null : new String(r.key()))
+                        + ",\"v\":" + str(new String(r.value())) + ",\"ts\":" + r.timestamp()
+                        + ",\"h\":[" + String.join(",", headers) + "]}");
+                }
+            }
+        }
+        return "{\"records\":[" + String.join(",", records) + "]}";
+    }
+
+    /** The sink: byte arrays through an idempotent acks=all producer, keyed. */
+    static String write() throws Exception {
+        Properties p = new Properties();
+        p.put("bootstrap.servers", bootstrap);
+        p.put("acks", "all");
+        p.put("enable.idempotence", "true");
+        String topic = opts.get("topic");
+        int n = Integer.parseInt(opts.get("n"));
+        List<Future<RecordMetadata>> sent = new ArrayList<>();
+        try (KafkaProducer<byte[], byte[]> producer =
+                 new KafkaProducer<>(p, new ByteArraySerializer(), new ByteArraySerializer())) {
+            for (int i = 0; i < n; i++) {
+                RecordHeaders headers = new RecordHeaders();
+                headers.add("row", Integer.toString(i).getBytes());
+                sent.add(producer.send(new ProducerRecord<>(
+                    topic, null, ("key" + i).getBytes(), ("row" + i).getBytes(), headers)));
+            }
+            producer.flush();
+            List<String> acks = new ArrayList<>();
+            for (Future<RecordMetadata> f : sent) {
+                RecordMetadata m = f.get(TIMEOUT_MS, TimeUnit.MILLISECONDS);
+                acks.add("[" + m.partition() + "," + m.offset() + "]");
+            }
+            return "{\"acks\":[" + String.join(",", acks) + "]}";
+        }
+    }
+
+    static String str(String s) {
+        if (s == null) {
+            return "null";
+        }
+        StringBuilder b = new StringBuilder("\"");
+        for (char c : s.toCharArray()) {
+            if (c == '"' || c == '\\') {
+                b.append('\\').append(c);
+            } else if (c < 0x20) {
+                b.append(String.format("\\u%04x", (int) c));
+            } else {
+                b.append(c);
+            }
+        }
+        return b.append('"').toString();
+    }
+}

@@ -1,0 +1,195 @@
+"""Real PySpark 4 (local mode) reading and writing through Spark's built-in Kafka source and sink.
+
+Spark's connector jars (spark-sql-kafka-0-10, spark-token-provider-kafka-0-10,
+commons-pool2) are in no registry this suite can reach: the directory
+holding them comes from KAFKACOMPAT_SPARK_JARS, and without it these tests
+skip (and pyspark is not even imported). kafka-clients 3.9.1 comes from the
+flink wheel the Java tests use. See the README for providing the jars.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from kafkacompat.testing import Broker
+
+from . import matrix
+from .conftest import create_topic
+
+JARS_DIR = os.environ.get("KAFKACOMPAT_SPARK_JARS", "")
+pytestmark = [
+    pytest.mark.pyspark,
+    pytest.mark.skipif(
+        not JARS_DIR,
+        reason="KAFKACOMPAT_SPARK_JARS is not set: Spark's Kafka connector jars are in no registry here (see README)",
+    ),
+]
+TRACE = b"0af7651916cd43dd8448eb211c80319c"
+
+
+def connector_jars() -> list[str]:
+    from .drivers import java
+
+    folder = pathlib.Path(JARS_DIR)
+    jars = sorted(str(p) for p in folder.glob("*.jar"))
+    assert any("spark-sql-kafka" in j for j in jars), f"no spark-sql-kafka jar in {folder}"
+    if not any("kafka-clients" in pathlib.Path(j).name for j in jars):
+        jars.append(str(java.flink_lib() / "kafka-clients.jar"))
+    return jars
+
+
+@pytest.fixture(scope="module")
+def spark() -> Iterator[Any]:
+    from pyspark.sql import SparkSession
+
+    jars = connector_jars()
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("kafkacompat-compat")
+        .config("spark.jars", ",".join(jars))
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "1")
+        .config("spark.driver.memory", "1g")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    connector = next(pathlib.Path(j).stem for j in jars if "spark-sql-kafka" in j)
+    matrix.note_version("pyspark", f"pyspark {session.version}, {connector}")
+    try:
+        yield session
+    finally:
+        session.stop()
+
+
+def seed(broker: Broker, topic: str, n: int, timestamps: list[int] | None = None) -> None:
+    """Records k0..k(n-1) in partition 0, through librdkafka as a reference producer."""
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": broker.bootstrap_servers})
+    for i in range(n):
+        producer.produce(
+            topic, key=f"k{i}", value=f"v{i}", partition=0, headers=[("trace", TRACE)],
+            timestamp=timestamps[i] if timestamps else 0,
+        )
+    assert producer.flush(30) == 0
+
+
+def kafka_reader(spark: Any, broker: Broker, topic: str) -> Any:
+    return (
+        spark.read.format("kafka")
+        .option("kafka.bootstrap.servers", broker.bootstrap_servers)
+        .option("subscribe", topic)
+    )
+
+
+def test_batch_read_between_offsets(spark: Any, broker: Broker, topic: str) -> None:
+    create_topic(broker, topic, 2)
+    seed(broker, topic, 10)
+    df = (
+        kafka_reader(spark, broker, topic)
+        .option("startingOffsets", json.dumps({topic: {"0": 2, "1": -2}}))
+        .option("endingOffsets", json.dumps({topic: {"0": 7, "1": -1}}))
+        .load()
+    )
+    rows = df.selectExpr("CAST(key AS STRING) k", "CAST(value AS STRING) v", "partition", "offset").collect()
+    assert sorted((r.offset, r.k, r.v) for r in rows) == [(i, f"k{i}", f"v{i}") for i in range(2, 7)]
+
+
+def test_batch_read_from_timestamp(spark: Any, broker: Broker, topic: str) -> None:
+    create_topic(broker, topic, 1)
+    base = 1_700_000_000_000
+    seed(broker, topic, 10, timestamps=[base + 1000 * i for i in range(10)])
+    df = (
+        kafka_reader(spark, broker, topic)
+        .option("startingOffsetsByTimestamp", json.dumps({topic: {"0": base + 5000}}))
+        .option("endingOffsets", "latest")
+        .load()
+    )
+    rows = df.selectExpr("CAST(key AS STRING) k", "offset", "timestamp").orderBy("offset").collect()
+    assert [r.offset for r in rows] == list(range(5, 10))
+    assert [r.k for r in rows] == [f"k{i}" for i in range(5, 10)]
+
+
+def kafka_stream(spark: Any, broker: Broker, topic: str) -> Any:
+    return (
+        spark.readStream.format("kafka")
+        .option("kafka.bootstrap.servers", broker.bootstrap_servers)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+        .option("includeHeaders", "true")
+        .load()
+        .selectExpr("CAST(key AS STRING) k", "CAST(value AS STRING) v", "offset", "headers")
+    )
+
+
+def finish(query: Any) -> None:
+    assert query.awaitTermination(180), "the availableNow query did not finish"
+    assert query.exception() is None
+
+
+def test_stream_available_now_into_memory_with_headers(
+    spark: Any, broker: Broker, topic: str, tmp_path: pathlib.Path
+) -> None:
+    create_topic(broker, topic, 1)
+    seed(broker, topic, 10)
+    name = f"compat_{uuid.uuid4().hex[:8]}"
+    finish(
+        kafka_stream(spark, broker, topic).writeStream.format("memory").queryName(name)
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .trigger(availableNow=True).start()
+    )
+    rows = spark.sql(f"SELECT * FROM {name} ORDER BY offset").collect()
+    assert [(r.k, r.v) for r in rows] == [(f"k{i}", f"v{i}") for i in range(10)]
+    assert all([(h.key, bytes(h.value)) for h in r.headers] == [("trace", TRACE)] for r in rows)
+
+
+def test_stream_resumes_from_its_checkpoint(spark: Any, broker: Broker, topic: str, tmp_path: pathlib.Path) -> None:
+    """A pipeline run twice into files: the second run reads only what arrived since."""
+    create_topic(broker, topic, 1)
+    out, checkpoint = str(tmp_path / "out"), str(tmp_path / "checkpoint")
+
+    def run() -> list[tuple[int, str]]:
+        finish(
+            kafka_stream(spark, broker, topic).drop("headers").writeStream.format("parquet")
+            .option("path", out).option("checkpointLocation", checkpoint)
+            .trigger(availableNow=True).start()
+        )
+        return sorted((r.offset, r.k) for r in spark.read.parquet(out).collect())
+
+    seed(broker, topic, 4)
+    assert run() == [(i, f"k{i}") for i in range(4)]
+    seed(broker, topic, 3)  # offsets 4..6, keys k0..k2 again
+    assert run() == [(i, f"k{i}") for i in range(4)] + [(4, "k0"), (5, "k1"), (6, "k2")]
+
+
+def test_write_with_the_kafka_sink(spark: Any, broker: Broker, topic: str) -> None:
+    from confluent_kafka import Consumer, TopicPartition
+
+    create_topic(broker, topic, 1)
+    df = spark.createDataFrame(
+        [(f"k{i}", f"v{i}", [("trace", bytearray(TRACE))]) for i in range(5)],
+        "key STRING, value STRING, headers ARRAY<STRUCT<key: STRING, value: BINARY>>",
+    )
+    (
+        df.write.format("kafka")
+        .option("kafka.bootstrap.servers", broker.bootstrap_servers)
+        .option("topic", topic)
+        .save()
+    )
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "unused"})
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    try:
+        got = consumer.consume(5, timeout=30)
+    finally:
+        consumer.close()
+    assert sorted((m.key().decode(), m.value().decode(), tuple(m.headers())) for m in got) == [
+        (f"k{i}", f"v{i}", (("trace", TRACE),)) for i in range(5)
+    ]

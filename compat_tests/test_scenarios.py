@@ -1,0 +1,193 @@
+"""The scenario set, run against every client family (one test per client x scenario).
+
+Each test asks a driver to do what a user of that client does and checks
+what the user sees: offsets, keys, values, headers, assignments, admin
+answers. Some checks also read the broker's store, where only the stored
+bytes can tell (e.g. that a batch really was idempotent).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from kafkacompat.testing import Broker
+from protocol.records import split_batches
+
+from .conftest import STREAM, compat_broker, create_topic, driver_for
+from .drivers import ADMIN_RETENTION_MS, Driver
+from .scenario_data import CODECS, expected, headers, key_values
+
+
+def stored_batch_headers(broker: Broker, topic: str, stream: str | None = None, partition: int = 0) -> list:
+    """The v2 batch headers the broker stored for a partition."""
+    store = broker.server.store
+    part = store.partition(stream or store.default_stream, topic, partition)
+    data = bytes(broker.call(part.read(part.log_start_offset, 16 << 20)))
+    return [header for _, header in split_batches(data)]
+
+
+def acknowledged(offsets: list[int] | None, expected_offsets: list[int]) -> bool:
+    """Offsets a producer reported match; kcat reports none (None)."""
+    return offsets is None or offsets == expected_offsets
+
+
+def test_keys_and_headers(client: Driver, topic: str) -> None:
+    assert acknowledged(client.produce(topic, 5), [0, 1, 2, 3, 4])
+    got = client.consume(topic, 5)
+    assert key_values(got) == expected("", 5)
+    assert [r.headers for r in got] == [headers(i) for i in range(5)]
+    assert [r.offset for r in got] == [0, 1, 2, 3, 4]
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_compression(client: Driver, broker: Broker, topic: str, codec: str) -> None:
+    client.produce(topic, 200, compression=codec)
+    got = client.consume(topic, 200)
+    assert key_values(got[:200]) == expected("", 200)
+    assert [r.headers for r in got[:200]] == [headers(i) for i in range(200)]
+    stored = stored_batch_headers(broker, topic)
+    assert {h.codec for h in stored} == {CODECS.index(codec) + 1}, "batches not stored compressed"
+
+
+def test_idempotent_producer(client: Driver, broker: Broker, topic: str) -> None:
+    assert acknowledged(client.produce(topic, 10, idempotent=True), list(range(10)))
+    assert [r.offset for r in client.consume(topic, 10)] == list(range(10))
+    stored = stored_batch_headers(broker, topic)
+    assert all(h.producer_id >= 0 and h.base_sequence >= 0 for h in stored), "producer sent no producer id"
+    assert sorted(h.base_sequence for h in stored)[0] == 0
+
+
+@pytest.mark.parametrize("acks", ["0", "1", "all"])
+def test_acks(client: Driver, topic: str, acks: str) -> None:
+    offsets = client.produce(topic, 5, acks=acks)
+    if acks != "0":
+        assert acknowledged(offsets, [0, 1, 2, 3, 4])
+    got = client.consume(topic, 5)
+    assert key_values(got) == expected("", 5)
+
+
+def test_consume_from_earliest(client: Driver, topic: str) -> None:
+    client.produce(topic, 3, prefix="a-")
+    client.produce(topic, 3, prefix="b-")
+    got = client.consume(topic, 6, start="earliest")
+    assert key_values(got) == expected("a-", 3) + expected("b-", 3)
+
+
+def test_consume_from_latest(client: Driver, topic: str) -> None:
+    client.produce(topic, 4, prefix="old-")
+    got = client.consume(topic, 3, start="latest", produce_after=3)[:3]
+    assert all(r.key.startswith("new-") for r in got), "a consumer at latest read older records"
+    assert got[0].offset >= 4
+    assert [r.offset for r in got] == list(range(got[0].offset, got[0].offset + 3))
+    first = int(got[0].key.removeprefix("new-k"))
+    assert key_values(got) == expected("new-", first + 3, start=first)
+
+
+def test_consume_by_timestamp(client: Driver, topic: str) -> None:
+    client.produce(topic, 3, prefix="before-")
+    later = client.consume(topic, 3, start="latest", produce_after=3)
+    boundary = later[0].timestamp
+    assert boundary > 0, "records carry no timestamp"
+    everything = client.consume(topic, 6)
+    first_at_or_after = min(r.offset for r in everything if r.timestamp >= boundary)
+    by_time = client.consume(topic, 6 - first_at_or_after, start=boundary)
+    assert by_time[0].offset == first_at_or_after
+    assert key_values(by_time) == key_values(everything[first_at_or_after:])
+
+
+def test_consumer_group_of_three_with_a_member_leaving(client: Driver, broker: Broker, topic: str, group: str) -> None:
+    create_topic(broker, topic, 3)
+    seen = client.group_of_three(topic, group)
+    assert sorted(len(parts) for parts in seen["before"]) == [1, 1, 1]
+    assert sorted(p for parts in seen["before"] for p in parts) == [0, 1, 2]
+    assert len(seen["after"]) == 2 and all(seen["after"])
+    assert sorted(p for parts in seen["after"] for p in parts) == [0, 1, 2]
+
+
+def test_commit_and_resume_after_broker_restart(client_name: str, tmp_path, topic: str, group: str) -> None:
+    data = str(tmp_path / "data")
+    with compat_broker(data) as first:
+        port = first.port
+        client = driver_for(client_name, first.bootstrap_servers)
+        client.produce(topic, 10)
+        assert key_values(client.group_consume(topic, group, 4)[:4]) == expected("", 4)
+    with compat_broker(data, port=port) as second:
+        client = driver_for(client_name, second.bootstrap_servers)
+        resumed = client.group_consume(topic, group, 3)
+        assert key_values(resumed[:3]) == expected("", 7, start=4)
+
+
+def test_admin_create_and_describe_topic(client: Driver, topic: str) -> None:
+    assert client.create_describe_topic(topic, 3) == {"partitions": 3, "listed": True}
+
+
+def test_admin_alter_configs(client: Driver, broker: Broker, topic: str) -> None:
+    create_topic(broker, topic, 1)
+    seen = client.alter_configs(topic)
+    assert seen["before"] != ADMIN_RETENTION_MS
+    assert seen["after"] == ADMIN_RETENTION_MS
+
+
+def test_admin_create_partitions(client: Driver, broker: Broker, topic: str) -> None:
+    create_topic(broker, topic, 1)
+    assert client.create_partitions(topic, 4) == 4
+
+
+def test_admin_delete_records(client: Driver, topic: str) -> None:
+    client.produce(topic, 6)
+    assert client.delete_records(topic, 4) == 4
+    assert key_values(client.consume(topic, 2)) == expected("", 6, start=4)
+
+
+def test_admin_delete_topic(client: Driver, broker: Broker, topic: str) -> None:
+    create_topic(broker, topic, 1)
+    assert client.delete_topic(topic) is False
+    assert broker.server.store.get_topic(broker.server.store.default_stream, topic) is None
+
+
+def test_list_and_describe_groups(client: Driver, broker: Broker, topic: str, group: str) -> None:
+    create_topic(broker, topic, 2)
+    seen = client.list_describe_groups(topic, group)
+    assert seen == {"listed": True, "state": seen["state"], "members": 1, "partitions": [0, 1]}
+    assert seen["state"].lower() == "stable"
+
+
+@pytest.fixture
+def stream_broker() -> Iterator[Broker]:
+    """A broker of its own holding /apps/iot/oilpump_metrics, so the topic can be named Pressure."""
+    with compat_broker() as running:
+        running.call(running.server.store.create_stream(STREAM))
+        yield running
+
+
+CANONICAL = f"{STREAM}:Pressure"
+ALIAS = "apps.iot.oilpump_metrics..Pressure"
+
+
+# Clients that check topic names against Kafka's legal characters before sending
+# anything: they reach stream topics through the alias, which is why it exists.
+REFUSES_PATH_NAMES = {
+    "kafka_python": "kafka-python refuses names outside [a-zA-Z0-9._-] client-side; use the alias",
+}
+
+
+def test_stream_topic_by_path_name(client_name: str, stream_broker: Broker, request: pytest.FixtureRequest) -> None:
+    if client_name in REFUSES_PATH_NAMES:
+        request.applymarker(pytest.mark.xfail(strict=True, raises=ValueError, reason=REFUSES_PATH_NAMES[client_name]))
+    client = driver_for(client_name, stream_broker.bootstrap_servers)
+    assert acknowledged(client.produce(CANONICAL, 3), [0, 1, 2])
+    assert key_values(client.consume(CANONICAL, 3)) == expected("", 3)
+    assert key_values(client.consume(ALIAS, 3)) == expected("", 3)
+    assert len(stored_batch_headers(stream_broker, "Pressure", STREAM)) >= 1
+
+
+def test_stream_topic_by_kafka_legal_alias(client_name: str, stream_broker: Broker) -> None:
+    client = driver_for(client_name, stream_broker.bootstrap_servers)
+    assert acknowledged(client.produce(ALIAS, 3, prefix=f"{uuid.uuid4().hex[:4]}-"), [0, 1, 2])
+    got = client.consume(ALIAS, 3)
+    assert len(got) == 3
+    assert stream_broker.server.store.get_topic(STREAM, "Pressure") is not None
+    assert len(stored_batch_headers(stream_broker, "Pressure", STREAM)) >= 1
