@@ -1,36 +1,11 @@
-"""Consumer groups with confluent: sharing, leaving, dying, and resuming after a broker restart."""
+"""What only librdkafka (confluent-kafka) offers: static members and cooperative-sticky rebalances."""
 
 from __future__ import annotations
 
-import logging
-
 from kafkacompat.testing import Broker
 from tests.groups import scenarios
-from tests.groups.helpers import SESSION_MS
 
 LIB = "confluent"
-log = logging.getLogger(__name__)
-
-
-def test_three_members_consume_each_message_once(broker: Broker, topic_name: str) -> None:
-    scenarios.three_members_share_exactly_once(LIB, broker, topic_name)
-
-
-def test_leaving_member_partitions_move_to_the_others(broker: Broker, topic_name: str) -> None:
-    took = scenarios.leaving_member_is_replaced(LIB, broker, topic_name)
-    log.info("%s: handover after LeaveGroup took %.2fs", LIB, took)
-    assert took < SESSION_MS / 1000
-
-
-def test_killed_member_partitions_move_after_its_session_timeout(broker: Broker, topic_name: str) -> None:
-    took = scenarios.killed_member_is_replaced(LIB, broker, topic_name)
-    log.info("%s: handover after SIGKILL took %.2fs (session timeout %dms)", LIB, took, SESSION_MS)
-    # the dead member keeps its partitions until its session runs out, not longer than that plus a rebalance
-    assert SESSION_MS / 2000 < took < SESSION_MS / 1000 + 3
-
-
-def test_new_consumer_resumes_from_offsets_committed_before_restart(tmp_path) -> None:
-    scenarios.resume_after_restart(LIB, str(tmp_path))
 
 
 def test_static_member_restart_causes_no_rebalance(broker: Broker, topic_name: str) -> None:
