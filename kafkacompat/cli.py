@@ -10,6 +10,7 @@ import sys
 from collections.abc import Sequence
 
 from . import admin_cli
+from .bench.command import add_parser as _bench_parser
 from .config import BrokerConfig, ConfigError, load_config
 
 log = logging.getLogger("kafkacompat")
@@ -104,6 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     _serve_parser(sub)
     admin_cli.add_parsers(sub)
+    _bench_parser(sub)
     return parser
 
 

@@ -17,6 +17,7 @@ from .producer_state import ProducerStates
 from .topic_names import TopicNameError, canonical_name, split_name
 
 log = logging.getLogger(__name__)
+_SPLITS_KEPT = 10_000  # remembered topic-name splits (cleared when full)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -42,6 +43,7 @@ class Cluster:
         self.cluster_id = config.cluster_id
         self.host, self.port = config.advertised()
         self.producers = ProducerStates()
+        self._splits: dict[str, tuple[str, str]] = {}
         self.groups = GroupCoordinator(config, store)
 
     @property
@@ -49,7 +51,13 @@ class Cluster:
         return self.store.default_stream
 
     def split(self, name: str) -> tuple[str, str]:
-        """(stream, topic) for a Kafka topic name, or TopicError(INVALID_TOPIC_EXCEPTION)."""
+        """(stream, topic) for a Kafka topic name, or TopicError(INVALID_TOPIC_EXCEPTION).
+
+        Valid names are remembered: every produced and fetched partition asks.
+        """
+        known = self._splits.get(name)
+        if known is not None:
+            return known
         try:
             stream, topic = split_name(name, self.default_stream)
             storage.names.check_stream_path(stream)
@@ -61,6 +69,9 @@ class Cluster:
                 ErrorCode.invalid_topic_exception,
                 f"{name!r}: '..' is reserved for stream aliases (path..topic)",
             )
+        if len(self._splits) >= _SPLITS_KEPT:
+            self._splits.clear()
+        self._splits[name] = (stream, topic)
         return stream, topic
 
     def lookup(self, name: str) -> ResolvedTopic:

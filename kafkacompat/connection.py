@@ -19,8 +19,8 @@ from protocol.messages import (
     MalformedRequestError,
     RequestHeader,
     decode_request,
-    encode_response,
     parse_request_header,
+    response_chunks,
 )
 from protocol.versions import API_VERSIONS_KEY, SUPPORTED, UNADVERTISED, api_name
 
@@ -29,6 +29,7 @@ from .cluster import Cluster
 from .handlers import HANDLERS
 from .handlers.common import NO_RESPONSE, CloseConnection
 from .handlers.api_versions import unsupported_version_response
+from .receive import FrameStream
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +51,7 @@ class Connection:
     def __init__(
         self,
         cluster: Cluster,
-        reader: asyncio.StreamReader,
+        reader: FrameStream,
         writer: asyncio.StreamWriter,
         max_frame_bytes: int,
         injected: faults.Faults,
@@ -151,6 +152,6 @@ class Connection:
                 )
                 writer.close()
                 raise
-            writer.write(encode_response(header.api_key, header.api_version, header.correlation_id, body))
+            writer.writelines(response_chunks(header.api_key, header.api_version, header.correlation_id, body))
             if self._answers.empty():
                 await writer.drain()

@@ -14,6 +14,7 @@ from .cluster import Cluster
 from .config import BrokerConfig
 from .connection import Connection
 from .faults import Faults
+from .receive import FrameStream, serve_frames
 
 log = logging.getLogger(__name__)
 
@@ -43,9 +44,8 @@ class BrokerServer:
 
     async def start(self) -> None:
         await self.store.open()
-        self._server = await asyncio.start_server(
-            self._accept, self.config.host, self.config.port,
-            reuse_address=True, limit=1 << 20, start_serving=False,
+        self._server = await serve_frames(
+            self._accept, self.config.host, self.config.port, reuse_address=True, start_serving=False,
         )
         if self.config.advertised_port is None and self.config.port == 0:
             self.config.advertised_port = self.port
@@ -87,7 +87,7 @@ class BrokerServer:
     async def __aexit__(self, *exc: object) -> None:
         await self.stop()
 
-    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _accept(self, reader: FrameStream, writer: asyncio.StreamWriter) -> None:
         if len(self._connections) >= self.config.max_connections:
             log.warning(
                 "refusing connection from %s: max_connections=%d reached",

@@ -109,8 +109,10 @@ def response_schema(api_key: int, version: int) -> type:
     return schema(api_key, version, EntityType.response)
 
 
-def decode_request(header: RequestHeader, frame: bytes) -> Any:
+def decode_request(header: RequestHeader, frame: bytes | bytearray) -> Any:
     """The kio request object; MalformedRequestError when the body does not parse."""
+    if not isinstance(frame, bytes):  # kio reads bytes only; large frames arrive as bytearray
+        frame = bytes(frame)
     try:
         body, size = _reader(header.api_key, header.api_version)(frame, header.body_offset)
     except MalformedRequestError:
@@ -141,3 +143,20 @@ def encode_response(api_key: int, version: int, correlation_id: int, body: Any |
     flexible_header = api_key != API_VERSIONS_KEY and is_flexible(api_key, version)
     head = _I32.pack(correlation_id) + (b"\x00" if flexible_header else b"")
     return _I32.pack(len(head) + len(payload)) + head + payload
+
+
+def response_chunks(api_key: int, version: int, correlation_id: int, body: Any) -> list[Any]:
+    """A whole response frame as buffers for `writelines`.
+
+    A body given as a list of buffers (a hand-encoded Fetch response) is
+    framed without copying its large parts; the frame header is joined to
+    its first, small, chunk so it never travels alone.
+    """
+    if not isinstance(body, list):
+        return [encode_response(api_key, version, correlation_id, body)]
+    flexible_header = api_key != API_VERSIONS_KEY and is_flexible(api_key, version)
+    head = _I32.pack(correlation_id) + (b"\x00" if flexible_header else b"")
+    size = len(head) + sum(len(chunk) for chunk in body)
+    if not body:
+        return [_I32.pack(size) + head]
+    return [_I32.pack(size) + head + body[0], *body[1:]]

@@ -15,9 +15,10 @@ import uuid
 from typing import Any
 
 import storage
+from protocol.fetch_response import Buffer, PartitionAnswer, encode_fetch_response
 
 from ..cluster import TopicError
-from .common import NO_THROTTLE, ErrorCode, leader_epoch_error, make, schema_of, storage_error_code
+from .common import ErrorCode, leader_epoch_error, storage_error_code
 
 TOPIC_IDS_FROM = 13  # v13+ name topics by id
 
@@ -93,43 +94,22 @@ async def _read(plan: list[_Wanted], max_bytes: int) -> int:
     return total
 
 
-def _response(ctx: Any, plan: list[_Wanted]) -> Any:
-    m = schema_of(ctx)
-    by_id = ctx.version >= TOPIC_IDS_FROM
-    topics: dict[Any, list[Any]] = {}
+def _response(ctx: Any, plan: list[_Wanted]) -> list[Buffer]:
+    """The body as chunks: stored records are handed to the transport, not copied."""
+    topics: dict[Any, list[PartitionAnswer]] = {}
     for wanted in plan:
         p = wanted.partition
         ok = p is not None and wanted.error in (ErrorCode.none, ErrorCode.offset_out_of_range)
         hw = p.high_watermark if ok else -1
-        topics.setdefault(wanted.topic_key, []).append(
-            make(
-                m.PartitionData,
-                partition_index=wanted.index,
-                error_code=wanted.error,
-                high_watermark=hw,
-                last_stable_offset=hw,
-                log_start_offset=p.log_start_offset if ok else -1,
-                aborted_transactions=None,
-                preferred_read_replica=-1,
-                records=wanted.records if wanted.error == ErrorCode.none else b"",
-            )
-        )
-    responses = tuple(
-        make(
-            m.FetchableTopicResponse,
-            topic=None if by_id else key,
-            topic_id=key if by_id else None,
-            partitions=tuple(parts),
-        )
-        for key, parts in topics.items()
-    )
-    return make(
-        m.FetchResponse,
-        throttle_time=NO_THROTTLE,
-        error_code=ErrorCode.none,
-        session_id=0,
-        responses=responses,
-    )
+        topics.setdefault(wanted.topic_key, []).append(PartitionAnswer(
+            wanted.index,
+            wanted.error.value,
+            hw,
+            hw,
+            p.log_start_offset if ok else -1,
+            wanted.records if wanted.error == ErrorCode.none else b"",
+        ))
+    return encode_fetch_response(ctx.version, list(topics.items()))
 
 
 async def handle(ctx: Any, request: Any) -> Any:

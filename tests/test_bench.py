@@ -1,0 +1,84 @@
+"""`kafkacompat bench` runs end to end and reports sane figures.
+
+Only the shape of the output is checked (rows present, numbers positive):
+speed is what the benchmark measures, never what a unit test asserts.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kafkacompat.bench import brokers
+from kafkacompat.bench.report import ratios, rows_table
+from kafkacompat.bench.runner import QUICK, Row, cells
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _bench(tmp_path: Path, *args: str) -> tuple[str, dict]:
+    out = tmp_path / "bench.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "kafkacompat", "bench", "--quick", "--json", str(out), *args],
+        cwd=REPO, capture_output=True, text=True, timeout=240,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout, json.loads(out.read_text())
+
+
+def _assert_sane(row: dict) -> None:
+    assert row["status"] == "ok", row
+    assert row["messages"] > 0 and row["seconds"] > 0, row
+    assert row["msg_per_s"] > 0 and row["mb_per_s"] > 0, row
+    assert row["cpu_s"] is not None and row["cpu_s"] >= 0, row
+    assert row["peak_rss_mib"] > 0, row
+    if row["workload"] == "latency":
+        assert 0 < row["p50_ms"] <= row["p99_ms"] <= row["p999_ms"], row
+
+
+def test_quick_run_reports_every_row(tmp_path: Path) -> None:
+    stdout, doc = _bench(tmp_path)
+    rows = doc["rows"]
+    expected = sum(len(cell.rows("kafkacompat", 1)) for cell in cells(QUICK))
+    assert len(rows) == expected == 20
+    for row in rows:
+        _assert_sane(row)
+    assert {(r["workload"], r["acks"]) for r in rows} == {
+        ("produce", 1), ("produce", -1), ("consume", None), ("latency", 1), ("latency", -1)
+    }
+    assert "msg/s" in stdout and "16 KiB" in stdout
+
+
+def test_vs_pairs_rows_with_tansu(tmp_path: Path) -> None:
+    try:
+        brokers.find_tansu()
+    except brokers.TansuNotFoundError as exc:
+        pytest.skip(str(exc))
+    stdout, doc = _bench(tmp_path, "--vs", "--sizes", "100", "--partitions", "1")
+    by_broker = {name: [r for r in doc["rows"] if r["broker"] == name] for name in ("kafkacompat", "tansu")}
+    assert len(by_broker["kafkacompat"]) == len(by_broker["tansu"]) == 5
+    for row in by_broker["kafkacompat"]:
+        _assert_sane(row)
+    assert len(doc["ratios"]) == 5
+    for pair in doc["ratios"]:
+        if not pair["note"]:
+            assert pair["ratio"] > 0, pair
+    assert "ratios kafkacompat / tansu" in stdout
+
+
+def test_a_failing_peer_keeps_its_row() -> None:
+    ours = Row("kafkacompat", 1, "consume", 100, 1, None, messages=10, seconds=1.0, msg_per_s=10.0)
+    peer = Row("tansu", 1, "consume", 100, 1, None, messages=4, seconds=1.0, msg_per_s=4.0,
+               status="stalled: 4 of 10 read, none for 10 s")
+    (pair,) = ratios([ours, peer], "kafkacompat", "tansu")
+    assert pair.ratio == 2.5 and "tansu: stalled" in pair.note
+    assert "stalled: 4 of 10 read" in rows_table([ours, peer])
+
+
+def test_missing_tansu_is_explained(tmp_path: Path) -> None:
+    with pytest.raises(brokers.TansuNotFoundError, match="not an executable"):
+        brokers.find_tansu(str(tmp_path / "tansu"))

@@ -1,0 +1,90 @@
+"""FrameStream hands back exactly the bytes received, however the socket splits them."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import struct
+
+import pytest
+
+from kafkacompat.receive import DIRECT_FROM, PAUSE_ABOVE, RECEIVE_BUFFER, FrameStream
+
+
+class _Transport:
+    def __init__(self) -> None:
+        self.paused = False
+
+    def pause_reading(self) -> None:
+        self.paused = True
+
+    def resume_reading(self) -> None:
+        self.paused = False
+
+
+def _feed(stream: FrameStream, data: bytes, piece: int) -> None:
+    """What the event loop does: recv_into get_buffer(), then buffer_updated()."""
+    pos = 0
+    while pos < len(data):
+        buf = stream.get_buffer()
+        n = min(len(buf), piece, len(data) - pos)
+        buf[:n] = data[pos : pos + n]
+        stream.buffer_updated(n)
+        pos += n
+
+
+def _frames(sizes: list[int]) -> tuple[bytes, list[bytes]]:
+    bodies = [os.urandom(size) for size in sizes]
+    return b"".join(struct.pack(">i", len(b)) + b for b in bodies), bodies
+
+
+async def _read_all(stream: FrameStream, count: int) -> list[bytes]:
+    out = []
+    for _ in range(count):
+        (size,) = struct.unpack(">i", await stream.readexactly(4))
+        out.append(bytes(await stream.readexactly(size)))
+    return out
+
+
+@pytest.mark.parametrize("piece", [997, 4096, 65536, 1 << 22])
+async def test_frames_come_back_whole(piece: int) -> None:
+    sizes = [0, 1, 100, DIRECT_FROM - 1, DIRECT_FROM, RECEIVE_BUFFER + 3, 3 * RECEIVE_BUFFER, 5, 2 << 20]
+    data, bodies = _frames(sizes)
+    stream = FrameStream(asyncio.get_running_loop())
+    stream.set_transport(_Transport())  # type: ignore[arg-type]
+    reader = asyncio.create_task(_read_all(stream, len(bodies)))
+    pos = 0
+    while pos < len(data):  # interleave arrival and reading
+        step = min(len(data) - pos, 300_000)
+        _feed(stream, data[pos : pos + step], piece)
+        pos += step
+        await asyncio.sleep(0)
+    stream.feed_eof()
+    assert await reader == bodies
+
+
+async def test_everything_already_received() -> None:
+    data, bodies = _frames([10, DIRECT_FROM * 2, 10])
+    stream = FrameStream(asyncio.get_running_loop())
+    _feed(stream, data, 1 << 30)
+    assert await _read_all(stream, 3) == bodies
+
+
+async def test_eof_mid_frame_is_an_incomplete_read() -> None:
+    stream = FrameStream(asyncio.get_running_loop())
+    _feed(stream, struct.pack(">i", 100) + b"x" * 10, 1000)
+    stream.feed_eof()
+    await stream.readexactly(4)
+    with pytest.raises(asyncio.IncompleteReadError):
+        await stream.readexactly(100)
+
+
+async def test_reading_pauses_while_unread_bytes_pile_up() -> None:
+    stream = FrameStream(asyncio.get_running_loop())
+    transport = _Transport()
+    stream.set_transport(transport)  # type: ignore[arg-type]
+    data, bodies = _frames([1000] * (PAUSE_ABOVE // 1000 + 10))
+    _feed(stream, data, 65536)
+    assert transport.paused
+    assert await _read_all(stream, len(bodies)) == bodies
+    assert not transport.paused
