@@ -20,6 +20,8 @@ import struct
 import uuid
 from collections.abc import Sequence
 
+from .varints import uvarint
+
 Buffer = bytes | bytearray | memoryview
 
 INLINE_MAX = 16 * 1024  # records up to this size are copied into the envelope
@@ -43,15 +45,6 @@ class PartitionAnswer:
     records: Buffer
 
 
-def _uvarint(value: int) -> bytes:
-    out = bytearray()
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
 def encode_fetch_response(
     version: int,
     topics: Sequence[tuple[str | uuid.UUID, Sequence[PartitionAnswer]]],
@@ -70,7 +63,7 @@ def encode_fetch_response(
         out += _TOP_V7.pack(throttle_time_ms, error_code, session_id)
     else:
         out += _I32.pack(throttle_time_ms)
-    out += _uvarint(len(topics) + 1) if flexible else _I32.pack(len(topics))
+    out += uvarint(len(topics) + 1) if flexible else _I32.pack(len(topics))
     part_head = _PART_V5 if version >= 5 else _PART_V4
     for key, partitions in topics:
         if version >= 13:
@@ -78,8 +71,8 @@ def encode_fetch_response(
             out += key.bytes
         else:
             name = str(key).encode()
-            out += _uvarint(len(name) + 1) + name if flexible else _I16.pack(len(name)) + name
-        out += _uvarint(len(partitions) + 1) if flexible else _I32.pack(len(partitions))
+            out += uvarint(len(name) + 1) + name if flexible else _I16.pack(len(name)) + name
+        out += uvarint(len(partitions) + 1) if flexible else _I32.pack(len(partitions))
         for p in partitions:
             if version >= 5:
                 out += part_head.pack(p.index, p.error_code, p.high_watermark, p.last_stable_offset,
@@ -90,7 +83,7 @@ def encode_fetch_response(
             if version >= 11:
                 out += _PREFERRED_REPLICA
             size = len(p.records)
-            out += _uvarint(size + 1) if flexible else _I32.pack(size)
+            out += uvarint(size + 1) if flexible else _I32.pack(size)
             if size > INLINE_MAX:
                 chunks.append(out)
                 chunks.append(p.records)

@@ -16,6 +16,8 @@ import dataclasses
 import struct
 from collections.abc import Sequence
 
+from .varints import uvarint
+
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _PART_V3 = struct.Struct(">ihqq")  # index, error_code, base_offset, log_append_time_ms
@@ -32,21 +34,12 @@ class PartitionResult:
     error_message: str | None = None
 
 
-def _uvarint(value: int) -> bytes:
-    out = bytearray()
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
 def _string(out: bytearray, text: str | None, flexible: bool) -> None:
     if text is None:
         out += b"\x00" if flexible else _I16.pack(-1)
         return
     data = text.encode()
-    out += _uvarint(len(data) + 1) if flexible else _I16.pack(len(data))
+    out += uvarint(len(data) + 1) if flexible else _I16.pack(len(data))
     out += data
 
 
@@ -57,10 +50,10 @@ def encode_produce_response(
     if not 3 <= version <= 12:
         raise ValueError(f"Produce v{version} is not encoded here (v3-12 are)")
     flexible = version >= 9
-    out = bytearray(_uvarint(len(topics) + 1) if flexible else _I32.pack(len(topics)))
+    out = bytearray(uvarint(len(topics) + 1) if flexible else _I32.pack(len(topics)))
     for name, parts in topics:
         _string(out, name, flexible)
-        out += _uvarint(len(parts) + 1) if flexible else _I32.pack(len(parts))
+        out += uvarint(len(parts) + 1) if flexible else _I32.pack(len(parts))
         for p in parts:
             if version >= 5:
                 out += _PART_V5.pack(p.index, p.error_code, p.base_offset, p.log_append_time_ms, p.log_start_offset)

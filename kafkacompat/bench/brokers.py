@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import abc
 import asyncio
+import ctypes
 import dataclasses
 import importlib.util
 import logging
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -25,6 +27,7 @@ log = logging.getLogger(__name__)
 READY_TIMEOUT_S = 20.0
 STOP_TIMEOUT_S = 10.0
 _REPO_ROOT = Path(__file__).resolve().parents[2]  # holds kafkacompat/, protocol/, storage/
+_PR_SET_PDEATHSIG = 1
 
 
 class BrokerStartError(RuntimeError):
@@ -33,6 +36,14 @@ class BrokerStartError(RuntimeError):
 
 class TansuNotFoundError(BrokerStartError):
     pass
+
+
+def _die_with_parent() -> None:
+    """In the broker's process before exec: SIGTERM it if the bench dies (Linux prctl)."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    except (OSError, AttributeError):
+        pass  # not Linux: stop() still ends the broker on every normal exit
 
 
 def free_port() -> int:
@@ -135,7 +146,8 @@ class _Subprocess(Broker):
         cmd = self._command()
         log.debug("starting %s", " ".join(cmd))
         self._proc = subprocess.Popen(
-            cmd, stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT, env=self._env()
+            cmd, stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT, env=self._env(),
+            preexec_fn=_die_with_parent,
         )
         try:
             self._wait_ready()
