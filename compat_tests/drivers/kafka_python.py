@@ -10,6 +10,10 @@ from ..scenario_data import Received, headers, key, value
 from . import ADMIN_RETENTION_MS, Driver
 from .inprocess import TIMEOUT, header_pairs, text, until
 
+# kafka-python 3.0.12 drops a group join that completes after poll()'s timeout and
+# joins again (a fresh rebalance): long polls let join and sync finish inside one.
+POLL_MS = 1000
+
 
 class KafkaPythonDriver(Driver):
     name = "kafka_python"
@@ -56,7 +60,7 @@ class KafkaPythonDriver(Driver):
         out: list[Received] = []
 
         def step() -> None:
-            for records in consumer.poll(timeout_ms=200).values():
+            for records in consumer.poll(timeout_ms=POLL_MS).values():
                 out.extend(
                     Received(r.partition, r.offset, text(r.key), text(r.value), header_pairs(r.headers), r.timestamp)
                     for r in records
@@ -114,7 +118,7 @@ class KafkaPythonDriver(Driver):
             try:
                 consumer.subscribe([topic])
                 while not stops[index].is_set():
-                    consumer.poll(timeout_ms=200)
+                    consumer.poll(timeout_ms=POLL_MS)
                     owned[index] = sorted(tp.partition for tp in consumer.assignment())
             except BaseException as exc:  # noqa: BLE001 - reported by the test thread
                 failures.append(exc)
@@ -215,7 +219,7 @@ class KafkaPythonDriver(Driver):
         admin = self._admin()
         try:
             member.subscribe([topic])
-            until(lambda: bool(member.assignment()), lambda: member.poll(timeout_ms=100), "an assignment")
+            until(lambda: bool(member.assignment()), lambda: member.poll(timeout_ms=POLL_MS), "an assignment")
             listed = admin.list_groups()
             described = admin.describe_groups([group])[group]
             return {
