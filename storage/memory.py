@@ -25,17 +25,7 @@ class MemoryPartition(PartitionBase):
         self._batches: list[bytearray] = []
         self._bases: list[int] = []
         self._max_ts: list[int] = []
-        self._hw = 0
-        self._log_start = 0
         self._note_epoch(0, 0)
-
-    @property
-    def log_start_offset(self) -> int:
-        return self._log_start
-
-    @property
-    def high_watermark(self) -> int:
-        return self._hw
 
     async def append(self, batch: bytes | bytearray | memoryview, record_count: int) -> AppendResult:
         self._check_open()

@@ -17,7 +17,7 @@ _PRUNE_AT = 256
 
 
 class PartitionBase(Partition):
-    """Waiters woken on append and the leader epoch history of one partition."""
+    """Offsets, waiters woken on append and the leader epoch history of one partition."""
 
     def __init__(self, name: str, leader_epoch: int, record_timestamps: RecordTimestamps | None) -> None:
         self.name = name  # "<stream>:<topic>/<index>", for messages and logs
@@ -26,10 +26,20 @@ class PartitionBase(Partition):
         self._waiters: list[tuple[int, asyncio.Future[None]]] = []
         self._epochs: list[tuple[int, int]] = []  # (epoch, start offset), epochs ascending
         self._closed = False
+        self._log_start = 0
+        self._hw = 0
 
     @property
     def leader_epoch(self) -> int:
         return self._leader_epoch
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start
+
+    @property
+    def high_watermark(self) -> int:
+        return self._hw
 
     def _check_open(self) -> None:
         if self._closed:

@@ -54,8 +54,6 @@ class DiskPartition(PartitionBase):
         self._manifest_path = os.path.join(self._dir_on(store.volumes[0].path), layout.MANIFEST_FILE)
         self._chain: list[Partitionlet] = []
         self._bases: list[int] = []
-        self._log_start = 0
-        self._hw = 0
         self._checkpoint = 0  # size of the active partitionlet the manifest vouches for
         self._manifest_stale = False
         self._lock = asyncio.Lock()
@@ -210,14 +208,6 @@ class DiskPartition(PartitionBase):
         await self._critical(section)
 
     # appending ---------------------------------------------------------------
-
-    @property
-    def log_start_offset(self) -> int:
-        return self._log_start
-
-    @property
-    def high_watermark(self) -> int:
-        return self._hw
 
     async def append(self, batch: bytes | bytearray | memoryview, record_count: int) -> AppendResult:
         self._check_open()
