@@ -15,6 +15,7 @@ from storage import Cursor
 
 from ..cluster import TopicError
 from .common import NO_THROTTLE, ErrorCode, make, schema_of, storage_error_code
+from .group_common import partition_errors
 
 log = logging.getLogger(__name__)
 
@@ -71,19 +72,5 @@ async def handle(ctx: Any, request: Any) -> Any:
                 outcome = storage_error_code(exc)
             for key, _, _ in pending:
                 errors[key] = outcome
-    topics = tuple(
-        make(
-            m.OffsetCommitResponseTopic,
-            name=topic.name,
-            partitions=tuple(
-                make(
-                    m.OffsetCommitResponsePartition,
-                    partition_index=p.partition_index,
-                    error_code=errors[(topic.name, p.partition_index)],
-                )
-                for p in topic.partitions
-            ),
-        )
-        for topic in request.topics
-    )
+    topics = partition_errors(m.OffsetCommitResponseTopic, m.OffsetCommitResponsePartition, request.topics, errors)
     return make(m.OffsetCommitResponse, throttle_time=NO_THROTTLE, topics=topics)

@@ -8,6 +8,7 @@ import storage
 
 from ..cluster import TopicError
 from .common import NO_THROTTLE, ErrorCode, make, schema_of, storage_error_code
+from .group_common import partition_errors
 
 
 def _resolve(ctx: Any, name: str) -> tuple[str, str] | None:
@@ -48,19 +49,5 @@ async def handle(ctx: Any, request: Any) -> Any:
             outcome = storage_error_code(exc)
         for key, _ in doomed:
             errors[key] = outcome
-    topics = tuple(
-        make(
-            m.OffsetDeleteResponseTopic,
-            name=topic.name,
-            partitions=tuple(
-                make(
-                    m.OffsetDeleteResponsePartition,
-                    partition_index=p.partition_index,
-                    error_code=errors[(topic.name, p.partition_index)],
-                )
-                for p in topic.partitions
-            ),
-        )
-        for topic in request.topics
-    )
+    topics = partition_errors(m.OffsetDeleteResponseTopic, m.OffsetDeleteResponsePartition, request.topics, errors)
     return make(m.OffsetDeleteResponse, error_code=ErrorCode.none, throttle_time=NO_THROTTLE, topics=topics)
