@@ -42,7 +42,7 @@ class Cluster:
         self.node_id = config.node_id
         self.cluster_id = config.cluster_id
         self.host, self.port = config.advertised()
-        self.producers = ProducerStates()
+        self.producers = ProducerStates(config.producer_id_expiration_ms)
         self._splits: dict[str, tuple[str, str]] = {}
         self.groups = GroupCoordinator(config, store)
 

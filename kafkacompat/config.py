@@ -27,6 +27,7 @@ class BrokerConfig:
     default_stream: str = "/default"
     max_frame_bytes: int = 100 * 1024 * 1024  # Kafka's socket.request.max.bytes
     max_connections: int = 10_000
+    producer_id_expiration_ms: int = 24 * 3600 * 1000  # Kafka's producer.id.expiration.ms
     auto_create_topics: bool = True  # Kafka's auto.create.topics.enable; streams can refuse too
     retention_check_ms: int = 60_000  # how often expired partitionlets are deleted (log.retention.check.interval.ms)
     # consumer groups, named after Kafka's group.* and offsets.* broker settings

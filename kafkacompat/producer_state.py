@@ -16,7 +16,7 @@ import collections
 import dataclasses
 import itertools
 import time
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 
 from kio.schema.errors import ErrorCode
 
@@ -27,6 +27,7 @@ WINDOW = 5
 INT32_MAX = 2**31 - 1
 RESTORE_RECORDS = 100_000  # how far back from the high watermark a restore looks
 RESTORE_BYTES = 32 << 20  # and at most this much of the log it reads
+DEFAULT_EXPIRATION_MS = 24 * 3600 * 1000  # Kafka's producer.id.expiration.ms
 
 
 def last_sequence(base_sequence: int, record_count: int) -> int:
@@ -51,6 +52,7 @@ class _Batch:
 @dataclasses.dataclass(slots=True)
 class _Entry:
     epoch: int
+    last_write: float = 0.0  # monotonic seconds of the last append
     batches: collections.deque[_Batch] = dataclasses.field(
         default_factory=lambda: collections.deque(maxlen=WINDOW)
     )
@@ -67,10 +69,22 @@ ACCEPT = Verdict()
 
 
 class ProducerStates:
-    def __init__(self) -> None:
+    """Per (producer id, partition) state; idle producers expire as on Kafka.
+
+    Without expiry every producer ever seen would stay in memory. A
+    producer idle for `expiration_ms` is forgotten; if it comes back it is
+    treated as one the broker has no state for.
+    """
+
+    def __init__(
+        self, expiration_ms: int = DEFAULT_EXPIRATION_MS, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         # Unique across restarts as long as the clock does not go back.
         self._ids = itertools.count(int(time.time() * 1000) * 1000)
         self._entries: dict[tuple[int, Hashable], _Entry] = {}
+        self._expiration = expiration_ms / 1000
+        self._clock = clock
+        self._next_sweep = clock() + min(self._expiration, 60.0)
         self._restored: set[Hashable] = set()
 
     def new_producer_id(self) -> int:
@@ -110,6 +124,21 @@ class ProducerStates:
         if entry is None or epoch != entry.epoch:
             entry = self._entries[key] = _Entry(epoch)
         entry.batches.append(_Batch(base_seq, last_sequence(base_seq, count), base_offset, log_append_time))
+        now = self._clock()
+        entry.last_write = now
+        if now >= self._next_sweep:
+            self._expire(now)
+
+    def _expire(self, now: float) -> None:
+        """Forget producers idle longer than the expiration; checked at most once a minute."""
+        cutoff = now - self._expiration
+        for key in [k for k, e in self._entries.items() if e.last_write < cutoff]:
+            del self._entries[key]
+        self._next_sweep = now + min(self._expiration, 60.0)
+
+    def __len__(self) -> int:
+        """How many (producer, partition) states are kept."""
+        return len(self._entries)
 
     def forget_partition(self, partition: Hashable) -> None:
         """Drop state of a deleted topic partition."""

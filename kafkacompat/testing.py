@@ -431,7 +431,7 @@ class Broker:
         current = store.get_stream(default)
         if self._default_policy is not None and current is not None and current.policy != self._default_policy:
             await store.edit_stream(default, self._default_policy)
-        cluster.producers = ProducerStates()
+        cluster.producers = ProducerStates(cluster.config.producer_id_expiration_ms)
 
 
 def _split(cluster: Cluster, name: str) -> tuple[str, str]:

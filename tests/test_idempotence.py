@@ -114,3 +114,20 @@ def test_a_retry_across_a_restart_gets_its_original_offsets(tmp_path) -> None:
             assert send(wire, "retried", pid, 4) == (ErrorCode.none, 4)
             assert send(wire, "retried", pid, 8)[0] == ErrorCode.out_of_order_sequence_number
             assert send(wire, "retried", pid, 6) == (ErrorCode.none, 6)
+
+
+def test_idle_producers_expire_like_kafkas_producer_id_expiration() -> None:
+    from kafkacompat.producer_state import ProducerStates
+
+    now = [1000.0]
+    states = ProducerStates(expiration_ms=60_000, clock=lambda: now[0])
+    states.record(7, 0, "p", 0, 2, 0, -1)
+    assert states.check(7, 0, "p", 0, 2).duplicate_of == 0
+    now[0] += 30
+    states.record(8, 0, "p", 0, 1, 2, -1)  # another producer keeps writing
+    now[0] += 45  # producer 7 has been idle 75 s, producer 8 for 45 s
+    states.record(8, 0, "p", 1, 1, 3, -1)
+    assert len(states) == 1
+    # a forgotten producer is one the broker has no state for: any sequence is accepted
+    assert states.check(7, 0, "p", 0, 2).duplicate_of is None
+    assert states.check(8, 0, "p", 1, 1).duplicate_of == 3
