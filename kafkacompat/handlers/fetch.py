@@ -17,7 +17,6 @@ from typing import Any
 import storage
 from protocol.fetch_response import Buffer, PartitionAnswer, encode_fetch_response
 
-from ..cluster import TopicError
 from .common import ErrorCode, leader_epoch_error, storage_error_code
 
 TOPIC_IDS_FROM = 13  # v13+ name topics by id
@@ -48,12 +47,7 @@ def _plan(ctx: Any, request: Any) -> list[_Wanted]:
                 error = ErrorCode.unknown_topic_id
         else:
             key = topic.topic
-            try:
-                info = cluster.lookup(topic.topic).info
-            except TopicError as exc:
-                error = exc.code
-            if info is None and error == ErrorCode.none:
-                error = ErrorCode.unknown_topic_or_partition
+            info, error = cluster.topic_for(topic.topic)
         for part in topic.partitions:
             wanted = _Wanted(key, part.partition, part.fetch_offset, part.partition_max_bytes)
             if info is None:

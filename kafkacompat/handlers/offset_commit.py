@@ -13,7 +13,6 @@ from typing import Any
 import storage
 from storage import Cursor
 
-from ..cluster import TopicError
 from .common import NO_THROTTLE, ErrorCode, make, schema_of, storage_error_code
 from .group_common import partition_errors
 
@@ -29,10 +28,7 @@ async def handle(ctx: Any, request: Any) -> Any:
     pending: list[tuple[tuple[str, int], str, Cursor]] = []
     too_large: list[tuple[str, int]] = []
     for topic in request.topics:
-        try:
-            info = cluster.lookup(topic.name).info
-        except TopicError:
-            info = None
+        info, _ = cluster.topic_for(topic.name)  # Kafka answers every miss here as unknown
         for part in topic.partitions:
             key = (topic.name, part.partition_index)
             if info is None or not 0 <= part.partition_index < info.partitions:

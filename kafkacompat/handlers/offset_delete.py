@@ -29,10 +29,7 @@ async def handle(ctx: Any, request: Any) -> Any:
     errors: dict[tuple[str, int], ErrorCode] = {}
     doomed: list[tuple[tuple[str, int], tuple[str, str, int]]] = []
     for topic in request.topics:
-        try:
-            info = cluster.lookup(topic.name).info
-        except TopicError:
-            info = None
+        info, _ = cluster.topic_for(topic.name)  # Kafka answers every miss here as unknown
         for part in topic.partitions:
             key = (topic.name, part.partition_index)
             if info is None or not 0 <= part.partition_index < info.partitions:
