@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -17,12 +18,20 @@ from . import matrix
 from .drivers import CLIENTS, ClientUnavailable, Driver, NotApplicable, build
 
 STREAM = "/apps/iot/oilpump_metrics"
+_HERE = Path(__file__).parent
 
 
 def pytest_configure(config: pytest.Config) -> None:
     for name in (*CLIENTS, "spark_java", "pyspark"):
         config.addinivalue_line("markers", f"{name}: compatibility scenario run with the {name} client")
     config.pluginmanager.register(matrix.MatrixRecorder(config), "compat-matrix")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Stock-client scenarios start JVMs and subprocesses: outside the quick subset."""
+    for item in items:
+        if item.path.is_relative_to(_HERE):
+            item.add_marker(pytest.mark.slow)
 
 
 def client_params() -> list[object]:

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 import pytest
 
 from kafkacompat.testing import Broker
-from protocol.records import split_batches
+from kafkacompat.protocol.records import split_batches
 
 from .conftest import STREAM, compat_broker, create_topic, driver_for
 from .drivers import ADMIN_RETENTION_MS, Driver

@@ -9,7 +9,7 @@ import signal
 import sys
 from collections.abc import Sequence
 
-from . import admin_cli
+from .admin import cli as admin_cli
 from .bench.command import add_parser as _bench_parser
 from .config import BrokerConfig, ConfigError, load_config
 
@@ -73,7 +73,7 @@ def _config_from(args: argparse.Namespace) -> BrokerConfig:
 
 
 async def run_until_signalled(config: BrokerConfig) -> None:
-    from .server import BrokerServer  # imported here: the admin commands start faster without it
+    from .broker.server import BrokerServer  # imported here: the admin commands start faster without it
 
     server = BrokerServer(config)
     await server.start()

@@ -1,4 +1,4 @@
-"""Benchmark the on-disk store: `python -m storage.bench`.
+"""Benchmark the on-disk store: `python -m kafkacompat.storage.bench`.
 
 Prints append and read throughput for 1 KiB, 16 KiB and 1 MiB batches
 under fsync none and interval (best of `--repeat` runs: on a VM, the first

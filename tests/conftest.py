@@ -11,7 +11,7 @@ from kafkacompat.testing import Broker
 
 # The plugin users get by entry point once kafkacompat is installed; named
 # here too so the suite runs from a checkout that is not pip-installed.
-pytest_plugins = ["kafkacompat.pytest_plugin"]
+pytest_plugins = ["kafkacompat.testing.pytest_plugin"]
 
 
 @pytest.fixture(scope="module")

@@ -17,13 +17,25 @@ if [ ${#apt_packages[@]} -gt 0 ]; then
     as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${apt_packages[@]}" >/dev/null
 fi
 
-echo "== installing kafkacompat with its test dependencies"
-python3 -m pip install --quiet --disable-pip-version-check -e ".[test]"
+# A virtual environment of its own (a stock Debian/Ubuntu Python refuses
+# `pip install` outside one): .venv, or KAFKACOMPAT_VENV to share one.
+venv="${KAFKACOMPAT_VENV:-.venv}"
+if [ ! -x "$venv/bin/python" ]; then
+    echo "== creating the virtual environment $venv"
+    python3 -m venv "$venv" 2>/dev/null || {
+        as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >/dev/null
+        python3 -m venv "$venv"
+    }
+fi
+python="$venv/bin/python"
+
+echo "== installing kafkacompat with its test dependencies into $venv"
+"$python" -m pip install --quiet --disable-pip-version-check -e ".[test]"
 
 # Java kafka-clients 3.9.1 (and its codecs) for compat_tests: the jars ship in
 # this wheel's pyflink/lib; compat_tests/drivers/java.py finds them there.
-python3 -c "import importlib.util, sys; sys.exit(importlib.util.find_spec('pyflink') is None)" 2>/dev/null \
-    || python3 -m pip install --quiet --disable-pip-version-check "shigawire-apache-flink-libraries==2.0.0.post1"
+"$python" -c "import importlib.util, sys; sys.exit(importlib.util.find_spec('pyflink') is None)" 2>/dev/null \
+    || "$python" -m pip install --quiet --disable-pip-version-check "shigawire-apache-flink-libraries==2.0.0.post1"
 
 # kafkajs and its snappy/lz4 codecs, pinned by compat_tests/node/package-lock.json
 if [ ! -f compat_tests/node/node_modules/kafkajs/package.json ]; then
@@ -33,13 +45,13 @@ fi
 
 # PySpark only where Spark's Kafka connector jars are provided (see README)
 if [ -n "${KAFKACOMPAT_SPARK_JARS:-}" ]; then
-    python3 -c "import pyspark" 2>/dev/null \
-        || python3 -m pip install --quiet --disable-pip-version-check "pyspark>=4.0,<4.1"
+    "$python" -c "import pyspark" 2>/dev/null \
+        || "$python" -m pip install --quiet --disable-pip-version-check "pyspark>=4.0,<4.1"
 fi
 
 echo "== running tests"
 set +e
-python3 -m pytest -q -p no:cacheprovider "$@"  # paths: testpaths in pyproject.toml
+"$python" -m pytest -q -p no:cacheprovider "$@"  # paths: testpaths in pyproject.toml
 status=$?
 set -e
 if [ "$status" -eq 5 ]; then

@@ -11,8 +11,8 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from kio.schema.errors import ErrorCode
 
 from kafkacompat.testing import Broker
-from protocol.messages import make
-from protocol.records import Record, build_batch
+from kafkacompat.protocol.messages import make
+from kafkacompat.protocol.records import Record, build_batch
 from tests.wire import Wire, request_class
 
 PRODUCE_V = 9

@@ -10,8 +10,8 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from kafkacompat.testing import Broker
-from protocol.messages import make
-from protocol.records import Record, build_batch, iter_records
+from kafkacompat.protocol.messages import make
+from kafkacompat.protocol.records import Record, build_batch, iter_records
 from tests.test_bad_input import produce_request
 from tests.wire import Wire, request_class
 

@@ -8,8 +8,8 @@ import uuid
 import pytest
 from kio.schema.errors import ErrorCode
 
-from protocol.fetch_response import INLINE_MAX, PartitionAnswer, encode_fetch_response
-from protocol.messages import encode_body, encode_response, make, response_chunks, response_module, response_schema
+from kafkacompat.protocol.fetch_response import INLINE_MAX, PartitionAnswer, encode_fetch_response
+from kafkacompat.protocol.messages import encode_body, encode_response, make, response_chunks, response_module, response_schema
 
 FETCH = 1
 SMALL = bytes(range(200))

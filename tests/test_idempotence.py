@@ -7,10 +7,10 @@ import datetime
 import pytest
 from kio.schema.errors import ErrorCode
 
-from kafkacompat.producer_state import INT32_MAX, last_sequence
+from kafkacompat.broker.producer_state import INT32_MAX, last_sequence
 from kafkacompat.testing import Broker
-from protocol.messages import make
-from protocol.records import Record, build_batch
+from kafkacompat.protocol.messages import make
+from kafkacompat.protocol.records import Record, build_batch
 from tests.test_bad_input import produce_request
 from tests.wire import Wire, request_class
 
@@ -117,7 +117,7 @@ def test_a_retry_across_a_restart_gets_its_original_offsets(tmp_path) -> None:
 
 
 def test_idle_producers_expire_like_kafkas_producer_id_expiration() -> None:
-    from kafkacompat.producer_state import ProducerStates
+    from kafkacompat.broker.producer_state import ProducerStates
 
     now = [1000.0]
     states = ProducerStates(expiration_ms=60_000, clock=lambda: now[0])

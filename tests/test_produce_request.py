@@ -8,9 +8,9 @@ import sys
 
 import pytest
 
-from protocol.messages import MalformedRequestError, encode_body, request_schema
-from protocol.produce_request import parse_produce_request
-from protocol.records import Record, build_batch
+from kafkacompat.protocol.messages import MalformedRequestError, encode_body, request_schema
+from kafkacompat.protocol.produce_request import parse_produce_request
+from kafkacompat.protocol.records import Record, build_batch
 
 PRODUCE = 0
 BATCH = build_batch([Record(b"k", b"v" * 300, [("h", b"1")], 1_700_000_000_000)])

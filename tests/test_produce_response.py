@@ -7,8 +7,8 @@ import datetime
 import pytest
 from kio.schema.errors import ErrorCode
 
-from protocol.messages import encode_body, make, response_module, response_schema
-from protocol.produce_response import PartitionResult, encode_produce_response
+from kafkacompat.protocol.messages import encode_body, make, response_module, response_schema
+from kafkacompat.protocol.produce_response import PartitionResult, encode_produce_response
 
 PRODUCE = 0
 TOPICS = [

@@ -8,7 +8,7 @@ import struct
 
 import pytest
 
-from kafkacompat.receive import DIRECT_FROM, PAUSE_ABOVE, RECEIVE_BUFFER, FrameStream
+from kafkacompat.broker.receive import DIRECT_FROM, PAUSE_ABOVE, RECEIVE_BUFFER, FrameStream
 
 
 class _Transport:

@@ -1,6 +1,6 @@
 """Request bodies as real clients send them, decoded as Kafka decodes them."""
 
-from protocol.messages import decode_request, parse_request_header
+from kafkacompat.protocol.messages import decode_request, parse_request_header
 
 # librdkafka 2.16's Metadata v12 request for all topics (AdminClient.list_topics),
 # captured from the wire: the body ends with three bytes no schema field covers.

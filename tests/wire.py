@@ -9,8 +9,8 @@ from typing import Any
 from kio.serial import entity_reader
 from kio.static.constants import EntityType
 
-from protocol.messages import encode_body, request_schema
-from protocol.versions import is_flexible, schema
+from kafkacompat.protocol.messages import encode_body, request_schema
+from kafkacompat.protocol.versions import is_flexible, schema
 
 
 class Wire:

@@ -248,7 +248,7 @@ class KafkacompatBroker(_Subprocess):
 
 async def _set_default_fsync(data_dir: str, fsync: str) -> None:
     """Give the default stream of a fresh store the fsync policy under test."""
-    import storage
+    from kafkacompat import storage
 
     store = storage.open_store(data_dir)
     await store.open()

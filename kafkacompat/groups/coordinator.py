@@ -19,10 +19,10 @@ from collections.abc import Callable, Mapping, Sequence
 
 from kio.schema.errors import ErrorCode
 
-from storage import Cursor, Store
+from kafkacompat.storage import Cursor, Store
 
 from ..config import BrokerConfig
-from ..topic_names import TopicNameError, split_name
+from ..broker.topic_names import TopicNameError, split_name
 from .consumer_protocol import CONSUMER_PROTOCOL_TYPE, subscribed_topics
 from .group import Group, GroupState, Member
 from .offsets import CommittedOffsets

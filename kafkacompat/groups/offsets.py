@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 
-from storage import Cursor, Store, UnknownStreamError
+from kafkacompat.storage import Cursor, Store, UnknownStreamError
 
 
 class CommittedOffsets:

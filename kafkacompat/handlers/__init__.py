@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from protocol.admin_api import STREAM_ADMIN_KEY
+from kafkacompat.protocol.admin_api import STREAM_ADMIN_KEY
 
 from . import (
     alter_configs,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import struct
 from typing import Any
 
-from protocol.messages import make
-from protocol.versions import API_VERSIONS_KEY, SUPPORTED
+from kafkacompat.protocol.messages import make
+from kafkacompat.protocol.versions import API_VERSIONS_KEY, SUPPORTED
 
 from .common import NO_THROTTLE, ErrorCode, schema_of
 

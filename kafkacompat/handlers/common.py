@@ -7,8 +7,8 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-import storage
-from protocol.messages import make, response_module
+from kafkacompat import storage
+from kafkacompat.protocol.messages import make, response_module
 
 NO_THROTTLE = datetime.timedelta(0)
 NO_RESPONSE = object()  # acks=0: the client expects no answer

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import storage
+from kafkacompat import storage
 
-from ..cluster import TopicError
-from ..topic_configs import InvalidConfigError, validate_configs
+from ..broker.cluster import TopicError
+from ..broker.topic_configs import InvalidConfigError, validate_configs
 from .common import ErrorCode, storage_error_code
 
 TOPIC, BROKER = 2, 4

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import storage
+from kafkacompat import storage
 
-from ..cluster import TopicError
-from ..topic_configs import InvalidConfigError, effective_configs, validate_configs
+from ..broker.cluster import TopicError
+from ..broker.topic_configs import InvalidConfigError, effective_configs, validate_configs
 from .common import NO_THROTTLE, ErrorCode, make, schema_of, storage_error_code
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..cluster import TopicError
-from ..topic_configs import TOPIC_CONFIGS, effective_configs
+from ..broker.cluster import TopicError
+from ..broker.topic_configs import TOPIC_CONFIGS, effective_configs
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
 
 TOPIC, BROKER = 2, 4

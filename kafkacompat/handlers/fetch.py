@@ -14,8 +14,8 @@ import time
 import uuid
 from typing import Any
 
-import storage
-from protocol.fetch_response import Buffer, PartitionAnswer, encode_fetch_response
+from kafkacompat import storage
+from kafkacompat.protocol.fetch_response import Buffer, PartitionAnswer, encode_fetch_response
 
 from .common import ErrorCode, leader_epoch_error, storage_error_code
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from protocol.messages import make
+from kafkacompat.protocol.messages import make
 
 
 def millis(value: datetime.timedelta | int) -> int:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import storage
+from kafkacompat import storage
 
 from .common import NO_THROTTLE, ErrorCode, leader_epoch_error, make, schema_of, storage_error_code
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from storage import TopicInfo
+from kafkacompat.storage import TopicInfo
 
-from ..cluster import TopicError
+from ..broker.cluster import TopicError
 from .common import ALL_TOPIC_OPERATIONS, NO_THROTTLE, UNSET_OPERATIONS, ErrorCode, make, schema_of
 
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-import storage
-from storage import Cursor
+from kafkacompat import storage
+from kafkacompat.storage import Cursor
 
 from .common import NO_THROTTLE, ErrorCode, make, schema_of, storage_error_code
 from .group_common import partition_errors

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import storage
+from kafkacompat import storage
 
-from ..cluster import TopicError
+from ..broker.cluster import TopicError
 from .common import NO_THROTTLE, ErrorCode, make, schema_of, storage_error_code
 from .group_common import partition_errors
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from ..cluster import TopicError
-from ..topic_names import canonical_name
+from ..broker.cluster import TopicError
+from ..broker.topic_names import canonical_name
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
 
 # (name, [(partition, offset, leader epoch, metadata)])

@@ -15,14 +15,14 @@ import struct
 import time
 from typing import Any
 
-import storage
-from protocol.messages import RequestHeader
-from protocol.produce_request import ProduceRequest, parse_produce_request
-from protocol.produce_response import PartitionResult, encode_produce_response
-from protocol.records import InvalidBatchError, set_log_append_time, split_batches
+from kafkacompat import storage
+from kafkacompat.protocol.messages import RequestHeader
+from kafkacompat.protocol.produce_request import ProduceRequest, parse_produce_request
+from kafkacompat.protocol.produce_response import PartitionResult, encode_produce_response
+from kafkacompat.protocol.records import InvalidBatchError, set_log_append_time, split_batches
 
-from ..cluster import TopicError
-from ..topic_configs import topic_config_value
+from ..broker.cluster import TopicError
+from ..broker.topic_configs import topic_config_value
 from .common import NO_RESPONSE, CloseConnection, ErrorCode, storage_error_code
 
 log = logging.getLogger(__name__)

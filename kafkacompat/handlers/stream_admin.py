@@ -12,14 +12,14 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-import storage
-from protocol.admin_api import AdminMessageError, decode_request_body, encode_response_body
-from protocol.messages import MalformedRequestError, RequestHeader
-from storage import StreamPolicy
+from kafkacompat import storage
+from kafkacompat.protocol.admin_api import AdminMessageError, decode_request_body, encode_response_body
+from kafkacompat.protocol.messages import MalformedRequestError, RequestHeader
+from kafkacompat.storage import StreamPolicy
 
-from ..cluster import Cluster, TopicError
-from ..stream_views import PolicyFieldError, cursor_view, policy_with, stream_view, topic_view
-from ..topic_configs import InvalidConfigError, validate_configs
+from ..broker.cluster import Cluster, TopicError
+from ..broker.stream_views import PolicyFieldError, cursor_view, policy_with, stream_view, topic_view
+from ..broker.topic_configs import InvalidConfigError, validate_configs
 from .common import ErrorCode, storage_error_code
 
 log = logging.getLogger(__name__)

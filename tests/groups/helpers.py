@@ -11,7 +11,7 @@ from typing import Any
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from protocol.messages import make
+from kafkacompat.protocol.messages import make
 from tests.wire import Wire, request_class
 
 # broker settings for group tests: Kafka's defaults are a 3000 ms delay and a 6000 ms minimum session

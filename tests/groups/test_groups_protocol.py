@@ -7,7 +7,7 @@ import uuid
 from kio.schema.errors import ErrorCode
 
 from kafkacompat.testing import Broker
-from protocol.messages import make
+from kafkacompat.protocol.messages import make
 from tests.groups.helpers import (
     commit, create_topic, fetch_offsets, heartbeat, join, join_member, join_request, leave, module, sync,
     wait_for,

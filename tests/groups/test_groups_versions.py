@@ -8,8 +8,8 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from kafkacompat.testing import Broker
-from protocol.messages import make
-from protocol.versions import SUPPORTED
+from kafkacompat.protocol.messages import make
+from kafkacompat.protocol.versions import SUPPORTED
 from tests.groups.helpers import commit, create_topic, heartbeat, join_member, leave, module, sync
 from tests.wire import Wire
 

@@ -6,8 +6,8 @@ import struct
 
 import pytest
 
-from protocol.framing import FrameDecoder, FrameError, FrameTooLargeError, frame
-from protocol.messages import MalformedRequestError, encode_response, parse_request_header
+from kafkacompat.protocol.framing import FrameDecoder, FrameError, FrameTooLargeError, frame
+from kafkacompat.protocol.messages import MalformedRequestError, encode_response, parse_request_header
 
 
 def test_decoder_splits_frames_across_arbitrary_chunks() -> None:

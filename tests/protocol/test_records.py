@@ -6,8 +6,8 @@ import struct
 
 import pytest
 
-from protocol.compression import Codec, compress, decompress
-from protocol.records import (
+from kafkacompat.protocol.compression import Codec, compress, decompress
+from kafkacompat.protocol.records import (
     InvalidBatchError,
     Record,
     build_batch,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-import storage
-from protocol.records import record_timestamps
+from kafkacompat import storage
+from kafkacompat.protocol.records import record_timestamps
 
 ENGINES = ["memory", "disk"]
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from protocol.records import Record, build_batch
+from kafkacompat.protocol.records import Record, build_batch
 
 
 def batch(n: int = 1, *, ts: int = 1_000, step: int = 1, size: int = 10, compression: str = "none",
@@ -15,6 +15,6 @@ def batch(n: int = 1, *, ts: int = 1_000, step: int = 1, size: int = 10, compres
 
 def values(data: bytes | memoryview) -> list[tuple[int, bytes]]:
     """(offset, value) of every record in whole batches read back."""
-    from protocol.records import iter_records
+    from kafkacompat.protocol.records import iter_records
 
     return [(r.offset, r.value) for r in iter_records(data)]

@@ -8,8 +8,8 @@ import uuid
 
 import pytest
 
-import storage
-from storage import Cursor, FsyncPolicy, StreamPolicy
+from kafkacompat import storage
+from kafkacompat.storage import Cursor, FsyncPolicy, StreamPolicy
 from storage_testkit import batch, values
 
 

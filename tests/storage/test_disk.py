@@ -9,9 +9,9 @@ import time
 
 import pytest
 
-import storage
-from protocol.records import record_timestamps
-from storage import Cursor, FsyncPolicy, StreamPolicy
+from kafkacompat import storage
+from kafkacompat.protocol.records import record_timestamps
+from kafkacompat.storage import Cursor, FsyncPolicy, StreamPolicy
 from storage_testkit import batch, values
 
 SMALL = StreamPolicy(partitionlet_bytes=4096)
@@ -513,7 +513,7 @@ async def test_files_left_by_a_crash_are_removed(tmp_path):
 
 
 async def test_cursor_log_compacts_while_commits_go_on(tmp_path, monkeypatch):
-    import storage.disk.store as disk_store
+    from kafkacompat.storage.disk import store as disk_store
 
     monkeypatch.setattr(disk_store, "_COMPACT_SLACK", 20)
     st = await open_disk(tmp_path / "d")
@@ -556,7 +556,7 @@ async def test_cancelled_appends_finish_their_roll_before_close(tmp_path, yields
     await st.create_topic("/s", "t", 1)
     part = st.partition("/s", "t", 0)
     await fill(part, 10)  # the next appends roll
-    import storage.disk.partition as partition_module
+    from kafkacompat.storage.disk import partition as partition_module
 
     real_write = partition_module.write_atomic
 

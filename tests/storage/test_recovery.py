@@ -13,16 +13,16 @@ import textwrap
 
 import pytest
 
-import storage
-from protocol.records import record_timestamps
-from storage import batch_format as bf
+from kafkacompat import storage
+from kafkacompat.protocol.records import record_timestamps
+from kafkacompat.storage import batch_format as bf
 from storage_testkit import batch, values
 
 N = 12  # batches written before the crash, 2 records each
 
 WRITER = textwrap.dedent("""
     import asyncio, os, sys
-    import storage
+    from kafkacompat import storage
     from storage_testkit import batch
 
     async def main(data, partitionlet_bytes):

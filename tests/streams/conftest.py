@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Producer
 
-from kafkacompat.admin_client import AdminClient
+from kafkacompat.admin.client import AdminClient
 from kafkacompat.testing import Broker
 
 REPO = Path(__file__).resolve().parents[2]

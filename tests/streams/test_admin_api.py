@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from protocol.admin_api import STREAM_ADMIN_KEY, decode_response
-from protocol.messages import make
+from kafkacompat.protocol.admin_api import STREAM_ADMIN_KEY, decode_response
+from kafkacompat.protocol.messages import make
 from tests.wire import Wire, request_class
 
 

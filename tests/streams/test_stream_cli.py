@@ -5,7 +5,7 @@ from __future__ import annotations
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from storage import Cursor
+from kafkacompat.storage import Cursor
 
 from .conftest import block_values, table_rows
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-import storage
+from kafkacompat import storage
 from kafkacompat.testing import Broker
-from protocol.records import record_timestamps
+from kafkacompat.protocol.records import record_timestamps
 
 from .conftest import produce_sized as produce, table_rows
 

@@ -12,7 +12,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from kafka import KafkaProducer
 from kafka.admin import KafkaAdminClient
 
-import storage
+from kafkacompat import storage
 from kafkacompat.testing import Broker
 
 

@@ -18,8 +18,8 @@ from kio.schema.errors import ErrorCode
 from kio.index import UnknownEntity
 from kio.serial import entity_reader
 
-from kafkacompat import faults
-from protocol.messages import encode_body, request_schema, response_schema
+from kafkacompat.broker import faults
+from kafkacompat.protocol.messages import encode_body, request_schema, response_schema
 
 INJECTED = ErrorCode.not_coordinator
 
@@ -109,7 +109,7 @@ def test_every_error_code_of_the_answer_carries_the_fault(api_key: int, version:
 
 def test_every_advertised_api_can_have_errors_injected() -> None:
     from kafkacompat.handlers import HANDLERS
-    from protocol.versions import SUPPORTED
+    from kafkacompat.protocol.versions import SUPPORTED
 
     advertised = [key for key in HANDLERS if key in SUPPORTED]  # what Kafka clients call
     missing = [key for key in advertised if key not in faults._FROM_REQUEST and key not in faults._REWRITTEN]

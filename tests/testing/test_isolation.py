@@ -75,7 +75,7 @@ async def test_leaving_an_async_broker_with_a_long_poll_pending_is_quick() -> No
 
 def test_the_startup_benchmark_serves_api_versions_within_budget() -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "kafkacompat.testing_bench", "--runs", "1", "--json"],
+        [sys.executable, "-m", "kafkacompat.testing.bench", "--runs", "1", "--json"],
         capture_output=True, text=True, timeout=120,
     )
     assert done.returncode == 0, done.stderr

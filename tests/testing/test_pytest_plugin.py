@@ -46,7 +46,7 @@ def test_kafka_broker_is_shared_by_the_session(kafka_broker: Broker, request: py
 def _pytest(tmp_path: pathlib.Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
     """Run pytest in tmp_path as a user's project would, with the plugin loaded."""
     return subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "kafkacompat.pytest_plugin", "-p", "no:cacheprovider",
+        [sys.executable, "-m", "pytest", "-p", "kafkacompat.testing.pytest_plugin", "-p", "no:cacheprovider",
          "-q", "-W", "ignore::DeprecationWarning", *args],
         cwd=tmp_path, env=dict(os.environ, PYTHONPATH=str(ROOT), **env),
         capture_output=True, text=True, timeout=240,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from storage import Cursor, FsyncPolicy, Partition, PermissionEntries, Store, StreamInfo, StreamPolicy, TopicInfo
+from kafkacompat.storage import Cursor, FsyncPolicy, Partition, PermissionEntries, Store, StreamInfo, StreamPolicy, TopicInfo
 
 from .topic_names import canonical_name, kafka_alias
 

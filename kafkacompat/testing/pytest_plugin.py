@@ -1,7 +1,7 @@
 """pytest fixtures for testing code against a real Kafka broker in the test process.
 
 Installed with kafkacompat (entry point `pytest11`); without installing, load
-it with `pytest -p kafkacompat.pytest_plugin`.
+it with `pytest -p kafkacompat.testing.pytest_plugin`.
 
     def test_orders(kafka_broker, kafka_topic):
         producer = KafkaProducer(bootstrap_servers=kafka_broker.bootstrap_servers)
@@ -74,7 +74,7 @@ def kafka_topic(kafka_broker: "Broker", request: pytest.FixtureRequest) -> Itera
     name = f"{stem}-{uuid.uuid4().hex[:8]}"
     kafka_broker.create_topic(name, partitions=partitions, configs=configs)
     yield name
-    from storage import UnknownTopicError
+    from kafkacompat.storage import UnknownTopicError
 
     try:
         kafka_broker.delete_topic(name)

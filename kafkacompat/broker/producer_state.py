@@ -20,8 +20,8 @@ from collections.abc import Callable, Hashable
 
 from kio.schema.errors import ErrorCode
 
-import storage
-from protocol.records import ATTR_LOG_APPEND_TIME, HEADER_SIZE, read_header
+from kafkacompat import storage
+from kafkacompat.protocol.records import ATTR_LOG_APPEND_TIME, HEADER_SIZE, read_header
 
 WINDOW = 5
 INT32_MAX = 2**31 - 1

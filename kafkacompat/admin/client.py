@@ -11,7 +11,7 @@ import socket
 import struct
 from typing import Any
 
-from protocol.admin_api import AdminMessageError, decode_response, encode_request
+from kafkacompat.protocol.admin_api import AdminMessageError, decode_response, encode_request
 
 DEFAULT_BOOTSTRAP = "localhost:9092"
 _SIZE = struct.Struct(">i")

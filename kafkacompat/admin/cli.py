@@ -13,8 +13,8 @@ import json
 import sys
 from typing import Any, NoReturn
 
-from .admin_client import DEFAULT_BOOTSTRAP, AdminClient, AdminError, BrokerUnreachable
-from .admin_output import render
+from .client import DEFAULT_BOOTSTRAP, AdminClient, AdminError, BrokerUnreachable
+from .output import render
 from .units import parse_duration, parse_size
 
 TOPIC_NAME_HELP = (

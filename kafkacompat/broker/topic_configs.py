@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING
 
-from storage import StreamPolicy, TopicInfo
+from kafkacompat.storage import StreamPolicy, TopicInfo
 
 if TYPE_CHECKING:
     from .cluster import Cluster

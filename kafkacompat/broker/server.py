@@ -6,12 +6,12 @@ import asyncio
 import logging
 import socket
 
-import storage
-from protocol.records import record_timestamps
-from storage import Store
+from kafkacompat import storage
+from kafkacompat.protocol.records import record_timestamps
+from kafkacompat.storage import Store
 
 from .cluster import Cluster
-from .config import BrokerConfig
+from ..config import BrokerConfig
 from .connection import Connection
 from .faults import Faults
 from .receive import FrameStream, serve_frames

@@ -26,17 +26,17 @@ import time
 from collections.abc import Coroutine, Iterable, Mapping
 from typing import Any, Literal, TypeVar
 
-import storage
-from protocol.records import Record, build_batch, iter_records, set_log_append_time
-from storage import Store
+from kafkacompat import storage
+from kafkacompat.protocol.records import Record, build_batch, iter_records, set_log_append_time
+from kafkacompat.storage import Store
 
-from .cluster import Cluster, TopicError
-from .config import BrokerConfig
-from .faults import Faults
+from ..broker.cluster import Cluster, TopicError
+from ..config import BrokerConfig
+from ..broker.faults import Faults
 from .partitioner import partition_for_key
-from .producer_state import ProducerStates
-from .server import BrokerServer
-from .topic_configs import topic_config_value, validate_configs
+from ..broker.producer_state import ProducerStates
+from ..broker.server import BrokerServer
+from ..broker.topic_configs import topic_config_value, validate_configs
 
 log = logging.getLogger(__name__)
 

@@ -31,12 +31,12 @@ from kio.schema.errors import ErrorCode
 
 from kio.schema.index import api_key_map
 
-from protocol.messages import response_schema
-from protocol.versions import api_name
+from kafkacompat.protocol.messages import response_schema
+from kafkacompat.protocol.versions import api_name
 
-from .handlers import HANDLERS
-from .handlers.common import NO_RESPONSE, CloseConnection
-from .handlers.produce import FIRST_SERVED_VERSION as FIRST_SERVED_PRODUCE
+from ..handlers import HANDLERS
+from ..handlers.common import NO_RESPONSE, CloseConnection
+from ..handlers.produce import FIRST_SERVED_VERSION as FIRST_SERVED_PRODUCE
 
 log = logging.getLogger(__name__)
 

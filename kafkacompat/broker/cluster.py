@@ -8,11 +8,11 @@ import uuid
 
 from kio.schema.errors import ErrorCode
 
-import storage
-from storage import Store, TopicInfo
+from kafkacompat import storage
+from kafkacompat.storage import Store, TopicInfo
 
-from .config import BrokerConfig
-from .groups import GroupCoordinator
+from ..config import BrokerConfig
+from ..groups import GroupCoordinator
 from .producer_state import ProducerStates
 from .topic_names import TopicNameError, canonical_name, split_name
 

@@ -1,4 +1,4 @@
-"""How fast the test broker starts: `python -m kafkacompat.testing_bench [--runs N] [--disk] [--json]`.
+"""How fast the test broker starts: `python -m kafkacompat.testing.bench [--runs N] [--disk] [--json]`.
 
 Every run is a fresh interpreter, so imports and memory count from nothing.
 It times `import kafkacompat.testing`, then `Broker()` entry until an
@@ -95,7 +95,7 @@ def run(runs: int, disk: bool = False) -> list[dict[str, float]]:
     results = []
     for _ in range(runs):
         child = subprocess.run(
-            [sys.executable, "-m", "kafkacompat.testing_bench", "--child", *(["--disk"] if disk else [])],
+            [sys.executable, "-m", "kafkacompat.testing.bench", "--child", *(["--disk"] if disk else [])],
             capture_output=True, text=True, timeout=120, check=True,
         )
         results.append(json.loads(child.stdout.strip().splitlines()[-1]))

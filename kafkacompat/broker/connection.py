@@ -14,21 +14,21 @@ import logging
 from collections.abc import Awaitable
 from typing import Any
 
-from protocol.framing import FrameError, frame_size
-from protocol.messages import (
+from kafkacompat.protocol.framing import FrameError, frame_size
+from kafkacompat.protocol.messages import (
     MalformedRequestError,
     RequestHeader,
     decode_request,
     parse_request_header,
     response_chunks,
 )
-from protocol.versions import API_VERSIONS_KEY, SUPPORTED, UNADVERTISED, api_name
+from kafkacompat.protocol.versions import API_VERSIONS_KEY, SUPPORTED, UNADVERTISED, api_name
 
 from . import faults
 from .cluster import Cluster
-from .handlers import HANDLERS
-from .handlers.common import NO_RESPONSE, CloseConnection
-from .handlers.api_versions import unsupported_version_response
+from ..handlers import HANDLERS
+from ..handlers.common import NO_RESPONSE, CloseConnection
+from ..handlers.api_versions import unsupported_version_response
 from .receive import FrameStream
 
 log = logging.getLogger(__name__)
