@@ -68,19 +68,21 @@ def _serve_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--config", metavar="FILE", help="TOML file with broker settings")
     p.add_argument("--print-config", action="store_true",
                    help="print the effective settings as TOML, each with where it came from, and exit")
+    settings = p.add_argument_group("settings (each also KAFKACOMPAT_<NAME> and a --config key)")
     for name, field in SETTINGS.items():
-        meta = field.metadata
+        help_text = field.metadata.get("help", "see kafkacompat/config.py")
+        metavar = field.metadata.get("metavar", "VALUE")
         default = field.default_factory() if field.default is dataclasses.MISSING else field.default
-        shown = f" (default {default})" if default not in (None, []) else ""
         kind = str(field.type).replace(" | None", "")
         if kind == "bool":
-            p.add_argument(flag_name(name), dest=name, action=argparse.BooleanOptionalAction, default=None,
-                           help=meta["help"] + f" (default {'true' if default else 'false'})")
+            settings.add_argument(flag_name(name), dest=name, action=argparse.BooleanOptionalAction, default=None,
+                                  help=f"{help_text} (default {'true' if default else 'false'})")
         elif kind == "list[str]":
-            p.add_argument(flag_name(name), dest=name, metavar=meta["metavar"], action="append", help=meta["help"])
+            settings.add_argument(flag_name(name), dest=name, metavar=metavar, action="append", help=help_text)
         else:
-            p.add_argument(flag_name(name), dest=name, metavar=meta["metavar"], type=int if kind == "int" else str,
-                           help=meta["help"] + shown)
+            shown = "" if default is None else f" (default {default})"
+            settings.add_argument(flag_name(name), dest=name, metavar=metavar, type=int if kind == "int" else str,
+                                  help=help_text + shown)
     p.set_defaults(func=_serve)
 
 
