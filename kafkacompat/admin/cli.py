@@ -15,7 +15,15 @@ import sys
 from typing import Any, NoReturn
 
 from . import progress
-from .client import BOOTSTRAP_VARIABLE, DEFAULT_BOOTSTRAP, AdminClient, AdminError, BrokerUnreachable, default_bootstrap
+from .client import (
+    BOOTSTRAP_VARIABLE,
+    DEFAULT_BOOTSTRAP,
+    AdminClient,
+    AdminError,
+    BrokerUnreachable,
+    default_bootstrap,
+    parse_bootstrap,
+)
 from .output import all_topics_table, render
 from .units import parse_duration, parse_size
 
@@ -137,9 +145,17 @@ def _cursor_args(args: argparse.Namespace) -> dict[str, Any]:
 # parsers ---------------------------------------------------------------------------
 
 
+def _bootstrap(text: str) -> str:
+    try:
+        parse_bootstrap(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
 def add_bootstrap(p: argparse.ArgumentParser) -> None:
     """--bootstrap-server, defaulting to $KAFKACOMPAT_BOOTSTRAP_SERVERS so a shell can name its broker once."""
-    p.add_argument("--bootstrap-server", metavar="HOST:PORT[,HOST:PORT]", default=default_bootstrap(),
+    p.add_argument("--bootstrap-server", metavar="HOST:PORT[,HOST:PORT]", default=default_bootstrap(), type=_bootstrap,
                    help=f"the broker to talk to (default ${BOOTSTRAP_VARIABLE}, else {DEFAULT_BOOTSTRAP})")
 
 
@@ -283,10 +299,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     request = args.build(args)
-    try:
-        client = AdminClient(args.bootstrap_server)
-    except ValueError as exc:
-        args.parser.error(str(exc))
+    client = AdminClient(args.bootstrap_server)
     try:
         if args.op == "topic.list" and args.path is None:
             result = _every_topic(client)
