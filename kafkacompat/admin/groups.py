@@ -194,12 +194,16 @@ def _shift(text: str) -> int:
 def _scope(admin: Any, args: argparse.Namespace, committed: dict[tuple[str, int], int]) -> list[tuple[str, int]]:
     if args.all_topics:
         return sorted(committed)
+    from confluent_kafka import KafkaException, TopicCollection
+
     chosen: list[tuple[str, int]] = []
     for topic, numbers in args.topic:
-        metadata = admin.list_topics(topic, timeout=REQUEST_TIMEOUT_S).topics.get(topic)
-        if metadata is None or metadata.error is not None:
-            raise CommandError(f"topic {topic} does not exist")
-        count = len(metadata.partitions)
+        # DescribeTopics never creates a topic, where a metadata lookup may auto-create a misspelt one
+        future = admin.describe_topics(TopicCollection([topic]), request_timeout=REQUEST_TIMEOUT_S)[topic]
+        try:
+            count = len(future.result().partitions)
+        except KafkaException:
+            raise CommandError(f"topic {topic} does not exist") from None
         for number in numbers if numbers is not None else range(count):
             if number >= count:
                 raise CommandError(f"topic {topic} has {count} partition(s): there is no partition {number}")
