@@ -146,6 +146,8 @@ def _explain(config: BrokerConfig, exc: Exception) -> StartError | None:
 
 
 def _serve(args: argparse.Namespace) -> int:
+    for warning in unknown_variables():  # a misspelt setting would otherwise be ignored in silence
+        print(f"kafkacompat: warning: {warning}", file=sys.stderr)
     overrides = {name: getattr(args, name) for name in SETTINGS}
     config, sources = resolve_config(args.config, overrides=overrides)
     if args.print_config:
@@ -187,8 +189,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    for warning in unknown_variables():
-        print(f"kafkacompat: warning: {warning}", file=sys.stderr)
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):

@@ -27,7 +27,6 @@ STATES = {
     "COMPLETING_REBALANCING": "CompletingRebalance", "STABLE": "Stable", "DEAD": "Dead", "EMPTY": "Empty",
 }
 RESET_CHUNK = 1000  # partitions per OffsetCommit when resetting, so progress can be shown
-_NO_OFFSET = -1001  # librdkafka's "no committed offset"
 
 
 def _admin(bootstrap: str) -> Any:

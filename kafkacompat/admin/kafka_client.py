@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .client import BrokerUnreachable, connect, parse_bootstrap
+from .client import connect, parse_bootstrap
 
 REQUEST_TIMEOUT_S = 30.0  # how long one admin request or metadata lookup may take
 
@@ -41,5 +41,3 @@ def describe_error(err: Any) -> str:
         return f"{error.name()}: {text}" if text and text != error.name() else error.name()
     return str(error)
 
-
-__all__ = ["BrokerUnreachable", "CommandError", "REQUEST_TIMEOUT_S", "client_config", "describe_error"]
