@@ -217,9 +217,12 @@ def _consume(args: argparse.Namespace) -> int:
             consumer.subscribe([args.topic])
         else:
             chosen = range(partitions) if args.partition is None else [args.partition]
-            offset = args.offset if isinstance(args.offset, int) else start[reset]
-            if args.group and args.offset is None and not args.from_beginning:
-                offset = OFFSET_STORED  # where the group left off
+            if args.offset is not None:
+                offset = args.offset if isinstance(args.offset, int) else start[args.offset]
+            elif args.group:
+                offset = OFFSET_STORED  # where the group left off; auto.offset.reset where it has no offset
+            else:
+                offset = start[reset]
             consumer.assign([TopicPartition(args.topic, p, offset) for p in chosen])
         idle_deadline = _deadline(args.timeout_ms)
         last_commit = time.monotonic()

@@ -82,6 +82,16 @@ def test_consume_prints_one_value_per_line_and_a_group_resumes(cli_broker: Broke
     assert cli_broker.committed(group, topic) == {0: 5}
 
 
+def test_consume_one_partition_as_a_group_resumes_there(cli_broker: Broker, topic: str) -> None:
+    for i in range(4):
+        cli_broker.produce(topic, f"p{i}".encode(), partition=2)
+    group = f"g-{uuid.uuid4().hex[:6]}"
+    args = ("consume", topic, "--partition", "2", "--group", group, "--from-beginning", "--max-messages", "2")
+    assert cli(cli_broker, *args).stdout == "p0\np1\n"
+    assert cli(cli_broker, *args).stdout == "p2\np3\n", "--from-beginning only where the group has no offset"
+    assert cli_broker.committed(group, topic) == {2: 4}
+
+
 def test_consume_without_group_commits_nothing_and_latest_is_the_default(cli_broker: Broker, topic: str) -> None:
     cli_broker.produce(topic, b"old", partition=1)
     done = cli(cli_broker, "consume", topic, "--timeout-ms", "1500")
