@@ -19,7 +19,16 @@ from .admin import console as console_cli
 from .admin import groups as groups_cli
 from .admin.cli import OneLineParser
 from .bench.command import add_parser as _bench_parser
-from .config import SETTINGS, BrokerConfig, ConfigError, flag_name, render_config, resolve_config, unknown_variables
+from .config import (
+    SETTINGS,
+    BrokerConfig,
+    ConfigError,
+    flag_name,
+    render_config,
+    resolve_config,
+    setting_kind,
+    unknown_variables,
+)
 
 log = logging.getLogger("kafkacompat")
 
@@ -73,7 +82,7 @@ def _serve_parser(sub: argparse._SubParsersAction) -> None:
         help_text = field.metadata.get("help", "see kafkacompat/config.py")
         metavar = field.metadata.get("metavar", "VALUE")
         default = field.default_factory() if field.default is dataclasses.MISSING else field.default
-        kind = str(field.type).replace(" | None", "")
+        kind = setting_kind(field)
         if kind == "bool":
             settings.add_argument(flag_name(name), dest=name, action=argparse.BooleanOptionalAction, default=None,
                                   help=f"{help_text} (default {'true' if default else 'false'})")

@@ -107,13 +107,14 @@ def flag_name(setting: str) -> str:
     return SETTINGS[setting].metadata.get("flag") or "--" + setting.replace("_", "-")
 
 
-def _kind(field: dataclasses.Field[Any]) -> str:
+def setting_kind(field: dataclasses.Field[Any]) -> str:
+    """'int', 'str', 'bool' or 'list[str]', optional or not."""
     return str(field.type).replace(" | None", "")
 
 
 def _coerce(field: dataclasses.Field[Any], raw: Any) -> Any:
     """A value from text (environment) or TOML as the field's type; ConfigError says what is wrong."""
-    kind = _kind(field)
+    kind = setting_kind(field)
     if raw is None and "None" in str(field.type):
         return None
     if isinstance(raw, str) and kind != "str":
@@ -142,7 +143,7 @@ def _check(config: BrokerConfig) -> None:
     for name, field in SETTINGS.items():
         value = getattr(config, name)
         minimum = field.metadata.get("minimum")
-        if _kind(field) == "int" and value is not None and minimum is not None and value < minimum:
+        if setting_kind(field) == "int" and value is not None and minimum is not None and value < minimum:
             raise ConfigError(f"{name} must be at least {minimum}, got {value}")
     for name in ("port", "advertised_port"):
         value = getattr(config, name)
@@ -188,7 +189,8 @@ def resolve_config(
     for name, value in (overrides or {}).items():
         if value is not None:
             values[name] = value
-            sources[name] = f"flag {flag_name(name)}"
+            flag = flag_name(name)
+            sources[name] = f"flag {'--no-' + flag[2:] if value is False else flag}"
     config = BrokerConfig(**values)
     _check(config)
     return config, sources
