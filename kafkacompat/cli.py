@@ -101,12 +101,14 @@ async def run_until_signalled(config: BrokerConfig) -> None:
 
     try:
         server = BrokerServer(config)
+    except ValueError as exc:  # the store's engine refuses the settings it was given (an unknown store URL)
+        raise StartError(f"data_dir: {exc}", EXIT_CONFIG) from exc
+    except Exception as exc:
+        raise _explain(config, exc) or exc
+    try:
         await server.start()
     except Exception as exc:
-        explained = _explain(config, exc)
-        if explained is None:
-            raise
-        raise explained from exc
+        raise _explain(config, exc) or exc
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -16,6 +16,9 @@ import tomllib
 from collections.abc import Mapping
 from typing import Any
 
+from kafkacompat.storage import InvalidPathError
+from kafkacompat.storage.names import check_stream_path
+
 ENV_PREFIX = "KAFKACOMPAT_"
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 # KAFKACOMPAT_* variables that are not broker settings, with who reads them.
@@ -149,6 +152,10 @@ def _check(config: BrokerConfig) -> None:
         value = getattr(config, name)
         if value is not None and value > 65535:
             raise ConfigError(f"{name} must be a TCP port (at most 65535), got {value}")
+    try:
+        check_stream_path(config.default_stream)
+    except InvalidPathError as exc:
+        raise ConfigError(f"default_stream: {exc}") from None
     if config.log_level.upper() not in LOG_LEVELS:
         raise ConfigError(f"log_level must be one of {', '.join(LOG_LEVELS)}, got {config.log_level!r}")
 

@@ -105,6 +105,10 @@ BAD_SETTINGS = {
     "bad bool in environment": ([], {"KAFKACOMPAT_AUTO_CREATE_TOPICS": "maybe"}, None,
                                 "auto_create_topics must be true or false, got 'maybe'"),
     "zero max connections": (["--max-connections", "0"], {}, None, "max_connections must be at least 1, got 0"),
+    "default stream not a path": (["--default-stream", "plain"], {}, None,
+                                  "default_stream: stream path 'plain' must be absolute"),
+    "store url no engine serves": (["--data-dir", "s3://bucket/kafka"], {}, None,
+                                   "data_dir: unsupported store url 's3://bucket/kafka'"),
 }
 
 
