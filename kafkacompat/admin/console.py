@@ -62,17 +62,20 @@ def _produce(args: argparse.Namespace) -> int:
 
     sent = 0
     problem: str | None = None
-    for number, line in enumerate(sys.stdin.buffer, 1):
-        line = line.rstrip(b"\n").removesuffix(b"\r")
-        key = None
-        if args.key_separator is not None:
-            key, sep, line = line.partition(args.key_separator)
-            if not sep:
-                problem = (f"line {number} has no key separator {args.key_separator.decode()!r}; "
-                           f"{sent} earlier message(s) were sent")
-                break
-        _send(producer, args, key, line, headers, delivered)
-        sent += 1
+    try:
+        for number, line in enumerate(sys.stdin.buffer, 1):
+            line = line.rstrip(b"\n").removesuffix(b"\r")
+            key = None
+            if args.key_separator is not None:
+                key, sep, line = line.partition(args.key_separator)
+                if not sep:
+                    problem = (f"line {number} has no key separator {args.key_separator.decode()!r}; "
+                               f"{sent} earlier message(s) were sent")
+                    break
+            _send(producer, args, key, line, headers, delivered)
+            sent += 1
+    except KeyboardInterrupt:  # Ctrl-C ends typed input as Ctrl-D does: what was typed is still delivered
+        pass
     remaining = producer.flush(REQUEST_TIMEOUT_S)
     if remaining:
         failures.append(f"{remaining} message(s) still unsent after {REQUEST_TIMEOUT_S:g}s")

@@ -35,8 +35,9 @@ def _admin(bootstrap: str) -> Any:
     return AdminClient(client_config(bootstrap))
 
 
-def _state(description: Any) -> str:
-    return STATES.get(description.state.name, description.state.name)
+def _state(group: Any) -> str:
+    """A group (description or listing) state as Kafka's tools name it."""
+    return STATES.get(group.state.name, group.state.name)
 
 
 def _describe(admin: Any, group: str) -> Any:
@@ -81,7 +82,7 @@ def _list(args: argparse.Namespace) -> int:
     listing = admin.list_consumer_groups(request_timeout=REQUEST_TIMEOUT_S).result()
     if listing.errors:
         raise CommandError(f"cannot list every group: {describe_error(listing.errors[0])}")
-    groups = sorted((g.group_id, STATES.get(g.state.name, g.state.name)) for g in listing.valid)
+    groups = sorted((g.group_id, _state(g)) for g in listing.valid)
     if args.json:
         print(json.dumps([{"group": g, "state": s} for g, s in groups], indent=2))
     else:
