@@ -216,3 +216,19 @@ def test_reset_reports_progress_on_stderr_when_asked(cli_broker: Broker, group: 
     assert len(cli_broker.committed(group, name)) == 1500
     quiet = _reset(cli_broker, group, "--topic", name, "--to-earliest", "--execute")
     assert quiet.stderr == "", "no progress when stderr is not a terminal and --progress is not given"
+
+
+def test_stream_topics_by_canonical_name_with_partitions_and_by_alias(cli_broker: Broker, group: str) -> None:
+    stream = f"/apps/g{uuid.uuid4().hex[:6]}"
+    name = f"{stream}:Pressure"
+    cli_broker.create_topic(name, partitions=2)
+    for i in range(5):
+        cli_broker.produce(name, b"m", partition=0)
+    commit(cli_broker, group, name, {0: 3})
+    assert rows(cli(cli_broker, "group", "describe", group).stdout) == [[group, name, "0", "3", "5", "2", "-", "-", "-"]]
+    done = _reset(cli_broker, group, "--topic", f"{name}:0", "--to-earliest", "--execute")
+    assert rows(done.stdout) == [[group, name, "0", "0"]]
+    alias = f"{stream[1:].replace('/', '.')}..Pressure"
+    done = _reset(cli_broker, group, "--topic", alias, "--to-latest", "--execute")
+    assert rows(done.stdout) == [[group, alias, "0", "5"], [group, alias, "1", "0"]]
+    assert cli_broker.committed(group, name) == {0: 5, 1: 0}
