@@ -13,6 +13,7 @@ import json
 import os
 import re
 import sys
+import textwrap
 import time
 from collections.abc import Callable
 from typing import Any, BinaryIO
@@ -287,9 +288,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     """Add `produce` and `consume` to the `kafkacompat` parser."""
     p = sub.add_parser(
         "produce", help="send one message per line of stdin to a topic",
-        description="Send one message per line of stdin to a topic, like kafka-console-producer and "
+        description=textwrap.fill("Send one message per line of stdin to a topic, like kafka-console-producer and "
                     "`rpk topic produce`. Nothing is printed; a message that cannot be delivered ends the "
-                    "command with status 1.",
+                    "command with status 1.", 78),
         epilog="example:\n  printf 'pump1:1450 psi\\npump2:1380 psi\\n' | \\\n"
                "      kafkacompat produce /apps/iot/oilpump_metrics:Pressure --key-separator :\n",
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -308,10 +309,10 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser(
         "consume", help="print a topic's messages",
-        description="Print a topic's messages, like kafka-console-consumer and `rpk topic consume`: one value "
+        description=textwrap.fill("Print a topic's messages, like kafka-console-consumer and `rpk topic consume`: one value "
                     "per line by default. Without --group nothing is committed; with --group the group's "
                     "offsets are committed as messages are printed. Ends after --max-messages, after "
-                    "--timeout-ms without a message, or on Ctrl-C, and then reports the count on stderr.",
+                    "--timeout-ms without a message, or on Ctrl-C, and then reports the count on stderr.", 78),
         epilog="examples:\n  kafkacompat consume orders --from-beginning --max-messages 10\n"
                "  kafkacompat consume orders --group audit --format '%p/%o %k=%v\\n'\n",
         formatter_class=argparse.RawDescriptionHelpFormatter,

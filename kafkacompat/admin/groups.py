@@ -12,6 +12,7 @@ import argparse
 import datetime
 import json
 import sys
+import textwrap
 from collections.abc import Iterable
 from typing import Any
 
@@ -320,7 +321,7 @@ def _run(args: argparse.Namespace) -> int:
 
 def _action(actions: argparse._SubParsersAction, name: str, func: Any, help_text: str,
             example: str) -> argparse.ArgumentParser:
-    p = actions.add_parser(name, help=help_text, description=help_text[0].upper() + help_text[1:] + ".",
+    p = actions.add_parser(name, help=help_text, description=textwrap.fill(help_text[0].upper() + help_text[1:] + ".", 78),
                            epilog=f"example:\n  {example}\n", formatter_class=argparse.RawDescriptionHelpFormatter)
     add_bootstrap(p)
     p.set_defaults(func=_run, action_func=func, parser=p)
