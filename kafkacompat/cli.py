@@ -49,9 +49,17 @@ def _serve_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--default-stream", metavar="PATH",
                    help="stream holding plain Kafka topic names such as 'orders'; created on start if missing "
                         "(default /default)")
-    p.add_argument("--max-frame-bytes", metavar="N", type=int,
-                   help="largest request accepted, like socket.request.max.bytes (default 104857600)")
+    p.add_argument("--socket-request-max-bytes", metavar="N", type=int,
+                   help="largest request accepted (socket.request.max.bytes, default 104857600)")
+    p.add_argument("--message-max-bytes", metavar="N", type=int,
+                   help="largest record batch unless the topic sets max.message.bytes (default 1048588)")
     p.add_argument("--max-connections", metavar="N", type=int, help="connection limit (default 10000)")
+    p.add_argument("--max-connections-per-ip", metavar="N", type=int,
+                   help="connection limit per client address (default 2147483647)")
+    p.add_argument("--connections-max-idle-ms", metavar="MS", type=int,
+                   help="close connections idle this long (default 600000)")
+    p.add_argument("--queued-max-request-bytes", metavar="N", type=int,
+                   help="bytes of large requests being received at once, -1 for no limit (default 536870912)")
     p.add_argument("--no-auto-create-topics", dest="auto_create_topics", action="store_false", default=None,
                    help="refuse topics not created explicitly (auto.create.topics.enable=false)")
     p.add_argument("--retention-check-ms", metavar="MS", type=int,
@@ -65,7 +73,9 @@ def _config_from(args: argparse.Namespace) -> BrokerConfig:
         name: getattr(args, name)
         for name in (
             "data_dir", "volumes", "host", "port", "advertised_host", "advertised_port", "node_id",
-            "default_stream", "max_frame_bytes", "max_connections", "auto_create_topics", "retention_check_ms",
+            "default_stream", "socket_request_max_bytes", "message_max_bytes", "max_connections",
+            "max_connections_per_ip", "connections_max_idle_ms", "queued_max_request_bytes",
+            "auto_create_topics", "retention_check_ms",
             "log_level",
         )
     }

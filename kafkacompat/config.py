@@ -25,8 +25,20 @@ class BrokerConfig:
     node_id: int = 1
     cluster_id: str = "kafkacompat-cluster"
     default_stream: str = "/default"
-    max_frame_bytes: int = 100 * 1024 * 1024  # Kafka's socket.request.max.bytes
-    max_connections: int = 10_000
+    # limits, named and defaulted as Kafka's broker settings (dots become underscores)
+    socket_request_max_bytes: int = 100 * 1024 * 1024  # largest request frame
+    message_max_bytes: int = 1_048_588  # largest record batch, unless a topic sets max.message.bytes
+    max_connections: int = 10_000  # Kafka: 2147483647; a Python broker cannot serve that many
+    max_connections_per_ip: int = 2**31 - 1
+    connections_max_idle_ms: int = 600_000  # connections with no traffic this long are closed
+    # Bytes of large frames being received at once, across connections; a frame
+    # that would overrun it waits. Kafka's default is -1 (no limit); -1 works here too.
+    queued_max_request_bytes: int = 512 * 1024 * 1024
+    # Partitions one CreateTopics / CreatePartitions request may add (Kafka's
+    # controller refuses more than 10,000 with POLICY_VIOLATION), and in total on
+    # this broker (Kafka has no such setting; named after KIP-578's max.broker.partitions).
+    max_partitions_per_request: int = 10_000
+    max_broker_partitions: int = 100_000
     producer_id_expiration_ms: int = 24 * 3600 * 1000  # Kafka's producer.id.expiration.ms
     auto_create_topics: bool = True  # Kafka's auto.create.topics.enable; streams can refuse too
     retention_check_ms: int = 60_000  # how often expired partitionlets are deleted (log.retention.check.interval.ms)
@@ -99,6 +111,22 @@ def load_config(
         if value is not None:
             values[name] = value
     config = BrokerConfig(**values)
+    _check_limits(config)
+    return config
+
+
+def _check_limits(config: BrokerConfig) -> None:
     if config.retention_check_ms < 1:
         raise ConfigError(f"retention_check_ms must be at least 1, got {config.retention_check_ms}")
-    return config
+    for name in (
+        "socket_request_max_bytes", "message_max_bytes", "max_connections", "max_connections_per_ip",
+        "connections_max_idle_ms", "max_partitions_per_request", "max_broker_partitions",
+    ):
+        if getattr(config, name) < 1:
+            raise ConfigError(f"{name} must be at least 1, got {getattr(config, name)}")
+    budget = config.queued_max_request_bytes
+    if budget != -1 and budget < config.socket_request_max_bytes:
+        raise ConfigError(
+            f"queued_max_request_bytes ({budget}) must be -1 or at least socket_request_max_bytes "
+            f"({config.socket_request_max_bytes})"
+        )
