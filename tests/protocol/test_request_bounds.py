@@ -72,3 +72,16 @@ def test_classic_array_length_past_the_frame_is_refused() -> None:
     body = struct.pack(">i", 2**31 - 1)
     with pytest.raises(MalformedRequestError, match="2147483647 elements"):
         _decode(struct.pack(">i", len(header + body)) + header + body)
+
+
+@pytest.mark.parametrize("version", [3, 9])
+def test_produce_with_null_topic_data_is_refused(version: int) -> None:
+    from kafkacompat.handlers.produce import decode
+
+    flexible = version >= 9
+    header = struct.pack(">hhih", 0, version, 1, -1) + (b"\x00" if flexible else b"")
+    txn = b"\x00" if flexible else struct.pack(">h", -1)
+    topics = uvarint(0) if flexible else struct.pack(">i", -1)
+    frame = header + txn + struct.pack(">hi", 1, 1000) + topics + (b"\x00" if flexible else b"")
+    with pytest.raises(MalformedRequestError, match="null topics"):
+        decode(parse_request_header(frame), frame)
