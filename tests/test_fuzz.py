@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from kafkacompat.protocol.messages import MalformedRequestError, decode_request, parse_request_header
-from kafkacompat.testing.fuzz import decode_frame, fuzz_frames, fuzz_records
-from kafkacompat.testing.fuzz_seeds import load_corpus, sample_frames
-from kafkacompat.testing.netfuzz import DEFAULT_CORPUS
+from kafkacompat.fuzz.targets import decode_frame, fuzz_frames, fuzz_records
+from kafkacompat.fuzz.seeds import load_corpus, sample_frames
+from kafkacompat.fuzz.network import DEFAULT_CORPUS
 
 CORPUS = Path(__file__).parent / "fuzz_corpus"
 
@@ -61,7 +61,7 @@ def test_a_short_coverage_guided_run_finds_nothing(target: str, tmp_path: Path) 
     work = tmp_path / "corpus"
     work.mkdir()
     done = subprocess.run(
-        [sys.executable, "-m", "kafkacompat.testing.fuzz", target, str(work), str(CORPUS / target),
+        [sys.executable, "-m", "kafkacompat.fuzz", target, str(work), str(CORPUS / target),
          "-max_total_time=12", "-runs=200000", f"-artifact_prefix={tmp_path}/", "-rss_limit_mb=2048"],
         capture_output=True, text=True, timeout=120, cwd=Path(__file__).parents[1],
         env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])},
@@ -72,7 +72,7 @@ def test_a_short_coverage_guided_run_finds_nothing(target: str, tmp_path: Path) 
 
 def test_a_short_network_fuzz_run_leaves_the_broker_serving(tmp_path: Path) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "kafkacompat.testing.netfuzz", "run", "--frames", "400", "--seed", "7",
+        [sys.executable, "-m", "kafkacompat.fuzz.network", "run", "--frames", "400", "--seed", "7",
          "--log", str(tmp_path / "broker.log")],
         capture_output=True, text=True, timeout=150, cwd=Path(__file__).parents[1],
     )

@@ -1,36 +1,13 @@
-"""Coverage-guided fuzzing (atheris, libFuzzer) of what the broker reads from the network.
-
-Two targets, each the broker's own code path for untrusted bytes:
-
-- `frames`: a byte stream split into size-prefixed frames (FrameDecoder),
-  each frame's request header, then the decode of the handler its API key
-  names (kio through the bounds check, or Produce's own parser);
-- `records`: a produce request's records field: batch headers and CRC
-  (the CRC is recomputed first, so mutations reach past it), then Kafka's
-  record validation, compressed bodies included.
-
-Refusals (MalformedRequestError, FrameError, InvalidBatchError) are the
-expected outcome; any other exception, or the process dying (as kio's
-allocation failure did), is a finding. libFuzzer writes it as crash-<sha1>;
-keep it under tests/fuzz_corpus/<target>/ so tests/test_fuzz_corpus.py
-replays it forever.
-
-    python -m kafkacompat.testing.fuzz frames tests/fuzz_corpus/frames -max_total_time=3600
-    python -m kafkacompat.testing.fuzz records tests/fuzz_corpus/records -runs=100000
-
-Arguments after the target are libFuzzer's (corpus directories, -runs,
--max_total_time, -artifact_prefix=...). atheris is installed with the
-`fuzz` extra: pip install -e '.[fuzz]'.
-"""
+"""The fuzz targets: the broker's own code paths for untrusted bytes (see __main__.py)."""
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Callable
 
 import crc32c
 
+from kafkacompat.handlers import HANDLERS
 from kafkacompat.protocol.framing import FrameDecoder, FrameError
 from kafkacompat.protocol.messages import MalformedRequestError, decode_request, parse_request_header
 from kafkacompat.protocol.record_validation import validate_records
@@ -43,8 +20,6 @@ _LONG_MAX = 2**63 - 1
 
 def decode_frame(frame: bytes) -> object | None:
     """What a connection does with one frame before a handler runs: the decoded request or None."""
-    from kafkacompat.handlers import HANDLERS
-
     header = parse_request_header(frame)
     supported = SUPPORTED.get(header.api_key)
     handler = HANDLERS.get(header.api_key)
@@ -82,19 +57,3 @@ def fuzz_records(data: bytes) -> None:
 
 
 TARGETS: dict[str, Callable[[bytes], None]] = {"frames": fuzz_frames, "records": fuzz_records}
-
-
-def main(argv: list[str] | None = None) -> None:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv or argv[0] not in TARGETS:
-        sys.exit(f"usage: python -m kafkacompat.testing.fuzz {{{','.join(TARGETS)}}} [libFuzzer arguments]")
-    import atheris  # a fuzzing dependency only (the `fuzz` extra)
-
-    target = TARGETS[argv.pop(0)]
-    atheris.instrument_all()
-    atheris.Setup([sys.argv[0], *argv], target)
-    atheris.Fuzz()
-
-
-if __name__ == "__main__":
-    main()

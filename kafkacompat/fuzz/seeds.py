@@ -4,7 +4,7 @@
 element per array, short strings, tagged fields left at their defaults), so
 a fuzzer begins from bytes that parse and reaches the handlers instead of
 being refused at the first length. Frames captured from a real client run
-(`kafkacompat.testing.netfuzz capture`) are stored beside them.
+(`python -m kafkacompat.fuzz.network capture`) are stored beside them.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Network fuzzing: real client frames, mutated, thrown at a running broker.
 
-    python -m kafkacompat.testing.netfuzz capture tests/fuzz_corpus/network
-    python -m kafkacompat.testing.netfuzz run --frames 20000 [--bootstrap HOST:PORT]
+    python -m kafkacompat.fuzz.network capture tests/fuzz_corpus/network
+    python -m kafkacompat.fuzz.network run --frames 20000 [--bootstrap HOST:PORT]
 
 `capture` runs stock clients (librdkafka through confluent-kafka: producer
 with each codec, idempotent producer, group consumer, admin) against an
@@ -44,7 +44,7 @@ from typing import Any
 from kafkacompat.protocol.framing import FrameDecoder
 from kafkacompat.protocol.versions import SUPPORTED
 
-from .fuzz_seeds import load_corpus, sample_frames
+from .seeds import load_corpus, sample_frames
 
 log = logging.getLogger(__name__)
 
@@ -207,6 +207,7 @@ class _Stats:
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.sent = self.answered = self.closed = self.silent = 0
+        self.unreachable = False
 
     def add(self, outcome: str) -> None:
         with self.lock:
@@ -232,7 +233,11 @@ def _worker(host: str, port: int, frames: list[bytes], seeds: list[bytes], seed:
     for frame in frames:
         payload = mutate(frame, rng, seeds)
         if sock is None:
-            sock = socket.create_connection((host, port), timeout=10)
+            try:
+                sock = socket.create_connection((host, port), timeout=10)
+            except OSError:  # the broker is gone: the report says so
+                stats.unreachable = True
+                return
         try:
             sock.sendall(_size_prefix(payload, rng) + payload)
             outcome = _outcome(sock, wait)
@@ -332,7 +337,7 @@ def run(
             seconds=round(time.monotonic() - started, 1), sent=stats.sent, answered=stats.answered,
             closed_by_broker=stats.closed, silent=stats.silent,
         )
-        report["broker_up"] = process is None or process.poll() is None
+        report["broker_up"] = not stats.unreachable and (process is None or process.poll() is None)
         if process is not None and report["broker_up"]:
             report["rss_end_mb"] = round(_rss_mb(process.pid), 1)
         report["client_works"] = report["broker_up"] and _client_works(f"{host}:{port}")
@@ -358,7 +363,7 @@ def run(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m kafkacompat.testing.netfuzz", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m kafkacompat.fuzz.network", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     cap = sub.add_parser("capture", help="record a stock client's request frames")
     cap.add_argument("directory", type=Path, nargs="?", default=DEFAULT_CORPUS)
