@@ -271,3 +271,27 @@ def test_message_max_bytes_is_enforced_with_message_too_large(topic_name: str) -
             small = wire.request(0, PRODUCE_V, produce_request(topic_name, poison.good(1)))
         assert response.responses[0].partition_responses[0].error_code == ErrorCode.message_too_large
         assert small.responses[0].partition_responses[0].error_code == ErrorCode.none
+
+
+def test_limits_load_under_kafka_names_and_bad_ones_are_refused() -> None:
+    from kafkacompat.config import ConfigError, load_config
+
+    config = load_config(environ={"KAFKACOMPAT_CONNECTIONS_MAX_IDLE_MS": "1000", "KAFKACOMPAT_MAX_CONNECTIONS_PER_IP": "5"})
+    assert (config.connections_max_idle_ms, config.max_connections_per_ip) == (1000, 5)
+    assert config.socket_request_max_bytes == 104_857_600 and config.message_max_bytes == 1_048_588
+    with pytest.raises(ConfigError, match="queued_max_request_bytes"):
+        load_config(environ={"KAFKACOMPAT_QUEUED_MAX_REQUEST_BYTES": "1000"})
+    assert load_config(environ={"KAFKACOMPAT_QUEUED_MAX_REQUEST_BYTES": "-1"}).queued_max_request_bytes == -1
+    with pytest.raises(ConfigError, match="max_connections_per_ip"):
+        load_config(environ={"KAFKACOMPAT_MAX_CONNECTIONS_PER_IP": "0"})
+
+
+def test_describe_configs_shows_the_limits(broker: Broker) -> None:
+    from confluent_kafka.admin import AdminClient, ConfigResource
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+    resource = ConfigResource(ConfigResource.Type.BROKER, "1")
+    configs = admin.describe_configs([resource])[resource].result(15)
+    assert configs["connections.max.idle.ms"].value == "600000"
+    assert configs["max.connections.per.ip"].value == "2147483647"
+    assert configs["message.max.bytes"].value == "1048588"
