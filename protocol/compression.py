@@ -17,6 +17,7 @@ from __future__ import annotations
 import enum
 import struct
 import zlib
+from collections.abc import Callable
 
 import cramjam
 import lz4.frame
@@ -136,6 +137,21 @@ def _too_large(codec: int, limit: int) -> DecompressedTooLargeError:
     return DecompressedTooLargeError(f"{Codec(codec).name} records decompress to more than {limit} bytes")
 
 
+_CHUNK = 1 << 20  # streamed output per step: asking for the whole limit at once allocates it
+
+
+def _gather(read: Callable[[], bytes], codec: int, limit: int) -> bytes:
+    """Output chunks from `read` until it returns nothing, refused past `limit` bytes."""
+    parts = []
+    total = 0
+    while chunk := read():
+        total += len(chunk)
+        if total > limit:
+            raise _too_large(codec, limit)
+        parts.append(chunk)
+    return b"".join(parts)
+
+
 def decompress_bounded(codec: int, data: bytes | memoryview, limit: int) -> bytes:
     """Decompressed records, never producing more than `limit` + 1 bytes on the way.
 
@@ -154,15 +170,17 @@ def decompress_bounded(codec: int, data: bytes | memoryview, limit: int) -> byte
             return out
         if codec == Codec.ZSTD:
             with zstandard.ZstdDecompressor().stream_reader(view, read_across_frames=True) as reader:
-                out = reader.read(limit + 1)
-            if len(out) > limit:
-                raise _too_large(codec, limit)
-            return out
+                return _gather(lambda: reader.read(_CHUNK), codec, limit)
         if codec == Codec.LZ4:
             lz4_reader = lz4.frame.LZ4FrameDecompressor()
-            out = lz4_reader.decompress(view, max_length=limit + 1)
-            if len(out) > limit:
-                raise _too_large(codec, limit)
+            pending = [view]
+
+            def more() -> bytes:
+                if lz4_reader.eof or (lz4_reader.needs_input and not pending):
+                    return b""
+                return lz4_reader.decompress(pending.pop() if pending else b"", max_length=_CHUNK)
+
+            out = _gather(more, codec, limit)
             if not lz4_reader.eof or lz4_reader.unused_data:
                 raise CompressionError("LZ4 records are truncated or followed by other bytes")
             return out
