@@ -12,7 +12,8 @@ array or string the schema says must not be null.
 field metadata) without building anything: every array, string and bytes
 length is compared with the bytes actually left in the frame (each array
 element takes at least one byte), tagged fields are walked inside the size
-they announce, and null where the schema forbids it is refused. Only a body
+they announce, null where the schema forbids it is refused, and a request
+holds at most a million array elements in all (see _Walk). Only a body
 that passes is handed to kio, so kio never sees a length it could allocate
 from beyond the frame.
 """
@@ -50,8 +51,28 @@ _VARIABLE = {"string", "bytes", "records"}
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 
-# A step reads one field at `pos` of `buf` (never past `end`) and returns the new position.
-Step = Callable[[bytes, int, int], int]
+MAX_ELEMENTS = 1_000_000  # array elements one request may hold
+
+
+class _Walk:
+    """One request being checked: its bytes, and how many more array elements it may hold.
+
+    The element cap bounds what a request may cost once decoded: kio builds
+    an object per element, about 60 bytes for a 2-byte element, so a 100 MiB
+    request of empty topic names would become 3 GB. A million elements is
+    far more than any client sends (a Metadata request naming every topic of
+    a 200,000-topic cluster) and at most ~64 MB decoded.
+    """
+
+    __slots__ = ("buf", "elements_left")
+
+    def __init__(self, buf: bytes, max_elements: int) -> None:
+        self.buf = buf
+        self.elements_left = max_elements
+
+
+# A step reads one field at `pos` of `w.buf` (never past `end`) and returns the new position.
+Step = Callable[[_Walk, int, int], int]
 
 
 def _uvarint(buf: bytes, pos: int, end: int) -> tuple[int, int]:
@@ -87,7 +108,7 @@ def _null_or_negative(length: int, nullable: bool, what: str) -> None:
 
 
 def _fixed_step(size: int) -> Step:
-    def step(buf: bytes, pos: int, end: int) -> int:
+    def step(w: _Walk, pos: int, end: int) -> int:
         pos += size
         if pos > end:
             raise RequestBoundsError("truncated field")
@@ -98,8 +119,8 @@ def _fixed_step(size: int) -> Step:
 def _variable_step(kafka_type: str, flexible: bool, nullable: bool, name: str) -> Step:
     legacy = _I16 if kafka_type == "string" else _I32
 
-    def step(buf: bytes, pos: int, end: int) -> int:
-        length, pos = _length(buf, pos, end, flexible, legacy)
+    def step(w: _Walk, pos: int, end: int) -> int:
+        length, pos = _length(w.buf, pos, end, flexible, legacy)
         _null_or_negative(length, nullable, name)
         if length > end - pos:
             raise RequestBoundsError(f"{name} of {length} bytes but {end - pos} left in the request")
@@ -117,27 +138,30 @@ def _primitive_step(field: dataclasses.Field[Any], flexible: bool, nullable: boo
 
 
 def _array_step(item: Step, flexible: bool, nullable: bool, name: str) -> Step:
-    def step(buf: bytes, pos: int, end: int) -> int:
-        count, pos = _length(buf, pos, end, flexible, _I32)
+    def step(w: _Walk, pos: int, end: int) -> int:
+        count, pos = _length(w.buf, pos, end, flexible, _I32)
         _null_or_negative(count, nullable, f"array {name}")
         if count > end - pos:  # every element takes at least one byte
             raise RequestBoundsError(f"array {name} of {count} elements but {end - pos} bytes left")
+        w.elements_left -= count
+        if w.elements_left < 0:
+            raise RequestBoundsError(f"more than {MAX_ELEMENTS} array elements in one request")
         for _ in range(count):
-            pos = item(buf, pos, end)
+            pos = item(w, pos, end)
         return pos
     return step
 
 
 def _nullable_entity_step(entity: Step) -> Step:
-    def step(buf: bytes, pos: int, end: int) -> int:
+    def step(w: _Walk, pos: int, end: int) -> int:
         if pos >= end:
             raise RequestBoundsError("truncated nullable struct marker")
-        marker = buf[pos]
+        marker = w.buf[pos]
         if marker == 0xFF:  # int8 -1: null (KIP-893)
             return pos + 1
         if marker != 1:
             raise RequestBoundsError(f"nullable struct marker {marker} is neither -1 nor 1")
-        return entity(buf, pos + 1, end)
+        return entity(w, pos + 1, end)
     return step
 
 
@@ -169,16 +193,17 @@ def entity_step(entity_type: type) -> Step:
         else:
             tagged[int(tag)] = _field_step(field, flexible, tagged=True)
 
-    def step(buf: bytes, pos: int, end: int) -> int:
+    def step(w: _Walk, pos: int, end: int) -> int:
         for field_step in steps:
-            pos = field_step(buf, pos, end)
+            pos = field_step(w, pos, end)
         if flexible:
-            pos = _tagged_fields(buf, pos, end, tagged)
+            pos = _tagged_fields(w, pos, end, tagged)
         return pos
     return step
 
 
-def _tagged_fields(buf: bytes, pos: int, end: int, known: dict[int, Step]) -> int:
+def _tagged_fields(w: _Walk, pos: int, end: int, known: dict[int, Step]) -> int:
+    buf = w.buf
     count, pos = _uvarint(buf, pos, end)
     if count > end - pos:  # each tagged field takes at least two bytes
         raise RequestBoundsError(f"{count} tagged fields but {end - pos} bytes left")
@@ -188,15 +213,15 @@ def _tagged_fields(buf: bytes, pos: int, end: int, known: dict[int, Step]) -> in
         if size > end - pos:
             raise RequestBoundsError(f"tagged field {tag} of {size} bytes but {end - pos} left")
         inner = known.get(tag)
-        if inner is not None and inner(buf, pos, pos + size) != pos + size:
+        if inner is not None and inner(w, pos, pos + size) != pos + size:
             raise RequestBoundsError(f"tagged field {tag} does not fill its {size} bytes")
         pos += size
     return pos
 
 
-def check_request_body(schema: type, frame: bytes, offset: int) -> None:
+def check_request_body(schema: type, frame: bytes, offset: int, max_elements: int = MAX_ELEMENTS) -> None:
     """Raise RequestBoundsError unless the body at `offset` fits `frame` as `schema` says.
 
     Bytes after the body are allowed, as Kafka's own parser allows them.
     """
-    entity_step(schema)(frame, offset, len(frame))
+    entity_step(schema)(_Walk(frame, max_elements), offset, len(frame))

@@ -85,3 +85,13 @@ def test_produce_with_null_topic_data_is_refused(version: int) -> None:
     frame = header + txn + struct.pack(">hi", 1, 1000) + topics + (b"\x00" if flexible else b"")
     with pytest.raises(MalformedRequestError, match="null topics"):
         decode(parse_request_header(frame), frame)
+
+
+def test_a_request_of_millions_of_tiny_elements_is_refused_before_decoding() -> None:
+    # Metadata v1 naming 2,000,000 empty topics: 4 MB of frame, ~125 MB once decoded
+    header = struct.pack(">hhih", 3, 1, 1, -1)
+    body = struct.pack(">i", 2_000_000) + b"\x00\x00" * 2_000_000
+    with pytest.raises(MalformedRequestError, match="more than 1000000 array elements"):
+        _decode(struct.pack(">i", len(header + body)) + header + body)
+    fits = struct.pack(">i", 500_000) + b"\x00\x01t" * 500_000
+    assert len(_decode(struct.pack(">i", len(header + fits)) + header + fits).topics) == 500_000
