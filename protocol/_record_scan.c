@@ -14,11 +14,17 @@
 #include <stdint.h>
 
 /* A zigzag varint of at most 10 bytes (64 bits) ending before `end`; 0 on failure. */
-static int read_varint(const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t end, int64_t *out)
+static inline int read_varint(const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t end, int64_t *out)
 {
+    Py_ssize_t p = *pos;
+    if (p < end && buf[p] < 0x80) { /* one byte: nearly every delta, length and count */
+        uint8_t byte = buf[p];
+        *pos = p + 1;
+        *out = (int64_t)(byte >> 1) ^ -(int64_t)(byte & 1);
+        return 1;
+    }
     uint64_t value = 0;
     int shift = 0;
-    Py_ssize_t p = *pos;
     for (;;) {
         if (p >= end)
             return 0;
@@ -38,7 +44,7 @@ static int read_varint(const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t end, int6
 }
 
 /* Past a length-prefixed field; 0 when it does not fit or its length is invalid. */
-static int skip_bytes(const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t end, int nullable)
+static inline int skip_bytes(const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t end, int nullable)
 {
     int64_t length;
     if (!read_varint(buf, pos, end, &length))
