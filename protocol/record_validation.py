@@ -36,6 +36,7 @@ except ImportError:  # no compiler where it was installed: the Python walk does 
 CORRUPT = "corrupt"  # CORRUPT_MESSAGE: the bytes do not decode
 INVALID = "invalid"  # INVALID_RECORD: they decode, to something Kafka refuses
 TIMESTAMP = "timestamp"  # INVALID_TIMESTAMP
+TOO_LARGE = "too_large"  # INVALID_RECORD: compressed records inflate past the limit
 
 DECOMPRESSED_LIMIT = 64 << 20  # largest decompressed records of one batch
 
@@ -182,7 +183,7 @@ def validate_records(
         try:
             buf = decompress_bounded(header.codec, memoryview(batch)[HEADER_SIZE : header.size], decompressed_limit)
         except DecompressedTooLargeError as exc:
-            raise RecordValidationError(str(exc), INVALID) from None
+            raise RecordValidationError(str(exc), TOO_LARGE) from None
         except CompressionError as exc:
             raise RecordValidationError(str(exc), CORRUPT) from None
         pos, end = 0, len(buf)

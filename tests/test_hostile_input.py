@@ -295,3 +295,14 @@ def test_describe_configs_shows_the_limits(broker: Broker) -> None:
     assert configs["connections.max.idle.ms"].value == "600000"
     assert configs["max.connections.per.ip"].value == "2147483647"
     assert configs["message.max.bytes"].value == "1048588"
+
+
+def test_a_compressed_batch_inflating_past_the_in_place_bound_is_still_accepted(broker: Broker, topic: str) -> None:
+    from kafkacompat.handlers.produce import INLINE_DECOMPRESSED
+
+    value = b"a" * (INLINE_DECOMPRESSED + (1 << 20))  # checked in a worker thread, within 64 MiB
+    batch = poison.batch(poison.compress(poison.Codec.ZSTD, poison.record(0, value)), 1, codec=poison.Codec.ZSTD)
+    assert len(batch) < 1 << 20
+    with Wire(broker.bootstrap_servers) as wire:
+        response = wire.request(0, PRODUCE_V, produce_request(topic, batch))
+    assert response.responses[0].partition_responses[0].error_code == ErrorCode.none

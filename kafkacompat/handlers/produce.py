@@ -22,6 +22,7 @@ from kafkacompat.protocol.produce_response import PartitionResult, encode_produc
 from kafkacompat.protocol.record_validation import (
     CORRUPT,
     INVALID,
+    TOO_LARGE,
     RecordValidationError,
     validate_records,
 )
@@ -48,15 +49,18 @@ class _Outcome:
     durable_at: tuple[storage.Partition, int] | None = None
 
 
-_REFUSAL = {CORRUPT: ErrorCode.corrupt_message, INVALID: ErrorCode.invalid_record}
+_REFUSAL = {CORRUPT: ErrorCode.corrupt_message, INVALID: ErrorCode.invalid_record, TOO_LARGE: ErrorCode.invalid_record}
 TIMESTAMP_REFUSAL = "One or more records have been rejected due to invalid timestamp"  # Kafka's words
+INLINE_DECOMPRESSED = 4 << 20  # compressed records up to this size are checked without a thread hop
 
 
 async def _validate(cluster: Any, info: Any, records: Any, batches: Any, log_append: bool) -> None:
     """Kafka's LogValidator checks on every batch; RecordValidationError names the first failure.
 
-    Compressed batches are decompressed (bounded) in a worker thread, so a
-    large or hostile one does not stall every other connection meanwhile.
+    A compressed batch is first checked in place with a 4 MiB bound on its
+    decompressed records (a millisecond or two at most); one that inflates
+    further is checked again in a worker thread up to the full bound, so a
+    large or hostile batch does not stall every other connection meanwhile.
     """
     before = int(topic_config_value(cluster, info, "message.timestamp.before.max.ms"))
     after = int(topic_config_value(cluster, info, "message.timestamp.after.max.ms"))
@@ -64,12 +68,17 @@ async def _validate(cluster: Any, info: Any, records: Any, batches: Any, log_app
     view = memoryview(records)
     for pos, header in batches:
         batch = view[pos : pos + header.size]
-        if header.codec:
+        try:
+            validate_records(
+                batch, header, now, before, after, check_timestamps=not log_append,
+                decompressed_limit=INLINE_DECOMPRESSED,
+            )
+        except RecordValidationError as exc:
+            if exc.kind != TOO_LARGE:
+                raise
             await asyncio.to_thread(
                 validate_records, batch, header, now, before, after, check_timestamps=not log_append
             )
-        else:
-            validate_records(batch, header, now, before, after, check_timestamps=not log_append)
 
 
 def decode(header: RequestHeader, frame: bytes | bytearray) -> ProduceRequest:

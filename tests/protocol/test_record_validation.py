@@ -13,6 +13,7 @@ from kafkacompat.protocol.record_validation import (
     CORRUPT,
     INVALID,
     TIMESTAMP,
+    TOO_LARGE,
     RecordValidationError,
     validate_records,
     walk_records,
@@ -35,7 +36,7 @@ EXPECTED = {
     "timestamp_far_ahead_in_one_record": TIMESTAMP,
     "gzip_count_mismatch": INVALID,
     "zstd_count_mismatch": INVALID,
-    "gzip_bomb": INVALID,
+    "gzip_bomb": TOO_LARGE,
 }
 
 
