@@ -17,13 +17,21 @@
 static inline int read_varint(const uint8_t *buf, Py_ssize_t *pos, Py_ssize_t end, int64_t *out)
 {
     Py_ssize_t p = *pos;
-    if (p < end && buf[p] < 0x80) { /* one byte: nearly every delta, length and count */
-        uint8_t byte = buf[p];
+    uint64_t value;
+    /* one or two bytes: nearly every length, delta and count of a record */
+    if (p < end && buf[p] < 0x80) {
+        value = buf[p];
         *pos = p + 1;
-        *out = (int64_t)(byte >> 1) ^ -(int64_t)(byte & 1);
+        *out = (int64_t)(value >> 1) ^ -(int64_t)(value & 1);
         return 1;
     }
-    uint64_t value = 0;
+    if (p + 1 < end && buf[p + 1] < 0x80) {
+        value = (uint64_t)(buf[p] & 0x7F) | ((uint64_t)buf[p + 1] << 7);
+        *pos = p + 2;
+        *out = (int64_t)(value >> 1) ^ -(int64_t)(value & 1);
+        return 1;
+    }
+    value = 0;
     int shift = 0;
     for (;;) {
         if (p >= end)
