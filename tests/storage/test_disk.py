@@ -459,15 +459,17 @@ async def test_stale_data_of_a_recreated_topic_is_never_served(tmp_path):
     await st.close()
 
 
-async def test_damaged_manifest_is_a_named_error(tmp_path):
+async def test_garbled_manifest_is_rebuilt_from_the_partitionlet_files(tmp_path, caplog):
     st = await open_disk(tmp_path / "d")
     await st.create_topic("/default", "t", 1)
-    await st.partition("/default", "t", 0).append(batch(1), 1)
+    await st.partition("/default", "t", 0).append(batch(3), 3)
     await st.close()
-    (tmp_path / "d" / "streams" / "default" / "t" / "0" / "chain.json").write_bytes(b"{garbage")
+    manifest = tmp_path / "d" / "streams" / "default" / "t" / "0" / "chain.json"
+    manifest.write_bytes(b"{garbage")
     st = await open_disk(tmp_path / "d")
-    with pytest.raises(storage.StorageError, match="manifest"):
-        st.partition("/default", "t", 0)
+    part = st.partition("/default", "t", 0)
+    assert part.high_watermark == 3 and len(values(await part.read(0, 1000))) == 3
+    assert [r.message for r in caplog.records if str(manifest) in r.message and "rebuil" in r.message]
     await st.close()
 
 
