@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from .admin import cli as admin_cli
 from .bench.command import add_parser as _bench_parser
 from .config import BrokerConfig, ConfigError, load_config
+from .store_check import add_parser as _store_parser
 
 log = logging.getLogger("kafkacompat")
 
@@ -56,6 +57,9 @@ def _serve_parser(sub: argparse._SubParsersAction) -> None:
                    help="refuse topics not created explicitly (auto.create.topics.enable=false)")
     p.add_argument("--retention-check-ms", metavar="MS", type=int,
                    help="how often messages past their stream's ttl are deleted (default 60000)")
+    p.add_argument("--skip-damaged", dest="skip_damaged", action="store_true", default=None,
+                   help="let fetches step over damaged (quarantined) offsets, with a log line, instead of "
+                        "answering KAFKA_STORAGE_ERROR for them")
     p.add_argument("--log-level", metavar="LEVEL", help="DEBUG, INFO, WARNING or ERROR (default INFO)")
     p.set_defaults(func=_serve)
 
@@ -66,7 +70,7 @@ def _config_from(args: argparse.Namespace) -> BrokerConfig:
         for name in (
             "data_dir", "volumes", "host", "port", "advertised_host", "advertised_port", "node_id",
             "default_stream", "max_frame_bytes", "max_connections", "auto_create_topics", "retention_check_ms",
-            "log_level",
+            "skip_damaged", "log_level",
         )
     }
     return load_config(args.config, overrides=overrides)
@@ -94,7 +98,13 @@ def _serve(args: argparse.Namespace) -> int:
         level=config.log_level.upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    asyncio.run(run_until_signalled(config))
+    from .storage import StorageError
+
+    try:
+        asyncio.run(run_until_signalled(config))
+    except StorageError as exc:  # a store that cannot be opened: one line, not a traceback
+        log.error("cannot start: %s", exc)
+        return 1
     return 0
 
 
@@ -106,6 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
     _serve_parser(sub)
     admin_cli.add_parsers(sub)
     _bench_parser(sub)
+    _store_parser(sub)
     return parser
 
 

@@ -30,6 +30,7 @@ class BrokerConfig:
     producer_id_expiration_ms: int = 24 * 3600 * 1000  # Kafka's producer.id.expiration.ms
     auto_create_topics: bool = True  # Kafka's auto.create.topics.enable; streams can refuse too
     retention_check_ms: int = 60_000  # how often expired partitionlets are deleted (log.retention.check.interval.ms)
+    skip_damaged: bool = False  # fetches step over damaged (quarantined) offsets instead of failing them
     # consumer groups, named after Kafka's group.* and offsets.* broker settings
     group_initial_rebalance_delay_ms: int = 3000
     group_min_session_timeout_ms: int = 6000

@@ -91,7 +91,9 @@ async def _produce_partition(ctx: Any, topic: Any, part: Any, acks: int) -> _Out
             outcome.error = ErrorCode.message_too_large
             outcome.message = f"batch of {header.size} bytes exceeds max.message.bytes={max_bytes}"
             return outcome
-    partition = cluster.store.partition(info.stream, info.name, part.index)
+    partition, outcome.error = cluster.partition_for(info, ErrorCode.unknown_topic_or_partition, part.index)
+    if partition is None:
+        return outcome
     log_append = topic_config_value(cluster, info, "message.timestamp.type") == "LogAppendTime"
     key = (info.stream, info.name, part.index)
     view = memoryview(records)
@@ -129,7 +131,7 @@ async def _produce_partition(ctx: Any, topic: Any, part: Any, acks: int) -> _Out
     except storage.StorageError as exc:
         outcome.error = storage_error_code(exc)
         outcome.message = str(exc)
-        log.error("append to %s-%d failed: %s", topic.name, part.index, exc)
+        _log_append_failure(topic.name, part.index, exc)
         return outcome
     outcome.base_offset = first_offset if first_offset is not None else -1
     outcome.log_start_offset = partition.log_start_offset
@@ -137,6 +139,23 @@ async def _produce_partition(ctx: Any, topic: Any, part: Any, acks: int) -> _Out
     if acks == -1 or (stream is not None and stream.policy.fsync == storage.FsyncPolicy.ALWAYS):
         outcome.durable_at = (partition, partition.high_watermark)
     return outcome
+
+
+_failures_logged: dict[tuple[str, int, type], float] = {}
+FAILURE_LOG_EVERY_S = 60.0
+
+
+def _log_append_failure(topic: str, index: int, exc: Exception) -> None:
+    """One line per partition and kind of failure a minute: a full disk must not flood the log."""
+    key = (topic, index, type(exc))
+    now = time.monotonic()
+    if now < _failures_logged.get(key, 0.0):
+        return
+    if len(_failures_logged) > 10_000:
+        _failures_logged.clear()
+    _failures_logged[key] = now + FAILURE_LOG_EVERY_S
+    log.error("append to %s-%d failed: %s (repeats are not logged for %d s)", topic, index, exc,
+              FAILURE_LOG_EVERY_S)
 
 
 def _response(ctx: Any, request: Any, results: list[tuple[str, list[_Outcome]]]) -> bytes:

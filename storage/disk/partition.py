@@ -69,6 +69,11 @@ class DiskPartition(PartitionBase):
         self._lock = asyncio.Lock()
         self._commit = GroupCommit(self._fsync_active)
         self._load()
+        if self._epochs and self._epochs[-1][0] >= self._leader_epoch:
+            # store.json went back (a stale copy): leader epochs must still never go down
+            self._leader_epoch = self._epochs[-1][0] + 1
+            store.report(os.path.join(store.root, layout.STORE_FILE), f"has an epoch below {self.name}'s "
+                         f"{self._epochs[-1][0]}", f"lead {self.name} at epoch {self._leader_epoch}", once=True)
         self._commit.synced = self._commit.written = self._hw
         if self._note_epoch(store.epoch, self._hw):
             self._manifest_stale = True
@@ -82,7 +87,7 @@ class DiskPartition(PartitionBase):
         manifest, problem = read_manifest(self._manifest_path)
         if manifest is not None and manifest["topic_id"] != self._topic.id_hex:
             log.warning("%s: data of an older topic of the same name found; discarding it", self.name)
-            for volume in self._store.volumes:
+            for volume in self._store.volumes if self._store.repair else ():
                 move_to_trash(self._dir_on(volume.path), layout.trash_dir(volume.path))
             return
         files = find_log_files([(v, self._dir_on(v.path)) for v in self._store.volumes])
@@ -113,7 +118,8 @@ class DiskPartition(PartitionBase):
                                    f"offsets {p.base}..{p.next_offset - 1} quarantined", error=True)
             self._chain.append(p)
         self._bases = [p.base for p in self._chain]
-        self._remove_orphans(files)
+        if self._store.repair:
+            self._remove_orphans(files)
         active = self._active()
         if active is not None:
             self._checkpoint = active.size
@@ -132,7 +138,8 @@ class DiskPartition(PartitionBase):
             p = Partitionlet(self._dir_on(found.volume.path), found.volume, base, self._store.handles,
                              sealed=limit is not None, next_offset=base, size=0, max_ts=-1, max_ts_offset=base,
                              created_ms=found.mtime_ms)
-            result = p.recover(0, base, truncate=limit is None, known_next=limit, offset_limit=limit)
+            result = p.recover(0, base, truncate=limit is None and self._store.repair, known_next=limit,
+                               offset_limit=limit)
             for epoch, start in result.epochs:
                 if not epochs or epochs[-1][0] < epoch:
                     epochs.append((epoch, start))
@@ -193,7 +200,8 @@ class DiskPartition(PartitionBase):
         try:
             file_size = os.stat(active.log_path).st_size
         except FileNotFoundError:
-            new_file(active.log_path)
+            if self._store.repair:
+                new_file(active.log_path)
             active.start_empty()
             active.size, active.max_ts = 0, -1
             active.add_hole(active.base, vouched, 0, 0)
@@ -207,7 +215,7 @@ class DiskPartition(PartitionBase):
             start, expected = active.position_before(max(min(self._checkpoint, file_size - TAIL_CHECK_BYTES), 0))
         if start == 0:
             active.size, active.max_ts = 0, -1
-        result = active.recover(start, expected, truncate=True, known_next=vouched)
+        result = active.recover(start, expected, truncate=self._store.repair, known_next=vouched)
         for epoch, base in result.epochs:
             if self._note_epoch(epoch, base):
                 self._manifest_stale = True
@@ -247,6 +255,8 @@ class DiskPartition(PartitionBase):
 
     async def _save(self) -> None:
         """Checkpoint the active log and replace the manifest (caller holds the lock)."""
+        if not self._store.repair:
+            return  # an offline check writes nothing
         active = self._active()
         indexes = active.index_bytes() if active is not None else None
         data = self._manifest()

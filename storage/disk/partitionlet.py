@@ -210,7 +210,11 @@ class Partitionlet:
             self._off, self._pos, self._tval, self._tpos = off, pos, tval, tpos
             self._since_index = self.size - pos[-1] if len(pos) else self.size
             return
-        log.info("%s: rebuilding its indexes from the log", self.log_path)
+        log.warning("%s%s and %s%s do not match %s; rebuilt from the log", self.stem, layout.INDEX_SUFFIX,
+                    os.path.basename(self.stem), layout.TIMEINDEX_SUFFIX, os.path.basename(self.log_path))
+        self._rebuild_index()
+
+    def _rebuild_index(self) -> None:
         self._reset_index()
         known_next, known_size = self.next_offset, self.size
         self.max_ts = -1
@@ -367,7 +371,7 @@ class Partitionlet:
             yield pos, base, size, base + lod, max_ts, attrs
             pos += size
 
-    def locate(self, offset: int) -> tuple[int, int]:
+    def locate(self, offset: int, retry: bool = True) -> tuple[int, int]:
         """(position, size) of the batch holding `offset` (which must be in range)."""
         hole = self.hole_at(offset) if self.holes or self.missing else None
         if hole is not None:
@@ -377,9 +381,19 @@ class Partitionlet:
         self.ensure_index()
         i = bisect.bisect_right(self._off, offset) - 1
         start = self._pos[i] if i >= 0 else 0
-        for pos, _base, size, last, _ts, _attrs in self.walk(start):
-            if last >= offset:
-                return pos, size
+        try:
+            for pos, base, size, last, _ts, _attrs in self.walk(start):
+                if pos == start and i >= 0 and base != self._off[i]:
+                    raise CorruptBatchError(f"index entry {i} points at offset {base}, not {self._off[i]}")
+                if last >= offset:
+                    return pos, size
+        except CorruptBatchError as exc:
+            if not retry or self._off is None or not len(self._off):
+                raise
+            log.warning("%s%s does not match the log (%s); rebuilt from the log", self.stem, layout.INDEX_SUFFIX, exc)
+            self._off = None
+            self._rebuild_index()
+            return self.locate(offset, retry=False)
         raise LookupError(f"offset {offset} not found in {self.log_path}")
 
     def read(self, offset: int, max_bytes: int, verify: bool = True) -> bytes:

@@ -80,6 +80,7 @@ class DiskStore(NamespaceStore):
         self.repair = repair  # False: an offline check that reports and writes nothing
         self.background_verify = background_verify
         self.findings: list[Finding] = []
+        self.log_findings = True  # `store check` prints them instead
         self._offline: dict[tuple[str, int], tuple[str, float]] = {}  # partitions that failed to load
 
     @property
@@ -89,14 +90,16 @@ class DiskStore(NamespaceStore):
     def volume_ids(self) -> list[str]:
         return list(self._by_id)
 
-    def report(self, path: str, problem: str, action: str, *, error: bool = False) -> None:
+    def report(self, path: str, problem: str, action: str, *, error: bool = False, once: bool = False) -> None:
         """Record damage found in one file: one log line with the path, what is wrong and what is done.
 
         `error` marks damage that costs data (quarantined offsets); metadata
         rebuilt without loss is a warning.
         """
+        if once and any(f.path == path for f in self.findings):
+            return
         self.findings.append(Finding(path, problem, action))
-        if self.repair:
+        if self.repair and self.log_findings:
             log.log(logging.ERROR if error else logging.WARNING, "%s %s; repaired: %s", path, problem, action)
 
     def volume(self, volume_id: str) -> Volume:
@@ -189,7 +192,10 @@ class DiskStore(NamespaceStore):
             os.makedirs(self.root, exist_ok=True)
         if not os.path.isdir(self.root):
             raise StorageError(f"{self.root} does not exist")
-        fd = os.open(os.path.join(self.root, layout.LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o644)
+        lock_path = os.path.join(self.root, layout.LOCK_FILE)
+        if not self.repair and not os.path.exists(lock_path):
+            return  # nothing ever ran here, and a check creates no files
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -311,6 +317,10 @@ class DiskStore(NamespaceStore):
 
     def _load_cursors(self, stream: StreamState, directory: str) -> None:
         catalog = self._cursor_logs[stream.path] = self._json_log(directory, layout.CURSORS_FILE)
+        if not os.path.exists(catalog.path):  # created with the stream: only damage removes it
+            self.report(catalog.path, "is missing", "start the stream with no committed offsets")
+            if self.repair:
+                write_atomic(catalog.path, b"", on_full=self.volumes[0].release_ballast)
         catalog.load(self.report, self.repair)
         bad = 0
         for rec in catalog.live.values():
@@ -328,6 +338,10 @@ class DiskStore(NamespaceStore):
             catalog.rewrite(list(catalog.live.values()))
 
     async def close(self) -> None:
+        if not self.repair:  # an offline check: nothing to write, only let go
+            self.handles.close_all()
+            self._release_lock()
+            return
         if self._retention_task is not None:
             self._retention_task.cancel()
             await asyncio.gather(self._retention_task, return_exceptions=True)
@@ -338,7 +352,11 @@ class DiskStore(NamespaceStore):
         if self._background:
             await asyncio.gather(*self._background, return_exceptions=True)
         self.handles.close_all()
-        await asyncio.to_thread(write_atomic, os.path.join(self.root, layout.CLEAN_MARKER), b"")
+        await asyncio.to_thread(write_atomic, os.path.join(self.root, layout.CLEAN_MARKER), b"",
+                                on_full=self.volumes[0].release_ballast)
+        self._release_lock()
+
+    def _release_lock(self) -> None:
         if self._lock_fd is not None:
             os.close(self._lock_fd)  # releases the flock
             self._lock_fd = None
