@@ -190,12 +190,18 @@ async def handle(ctx: Any, request: Any) -> Any:
             # Kafka's way of telling an acks=0 producer: close, so it refreshes metadata.
             raise CloseConnection(f"acks=0 produce failed with {failed[0].error.name}")
         return NO_RESPONSE
-    waits = [o.durable_at for _, outs in results for o in outs if o.durable_at is not None]
+    waits = [o for _, outs in results for o in outs if o.durable_at is not None]
     if not waits:
         return _response(ctx, request, results)
 
     async def after_fsync() -> Any:
-        await asyncio.gather(*(partition.wait_durable(offset) for partition, offset in waits))
+        done = await asyncio.gather(*(o.durable_at[0].wait_durable(o.durable_at[1]) for o in waits),
+                                    return_exceptions=True)
+        for outcome, result in zip(waits, done):
+            if isinstance(result, storage.StorageError):
+                outcome.error, outcome.message = storage_error_code(result), str(result)
+            elif isinstance(result, BaseException):
+                raise result
         return _response(ctx, request, results)
 
     return after_fsync()

@@ -80,8 +80,8 @@ def find_log_files(dirs: list[tuple[Volume, str]]) -> dict[int, LogFile]:
     for volume, directory in dirs:
         try:
             entries = list(os.scandir(directory))
-        except (FileNotFoundError, NotADirectoryError):
-            continue
+        except FileNotFoundError:
+            continue  # no data on this volume (any other error: the partition cannot be served)
         for entry in entries:
             stem, dot, suffix = entry.name.partition(".")
             if not (dot and stem.isdigit() and "." + suffix == layout.LOG_SUFFIX):

@@ -85,6 +85,9 @@ class DiskPartition(PartitionBase):
 
     def _load(self) -> None:
         manifest, problem = read_manifest(self._manifest_path)
+        if problem is not None and manifest is None and problem.startswith("cannot be read"):
+            # Unreadable (an I/O error), not garbled: refuse rather than guess the offsets from what is left.
+            raise StorageUnavailableError(f"its chain manifest {self._manifest_path} {problem}")
         if manifest is not None and manifest["topic_id"] != self._topic.id_hex:
             log.warning("%s: data of an older topic of the same name found; discarding it", self.name)
             for volume in self._store.volumes if self._store.repair else ():
@@ -127,7 +130,8 @@ class DiskPartition(PartitionBase):
 
     def _rebuild(self, manifest: dict | None, files: dict[int, LogFile], problem: str) -> None:
         """Rebuild the chain from the partitionlet files (the manifest is missing, garbled or stale)."""
-        bases = sorted(b for b, f in files.items() if f.starts_with_its_batch() or b == max(files))
+        last = max(files, default=-1)
+        bases = sorted(b for b, f in files.items() if f.starts_with_its_batch() or b == last)
         log_start = manifest["log_start"] if manifest is not None else (bases[0] if bases else 0)
         known_next = manifest["next"] if manifest is not None else 0
         epochs: list[tuple[int, int]] = list(manifest["epochs"]) if manifest is not None else []
@@ -317,7 +321,10 @@ class DiskPartition(PartitionBase):
                     await self._roll(len(view))
                 return self._write(view, length, max_ts, record_count)
 
-            base = await self._critical(section)
+            try:
+                base = await self._critical(section)
+            except OSError as exc:  # not a full disk (that is StorageFullError): the files cannot be written
+                raise self._unavailable(f"rolling to a new partitionlet failed: {exc}") from exc
         else:
             base = self._write(view, length, max_ts, record_count)
         if settings.fsync is FsyncPolicy.ALWAYS:
@@ -353,7 +360,7 @@ class DiskPartition(PartitionBase):
             active.volume.release(size)
             if exc.errno in FULL_ERRNOS:
                 raise StorageFullError(f"{self.name}: volume {active.volume.path} is full: {exc.strerror}") from exc
-            raise
+            raise self._unavailable(f"writing {active.log_path} failed: {exc.strerror or exc}") from exc
         self._hw = base + record_count
         self._commit.wrote(self._hw)
         return base
@@ -395,7 +402,10 @@ class DiskPartition(PartitionBase):
     async def wait_durable(self, offset: int) -> None:
         if self._topic.settings.fsync is FsyncPolicy.NONE:
             return
-        await self._commit.wait(min(offset, self._hw))
+        try:
+            await self._commit.wait(min(offset, self._hw))
+        except OSError as exc:
+            raise self._unavailable(f"fsync of the active partitionlet failed: {exc.strerror or exc}") from exc
 
     # reading -----------------------------------------------------------------
 

@@ -84,14 +84,6 @@ def scan(fd: int, start: int, end: int, expected_next: int, offset_limit: int | 
         pos = found.pos + found.size
 
 
-def valid_batches(fd: int, start: int, end: int, expected_next: int) -> Iterator[Span]:
-    """The valid batches of [start, end), ending at the first damage (for tools that need no holes)."""
-    for item in scan(fd, start, end, expected_next):
-        if isinstance(item, Hole):
-            return
-        yield item
-
-
 class _Reader:
     """Buffered preads of one file."""
 

@@ -345,7 +345,14 @@ class DiskStore(NamespaceStore):
         if self._retention_task is not None:
             self._retention_task.cancel()
             await asyncio.gather(self._retention_task, return_exceptions=True)
-        await asyncio.gather(*(p.checkpoint() for p in self._opened_partitions()))
+        parts = list(self._opened_partitions())
+        outcomes = await asyncio.gather(*(p.checkpoint() for p in parts), return_exceptions=True)
+        for part, outcome in zip(parts, outcomes):
+            if isinstance(outcome, (OSError, StorageError)):
+                log.error("%s: its manifest could not be saved on close (%s); it is rebuilt on the next open",
+                          part.name, outcome)
+            elif isinstance(outcome, BaseException):
+                raise outcome
         for catalog in [*self._topic_logs.values(), *self._cursor_logs.values()]:
             await catalog.commit.wait()
             catalog.close()
