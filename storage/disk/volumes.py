@@ -113,9 +113,11 @@ class Volume:
         if not self.ballast_out:
             return
         now = time.monotonic()
-        if now < self._next_restore or not self.restore_ballast():
+        if now >= self._next_restore:
+            if self.restore_ballast():
+                return
             self._next_restore = now + self.RESTORE_EVERY_S
-            raise StorageFullError(f"volume {self.path} is full (its metadata reserve is in use)")
+        raise StorageFullError(f"volume {self.path} is full (its metadata reserve is in use)")
 
     def measure(self) -> None:
         """Count the bytes already stored (only needed under a cap)."""
