@@ -79,7 +79,7 @@ async def check_store(data_dir: str, volumes: list[str], *, repair: bool, out: T
     finally:
         await store.close()
     findings = store.findings
-    verb = "repaired" if repair else "would"
+    verb = "action taken" if repair else "would"
     for finding in findings:
         print(f"DAMAGED {finding.path} {finding.problem}; {verb}: {finding.action}", file=out)
     elapsed = time.monotonic() - started

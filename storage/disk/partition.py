@@ -38,7 +38,7 @@ from ..partition_base import PartitionBase
 from . import layout
 from .chain import LogFile, find_log_files, read_manifest, stale_reason
 from .files import FULL_ERRNOS, fsync_path, move_to_trash, new_file, unlink_files, write_atomic
-from .partitionlet import Partitionlet
+from .partitionlet import Partitionlet, Recovered
 from .sync import GroupCommit
 from .volumes import pick_volume
 
@@ -117,8 +117,8 @@ class DiskPartition(PartitionBase):
                 p.add_hole(*hole)
             if p.sealed and p.base not in files:
                 p.missing = True
-                self._store.report(p.log_path, "is missing",
-                                   f"offsets {p.base}..{p.next_offset - 1} quarantined", error=True)
+                self._store.report(p.log_path, "is missing", f"quarantine offsets {p.base}..{p.next_offset - 1}",
+                                   error=True)
             self._chain.append(p)
         self._bases = [p.base for p in self._chain]
         if self._store.repair:
@@ -135,7 +135,6 @@ class DiskPartition(PartitionBase):
         log_start = manifest["log_start"] if manifest is not None else (bases[0] if bases else 0)
         known_next = manifest["next"] if manifest is not None else 0
         epochs: list[tuple[int, int]] = list(manifest["epochs"]) if manifest is not None else []
-        holes = 0
         for i, base in enumerate(bases):
             found = files[base]
             limit = bases[i + 1] if i + 1 < len(bases) else None
@@ -147,7 +146,7 @@ class DiskPartition(PartitionBase):
             for epoch, start in result.epochs:
                 if not epochs or epochs[-1][0] < epoch:
                     epochs.append((epoch, start))
-            holes += len(result.holes) + (result.cut is not None and limit is not None)
+            self._report_damage(p, result, vouched=limit if limit is not None else known_next)
             if self._chain and self._chain[-1].next_offset < base:
                 self._chain[-1].add_hole(self._chain[-1].next_offset, base, self._chain[-1].size,
                                          self._chain[-1].size)
@@ -162,11 +161,21 @@ class DiskPartition(PartitionBase):
             active.next_offset = known_next
         self._hw = max(self._hw, known_next)
         self._manifest_stale = True
-        self._store.report(
-            self._manifest_path, problem,
-            f"rebuilt from {len(self._chain)} partitionlet file(s): offsets {self._log_start}..{self._hw - 1}"
-            + (f", {holes} damaged range(s) quarantined" if holes else ""),
-        )
+        self._store.report(self._manifest_path, problem, f"rebuild it from {len(self._chain)} partitionlet "
+                           f"file(s), offsets {self._log_start}..{self._hw - 1}")
+
+    def _report_damage(self, p: Partitionlet, result: Recovered, vouched: int | None) -> None:
+        """One line per damaged stretch found while validating a partitionlet."""
+        for hole in result.holes:
+            self._store.report(p.log_path, hole.reason, f"quarantine offsets {hole.first}..{hole.resume - 1}",
+                               error=True)
+        cut = result.cut
+        if cut is None:
+            return
+        lost = f" and quarantine offsets {cut.first}..{vouched - 1}" if vouched and vouched > cut.first else ""
+        action = (f"cut the {result.cut_bytes} bytes after the last valid batch{lost}" if not p.sealed
+                  else f"quarantine offsets {cut.first}..{p.next_offset - 1}")
+        self._store.report(p.log_path, cut.reason, action, error=bool(lost) or p.sealed)
 
     def _remove_orphans(self, files: dict[int, LogFile]) -> None:
         """Delete partitionlet files the manifest does not list and no longer needs.
@@ -210,8 +219,9 @@ class DiskPartition(PartitionBase):
             active.size, active.max_ts = 0, -1
             active.add_hole(active.base, vouched, 0, 0)
             self._manifest_stale = True
-            self._store.report(active.log_path, "is missing", f"started empty; offsets {active.base}..{vouched - 1} "
-                               "quarantined" if vouched > active.base else "started empty", error=vouched > active.base)
+            lost = vouched > active.base
+            self._store.report(active.log_path, "is missing", "start it empty" + (
+                f" and quarantine offsets {active.base}..{vouched - 1}" if lost else ""), error=lost)
             return
         start, expected = 0, active.base
         if file_size >= self._checkpoint:
@@ -226,14 +236,7 @@ class DiskPartition(PartitionBase):
         if active.next_offset < vouched:
             active.add_hole(active.next_offset, vouched, active.size, active.size)
             active.next_offset = vouched
-        for hole in result.holes:
-            self._store.report(active.log_path, hole.reason,
-                               f"offsets {hole.first}..{hole.resume - 1} quarantined", error=True)
-        if result.cut is not None:
-            lost = f"; offsets {result.cut.first}..{vouched - 1} quarantined" if vouched > result.cut.first else ""
-            self._store.report(active.log_path, result.cut.reason,
-                               f"cut {result.cut_bytes} bytes after the last valid batch{lost}",
-                               error=bool(lost))
+        self._report_damage(active, result, vouched)
         if active.size != self._checkpoint or result.holes or result.cut is not None:
             self._manifest_stale = True
         self._hw = active.next_offset
@@ -489,7 +492,7 @@ class DiskPartition(PartitionBase):
             if p.missing or self._closed:
                 return 0
             p.missing = True
-            self._store.report(p.log_path, "is missing", f"offsets {p.base}..{p.next_offset - 1} quarantined",
+            self._store.report(p.log_path, "is missing", f"quarantine offsets {p.base}..{p.next_offset - 1}",
                                error=True)
             return 1
         except OSError as exc:
@@ -497,7 +500,7 @@ class DiskPartition(PartitionBase):
         p.verified = max(p.verified, stop)
         for hole in holes:
             p.add_hole(hole.first, hole.resume, hole.pos, hole.end)
-            self._store.report(p.log_path, hole.reason, f"offsets {hole.first}..{hole.resume - 1} quarantined",
+            self._store.report(p.log_path, hole.reason, f"quarantine offsets {hole.first}..{hole.resume - 1}",
                                error=True)
         if holes:
             self._manifest_stale = True

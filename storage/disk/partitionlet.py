@@ -288,8 +288,8 @@ class Partitionlet:
             expected_next = span.last + 1
         self.size, self.next_offset = pos, expected_next
         if result.cut is not None:
+            result.cut_bytes = file_size - pos
             if truncate:
-                result.cut_bytes = file_size - pos
                 os.ftruncate(fd, pos)
                 os.fsync(fd)
             else:

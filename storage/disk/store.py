@@ -100,7 +100,7 @@ class DiskStore(NamespaceStore):
             return
         self.findings.append(Finding(path, problem, action))
         if self.repair and self.log_findings:
-            log.log(logging.ERROR if error else logging.WARNING, "%s %s; repaired: %s", path, problem, action)
+            log.log(logging.ERROR if error else logging.WARNING, "%s %s; action taken: %s", path, problem, action)
 
     def volume(self, volume_id: str) -> Volume:
         try:
