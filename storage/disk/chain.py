@@ -14,7 +14,6 @@ import dataclasses
 import json
 import os
 
-from .. import batch_format as bf
 from . import layout
 from .volumes import Volume
 
@@ -30,18 +29,6 @@ class LogFile:
     base: int
     size: int
     mtime_ms: int
-
-    def starts_with_its_batch(self) -> bool:
-        """Whether the file begins with a batch header of its own base offset (not leftover garbage)."""
-        try:
-            with open(self.path, "rb") as f:
-                head = f.read(bf.HEADER_SIZE)
-        except OSError:
-            return False
-        if len(head) < bf.HEADER_SIZE:
-            return False
-        base, _length, _epoch, magic, *_ = bf.HEADER.unpack_from(head)
-        return magic == bf.MAGIC and base == self.base
 
 
 def read_manifest(path: str) -> tuple[dict | None, str | None]:
@@ -105,7 +92,9 @@ def stale_reason(manifest: dict, files: dict[int, LogFile], known_volumes: set[s
             return f"names volume {rec['volume']!r}, which is not configured (a volume id changed?)"
     bases = {rec["base"] for rec in listed}
     floor = listed[0]["base"] if listed else manifest["log_start"]
-    extra = sorted(b for b, f in files.items() if b not in bases and b >= floor and f.starts_with_its_batch())
+    # Only retention (below the first listed) or a roll cut short (an empty file) leave unlisted files;
+    # one holding bytes above the first listed means the manifest is older than the files.
+    extra = sorted(b for b, f in files.items() if b not in bases and b >= floor and f.size > 0)
     if extra:
         return f"lists {len(listed)} partitionlet(s) but {len(extra)} more hold data (a stale copy?)"
     return None

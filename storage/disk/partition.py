@@ -70,12 +70,10 @@ class DiskPartition(PartitionBase):
         self._commit = GroupCommit(self._fsync_active)
         self._load()
         if self._epochs and self._epochs[-1][0] >= self._leader_epoch:
-            # store.json went back (a stale copy): leader epochs must still never go down
-            self._leader_epoch = self._epochs[-1][0] + 1
-            store.report(os.path.join(store.root, layout.STORE_FILE), f"has an epoch below {self.name}'s "
-                         f"{self._epochs[-1][0]}", f"lead {self.name} at epoch {self._leader_epoch}", once=True)
+            # store.json went back (a stale copy, or rebuilt without this manifest): epochs never go down
+            self._leader_epoch = store.raise_epoch(self._epochs[-1][0], self.name)
         self._commit.synced = self._commit.written = self._hw
-        if self._note_epoch(store.epoch, self._hw):
+        if self._note_epoch(self._leader_epoch, self._hw):
             self._manifest_stale = True
 
     def _dir_on(self, volume: str) -> str:
@@ -131,7 +129,7 @@ class DiskPartition(PartitionBase):
     def _rebuild(self, manifest: dict | None, files: dict[int, LogFile], problem: str) -> None:
         """Rebuild the chain from the partitionlet files (the manifest is missing, garbled or stale)."""
         last = max(files, default=-1)
-        bases = sorted(b for b, f in files.items() if f.starts_with_its_batch() or b == last)
+        bases = sorted(b for b, f in files.items() if f.size > 0 or b == last)
         log_start = manifest["log_start"] if manifest is not None else (bases[0] if bases else 0)
         known_next = manifest["next"] if manifest is not None else 0
         epochs: list[tuple[int, int]] = list(manifest["epochs"]) if manifest is not None else []

@@ -431,12 +431,12 @@ class Partitionlet:
         head_base = bf.HEADER.unpack_from(view, 0)[0] if len(view) >= bf.HEADER_SIZE else offset
         first = head_base if self.base <= head_base <= offset else offset
         while pos + bf.HEADER_SIZE <= len(view):
-            (_b, length, _e, magic, crc, _a, lod, *_rest) = bf.HEADER.unpack_from(view, pos)
+            base, length, _epoch, magic, crc, _attrs, lod, *_rest = bf.HEADER.unpack_from(view, pos)
             size = length + bf.LOG_OVERHEAD
             if magic != bf.MAGIC or pos + size > len(view) or crc32c.crc32c(view[pos + bf.CRC_START : pos + size]) != crc:
                 break
             pos += size
-            first = _b + lod + 1
+            first = base + lod + 1
         if pos == len(view):
             if start <= self.verified:
                 self.verified = max(self.verified, start + pos)

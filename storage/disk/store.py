@@ -90,17 +90,24 @@ class DiskStore(NamespaceStore):
     def volume_ids(self) -> list[str]:
         return list(self._by_id)
 
-    def report(self, path: str, problem: str, action: str, *, error: bool = False, once: bool = False) -> None:
+    def report(self, path: str, problem: str, action: str, *, error: bool = False) -> None:
         """Record damage found in one file: one log line with the path, what is wrong and what is done.
 
         `error` marks damage that costs data (quarantined offsets); metadata
         rebuilt without loss is a warning.
         """
-        if once and any(f.path == path for f in self.findings):
-            return
         self.findings.append(Finding(path, problem, action))
         if self.repair and self.log_findings:
             log.log(logging.ERROR if error else logging.WARNING, "%s %s; action taken: %s", path, problem, action)
+
+    def raise_epoch(self, seen: int, where: str) -> int:
+        """A partition holds leader epoch `seen`, at or above the store's: lead from seen + 1 on, and remember it."""
+        store_file = os.path.join(self.root, layout.STORE_FILE)
+        self.report(store_file, f"has an epoch below {where}'s {seen}", f"raise it to {seen + 1}")
+        self.epoch = seen + 1
+        if self.repair:
+            write_atomic(store_file, json.dumps({"epoch": self.epoch}).encode(), on_full=self.volumes[0].release_ballast)
+        return self.epoch
 
     def volume(self, volume_id: str) -> Volume:
         try:
@@ -130,7 +137,9 @@ class DiskStore(NamespaceStore):
         """
         found = 0
         for stream in list(self._streams.values()):
-            for topic in list(stream.topics.values()):
+            for n, topic in enumerate(list(stream.topics.values())):
+                if n % 1024 == 1023:
+                    await asyncio.sleep(0)  # a million topics must not stall the loop
                 for index in range(topic.info.partitions):
                     opened = topic.partitions and topic.partitions.get(index)
                     if not opened and not self._holds_data(topic, index):
