@@ -21,8 +21,10 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from kio.schema.errors import ErrorCode
 
+from kafkacompat.protocol.records import Record, build_batch, iter_records
 from kafkacompat.testing import Broker
 from tests.conftest import create_topic
+from tests.test_bad_input import produce_request
 from tests.test_fetch_and_offsets import fetch_request
 from tests.test_idempotence import init_producer_id, send
 from tests.wire import Wire
@@ -164,8 +166,6 @@ def test_damaged_range_is_an_error_by_default(tmp_path: Path, caplog: pytest.Log
                 if part.error_code != ErrorCode.none:
                     answers.append(part.error_code)
                     break
-                from kafkacompat.protocol.records import iter_records
-
                 offset = list(iter_records(part.records))[-1].offset + 1
             assert answers == [ErrorCode.kafka_storage_error]
             again = wire.request(1, 12, fetch_request(12, "orders", offset)).responses[0].partitions[0]
@@ -227,9 +227,6 @@ def small_disk(tmp_path: Path):
 def test_full_disk_answers_storage_error_starts_serves_and_recovers(
     small_disk: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from kafkacompat.protocol.records import Record, build_batch
-    from tests.test_bad_input import produce_request
-
     data = small_disk / "data"
     spare = small_disk / "operator-file"
     spare.write_bytes(bytes(4 << 20))  # room an operator can free later

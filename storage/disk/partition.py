@@ -6,8 +6,16 @@ log start offset, the high watermark and the leader-epoch history. It is
 replaced atomically. For the active (last, unsealed) partitionlet it also
 records a checkpoint: a size up to which the log was fsynced and checked.
 On load, a log longer than its checkpoint (the process died after writing
-more) is validated batch by batch from the checkpoint and cut after the
-last valid batch.
+more) is validated batch by batch from the checkpoint and a torn tail cut
+after the last valid batch; the last TAIL_CHECK_BYTES are checked on every
+open, so damage after a clean shutdown is caught too.
+
+The manifest is not the only record of the chain: when it is missing,
+garbled, names an unknown volume or is older than the files, the chain is
+rebuilt from the partitionlet files (see chain.py). Damaged batches become
+quarantined holes (see partitionlet.py); the high watermark never falls
+below an offset the manifest or the files vouch for, so no offset is
+handed out twice.
 
 Appends write in the event loop (page cache); fsyncs run in worker threads
 through a group commit, so waiting for durability never stalls the loop or

@@ -252,6 +252,8 @@ class Partitionlet:
         self._since_index += total
         self.size = pos + total
         self.next_offset = next_offset
+        if self.verified == pos:  # appended batches had their CRC checked on the way in
+            self.verified = self.size
 
     def recover(self, start: int, expected_next: int, *, truncate: bool, known_next: int | None = None,
                 offset_limit: int | None = None) -> Recovered:

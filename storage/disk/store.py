@@ -34,6 +34,16 @@ from . import layout
 from .catalog import JsonLog
 from .chain import read_manifest
 from .files import empty_trash, fsync_dir, make_dirs, move_to_trash, write_atomic
+from .metadata import (
+    STREAM_FILES,
+    Finding,
+    holds_partition_data,
+    holds_topics,
+    is_hex_id,
+    read_epoch,
+    read_stream_file,
+    valid_topic_record,
+)
 from .handles import FileHandles
 from .partition import DiskPartition
 from .volumes import Volume
@@ -168,7 +178,7 @@ class DiskStore(NamespaceStore):
             self._by_id[volume.id] = volume
         store_file = os.path.join(self.root, layout.STORE_FILE)
         marker = os.path.join(self.root, layout.CLEAN_MARKER)
-        epoch, problem = _read_epoch(store_file)
+        epoch, problem = read_epoch(store_file)
         self.clean = problem is None and (epoch == 0 or os.path.exists(marker))  # epoch 0: a new store
         if problem is not None or (epoch == 0 and self.volumes[0].holds_data()):
             epoch = max(epoch, self._highest_epoch_on_disk())
@@ -226,7 +236,7 @@ class DiskStore(NamespaceStore):
     def _load_streams(self) -> None:
         for path, directory in self._find_streams():
             stream_file = os.path.join(directory, layout.STREAM_FILE)
-            meta, problem = _read_stream_file(stream_file)
+            meta, problem = read_stream_file(stream_file, _policy_from_json)
             if problem is not None:
                 meta = {"policy": _policy_to_json(StreamPolicy()), "created_ms": now_ms()}
                 self.report(stream_file, problem, "rebuild it with the default stream policy (the damaged copy "
@@ -259,7 +269,7 @@ class DiskStore(NamespaceStore):
             except (FileNotFoundError, NotADirectoryError):
                 continue
             names = {e.name for e in entries}
-            if names & _STREAM_FILES or (rel and _holds_topics(entries)):
+            if names & STREAM_FILES or (rel and holds_topics(entries)):
                 found.append((rel, directory))
                 continue
             stack.extend((f"{rel}/{e.name}", e.path) for e in entries if e.is_dir(follow_symlinks=False))
@@ -270,7 +280,7 @@ class DiskStore(NamespaceStore):
         live: dict[str, dict] = {}
         bad = 0
         for rec in catalog.load(self.report, self.repair):
-            if not _valid_topic_record(rec):
+            if not valid_topic_record(rec):
                 bad += 1
             elif rec.get("del"):
                 live.pop(rec["t"], None)
@@ -304,7 +314,7 @@ class DiskStore(NamespaceStore):
             if name in stream.topics:
                 continue
             indexes = [int(d) for d in os.listdir(entry.path) if d.isdigit()]
-            if not indexes or not _holds_partition_data(entry.path, indexes):
+            if not indexes or not holds_partition_data(entry.path, indexes):
                 continue
             topic_id = None
             for index in sorted(indexes):
@@ -312,7 +322,7 @@ class DiskStore(NamespaceStore):
                 if manifest is not None:
                     topic_id = manifest["topic_id"]
                     break
-            if topic_id is None or topic_id in self._topics_by_id or not _is_hex_id(topic_id):
+            if topic_id is None or topic_id in self._topics_by_id or not is_hex_id(topic_id):
                 topic_id = uuid.uuid4().hex
             rec = {"t": name, "id": topic_id, "p": max(indexes) + 1, "c": {},
                    "at": int(entry.stat().st_mtime * 1000)}
@@ -531,83 +541,6 @@ class DiskStore(NamespaceStore):
             del self._offline[key]
             log.warning("partition %s:%s/%d is served again", topic.stream.path, topic.name, index)
         return part
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Finding:
-    """One damaged file: what is wrong with it and what the store does (or would do) about it."""
-
-    path: str
-    problem: str
-    action: str
-
-
-_STREAM_FILES = {layout.STREAM_FILE, layout.TOPICS_FILE, layout.CURSORS_FILE}
-
-
-def _holds_partition_data(topic_dir: str, indexes: list[int]) -> bool:
-    for index in indexes:
-        try:
-            names = os.listdir(os.path.join(topic_dir, str(index)))
-        except (FileNotFoundError, NotADirectoryError):
-            continue
-        if any(n == layout.MANIFEST_FILE or n.endswith(layout.LOG_SUFFIX) for n in names):
-            return True
-    return False
-
-
-def _holds_topics(entries: list[os.DirEntry]) -> bool:
-    """Whether a directory without stream files holds topic directories with partition data."""
-    for entry in entries:
-        if entry.is_dir(follow_symlinks=False):
-            try:
-                indexes = [int(d) for d in os.listdir(entry.path) if d.isdigit()]
-            except (FileNotFoundError, NotADirectoryError):
-                continue
-            if indexes and _holds_partition_data(entry.path, indexes):
-                return True
-    return False
-
-
-def _is_hex_id(text: str) -> bool:
-    return len(text) == 32 and all(c in "0123456789abcdef" for c in text)
-
-
-def _valid_topic_record(rec: dict) -> bool:
-    if rec.get("del"):
-        return isinstance(rec.get("t"), str)
-    return (isinstance(rec.get("t"), str) and isinstance(rec.get("id"), str) and _is_hex_id(rec["id"])
-            and isinstance(rec.get("p"), int) and rec["p"] >= 1 and isinstance(rec.get("c"), dict)
-            and isinstance(rec.get("at"), int))
-
-
-def _read_epoch(path: str) -> tuple[int, str | None]:
-    """(epoch, None), (0, None) for a new store, or (0, what is wrong with store.json)."""
-    try:
-        with open(path, "rb") as f:
-            state = json.loads(f.read())
-        epoch = state["epoch"]
-        if not isinstance(epoch, int) or epoch < 0:
-            raise ValueError(f"epoch {epoch!r} is not a count")
-        return epoch, None
-    except FileNotFoundError:
-        return 0, None
-    except (OSError, ValueError, TypeError, KeyError) as exc:
-        return 0, f"is garbled ({exc})"
-
-
-def _read_stream_file(path: str) -> tuple[dict | None, str | None]:
-    """(metadata, None) or (None, what is wrong with the .stream file)."""
-    try:
-        with open(path, "rb") as f:
-            meta = json.loads(f.read())
-        _policy_from_json(meta["policy"])
-        int(meta["created_ms"])
-        return meta, None
-    except FileNotFoundError:
-        return None, "is missing"
-    except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
-        return None, f"is garbled ({exc})"
 
 
 def _cursor_key(rec: dict) -> tuple[str, str, int]:

@@ -8,6 +8,7 @@ the damaged file in a log line.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import random
 import shutil
@@ -49,8 +50,6 @@ async def _write(data, batches, *, stale_copy=None, stale_at=0):
 @pytest.fixture(scope="module")
 def pristine(tmp_path_factory):
     """A store of 80 acknowledged records in several partitionlets, and a stale copy of it from earlier."""
-    import asyncio
-
     root = tmp_path_factory.mktemp("pristine")
     asyncio.run(_write(root / "d", BATCHES, stale_copy=root / "stale", stale_at=BATCHES // 2))
     return root / "d", root / "stale"
