@@ -4,6 +4,8 @@ Writes a store holding `--gib` GiB in partitionlets of `--partitionlet-gib`
 GiB (1 MiB batches), then prints:
 - the time to open it (what a broker start pays before serving: metadata
   files, chain manifests, the CRC check of the active partitionlet's tail),
+- the same with the partition's chain manifest deleted (rebuilt from the
+  partitionlet files),
 - the time to check every batch's CRC (what `store check` and the broker's
   background pass pay),
 - sequential read throughput with CRC checks on reads on versus off (side
@@ -15,12 +17,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import shutil
 import tempfile
 import time
 
 from . import StreamPolicy
 from .bench import make_batch
+from .disk import layout
 from .disk.store import DiskStore
 
 BATCH = 1 << 20
@@ -47,6 +51,13 @@ async def _open_and_first_read(path: str) -> float:
     elapsed = time.perf_counter() - start
     await store.close()
     return elapsed
+
+
+async def _rebuild_on_open(path: str) -> float:
+    """Open and first read with the partition's chain.json deleted (rebuilt from the files)."""
+    directory = os.path.join(path, layout.STREAMS, "bench", "t", "0")
+    os.unlink(os.path.join(directory, layout.MANIFEST_FILE))
+    return await _open_and_first_read(path)
 
 
 async def _check_all(path: str) -> float:
@@ -85,6 +96,9 @@ async def run(args: argparse.Namespace) -> None:
               f"in {time.perf_counter() - start:.1f} s", flush=True)
         opened = min([await _open_and_first_read(path) for _ in range(args.repeat)])
         print(f"open + first read (broker start; tail check of the active partitionlet): {opened * 1000:.0f} ms",
+              flush=True)
+        rebuilt = min([await _rebuild_on_open(path) for _ in range(args.repeat)])
+        print(f"open + first read with chain.json deleted (rebuilt from the files): {rebuilt * 1000:.0f} ms",
               flush=True)
         checked = min([await _check_all(path) for _ in range(args.repeat)])
         print(f"check every CRC (store check / background pass): {checked:.1f} s, "

@@ -144,18 +144,24 @@ class DiskPartition(PartitionBase):
         for i, base in enumerate(bases):
             found = files[base]
             limit = bases[i + 1] if i + 1 < len(bases) else None
-            p = Partitionlet(self._dir_on(found.volume.path), found.volume, base, self._store.handles,
-                             sealed=limit is not None, next_offset=base, size=0, max_ts=-1, max_ts_offset=base,
-                             created_ms=found.mtime_ms)
-            result = p.recover(0, base, truncate=limit is None and self._store.repair, known_next=limit,
-                               offset_limit=limit)
-            for epoch, start in result.epochs:
-                if not epochs or epochs[-1][0] < epoch:
+            if limit is not None:
+                # A sealed partitionlet ends where the next begins; its CRCs are checked by the
+                # background pass (and by reads before it gets there), not here in the loop.
+                p = Partitionlet(self._dir_on(found.volume.path), found.volume, base, self._store.handles,
+                                 sealed=True, next_offset=limit, size=found.size, max_ts=-1, max_ts_offset=base,
+                                 created_ms=found.mtime_ms)
+                p.learn_max_timestamp()
+                found_epochs = [(p.first_epoch(), base)]
+            else:
+                p = Partitionlet(self._dir_on(found.volume.path), found.volume, base, self._store.handles,
+                                 sealed=False, next_offset=base, size=0, max_ts=-1, max_ts_offset=base,
+                                 created_ms=found.mtime_ms)
+                result = p.recover(0, base, truncate=self._store.repair, known_next=known_next)
+                self._report_damage(p, result, vouched=known_next)
+                found_epochs = result.epochs
+            for epoch, start in found_epochs:
+                if epoch is not None and (not epochs or epochs[-1][0] < epoch):
                     epochs.append((epoch, start))
-            self._report_damage(p, result, vouched=limit if limit is not None else known_next)
-            if self._chain and self._chain[-1].next_offset < base:
-                self._chain[-1].add_hole(self._chain[-1].next_offset, base, self._chain[-1].size,
-                                         self._chain[-1].size)
             self._chain.append(p)
         self._bases = [p.base for p in self._chain]
         self._epochs = epochs

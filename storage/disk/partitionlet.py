@@ -318,16 +318,39 @@ class Partitionlet:
                 if isinstance(item, Hole):
                     if item.end == -1:
                         found.append(Hole(item.pos, end, item.first, stop_offset, item.reason))
+                        expected = stop_offset
                         break
                     found.append(item)
                 else:
                     expected = item.last + 1
-            if file_size < stop and not found:
-                found.append(Hole(file_size, file_size, expected, stop_offset,
-                                  f"the file is {file_size} bytes, {stop - file_size} fewer than written"))
+            if expected < stop_offset:
+                found.append(Hole(end, end, expected, stop_offset,
+                                  f"ends at offset {expected} (byte {end}), before offset {stop_offset}"))
             return [h for h in found if h.resume > h.first and not any(x[0] <= h.first < x[1] for x in known)]
         finally:
             os.close(fd)
+
+    def first_epoch(self) -> int | None:
+        """The leader epoch in the first batch's header (None if it is unreadable)."""
+        head = os.pread(self.fd(), bf.HEADER_SIZE, 0)
+        if len(head) < bf.HEADER_SIZE or head[16] != bf.MAGIC:
+            return None
+        return bf.HEADER.unpack_from(head)[2]
+
+    def learn_max_timestamp(self) -> None:
+        """Set max_ts from the time index and the batches after its last entry (no CRC checks)."""
+        try:
+            self.ensure_index()
+            start = 0
+            if len(self._tval):
+                best = max(range(len(self._tval)), key=self._tval.__getitem__)
+                self.max_ts, self.max_ts_offset = self._tval[best], self._off[best]
+                start = self._pos[-1]
+            for _pos, base, _size, _last, max_ts, _attrs in self.walk(start):
+                if max_ts > self.max_ts:
+                    self.max_ts, self.max_ts_offset = max_ts, base
+        except CorruptBatchError:
+            pass  # damage: the background check quarantines it
 
     def position_before(self, pos: int) -> tuple[int, int]:
         """(byte position, base offset) of the last indexed batch at or before pos."""
