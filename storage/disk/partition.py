@@ -501,7 +501,7 @@ class DiskPartition(PartitionBase):
         try:
             holes = await asyncio.to_thread(p.verify, stop, stop_offset)
         except FileNotFoundError:
-            if p.missing or self._closed:
+            if p.missing or self._closed or p not in self._chain:  # deleted by retention meanwhile
                 return 0
             p.missing = True
             self._store.report(p.log_path, "is missing", f"quarantine offsets {p.base}..{p.next_offset - 1}",

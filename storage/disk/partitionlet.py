@@ -485,12 +485,19 @@ class Partitionlet:
         k = bisect.bisect_left(self._tval, timestamp) - 1
         start = self._tpos[k] if k >= 0 else 0
         if min_offset > self.base:
-            start = max(start, self.locate(min_offset)[0])
+            start = max(start, self._position_from(min_offset))
         for span in self.walk(start):
             if span[4] >= timestamp and span[3] >= min_offset:
                 yield span
 
     def batches_from(self, offset: int) -> Iterator[tuple[int, int, int, int, int, int]]:
-        start = self.locate(offset)[0] if offset > self.base else 0
+        start = self._position_from(offset) if offset > self.base else 0
         return self.walk(start)
+
+    def _position_from(self, offset: int) -> int:
+        """Where the batch holding `offset` starts, or the first batch after it if that is quarantined."""
+        try:
+            return self.locate(offset)[0]
+        except DamagedRangeError as exc:
+            return self.size if exc.resume_at >= self.next_offset else self.locate(exc.resume_at)[0]
 

@@ -167,3 +167,36 @@ async def test_damaged_file_loses_no_intact_message_and_reuses_no_offset(pristin
         assert st.partition("/s", "t", 0).high_watermark >= RECORDS + 1
     finally:
         await st.close()
+
+
+async def test_a_changed_volume_id_rebuilds_chains_spread_over_volumes(tmp_path, caplog):
+    a, b = tmp_path / "a", tmp_path / "b"
+    limits = {str(a): 1 << 20, str(b): 1 << 20}  # new partitionlets alternate between the two
+
+    async def open_both():
+        st = storage.open_store(str(a), volumes=[str(b)], volume_limits=limits, record_timestamps=record_timestamps)
+        await st.open()
+        return st
+
+    st = await open_both()
+    await st.create_stream("/s", StreamPolicy(partitionlet_bytes=4096))
+    await st.create_topic("/s", "t", 1)
+    part = st.partition("/s", "t", 0)
+    for i in range(BATCHES):
+        await part.append(batch(2, size=100 + i, ts=1000 + i), 2)
+    assert {p.volume for p in await part.partitionlets()} == {str(a), str(b)}
+    await st.close()
+    (b / "volume.id").write_text("not an id\n")
+    st = await open_both()
+    try:
+        part = st.partition("/s", "t", 0)
+        got = []
+        while len(got) < RECORDS:
+            got += values(await part.read(len(got), 1 << 20))
+        assert got == [(o, value_of(o)) for o in range(RECORDS)]
+        assert (await part.append(batch(1), 1)).base_offset == RECORDS
+        messages = [r.getMessage() for r in caplog.records]
+        assert any(str(b / "volume.id") in m and "garbled" in m for m in messages)
+        assert any("chain.json" in m and "not configured" in m for m in messages)
+    finally:
+        await st.close()
