@@ -35,9 +35,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     commands = store.add_subparsers(dest="store_command", metavar="COMMAND")
     check = commands.add_parser(
         "check", help="verify every metadata file and batch CRC; --repair fixes what is damaged",
-        description="Verify a stopped broker's store: metadata files, chain manifests against the partitionlet "
-                    "files, and the CRC-32C of every stored batch. Reports each damaged file and what would "
-                    "be done; --repair does it (rebuild, quarantine, rewrite).",
+        description="Verify a stopped broker's store: metadata files, chain manifests against the\n"
+                    "partitionlet files, and the CRC-32C of every stored batch. Reports each damaged\n"
+                    "file and what would be done; --repair does it (rebuild, quarantine, rewrite).",
         formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG,
     )
     check.add_argument("data_dir", metavar="DIR", help="the store's first volume (the broker's --data-dir)")
@@ -65,15 +65,17 @@ async def check_store(data_dir: str, volumes: list[str], *, repair: bool, out: T
     await store.open()
     try:
         partitions = 0
-        last = [time.monotonic()]
+        last = [time.monotonic(), ""]
 
         def progress(name: str, damaged: int) -> None:
+            """A line per stream, and one a second within a long one."""
             nonlocal partitions
             partitions += 1
-            now = time.monotonic()
-            if now - last[0] >= 1.0:
-                last[0] = now
-                print(f"  {partitions} partition(s) checked, at {name}", file=out, flush=True)
+            now, stream = time.monotonic(), name.rpartition(":")[0]
+            if stream != last[1] or now - last[0] >= 1.0:
+                last[0], last[1] = now, stream
+                print(f"  {partitions} partition(s) checked, at {name}; {damaged} damaged range(s) so far",
+                      file=out, flush=True)
 
         await store.verify_all(progress)
     finally:

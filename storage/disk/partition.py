@@ -287,7 +287,10 @@ class DiskPartition(PartitionBase):
             os.makedirs(os.path.dirname(self._manifest_path), exist_ok=True)
             write_atomic(self._manifest_path, data, on_full=self._store.volumes[0].release_ballast)
 
-        await asyncio.to_thread(work)
+        try:
+            await asyncio.to_thread(work)
+        except OSError as exc:  # not a full disk (StorageFullError): the directory cannot be written
+            raise self._unavailable(f"saving {self._manifest_path} failed: {exc.strerror or exc}") from exc
         self._checkpoint = active.size if active is not None else 0
         self._manifest_stale = False
 
@@ -339,7 +342,7 @@ class DiskPartition(PartitionBase):
             try:
                 base = await self._critical(section)
             except OSError as exc:  # not a full disk (that is StorageFullError): the files cannot be written
-                raise self._unavailable(f"rolling to a new partitionlet failed: {exc}") from exc
+                raise self._unavailable(f"rolling to a new partitionlet failed: {exc.strerror or exc}") from exc
         else:
             base = self._write(view, length, max_ts, record_count)
         if settings.fsync is FsyncPolicy.ALWAYS:
@@ -457,6 +460,25 @@ class DiskPartition(PartitionBase):
                                 exc.resume_at - 1)
                 offset = max(exc.resume_at, offset + 1)
         return b""
+
+    def wait_for_data(self, offset: int) -> asyncio.Future[None]:
+        """As the interface says; when damaged offsets are skipped, data past the quarantined range counts.
+
+        A consumer sitting in a quarantined range that reaches the high
+        watermark has nothing to read until new data arrives: its long poll
+        must wait for that, not spin.
+        """
+        if self._store.skip_damaged:
+            while offset < self._hw:
+                try:
+                    hole = self._holding(offset).hole_at(offset)
+                except DamagedRangeError as exc:
+                    offset = exc.resume_at
+                    continue
+                if hole is None:
+                    break
+                offset = hole[1]
+        return super().wait_for_data(offset)
 
     async def _read_at(self, offset: int, max_bytes: int) -> bytes:
         p = self._holding(offset)

@@ -200,3 +200,27 @@ async def test_a_changed_volume_id_rebuilds_chains_spread_over_volumes(tmp_path,
         assert any("chain.json" in m and "not configured" in m for m in messages)
     finally:
         await st.close()
+
+
+async def test_skipping_a_quarantined_tail_waits_for_new_data(tmp_path):
+    """With skip_damaged, a reader inside a lost tail gets nothing until new data arrives, and a long poll waits."""
+    data = tmp_path / "d"
+    await _write(data, 4)
+    active = sorted((data / PDIR).glob("*.log"))[-1]
+    with open(active, "r+b") as f:  # the last batch zeroed after a clean shutdown
+        f.seek(os.path.getsize(active) - 50)
+        f.write(bytes(50))
+    st = storage.open_store(str(data), record_timestamps=record_timestamps, skip_damaged=True)
+    await st.open()
+    try:
+        part = st.partition("/s", "t", 0)
+        assert part.high_watermark == 8
+        assert await part.read(6, 1 << 20) == b""
+        waiter = part.wait_for_data(6)
+        await asyncio.sleep(0.05)
+        assert not waiter.done()
+        await part.append(batch(1), 1)
+        await asyncio.wait_for(waiter, 5)
+        assert [o for o, _ in values(await part.read(6, 1 << 20))] == [8]
+    finally:
+        await st.close()
