@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 from collections.abc import Callable
 
 from . import layout
@@ -52,16 +53,12 @@ def holds_topics(entries: list[os.DirEntry]) -> bool:
     return False
 
 
+_HEX_ID = re.compile(r"[0-9a-f]{32}")
+
+
 def is_hex_id(text: str) -> bool:
-    return len(text) == 32 and all(c in "0123456789abcdef" for c in text)
-
-
-def valid_topic_record(rec: dict) -> bool:
-    if rec.get("del"):
-        return isinstance(rec.get("t"), str)
-    return (isinstance(rec.get("t"), str) and isinstance(rec.get("id"), str) and is_hex_id(rec["id"])
-            and isinstance(rec.get("p"), int) and rec["p"] >= 1 and isinstance(rec.get("c"), dict)
-            and isinstance(rec.get("at"), int))
+    """A topic id as the catalog and manifests write it (uuid hex)."""
+    return _HEX_ID.fullmatch(text) is not None
 
 
 def read_epoch(path: str) -> tuple[int, str | None]:
