@@ -226,7 +226,12 @@ class Partitionlet:
             return False
         if len(off) and (off[0] != self.base or pos[0] != 0 or pos[-1] >= self.size or off[-1] >= self.next_offset):
             return False
-        return all(pos[i] < pos[i + 1] for i in range(len(pos) - 1)) and list(tpos) == list(pos)
+        # ascending and distinct positions and offsets, timestamps never going down (C-speed checks: an
+        # index of a 1 GiB partitionlet has 256k entries)
+        positions, offsets, times = pos.tolist(), off.tolist(), tval.tolist()
+        return (positions == sorted(positions) and len(set(positions)) == len(positions)
+                and offsets == sorted(offsets) and len(set(offsets)) == len(offsets)
+                and times == sorted(times) and tpos.tolist() == positions)
 
     # writing -----------------------------------------------------------------
 
