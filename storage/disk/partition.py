@@ -485,10 +485,11 @@ class DiskPartition(PartitionBase):
         try:
             return p.read(offset, max_bytes, self._store.verify_reads)
         except (CorruptBatchError, LookupError):
-            pass  # the bytes changed under an unverified read: verify this partitionlet now, then retry
+            pass  # damage the background check has not reached yet: check this partitionlet now, then retry
         except OSError as exc:
             raise self._unavailable(f"reading {p.log_path} failed: {exc.strerror or exc}") from exc
-        await self._verify(p)
+        if not await self._verify(p):
+            p.reindex()  # the log is intact: its index led astray
         try:
             return p.read(offset, max_bytes, self._store.verify_reads)
         except (CorruptBatchError, LookupError) as exc:

@@ -401,8 +401,13 @@ class Partitionlet:
             yield pos, base, size, base + lod, max_ts, attrs
             pos += size
 
-    def locate(self, offset: int, retry: bool = True) -> tuple[int, int]:
-        """(position, size) of the batch holding `offset` (which must be in range)."""
+    def locate(self, offset: int) -> tuple[int, int]:
+        """(position, size) of the batch holding `offset` (which must be in range).
+
+        Headers are checked for dense offsets on the way: the base offset
+        lies outside the CRC, and a flipped one must not pass for the batch
+        asked for (CorruptBatchError; the caller verifies the partitionlet).
+        """
         hole = self.hole_at(offset) if self.holes or self.missing else None
         if hole is not None:
             raise DamagedRangeError(
@@ -410,21 +415,26 @@ class Partitionlet:
             )
         self.ensure_index()
         i = bisect.bisect_right(self._off, offset) - 1
-        start = self._pos[i] if i >= 0 else 0
-        try:
-            for pos, base, size, last, _ts, _attrs in self.walk(start):
-                if pos == start and i >= 0 and base != self._off[i]:
-                    raise CorruptBatchError(f"index entry {i} points at offset {base}, not {self._off[i]}")
-                if last >= offset:
-                    return pos, size
-        except CorruptBatchError as exc:
-            if not retry or self._off is None or not len(self._off):
-                raise
-            log.warning("%s%s does not match the log (%s); rebuilt from the log", self.stem, layout.INDEX_SUFFIX, exc)
-            self._off = None
-            self._rebuild_index()
-            return self.locate(offset, retry=False)
+        start, expected = (self._pos[i], self._off[i]) if i >= 0 else (0, self.base)
+        for pos, base, size, last, _ts, _attrs in self.walk(start):
+            if base != expected and not self._lost(expected, base):
+                raise CorruptBatchError(f"{self.log_path}: the batch at byte {pos} says offset {base}, "
+                                        f"expected {expected}")
+            if last >= offset:
+                return pos, size
+            expected = last + 1
         raise LookupError(f"offset {offset} not found in {self.log_path}")
+
+    def _lost(self, first: int, resume: int) -> bool:
+        """Whether offsets [first, resume) lie in one quarantined range (a jump over it is expected)."""
+        return first < resume and any(h[0] <= first and resume <= h[1] for h in self.holes)
+
+    def reindex(self) -> None:
+        """The log is intact but its index does not lead to the batches: rebuild it from the log."""
+        log.warning("%s%s does not match %s; rebuilt from the log", self.stem, layout.INDEX_SUFFIX,
+                    os.path.basename(self.log_path))
+        self._off = None
+        self._rebuild_index()
 
     def read(self, offset: int, max_bytes: int, verify: bool = True) -> bytes:
         """Whole batches from the one holding `offset`, at least one, up to max_bytes.
@@ -459,11 +469,12 @@ class Partitionlet:
         view = memoryview(data)
         pos = 0
         head_base = bf.HEADER.unpack_from(view, 0)[0] if len(view) >= bf.HEADER_SIZE else offset
-        first = head_base if self.base <= head_base <= offset else offset
+        first = head_base if self.base <= head_base <= offset else offset  # locate checked the first header
         while pos + bf.HEADER_SIZE <= len(view):
             base, length, _epoch, magic, crc, _attrs, lod, *_rest = bf.HEADER.unpack_from(view, pos)
             size = length + bf.LOG_OVERHEAD
-            if magic != bf.MAGIC or pos + size > len(view) or crc32c.crc32c(view[pos + bf.CRC_START : pos + size]) != crc:
+            if (magic != bf.MAGIC or pos + size > len(view) or (base != first and not self._lost(first, base))
+                    or crc32c.crc32c(view[pos + bf.CRC_START : pos + size]) != crc):
                 break
             pos += size
             first = base + lod + 1

@@ -224,3 +224,39 @@ async def test_skipping_a_quarantined_tail_waits_for_new_data(tmp_path):
         assert [o for o, _ in values(await part.read(6, 1 << 20))] == [8]
     finally:
         await st.close()
+
+
+@pytest.mark.parametrize("bit", [0x01, 0x80])
+async def test_a_flipped_base_offset_is_never_served(pristine, tmp_path, caplog, bit):
+    """The base offset lies outside the CRC: a batch claiming a wrong one is quarantined, not served."""
+    data = tmp_path / "d"
+    shutil.copytree(pristine[0], data)
+    sealed = data / targets(data)["sealed.log"]
+    with open(sealed, "rb") as f:
+        raw = f.read()
+    second = 12 + int.from_bytes(raw[8:12], "big")  # where the second batch starts
+    with open(sealed, "r+b") as f:
+        f.seek(second + 7)  # the low byte of its base offset (or, with 0x80, a huge jump)
+        f.write(bytes([raw[second + 7] ^ bit]))
+    st = storage.open_store(str(data), record_timestamps=record_timestamps)
+    await st.open()
+    try:
+        part = st.partition("/s", "t", 0)
+        served, quarantined = {}, []
+        offset = 0
+        while offset < part.high_watermark:
+            try:
+                got = values(await part.read(offset, 1 << 20))
+            except storage.DamagedRangeError as exc:
+                quarantined.append((exc.first, exc.resume_at))
+                offset = exc.resume_at
+                continue
+            served.update(got)
+            offset = got[-1][0] + 1
+        assert all(v == value_of(o) for o, v in served.items())
+        assert len(quarantined) == 1 and quarantined[0][1] - quarantined[0][0] == 2  # that batch only
+        assert len(served) == RECORDS - 2
+        assert (await part.append(batch(1), 1)).base_offset == RECORDS
+        assert any(sealed.name in r.getMessage() and "quarantine" in r.getMessage() for r in caplog.records)
+    finally:
+        await st.close()
