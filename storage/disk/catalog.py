@@ -62,9 +62,13 @@ class JsonLog:
         if bad:
             records, bad = self._load_line_by_line(body)
         torn = len(data) - keep
-        if torn and repair:
-            log.warning("%s: dropping a torn last line of %d bytes", self.path, torn)
-            os.truncate(self.path, keep)
+        if torn:  # a crash mid-append, or a file cut short
+            if report is not None:
+                report(self.path, f"ends with a torn line of {torn} bytes", "cut it off")
+            else:
+                log.warning("%s: dropping a torn last line of %d bytes", self.path, torn)
+            if repair:
+                os.truncate(self.path, keep)
         self.lines = len(records) + bad
         if bad and report is not None:
             report(self.path, f"has {bad} damaged line(s)", "skip them and rewrite the file without them")
