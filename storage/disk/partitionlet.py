@@ -73,7 +73,7 @@ class Recovered:
 class Partitionlet:
     __slots__ = (
         "directory", "volume", "base", "handles", "stem", "log_path", "sealed", "next_offset", "size", "max_ts", "max_ts_offset",
-        "created_ms", "holes", "verified", "missing", "_off", "_pos", "_tval", "_tpos", "_since_index",
+        "created_ms", "holes", "verified", "missing", "dense", "_off", "_pos", "_tval", "_tpos", "_since_index",
     )
 
     def __init__(
@@ -95,6 +95,7 @@ class Partitionlet:
         self.holes: list[tuple[int, int, int, int]] = []  # (first, resume offset, pos, end pos), by offset
         self.verified = 0  # bytes from the start whose CRCs were checked since open
         self.missing = False  # the log file is gone: every offset of it is a hole
+        self.dense = True  # offsets follow on batch to batch (False once a log cleaner may have skipped some)
         self._off: array | None = None  # index not loaded yet
         self._pos = array("q")
         self._tval = array("q")
@@ -275,7 +276,7 @@ class Partitionlet:
         self.holes = [h for h in self.holes if h[2] < start]  # what lies past start is found again
         result = Recovered([], [])
         pos = start
-        for item in scan(fd, start, file_size, expected_next, offset_limit):
+        for item in scan(fd, start, file_size, expected_next, offset_limit, self.dense):
             if isinstance(item, Hole):
                 if item.end == -1:
                     result.cut = item
@@ -319,7 +320,7 @@ class Partitionlet:
             start, expected = 0, self.base
             found = []
             end = min(stop, file_size)
-            for item in scan(fd, start, end, expected, stop_offset):
+            for item in scan(fd, start, end, expected, stop_offset, self.dense):
                 if isinstance(item, Hole):
                     if item.end == -1:
                         found.append(Hole(item.pos, end, item.first, stop_offset, item.reason))
@@ -328,7 +329,7 @@ class Partitionlet:
                     found.append(item)
                 else:
                     expected = item.last + 1
-            if expected < stop_offset:
+            if expected < stop_offset and self.dense:  # (a cleaned partitionlet may end early)
                 found.append(Hole(end, end, expected, stop_offset,
                                   f"ends at offset {expected} (byte {end}), before offset {stop_offset}"))
             return [h for h in found if h.resume > h.first and not any(x[0] <= h.first < x[1] for x in known)]
@@ -426,8 +427,8 @@ class Partitionlet:
         raise LookupError(f"offset {offset} not found in {self.log_path}")
 
     def _lost(self, first: int, resume: int) -> bool:
-        """Whether offsets [first, resume) lie in one quarantined range (a jump over it is expected)."""
-        return first < resume and any(h[0] <= first and resume <= h[1] for h in self.holes)
+        """Whether a jump from offset `first` to `resume` is expected: over a quarantined range, or cleaned away."""
+        return first < resume and (not self.dense or any(h[0] <= first and resume <= h[1] for h in self.holes))
 
     def reindex(self) -> None:
         """The log is intact but its index does not lead to the batches: rebuild it from the log."""

@@ -54,21 +54,25 @@ class Hole(NamedTuple):
     reason: str
 
 
-def scan(fd: int, start: int, end: int, expected_next: int, offset_limit: int | None = None) -> Iterator[Span | Hole]:
+def scan(
+    fd: int, start: int, end: int, expected_next: int, offset_limit: int | None = None, dense: bool = True
+) -> Iterator[Span | Hole]:
     """Yield the valid batches of [start, end) and a Hole for each damaged stretch.
 
     `offset_limit` (one past the last offset the file may hold, when known)
     keeps a resynchronisation from trusting a batch with an impossible offset.
+    A partitionlet that is not `dense` (rewritten by a log cleaner) may skip
+    offsets forward: such a jump is neither damage nor a hole.
     """
     reader = _Reader(fd, end)
     pos = start
     while pos < end:
         problem, span = _check_at(reader, pos, end, expected_next, offset_limit)
-        if problem is None and span.base > expected_next and not _plausible(reader, span, end, expected_next, 0,
-                                                                             offset_limit):
+        if problem is None and span.base > expected_next and dense and not _plausible(
+                reader, span, end, expected_next, 0, offset_limit):
             problem = f"batch at byte {pos} has offset {span.base}, expected {expected_next}"
         if problem is None:
-            if span.base > expected_next:  # a range lost before (a quarantined gap): zero bytes
+            if span.base > expected_next and dense:  # a range lost before (a quarantined gap): zero bytes
                 yield Hole(pos, pos, expected_next, span.base, f"offsets {expected_next}..{span.base - 1} are missing")
             yield span
             expected_next = span.last + 1

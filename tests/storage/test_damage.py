@@ -260,3 +260,22 @@ async def test_a_flipped_base_offset_is_never_served(pristine, tmp_path, caplog,
         assert any(sealed.name in r.getMessage() and "quarantine" in r.getMessage() for r in caplog.records)
     finally:
         await st.close()
+
+
+async def test_offsets_skipped_by_a_log_cleaner_are_not_damage(tmp_path):
+    """A partitionlet that is not dense (cleaned) may skip offsets: verification and reads accept that."""
+    from kafkacompat.storage.disk.recovery import Span, scan
+
+    path = tmp_path / "sparse.log"
+    batches = [bytearray(batch(2, size=50)) for _ in range(3)]
+    for b, base in zip(batches, (0, 10, 13)):  # offsets 2..9 and 12 were cleaned away
+        b[0:8] = base.to_bytes(8, "big")
+    path.write_bytes(b"".join(batches))
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        sparse = list(scan(fd, 0, os.path.getsize(path), 0, None, dense=False))
+        dense = list(scan(fd, 0, os.path.getsize(path), 0, None, dense=True))
+    finally:
+        os.close(fd)
+    assert [s.base for s in sparse] == [0, 10, 13] and all(isinstance(s, Span) for s in sparse)
+    assert any(not isinstance(s, Span) for s in dense)  # the same jump in a dense log is damage
