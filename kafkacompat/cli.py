@@ -29,6 +29,7 @@ from .config import (
     setting_kind,
     unknown_variables,
 )
+from .store_check import add_parser as _store_parser
 
 log = logging.getLogger("kafkacompat")
 
@@ -196,6 +197,7 @@ def build_parser() -> argparse.ArgumentParser:
     groups_cli.add_parsers(sub)
     admin_cli.add_parsers(sub)
     _bench_parser(sub)
+    _store_parser(sub)
     return parser
 
 
