@@ -16,6 +16,7 @@ from kafkacompat.testing import Broker
 
 from . import matrix
 from .drivers import CLIENTS, ClientUnavailable, Driver, NotApplicable, build
+from .reference import kafka_tools, reference_kafka  # noqa: F401 - fixtures for every compat test
 
 STREAM = "/apps/iot/oilpump_metrics"
 _HERE = Path(__file__).parent
@@ -24,6 +25,9 @@ _HERE = Path(__file__).parent
 def pytest_configure(config: pytest.Config) -> None:
     for name in (*CLIENTS, "spark_java", "pyspark"):
         config.addinivalue_line("markers", f"{name}: compatibility scenario run with the {name} client")
+    config.addinivalue_line(
+        "markers", "differential: the same steps against Apache Kafka 4.1.0 and kafkacompat, compared"
+    )
     config.pluginmanager.register(matrix.MatrixRecorder(config), "compat-matrix")
 
 

@@ -234,6 +234,7 @@ class KafkaTools:
     def _start(self) -> subprocess.Popen[str]:
         argv = [
             "java", "-Xmx512m", "-XX:+UseSerialGC", "-Xshare:auto", "-Djava.awt.headless=true",
+            "-Djava.security.manager=allow", "--add-opens", "java.base/java.lang=ALL-UNNAMED",
             f"-Dlog4j2.configurationFile={self.workdir / 'log4j2.properties'}",
             "-cp", f"{compiled_runner(self.home)}:{self.home / 'libs'}/*", "ToolRunner",
         ]
@@ -308,8 +309,18 @@ class KafkaTools:
 @pytest.fixture(scope="session")
 def reference_kafka() -> Iterator[ReferenceKafka]:
     """One Apache Kafka 4.1.0 for the whole session, set up like `compat_broker`
-    (no initial rebalance delay) so group timings are comparable."""
-    with ReferenceKafka(kafka_home(), **{"group.initial.rebalance.delay.ms": 0}) as kafka:
+    (no initial rebalance delay) so group timings are comparable.
+
+    KAFKACOMPAT_REFERENCE_PORT=P uses a Kafka 4.1 already listening on
+    127.0.0.1:P instead (quicker when iterating on one test).
+    """
+    kafka = ReferenceKafka(kafka_home(), **{"group.initial.rebalance.delay.ms": 0})
+    running = os.environ.get("KAFKACOMPAT_REFERENCE_PORT")
+    if running:
+        kafka.port = int(running)
+        yield kafka
+        return
+    with kafka:
         yield kafka
 
 

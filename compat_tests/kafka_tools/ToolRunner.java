@@ -5,10 +5,16 @@ import java.io.InputStream;
 import java.io.InputStreamReader;
 import java.io.OutputStream;
 import java.io.PrintStream;
+import java.lang.reflect.Field;
 import java.lang.reflect.InvocationTargetException;
 import java.lang.reflect.Method;
 import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
 import java.util.Base64;
 
 import org.apache.kafka.common.utils.Exit;
@@ -44,6 +50,7 @@ public final class ToolRunner {
     private static Integer exitCode;
     private static int outAtExit;
     private static int errAtExit;
+    private static final List<Runnable> hooks = new ArrayList<>();
     private static final PrintStream DISCARD = new PrintStream(OutputStream.nullOutputStream());
 
     /**
@@ -68,8 +75,10 @@ public final class ToolRunner {
         InputStream realIn = System.in;
         Exit.setExitProcedure((code, message) -> exit(code));
         Exit.setHaltProcedure((code, message) -> exit(code));
-        // A tool's Ctrl-C hooks would pile up across calls and run at the runner's exit.
-        Exit.setShutdownHookAdder((name, runnable) -> { });
+        // A tool's shutdown hooks run when its call ends, as at a real JVM's exit
+        // (VerifiableProducer prints its summary from one).
+        Exit.setShutdownHookAdder((name, runnable) -> hooks.add(runnable));
+        interceptSystemExit();
         Base64.Decoder decoder = Base64.getDecoder();
         Base64.Encoder encoder = Base64.getEncoder();
         BufferedReader requests = new BufferedReader(new InputStreamReader(realIn, StandardCharsets.UTF_8));
@@ -90,22 +99,96 @@ public final class ToolRunner {
             System.setIn(new ByteArrayInputStream(decoded[1].getBytes(StandardCharsets.UTF_8)));
             System.setOut(capturedOut);
             System.setErr(capturedErr);
+            Set<Thread> before = new HashSet<>(runtimeHooks().keySet());
             int code = run(decoded[0], Arrays.copyOfRange(decoded, 2, decoded.length), capturedErr);
-            capturedOut.flush();
-            capturedErr.flush();
+            if (exitCode != null) {
+                // What the tool did after its Exit.exit would never have run.
+                code = exitCode;
+                out = truncated(out, outAtExit);
+                err = truncated(err, errAtExit);
+                System.setOut(new PrintStream(out, true, StandardCharsets.UTF_8));
+                System.setErr(new PrintStream(err, true, StandardCharsets.UTF_8));
+            }
+            runHooks(before);
+            System.out.flush();
+            System.err.flush();
             byte[] stdout = out.toByteArray();
             byte[] stderr = err.toByteArray();
-            if (exitCode != null) {
-                code = exitCode;
-                stdout = Arrays.copyOf(stdout, outAtExit);
-                stderr = Arrays.copyOf(stderr, errAtExit);
-            }
             System.setIn(realIn);
             System.setOut(realOut);
             System.setErr(realErr);
             realOut.println("EXIT " + code + " " + encoder.encodeToString(stdout)
                 + " " + encoder.encodeToString(stderr));
             realOut.flush();
+        }
+        leaving = true;
+        System.exit(0);  // tools may leave non-daemon threads behind
+    }
+
+    private static ByteArrayOutputStream truncated(ByteArrayOutputStream buffer, int size) {
+        ByteArrayOutputStream kept = new ByteArrayOutputStream();
+        kept.write(buffer.toByteArray(), 0, size);
+        return kept;
+    }
+
+    /**
+     * Some tools call System.exit and Runtime.addShutdownHook directly
+     * (VerifiableProducer prints its last events from such a hook): the
+     * security manager turns the first into a ToolExit, and hooks added during
+     * a call are taken back and run when it ends.
+     */
+    @SuppressWarnings("removal")
+    private static void interceptSystemExit() {
+        System.setSecurityManager(new SecurityManager() {
+            @Override
+            public void checkPermission(java.security.Permission perm) {
+            }
+
+            @Override
+            public void checkPermission(java.security.Permission perm, Object context) {
+            }
+
+            @Override
+            public void checkExit(int status) {
+                if (!leaving) {
+                    exit(status);
+                }
+            }
+        });
+    }
+
+    private static volatile boolean leaving;
+
+    @SuppressWarnings("unchecked")
+    private static Map<Thread, Thread> runtimeHooks() {
+        try {
+            Field field = Class.forName("java.lang.ApplicationShutdownHooks").getDeclaredField("hooks");
+            field.setAccessible(true);
+            return (Map<Thread, Thread>) field.get(null);
+        } catch (ReflectiveOperationException e) {
+            throw new IllegalStateException("run the runner with --add-opens java.base/java.lang=ALL-UNNAMED", e);
+        }
+    }
+
+    private static void runHooks(Set<Thread> before) {
+        List<Runnable> registered = new ArrayList<>(hooks);
+        hooks.clear();
+        Map<Thread, Thread> runtime = runtimeHooks();
+        List<Thread> added;
+        synchronized (Class.class) {
+            added = new ArrayList<>(runtime.keySet());
+        }
+        added.removeAll(before);
+        for (Thread hook : added) {
+            Runtime.getRuntime().removeShutdownHook(hook);
+            registered.add(hook::run);
+        }
+        for (Runnable hook : registered) {
+            try {
+                hook.run();
+            } catch (RuntimeException e) {
+                e.printStackTrace();
+            }
         }
     }
 
