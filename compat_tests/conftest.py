@@ -1,4 +1,4 @@
-"""Fixtures for the compatibility suite and the hook that writes COMPATIBILITY.md.
+"""Fixtures for the compatibility suite and the hook that writes COMPATIBILITY.md on request.
 
 One in-memory broker serves the whole session; scenarios that restart a
 broker or need a namespace of their own start their own.
@@ -22,7 +22,12 @@ STREAM = "/apps/iot/oilpump_metrics"
 _HERE = Path(__file__).parent
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    matrix.add_option(parser)
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "kafka_tools: Apache Kafka 4.1's CLI tools, against Kafka 4.1 and kafkacompat")
     for name in (*CLIENTS, "spark_java", "pyspark"):
         config.addinivalue_line("markers", f"{name}: compatibility scenario run with the {name} client")
     config.addinivalue_line(

@@ -25,10 +25,11 @@ import pytest
 
 from kafkacompat.testing import Broker
 
+from . import matrix
 from .conftest import compat_broker
 from .reference import KafkaTools, ReferenceKafka, ToolResult
 
-pytestmark = pytest.mark.differential
+pytestmark = [pytest.mark.differential, pytest.mark.kafka_tools]
 
 SIDES = ("kafka", "kafkacompat")
 
@@ -98,6 +99,7 @@ def ours() -> Iterator[Broker]:
 
 @pytest.fixture(scope="module")
 def sides(reference_kafka: ReferenceKafka, ours: Broker, kafka_tools: KafkaTools) -> dict[str, Side]:
+    matrix.note_version("kafka_tools", "Apache Kafka 4.1.0 tools, vs Kafka 4.1.0")
     return {
         "kafka": Side("kafka", reference_kafka.bootstrap_servers, kafka_tools),
         "kafkacompat": Side("kafkacompat", ours.bootstrap_servers, kafka_tools),
