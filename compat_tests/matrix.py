@@ -131,6 +131,12 @@ def render(results: dict[tuple[str, str], tuple[str, str]]) -> str:
         "is Apache Kafka 4.1's own CLI tools run against Kafka 4.1 and kafkacompat alike, compared "
         "(compat_tests/test_differential.py). Do not edit by hand.",
         "",
+        "Topic names: a stream topic `/apps/iot/oilpump_metrics:Pressure` is also reachable as its "
+        "Kafka-legal alias `apps.iot.oilpump_metrics..Pressure`. kafka-python refuses names outside "
+        "`[a-zA-Z0-9._-]` before sending anything, so its users name stream topics by the alias; "
+        "the broker lists aliases to kafka-python in all-topics metadata, so `subscribe(pattern=...)` "
+        "matches them (`pattern=r\"apps\\.iot\\.oilpump_metrics\\.\\..*\"`).",
+        "",
         "| client | version | pass | fail | skip | known gap |",
         "|---|---|---|---|---|---|",
     ]
