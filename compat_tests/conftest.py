@@ -16,6 +16,7 @@ from kafkacompat.testing import Broker
 
 from . import matrix
 from .drivers import CLIENTS, ClientUnavailable, Driver, NotApplicable, build
+from .reference import KafkaTools, ReferenceKafka, Side
 from .reference import kafka_tools, reference_kafka  # noqa: F401 - fixtures for every compat test
 
 STREAM = "/apps/iot/oilpump_metrics"
@@ -62,6 +63,23 @@ def compat_broker(data_dir: str | None = None, **settings: object) -> Broker:
 def broker() -> Iterator[Broker]:
     with compat_broker() as running:
         yield running
+
+
+@pytest.fixture(scope="session")
+def differential_broker() -> Iterator[Broker]:
+    """The kafkacompat of the differential tests: its own, so topic and group lists hold only what they made."""
+    with compat_broker() as broker:
+        yield broker
+
+
+@pytest.fixture(scope="session")
+def sides(reference_kafka: ReferenceKafka, differential_broker: Broker, kafka_tools: KafkaTools) -> dict[str, Side]:
+    """Kafka 4.1 and kafkacompat, each as a `Side` (same tools, same steps)."""
+    matrix.note_version("kafka_tools", "Apache Kafka 4.1.0 tools, vs Kafka 4.1.0")
+    return {
+        "kafka": Side("kafka", reference_kafka.bootstrap_servers, kafka_tools),
+        "kafkacompat": Side("kafkacompat", differential_broker.bootstrap_servers, kafka_tools),
+    }
 
 
 @pytest.fixture

@@ -26,6 +26,7 @@ import dataclasses
 import functools
 import os
 import pathlib
+import re
 import shutil
 import signal
 import socket
@@ -34,7 +35,8 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 
@@ -304,6 +306,89 @@ class KafkaTools:
                 self._kill(process)
                 process.wait(10)
         self._dir.cleanup()
+
+
+# --- differential tests: the same steps against both brokers, compared ------------
+
+SIDES = ("kafka", "kafkacompat")
+
+
+@dataclasses.dataclass(frozen=True)
+class Step:
+    """One tool call as the user sees it, normalized."""
+
+    code: int
+    out: str
+    err: str
+
+
+class Side:
+    """One broker under test (Kafka 4.1 or kafkacompat), driven by Kafka's tools and other clients."""
+
+    def __init__(self, name: str, bootstrap: str, tools: KafkaTools) -> None:
+        self.name = name
+        self.bootstrap = bootstrap
+        self.tools = tools
+
+    def run(self, tool: str, *args: str, stdin: str = "") -> ToolResult:
+        return self.tools.run(tool, "--bootstrap-server", self.bootstrap, *args, stdin=stdin)
+
+    def step(self, tool: str, *args: str, stdin: str = "") -> Step:
+        result = self.run(tool, *args, stdin=stdin)
+        return Step(result.code, normalize(result.out, self.bootstrap), normalize(result.err, self.bootstrap))
+
+
+_NORMALIZE: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"^\[\d{4}-\d\d-\d\d [\d:,]+\] ", re.M), ""),  # log line timestamps
+    (re.compile(r"TopicId: [A-Za-z0-9_-]{22}"), "TopicId: <id>"),
+    (re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b"), "<uuid>"),
+    (re.compile(r"console-consumer-\d+"), "console-consumer-<n>"),
+    (re.compile(r"/127\.0\.0\.1\b"), "/<host>"),
+    (re.compile(r"clientId=adminclient-\d+"), "clientId=adminclient-<n>"),
+    # stack traces: frames differ by JIT state and the tool runner's own frames
+    (re.compile(r"^\t(at .*|\.\.\. \d+ more)\n", re.M), ""),
+    # a client-side deadline: its wording depends on which retry it hit
+    (re.compile(r"(errors\.TimeoutException): .*$", re.M), r"\1: <client deadline>"),
+)
+
+
+def normalize(text: str, bootstrap: str) -> str:
+    text = text.replace(bootstrap, "<broker>")
+    for pattern, replacement in _NORMALIZE:
+        text = pattern.sub(replacement, text)
+    return text
+
+
+def columns(text: str) -> list[list[str]]:
+    """A table the tools print (whitespace-aligned) as rows of cells, blank lines dropped."""
+    return [line.split() for line in text.splitlines() if line.strip()]
+
+
+def error_classes(step: Step) -> set[str]:
+    """The Kafka exception classes a failed call names (messages may word things differently)."""
+    return set(re.findall(r"(?:errors|common)\.(\w+(?:Exception|Error))", step.out + step.err))
+
+
+def on_both(sides: dict[str, Side], script: Callable[[Side], dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Run `script` against each broker; {side name: its transcript}."""
+    return {name: script(side) for name, side in sides.items()}
+
+
+def unique(prefix: str) -> str:
+    """A name used on both sides alike, fresh per session (a reused reference keeps old topics)."""
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def agree(runs: dict[str, dict[str, Any]], *keys: str) -> None:
+    """The named steps' transcripts are equal on both brokers."""
+    theirs = {key: runs["kafka"][key] for key in keys}
+    mine = {key: runs["kafkacompat"][key] for key in keys}
+    assert mine == theirs
+
+
+def known(reason: str) -> pytest.MarkDecorator:
+    """A difference still open: the test fails the day it is fixed, so the mark goes too."""
+    return pytest.mark.xfail(strict=True, reason=reason)
 
 
 @pytest.fixture(scope="session")
