@@ -12,9 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from kafkacompat.testing import Broker
+pytest.register_assert_rewrite("compat_tests.reference")  # agree() shows the differing steps
 
-from . import matrix
+from kafkacompat.testing import Broker  # noqa: E402 - after the rewrite registration
+
+from . import matrix  # noqa: E402
 from .drivers import CLIENTS, ClientUnavailable, Driver, NotApplicable, build
 from .reference import KafkaTools, ReferenceKafka, Side
 from .reference import kafka_tools, reference_kafka  # noqa: F401 - fixtures for every compat test

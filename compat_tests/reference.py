@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import atexit
 import base64
+import concurrent.futures
 import dataclasses
 import functools
 import os
@@ -370,8 +371,11 @@ def error_classes(step: Step) -> set[str]:
 
 
 def on_both(sides: dict[str, Side], script: Callable[[Side], dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Run `script` against each broker; {side name: its transcript}."""
-    return {name: script(side) for name, side in sides.items()}
+    """Run `script` against each broker, both at once (clients mostly wait on JVM starts and
+    the network; Kafka's tools still take turns in their one JVM); {side name: its transcript}."""
+    with concurrent.futures.ThreadPoolExecutor(len(sides), thread_name_prefix="side") as pool:
+        futures = {name: pool.submit(script, side) for name, side in sides.items()}
+        return {name: future.result() for name, future in futures.items()}
 
 
 def unique(prefix: str) -> str:

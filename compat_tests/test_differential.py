@@ -256,6 +256,8 @@ def console_runs(sides: dict[str, Side]) -> dict[str, dict[str, Any]]:
             "--from-beginning", "--max-messages", "2", "--property", "print.key=true",
             "--property", "key.separator= => ", "--property", "print.value=false",
             "--property", "null.literal=<null>")
+        run["auto-create on produce"] = side.step(
+            "kafka-console-producer", "--topic", unique("console-new"), stdin="first\n")
         run["missing topic no autocreate"] = side.step(
             "kafka-console-producer", "--topic", "bad topic!", stdin="x\n")
         return run
@@ -273,6 +275,13 @@ def test_console_consumer_groups_commit_and_resume_agree(console_runs: dict[str,
 
 def test_console_group_describe_agrees(console_runs: dict[str, dict[str, Any]]) -> None:
     agree(console_runs, "group describe")
+
+
+@known("producing to a topic that does not exist yet: kafkacompat creates it before answering the first "
+       "Metadata, Kafka 4.1 answers UNKNOWN_TOPIC_OR_PARTITION while its controller creates it, so the Java "
+       "producer logs 'WARN ... reported a recoverable issue ... UNKNOWN_TOPIC_OR_PARTITION' and retries")
+def test_console_producer_auto_creates_alike(console_runs: dict[str, dict[str, Any]]) -> None:
+    agree(console_runs, "auto-create on produce")
 
 
 def test_console_producer_bad_topic_agrees(console_runs: dict[str, dict[str, Any]]) -> None:
