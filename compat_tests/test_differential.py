@@ -20,7 +20,9 @@ from typing import Any
 
 import pytest
 
-from .reference import SIDES, Side, Step, agree, columns, error_classes, known, on_both, unique
+from .reference import (
+    SIDES, KafkaTools, Side, Step, agree, columns, error_classes, known, normalize, on_both, unique,
+)
 
 pytestmark = [pytest.mark.differential, pytest.mark.kafka_tools]
 
@@ -569,3 +571,14 @@ def test_reference_runs_did_the_work(
     assert offsets["delete"].code == 0 and offsets["earliest after delete"].out.split() != offsets["time -2"].out.split()
     assert "OffsetOutOfRangeException" in offsets["delete past the end"].out
     assert kafka["verifiable_runs"]["first consumer"][1]["consumed"] == {0: [200, 0, 199]}
+
+
+def test_tool_runner_shows_what_the_script_shows(sides: dict[str, Side], kafka_tools: KafkaTools) -> None:
+    """The warm-JVM runner is faithful: bin/kafka-topics.sh in its own JVM prints the same."""
+    kafka = sides["kafka"]
+    topic = unique("runner")
+    assert kafka.step("kafka-topics", "--create", "--topic", topic, "--partitions", "2").code == 0
+    for args in (("--describe", "--topic", topic), ("--describe", "--topic", unique("missing"))):
+        script = kafka_tools.script("kafka-topics", "--bootstrap-server", kafka.bootstrap, *args)
+        script_step = Step(script.code, normalize(script.out, kafka.bootstrap), normalize(script.err, kafka.bootstrap))
+        assert kafka.step("kafka-topics", *args) == script_step
