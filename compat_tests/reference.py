@@ -59,6 +59,8 @@ TOOLS = {
     "kafka-delete-records": "org.apache.kafka.tools.DeleteRecordsCommand",
     "kafka-verifiable-producer": "org.apache.kafka.tools.VerifiableProducer",
     "kafka-verifiable-consumer": "org.apache.kafka.tools.VerifiableConsumer",
+    "kafka-cluster": "org.apache.kafka.tools.ClusterTool",
+    "kafka-broker-api-versions": "org.apache.kafka.tools.BrokerApiVersionsCommand",
 }
 
 # Tools log WARN and above to stderr (config/tools-log4j2.yaml); `follow` makes
