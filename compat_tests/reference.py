@@ -12,8 +12,11 @@ real Kafka 4.1.0 and compare what the user sees. This module gives them:
   run by their main classes with the user's arguments inside one long-lived
   JVM (compat_tests/kafka_tools/ToolRunner.java): a JVM start costs 1-2 s,
   a call in the warm runner a fraction of that.
+- `Side`, `Step`, `normalize`, `on_both`, `agree`, `known`, `unique`: the
+  vocabulary of differential tests; the session fixture `sides` (in
+  conftest.py) pairs the reference with a kafkacompat of its own.
 
-Both skip, saying why, when the distribution is absent: it is looked up at
+The fixtures skip, saying why, when the distribution is absent: it is looked up at
 $KAFKACOMPAT_JARS_DIR, else ../shared/jars from the repository root (see
 ../shared/jars/README.md; a user's clone has none).
 """
@@ -169,6 +172,7 @@ class ReferenceKafka:
             start_new_session=True,
         )
         console.close()
+        atexit.register(self.stop)  # also when the session ends without its fixture's teardown
         deadline = time.monotonic() + START_TIMEOUT
         while b"Kafka Server started" not in (work / "console.log").read_bytes():
             if self._process.poll() is not None or time.monotonic() > deadline:
@@ -205,10 +209,6 @@ class ToolResult:
     code: int
     out: str
     err: str
-
-    @property
-    def lines(self) -> list[str]:
-        return self.out.splitlines()
 
 
 @functools.cache
@@ -274,7 +274,8 @@ class KafkaTools:
                 timer.cancel()
         if not answer.startswith("EXIT "):
             self._process = None
-            raise AssertionError(f"{tool} {' '.join(args)}: ran over {timeout:.0f}s or crashed the runner")
+            log = (self.workdir / "runner.log").read_text(errors="replace")[-2000:]
+            raise AssertionError(f"{tool} {' '.join(args)}: ran over {timeout:.0f}s or crashed the runner\n{log}")
         _, code, out, err = answer.split(" ")
         return ToolResult(int(code), base64.b64decode(out).decode(), base64.b64decode(err).decode())
 
