@@ -28,6 +28,7 @@ from .reference import (
 
 pytestmark = [pytest.mark.differential, pytest.mark.kafka_tools]
 
+
 # --- kafka-topics -------------------------------------------------------------
 
 @pytest.fixture(scope="module")
