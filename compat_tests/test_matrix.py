@@ -3,10 +3,14 @@
 import pathlib
 from types import SimpleNamespace
 
+import pytest
+
+from . import matrix
 from .matrix import DEFAULT_PATH, HERE, MatrixRecorder, render
 
 
-def test_render_counts_outcomes_and_numbers_reasons() -> None:
+def test_render_counts_outcomes_and_numbers_reasons(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(matrix, "_versions", {})  # versions other tests of the run noted
     text = render({
         ("java", "acks[all]"): ("pass", ""),
         ("java", "keys_and_headers"): ("fail", "call: AssertionError"),
