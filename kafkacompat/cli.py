@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from .admin import cli as admin_cli
 from .bench.command import add_parser as _bench_parser
 from .config import BrokerConfig, ConfigError, load_config
+from .demo.command import add_parser as _demo_parser
 
 log = logging.getLogger("kafkacompat")
 
@@ -106,6 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
     _serve_parser(sub)
     admin_cli.add_parsers(sub)
     _bench_parser(sub)
+    _demo_parser(sub)
     return parser
 
 
