@@ -270,7 +270,3 @@ def iter_records(data: bytes | memoryview) -> Iterator[Record]:
             yield from _decode_records(view[pos : pos + header.size], header)
         pos += header.size
 
-
-def decode_records(batch: bytes | memoryview, header: BatchHeader | None = None) -> Iterator[Record]:
-    """The records of one whole batch, decompressed, with absolute offsets and timestamps."""
-    return _decode_records(batch, header if header is not None else read_header(batch))

