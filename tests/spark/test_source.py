@@ -8,6 +8,7 @@ from its log start to its end over the broker's Kafka port.
 
 from __future__ import annotations
 
+import json
 import pathlib
 import subprocess
 import sys
@@ -144,22 +145,23 @@ def test_reads_while_the_broker_appends_never_see_a_torn_batch(spark, broker, vo
     produce(broker, PRESSURE, 100, "gzip")
     stop = threading.Event()
 
-    def keep_producing() -> None:
+    def keep_producing() -> None:  # about 1,000 messages a second, bounded in count
         producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "linger.ms": 1,
                              "compression.type": "snappy"})
-        n = 0
-        while not stop.is_set():
+        for n in range(60_000):
+            if stop.is_set():
+                break
             producer.produce(PRESSURE, value=f"live-{n}".encode() * 50)
-            n += 1
-            if n % 50 == 0:
+            if n % 20 == 0:
                 producer.poll(0)
+                time.sleep(0.02)
         producer.flush(10)
 
     writer = threading.Thread(target=keep_producing)
     writer.start()
     try:
         seen = []
-        for _ in range(4):
+        for _ in range(3):
             offsets = [r.offset for r in source(spark, volumes, subscribe=PRESSURE).select("offset").collect()]
             assert sorted(offsets) == list(range(len(offsets)))  # dense from 0: nothing torn, nothing skipped
             seen.append(len(offsets))
@@ -187,32 +189,47 @@ def wait_until(condition: Any, what: str, timeout: float = 30) -> None:
         time.sleep(0.2)
 
 
-def streaming_query(spark: Any, volumes: tuple[str, str], output: str, checkpoint: str, limit: str) -> Any:
+def streaming_query(spark: Any, volumes: tuple[str, str], output: str, checkpoint: str) -> Any:
     stream = (spark.readStream.format("kafkacompat").option("dataDir", ",".join(volumes))
-              .option("subscribe", PRESSURE).option("maxOffsetsPerTrigger", limit).load())
+              .option("subscribe", PRESSURE).load())
     return (stream.writeStream.format("parquet").option("path", output).option("checkpointLocation", checkpoint)
             .trigger(availableNow=True).start())
 
 
+def planned_batches(checkpoint: str) -> list[dict[str, int]]:
+    """The source offsets of each micro-batch in a query's offset log, in order: {partition: end}."""
+    folder = pathlib.Path(checkpoint) / "offsets"
+    ends = []
+    for batch in sorted((f for f in folder.iterdir() if f.name.isdigit()), key=lambda f: int(f.name)):
+        ends.append(json.loads(batch.read_text().splitlines()[-1])[PRESSURE])
+    return ends
+
+
+@pytest.mark.timeout(900)  # two Spark drivers, one of them a killed process
 def test_stream_resumes_from_its_checkpoint_after_the_job_is_killed(spark, broker, volumes, tmp_path):
     broker.create_topic(PRESSURE, partitions=2)
     produce(broker, PRESSURE, 400, "zstd", tag="first-")
     output, checkpoint = str(tmp_path / "out"), str(tmp_path / "checkpoint")
-    job = subprocess.Popen([sys.executable, "-m", "tests.spark.stream_job", ",".join(volumes), PRESSURE, output,
-                            checkpoint], cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    log = tmp_path / "job.log"
+    with open(log, "wb") as sink:
+        job = subprocess.Popen([sys.executable, "-m", "tests.spark.stream_job", ",".join(volumes), PRESSURE, output,
+                                checkpoint], cwd=REPO, stdout=sink, stderr=subprocess.STDOUT)
     try:
         commits = pathlib.Path(checkpoint) / "commits"
         wait_until(lambda: commits.is_dir() and len([f for f in commits.iterdir() if f.name.isdigit()]) >= 2,
-                   "the killed job to commit two micro-batches", timeout=120)
+                   f"the job to commit two micro-batches before it is killed (its log: {log})", timeout=240)
     finally:
         job.kill()
         job.wait(30)
     produce(broker, PRESSURE, 300, "lz4", tag="second-")
 
-    query = streaming_query(spark, volumes, output, checkpoint, limit="150")
+    before = [{"0": 0, "1": 0}, *planned_batches(checkpoint)]
+    assert len(before) > 2 and all(  # the killed job's micro-batches kept to maxOffsetsPerTrigger=40
+        0 < sum(b[p] - a[p] for p in b) <= 40 for a, b in zip(before, before[1:]))
+
+    query = streaming_query(spark, volumes, output, checkpoint)
     assert query.awaitTermination(120)
     assert query.exception() is None
-    assert all(0 < p["numInputRows"] <= 150 for p in query.recentProgress if p["numInputRows"])
     rows = spark.read.parquet(output).select("partition", "offset", "value").collect()
     assert sorted((r.partition, r.offset) for r in rows) == sorted(
         (r[1], r[2]) for r in kafka_rows(broker, [PRESSURE]))  # every row exactly once
