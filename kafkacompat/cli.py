@@ -30,6 +30,7 @@ from .config import (
     unknown_variables,
 )
 from .store_check import add_parser as _store_parser
+from .demo.command import add_parser as _demo_parser
 
 log = logging.getLogger("kafkacompat")
 
@@ -198,6 +199,7 @@ def build_parser() -> argparse.ArgumentParser:
     admin_cli.add_parsers(sub)
     _bench_parser(sub)
     _store_parser(sub)
+    _demo_parser(sub)
     return parser
 
 
