@@ -1,0 +1,54 @@
+"""The broker's HTTP server: /metrics and /health, beside the Kafka listener.
+
+It runs on the broker's event loop and reads the broker's own Cluster (no
+second copy of state); BrokerServer starts it before opening the store (so
+/health/ready can say "not yet") and stops it last. The REST proxy and the
+console (issue 16) are to be added here as more route modules.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from aiohttp import web
+
+from .app import build_app
+
+if TYPE_CHECKING:
+    from ..broker.server import BrokerServer
+
+log = logging.getLogger(__name__)
+
+
+class HttpServer:
+    """aiohttp's runner and TCP site for one broker: `await start()`, `await stop()`."""
+
+    def __init__(self, broker: "BrokerServer", host: str, port: int) -> None:
+        self._runner = web.AppRunner(build_app(broker), access_log=None, handle_signals=False)
+        self._host = host
+        self._port = port
+        self._site: web.TCPSite | None = None
+
+    @property
+    def port(self) -> int:
+        """The bound port (useful with port 0)."""
+        assert self._site is not None, "HTTP server not started"
+        server = self._site._server  # aiohttp offers no public accessor for the bound sockets
+        assert server is not None
+        return server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+
+    async def start(self) -> None:
+        await self._runner.setup()
+        self._site = web.TCPSite(self._runner, self._host, self._port, reuse_address=True)
+        try:
+            await self._site.start()
+        except BaseException:
+            await self._runner.cleanup()
+            self._site = None
+            raise
+        log.info("HTTP (/metrics, /health) listening on %s:%d", self._host, self.port)
+
+    async def stop(self) -> None:
+        await self._runner.cleanup()
+        self._site = None
