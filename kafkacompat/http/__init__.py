@@ -47,7 +47,7 @@ class HttpServer:
             await self._runner.cleanup()
             self._site = None
             raise
-        log.info("HTTP (/metrics, /health) listening on %s:%d", self._host, self.port)
+        log.info("HTTP server (/metrics, /health) at http://%s:%d", self._host, self.port)
 
     async def stop(self) -> None:
         await self._runner.cleanup()

@@ -7,6 +7,7 @@ serving a request costs only the dict updates of RequestStats.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
@@ -26,6 +27,12 @@ if TYPE_CHECKING:
 REGISTRY: web.AppKey[CollectorRegistry] = web.AppKey("registry")
 
 
+@functools.cache
+def request_name(api_key: int) -> str:
+    """Kafka's own name of a request, as its RequestMetrics label it: Produce, ApiVersions, ..."""
+    return "".join(word.capitalize() for word in api_name(api_key).split("_"))
+
+
 class BrokerCollector:
     """Turns one broker's figures into metric families at scrape time."""
 
@@ -42,13 +49,13 @@ class BrokerCollector:
         requests = CounterMetricFamily("kafkacompat_requests", "Kafka requests answered, per API and version",
                                        labels=["api_key", "api", "version"])
         for (key, version), count in sorted(stats.requests.items()):
-            requests.add_metric([str(key), api_name(key), str(version)], count)
+            requests.add_metric([str(key), request_name(key), str(version)], count)
         yield requests
         errors = CounterMetricFamily("kafkacompat_request_errors",
                                      "partitions answered with a Kafka error code, per API, version and error",
                                      labels=["api_key", "api", "version", "error"])
         for (key, version, error), count in sorted(stats.errors.items()):
-            errors.add_metric([str(key), api_name(key), str(version), error], count)
+            errors.add_metric([str(key), request_name(key), str(version), error.upper()], count)
         yield errors
         latency = HistogramMetricFamily("kafkacompat_request_latency_seconds",
                                         "time from a request's last byte read to its answer written, per API",
@@ -58,7 +65,7 @@ class BrokerCollector:
             for bound, count in zip((*LATENCY_BUCKETS, float("inf")), counts.buckets):
                 cumulative += count
                 buckets.append(("+Inf" if bound == float("inf") else repr(bound), cumulative))
-            latency.add_metric([str(key), api_name(key)], buckets, counts.total)
+            latency.add_metric([str(key), request_name(key)], buckets, counts.total)
         yield latency
         yield CounterMetricFamily("kafkacompat_bytes_in", "record batch bytes appended by Produce",
                                   value=stats.bytes_in)
