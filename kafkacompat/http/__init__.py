@@ -21,6 +21,10 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+class HttpListenError(OSError):
+    """The HTTP server cannot bind its address (told apart from the Kafka listener's failures)."""
+
+
 class HttpServer:
     """aiohttp's runner and TCP site for one broker: `await start()`, `await stop()`."""
 
@@ -43,9 +47,11 @@ class HttpServer:
         self._site = web.TCPSite(self._runner, self._host, self._port, reuse_address=True)
         try:
             await self._site.start()
-        except BaseException:
+        except BaseException as exc:
             await self._runner.cleanup()
             self._site = None
+            if isinstance(exc, OSError):
+                raise HttpListenError(exc.errno, exc.strerror or str(exc)) from exc
             raise
         log.info("HTTP server (/metrics, /health) at http://%s:%d", self._host, self.port)
 
