@@ -38,9 +38,7 @@ class HttpServer:
     def port(self) -> int:
         """The bound port (useful with port 0)."""
         assert self._site is not None, "HTTP server not started"
-        server = self._site._server  # aiohttp offers no public accessor for the bound sockets
-        assert server is not None
-        return server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        return self._runner.addresses[0][1]
 
     async def start(self) -> None:
         await self._runner.setup()

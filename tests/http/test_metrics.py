@@ -7,7 +7,7 @@ import urllib.error
 import urllib.request
 
 import pytest
-from confluent_kafka import KafkaException, Producer
+from confluent_kafka import Producer
 from prometheus_client.parser import text_string_to_metric_families
 
 from kafkacompat.testing import Broker
