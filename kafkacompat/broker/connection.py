@@ -32,6 +32,7 @@ from ..handlers import HANDLERS
 from ..handlers.common import NO_RESPONSE, CloseConnection
 from ..handlers.api_versions import unsupported_version_response
 from .receive import FrameStream
+from .request_stats import response_errors
 
 log = logging.getLogger(__name__)
 
@@ -183,6 +184,9 @@ class Connection:
                 raise
             writer.writelines(response_chunks(header.api_key, header.api_version, header.correlation_id, body))
             self._stats.request_done(header.api_key, header.api_version, time.perf_counter() - received)
+            if dataclasses.is_dataclass(body):  # a kio response; Produce and Fetch encode theirs and count their errors
+                for error in response_errors(body):
+                    self._stats.error(header.api_key, header.api_version, error)
             self._last_sent = asyncio.get_running_loop().time()
             if self._answers.empty():
                 await writer.drain()

@@ -15,10 +15,48 @@ from __future__ import annotations
 
 import bisect
 import collections
+import dataclasses
+import typing
+from collections.abc import Iterator
+from typing import Any
 
 # seconds; Kafka's request latencies run from sub-millisecond to a fetch's max.wait.ms
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 OTHER_TOPICS = "_other"
+
+
+_NESTED_FIELDS: dict[type, tuple[tuple[str, bool], ...]] = {}
+
+
+def response_errors(body: Any) -> Iterator[str]:
+    """The names of the non-zero error codes anywhere in a decoded (kio) response, e.g. "topic_already_exists".
+
+    Field lists are cached per type; only fields that can hold an error code
+    or nested entries are visited. Produce and Fetch answers are encoded by
+    their handlers (bytes), which count their errors themselves.
+    """
+    for name, is_code in _fields_of(type(body)):
+        value = getattr(body, name)
+        if is_code:
+            if value:
+                yield getattr(value, "name", str(value))
+        elif isinstance(value, tuple):
+            for item in value:
+                if dataclasses.is_dataclass(item):
+                    yield from response_errors(item)
+        elif value is not None and dataclasses.is_dataclass(value):
+            yield from response_errors(value)
+
+
+def _fields_of(kind: type) -> tuple[tuple[str, bool], ...]:
+    """(name, is it the error code) of the fields of `kind` worth visiting."""
+    fields = _NESTED_FIELDS.get(kind)
+    if fields is None:
+        fields = _NESTED_FIELDS[kind] = tuple(
+            (f.name, f.name == "error_code") for f in dataclasses.fields(kind)
+            if f.name == "error_code" or any(dataclasses.is_dataclass(t) for t in (f.type, *typing.get_args(f.type)))
+        )
+    return fields
 
 
 class LatencyCounts:

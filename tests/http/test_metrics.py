@@ -7,7 +7,8 @@ import urllib.error
 import urllib.request
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import KafkaException, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
 from prometheus_client.parser import text_string_to_metric_families
 
 from kafkacompat.testing import Broker
@@ -138,3 +139,16 @@ def test_no_http_server_unless_asked() -> None:
         assert broker.http_port is None
         with pytest.raises(RuntimeError, match="http_port=0"):
             broker.http_url
+
+
+def test_errors_of_other_apis_are_counted_from_their_answers() -> None:
+    with Broker(http_port=0) as broker:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+        admin.create_topics([NewTopic("twice", 1)])["twice"].result(15)
+        with pytest.raises(KafkaException) as caught:
+            admin.create_topics([NewTopic("twice", 1)])["twice"].result(15)
+        assert caught.value.args[0].name() == "TOPIC_ALREADY_EXISTS"
+        samples = scrape(broker)
+        assert total(samples, "kafkacompat_request_errors_total", api="CreateTopics",
+                     error="TOPIC_ALREADY_EXISTS") == 1
+        assert total(samples, "kafkacompat_requests_total", api="CreateTopics") == 2
