@@ -36,6 +36,11 @@ class BrokerConfig:
     group_max_session_timeout_ms: int = 1_800_000
     group_max_size: int = 2**31 - 1
     offset_metadata_max_bytes: int = 4096
+    # KIP-848 consumer groups (group.protocol=consumer), after Kafka's group.consumer.* settings
+    group_consumer_session_timeout_ms: int = 45_000
+    group_consumer_heartbeat_interval_ms: int = 5_000
+    group_consumer_max_size: int = 2**31 - 1
+    group_consumer_assignors: list[str] = dataclasses.field(default_factory=lambda: ["uniform", "range"])
     offsets_retention_minutes: int = 7 * 24 * 60
     offsets_retention_check_interval_ms: int = 600_000
     log_level: str = "INFO"
@@ -99,6 +104,9 @@ def load_config(
         if value is not None:
             values[name] = value
     config = BrokerConfig(**values)
+    unknown = [a for a in config.group_consumer_assignors if a not in ("uniform", "range")]
+    if unknown or not config.group_consumer_assignors:
+        raise ConfigError(f"group_consumer_assignors must list uniform and/or range, got {config.group_consumer_assignors}")
     if config.retention_check_ms < 1:
         raise ConfigError(f"retention_check_ms must be at least 1, got {config.retention_check_ms}")
     return config

@@ -23,6 +23,7 @@ from kafkacompat.storage import Cursor, Store
 
 from ..config import BrokerConfig
 from ..broker.topic_names import TopicNameError, split_name
+from .consumer_coordinator import ConsumerGroupCoordinator
 from .consumer_protocol import CONSUMER_PROTOCOL_TYPE, subscribed_topics
 from .group import Group, GroupState, Member
 from .offsets import CommittedOffsets
@@ -106,6 +107,8 @@ class GroupCoordinator:
         self.groups: dict[str, Group] = {}
         self._clock = clock
         self._expiry_task: asyncio.Task[None] | None = None
+        # KIP-848 groups share this coordinator's offsets, listing and deletion; a group id is one or the other
+        self.consumer = ConsumerGroupCoordinator(config, store, clock, self._classic_state, self._forget_classic)
 
     # lifetime ---------------------------------------------------------------
     def start(self) -> None:
@@ -129,13 +132,26 @@ class GroupCoordinator:
                 if member.heartbeat_timer is not None:
                     member.heartbeat_timer.cancel()
         self.groups.clear()
+        self.consumer.close()
 
     # lookup -----------------------------------------------------------------
     def _group(self, group_id: str, create: bool = False) -> Group | None:
+        """The classic group; None when there is none or the id belongs to a consumer group."""
+        if group_id in self.consumer.groups:
+            return None
         group = self.groups.get(group_id)
         if group is None and (create or self.offsets.has_offsets(group_id)):
             group = self.groups[group_id] = Group(group_id, self._clock())
         return group
+
+    def _classic_state(self, group_id: str) -> str | None:
+        group = self.groups.get(group_id)
+        return group.state.value if group is not None else None
+
+    def _forget_classic(self, group_id: str) -> None:
+        group = self.groups.pop(group_id, None)
+        if group is not None and not group.is_(Dead):
+            group.transition(Dead, self._clock())
 
     def _all_groups(self) -> list[Group]:
         for group_id in self.offsets.groups():
@@ -158,6 +174,9 @@ class GroupCoordinator:
             <= self.config.group_max_session_timeout_ms
         ):
             return fail(ErrorCode.invalid_session_timeout)
+        if req.group_id in self.consumer.groups and not self.consumer.drop_if_empty(req.group_id):
+            # a live consumer group takes no classic members here (Kafka's mixed groups are not served)
+            return fail(ErrorCode.inconsistent_group_protocol)
         is_unknown = req.member_id == ""
         group = self._group(req.group_id, create=is_unknown)
         if group is None:
@@ -606,6 +625,9 @@ class GroupCoordinator:
         self, group_id: str, generation: int, member_id: str, instance_id: str | None, version: int
     ) -> ErrorCode:
         """Whether an OffsetCommit may be stored, as Kafka decides it."""
+        consumer_group = self.consumer.groups.get(group_id)
+        if consumer_group is not None:
+            return self.consumer.validate_commit(consumer_group, member_id, generation, version)
         group = self._group(group_id)
         if group is None:
             if generation < 0:
@@ -658,6 +680,11 @@ class GroupCoordinator:
         """(group error, topics whose offsets must stay) for OffsetDelete."""
         if not group_id:
             return ErrorCode.invalid_group_id, None
+        consumer_group = self.consumer.groups.get(group_id)
+        if consumer_group is not None:
+            if consumer_group.is_empty():
+                return ErrorCode.none, set()
+            return ErrorCode.none, self.consumer.subscribed_topic_names(group_id) or set()
         group = self._group(group_id)
         if group is None or group.is_(Dead):
             return ErrorCode.group_id_not_found, None
@@ -693,7 +720,23 @@ class GroupCoordinator:
             if group.is_(Empty) and not self.offsets.has_offsets(group.group_id):
                 group.transition(Dead, now)
                 self.groups.pop(group.group_id, None)
+        for group_id in list(self.consumer.groups):
+            expired_total += await self._expire_consumer_group_offsets(group_id, now, retention)
         return expired_total
+
+    async def _expire_consumer_group_offsets(self, group_id: str, now: int, retention: int) -> int:
+        """Kafka's rule for consumer groups: by commit time, never for topics the members subscribe to."""
+        kept = self._topic_keys(self.consumer.subscribed_topic_names(group_id) or set())
+        expired = [
+            (s, c.topic, c.partition) for s, c in self.offsets.all(group_id)
+            if (s, c.topic) not in kept and now - c.commit_time_ms >= retention
+        ]
+        if expired:
+            await self.offsets.delete(group_id, expired)
+            log.info("consumer group %s: %d committed offset(s) expired", group_id, len(expired))
+        if not self.offsets.has_offsets(group_id):
+            self.consumer.drop_if_empty(group_id)
+        return len(expired)
 
     async def _expire_periodically(self) -> None:
         interval = self.config.offsets_retention_check_interval_ms / 1000
@@ -723,19 +766,26 @@ class GroupCoordinator:
             (group.protocol_name or "") if stable else "", members,
         )
 
-    def list_groups(self, states: Sequence[str] = (), types: Sequence[str] = ()) -> list[tuple[str, str, str]]:
-        """(group id, protocol type, state) of live groups, filtered case-insensitively."""
+    def list_groups(
+        self, states: Sequence[str] = (), types: Sequence[str] = ()
+    ) -> list[tuple[str, str, str, str]]:
+        """(group id, protocol type, state, group type) of live groups, filtered case-insensitively."""
         wanted_states = {s.lower() for s in states}
         wanted_types = {t.lower() for t in types}
-        if wanted_types and "classic" not in wanted_types:
-            return []
+        found = [(g.group_id, g.protocol_type or "", g.state.value, "classic") for g in self._all_groups() if not g.is_(Dead)]
+        found += [(group_id, CONSUMER_PROTOCOL_TYPE, state, "consumer") for group_id, state in self.consumer.list_groups()]
         return [
-            (g.group_id, g.protocol_type or "", g.state.value)
-            for g in self._all_groups()
-            if not g.is_(Dead) and (not wanted_states or g.state.value.lower() in wanted_states)
+            row for row in found
+            if (not wanted_states or row[2].lower() in wanted_states)
+            and (not wanted_types or row[3] in wanted_types)
         ]
 
     async def delete_group(self, group_id: str) -> ErrorCode:
+        if group_id in self.consumer.groups:
+            error = self.consumer.delete(group_id)
+            if error == ErrorCode.none:
+                await self.offsets.delete(group_id)
+            return error
         group = self._group(group_id)
         if group is None or group.is_(Dead):
             return ErrorCode.group_id_not_found
