@@ -188,9 +188,9 @@ class ConsumerGroupCoordinator:
                 raise HeartbeatError(invalid, "RebalanceTimeoutMs must be provided in first request.")
             if req.owned is None or req.owned:
                 raise HeartbeatError(invalid, "TopicPartitions must be empty when (re-)joining.")
-            if not req.subscribed_topic_names and not req.subscribed_topic_regex:
+            if req.subscribed_topic_names is None and req.subscribed_topic_regex is None:
                 raise HeartbeatError(
-                    invalid, "SubscribedTopicNames or SubscribedTopicRegex must be set in first request."
+                    invalid, "Either SubscribedTopicNames or SubscribedTopicRegex must be non-null when (re-)joining."
                 )
         elif req.member_epoch == STATIC_LEAVE_EPOCH:
             if req.instance_id is None:
@@ -213,16 +213,20 @@ class ConsumerGroupCoordinator:
                     f"SubscribedTopicRegex `{req.subscribed_topic_regex}` is not a valid regular expression: {exc}.",
                 ) from None
 
-    def _group_for_heartbeat(self, group_id: str, create: bool) -> ConsumerGroup:
+    def _group_for_heartbeat(self, group_id: str, member_id: str, create: bool) -> ConsumerGroup:
         group = self.groups.get(group_id)
         if group is not None:
             return group
         classic = self._classic_state(group_id)
-        if classic is not None and not (create and classic in ("Empty", "Dead")):
-            # an empty classic group converts; a live one stays classic (no online upgrade here)
+        if classic is not None and classic not in ("Empty", "Dead"):
+            # a live classic group stays classic: online upgrades are not served here
             raise HeartbeatError(ErrorCode.group_id_not_found, f"Group {group_id} is not a consumer group.")
         if not create:
-            raise HeartbeatError(ErrorCode.unknown_member_id, f"Group {group_id} not found.")
+            if classic is not None:
+                # known by its committed offsets only, e.g. after a broker restart (groups live in
+                # memory): its members rejoin at epoch 0 on UNKNOWN_MEMBER_ID
+                raise HeartbeatError(ErrorCode.unknown_member_id, f"Group {group_id} has no member {member_id}.")
+            raise HeartbeatError(ErrorCode.group_id_not_found, f"Consumer group {group_id} not found.")
         if classic is not None:
             log.info("empty classic group %s becomes a consumer group", group_id)
             self._forget_classic(group_id)
@@ -288,7 +292,7 @@ class ConsumerGroupCoordinator:
         return current
 
     def _heartbeat(self, req: HeartbeatRequest) -> HeartbeatResult:
-        group = self._group_for_heartbeat(req.group_id, create=req.member_epoch == 0)
+        group = self._group_for_heartbeat(req.group_id, req.member_id, create=req.member_epoch == 0)
         if req.member_id not in group.members and len(group.members) >= self.config.group_consumer_max_size:
             raise HeartbeatError(
                 ErrorCode.group_max_size_reached,

@@ -145,7 +145,8 @@ class GroupCoordinator:
         return group
 
     def _classic_state(self, group_id: str) -> str | None:
-        group = self.groups.get(group_id)
+        """The state of a classic group (or of one known by its offsets only, Empty); None when none."""
+        group = self._group(group_id)
         return group.state.value if group is not None else None
 
     def _forget_classic(self, group_id: str) -> None:

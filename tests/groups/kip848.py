@@ -9,6 +9,7 @@ against kafkacompat and Kafka 4.1 and compare what the coordinators say.
 from __future__ import annotations
 
 import datetime
+import time
 import uuid
 from typing import Any
 
@@ -16,7 +17,7 @@ from kafkacompat.protocol.messages import make
 from tests.groups.helpers import module
 from tests.wire import Wire
 
-HEARTBEAT, DESCRIBE, METADATA = 68, 69, 3
+HEARTBEAT, DESCRIBE, METADATA, FIND_COORDINATOR = 68, 69, 3, 10
 
 
 class RawMember:
@@ -32,7 +33,7 @@ class RawMember:
         self.instance_id = instance_id
         self.assignor = assignor
         self.rebalance_ms = rebalance_ms
-        self.member_id = member_id or str(uuid.uuid4())
+        self.member_id = str(uuid.uuid4()) if member_id is None else member_id
         self.epoch = 0
         self.owned: dict[uuid.UUID, set[int]] = {}
         self.last: Any = None
@@ -92,6 +93,20 @@ def settle(members: list[RawMember], rounds: int = 40) -> int:
         if quiet >= 2:
             return used
     raise AssertionError(f"members did not settle in {rounds} rounds: {[(m.epoch, m.owned) for m in members]}")
+
+
+def coordinator_ready(bootstrap: str, group: str, timeout: float = 60.0) -> None:
+    """Wait until the broker coordinates `group` (Kafka creates __consumer_offsets on first ask)."""
+    m = module(FIND_COORDINATOR, 4)
+    deadline = time.monotonic() + timeout
+    with Wire(bootstrap) as wire:
+        while True:
+            answer = wire.request(FIND_COORDINATOR, 4, make(m.FindCoordinatorRequest, key_type=0, coordinator_keys=(group,)))
+            if answer.coordinators[0].error_code == 0:
+                return
+            if time.monotonic() > deadline:
+                raise AssertionError(f"no coordinator for {group} within {timeout}s")
+            time.sleep(0.2)
 
 
 def topic_names(wire: Wire, topics: list[str]) -> dict[uuid.UUID, str]:

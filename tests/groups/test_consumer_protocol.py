@@ -1,0 +1,159 @@
+"""KIP-848 (group.protocol=consumer) over the wire, on kafkacompat and on Kafka 4.1 side by side.
+
+Each scenario (tests/groups/kip848_scenarios.py) drives raw
+ConsumerGroupHeartbeat members and returns what clients observe; the
+kafkacompat tests assert it, the reference tests (slow: they start a
+Kafka 4.1 broker) assert kafkacompat observes exactly what Kafka does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from kafkacompat.testing import Broker
+from tests.groups import kip848_scenarios as scenarios
+from tests.groups.kafka41 import Kafka41
+from tests.groups.kip848 import coordinator_ready
+
+HEARTBEAT_MS, SESSION_MS = 500, 3000
+KAFKA_SETTINGS = {
+    "group.consumer.heartbeat.interval.ms": HEARTBEAT_MS,
+    "group.consumer.min.heartbeat.interval.ms": 100,
+    "group.consumer.session.timeout.ms": SESSION_MS,
+    "group.consumer.min.session.timeout.ms": 1000,
+    # kafkacompat converts only empty classic groups; Kafka does the same with online migration off
+    "group.consumer.migration.policy": "disabled",
+}
+
+
+@pytest.fixture(scope="module")
+def broker() -> Iterator[Broker]:
+    with Broker(
+        group_consumer_heartbeat_interval_ms=HEARTBEAT_MS, group_consumer_session_timeout_ms=SESSION_MS,
+        group_initial_rebalance_delay_ms=0,
+    ) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def kafka() -> Iterator[Kafka41]:
+    with Kafka41(**KAFKA_SETTINGS) as running:
+        coordinator_ready(running.bootstrap_servers, "warm-up")
+        yield running
+
+
+def test_range_gives_static_members_their_ranges_and_a_leaver_s_share_to_the_rest(broker: Broker) -> None:
+    seen = scenarios.range_static(broker.bootstrap_servers)
+    assert seen["first"] == {
+        "i0": {"a": [0, 1], "b": [0]}, "i1": {"a": [2, 3], "b": [1]}, "i2": {"a": [4, 5], "b": [2]},
+    }
+    assert seen["describe"] == {
+        "state": "Stable", "assignor": "range", "epochs_agree": True, "member_type": [1],
+        "targets_are_current": True, "subscribed": [("a", "b")] * 3,
+    }
+    assert seen["leave"] == (0, -1)
+    assert seen["after"] == {"i0": {"a": [0, 1, 2], "b": [0, 1]}, "i2": {"a": [3, 4, 5], "b": [2]}}
+
+
+def test_uniform_balances_one_topic_over_three_members(broker: Broker) -> None:
+    seen = scenarios.uniform_chunks(broker.bootstrap_servers)
+    assert seen["sizes"] == [2, 2, 3]
+    assert seen["union"] == list(range(7))
+    assert seen["assignor"] == "uniform"
+    assert seen["interval_ms"] == HEARTBEAT_MS
+
+
+def test_partitions_are_revoked_before_they_are_assigned(broker: Broker) -> None:
+    assert scenarios.revoke_before_assign(broker.bootstrap_servers) == [
+        # epochs relative to the first member's once it owns the topic
+        ("two joins", 1, []),  # the next epoch, but its partitions are still owned by one
+        ("one told to revoke", 0, [0, 1, 2]),  # one keeps its epoch until it has let go
+        ("two waits", 1, None),
+        ("one revoked", 1, None),
+        ("two gets partitions", 1, [3, 4, 5]),
+    ]
+
+
+def test_static_member_leaves_with_epoch_minus_two_and_gets_its_partitions_back(broker: Broker) -> None:
+    seen = scenarios.static_rejoin(broker.bootstrap_servers)
+    assert seen["clash"][0] == 111  # UNRELEASED_INSTANCE_ID while the instance is still in use
+    assert seen["leave"] == (0, -2)
+    assert dict(seen["while_gone"])["i0"] == -2
+    assert seen["rejoin_error"] == 0 and seen["rejoin_same_partitions"] and seen["b_epoch_unchanged"]
+
+
+def test_refused_heartbeats_answer_kafka_s_errors(broker: Broker) -> None:
+    codes = {what: code for what, code, _ in scenarios.heartbeat_errors(broker.bootstrap_servers)}
+    assert codes == {
+        "unsupported assignor": 112, "unknown group": 69, "unknown member": 25, "epoch ahead": 110,
+        "no subscription": 42, "empty member id": 42, "bad epoch": 42, "static leave without instance": 42,
+        "unknown instance leaves": 25, "leave unknown group": 69,
+    }
+
+
+def test_commits_and_fetches_check_the_member_epoch(broker: Broker) -> None:
+    seen = scenarios.commits_with_epochs(broker.bootstrap_servers)
+    assert seen["current epoch"] == 0 and seen["stale epoch"] == 113 and seen["unknown member"] == 25
+    assert seen["v8 from a member"] == 35
+    assert seen["fetch current"] == (0, [5]) and seen["fetch stale"] == 113 and seen["fetch admin"] == (0, [5])
+
+
+def test_list_describe_and_delete_see_consumer_groups(broker: Broker) -> None:
+    seen = scenarios.admin_view(broker.bootstrap_servers)
+    live = {("consumer", "Stable", "consumer")}
+    assert seen["listed"] == seen["consumer type"] == seen["stable state"] == live
+    assert seen["classic type"] == seen["empty state"] == set()
+    assert seen["describe classic api"] == (0, "Dead", "", 0)
+    assert seen["delete live"] == 68  # NON_EMPTY_GROUP
+    assert seen["after leave"] == {("consumer", "Empty", "consumer")}
+    assert seen["delete empty"] == 0 and seen["after delete"] == set()
+
+
+def test_empty_classic_group_converts_and_a_live_one_refuses(broker: Broker) -> None:
+    seen = scenarios.classic_groups_and_consumer_joins(broker.bootstrap_servers)
+    assert seen["simple converts"] == (0, True)
+    assert seen["live refuses"] == (69, "Group live-<tag> is not a consumer group.")
+
+
+def test_added_partitions_are_assigned(broker: Broker) -> None:
+    seen = scenarios.partitions_grow(broker.bootstrap_servers)
+    assert seen == {"union": [0, 1, 2, 3], "sizes": [2, 2], "epoch moved": True}
+
+
+def test_silent_member_is_fenced_after_the_session_timeout(broker: Broker) -> None:
+    seen = scenarios.session_expiry(broker.bootstrap_servers)
+    assert seen["split"] == [2, 2] and seen["alive owns"] == [0, 1, 2, 3]
+    assert SESSION_MS / 1000 - 0.5 <= seen["took"] <= SESSION_MS / 1000 + 3
+    assert seen["silent then"] == 25  # UNKNOWN_MEMBER_ID: it must rejoin
+
+
+SAME_AS_KAFKA = [
+    "range_static", "uniform_chunks", "revoke_before_assign", "static_rejoin", "heartbeat_errors",
+    "commits_with_epochs", "admin_view", "partitions_grow",
+]
+
+
+def _comparable(name: str, seen: Any) -> Any:
+    if name == "uniform_chunks":
+        return {k: v for k, v in seen.items() if k != "contiguous"}
+    return seen
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", SAME_AS_KAFKA)
+def test_kafkacompat_observes_what_kafka_4_1_does(name: str, broker: Broker, kafka: Kafka41) -> None:
+    scenario = getattr(scenarios, name)
+    theirs = _comparable(name, scenario(kafka.bootstrap_servers))
+    ours = _comparable(name, scenario(broker.bootstrap_servers))
+    assert ours == theirs
+
+
+@pytest.mark.slow
+def test_session_expiry_takes_as_long_as_on_kafka_4_1(broker: Broker, kafka: Kafka41) -> None:
+    theirs = scenarios.session_expiry(kafka.bootstrap_servers)
+    ours = scenarios.session_expiry(broker.bootstrap_servers)
+    assert {k: v for k, v in ours.items() if k != "took"} == {k: v for k, v in theirs.items() if k != "took"}
+    assert abs(ours["took"] - theirs["took"]) < 2.0

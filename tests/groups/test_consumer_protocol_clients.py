@@ -1,0 +1,188 @@
+"""group.protocol=consumer (KIP-848) with stock clients: librdkafka (confluent-kafka) and Java 4.1's tools."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from confluent_kafka import Consumer
+
+from kafkacompat.testing import Broker
+from tests.groups.helpers import create_topic, produce, wait_for
+from tests.groups.kafka41 import kafka_home
+
+HEARTBEAT_MS, SESSION_MS = 300, 3000
+
+
+@pytest.fixture(scope="module")
+def broker() -> Iterator[Broker]:
+    with Broker(
+        group_consumer_heartbeat_interval_ms=HEARTBEAT_MS, group_consumer_session_timeout_ms=SESSION_MS,
+        group_initial_rebalance_delay_ms=0,
+    ) as running:
+        yield running
+
+
+def consumer(bootstrap: str, group: str, **extra: str) -> Consumer:
+    return Consumer({
+        "bootstrap.servers": bootstrap, "group.id": group, "group.protocol": "consumer",
+        "auto.offset.reset": "earliest", **extra,
+    })
+
+
+def assigned(c: Consumer) -> set[int]:
+    return {tp.partition for tp in c.assignment()}
+
+
+def drain(members: list[Consumer], seen: dict[bytes, int], until: int, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while len(seen) < until and time.monotonic() < deadline:
+        for c in members:
+            msg = c.poll(0.1)
+            if msg is not None and msg.error() is None:
+                seen[msg.value()] = seen.get(msg.value(), 0) + 1
+
+
+def test_librdkafka_members_share_partitions_exactly_once_and_take_over_a_leaver_s(broker: Broker) -> None:
+    topic, group = f"t-{uuid.uuid4().hex[:8]}", f"g-{uuid.uuid4().hex[:8]}"
+    create_topic(broker.bootstrap_servers, topic, 6)
+    values = produce(broker.bootstrap_servers, topic, 300)
+    members = [consumer(broker.bootstrap_servers, group) for _ in range(3)]
+    try:
+        for c in members:
+            c.subscribe([topic])
+        seen: dict[bytes, int] = {}
+        drain(members, seen, len(values))
+        assert set(seen) == values and set(seen.values()) == {1}  # each message once
+        for c in members:
+            c.poll(0.1)
+        wait_for(lambda: sorted(len(assigned(c)) for c in members) == [2, 2, 2], 15, "a 2/2/2 split")
+        assert set().union(*(assigned(c) for c in members)) == set(range(6))
+        members[0].close()
+        rest = members[1:]
+
+        def taken_over() -> bool:
+            for c in rest:
+                c.poll(0.05)
+            return sorted(len(assigned(c)) for c in rest) == [3, 3]
+
+        wait_for(taken_over, 15, "the two others to take the leaver's partitions")
+        more = produce(broker.bootstrap_servers, topic, 60, start=300)
+        later: dict[bytes, int] = {}
+        drain(rest, later, len(more))
+        assert set(later) == more
+    finally:
+        for c in members[1:]:
+            c.close()
+
+
+CHILD = """
+import sys, time
+from confluent_kafka import Consumer
+c = Consumer({"bootstrap.servers": sys.argv[1], "group.id": sys.argv[2], "group.protocol": "consumer",
+              "group.remote.assignor": "range"})
+c.subscribe([sys.argv[3]])
+while True:
+    c.poll(0.2)
+"""
+
+
+def test_librdkafka_range_assignor_and_a_killed_member_expires(broker: Broker) -> None:
+    topic, group = f"t-{uuid.uuid4().hex[:8]}", f"g-{uuid.uuid4().hex[:8]}"
+    create_topic(broker.bootstrap_servers, topic, 6)
+    a = consumer(broker.bootstrap_servers, group, **{"group.remote.assignor": "range"})
+    child = subprocess.Popen([sys.executable, "-c", CHILD, broker.bootstrap_servers, group, topic])
+    try:
+        a.subscribe([topic])
+
+        def half() -> bool:
+            a.poll(0.05)
+            return assigned(a) in ({0, 1, 2}, {3, 4, 5})
+
+        wait_for(half, 30, "a range of three partitions each")
+        child.kill()  # no leave: only the session timeout can tell
+        child.wait(10)
+        start = time.monotonic()
+
+        def a_has_all() -> bool:
+            a.poll(0.05)
+            return assigned(a) == set(range(6))
+
+        wait_for(a_has_all, SESSION_MS / 1000 + 10, "the killed member's session to expire")
+        assert time.monotonic() - start >= SESSION_MS / 1000 - 1
+    finally:
+        a.close()
+        if child.poll() is None:
+            child.kill()
+            child.wait(10)
+
+
+def test_librdkafka_static_member_rejoins_with_its_partitions(broker: Broker) -> None:
+    topic, group = f"t-{uuid.uuid4().hex[:8]}", f"g-{uuid.uuid4().hex[:8]}"
+    create_topic(broker.bootstrap_servers, topic, 4)
+    settings = {"group.remote.assignor": "range"}
+    a = consumer(broker.bootstrap_servers, group, **{"group.instance.id": "a", **settings})
+    b = consumer(broker.bootstrap_servers, group, **{"group.instance.id": "b", **settings})
+    try:
+        a.subscribe([topic])
+        b.subscribe([topic])
+
+        def split() -> bool:
+            a.poll(0.05)
+            b.poll(0.05)
+            return assigned(a) == {0, 1} and assigned(b) == {2, 3}  # range orders static members by instance id
+        wait_for(split, 20, "instance a with 0-1, b with 2-3")
+        a.close()  # a static member leaves with epoch -2: its partitions wait for it
+        a = consumer(broker.bootstrap_servers, group, **{"group.instance.id": "a", **settings})
+        a.subscribe([topic])
+
+        def back() -> bool:
+            a.poll(0.05)
+            b.poll(0.05)
+            return assigned(a) == {0, 1} and assigned(b) == {2, 3}
+        wait_for(back, 20, "instance a back with 0-1")
+    finally:
+        a.close()
+        b.close()
+
+
+def _tool(name: str, *args: str, timeout: float = 90) -> subprocess.CompletedProcess[str]:
+    home = kafka_home()
+    return subprocess.run(
+        [str(home / "bin" / f"{name}.sh"), *args], capture_output=True, text=True, timeout=timeout,
+        env={"KAFKA_HEAP_OPTS": "-Xmx256m", "PATH": "/usr/bin:/bin:/usr/local/bin"},
+    )
+
+
+@pytest.mark.slow
+def test_java_console_consumer_with_the_consumer_protocol_and_consumer_groups_describe(broker: Broker) -> None:
+    topic, group = f"t-{uuid.uuid4().hex[:8]}", f"g-{uuid.uuid4().hex[:8]}"
+    create_topic(broker.bootstrap_servers, topic, 3)
+    values = produce(broker.bootstrap_servers, topic, 90, partitions=3)
+    bootstrap = broker.bootstrap_servers
+    consumed = _tool(
+        "kafka-console-consumer", "--bootstrap-server", bootstrap, "--topic", topic, "--group", group,
+        "--from-beginning", "--max-messages", "90", "--timeout-ms", "30000",
+        "--consumer-property", "group.protocol=consumer",
+    )
+    assert consumed.returncode == 0, consumed.stderr
+    assert set(consumed.stdout.split()) == {v.decode() for v in values}
+    described = _tool("kafka-consumer-groups", "--bootstrap-server", bootstrap, "--describe", "--group", group)
+    assert described.returncode == 0, described.stderr
+    rows = [line.split() for line in described.stdout.splitlines() if line.startswith(group)]
+    assert sorted((r[1], r[2], r[3], r[4]) for r in rows) == [(topic, str(p), "30", "30") for p in range(3)]
+    listed = _tool("kafka-consumer-groups", "--bootstrap-server", bootstrap, "--list", "--type", "consumer")
+    assert group in listed.stdout.split()
+    # a classic group is still described (Admin falls back from ConsumerGroupDescribe to DescribeGroups)
+    classic = Consumer({"bootstrap.servers": bootstrap, "group.id": group + "-classic", "auto.offset.reset": "earliest"})
+    classic.subscribe([topic])
+    wait_for(lambda: classic.poll(0.1) is not None and bool(classic.assignment()), 20, "the classic consumer")
+    classic.commit(asynchronous=False)
+    shown = _tool("kafka-consumer-groups", "--bootstrap-server", bootstrap, "--describe", "--members", "--group", group + "-classic")
+    classic.close()
+    assert shown.returncode == 0, shown.stderr
+    assert "rdkafka" in shown.stdout and "#PARTITIONS" in shown.stdout
