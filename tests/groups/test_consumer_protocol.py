@@ -16,7 +16,8 @@ import pytest
 from kafkacompat.testing import Broker
 from tests.groups import kip848_scenarios as scenarios
 from tests.groups.kafka41 import Kafka41
-from tests.groups.kip848 import coordinator_ready
+from tests.groups.helpers import create_topic, wait_for
+from tests.groups.kip848 import RawMember, coordinator_ready, settle, topic_names
 
 HEARTBEAT_MS, SESSION_MS = 500, 3000
 KAFKA_SETTINGS = {
@@ -157,3 +158,30 @@ def test_session_expiry_takes_as_long_as_on_kafka_4_1(broker: Broker, kafka: Kaf
     ours = scenarios.session_expiry(broker.bootstrap_servers)
     assert {k: v for k, v in ours.items() if k != "took"} == {k: v for k, v in theirs.items() if k != "took"}
     assert abs(ours["took"] - theirs["took"]) < 2.0
+
+
+def test_regex_subscription_follows_topic_creation_and_refuses_what_re2_refuses(broker: Broker) -> None:
+    bootstrap = broker.bootstrap_servers
+    tag = scenarios._tag()
+    for name, partitions in ((f"rx{tag}-a", 2), (f"rx{tag}-b", 1), (f"other{tag}", 1)):
+        create_topic(bootstrap, name, partitions)
+    member = RawMember(bootstrap, f"g-{tag}", regex=f"rx{tag}-.*")
+    try:
+        settle([member])
+        ids = topic_names(member.wire, [f"rx{tag}-a", f"rx{tag}-b", f"rx{tag}-c"])
+        assert member.named(ids) == {f"rx{tag}-a": [0, 1], f"rx{tag}-b": [0]}
+        create_topic(bootstrap, f"rx{tag}-c", 2)
+        ids = topic_names(member.wire, [f"rx{tag}-a", f"rx{tag}-b", f"rx{tag}-c"])
+
+        def has_new_topic() -> bool:
+            member.heartbeat()
+            return f"rx{tag}-c" in member.named(ids)
+
+        wait_for(has_new_topic, 10, "the new matching topic to be assigned")
+    finally:
+        member.close()
+    refused = RawMember(bootstrap, f"g2-{tag}", regex="(?=lookahead)")
+    try:
+        assert refused.heartbeat().error_code == 128  # INVALID_REGULAR_EXPRESSION, as RE2/J refuses lookaround
+    finally:
+        refused.close()
