@@ -167,4 +167,34 @@ def _uniform_heterogeneous(
             chosen = current if current is not None and load[current] <= load[lightest] else lightest
             result[chosen].setdefault(topic, set()).add(p)
             load[chosen] += 1
+    _even_out(members, result, load)
     return {member_id: _freeze(mine) for member_id, mine in result.items()}
+
+
+def _even_out(
+    members: Mapping[str, MemberSpec], result: dict[str, dict[uuid.UUID, set[int]]], load: dict[str, int]
+) -> None:
+    """Move partitions from heavier to lighter subscribers while two differ by more than one.
+
+    The greedy pass can strand load on members whose topics others cannot
+    take; a partition moves only to a member subscribed to its topic.
+    """
+    moved = True
+    while moved:
+        moved = False
+        for heavy in sorted(load, key=lambda m: (-load[m], m)):
+            for light in sorted(load, key=lambda m: (load[m], m)):
+                if load[heavy] - load[light] <= 1:
+                    break
+                topic = next((t for t in sorted(result[heavy]) if t in members[light].topics and result[heavy][t]), None)
+                if topic is None:
+                    continue
+                p = max(result[heavy][topic])
+                result[heavy][topic].discard(p)
+                result[light].setdefault(topic, set()).add(p)
+                load[heavy] -= 1
+                load[light] += 1
+                moved = True
+                break
+            if moved:
+                break

@@ -130,26 +130,25 @@ class ConsumerGroupCoordinator:
             return None
         return self.store.get_topic(stream, topic)
 
-    def _member_topics(self, member: ConsumerMember, regex_hits: Mapping[str, Sequence[TopicInfo]]) -> list[TopicInfo]:
-        found = [info for info in map(self._lookup, member.subscribed_topic_names) if info is not None]
-        if member.subscribed_topic_regex:
-            found.extend(regex_hits.get(member.subscribed_topic_regex, ()))
-        return found
-
-    def _regex_hits(self, group: ConsumerGroup) -> dict[str, list[TopicInfo]]:
-        patterns = group.regexes()
-        if not patterns:
-            return {}
-        topics = self.store.list_topics()
-        return {p: [t for t in topics if matches(p, self.topic_name(t))] for p in patterns}
-
     def _subscription(self, group: ConsumerGroup) -> tuple[dict[uuid.UUID, tuple[str, int]], dict[str, frozenset[uuid.UUID]]]:
-        """(topic id -> (name, partitions) of every subscribed topic, member id -> its topic ids)."""
-        hits = self._regex_hits(group)
+        """(topic id -> (name, partitions) of every subscribed topic, member id -> its topic ids).
+
+        Every heartbeat asks, so that created, deleted and grown topics move
+        the group epoch as Kafka's metadata updates do: each distinct name and
+        regex of the group is resolved once.
+        """
+        by_name = {name: self._lookup(name) for name in group.subscribed_names()}
+        patterns = group.regexes()
+        by_regex: dict[str, list[TopicInfo]] = {}
+        if patterns:
+            named = [(self.topic_name(t), t) for t in self.store.list_topics()]
+            by_regex = {p: [t for name, t in named if matches(p, name)] for p in patterns}
         metadata: dict[uuid.UUID, tuple[str, int]] = {}
         per_member: dict[str, frozenset[uuid.UUID]] = {}
         for member in group.members.values():
-            infos = self._member_topics(member, hits)
+            infos = [info for info in (by_name[n] for n in member.subscribed_topic_names) if info is not None]
+            if member.subscribed_topic_regex:
+                infos.extend(by_regex.get(member.subscribed_topic_regex, ()))
             for info in infos:
                 metadata[info.topic_id] = (self.topic_name(info), info.partitions)
             per_member[member.member_id] = frozenset(info.topic_id for info in infos)

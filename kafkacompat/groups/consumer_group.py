@@ -95,6 +95,7 @@ class ConsumerGroup:
         self.static_members: dict[str, str] = {}  # instance id -> member id
         self.target: dict[str, Assignment] = {}  # member id -> target assignment
         self.partition_owner: dict[tuple[uuid.UUID, int], str] = {}  # owned or pending revocation
+        self._owned_by: dict[str, set[tuple[uuid.UUID, int]]] = {}  # the same, by member
         self.subscribed: dict[uuid.UUID, tuple[str, int]] = {}  # topic id -> (name, partitions), last seen
         self.state_timestamp_ms = now_ms  # when it last became Empty (offset expiry)
 
@@ -134,8 +135,10 @@ class ConsumerGroup:
         self.members[member.member_id] = member
         if member.instance_id is not None:
             self.static_members[member.instance_id] = member.member_id
-        for key in _pairs(member.assigned) | _pairs(member.pending_revocation):
+        owned = _pairs(member.assigned) | _pairs(member.pending_revocation)
+        for key in owned:
             self.partition_owner[key] = member.member_id
+        self._owned_by[member.member_id] = owned
 
     def remove(self, member_id: str) -> ConsumerMember | None:
         member = self.members.pop(member_id, None)
@@ -166,8 +169,9 @@ class ConsumerGroup:
         return member
 
     def _release(self, member_id: str) -> None:
-        for key in [k for k, owner in self.partition_owner.items() if owner == member_id]:
-            del self.partition_owner[key]
+        for key in self._owned_by.pop(member_id, ()):
+            if self.partition_owner.get(key) == member_id:
+                del self.partition_owner[key]
 
     def owner_of(self, topic: uuid.UUID, partition: int) -> str | None:
         return self.partition_owner.get((topic, partition))

@@ -111,6 +111,31 @@ def uniform_chunks(bootstrap: str) -> dict[str, Any]:
             m.close()
 
 
+def uniform_heterogeneous(bootstrap: str) -> dict[str, Any]:
+    """Members subscribed to different topics: every partition once, to a subscriber, sizes within one.
+
+    Which balanced split comes out is the assignor's choice (Kafka's 4.1
+    heterogeneous builder and this one may pick different ones).
+    """
+    tag = _tag()
+    t1, t2, t3 = _names(f"h{tag}", ("a", 4), ("b", 4), ("c", 2), bootstrap=bootstrap)
+    ids = _ids(bootstrap, [t1, t2, t3])
+    subscriptions = [(t1,), (t1, t2), (t2, t3)]
+    members = [RawMember(bootstrap, f"g-{tag}", s) for s in subscriptions]
+    try:
+        settle(members)
+        owners = [(t, p) for m in members for t, parts in m.named(ids).items() for p in parts]
+        sizes = [sum(len(p) for p in m.named(ids).values()) for m in members]
+        return {
+            "each partition once": sorted(owners) == sorted({(t, p) for t, n in ((t1, 4), (t2, 4), (t3, 2)) for p in range(n)}),
+            "only subscribed topics": all(set(m.named(ids)) <= set(s) for s, m in zip(subscriptions, members)),
+            "spread": max(sizes) - min(sizes),
+        }
+    finally:
+        for m in members:
+            m.close()
+
+
 def revoke_before_assign(bootstrap: str) -> list[tuple[str, int, list[int] | None]]:
     """A second member joins a one-member group: the first revokes before the second is given anything."""
     tag = _tag()

@@ -67,6 +67,12 @@ def test_uniform_balances_one_topic_over_three_members(broker: Broker) -> None:
     assert seen["interval_ms"] == HEARTBEAT_MS
 
 
+def test_uniform_balances_members_with_different_subscriptions(broker: Broker) -> None:
+    assert scenarios.uniform_heterogeneous(broker.bootstrap_servers) == {
+        "each partition once": True, "only subscribed topics": True, "spread": 1,
+    }
+
+
 def test_partitions_are_revoked_before_they_are_assigned(broker: Broker) -> None:
     assert scenarios.revoke_before_assign(broker.bootstrap_servers) == [
         # epochs relative to the first member's once it owns the topic
@@ -133,7 +139,7 @@ def test_silent_member_is_fenced_after_the_session_timeout(broker: Broker) -> No
 
 SAME_AS_KAFKA = [
     "range_static", "uniform_chunks", "revoke_before_assign", "static_rejoin", "heartbeat_errors",
-    "commits_with_epochs", "admin_view", "partitions_grow",
+    "commits_with_epochs", "admin_view", "partitions_grow", "uniform_heterogeneous",
 ]
 
 
