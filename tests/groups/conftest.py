@@ -8,9 +8,19 @@ import pytest
 
 from kafkacompat.testing import Broker
 from tests.groups.helpers import GROUP_SETTINGS
+from tests.groups.kafka41 import Kafka41
+from tests.groups.kip848 import KIP848_KAFKA, coordinator_ready
 
 
 @pytest.fixture(scope="module")
 def broker() -> Iterator[Broker]:
     with Broker(**GROUP_SETTINGS) as running:
+        yield running
+
+
+@pytest.fixture(scope="session")
+def kafka41() -> Iterator[Kafka41]:
+    """A real Kafka 4.1 with the KIP-848 timers of tests/groups/kip848.py, shared by the group tests that compare with it."""
+    with Kafka41(**KIP848_KAFKA) as running:
+        coordinator_ready(running.bootstrap_servers, "warm-up")
         yield running

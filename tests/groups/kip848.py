@@ -19,6 +19,22 @@ from tests.wire import Wire
 
 HEARTBEAT, DESCRIBE, METADATA, FIND_COORDINATOR = 68, 69, 3, 10
 
+# KIP-848 timers for the consumer-protocol tests, the same on kafkacompat and on Kafka 4.1
+KIP848_HEARTBEAT_MS, KIP848_SESSION_MS = 500, 3000
+KIP848_BROKER = {
+    "group_consumer_heartbeat_interval_ms": KIP848_HEARTBEAT_MS,
+    "group_consumer_session_timeout_ms": KIP848_SESSION_MS,
+    "group_initial_rebalance_delay_ms": 0,
+}
+KIP848_KAFKA = {
+    "group.consumer.heartbeat.interval.ms": KIP848_HEARTBEAT_MS,
+    "group.consumer.min.heartbeat.interval.ms": 100,
+    "group.consumer.session.timeout.ms": KIP848_SESSION_MS,
+    "group.consumer.min.session.timeout.ms": 1000,
+    # kafkacompat converts only empty classic groups; Kafka does the same with online migration off
+    "group.consumer.migration.policy": "disabled",
+}
+
 
 class RawMember:
     def __init__(

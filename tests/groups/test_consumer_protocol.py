@@ -17,32 +17,14 @@ from kafkacompat.testing import Broker
 from tests.groups import kip848_scenarios as scenarios
 from tests.groups.kafka41 import Kafka41
 from tests.groups.helpers import create_topic, wait_for
-from tests.groups.kip848 import RawMember, coordinator_ready, settle, topic_names
+from tests.groups.kip848 import KIP848_BROKER, KIP848_HEARTBEAT_MS, KIP848_SESSION_MS, RawMember, settle, topic_names
 
-HEARTBEAT_MS, SESSION_MS = 500, 3000
-KAFKA_SETTINGS = {
-    "group.consumer.heartbeat.interval.ms": HEARTBEAT_MS,
-    "group.consumer.min.heartbeat.interval.ms": 100,
-    "group.consumer.session.timeout.ms": SESSION_MS,
-    "group.consumer.min.session.timeout.ms": 1000,
-    # kafkacompat converts only empty classic groups; Kafka does the same with online migration off
-    "group.consumer.migration.policy": "disabled",
-}
+HEARTBEAT_MS, SESSION_MS = KIP848_HEARTBEAT_MS, KIP848_SESSION_MS
 
 
 @pytest.fixture(scope="module")
 def broker() -> Iterator[Broker]:
-    with Broker(
-        group_consumer_heartbeat_interval_ms=HEARTBEAT_MS, group_consumer_session_timeout_ms=SESSION_MS,
-        group_initial_rebalance_delay_ms=0,
-    ) as running:
-        yield running
-
-
-@pytest.fixture(scope="module")
-def kafka() -> Iterator[Kafka41]:
-    with Kafka41(**KAFKA_SETTINGS) as running:
-        coordinator_ready(running.bootstrap_servers, "warm-up")
+    with Broker(**KIP848_BROKER) as running:
         yield running
 
 
@@ -151,16 +133,16 @@ def _comparable(name: str, seen: Any) -> Any:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", SAME_AS_KAFKA)
-def test_kafkacompat_observes_what_kafka_4_1_does(name: str, broker: Broker, kafka: Kafka41) -> None:
+def test_kafkacompat_observes_what_kafka_4_1_does(name: str, broker: Broker, kafka41: Kafka41) -> None:
     scenario = getattr(scenarios, name)
-    theirs = _comparable(name, scenario(kafka.bootstrap_servers))
+    theirs = _comparable(name, scenario(kafka41.bootstrap_servers))
     ours = _comparable(name, scenario(broker.bootstrap_servers))
     assert ours == theirs
 
 
 @pytest.mark.slow
-def test_session_expiry_takes_as_long_as_on_kafka_4_1(broker: Broker, kafka: Kafka41) -> None:
-    theirs = scenarios.session_expiry(kafka.bootstrap_servers)
+def test_session_expiry_takes_as_long_as_on_kafka_4_1(broker: Broker, kafka41: Kafka41) -> None:
+    theirs = scenarios.session_expiry(kafka41.bootstrap_servers)
     ours = scenarios.session_expiry(broker.bootstrap_servers)
     assert {k: v for k, v in ours.items() if k != "took"} == {k: v for k, v in theirs.items() if k != "took"}
     assert abs(ours["took"] - theirs["took"]) < 2.0

@@ -7,23 +7,23 @@ import sys
 import time
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from confluent_kafka import Consumer
 
 from kafkacompat.testing import Broker
 from tests.groups.helpers import create_topic, produce, wait_for
-from tests.groups.kafka41 import kafka_home
+from tests.groups.kafka41 import Kafka41, kafka_home
+from tests.groups.kip848 import KIP848_BROKER, KIP848_SESSION_MS, describe
+from tests.wire import Wire
 
-HEARTBEAT_MS, SESSION_MS = 300, 3000
+SESSION_MS = KIP848_SESSION_MS
 
 
 @pytest.fixture(scope="module")
 def broker() -> Iterator[Broker]:
-    with Broker(
-        group_consumer_heartbeat_interval_ms=HEARTBEAT_MS, group_consumer_session_timeout_ms=SESSION_MS,
-        group_initial_rebalance_delay_ms=0,
-    ) as running:
+    with Broker(**KIP848_BROKER) as running:
         yield running
 
 
@@ -186,3 +186,94 @@ def test_java_console_consumer_with_the_consumer_protocol_and_consumer_groups_de
     classic.close()
     assert shown.returncode == 0, shown.stderr
     assert "rdkafka" in shown.stdout and "#PARTITIONS" in shown.stdout
+
+
+def _java_consumer(bootstrap: str, topic: str, group: str, out: Any) -> subprocess.Popen[str]:
+    home = kafka_home()
+    return subprocess.Popen(
+        [str(home / "bin/kafka-console-consumer.sh"), "--bootstrap-server", bootstrap, "--topic", topic,
+         "--group", group, "--from-beginning", "--timeout-ms", "10000", "--consumer-property", "group.protocol=consumer"],
+        stdout=out, stderr=subprocess.DEVNULL, text=True,
+        env={"KAFKA_HEAP_OPTS": "-Xmx256m", "PATH": "/usr/bin:/bin:/usr/local/bin"},
+    )
+
+
+def _members(bootstrap: str, group: str) -> list[Any]:
+    with Wire(bootstrap) as wire:
+        found = describe(wire, group)[0]
+    return list(found.members) if found.error_code == 0 and found.group_state == "Stable" else []
+
+
+@pytest.mark.slow
+def test_java_and_librdkafka_members_share_one_group_exactly_once(broker: Broker, tmp_path: Any) -> None:
+    """A Java 4.1 consumer and a librdkafka consumer in one consumer-protocol group split the partitions."""
+    topic, group = f"t-{uuid.uuid4().hex[:8]}", f"g-{uuid.uuid4().hex[:8]}"
+    bootstrap = broker.bootstrap_servers
+    create_topic(bootstrap, topic, 4)
+    native = consumer(bootstrap, group)
+    native.subscribe([topic])
+    with open(tmp_path / "java.out", "w") as out:
+        java = _java_consumer(bootstrap, topic, group, out)
+        try:
+            def two_members() -> bool:
+                native.poll(0.05)
+                members = _members(bootstrap, group)
+                return len(members) == 2 and all(len(m.assignment.topic_partitions[0].partitions) == 2
+                                                 for m in members if m.assignment.topic_partitions)
+            wait_for(two_members, 60, "the Java and the librdkafka member to share the topic")
+            assert {m.client_id.split("-")[0] for m in _members(bootstrap, group)} >= {"console"}
+            values = produce(bootstrap, topic, 200, partitions=4)
+            seen: dict[bytes, int] = {}
+            drain([native], seen, 100, timeout=20)
+            java.wait(60)
+        finally:
+            if java.poll() is None:
+                java.kill()
+                java.wait(10)
+            native.close()
+    by_java = (tmp_path / "java.out").read_text().split()
+    both = [v.decode() for v in seen] + by_java
+    assert len(seen) == 100 and len(by_java) == 100  # two partitions each, 50 messages per partition
+    assert sorted(both) == sorted(v.decode() for v in values)  # every message once
+
+
+def _describe_members(bootstrap: str, group: str) -> list[list[str]]:
+    shown = _tool("kafka-consumer-groups", "--bootstrap-server", bootstrap, "--describe", "--members", "--verbose",
+                  "--group", group)
+    assert shown.returncode == 0, shown.stderr
+    return [line.split() for line in shown.stdout.splitlines() if line.strip()]
+
+
+@pytest.mark.slow
+def test_consumer_groups_describe_members_matches_kafka_4_1(broker: Broker, kafka41: Kafka41) -> None:
+    """kafka-consumer-groups --describe --members --verbose on a live librdkafka group, here and on Kafka."""
+    outputs = []
+    for bootstrap in (kafka41.bootstrap_servers, broker.bootstrap_servers):
+        topic, group = "described", f"g-{uuid.uuid4().hex[:8]}"
+        try:
+            create_topic(bootstrap, topic, 4)
+        except Exception:  # noqa: BLE001 - the second group on a broker reuses the topic
+            pass
+        members = [consumer(bootstrap, group, **{"group.instance.id": f"i{i}", "group.remote.assignor": "range",
+                                                  "client.id": f"client-{i}"}) for i in range(2)]
+        try:
+            for c in members:
+                c.subscribe([topic])
+
+            def settled() -> bool:
+                for c in members:
+                    c.poll(0.05)
+                return sorted(len(assigned(c)) for c in members) == [2, 2]
+            wait_for(settled, 30, "two members with two partitions each")
+            rows = _describe_members(bootstrap, group)
+        finally:
+            for c in members:
+                c.close()
+        header, body = rows[0], sorted(rows[1:], key=lambda r: r[2])
+        # member ids and epochs differ per run: keep group, instance, host, client, partition count, assignments
+        keep = [header.index(c) for c in header if c not in ("CONSUMER-ID", "CURRENT-EPOCH", "TARGET-EPOCH")]
+        outputs.append((header, [[row[i] for i in keep if i < len(row)] for row in body]))
+        for row in outputs[-1][1]:
+            row[0] = "<group>"
+    kafka, ours = outputs
+    assert ours == kafka
