@@ -221,11 +221,11 @@ class ConsumerGroupCoordinator:
             # a live classic group stays classic: online upgrades are not served here
             raise HeartbeatError(ErrorCode.group_id_not_found, f"Group {group_id} is not a consumer group.")
         if not create:
-            if classic is not None:
-                # known by its committed offsets only, e.g. after a broker restart (groups live in
-                # memory): its members rejoin at epoch 0 on UNKNOWN_MEMBER_ID
-                raise HeartbeatError(ErrorCode.unknown_member_id, f"Group {group_id} has no member {member_id}.")
-            raise HeartbeatError(ErrorCode.group_id_not_found, f"Consumer group {group_id} not found.")
+            # Kafka answers GROUP_ID_NOT_FOUND, which clients treat as fatal; groups live in memory here,
+            # so after a broker restart their members must be told to rejoin at epoch 0 instead
+            raise HeartbeatError(
+                ErrorCode.unknown_member_id, f"Member {member_id} is not a member of group {group_id}."
+            )
         if classic is not None:
             log.info("empty classic group %s becomes a consumer group", group_id)
             self._forget_classic(group_id)

@@ -277,3 +277,34 @@ def test_consumer_groups_describe_members_matches_kafka_4_1(broker: Broker, kafk
             row[0] = "<group>"
     kafka, ours = outputs
     assert ours == kafka
+
+
+def test_librdkafka_members_rejoin_after_a_broker_restart(tmp_path: Any) -> None:
+    """Consumer groups live in memory: after a restart members are told to rejoin and go on consuming."""
+    topic, group = f"t-{uuid.uuid4().hex[:8]}", f"g-{uuid.uuid4().hex[:8]}"
+    first = Broker(data_dir=str(tmp_path), **KIP848_BROKER).start()
+    port = first.port
+    members: list[Consumer] = []
+    try:
+        create_topic(first.bootstrap_servers, topic, 4)
+        members = [consumer(first.bootstrap_servers, group, **{"enable.auto.commit": "false"}) for _ in range(2)]
+        for c in members:
+            c.subscribe([topic])
+        seen: dict[bytes, int] = {}
+        before = produce(first.bootstrap_servers, topic, 40, partitions=4)
+        drain(members, seen, len(before))
+        assert set(seen) == before
+    finally:
+        first.stop()
+    try:
+        with Broker(data_dir=str(tmp_path), port=port, **KIP848_BROKER) as second:
+            after = produce(second.bootstrap_servers, topic, 40, partitions=4, start=40)
+            later: dict[bytes, int] = {}
+            drain(members, later, len(before) + len(after), timeout=40)
+            assert set(later) >= after  # with no commits they may read the first 40 again, never lose any
+            coordinator = second.server.cluster.groups.consumer
+            wait_for(lambda: group in coordinator.groups and len(coordinator.groups[group].members) == 2
+                     and coordinator.groups[group].state.value == "Stable", 20, "the group to form again")
+    finally:
+        for c in members:
+            c.close()
