@@ -174,13 +174,13 @@ class ConsumerGroupCoordinator:
 
     def _validate(self, req: HeartbeatRequest) -> None:
         invalid = ErrorCode.invalid_request
-        if (req.version >= 1 or req.member_epoch != 0) and not req.member_id:
+        if (req.version >= 1 or req.member_epoch > 0 or req.member_epoch == LEAVE_EPOCH) and not req.member_id.strip():
             raise HeartbeatError(invalid, "MemberId can't be empty.")
-        if not req.group_id:
+        if not req.group_id.strip():
             raise HeartbeatError(invalid, "GroupId can't be empty.")
-        if req.instance_id == "":
+        if req.instance_id is not None and not req.instance_id.strip():
             raise HeartbeatError(invalid, "InstanceId can't be empty.")
-        if req.rack_id == "":
+        if req.rack_id is not None and not req.rack_id.strip():
             raise HeartbeatError(invalid, "RackId can't be empty.")
         if req.member_epoch == 0:
             if req.rebalance_timeout_ms == -1:

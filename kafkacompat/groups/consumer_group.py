@@ -83,7 +83,8 @@ def owns_any(owned: Assignment | None, partitions: Assignment) -> bool:
 
 
 def is_subset(owned: Assignment | None, assigned: Assignment) -> bool:
-    return owned is None or _pairs(owned) <= _pairs(assigned)
+    """Whether the member reports owning only assigned partitions (None: it did not say, so no)."""
+    return owned is not None and _pairs(owned) <= _pairs(assigned)
 
 
 class ConsumerGroup:

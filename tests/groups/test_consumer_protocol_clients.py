@@ -308,3 +308,27 @@ def test_librdkafka_members_rejoin_after_a_broker_restart(tmp_path: Any) -> None
     finally:
         for c in members:
             c.close()
+
+
+def test_librdkafka_regex_subscription_is_resolved_by_the_broker(broker: Broker) -> None:
+    """librdkafka sends a `^` subscription as subscribed_topic_regex; new matching topics join it."""
+    prefix = f"rx{uuid.uuid4().hex[:6]}"
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    create_topic(broker.bootstrap_servers, f"{prefix}-a", 2)
+    create_topic(broker.bootstrap_servers, f"other{prefix}", 2)
+    c = consumer(broker.bootstrap_servers, group, **{"topic.metadata.refresh.interval.ms": "1000"})
+    try:
+        c.subscribe([f"^{prefix}-.*"])
+
+        def topics() -> set[str]:
+            c.poll(0.05)
+            return {tp.topic for tp in c.assignment()}
+
+        wait_for(lambda: topics() == {f"{prefix}-a"}, 20, "the matching topic")
+        create_topic(broker.bootstrap_servers, f"{prefix}-b", 1)
+        wait_for(lambda: topics() == {f"{prefix}-a", f"{prefix}-b"}, 20, "the new matching topic")
+        with Wire(broker.bootstrap_servers) as wire:
+            member = describe(wire, group)[0].members[0]
+        assert f"^{prefix}-.*" in member.subscribed_topic_regex  # librdkafka wraps each pattern in ( )
+    finally:
+        c.close()
