@@ -175,8 +175,6 @@ def test_java_console_consumer_with_the_consumer_protocol_and_consumer_groups_de
     assert described.returncode == 0, described.stderr
     rows = [line.split() for line in described.stdout.splitlines() if line.startswith(group)]
     assert sorted((r[1], r[2], r[3], r[4]) for r in rows) == [(topic, str(p), "30", "30") for p in range(3)]
-    listed = _tool("kafka-consumer-groups", "--bootstrap-server", bootstrap, "--list", "--type", "consumer")
-    assert group in listed.stdout.split()
     # a classic group is still described (Admin falls back from ConsumerGroupDescribe to DescribeGroups)
     classic = Consumer({"bootstrap.servers": bootstrap, "group.id": group + "-classic", "auto.offset.reset": "earliest"})
     classic.subscribe([topic])
@@ -332,3 +330,45 @@ def test_librdkafka_regex_subscription_is_resolved_by_the_broker(broker: Broker)
         assert f"^{prefix}-.*" in member.subscribed_topic_regex  # librdkafka wraps each pattern in ( )
     finally:
         c.close()
+
+
+def _admin_session(bootstrap: str) -> list[str]:
+    """A consumer group used, left, then reset, trimmed and deleted with kafka-consumer-groups."""
+    topic, group = f"adm-{uuid.uuid4().hex[:6]}", f"g-{uuid.uuid4().hex[:8]}"
+    create_topic(bootstrap, topic, 2)
+    produce(bootstrap, topic, 20, partitions=2)
+    c = consumer(bootstrap, group, **{"enable.auto.commit": "false"})
+    try:
+        c.subscribe([topic])
+        got = 0
+        deadline = time.monotonic() + 30
+        while got < 20 and time.monotonic() < deadline:
+            msg = c.poll(0.2)
+            got += msg is not None and msg.error() is None
+        c.commit(asynchronous=False)
+        live_delete = _tool("kafka-consumer-groups", "--bootstrap-server", bootstrap, "--delete", "--group", group)
+    finally:
+        c.close()
+    steps = [  # each prints the outcome per partition or group
+        ("--reset-offsets", "--to-offset", "3", "--topic", topic, "--execute"),
+        ("--delete-offsets", "--topic", f"{topic}:1"),
+        ("--delete",),
+    ]
+    runs = [live_delete] + [
+        _tool("kafka-consumer-groups", "--bootstrap-server", bootstrap, *step, "--group", group) for step in steps
+    ]
+    def normal(text: str) -> list[str]:  # rows come in hash order in Kafka's tool: sort them
+        lines = [" ".join(line.split()) for line in text.replace(group, "<group>").replace(topic, "<topic>").splitlines()]
+        lines = [line for line in lines if line]
+        return lines[:1] + sorted(lines[1:])
+
+    return [" | ".join(normal(run.stdout)) for run in runs]
+
+
+@pytest.mark.slow
+def test_kafka_consumer_groups_admin_on_a_consumer_group_matches_kafka_4_1(broker: Broker, kafka41: Kafka41) -> None:
+    """Delete refused while live, reset and delete offsets once empty, then delete: as on Kafka 4.1."""
+    theirs = _admin_session(kafka41.bootstrap_servers)
+    ours = _admin_session(broker.bootstrap_servers)
+    assert ours == theirs
+    assert "GroupNotEmptyException" in ours[0] and "successful" in ours[-1]
