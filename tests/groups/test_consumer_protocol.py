@@ -16,7 +16,7 @@ import pytest
 from kafkacompat.testing import Broker
 from tests.groups import kip848_scenarios as scenarios
 from tests.groups.kafka41 import Kafka41
-from tests.groups.helpers import create_topic, wait_for
+from tests.groups.helpers import commit, create_topic, wait_for
 from tests.groups.kip848 import KIP848_BROKER, KIP848_HEARTBEAT_MS, KIP848_SESSION_MS, RawMember, settle, topic_names
 
 HEARTBEAT_MS, SESSION_MS = KIP848_HEARTBEAT_MS, KIP848_SESSION_MS
@@ -182,3 +182,26 @@ def test_regex_subscription_follows_topic_creation_and_refuses_what_re2_refuses(
         assert refused.heartbeat().error_code == 128  # INVALID_REGULAR_EXPRESSION, as RE2/J refuses lookaround
     finally:
         refused.close()
+
+
+def test_consumer_group_offsets_expire_unless_subscribed_and_the_empty_group_goes(broker: Broker) -> None:
+    """Kafka's rule for consumer groups: commits expire by age, except for topics members subscribe to."""
+    tag = scenarios._tag()
+    subscribed, other = f"ex{tag}-s", f"ex{tag}-o"
+    create_topic(broker.bootstrap_servers, subscribed, 1)
+    create_topic(broker.bootstrap_servers, other, 1)
+    group = f"g-{tag}"
+    member = RawMember(broker.bootstrap_servers, group, (subscribed,))
+    try:
+        settle([member])
+        offsets = {(subscribed, 0): (1, None), (other, 0): (2, None)}
+        assert set(commit(member.wire, 9, group, offsets, member.epoch, member.member_id).values()) == {0}
+        coordinator = broker.server.cluster.groups
+        later = coordinator._clock() + coordinator.config.offsets_retention_minutes * 60_000 + 1
+        assert broker.call(coordinator.expire_offsets(now=later)) == 1
+        assert broker.committed(group, subscribed) == {0: 1} and broker.committed(group, other) == {}
+        member.leave()
+        assert broker.call(coordinator.expire_offsets(now=later)) == 1
+        assert group not in coordinator.consumer.groups
+    finally:
+        member.close()
