@@ -25,6 +25,8 @@ from kafkacompat.storage import Store, TopicInfo
 from ..broker.topic_names import TopicNameError, canonical_name, split_name
 from ..config import BrokerConfig
 from .assignors import Assignment, MemberSpec, assign
+from .classic_members import ClassicMembers
+from .group import Group
 from .consumer_group import (
     LEAVE_EPOCH,
     STATIC_LEAVE_EPOCH,
@@ -99,15 +101,20 @@ class ConsumerGroupCoordinator:
         config: BrokerConfig,
         store: Store,
         clock: Callable[[], int],
-        classic_group_state: Callable[[str], str | None],
-        forget_classic_group: Callable[[str], None],
+        classic_group: Callable[[str], Group | None],
+        hand_over_classic_group: Callable[[str], None],
     ) -> None:
         self.config = config
         self.store = store
         self.groups: dict[str, ConsumerGroup] = {}
         self._clock = clock
-        self._classic_state = classic_group_state  # None when no classic group has this id
-        self._forget_classic = forget_classic_group
+        self._classic_group = classic_group  # the classic group of an id (or one known by offsets only)
+        self._hand_over = hand_over_classic_group  # the classic coordinator lets go of a group
+        self.classic = ClassicMembers(self)
+
+    def _classic_state(self, group_id: str) -> str | None:
+        group = self._classic_group(group_id)
+        return group.state.value if group is not None else None
 
     @property
     def default_assignor(self) -> str:
@@ -216,10 +223,19 @@ class ConsumerGroupCoordinator:
         group = self.groups.get(group_id)
         if group is not None:
             return group
-        classic = self._classic_state(group_id)
-        if classic is not None and classic not in ("Empty", "Dead"):
-            # a live classic group stays classic: online upgrades are not served here
-            raise HeartbeatError(ErrorCode.group_id_not_found, f"Group {group_id} is not a consumer group.")
+        classic = self._classic_group(group_id)
+        live = classic is not None and classic.state.value not in ("Empty", "Dead")
+        if live:
+            assert classic is not None
+            if not create:
+                raise HeartbeatError(ErrorCode.group_id_not_found, f"Group {group_id} is not a consumer group.")
+            upgraded = self.classic.upgrade(classic, self._clock())
+            if isinstance(upgraded, str):
+                log.info("%s", upgraded)
+                raise HeartbeatError(ErrorCode.group_id_not_found, upgraded)
+            self._hand_over(group_id)
+            self.groups[group_id] = upgraded
+            return upgraded
         if not create:
             # Kafka answers GROUP_ID_NOT_FOUND, which clients treat as fatal; groups live in memory here,
             # so after a broker restart their members must be told to rejoin at epoch 0 instead
@@ -228,7 +244,7 @@ class ConsumerGroupCoordinator:
             )
         if classic is not None:
             log.info("empty classic group %s becomes a consumer group", group_id)
-            self._forget_classic(group_id)
+            self._hand_over(group_id)
         group = self.groups[group_id] = ConsumerGroup(group_id, self._clock())
         return group
 
@@ -315,30 +331,12 @@ class ConsumerGroupCoordinator:
             ),
             client_id=req.client_id,
             client_host=req.client_host,
-        )
-        bump = group.group_epoch == 0 or is_new or (
-            updated.subscribed_topic_names != member.subscribed_topic_names
-            or updated.subscribed_topic_regex != member.subscribed_topic_regex
+            classic=None,  # a member that heartbeats speaks the consumer protocol from now on
         )
         if is_new:
             log.info("member %s joins consumer group %s", updated.member_id, group.group_id)
-        group.put(updated)
-        metadata, member_topics = self._subscription(group)
-        if metadata != group.subscribed:
-            bump = True
-            group.subscribed = metadata
-        if bump:
-            group.group_epoch += 1
-        if group.group_epoch > group.assignment_epoch:
-            self._assign(group, metadata, member_topics)
-        target = group.target.get(updated.member_id, {})
-        if not updated.is_reconciled_to(group.assignment_epoch):
-            reconciled = reconcile(group, updated, group.assignment_epoch, target, req.owned)
-            if reconciled is not updated:
-                group.put(reconciled)
-                self._track_revocation(group, updated, reconciled)
-                updated = reconciled
-        self._schedule_session_timeout(group, updated)
+        updated = self.update_member(group, member, updated, req.owned, is_new)
+        self.schedule_session_timeout(group, updated)
         full = req.member_epoch == 0 or (
             req.rebalance_timeout_ms != -1
             and (req.subscribed_topic_names is not None or req.subscribed_topic_regex is not None)
@@ -351,6 +349,37 @@ class ConsumerGroupCoordinator:
             heartbeat_interval_ms=self.config.group_consumer_heartbeat_interval_ms,
             assignment=updated.assigned if (full or changed) else None,
         )
+
+    def update_member(
+        self, group: ConsumerGroup, member: ConsumerMember, updated: ConsumerMember,
+        owned: Assignment | None, is_new: bool,
+    ) -> ConsumerMember:
+        """Store a member's new subscription, move the group epoch and reconcile the member one step.
+
+        The group epoch moves when the group is new, the member is new, its
+        subscription changed, or the subscribed topics changed since last seen.
+        """
+        bump = group.group_epoch == 0 or is_new or (
+            updated.subscribed_topic_names != member.subscribed_topic_names
+            or updated.subscribed_topic_regex != member.subscribed_topic_regex
+        )
+        group.put(updated)
+        metadata, member_topics = self._subscription(group)
+        if metadata != group.subscribed:
+            bump = True
+            group.subscribed = metadata
+        if bump:
+            group.group_epoch += 1
+        if group.group_epoch > group.assignment_epoch:
+            self._assign(group, metadata, member_topics)
+        target = group.target.get(updated.member_id, {})
+        if not updated.is_reconciled_to(group.assignment_epoch):
+            reconciled = reconcile(group, updated, group.assignment_epoch, target, owned)
+            if reconciled is not updated:
+                group.put(reconciled)
+                self._track_revocation(group, updated, reconciled)
+                updated = reconciled
+        return updated
 
     def _assign(
         self, group: ConsumerGroup, metadata: Mapping[uuid.UUID, tuple[str, int]],
@@ -383,11 +412,13 @@ class ConsumerGroupCoordinator:
             after.rebalance_timer = None
 
     # timeouts -----------------------------------------------------------------
-    def _schedule_session_timeout(self, group: ConsumerGroup, member: ConsumerMember) -> None:
+    def schedule_session_timeout(self, group: ConsumerGroup, member: ConsumerMember) -> None:
+        """Classic members keep the session timeout they joined with; others get the broker's."""
         if member.session_timer is not None:
             member.session_timer.cancel()
+        timeout = member.classic.session_timeout_ms if member.classic else self.config.group_consumer_session_timeout_ms
         member.session_timer = asyncio.get_running_loop().call_later(
-            self.config.group_consumer_session_timeout_ms / 1000,
+            timeout / 1000,
             self._session_expired, group.group_id, member.member_id,
         )
 
@@ -397,7 +428,7 @@ class ConsumerGroupCoordinator:
             return
         group.members[member_id].session_timer = None
         log.info("member %s of consumer group %s: session timed out", member_id, group_id)
-        self._fence(group, member_id)
+        self.fence(group, member_id)
 
     def _rebalance_expired(self, group_id: str, member_id: str, epoch: int) -> None:
         group = self.groups.get(group_id)
@@ -410,9 +441,9 @@ class ConsumerGroupCoordinator:
                 "member %s of consumer group %s did not revoke its partitions within the rebalance timeout",
                 member_id, group_id,
             )
-            self._fence(group, member_id)
+            self.fence(group, member_id)
 
-    def _fence(self, group: ConsumerGroup, member_id: str) -> None:
+    def fence(self, group: ConsumerGroup, member_id: str) -> None:
         """Remove a member; the others get its partitions at the next group epoch."""
         group.remove(member_id)
         group.group_epoch += 1
@@ -431,7 +462,7 @@ class ConsumerGroupCoordinator:
                     ErrorCode.unknown_member_id, f"Member {req.member_id} is not a member of group {group.group_id}."
                 )
             log.info("member %s left consumer group %s", req.member_id, group.group_id)
-            self._fence(group, req.member_id)
+            self.fence(group, req.member_id)
             return answer
         current_id = group.static_members.get(req.instance_id)
         if current_id is None or current_id not in group.members:
@@ -451,7 +482,7 @@ class ConsumerGroupCoordinator:
             group.put(dataclasses.replace(member, member_epoch=STATIC_LEAVE_EPOCH, pending_revocation={}))
             return answer
         log.info("static member %s (instance %s) left consumer group %s", req.member_id, req.instance_id, group.group_id)
-        self._fence(group, current_id)
+        self.fence(group, current_id)
         return answer
 
     # offsets ------------------------------------------------------------------
@@ -462,6 +493,8 @@ class ConsumerGroupCoordinator:
         member = group.members.get(member_id)
         if member is None:
             return ErrorCode.unknown_member_id
+        if member.classic is not None:  # a classic member commits with its generation, any version
+            return ErrorCode.none if epoch == member.member_epoch else ErrorCode.illegal_generation
         if version < 9:
             return ErrorCode.unsupported_version  # consumer-protocol members commit with v9+
         if epoch != member.member_epoch:

@@ -41,6 +41,14 @@ class MemberState(enum.Enum):
 EMPTY_ASSIGNMENT: dict[uuid.UUID, frozenset[int]] = {}
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class ClassicMembership:
+    """A member that speaks the classic protocol (JoinGroup/SyncGroup/Heartbeat) inside a consumer group."""
+
+    session_timeout_ms: int
+    protocols: tuple[tuple[str, bytes], ...]  # (name, subscription) in the member's preference order
+
+
 @dataclasses.dataclass(slots=True)
 class ConsumerMember:
     member_id: str
@@ -57,6 +65,7 @@ class ConsumerMember:
     state: MemberState = MemberState.STABLE
     assigned: Assignment = dataclasses.field(default_factory=dict)
     pending_revocation: Assignment = dataclasses.field(default_factory=dict)
+    classic: ClassicMembership | None = None
     session_timer: asyncio.TimerHandle | None = None
     rebalance_timer: asyncio.TimerHandle | None = None
 

@@ -23,6 +23,7 @@ from kafkacompat.storage import Cursor, Store
 
 from ..config import BrokerConfig
 from ..broker.topic_names import TopicNameError, split_name
+from .classic_api import JoinRequest, JoinResult, SyncResult
 from .consumer_coordinator import ConsumerGroupCoordinator
 from .consumer_protocol import CONSUMER_PROTOCOL_TYPE, subscribed_topics
 from .group import Group, GroupState, Member
@@ -46,26 +47,6 @@ def now_ms() -> int:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class JoinResult:
-    error: ErrorCode
-    member_id: str
-    generation: int = -1
-    protocol_type: str | None = None
-    protocol_name: str | None = None
-    leader: str = ""
-    members: tuple[tuple[str, str | None, bytes], ...] = ()  # (member id, instance id, metadata)
-    skip_assignment: bool = False
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class SyncResult:
-    error: ErrorCode
-    protocol_type: str | None = None
-    protocol_name: str | None = None
-    assignment: bytes = b""
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
 class MemberSummary:
     member_id: str
     instance_id: str | None
@@ -84,22 +65,6 @@ class GroupSummary:
     members: tuple[MemberSummary, ...]
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class JoinRequest:
-    group_id: str
-    member_id: str
-    instance_id: str | None
-    client_id: str
-    client_host: str
-    session_timeout_ms: int
-    rebalance_timeout_ms: int
-    protocol_type: str
-    protocols: list[tuple[str, bytes]]
-    require_known_member_id: bool  # JoinGroup v4+: the MEMBER_ID_REQUIRED round trip
-    supports_skip_assignment: bool  # JoinGroup v9+
-    reason: str | None = None
-
-
 class GroupCoordinator:
     def __init__(self, config: BrokerConfig, store: Store, clock: Callable[[], int] = now_ms) -> None:
         self.config = config
@@ -108,7 +73,7 @@ class GroupCoordinator:
         self._clock = clock
         self._expiry_task: asyncio.Task[None] | None = None
         # KIP-848 groups share this coordinator's offsets, listing and deletion; a group id is one or the other
-        self.consumer = ConsumerGroupCoordinator(config, store, clock, self._classic_state, self._forget_classic)
+        self.consumer = ConsumerGroupCoordinator(config, store, clock, self._group, self._hand_over)
 
     # lifetime ---------------------------------------------------------------
     def start(self) -> None:
@@ -144,14 +109,21 @@ class GroupCoordinator:
             group = self.groups[group_id] = Group(group_id, self._clock())
         return group
 
-    def _classic_state(self, group_id: str) -> str | None:
-        """The state of a classic group (or of one known by its offsets only, Empty); None when none."""
-        group = self._group(group_id)
-        return group.state.value if group is not None else None
-
-    def _forget_classic(self, group_id: str) -> None:
+    def _hand_over(self, group_id: str) -> None:
+        """Let go of a classic group that becomes a consumer group: parked members are told to rejoin."""
         group = self.groups.pop(group_id, None)
-        if group is not None and not group.is_(Dead):
+        if group is None:
+            return
+        for name in ("join_timer", "sync_timer"):
+            self._cancel(group, name)
+        for timer in group.pending_members.values():
+            timer.cancel()
+        for member in group.members.values():
+            self._answer_join(member, JoinResult(ErrorCode.rebalance_in_progress, member.member_id))
+            self._answer_sync(member, SyncResult(ErrorCode.rebalance_in_progress))
+            if member.heartbeat_timer is not None:
+                member.heartbeat_timer.cancel()
+        if not group.is_(Dead):
             group.transition(Dead, self._clock())
 
     def _all_groups(self) -> list[Group]:
@@ -175,9 +147,10 @@ class GroupCoordinator:
             <= self.config.group_max_session_timeout_ms
         ):
             return fail(ErrorCode.invalid_session_timeout)
-        if req.group_id in self.consumer.groups and not self.consumer.drop_if_empty(req.group_id):
-            # a live consumer group takes no classic members here (Kafka's mixed groups are not served)
-            return fail(ErrorCode.inconsistent_group_protocol)
+        consumer_group = self.consumer.groups.get(req.group_id)
+        if consumer_group is not None and not self.consumer.drop_if_empty(req.group_id):
+            answer.set_result(self.consumer.classic.join(consumer_group, req))  # a classic member of a consumer group
+            return answer
         is_unknown = req.member_id == ""
         group = self._group(req.group_id, create=is_unknown)
         if group is None:
@@ -522,6 +495,12 @@ class GroupCoordinator:
         protocol_type: str | None, protocol_name: str | None, assignments: Mapping[str, bytes],
     ) -> asyncio.Future[SyncResult]:
         answer: asyncio.Future[SyncResult] = asyncio.get_running_loop().create_future()
+        consumer_group = self.consumer.groups.get(group_id)
+        if consumer_group is not None:
+            answer.set_result(
+                self.consumer.classic.sync(consumer_group, generation, member_id, instance_id, protocol_type, protocol_name)
+            )
+            return answer
         group = self._group(group_id) if group_id else None
         error = ErrorCode.none
         if not group_id:
@@ -574,6 +553,9 @@ class GroupCoordinator:
     def heartbeat(self, group_id: str, generation: int, member_id: str, instance_id: str | None) -> ErrorCode:
         if not group_id:
             return ErrorCode.invalid_group_id
+        consumer_group = self.consumer.groups.get(group_id)
+        if consumer_group is not None:
+            return self.consumer.classic.heartbeat(consumer_group, generation, member_id, instance_id)
         group = self._group(group_id)
         if group is None:
             return ErrorCode.unknown_member_id
@@ -594,6 +576,9 @@ class GroupCoordinator:
         """(top-level error, one error per (member id, instance id))."""
         if not group_id:
             return ErrorCode.invalid_group_id, []
+        consumer_group = self.consumer.groups.get(group_id)
+        if consumer_group is not None:
+            return ErrorCode.none, self.consumer.classic.leave(consumer_group, leaving)
         group = self._group(group_id)
         if group is None:
             return ErrorCode.none, [ErrorCode.unknown_member_id] * len(leaving)

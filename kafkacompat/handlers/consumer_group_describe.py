@@ -12,7 +12,7 @@ from ..groups.assignors import Assignment
 from .common import NO_THROTTLE, UNSET_OPERATIONS, make, schema_of
 from .describe_groups import GROUP_OPERATIONS
 
-CONSUMER_MEMBER_TYPE = 1  # v1: -1 unknown, 0 classic member, 1 consumer member
+CLASSIC_MEMBER_TYPE, CONSUMER_MEMBER_TYPE = 0, 1  # v1: -1 unknown, 0 classic member, 1 consumer member
 
 
 def _assignment(m: Any, coordinator: Any, assignment: Assignment) -> Any:
@@ -46,7 +46,7 @@ async def handle(ctx: Any, request: Any) -> Any:
                 subscribed_topic_regex=d.member.subscribed_topic_regex,
                 assignment=_assignment(m, coordinator, d.member.assigned),
                 target_assignment=_assignment(m, coordinator, d.target),
-                member_type=CONSUMER_MEMBER_TYPE,
+                member_type=CLASSIC_MEMBER_TYPE if d.member.classic is not None else CONSUMER_MEMBER_TYPE,
             )
             for d in found.members
         )

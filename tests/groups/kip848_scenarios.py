@@ -8,6 +8,7 @@ members by role or instance id, topics by the scenario's own names.
 
 from __future__ import annotations
 
+import struct
 import time
 import uuid
 from typing import Any
@@ -15,7 +16,8 @@ from typing import Any
 from confluent_kafka.admin import AdminClient, NewPartitions
 
 from kafkacompat.protocol.messages import make
-from tests.groups.helpers import commit, create_topic, join_member, module, sync
+from kafkacompat.groups.consumer_protocol import encode_assignment, parse_assignment
+from tests.groups.helpers import commit, create_topic, heartbeat, join, join_member, leave, module, sync
 from tests.groups.kip848 import RawMember, describe, settle, topic_names
 from tests.wire import Wire
 
@@ -310,15 +312,15 @@ def admin_view(bootstrap: str) -> dict[str, Any]:
 
 
 def classic_groups_and_consumer_joins(bootstrap: str) -> dict[str, Any]:
-    """An offsets-only classic group converts on a consumer join; a live classic group refuses it."""
+    """An offsets-only classic group converts on a consumer join; a live group of another protocol type refuses it."""
     tag = _tag()
     names = _names(f"k{tag}", ("t", 2), bootstrap=bootstrap)
     simple, live = f"simple-{tag}", f"live-{tag}"
     with Wire(bootstrap) as wire:
         commit(wire, 9, simple, {(names[0], 0): (3, None)})
-        joined = join_member(wire, live, session_ms=10_000)
+        joined = join_member(wire, live, session_ms=10_000, protocol_type="connect", protocols=(("sessioned", b"{}"),))
         assert joined.error_code == 0, joined
-        sync(wire, 5, live, joined.generation_id, joined.member_id, {joined.member_id: b""}, protocol_type="consumer",
+        sync(wire, 5, live, joined.generation_id, joined.member_id, {joined.member_id: b""}, protocol_type="connect",
              protocol_name=joined.protocol_name)
         converts = RawMember(bootstrap, simple, tuple(names))
         refused = RawMember(bootstrap, live, tuple(names))
@@ -334,6 +336,61 @@ def classic_groups_and_consumer_joins(bootstrap: str) -> dict[str, Any]:
         finally:
             converts.close()
             refused.close()
+
+
+def _subscription_v0(*topics: str) -> bytes:
+    """ConsumerProtocolSubscription v0, as an eager classic consumer sends it."""
+    out = struct.pack(">hi", 0, len(topics))
+    for topic in topics:
+        out += struct.pack(">h", len(topic)) + topic.encode()
+    return out + struct.pack(">i", -1)
+
+
+def online_upgrade(bootstrap: str) -> list[Any]:
+    """A classic member, then a consumer-protocol member joins: the group converts and both are served."""
+    tag = _tag()
+    names = _names(f"m{tag}", ("t", 4), bootstrap=bootstrap)
+    ids = _ids(bootstrap, names)
+    group = f"g-{tag}"
+    protocols = (("range", _subscription_v0(names[0])),)
+    seen: list[Any] = []
+    with Wire(bootstrap) as wire:
+        joined = join_member(wire, group, protocols=protocols, session_ms=10_000)
+        classic_id = joined.member_id
+        sync(wire, 5, group, joined.generation_id, classic_id, {classic_id: encode_assignment({names[0]: frozenset(range(4))})},
+             protocol_type="consumer", protocol_name="range")
+        seen.append(("classic group", int(joined.error_code), joined.generation_id))
+        member = RawMember(bootstrap, group, tuple(names))
+        try:
+            answer = member.heartbeat()
+            seen.append(("consumer joins", int(answer.error_code), answer.member_epoch - joined.generation_id,
+                         member.named(ids)))
+            beat = heartbeat(wire, group, joined.generation_id, classic_id)
+            seen.append(("classic heartbeat", int(beat.error_code)))
+            again = join(wire, 9, group, member_id=classic_id, protocols=protocols, session_ms=10_000)
+            seen.append(("classic rejoins", int(again.error_code), again.generation_id - joined.generation_id,
+                         again.protocol_type, again.protocol_name, again.leader == classic_id, len(again.members)))
+            synced = sync(wire, 5, group, again.generation_id, classic_id, {}, protocol_type="consumer", protocol_name="range")
+            seen.append(("classic syncs", int(synced.error_code), parse_assignment(synced.assignment)))
+            settle([member])
+            seen.append(("consumer settles", member.epoch - joined.generation_id, member.named(ids)))
+            beat = heartbeat(wire, group, again.generation_id, classic_id)
+            seen.append(("classic heartbeat", int(beat.error_code)))
+            described = describe(wire, group)[0]
+            seen.append(("describe", described.group_state, sorted((m.member_type, m.member_epoch - joined.generation_id)
+                                                                    for m in described.members)))
+            left = leave(wire, group, [(classic_id, None)])
+            seen.append(("classic leaves", [int(m.error_code) for m in left.members]))
+            settle([member])
+            seen.append(("consumer alone", member.named(ids)))
+        finally:
+            member.close()
+    def plain(value: Any) -> Any:  # the topic by its suffix, partitions as sorted lists
+        if isinstance(value, dict):
+            return sorted((k.rsplit("-", 1)[1], sorted(v)) for k, v in value.items())
+        return value
+
+    return [tuple(plain(x) for x in row) for row in seen]
 
 
 def partitions_grow(bootstrap: str) -> dict[str, Any]:
