@@ -186,11 +186,15 @@ def test_java_console_consumer_with_the_consumer_protocol_and_consumer_groups_de
     assert "rdkafka" in shown.stdout and "#PARTITIONS" in shown.stdout
 
 
-def _java_consumer(bootstrap: str, topic: str, group: str, out: Any) -> subprocess.Popen[str]:
+def _java_consumer(
+    bootstrap: str, topic: str, group: str, out: Any, protocol: str = "consumer", idle_ms: int = 10_000,
+) -> subprocess.Popen[str]:
+    """kafka-console-consumer reading until it has seen nothing for `idle_ms`."""
     home = kafka_home()
     return subprocess.Popen(
         [str(home / "bin/kafka-console-consumer.sh"), "--bootstrap-server", bootstrap, "--topic", topic,
-         "--group", group, "--from-beginning", "--timeout-ms", "10000", "--consumer-property", "group.protocol=consumer"],
+         "--group", group, "--from-beginning", "--timeout-ms", str(idle_ms),
+         "--consumer-property", f"group.protocol={protocol}"],
         stdout=out, stderr=subprocess.DEVNULL, text=True,
         env={"KAFKA_HEAP_OPTS": "-Xmx256m", "PATH": "/usr/bin:/bin:/usr/local/bin"},
     )
@@ -372,3 +376,86 @@ def test_kafka_consumer_groups_admin_on_a_consumer_group_matches_kafka_4_1(broke
     ours = _admin_session(broker.bootstrap_servers)
     assert ours == theirs
     assert "GroupNotEmptyException" in ours[0] and "successful" in ours[-1]
+
+
+@pytest.mark.parametrize("strategy", ["range", "cooperative-sticky"])
+def test_rolling_upgrade_of_librdkafka_classic_members_to_the_consumer_protocol(broker: Broker, strategy: str) -> None:
+    """Classic members (eager or cooperative), then consumer-protocol ones join: one group, shared partitions."""
+    topic, group = f"t-{uuid.uuid4().hex[:8]}", f"g-{uuid.uuid4().hex[:8]}"
+    bootstrap = broker.bootstrap_servers
+    create_topic(bootstrap, topic, 4)
+    classic = [Consumer({"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
+                         "session.timeout.ms": 6000, "heartbeat.interval.ms": 300,
+                         "partition.assignment.strategy": strategy}) for _ in range(2)]
+    upgraded = consumer(bootstrap, group)
+    everyone = classic + [upgraded]
+    try:
+        for c in classic:
+            c.subscribe([topic])
+
+        def split(members: list[Consumer], sizes: list[int]) -> Any:
+            def check() -> bool:
+                for c in members:
+                    c.poll(0.05)
+                owned = [assigned(c) for c in members]
+                return sorted(map(len, owned)) == sizes and set().union(*owned) == set(range(4))
+            return check
+
+        wait_for(split(classic, [2, 2]), 30, "the classic group")
+        upgraded.subscribe([topic])
+        wait_for(split(everyone, [1, 1, 2]), 30, "the classic members and the upgraded one to share")
+        with Wire(bootstrap) as wire:
+            described = describe(wire, group)[0]
+        assert described.error_code == 0 and sorted(m.member_type for m in described.members) == [0, 0, 1]
+        values = produce(bootstrap, topic, 80, partitions=4)
+        seen: dict[bytes, int] = {}
+        drain(everyone, seen, len(values))
+        assert set(seen) == values and set(seen.values()) == {1}
+        classic[0].close()
+        classic[1].close()
+        wait_for(split([upgraded], [4]), 30, "the upgraded member to take over every partition")
+    finally:
+        for c in everyone:
+            try:
+                c.close()
+            except RuntimeError:  # already closed
+                pass
+
+
+@pytest.mark.slow
+def test_rolling_upgrade_of_a_java_classic_member_to_the_consumer_protocol(broker: Broker, tmp_path: Any) -> None:
+    """A Java 4.1 classic consumer, then a Java consumer-protocol one in the same group: all read once."""
+    topic, group = f"t-{uuid.uuid4().hex[:8]}", f"g-{uuid.uuid4().hex[:8]}"
+    bootstrap = broker.bootstrap_servers
+    create_topic(bootstrap, topic, 4)
+    outputs = [tmp_path / "classic.out", tmp_path / "consumer.out"]
+    with open(outputs[0], "w") as first_out, open(outputs[1], "w") as second_out:
+        # idle long enough to still be there when the second JVM has started and joined
+        first = _java_consumer(bootstrap, topic, group, first_out, protocol="classic", idle_ms=45_000)
+        second = None
+        try:
+            with Wire(bootstrap) as wire:
+                def classic_group_formed() -> bool:
+                    found = describe(wire, group)[0]  # a classic group: "not a consumer group"
+                    return found.error_code == 69 and "not a consumer group" in (found.error_message or "")
+                wait_for(classic_group_formed, 60, "the Java classic consumer's group")
+                second = _java_consumer(bootstrap, topic, group, second_out, protocol="consumer", idle_ms=45_000)
+
+                def mixed() -> bool:
+                    found = describe(wire, group)[0]
+                    return found.error_code == 0 and found.group_state == "Stable" and sorted(
+                        m.member_type for m in found.members) == [0, 1]
+                wait_for(mixed, 60, "one classic and one consumer-protocol Java member in a Stable group")
+            values = produce(bootstrap, topic, 200, partitions=4)
+            wait_for(lambda: sum(len(p.read_text().split()) for p in outputs) >= 200, 60, "all 200 messages read")
+            for process in (first, second):
+                process.terminate()  # the console consumer's shutdown hook closes it (and leaves the group)
+                process.wait(60)
+        finally:
+            for process in (first, second):
+                if process is not None and process.poll() is None:
+                    process.kill()
+                    process.wait(10)
+    read = [path.read_text().split() for path in outputs]
+    assert read[0] and read[1]  # both members read a share
+    assert sorted(read[0] + read[1]) == sorted(v.decode() for v in values)
