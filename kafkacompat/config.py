@@ -41,10 +41,10 @@ class BrokerConfig:
     group_consumer_heartbeat_interval_ms: int = 5_000
     group_consumer_max_size: int = 2**31 - 1
     group_consumer_assignors: list[str] = dataclasses.field(default_factory=lambda: ["uniform", "range"])
-    # "upgrade": the first consumer-protocol member converts a live classic group (Kafka's online
-    # upgrade); "disabled": it is refused. Kafka's default, "bidirectional", also converts back when
-    # the last consumer-protocol member leaves; that way back is not offered here.
-    group_consumer_migration_policy: str = "upgrade"
+    # Kafka's group.consumer.migration.policy: "upgrade" lets the first consumer-protocol member
+    # convert a live classic group, "downgrade" converts a consumer group back when only classic
+    # members are left, "bidirectional" (Kafka's default) both, "disabled" neither
+    group_consumer_migration_policy: str = "bidirectional"
     offsets_retention_minutes: int = 7 * 24 * 60
     offsets_retention_check_interval_ms: int = 600_000
     log_level: str = "INFO"
@@ -111,9 +111,10 @@ def load_config(
     unknown = [a for a in config.group_consumer_assignors if a not in ("uniform", "range")]
     if unknown or not config.group_consumer_assignors:
         raise ConfigError(f"group_consumer_assignors must list uniform and/or range, got {config.group_consumer_assignors}")
-    if config.group_consumer_migration_policy not in ("upgrade", "disabled"):
+    if config.group_consumer_migration_policy not in ("bidirectional", "upgrade", "downgrade", "disabled"):
         raise ConfigError(
-            f"group_consumer_migration_policy must be upgrade or disabled, got {config.group_consumer_migration_policy!r}"
+            "group_consumer_migration_policy must be bidirectional, upgrade, downgrade or disabled, "
+            f"got {config.group_consumer_migration_policy!r}"
         )
     if config.retention_check_ms < 1:
         raise ConfigError(f"retention_check_ms must be at least 1, got {config.retention_check_ms}")

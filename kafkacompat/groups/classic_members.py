@@ -1,4 +1,4 @@
-"""Classic-protocol members inside KIP-848 consumer groups: Kafka's online upgrade.
+"""Classic-protocol members inside KIP-848 consumer groups: Kafka's online upgrade and downgrade.
 
 During a rolling upgrade a group has members of both kinds. As Kafka 4.1
 does, the first consumer-protocol member converts a live classic group (of
@@ -9,9 +9,10 @@ assignment at once (its subscription says what it still owns), SyncGroup
 hands back the member's assignment in ConsumerProtocolAssignment bytes, and
 Heartbeat answers REBALANCE_IN_PROGRESS until the member has caught up with
 the group epoch, so the client rejoins. Classic clients joining a live
-consumer group are served the same way. The way back (Kafka's online
-downgrade when the last consumer-protocol member leaves) is not offered:
-such a group stays a consumer group serving classic members.
+consumer group are served the same way. On the way back, when the last
+consumer-protocol member leaves and only classic members are left, the
+group becomes a classic group again and rebalances (Kafka's online
+downgrade). group.consumer.migration.policy says which ways are open.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from kio.schema.errors import ErrorCode
 from .classic_api import JoinRequest, JoinResult, SyncResult
 from .consumer_group import ClassicMembership, ConsumerGroup, ConsumerMember, MemberState
 from .consumer_protocol import CONSUMER_PROTOCOL_TYPE, encode_assignment, parse_assignment, parse_subscription
-from .group import Group
+from .group import Group, GroupState, Member
 
 if TYPE_CHECKING:
     from .consumer_coordinator import ConsumerGroupCoordinator
@@ -56,7 +57,7 @@ class ClassicMembers:
     def upgrade(self, classic: Group, now_ms: int) -> ConsumerGroup | str:
         """The consumer group a live classic group becomes, or Kafka's reason to refuse."""
         refusal = f"Cannot upgrade classic group {classic.group_id} to consumer group because"
-        if self.coordinator.config.group_consumer_migration_policy != "upgrade":
+        if self.coordinator.config.group_consumer_migration_policy not in ("bidirectional", "upgrade"):
             return f"{refusal} the online upgrade is disabled."
         if classic.protocol_type != CONSUMER_PROTOCOL_TYPE or classic.protocol_name is None:
             return f"{refusal} the group does not use the consumer embedded protocol."
@@ -91,6 +92,34 @@ class ClassicMembers:
             classic.group_id, classic.generation, len(classic.members),
         )
         return group
+
+    # downgrade ---------------------------------------------------------------------
+    def downgrade(self, group: ConsumerGroup, members: list[ConsumerMember], now_ms: int) -> Group | None:
+        """The classic group `members` (the group without its last consumer-protocol member) become.
+
+        Kafka's ClassicGroup.fromConsumerGroup; None when the policy or the
+        classic group size forbids it, or when a member speaks the consumer protocol.
+        """
+        config = self.coordinator.config
+        if config.group_consumer_migration_policy not in ("bidirectional", "downgrade"):
+            return None
+        if not members or any(m.classic is None for m in members) or len(members) > config.group_max_size:
+            return None
+        classic = Group(group.group_id, now_ms)
+        for member in members:
+            assert member.classic is not None
+            classic.add(Member(
+                member_id=member.member_id, instance_id=member.instance_id, client_id=member.client_id,
+                client_host=member.client_host, session_timeout_ms=member.classic.session_timeout_ms,
+                rebalance_timeout_ms=member.rebalance_timeout_ms, protocol_type=CONSUMER_PROTOCOL_TYPE,
+                protocols=list(member.classic.protocols),
+                assignment=encode_assignment(self._by_name(dict(member.assigned))),
+            ))
+        classic.generation = group.group_epoch
+        classic.protocol_name = classic.select_protocol()
+        classic.state = GroupState.STABLE
+        log.info("consumer group %s of %d classic member(s) becomes a classic group", group.group_id, len(members))
+        return classic
 
     # JoinGroup -----------------------------------------------------------------------
     def join(self, group: ConsumerGroup, req: JoinRequest) -> JoinResult:

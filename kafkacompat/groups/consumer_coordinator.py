@@ -103,6 +103,7 @@ class ConsumerGroupCoordinator:
         clock: Callable[[], int],
         classic_group: Callable[[str], Group | None],
         hand_over_classic_group: Callable[[str], None],
+        take_back_classic_group: Callable[[Group], None],
     ) -> None:
         self.config = config
         self.store = store
@@ -110,6 +111,7 @@ class ConsumerGroupCoordinator:
         self._clock = clock
         self._classic_group = classic_group  # the classic group of an id (or one known by offsets only)
         self._hand_over = hand_over_classic_group  # the classic coordinator lets go of a group
+        self._take_back = take_back_classic_group  # ... and takes one back, which then rebalances
         self.classic = ClassicMembers(self)
 
     def _classic_state(self, group_id: str) -> str | None:
@@ -444,7 +446,22 @@ class ConsumerGroupCoordinator:
             self.fence(group, member_id)
 
     def fence(self, group: ConsumerGroup, member_id: str) -> None:
-        """Remove a member; the others get its partitions at the next group epoch."""
+        """Remove a member; the others get its partitions at the next group epoch.
+
+        When the member was the last to speak the consumer protocol, the
+        classic members left make it a classic group again (online downgrade).
+        """
+        leaving = group.members.get(member_id)
+        if leaving is not None and leaving.classic is None and len(group.members) > 1:
+            # as Kafka, the downgrade happens instead of the epoch bump: generation = group epoch
+            rest = [m for m in group.members.values() if m.member_id != member_id]
+            classic = self.classic.downgrade(group, rest, self._clock())
+            if classic is not None:
+                for member in group.members.values():
+                    member.cancel_timers()
+                del self.groups[group.group_id]
+                self._take_back(classic)
+                return
         group.remove(member_id)
         group.group_epoch += 1
         group.subscribed, _ = self._subscription(group)

@@ -73,7 +73,7 @@ class GroupCoordinator:
         self._clock = clock
         self._expiry_task: asyncio.Task[None] | None = None
         # KIP-848 groups share this coordinator's offsets, listing and deletion; a group id is one or the other
-        self.consumer = ConsumerGroupCoordinator(config, store, clock, self._group, self._hand_over)
+        self.consumer = ConsumerGroupCoordinator(config, store, clock, self._group, self._hand_over, self._take_back)
 
     # lifetime ---------------------------------------------------------------
     def start(self) -> None:
@@ -125,6 +125,13 @@ class GroupCoordinator:
                 member.heartbeat_timer.cancel()
         if not group.is_(Dead):
             group.transition(Dead, self._clock())
+
+    def _take_back(self, group: Group) -> None:
+        """A consumer group of classic members only becomes classic again: its members rejoin."""
+        self.groups[group.group_id] = group
+        for member in group.members.values():
+            self._schedule_heartbeat(group, member)
+        self._prepare_rebalance(group, f"Downgrade group {group.group_id} from consumer to classic.")
 
     def _all_groups(self) -> list[Group]:
         for group_id in self.offsets.groups():

@@ -31,8 +31,7 @@ KIP848_KAFKA = {
     "group.consumer.min.heartbeat.interval.ms": 100,
     "group.consumer.session.timeout.ms": KIP848_SESSION_MS,
     "group.consumer.min.session.timeout.ms": 1000,
-    # kafkacompat converts classic groups to consumer groups but not back: Kafka's "upgrade" policy
-    "group.consumer.migration.policy": "upgrade",
+    "group.consumer.migration.policy": "bidirectional",  # Kafka's default, said out loud
 }
 
 

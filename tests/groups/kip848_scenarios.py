@@ -393,6 +393,46 @@ def online_upgrade(bootstrap: str) -> list[Any]:
     return [tuple(plain(x) for x in row) for row in seen]
 
 
+def online_downgrade(bootstrap: str) -> list[Any]:
+    """The consumer-protocol member of an upgraded group leaves: the classic member is in a classic group again."""
+    tag = _tag()
+    names = _names(f"d{tag}", ("t", 4), bootstrap=bootstrap)
+    group = f"g-{tag}"
+    protocols = (("range", _subscription_v0(names[0])),)
+    seen: list[Any] = []
+    with Wire(bootstrap) as wire:
+        joined = join_member(wire, group, protocols=protocols, session_ms=10_000)
+        classic_id, base = joined.member_id, joined.generation_id
+        sync(wire, 5, group, base, classic_id, {classic_id: encode_assignment({names[0]: frozenset(range(4))})},
+             protocol_type="consumer", protocol_name="range")
+        member = RawMember(bootstrap, group, tuple(names))
+        try:
+            member.heartbeat()
+            again = join(wire, 9, group, member_id=classic_id, protocols=protocols, session_ms=10_000)
+            sync(wire, 5, group, again.generation_id, classic_id, {}, protocol_type="consumer", protocol_name="range")
+            settle([member])
+            left = member.leave()
+            seen.append(("consumer leaves", int(left.error_code), left.member_epoch))
+        finally:
+            member.close()
+        described = describe(wire, group)[0]
+        seen.append(("describe", int(described.error_code), (described.error_message or "").replace(tag, "<tag>")))
+        beat = heartbeat(wire, group, again.generation_id, classic_id)
+        seen.append(("classic heartbeat", int(beat.error_code)))
+        rejoined = join(wire, 9, group, member_id=classic_id, protocols=protocols, session_ms=10_000)
+        seen.append(("classic rejoins", int(rejoined.error_code), rejoined.generation_id - base,
+                     rejoined.leader == classic_id, [m.member_id == classic_id for m in rejoined.members]))
+        synced = sync(wire, 5, group, rejoined.generation_id, classic_id,
+                      {classic_id: encode_assignment({names[0]: frozenset(range(4))})},
+                      protocol_type="consumer", protocol_name="range")
+        owned = parse_assignment(synced.assignment) or {}
+        seen.append(("classic syncs", int(synced.error_code), sorted((k.rsplit("-", 1)[1], sorted(v)) for k, v in owned.items())))
+        m16 = module(16, 5)
+        listed = wire.request(16, 5, make(m16.ListGroupsRequest, states_filter=(), types_filter=()))
+        seen.append(("listed", [(g.group_type, g.group_state) for g in listed.groups if g.group_id == group]))
+    return seen
+
+
 def partitions_grow(bootstrap: str) -> dict[str, Any]:
     """Partitions added to a subscribed topic are assigned at a new group epoch."""
     tag = _tag()

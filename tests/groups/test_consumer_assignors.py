@@ -86,7 +86,7 @@ async def test_random_churn_never_gives_a_partition_to_two_members(assignor: str
     await store.create_topic(store.default_stream, "churn", 12)
     await store.create_topic(store.default_stream, "side", 5)
     config = BrokerConfig(group_consumer_session_timeout_ms=60_000)
-    coordinator = ConsumerGroupCoordinator(config, store, lambda: 0, lambda _: None, lambda _: None)
+    coordinator = ConsumerGroupCoordinator(config, store, lambda: 0, lambda _: None, lambda _: None, lambda _: None)
     rng = random.Random(7)
     owned: dict[str, dict[uuid.UUID, frozenset[int]]] = {}
     epochs: dict[str, int] = {}

@@ -125,6 +125,17 @@ def test_a_live_classic_group_upgrades_and_serves_its_classic_member(broker: Bro
     ]
 
 
+def test_a_consumer_group_of_classic_members_only_downgrades_and_rebalances(broker: Broker) -> None:
+    assert scenarios.online_downgrade(broker.bootstrap_servers) == [
+        ("consumer leaves", 0, -1),
+        ("describe", 69, "Group g-<tag> is not a consumer group."),  # a classic group again
+        ("classic heartbeat", 27),  # REBALANCE_IN_PROGRESS: the classic group rebalances
+        ("classic rejoins", 0, 2, True, [True]),  # a classic rebalance: it leads and assigns
+        ("classic syncs", 0, [("t", [0, 1, 2, 3])]),
+        ("listed", [("classic", "Stable")]),
+    ]
+
+
 def test_added_partitions_are_assigned(broker: Broker) -> None:
     seen = scenarios.partitions_grow(broker.bootstrap_servers)
     assert seen == {"union": [0, 1, 2, 3], "sizes": [2, 2], "epoch moved": True}
@@ -140,7 +151,7 @@ def test_silent_member_is_fenced_after_the_session_timeout(broker: Broker) -> No
 SAME_AS_KAFKA = [
     "range_static", "uniform_chunks", "revoke_before_assign", "static_rejoin", "heartbeat_errors",
     "commits_with_epochs", "admin_view", "partitions_grow", "uniform_heterogeneous", "online_upgrade",
-    "classic_groups_and_consumer_joins",
+    "online_downgrade", "classic_groups_and_consumer_joins",
 ]
 
 
