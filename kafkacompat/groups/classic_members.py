@@ -44,7 +44,7 @@ class ClassicMembers:
     def _by_id(self, by_name: dict[str, frozenset[int]]) -> dict[uuid.UUID, frozenset[int]]:
         out = {}
         for name, parts in by_name.items():
-            info = self.coordinator._lookup(name)
+            info = self.coordinator.lookup_topic(name)
             if info is not None:
                 out[info.topic_id] = frozenset(p for p in parts if p < info.partitions)
         return {t: p for t, p in out.items() if p}
@@ -84,7 +84,7 @@ class ClassicMembers:
             )
             group.put(member)
             group.target[member.member_id] = assigned
-        group.subscribed, _ = self.coordinator._subscription(group)
+        group.subscribed, _ = self.coordinator.subscription(group)
         for member in group.members.values():
             self.coordinator.schedule_session_timeout(group, member)
         log.info(

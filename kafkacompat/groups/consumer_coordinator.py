@@ -16,7 +16,7 @@ import asyncio
 import dataclasses
 import logging
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 
 from kio.schema.errors import ErrorCode
 
@@ -26,7 +26,6 @@ from ..broker.topic_names import TopicNameError, canonical_name, split_name
 from ..config import BrokerConfig
 from .assignors import Assignment, MemberSpec, assign
 from .classic_members import ClassicMembers
-from .group import Group
 from .consumer_group import (
     LEAVE_EPOCH,
     STATIC_LEAVE_EPOCH,
@@ -37,6 +36,7 @@ from .consumer_group import (
     is_subset,
     reconcile,
 )
+from .group import Group
 from .topic_regex import InvalidRegex, compile_regex, matches
 
 log = logging.getLogger(__name__)
@@ -132,21 +132,21 @@ class ConsumerGroupCoordinator:
     def topic_name(self, info: TopicInfo) -> str:
         return canonical_name(info.stream, info.name, self.store.default_stream)
 
-    def _lookup(self, name: str) -> TopicInfo | None:
+    def lookup_topic(self, name: str) -> TopicInfo | None:
         try:
             stream, topic = split_name(name, self.store.default_stream)
         except TopicNameError:
             return None
         return self.store.get_topic(stream, topic)
 
-    def _subscription(self, group: ConsumerGroup) -> tuple[dict[uuid.UUID, tuple[str, int]], dict[str, frozenset[uuid.UUID]]]:
+    def subscription(self, group: ConsumerGroup) -> tuple[dict[uuid.UUID, tuple[str, int]], dict[str, frozenset[uuid.UUID]]]:
         """(topic id -> (name, partitions) of every subscribed topic, member id -> its topic ids).
 
         Every heartbeat asks, so that created, deleted and grown topics move
         the group epoch as Kafka's metadata updates do: each distinct name and
         regex of the group is resolved once.
         """
-        by_name = {name: self._lookup(name) for name in group.subscribed_names()}
+        by_name = {name: self.lookup_topic(name) for name in group.subscribed_names()}
         patterns = group.regexes()
         by_regex: dict[str, list[TopicInfo]] = {}
         if patterns:
@@ -168,7 +168,7 @@ class ConsumerGroupCoordinator:
         group = self.groups.get(group_id)
         if group is None:
             return None
-        metadata, _ = self._subscription(group)
+        metadata, _ = self.subscription(group)
         return {name for name, _ in metadata.values()}
 
     # ConsumerGroupHeartbeat ---------------------------------------------------
@@ -366,7 +366,7 @@ class ConsumerGroupCoordinator:
             or updated.subscribed_topic_regex != member.subscribed_topic_regex
         )
         group.put(updated)
-        metadata, member_topics = self._subscription(group)
+        metadata, member_topics = self.subscription(group)
         if metadata != group.subscribed:
             bump = True
             group.subscribed = metadata
@@ -464,7 +464,7 @@ class ConsumerGroupCoordinator:
                 return
         group.remove(member_id)
         group.group_epoch += 1
-        group.subscribed, _ = self._subscription(group)
+        group.subscribed, _ = self.subscription(group)
         if group.is_empty():
             group.state_timestamp_ms = self._clock()
 

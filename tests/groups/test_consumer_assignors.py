@@ -8,7 +8,6 @@ once the churn stops every member converges to its target.
 
 from __future__ import annotations
 
-import asyncio
 import random
 import uuid
 
