@@ -14,9 +14,11 @@ from __future__ import annotations
 import dataclasses
 import uuid
 from collections.abc import Mapping
+from typing import Any
 
 # topic id -> partitions
 Assignment = Mapping[uuid.UUID, frozenset[int]]
+TopicKey = Any  # a topic id, or its number while assigning
 
 UNIFORM, RANGE = "uniform", "range"
 ASSIGNORS = (UNIFORM, RANGE)
@@ -32,22 +34,42 @@ class MemberSpec:
 def assign(
     assignor: str, members: Mapping[str, MemberSpec], partitions: Mapping[uuid.UUID, int]
 ) -> dict[str, dict[uuid.UUID, frozenset[int]]]:
-    """The new target assignment of every member (members without partitions map to {})."""
+    """The new target assignment of every member (members without partitions map to {}).
+
+    Topics are numbered in topic-id order while assigning: hashing UUIDs
+    (done in Python) was most of the time for large groups.
+    """
     if not members:
         return {}
-    homogeneous = len({spec.topics for spec in members.values()}) == 1
+    ids = sorted(partitions)
+    number = {topic: i for i, topic in enumerate(ids)}
+    numbered: dict[frozenset[uuid.UUID], frozenset[int]] = {}  # members mostly share one subscription
+    for spec in members.values():
+        if spec.topics not in numbered:
+            numbered[spec.topics] = frozenset(number[t] for t in spec.topics if t in number)
+    specs = {
+        member_id: MemberSpec(
+            spec.instance_id,
+            numbered[spec.topics],
+            {number[t]: parts for t, parts in spec.current.items() if t in number},
+        )
+        for member_id, spec in members.items()
+    }
+    counts = {number[t]: n for t, n in partitions.items()}
     if assignor == RANGE:
-        return _range(members, partitions)
-    if homogeneous:
-        return _uniform_homogeneous(members, partitions)
-    return _uniform_heterogeneous(members, partitions)
+        result = _range(specs, counts)
+    elif len({spec.topics for spec in specs.values()}) == 1:
+        result = _uniform_homogeneous(specs, counts)
+    else:
+        result = _uniform_heterogeneous(specs, counts)
+    return {member_id: {ids[t]: parts for t, parts in mine.items()} for member_id, mine in result.items()}
 
 
 def _freeze(assignment: dict[uuid.UUID, set[int]]) -> dict[uuid.UUID, frozenset[int]]:
     return {topic: frozenset(parts) for topic, parts in assignment.items() if parts}
 
 
-def _range(members: Mapping[str, MemberSpec], partitions: Mapping[uuid.UUID, int]) -> dict[str, dict[uuid.UUID, frozenset[int]]]:
+def _range(members: Mapping[str, MemberSpec], partitions: Mapping[TopicKey, int]) -> dict[str, dict[TopicKey, frozenset[int]]]:
     """Per topic, consecutive ranges to the subscribed members in (instance id, member id) order.
 
     Static members come first, ordered by instance id, so their ranges
@@ -83,8 +105,8 @@ def _range(members: Mapping[str, MemberSpec], partitions: Mapping[uuid.UUID, int
 
 
 def _uniform_homogeneous(
-    members: Mapping[str, MemberSpec], partitions: Mapping[uuid.UUID, int]
-) -> dict[str, dict[uuid.UUID, frozenset[int]]]:
+    members: Mapping[str, MemberSpec], partitions: Mapping[TopicKey, int]
+) -> dict[str, dict[TopicKey, frozenset[int]]]:
     """Kafka's UniformHomogeneousAssignmentBuilder: balance first, then keep what members have.
 
     Each member keeps its current partitions up to its quota; the rest of
@@ -135,8 +157,8 @@ def _uniform_homogeneous(
 
 
 def _uniform_heterogeneous(
-    members: Mapping[str, MemberSpec], partitions: Mapping[uuid.UUID, int]
-) -> dict[str, dict[uuid.UUID, frozenset[int]]]:
+    members: Mapping[str, MemberSpec], partitions: Mapping[TopicKey, int]
+) -> dict[str, dict[TopicKey, frozenset[int]]]:
     """Members subscribe to different topics: each partition goes to a subscriber with the fewest.
 
     Current owners keep a partition while they have no more than the

@@ -84,7 +84,7 @@ class ClassicMembers:
             )
             group.put(member)
             group.target[member.member_id] = assigned
-        group.subscribed, _ = self.coordinator.subscription(group)
+        group.subscribed = self.coordinator.subscription(group)
         for member in group.members.values():
             self.coordinator.schedule_session_timeout(group, member)
         log.info(

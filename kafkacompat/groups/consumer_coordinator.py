@@ -139,37 +139,50 @@ class ConsumerGroupCoordinator:
             return None
         return self.store.get_topic(stream, topic)
 
-    def subscription(self, group: ConsumerGroup) -> tuple[dict[uuid.UUID, tuple[str, int]], dict[str, frozenset[uuid.UUID]]]:
-        """(topic id -> (name, partitions) of every subscribed topic, member id -> its topic ids).
+    def subscription(self, group: ConsumerGroup) -> dict[uuid.UUID, tuple[str, int]]:
+        """topic id -> (name, partitions) of every topic the group subscribes to, by name or regex.
 
         Every heartbeat asks, so that created, deleted and grown topics move
         the group epoch as Kafka's metadata updates do: each distinct name and
-        regex of the group is resolved once.
+        regex of the group is resolved once, whatever the number of members.
         """
-        by_name = {name: self.lookup_topic(name) for name in group.subscribed_names()}
+        metadata: dict[uuid.UUID, tuple[str, int]] = {}
+        for topics in self._resolve(group).values():
+            for info in topics:
+                metadata[info.topic_id] = (self.topic_name(info), info.partitions)
+        return metadata
+
+    def _resolve(self, group: ConsumerGroup) -> dict[str, list[TopicInfo]]:
+        """Each subscribed name, and each regex, with the topics it stands for."""
+        resolved = {name: [info] for name in group.subscribed_names() if (info := self.lookup_topic(name)) is not None}
         patterns = group.regexes()
-        by_regex: dict[str, list[TopicInfo]] = {}
         if patterns:
             named = [(self.topic_name(t), t) for t in self.store.list_topics()]
-            by_regex = {p: [t for name, t in named if matches(p, name)] for p in patterns}
-        metadata: dict[uuid.UUID, tuple[str, int]] = {}
-        per_member: dict[str, frozenset[uuid.UUID]] = {}
+            for pattern in patterns:
+                resolved["regex:" + pattern] = [t for name, t in named if matches(pattern, name)]
+        return resolved
+
+    def _member_topics(self, group: ConsumerGroup) -> dict[str, frozenset[uuid.UUID]]:
+        """Each member's subscribed topic ids, for the assignor."""
+        resolved = self._resolve(group)
+        out = {}
+        shared: dict[tuple[tuple[str, ...], str | None], frozenset[uuid.UUID]] = {}  # one set per subscription
         for member in group.members.values():
-            infos = [info for info in (by_name[n] for n in member.subscribed_topic_names) if info is not None]
-            if member.subscribed_topic_regex:
-                infos.extend(by_regex.get(member.subscribed_topic_regex, ()))
-            for info in infos:
-                metadata[info.topic_id] = (self.topic_name(info), info.partitions)
-            per_member[member.member_id] = frozenset(info.topic_id for info in infos)
-        return metadata, per_member
+            subscription = (member.subscribed_topic_names, member.subscribed_topic_regex)
+            if subscription not in shared:
+                keys = list(member.subscribed_topic_names)
+                if member.subscribed_topic_regex:
+                    keys.append("regex:" + member.subscribed_topic_regex)
+                shared[subscription] = frozenset(info.topic_id for key in keys for info in resolved.get(key, ()))
+            out[member.member_id] = shared[subscription]
+        return out
 
     def subscribed_topic_names(self, group_id: str) -> set[str] | None:
         """Names of the topics a consumer group's members subscribe to (None: no such group)."""
         group = self.groups.get(group_id)
         if group is None:
             return None
-        metadata, _ = self.subscription(group)
-        return {name for name, _ in metadata.values()}
+        return {name for name, _ in self.subscription(group).values()}
 
     # ConsumerGroupHeartbeat ---------------------------------------------------
     def heartbeat(self, req: HeartbeatRequest) -> HeartbeatResult:
@@ -366,14 +379,14 @@ class ConsumerGroupCoordinator:
             or updated.subscribed_topic_regex != member.subscribed_topic_regex
         )
         group.put(updated)
-        metadata, member_topics = self.subscription(group)
+        metadata = self.subscription(group)
         if metadata != group.subscribed:
             bump = True
             group.subscribed = metadata
         if bump:
             group.group_epoch += 1
         if group.group_epoch > group.assignment_epoch:
-            self._assign(group, metadata, member_topics)
+            self._assign(group, metadata)
         target = group.target.get(updated.member_id, {})
         if not updated.is_reconciled_to(group.assignment_epoch):
             reconciled = reconcile(group, updated, group.assignment_epoch, target, owned)
@@ -383,11 +396,9 @@ class ConsumerGroupCoordinator:
                 updated = reconciled
         return updated
 
-    def _assign(
-        self, group: ConsumerGroup, metadata: Mapping[uuid.UUID, tuple[str, int]],
-        member_topics: Mapping[str, frozenset[uuid.UUID]],
-    ) -> None:
+    def _assign(self, group: ConsumerGroup, metadata: Mapping[uuid.UUID, tuple[str, int]]) -> None:
         assignor = group.preferred_assignor(self.default_assignor)
+        member_topics = self._member_topics(group)
         specs = {
             member_id: MemberSpec(member.instance_id, member_topics[member_id], group.target.get(member_id, {}))
             for member_id, member in group.members.items()
@@ -464,7 +475,7 @@ class ConsumerGroupCoordinator:
                 return
         group.remove(member_id)
         group.group_epoch += 1
-        group.subscribed, _ = self.subscription(group)
+        group.subscribed = self.subscription(group)
         if group.is_empty():
             group.state_timestamp_ms = self._clock()
 

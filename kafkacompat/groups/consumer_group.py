@@ -106,6 +106,8 @@ class ConsumerGroup:
         self.target: dict[str, Assignment] = {}  # member id -> target assignment
         self.partition_owner: dict[tuple[uuid.UUID, int], str] = {}  # owned or pending revocation
         self._owned_by: dict[str, set[tuple[uuid.UUID, int]]] = {}  # the same, by member
+        self._names: set[str] | None = None  # subscribed_names(), until a subscription changes
+        self._regexes: set[str] | None = None
         self.subscribed: dict[uuid.UUID, tuple[str, int]] = {}  # topic id -> (name, partitions), last seen
         self.state_timestamp_ms = now_ms  # when it last became Empty (offset expiry)
 
@@ -132,16 +134,31 @@ class ConsumerGroup:
         return votes.most_common(1)[0][0] if votes else default
 
     def subscribed_names(self) -> set[str]:
-        return {name for m in self.members.values() for name in m.subscribed_topic_names}
+        """Every topic name some member subscribes to (kept between heartbeats: each one asks)."""
+        if self._names is None:
+            self._names = {name for m in self.members.values() for name in m.subscribed_topic_names}
+        return self._names
 
     def regexes(self) -> set[str]:
-        return {m.subscribed_topic_regex for m in self.members.values() if m.subscribed_topic_regex}
+        if self._regexes is None:
+            self._regexes = {m.subscribed_topic_regex for m in self.members.values() if m.subscribed_topic_regex}
+        return self._regexes
+
+    def _subscriptions_changed(self, before: ConsumerMember | None, after: ConsumerMember | None) -> None:
+        if (
+            before is None or after is None
+            or before.subscribed_topic_names != after.subscribed_topic_names
+            or before.subscribed_topic_regex != after.subscribed_topic_regex
+        ):
+            self._names = self._regexes = None
 
     # membership ---------------------------------------------------------------
     def put(self, member: ConsumerMember) -> None:
         """Add or update a member, keeping partition ownership in step with its assignment."""
-        if member.member_id in self.members:
+        before = self.members.get(member.member_id)
+        if before is not None:
             self._release(member.member_id)
+        self._subscriptions_changed(before, member)
         self.members[member.member_id] = member
         if member.instance_id is not None:
             self.static_members[member.instance_id] = member.member_id
@@ -156,6 +173,7 @@ class ConsumerGroup:
             return None
         member.cancel_timers()
         self._release(member_id)
+        self._subscriptions_changed(member, None)
         if member.instance_id is not None and self.static_members.get(member.instance_id) == member_id:
             del self.static_members[member.instance_id]
         self.target.pop(member_id, None)
