@@ -15,7 +15,7 @@ import pytest
 
 from kafkacompat.testing import Broker
 from tests.groups import kip848_scenarios as scenarios
-from tests.groups.kafka41 import Kafka41
+from compat_tests.reference import ReferenceKafka
 from tests.groups.helpers import commit, create_topic, wait_for
 from tests.groups.kip848 import KIP848_BROKER, KIP848_HEARTBEAT_MS, KIP848_SESSION_MS, RawMember, settle, topic_names
 
@@ -172,7 +172,7 @@ def _comparable(name: str, seen: Any) -> Any:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", SAME_AS_KAFKA)
-def test_kafkacompat_observes_what_kafka_4_1_does(name: str, broker: Broker, kafka41: Kafka41) -> None:
+def test_kafkacompat_observes_what_kafka_4_1_does(name: str, broker: Broker, kafka41: ReferenceKafka) -> None:
     scenario = getattr(scenarios, name)
     theirs = _comparable(name, scenario(kafka41.bootstrap_servers))
     ours = _comparable(name, scenario(broker.bootstrap_servers))
@@ -180,7 +180,7 @@ def test_kafkacompat_observes_what_kafka_4_1_does(name: str, broker: Broker, kaf
 
 
 @pytest.mark.slow
-def test_session_expiry_takes_as_long_as_on_kafka_4_1(broker: Broker, kafka41: Kafka41) -> None:
+def test_session_expiry_takes_as_long_as_on_kafka_4_1(broker: Broker, kafka41: ReferenceKafka) -> None:
     theirs = scenarios.session_expiry(kafka41.bootstrap_servers)
     ours = scenarios.session_expiry(broker.bootstrap_servers)
     assert {k: v for k, v in ours.items() if k != "took"} == {k: v for k, v in theirs.items() if k != "took"}

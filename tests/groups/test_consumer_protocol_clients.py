@@ -14,7 +14,7 @@ from confluent_kafka import Consumer
 
 from kafkacompat.testing import Broker
 from tests.groups.helpers import create_topic, produce, wait_for
-from tests.groups.kafka41 import Kafka41, kafka_home
+from compat_tests.reference import KafkaTools, ReferenceKafka, kafka_home
 from tests.groups.kip848 import KIP848_BROKER, KIP848_SESSION_MS, describe
 from tests.wire import Wire
 
@@ -150,40 +150,36 @@ def test_librdkafka_static_member_rejoins_with_its_partitions(broker: Broker) ->
         b.close()
 
 
-def _tool(name: str, *args: str, timeout: float = 90) -> subprocess.CompletedProcess[str]:
-    home = kafka_home()
-    return subprocess.run(
-        [str(home / "bin" / f"{name}.sh"), *args], capture_output=True, text=True, timeout=timeout,
-        env={"KAFKA_HEAP_OPTS": "-Xmx256m", "PATH": "/usr/bin:/bin:/usr/local/bin"},
-    )
 
 
 @pytest.mark.slow
-def test_java_console_consumer_with_the_consumer_protocol_and_consumer_groups_describe(broker: Broker) -> None:
+def test_java_console_consumer_with_the_consumer_protocol_and_consumer_groups_describe(
+    broker: Broker, kafka_tools: KafkaTools,
+) -> None:
     topic, group = f"t-{uuid.uuid4().hex[:8]}", f"g-{uuid.uuid4().hex[:8]}"
     create_topic(broker.bootstrap_servers, topic, 3)
     values = produce(broker.bootstrap_servers, topic, 90, partitions=3)
     bootstrap = broker.bootstrap_servers
-    consumed = _tool(
+    consumed = kafka_tools.run(
         "kafka-console-consumer", "--bootstrap-server", bootstrap, "--topic", topic, "--group", group,
         "--from-beginning", "--max-messages", "90", "--timeout-ms", "30000",
         "--consumer-property", "group.protocol=consumer",
     )
-    assert consumed.returncode == 0, consumed.stderr
-    assert set(consumed.stdout.split()) == {v.decode() for v in values}
-    described = _tool("kafka-consumer-groups", "--bootstrap-server", bootstrap, "--describe", "--group", group)
-    assert described.returncode == 0, described.stderr
-    rows = [line.split() for line in described.stdout.splitlines() if line.startswith(group)]
+    assert consumed.code == 0, consumed.err
+    assert set(consumed.out.split()) == {v.decode() for v in values}
+    described = kafka_tools.run("kafka-consumer-groups", "--bootstrap-server", bootstrap, "--describe", "--group", group)
+    assert described.code == 0, described.err
+    rows = [line.split() for line in described.out.splitlines() if line.startswith(group)]
     assert sorted((r[1], r[2], r[3], r[4]) for r in rows) == [(topic, str(p), "30", "30") for p in range(3)]
     # a classic group is still described (Admin falls back from ConsumerGroupDescribe to DescribeGroups)
     classic = Consumer({"bootstrap.servers": bootstrap, "group.id": group + "-classic", "auto.offset.reset": "earliest"})
     classic.subscribe([topic])
     wait_for(lambda: classic.poll(0.1) is not None and bool(classic.assignment()), 20, "the classic consumer")
     classic.commit(asynchronous=False)
-    shown = _tool("kafka-consumer-groups", "--bootstrap-server", bootstrap, "--describe", "--members", "--group", group + "-classic")
+    shown = kafka_tools.run("kafka-consumer-groups", "--bootstrap-server", bootstrap, "--describe", "--members", "--group", group + "-classic")
     classic.close()
-    assert shown.returncode == 0, shown.stderr
-    assert "rdkafka" in shown.stdout and "#PARTITIONS" in shown.stdout
+    assert shown.code == 0, shown.err
+    assert "rdkafka" in shown.out and "#PARTITIONS" in shown.out
 
 
 def _java_consumer(
@@ -239,15 +235,17 @@ def test_java_and_librdkafka_members_share_one_group_exactly_once(broker: Broker
     assert sorted(both) == sorted(v.decode() for v in values)  # every message once
 
 
-def _describe_members(bootstrap: str, group: str) -> list[list[str]]:
-    shown = _tool("kafka-consumer-groups", "--bootstrap-server", bootstrap, "--describe", "--members", "--verbose",
+def _describe_members(kafka_tools: KafkaTools, bootstrap: str, group: str) -> list[list[str]]:
+    shown = kafka_tools.run("kafka-consumer-groups", "--bootstrap-server", bootstrap, "--describe", "--members", "--verbose",
                   "--group", group)
-    assert shown.returncode == 0, shown.stderr
-    return [line.split() for line in shown.stdout.splitlines() if line.strip()]
+    assert shown.code == 0, shown.err
+    return [line.split() for line in shown.out.splitlines() if line.strip()]
 
 
 @pytest.mark.slow
-def test_consumer_groups_describe_members_matches_kafka_4_1(broker: Broker, kafka41: Kafka41) -> None:
+def test_consumer_groups_describe_members_matches_kafka_4_1(
+    broker: Broker, kafka41: ReferenceKafka, kafka_tools: KafkaTools,
+) -> None:
     """kafka-consumer-groups --describe --members --verbose on a live librdkafka group, here and on Kafka."""
     outputs = []
     for bootstrap in (kafka41.bootstrap_servers, broker.bootstrap_servers):
@@ -267,7 +265,7 @@ def test_consumer_groups_describe_members_matches_kafka_4_1(broker: Broker, kafk
                     c.poll(0.05)
                 return sorted(len(assigned(c)) for c in members) == [2, 2]
             wait_for(settled, 30, "two members with two partitions each")
-            rows = _describe_members(bootstrap, group)
+            rows = _describe_members(kafka_tools, bootstrap, group)
         finally:
             for c in members:
                 c.close()
@@ -336,7 +334,7 @@ def test_librdkafka_regex_subscription_is_resolved_by_the_broker(broker: Broker)
         c.close()
 
 
-def _admin_session(bootstrap: str) -> list[str]:
+def _admin_session(kafka_tools: KafkaTools, bootstrap: str) -> list[str]:
     """A consumer group used, left, then reset, trimmed and deleted with kafka-consumer-groups."""
     topic, group = f"adm-{uuid.uuid4().hex[:6]}", f"g-{uuid.uuid4().hex[:8]}"
     create_topic(bootstrap, topic, 2)
@@ -350,7 +348,7 @@ def _admin_session(bootstrap: str) -> list[str]:
             msg = c.poll(0.2)
             got += msg is not None and msg.error() is None
         c.commit(asynchronous=False)
-        live_delete = _tool("kafka-consumer-groups", "--bootstrap-server", bootstrap, "--delete", "--group", group)
+        live_delete = kafka_tools.run("kafka-consumer-groups", "--bootstrap-server", bootstrap, "--delete", "--group", group)
     finally:
         c.close()
     steps = [  # each prints the outcome per partition or group
@@ -359,21 +357,23 @@ def _admin_session(bootstrap: str) -> list[str]:
         ("--delete",),
     ]
     runs = [live_delete] + [
-        _tool("kafka-consumer-groups", "--bootstrap-server", bootstrap, *step, "--group", group) for step in steps
+        kafka_tools.run("kafka-consumer-groups", "--bootstrap-server", bootstrap, *step, "--group", group) for step in steps
     ]
     def normal(text: str) -> list[str]:  # rows come in hash order in Kafka's tool: sort them
         lines = [" ".join(line.split()) for line in text.replace(group, "<group>").replace(topic, "<topic>").splitlines()]
         lines = [line for line in lines if line]
         return lines[:1] + sorted(lines[1:])
 
-    return [" | ".join(normal(run.stdout)) for run in runs]
+    return [" | ".join(normal(run.out)) for run in runs]
 
 
 @pytest.mark.slow
-def test_kafka_consumer_groups_admin_on_a_consumer_group_matches_kafka_4_1(broker: Broker, kafka41: Kafka41) -> None:
+def test_kafka_consumer_groups_admin_on_a_consumer_group_matches_kafka_4_1(
+    broker: Broker, kafka41: ReferenceKafka, kafka_tools: KafkaTools,
+) -> None:
     """Delete refused while live, reset and delete offsets once empty, then delete: as on Kafka 4.1."""
-    theirs = _admin_session(kafka41.bootstrap_servers)
-    ours = _admin_session(broker.bootstrap_servers)
+    theirs = _admin_session(kafka_tools, kafka41.bootstrap_servers)
+    ours = _admin_session(kafka_tools, broker.bootstrap_servers)
     assert ours == theirs
     assert "GroupNotEmptyException" in ours[0] and "successful" in ours[-1]
 
