@@ -11,6 +11,10 @@ apt_packages=()
 command -v kcat >/dev/null || apt_packages+=(kcat)
 command -v javac >/dev/null || apt_packages+=(openjdk-17-jdk-headless)  # compat_tests/java
 command -v npm >/dev/null || apt_packages+=(nodejs npm)                  # kafkajs
+# a C compiler and Python's headers build the record walk (protocol/_record_scan.c)
+command -v gcc >/dev/null || apt_packages+=(gcc)
+python3 -c 'import sysconfig, os, sys; sys.exit(not os.path.exists(sysconfig.get_paths()["include"] + "/Python.h"))' \
+    || apt_packages+=(python3-dev)
 if [ ${#apt_packages[@]} -gt 0 ]; then
     echo "== installing Debian packages: ${apt_packages[*]}"
     as_root apt-get update -qq

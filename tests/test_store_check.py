@@ -92,6 +92,6 @@ def test_serve_refuses_a_store_it_cannot_open_in_one_line(tmp_path: Path) -> Non
     served = subprocess.run(
         [sys.executable, "-m", "kafkacompat", "serve", "--data-dir", str(a), "--volume", str(b), "--port", "0",
          "--host", "127.0.0.1"], capture_output=True, text=True, timeout=60)
-    assert served.returncode == 1
-    assert "cannot start" in served.stderr and "same volume" in served.stderr
-    assert "Traceback" not in served.stderr
+    assert served.returncode == 4  # the data dir cannot be opened
+    assert "cannot open the store" in served.stderr and "same volume" in served.stderr
+    assert "Traceback" not in served.stderr and len(served.stderr.strip().splitlines()) == 1

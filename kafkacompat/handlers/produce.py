@@ -19,6 +19,13 @@ from kafkacompat import storage
 from kafkacompat.protocol.messages import RequestHeader
 from kafkacompat.protocol.produce_request import ProduceRequest, parse_produce_request
 from kafkacompat.protocol.produce_response import PartitionResult, encode_produce_response
+from kafkacompat.protocol.record_validation import (
+    CORRUPT,
+    INVALID,
+    TOO_LARGE,
+    RecordValidationError,
+    validate_records,
+)
 from kafkacompat.protocol.records import InvalidBatchError, set_log_append_time, split_batches
 
 from ..broker.cluster import TopicError
@@ -38,7 +45,40 @@ class _Outcome:
     log_append_time: int = -1
     log_start_offset: int = -1
     message: str | None = None
+    record_errors: tuple[tuple[int, str | None], ...] = ()
     durable_at: tuple[storage.Partition, int] | None = None
+
+
+_REFUSAL = {CORRUPT: ErrorCode.corrupt_message, INVALID: ErrorCode.invalid_record, TOO_LARGE: ErrorCode.invalid_record}
+TIMESTAMP_REFUSAL = "One or more records have been rejected due to invalid timestamp"  # Kafka's words
+INLINE_DECOMPRESSED = 4 << 20  # compressed records up to this size are checked without a thread hop
+
+
+async def _validate(cluster: Any, info: Any, records: Any, batches: Any, log_append: bool) -> None:
+    """Kafka's LogValidator checks on every batch; RecordValidationError names the first failure.
+
+    A compressed batch is first checked in place with a 4 MiB bound on its
+    decompressed records (a millisecond or two at most); one that inflates
+    further is checked again in a worker thread up to the full bound, so a
+    large or hostile batch does not stall every other connection meanwhile.
+    """
+    before = int(topic_config_value(cluster, info, "message.timestamp.before.max.ms"))
+    after = int(topic_config_value(cluster, info, "message.timestamp.after.max.ms"))
+    now = int(time.time() * 1000)
+    view = memoryview(records)
+    for pos, header in batches:
+        batch = view[pos : pos + header.size]
+        try:
+            validate_records(
+                batch, header, now, before, after, check_timestamps=not log_append,
+                decompressed_limit=INLINE_DECOMPRESSED,
+            )
+        except RecordValidationError as exc:
+            if exc.kind != TOO_LARGE:
+                raise
+            await asyncio.to_thread(
+                validate_records, batch, header, now, before, after, check_timestamps=not log_append
+            )
 
 
 def decode(header: RequestHeader, frame: bytes | bytearray) -> ProduceRequest:
@@ -91,10 +131,20 @@ async def _produce_partition(ctx: Any, topic: Any, part: Any, acks: int) -> _Out
             outcome.error = ErrorCode.message_too_large
             outcome.message = f"batch of {header.size} bytes exceeds max.message.bytes={max_bytes}"
             return outcome
+    log_append = topic_config_value(cluster, info, "message.timestamp.type") == "LogAppendTime"
+    try:
+        await _validate(cluster, info, records, batches, log_append)
+    except RecordValidationError as exc:
+        if exc.record_index >= 0:
+            outcome.error, outcome.message = ErrorCode.invalid_timestamp, TIMESTAMP_REFUSAL
+            outcome.record_errors = ((exc.record_index, str(exc)),)
+        else:
+            outcome.error, outcome.message = _REFUSAL[exc.kind], str(exc)
+        log.warning("refused produce to %s-%d from %s: %s", topic.name, part.index, ctx.peer, exc)
+        return outcome
     partition, outcome.error = cluster.partition_for(info, ErrorCode.unknown_topic_or_partition, part.index)
     if partition is None:
         return outcome
-    log_append = topic_config_value(cluster, info, "message.timestamp.type") == "LogAppendTime"
     key = (info.stream, info.name, part.index)
     view = memoryview(records)
     first_offset = None
@@ -161,7 +211,7 @@ def _log_append_failure(topic: str, index: int, exc: Exception) -> None:
 def _response(ctx: Any, request: Any, results: list[tuple[str, list[_Outcome]]]) -> bytes:
     return encode_produce_response(ctx.version, [
         (name, [PartitionResult(o.index, o.error.value, o.base_offset, o.log_append_time, o.log_start_offset,
-                                o.message) for o in outcomes])
+                                o.message, o.record_errors) for o in outcomes])
         for name, outcomes in results
     ])
 
