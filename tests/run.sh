@@ -47,8 +47,21 @@ if [ ! -f compat_tests/node/node_modules/kafkajs/package.json ]; then
     npm ci --prefix compat_tests/node --no-audit --no-fund --loglevel=error
 fi
 
+# Jars in no registry reachable here, used where present (../shared/jars, see
+# its README; a user's clone has none and those tests skip saying why):
+# Apache Kafka 4.1.0 for compat_tests/test_differential.py, Spark's Kafka
+# connector for compat_tests/test_pyspark.py.
+jars="${KAFKACOMPAT_JARS_DIR:-../shared/jars}"
+if [ -d "$jars" ]; then
+    export KAFKACOMPAT_JARS_DIR="$(cd "$jars" && pwd)"
+    if [ -z "${KAFKACOMPAT_SPARK_JARS:-}" ] && [ -d "$KAFKACOMPAT_JARS_DIR/spark-4.0" ]; then
+        export KAFKACOMPAT_SPARK_JARS="$KAFKACOMPAT_JARS_DIR/spark-4.0"
+    fi
+fi
+
 # PySpark only where Spark's Kafka connector jars are provided (see README)
 if [ -n "${KAFKACOMPAT_SPARK_JARS:-}" ]; then
+    echo "== PySpark tests use the connector jars in $KAFKACOMPAT_SPARK_JARS"
     "$python" -c "import pyspark" 2>/dev/null \
         || "$python" -m pip install --quiet --disable-pip-version-check "pyspark>=4.0,<4.1"
 fi

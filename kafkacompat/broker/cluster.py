@@ -14,7 +14,7 @@ from kafkacompat.storage import Store, TopicInfo
 from ..config import BrokerConfig
 from ..groups import GroupCoordinator
 from .producer_state import ProducerStates
-from .topic_names import TopicNameError, canonical_name, split_name
+from .topic_names import LEGAL_NAMES_ONLY, TopicNameError, canonical_name, kafka_alias, split_name
 
 log = logging.getLogger(__name__)
 _SPLITS_KEPT = 10_000  # remembered topic-name splits (cleared when full)
@@ -101,7 +101,11 @@ class Cluster:
         except storage.StorageError:  # damaged or unreadable files: logged once by the store
             return None, ErrorCode.kafka_storage_error
 
-    def display_name(self, info: TopicInfo) -> str:
+    def display_name(self, info: TopicInfo, client_software_name: str = "") -> str:
+        """The name a topic is listed under: canonical, or the Kafka-legal alias
+        for a client that cannot take anything else (see LEGAL_NAMES_ONLY)."""
+        if client_software_name in LEGAL_NAMES_ONLY:
+            return kafka_alias(info.stream, info.name, self.default_stream)
         return canonical_name(info.stream, info.name, self.default_stream)
 
     def by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:

@@ -42,6 +42,7 @@ class RequestContext:
     cluster: Cluster
     header: RequestHeader
     peer: str
+    client_software_name: str = ""  # from ApiVersions v3+; "" until the client says
 
     @property
     def version(self) -> int:
@@ -68,6 +69,7 @@ class Connection:
         self._idle_timer: asyncio.TimerHandle | None = None
         peer = writer.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        self.client_software_name = ""
         self._answers: asyncio.Queue[tuple[RequestHeader, Awaitable[Any]] | None] = asyncio.Queue(
             MAX_IN_FLIGHT
         )
@@ -149,7 +151,9 @@ class Connection:
             )
         decode = getattr(handler, "decode", decode_request)
         request = decode(header, frame)
-        ctx = RequestContext(self.cluster, header, self.peer)
+        if key == API_VERSIONS_KEY:
+            self.client_software_name = getattr(request, "client_software_name", None) or self.client_software_name
+        ctx = RequestContext(self.cluster, header, self.peer, self.client_software_name)
         if self._fault_rules.get(key):
             rule = self.faults.take(key)
             if rule is not None:

@@ -22,7 +22,9 @@ async def _grow(ctx: Any, topic: Any, validate_only: bool) -> tuple[ErrorCode, s
     if topic.count <= info.partitions:
         return (
             ErrorCode.invalid_partitions,
-            f"topic has {info.partitions} partitions; the new count must be larger, got {topic.count}",
+            # Kafka's wording (kafka-topics --alter prints it)
+            f"The topic {topic.name} currently has {info.partitions} partition(s); "
+            f"{topic.count} would not be an increase.",
         )
     refused = partition_limit_error(cluster, topic.count - info.partitions)
     if refused is not None:

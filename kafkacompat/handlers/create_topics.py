@@ -22,7 +22,7 @@ async def _create(ctx: Any, topic: Any, validate_only: bool) -> tuple[ErrorCode,
     if stream_info is None:
         return ErrorCode.invalid_topic_exception, f"stream {stream} does not exist", None
     if cluster.store.get_topic(stream, name) is not None:
-        return ErrorCode.topic_already_exists, f"topic {topic.name} already exists", None
+        return ErrorCode.topic_already_exists, f"Topic '{topic.name}' already exists.", None  # Kafka's wording
     partitions = topic.num_partitions
     if topic.assignments:
         partitions = len(topic.assignments)

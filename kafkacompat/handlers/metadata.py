@@ -2,7 +2,8 @@
 
 Topics come back under the name the client asked for (a plain name, a
 `/stream:topic` name or its alias); a request for all topics lists
-canonical names.
+canonical names, or aliases to a client that takes only Kafka-legal names
+(kafka-python, whose pattern subscription matches the listed names).
 """
 
 from __future__ import annotations
@@ -70,7 +71,7 @@ async def handle(ctx: Any, request: Any) -> Any:
     entries = []
     if wanted is None:
         for info in cluster.store.list_topics():
-            entries.append(_topic_entry(ctx, m, cluster.display_name(info), info, ops))
+            entries.append(_topic_entry(ctx, m, cluster.display_name(info, ctx.client_software_name), info, ops))
     else:
         for wanted_topic in wanted:
             name = wanted_topic.name
