@@ -26,7 +26,6 @@ import asyncio
 import concurrent.futures
 import json
 import logging
-import os
 import random
 import select
 import signal
@@ -46,7 +45,6 @@ from kafkacompat.protocol.versions import SUPPORTED
 
 from .seeds import load_corpus, sample_frames
 
-log = logging.getLogger(__name__)
 
 DEFAULT_CORPUS = Path(__file__).resolve().parents[2] / "tests" / "fuzz_corpus" / "network"
 _INTERESTING_32 = (-1, 0, 1, 0x7F, 0xFF, 0x7FFF, 0x8000, 0xFFFF, 0x7FFFFFFF, -0x80000000, 1_000_000, -2)
