@@ -23,14 +23,18 @@ PUMPS, READINGS = 3, 70
 
 def connector_folder(tmp_path: pathlib.Path) -> pathlib.Path | None:
     """Spark's Kafka connector jars plus kafka-clients, when this machine has them."""
-    import importlib.util
+    from compat_tests.drivers import ClientUnavailable
+    from compat_tests.drivers.java import flink_lib
 
-    flink = importlib.util.find_spec("pyflink")
-    if not SPARK_JARS.is_dir() or flink is None:
+    try:
+        clients = flink_lib() / "kafka-clients.jar"
+    except ClientUnavailable:
+        return None
+    if not SPARK_JARS.is_dir():
         return None
     folder = tmp_path / "jars"
     folder.mkdir()
-    for jar in [*SPARK_JARS.glob("*.jar"), pathlib.Path(flink.origin).parent / "lib" / "kafka-clients.jar"]:
+    for jar in [*SPARK_JARS.glob("*.jar"), clients]:
         (folder / jar.name).symlink_to(jar)
     return folder
 
