@@ -3,7 +3,11 @@
 Sessionless (session id 0): every request is answered in full, which every
 client accepts. Records start with the batch holding the fetch offset; at
 least one whole batch comes back for the first partition with data even
-past max_bytes; empty records are zero-length, never null.
+past max_bytes (Kafka's minOneMessage); every later partition gets the
+whole batches that fit what is left of max_bytes and of its own
+partition_max_bytes, or nothing. Kafka sends the same batches plus the cut
+start of the next one (its file slice ends at the byte limit), which clients
+skip. Empty records are zero-length, never null.
 """
 
 from __future__ import annotations
@@ -75,7 +79,8 @@ async def _read(plan: list[_Wanted], max_bytes: int) -> int:
             wanted.records = b""
             continue
         budget = min(wanted.max_bytes, max_bytes - total)
-        if budget <= 0 and total > 0:
+        first_with_data = total == 0
+        if budget <= 0 and not first_with_data:
             wanted.records = b""
             continue
         try:
@@ -83,6 +88,8 @@ async def _read(plan: list[_Wanted], max_bytes: int) -> int:
         except storage.StorageError as exc:
             wanted.error = storage_error_code(exc)
             continue
+        if len(data) > budget and not first_with_data:
+            data = b""  # its first batch does not fit what is left: Kafka sends nothing for it
         wanted.records = data
         total += len(data)
     return total
