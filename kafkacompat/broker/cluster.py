@@ -14,7 +14,7 @@ from kafkacompat.storage import Store, TopicInfo
 from ..config import BrokerConfig
 from ..groups import GroupCoordinator
 from .producer_state import ProducerStates
-from .topic_names import TopicNameError, canonical_name, split_name
+from .topic_names import TopicNameError, kafka_alias, split_name
 
 log = logging.getLogger(__name__)
 _SPLITS_KEPT = 10_000  # remembered topic-name splits (cleared when full)
@@ -96,8 +96,16 @@ class Cluster:
             return None, ErrorCode.unknown_topic_or_partition
         return self.store.partition(info.stream, info.name, index), ErrorCode.none
 
-    def display_name(self, info: TopicInfo) -> str:
-        return canonical_name(info.stream, info.name, self.default_stream)
+    def listed_name(self, stream: str, topic: str) -> str:
+        """The name a topic is listed under when no client named it: its Kafka-legal spelling.
+
+        Kafka's tools find a topic by listing all topics and matching the
+        name they were given against the list (kafka-topics --describe and
+        --delete, kafka-get-offsets, kafka-configs), and `/path:topic` trips
+        their own parsing, so listings use the alias `path..topic`; requests
+        by name are answered in the spelling the client used.
+        """
+        return kafka_alias(stream, topic, self.default_stream)
 
     def by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
         return self.store.get_topic_by_id(topic_id)

@@ -1,8 +1,8 @@
 """Metadata: the routing table. This broker leads every partition.
 
 Topics come back under the name the client asked for (a plain name, a
-`/stream:topic` name or its alias); a request for all topics lists
-canonical names.
+`/stream:topic` name or its alias); a request for all topics (or by topic
+id) names them as Cluster.listed_name does: plain names and aliases.
 """
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ async def handle(ctx: Any, request: Any) -> Any:
     entries = []
     if wanted is None:
         for info in cluster.store.list_topics():
-            entries.append(_topic_entry(ctx, m, cluster.display_name(info), info, ops))
+            entries.append(_topic_entry(ctx, m, cluster.listed_name(info.stream, info.name), info, ops))
     else:
         for wanted_topic in wanted:
             name = wanted_topic.name
@@ -78,7 +78,7 @@ async def handle(ctx: Any, request: Any) -> Any:
                 if info is None:
                     entries.append(_error_entry(m, None, ErrorCode.unknown_topic_id, topic_id))
                 else:
-                    entries.append(_topic_entry(ctx, m, cluster.display_name(info), info, ops))
+                    entries.append(_topic_entry(ctx, m, cluster.listed_name(info.stream, info.name), info, ops))
                 continue
             try:
                 found = cluster.lookup(name)
