@@ -23,7 +23,7 @@ class BrokerConfig:
     advertised_host: str | None = None  # defaults to host, or localhost for 0.0.0.0
     advertised_port: int | None = None
     node_id: int = 1
-    cluster_id: str = "kafkacompat-cluster"
+    cluster_id: str | None = None  # Kafka-style id; None: derived from the store's id (stable per store)
     default_stream: str = "/default"
     max_frame_bytes: int = 100 * 1024 * 1024  # Kafka's socket.request.max.bytes
     max_connections: int = 10_000
@@ -37,6 +37,7 @@ class BrokerConfig:
     group_max_size: int = 2**31 - 1
     offset_metadata_max_bytes: int = 4096
     offsets_retention_minutes: int = 7 * 24 * 60
+    offsets_topic_num_partitions: int = 50  # partitions of the internal __consumer_offsets topic
     offsets_retention_check_interval_ms: int = 600_000
     log_level: str = "INFO"
 

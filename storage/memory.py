@@ -153,6 +153,9 @@ class MemoryStore(NamespaceStore):
     async def _persist_stream(self, stream: StreamState, created: bool) -> None:
         pass
 
+    async def _persist_settings(self, settings: dict[str, str]) -> None:
+        pass
+
     async def _persist_stream_deleted(self, stream: StreamState) -> None:
         for part in self._opened_partitions([stream]):
             part._mark_closed()

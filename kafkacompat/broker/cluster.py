@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import logging
 import uuid
@@ -17,6 +18,8 @@ from .producer_state import ProducerStates
 from .topic_names import TopicNameError, kafka_alias, split_name
 
 log = logging.getLogger(__name__)
+OFFSETS_TOPIC = "__consumer_offsets"
+OFFSETS_TOPIC_CONFIGS = {"cleanup.policy": "compact", "compression.type": "producer", "segment.bytes": "104857600"}
 _SPLITS_KEPT = 10_000  # remembered topic-name splits (cleared when full)
 
 
@@ -35,12 +38,17 @@ class TopicError(Exception):
         self.code = code
 
 
+def kafka_uuid(value: uuid.UUID) -> str:
+    """A UUID as Kafka prints one (Uuid.toString): URL-safe base64 without padding, 22 characters."""
+    return base64.urlsafe_b64encode(value.bytes).decode().rstrip("=")
+
+
 class Cluster:
     def __init__(self, config: BrokerConfig, store: Store) -> None:
         self.config = config
         self.store = store
         self.node_id = config.node_id
-        self.cluster_id = config.cluster_id
+        self.cluster_id = config.cluster_id or kafka_uuid(store.store_id)
         self.host, self.port = config.advertised()
         self.producers = ProducerStates(config.producer_id_expiration_ms)
         self._splits: dict[str, tuple[str, str]] = {}
@@ -106,6 +114,25 @@ class Cluster:
         by name are answered in the spelling the client used.
         """
         return kafka_alias(stream, topic, self.default_stream)
+
+    def is_internal(self, info: TopicInfo) -> bool:
+        return info.name == OFFSETS_TOPIC and info.stream == self.default_stream
+
+    async def ensure_offsets_topic(self) -> None:
+        """Create __consumer_offsets when a group first finds its coordinator, as Kafka does.
+
+        Offsets live in cursors; this topic is Kafka's public face of them:
+        listed as internal, readable (empty), refused to producers.
+        """
+        if self.store.get_topic(self.default_stream, OFFSETS_TOPIC) is not None:
+            return
+        try:
+            await self.store.create_topic(
+                self.default_stream, OFFSETS_TOPIC, self.config.offsets_topic_num_partitions, dict(OFFSETS_TOPIC_CONFIGS)
+            )
+            log.info("created %s with %d partition(s)", OFFSETS_TOPIC, self.config.offsets_topic_num_partitions)
+        except storage.TopicExistsError:
+            pass
 
     def by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
         return self.store.get_topic_by_id(topic_id)

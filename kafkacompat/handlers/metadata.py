@@ -13,7 +13,7 @@ from typing import Any
 from kafkacompat.storage import TopicInfo
 
 from ..broker.cluster import TopicError
-from .common import ALL_TOPIC_OPERATIONS, NO_THROTTLE, UNSET_OPERATIONS, ErrorCode, make, schema_of
+from .common import ALL_CLUSTER_OPERATIONS, ALL_TOPIC_OPERATIONS, NO_THROTTLE, UNSET_OPERATIONS, ErrorCode, make, schema_of
 
 
 def _topic_entry(ctx: Any, m: Any, name: str, info: TopicInfo, ops: int) -> Any:
@@ -37,7 +37,7 @@ def _topic_entry(ctx: Any, m: Any, name: str, info: TopicInfo, ops: int) -> Any:
         error_code=ErrorCode.none,
         name=name,
         topic_id=info.topic_id,
-        is_internal=False,
+        is_internal=cluster.is_internal(info),
         partitions=partitions,
         topic_authorized_operations=ops,
     )
@@ -98,5 +98,7 @@ async def handle(ctx: Any, request: Any) -> Any:
         cluster_id=cluster.cluster_id,
         controller_id=cluster.node_id,
         topics=tuple(entries),
-        cluster_authorized_operations=UNSET_OPERATIONS,
+        cluster_authorized_operations=(  # v8-10 only
+            ALL_CLUSTER_OPERATIONS if getattr(request, "include_cluster_authorized_operations", False) else UNSET_OPERATIONS
+        ),
     )

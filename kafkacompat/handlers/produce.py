@@ -73,6 +73,9 @@ async def _produce_partition(ctx: Any, topic: Any, part: Any, acks: int) -> _Out
     if info is None or not 0 <= part.index < info.partitions:
         outcome.error = ErrorCode.unknown_topic_or_partition
         return outcome
+    if cluster.is_internal(info):
+        outcome.error, outcome.message = ErrorCode.invalid_topic_exception, f"Cannot append to internal topic {topic.name}"
+        return outcome
     records = part.records or b""
     try:
         batches = split_batches(records)

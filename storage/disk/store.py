@@ -8,7 +8,8 @@ open lazily on first use and create their directories on first append, and
 open file descriptors are bounded by an LRU.
 
 `store.json` counts opens: the count is the leader epoch stamped into every
-batch, so epochs never go down across restarts. `.clean` marks a clean
+batch, so epochs never go down across restarts. It also keeps the store's
+id (made on first open) and its store-wide settings. `.clean` marks a clean
 shutdown; without it, partitions validate their logs past the last
 checkpoint as they are opened.
 """
@@ -22,6 +23,7 @@ import gc
 import json
 import logging
 import os
+import uuid
 from collections.abc import Mapping, Sequence
 
 from ..api import Cursor, FsyncPolicy, PermissionEntries, StreamPolicy
@@ -103,12 +105,22 @@ class DiskStore(NamespaceStore):
         except FileNotFoundError:
             state = {"epoch": 0}
         self.epoch = state["epoch"] + 1
-        write_atomic(store_file, json.dumps({"epoch": self.epoch}).encode())
+        if "store_id" in state:  # stores made before ids existed get one now
+            self.store_id = uuid.UUID(state["store_id"])
+        self._settings = dict(state.get("settings", {}))
+        self._write_store_file(self._settings)
         if os.path.exists(marker):
             os.unlink(marker)
             fsync_dir(self.root)
         if not self.clean:
             log.warning("%s was not shut down cleanly; partitions are validated as they open", self.root)
+
+    def _write_store_file(self, settings: dict[str, str]) -> None:
+        state = {"epoch": self.epoch, "store_id": str(self.store_id), "settings": settings}
+        write_atomic(os.path.join(self.root, layout.STORE_FILE), json.dumps(state).encode())
+
+    async def _persist_settings(self, settings: dict[str, str]) -> None:
+        await asyncio.to_thread(self._write_store_file, settings)
 
     def _lock_data_dir(self) -> None:
         """One store per data dir: a second broker writing it would corrupt it."""

@@ -18,6 +18,8 @@ import time
 import uuid
 from collections.abc import Sequence
 
+from kafkacompat.broker.cluster import kafka_uuid
+
 REPO = pathlib.Path(__file__).resolve().parents[2]
 KAFKA_HOME = pathlib.Path(os.environ.get("KAFKA41_HOME", REPO.parent.parent / "shared" / "jars" / "kafka_2.13-4.1.0"))
 START_TIMEOUT = 90.0
@@ -100,7 +102,7 @@ class Kafka41:
         env["LOG_DIR"] = f"{self._dir}/server-logs"
         formatted = subprocess.run(
             [str(KAFKA_HOME / "bin" / "kafka-storage.sh"), "format", "--standalone",
-             "-t", uuid.uuid4().hex[:22], "-c", str(props)],
+             "-t", kafka_uuid(uuid.uuid4()), "-c", str(props)],
             capture_output=True, text=True, timeout=TOOL_TIMEOUT, env=env, check=False,
         )
         if formatted.returncode != 0:
