@@ -14,6 +14,7 @@ from kafkacompat.storage import Store, TopicInfo
 
 from ..config import BrokerConfig
 from ..groups import GroupCoordinator
+from . import broker_configs
 from .producer_state import ProducerStates
 from .topic_names import TopicNameError, kafka_alias, split_name
 
@@ -53,6 +54,8 @@ class Cluster:
         self.producers = ProducerStates(config.producer_id_expiration_ms)
         self._splits: dict[str, tuple[str, str]] = {}
         self.groups = GroupCoordinator(config, store)
+        self.started_config = {f.name: getattr(config, f.name) for f in dataclasses.fields(config)}
+        broker_configs.apply_dynamic(self)  # dynamic broker configs kept in the store
 
     @property
     def default_stream(self) -> str:

@@ -90,6 +90,16 @@ class ProducerStates:
     def new_producer_id(self) -> int:
         return next(self._ids)
 
+    @property
+    def expiration_ms(self) -> int:
+        return int(self._expiration * 1000)
+
+    @expiration_ms.setter
+    def expiration_ms(self, value: int) -> None:
+        """producer.id.expiration.ms is a dynamic broker config: it applies from the next sweep."""
+        self._expiration = value / 1000
+        self._next_sweep = min(self._next_sweep, self._clock() + min(self._expiration, 60.0))
+
     def check(
         self, producer_id: int, epoch: int, partition: Hashable, base_seq: int, count: int
     ) -> Verdict:

@@ -24,6 +24,7 @@ from . import (
     init_producer_id,
     join_group,
     leave_group,
+    list_config_resources,
     list_groups,
     list_offsets,
     metadata,
@@ -63,5 +64,6 @@ HANDLERS: dict[int, ModuleType] = {
     44: incremental_alter_configs,
     47: offset_delete,
     60: describe_cluster,
+    74: list_config_resources,
     STREAM_ADMIN_KEY: stream_admin,  # private, never advertised (protocol.versions.UNADVERTISED)
 }
