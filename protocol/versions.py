@@ -44,6 +44,7 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     47: (0, 0),  # OffsetDelete
     60: (0, 1),  # DescribeCluster
     74: (0, 1),  # ListConfigResources (v0: ListClientMetricsResources)
+    75: (0, 0),  # DescribeTopicPartitions
 }
 
 # Private APIs this broker serves but never advertises: stock clients must not see them.

@@ -17,6 +17,7 @@ from . import (
     describe_cluster,
     describe_configs,
     describe_groups,
+    describe_topic_partitions,
     fetch,
     find_coordinator,
     heartbeat,
@@ -65,5 +66,6 @@ HANDLERS: dict[int, ModuleType] = {
     47: offset_delete,
     60: describe_cluster,
     74: list_config_resources,
+    75: describe_topic_partitions,
     STREAM_ADMIN_KEY: stream_admin,  # private, never advertised (protocol.versions.UNADVERTISED)
 }
