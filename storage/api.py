@@ -184,6 +184,10 @@ class Store(abc.ABC):
     async def close(self) -> None:
         """Flush everything and write the clean-shutdown marker."""
 
+    @abc.abstractmethod
+    def data_dirs(self) -> list[str]:
+        """Where partitionlets sit (PartitionletInfo.volume names one), first the one new partitions start on."""
+
     # the store's own identity and settings
     store_id: uuid.UUID
     """Made when the store is first created and kept for its life (a memory store: per process)."""

@@ -150,6 +150,14 @@ class ProducerStates:
         """How many (producer, partition) states are kept."""
         return len(self._entries)
 
+    def producers_of(self, partition: Hashable) -> list[tuple[int, int, int, int]]:
+        """(producer id, epoch, last sequence, base offset of its last batch) per producer with state here."""
+        return sorted(
+            (producer_id, entry.epoch, entry.batches[-1].last_seq, entry.batches[-1].base_offset)
+            for (producer_id, key), entry in self._entries.items()
+            if key == partition and entry.batches
+        )
+
     def forget_partition(self, partition: Hashable) -> None:
         """Drop state of a deleted topic partition."""
         self._restored.discard(partition)

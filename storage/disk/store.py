@@ -74,6 +74,9 @@ class DiskStore(NamespaceStore):
     def root(self) -> str:
         return self.volumes[0].path
 
+    def data_dirs(self) -> list[str]:
+        return [volume.path for volume in self.volumes]
+
     def volume(self, volume_id: str) -> Volume:
         try:
             return self._by_id[volume_id]
