@@ -43,6 +43,8 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     42: (0, 2),  # DeleteGroups
     44: (0, 1),  # IncrementalAlterConfigs
     47: (0, 0),  # OffsetDelete
+    48: (0, 1),  # DescribeClientQuotas
+    49: (0, 1),  # AlterClientQuotas
     60: (0, 1),  # DescribeCluster
     61: (0, 0),  # DescribeProducers
     74: (0, 1),  # ListConfigResources (v0: ListClientMetricsResources)

@@ -16,6 +16,7 @@ from ..config import BrokerConfig
 from ..groups import GroupCoordinator
 from . import broker_configs
 from .producer_state import ProducerStates
+from .quotas import ClientQuotas
 from .topic_names import TopicNameError, kafka_alias, split_name
 
 log = logging.getLogger(__name__)
@@ -54,6 +55,7 @@ class Cluster:
         self.producers = ProducerStates(config.producer_id_expiration_ms)
         self._splits: dict[str, tuple[str, str]] = {}
         self.groups = GroupCoordinator(config, store)
+        self.quotas = ClientQuotas(store)
         self.started_config = {f.name: getattr(config, f.name) for f in dataclasses.fields(config)}
         broker_configs.apply_dynamic(self)  # dynamic broker configs kept in the store
 

@@ -41,6 +41,8 @@ class RequestContext:
     cluster: Cluster
     header: RequestHeader
     peer: str
+    size: int = 0  # bytes of the request frame (what byte-rate quotas count for produce)
+    throttle_ms: int = 0  # set by a handler over a quota: the connection reads nothing more for this long
 
     @property
     def version(self) -> int:
@@ -64,9 +66,15 @@ class Connection:
         self.max_frame_bytes = max_frame_bytes
         peer = writer.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
-        self._answers: asyncio.Queue[tuple[RequestHeader, Awaitable[Any]] | None] = asyncio.Queue(
+        self._answers: asyncio.Queue[tuple[RequestContext, Awaitable[Any]] | None] = asyncio.Queue(
             MAX_IN_FLIGHT
         )
+        self._muted_until = 0.0  # loop time before which no request is handled (client quotas)
+
+    def _mute(self, ctx: RequestContext) -> None:
+        """After an answer over a quota: hold the next requests for its throttle time."""
+        if ctx.throttle_ms > 0:
+            self._muted_until = max(self._muted_until, asyncio.get_running_loop().time() + ctx.throttle_ms / 1000)
 
     async def run(self) -> None:
         writer_task = asyncio.create_task(self._write_answers(), name=f"writer {self.peer}")
@@ -99,12 +107,18 @@ class Connection:
 
     async def _read_requests(self) -> None:
         reader = self.reader
+        loop = asyncio.get_running_loop()
         while True:
             size = frame_size(await reader.readexactly(4), self.max_frame_bytes)
             frame = await reader.readexactly(size)
+            muted = self._muted_until - loop.time()
+            if muted > 0:
+                await asyncio.sleep(muted)  # over a quota: this request waits, as on a muted Kafka channel
             header = parse_request_header(frame)
-            answer = await self._dispatch(header, frame)
+            ctx = RequestContext(self.cluster, header, self.peer, size)
+            answer = await self._dispatch(ctx, frame)
             if answer is NO_RESPONSE:
+                self._mute(ctx)
                 continue
             if asyncio.iscoroutine(answer):
                 answer = asyncio.ensure_future(answer)
@@ -112,9 +126,10 @@ class Connection:
                 done = asyncio.get_running_loop().create_future()
                 done.set_result(answer)
                 answer = done
-            await self._answers.put((header, answer))
+            await self._answers.put((ctx, answer))
 
-    async def _dispatch(self, header: RequestHeader, frame: bytes) -> Any:
+    async def _dispatch(self, ctx: RequestContext, frame: bytes) -> Any:
+        header = ctx.header
         key, version = header.api_key, header.api_version
         supported = SUPPORTED.get(key) or UNADVERTISED.get(key)
         if key == API_VERSIONS_KEY and supported and not supported[0] <= version <= supported[1]:
@@ -129,7 +144,6 @@ class Connection:
             )
         decode = getattr(handler, "decode", decode_request)
         request = decode(header, frame)
-        ctx = RequestContext(self.cluster, header, self.peer)
         if self._fault_rules.get(key):
             rule = self.faults.take(key)
             if rule is not None:
@@ -142,7 +156,8 @@ class Connection:
             item = await self._answers.get()
             if item is None:
                 break
-            header, answer = item
+            ctx, answer = item
+            header = ctx.header
             try:
                 body = await answer
             except Exception:
@@ -153,5 +168,6 @@ class Connection:
                 writer.close()
                 raise
             writer.writelines(response_chunks(header.api_key, header.api_version, header.correlation_id, body))
+            self._mute(ctx)
             if self._answers.empty():
                 await writer.drain()

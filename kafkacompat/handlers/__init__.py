@@ -7,6 +7,7 @@ from types import ModuleType
 from kafkacompat.protocol.admin_api import STREAM_ADMIN_KEY
 
 from . import (
+    alter_client_quotas,
     alter_configs,
     api_versions,
     create_partitions,
@@ -14,6 +15,7 @@ from . import (
     delete_groups,
     delete_records,
     delete_topics,
+    describe_client_quotas,
     describe_cluster,
     describe_configs,
     describe_groups,
@@ -67,6 +69,8 @@ HANDLERS: dict[int, ModuleType] = {
     42: delete_groups,
     44: incremental_alter_configs,
     47: offset_delete,
+    48: describe_client_quotas,
+    49: alter_client_quotas,
     60: describe_cluster,
     61: describe_producers,
     74: list_config_resources,

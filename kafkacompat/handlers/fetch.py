@@ -21,6 +21,7 @@ from typing import Any
 from kafkacompat import storage
 from kafkacompat.protocol.fetch_response import Buffer, PartitionAnswer, encode_fetch_response
 
+from ..broker.quotas import FETCH as CONSUMER_BYTE_RATE
 from .common import ErrorCode, leader_epoch_error, storage_error_code
 
 TOPIC_IDS_FROM = 13  # v13+ name topics by id
@@ -97,6 +98,13 @@ async def _read(plan: list[_Wanted], max_bytes: int) -> int:
 
 def _response(ctx: Any, plan: list[_Wanted]) -> list[Buffer]:
     """The body as chunks: stored records are handed to the transport, not copied."""
+    quotas = ctx.cluster.quotas
+    if quotas.active:
+        size = sum(len(w.records) for w in plan)
+        ctx.throttle_ms = quotas.record(ctx.header.client_id, CONSUMER_BYTE_RATE, size)
+        if ctx.throttle_ms:  # over the quota: Kafka answers without data and does not count it
+            quotas.unrecord(ctx.header.client_id, CONSUMER_BYTE_RATE, size)
+            return encode_fetch_response(ctx.version, [], throttle_time_ms=ctx.throttle_ms)
     topics: dict[Any, list[PartitionAnswer]] = {}
     for wanted in plan:
         p = wanted.partition
@@ -110,7 +118,7 @@ def _response(ctx: Any, plan: list[_Wanted]) -> list[Buffer]:
             p.log_start_offset if ok else -1,
             wanted.records if wanted.error == ErrorCode.none else b"",
         ))
-    return encode_fetch_response(ctx.version, list(topics.items()))
+    return encode_fetch_response(ctx.version, list(topics.items()), throttle_time_ms=ctx.throttle_ms)
 
 
 async def handle(ctx: Any, request: Any) -> Any:

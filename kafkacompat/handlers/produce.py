@@ -22,6 +22,7 @@ from kafkacompat.protocol.produce_response import PartitionResult, encode_produc
 from kafkacompat.protocol.records import InvalidBatchError, set_log_append_time, split_batches
 
 from ..broker.cluster import TopicError
+from ..broker.quotas import PRODUCE as PRODUCER_BYTE_RATE
 from ..broker.topic_configs import topic_config_value
 from .common import NO_RESPONSE, CloseConnection, ErrorCode, storage_error_code
 
@@ -147,13 +148,15 @@ def _response(ctx: Any, request: Any, results: list[tuple[str, list[_Outcome]]])
         (name, [PartitionResult(o.index, o.error.value, o.base_offset, o.log_append_time, o.log_start_offset,
                                 o.message) for o in outcomes])
         for name, outcomes in results
-    ])
+    ], throttle_time_ms=ctx.throttle_ms)
 
 
 async def handle(ctx: Any, request: Any) -> Any:
     if ctx.version < FIRST_SERVED_VERSION:
         return _legacy_refusal(ctx.version, request)
     acks = request.acks
+    if ctx.cluster.quotas.active:
+        ctx.throttle_ms = ctx.cluster.quotas.record(ctx.header.client_id, PRODUCER_BYTE_RATE, ctx.size)
     results: list[tuple[str, list[_Outcome]]] = []
     for topic in request.topic_data:
         outcomes = []

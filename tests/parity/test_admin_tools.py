@@ -46,3 +46,13 @@ def test_kafka_transactions_describes_idempotent_producers(ours: Broker) -> None
     assert header == ["ProducerId", "ProducerEpoch", "LatestCoordinatorEpoch", "LastSequence", "LastTimestamp",
                       "CurrentTransactionStartOffset"]
     assert row[1:] == ["0", "-1", "0", "1700000000123", "None"]
+
+
+def test_kafka_configs_sets_and_describes_client_and_user_quotas(ours: Broker) -> None:
+    server = ("--bootstrap-server", ours.bootstrap_servers)
+    done = run_tool("kafka-configs", *server, "--alter", "--entity-type", "clients", "--entity-name", "metered",
+                    "--add-config", "producer_byte_rate=100000,consumer_byte_rate=200000")
+    assert done.returncode == 0, done.stderr
+    done = run_tool("kafka-configs", *server, "--describe", "--entity-type", "clients", "--entity-name", "metered")
+    assert done.stdout.strip() == (
+        "Quota configs for client-id 'metered' are consumer_byte_rate=200000.0, producer_byte_rate=100000.0")

@@ -111,3 +111,19 @@ def test_broker_loggers_with_kafka_configs(ours: Broker) -> None:
     with Wire(ours.bootstrap_servers) as wire:
         assert describe(wire, 8, "1")[1]["kafkacompat.handlers.produce"][0] == "DEBUG"
         assert alter(wire, 8, "1", ("kafkacompat.handlers.produce", 1, None))[0] == 0
+
+
+def test_client_quotas_are_described_as_kafka_describes_them(ours: Broker, kafka41: Kafka41) -> None:
+    from tests.test_client_quotas import quotas, set_quota
+
+    def described(bootstrap: str) -> list:
+        with Wire(bootstrap) as wire:
+            refused = set_quota(wire, {"ip": "10.0.0.1", "user": "u"}, producer_byte_rate=1.0)
+            assert set_quota(wire, {"user": None}, consumer_byte_rate=2000.0)[0] == 0
+            assert set_quota(wire, {"user": "parity", "client-id": None}, producer_byte_rate=3000.0)[0] == 0
+            deadline = time.monotonic() + 15
+            while len(found := quotas(wire, ("user", 2, None))) < 2 and time.monotonic() < deadline:
+                time.sleep(0.1)
+            return [refused, sorted(found, key=repr), quotas(wire, ("user", 1, None), strict=True)]  # Kafka's order is a hash's
+
+    assert described(ours.bootstrap_servers) == described(kafka41.bootstrap_servers)
