@@ -17,7 +17,7 @@ from ..groups import GroupCoordinator
 from . import broker_configs
 from .producer_state import ProducerStates
 from .quotas import ClientQuotas
-from .topic_names import TopicNameError, kafka_alias, split_name
+from .topic_names import LEGAL_NAMES_ONLY, TopicNameError, canonical_name, kafka_alias, split_name
 
 log = logging.getLogger(__name__)
 OFFSETS_TOPIC = "__consumer_offsets"
@@ -107,18 +107,22 @@ class Cluster:
             return None, missing
         if not 0 <= index < info.partitions:
             return None, ErrorCode.unknown_topic_or_partition
-        return self.store.partition(info.stream, info.name, index), ErrorCode.none
+        try:
+            return self.store.partition(info.stream, info.name, index), ErrorCode.none
+        except storage.UnknownTopicError:
+            return None, ErrorCode.unknown_topic_or_partition
+        except storage.StorageError:  # damaged or unreadable files: logged once by the store
+            return None, ErrorCode.kafka_storage_error
 
-    def listed_name(self, stream: str, topic: str) -> str:
-        """The name a topic is listed under when no client named it: its Kafka-legal spelling.
+    def listed_name(self, stream: str, topic: str, client_software_name: str = "") -> str:
+        """The name a topic is listed under when no client named it: canonical, or the
+        Kafka-legal alias for a client that cannot take anything else (see LEGAL_NAMES_ONLY)."""
+        if client_software_name in LEGAL_NAMES_ONLY:
+            return kafka_alias(stream, topic, self.default_stream)
+        return canonical_name(stream, topic, self.default_stream)
 
-        Kafka's tools find a topic by listing all topics and matching the
-        name they were given against the list (kafka-topics --describe and
-        --delete, kafka-get-offsets, kafka-configs), and `/path:topic` trips
-        their own parsing, so listings use the alias `path..topic`; requests
-        by name are answered in the spelling the client used.
-        """
-        return kafka_alias(stream, topic, self.default_stream)
+    def display_name(self, info: TopicInfo, client_software_name: str = "") -> str:
+        return self.listed_name(info.stream, info.name, client_software_name)
 
     def is_internal(self, info: TopicInfo) -> bool:
         return info.name == OFFSETS_TOPIC and info.stream == self.default_stream

@@ -37,10 +37,12 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {
     "flush.ms": ConfigDef("9223372036854775807", 5, "Durability follows the stream's fsync policy."),
     "index.interval.bytes": ConfigDef("4096", 3, "Bytes between sparse index entries."),
     "max.compaction.lag.ms": ConfigDef("9223372036854775807", 5, "Kept for compatibility."),
-    "max.message.bytes": ConfigDef("1048588", 3, "Largest record batch accepted."),
+    "max.message.bytes": ConfigDef("1048588", 3, "Largest record batch accepted (broker: message.max.bytes)."),
     "message.timestamp.type": ConfigDef("CreateTime", 2, "CreateTime or LogAppendTime."),
-    "message.timestamp.before.max.ms": ConfigDef("9223372036854775807", 5, "Kept for compatibility."),
-    "message.timestamp.after.max.ms": ConfigDef("9223372036854775807", 5, "Kept for compatibility."),
+    "message.timestamp.before.max.ms": ConfigDef(
+        "9223372036854775807", 5, "How far before the broker's clock a CreateTime timestamp may be."),
+    "message.timestamp.after.max.ms": ConfigDef(
+        "3600000", 5, "How far after the broker's clock a CreateTime timestamp may be (Kafka 4 default)."),
     "min.cleanable.dirty.ratio": ConfigDef("0.5", 6, "Kept for compatibility."),
     "min.compaction.lag.ms": ConfigDef("0", 5, "Kept for compatibility."),
     "min.insync.replicas": ConfigDef("1", 3, "A single broker: always 1."),
@@ -142,7 +144,7 @@ def config_synonyms(cluster: "Cluster", info: TopicInfo) -> dict[str, list[Synon
         elif name in inherited and inherited[name] != definition.default:
             chain.append((broker_name or name, inherited[name], DYNAMIC_DEFAULT_BROKER_CONFIG))
         if broker_name is not None and broker_name not in _UNSET_BROKER_DEFAULTS:
-            chain.append((broker_name, definition.default, DEFAULT_CONFIG))
+            chain.append((broker_name, _broker_default(cluster, name), DEFAULT_CONFIG))
         out[name] = chain
     return out
 
@@ -150,9 +152,16 @@ def config_synonyms(cluster: "Cluster", info: TopicInfo) -> dict[str, list[Synon
 def effective_configs(cluster: "Cluster", info: TopicInfo) -> dict[str, tuple[str, int]]:
     """name -> (value, config_source) for every topic config: the first of its synonyms."""
     return {
-        name: (chain[0][1], chain[0][2]) if chain else (TOPIC_CONFIGS[name].default, DEFAULT_CONFIG)
+        name: (chain[0][1], chain[0][2]) if chain else (_broker_default(cluster, name), DEFAULT_CONFIG)
         for name, chain in config_synonyms(cluster, info).items()
     }
+
+
+def _broker_default(cluster: "Cluster", name: str) -> str:
+    """A topic config's default; max.message.bytes follows the broker's message.max.bytes."""
+    if name == "max.message.bytes":
+        return str(cluster.config.message_max_bytes)
+    return TOPIC_CONFIGS[name].default
 
 
 def topic_config_value(cluster: "Cluster", info: TopicInfo, name: str) -> str:
@@ -163,7 +172,7 @@ def topic_config_value(cluster: "Cluster", info: TopicInfo, name: str) -> str:
         inherited = stream_defaults(stream.policy)
         if name in inherited:
             return inherited[name]
-    return TOPIC_CONFIGS[name].default
+    return _broker_default(cluster, name)
 
 
 def validate_configs(configs: dict[str, str]) -> None:

@@ -26,7 +26,7 @@ Usage = dict[str, dict[str, dict[int, int]]]
 def _wanted(ctx: Any, request: Any) -> list[tuple[str, storage.TopicInfo, list[int]]]:
     cluster = ctx.cluster
     if request.topics is None:
-        return [(cluster.listed_name(info.stream, info.name), info, list(range(info.partitions)))
+        return [(cluster.listed_name(info.stream, info.name, ctx.client_software_name), info, list(range(info.partitions)))
                 for info in cluster.store.list_topics()]
     wanted = []
     for topic in request.topics:

@@ -26,7 +26,7 @@ BROKER_PARTITION_LIMIT = 2000  # Kafka's max.request.partition.size.limit
 def _wanted(ctx: Any, request: Any) -> list[tuple[str, TopicInfo | None, ErrorCode]]:
     cluster = ctx.cluster
     if not request.topics:
-        found = [(cluster.listed_name(info.stream, info.name), info, ErrorCode.none) for info in cluster.store.list_topics()]
+        found = [(cluster.listed_name(info.stream, info.name, ctx.client_software_name), info, ErrorCode.none) for info in cluster.store.list_topics()]
     else:
         found = []
         for name in {topic.name for topic in request.topics}:

@@ -18,7 +18,7 @@ async def handle(ctx: Any, request: Any) -> Any:
     cluster = ctx.cluster
     results = []
     if request.topic_partitions is None:  # every partition: none needs an election, so none is listed
-        results = [make(m.ReplicaElectionResult, topic=cluster.listed_name(info.stream, info.name), partition_result=())
+        results = [make(m.ReplicaElectionResult, topic=cluster.listed_name(info.stream, info.name, ctx.client_software_name), partition_result=())
                    for info in cluster.store.list_topics()]
     for topic in request.topic_partitions or ():
         info, missing = cluster.topic_for(topic.topic)

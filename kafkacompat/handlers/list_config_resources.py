@@ -24,7 +24,7 @@ def _resources(ctx: Any, kind: int) -> list[str]:
     if kind in (BROKER, BROKER_LOGGER):
         return [str(cluster.node_id)]
     if kind == TOPIC:
-        return [cluster.listed_name(info.stream, info.name) for info in cluster.store.list_topics()]
+        return [cluster.listed_name(info.stream, info.name, ctx.client_software_name) for info in cluster.store.list_topics()]
     return []
 
 

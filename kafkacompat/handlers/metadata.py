@@ -2,7 +2,9 @@
 
 Topics come back under the name the client asked for (a plain name, a
 `/stream:topic` name or its alias); a request for all topics (or by topic
-id) names them as Cluster.listed_name does: plain names and aliases.
+id) lists canonical names, or aliases to a client that takes only
+Kafka-legal names (kafka-python, whose pattern subscription matches the
+listed names, and Kafka's Java tools, which match names against the list).
 """
 
 from __future__ import annotations
@@ -19,26 +21,28 @@ from .common import ALL_CLUSTER_OPERATIONS, ALL_TOPIC_OPERATIONS, NO_THROTTLE, U
 def _topic_entry(ctx: Any, m: Any, name: str, info: TopicInfo, ops: int) -> Any:
     cluster = ctx.cluster
     node = cluster.node_id
-    partitions = tuple(
-        make(
+    partitions = []
+    for index in range(info.partitions):
+        # A partition whose files cannot be served is still led here: produce and
+        # fetch then answer KAFKA_STORAGE_ERROR for it, and only for it.
+        partition, _ = cluster.partition_for(info, ErrorCode.none, index)
+        partitions.append(make(
             m.MetadataResponsePartition,
             error_code=ErrorCode.none,
             partition_index=index,
             leader_id=node,
-            leader_epoch=cluster.store.partition(info.stream, info.name, index).leader_epoch,
+            leader_epoch=partition.leader_epoch if partition is not None else -1,
             replica_nodes=(node,),
             isr_nodes=(node,),
             offline_replicas=(),
-        )
-        for index in range(info.partitions)
-    )
+        ))
     return make(
         m.MetadataResponseTopic,
         error_code=ErrorCode.none,
         name=name,
         topic_id=info.topic_id,
         is_internal=cluster.is_internal(info),
-        partitions=partitions,
+        partitions=tuple(partitions),
         topic_authorized_operations=ops,
     )
 
@@ -68,7 +72,7 @@ async def handle(ctx: Any, request: Any) -> Any:
     entries = []
     if wanted is None:
         for info in cluster.store.list_topics():
-            entries.append(_topic_entry(ctx, m, cluster.listed_name(info.stream, info.name), info, ops))
+            entries.append(_topic_entry(ctx, m, cluster.display_name(info, ctx.client_software_name), info, ops))
     else:
         for wanted_topic in wanted:
             name = wanted_topic.name
@@ -78,7 +82,7 @@ async def handle(ctx: Any, request: Any) -> Any:
                 if info is None:
                     entries.append(_error_entry(m, None, ErrorCode.unknown_topic_id, topic_id))
                 else:
-                    entries.append(_topic_entry(ctx, m, cluster.listed_name(info.stream, info.name), info, ops))
+                    entries.append(_topic_entry(ctx, m, cluster.display_name(info, ctx.client_software_name), info, ops))
                 continue
             try:
                 found = cluster.lookup(name)

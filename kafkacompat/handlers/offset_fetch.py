@@ -38,7 +38,7 @@ def _everything(ctx: Any, group_id: str) -> TopicOffsets:
     cluster = ctx.cluster
     by_topic: dict[str, list[tuple[int, int, int, str]]] = defaultdict(list)
     for stream, c in cluster.groups.offsets.all(group_id):
-        name = cluster.listed_name(stream, c.topic)
+        name = cluster.listed_name(stream, c.topic, ctx.client_software_name)
         by_topic[name].append((c.partition, c.offset, c.leader_epoch, c.metadata))
     return [(name, sorted(rows)) for name, rows in sorted(by_topic.items())]
 

@@ -181,7 +181,7 @@ def test_retention_spares_subscribed_topics_in_any_stream(group: str, topic_name
         assert set(commit(wire, 8, group, offsets, generation, member).values()) == {ErrorCode.none}
         later = int(time.time() * 1000) + broker.config.offsets_retention_minutes * 60_000 + 1000
         assert broker.call(broker.server.cluster.groups.expire_offsets(later)) == 1
-        assert fetch_offsets(wire, group, None) == {(alias, 0): 5}
+        assert fetch_offsets(wire, group, None) == {(f"{stream}:metrics", 0): 5}
 
 
 def test_sync_with_another_protocol_and_commits_to_invalid_names(broker: Broker, group: str) -> None:
