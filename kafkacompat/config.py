@@ -54,7 +54,8 @@ class BrokerConfig:
     advertised_port: int | None = _setting(None, "port clients are told to connect to (default: the listen port)",
                                            metavar="PORT", minimum=1)
     node_id: int = _setting(1, "broker id reported in metadata, like node.id")
-    cluster_id: str = _setting("kafkacompat-cluster", "cluster id reported in metadata", metavar="ID")
+    cluster_id: str | None = _setting(None, "cluster id reported in metadata (default: a Kafka-style id made once "
+                                            "per store and kept in it)", metavar="ID")
     default_stream: str = _setting("/default", "stream holding plain Kafka topic names such as 'orders'; "
                                                "created on start if missing", metavar="PATH")
     # limits, named and defaulted as Kafka's broker settings (dots become underscores)
@@ -117,6 +118,8 @@ class BrokerConfig:
     offsets_retention_minutes: int = _setting(7 * 24 * 60, "how long an empty group's committed offsets are kept, "
                                                            "like offsets.retention.minutes", metavar="MIN",
                                               minimum=1)
+    offsets_topic_num_partitions: int = _setting(50, "partitions of the internal __consumer_offsets topic, like "
+                                                     "offsets.topic.num.partitions", minimum=1)
     offsets_retention_check_interval_ms: int = _setting(600_000, "how often expired committed offsets are removed, "
                                                                  "like offsets.retention.check.interval.ms",
                                                         metavar="MS", minimum=1)

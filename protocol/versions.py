@@ -38,13 +38,22 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     23: (2, 4),  # OffsetForLeaderEpoch
     32: (1, 4),  # DescribeConfigs
     33: (0, 2),  # AlterConfigs
+    35: (1, 4),  # DescribeLogDirs
     37: (0, 3),  # CreatePartitions
     42: (0, 2),  # DeleteGroups
+    43: (0, 2),  # ElectLeaders
     44: (0, 1),  # IncrementalAlterConfigs
+    45: (0, 0),  # AlterPartitionReassignments
+    46: (0, 0),  # ListPartitionReassignments
     47: (0, 0),  # OffsetDelete
+    48: (0, 1),  # DescribeClientQuotas
+    49: (0, 1),  # AlterClientQuotas
     60: (0, 1),  # DescribeCluster
     68: (0, 1),  # ConsumerGroupHeartbeat (KIP-848); v1: the client makes its member id
     69: (0, 1),  # ConsumerGroupDescribe
+    61: (0, 0),  # DescribeProducers
+    74: (0, 1),  # ListConfigResources (v0: ListClientMetricsResources)
+    75: (0, 0),  # DescribeTopicPartitions
 }
 
 # Private APIs this broker serves but never advertises: stock clients must not see them.

@@ -14,7 +14,7 @@ import asyncio
 import dataclasses
 import enum
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 
 class FsyncPolicy(str, enum.Enum):
@@ -185,6 +185,22 @@ class Store(abc.ABC):
     @abc.abstractmethod
     async def close(self) -> None:
         """Flush everything and write the clean-shutdown marker."""
+
+    @abc.abstractmethod
+    def data_dirs(self) -> list[str]:
+        """Where partitionlets sit (PartitionletInfo.volume names one), first the one new partitions start on."""
+
+    # the store's own identity and settings
+    store_id: uuid.UUID
+    """Made when the store is first created and kept for its life (a memory store: per process)."""
+
+    @abc.abstractmethod
+    def settings(self) -> dict[str, str]:
+        """Store-wide settings kept for whoever runs the store (e.g. a broker's dynamic configs)."""
+
+    @abc.abstractmethod
+    async def set_settings(self, changes: Mapping[str, str | None]) -> dict[str, str]:
+        """Set (a value) or remove (None) settings durably; returns them all."""
 
     # streams
     @abc.abstractmethod

@@ -16,6 +16,8 @@ from .namespace import NamespaceStore, StreamState, TopicState, now_ms
 from .partition_base import PartitionBase, RecordTimestamps
 
 
+MEMORY_VOLUME = "memory"  # the one "volume" of a memory store
+
 class MemoryPartition(PartitionBase):
     """Batches in a list, indexed by base offset."""
 
@@ -133,7 +135,7 @@ class MemoryPartition(PartitionBase):
         if not self._batches:
             return []
         size = sum(len(b) for b in self._batches)
-        return [PartitionletInfo(self._bases[0], self._hw, size, "memory", False, max(self._max_ts))]
+        return [PartitionletInfo(self._bases[0], self._hw, size, MEMORY_VOLUME, False, max(self._max_ts))]
 
 
 class MemoryStore(NamespaceStore):
@@ -152,6 +154,12 @@ class MemoryStore(NamespaceStore):
 
     async def _persist_stream(self, stream: StreamState, created: bool) -> None:
         pass
+
+    async def _persist_settings(self, settings: dict[str, str]) -> None:
+        pass
+
+    def data_dirs(self) -> list[str]:
+        return [MEMORY_VOLUME]
 
     async def _persist_stream_deleted(self, stream: StreamState) -> None:
         for part in self._opened_partitions([stream]):

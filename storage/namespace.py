@@ -12,7 +12,7 @@ import abc
 import dataclasses
 import time
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from .api import Cursor, FsyncPolicy, Partition, Store, StreamInfo, StreamPolicy, TopicInfo
 from .errors import (
@@ -172,8 +172,28 @@ class NamespaceStore(Store):
         self.default_stream = check_stream_path(default_stream)
         self._streams: dict[str, StreamState] = {}
         self._topics_by_id: dict[str, TopicState] = {}  # by topic id in hex
+        self.store_id = uuid.uuid4()  # engines that persist replace it with the stored one on open
+        self._settings: dict[str, str] = {}
+
+    def settings(self) -> dict[str, str]:
+        return dict(self._settings)
+
+    async def set_settings(self, changes: Mapping[str, str | None]) -> dict[str, str]:
+        updated = dict(self._settings)
+        for key, value in changes.items():
+            if value is None:
+                updated.pop(key, None)
+            else:
+                updated[key] = value
+        await self._persist_settings(updated)
+        self._settings = updated
+        return dict(updated)
 
     # hooks -----------------------------------------------------------------
+
+    @abc.abstractmethod
+    async def _persist_settings(self, settings: dict[str, str]) -> None:
+        """Record the store-wide settings (all of them)."""
 
     @abc.abstractmethod
     async def _persist_stream(self, stream: StreamState, created: bool) -> None: ...

@@ -90,3 +90,13 @@ def test_topics_configs_and_data_survive_a_clean_restart(tmp_path: Path) -> None
         assert info.configs == {"retention.ms": "86400000"}
         got = consume_all(broker.bootstrap_servers, "kept", 2, 50)
         assert sorted(m.value() for m in got) == sorted(b"v%d" % i for i in range(50))
+
+
+def test_cluster_id_is_kept_by_the_store_across_restarts(tmp_path) -> None:
+    """A Kafka-style cluster id, made once per store (a memory store: once per process)."""
+    with Broker(data_dir=str(tmp_path)) as first:
+        kept = first.server.cluster.cluster_id
+    with Broker(data_dir=str(tmp_path)) as again:
+        assert again.server.cluster.cluster_id == kept
+    with Broker() as memory, Broker() as other:
+        assert memory.server.cluster.cluster_id != other.server.cluster.cluster_id

@@ -58,3 +58,33 @@ def test_config_precedence_file_env_flags(tmp_path) -> None:
     with pytest.raises(ConfigError, match="unknown setting 'colour'"):
         path.write_text("colour = 'blue'\n")
         load_config(str(path), environ={})
+
+
+@pytest.mark.parametrize("spelling", ["/apps/echo:temps", "apps.echo..temps"])
+def test_every_answer_names_the_topic_as_the_client_spelled_it(spelling: str) -> None:
+    """librdkafka's admin matches answers to requests by name: each must echo the client's spelling."""
+    from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+    from confluent_kafka.admin import AdminClient, ConfigResource, OffsetSpec
+
+    with Broker() as broker:
+        broker.create_topic("/apps/echo:temps", 2)
+        bootstrap = broker.bootstrap_servers
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        producer = Producer({"bootstrap.servers": bootstrap})
+        producer.produce(spelling, b"v", partition=1)
+        assert producer.flush(10) == 0
+        # librdkafka takes any name: listings give it the canonical one (Java tools and kafka-python get aliases)
+        assert "/apps/echo:temps" in admin.list_topics(timeout=10).topics
+        assert list(admin.list_topics(spelling, timeout=10).topics) == [spelling]
+        offsets = admin.list_offsets({TopicPartition(spelling, 1): OffsetSpec.latest()})
+        assert offsets[TopicPartition(spelling, 1)].result(timeout=10).offset == 1
+        [described] = admin.describe_configs([ConfigResource("topic", spelling)]).values()
+        assert described.result(timeout=10)["retention.ms"].name == "retention.ms"
+        commit = admin.alter_consumer_group_offsets(
+            [ConsumerGroupTopicPartitions("echo", [TopicPartition(spelling, 1, 1)])])
+        assert commit["echo"].result(timeout=10).topic_partitions[0].topic == spelling
+        fetched = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions("echo", [TopicPartition(spelling, 1)])])
+        [tp] = fetched["echo"].result(timeout=10).topic_partitions
+        assert (tp.topic, tp.offset) == (spelling, 1)
+        admin.delete_topics([spelling], operation_timeout=10)[spelling].result(timeout=10)
+        assert broker.server.store.get_topic("/apps/echo", "temps") is None

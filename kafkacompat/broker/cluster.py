@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import logging
 import uuid
@@ -13,11 +14,15 @@ from kafkacompat.storage import Store, TopicInfo
 
 from ..config import BrokerConfig
 from ..groups import GroupCoordinator
+from . import broker_configs
 from .producer_state import ProducerStates
 from .request_stats import RequestStats
+from .quotas import ClientQuotas
 from .topic_names import LEGAL_NAMES_ONLY, TopicNameError, canonical_name, kafka_alias, split_name
 
 log = logging.getLogger(__name__)
+OFFSETS_TOPIC = "__consumer_offsets"
+OFFSETS_TOPIC_CONFIGS = {"cleanup.policy": "compact", "compression.type": "producer", "segment.bytes": "104857600"}
 _SPLITS_KEPT = 10_000  # remembered topic-name splits (cleared when full)
 
 
@@ -36,17 +41,25 @@ class TopicError(Exception):
         self.code = code
 
 
+def kafka_uuid(value: uuid.UUID) -> str:
+    """A UUID as Kafka prints one (Uuid.toString): URL-safe base64 without padding, 22 characters."""
+    return base64.urlsafe_b64encode(value.bytes).decode().rstrip("=")
+
+
 class Cluster:
     def __init__(self, config: BrokerConfig, store: Store) -> None:
         self.config = config
         self.store = store
         self.node_id = config.node_id
-        self.cluster_id = config.cluster_id
+        self.cluster_id = config.cluster_id or kafka_uuid(store.store_id)
         self.host, self.port = config.advertised()
         self.producers = ProducerStates(config.producer_id_expiration_ms)
         self._splits: dict[str, tuple[str, str]] = {}
         self.groups = GroupCoordinator(config, store)
         self.stats = RequestStats(config.metrics_topic_series)  # read by /metrics
+        self.quotas = ClientQuotas(store)
+        self.started_config = {f.name: getattr(config, f.name) for f in dataclasses.fields(config)}
+        broker_configs.apply_dynamic(self)  # dynamic broker configs kept in the store
 
     @property
     def default_stream(self) -> str:
@@ -103,12 +116,34 @@ class Cluster:
         except storage.StorageError:  # damaged or unreadable files: logged once by the store
             return None, ErrorCode.kafka_storage_error
 
-    def display_name(self, info: TopicInfo, client_software_name: str = "") -> str:
-        """The name a topic is listed under: canonical, or the Kafka-legal alias
-        for a client that cannot take anything else (see LEGAL_NAMES_ONLY)."""
+    def listed_name(self, stream: str, topic: str, client_software_name: str = "") -> str:
+        """The name a topic is listed under when no client named it: canonical, or the
+        Kafka-legal alias for a client that cannot take anything else (see LEGAL_NAMES_ONLY)."""
         if client_software_name in LEGAL_NAMES_ONLY:
-            return kafka_alias(info.stream, info.name, self.default_stream)
-        return canonical_name(info.stream, info.name, self.default_stream)
+            return kafka_alias(stream, topic, self.default_stream)
+        return canonical_name(stream, topic, self.default_stream)
+
+    def display_name(self, info: TopicInfo, client_software_name: str = "") -> str:
+        return self.listed_name(info.stream, info.name, client_software_name)
+
+    def is_internal(self, info: TopicInfo) -> bool:
+        return info.name == OFFSETS_TOPIC and info.stream == self.default_stream
+
+    async def ensure_offsets_topic(self) -> None:
+        """Create __consumer_offsets when a group first finds its coordinator, as Kafka does.
+
+        Offsets live in cursors; this topic is Kafka's public face of them:
+        listed as internal, readable (empty), refused to producers.
+        """
+        if self.store.get_topic(self.default_stream, OFFSETS_TOPIC) is not None:
+            return
+        try:
+            await self.store.create_topic(
+                self.default_stream, OFFSETS_TOPIC, self.config.offsets_topic_num_partitions, dict(OFFSETS_TOPIC_CONFIGS)
+            )
+            log.info("created %s with %d partition(s)", OFFSETS_TOPIC, self.config.offsets_topic_num_partitions)
+        except storage.TopicExistsError:
+            pass
 
     def by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
         return self.store.get_topic_by_id(topic_id)

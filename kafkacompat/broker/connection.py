@@ -45,6 +45,8 @@ class RequestContext:
     header: RequestHeader
     peer: str
     client_software_name: str = ""  # from ApiVersions v3+; "" until the client says
+    size: int = 0  # bytes of the request frame (what byte-rate quotas count for produce)
+    throttle_ms: int = 0  # set by a handler over a quota: the connection reads nothing more for this long
 
     @property
     def version(self) -> int:
@@ -73,10 +75,16 @@ class Connection:
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         self.client_software_name = ""
         self._stats = cluster.stats
-        # (header, answer, perf_counter() when its frame was read): the writer records the latency
-        self._answers: asyncio.Queue[tuple[RequestHeader, Awaitable[Any], float] | None] = asyncio.Queue(
+        # (context, answer, perf_counter() when its frame was read): the writer records the latency
+        self._answers: asyncio.Queue[tuple[RequestContext, Awaitable[Any], float] | None] = asyncio.Queue(
             MAX_IN_FLIGHT
         )
+        self._muted_until = 0.0  # loop time before which no request is handled (client quotas)
+
+    def _mute(self, ctx: RequestContext) -> None:
+        """After an answer over a quota: hold the next requests for its throttle time."""
+        if ctx.throttle_ms > 0:
+            self._muted_until = max(self._muted_until, asyncio.get_running_loop().time() + ctx.throttle_ms / 1000)
 
     async def run(self) -> None:
         writer_task = asyncio.create_task(self._write_answers(), name=f"writer {self.peer}")
@@ -125,14 +133,20 @@ class Connection:
 
     async def _read_requests(self) -> None:
         reader = self.reader
+        loop = asyncio.get_running_loop()
         while True:
             size = frame_size(await reader.readexactly(4), self.max_frame_bytes)
             frame = await reader.readexactly(size)
+            muted = self._muted_until - loop.time()
+            if muted > 0:
+                await asyncio.sleep(muted)  # over a quota: this request waits, as on a muted Kafka channel
             received = time.perf_counter()
             header = parse_request_header(frame)
-            answer = await self._dispatch(header, frame)
+            ctx = RequestContext(self.cluster, header, self.peer, self.client_software_name, size)
+            answer = await self._dispatch(ctx, frame)
             if answer is NO_RESPONSE:
                 self._stats.request_done(header.api_key, header.api_version, time.perf_counter() - received)
+                self._mute(ctx)
                 continue
             if asyncio.iscoroutine(answer):
                 answer = asyncio.ensure_future(answer)
@@ -140,9 +154,10 @@ class Connection:
                 done = asyncio.get_running_loop().create_future()
                 done.set_result(answer)
                 answer = done
-            await self._answers.put((header, answer, received))
+            await self._answers.put((ctx, answer, received))
 
-    async def _dispatch(self, header: RequestHeader, frame: bytes) -> Any:
+    async def _dispatch(self, ctx: RequestContext, frame: bytes) -> Any:
+        header = ctx.header
         key, version = header.api_key, header.api_version
         supported = SUPPORTED.get(key) or UNADVERTISED.get(key)
         if key == API_VERSIONS_KEY and supported and not supported[0] <= version <= supported[1]:
@@ -159,7 +174,7 @@ class Connection:
         request = decode(header, frame)
         if key == API_VERSIONS_KEY:
             self.client_software_name = getattr(request, "client_software_name", None) or self.client_software_name
-        ctx = RequestContext(self.cluster, header, self.peer, self.client_software_name)
+            ctx.client_software_name = self.client_software_name
         if self._fault_rules.get(key):
             rule = self.faults.take(key)
             if rule is not None:
@@ -172,7 +187,8 @@ class Connection:
             item = await self._answers.get()
             if item is None:
                 break
-            header, answer, received = item
+            ctx, answer, received = item
+            header = ctx.header
             try:
                 body = await answer
             except Exception:
@@ -188,5 +204,6 @@ class Connection:
                 for error in response_errors(body):
                     self._stats.error(header.api_key, header.api_version, error)
             self._last_sent = asyncio.get_running_loop().time()
+            self._mute(ctx)
             if self._answers.empty():
                 await writer.drain()

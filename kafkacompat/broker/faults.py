@@ -76,9 +76,10 @@ _FROM_REQUEST: dict[int, tuple[tuple[str, ...], str] | None] = {
     42: (("groups_names",), "results"),  # DeleteGroups
     44: (("resources",), "responses"),  # IncrementalAlterConfigs
     47: (("topics",), "topics"),  # OffsetDelete
+    49: (("entries",), "entries"),  # AlterClientQuotas
 }
 # Read-only APIs: the real answer with its error codes replaced.
-_REWRITTEN = frozenset({2, 3, 9, 10, 15, 16, 18, 23, 32, 60})
+_REWRITTEN = frozenset({2, 3, 9, 10, 15, 16, 18, 23, 32, 35, 43, 45, 46, 48, 60, 61, 74, 75})
 # Nested response arrays that echo a request array of the same item.
 _NESTED = {"partition_responses": "partition_data", "partitions": "partitions"}
 # Fields that say which topic, partition, member or resource an item is about,

@@ -90,6 +90,16 @@ class ProducerStates:
     def new_producer_id(self) -> int:
         return next(self._ids)
 
+    @property
+    def expiration_ms(self) -> int:
+        return int(self._expiration * 1000)
+
+    @expiration_ms.setter
+    def expiration_ms(self, value: int) -> None:
+        """producer.id.expiration.ms is a dynamic broker config: it applies from the next sweep."""
+        self._expiration = value / 1000
+        self._next_sweep = min(self._next_sweep, self._clock() + min(self._expiration, 60.0))
+
     def check(
         self, producer_id: int, epoch: int, partition: Hashable, base_seq: int, count: int
     ) -> Verdict:
@@ -139,6 +149,14 @@ class ProducerStates:
     def __len__(self) -> int:
         """How many (producer, partition) states are kept."""
         return len(self._entries)
+
+    def producers_of(self, partition: Hashable) -> list[tuple[int, int, int, int]]:
+        """(producer id, epoch, last sequence, base offset of its last batch) per producer with state here."""
+        return sorted(
+            (producer_id, entry.epoch, entry.batches[-1].last_seq, entry.batches[-1].base_offset)
+            for (producer_id, key), entry in self._entries.items()
+            if key == partition and entry.batches
+        )
 
     def forget_partition(self, partition: Hashable) -> None:
         """Drop state of a deleted topic partition."""

@@ -54,12 +54,57 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {
     "segment.jitter.ms": ConfigDef("0", 5, "Kept for compatibility."),
     "segment.ms": ConfigDef("604800000", 5, "Age at which a partitionlet is rolled."),
     "unclean.leader.election.enable": ConfigDef("false", 1, "A single broker: no elections."),
+    "compression.gzip.level": ConfigDef("-1", 3, "Kept for compatibility: batches keep the producer's compression."),
+    "compression.lz4.level": ConfigDef("9", 3, "Kept for compatibility: batches keep the producer's compression."),
+    "compression.zstd.level": ConfigDef("3", 3, "Kept for compatibility: batches keep the producer's compression."),
+    "follower.replication.throttled.replicas": ConfigDef("", 7, "A single broker: no replication to throttle."),
+    "leader.replication.throttled.replicas": ConfigDef("", 7, "A single broker: no replication to throttle."),
+    "local.retention.bytes": ConfigDef("-2", 5, "No tiered storage: -2, the same as retention.bytes."),
+    "local.retention.ms": ConfigDef("-2", 5, "No tiered storage: -2, the same as retention.ms."),
+    "remote.log.copy.disable": ConfigDef("false", 1, "No tiered storage."),
+    "remote.log.delete.on.disable": ConfigDef("false", 1, "No tiered storage."),
+    "remote.storage.enable": ConfigDef("false", 1, "No tiered storage: only false."),
 }
+
+# Topic config -> the broker config Kafka 4.1 names as its synonym (DescribeConfigs include_synonyms).
+BROKER_SYNONYMS: dict[str, str] = {
+    "cleanup.policy": "log.cleanup.policy",
+    "compression.gzip.level": "compression.gzip.level",
+    "compression.lz4.level": "compression.lz4.level",
+    "compression.type": "compression.type",
+    "compression.zstd.level": "compression.zstd.level",
+    "delete.retention.ms": "log.cleaner.delete.retention.ms",
+    "file.delete.delay.ms": "log.segment.delete.delay.ms",
+    "flush.messages": "log.flush.interval.messages",
+    "index.interval.bytes": "log.index.interval.bytes",
+    "local.retention.bytes": "log.local.retention.bytes",
+    "local.retention.ms": "log.local.retention.ms",
+    "max.compaction.lag.ms": "log.cleaner.max.compaction.lag.ms",
+    "max.message.bytes": "message.max.bytes",
+    "message.timestamp.after.max.ms": "log.message.timestamp.after.max.ms",
+    "message.timestamp.before.max.ms": "log.message.timestamp.before.max.ms",
+    "message.timestamp.type": "log.message.timestamp.type",
+    "min.cleanable.dirty.ratio": "log.cleaner.min.cleanable.ratio",
+    "min.compaction.lag.ms": "log.cleaner.min.compaction.lag.ms",
+    "min.insync.replicas": "min.insync.replicas",
+    "preallocate": "log.preallocate",
+    "retention.bytes": "log.retention.bytes",
+    "retention.ms": "log.retention.ms",
+    "segment.bytes": "log.segment.bytes",
+    "segment.index.bytes": "log.index.size.max.bytes",
+    "segment.ms": "log.roll.ms",
+    "unclean.leader.election.enable": "unclean.leader.election.enable",
+}
+# Broker synonyms Kafka 4.1 leaves unset, so they are listed only once a stream sets them.
+_UNSET_BROKER_DEFAULTS = frozenset({"log.retention.ms", "log.roll.ms"})
+# Set cluster-wide at format time by Kafka 4.x (KIP-966), hence its dynamic default source there and here.
+CLUSTER_DEFAULTS: dict[str, str] = {"min.insync.replicas": "1"}
 
 ALLOWED_VALUES: dict[str, tuple[str, ...]] = {
     "cleanup.policy": ("delete",),
     "message.timestamp.type": ("CreateTime", "LogAppendTime"),
     "compression.type": ("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"),
+    "remote.storage.enable": ("false",),
 }
 
 
@@ -77,19 +122,39 @@ def stream_defaults(policy: StreamPolicy) -> dict[str, str]:
     }
 
 
-def effective_configs(cluster: "Cluster", info: TopicInfo) -> dict[str, tuple[str, int]]:
-    """name -> (value, config_source) for every topic config."""
+Synonym = tuple[str, str, int]  # (name, value, config_source)
+
+
+def config_synonyms(cluster: "Cluster", info: TopicInfo) -> dict[str, list[Synonym]]:
+    """name -> where its value comes from, most precedent first, as Kafka lists synonyms.
+
+    The topic's own value, then its stream's (the part a broker-wide dynamic
+    default plays in Kafka), then the built-in default under the broker's name.
+    """
     stream = cluster.store.get_stream(info.stream)
     inherited = stream_defaults(stream.policy) if stream else {}
-    out: dict[str, tuple[str, int]] = {}
+    out: dict[str, list[Synonym]] = {}
     for name, definition in TOPIC_CONFIGS.items():
+        chain: list[Synonym] = []
         if name in info.configs:
-            out[name] = (info.configs[name], DYNAMIC_TOPIC_CONFIG)
+            chain.append((name, info.configs[name], DYNAMIC_TOPIC_CONFIG))
+        broker_name = BROKER_SYNONYMS.get(name)
+        if name in CLUSTER_DEFAULTS:
+            chain.append((name, CLUSTER_DEFAULTS[name], DYNAMIC_DEFAULT_BROKER_CONFIG))
         elif name in inherited and inherited[name] != definition.default:
-            out[name] = (inherited[name], DYNAMIC_DEFAULT_BROKER_CONFIG)
-        else:
-            out[name] = (inherited.get(name, _broker_default(cluster, name)), DEFAULT_CONFIG)
+            chain.append((broker_name or name, inherited[name], DYNAMIC_DEFAULT_BROKER_CONFIG))
+        if broker_name is not None and broker_name not in _UNSET_BROKER_DEFAULTS:
+            chain.append((broker_name, _broker_default(cluster, name), DEFAULT_CONFIG))
+        out[name] = chain
     return out
+
+
+def effective_configs(cluster: "Cluster", info: TopicInfo) -> dict[str, tuple[str, int]]:
+    """name -> (value, config_source) for every topic config: the first of its synonyms."""
+    return {
+        name: (chain[0][1], chain[0][2]) if chain else (_broker_default(cluster, name), DEFAULT_CONFIG)
+        for name, chain in config_synonyms(cluster, info).items()
+    }
 
 
 def _broker_default(cluster: "Cluster", name: str) -> str:

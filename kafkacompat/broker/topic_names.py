@@ -48,8 +48,12 @@ def kafka_alias(stream: str, topic: str, default_stream: str) -> str:
 # Clients (by the software name they send in ApiVersions) that refuse any topic
 # name outside Kafka's legal characters, also in metadata they did not ask for
 # by name: kafka-python's pattern subscription matches the listed names and
-# then rejects '/stream:topic' with a ValueError. They are listed aliases.
-LEGAL_NAMES_ONLY = frozenset({"kafka-python"})
+# then rejects '/stream:topic' with a ValueError; Kafka's own Java tools
+# (kafka-topics --describe/--delete, kafka-configs, kafka-get-offsets,
+# kafka-consumer-groups) find a topic by matching the name they were given
+# against the listed names and trip on ':' themselves, so they need the alias
+# listed. They are listed aliases.
+LEGAL_NAMES_ONLY = frozenset({"kafka-python", "apache-kafka-java"})
 
 
 def canonical_name(stream: str, topic: str, default_stream: str) -> str:

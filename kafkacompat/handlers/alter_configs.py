@@ -1,11 +1,11 @@
-"""AlterConfigs: replace a topic's explicit configs (the legacy, non-incremental API)."""
+"""AlterConfigs: replace a resource's explicit configs (the legacy, non-incremental API)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from .common import NO_THROTTLE, make, schema_of
-from .config_changes import apply_topic_configs
+from .config_changes import apply_configs
 
 
 async def handle(ctx: Any, request: Any) -> Any:
@@ -13,7 +13,7 @@ async def handle(ctx: Any, request: Any) -> Any:
     responses = []
     for resource in request.resources:
         new = {c.name: c.value for c in resource.configs if c.value is not None}
-        error, message = await apply_topic_configs(ctx, resource, lambda _old: new, request.validate_only)
+        error, message = await apply_configs(ctx, resource, lambda _old: new, request.validate_only)
         responses.append(
             make(m.AlterConfigsResourceResponse, error_code=error, error_message=message,
                  resource_type=resource.resource_type, resource_name=resource.resource_name)

@@ -1,4 +1,4 @@
-"""ApiVersions: what this broker serves (only what is implemented)."""
+"""ApiVersions: what this broker serves (only what is implemented) and its feature levels."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from typing import Any
 from kafkacompat.protocol.messages import make
 from kafkacompat.protocol.versions import API_VERSIONS_KEY, SUPPORTED
 
+from ..broker import features
 from .common import NO_THROTTLE, ErrorCode, schema_of
 
 
@@ -28,9 +29,23 @@ async def handle(ctx: Any, request: Any) -> Any:
         make(m.ApiVersion, api_key=key, min_version=low, max_version=high)
         for key, (low, high) in sorted(SUPPORTED.items())
     )
+    extra: dict[str, Any] = {}
+    if ctx.version >= 3:
+        extra = dict(
+            supported_features=tuple(
+                make(m.SupportedFeatureKey, name=name, min_version=low, max_version=high)
+                for name, (low, high) in features.supported().items()
+            ),
+            finalized_features_epoch=features.FINALIZED_EPOCH,
+            finalized_features=tuple(
+                make(m.FinalizedFeatureKey, name=name, min_version_level=level, max_version_level=level)
+                for name, level in features.finalized().items()
+            ),
+        )
     return make(
         m.ApiVersionsResponse,
         error_code=ErrorCode.none,
         api_keys=keys,
         throttle_time=NO_THROTTLE,
+        **extra,
     )

@@ -17,7 +17,11 @@ NO_RESPONSE = object()  # acks=0: the client expects no answer
 class CloseConnection(Exception):
     """A request after which Kafka closes the connection (e.g. failed acks=0 produce)."""
 
-ALL_TOPIC_OPERATIONS = 0b1111_1111_1000  # READ..DESCRIBE_CONFIGS|ALTER_CONFIGS bits, as Kafka reports
+# Authorized operations as Kafka 4.1 reports them with no authorizer: one bit per AclOperation code.
+# Topic: READ(3) WRITE(4) CREATE(5) DELETE(6) ALTER(7) DESCRIBE(8) DESCRIBE_CONFIGS(10) ALTER_CONFIGS(11).
+ALL_TOPIC_OPERATIONS = 0b1101_1111_1000
+# Cluster: CREATE(5) ALTER(7) DESCRIBE(8) CLUSTER_ACTION(9) DESCRIBE_CONFIGS(10) ALTER_CONFIGS(11) IDEMPOTENT_WRITE(12).
+ALL_CLUSTER_OPERATIONS = 0b1_1111_1010_0000
 UNSET_OPERATIONS = -(2**31)
 
 

@@ -1,4 +1,10 @@
-"""The shared part of AlterConfigs and IncrementalAlterConfigs."""
+"""The shared part of AlterConfigs and IncrementalAlterConfigs: one resource's change, by type.
+
+Each call gets the resource's current explicit values and a function that
+returns the new ones; topics keep them with the topic, dynamic broker
+configs and group configs in the store's settings, broker loggers in the
+running process's logging levels.
+"""
 
 from __future__ import annotations
 
@@ -7,36 +13,79 @@ from typing import Any
 
 from kafkacompat import storage
 
+from ..broker import broker_configs, group_configs, logger_configs
 from ..broker.cluster import TopicError
 from ..broker.topic_configs import InvalidConfigError, validate_configs
 from .common import ErrorCode, storage_error_code
 
-TOPIC, BROKER = 2, 4
+TOPIC, BROKER, BROKER_LOGGER, GROUP = 2, 4, 8, 32
+Change = Callable[[dict[str, str]], dict[str, str]]
 
 
-async def apply_topic_configs(
-    ctx: Any, resource: Any, change: Callable[[dict[str, str]], dict[str, str]], validate_only: bool
-) -> tuple[ErrorCode, str | None]:
-    cluster = ctx.cluster
-    if resource.resource_type == BROKER:
-        return ErrorCode.invalid_request, "broker configs are static; set them in the broker's config file"
-    if resource.resource_type != TOPIC:
-        return ErrorCode.invalid_request, f"resource type {resource.resource_type} is not supported"
+async def apply_configs(ctx: Any, resource: Any, change: Change, validate_only: bool) -> tuple[ErrorCode, str | None]:
+    """(error code, message) of changing one resource's configs."""
+    kind, name = resource.resource_type, resource.resource_name
     try:
-        info = cluster.lookup(resource.resource_name).info
+        if kind == TOPIC:
+            await _topic(ctx, name, change, validate_only)
+        elif kind == BROKER:
+            await _broker(ctx, name, change, validate_only)
+        elif kind == BROKER_LOGGER:
+            _logger(ctx, name, change, validate_only)
+        elif kind == GROUP:
+            await _group(ctx, name, change, validate_only)
+        else:
+            return ErrorCode.invalid_request, f"resource type {kind} is not supported"
     except TopicError as exc:
         return exc.code, str(exc)
-    if info is None:
-        return ErrorCode.unknown_topic_or_partition, f"topic {resource.resource_name} does not exist"
-    try:
-        new = change(dict(info.configs))
-        validate_configs(new)
+    except broker_configs.NotDynamicError as exc:
+        return ErrorCode.invalid_request, str(exc)
     except (InvalidConfigError, ValueError) as exc:
         return ErrorCode.invalid_config, str(exc)
-    if validate_only:
-        return ErrorCode.none, None
-    try:
-        await cluster.store.set_topic_configs(info.stream, info.name, new)
     except storage.StorageError as exc:
         return storage_error_code(exc), str(exc)
     return ErrorCode.none, None
+
+
+async def _topic(ctx: Any, name: str, change: Change, validate_only: bool) -> None:
+    cluster = ctx.cluster
+    info = cluster.lookup(name).info
+    if info is None:
+        raise TopicError(ErrorCode.unknown_topic_or_partition, f"topic {name} does not exist")
+    new = change(dict(info.configs))
+    validate_configs(new)
+    if not validate_only:
+        await cluster.store.set_topic_configs(info.stream, info.name, new)
+
+
+def _check_broker(ctx: Any, name: str) -> None:
+    if name != str(ctx.cluster.node_id):
+        raise InvalidConfigError(f"Unexpected broker id, expected {ctx.cluster.node_id}, but received {name}")
+
+
+async def _broker(ctx: Any, name: str, change: Change, validate_only: bool) -> None:
+    cluster = ctx.cluster
+    if name != "":
+        _check_broker(ctx, name)
+    old = broker_configs.dynamic_values(cluster, name)
+    new = change(dict(old))
+    broker_configs.check_changes({key: new.get(key) for key in set(old) | set(new) if old.get(key) != new.get(key)})
+    if not validate_only:
+        await broker_configs.set_dynamic(cluster, name, new)
+
+
+def _logger(ctx: Any, name: str, change: Change, validate_only: bool) -> None:
+    _check_broker(ctx, name)
+    old = logger_configs.describe()
+    new = change(dict(old))
+    changes = {key: new.get(key) for key in set(old) | set(new) if old.get(key) != new.get(key)}
+    logger_configs.check_changes(changes)
+    if not validate_only:
+        logger_configs.apply(changes)
+
+
+async def _group(ctx: Any, name: str, change: Change, validate_only: bool) -> None:
+    new = change(group_configs.group_values(ctx.cluster, name))
+    group_configs.check(new)
+    if not validate_only:
+        await group_configs.set_group_values(ctx.cluster, name, new)

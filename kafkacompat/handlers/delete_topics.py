@@ -29,7 +29,7 @@ async def _delete(ctx: Any, name: str | None, topic_id: Any) -> tuple[ErrorCode,
         return storage_error_code(exc), str(exc), name, info.topic_id
     for index in range(info.partitions):
         cluster.producers.forget_partition((info.stream, info.name, index))
-    return ErrorCode.none, None, name or cluster.display_name(info), info.topic_id
+    return ErrorCode.none, None, name or cluster.listed_name(info.stream, info.name, ctx.client_software_name), info.topic_id
 
 
 async def handle(ctx: Any, request: Any) -> Any:

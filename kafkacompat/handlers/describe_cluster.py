@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .common import NO_THROTTLE, UNSET_OPERATIONS, ErrorCode, make, schema_of
+from .common import ALL_CLUSTER_OPERATIONS, NO_THROTTLE, UNSET_OPERATIONS, ErrorCode, make, schema_of
 
 
 async def handle(ctx: Any, request: Any) -> Any:
@@ -19,5 +19,7 @@ async def handle(ctx: Any, request: Any) -> Any:
         cluster_id=cluster.cluster_id,
         controller_id=cluster.node_id,
         brokers=(make(m.DescribeClusterBroker, broker_id=cluster.node_id, host=cluster.host, port=cluster.port, rack=None),),
-        cluster_authorized_operations=UNSET_OPERATIONS,
+        cluster_authorized_operations=(
+            ALL_CLUSTER_OPERATIONS if request.include_cluster_authorized_operations else UNSET_OPERATIONS
+        ),
     )

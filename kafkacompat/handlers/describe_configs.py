@@ -1,81 +1,110 @@
-"""DescribeConfigs: topic configs (Kafka names and defaults) and broker settings."""
+"""DescribeConfigs: topic, broker, broker-logger and group configs, with Kafka's sources and synonyms."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from ..broker import broker_configs, group_configs, logger_configs
 from ..broker.cluster import TopicError
-from ..broker.topic_configs import TOPIC_CONFIGS, effective_configs
+from ..broker.topic_configs import TOPIC_CONFIGS, Synonym, config_synonyms
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
 
-TOPIC, BROKER = 2, 4
-STATIC_BROKER_CONFIG = 4
+TOPIC, BROKER, BROKER_LOGGER, GROUP = 2, 4, 8, 32
+UNKNOWN_TYPE = 0
+
+# (name, value, config_source, config_type, read_only, synonyms, documentation)
+Row = tuple[str, str | None, int, int, bool, list[Synonym], str | None]
 
 
-def broker_configs(cluster: Any) -> dict[str, tuple[str, int]]:
-    """name -> (value, config type) of the broker settings tools look at."""
-    config = cluster.config
-    default = cluster.store.get_stream(cluster.default_stream)
-    return {
-        "broker.id": (str(cluster.node_id), 3),
-        "node.id": (str(cluster.node_id), 3),
-        "advertised.listeners": (f"PLAINTEXT://{cluster.host}:{cluster.port}", 7),
-        "auto.create.topics.enable": (str(config.auto_create_topics).lower(), 1),
-        "num.partitions": (str(default.policy.default_partitions if default else 1), 3),
-        "default.replication.factor": ("1", 3),
-        "min.insync.replicas": ("1", 3),
-        "offsets.topic.replication.factor": ("1", 2),
-        "message.max.bytes": (str(config.message_max_bytes), 3),
-        "socket.request.max.bytes": (str(config.socket_request_max_bytes), 3),
-        "max.connections": (str(config.max_connections), 3),
-        "max.connections.per.ip": (str(config.max_connections_per_ip), 3),
-        "connections.max.idle.ms": (str(config.connections_max_idle_ms), 5),
-        "queued.max.request.bytes": (str(config.queued_max_request_bytes), 5),
-        "log.dirs": (",".join([config.data_dir, *config.volumes]), 2),
-    }
+def _topic_rows(ctx: Any, name: str) -> list[Row]:
+    try:
+        info = ctx.cluster.lookup(name).info
+    except TopicError as exc:
+        raise _Refused(exc.code, str(exc)) from None
+    if info is None:
+        raise _Refused(ErrorCode.unknown_topic_or_partition, f"topic {name} does not exist")
+    return [
+        (key, chain[0][1] if chain else TOPIC_CONFIGS[key].default, chain[0][2] if chain else 5,
+         TOPIC_CONFIGS[key].kind, False, chain, TOPIC_CONFIGS[key].doc)
+        for key, chain in config_synonyms(ctx.cluster, info).items()
+    ]
 
 
-def _entry(m: Any, name: str, value: str, source: int, kind: int, read_only: bool, doc: str | None) -> Any:
+def _broker_rows(ctx: Any, name: str) -> list[Row]:
+    cluster = ctx.cluster
+    if name == "":  # the cluster-wide defaults: only what was set dynamically
+        return [
+            (key, value, broker_configs.DYNAMIC_DEFAULT_BROKER_CONFIG, broker_configs.BROKER_CONFIGS[key].kind, False,
+             [(key, value, broker_configs.DYNAMIC_DEFAULT_BROKER_CONFIG)], None)
+            for key, value in broker_configs.dynamic_values(cluster, "").items()
+        ]
+    _check_broker(ctx, name)
+    return [
+        (key, value, source, broker_configs.BROKER_CONFIGS[key].kind,
+         not broker_configs.BROKER_CONFIGS[key].dynamic, chain, None)
+        for key, (value, source, chain) in broker_configs.describe(cluster).items()
+    ]
+
+
+def _logger_rows(ctx: Any, name: str) -> list[Row]:
+    _check_broker(ctx, name)
+    return [
+        (logger, level, logger_configs.DYNAMIC_BROKER_LOGGER_CONFIG, UNKNOWN_TYPE, False, [], None)
+        for logger, level in logger_configs.describe().items()
+    ]
+
+
+def _group_rows(ctx: Any, name: str) -> list[Row]:
+    return [
+        (key, value, source, group_configs.GROUP_CONFIGS[key][1], False, chain, None)
+        for key, (value, source, chain) in group_configs.describe(ctx.cluster, name).items()
+    ]
+
+
+def _check_broker(ctx: Any, name: str) -> None:
+    if name != str(ctx.cluster.node_id):
+        raise _Refused(ErrorCode.invalid_request, f"Unexpected broker id, expected {ctx.cluster.node_id}, but received {name}")
+
+
+class _Refused(Exception):
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+ROWS = {TOPIC: _topic_rows, BROKER: _broker_rows, BROKER_LOGGER: _logger_rows, GROUP: _group_rows}
+
+
+def _entry(m: Any, row: Row, with_synonyms: bool, with_docs: bool) -> Any:
+    name, value, source, kind, read_only, chain, doc = row
     return make(
         m.DescribeConfigsResourceResult,
         name=name, value=value, read_only=read_only, config_source=source, is_sensitive=False,
-        synonyms=(), config_type=kind, documentation=doc, is_default=source == 5,
+        synonyms=tuple(make(m.DescribeConfigsSynonym, name=n, value=v, source=s) for n, v, s in chain)
+        if with_synonyms else (),
+        config_type=kind, documentation=doc if with_docs else None, is_default=source == 5,
     )
 
 
-def _describe(ctx: Any, m: Any, resource: Any, with_docs: bool) -> tuple[ErrorCode, str | None, list[Any]]:
-    cluster = ctx.cluster
+def _describe(ctx: Any, m: Any, resource: Any, request: Any) -> tuple[ErrorCode, str | None, list[Any]]:
+    rows = ROWS.get(resource.resource_type)
+    if rows is None:
+        return ErrorCode.invalid_request, f"resource type {resource.resource_type} is not supported", []
+    try:
+        found = rows(ctx, resource.resource_name)
+    except _Refused as exc:
+        return exc.code, str(exc), []
     keys = set(resource.configuration_keys) if resource.configuration_keys else None
-    if resource.resource_type == TOPIC:
-        try:
-            info = cluster.lookup(resource.resource_name).info
-        except TopicError as exc:
-            return exc.code, str(exc), []
-        if info is None:
-            return ErrorCode.unknown_topic_or_partition, f"topic {resource.resource_name} does not exist", []
-        return ErrorCode.none, None, [
-            _entry(m, name, value, source, TOPIC_CONFIGS[name].kind, False,
-                   TOPIC_CONFIGS[name].doc if with_docs else None)
-            for name, (value, source) in effective_configs(cluster, info).items()
-            if keys is None or name in keys
-        ]
-    if resource.resource_type == BROKER:
-        if resource.resource_name not in ("", str(cluster.node_id)):
-            return ErrorCode.invalid_request, f"unknown broker {resource.resource_name}", []
-        return ErrorCode.none, None, [
-            _entry(m, name, value, STATIC_BROKER_CONFIG, kind, True, None)
-            for name, (value, kind) in broker_configs(cluster).items()
-            if keys is None or name in keys
-        ]
-    return ErrorCode.invalid_request, f"resource type {resource.resource_type} is not supported", []
+    with_synonyms = getattr(request, "include_synonyms", False)
+    with_docs = getattr(request, "include_documentation", False)
+    return ErrorCode.none, None, [_entry(m, row, with_synonyms, with_docs) for row in found if keys is None or row[0] in keys]
 
 
 async def handle(ctx: Any, request: Any) -> Any:
     m = schema_of(ctx)
-    with_docs = getattr(request, "include_documentation", False)
     results = []
     for resource in request.resources:
-        error, message, configs = _describe(ctx, m, resource, with_docs)
+        error, message, configs = _describe(ctx, m, resource, request)
         results.append(
             make(
                 m.DescribeConfigsResult,

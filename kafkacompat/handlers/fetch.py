@@ -3,7 +3,11 @@
 Sessionless (session id 0): every request is answered in full, which every
 client accepts. Records start with the batch holding the fetch offset; at
 least one whole batch comes back for the first partition with data even
-past max_bytes; empty records are zero-length, never null.
+past max_bytes (Kafka's minOneMessage); every later partition gets the
+whole batches that fit what is left of max_bytes and of its own
+partition_max_bytes, or nothing. Kafka sends the same batches plus the cut
+start of the next one (its file slice ends at the byte limit), which clients
+skip. Empty records are zero-length, never null.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from typing import Any
 from kafkacompat import storage
 from kafkacompat.protocol.fetch_response import Buffer, PartitionAnswer, encode_fetch_response
 
+from ..broker.quotas import FETCH as CONSUMER_BYTE_RATE
 from .common import ErrorCode, leader_epoch_error, storage_error_code
 
 TOPIC_IDS_FROM = 13  # v13+ name topics by id
@@ -71,7 +76,8 @@ async def _read(plan: list[_Wanted], max_bytes: int) -> int:
             wanted.records = b""
             continue
         budget = min(wanted.max_bytes, max_bytes - total)
-        if budget <= 0 and total > 0:
+        first_with_data = total == 0
+        if budget <= 0 and not first_with_data:
             wanted.records = b""
             continue
         try:
@@ -79,6 +85,8 @@ async def _read(plan: list[_Wanted], max_bytes: int) -> int:
         except storage.StorageError as exc:
             wanted.error = storage_error_code(exc)
             continue
+        if len(data) > budget and not first_with_data:
+            data = b""  # its first batch does not fit what is left: Kafka sends nothing for it
         wanted.records = data
         total += len(data)
     return total
@@ -86,6 +94,13 @@ async def _read(plan: list[_Wanted], max_bytes: int) -> int:
 
 def _response(ctx: Any, plan: list[_Wanted]) -> list[Buffer]:
     """The body as chunks: stored records are handed to the transport, not copied."""
+    quotas = ctx.cluster.quotas
+    if quotas.active:
+        size = sum(len(w.records) for w in plan)
+        ctx.throttle_ms = quotas.record(ctx.header.client_id, CONSUMER_BYTE_RATE, size)
+        if ctx.throttle_ms:  # over the quota: Kafka answers without data and does not count it
+            quotas.unrecord(ctx.header.client_id, CONSUMER_BYTE_RATE, size)
+            return encode_fetch_response(ctx.version, [], throttle_time_ms=ctx.throttle_ms)
     topics: dict[Any, list[PartitionAnswer]] = {}
     for wanted in plan:
         _count(ctx, wanted)
@@ -100,7 +115,7 @@ def _response(ctx: Any, plan: list[_Wanted]) -> list[Buffer]:
             p.log_start_offset if ok else -1,
             wanted.records if wanted.error == ErrorCode.none else b"",
         ))
-    return encode_fetch_response(ctx.version, list(topics.items()))
+    return encode_fetch_response(ctx.version, list(topics.items()), throttle_time_ms=ctx.throttle_ms)
 
 
 def _count(ctx: Any, wanted: _Wanted) -> None:

@@ -25,6 +25,8 @@ def _find(ctx: Any, key_type: int) -> tuple[ErrorCode, str | None, int, str, int
 async def handle(ctx: Any, request: Any) -> Any:
     m = schema_of(ctx)
     key_type = getattr(request, "key_type", GROUP_KEY)
+    if key_type == GROUP_KEY:
+        await ctx.cluster.ensure_offsets_topic()
     error, message, node, host, port = _find(ctx, key_type)
     if ctx.version < 4:
         return make(

@@ -1,11 +1,11 @@
-"""IncrementalAlterConfigs: SET / DELETE / APPEND / SUBTRACT on topic configs."""
+"""IncrementalAlterConfigs: SET / DELETE / APPEND / SUBTRACT on topic, broker, broker-logger and group configs."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from .common import NO_THROTTLE, make, schema_of
-from .config_changes import apply_topic_configs
+from .config_changes import apply_configs
 
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
@@ -34,7 +34,7 @@ async def handle(ctx: Any, request: Any) -> Any:
     m = schema_of(ctx)
     responses = []
     for resource in request.resources:
-        error, message = await apply_topic_configs(
+        error, message = await apply_configs(
             ctx, resource, lambda old, cs=resource.configs: _changed(old, cs), request.validate_only
         )
         responses.append(

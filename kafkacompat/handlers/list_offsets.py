@@ -1,4 +1,10 @@
-"""ListOffsets: -2 earliest, -1 latest, -3 max timestamp, T >= 0 by time."""
+"""ListOffsets: -2 earliest, -1 latest, -3 max timestamp, T >= 0 by time.
+
+As Kafka 4.1 answers them: -3 from v7, -4 (earliest local: here every
+offset is local, so the log start offset) from v8, -5 (latest tiered: no
+tiered storage, so -1 with no error) from v9. Any other negative timestamp,
+or one older than its version, gets UNSUPPORTED_VERSION.
+"""
 
 from __future__ import annotations
 
@@ -8,13 +14,17 @@ from kafkacompat import storage
 
 from .common import NO_THROTTLE, ErrorCode, leader_epoch_error, make, schema_of, storage_error_code
 
-EARLIEST, LATEST, MAX_TIMESTAMP = -2, -1, -3
+EARLIEST, LATEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -2, -1, -3, -4, -5
+# special timestamp -> the first ListOffsets version that defines it
+FIRST_VERSION = {LATEST: 0, EARLIEST: 0, MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, LATEST_TIERED: 9}
 
 
 async def _lookup(partition: storage.Partition, timestamp: int) -> tuple[int, int]:
     """(timestamp, offset) per Kafka: -1/-1 when no record is at or after T."""
-    if timestamp == EARLIEST:
+    if timestamp in (EARLIEST, EARLIEST_LOCAL):
         return -1, partition.log_start_offset
+    if timestamp == LATEST_TIERED:
+        return -1, -1
     if timestamp == LATEST:
         return -1, partition.high_watermark
     if timestamp == MAX_TIMESTAMP:
@@ -36,10 +46,10 @@ async def handle(ctx: Any, request: Any) -> Any:
         for part in topic.partitions:
             ts, offset, epoch = -1, -1, -1
             partition, error = cluster.partition_for(info, missing, part.partition_index)
-            if partition is not None and part.timestamp < MAX_TIMESTAMP:
-                error = ErrorCode.invalid_request  # -4 (latest tiered) and below are not served
+            if partition is not None and part.timestamp < 0 and FIRST_VERSION.get(part.timestamp, 99) > ctx.version:
+                error = ErrorCode.unsupported_version
             elif partition is not None:
-                epoch = partition.leader_epoch
+                epoch = -1 if part.timestamp == LATEST_TIERED else partition.leader_epoch
                 error = leader_epoch_error(partition, getattr(part, "current_leader_epoch", -1))
                 if error == ErrorCode.none:
                     try:

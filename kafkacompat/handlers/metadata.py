@@ -1,9 +1,10 @@
 """Metadata: the routing table. This broker leads every partition.
 
 Topics come back under the name the client asked for (a plain name, a
-`/stream:topic` name or its alias); a request for all topics lists
-canonical names, or aliases to a client that takes only Kafka-legal names
-(kafka-python, whose pattern subscription matches the listed names).
+`/stream:topic` name or its alias); a request for all topics (or by topic
+id) lists canonical names, or aliases to a client that takes only
+Kafka-legal names (kafka-python, whose pattern subscription matches the
+listed names, and Kafka's Java tools, which match names against the list).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 from kafkacompat.storage import TopicInfo
 
 from ..broker.cluster import TopicError
-from .common import ALL_TOPIC_OPERATIONS, NO_THROTTLE, UNSET_OPERATIONS, ErrorCode, make, schema_of
+from .common import ALL_CLUSTER_OPERATIONS, ALL_TOPIC_OPERATIONS, NO_THROTTLE, UNSET_OPERATIONS, ErrorCode, make, schema_of
 
 
 def _topic_entry(ctx: Any, m: Any, name: str, info: TopicInfo, ops: int) -> Any:
@@ -40,7 +41,7 @@ def _topic_entry(ctx: Any, m: Any, name: str, info: TopicInfo, ops: int) -> Any:
         error_code=ErrorCode.none,
         name=name,
         topic_id=info.topic_id,
-        is_internal=False,
+        is_internal=cluster.is_internal(info),
         partitions=tuple(partitions),
         topic_authorized_operations=ops,
     )
@@ -81,7 +82,7 @@ async def handle(ctx: Any, request: Any) -> Any:
                 if info is None:
                     entries.append(_error_entry(m, None, ErrorCode.unknown_topic_id, topic_id))
                 else:
-                    entries.append(_topic_entry(ctx, m, cluster.display_name(info), info, ops))
+                    entries.append(_topic_entry(ctx, m, cluster.display_name(info, ctx.client_software_name), info, ops))
                 continue
             try:
                 found = cluster.lookup(name)
@@ -101,5 +102,7 @@ async def handle(ctx: Any, request: Any) -> Any:
         cluster_id=cluster.cluster_id,
         controller_id=cluster.node_id,
         topics=tuple(entries),
-        cluster_authorized_operations=UNSET_OPERATIONS,
+        cluster_authorized_operations=(  # v8-10 only
+            ALL_CLUSTER_OPERATIONS if getattr(request, "include_cluster_authorized_operations", False) else UNSET_OPERATIONS
+        ),
     )

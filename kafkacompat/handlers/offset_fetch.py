@@ -11,7 +11,6 @@ from collections import defaultdict
 from typing import Any
 
 from ..broker.cluster import TopicError
-from ..broker.topic_names import canonical_name
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
 
 # (name, [(partition, offset, leader epoch, metadata)])
@@ -39,7 +38,7 @@ def _everything(ctx: Any, group_id: str) -> TopicOffsets:
     cluster = ctx.cluster
     by_topic: dict[str, list[tuple[int, int, int, str]]] = defaultdict(list)
     for stream, c in cluster.groups.offsets.all(group_id):
-        name = canonical_name(stream, c.topic, cluster.default_stream)
+        name = cluster.listed_name(stream, c.topic, ctx.client_software_name)
         by_topic[name].append((c.partition, c.offset, c.leader_epoch, c.metadata))
     return [(name, sorted(rows)) for name, rows in sorted(by_topic.items())]
 

@@ -29,6 +29,7 @@ from kafkacompat.protocol.record_validation import (
 from kafkacompat.protocol.records import InvalidBatchError, set_log_append_time, split_batches
 
 from ..broker.cluster import TopicError
+from ..broker.quotas import PRODUCE as PRODUCER_BYTE_RATE
 from ..broker.topic_configs import topic_config_value
 from .common import NO_RESPONSE, CloseConnection, ErrorCode, storage_error_code
 
@@ -112,6 +113,9 @@ async def _produce_partition(ctx: Any, topic: Any, part: Any, acks: int) -> _Out
     info = found.info
     if info is None or not 0 <= part.index < info.partitions:
         outcome.error = ErrorCode.unknown_topic_or_partition
+        return outcome
+    if cluster.is_internal(info):
+        outcome.error, outcome.message = ErrorCode.invalid_topic_exception, f"Cannot append to internal topic {topic.name}"
         return outcome
     records = part.records or b""
     try:
@@ -222,13 +226,15 @@ def _response(ctx: Any, request: Any, results: list[tuple[str, list[_Outcome]]])
         (name, [PartitionResult(o.index, o.error.value, o.base_offset, o.log_append_time, o.log_start_offset,
                                 o.message, o.record_errors) for o in outcomes])
         for name, outcomes in results
-    ])
+    ], throttle_time_ms=ctx.throttle_ms)
 
 
 async def handle(ctx: Any, request: Any) -> Any:
     if ctx.version < FIRST_SERVED_VERSION:
         return _legacy_refusal(ctx.version, request)
     acks = request.acks
+    if ctx.cluster.quotas.active:
+        ctx.throttle_ms = ctx.cluster.quotas.record(ctx.header.client_id, PRODUCER_BYTE_RATE, ctx.size)
     results: list[tuple[str, list[_Outcome]]] = []
     for topic in request.topic_data:
         outcomes = []

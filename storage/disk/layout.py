@@ -8,7 +8,7 @@
                                <topic>/<index>/<base:020>.log   + .index, .timeindex
 <volume>/volume.id                                the id manifests name the volume by
 <volume>/ballast                                  room kept for metadata on a full disk
-<volume>/store.json, .clean, .lock                store epoch; clean-shutdown marker; flock of the
+<volume>/store.json, .clean, .lock                store epoch, id and settings; clean-shutdown marker; flock of the
                                                   running store (first volume)
 <volume>/trash/                                   deleted trees awaiting removal
 

@@ -8,7 +8,8 @@ open lazily on first use and create their directories on first append, and
 open file descriptors are bounded by an LRU.
 
 `store.json` counts opens: the count is the leader epoch stamped into every
-batch, so epochs never go down across restarts. `.clean` marks a clean
+batch, so epochs never go down across restarts. It also keeps the store's
+id (made on first open) and its store-wide settings. `.clean` marks a clean
 shutdown; without it, partitions validate their logs past the last
 checkpoint as they are opened.
 """
@@ -96,6 +97,9 @@ class DiskStore(NamespaceStore):
     def root(self) -> str:
         return self.volumes[0].path
 
+    def data_dirs(self) -> list[str]:
+        return [volume.path for volume in self.volumes]
+
     def volume_ids(self) -> list[str]:
         return list(self._by_id)
 
@@ -115,7 +119,7 @@ class DiskStore(NamespaceStore):
         self.report(store_file, f"has an epoch below {where}'s {seen}", f"raise it to {seen + 1}")
         self.epoch = seen + 1
         if self.repair:
-            write_atomic(store_file, json.dumps({"epoch": self.epoch}).encode(), on_full=self.volumes[0].release_ballast)
+            self._write_store_file(self._settings)
         return self.epoch
 
     def volume(self, volume_id: str) -> Volume:
@@ -187,14 +191,33 @@ class DiskStore(NamespaceStore):
                         f"rebuild it from the highest leader epoch in the manifests ({epoch})")
             self.clean = False
         self.epoch = epoch + 1
+        self._read_identity(store_file)
         if not self.repair:
             return
-        write_atomic(store_file, json.dumps({"epoch": self.epoch}).encode(), on_full=self.volumes[0].release_ballast)
+        self._write_store_file(self._settings)
         if os.path.exists(marker):
             os.unlink(marker)
             fsync_dir(self.root)
         if not self.clean:
             log.warning("%s was not shut down cleanly; partitions are validated as they open", self.root)
+
+    def _write_store_file(self, settings: dict[str, str]) -> None:
+        state = {"epoch": self.epoch, "store_id": str(self.store_id), "settings": settings}
+        write_atomic(os.path.join(self.root, layout.STORE_FILE), json.dumps(state).encode(),
+                     on_full=self.volumes[0].release_ballast)
+
+    def _read_identity(self, store_file: str) -> None:
+        """The store id and settings kept beside the epoch (a store made before them, or a garbled file, gets new ones)."""
+        try:
+            with open(store_file, "rb") as f:
+                state = json.loads(f.read())
+            self.store_id = uuid.UUID(state["store_id"])
+            self._settings = {str(k): str(v) for k, v in state.get("settings", {}).items()}
+        except (OSError, ValueError, TypeError, KeyError, AttributeError):
+            pass
+
+    async def _persist_settings(self, settings: dict[str, str]) -> None:
+        await asyncio.to_thread(self._write_store_file, settings)
 
     def _highest_epoch_on_disk(self) -> int:
         """The largest leader epoch any manifest records (store.json lost: epochs must not go down)."""

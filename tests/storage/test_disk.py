@@ -588,3 +588,14 @@ async def test_cancelled_appends_finish_their_roll_before_close(tmp_path, yields
         offsets += [o for o, _ in values(await part.read(len(offsets), 1 << 20))]
     assert offsets == list(range(hw))
     await st.close()
+
+
+async def test_store_id_and_settings_survive_restarts(tmp_path):
+    st = await open_disk(tmp_path / "d")
+    made = st.store_id
+    assert await st.set_settings({"a": "1", "b": "2"}) == {"a": "1", "b": "2"}
+    assert await st.set_settings({"a": None, "c": "3"}) == {"b": "2", "c": "3"}
+    await st.close()
+    st = await open_disk(tmp_path / "d")
+    assert st.store_id == made and st.settings() == {"b": "2", "c": "3"}
+    await st.close()

@@ -1,0 +1,170 @@
+"""Broker configs under Kafka's names: what `kafka-configs --entity-type brokers` shows and changes.
+
+Each Kafka name reads a BrokerConfig field (or a fact of this broker). Its
+source follows Kafka's precedence: a dynamic per-broker value (entity name
+"1"), then a dynamic cluster-wide default (entity name ""), then a static
+value (config file, environment or flag: differs from the field's default),
+then the default. The configs Kafka lets IncrementalAlterConfigs change and
+this broker honours at once are dynamic here too; their values are kept in
+the store's settings and applied again on start. Every other name is
+refused as Kafka refuses it ("Cannot update these configs dynamically").
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from ..config import BrokerConfig
+from .topic_configs import DEFAULT_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG, InvalidConfigError, Synonym
+
+if TYPE_CHECKING:
+    from .cluster import Cluster
+
+DYNAMIC_BROKER_CONFIG = 2
+STATIC_BROKER_CONFIG = 4
+BOOLEAN, STRING, INT, SHORT, LONG, LIST = 1, 2, 3, 4, 5, 7
+_SETTING_PREFIX = "broker-config:"  # store settings: broker-config:<entity>:<name>
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class BrokerConfigDef:
+    kind: int
+    field: str | None = None  # the BrokerConfig field it reads (and sets, when dynamic); its default is the default
+    dynamic: bool = False
+    value: Callable[["Cluster"], str] | None = None  # for names that are facts of this broker, not fields
+    default: str | None = None  # Kafka's default of such a fact, listed as its DEFAULT_CONFIG synonym
+
+
+def _listeners(cluster: "Cluster") -> str:
+    return f"PLAINTEXT://{cluster.config.host}:{cluster.config.port or cluster.port}"  # port 0: the one bound
+
+
+BROKER_CONFIGS: dict[str, BrokerConfigDef] = {
+    "broker.id": BrokerConfigDef(INT, "node_id"),
+    "node.id": BrokerConfigDef(INT, "node_id"),
+    "process.roles": BrokerConfigDef(LIST, value=lambda c: "broker,controller"),
+    "listeners": BrokerConfigDef(STRING, value=_listeners, default="PLAINTEXT://:9092"),
+    "advertised.listeners": BrokerConfigDef(STRING, value=lambda c: f"PLAINTEXT://{c.host}:{c.port}"),
+    "listener.security.protocol.map": BrokerConfigDef(STRING, value=lambda c: "PLAINTEXT:PLAINTEXT"),
+    "log.dirs": BrokerConfigDef(STRING, value=lambda c: ",".join([c.config.data_dir, *c.config.volumes])),
+    "auto.create.topics.enable": BrokerConfigDef(BOOLEAN, "auto_create_topics"),
+    "delete.topic.enable": BrokerConfigDef(BOOLEAN, value=lambda c: "true", default="true"),
+    "num.partitions": BrokerConfigDef(INT, value=lambda c: _default_partitions(c), default="1"),
+    "default.replication.factor": BrokerConfigDef(INT, value=lambda c: "1", default="1"),
+    "min.insync.replicas": BrokerConfigDef(INT, value=lambda c: "1", default="1"),
+    "offsets.topic.replication.factor": BrokerConfigDef(SHORT, value=lambda c: "1", default="3"),
+    "offsets.topic.num.partitions": BrokerConfigDef(INT, "offsets_topic_num_partitions"),
+    "offsets.retention.minutes": BrokerConfigDef(INT, "offsets_retention_minutes"),
+    "offsets.retention.check.interval.ms": BrokerConfigDef(LONG, "offsets_retention_check_interval_ms"),
+    "offset.metadata.max.bytes": BrokerConfigDef(INT, "offset_metadata_max_bytes"),
+    "group.initial.rebalance.delay.ms": BrokerConfigDef(INT, "group_initial_rebalance_delay_ms"),
+    "group.min.session.timeout.ms": BrokerConfigDef(INT, "group_min_session_timeout_ms"),
+    "group.max.session.timeout.ms": BrokerConfigDef(INT, "group_max_session_timeout_ms"),
+    "group.max.size": BrokerConfigDef(INT, "group_max_size"),
+    "socket.request.max.bytes": BrokerConfigDef(INT, "socket_request_max_bytes"),
+    "message.max.bytes": BrokerConfigDef(INT, "message_max_bytes"),
+    "max.connections.per.ip": BrokerConfigDef(INT, "max_connections_per_ip"),
+    "connections.max.idle.ms": BrokerConfigDef(LONG, "connections_max_idle_ms"),
+    "queued.max.request.bytes": BrokerConfigDef(LONG, "queued_max_request_bytes"),
+    "max.connections": BrokerConfigDef(INT, "max_connections", dynamic=True),
+    "producer.id.expiration.ms": BrokerConfigDef(INT, "producer_id_expiration_ms", dynamic=True),
+    "log.retention.check.interval.ms": BrokerConfigDef(LONG, "retention_check_ms"),
+}
+
+
+def _default_partitions(cluster: "Cluster") -> str:
+    stream = cluster.store.get_stream(cluster.default_stream)
+    return str(stream.policy.default_partitions if stream else 1)
+
+
+_FIELD_DEFAULTS = {f.name: f.default for f in dataclasses.fields(BrokerConfig)}
+
+
+def _setting_key(entity: str, name: str) -> str:
+    return f"{_SETTING_PREFIX}{entity}:{name}"
+
+
+def dynamic_values(cluster: "Cluster", entity: str) -> dict[str, str]:
+    """The dynamic configs set for one entity: the broker id, or "" for the cluster-wide default."""
+    prefix = _setting_key(entity, "")
+    return {key[len(prefix):]: value for key, value in cluster.store.settings().items() if key.startswith(prefix)}
+
+
+def _field_text(value: Any) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def describe(cluster: "Cluster") -> dict[str, tuple[str | None, int, list[Synonym]]]:
+    """name -> (value, source, synonyms) for every broker config shown."""
+    per_broker = dynamic_values(cluster, str(cluster.node_id))
+    cluster_wide = dynamic_values(cluster, "")
+    out: dict[str, tuple[str | None, int, list[Synonym]]] = {}
+    for name, d in BROKER_CONFIGS.items():
+        chain: list[Synonym] = []
+        if name in per_broker:
+            chain.append((name, per_broker[name], DYNAMIC_BROKER_CONFIG))
+        if name in cluster_wide:
+            chain.append((name, cluster_wide[name], DYNAMIC_DEFAULT_BROKER_CONFIG))
+        static, default = _started_and_default(cluster, d)
+        if static is not None:
+            chain.append((name, static, STATIC_BROKER_CONFIG))
+        if default is not None:
+            chain.append((name, default, DEFAULT_CONFIG))
+        value, source = (chain[0][1], chain[0][2]) if chain else (None, DEFAULT_CONFIG)
+        out[name] = (value, source, chain)
+    return out
+
+
+def _started_and_default(cluster: "Cluster", d: BrokerConfigDef) -> tuple[str | None, str | None]:
+    """(the value this broker started with, if it is not the default; the default)."""
+    if d.field is not None:
+        default = _field_text(_FIELD_DEFAULTS[d.field])
+        started = _field_text(cluster.started_config[d.field])
+    else:
+        assert d.value is not None
+        default, started = d.default, d.value(cluster)
+    return (None if started == default else started), default
+
+
+def check_changes(changes: Mapping[str, str | None]) -> None:
+    """InvalidConfigError (unknown names, bad values) or NotDynamicError, as Kafka refuses them."""
+    fixed = sorted(name for name in changes if name in BROKER_CONFIGS and not BROKER_CONFIGS[name].dynamic)
+    if fixed:
+        raise NotDynamicError(f"Cannot update these configs dynamically: Set({', '.join(fixed)})")
+    for name, value in changes.items():
+        if name not in BROKER_CONFIGS:
+            raise InvalidConfigError(f"unknown broker config {name!r}")
+        if value is not None:
+            try:
+                if int(value) < 1:
+                    raise ValueError
+            except ValueError:
+                raise InvalidConfigError(f"{name} must be a positive integer, got {value!r}") from None
+
+
+class NotDynamicError(ValueError):
+    """A broker config Kafka (and this broker) only read at start."""
+
+
+async def set_dynamic(cluster: "Cluster", entity: str, new: Mapping[str, str]) -> None:
+    """Replace one entity's dynamic configs, keep them in the store and apply them."""
+    old = dynamic_values(cluster, entity)
+    changes: dict[str, str | None] = {_setting_key(entity, name): None for name in old if name not in new}
+    changes.update({_setting_key(entity, name): value for name, value in new.items()})
+    await cluster.store.set_settings(changes)
+    apply_dynamic(cluster)
+
+
+def apply_dynamic(cluster: "Cluster") -> None:
+    """Set every dynamic config's field to its effective value (per broker > cluster-wide > started)."""
+    per_broker = dynamic_values(cluster, str(cluster.node_id))
+    cluster_wide = dynamic_values(cluster, "")
+    for name, d in BROKER_CONFIGS.items():
+        if not d.dynamic or d.field is None:
+            continue
+        raw = per_broker.get(name, cluster_wide.get(name))
+        value = int(raw) if raw is not None else cluster.started_config[d.field]
+        setattr(cluster.config, d.field, value)
+    cluster.producers.expiration_ms = cluster.config.producer_id_expiration_ms

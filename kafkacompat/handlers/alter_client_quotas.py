@@ -1,0 +1,35 @@
+"""AlterClientQuotas: set or remove producer/consumer byte-rate quotas per user / client id."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kafkacompat import storage
+
+from ..broker.quotas import QuotaError, entity_of
+from .common import NO_THROTTLE, ErrorCode, make, schema_of, storage_error_code
+
+
+async def _alter(ctx: Any, entry: Any, validate_only: bool) -> tuple[ErrorCode, str | None]:
+    quotas = ctx.cluster.quotas
+    try:
+        entity = entity_of([(e.entity_type, e.entity_name) for e in entry.entity])
+        ops = {op.key: None if op.remove else op.value for op in entry.ops}
+        quotas.check(entity, ops)
+        if not validate_only:
+            await quotas.alter(entity, ops)
+    except QuotaError as exc:
+        return ErrorCode.invalid_request, str(exc)
+    except storage.StorageError as exc:
+        return storage_error_code(exc), str(exc)
+    return ErrorCode.none, None
+
+
+async def handle(ctx: Any, request: Any) -> Any:
+    m = schema_of(ctx)
+    entries = []
+    for entry in request.entries:
+        error, message = await _alter(ctx, entry, request.validate_only)
+        entries.append(make(m.EntryData, error_code=error, error_message=message, entity=tuple(
+            make(m.EntityData, entity_type=e.entity_type, entity_name=e.entity_name) for e in entry.entity)))
+    return make(m.AlterClientQuotasResponse, throttle_time=NO_THROTTLE, entries=tuple(entries))

@@ -1,0 +1,13 @@
+"""ListPartitionReassignments: a reassignment onto the one broker completes at once, so none is ever ongoing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .common import NO_THROTTLE, ErrorCode, make, schema_of
+
+
+async def handle(ctx: Any, request: Any) -> Any:
+    m = schema_of(ctx)
+    return make(m.ListPartitionReassignmentsResponse, throttle_time=NO_THROTTLE, error_code=ErrorCode.none,
+                error_message=None, topics=())

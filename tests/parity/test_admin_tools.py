@@ -1,0 +1,58 @@
+"""Kafka 4.1's kafka-log-dirs and kafka-transactions describe-producers against kafkacompat."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from confluent_kafka import Producer
+
+from kafkacompat.testing import Broker
+from tests.conftest import create_topic
+
+from .kafka41 import run_tool, unavailable
+
+
+@pytest.fixture(autouse=True)
+def _kafka_tools() -> None:
+    if unavailable():
+        pytest.skip(unavailable())
+
+
+def test_kafka_log_dirs_describes_the_volumes(ours: Broker) -> None:
+    topic = create_topic(ours.bootstrap_servers, "log-dirs-shown", 2)
+    producer = Producer({"bootstrap.servers": ours.bootstrap_servers})
+    producer.produce(topic, b"x" * 500, partition=1)
+    assert producer.flush(10) == 0
+    done = run_tool("kafka-log-dirs", "--bootstrap-server", ours.bootstrap_servers, "--describe", "--topic-list", topic)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout.splitlines()[-1])
+    [broker] = report["brokers"]
+    [log_dir] = broker["logDirs"]
+    sizes = {p["partition"]: p["size"] for p in log_dir["partitions"]}
+    assert broker["broker"] == 1 and log_dir["error"] is None and log_dir["logDir"] == ours.config.data_dir
+    assert sizes[f"{topic}-0"] == 0 and sizes[f"{topic}-1"] > 500
+
+
+def test_kafka_transactions_describes_idempotent_producers(ours: Broker) -> None:
+    topic = create_topic(ours.bootstrap_servers, "producers-shown")
+    producer = Producer({"bootstrap.servers": ours.bootstrap_servers, "enable.idempotence": True})
+    producer.produce(topic, b"v", timestamp=1_700_000_000_123)
+    assert producer.flush(10) == 0
+    done = run_tool("kafka-transactions", "--bootstrap-server", ours.bootstrap_servers, "describe-producers",
+                    "--topic", topic, "--partition", "0")
+    assert done.returncode == 0, done.stderr
+    header, row = [line.split() for line in done.stdout.splitlines()]
+    assert header == ["ProducerId", "ProducerEpoch", "LatestCoordinatorEpoch", "LastSequence", "LastTimestamp",
+                      "CurrentTransactionStartOffset"]
+    assert row[1:] == ["0", "-1", "0", "1700000000123", "None"]
+
+
+def test_kafka_configs_sets_and_describes_client_and_user_quotas(ours: Broker) -> None:
+    server = ("--bootstrap-server", ours.bootstrap_servers)
+    done = run_tool("kafka-configs", *server, "--alter", "--entity-type", "clients", "--entity-name", "metered",
+                    "--add-config", "producer_byte_rate=100000,consumer_byte_rate=200000")
+    assert done.returncode == 0, done.stderr
+    done = run_tool("kafka-configs", *server, "--describe", "--entity-type", "clients", "--entity-name", "metered")
+    assert done.stdout.strip() == (
+        "Quota configs for client-id 'metered' are consumer_byte_rate=200000.0, producer_byte_rate=100000.0")

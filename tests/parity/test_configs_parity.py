@@ -1,0 +1,135 @@
+"""Config answers (what kafka-configs and kafka-features print) from kafkacompat and Kafka 4.1 alike.
+
+Compared on the wire, which is all the tools print from, so one JVM (the
+reference broker) serves every comparison; one Kafka tool run checks the
+broker-logger path end to end.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import kio.schema.api_versions.v4.request as av
+import kio.schema.describe_configs.v4.request as dc
+
+from kafkacompat.protocol.messages import make
+from kafkacompat.testing import Broker
+from tests.conftest import create_topic
+from tests.test_broker_configs import alter, describe
+from tests.wire import Wire
+
+from .kafka41 import Kafka41, run_tool
+
+TOPIC, BROKER, GROUP = 2, 4, 32
+# Topic configs whose value differs on purpose, with why:
+DIFFERENT_BY_DESIGN = {
+    "retention.ms",  # a stream keeps messages until its ttl says otherwise (ttl 0: forever, -1)
+    "message.timestamp.after.max.ms",  # 3600000 once produce enforces it (the hostile-input work)
+}
+
+
+def _once_applied(wire: Wire, kind: int, name: str, key: str, value: str) -> dict:
+    """The resource's configs once `key` shows `value` (Kafka applies changes through its metadata log)."""
+    deadline = time.monotonic() + 15
+    while True:
+        configs = describe(wire, kind, name)[1]
+        if configs[key][0] == value or time.monotonic() > deadline:
+            return configs
+        time.sleep(0.1)
+
+
+def _both(ours: Broker, kafka41: Kafka41) -> tuple[str, str]:
+    return ours.bootstrap_servers, kafka41.bootstrap_servers
+
+
+def test_topic_configs_sources_and_synonyms_match_kafka(ours: Broker, kafka41: Kafka41) -> None:
+    def configs(bootstrap: str) -> dict:
+        topic = create_topic(bootstrap, f"configs-{uuid.uuid4().hex[:8]}")
+        with Wire(bootstrap) as wire:
+            assert alter(wire, TOPIC, topic, ("retention.bytes", 0, "1000000"))[0] == 0
+            return _once_applied(wire, TOPIC, topic, "retention.bytes", "1000000")
+
+    mine, kafkas = (configs(b) for b in _both(ours, kafka41))
+    assert sorted(mine) == sorted(kafkas) and len(mine) == 33
+    differ = {name for name in mine if mine[name] != kafkas[name]}
+    assert differ <= DIFFERENT_BY_DESIGN, {name: (mine[name], kafkas[name]) for name in differ}
+
+
+def test_group_configs_match_kafka(ours: Broker, kafka41: Kafka41) -> None:
+    def configs(bootstrap: str) -> dict:
+        with Wire(bootstrap) as wire:
+            assert alter(wire, GROUP, "parity-group", ("consumer.heartbeat.interval.ms", 0, "6000"))[0] == 0
+            refused = alter(wire, GROUP, "parity-group", ("consumer.session.timeout.ms", 0, "1"))[0]
+            return {"refused": refused,
+                    **_once_applied(wire, GROUP, "parity-group", "consumer.heartbeat.interval.ms", "6000")}
+
+    mine, kafkas = (configs(b) for b in _both(ours, kafka41))
+    assert mine == kafkas
+
+
+def test_feature_levels_are_those_kafka_lists(ours: Broker, kafka41: Kafka41) -> None:
+    """kafka-features describe prints these: the same features, and Kafka 4.1's metadata.version."""
+    def features(bootstrap: str) -> tuple[dict, dict]:
+        with Wire(bootstrap) as wire:
+            answer = wire.request(18, 4, make(av.ApiVersionsRequest, client_software_name="t", client_software_version="1"))
+        return ({f.name: (f.min_version, f.max_version) for f in answer.supported_features},
+                {f.name: f.max_version_level for f in answer.finalized_features})
+
+    (my_supported, my_finalized), (kafka_supported, kafka_finalized) = (features(b) for b in _both(ours, kafka41))
+    assert set(my_supported) == set(kafka_supported)
+    assert my_finalized["metadata.version"] == kafka_finalized["metadata.version"]
+    assert my_supported["metadata.version"] == kafka_supported["metadata.version"]
+
+
+def test_broker_configs_are_named_and_typed_as_kafka_names_them(ours: Broker, kafka41: Kafka41) -> None:
+    def typed(bootstrap: str) -> dict[str, tuple[int, bool]]:
+        with Wire(bootstrap) as wire:
+            response = wire.request(32, 4, make(dc.DescribeConfigsRequest, resources=(make(
+                dc.DescribeConfigsResource, resource_type=BROKER, resource_name="1", configuration_keys=None),),
+                include_synonyms=False, include_documentation=False))
+        return {c.name: (c.config_type, c.read_only) for c in response.results[0].configs}
+
+    mine, kafkas = (typed(b) for b in _both(ours, kafka41))
+    assert set(mine) <= set(kafkas)
+    assert {name: kind for name, (kind, _) in mine.items()} == {name: kafkas[name][0] for name in mine}
+    alterable = {name for name, (_, read_only) in mine.items() if not read_only}
+    assert alterable and all(not kafkas[name][1] for name in alterable)
+
+
+def test_broker_loggers_with_kafka_configs(ours: Broker) -> None:
+    from .kafka41 import unavailable
+
+    if unavailable():
+        import pytest
+
+        pytest.skip(unavailable())
+    server = ("--bootstrap-server", ours.bootstrap_servers)
+    done = run_tool("kafka-configs", *server, "--alter", "--entity-type", "broker-loggers", "--entity-name", "1",
+                    "--add-config", "kafkacompat.handlers.produce=DEBUG")
+    assert done.returncode == 0, done.stderr
+    with Wire(ours.bootstrap_servers) as wire:
+        assert describe(wire, 8, "1")[1]["kafkacompat.handlers.produce"][0] == "DEBUG"
+        assert alter(wire, 8, "1", ("kafkacompat.handlers.produce", 1, None))[0] == 0
+
+
+def test_client_quotas_are_described_as_kafka_describes_them(ours: Broker, kafka41: Kafka41) -> None:
+    from tests.test_client_quotas import quotas, set_quota
+
+    def described(bootstrap: str) -> list:
+        with Wire(bootstrap) as wire:
+            refused = set_quota(wire, {"ip": "10.0.0.1", "user": "u"}, producer_byte_rate=1.0)
+            assert set_quota(wire, {"user": None}, consumer_byte_rate=2000.0)[0] == 0
+            assert set_quota(wire, {"user": "parity", "client-id": None}, producer_byte_rate=3000.0)[0] == 0
+            deadline = time.monotonic() + 15
+            while len(found := quotas(wire, ("user", 2, None))) < 2 and time.monotonic() < deadline:
+                time.sleep(0.1)
+            return [refused, sorted(found, key=repr), quotas(wire, ("user", 1, None), strict=True)]  # Kafka's order is a hash's
+
+    try:
+        assert described(ours.bootstrap_servers) == described(kafka41.bootstrap_servers)
+    finally:  # the reference broker serves the whole session: leave no quota behind
+        for bootstrap in (ours.bootstrap_servers, kafka41.bootstrap_servers):
+            with Wire(bootstrap) as wire:
+                set_quota(wire, {"user": None}, consumer_byte_rate=None)
+                set_quota(wire, {"user": "parity", "client-id": None}, producer_byte_rate=None)
