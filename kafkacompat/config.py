@@ -38,6 +38,9 @@ class BrokerConfig:
     offset_metadata_max_bytes: int = 4096
     offsets_retention_minutes: int = 7 * 24 * 60
     offsets_retention_check_interval_ms: int = 600_000
+    # transactions, named after Kafka's transaction.* broker settings
+    transaction_max_timeout_ms: int = 900_000
+    transaction_abort_timed_out_transaction_cleanup_interval_ms: int = 10_000
     log_level: str = "INFO"
 
     @property

@@ -14,7 +14,7 @@ import asyncio
 import dataclasses
 import enum
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 
 class FsyncPolicy(str, enum.Enum):
@@ -252,3 +252,17 @@ class Store(abc.ABC):
     ) -> None:
         """Delete a group's cursors: all of them, or those of (topic, partition)."""
 
+    # state tables
+    @abc.abstractmethod
+    async def put_state(self, stream: str, table: str, records: Mapping[str, dict | None]) -> None:
+        """Set (a dict) or delete (None) keyed JSON records of a small table in the stream's data path.
+
+        For broker features that keep state beside the stream's data, as
+        cursors are kept (transaction state, aborted-transaction indexes).
+        The store never interprets the records. Returns once they are
+        durable per the stream's fsync policy. `table` is [a-z_]+.
+        """
+
+    @abc.abstractmethod
+    def get_state(self, stream: str, table: str) -> dict[str, dict]:
+        """Every live record of a state table (empty when it was never written)."""

@@ -7,7 +7,7 @@ logic); batches live in Python lists and vanish with the process.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from . import batch_format as bf
 from .api import AppendResult, Cursor, PartitionletInfo, TimestampHit
@@ -167,6 +167,9 @@ class MemoryStore(NamespaceStore):
     async def _persist_cursors(
         self, stream: StreamState, group: str, cursors: Sequence[Cursor], deleted: Sequence[tuple[str, int]]
     ) -> None:
+        pass
+
+    async def _persist_state(self, stream: StreamState, table: str, records: Mapping[str, dict | None]) -> None:
         pass
 
     async def _purge_topic(self, stream: StreamState, topic: TopicState) -> None:

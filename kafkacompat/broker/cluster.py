@@ -13,6 +13,7 @@ from kafkacompat.storage import Store, TopicInfo
 
 from ..config import BrokerConfig
 from ..groups import GroupCoordinator
+from ..transactions import TransactionCoordinator
 from .producer_state import ProducerStates
 from .topic_names import TopicNameError, canonical_name, split_name
 
@@ -45,6 +46,7 @@ class Cluster:
         self.producers = ProducerStates(config.producer_id_expiration_ms)
         self._splits: dict[str, tuple[str, str]] = {}
         self.groups = GroupCoordinator(config, store)
+        self.transactions = TransactionCoordinator(config, store, self.producers, self.groups)
 
     @property
     def default_stream(self) -> str:
@@ -95,6 +97,20 @@ class Cluster:
         if not 0 <= index < info.partitions:
             return None, ErrorCode.unknown_topic_or_partition
         return self.store.partition(info.stream, info.name, index), ErrorCode.none
+
+    def forget_topic(self, info: TopicInfo) -> None:
+        """Drop the in-memory producer and transaction state of a deleted topic's partitions."""
+        for index in range(info.partitions):
+            self.producers.forget_partition((info.stream, info.name, index))
+            self.transactions.partitions.forget_partition((info.stream, info.name, index))
+
+    async def reset_producers(self) -> None:
+        """Forget every producer and transactional id (the test broker's reset)."""
+        await self.transactions.close()
+        await self.transactions.forget_all()
+        self.producers = ProducerStates(self.config.producer_id_expiration_ms)
+        self.transactions = TransactionCoordinator(self.config, self.store, self.producers, self.groups)
+        await self.transactions.start()
 
     def display_name(self, info: TopicInfo) -> str:
         return canonical_name(info.stream, info.name, self.default_stream)

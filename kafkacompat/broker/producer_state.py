@@ -21,12 +21,12 @@ from collections.abc import Callable, Hashable
 from kio.schema.errors import ErrorCode
 
 from kafkacompat import storage
-from kafkacompat.protocol.records import ATTR_LOG_APPEND_TIME, HEADER_SIZE, read_header
+from kafkacompat.protocol.records import ATTR_LOG_APPEND_TIME
+
+from .log_tail import tail_batches
 
 WINDOW = 5
 INT32_MAX = 2**31 - 1
-RESTORE_RECORDS = 100_000  # how far back from the high watermark a restore looks
-RESTORE_BYTES = 32 << 20  # and at most this much of the log it reads
 DEFAULT_EXPIRATION_MS = 24 * 3600 * 1000  # Kafka's producer.id.expiration.ms
 
 
@@ -151,24 +151,11 @@ class ProducerStates:
         if key in self._restored:
             return
         self._restored.add(key)
-        offset = max(partition.log_start_offset, partition.high_watermark - RESTORE_RECORDS)
-        budget = RESTORE_BYTES
-        while offset < partition.high_watermark and budget > 0:
-            data = memoryview(await partition.read(offset, min(budget, 1 << 20)))
-            budget -= len(data)
-            pos = 0
-            while len(data) - pos >= HEADER_SIZE:
-                header = read_header(data, pos)
-                if pos + header.size > len(data):
-                    break
-                if header.producer_id >= 0 and header.base_sequence >= 0:
-                    log_append = header.attributes & ATTR_LOG_APPEND_TIME
-                    self.record(
-                        header.producer_id, header.producer_epoch, key, header.base_sequence,
-                        header.record_count, header.base_offset,
-                        header.max_timestamp if log_append else -1,
-                    )
-                offset = header.last_offset + 1
-                pos += header.size
-            if pos == 0:
-                break  # nothing whole came back
+        async for header, _ in tail_batches(partition):
+            if header.producer_id >= 0 and header.base_sequence >= 0:
+                log_append = header.attributes & ATTR_LOG_APPEND_TIME
+                self.record(
+                    header.producer_id, header.producer_epoch, key, header.base_sequence,
+                    header.record_count, header.base_offset,
+                    header.max_timestamp if log_append else -1,
+                )

@@ -51,6 +51,7 @@ class BrokerServer:
             self.config.advertised_port = self.port
         self.cluster = Cluster(self.config, self.store)
         self.cluster.groups.start()
+        await self.cluster.transactions.start()
         await self._server.start_serving()
         host, port = self.cluster.host, self.cluster.port
         log.info(
@@ -68,6 +69,7 @@ class BrokerServer:
             self._server = None
         try:
             if self.cluster is not None:
+                await self.cluster.transactions.close()
                 await self.cluster.groups.close()
         finally:
             await self.store.close()  # always: it releases the data dir and marks a clean stop

@@ -7,6 +7,8 @@ from types import ModuleType
 from kafkacompat.protocol.admin_api import STREAM_ADMIN_KEY
 
 from . import (
+    add_offsets_to_txn,
+    add_partitions_to_txn,
     alter_configs,
     api_versions,
     create_partitions,
@@ -17,6 +19,8 @@ from . import (
     describe_cluster,
     describe_configs,
     describe_groups,
+    describe_transactions,
+    end_txn,
     fetch,
     find_coordinator,
     heartbeat,
@@ -26,6 +30,7 @@ from . import (
     leave_group,
     list_groups,
     list_offsets,
+    list_transactions,
     metadata,
     offset_commit,
     offset_delete,
@@ -34,6 +39,7 @@ from . import (
     produce,
     stream_admin,
     sync_group,
+    txn_offset_commit,
 )
 
 HANDLERS: dict[int, ModuleType] = {
@@ -56,6 +62,10 @@ HANDLERS: dict[int, ModuleType] = {
     21: delete_records,
     22: init_producer_id,
     23: offset_for_leader_epoch,
+    24: add_partitions_to_txn,
+    25: add_offsets_to_txn,
+    26: end_txn,
+    28: txn_offset_commit,
     32: describe_configs,
     33: alter_configs,
     37: create_partitions,
@@ -63,5 +73,7 @@ HANDLERS: dict[int, ModuleType] = {
     44: incremental_alter_configs,
     47: offset_delete,
     60: describe_cluster,
+    65: describe_transactions,
+    66: list_transactions,
     STREAM_ADMIN_KEY: stream_admin,  # private, never advertised (protocol.versions.UNADVERTISED)
 }
