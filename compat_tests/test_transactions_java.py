@@ -111,3 +111,40 @@ def test_scenarios_show_transactional_semantics(ours: Broker) -> None:
     assert hang["commit_after_timeout"] == "ProducerFencedException"
 
 
+
+
+def _kafka_transactions(bootstrap: str, *args: str) -> str:
+    tool = kafka_home() / "bin" / "kafka-transactions.sh"
+    done = subprocess.run([str(tool), "--bootstrap-server", bootstrap, *args], capture_output=True, text=True,
+                          timeout=60, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
+
+
+def test_kafka_transactions_tool_lists_and_describes(ours: Broker) -> None:
+    """kafka-transactions.sh list / describe / describe-producers on an open transaction."""
+    from confluent_kafka import Producer
+
+    try:
+        kafka_home()
+    except ReferenceUnavailable as exc:
+        pytest.skip(str(exc))
+    name = f"tx-tool-{uuid.uuid4().hex[:8]}"
+    ours.create_topic(name, partitions=2)
+    producer = Producer({"bootstrap.servers": ours.bootstrap_servers, "transactional.id": name})
+    producer.init_transactions(15)
+    producer.begin_transaction()
+    producer.produce(name, value=b"open", partition=1)
+    producer.flush(10)
+    listed = [line.split() for line in _kafka_transactions(ours.bootstrap_servers, "list").splitlines()]
+    row = next(r for r in listed if r[0] == name)
+    assert row[3] == "Ongoing"
+    described = _kafka_transactions(ours.bootstrap_servers, "describe", "--transactional-id", name).splitlines()
+    fields = dict(zip(described[0].split(), described[1].split()))
+    assert fields["TransactionState"] == "Ongoing" and fields["TopicPartitions"] == f"{name}-1"
+    assert fields["ProducerId"] == row[2]
+    producers = _kafka_transactions(ours.bootstrap_servers, "describe-producers", "--topic", name,
+                                    "--partition", "1").splitlines()
+    cols = dict(zip(producers[0].split(), producers[1].split()))
+    assert cols["ProducerId"] == row[2] and cols["CurrentTransactionStartOffset"] == "0"
+    producer.abort_transaction(15)

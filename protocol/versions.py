@@ -47,6 +47,7 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     44: (0, 1),  # IncrementalAlterConfigs
     47: (0, 0),  # OffsetDelete
     60: (0, 1),  # DescribeCluster
+    61: (0, 0),  # DescribeProducers
     65: (0, 0),  # DescribeTransactions
     66: (0, 2),  # ListTransactions
 }

@@ -82,7 +82,7 @@ _FROM_REQUEST: dict[int, tuple[tuple[str, ...], str] | None] = {
     47: (("topics",), "topics"),  # OffsetDelete
 }
 # Read-only APIs: the real answer with its error codes replaced.
-_REWRITTEN = frozenset({2, 3, 9, 10, 15, 16, 18, 23, 32, 60, 65, 66})
+_REWRITTEN = frozenset({2, 3, 9, 10, 15, 16, 18, 23, 32, 60, 61, 65, 66})
 # Nested response arrays that echo a request array of the same item.
 _NESTED = {"partition_responses": "partition_data", "partitions": "partitions", "results_by_partition": "partitions"}
 # Fields that say which topic, partition, member or resource an item is about,

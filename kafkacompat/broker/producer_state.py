@@ -47,6 +47,7 @@ class _Batch:
     last_seq: int
     base_offset: int
     log_append_time: int
+    max_timestamp: int = -1  # of the batch (DescribeProducers' last timestamp)
 
 
 @dataclasses.dataclass(slots=True)
@@ -118,12 +119,15 @@ class ProducerStates:
         count: int,
         base_offset: int,
         log_append_time: int,
+        max_timestamp: int = -1,
     ) -> None:
         key = (producer_id, partition)
         entry = self._entries.get(key)
         if entry is None or epoch != entry.epoch:
             entry = self._entries[key] = _Entry(epoch)
-        entry.batches.append(_Batch(base_seq, last_sequence(base_seq, count), base_offset, log_append_time))
+        entry.batches.append(
+            _Batch(base_seq, last_sequence(base_seq, count), base_offset, log_append_time, max_timestamp)
+        )
         now = self._clock()
         entry.last_write = now
         if now >= self._next_sweep:
@@ -135,6 +139,14 @@ class ProducerStates:
         for key in [k for k, e in self._entries.items() if e.last_write < cutoff]:
             del self._entries[key]
         self._next_sweep = now + min(self._expiration, 60.0)
+
+    def active(self, partition: Hashable) -> list[tuple[int, int, int, int]]:
+        """(producer id, epoch, last sequence, last timestamp) of producers with state here (DescribeProducers)."""
+        return [
+            (pid, entry.epoch, entry.batches[-1].last_seq, entry.batches[-1].max_timestamp)
+            for (pid, key), entry in self._entries.items()
+            if key == partition and entry.batches
+        ]
 
     def __len__(self) -> int:
         """How many (producer, partition) states are kept."""
@@ -157,5 +169,5 @@ class ProducerStates:
                 self.record(
                     header.producer_id, header.producer_epoch, key, header.base_sequence,
                     header.record_count, header.base_offset,
-                    header.max_timestamp if log_append else -1,
+                    header.max_timestamp if log_append else -1, header.max_timestamp,
                 )

@@ -19,6 +19,7 @@ from . import (
     describe_cluster,
     describe_configs,
     describe_groups,
+    describe_producers,
     describe_transactions,
     end_txn,
     fetch,
@@ -73,6 +74,7 @@ HANDLERS: dict[int, ModuleType] = {
     44: incremental_alter_configs,
     47: offset_delete,
     60: describe_cluster,
+    61: describe_producers,
     65: describe_transactions,
     66: list_transactions,
     STREAM_ADMIN_KEY: stream_admin,  # private, never advertised (protocol.versions.UNADVERTISED)

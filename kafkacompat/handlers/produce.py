@@ -125,6 +125,7 @@ async def _produce_partition(ctx: Any, topic: Any, part: Any, acks: int, transac
                 cluster.producers.record(
                     header.producer_id, header.producer_epoch, key, header.base_sequence,
                     header.record_count, result.base_offset, now if log_append else -1,
+                    now if log_append else header.max_timestamp,
                 )
             if txns is not None and header.is_transactional:
                 txns.appended(header.producer_id, result.base_offset)

@@ -1,0 +1,49 @@
+"""DescribeProducers: the producers with state in a partition (kafka-transactions.sh describe-producers).
+
+Per producer: epoch, last sequence and timestamp from the idempotence
+window, and where its open transaction starts in the partition (-1: none).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kafkacompat import storage
+
+from .common import NO_THROTTLE, ErrorCode, make, schema_of, storage_error_code
+
+
+async def _partition(ctx: Any, m: Any, info: Any, missing: ErrorCode, index: int) -> Any:
+    cluster = ctx.cluster
+    partition, error = cluster.partition_for(info, missing, index)
+    producers: tuple[Any, ...] = ()
+    if partition is not None:
+        key = (info.stream, info.name, index)
+        try:
+            await cluster.producers.restore(key, partition)
+            txns = await cluster.transactions.partitions.get(*key)
+        except storage.StorageError as exc:
+            error = storage_error_code(exc)
+        else:
+            producers = tuple(
+                make(m.ProducerState, producer_id=pid, producer_epoch=epoch, last_sequence=seq,
+                     last_timestamp=timestamp, coordinator_epoch=-1,
+                     current_txn_start_offset=_or_none(txns.first_offset_of(pid)))
+                for pid, epoch, seq, timestamp in sorted(cluster.producers.active(key))
+            )
+    return make(m.PartitionResponse, partition_index=index, error_code=error, error_message=None,
+                active_producers=producers)
+
+
+async def handle(ctx: Any, request: Any) -> Any:
+    m = schema_of(ctx)
+    topics = []
+    for topic in request.topics:
+        info, missing = ctx.cluster.topic_for(topic.name)
+        partitions = [await _partition(ctx, m, info, missing, index) for index in topic.partition_indexes]
+        topics.append(make(m.TopicResponse, name=topic.name, partitions=tuple(partitions)))
+    return make(m.DescribeProducersResponse, throttle_time=NO_THROTTLE, topics=tuple(topics))
+
+
+def _or_none(offset: int | None) -> int:
+    return -1 if offset is None else offset
