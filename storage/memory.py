@@ -169,7 +169,9 @@ class MemoryStore(NamespaceStore):
     ) -> None:
         pass
 
-    async def _persist_state(self, stream: StreamState, table: str, records: Mapping[str, dict | None]) -> None:
+    async def _persist_state(
+        self, stream: StreamState, table: str, records: Mapping[str, dict | None], durable: bool
+    ) -> None:
         pass
 
     async def _purge_topic(self, stream: StreamState, topic: TopicState) -> None:

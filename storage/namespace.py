@@ -199,7 +199,9 @@ class NamespaceStore(Store):
     ) -> None: ...
 
     @abc.abstractmethod
-    async def _persist_state(self, stream: StreamState, table: str, records: Mapping[str, dict | None]) -> None: ...
+    async def _persist_state(
+        self, stream: StreamState, table: str, records: Mapping[str, dict | None], durable: bool
+    ) -> None: ...
 
     @abc.abstractmethod
     async def _purge_topic(self, stream: StreamState, topic: TopicState) -> None:
@@ -427,11 +429,13 @@ class NamespaceStore(Store):
 
     # state tables ----------------------------------------------------------
 
-    async def put_state(self, stream: str, table: str, records: Mapping[str, dict | None]) -> None:
+    async def put_state(
+        self, stream: str, table: str, records: Mapping[str, dict | None], *, durable: bool = True
+    ) -> None:
         if not _TABLE_NAME.fullmatch(table):
             raise ValueError(f"state table name {table!r} is not [a-z_]+")
         state = self._stream(stream)
-        await self._persist_state(state, table, records)
+        await self._persist_state(state, table, records, durable)
         live = state.tables.setdefault(table, {})
         for key, value in records.items():
             if value is None:

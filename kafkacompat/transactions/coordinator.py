@@ -96,10 +96,10 @@ class TransactionCoordinator:
             await self.store.put_state(self.store.default_stream, TRANSACTIONS_TABLE, gone)
         self.transactions.clear()
 
-    async def _persist(self, meta: TransactionMetadata) -> None:
+    async def _persist(self, meta: TransactionMetadata, durable: bool = True) -> None:
         meta.update_ms = self._clock()
         await self.store.put_state(
-            self.store.default_stream, TRANSACTIONS_TABLE, {meta.transactional_id: meta.to_json()}
+            self.store.default_stream, TRANSACTIONS_TABLE, {meta.transactional_id: meta.to_json()}, durable=durable
         )
 
     # InitProducerId -----------------------------------------------------------
@@ -279,7 +279,8 @@ class TransactionCoordinator:
         meta.groups.clear()
         meta.offsets.clear()
         meta.start_ms = -1
-        await self._persist(meta)
+        # Not waited for: lost in a crash, the start finds Prepare* and writes the markers again.
+        await self._persist(meta, durable=False)
         log.debug("transaction %s %s", meta.transactional_id, "committed" if commit else "aborted")
 
     async def _write_markers(self, meta: TransactionMetadata, control: ControlType) -> None:

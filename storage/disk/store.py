@@ -349,14 +349,20 @@ class DiskStore(NamespaceStore):
             await catalog.commit.wait()
         await catalog.compact_if_stale(_COMPACT_SLACK)
 
-    async def _persist_state(self, stream: StreamState, table: str, records: Mapping[str, dict | None]) -> None:
+    async def _persist_state(
+        self, stream: StreamState, table: str, records: Mapping[str, dict | None], durable: bool
+    ) -> None:
         catalog = self._state_logs.get((stream.path, table))
         if catalog is None:
             directory = layout.stream_dir(self.root, stream.path)
             catalog = self._state_logs[stream.path, table] = self._json_log(directory, layout.STATE_PREFIX + table)
         await catalog.append([{"k": k, "del": 1} if v is None else {"k": k, "v": v} for k, v in records.items()])
-        if stream.policy.fsync is not FsyncPolicy.NONE:
+        if stream.policy.fsync is FsyncPolicy.NONE:
+            pass
+        elif durable:
             await catalog.commit.wait()
+        else:
+            catalog.commit.start_later(stream.policy.fsync_interval_ms / 1000)
         await catalog.compact_if_stale(_COMPACT_SLACK)
 
     async def _purge_topic(self, stream: StreamState, topic: TopicState) -> None:
