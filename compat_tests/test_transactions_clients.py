@@ -1,5 +1,7 @@
 """Transactions as Python clients use them: confluent-kafka (librdkafka) and aiokafka.
 
+Each test is a row of COMPATIBILITY.md under the client it drives.
+
 Consume-transform-produce with send_offsets_to_transaction, commit and
 abort visibility per isolation level, the last stable offset held by an
 open transaction, idempotence inside a transaction across a lost answer,
@@ -20,15 +22,20 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from kafkacompat.testing import Broker
 from kafkacompat.transactions import TxnState
-from tests.conftest import create_topic
 
-ISOLATIONS = ("read_committed", "read_uncommitted")
+from .conftest import compat_broker, create_topic
 
 
 @pytest.fixture(scope="module")
 def broker() -> Iterator[Broker]:
-    with Broker(transaction_abort_timed_out_transaction_cleanup_interval_ms=200) as running:
+    with compat_broker(transaction_abort_timed_out_transaction_cleanup_interval_ms=200) as running:
         yield running
+
+
+def new_topic(broker: Broker, prefix: str, partitions: int = 1) -> str:
+    name = _name(prefix)
+    create_topic(broker, name, partitions)
+    return name
 
 
 def _name(prefix: str) -> str:
@@ -65,8 +72,9 @@ def txn_producer(bootstrap: str, txn_id: str, **conf: object) -> Producer:
     return producer
 
 
-def test_commit_and_abort_visibility(broker: Broker) -> None:
-    topic = create_topic(broker.bootstrap_servers, _name("vis"), partitions=2)
+@pytest.mark.librdkafka
+def test_transactions_commit_and_abort_visibility(broker: Broker) -> None:
+    topic = new_topic(broker, "vis", 2)
     producer = txn_producer(broker.bootstrap_servers, _name("tx"))
     producer.begin_transaction()
     for i in range(4):
@@ -85,10 +93,11 @@ def test_commit_and_abort_visibility(broker: Broker) -> None:
     assert [(p, o) for p, o, v in everything if p == 0] == [(0, 0), (0, 1), (0, 3), (0, 4)]
 
 
-def test_consume_transform_produce_with_confluent_kafka(broker: Broker) -> None:
+@pytest.mark.librdkafka
+def test_transactions_consume_transform_produce(broker: Broker) -> None:
     bootstrap = broker.bootstrap_servers
-    source = create_topic(bootstrap, _name("ctp-in"))
-    sink = create_topic(bootstrap, _name("ctp-out"))
+    source = new_topic(broker, "ctp-in")
+    sink = new_topic(broker, "ctp-out")
     group = _name("ctp")
     plain = Producer({"bootstrap.servers": bootstrap})
     for i in range(20):
@@ -125,9 +134,10 @@ def test_consume_transform_produce_with_confluent_kafka(broker: Broker) -> None:
     assert broker.committed(group, source) == {0: 20}
 
 
-def test_an_open_transaction_holds_the_last_stable_offset_until_its_timeout(broker: Broker) -> None:
+@pytest.mark.librdkafka
+def test_transactions_open_one_holds_the_lso_until_its_timeout(broker: Broker) -> None:
     bootstrap = broker.bootstrap_servers
-    topic = create_topic(bootstrap, _name("lso"))
+    topic = new_topic(broker, "lso")
     broker.produce(topic, b"before", partition=0)
     producer = txn_producer(bootstrap, _name("hang"), **{"transaction.timeout.ms": 2000})
     producer.begin_transaction()
@@ -144,9 +154,10 @@ def test_an_open_transaction_holds_the_last_stable_offset_until_its_timeout(brok
     assert "fenced" in str(fenced.value).lower() or "epoch" in str(fenced.value).lower()
 
 
-def test_a_second_producer_with_the_same_id_fences_the_first(broker: Broker) -> None:
+@pytest.mark.librdkafka
+def test_transactions_second_producer_fences_the_first(broker: Broker) -> None:
     bootstrap = broker.bootstrap_servers
-    topic = create_topic(bootstrap, _name("fence"))
+    topic = new_topic(broker, "fence")
     txn_id = _name("shared")
     first = txn_producer(bootstrap, txn_id)
     first.begin_transaction()
@@ -162,9 +173,10 @@ def test_a_second_producer_with_the_same_id_fences_the_first(broker: Broker) -> 
     assert [v for _, _, v in read_all(bootstrap, topic, "read_committed")] == [b"current"]
 
 
-def test_a_retried_batch_inside_a_transaction_is_written_once(broker: Broker) -> None:
+@pytest.mark.librdkafka
+def test_transactions_retried_batch_written_once(broker: Broker) -> None:
     bootstrap = broker.bootstrap_servers
-    topic = create_topic(bootstrap, _name("idem"))
+    topic = new_topic(broker, "idem")
     producer = txn_producer(bootstrap, _name("idem-tx"))
     producer.begin_transaction()
     broker.faults.disconnect("Produce", count=1, after_handling=True)  # appended, answer lost: a retry
@@ -175,11 +187,12 @@ def test_a_retried_batch_inside_a_transaction_is_written_once(broker: Broker) ->
     assert [v for _, _, v in read_all(bootstrap, topic, "read_committed")] == [b"m%d" % i for i in range(10)]
 
 
-def test_aiokafka_transactions_with_send_offsets(broker: Broker) -> None:
+@pytest.mark.aiokafka
+def test_transactions_consume_transform_produce_aiokafka(broker: Broker) -> None:
     aiokafka = pytest.importorskip("aiokafka")
     bootstrap = broker.bootstrap_servers
-    source = create_topic(bootstrap, _name("aio-in"))
-    sink = create_topic(bootstrap, _name("aio-out"))
+    source = new_topic(broker, "aio-in")
+    sink = new_topic(broker, "aio-out")
     group = _name("aio")
     for i in range(5):
         broker.produce(source, b"x%d" % i, partition=0)
@@ -213,17 +226,18 @@ def test_aiokafka_transactions_with_send_offsets(broker: Broker) -> None:
     assert broker.committed(group, source) == {0: 5}
 
 
-def test_restart_with_an_open_transaction_aborts_it_on_timeout(tmp_path: Path) -> None:
+@pytest.mark.librdkafka
+def test_transactions_restart_with_one_open_aborts_it_on_timeout(tmp_path: Path) -> None:
     data = str(tmp_path / "data")
     settings = {"transaction_abort_timed_out_transaction_cleanup_interval_ms": 200}
-    with Broker(data_dir=data, **settings) as first:
+    with compat_broker(data_dir=data, **settings) as first:
         port = first.port
-        topic = create_topic(first.bootstrap_servers, "orders")
+        topic = new_topic(first, "orders")
         producer = txn_producer(first.bootstrap_servers, "restart-open", **{"transaction.timeout.ms": 3000})
         producer.begin_transaction()
         producer.produce(topic, value=b"uncommitted")
         producer.flush(10)
-    with Broker(data_dir=data, port=port, **settings) as second:
+    with compat_broker(data_dir=data, port=port, **settings) as second:
         bootstrap = second.bootstrap_servers
         second.produce(topic, b"later", partition=0)
         assert read_all(bootstrap, topic, "read_committed") == []  # LSO held by the open transaction
@@ -232,17 +246,18 @@ def test_restart_with_an_open_transaction_aborts_it_on_timeout(tmp_path: Path) -
             assert time.monotonic() < deadline, "the open transaction was not aborted after the restart"
             time.sleep(0.2)
         assert second.server.cluster.transactions.describe("restart-open").state is TxnState.COMPLETE_ABORT
-    with Broker(data_dir=data, port=port, **settings) as third:  # the abort itself survives a restart
+    with compat_broker(data_dir=data, port=port, **settings) as third:  # the abort itself survives a restart
         assert read_all(third.bootstrap_servers, topic, "read_committed") == [(0, 1, b"later")]
         assert [v for _, _, v in read_all(third.bootstrap_servers, topic, "read_uncommitted")] == [b"uncommitted", b"later"]
 
 
-def test_restart_after_end_txn_was_accepted_finishes_the_markers(tmp_path: Path) -> None:
+@pytest.mark.librdkafka
+def test_transactions_restart_after_end_txn_accepted_finishes_markers(tmp_path: Path) -> None:
     """A stop between the PrepareCommit record and the markers: the start writes them."""
     data = str(tmp_path / "data")
-    with Broker(data_dir=data) as first:
+    with compat_broker(data_dir=data) as first:
         port = first.port
-        a = create_topic(first.bootstrap_servers, "left", partitions=2)
+        a = new_topic(first, "left", 2)
         producer = txn_producer(first.bootstrap_servers, "restart-commit")
         producer.begin_transaction()
         for i in range(4):
@@ -257,7 +272,7 @@ def test_restart_after_end_txn_was_accepted_finishes_the_markers(tmp_path: Path)
             await coordinator._persist(meta)  # what EndTxn records before writing markers
 
         first.call(accept_end_txn_then_stop())
-    with Broker(data_dir=data, port=port) as second:
+    with compat_broker(data_dir=data, port=port) as second:
         assert second.server.cluster.transactions.describe("restart-commit").state is TxnState.COMPLETE_COMMIT
         got = read_all(second.bootstrap_servers, a, "read_committed", 2)
         assert sorted(v for _, _, v in got) == [b"t0", b"t1", b"t2", b"t3"]
