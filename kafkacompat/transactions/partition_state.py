@@ -161,13 +161,17 @@ class PartitionTxnRegistry:
         partition = self.store.partition(stream, topic, index)
         state = PartitionTxns(self.store, stream, info.topic_id.hex, index, partition)
         prefix = f"{state.topic_id}:{index}:"
-        table = self.store.get_state(stream, ABORTED_TABLE)
-        known = {(rec["pid"], rec["first"]) for key, rec in table.items() if key.startswith(prefix)}
+        mine = {key: rec for key, rec in self.store.get_state(stream, ABORTED_TABLE).items()
+                if key.startswith(prefix)}
+        known = {(rec["pid"], rec["first"]) for rec in mine.values()}
+        start = partition.log_start_offset
         state.aborted = sorted(
-            (AbortedTxn(rec["pid"], rec["first"], rec["last"]) for key, rec in table.items()
-             if key.startswith(prefix) and rec["last"] >= partition.log_start_offset),
+            (AbortedTxn(rec["pid"], rec["first"], rec["last"]) for rec in mine.values() if rec["last"] >= start),
             key=lambda a: a.last_offset,
         )
+        expired = {key: None for key, rec in mine.items() if rec["last"] < start}  # deleted by retention
+        if expired:
+            await self.store.put_state(stream, ABORTED_TABLE, expired, durable=False)
         async for header, batch in tail_batches(partition):
             if not header.is_transactional:
                 continue
