@@ -12,6 +12,11 @@ accepted: finished on start) -- never half visible.
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
+import socket
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -276,3 +281,77 @@ def test_transactions_restart_after_end_txn_accepted_finishes_markers(tmp_path: 
         assert second.server.cluster.transactions.describe("restart-commit").state is TxnState.COMPLETE_COMMIT
         got = read_all(second.bootstrap_servers, a, "read_committed", 2)
         assert sorted(v for _, _, v in got) == [b"t0", b"t1", b"t2", b"t3"]
+
+
+class _ServedBroker:
+    """`python -m kafkacompat serve` on a data dir, to be killed with SIGKILL as a crash would."""
+
+    def __init__(self, data_dir: str, port: int) -> None:
+        self.data_dir, self.port = data_dir, port
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        env = {**os.environ, "KAFKACOMPAT_TRANSACTION_ABORT_TIMED_OUT_TRANSACTION_CLEANUP_INTERVAL_MS": "200",
+               "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(__file__).resolve().parents[1]),
+                                                           os.environ.get("PYTHONPATH")]))}
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "kafkacompat", "serve", "--data-dir", self.data_dir, "--host", "127.0.0.1",
+             "--port", str(self.port), "--log-level", "WARNING"], env=env)
+        deadline = time.monotonic() + 30
+        while True:
+            assert self.proc.poll() is None, "the broker exited at start"
+            try:
+                socket.create_connection(("127.0.0.1", self.port), 0.2).close()
+                return
+            except OSError:
+                assert time.monotonic() < deadline, "the broker did not start listening"
+                time.sleep(0.1)
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(10)
+
+
+@pytest.mark.librdkafka
+def test_transactions_broker_killed_mid_transaction(tmp_path: Path) -> None:
+    """kill -9 with one transaction committed and one open: the first stays, the second never shows."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    served = _ServedBroker(str(tmp_path / "data"), port)
+    served.start()
+    try:
+        admin_topic = "crash"
+        from confluent_kafka.admin import AdminClient, NewTopic
+
+        admin = AdminClient({"bootstrap.servers": served.bootstrap})
+        admin.create_topics([NewTopic(admin_topic, 2, 1)])[admin_topic].result(15)
+        done = txn_producer(served.bootstrap, "crash-committed")
+        done.begin_transaction()
+        for i in range(6):
+            done.produce(admin_topic, value=b"kept%d" % i, partition=i % 2)
+        done.commit_transaction(15)
+        hanging = txn_producer(served.bootstrap, "crash-open", **{"transaction.timeout.ms": 2000})
+        hanging.begin_transaction()
+        for i in range(4):
+            hanging.produce(admin_topic, value=b"lost%d" % i, partition=i % 2)
+        hanging.flush(10)
+        served.kill()
+        served.start()
+        deadline = time.monotonic() + 20
+        while True:
+            seen = sorted(v for _, _, v in read_all(served.bootstrap, admin_topic, "read_committed", 2))
+            assert not any(v.startswith(b"lost") for v in seen), seen
+            if seen == sorted(b"kept%d" % i for i in range(6)):
+                break
+            assert time.monotonic() < deadline, f"after the crash read_committed shows {seen}"
+            time.sleep(0.3)
+        everything = [v for _, _, v in read_all(served.bootstrap, admin_topic, "read_uncommitted", 2)]
+        assert sorted(everything) == sorted([b"kept%d" % i for i in range(6)] + [b"lost%d" % i for i in range(4)])
+    finally:
+        served.kill()

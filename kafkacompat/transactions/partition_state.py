@@ -82,14 +82,19 @@ class PartitionTxns:
         return f"{self.topic_id}:{self.index}:{producer_id}:{first_offset}"
 
     async def marker_written(self, producer_id: int, marker_offset: int, control: ControlType) -> None:
-        """End the producer's open transaction here; an abort is remembered durably."""
-        first = self.ongoing.pop(producer_id, None)
+        """End the producer's open transaction here; an abort is remembered durably.
+
+        The open transaction keeps holding the LSO until its aborted entry is
+        stored: readers must never see the LSO pass aborted records that the
+        aborted list does not name yet.
+        """
+        first = self.ongoing.get(producer_id)
         if first is not None and control is ControlType.ABORT:
-            entry = AbortedTxn(producer_id, first, marker_offset)
             await self.store.put_state(self.stream, ABORTED_TABLE, {
                 self._abort_key(producer_id, first): {"pid": producer_id, "first": first, "last": marker_offset},
             })
-            self.aborted.append(entry)
+            bisect.insort(self.aborted, AbortedTxn(producer_id, first, marker_offset), key=lambda a: a.last_offset)
+        self.ongoing.pop(producer_id, None)
         self._wake()
 
     def _wake(self) -> None:
