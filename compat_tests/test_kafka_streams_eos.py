@@ -139,7 +139,7 @@ def _wait_counts(bootstrap: str, topic: str, expected: dict[str, int], timeout: 
     return seen
 
 
-def test_word_count_exactly_once_across_kill_and_restart(broker: Broker) -> None:
+def test_kafka_streams_exactly_once_v2_word_count_across_kill_and_restart(broker: Broker) -> None:
     bootstrap = broker.bootstrap_servers
     name = f"wc-{uuid.uuid4().hex[:8]}"
     source, sink = f"{name}-lines", f"{name}-counts"

@@ -110,7 +110,7 @@ CASES = [(s, "3.9.1") for s in SCENARIOS] + [("commit_abort", "4.1.0"), ("hangin
 
 
 @pytest.mark.parametrize("scenario, client", CASES)
-def test_same_as_kafka(kafka: str | None, ours: Broker, scenario: str, client: str) -> None:
+def test_transactions_same_as_kafka(kafka: str | None, ours: Broker, scenario: str, client: str) -> None:
     """What the program shows on kafkacompat means what it should, and equals Kafka's output."""
     name = f"tx-{scenario}-{uuid.uuid4().hex[:8]}"
     extra, check = SCENARIOS[scenario]
@@ -129,7 +129,7 @@ def _kafka_transactions(bootstrap: str, *args: str) -> str:
     return done.stdout
 
 
-def test_kafka_transactions_tool_lists_and_describes(ours: Broker) -> None:
+def test_transactions_kafka_transactions_tool(ours: Broker) -> None:
     """kafka-transactions.sh list / describe / describe-producers on an open transaction."""
     from confluent_kafka import Producer
 

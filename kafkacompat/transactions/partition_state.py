@@ -134,9 +134,6 @@ class PartitionTxnRegistry:
         self._states: dict[Hashable, PartitionTxns] = {}
         self._loading: dict[Hashable, asyncio.Future[PartitionTxns]] = {}
 
-    def loaded(self, key: Hashable) -> PartitionTxns | None:
-        return self._states.get(key)
-
     async def get(self, stream: str, topic: str, index: int) -> PartitionTxns:
         key = (stream, topic, index)
         state = self._states.get(key)
