@@ -355,7 +355,16 @@ class DiskStore(NamespaceStore):
         catalog = self._state_logs.get((stream.path, table))
         if catalog is None:
             directory = layout.stream_dir(self.root, stream.path)
-            catalog = self._state_logs[stream.path, table] = self._json_log(directory, layout.STATE_PREFIX + table)
+            path = os.path.join(directory, layout.STATE_PREFIX + table)
+
+            def create() -> None:  # the new file's directory entry must survive a crash too
+                os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o644))
+                fsync_dir(directory)
+
+            await asyncio.to_thread(create)
+            catalog = self._state_logs.get((stream.path, table))  # a concurrent first write may have made it
+            if catalog is None:
+                catalog = self._state_logs[stream.path, table] = self._json_log(directory, layout.STATE_PREFIX + table)
         await catalog.append([{"k": k, "del": 1} if v is None else {"k": k, "v": v} for k, v in records.items()])
         if stream.policy.fsync is FsyncPolicy.NONE:
             pass
