@@ -22,10 +22,12 @@ from __future__ import annotations
 import functools
 import json
 import subprocess
+import time
 import uuid
 from collections.abc import Iterator
 
 import pytest
+from kio.schema.errors import ErrorCode
 
 from kafkacompat.testing import Broker
 
@@ -34,7 +36,6 @@ from .drivers import ClientUnavailable
 from .drivers.java import JVM_FLAGS, SOURCES, classpath, compile_sources
 from .reference_kafka import ReferenceUnavailable, kafka_home, reference_kafka
 
-pytestmark = pytest.mark.java
 ABORT_CHECK_MS = "1000"  # how often both brokers look for timed-out transactions
 CLIENT_JARS_41 = ("kafka-clients-4.1.0.jar", "lz4-java-1.8.0.jar", "snappy-java-1.1.10.7.jar",
                   "zstd-jni-1.5.6-10.jar", "slf4j-api-1.7.36.jar")
@@ -109,6 +110,7 @@ SCENARIOS = {
 CASES = [(s, "3.9.1") for s in SCENARIOS] + [("commit_abort", "4.1.0"), ("hanging", "4.1.0")]
 
 
+@pytest.mark.java
 @pytest.mark.parametrize("scenario, client", CASES)
 def test_transactions_same_as_kafka(kafka: str | None, ours: Broker, scenario: str, client: str) -> None:
     """What the program shows on kafkacompat means what it should, and equals Kafka's output."""
@@ -129,6 +131,7 @@ def _kafka_transactions(bootstrap: str, *args: str) -> str:
     return done.stdout
 
 
+@pytest.mark.java
 def test_transactions_kafka_transactions_tool(ours: Broker) -> None:
     """kafka-transactions.sh list / describe / describe-producers on an open transaction."""
     from confluent_kafka import Producer
@@ -156,3 +159,61 @@ def test_transactions_kafka_transactions_tool(ours: Broker) -> None:
     cols = dict(zip(producers[0].split(), producers[1].split()))
     assert cols["ProducerId"] == row[2] and cols["CurrentTransactionStartOffset"] == "0"
     producer.abort_transaction(15)
+
+
+def _wire_answers(bootstrap: str, name: str) -> list[tuple[object, ...]]:
+    """Kafka's error codes for the transactional requests clients never send wrong, step by step."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from tests.groups.test_groups_protocol import find_coordinator
+    from tests.test_transactions_protocol import add_partitions, end_txn, fetch, init, produce_txn, txn_batch
+    from tests.wire import Wire
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(name, 1, 1)])[name].result(30)
+    out: list[tuple[object, ...]] = []
+    with Wire(bootstrap) as w:
+        deadline = time.monotonic() + 60
+        while True:  # Kafka creates and loads its transaction log on first use
+            find_coordinator(w, 4, [name], key_type=1)
+            started = init(w, name)
+            if started.error_code == ErrorCode.none or time.monotonic() > deadline:
+                break
+            time.sleep(0.3)
+        pid, ep = started.producer_id, started.producer_epoch
+        out.append(("init", started.error_code, ep))
+        out.append(("timeout 0", init(w, name + "-x", timeout_ms=0).error_code))
+        out.append(("timeout over max", init(w, name + "-x", timeout_ms=900_001).error_code))
+        out.append(("batch outside its transaction", produce_txn(w, name, name, txn_batch(pid, ep, 0, b"x"))))
+        out.append(("batch without transactional id", produce_txn(w, None, name, txn_batch(pid, ep, 0, b"x"))))
+        out.append(("EndTxn with nothing open", end_txn(w, name, pid, ep, True)))
+        out.append(("add unknown partition", sorted(add_partitions(w, name, pid, ep, name, partitions=(0, 7)))))
+        out.append(("add", add_partitions(w, name, pid, ep, name)))
+        out.append(("produce in transaction", produce_txn(w, name, name, txn_batch(pid, ep, 0, b"in"))))
+        out.append(("InitProducerId while open", init(w, name).error_code))
+        deadline = time.monotonic() + 30
+        while True:  # Kafka aborts in the background; wait until it answers the retry
+            again = init(w, name)
+            if again.error_code != ErrorCode.concurrent_transactions or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        out.append(("InitProducerId retried", again.error_code, again.producer_epoch - ep))
+        out.append(("zombie produce", produce_txn(w, name, name, txn_batch(pid, ep, 1, b"zombie"))))
+        out.append(("zombie add v3", add_partitions(w, name, pid, ep, name, version=3)))
+        out.append(("zombie add v1", add_partitions(w, name, pid, ep, name, version=1)))
+        out.append(("zombie EndTxn v3", end_txn(w, name, pid, ep, True, version=3)))
+        out.append(("zombie EndTxn v1", end_txn(w, name, pid, ep, True, version=1)))
+        out.append(("unknown producer id", add_partitions(w, name, pid + 1, again.producer_epoch, name)))
+        out.append(("KIP-360 stale epoch v4", init(w, name, pid=pid, epoch=ep).error_code))
+        out.append(("KIP-360 stale epoch v3", init(w, name, version=3, pid=pid, epoch=ep).error_code))
+        answer = fetch(w, name, 1)
+        out.append(("read_committed fetch", answer.high_watermark, answer.last_stable_offset,
+                    [a.first_offset for a in answer.aborted_transactions]))
+    return out
+
+
+def test_transactions_wire_errors_same_as_kafka(kafka: str | None, ours: Broker) -> None:
+    if kafka is None:
+        pytest.skip("no reference Kafka to compare with")
+    name = f"tx-wire-{uuid.uuid4().hex[:8]}"
+    assert _wire_answers(ours.bootstrap_servers, name) == _wire_answers(kafka, name)

@@ -117,7 +117,8 @@ def test_a_transactional_batch_outside_its_transaction_is_refused(broker: Broker
     started = init(wire, "outside")
     pid, epoch = started.producer_id, started.producer_epoch
     assert produce_txn(wire, "outside", topic, txn_batch(pid, epoch, 0, b"x")) == ErrorCode.invalid_txn_state
-    assert produce_txn(wire, None, topic, txn_batch(pid, epoch, 0, b"x")) == ErrorCode.invalid_txn_state
+    assert produce_txn(wire, None, topic, txn_batch(pid, epoch, 0, b"x")) == \
+        ErrorCode.transactional_id_authorization_failed  # as Kafka 4.1 answers
     assert add_partitions(wire, "outside", pid, epoch, topic) == [ErrorCode.none]
     assert produce_txn(wire, "outside", topic, txn_batch(pid, epoch, 0, b"in")) == ErrorCode.none
     bumped = init(wire, "outside")  # aborts the open transaction (CONCURRENT_TRANSACTIONS: retry)

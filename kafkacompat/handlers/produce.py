@@ -148,7 +148,7 @@ async def _produce_partition(ctx: Any, topic: Any, part: Any, acks: int, transac
 def _transaction_error(cluster: Any, transactional_id: str | None, header: Any, key: Any) -> ErrorCode:
     """A transactional batch is appended only inside its producer's open transaction."""
     if transactional_id is None:
-        return ErrorCode.invalid_txn_state  # no transactional id to check the batch against
+        return ErrorCode.transactional_id_authorization_failed  # Kafka's answer: no id to authorize
     return cluster.transactions.verify_produce(transactional_id, header.producer_id, header.producer_epoch, key)
 
 
