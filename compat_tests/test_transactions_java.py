@@ -174,6 +174,9 @@ def _wire_answers(bootstrap: str, name: str) -> list[tuple[object, ...]]:
     out: list[tuple[object, ...]] = []
     with Wire(bootstrap) as w:
         deadline = time.monotonic() + 60
+        while fetch(w, name, 0).error_code != ErrorCode.none:  # the new topic's leader is in place
+            assert time.monotonic() < deadline, f"topic {name} has no leader on {bootstrap}"
+            time.sleep(0.2)
         while True:  # Kafka creates and loads its transaction log on first use
             find_coordinator(w, 4, [name], key_type=1)
             started = init(w, name)
