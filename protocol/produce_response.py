@@ -6,8 +6,9 @@ is paid per request on the hottest path. tests/test_produce_response.py
 checks the bytes against kio's for every version.
 
 Layout by version: log_start_offset from v5, record_errors and
-error_message from v8, compact encodings and tagged fields from v9 (none
-is ever set: current_leader and node_endpoints stay at their defaults).
+error_message from v8, compact encodings and tagged fields from v9 (no
+tagged field is ever set: current_leader and node_endpoints stay at their
+defaults).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ class PartitionResult:
     log_append_time_ms: int  # -1 unless the topic uses LogAppendTime
     log_start_offset: int
     error_message: str | None = None
+    record_errors: tuple[tuple[int, str | None], ...] = ()  # (record index, why), v8+
 
 
 def _string(out: bytearray, text: str | None, flexible: bool) -> None:
@@ -60,7 +62,13 @@ def encode_produce_response(
             else:
                 out += _PART_V3.pack(p.index, p.error_code, p.base_offset, p.log_append_time_ms)
             if version >= 8:
-                out += b"\x01" if flexible else _I32.pack(0)  # record_errors: empty
+                errors = p.record_errors
+                out += uvarint(len(errors) + 1) if flexible else _I32.pack(len(errors))
+                for index, why in errors:
+                    out += _I32.pack(index)
+                    _string(out, why, flexible)
+                    if flexible:
+                        out.append(0)  # record error tagged fields
                 _string(out, p.error_message, flexible)
             if flexible:
                 out.append(0)  # partition tagged fields
