@@ -34,7 +34,7 @@ from kafkacompat.testing import Broker
 from .conftest import compat_broker
 from .drivers import ClientUnavailable
 from .drivers.java import JVM_FLAGS, SOURCES, classpath, compile_sources
-from .reference_kafka import ReferenceUnavailable, kafka_home, reference_kafka
+from .reference import KAFKA_DIST, ReferenceKafka, jars_dir, kafka_home
 
 ABORT_CHECK_MS = "1000"  # how often both brokers look for timed-out transactions
 CLIENT_JARS_41 = ("kafka-clients-4.1.0.jar", "lz4-java-1.8.0.jar", "snappy-java-1.1.10.7.jar",
@@ -44,14 +44,14 @@ CLIENT_JARS_41 = ("kafka-clients-4.1.0.jar", "lz4-java-1.8.0.jar", "snappy-java-
 @functools.cache
 def _program(client: str) -> list[str]:
     """`java ... Transactions` compiled against the chosen kafka-clients."""
-    try:
-        if client == "3.9.1":
+    if client == "3.9.1":
+        try:
             cp = classpath()
-        else:
-            libs = kafka_home() / "libs"
-            cp = ":".join(str(libs / jar) for jar in CLIENT_JARS_41)
-    except (ClientUnavailable, ReferenceUnavailable) as exc:
-        pytest.skip(f"kafka-clients {client} unavailable: {exc}")
+        except ClientUnavailable as exc:
+            pytest.skip(f"kafka-clients {client} unavailable: {exc}")
+    else:
+        libs = kafka_home() / "libs"  # skips without the Kafka 4.1 distribution
+        cp = ":".join(str(libs / jar) for jar in CLIENT_JARS_41)
     classes = compile_sources([str(SOURCES / "Transactions.java")], cp)
     return ["java", *JVM_FLAGS, "-cp", f"{cp}:{classes}", "Transactions"]
 
@@ -67,12 +67,14 @@ def _run(client: str, command: str, bootstrap: str, **options: str) -> dict:
 @pytest.fixture(scope="module")
 def kafka() -> Iterator[str | None]:
     """The reference broker, or None (then only kafkacompat's answers are checked)."""
-    try:
-        with reference_kafka({"transaction.abort.timed.out.transaction.cleanup.interval.ms": ABORT_CHECK_MS},
-                             features={"transaction.version": 1}) as b:
-            yield b
-    except ReferenceUnavailable:
+    folder = jars_dir()
+    if folder is None or not (folder / KAFKA_DIST / "libs").is_dir():
         yield None
+        return
+    settings = {"transaction.abort.timed.out.transaction.cleanup.interval.ms": ABORT_CHECK_MS,
+                "group.initial.rebalance.delay.ms": 0}
+    with ReferenceKafka(kafka_home(), features={"transaction.version": 1}, **settings) as reference:
+        yield reference.bootstrap_servers
 
 
 @pytest.fixture(scope="module")
@@ -136,10 +138,7 @@ def test_transactions_kafka_transactions_tool(ours: Broker) -> None:
     """kafka-transactions.sh list / describe / describe-producers on an open transaction."""
     from confluent_kafka import Producer
 
-    try:
-        kafka_home()
-    except ReferenceUnavailable as exc:
-        pytest.skip(str(exc))
+    kafka_home()  # skips without the Kafka 4.1 distribution
     name = f"tx-tool-{uuid.uuid4().hex[:8]}"
     ours.create_topic(name, partitions=2)
     producer = Producer({"bootstrap.servers": ours.bootstrap_servers, "transactional.id": name})

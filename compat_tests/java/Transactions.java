@@ -184,7 +184,8 @@ public final class Transactions {
         long deadline = System.currentTimeMillis() + 60_000;
         while (System.currentTimeMillis() < deadline) {
             after = readAll(topic, 1, "read_committed");
-            if (!after.equals(during)) break;
+            // changed, and settled: a read that raced the abort is not the answer
+            if (!after.equals(during) && after.equals(readAll(topic, 1, "read_committed"))) break;
             Thread.sleep(500);
         }
         String outcome = "committed";
