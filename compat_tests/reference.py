@@ -118,9 +118,14 @@ def kafka_uuid() -> str:
 class ReferenceKafka:
     """A single-node KRaft Apache Kafka 4.1.0 on loopback, as in Kafka's quickstart."""
 
-    def __init__(self, home: pathlib.Path, node_id: int = 1, **settings: object) -> None:
+    def __init__(
+        self, home: pathlib.Path, node_id: int = 1, features: dict[str, int] | None = None, **settings: object
+    ) -> None:
+        """`settings` go to server.properties; `features` are set when the storage is formatted
+        (e.g. {"transaction.version": 1})."""
         self.home = home
         self.node_id = node_id
+        self.features = features or {}
         self.settings = settings
         self.cluster_id = kafka_uuid()
         self.port = 0
@@ -162,7 +167,8 @@ class ReferenceKafka:
         env = {**os.environ, "KAFKA_HEAP_OPTS": HEAP, "LOG_DIR": str(work / "app-logs")}
         subprocess.run(
             [str(self.home / "bin" / "kafka-storage.sh"), "format", "--standalone", "-t", self.cluster_id,
-             "-c", str(properties)],
+             "-c", str(properties), *(arg for name, level in self.features.items()
+                                      for arg in ("--feature", f"{name}={level}"))],
             env=env, check=True, capture_output=True, timeout=120,
         )
         console = open(work / "console.log", "wb")  # noqa: SIM115 - the broker's whole life

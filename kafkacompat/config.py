@@ -131,6 +131,12 @@ class BrokerConfig:
     metrics_topic_series: int = _setting(0, "topics that get their own bytes/messages series in /metrics (the "
                                             "first N seen; later ones count under topic=\"_other\"); 0 keeps "
                                             "broker totals only, so series stay bounded with many topics")
+    # transactions, named after Kafka's transaction.* broker settings
+    transaction_max_timeout_ms: int = _setting(900_000, "longest transaction.timeout.ms a producer may ask for, "
+                                                        "like transaction.max.timeout.ms", metavar="MS", minimum=1)
+    transaction_abort_timed_out_transaction_cleanup_interval_ms: int = _setting(
+        10_000, "how often transactions open past their timeout are aborted, like "
+                "transaction.abort.timed.out.transaction.cleanup.interval.ms", metavar="MS", minimum=1)
     log_level: str = _setting("INFO", "DEBUG, INFO, WARNING or ERROR; DEBUG also prints the traceback of a failed "
                                       "start", metavar="LEVEL")
 

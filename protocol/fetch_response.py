@@ -31,6 +31,7 @@ _I32 = struct.Struct(">i")
 _TOP_V7 = struct.Struct(">ihi")  # throttle_time_ms, error_code, session_id
 _PART_V4 = struct.Struct(">ihqq")  # index, error_code, high_watermark, last_stable_offset
 _PART_V5 = struct.Struct(">ihqqq")  # ... log_start_offset
+_ABORTED = struct.Struct(">qq")  # producer_id, first_offset
 _NULL_ARRAY = _I32.pack(-1)
 _PREFERRED_REPLICA = _I32.pack(-1)
 
@@ -43,6 +44,7 @@ class PartitionAnswer:
     last_stable_offset: int
     log_start_offset: int
     records: Buffer
+    aborted: Sequence[tuple[int, int]] | None = None  # (producer id, first offset) of aborted transactions
 
 
 def encode_fetch_response(
@@ -79,7 +81,14 @@ def encode_fetch_response(
                                       p.log_start_offset)
             else:
                 out += part_head.pack(p.index, p.error_code, p.high_watermark, p.last_stable_offset)
-            out += b"\x00" if flexible else _NULL_ARRAY  # aborted_transactions: null
+            if p.aborted is None:
+                out += b"\x00" if flexible else _NULL_ARRAY
+            else:
+                out += uvarint(len(p.aborted) + 1) if flexible else _I32.pack(len(p.aborted))
+                for producer_id, first_offset in p.aborted:
+                    out += _ABORTED.pack(producer_id, first_offset)
+                    if flexible:
+                        out.append(0)  # aborted transaction tagged fields
             if version >= 11:
                 out += _PREFERRED_REPLICA
             size = len(p.records)

@@ -36,6 +36,10 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     21: (0, 2),  # DeleteRecords
     22: (0, 5),  # InitProducerId
     23: (2, 4),  # OffsetForLeaderEpoch
+    24: (0, 4),  # AddPartitionsToTxn; v4 is the brokers' batched form (v5+ is transactions v2, not served)
+    25: (0, 4),  # AddOffsetsToTxn
+    26: (0, 4),  # EndTxn (v5+ is transactions v2, not served)
+    28: (0, 4),  # TxnOffsetCommit (v5+ is transactions v2, not served)
     32: (1, 4),  # DescribeConfigs
     33: (0, 2),  # AlterConfigs
     35: (1, 4),  # DescribeLogDirs
@@ -54,6 +58,8 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     61: (0, 0),  # DescribeProducers
     74: (0, 1),  # ListConfigResources (v0: ListClientMetricsResources)
     75: (0, 0),  # DescribeTopicPartitions
+    65: (0, 0),  # DescribeTransactions
+    66: (0, 2),  # ListTransactions
 }
 
 # Private APIs this broker serves but never advertises: stock clients must not see them.

@@ -270,3 +270,21 @@ class Store(abc.ABC):
     ) -> None:
         """Delete a group's cursors: all of them, or those of (topic, partition)."""
 
+    # state tables
+    @abc.abstractmethod
+    async def put_state(
+        self, stream: str, table: str, records: Mapping[str, dict | None], *, durable: bool = True
+    ) -> None:
+        """Set (a dict) or delete (None) keyed JSON records of a small table in the stream's data path.
+
+        For broker features that keep state beside the stream's data, as
+        cursors are kept (transaction state, aborted-transaction indexes).
+        The store never interprets the records. Returns once they are
+        durable per the stream's fsync policy; with durable=False once they
+        are written (durable at the next group commit), for records whose
+        loss in a crash the caller repairs. `table` is [a-z_]+.
+        """
+
+    @abc.abstractmethod
+    def get_state(self, stream: str, table: str) -> dict[str, dict]:
+        """Every live record of a state table (empty when it was never written)."""

@@ -7,7 +7,7 @@ logic); batches live in Python lists and vanish with the process.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from . import batch_format as bf
 from .api import AppendResult, Cursor, PartitionletInfo, TimestampHit
@@ -174,6 +174,11 @@ class MemoryStore(NamespaceStore):
 
     async def _persist_cursors(
         self, stream: StreamState, group: str, cursors: Sequence[Cursor], deleted: Sequence[tuple[str, int]]
+    ) -> None:
+        pass
+
+    async def _persist_state(
+        self, stream: StreamState, table: str, records: Mapping[str, dict | None], durable: bool
     ) -> None:
         pass
 

@@ -12,6 +12,7 @@ import abc
 import dataclasses
 import time
 import uuid
+import re
 from collections.abc import Iterable, Mapping, Sequence
 
 from .api import Cursor, FsyncPolicy, Partition, Store, StreamInfo, StreamPolicy, TopicInfo
@@ -33,6 +34,9 @@ SEGMENT_BYTES = "segment.bytes"
 SEGMENT_MS = "segment.ms"
 _INT_CONFIGS = (RETENTION_MS, RETENTION_BYTES, SEGMENT_BYTES, SEGMENT_MS)
 MIN_PARTITIONLET_BYTES = 4096
+
+
+_TABLE_NAME = re.compile(r"[a-z_]+")
 
 
 def now_ms() -> int:
@@ -152,7 +156,7 @@ class TopicState:
 
 
 class StreamState:
-    __slots__ = ("path", "policy", "created_ms", "topics", "cursors")
+    __slots__ = ("path", "policy", "created_ms", "topics", "cursors", "tables")
 
     def __init__(self, path: str, policy: StreamPolicy, created_ms: int) -> None:
         self.path = path
@@ -160,6 +164,7 @@ class StreamState:
         self.created_ms = created_ms
         self.topics: dict[str, TopicState] = {}
         self.cursors: dict[str, dict[tuple[str, int], Cursor]] = {}
+        self.tables: dict[str, dict[str, dict]] = {}  # state tables (put_state)
 
     def info(self) -> StreamInfo:
         return StreamInfo(self.path, self.policy, self.created_ms, len(self.topics))
@@ -211,6 +216,11 @@ class NamespaceStore(Store):
     @abc.abstractmethod
     async def _persist_cursors(
         self, stream: StreamState, group: str, cursors: Sequence[Cursor], deleted: Sequence[tuple[str, int]]
+    ) -> None: ...
+
+    @abc.abstractmethod
+    async def _persist_state(
+        self, stream: StreamState, table: str, records: Mapping[str, dict | None], durable: bool
     ) -> None: ...
 
     @abc.abstractmethod
@@ -436,3 +446,22 @@ class NamespaceStore(Store):
             table.pop(key, None)
         if not table:
             del state.cursors[group]
+
+    # state tables ----------------------------------------------------------
+
+    async def put_state(
+        self, stream: str, table: str, records: Mapping[str, dict | None], *, durable: bool = True
+    ) -> None:
+        if not _TABLE_NAME.fullmatch(table):
+            raise ValueError(f"state table name {table!r} is not [a-z_]+")
+        state = self._stream(stream)
+        await self._persist_state(state, table, records, durable)
+        live = state.tables.setdefault(table, {})
+        for key, value in records.items():
+            if value is None:
+                live.pop(key, None)
+            else:
+                live[key] = value
+
+    def get_state(self, stream: str, table: str) -> dict[str, dict]:
+        return dict(self._stream(stream).tables.get(table, {}))

@@ -44,11 +44,11 @@ def test_quick_run_reports_every_row(tmp_path: Path) -> None:
     stdout, doc = _bench(tmp_path)
     rows = doc["rows"]
     expected = sum(len(cell.rows("kafkacompat", 1)) for cell in cells(QUICK))
-    assert len(rows) == expected == 20
+    assert len(rows) == expected == 26
     for row in rows:
         _assert_sane(row)
     assert {(r["workload"], r["acks"]) for r in rows} == {
-        ("produce", 1), ("produce", -1), ("consume", None), ("latency", 1), ("latency", -1)
+        ("produce", 1), ("produce", -1), ("consume", None), ("produce-txn", -1), ("latency", 1), ("latency", -1)
     }
     assert "msg/s" in stdout and "16 KiB" in stdout
 
@@ -60,10 +60,10 @@ def test_vs_pairs_rows_with_tansu(tmp_path: Path) -> None:
         pytest.skip(str(exc))
     stdout, doc = _bench(tmp_path, "--vs", "--sizes", "100", "--partitions", "1")
     by_broker = {name: [r for r in doc["rows"] if r["broker"] == name] for name in ("kafkacompat", "tansu")}
-    assert len(by_broker["kafkacompat"]) == len(by_broker["tansu"]) == 5
+    assert len(by_broker["kafkacompat"]) == len(by_broker["tansu"]) == 6
     for row in by_broker["kafkacompat"]:
         _assert_sane(row)
-    assert len(doc["ratios"]) == 5
+    assert len(doc["ratios"]) == 6
     for pair in doc["ratios"]:
         if not pair["note"]:
             assert pair["ratio"] > 0, pair

@@ -32,7 +32,9 @@ def _kio_bytes(version: int, topics: list[tuple[object, list[PartitionAnswer]]],
                     high_watermark=p.high_watermark,
                     last_stable_offset=p.last_stable_offset,
                     log_start_offset=p.log_start_offset,
-                    aborted_transactions=None,
+                    aborted_transactions=None if p.aborted is None else tuple(
+                        make(m.AbortedTransaction, producer_id=pid, first_offset=first) for pid, first in p.aborted
+                    ),
                     preferred_read_replica=-1,
                     records=bytes(p.records),
                 )
@@ -61,6 +63,8 @@ def _topics(version: int) -> list[tuple[object, list[PartitionAnswer]]]:
             PartitionAnswer(1, 0, 0, 0, 0, b""),
             PartitionAnswer(2, ErrorCode.offset_out_of_range.value, 55, 55, 10, b""),
             PartitionAnswer(3, 0, 1 << 40, 1 << 40, 0, memoryview(LARGE)),
+            PartitionAnswer(4, 0, 90, 70, 0, SMALL, [(1000, 5), (1 << 50, 60)]),  # read_committed
+            PartitionAnswer(5, 0, 90, 90, 0, b"", []),
         ]),
         (key("a.stream..topic_" + "x" * 140), [PartitionAnswer(7, 0, 9, 9, 0, LARGE + SMALL)]),
         (key("gone"), [PartitionAnswer(0, ErrorCode.unknown_topic_or_partition.value, -1, -1, -1, b"")]),

@@ -63,23 +63,6 @@ def test_sequences_wrap_at_int32_max(broker: Broker, topic: str) -> None:
         assert send(wire, topic, pid, INT32_MAX - 1, count=4) == (ErrorCode.none, 2)  # a retry across the wrap
 
 
-def test_transactional_producers_get_a_clear_refusal(broker: Broker, topic: str) -> None:
-    with Wire(broker.bootstrap_servers) as wire:
-        request = make(request_class(22, 4), transactional_id="tx-1",
-                       transaction_timeout=datetime.timedelta(seconds=60), producer_id=-1, producer_epoch=-1)
-        assert wire.request(22, 4, request).error_code == ErrorCode.unsupported_version
-        import struct
-
-        import crc32c
-
-        batch = bytearray(build_batch([Record(None, b"t", [], 1)], producer_id=7, producer_epoch=0, base_sequence=0))
-        struct.pack_into(">h", batch, 21, 0x10)  # transactional bit
-        struct.pack_into(">I", batch, 17, crc32c.crc32c(bytes(batch[21:])))
-        response = wire.request(0, 9, produce_request(topic, bytes(batch)))
-        part = response.responses[0].partition_responses[0]
-        assert part.error_code == ErrorCode.invalid_record and "transactions" in part.error_message
-
-
 @pytest.mark.parametrize("version", [0, 1, 2])
 def test_produce_v0_to_v2_is_refused_with_unsupported_version(broker: Broker, topic: str, version: int) -> None:
     import struct

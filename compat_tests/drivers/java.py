@@ -51,13 +51,17 @@ def kafka_clients_version() -> str:
 @functools.cache
 def compiled() -> str:
     """Compile every program in compat_tests/java once; the class directory."""
+    return compile_sources(sorted(str(p) for p in SOURCES.glob("*.java")), classpath())
+
+
+def compile_sources(sources: list[str], class_path: str) -> str:
+    """javac `sources` against `class_path` into a temporary class directory (removed at exit)."""
     if shutil.which("javac") is None or shutil.which("java") is None:
         raise ClientUnavailable("no JDK (java and javac) on PATH")
     out = tempfile.mkdtemp(prefix="kafkacompat-java-")
     atexit.register(shutil.rmtree, out, True)
-    sources = sorted(str(p) for p in SOURCES.glob("*.java"))
     done = subprocess.run(
-        ["javac", "-nowarn", "-d", out, "-cp", classpath(), *sources],
+        ["javac", "-nowarn", "-d", out, "-cp", class_path, *sources],
         capture_output=True, text=True, timeout=300, check=False,
     )
     if done.returncode != 0:

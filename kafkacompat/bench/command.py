@@ -60,6 +60,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--partitions", type=_ints, metavar="N,N", help="partition counts (default 1,8)")
     p.add_argument("--duration", type=float, metavar="S", help="seconds of producing per produce row")
     p.add_argument("--rate", type=int, metavar="MSG/S", help="latency workload rate (default 10000)")
+    p.add_argument("--per-transaction", type=int, metavar="N",
+                   help="messages per transaction in the produce-txn rows (default 1000)")
     p.add_argument("--json", metavar="FILE", default="bench-results.json",
                    help="where to write the results (default bench-results.json)")
     p.set_defaults(func=run)
@@ -78,6 +80,8 @@ def _settings(args: argparse.Namespace) -> "Settings":
         changes["produce_s"] = args.duration
     if args.rate:
         changes["latency_rate"] = args.rate
+    if args.per_transaction:
+        changes["per_transaction"] = args.per_transaction
     return dataclasses.replace(settings, **changes)
 
 

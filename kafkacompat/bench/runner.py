@@ -2,7 +2,8 @@
 
 A throughput cell (message size, partitions) produces with acks=1, consumes
 that data from the earliest offset, then produces with acks=all to a second
-topic. A latency cell produces at a fixed rate with acks=1 and acks=all.
+topic and transactionally (acks=all, a commit every `per_transaction`
+messages) to a third, so the cost of transactions reads off one run. A latency cell produces at a fixed rate with acks=1 and acks=all.
 In --vs mode each cell runs on both brokers back to back, the order
 alternating, so drift of a shared machine hits both alike.
 """
@@ -33,6 +34,7 @@ class Settings:
     warmup_s: float = 1.0
     stall_s: float = 10.0
     rounds: int = 1
+    per_transaction: int = 1000  # messages per transaction in the produce-txn row
 
 
 QUICK = Settings(produce_s=0.3, latency_s=0.5, warmup_s=0.2, stall_s=5.0)
@@ -44,7 +46,7 @@ class Row:
 
     broker: str
     round: int
-    workload: str  # produce, consume, latency
+    workload: str  # produce, consume, produce-txn, latency
     size: int
     partitions: int
     acks: int | None  # None for consume
@@ -97,6 +99,7 @@ class Cell:
             Row(broker, round_, "produce", self.size, self.partitions, 1),
             Row(broker, round_, "consume", self.size, self.partitions, None),
             Row(broker, round_, "produce", self.size, self.partitions, -1),
+            Row(broker, round_, "produce-txn", self.size, self.partitions, -1),
         ]
 
 
@@ -145,6 +148,9 @@ def _run_rows(broker: Broker, cell: Cell, settings: Settings, rows: list[Row]) -
                 outcome = workloads.produce(bootstrap, topics[id(row)], row.size, row.acks or 1, settings.produce_s)
                 if source is None:
                     source = (topics[id(row)], outcome.messages)
+            elif row.workload == "produce-txn":
+                outcome = workloads.produce(bootstrap, topics[id(row)], row.size, -1, settings.produce_s,
+                                            settings.per_transaction)
             elif row.workload == "consume":
                 if not source or not source[1]:
                     _fail(row, "nothing to consume: the produce run before it delivered nothing")

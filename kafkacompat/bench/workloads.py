@@ -75,9 +75,17 @@ class _Deliveries:
             self.first_error = self.first_error or str(error)
 
 
-def produce(bootstrap: str, topic: str, size: int, acks: int, duration: float) -> Outcome:
-    """Send `size`-byte values as fast as the broker takes them for `duration` seconds, then flush."""
+def produce(
+    bootstrap: str, topic: str, size: int, acks: int, duration: float, per_transaction: int = 0
+) -> Outcome:
+    """Send `size`-byte values as fast as the broker takes them for `duration` seconds, then flush.
+
+    With `per_transaction` > 0 the producer is transactional (acks=all,
+    idempotent) and commits every `per_transaction` messages; the time
+    includes every commit.
+    """
     deliveries = _Deliveries()
+    extra: dict[str, Any] = {"transactional.id": f"bench-{os.getpid()}-{topic}"} if per_transaction else {}
     producer = Producer(_conf(
         bootstrap,
         acks=str(acks),
@@ -86,22 +94,30 @@ def produce(bootstrap: str, topic: str, size: int, acks: int, duration: float) -
             "queue.buffering.max.messages": 1_000_000,
             "delivery.report.only.error": True,
             "on_delivery": deliveries,
+            **extra,
         },
     ))
     value = os.urandom(size)
     send = producer.produce
     sent = 0
+    if per_transaction:
+        producer.init_transactions(FLUSH_TIMEOUT_S)
     start = time.perf_counter()
     deadline = start + duration
     try:
         while time.perf_counter() < deadline:
-            for _ in range(100):
-                try:
-                    send(topic, value)
-                except BufferError:  # queue full: let librdkafka drain it
-                    producer.poll(0.001)
-                    continue
+            if per_transaction:
+                producer.begin_transaction()
+            for _ in range(per_transaction or 100):
+                while True:
+                    try:
+                        send(topic, value)
+                        break
+                    except BufferError:  # queue full: let librdkafka drain it
+                        producer.poll(0.001)
                 sent += 1
+            if per_transaction:
+                producer.commit_transaction(FLUSH_TIMEOUT_S)
             producer.poll(0)
         left = producer.flush(FLUSH_TIMEOUT_S)
     finally:

@@ -15,6 +15,7 @@ from kafkacompat.storage import Store, TopicInfo
 from ..config import BrokerConfig
 from ..groups import GroupCoordinator
 from . import broker_configs
+from ..transactions import TransactionCoordinator
 from .producer_state import ProducerStates
 from .request_stats import RequestStats
 from .quotas import ClientQuotas
@@ -60,6 +61,7 @@ class Cluster:
         self.quotas = ClientQuotas(store)
         self.started_config = {f.name: getattr(config, f.name) for f in dataclasses.fields(config)}
         broker_configs.apply_dynamic(self)  # dynamic broker configs kept in the store
+        self.transactions = TransactionCoordinator(config, store, self.producers, self.groups)
 
     @property
     def default_stream(self) -> str:
@@ -115,6 +117,20 @@ class Cluster:
             return None, ErrorCode.unknown_topic_or_partition
         except storage.StorageError:  # damaged or unreadable files: logged once by the store
             return None, ErrorCode.kafka_storage_error
+
+    def forget_topic(self, info: TopicInfo) -> None:
+        """Drop the in-memory producer and transaction state of a deleted topic's partitions."""
+        for index in range(info.partitions):
+            self.producers.forget_partition((info.stream, info.name, index))
+            self.transactions.partitions.forget_partition((info.stream, info.name, index))
+
+    async def reset_producers(self) -> None:
+        """Forget every producer and transactional id (the test broker's reset)."""
+        await self.transactions.close()
+        await self.transactions.forget_all()
+        self.producers = ProducerStates(self.config.producer_id_expiration_ms)
+        self.transactions = TransactionCoordinator(self.config, self.store, self.producers, self.groups)
+        await self.transactions.start()
 
     def listed_name(self, stream: str, topic: str, client_software_name: str = "") -> str:
         """The name a topic is listed under when no client named it: canonical, or the

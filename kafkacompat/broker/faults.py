@@ -71,17 +71,22 @@ _FROM_REQUEST: dict[int, tuple[tuple[str, ...], str] | None] = {
     20: (("topics", "topic_names"), "responses"),  # DeleteTopics
     21: (("topics",), "topics"),  # DeleteRecords
     22: None,  # InitProducerId
+    24: (("v3_and_below_topics",), "results_by_topic_v3_and_below"),  # AddPartitionsToTxn (v4+: top-level code)
+    25: None,  # AddOffsetsToTxn
+    26: None,  # EndTxn
+    28: (("topics",), "topics"),  # TxnOffsetCommit
     33: (("resources",), "responses"),  # AlterConfigs
     37: (("topics",), "results"),  # CreatePartitions
     42: (("groups_names",), "results"),  # DeleteGroups
     44: (("resources",), "responses"),  # IncrementalAlterConfigs
     47: (("topics",), "topics"),  # OffsetDelete
     49: (("entries",), "entries"),  # AlterClientQuotas
+    68: None,  # ConsumerGroupHeartbeat
 }
 # Read-only APIs: the real answer with its error codes replaced.
-_REWRITTEN = frozenset({2, 3, 9, 10, 15, 16, 18, 23, 32, 35, 43, 45, 46, 48, 60, 61, 74, 75})
+_REWRITTEN = frozenset({2, 3, 9, 10, 15, 16, 18, 23, 32, 35, 43, 45, 46, 48, 60, 61, 65, 66, 69, 74, 75})
 # Nested response arrays that echo a request array of the same item.
-_NESTED = {"partition_responses": "partition_data", "partitions": "partitions"}
+_NESTED = {"partition_responses": "partition_data", "partitions": "partitions", "results_by_partition": "partitions"}
 # Fields that say which topic, partition, member or resource an item is about,
 # with the request field names they are taken from.
 _IDENTITY = {
@@ -95,7 +100,7 @@ _IDENTITY = {
     "resource_type": ("resource_type",),
     "resource_name": ("resource_name",),
 }
-_ITEM_NAMES = ("name", "group_id")  # response fields echoing an array of plain names
+_ITEM_NAMES = ("name", "group_id", "partition_index")  # response fields echoing an array of plain names or indexes
 
 
 def api_key_of(api: str | int) -> int:
@@ -231,7 +236,7 @@ def with_error(entity: Any, error: ErrorCode) -> Any:
     changes: dict[str, Any] = {}
     for f in dataclasses.fields(entity):
         value = getattr(entity, f.name)
-        if f.name == "error_code":
+        if f.name == "error_code" or f.metadata.get("kafka_type") == "error_code":
             changes[f.name] = error
         elif f.name == "error_message":
             changes[f.name] = _message(error)
@@ -283,7 +288,7 @@ def _filled(cls: type, error: ErrorCode, known: dict[str, Any]) -> Any:
     for f in dataclasses.fields(cls):
         if f.name in known:
             values[f.name] = known[f.name]
-        elif f.name == "error_code":
+        elif f.name == "error_code" or f.metadata.get("kafka_type") == "error_code":
             values[f.name] = error
         elif f.name == "error_message":
             values[f.name] = _message(error)

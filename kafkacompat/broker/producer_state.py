@@ -21,12 +21,12 @@ from collections.abc import Callable, Hashable
 from kio.schema.errors import ErrorCode
 
 from kafkacompat import storage
-from kafkacompat.protocol.records import ATTR_LOG_APPEND_TIME, HEADER_SIZE, read_header
+from kafkacompat.protocol.records import ATTR_LOG_APPEND_TIME
+
+from .log_tail import tail_batches
 
 WINDOW = 5
 INT32_MAX = 2**31 - 1
-RESTORE_RECORDS = 100_000  # how far back from the high watermark a restore looks
-RESTORE_BYTES = 32 << 20  # and at most this much of the log it reads
 DEFAULT_EXPIRATION_MS = 24 * 3600 * 1000  # Kafka's producer.id.expiration.ms
 
 
@@ -47,6 +47,7 @@ class _Batch:
     last_seq: int
     base_offset: int
     log_append_time: int
+    max_timestamp: int = -1  # of the batch (DescribeProducers' last timestamp)
 
 
 @dataclasses.dataclass(slots=True)
@@ -128,12 +129,15 @@ class ProducerStates:
         count: int,
         base_offset: int,
         log_append_time: int,
+        max_timestamp: int = -1,
     ) -> None:
         key = (producer_id, partition)
         entry = self._entries.get(key)
         if entry is None or epoch != entry.epoch:
             entry = self._entries[key] = _Entry(epoch)
-        entry.batches.append(_Batch(base_seq, last_sequence(base_seq, count), base_offset, log_append_time))
+        entry.batches.append(
+            _Batch(base_seq, last_sequence(base_seq, count), base_offset, log_append_time, max_timestamp)
+        )
         now = self._clock()
         entry.last_write = now
         if now >= self._next_sweep:
@@ -146,17 +150,17 @@ class ProducerStates:
             del self._entries[key]
         self._next_sweep = now + min(self._expiration, 60.0)
 
+    def active(self, partition: Hashable) -> list[tuple[int, int, int, int]]:
+        """(producer id, epoch, last sequence, last timestamp) of producers with state here (DescribeProducers)."""
+        return [
+            (pid, entry.epoch, entry.batches[-1].last_seq, entry.batches[-1].max_timestamp)
+            for (pid, key), entry in self._entries.items()
+            if key == partition and entry.batches
+        ]
+
     def __len__(self) -> int:
         """How many (producer, partition) states are kept."""
         return len(self._entries)
-
-    def producers_of(self, partition: Hashable) -> list[tuple[int, int, int, int]]:
-        """(producer id, epoch, last sequence, base offset of its last batch) per producer with state here."""
-        return sorted(
-            (producer_id, entry.epoch, entry.batches[-1].last_seq, entry.batches[-1].base_offset)
-            for (producer_id, key), entry in self._entries.items()
-            if key == partition and entry.batches
-        )
 
     def forget_partition(self, partition: Hashable) -> None:
         """Drop state of a deleted topic partition."""
@@ -169,28 +173,11 @@ class ProducerStates:
         if key in self._restored:
             return
         self._restored.add(key)
-        offset = max(partition.log_start_offset, partition.high_watermark - RESTORE_RECORDS)
-        budget = RESTORE_BYTES
-        while offset < partition.high_watermark and budget > 0:
-            try:
-                data = memoryview(await partition.read(offset, min(budget, 1 << 20)))
-            except storage.DamagedRangeError as exc:  # quarantined: no producer state to learn there
-                offset = exc.resume_at
-                continue
-            budget -= len(data)
-            pos = 0
-            while len(data) - pos >= HEADER_SIZE:
-                header = read_header(data, pos)
-                if pos + header.size > len(data):
-                    break
-                if header.producer_id >= 0 and header.base_sequence >= 0:
-                    log_append = header.attributes & ATTR_LOG_APPEND_TIME
-                    self.record(
-                        header.producer_id, header.producer_epoch, key, header.base_sequence,
-                        header.record_count, header.base_offset,
-                        header.max_timestamp if log_append else -1,
-                    )
-                offset = header.last_offset + 1
-                pos += header.size
-            if pos == 0:
-                break  # nothing whole came back
+        async for header, _ in tail_batches(partition):
+            if header.producer_id >= 0 and header.base_sequence >= 0:
+                log_append = header.attributes & ATTR_LOG_APPEND_TIME
+                self.record(
+                    header.producer_id, header.producer_epoch, key, header.base_sequence,
+                    header.record_count, header.base_offset,
+                    header.max_timestamp if log_append else -1, header.max_timestamp,
+                )

@@ -97,6 +97,7 @@ class BrokerServer:
             self.config.advertised_port = self.port
         self.cluster = Cluster(self.config, self.store)
         self.cluster.groups.start()
+        await self.cluster.transactions.start()
         await self._server.start_serving()
         host, port = self.cluster.host, self.cluster.port
         log.info(
@@ -118,6 +119,7 @@ class BrokerServer:
             self._server = None
         try:
             if self.cluster is not None:
+                await self.cluster.transactions.close()
                 await self.cluster.groups.close()
         finally:
             self._store_open = False  # /health/ready: the store is closing

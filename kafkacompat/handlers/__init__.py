@@ -7,6 +7,8 @@ from types import ModuleType
 from kafkacompat.protocol.admin_api import STREAM_ADMIN_KEY
 
 from . import (
+    add_offsets_to_txn,
+    add_partitions_to_txn,
     alter_client_quotas,
     alter_configs,
     alter_partition_reassignments,
@@ -26,6 +28,8 @@ from . import (
     describe_log_dirs,
     describe_producers,
     describe_topic_partitions,
+    describe_transactions,
+    end_txn,
     fetch,
     find_coordinator,
     heartbeat,
@@ -37,6 +41,7 @@ from . import (
     list_groups,
     list_partition_reassignments,
     list_offsets,
+    list_transactions,
     metadata,
     offset_commit,
     offset_delete,
@@ -45,6 +50,7 @@ from . import (
     produce,
     stream_admin,
     sync_group,
+    txn_offset_commit,
 )
 
 HANDLERS: dict[int, ModuleType] = {
@@ -67,6 +73,10 @@ HANDLERS: dict[int, ModuleType] = {
     21: delete_records,
     22: init_producer_id,
     23: offset_for_leader_epoch,
+    24: add_partitions_to_txn,
+    25: add_offsets_to_txn,
+    26: end_txn,
+    28: txn_offset_commit,
     32: describe_configs,
     33: alter_configs,
     35: describe_log_dirs,
@@ -85,5 +95,7 @@ HANDLERS: dict[int, ModuleType] = {
     61: describe_producers,
     74: list_config_resources,
     75: describe_topic_partitions,
+    65: describe_transactions,
+    66: list_transactions,
     STREAM_ADMIN_KEY: stream_admin,  # private, never advertised (protocol.versions.UNADVERTISED)
 }

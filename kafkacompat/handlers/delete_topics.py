@@ -27,8 +27,7 @@ async def _delete(ctx: Any, name: str | None, topic_id: Any) -> tuple[ErrorCode,
         await cluster.store.delete_topic(info.stream, info.name)
     except storage.StorageError as exc:
         return storage_error_code(exc), str(exc), name, info.topic_id
-    for index in range(info.partitions):
-        cluster.producers.forget_partition((info.stream, info.name, index))
+    cluster.forget_topic(info)
     return ErrorCode.none, None, name or cluster.listed_name(info.stream, info.name, ctx.client_software_name), info.topic_id
 
 

@@ -1,10 +1,7 @@
-"""DescribeProducers: the idempotent producers a partition keeps state for (kafka-transactions describe-producers).
+"""DescribeProducers: the producers with state in a partition (kafka-transactions.sh describe-producers).
 
-Per producer, as Kafka answers: id, epoch, last sequence, and the max
-timestamp of its last batch (read back from the log, so the produce path
-keeps nothing extra); no coordinator epoch (-1) and no open transaction
-(-1) for idempotent producers. State is rebuilt from the partition's tail
-first, as a produce after a restart would.
+Per producer: epoch, last sequence and timestamp from the idempotence
+window, and where its open transaction starts in the partition (-1: none).
 """
 
 from __future__ import annotations
@@ -12,36 +9,30 @@ from __future__ import annotations
 from typing import Any
 
 from kafkacompat import storage
-from kafkacompat.protocol.records import HEADER_SIZE, read_header
 
 from .common import NO_THROTTLE, ErrorCode, make, schema_of, storage_error_code
-
-
-async def _last_timestamp(partition: storage.Partition, base_offset: int) -> int:
-    try:
-        data = await partition.read(base_offset, HEADER_SIZE)
-    except storage.StorageError:
-        return -1  # the batch was deleted since
-    return read_header(data).max_timestamp if len(data) >= HEADER_SIZE else -1
 
 
 async def _partition(ctx: Any, m: Any, info: Any, missing: ErrorCode, index: int) -> Any:
     cluster = ctx.cluster
     partition, error = cluster.partition_for(info, missing, index)
-    producers = []
+    producers: tuple[Any, ...] = ()
     if partition is not None:
         key = (info.stream, info.name, index)
         try:
             await cluster.producers.restore(key, partition)
-            for producer_id, epoch, last_seq, base_offset in cluster.producers.producers_of(key):
-                producers.append(make(
-                    m.ProducerState, producer_id=producer_id, producer_epoch=epoch, last_sequence=last_seq,
-                    last_timestamp=await _last_timestamp(partition, base_offset), coordinator_epoch=-1,
-                    current_txn_start_offset=-1))
+            txns = await cluster.transactions.partitions.get(*key)
         except storage.StorageError as exc:
-            error, producers = storage_error_code(exc), []
+            error = storage_error_code(exc)
+        else:
+            producers = tuple(
+                make(m.ProducerState, producer_id=pid, producer_epoch=epoch, last_sequence=seq,
+                     last_timestamp=timestamp, coordinator_epoch=-1,
+                     current_txn_start_offset=_or_none(txns.first_offset_of(pid)))
+                for pid, epoch, seq, timestamp in sorted(cluster.producers.active(key))
+            )
     return make(m.PartitionResponse, partition_index=index, error_code=error,
-                error_message=None if error == ErrorCode.none else error.name, active_producers=tuple(producers))
+                error_message=None if error == ErrorCode.none else error.name, active_producers=producers)
 
 
 async def handle(ctx: Any, request: Any) -> Any:
@@ -52,3 +43,7 @@ async def handle(ctx: Any, request: Any) -> Any:
         partitions = [await _partition(ctx, m, info, missing, index) for index in topic.partition_indexes]
         topics.append(make(m.TopicResponse, name=topic.name, partitions=tuple(partitions)))
     return make(m.DescribeProducersResponse, throttle_time=NO_THROTTLE, topics=tuple(topics))
+
+
+def _or_none(offset: int | None) -> int:
+    return -1 if offset is None else offset

@@ -8,6 +8,10 @@ whole batches that fit what is left of max_bytes and of its own
 partition_max_bytes, or nothing. Kafka sends the same batches plus the cut
 start of the next one (its file slice ends at the byte limit), which clients
 skip. Empty records are zero-length, never null.
+
+read_committed (isolation level 1) is served up to the last stable offset,
+with the aborted transactions of that range, so the client drops their
+records; every answer carries the partition's last stable offset.
 """
 
 from __future__ import annotations
@@ -22,9 +26,12 @@ from kafkacompat import storage
 from kafkacompat.protocol.fetch_response import Buffer, PartitionAnswer, encode_fetch_response
 
 from ..broker.quotas import FETCH as CONSUMER_BYTE_RATE
+from ..transactions import PartitionTxns
+from ..transactions.partition_state import stable_prefix
 from .common import ErrorCode, leader_epoch_error, storage_error_code
 
 TOPIC_IDS_FROM = 13  # v13+ name topics by id
+READ_COMMITTED = 1
 
 
 @dataclasses.dataclass(slots=True)
@@ -36,6 +43,9 @@ class _Wanted:
     partition: storage.Partition | None = None
     error: ErrorCode = ErrorCode.none
     records: Any = b""
+    key: tuple[str, str, int] | None = None
+    txns: PartitionTxns | None = None
+    aborted: list[tuple[int, int]] | None = None
 
 
 def _plan(ctx: Any, request: Any) -> list[_Wanted]:
@@ -57,22 +67,34 @@ def _plan(ctx: Any, request: Any) -> list[_Wanted]:
             wanted = _Wanted(key, part.partition, part.fetch_offset, part.partition_max_bytes)
             wanted.partition, wanted.error = cluster.partition_for(info, error, part.partition)
             if wanted.partition is not None:
+                assert info is not None
+                wanted.key = (info.stream, info.name, part.partition)
                 wanted.error = leader_epoch_error(wanted.partition, getattr(part, "current_leader_epoch", -1))
             plan.append(wanted)
     return plan
 
 
-async def _read(plan: list[_Wanted], max_bytes: int) -> int:
+async def _read(ctx: Any, plan: list[_Wanted], max_bytes: int, committed: bool) -> int:
     """Fill records where data is ready; returns the bytes gathered."""
     total = 0
     for wanted in plan:
         partition = wanted.partition
         if partition is None or wanted.error != ErrorCode.none:
             continue
+        if wanted.txns is None:
+            assert wanted.key is not None
+            try:
+                wanted.txns = await ctx.cluster.transactions.partitions.get(*wanted.key)
+            except storage.StorageError as exc:
+                wanted.error = storage_error_code(exc)
+                continue
         if wanted.offset < partition.log_start_offset or wanted.offset > partition.high_watermark:
             wanted.error = ErrorCode.offset_out_of_range
             continue
-        if wanted.offset == partition.high_watermark:
+        limit = wanted.txns.last_stable_offset if committed else partition.high_watermark
+        if committed:
+            wanted.aborted = [(a.producer_id, a.first_offset) for a in wanted.txns.aborted_between(wanted.offset, limit)]
+        if wanted.offset >= limit:
             wanted.records = b""
             continue
         budget = min(wanted.max_bytes, max_bytes - total)
@@ -85,6 +107,8 @@ async def _read(plan: list[_Wanted], max_bytes: int) -> int:
         except storage.StorageError as exc:
             wanted.error = storage_error_code(exc)
             continue
+        if limit < partition.high_watermark:
+            data = data[: stable_prefix(data, limit)]
         if len(data) > budget and not first_with_data:
             data = b""  # its first batch does not fit what is left: Kafka sends nothing for it
         wanted.records = data
@@ -107,13 +131,15 @@ def _response(ctx: Any, plan: list[_Wanted]) -> list[Buffer]:
         p = wanted.partition
         ok = p is not None and wanted.error in (ErrorCode.none, ErrorCode.offset_out_of_range)
         hw = p.high_watermark if ok else -1
+        lso = wanted.txns.last_stable_offset if ok and wanted.txns is not None else hw
         topics.setdefault(wanted.topic_key, []).append(PartitionAnswer(
             wanted.index,
             wanted.error.value,
             hw,
-            hw,
+            lso,
             p.log_start_offset if ok else -1,
             wanted.records if wanted.error == ErrorCode.none else b"",
+            wanted.aborted if wanted.error == ErrorCode.none else None,
         ))
     return encode_fetch_response(ctx.version, list(topics.items()), throttle_time_ms=ctx.throttle_ms)
 
@@ -134,21 +160,32 @@ def _count(ctx: Any, wanted: _Wanted) -> None:
 async def handle(ctx: Any, request: Any) -> Any:
     plan = _plan(ctx, request)
     max_bytes = request.max_bytes if ctx.version >= 3 else 2**31 - 1
-    total = await _read(plan, max_bytes)
+    committed = request.isolation_level == READ_COMMITTED
+    total = await _read(ctx, plan, max_bytes, committed)
     wait_ms = request.max_wait.total_seconds() * 1000
     errors = any(w.error != ErrorCode.none for w in plan)
     if total >= request.min_bytes or wait_ms <= 0 or errors or not plan:
         return _response(ctx, plan)
-    return _long_poll(ctx, plan, request.min_bytes, max_bytes, time.monotonic() + wait_ms / 1000)
+    return _long_poll(ctx, plan, request.min_bytes, max_bytes, committed, time.monotonic() + wait_ms / 1000)
 
 
-async def _long_poll(ctx: Any, plan: list[_Wanted], min_bytes: int, max_bytes: int, deadline: float) -> Any:
+def _waiter(wanted: _Wanted, committed: bool) -> asyncio.Future[None]:
+    """Resolved when this partition may have something new for the client."""
+    assert wanted.partition is not None
+    if committed and wanted.txns is not None:
+        return wanted.txns.wait_stable(wanted.offset)
+    return wanted.partition.wait_for_data(wanted.offset)
+
+
+async def _long_poll(
+    ctx: Any, plan: list[_Wanted], min_bytes: int, max_bytes: int, committed: bool, deadline: float
+) -> Any:
     """Wait for new data (or the deadline), then answer with what is there."""
     while True:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             break
-        waiters = [w.partition.wait_for_data(w.offset) for w in plan if w.partition is not None]
+        waiters = [_waiter(w, committed) for w in plan if w.partition is not None]
         if not waiters:
             break
         try:
@@ -156,8 +193,8 @@ async def _long_poll(ctx: Any, plan: list[_Wanted], min_bytes: int, max_bytes: i
         finally:
             for waiter in waiters:
                 waiter.cancel()
-        total = await _read(plan, max_bytes)
+        total = await _read(ctx, plan, max_bytes, committed)
         if total >= min_bytes or any(w.error != ErrorCode.none for w in plan):
             return _response(ctx, plan)
-    await _read(plan, max_bytes)
+    await _read(ctx, plan, max_bytes, committed)
     return _response(ctx, plan)

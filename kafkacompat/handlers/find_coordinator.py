@@ -1,8 +1,4 @@
-"""FindCoordinator: this broker coordinates every group (v4+ asks for many keys at once).
-
-Transactions are not offered, so a transaction coordinator lookup answers
-COORDINATOR_NOT_AVAILABLE, which clients treat as retriable.
-"""
+"""FindCoordinator: this broker coordinates every group and transactional id (v4+ asks for many keys at once)."""
 
 from __future__ import annotations
 
@@ -15,10 +11,8 @@ GROUP_KEY, TRANSACTION_KEY = 0, 1
 
 def _find(ctx: Any, key_type: int) -> tuple[ErrorCode, str | None, int, str, int]:
     cluster = ctx.cluster
-    if key_type == GROUP_KEY:
+    if key_type in (GROUP_KEY, TRANSACTION_KEY):
         return ErrorCode.none, None, cluster.node_id, cluster.host, cluster.port
-    if key_type == TRANSACTION_KEY:
-        return ErrorCode.coordinator_not_available, "transactions are not supported by this broker", -1, "", -1
     return ErrorCode.invalid_request, f"unknown coordinator key type {key_type}", -1, "", -1
 
 

@@ -4,6 +4,10 @@ As Kafka 4.1 answers them: -3 from v7, -4 (earliest local: here every
 offset is local, so the log start offset) from v8, -5 (latest tiered: no
 tiered storage, so -1 with no error) from v9. Any other negative timestamp,
 or one older than its version, gets UNSUPPORTED_VERSION.
+
+With read_committed (isolation level 1, v2+) "latest" is the last stable
+offset, as on Kafka: a consumer starting at the end never lands inside an
+open transaction.
 """
 
 from __future__ import annotations
@@ -12,21 +16,23 @@ from typing import Any
 
 from kafkacompat import storage
 
+from ..transactions import PartitionTxns
 from .common import NO_THROTTLE, ErrorCode, leader_epoch_error, make, schema_of, storage_error_code
 
 EARLIEST, LATEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -2, -1, -3, -4, -5
 # special timestamp -> the first ListOffsets version that defines it
 FIRST_VERSION = {LATEST: 0, EARLIEST: 0, MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, LATEST_TIERED: 9}
+READ_COMMITTED = 1
 
 
-async def _lookup(partition: storage.Partition, timestamp: int) -> tuple[int, int]:
-    """(timestamp, offset) per Kafka: -1/-1 when no record is at or after T."""
+async def _lookup(partition: storage.Partition, timestamp: int, txns: PartitionTxns | None) -> tuple[int, int]:
+    """(timestamp, offset) per Kafka: -1/-1 when no record is at or after T; `txns` for read_committed."""
     if timestamp in (EARLIEST, EARLIEST_LOCAL):
         return -1, partition.log_start_offset
     if timestamp == LATEST_TIERED:
         return -1, -1
     if timestamp == LATEST:
-        return -1, partition.high_watermark
+        return -1, partition.high_watermark if txns is None else txns.last_stable_offset
     if timestamp == MAX_TIMESTAMP:
         hit = await partition.max_timestamp()
     else:
@@ -39,6 +45,7 @@ async def _lookup(partition: storage.Partition, timestamp: int) -> tuple[int, in
 async def handle(ctx: Any, request: Any) -> Any:
     m = schema_of(ctx)
     cluster = ctx.cluster
+    committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
     topics = []
     for topic in request.topics:
         info, missing = cluster.topic_for(topic.name)
@@ -53,7 +60,11 @@ async def handle(ctx: Any, request: Any) -> Any:
                 error = leader_epoch_error(partition, getattr(part, "current_leader_epoch", -1))
                 if error == ErrorCode.none:
                     try:
-                        ts, offset = await _lookup(partition, part.timestamp)
+                        txns = None
+                        if committed and part.timestamp == LATEST and info is not None:
+                            txns = await cluster.transactions.partitions.get(info.stream, info.name,
+                                                                              part.partition_index)
+                        ts, offset = await _lookup(partition, part.timestamp, txns)
                     except storage.StorageError as exc:
                         error = storage_error_code(exc)
             parts.append(

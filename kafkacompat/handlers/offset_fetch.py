@@ -2,7 +2,9 @@
 
 Partitions without a committed offset answer -1 with no error, as Kafka
 does; topics=null returns every cursor of the group across all streams,
-named as Metadata names the topics.
+named as Metadata names the topics. With require_stable (v7+, sent by
+read_committed consumers) a partition whose offset is staged in an open
+transaction answers UNSTABLE_OFFSET_COMMIT, and the client retries.
 """
 
 from __future__ import annotations
@@ -13,11 +15,12 @@ from typing import Any
 from ..broker.cluster import TopicError
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
 
-# (name, [(partition, offset, leader epoch, metadata)])
-TopicOffsets = list[tuple[str, list[tuple[int, int, int, str]]]]
+# (name, [(partition, offset, leader epoch, metadata, error)])
+TopicOffsets = list[tuple[str, list[tuple[int, int, int, str, ErrorCode]]]]
+_UNSTABLE = (-1, -1, "", ErrorCode.unstable_offset_commit)
 
 
-def _requested(ctx: Any, group_id: str, topics: Any) -> TopicOffsets:
+def _requested(ctx: Any, group_id: str, topics: Any, unstable: set[tuple[str, str, int]]) -> TopicOffsets:
     cluster = ctx.cluster
     out: TopicOffsets = []
     for topic in topics:
@@ -25,26 +28,36 @@ def _requested(ctx: Any, group_id: str, topics: Any) -> TopicOffsets:
             resolved = cluster.lookup(topic.name)
             cursors = cluster.groups.offsets.lookup(group_id, resolved.stream, resolved.topic)
         except TopicError:
-            cursors = {}
+            resolved, cursors = None, {}
         rows = []
         for index in topic.partition_indexes:
             c = cursors.get(index)
-            rows.append((index, c.offset, c.leader_epoch, c.metadata) if c else (index, -1, -1, ""))
+            if resolved is not None and (resolved.stream, resolved.topic, index) in unstable:
+                rows.append((index, *_UNSTABLE))
+            else:
+                rows.append((index, c.offset, c.leader_epoch, c.metadata, ErrorCode.none) if c
+                            else (index, -1, -1, "", ErrorCode.none))
         out.append((topic.name, rows))
     return out
 
 
-def _everything(ctx: Any, group_id: str) -> TopicOffsets:
+def _everything(ctx: Any, group_id: str, unstable: set[tuple[str, str, int]]) -> TopicOffsets:
     cluster = ctx.cluster
-    by_topic: dict[str, list[tuple[int, int, int, str]]] = defaultdict(list)
+    by_topic: dict[str, list[tuple[int, int, int, str, ErrorCode]]] = defaultdict(list)
     for stream, c in cluster.groups.offsets.all(group_id):
         name = cluster.listed_name(stream, c.topic, ctx.client_software_name)
-        by_topic[name].append((c.partition, c.offset, c.leader_epoch, c.metadata))
+        if (stream, c.topic, c.partition) in unstable:
+            by_topic[name].append((c.partition, *_UNSTABLE))
+        else:
+            by_topic[name].append((c.partition, c.offset, c.leader_epoch, c.metadata, ErrorCode.none))
     return [(name, sorted(rows)) for name, rows in sorted(by_topic.items())]
 
 
-def _offsets(ctx: Any, group_id: str, topics: Any) -> TopicOffsets:
-    return _everything(ctx, group_id) if topics is None else _requested(ctx, group_id, topics)
+def _offsets(ctx: Any, group_id: str, topics: Any, require_stable: bool) -> TopicOffsets:
+    unstable = ctx.cluster.transactions.pending_offsets(group_id) if require_stable else set()
+    if topics is None:
+        return _everything(ctx, group_id, unstable)
+    return _requested(ctx, group_id, topics, unstable)
 
 
 def _topics(m: Any, topic_cls: str, part_cls: str, offsets: TopicOffsets) -> tuple[Any, ...]:
@@ -59,9 +72,9 @@ def _topics(m: Any, topic_cls: str, part_cls: str, offsets: TopicOffsets) -> tup
                     committed_offset=offset,
                     committed_leader_epoch=epoch,
                     metadata=metadata,
-                    error_code=ErrorCode.none,
+                    error_code=error,
                 )
-                for index, offset, epoch, metadata in rows
+                for index, offset, epoch, metadata, error in rows
             ),
         )
         for name, rows in offsets
@@ -71,7 +84,7 @@ def _topics(m: Any, topic_cls: str, part_cls: str, offsets: TopicOffsets) -> tup
 async def handle(ctx: Any, request: Any) -> Any:
     m = schema_of(ctx)
     if ctx.version < 8:
-        offsets = _offsets(ctx, request.group_id, request.topics)
+        offsets = _offsets(ctx, request.group_id, request.topics, getattr(request, "require_stable", False))
         return make(
             m.OffsetFetchResponse,
             throttle_time=NO_THROTTLE,
@@ -84,7 +97,8 @@ async def handle(ctx: Any, request: Any) -> Any:
         error = ctx.cluster.groups.consumer.validate_fetch(
             group.group_id, getattr(group, "member_id", None), getattr(group, "member_epoch", -1)
         )
-        offsets = _offsets(ctx, group.group_id, group.topics) if error == ErrorCode.none else []
+        offsets = (_offsets(ctx, group.group_id, group.topics, request.require_stable)
+                   if error == ErrorCode.none else [])
         groups.append(
             make(
                 m.OffsetFetchResponseGroup,

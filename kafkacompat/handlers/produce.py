@@ -102,7 +102,7 @@ def _legacy_refusal(version: int, request: Any) -> bytes:
     return bytes(out)
 
 
-async def _produce_partition(ctx: Any, topic: Any, part: Any, acks: int) -> _Outcome:
+async def _produce_partition(ctx: Any, topic: Any, part: Any, acks: int, transactional_id: str | None) -> _Outcome:
     cluster = ctx.cluster
     outcome = _Outcome(part.index)
     try:
@@ -126,11 +126,15 @@ async def _produce_partition(ctx: Any, topic: Any, part: Any, acks: int) -> _Out
         log.warning("refused produce to %s-%d from %s: %s", topic.name, part.index, ctx.peer, exc)
         return outcome
     max_bytes = int(topic_config_value(cluster, info, "max.message.bytes"))
+    key = (info.stream, info.name, part.index)
+    txns = None
     for _, header in batches:
         if header.is_transactional:
-            outcome.error = ErrorCode.invalid_record
-            outcome.message = "transactions are not supported by this broker"
-            return outcome
+            error = _transaction_error(cluster, transactional_id, header, key)
+            if error != ErrorCode.none:
+                outcome.error = error
+                return outcome
+            txns = await cluster.transactions.partitions.get(*key)
         if header.size > max_bytes:
             outcome.error = ErrorCode.message_too_large
             outcome.message = f"batch of {header.size} bytes exceeds max.message.bytes={max_bytes}"
@@ -149,7 +153,6 @@ async def _produce_partition(ctx: Any, topic: Any, part: Any, acks: int) -> _Out
     partition, outcome.error = cluster.partition_for(info, ErrorCode.unknown_topic_or_partition, part.index)
     if partition is None:
         return outcome
-    key = (info.stream, info.name, part.index)
     view = memoryview(records)
     first_offset = None
     try:
@@ -179,7 +182,10 @@ async def _produce_partition(ctx: Any, topic: Any, part: Any, acks: int) -> _Out
                 cluster.producers.record(
                     header.producer_id, header.producer_epoch, key, header.base_sequence,
                     header.record_count, result.base_offset, now if log_append else -1,
+                    now if log_append else header.max_timestamp,
                 )
+            if txns is not None and header.is_transactional:
+                txns.appended(header.producer_id, result.base_offset)
             if first_offset is None:
                 first_offset = result.base_offset
                 outcome.log_append_time = now if log_append else -1
@@ -194,6 +200,13 @@ async def _produce_partition(ctx: Any, topic: Any, part: Any, acks: int) -> _Out
     if acks == -1 or (stream is not None and stream.policy.fsync == storage.FsyncPolicy.ALWAYS):
         outcome.durable_at = (partition, partition.high_watermark)
     return outcome
+
+
+def _transaction_error(cluster: Any, transactional_id: str | None, header: Any, key: Any) -> ErrorCode:
+    """A transactional batch is appended only inside its producer's open transaction."""
+    if transactional_id is None:
+        return ErrorCode.transactional_id_authorization_failed  # Kafka's answer: no id to authorize
+    return cluster.transactions.verify_produce(transactional_id, header.producer_id, header.producer_epoch, key)
 
 
 _failures_logged: dict[tuple[str, int, type], float] = {}
@@ -241,13 +254,8 @@ async def handle(ctx: Any, request: Any) -> Any:
         for part in topic.partition_data:
             if acks not in (0, 1, -1):
                 outcomes.append(_Outcome(part.index, ErrorCode.invalid_required_acks))
-            elif request.transactional_id is not None:
-                outcomes.append(_Outcome(
-                    part.index, ErrorCode.invalid_record,
-                    message="transactions are not supported by this broker",
-                ))
             else:
-                outcomes.append(await _produce_partition(ctx, topic, part, acks))
+                outcomes.append(await _produce_partition(ctx, topic, part, acks, request.transactional_id))
         results.append((topic.name, outcomes))
     if acks == 0:
         failed = [o for _, outs in results for o in outs if o.error != ErrorCode.none]

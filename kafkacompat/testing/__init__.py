@@ -34,7 +34,6 @@ from ..broker.cluster import Cluster, TopicError
 from ..config import BrokerConfig
 from ..broker.faults import Faults
 from .partitioner import partition_for_key
-from ..broker.producer_state import ProducerStates
 from ..broker.server import BrokerServer
 from ..broker.topic_configs import topic_config_value, validate_configs
 
@@ -350,8 +349,7 @@ class Broker:
         if info is None:
             raise storage.UnknownTopicError(f"topic {name} does not exist")
         await cluster.store.delete_topic(stream, topic)
-        for index in range(info.partitions):
-            cluster.producers.forget_partition((stream, topic, index))
+        cluster.forget_topic(info)
 
     async def _produce(
         self,
@@ -444,7 +442,7 @@ class Broker:
         current = store.get_stream(default)
         if self._default_policy is not None and current is not None and current.policy != self._default_policy:
             await store.edit_stream(default, self._default_policy)
-        cluster.producers = ProducerStates(cluster.config.producer_id_expiration_ms)
+        await cluster.reset_producers()
 
 
 def _split(cluster: Cluster, name: str) -> tuple[str, str]:

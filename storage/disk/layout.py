@@ -4,6 +4,7 @@
                                                   as .stream.damaged when rebuilt
                                .topics            topic catalog, JSON lines
                                .cursors           cursor log, JSON lines
+                               .state.<table>     a broker feature's state table, JSON lines
                                <topic>/<index>/chain.json       manifest (first volume)
                                <topic>/<index>/<base:020>.log   + .index, .timeindex
 <volume>/volume.id                                the id manifests name the volume by
@@ -26,6 +27,7 @@ TRASH = "trash"
 STREAM_FILE = ".stream"
 TOPICS_FILE = ".topics"
 CURSORS_FILE = ".cursors"
+STATE_PREFIX = ".state."  # + table name
 MANIFEST_FILE = "chain.json"
 STORE_FILE = "store.json"
 VOLUME_ID_FILE = "volume.id"

@@ -82,6 +82,7 @@ class DiskStore(NamespaceStore):
         self.clean = True
         self._topic_logs: dict[str, JsonLog] = {}
         self._cursor_logs: dict[str, JsonLog] = {}
+        self._state_logs: dict[tuple[str, str], JsonLog] = {}  # (stream, table)
         self._background: set[asyncio.Task] = set()
         self._retention_task: asyncio.Task | None = None
         self._lock_fd: int | None = None
@@ -273,9 +274,15 @@ class DiskStore(NamespaceStore):
             self._add_loaded_stream(stream)
             self._load_topics(stream, directory)
             self._load_cursors(stream, directory)
+            self._load_state_tables(stream, directory)
 
     def _json_log(self, directory: str, name: str) -> JsonLog:
-        key = _cursor_key if name == layout.CURSORS_FILE else None
+        if name == layout.CURSORS_FILE:
+            key = _cursor_key
+        elif name.startswith(layout.STATE_PREFIX):
+            key = _state_key
+        else:
+            key = None
         return JsonLog(os.path.join(directory, name), on_full=self.volumes[0].release_ballast, key=key)
 
     def _find_streams(self) -> list[tuple[str, str]]:
@@ -388,6 +395,16 @@ class DiskStore(NamespaceStore):
         if self.repair and catalog.lines > 2 * len(catalog.live) + 64:
             catalog.rewrite(list(catalog.live.values()))
 
+    def _load_state_tables(self, stream: StreamState, directory: str) -> None:
+        for name in os.listdir(directory):
+            if not name.startswith(layout.STATE_PREFIX):
+                continue
+            table = name[len(layout.STATE_PREFIX):]
+            catalog = self._state_logs[stream.path, table] = self._json_log(directory, name)
+            catalog.load()
+            assert catalog.live is not None
+            stream.tables[table] = {rec["k"]: rec["v"] for rec in catalog.live.values()}
+
     async def close(self) -> None:
         if not self.repair:  # an offline check: nothing to write, only let go
             self.handles.close_all()
@@ -404,7 +421,7 @@ class DiskStore(NamespaceStore):
                           part.name, outcome)
             elif isinstance(outcome, BaseException):
                 raise outcome
-        for catalog in [*self._topic_logs.values(), *self._cursor_logs.values()]:
+        for catalog in [*self._topic_logs.values(), *self._cursor_logs.values(), *self._state_logs.values()]:
             await catalog.commit.wait()
             catalog.close()
         if self._background:
@@ -498,6 +515,8 @@ class DiskStore(NamespaceStore):
             part.close()
         for catalog in (self._topic_logs.pop(stream.path), self._cursor_logs.pop(stream.path)):
             catalog.close()
+        for key in [k for k in self._state_logs if k[0] == stream.path]:
+            self._state_logs.pop(key).close()
 
         def work() -> None:
             for volume in self.volumes:
@@ -546,6 +565,31 @@ class DiskStore(NamespaceStore):
             await catalog.commit.wait()
         await catalog.compact_if_stale(_COMPACT_SLACK)
 
+    async def _persist_state(
+        self, stream: StreamState, table: str, records: Mapping[str, dict | None], durable: bool
+    ) -> None:
+        catalog = self._state_logs.get((stream.path, table))
+        if catalog is None:
+            directory = layout.stream_dir(self.root, stream.path)
+            path = os.path.join(directory, layout.STATE_PREFIX + table)
+
+            def create() -> None:  # the new file's directory entry must survive a crash too
+                os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o644))
+                fsync_dir(directory)
+
+            await asyncio.to_thread(create)
+            catalog = self._state_logs.get((stream.path, table))  # a concurrent first write may have made it
+            if catalog is None:
+                catalog = self._state_logs[stream.path, table] = self._json_log(directory, layout.STATE_PREFIX + table)
+        await catalog.append([{"k": k, "del": 1} if v is None else {"k": k, "v": v} for k, v in records.items()])
+        if stream.policy.fsync is FsyncPolicy.NONE:
+            pass
+        elif durable:
+            await catalog.commit.wait()
+        else:
+            catalog.commit.start_later(stream.policy.fsync_interval_ms / 1000)
+        await catalog.compact_if_stale(_COMPACT_SLACK)
+
     async def _purge_topic(self, stream: StreamState, topic: TopicState) -> None:
         for index in range(topic.info.partitions):
             opened = topic.partitions and topic.partitions.get(index)
@@ -577,6 +621,10 @@ class DiskStore(NamespaceStore):
 
 def _cursor_key(rec: dict) -> tuple[str, str, int]:
     return rec["g"], rec["t"], rec["p"]
+
+
+def _state_key(rec: dict) -> str:
+    return rec["k"]
 
 
 def _policy_to_json(policy: StreamPolicy) -> dict:

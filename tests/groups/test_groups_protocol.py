@@ -55,7 +55,7 @@ def stable_member(wire: Wire, group: str, **kwargs):
     return joined.member_id, joined.generation_id
 
 
-def test_find_coordinator_names_this_broker_and_refuses_transactions(broker: Broker) -> None:
+def test_find_coordinator_names_this_broker_for_groups_and_transactions(broker: Broker) -> None:
     with Wire(broker.bootstrap_servers) as wire:
         for version in (0, 3):
             found = find_coordinator(wire, version, ["g"])
@@ -64,7 +64,7 @@ def test_find_coordinator_names_this_broker_and_refuses_transactions(broker: Bro
         assert [(c.key, c.error_code, c.port) for c in batch.coordinators] == [
             ("a", ErrorCode.none, broker.port), ("b", ErrorCode.none, broker.port)]
         txn = find_coordinator(wire, 4, ["tx"], key_type=1)
-        assert txn.coordinators[0].error_code == ErrorCode.coordinator_not_available
+        assert [(c.key, c.error_code, c.port) for c in txn.coordinators] == [("tx", ErrorCode.none, broker.port)]
 
 
 def test_member_id_required_round_trip_and_protocol_echo(broker: Broker) -> None:

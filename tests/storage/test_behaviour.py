@@ -308,6 +308,18 @@ async def test_cursors(store):
         await store.commit_cursors("/nope", "g", [Cursor("t", 0, 1)])
 
 
+async def test_state_tables(store):
+    assert store.get_state("/default", "txns") == {}
+    await store.put_state("/default", "txns", {"a": {"n": 1}, "b": {"n": 2}})
+    await store.put_state("/default", "txns", {"a": {"n": 3}, "b": None}, durable=False)
+    assert store.get_state("/default", "txns") == {"a": {"n": 3}}
+    assert store.get_state("/default", "other") == {}
+    with pytest.raises(ValueError):
+        await store.put_state("/default", "../escape", {"a": {}})
+    with pytest.raises(storage.UnknownStreamError):
+        await store.put_state("/nope", "txns", {"a": {}})
+
+
 async def test_enforce_retention_by_ttl_and_size(store):
     await store.create_stream("/r", StreamPolicy(ttl_seconds=60, partitionlet_bytes=4096))
     await store.create_topic("/r", "t", 1)

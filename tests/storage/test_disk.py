@@ -151,6 +151,8 @@ async def test_restart_keeps_streams_topics_configs_cursors_and_epochs(tmp_path)
     await st.commit_cursors("/apps/iot/pumps", "g", [Cursor("metrics", 0, 5, 1, "m"), Cursor("metrics", 1, 7)])
     await st.delete_cursors("/apps/iot/pumps", "g", [("metrics", 1)])
     await st.commit_cursors("/default", "h", [Cursor(".hidden", 0, 1)])
+    await st.put_state("/apps/iot/pumps", "aborted_txns", {"x": {"first": 1}, "y": {"first": 2}})
+    await st.put_state("/apps/iot/pumps", "aborted_txns", {"y": None})
     part = st.partition("/apps/iot/pumps", "metrics", 2)
     await part.append(batch(2), 2)
     await part.wait_durable(2)
@@ -167,6 +169,7 @@ async def test_restart_keeps_streams_topics_configs_cursors_and_epochs(tmp_path)
     assert [(c.partition, c.offset, c.leader_epoch, c.metadata) for c in st.get_cursors("/apps/iot/pumps", "g")] \
         == [(0, 5, 1, "m")]
     assert st.list_cursor_groups("/default") == ["h"]
+    assert st.get_state("/apps/iot/pumps", "aborted_txns") == {"x": {"first": 1}}
     part = st.partition("/apps/iot/pumps", "metrics", 2)
     assert part.leader_epoch > epoch1 and part.high_watermark == 2
     r = await part.append(batch(1), 1)

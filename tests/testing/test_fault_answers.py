@@ -78,7 +78,7 @@ def _error_codes(entity: Any, path: str = "") -> list[tuple[str, ErrorCode]]:
     out = []
     for f in dataclasses.fields(entity):
         value = getattr(entity, f.name)
-        if f.name == "error_code":
+        if f.name == "error_code" or f.metadata.get("kafka_type") == "error_code":
             out.append((path + f.name, value))
         elif isinstance(value, tuple) and value and dataclasses.is_dataclass(value[0]):
             for item in value:

@@ -1,0 +1,221 @@
+"""Java transactional producers and read_committed consumers: kafkacompat shows what Kafka 4.1 shows.
+
+compat_tests/java/Transactions.java runs each scenario (commit and abort,
+fencing by a second producer, a hanging transaction holding the LSO until
+its timeout aborts it, consume-transform-produce with
+sendOffsetsToTransaction) and prints what its consumers saw: values,
+offsets (markers take offsets too), end offsets per isolation level and the
+exceptions the producer got. The same program runs against Apache Kafka
+4.1 and against kafkacompat, with kafka-clients 3.9.1 and 4.1.0, and the
+two outputs must be equal.
+
+kafkacompat serves transactions v1 (KIP-98; KIP-890's v2 protocol is not
+offered, so clients do not use it), so the reference cluster is formatted
+with transaction.version=1: a 4.1 client then runs the same protocol on
+both. (On a transactions-v2 cluster the only visible difference in these
+scenarios is the exception a producer gets after its transaction timed
+out: InvalidTxnStateException instead of ProducerFencedException.)
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from kio.schema.errors import ErrorCode
+
+from kafkacompat.testing import Broker
+
+from .conftest import compat_broker
+from .drivers import ClientUnavailable
+from .drivers.java import JVM_FLAGS, SOURCES, classpath, compile_sources
+from .reference import KAFKA_DIST, ReferenceKafka, jars_dir, kafka_home
+
+ABORT_CHECK_MS = "1000"  # how often both brokers look for timed-out transactions
+CLIENT_JARS_41 = ("kafka-clients-4.1.0.jar", "lz4-java-1.8.0.jar", "snappy-java-1.1.10.7.jar",
+                  "zstd-jni-1.5.6-10.jar", "slf4j-api-1.7.36.jar")
+
+
+@functools.cache
+def _program(client: str) -> list[str]:
+    """`java ... Transactions` compiled against the chosen kafka-clients."""
+    if client == "3.9.1":
+        try:
+            cp = classpath()
+        except ClientUnavailable as exc:
+            pytest.skip(f"kafka-clients {client} unavailable: {exc}")
+    else:
+        libs = kafka_home() / "libs"  # skips without the Kafka 4.1 distribution
+        cp = ":".join(str(libs / jar) for jar in CLIENT_JARS_41)
+    classes = compile_sources([str(SOURCES / "Transactions.java")], cp)
+    return ["java", *JVM_FLAGS, "-cp", f"{cp}:{classes}", "Transactions"]
+
+
+def _run(client: str, command: str, bootstrap: str, **options: str) -> dict:
+    argv = [*_program(client), command, bootstrap, *(f"{k}={v}" for k, v in options.items())]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=150, check=False)
+    lines = done.stdout.strip().splitlines()
+    assert done.returncode == 0 and lines, f"{command} on {bootstrap} exited {done.returncode}:\n{done.stderr[-4000:]}"
+    return json.loads(lines[-1])
+
+
+@pytest.fixture(scope="module")
+def kafka() -> Iterator[str | None]:
+    """The reference broker, or None (then only kafkacompat's answers are checked)."""
+    folder = jars_dir()
+    if folder is None or not (folder / KAFKA_DIST / "libs").is_dir():
+        yield None
+        return
+    settings = {"transaction.abort.timed.out.transaction.cleanup.interval.ms": ABORT_CHECK_MS,
+                "group.initial.rebalance.delay.ms": 0}
+    with ReferenceKafka(kafka_home(), features={"transaction.version": 1}, **settings) as reference:
+        yield reference.bootstrap_servers
+
+
+@pytest.fixture(scope="module")
+def ours() -> Iterator[Broker]:
+    with compat_broker(transaction_abort_timed_out_transaction_cleanup_interval_ms=int(ABORT_CHECK_MS)) as b:
+        yield b
+
+
+def _check_commit_abort(out: dict) -> None:
+    assert not any("aborted" in r for r in out["read_committed"]["records"])
+    assert sum("aborted" in r for r in out["read_uncommitted"]["records"]) == 3
+
+
+def _check_fence(out: dict) -> None:
+    assert out["topic"]["records"] == ["0:2=from-b"]  # the zombie's open transaction was aborted
+
+
+def _check_hanging(out: dict) -> None:
+    assert out["during"] == {"records": ["0:0=before"], "end_offsets": {"0": 1}}  # LSO at the open transaction
+    assert out["after_timeout"]["records"] == ["0:0=before", "0:2=after"]
+    assert out["commit_after_timeout"] == "ProducerFencedException"
+
+
+def _check_consume_transform_produce(out: dict) -> None:
+    assert [r.split("=")[1] for r in out["output"]["records"]] == sorted(f"V{i}" for i in range(10))
+    assert out["first_round"] == "aborted" and out["committed"] == {"0": 10}
+
+
+SCENARIOS = {
+    "commit_abort": ({}, _check_commit_abort),
+    "fence": ({}, _check_fence),
+    "hanging": ({"timeout_ms": "1500"}, _check_hanging),
+    "consume_transform_produce": ({}, _check_consume_transform_produce),
+}
+CASES = [(s, "3.9.1") for s in SCENARIOS] + [("commit_abort", "4.1.0"), ("hanging", "4.1.0")]
+
+
+@pytest.mark.java
+@pytest.mark.parametrize("scenario, client", CASES)
+def test_transactions_same_as_kafka(kafka: str | None, ours: Broker, scenario: str, client: str) -> None:
+    """What the program shows on kafkacompat means what it should, and equals Kafka's output."""
+    name = f"tx-{scenario}-{uuid.uuid4().hex[:8]}"
+    extra, check = SCENARIOS[scenario]
+    options = {"topic": name, "txn": name, "group": name, **extra}
+    mine = _run(client, scenario, ours.bootstrap_servers, **options)
+    check(mine)
+    if kafka is not None:
+        assert mine == _run(client, scenario, kafka, **options)
+
+
+def _kafka_transactions(bootstrap: str, *args: str) -> str:
+    tool = kafka_home() / "bin" / "kafka-transactions.sh"
+    done = subprocess.run([str(tool), "--bootstrap-server", bootstrap, *args], capture_output=True, text=True,
+                          timeout=60, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
+
+
+@pytest.mark.java
+def test_transactions_kafka_transactions_tool(ours: Broker) -> None:
+    """kafka-transactions.sh list / describe / describe-producers on an open transaction."""
+    from confluent_kafka import Producer
+
+    kafka_home()  # skips without the Kafka 4.1 distribution
+    name = f"tx-tool-{uuid.uuid4().hex[:8]}"
+    ours.create_topic(name, partitions=2)
+    producer = Producer({"bootstrap.servers": ours.bootstrap_servers, "transactional.id": name})
+    producer.init_transactions(15)
+    producer.begin_transaction()
+    producer.produce(name, value=b"open", partition=1)
+    producer.flush(10)
+    listed = [line.split() for line in _kafka_transactions(ours.bootstrap_servers, "list").splitlines()]
+    row = next(r for r in listed if r[0] == name)
+    assert row[3] == "Ongoing"
+    described = _kafka_transactions(ours.bootstrap_servers, "describe", "--transactional-id", name).splitlines()
+    fields = dict(zip(described[0].split(), described[1].split()))
+    assert fields["TransactionState"] == "Ongoing" and fields["TopicPartitions"] == f"{name}-1"
+    assert fields["ProducerId"] == row[2]
+    producers = _kafka_transactions(ours.bootstrap_servers, "describe-producers", "--topic", name,
+                                    "--partition", "1").splitlines()
+    cols = dict(zip(producers[0].split(), producers[1].split()))
+    assert cols["ProducerId"] == row[2] and cols["CurrentTransactionStartOffset"] == "0"
+    producer.abort_transaction(15)
+
+
+def _wire_answers(bootstrap: str, name: str) -> list[tuple[object, ...]]:
+    """Kafka's error codes for the transactional requests clients never send wrong, step by step."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from tests.groups.test_groups_protocol import find_coordinator
+    from tests.test_transactions_protocol import add_partitions, end_txn, fetch, init, produce_txn, txn_batch
+    from tests.wire import Wire
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(name, 1, 1)])[name].result(30)
+    out: list[tuple[object, ...]] = []
+    with Wire(bootstrap) as w:
+        deadline = time.monotonic() + 60
+        while fetch(w, name, 0).error_code != ErrorCode.none:  # the new topic's leader is in place
+            assert time.monotonic() < deadline, f"topic {name} has no leader on {bootstrap}"
+            time.sleep(0.2)
+        while True:  # Kafka creates and loads its transaction log on first use
+            find_coordinator(w, 4, [name], key_type=1)
+            started = init(w, name)
+            if started.error_code == ErrorCode.none or time.monotonic() > deadline:
+                break
+            time.sleep(0.3)
+        pid, ep = started.producer_id, started.producer_epoch
+        out.append(("init", started.error_code, ep))
+        out.append(("timeout 0", init(w, name + "-x", timeout_ms=0).error_code))
+        out.append(("timeout over max", init(w, name + "-x", timeout_ms=900_001).error_code))
+        out.append(("batch outside its transaction", produce_txn(w, name, name, txn_batch(pid, ep, 0, b"x"))))
+        out.append(("batch without transactional id", produce_txn(w, None, name, txn_batch(pid, ep, 0, b"x"))))
+        out.append(("EndTxn with nothing open", end_txn(w, name, pid, ep, True)))
+        out.append(("add unknown partition", sorted(add_partitions(w, name, pid, ep, name, partitions=(0, 7)))))
+        out.append(("add", add_partitions(w, name, pid, ep, name)))
+        out.append(("produce in transaction", produce_txn(w, name, name, txn_batch(pid, ep, 0, b"in"))))
+        out.append(("InitProducerId while open", init(w, name).error_code))
+        deadline = time.monotonic() + 30
+        while True:  # Kafka aborts in the background; wait until it answers the retry
+            again = init(w, name)
+            if again.error_code != ErrorCode.concurrent_transactions or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        out.append(("InitProducerId retried", again.error_code, again.producer_epoch - ep))
+        out.append(("zombie produce", produce_txn(w, name, name, txn_batch(pid, ep, 1, b"zombie"))))
+        out.append(("zombie add v3", add_partitions(w, name, pid, ep, name, version=3)))
+        out.append(("zombie add v1", add_partitions(w, name, pid, ep, name, version=1)))
+        out.append(("zombie EndTxn v3", end_txn(w, name, pid, ep, True, version=3)))
+        out.append(("zombie EndTxn v1", end_txn(w, name, pid, ep, True, version=1)))
+        out.append(("unknown producer id", add_partitions(w, name, pid + 1, again.producer_epoch, name)))
+        out.append(("KIP-360 stale epoch v4", init(w, name, pid=pid, epoch=ep).error_code))
+        out.append(("KIP-360 stale epoch v3", init(w, name, version=3, pid=pid, epoch=ep).error_code))
+        answer = fetch(w, name, 1)
+        out.append(("read_committed fetch", answer.high_watermark, answer.last_stable_offset,
+                    [a.first_offset for a in answer.aborted_transactions]))
+    return out
+
+
+def test_transactions_wire_errors_same_as_kafka(kafka: str | None, ours: Broker) -> None:
+    if kafka is None:
+        pytest.skip("no reference Kafka to compare with")
+    name = f"tx-wire-{uuid.uuid4().hex[:8]}"
+    assert _wire_answers(ours.bootstrap_servers, name) == _wire_answers(kafka, name)

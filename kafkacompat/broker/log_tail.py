@@ -1,0 +1,39 @@
+"""The batches at a partition's tail, read header by header after a restart.
+
+Producer state (idempotence windows, open transactions) lives in memory and
+is rebuilt from the last batches of the log, as Kafka rebuilds it from its
+snapshots and the log tail. Only headers are parsed; records stay unread.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+from kafkacompat import storage
+from kafkacompat.protocol.records import HEADER_SIZE, BatchHeader, read_header
+
+RESTORE_RECORDS = 100_000  # how far back from the high watermark a restore looks
+RESTORE_BYTES = 32 << 20  # and at most this much of the log it reads
+
+
+async def tail_batches(partition: storage.Partition) -> AsyncIterator[tuple[BatchHeader, memoryview]]:
+    """(header, whole batch) for each batch of the bounded tail, oldest first."""
+    offset = max(partition.log_start_offset, partition.high_watermark - RESTORE_RECORDS)
+    budget = RESTORE_BYTES
+    while offset < partition.high_watermark and budget > 0:
+        try:
+            data = memoryview(await partition.read(offset, min(budget, 1 << 20)))
+        except storage.DamagedRangeError as exc:  # quarantined: no producer state to learn there
+            offset = exc.resume_at
+            continue
+        budget -= len(data)
+        pos = 0
+        while len(data) - pos >= HEADER_SIZE:
+            header = read_header(data, pos)
+            if pos + header.size > len(data):
+                break
+            yield header, data[pos : pos + header.size]
+            offset = header.last_offset + 1
+            pos += header.size
+        if pos == 0:
+            break  # nothing whole came back

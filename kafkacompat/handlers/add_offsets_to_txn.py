@@ -1,0 +1,22 @@
+"""AddOffsetsToTxn: a consumer group's offsets will be committed with the transaction."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .common import NO_THROTTLE, ErrorCode, make, schema_of
+from .txn_common import fenced_as
+
+FENCED_FROM = 2
+
+
+async def handle(ctx: Any, request: Any) -> Any:
+    m = schema_of(ctx)
+    if not request.group_id:
+        error = ErrorCode.invalid_group_id
+    else:
+        error = await ctx.cluster.transactions.add_offsets(
+            request.transactional_id, request.producer_id, request.producer_epoch, request.group_id
+        )
+    return make(m.AddOffsetsToTxnResponse, throttle_time=NO_THROTTLE,
+                error_code=fenced_as(ctx.version, FENCED_FROM, error))

@@ -1,0 +1,60 @@
+"""AddPartitionsToTxn: a producer names the partitions its transaction will write.
+
+v0-3 come from clients (one transaction); v4+ is the batched form brokers
+send, with `verify_only` to ask whether partitions are already in the
+transaction (KIP-890). If any partition is unknown, Kafka adds none and
+answers the others OPERATION_NOT_ATTEMPTED.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .common import NO_THROTTLE, ErrorCode, make, schema_of
+from .txn_common import fenced_as, resolve_partitions
+
+BATCHED_FROM = 4
+FENCED_FROM = 2  # versions before answer INVALID_PRODUCER_EPOCH instead
+
+
+async def _one(ctx: Any, txn_id: str, producer_id: int, epoch: int, topics: Any, verify: bool) -> dict:
+    found, errors = resolve_partitions(ctx.cluster, topics)
+    coordinator = ctx.cluster.transactions
+    if errors:
+        errors.update({name: ErrorCode.operation_not_attempted for name in found})
+    elif verify:
+        verdicts = coordinator.verify_partitions(txn_id, producer_id, epoch, list(found.values()))
+        errors = {name: verdicts[key] for name, key in found.items()}
+    else:
+        error = await coordinator.add_partitions(txn_id, producer_id, epoch, list(found.values()))
+        errors = {name: fenced_as(ctx.version, FENCED_FROM, error) for name in found}
+    return errors
+
+
+def _results(m: Any, topics: Any, errors: dict) -> tuple[Any, ...]:
+    return tuple(
+        make(m.AddPartitionsToTxnTopicResult, name=topic.name, results_by_partition=tuple(
+            make(m.AddPartitionsToTxnPartitionResult, partition_index=index,
+                 partition_error_code=errors[topic.name, index])
+            for index in topic.partitions
+        ))
+        for topic in topics
+    )
+
+
+async def handle(ctx: Any, request: Any) -> Any:
+    m = schema_of(ctx)
+    if ctx.version < BATCHED_FROM:
+        topics = request.v3_and_below_topics
+        errors = await _one(ctx, request.v3_and_below_transactional_id, request.v3_and_below_producer_id,
+                            request.v3_and_below_producer_epoch, topics, False)
+        return make(m.AddPartitionsToTxnResponse, throttle_time=NO_THROTTLE,
+                    results_by_topic_v3_and_below=_results(m, topics, errors))
+    results = []
+    for txn in request.transactions:
+        errors = await _one(ctx, txn.transactional_id, txn.producer_id, txn.producer_epoch, txn.topics,
+                            txn.verify_only)
+        results.append(make(m.AddPartitionsToTxnResult, transactional_id=txn.transactional_id,
+                            topic_results=_results(m, txn.topics, errors)))
+    return make(m.AddPartitionsToTxnResponse, throttle_time=NO_THROTTLE, error_code=ErrorCode.none,
+                results_by_transaction=tuple(results))

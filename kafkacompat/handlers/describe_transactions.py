@@ -1,0 +1,41 @@
+"""DescribeTransactions: state, producer, timeout and partitions of transactional ids (kafka-transactions.sh describe)."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from .common import NO_THROTTLE, ErrorCode, make, schema_of
+
+
+def _topics(m: Any, cluster: Any, partitions: set[tuple[str, str, int]]) -> tuple[Any, ...]:
+    by_topic: dict[str, list[int]] = {}
+    for stream, topic, index in sorted(partitions):
+        info = cluster.store.get_topic(stream, topic)
+        if info is not None:
+            by_topic.setdefault(cluster.display_name(info), []).append(index)
+    return tuple(make(m.TopicData, topic=name, partitions=tuple(indexes)) for name, indexes in by_topic.items())
+
+
+async def handle(ctx: Any, request: Any) -> Any:
+    m = schema_of(ctx)
+    states = []
+    for txn_id in request.transactional_ids:
+        meta = ctx.cluster.transactions.describe(txn_id)
+        if meta is None:
+            states.append(make(
+                m.TransactionState, error_code=ErrorCode.transactional_id_not_found, transactional_id=txn_id,
+                transaction_state="", transaction_timeout=datetime.timedelta(0),
+                transaction_start_time=datetime.datetime.fromtimestamp(-0.001, datetime.UTC),
+                producer_id=-1, producer_epoch=-1, topics=(),
+            ))
+            continue
+        states.append(make(
+            m.TransactionState, error_code=ErrorCode.none, transactional_id=txn_id,
+            transaction_state=meta.state.value,
+            transaction_timeout=datetime.timedelta(milliseconds=meta.timeout_ms),
+            transaction_start_time=datetime.datetime.fromtimestamp(meta.start_ms / 1000, datetime.UTC),
+            producer_id=meta.producer_id, producer_epoch=meta.producer_epoch,
+            topics=_topics(m, ctx.cluster, meta.partitions),
+        ))
+    return make(m.DescribeTransactionsResponse, throttle_time=NO_THROTTLE, transaction_states=tuple(states))

@@ -1,0 +1,35 @@
+"""ListTransactions: transactional ids by state, producer, age (v1) and id pattern (v2)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from ..transactions import TxnState
+from .common import NO_THROTTLE, ErrorCode, make, schema_of
+
+_KNOWN_STATES = {state.value for state in TxnState}
+
+
+async def handle(ctx: Any, request: Any) -> Any:
+    m = schema_of(ctx)
+    wanted = list(request.state_filters)
+    unknown = tuple(s for s in wanted if s not in _KNOWN_STATES)
+    pattern = getattr(request, "transactional_id_pattern", None)
+    try:
+        found = ctx.cluster.transactions.list(
+            [s for s in wanted if s in _KNOWN_STATES] if wanted else [], list(request.producer_id_filters),
+            getattr(request, "duration_filter", -1), pattern,
+        )
+        error = ErrorCode.none
+    except re.error:
+        found, error = [], ErrorCode.invalid_regular_expression
+    if wanted and not any(s in _KNOWN_STATES for s in wanted):
+        found = []
+    states = tuple(
+        make(m.TransactionState, transactional_id=meta.transactional_id, producer_id=meta.producer_id,
+             transaction_state=meta.state.value)
+        for meta in found
+    )
+    return make(m.ListTransactionsResponse, throttle_time=NO_THROTTLE, error_code=error,
+                unknown_state_filters=unknown, transaction_states=states)

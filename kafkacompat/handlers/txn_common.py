@@ -1,0 +1,31 @@
+"""What the transactional handlers share: topic resolution and Kafka's fencing error by version."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..transactions.metadata import PartitionKey
+from .common import ErrorCode
+
+
+def fenced_as(version: int, since: int, error: ErrorCode) -> ErrorCode:
+    """PRODUCER_FENCED for clients that know it (`since` and later), else INVALID_PRODUCER_EPOCH, as Kafka answers."""
+    if error == ErrorCode.producer_fenced and version < since:
+        return ErrorCode.invalid_producer_epoch
+    return error
+
+
+def resolve_partitions(
+    cluster: Any, topics: Any
+) -> tuple[dict[tuple[str, int], PartitionKey], dict[tuple[str, int], ErrorCode]]:
+    """(name, index) -> partition key for known partitions, and the errors for unknown ones."""
+    found: dict[tuple[str, int], PartitionKey] = {}
+    missing: dict[tuple[str, int], ErrorCode] = {}
+    for topic in topics:
+        info, error = cluster.topic_for(topic.name)
+        for index in topic.partitions:
+            if info is None or not 0 <= index < info.partitions:
+                missing[topic.name, index] = error if info is None else ErrorCode.unknown_topic_or_partition
+            else:
+                found[topic.name, index] = (info.stream, info.name, index)
+    return found, missing

@@ -1,0 +1,51 @@
+"""TxnOffsetCommit: a group's offsets staged in a transaction, visible only once it commits.
+
+Group membership is checked as for OffsetCommit when the client names its
+generation (v3+, KIP-447); generation -1 skips it, as Kafka does for
+transactional commits.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .common import NO_THROTTLE, ErrorCode, make, schema_of
+from .group_common import partition_errors
+from .txn_common import fenced_as
+
+FENCED_FROM = 3
+
+
+async def handle(ctx: Any, request: Any) -> Any:
+    m = schema_of(ctx)
+    cluster = ctx.cluster
+    errors: dict[tuple[str, int], ErrorCode] = {}
+    staged = []
+    for topic in request.topics:
+        info, _ = cluster.topic_for(topic.name)
+        for part in topic.partitions:
+            key = (topic.name, part.partition_index)
+            if info is None or not 0 <= part.partition_index < info.partitions:
+                errors[key] = ErrorCode.unknown_topic_or_partition
+            elif len(part.committed_metadata or "") > cluster.config.offset_metadata_max_bytes:
+                errors[key] = ErrorCode.offset_metadata_too_large
+            else:
+                staged.append((key, (info.stream, info.name, part.partition_index, part.committed_offset,
+                                     getattr(part, "committed_leader_epoch", -1), part.committed_metadata or "")))
+    if staged:
+        generation = getattr(request, "generation_id", -1)
+        error = ErrorCode.none
+        if generation >= 0:
+            error = cluster.groups.validate_commit(
+                request.group_id, generation, request.member_id, request.group_instance_id, 0
+            )
+        if error == ErrorCode.none:
+            error = await cluster.transactions.stage_offsets(
+                request.transactional_id, request.producer_id, request.producer_epoch, request.group_id,
+                [row for _, row in staged],
+            )
+        for key, _ in staged:
+            errors[key] = fenced_as(ctx.version, FENCED_FROM, error)
+    topics = partition_errors(m.TxnOffsetCommitResponseTopic, m.TxnOffsetCommitResponsePartition,
+                              request.topics, errors)
+    return make(m.TxnOffsetCommitResponse, throttle_time=NO_THROTTLE, topics=topics)

@@ -1,0 +1,353 @@
+"""The transaction coordinator: Kafka's KIP-98 protocol over the stream store.
+
+One broker, so it coordinates every transactional id. Each id's metadata
+(producer id and epoch, state, partitions, pending group offsets) is
+written to the default stream's `transactions` state table before the
+answer goes out; markers are written to every partition of a transaction
+(and the pending offsets committed or dropped) while EndTxn is answered,
+so a client that hears "committed" finds the markers in place.
+
+After a restart, transactions caught between PrepareCommit/PrepareAbort
+and Complete* are finished at once; transactions still Ongoing are
+aborted when their timeout passes, counted from their original start, so
+nothing stays half visible.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+import re
+import time
+from collections.abc import Callable, Sequence
+
+from kio.schema.errors import ErrorCode
+
+from kafkacompat import storage
+from kafkacompat.protocol.control_records import ControlType, build_marker
+
+from ..broker.producer_state import ProducerStates
+from ..config import BrokerConfig
+from ..groups import GroupCoordinator
+from .metadata import PREPARING, PartitionKey, PendingOffset, TransactionMetadata, TxnState
+from .partition_state import PartitionTxnRegistry
+
+log = logging.getLogger(__name__)
+
+TRANSACTIONS_TABLE = "transactions"
+MAX_EPOCH = 2**15 - 1
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class TransactionCoordinator:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        store: storage.Store,
+        producers: ProducerStates,
+        groups: GroupCoordinator,
+        clock: Callable[[], int] = now_ms,
+    ) -> None:
+        self.config = config
+        self.store = store
+        self.producers = producers
+        self.groups = groups
+        self.partitions = PartitionTxnRegistry(store)
+        self.transactions: dict[str, TransactionMetadata] = {}
+        self._locks: collections.defaultdict[str, asyncio.Lock] = collections.defaultdict(asyncio.Lock)
+        self._clock = clock
+        self._timeout_task: asyncio.Task[None] | None = None
+
+    # lifetime -------------------------------------------------------------------
+    async def start(self) -> None:
+        """Load every transactional id; finish what a stop left between prepare and complete."""
+        for txn_id, data in self.store.get_state(self.store.default_stream, TRANSACTIONS_TABLE).items():
+            self.transactions[txn_id] = TransactionMetadata.from_json(txn_id, data)
+        for meta in list(self.transactions.values()):
+            if meta.state in PREPARING:
+                log.info("transaction %s was %s at the last stop: finishing it", meta.transactional_id,
+                         meta.state.value)
+                async with self._locks[meta.transactional_id]:
+                    await self._complete(meta)
+            elif meta.state is TxnState.PREPARE_EPOCH_FENCE:
+                async with self._locks[meta.transactional_id]:
+                    await self._abort_fenced(meta)
+        self._timeout_task = asyncio.get_running_loop().create_task(
+            self._abort_timed_out_periodically(), name="transaction timeouts"
+        )
+
+    async def close(self) -> None:
+        if self._timeout_task is not None:
+            self._timeout_task.cancel()
+            try:
+                await self._timeout_task
+            except asyncio.CancelledError:
+                pass
+            self._timeout_task = None
+
+    async def forget_all(self) -> None:
+        """Delete every transactional id (the test broker's reset)."""
+        gone = {txn_id: None for txn_id in self.store.get_state(self.store.default_stream, TRANSACTIONS_TABLE)}
+        if gone:
+            await self.store.put_state(self.store.default_stream, TRANSACTIONS_TABLE, gone)
+        self.transactions.clear()
+
+    async def _persist(self, meta: TransactionMetadata, durable: bool = True) -> None:
+        meta.update_ms = self._clock()
+        await self.store.put_state(
+            self.store.default_stream, TRANSACTIONS_TABLE, {meta.transactional_id: meta.to_json()}, durable=durable
+        )
+
+    # InitProducerId -----------------------------------------------------------
+    async def init_producer_id(
+        self, txn_id: str, timeout_ms: int, producer_id: int, producer_epoch: int
+    ) -> tuple[ErrorCode, int, int]:
+        """(error, producer id, epoch): a new epoch fences every older producer of this id."""
+        if not txn_id:
+            return ErrorCode.invalid_request, -1, -1
+        if timeout_ms <= 0 or timeout_ms > self.config.transaction_max_timeout_ms:
+            return ErrorCode.invalid_transaction_timeout, -1, -1
+        async with self._locks[txn_id]:
+            meta = self.transactions.get(txn_id)
+            if meta is None:
+                meta = TransactionMetadata(txn_id, self.producers.new_producer_id(), -1, timeout_ms)
+                self.transactions[txn_id] = meta
+            elif producer_id >= 0 and not self._same_producer(meta, producer_id, producer_epoch):
+                return ErrorCode.producer_fenced, -1, -1
+            if meta.state in PREPARING or meta.state is TxnState.PREPARE_EPOCH_FENCE:
+                return ErrorCode.concurrent_transactions, -1, -1
+            if meta.state is TxnState.ONGOING:
+                # Fence the open transaction's producer and abort it; the client retries.
+                await self._abort_fenced(meta)
+                return ErrorCode.concurrent_transactions, -1, -1
+            if producer_id >= 0 and producer_epoch == meta.last_producer_epoch and producer_epoch >= 0 \
+                    and producer_id == meta.producer_id and meta.producer_epoch == producer_epoch + 1:
+                return ErrorCode.none, meta.producer_id, meta.producer_epoch  # a retried bump
+            self._bump_epoch(meta)
+            meta.timeout_ms = timeout_ms
+            meta.state = TxnState.EMPTY
+            meta.partitions.clear()
+            meta.groups.clear()
+            meta.offsets.clear()
+            meta.start_ms = -1
+            await self._persist(meta)
+            return ErrorCode.none, meta.producer_id, meta.producer_epoch
+
+    @staticmethod
+    def _same_producer(meta: TransactionMetadata, producer_id: int, epoch: int) -> bool:
+        """KIP-360: a producer asking to bump its epoch must hold the current (or just bumped) one."""
+        return producer_id == meta.producer_id and epoch in (meta.producer_epoch, meta.last_producer_epoch)
+
+    def _bump_epoch(self, meta: TransactionMetadata) -> None:
+        if meta.producer_epoch >= MAX_EPOCH - 1:
+            meta.producer_id = self.producers.new_producer_id()
+            meta.last_producer_epoch = -1
+            meta.producer_epoch = 0
+        else:
+            meta.last_producer_epoch = meta.producer_epoch
+            meta.producer_epoch += 1
+
+    # checks shared by the transactional APIs ------------------------------------
+    def _check_producer(self, txn_id: str, producer_id: int, epoch: int) -> tuple[ErrorCode, TransactionMetadata | None]:
+        meta = self.transactions.get(txn_id)
+        if meta is None or meta.producer_id != producer_id:
+            return ErrorCode.invalid_producer_id_mapping, None
+        if epoch != meta.producer_epoch:
+            return ErrorCode.producer_fenced, None
+        if meta.state in PREPARING or meta.state is TxnState.PREPARE_EPOCH_FENCE:
+            return ErrorCode.concurrent_transactions, None
+        return ErrorCode.none, meta
+
+    def _begin(self, meta: TransactionMetadata) -> None:
+        if meta.state is not TxnState.ONGOING:
+            meta.state = TxnState.ONGOING
+            meta.start_ms = self._clock()
+            meta.partitions.clear()
+            meta.groups.clear()
+            meta.offsets.clear()
+
+    # AddPartitionsToTxn / AddOffsetsToTxn ------------------------------------------
+    async def add_partitions(
+        self, txn_id: str, producer_id: int, epoch: int, partitions: Sequence[PartitionKey]
+    ) -> ErrorCode:
+        async with self._locks[txn_id]:
+            error, meta = self._check_producer(txn_id, producer_id, epoch)
+            if meta is None:
+                return error
+            if meta.state is TxnState.ONGOING and all(p in meta.partitions for p in partitions):
+                return ErrorCode.none
+            self._begin(meta)
+            meta.partitions.update(partitions)
+            await self._persist(meta)
+            return ErrorCode.none
+
+    def verify_partitions(
+        self, txn_id: str, producer_id: int, epoch: int, partitions: Sequence[PartitionKey]
+    ) -> dict[PartitionKey, ErrorCode]:
+        """AddPartitionsToTxn's verify_only form: which partitions are in the open transaction."""
+        error, meta = self._check_producer(txn_id, producer_id, epoch)
+        if meta is None:
+            return {p: error for p in partitions}
+        ongoing = meta.state is TxnState.ONGOING
+        return {p: ErrorCode.none if ongoing and p in meta.partitions else ErrorCode.invalid_txn_state
+                for p in partitions}
+
+    def verify_produce(self, txn_id: str, producer_id: int, epoch: int, partition: PartitionKey) -> ErrorCode:
+        """A transactional batch may be appended only inside its open transaction (KIP-890 part 1)."""
+        meta = self.transactions.get(txn_id)
+        if meta is None or meta.producer_id != producer_id:
+            return ErrorCode.invalid_producer_id_mapping
+        if epoch < meta.producer_epoch:
+            return ErrorCode.invalid_producer_epoch
+        if epoch != meta.producer_epoch or meta.state is not TxnState.ONGOING or partition not in meta.partitions:
+            return ErrorCode.invalid_txn_state
+        return ErrorCode.none
+
+    async def add_offsets(self, txn_id: str, producer_id: int, epoch: int, group_id: str) -> ErrorCode:
+        async with self._locks[txn_id]:
+            error, meta = self._check_producer(txn_id, producer_id, epoch)
+            if meta is None:
+                return error
+            if meta.state is TxnState.ONGOING and group_id in meta.groups:
+                return ErrorCode.none
+            self._begin(meta)
+            meta.groups.add(group_id)
+            await self._persist(meta)
+            return ErrorCode.none
+
+    # TxnOffsetCommit ----------------------------------------------------------
+    async def stage_offsets(
+        self, txn_id: str, producer_id: int, epoch: int, group_id: str, offsets: Sequence[PendingOffset]
+    ) -> ErrorCode:
+        """Keep offsets with the transaction: they become the group's at commit, vanish at abort."""
+        async with self._locks[txn_id]:
+            meta = self.transactions.get(txn_id)
+            if meta is None or meta.producer_id != producer_id:
+                return ErrorCode.invalid_producer_id_mapping
+            if epoch != meta.producer_epoch:
+                return ErrorCode.producer_fenced
+            if meta.state is not TxnState.ONGOING or group_id not in meta.groups:
+                return ErrorCode.invalid_txn_state
+            table = meta.offsets.setdefault(group_id, {})
+            for row in offsets:
+                table[row[0], row[1], row[2]] = row
+            await self._persist(meta)
+            return ErrorCode.none
+
+    def pending_offsets(self, group_id: str) -> set[tuple[str, str, int]]:
+        """(stream, topic, partition) with offsets of an open transaction (OffsetFetch require_stable)."""
+        pending: set[tuple[str, str, int]] = set()
+        for meta in self.transactions.values():
+            if meta.state is not TxnState.EMPTY:
+                pending.update(meta.offsets.get(group_id, {}))
+        return pending
+
+    # EndTxn ---------------------------------------------------------------------
+    async def end_txn(self, txn_id: str, producer_id: int, epoch: int, commit: bool) -> ErrorCode:
+        async with self._locks[txn_id]:
+            meta = self.transactions.get(txn_id)
+            if meta is None or meta.producer_id != producer_id:
+                return ErrorCode.invalid_producer_id_mapping
+            if epoch != meta.producer_epoch:
+                return ErrorCode.producer_fenced
+            wanted = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
+            if meta.state is wanted:
+                return ErrorCode.none  # a retry of the EndTxn that finished it
+            if meta.state is not TxnState.ONGOING:
+                return ErrorCode.invalid_txn_state
+            meta.state = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
+            await self._persist(meta)
+            await self._complete(meta)
+            return ErrorCode.none
+
+    async def _complete(self, meta: TransactionMetadata) -> None:
+        """Write the markers, settle the offsets and record the outcome (from Prepare*)."""
+        commit = meta.state is TxnState.PREPARE_COMMIT
+        control = ControlType.COMMIT if commit else ControlType.ABORT
+        await self._write_markers(meta, control)
+        if commit:
+            for group_id, table in meta.offsets.items():
+                cursors = [(s, storage.Cursor(t, p, o, e, m)) for s, t, p, o, e, m in table.values()]
+                if cursors:
+                    await self.groups.commit(group_id, cursors)
+        meta.state = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
+        meta.partitions.clear()
+        meta.groups.clear()
+        meta.offsets.clear()
+        meta.start_ms = -1
+        # Not waited for: lost in a crash, the start finds Prepare* and writes the markers again.
+        await self._persist(meta, durable=False)
+        log.debug("transaction %s %s", meta.transactional_id, "committed" if commit else "aborted")
+
+    async def _write_markers(self, meta: TransactionMetadata, control: ControlType) -> None:
+        timestamp = self._clock()
+        durable = []
+        for stream, topic, index in sorted(meta.partitions):
+            if self.store.get_topic(stream, topic) is None:
+                continue  # deleted meanwhile: nothing left to mark
+            state = await self.partitions.get(stream, topic, index)
+            marker = build_marker(meta.producer_id, meta.producer_epoch, control, timestamp)
+            result = await state.partition.append(marker, 1)
+            await state.marker_written(meta.producer_id, result.base_offset, control)
+            durable.append(state.partition.wait_durable(result.last_offset + 1))
+        await asyncio.gather(*durable)
+
+    async def _abort_fenced(self, meta: TransactionMetadata) -> None:
+        """Bump the epoch (fencing the producer) and abort its open transaction."""
+        meta.state = TxnState.PREPARE_EPOCH_FENCE
+        self._bump_epoch(meta)
+        await self._persist(meta)
+        meta.state = TxnState.PREPARE_ABORT
+        await self._persist(meta)
+        await self._complete(meta)
+
+    # timeouts -------------------------------------------------------------------
+    async def abort_timed_out(self) -> int:
+        """Abort (fencing their producers) transactions open longer than their timeout."""
+        now = self._clock()
+        aborted = 0
+        for meta in list(self.transactions.values()):
+            if meta.state is not TxnState.ONGOING or now - meta.start_ms < meta.timeout_ms:
+                continue
+            async with self._locks[meta.transactional_id]:
+                if meta.state is TxnState.ONGOING and now - meta.start_ms >= meta.timeout_ms:
+                    log.info("transaction %s timed out after %d ms: aborting it", meta.transactional_id,
+                             now - meta.start_ms)
+                    await self._abort_fenced(meta)
+                    aborted += 1
+        return aborted
+
+    async def _abort_timed_out_periodically(self) -> None:
+        interval = self.config.transaction_abort_timed_out_transaction_cleanup_interval_ms / 1000
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await self.abort_timed_out()
+            except Exception:  # noqa: BLE001 - keep sweeping; the next run may succeed
+                log.exception("aborting timed-out transactions failed")
+
+    # admin ------------------------------------------------------------------------
+    def describe(self, txn_id: str) -> TransactionMetadata | None:
+        return self.transactions.get(txn_id)
+
+    def list(
+        self, states: Sequence[str], producer_ids: Sequence[int], min_duration_ms: int, pattern: str | None
+    ) -> list[TransactionMetadata]:
+        now = self._clock()
+        regex = re.compile(pattern) if pattern else None
+        found = []
+        for meta in self.transactions.values():
+            if states and meta.state.value not in states:
+                continue
+            if producer_ids and meta.producer_id not in producer_ids:
+                continue
+            if min_duration_ms >= 0 and (meta.state is not TxnState.ONGOING or now - meta.start_ms < min_duration_ms):
+                continue
+            if regex is not None and not regex.fullmatch(meta.transactional_id):
+                continue
+            found.append(meta)
+        return found

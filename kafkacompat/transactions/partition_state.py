@@ -1,0 +1,196 @@
+"""Per partition: open transactions, the last stable offset, aborted transactions.
+
+The last stable offset (LSO) is the first offset of the oldest transaction
+still open in the partition, or the high watermark when none is open;
+read_committed consumers are served only below it. Aborted transactions
+(producer id, first offset, marker offset) are what a read_committed Fetch
+lists so the client can drop their records, as Kafka's transaction index.
+
+Open transactions are rebuilt from the log tail after a restart (a
+transactional batch with no marker after it is still open). Aborted
+transactions are kept durably in the stream's `aborted_txns` state table,
+keyed by topic id, so they outlive restarts and never leak into a topic
+recreated under the same name.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import dataclasses
+from collections.abc import Hashable
+
+from kafkacompat import storage
+from kafkacompat.protocol.control_records import ControlType, marker_type
+from kafkacompat.protocol.records import HEADER_SIZE, read_header
+
+from ..broker.log_tail import tail_batches
+
+ABORTED_TABLE = "aborted_txns"
+
+
+def stable_prefix(data: bytes | memoryview, limit: int) -> int:
+    """How many bytes of fetched batches lie wholly below offset `limit` (the LSO).
+
+    Transactions end at markers, so a batch never straddles the LSO: it
+    starts at or above it, or ends below it.
+    """
+    pos = 0
+    while len(data) - pos >= HEADER_SIZE:
+        header = read_header(data, pos)
+        if header.base_offset >= limit:
+            break
+        pos = min(pos + header.size, len(data))
+    return pos
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class AbortedTxn:
+    producer_id: int
+    first_offset: int
+    last_offset: int  # the offset of the abort marker
+
+
+class PartitionTxns:
+    """Transaction bookkeeping of one partition."""
+
+    def __init__(
+        self, store: storage.Store, stream: str, topic_id: str, index: int, partition: storage.Partition
+    ) -> None:
+        self.store = store
+        self.stream = stream
+        self.topic_id = topic_id
+        self.index = index
+        self.partition = partition
+        self.ongoing: dict[int, int] = {}  # producer id -> first offset of its open transaction
+        self.aborted: list[AbortedTxn] = []  # ordered by last_offset
+        self._stable_waiters: list[tuple[int, asyncio.Future[None]]] = []
+
+    @property
+    def last_stable_offset(self) -> int:
+        return min(self.ongoing.values(), default=self.partition.high_watermark)
+
+    def first_offset_of(self, producer_id: int) -> int | None:
+        """Where the producer's open transaction starts here (DescribeProducers)."""
+        return self.ongoing.get(producer_id)
+
+    def appended(self, producer_id: int, base_offset: int) -> None:
+        """A transactional batch was appended at base_offset."""
+        self.ongoing.setdefault(producer_id, base_offset)
+
+    def _abort_key(self, producer_id: int, first_offset: int) -> str:
+        return f"{self.topic_id}:{self.index}:{producer_id}:{first_offset}"
+
+    async def marker_written(self, producer_id: int, marker_offset: int, control: ControlType) -> None:
+        """End the producer's open transaction here; an abort is remembered durably.
+
+        The open transaction keeps holding the LSO until its aborted entry is
+        stored: readers must never see the LSO pass aborted records that the
+        aborted list does not name yet.
+        """
+        first = self.ongoing.get(producer_id)
+        if first is not None and control is ControlType.ABORT:
+            await self.store.put_state(self.stream, ABORTED_TABLE, {
+                self._abort_key(producer_id, first): {"pid": producer_id, "first": first, "last": marker_offset},
+            })
+            bisect.insort(self.aborted, AbortedTxn(producer_id, first, marker_offset), key=lambda a: a.last_offset)
+        self.ongoing.pop(producer_id, None)
+        self._wake()
+
+    def _wake(self) -> None:
+        stable = self.last_stable_offset
+        keep = []
+        for offset, waiter in self._stable_waiters:
+            if waiter.done():
+                continue
+            if offset < stable:
+                waiter.set_result(None)
+            else:
+                keep.append((offset, waiter))
+        self._stable_waiters = keep
+
+    def wait_stable(self, offset: int) -> asyncio.Future[None]:
+        """Resolved once a read_committed consumer at `offset` has something to read."""
+        if not self.ongoing:
+            return self.partition.wait_for_data(offset)
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        if offset < self.last_stable_offset:
+            waiter.set_result(None)
+        else:
+            self._stable_waiters.append((offset, waiter))
+        return waiter
+
+    def aborted_between(self, start: int, end: int) -> list[AbortedTxn]:
+        """Aborted transactions overlapping [start, end): what Fetch lists for that range."""
+        at = bisect.bisect_left([a.last_offset for a in self.aborted], start)
+        return [a for a in self.aborted[at:] if a.first_offset < end]
+
+
+class PartitionTxnRegistry:
+    """The PartitionTxns of every partition in use, each rebuilt once on first use."""
+
+    def __init__(self, store: storage.Store) -> None:
+        self.store = store
+        self._states: dict[Hashable, PartitionTxns] = {}
+        self._loading: dict[Hashable, asyncio.Future[PartitionTxns]] = {}
+
+    async def get(self, stream: str, topic: str, index: int) -> PartitionTxns:
+        key = (stream, topic, index)
+        state = self._states.get(key)
+        if state is not None:
+            return state
+        pending = self._loading.get(key)
+        if pending is not None:
+            return await asyncio.shield(pending)
+        future: asyncio.Future[PartitionTxns] = asyncio.get_running_loop().create_future()
+        self._loading[key] = future
+        try:
+            state = await self._load(stream, topic, index)
+            self._states[key] = state
+            future.set_result(state)
+            return state
+        except BaseException as exc:
+            future.set_exception(exc)
+            future.exception()  # retrieved: a later caller retries
+            raise
+        finally:
+            del self._loading[key]
+
+    async def _load(self, stream: str, topic: str, index: int) -> PartitionTxns:
+        info = self.store.get_topic(stream, topic)
+        if info is None:
+            raise storage.UnknownTopicError(f"topic {topic!r} does not exist in stream {stream!r}")
+        partition = self.store.partition(stream, topic, index)
+        state = PartitionTxns(self.store, stream, info.topic_id.hex, index, partition)
+        prefix = f"{state.topic_id}:{index}:"
+        mine = {key: rec for key, rec in self.store.get_state(stream, ABORTED_TABLE).items()
+                if key.startswith(prefix)}
+        known = {(rec["pid"], rec["first"]) for rec in mine.values()}
+        start = partition.log_start_offset
+        state.aborted = sorted(
+            (AbortedTxn(rec["pid"], rec["first"], rec["last"]) for rec in mine.values() if rec["last"] >= start),
+            key=lambda a: a.last_offset,
+        )
+        expired = {key: None for key, rec in mine.items() if rec["last"] < start}  # deleted by retention
+        if expired:
+            await self.store.put_state(stream, ABORTED_TABLE, expired, durable=False)
+        async for header, batch in tail_batches(partition):
+            if not header.is_transactional:
+                continue
+            if not header.is_control:
+                state.ongoing.setdefault(header.producer_id, header.base_offset)
+                continue
+            first = state.ongoing.pop(header.producer_id, None)
+            if first is not None and marker_type(batch) is ControlType.ABORT and (header.producer_id, first) not in known:
+                # The marker was written but the broker stopped before the index entry was.
+                await self.store.put_state(stream, ABORTED_TABLE, {
+                    state._abort_key(header.producer_id, first):
+                        {"pid": header.producer_id, "first": first, "last": header.base_offset},
+                })
+                bisect.insort(state.aborted, AbortedTxn(header.producer_id, first, header.base_offset),
+                              key=lambda a: a.last_offset)
+        return state
+
+    def forget_partition(self, key: Hashable) -> None:
+        """Drop a deleted topic partition's state."""
+        self._states.pop(key, None)
