@@ -56,6 +56,12 @@ def _serve_parser(sub: argparse._SubParsersAction) -> None:
                    help="refuse topics not created explicitly (auto.create.topics.enable=false)")
     p.add_argument("--retention-check-ms", metavar="MS", type=int,
                    help="how often messages past their stream's ttl are deleted (default 60000)")
+    p.add_argument("--log-cleaner-backoff-ms", metavar="MS", type=int,
+                   help="pause between log cleaner passes over compacted topics (default 15000)")
+    p.add_argument("--log-cleaner-dedupe-buffer-size", metavar="BYTES", type=int,
+                   help="memory for the key -> offset map of one cleaning (default 134217728)")
+    p.add_argument("--no-log-cleaner", dest="log_cleaner_enable", action="store_false", default=None,
+                   help="never clean compacted topics (log.cleaner.enable=false)")
     p.add_argument("--log-level", metavar="LEVEL", help="DEBUG, INFO, WARNING or ERROR (default INFO)")
     p.set_defaults(func=_serve)
 
@@ -66,7 +72,7 @@ def _config_from(args: argparse.Namespace) -> BrokerConfig:
         for name in (
             "data_dir", "volumes", "host", "port", "advertised_host", "advertised_port", "node_id",
             "default_stream", "max_frame_bytes", "max_connections", "auto_create_topics", "retention_check_ms",
-            "log_level",
+            "log_cleaner_backoff_ms", "log_cleaner_dedupe_buffer_size", "log_cleaner_enable", "log_level",
         )
     }
     return load_config(args.config, overrides=overrides)

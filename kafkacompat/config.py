@@ -30,6 +30,10 @@ class BrokerConfig:
     producer_id_expiration_ms: int = 24 * 3600 * 1000  # Kafka's producer.id.expiration.ms
     auto_create_topics: bool = True  # Kafka's auto.create.topics.enable; streams can refuse too
     retention_check_ms: int = 60_000  # how often expired partitionlets are deleted (log.retention.check.interval.ms)
+    # log compaction, named after Kafka's log.cleaner.* broker settings
+    log_cleaner_enable: bool = True
+    log_cleaner_dedupe_buffer_size: int = 128 * 1024 * 1024  # bytes of key -> offset map per cleaning
+    log_cleaner_backoff_ms: int = 15_000  # pause between cleaner passes
     # consumer groups, named after Kafka's group.* and offsets.* broker settings
     group_initial_rebalance_delay_ms: int = 3000
     group_min_session_timeout_ms: int = 6000
@@ -101,4 +105,9 @@ def load_config(
     config = BrokerConfig(**values)
     if config.retention_check_ms < 1:
         raise ConfigError(f"retention_check_ms must be at least 1, got {config.retention_check_ms}")
+    if config.log_cleaner_backoff_ms < 1:
+        raise ConfigError(f"log_cleaner_backoff_ms must be at least 1, got {config.log_cleaner_backoff_ms}")
+    if config.log_cleaner_dedupe_buffer_size < 1024:
+        raise ConfigError("log_cleaner_dedupe_buffer_size must be at least 1024 bytes, "
+                          f"got {config.log_cleaner_dedupe_buffer_size}")
     return config

@@ -7,6 +7,8 @@ from collections.abc import Mapping, Sequence
 from urllib.parse import unquote, urlparse
 
 from .api import Store
+from .compaction import RecordCodec
+from .disk.cleaner import DEFAULT_BACKOFF_MS, DEFAULT_DEDUPE_BUFFER_BYTES
 from .disk.store import DiskStore
 from .memory import MemoryStore
 from .partition_base import RecordTimestamps
@@ -21,6 +23,9 @@ def open_store(
     max_open_files: int = 1024,
     volume_limits: Mapping[str, int] | None = None,
     retention_check_ms: int = 60_000,
+    record_codec: RecordCodec | None = None,
+    cleaner_dedupe_buffer_bytes: int = DEFAULT_DEDUPE_BUFFER_BYTES,
+    cleaner_backoff_ms: int = DEFAULT_BACKOFF_MS,
 ) -> Store:
     """A store for `url`; the caller then awaits `store.open()`.
 
@@ -33,7 +38,10 @@ def open_store(
     On-disk options: `max_open_files` bounds open log files (LRU);
     `volume_limits` caps the bytes of partitionlet data per volume path
     (StorageFullError beyond it); `retention_check_ms` is the period of the
-    background retention pass.
+    background retention pass. `record_codec` lets the log cleaner look
+    inside batches: without it compacted topics keep every record; with it
+    a pass every `cleaner_backoff_ms` cleans them with an offset map of at
+    most `cleaner_dedupe_buffer_bytes` (Kafka's log.cleaner.* settings).
     """
     if url.startswith("memory:"):
         return MemoryStore(default_stream, record_timestamps)
@@ -48,5 +56,6 @@ def open_store(
         path = url
     return DiskStore(
         [os.path.abspath(path), *volumes], default_stream, record_timestamps, max_open_files=max_open_files,
-        volume_limits=volume_limits, retention_check_ms=retention_check_ms,
+        volume_limits=volume_limits, retention_check_ms=retention_check_ms, record_codec=record_codec,
+        cleaner_dedupe_buffer_bytes=cleaner_dedupe_buffer_bytes, cleaner_backoff_ms=cleaner_backoff_ms,
     )

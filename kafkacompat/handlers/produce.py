@@ -1,6 +1,7 @@
 """Produce: validate batch headers and CRC, dedupe idempotent retries, append.
 
-Records are never decoded here. Every batch of a partition is checked before
+Records are decoded only for compacted topics, which refuse records without
+a key as Kafka does. Every batch of a partition is checked before
 any is written, so a corrupt batch leaves nothing behind. acks=0 gets no
 answer; acks=all (or an fsync=always stream) answers once the stream's
 fsync policy is met.
@@ -19,7 +20,7 @@ from kafkacompat import storage
 from kafkacompat.protocol.messages import RequestHeader
 from kafkacompat.protocol.produce_request import ProduceRequest, parse_produce_request
 from kafkacompat.protocol.produce_response import PartitionResult, encode_produce_response
-from kafkacompat.protocol.records import InvalidBatchError, set_log_append_time, split_batches
+from kafkacompat.protocol.records import InvalidBatchError, keyless_records, set_log_append_time, split_batches
 
 from ..broker.cluster import TopicError
 from ..broker.topic_configs import topic_config_value
@@ -38,6 +39,7 @@ class _Outcome:
     log_append_time: int = -1
     log_start_offset: int = -1
     message: str | None = None
+    record_errors: list[tuple[int, str | None]] = dataclasses.field(default_factory=list)
     durable_at: tuple[storage.Partition, int] | None = None
 
 
@@ -59,6 +61,22 @@ def _legacy_refusal(version: int, request: Any) -> bytes:
     if version >= 1:
         out += struct.pack(">i", 0)
     return bytes(out)
+
+
+def _refuse_keyless(outcome: _Outcome, topic: str, index: int, view: memoryview, batches: list) -> bool:
+    """Refuse records without a key, as Kafka's LogValidator does on a compacted topic."""
+    errors = [
+        (i, f"Compacted topic cannot accept message without key in topic partition {topic}-{index}.")
+        for pos, header in batches for i in keyless_records(view[pos : pos + header.size])
+    ]
+    if not errors:
+        return False
+    shown = ", ".join(f"RecordError(batchIndex={i}, message='{m}')" for i, m in errors[:3])
+    outcome.error = ErrorCode.invalid_record
+    outcome.record_errors = errors
+    outcome.message = (f"One or more records have been rejected due to {len(errors)} record errors in total, "
+                       f"and only showing the first three errors at most: [{shown}]")
+    return True
 
 
 async def _produce_partition(ctx: Any, topic: Any, part: Any, acks: int) -> _Outcome:
@@ -91,10 +109,14 @@ async def _produce_partition(ctx: Any, topic: Any, part: Any, acks: int) -> _Out
             outcome.error = ErrorCode.message_too_large
             outcome.message = f"batch of {header.size} bytes exceeds max.message.bytes={max_bytes}"
             return outcome
+    view = memoryview(records)
+    if "compact" in topic_config_value(cluster, info, "cleanup.policy") and _refuse_keyless(
+        outcome, topic.name, part.index, view, batches
+    ):
+        return outcome
     partition = cluster.store.partition(info.stream, info.name, part.index)
     log_append = topic_config_value(cluster, info, "message.timestamp.type") == "LogAppendTime"
     key = (info.stream, info.name, part.index)
-    view = memoryview(records)
     first_offset = None
     try:
         for pos, header in batches:
@@ -142,7 +164,7 @@ async def _produce_partition(ctx: Any, topic: Any, part: Any, acks: int) -> _Out
 def _response(ctx: Any, request: Any, results: list[tuple[str, list[_Outcome]]]) -> bytes:
     return encode_produce_response(ctx.version, [
         (name, [PartitionResult(o.index, o.error.value, o.base_offset, o.log_append_time, o.log_start_offset,
-                                o.message) for o in outcomes])
+                                o.message, o.record_errors) for o in outcomes])
         for name, outcomes in results
     ])
 

@@ -90,6 +90,8 @@ class DiskPartition(PartitionBase):
                 self._dir_on(volume.path), volume, rec["base"], self._store.handles, sealed=rec["sealed"],
                 next_offset=rec["next"], size=rec["size"], max_ts=rec["max_ts"],
                 max_ts_offset=rec["max_ts_offset"], created_ms=rec["created_ms"],
+                generation=rec.get("generation", 0), clean_to=rec.get("clean_to"),
+                cleaned_ms=rec.get("cleaned_ms", 0), tombstones=rec.get("tombstones", 0),
             ))
         self._bases = [p.base for p in self._chain]
         if not self._store.clean:
@@ -104,9 +106,10 @@ class DiskPartition(PartitionBase):
         """Delete partitionlet files the manifest does not list.
 
         A crash between writing the manifest and unlinking what it dropped
-        (retention, DeleteRecords) or while rolling leaves such files.
+        (retention, DeleteRecords, the log cleaner's swap) or while rolling or
+        cleaning leaves such files.
         """
-        listed = {(p.volume.id, p.base) for p in self._chain}
+        listed = {path for p in self._chain for path in p.paths()}
         for volume in self._store.volumes:
             directory = self._dir_on(volume.path)
             try:
@@ -114,12 +117,11 @@ class DiskPartition(PartitionBase):
             except FileNotFoundError:
                 continue
             for name in names:
-                stem, dot, suffix = name.partition(".")
-                if not (dot and stem.isdigit() and "." + suffix in layout.PARTITIONLET_SUFFIXES):
+                if not layout.is_partitionlet_file(name):
                     continue
-                if (volume.id, int(stem)) not in listed:
-                    path = os.path.join(directory, name)
-                    if suffix == layout.LOG_SUFFIX[1:]:
+                path = os.path.join(directory, name)
+                if path not in listed:
+                    if name.endswith(layout.LOG_SUFFIX):
                         volume.release(os.path.getsize(path))
                     log.warning("%s: removing %s, which its manifest does not list", self.name, path)
                     os.unlink(path)
@@ -309,11 +311,12 @@ class DiskPartition(PartitionBase):
         if offset < self._log_start or offset > self._hw:
             raise OffsetOutOfRangeError(f"offset {offset} is outside [{self._log_start}, {self._hw}] of {self.name}")
 
-    def _holding(self, offset: int) -> Partitionlet:
+    def _holding(self, offset: int) -> int:
+        """The chain index of the partitionlet whose offsets cover `offset`."""
         i = max(bisect.bisect_right(self._bases, offset) - 1, 0)
         while self._chain[i].next_offset <= offset:  # skip a gap left by a damaged partitionlet
             i += 1
-        return self._chain[i]
+        return i
 
     async def read(self, offset: int, max_bytes: int) -> bytes | memoryview:
         """As the interface says; a read ends at the end of a partitionlet (one pread)."""
@@ -321,7 +324,13 @@ class DiskPartition(PartitionBase):
         self._check_offset(offset)
         if offset == self._hw:
             return b""
-        return self._holding(offset).read(offset, max_bytes)
+        i = self._holding(offset)
+        while True:  # past partitionlets the log cleaner emptied from `offset` on
+            part = self._chain[i]
+            data = part.read(max(offset, part.base), max_bytes)
+            if data or i == len(self._chain) - 1:
+                return data
+            i += 1
 
     def _live(self) -> list[Partitionlet]:
         return [p for p in self._chain if p.next_offset > self._log_start and p.size > 0]
@@ -389,7 +398,7 @@ class DiskPartition(PartitionBase):
         """Delete whole partitionlets past the ttl or the size cap; returns how many."""
         self._check_open()
         settings = self._topic.settings
-        if settings.ttl_ms <= 0 and settings.retention_bytes < 0:
+        if not settings.retains:
             return 0
         return await self._critical(lambda: self._retain(settings, now))
 
@@ -430,6 +439,52 @@ class DiskPartition(PartitionBase):
             await asyncio.to_thread(unlink_files, paths)
             await asyncio.to_thread(self._store.volumes[0].restore_ballast)
             log.info("%s: deleted %d partitionlet(s); log starts at %d", self.name, len(gone), log_start)
+
+    # log compaction ----------------------------------------------------------
+
+    @property
+    def settings(self) -> Settings:
+        return self._topic.settings
+
+    def chain_tail(self, first: Partitionlet) -> list[Partitionlet]:
+        """The partitionlets from `first` to the active one."""
+        return self._chain[self._chain.index(first):]
+
+    def sealed_chain(self) -> list[Partitionlet]:
+        """The live sealed partitionlets, oldest first: all the log cleaner may rewrite."""
+        return [p for p in self._chain if p.sealed and p.next_offset > self._log_start]
+
+    async def replace_partitionlets(self, cleaned: list[tuple[Partitionlet, Partitionlet]]) -> int:
+        """Swap cleaned partitionlets into the chain: (old, new) pairs, same base and offsets.
+
+        The new files are complete and fsynced; one atomic manifest write
+        makes the swap, then the old files go. A pair whose old partitionlet
+        left the chain meanwhile (retention, DeleteRecords, topic deleted)
+        is skipped and its new files removed. Returns how many were swapped.
+        """
+
+        async def section() -> int:
+            swapped, stale = [], []
+            for old, new in cleaned:
+                if not self._closed and old in self._chain:
+                    self._chain[self._chain.index(old)] = new
+                    swapped.append((old, new))
+                else:
+                    stale.append(new)
+            if swapped:
+                self._bases = [p.base for p in self._chain]
+                await self._save()
+            for old, new in swapped:
+                old.close_file()
+                old.volume.release(old.size)
+                new.volume.reserve(new.size)
+            paths = [path for old, _ in swapped for path in old.paths()] + [
+                path for new in stale for path in new.paths()]
+            if paths:
+                await asyncio.to_thread(unlink_files, paths)
+            return len(swapped)
+
+        return await self._critical(section)
 
     def close(self) -> None:
         """The topic is gone: release files and pollers."""

@@ -54,18 +54,20 @@ def _bytes_to_pairs(data: bytes) -> tuple[array, array]:
 class Partitionlet:
     __slots__ = (
         "directory", "volume", "base", "handles", "stem", "log_path", "sealed", "next_offset", "size", "max_ts", "max_ts_offset",
-        "created_ms", "_off", "_pos", "_tval", "_tpos", "_since_index",
+        "created_ms", "generation", "clean_to", "cleaned_ms", "tombstones", "_off", "_pos", "_tval", "_tpos",
+        "_since_index",
     )
 
     def __init__(
         self, directory: str, volume: Volume, base: int, handles: FileHandles, *, sealed: bool, next_offset: int,
-        size: int, max_ts: int, max_ts_offset: int, created_ms: int,
+        size: int, max_ts: int, max_ts_offset: int, created_ms: int, generation: int = 0,
+        clean_to: int | None = None, cleaned_ms: int = 0, tombstones: int = 0,
     ) -> None:
         self.directory = directory
         self.volume = volume
         self.base = base
         self.handles = handles
-        self.stem = layout.partitionlet_stem(directory, base)
+        self.stem = layout.partitionlet_stem(directory, base, generation)
         self.log_path = self.stem + layout.LOG_SUFFIX
         self.sealed = sealed
         self.next_offset = next_offset
@@ -73,6 +75,13 @@ class Partitionlet:
         self.max_ts = max_ts
         self.max_ts_offset = max_ts_offset
         self.created_ms = created_ms
+        # log compaction: the rewrite count, the offset up to which its keys were
+        # deduplicated, when it was first cleaned (tombstones' delete horizon
+        # counts from there) and how many tombstones it still holds
+        self.generation = generation
+        self.clean_to = clean_to
+        self.cleaned_ms = cleaned_ms
+        self.tombstones = tombstones
         self._off: array | None = None  # index not loaded yet
         self._pos = array("q")
         self._tval = array("q")
@@ -96,11 +105,15 @@ class Partitionlet:
 
     def info(self) -> dict:
         """The manifest's record of this partitionlet."""
-        return {
+        info = {
             "base": self.base, "volume": self.volume.id, "sealed": self.sealed, "next": self.next_offset,
             "size": self.size, "max_ts": self.max_ts, "max_ts_offset": self.max_ts_offset,
             "created_ms": self.created_ms,
         }
+        if self.clean_to is not None:
+            info.update(generation=self.generation, clean_to=self.clean_to, cleaned_ms=self.cleaned_ms,
+                        tombstones=self.tombstones)
+        return info
 
     # indexes -----------------------------------------------------------------
 
@@ -161,9 +174,11 @@ class Partitionlet:
             return
         log.info("%s: rebuilding its indexes from the log", self.log_path)
         self._reset_index()
-        expected_size = self.size
+        expected_size, next_offset = self.size, self.next_offset
         self.size, self.next_offset, self.max_ts = 0, self.base, -1
         self.recover(0, self.base, expected_size)
+        if self.clean_to is not None:  # a cleaned log may end in a gap
+            self.next_offset = max(self.next_offset, next_offset)
 
     def _index_fits(self, off: array, pos: array, tval: array, tpos: array) -> bool:
         if len(off) != len(tval) or (self.size and not len(off)):
@@ -188,6 +203,11 @@ class Partitionlet:
         except OSError:
             os.ftruncate(fd, pos)
             raise
+        self.note_written(base, pos, total, next_offset, max_ts)
+
+    def note_written(self, base: int, pos: int, total: int, next_offset: int, max_ts: int) -> None:
+        """Account and index a batch just written at `pos` (by append, or by the log cleaner
+        writing a new partitionlet's file)."""
         if max_ts > self.max_ts:
             self.max_ts = max_ts
             self.max_ts_offset = base
@@ -209,7 +229,7 @@ class Partitionlet:
         self.ensure_index_for_recovery(start)
         epochs: list[tuple[int, int]] = []
         pos = start
-        for span in valid_batches(fd, start, end, expected_next, self.log_path):
+        for span in valid_batches(fd, start, end, expected_next, self.log_path, dense=self.clean_to is None):
             if span.max_ts > self.max_ts:
                 self.max_ts, self.max_ts_offset = span.max_ts, span.base
             if span.pos == 0 or self._since_index >= INDEX_INTERVAL:
@@ -261,7 +281,8 @@ class Partitionlet:
             pos += size
 
     def locate(self, offset: int) -> tuple[int, int]:
-        """(position, size) of the batch holding `offset` (which must be in range)."""
+        """(position, size) of the batch holding `offset`, or of the first after it
+        (a cleaned partitionlet has gaps); LookupError if none is."""
         self.ensure_index()
         i = bisect.bisect_right(self._off, offset) - 1
         start = self._pos[i] if i >= 0 else 0
@@ -271,8 +292,16 @@ class Partitionlet:
         raise LookupError(f"offset {offset} not found in {self.log_path}")
 
     def read(self, offset: int, max_bytes: int) -> bytes:
-        """Whole batches from the one holding `offset`, at least one, up to max_bytes."""
-        start, first = self.locate(offset)
+        """Whole batches from the one holding `offset`, at least one, up to max_bytes.
+
+        b"" when no batch at or after `offset` is left (cleaned away).
+        """
+        try:
+            start, first = self.locate(offset)
+        except LookupError:
+            if self.clean_to is None:
+                raise
+            return b""
         limit = start + max(max_bytes, first)
         if limit >= self.size:
             end = self.size
@@ -294,7 +323,10 @@ class Partitionlet:
         k = bisect.bisect_left(self._tval, timestamp) - 1
         start = self._tpos[k] if k >= 0 else 0
         if min_offset > self.base:
-            start = max(start, self.locate(min_offset)[0])
+            try:
+                start = max(start, self.locate(min_offset)[0])
+            except LookupError:  # cleaned away up to its end
+                return
         for span in self.walk(start):
             if span[4] >= timestamp and span[3] >= min_offset:
                 yield span

@@ -1,7 +1,8 @@
 """Validating stored batches after an unclean stop.
 
 A batch is kept only if its header is whole, its magic is 2, its base
-offset is the one expected next (offsets are dense), it fits in the file
+offset is the one expected next (offsets are dense; a partitionlet the log
+cleaner rewrote may skip offsets but never go back), it fits in the file
 and its CRC-32C matches. The first batch failing any check ends the valid
 log: everything from there on is a torn or damaged tail.
 """
@@ -34,7 +35,9 @@ class Span(NamedTuple):
     attributes: int
 
 
-def valid_batches(fd: int, start: int, end: int, expected_next: int, label: str) -> Iterator[Span]:
+def valid_batches(
+    fd: int, start: int, end: int, expected_next: int, label: str, dense: bool = True
+) -> Iterator[Span]:
     """Yield the valid batches in [start, end) of a log file, stopping at the first bad one."""
     pos = start
     buf = b""
@@ -52,7 +55,7 @@ def valid_batches(fd: int, start: int, end: int, expected_next: int, label: str)
         if magic != bf.MAGIC or length < bf.HEADER_SIZE - bf.LOG_OVERHEAD or lod < 0:
             log.warning("%s: malformed batch header at byte %d; log ends there", label, pos)
             return
-        if base != expected_next:
+        if base != expected_next and (dense or base < expected_next):
             log.warning("%s: batch at byte %d has offset %d, expected %d; log ends there", label, pos, base,
                         expected_next)
             return
