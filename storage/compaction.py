@@ -41,11 +41,18 @@ class RecordCodec:
     rebuild: Callable[[bytes | memoryview, Sequence[Any]], bytes]  # batch, kept records -> new batch
 
 
+def _slot(key: bytes) -> bytes:
+    """The map key for a record key: itself up to 16 bytes, else its MD5 (with a marker
+    byte so no short key equals a digest)."""
+    return key if len(key) < 16 else b"\x00" + hashlib.md5(key).digest()
+
+
 class OffsetMap:
     """Key digest -> last offset, bounded like Kafka's log.cleaner.dedupe.buffer.size.
 
-    Keys are stored as their MD5 digest, as Kafka's SkimpyOffsetMap does,
-    so long keys cost no more than short ones.
+    Keys longer than a digest are stored as their MD5 digest, as Kafka's
+    SkimpyOffsetMap does, so long keys cost no more than short ones;
+    shorter keys are stored as they are (exact, and no hashing).
     """
 
     def __init__(self, buffer_bytes: int) -> None:
@@ -57,7 +64,7 @@ class OffsetMap:
 
     def put(self, key: bytes, offset: int) -> bool:
         """Map key to offset; False (nothing changed) when the map is full and the key is new."""
-        digest = hashlib.md5(key).digest()
+        digest = _slot(key)
         if digest not in self._map and len(self._map) >= self.capacity:
             return False
         self._map[digest] = offset
@@ -65,7 +72,7 @@ class OffsetMap:
 
     def get(self, key: bytes) -> int:
         """The last offset mapped for key, or -1."""
-        return self._map.get(hashlib.md5(key).digest(), -1)
+        return self._map.get(_slot(key), -1)
 
 
 def is_untouchable(attributes: int) -> bool:

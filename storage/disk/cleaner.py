@@ -5,9 +5,10 @@ For a partition whose cleanup.policy has `compact`, a cleaning:
 1. plans: the sealed partitionlets older than min.compaction.lag.ms are
    cleanable (the active one never is); those not yet deduplicated are
    dirty. It runs when dirty bytes / cleanable bytes reach
-   min.cleanable.dirty.ratio, when the oldest dirty partitionlet is older
-   than max.compaction.lag.ms, or when tombstones have outlived
-   delete.retention.ms;
+   min.cleanable.dirty.ratio or when the oldest dirty partitionlet is older
+   than max.compaction.lag.ms. Like Kafka 4.1 (checked side by side), a
+   log with nothing dirty is not cleaned again just because its tombstones
+   outlived delete.retention.ms: they go with the next cleaning;
 2. maps the dirty partitionlets' keys to their last offsets in a bounded
    OffsetMap (log.cleaner.dedupe.buffer.size); when it fills, only the
    prefix mapped so far counts as cleaned this time;
@@ -98,9 +99,7 @@ def plan(part: DiskPartition, settings: Settings, now: int) -> _Plan | None:
     dirty = first_dirty < len(cleanable)
     ratio = dirty_bytes / (clean_bytes + dirty_bytes) if clean_bytes + dirty_bytes else 0.0
     overdue = dirty and cleanable[first_dirty].created_ms <= now - settings.max_compaction_lag_ms
-    tombstones_due = any(p.tombstones and p.cleaned_ms + settings.delete_retention_ms <= now
-                         for p in cleanable[:first_dirty])
-    if not ((dirty and (ratio >= settings.min_cleanable_dirty_ratio or overdue)) or tombstones_due):
+    if not (dirty and (ratio >= settings.min_cleanable_dirty_ratio or overdue)):
         return None
     tail = [(p.log_path, p.size) for p in part.chain_tail(cleanable[0])]
     return _Plan(cleanable, first_dirty, tail)

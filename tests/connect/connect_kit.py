@@ -106,6 +106,7 @@ class ConnectWorker:
             "scheduled.rebalance.max.delay.ms": "0",
             "listeners": self.url,
             "plugin.path": _plugins(root),
+            "plugin.discovery": "service_load",  # manifests only: no slow scan of every jar
         }
         self.config_path = os.path.join(root, "worker.properties")
         with open(self.config_path, "w") as f:
