@@ -66,7 +66,7 @@ def _legacy_refusal(version: int, request: Any) -> bytes:
 def _refuse_keyless(outcome: _Outcome, topic: str, index: int, view: memoryview, batches: list) -> bool:
     """Refuse records without a key, as Kafka's LogValidator does on a compacted topic."""
     errors = [
-        (i, f"Compacted topic cannot accept message without key in topic partition {topic}-{index}.")
+        (i, f"Compacted topic cannot accept message without key in topic partition {topic}-{index}")
         for pos, header in batches for i in keyless_records(view[pos : pos + header.size])
     ]
     if not errors:
