@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import os
 import uuid
 from pathlib import Path
 
@@ -103,12 +104,14 @@ def test_stock_consumers_read_across_the_gaps_a_cleaning_leaves(tmp_path: Path):
         for i in range(40):
             producer.produce("cdc", key=f"k{i % 4}", value=None if i == 37 else f"v{i}" * 60)
             producer.flush(10)
-        producer.produce("cdc", key="last", value="x" * 3000)  # rolls: all of the above is sealed
+        big = os.urandom(4500)  # incompressible: the next append rolls, all of the above is sealed
+        producer.produce("cdc", key="last", value=big)
+        producer.flush(10)
         producer.produce("cdc", key="tail", value="t")
         assert producer.flush(10) == 0
         assert clean(broker)
         expected = [(36, b"k0", b"v36" * 60), (37, b"k1", None), (38, b"k2", b"v38" * 60),
-                    (39, b"k3", b"v39" * 60), (40, b"last", b"x" * 3000), (41, b"tail", b"t")]
+                    (39, b"k3", b"v39" * 60), (40, b"last", big), (41, b"tail", b"t")]
         assert confluent_view(broker.bootstrap_servers, "cdc") == expected
         assert kafka_python_view(broker.bootstrap_servers, "cdc", 41) == expected
         assert asyncio.run(aiokafka_view(broker.bootstrap_servers, "cdc", 41)) == expected
