@@ -22,7 +22,7 @@ _HERE = Path(__file__).parent
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    for name in (*CLIENTS, "spark_java", "pyspark"):
+    for name in (*CLIENTS, "spark_java", "pyspark", "kafka_connect"):
         config.addinivalue_line("markers", f"{name}: compatibility scenario run with the {name} client")
     config.pluginmanager.register(matrix.MatrixRecorder(config), "compat-matrix")
 

@@ -11,6 +11,7 @@ apt_packages=()
 command -v kcat >/dev/null || apt_packages+=(kcat)
 command -v javac >/dev/null || apt_packages+=(openjdk-17-jdk-headless)  # compat_tests/java
 command -v npm >/dev/null || apt_packages+=(nodejs npm)                  # kafkajs
+ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || apt_packages+=(postgresql)  # Debezium CDC test
 if [ ${#apt_packages[@]} -gt 0 ]; then
     echo "== installing Debian packages: ${apt_packages[*]}"
     as_root apt-get update -qq

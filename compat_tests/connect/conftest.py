@@ -9,8 +9,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from connect_kit import KAFKA_HOME, ConnectWorker
+from .connect_kit import KAFKA_HOME, ConnectWorker
 from kafkacompat.testing import Broker
+
+from .. import matrix
 
 
 @pytest.fixture(scope="package")
@@ -37,6 +39,11 @@ def worker(connect_broker: Broker) -> Iterator[ConnectWorker]:
     running = ConnectWorker(connect_broker.bootstrap_servers, root)
     try:
         running.start()
+        version = running.request("GET", "/")["version"]
+        plugins = {p["class"]: p["version"] for p in running.request("GET", "/connector-plugins")}
+        debezium = plugins.get("io.debezium.connector.postgresql.PostgresConnector")
+        matrix.note_version("kafka_connect", f"Connect {version} distributed"
+                            + (f", Debezium {debezium}" if debezium else ""))
         yield running
     finally:
         running.stop()

@@ -7,9 +7,9 @@ import urllib.error
 
 import pytest
 
-from connect_kit import ConnectWorker, wait_for
+from .connect_kit import ConnectWorker, wait_for
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.kafka_connect]
 
 
 def lines_of(path: str) -> list[str]:
@@ -45,7 +45,7 @@ def files(worker: ConnectWorker, tmp_path) -> tuple[str, str, str]:
             pass
 
 
-def test_lines_flow_from_a_file_source_through_a_topic_to_a_file_sink(worker, files, connect_broker):
+def test_filestream_source_to_topic_to_sink(worker, files, connect_broker):
     source, sink, topic = files
     sent = [f"line {i}" for i in range(50)]
     append_lines(source, sent)
@@ -54,7 +54,7 @@ def test_lines_flow_from_a_file_source_through_a_topic_to_a_file_sink(worker, fi
     assert [m.value for m in stored] == [f'"{line}"'.encode() for line in sent]  # JsonConverter strings
 
 
-def test_rest_api_pauses_resumes_and_deletes_a_connector(worker, files):
+def test_rest_api_create_pause_resume_delete(worker, files):
     source, sink, topic = files
     append_lines(source, ["before pause"])
     wait_for("the first line", lambda: lines_of(sink) == ["before pause"], 60, worker.log_tail)
@@ -84,7 +84,7 @@ def test_rest_api_pauses_resumes_and_deletes_a_connector(worker, files):
     assert err.value.code == 404
 
 
-def test_a_restarted_worker_keeps_its_source_offsets(worker, files, connect_broker):
+def test_worker_restart_keeps_source_offsets(worker, files, connect_broker):
     source, sink, topic = files
     append_lines(source, [f"first {i}" for i in range(20)])
     wait_for("the first lines", lambda: len(lines_of(sink)) == 20, 60, worker.log_tail)

@@ -24,10 +24,10 @@ import pytest
 from confluent_kafka import Consumer
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
-from connect_kit import ConnectWorker, debezium_libs, free_port, wait_for
+from .connect_kit import ConnectWorker, debezium_libs, free_port, wait_for
 from kafkacompat.storage import StreamPolicy
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.kafka_connect]
 
 TOPIC = "/apps/cdc:customers"
 
@@ -112,7 +112,7 @@ def op_of(event: dict | None) -> tuple:
     return (event["op"], row["id"], event["after"] and event["after"]["name"])
 
 
-def test_inserts_updates_and_deletes_arrive_in_order_and_compact_to_the_last_state(
+def test_debezium_postgres_cdc_in_order_then_compacted(
     worker: ConnectWorker, connect_broker, postgres: Postgres
 ):
     store = connect_broker.server.store
