@@ -227,6 +227,8 @@ def _rewrite(
                 writer.abandon()
                 raise
             writer.finish(p.next_offset)
+            if new.size == 0:  # emptied: retention still ages it by the records it had
+                new.max_ts, new.max_ts_offset = p.max_ts, p.max_ts_offset
             new.tombstones = stats.tombstones_kept
             result.bytes_written += new.size
             result.records_read += stats.records_read

@@ -333,3 +333,18 @@ async def test_a_cleaner_killed_at_any_point_leaves_a_valid_log(tmp_path, point)
     await st.clean_logs(now=T0 + HOUR)  # and cleaning still works
     assert len(await read_all(part)) == 8
     await st.close()
+
+
+async def test_compact_delete_drops_old_partitionlets_even_past_one_the_cleaner_emptied(tmp_path):
+    st = await open_disk(tmp_path)
+    part = await compacted(st, {"cleanup.policy": "compact,delete", "retention.ms": str(HOUR)})
+    await put(part, [("a", "1")])
+    await roll(part)  # the filler is superseded below: this partitionlet ends up empty
+    await put(part, [(f"filler-{T0}", "gone")])
+    await roll(part, ts=T0 + 1)
+    await put(part, [("b", "1")], ts=T0 + 10 * HOUR)
+    await st.clean_logs(now=T0 + HOUR)
+    assert any(p.size == 0 for p in part.sealed_chain())
+    await st.enforce_retention(now=T0 + 5 * HOUR)
+    assert await read_all(part) == [(4, "b", "1")] and part.log_start_offset == 4
+    await st.close()
