@@ -161,19 +161,19 @@ def test_debezium_postgres_cdc_in_order_then_compacted(
     resource = ConfigResource(ResourceType.TOPIC, TOPIC, incremental_configs=[
         ConfigEntry("min.compaction.lag.ms", "0", incremental_operation=AlterConfigOpType.SET)])
     admin.incremental_alter_configs([resource])[resource].result(timeout=15)
-    # one more change, so every event above sits in a sealed partitionlet: the first cleaning
-    # keeps only the last event per row and the tombstone (delete.retention.ms counts from then)
+    # one more change, so every event above sits in a sealed partitionlet: a cleaning keeps only
+    # the last event per row; row 2's tombstone stays until delete.retention.ms after that first
+    # cleaning, and goes with the next one (whether that already ran depends on timing)
     postgres.sql("INSERT INTO customers VALUES (4, 'dee')")
-    expected = [(2, 1, ("u", 1, "ada lovelace")), (4, 2, ("tombstone",)), (6, 3, ("u", 3, "cyril")),
-                (7, 4, ("c", 4, "dee"))]
+    latest = [(2, 1, ("u", 1, "ada lovelace")), (6, 3, ("u", 3, "cyril")), (7, 4, ("c", 4, "dee"))]
 
     def view(last_offset: int) -> list:
         changes = read_changes(connect_broker.bootstrap_servers, last_offset)
         return [(offset, key, op_of(event)) for offset, key, event in changes]
 
-    wait_for("the first cleaning", lambda: view(7) == expected, 60, worker.log_tail)
-    # the next change makes the log dirty again; that cleaning drops the tombstone, as Kafka does
+    wait_for("a first cleaning", lambda: [row for row in view(7) if row[1] != 2 or row[0] != 4] == latest, 60,
+             worker.log_tail)
+    # the next change makes the log dirty again: that cleaning drops the tombstone, as Kafka does
     postgres.sql("INSERT INTO customers VALUES (5, 'eve')")
-    expected = [expected[0], *expected[2:], (8, 5, ("c", 5, "eve"))]
-    wait_for("the tombstone to go", lambda: view(8) == expected, 60, worker.log_tail)
+    wait_for("the tombstone to go", lambda: view(8) == [*latest, (8, 5, ("c", 5, "eve"))], 60, worker.log_tail)
     worker.request("DELETE", "/connectors/cdc-postgres")
