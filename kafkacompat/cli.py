@@ -1,17 +1,34 @@
-"""The `kafkacompat` command: run a broker, and manage its streams, topics and cursors."""
+"""The `kafkacompat` command: run a broker, produce and consume, manage streams, topics, cursors and groups."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
+import errno
 import logging
 import signal
+import socket
 import sys
+import traceback
 from collections.abc import Sequence
 
+from . import __version__
 from .admin import cli as admin_cli
+from .admin import console as console_cli
+from .admin import groups as groups_cli
+from .admin.cli import OneLineParser
 from .bench.command import add_parser as _bench_parser
-from .config import BrokerConfig, ConfigError, load_config
+from .config import (
+    SETTINGS,
+    BrokerConfig,
+    ConfigError,
+    flag_name,
+    render_config,
+    resolve_config,
+    setting_kind,
+    unknown_variables,
+)
 
 log = logging.getLogger("kafkacompat")
 
@@ -24,6 +41,21 @@ its Kafka-legal alias path.to.stream..topic, or by a plain Kafka name
 (which lives in the default stream).
 """
 
+# `serve` exit statuses (README, "serve exit codes")
+EXIT_OK = 0
+EXIT_FAILED = 1  # the broker failed while running
+EXIT_CONFIG = 2  # a bad flag, environment variable or config file
+EXIT_LISTEN = 3  # cannot listen on the address
+EXIT_DATA_DIR = 4  # cannot open the store in the data dir
+
+
+class StartError(Exception):
+    """A broker that could not start: `str()` names the cause and the fix; `status` is the exit code."""
+
+    def __init__(self, message: str, status: int) -> None:
+        super().__init__(message)
+        self.status = status
+
 
 def _serve_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
@@ -32,57 +64,51 @@ def _serve_parser(sub: argparse._SubParsersAction) -> None:
         description="Run a broker on the embedded store until SIGTERM or SIGINT.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog=(
-            "Settings also come from --config FILE (TOML, same names) and from\n"
-            "KAFKACOMPAT_<NAME> environment variables; flags win.\n\n"
+            "Every setting also comes from --config FILE (TOML, the names above with '_')\n"
+            "and from KAFKACOMPAT_<NAME> environment variables (KAFKACOMPAT_PORT=9093,\n"
+            "KAFKACOMPAT_VOLUMES=/mnt/a,/mnt/b); flags win over the environment, which\n"
+            "wins over the file. --print-config shows the result and where each value\n"
+            "came from.\n\n"
+            "exit status: 0 stopped on SIGTERM/SIGINT, 1 failed while running, 2 bad\n"
+            "setting, 3 cannot listen on the address, 4 cannot open the data dir\n\n"
             "example:\n  kafkacompat serve --data-dir /var/lib/kafkacompat --port 9092"
         ),
     )
     p.add_argument("--config", metavar="FILE", help="TOML file with broker settings")
-    p.add_argument("--data-dir", metavar="DIR", help="first volume of the store, or memory:// (default ./data)")
-    p.add_argument("--volume", metavar="DIR", action="append", dest="volumes",
-                   help="another data dir for partitionlets (repeatable)")
-    p.add_argument("--host", metavar="H", help="address to listen on (default 0.0.0.0)")
-    p.add_argument("--port", metavar="P", type=int, help="port to listen on (default 9092)")
-    p.add_argument("--advertised-host", metavar="H", help="host clients are told to connect to")
-    p.add_argument("--advertised-port", metavar="P", type=int, help="port clients are told to connect to")
-    p.add_argument("--node-id", metavar="N", type=int, help="broker id reported in metadata (default 1)")
-    p.add_argument("--default-stream", metavar="PATH",
-                   help="stream holding plain Kafka topic names such as 'orders'; created on start if missing "
-                        "(default /default)")
-    p.add_argument("--max-frame-bytes", metavar="N", type=int,
-                   help="largest request accepted, like socket.request.max.bytes (default 104857600)")
-    p.add_argument("--max-connections", metavar="N", type=int, help="connection limit (default 10000)")
-    p.add_argument("--no-auto-create-topics", dest="auto_create_topics", action="store_false", default=None,
-                   help="refuse topics not created explicitly (auto.create.topics.enable=false)")
-    p.add_argument("--retention-check-ms", metavar="MS", type=int,
-                   help="how often messages past their stream's ttl are deleted (default 60000)")
-    p.add_argument("--log-cleaner-backoff-ms", metavar="MS", type=int,
-                   help="pause between log cleaner passes over compacted topics (default 15000)")
-    p.add_argument("--log-cleaner-dedupe-buffer-size", metavar="BYTES", type=int,
-                   help="memory for the key -> offset map of one cleaning (default 134217728)")
-    p.add_argument("--no-log-cleaner", dest="log_cleaner_enable", action="store_false", default=None,
-                   help="never clean compacted topics (log.cleaner.enable=false)")
-    p.add_argument("--log-level", metavar="LEVEL", help="DEBUG, INFO, WARNING or ERROR (default INFO)")
+    p.add_argument("--print-config", action="store_true",
+                   help="print the effective settings as TOML, each with where it came from, and exit")
+    settings = p.add_argument_group("settings (each also KAFKACOMPAT_<NAME> and a --config key)")
+    for name, field in SETTINGS.items():
+        help_text = field.metadata.get("help", "see kafkacompat/config.py")
+        metavar = field.metadata.get("metavar", "VALUE")
+        default = field.default_factory() if field.default is dataclasses.MISSING else field.default
+        kind = setting_kind(field)
+        if kind == "bool":
+            settings.add_argument(flag_name(name), dest=name, action=argparse.BooleanOptionalAction, default=None,
+                                  help=f"{help_text} (default {'true' if default else 'false'})")
+        elif kind == "list[str]":
+            settings.add_argument(flag_name(name), dest=name, metavar=metavar, action="append", help=help_text)
+        else:
+            shown = "" if default is None else f" (default {default})"
+            settings.add_argument(flag_name(name), dest=name, metavar=metavar, type=int if kind == "int" else str,
+                                  help=help_text + shown)
     p.set_defaults(func=_serve)
 
 
-def _config_from(args: argparse.Namespace) -> BrokerConfig:
-    overrides = {
-        name: getattr(args, name)
-        for name in (
-            "data_dir", "volumes", "host", "port", "advertised_host", "advertised_port", "node_id",
-            "default_stream", "max_frame_bytes", "max_connections", "auto_create_topics", "retention_check_ms",
-            "log_cleaner_backoff_ms", "log_cleaner_dedupe_buffer_size", "log_cleaner_enable", "log_level",
-        )
-    }
-    return load_config(args.config, overrides=overrides)
-
-
 async def run_until_signalled(config: BrokerConfig) -> None:
-    from .broker.server import BrokerServer  # imported here: the admin commands start faster without it
+    """Start a broker, serve until SIGTERM or SIGINT, stop it cleanly; StartError if it cannot start."""
+    from .broker.server import BrokerServer  # imported here: the client commands start faster without it
 
-    server = BrokerServer(config)
-    await server.start()
+    try:
+        server = BrokerServer(config)
+    except ValueError as exc:  # the store's engine refuses the settings it was given (an unknown store URL)
+        raise StartError(f"data_dir: {exc}", EXIT_CONFIG) from exc
+    except Exception as exc:
+        raise _explain(config, exc) or exc
+    try:
+        await server.start()
+    except Exception as exc:
+        raise _explain(config, exc) or exc
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -94,22 +120,80 @@ async def run_until_signalled(config: BrokerConfig) -> None:
         await server.stop()
 
 
+def _explain(config: BrokerConfig, exc: Exception) -> StartError | None:
+    """A failed start as one sentence with the cause and the fix; None when the failure is not understood."""
+    from .storage import StorageError
+
+    address = f"{config.host}:{config.port}"
+    if isinstance(exc, StorageError):
+        if "in use" in str(exc):
+            return StartError(f"data dir {config.data_dir} is in use by another broker; stop that broker or "
+                              "choose another --data-dir", EXIT_DATA_DIR)
+        return StartError(f"cannot open the store in {config.data_dir}: {exc}", EXIT_DATA_DIR)
+    if isinstance(exc, OSError) and exc.filename:  # a file of the store; a socket error names no file
+        if isinstance(exc, PermissionError):
+            fix = "give this user write access to it (chown/chmod) or choose another --data-dir"
+        elif isinstance(exc, (NotADirectoryError, FileExistsError)):
+            fix = "a file stands where a directory should; choose another --data-dir"
+        else:
+            fix = "fix the data dir or choose another --data-dir"
+        return StartError(f"cannot open the store: {exc.strerror or exc}: {exc.filename}; {fix}", EXIT_DATA_DIR)
+    if isinstance(exc, socket.gaierror):
+        return StartError(f"cannot listen on {address}: unknown host {config.host!r}; choose another --host "
+                          "(0.0.0.0 listens on every address)", EXIT_LISTEN)
+    if isinstance(exc, OSError):
+        if exc.errno == errno.EADDRINUSE:
+            return StartError(f"cannot listen on {address}: the address is already in use (another broker?); "
+                              "stop what listens there or choose another --port", EXIT_LISTEN)
+        if exc.errno == errno.EACCES:
+            return StartError(f"cannot listen on {address}: permission denied (ports below 1024 need "
+                              "privileges); choose a --port of 1024 or more", EXIT_LISTEN)
+        if exc.errno == errno.EADDRNOTAVAIL:
+            return StartError(f"cannot listen on {address}: {config.host} is not an address of this machine; "
+                              "choose another --host (0.0.0.0 listens on every address)", EXIT_LISTEN)
+        return StartError(f"cannot listen on {address}: {exc.strerror or exc}; choose another --host or --port",
+                          EXIT_LISTEN)
+    return None
+
+
 def _serve(args: argparse.Namespace) -> int:
-    config = _config_from(args)
+    for warning in unknown_variables():  # a misspelt setting would otherwise be ignored in silence
+        print(f"kafkacompat: warning: {warning}", file=sys.stderr)
+    overrides = {name: getattr(args, name) for name in SETTINGS}
+    config, sources = resolve_config(args.config, overrides=overrides)
+    if args.print_config:
+        print(render_config(config, sources))
+        return EXIT_OK
+    debug = config.log_level.upper() == "DEBUG"
     logging.basicConfig(
         level=config.log_level.upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    asyncio.run(run_until_signalled(config))
-    return 0
+    try:
+        asyncio.run(run_until_signalled(config))
+    except StartError as exc:
+        if debug:
+            traceback.print_exc()
+        print(f"kafkacompat: {exc}", file=sys.stderr)
+        return exc.status
+    except Exception as exc:
+        if debug:
+            traceback.print_exc()
+        hint = "" if debug else "; run with --log-level DEBUG for the traceback"
+        print(f"kafkacompat: the broker failed: {type(exc).__name__}: {exc}{hint}", file=sys.stderr)
+        return EXIT_FAILED
+    return EXIT_OK
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="kafkacompat", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
     )
+    parser.add_argument("--version", action="version", version=f"kafkacompat {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     _serve_parser(sub)
+    console_cli.add_parsers(sub)
+    groups_cli.add_parsers(sub)
     admin_cli.add_parsers(sub)
     _bench_parser(sub)
     return parser
@@ -125,7 +209,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return args.func(args)
     except ConfigError as exc:
         print(f"kafkacompat: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_CONFIG
 
 
 if __name__ == "__main__":

@@ -2,47 +2,95 @@
 
 The file is TOML with the same keys as the dataclass fields; the
 environment uses KAFKACOMPAT_<FIELD> (e.g. KAFKACOMPAT_PORT=9093,
-KAFKACOMPAT_VOLUMES=/mnt/a,/mnt/b).
+KAFKACOMPAT_VOLUMES=/mnt/a,/mnt/b). Each field carries its help text, so
+`serve --help`, `serve --print-config` and the flags are all made from
+this one list and cannot drift apart.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import os
 import tomllib
 from collections.abc import Mapping
 from typing import Any
 
+from kafkacompat.storage import InvalidPathError
+from kafkacompat.storage.names import check_stream_path
+
+ENV_PREFIX = "KAFKACOMPAT_"
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+# KAFKACOMPAT_* variables that are not broker settings, with who reads them.
+OTHER_VARIABLES = {
+    "BOOTSTRAP_SERVERS": "the default --bootstrap-server of the client commands",
+    "VENV": "the virtual environment tests/run.sh uses",
+    "SPARK_JARS": "the Spark Kafka connector jars of the PySpark tests",
+    "MATRIX": "the compat_tests matrix file",
+    "WRITE_MATRIX": "whether compat_tests rewrites COMPATIBILITY.md",
+}
+
+
+def _setting(default: Any, help: str, *, metavar: str = "N", minimum: int | None = 0, flag: str | None = None) -> Any:
+    """A dataclass field with what the command line needs to offer it."""
+    meta = {"help": help, "metavar": metavar, "minimum": minimum, "flag": flag}
+    if isinstance(default, list):
+        return dataclasses.field(default_factory=list, metadata=meta)
+    return dataclasses.field(default=default, metadata=meta)
+
 
 @dataclasses.dataclass(slots=True)
 class BrokerConfig:
-    data_dir: str = "./data"  # "memory://" keeps everything in memory
-    volumes: list[str] = dataclasses.field(default_factory=list)  # extra data dirs
-    host: str = "0.0.0.0"
-    port: int = 9092
-    advertised_host: str | None = None  # defaults to host, or localhost for 0.0.0.0
-    advertised_port: int | None = None
-    node_id: int = 1
-    cluster_id: str = "kafkacompat-cluster"
-    default_stream: str = "/default"
-    max_frame_bytes: int = 100 * 1024 * 1024  # Kafka's socket.request.max.bytes
-    max_connections: int = 10_000
-    producer_id_expiration_ms: int = 24 * 3600 * 1000  # Kafka's producer.id.expiration.ms
-    auto_create_topics: bool = True  # Kafka's auto.create.topics.enable; streams can refuse too
-    retention_check_ms: int = 60_000  # how often expired partitionlets are deleted (log.retention.check.interval.ms)
+    data_dir: str = _setting("./data", "first volume of the store, or memory:// to keep everything in memory",
+                             metavar="DIR")
+    volumes: list[str] = _setting([], "another data dir for partitionlets (repeatable; comma-separated in "
+                                      "the environment)", metavar="DIR", flag="--volume")
+    host: str = _setting("0.0.0.0", "address to listen on", metavar="HOST")
+    port: int = _setting(9092, "port to listen on (0 picks a free one)", metavar="PORT")
+    advertised_host: str | None = _setting(None, "host clients are told to connect to (default: the listen "
+                                                 "address, or localhost for 0.0.0.0)", metavar="HOST")
+    advertised_port: int | None = _setting(None, "port clients are told to connect to (default: the listen port)",
+                                           metavar="PORT", minimum=1)
+    node_id: int = _setting(1, "broker id reported in metadata, like node.id")
+    cluster_id: str = _setting("kafkacompat-cluster", "cluster id reported in metadata", metavar="ID")
+    default_stream: str = _setting("/default", "stream holding plain Kafka topic names such as 'orders'; "
+                                               "created on start if missing", metavar="PATH")
+    max_frame_bytes: int = _setting(100 * 1024 * 1024, "largest request accepted, like socket.request.max.bytes",
+                                    minimum=1)
+    max_connections: int = _setting(10_000, "connection limit, like max.connections", minimum=1)
+    producer_id_expiration_ms: int = _setting(24 * 3600 * 1000, "how long an idle idempotent producer's state is "
+                                                                "kept, like producer.id.expiration.ms", minimum=1)
+    auto_create_topics: bool = _setting(True, "create unknown topics on first use, like auto.create.topics.enable "
+                                              "(streams can refuse too)", metavar="")
+    retention_check_ms: int = _setting(60_000, "how often messages past their stream's ttl are deleted, like "
+                                               "log.retention.check.interval.ms", metavar="MS", minimum=1)
     # log compaction, named after Kafka's log.cleaner.* broker settings
-    log_cleaner_enable: bool = True
-    log_cleaner_dedupe_buffer_size: int = 128 * 1024 * 1024  # bytes of key -> offset map per cleaning
-    log_cleaner_backoff_ms: int = 15_000  # pause between cleaner passes
+    log_cleaner_enable: bool = _setting(True, "clean compacted topics (cleanup.policy=compact), like "
+                                              "log.cleaner.enable", metavar="")
+    log_cleaner_dedupe_buffer_size: int = _setting(128 * 1024 * 1024, "bytes of key -> offset map one cleaning "
+                                                                      "may use, like log.cleaner.dedupe.buffer.size",
+                                                   metavar="BYTES", minimum=1024)
+    log_cleaner_backoff_ms: int = _setting(15_000, "pause between log cleaner passes, like log.cleaner.backoff.ms",
+                                           metavar="MS", minimum=1)
     # consumer groups, named after Kafka's group.* and offsets.* broker settings
-    group_initial_rebalance_delay_ms: int = 3000
-    group_min_session_timeout_ms: int = 6000
-    group_max_session_timeout_ms: int = 1_800_000
-    group_max_size: int = 2**31 - 1
-    offset_metadata_max_bytes: int = 4096
-    offsets_retention_minutes: int = 7 * 24 * 60
-    offsets_retention_check_interval_ms: int = 600_000
-    log_level: str = "INFO"
+    group_initial_rebalance_delay_ms: int = _setting(3000, "wait for more members before the first rebalance of "
+                                                           "a new group, like group.initial.rebalance.delay.ms",
+                                                     metavar="MS")
+    group_min_session_timeout_ms: int = _setting(6000, "smallest session timeout a member may ask for, like "
+                                                       "group.min.session.timeout.ms", metavar="MS")
+    group_max_session_timeout_ms: int = _setting(1_800_000, "largest session timeout a member may ask for, like "
+                                                            "group.max.session.timeout.ms", metavar="MS")
+    group_max_size: int = _setting(2**31 - 1, "most members in one group, like group.max.size", minimum=1)
+    offset_metadata_max_bytes: int = _setting(4096, "largest metadata string of a committed offset, like "
+                                                    "offset.metadata.max.bytes")
+    offsets_retention_minutes: int = _setting(7 * 24 * 60, "how long an empty group's committed offsets are kept, "
+                                                           "like offsets.retention.minutes", metavar="MIN",
+                                              minimum=1)
+    offsets_retention_check_interval_ms: int = _setting(600_000, "how often expired committed offsets are removed, "
+                                                                 "like offsets.retention.check.interval.ms",
+                                                        metavar="MS", minimum=1)
+    log_level: str = _setting("INFO", "DEBUG, INFO, WARNING or ERROR; DEBUG also prints the traceback of a failed "
+                                      "start", metavar="LEVEL")
 
     @property
     def store_url(self) -> str:
@@ -59,10 +107,29 @@ class ConfigError(ValueError):
     pass
 
 
+SETTINGS: dict[str, dataclasses.Field[Any]] = {f.name: f for f in dataclasses.fields(BrokerConfig)}
+
+
+def env_name(setting: str) -> str:
+    return ENV_PREFIX + setting.upper()
+
+
+def flag_name(setting: str) -> str:
+    return SETTINGS[setting].metadata.get("flag") or "--" + setting.replace("_", "-")
+
+
+def setting_kind(field: dataclasses.Field[Any]) -> str:
+    """'int', 'str', 'bool' or 'list[str]', optional or not."""
+    return str(field.type).replace(" | None", "")
+
+
 def _coerce(field: dataclasses.Field[Any], raw: Any) -> Any:
-    kind = field.type
-    if isinstance(raw, str):
-        if kind == "int" or kind == "int | None":
+    """A value from text (environment) or TOML as the field's type; ConfigError says what is wrong."""
+    kind = setting_kind(field)
+    if raw is None and "None" in str(field.type):
+        return None
+    if isinstance(raw, str) and kind != "str":
+        if kind == "int":
             try:
                 return int(raw)
             except ValueError:
@@ -75,7 +142,73 @@ def _coerce(field: dataclasses.Field[Any], raw: Any) -> Any:
             raise ConfigError(f"{field.name} must be true or false, got {raw!r}")
         if kind == "list[str]":
             return [part for part in raw.split(",") if part]
+    expected = {"int": int, "bool": bool, "str": str, "list[str]": list}[kind]
+    if not isinstance(raw, expected) or (expected is int and isinstance(raw, bool)):
+        raise ConfigError(f"{field.name} must be {'a list of strings' if expected is list else kind}, got {raw!r}")
+    if expected is list and not all(isinstance(item, str) for item in raw):
+        raise ConfigError(f"{field.name} must be a list of strings, got {raw!r}")
     return raw
+
+
+def _check(config: BrokerConfig) -> None:
+    for name, field in SETTINGS.items():
+        value = getattr(config, name)
+        minimum = field.metadata.get("minimum")
+        if setting_kind(field) == "int" and value is not None and minimum is not None and value < minimum:
+            raise ConfigError(f"{name} must be at least {minimum}, got {value}")
+    for name in ("port", "advertised_port"):
+        value = getattr(config, name)
+        if value is not None and value > 65535:
+            raise ConfigError(f"{name} must be a TCP port (at most 65535), got {value}")
+    try:
+        check_stream_path(config.default_stream)
+    except InvalidPathError as exc:
+        raise ConfigError(f"default_stream: {exc}") from None
+    if config.log_level.upper() not in LOG_LEVELS:
+        raise ConfigError(f"log_level must be one of {', '.join(LOG_LEVELS)}, got {config.log_level!r}")
+
+
+def _read_file(path: str) -> dict[str, Any]:
+    try:
+        with open(path, "rb") as fh:
+            return tomllib.load(fh)
+    except FileNotFoundError:
+        raise ConfigError(f"config file {path} does not exist") from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror or exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
+
+
+def resolve_config(
+    path: str | None = None,
+    environ: Mapping[str, str] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+) -> tuple[BrokerConfig, dict[str, str]]:
+    """The merged configuration and, per setting, where its value came from (for --print-config)."""
+    values: dict[str, Any] = {}
+    sources = {name: "default" for name in SETTINGS}
+    if path:
+        for key, value in _read_file(path).items():
+            name = key.replace("-", "_")
+            if name not in SETTINGS:
+                raise ConfigError(f"unknown setting {key!r} in {path}{_did_you_mean(name, SETTINGS)}")
+            values[name] = _coerce(SETTINGS[name], value)
+            sources[name] = f"file {path}"
+    env = os.environ if environ is None else environ
+    for name, field in SETTINGS.items():
+        raw = env.get(env_name(name))
+        if raw is not None:
+            values[name] = _coerce(field, raw)
+            sources[name] = f"environment {env_name(name)}"
+    for name, value in (overrides or {}).items():
+        if value is not None:
+            values[name] = value
+            flag = flag_name(name)
+            sources[name] = f"flag {'--no-' + flag[2:] if value is False else flag}"
+    config = BrokerConfig(**values)
+    _check(config)
+    return config, sources
 
 
 def load_config(
@@ -84,30 +217,48 @@ def load_config(
     overrides: Mapping[str, Any] | None = None,
 ) -> BrokerConfig:
     """Merge defaults, a TOML file, KAFKACOMPAT_* variables and explicit overrides."""
-    fields = {f.name: f for f in dataclasses.fields(BrokerConfig)}
-    values: dict[str, Any] = {}
-    if path:
-        with open(path, "rb") as fh:
-            data = tomllib.load(fh)
-        for key, value in data.items():
-            name = key.replace("-", "_")
-            if name not in fields:
-                raise ConfigError(f"unknown setting {key!r} in {path}")
-            values[name] = _coerce(fields[name], value)
+    return resolve_config(path, environ, overrides)[0]
+
+
+def _did_you_mean(name: str, known: Mapping[str, Any]) -> str:
+    close = difflib.get_close_matches(name, list(known), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def unknown_variables(environ: Mapping[str, str] | None = None) -> list[str]:
+    """One warning per KAFKACOMPAT_* variable nobody reads: a misspelt setting is otherwise silently ignored."""
     env = os.environ if environ is None else environ
-    for name, field in fields.items():
-        raw = env.get(f"KAFKACOMPAT_{name.upper()}")
-        if raw is not None:
-            values[name] = _coerce(field, raw)
-    for name, value in (overrides or {}).items():
-        if value is not None:
-            values[name] = value
-    config = BrokerConfig(**values)
-    if config.retention_check_ms < 1:
-        raise ConfigError(f"retention_check_ms must be at least 1, got {config.retention_check_ms}")
-    if config.log_cleaner_backoff_ms < 1:
-        raise ConfigError(f"log_cleaner_backoff_ms must be at least 1, got {config.log_cleaner_backoff_ms}")
-    if config.log_cleaner_dedupe_buffer_size < 1024:
-        raise ConfigError("log_cleaner_dedupe_buffer_size must be at least 1024 bytes, "
-                          f"got {config.log_cleaner_dedupe_buffer_size}")
-    return config
+    known = {name.upper() for name in SETTINGS} | set(OTHER_VARIABLES)
+    warnings = []
+    for variable in sorted(env):
+        suffix = variable[len(ENV_PREFIX):]
+        if variable.startswith(ENV_PREFIX) and suffix not in known:
+            close = difflib.get_close_matches(suffix, sorted(known), n=1)
+            hint = f"; did you mean {ENV_PREFIX}{close[0]}?" if close else ""
+            warnings.append(f"unknown environment variable {variable} is ignored{hint}")
+    return warnings
+
+
+def render_config(config: BrokerConfig, sources: Mapping[str, str]) -> str:
+    """The effective settings as TOML (usable as --config FILE), each with its source as a comment."""
+    lines = []
+    for name in SETTINGS:
+        value = getattr(config, name)
+        if value is None:
+            text = f"# {name} unset"
+        else:
+            text = f"{name} = {_toml(value)}"
+        lines.append((text, sources[name]))
+    width = max(len(text) for text, _ in lines)
+    return "\n".join(f"{text:<{width}}  # {source}" for text, source in lines)
+
+
+def _toml(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml(item) for item in value) + "]"
+    escaped = str(value).replace("\\", "\\\\").replace('"', '\\"')
+    return f'"{escaped}"'

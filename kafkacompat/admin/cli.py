@@ -1,7 +1,8 @@
 """`kafkacompat stream|topic|cursor ...`: manage a running broker's namespace.
 
 Flags read like maprcli and kafka-topics.sh. Each command is one request to
-the broker's private admin API (admin_client.py). Bad input ends in one
+the broker's private admin API (client.py), except `topic list` without a
+stream, which asks every stream in turn. Bad input ends in one
 line on stderr and a non-zero exit (2 for input the CLI rejects itself, 1
 for requests the broker refuses), with nothing changed.
 """
@@ -13,8 +14,17 @@ import json
 import sys
 from typing import Any, NoReturn
 
-from .client import DEFAULT_BOOTSTRAP, AdminClient, AdminError, BrokerUnreachable
-from .output import render
+from . import progress
+from .client import (
+    BOOTSTRAP_VARIABLE,
+    DEFAULT_BOOTSTRAP,
+    AdminClient,
+    AdminError,
+    BrokerUnreachable,
+    default_bootstrap,
+    parse_bootstrap,
+)
+from .output import all_topics_table, render
 from .units import parse_duration, parse_size
 
 TOPIC_NAME_HELP = (
@@ -136,10 +146,28 @@ def _cursor_args(args: argparse.Namespace) -> dict[str, Any]:
 # parsers ---------------------------------------------------------------------------
 
 
+def _bootstrap(text: str) -> str:
+    try:
+        parse_bootstrap(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
+def add_bootstrap(p: argparse.ArgumentParser) -> None:
+    """--bootstrap-server, defaulting to $KAFKACOMPAT_BOOTSTRAP_SERVERS so a shell can name its broker once."""
+    p.add_argument("--bootstrap-server", metavar="HOST:PORT[,HOST:PORT]", default=default_bootstrap(), type=_bootstrap,
+                   help=f"the broker to talk to (default ${BOOTSTRAP_VARIABLE}, else {DEFAULT_BOOTSTRAP})")
+
+
+def add_progress(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--progress", action="store_true",
+                   help="report progress on stderr even when it is not a terminal")
+
+
 def _common() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--bootstrap-server", metavar="HOST:PORT", default=DEFAULT_BOOTSTRAP,
-                        help=f"the broker to manage (default {DEFAULT_BOOTSTRAP})")
+    add_bootstrap(common)
     common.add_argument("--json", action="store_true", help="print the broker's answer as JSON, for scripts")
     return common
 
@@ -201,10 +229,12 @@ def _stream_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentPa
     p = _command(actions, "delete", "stream.delete", "delete a stream with all its topics and cursors", common,
                  lambda a: {"path": a.path}, "kafkacompat stream delete /apps/iot/oilpump_metrics")
     p.add_argument("path", metavar="PATH")
+    add_progress(p)
     p = _command(actions, "purge", "stream.purge",
                  "delete every message and cursor of a stream, keeping its topics (offsets go on, never reused)",
                  common, lambda a: {"path": a.path}, "kafkacompat stream purge /apps/iot/oilpump_metrics")
     p.add_argument("path", metavar="PATH")
+    add_progress(p)
 
 
 def _topic_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -234,9 +264,9 @@ def _topic_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentPar
                  "show a topic's partitions: offsets, partitionlets, the volume each sits on, sizes", common,
                  lambda a: {"name": a.name}, "kafkacompat topic info /apps/iot/oilpump_metrics:Pressure")
     p.add_argument("name", metavar="PATH:TOPIC", help=TOPIC_NAME_HELP)
-    p = _command(actions, "list", "topic.list", "list the topics of a stream", common,
+    p = _command(actions, "list", "topic.list", "list the topics of a stream, or of every stream", common,
                  lambda a: {"path": a.path}, "kafkacompat topic list /apps/iot/oilpump_metrics")
-    p.add_argument("path", metavar="PATH", help="the stream")
+    p.add_argument("path", metavar="PATH", nargs="?", help="the stream (default: every stream)")
     p = _command(actions, "delete", "topic.delete", "delete a topic with its messages and cursors", common,
                  lambda a: {"name": a.name}, "kafkacompat topic delete /apps/iot/oilpump_metrics:Warnings")
     p.add_argument("name", metavar="PATH:TOPIC", help=TOPIC_NAME_HELP)
@@ -273,17 +303,44 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     request = args.build(args)
+    client = AdminClient(args.bootstrap_server)
     try:
-        client = AdminClient(args.bootstrap_server)
-    except ValueError as exc:
-        args.parser.error(str(exc))
-    try:
-        result = client.call(args.op, **request)
+        if args.op == "topic.list" and args.path is None:
+            result = _every_topic(client)
+        elif args.op in ("stream.purge", "stream.delete"):
+            result = _long_stream_call(client, args, request)
+        else:
+            result = client.call(args.op, **request)
     except (AdminError, BrokerUnreachable) as exc:
         print(f"kafkacompat: error: {exc}", file=sys.stderr)
         return 1
     if args.json:
         print(json.dumps(result, indent=2))
+    elif args.op == "topic.list" and args.path is None:
+        print(all_topics_table(result))
     else:
         print(render(args.op, result))
     return 0
+
+
+def _every_topic(client: AdminClient) -> list[dict[str, Any]]:
+    """The topics of every stream, like `kafka-topics.sh --list`; a stream deleted meanwhile is skipped."""
+    topics = []
+    for stream in client.call("stream.list"):
+        try:
+            topics += client.call("topic.list", path=stream["path"])
+        except AdminError as exc:
+            if "does not exist" not in str(exc):
+                raise
+    return topics
+
+
+def _long_stream_call(client: AdminClient, args: argparse.Namespace, request: dict[str, Any]) -> Any:
+    """Purge or delete a stream: one request, with its elapsed time on stderr while it runs."""
+    show = progress.wanted(args.progress)
+    if not show:
+        return client.call(args.op, **request)
+    info = client.call("stream.info", path=args.path)
+    verb = "purging" if args.op == "stream.purge" else "deleting"
+    with progress.waiting(f"{verb} stream {args.path} ({info['topics']} topics)", True):
+        return client.call(args.op, **request)

@@ -7,6 +7,7 @@ is deliberately small: connect, send, read, close. No Kafka client library.
 from __future__ import annotations
 
 import itertools
+import os
 import socket
 import struct
 from typing import Any
@@ -14,6 +15,7 @@ from typing import Any
 from kafkacompat.protocol.admin_api import AdminMessageError, decode_response, encode_request
 
 DEFAULT_BOOTSTRAP = "localhost:9092"
+BOOTSTRAP_VARIABLE = "KAFKACOMPAT_BOOTSTRAP_SERVERS"
 _SIZE = struct.Struct(">i")
 _MAX_RESPONSE = 256 * 1024 * 1024
 
@@ -42,9 +44,25 @@ def parse_bootstrap(servers: str) -> list[tuple[str, int]]:
     return out
 
 
+def default_bootstrap() -> str:
+    """The client commands' --bootstrap-server when none is given: $KAFKACOMPAT_BOOTSTRAP_SERVERS, else localhost."""
+    return os.environ.get(BOOTSTRAP_VARIABLE) or DEFAULT_BOOTSTRAP
+
+
+def connect(servers: list[tuple[str, int]], timeout: float) -> socket.socket:
+    """A connection to the first bootstrap server that answers; BrokerUnreachable names why each failed."""
+    problems = []
+    for host, port in servers:
+        try:
+            return socket.create_connection((host, port), timeout=timeout)
+        except OSError as exc:
+            problems.append(f"{host}:{port}: {exc.strerror or exc}")
+    raise BrokerUnreachable("cannot reach a broker (" + "; ".join(problems) + ")")
+
+
 class AdminClient:
-    def __init__(self, bootstrap: str = DEFAULT_BOOTSTRAP, timeout: float = 60.0) -> None:
-        self.servers = parse_bootstrap(bootstrap)
+    def __init__(self, bootstrap: str | None = None, timeout: float = 60.0) -> None:
+        self.servers = parse_bootstrap(bootstrap or default_bootstrap())
         self.timeout = timeout
         self._ids = itertools.count(1)
 
@@ -52,7 +70,7 @@ class AdminClient:
         """Run one operation; its result, or AdminError / BrokerUnreachable."""
         body = {"op": op, **{k: v for k, v in args.items() if v is not None}}
         correlation_id = next(self._ids)
-        with self._connect() as sock:
+        with connect(self.servers, self.timeout) as sock:
             sock.sendall(encode_request(correlation_id, body))
             frame = self._read_frame(sock)
         try:
@@ -64,15 +82,6 @@ class AdminClient:
         if reply.error_code != 0:
             raise AdminError(reply.error_code, reply.error or f"error code {reply.error_code}")
         return reply.result
-
-    def _connect(self) -> socket.socket:
-        problems = []
-        for host, port in self.servers:
-            try:
-                return socket.create_connection((host, port), timeout=self.timeout)
-            except OSError as exc:
-                problems.append(f"{host}:{port}: {exc.strerror or exc}")
-        raise BrokerUnreachable("cannot reach a broker (" + "; ".join(problems) + ")")
 
     def _read_frame(self, sock: socket.socket) -> bytes:
         try:

@@ -111,6 +111,17 @@ def topic_table(topics: list[dict[str, Any]]) -> str:
     )
 
 
+def all_topics_table(topics: list[dict[str, Any]]) -> str:
+    """Every stream's topics by canonical name (plain names for the default stream), like kafka-topics --list."""
+    if not topics:
+        return "No topics."
+    return table(
+        ["TOPIC", "KAFKA-NAME", "PARTITIONS", "MESSAGES", "SIZE"],
+        [[t["name"], t["kafka_name"], t["partitions"], t["messages"], format_bytes(t["size_bytes"])]
+         for t in sorted(topics, key=lambda t: (t["stream"], t["topic"]))],
+    )
+
+
 def cursor_table(cursors: list[dict[str, Any]]) -> str:
     if not cursors:
         return "No cursors."

@@ -46,10 +46,17 @@ class BrokerServer:
         return self._server.sockets[0].getsockname()[1]
 
     async def start(self) -> None:
-        await self.store.open()
+        # Bind before opening the store: a broker that cannot listen must not
+        # touch the data dir (opening it consumes the clean-shutdown marker).
         self._server = await serve_frames(
             self._accept, self.config.host, self.config.port, reuse_address=True, start_serving=False,
         )
+        try:
+            await self.store.open()
+        except BaseException:
+            self._server.close()
+            self._server = None
+            raise
         if self.config.advertised_port is None and self.config.port == 0:
             self.config.advertised_port = self.port
         self.cluster = Cluster(self.config, self.store)

@@ -1,0 +1,2 @@
+"""The command line beyond `serve`: admin of streams, topics and cursors (private admin API), and
+produce, consume and group commands (Kafka's protocol)."""
