@@ -30,11 +30,13 @@ CODEC = RecordCodec(split_records, rebuild_batch)
 async def _fill(part: storage.Partition, mb: int, keys: int, per_batch: int, value_bytes: int, codec: str) -> int:
     """Append about `mb` MiB of batches; returns the bytes appended."""
     rng = random.Random(7)
-    value = bytes(rng.getrandbits(8) for _ in range(value_bytes // 2)) * 2  # compressible by half
+    padding = b"\0" * (value_bytes - value_bytes // 2)
     written = 0
     ts = 1_700_000_000_000
     while written < mb << 20:
-        records = [Record(b"key-%08d" % rng.randrange(keys), value, timestamp=ts) for _ in range(per_batch)]
+        # each value half random, half zeros: codecs shrink it to about half, as with real payloads
+        records = [Record(b"key-%08d" % rng.randrange(keys), rng.randbytes(value_bytes // 2) + padding,
+                          timestamp=ts) for _ in range(per_batch)]
         batch = build_batch(records, compression=codec)
         await part.append(batch, per_batch)
         written += len(batch)
