@@ -28,7 +28,7 @@ from tests.wire import Wire
 
 pytestmark = pytest.mark.slow
 
-SEGMENT_MS = 200
+SEGMENT_MS = 3000  # longer than producing the history takes, so it all lands in one segment
 CONFIGS = {"cleanup.policy": "compact", "segment.ms": str(SEGMENT_MS), "min.cleanable.dirty.ratio": "0.01",
            "delete.retention.ms": "0"}
 HISTORY = [("a", "1"), ("b", "1"), ("c", "1"), ("a", "2"), ("b", None), ("c", "2"), ("d", "1"), ("a", "3"),
@@ -101,15 +101,17 @@ def scenario(bootstrap: str) -> tuple[View, View, View]:
         producer.produce(topic, key=key, value=value)
         assert producer.flush(10) == 0
 
+    started = time.monotonic()
     for key, value in HISTORY:
         send(key, value)
+    assert time.monotonic() - started < SEGMENT_MS / 1000, "the history must fit in one segment"
     history = read_view(bootstrap, topic)
-    time.sleep(SEGMENT_MS * 1.5 / 1000)  # the next append rolls the segment: all of the above is cleanable
+    time.sleep(SEGMENT_MS * 1.2 / 1000)  # the next append rolls the segment: all of the above is cleanable
     send("z", "1")
     first = wait_view(bootstrap, topic, one_per_key)
-    time.sleep(SEGMENT_MS * 1.5 / 1000)
+    time.sleep(SEGMENT_MS * 1.2 / 1000)
     send("y", "1")
-    time.sleep(SEGMENT_MS * 1.5 / 1000)
+    time.sleep(SEGMENT_MS * 1.2 / 1000)
     send("x", "1")
     second = wait_view(bootstrap, topic, lambda view: one_per_key(view) and all(v for _, _, v in view))
     return history, first, second
