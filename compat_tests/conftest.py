@@ -1,4 +1,4 @@
-"""Fixtures for the compatibility suite and the hook that writes COMPATIBILITY.md.
+"""Fixtures for the compatibility suite and the hook that writes COMPATIBILITY.md on request.
 
 One in-memory broker serves the whole session; scenarios that restart a
 broker or need a namespace of their own start their own.
@@ -12,18 +12,30 @@ from pathlib import Path
 
 import pytest
 
-from kafkacompat.testing import Broker
+pytest.register_assert_rewrite("compat_tests.reference")  # agree() shows the differing steps
 
-from . import matrix
+from kafkacompat.testing import Broker  # noqa: E402 - after the rewrite registration
+
+from . import matrix  # noqa: E402
 from .drivers import CLIENTS, ClientUnavailable, Driver, NotApplicable, build
+from .reference import KafkaTools, ReferenceKafka, Side
+from .reference import kafka_tools, reference_kafka  # noqa: F401 - fixtures for every compat test
 
 STREAM = "/apps/iot/oilpump_metrics"
 _HERE = Path(__file__).parent
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    matrix.add_option(parser)
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "kafka_tools: Apache Kafka 4.1's CLI tools, against Kafka 4.1 and kafkacompat")
     for name in (*CLIENTS, "spark_java", "pyspark", "kafka_connect"):
         config.addinivalue_line("markers", f"{name}: compatibility scenario run with the {name} client")
+    config.addinivalue_line(
+        "markers", "differential: the same steps against Apache Kafka 4.1.0 and kafkacompat, compared"
+    )
     config.pluginmanager.register(matrix.MatrixRecorder(config), "compat-matrix")
 
 
@@ -53,6 +65,23 @@ def compat_broker(data_dir: str | None = None, **settings: object) -> Broker:
 def broker() -> Iterator[Broker]:
     with compat_broker() as running:
         yield running
+
+
+@pytest.fixture(scope="session")
+def differential_broker() -> Iterator[Broker]:
+    """The kafkacompat of the differential tests: its own, so topic and group lists hold only what they made."""
+    with compat_broker() as broker:
+        yield broker
+
+
+@pytest.fixture(scope="session")
+def sides(reference_kafka: ReferenceKafka, differential_broker: Broker, kafka_tools: KafkaTools) -> dict[str, Side]:
+    """Kafka 4.1 and kafkacompat, each as a `Side` (same tools, same steps)."""
+    matrix.note_version("kafka_tools", "Apache Kafka 4.1.0 tools, vs Kafka 4.1.0")
+    return {
+        "kafka": Side("kafka", reference_kafka.bootstrap_servers, kafka_tools),
+        "kafkacompat": Side("kafkacompat", differential_broker.bootstrap_servers, kafka_tools),
+    }
 
 
 @pytest.fixture

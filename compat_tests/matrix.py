@@ -1,14 +1,21 @@
 """Collects each compat test's outcome per (client, scenario) and writes COMPATIBILITY.md.
 
-The file is rewritten only when the whole compat suite ran (no -k, -m,
-deselection or single files), so a partial run never hides a known gap;
-KAFKACOMPAT_WRITE_MATRIX=1 forces writing, KAFKACOMPAT_MATRIX=PATH moves it.
+A test run never touches the tracked file by itself. It is regenerated only
+on request, by
+
+    python -m compat_tests.matrix --write     # runs the whole compat suite, then writes
+    pytest compat_tests --write-compat-matrix[=PATH]
+
+and only when the whole compat suite ran (no -k, -m, deselection or single
+files), so a partial run never hides a known gap.
 """
 
 from __future__ import annotations
 
-import os
+import argparse
 import pathlib
+import subprocess
+import sys
 from collections import Counter
 
 import pytest
@@ -17,8 +24,9 @@ HERE = pathlib.Path(__file__).resolve().parent
 DEFAULT_PATH = HERE.parent / "COMPATIBILITY.md"
 
 # matrix columns, in order, with the pytest marker that names each
-COLUMNS = ("java", "librdkafka", "kcat", "kafka_python", "aiokafka", "kafkajs", "spark_java", "pyspark",
+COLUMNS = ("java", "librdkafka", "kcat", "kafka_python", "aiokafka", "kafkajs", "spark_java", "pyspark", "kafka_tools",
            "kafka_connect")
+OPTION = "--write-compat-matrix"
 _versions: dict[str, str] = {}
 
 
@@ -45,16 +53,23 @@ def cell_of(item: pytest.Item) -> tuple[str, str] | None:
     return client, scenario
 
 
+def add_option(parser: pytest.Parser) -> None:
+    parser.addoption(
+        OPTION, nargs="?", const=str(DEFAULT_PATH), default=None, metavar="PATH",
+        help="after a run of the whole compat suite, write its matrix to PATH (default: COMPATIBILITY.md)",
+    )
+
+
 class MatrixRecorder:
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
         self.cells: dict[str, tuple[str, str]] = {}  # nodeid -> (client, scenario)
         self.results: dict[tuple[str, str], tuple[str, str]] = {}  # cell -> (outcome, note)
+        target = config.getoption(OPTION.lstrip("-").replace("-", "_"), default=None)
+        self.target = pathlib.Path(target) if target else None
         self.complete = self._whole_suite_requested()
 
     def _whole_suite_requested(self) -> bool:
-        if os.environ.get("KAFKACOMPAT_WRITE_MATRIX") == "1":
-            return True
         opt = self.config.option
         if getattr(opt, "keyword", "") or getattr(opt, "markexpr", "") or getattr(opt, "lf", False):
             return False
@@ -96,10 +111,13 @@ class MatrixRecorder:
             self.results[cell] = ("pass", "")
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
-        if not self.results or not self.complete or exitstatus == pytest.ExitCode.INTERRUPTED:
+        if self.target is None or not self.results or exitstatus == pytest.ExitCode.INTERRUPTED:
             return
-        path = pathlib.Path(os.environ.get("KAFKACOMPAT_MATRIX", DEFAULT_PATH))
-        path.write_text(render(self.results))
+        if not self.complete:
+            sys.stderr.write(f"\n{OPTION}: not written, this run was not the whole compat suite\n")
+            return
+        self.target.write_text(render(self.results))
+        sys.stderr.write(f"\n{OPTION}: wrote {self.target}\n")
 
 
 def render(results: dict[tuple[str, str], tuple[str, str]]) -> str:
@@ -109,8 +127,16 @@ def render(results: dict[tuple[str, str], tuple[str, str]]) -> str:
     lines = [
         "# Compatibility matrix",
         "",
-        "Written by the test run (`bash tests/run.sh`, hook in `compat_tests/matrix.py`): "
-        "stock clients against this broker, one test per client and scenario. Do not edit by hand.",
+        "Written by `python -m compat_tests.matrix --write` (a whole run of compat_tests/): "
+        "stock clients against this broker, one test per client and scenario; the column kafka_tools "
+        "is Apache Kafka 4.1's own CLI tools run against Kafka 4.1 and kafkacompat alike, compared "
+        "(compat_tests/test_differential.py). Do not edit by hand.",
+        "",
+        "Topic names: a stream topic `/apps/iot/oilpump_metrics:Pressure` is also reachable as its "
+        "Kafka-legal alias `apps.iot.oilpump_metrics..Pressure`. kafka-python refuses names outside "
+        "`[a-zA-Z0-9._-]` before sending anything, so its users name stream topics by the alias; "
+        "the broker lists aliases to kafka-python in all-topics metadata, so `subscribe(pattern=...)` "
+        "matches them (`pattern=r\"apps\\.iot\\.oilpump_metrics\\.\\..*\"`).",
         "",
         "| client | version | pass | fail | skip | known gap |",
         "|---|---|---|---|---|---|",
@@ -135,3 +161,21 @@ def render(results: dict[tuple[str, str], tuple[str, str]]) -> str:
         lines += ["", "Notes:", ""]
         lines += [f"{number}. {text}" for text, number in notes.items()]
     return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m compat_tests.matrix --write`: run the whole compat suite and rewrite the matrix."""
+    parser = argparse.ArgumentParser(prog="python -m compat_tests.matrix", description=main.__doc__)
+    parser.add_argument("--write", action="store_true", help="run compat_tests/ and rewrite COMPATIBILITY.md")
+    parser.add_argument("--output", default=str(DEFAULT_PATH), help="where to write (default: %(default)s)")
+    args, pytest_args = parser.parse_known_args(argv)
+    if not args.write:
+        parser.print_help()
+        return 2
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(HERE),
+               f"{OPTION}={args.output}", *pytest_args]
+    return subprocess.run(command, cwd=HERE.parent, check=False).returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,9 +1,16 @@
 """The matrix file shows every outcome, counts per client and the reason behind each non-pass."""
 
-from .matrix import render
+import pathlib
+from types import SimpleNamespace
+
+import pytest
+
+from . import matrix
+from .matrix import DEFAULT_PATH, HERE, MatrixRecorder, render
 
 
-def test_render_counts_outcomes_and_numbers_reasons() -> None:
+def test_render_counts_outcomes_and_numbers_reasons(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(matrix, "_versions", {})  # versions other tests of the run noted
     text = render({
         ("java", "acks[all]"): ("pass", ""),
         ("java", "keys_and_headers"): ("fail", "call: AssertionError"),
@@ -17,3 +24,42 @@ def test_render_counts_outcomes_and_numbers_reasons() -> None:
     assert "| keys_and_headers | fail [1] | skip [2] | – |" in lines
     assert "| write_with_the_kafka_sink | – | – | skip [2] |" in lines
     assert lines[-2:] == ["1. call: AssertionError", "2. not applicable: no admin"]
+
+
+def whole_suite_config(target: pathlib.Path | None, *args: str) -> SimpleNamespace:
+    """The parts of pytest's config the recorder reads, as for `pytest compat_tests [--write-compat-matrix]`."""
+    return SimpleNamespace(
+        getoption=lambda name, default=None: str(target) if target else None,
+        option=SimpleNamespace(keyword="", markexpr="", lf=False),
+        args=list(args) or [str(HERE)],
+        invocation_params=SimpleNamespace(dir=HERE.parent),
+        rootpath=HERE.parent,
+    )
+
+
+RESULTS = {("java", "keys_and_headers"): ("fail", "call: AssertionError")}
+
+
+def test_a_whole_run_leaves_the_tracked_matrix_alone() -> None:
+    before = DEFAULT_PATH.read_bytes()
+    recorder = MatrixRecorder(whole_suite_config(None))  # type: ignore[arg-type]
+    assert recorder.complete
+    recorder.results = dict(RESULTS)
+    recorder.pytest_sessionfinish(None, 0)  # type: ignore[arg-type]
+    assert DEFAULT_PATH.read_bytes() == before
+
+
+def test_the_option_writes_the_matrix_after_a_whole_run(tmp_path: pathlib.Path) -> None:
+    target = tmp_path / "matrix.md"
+    recorder = MatrixRecorder(whole_suite_config(target))  # type: ignore[arg-type]
+    recorder.results = dict(RESULTS)
+    recorder.pytest_sessionfinish(None, 0)  # type: ignore[arg-type]
+    assert "| keys_and_headers | fail [1] |" in target.read_text().splitlines()
+
+
+def test_the_option_writes_nothing_after_a_partial_run(tmp_path: pathlib.Path) -> None:
+    target = tmp_path / "matrix.md"
+    recorder = MatrixRecorder(whole_suite_config(target, str(HERE / "test_matrix.py")))  # type: ignore[arg-type]
+    recorder.results = dict(RESULTS)
+    recorder.pytest_sessionfinish(None, 0)  # type: ignore[arg-type]
+    assert not target.exists()

@@ -2,7 +2,8 @@
 
 Spark's connector jars (spark-sql-kafka-0-10, spark-token-provider-kafka-0-10,
 commons-pool2) are in no registry this suite can reach: the directory
-holding them comes from KAFKACOMPAT_SPARK_JARS, and without it these tests
+holding them is KAFKACOMPAT_SPARK_JARS, else spark-4.0/ in the shared jars
+folder (../shared/jars, see reference.jars_dir); without either these tests
 skip (and pyspark is not even imported). kafka-clients 3.9.1 comes from the
 flink wheel the Java tests use. See the README for providing the jars.
 """
@@ -22,13 +23,23 @@ from kafkacompat.testing import Broker
 
 from . import matrix
 from .conftest import create_topic
+from .reference import jars_dir
 
-JARS_DIR = os.environ.get("KAFKACOMPAT_SPARK_JARS", "")
+def _spark_jars() -> str:
+    configured = os.environ.get("KAFKACOMPAT_SPARK_JARS", "")
+    if configured:
+        return configured
+    shared = jars_dir()
+    return str(shared / "spark-4.0") if shared is not None and (shared / "spark-4.0").is_dir() else ""
+
+
+JARS_DIR = _spark_jars()
 pytestmark = [
     pytest.mark.pyspark,
     pytest.mark.skipif(
         not JARS_DIR,
-        reason="KAFKACOMPAT_SPARK_JARS is not set: Spark's Kafka connector jars are in no registry here (see README)",
+        reason="Spark's Kafka connector jars are in no registry here: neither KAFKACOMPAT_SPARK_JARS "
+               "nor ../shared/jars/spark-4.0 holds them (see README)",
     ),
 ]
 TRACE = b"0af7651916cd43dd8448eb211c80319c"
@@ -47,6 +58,7 @@ def connector_jars() -> list[str]:
 
 @pytest.fixture(scope="module")
 def spark() -> Iterator[Any]:
+    pytest.importorskip("pyspark", reason="pyspark is not installed (tests/run.sh installs it when the jars are here)")
     from pyspark.sql import SparkSession
 
     jars = connector_jars()

@@ -49,7 +49,14 @@ def test_compression(client: Driver, broker: Broker, topic: str, codec: str) -> 
     assert key_values(got[:200]) == expected("", 200)
     assert [r.headers for r in got[:200]] == [headers(i) for i in range(200)]
     stored = stored_batch_headers(broker, topic)
-    assert {h.codec for h in stored} == {CODECS.index(codec) + 1}, "batches not stored compressed"
+    wanted = CODECS.index(codec) + 1
+    if client.name in ("librdkafka", "kcat"):
+        # librdkafka sends a batch uncompressed when compressing does not shrink
+        # it (rd_kafka_msgset_writer_compress), as with a batch of one small
+        # record, which a loaded machine makes. The rest must be stored compressed.
+        assert {h.codec for h in stored if h.record_count > 1} == {wanted}, "batches not stored compressed"
+    else:
+        assert {h.codec for h in stored} == {wanted}, "batches not stored compressed"
 
 
 def test_idempotent_producer(client: Driver, broker: Broker, topic: str) -> None:

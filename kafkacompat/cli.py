@@ -7,6 +7,7 @@ import asyncio
 import dataclasses
 import errno
 import logging
+import os
 import signal
 import socket
 import sys
@@ -29,6 +30,8 @@ from .config import (
     setting_kind,
     unknown_variables,
 )
+from .store_check import add_parser as _store_parser
+from .demo.command import add_parser as _demo_parser
 
 log = logging.getLogger("kafkacompat")
 
@@ -196,6 +199,8 @@ def build_parser() -> argparse.ArgumentParser:
     groups_cli.add_parsers(sub)
     admin_cli.add_parsers(sub)
     _bench_parser(sub)
+    _store_parser(sub)
+    _demo_parser(sub)
     return parser
 
 
@@ -210,6 +215,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"kafkacompat: {exc}", file=sys.stderr)
         return EXIT_CONFIG
+    except BrokenPipeError:  # `kafkacompat ... | head`: the reader has had enough, which is no error
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
 
 
 if __name__ == "__main__":

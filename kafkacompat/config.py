@@ -55,15 +55,34 @@ class BrokerConfig:
     cluster_id: str = _setting("kafkacompat-cluster", "cluster id reported in metadata", metavar="ID")
     default_stream: str = _setting("/default", "stream holding plain Kafka topic names such as 'orders'; "
                                                "created on start if missing", metavar="PATH")
-    max_frame_bytes: int = _setting(100 * 1024 * 1024, "largest request accepted, like socket.request.max.bytes",
-                                    minimum=1)
-    max_connections: int = _setting(10_000, "connection limit, like max.connections", minimum=1)
+    # limits, named and defaulted as Kafka's broker settings (dots become underscores)
+    socket_request_max_bytes: int = _setting(100 * 1024 * 1024, "largest request accepted, like "
+                                                                "socket.request.max.bytes", minimum=1)
+    message_max_bytes: int = _setting(1_048_588, "largest record batch unless the topic sets max.message.bytes, "
+                                                 "like message.max.bytes", minimum=1)
+    max_connections: int = _setting(10_000, "connection limit, like max.connections (Kafka: 2147483647; a "
+                                            "Python broker cannot serve that many)", minimum=1)
+    max_connections_per_ip: int = _setting(2**31 - 1, "connection limit per client address, like "
+                                                      "max.connections.per.ip", minimum=1)
+    connections_max_idle_ms: int = _setting(600_000, "close connections with no traffic this long, like "
+                                                     "connections.max.idle.ms", metavar="MS", minimum=1)
+    queued_max_request_bytes: int = _setting(512 * 1024 * 1024, "bytes of large requests being received at once "
+                                                                "across connections (a frame that would overrun "
+                                                                "it waits), -1 for no limit, like "
+                                                                "queued.max.request.bytes", minimum=-1)
+    max_partitions_per_request: int = _setting(10_000, "partitions one CreateTopics or CreatePartitions request "
+                                                       "may add (Kafka's controller refuses more with "
+                                                       "POLICY_VIOLATION)", minimum=1)
+    max_broker_partitions: int = _setting(100_000, "partitions in total on this broker, after KIP-578's "
+                                                   "max.broker.partitions", minimum=1)
     producer_id_expiration_ms: int = _setting(24 * 3600 * 1000, "how long an idle idempotent producer's state is "
                                                                 "kept, like producer.id.expiration.ms", minimum=1)
     auto_create_topics: bool = _setting(True, "create unknown topics on first use, like auto.create.topics.enable "
                                               "(streams can refuse too)", metavar="")
     retention_check_ms: int = _setting(60_000, "how often messages past their stream's ttl are deleted, like "
                                                "log.retention.check.interval.ms", metavar="MS", minimum=1)
+    skip_damaged: bool = _setting(False, "let fetches step over damaged (quarantined) offsets, with a log line, "
+                                         "instead of answering KAFKA_STORAGE_ERROR for them", metavar="")
     # log compaction, named after Kafka's log.cleaner.* broker settings
     log_cleaner_enable: bool = _setting(True, "clean compacted topics (cleanup.policy=compact), like "
                                               "log.cleaner.enable", metavar="")
@@ -126,8 +145,6 @@ def setting_kind(field: dataclasses.Field[Any]) -> str:
 def _coerce(field: dataclasses.Field[Any], raw: Any) -> Any:
     """A value from text (environment) or TOML as the field's type; ConfigError says what is wrong."""
     kind = setting_kind(field)
-    if raw is None and "None" in str(field.type):
-        return None
     if isinstance(raw, str) and kind != "str":
         if kind == "int":
             try:
@@ -142,7 +159,9 @@ def _coerce(field: dataclasses.Field[Any], raw: Any) -> Any:
             raise ConfigError(f"{field.name} must be true or false, got {raw!r}")
         if kind == "list[str]":
             return [part for part in raw.split(",") if part]
-    expected = {"int": int, "bool": bool, "str": str, "list[str]": list}[kind]
+    expected = {"int": int, "bool": bool, "str": str, "list[str]": list}.get(kind)
+    if expected is None:  # a kind this loader does not know: taken as given
+        return raw
     if not isinstance(raw, expected) or (expected is int and isinstance(raw, bool)):
         raise ConfigError(f"{field.name} must be {'a list of strings' if expected is list else kind}, got {raw!r}")
     if expected is list and not all(isinstance(item, str) for item in raw):
@@ -164,6 +183,10 @@ def _check(config: BrokerConfig) -> None:
         check_stream_path(config.default_stream)
     except InvalidPathError as exc:
         raise ConfigError(f"default_stream: {exc}") from None
+    budget = config.queued_max_request_bytes
+    if budget != -1 and budget < config.socket_request_max_bytes:
+        raise ConfigError(f"queued_max_request_bytes ({budget}) must be -1 or at least socket_request_max_bytes "
+                          f"({config.socket_request_max_bytes})")
     if config.log_level.upper() not in LOG_LEVELS:
         raise ConfigError(f"log_level must be one of {', '.join(LOG_LEVELS)}, got {config.log_level!r}")
 

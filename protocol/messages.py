@@ -12,6 +12,7 @@ from typing import Any
 from kio.serial import entity_reader, entity_writer
 from kio.static.constants import EntityType
 
+from .request_bounds import RequestBoundsError, check_request_body
 from .versions import API_VERSIONS_KEY, is_flexible, schema
 
 _HEAD = struct.Struct(">hhi")
@@ -113,14 +114,16 @@ def decode_request(header: RequestHeader, frame: bytes | bytearray) -> Any:
     """The kio request object; MalformedRequestError when the body does not parse."""
     if not isinstance(frame, bytes):  # kio reads bytes only; large frames arrive as bytearray
         frame = bytes(frame)
+    request_type = schema(header.api_key, header.api_version, EntityType.request)
     try:
+        # kio allocates from lengths it has not checked (see request_bounds): check first.
+        check_request_body(request_type, frame, header.body_offset)
         body, size = _reader(header.api_key, header.api_version)(frame, header.body_offset)
     except MalformedRequestError:
         raise
     except Exception as exc:  # kio raises assorted errors on bad bytes
         raise MalformedRequestError(
-            f"cannot parse {schema(header.api_key, header.api_version, EntityType.request).__name__}"
-            f" v{header.api_version}: {exc}"
+            f"cannot parse {request_type.__name__} v{header.api_version}: {exc}"
         ) from exc
     # Like Kafka's own parser, ignore bytes after the body: librdkafka 2.x
     # sends three after some flexible requests (e.g. Metadata v12).

@@ -80,6 +80,15 @@ class _Cursor:
             return self.uvarint() - 1
         return self.fixed(_I32)[0]
 
+    def array_length(self, what: str) -> int:
+        """A non-nullable array's length, refused when null or longer than the bytes left."""
+        count = self.length()
+        if count < 0:
+            raise MalformedRequestError(f"null {what} array in produce request")
+        if count > len(self.view) - self.pos:  # every element takes at least one byte
+            raise MalformedRequestError(f"{count} {what} but {len(self.view) - self.pos} bytes left")
+        return count
+
     def string(self) -> str | None:
         size = self.uvarint() - 1 if self.flexible else self.fixed(_I16)[0]
         if size < 0:
@@ -118,12 +127,12 @@ def parse_produce_request(frame: bytes | bytearray | memoryview, offset: int, ve
     transactional_id = cur.string() if version >= FIRST_WITH_TRANSACTIONAL_ID else None
     acks, timeout_ms = cur.fixed(_ACKS_TIMEOUT)
     topics = []
-    for _ in range(max(cur.length(), 0)):
+    for _ in range(cur.array_length("topics")):
         name = cur.string()
         if name is None:
             raise MalformedRequestError("null topic name in produce request")
         partitions = []
-        for _ in range(max(cur.length(), 0)):
+        for _ in range(cur.array_length("partitions")):
             (index,) = cur.fixed(_I32)
             partitions.append(PartitionProduceData(index, cur.blob()))
             cur.skip_tagged_fields()

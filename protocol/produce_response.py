@@ -5,9 +5,10 @@ field; a producer sends one request per batch of partitions, so that cost
 is paid per request on the hottest path. tests/test_produce_response.py
 checks the bytes against kio's for every version.
 
-Layout by version: log_start_offset from v5, record_errors (which
-records of a batch were refused and why) and error_message from v8, compact encodings and tagged fields from v9 (none
-is ever set: current_leader and node_endpoints stay at their defaults).
+Layout by version: log_start_offset from v5, record_errors and
+error_message from v8, compact encodings and tagged fields from v9 (no
+tagged field is ever set: current_leader and node_endpoints stay at their
+defaults).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ class PartitionResult:
     log_append_time_ms: int  # -1 unless the topic uses LogAppendTime
     log_start_offset: int
     error_message: str | None = None
-    record_errors: Sequence[tuple[int, str | None]] = ()  # (batch_index, batch_index_error_message)
+    record_errors: tuple[tuple[int, str | None], ...] = ()  # (record index, why), v8+
 
 
 def _string(out: bytearray, text: str | None, flexible: bool) -> None:
@@ -63,9 +64,9 @@ def encode_produce_response(
             if version >= 8:
                 errors = p.record_errors
                 out += uvarint(len(errors) + 1) if flexible else _I32.pack(len(errors))
-                for batch_index, message in errors:
-                    out += _I32.pack(batch_index)
-                    _string(out, message, flexible)
+                for index, why in errors:
+                    out += _I32.pack(index)
+                    _string(out, why, flexible)
                     if flexible:
                         out.append(0)  # record error tagged fields
                 _string(out, p.error_message, flexible)

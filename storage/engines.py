@@ -23,6 +23,8 @@ def open_store(
     max_open_files: int = 1024,
     volume_limits: Mapping[str, int] | None = None,
     retention_check_ms: int = 60_000,
+    skip_damaged: bool = False,
+    verify_reads: bool = True,
     record_codec: RecordCodec | None = None,
     cleaner_dedupe_buffer_bytes: int = DEFAULT_DEDUPE_BUFFER_BYTES,
     cleaner_backoff_ms: int = DEFAULT_BACKOFF_MS,
@@ -38,7 +40,10 @@ def open_store(
     On-disk options: `max_open_files` bounds open log files (LRU);
     `volume_limits` caps the bytes of partitionlet data per volume path
     (StorageFullError beyond it); `retention_check_ms` is the period of the
-    background retention pass. `record_codec` lets the log cleaner look
+    background retention pass; `skip_damaged` makes reads step over
+    quarantined (damaged) ranges with a log line instead of failing them;
+    `verify_reads` checks the CRC of stored bytes not yet verified since
+    open before handing them out. `record_codec` lets the log cleaner look
     inside batches: without it compacted topics keep every record; with it
     a pass every `cleaner_backoff_ms` cleans them with an offset map of at
     most `cleaner_dedupe_buffer_bytes` (Kafka's log.cleaner.* settings).
@@ -56,6 +61,7 @@ def open_store(
         path = url
     return DiskStore(
         [os.path.abspath(path), *volumes], default_stream, record_timestamps, max_open_files=max_open_files,
-        volume_limits=volume_limits, retention_check_ms=retention_check_ms, record_codec=record_codec,
+        volume_limits=volume_limits, retention_check_ms=retention_check_ms, skip_damaged=skip_damaged,
+        verify_reads=verify_reads, record_codec=record_codec,
         cleaner_dedupe_buffer_bytes=cleaner_dedupe_buffer_bytes, cleaner_backoff_ms=cleaner_backoff_ms,
     )

@@ -12,6 +12,10 @@ command -v kcat >/dev/null || apt_packages+=(kcat)
 command -v javac >/dev/null || apt_packages+=(openjdk-17-jdk-headless)  # compat_tests/java
 command -v npm >/dev/null || apt_packages+=(nodejs npm)                  # kafkajs
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || apt_packages+=(postgresql)  # Debezium CDC test
+# a C compiler and Python's headers build the record walk (protocol/_record_scan.c)
+command -v gcc >/dev/null || apt_packages+=(gcc)
+python3 -c 'import sysconfig, os, sys; sys.exit(not os.path.exists(sysconfig.get_paths()["include"] + "/Python.h"))' \
+    || apt_packages+=(python3-dev)
 if [ ${#apt_packages[@]} -gt 0 ]; then
     echo "== installing Debian packages: ${apt_packages[*]}"
     as_root apt-get update -qq
@@ -44,8 +48,21 @@ if [ ! -f compat_tests/node/node_modules/kafkajs/package.json ]; then
     npm ci --prefix compat_tests/node --no-audit --no-fund --loglevel=error
 fi
 
+# Jars in no registry reachable here, used where present (../shared/jars, see
+# its README; a user's clone has none and those tests skip saying why):
+# Apache Kafka 4.1.0 for compat_tests/test_differential.py, Spark's Kafka
+# connector for compat_tests/test_pyspark.py.
+jars="${KAFKACOMPAT_JARS_DIR:-../shared/jars}"
+if [ -d "$jars" ]; then
+    export KAFKACOMPAT_JARS_DIR="$(cd "$jars" && pwd)"
+    if [ -z "${KAFKACOMPAT_SPARK_JARS:-}" ] && [ -d "$KAFKACOMPAT_JARS_DIR/spark-4.0" ]; then
+        export KAFKACOMPAT_SPARK_JARS="$KAFKACOMPAT_JARS_DIR/spark-4.0"
+    fi
+fi
+
 # PySpark only where Spark's Kafka connector jars are provided (see README)
 if [ -n "${KAFKACOMPAT_SPARK_JARS:-}" ]; then
+    echo "== PySpark tests use the connector jars in $KAFKACOMPAT_SPARK_JARS"
     "$python" -c "import pyspark" 2>/dev/null \
         || "$python" -m pip install --quiet --disable-pip-version-check "pyspark>=4.0,<4.1"
 fi

@@ -68,7 +68,7 @@ def test_negative_frame_size_is_refused(broker: Broker) -> None:
 
 
 def test_oversized_frame_is_refused_before_it_is_read() -> None:
-    with Broker(max_frame_bytes=1024) as small:
+    with Broker(socket_request_max_bytes=1024) as small:
         with Wire(small.bootstrap_servers) as wire:
             wire.send_raw(struct.pack(">i", 1025))
             assert wire.is_closed()

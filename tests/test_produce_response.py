@@ -16,8 +16,8 @@ TOPICS = [
         PartitionResult(0, 0, 1234, -1, 0),
         PartitionResult(3, 0, 99, 1_700_000_000_123, 7),
         PartitionResult(5, ErrorCode.corrupt_message.value, -1, -1, -1, "record batch CRC-32C mismatch"),
-        PartitionResult(6, ErrorCode.invalid_record.value, -1, -1, -1, "One or more records have been rejected",
-                        [(1, "Compacted topic cannot accept message without key"), (4, None)]),
+        PartitionResult(6, ErrorCode.invalid_timestamp.value, -1, -1, -1, "rejected",
+                        ((1, "Timestamp 9 of message with offset 1 is out of range."), (4, None))),
     ]),
     ("/apps/iot/pumps:metrics", [PartitionResult(1, ErrorCode.unknown_topic_or_partition.value, -1, -1, -1)]),
 ]
@@ -41,9 +41,9 @@ def _kio_bytes(version: int, topics: list[tuple[str, list[PartitionResult]]]) ->
                     ),
                     log_start_offset=p.log_start_offset,
                     record_errors=tuple(
-                        make(m.BatchIndexAndErrorMessage, batch_index=i, batch_index_error_message=text)
-                        for i, text in p.record_errors
-                    ) if version >= 8 else (),
+                        make(m.BatchIndexAndErrorMessage, batch_index=index, batch_index_error_message=why)
+                        for index, why in p.record_errors
+                    ) if hasattr(m, "BatchIndexAndErrorMessage") else (),
                     error_message=p.error_message,
                 )
                 for p in parts

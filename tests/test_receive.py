@@ -88,3 +88,49 @@ async def test_reading_pauses_while_unread_bytes_pile_up() -> None:
     assert transport.paused
     assert await _read_all(stream, len(bodies)) == bodies
     assert not transport.paused
+
+
+async def test_large_frames_wait_for_the_shared_budget() -> None:
+    from kafkacompat.broker.receive import STAGE_BYTES, FrameBudget
+
+    budget = FrameBudget(3 * STAGE_BYTES)
+    loop = asyncio.get_running_loop()
+    first, second = FrameStream(loop, budget), FrameStream(loop, budget)
+    transports = [_Transport(), _Transport()]
+    first.set_transport(transports[0])  # type: ignore[arg-type]
+    second.set_transport(transports[1])  # type: ignore[arg-type]
+    size = 2 * STAGE_BYTES
+    body_a, body_b = os.urandom(size), os.urandom(size)
+    reading_a = asyncio.create_task(first.readexactly(size))
+    reading_b = asyncio.create_task(second.readexactly(size))
+    _feed(first, body_a[:STAGE_BYTES], 65536)
+    await asyncio.sleep(0)
+    _feed(second, body_b[:STAGE_BYTES], 65536)
+    for _ in range(5):
+        await asyncio.sleep(0)
+    # the first holds its whole frame (2 MiB) and the second its staged MiB: 3 MiB
+    assert budget.held == size + STAGE_BYTES
+    assert transports[1].paused  # the second waits for the budget without reading
+    _feed(first, body_a[STAGE_BYTES:], 65536)
+    assert await reading_a == body_a
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert not transports[1].paused
+    _feed(second, body_b[STAGE_BYTES:], 65536)
+    assert await reading_b == body_b
+    assert budget.held == 0
+
+
+async def test_a_drained_stream_gives_its_buffer_back() -> None:
+    from kafkacompat.broker.receive import INITIAL_BUFFER
+
+    stream = FrameStream(asyncio.get_running_loop())
+    stream.set_transport(_Transport())  # type: ignore[arg-type]
+    data, bodies = _frames([40_000, 50_000])
+    _feed(stream, data, 1 << 20)
+    assert await _read_all(stream, 2) == bodies
+    waiting = asyncio.create_task(stream.readexactly(4))
+    await asyncio.sleep(0)
+    assert len(stream._buf) == INITIAL_BUFFER
+    _feed(stream, b"abcd", 10)
+    assert await waiting == b"abcd"

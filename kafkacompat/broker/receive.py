@@ -1,12 +1,22 @@
-"""Receiving requests without asyncio.StreamReader's copies.
+"""Receiving requests without asyncio.StreamReader's copies, in bounded memory.
 
 StreamReader copies every received byte three times (recv into a new bytes,
 extend its buffer, slice out the result) and, once a read has advanced the
 buffer's start, each later extend reallocates and copies the whole buffer:
 with 1 MiB produce requests that was most of the broker's CPU. Here the
 kernel writes into our buffer (BufferedProtocol.recv_into): small frames are
-sliced out of a reused receive buffer, and a large frame gets a buffer of its
-own that the kernel fills directly, handed over without a further copy.
+sliced out of a receive buffer, and a large frame gets a buffer of its own
+that the kernel fills directly, handed over without a further copy.
+
+Memory follows what a connection needs, not what it announces: the shared
+buffer starts at 4 KiB and goes back to that size whenever it is drained,
+so an idle connection costs a few KiB (5,000 of them with 256 KiB buffers
+took 1.3 GB). A large frame first receives its opening MiB into a buffer of
+that size; only once those bytes have arrived does it get its full-size
+buffer, reserved from a broker-wide `FrameBudget`
+(Kafka's queued.max.request.bytes): a connection that announces 100 MiB and
+stalls holds at most a MiB, and one that would overrun the budget stops
+being read until other frames are handed over.
 
 `FrameStream.readexactly` keeps StreamReader's contract, so the connection
 code reads frames as it did; `serve_frames` is the counterpart of
@@ -16,21 +26,60 @@ asyncio.start_server.
 from __future__ import annotations
 
 import asyncio
+import collections
 from asyncio.streams import FlowControlMixin
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-RECEIVE_BUFFER = 256 * 1024  # reused for small frames
+INITIAL_BUFFER = 4 * 1024  # what a drained connection keeps
+RECEIVE_BUFFER = 256 * 1024  # the shared buffer grows no further; reading pauses when it is full
 DIRECT_FROM = 64 * 1024  # frames at least this large are received into their own buffer
+STAGE_BYTES = 1 << 20  # a large frame's first bytes, received before its full buffer exists
 PAUSE_ABOVE = 1 << 20  # unread bytes that pause reading from the socket (StreamReader's limit)
+
+
+class FrameBudget:
+    """Bytes of large frames being received, shared by every connection of a broker.
+
+    `reserve` waits while the bytes held would pass the limit (None: no
+    limit); a lone frame larger than the whole budget still goes through, so
+    the budget can only delay, never wedge, a frame the size limit allows.
+    """
+
+    def __init__(self, limit: int | None) -> None:
+        self.limit = limit
+        self.held = 0
+        self._waiters: collections.deque[asyncio.Future[None]] = collections.deque()
+
+    async def reserve(self, n: int) -> None:
+        while self.limit is not None and self.held > 0 and self.held + n > self.limit:
+            waiter = asyncio.get_running_loop().create_future()
+            self._waiters.append(waiter)
+            try:
+                await waiter
+            finally:
+                if waiter in self._waiters:
+                    self._waiters.remove(waiter)
+        self.held += n
+
+    def release(self, n: int) -> None:
+        self.held -= n
+        while self._waiters:  # each waiter re-checks; wake them all, in arrival order
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+
+
+UNLIMITED = FrameBudget(None)
 
 
 class FrameStream:
     """The reading half: received bytes waiting for `readexactly`."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, budget: FrameBudget = UNLIMITED) -> None:
         self._loop = loop
-        self._buf = bytearray(RECEIVE_BUFFER)
+        self._budget = budget
+        self._buf = bytearray(INITIAL_BUFFER)
         self._start = 0  # first unread byte of _buf
         self._end = 0  # one past the last received byte of _buf
         self._direct: bytearray | None = None  # a large frame being received in place
@@ -41,6 +90,8 @@ class FrameStream:
         self._exception: BaseException | None = None
         self._transport: asyncio.BaseTransport | None = None
         self._paused = False
+        self._held_back = False  # paused while waiting for the frame budget
+        self.last_received = loop.time()  # when bytes last arrived (for connections.max.idle.ms)
 
     # fed by the protocol ---------------------------------------------------------
 
@@ -51,20 +102,28 @@ class FrameStream:
             return memoryview(direct)[self._direct_filled :]  # type: ignore[index]
         # (bytes past a completed large frame wait in _buf until it is taken)
         if self._end == len(self._buf):
-            unread = self._end - self._start
-            # A new buffer rather than moving bytes in place: a memoryview
-            # handed out earlier may still be alive, which forbids resizing.
-            fresh = bytearray(max(RECEIVE_BUFFER, 2 * unread))
-            fresh[:unread] = memoryview(self._buf)[self._start : self._end]
-            self._buf, self._start, self._end = fresh, 0, unread
+            self._move_unread(2 * len(self._buf) if self._start == 0 else len(self._buf))
         return memoryview(self._buf)[self._end :]
 
+    def _move_unread(self, size: int) -> None:
+        """Unread bytes into a fresh buffer of at least `size` bytes.
+
+        A new buffer rather than moving bytes in place: a memoryview handed
+        out earlier may still be alive, which forbids resizing.
+        """
+        unread = self._end - self._start
+        fresh = bytearray(max(size, unread, INITIAL_BUFFER))
+        fresh[:unread] = memoryview(self._buf)[self._start : self._end]
+        self._buf, self._start, self._end = fresh, 0, unread
+
     def buffer_updated(self, nbytes: int) -> None:
+        self.last_received = self._loop.time()
         if self._into_direct:
             self._direct_filled += nbytes
         else:
             self._end += nbytes
-            if self._end - self._start > PAUSE_ABOVE:
+            unread = self._end - self._start
+            if unread > PAUSE_ABOVE or (self._end == len(self._buf) >= RECEIVE_BUFFER):
                 self._pause()
         self._wake()
 
@@ -90,7 +149,7 @@ class FrameStream:
             self._transport.pause_reading()  # type: ignore[attr-defined]
 
     def _resume(self) -> None:
-        if self._paused and self._transport is not None:
+        if self._paused and not self._held_back and self._transport is not None:
             self._paused = False
             self._transport.resume_reading()  # type: ignore[attr-defined]
 
@@ -99,6 +158,8 @@ class FrameStream:
             raise self._exception
         if self._eof:
             raise asyncio.IncompleteReadError(b"", n)  # partial bytes are of no use to anyone
+        if self._start == self._end and len(self._buf) > INITIAL_BUFFER and self._direct is None:
+            self._buf, self._start, self._end = bytearray(INITIAL_BUFFER), 0, 0  # drained: give memory back
         self._resume()
         self._waiter = self._loop.create_future()
         await self._waiter
@@ -109,38 +170,82 @@ class FrameStream:
         """Exactly n bytes (a bytearray for large frames); IncompleteReadError at EOF."""
         unread = self._end - self._start
         if n >= DIRECT_FROM and unread < n:
-            return await self._read_direct(n, unread)
+            return await self._read_direct(n)
         while self._end - self._start < n:
+            if len(self._buf) - self._start < n:  # room for the whole frame, no more
+                self._move_unread(n)
             await self._wait(n)
         data = bytes(memoryview(self._buf)[self._start : self._start + n])
         self._start += n
         if self._start == self._end:
             self._start = self._end = 0
-        if self._end - self._start <= PAUSE_ABOVE:
+        if self._end - self._start <= PAUSE_ABOVE and self._end < len(self._buf):
             self._resume()
         return data
 
-    async def _read_direct(self, n: int, unread: int) -> bytearray:
-        frame = bytearray(n)
-        frame[:unread] = memoryview(self._buf)[self._start : self._end]
-        self._start = self._end = 0
-        self._direct, self._direct_filled = frame, unread
+    async def _read_direct(self, n: int) -> bytearray:
+        """A large frame: its opening MiB first, then (budget allowing) the whole of it."""
+        staged = min(n, STAGE_BYTES)
+        reserved = 0
         try:
-            while self._direct_filled < n:
-                await self._wait(n)
+            await self._hold_back_until_reserved(staged)
+            reserved = staged
+            frame = self._take_into(bytearray(staged))
+            await self._fill_direct(frame, n)
+            if n > staged:
+                await self._hold_back_until_reserved(n - staged)
+                reserved = n
+                whole = bytearray(n)
+                whole[:staged] = frame
+                del frame
+                frame = self._take_into(whole, staged)
+                await self._fill_direct(frame, n)
+            return frame
         finally:
             self._direct = None
+            if reserved:
+                self._budget.release(reserved)
+
+    async def _hold_back_until_reserved(self, n: int) -> None:
+        """Reserve n bytes of the frame budget, not reading this socket meanwhile."""
+        budget = self._budget
+        if budget.limit is None or budget.held == 0 or budget.held + n <= budget.limit:
+            await budget.reserve(n)
+            return
+        self._pause()
+        self._held_back = True
+        try:
+            await budget.reserve(n)
+        finally:
+            self._held_back = False
+
+    def _take_into(self, frame: bytearray, filled: int = 0) -> bytearray:
+        """Start receiving into `frame`, first moving in unread bytes of the shared buffer."""
+        unread = min(self._end - self._start, len(frame) - filled)
+        frame[filled : filled + unread] = memoryview(self._buf)[self._start : self._start + unread]
+        self._start += unread
+        if self._start == self._end:
+            self._start = self._end = 0
+        self._direct, self._direct_filled = frame, filled + unread
         return frame
+
+    async def _fill_direct(self, frame: bytearray, n: int) -> None:
+        while self._direct_filled < len(frame):
+            await self._wait(n)
 
 
 class FrameProtocol(FlowControlMixin, asyncio.BufferedProtocol):
     """Feeds a FrameStream and backs the StreamWriter (drain, close waiter)."""
 
-    def __init__(self, on_connect: Callable[[FrameStream, asyncio.StreamWriter], Awaitable[None]]) -> None:
+    def __init__(
+        self,
+        on_connect: Callable[[FrameStream, asyncio.StreamWriter], Awaitable[None]],
+        budget: FrameBudget = UNLIMITED,
+    ) -> None:
         loop = asyncio.get_running_loop()
         super().__init__(loop)
         self._on_connect = on_connect
-        self._stream = FrameStream(loop)
+        self._stream = FrameStream(loop, budget)
         self._closed = loop.create_future()
         self._task: asyncio.Task[None] | None = None
 
@@ -177,8 +282,9 @@ async def serve_frames(
     on_connect: Callable[[FrameStream, asyncio.StreamWriter], Awaitable[None]],
     host: str,
     port: int,
+    budget: FrameBudget = UNLIMITED,
     **kwargs: Any,
 ) -> asyncio.base_events.Server:
     """Like asyncio.start_server, with a FrameStream as each connection's reader."""
     loop = asyncio.get_running_loop()
-    return await loop.create_server(lambda: FrameProtocol(on_connect), host, port, **kwargs)
+    return await loop.create_server(lambda: FrameProtocol(on_connect, budget), host, port, **kwargs)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
 import socket
 
@@ -14,7 +15,7 @@ from .cluster import Cluster
 from ..config import BrokerConfig
 from .connection import Connection
 from .faults import Faults
-from .receive import FrameStream, serve_frames
+from .receive import FrameBudget, FrameStream, serve_frames
 
 log = logging.getLogger(__name__)
 
@@ -33,10 +34,14 @@ class BrokerServer:
             record_codec=RecordCodec(split_records, rebuild_batch) if config.log_cleaner_enable else None,
             cleaner_dedupe_buffer_bytes=config.log_cleaner_dedupe_buffer_size,
             cleaner_backoff_ms=config.log_cleaner_backoff_ms,
+            skip_damaged=config.skip_damaged,
         )
         self.cluster: Cluster | None = None
         self._server: asyncio.base_events.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
+        self._per_ip: collections.Counter[str] = collections.Counter()
+        budget = config.queued_max_request_bytes
+        self._frame_budget = FrameBudget(None if budget == -1 else budget)
         self.faults = Faults()  # injected by tests; see kafkacompat.testing
 
     @property
@@ -49,7 +54,8 @@ class BrokerServer:
         # Bind before opening the store: a broker that cannot listen must not
         # touch the data dir (opening it consumes the clean-shutdown marker).
         self._server = await serve_frames(
-            self._accept, self.config.host, self.config.port, reuse_address=True, start_serving=False,
+            self._accept, self.config.host, self.config.port, self._frame_budget,
+            reuse_address=True, start_serving=False,
         )
         try:
             await self.store.open()
@@ -98,11 +104,11 @@ class BrokerServer:
         await self.stop()
 
     async def _accept(self, reader: FrameStream, writer: asyncio.StreamWriter) -> None:
-        if len(self._connections) >= self.config.max_connections:
-            log.warning(
-                "refusing connection from %s: max_connections=%d reached",
-                writer.get_extra_info("peername"), self.config.max_connections,
-            )
+        peer = writer.get_extra_info("peername")
+        ip = peer[0] if isinstance(peer, tuple) else str(peer)
+        refusal = self._refusal(ip)
+        if refusal is not None:
+            log.warning("refusing connection from %s: %s", ip, refusal)
             writer.close()
             return
         sock = writer.get_extra_info("socket")
@@ -112,9 +118,19 @@ class BrokerServer:
         task = asyncio.current_task()
         assert task is not None
         self._connections.add(task)
+        self._per_ip[ip] += 1
         try:
-            await Connection(
-                self.cluster, reader, writer, self.config.max_frame_bytes, self.faults
-            ).run()
+            await Connection(self.cluster, reader, writer, self.config, self.faults).run()
         finally:
             self._connections.discard(task)
+            self._per_ip[ip] -= 1
+            if not self._per_ip[ip]:
+                del self._per_ip[ip]
+
+    def _refusal(self, ip: str) -> str | None:
+        """Why a new connection from `ip` is refused (max.connections, max.connections.per.ip)."""
+        if len(self._connections) >= self.config.max_connections:
+            return f"max_connections={self.config.max_connections} reached"
+        if self._per_ip[ip] >= self.config.max_connections_per_ip:
+            return f"max_connections_per_ip={self.config.max_connections_per_ip} reached for {ip}"
+        return None

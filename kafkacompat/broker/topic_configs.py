@@ -37,10 +37,12 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {
     "flush.ms": ConfigDef("9223372036854775807", 5, "Durability follows the stream's fsync policy."),
     "index.interval.bytes": ConfigDef("4096", 3, "Bytes between sparse index entries."),
     "max.compaction.lag.ms": ConfigDef("9223372036854775807", 5, "Longest a record stays uncompacted."),
-    "max.message.bytes": ConfigDef("1048588", 3, "Largest record batch accepted."),
+    "max.message.bytes": ConfigDef("1048588", 3, "Largest record batch accepted (broker: message.max.bytes)."),
     "message.timestamp.type": ConfigDef("CreateTime", 2, "CreateTime or LogAppendTime."),
-    "message.timestamp.before.max.ms": ConfigDef("9223372036854775807", 5, "Kept for compatibility."),
-    "message.timestamp.after.max.ms": ConfigDef("9223372036854775807", 5, "Kept for compatibility."),
+    "message.timestamp.before.max.ms": ConfigDef(
+        "9223372036854775807", 5, "How far before the broker's clock a CreateTime timestamp may be."),
+    "message.timestamp.after.max.ms": ConfigDef(
+        "3600000", 5, "How far after the broker's clock a CreateTime timestamp may be (Kafka 4 default)."),
     "min.cleanable.dirty.ratio": ConfigDef("0.5", 6, "Share of uncleaned log that starts a cleaning."),
     "min.compaction.lag.ms": ConfigDef("0", 5, "Shortest time a record stays uncompacted."),
     "min.insync.replicas": ConfigDef("1", 3, "A single broker: always 1."),
@@ -86,8 +88,15 @@ def effective_configs(cluster: "Cluster", info: TopicInfo) -> dict[str, tuple[st
         elif name in inherited and inherited[name] != definition.default:
             out[name] = (inherited[name], DYNAMIC_DEFAULT_BROKER_CONFIG)
         else:
-            out[name] = (inherited.get(name, definition.default), DEFAULT_CONFIG)
+            out[name] = (inherited.get(name, _broker_default(cluster, name)), DEFAULT_CONFIG)
     return out
+
+
+def _broker_default(cluster: "Cluster", name: str) -> str:
+    """A topic config's default; max.message.bytes follows the broker's message.max.bytes."""
+    if name == "max.message.bytes":
+        return str(cluster.config.message_max_bytes)
+    return TOPIC_CONFIGS[name].default
 
 
 def topic_config_value(cluster: "Cluster", info: TopicInfo, name: str) -> str:
@@ -98,7 +107,7 @@ def topic_config_value(cluster: "Cluster", info: TopicInfo, name: str) -> str:
         inherited = stream_defaults(stream.policy)
         if name in inherited:
             return inherited[name]
-    return TOPIC_CONFIGS[name].default
+    return _broker_default(cluster, name)
 
 
 def validate_configs(configs: dict[str, str]) -> None:

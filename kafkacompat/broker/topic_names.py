@@ -45,6 +45,13 @@ def kafka_alias(stream: str, topic: str, default_stream: str) -> str:
     return stream[1:].replace("/", ".") + ".." + topic
 
 
+# Clients (by the software name they send in ApiVersions) that refuse any topic
+# name outside Kafka's legal characters, also in metadata they did not ask for
+# by name: kafka-python's pattern subscription matches the listed names and
+# then rejects '/stream:topic' with a ValueError. They are listed aliases.
+LEGAL_NAMES_ONLY = frozenset({"kafka-python"})
+
+
 def canonical_name(stream: str, topic: str, default_stream: str) -> str:
     if stream == default_stream:
         return topic

@@ -8,6 +8,7 @@ from kafkacompat import storage
 
 from ..broker.cluster import TopicError
 from .common import NO_THROTTLE, ErrorCode, make, schema_of, storage_error_code
+from .partition_limits import PER_REQUEST_MESSAGE, partition_limit_error
 
 
 async def _grow(ctx: Any, topic: Any, validate_only: bool) -> tuple[ErrorCode, str | None]:
@@ -21,8 +22,13 @@ async def _grow(ctx: Any, topic: Any, validate_only: bool) -> tuple[ErrorCode, s
     if topic.count <= info.partitions:
         return (
             ErrorCode.invalid_partitions,
-            f"topic has {info.partitions} partitions; the new count must be larger, got {topic.count}",
+            # Kafka's wording (kafka-topics --alter prints it)
+            f"The topic {topic.name} currently has {info.partitions} partition(s); "
+            f"{topic.count} would not be an increase.",
         )
+    refused = partition_limit_error(cluster, topic.count - info.partitions)
+    if refused is not None:
+        return refused
     if topic.assignments is not None:
         if len(topic.assignments) != topic.count - info.partitions:
             return ErrorCode.invalid_replica_assignment, "one assignment per new partition is required"
@@ -37,10 +43,27 @@ async def _grow(ctx: Any, topic: Any, validate_only: bool) -> tuple[ErrorCode, s
     return ErrorCode.none, None
 
 
+def _requested_increase(ctx: Any, topics: Any) -> int:
+    """Partitions the whole request would add to the topics that exist."""
+    total = 0
+    for topic in topics:
+        try:
+            info = ctx.cluster.lookup(topic.name).info
+        except TopicError:
+            continue
+        if info is not None:
+            total += max(topic.count - info.partitions, 0)
+    return total
+
+
 async def handle(ctx: Any, request: Any) -> Any:
     m = schema_of(ctx)
     results = []
+    too_many = _requested_increase(ctx, request.topics) > ctx.cluster.config.max_partitions_per_request
     for topic in request.topics:
-        error, message = await _grow(ctx, topic, request.validate_only)
+        if too_many:
+            error, message = ErrorCode.policy_violation, PER_REQUEST_MESSAGE
+        else:
+            error, message = await _grow(ctx, topic, request.validate_only)
         results.append(make(m.CreatePartitionsTopicResult, name=topic.name, error_code=error, error_message=message))
     return make(m.CreatePartitionsResponse, throttle_time=NO_THROTTLE, results=tuple(results))

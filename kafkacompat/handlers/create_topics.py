@@ -9,6 +9,7 @@ from kafkacompat import storage
 from ..broker.cluster import TopicError
 from ..broker.topic_configs import InvalidConfigError, effective_configs, validate_configs
 from .common import NO_THROTTLE, ErrorCode, make, schema_of, storage_error_code
+from .partition_limits import PER_REQUEST_MESSAGE, partition_limit_error
 
 
 async def _create(ctx: Any, topic: Any, validate_only: bool) -> tuple[ErrorCode, str | None, Any]:
@@ -21,7 +22,7 @@ async def _create(ctx: Any, topic: Any, validate_only: bool) -> tuple[ErrorCode,
     if stream_info is None:
         return ErrorCode.invalid_topic_exception, f"stream {stream} does not exist", None
     if cluster.store.get_topic(stream, name) is not None:
-        return ErrorCode.topic_already_exists, f"topic {topic.name} already exists", None
+        return ErrorCode.topic_already_exists, f"Topic '{topic.name}' already exists.", None  # Kafka's wording
     partitions = topic.num_partitions
     if topic.assignments:
         partitions = len(topic.assignments)
@@ -37,6 +38,9 @@ async def _create(ctx: Any, topic: Any, validate_only: bool) -> tuple[ErrorCode,
             f"replication factor {topic.replication_factor} is larger than the 1 available broker",
             None,
         )
+    refused = partition_limit_error(cluster, partitions)
+    if refused is not None:
+        return *refused, None
     configs = {c.name: c.value for c in topic.configs if c.value is not None}
     try:
         validate_configs(configs)
@@ -51,11 +55,32 @@ async def _create(ctx: Any, topic: Any, validate_only: bool) -> tuple[ErrorCode,
     return ErrorCode.none, None, info
 
 
+def _requested_partitions(ctx: Any, topics: Any) -> int:
+    """Partitions the whole request asks for, counted as Kafka's controller counts them."""
+    total = 0
+    for topic in topics:
+        if topic.assignments:
+            total += len(topic.assignments)
+        elif topic.num_partitions > 0:
+            total += topic.num_partitions
+        elif topic.num_partitions == -1:
+            try:
+                stream = ctx.cluster.store.get_stream(ctx.cluster.split(topic.name)[0])
+            except TopicError:
+                continue
+            total += stream.policy.default_partitions if stream is not None else 0
+    return total
+
+
 async def handle(ctx: Any, request: Any) -> Any:
     m = schema_of(ctx)
     results = []
+    too_many = _requested_partitions(ctx, request.topics) > ctx.cluster.config.max_partitions_per_request
     for topic in request.topics:
-        error, message, info = await _create(ctx, topic, request.validate_only)
+        if too_many:  # Kafka refuses every topic of such a request
+            error, message, info = ErrorCode.policy_violation, PER_REQUEST_MESSAGE, None
+        else:
+            error, message, info = await _create(ctx, topic, request.validate_only)
         configs = None
         if info is not None and hasattr(m, "CreatableTopicConfigs"):  # v5+
             configs = tuple(

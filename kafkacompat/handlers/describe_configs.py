@@ -25,9 +25,12 @@ def broker_configs(cluster: Any) -> dict[str, tuple[str, int]]:
         "default.replication.factor": ("1", 3),
         "min.insync.replicas": ("1", 3),
         "offsets.topic.replication.factor": ("1", 2),
-        "message.max.bytes": (TOPIC_CONFIGS["max.message.bytes"].default, 3),
-        "socket.request.max.bytes": (str(config.max_frame_bytes), 3),
+        "message.max.bytes": (str(config.message_max_bytes), 3),
+        "socket.request.max.bytes": (str(config.socket_request_max_bytes), 3),
         "max.connections": (str(config.max_connections), 3),
+        "max.connections.per.ip": (str(config.max_connections_per_ip), 3),
+        "connections.max.idle.ms": (str(config.connections_max_idle_ms), 5),
+        "queued.max.request.bytes": (str(config.queued_max_request_bytes), 5),
         "log.dirs": (",".join([config.data_dir, *config.volumes]), 2),
     }
 

@@ -20,6 +20,13 @@ from kafkacompat import storage
 from kafkacompat.protocol.messages import RequestHeader
 from kafkacompat.protocol.produce_request import ProduceRequest, parse_produce_request
 from kafkacompat.protocol.produce_response import PartitionResult, encode_produce_response
+from kafkacompat.protocol.record_validation import (
+    CORRUPT,
+    INVALID,
+    TOO_LARGE,
+    RecordValidationError,
+    validate_records,
+)
 from kafkacompat.protocol.records import InvalidBatchError, keyless_records, set_log_append_time, split_batches
 
 from ..broker.cluster import TopicError
@@ -39,8 +46,40 @@ class _Outcome:
     log_append_time: int = -1
     log_start_offset: int = -1
     message: str | None = None
-    record_errors: list[tuple[int, str | None]] = dataclasses.field(default_factory=list)
+    record_errors: tuple[tuple[int, str | None], ...] = ()
     durable_at: tuple[storage.Partition, int] | None = None
+
+
+_REFUSAL = {CORRUPT: ErrorCode.corrupt_message, INVALID: ErrorCode.invalid_record, TOO_LARGE: ErrorCode.invalid_record}
+TIMESTAMP_REFUSAL = "One or more records have been rejected due to invalid timestamp"  # Kafka's words
+INLINE_DECOMPRESSED = 4 << 20  # compressed records up to this size are checked without a thread hop
+
+
+async def _validate(cluster: Any, info: Any, records: Any, batches: Any, log_append: bool) -> None:
+    """Kafka's LogValidator checks on every batch; RecordValidationError names the first failure.
+
+    A compressed batch is first checked in place with a 4 MiB bound on its
+    decompressed records (a millisecond or two at most); one that inflates
+    further is checked again in a worker thread up to the full bound, so a
+    large or hostile batch does not stall every other connection meanwhile.
+    """
+    before = int(topic_config_value(cluster, info, "message.timestamp.before.max.ms"))
+    after = int(topic_config_value(cluster, info, "message.timestamp.after.max.ms"))
+    now = int(time.time() * 1000)
+    view = memoryview(records)
+    for pos, header in batches:
+        batch = view[pos : pos + header.size]
+        try:
+            validate_records(
+                batch, header, now, before, after, check_timestamps=not log_append,
+                decompressed_limit=INLINE_DECOMPRESSED,
+            )
+        except RecordValidationError as exc:
+            if exc.kind != TOO_LARGE:
+                raise
+            await asyncio.to_thread(
+                validate_records, batch, header, now, before, after, check_timestamps=not log_append
+            )
 
 
 def decode(header: RequestHeader, frame: bytes | bytearray) -> ProduceRequest:
@@ -73,7 +112,7 @@ def _refuse_keyless(outcome: _Outcome, topic: str, index: int, view: memoryview,
         return False
     shown = ", ".join(f"RecordError(batchIndex={i}, message='{m}')" for i, m in errors[:3])
     outcome.error = ErrorCode.invalid_record
-    outcome.record_errors = errors
+    outcome.record_errors = tuple(errors)
     outcome.message = (f"One or more records have been rejected due to {len(errors)} record errors in total, "
                        f"and only showing the first three errors at most: [{shown}]")
     return True
@@ -114,8 +153,20 @@ async def _produce_partition(ctx: Any, topic: Any, part: Any, acks: int) -> _Out
         outcome, topic.name, part.index, view, batches
     ):
         return outcome
-    partition = cluster.store.partition(info.stream, info.name, part.index)
     log_append = topic_config_value(cluster, info, "message.timestamp.type") == "LogAppendTime"
+    try:
+        await _validate(cluster, info, records, batches, log_append)
+    except RecordValidationError as exc:
+        if exc.record_index >= 0:
+            outcome.error, outcome.message = ErrorCode.invalid_timestamp, TIMESTAMP_REFUSAL
+            outcome.record_errors = ((exc.record_index, str(exc)),)
+        else:
+            outcome.error, outcome.message = _REFUSAL[exc.kind], str(exc)
+        log.warning("refused produce to %s-%d from %s: %s", topic.name, part.index, ctx.peer, exc)
+        return outcome
+    partition, outcome.error = cluster.partition_for(info, ErrorCode.unknown_topic_or_partition, part.index)
+    if partition is None:
+        return outcome
     key = (info.stream, info.name, part.index)
     first_offset = None
     try:
@@ -151,7 +202,7 @@ async def _produce_partition(ctx: Any, topic: Any, part: Any, acks: int) -> _Out
     except storage.StorageError as exc:
         outcome.error = storage_error_code(exc)
         outcome.message = str(exc)
-        log.error("append to %s-%d failed: %s", topic.name, part.index, exc)
+        _log_append_failure(topic.name, part.index, exc)
         return outcome
     outcome.base_offset = first_offset if first_offset is not None else -1
     outcome.log_start_offset = partition.log_start_offset
@@ -159,6 +210,23 @@ async def _produce_partition(ctx: Any, topic: Any, part: Any, acks: int) -> _Out
     if acks == -1 or (stream is not None and stream.policy.fsync == storage.FsyncPolicy.ALWAYS):
         outcome.durable_at = (partition, partition.high_watermark)
     return outcome
+
+
+_failures_logged: dict[tuple[str, int, type], float] = {}
+FAILURE_LOG_EVERY_S = 60.0
+
+
+def _log_append_failure(topic: str, index: int, exc: Exception) -> None:
+    """One line per partition and kind of failure a minute: a full disk must not flood the log."""
+    key = (topic, index, type(exc))
+    now = time.monotonic()
+    if now < _failures_logged.get(key, 0.0):
+        return
+    if len(_failures_logged) > 10_000:
+        _failures_logged.clear()
+    _failures_logged[key] = now + FAILURE_LOG_EVERY_S
+    log.error("append to %s-%d failed: %s (repeats are not logged for %d s)", topic, index, exc,
+              FAILURE_LOG_EVERY_S)
 
 
 def _response(ctx: Any, request: Any, results: list[tuple[str, list[_Outcome]]]) -> bytes:
@@ -193,12 +261,18 @@ async def handle(ctx: Any, request: Any) -> Any:
             # Kafka's way of telling an acks=0 producer: close, so it refreshes metadata.
             raise CloseConnection(f"acks=0 produce failed with {failed[0].error.name}")
         return NO_RESPONSE
-    waits = [o.durable_at for _, outs in results for o in outs if o.durable_at is not None]
+    waits = [o for _, outs in results for o in outs if o.durable_at is not None]
     if not waits:
         return _response(ctx, request, results)
 
     async def after_fsync() -> Any:
-        await asyncio.gather(*(partition.wait_durable(offset) for partition, offset in waits))
+        done = await asyncio.gather(*(o.durable_at[0].wait_durable(o.durable_at[1]) for o in waits),
+                                    return_exceptions=True)
+        for outcome, result in zip(waits, done):
+            if isinstance(result, storage.StorageError):
+                outcome.error, outcome.message = storage_error_code(result), str(result)
+            elif isinstance(result, BaseException):
+                raise result
         return _response(ctx, request, results)
 
     return after_fsync()

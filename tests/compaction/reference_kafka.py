@@ -1,6 +1,6 @@
 """Apache Kafka 4.1 as a reference broker: one KRaft node on loopback, for differential tests.
 
-From ../shared/jars/kafka_2.13-4.1.0 (or KAFKACOMPAT_KAFKA_HOME); tests skip
+From ../shared/jars/kafka_2.13-4.1.0 (or under KAFKACOMPAT_JARS_DIR); tests skip
 with the reason when it or Java is absent.
 """
 
@@ -22,13 +22,14 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 def kafka_home() -> str:
     """Where Kafka 4.1 is: beside the checkout, or beside the folder of git worktrees."""
-    env = os.environ.get("KAFKACOMPAT_KAFKA_HOME")
+    env = (os.path.join(os.environ["KAFKACOMPAT_JARS_DIR"], "kafka_2.13-4.1.0")
+    if os.environ.get("KAFKACOMPAT_JARS_DIR") else None)
     candidates = [env] if env else [os.path.join(REPO, *[".."] * up, "shared", "jars", "kafka_2.13-4.1.0")
                                     for up in (1, 2)]
     for home in candidates:
         if os.path.exists(os.path.join(home, "bin", "kafka-server-start.sh")):
             return os.path.abspath(home)
-    pytest.skip(f"the reference Apache Kafka 4.1 is not at {candidates[0]} (set KAFKACOMPAT_KAFKA_HOME)")
+    pytest.skip(f"the reference Apache Kafka 4.1 is not at {candidates[0]} (or under KAFKACOMPAT_JARS_DIR)")
 
 
 def _free_port() -> int:

@@ -1,0 +1,425 @@
+"""Apache Kafka 4.1 as the reference: a real broker and Kafka's own CLI tools.
+
+Differential tests run the same steps against kafkacompat and against a
+real Kafka 4.1.0 and compare what the user sees. This module gives them:
+
+- `reference_kafka` (session fixture): one single-node KRaft Kafka 4.1.0 on
+  loopback ephemeral ports with a temporary log dir, started once per test
+  session and stopped at its end.
+- `kafka_tools` (session fixture): Kafka's tools (kafka-topics,
+  kafka-configs, kafka-consumer-groups, kafka-console-producer/consumer,
+  kafka-get-offsets, kafka-delete-records, kafka-verifiable-producer/consumer)
+  run by their main classes with the user's arguments inside one long-lived
+  JVM (compat_tests/kafka_tools/ToolRunner.java): a JVM start costs 1-2 s,
+  a call in the warm runner a fraction of that.
+- `Side`, `Step`, `normalize`, `on_both`, `agree`, `known`, `unique`: the
+  vocabulary of differential tests; the session fixture `sides` (in
+  conftest.py) pairs the reference with a kafkacompat of its own.
+
+The fixtures skip, saying why, when the distribution is absent: it is looked up at
+$KAFKACOMPAT_JARS_DIR, else ../shared/jars from the repository root (see
+../shared/jars/README.md; a user's clone has none).
+"""
+
+from __future__ import annotations
+
+import atexit
+import base64
+import concurrent.futures
+import dataclasses
+import functools
+import os
+import pathlib
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+KAFKA_DIST = "kafka_2.13-4.1.0"
+RUNNER_SOURCE = pathlib.Path(__file__).resolve().parent / "kafka_tools" / "ToolRunner.java"
+START_TIMEOUT = 90.0  # seconds Kafka may take to start on a loaded 2-core machine
+TOOL_TIMEOUT = 90.0  # seconds one tool call may take
+HEAP = "-Xms512m -Xmx768m"
+
+# bin/<script>.sh -> the main class it runs (as kafka-run-class.sh does)
+TOOLS = {
+    "kafka-topics": "org.apache.kafka.tools.TopicCommand",
+    "kafka-configs": "kafka.admin.ConfigCommand",
+    "kafka-consumer-groups": "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
+    "kafka-console-producer": "org.apache.kafka.tools.ConsoleProducer",
+    "kafka-console-consumer": "org.apache.kafka.tools.consumer.ConsoleConsumer",
+    "kafka-get-offsets": "org.apache.kafka.tools.GetOffsetShell",
+    "kafka-delete-records": "org.apache.kafka.tools.DeleteRecordsCommand",
+    "kafka-verifiable-producer": "org.apache.kafka.tools.VerifiableProducer",
+    "kafka-verifiable-consumer": "org.apache.kafka.tools.VerifiableConsumer",
+    "kafka-cluster": "org.apache.kafka.tools.ClusterTool",
+    "kafka-broker-api-versions": "org.apache.kafka.tools.BrokerApiVersionsCommand",
+}
+
+# Tools log WARN and above to stderr (config/tools-log4j2.yaml); `follow` makes
+# the appender write to the System.err of the call, so warnings are captured.
+_LOG4J2 = """\
+status = error
+appender.err.type = Console
+appender.err.name = STDERR
+appender.err.target = SYSTEM_ERR
+appender.err.follow = true
+appender.err.layout.type = PatternLayout
+appender.err.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = WARN
+rootLogger.appenderRef.err.ref = STDERR
+"""
+
+
+def jars_dir() -> pathlib.Path | None:
+    """The shared jars folder, or None when this machine has none."""
+    configured = os.environ.get("KAFKACOMPAT_JARS_DIR")
+    folder = pathlib.Path(configured) if configured else ROOT.parent / "shared" / "jars"
+    return folder if folder.is_dir() else None
+
+
+def kafka_home() -> pathlib.Path:
+    """The Kafka 4.1.0 distribution; skips the test when it or Java is missing."""
+    folder = jars_dir()
+    if folder is None or not (folder / KAFKA_DIST / "libs").is_dir():
+        pytest.skip(
+            f"Apache Kafka 4.1.0 is not here ({KAFKA_DIST} under $KAFKACOMPAT_JARS_DIR or ../shared/jars): "
+            "the differential tests need it as the reference broker"
+        )
+    if shutil.which("java") is None or shutil.which("javac") is None:
+        pytest.skip("no JDK (java and javac) on PATH: Kafka 4.1 needs one")
+    return folder / KAFKA_DIST
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def kafka_uuid() -> str:
+    """A random id spelt as Kafka spells Uuids (URL-safe base64, no padding, no leading '-')."""
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not text.startswith("-"):
+            return text
+
+
+class ReferenceKafka:
+    """A single-node KRaft Apache Kafka 4.1.0 on loopback, as in Kafka's quickstart."""
+
+    def __init__(self, home: pathlib.Path, node_id: int = 1, **settings: object) -> None:
+        self.home = home
+        self.node_id = node_id
+        self.settings = settings
+        self.cluster_id = kafka_uuid()
+        self.port = 0
+        self._dir: tempfile.TemporaryDirectory[str] | None = None
+        self._process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def _properties(self, log_dir: str, controller_port: int) -> str:
+        settings: dict[str, object] = {
+            "process.roles": "broker,controller",
+            "node.id": self.node_id,
+            "controller.quorum.bootstrap.servers": f"127.0.0.1:{controller_port}",
+            "listeners": f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{controller_port}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "controller.listener.names": "CONTROLLER",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+            "log.dirs": log_dir,
+            "offsets.topic.replication.factor": 1,
+            "offsets.topic.num.partitions": 1,
+            "transaction.state.log.replication.factor": 1,
+            "transaction.state.log.min.isr": 1,
+            "share.coordinator.state.topic.replication.factor": 1,
+            "share.coordinator.state.topic.min.isr": 1,
+            "num.partitions": 1,
+        }
+        settings.update(self.settings)
+        return "".join(f"{key}={value}\n" for key, value in settings.items())
+
+    def start(self) -> "ReferenceKafka":
+        self._dir = tempfile.TemporaryDirectory(prefix="kafka41-")
+        work = pathlib.Path(self._dir.name)
+        self.port = free_port()
+        properties = work / "server.properties"
+        properties.write_text(self._properties(str(work / "logs"), free_port()))
+        env = {**os.environ, "KAFKA_HEAP_OPTS": HEAP, "LOG_DIR": str(work / "app-logs")}
+        subprocess.run(
+            [str(self.home / "bin" / "kafka-storage.sh"), "format", "--standalone", "-t", self.cluster_id,
+             "-c", str(properties)],
+            env=env, check=True, capture_output=True, timeout=120,
+        )
+        console = open(work / "console.log", "wb")  # noqa: SIM115 - the broker's whole life
+        self._process = subprocess.Popen(
+            [str(self.home / "bin" / "kafka-server-start.sh"), str(properties)],
+            env=env, stdout=console, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        console.close()
+        atexit.register(self.stop)  # also when the session ends without its fixture's teardown
+        deadline = time.monotonic() + START_TIMEOUT
+        while b"Kafka Server started" not in (work / "console.log").read_bytes():
+            if self._process.poll() is not None or time.monotonic() > deadline:
+                tail = (work / "console.log").read_text(errors="replace")[-3000:]
+                self.stop()
+                raise RuntimeError(f"Kafka 4.1 did not start:\n{tail}")
+            time.sleep(0.1)
+        return self
+
+    def stop(self) -> None:
+        process, self._process = self._process, None
+        if process is not None and process.poll() is None:
+            os.killpg(process.pid, signal.SIGTERM)
+            try:
+                process.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait(10)
+        if self._dir is not None:
+            self._dir.cleanup()
+            self._dir = None
+
+    def __enter__(self) -> "ReferenceKafka":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+@dataclasses.dataclass(frozen=True)
+class ToolResult:
+    """What a user of a tool sees: its exit code, stdout and stderr."""
+
+    code: int
+    out: str
+    err: str
+
+
+@functools.cache
+def compiled_runner(home: pathlib.Path) -> str:
+    """Compile ToolRunner.java once per session; its class directory."""
+    out = tempfile.mkdtemp(prefix="kafkacompat-tools-")
+    atexit.register(shutil.rmtree, out, True)
+    done = subprocess.run(
+        ["javac", "-nowarn", "-d", out, "-cp", str(home / "libs" / "kafka-clients-4.1.0.jar"), str(RUNNER_SOURCE)],
+        capture_output=True, text=True, timeout=300, check=False,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"javac failed:\n{done.stderr}")
+    return out
+
+
+class KafkaTools:
+    """Kafka 4.1's CLI tools, called one at a time in one warm JVM (thread-safe)."""
+
+    def __init__(self, home: pathlib.Path) -> None:
+        self.home = home
+        self._lock = threading.Lock()
+        self._dir = tempfile.TemporaryDirectory(prefix="kafka-tools-")
+        self.workdir = pathlib.Path(self._dir.name)
+        (self.workdir / "log4j2.properties").write_text(_LOG4J2)
+        self._process: subprocess.Popen[str] | None = None
+
+    def _start(self) -> subprocess.Popen[str]:
+        argv = [
+            "java", "-Xmx512m", "-XX:+UseSerialGC", "-Xshare:auto", "-Djava.awt.headless=true",
+            "-Djava.security.manager=allow", "--add-opens", "java.base/java.lang=ALL-UNNAMED",
+            f"-Dlog4j2.configurationFile={self.workdir / 'log4j2.properties'}",
+            "-cp", f"{compiled_runner(self.home)}:{self.home / 'libs'}/*", "ToolRunner",
+        ]
+        log = open(self.workdir / "runner.log", "ab")  # noqa: SIM115 - the runner's whole life
+        process = subprocess.Popen(
+            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True,
+            cwd=self.workdir, start_new_session=True,
+        )
+        log.close()
+        assert process.stdout is not None
+        ready = process.stdout.readline()
+        if ready.strip() != "READY":
+            raise RuntimeError(f"the tool runner did not start: {ready!r}")
+        return process
+
+    def run(self, tool: str, *args: str, stdin: str = "", timeout: float = TOOL_TIMEOUT) -> ToolResult:
+        """Run bin/<tool>.sh ARGS with `stdin` as its input, as a user would."""
+        fields = [TOOLS[tool], stdin, *args]
+        request = " ".join(base64.b64encode(f.encode()).decode() for f in fields) + "\n"
+        with self._lock:
+            if self._process is None or self._process.poll() is not None:
+                self._process = self._start()
+            process = self._process
+            assert process.stdin is not None and process.stdout is not None
+            timer = threading.Timer(timeout, self._kill, (process,))
+            timer.start()
+            try:
+                process.stdin.write(request)
+                process.stdin.flush()
+                answer = process.stdout.readline()
+            finally:
+                timer.cancel()
+        if not answer.startswith("EXIT "):
+            self._process = None
+            log = (self.workdir / "runner.log").read_text(errors="replace")[-2000:]
+            raise AssertionError(f"{tool} {' '.join(args)}: ran over {timeout:.0f}s or crashed the runner\n{log}")
+        _, code, out, err = answer.split(" ")
+        return ToolResult(int(code), base64.b64decode(out).decode(), base64.b64decode(err).decode())
+
+    def script(self, tool: str, *args: str, stdin: str = "", timeout: float = TOOL_TIMEOUT) -> ToolResult:
+        """Run the real bin/<tool>.sh in its own JVM (slow: for checking the runner is faithful)."""
+        done = subprocess.run(
+            [str(self.home / "bin" / f"{tool}.sh"), *args], input=stdin, capture_output=True, text=True,
+            timeout=timeout, check=False,
+            env={**os.environ, "KAFKA_LOG4J_OPTS": f"-Dlog4j2.configurationFile={self.workdir / 'log4j2.properties'}"},
+        )
+        return ToolResult(done.returncode, done.stdout, done.stderr)
+
+    def file(self, name: str, text: str) -> str:
+        """Write an input file a tool reads (a --offset-json-file, a CSV for --from-file); its path."""
+        path = self.workdir / name
+        path.write_text(text)
+        return str(path)
+
+    @staticmethod
+    def _kill(process: subprocess.Popen[str]) -> None:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+
+    def close(self) -> None:
+        process, self._process = self._process, None
+        if process is not None:
+            assert process.stdin is not None
+            process.stdin.close()
+            try:
+                process.wait(10)
+            except subprocess.TimeoutExpired:
+                self._kill(process)
+                process.wait(10)
+        self._dir.cleanup()
+
+
+# --- differential tests: the same steps against both brokers, compared ------------
+
+SIDES = ("kafka", "kafkacompat")
+
+
+@dataclasses.dataclass(frozen=True)
+class Step:
+    """One tool call as the user sees it, normalized."""
+
+    code: int
+    out: str
+    err: str
+
+
+class Side:
+    """One broker under test (Kafka 4.1 or kafkacompat), driven by Kafka's tools and other clients."""
+
+    def __init__(self, name: str, bootstrap: str, tools: KafkaTools) -> None:
+        self.name = name
+        self.bootstrap = bootstrap
+        self.tools = tools
+
+    def run(self, tool: str, *args: str, stdin: str = "") -> ToolResult:
+        return self.tools.run(tool, "--bootstrap-server", self.bootstrap, *args, stdin=stdin)
+
+    def step(self, tool: str, *args: str, stdin: str = "") -> Step:
+        result = self.run(tool, *args, stdin=stdin)
+        return Step(result.code, normalize(result.out, self.bootstrap), normalize(result.err, self.bootstrap))
+
+
+_NORMALIZE: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"^\[\d{4}-\d\d-\d\d [\d:,]+\] ", re.M), ""),  # log line timestamps
+    (re.compile(r"TopicId: [A-Za-z0-9_-]{22}"), "TopicId: <id>"),
+    (re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b"), "<uuid>"),
+    (re.compile(r"console-consumer-\d+"), "console-consumer-<n>"),
+    (re.compile(r"/127\.0\.0\.1\b"), "/<host>"),
+    (re.compile(r"clientId=adminclient-\d+"), "clientId=adminclient-<n>"),
+    # stack traces: frames differ by JIT state and the tool runner's own frames
+    (re.compile(r"^\t(at .*|\.\.\. \d+ more)\n", re.M), ""),
+    # a client-side deadline: its wording depends on which retry it hit
+    (re.compile(r"(errors\.TimeoutException): .*$", re.M), r"\1: <client deadline>"),
+)
+
+
+def normalize(text: str, bootstrap: str) -> str:
+    text = text.replace(bootstrap, "<broker>")
+    for pattern, replacement in _NORMALIZE:
+        text = pattern.sub(replacement, text)
+    return text
+
+
+def columns(text: str) -> list[list[str]]:
+    """A table the tools print (whitespace-aligned) as rows of cells, blank lines dropped."""
+    return [line.split() for line in text.splitlines() if line.strip()]
+
+
+def error_classes(step: Step) -> set[str]:
+    """The Kafka exception classes a failed call names (messages may word things differently)."""
+    return set(re.findall(r"(?:errors|common)\.(\w+(?:Exception|Error))", step.out + step.err))
+
+
+def on_both(sides: dict[str, Side], script: Callable[[Side], dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Run `script` against each broker, both at once (clients mostly wait on JVM starts and
+    the network; Kafka's tools still take turns in their one JVM); {side name: its transcript}."""
+    with concurrent.futures.ThreadPoolExecutor(len(sides), thread_name_prefix="side") as pool:
+        futures = {name: pool.submit(script, side) for name, side in sides.items()}
+        return {name: future.result() for name, future in futures.items()}
+
+
+def unique(prefix: str) -> str:
+    """A name used on both sides alike, fresh per session (a reused reference keeps old topics)."""
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def agree(runs: dict[str, dict[str, Any]], *keys: str) -> None:
+    """The named steps' transcripts are equal on both brokers."""
+    theirs = {key: runs["kafka"][key] for key in keys}
+    mine = {key: runs["kafkacompat"][key] for key in keys}
+    assert mine == theirs
+
+
+def known(reason: str) -> pytest.MarkDecorator:
+    """A difference still open: the test fails the day it is fixed, so the mark goes too."""
+    return pytest.mark.xfail(strict=True, reason=reason)
+
+
+@pytest.fixture(scope="session")
+def reference_kafka() -> Iterator[ReferenceKafka]:
+    """One Apache Kafka 4.1.0 for the whole session, set up like `compat_broker`
+    (no initial rebalance delay) so group timings are comparable.
+
+    KAFKACOMPAT_REFERENCE_PORT=P uses a Kafka 4.1 already listening on
+    127.0.0.1:P instead (quicker when iterating on one test).
+    """
+    kafka = ReferenceKafka(kafka_home(), **{"group.initial.rebalance.delay.ms": 0})
+    running = os.environ.get("KAFKACOMPAT_REFERENCE_PORT")
+    if running:
+        kafka.port = int(running)
+        yield kafka
+        return
+    with kafka:
+        yield kafka
+
+
+@pytest.fixture(scope="session")
+def kafka_tools() -> Iterator[KafkaTools]:
+    tools = KafkaTools(kafka_home())
+    try:
+        yield tools
+    finally:
+        tools.close()
