@@ -28,7 +28,7 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 
 from ..api import Cursor, FsyncPolicy, PermissionEntries, StreamPolicy
 from ..compaction import RecordCodec
-from ..errors import StorageError, StorageUnavailableError
+from ..errors import StorageError, StorageUnavailableError, UnknownTopicError
 from ..namespace import NamespaceStore, Settings, StreamState, TopicState, now_ms
 from ..partition_base import RecordTimestamps
 from . import layout
@@ -167,6 +167,8 @@ class DiskStore(NamespaceStore):
                     try:
                         part = self.partition(stream.path, topic.name, index)
                         found += await part.verify()
+                    except UnknownTopicError:
+                        continue  # deleted meanwhile
                     except StorageError:
                         found += 1  # reported when it was found
                     if progress is not None:
