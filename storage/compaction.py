@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import Protocol
 
 from . import batch_format as bf
 
@@ -27,18 +27,24 @@ ENTRY_BYTES = 160
 
 
 class RecordView(Protocol):
-    offset_delta: int
-    timestamp: int
-    key: bytes | None
-    tombstone: bool
+    """One record of a batch as the cleaner sees it (the protocol's RawRecord)."""
+
+    @property
+    def offset_delta(self) -> int: ...
+    @property
+    def timestamp(self) -> int: ...
+    @property
+    def key(self) -> bytes | None: ...
+    @property
+    def tombstone(self) -> bool: ...
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class RecordCodec:
     """Record-level access the cleaner needs, injected by the broker."""
 
-    split: Callable[[bytes | memoryview], Sequence[Any]]  # batch -> its RecordViews
-    rebuild: Callable[[bytes | memoryview, Sequence[Any]], bytes]  # batch, kept records -> new batch
+    split: Callable[[bytes | memoryview], Sequence[RecordView]]  # batch -> its records
+    rebuild: Callable[[bytes | memoryview, Sequence[RecordView]], bytes]  # batch, kept records -> new batch
 
 
 def _slot(key: bytes) -> bytes:
