@@ -31,7 +31,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "kafka_tools: Apache Kafka 4.1's CLI tools, against Kafka 4.1 and kafkacompat")
-    for name in (*CLIENTS, "spark_java", "pyspark"):
+    for name in (*CLIENTS, "spark_java", "pyspark", "kafka_connect"):
         config.addinivalue_line("markers", f"{name}: compatibility scenario run with the {name} client")
     config.addinivalue_line(
         "markers", "differential: the same steps against Apache Kafka 4.1.0 and kafkacompat, compared"

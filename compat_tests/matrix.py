@@ -24,7 +24,8 @@ HERE = pathlib.Path(__file__).resolve().parent
 DEFAULT_PATH = HERE.parent / "COMPATIBILITY.md"
 
 # matrix columns, in order, with the pytest marker that names each
-COLUMNS = ("java", "librdkafka", "kcat", "kafka_python", "aiokafka", "kafkajs", "spark_java", "pyspark", "kafka_tools")
+COLUMNS = ("java", "librdkafka", "kcat", "kafka_python", "aiokafka", "kafkajs", "spark_java", "pyspark", "kafka_tools",
+           "kafka_connect")
 OPTION = "--write-compat-matrix"
 _versions: dict[str, str] = {}
 

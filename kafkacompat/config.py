@@ -86,6 +86,14 @@ class BrokerConfig:
                                                "log.retention.check.interval.ms", metavar="MS", minimum=1)
     skip_damaged: bool = _setting(False, "let fetches step over damaged (quarantined) offsets, with a log line, "
                                          "instead of answering KAFKA_STORAGE_ERROR for them", metavar="")
+    # log compaction, named after Kafka's log.cleaner.* broker settings
+    log_cleaner_enable: bool = _setting(True, "clean compacted topics (cleanup.policy=compact), like "
+                                              "log.cleaner.enable", metavar="")
+    log_cleaner_dedupe_buffer_size: int = _setting(128 * 1024 * 1024, "bytes of key -> offset map one cleaning "
+                                                                      "may use, like log.cleaner.dedupe.buffer.size",
+                                                   metavar="BYTES", minimum=1024)
+    log_cleaner_backoff_ms: int = _setting(15_000, "pause between log cleaner passes, like log.cleaner.backoff.ms",
+                                           metavar="MS", minimum=1)
     # consumer groups, named after Kafka's group.* and offsets.* broker settings
     group_initial_rebalance_delay_ms: int = _setting(3000, "wait for more members before the first rebalance of "
                                                            "a new group, like group.initial.rebalance.delay.ms",

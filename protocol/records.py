@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import struct
 from collections.abc import Iterator, Sequence
+from typing import NamedTuple
 
 import crc32c
 
@@ -250,6 +251,77 @@ def _decode_records(batch: bytes | memoryview, header: BatchHeader) -> Iterator[
         timestamp = header.max_timestamp if log_append else header.base_timestamp + ts_delta
         yield Record(key, value, headers, timestamp, header.base_offset + offset_delta)
         pos = stop
+
+
+class RawRecord(NamedTuple):
+    """One record of a stored batch, still encoded: what log compaction filters."""
+
+    offset_delta: int
+    timestamp: int
+    key: bytes | None
+    tombstone: bool  # a null value: "delete this key"
+    raw: bytes | memoryview  # the record's bytes, length prefix included
+
+
+def split_records(batch: bytes | memoryview) -> list[RawRecord]:
+    """The records of one batch (decompressed), each with its encoded bytes.
+
+    Headers are not decoded: compaction only needs key, value-is-null,
+    offset and timestamp, and copies the rest untouched.
+    """
+    header = read_header(batch)
+    payload = memoryview(decompress(header.codec, memoryview(batch)[HEADER_SIZE : header.size]))
+    log_append = header.attributes & ATTR_LOG_APPEND_TIME
+    out: list[RawRecord] = []
+    pos = 0
+    for _ in range(header.record_count):
+        start = pos
+        length, pos = _read_varint(payload, pos)
+        stop = pos + length
+        if stop > len(payload):
+            raise InvalidBatchError("truncated record")
+        pos += 1  # attributes
+        ts_delta, pos = _read_varint(payload, pos)
+        offset_delta, pos = _read_varint(payload, pos)
+        key_len, pos = _read_varint(payload, pos)
+        key = None if key_len < 0 else bytes(payload[pos : pos + key_len])
+        pos += max(key_len, 0)
+        value_len, pos = _read_varint(payload, pos)
+        timestamp = header.max_timestamp if log_append else header.base_timestamp + ts_delta
+        out.append(RawRecord(offset_delta, timestamp, key, value_len < 0, payload[start:stop]))
+        pos = stop
+    return out
+
+
+def rebuild_batch(batch: bytes | memoryview, kept: Sequence[RawRecord]) -> bytes:
+    """The batch holding only `kept` of its records, as Kafka's log cleaner writes it.
+
+    baseOffset, lastOffsetDelta (so a producer's last sequence survives),
+    baseTimestamp, producer fields and the codec stay; the records are
+    recompressed with the batch's own codec, maxTimestamp is that of the
+    records kept, and the CRC-32C is recomputed. With no record kept the
+    batch is an empty header, as Kafka keeps a producer's last batch.
+    """
+    header = read_header(batch)
+    body = b"".join(r.raw for r in kept)
+    payload = compress(header.codec, body) if kept else b""
+    log_append = header.attributes & ATTR_LOG_APPEND_TIME
+    max_ts = header.max_timestamp if log_append or not kept else max(r.timestamp for r in kept)
+    out = bytearray(HEADER_SIZE)
+    HEADER.pack_into(
+        out, 0, header.base_offset, HEADER_SIZE - LOG_OVERHEAD + len(payload), header.partition_leader_epoch,
+        MAGIC_V2, 0, header.attributes, header.last_offset_delta, header.base_timestamp, max_ts,
+        header.producer_id, header.producer_epoch, header.base_sequence, len(kept),
+    )
+    out += payload
+    _U32.pack_into(out, 17, crc32c.crc32c(memoryview(out)[CRC_START:]))
+    return bytes(out)
+
+
+def keyless_records(batch: bytes | memoryview) -> list[int]:
+    """Indexes in the batch of records without a key: what a compacted topic refuses."""
+    header = read_header(batch)
+    return [i for i, r in enumerate(_decode_records(batch, header)) if r.key is None]
 
 
 def record_timestamps(batch: bytes | memoryview) -> list[tuple[int, int]]:

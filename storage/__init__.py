@@ -20,6 +20,8 @@ from .api import (
 )
 from .errors import *  # noqa: F401,F403
 from .engines import open_store
+from .compaction import RecordCodec
+from .namespace import cleanup_policy
 
 __all__ = [
     "AppendResult",
@@ -28,10 +30,12 @@ __all__ = [
     "Partition",
     "PartitionletInfo",
     "PermissionEntries",
+    "RecordCodec",
     "Store",
     "StreamInfo",
     "StreamPolicy",
     "TimestampHit",
     "TopicInfo",
+    "cleanup_policy",
     "open_store",
 ]

@@ -46,6 +46,7 @@ class StreamPolicy:
     partitionlet_bytes: int = 1 << 30
     partitionlet_age_ms: int = 7 * 24 * 3600 * 1000
     retention_bytes: int = -1  # per partition; -1 = no size cap
+    cleanup_policy: str = "delete"  # Kafka's cleanup.policy for the stream's topics: delete, compact or compact,delete
     permissions: PermissionEntries = PermissionEntries()
 
 

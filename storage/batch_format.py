@@ -21,6 +21,8 @@ LOG_OVERHEAD = 12  # baseOffset + batchLength precede the bytes batchLength coun
 CRC_START = 21
 MAGIC = 2
 ATTR_LOG_APPEND_TIME = 0x08
+ATTR_TRANSACTIONAL = 0x10
+ATTR_CONTROL = 0x20
 
 # baseOffset, batchLength, partitionLeaderEpoch: the 16 bytes the store rewrites
 # (batchLength is rewritten with its own value so one pack covers the prefix).

@@ -7,6 +7,8 @@ from collections.abc import Mapping, Sequence
 from urllib.parse import unquote, urlparse
 
 from .api import Store
+from .compaction import RecordCodec
+from .disk.cleaner import DEFAULT_BACKOFF_MS, DEFAULT_DEDUPE_BUFFER_BYTES
 from .disk.store import DiskStore
 from .memory import MemoryStore
 from .partition_base import RecordTimestamps
@@ -23,6 +25,9 @@ def open_store(
     retention_check_ms: int = 60_000,
     skip_damaged: bool = False,
     verify_reads: bool = True,
+    record_codec: RecordCodec | None = None,
+    cleaner_dedupe_buffer_bytes: int = DEFAULT_DEDUPE_BUFFER_BYTES,
+    cleaner_backoff_ms: int = DEFAULT_BACKOFF_MS,
 ) -> Store:
     """A store for `url`; the caller then awaits `store.open()`.
 
@@ -38,7 +43,10 @@ def open_store(
     background retention pass; `skip_damaged` makes reads step over
     quarantined (damaged) ranges with a log line instead of failing them;
     `verify_reads` checks the CRC of stored bytes not yet verified since
-    open before handing them out.
+    open before handing them out. `record_codec` lets the log cleaner look
+    inside batches: without it compacted topics keep every record; with it
+    a pass every `cleaner_backoff_ms` cleans them with an offset map of at
+    most `cleaner_dedupe_buffer_bytes` (Kafka's log.cleaner.* settings).
     """
     if url.startswith("memory:"):
         return MemoryStore(default_stream, record_timestamps)
@@ -54,5 +62,6 @@ def open_store(
     return DiskStore(
         [os.path.abspath(path), *volumes], default_stream, record_timestamps, max_open_files=max_open_files,
         volume_limits=volume_limits, retention_check_ms=retention_check_ms, skip_damaged=skip_damaged,
-        verify_reads=verify_reads,
+        verify_reads=verify_reads, record_codec=record_codec,
+        cleaner_dedupe_buffer_bytes=cleaner_dedupe_buffer_bytes, cleaner_backoff_ms=cleaner_backoff_ms,
     )

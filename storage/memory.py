@@ -111,6 +111,8 @@ class MemoryPartition(PartitionBase):
     def enforce_retention(self, now: int) -> int:
         """Drop leading batches past the ttl or the size cap; returns how many."""
         settings = self._topic.settings
+        if not settings.retains:
+            return 0
         drop = 0
         if settings.ttl_ms > 0:
             cutoff = now - settings.ttl_ms

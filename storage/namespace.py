@@ -32,8 +32,29 @@ RETENTION_MS = "retention.ms"
 RETENTION_BYTES = "retention.bytes"
 SEGMENT_BYTES = "segment.bytes"
 SEGMENT_MS = "segment.ms"
-_INT_CONFIGS = (RETENTION_MS, RETENTION_BYTES, SEGMENT_BYTES, SEGMENT_MS)
+CLEANUP_POLICY = "cleanup.policy"
+MIN_CLEANABLE_DIRTY_RATIO = "min.cleanable.dirty.ratio"
+MIN_COMPACTION_LAG_MS = "min.compaction.lag.ms"
+MAX_COMPACTION_LAG_MS = "max.compaction.lag.ms"
+DELETE_RETENTION_MS = "delete.retention.ms"
+_INT_CONFIGS = (RETENTION_MS, RETENTION_BYTES, SEGMENT_BYTES, SEGMENT_MS, MIN_COMPACTION_LAG_MS,
+                MAX_COMPACTION_LAG_MS, DELETE_RETENTION_MS)
 MIN_PARTITIONLET_BYTES = 4096
+LONG_MAX = 2**63 - 1
+# Kafka's defaults for the compaction settings
+DEFAULT_DIRTY_RATIO = 0.5
+DEFAULT_DELETE_RETENTION_MS = 86_400_000
+
+
+def cleanup_policy(text: str) -> str:
+    """Kafka's cleanup.policy list normalised to delete, compact or compact,delete.
+
+    InvalidPolicyError for an empty list or a name other than compact and delete.
+    """
+    names = {part.strip() for part in str(text).split(",")}
+    if not names or not names <= {"compact", "delete"}:
+        raise InvalidPolicyError(f"cleanup.policy {text!r} must be a list of compact and delete")
+    return ",".join(sorted(names))
 
 
 _TABLE_NAME = re.compile(r"[a-z_]+")
@@ -53,6 +74,17 @@ class Settings:
     partitionlet_age_ms: int
     fsync: FsyncPolicy
     fsync_interval_ms: int
+    delete: bool = True  # cleanup.policy has delete: ttl and size cap apply
+    compact: bool = False  # cleanup.policy has compact: the cleaner keeps the last record per key
+    min_cleanable_dirty_ratio: float = DEFAULT_DIRTY_RATIO
+    min_compaction_lag_ms: int = 0
+    max_compaction_lag_ms: int = LONG_MAX
+    delete_retention_ms: int = DEFAULT_DELETE_RETENTION_MS
+
+    @property
+    def retains(self) -> bool:
+        """Whether retention deletes anything: cleanup.policy has delete and a ttl or size cap is set."""
+        return self.delete and (self.ttl_ms > 0 or self.retention_bytes >= 0)
 
 
 def check_policy(policy: StreamPolicy) -> StreamPolicy:
@@ -74,9 +106,14 @@ def check_policy(policy: StreamPolicy) -> StreamPolicy:
         problems.append("partitionlet_age_ms must be >= 1")
     if policy.retention_bytes < -1:
         problems.append("retention_bytes must be -1 (no cap) or >= 0")
+    try:
+        cleanup = cleanup_policy(policy.cleanup_policy)
+    except InvalidPolicyError as exc:
+        problems.append(str(exc))
+        cleanup = policy.cleanup_policy
     if problems:
         raise InvalidPolicyError("; ".join(problems))
-    return dataclasses.replace(policy, fsync=fsync)
+    return dataclasses.replace(policy, fsync=fsync, cleanup_policy=cleanup)
 
 
 def check_topic_configs(configs: dict[str, str]) -> dict[str, str]:
@@ -90,6 +127,15 @@ def check_topic_configs(configs: dict[str, str]) -> dict[str, str]:
                 raise InvalidPolicyError(f"topic config {key}={out[key]!r} is not an integer") from None
     if SEGMENT_BYTES in out and int(out[SEGMENT_BYTES]) < MIN_PARTITIONLET_BYTES:
         raise InvalidPolicyError(f"{SEGMENT_BYTES} must be >= {MIN_PARTITIONLET_BYTES}")
+    if CLEANUP_POLICY in out:
+        out[CLEANUP_POLICY] = cleanup_policy(out[CLEANUP_POLICY])
+    if MIN_CLEANABLE_DIRTY_RATIO in out:
+        try:
+            ratio = float(out[MIN_CLEANABLE_DIRTY_RATIO])
+        except ValueError:
+            ratio = -1.0
+        if not 0.0 <= ratio <= 1.0:
+            raise InvalidPolicyError(f"{MIN_CLEANABLE_DIRTY_RATIO}={out[MIN_CLEANABLE_DIRTY_RATIO]!r} must be in [0, 1]")
     return out
 
 
@@ -139,15 +185,27 @@ class TopicState:
             policy = self.stream.policy
             configs = self.configs
             ttl_ms = policy.ttl_seconds * 1000
+            cleanup = configs.get(CLEANUP_POLICY, policy.cleanup_policy)
             if RETENTION_MS in configs:
                 ttl_ms = max(int(configs[RETENTION_MS]), 0)
+            compact = "compact" in cleanup
+            max_lag_ms = int(configs.get(MAX_COMPACTION_LAG_MS, LONG_MAX))
+            age_ms = max(int(configs.get(SEGMENT_MS, policy.partitionlet_age_ms)), 1)
+            if compact:  # as Kafka's maxSegmentMs: the active partitionlet must not outlive the lag
+                age_ms = max(min(age_ms, max_lag_ms), 1)
             self._settings = Settings(
                 ttl_ms=ttl_ms,
                 retention_bytes=int(configs.get(RETENTION_BYTES, policy.retention_bytes)),
                 partitionlet_bytes=int(configs.get(SEGMENT_BYTES, policy.partitionlet_bytes)),
-                partitionlet_age_ms=max(int(configs.get(SEGMENT_MS, policy.partitionlet_age_ms)), 1),
+                partitionlet_age_ms=age_ms,
                 fsync=policy.fsync,
                 fsync_interval_ms=policy.fsync_interval_ms,
+                delete="delete" in cleanup,
+                compact=compact,
+                min_cleanable_dirty_ratio=float(configs.get(MIN_CLEANABLE_DIRTY_RATIO, DEFAULT_DIRTY_RATIO)),
+                min_compaction_lag_ms=int(configs.get(MIN_COMPACTION_LAG_MS, 0)),
+                max_compaction_lag_ms=max_lag_ms,
+                delete_retention_ms=int(configs.get(DELETE_RETENTION_MS, DEFAULT_DELETE_RETENTION_MS)),
             )
         return self._settings
 

@@ -105,7 +105,8 @@ def _config(text: str) -> tuple[str, str]:
 def _policy(args: argparse.Namespace) -> dict[str, Any]:
     policy: dict[str, Any] = {}
     for flag, field in (("ttl", "ttl_seconds"), ("partitions", "default_partitions"), ("autocreate", "autocreate"),
-                        ("fsync", "fsync"), ("partitionlet_size", "partitionlet_bytes")):
+                        ("fsync", "fsync"), ("partitionlet_size", "partitionlet_bytes"),
+                        ("cleanup_policy", "cleanup_policy")):
         value = getattr(args, flag)
         if value is not None:
             policy[field] = value
@@ -119,7 +120,7 @@ def _stream_edit(args: argparse.Namespace) -> dict[str, Any]:
     policy = _policy(args)
     if not policy:
         args.parser.error("nothing to change: give at least one of --ttl, --partitions, --autocreate, --fsync, "
-                          "--partitionlet-size or a --*-perm flag")
+                          "--partitionlet-size, --cleanup-policy or a --*-perm flag")
     return {"path": args.path, "policy": policy}
 
 
@@ -186,6 +187,9 @@ def _policy_flags(p: argparse.ArgumentParser, defaults: bool) -> None:
     p.add_argument("--partitionlet-size", metavar="SIZE", type=_size,
                    help="size at which a partition starts a new partitionlet, as in 64MB or 1GiB "
                         "(binary units)" + d("1GiB"))
+    p.add_argument("--cleanup-policy", choices=("delete", "compact", "compact,delete"),
+                   help="Kafka's cleanup.policy for the stream's topics: delete old partitionlets by ttl, "
+                        "compact to the last record per key, or both" + d("delete"))
     for perm, who in PERMISSIONS.items():
         p.add_argument(f"--{perm}-perm", metavar="EXPR",
                        help=f"{who}: an access expression such as 'u:alice | g:ops' (stored and shown; "

@@ -40,6 +40,7 @@ def stream_block(s: dict[str, Any]) -> str:
         ("Autocreate", _yes(s["autocreate"])),
         ("Fsync", s["fsync"]),
         ("Partitionlet size", format_bytes(s["partitionlet_bytes"])),
+        ("Cleanup policy", s.get("cleanup_policy", "delete")),
         ("Produce permission", perms["produce"]),
         ("Consume permission", perms["consume"]),
         ("Topic permission", perms["topic"]),

@@ -178,6 +178,6 @@ class ProducerStates:
                 log_append = header.attributes & ATTR_LOG_APPEND_TIME
                 self.record(
                     header.producer_id, header.producer_epoch, key, header.base_sequence,
-                    header.record_count, header.base_offset,
+                    header.last_offset_delta + 1, header.base_offset,  # the log cleaner may empty a batch
                     header.max_timestamp if log_append else -1, header.max_timestamp,
                 )

@@ -21,6 +21,7 @@ POLICY_FIELDS: dict[str, type] = {
     "autocreate": bool,
     "fsync": str,
     "partitionlet_bytes": int,
+    "cleanup_policy": str,
 }
 PERMISSION_FIELDS = tuple(f.name for f in dataclasses.fields(PermissionEntries))
 
@@ -65,6 +66,7 @@ def stream_view(info: StreamInfo) -> dict[str, Any]:
         "autocreate": policy.autocreate,
         "fsync": FsyncPolicy(policy.fsync).value,
         "partitionlet_bytes": policy.partitionlet_bytes,
+        "cleanup_policy": policy.cleanup_policy,
         "permissions": dataclasses.asdict(policy.permissions),
         "created_ms": info.created_ms,
         "topics": info.topic_count,

@@ -1,8 +1,8 @@
 """Topic configs under Kafka's names, with Kafka's defaults.
 
 Explicit values live with the topic in the store. A few defaults come from
-the topic's stream instead: retention.ms is the stream's time-to-live and
-segment.bytes its partitionlet size.
+the topic's stream instead: retention.ms is the stream's time-to-live,
+segment.bytes its partitionlet size and cleanup.policy its cleanup policy.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING
 
-from kafkacompat.storage import StreamPolicy, TopicInfo
+from kafkacompat.storage import InvalidPolicyError, StreamPolicy, TopicInfo, cleanup_policy
 
 if TYPE_CHECKING:
     from .cluster import Cluster
@@ -29,22 +29,22 @@ DYNAMIC_DEFAULT_BROKER_CONFIG = 3
 DEFAULT_CONFIG = 5
 
 TOPIC_CONFIGS: dict[str, ConfigDef] = {
-    "cleanup.policy": ConfigDef("delete", 7, "Retention policy: delete (compaction is not supported)."),
+    "cleanup.policy": ConfigDef("delete", 7, "delete, compact or both: compact keeps the last record per key."),
     "compression.type": ConfigDef("producer", 2, "Batches are stored as the producer compressed them."),
-    "delete.retention.ms": ConfigDef("86400000", 5, "Kept for compatibility."),
+    "delete.retention.ms": ConfigDef("86400000", 5, "How long tombstones stay after a compacted partitionlet was cleaned."),
     "file.delete.delay.ms": ConfigDef("60000", 5, "Kept for compatibility."),
     "flush.messages": ConfigDef("9223372036854775807", 5, "Durability follows the stream's fsync policy."),
     "flush.ms": ConfigDef("9223372036854775807", 5, "Durability follows the stream's fsync policy."),
     "index.interval.bytes": ConfigDef("4096", 3, "Bytes between sparse index entries."),
-    "max.compaction.lag.ms": ConfigDef("9223372036854775807", 5, "Kept for compatibility."),
+    "max.compaction.lag.ms": ConfigDef("9223372036854775807", 5, "Longest a record stays uncompacted."),
     "max.message.bytes": ConfigDef("1048588", 3, "Largest record batch accepted (broker: message.max.bytes)."),
     "message.timestamp.type": ConfigDef("CreateTime", 2, "CreateTime or LogAppendTime."),
     "message.timestamp.before.max.ms": ConfigDef(
         "9223372036854775807", 5, "How far before the broker's clock a CreateTime timestamp may be."),
     "message.timestamp.after.max.ms": ConfigDef(
         "3600000", 5, "How far after the broker's clock a CreateTime timestamp may be (Kafka 4 default)."),
-    "min.cleanable.dirty.ratio": ConfigDef("0.5", 6, "Kept for compatibility."),
-    "min.compaction.lag.ms": ConfigDef("0", 5, "Kept for compatibility."),
+    "min.cleanable.dirty.ratio": ConfigDef("0.5", 6, "Share of uncleaned log that starts a cleaning."),
+    "min.compaction.lag.ms": ConfigDef("0", 5, "Shortest time a record stays uncompacted."),
     "min.insync.replicas": ConfigDef("1", 3, "A single broker: always 1."),
     "preallocate": ConfigDef("false", 1, "Kept for compatibility."),
     "retention.bytes": ConfigDef("-1", 5, "Size cap per partition; -1 for none."),
@@ -101,7 +101,6 @@ _UNSET_BROKER_DEFAULTS = frozenset({"log.retention.ms", "log.roll.ms"})
 CLUSTER_DEFAULTS: dict[str, str] = {"min.insync.replicas": "1"}
 
 ALLOWED_VALUES: dict[str, tuple[str, ...]] = {
-    "cleanup.policy": ("delete",),
     "message.timestamp.type": ("CreateTime", "LogAppendTime"),
     "compression.type": ("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"),
     "remote.storage.enable": ("false",),
@@ -119,6 +118,7 @@ def stream_defaults(policy: StreamPolicy) -> dict[str, str]:
         "retention.bytes": str(policy.retention_bytes),
         "segment.bytes": str(policy.partitionlet_bytes),
         "segment.ms": str(policy.partitionlet_age_ms),
+        "cleanup.policy": policy.cleanup_policy,
     }
 
 
@@ -181,6 +181,11 @@ def validate_configs(configs: dict[str, str]) -> None:
         definition = TOPIC_CONFIGS.get(name)
         if definition is None:
             raise InvalidConfigError(f"unknown topic config {name!r}")
+        if name == "cleanup.policy":
+            try:
+                cleanup_policy(value)
+            except InvalidPolicyError as exc:
+                raise InvalidConfigError(str(exc)) from None
         allowed = ALLOWED_VALUES.get(name)
         if allowed is not None and value not in allowed:
             raise InvalidConfigError(f"{name}={value!r} is not one of {', '.join(allowed)}")
@@ -189,5 +194,10 @@ def validate_configs(configs: dict[str, str]) -> None:
                 int(value)
             except (TypeError, ValueError):
                 raise InvalidConfigError(f"{name} must be an integer, got {value!r}") from None
+        if definition.kind == 6:
+            try:
+                float(value)
+            except (TypeError, ValueError):
+                raise InvalidConfigError(f"{name} must be a number, got {value!r}") from None
         if definition.kind == 1 and value not in ("true", "false"):
             raise InvalidConfigError(f"{name} must be true or false, got {value!r}")

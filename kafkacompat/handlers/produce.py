@@ -1,6 +1,7 @@
 """Produce: validate batch headers and CRC, dedupe idempotent retries, append.
 
-Records are never decoded here. Every batch of a partition is checked before
+Records are decoded only for compacted topics, which refuse records without
+a key as Kafka does. Every batch of a partition is checked before
 any is written, so a corrupt batch leaves nothing behind. acks=0 gets no
 answer; acks=all (or an fsync=always stream) answers once the stream's
 fsync policy is met.
@@ -26,7 +27,7 @@ from kafkacompat.protocol.record_validation import (
     RecordValidationError,
     validate_records,
 )
-from kafkacompat.protocol.records import InvalidBatchError, set_log_append_time, split_batches
+from kafkacompat.protocol.records import InvalidBatchError, keyless_records, set_log_append_time, split_batches
 
 from ..broker.cluster import TopicError
 from ..broker.quotas import PRODUCE as PRODUCER_BYTE_RATE
@@ -102,6 +103,22 @@ def _legacy_refusal(version: int, request: Any) -> bytes:
     return bytes(out)
 
 
+def _refuse_keyless(outcome: _Outcome, topic: str, index: int, view: memoryview, batches: list) -> bool:
+    """Refuse records without a key, as Kafka's LogValidator does on a compacted topic."""
+    errors = [
+        (i, f"Compacted topic cannot accept message without key in topic partition {topic}-{index}")
+        for pos, header in batches for i in keyless_records(view[pos : pos + header.size])
+    ]
+    if not errors:
+        return False
+    shown = ", ".join(f"RecordError(batchIndex={i}, message='{m}')" for i, m in errors[:3])
+    outcome.error = ErrorCode.invalid_record
+    outcome.record_errors = tuple(errors)
+    outcome.message = (f"One or more records have been rejected due to {len(errors)} record errors in total, "
+                       f"and only showing the first three errors at most: [{shown}]")
+    return True
+
+
 async def _produce_partition(ctx: Any, topic: Any, part: Any, acks: int, transactional_id: str | None) -> _Outcome:
     cluster = ctx.cluster
     outcome = _Outcome(part.index)
@@ -139,6 +156,11 @@ async def _produce_partition(ctx: Any, topic: Any, part: Any, acks: int, transac
             outcome.error = ErrorCode.message_too_large
             outcome.message = f"batch of {header.size} bytes exceeds max.message.bytes={max_bytes}"
             return outcome
+    view = memoryview(records)
+    if "compact" in topic_config_value(cluster, info, "cleanup.policy") and _refuse_keyless(
+        outcome, topic.name, part.index, view, batches
+    ):
+        return outcome
     log_append = topic_config_value(cluster, info, "message.timestamp.type") == "LogAppendTime"
     try:
         await _validate(cluster, info, records, batches, log_append)
@@ -153,7 +175,6 @@ async def _produce_partition(ctx: Any, topic: Any, part: Any, acks: int, transac
     partition, outcome.error = cluster.partition_for(info, ErrorCode.unknown_topic_or_partition, part.index)
     if partition is None:
         return outcome
-    view = memoryview(records)
     first_offset = None
     try:
         for pos, header in batches:

@@ -70,14 +70,13 @@ def find_log_files(dirs: list[tuple[Volume, str]]) -> dict[int, LogFile]:
         except FileNotFoundError:
             continue  # no data on this volume (any other error: the partition cannot be served)
         for entry in entries:
-            stem, dot, suffix = entry.name.partition(".")
-            if not (dot and stem.isdigit() and "." + suffix == layout.LOG_SUFFIX):
-                continue
+            if not (layout.is_partitionlet_file(entry.name) and entry.name.endswith(layout.LOG_SUFFIX)):
+                continue  # (a log the cleaner rewrote is <base>-g<n>.log: the same partitionlet)
             try:
                 st = entry.stat()
             except FileNotFoundError:
                 continue
-            base = int(stem)
+            base = int(entry.name.partition(".")[0].partition("-g")[0])
             other = found.get(base)
             if other is None or st.st_size > other.size:
                 found[base] = LogFile(volume, entry.path, base, st.st_size, st.st_mtime_ns // 1_000_000)

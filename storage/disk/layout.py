@@ -7,6 +7,8 @@
                                .state.<table>     a broker feature's state table, JSON lines
                                <topic>/<index>/chain.json       manifest (first volume)
                                <topic>/<index>/<base:020>.log   + .index, .timeindex
+                               <topic>/<index>/<base:020>-g<n>.log  the same partitionlet rewritten by
+                                                  the log cleaner for the n-th time
 <volume>/volume.id                                the id manifests name the volume by
 <volume>/ballast                                  room kept for metadata on a full disk
 <volume>/store.json, .clean, .lock                store epoch, id and settings; clean-shutdown marker; flock of the
@@ -60,8 +62,19 @@ def partition_dir(volume: str, stream_path: str, topic: str, index: int) -> str:
     return os.path.join(topic_dir(volume, stream_path, topic), str(index))
 
 
-def partitionlet_stem(directory: str, base_offset: int) -> str:
-    return os.path.join(directory, f"{base_offset:020d}")
+def partitionlet_stem(directory: str, base_offset: int, generation: int = 0) -> str:
+    """Where a partitionlet's files live; a cleaned one gets a new generation, so the
+    rewrite never overwrites the files the chain manifest still lists."""
+    stem = os.path.join(directory, f"{base_offset:020d}")
+    return f"{stem}-g{generation}" if generation else stem
+
+
+def is_partitionlet_file(name: str) -> bool:
+    """Whether a file name is one of a partitionlet's (any generation)."""
+    stem, dot, suffix = name.partition(".")
+    base, _, generation = stem.partition("-g")
+    return bool(dot) and base.isdigit() and (not generation or generation.isdigit()) and (
+        "." + suffix in PARTITIONLET_SUFFIXES)
 
 
 def trash_dir(volume: str) -> str:

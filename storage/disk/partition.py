@@ -118,6 +118,8 @@ class DiskPartition(PartitionBase):
                 self._dir_on(volume.path), volume, rec["base"], self._store.handles, sealed=rec["sealed"],
                 next_offset=rec["next"], size=rec["size"], max_ts=rec["max_ts"],
                 max_ts_offset=rec["max_ts_offset"], created_ms=rec["created_ms"],
+                generation=rec.get("generation", 0), clean_to=rec.get("clean_to"),
+                cleaned_ms=rec.get("cleaned_ms", 0), tombstones=rec.get("tombstones", 0),
             )
             for hole in rec.get("holes", ()):
                 p.add_hole(*hole)
@@ -189,14 +191,36 @@ class DiskPartition(PartitionBase):
                   else f"quarantine offsets {cut.first}..{p.next_offset - 1}")
         self._store.report(p.log_path, cut.reason, action, error=bool(lost) or p.sealed)
 
+    def _remove_stale_generations(self) -> None:
+        """Delete files of a listed partitionlet's other generations (the cleaner's, before or after a swap)."""
+        listed_paths = {path for p in self._chain for path in p.paths()}
+        listed_bases = {p.base for p in self._chain}
+        for volume in self._store.volumes:
+            directory = self._dir_on(volume.path)
+            try:
+                names = os.listdir(directory)
+            except FileNotFoundError:
+                continue
+            for name in names:
+                if not layout.is_partitionlet_file(name):
+                    continue
+                path = os.path.join(directory, name)
+                if int(name.partition(".")[0].partition("-g")[0]) in listed_bases and path not in listed_paths:
+                    if name.endswith(layout.LOG_SUFFIX):
+                        volume.release(os.path.getsize(path))
+                    log.warning("%s: removing %s, which its manifest does not list", self.name, path)
+                    os.unlink(path)
+
     def _remove_orphans(self, files: dict[int, LogFile]) -> None:
         """Delete partitionlet files the manifest does not list and no longer needs.
 
         A crash between writing the manifest and unlinking what it dropped
         (retention, DeleteRecords) or while rolling leaves such files: below
         the first listed partitionlet, or empty. (Unlisted files holding data
-        above it make the manifest stale; it is rebuilt instead.)
+        above it make the manifest stale; it is rebuilt instead.) A log cleaner
+        killed mid-way leaves another generation of a listed partitionlet.
         """
+        self._remove_stale_generations()
         listed = {(p.volume.id, p.base) for p in self._chain}
         for base, found in files.items():
             if (found.volume.id, base) in listed:
@@ -432,6 +456,7 @@ class DiskPartition(PartitionBase):
             raise OffsetOutOfRangeError(f"offset {offset} is outside [{self._log_start}, {self._hw}] of {self.name}")
 
     def _holding(self, offset: int) -> Partitionlet:
+        """The partitionlet whose offsets cover `offset`."""
         i = max(bisect.bisect_right(self._bases, offset) - 1, 0)
         p = self._chain[i]
         if p.next_offset <= offset:  # between two partitionlets: offsets lost with damaged files
@@ -450,7 +475,11 @@ class DiskPartition(PartitionBase):
         self._check_offset(offset)
         while offset < self._hw:
             try:
-                return await self._read_at(offset, max_bytes)
+                data = await self._read_at(offset, max_bytes)
+                if data:
+                    return data
+                offset = self._holding(offset).next_offset  # the log cleaner emptied the rest of it
+                continue
             except DamagedRangeError as exc:
                 if not self._store.skip_damaged:
                     raise
@@ -620,7 +649,7 @@ class DiskPartition(PartitionBase):
         """Delete whole partitionlets past the ttl or the size cap; returns how many."""
         self._check_open()
         settings = self._topic.settings
-        if settings.ttl_ms <= 0 and settings.retention_bytes < 0:
+        if not settings.retains:
             return 0
         return await self._critical(lambda: self._retain(settings, now))
 
@@ -630,7 +659,7 @@ class DiskPartition(PartitionBase):
         drop = 0
         if settings.ttl_ms > 0:
             cutoff = now - settings.ttl_ms
-            while drop < len(chain) and chain[drop].size > 0 and (
+            while drop < len(chain) and (chain[drop].size > 0 or chain[drop].sealed) and (
                 chain[drop].max_ts if chain[drop].max_ts >= 0 else chain[drop].created_ms
             ) < cutoff:
                 drop += 1
@@ -661,6 +690,52 @@ class DiskPartition(PartitionBase):
             await asyncio.to_thread(unlink_files, paths)
             await asyncio.to_thread(self._store.volumes[0].restore_ballast)
             log.info("%s: deleted %d partitionlet(s); log starts at %d", self.name, len(gone), log_start)
+
+    # log compaction ----------------------------------------------------------
+
+    @property
+    def settings(self) -> Settings:
+        return self._topic.settings
+
+    def chain_tail(self, first: Partitionlet) -> list[Partitionlet]:
+        """The partitionlets from `first` to the active one."""
+        return self._chain[self._chain.index(first):]
+
+    def sealed_chain(self) -> list[Partitionlet]:
+        """The live sealed partitionlets, oldest first: all the log cleaner may rewrite."""
+        return [p for p in self._chain if p.sealed and p.next_offset > self._log_start]
+
+    async def replace_partitionlets(self, cleaned: list[tuple[Partitionlet, Partitionlet]]) -> int:
+        """Swap cleaned partitionlets into the chain: (old, new) pairs, same base and offsets.
+
+        The new files are complete and fsynced; one atomic manifest write
+        makes the swap, then the old files go. A pair whose old partitionlet
+        left the chain meanwhile (retention, DeleteRecords, topic deleted)
+        is skipped and its new files removed. Returns how many were swapped.
+        """
+
+        async def section() -> int:
+            swapped, stale = [], []
+            for old, new in cleaned:
+                if not self._closed and old in self._chain:
+                    self._chain[self._chain.index(old)] = new
+                    swapped.append((old, new))
+                else:
+                    stale.append(new)
+            if swapped:
+                self._bases = [p.base for p in self._chain]
+                await self._save()
+            for old, new in swapped:
+                old.close_file()
+                old.volume.release(old.size)
+                new.volume.reserve(new.size)
+            paths = [path for old, _ in swapped for path in old.paths()] + [
+                path for new in stale for path in new.paths()]
+            if paths:
+                await asyncio.to_thread(unlink_files, paths)
+            return len(swapped)
+
+        return await self._critical(section)
 
     def close(self) -> None:
         """The topic is gone: release files and pollers."""

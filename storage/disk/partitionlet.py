@@ -73,18 +73,20 @@ class Recovered:
 class Partitionlet:
     __slots__ = (
         "directory", "volume", "base", "handles", "stem", "log_path", "sealed", "next_offset", "size", "max_ts", "max_ts_offset",
-        "created_ms", "holes", "verified", "missing", "dense", "_off", "_pos", "_tval", "_tpos", "_since_index",
+        "created_ms", "holes", "verified", "missing", "dense", "generation", "clean_to", "cleaned_ms", "tombstones",
+        "_off", "_pos", "_tval", "_tpos", "_since_index",
     )
 
     def __init__(
         self, directory: str, volume: Volume, base: int, handles: FileHandles, *, sealed: bool, next_offset: int,
-        size: int, max_ts: int, max_ts_offset: int, created_ms: int,
+        size: int, max_ts: int, max_ts_offset: int, created_ms: int, generation: int = 0,
+        clean_to: int | None = None, cleaned_ms: int = 0, tombstones: int = 0,
     ) -> None:
         self.directory = directory
         self.volume = volume
         self.base = base
         self.handles = handles
-        self.stem = layout.partitionlet_stem(directory, base)
+        self.stem = layout.partitionlet_stem(directory, base, generation)
         self.log_path = self.stem + layout.LOG_SUFFIX
         self.sealed = sealed
         self.next_offset = next_offset
@@ -95,7 +97,14 @@ class Partitionlet:
         self.holes: list[tuple[int, int, int, int]] = []  # (first, resume offset, pos, end pos), by offset
         self.verified = 0  # bytes from the start whose CRCs were checked since open
         self.missing = False  # the log file is gone: every offset of it is a hole
-        self.dense = True  # offsets follow on batch to batch (False once a log cleaner may have skipped some)
+        self.dense = clean_to is None  # offsets follow on batch to batch (not once the log cleaner removed some)
+        # log compaction: the rewrite count, the offset up to which its keys were
+        # deduplicated, when it was first cleaned (tombstones' delete horizon
+        # counts from there) and how many tombstones it still holds
+        self.generation = generation
+        self.clean_to = clean_to
+        self.cleaned_ms = cleaned_ms
+        self.tombstones = tombstones
         self._off: array | None = None  # index not loaded yet
         self._pos = array("q")
         self._tval = array("q")
@@ -126,6 +135,9 @@ class Partitionlet:
         }
         if self.holes:
             out["holes"] = [list(h) for h in self.holes]
+        if self.clean_to is not None:
+            out.update(generation=self.generation, clean_to=self.clean_to, cleaned_ms=self.cleaned_ms,
+                       tombstones=self.tombstones)
         return out
 
     # holes -------------------------------------------------------------------
@@ -250,14 +262,7 @@ class Partitionlet:
         except OSError:
             os.ftruncate(fd, pos)
             raise
-        if max_ts > self.max_ts:
-            self.max_ts = max_ts
-            self.max_ts_offset = base
-        if pos == 0 or self._since_index >= INDEX_INTERVAL:
-            self._add_entry(base, pos)
-        self._since_index += total
-        self.size = pos + total
-        self.next_offset = next_offset
+        self.note_written(base, pos, total, next_offset, max_ts)
         if self.verified == pos:  # appended batches had their CRC checked on the way in
             self.verified = self.size
 
@@ -437,14 +442,28 @@ class Partitionlet:
         self._off = None
         self._rebuild_index()
 
+    def note_written(self, base: int, pos: int, total: int, next_offset: int, max_ts: int) -> None:
+        """Account and index a batch just written at `pos` (by append, or by the log cleaner
+        writing a new partitionlet's file)."""
+        if max_ts > self.max_ts:
+            self.max_ts = max_ts
+            self.max_ts_offset = base
+        if pos == 0 or self._since_index >= INDEX_INTERVAL:
+            self._add_entry(base, pos)
+        self._since_index += total
+        self.size = pos + total
+        self.next_offset = next_offset
+
     def read(self, offset: int, max_bytes: int, verify: bool = True) -> bytes:
         """Whole batches from the one holding `offset`, at least one, up to max_bytes.
 
         A read ends before the next hole. With `verify`, bytes past those
         already checked have their CRCs checked now: a damaged batch is
         quarantined and the read ends before it (DamagedRangeError if it is
-        the first).
+        the first). b"" when the log cleaner left no batch at or after `offset`.
         """
+        if not self.dense and not self._batch_from(offset):
+            return b""
         start, first = self.locate(offset)
         limit = start + max(max_bytes, first)
         for _f, _r, hole_pos, _e in self.holes:
@@ -496,6 +515,14 @@ class Partitionlet:
     def batch(self, pos: int, size: int) -> bytes:
         return os.pread(self.fd(), size, pos)
 
+    def _batch_from(self, offset: int) -> bool:
+        """Whether a batch holding `offset` or a later one is left (cleaned partitionlets end in gaps)."""
+        try:
+            self.locate(offset)
+        except LookupError:
+            return False
+        return True
+
     def candidates(self, timestamp: int, min_offset: int) -> Iterator[tuple[int, int, int, int, int, int]]:
         """Batches in offset order whose max timestamp is >= timestamp, from min_offset on."""
         self.ensure_index()
@@ -517,4 +544,6 @@ class Partitionlet:
             return self.locate(offset)[0]
         except DamagedRangeError as exc:
             return self.size if exc.resume_at >= self.next_offset else self.locate(exc.resume_at)[0]
+        except LookupError:  # the log cleaner left nothing from there on
+            return self.size
 

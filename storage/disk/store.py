@@ -25,15 +25,17 @@ import logging
 import os
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 
 from ..api import Cursor, FsyncPolicy, PermissionEntries, StreamPolicy
+from ..compaction import RecordCodec
 from ..errors import StorageError, StorageUnavailableError, UnknownTopicError
-from ..namespace import NamespaceStore, StreamState, TopicState, now_ms
+from ..namespace import NamespaceStore, Settings, StreamState, TopicState, now_ms
 from ..partition_base import RecordTimestamps
 from . import layout
 from .catalog import JsonLog
 from .chain import read_manifest
+from .cleaner import DEFAULT_BACKOFF_MS, DEFAULT_DEDUPE_BUFFER_BYTES, CleanResult, clean_partition
 from .files import empty_trash, fsync_dir, make_dirs, move_to_trash, write_atomic
 from .metadata import (
     STREAM_FILES,
@@ -68,6 +70,9 @@ class DiskStore(NamespaceStore):
         verify_reads: bool = True,
         repair: bool = True,
         background_verify: bool = True,
+        record_codec: RecordCodec | None = None,
+        cleaner_dedupe_buffer_bytes: int = DEFAULT_DEDUPE_BUFFER_BYTES,
+        cleaner_backoff_ms: int = DEFAULT_BACKOFF_MS,
     ) -> None:
         super().__init__(default_stream)
         if not volumes:
@@ -78,6 +83,10 @@ class DiskStore(NamespaceStore):
         self.record_timestamps = record_timestamps
         self.handles = FileHandles(max_open_files)
         self.retention_check_ms = retention_check_ms
+        self.record_codec = record_codec  # without it compacted topics are never cleaned
+        self.cleaner_dedupe_buffer_bytes = cleaner_dedupe_buffer_bytes
+        self.cleaner_backoff_ms = cleaner_backoff_ms
+        self._cleaner_task: asyncio.Task | None = None
         self.epoch = 0
         self.clean = True
         self._topic_logs: dict[str, JsonLog] = {}
@@ -139,6 +148,8 @@ class DiskStore(NamespaceStore):
         await self._ensure_default_stream()
         self._spawn(asyncio.to_thread(self._empty_trash))
         self._retention_task = asyncio.get_running_loop().create_task(self._retention_loop())
+        if self.record_codec is not None:
+            self._cleaner_task = asyncio.get_running_loop().create_task(self._cleaner_loop())
         if self.background_verify:
             self._spawn(self.verify_all())
 
@@ -406,6 +417,11 @@ class DiskStore(NamespaceStore):
             stream.tables[table] = {rec["k"]: rec["v"] for rec in catalog.live.values()}
 
     async def close(self) -> None:
+        for task in (self._retention_task, self._cleaner_task):
+            if task is not None:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+        await asyncio.gather(*(p.checkpoint() for p in self._opened_partitions()))
         if not self.repair:  # an offline check: nothing to write, only let go
             self.handles.close_all()
             self._release_lock()
@@ -465,13 +481,18 @@ class DiskStore(NamespaceStore):
         """
         now = now_ms() if now is None else now
         deleted = 0
+        async for part in self._partitions_on_disk(lambda settings: settings.retains):
+            deleted += await part.enforce_retention(now)
+        return deleted
+
+    async def _partitions_on_disk(self, wanted: Callable[[Settings], bool]) -> AsyncIterator[DiskPartition]:
+        """Partitions that hold data, of topics whose settings are `wanted`, yielding to the loop often."""
         visited = 0
         for stream in list(self._streams.values()):
             for n, topic in enumerate(list(stream.topics.values())):
                 if n % 4096 == 4095:
                     await asyncio.sleep(0)  # a million topics must not stall the loop
-                settings = topic.settings
-                if settings.ttl_ms <= 0 and settings.retention_bytes < 0:
+                if not wanted(topic.settings):
                     continue
                 for index in range(topic.info.partitions):
                     opened = topic.partitions and topic.partitions.get(index)
@@ -479,11 +500,40 @@ class DiskStore(NamespaceStore):
                         continue
                     part = self.partition(stream.path, topic.name, index)
                     if not part._closed:
-                        deleted += await part.enforce_retention(now)
+                        yield part
                     visited += 1
                     if visited % 256 == 0:
                         await asyncio.sleep(0)
-        return deleted
+
+    # log compaction --------------------------------------------------------------
+
+    async def _cleaner_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.cleaner_backoff_ms / 1000)
+            try:
+                await self.clean_logs()
+            except Exception:
+                log.exception("log cleaner pass failed")
+
+    async def clean_logs(self, now: int | None = None) -> list[CleanResult]:
+        """Clean every compacted partition whose cleaning is due (see cleaner.py).
+
+        Runs every `cleaner_backoff_ms` in the background; tests and the
+        benchmark call it directly. A partition whose files change under
+        the cleaner (retention, a deleted topic) is left for the next pass.
+        """
+        if self.record_codec is None:
+            return []
+        results = []
+        async for part in self._partitions_on_disk(lambda settings: settings.compact):
+            try:
+                result = await clean_partition(part, self.record_codec, self.cleaner_dedupe_buffer_bytes, now)
+            except FileNotFoundError as exc:
+                log.info("%s: its files changed during cleaning (%s); trying again next pass", part.name, exc)
+                continue
+            if result is not None:
+                results.append(result)
+        return results
 
     def _manifest_of(self, topic: TopicState, index: int) -> str:
         directory = layout.partition_dir(self.root, topic.stream.path, topic.name, index)

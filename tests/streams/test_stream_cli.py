@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
 
 from kafkacompat.storage import Cursor
 
@@ -180,3 +180,23 @@ def test_stream_delete_takes_topics_and_cursors_with_it(broker, cli, stream_path
     cli("stream", "create", stream_path)
     assert cli("topic", "list", stream_path).strip() == "No topics."
     assert cli("cursor", "list", stream_path).strip() == "No cursors."
+
+
+def test_stream_cleanup_policy_is_the_default_of_its_topics(broker, cli, cli_json, stream_path):
+    cli("stream", "create", stream_path, "--cleanup-policy", "compact")
+    assert block_values(cli("stream", "info", stream_path))["Cleanup policy"] == "compact"
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+    name = f"{stream_path}:changelog"
+    admin.create_topics([NewTopic(name, 1, 1)])[name].result(10)
+    resource = ConfigResource(ResourceType.TOPIC, name)
+    assert admin.describe_configs([resource])[resource].result(10)["cleanup.policy"].value == "compact"
+    # ...so a record without a key is refused there, as on a compacted Kafka topic
+    errors = []
+    producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "linger.ms": 0})
+    producer.produce(name, b"no key", on_delivery=lambda err, msg: errors.append(err))
+    producer.flush(10)
+    assert [e and e.code() for e in errors] == [KafkaError.INVALID_RECORD]
+
+    cli("stream", "edit", stream_path, "--cleanup-policy", "compact,delete")
+    assert cli_json("stream", "info", stream_path)["cleanup_policy"] == "compact,delete"
+    assert admin.describe_configs([resource])[resource].result(10)["cleanup.policy"].value == "compact,delete"

@@ -1,0 +1,266 @@
+"""The on-disk log cleaner: Kafka's log compaction over partitionlets.
+
+For a partition whose cleanup.policy has `compact`, a cleaning:
+
+1. plans: the sealed partitionlets older than min.compaction.lag.ms are
+   cleanable (the active one never is); those not yet deduplicated are
+   dirty. It runs when dirty bytes / cleanable bytes reach
+   min.cleanable.dirty.ratio or when the oldest dirty partitionlet is older
+   than max.compaction.lag.ms. Like Kafka 4.1 (checked side by side), a
+   log with nothing dirty is not cleaned again just because its tombstones
+   outlived delete.retention.ms: they go with the next cleaning;
+2. maps the dirty partitionlets' keys to their last offsets in a bounded
+   OffsetMap (log.cleaner.dedupe.buffer.size); when it fills, only the
+   prefix mapped so far counts as cleaned this time;
+3. rewrites every cleanable partitionlet up to that point into a new file
+   generation (`<base>-g<n>.log` + indexes, fsynced), keeping the last
+   record per key, tombstones until delete.retention.ms after their
+   partitionlet was first cleaned, and each producer's last batch (empty if
+   need be) so idempotent producers keep their sequence numbers;
+4. swaps: one atomic chain-manifest write puts the new files in the chain,
+   then the old files are unlinked.
+
+A cleaner killed anywhere leaves a valid log: before the manifest write
+the old files are still the ones listed (the new ones are orphans, removed
+when the partition is next opened after the unclean stop); after it, the
+new ones are, and the old ones are the orphans.
+
+The reading, filtering and writing run in a worker thread on file
+descriptors of their own; the store's event loop only plans and swaps.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import os
+import time
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from .. import batch_format as bf
+from ..compaction import FilterStats, OffsetMap, RecordCodec, filter_batch, map_batch
+from ..namespace import Settings, now_ms
+from .files import fsync_dir, unlink_files
+from .partitionlet import Partitionlet
+
+if TYPE_CHECKING:
+    from .partition import DiskPartition
+
+log = logging.getLogger(__name__)
+
+DEFAULT_DEDUPE_BUFFER_BYTES = 128 << 20  # Kafka's log.cleaner.dedupe.buffer.size
+DEFAULT_BACKOFF_MS = 15_000  # Kafka's log.cleaner.backoff.ms
+_READ_CHUNK = 1 << 20
+_WRITE_CHUNK = 1 << 20
+
+
+def crash_point(name: str) -> None:
+    """Called where a killed cleaner would leave work half done; tests stop the process here."""
+
+
+@dataclasses.dataclass(slots=True)
+class CleanResult:
+    """What one cleaning of one partition did (the benchmark prints these)."""
+
+    partition: str
+    partitionlets: int = 0
+    bytes_read: int = 0
+    bytes_written: int = 0
+    records_read: int = 0
+    records_kept: int = 0
+    keys_mapped: int = 0
+    clean_to: int = 0
+    seconds: float = 0.0
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Plan:
+    cleanable: list[Partitionlet]  # live sealed partitionlets old enough, oldest first
+    first_dirty: int  # index in cleanable of the first one not yet deduplicated
+    tail: list[tuple[str, int]]  # (log path, size) of every partitionlet from cleanable[0] on
+
+
+def plan(part: DiskPartition, settings: Settings, now: int) -> _Plan | None:
+    """What a cleaning of `part` would rewrite now, or None if it is not due."""
+    chain = part.sealed_chain()
+    cleanable = []
+    for p in chain:
+        if settings.min_compaction_lag_ms > 0 and p.max_ts > now - settings.min_compaction_lag_ms:
+            break
+        cleanable.append(p)
+    if not cleanable:
+        return None
+    first_dirty = next((i for i, p in enumerate(cleanable) if p.clean_to is None or p.clean_to < p.next_offset),
+                       len(cleanable))
+    clean_bytes = sum(p.size for p in cleanable[:first_dirty])
+    dirty_bytes = sum(p.size for p in cleanable[first_dirty:])
+    dirty = first_dirty < len(cleanable)
+    ratio = dirty_bytes / (clean_bytes + dirty_bytes) if clean_bytes + dirty_bytes else 0.0
+    overdue = dirty and cleanable[first_dirty].created_ms <= now - settings.max_compaction_lag_ms
+    if not (dirty and (ratio >= settings.min_cleanable_dirty_ratio or overdue)):
+        return None
+    tail = [(p.log_path, p.size) for p in part.chain_tail(cleanable[0])]
+    return _Plan(cleanable, first_dirty, tail)
+
+
+def _batches(path: str, size: int) -> Iterator[tuple[memoryview, tuple]]:
+    """(batch bytes, unpacked header) of every batch in the first `size` bytes of a log."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        pos = 0
+        buf = memoryview(b"")
+        buf_start = 0
+        while pos < size:
+            rel = pos - buf_start
+            if rel + bf.HEADER_SIZE > len(buf):
+                buf, buf_start, rel = memoryview(os.pread(fd, min(_READ_CHUNK, size - pos), pos)), pos, 0
+            header = bf.HEADER.unpack_from(buf, rel)
+            total = header[1] + bf.LOG_OVERHEAD
+            if rel + total > len(buf):
+                buf, buf_start, rel = memoryview(os.pread(fd, max(total, min(_READ_CHUNK, size - pos)), pos)), pos, 0
+            yield buf[rel : rel + total], header
+            pos += total
+    finally:
+        os.close(fd)
+
+
+def _producers_last_batches(tail: list[tuple[str, int]]) -> dict[int, int]:
+    """producer id -> base offset of its last batch, over the partitionlets given."""
+    last: dict[int, int] = {}
+    for path, size in tail:
+        for _batch, header in _batches(path, size):
+            if header[9] >= 0:
+                last[header[9]] = header[0]
+    return last
+
+
+class _Writer:
+    """Writes one new partitionlet generation and indexes it as it goes."""
+
+    def __init__(self, new: Partitionlet) -> None:
+        self.new = new
+        new.start_empty()
+        self._fd = os.open(new.log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        self._pending: list[bytes | memoryview] = []
+        self._pending_bytes = 0
+        self._written = 0
+
+    def add(self, batch: bytes | memoryview, header: tuple) -> None:
+        if isinstance(batch, bytes):  # rebuilt: its own maxTimestamp
+            header = bf.HEADER.unpack_from(batch)
+        self.new.note_written(header[0], self.new.size, len(batch), header[0] + header[6] + 1, header[8])
+        self._pending.append(batch)
+        self._pending_bytes += len(batch)
+        if self._pending_bytes >= _WRITE_CHUNK:
+            self._flush()
+
+    def _flush(self) -> None:
+        data = b"".join(self._pending)
+        view = memoryview(data)
+        while view:
+            n = os.pwrite(self._fd, view, self._written)
+            self._written += n
+            view = view[n:]
+        self._pending, self._pending_bytes = [], 0
+
+    def finish(self, next_offset: int) -> None:
+        """Flush, fsync and write the index files; the partitionlet keeps its offsets."""
+        try:
+            self._flush()
+            os.fsync(self._fd)
+        finally:
+            os.close(self._fd)
+        self.new.next_offset = next_offset
+        self.new.write_index_files(*self.new.index_bytes())
+
+    def abandon(self) -> None:
+        os.close(self._fd)
+
+
+def _rewrite(
+    work: _Plan, codec: RecordCodec, buffer_bytes: int, settings: Settings, now: int, result: CleanResult
+) -> list[tuple[Partitionlet, Partitionlet]]:
+    """Map, filter and write (worker thread); returns (old, new) pairs to swap in."""
+    offsets = OffsetMap(buffer_bytes)
+    cleanable = work.cleanable
+    upper = cleanable[-1].next_offset
+    dirty = cleanable[work.first_dirty:]
+    start = dirty[0].clean_to or dirty[0].base if dirty else upper  # Kafka's first dirty offset
+    for p in dirty:
+        for batch, header in _batches(p.log_path, p.size):
+            missed = map_batch(batch, header, codec, offsets, start)
+            if missed is not None:
+                upper = missed
+                break
+        else:
+            continue
+        break
+    result.keys_mapped = len(offsets)
+    last_batches = _producers_last_batches(work.tail)
+    crash_point("mapped")
+    pairs: list[tuple[Partitionlet, Partitionlet]] = []
+    written: list[Partitionlet] = []
+    try:
+        for p in cleanable:
+            if p.base >= upper:
+                break
+            drop_tombstones = p.cleaned_ms > 0 and p.cleaned_ms + settings.delete_retention_ms <= now
+            stats = FilterStats()
+            new = Partitionlet(
+                p.directory, p.volume, p.base, p.handles, sealed=True, next_offset=p.base, size=0, max_ts=-1,
+                max_ts_offset=p.base, created_ms=p.created_ms, generation=p.generation + 1,
+                clean_to=min(p.next_offset, upper), cleaned_ms=p.cleaned_ms or now,
+            )
+            written.append(new)
+            writer = _Writer(new)
+            try:
+                for batch, header in _batches(p.log_path, p.size):
+                    result.bytes_read += len(batch)
+                    keep_empty = header[9] >= 0 and last_batches.get(header[9]) == header[0]
+                    kept = filter_batch(batch, header, codec, offsets, upper, drop_tombstones, keep_empty, stats)
+                    if kept is not None:
+                        writer.add(kept, header)
+                    crash_point("writing")
+            except BaseException:
+                writer.abandon()
+                raise
+            writer.finish(p.next_offset)
+            if new.size == 0:  # emptied: retention still ages it by the records it had
+                new.max_ts, new.max_ts_offset = p.max_ts, p.max_ts_offset
+            new.tombstones = stats.tombstones_kept
+            result.bytes_written += new.size
+            result.records_read += stats.records_read
+            result.records_kept += stats.records_kept
+            pairs.append((p, new))
+        if written:
+            fsync_dir(written[0].directory)
+        crash_point("written")
+    except BaseException:
+        unlink_files([path for new in written for path in new.paths()])
+        raise
+    result.clean_to = upper
+    return pairs
+
+
+async def clean_partition(
+    part: DiskPartition, codec: RecordCodec, buffer_bytes: int = DEFAULT_DEDUPE_BUFFER_BYTES, now: int | None = None,
+) -> CleanResult | None:
+    """Clean one partition if a cleaning is due; None if it was not."""
+    settings = part.settings
+    if not settings.compact:
+        return None
+    now = now_ms() if now is None else now
+    work = plan(part, settings, now)
+    if work is None:
+        return None
+    result = CleanResult(part.name)
+    started = time.perf_counter()
+    pairs = await asyncio.to_thread(_rewrite, work, codec, buffer_bytes, settings, now, result)
+    result.partitionlets = await part.replace_partitionlets(pairs)
+    result.seconds = time.perf_counter() - started
+    log.info("%s: cleaned %d partitionlet(s) to offset %d: %d of %d records kept, %d -> %d bytes in %.3f s",
+             part.name, result.partitionlets, result.clean_to, result.records_kept, result.records_read,
+             result.bytes_read, result.bytes_written, result.seconds)
+    return result

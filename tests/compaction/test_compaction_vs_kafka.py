@@ -1,0 +1,149 @@
+"""Compaction side by side with Apache Kafka 4.1: the same steps, the same consumer view.
+
+Both brokers get the same produce sequence (one record per batch, so both
+logs hold the same batches), with segment.ms small and
+min.cleanable.dirty.ratio=0.01 so cleanings happen within seconds. A
+consumer reading from the beginning must then see the same offsets, keys
+and values on both: after the first cleaning (superseded records gone,
+tombstones kept) and after the next (tombstones past delete.retention.ms
+gone). A record without a key is refused by both with the same answer.
+"""
+
+from __future__ import annotations
+
+import datetime
+import time
+import uuid
+from collections.abc import Callable, Iterator
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from kafkacompat.protocol.messages import make
+from kafkacompat.protocol.records import Record, build_batch
+from kafkacompat.testing import Broker
+from reference_kafka import ReferenceKafka
+from tests.wire import Wire
+
+pytestmark = pytest.mark.slow
+
+SEGMENT_MS = 3000  # longer than producing the history takes, so it all lands in one segment
+CONFIGS = {"cleanup.policy": "compact", "segment.ms": str(SEGMENT_MS), "min.cleanable.dirty.ratio": "0.01",
+           "delete.retention.ms": "0"}
+HISTORY = [("a", "1"), ("b", "1"), ("c", "1"), ("a", "2"), ("b", None), ("c", "2"), ("d", "1"), ("a", "3"),
+           ("e", "1"), ("e", None)]
+View = list[tuple[int, str, str | None]]
+
+
+@pytest.fixture(scope="module")
+def kafka() -> Iterator[ReferenceKafka]:
+    running = ReferenceKafka(**{"log.cleaner.backoff.ms": "200"}).start()
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
+@pytest.fixture(scope="module")
+def ours() -> Iterator[Broker]:
+    with Broker(data_dir="tmp", log_cleaner_backoff_ms=200) as running:
+        yield running
+
+
+def read_view(bootstrap: str, topic: str) -> View:
+    """Every record from the beginning to the end, as a consumer sees it."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": uuid.uuid4().hex,
+                         "auto.offset.reset": "earliest", "enable.partition.eof": True})
+    consumer.subscribe([topic])
+    out: View = []
+    deadline = time.monotonic() + 30
+    try:
+        while time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is None:
+                continue
+            if msg.error():
+                if msg.error().code() == KafkaError._PARTITION_EOF:
+                    return out
+                continue
+            value = msg.value()
+            out.append((msg.offset(), msg.key().decode(), None if value is None else value.decode()))
+    finally:
+        consumer.close()
+    pytest.fail(f"no end of {topic} within 30 s: {out}")
+
+
+def wait_view(bootstrap: str, topic: str, done: Callable[[View], bool]) -> View:
+    deadline = time.monotonic() + 60
+    while True:
+        view = read_view(bootstrap, topic)
+        if done(view):
+            return view
+        if time.monotonic() > deadline:
+            pytest.fail(f"the log cleaner did not get {topic} there within 60 s: {view}")
+        time.sleep(0.5)
+
+
+def one_per_key(view: View) -> bool:
+    keys = [k for _, k, _ in view]
+    return len(keys) == len(set(keys))
+
+
+def scenario(bootstrap: str) -> tuple[View, View, View]:
+    """The full history, the view after the first cleaning and after the next one."""
+    topic = f"compact-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1, config=CONFIGS)])[topic].result(timeout=30)
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
+
+    def send(key: str, value: str | None) -> None:
+        producer.produce(topic, key=key, value=value)
+        assert producer.flush(10) == 0
+
+    started = time.monotonic()
+    for key, value in HISTORY:
+        send(key, value)
+    assert time.monotonic() - started < SEGMENT_MS / 1000, "the history must fit in one segment"
+    history = read_view(bootstrap, topic)
+    time.sleep(SEGMENT_MS * 1.2 / 1000)  # the next append rolls the segment: all of the above is cleanable
+    send("z", "1")
+    first = wait_view(bootstrap, topic, one_per_key)
+    time.sleep(SEGMENT_MS * 1.2 / 1000)
+    send("y", "1")
+    time.sleep(SEGMENT_MS * 1.2 / 1000)
+    send("x", "1")
+    second = wait_view(bootstrap, topic, lambda view: one_per_key(view) and all(v for _, _, v in view))
+    return history, first, second
+
+
+def test_consumers_see_the_same_compacted_log_as_on_kafka(kafka, ours):
+    theirs = scenario(kafka.bootstrap_servers)
+    assert theirs[1] != theirs[0] and theirs[2] != theirs[1], "Kafka did not clean: the comparison shows nothing"
+    assert scenario(ours.bootstrap_servers) == theirs
+
+
+def produce_keyless(bootstrap: str, topic: str) -> tuple[int, str | None, list[tuple[int, str | None]]]:
+    """Produce v9 of one batch whose second record has no key: (error code, message, record errors)."""
+    import kio.schema.produce.v9.request as m
+
+    batch = build_batch([Record(b"k", b"v"), Record(None, b"no key"), Record(b"k2", b"v")])
+    body = make(m.ProduceRequest, transactional_id=None, acks=-1, timeout=datetime.timedelta(seconds=5),
+                topic_data=(make(m.TopicProduceData, name=topic, partition_data=(
+                    make(m.PartitionProduceData, index=0, records=batch),)),))
+    with Wire(bootstrap) as wire:
+        response = wire.request(0, 9, body)
+    part = response.responses[0].partition_responses[0]
+    return (part.error_code.value, part.error_message,
+            [(e.batch_index, e.batch_index_error_message) for e in part.record_errors])
+
+
+def test_a_record_without_a_key_is_refused_as_kafka_refuses_it(kafka, ours):
+    answers = []
+    for bootstrap in (kafka.bootstrap_servers, ours.bootstrap_servers):
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        admin.create_topics([NewTopic("keyless", 1, 1, config=CONFIGS)])["keyless"].result(timeout=30)
+        answers.append(produce_keyless(bootstrap, "keyless"))
+    assert answers[0][0] == 87  # INVALID_RECORD
+    assert answers[1] == answers[0]
+    assert ours.consume("keyless", count=0) == []  # nothing of the batch was written
