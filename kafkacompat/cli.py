@@ -29,6 +29,8 @@ from .config import (
     setting_kind,
     unknown_variables,
 )
+from .store_check import add_parser as _store_parser
+from .demo.command import add_parser as _demo_parser
 
 log = logging.getLogger("kafkacompat")
 
@@ -196,6 +198,8 @@ def build_parser() -> argparse.ArgumentParser:
     groups_cli.add_parsers(sub)
     admin_cli.add_parsers(sub)
     _bench_parser(sub)
+    _store_parser(sub)
+    _demo_parser(sub)
     return parser
 
 

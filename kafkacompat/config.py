@@ -81,6 +81,8 @@ class BrokerConfig:
                                               "(streams can refuse too)", metavar="")
     retention_check_ms: int = _setting(60_000, "how often messages past their stream's ttl are deleted, like "
                                                "log.retention.check.interval.ms", metavar="MS", minimum=1)
+    skip_damaged: bool = _setting(False, "let fetches step over damaged (quarantined) offsets, with a log line, "
+                                         "instead of answering KAFKA_STORAGE_ERROR for them", metavar="")
     # consumer groups, named after Kafka's group.* and offsets.* broker settings
     group_initial_rebalance_delay_ms: int = _setting(3000, "wait for more members before the first rebalance of "
                                                            "a new group, like group.initial.rebalance.delay.ms",

@@ -269,3 +269,4 @@ def iter_records(data: bytes | memoryview) -> Iterator[Record]:
         if not header.is_control:
             yield from _decode_records(view[pos : pos + header.size], header)
         pos += header.size
+

@@ -144,7 +144,9 @@ class Partition(abc.ABC):
 
         At least one whole batch even if larger than max_bytes; b"" at or
         past the high watermark. Raises OffsetOutOfRange below the log start
-        or above the high watermark.
+        or above the high watermark, DamagedRangeError for an offset in a
+        quarantined (damaged or lost) range unless the store skips those,
+        and StorageUnavailableError when the files cannot be read.
         """
 
     @abc.abstractmethod

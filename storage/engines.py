@@ -21,6 +21,8 @@ def open_store(
     max_open_files: int = 1024,
     volume_limits: Mapping[str, int] | None = None,
     retention_check_ms: int = 60_000,
+    skip_damaged: bool = False,
+    verify_reads: bool = True,
 ) -> Store:
     """A store for `url`; the caller then awaits `store.open()`.
 
@@ -33,7 +35,10 @@ def open_store(
     On-disk options: `max_open_files` bounds open log files (LRU);
     `volume_limits` caps the bytes of partitionlet data per volume path
     (StorageFullError beyond it); `retention_check_ms` is the period of the
-    background retention pass.
+    background retention pass; `skip_damaged` makes reads step over
+    quarantined (damaged) ranges with a log line instead of failing them;
+    `verify_reads` checks the CRC of stored bytes not yet verified since
+    open before handing them out.
     """
     if url.startswith("memory:"):
         return MemoryStore(default_stream, record_timestamps)
@@ -48,5 +53,6 @@ def open_store(
         path = url
     return DiskStore(
         [os.path.abspath(path), *volumes], default_stream, record_timestamps, max_open_files=max_open_files,
-        volume_limits=volume_limits, retention_check_ms=retention_check_ms,
+        volume_limits=volume_limits, retention_check_ms=retention_check_ms, skip_damaged=skip_damaged,
+        verify_reads=verify_reads,
     )

@@ -47,3 +47,20 @@ class CorruptBatchError(StorageError):
 
 class StorageFullError(StorageError):
     """No volume has room; nothing of the failed write was kept."""
+
+
+class StorageUnavailableError(StorageError):
+    """A partition (or part of it) that cannot be served: damaged or unreadable files.
+
+    The broker answers KAFKA_STORAGE_ERROR; the reason was logged once when
+    the damage was found.
+    """
+
+
+class DamagedRangeError(StorageUnavailableError):
+    """Offsets [first, resume_at) sit in a quarantined (damaged or lost) range."""
+
+    def __init__(self, message: str, first: int, resume_at: int) -> None:
+        super().__init__(message)
+        self.first = first
+        self.resume_at = resume_at

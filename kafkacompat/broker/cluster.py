@@ -94,7 +94,12 @@ class Cluster:
             return None, missing
         if not 0 <= index < info.partitions:
             return None, ErrorCode.unknown_topic_or_partition
-        return self.store.partition(info.stream, info.name, index), ErrorCode.none
+        try:
+            return self.store.partition(info.stream, info.name, index), ErrorCode.none
+        except storage.UnknownTopicError:
+            return None, ErrorCode.unknown_topic_or_partition
+        except storage.StorageError:  # damaged or unreadable files: logged once by the store
+            return None, ErrorCode.kafka_storage_error
 
     def display_name(self, info: TopicInfo, client_software_name: str = "") -> str:
         """The name a topic is listed under: canonical, or the Kafka-legal alias

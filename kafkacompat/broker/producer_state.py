@@ -154,7 +154,11 @@ class ProducerStates:
         offset = max(partition.log_start_offset, partition.high_watermark - RESTORE_RECORDS)
         budget = RESTORE_BYTES
         while offset < partition.high_watermark and budget > 0:
-            data = memoryview(await partition.read(offset, min(budget, 1 << 20)))
+            try:
+                data = memoryview(await partition.read(offset, min(budget, 1 << 20)))
+            except storage.DamagedRangeError as exc:  # quarantined: no producer state to learn there
+                offset = exc.resume_at
+                continue
             budget -= len(data)
             pos = 0
             while len(data) - pos >= HEADER_SIZE:

@@ -31,6 +31,7 @@ class BrokerServer:
             default_stream=config.default_stream,
             record_timestamps=record_timestamps,
             retention_check_ms=config.retention_check_ms,
+            skip_damaged=config.skip_damaged,
         )
         self.cluster: Cluster | None = None
         self._server: asyncio.base_events.Server | None = None

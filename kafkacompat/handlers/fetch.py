@@ -50,12 +50,8 @@ def _plan(ctx: Any, request: Any) -> list[_Wanted]:
             info, error = cluster.topic_for(topic.topic)
         for part in topic.partitions:
             wanted = _Wanted(key, part.partition, part.fetch_offset, part.partition_max_bytes)
-            if info is None:
-                wanted.error = error
-            elif not 0 <= part.partition < info.partitions:
-                wanted.error = ErrorCode.unknown_topic_or_partition
-            else:
-                wanted.partition = cluster.store.partition(info.stream, info.name, part.partition)
+            wanted.partition, wanted.error = cluster.partition_for(info, error, part.partition)
+            if wanted.partition is not None:
                 wanted.error = leader_epoch_error(wanted.partition, getattr(part, "current_leader_epoch", -1))
             plan.append(wanted)
     return plan

@@ -20,26 +20,28 @@ from .common import ALL_TOPIC_OPERATIONS, NO_THROTTLE, UNSET_OPERATIONS, ErrorCo
 def _topic_entry(ctx: Any, m: Any, name: str, info: TopicInfo, ops: int) -> Any:
     cluster = ctx.cluster
     node = cluster.node_id
-    partitions = tuple(
-        make(
+    partitions = []
+    for index in range(info.partitions):
+        # A partition whose files cannot be served is still led here: produce and
+        # fetch then answer KAFKA_STORAGE_ERROR for it, and only for it.
+        partition, _ = cluster.partition_for(info, ErrorCode.none, index)
+        partitions.append(make(
             m.MetadataResponsePartition,
             error_code=ErrorCode.none,
             partition_index=index,
             leader_id=node,
-            leader_epoch=cluster.store.partition(info.stream, info.name, index).leader_epoch,
+            leader_epoch=partition.leader_epoch if partition is not None else -1,
             replica_nodes=(node,),
             isr_nodes=(node,),
             offline_replicas=(),
-        )
-        for index in range(info.partitions)
-    )
+        ))
     return make(
         m.MetadataResponseTopic,
         error_code=ErrorCode.none,
         name=name,
         topic_id=info.topic_id,
         is_internal=False,
-        partitions=partitions,
+        partitions=tuple(partitions),
         topic_authorized_operations=ops,
     )
 

@@ -142,7 +142,9 @@ async def _produce_partition(ctx: Any, topic: Any, part: Any, acks: int) -> _Out
             outcome.error, outcome.message = _REFUSAL[exc.kind], str(exc)
         log.warning("refused produce to %s-%d from %s: %s", topic.name, part.index, ctx.peer, exc)
         return outcome
-    partition = cluster.store.partition(info.stream, info.name, part.index)
+    partition, outcome.error = cluster.partition_for(info, ErrorCode.unknown_topic_or_partition, part.index)
+    if partition is None:
+        return outcome
     key = (info.stream, info.name, part.index)
     view = memoryview(records)
     first_offset = None
@@ -179,7 +181,7 @@ async def _produce_partition(ctx: Any, topic: Any, part: Any, acks: int) -> _Out
     except storage.StorageError as exc:
         outcome.error = storage_error_code(exc)
         outcome.message = str(exc)
-        log.error("append to %s-%d failed: %s", topic.name, part.index, exc)
+        _log_append_failure(topic.name, part.index, exc)
         return outcome
     outcome.base_offset = first_offset if first_offset is not None else -1
     outcome.log_start_offset = partition.log_start_offset
@@ -187,6 +189,23 @@ async def _produce_partition(ctx: Any, topic: Any, part: Any, acks: int) -> _Out
     if acks == -1 or (stream is not None and stream.policy.fsync == storage.FsyncPolicy.ALWAYS):
         outcome.durable_at = (partition, partition.high_watermark)
     return outcome
+
+
+_failures_logged: dict[tuple[str, int, type], float] = {}
+FAILURE_LOG_EVERY_S = 60.0
+
+
+def _log_append_failure(topic: str, index: int, exc: Exception) -> None:
+    """One line per partition and kind of failure a minute: a full disk must not flood the log."""
+    key = (topic, index, type(exc))
+    now = time.monotonic()
+    if now < _failures_logged.get(key, 0.0):
+        return
+    if len(_failures_logged) > 10_000:
+        _failures_logged.clear()
+    _failures_logged[key] = now + FAILURE_LOG_EVERY_S
+    log.error("append to %s-%d failed: %s (repeats are not logged for %d s)", topic, index, exc,
+              FAILURE_LOG_EVERY_S)
 
 
 def _response(ctx: Any, request: Any, results: list[tuple[str, list[_Outcome]]]) -> bytes:
@@ -221,12 +240,18 @@ async def handle(ctx: Any, request: Any) -> Any:
             # Kafka's way of telling an acks=0 producer: close, so it refreshes metadata.
             raise CloseConnection(f"acks=0 produce failed with {failed[0].error.name}")
         return NO_RESPONSE
-    waits = [o.durable_at for _, outs in results for o in outs if o.durable_at is not None]
+    waits = [o for _, outs in results for o in outs if o.durable_at is not None]
     if not waits:
         return _response(ctx, request, results)
 
     async def after_fsync() -> Any:
-        await asyncio.gather(*(partition.wait_durable(offset) for partition, offset in waits))
+        done = await asyncio.gather(*(o.durable_at[0].wait_durable(o.durable_at[1]) for o in waits),
+                                    return_exceptions=True)
+        for outcome, result in zip(waits, done):
+            if isinstance(result, storage.StorageError):
+                outcome.error, outcome.message = storage_error_code(result), str(result)
+            elif isinstance(result, BaseException):
+                raise result
         return _response(ctx, request, results)
 
     return after_fsync()

@@ -36,8 +36,14 @@ class JsonLog:
         self._compacting: asyncio.Future[None] | None = None
         self.commit = GroupCommit(lambda: fsync_path(self.path))
 
-    def load(self) -> list[dict]:
-        """Every record in order; a torn last line (crash mid-write) is cut off."""
+    def load(self, report: Callable[..., None] | None = None, repair: bool = True) -> list[dict]:
+        """Every record in order; a torn last line (crash mid-write) is cut off.
+
+        Lines that are not JSON objects (outside damage: garbage, zeroes, a
+        flipped byte) are skipped and reported once for the file, via
+        `report(path, problem, action)`; with `repair` the file is then
+        rewritten without them.
+        """
         try:
             with open(self.path, "rb") as f:
                 data = f.read()
@@ -47,35 +53,57 @@ class JsonLog:
         if not data:
             return []
         keep = data.rfind(b"\n") + 1
-        text = data[:keep].decode()
+        body = data[:keep]
         try:
-            records = json.loads("[" + text.rstrip("\n").replace("\n", ",") + "]") if keep else []
+            records = json.loads(b"[" + body.rstrip(b"\n").replace(b"\n", b",") + b"]") if keep else []
+            bad = 0 if all(isinstance(r, dict) for r in records) else -1
         except ValueError:
-            records = self._load_line_by_line(text)
-        if keep < len(data):
-            log.warning("%s: dropping a torn last line of %d bytes", self.path, len(data) - keep)
-            os.truncate(self.path, keep)
-        self.lines = len(records)
+            bad = -1
+        if bad:
+            records, bad = self._load_line_by_line(body)
+        torn = len(data) - keep
+        if torn:  # a crash mid-append, or a file cut short
+            if report is not None:
+                report(self.path, f"ends with a torn line of {torn} bytes", "cut it off")
+            else:
+                log.warning("%s: dropping a torn last line of %d bytes", self.path, torn)
+            if repair:
+                os.truncate(self.path, keep)
+        self.lines = len(records) + bad
+        if bad and report is not None:
+            report(self.path, f"has {bad} damaged line(s)", "skip them and rewrite the file without them")
         self._track(records)
+        if bad and repair:
+            self.rewrite(records)
         return records
 
     def _track(self, records: Iterable[dict]) -> None:
         if self.live is None:
             return
         for rec in records:
-            if rec.get("del"):
-                self.live.pop(self._key(rec), None)
-            else:
-                self.live[self._key(rec)] = rec
-
-    def _load_line_by_line(self, text: str) -> list[dict]:
-        records = []
-        for n, line in enumerate(text.splitlines(), 1):
             try:
-                records.append(json.loads(line))
+                key = self._key(rec)
+            except (KeyError, TypeError):
+                continue  # a damaged record; the loader reports it
+            if rec.get("del"):
+                self.live.pop(key, None)
+            else:
+                self.live[key] = rec
+
+    @staticmethod
+    def _load_line_by_line(body: bytes) -> tuple[list[dict], int]:
+        """(records, count of lines that are not JSON objects)."""
+        records, bad = [], 0
+        for line in body.splitlines():
+            try:
+                rec = json.loads(line)
             except ValueError:
-                log.error("%s: line %d is not valid JSON; skipped", self.path, n)
-        return records
+                rec = None
+            if isinstance(rec, dict):
+                records.append(rec)
+            elif line.strip():
+                bad += 1
+        return records, bad
 
     async def append(self, records: list[dict]) -> None:
         """Write records (page cache); call `commit.wait()` for durability."""

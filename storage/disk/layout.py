@@ -1,6 +1,7 @@
 """Where things live on disk: one place for every path and file name.
 
-<volume>/streams/<stream path>/.stream            stream policy (first volume)
+<volume>/streams/<stream path>/.stream            stream policy (first volume); a damaged one is kept
+                                                  as .stream.damaged when rebuilt
                                .topics            topic catalog, JSON lines
                                .cursors           cursor log, JSON lines
                                <topic>/<index>/chain.json       manifest (first volume)

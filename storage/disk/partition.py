@@ -6,8 +6,16 @@ log start offset, the high watermark and the leader-epoch history. It is
 replaced atomically. For the active (last, unsealed) partitionlet it also
 records a checkpoint: a size up to which the log was fsynced and checked.
 On load, a log longer than its checkpoint (the process died after writing
-more) is validated batch by batch from the checkpoint and cut after the
-last valid batch.
+more) is validated batch by batch from the checkpoint and a torn tail cut
+after the last valid batch; the last TAIL_CHECK_BYTES are checked on every
+open, so damage after a clean shutdown is caught too.
+
+The manifest is not the only record of the chain: when it is missing,
+garbled, names an unknown volume or is older than the files, the chain is
+rebuilt from the partitionlet files (see chain.py). Damaged batches become
+quarantined holes (see partitionlet.py); the high watermark never falls
+below an offset the manifest or the files vouch for, so no offset is
+handed out twice.
 
 Appends write in the event loop (page cache); fsyncs run in worker threads
 through a group commit, so waiting for durability never stalls the loop or
@@ -26,12 +34,19 @@ from typing import TYPE_CHECKING, TypeVar
 
 from .. import batch_format as bf
 from ..api import AppendResult, FsyncPolicy, PartitionletInfo, TimestampHit
-from ..errors import OffsetOutOfRangeError, StorageError, StorageFullError
+from ..errors import (
+    CorruptBatchError,
+    DamagedRangeError,
+    OffsetOutOfRangeError,
+    StorageFullError,
+    StorageUnavailableError,
+)
 from ..namespace import Settings, TopicState, now_ms
 from ..partition_base import PartitionBase
 from . import layout
+from .chain import LogFile, find_log_files, read_manifest, stale_reason
 from .files import FULL_ERRNOS, fsync_path, move_to_trash, new_file, unlink_files, write_atomic
-from .partitionlet import Partitionlet
+from .partitionlet import Partitionlet, Recovered
 from .sync import GroupCommit
 from .volumes import pick_volume
 
@@ -43,6 +58,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MANIFEST_VERSION = 1
+TAIL_CHECK_BYTES = 4 << 20  # of the active partitionlet, checked on every open
 
 
 class DiskPartition(PartitionBase):
@@ -56,11 +72,16 @@ class DiskPartition(PartitionBase):
         self._bases: list[int] = []
         self._checkpoint = 0  # size of the active partitionlet the manifest vouches for
         self._manifest_stale = False
+        self._skipped: set[tuple[int, int]] = set()  # damaged ranges already logged as skipped
+        self._unavailable_logged = False
         self._lock = asyncio.Lock()
         self._commit = GroupCommit(self._fsync_active)
         self._load()
+        if self._epochs and self._epochs[-1][0] >= self._leader_epoch:
+            # store.json went back (a stale copy, or rebuilt without this manifest): epochs never go down
+            self._leader_epoch = store.raise_epoch(self._epochs[-1][0], self.name)
         self._commit.synced = self._commit.written = self._hw
-        if self._note_epoch(store.epoch, self._hw):
+        if self._note_epoch(self._leader_epoch, self._hw):
             self._manifest_stale = True
 
     def _dir_on(self, volume: str) -> str:
@@ -69,80 +90,169 @@ class DiskPartition(PartitionBase):
     # loading -----------------------------------------------------------------
 
     def _load(self) -> None:
-        try:
-            with open(self._manifest_path, "rb") as f:
-                manifest = json.loads(f.read())
-        except FileNotFoundError:
-            return
-        except ValueError as exc:  # written atomically, so only outside damage gets here
-            raise StorageError(f"{self.name}: chain manifest {self._manifest_path} is unreadable: {exc}") from exc
-        if manifest.get("topic_id") != self._topic.id_hex:
+        manifest, problem = read_manifest(self._manifest_path)
+        if problem is not None and manifest is None and problem.startswith("cannot be read"):
+            # Unreadable (an I/O error), not garbled: refuse rather than guess the offsets from what is left.
+            raise StorageUnavailableError(f"its chain manifest {self._manifest_path} {problem}")
+        if manifest is not None and manifest["topic_id"] != self._topic.id_hex:
             log.warning("%s: data of an older topic of the same name found; discarding it", self.name)
-            for volume in self._store.volumes:
+            for volume in self._store.volumes if self._store.repair else ():
                 move_to_trash(self._dir_on(volume.path), layout.trash_dir(volume.path))
+            return
+        files = find_log_files([(v, self._dir_on(v.path)) for v in self._store.volumes])
+        if manifest is not None:
+            problem = stale_reason(manifest, files, set(self._store.volume_ids()))
+        if problem is None and manifest is None:
+            if not any(f.size for f in files.values()):
+                return  # a partition that never held data
+            problem = "is missing"
+        if problem is not None:
+            self._rebuild(manifest, files, problem)
             return
         self._log_start = manifest["log_start"]
         self._hw = manifest["next"]
-        self._epochs = [(e, o) for e, o in manifest["epochs"]]
+        self._epochs = list(manifest["epochs"])
         for rec in manifest["partitionlets"]:
             volume = self._store.volume(rec["volume"])
-            self._chain.append(Partitionlet(
+            p = Partitionlet(
                 self._dir_on(volume.path), volume, rec["base"], self._store.handles, sealed=rec["sealed"],
                 next_offset=rec["next"], size=rec["size"], max_ts=rec["max_ts"],
                 max_ts_offset=rec["max_ts_offset"], created_ms=rec["created_ms"],
-            ))
+            )
+            for hole in rec.get("holes", ()):
+                p.add_hole(*hole)
+            if p.sealed and p.base not in files:
+                p.missing = True
+                self._store.report(p.log_path, "is missing", f"quarantine offsets {p.base}..{p.next_offset - 1}",
+                                   error=True)
+            self._chain.append(p)
         self._bases = [p.base for p in self._chain]
-        if not self._store.clean:
-            self._remove_orphans()
+        if self._store.repair:
+            self._remove_orphans(files)
         active = self._active()
         if active is not None:
             self._checkpoint = active.size
             self._recover(active)
-            self._hw = active.next_offset
 
-    def _remove_orphans(self) -> None:
-        """Delete partitionlet files the manifest does not list.
+    def _rebuild(self, manifest: dict | None, files: dict[int, LogFile], problem: str) -> None:
+        """Rebuild the chain from the partitionlet files (the manifest is missing, garbled or stale)."""
+        last = max(files, default=-1)
+        bases = sorted(b for b, f in files.items() if f.size > 0 or b == last)
+        log_start = manifest["log_start"] if manifest is not None else (bases[0] if bases else 0)
+        known_next = manifest["next"] if manifest is not None else 0
+        epochs: list[tuple[int, int]] = list(manifest["epochs"]) if manifest is not None else []
+        for i, base in enumerate(bases):
+            found = files[base]
+            limit = bases[i + 1] if i + 1 < len(bases) else None
+            if limit is not None:
+                # A sealed partitionlet ends where the next begins; its CRCs are checked by the
+                # background pass (and by reads before it gets there), not here in the loop.
+                p = Partitionlet(self._dir_on(found.volume.path), found.volume, base, self._store.handles,
+                                 sealed=True, next_offset=limit, size=found.size, max_ts=-1, max_ts_offset=base,
+                                 created_ms=found.mtime_ms)
+                p.learn_max_timestamp()
+                found_epochs = [(p.first_epoch(), base)]
+            else:
+                p = Partitionlet(self._dir_on(found.volume.path), found.volume, base, self._store.handles,
+                                 sealed=False, next_offset=base, size=0, max_ts=-1, max_ts_offset=base,
+                                 created_ms=found.mtime_ms)
+                result = p.recover(0, base, truncate=self._store.repair, known_next=known_next)
+                self._report_damage(p, result, vouched=known_next)
+                found_epochs = result.epochs
+            for epoch, start in found_epochs:
+                if epoch is not None and (not epochs or epochs[-1][0] < epoch):
+                    epochs.append((epoch, start))
+            self._chain.append(p)
+        self._bases = [p.base for p in self._chain]
+        self._epochs = epochs
+        self._log_start = max(log_start, self._chain[0].base if self._chain else log_start)
+        self._hw = self._chain[-1].next_offset if self._chain else known_next
+        active = self._active()
+        if active is not None and known_next > active.next_offset:
+            active.add_hole(active.next_offset, known_next, active.size, active.size)
+            active.next_offset = known_next
+        self._hw = max(self._hw, known_next)
+        self._manifest_stale = True
+        self._store.report(self._manifest_path, problem, f"rebuild it from {len(self._chain)} partitionlet "
+                           f"file(s), offsets {self._log_start}..{self._hw - 1}")
+
+    def _report_damage(self, p: Partitionlet, result: Recovered, vouched: int | None) -> None:
+        """One line per damaged stretch found while validating a partitionlet."""
+        for hole in result.holes:
+            self._store.report(p.log_path, hole.reason, f"quarantine offsets {hole.first}..{hole.resume - 1}",
+                               error=True)
+        cut = result.cut
+        if cut is None:
+            return
+        lost = f" and quarantine offsets {cut.first}..{vouched - 1}" if vouched and vouched > cut.first else ""
+        action = (f"cut the {result.cut_bytes} bytes after the last valid batch{lost}" if not p.sealed
+                  else f"quarantine offsets {cut.first}..{p.next_offset - 1}")
+        self._store.report(p.log_path, cut.reason, action, error=bool(lost) or p.sealed)
+
+    def _remove_orphans(self, files: dict[int, LogFile]) -> None:
+        """Delete partitionlet files the manifest does not list and no longer needs.
 
         A crash between writing the manifest and unlinking what it dropped
-        (retention, DeleteRecords) or while rolling leaves such files.
+        (retention, DeleteRecords) or while rolling leaves such files: below
+        the first listed partitionlet, or empty. (Unlisted files holding data
+        above it make the manifest stale; it is rebuilt instead.)
         """
         listed = {(p.volume.id, p.base) for p in self._chain}
-        for volume in self._store.volumes:
-            directory = self._dir_on(volume.path)
-            try:
-                names = os.listdir(directory)
-            except FileNotFoundError:
+        for base, found in files.items():
+            if (found.volume.id, base) in listed:
                 continue
-            for name in names:
+            directory = self._dir_on(found.volume.path)
+            for name in os.listdir(directory):
                 stem, dot, suffix = name.partition(".")
-                if not (dot and stem.isdigit() and "." + suffix in layout.PARTITIONLET_SUFFIXES):
-                    continue
-                if (volume.id, int(stem)) not in listed:
+                if dot and stem.isdigit() and int(stem) == base and "." + suffix in layout.PARTITIONLET_SUFFIXES:
                     path = os.path.join(directory, name)
                     if suffix == layout.LOG_SUFFIX[1:]:
-                        volume.release(os.path.getsize(path))
+                        found.volume.release(found.size)
                     log.warning("%s: removing %s, which its manifest does not list", self.name, path)
                     os.unlink(path)
 
     def _recover(self, active: Partitionlet) -> None:
-        """Validate what was written after the checkpoint; keep only whole, intact batches."""
+        """Check the active partitionlet's tail: what was written after the checkpoint, and the last bytes.
+
+        After an unclean stop the log may run past the checkpoint (validated
+        and kept) or be torn (cut after the last valid batch). After a clean
+        one, bytes may still have been damaged on disk: the last
+        TAIL_CHECK_BYTES are checked on every open; the rest is verified in
+        the background. Offsets the manifest vouched for but the file no
+        longer holds become a hole: they are never handed out again.
+        """
+        vouched = active.next_offset
         try:
             file_size = os.stat(active.log_path).st_size
         except FileNotFoundError:
-            log.error("%s: log file %s is missing; starting it empty", self.name, active.log_path)
-            new_file(active.log_path)
+            if self._store.repair:
+                new_file(active.log_path)
             active.start_empty()
-            file_size = 0
-        if file_size == self._checkpoint and self._store.clean:
+            active.size, active.max_ts = 0, -1
+            active.add_hole(active.base, vouched, 0, 0)
+            self._manifest_stale = True
+            lost = vouched > active.base
+            self._store.report(active.log_path, "is missing", "start it empty" + (
+                f" and quarantine offsets {active.base}..{vouched - 1}" if lost else ""), error=lost)
             return
-        start, expected = (self._checkpoint, active.next_offset) if file_size >= self._checkpoint else (0, active.base)
+        start, expected = 0, active.base
+        if file_size >= self._checkpoint:
+            active.ensure_index()
+            start, expected = active.position_before(max(min(self._checkpoint, file_size - TAIL_CHECK_BYTES), 0))
         if start == 0:
             active.size, active.max_ts = 0, -1
-        for epoch, base in active.recover(start, expected):
+        result = active.recover(start, expected, truncate=self._store.repair, known_next=vouched)
+        for epoch, base in result.epochs:
             if self._note_epoch(epoch, base):
                 self._manifest_stale = True
-        if active.size != self._checkpoint:
+        if active.next_offset < vouched:
+            active.add_hole(active.next_offset, vouched, active.size, active.size)
+            active.next_offset = vouched
+        self._report_damage(active, result, vouched)
+        if active.size != self._checkpoint or result.holes or result.cut is not None:
             self._manifest_stale = True
+        self._hw = active.next_offset
+        if active.size != self._checkpoint and result.cut is None:
             log.info("%s: recovered to offset %d (%d bytes)", self.name, active.next_offset, active.size)
 
     def _active(self) -> Partitionlet | None:
@@ -164,6 +274,8 @@ class DiskPartition(PartitionBase):
 
     async def _save(self) -> None:
         """Checkpoint the active log and replace the manifest (caller holds the lock)."""
+        if not self._store.repair:
+            return  # an offline check writes nothing
         active = self._active()
         indexes = active.index_bytes() if active is not None else None
         data = self._manifest()
@@ -175,7 +287,10 @@ class DiskPartition(PartitionBase):
             os.makedirs(os.path.dirname(self._manifest_path), exist_ok=True)
             write_atomic(self._manifest_path, data, on_full=self._store.volumes[0].release_ballast)
 
-        await asyncio.to_thread(work)
+        try:
+            await asyncio.to_thread(work)
+        except OSError as exc:  # not a full disk (StorageFullError): the directory cannot be written
+            raise self._unavailable(f"saving {self._manifest_path} failed: {exc.strerror or exc}") from exc
         self._checkpoint = active.size if active is not None else 0
         self._manifest_stale = False
 
@@ -224,7 +339,10 @@ class DiskPartition(PartitionBase):
                     await self._roll(len(view))
                 return self._write(view, length, max_ts, record_count)
 
-            base = await self._critical(section)
+            try:
+                base = await self._critical(section)
+            except OSError as exc:  # not a full disk (that is StorageFullError): the files cannot be written
+                raise self._unavailable(f"rolling to a new partitionlet failed: {exc.strerror or exc}") from exc
         else:
             base = self._write(view, length, max_ts, record_count)
         if settings.fsync is FsyncPolicy.ALWAYS:
@@ -251,6 +369,7 @@ class DiskPartition(PartitionBase):
         active = self._chain[-1]
         base = self._hw
         size = len(view)
+        active.volume.ensure_reserve()
         active.volume.reserve(size)
         try:
             active.append(bf.PREFIX.pack(base, length, self._leader_epoch), view[bf.PREFIX_SIZE:], base,
@@ -259,7 +378,7 @@ class DiskPartition(PartitionBase):
             active.volume.release(size)
             if exc.errno in FULL_ERRNOS:
                 raise StorageFullError(f"{self.name}: volume {active.volume.path} is full: {exc.strerror}") from exc
-            raise
+            raise self._unavailable(f"writing {active.log_path} failed: {exc.strerror or exc}") from exc
         self._hw = base + record_count
         self._commit.wrote(self._hw)
         return base
@@ -301,7 +420,10 @@ class DiskPartition(PartitionBase):
     async def wait_durable(self, offset: int) -> None:
         if self._topic.settings.fsync is FsyncPolicy.NONE:
             return
-        await self._commit.wait(min(offset, self._hw))
+        try:
+            await self._commit.wait(min(offset, self._hw))
+        except OSError as exc:
+            raise self._unavailable(f"fsync of the active partitionlet failed: {exc.strerror or exc}") from exc
 
     # reading -----------------------------------------------------------------
 
@@ -311,23 +433,126 @@ class DiskPartition(PartitionBase):
 
     def _holding(self, offset: int) -> Partitionlet:
         i = max(bisect.bisect_right(self._bases, offset) - 1, 0)
-        while self._chain[i].next_offset <= offset:  # skip a gap left by a damaged partitionlet
-            i += 1
-        return self._chain[i]
+        p = self._chain[i]
+        if p.next_offset <= offset:  # between two partitionlets: offsets lost with damaged files
+            resume = self._chain[i + 1].base if i + 1 < len(self._chain) else self._hw
+            raise DamagedRangeError(f"{self.name}: offsets {p.next_offset}..{resume - 1} are lost", p.next_offset,
+                                    resume)
+        return p
 
     async def read(self, offset: int, max_bytes: int) -> bytes | memoryview:
-        """As the interface says; a read ends at the end of a partitionlet (one pread)."""
+        """As the interface says; a read ends at the end of a partitionlet (one pread).
+
+        Offsets in a quarantined range raise DamagedRangeError, or, when the
+        store skips damaged data, are stepped over (logged once per range).
+        """
         self._check_open()
         self._check_offset(offset)
-        if offset == self._hw:
-            return b""
-        return self._holding(offset).read(offset, max_bytes)
+        while offset < self._hw:
+            try:
+                return await self._read_at(offset, max_bytes)
+            except DamagedRangeError as exc:
+                if not self._store.skip_damaged:
+                    raise
+                if (exc.first, exc.resume_at) not in self._skipped:
+                    self._skipped.add((exc.first, exc.resume_at))
+                    log.warning("%s: skipping damaged offsets %d..%d (skip_damaged is on)", self.name, exc.first,
+                                exc.resume_at - 1)
+                offset = max(exc.resume_at, offset + 1)
+        return b""
+
+    def wait_for_data(self, offset: int) -> asyncio.Future[None]:
+        """As the interface says; when damaged offsets are skipped, data past the quarantined range counts.
+
+        A consumer sitting in a quarantined range that reaches the high
+        watermark has nothing to read until new data arrives: its long poll
+        must wait for that, not spin.
+        """
+        if self._store.skip_damaged:
+            while offset < self._hw:
+                try:
+                    hole = self._holding(offset).hole_at(offset)
+                except DamagedRangeError as exc:
+                    offset = exc.resume_at
+                    continue
+                if hole is None:
+                    break
+                offset = hole[1]
+        return super().wait_for_data(offset)
+
+    async def _read_at(self, offset: int, max_bytes: int) -> bytes:
+        p = self._holding(offset)
+        try:
+            return p.read(offset, max_bytes, self._store.verify_reads)
+        except (CorruptBatchError, LookupError):
+            pass  # damage the background check has not reached yet: check this partitionlet now, then retry
+        except OSError as exc:
+            raise self._unavailable(f"reading {p.log_path} failed: {exc.strerror or exc}") from exc
+        if not await self._verify(p):
+            p.reindex()  # the log is intact: its index led astray
+        try:
+            return p.read(offset, max_bytes, self._store.verify_reads)
+        except (CorruptBatchError, LookupError) as exc:
+            raise self._unavailable(f"{p.log_path} is damaged: {exc}") from exc
+        except OSError as exc:
+            raise self._unavailable(f"reading {p.log_path} failed: {exc.strerror or exc}") from exc
+
+    def _unavailable(self, reason: str) -> StorageUnavailableError:
+        """The error for a read that cannot be served; logged once per partition, not per request."""
+        if not self._unavailable_logged:
+            self._unavailable_logged = True
+            log.error("%s: %s; answering KAFKA_STORAGE_ERROR", self.name, reason)
+        return StorageUnavailableError(f"{self.name}: {reason}")
+
+    # verification ------------------------------------------------------------
+
+    async def verify(self) -> int:
+        """Check the CRC of every stored batch not checked since open; returns damaged ranges found.
+
+        The store runs this once for every partition after opening, in the
+        background; reads check what it has not reached yet themselves.
+        """
+        self._check_open()
+        found = 0
+        for p in list(self._chain):
+            if not p.missing and p.verified < p.size:
+                found += await self._verify(p)
+        return found
+
+    async def _verify(self, p: Partitionlet) -> int:
+        stop, stop_offset = p.size, p.next_offset
+        try:
+            holes = await asyncio.to_thread(p.verify, stop, stop_offset)
+        except FileNotFoundError:
+            if p.missing or self._closed or p not in self._chain:  # deleted by retention meanwhile
+                return 0
+            p.missing = True
+            self._store.report(p.log_path, "is missing", f"quarantine offsets {p.base}..{p.next_offset - 1}",
+                               error=True)
+            return 1
+        except OSError as exc:
+            raise self._unavailable(f"verifying {p.log_path} failed: {exc.strerror or exc}") from exc
+        p.verified = max(p.verified, stop)
+        for hole in holes:
+            p.add_hole(hole.first, hole.resume, hole.pos, hole.end)
+            self._store.report(p.log_path, hole.reason, f"quarantine offsets {hole.first}..{hole.resume - 1}",
+                               error=True)
+        if holes:
+            self._manifest_stale = True
+            await self.checkpoint()
+        return len(holes)
 
     def _live(self) -> list[Partitionlet]:
-        return [p for p in self._chain if p.next_offset > self._log_start and p.size > 0]
+        return [p for p in self._chain if p.next_offset > self._log_start and p.size > 0 and not p.missing]
 
     async def offset_for_timestamp(self, timestamp: int) -> TimestampHit | None:
         self._check_open()
+        try:
+            return self._offset_for_timestamp(timestamp)
+        except (OSError, CorruptBatchError, LookupError) as exc:
+            raise self._unavailable(f"a timestamp lookup failed: {exc}") from exc
+
+    def _offset_for_timestamp(self, timestamp: int) -> TimestampHit | None:
         for p in self._live():
             if p.max_ts < timestamp:
                 continue
@@ -340,6 +565,12 @@ class DiskPartition(PartitionBase):
 
     async def max_timestamp(self) -> TimestampHit | None:
         self._check_open()
+        try:
+            return self._max_timestamp()
+        except (OSError, CorruptBatchError, LookupError) as exc:
+            raise self._unavailable(f"a timestamp lookup failed: {exc}") from exc
+
+    def _max_timestamp(self) -> TimestampHit | None:
         live = self._live()
         if not live:
             return None

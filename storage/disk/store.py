@@ -22,15 +22,27 @@ import gc
 import json
 import logging
 import os
-from collections.abc import Mapping, Sequence
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
 
 from ..api import Cursor, FsyncPolicy, PermissionEntries, StreamPolicy
-from ..errors import StorageError
+from ..errors import StorageError, StorageUnavailableError
 from ..namespace import NamespaceStore, StreamState, TopicState, now_ms
 from ..partition_base import RecordTimestamps
 from . import layout
 from .catalog import JsonLog
+from .chain import read_manifest
 from .files import empty_trash, fsync_dir, make_dirs, move_to_trash, write_atomic
+from .metadata import (
+    STREAM_FILES,
+    Finding,
+    holds_partition_data,
+    holds_topics,
+    is_hex_id,
+    read_epoch,
+    read_stream_file,
+)
 from .handles import FileHandles
 from .partition import DiskPartition
 from .volumes import Volume
@@ -38,6 +50,7 @@ from .volumes import Volume
 log = logging.getLogger(__name__)
 
 _COMPACT_SLACK = 10_000  # stale lines tolerated before a running compaction
+OFFLINE_RETRY_S = 30.0  # a partition that failed to load is tried again after this long
 
 
 class DiskStore(NamespaceStore):
@@ -50,6 +63,10 @@ class DiskStore(NamespaceStore):
         max_open_files: int = 1024,
         volume_limits: Mapping[str, int] | None = None,
         retention_check_ms: int = 60_000,
+        skip_damaged: bool = False,
+        verify_reads: bool = True,
+        repair: bool = True,
+        background_verify: bool = True,
     ) -> None:
         super().__init__(default_stream)
         if not volumes:
@@ -67,10 +84,39 @@ class DiskStore(NamespaceStore):
         self._background: set[asyncio.Task] = set()
         self._retention_task: asyncio.Task | None = None
         self._lock_fd: int | None = None
+        self.skip_damaged = skip_damaged  # reads step over quarantined ranges instead of failing
+        self.verify_reads = verify_reads  # reads check CRCs of bytes not verified since open
+        self.repair = repair  # False: an offline check that reports and writes nothing
+        self.background_verify = background_verify
+        self.findings: list[Finding] = []
+        self.log_findings = True  # `store check` prints them instead
+        self._offline: dict[tuple[str, int], tuple[str, float]] = {}  # partitions that failed to load
 
     @property
     def root(self) -> str:
         return self.volumes[0].path
+
+    def volume_ids(self) -> list[str]:
+        return list(self._by_id)
+
+    def report(self, path: str, problem: str, action: str, *, error: bool = False) -> None:
+        """Record damage found in one file: one log line with the path, what is wrong and what is done.
+
+        `error` marks damage that costs data (quarantined offsets); metadata
+        rebuilt without loss is a warning.
+        """
+        self.findings.append(Finding(path, problem, action))
+        if self.repair and self.log_findings:
+            log.log(logging.ERROR if error else logging.WARNING, "%s %s; action taken: %s", path, problem, action)
+
+    def raise_epoch(self, seen: int, where: str) -> int:
+        """A partition holds leader epoch `seen`, at or above the store's: lead from seen + 1 on, and remember it."""
+        store_file = os.path.join(self.root, layout.STORE_FILE)
+        self.report(store_file, f"has an epoch below {where}'s {seen}", f"raise it to {seen + 1}")
+        self.epoch = seen + 1
+        if self.repair:
+            write_atomic(store_file, json.dumps({"epoch": self.epoch}).encode(), on_full=self.volumes[0].release_ballast)
+        return self.epoch
 
     def volume(self, volume_id: str) -> Volume:
         try:
@@ -83,37 +129,91 @@ class DiskStore(NamespaceStore):
     async def open(self) -> None:
         await asyncio.to_thread(self._open_files)
         await asyncio.to_thread(self._load_namespace)  # nothing else uses the store yet
+        if not self.repair:
+            return  # an offline check: no default stream, no background work
         await self._ensure_default_stream()
         self._spawn(asyncio.to_thread(self._empty_trash))
         self._retention_task = asyncio.get_running_loop().create_task(self._retention_loop())
+        if self.background_verify:
+            self._spawn(self.verify_all())
+
+    async def verify_all(self, progress: Callable[[str, int], None] | None = None) -> int:
+        """Open every partition holding data and check the CRC of every batch; returns damaged ranges found.
+
+        The broker runs this once in the background after opening (reads
+        check what it has not reached yet); `store check` runs it in the
+        foreground, calling progress(partition name, damaged ranges so far).
+        """
+        found = 0
+        for stream in list(self._streams.values()):
+            for n, topic in enumerate(list(stream.topics.values())):
+                if n % 1024 == 1023:
+                    await asyncio.sleep(0)  # a million topics must not stall the loop
+                for index in range(topic.info.partitions):
+                    opened = topic.partitions and topic.partitions.get(index)
+                    if not opened and not self._holds_data(topic, index):
+                        continue
+                    try:
+                        part = self.partition(stream.path, topic.name, index)
+                        found += await part.verify()
+                    except StorageError:
+                        found += 1  # reported when it was found
+                    if progress is not None:
+                        progress(f"{stream.path}:{topic.name}/{index}", found)
+                    await asyncio.sleep(0)
+        return found
+
+    def _holds_data(self, topic: TopicState, index: int) -> bool:
+        return any(os.path.isdir(layout.partition_dir(v.path, topic.stream.path, topic.name, index))
+                   for v in self.volumes)
 
     def _open_files(self) -> None:
         self._lock_data_dir()
         for volume in self.volumes:
-            volume.open()
+            volume.open(self.report, self.repair)
             if volume.id in self._by_id:
-                raise StorageError(f"{volume.path} and {self._by_id[volume.id].path} are the same volume")
+                raise StorageError(f"{volume.path} and {self._by_id[volume.id].path} are the same volume "
+                                   f"(both {layout.VOLUME_ID_FILE} say {volume.id}); refusing to start")
             self._by_id[volume.id] = volume
         store_file = os.path.join(self.root, layout.STORE_FILE)
         marker = os.path.join(self.root, layout.CLEAN_MARKER)
-        try:
-            with open(store_file, "rb") as f:
-                state = json.loads(f.read())
-            self.clean = os.path.exists(marker)
-        except FileNotFoundError:
-            state = {"epoch": 0}
-        self.epoch = state["epoch"] + 1
-        write_atomic(store_file, json.dumps({"epoch": self.epoch}).encode())
+        epoch, problem = read_epoch(store_file)
+        self.clean = problem is None and (epoch == 0 or os.path.exists(marker))  # epoch 0: a new store
+        if problem is not None or (epoch == 0 and self.volumes[0].holds_data()):
+            epoch = max(epoch, self._highest_epoch_on_disk())
+            self.report(store_file, problem or "is missing",
+                        f"rebuild it from the highest leader epoch in the manifests ({epoch})")
+            self.clean = False
+        self.epoch = epoch + 1
+        if not self.repair:
+            return
+        write_atomic(store_file, json.dumps({"epoch": self.epoch}).encode(), on_full=self.volumes[0].release_ballast)
         if os.path.exists(marker):
             os.unlink(marker)
             fsync_dir(self.root)
         if not self.clean:
             log.warning("%s was not shut down cleanly; partitions are validated as they open", self.root)
 
+    def _highest_epoch_on_disk(self) -> int:
+        """The largest leader epoch any manifest records (store.json lost: epochs must not go down)."""
+        best = 0
+        for directory, _dirs, files in os.walk(layout.streams_root(self.root)):
+            if layout.MANIFEST_FILE in files:
+                manifest, _ = read_manifest(os.path.join(directory, layout.MANIFEST_FILE))
+                if manifest is not None and manifest["epochs"]:
+                    best = max(best, max(e for e, _ in manifest["epochs"]))
+        return best
+
     def _lock_data_dir(self) -> None:
         """One store per data dir: a second broker writing it would corrupt it."""
-        os.makedirs(self.root, exist_ok=True)
-        fd = os.open(os.path.join(self.root, layout.LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o644)
+        if self.repair:
+            os.makedirs(self.root, exist_ok=True)
+        if not os.path.isdir(self.root):
+            raise StorageError(f"{self.root} does not exist")
+        lock_path = os.path.join(self.root, layout.LOCK_FILE)
+        if not self.repair and not os.path.exists(lock_path):
+            return  # nothing ever ran here, and a check creates no files
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -134,12 +234,16 @@ class DiskStore(NamespaceStore):
 
     def _load_streams(self) -> None:
         for path, directory in self._find_streams():
-            try:
-                with open(os.path.join(directory, layout.STREAM_FILE), "rb") as f:
-                    meta = json.loads(f.read())
-            except (OSError, ValueError) as exc:
-                log.error("stream %s: unreadable %s (%s); skipped", path, layout.STREAM_FILE, exc)
-                continue
+            stream_file = os.path.join(directory, layout.STREAM_FILE)
+            meta, problem = read_stream_file(stream_file, _policy_from_json)
+            if problem is not None:
+                meta = {"policy": _policy_to_json(StreamPolicy()), "created_ms": now_ms()}
+                self.report(stream_file, problem, "rebuild it with the default stream policy (the damaged copy "
+                            f"is kept as {layout.STREAM_FILE}.damaged)")
+                if self.repair:
+                    if os.path.exists(stream_file):
+                        os.replace(stream_file, stream_file + ".damaged")
+                    write_atomic(stream_file, json.dumps(meta).encode(), on_full=self.volumes[0].release_ballast)
             stream = StreamState(path, _policy_from_json(meta["policy"]), meta["created_ms"])
             self._add_loaded_stream(stream)
             self._load_topics(stream, directory)
@@ -150,16 +254,21 @@ class DiskStore(NamespaceStore):
         return JsonLog(os.path.join(directory, name), on_full=self.volumes[0].release_ballast, key=key)
 
     def _find_streams(self) -> list[tuple[str, str]]:
-        """Stream directories under the first volume; streams do not nest, so stop at each."""
+        """Stream directories under the first volume; streams do not nest, so stop at each.
+
+        A stream is known by its own files, or, when all of them are lost,
+        by topic directories holding partition data.
+        """
         found = []
         stack = [("", layout.streams_root(self.root))]
         while stack:
             rel, directory = stack.pop()
             try:
                 entries = list(os.scandir(directory))
-            except FileNotFoundError:
+            except (FileNotFoundError, NotADirectoryError):
                 continue
-            if any(e.name == layout.STREAM_FILE for e in entries):
+            names = {e.name for e in entries}
+            if names & STREAM_FILES or (rel and holds_topics(entries)):
                 found.append((rel, directory))
                 continue
             stack.extend((f"{rel}/{e.name}", e.path) for e in entries if e.is_dir(follow_symlinks=False))
@@ -168,40 +277,119 @@ class DiskStore(NamespaceStore):
     def _load_topics(self, stream: StreamState, directory: str) -> None:
         catalog = self._topic_logs[stream.path] = self._json_log(directory, layout.TOPICS_FILE)
         live: dict[str, dict] = {}
-        for rec in catalog.load():
-            if rec.get("del"):
-                live.pop(rec["t"], None)
-            else:
-                live[rec["t"]] = rec
+        bad = 0
+        for rec in catalog.load(self.report, self.repair):
+            # Checked inline and cheaply: a million records pass here on every open.
+            try:
+                name = rec["t"]
+                if type(name) is not str:
+                    bad += 1
+                elif rec.get("del"):
+                    live.pop(name, None)
+                elif (type(rec["p"]) is int and rec["p"] > 0 and type(rec["id"]) is str and len(rec["id"]) == 32
+                      and type(rec["c"]) is dict and type(rec["at"]) is int):
+                    live[name] = rec
+                else:
+                    bad += 1
+            except KeyError:
+                bad += 1
+        if bad:
+            self.report(catalog.path, f"has {bad} incomplete record(s)", "skip them")
         topics, by_id = stream.topics, self._topics_by_id
         for rec in live.values():
             topic = TopicState(stream, raw=(rec["t"], rec["id"], rec["p"], rec["c"], rec["at"]))
             topics[topic.name] = topic
             by_id[topic.id_hex] = topic
-        if catalog.lines > 2 * len(live) + 64:
+        found = self._rediscover_topics(stream, directory, catalog.path)
+        for rec in found:
+            live[rec["t"]] = rec
+        if self.repair and (found or catalog.lines > 2 * len(live) + 64):
             catalog.rewrite(list(live.values()))
+
+    def _rediscover_topics(self, stream: StreamState, directory: str, catalog_path: str) -> list[dict]:
+        """Topic directories holding data that the catalog does not list (it was lost or damaged).
+
+        Each comes back with the topic id its manifests name (so its data is
+        kept, not discarded as an older topic's), as many partitions as it
+        has directories, and no explicit configs. Returns their catalog records.
+        """
+        records = []
+        for entry in sorted(os.scandir(directory), key=lambda e: e.name):
+            if not entry.is_dir(follow_symlinks=False) or entry.name.startswith("."):
+                continue
+            name = entry.name[1:] if entry.name.startswith("%") else entry.name
+            if name in stream.topics:
+                continue
+            indexes = [int(d) for d in os.listdir(entry.path) if d.isdigit()]
+            if not indexes or not holds_partition_data(entry.path, indexes):
+                continue
+            topic_id = None
+            for index in sorted(indexes):
+                manifest, _ = read_manifest(os.path.join(entry.path, str(index), layout.MANIFEST_FILE))
+                if manifest is not None:
+                    topic_id = manifest["topic_id"]
+                    break
+            if topic_id is None or topic_id in self._topics_by_id or not is_hex_id(topic_id):
+                topic_id = uuid.uuid4().hex
+            rec = {"t": name, "id": topic_id, "p": max(indexes) + 1, "c": {},
+                   "at": int(entry.stat().st_mtime * 1000)}
+            topic = TopicState(stream, raw=(name, topic_id, rec["p"], {}, rec["at"]))
+            stream.topics[name] = topic
+            self._topics_by_id[topic_id] = topic
+            records.append(rec)
+            self.report(catalog_path, f"does not list topic {name!r}, whose data is in {entry.path}",
+                        f"add it back with {rec['p']} partition(s) and default configs")
+        return records
 
     def _load_cursors(self, stream: StreamState, directory: str) -> None:
         catalog = self._cursor_logs[stream.path] = self._json_log(directory, layout.CURSORS_FILE)
-        catalog.load()
+        if not os.path.exists(catalog.path):  # created with the stream: only damage removes it
+            self.report(catalog.path, "is missing", "start the stream with no committed offsets")
+            if self.repair:
+                write_atomic(catalog.path, b"", on_full=self.volumes[0].release_ballast)
+        catalog.load(self.report, self.repair)
+        bad = 0
         for rec in catalog.live.values():
-            cursor = Cursor(rec["t"], rec["p"], rec["o"], rec["e"], rec["m"], rec["ts"])
-            stream.cursors.setdefault(rec["g"], {})[(cursor.topic, cursor.partition)] = cursor
-        if catalog.lines > 2 * len(catalog.live) + 64:
+            try:
+                cursor = Cursor(str(rec["t"]), int(rec["p"]), int(rec["o"]), int(rec["e"]), str(rec["m"]),
+                                int(rec["ts"]))
+                group = str(rec["g"])
+            except (KeyError, TypeError, ValueError):
+                bad += 1
+                continue
+            stream.cursors.setdefault(group, {})[(cursor.topic, cursor.partition)] = cursor
+        if bad:
+            self.report(catalog.path, f"has {bad} incomplete cursor record(s)", "skip them")
+        if self.repair and catalog.lines > 2 * len(catalog.live) + 64:
             catalog.rewrite(list(catalog.live.values()))
 
     async def close(self) -> None:
+        if not self.repair:  # an offline check: nothing to write, only let go
+            self.handles.close_all()
+            self._release_lock()
+            return
         if self._retention_task is not None:
             self._retention_task.cancel()
             await asyncio.gather(self._retention_task, return_exceptions=True)
-        await asyncio.gather(*(p.checkpoint() for p in self._opened_partitions()))
+        parts = list(self._opened_partitions())
+        outcomes = await asyncio.gather(*(p.checkpoint() for p in parts), return_exceptions=True)
+        for part, outcome in zip(parts, outcomes):
+            if isinstance(outcome, (OSError, StorageError)):
+                log.error("%s: its manifest could not be saved on close (%s); it is rebuilt on the next open",
+                          part.name, outcome)
+            elif isinstance(outcome, BaseException):
+                raise outcome
         for catalog in [*self._topic_logs.values(), *self._cursor_logs.values()]:
             await catalog.commit.wait()
             catalog.close()
         if self._background:
             await asyncio.gather(*self._background, return_exceptions=True)
         self.handles.close_all()
-        await asyncio.to_thread(write_atomic, os.path.join(self.root, layout.CLEAN_MARKER), b"")
+        await asyncio.to_thread(write_atomic, os.path.join(self.root, layout.CLEAN_MARKER), b"",
+                                on_full=self.volumes[0].release_ballast)
+        self._release_lock()
+
+    def _release_lock(self) -> None:
         if self._lock_fd is not None:
             os.close(self._lock_fd)  # releases the flock
             self._lock_fd = None
@@ -272,7 +460,8 @@ class DiskStore(NamespaceStore):
             if created:  # empty logs now, so no first append has to fsync the directory
                 for name in (layout.TOPICS_FILE, layout.CURSORS_FILE):
                     os.close(os.open(os.path.join(directory, name), os.O_WRONLY | os.O_CREAT, 0o644))
-            write_atomic(os.path.join(directory, layout.STREAM_FILE), meta)  # fsyncs the directory too
+            write_atomic(os.path.join(directory, layout.STREAM_FILE), meta,  # fsyncs the directory too
+                         on_full=self.volumes[0].release_ballast)
 
         await asyncio.to_thread(work)
         if created:
@@ -301,9 +490,8 @@ class DiskStore(NamespaceStore):
         await catalog.commit.wait()
 
     async def _persist_topic_deleted(self, stream: StreamState, topic: TopicState) -> None:
-        catalog = self._topic_logs[stream.path]
-        await catalog.append([{"t": topic.name, "del": 1}])
-        await catalog.commit.wait()
+        # Files first: a topic directory outliving its catalog entry would be
+        # rediscovered (and resurrected) on the next open.
         for part in (topic.partitions or {}).values():
             part.close()
 
@@ -313,6 +501,9 @@ class DiskStore(NamespaceStore):
                               layout.trash_dir(volume.path))
 
         await asyncio.to_thread(work)
+        catalog = self._topic_logs[stream.path]
+        await catalog.append([{"t": topic.name, "del": 1}])
+        await catalog.commit.wait()
         self._spawn(asyncio.to_thread(self._empty_trash))
 
     async def _persist_cursors(
@@ -337,7 +528,26 @@ class DiskStore(NamespaceStore):
                 await self.partition(stream.path, topic.name, index).purge()
 
     def _new_partition(self, topic: TopicState, index: int) -> DiskPartition:
-        return DiskPartition(self, topic, index)
+        """Load a partition; one that cannot be loaded answers StorageUnavailableError (logged once).
+
+        Loading is retried after OFFLINE_RETRY_S (a disk may come back).
+        """
+        key = (topic.id_hex, index)
+        failed = self._offline.get(key)
+        if failed is not None and time.monotonic() < failed[1]:
+            raise StorageUnavailableError(failed[0])
+        try:
+            part = DiskPartition(self, topic, index)
+        except (OSError, StorageError, ValueError, KeyError, TypeError) as exc:
+            reason = f"partition {topic.stream.path}:{topic.name}/{index} cannot be served: {exc}"
+            if failed is None:
+                log.error("%s; answering KAFKA_STORAGE_ERROR", reason)
+            self._offline[key] = (reason, time.monotonic() + OFFLINE_RETRY_S)
+            raise StorageUnavailableError(reason) from exc
+        if failed is not None:
+            del self._offline[key]
+            log.warning("partition %s:%s/%d is served again", topic.stream.path, topic.name, index)
+        return part
 
 
 def _cursor_key(rec: dict) -> tuple[str, str, int]:

@@ -459,15 +459,17 @@ async def test_stale_data_of_a_recreated_topic_is_never_served(tmp_path):
     await st.close()
 
 
-async def test_damaged_manifest_is_a_named_error(tmp_path):
+async def test_garbled_manifest_is_rebuilt_from_the_partitionlet_files(tmp_path, caplog):
     st = await open_disk(tmp_path / "d")
     await st.create_topic("/default", "t", 1)
-    await st.partition("/default", "t", 0).append(batch(1), 1)
+    await st.partition("/default", "t", 0).append(batch(3), 3)
     await st.close()
-    (tmp_path / "d" / "streams" / "default" / "t" / "0" / "chain.json").write_bytes(b"{garbage")
+    manifest = tmp_path / "d" / "streams" / "default" / "t" / "0" / "chain.json"
+    manifest.write_bytes(b"{garbage")
     st = await open_disk(tmp_path / "d")
-    with pytest.raises(storage.StorageError, match="manifest"):
-        st.partition("/default", "t", 0)
+    part = st.partition("/default", "t", 0)
+    assert part.high_watermark == 3 and len(values(await part.read(0, 1000))) == 3
+    assert [r.message for r in caplog.records if str(manifest) in r.message and "rebuil" in r.message]
     await st.close()
 
 
@@ -496,19 +498,24 @@ async def test_epoch_history_across_restarts(tmp_path):
 
 async def test_files_left_by_a_crash_are_removed(tmp_path):
     st = await open_disk(tmp_path / "d")
-    await st.create_topic("/default", "t", 1)
-    part = st.partition("/default", "t", 0)
-    await part.append(batch(1), 1)
+    await st.create_stream("/s", SMALL)
+    await st.create_topic("/s", "t", 1)
+    part = st.partition("/s", "t", 0)
+    await fill(part, 30)
+    first = (await part.partitionlets())[0]
+    await part.delete_records(first.next_offset)
     await st.close()
-    pdir = tmp_path / "d" / "streams" / "default" / "t" / "0"
-    for name in ("00000000000000000007.log", "00000000000000000007.index", "00000000000000000007.timeindex"):
-        (pdir / name).write_bytes(b"x" * 100)  # dropped by retention just before a crash
+    pdir = tmp_path / "d" / "streams" / "s" / "t" / "0"
+    kept = sorted(os.listdir(pdir))
+    for suffix in (".log", ".index", ".timeindex"):  # dropped just before a crash: not unlinked yet
+        (pdir / f"{0:020d}{suffix}").write_bytes(b"x" * 100)
+    (pdir / f"{part.high_watermark:020d}.log").write_bytes(b"")  # a roll cut short
     (tmp_path / "d" / ".clean").unlink()
     st = await open_disk(tmp_path / "d")
-    part = st.partition("/default", "t", 0)
-    assert sorted(os.listdir(pdir)) == ["00000000000000000000.index", "00000000000000000000.log",
-                                         "00000000000000000000.timeindex", "chain.json"]
-    assert values(await part.read(0, 100)) == [(0, b"A" * 10)]
+    part = st.partition("/s", "t", 0)
+    assert sorted(os.listdir(pdir)) == kept
+    assert part.log_start_offset == first.next_offset
+    assert values(await part.read(first.next_offset, 100))[0][0] == first.next_offset
     await st.close()
 
 

@@ -158,7 +158,8 @@ async def test_byte_flipped_anywhere_in_the_last_batch(crashed, tmp_path):
     await for_each_position(data, tmp_path, range(starts[-1], size), flip, expect)
 
 
-async def test_damaged_middle_batch_ends_the_log_there(crashed, tmp_path):
+async def test_damaged_middle_batch_is_quarantined_and_the_rest_kept(crashed, tmp_path):
+    """A flipped byte mid-log costs that batch only: later batches stay, their offsets are never reused."""
     data, active = crashed
     copy = tmp_path / "d"
     shutil.copytree(data, copy)
@@ -172,4 +173,12 @@ async def test_damaged_middle_batch_ends_the_log_there(crashed, tmp_path):
         byte = f.read(1)[0]
         f.seek(starts[1] + 40)
         f.write(bytes([byte ^ 1]))
-    await check_recovered(copy, 2 * (first_offset + 1))
+    st, part = await reopen(copy)
+    assert part.high_watermark == 2 * N
+    damaged = 2 * (first_offset + 1)
+    with pytest.raises(storage.DamagedRangeError) as caught:
+        await part.read(damaged, 1 << 20)
+    assert (caught.value.first, caught.value.resume_at) == (damaged, damaged + 2)
+    assert [o for o, _ in values(await part.read(damaged + 2, 1 << 20))][0] == damaged + 2
+    assert (await part.append(bf_batch(), 1)).base_offset == 2 * N
+    await st.close()

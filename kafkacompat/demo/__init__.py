@@ -1,0 +1,1 @@
+"""Runnable demonstrations of the product: `kafkacompat demo oilrig`."""

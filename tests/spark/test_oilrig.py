@@ -1,0 +1,81 @@
+"""`kafkacompat demo oilrig` end to end, checked against the simulation it runs."""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+
+from kafkacompat.demo.oilrig import START_MS, WARNINGS, reading
+from kafkacompat.testing import Broker
+
+from .conftest import REPO, spark_environment
+
+SPARK_JARS = REPO.parent / "shared" / "jars" / "spark-4.0"
+PUMPS, READINGS = 3, 70
+
+
+def connector_folder(tmp_path: pathlib.Path) -> pathlib.Path | None:
+    """Spark's Kafka connector jars plus kafka-clients, when this machine has them."""
+    import importlib.util
+
+    flink = importlib.util.find_spec("pyflink")
+    if not SPARK_JARS.is_dir() or flink is None:
+        return None
+    folder = tmp_path / "jars"
+    folder.mkdir()
+    for jar in [*SPARK_JARS.glob("*.jar"), pathlib.Path(flink.origin).parent / "lib" / "kafka-clients.jar"]:
+        (folder / jar.name).symlink_to(jar)
+    return folder
+
+
+def expected_windows() -> dict[tuple[str, str, int], tuple[float, float, int]]:
+    """(pump, metric, window start ms) -> (avg, max, count), computed here from the simulation."""
+    values: dict[tuple[str, str, int], list[float]] = collections.defaultdict(list)
+    for second in range(READINGS):
+        for pump in range(PUMPS):
+            for metric in ("Pressure", "Temperature"):
+                start = START_MS + (second // 10) * 10_000
+                values[f"pump-{pump}", metric, start].append(reading(pump, metric, second, PUMPS))
+    return {k: (round(sum(v) / len(v), 2), max(v), len(v)) for k, v in values.items()}
+
+
+def test_the_oilrig_pipeline_runs_end_to_end(tmp_path):
+    spark_environment()
+    env = dict(os.environ)
+    folder = connector_folder(tmp_path)
+    if folder is not None:
+        env["KAFKACOMPAT_SPARK_JARS"] = str(folder)  # alerts through Spark's own Kafka sink
+    data, out = tmp_path / "data", tmp_path / "out"
+    done = subprocess.run(
+        [sys.executable, "-m", "kafkacompat", "demo", "oilrig", "--data-dir", str(data), "--output", str(out),
+         "--pumps", str(PUMPS), "--readings", str(READINGS)],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert f"{PUMPS} pumps sent {PUMPS * READINGS * 2} readings" in done.stdout
+
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(out / "aggregates").to_pylist()
+    got = {(r["pump"], r["metric"], int(r["window_start"].timestamp() * 1000)): (r["avg"], r["max"], r["readings"])
+           for r in table}
+    expected = expected_windows()
+    assert got.keys() == expected.keys()
+    for key, (avg, peak, count) in expected.items():  # Spark rounds half up, Python half to even
+        assert got[key] == (pytest.approx(avg, abs=0.011), peak, count), key
+    assert len(table) == len(got)  # each window written once
+
+    with Broker(data_dir=str(data)) as broker:  # the alerts are durable in the stream
+        consumer = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "check"})
+        consumer.assign([TopicPartition(WARNINGS, 0, 0)])
+        messages = consumer.consume(10, timeout=10)
+        consumer.close()
+    alerts = sorted((m.key().decode(), json.loads(m.value())["metric"]) for m in messages)
+    assert alerts == [("pump-1", "Pressure"), (f"pump-{PUMPS - 1}", "Temperature")]
+    assert "2 alerts in /apps/iot/oilpump_metrics:Warnings" in done.stdout
