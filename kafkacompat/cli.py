@@ -7,6 +7,7 @@ import asyncio
 import dataclasses
 import errno
 import logging
+import os
 import signal
 import socket
 import sys
@@ -214,6 +215,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"kafkacompat: {exc}", file=sys.stderr)
         return EXIT_CONFIG
+    except BrokenPipeError:  # `kafkacompat ... | head`: the reader has had enough, which is no error
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
 
 
 if __name__ == "__main__":

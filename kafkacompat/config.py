@@ -21,6 +21,8 @@ from kafkacompat.storage.names import check_stream_path
 
 ENV_PREFIX = "KAFKACOMPAT_"
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+CONSUMER_GROUP_ASSIGNORS = ("uniform", "range")  # KIP-848 server-side assignors (kafkacompat/groups/assignors.py)
+MIGRATION_POLICIES = ("bidirectional", "upgrade", "downgrade", "disabled")  # group.consumer.migration.policy
 # KAFKACOMPAT_* variables that are not broker settings, with who reads them.
 OTHER_VARIABLES = {
     "BOOTSTRAP_SERVERS": "the default --bootstrap-server of the client commands",
@@ -35,7 +37,7 @@ def _setting(default: Any, help: str, *, metavar: str = "N", minimum: int | None
     """A dataclass field with what the command line needs to offer it."""
     meta = {"help": help, "metavar": metavar, "minimum": minimum, "flag": flag}
     if isinstance(default, list):
-        return dataclasses.field(default_factory=list, metadata=meta)
+        return dataclasses.field(default_factory=lambda: list(default), metadata=meta)
     return dataclasses.field(default=default, metadata=meta)
 
 
@@ -94,6 +96,24 @@ class BrokerConfig:
     group_max_size: int = _setting(2**31 - 1, "most members in one group, like group.max.size", minimum=1)
     offset_metadata_max_bytes: int = _setting(4096, "largest metadata string of a committed offset, like "
                                                     "offset.metadata.max.bytes")
+    # KIP-848 consumer groups (group.protocol=consumer), like Kafka's group.consumer.* settings
+    group_consumer_session_timeout_ms: int = _setting(45_000, "session timeout of consumer-protocol members, like "
+                                                              "group.consumer.session.timeout.ms", metavar="MS",
+                                                      minimum=1)
+    group_consumer_heartbeat_interval_ms: int = _setting(5_000, "heartbeat interval told to consumer-protocol "
+                                                                "members, like group.consumer.heartbeat.interval.ms",
+                                                         metavar="MS", minimum=1)
+    group_consumer_max_size: int = _setting(2**31 - 1, "most members in one consumer group, like "
+                                                       "group.consumer.max.size", minimum=1)
+    group_consumer_assignors: list[str] = _setting(["uniform", "range"], "server-side assignors offered, the first "
+                                                                        "the default, like group.consumer.assignors "
+                                                                        "(uniform, range)", metavar="NAME",
+                                                   flag="--group-consumer-assignor")
+    group_consumer_migration_policy: str = _setting("bidirectional", "classic <-> consumer group conversions during "
+                                                                     "rolling upgrades: bidirectional, upgrade, "
+                                                                     "downgrade or disabled, like "
+                                                                     "group.consumer.migration.policy",
+                                                    metavar="POLICY")
     offsets_retention_minutes: int = _setting(7 * 24 * 60, "how long an empty group's committed offsets are kept, "
                                                            "like offsets.retention.minutes", metavar="MIN",
                                               minimum=1)
@@ -137,8 +157,6 @@ def setting_kind(field: dataclasses.Field[Any]) -> str:
 def _coerce(field: dataclasses.Field[Any], raw: Any) -> Any:
     """A value from text (environment) or TOML as the field's type; ConfigError says what is wrong."""
     kind = setting_kind(field)
-    if raw is None and "None" in str(field.type):
-        return None
     if isinstance(raw, str) and kind != "str":
         if kind == "int":
             try:
@@ -153,7 +171,9 @@ def _coerce(field: dataclasses.Field[Any], raw: Any) -> Any:
             raise ConfigError(f"{field.name} must be true or false, got {raw!r}")
         if kind == "list[str]":
             return [part for part in raw.split(",") if part]
-    expected = {"int": int, "bool": bool, "str": str, "list[str]": list}[kind]
+    expected = {"int": int, "bool": bool, "str": str, "list[str]": list}.get(kind)
+    if expected is None:  # a kind this loader does not know: taken as given
+        return raw
     if not isinstance(raw, expected) or (expected is int and isinstance(raw, bool)):
         raise ConfigError(f"{field.name} must be {'a list of strings' if expected is list else kind}, got {raw!r}")
     if expected is list and not all(isinstance(item, str) for item in raw):
@@ -179,6 +199,13 @@ def _check(config: BrokerConfig) -> None:
     if budget != -1 and budget < config.socket_request_max_bytes:
         raise ConfigError(f"queued_max_request_bytes ({budget}) must be -1 or at least socket_request_max_bytes "
                           f"({config.socket_request_max_bytes})")
+    unknown = [a for a in config.group_consumer_assignors if a not in CONSUMER_GROUP_ASSIGNORS]
+    if unknown or not config.group_consumer_assignors:
+        raise ConfigError(f"group_consumer_assignors must list {' and/or '.join(CONSUMER_GROUP_ASSIGNORS)}, "
+                          f"got {config.group_consumer_assignors}")
+    if config.group_consumer_migration_policy not in MIGRATION_POLICIES:
+        raise ConfigError(f"group_consumer_migration_policy must be one of {', '.join(MIGRATION_POLICIES)}, "
+                          f"got {config.group_consumer_migration_policy!r}")
     if config.log_level.upper() not in LOG_LEVELS:
         raise ConfigError(f"log_level must be one of {', '.join(LOG_LEVELS)}, got {config.log_level!r}")
 

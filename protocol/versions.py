@@ -43,6 +43,8 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     44: (0, 1),  # IncrementalAlterConfigs
     47: (0, 0),  # OffsetDelete
     60: (0, 1),  # DescribeCluster
+    68: (0, 1),  # ConsumerGroupHeartbeat (KIP-848); v1: the client makes its member id
+    69: (0, 1),  # ConsumerGroupDescribe
 }
 
 # Private APIs this broker serves but never advertises: stock clients must not see them.

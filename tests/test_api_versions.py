@@ -37,5 +37,5 @@ def test_a_future_version_gets_a_v0_answer_with_error_35(broker: Broker) -> None
 
 def test_transactions_are_not_advertised(broker: Broker) -> None:
     # Java clients start using what is advertised; only implemented APIs appear.
-    for key in (24, 25, 26, 28, 75, 69, 71):  # txn APIs, DescribeTopicPartitions, ConsumerGroupDescribe, telemetry
+    for key in (24, 25, 26, 28, 75, 71):  # txn APIs, DescribeTopicPartitions, telemetry
         assert key not in SUPPORTED

@@ -81,3 +81,17 @@ def test_check_refuses_a_store_in_use_or_missing(tmp_path: Path) -> None:
     assert busy.returncode == 2 and "in use" in busy.stderr and "Traceback" not in busy.stderr
     missing = run_check(str(tmp_path / "nowhere"))
     assert missing.returncode == 2 and "does not exist" in missing.stderr and not os.path.exists(tmp_path / "nowhere")
+
+
+def test_serve_refuses_a_store_it_cannot_open_in_one_line(tmp_path: Path) -> None:
+    """Two volumes claiming one id (a copied data dir): refused, named, no traceback."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    asyncio.run(build(a))
+    b.mkdir()
+    (b / "volume.id").write_bytes((a / "volume.id").read_bytes())
+    served = subprocess.run(
+        [sys.executable, "-m", "kafkacompat", "serve", "--data-dir", str(a), "--volume", str(b), "--port", "0",
+         "--host", "127.0.0.1"], capture_output=True, text=True, timeout=60)
+    assert served.returncode == 4  # the data dir cannot be opened
+    assert "cannot open the store" in served.stderr and "same volume" in served.stderr
+    assert "Traceback" not in served.stderr and len(served.stderr.strip().splitlines()) == 1

@@ -26,6 +26,7 @@ COMPRESSION = ("none", "gzip", "snappy", "lz4", "zstd")
 ACKS = ("all", "-1", "0", "1")
 DEFAULT_FORMAT = r"%v\n"
 _COMMIT_INTERVAL_S = 5.0  # like the console consumer's auto.commit.interval.ms
+TOPIC_CREATION_WAIT_S = 5.0  # how long produce waits for a topic the broker is auto-creating
 _DIRECTIVE = re.compile(r"%(.)|\\(.)", re.DOTALL)
 _ESCAPES = {"n": b"\n", "t": b"\t", "r": b"\r", "\\": b"\\", "0": b"\0"}
 FORMAT_HELP = (
@@ -52,7 +53,7 @@ def _produce(args: argparse.Namespace) -> int:
             "acks": args.acks, "compression.type": args.compression, "linger.ms": 5,
             "message.timeout.ms": int(REQUEST_TIMEOUT_S * 1000),
         }))
-        _check_partition(producer, args.topic, args.partition)
+        _check_partition(producer, args.topic, args.partition, wait_for_creation=True)
     except (CommandError, BrokerUnreachable, KafkaException) as exc:
         return _fail(exc)
     failures: list[str] = []
@@ -97,12 +98,22 @@ def _send(producer: Any, args: argparse.Namespace, key: bytes | None, value: byt
             producer.poll(0.1)
 
 
-def _check_partition(client: Any, topic: str, partition: int | None) -> int:
-    """The topic's partition count (creating it where the broker auto-creates); CommandError if unusable."""
-    metadata = client.list_topics(topic, timeout=REQUEST_TIMEOUT_S).topics.get(topic)
-    if metadata is None or metadata.error is not None:
-        why = describe_error(metadata.error) if metadata is not None else "not in the metadata"
-        raise CommandError(f"topic {topic} is not available ({why})")
+def _check_partition(client: Any, topic: str, partition: int | None, wait_for_creation: bool = False) -> int:
+    """The topic's partition count; CommandError if it is unusable.
+
+    A producer's metadata request creates a missing topic where the broker
+    auto-creates topics; Apache Kafka answers it UNKNOWN_TOPIC_OR_PARTITION
+    until the creation completes, so the producer asks again for a few seconds.
+    """
+    deadline = time.monotonic() + (TOPIC_CREATION_WAIT_S if wait_for_creation else 0)
+    while True:
+        metadata = client.list_topics(topic, timeout=REQUEST_TIMEOUT_S).topics.get(topic)
+        if metadata is not None and metadata.error is None and metadata.partitions:
+            break
+        if time.monotonic() >= deadline:
+            why = describe_error(metadata.error) if metadata is not None and metadata.error else "no partitions"
+            raise CommandError(f"topic {topic} is not available ({why})")
+        time.sleep(0.2)
     count = len(metadata.partitions)
     if partition is not None and partition >= count:
         raise CommandError(f"topic {topic} has {count} partition(s): there is no partition {partition}")

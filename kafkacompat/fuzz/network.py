@@ -9,7 +9,8 @@ in-process broker through a recording proxy and writes every request frame
 they send, one file each. `run` mutates those frames (and kio-built samples
 of every served API version) as a buggy client or an attacker would: bit
 flips, interesting integers over lengths and counts, huge varints, cuts,
-splices, wrong API versions, size prefixes that lie. Each frame goes on a
+splices, wrong API versions, size prefixes that lie; half of the Produce
+frames instead keep their envelope and get bad records with a valid CRC. Each frame goes on a
 connection and the fuzzer waits for the answer or the close before the
 next, so every frame is processed. Without --bootstrap it starts a broker
 process of its own, logging to a file, and at the end reports: frames sent,
@@ -24,9 +25,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import concurrent.futures
+import dataclasses
 import json
 import logging
-import os
 import random
 import select
 import signal
@@ -41,12 +42,15 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import crc32c
+
 from kafkacompat.protocol.framing import FrameDecoder
+from kafkacompat.protocol.messages import MalformedRequestError, decode_request, encode_body, parse_request_header
+from kafkacompat.protocol.records import CRC_START, HEADER_SIZE, LOG_OVERHEAD
 from kafkacompat.protocol.versions import SUPPORTED
 
 from .seeds import load_corpus, sample_frames
 
-log = logging.getLogger(__name__)
 
 DEFAULT_CORPUS = Path(__file__).resolve().parents[2] / "tests" / "fuzz_corpus" / "network"
 _INTERESTING_32 = (-1, 0, 1, 0x7F, 0xFF, 0x7FFF, 0x8000, 0xFFFF, 0x7FFFFFFF, -0x80000000, 1_000_000, -2)
@@ -154,6 +158,10 @@ def capture(directory: Path) -> int:
 
 def mutate(frame: bytes, rng: random.Random, seeds: list[bytes]) -> bytes:
     """One hostile variant of a request frame (without its size prefix)."""
+    if rng.random() < 0.5:
+        resigned = mutate_produce_records(frame, rng)
+        if resigned is not None:
+            return resigned
     data = bytearray(frame)
     for _ in range(rng.choice((1, 1, 1, 2, 3))):
         choice = rng.randrange(9)
@@ -184,6 +192,48 @@ def mutate(frame: bytes, rng: random.Random, seeds: list[bytes]) -> bytes:
             start = rng.randrange(len(data))
             data[pos:pos] = data[start : start + rng.randrange(1, 64)] * rng.randint(1, 8)
     return bytes(data)
+
+
+def resign_batches(records: bytearray) -> bytes:
+    """The records with every whole batch's CRC-32C recomputed.
+
+    Mutated records would otherwise all stop at the CRC check; re-signed,
+    they reach record validation as a client's own bad batch would.
+    """
+    pos = 0
+    while len(records) - pos >= HEADER_SIZE:
+        (length,) = struct.unpack_from(">i", records, pos + 8)
+        stop = pos + LOG_OVERHEAD + length
+        if length < HEADER_SIZE - LOG_OVERHEAD or stop > len(records):
+            break
+        struct.pack_into(">I", records, pos + 17, crc32c.crc32c(bytes(records[pos + CRC_START : stop])))
+        pos = stop
+    return bytes(records)
+
+
+def mutate_produce_records(frame: bytes, rng: random.Random) -> bytes | None:
+    """A Produce frame whose records (not envelope) are mutated and re-signed; None for other frames."""
+    try:
+        header = parse_request_header(frame)
+        if header.api_key != 0:
+            return None
+        request = decode_request(header, frame)
+    except MalformedRequestError:
+        return None
+    topics = []
+    for topic in request.topic_data:
+        parts = []
+        for part in topic.partition_data:
+            records = part.records
+            if records:
+                mutated = bytearray(records)
+                for _ in range(rng.randint(1, 4)):
+                    spot = rng.randrange(HEADER_SIZE if len(mutated) > HEADER_SIZE else 0, len(mutated))
+                    mutated[spot] = rng.choice((rng.randrange(256), 0x00, 0x7F, 0x80, 0xFF))
+                records = resign_batches(mutated)
+            parts.append(dataclasses.replace(part, records=records))
+        topics.append(dataclasses.replace(topic, partition_data=tuple(parts)))
+    return bytes(frame[: header.body_offset]) + encode_body(dataclasses.replace(request, topic_data=tuple(topics)))
 
 
 def _size_prefix(payload: bytes, rng: random.Random) -> bytes:
@@ -248,6 +298,21 @@ def _worker(host: str, port: int, frames: list[bytes], seeds: list[bytes], seed:
             sock.close()
             sock = None
     if sock is not None:
+        sock.close()
+
+
+def _replay(host: str, port: int, seeds: list[bytes], wait: float) -> None:
+    """Send every seed once, unmutated (DeleteTopics aside), so the topics and groups they name exist."""
+    sock = socket.create_connection((host, port), timeout=10)
+    try:
+        for frame in seeds:
+            if struct.unpack_from(">h", frame)[0] == 20:
+                continue
+            sock.sendall(struct.pack(">i", len(frame)) + frame)
+            if _outcome(sock, max(wait, 2.0)) == "closed":
+                sock.close()
+                sock = socket.create_connection((host, port), timeout=10)
+    finally:
         sock.close()
 
 
@@ -322,6 +387,7 @@ def run(
     try:
         if process is not None:
             report["rss_start_mb"] = round(_rss_mb(process.pid), 1)
+        _replay(host, port, seeds, wait)
         rng = random.Random(seed)
         plan = [rng.choice(seeds) for _ in range(frames)]
         stats = _Stats()

@@ -23,6 +23,8 @@ from kafkacompat.storage import Cursor, Store
 
 from ..config import BrokerConfig
 from ..broker.topic_names import TopicNameError, split_name
+from .classic_api import JoinRequest, JoinResult, SyncResult
+from .consumer_coordinator import ConsumerGroupCoordinator
 from .consumer_protocol import CONSUMER_PROTOCOL_TYPE, subscribed_topics
 from .group import Group, GroupState, Member
 from .offsets import CommittedOffsets
@@ -45,26 +47,6 @@ def now_ms() -> int:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class JoinResult:
-    error: ErrorCode
-    member_id: str
-    generation: int = -1
-    protocol_type: str | None = None
-    protocol_name: str | None = None
-    leader: str = ""
-    members: tuple[tuple[str, str | None, bytes], ...] = ()  # (member id, instance id, metadata)
-    skip_assignment: bool = False
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class SyncResult:
-    error: ErrorCode
-    protocol_type: str | None = None
-    protocol_name: str | None = None
-    assignment: bytes = b""
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
 class MemberSummary:
     member_id: str
     instance_id: str | None
@@ -83,22 +65,6 @@ class GroupSummary:
     members: tuple[MemberSummary, ...]
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class JoinRequest:
-    group_id: str
-    member_id: str
-    instance_id: str | None
-    client_id: str
-    client_host: str
-    session_timeout_ms: int
-    rebalance_timeout_ms: int
-    protocol_type: str
-    protocols: list[tuple[str, bytes]]
-    require_known_member_id: bool  # JoinGroup v4+: the MEMBER_ID_REQUIRED round trip
-    supports_skip_assignment: bool  # JoinGroup v9+
-    reason: str | None = None
-
-
 class GroupCoordinator:
     def __init__(self, config: BrokerConfig, store: Store, clock: Callable[[], int] = now_ms) -> None:
         self.config = config
@@ -106,6 +72,8 @@ class GroupCoordinator:
         self.groups: dict[str, Group] = {}
         self._clock = clock
         self._expiry_task: asyncio.Task[None] | None = None
+        # KIP-848 groups share this coordinator's offsets, listing and deletion; a group id is one or the other
+        self.consumer = ConsumerGroupCoordinator(config, store, clock, self._group, self._hand_over, self._take_back)
 
     # lifetime ---------------------------------------------------------------
     def start(self) -> None:
@@ -129,13 +97,41 @@ class GroupCoordinator:
                 if member.heartbeat_timer is not None:
                     member.heartbeat_timer.cancel()
         self.groups.clear()
+        self.consumer.close()
 
     # lookup -----------------------------------------------------------------
     def _group(self, group_id: str, create: bool = False) -> Group | None:
+        """The classic group; None when there is none or the id belongs to a consumer group."""
+        if group_id in self.consumer.groups:
+            return None
         group = self.groups.get(group_id)
         if group is None and (create or self.offsets.has_offsets(group_id)):
             group = self.groups[group_id] = Group(group_id, self._clock())
         return group
+
+    def _hand_over(self, group_id: str) -> None:
+        """Let go of a classic group that becomes a consumer group: parked members are told to rejoin."""
+        group = self.groups.pop(group_id, None)
+        if group is None:
+            return
+        for name in ("join_timer", "sync_timer"):
+            self._cancel(group, name)
+        for timer in group.pending_members.values():
+            timer.cancel()
+        for member in group.members.values():
+            self._answer_join(member, JoinResult(ErrorCode.rebalance_in_progress, member.member_id))
+            self._answer_sync(member, SyncResult(ErrorCode.rebalance_in_progress))
+            if member.heartbeat_timer is not None:
+                member.heartbeat_timer.cancel()
+        if not group.is_(Dead):
+            group.transition(Dead, self._clock())
+
+    def _take_back(self, group: Group) -> None:
+        """A consumer group of classic members only becomes classic again: its members rejoin."""
+        self.groups[group.group_id] = group
+        for member in group.members.values():
+            self._schedule_heartbeat(group, member)
+        self._prepare_rebalance(group, f"Downgrade group {group.group_id} from consumer to classic.")
 
     def _all_groups(self) -> list[Group]:
         for group_id in self.offsets.groups():
@@ -158,6 +154,10 @@ class GroupCoordinator:
             <= self.config.group_max_session_timeout_ms
         ):
             return fail(ErrorCode.invalid_session_timeout)
+        consumer_group = self.consumer.groups.get(req.group_id)
+        if consumer_group is not None and not self.consumer.drop_if_empty(req.group_id):
+            answer.set_result(self.consumer.classic.join(consumer_group, req))  # a classic member of a consumer group
+            return answer
         is_unknown = req.member_id == ""
         group = self._group(req.group_id, create=is_unknown)
         if group is None:
@@ -502,6 +502,12 @@ class GroupCoordinator:
         protocol_type: str | None, protocol_name: str | None, assignments: Mapping[str, bytes],
     ) -> asyncio.Future[SyncResult]:
         answer: asyncio.Future[SyncResult] = asyncio.get_running_loop().create_future()
+        consumer_group = self.consumer.groups.get(group_id)
+        if consumer_group is not None:
+            answer.set_result(
+                self.consumer.classic.sync(consumer_group, generation, member_id, instance_id, protocol_type, protocol_name)
+            )
+            return answer
         group = self._group(group_id) if group_id else None
         error = ErrorCode.none
         if not group_id:
@@ -554,6 +560,9 @@ class GroupCoordinator:
     def heartbeat(self, group_id: str, generation: int, member_id: str, instance_id: str | None) -> ErrorCode:
         if not group_id:
             return ErrorCode.invalid_group_id
+        consumer_group = self.consumer.groups.get(group_id)
+        if consumer_group is not None:
+            return self.consumer.classic.heartbeat(consumer_group, generation, member_id, instance_id)
         group = self._group(group_id)
         if group is None:
             return ErrorCode.unknown_member_id
@@ -574,6 +583,9 @@ class GroupCoordinator:
         """(top-level error, one error per (member id, instance id))."""
         if not group_id:
             return ErrorCode.invalid_group_id, []
+        consumer_group = self.consumer.groups.get(group_id)
+        if consumer_group is not None:
+            return ErrorCode.none, self.consumer.classic.leave(consumer_group, leaving)
         group = self._group(group_id)
         if group is None:
             return ErrorCode.none, [ErrorCode.unknown_member_id] * len(leaving)
@@ -606,6 +618,9 @@ class GroupCoordinator:
         self, group_id: str, generation: int, member_id: str, instance_id: str | None, version: int
     ) -> ErrorCode:
         """Whether an OffsetCommit may be stored, as Kafka decides it."""
+        consumer_group = self.consumer.groups.get(group_id)
+        if consumer_group is not None:
+            return self.consumer.validate_commit(consumer_group, member_id, generation, version)
         group = self._group(group_id)
         if group is None:
             if generation < 0:
@@ -658,6 +673,11 @@ class GroupCoordinator:
         """(group error, topics whose offsets must stay) for OffsetDelete."""
         if not group_id:
             return ErrorCode.invalid_group_id, None
+        consumer_group = self.consumer.groups.get(group_id)
+        if consumer_group is not None:
+            if consumer_group.is_empty():
+                return ErrorCode.none, set()
+            return ErrorCode.none, self.consumer.subscribed_topic_names(group_id) or set()
         group = self._group(group_id)
         if group is None or group.is_(Dead):
             return ErrorCode.group_id_not_found, None
@@ -693,7 +713,23 @@ class GroupCoordinator:
             if group.is_(Empty) and not self.offsets.has_offsets(group.group_id):
                 group.transition(Dead, now)
                 self.groups.pop(group.group_id, None)
+        for group_id in list(self.consumer.groups):
+            expired_total += await self._expire_consumer_group_offsets(group_id, now, retention)
         return expired_total
+
+    async def _expire_consumer_group_offsets(self, group_id: str, now: int, retention: int) -> int:
+        """Kafka's rule for consumer groups: by commit time, never for topics the members subscribe to."""
+        kept = self._topic_keys(self.consumer.subscribed_topic_names(group_id) or set())
+        expired = [
+            (s, c.topic, c.partition) for s, c in self.offsets.all(group_id)
+            if (s, c.topic) not in kept and now - c.commit_time_ms >= retention
+        ]
+        if expired:
+            await self.offsets.delete(group_id, expired)
+            log.info("consumer group %s: %d committed offset(s) expired", group_id, len(expired))
+        if not self.offsets.has_offsets(group_id):
+            self.consumer.drop_if_empty(group_id)
+        return len(expired)
 
     async def _expire_periodically(self) -> None:
         interval = self.config.offsets_retention_check_interval_ms / 1000
@@ -723,19 +759,26 @@ class GroupCoordinator:
             (group.protocol_name or "") if stable else "", members,
         )
 
-    def list_groups(self, states: Sequence[str] = (), types: Sequence[str] = ()) -> list[tuple[str, str, str]]:
-        """(group id, protocol type, state) of live groups, filtered case-insensitively."""
+    def list_groups(
+        self, states: Sequence[str] = (), types: Sequence[str] = ()
+    ) -> list[tuple[str, str, str, str]]:
+        """(group id, protocol type, state, group type) of live groups, filtered case-insensitively."""
         wanted_states = {s.lower() for s in states}
         wanted_types = {t.lower() for t in types}
-        if wanted_types and "classic" not in wanted_types:
-            return []
+        found = [(g.group_id, g.protocol_type or "", g.state.value, "classic") for g in self._all_groups() if not g.is_(Dead)]
+        found += [(group_id, CONSUMER_PROTOCOL_TYPE, state, "consumer") for group_id, state in self.consumer.list_groups()]
         return [
-            (g.group_id, g.protocol_type or "", g.state.value)
-            for g in self._all_groups()
-            if not g.is_(Dead) and (not wanted_states or g.state.value.lower() in wanted_states)
+            row for row in found
+            if (not wanted_states or row[2].lower() in wanted_states)
+            and (not wanted_types or row[3] in wanted_types)
         ]
 
     async def delete_group(self, group_id: str) -> ErrorCode:
+        if group_id in self.consumer.groups:
+            error = self.consumer.delete(group_id)
+            if error == ErrorCode.none:
+                await self.offsets.delete(group_id)
+            return error
         group = self._group(group_id)
         if group is None or group.is_(Dead):
             return ErrorCode.group_id_not_found

@@ -9,6 +9,8 @@ from kafkacompat.protocol.admin_api import STREAM_ADMIN_KEY
 from . import (
     alter_configs,
     api_versions,
+    consumer_group_describe,
+    consumer_group_heartbeat,
     create_partitions,
     create_topics,
     delete_groups,
@@ -63,5 +65,7 @@ HANDLERS: dict[int, ModuleType] = {
     44: incremental_alter_configs,
     47: offset_delete,
     60: describe_cluster,
+    68: consumer_group_heartbeat,
+    69: consumer_group_describe,
     STREAM_ADMIN_KEY: stream_admin,  # private, never advertised (protocol.versions.UNADVERTISED)
 }

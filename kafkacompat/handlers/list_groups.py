@@ -13,7 +13,7 @@ async def handle(ctx: Any, request: Any) -> Any:
         getattr(request, "states_filter", ()), getattr(request, "types_filter", ())
     )
     groups = tuple(
-        make(m.ListedGroup, group_id=group_id, protocol_type=protocol_type, group_state=state, group_type="classic")
-        for group_id, protocol_type, state in sorted(found)
+        make(m.ListedGroup, group_id=group_id, protocol_type=protocol_type, group_state=state, group_type=group_type)
+        for group_id, protocol_type, state, group_type in sorted(found)
     )
     return make(m.ListGroupsResponse, throttle_time=NO_THROTTLE, error_code=ErrorCode.none, groups=groups)

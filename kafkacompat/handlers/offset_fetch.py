@@ -79,16 +79,19 @@ async def handle(ctx: Any, request: Any) -> Any:
             topics=_topics(m, "OffsetFetchResponseTopic", "OffsetFetchResponsePartition", offsets),
             error_code=ErrorCode.none,
         )
-    groups = tuple(
-        make(
-            m.OffsetFetchResponseGroup,
-            group_id=group.group_id,
-            topics=_topics(
-                m, "OffsetFetchResponseTopics", "OffsetFetchResponsePartitions",
-                _offsets(ctx, group.group_id, group.topics),
-            ),
-            error_code=ErrorCode.none,
+    groups = []
+    for group in request.groups:
+        # v9: a consumer-protocol member names itself and its epoch; a stale one gets no offsets
+        error = ctx.cluster.groups.consumer.validate_fetch(
+            group.group_id, getattr(group, "member_id", None), getattr(group, "member_epoch", -1)
         )
-        for group in request.groups
-    )
-    return make(m.OffsetFetchResponse, throttle_time=NO_THROTTLE, groups=groups)
+        offsets = _offsets(ctx, group.group_id, group.topics) if error == ErrorCode.none else []
+        groups.append(
+            make(
+                m.OffsetFetchResponseGroup,
+                group_id=group.group_id,
+                topics=_topics(m, "OffsetFetchResponseTopics", "OffsetFetchResponsePartitions", offsets),
+                error_code=error,
+            )
+        )
+    return make(m.OffsetFetchResponse, throttle_time=NO_THROTTLE, groups=tuple(groups))

@@ -121,7 +121,7 @@ class DiskPartition(PartitionBase):
             )
             for hole in rec.get("holes", ()):
                 p.add_hole(*hole)
-            if p.sealed and p.base not in files:
+            if p.sealed and not os.path.exists(p.log_path):
                 p.missing = True
                 self._store.report(p.log_path, "is missing", f"quarantine offsets {p.base}..{p.next_offset - 1}",
                                    error=True)

@@ -27,7 +27,7 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 
 from ..api import Cursor, FsyncPolicy, PermissionEntries, StreamPolicy
-from ..errors import StorageError, StorageUnavailableError
+from ..errors import StorageError, StorageUnavailableError, UnknownTopicError
 from ..namespace import NamespaceStore, StreamState, TopicState, now_ms
 from ..partition_base import RecordTimestamps
 from . import layout
@@ -156,6 +156,8 @@ class DiskStore(NamespaceStore):
                     try:
                         part = self.partition(stream.path, topic.name, index)
                         found += await part.verify()
+                    except UnknownTopicError:
+                        continue  # deleted meanwhile
                     except StorageError:
                         found += 1  # reported when it was found
                     if progress is not None:

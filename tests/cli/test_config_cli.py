@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
@@ -66,3 +69,16 @@ def test_bootstrap_servers_variable_is_every_client_command_s_default() -> None:
         assert done.stderr == "kafkacompat: error: cannot reach a broker (127.0.0.1:1: Connection refused)\n", args
     done = run("stream", "list", "--help", env=env)
     assert "KAFKACOMPAT_BOOTSTRAP_SERVERS" in done.stdout
+
+
+def test_a_closed_pipe_ends_a_command_quietly() -> None:
+    """`kafkacompat serve --print-config | head -1`: the reader leaving early is no error."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # gone before the command writes a byte
+    try:
+        done = subprocess.run([sys.executable, "-m", "kafkacompat", "serve", "--print-config"], stdout=write_end,
+                              stderr=subprocess.PIPE, text=True, timeout=60, cwd=REPO,
+                              env={**os.environ, "PYTHONPATH": str(REPO)})
+    finally:
+        os.close(write_end)
+    assert (done.returncode, done.stderr) == (0, "")

@@ -10,7 +10,7 @@ import textwrap
 import pytest
 
 from kafkacompat.protocol.messages import MalformedRequestError, decode_request, parse_request_header
-from tests.hostile_frames import create_partitions_207gb, create_topics_null_topics, uvarint
+from tests.hostile_frames import create_topics_null_topics, uvarint
 
 
 def _decode(frame_with_size: bytes):

@@ -1,0 +1,59 @@
+"""ConsumerGroupHeartbeat (KIP-848): join, stay, reconcile and leave in one API (see groups.consumer_coordinator)."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from ..groups.consumer_coordinator import HeartbeatRequest
+from .common import NO_THROTTLE, make, schema_of
+from .group_common import client_host, millis
+
+
+def _owned(topic_partitions: Any) -> dict[Any, frozenset[int]] | None:
+    if topic_partitions is None:
+        return None
+    owned: dict[Any, frozenset[int]] = {}
+    for tp in topic_partitions:
+        owned[tp.topic_id] = owned.get(tp.topic_id, frozenset()) | frozenset(tp.partitions)
+    return owned
+
+
+async def handle(ctx: Any, request: Any) -> Any:
+    m = schema_of(ctx)
+    result = ctx.cluster.groups.consumer.heartbeat(
+        HeartbeatRequest(
+            group_id=request.group_id,
+            member_id=request.member_id,
+            member_epoch=request.member_epoch,
+            instance_id=request.instance_id,
+            rack_id=request.rack_id,
+            rebalance_timeout_ms=millis(request.rebalance_timeout),
+            subscribed_topic_names=request.subscribed_topic_names,
+            subscribed_topic_regex=getattr(request, "subscribed_topic_regex", None),
+            server_assignor=request.server_assignor,
+            owned=_owned(request.topic_partitions),
+            client_id=ctx.header.client_id or "",
+            client_host=client_host(ctx),
+            version=ctx.version,
+        )
+    )
+    assignment = None
+    if result.assignment is not None:
+        assignment = make(
+            m.Assignment,
+            topic_partitions=tuple(
+                make(m.TopicPartitions, topic_id=topic_id, partitions=tuple(sorted(parts)))
+                for topic_id, parts in sorted(result.assignment.items())
+            ),
+        )
+    return make(
+        m.ConsumerGroupHeartbeatResponse,
+        throttle_time=NO_THROTTLE,
+        error_code=result.error,
+        error_message=result.message,
+        member_id=result.member_id,
+        member_epoch=result.member_epoch,
+        heartbeat_interval=datetime.timedelta(milliseconds=result.heartbeat_interval_ms),
+        assignment=assignment,
+    )
