@@ -128,6 +128,13 @@ def _explain(config: BrokerConfig, exc: Exception) -> StartError | None:
     from .storage import StorageError
 
     address = f"{config.host}:{config.port}"
+    if config.http_port is not None:
+        from .http import HttpListenError  # only here: aiohttp is loaded only when HTTP is on
+
+        if isinstance(exc, HttpListenError):
+            why = "the address is already in use" if exc.errno == errno.EADDRINUSE else exc.strerror
+            return StartError(f"cannot listen for HTTP on {config.http_host}:{config.http_port}: {why}; "
+                              "choose another --http-port or --http-host", EXIT_LISTEN)
     if isinstance(exc, StorageError):
         if "in use" in str(exc):
             return StartError(f"data dir {config.data_dir} is in use by another broker; stop that broker or "

@@ -120,6 +120,14 @@ class BrokerConfig:
     offsets_retention_check_interval_ms: int = _setting(600_000, "how often expired committed offsets are removed, "
                                                                  "like offsets.retention.check.interval.ms",
                                                         metavar="MS", minimum=1)
+    # the HTTP server beside the Kafka listener: /metrics (Prometheus) and /health/live, /health/ready
+    http_port: int | None = _setting(None, "port of the HTTP server for /metrics and /health (0 picks a free "
+                                           "one); no HTTP server unless set", metavar="PORT")
+    http_host: str = _setting("127.0.0.1", "address the HTTP server listens on (loopback: it has no "
+                                           "authentication yet)", metavar="HOST")
+    metrics_topic_series: int = _setting(0, "topics that get their own bytes/messages series in /metrics (the "
+                                            "first N seen; later ones count under topic=\"_other\"); 0 keeps "
+                                            "broker totals only, so series stay bounded with many topics")
     log_level: str = _setting("INFO", "DEBUG, INFO, WARNING or ERROR; DEBUG also prints the traceback of a failed "
                                       "start", metavar="LEVEL")
 
@@ -187,7 +195,7 @@ def _check(config: BrokerConfig) -> None:
         minimum = field.metadata.get("minimum")
         if setting_kind(field) == "int" and value is not None and minimum is not None and value < minimum:
             raise ConfigError(f"{name} must be at least {minimum}, got {value}")
-    for name in ("port", "advertised_port"):
+    for name in ("port", "advertised_port", "http_port"):
         value = getattr(config, name)
         if value is not None and value > 65535:
             raise ConfigError(f"{name} must be a TCP port (at most 65535), got {value}")

@@ -14,6 +14,7 @@ from kafkacompat.storage import Store, TopicInfo
 from ..config import BrokerConfig
 from ..groups import GroupCoordinator
 from .producer_state import ProducerStates
+from .request_stats import RequestStats
 from .topic_names import LEGAL_NAMES_ONLY, TopicNameError, canonical_name, kafka_alias, split_name
 
 log = logging.getLogger(__name__)
@@ -45,6 +46,7 @@ class Cluster:
         self.producers = ProducerStates(config.producer_id_expiration_ms)
         self._splits: dict[str, tuple[str, str]] = {}
         self.groups = GroupCoordinator(config, store)
+        self.stats = RequestStats(config.metrics_topic_series)  # read by /metrics
 
     @property
     def default_stream(self) -> str:

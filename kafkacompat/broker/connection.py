@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import time
 from collections.abc import Awaitable
 from typing import Any
 
@@ -31,6 +32,7 @@ from ..handlers import HANDLERS
 from ..handlers.common import NO_RESPONSE, CloseConnection
 from ..handlers.api_versions import unsupported_version_response
 from .receive import FrameStream
+from .request_stats import response_errors
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +72,9 @@ class Connection:
         peer = writer.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         self.client_software_name = ""
-        self._answers: asyncio.Queue[tuple[RequestHeader, Awaitable[Any]] | None] = asyncio.Queue(
+        self._stats = cluster.stats
+        # (header, answer, perf_counter() when its frame was read): the writer records the latency
+        self._answers: asyncio.Queue[tuple[RequestHeader, Awaitable[Any], float] | None] = asyncio.Queue(
             MAX_IN_FLIGHT
         )
 
@@ -124,9 +128,11 @@ class Connection:
         while True:
             size = frame_size(await reader.readexactly(4), self.max_frame_bytes)
             frame = await reader.readexactly(size)
+            received = time.perf_counter()
             header = parse_request_header(frame)
             answer = await self._dispatch(header, frame)
             if answer is NO_RESPONSE:
+                self._stats.request_done(header.api_key, header.api_version, time.perf_counter() - received)
                 continue
             if asyncio.iscoroutine(answer):
                 answer = asyncio.ensure_future(answer)
@@ -134,7 +140,7 @@ class Connection:
                 done = asyncio.get_running_loop().create_future()
                 done.set_result(answer)
                 answer = done
-            await self._answers.put((header, answer))
+            await self._answers.put((header, answer, received))
 
     async def _dispatch(self, header: RequestHeader, frame: bytes) -> Any:
         key, version = header.api_key, header.api_version
@@ -166,7 +172,7 @@ class Connection:
             item = await self._answers.get()
             if item is None:
                 break
-            header, answer = item
+            header, answer, received = item
             try:
                 body = await answer
             except Exception:
@@ -177,6 +183,10 @@ class Connection:
                 writer.close()
                 raise
             writer.writelines(response_chunks(header.api_key, header.api_version, header.correlation_id, body))
+            self._stats.request_done(header.api_key, header.api_version, time.perf_counter() - received)
+            if dataclasses.is_dataclass(body):  # a kio response; Produce and Fetch encode theirs and count their errors
+                for error in response_errors(body):
+                    self._stats.error(header.api_key, header.api_version, error)
             self._last_sent = asyncio.get_running_loop().time()
             if self._answers.empty():
                 await writer.drain()

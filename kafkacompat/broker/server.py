@@ -1,4 +1,7 @@
-"""The asyncio TCP server: accepts connections and owns the store's lifetime."""
+"""The asyncio TCP server: accepts connections and owns the store's lifetime.
+
+With http_port set it also runs the HTTP server (/metrics, /health) on the
+same loop, over the same Cluster."""
 
 from __future__ import annotations
 
@@ -6,6 +9,7 @@ import asyncio
 import collections
 import logging
 import socket
+from typing import TYPE_CHECKING
 
 from kafkacompat import storage
 from kafkacompat.protocol.records import record_timestamps
@@ -16,6 +20,9 @@ from ..config import BrokerConfig
 from .connection import Connection
 from .faults import Faults
 from .receive import FrameBudget, FrameStream, serve_frames
+
+if TYPE_CHECKING:
+    from ..http import HttpServer
 
 log = logging.getLogger(__name__)
 
@@ -40,12 +47,31 @@ class BrokerServer:
         budget = config.queued_max_request_bytes
         self._frame_budget = FrameBudget(None if budget == -1 else budget)
         self.faults = Faults()  # injected by tests; see kafkacompat.testing
+        self._http: "HttpServer | None" = None
+        self._store_open = False
 
     @property
     def port(self) -> int:
         """The bound port (useful with port 0)."""
         assert self._server is not None, "broker not started"
         return self._server.sockets[0].getsockname()[1]
+
+    @property
+    def http_port(self) -> int | None:
+        """The HTTP server's bound port, or None when it is off (http_port unset)."""
+        return self._http.port if self._http is not None else None
+
+    @property
+    def connection_count(self) -> int:
+        """Kafka client connections open now."""
+        return len(self._connections)
+
+    def readiness(self) -> dict[str, bool]:
+        """What /health/ready checks: the store is open and the Kafka listener accepts connections."""
+        return {
+            "store_open": self._store_open,
+            "kafka_listener": self._server is not None and self._server.is_serving(),
+        }
 
     async def start(self) -> None:
         # Bind before opening the store: a broker that cannot listen must not
@@ -55,10 +81,17 @@ class BrokerServer:
             reuse_address=True, start_serving=False,
         )
         try:
+            if self.config.http_port is not None:  # before the store opens: /health/ready says "not yet"
+                from ..http import HttpServer  # imported here: aiohttp is only loaded when HTTP is on
+
+                self._http = HttpServer(self, self.config.http_host, self.config.http_port)
+                await self._http.start()
             await self.store.open()
+            self._store_open = True
         except BaseException:
             self._server.close()
             self._server = None
+            await self._stop_http()
             raise
         if self.config.advertised_port is None and self.config.port == 0:
             self.config.advertised_port = self.port
@@ -72,6 +105,10 @@ class BrokerServer:
         )
 
     async def stop(self) -> None:
+        """Close the Kafka listener and its connections, the groups, the store, then the HTTP server.
+
+        HTTP goes last so probes see "not ready" while the broker drains.
+        """
         if self._server is not None:
             self._server.close()
             for task in list(self._connections):
@@ -83,8 +120,17 @@ class BrokerServer:
             if self.cluster is not None:
                 await self.cluster.groups.close()
         finally:
-            await self.store.close()  # always: it releases the data dir and marks a clean stop
+            self._store_open = False  # /health/ready: the store is closing
+            try:
+                await self.store.close()  # always: it releases the data dir and marks a clean stop
+            finally:
+                await self._stop_http()
         log.info("kafkacompat stopped")
+
+    async def _stop_http(self) -> None:
+        if self._http is not None:
+            await self._http.stop()
+            self._http = None
 
     def drop_connections(self) -> int:
         """Close every client connection at once, as a broker crash would; returns how many."""

@@ -88,6 +88,7 @@ def _response(ctx: Any, plan: list[_Wanted]) -> list[Buffer]:
     """The body as chunks: stored records are handed to the transport, not copied."""
     topics: dict[Any, list[PartitionAnswer]] = {}
     for wanted in plan:
+        _count(ctx, wanted)
         p = wanted.partition
         ok = p is not None and wanted.error in (ErrorCode.none, ErrorCode.offset_out_of_range)
         hw = p.high_watermark if ok else -1
@@ -100,6 +101,19 @@ def _response(ctx: Any, plan: list[_Wanted]) -> list[Buffer]:
             wanted.records if wanted.error == ErrorCode.none else b"",
         ))
     return encode_fetch_response(ctx.version, list(topics.items()))
+
+
+def _count(ctx: Any, wanted: _Wanted) -> None:
+    """The partition's error or its bytes sent, in the broker's request stats."""
+    stats = ctx.cluster.stats
+    if wanted.error != ErrorCode.none:
+        stats.error(ctx.header.api_key, ctx.version, wanted.error.name)
+    elif wanted.records:
+        key = wanted.topic_key
+        if not isinstance(key, str):  # a topic id (Fetch v13+)
+            info = ctx.cluster.by_id(key)
+            key = ctx.cluster.display_name(info) if info is not None else str(key)
+        stats.fetched(key, len(wanted.records))
 
 
 async def handle(ctx: Any, request: Any) -> Any:

@@ -170,6 +170,7 @@ async def _produce_partition(ctx: Any, topic: Any, part: Any, acks: int) -> _Out
             if log_append:
                 batch = set_log_append_time(batch, now)
             result = await partition.append(batch, header.record_count)
+            cluster.stats.produced(topic.name, header.record_count, header.size)
             if idempotent:
                 cluster.producers.record(
                     header.producer_id, header.producer_epoch, key, header.base_sequence,
@@ -208,7 +209,15 @@ def _log_append_failure(topic: str, index: int, exc: Exception) -> None:
               FAILURE_LOG_EVERY_S)
 
 
+def _count_errors(ctx: Any, results: list[tuple[str, list[_Outcome]]]) -> None:
+    for _, outcomes in results:
+        for outcome in outcomes:
+            if outcome.error != ErrorCode.none:
+                ctx.cluster.stats.error(ctx.header.api_key, ctx.version, outcome.error.name)
+
+
 def _response(ctx: Any, request: Any, results: list[tuple[str, list[_Outcome]]]) -> bytes:
+    _count_errors(ctx, results)
     return encode_produce_response(ctx.version, [
         (name, [PartitionResult(o.index, o.error.value, o.base_offset, o.log_append_time, o.log_start_offset,
                                 o.message, o.record_errors) for o in outcomes])
@@ -237,6 +246,7 @@ async def handle(ctx: Any, request: Any) -> Any:
     if acks == 0:
         failed = [o for _, outs in results for o in outs if o.error != ErrorCode.none]
         if failed:
+            _count_errors(ctx, results)
             # Kafka's way of telling an acks=0 producer: close, so it refreshes metadata.
             raise CloseConnection(f"acks=0 produce failed with {failed[0].error.name}")
         return NO_RESPONSE

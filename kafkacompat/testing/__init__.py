@@ -88,6 +88,19 @@ class Broker:
         return self.server.port
 
     @property
+    def http_port(self) -> int | None:
+        """The port of the broker's HTTP server (/metrics, /health) when started with http_port=..., else None."""
+        return self.server.http_port
+
+    @property
+    def http_url(self) -> str:
+        """http://127.0.0.1:PORT of the broker's HTTP server; start the Broker with http_port=0 for one."""
+        port = self.server.http_port
+        if port is None:
+            raise RuntimeError("this broker has no HTTP server: start it with Broker(http_port=0)")
+        return f"http://{self.config.http_host}:{port}"
+
+    @property
     def bootstrap_servers(self) -> str:
         return f"127.0.0.1:{self.port}"
 

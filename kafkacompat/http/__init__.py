@@ -1,0 +1,58 @@
+"""The broker's HTTP server: /metrics and /health, beside the Kafka listener.
+
+It runs on the broker's event loop and reads the broker's own Cluster (no
+second copy of state); BrokerServer starts it before opening the store (so
+/health/ready can say "not yet") and stops it last. The REST proxy and the
+console (issue 16) are to be added here as more route modules.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from aiohttp import web
+
+from .app import build_app
+
+if TYPE_CHECKING:
+    from ..broker.server import BrokerServer
+
+log = logging.getLogger(__name__)
+
+
+class HttpListenError(OSError):
+    """The HTTP server cannot bind its address (told apart from the Kafka listener's failures)."""
+
+
+class HttpServer:
+    """aiohttp's runner and TCP site for one broker: `await start()`, `await stop()`."""
+
+    def __init__(self, broker: "BrokerServer", host: str, port: int) -> None:
+        self._runner = web.AppRunner(build_app(broker), access_log=None, handle_signals=False)
+        self._host = host
+        self._port = port
+        self._site: web.TCPSite | None = None
+
+    @property
+    def port(self) -> int:
+        """The bound port (useful with port 0)."""
+        assert self._site is not None, "HTTP server not started"
+        return self._runner.addresses[0][1]
+
+    async def start(self) -> None:
+        await self._runner.setup()
+        self._site = web.TCPSite(self._runner, self._host, self._port, reuse_address=True)
+        try:
+            await self._site.start()
+        except BaseException as exc:
+            await self._runner.cleanup()
+            self._site = None
+            if isinstance(exc, OSError):
+                raise HttpListenError(exc.errno, exc.strerror or str(exc)) from exc
+            raise
+        log.info("HTTP server (/metrics, /health) at http://%s:%d", self._host, self.port)
+
+    async def stop(self) -> None:
+        await self._runner.cleanup()
+        self._site = None

@@ -1,0 +1,33 @@
+"""The aiohttp application: one route module per area, JSON errors everywhere."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from aiohttp import web
+
+from . import health, metrics
+from .common import BROKER
+
+if TYPE_CHECKING:
+    from ..broker.server import BrokerServer
+
+
+@web.middleware
+async def json_errors(request: web.Request, handler: web.RequestHandler) -> web.StreamResponse:
+    """aiohttp's HTTP errors (404, 405, ...) as JSON, so clients of an API never get an HTML page."""
+    try:
+        return await handler(request)
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        return web.json_response({"error_code": exc.status, "message": exc.reason}, status=exc.status,
+                                 headers={k: v for k, v in exc.headers.items() if k == "Allow"})
+
+
+def build_app(broker: "BrokerServer") -> web.Application:
+    app = web.Application(middlewares=[json_errors])
+    app[BROKER] = broker
+    health.add_routes(app)
+    metrics.add_routes(app)
+    return app
