@@ -58,7 +58,7 @@ def connector_jars() -> list[str]:
 
 @pytest.fixture(scope="module")
 def spark() -> Iterator[Any]:
-    pytest.importorskip("pyspark", reason="pyspark is not installed (tests/run.sh installs it when the jars are here)")
+    pytest.importorskip("pyspark", reason="pyspark is not installed (it comes with the test extra: pip install '.[test]')")
     from pyspark.sql import SparkSession
 
     jars = connector_jars()

@@ -25,9 +25,10 @@ import org.apache.kafka.common.utils.Exit;
  *
  * Each tool is started exactly as bin/kafka-run-class.sh starts it: its main
  * class with the user's arguments. What differs is only the process boundary:
- * stdin, stdout and stderr are swapped for buffers around each call, and
- * Kafka's Exit hook (which every tool calls instead of System.exit) ends the
- * call with its exit code instead of ending the JVM.
+ * stdin, stdout and stderr are swapped for buffers around each call; an exit
+ * (Kafka's Exit.exit, or System.exit through a security manager) ends the
+ * call with its code instead of ending the JVM, and the shutdown hooks the
+ * call registered run when it ends, as they would at the JVM's exit.
  *
  * Protocol, one line per call on stdin: base64 fields separated by spaces:
  * MAIN_CLASS STDIN ARG... ; answer on the real stdout, one line:
