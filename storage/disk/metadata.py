@@ -88,3 +88,25 @@ def read_stream_file(path: str, parse_policy: Callable[[dict], object]) -> tuple
         return None, "is missing"
     except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
         return None, f"is garbled ({exc})"
+
+
+def find_streams(root: str) -> list[tuple[str, str]]:
+    """(stream path, directory) of every stream under a volume; streams do not nest, so stop at each.
+
+    A stream is known by its own files, or, when all of them are lost,
+    by topic directories holding partition data.
+    """
+    found = []
+    stack = [("", layout.streams_root(root))]
+    while stack:
+        rel, directory = stack.pop()
+        try:
+            entries = list(os.scandir(directory))
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        names = {e.name for e in entries}
+        if names & STREAM_FILES or (rel and holds_topics(entries)):
+            found.append((rel, directory))
+            continue
+        stack.extend((f"{rel}/{e.name}", e.path) for e in entries if e.is_dir(follow_symlinks=False))
+    return found

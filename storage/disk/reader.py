@@ -23,6 +23,7 @@ import crc32c
 from .. import batch_format as bf
 from ..errors import CorruptBatchError, StorageError, UnknownTopicError
 from . import layout
+from .metadata import find_streams
 
 _CHUNK = 1 << 20
 
@@ -116,23 +117,6 @@ class StoreReader:
         if files and not files[-1].sealed:
             hw, active_end = _intact_end(files[-1])
         return PartitionSnapshot(stream, topic, index, manifest["log_start"], hw, tuple(files), active_end)
-
-
-def find_streams(root: str) -> list[tuple[str, str]]:
-    """(stream path, directory) of every stream under a volume; streams do not nest."""
-    found = []
-    stack = [("", layout.streams_root(root))]
-    while stack:
-        rel, directory = stack.pop()
-        try:
-            entries = list(os.scandir(directory))
-        except FileNotFoundError:
-            continue
-        if any(e.name == layout.STREAM_FILE for e in entries):
-            found.append((rel, directory))
-            continue
-        stack.extend((f"{rel}/{e.name}", e.path) for e in entries if e.is_dir(follow_symlinks=False))
-    return found
 
 
 def _intact_end(active: PartitionletFile) -> tuple[int, int]:

@@ -38,10 +38,9 @@ from .chain import read_manifest
 from .cleaner import DEFAULT_BACKOFF_MS, DEFAULT_DEDUPE_BUFFER_BYTES, CleanResult, clean_partition
 from .files import empty_trash, fsync_dir, make_dirs, move_to_trash, write_atomic
 from .metadata import (
-    STREAM_FILES,
     Finding,
+    find_streams,
     holds_partition_data,
-    holds_topics,
     is_hex_id,
     read_epoch,
     read_stream_file,
@@ -270,7 +269,7 @@ class DiskStore(NamespaceStore):
                 gc.enable()
 
     def _load_streams(self) -> None:
-        for path, directory in self._find_streams():
+        for path, directory in find_streams(self.root):
             stream_file = os.path.join(directory, layout.STREAM_FILE)
             meta, problem = read_stream_file(stream_file, _policy_from_json)
             if problem is not None:
@@ -295,27 +294,6 @@ class DiskStore(NamespaceStore):
         else:
             key = None
         return JsonLog(os.path.join(directory, name), on_full=self.volumes[0].release_ballast, key=key)
-
-    def _find_streams(self) -> list[tuple[str, str]]:
-        """Stream directories under the first volume; streams do not nest, so stop at each.
-
-        A stream is known by its own files, or, when all of them are lost,
-        by topic directories holding partition data.
-        """
-        found = []
-        stack = [("", layout.streams_root(self.root))]
-        while stack:
-            rel, directory = stack.pop()
-            try:
-                entries = list(os.scandir(directory))
-            except (FileNotFoundError, NotADirectoryError):
-                continue
-            names = {e.name for e in entries}
-            if names & STREAM_FILES or (rel and holds_topics(entries)):
-                found.append((rel, directory))
-                continue
-            stack.extend((f"{rel}/{e.name}", e.path) for e in entries if e.is_dir(follow_symlinks=False))
-        return found
 
     def _load_topics(self, stream: StreamState, directory: str) -> None:
         catalog = self._topic_logs[stream.path] = self._json_log(directory, layout.TOPICS_FILE)
