@@ -27,9 +27,10 @@ MIGRATION_POLICIES = ("bidirectional", "upgrade", "downgrade", "disabled")  # gr
 OTHER_VARIABLES = {
     "BOOTSTRAP_SERVERS": "the default --bootstrap-server of the client commands",
     "VENV": "the virtual environment tests/run.sh uses",
-    "SPARK_JARS": "the Spark Kafka connector jars of the PySpark tests",
-    "MATRIX": "the compat_tests matrix file",
-    "WRITE_MATRIX": "whether compat_tests rewrites COMPATIBILITY.md",
+    "SPARK_JARS": "the Spark Kafka connector jars (PySpark tests, `kafkacompat demo oilrig`)",
+    "JARS_DIR": "the folder of test jars (Apache Kafka 4.1, Spark's connector) tests/run.sh finds",
+    "REFERENCE_PORT": "a running Kafka 4.1 the differential tests use instead of starting one",
+    "KAFKA_HOME": "the Apache Kafka 4.1 installation the compaction tests compare with",
 }
 
 

@@ -31,15 +31,32 @@ def spark_environment() -> None:
     os.environ["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
 
 
-@pytest.fixture(scope="session")
+def connector_jars() -> list[str]:
+    """Spark's Kafka connector jars when this run has them (KAFKACOMPAT_SPARK_JARS).
+
+    The first Spark session of a process fixes its JVM's classpath, so ours
+    carries them too: compat_tests' Spark tests run later in the same process.
+    """
+    if not os.environ.get("KAFKACOMPAT_SPARK_JARS"):
+        return []
+    from compat_tests.test_pyspark import connector_jars as compat_jars
+
+    return compat_jars()
+
+
+@pytest.fixture(scope="module")
 def spark() -> Iterator[Any]:
     spark_environment()
     from pyspark.sql import SparkSession
 
     from kafkacompat.spark import register
 
+    builder = SparkSession.builder
+    jars = connector_jars()
+    if jars:
+        builder = builder.config("spark.jars", ",".join(jars))
     session = (
-        SparkSession.builder.master("local[2]")
+        builder.master("local[2]")
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "2")
