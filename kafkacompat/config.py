@@ -19,6 +19,8 @@ from typing import Any
 from kafkacompat.storage import InvalidPathError
 from kafkacompat.storage.names import check_stream_path
 
+from .security.permissions import read_user_groups
+
 ENV_PREFIX = "KAFKACOMPAT_"
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 CONSUMER_GROUP_ASSIGNORS = ("uniform", "range")  # KIP-848 server-side assignors (kafkacompat/groups/assignors.py)
@@ -146,6 +148,19 @@ class BrokerConfig:
     transaction_abort_timed_out_transaction_cleanup_interval_ms: int = _setting(
         10_000, "how often transactions open past their timeout are aborted, like "
                 "transaction.abort.timed.out.transaction.cleanup.interval.ms", metavar="MS", minimum=1)
+    # authorization (kafkacompat/security; README "Stream permissions and ACLs")
+    authorizer: bool = _setting(False, "check every request against Kafka ACLs and stream permission expressions, "
+                                       "like setting authorizer.class.name (on by itself when --super-user is "
+                                       "given); off, every client may do everything", metavar="")
+    super_users: list[str] = _setting([], "a principal allowed everything, like super.users (repeatable; "
+                                          "comma-separated in the environment), e.g. User:admin",
+                                      metavar="PRINCIPAL", flag="--super-user")
+    allow_everyone_if_no_acl_found: bool = _setting(False, "allow a request on a resource no ACL and no stream "
+                                                           "expression names, like "
+                                                           "allow.everyone.if.no.acl.found", metavar="")
+    user_groups_file: str | None = _setting(None, "file of 'user: group, group' lines giving the groups of "
+                                                  "g:GROUP expressions and Group:NAME ACL principals (re-read "
+                                                  "when it changes)", metavar="FILE")
     log_level: str = _setting("INFO", "DEBUG, INFO, WARNING or ERROR; DEBUG also prints the traceback of a failed "
                                       "start", metavar="LEVEL")
 
@@ -232,6 +247,18 @@ def _check(config: BrokerConfig) -> None:
     if config.group_consumer_migration_policy not in MIGRATION_POLICIES:
         raise ConfigError(f"group_consumer_migration_policy must be one of {', '.join(MIGRATION_POLICIES)}, "
                           f"got {config.group_consumer_migration_policy!r}")
+    for principal in config.super_users:
+        kind, sep, name = principal.partition(":")
+        if not (kind and sep and name):
+            raise ConfigError(f"super_users: {principal!r} is not a principal such as User:admin")
+    if config.user_groups_file:
+        try:
+            read_user_groups(config.user_groups_file)
+        except OSError as exc:
+            raise ConfigError(f"user_groups_file: cannot read {config.user_groups_file}: "
+                              f"{exc.strerror or exc}") from None
+        except ValueError as exc:
+            raise ConfigError(f"user_groups_file: {exc}") from None
     if config.log_level.upper() not in LOG_LEVELS:
         raise ConfigError(f"log_level must be one of {', '.join(LOG_LEVELS)}, got {config.log_level!r}")
 
@@ -258,7 +285,7 @@ def resolve_config(
     sources = {name: "default" for name in SETTINGS}
     if path:
         for key, value in _read_file(path).items():
-            name = key.replace("-", "_")
+            name = key.replace("-", "_").replace(".", "_")  # Kafka's spelling (super.users) works too
             if name not in SETTINGS:
                 raise ConfigError(f"unknown setting {key!r} in {path}{_did_you_mean(name, SETTINGS)}")
             values[name] = _coerce(SETTINGS[name], value)

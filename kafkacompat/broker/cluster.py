@@ -19,6 +19,7 @@ from ..transactions import TransactionCoordinator
 from .producer_state import ProducerStates
 from .request_stats import RequestStats
 from .quotas import ClientQuotas
+from ..security.authorizer import Authorizer
 from .topic_names import LEGAL_NAMES_ONLY, TopicNameError, canonical_name, kafka_alias, split_name
 
 log = logging.getLogger(__name__)
@@ -62,6 +63,7 @@ class Cluster:
         self.started_config = {f.name: getattr(config, f.name) for f in dataclasses.fields(config)}
         broker_configs.apply_dynamic(self)  # dynamic broker configs kept in the store
         self.transactions = TransactionCoordinator(config, store, self.producers, self.groups)
+        self.authorizer = Authorizer(config, store)  # every handler asks it (kafkacompat/security)
 
     @property
     def default_stream(self) -> str:

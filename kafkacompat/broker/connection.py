@@ -33,6 +33,7 @@ from ..handlers.common import NO_RESPONSE, CloseConnection
 from ..handlers.api_versions import unsupported_version_response
 from .receive import FrameStream
 from .request_stats import response_errors
+from ..security.principal import ANONYMOUS
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +48,10 @@ class RequestContext:
     client_software_name: str = ""  # from ApiVersions v3+; "" until the client says
     size: int = 0  # bytes of the request frame (what byte-rate quotas count for produce)
     throttle_ms: int = 0  # set by a handler over a quota: the connection reads nothing more for this long
+    # who is asking, and through which listener (kafkacompat/security): the authorizer reads these
+    principal: str = ANONYMOUS  # "User:<name>" after SASL, the mapped certificate subject with mTLS
+    listener: str = "PLAINTEXT"  # the listener name the client connected to
+    security_protocol: str = "PLAINTEXT"  # PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL
 
     @property
     def version(self) -> int:
