@@ -24,6 +24,8 @@ from .client import (
     default_bootstrap,
     parse_bootstrap,
 )
+from ..security.permissions import ExpressionError
+from ..security.permissions import check as check_expression
 from .output import all_topics_table, render
 from .units import parse_duration, parse_size
 
@@ -90,6 +92,13 @@ def _bool(text: str) -> bool:
     if lowered in ("true", "false"):
         return lowered == "true"
     raise argparse.ArgumentTypeError(f"{text!r} is neither true nor false")
+
+
+def _expression(text: str) -> str:
+    try:
+        return check_expression(text)
+    except ExpressionError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _config(text: str) -> tuple[str, str]:
@@ -191,9 +200,9 @@ def _policy_flags(p: argparse.ArgumentParser, defaults: bool) -> None:
                    help="Kafka's cleanup.policy for the stream's topics: delete old partitionlets by ttl, "
                         "compact to the last record per key, or both" + d("delete"))
     for perm, who in PERMISSIONS.items():
-        p.add_argument(f"--{perm}-perm", metavar="EXPR",
-                       help=f"{who}: an access expression such as 'u:alice | g:ops' (stored and shown; "
-                            "enforced once security lands)")
+        p.add_argument(f"--{perm}-perm", f"--{perm}perm", dest=f"{perm}_perm", metavar="EXPR", type=_expression,
+                       help=f"{who}: an access expression such as 'u:alice | g:ops & !u:bob' or p (public), "
+                            "enforced when the broker's authorizer is on")
 
 
 def _command(sub: argparse._SubParsersAction, name: str, op: str, help_text: str, common: argparse.ArgumentParser,

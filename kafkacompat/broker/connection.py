@@ -34,6 +34,7 @@ from ..handlers.api_versions import unsupported_version_response
 from .receive import FrameStream
 from .request_stats import response_errors
 from ..security.principal import ANONYMOUS
+from ..security.refusals import cluster_gate
 
 log = logging.getLogger(__name__)
 
@@ -180,6 +181,10 @@ class Connection:
         if key == API_VERSIONS_KEY:
             self.client_software_name = getattr(request, "client_software_name", None) or self.client_software_name
             ctx.client_software_name = self.client_software_name
+        if self.cluster.authorizer.enabled:
+            refusal = cluster_gate(ctx, request)
+            if refusal is not None:
+                return refusal
         if self._fault_rules.get(key):
             rule = self.faults.take(key)
             if rule is not None:

@@ -263,6 +263,14 @@ def error_from_request(api_key: int, version: int, request: Any, error: ErrorCod
     return _filled(cls, error, known)
 
 
+FROM_REQUEST = _FROM_REQUEST  # the authorizer builds its refusals of these the same way
+
+
+def filled_response(api_key: int, version: int, error: ErrorCode) -> Any:
+    """A response carrying `error` everywhere and neutral values elsewhere (a refusal naming nothing)."""
+    return _filled(response_schema(api_key, version), error, {})
+
+
 def _mirror(cls: type, item: Any, error: ErrorCode) -> Any:
     """A response item naming what the request item named, carrying `error`."""
     if not dataclasses.is_dataclass(item):  # an array of names or group ids

@@ -12,6 +12,8 @@ from typing import Any
 
 from kafkacompat.storage import Cursor, FsyncPolicy, Partition, PermissionEntries, Store, StreamInfo, StreamPolicy, TopicInfo
 
+from ..security.permissions import ExpressionError
+from ..security.permissions import check as check_expression
 from .topic_names import canonical_name, kafka_alias
 
 # Stream policy fields a user may set, with the JSON type each takes.
@@ -54,6 +56,10 @@ def _permissions_with(base: PermissionEntries, changes: Any) -> PermissionEntrie
             raise PolicyFieldError(f"unknown permission {name!r} (known: {', '.join(PERMISSION_FIELDS)})")
         if not isinstance(value, str):
             raise PolicyFieldError(f"permission {name!r} must be a string, got {value!r}")
+        try:
+            check_expression(value)
+        except ExpressionError as exc:
+            raise PolicyFieldError(f"permission {name!r}: {exc}") from None
     return dataclasses.replace(base, **changes)
 
 

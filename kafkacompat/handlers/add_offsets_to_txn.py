@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..security.acls import Operation
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
 from .txn_common import fenced_as
 
@@ -12,7 +13,12 @@ FENCED_FROM = 2
 
 async def handle(ctx: Any, request: Any) -> Any:
     m = schema_of(ctx)
-    if not request.group_id:
+    authorizer = ctx.cluster.authorizer
+    if not authorizer.transactional_id(ctx, Operation.WRITE, request.transactional_id):
+        error = ErrorCode.transactional_id_authorization_failed
+    elif not authorizer.group(ctx, Operation.READ, request.group_id):
+        error = ErrorCode.group_authorization_failed
+    elif not request.group_id:
         error = ErrorCode.invalid_group_id
     else:
         error = await ctx.cluster.transactions.add_offsets(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..security.acls import Operation
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
 from .txn_common import fenced_as, resolve_partitions
 
@@ -18,7 +19,10 @@ FENCED_FROM = 2  # versions before answer INVALID_PRODUCER_EPOCH instead
 
 
 async def _one(ctx: Any, txn_id: str, producer_id: int, epoch: int, topics: Any, verify: bool) -> dict:
-    found, errors = resolve_partitions(ctx.cluster, topics)
+    if not ctx.cluster.authorizer.transactional_id(ctx, Operation.WRITE, txn_id):
+        return {(topic.name, index): ErrorCode.transactional_id_authorization_failed
+                for topic in topics for index in topic.partitions}
+    found, errors = resolve_partitions(ctx, topics)
     coordinator = ctx.cluster.transactions
     if errors:
         errors.update({name: ErrorCode.operation_not_attempted for name in found})
@@ -50,6 +54,9 @@ async def handle(ctx: Any, request: Any) -> Any:
                             request.v3_and_below_producer_epoch, topics, False)
         return make(m.AddPartitionsToTxnResponse, throttle_time=NO_THROTTLE,
                     results_by_topic_v3_and_below=_results(m, topics, errors))
+    if not ctx.cluster.authorizer.cluster(ctx, Operation.CLUSTER_ACTION):  # v4+ is sent by brokers only
+        return make(m.AddPartitionsToTxnResponse, throttle_time=NO_THROTTLE,
+                    error_code=ErrorCode.cluster_authorization_failed, results_by_transaction=())
     results = []
     for txn in request.transactions:
         errors = await _one(ctx, txn.transactional_id, txn.producer_id, txn.producer_epoch, txn.topics,

@@ -16,6 +16,8 @@ from kafkacompat import storage
 from ..broker import broker_configs, group_configs, logger_configs
 from ..broker.cluster import TopicError
 from ..broker.topic_configs import InvalidConfigError, validate_configs
+from ..security.acls import Operation
+from ..security.authorizer import config_refusal
 from .common import ErrorCode, storage_error_code
 
 TOPIC, BROKER, BROKER_LOGGER, GROUP = 2, 4, 8, 32
@@ -25,6 +27,9 @@ Change = Callable[[dict[str, str]], dict[str, str]]
 async def apply_configs(ctx: Any, resource: Any, change: Change, validate_only: bool) -> tuple[ErrorCode, str | None]:
     """(error code, message) of changing one resource's configs."""
     kind, name = resource.resource_type, resource.resource_name
+    refused = config_refusal(ctx, Operation.ALTER_CONFIGS, kind, name)
+    if refused is not None:
+        return refused
     try:
         if kind == TOPIC:
             await _topic(ctx, name, change, validate_only)

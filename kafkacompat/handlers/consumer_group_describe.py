@@ -9,7 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..groups.assignors import Assignment
-from .common import NO_THROTTLE, UNSET_OPERATIONS, make, schema_of
+from ..security.acls import Operation, ResourceType
+from .common import NO_THROTTLE, UNSET_OPERATIONS, ErrorCode, make, schema_of
 from .describe_groups import GROUP_OPERATIONS
 
 CLASSIC_MEMBER_TYPE, CONSUMER_MEMBER_TYPE = 0, 1  # v1: -1 unknown, 0 classic member, 1 consumer member
@@ -32,6 +33,12 @@ async def handle(ctx: Any, request: Any) -> Any:
     operations = GROUP_OPERATIONS if request.include_authorized_operations else UNSET_OPERATIONS
     groups = []
     for group_id in request.group_ids:
+        if not ctx.cluster.authorizer.group(ctx, Operation.DESCRIBE, group_id):
+            groups.append(make(m.DescribedGroup, error_code=ErrorCode.group_authorization_failed,
+                               error_message=None, group_id=group_id, group_state="", group_epoch=-1,
+                               assignment_epoch=-1, assignor_name="", members=(),
+                               authorized_operations=UNSET_OPERATIONS))
+            continue
         found = coordinator.describe(group_id)
         members = tuple(
             make(
@@ -61,7 +68,8 @@ async def handle(ctx: Any, request: Any) -> Any:
                 assignment_epoch=found.assignment_epoch,
                 assignor_name=found.assignor,
                 members=members,
-                authorized_operations=operations,
+                authorized_operations=operations if operations == UNSET_OPERATIONS else
+                ctx.cluster.authorizer.operations(ctx, ResourceType.GROUP, group_id, operations),
             )
         )
     return make(m.ConsumerGroupDescribeResponse, throttle_time=NO_THROTTLE, groups=tuple(groups))

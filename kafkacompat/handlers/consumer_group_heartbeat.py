@@ -6,7 +6,8 @@ import datetime
 from typing import Any
 
 from ..groups.consumer_coordinator import HeartbeatRequest
-from .common import NO_THROTTLE, make, schema_of
+from ..security.acls import Operation
+from .common import NO_THROTTLE, ErrorCode, make, schema_of
 from .group_common import client_host, millis
 
 
@@ -19,8 +20,24 @@ def _owned(topic_partitions: Any) -> dict[Any, frozenset[int]] | None:
     return owned
 
 
+def _refusal(ctx: Any, request: Any) -> ErrorCode | None:
+    """READ on the group, and DESCRIBE on every subscribed topic named (KafkaApis' order)."""
+    authorizer = ctx.cluster.authorizer
+    if not authorizer.group(ctx, Operation.READ, request.group_id):
+        return ErrorCode.group_authorization_failed
+    names = request.subscribed_topic_names or ()
+    if authorizer.enabled and len(authorizer.topics(ctx, Operation.DESCRIBE, set(names))) < len(set(names)):
+        return ErrorCode.topic_authorization_failed
+    return None
+
+
 async def handle(ctx: Any, request: Any) -> Any:
     m = schema_of(ctx)
+    refused = _refusal(ctx, request)
+    if refused is not None:
+        return make(m.ConsumerGroupHeartbeatResponse, throttle_time=NO_THROTTLE, error_code=refused,
+                    error_message=None, member_id=None, member_epoch=-1,
+                    heartbeat_interval=datetime.timedelta(0), assignment=None)
     result = ctx.cluster.groups.consumer.heartbeat(
         HeartbeatRequest(
             group_id=request.group_id,

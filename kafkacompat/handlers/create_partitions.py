@@ -7,12 +7,16 @@ from typing import Any
 from kafkacompat import storage
 
 from ..broker.cluster import TopicError
+from ..security.acls import Operation
+from ..security.authorizer import TOPIC_DENIED
 from .common import NO_THROTTLE, ErrorCode, make, schema_of, storage_error_code
 from .partition_limits import PER_REQUEST_MESSAGE, partition_limit_error
 
 
 async def _grow(ctx: Any, topic: Any, validate_only: bool) -> tuple[ErrorCode, str | None]:
     cluster = ctx.cluster
+    if not cluster.authorizer.topic(ctx, Operation.ALTER, topic.name):
+        return ErrorCode.topic_authorization_failed, TOPIC_DENIED
     try:
         info = cluster.lookup(topic.name).info
     except TopicError as exc:

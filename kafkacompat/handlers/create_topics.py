@@ -8,12 +8,18 @@ from kafkacompat import storage
 
 from ..broker.cluster import TopicError
 from ..broker.topic_configs import InvalidConfigError, effective_configs, validate_configs
+from ..security.acls import Operation
+from ..security.authorizer import TOPIC_DENIED
 from .common import NO_THROTTLE, ErrorCode, make, schema_of, storage_error_code
 from .partition_limits import PER_REQUEST_MESSAGE, partition_limit_error
 
 
 async def _create(ctx: Any, topic: Any, validate_only: bool) -> tuple[ErrorCode, str | None, Any]:
     cluster = ctx.cluster
+    authorizer = cluster.authorizer
+    if authorizer.enabled and not (authorizer.cluster(ctx, Operation.CREATE, log_denied=False)
+                                   or authorizer.topic(ctx, Operation.CREATE, topic.name)):
+        return ErrorCode.topic_authorization_failed, TOPIC_DENIED, None
     try:
         stream, name = cluster.split(topic.name)
     except TopicError as exc:
@@ -82,7 +88,11 @@ async def handle(ctx: Any, request: Any) -> Any:
         else:
             error, message, info = await _create(ctx, topic, request.validate_only)
         configs = None
-        if info is not None and hasattr(m, "CreatableTopicConfigs"):  # v5+
+        config_error = ErrorCode.none
+        if info is not None and not ctx.cluster.authorizer.topic(ctx, Operation.DESCRIBE_CONFIGS, topic.name,
+                                                                 log_denied=False):
+            config_error = ErrorCode.topic_authorization_failed  # created, but its configs are not shown
+        elif info is not None and hasattr(m, "CreatableTopicConfigs"):  # v5+
             configs = tuple(
                 make(
                     m.CreatableTopicConfigs, name=name, value=value, read_only=False,
@@ -97,7 +107,7 @@ async def handle(ctx: Any, request: Any) -> Any:
                 topic_id=info.topic_id if info else None,
                 error_code=error,
                 error_message=message,
-                topic_config_error_code=0,
+                topic_config_error_code=config_error,
                 num_partitions=info.partitions if info else -1,
                 replication_factor=1 if info else -1,
                 configs=configs,

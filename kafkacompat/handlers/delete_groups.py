@@ -4,13 +4,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from .common import NO_THROTTLE, make, schema_of
+from ..security.acls import Operation
+from .common import NO_THROTTLE, ErrorCode, make, schema_of
 
 
 async def handle(ctx: Any, request: Any) -> Any:
     m = schema_of(ctx)
     results = []
     for group_id in request.groups_names:
-        error = await ctx.cluster.groups.delete_group(group_id)
+        if not ctx.cluster.authorizer.group(ctx, Operation.DELETE, group_id):
+            error = ErrorCode.group_authorization_failed
+        else:
+            error = await ctx.cluster.groups.delete_group(group_id)
         results.append(make(m.DeletableGroupResult, group_id=group_id, error_code=error))
     return make(m.DeleteGroupsResponse, throttle_time=NO_THROTTLE, results=tuple(results))

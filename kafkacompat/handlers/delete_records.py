@@ -6,6 +6,7 @@ from typing import Any
 
 from kafkacompat import storage
 
+from ..security.acls import Operation
 from .common import NO_THROTTLE, ErrorCode, make, schema_of, storage_error_code
 
 
@@ -14,7 +15,7 @@ async def handle(ctx: Any, request: Any) -> Any:
     cluster = ctx.cluster
     topics = []
     for topic in request.topics:
-        info, missing = cluster.topic_for(topic.name)
+        info, missing = cluster.authorizer.topic_for(ctx, Operation.DELETE, topic.name)
         parts = []
         for part in topic.partitions:
             low = -1

@@ -7,6 +7,8 @@ from typing import Any
 from kafkacompat import storage
 
 from ..broker.cluster import TopicError
+from ..security.acls import Operation
+from ..security.authorizer import TOPIC_DENIED
 from .common import NO_THROTTLE, ErrorCode, make, schema_of, storage_error_code
 
 
@@ -16,13 +18,22 @@ async def _delete(ctx: Any, name: str | None, topic_id: Any) -> tuple[ErrorCode,
         info = cluster.by_id(topic_id) if topic_id is not None else None
         if info is None:
             return ErrorCode.unknown_topic_id, "unknown topic id", None, topic_id
+        if not cluster.authorizer.known_topic(ctx, Operation.DESCRIBE, info.stream, info.name):
+            return ErrorCode.topic_authorization_failed, TOPIC_DENIED, None, topic_id
+        shown = cluster.listed_name(info.stream, info.name, ctx.client_software_name)
+        if not cluster.authorizer.known_topic(ctx, Operation.DELETE, info.stream, info.name):
+            return ErrorCode.topic_authorization_failed, TOPIC_DENIED, shown, topic_id
     else:
+        if not cluster.authorizer.topic(ctx, Operation.DESCRIBE, name):  # existence is not disclosed
+            return ErrorCode.topic_authorization_failed, TOPIC_DENIED, name, topic_id
         try:
             info = cluster.lookup(name).info
         except TopicError as exc:
             return exc.code, str(exc), name, topic_id
         if info is None:
             return ErrorCode.unknown_topic_or_partition, f"topic {name} does not exist", name, topic_id
+        if not cluster.authorizer.topic(ctx, Operation.DELETE, name):
+            return ErrorCode.topic_authorization_failed, TOPIC_DENIED, name, topic_id
     try:
         await cluster.store.delete_topic(info.stream, info.name)
     except storage.StorageError as exc:

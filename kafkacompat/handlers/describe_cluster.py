@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..security.acls import CLUSTER_NAME, ResourceType
 from .common import ALL_CLUSTER_OPERATIONS, NO_THROTTLE, UNSET_OPERATIONS, ErrorCode, make, schema_of
 
 
@@ -20,6 +21,7 @@ async def handle(ctx: Any, request: Any) -> Any:
         controller_id=cluster.node_id,
         brokers=(make(m.DescribeClusterBroker, broker_id=cluster.node_id, host=cluster.host, port=cluster.port, rack=None),),
         cluster_authorized_operations=(
-            ALL_CLUSTER_OPERATIONS if request.include_cluster_authorized_operations else UNSET_OPERATIONS
+            cluster.authorizer.operations(ctx, ResourceType.CLUSTER, CLUSTER_NAME, ALL_CLUSTER_OPERATIONS)
+            if request.include_cluster_authorized_operations else UNSET_OPERATIONS
         ),
     )

@@ -7,6 +7,8 @@ from typing import Any
 from ..broker import broker_configs, group_configs, logger_configs
 from ..broker.cluster import TopicError
 from ..broker.topic_configs import TOPIC_CONFIGS, Synonym, config_synonyms
+from ..security.acls import Operation
+from ..security.authorizer import config_refusal
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
 
 TOPIC, BROKER, BROKER_LOGGER, GROUP = 2, 4, 8, 32
@@ -90,6 +92,9 @@ def _describe(ctx: Any, m: Any, resource: Any, request: Any) -> tuple[ErrorCode,
     rows = ROWS.get(resource.resource_type)
     if rows is None:
         return ErrorCode.invalid_request, f"resource type {resource.resource_type} is not supported", []
+    refused = config_refusal(ctx, Operation.DESCRIBE_CONFIGS, resource.resource_type, resource.resource_name)
+    if refused is not None:
+        return *refused, []
     try:
         found = rows(ctx, resource.resource_name)
     except _Refused as exc:

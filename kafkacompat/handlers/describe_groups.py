@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..security.acls import Operation, ResourceType
 from .common import NO_THROTTLE, UNSET_OPERATIONS, ErrorCode, make, schema_of
 
 # READ (3), DELETE (6), DESCRIBE (8): the operations Kafka lists for a group
@@ -14,7 +15,13 @@ async def handle(ctx: Any, request: Any) -> Any:
     m = schema_of(ctx)
     operations = GROUP_OPERATIONS if getattr(request, "include_authorized_operations", False) else UNSET_OPERATIONS
     groups = []
+    authorizer = ctx.cluster.authorizer
     for group_id in request.groups:
+        if not authorizer.group(ctx, Operation.DESCRIBE, group_id):
+            groups.append(make(m.DescribedGroup, error_code=ErrorCode.group_authorization_failed, group_id=group_id,
+                               group_state="", protocol_type="", protocol_data="", members=(),
+                               authorized_operations=UNSET_OPERATIONS))
+            continue
         summary = ctx.cluster.groups.describe(group_id)
         members = tuple(
             make(
@@ -37,7 +44,8 @@ async def handle(ctx: Any, request: Any) -> Any:
                 protocol_type=summary.protocol_type,
                 protocol_data=summary.protocol_data,
                 members=members,
-                authorized_operations=operations,
+                authorized_operations=operations if operations == UNSET_OPERATIONS else
+                authorizer.operations(ctx, ResourceType.GROUP, group_id, operations),
             )
         )
     return make(m.DescribeGroupsResponse, throttle_time=NO_THROTTLE, groups=tuple(groups))

@@ -10,6 +10,7 @@ from typing import Any
 
 from kafkacompat import storage
 
+from ..security.acls import Operation
 from .common import NO_THROTTLE, ErrorCode, make, schema_of, storage_error_code
 
 
@@ -39,7 +40,7 @@ async def handle(ctx: Any, request: Any) -> Any:
     m = schema_of(ctx)
     topics = []
     for topic in request.topics:
-        info, missing = ctx.cluster.topic_for(topic.name)
+        info, missing = ctx.cluster.authorizer.topic_for(ctx, Operation.READ, topic.name)
         partitions = [await _partition(ctx, m, info, missing, index) for index in topic.partition_indexes]
         topics.append(make(m.TopicResponse, name=topic.name, partitions=tuple(partitions)))
     return make(m.DescribeProducersResponse, throttle_time=NO_THROTTLE, topics=tuple(topics))

@@ -18,6 +18,8 @@ from typing import Any
 from kafkacompat.storage import TopicInfo
 
 from ..broker.cluster import TopicError
+from ..broker.topic_names import canonical_name
+from ..security.acls import Operation, ResourceType
 from .common import ALL_TOPIC_OPERATIONS, NO_THROTTLE, ErrorCode, make, schema_of
 
 BROKER_PARTITION_LIMIT = 2000  # Kafka's max.request.partition.size.limit
@@ -25,11 +27,17 @@ BROKER_PARTITION_LIMIT = 2000  # Kafka's max.request.partition.size.limit
 
 def _wanted(ctx: Any, request: Any) -> list[tuple[str, TopicInfo | None, ErrorCode]]:
     cluster = ctx.cluster
+    authorizer = cluster.authorizer
     if not request.topics:
-        found = [(cluster.listed_name(info.stream, info.name, ctx.client_software_name), info, ErrorCode.none) for info in cluster.store.list_topics()]
+        found = [(cluster.listed_name(info.stream, info.name, ctx.client_software_name), info, ErrorCode.none)
+                 for info in cluster.store.list_topics()
+                 if authorizer.known_topic(ctx, Operation.DESCRIBE, info.stream, info.name, log_denied=False)]
     else:
         found = []
         for name in {topic.name for topic in request.topics}:
+            if not authorizer.topic(ctx, Operation.DESCRIBE, name):
+                found.append((name, None, ErrorCode.topic_authorization_failed))
+                continue
             try:
                 info = cluster.lookup(name).info
             except TopicError as exc:
@@ -66,7 +74,9 @@ async def handle(ctx: Any, request: Any) -> Any:
         left -= len(partitions)
         topics.append(make(m.DescribeTopicPartitionsResponseTopic, error_code=ErrorCode.none, name=name,
                            topic_id=info.topic_id, is_internal=cluster.is_internal(info), partitions=partitions,
-                           topic_authorized_operations=ALL_TOPIC_OPERATIONS))
+                           topic_authorized_operations=cluster.authorizer.operations(
+                               ctx, ResourceType.TOPIC, canonical_name(info.stream, info.name, cluster.default_stream),
+                               ALL_TOPIC_OPERATIONS, info.stream)))
         if left == 0:
             if last < info.partitions:
                 next_cursor = make(m.Cursor, topic_name=name, partition_index=last)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
+from ..security.acls import Operation
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
 
 
@@ -22,9 +23,12 @@ async def handle(ctx: Any, request: Any) -> Any:
     states = []
     for txn_id in request.transactional_ids:
         meta = ctx.cluster.transactions.describe(txn_id)
-        if meta is None:
+        denied = not ctx.cluster.authorizer.transactional_id(ctx, Operation.DESCRIBE, txn_id)
+        if meta is None or denied:
             states.append(make(
-                m.TransactionState, error_code=ErrorCode.transactional_id_not_found, transactional_id=txn_id,
+                m.TransactionState, transactional_id=txn_id,
+                error_code=ErrorCode.transactional_id_authorization_failed if denied
+                else ErrorCode.transactional_id_not_found,
                 transaction_state="", transaction_timeout=datetime.timedelta(0),
                 transaction_start_time=datetime.datetime.fromtimestamp(-0.001, datetime.UTC),
                 producer_id=-1, producer_epoch=-1, topics=(),

@@ -28,6 +28,7 @@ from kafkacompat.protocol.fetch_response import Buffer, PartitionAnswer, encode_
 from ..broker.quotas import FETCH as CONSUMER_BYTE_RATE
 from ..transactions import PartitionTxns
 from ..transactions.partition_state import stable_prefix
+from ..security.acls import Operation
 from .common import ErrorCode, leader_epoch_error, storage_error_code
 
 TOPIC_IDS_FROM = 13  # v13+ name topics by id
@@ -51,6 +52,7 @@ class _Wanted:
 def _plan(ctx: Any, request: Any) -> list[_Wanted]:
     cluster = ctx.cluster
     by_id = ctx.version >= TOPIC_IDS_FROM
+    authorizer = cluster.authorizer
     plan = []
     for topic in request.topics:
         info = None
@@ -60,9 +62,14 @@ def _plan(ctx: Any, request: Any) -> list[_Wanted]:
             info = cluster.by_id(topic.topic_id)
             if info is None:
                 error = ErrorCode.unknown_topic_id
+            elif authorizer.enabled and not authorizer.known_topic(ctx, Operation.READ, info.stream, info.name):
+                info, error = None, ErrorCode.topic_authorization_failed
         else:
             key = topic.topic
-            info, error = cluster.topic_for(topic.topic)
+            if authorizer.enabled and not authorizer.topic(ctx, Operation.READ, topic.topic):
+                info, error = None, ErrorCode.topic_authorization_failed  # checked before existence, as Kafka does
+            else:
+                info, error = cluster.topic_for(topic.topic)
         for part in topic.partitions:
             wanted = _Wanted(key, part.partition, part.fetch_offset, part.partition_max_bytes)
             wanted.partition, wanted.error = cluster.partition_for(info, error, part.partition)

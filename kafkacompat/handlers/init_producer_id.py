@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..security.acls import CLUSTER_NAME, Operation, ResourceType
+from ..security.authorizer import client_host, deny
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
 from .group_common import millis
 from .txn_common import fenced_as
@@ -16,8 +18,28 @@ from .txn_common import fenced_as
 FENCED_FROM = 4  # PRODUCER_FENCED in answers from v4 (KIP-588)
 
 
+def _refusal(ctx: Any, transactional_id: str | None) -> ErrorCode | None:
+    """WRITE on the transactional id; an idempotent producer needs IDEMPOTENT_WRITE or WRITE on some topic."""
+    authorizer = ctx.cluster.authorizer
+    if not authorizer.enabled:
+        return None
+    if transactional_id is not None:
+        if not authorizer.transactional_id(ctx, Operation.WRITE, transactional_id):
+            return ErrorCode.transactional_id_authorization_failed
+        return None
+    if authorizer.cluster(ctx, Operation.IDEMPOTENT_WRITE, log_denied=False) or authorizer.any_allowed(
+            ctx.principal, client_host(ctx.peer), Operation.WRITE, ResourceType.TOPIC):
+        return None
+    deny(ctx, Operation.IDEMPOTENT_WRITE, ResourceType.CLUSTER, CLUSTER_NAME)
+    return ErrorCode.cluster_authorization_failed
+
+
 async def handle(ctx: Any, request: Any) -> Any:
     m = schema_of(ctx)
+    refused = _refusal(ctx, request.transactional_id)
+    if refused is not None:
+        return make(m.InitProducerIdResponse, throttle_time=NO_THROTTLE, error_code=refused, producer_id=-1,
+                    producer_epoch=-1)
     if request.transactional_id is None:
         return make(
             m.InitProducerIdResponse,

@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..groups import JoinRequest, JoinResult
-from .common import NO_THROTTLE, make, schema_of
+from ..security.acls import Operation
+from .common import NO_THROTTLE, ErrorCode, make, schema_of
 from .group_common import client_host, millis
 
 
@@ -35,6 +36,8 @@ async def handle(ctx: Any, request: Any) -> Any:
     m = schema_of(ctx)
     session_timeout = millis(request.session_timeout)
     rebalance_timeout = millis(getattr(request, "rebalance_timeout", session_timeout))
+    if not ctx.cluster.authorizer.group(ctx, Operation.READ, request.group_id):
+        return _response(m, ctx.version, JoinResult(ErrorCode.group_authorization_failed, request.member_id))
     answer = ctx.cluster.groups.join(
         JoinRequest(
             group_id=request.group_id,

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..security.acls import Operation
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
 
 
 async def handle(ctx: Any, request: Any) -> Any:
     m = schema_of(ctx)
+    if not ctx.cluster.authorizer.group(ctx, Operation.READ, request.group_id):
+        return make(m.LeaveGroupResponse, throttle_time=NO_THROTTLE, error_code=ErrorCode.group_authorization_failed,
+                    **({"members": ()} if ctx.version >= 3 else {}))
     if ctx.version < 3:
         leaving = [(request.member_id, None)]
     else:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..security.acls import Operation
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
 
 
@@ -12,6 +13,9 @@ async def handle(ctx: Any, request: Any) -> Any:
     found = ctx.cluster.groups.list_groups(
         getattr(request, "states_filter", ()), getattr(request, "types_filter", ())
     )
+    authorizer = ctx.cluster.authorizer
+    if authorizer.enabled and not authorizer.cluster(ctx, Operation.DESCRIBE, log_denied=False):
+        found = [g for g in found if authorizer.group(ctx, Operation.DESCRIBE, g[0], log_denied=False)]
     groups = tuple(
         make(m.ListedGroup, group_id=group_id, protocol_type=protocol_type, group_state=state, group_type=group_type)
         for group_id, protocol_type, state, group_type in sorted(found)

@@ -17,6 +17,7 @@ from typing import Any
 from kafkacompat import storage
 
 from ..transactions import PartitionTxns
+from ..security.acls import Operation
 from .common import NO_THROTTLE, ErrorCode, leader_epoch_error, make, schema_of, storage_error_code
 
 EARLIEST, LATEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -2, -1, -3, -4, -5
@@ -48,7 +49,7 @@ async def handle(ctx: Any, request: Any) -> Any:
     committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
     topics = []
     for topic in request.topics:
-        info, missing = cluster.topic_for(topic.name)
+        info, missing = cluster.authorizer.topic_for(ctx, Operation.DESCRIBE, topic.name)
         parts = []
         for part in topic.partitions:
             ts, offset, epoch = -1, -1, -1

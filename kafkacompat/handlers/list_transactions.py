@@ -6,6 +6,7 @@ import re
 from typing import Any
 
 from ..transactions import TxnState
+from ..security.acls import Operation, ResourceType
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
 
 _KNOWN_STATES = {state.value for state in TxnState}
@@ -26,6 +27,10 @@ async def handle(ctx: Any, request: Any) -> Any:
         found, error = [], ErrorCode.invalid_regular_expression
     if wanted and not any(s in _KNOWN_STATES for s in wanted):
         found = []
+    authorizer = ctx.cluster.authorizer
+    if authorizer.enabled:  # only the ids the principal may describe, as Kafka lists them
+        found = [meta for meta in found if authorizer.authorize(
+            ctx, Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, meta.transactional_id, log_denied=False)]
     states = tuple(
         make(m.TransactionState, transactional_id=meta.transactional_id, producer_id=meta.producer_id,
              transaction_state=meta.state.value)

@@ -15,6 +15,8 @@ from typing import Any
 from kafkacompat.storage import TopicInfo
 
 from ..broker.cluster import TopicError
+from ..broker.topic_names import canonical_name
+from ..security.acls import CLUSTER_NAME, Operation, ResourceType
 from .common import ALL_CLUSTER_OPERATIONS, ALL_TOPIC_OPERATIONS, NO_THROTTLE, UNSET_OPERATIONS, ErrorCode, make, schema_of
 
 
@@ -43,7 +45,8 @@ def _topic_entry(ctx: Any, m: Any, name: str, info: TopicInfo, ops: int) -> Any:
         topic_id=info.topic_id,
         is_internal=cluster.is_internal(info),
         partitions=tuple(partitions),
-        topic_authorized_operations=ops,
+        topic_authorized_operations=ops if ops == UNSET_OPERATIONS else cluster.authorizer.operations(
+            ctx, ResourceType.TOPIC, canonical_name(info.stream, info.name, cluster.default_stream), ops, info.stream),
     )
 
 
@@ -70,8 +73,12 @@ async def handle(ctx: Any, request: Any) -> Any:
         wanted = None
     allow_create = getattr(request, "allow_auto_topic_creation", True)
     entries = []
+    authorizer = cluster.authorizer
     if wanted is None:
         for info in cluster.store.list_topics():
+            if authorizer.enabled and not authorizer.known_topic(ctx, Operation.DESCRIBE, info.stream, info.name,
+                                                                 log_denied=False):
+                continue  # a listing hides what the principal may not describe, as Kafka's does
             entries.append(_topic_entry(ctx, m, cluster.display_name(info, ctx.client_software_name), info, ops))
     else:
         for wanted_topic in wanted:
@@ -81,15 +88,23 @@ async def handle(ctx: Any, request: Any) -> Any:
                 info = cluster.by_id(topic_id)
                 if info is None:
                     entries.append(_error_entry(m, None, ErrorCode.unknown_topic_id, topic_id))
+                elif not authorizer.known_topic(ctx, Operation.DESCRIBE, info.stream, info.name):
+                    entries.append(_error_entry(m, None, ErrorCode.topic_authorization_failed, topic_id))
                 else:
                     entries.append(_topic_entry(ctx, m, cluster.display_name(info, ctx.client_software_name), info, ops))
                 continue
+            if not authorizer.topic(ctx, Operation.DESCRIBE, name):
+                entries.append(_error_entry(m, name, ErrorCode.topic_authorization_failed))
+                continue  # not even whether it exists is told
             try:
                 found = cluster.lookup(name)
                 info = found.info
                 if info is None:
                     if not allow_create:
                         raise TopicError(ErrorCode.unknown_topic_or_partition, name)
+                    if authorizer.enabled and not (authorizer.cluster(ctx, Operation.CREATE, log_denied=False)
+                                                   or authorizer.topic(ctx, Operation.CREATE, name)):
+                        raise TopicError(ErrorCode.topic_authorization_failed, name)
                     info = await cluster.auto_create(name)
             except TopicError as exc:
                 entries.append(_error_entry(m, name, exc.code))
@@ -103,6 +118,7 @@ async def handle(ctx: Any, request: Any) -> Any:
         controller_id=cluster.node_id,
         topics=tuple(entries),
         cluster_authorized_operations=(  # v8-10 only
-            ALL_CLUSTER_OPERATIONS if getattr(request, "include_cluster_authorized_operations", False) else UNSET_OPERATIONS
+            cluster.authorizer.operations(ctx, ResourceType.CLUSTER, CLUSTER_NAME, ALL_CLUSTER_OPERATIONS)
+            if getattr(request, "include_cluster_authorized_operations", False) else UNSET_OPERATIONS
         ),
     )

@@ -13,6 +13,7 @@ from typing import Any
 from kafkacompat import storage
 from kafkacompat.storage import Cursor
 
+from ..security.acls import Operation
 from .common import NO_THROTTLE, ErrorCode, make, schema_of, storage_error_code
 from .group_common import partition_errors
 
@@ -27,11 +28,18 @@ async def handle(ctx: Any, request: Any) -> Any:
     errors: dict[tuple[str, int], ErrorCode] = {}
     pending: list[tuple[tuple[str, int], str, Cursor]] = []
     too_large: list[tuple[str, int]] = []
+    authorizer = cluster.authorizer
+    group_allowed = authorizer.group(ctx, Operation.READ, request.group_id)
     for topic in request.topics:
+        topic_allowed = group_allowed and authorizer.topic(ctx, Operation.READ, topic.name)
         info, _ = cluster.topic_for(topic.name)  # Kafka answers every miss here as unknown
         for part in topic.partitions:
             key = (topic.name, part.partition_index)
-            if info is None or not 0 <= part.partition_index < info.partitions:
+            if not group_allowed:  # Kafka refuses every partition of the request
+                errors[key] = ErrorCode.group_authorization_failed
+            elif not topic_allowed:
+                errors[key] = ErrorCode.topic_authorization_failed
+            elif info is None or not 0 <= part.partition_index < info.partitions:
                 errors[key] = ErrorCode.unknown_topic_or_partition
                 continue
             metadata = part.committed_metadata or ""

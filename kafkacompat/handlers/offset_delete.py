@@ -7,6 +7,7 @@ from typing import Any
 from kafkacompat import storage
 
 from ..broker.cluster import TopicError
+from ..security.acls import Operation
 from .common import NO_THROTTLE, ErrorCode, make, schema_of, storage_error_code
 from .group_common import partition_errors
 
@@ -21,6 +22,9 @@ def _resolve(ctx: Any, name: str) -> tuple[str, str] | None:
 async def handle(ctx: Any, request: Any) -> Any:
     m = schema_of(ctx)
     cluster = ctx.cluster
+    if not cluster.authorizer.group(ctx, Operation.DELETE, request.group_id):
+        return make(m.OffsetDeleteResponse, error_code=ErrorCode.group_authorization_failed,
+                    throttle_time=NO_THROTTLE, topics=())
     group_error, keep = cluster.groups.offset_delete_check(request.group_id)
     if group_error != ErrorCode.none:
         return make(m.OffsetDeleteResponse, error_code=group_error, throttle_time=NO_THROTTLE, topics=())
@@ -30,9 +34,12 @@ async def handle(ctx: Any, request: Any) -> Any:
     doomed: list[tuple[tuple[str, int], tuple[str, str, int]]] = []
     for topic in request.topics:
         info, _ = cluster.topic_for(topic.name)  # Kafka answers every miss here as unknown
+        readable = cluster.authorizer.topic(ctx, Operation.READ, topic.name)
         for part in topic.partitions:
             key = (topic.name, part.partition_index)
-            if info is None or not 0 <= part.partition_index < info.partitions:
+            if not readable:
+                errors[key] = ErrorCode.topic_authorization_failed
+            elif info is None or not 0 <= part.partition_index < info.partitions:
                 errors[key] = ErrorCode.unknown_topic_or_partition
             elif (info.stream, info.name) in kept:
                 errors[key] = ErrorCode.group_subscribed_to_topic

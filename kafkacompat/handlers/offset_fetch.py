@@ -13,6 +13,7 @@ from collections import defaultdict
 from typing import Any
 
 from ..broker.cluster import TopicError
+from ..security.acls import Operation
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
 
 # (name, [(partition, offset, leader epoch, metadata, error)])
@@ -24,6 +25,10 @@ def _requested(ctx: Any, group_id: str, topics: Any, unstable: set[tuple[str, st
     cluster = ctx.cluster
     out: TopicOffsets = []
     for topic in topics:
+        if not cluster.authorizer.topic(ctx, Operation.DESCRIBE, topic.name):
+            out.append((topic.name, [(index, -1, -1, "", ErrorCode.topic_authorization_failed)
+                                     for index in topic.partition_indexes]))
+            continue
         try:
             resolved = cluster.lookup(topic.name)
             cursors = cluster.groups.offsets.lookup(group_id, resolved.stream, resolved.topic)
@@ -44,7 +49,11 @@ def _requested(ctx: Any, group_id: str, topics: Any, unstable: set[tuple[str, st
 def _everything(ctx: Any, group_id: str, unstable: set[tuple[str, str, int]]) -> TopicOffsets:
     cluster = ctx.cluster
     by_topic: dict[str, list[tuple[int, int, int, str, ErrorCode]]] = defaultdict(list)
+    authorizer = cluster.authorizer
     for stream, c in cluster.groups.offsets.all(group_id):
+        if authorizer.enabled and not authorizer.known_topic(ctx, Operation.DESCRIBE, stream, c.topic,
+                                                             log_denied=False):
+            continue  # every topic means every topic the principal may describe
         name = cluster.listed_name(stream, c.topic, ctx.client_software_name)
         if (stream, c.topic, c.partition) in unstable:
             by_topic[name].append((c.partition, *_UNSTABLE))
@@ -84,6 +93,9 @@ def _topics(m: Any, topic_cls: str, part_cls: str, offsets: TopicOffsets) -> tup
 async def handle(ctx: Any, request: Any) -> Any:
     m = schema_of(ctx)
     if ctx.version < 8:
+        if not ctx.cluster.authorizer.group(ctx, Operation.DESCRIBE, request.group_id):
+            return make(m.OffsetFetchResponse, throttle_time=NO_THROTTLE, topics=(),
+                        error_code=ErrorCode.group_authorization_failed)
         offsets = _offsets(ctx, request.group_id, request.topics, getattr(request, "require_stable", False))
         return make(
             m.OffsetFetchResponse,
@@ -94,9 +106,12 @@ async def handle(ctx: Any, request: Any) -> Any:
     groups = []
     for group in request.groups:
         # v9: a consumer-protocol member names itself and its epoch; a stale one gets no offsets
-        error = ctx.cluster.groups.consumer.validate_fetch(
-            group.group_id, getattr(group, "member_id", None), getattr(group, "member_epoch", -1)
-        )
+        if not ctx.cluster.authorizer.group(ctx, Operation.DESCRIBE, group.group_id):
+            error = ErrorCode.group_authorization_failed
+        else:
+            error = ctx.cluster.groups.consumer.validate_fetch(
+                group.group_id, getattr(group, "member_id", None), getattr(group, "member_epoch", -1)
+            )
         offsets = (_offsets(ctx, group.group_id, group.topics, request.require_stable)
                    if error == ErrorCode.none else [])
         groups.append(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..security.acls import Operation
 from .common import NO_THROTTLE, ErrorCode, leader_epoch_error, make, schema_of
 
 
@@ -12,7 +13,7 @@ async def handle(ctx: Any, request: Any) -> Any:
     cluster = ctx.cluster
     topics = []
     for topic in request.topics:
-        info, missing = cluster.topic_for(topic.topic)
+        info, missing = cluster.authorizer.topic_for(ctx, Operation.DESCRIBE, topic.topic)
         parts = []
         for part in topic.partitions:
             epoch, end = -1, -1

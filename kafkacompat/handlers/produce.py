@@ -32,6 +32,7 @@ from kafkacompat.protocol.records import InvalidBatchError, keyless_records, set
 from ..broker.cluster import TopicError
 from ..broker.quotas import PRODUCE as PRODUCER_BYTE_RATE
 from ..broker.topic_configs import topic_config_value
+from ..security.acls import Operation
 from .common import NO_RESPONSE, CloseConnection, ErrorCode, storage_error_code
 
 log = logging.getLogger(__name__)
@@ -270,10 +271,18 @@ async def handle(ctx: Any, request: Any) -> Any:
     if ctx.cluster.quotas.active:
         ctx.throttle_ms = ctx.cluster.quotas.record(ctx.header.client_id, PRODUCER_BYTE_RATE, ctx.size)
     results: list[tuple[str, list[_Outcome]]] = []
+    authorizer = ctx.cluster.authorizer
+    refused_all = authorizer.enabled and request.transactional_id is not None and not authorizer.transactional_id(
+        ctx, Operation.WRITE, request.transactional_id)
     for topic in request.topic_data:
         outcomes = []
+        refusal = ErrorCode.transactional_id_authorization_failed if refused_all else (
+            ErrorCode.topic_authorization_failed
+            if authorizer.enabled and not authorizer.topic(ctx, Operation.WRITE, topic.name) else None)
         for part in topic.partition_data:
-            if acks not in (0, 1, -1):
+            if refusal is not None:  # Kafka checks access before the topic's existence
+                outcomes.append(_Outcome(part.index, refusal))
+            elif acks not in (0, 1, -1):
                 outcomes.append(_Outcome(part.index, ErrorCode.invalid_required_acks))
             else:
                 outcomes.append(await _produce_partition(ctx, topic, part, acks, request.transactional_id))

@@ -20,6 +20,9 @@ from kafkacompat.storage import StreamPolicy
 from ..broker.cluster import Cluster, TopicError
 from ..broker.stream_views import PolicyFieldError, cursor_view, policy_with, stream_view, topic_view
 from ..broker.topic_configs import InvalidConfigError, validate_configs
+from ..security.acls import Operation
+from ..security.authorizer import STREAM_PERMISSIONS, deny
+from ..security.principal import ANONYMOUS
 from .common import ErrorCode, storage_error_code
 
 log = logging.getLogger(__name__)
@@ -52,7 +55,12 @@ async def handle(ctx: Any, request: dict[str, Any]) -> bytes:
     try:
         if op is None:
             raise AdminError(ErrorCode.invalid_request, f"unknown admin operation {op_name!r}")
+        _authorize(ctx, op_name, request)
+        if op_name == "stream.create":
+            _default_permissions(ctx, request)
         result = await op(ctx.cluster, request)
+        if op_name in FILTERED:
+            result = [item for item in result if FILTERED[op_name](ctx, item)]
     except AdminError as exc:
         return encode_response_body(exc.code.value, str(exc), None)
     except TopicError as exc:
@@ -63,6 +71,78 @@ async def handle(ctx: Any, request: dict[str, Any]) -> bytes:
     if op_name in MUTATIONS:
         log.info("%s from %s: %s", op_name, ctx.peer, {k: v for k, v in request.items() if k != "op"})
     return encode_response_body(ErrorCode.none.value, None, result)
+
+
+# authorization: MapR's stream permissions, or the Kafka ACL of the same operation ---------------------
+
+# op -> (stream permission that grants it, Kafka operation on the cluster that grants it too)
+_STREAM_OPS = {
+    "stream.edit": ("admin", Operation.ALTER),
+    "stream.delete": ("admin", Operation.ALTER),
+    "stream.purge": ("admin", Operation.ALTER),
+    "cursor.delete": ("admin", Operation.ALTER),
+}
+_TOPIC_OPS = {"topic.create": Operation.CREATE, "topic.edit": Operation.ALTER, "topic.delete": Operation.DELETE,
+              "topic.info": Operation.DESCRIBE}
+
+
+def _may_see_stream(ctx: Any, path: str) -> bool:
+    """Any of the stream's permissions, or DESCRIBE on the cluster, lets a principal see a stream."""
+    authorizer = ctx.cluster.authorizer
+    return (any(authorizer.stream_allows(ctx.principal, path, p) for p in STREAM_PERMISSIONS)
+            or authorizer.cluster(ctx, Operation.DESCRIBE, log_denied=False))
+
+
+def _authorize(ctx: Any, op_name: str, request: dict[str, Any]) -> None:
+    """Refuse an operation the principal may not do, with one audit line; only when authorization is on."""
+    authorizer = ctx.cluster.authorizer
+    if not authorizer.enabled:
+        return
+    if op_name == "stream.create":
+        if not authorizer.cluster(ctx, Operation.CREATE):
+            raise AdminError(ErrorCode.cluster_authorization_failed,
+                             f"{ctx.principal} may not create streams (needs CREATE on the cluster)")
+    elif op_name in _STREAM_OPS:
+        path = _arg(request, "path", str)
+        permission, operation = _STREAM_OPS[op_name]
+        if not (authorizer.stream_allows(ctx.principal, path, permission)
+                or authorizer.cluster(ctx, operation, log_denied=False)):
+            deny(ctx, f"{permission} permission", "STREAM", path)
+            raise AdminError(ErrorCode.cluster_authorization_failed,
+                             f"{ctx.principal} may not {op_name.replace('.', ' ')} of stream {path} "
+                             f"(needs the stream's {permission} permission)")
+    elif op_name in ("stream.info", "topic.list", "cursor.list"):
+        path = _arg(request, "path", str)
+        if not _may_see_stream(ctx, path):
+            deny(ctx, Operation.DESCRIBE, "STREAM", path)
+            raise AdminError(ErrorCode.cluster_authorization_failed,
+                             f"{ctx.principal} may not see stream {path} (needs one of its permissions)")
+    elif op_name in _TOPIC_OPS:
+        name = _arg(request, "name", str)
+        if not authorizer.topic(ctx, _TOPIC_OPS[op_name], name):
+            raise AdminError(ErrorCode.topic_authorization_failed, f"Authorization failed on topic {name}: "
+                             f"{ctx.principal} may not {_TOPIC_OPS[op_name].name} it")
+
+
+def _default_permissions(ctx: Any, request: dict[str, Any]) -> None:
+    """MapR's defaults: a stream created by an authenticated user grants each unset permission to u:<user>."""
+    if not ctx.cluster.authorizer.enabled or ctx.principal == ANONYMOUS or not ctx.principal.startswith("User:"):
+        return
+    policy = request.get("policy")
+    if policy is None:
+        policy = request["policy"] = {}
+    if not isinstance(policy, dict):
+        return  # refused with a clear message by _policy
+    given = policy.get("permissions") or {}
+    if isinstance(given, dict):
+        policy["permissions"] = {p: given.get(p) or f"u:{ctx.principal[5:]}" for p in STREAM_PERMISSIONS}
+
+
+FILTERED: dict[str, Callable[[Any, dict[str, Any]], bool]] = {
+    "stream.list": lambda ctx, view: _may_see_stream(ctx, view["path"]),
+    "topic.list": lambda ctx, view: ctx.cluster.authorizer.topic(ctx, Operation.DESCRIBE, view["name"],
+                                                                 log_denied=False),
+}
 
 
 # arguments ---------------------------------------------------------------------

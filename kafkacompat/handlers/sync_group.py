@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..groups import SyncResult
-from .common import NO_THROTTLE, make, schema_of
+from ..security.acls import Operation
+from .common import NO_THROTTLE, ErrorCode, make, schema_of
 
 
 def _response(m: Any, result: SyncResult) -> Any:
@@ -21,6 +22,8 @@ def _response(m: Any, result: SyncResult) -> Any:
 
 async def handle(ctx: Any, request: Any) -> Any:
     m = schema_of(ctx)
+    if not ctx.cluster.authorizer.group(ctx, Operation.READ, request.group_id):
+        return _response(m, SyncResult(ErrorCode.group_authorization_failed))
     answer = ctx.cluster.groups.sync(
         request.group_id,
         request.generation_id,

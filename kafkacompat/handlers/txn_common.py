@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..transactions.metadata import PartitionKey
+from ..security.acls import Operation
 from .common import ErrorCode
 
 
@@ -16,13 +17,13 @@ def fenced_as(version: int, since: int, error: ErrorCode) -> ErrorCode:
 
 
 def resolve_partitions(
-    cluster: Any, topics: Any
+    ctx: Any, topics: Any
 ) -> tuple[dict[tuple[str, int], PartitionKey], dict[tuple[str, int], ErrorCode]]:
-    """(name, index) -> partition key for known partitions, and the errors for unknown ones."""
+    """(name, index) -> partition key for known partitions, and the errors for unknown or unwritable ones."""
     found: dict[tuple[str, int], PartitionKey] = {}
     missing: dict[tuple[str, int], ErrorCode] = {}
     for topic in topics:
-        info, error = cluster.topic_for(topic.name)
+        info, error = ctx.cluster.authorizer.topic_for(ctx, Operation.WRITE, topic.name)
         for index in topic.partitions:
             if info is None or not 0 <= index < info.partitions:
                 missing[topic.name, index] = error if info is None else ErrorCode.unknown_topic_or_partition

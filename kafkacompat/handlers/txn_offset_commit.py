@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..security.acls import Operation
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
 from .group_common import partition_errors
 from .txn_common import fenced_as
@@ -21,11 +22,22 @@ async def handle(ctx: Any, request: Any) -> Any:
     cluster = ctx.cluster
     errors: dict[tuple[str, int], ErrorCode] = {}
     staged = []
+    authorizer = cluster.authorizer
+    refusal = (ErrorCode.transactional_id_authorization_failed
+               if not authorizer.transactional_id(ctx, Operation.WRITE, request.transactional_id)
+               else ErrorCode.group_authorization_failed
+               if not authorizer.group(ctx, Operation.READ, request.group_id) else None)
     for topic in request.topics:
         info, _ = cluster.topic_for(topic.name)
+        if refusal is None and not authorizer.topic(ctx, Operation.READ, topic.name):
+            info_refusal = ErrorCode.topic_authorization_failed
+        else:
+            info_refusal = refusal
         for part in topic.partitions:
             key = (topic.name, part.partition_index)
-            if info is None or not 0 <= part.partition_index < info.partitions:
+            if info_refusal is not None:  # Kafka refuses the whole request for the id or the group
+                errors[key] = info_refusal
+            elif info is None or not 0 <= part.partition_index < info.partitions:
                 errors[key] = ErrorCode.unknown_topic_or_partition
             elif len(part.committed_metadata or "") > cluster.config.offset_metadata_max_bytes:
                 errors[key] = ErrorCode.offset_metadata_too_large

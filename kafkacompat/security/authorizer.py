@@ -23,6 +23,8 @@ import logging
 from collections.abc import Iterable
 from typing import Any, Protocol
 
+from kio.schema.errors import ErrorCode
+
 from kafkacompat.protocol.versions import api_name
 from kafkacompat.storage import PermissionEntries, Store
 
@@ -163,6 +165,23 @@ class Authorizer:
         stream, canonical = self.topic_resource(name)
         return self.authorize(ctx, operation, ResourceType.TOPIC, canonical, stream=stream, log_denied=log_denied)
 
+    def topic_for(self, ctx: Any, operation: Operation, name: str) -> tuple[Any, Any]:
+        """Cluster.topic_for behind the access check: (None, TOPIC_AUTHORIZATION_FAILED) when refused.
+
+        Kafka checks access before existence, so a refused client cannot
+        tell whether the topic exists.
+        """
+        if self.enabled and not self.topic(ctx, operation, name):
+            return None, ErrorCode.topic_authorization_failed
+        return ctx.cluster.topic_for(name)
+
+    def known_topic(self, ctx: Any, operation: Operation, stream: str, topic: str, *, log_denied: bool = True) -> bool:
+        """Decide for a topic already resolved to its stream (e.g. found by topic id)."""
+        if not self.enabled:
+            return True
+        name = canonical_name(stream, topic, self.store.default_stream)
+        return self.authorize(ctx, operation, ResourceType.TOPIC, name, stream=stream, log_denied=log_denied)
+
     def topic_resource(self, name: str) -> tuple[str | None, str]:
         """(stream, name ACLs match) of a topic name: the canonical name; a name that is not one stays as given."""
         default = self.store.default_stream
@@ -182,6 +201,15 @@ class Authorizer:
     def group(self, ctx: Any, operation: Operation, group_id: str, *, log_denied: bool = True) -> bool:
         return self.authorize(ctx, operation, ResourceType.GROUP, group_id, log_denied=log_denied)
 
+    def operations(self, ctx: Any, resource_type: ResourceType, name: str, candidates: int,
+                   stream: str | None = None) -> int:
+        """Kafka's authorized-operations bit set: those of `candidates` (bits by operation code) allowed."""
+        if not self.enabled:
+            return candidates
+        principal, host = getattr(ctx, "principal", ANONYMOUS), client_host(ctx.peer)
+        return sum(1 << op for op in Operation if candidates & (1 << op)
+                   and self.allowed(principal, host, op, resource_type, name, stream))
+
     def transactional_id(self, ctx: Any, operation: Operation, txn_id: str) -> bool:
         return self.authorize(ctx, operation, ResourceType.TRANSACTIONAL_ID, txn_id)
 
@@ -195,3 +223,32 @@ def deny(ctx: Any, operation: Operation | str, resource_type: ResourceType | str
         getattr(operation, "name", operation), getattr(resource_type, "name", resource_type), name,
         api_name(api) if api is not None else "-",
     )
+
+
+
+# Kafka's messages for its authorization errors (Errors.java), which clients print as they are.
+TOPIC_DENIED = "Topic authorization failed."
+GROUP_DENIED = "Group authorization failed."
+CLUSTER_DENIED = "Cluster authorization failed."
+TRANSACTIONAL_ID_DENIED = "Transactional Id authorization failed."
+
+
+def config_refusal(ctx: Any, operation: Operation, resource_type: int, name: str) -> tuple[ErrorCode, str] | None:
+    """DescribeConfigs / AlterConfigs: the error for a config resource the principal may not read or change.
+
+    Topics need the operation on the topic, groups on the group, brokers and
+    broker loggers on the cluster (KafkaApis' configsAuthorizationApiError).
+    """
+    authorizer: Authorizer = ctx.cluster.authorizer
+    if not authorizer.enabled:
+        return None
+    if resource_type == 2:  # TOPIC
+        if not authorizer.topic(ctx, operation, name):
+            return ErrorCode.topic_authorization_failed, TOPIC_DENIED
+    elif resource_type == 32:  # GROUP
+        if not authorizer.group(ctx, operation, name):
+            return ErrorCode.group_authorization_failed, GROUP_DENIED
+    elif resource_type in (4, 8):  # BROKER, BROKER_LOGGER
+        if not authorizer.cluster(ctx, operation):
+            return ErrorCode.cluster_authorization_failed, CLUSTER_DENIED
+    return None

@@ -1,0 +1,54 @@
+"""Whole-request refusals: the APIs Kafka answers with CLUSTER_AUTHORIZATION_FAILED without a cluster operation.
+
+The connection asks `cluster_gate` before dispatching, so the handlers of
+these APIs carry no check of their own.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from ..broker import faults
+from .acls import Operation
+from .authorizer import CLUSTER_DENIED
+
+# APIs Kafka refuses as a whole without one operation on the cluster (KafkaApis / ControllerApis).
+CLUSTER_GATES: dict[int, Operation] = {
+    35: Operation.DESCRIBE,  # DescribeLogDirs
+    43: Operation.ALTER,  # ElectLeaders
+    45: Operation.ALTER,  # AlterPartitionReassignments
+    46: Operation.DESCRIBE,  # ListPartitionReassignments
+    48: Operation.DESCRIBE_CONFIGS,  # DescribeClientQuotas
+    49: Operation.ALTER_CONFIGS,  # AlterClientQuotas
+    74: Operation.DESCRIBE_CONFIGS,  # ListConfigResources
+}
+
+
+def cluster_gate(ctx: Any, request: Any) -> Any | None:
+    """The CLUSTER_AUTHORIZATION_FAILED answer of a cluster-wide API the principal may not use, else None.
+
+    Called once per request by the connection, so handlers of these APIs need no check of their own.
+    """
+    key = ctx.header.api_key
+    operation = CLUSTER_GATES.get(key)
+    if operation is None or ctx.cluster.authorizer.cluster(ctx, operation):
+        return None
+    answer = faults.error_from_request(key, ctx.header.api_version, request, ErrorCode.cluster_authorization_failed) \
+        if key in faults.FROM_REQUEST else faults.filled_response(key, ctx.header.api_version,
+                                                                  ErrorCode.cluster_authorization_failed)
+    return _with_message(answer, CLUSTER_DENIED)
+
+
+def _with_message(entity: Any, message: str | None) -> Any:
+    """A response whose error messages say what Kafka's ClusterAuthorizationException says."""
+    changes: dict[str, Any] = {}
+    for f in dataclasses.fields(entity):
+        value = getattr(entity, f.name)
+        if f.name == "error_message":
+            changes[f.name] = message
+        elif isinstance(value, tuple) and value and dataclasses.is_dataclass(value[0]):
+            changes[f.name] = tuple(_with_message(item, message) for item in value)
+    return dataclasses.replace(entity, **changes)
