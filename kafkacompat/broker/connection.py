@@ -33,6 +33,8 @@ from ..handlers.common import NO_RESPONSE, CloseConnection
 from ..handlers.api_versions import unsupported_version_response
 from .receive import FrameStream
 from .request_stats import response_errors
+from ..security.listeners import DEFAULT_LISTENER, Listener
+from ..security.principal import ANONYMOUS
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +49,10 @@ class RequestContext:
     client_software_name: str = ""  # from ApiVersions v3+; "" until the client says
     size: int = 0  # bytes of the request frame (what byte-rate quotas count for produce)
     throttle_ms: int = 0  # set by a handler over a quota: the connection reads nothing more for this long
+    # who is asking, and through which listener (kafkacompat/security): the authorizer reads these
+    principal: str = ANONYMOUS  # "User:<name>" after SASL, the mapped certificate subject with mTLS
+    listener: str = "PLAINTEXT"  # the listener name the client connected to
+    security_protocol: str = "PLAINTEXT"  # PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL
 
     @property
     def version(self) -> int:
@@ -61,8 +67,12 @@ class Connection:
         writer: asyncio.StreamWriter,
         config: BrokerConfig,
         injected: faults.Faults,
+        listener: Listener = DEFAULT_LISTENER,
+        principal: str = ANONYMOUS,
     ) -> None:
         self.cluster = cluster
+        self.listener = listener
+        self.principal = principal  # replaced once SASL authentication succeeds
         self.faults = injected
         self._fault_rules = injected.rules  # read once per request: empty unless a test set faults
         self.reader = reader
@@ -142,7 +152,9 @@ class Connection:
                 await asyncio.sleep(muted)  # over a quota: this request waits, as on a muted Kafka channel
             received = time.perf_counter()
             header = parse_request_header(frame)
-            ctx = RequestContext(self.cluster, header, self.peer, self.client_software_name, size)
+            ctx = RequestContext(self.cluster, header, self.peer, self.client_software_name, size,
+                                 principal=self.principal, listener=self.listener.name,
+                                 security_protocol=self.listener.security_protocol)
             answer = await self._dispatch(ctx, frame)
             if answer is NO_RESPONSE:
                 self._stats.request_done(header.api_key, header.api_version, time.perf_counter() - received)
