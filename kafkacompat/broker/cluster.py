@@ -54,6 +54,9 @@ class Cluster:
         self.node_id = config.node_id
         self.cluster_id = config.cluster_id or kafka_uuid(store.store_id)
         self.host, self.port = config.advertised()
+        # listener name -> (advertised host, port); the server fills it once the listeners are bound
+        self.listener_addresses: dict[str, tuple[str, int]] = {}
+        self.listener_names: list[str] = []  # "NAME://host:bound_port", for the `listeners` broker config
         self.producers = ProducerStates(config.producer_id_expiration_ms)
         self._splits: dict[str, tuple[str, str]] = {}
         self.groups = GroupCoordinator(config, store)
@@ -62,6 +65,10 @@ class Cluster:
         self.started_config = {f.name: getattr(config, f.name) for f in dataclasses.fields(config)}
         broker_configs.apply_dynamic(self)  # dynamic broker configs kept in the store
         self.transactions = TransactionCoordinator(config, store, self.producers, self.groups)
+
+    def address(self, listener: str) -> tuple[str, int]:
+        """The address clients of `listener` are told (Metadata, FindCoordinator, DescribeCluster)."""
+        return self.listener_addresses.get(listener) or (self.host, self.port)
 
     @property
     def default_stream(self) -> str:

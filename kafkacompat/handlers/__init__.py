@@ -52,6 +52,7 @@ from . import (
     sync_group,
     txn_offset_commit,
 )
+from . import sasl_authenticate, sasl_handshake
 
 HANDLERS: dict[int, ModuleType] = {
     0: produce,
@@ -97,5 +98,7 @@ HANDLERS: dict[int, ModuleType] = {
     75: describe_topic_partitions,
     65: describe_transactions,
     66: list_transactions,
+    17: sasl_handshake,
+    36: sasl_authenticate,
     STREAM_ADMIN_KEY: stream_admin,  # private, never advertised (protocol.versions.UNADVERTISED)
 }
