@@ -19,6 +19,7 @@ from ..transactions import TransactionCoordinator
 from .producer_state import ProducerStates
 from .request_stats import RequestStats
 from .quotas import ClientQuotas
+from ..security.credentials import Credentials
 from .topic_names import LEGAL_NAMES_ONLY, TopicNameError, canonical_name, kafka_alias, split_name
 
 log = logging.getLogger(__name__)
@@ -57,6 +58,7 @@ class Cluster:
         # listener name -> (advertised host, port); the server fills it once the listeners are bound
         self.listener_addresses: dict[str, tuple[str, int]] = {}
         self.listener_names: list[str] = []  # "NAME://host:bound_port", for the `listeners` broker config
+        self.credentials = Credentials(store, store.default_stream)  # SCRAM users (kafkacompat/security)
         self.producers = ProducerStates(config.producer_id_expiration_ms)
         self._splits: dict[str, tuple[str, str]] = {}
         self.groups = GroupCoordinator(config, store)

@@ -23,7 +23,6 @@ from .connection import Connection
 from .faults import Faults
 from .receive import FrameBudget, FrameStream, serve_frames
 from ..security.authenticator import SaslAuthenticator
-from ..security.credentials import Credentials
 from ..security.listeners import Listener, parse_listeners
 from ..security.principal import ANONYMOUS
 from ..security.tls import CertificatePrincipals, PrincipalMappingError, TlsServerProtocol, server_context
@@ -55,7 +54,6 @@ class BrokerServer:
         self._servers: dict[str, asyncio.base_events.Server] = {}  # listener name -> its server
         self._tls = server_context(config) if any(listener.tls for listener in self.listeners) else None
         self._certificates = CertificatePrincipals(config.ssl_principal_mapping_rules)
-        self.credentials: Credentials | None = None  # once the store is open
         self._connections: set[asyncio.Task[None]] = set()
         self._per_ip: collections.Counter[str] = collections.Counter()
         budget = config.queued_max_request_bytes
@@ -114,7 +112,6 @@ class BrokerServer:
         if self.config.advertised_port is None and self.config.port == 0:
             self.config.advertised_port = self.port
         self.cluster = Cluster(self.config, self.store)
-        self.credentials = Credentials(self.store, self.store.default_stream)
         for listener in self.listeners:
             bound = self.listener_port(listener.name)
             self.cluster.listener_addresses[listener.name] = listener.advertised(bound)
@@ -213,9 +210,9 @@ class BrokerServer:
         try:
             sasl = None
             if listener.sasl:
-                assert self.credentials is not None
                 sasl = SaslAuthenticator(
-                    self.config.sasl_enabled_mechanisms, self.credentials, reauth_ms=self.config.connections_max_reauth_ms,
+                    self.config.sasl_enabled_mechanisms, self.cluster.credentials,
+                    reauth_ms=self.config.connections_max_reauth_ms,
                     peer=f"{ip}:{peer[1]}" if isinstance(peer, tuple) else ip, listener=listener.name,
                 )
             await Connection(self.cluster, reader, writer, self.config, self.faults, listener, principal, sasl).run()

@@ -52,7 +52,7 @@ from . import (
     sync_group,
     txn_offset_commit,
 )
-from . import sasl_authenticate, sasl_handshake
+from . import alter_user_scram_credentials, describe_user_scram_credentials, sasl_authenticate, sasl_handshake
 
 HANDLERS: dict[int, ModuleType] = {
     0: produce,
@@ -100,5 +100,7 @@ HANDLERS: dict[int, ModuleType] = {
     66: list_transactions,
     17: sasl_handshake,
     36: sasl_authenticate,
+    50: describe_user_scram_credentials,
+    51: alter_user_scram_credentials,
     STREAM_ADMIN_KEY: stream_admin,  # private, never advertised (protocol.versions.UNADVERTISED)
 }
