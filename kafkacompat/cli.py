@@ -32,6 +32,7 @@ from .config import (
 )
 from .store_check import add_parser as _store_parser
 from .demo.command import add_parser as _demo_parser
+from .security.user_command import add_parser as _user_parser
 
 log = logging.getLogger("kafkacompat")
 
@@ -208,6 +209,7 @@ def build_parser() -> argparse.ArgumentParser:
     _bench_parser(sub)
     _store_parser(sub)
     _demo_parser(sub)
+    _user_parser(sub)
     return parser
 
 

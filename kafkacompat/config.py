@@ -148,6 +148,44 @@ class BrokerConfig:
     transaction_abort_timed_out_transaction_cleanup_interval_ms: int = _setting(
         10_000, "how often transactions open past their timeout are aborted, like "
                 "transaction.abort.timed.out.transaction.cleanup.interval.ms", metavar="MS", minimum=1)
+    # security (kafkacompat/security), named after Kafka's listeners, ssl.* and sasl.* broker settings
+    listeners: list[str] = _setting([], "a listener as NAME://HOST:PORT (repeatable), like listeners; NAME is "
+                                        "PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL or a name mapped by "
+                                        "listener_security_protocol_map; replaces the --host/--port PLAINTEXT "
+                                        "listener", metavar="LISTENER", flag="--listener")
+    advertised_listeners: list[str] = _setting([], "the address clients are told for a listener, NAME://HOST:PORT "
+                                                   "(repeatable), like advertised.listeners", metavar="LISTENER",
+                                               flag="--advertised-listener")
+    listener_security_protocol_map: list[str] = _setting([], "NAME:PROTOCOL for a listener named other than its "
+                                                             "protocol (repeatable), like "
+                                                             "listener.security.protocol.map", metavar="NAME:PROTO",
+                                                         flag="--listener-security-protocol")
+    ssl_certificate_location: str | None = _setting(None, "PEM certificate (chain) of the SSL and SASL_SSL "
+                                                          "listeners", metavar="FILE")
+    ssl_key_location: str | None = _setting(None, "PEM private key of that certificate", metavar="FILE")
+    ssl_key_password: str | None = _setting(None, "password of an encrypted private key", metavar="PASSWORD")
+    ssl_ca_location: str | None = _setting(None, "PEM CA certificates that client certificates must chain to",
+                                           metavar="FILE")
+    ssl_client_auth: str = _setting("none", "client certificates: none, requested or required, like "
+                                            "ssl.client.auth", metavar="MODE")
+    ssl_principal_mapping_rules: str = _setting("DEFAULT", "certificate subject -> principal name, like "
+                                                           "ssl.principal.mapping.rules (DEFAULT, "
+                                                           "RULE:pattern/replacement/[LU], comma-separated)",
+                                                metavar="RULES")
+    sasl_enabled_mechanisms: list[str] = _setting(["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"],
+                                                  "SASL mechanisms offered, like sasl.enabled.mechanisms (PLAIN "
+                                                  "checks the password against the user's SCRAM credential)",
+                                                  metavar="MECHANISM", flag="--sasl-enabled-mechanism")
+    connections_max_reauth_ms: int = _setting(0, "SASL session lifetime; clients re-authenticate before it ends "
+                                                 "and a connection past it is closed, like "
+                                                 "connections.max.reauth.ms (0: sessions never expire)",
+                                              metavar="MS")
+    sasl_server_max_receive_size: int = _setting(524_288, "largest SASL token accepted before authentication, "
+                                                          "like sasl.server.max.receive.size", metavar="BYTES",
+                                                 minimum=1)
+    authentication_timeout_ms: int = _setting(10_000, "close a connection whose TLS handshake or SASL "
+                                                      "authentication has not finished within this time",
+                                              metavar="MS", minimum=1)
     # authorization (kafkacompat/security; README "Stream permissions and ACLs")
     authorizer: bool = _setting(False, "check every request against Kafka ACLs and stream permission expressions, "
                                        "like setting authorizer.class.name (on by itself when --super-user is "
@@ -247,6 +285,12 @@ def _check(config: BrokerConfig) -> None:
     if config.group_consumer_migration_policy not in MIGRATION_POLICIES:
         raise ConfigError(f"group_consumer_migration_policy must be one of {', '.join(MIGRATION_POLICIES)}, "
                           f"got {config.group_consumer_migration_policy!r}")
+    from .security.listeners import ListenerError, parse_listeners  # here: security imports this module
+
+    try:
+        parse_listeners(config)
+    except ListenerError as exc:
+        raise ConfigError(str(exc)) from None
     for principal in config.super_users:
         kind, sep, name = principal.partition(":")
         if not (kind and sep and name):

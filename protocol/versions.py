@@ -60,6 +60,10 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     75: (0, 0),  # DescribeTopicPartitions
     65: (0, 0),  # DescribeTransactions
     66: (0, 2),  # ListTransactions
+    17: (0, 1),  # SaslHandshake; v0: the tokens follow as bare frames
+    36: (0, 2),  # SaslAuthenticate; v1+ carries the session lifetime (KIP-368 re-authentication)
+    50: (0, 0),  # DescribeUserScramCredentials
+    51: (0, 0),  # AlterUserScramCredentials
 }
 
 # Private APIs this broker serves but never advertises: stock clients must not see them.

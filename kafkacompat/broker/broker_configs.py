@@ -38,7 +38,9 @@ class BrokerConfigDef:
 
 
 def _listeners(cluster: "Cluster") -> str:
-    return f"PLAINTEXT://{cluster.config.host}:{cluster.config.port or cluster.port}"  # port 0: the one bound
+    if cluster.listener_names:  # as bound (port 0: the one picked)
+        return ",".join(cluster.listener_names)
+    return f"PLAINTEXT://{cluster.config.host}:{cluster.config.port or cluster.port}"
 
 
 BROKER_CONFIGS: dict[str, BrokerConfigDef] = {

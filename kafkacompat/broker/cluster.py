@@ -19,6 +19,7 @@ from ..transactions import TransactionCoordinator
 from .producer_state import ProducerStates
 from .request_stats import RequestStats
 from .quotas import ClientQuotas
+from ..security.credentials import Credentials
 from ..security.authorizer import Authorizer
 from .topic_names import LEGAL_NAMES_ONLY, TopicNameError, canonical_name, kafka_alias, split_name
 
@@ -55,6 +56,10 @@ class Cluster:
         self.node_id = config.node_id
         self.cluster_id = config.cluster_id or kafka_uuid(store.store_id)
         self.host, self.port = config.advertised()
+        # listener name -> (advertised host, port); the server fills it once the listeners are bound
+        self.listener_addresses: dict[str, tuple[str, int]] = {}
+        self.listener_names: list[str] = []  # "NAME://host:bound_port", for the `listeners` broker config
+        self.credentials = Credentials(store, store.default_stream)  # SCRAM users (kafkacompat/security)
         self.producers = ProducerStates(config.producer_id_expiration_ms)
         self._splits: dict[str, tuple[str, str]] = {}
         self.groups = GroupCoordinator(config, store)
@@ -64,6 +69,10 @@ class Cluster:
         broker_configs.apply_dynamic(self)  # dynamic broker configs kept in the store
         self.transactions = TransactionCoordinator(config, store, self.producers, self.groups)
         self.authorizer = Authorizer(config, store)  # every handler asks it (kafkacompat/security)
+
+    def address(self, listener: str) -> tuple[str, int]:
+        """The address clients of `listener` are told (Metadata, FindCoordinator, DescribeCluster)."""
+        return self.listener_addresses.get(listener) or (self.host, self.port)
 
     @property
     def default_stream(self) -> str:

@@ -33,12 +33,22 @@ from ..handlers.common import NO_RESPONSE, CloseConnection
 from ..handlers.api_versions import unsupported_version_response
 from .receive import FrameStream
 from .request_stats import response_errors
+from ..security.authenticator import BEFORE_AUTHENTICATION, SASL_AUTHENTICATE_KEY, SaslAuthenticator
+from ..security.scram import AuthenticationFailed
+from ..security.listeners import DEFAULT_LISTENER, Listener
 from ..security.principal import ANONYMOUS
 from ..security.refusals import cluster_gate
 
 log = logging.getLogger(__name__)
 
 MAX_IN_FLIGHT = 64  # answers queued per connection before reading pauses
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class BareToken:
+    """A SASL token sent without a Kafka response header (the exchange after SaslHandshake v0)."""
+
+    token: bytes
 
 
 @dataclasses.dataclass(slots=True)
@@ -53,6 +63,7 @@ class RequestContext:
     principal: str = ANONYMOUS  # "User:<name>" after SASL, the mapped certificate subject with mTLS
     listener: str = "PLAINTEXT"  # the listener name the client connected to
     security_protocol: str = "PLAINTEXT"  # PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL
+    sasl: SaslAuthenticator | None = None  # the connection's SASL state on a SASL listener
 
     @property
     def version(self) -> int:
@@ -67,8 +78,16 @@ class Connection:
         writer: asyncio.StreamWriter,
         config: BrokerConfig,
         injected: faults.Faults,
+        listener: Listener = DEFAULT_LISTENER,
+        principal: str = ANONYMOUS,
+        sasl: SaslAuthenticator | None = None,
     ) -> None:
         self.cluster = cluster
+        self.listener = listener
+        self._principal = principal  # of the TLS client certificate, or anonymous
+        self.sasl = sasl
+        self._sasl_max_frame = config.sasl_server_max_receive_size
+        self._authentication_timeout = config.authentication_timeout_ms / 1000
         self.faults = injected
         self._fault_rules = injected.rules  # read once per request: empty unless a test set faults
         self.reader = reader
@@ -87,6 +106,20 @@ class Connection:
         )
         self._muted_until = 0.0  # loop time before which no request is handled (client quotas)
 
+    @property
+    def principal(self) -> str:
+        """Who this connection acts for: the SASL user once authenticated, else the TLS/anonymous principal."""
+        if self.sasl is not None and self.sasl.principal is not None:
+            return self.sasl.principal
+        return self._principal
+
+    def _close_if_unauthenticated(self) -> None:
+        """A SASL client that has not authenticated in authentication_timeout_ms is let go."""
+        if self.sasl is not None and not self.sasl.authenticated:
+            log.warning("closing connection from %s: not authenticated within %d ms", self.peer,
+                        int(self._authentication_timeout * 1000))
+            self.writer.close()
+
     def _mute(self, ctx: RequestContext) -> None:
         """After an answer over a quota: hold the next requests for its throttle time."""
         if ctx.throttle_ms > 0:
@@ -95,6 +128,10 @@ class Connection:
     async def run(self) -> None:
         writer_task = asyncio.create_task(self._write_answers(), name=f"writer {self.peer}")
         self._idle_timer = asyncio.get_running_loop().call_later(self._idle_after, self._close_if_idle)
+        auth_timer = None
+        if self.sasl is not None:
+            auth_timer = asyncio.get_running_loop().call_later(self._authentication_timeout,
+                                                              self._close_if_unauthenticated)
         stopping = False
         try:
             await self._read_requests()
@@ -111,6 +148,8 @@ class Connection:
         except Exception:
             log.exception("closing connection from %s after an internal error", self.peer)
         self._idle_timer.cancel()
+        if auth_timer is not None:
+            auth_timer.cancel()
         if stopping:
             writer_task.cancel()
         else:
@@ -140,15 +179,34 @@ class Connection:
     async def _read_requests(self) -> None:
         reader = self.reader
         loop = asyncio.get_running_loop()
+        sasl = self.sasl
         while True:
-            size = frame_size(await reader.readexactly(4), self.max_frame_bytes)
+            unauthenticated = sasl is not None and not sasl.authenticated
+            if unauthenticated:  # sasl.server.max.receive.size: no large frames from strangers
+                size = frame_size(await reader.readexactly(4), self._sasl_max_frame)
+            else:
+                size = frame_size(await reader.readexactly(4), self.max_frame_bytes)
             frame = await reader.readexactly(size)
+            if sasl is not None and sasl.raw_tokens:  # after SaslHandshake v0: a bare token, not a request
+                await self._answer_bare_token(sasl, bytes(frame))
+                if sasl.failed:
+                    return
+                continue
             muted = self._muted_until - loop.time()
             if muted > 0:
                 await asyncio.sleep(muted)  # over a quota: this request waits, as on a muted Kafka channel
             received = time.perf_counter()
             header = parse_request_header(frame)
-            ctx = RequestContext(self.cluster, header, self.peer, self.client_software_name, size)
+            ctx = RequestContext(self.cluster, header, self.peer, self.client_software_name, size,
+                                 principal=self.principal, listener=self.listener.name,
+                                 security_protocol=self.listener.security_protocol, sasl=sasl)
+            if sasl is not None and header.api_key not in BEFORE_AUTHENTICATION:
+                if not sasl.authenticated:
+                    raise CloseConnection(f"unexpected {api_name(header.api_key)} request before SASL "
+                                          "authentication completed")
+                if sasl.expired():
+                    raise CloseConnection(f"SASL session of {sasl.principal} expired (connections_max_reauth_ms) "
+                                          "and the client did not re-authenticate")
             answer = await self._dispatch(ctx, frame)
             if answer is NO_RESPONSE:
                 self._stats.request_done(header.api_key, header.api_version, time.perf_counter() - received)
@@ -161,6 +219,19 @@ class Connection:
                 done.set_result(answer)
                 answer = done
             await self._answers.put((ctx, answer, received))
+            if sasl is not None and sasl.failed:
+                return  # the refusal is sent, then the connection closes (as Kafka does)
+
+    async def _answer_bare_token(self, sasl: SaslAuthenticator, token: bytes) -> None:
+        """A SASL token of the v0 exchange, answered with a bare length-prefixed token (none on failure)."""
+        try:
+            answer = await sasl.evaluate(token)
+        except AuthenticationFailed:
+            return  # v0 has no way to say why: the connection just closes (logged by the authenticator)
+        done = asyncio.get_running_loop().create_future()
+        done.set_result(BareToken(answer))
+        header = RequestHeader(SASL_AUTHENTICATE_KEY, 0, -1, None, 0)  # counted as a SaslAuthenticate
+        await self._answers.put((RequestContext(self.cluster, header, self.peer), done, time.perf_counter()))
 
     async def _dispatch(self, ctx: RequestContext, frame: bytes) -> Any:
         header = ctx.header
@@ -208,7 +279,10 @@ class Connection:
                 )
                 writer.close()
                 raise
-            writer.writelines(response_chunks(header.api_key, header.api_version, header.correlation_id, body))
+            if isinstance(body, BareToken):
+                writer.write(len(body.token).to_bytes(4, "big") + body.token)
+            else:
+                writer.writelines(response_chunks(header.api_key, header.api_version, header.correlation_id, body))
             self._stats.request_done(header.api_key, header.api_version, time.perf_counter() - received)
             if dataclasses.is_dataclass(body):  # a kio response; Produce and Fetch encode theirs and count their errors
                 for error in response_errors(body):

@@ -283,8 +283,14 @@ async def serve_frames(
     host: str,
     port: int,
     budget: FrameBudget = UNLIMITED,
+    wrap: Callable[[asyncio.BaseProtocol], asyncio.BaseProtocol] | None = None,
     **kwargs: Any,
 ) -> asyncio.base_events.Server:
-    """Like asyncio.start_server, with a FrameStream as each connection's reader."""
+    """Like asyncio.start_server, with a FrameStream as each connection's reader.
+
+    `wrap` puts a layer (TLS) between the socket and each connection's FrameProtocol.
+    """
     loop = asyncio.get_running_loop()
-    return await loop.create_server(lambda: FrameProtocol(on_connect, budget), host, port, **kwargs)
+    if wrap is None:
+        return await loop.create_server(lambda: FrameProtocol(on_connect, budget), host, port, **kwargs)
+    return await loop.create_server(lambda: wrap(FrameProtocol(on_connect, budget)), host, port, **kwargs)

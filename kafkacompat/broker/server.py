@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import dataclasses
+import functools
 import logging
 import socket
 from typing import TYPE_CHECKING
@@ -20,6 +22,10 @@ from ..config import BrokerConfig
 from .connection import Connection
 from .faults import Faults
 from .receive import FrameBudget, FrameStream, serve_frames
+from ..security.authenticator import SaslAuthenticator
+from ..security.listeners import Listener, parse_listeners
+from ..security.principal import ANONYMOUS
+from ..security.tls import CertificatePrincipals, PrincipalMappingError, TlsServerProtocol, server_context
 
 if TYPE_CHECKING:
     from ..http import HttpServer
@@ -44,7 +50,10 @@ class BrokerServer:
             skip_damaged=config.skip_damaged,
         )
         self.cluster: Cluster | None = None
-        self._server: asyncio.base_events.Server | None = None
+        self.listeners = parse_listeners(config)
+        self._servers: dict[str, asyncio.base_events.Server] = {}  # listener name -> its server
+        self._tls = server_context(config) if any(listener.tls for listener in self.listeners) else None
+        self._certificates = CertificatePrincipals(config.ssl_principal_mapping_rules)
         self._connections: set[asyncio.Task[None]] = set()
         self._per_ip: collections.Counter[str] = collections.Counter()
         budget = config.queued_max_request_bytes
@@ -55,9 +64,14 @@ class BrokerServer:
 
     @property
     def port(self) -> int:
-        """The bound port (useful with port 0)."""
-        assert self._server is not None, "broker not started"
-        return self._server.sockets[0].getsockname()[1]
+        """The bound port of the first listener (useful with port 0)."""
+        return self.listener_port(self.listeners[0].name)
+
+    def listener_port(self, name: str) -> int:
+        """The bound port of the listener called `name` (PLAINTEXT, SASL_SSL, ...)."""
+        server = self._servers.get(name.upper())
+        assert server is not None, f"broker not started or no listener {name}"
+        return server.sockets[0].getsockname()[1]
 
     @property
     def http_port(self) -> int | None:
@@ -73,17 +87,15 @@ class BrokerServer:
         """What /health/ready checks: the store is open and the Kafka listener accepts connections."""
         return {
             "store_open": self._store_open,
-            "kafka_listener": self._server is not None and self._server.is_serving(),
+            "kafka_listener": bool(self._servers) and all(s.is_serving() for s in self._servers.values()),
         }
 
     async def start(self) -> None:
         # Bind before opening the store: a broker that cannot listen must not
         # touch the data dir (opening it consumes the clean-shutdown marker).
-        self._server = await serve_frames(
-            self._accept, self.config.host, self.config.port, self._frame_budget,
-            reuse_address=True, start_serving=False,
-        )
         try:
+            for listener in self.listeners:
+                self._servers[listener.name] = await self._bind(listener)
             if self.config.http_port is not None:  # before the store opens: /health/ready says "not yet"
                 from ..http import HttpServer  # imported here: aiohttp is only loaded when HTTP is on
 
@@ -92,20 +104,38 @@ class BrokerServer:
             await self.store.open()
             self._store_open = True
         except BaseException:
-            self._server.close()
-            self._server = None
+            for server in self._servers.values():
+                server.close()
+            self._servers.clear()
             await self._stop_http()
             raise
         if self.config.advertised_port is None and self.config.port == 0:
             self.config.advertised_port = self.port
         self.cluster = Cluster(self.config, self.store)
+        for listener in self.listeners:
+            bound = self.listener_port(listener.name)
+            self.cluster.listener_addresses[listener.name] = listener.advertised(bound)
+            self.cluster.listener_names.append(str(dataclasses.replace(listener, port=bound)))
         self.cluster.groups.start()
         await self.cluster.transactions.start()
-        await self._server.start_serving()
-        host, port = self.cluster.host, self.cluster.port
-        log.info(
-            "kafkacompat listening on %s:%d (advertised %s:%d), store %s",
-            self.config.host, self.port, host, port, self.config.store_url,
+        for listener in self.listeners:
+            await self._servers[listener.name].start_serving()
+            host, port = self.cluster.address(listener.name)
+            log.info("kafkacompat listening on %s (%s, advertised %s:%d), store %s",
+                     self.cluster.listener_names[self.listeners.index(listener)], listener.security_protocol,
+                     host, port, self.config.store_url)
+
+    async def _bind(self, listener: Listener) -> asyncio.base_events.Server:
+        wrap = None
+        if listener.tls:
+            tls, timeout = self._tls, self.config.authentication_timeout_ms / 1000
+            assert tls is not None
+
+            def wrap(app: asyncio.BaseProtocol) -> asyncio.BaseProtocol:
+                return TlsServerProtocol(app, tls, timeout)
+        return await serve_frames(
+            functools.partial(self._accept, listener), listener.host, listener.port, self._frame_budget,
+            wrap=wrap, reuse_address=True, start_serving=False,
         )
 
     async def stop(self) -> None:
@@ -113,13 +143,15 @@ class BrokerServer:
 
         HTTP goes last so probes see "not ready" while the broker drains.
         """
-        if self._server is not None:
-            self._server.close()
+        if self._servers:
+            for server in self._servers.values():
+                server.close()
             for task in list(self._connections):
                 task.cancel()
             await asyncio.gather(*self._connections, return_exceptions=True)
-            await self._server.wait_closed()
-            self._server = None
+            for server in self._servers.values():
+                await server.wait_closed()
+            self._servers.clear()
         try:
             if self.cluster is not None:
                 await self.cluster.transactions.close()
@@ -151,7 +183,7 @@ class BrokerServer:
     async def __aexit__(self, *exc: object) -> None:
         await self.stop()
 
-    async def _accept(self, reader: FrameStream, writer: asyncio.StreamWriter) -> None:
+    async def _accept(self, listener: Listener, reader: FrameStream, writer: asyncio.StreamWriter) -> None:
         peer = writer.get_extra_info("peername")
         ip = peer[0] if isinstance(peer, tuple) else str(peer)
         refusal = self._refusal(ip)
@@ -159,6 +191,14 @@ class BrokerServer:
             log.warning("refusing connection from %s: %s", ip, refusal)
             writer.close()
             return
+        principal = ANONYMOUS
+        if listener.security_protocol == "SSL":  # with SASL_SSL the SASL user is the principal, as on Kafka
+            try:
+                principal = self._certificates.principal(writer.get_extra_info("peercert"))
+            except PrincipalMappingError as exc:
+                log.warning("closing connection from %s:%s: %s", ip, peer[1] if isinstance(peer, tuple) else "", exc)
+                writer.close()
+                return
         sock = writer.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -168,7 +208,14 @@ class BrokerServer:
         self._connections.add(task)
         self._per_ip[ip] += 1
         try:
-            await Connection(self.cluster, reader, writer, self.config, self.faults).run()
+            sasl = None
+            if listener.sasl:
+                sasl = SaslAuthenticator(
+                    self.config.sasl_enabled_mechanisms, self.cluster.credentials,
+                    reauth_ms=self.config.connections_max_reauth_ms,
+                    peer=f"{ip}:{peer[1]}" if isinstance(peer, tuple) else ip, listener=listener.name,
+                )
+            await Connection(self.cluster, reader, writer, self.config, self.faults, listener, principal, sasl).run()
         finally:
             self._connections.discard(task)
             self._per_ip[ip] -= 1

@@ -52,6 +52,7 @@ from . import (
     sync_group,
     txn_offset_commit,
 )
+from . import alter_user_scram_credentials, describe_user_scram_credentials, sasl_authenticate, sasl_handshake
 
 HANDLERS: dict[int, ModuleType] = {
     0: produce,
@@ -97,5 +98,9 @@ HANDLERS: dict[int, ModuleType] = {
     75: describe_topic_partitions,
     65: describe_transactions,
     66: list_transactions,
+    17: sasl_handshake,
+    36: sasl_authenticate,
+    50: describe_user_scram_credentials,
+    51: alter_user_scram_credentials,
     STREAM_ADMIN_KEY: stream_admin,  # private, never advertised (protocol.versions.UNADVERTISED)
 }

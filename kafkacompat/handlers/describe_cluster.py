@@ -11,6 +11,7 @@ from .common import ALL_CLUSTER_OPERATIONS, NO_THROTTLE, UNSET_OPERATIONS, Error
 async def handle(ctx: Any, request: Any) -> Any:
     m = schema_of(ctx)
     cluster = ctx.cluster
+    host, port = cluster.address(ctx.listener)  # the listener the client came in on
     return make(
         m.DescribeClusterResponse,
         throttle_time=NO_THROTTLE,
@@ -19,7 +20,7 @@ async def handle(ctx: Any, request: Any) -> Any:
         endpoint_type=getattr(request, "endpoint_type", 1),
         cluster_id=cluster.cluster_id,
         controller_id=cluster.node_id,
-        brokers=(make(m.DescribeClusterBroker, broker_id=cluster.node_id, host=cluster.host, port=cluster.port, rack=None),),
+        brokers=(make(m.DescribeClusterBroker, broker_id=cluster.node_id, host=host, port=port, rack=None),),
         cluster_authorized_operations=(
             cluster.authorizer.operations(ctx, ResourceType.CLUSTER, CLUSTER_NAME, ALL_CLUSTER_OPERATIONS)
             if request.include_cluster_authorized_operations else UNSET_OPERATIONS

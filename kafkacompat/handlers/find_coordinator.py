@@ -14,7 +14,8 @@ GROUP_KEY, TRANSACTION_KEY = 0, 1
 def _find(ctx: Any, key_type: int) -> tuple[ErrorCode, str | None, int, str, int]:
     cluster = ctx.cluster
     if key_type in (GROUP_KEY, TRANSACTION_KEY):
-        return ErrorCode.none, None, cluster.node_id, cluster.host, cluster.port
+        host, port = cluster.address(ctx.listener)
+        return ErrorCode.none, None, cluster.node_id, host, port
     return ErrorCode.invalid_request, f"unknown coordinator key type {key_type}", -1, "", -1
 
 

@@ -110,10 +110,11 @@ async def handle(ctx: Any, request: Any) -> Any:
                 entries.append(_error_entry(m, name, exc.code))
                 continue
             entries.append(_topic_entry(ctx, m, name, info, ops))
+    host, port = cluster.address(ctx.listener)  # the listener the client came in on
     return make(
         m.MetadataResponse,
         throttle_time=NO_THROTTLE,
-        brokers=(make(m.MetadataResponseBroker, node_id=cluster.node_id, host=cluster.host, port=cluster.port, rack=None),),
+        brokers=(make(m.MetadataResponseBroker, node_id=cluster.node_id, host=host, port=port, rack=None),),
         cluster_id=cluster.cluster_id,
         controller_id=cluster.node_id,
         topics=tuple(entries),

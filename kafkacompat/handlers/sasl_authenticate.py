@@ -1,0 +1,30 @@
+"""SaslAuthenticate: one SASL token each way; a refused login answers SASL_AUTHENTICATION_FAILED, then closes."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from ..security.scram import AuthenticationFailed
+from .common import ErrorCode, make, schema_of
+
+
+def _answer(ctx: Any, error: ErrorCode, message: str | None, token: bytes = b"", lifetime_ms: int = 0) -> Any:
+    return make(
+        schema_of(ctx).SaslAuthenticateResponse, error_code=error, error_message=message, auth_bytes=token,
+        session_lifetime=datetime.timedelta(milliseconds=lifetime_ms),
+    )
+
+
+async def handle(ctx: Any, request: Any) -> Any:
+    auth = ctx.sasl
+    if auth is None or not auth.expecting_token or auth.raw_tokens:
+        if auth is not None:
+            auth.failed = True  # Kafka closes a connection that breaks the SASL sequence
+        return _answer(ctx, ErrorCode.illegal_sasl_state, "Unexpected SaslAuthenticate request: no SaslHandshake "
+                                                          "(v1 or later) started an exchange on this connection")
+    try:
+        token = await auth.evaluate(request.auth_bytes)
+    except AuthenticationFailed as exc:
+        return _answer(ctx, ErrorCode.sasl_authentication_failed, str(exc))
+    return _answer(ctx, ErrorCode.none, None, token, auth.session_lifetime_ms if auth.authenticated else 0)

@@ -1,0 +1,127 @@
+"""The SASL state of one connection on a SASL_PLAINTEXT or SASL_SSL listener.
+
+Kafka's order: (ApiVersions,) SaslHandshake naming a mechanism, then the
+mechanism's tokens - inside SaslAuthenticate requests (handshake v1+) or
+as bare length-prefixed frames (handshake v0, older clients). Until that
+succeeds only those requests are served; anything else closes the
+connection. With connections.max.reauth.ms the session has a lifetime:
+the client re-authenticates (same principal, same mechanism) before it
+ends, or the connection is closed at its next request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+
+from .credentials import Credentials
+from .principal import user
+from .sasl_plain import verify_plain
+from .scram import AuthenticationFailed, ScramServer
+
+audit = logging.getLogger("kafkacompat.audit")
+
+SASL_HANDSHAKE_KEY, SASL_AUTHENTICATE_KEY, API_VERSIONS_KEY = 17, 36, 18
+BEFORE_AUTHENTICATION = frozenset({API_VERSIONS_KEY, SASL_HANDSHAKE_KEY, SASL_AUTHENTICATE_KEY})
+
+
+class SaslAuthenticator:
+    def __init__(
+        self,
+        mechanisms: Sequence[str],
+        credentials: Credentials,
+        *,
+        reauth_ms: int,
+        peer: str,
+        listener: str,
+    ) -> None:
+        self.mechanisms = tuple(mechanisms)
+        self._credentials = credentials
+        self._reauth_ms = reauth_ms
+        self._peer = peer
+        self._listener = listener
+        self.principal: str | None = None  # set when the first authentication succeeds
+        self.mechanism: str | None = None  # chosen by the latest handshake
+        self.raw_tokens = False  # handshake v0: the next frame is a bare token
+        self.failed = False  # the connection closes once the failure answer is sent
+        self.expires_at: float | None = None  # loop time the session ends (connections.max.reauth.ms)
+        self._exchange: ScramServer | None = None
+        self._in_progress = False  # between a handshake and the end of its exchange
+
+    @property
+    def authenticated(self) -> bool:
+        return self.principal is not None
+
+    def expired(self) -> bool:
+        return self.expires_at is not None and asyncio.get_running_loop().time() >= self.expires_at
+
+    def handshake(self, mechanism: str, version: int) -> bool:
+        """Start an exchange with `mechanism`; False when it is not enabled (UNSUPPORTED_SASL_MECHANISM)."""
+        if mechanism not in self.mechanisms:
+            self.failed = True
+            audit.warning("authentication failed: client=%s listener=%s mechanism=%s: mechanism not enabled",
+                          self._peer, self._listener, mechanism[:64])
+            return False
+        self.mechanism = mechanism
+        self.raw_tokens = version == 0
+        self._in_progress = True
+        self._exchange = None
+        return True
+
+    @property
+    def expecting_token(self) -> bool:
+        return self._in_progress
+
+    async def evaluate(self, token: bytes) -> bytes:
+        """The answer to one client token; AuthenticationFailed (already logged) when the login is refused."""
+        mechanism = self.mechanism
+        assert mechanism is not None and self._in_progress
+        try:
+            if mechanism == "PLAIN":
+                name = await verify_plain(token, self._credentials.lookup)
+                self._succeed(name)
+                return b""
+            if self._exchange is None:
+                self._exchange = ScramServer(mechanism, lambda u: self._credentials.lookup(u, mechanism))
+            answer = self._exchange.evaluate(token)
+            if self._exchange.done:
+                assert self._exchange.username is not None
+                self._succeed(self._exchange.username)
+            return answer
+        except AuthenticationFailed as exc:
+            self.failed = True
+            self._in_progress = False
+            username = self._exchange.username if self._exchange is not None else _plain_user(token, mechanism)
+            audit.warning("authentication failed: principal=%s client=%s listener=%s mechanism=%s: %s",
+                          user(username) if username else "?", self._peer, self._listener, mechanism, exc)
+            raise
+
+    def _succeed(self, name: str) -> None:
+        principal = user(name)
+        if self.principal is not None and principal != self.principal:
+            raise AuthenticationFailed(f"Cannot change principals during re-authentication from {self.principal}: "
+                                       f"{principal}")
+        first = self.principal is None
+        self.principal = principal
+        self._in_progress = False
+        self.raw_tokens = False
+        self._exchange = None
+        if self._reauth_ms > 0:
+            self.expires_at = asyncio.get_running_loop().time() + self._reauth_ms / 1000
+        audit.info("%s: principal=%s client=%s listener=%s mechanism=%s",
+                   "authenticated" if first else "re-authenticated", principal, self._peer, self._listener,
+                   self.mechanism)
+
+    @property
+    def session_lifetime_ms(self) -> int:
+        """What SaslAuthenticate v1+ tells the client (0: no re-authentication needed)."""
+        return self._reauth_ms if self.authenticated else 0
+
+
+def _plain_user(token: bytes, mechanism: str) -> str | None:
+    """The user name a failed PLAIN token claimed, for the audit line (never the password)."""
+    if mechanism != "PLAIN":
+        return None
+    parts = token.split(b"\x00")
+    return parts[1].decode("utf-8", "replace")[:256] if len(parts) == 3 else None
