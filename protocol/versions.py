@@ -64,6 +64,9 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     36: (0, 2),  # SaslAuthenticate; v1+ carries the session lifetime (KIP-368 re-authentication)
     50: (0, 0),  # DescribeUserScramCredentials
     51: (0, 0),  # AlterUserScramCredentials
+    29: (1, 3),  # DescribeAcls (v0 is gone since Kafka 4.0)
+    30: (1, 3),  # CreateAcls
+    31: (1, 3),  # DeleteAcls
 }
 
 # Private APIs this broker serves but never advertises: stock clients must not see them.

@@ -53,6 +53,7 @@ from . import (
     txn_offset_commit,
 )
 from . import alter_user_scram_credentials, describe_user_scram_credentials, sasl_authenticate, sasl_handshake
+from . import create_acls, delete_acls, describe_acls
 
 HANDLERS: dict[int, ModuleType] = {
     0: produce,
@@ -102,5 +103,8 @@ HANDLERS: dict[int, ModuleType] = {
     36: sasl_authenticate,
     50: describe_user_scram_credentials,
     51: alter_user_scram_credentials,
+    29: describe_acls,
+    30: create_acls,
+    31: delete_acls,
     STREAM_ADMIN_KEY: stream_admin,  # private, never advertised (protocol.versions.UNADVERTISED)
 }

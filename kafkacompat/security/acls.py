@@ -12,6 +12,7 @@ import dataclasses
 import enum
 import hashlib
 from collections.abc import Iterable
+from typing import Any
 
 from kafkacompat.storage import Store
 
@@ -64,6 +65,14 @@ class Permission(enum.IntEnum):
     ANY = 1
     DENY = 2
     ALLOW = 3
+
+
+def from_code(kind: type[enum.IntEnum], code: int) -> Any:
+    """The member of one of these enums for a wire code; a code this broker does not know is UNKNOWN, as in Kafka."""
+    try:
+        return kind(code)
+    except ValueError:
+        return kind(0)
 
 
 # An ALLOW of these also allows the key, as Kafka's authorizer implies DESCRIBE and DESCRIBE_CONFIGS.
@@ -124,11 +133,12 @@ class AclFilter:
     operation: Operation = Operation.ANY
     permission: Permission = Permission.ANY
 
-    def unknown_field(self) -> str | None:
-        """The first field a filter may not hold UNKNOWN in (Kafka: "filter contains UNKNOWN elements")."""
-        for name in ("resource_type", "pattern_type", "operation", "permission"):
-            if getattr(self, name) == 0:
-                return name
+    def unknown_part(self) -> str | None:
+        """Which half of the filter holds an UNKNOWN value (Kafka refuses those): patternFilter, entryFilter or None."""
+        if self.resource_type == ResourceType.UNKNOWN or self.pattern_type == PatternType.UNKNOWN:
+            return "patternFilter"
+        if self.operation == Operation.UNKNOWN or self.permission == Permission.UNKNOWN:
+            return "entryFilter"
         return None
 
     def matches(self, acl: AclBinding) -> bool:
@@ -174,7 +184,7 @@ def validate(acl: AclBinding) -> None:
         raise InvalidAclError("Invalid empty resource name")
     kind, sep, name = acl.principal.partition(":")
     if not sep or not kind or not name:
-        raise InvalidAclError(f"Could not parse principal from `{acl.principal}` (no colon is found)")
+        raise InvalidAclError(f"Could not parse principal from `{acl.principal}` (no colon is found).")
 
 
 class AclTable:

@@ -218,7 +218,7 @@ def deny(ctx: Any, operation: Operation | str, resource_type: ResourceType | str
     """The audit line of one refusal: who, from where, what, on which resource; never a secret."""
     api = getattr(getattr(ctx, "header", None), "api_key", None)
     audit.info(
-        "DENIED principal=%s client=%s operation=%s resource=%s:%s api=%s",
+        "authorization denied: principal=%s client=%s operation=%s resource=%s:%s api=%s",
         getattr(ctx, "principal", ANONYMOUS), ctx.peer,
         getattr(operation, "name", operation), getattr(resource_type, "name", resource_type), name,
         api_name(api) if api is not None else "-",

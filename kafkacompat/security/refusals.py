@@ -24,6 +24,8 @@ CLUSTER_GATES: dict[int, Operation] = {
     48: Operation.DESCRIBE_CONFIGS,  # DescribeClientQuotas
     49: Operation.ALTER_CONFIGS,  # AlterClientQuotas
     74: Operation.DESCRIBE_CONFIGS,  # ListConfigResources
+    50: Operation.DESCRIBE,  # DescribeUserScramCredentials
+    51: Operation.ALTER,  # AlterUserScramCredentials
 }
 
 

@@ -1,0 +1,41 @@
+"""CreateAcls: store ACL bindings durably; they count from the next request on (kafka-acls.sh --add)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..security.acls import (
+    AclBinding, InvalidAclError, Operation, PatternType, Permission, ResourceType, from_code, validate,
+)
+from .common import NO_THROTTLE, ErrorCode, make, schema_of
+from .describe_acls import refusal
+
+SECURITY_DISABLED = "No Authorizer is configured."  # Kafka's words for CreateAcls and DeleteAcls
+
+
+async def handle(ctx: Any, request: Any) -> Any:
+    m = schema_of(ctx)
+    refused = refusal(ctx, Operation.ALTER)
+    if refused is not None:
+        message = SECURITY_DISABLED if refused[0] == ErrorCode.security_disabled else refused[1]
+        return make(m.CreateAclsResponse, throttle_time=NO_THROTTLE, results=tuple(
+            make(m.AclCreationResult, error_code=refused[0], error_message=message) for _ in request.creations))
+    outcomes: list[tuple[ErrorCode, str | None]] = []
+    valid: list[AclBinding] = []
+    for creation in request.creations:
+        acl = AclBinding(
+            from_code(ResourceType, creation.resource_type), creation.resource_name,
+            from_code(PatternType, creation.resource_pattern_type), creation.principal, creation.host,
+            from_code(Operation, creation.operation), from_code(Permission, creation.permission_type),
+        )
+        try:
+            validate(acl)
+        except InvalidAclError as exc:
+            outcomes.append((ErrorCode.invalid_request, str(exc)))
+            continue
+        valid.append(acl)
+        outcomes.append((ErrorCode.none, None))
+    if valid:
+        await ctx.cluster.authorizer.acls.add(valid)
+    return make(m.CreateAclsResponse, throttle_time=NO_THROTTLE, results=tuple(
+        make(m.AclCreationResult, error_code=code, error_message=message) for code, message in outcomes))
