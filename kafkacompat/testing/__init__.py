@@ -33,7 +33,9 @@ from kafkacompat.storage import Store
 from ..broker.cluster import Cluster, TopicError
 from ..config import BrokerConfig
 from ..broker.faults import Faults
+from .certificates import CertificateAuthority
 from .partitioner import partition_for_key
+from ..security.scram import MECHANISMS as SCRAM_MECHANISMS, make_credential
 from ..broker.server import BrokerServer
 from ..broker.topic_configs import topic_config_value, validate_configs
 
@@ -63,17 +65,44 @@ class Message:
 class Broker:
     """A broker for tests: memory (default) or a fresh temporary directory."""
 
-    def __init__(self, data_dir: str | None = None, store: Store | None = None, **settings: Any) -> None:
+    def __init__(
+        self,
+        data_dir: str | None = None,
+        store: Store | None = None,
+        *,
+        sasl: Mapping[str, str] | None = None,
+        tls: bool = False,
+        **settings: Any,
+    ) -> None:
         """`data_dir=None` keeps data in memory; "tmp" uses a fresh temporary
         directory (removed on stop); other settings are BrokerConfig fields.
 
         `store` runs the broker on a store built by the test (e.g. with volume
         caps or a fast retention pass); the broker opens and closes it.
+
+        `sasl={"alice": "secret"}` serves a SASL listener with those users
+        (SCRAM-SHA-256, SCRAM-SHA-512 and PLAIN); `tls=True` serves TLS with
+        a throwaway CA (`broker.certificates`, which also issues client
+        certificates). Both give SASL_SSL. `client_config()` is what a
+        librdkafka-style client needs to connect.
         """
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         if data_dir == "tmp":
             self._tmp = tempfile.TemporaryDirectory(prefix="kafkacompat-")
             data_dir = self._tmp.name
+        self.users = dict(sasl or {})
+        self.certificates: CertificateAuthority | None = None
+        self._tls_dir: tempfile.TemporaryDirectory[str] | None = None
+        if tls:
+            self._tls_dir = tempfile.TemporaryDirectory(prefix="kafkacompat-tls-")
+            self.certificates = CertificateAuthority(self._tls_dir.name)
+            issued = self.certificates.issue("broker", {"CN": "localhost"}, server=True)
+            settings.setdefault("ssl_certificate_location", issued.certificate)
+            settings.setdefault("ssl_key_location", issued.key)
+            settings.setdefault("ssl_ca_location", self.certificates.location)
+        if sasl is not None or tls:
+            protocol = ("SASL_SSL" if tls else "SASL_PLAINTEXT") if sasl is not None else "SSL"
+            settings.setdefault("listeners", [f"{protocol}://127.0.0.1:0"])
         settings.setdefault("host", "127.0.0.1")
         settings.setdefault("port", 0)
         self.config = BrokerConfig(data_dir=data_dir or "memory://", **settings)
@@ -102,6 +131,26 @@ class Broker:
     @property
     def bootstrap_servers(self) -> str:
         return f"127.0.0.1:{self.port}"
+
+    @property
+    def security_protocol(self) -> str:
+        """The first listener's protocol: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL."""
+        return self.server.listeners[0].security_protocol
+
+    def client_config(self, user: str | None = None, password: str | None = None,
+                      mechanism: str = "SCRAM-SHA-512") -> dict[str, str]:
+        """librdkafka/confluent-kafka settings for the first listener, logged in as `user` (default: the first).
+
+        `password` overrides the user's (to test a refused login).
+        """
+        config = {"bootstrap.servers": self.bootstrap_servers, "security.protocol": self.security_protocol}
+        if self.certificates is not None:
+            config["ssl.ca.location"] = self.certificates.location
+        if self.security_protocol.startswith("SASL_"):
+            name = user or next(iter(self.users), "")
+            config.update({"sasl.mechanism": mechanism, "sasl.username": name,
+                           "sasl.password": password if password is not None else self.users.get(name, "")})
+        return config
 
     @property
     def faults(self) -> Faults:
@@ -157,6 +206,9 @@ class Broker:
 
     async def _start_server(self) -> None:
         await self.server.start()
+        for name, password in self.users.items():
+            for mechanism in SCRAM_MECHANISMS:
+                await self._cluster.credentials.set(name, mechanism, make_credential(mechanism, password))
         stream = self._cluster.store.get_stream(self._cluster.default_stream)
         self._default_policy = stream.policy if stream is not None else None
 
@@ -184,6 +236,9 @@ class Broker:
         if self._tmp is not None:
             self._tmp.cleanup()
             self._tmp = None
+        if self._tls_dir is not None:
+            self._tls_dir.cleanup()
+            self._tls_dir = None
 
     @property
     def _cluster(self) -> Cluster:
