@@ -37,9 +37,11 @@ async def handle(ctx: Any, request: Any) -> Any:
             key = (topic.name, part.partition_index)
             if not group_allowed:  # Kafka refuses every partition of the request
                 errors[key] = ErrorCode.group_authorization_failed
-            elif not topic_allowed:
+                continue
+            if not topic_allowed:
                 errors[key] = ErrorCode.topic_authorization_failed
-            elif info is None or not 0 <= part.partition_index < info.partitions:
+                continue
+            if info is None or not 0 <= part.partition_index < info.partitions:
                 errors[key] = ErrorCode.unknown_topic_or_partition
                 continue
             metadata = part.committed_metadata or ""

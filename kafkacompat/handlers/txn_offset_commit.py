@@ -30,13 +30,13 @@ async def handle(ctx: Any, request: Any) -> Any:
     for topic in request.topics:
         info, _ = cluster.topic_for(topic.name)
         if refusal is None and not authorizer.topic(ctx, Operation.READ, topic.name):
-            info_refusal = ErrorCode.topic_authorization_failed
+            topic_refusal = ErrorCode.topic_authorization_failed
         else:
-            info_refusal = refusal
+            topic_refusal = refusal
         for part in topic.partitions:
             key = (topic.name, part.partition_index)
-            if info_refusal is not None:  # Kafka refuses the whole request for the id or the group
-                errors[key] = info_refusal
+            if topic_refusal is not None:  # Kafka refuses the whole request for the id or the group
+                errors[key] = topic_refusal
             elif info is None or not 0 <= part.partition_index < info.partitions:
                 errors[key] = ErrorCode.unknown_topic_or_partition
             elif len(part.committed_metadata or "") > cluster.config.offset_metadata_max_bytes:
