@@ -307,6 +307,17 @@ def _check(config: BrokerConfig) -> None:
         raise ConfigError(f"log_level must be one of {', '.join(LOG_LEVELS)}, got {config.log_level!r}")
 
 
+def _flattened(table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Kafka-style dotted keys (super.users = [...]) parse as TOML tables: back to one key each."""
+    flat: dict[str, Any] = {}
+    for key, value in table.items():
+        if isinstance(value, dict):
+            flat.update(_flattened(value, f"{prefix}{key}."))
+        else:
+            flat[prefix + key] = value
+    return flat
+
+
 def _read_file(path: str) -> dict[str, Any]:
     try:
         with open(path, "rb") as fh:
@@ -328,7 +339,7 @@ def resolve_config(
     values: dict[str, Any] = {}
     sources = {name: "default" for name in SETTINGS}
     if path:
-        for key, value in _read_file(path).items():
+        for key, value in _flattened(_read_file(path)).items():
             name = key.replace("-", "_").replace(".", "_")  # Kafka's spelling (super.users) works too
             if name not in SETTINGS:
                 raise ConfigError(f"unknown setting {key!r} in {path}{_did_you_mean(name, SETTINGS)}")

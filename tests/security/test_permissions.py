@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from kafkacompat.config import ConfigError, load_config
 from kafkacompat.security import permissions
 from kafkacompat.security.acls import (
     AclBinding, AclFilter, InvalidAclError, Operation, PatternType, Permission, ResourceType, validate,
@@ -136,3 +137,13 @@ def test_invalid_bindings_get_kafkas_messages(binding: AclBinding, message: str)
     with pytest.raises(InvalidAclError) as caught:
         validate(binding)
     assert str(caught.value) == message
+
+
+def test_super_users_in_kafkas_spelling_and_checked(tmp_path: Path) -> None:
+    config = tmp_path / "broker.toml"
+    config.write_text('super.users = ["User:admin", "User:ops"]\n')
+    assert load_config(str(config), environ={}).super_users == ["User:admin", "User:ops"]
+    with pytest.raises(ConfigError, match="super_users: 'admin' is not a principal such as User:admin"):
+        load_config(None, environ={"KAFKACOMPAT_SUPER_USERS": "admin"})
+    with pytest.raises(ConfigError, match="user_groups_file: cannot read"):
+        load_config(None, environ={"KAFKACOMPAT_USER_GROUPS_FILE": str(tmp_path / "missing")})
