@@ -32,6 +32,7 @@ def can_log_in(broker: Broker, user: str, password: str, mechanism: str) -> bool
             producer.list_topics(timeout=0.5)
             return True
         except KafkaException:
+            producer.poll(0)  # serves error_cb
             if any(e.code() == KafkaError._AUTHENTICATION for e in errors):
                 return False
     raise AssertionError(f"neither logged in nor refused: {errors}")
