@@ -396,6 +396,8 @@ def render_config(config: BrokerConfig, sources: Mapping[str, str]) -> str:
         value = getattr(config, name)
         if value is None:
             text = f"# {name} unset"
+        elif name.endswith("_password"):  # a secret is never printed
+            text = f"# {name} set (not shown)"
         else:
             text = f"{name} = {_toml(value)}"
         lines.append((text, sources[name]))

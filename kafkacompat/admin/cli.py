@@ -24,6 +24,7 @@ from .client import (
     default_bootstrap,
     parse_bootstrap,
 )
+from ..security.client import ClientSecurity, SecurityConfigError, load_command_config
 from ..security.permissions import ExpressionError
 from ..security.permissions import check as check_expression
 from .output import all_topics_table, render
@@ -167,6 +168,16 @@ def add_bootstrap(p: argparse.ArgumentParser) -> None:
     """--bootstrap-server, defaulting to $KAFKACOMPAT_BOOTSTRAP_SERVERS so a shell can name its broker once."""
     p.add_argument("--bootstrap-server", metavar="HOST:PORT[,HOST:PORT]", default=default_bootstrap(), type=_bootstrap,
                    help=f"the broker to talk to (default ${BOOTSTRAP_VARIABLE}, else {DEFAULT_BOOTSTRAP})")
+    p.add_argument("--command-config", metavar="FILE", type=_command_config,
+                   help="client security properties (security.protocol, sasl.mechanism, sasl.jaas.config, "
+                        "ssl.truststore.location, ...), as Kafka's tools take them")
+
+
+def _command_config(path: str) -> ClientSecurity:
+    try:
+        return load_command_config(path)
+    except SecurityConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def add_progress(p: argparse.ArgumentParser) -> None:
@@ -312,7 +323,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     request = args.build(args)
-    client = AdminClient(args.bootstrap_server)
+    client = AdminClient(args.bootstrap_server, security=args.command_config)
     try:
         if args.op == "topic.list" and args.path is None:
             result = _every_topic(client)

@@ -14,6 +14,9 @@ from typing import Any
 
 from kafkacompat.protocol.admin_api import AdminMessageError, decode_response, encode_request
 
+from ..security.client import ClientSecurity
+from ..security.scram import AuthenticationFailed
+
 DEFAULT_BOOTSTRAP = "localhost:9092"
 BOOTSTRAP_VARIABLE = "KAFKACOMPAT_BOOTSTRAP_SERVERS"
 _SIZE = struct.Struct(">i")
@@ -49,20 +52,33 @@ def default_bootstrap() -> str:
     return os.environ.get(BOOTSTRAP_VARIABLE) or DEFAULT_BOOTSTRAP
 
 
-def connect(servers: list[tuple[str, int]], timeout: float) -> socket.socket:
-    """A connection to the first bootstrap server that answers; BrokerUnreachable names why each failed."""
+def connect(servers: list[tuple[str, int]], timeout: float, security: ClientSecurity | None = None) -> socket.socket:
+    """A connection to the first bootstrap server that answers; BrokerUnreachable names why each failed.
+
+    With `security` (--command-config) the connection is TLS and/or SASL as it says.
+    """
     problems = []
     for host, port in servers:
         try:
-            return socket.create_connection((host, port), timeout=timeout)
+            sock = socket.create_connection((host, port), timeout=timeout)
         except OSError as exc:
             problems.append(f"{host}:{port}: {exc.strerror or exc}")
+            continue
+        if security is None:
+            return sock
+        try:
+            return security.wrap(sock, host, timeout)
+        except (OSError, AuthenticationFailed) as exc:
+            sock.close()
+            problems.append(f"{host}:{port}: {exc}")
     raise BrokerUnreachable("cannot reach a broker (" + "; ".join(problems) + ")")
 
 
 class AdminClient:
-    def __init__(self, bootstrap: str | None = None, timeout: float = 60.0) -> None:
+    def __init__(self, bootstrap: str | None = None, timeout: float = 60.0,
+                 security: ClientSecurity | None = None) -> None:
         self.servers = parse_bootstrap(bootstrap or default_bootstrap())
+        self.security = security
         self.timeout = timeout
         self._ids = itertools.count(1)
 
@@ -70,7 +86,7 @@ class AdminClient:
         """Run one operation; its result, or AdminError / BrokerUnreachable."""
         body = {"op": op, **{k: v for k, v in args.items() if v is not None}}
         correlation_id = next(self._ids)
-        with connect(self.servers, self.timeout) as sock:
+        with connect(self.servers, self.timeout, self.security) as sock:
             sock.sendall(encode_request(correlation_id, body))
             frame = self._read_frame(sock)
         try:

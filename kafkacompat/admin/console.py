@@ -49,7 +49,7 @@ def _produce(args: argparse.Namespace) -> int:
 
     headers = [(name, value.encode()) for name, value in args.header or []]
     try:
-        producer = Producer(client_config(args.bootstrap_server, **{
+        producer = Producer(client_config(args.bootstrap_server, args.command_config, **{
             "acks": args.acks, "compression.type": args.compression, "linger.ms": 5,
             "message.timeout.ms": int(REQUEST_TIMEOUT_S * 1000),
         }))
@@ -217,7 +217,7 @@ def _consume(args: argparse.Namespace) -> int:
     start = {"earliest": OFFSET_BEGINNING, "latest": OFFSET_END}
     reset = "earliest" if args.from_beginning or args.offset == "earliest" else "latest"
     try:
-        consumer = Consumer(client_config(args.bootstrap_server, **{
+        consumer = Consumer(client_config(args.bootstrap_server, args.command_config, **{
             "group.id": args.group or "kafkacompat-console", "enable.auto.commit": False,
             "auto.offset.reset": reset, "enable.partition.eof": False,
         }))

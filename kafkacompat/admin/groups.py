@@ -18,6 +18,7 @@ from typing import Any
 
 from . import progress
 from .cli import _partition, add_bootstrap, add_progress
+from ..security.client import ClientSecurity
 from .client import BrokerUnreachable
 from .kafka_client import REQUEST_TIMEOUT_S, CommandError, client_config, describe_error
 from .output import table
@@ -30,10 +31,10 @@ STATES = {
 RESET_CHUNK = 1000  # partitions per OffsetCommit when resetting, so progress can be shown
 
 
-def _admin(bootstrap: str) -> Any:
+def _admin(bootstrap: str, security: ClientSecurity | None = None) -> Any:
     from confluent_kafka.admin import AdminClient
 
-    return AdminClient(client_config(bootstrap))
+    return AdminClient(client_config(bootstrap, security))
 
 
 def _state(group: Any) -> str:
@@ -79,7 +80,7 @@ def _list_offsets(admin: Any, partitions: Iterable[tuple[str, int]], spec: Any) 
 
 
 def _list(args: argparse.Namespace) -> int:
-    admin = _admin(args.bootstrap_server)
+    admin = _admin(args.bootstrap_server, args.command_config)
     listing = admin.list_consumer_groups(request_timeout=REQUEST_TIMEOUT_S).result()
     if listing.errors:
         raise CommandError(f"cannot list every group: {describe_error(listing.errors[0])}")
@@ -152,7 +153,7 @@ def render_describe(view: dict[str, Any], what: str) -> str:
 
 
 def _describe_command(args: argparse.Namespace) -> int:
-    view = group_offsets(_admin(args.bootstrap_server), args.group)
+    view = group_offsets(_admin(args.bootstrap_server, args.command_config), args.group)
     if args.json:
         print(json.dumps(view, indent=2))
         return 0
@@ -256,7 +257,7 @@ def _reset(args: argparse.Namespace) -> int:
 
     if not args.all_topics and not args.topic:
         args.parser.error("give --topic TOPIC[:PARTITIONS] (repeatable) or --all-topics")
-    admin = _admin(args.bootstrap_server)
+    admin = _admin(args.bootstrap_server, args.command_config)
     plan = plan_reset(admin, args)
     if args.execute:
         items = sorted(plan.items())
@@ -285,7 +286,7 @@ def _reset(args: argparse.Namespace) -> int:
 
 
 def _delete(args: argparse.Namespace) -> int:
-    admin = _admin(args.bootstrap_server)
+    admin = _admin(args.bootstrap_server, args.command_config)
     failed = []
     for group, future in admin.delete_consumer_groups(args.groups, request_timeout=REQUEST_TIMEOUT_S).items():
         try:

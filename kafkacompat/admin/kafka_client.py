@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from .client import connect, parse_bootstrap
+from ..security.client import ClientSecurity
 
 REQUEST_TIMEOUT_S = 30.0  # how long one admin request or metadata lookup may take
 
@@ -21,7 +22,7 @@ class CommandError(Exception):
     """A refusal worth one line on stderr and exit status 1."""
 
 
-def client_config(bootstrap: str, **extra: Any) -> dict[str, Any]:
+def client_config(bootstrap: str, security: ClientSecurity | None = None, **extra: Any) -> dict[str, Any]:
     """librdkafka settings for a short-lived command-line client.
 
     The broker is checked first with a plain TCP connect, so an unreachable
@@ -30,7 +31,8 @@ def client_config(bootstrap: str, **extra: Any) -> dict[str, Any]:
     """
     servers = parse_bootstrap(bootstrap)
     connect(servers, timeout=10.0).close()
-    return {"bootstrap.servers": bootstrap, "log_level": 0, "client.id": "kafkacompat-cli", **extra}
+    secure = security.librdkafka() if security is not None else {}  # --command-config
+    return {"bootstrap.servers": bootstrap, "log_level": 0, "client.id": "kafkacompat-cli", **secure, **extra}
 
 
 def describe_error(err: Any) -> str:

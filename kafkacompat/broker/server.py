@@ -22,7 +22,7 @@ from ..config import BrokerConfig
 from .connection import Connection
 from .faults import Faults
 from .receive import FrameBudget, FrameStream, serve_frames
-from ..security.authenticator import SaslAuthenticator
+from ..security.authenticator import SaslAuthenticator, audit
 from ..security.listeners import Listener, parse_listeners
 from ..security.principal import ANONYMOUS
 from ..security.tls import CertificatePrincipals, PrincipalMappingError, TlsServerProtocol, server_context
@@ -191,14 +191,20 @@ class BrokerServer:
             log.warning("refusing connection from %s: %s", ip, refusal)
             writer.close()
             return
+        client = f"{ip}:{peer[1]}" if isinstance(peer, tuple) else ip
         principal = ANONYMOUS
         if listener.security_protocol == "SSL":  # with SASL_SSL the SASL user is the principal, as on Kafka
+            certificate = writer.get_extra_info("peercert")
             try:
-                principal = self._certificates.principal(writer.get_extra_info("peercert"))
+                principal = self._certificates.principal(certificate)
             except PrincipalMappingError as exc:
-                log.warning("closing connection from %s:%s: %s", ip, peer[1] if isinstance(peer, tuple) else "", exc)
+                audit.warning("authentication failed: client=%s listener=%s mechanism=certificate: %s",
+                              client, listener.name, exc)
                 writer.close()
                 return
+            if certificate:
+                audit.info("authenticated: principal=%s client=%s listener=%s mechanism=certificate",
+                           principal, client, listener.name)
         sock = writer.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -213,7 +219,7 @@ class BrokerServer:
                 sasl = SaslAuthenticator(
                     self.config.sasl_enabled_mechanisms, self.cluster.credentials,
                     reauth_ms=self.config.connections_max_reauth_ms,
-                    peer=f"{ip}:{peer[1]}" if isinstance(peer, tuple) else ip, listener=listener.name,
+                    peer=client, listener=listener.name,
                 )
             await Connection(self.cluster, reader, writer, self.config, self.faults, listener, principal, sasl).run()
         finally:

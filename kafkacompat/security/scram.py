@@ -183,3 +183,38 @@ class ScramServer:
             raise self._fail()
         self.done = True
         return "v=" + base64.b64encode(_hmac(self._hash, credential.server_key, auth_message)).decode()
+
+
+class ScramClient:
+    """The client side of the exchange (the admin CLI's own connections, and tests that drive each step)."""
+
+    def __init__(self, mechanism: str, username: str, password: str) -> None:
+        self._hash = HASHES[mechanism]
+        self.mechanism, self.password = mechanism, password
+        self.nonce = secrets.token_urlsafe(24)
+        name = username.replace("=", "=3D").replace(",", "=2C")
+        self.first_bare = f"n={name},r={self.nonce}"
+        self._server_signature = b""
+
+    def first(self) -> bytes:
+        return f"n,,{self.first_bare}".encode()
+
+    def final(self, server_first: bytes, nonce: str | None = None) -> bytes:
+        """client-final for a server-first message (`nonce` replaces the server's, to test a refusal)."""
+        attrs = dict(part.split("=", 1) for part in server_first.decode().split(","))
+        if not attrs.get("r", "").startswith(self.nonce):
+            raise AuthenticationFailed("the server's SCRAM nonce does not extend ours")
+        salted = hashlib.pbkdf2_hmac(self._hash, self.password.encode(), base64.b64decode(attrs["s"]),
+                                     int(attrs["i"]))
+        credential = credential_from_salted(self.mechanism, salted, b"", 0)
+        without_proof = f"c=biws,r={nonce or attrs['r']}"
+        auth_message = f"{self.first_bare},{server_first.decode()},{without_proof}".encode()
+        client_key = _hmac(self._hash, salted, b"Client Key")
+        signature = _hmac(self._hash, credential.stored_key, auth_message)
+        proof = bytes(a ^ b for a, b in zip(client_key, signature))
+        self._server_signature = b"v=" + base64.b64encode(_hmac(self._hash, credential.server_key, auth_message))
+        return f"{without_proof},p={base64.b64encode(proof).decode()}".encode()
+
+    def verify(self, server_final: bytes) -> bool:
+        """Whether the server proved it knows the credential (its signature matches)."""
+        return hmac.compare_digest(server_final, self._server_signature)

@@ -138,15 +138,20 @@ class Broker:
         return self.server.listeners[0].security_protocol
 
     def client_config(self, user: str | None = None, password: str | None = None,
-                      mechanism: str = "SCRAM-SHA-512") -> dict[str, str]:
-        """librdkafka/confluent-kafka settings for the first listener, logged in as `user` (default: the first).
+                      mechanism: str = "SCRAM-SHA-512", listener: str | None = None) -> dict[str, str]:
+        """librdkafka/confluent-kafka settings for a listener (default: the first), logged in as `user`
+        (default: the first user).
 
         `password` overrides the user's (to test a refused login).
         """
-        config = {"bootstrap.servers": self.bootstrap_servers, "security.protocol": self.security_protocol}
-        if self.certificates is not None:
+        chosen = next((item for item in self.server.listeners if item.name == (listener or "").upper()),
+                      self.server.listeners[0])
+        protocol = chosen.security_protocol
+        config = {"bootstrap.servers": f"127.0.0.1:{self.server.listener_port(chosen.name)}",
+                  "security.protocol": protocol}
+        if self.certificates is not None and chosen.tls:
             config["ssl.ca.location"] = self.certificates.location
-        if self.security_protocol.startswith("SASL_"):
+        if protocol.startswith("SASL_"):
             name = user or next(iter(self.users), "")
             config.update({"sasl.mechanism": mechanism, "sasl.username": name,
                            "sasl.password": password if password is not None else self.users.get(name, "")})

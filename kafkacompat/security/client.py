@@ -1,0 +1,170 @@
+"""Client security settings for the command-line tools: `--command-config FILE`, as Kafka's tools take it.
+
+The file holds Kafka client properties (Java's names, as for kafka-topics.sh:
+security.protocol, sasl.mechanism, sasl.jaas.config, ssl.truststore.location
+with ssl.truststore.type=PEM, ...) or librdkafka's (sasl.username,
+ssl.ca.location, ...). The produce, consume and group commands hand them to
+librdkafka; the stream and topic commands, which speak the broker's own admin
+API, open TLS and log in with SASL (PLAIN, SCRAM) themselves.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import socket
+import ssl
+import struct
+from typing import Any
+
+from kio.serial import entity_reader
+from kio.static.constants import EntityType
+
+from kafkacompat.protocol.messages import encode_body, request_schema
+from kafkacompat.protocol.versions import schema
+
+from .listeners import PROTOCOLS, SASL_MECHANISMS
+from .scram import MECHANISMS as SCRAM_MECHANISMS, AuthenticationFailed, ScramClient
+
+_JAAS = re.compile(r'(\w+)\s*=\s*"((?:[^"\\]|\\.)*)"')
+# Java client property -> librdkafka property, where they differ
+_JAVA_NAMES = {"ssl.truststore.location": "ssl.ca.location", "ssl.keystore.location": "ssl.certificate.location"}
+_KNOWN = {"security.protocol", "sasl.mechanism", "sasl.username", "sasl.password", "ssl.ca.location",
+          "ssl.certificate.location", "ssl.key.location", "ssl.key.password", "ssl.endpoint.identification.algorithm"}
+
+
+class SecurityConfigError(ValueError):
+    """A --command-config the tools cannot use; the message names the property."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ClientSecurity:
+    """How a command connects: librdkafka-named settings, checked."""
+
+    settings: dict[str, str] = dataclasses.field(default_factory=dict)
+
+    @property
+    def protocol(self) -> str:
+        return self.settings.get("security.protocol", "PLAINTEXT").upper()
+
+    def librdkafka(self) -> dict[str, str]:
+        return dict(self.settings)
+
+    def wrap(self, sock: socket.socket, host: str, timeout: float) -> socket.socket:
+        """TLS and SASL on a connected socket, as this configuration asks; AuthenticationFailed if refused."""
+        if self.protocol in ("SSL", "SASL_SSL"):
+            sock = self._tls_context().wrap_socket(sock, server_hostname=host)
+        if self.protocol.startswith("SASL_"):
+            _sasl_login(sock, self.settings.get("sasl.mechanism", "PLAIN").upper(),
+                        self.settings.get("sasl.username", ""), self.settings.get("sasl.password", ""))
+        return sock
+
+    def _tls_context(self) -> ssl.SSLContext:
+        context = ssl.create_default_context(cafile=self.settings.get("ssl.ca.location"))
+        if self.settings.get("ssl.endpoint.identification.algorithm", "https").lower() in ("", "none"):
+            context.check_hostname = False
+        if "ssl.certificate.location" in self.settings:
+            context.load_cert_chain(self.settings["ssl.certificate.location"],
+                                    self.settings.get("ssl.key.location"), self.settings.get("ssl.key.password"))
+        return context
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """key=value lines (Java properties: # and ! comments, `key: value` too)."""
+    out = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line[0] in "#!":
+            continue
+        match = re.match(r"([^=:\s]+)\s*[=:]?\s*(.*)$", line)
+        if match:
+            out[match[1]] = match[2]
+    return out
+
+
+def client_security(properties: dict[str, str]) -> ClientSecurity:
+    """Kafka or librdkafka client properties as checked librdkafka settings."""
+    settings: dict[str, str] = {}
+    for key, value in properties.items():
+        if key == "sasl.jaas.config":
+            fields = dict(_JAAS.findall(value))
+            if "username" not in fields or "password" not in fields:
+                raise SecurityConfigError("sasl.jaas.config needs username=\"...\" and password=\"...\"")
+            settings["sasl.username"], settings["sasl.password"] = fields["username"], fields["password"]
+        elif key in ("ssl.truststore.type", "ssl.keystore.type"):
+            if value.upper() != "PEM":
+                raise SecurityConfigError(f"{key}={value}: only PEM files can be read here; convert the store "
+                                          "with keytool/openssl to PEM")
+        elif key in _JAVA_NAMES:
+            settings[_JAVA_NAMES[key]] = value
+            if key == "ssl.keystore.location":  # a PEM keystore holds the key beside the certificate
+                settings.setdefault("ssl.key.location", value)
+        elif key in _KNOWN:
+            settings[key] = value
+        else:
+            raise SecurityConfigError(f"unknown client property {key!r} (supported: security.protocol, "
+                                      "sasl.mechanism, sasl.jaas.config, ssl.truststore.location, ...)")
+    protocol = settings.get("security.protocol", "PLAINTEXT").upper()
+    if protocol not in PROTOCOLS:
+        raise SecurityConfigError(f"security.protocol={protocol} is not one of {', '.join(PROTOCOLS)}")
+    settings["security.protocol"] = protocol
+    if protocol.startswith("SASL_"):
+        mechanism = settings.setdefault("sasl.mechanism", "PLAIN").upper()
+        if mechanism not in SASL_MECHANISMS:
+            raise SecurityConfigError(f"sasl.mechanism={mechanism} is not one of {', '.join(SASL_MECHANISMS)}")
+    if settings.get("ssl.endpoint.identification.algorithm") == "":
+        settings["ssl.endpoint.identification.algorithm"] = "none"
+    return ClientSecurity(settings)
+
+
+def load_command_config(path: str) -> ClientSecurity:
+    """--command-config FILE; SecurityConfigError with one line when it cannot be used."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return client_security(parse_properties(fh.read()))
+    except OSError as exc:
+        raise SecurityConfigError(f"cannot read --command-config {path}: {exc.strerror or exc}") from None
+
+
+def _request(sock: socket.socket, api_key: int, version: int, correlation_id: int, body: Any) -> Any:
+    client_id = b"kafkacompat-cli"
+    head = struct.pack(">hhih", api_key, version, correlation_id, len(client_id)) + client_id
+    payload = head + encode_body(body)
+    sock.sendall(struct.pack(">i", len(payload)) + payload)
+    size = struct.unpack(">i", _exactly(sock, 4))[0]
+    frame = _exactly(sock, size)
+    answer, _ = entity_reader(schema(api_key, version, EntityType.response))(frame, 4)
+    return answer
+
+
+def _exactly(sock: socket.socket, n: int) -> bytes:
+    out = bytearray()
+    while len(out) < n:
+        chunk = sock.recv(n - len(out))
+        if not chunk:
+            raise AuthenticationFailed("the broker closed the connection during SASL authentication")
+        out += chunk
+    return bytes(out)
+
+
+def _sasl_login(sock: socket.socket, mechanism: str, username: str, password: str) -> None:
+    """SaslHandshake v1 then SaslAuthenticate v1 (non-flexible versions every Kafka 2.x+ broker serves)."""
+    handshake = _request(sock, 17, 1, 1, request_schema(17, 1)(mechanism=mechanism))
+    if handshake.error_code != 0:
+        raise AuthenticationFailed(f"the broker does not offer SASL mechanism {mechanism} "
+                                   f"(it offers {', '.join(handshake.mechanisms)})")
+
+    def step(token: bytes, n: int) -> bytes:
+        answer = _request(sock, 36, 1, n, request_schema(36, 1)(auth_bytes=token))
+        if answer.error_code != 0:
+            raise AuthenticationFailed(answer.error_message or f"SASL error code {answer.error_code}")
+        return answer.auth_bytes
+
+    if mechanism == "PLAIN":
+        step(f"\0{username}\0{password}".encode(), 2)
+        return
+    assert mechanism in SCRAM_MECHANISMS
+    client = ScramClient(mechanism, username, password)
+    server_final = step(client.final(step(client.first(), 2)), 3)
+    if not client.verify(server_final):
+        raise AuthenticationFailed("the broker's SCRAM signature is wrong: it does not know this user's credential")
