@@ -100,8 +100,12 @@ class LogScan:
     first_open: int | None = None  # first offset of a transaction with no marker yet
 
 
-def scan_log(batches: Iterable[tuple[memoryview, tuple]], codec: RecordCodec) -> LogScan:
-    """Each producer's last batch and every transaction's outcome, from (batch, header) in log order."""
+def scan_log(batches: Iterable[tuple[memoryview, tuple]], is_abort_marker: Callable[[memoryview], bool]) -> LogScan:
+    """Each producer's last batch and every transaction's outcome, from (batch, header) in log order.
+
+    Only control batches need their bytes (for `is_abort_marker`); for
+    others the header alone will do.
+    """
     scan = LogScan()
     open_batches: dict[int, list[int]] = {}  # producer id -> base offsets of its transaction so far
     for batch, header in batches:
@@ -111,7 +115,7 @@ def scan_log(batches: Iterable[tuple[memoryview, tuple]], codec: RecordCodec) ->
         scan.last_batches[producer_id] = base
         if attributes & bf.ATTR_CONTROL:
             ended = open_batches.pop(producer_id, [])
-            if codec.is_abort_marker(batch):
+            if is_abort_marker(batch):
                 scan.aborted.update(ended)
         elif attributes & bf.ATTR_TRANSACTIONAL:
             open_batches.setdefault(producer_id, []).append(base)

@@ -180,7 +180,7 @@ def _rewrite(
     """Map, filter and write (worker thread); returns (old, new) pairs to swap in."""
     offsets = OffsetMap(buffer_bytes)
     cleanable = work.cleanable
-    scan = scan_log(_tail_batches(work.tail), codec)
+    scan = scan_log(_tail_batches(work.tail), codec.is_abort_marker)
     upper = cleanable[-1].next_offset
     if scan.first_open is not None:
         upper = min(upper, scan.first_open)  # an open transaction may yet abort: clean before it only
