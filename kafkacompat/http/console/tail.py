@@ -23,7 +23,7 @@ from typing import Any
 from aiohttp import web
 
 from kafkacompat import storage
-from kafkacompat.protocol.records import HEADER_SIZE, iter_records, read_header
+from kafkacompat.protocol.records import iter_records, whole_batches
 
 from .pages import cluster_of
 
@@ -61,13 +61,9 @@ def shown(data: bytes | None) -> dict[str, Any] | None:
 
 def batches_end(data: bytes | memoryview) -> int | None:
     """One past the last offset of the whole batches in `data` (control batches included); None if none is whole."""
-    view, pos, end = memoryview(data), 0, None
-    while len(view) - pos >= HEADER_SIZE:
-        header = read_header(view, pos)
-        if pos + header.size > len(view):
-            break
+    end = None
+    for header in whole_batches(data):
         end = header.base_offset + header.last_offset_delta + 1
-        pos += header.size
     return end
 
 
