@@ -24,7 +24,7 @@ from typing import Any
 
 from kafkacompat import storage
 from kafkacompat.protocol.fetch_response import Buffer, PartitionAnswer, encode_fetch_response
-from kafkacompat.protocol.records import whole_batches
+from kafkacompat.protocol.records import count_records
 
 from ..broker.quotas import FETCH as CONSUMER_BYTE_RATE
 from ..transactions import PartitionTxns
@@ -155,8 +155,7 @@ def _count(ctx: Any, wanted: _Wanted) -> None:
         if not isinstance(key, str):  # a topic id (Fetch v13+)
             info = ctx.cluster.by_id(key)
             key = ctx.cluster.display_name(info) if info is not None else str(key)
-        records = sum(h.record_count for h in whole_batches(wanted.records) if not h.is_control)
-        stats.fetched(key, len(wanted.records), records)
+        stats.fetched(key, len(wanted.records), count_records(wanted.records))
 
 
 async def handle(ctx: Any, request: Any) -> Any:

@@ -150,22 +150,28 @@ async def _partitions(cluster: "Cluster") -> list[Metric]:
 
 
 def _lag(cluster: "Cluster") -> list[Metric]:
-    """Per (group, topic, partition): end offset minus the committed offset, as kafka-consumer-groups shows it."""
+    """Per (group, topic, partition): end offset minus the committed offset, as kafka-consumer-groups shows it.
+
+    One pass over the cursors of each stream holding a topic with series.
+    """
     lag = GaugeMetricFamily("kafkacompat_consumer_group_lag",
                             "records between a group's committed offset and the partition's end",
                             labels=["group", "topic", "partition"])
-    count = 0
     store = cluster.store
+    by_stream: dict[str, dict[str, tuple[str, storage.TopicInfo]]] = collections.defaultdict(dict)
     for label, info in _series_topics(cluster):
-        ends = {}
-        for group in sorted(store.list_cursor_groups(info.stream)):
-            for cursor in store.get_cursors(info.stream, group):
-                if cursor.topic != info.name or cursor.partition >= info.partitions:
-                    continue
-                if _capped("kafkacompat_consumer_group_lag", count):
-                    return [lag]
-                if cursor.partition not in ends:
-                    ends[cursor.partition] = store.partition(info.stream, info.name, cursor.partition).high_watermark
-                lag.add_metric([group, label, str(cursor.partition)], max(ends[cursor.partition] - cursor.offset, 0))
-                count += 1
+        by_stream[info.stream][info.name] = (label, info)
+    rows = []
+    for stream, topics in sorted(by_stream.items()):
+        for group in store.list_cursor_groups(stream):
+            for cursor in store.get_cursors(stream, group):
+                found = topics.get(cursor.topic)
+                if found is not None and cursor.partition < found[1].partitions:
+                    rows.append((group, found[0], cursor.partition, cursor.offset, found[1]))
+    rows.sort(key=lambda row: row[:3])
+    for count, (group, label, index, offset, info) in enumerate(rows):
+        if _capped("kafkacompat_consumer_group_lag", count):
+            break
+        end = store.partition(info.stream, info.name, index).high_watermark
+        lag.add_metric([group, label, str(index)], max(end - offset, 0))
     return [lag]
