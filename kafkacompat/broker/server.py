@@ -12,9 +12,10 @@ import socket
 from typing import TYPE_CHECKING
 
 from kafkacompat import storage
-from kafkacompat.protocol.records import rebuild_batch, record_timestamps, split_records
-from kafkacompat.storage import RecordCodec, Store
+from kafkacompat.protocol.records import record_timestamps
+from kafkacompat.storage import Store
 
+from .cleaner_codec import CLEANER_CODEC
 from .cluster import Cluster
 from ..config import BrokerConfig
 from .connection import Connection
@@ -38,7 +39,7 @@ class BrokerServer:
             default_stream=config.default_stream,
             record_timestamps=record_timestamps,
             retention_check_ms=config.retention_check_ms,
-            record_codec=RecordCodec(split_records, rebuild_batch) if config.log_cleaner_enable else None,
+            record_codec=CLEANER_CODEC if config.log_cleaner_enable else None,
             cleaner_dedupe_buffer_bytes=config.log_cleaner_dedupe_buffer_size,
             cleaner_backoff_ms=config.log_cleaner_backoff_ms,
             skip_damaged=config.skip_damaged,
