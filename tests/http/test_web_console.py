@@ -348,3 +348,23 @@ def test_an_open_tail_does_not_hold_up_the_brokers_stop() -> None:
         broker.stop()
     assert time.monotonic() - started < 5
     assert b"event: record" not in stream.read()  # the server ended the stream (read() returned, no timeout)
+
+
+def test_a_stream_with_many_topics_is_listed_a_page_at_a_time(web: Broker) -> None:
+    path = "/apps/" + unique("many_")
+    store = web.server.cluster.store
+
+    async def make() -> None:
+        await store.create_stream(path)
+        for i in range(120):
+            await store.create_topic(path, f"t{i:03d}", 1)
+
+    web.call(make())
+    with urllib.request.urlopen(web.http_url + "/console/stream?" + urllib.parse.urlencode({"path": path}),
+                                timeout=10) as answer:
+        first = answer.read().decode()
+    assert "Topics 1–100 of 120." in first and ">t099<" in first and ">t100<" not in first
+    with urllib.request.urlopen(web.http_url + "/console/stream?" + urllib.parse.urlencode({"path": path, "start": 100}),
+                                timeout=10) as answer:
+        second = answer.read().decode()
+    assert "Topics 101–120 of 120." in second and ">t100<" in second and ">t099<" not in second
