@@ -133,8 +133,12 @@ async def events(request: web.Request) -> web.StreamResponse:
                 continue
             kind = item.pop("event")
             await response.write(f"event: {kind}\ndata: {json.dumps(item)}\n\n".encode())
-    except (ConnectionResetError, asyncio.CancelledError):
-        pass  # the browser went away, or the server is stopping
+    except ConnectionResetError:
+        pass  # the browser went away
+    except asyncio.CancelledError:
+        # end_tails on the server's shutdown: returning lets aiohttp end the chunked body cleanly,
+        # so the browser sees the stream close rather than a broken connection
+        pass
     finally:
         request.app[TAILS].discard(task)
         for reader in readers:
