@@ -368,3 +368,28 @@ def test_a_stream_with_many_topics_is_listed_a_page_at_a_time(web: Broker) -> No
                                 timeout=10) as answer:
         second = answer.read().decode()
     assert "Topics 101–120 of 120." in second and ">t100<" in second and ">t099<" not in second
+
+
+def test_a_kip848_groups_members_and_lag_on_its_page() -> None:
+    with Broker(http_port=0, group_consumer_heartbeat_interval_ms=500, group_initial_rebalance_delay_ms=0) as broker:
+        create_topic(broker, "events", partitions=2)
+        produce(broker, "events", [b"e1", b"e2", b"e3"], key=b"one-key")  # one partition
+        consumer = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "kip848-readers",
+                             "group.protocol": "consumer", "client.id": "new-protocol-reader",
+                             "auto.offset.reset": "earliest", "enable.auto.commit": False})
+        try:
+            consumer.subscribe(["events"])
+            got, deadline = 0, time.monotonic() + 30
+            while (got < 3 or len(consumer.assignment()) < 2) and time.monotonic() < deadline:
+                message = consumer.poll(0.2)
+                got += message is not None and message.error() is None
+            assert got == 3 and len(consumer.assignment()) == 2
+            consumer.commit(asynchronous=False)
+            produce(broker, "events", [b"e4"], key=b"one-key")
+            with urllib.request.urlopen(broker.http_url + "/console/group?id=kip848-readers", timeout=10) as answer:
+                page = answer.read().decode()
+        finally:
+            consumer.close()
+        assert "<dt>Type</dt><dd>consumer</dd>" in page
+        assert "new-protocol-reader" in page and "events-0, events-1" in page
+        assert '<dd id="total-lag">1</dd>' in page
