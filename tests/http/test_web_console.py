@@ -393,3 +393,16 @@ def test_a_kip848_groups_members_and_lag_on_its_page() -> None:
         assert "<dt>Type</dt><dd>consumer</dd>" in page
         assert "new-protocol-reader" in page and "events-0, events-1" in page
         assert '<dd id="total-lag">1</dd>' in page
+
+
+def test_a_tail_ends_when_its_topic_is_deleted(web: Broker) -> None:
+    topic = unique("doomed-")
+    web.create_topic(topic)
+    query = urllib.parse.urlencode({"stream": web.server.cluster.default_stream, "topic": topic})
+    stream = urllib.request.urlopen(web.http_url + "/console/tail/events?" + query, timeout=10)
+    assert stream.readline() == b"event: ready\n"
+    store = web.server.cluster.store
+    web.call(store.delete_topic(store.default_stream, topic))
+    lines = stream.read().decode().splitlines()  # returns: the server ended the stream (no timeout)
+    assert "event: end" in lines
+    assert any(line.startswith("data: ") and '"partition": 0' in line for line in lines)
