@@ -48,6 +48,8 @@ class BrokerServer:
         self._server: asyncio.base_events.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
         self._per_ip: collections.Counter[str] = collections.Counter()
+        self.connections_accepted = 0  # Kafka client connections since start, read by /metrics
+        self.connections_refused = 0  # over max_connections or max_connections_per_ip
         budget = config.queued_max_request_bytes
         self._frame_budget = FrameBudget(None if budget == -1 else budget)
         self.faults = Faults()  # injected by tests; see kafkacompat.testing
@@ -158,6 +160,7 @@ class BrokerServer:
         refusal = self._refusal(ip)
         if refusal is not None:
             log.warning("refusing connection from %s: %s", ip, refusal)
+            self.connections_refused += 1
             writer.close()
             return
         sock = writer.get_extra_info("socket")
@@ -168,6 +171,7 @@ class BrokerServer:
         assert task is not None
         self._connections.add(task)
         self._per_ip[ip] += 1
+        self.connections_accepted += 1
         try:
             await Connection(self.cluster, reader, writer, self.config, self.faults).run()
         finally:
