@@ -65,6 +65,7 @@ TOOLS = {
     "kafka-cluster": "org.apache.kafka.tools.ClusterTool",
     "kafka-broker-api-versions": "org.apache.kafka.tools.BrokerApiVersionsCommand",
     "kafka-acls": "org.apache.kafka.tools.AclCommand",
+    "kafka-transactions": "org.apache.kafka.tools.TransactionsCommand",
 }
 
 # Tools log WARN and above to stderr (config/tools-log4j2.yaml); `follow` makes
