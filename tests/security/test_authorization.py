@@ -8,6 +8,7 @@ other grant the action needs, so the refusal is about that permission alone.
 
 from __future__ import annotations
 
+import json
 import logging
 import subprocess
 import sys
@@ -234,3 +235,35 @@ def test_without_an_authorizer_everything_is_allowed_and_acl_apis_say_security_i
             for future in client.create_acls([binding]).values():
                 future.result(15)
         assert ck_produce({"bootstrap.servers": plain.bootstrap_servers}, "anyone", "") is None
+
+
+def as_user(broker: Broker, user: str, tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """A stream/topic command over SASL, logged in with a Kafka client properties file."""
+    config = tmp_path / f"{user}.properties"
+    config.write_text(f"security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-512\nsasl.username={user}\n"
+                      f"sasl.password={USERS[user]}\n")
+    return subprocess.run([sys.executable, "-m", "kafkacompat", *args, "--bootstrap-server", broker.bootstrap_servers,
+                           "--command-config", str(config)], capture_output=True, text=True, timeout=60)
+
+
+def test_a_users_new_stream_grants_what_is_not_given_to_that_user_and_admin_is_checked(
+        broker: Broker, tmp_path: Path) -> None:
+    stream = f"/apps/{fresh('alices')}"
+    assert as_user(broker, "bob", tmp_path, "stream", "create", stream).returncode == 1  # no CREATE on the cluster
+    for future in admin(broker).create_acls([AclBinding(ResourceType.BROKER, "kafka-cluster",
+                                                        ResourcePatternType.LITERAL, "User:alice", "*", A.CREATE,
+                                                        AclPermissionType.ALLOW)]).values():
+        future.result(15)
+    made = as_user(broker, "alice", tmp_path, "stream", "create", stream, "--produceperm", "g:ops", "--json")
+    assert made.returncode == 0, made.stderr
+    assert json.loads(made.stdout)["permissions"] == {
+        "produce": "g:ops", "consume": "u:alice", "topic": "u:alice", "admin": "u:alice", "copy": "u:alice"}
+    refused = as_user(broker, "bob", tmp_path, "stream", "edit", stream, "--ttl", "1h")
+    assert refused.returncode == 1
+    assert refused.stderr.strip().endswith(f"User:bob may not stream edit of stream {stream} "
+                                           "(needs the stream's admin permission)")
+    assert as_user(broker, "alice", tmp_path, "stream", "edit", stream, "--ttl", "1h").returncode == 0
+    # alice's topic permission lets her make topics there; bob's listing of streams does not show it
+    assert as_user(broker, "alice", tmp_path, "topic", "create", f"{stream}:t1").returncode == 0
+    assert stream not in as_user(broker, "bob", tmp_path, "stream", "list").stdout
+    assert stream in as_user(broker, "alice", tmp_path, "stream", "list").stdout
