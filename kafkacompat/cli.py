@@ -109,14 +109,14 @@ async def run_until_signalled(config: BrokerConfig) -> None:
         raise StartError(f"data_dir: {exc}", EXIT_CONFIG) from exc
     except Exception as exc:
         raise _explain(config, exc) or exc
+    stop = asyncio.Event()  # set before start: a SIGTERM right after "listening on" still stops cleanly
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
     try:
         await server.start()
     except Exception as exc:
         raise _explain(config, exc) or exc
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
     try:
         await stop.wait()
         log.info("shutting down")
