@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Iterator
 from typing import Any
 
 from kafkacompat.storage import Store
@@ -197,11 +197,8 @@ class AclTable:
             for key, record in store.get_state(store.default_stream, ACL_TABLE).items()
         }
 
-    def __iter__(self) -> Iterable[AclBinding]:
+    def __iter__(self) -> Iterator[AclBinding]:
         return iter(list(self._acls.values()))
-
-    def __len__(self) -> int:
-        return len(self._acls)
 
     def for_resource(self, resource_type: ResourceType, name: str) -> list[AclBinding]:
         return [acl for acl in self._acls.values() if acl.matches_resource(resource_type, name)]

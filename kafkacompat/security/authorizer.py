@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from typing import Any, Protocol
+from typing import Any
 
 from kio.schema.errors import ErrorCode
 
@@ -49,12 +49,6 @@ STREAM_GRANTS: dict[Operation, tuple[str, ...]] = {
 }
 STREAM_PERMISSIONS = ("produce", "consume", "topic", "admin", "copy")
 
-
-class Context(Protocol):
-    """What the authorizer reads of a request (kafkacompat.broker.connection.RequestContext)."""
-
-    principal: str
-    peer: str
 
 
 def client_host(peer: str) -> str:

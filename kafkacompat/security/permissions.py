@@ -17,7 +17,6 @@ import logging
 import os
 import re
 import time
-from collections.abc import Collection
 
 log = logging.getLogger(__name__)
 
@@ -191,11 +190,6 @@ def allows(text: str, who: Subject) -> bool:
         return False
     return tree is not None and tree(who)
 
-
-def subject(principal: str, groups: Collection[str] = ()) -> Subject:
-    """The Subject of a Kafka principal string ("User:alice" -> user alice)."""
-    _, _, name = principal.partition(":")
-    return Subject(name or principal, frozenset(groups))
 
 
 class UserGroups:
