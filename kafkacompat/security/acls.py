@@ -196,12 +196,17 @@ class AclTable:
             key: AclBinding.from_record(record)
             for key, record in store.get_state(store.default_stream, ACL_TABLE).items()
         }
+        self._by_type: dict[ResourceType, dict[str, AclBinding]] = {}
+        for key, acl in self._acls.items():
+            self._by_type.setdefault(acl.resource_type, {})[key] = acl
 
     def __iter__(self) -> Iterator[AclBinding]:
         return iter(list(self._acls.values()))
 
     def for_resource(self, resource_type: ResourceType, name: str) -> list[AclBinding]:
-        return [acl for acl in self._acls.values() if acl.matches_resource(resource_type, name)]
+        """The ACLs that apply to one resource; asked on every request, so only its type's ACLs are scanned."""
+        of_type = self._by_type.get(resource_type, {})
+        return [acl for acl in of_type.values() if acl.matches_resource(resource_type, name)]
 
     def matching(self, acl_filter: AclFilter) -> list[AclBinding]:
         return [acl for acl in self._acls.values() if acl_filter.matches(acl)]
@@ -211,8 +216,10 @@ class AclTable:
         await self.store.put_state(self.store.default_stream, ACL_TABLE, {acl.key: acl.record() for acl in acls})
         for acl in acls:
             self._acls[acl.key] = acl
+            self._by_type.setdefault(acl.resource_type, {})[acl.key] = acl
 
     async def remove(self, acls: list[AclBinding]) -> None:
         await self.store.put_state(self.store.default_stream, ACL_TABLE, {acl.key: None for acl in acls})
         for acl in acls:
             self._acls.pop(acl.key, None)
+            self._by_type.get(acl.resource_type, {}).pop(acl.key, None)
