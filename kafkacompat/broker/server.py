@@ -130,9 +130,7 @@ class BrokerServer:
         if listener.tls:
             tls, timeout = self._tls, self.config.authentication_timeout_ms / 1000
             assert tls is not None
-
-            def wrap(app: asyncio.BaseProtocol) -> asyncio.BaseProtocol:
-                return TlsServerProtocol(app, tls, timeout)
+            wrap = functools.partial(TlsServerProtocol, context=tls, timeout=timeout)
         return await serve_frames(
             functools.partial(self._accept, listener), listener.host, listener.port, self._frame_budget,
             wrap=wrap, reuse_address=True, start_serving=False,
