@@ -89,6 +89,10 @@ def test_serve_with_repeated_listener_flags(tmp_path) -> None:
                 break
         assert any(f"SASL_PLAINTEXT://127.0.0.1:{sasl} (SASL_PLAINTEXT" in item for item in seen), seen
         assert any(f"PLAINTEXT://127.0.0.1:{plain} (PLAINTEXT" in item for item in seen), seen
+        from tests.wire import Wire, request_class
+
+        with Wire(f"127.0.0.1:{plain}") as wire:  # served: the broker is past start and handles SIGTERM
+            assert wire.request(18, 0, request_class(18, 0)()).api_keys
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=30)
