@@ -398,6 +398,11 @@ class ReplicationService:
         self.identity = ClusterIdentity("", store.store_id)
         self.paths = PathIndex(store)
         self.links: dict[tuple[str, str], LinkTask] = {}  # (source stream, replica) -> task
+        self._locks: dict[tuple[str, str, int], asyncio.Lock] = {}
+
+    def partition_lock(self, stream: str, topic: str, index: int) -> asyncio.Lock:
+        """Serializes replicated appends to one partition (several upstreams may ship the same batch)."""
+        return self._locks.setdefault((stream, topic, index), asyncio.Lock())
 
     async def start(self) -> None:
         self.identity = await ensure_identity(self.store, self.config.cluster_name, self.config.data_dir)

@@ -112,7 +112,13 @@ async def append(service: ReplicationService, request: dict[str, Any], payload: 
         partition = store.partition(stream, topic, index)
     except storage.UnknownTopicError:
         raise ReplicaRequestError(f"topic {stream}:{topic} partition {index} does not exist here") from None
-    batches = split_batches(data)
+    async with service.partition_lock(stream, topic, index):  # links from several clusters may ship it at once
+        return await _append(service, request, partition, split_batches(data), path)
+
+
+async def _append(service: ReplicationService, request: dict[str, Any], partition: storage.Partition,
+                  batches: list[tuple[int, memoryview]], path: Path) -> dict[str, Any]:
+    stream, topic, index = request["stream"], request["topic"], request["partition"]
     pending = [b for b in batches if b[0] >= partition.high_watermark]
     for base, batch in batches:
         hw = partition.high_watermark

@@ -45,3 +45,176 @@ def test_one_way_copies_existing_data_byte_for_byte(clusters):
     assert batches(b, "/s", "metrics", 1) == batches(a, "/s", "metrics", 1)
     [link] = link_state(a, "/s")
     assert link["replica"] == replica(b, "/s") and link["lag_messages"] == 0 and link["cluster"] == "newyork"
+
+
+def _link(src: Broker, dst: Broker, path: str = "/s", **options) -> None:
+    admin(src).call("replica.add", path=path, replica=replica(dst, path), **options)
+
+
+def _everywhere_same(brokers, topic: str, count: int, partition: int = 0) -> None:
+    wait_for(lambda: all(end_offset(b, "/s", topic, partition) == count for b in brokers),
+             what=f"{topic} at {count} everywhere")
+    first = batches(brokers[0], "/s", topic, partition)
+    assert sum(len(values(brokers[0], f"/s:{topic}", partition)) for _ in [0]) == count
+    for other in brokers[1:]:
+        assert batches(other, "/s", topic, partition) == first
+
+
+def test_chain_a_b_c(clusters):
+    a, b, c = clusters("a"), clusters("b"), clusters("c")
+    for broker in (a, b, c):
+        admin(broker).call("stream.create", path="/s")
+    _link(a, b)
+    _link(b, c)
+    for i in range(20):
+        a.produce("/s:t", f"v{i}".encode())
+    _everywhere_same([a, b, c], "t", 20)
+
+
+@pytest.mark.parametrize("topology", ["ring", "mesh"])
+def test_ring_and_full_mesh_keep_every_message_once(clusters, topology):
+    brokers = [clusters(n) for n in ("a", "b", "c")]
+    for broker in brokers:
+        admin(broker).call("stream.create", path="/s")
+    pairs = [(0, 1), (1, 2), (2, 0)] if topology == "ring" else [(i, j) for i in range(3) for j in range(3) if i != j]
+    for i, j in pairs:
+        _link(brokers[i], brokers[j])
+    # each cluster is the master of its own topic (topic names unique per master)
+    for n, broker in enumerate(brokers):
+        for i in range(15):
+            broker.produce(f"/s:from{n}", f"{n}-{i}".encode())
+    for n in range(3):
+        _everywhere_same(brokers, f"from{n}", 15)
+    for broker in brokers:
+        wait_for(lambda: all(l["state"] == "in-sync" for l in link_state(broker, "/s")), what="links in sync")
+        assert all(l["last_error"] is None for l in link_state(broker, "/s"))
+    # still exactly once after more writes go round
+    brokers[1].produce("/s:from1", b"more")
+    _everywhere_same(brokers, "from1", 16)
+
+
+def test_multimaster_disjoint_topics(clusters):
+    a, b = clusters("a"), clusters("b")
+    for broker in (a, b):
+        admin(broker).call("stream.create", path="/s")
+    _link(a, b)
+    _link(b, a)
+    for i in range(10):
+        a.produce("/s:sj", f"a{i}".encode())
+        b.produce("/s:ny", f"b{i}".encode())
+    _everywhere_same([a, b], "sj", 10)
+    _everywhere_same([a, b], "ny", 10)
+
+
+def test_multimaster_collision_breaks_the_link_and_keeps_both_sides(clusters):
+    a, b = clusters("a"), clusters("b")
+    for broker in (a, b):
+        admin(broker).call("stream.create", path="/s")
+    _link(a, b, paused=True)
+    a.produce("/s:t", b"from-a")
+    b.produce("/s:t", b"from-b")  # b writes the same partition while the link is paused: offset 0 on both
+    admin(a).call("replica.resume", path="/s", replica=replica(b, "/s"))
+    [link] = wait_for(lambda: [l for l in link_state(a, "/s") if l["state"] == "broken"], what="broken link")
+    assert "topic t partition 0" in link["reason"] and "offset 0" in link["reason"]
+    assert values(a, "/s:t") == [(0, b"from-a")] and values(b, "/s:t") == [(0, b"from-b")]
+
+
+def test_pause_and_resume(clusters):
+    a, b = clusters("a"), clusters("b")
+    for broker in (a, b):
+        admin(broker).call("stream.create", path="/s")
+    _link(a, b)
+    a.produce("/s:t", b"one")
+    wait_for(lambda: end_offset(b, "/s", "t") == 1, what="first message replicated")
+    state = admin(a).call("replica.pause", path="/s", replica=replica(b, "/s"))
+    assert state["state"] == "paused"
+    a.produce("/s:t", b"two")
+    [link] = wait_for(lambda: [l for l in link_state(a, "/s") if l["lag_messages"] == 1], what="lag of 1")
+    assert link["state"] == "paused" and end_offset(b, "/s", "t") == 1
+    admin(a).call("replica.resume", path="/s", replica=replica(b, "/s"))
+    wait_for(lambda: end_offset(b, "/s", "t") == 2, what="resumed")
+    assert batches(b, "/s", "t") == batches(a, "/s", "t")
+
+
+def test_new_topics_partitions_configs_and_deletions_follow(clusters):
+    a, b = clusters("a"), clusters("b")
+    for broker in (a, b):
+        admin(broker).call("stream.create", path="/s")
+    _link(a, b)
+    admin(a).call("topic.create", name="/s:grows", partitions=1, configs={"retention.ms": "3600000"})
+    wait_for(lambda: b.server.store.get_topic("/s", "grows"), what="topic created on replica")
+    admin(a).call("topic.edit", name="/s:grows", partitions=3)
+    wait_for(lambda: b.server.store.get_topic("/s", "grows").partitions == 3, what="partitions added on replica")
+    assert b.server.store.get_topic("/s", "grows").configs == {"retention.ms": "3600000"}
+    a.produce("/s:grows", b"p2", partition=2)
+    wait_for(lambda: end_offset(b, "/s", "grows", 2) == 1, what="new partition replicated")
+    admin(a).call("topic.delete", name="/s:grows")
+    wait_for(lambda: b.server.store.get_topic("/s", "grows") is None, what="deletion replicated")
+
+
+def test_unreachable_replica_is_pending_with_an_error(clusters, caplog):
+    a = clusters("a")
+    admin(a).call("stream.create", path="/s")
+    a.produce("/s:t", b"x")
+    admin(a).call("replica.add", path="/s", replica="127.0.0.1:1/s")
+    [link] = wait_for(lambda: [l for l in link_state(a, "/s") if l["last_error"]], what="an error")
+    assert link["state"] == "pending" and "cannot reach 127.0.0.1:1" in link["last_error"]
+    assert link["lag_messages"] == 1
+    assert any("cannot reach 127.0.0.1:1" in r.getMessage() and r.levelname == "ERROR" for r in caplog.records)
+
+
+def test_different_partition_counts_break_the_link(clusters):
+    a, b = clusters("a"), clusters("b")
+    for broker in (a, b):
+        admin(broker).call("stream.create", path="/s")
+    admin(a).call("topic.create", name="/s:t", partitions=1)
+    admin(b).call("topic.create", name="/s:t", partitions=2)
+    _link(a, b)
+    [link] = wait_for(lambda: [l for l in link_state(a, "/s") if l["state"] == "broken"], what="broken link")
+    assert "partition counts differ" in link["reason"]
+    assert b.server.store.get_topic("/s", "t").partitions == 2
+
+
+def test_non_empty_destination_with_other_data_breaks_the_link(clusters):
+    a, b = clusters("a"), clusters("b")
+    for broker in (a, b):
+        admin(broker).call("stream.create", path="/s")
+    a.produce("/s:t", b"mine")
+    a.produce("/s:t", b"mine too")
+    b.produce("/s:t", b"theirs")
+    _link(a, b)
+    [link] = wait_for(lambda: [l for l in link_state(a, "/s") if l["state"] == "broken"], what="broken link")
+    assert "collision in topic t partition 0" in link["reason"]
+    assert values(b, "/s:t") == [(0, b"theirs")]
+
+
+def test_missing_destination_stream_is_reported(clusters):
+    a, b = clusters("a"), clusters("b")
+    admin(a).call("stream.create", path="/s")
+    admin(a).call("replica.add", path="/s", replica=replica(b, "/elsewhere"))
+    [link] = wait_for(lambda: [l for l in link_state(a, "/s") if l["state"] == "broken"], what="broken link")
+    assert "stream /elsewhere does not exist on cluster b" in link["reason"]
+
+
+def test_destination_path_may_differ_and_links_survive_restart(tmp_path):
+    a = Broker(str(tmp_path / "a"), cluster_name="a").start()
+    b = Broker(str(tmp_path / "b"), cluster_name="b").start()
+    try:
+        admin(a).call("stream.create", path="/src")
+        admin(b).call("stream.create", path="/copy/of/src")
+        admin(a).call("replica.add", path="/src", replica=replica(b, "/copy/of/src"))
+        a.produce("/src:t", b"before")
+        wait_for(lambda: end_offset(b, "/copy/of/src", "t") == 1, what="replicated")
+        b_port = b.port
+        b.stop()
+        a.produce("/src:t", b"while b is down")
+        a.stop()
+        a = Broker(str(tmp_path / "a")).start()
+        b = Broker(str(tmp_path / "b"), port=b_port).start()
+        assert admin(a).call("cluster.info")["name"] == "a"
+        a.produce("/src:t", b"after")
+        wait_for(lambda: end_offset(b, "/copy/of/src", "t") == 3, what="resumed after restarts")
+        assert batches(b, "/copy/of/src", "t") == batches(a, "/src", "t")
+    finally:
+        a.stop()
+        b.stop()
