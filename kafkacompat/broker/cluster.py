@@ -21,7 +21,7 @@ from .producer_state import ProducerStates
 from .request_stats import RequestStats
 
 if TYPE_CHECKING:
-    from ..replication import ReplicationService
+    from ..replication.engine import ReplicationService
 from .quotas import ClientQuotas
 from .topic_names import LEGAL_NAMES_ONLY, TopicNameError, canonical_name, kafka_alias, split_name
 

@@ -20,7 +20,7 @@ from ..config import BrokerConfig
 from .connection import Connection
 from .faults import Faults
 from .receive import FrameBudget, FrameStream, serve_frames
-from ..replication import ReplicationService
+from ..replication.engine import ReplicationService
 
 if TYPE_CHECKING:
     from ..http import HttpServer

@@ -6,10 +6,8 @@ broker's own Kafka port over a private API (receiver.py), with the stream's
 topics, partition counts, configs and consumer cursors. Each cluster has a
 durable name and UUID (identity.py); each replicated batch's path of cluster
 UUIDs is kept beside the partition (paths.py), so no link ships a batch to a
-cluster it has already passed through.
+cluster it has already passed through. Links are managed with
+`kafkacompat stream replica|upstream` (cli.py, admin_ops.py).
+
+Nothing is imported here, so the command line loads only what it uses.
 """
-
-from .engine import ReplicationService
-from .identity import ClusterIdentity
-
-__all__ = ["ClusterIdentity", "ReplicationService"]
