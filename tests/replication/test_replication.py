@@ -218,3 +218,27 @@ def test_destination_path_may_differ_and_links_survive_restart(tmp_path):
     finally:
         a.stop()
         b.stop()
+
+
+def test_throttle_is_honoured_and_compression_keeps_bytes(clusters):
+    import time
+
+    a, b = clusters("a"), clusters("b")
+    for broker in (a, b):
+        admin(broker).call("stream.create", path="/s")
+    payload = bytes(range(256)) * 40  # 10 KiB, compressible
+    for i in range(250):  # about 2.5 MB
+        a.produce("/s:bulk", payload + str(i).encode())
+    started = time.monotonic()
+    _link(a, b, throttle=1, compression="zstd")  # 1 MB/s
+    wait_for(lambda: end_offset(b, "/s", "bulk") == 250, timeout=30, what="bulk replicated")
+    elapsed = time.monotonic() - started
+    assert elapsed >= 1.4, f"2.5 MB crossed a 1 MB/s link in {elapsed:.2f}s"
+    assert batches(b, "/s", "bulk") == batches(a, "/s", "bulk")
+    [link] = link_state(a, "/s")
+    assert link["throttle_mb_s"] == 1 and link["compression"] == "zstd"
+    edited = admin(a).call("replica.edit", path="/s", replica=replica(b, "/s"), throttle=0, compression="lz4")
+    assert (edited["throttle_mb_s"], edited["compression"]) == (0, "lz4")
+    a.produce("/s:bulk", payload)
+    wait_for(lambda: end_offset(b, "/s", "bulk") == 251, what="after edit")
+    assert batches(b, "/s", "bulk") == batches(a, "/s", "bulk")
