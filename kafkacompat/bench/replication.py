@@ -25,7 +25,7 @@ import tempfile
 import threading
 import time
 
-from ..admin.client import AdminClient
+from ..admin.client import AdminClient, AdminError
 from ..testing.cluster_process import ClusterProcess
 
 TOPIC = "/bench:data"
@@ -33,13 +33,12 @@ PARTITIONS = 4
 
 
 def _ends(bootstrap: str) -> list[int]:
-    from confluent_kafka import Consumer, TopicPartition
-
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-ends"})
+    """The topic's end offset per partition (empty while the topic does not exist there)."""
     try:
-        return [consumer.get_watermark_offsets(TopicPartition(TOPIC, p), timeout=10)[1] for p in range(PARTITIONS)]
-    finally:
-        consumer.close()
+        view = AdminClient(bootstrap).call("topic.info", name=TOPIC)
+    except AdminError:
+        return []
+    return [p["high_watermark"] for p in view["partition_detail"]]
 
 
 def _produce(bootstrap: str, size: int, total_bytes: int) -> float:
