@@ -25,6 +25,7 @@ _OPS = {
     "hello": receiver.hello,
     "topics": receiver.sync_topics,
     "cursors": receiver.commit_cursors,
+    "ping": receiver.ping,
 }
 
 

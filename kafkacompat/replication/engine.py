@@ -169,6 +169,7 @@ class LinkTask:
                     self.state, self.reason = "pending", "catching up"
                 if not shipped:
                     await self._wait_for_data()
+                    await client.call({"op": "ping"})  # an idle link notices a lost destination
         finally:
             await client.close()
 

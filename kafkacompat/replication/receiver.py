@@ -10,7 +10,8 @@ Operations (the source's link task sends them in this order):
   but for the partitionLeaderEpoch field): then it is skipped, otherwise it
   is a collision. A batch beyond the high watermark is a gap: the answer
   says where the partition ends so the source resends from there;
-- cursors: consumer groups' committed offsets, newest commit wins.
+- cursors: consumer groups' committed offsets, newest commit wins;
+- ping: an idle link's heartbeat.
 """
 
 from __future__ import annotations
@@ -68,6 +69,11 @@ async def hello(service: ReplicationService, request: dict[str, Any]) -> dict[st
     exists = store.get_stream(stream) is not None
     return {"uuid": service.identity.id, "name": service.identity.name, "stream_exists": exists,
             "topics": _partition_ends(store, stream) if exists else {}}
+
+
+async def ping(service: ReplicationService, request: dict[str, Any]) -> dict[str, Any]:
+    """An idle link's heartbeat: a lost destination shows in `replica list` within a second."""
+    return {"uuid": service.identity.id}
 
 
 async def sync_topics(service: ReplicationService, request: dict[str, Any]) -> dict[str, Any]:

@@ -242,3 +242,15 @@ def test_throttle_is_honoured_and_compression_keeps_bytes(clusters):
     a.produce("/s:bulk", payload)
     wait_for(lambda: end_offset(b, "/s", "bulk") == 251, what="after edit")
     assert batches(b, "/s", "bulk") == batches(a, "/s", "bulk")
+
+
+def test_lost_destination_shows_in_replica_list_while_idle(clusters):
+    a, b = clusters("a"), clusters("b")
+    for broker in (a, b):
+        admin(broker).call("stream.create", path="/s")
+    _link(a, b)
+    a.produce("/s:t", b"x")
+    wait_for(lambda: in_sync(a, "/s"), what="in sync")
+    b.stop()
+    [link] = wait_for(lambda: [l for l in link_state(a, "/s") if l["state"] == "pending"], what="pending")
+    assert "cannot reach" in link["last_error"]
