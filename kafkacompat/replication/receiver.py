@@ -26,6 +26,7 @@ from kafkacompat.storage import batch_format as bf
 from .paths import Path
 
 if TYPE_CHECKING:
+    from ..broker.producer_state import ProducerStates
     from .engine import ReplicationService
 
 log = logging.getLogger(__name__)
@@ -106,8 +107,15 @@ async def sync_topics(service: ReplicationService, request: dict[str, Any]) -> d
     return {"topics": _partition_ends(store, stream)}
 
 
-async def append(service: ReplicationService, request: dict[str, Any], payload: memoryview) -> dict[str, Any]:
-    """Store shipped batches at their offsets; {"status": "ok"|"gap"|"collision", "hw": ..., ...}."""
+async def append(service: ReplicationService, request: dict[str, Any], payload: memoryview,
+                 producers: ProducerStates | None = None) -> dict[str, Any]:
+    """Store shipped batches at their offsets; {"status": "ok"|"gap"|"collision", "hw": ..., ...}.
+
+    Idempotent producers' sequence numbers are noted in `producers` as a
+    local append notes them, so a producer that fails over to this cluster
+    and retries a batch that reached it by replication gets the original
+    offsets instead of a second copy.
+    """
     store = service.store
     stream, topic, index = request["stream"], request["topic"], request["partition"]
     path: Path = tuple(request["path"])
@@ -119,11 +127,12 @@ async def append(service: ReplicationService, request: dict[str, Any], payload: 
     except storage.UnknownTopicError:
         raise ReplicaRequestError(f"topic {stream}:{topic} partition {index} does not exist here") from None
     async with service.partition_lock(stream, topic, index):  # links from several clusters may ship it at once
-        return await _append(service, request, partition, split_batches(data), path)
+        return await _append(service, request, partition, split_batches(data), path, producers)
 
 
 async def _append(service: ReplicationService, request: dict[str, Any], partition: storage.Partition,
-                  batches: list[tuple[int, memoryview]], path: Path) -> dict[str, Any]:
+                  batches: list[tuple[int, memoryview]], path: Path,
+                  producers: ProducerStates | None) -> dict[str, Any]:
     stream, topic, index = request["stream"], request["topic"], request["partition"]
     pending = [b for b in batches if b[0] >= partition.high_watermark]
     for base, batch in batches:
@@ -147,6 +156,10 @@ async def _append(service: ReplicationService, request: dict[str, Any], partitio
             await partition.append(batch, header.last_offset_delta + 1, at=base)
         except storage.OffsetMismatchError as exc:  # a local producer got there first
             return {"status": "collision", "hw": exc.high_watermark, "offset": base}
+        if (producers is not None and header.producer_id >= 0 and header.base_sequence >= 0
+                and not header.attributes & bf.ATTR_CONTROL):
+            producers.record(header.producer_id, header.producer_epoch, (stream, topic, index),
+                             header.base_sequence, header.record_count, base, -1, header.max_timestamp)
     return {"status": "ok", "hw": partition.high_watermark}
 
 

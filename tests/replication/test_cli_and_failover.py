@@ -168,3 +168,27 @@ def test_cursor_failover_with_aiokafka(pair):
     a.stop()
     rest = asyncio.run(consume(b.bootstrap_servers, 8, commit=False))
     assert first + rest == [f"e{i}".encode() for i in range(20)]
+
+
+def test_replica_knows_idempotent_producers_sequences(pair):
+    """A retry sent to the replica of a batch that reached it by replication is answered as a duplicate."""
+    from confluent_kafka import Producer
+
+    from kafkacompat.storage import batch_format as bf
+
+    from .helpers import batches
+
+    a, b = pair
+    for broker in (a, b):
+        admin(broker).call("stream.create", path="/s")
+    admin(a).call("replica.add", path="/s", replica=replica(b, "/s"))
+    producer = Producer({"bootstrap.servers": a.bootstrap_servers, "enable.idempotence": True})
+    for i in range(5):
+        producer.produce("/s:pay", f"p{i}".encode())
+        producer.flush(10)
+    wait_for(lambda: end_offset(b, "/s", "pay") == 5, what="replicated")
+    base, raw = batches(b, "/s", "pay")[-1]
+    header = bf.BatchHeader(*bf.HEADER.unpack(raw[:12] + b"\0\0\0\0" + raw[12:bf.HEADER_SIZE - 4]))
+    verdict = b.server.cluster.producers.check(header.producer_id, header.producer_epoch, ("/s", "pay", 0),
+                                               header.base_sequence, header.record_count)
+    assert header.producer_id >= 0 and verdict.duplicate_of == base == 4
