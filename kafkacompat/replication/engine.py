@@ -116,6 +116,11 @@ class LinkTask:
                 await self._sleep(backoff)
                 backoff = min(backoff * 2, RETRY_MAX_S)
             except storage.StorageError as exc:
+                if self.store.get_stream(self.spec.source) is None:
+                    log.info("replica %s -> %s: the stream was deleted, and its link with it",
+                             self.spec.source, self.spec.replica)
+                    self.service.links.pop((self.spec.source, self.spec.replica), None)
+                    return
                 self._fail("pending", f"source store: {exc}", error=True)
                 await self._sleep(backoff)
                 backoff = min(backoff * 2, RETRY_MAX_S)
@@ -167,8 +172,7 @@ class LinkTask:
                     self.state, self.reason = "in-sync", ""
                 else:
                     self.state, self.reason = "pending", "catching up"
-                if not shipped:
-                    await self._wait_for_data()
+                if not shipped and not await self._wait_for_data():
                     await client.call({"op": "ping"})  # an idle link notices a lost destination
         finally:
             await client.close()
@@ -301,7 +305,8 @@ class LinkTask:
         if ahead > 0:
             await asyncio.sleep(ahead)
 
-    async def _wait_for_data(self) -> None:
+    async def _wait_for_data(self) -> bool:
+        """Wait for an append to a followed partition, a poke, or IDLE_WAIT_S; whether something came."""
         waiters = []
         for (topic, index), pos in self.positions.items():
             try:
@@ -311,7 +316,8 @@ class LinkTask:
         self._wake.clear()
         woken = asyncio.ensure_future(self._wake.wait())
         try:
-            await asyncio.wait([*waiters, woken], timeout=IDLE_WAIT_S, return_when=asyncio.FIRST_COMPLETED)
+            done, _ = await asyncio.wait([*waiters, woken], timeout=IDLE_WAIT_S, return_when=asyncio.FIRST_COMPLETED)
+            return bool(done)
         finally:
             woken.cancel()
             for waiter in waiters:

@@ -254,3 +254,16 @@ def test_lost_destination_shows_in_replica_list_while_idle(clusters):
     b.stop()
     [link] = wait_for(lambda: [l for l in link_state(a, "/s") if l["state"] == "pending"], what="pending")
     assert "cannot reach" in link["last_error"]
+
+
+def test_deleting_the_stream_ends_its_links(clusters):
+    a, b = clusters("a"), clusters("b")
+    for broker in (a, b):
+        admin(broker).call("stream.create", path="/s")
+    _link(a, b)
+    a.produce("/s:t", b"x")
+    wait_for(lambda: in_sync(a, "/s"), what="in sync")
+    admin(a).call("stream.delete", path="/s")
+    wait_for(lambda: not a.server.cluster.replication.links, what="link gone")
+    assert admin(a).call("cluster.info")["replica_links"] == 0
+    assert values(b, "/s:t") == [(0, b"x")]  # the replica keeps its data
