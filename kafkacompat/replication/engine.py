@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MAX_REQUEST_BYTES = 1 << 20  # batches read and shipped per request
+PIPELINE_DEPTH = 4  # requests in flight per partition
 IDLE_WAIT_S = 0.5  # an idle link looks for new topics and cursors this often
 CURSOR_SYNC_S = 0.2
 RETRY_MAX_S = 5.0
@@ -230,66 +231,95 @@ class LinkTask:
 
     # data ---------------------------------------------------------------------
 
-    async def _ship(self, client: LinkClient, topic: str, index: int) -> int:
-        """Ship what one partition has past its position (up to MAX_REQUEST_BYTES); bytes sent."""
-        pos = self.positions[topic, index]
-        try:
-            part = self.store.partition(self.spec.source, topic, index)
-        except storage.UnknownTopicError:
-            return 0
-        if pos >= part.high_watermark:
-            return 0
+    async def _read_groups(self, part: storage.Partition, topic: str, index: int,
+                           pos: int) -> list[tuple[Path, int, int, list[memoryview]]]:
+        """The batches from `pos` (up to MAX_REQUEST_BYTES) as runs sharing a path: (path, first, end, batches).
+
+        A run with no batches is a stretch to skip: the destination is on its
+        path, so it holds it already.
+        """
         try:
             data = await part.read(pos, MAX_REQUEST_BYTES)
         except storage.OffsetOutOfRangeError:
             raise LinkBroken(
                 f"topic {topic} partition {index}: the source no longer holds offset {pos} (its log starts at "
                 f"{part.log_start_offset}), so the destination, which ends there, cannot be continued") from None
-        except storage.UnknownTopicError:
-            return 0
         me, dest = self.service.identity.id, self.dest_uuid
         paths = self.service.paths
-        groups: list[tuple[Path, int, list[memoryview]]] = []  # (path, first offset, batches)
-        end = pos
+        runs: list[tuple[Path, int, int, list[memoryview]]] = []
         for base, batch in split_batches(data):
-            last = base + bf.parse_header(batch).last_offset_delta
-            if last < pos:
+            end = base + bf.parse_header(batch).last_offset_delta + 1
+            if end <= pos:
                 continue
             path = paths.path_at(self.spec.source, topic, index, base) + (me,)
-            end = last + 1
             if dest in path:
-                groups.append(((), end, []))  # skipped: the destination has it (it is on its path)
-                continue
-            if groups and groups[-1][0] == path and groups[-1][2]:
-                groups[-1][2].append(batch)
+                path, batch = (), None
+            if runs and runs[-1][0] == path and bool(runs[-1][3]) == (batch is not None):
+                runs[-1] = (path, runs[-1][1], end, runs[-1][3] + ([batch] if batch is not None else []))
             else:
-                groups.append((path, base, [batch]))
+                runs.append((path, base, end, [batch] if batch is not None else []))
+        return runs
+
+    async def _ship(self, client: LinkClient, topic: str, index: int) -> int:
+        """Ship what one partition has past its position, PIPELINE_DEPTH requests in flight; bytes sent."""
+        try:
+            part = self.store.partition(self.spec.source, topic, index)
+        except storage.UnknownTopicError:
+            return 0
+        pos = self.positions[topic, index]
+        in_flight: list[tuple[asyncio.Future[Any] | None, int, int]] = []  # (answer, end offset, bytes)
+        try:
+            for _ in range(PIPELINE_DEPTH):
+                if pos >= part.high_watermark:
+                    break
+                runs = await self._read_groups(part, topic, index, pos)
+                if not runs:
+                    break
+                for path, first, end, batches in runs:
+                    if not batches:
+                        in_flight.append((None, end, 0))
+                        continue
+                    body = {"op": "append", "stream": self.spec.dest, "topic": topic, "partition": index,
+                            "base": first, "path": list(path), "codec": self.spec.compression}
+                    raw = b"".join(batches)
+                    payload = compress(self.spec.compression, raw)
+                    in_flight.append((asyncio.ensure_future(client.call(body, payload)), end, len(raw)))
+                    await self._throttle(len(raw))  # the stream's bytes, before link compression
+                pos = runs[-1][2]
+        except storage.UnknownTopicError:
+            pass
+        return await self._settle(topic, index, in_flight)
+
+    async def _settle(self, topic: str, index: int, in_flight: list[tuple[asyncio.Future[Any] | None, int, int]]
+                      ) -> int:
+        """Take the answers in order, moving the partition's position; bytes the destination took."""
         sent = 0
-        for path, first, batches in groups:
-            if not batches:
-                self.positions[topic, index] = first  # a skipped batch's end
-                continue
-            payload = b"".join(batches)
-            body = {"op": "append", "stream": self.spec.dest, "topic": topic, "partition": index,
-                    "base": first, "path": list(path), "codec": self.spec.compression}
-            try:
-                answer = await client.call(body, compress(self.spec.compression, payload))
-            except LinkRefused as exc:
-                raise LinkBroken(f"topic {topic} partition {index}: {exc}") from None
-            status = answer["status"]
-            if status == "collision":
-                raise LinkBroken(
-                    f"collision in topic {topic} partition {index} at offset {answer['offset']}: the destination "
-                    f"holds a different message there (both clusters took writes for this partition; topic "
-                    f"names must be unique per master)")
-            if status == "gap":
-                self.positions[topic, index] = answer["hw"]  # resend from where the destination ends
-                return sent
-            self.positions[topic, index] = answer["hw"]
-            sent += len(payload)
-            self.shipped_bytes += len(payload)
-            await self._throttle(len(payload))
-        return sent or (1 if end > pos else 0)
+        moved = False
+        try:
+            for i, (answer, end, size) in enumerate(in_flight):
+                if answer is None:
+                    self.positions[topic, index] = end
+                    moved = True
+                    continue
+                try:
+                    result = await answer
+                except LinkRefused as exc:
+                    raise LinkBroken(f"topic {topic} partition {index}: {exc}") from None
+                if result["status"] == "collision":
+                    raise LinkBroken(
+                        f"collision in topic {topic} partition {index} at offset {result['offset']}: the "
+                        f"destination holds a different message there (both clusters took writes for this "
+                        f"partition; topic names must be unique per master)")
+                self.positions[topic, index] = result["hw"]
+                if result["status"] == "gap":
+                    return sent  # resend from where the destination ends
+                sent += size
+                self.shipped_bytes += size
+        finally:
+            for answer, _, _ in in_flight:
+                if answer is not None and not answer.done():
+                    answer.cancel()
+        return sent or int(moved)
 
     async def _throttle(self, size: int) -> None:
         rate = self.spec.throttle_mb_s
