@@ -20,6 +20,7 @@ Two brokers run as subprocesses on loopback, each its own cluster on disk
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import tempfile
 import threading
@@ -149,6 +150,8 @@ def main(argv: list[str] | None = None) -> int:
         q = statistics.quantiles(lags, n=100)
         print(f"lag at {args.rate_mb:g} MB/s (4 KiB messages, {len(lags)} messages): p50 {q[49]:.1f} ms, "
               f"p99 {q[98]:.1f} ms, max {max(lags):.1f} ms")
+    # four processes (two brokers, producer, consumer) share the machine: its load says how fair a run was
+    print(f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
     return 0
 
 

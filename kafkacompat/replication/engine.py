@@ -69,6 +69,7 @@ class LinkTask:
         self.reason = "starting"
         self.last_error: str | None = None
         self.dest_name: str | None = None
+        self.dest_uuid: str | None = None
         self.positions: dict[tuple[str, int], int] = {}  # next offset to ship, per (topic, partition)
         self.shipped_bytes = 0
         self._wake = asyncio.Event()
@@ -77,7 +78,8 @@ class LinkTask:
         self._topic_signature: Any = None
         self._last_cursor_sync = 0.0
         self._logged_error: str | None = None
-        self._throttle_debt = 0.0  # seconds of sending ahead of the throttle
+        self._throttle_start: float | None = None  # when the current throttled stretch began
+        self._throttle_debt = 0.0  # seconds of sending the throttle allows for what was sent in it
 
     @property
     def store(self) -> Store:
@@ -327,7 +329,7 @@ class LinkTask:
             return
         self._throttle_debt += size / (rate * 1_000_000)
         now = time.monotonic()
-        started = getattr(self, "_throttle_start", None)
+        started = self._throttle_start
         if started is None or now - started > self._throttle_debt + 1.0:
             self._throttle_start, self._throttle_debt = now, size / (rate * 1_000_000)
             started = now
