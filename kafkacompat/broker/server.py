@@ -14,9 +14,10 @@ import socket
 from typing import TYPE_CHECKING
 
 from kafkacompat import storage
-from kafkacompat.protocol.records import rebuild_batch, record_timestamps, split_records
-from kafkacompat.storage import RecordCodec, Store
+from kafkacompat.protocol.records import record_timestamps
+from kafkacompat.storage import Store
 
+from .cleaner_codec import CLEANER_CODEC
 from .cluster import Cluster
 from ..config import BrokerConfig
 from .connection import Connection
@@ -26,6 +27,7 @@ from ..security.authenticator import SaslAuthenticator, audit
 from ..security.listeners import Listener, parse_listeners
 from ..security.principal import ANONYMOUS
 from ..security.tls import CertificatePrincipals, PrincipalMappingError, TlsServerProtocol, server_context
+from ..replication.engine import ReplicationService
 
 if TYPE_CHECKING:
     from ..http import HttpServer
@@ -44,7 +46,7 @@ class BrokerServer:
             default_stream=config.default_stream,
             record_timestamps=record_timestamps,
             retention_check_ms=config.retention_check_ms,
-            record_codec=RecordCodec(split_records, rebuild_batch) if config.log_cleaner_enable else None,
+            record_codec=CLEANER_CODEC if config.log_cleaner_enable else None,
             cleaner_dedupe_buffer_bytes=config.log_cleaner_dedupe_buffer_size,
             cleaner_backoff_ms=config.log_cleaner_backoff_ms,
             skip_damaged=config.skip_damaged,
@@ -56,6 +58,8 @@ class BrokerServer:
         self._certificates = CertificatePrincipals(config.ssl_principal_mapping_rules)
         self._connections: set[asyncio.Task[None]] = set()
         self._per_ip: collections.Counter[str] = collections.Counter()
+        self.connections_accepted = 0  # Kafka client connections since start, read by /metrics
+        self.connections_refused = 0  # over max_connections or max_connections_per_ip
         budget = config.queued_max_request_bytes
         self._frame_budget = FrameBudget(None if budget == -1 else budget)
         self.faults = Faults()  # injected by tests; see kafkacompat.testing
@@ -118,6 +122,8 @@ class BrokerServer:
             self.cluster.listener_names.append(str(dataclasses.replace(listener, port=bound)))
         self.cluster.groups.start()
         await self.cluster.transactions.start()
+        self.cluster.replication = ReplicationService(self.store, self.config)
+        await self.cluster.replication.start()
         for listener in self.listeners:
             await self._servers[listener.name].start_serving()
             host, port = self.cluster.address(listener.name)
@@ -152,6 +158,8 @@ class BrokerServer:
             self._servers.clear()
         try:
             if self.cluster is not None:
+                if self.cluster.replication is not None:
+                    await self.cluster.replication.close()
                 await self.cluster.transactions.close()
                 await self.cluster.groups.close()
         finally:
@@ -187,6 +195,7 @@ class BrokerServer:
         refusal = self._refusal(ip)
         if refusal is not None:
             log.warning("refusing connection from %s: %s", ip, refusal)
+            self.connections_refused += 1
             writer.close()
             return
         client = f"{ip}:{peer[1]}" if isinstance(peer, tuple) else ip
@@ -211,6 +220,7 @@ class BrokerServer:
         assert task is not None
         self._connections.add(task)
         self._per_ip[ip] += 1
+        self.connections_accepted += 1
         try:
             sasl = None
             if listener.sasl:
