@@ -97,3 +97,14 @@ def test_serve_with_repeated_listener_flags(tmp_path) -> None:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=30)
     assert proc.returncode == 0
+
+
+def test_unusable_certificate_is_one_line_and_exit_2(tmp_path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "kafkacompat", "serve", "--data-dir", str(tmp_path / "d"), "--listener",
+         "SSL://127.0.0.1:0", "--ssl-certificate-location", str(tmp_path / "missing.pem"),
+         "--ssl-key-location", str(tmp_path / "missing.key")], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert done.stderr == (f"kafkacompat: cannot load ssl_certificate_location {tmp_path}/missing.pem with "
+                           f"ssl_key_location {tmp_path}/missing.key: No such file or directory\n")
+    assert not (tmp_path / "d").exists()  # nothing touched
