@@ -128,7 +128,11 @@ def _explain(config: BrokerConfig, exc: Exception) -> StartError | None:
     """A failed start as one sentence with the cause and the fix; None when the failure is not understood."""
     from .storage import StorageError
 
-    address = f"{config.host}:{config.port}"
+    from .security.tls import TlsSetupError
+
+    if isinstance(exc, TlsSetupError):
+        return StartError(str(exc), EXIT_CONFIG)
+    address = ", ".join(config.listeners) or f"{config.host}:{config.port}"
     if config.http_port is not None:
         from .http import HttpListenError  # only here: aiohttp is loaded only when HTTP is on
 

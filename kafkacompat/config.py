@@ -148,12 +148,6 @@ class BrokerConfig:
     transaction_abort_timed_out_transaction_cleanup_interval_ms: int = _setting(
         10_000, "how often transactions open past their timeout are aborted, like "
                 "transaction.abort.timed.out.transaction.cleanup.interval.ms", metavar="MS", minimum=1)
-    transactional_id_expiration_ms: int = _setting(
-        604_800_000, "how long a transactional id with no open transaction is kept after its last update, "
-                     "like transactional.id.expiration.ms", metavar="MS", minimum=1)
-    transaction_remove_expired_transaction_cleanup_interval_ms: int = _setting(
-        3_600_000, "how often expired transactional ids are removed, like "
-                   "transaction.remove.expired.transaction.cleanup.interval.ms", metavar="MS", minimum=1)
     # security (kafkacompat/security), named after Kafka's listeners, ssl.* and sasl.* broker settings
     listeners: list[str] = _setting([], "a listener as NAME://HOST:PORT (repeatable), like listeners; NAME is "
                                         "PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL or a name mapped by "
@@ -192,6 +186,16 @@ class BrokerConfig:
     authentication_timeout_ms: int = _setting(10_000, "close a connection whose TLS handshake or SASL "
                                                       "authentication has not finished within this time",
                                               metavar="MS", minimum=1)
+    transactional_id_expiration_ms: int = _setting(
+        604_800_000, "how long a transactional id with no open transaction is kept after its last update, "
+                     "like transactional.id.expiration.ms", metavar="MS", minimum=1)
+    transaction_remove_expired_transaction_cleanup_interval_ms: int = _setting(
+        3_600_000, "how often expired transactional ids are removed, like "
+                   "transaction.remove.expired.transaction.cleanup.interval.ms", metavar="MS", minimum=1)
+    # stream replication between clusters (kafkacompat/replication)
+    cluster_name: str | None = _setting(None, "this cluster's name, kept in the store beside its UUID and shown to "
+                                              "replicas (default: the name kept, else the data dir's name)",
+                                        metavar="NAME")
     # authorization (kafkacompat/security; README "Stream permissions and ACLs")
     authorizer: bool = _setting(False, "check every request against Kafka ACLs and stream permission expressions, "
                                        "like setting authorizer.class.name (on by itself when --super-user is "

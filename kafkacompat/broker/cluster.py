@@ -6,6 +6,7 @@ import base64
 import dataclasses
 import logging
 import uuid
+from typing import TYPE_CHECKING
 
 from kio.schema.errors import ErrorCode
 
@@ -18,6 +19,9 @@ from . import broker_configs
 from ..transactions import TransactionCoordinator
 from .producer_state import ProducerStates
 from .request_stats import RequestStats
+
+if TYPE_CHECKING:
+    from ..replication.engine import ReplicationService
 from .quotas import ClientQuotas
 from ..security.credentials import Credentials
 from ..security.authorizer import Authorizer
@@ -69,6 +73,7 @@ class Cluster:
         broker_configs.apply_dynamic(self)  # dynamic broker configs kept in the store
         self.transactions = TransactionCoordinator(config, store, self.producers, self.groups)
         self.authorizer = Authorizer(config, store)  # every handler asks it (kafkacompat/security)
+        self.replication: ReplicationService | None = None  # set by the server once the store is open
 
     def address(self, listener: str) -> tuple[str, int]:
         """The address clients of `listener` are told (Metadata, FindCoordinator, DescribeCluster)."""

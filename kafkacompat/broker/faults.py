@@ -82,9 +82,12 @@ _FROM_REQUEST: dict[int, tuple[tuple[str, ...], str] | None] = {
     47: (("topics",), "topics"),  # OffsetDelete
     49: (("entries",), "entries"),  # AlterClientQuotas
     68: None,  # ConsumerGroupHeartbeat
+    17: None,  # SaslHandshake
+    36: None,  # SaslAuthenticate (an injected error fails the login)
+    51: (("deletions", "upsertions"), "results"),  # AlterUserScramCredentials
 }
 # Read-only APIs: the real answer with its error codes replaced.
-_REWRITTEN = frozenset({2, 3, 9, 10, 15, 16, 18, 23, 32, 35, 43, 45, 46, 48, 60, 61, 65, 66, 69, 74, 75})
+_REWRITTEN = frozenset({2, 3, 9, 10, 15, 16, 18, 23, 32, 35, 43, 45, 46, 48, 50, 60, 61, 65, 66, 69, 74, 75})
 # Nested response arrays that echo a request array of the same item.
 _NESTED = {"partition_responses": "partition_data", "partitions": "partitions", "results_by_partition": "partitions"}
 # Fields that say which topic, partition, member or resource an item is about,

@@ -27,6 +27,7 @@ from ..security.authenticator import SaslAuthenticator, audit
 from ..security.listeners import Listener, parse_listeners
 from ..security.principal import ANONYMOUS
 from ..security.tls import CertificatePrincipals, PrincipalMappingError, TlsServerProtocol, server_context
+from ..replication.engine import ReplicationService
 
 if TYPE_CHECKING:
     from ..http import HttpServer
@@ -121,6 +122,8 @@ class BrokerServer:
             self.cluster.listener_names.append(str(dataclasses.replace(listener, port=bound)))
         self.cluster.groups.start()
         await self.cluster.transactions.start()
+        self.cluster.replication = ReplicationService(self.store, self.config)
+        await self.cluster.replication.start()
         for listener in self.listeners:
             await self._servers[listener.name].start_serving()
             host, port = self.cluster.address(listener.name)
@@ -133,9 +136,7 @@ class BrokerServer:
         if listener.tls:
             tls, timeout = self._tls, self.config.authentication_timeout_ms / 1000
             assert tls is not None
-
-            def wrap(app: asyncio.BaseProtocol) -> asyncio.BaseProtocol:
-                return TlsServerProtocol(app, tls, timeout)
+            wrap = functools.partial(TlsServerProtocol, context=tls, timeout=timeout)
         return await serve_frames(
             functools.partial(self._accept, listener), listener.host, listener.port, self._frame_budget,
             wrap=wrap, reuse_address=True, start_serving=False,
@@ -157,6 +158,8 @@ class BrokerServer:
             self._servers.clear()
         try:
             if self.cluster is not None:
+                if self.cluster.replication is not None:
+                    await self.cluster.replication.close()
                 await self.cluster.transactions.close()
                 await self.cluster.groups.close()
         finally:

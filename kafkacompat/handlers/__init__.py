@@ -5,6 +5,7 @@ from __future__ import annotations
 from types import ModuleType
 
 from kafkacompat.protocol.admin_api import STREAM_ADMIN_KEY
+from kafkacompat.protocol.replication_api import REPLICATE_KEY
 
 from . import (
     add_offsets_to_txn,
@@ -49,6 +50,7 @@ from . import (
     offset_for_leader_epoch,
     produce,
     stream_admin,
+    stream_replicate,
     sync_group,
     txn_offset_commit,
 )
@@ -107,4 +109,5 @@ HANDLERS: dict[int, ModuleType] = {
     30: create_acls,
     31: delete_acls,
     STREAM_ADMIN_KEY: stream_admin,  # private, never advertised (protocol.versions.UNADVERTISED)
+    REPLICATE_KEY: stream_replicate,  # private, never advertised: replica links between clusters
 }

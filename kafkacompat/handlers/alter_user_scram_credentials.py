@@ -34,7 +34,7 @@ def _refusal(item: Any, upsert: bool, twice: bool) -> tuple[ErrorCode, str] | No
 async def handle(ctx: Any, request: Any) -> Any:
     m = schema_of(ctx)
     credentials = ctx.cluster.credentials
-    counts = Counter((i.name, i.mechanism) for i in (*request.deletions, *request.upsertions))
+    counts = Counter(i.name for i in (*request.deletions, *request.upsertions))  # Kafka: one change per user
     outcome: dict[str, tuple[ErrorCode, str | None]] = {}
 
     def record(name: str, result: tuple[ErrorCode, str | None]) -> None:
@@ -42,12 +42,12 @@ async def handle(ctx: Any, request: Any) -> Any:
             outcome[name] = result
 
     for item in request.deletions:
-        refusal = _refusal(item, False, counts[(item.name, item.mechanism)] > 1)
+        refusal = _refusal(item, False, counts[item.name] > 1)
         if refusal is None and not await credentials.delete(item.name, MECHANISM_NAMES[item.mechanism]):
             refusal = ErrorCode.resource_not_found, "Attempt to delete a user credential that does not exist"
         record(item.name, refusal or (ErrorCode.none, None))
     for item in request.upsertions:
-        refusal = _refusal(item, True, counts[(item.name, item.mechanism)] > 1)
+        refusal = _refusal(item, True, counts[item.name] > 1)
         if refusal is None:
             mechanism = MECHANISM_NAMES[item.mechanism]
             credential = credential_from_salted(mechanism, item.salted_password, item.salt, item.iterations)

@@ -25,7 +25,7 @@ async def handle(ctx: Any, request: Any) -> Any:
         elif not users.get(name):
             results.append(make(m.DescribeUserScramCredentialsResult, user=name,
                                 error_code=ErrorCode.resource_not_found, credential_infos=(),
-                                error_message="Attempt to describe nonexistent user credentials"))
+                                error_message=f"Attempt to describe a user credential that does not exist: {name}"))
         else:
             infos = tuple(make(m.CredentialInfo, mechanism=MECHANISM_CODES[mech], iterations=cred.iterations)
                           for mech, cred in sorted(users[name].items()))

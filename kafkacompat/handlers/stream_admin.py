@@ -23,6 +23,7 @@ from ..broker.topic_configs import InvalidConfigError, validate_configs
 from ..security.acls import Operation
 from ..security.authorizer import STREAM_PERMISSIONS, deny
 from ..security.principal import ANONYMOUS
+from ..replication.admin_ops import OPS as REPLICATION_OPS, ReplicaOpError
 from .common import ErrorCode, storage_error_code
 
 log = logging.getLogger(__name__)
@@ -63,6 +64,8 @@ async def handle(ctx: Any, request: dict[str, Any]) -> bytes:
             result = [item for item in result if FILTERED[op_name](ctx, item)]
     except AdminError as exc:
         return encode_response_body(exc.code.value, str(exc), None)
+    except ReplicaOpError as exc:
+        return encode_response_body(ErrorCode.invalid_request.value, str(exc), None)
     except TopicError as exc:
         return encode_response_body(exc.code.value, str(exc), None)
     except storage.StorageError as exc:
@@ -362,4 +365,5 @@ OPS: dict[str, Callable[[Cluster, dict[str, Any]], Awaitable[Any]]] = {
     "cursor.list": cursor_list,
     "cursor.delete": cursor_delete,
 }
+OPS.update(REPLICATION_OPS)  # stream replica|upstream, cluster info (kafkacompat/replication)
 MUTATIONS = frozenset(name for name in OPS if name.split(".")[1] in ("create", "edit", "delete", "purge"))

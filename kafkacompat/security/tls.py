@@ -26,14 +26,25 @@ log = logging.getLogger(__name__)
 CLIENT_AUTH_MODES = {"none": ssl.CERT_NONE, "requested": ssl.CERT_OPTIONAL, "required": ssl.CERT_REQUIRED}
 
 
+class TlsSetupError(Exception):
+    """The certificate, key or CA files cannot be used; the message names the setting and the file."""
+
+
 def server_context(config: "BrokerConfig") -> ssl.SSLContext:
     """The TLS settings shared by every SSL/SASL_SSL listener (TLS 1.2 or newer)."""
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
     assert config.ssl_certificate_location and config.ssl_key_location  # parse_listeners checked
-    context.load_cert_chain(config.ssl_certificate_location, config.ssl_key_location, config.ssl_key_password)
+    try:
+        context.load_cert_chain(config.ssl_certificate_location, config.ssl_key_location, config.ssl_key_password)
+    except (OSError, ValueError) as exc:
+        raise TlsSetupError(f"cannot load ssl_certificate_location {config.ssl_certificate_location} with "
+                            f"ssl_key_location {config.ssl_key_location}: {_reason(exc)}") from None
     if config.ssl_ca_location:
-        context.load_verify_locations(cafile=config.ssl_ca_location)
+        try:
+            context.load_verify_locations(cafile=config.ssl_ca_location)
+        except (OSError, ValueError) as exc:
+            raise TlsSetupError(f"cannot load ssl_ca_location {config.ssl_ca_location}: {_reason(exc)}") from None
     context.verify_mode = CLIENT_AUTH_MODES[config.ssl_client_auth]
     return context
 
@@ -84,7 +95,9 @@ def _reason(exc: BaseException) -> str:
         return f"client certificate refused: {exc.verify_message}"
     if isinstance(exc, ssl.SSLError):
         return exc.reason or str(exc)
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror
     return str(exc) or type(exc).__name__
 
 
-__all__ = ["CertificatePrincipals", "PrincipalMappingError", "TlsServerProtocol", "server_context"]
+__all__ = ["CertificatePrincipals", "PrincipalMappingError", "TlsServerProtocol", "TlsSetupError", "server_context"]

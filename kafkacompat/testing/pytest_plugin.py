@@ -9,7 +9,9 @@ it with `pytest -p kafkacompat.testing.pytest_plugin`.
         assert [m.value for m in kafka_broker.consume(kafka_topic)] == [b"paid"]
 
 `kafka_broker` is one broker for the whole session (in memory, or on disk
-with `--kafka-storage=disk` or `kafka_storage = disk` in the ini file); its
+with `--kafka-storage=disk` or `kafka_storage = disk` in the ini file; on a
+secure listener with `--kafka-security=SASL_SSL` or `kafka_security`, and
+then `kafka_broker.client_config()` holds the client settings); its
 faults are cleared after each test that used it. `kafka_topic` is a fresh
 topic per test; `@pytest.mark.kafka_topic(partitions=3, configs={...})`
 shapes it. This module imports nothing heavy until a fixture is used, so
@@ -29,6 +31,8 @@ if TYPE_CHECKING:
     from kafkacompat.testing import Broker
 
 _UNSAFE = re.compile(r"[^a-zA-Z0-9._-]+")
+SECURITY = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+SASL_USER = "test-user"  # its password is made per session; kafka_broker.client_config() carries it
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -40,6 +44,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="where the session's kafka_broker keeps data (default: memory)",
     )
     parser.addini("kafka_storage", "memory or disk: where kafka_broker keeps data", default="memory")
+    group.addoption(
+        "--kafka-security",
+        choices=SECURITY,
+        default=None,
+        help="the session kafka_broker's listener (default: PLAINTEXT); connect with kafka_broker.client_config()",
+    )
+    parser.addini("kafka_security", "PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL: kafka_broker's listener",
+                  default="PLAINTEXT")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -57,7 +69,11 @@ def kafka_broker(request: pytest.FixtureRequest) -> Iterator["Broker"]:
     storage = request.config.getoption("kafka_storage") or request.config.getini("kafka_storage")
     if storage not in ("memory", "disk"):
         raise pytest.UsageError(f"kafka_storage must be memory or disk, not {storage!r}")
-    with Broker(data_dir="tmp" if storage == "disk" else None) as broker:
+    security = (request.config.getoption("kafka_security") or request.config.getini("kafka_security")).upper()
+    if security not in SECURITY:
+        raise pytest.UsageError(f"kafka_security must be one of {', '.join(SECURITY)}, not {security!r}")
+    sasl = {SASL_USER: uuid.uuid4().hex} if security.startswith("SASL_") else None
+    with Broker(data_dir="tmp" if storage == "disk" else None, sasl=sasl, tls=security.endswith("SSL")) as broker:
         yield broker
 
 

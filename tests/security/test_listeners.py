@@ -89,7 +89,22 @@ def test_serve_with_repeated_listener_flags(tmp_path) -> None:
                 break
         assert any(f"SASL_PLAINTEXT://127.0.0.1:{sasl} (SASL_PLAINTEXT" in item for item in seen), seen
         assert any(f"PLAINTEXT://127.0.0.1:{plain} (PLAINTEXT" in item for item in seen), seen
+        from tests.wire import Wire, request_class
+
+        with Wire(f"127.0.0.1:{plain}") as wire:  # served: the broker is past start and handles SIGTERM
+            assert wire.request(18, 0, request_class(18, 0)()).api_keys
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=30)
     assert proc.returncode == 0
+
+
+def test_unusable_certificate_is_one_line_and_exit_2(tmp_path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "kafkacompat", "serve", "--data-dir", str(tmp_path / "d"), "--listener",
+         "SSL://127.0.0.1:0", "--ssl-certificate-location", str(tmp_path / "missing.pem"),
+         "--ssl-key-location", str(tmp_path / "missing.key")], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert done.stderr == (f"kafkacompat: cannot load ssl_certificate_location {tmp_path}/missing.pem with "
+                           f"ssl_key_location {tmp_path}/missing.key: No such file or directory\n")
+    assert not (tmp_path / "d").exists()  # nothing touched

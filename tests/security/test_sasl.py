@@ -8,7 +8,7 @@ import struct
 import uuid
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka import Consumer, KafkaError, Producer
 from kio.schema.errors import ErrorCode
 
 from kafkacompat.security.scram import ScramClient
@@ -66,7 +66,7 @@ def test_wrong_password_is_refused_with_kafkas_message(broker: Broker, mechanism
     assert errors and errors[0].code() == KafkaError._AUTHENTICATION
     assert message in errors[0].str()
     lines = [r.getMessage() for r in caplog.records if r.name == AUDIT and "failed" in r.getMessage()]
-    assert any(f"principal=User:alice" in line and f"mechanism={mechanism}" in line for line in lines)
+    assert any("principal=User:alice" in line and f"mechanism={mechanism}" in line for line in lines)
     assert not any("not-it" in line for line in lines), "the audit line must not carry the password"
 
 
