@@ -84,6 +84,14 @@ _STREAM_OPS = {
     "stream.delete": ("admin", Operation.ALTER),
     "stream.purge": ("admin", Operation.ALTER),
     "cursor.delete": ("admin", Operation.ALTER),
+    # replication (kafkacompat/replication): copying a stream out takes its copy permission, as on MapR
+    "replica.add": ("copy", Operation.ALTER),
+    "replica.edit": ("copy", Operation.ALTER),
+    "replica.pause": ("copy", Operation.ALTER),
+    "replica.resume": ("copy", Operation.ALTER),
+    "replica.remove": ("copy", Operation.ALTER),
+    "upstream.add": ("admin", Operation.ALTER),
+    "upstream.remove": ("admin", Operation.ALTER),
 }
 _TOPIC_OPS = {"topic.create": Operation.CREATE, "topic.edit": Operation.ALTER, "topic.delete": Operation.DELETE,
               "topic.info": Operation.DESCRIBE}
@@ -114,7 +122,11 @@ def _authorize(ctx: Any, op_name: str, request: dict[str, Any]) -> None:
             raise AdminError(ErrorCode.cluster_authorization_failed,
                              f"{ctx.principal} may not {op_name.replace('.', ' ')} of stream {path} "
                              f"(needs the stream's {permission} permission)")
-    elif op_name in ("stream.info", "topic.list", "cursor.list"):
+    elif op_name == "cluster.info":
+        if not authorizer.cluster(ctx, Operation.DESCRIBE):
+            raise AdminError(ErrorCode.cluster_authorization_failed,
+                             f"{ctx.principal} may not describe the cluster (needs DESCRIBE on it)")
+    elif op_name in ("stream.info", "topic.list", "cursor.list", "replica.list", "upstream.list"):
         path = _arg(request, "path", str)
         if not _may_see_stream(ctx, path):
             deny(ctx, Operation.DESCRIBE, "STREAM", path)
@@ -125,6 +137,11 @@ def _authorize(ctx: Any, op_name: str, request: dict[str, Any]) -> None:
         if not authorizer.topic(ctx, _TOPIC_OPS[op_name], name):
             raise AdminError(ErrorCode.topic_authorization_failed, f"Authorization failed on topic {name}: "
                              f"{ctx.principal} may not {_TOPIC_OPS[op_name].name} it")
+    elif op_name != "stream.list":  # (a listing shows only what the principal may see: FILTERED)
+        # an operation not named above is for those who may alter the cluster, until it says otherwise
+        if not authorizer.cluster(ctx, Operation.ALTER):
+            raise AdminError(ErrorCode.cluster_authorization_failed,
+                             f"{ctx.principal} may not {op_name} (needs ALTER on the cluster)")
 
 
 def _default_permissions(ctx: Any, request: dict[str, Any]) -> None:

@@ -17,6 +17,8 @@ from kafkacompat.protocol.messages import MalformedRequestError, RequestHeader
 from kafkacompat.protocol.replication_api import decode_request_body
 
 from ..replication import receiver
+from ..security.acls import Operation
+from ..security.authorizer import deny
 from .common import ErrorCode, storage_error_code
 
 log = logging.getLogger(__name__)
@@ -27,6 +29,21 @@ _OPS = {
     "cursors": receiver.commit_cursors,
     "ping": receiver.ping,
 }
+
+
+def _refusal(ctx: Any, body: dict[str, Any]) -> str | None:
+    """With authorization on, a link may write into a stream whose copy permission its principal holds,
+    or anywhere with CLUSTER_ACTION on the cluster (Kafka's operation for traffic between brokers)."""
+    authorizer = ctx.cluster.authorizer
+    if not authorizer.enabled or authorizer.cluster(ctx, Operation.CLUSTER_ACTION, log_denied=False):
+        return None
+    stream = body.get("stream")
+    if not isinstance(stream, str):
+        return None if body.get("op") == "ping" else f"{ctx.principal} may not replicate into this cluster"
+    if authorizer.stream_allows(ctx.principal, stream, "copy"):
+        return None
+    deny(ctx, "copy permission", "STREAM", stream)
+    return f"{ctx.principal} may not replicate into stream {stream} (needs its copy permission or CLUSTER_ACTION)"
 
 
 def decode(header: RequestHeader, frame: bytes) -> tuple[dict[str, Any], memoryview]:
@@ -40,6 +57,9 @@ async def handle(ctx: Any, request: tuple[dict[str, Any], memoryview]) -> bytes:
     body, payload = request
     service = ctx.cluster.replication
     op = body["op"]
+    refused = _refusal(ctx, body)
+    if refused is not None:
+        return encode_response_body(ErrorCode.cluster_authorization_failed.value, refused, None)
     try:
         if service is None:
             raise receiver.ReplicaRequestError("this broker does not run replication")

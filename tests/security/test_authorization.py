@@ -273,3 +273,23 @@ def test_a_users_new_stream_grants_what_is_not_given_to_that_user_and_admin_is_c
     assert as_user(broker, "alice", tmp_path, "topic", "create", f"{stream}:t1").returncode == 0
     assert stream not in as_user(broker, "bob", tmp_path, "stream", "list").stdout
     assert stream in as_user(broker, "alice", tmp_path, "stream", "list").stdout
+
+
+def test_replication_into_a_stream_needs_its_copy_permission(broker: Broker, tmp_path: Path) -> None:
+    """StreamReplicate (the private API a source cluster's link writes with) is checked like the rest."""
+    from kafkacompat.handlers import stream_replicate
+
+    stream = f"/apps/{fresh('replica')}"
+    assert cli(broker, "stream", "create", stream, "--copyperm", "u:alice").returncode == 0
+
+    class Asking:  # what the handler reads of a request from a link logged in as `principal`
+        def __init__(self, principal: str) -> None:
+            self.cluster, self.principal, self.peer = broker.server.cluster, principal, "127.0.0.1:1"
+            self.header = None
+
+    def hello(principal: str) -> bytes:
+        return broker.call(stream_replicate.handle(Asking(principal), ({"op": "hello", "stream": stream},
+                                                                      memoryview(b""))))
+
+    assert b"User:bob may not replicate into stream" in hello("User:bob")
+    assert b"may not replicate" not in hello("User:alice")
