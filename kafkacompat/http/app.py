@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 
 from . import health, metrics
+from . import rest_errors, rest_produce, rest_v3
 from .common import BROKER
 
 if TYPE_CHECKING:
@@ -30,4 +31,7 @@ def build_app(broker: "BrokerServer") -> web.Application:
     app[BROKER] = broker
     health.add_routes(app)
     metrics.add_routes(app)
+    rest_errors.add_routes(app)
+    rest_v3.add_routes(app)
+    rest_produce.add_routes(app)
     return app
