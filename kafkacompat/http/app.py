@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 
 from . import health, metrics
-from . import rest_errors, rest_produce, rest_v2, rest_v3
+from . import openapi, rest_errors, rest_produce, rest_v2, rest_v3
 from .common import BROKER
 
 if TYPE_CHECKING:
@@ -35,4 +35,5 @@ def build_app(broker: "BrokerServer") -> web.Application:
     rest_v3.add_routes(app)
     rest_produce.add_routes(app)
     rest_v2.add_routes(app)
+    openapi.add_routes(app)
     return app

@@ -149,6 +149,20 @@ def field(body: Any, name: str, kind: type | tuple[type, ...], default: Any = ..
     return value
 
 
+INT16 = (-(2**15), 2**15 - 1)
+INT32 = (-(2**31), 2**31 - 1)
+INT64 = (-(2**63), 2**63 - 1)
+
+
+def int_field(body: Any, name: str, default: Any = ..., *, bounds: tuple[int, int] = INT32,
+              required: bool = False) -> Any:
+    """An integer field within the Kafka field's range (int32 unless told), or Confluent's 422."""
+    value = field(body, name, int, default, required=required)
+    if value is not None and value is not default and not bounds[0] <= value <= bounds[1]:
+        raise invalid_payload(f"Field '{name}' is out of range [{bounds[0]}, {bounds[1]}].")
+    return value
+
+
 @web.middleware
 async def rest_errors(request: web.Request, handler: Any) -> web.StreamResponse:
     """RestError as Confluent's error JSON; anything unexpected as a logged 500 in the same shape."""

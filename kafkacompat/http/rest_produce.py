@@ -105,7 +105,7 @@ def parse_record(obj: Any) -> Incoming:
     partition = obj.get("partition_id")
     if partition is not None and (isinstance(partition, bool) or not isinstance(partition, int)):
         raise bad_request(f"partition_id={partition} is not an integer.")
-    if partition is not None and partition < 0:
+    if partition is not None and not 0 <= partition < 2**31:
         raise partition_not_found()
     headers = []
     for header in obj.get("headers") or []:

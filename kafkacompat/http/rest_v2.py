@@ -22,9 +22,11 @@ from aiohttp import web
 from .common import BROKER
 from .consumer_instances import ConsumerInstance, ConsumerRegistry, InstanceConfig, Partition
 from .rest_errors import (
+    INT64,
     RestError,
     bad_request,
     field,
+    int_field,
     invalid_payload,
     partition_not_found,
     read_json,
@@ -60,7 +62,7 @@ def _partitions(request: web.Request, items: Any, name: str = "partitions") -> l
     out = []
     for item in field({name: items}, name, list, required=True):
         out.append((kafka_name(request, field(item, "topic", str, required=True)),
-                    field(item, "partition", int, required=True)))
+                    int_field(item, "partition", required=True)))
     return out
 
 
@@ -152,9 +154,9 @@ async def seek(request: web.Request) -> web.Response:
     instance = _instance(request)
     offsets = {}
     for item in field(await read_json(request), "offsets", list, required=True):
-        tp = (kafka_name(request, field(item, "topic", str, required=True)), field(item, "partition", int,
-                                                                                  required=True))
-        offsets[tp] = field(item, "offset", int, required=True)
+        tp = (kafka_name(request, field(item, "topic", str, required=True)),
+              int_field(item, "partition", required=True))
+        offsets[tp] = int_field(item, "offset", bounds=INT64, required=True)
     async with instance.lock:
         instance.seek(offsets)
     return web.Response(status=204)
@@ -230,8 +232,8 @@ async def commit(request: web.Request) -> web.Response:
             offsets = {}
             for item in field(body, "offsets", list, required=True):
                 tp = (kafka_name(request, field(item, "topic", str, required=True)),
-                      field(item, "partition", int, required=True))
-                offsets[tp] = field(item, "offset", int, required=True)
+                      int_field(item, "partition", required=True))
+                offsets[tp] = int_field(item, "offset", bounds=INT64, required=True)
         await instance.commit(offsets)
     return v2({"offsets": [{"topic": t, "partition": p, "consumed": o, "committed": o}
                            for (t, p), o in sorted(offsets.items())]})

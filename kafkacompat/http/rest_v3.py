@@ -21,7 +21,7 @@ from ..broker.cluster import Cluster
 from ..groups.consumer_protocol import parse_assignment
 from .common import BROKER
 from .kafka_calls import NO_TOPIC_ID, build, call
-from .rest_errors import check, field, kafka_error, not_found, read_json
+from .rest_errors import INT16, check, field, int_field, kafka_error, not_found, read_json
 from .rest_names import kafka_name
 
 # Kafka API keys the admin routes call
@@ -162,8 +162,8 @@ async def create_topic(request: web.Request) -> web.Response:
     cluster = cluster_of(request)
     body = await read_json(request)
     name = kafka_name(request, field(body, "topic_name", str, required=True))
-    partitions = field(body, "partitions_count", int, -1)
-    replication = field(body, "replication_factor", int, -1)
+    partitions = int_field(body, "partitions_count", -1)
+    replication = int_field(body, "replication_factor", -1, bounds=INT16)
     configs = tuple(
         build(CREATE_TOPICS, "CreatableTopicConfig", name=field(c, "name", str, required=True),
               value=field(c, "value", str, None))
@@ -203,7 +203,7 @@ async def update_topic(request: web.Request) -> web.Response:
     """PATCH a topic's partitions_count up (CreatePartitions)."""
     cluster = cluster_of(request)
     name = kafka_name(request, request.match_info["topic"])
-    count = field(await read_json(request), "partitions_count", int, required=True)
+    count = int_field(await read_json(request), "partitions_count", required=True)
     topic = build(CREATE_PARTITIONS, "CreatePartitionsTopic", name=name, count=count, assignments=None)
     answer = await call(cluster, CREATE_PARTITIONS, build(CREATE_PARTITIONS, topics=(topic,), timeout=TIMEOUT,
                                                           validate_only=False))
