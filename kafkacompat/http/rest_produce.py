@@ -17,6 +17,7 @@ import base64
 import binascii
 import codecs
 import datetime
+import functools
 import json
 import random
 import time
@@ -41,6 +42,7 @@ ACKS_ALL = -1
 BATCH_BYTES = 16_384  # Kafka's batch.size: records of one partition are cut into batches of about this much
 FORMATS = ("BINARY", "JSON", "STRING")
 SCHEMA_FORMATS = ("AVRO", "JSONSCHEMA", "PROTOBUF")
+_COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode  # as Jackson writes JSON
 
 
 @dataclass(slots=True)
@@ -81,7 +83,7 @@ def _serialize(part: Any, what: str) -> tuple[bytes | None, str | None]:
         if not isinstance(data, str):
             raise bad_request(f"data={json.dumps(data)} is not a string.")
         return data.encode(), kind
-    return json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode(), kind
+    return _COMPACT(data).encode(), kind
 
 
 def _timestamp(value: Any) -> int:
@@ -123,7 +125,9 @@ def parse_record(obj: Any) -> Incoming:
     return Incoming(partition, record, key_type, value_type, size)
 
 
+@functools.lru_cache(maxsize=1024)
 def _iso(ms: int) -> str:
+    """A timestamp as Confluent's reports print it (ISO-8601, UTC, milliseconds); records of a batch share one."""
     moment = datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.timezone.utc)
     return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
 
@@ -331,7 +335,7 @@ async def _answer(target: "TopicTarget | RestError", values: list[Any], response
     out = []
     for item in items:
         report = item.result if isinstance(item, Incoming) else item
-        out.append(json.dumps(report, separators=(",", ":")) + "\n")
+        out.append(_COMPACT(report) + "\n")
     await response.write("".join(out).encode())
     return stop
 
