@@ -216,9 +216,16 @@ async def records(request: web.Request) -> web.Response:
     if timeout < 0 or max_bytes <= 0:
         raise bad_request("timeout must be >= 0 and max_bytes > 0")
     async with instance.lock:
+        before = dict(instance.positions)
         fetched = await instance.poll(min(timeout, instance.config.request_timeout_ms), max_bytes)
-    body = [{"topic": topic, "key": _embedded(fmt, r.key), "value": _embedded(fmt, r.value), "partition": index,
-             "offset": r.offset} for topic, index, r in fetched]
+        try:
+            body = [{"topic": topic, "key": _embedded(fmt, r.key), "value": _embedded(fmt, r.value),
+                     "partition": index, "offset": r.offset} for topic, index, r in fetched]
+        except RestError:
+            # as KafkaConsumer's RecordDeserializationException: the position stays at the record that
+            # failed, so nothing is skipped silently (seek past it to go on)
+            instance.positions = before
+            raise
     return web.Response(text=json.dumps(body), content_type=f"application/vnd.kafka.{fmt}.v2+json")
 
 

@@ -141,3 +141,22 @@ def test_consumer_instance_used_after_expiry_is_not_found(broker) -> None:
                          ("DELETE", "/subscription"), ("DELETE", "")):
         answer = requests.request(method, base + path, headers={"Content-Type": V2}, timeout=10)
         assert (answer.status_code, answer.json()["error_code"]) == (404, 40403), (method, path)
+
+
+def test_json_consumer_on_a_record_that_is_not_json_answers_40801_and_skips_nothing(broker) -> None:
+    broker.create_topic("not-json", partitions=1)
+    broker.produce("not-json", b"plain text")
+    broker.produce("not-json", b'{"ok": true}')
+    base = requests.post(broker.http_url + "/consumers/json-readers", headers={"Content-Type": V2}, timeout=10,
+                         json={"name": "j", "format": "json", "auto.offset.reset": "earliest"}).json()["base_uri"]
+    assert requests.post(base + "/assignments", json={"partitions": [{"topic": "not-json", "partition": 0}]},
+                         headers={"Content-Type": V2}, timeout=10).status_code == 204
+    accept = {"Accept": "application/vnd.kafka.json.v2+json"}
+    for _ in range(2):  # the position stays at the record that cannot be read
+        answer = requests.get(base + "/records?timeout=2000", headers=accept, timeout=10)
+        assert (answer.status_code, answer.json()["error_code"]) == (408, 40801)
+    assert requests.post(base + "/positions", json={"offsets": [{"topic": "not-json", "partition": 0, "offset": 1}]},
+                         headers={"Content-Type": V2}, timeout=10).status_code == 204
+    records = requests.get(base + "/records?timeout=2000", headers=accept, timeout=10).json()
+    assert [(r["offset"], r["value"]) for r in records] == [(1, {"ok": True})]
+    requests.delete(base, timeout=10)
