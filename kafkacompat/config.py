@@ -154,6 +154,12 @@ class BrokerConfig:
     transaction_abort_timed_out_transaction_cleanup_interval_ms: int = _setting(
         10_000, "how often transactions open past their timeout are aborted, like "
                 "transaction.abort.timed.out.transaction.cleanup.interval.ms", metavar="MS", minimum=1)
+    transactional_id_expiration_ms: int = _setting(
+        604_800_000, "how long a transactional id with no open transaction is kept after its last update, "
+                     "like transactional.id.expiration.ms", metavar="MS", minimum=1)
+    transaction_remove_expired_transaction_cleanup_interval_ms: int = _setting(
+        3_600_000, "how often expired transactional ids are removed, like "
+                   "transaction.remove.expired.transaction.cleanup.interval.ms", metavar="MS", minimum=1)
     log_level: str = _setting("INFO", "DEBUG, INFO, WARNING or ERROR; DEBUG also prints the traceback of a failed "
                                       "start", metavar="LEVEL")
 
