@@ -30,6 +30,7 @@ from ..broker.connection import RequestContext
 from ..broker.request_stats import response_errors
 from ..handlers import HANDLERS
 from ..handlers.common import NO_RESPONSE
+from .principal import current_peer
 
 CLIENT_ID = "kafkacompat-rest"
 NO_TOPIC_ID = uuid.UUID(int=0)  # topics named, not identified
@@ -59,8 +60,7 @@ def _frame(api_key: int, version: int, body: Any, client_id: str) -> bytes:
     return head + (body if isinstance(body, (bytes, bytearray)) else encode_body(body))
 
 
-async def call(cluster: Cluster, api_key: int, body: Any | bytes, *, client_id: str = CLIENT_ID,
-               peer: str = "rest-proxy") -> Any:
+async def call(cluster: Cluster, api_key: int, body: Any | bytes, *, client_id: str = CLIENT_ID) -> Any:
     """Run one request through the broker's handler for it and return the decoded kio response.
 
     `body` is a kio request (build it with `build`) or its encoded bytes (a
@@ -71,7 +71,7 @@ async def call(cluster: Cluster, api_key: int, body: Any | bytes, *, client_id: 
     started = time.perf_counter()
     frame = _frame(api_key, version, body, client_id)
     header = parse_request_header(frame)
-    ctx = RequestContext(cluster, header, peer, CLIENT_ID, len(frame))
+    ctx = RequestContext(cluster, header, current_peer(), CLIENT_ID, len(frame))
     handler = HANDLERS[api_key]
     request = getattr(handler, "decode", decode_request)(header, frame)
     answer = await handler.handle(ctx, request)

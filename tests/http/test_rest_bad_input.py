@@ -160,3 +160,15 @@ def test_json_consumer_on_a_record_that_is_not_json_answers_40801_and_skips_noth
     records = requests.get(base + "/records?timeout=2000", headers=accept, timeout=10).json()
     assert [(r["offset"], r["value"]) for r in records] == [(1, {"ok": True})]
     requests.delete(base, timeout=10)
+
+
+def test_broker_validation_applies_and_names_the_http_client(broker, v3, caplog) -> None:
+    """A record the broker's own produce validation refuses (timestamp too old) is refused over REST too,
+    and the broker's log names the HTTP client it came from."""
+    broker.create_topic("recent-only", partitions=1, configs={"message.timestamp.before.max.ms": "60000"})
+    with caplog.at_level("WARNING", logger="kafkacompat.handlers.produce"):
+        report = requests.post(v3 + "/topics/recent-only/records", timeout=10, json={
+            "timestamp": "2001-01-01T00:00:00Z", "value": {"type": "STRING", "data": "old"}}).json()
+    assert report["error_code"] == 50002 and "timestamp" in report["message"]
+    assert any("via REST" in record.getMessage() for record in caplog.records)
+    assert end_offsets(broker, "recent-only", 1) == [0]
