@@ -10,6 +10,7 @@ a second reading of the store. Topic names may be `/stream:topic`
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 from typing import Any
 from urllib.parse import quote
@@ -21,12 +22,13 @@ from ..broker.cluster import Cluster
 from ..groups.consumer_protocol import parse_assignment
 from .common import BROKER
 from .kafka_calls import NO_TOPIC_ID, build, call
-from .rest_errors import INT16, check, field, int_field, kafka_error, not_found, read_json
+from .rest_errors import INT16, RestError, check, field, int_field, kafka_error, not_found, read_json
 from .rest_names import kafka_name
 
 # Kafka API keys the admin routes call
 METADATA, LIST_OFFSETS, OFFSET_FETCH, DESCRIBE_GROUPS, LIST_GROUPS = 3, 2, 9, 15, 16
 CREATE_TOPICS, DELETE_TOPICS, DESCRIBE_CONFIGS, CREATE_PARTITIONS, INCREMENTAL_ALTER_CONFIGS = 19, 20, 32, 37, 44
+CONSUMER_GROUP_DESCRIBE = 69
 TOPIC_RESOURCE = 2
 SET, DELETE = 0, 1
 CONFIG_SOURCES = {
@@ -346,24 +348,57 @@ async def alter_configs(request: web.Request) -> web.Response:
 # --- consumer groups and lag ---------------------------------------------------------------------
 
 
-async def _describe_group(cluster: Cluster, group_id: str) -> Any:
+@dataclasses.dataclass(frozen=True, slots=True)
+class MemberView:
+    member_id: str
+    instance_id: str | None
+    client_id: str
+    assignment: dict[str, frozenset[int]]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class GroupView:
+    """A classic group (DescribeGroups) or a KIP-848 consumer group (ConsumerGroupDescribe), alike."""
+
+    group_id: str
+    state: str  # Confluent's ConsumerGroupState name
+    is_simple: bool
+    assignor: str
+    type: str  # CLASSIC or CONSUMER
+    members: tuple[MemberView, ...]
+
+
+async def _describe_group(cluster: Cluster, group_id: str) -> GroupView:
+    """The group as DescribeGroups sees it, or as ConsumerGroupDescribe does for a KIP-848 group; else 404."""
     answer = await call(cluster, DESCRIBE_GROUPS, build(DESCRIBE_GROUPS, groups=(group_id,),
                                                         include_authorized_operations=False))
     (group,) = answer.groups
-    check(group.error_code)
-    if group.group_state == "Dead":
+    if group.error_code == 0 and group.group_state != "Dead":
+        members = tuple(MemberView(m.member_id, m.group_instance_id, m.client_id,
+                                   parse_assignment(m.member_assignment) or {}) for m in group.members)
+        return GroupView(group.group_id, GROUP_STATES.get(group.group_state, "UNKNOWN"), group.protocol_type == "",
+                         group.protocol_data, "CLASSIC", members)
+    answer = await call(cluster, CONSUMER_GROUP_DESCRIBE, build(CONSUMER_GROUP_DESCRIBE, group_ids=(group_id,),
+                                                                include_authorized_operations=False))
+    (described,) = answer.groups
+    if described.error_code != 0 or described.group_state == "Dead":
         raise not_found(f"Consumer group {group_id} cannot be found.")
-    return group
+    members = tuple(
+        MemberView(m.member_id, m.instance_id, m.client_id,
+                   {tp.topic_name: frozenset(tp.partitions) for tp in m.assignment.topic_partitions})
+        for m in described.members
+    )
+    state = described.group_state.upper() if described.group_state else "UNKNOWN"
+    return GroupView(described.group_id, state, False, described.assignor_name, "CONSUMER", members)
 
 
-def _group(request: web.Request, cluster: Cluster, group: Any) -> dict[str, Any]:
+def _group(request: web.Request, cluster: Cluster, group: GroupView) -> dict[str, Any]:
     cid = cluster.cluster_id
     base = ("v3", "clusters", cid, "consumer-groups", quoted(group.group_id))
     return resource(
         "KafkaConsumerGroup", request, f"crn:///kafka={cid}/consumer-group={group.group_id}", *base,
-        cluster_id=cid, consumer_group_id=group.group_id, is_simple=group.protocol_type == "",
-        partition_assignor=group.protocol_data, state=GROUP_STATES.get(group.group_state, "UNKNOWN"),
-        type="CLASSIC", is_mixed_consumer_group=False,
+        cluster_id=cid, consumer_group_id=group.group_id, is_simple=group.is_simple,
+        partition_assignor=group.assignor, state=group.state, type=group.type, is_mixed_consumer_group=False,
         coordinator=related(request, "v3", "clusters", cid, "brokers", cluster.node_id),
         consumers=related(request, *base, "consumers"), lag_summary=related(request, *base, "lag-summary"),
     )
@@ -377,7 +412,7 @@ async def list_groups(request: web.Request) -> web.Response:
     for listed in sorted(answer.groups, key=lambda g: g.group_id):
         try:
             data.append(_group(request, cluster, await _describe_group(cluster, listed.group_id)))
-        except Exception:  # noqa: BLE001 - gone between the listing and its description
+        except RestError:  # gone between the listing and its description
             continue
     return listing("KafkaConsumerGroupList", request, data)
 
@@ -387,13 +422,13 @@ async def get_group(request: web.Request) -> web.Response:
     return web.json_response(_group(request, cluster, await _describe_group(cluster, request.match_info["group"])))
 
 
-def _consumer(request: web.Request, cluster: Cluster, group_id: str, member: Any) -> dict[str, Any]:
+def _consumer(request: web.Request, cluster: Cluster, group_id: str, member: MemberView) -> dict[str, Any]:
     cid = cluster.cluster_id
     base = ("v3", "clusters", cid, "consumer-groups", quoted(group_id), "consumers", quoted(member.member_id))
     return resource(
         "KafkaConsumer", request, f"crn:///kafka={cid}/consumer-group={group_id}/consumer={member.member_id}",
         *base, cluster_id=cid, consumer_group_id=group_id, consumer_id=member.member_id,
-        instance_id=member.group_instance_id, client_id=member.client_id,
+        instance_id=member.instance_id, client_id=member.client_id,
         assignments=related(request, *base, "assignments"),
     )
 
@@ -405,7 +440,7 @@ async def list_consumers(request: web.Request) -> web.Response:
     return listing("KafkaConsumerList", request, [_consumer(request, cluster, group.group_id, m) for m in members])
 
 
-def _member(group: Any, consumer_id: str) -> Any:
+def _member(group: GroupView, consumer_id: str) -> MemberView:
     for member in group.members:
         if member.member_id == consumer_id:
             return member
@@ -425,7 +460,7 @@ async def list_assignments(request: web.Request) -> web.Response:
     member = _member(group, request.match_info["consumer"])
     cid = cluster.cluster_id
     data = []
-    for topic, partitions in sorted((parse_assignment(member.member_assignment) or {}).items()):
+    for topic, partitions in sorted(member.assignment.items()):
         for index in sorted(partitions):
             data.append(resource(
                 "KafkaConsumerAssignment", request,
@@ -455,7 +490,7 @@ async def log_end_offsets(cluster: Cluster, partitions: dict[str, set[int]]) -> 
     return {(t.name, p.partition_index): p.offset for t in answer.topics for p in t.partitions if p.error_code == 0}
 
 
-async def _lags(cluster: Cluster, group: Any) -> list[dict[str, Any]]:
+async def _lags(cluster: Cluster, group: GroupView) -> list[dict[str, Any]]:
     """Per partition with a committed offset: the offset, the log end and the member it is assigned to."""
     spec = build(OFFSET_FETCH, "OffsetFetchRequestGroup", group_id=group.group_id, member_id=None, member_epoch=-1,
                  topics=None)
@@ -466,7 +501,7 @@ async def _lags(cluster: Cluster, group: Any) -> list[dict[str, Any]]:
                  for t in fetched.topics for p in t.partitions if p.committed_offset >= 0}
     owners = {}
     for member in group.members:
-        for topic, indexes in (parse_assignment(member.member_assignment) or {}).items():
+        for topic, indexes in member.assignment.items():
             for index in indexes:
                 owners[topic, index] = member
     wanted: dict[str, set[int]] = {}
@@ -479,7 +514,7 @@ async def _lags(cluster: Cluster, group: Any) -> list[dict[str, Any]]:
         owner = owners.get((topic, index))
         lags.append({"topic_name": topic, "partition_id": index, "current_offset": offset, "log_end_offset": end,
                      "lag": max(end - offset, 0), "consumer_id": owner.member_id if owner else "",
-                     "instance_id": owner.group_instance_id if owner else None,
+                     "instance_id": owner.instance_id if owner else None,
                      "client_id": owner.client_id if owner else ""})
     return lags
 

@@ -223,3 +223,26 @@ def test_topics_of_streams_by_stream_colon_topic_names(broker, v3) -> None:
 def test_another_cluster_id_is_not_found(broker) -> None:
     answer = requests.get(broker.http_url + "/v3/clusters/not-this-one/topics", timeout=10)
     assert (answer.status_code, answer.json()["error_code"]) == (404, 404)
+
+
+def test_kip848_consumer_groups_are_listed_with_their_members(broker, v3) -> None:
+    """Groups of the new consumer protocol (group.protocol=consumer) are described by ConsumerGroupDescribe."""
+    broker.create_topic("new-protocol", partitions=2)
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "kip848-group",
+                         "group.protocol": "consumer", "client.id": "kip848-client"})
+    try:
+        consumer.subscribe(["new-protocol"])
+        deadline = time.monotonic() + 20
+        while not consumer.assignment() and time.monotonic() < deadline:
+            consumer.poll(0.2)
+        group = requests.get(v3 + "/consumer-groups/kip848-group", timeout=10).json()
+        assert (group["type"], group["state"]) == ("CONSUMER", "STABLE")
+        (member,) = requests.get(v3 + "/consumer-groups/kip848-group/consumers", timeout=10).json()["data"]
+        assert member["client_id"] == "kip848-client"
+        assigned = requests.get(member["assignments"]["related"], timeout=10).json()["data"]
+        assert sorted((a["topic_name"], a["partition_id"]) for a in assigned) == [("new-protocol", 0),
+                                                                                   ("new-protocol", 1)]
+        listed = [g["consumer_group_id"] for g in requests.get(v3 + "/consumer-groups", timeout=10).json()["data"]]
+        assert "kip848-group" in listed
+    finally:
+        consumer.close()
