@@ -19,6 +19,7 @@ import codecs
 import datetime
 import functools
 import json
+import logging
 import random
 import time
 from dataclasses import dataclass, field as dc_field
@@ -36,6 +37,8 @@ from .kafka_calls import NO_TOPIC_ID, build, call
 from .rest_errors import JSON_CONTENT, RestError, bad_request, invalid_payload, kafka_error, partition_not_found
 from .rest_names import kafka_name
 from .rest_v3 import METADATA, TIMEOUT, cluster_of
+
+log = logging.getLogger(__name__)
 
 PRODUCE = 0
 ACKS_ALL = -1
@@ -302,7 +305,12 @@ async def produce(request: web.Request) -> web.StreamResponse:
             if response is None:
                 response = web.StreamResponse(status=200, headers={"Content-Type": JSON_CONTENT})
                 await response.prepare(request)
-            stop = await _answer(target, values, response)
+            try:
+                stop = await _answer(target, values, response)
+            except Exception:  # the answer has begun: the failure is the stream's last report
+                log.exception("REST produce to %s failed", name)
+                await response.write(b'{"error_code":500,"message":"Internal Server Error"}\n')
+                break
             if stop:
                 break
         if final:

@@ -316,8 +316,10 @@ async def produce(request: web.Request) -> web.Response:
             items.append(exc)
     if fixed is not None and not fixed.isdigit():
         raise partition_not_found()
-    topic = await _v2_topic(request)
-    target = TopicTarget(cluster, topic.name, len(topic.partitions))
+    try:  # looked up as a producer does: auto-created where the stream's policy allows
+        target = await TopicTarget.resolve(cluster, kafka_name(request, request.match_info["topic"]))
+    except RestError as exc:
+        raise topic_not_found() if exc.code == 40403 else exc from None
     if fixed is not None and int(fixed) >= target.partitions:
         raise partition_not_found()
     await target.write([i for i in items if isinstance(i, Incoming)])
