@@ -170,7 +170,7 @@ async def rest_errors(request: web.Request, handler: Any) -> web.StreamResponse:
         return await handler(request)
     except RestError as exc:
         return respond(exc)
-    except web.HTTPException:
+    except (web.HTTPException, ConnectionResetError):  # the latter: the client went away; nothing to answer
         raise
     except Exception:
         log.exception("%s %s failed", request.method, request.path)

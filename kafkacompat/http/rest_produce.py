@@ -290,33 +290,39 @@ async def produce(request: web.Request) -> web.StreamResponse:
     objects = JsonObjects(request.app[BROKER].config.socket_request_max_bytes)
     response: web.StreamResponse | None = None
     target: TopicTarget | RestError | None = None
-    while True:
-        chunk = await request.content.readany()
-        final = not chunk
-        values = objects.feed(chunk, final)
-        if final and not objects.seen_any:
-            raise invalid_payload("Request body is empty. Data is required.")
-        if values:
-            if target is None:
+    try:
+        while True:
+            chunk = await request.content.readany()
+            final = not chunk
+            values = objects.feed(chunk, final)
+            if final and not objects.seen_any:
+                raise invalid_payload("Request body is empty. Data is required.")
+            if values:
+                if target is None:
+                    try:
+                        target = await TopicTarget.resolve(cluster, name)
+                    except RestError as exc:
+                        target = exc
+                if response is None:
+                    response = web.StreamResponse(status=200, headers={"Content-Type": JSON_CONTENT})
+                    await response.prepare(request)
                 try:
-                    target = await TopicTarget.resolve(cluster, name)
-                except RestError as exc:
-                    target = exc
-            if response is None:
-                response = web.StreamResponse(status=200, headers={"Content-Type": JSON_CONTENT})
-                await response.prepare(request)
-            try:
-                stop = await _answer(target, values, response)
-            except Exception:  # the answer has begun: the failure is the stream's last report
-                log.exception("REST produce to %s failed", name)
-                await response.write(b'{"error_code":500,"message":"Internal Server Error"}\n')
+                    stop = await _answer(target, values, response)
+                except ConnectionResetError:
+                    raise
+                except Exception:  # the answer has begun: the failure is the stream's last report
+                    log.exception("REST produce to %s failed", name)
+                    await response.write(b'{"error_code":500,"message":"Internal Server Error"}\n')
+                    break
+                if stop:
+                    break
+            if final:
                 break
-            if stop:
-                break
-        if final:
-            break
-    assert response is not None
-    await response.write_eof()
+        assert response is not None
+        await response.write_eof()
+    except ConnectionResetError:  # what arrived whole was written and answered; the rest is gone with the client
+        log.info("REST produce to %s: the client went away mid-stream", name)
+        return response or web.Response(status=400)
     return response
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import time
 
@@ -172,3 +173,19 @@ def test_broker_validation_applies_and_names_the_http_client(broker, v3, caplog)
     assert report["error_code"] == 50002 and "timestamp" in report["message"]
     assert any("via REST" in record.getMessage() for record in caplog.records)
     assert end_offsets(broker, "recent-only", 1) == [0]
+
+
+def test_client_gone_mid_stream_keeps_what_arrived_whole_and_nothing_else(broker, v3, caplog) -> None:
+    broker.create_topic("cut-off", partitions=1)
+    path = v3.split(str(broker.http_port), 1)[1] + "/topics/cut-off/records"
+    with caplog.at_level("WARNING"):
+        with socket.create_connection(("127.0.0.1", broker.http_port), timeout=10) as sock:
+            sock.sendall(f"POST {path} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+                         "Transfer-Encoding: chunked\r\n\r\n".encode())
+            for part in (b'{"value": {"type": "STRING", "data": "whole"}}', b'{"value": {"type": "STRI'):
+                sock.sendall(b"%x\r\n%s\r\n" % (len(part), part))
+            assert b"200 OK" in sock.recv(4096)  # the first report came back: the whole record is written
+        assert [m.value for m in broker.consume("cut-off", count=1)] == [b"whole"]
+        assert requests.get(broker.http_url + "/health/live", timeout=10).status_code == 200
+    assert not [r for r in caplog.records if r.levelname in ("ERROR", "CRITICAL")]
+    assert end_offsets(broker, "cut-off", 1) == [1]
