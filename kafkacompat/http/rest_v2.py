@@ -34,7 +34,7 @@ from .rest_errors import (
 )
 from .rest_names import kafka_name
 from .rest_produce import Incoming, TopicTarget, parse_record
-from .rest_v3 import _configs, _metadata, cluster_of
+from .rest_v3 import cluster_of, topic_configs, topic_metadata
 
 V2_JSON = "application/vnd.kafka.v2+json"
 FORMATS = ("binary", "json", "string")
@@ -261,7 +261,7 @@ async def committed_offsets(request: web.Request) -> web.Response:
 async def list_topic_names(request: web.Request) -> web.Response:
     cluster = cluster_of(request)
     stream = request.match_info.get("stream")
-    names = sorted(t.name for t in await _metadata(cluster, None) if t.error_code == 0 and not t.is_internal)
+    names = sorted(t.name for t in await topic_metadata(cluster, None) if t.error_code == 0 and not t.is_internal)
     if stream is not None:
         prefix = f"{stream}:"
         names = [n[len(prefix):] for n in names if n.startswith(prefix)]
@@ -270,7 +270,7 @@ async def list_topic_names(request: web.Request) -> web.Response:
 
 async def _v2_topic(request: web.Request) -> Any:
     cluster = cluster_of(request)
-    (topic,) = await _metadata(cluster, [kafka_name(request, request.match_info["topic"])])
+    (topic,) = await topic_metadata(cluster, [kafka_name(request, request.match_info["topic"])])
     if topic.error_code != 0:
         raise topic_not_found()
     return topic
@@ -279,7 +279,7 @@ async def _v2_topic(request: web.Request) -> Any:
 async def get_topic(request: web.Request) -> web.Response:
     cluster = cluster_of(request)
     topic = await _v2_topic(request)
-    configs = {c.name: c.value for c in await _configs(cluster, topic.name) if not c.is_sensitive}
+    configs = {c.name: c.value for c in await topic_configs(cluster, topic.name) if not c.is_sensitive}
     partitions = [{"partition": p.partition_index, "leader": cluster.node_id,
                    "replicas": [{"broker": cluster.node_id, "leader": True, "in_sync": True}]}
                   for p in sorted(topic.partitions, key=lambda p: p.partition_index)]

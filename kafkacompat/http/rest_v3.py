@@ -121,7 +121,7 @@ async def get_broker(request: web.Request) -> web.Response:
 # --- topics --------------------------------------------------------------------------------------
 
 
-async def _metadata(cluster: Cluster, names: list[str] | None) -> list[Any]:
+async def topic_metadata(cluster: Cluster, names: list[str] | None) -> list[Any]:
     topics = None if names is None else tuple(build(METADATA, "MetadataRequestTopic", name=n, topic_id=NO_TOPIC_ID) for n in names)
     answer = await call(cluster, METADATA, build(METADATA, topics=topics, allow_auto_topic_creation=False,
                                                  include_topic_authorized_operations=False))
@@ -130,7 +130,7 @@ async def _metadata(cluster: Cluster, names: list[str] | None) -> list[Any]:
 
 async def described_topic(request: web.Request, cluster: Cluster, name: str) -> Any:
     """The Metadata answer for one topic, or Kafka's UNKNOWN_TOPIC_OR_PARTITION as 404/40403."""
-    (topic,) = await _metadata(cluster, [name])
+    (topic,) = await topic_metadata(cluster, [name])
     check(topic.error_code)
     return topic
 
@@ -150,7 +150,7 @@ def _topic(request: web.Request, cluster: Cluster, topic: Any) -> dict[str, Any]
 
 async def list_topics(request: web.Request) -> web.Response:
     cluster = cluster_of(request)
-    topics = sorted(await _metadata(cluster, None), key=lambda t: t.name)
+    topics = sorted(await topic_metadata(cluster, None), key=lambda t: t.name)
     return listing("KafkaTopicList", request, [_topic(request, cluster, t) for t in topics if t.error_code == 0])
 
 
@@ -254,7 +254,7 @@ async def get_partition(request: web.Request) -> web.Response:
 # --- topic configs -------------------------------------------------------------------------------
 
 
-async def _configs(cluster: Cluster, name: str) -> list[Any]:
+async def topic_configs(cluster: Cluster, name: str) -> list[Any]:
     res = build(DESCRIBE_CONFIGS, "DescribeConfigsResource", resource_type=TOPIC_RESOURCE, resource_name=name,
                 configuration_keys=None)
     answer = await call(cluster, DESCRIBE_CONFIGS, build(DESCRIBE_CONFIGS, resources=(res,), include_synonyms=True,
@@ -281,7 +281,7 @@ def _config(request: web.Request, cluster: Cluster, topic: str, config: Any) -> 
 async def list_configs(request: web.Request) -> web.Response:
     cluster = cluster_of(request)
     name = kafka_name(request, request.match_info["topic"])
-    configs = sorted(await _configs(cluster, name), key=lambda c: c.name)
+    configs = sorted(await topic_configs(cluster, name), key=lambda c: c.name)
     return listing("KafkaTopicConfigList", request, [_config(request, cluster, name, c) for c in configs])
 
 
@@ -289,7 +289,7 @@ async def get_config(request: web.Request) -> web.Response:
     cluster = cluster_of(request)
     name = kafka_name(request, request.match_info["topic"])
     wanted = request.match_info["name"]
-    for config in await _configs(cluster, name):
+    for config in await topic_configs(cluster, name):
         if config.name == wanted:
             return web.json_response(_config(request, cluster, name, config))
     raise not_found(f"Config {wanted} cannot be found for topic {name}.")
@@ -307,7 +307,7 @@ async def _alter(cluster: Cluster, name: str, changes: list[tuple[str, int, str 
 
 
 async def _existing_config(cluster: Cluster, topic: str, config: str) -> None:
-    if all(c.name != config for c in await _configs(cluster, topic)):
+    if all(c.name != config for c in await topic_configs(cluster, topic)):
         raise not_found(f"Config {config} cannot be found for topic {topic}.")
 
 
