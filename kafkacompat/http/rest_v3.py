@@ -122,7 +122,9 @@ async def get_broker(request: web.Request) -> web.Response:
 
 
 async def topic_metadata(cluster: Cluster, names: list[str] | None) -> list[Any]:
-    topics = None if names is None else tuple(build(METADATA, "MetadataRequestTopic", name=n, topic_id=NO_TOPIC_ID) for n in names)
+    """Metadata's answer for the named topics (None: every topic), never auto-creating one."""
+    topics = None if names is None else tuple(
+        build(METADATA, "MetadataRequestTopic", name=n, topic_id=NO_TOPIC_ID) for n in names)
     answer = await call(cluster, METADATA, build(METADATA, topics=topics, allow_auto_topic_creation=False,
                                                  include_topic_authorized_operations=False))
     return list(answer.topics)

@@ -121,7 +121,8 @@ def test_assign_and_seek_to_beginning_end_and_offset_with_binary(broker) -> None
     assert [base64.b64decode(r["value"]) for r in records] == [bytes([i]) * 3 for i in range(5)]
     assert base64.b64decode(records[2]["key"]) == b"k2"
 
-    assert post(base + "/positions", {"offsets": [{"topic": "seeking", "partition": 0, "offset": 3}]}).status_code == 204
+    seek = post(base + "/positions", {"offsets": [{"topic": "seeking", "partition": 0, "offset": 3}]})
+    assert seek.status_code == 204
     assert [r["offset"] for r in poll_until(base, "binary", 2)] == [3, 4]
 
     assert post(base + "/positions/end", {"partitions": tp}).status_code == 204
