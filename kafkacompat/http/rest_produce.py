@@ -36,6 +36,7 @@ from .common import BROKER
 from .kafka_calls import NO_TOPIC_ID, build, call
 from .rest_errors import JSON_CONTENT, RestError, bad_request, invalid_payload, kafka_error, partition_not_found
 from .rest_names import kafka_name
+from .rest_producer import RESET_ON, IdempotentProducer, PartitionKey
 from .rest_v3 import METADATA, TIMEOUT, cluster_of
 
 log = logging.getLogger(__name__)
@@ -138,12 +139,14 @@ def _iso(ms: int) -> str:
 class TopicTarget:
     """The topic a produce request writes to: its name, partition count, and the sticky partition of keyless records."""
 
-    def __init__(self, cluster: Cluster, name: str, partitions: int) -> None:
-        self.cluster, self.name, self.partitions = cluster, name, partitions
+    def __init__(self, cluster: Cluster, name: str, partitions: int, producer: IdempotentProducer) -> None:
+        self.cluster, self.name, self.partitions, self.producer = cluster, name, partitions, producer
+        self.stream, self.topic = cluster.split(name)
 
     @classmethod
-    async def resolve(cls, cluster: Cluster, name: str) -> "TopicTarget":
+    async def resolve(cls, request: web.Request, name: str) -> "TopicTarget":
         """Looked up as a producer does: a Metadata call that may auto-create the topic (stream policy permitting)."""
+        cluster = cluster_of(request)
         topic_req = build(METADATA, "MetadataRequestTopic", name=name, topic_id=NO_TOPIC_ID)
         answer = await call(cluster, METADATA, build(METADATA, topics=(topic_req,), allow_auto_topic_creation=True,
                                                      include_topic_authorized_operations=False))
@@ -155,7 +158,7 @@ class TopicTarget:
             (topic,) = answer.topics
         if topic.error_code != 0:
             raise kafka_error(ErrorCode(topic.error_code))
-        return cls(cluster, name, len(topic.partitions))
+        return cls(cluster, name, len(topic.partitions), request.app[PRODUCER])
 
     def place(self, items: list[Incoming]) -> dict[int, list[Incoming]]:
         """Each record's partition: asked for, by key (Kafka's murmur2), or one sticky pick for the keyless."""
@@ -185,14 +188,29 @@ class TopicTarget:
             for item in groups[index]:
                 await self._produce({index: [item]})
 
-    async def _produce(self, groups: dict[int, list[Incoming]]) -> list[int]:
-        parts = tuple(build(PRODUCE, "PartitionProduceData", index=index, records=_batches(group))
-                      for index, group in groups.items())
-        request = build(PRODUCE, transactional_id=None, acks=ACKS_ALL, timeout=TIMEOUT,
-                        topic_data=(build(PRODUCE, "TopicProduceData", name=self.name, partition_data=parts),))
-        answer = await call(self.cluster, PRODUCE, request)
+    async def _produce(self, groups: dict[int, list[Incoming]], again: bool = True) -> list[int]:
+        """One Produce request for these partitions; the partitions whose batches were refused as a whole."""
+        producer = self.producer
+        keys = {index: (self.stream, self.topic, index) for index in groups}
+        async with producer.partitions(keys.values()):
+            await producer.ensure(self.cluster)
+            used = producer.producer_id
+            parts = tuple(build(PRODUCE, "PartitionProduceData", index=index,
+                                records=_batches(group, producer, keys[index]))
+                          for index, group in groups.items())
+            request = build(PRODUCE, transactional_id=None, acks=ACKS_ALL, timeout=TIMEOUT,
+                            topic_data=(build(PRODUCE, "TopicProduceData", name=self.name, partition_data=parts),))
+            answer = await call(self.cluster, PRODUCE, request)
+            results = answer.responses[0].partition_responses
+            for result in results:
+                if result.error_code == 0:
+                    producer.advance(keys[result.index], len(groups[result.index]))
+        if again and any(r.error_code in RESET_ON for r in results):  # the broker forgot this producer
+            producer.reset(used)
+            return await self._produce({r.index: groups[r.index] for r in results if r.error_code in RESET_ON},
+                                       again=False)
         failed = []
-        for result in answer.responses[0].partition_responses:
+        for result in results:
             group = groups[result.index]
             if result.error_code != 0:
                 if len(group) > 1:
@@ -219,16 +237,24 @@ class TopicTarget:
         return report
 
 
-def _batches(group: list[Incoming]) -> bytes:
-    """A partition's records as v2 batches of about BATCH_BYTES each, as a producer cuts them."""
+def _batches(group: list[Incoming], producer: IdempotentProducer, key: PartitionKey) -> bytes:
+    """A partition's records as idempotent v2 batches of about BATCH_BYTES each, as a producer cuts them."""
     out, batch, size = [], [], 0
+    sequence = producer.next_sequence(key)
+
+    def cut() -> None:
+        nonlocal sequence
+        out.append(build_batch(batch, producer_id=producer.producer_id, producer_epoch=producer.epoch,
+                               base_sequence=sequence))
+        sequence = (sequence + len(batch)) % (2**31)
+
     for item in group:
         if batch and size + item.size > BATCH_BYTES:
-            out.append(build_batch(batch))
+            cut()
             batch, size = [], 0
         batch.append(item.record)
         size += item.size
-    out.append(build_batch(batch))
+    cut()
     return b"".join(out)
 
 
@@ -285,7 +311,7 @@ class JsonObjects:
 
 
 async def produce(request: web.Request) -> web.StreamResponse:
-    cluster = cluster_of(request)
+    cluster_of(request)  # 404 for another cluster id, before reading the body
     name = kafka_name(request, request.match_info["topic"])
     objects = JsonObjects(request.app[BROKER].config.socket_request_max_bytes)
     response: web.StreamResponse | None = None
@@ -300,7 +326,7 @@ async def produce(request: web.Request) -> web.StreamResponse:
             if values:
                 if target is None:
                     try:
-                        target = await TopicTarget.resolve(cluster, name)
+                        target = await TopicTarget.resolve(request, name)
                     except RestError as exc:
                         target = exc
                 if response is None:
@@ -354,5 +380,9 @@ async def _answer(target: "TopicTarget | RestError", values: list[Any], response
     return stop
 
 
+PRODUCER: web.AppKey[IdempotentProducer] = web.AppKey("rest producer", IdempotentProducer)
+
+
 def add_routes(app: web.Application) -> None:
+    app[PRODUCER] = IdempotentProducer()
     app.router.add_post("/v3/clusters/{cluster_id}/topics/{topic}/records", produce)

@@ -298,7 +298,7 @@ def _produce_format(request: web.Request) -> str:
 
 async def produce(request: web.Request) -> web.Response:
     """v2 produce: `{"records": [{"key", "value", "partition"}]}`, answered with the offsets of each."""
-    cluster = cluster_of(request)
+    cluster_of(request)  # the broker is up
     fmt = _produce_format(request).upper()
     body = await read_json(request)
     fixed = request.match_info.get("partition")
@@ -317,7 +317,7 @@ async def produce(request: web.Request) -> web.Response:
     if fixed is not None and not fixed.isdigit():
         raise partition_not_found()
     try:  # looked up as a producer does: auto-created where the stream's policy allows
-        target = await TopicTarget.resolve(cluster, kafka_name(request, request.match_info["topic"]))
+        target = await TopicTarget.resolve(request, kafka_name(request, request.match_info["topic"]))
     except RestError as exc:
         raise topic_not_found() if exc.code == 40403 else exc from None
     if fixed is not None and int(fixed) >= target.partitions:

@@ -246,3 +246,35 @@ def test_kip848_consumer_groups_are_listed_with_their_members(broker, v3) -> Non
         assert "kip848-group" in listed
     finally:
         consumer.close()
+
+
+def test_rest_writes_are_an_idempotent_producers(broker, v3) -> None:
+    """As Confluent's (idempotent) producer: one producer id, sequences continuing across requests,
+    seen with DescribeProducers (what kafka-producers.sh asks) on the Kafka port."""
+    from kafkacompat.http.kafka_calls import build
+    from tests.wire import Wire
+
+    broker.create_topic("idempotent", partitions=1)
+    stream = "".join(json.dumps({"value": {"type": "STRING", "data": f"r{i}"}}) for i in range(3))
+    for body in (stream, json.dumps({"value": {"type": "STRING", "data": "r3"}})):
+        reports = [json.loads(line) for line in requests.post(
+            v3 + "/topics/idempotent/records", data=body, headers={"Content-Type": "application/json"},
+            timeout=10).text.splitlines()]
+        assert {r["error_code"] for r in reports} == {200}
+    request = build(61, topics=(build(61, "TopicRequest", name="idempotent", partition_indexes=(0,)),))
+    with Wire(broker.bootstrap_servers) as wire:
+        answer = wire.request(61, 0, request)
+    (producer,) = answer.topics[0].partitions[0].active_producers
+    assert producer.producer_id >= 0 and producer.last_sequence == 3
+
+
+def test_rest_producer_starts_over_when_the_broker_forgets_it(broker, v3) -> None:
+    """Producer state expired (here: dropped) on the broker: the next REST write takes a new producer id."""
+    broker.create_topic("forgotten", partitions=1)
+    post = lambda data: requests.post(v3 + "/topics/forgotten/records", timeout=10,  # noqa: E731
+                                      json={"value": {"type": "STRING", "data": data}}).json()
+    assert post("before")["error_code"] == 200
+    broker.call(broker.server.cluster.reset_producers())
+    after = post("after")
+    assert (after["error_code"], after["offset"]) == (200, 1)
+    assert [m.value for m in broker.consume("forgotten")] == [b"before", b"after"]
