@@ -160,6 +160,10 @@ class BrokerConfig:
     transaction_remove_expired_transaction_cleanup_interval_ms: int = _setting(
         3_600_000, "how often expired transactional ids are removed, like "
                    "transaction.remove.expired.transaction.cleanup.interval.ms", metavar="MS", minimum=1)
+    # stream replication between clusters (kafkacompat/replication)
+    cluster_name: str | None = _setting(None, "this cluster's name, kept in the store beside its UUID and shown to "
+                                              "replicas (default: the name kept, else the data dir's name)",
+                                        metavar="NAME")
     log_level: str = _setting("INFO", "DEBUG, INFO, WARNING or ERROR; DEBUG also prints the traceback of a failed "
                                       "start", metavar="LEVEL")
 

@@ -372,10 +372,7 @@ def iter_records(data: bytes | memoryview) -> Iterator[Record]:
     """Records of the whole batches in a fetched byte string (a truncated tail is skipped)."""
     view = memoryview(data)
     pos = 0
-    while len(view) - pos >= HEADER_SIZE:
-        header = read_header(view, pos)
-        if pos + header.size > len(view):
-            break
+    for header in whole_batches(view):
         if not header.is_control:
             yield from _decode_records(view[pos : pos + header.size], header)
         pos += header.size

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from .activity import StoreActivity
 from . import batch_format as bf
 from .api import AppendResult, Cursor, PartitionletInfo, TimestampHit
-from .errors import OffsetOutOfRangeError
+from .errors import OffsetMismatchError, OffsetOutOfRangeError
 from .namespace import NamespaceStore, StreamState, TopicState, now_ms
 from .partition_base import PartitionBase, RecordTimestamps
 
@@ -32,11 +32,15 @@ class MemoryPartition(PartitionBase):
         self._max_ts: list[int] = []
         self._note_epoch(0, 0)
 
-    async def append(self, batch: bytes | bytearray | memoryview, record_count: int) -> AppendResult:
+    async def append(
+        self, batch: bytes | bytearray | memoryview, record_count: int, *, at: int | None = None
+    ) -> AppendResult:
         self._check_open()
         length, max_ts = bf.check_append(memoryview(batch).cast("B"), record_count)
         stored = bytearray(batch)
         base = self._hw
+        if at is not None and at != base:
+            raise OffsetMismatchError(f"{self.name}: append at offset {at} but the next offset is {base}", base)
         bf.PREFIX.pack_into(stored, 0, base, length, self._leader_epoch)
         self._batches.append(stored)
         self._bases.append(base)

@@ -21,6 +21,7 @@ from ..config import BrokerConfig
 from .connection import Connection
 from .faults import Faults
 from .receive import FrameBudget, FrameStream, serve_frames
+from ..replication.engine import ReplicationService
 
 if TYPE_CHECKING:
     from ..http import HttpServer
@@ -104,6 +105,8 @@ class BrokerServer:
         self.cluster = Cluster(self.config, self.store)
         self.cluster.groups.start()
         await self.cluster.transactions.start()
+        self.cluster.replication = ReplicationService(self.store, self.config)
+        await self.cluster.replication.start()
         await self._server.start_serving()
         host, port = self.cluster.host, self.cluster.port
         log.info(
@@ -125,6 +128,8 @@ class BrokerServer:
             self._server = None
         try:
             if self.cluster is not None:
+                if self.cluster.replication is not None:
+                    await self.cluster.replication.close()
                 await self.cluster.transactions.close()
                 await self.cluster.groups.close()
         finally:

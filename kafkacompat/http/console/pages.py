@@ -63,12 +63,20 @@ async def stream(request: web.Request, error: str | None = None, form: dict | No
                   cleanup_choices=CLEANUP_CHOICES, policy_fields=POLICY_FIELDS, error=error, form=form or {})
 
 
+def _topic_asked(request: web.Request) -> tuple[storage.TopicInfo | None, web.Response | None]:
+    """The topic the ?stream=&topic= query names, or the not-found page to answer."""
+    stream_path, name = request.query.get("stream", ""), request.query.get("topic", "")
+    info = cluster_of(request).store.get_topic(stream_path, name) if stream_path.startswith("/") and name else None
+    if info is None:
+        return None, not_found(request, f"topic {name!r} does not exist in stream {stream_path!r}")
+    return info, None
+
+
 async def topic(request: web.Request) -> web.Response:
     cluster = cluster_of(request)
-    stream_path, name = request.query.get("stream", ""), request.query.get("topic", "")
-    info = cluster.store.get_topic(stream_path, name) if stream_path.startswith("/") and name else None
+    info, missing = _topic_asked(request)
     if info is None:
-        return not_found(request, f"topic {name!r} does not exist in stream {stream_path!r}")
+        return missing
     view = await topic_view(cluster.store, info, detail=True)
     return render(request, "topic.html", title=view["name"], topic=view)
 
@@ -94,10 +102,9 @@ async def group(request: web.Request) -> web.Response:
 
 async def tail_page(request: web.Request) -> web.Response:
     cluster = cluster_of(request)
-    stream_path, name = request.query.get("stream", ""), request.query.get("topic", "")
-    info = cluster.store.get_topic(stream_path, name) if stream_path.startswith("/") and name else None
+    info, missing = _topic_asked(request)
     if info is None:
-        return not_found(request, f"topic {name!r} does not exist in stream {stream_path!r}")
+        return missing
     start = "beginning" if request.query.get("from") == "beginning" else "end"
     return render(request, "tail.html", title=f"Tail {canonical_name(info.stream, info.name, cluster.default_stream)}",
                   stream=info.stream, topic=info.name, partitions=info.partitions, start=start,
