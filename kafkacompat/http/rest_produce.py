@@ -31,7 +31,7 @@ from kio.schema.errors import ErrorCode
 from kafkacompat.protocol.records import Record, build_batch
 
 from ..broker.cluster import Cluster
-from ..testing.partitioner import partition_for_key
+from ..broker.partitioner import partition_for_key
 from .common import BROKER
 from .kafka_calls import NO_TOPIC_ID, build, call
 from .rest_errors import JSON_CONTENT, RestError, bad_request, invalid_payload, kafka_error, partition_not_found
