@@ -24,6 +24,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
+from kafkacompat.security import acls
 from kafkacompat.testing import Broker
 
 from .clients import FAMILIES, ck_consume, ck_produce, kp_config
@@ -293,3 +294,21 @@ def test_replication_into_a_stream_needs_its_copy_permission(broker: Broker, tmp
 
     assert b"User:bob may not replicate into stream" in hello("User:bob")
     assert b"may not replicate" not in hello("User:alice")
+
+
+def test_the_rest_proxy_is_authorized_as_its_principal() -> None:
+    """REST calls go through the same handlers as User:ANONYMOUS until HTTP logs in: refused unless granted."""
+    import requests
+
+    with Broker(authorizer=True, super_users=["User:admin"], http_port=0) as secured:
+        secured.create_topic("orders", partitions=1)
+        (cluster,) = requests.get(secured.http_url + "/v3/clusters", timeout=10).json()["data"]
+        records = f"{secured.http_url}/v3/clusters/{cluster['cluster_id']}/topics/orders/records"
+        record = {"value": {"type": "STRING", "data": "paid"}}
+        refused = requests.post(records, json=record, timeout=15).json()  # v3 answers each record in the body
+        assert (refused["error_code"], refused["message"]) == (40301, "TOPIC_AUTHORIZATION_FAILED"), refused
+        secured.call(secured.server.cluster.authorizer.acls.add([acls.AclBinding(
+            acls.ResourceType.TOPIC, "orders", acls.PatternType.LITERAL, "User:ANONYMOUS", "*", acls.Operation.WRITE,
+            acls.Permission.ALLOW)]))
+        written = requests.post(records, json=record, timeout=15).json()
+        assert (written["error_code"], written["offset"]) == (200, 0), written
