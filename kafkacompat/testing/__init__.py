@@ -33,8 +33,8 @@ from kafkacompat.storage import Store
 from ..broker.cluster import Cluster, TopicError
 from ..config import BrokerConfig
 from ..broker.faults import Faults
+from ..broker.partitioner import partition_for_key
 from .certificates import CertificateAuthority
-from .partitioner import partition_for_key
 from ..security.scram import MECHANISMS as SCRAM_MECHANISMS, make_credential
 from ..broker.server import BrokerServer
 from ..broker.topic_configs import topic_config_value, validate_configs
