@@ -120,6 +120,8 @@ class BrokerServer:
             bound = self.listener_port(listener.name)
             self.cluster.listener_addresses[listener.name] = listener.advertised(bound)
             self.cluster.listener_names.append(str(dataclasses.replace(listener, port=bound)))
+        # what is shown where no listener is in question (REST, logs): the first listener's address
+        self.cluster.host, self.cluster.port = self.cluster.address(self.listeners[0].name)
         self.cluster.groups.start()
         await self.cluster.transactions.start()
         self.cluster.replication = ReplicationService(self.store, self.config)
