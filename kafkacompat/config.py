@@ -146,6 +146,16 @@ class BrokerConfig:
     transaction_abort_timed_out_transaction_cleanup_interval_ms: int = _setting(
         10_000, "how often transactions open past their timeout are aborted, like "
                 "transaction.abort.timed.out.transaction.cleanup.interval.ms", metavar="MS", minimum=1)
+    # many brokers as one cluster over a shared PostgreSQL database (kafkacompat/cluster/)
+    cluster_url: str | None = _setting(None, "PostgreSQL database (postgresql://USER@HOST:PORT/DB) where brokers "
+                                             "register and agree on partition leaders (default: the store's when "
+                                             "it is PostgreSQL; unset: this broker alone is the cluster)",
+                                       metavar="URL")
+    cluster_lease_ms: int = _setting(6000, "a broker that has not renewed its lease for this long is dead and its "
+                                           "partitions move, like broker.session.timeout.ms", metavar="MS",
+                                     minimum=100)
+    cluster_heartbeat_ms: int = _setting(1000, "how often a broker renews its lease and reads the leader table, "
+                                               "like broker.heartbeat.interval.ms", metavar="MS", minimum=10)
     log_level: str = _setting("INFO", "DEBUG, INFO, WARNING or ERROR; DEBUG also prints the traceback of a failed "
                                       "start", metavar="LEVEL")
 
@@ -232,6 +242,9 @@ def _check(config: BrokerConfig) -> None:
     if config.group_consumer_migration_policy not in MIGRATION_POLICIES:
         raise ConfigError(f"group_consumer_migration_policy must be one of {', '.join(MIGRATION_POLICIES)}, "
                           f"got {config.group_consumer_migration_policy!r}")
+    if config.cluster_heartbeat_ms * 2 > config.cluster_lease_ms:
+        raise ConfigError(f"cluster_heartbeat_ms ({config.cluster_heartbeat_ms}) must be at most half of "
+                          f"cluster_lease_ms ({config.cluster_lease_ms}), or one late heartbeat ends the lease")
     if config.log_level.upper() not in LOG_LEVELS:
         raise ConfigError(f"log_level must be one of {', '.join(LOG_LEVELS)}, got {config.log_level!r}")
 

@@ -12,6 +12,8 @@ from kio.schema.errors import ErrorCode
 from kafkacompat import storage
 from kafkacompat.storage import Store, TopicInfo
 
+from ..cluster import ClusterView, Member, open_cluster_view
+from ..cluster.membership import PartitionKey, coordinator_partition
 from ..config import BrokerConfig
 from ..groups import GroupCoordinator
 from . import broker_configs
@@ -62,6 +64,58 @@ class Cluster:
         self.started_config = {f.name: getattr(config, f.name) for f in dataclasses.fields(config)}
         broker_configs.apply_dynamic(self)  # dynamic broker configs kept in the store
         self.transactions = TransactionCoordinator(config, store, self.producers, self.groups)
+        self.view: ClusterView = open_cluster_view(config, Member(self.node_id, self.host, self.port), self._partition_keys)
+        self.view.on_leadership_gained = self._leadership_gained
+
+    def _partition_keys(self) -> list[PartitionKey]:
+        """Every partition of the store, for the cluster view to give each one a leader."""
+        return [(info.stream, info.name, index) for info in self.store.list_topics() for index in range(info.partitions)]
+
+    def _leadership_gained(self, key: PartitionKey) -> None:
+        """Another broker may have appended since this one last led: rebuild its producer state from the log."""
+        self.producers.forget_partition(key)
+
+    def leader_epoch(self, info: TopicInfo, index: int, partition: storage.Partition | None) -> int:
+        """The partition's leader epoch as clients see it: the cluster's when there is one, else the store's."""
+        found = self.view.leader_of((info.stream, info.name, index))
+        if found is not None and found[1] >= 0:
+            return found[1]
+        return partition.leader_epoch if partition is not None else -1
+
+    def routing(self, info: TopicInfo, index: int) -> tuple[ErrorCode, int, int]:
+        """(error, leader id, leader epoch) of a partition for Metadata and DescribeTopicPartitions.
+
+        LEADER_NOT_AVAILABLE with leader -1 while its leader is dead and not yet
+        replaced, as Kafka answers; clients retry. The store's epoch is taken only
+        where it can be read: a partition whose files cannot be served is still led
+        here, and produce and fetch answer KAFKA_STORAGE_ERROR for it alone.
+        """
+        found = self.view.leader_of((info.stream, info.name, index))
+        if found is None:
+            return ErrorCode.leader_not_available, -1, -1
+        leader, epoch = found
+        if epoch < 0:
+            try:
+                epoch = self.store.partition(info.stream, info.name, index).leader_epoch
+            except storage.StorageError:
+                epoch = -1
+        return ErrorCode.none, leader, epoch
+
+    def brokers(self) -> list[Member]:
+        """The live brokers clients are told about (this one alone outside a cluster)."""
+        return self.view.live() or [Member(self.node_id, self.host, self.port)]
+
+    def coordinator(self, key: str) -> Member | None:
+        """The live broker that coordinates a group or transactional id: the leader of its
+        __consumer_offsets partition, as on Kafka; None while that partition has no leader."""
+        index = coordinator_partition(key, self.config.offsets_topic_num_partitions)
+        found = self.view.leader_of((self.default_stream, OFFSETS_TOPIC, index))
+        return None if found is None else self.view.member(found[0])
+
+    def coordinates(self, key: str) -> bool:
+        """Whether this broker is the coordinator of a group or transactional id (others answer NOT_COORDINATOR)."""
+        found = self.coordinator(key)
+        return found is not None and found.node_id == self.node_id
 
     @property
     def default_stream(self) -> str:
@@ -106,11 +160,14 @@ class Cluster:
     def partition_for(
         self, info: TopicInfo | None, missing: ErrorCode, index: int
     ) -> tuple[storage.Partition | None, ErrorCode]:
-        """The partition of a looked-up topic, or None and the code to answer."""
+        """The partition of a looked-up topic, or None and the code to answer (NOT_LEADER_OR_FOLLOWER
+        on a broker that does not lead it, so clients refresh Metadata and go to the leader)."""
         if info is None:
             return None, missing
         if not 0 <= index < info.partitions:
             return None, ErrorCode.unknown_topic_or_partition
+        if not self.view.leads((info.stream, info.name, index)):
+            return None, ErrorCode.not_leader_or_follower
         try:
             return self.store.partition(info.stream, info.name, index), ErrorCode.none
         except storage.UnknownTopicError:

@@ -99,6 +99,7 @@ class BrokerServer:
         if self.config.advertised_port is None and self.config.port == 0:
             self.config.advertised_port = self.port
         self.cluster = Cluster(self.config, self.store)
+        await self.cluster.view.start()  # joins the cluster (registers, first leaders) before clients come
         self.cluster.groups.start()
         await self.cluster.transactions.start()
         await self._server.start_serving()
@@ -122,6 +123,7 @@ class BrokerServer:
             self._server = None
         try:
             if self.cluster is not None:
+                await self.cluster.view.close()  # leave first: the others take this broker's partitions now
                 await self.cluster.transactions.close()
                 await self.cluster.groups.close()
         finally:

@@ -1,4 +1,4 @@
-"""Metadata: the routing table. This broker leads every partition.
+"""Metadata: the routing table: the live brokers and each partition's leader (see kafkacompat/cluster).
 
 Topics come back under the name the client asked for (a plain name, a
 `/stream:topic` name or its alias); a request for all topics (or by topic
@@ -20,20 +20,18 @@ from .common import ALL_CLUSTER_OPERATIONS, ALL_TOPIC_OPERATIONS, NO_THROTTLE, U
 
 def _topic_entry(ctx: Any, m: Any, name: str, info: TopicInfo, ops: int) -> Any:
     cluster = ctx.cluster
-    node = cluster.node_id
     partitions = []
     for index in range(info.partitions):
-        # A partition whose files cannot be served is still led here: produce and
-        # fetch then answer KAFKA_STORAGE_ERROR for it, and only for it.
-        partition, _ = cluster.partition_for(info, ErrorCode.none, index)
+        error, node, epoch = cluster.routing(info, index)
+        replicas = (node,) if node >= 0 else ()
         partitions.append(make(
             m.MetadataResponsePartition,
-            error_code=ErrorCode.none,
+            error_code=error,
             partition_index=index,
             leader_id=node,
-            leader_epoch=partition.leader_epoch if partition is not None else -1,
-            replica_nodes=(node,),
-            isr_nodes=(node,),
+            leader_epoch=epoch,
+            replica_nodes=replicas,
+            isr_nodes=replicas,
             offline_replicas=(),
         ))
     return make(
@@ -98,9 +96,10 @@ async def handle(ctx: Any, request: Any) -> Any:
     return make(
         m.MetadataResponse,
         throttle_time=NO_THROTTLE,
-        brokers=(make(m.MetadataResponseBroker, node_id=cluster.node_id, host=cluster.host, port=cluster.port, rack=None),),
+        brokers=tuple(make(m.MetadataResponseBroker, node_id=b.node_id, host=b.host, port=b.port, rack=None)
+                      for b in cluster.brokers()),
         cluster_id=cluster.cluster_id,
-        controller_id=cluster.node_id,
+        controller_id=cluster.view.controller_id,
         topics=tuple(entries),
         cluster_authorized_operations=(  # v8-10 only
             ALL_CLUSTER_OPERATIONS if getattr(request, "include_cluster_authorized_operations", False) else UNSET_OPERATIONS
