@@ -135,6 +135,10 @@ def _explain(config: BrokerConfig, exc: Exception) -> StartError | None:
             why = "the address is already in use" if exc.errno == errno.EADDRINUSE else exc.strerror
             return StartError(f"cannot listen for HTTP on {config.http_host}:{config.http_port}: {why}; "
                               "choose another --http-port or --http-host", EXIT_LISTEN)
+    from .cluster import ClusterError
+
+    if isinstance(exc, ClusterError):
+        return StartError(str(exc), EXIT_CONFIG)
     if isinstance(exc, StorageError):
         if "in use" in str(exc):
             return StartError(f"data dir {config.data_dir} is in use by another broker; stop that broker or "

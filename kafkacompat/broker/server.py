@@ -99,7 +99,15 @@ class BrokerServer:
         if self.config.advertised_port is None and self.config.port == 0:
             self.config.advertised_port = self.port
         self.cluster = Cluster(self.config, self.store)
-        await self.cluster.view.start()  # joins the cluster (registers, first leaders) before clients come
+        try:
+            await self.cluster.view.start()  # joins the cluster (registers, first leaders) before clients come
+        except BaseException:
+            self._server.close()
+            self._server = None
+            self._store_open = False
+            await self.store.close()
+            await self._stop_http()
+            raise
         self.cluster.groups.start()
         await self.cluster.transactions.start()
         await self._server.start_serving()

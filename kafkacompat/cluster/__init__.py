@@ -10,6 +10,6 @@ conditional UPDATE that PostgreSQL serializes.
 
 from __future__ import annotations
 
-from .membership import ClusterView, Member, SingleNode, open_cluster_view
+from .membership import ClusterError, ClusterView, Member, SingleNode, open_cluster_view
 
-__all__ = ["ClusterView", "Member", "SingleNode", "open_cluster_view"]
+__all__ = ["ClusterError", "ClusterView", "Member", "SingleNode", "open_cluster_view"]

@@ -17,7 +17,7 @@ import uuid
 
 import asyncpg
 
-from .membership import Member
+from .membership import ClusterError, Member
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +41,7 @@ CREATE TABLE IF NOT EXISTS kc_partition_leaders (
 _SCHEMA_LOCK = 0x6B63_636C  # pg_advisory_xact_lock key: brokers starting together create the tables once
 
 
-class NodeIdTaken(RuntimeError):
+class NodeIdTaken(ClusterError):
     """Another live broker is registered under this node id."""
 
 

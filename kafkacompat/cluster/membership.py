@@ -19,6 +19,10 @@ if TYPE_CHECKING:
 PartitionKey = tuple[str, str, int]  # (stream, topic, partition), as the producer state keys partitions
 
 
+class ClusterError(RuntimeError):
+    """This broker cannot join its cluster; the message names the cause and the fix."""
+
+
 @dataclasses.dataclass(frozen=True, slots=True, order=True)
 class Member:
     """One live broker as clients are told to reach it."""

@@ -18,9 +18,16 @@ import asyncpg
 
 from . import leadership
 from .leases import BrokerLease, create_schema, live_members
-from .membership import ClusterView, Member, PartitionKey
+from .membership import ClusterError, ClusterView, Member, PartitionKey
 
 log = logging.getLogger(__name__)
+
+
+def redact(url: str) -> str:
+    """The URL without its password, for messages."""
+    scheme, sep, rest = url.partition("://")
+    creds, at, host = rest.rpartition("@")
+    return f"{scheme}{sep}{creds.split(':')[0]}@{host}" if at else url
 
 
 class PostgresCluster(ClusterView):
@@ -45,8 +52,12 @@ class PostgresCluster(ClusterView):
         self._yielding: set[PartitionKey] = set()  # handed on: refused from now, whatever the table said
 
     async def start(self) -> None:
-        self._conn = await asyncpg.connect(self._url)
-        await create_schema(self._conn)
+        try:
+            self._conn = await asyncpg.connect(self._url, timeout=10)
+            await create_schema(self._conn)
+        except (OSError, asyncio.TimeoutError, asyncpg.PostgresError) as exc:
+            raise ClusterError(f"cannot reach the cluster database {redact(self._url)}: {exc}; start PostgreSQL "
+                               "or fix --cluster-url") from exc
         await self._lease.register(self._conn, wait_s=2 * self._lease.lease_ms / 1000 + 1)
         await self._tick()
         self._task = asyncio.create_task(self._run(), name="cluster-heartbeat")
