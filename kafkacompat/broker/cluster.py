@@ -105,6 +105,10 @@ class Cluster:
         """The live brokers clients are told about (this one alone outside a cluster)."""
         return self.view.live() or [Member(self.node_id, self.host, self.port)]
 
+    async def settle(self, infos: list[TopicInfo]) -> None:
+        """Give the partitions of topics just created (here or by another broker) their leaders now."""
+        await self.view.settle((info.stream, info.name, index) for info in infos for index in range(info.partitions))
+
     def coordinator(self, key: str) -> Member | None:
         """The live broker that coordinates a group or transactional id: the leader of its
         __consumer_offsets partition, as on Kafka; None while that partition has no leader."""
@@ -201,6 +205,9 @@ class Cluster:
 
     def is_internal(self, info: TopicInfo) -> bool:
         return info.name == OFFSETS_TOPIC and info.stream == self.default_stream
+
+    def offsets_topic(self) -> TopicInfo | None:
+        return self.store.get_topic(self.default_stream, OFFSETS_TOPIC)
 
     async def ensure_offsets_topic(self) -> None:
         """Create __consumer_offsets when a group first finds its coordinator, as Kafka does.

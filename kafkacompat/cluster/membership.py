@@ -83,6 +83,11 @@ class ClusterView(abc.ABC):
         the caller takes the store's own epoch.
         """
 
+    async def settle(self, keys: Iterable[PartitionKey]) -> None:
+        """Return once every key has a leader row (a topic just created gets its leaders before
+        Metadata answers, instead of LEADER_NOT_AVAILABLE until the next heartbeat)."""
+        return None
+
     def leads(self, key: PartitionKey) -> bool:
         """Whether this broker may serve produce and fetch for the partition now."""
         found = self.leader_of(key)

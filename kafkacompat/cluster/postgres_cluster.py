@@ -50,6 +50,7 @@ class PostgresCluster(ClusterView):
         self._rows: dict[PartitionKey, leadership.LeaderRow] = {}
         self._led: dict[PartitionKey, int] = {}  # partitions this broker leads -> epoch
         self._yielding: set[PartitionKey] = set()  # handed on: refused from now, whatever the table said
+        self._ticking = asyncio.Lock()  # one tick at a time: the heartbeat's or a settle's
 
     async def start(self) -> None:
         try:
@@ -81,9 +82,19 @@ class PostgresCluster(ClusterView):
 
     def leader_of(self, key: PartitionKey) -> tuple[int, int] | None:
         row = self._rows.get(key)
-        if row is None or not any(m.node_id == row.leader for m in self._live):
+        if row is None:
+            return None
+        if not any(m.node_id == row.leader for m in self._live):
             return None
         return row.leader, row.epoch
+
+    async def settle(self, keys: Iterable[PartitionKey]) -> None:
+        if all(key in self._rows for key in keys) or self._conn is None:
+            return
+        try:
+            await self._tick()
+        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+            log.warning("could not place new partitions now (%s); the next heartbeat will", exc)
 
     def leads(self, key: PartitionKey) -> bool:
         return key in self._led and key not in self._yielding and self._lease.valid()
@@ -106,6 +117,10 @@ class PostgresCluster(ClusterView):
             self._conn = await asyncpg.connect(self._url, timeout=self._heartbeat_s * 2)
 
     async def _tick(self) -> None:
+        async with self._ticking:
+            await self._beat()
+
+    async def _beat(self) -> None:
         conn = self._conn
         if conn is None:
             await self._reconnect()

@@ -53,6 +53,7 @@ async def handle(ctx: Any, request: Any) -> Any:
     left = max(1, min(request.response_partition_limit, BROKER_PARTITION_LIMIT))
     cursor = request.cursor
     wanted = [entry for entry in _wanted(ctx, request) if cursor is None or entry[0] >= cursor.topic_name]
+    await cluster.settle([info for _, info, _ in wanted if info is not None])
     topics = []
     next_cursor = None
     for position, (name, info, error) in enumerate(wanted):

@@ -26,8 +26,11 @@ def _find(ctx: Any, key_type: int, key: str) -> tuple[ErrorCode, str | None, int
 async def handle(ctx: Any, request: Any) -> Any:
     m = schema_of(ctx)
     key_type = getattr(request, "key_type", GROUP_KEY)
-    if key_type == GROUP_KEY:
+    if key_type in (GROUP_KEY, TRANSACTION_KEY):  # both are placed by __consumer_offsets' leaders
         await ctx.cluster.ensure_offsets_topic()
+        offsets = ctx.cluster.offsets_topic()
+        if offsets is not None:
+            await ctx.cluster.settle([offsets])
     if ctx.version < 4:
         error, message, node, host, port = _find(ctx, key_type, request.key)
         return make(

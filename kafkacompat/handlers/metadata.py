@@ -67,10 +67,10 @@ async def handle(ctx: Any, request: Any) -> Any:
     if version == 0 and not wanted:
         wanted = None
     allow_create = getattr(request, "allow_auto_topic_creation", True)
-    entries = []
+    entries: list[Any] = []  # a topic entry, or (name, info) of a found topic until leaders are settled
     if wanted is None:
         for info in cluster.store.list_topics():
-            entries.append(_topic_entry(ctx, m, cluster.display_name(info, ctx.client_software_name), info, ops))
+            entries.append((cluster.display_name(info, ctx.client_software_name), info))
     else:
         for wanted_topic in wanted:
             name = wanted_topic.name
@@ -80,7 +80,7 @@ async def handle(ctx: Any, request: Any) -> Any:
                 if info is None:
                     entries.append(_error_entry(m, None, ErrorCode.unknown_topic_id, topic_id))
                 else:
-                    entries.append(_topic_entry(ctx, m, cluster.display_name(info, ctx.client_software_name), info, ops))
+                    entries.append((cluster.display_name(info, ctx.client_software_name), info))
                 continue
             try:
                 found = cluster.lookup(name)
@@ -92,7 +92,9 @@ async def handle(ctx: Any, request: Any) -> Any:
             except TopicError as exc:
                 entries.append(_error_entry(m, name, exc.code))
                 continue
-            entries.append(_topic_entry(ctx, m, name, info, ops))
+            entries.append((name, info))
+    await cluster.settle([entry[1] for entry in entries if isinstance(entry, tuple)])
+    entries = [_topic_entry(ctx, m, *entry, ops) if isinstance(entry, tuple) else entry for entry in entries]
     return make(
         m.MetadataResponse,
         throttle_time=NO_THROTTLE,
