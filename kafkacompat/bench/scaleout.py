@@ -1,0 +1,190 @@
+"""Scale-out benchmark: 1, 2 and 3 broker processes on one PostgreSQL + S3 store.
+
+    python -m kafkacompat.bench.scaleout [--messages N] [--size BYTES] [--brokers 1,2,3]
+
+For each broker count: a fresh database and key prefix, that many `serve`
+processes as one cluster, a 6-partition topic; one confluent-kafka
+producer (idempotent, acks=all) sends N records through all brokers, then
+one consumer reads them back. Printed per row: aggregate produce and
+consume throughput, produce latency p50/p99 (produce() to delivery
+report), database transactions per produced batch (pg_stat_database, the
+brokers' heartbeats measured idle beforehand and taken out) and CPU
+seconds of the brokers, PostgreSQL and the S3 server, which is where the
+time goes. PostgreSQL and the S3 server (moto) run on this machine too, so
+on 2 cores the rows compare configurations, not hardware limits.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import statistics
+import time
+import uuid
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from ..testing.cluster import BrokerCluster
+from ..testing.services import Postgres, S3Server
+from .procstats import cpu_seconds
+
+PARTITIONS = 6
+
+
+@dataclasses.dataclass(slots=True)
+class Row:
+    brokers: int
+    produce_msgs_s: float
+    produce_mb_s: float
+    p50_ms: float
+    p99_ms: float
+    consume_msgs_s: float
+    batches: int
+    txns_per_batch: float
+    cpu_brokers_s: float
+    cpu_postgres_s: float
+    cpu_s3_s: float
+
+
+def _postgres_pids(pg: Postgres) -> list[int]:
+    """PostgreSQL's processes: the postmaster and its children (backends, writer, WAL)."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as fh:
+                cmd = fh.read()
+            with open(f"/proc/{entry}/status") as fh:
+                parent = next(int(line.split()[1]) for line in fh if line.startswith("PPid:"))
+        except (OSError, StopIteration):
+            continue
+        if pg.data.encode() in cmd:
+            pids.append(int(entry))
+        elif parent in pids or (b"postgres:" in cmd and _is_child_of(parent, pg)):
+            pids.append(int(entry))
+    return pids
+
+
+def _is_child_of(pid: int, pg: Postgres) -> bool:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            return pg.data.encode() in fh.read()
+    except OSError:
+        return False
+
+
+def _cpu(pids: list[int]) -> float:
+    total = 0.0
+    for pid in pids:
+        try:
+            total += cpu_seconds(pid)
+        except OSError:
+            pass
+    return total
+
+
+def _commits(pg: Postgres, database: str) -> int:
+    return int(pg.sql(f"SELECT xact_commit FROM pg_stat_database WHERE datname = '{database}'").strip())
+
+
+def run_one(pg: Postgres, s3: S3Server, brokers: int, messages: int, size: int) -> Row:
+    database = pg.create_database()
+    name = database.rsplit("/", 1)[1]
+    args = ["--store", database, "--object-store", f"s3://kafkacompat/{uuid.uuid4().hex[:8]}",
+            "--log-level", "WARNING"]
+    with BrokerCluster(brokers, args, env=s3.environ()) as cluster:
+        topic = "bench"
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+        admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(timeout=30)
+        pids = [b.proc.pid for b in cluster.brokers if b.proc is not None]
+        pg_pids = _postgres_pids(pg)
+        s3_pid = s3.pid
+
+        idle_start, idle_commits = time.monotonic(), _commits(pg, name)
+        time.sleep(2.0)  # the brokers' heartbeats alone: taken out of the produce phase's count
+        idle_rate = (_commits(pg, name) - idle_commits) / (time.monotonic() - idle_start)
+
+        batches = 0
+
+        def on_stats(text: str) -> None:
+            nonlocal batches
+            batches += json.loads(text)["topics"].get(topic, {}).get("batchcnt", {}).get("cnt", 0)
+
+        latencies: list[float] = []
+        producer = Producer({"bootstrap.servers": cluster.bootstrap, "enable.idempotence": True, "acks": "all",
+                             "linger.ms": 5, "statistics.interval.ms": 200, "stats_cb": on_stats})
+        payload = b"x" * size
+        cpu0 = (_cpu(pids), _cpu(pg_pids), _cpu([s3_pid]))
+        commits0, start = _commits(pg, name), time.monotonic()
+
+        def delivered(err, msg, sent=None) -> None:  # noqa: ANN001 - librdkafka's callback
+            if err is None:
+                latencies.append(time.monotonic() - msg.opaque)
+
+        for _ in range(messages):
+            while True:
+                try:
+                    producer.produce(topic, payload, on_delivery=delivered, opaque=time.monotonic())
+                    break
+                except BufferError:
+                    producer.poll(0.01)
+            producer.poll(0)
+        assert producer.flush(120) == 0, "records left undelivered"
+        produce_s = time.monotonic() - start
+        time.sleep(0.3)  # one more statistics interval, so the batch count includes the last batches
+        producer.poll(0)
+        commits = _commits(pg, name) - commits0 - idle_rate * produce_s
+        cpu1 = (_cpu(pids), _cpu(pg_pids), _cpu([s3_pid]))
+
+        consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "bench",
+                             "enable.auto.commit": False, "fetch.max.bytes": 16 << 20})
+        consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+        got, start = 0, time.monotonic()
+        while got < messages and time.monotonic() - start < 120:
+            got += sum(1 for msg in consumer.consume(1000, timeout=0.5) if msg.error() is None)
+        consume_s = time.monotonic() - start
+        consumer.close()
+    latencies.sort()
+    return Row(
+        brokers=brokers,
+        produce_msgs_s=messages / produce_s,
+        produce_mb_s=messages * size / produce_s / 1e6,
+        p50_ms=statistics.median(latencies) * 1000,
+        p99_ms=latencies[int(len(latencies) * 0.99) - 1] * 1000,
+        consume_msgs_s=got / consume_s,
+        batches=batches,
+        txns_per_batch=commits / batches if batches else float("nan"),
+        cpu_brokers_s=cpu1[0] - cpu0[0],
+        cpu_postgres_s=cpu1[1] - cpu0[1],
+        cpu_s3_s=cpu1[2] - cpu0[2],
+    )
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m kafkacompat.bench.scaleout", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--messages", type=int, default=30_000, help="records produced per row (default 30000)")
+    parser.add_argument("--size", type=int, default=512, help="bytes per record value (default 512)")
+    parser.add_argument("--brokers", default="1,2,3", help="broker counts to run, comma-separated (default 1,2,3)")
+    args = parser.parse_args(argv)
+    counts = [int(n) for n in args.brokers.split(",")]
+    with Postgres() as pg, S3Server() as s3:
+        s3.create_bucket("kafkacompat")
+        rows = [run_one(pg, s3, n, args.messages, args.size) for n in counts]
+    header = ("brokers", "produce msg/s", "MB/s", "p50 ms", "p99 ms", "consume msg/s", "batches",
+              "db txns/batch", "cpu brokers s", "cpu postgres s", "cpu s3 s")
+    print(f"{os.cpu_count()} cores; {args.messages} records of {args.size} B, {PARTITIONS} partitions, "
+          "idempotent acks=all, linger.ms=5")
+    print("  ".join(f"{h:>13}" for h in header))
+    for r in rows:
+        print("  ".join(f"{v:>13}" for v in (
+            r.brokers, f"{r.produce_msgs_s:,.0f}", f"{r.produce_mb_s:.2f}", f"{r.p50_ms:.1f}", f"{r.p99_ms:.1f}",
+            f"{r.consume_msgs_s:,.0f}", r.batches, f"{r.txns_per_batch:.2f}", f"{r.cpu_brokers_s:.1f}",
+            f"{r.cpu_postgres_s:.1f}", f"{r.cpu_s3_s:.1f}")))
+
+
+if __name__ == "__main__":
+    main()
