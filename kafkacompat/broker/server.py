@@ -42,6 +42,9 @@ class BrokerServer:
             cleaner_dedupe_buffer_bytes=config.log_cleaner_dedupe_buffer_size,
             cleaner_backoff_ms=config.log_cleaner_backoff_ms,
             skip_damaged=config.skip_damaged,
+            object_store=config.object_store,
+            flush_ms=config.store_flush_ms,
+            cache_bytes=config.store_cache_bytes,
         )
         self.cluster: Cluster | None = None
         self._server: asyncio.base_events.Server | None = None

@@ -134,6 +134,9 @@ def open_cluster_view(
     url = cluster_url(config)
     if url is None:
         return SingleNode(me)
-    from .postgres_cluster import PostgresCluster  # asyncpg is loaded only for a cluster
+    try:
+        from .postgres_cluster import PostgresCluster  # asyncpg is loaded only for a cluster
+    except ImportError as exc:
+        raise ClusterError(f"a cluster in PostgreSQL needs asyncpg ({exc}): pip install 'kafkacompat[cloud]'") from exc
 
     return PostgresCluster(me, url, partitions, config.cluster_lease_ms, config.cluster_heartbeat_ms)

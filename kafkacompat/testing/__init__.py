@@ -34,6 +34,7 @@ from ..broker.cluster import Cluster, TopicError
 from ..config import BrokerConfig
 from ..broker.faults import Faults
 from .partitioner import partition_for_key
+from .services import cloud_store, test_store_engine
 from ..broker.server import BrokerServer
 from ..broker.topic_configs import topic_config_value, validate_configs
 
@@ -64,8 +65,10 @@ class Broker:
     """A broker for tests: memory (default) or a fresh temporary directory."""
 
     def __init__(self, data_dir: str | None = None, store: Store | None = None, **settings: Any) -> None:
-        """`data_dir=None` keeps data in memory; "tmp" uses a fresh temporary
-        directory (removed on stop); other settings are BrokerConfig fields.
+        """`data_dir=None` keeps data in memory (or, with KAFKACOMPAT_TEST_STORE=cloud,
+        in a fresh PostgreSQL database and S3 prefix: see testing/services.py);
+        "tmp" uses a fresh temporary directory (removed on stop); other
+        settings are BrokerConfig fields (store=, object_store= for a cloud store).
 
         `store` runs the broker on a store built by the test (e.g. with volume
         caps or a fast retention pass); the broker opens and closes it.
@@ -74,6 +77,8 @@ class Broker:
         if data_dir == "tmp":
             self._tmp = tempfile.TemporaryDirectory(prefix="kafkacompat-")
             data_dir = self._tmp.name
+        if data_dir is None and store is None and "store" not in settings and test_store_engine() == "cloud":
+            settings["store"], settings["object_store"] = cloud_store()
         settings.setdefault("host", "127.0.0.1")
         settings.setdefault("port", 0)
         self.config = BrokerConfig(data_dir=data_dir or "memory://", **settings)

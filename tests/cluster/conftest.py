@@ -6,14 +6,14 @@ from collections.abc import Iterator
 
 import pytest
 
-from kafkacompat.testing.postgres import Postgres, PostgresUnavailable
+from kafkacompat.testing.services import Postgres, ServiceUnavailable
 
 
 @pytest.fixture(scope="module")
 def postgres() -> Iterator[Postgres]:
     try:
         db = Postgres()
-    except PostgresUnavailable as exc:
+    except ServiceUnavailable as exc:
         pytest.skip(str(exc))
     db.start()
     try:

@@ -13,7 +13,7 @@ import pytest
 from confluent_kafka.admin import AdminClient
 
 from kafkacompat.testing.cluster import BrokerCluster, BrokerProcess
-from kafkacompat.testing.postgres import Postgres
+from kafkacompat.testing.services import Postgres
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 
@@ -21,7 +21,7 @@ LEASE_MS, HEARTBEAT_MS = 2000, 200
 
 
 def args(postgres: Postgres) -> list[str]:
-    return ["--data-dir", "memory://", "--cluster-url", postgres.url,
+    return ["--data-dir", "memory://", "--cluster-url", postgres.url(),
             "--cluster-lease-ms", str(LEASE_MS), "--cluster-heartbeat-ms", str(HEARTBEAT_MS)]
 
 
