@@ -71,9 +71,17 @@ class Cluster:
         """Every partition of the store, for the cluster view to give each one a leader."""
         return [(info.stream, info.name, index) for info in self.store.list_topics() for index in range(info.partitions)]
 
-    def _leadership_gained(self, key: PartitionKey) -> None:
-        """Another broker may have appended since this one last led: rebuild its producer state from the log."""
+    async def _leadership_gained(self, key: PartitionKey) -> None:
+        """Another broker may have appended since this one last led: read the partition's
+        offsets afresh and rebuild its producers' state from the log (at the next produce)."""
         self.producers.forget_partition(key)
+        stream, topic, index = key
+        if self.store.get_topic(stream, topic) is None:
+            return
+        try:
+            await self.store.partition(stream, topic, index).refresh()
+        except storage.StorageError as exc:
+            log.warning("cannot refresh %s:%s/%d on becoming its leader: %s", stream, topic, index, exc)
 
     def leader_epoch(self, info: TopicInfo, index: int, partition: storage.Partition | None) -> int:
         """The partition's leader epoch as clients see it: the cluster's when there is one, else the store's."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import abc
 import dataclasses
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -48,14 +48,18 @@ def coordinator_partition(key: str, partitions: int) -> int:
     return (0 if h == -(1 << 31) else abs(h)) % partitions
 
 
+async def _nothing(key: PartitionKey) -> None:
+    return None
+
+
 class ClusterView(abc.ABC):
     """The broker's picture of its cluster; every method is a cheap, synchronous read."""
 
     def __init__(self, me: Member) -> None:
         self.me = me
-        # called with a partition key when this broker becomes its leader
-        # (the broker drops cached producer state so it is rebuilt from the log)
-        self.on_leadership_gained: Callable[[PartitionKey], None] = lambda key: None
+        # awaited with a partition key when this broker becomes its leader, before it serves it
+        # (the broker reads the partition's offsets afresh and rebuilds producer state from the log)
+        self.on_leadership_gained: Callable[[PartitionKey], Awaitable[None]] = _nothing
 
     @abc.abstractmethod
     async def start(self) -> None:

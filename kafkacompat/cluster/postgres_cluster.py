@@ -141,9 +141,9 @@ class PostgresCluster(ClusterView):
                 log.info("moved leadership of %d partition(s) among brokers %s", moved, [m.node_id for m in live])
             rows = await leadership.read_leaders(conn)
         led = {key: row.epoch for key, row in rows.items() if row.leader == self.me.node_id}
-        for key, epoch in led.items():
-            if self._led.get(key) != epoch:
-                self.on_leadership_gained(key)
+        gained = [key for key, epoch in led.items() if self._led.get(key) != epoch]
+        for key in gained:  # served only once caught up with what the previous leader appended
+            await self.on_leadership_gained(key)
         self._live, self._rows, self._led = live, rows, led
         self._yielding -= handing_on - set(led)
         self._yielding &= set(led)

@@ -36,6 +36,11 @@ class BrokerProcess:
         return f"127.0.0.1:{self.port}"
 
     def start(self, timeout: float = 60) -> "BrokerProcess":
+        self.launch()
+        return self.wait_listening(timeout)
+
+    def launch(self) -> None:
+        """Start the process without waiting for it (brokers of a cluster start side by side)."""
         self.lines = []
         self._listening.clear()
         self.proc = subprocess.Popen(
@@ -43,6 +48,9 @@ class BrokerProcess:
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=self.env,
         )
         threading.Thread(target=self._pump, args=(self.proc,), daemon=True).start()
+
+    def wait_listening(self, timeout: float = 60) -> "BrokerProcess":
+        assert self.proc is not None
         if not self._listening.wait(timeout) or self.proc.poll() is not None:
             self.kill()
             raise RuntimeError(f"broker {self.node_id} did not start:\n" + "".join(self.lines[-30:]))
@@ -89,7 +97,9 @@ class BrokerCluster:
     def start(self) -> "BrokerCluster":
         try:
             for broker in self.brokers:
-                broker.start()
+                broker.launch()
+            for broker in self.brokers:
+                broker.wait_listening()
         except BaseException:
             self.stop()
             raise

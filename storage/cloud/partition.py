@@ -82,6 +82,9 @@ class CloudPartition(PartitionBase):
         _length, max_ts = bf.check_append(view, record_count)
         return await self._store.writer.submit(self, bytes(view), record_count, max_ts)
 
+    async def refresh(self) -> None:
+        await self._store.refresh_partitions([self])
+
     async def wait_durable(self, offset: int) -> None:
         return None  # append answers after the database commit: nothing is pending
 

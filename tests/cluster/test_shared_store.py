@@ -16,7 +16,7 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from kafkacompat.protocol.messages import make
@@ -152,7 +152,10 @@ def test_kill_9_of_a_leader_under_idempotent_load_loses_and_duplicates_nothing(c
     def watch(killed_at: float) -> None:
         """Seconds from the kill until a survivor's Metadata names a new live leader of partition 0."""
         def moved() -> bool:
-            return leaders(survivor.bootstrap, topic)[0] not in (-1, victim_id)
+            try:
+                return leaders(survivor.bootstrap, topic)[0] not in (-1, victim_id)
+            except KafkaException:  # the one broker asked did not answer in time: ask again
+                return False
         wait_until("partition 0 has a new leader", moved, timeout=30)
         moved_after.append(time.monotonic() - killed_at)
 
@@ -180,7 +183,8 @@ def test_kill_9_of_a_leader_under_idempotent_load_loses_and_duplicates_nothing(c
         assert offsets == list(range(len(offsets))), f"partition {partition}: offsets not dense"
         values = [int(v) for p, _, v in sorted(records) if p == partition]
         assert values == sorted(values), f"partition {partition}: order changed"
-    assert moved_after and moved_after[0] <= (LEASE_MS + HEARTBEAT_MS) / 1000 + 1.0, moved_after
+    # the bound is lease + heartbeat; the rest is slack for Metadata round trips on a loaded machine
+    assert moved_after and moved_after[0] <= (LEASE_MS + HEARTBEAT_MS) / 1000 + 1.5, moved_after
 
 
 def test_the_group_coordinator_moves_and_the_group_goes_on_from_its_committed_offsets(
@@ -213,14 +217,30 @@ def test_the_group_coordinator_moves_and_the_group_goes_on_from_its_committed_of
     cluster.brokers[first - 1].kill()
     admin = AdminClient({"bootstrap.servers": ",".join(b.bootstrap for b in survivors)})
 
-    deadline = time.monotonic() + 90  # the member finds the new coordinator, rejoins and goes on
-    while len(seen) < 300 and time.monotonic() < deadline:
+    # The member finds the new coordinator. Group membership is not durable (only commits are):
+    # the new coordinator answers UNKNOWN_MEMBER_ID, the member rejoins and goes on from the
+    # group's committed offsets, so what it read after the last commit may come again (at least
+    # once, as after any rebalance) and nothing before that commit does.
+    before_kill = collections.Counter(seen)
+    after: list[bytes] = []
+    everything = {str(i).encode() for i in range(300)}
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
         for msg in consumer.consume(100, timeout=0.5):
             if msg.error() is None:
-                seen.append(msg.value())
-    consumer.commit(asynchronous=False)
+                after.append(msg.value())
+        if everything <= set(seen) | set(after):
+            try:
+                consumer.commit(asynchronous=False)
+            except KafkaException:  # UNKNOWN_MEMBER_ID, REBALANCE_IN_PROGRESS...: rejoining
+                continue
+            done = consumer.committed([TopicPartition(topic, p) for p in range(3)], timeout=10)
+            if all(tp.offset == 100 for tp in done):
+                break
     consumer.close()
-    assert collections.Counter(seen) == collections.Counter(str(i).encode() for i in range(300))
+    assert everything <= set(seen) | set(after), "records never delivered after the coordinator died"
+    assert set(before_kill.values()) == {1} and not set(after) & set(before_kill), \
+        "a record committed before the coordinator died came again"
     assert coordinator() in {b.node_id for b in survivors}
 
     # a new member of the group starts where the group's commits say: at the end
