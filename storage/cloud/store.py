@@ -20,7 +20,7 @@ from typing import Any
 
 from .. import batch_format as bf
 from ..api import Cursor, FsyncPolicy, PermissionEntries, StreamPolicy, TopicInfo
-from ..errors import StorageError, StorageUnavailableError, StreamExistsError, TopicExistsError, UnknownTopicError
+from ..errors import StorageError, StorageUnavailableError, StreamExistsError, TopicExistsError
 from ..namespace import NamespaceStore, StreamState, TopicState, now_ms
 from ..partition_base import RecordTimestamps
 from . import schema
@@ -82,6 +82,7 @@ class CloudStore(NamespaceStore):
         self._rows: dict[tuple[str, int], list[int]] = {}  # (topic id hex, index) -> [pid, next, start, epoch]
         self._row_by_pid: dict[int, list[int]] = {}  # the same rows by partition id
         self._by_pid: dict[int, CloudPartition] = {}
+        self._unborn: dict[tuple[str, int], CloudPartition] = {}  # opened while their topic's rows were being written
         self._events: asyncio.Queue[tuple[str, str]] = asyncio.Queue()
         self._tasks: list[asyncio.Task] = []
         self._passes = 0
@@ -243,6 +244,10 @@ class CloudStore(NamespaceStore):
         for r in rows:
             row = [r["id"], r["next_offset"], r["log_start"], r["leader_epoch"]]
             self._rows[(topic_hex, r["idx"])] = self._row_by_pid[r["id"]] = row
+            unborn = self._unborn.pop((topic_hex, r["idx"]), None)
+            if unborn is not None:
+                unborn.pid = r["id"]
+                self._by_pid[unborn.pid] = unborn
             part = self._by_pid.get(r["id"])
             if part is not None:
                 part.moved(r["next_offset"], r["log_start"], r["leader_epoch"])
@@ -265,6 +270,8 @@ class CloudStore(NamespaceStore):
         for part in (topic.partitions or {}).values():
             self._by_pid.pop(part.pid, None)
             part._mark_closed()
+        for key in [k for k in self._unborn if k[0] == topic.id_hex]:
+            self._unborn.pop(key)._mark_closed()
         for key in [k for k in self._rows if k[0] == topic.id_hex]:
             self._row_by_pid.pop(self._rows.pop(key)[0], None)
 
@@ -464,8 +471,9 @@ class CloudStore(NamespaceStore):
 
     def _new_partition(self, topic: TopicState, index: int) -> CloudPartition:
         row = self._rows.get((topic.id_hex, index))
-        if row is None:
-            raise UnknownTopicError(f"partition {topic.stream.path}:{topic.name}/{index} is not in the database yet")
+        if row is None:  # its topic is being created by this process: empty until the rows are written
+            part = self._unborn[(topic.id_hex, index)] = CloudPartition(self, topic, index, [-1, 0, 0, 0])
+            return part
         part = CloudPartition(self, topic, index, row)
         self._by_pid[part.pid] = part
         return part
