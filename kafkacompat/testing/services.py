@@ -100,7 +100,7 @@ class S3Server:
 
     def __init__(self) -> None:
         try:
-            import moto.server  # noqa: F401
+            import moto.server  # noqa: F401  (only to say what to install when it is missing)
         except ImportError:
             raise ServiceUnavailable("moto's server mode is not installed (pip install 'moto[server]')") from None
         self.port = free_port()

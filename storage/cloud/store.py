@@ -20,7 +20,7 @@ from typing import Any
 
 from .. import batch_format as bf
 from ..api import Cursor, FsyncPolicy, PermissionEntries, StreamPolicy, TopicInfo
-from ..errors import StorageError, StorageUnavailableError, StreamExistsError, TopicExistsError, UnknownTopicError
+from ..errors import StorageError, StorageUnavailableError, StreamExistsError, TopicExistsError
 from ..namespace import NamespaceStore, StreamState, TopicState, now_ms
 from ..partition_base import RecordTimestamps
 from . import schema
@@ -80,7 +80,9 @@ class CloudStore(NamespaceStore):
         self._pool: Any = None
         self._listener: Any = None
         self._rows: dict[tuple[str, int], list[int]] = {}  # (topic id hex, index) -> [pid, next, start, epoch]
+        self._row_by_pid: dict[int, list[int]] = {}  # the same rows by partition id
         self._by_pid: dict[int, CloudPartition] = {}
+        self._unborn: dict[tuple[str, int], CloudPartition] = {}  # opened while their topic's rows were being written
         self._events: asyncio.Queue[tuple[str, str]] = asyncio.Queue()
         self._tasks: list[asyncio.Task] = []
         self._passes = 0
@@ -240,7 +242,12 @@ class CloudStore(NamespaceStore):
 
     def _note_rows(self, topic_hex: str, rows: Sequence[Any]) -> None:
         for r in rows:
-            self._rows[(topic_hex, r["idx"])] = [r["id"], r["next_offset"], r["log_start"], r["leader_epoch"]]
+            row = [r["id"], r["next_offset"], r["log_start"], r["leader_epoch"]]
+            self._rows[(topic_hex, r["idx"])] = self._row_by_pid[r["id"]] = row
+            unborn = self._unborn.pop((topic_hex, r["idx"]), None)
+            if unborn is not None:
+                unborn.pid = r["id"]
+                self._by_pid[unborn.pid] = unborn
             part = self._by_pid.get(r["id"])
             if part is not None:
                 part.moved(r["next_offset"], r["log_start"], r["leader_epoch"])
@@ -263,8 +270,10 @@ class CloudStore(NamespaceStore):
         for part in (topic.partitions or {}).values():
             self._by_pid.pop(part.pid, None)
             part._mark_closed()
+        for key in [k for k in self._unborn if k[0] == topic.id_hex]:
+            self._unborn.pop(key)._mark_closed()
         for key in [k for k in self._rows if k[0] == topic.id_hex]:
-            del self._rows[key]
+            self._row_by_pid.pop(self._rows.pop(key)[0], None)
 
     # notifications --------------------------------------------------------------------------
 
@@ -280,6 +289,9 @@ class CloudStore(NamespaceStore):
             part = self._by_pid.get(pid)
             if part is not None:
                 part.moved(nxt, start, epoch)
+            row = self._row_by_pid.get(pid)
+            if row is not None:  # a partition opened later starts from here
+                row[1:] = [max(row[1], nxt), max(row[2], start), max(row[3], epoch)]
 
     def _on_namespace(self, _conn: Any, _pid: int, _channel: str, payload: str) -> None:
         event = json.loads(payload)
@@ -295,7 +307,7 @@ class CloudStore(NamespaceStore):
                     await self._reconnect()
                     continue
                 if kind == "refresh":
-                    await self.refresh_partitions(list(self._by_pid.values()))
+                    await self._refresh_rows()
                     continue
                 event = json.loads(payload)
                 if kind == "settings":
@@ -325,7 +337,17 @@ class CloudStore(NamespaceStore):
                 log.warning("cannot listen for changes from other brokers (%s); retrying", exc)
                 await asyncio.sleep(1)
         await self._load_all()
-        await self.refresh_partitions(list(self._by_pid.values()))
+        await self._refresh_rows()
+
+    async def _refresh_rows(self) -> None:
+        """Every partition's offsets from the database (after a '*' notification or a reconnect)."""
+        for r in await self._fetch("SELECT id, next_offset, log_start, leader_epoch FROM kc_partitions"):
+            row = self._row_by_pid.get(r["id"])
+            if row is not None:
+                row[1:] = [max(row[1], r["next_offset"]), max(row[2], r["log_start"]), max(row[3], r["leader_epoch"])]
+            part = self._by_pid.get(r["id"])
+            if part is not None:
+                part.moved(r["next_offset"], r["log_start"], r["leader_epoch"])
 
     async def _sync_small(self, kind: str, path: str, name: str) -> None:
         stream = self._streams.get(path)
@@ -449,8 +471,9 @@ class CloudStore(NamespaceStore):
 
     def _new_partition(self, topic: TopicState, index: int) -> CloudPartition:
         row = self._rows.get((topic.id_hex, index))
-        if row is None:
-            raise UnknownTopicError(f"partition {topic.stream.path}:{topic.name}/{index} is not in the database yet")
+        if row is None:  # its topic is being created by this process: empty until the rows are written
+            part = self._unborn[(topic.id_hex, index)] = CloudPartition(self, topic, index, [-1, 0, 0, 0])
+            return part
         part = CloudPartition(self, topic, index, row)
         self._by_pid[part.pid] = part
         return part

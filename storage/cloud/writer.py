@@ -33,7 +33,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-COMMIT_ATTEMPTS = 4
 
 
 class _Pending:
