@@ -169,16 +169,45 @@ def run_one(pg: Postgres, s3: S3Server, brokers: int, messages: int, size: int) 
     )
 
 
+def failover(pg: Postgres, s3: S3Server, lease_ms: int, heartbeat_ms: int) -> float:
+    """Seconds from kill -9 of partition 0's leader until another broker's Metadata names a new one."""
+    database = pg.create_database()
+    args = ["--store", database, "--object-store", f"s3://kafkacompat/{uuid.uuid4().hex[:8]}",
+            "--log-level", "WARNING", "--cluster-lease-ms", str(lease_ms), "--cluster-heartbeat-ms", str(heartbeat_ms)]
+    with BrokerCluster(3, args, env=s3.environ()) as cluster:
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+        admin.create_topics([NewTopic("failover", 3, 1)])["failover"].result(timeout=30)
+
+        def leader() -> int:
+            found = watcher.list_topics("failover", timeout=5)
+            return found.topics["failover"].partitions[0].leader
+
+        watcher = admin
+        victim = leader()
+        survivor = next(b for b in cluster.brokers if b.node_id != victim)
+        watcher = AdminClient({"bootstrap.servers": survivor.bootstrap})
+        cluster.brokers[victim - 1].kill()
+        killed = time.monotonic()
+        while leader() in (-1, victim):
+            if time.monotonic() - killed > 60:
+                raise RuntimeError("no new leader within 60 s")
+            time.sleep(0.01)
+        return time.monotonic() - killed
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m kafkacompat.bench.scaleout", description=__doc__.split("\n\n")[0])
     parser.add_argument("--messages", type=int, default=30_000, help="records produced per row (default 30000)")
     parser.add_argument("--size", type=int, default=512, help="bytes per record value (default 512)")
     parser.add_argument("--brokers", default="1,2,3", help="broker counts to run, comma-separated (default 1,2,3)")
+    parser.add_argument("--failovers", type=int, default=3, help="kill -9 trials timing leader moves (default 3)")
     args = parser.parse_args(argv)
     counts = [int(n) for n in args.brokers.split(",")]
     with Postgres() as pg, S3Server() as s3:
         s3.create_bucket("kafkacompat")
         rows = [run_one(pg, s3, n, args.messages, args.size) for n in counts]
+        settings = [(2000, 200), (6000, 1000)]  # the tests' and the defaults' lease / heartbeat (ms)
+        moves = {lease_hb: [failover(pg, s3, *lease_hb) for _ in range(args.failovers)] for lease_hb in settings}
     header = ("brokers", "produce msg/s", "MB/s", "p50 ms", "p99 ms", "consume msg/s", "batches",
               "db txns/batch", "cpu brokers s", "cpu postgres s", "cpu s3 s")
     print(f"{os.cpu_count()} cores; {args.messages} records of {args.size} B, {PARTITIONS} partitions, "
@@ -189,6 +218,9 @@ def main(argv: list[str] | None = None) -> None:
             r.brokers, f"{r.produce_msgs_s:,.0f}", f"{r.produce_mb_s:.2f}", f"{r.p50_ms:.1f}", f"{r.p99_ms:.1f}",
             f"{r.consume_msgs_s:,.0f}", r.batches, f"{r.txns_per_batch:.2f}", f"{r.cpu_brokers_s:.1f}",
             f"{r.cpu_postgres_s:.1f}", f"{r.cpu_s3_s:.1f}")))
+    for (lease, heartbeat), seconds in moves.items():
+        print(f"leader of a partition moved after kill -9 with lease {lease} ms, heartbeat {heartbeat} ms: "
+              + ", ".join(f"{s:.2f} s" for s in seconds) + f" (bound: lease + heartbeat = {(lease + heartbeat) / 1000} s)")
 
 
 if __name__ == "__main__":
