@@ -99,8 +99,7 @@ def _commits(pg: Postgres, database: str) -> int:
 def run_one(pg: Postgres, s3: S3Server, brokers: int, messages: int, size: int) -> Row:
     database = pg.create_database()
     name = database.rsplit("/", 1)[1]
-    args = ["--store", database, "--object-store", f"s3://kafkacompat/{uuid.uuid4().hex[:8]}",
-            "--log-level", "WARNING"]
+    args = ["--store", database, "--object-store", f"s3://kafkacompat/{uuid.uuid4().hex[:8]}"]
     with BrokerCluster(brokers, args, env=s3.environ()) as cluster:
         topic = "bench"
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
@@ -173,7 +172,7 @@ def failover(pg: Postgres, s3: S3Server, lease_ms: int, heartbeat_ms: int) -> fl
     """Seconds from kill -9 of partition 0's leader until another broker's Metadata names a new one."""
     database = pg.create_database()
     args = ["--store", database, "--object-store", f"s3://kafkacompat/{uuid.uuid4().hex[:8]}",
-            "--log-level", "WARNING", "--cluster-lease-ms", str(lease_ms), "--cluster-heartbeat-ms", str(heartbeat_ms)]
+            "--cluster-lease-ms", str(lease_ms), "--cluster-heartbeat-ms", str(heartbeat_ms)]
     with BrokerCluster(3, args, env=s3.environ()) as cluster:
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
         admin.create_topics([NewTopic("failover", 3, 1)])["failover"].result(timeout=30)

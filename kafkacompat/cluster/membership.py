@@ -83,8 +83,7 @@ class ClusterView(abc.ABC):
     def leader_of(self, key: PartitionKey) -> tuple[int, int] | None:
         """(leader node id, leader epoch), or None while the partition has no live leader.
 
-        The epoch is None-free only in a real cluster; SingleNode answers -1 and
-        the caller takes the store's own epoch.
+        SingleNode answers epoch -1: the caller then takes the store's own epoch.
         """
 
     async def settle(self, keys: Iterable[PartitionKey]) -> None:

@@ -11,7 +11,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Sequence
 
 from .services import free_port
@@ -29,7 +28,8 @@ class BrokerProcess:
         self.env = {**os.environ, **(env or {})}
         self.proc: subprocess.Popen[str] | None = None
         self.lines: list[str] = []
-        self._listening = threading.Event()
+        self.listening = False
+        self._listening = threading.Event()  # set once it listens, or once its output ended (it exited)
 
     @property
     def bootstrap(self) -> str:
@@ -42,6 +42,7 @@ class BrokerProcess:
     def launch(self) -> None:
         """Start the process without waiting for it (brokers of a cluster start side by side)."""
         self.lines = []
+        self.listening = False
         self._listening.clear()
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "kafkacompat", "serve", *self.args],
@@ -51,7 +52,7 @@ class BrokerProcess:
 
     def wait_listening(self, timeout: float = 60) -> "BrokerProcess":
         assert self.proc is not None
-        if not self._listening.wait(timeout) or self.proc.poll() is not None:
+        if not self._listening.wait(timeout) or not self.listening or self.proc.poll() is not None:
             self.kill()
             raise RuntimeError(f"broker {self.node_id} did not start:\n" + "".join(self.lines[-30:]))
         return self
@@ -61,7 +62,9 @@ class BrokerProcess:
         for line in proc.stdout:
             self.lines.append(line)
             if "listening on" in line:
+                self.listening = True
                 self._listening.set()
+        self._listening.set()
 
     def kill(self) -> None:
         """kill -9: no clean stop, the lease lapses by itself."""
@@ -76,12 +79,6 @@ class BrokerProcess:
                 self.proc.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 self.kill()
-
-    def wait_exit(self, timeout: float) -> int:
-        assert self.proc is not None
-        code = self.proc.wait(timeout=timeout)
-        time.sleep(0)  # let the pump thread read the last lines
-        return code
 
 
 class BrokerCluster:
