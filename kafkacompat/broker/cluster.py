@@ -261,4 +261,5 @@ class Cluster:
             created = self.store.get_topic(stream, topic)
             assert created is not None
         log.info("auto-created topic %s with %d partition(s)", name, created.partitions)
+        await self.settle([created])
         return created

@@ -344,7 +344,8 @@ class Broker:
         validate_configs(dict(configs or {}))
         if cluster.store.get_stream(stream) is None:
             await cluster.store.create_stream(stream)
-        await cluster.store.create_topic(stream, topic, partitions, dict(configs or {}))
+        info = await cluster.store.create_topic(stream, topic, partitions, dict(configs or {}))
+        await cluster.settle([info])  # in a cluster (a postgresql:// store), its partitions get leaders now
         return name
 
     async def _delete_topic(self, name: str) -> None:
