@@ -7,8 +7,9 @@ processes as one cluster, a 6-partition topic; one confluent-kafka
 producer (idempotent, acks=all) sends N records through all brokers, then
 one consumer reads them back. Printed per row: aggregate produce and
 consume throughput, produce latency p50/p99 (produce() to delivery
-report), database transactions per produced batch (pg_stat_database, the
-brokers' heartbeats measured idle beforehand and taken out) and CPU
+report), database transactions per stored batch (pg_stat_database over the
+engine's batch index; the brokers' heartbeats measured idle beforehand and
+taken out) and CPU
 seconds of the brokers, PostgreSQL and the S3 server, which is where the
 time goes. PostgreSQL and the S3 server (moto) run on this machine too, so
 on 2 cores the rows compare configurations, not hardware limits.
@@ -18,11 +19,12 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import os
 import statistics
 import time
 import uuid
+from collections.abc import Callable
+from typing import Any
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -47,6 +49,7 @@ class Row:
     cpu_brokers_s: float
     cpu_postgres_s: float
     cpu_s3_s: float
+    consume_cpu: tuple[float, ...]  # brokers, postgres, s3 CPU seconds while consuming
 
 
 def _children(parent: int) -> list[int]:
@@ -112,36 +115,31 @@ def run_one(pg: Postgres, s3: S3Server, brokers: int, messages: int, size: int) 
         time.sleep(2.0)  # the brokers' heartbeats alone: taken out of the produce phase's count
         idle_rate = (_commits(pg, name) - idle_commits) / (time.monotonic() - idle_start)
 
-        batches = 0
-
-        def on_stats(text: str) -> None:
-            nonlocal batches
-            batches += json.loads(text)["topics"].get(topic, {}).get("batchcnt", {}).get("cnt", 0)
-
         latencies: list[float] = []
         producer = Producer({"bootstrap.servers": cluster.bootstrap, "enable.idempotence": True, "acks": "all",
-                             "linger.ms": 5, "statistics.interval.ms": 200, "stats_cb": on_stats})
+                             "linger.ms": 5})
         payload = b"x" * size
         cpu0 = (_cpu(pids), _cpu(pg_pids), _cpu(s3_pids))
         commits0, start = _commits(pg, name), time.monotonic()
 
-        def delivered(err, msg, sent=None) -> None:  # noqa: ANN001 - librdkafka's callback
-            if err is None:
-                latencies.append(time.monotonic() - msg.opaque)
+        def delivered(sent: float) -> Callable[[Any, Any], None]:
+            def report(err: Any, msg: Any) -> None:  # librdkafka's delivery report
+                if err is None:
+                    latencies.append(time.monotonic() - sent)
+            return report
 
         for _ in range(messages):
             while True:
                 try:
-                    producer.produce(topic, payload, on_delivery=delivered, opaque=time.monotonic())
+                    producer.produce(topic, payload, on_delivery=delivered(time.monotonic()))
                     break
                 except BufferError:
                     producer.poll(0.01)
             producer.poll(0)
         assert producer.flush(120) == 0, "records left undelivered"
         produce_s = time.monotonic() - start
-        time.sleep(0.3)  # one more statistics interval, so the batch count includes the last batches
-        producer.poll(0)
         commits = _commits(pg, name) - commits0 - idle_rate * produce_s
+        batches = int(pg.sql("SELECT count(*) FROM kc_batches", name).strip())  # the cloud engine's batch index
         cpu1 = (_cpu(pids), _cpu(pg_pids), _cpu(s3_pids))
 
         consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "bench",
@@ -152,6 +150,7 @@ def run_one(pg: Postgres, s3: S3Server, brokers: int, messages: int, size: int) 
             got += sum(1 for msg in consumer.consume(1000, timeout=0.5) if msg.error() is None)
         consume_s = time.monotonic() - start
         consumer.close()
+        cpu2 = (_cpu(pids), _cpu(pg_pids), _cpu(s3_pids))
     latencies.sort()
     return Row(
         brokers=brokers,
@@ -165,6 +164,7 @@ def run_one(pg: Postgres, s3: S3Server, brokers: int, messages: int, size: int) 
         cpu_brokers_s=cpu1[0] - cpu0[0],
         cpu_postgres_s=cpu1[1] - cpu0[1],
         cpu_s3_s=cpu1[2] - cpu0[2],
+        consume_cpu=tuple(round(b - a, 1) for a, b in zip(cpu1, cpu2)),
     )
 
 
@@ -217,6 +217,8 @@ def main(argv: list[str] | None = None) -> None:
             r.brokers, f"{r.produce_msgs_s:,.0f}", f"{r.produce_mb_s:.2f}", f"{r.p50_ms:.1f}", f"{r.p99_ms:.1f}",
             f"{r.consume_msgs_s:,.0f}", r.batches, f"{r.txns_per_batch:.2f}", f"{r.cpu_brokers_s:.1f}",
             f"{r.cpu_postgres_s:.1f}", f"{r.cpu_s3_s:.1f}")))
+    print("cpu seconds while consuming (brokers, postgres, s3): "
+          + "; ".join(f"{r.brokers} broker(s): {r.consume_cpu}" for r in rows))
     for (lease, heartbeat), seconds in moves.items():
         print(f"leader of a partition moved after kill -9 with lease {lease} ms, heartbeat {heartbeat} ms: "
               + ", ".join(f"{s:.2f} s" for s in seconds) + f" (bound: lease + heartbeat = {(lease + heartbeat) / 1000} s)")
