@@ -103,11 +103,11 @@ def run_one(pg: Postgres, s3: S3Server, brokers: int, messages: int, size: int) 
     database = pg.create_database()
     name = database.rsplit("/", 1)[1]
     args = ["--store", database, "--object-store", f"s3://kafkacompat/{uuid.uuid4().hex[:8]}"]
-    with BrokerCluster(brokers, args, env=s3.environ()) as cluster:
+    with BrokerCluster(brokers, args) as cluster:
         topic = "bench"
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
         admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(timeout=30)
-        pids = [b.proc.pid for b in cluster.brokers if b.proc is not None]
+        pids = [b.pid for b in cluster.brokers if b.pid is not None]
         pg_pids = _postgres_pids(pg)
         s3_pids = _s3_pids(s3)
 
@@ -173,7 +173,7 @@ def failover(pg: Postgres, s3: S3Server, lease_ms: int, heartbeat_ms: int) -> fl
     database = pg.create_database()
     args = ["--store", database, "--object-store", f"s3://kafkacompat/{uuid.uuid4().hex[:8]}",
             "--cluster-lease-ms", str(lease_ms), "--cluster-heartbeat-ms", str(heartbeat_ms)]
-    with BrokerCluster(3, args, env=s3.environ()) as cluster:
+    with BrokerCluster(3, args) as cluster:
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
         admin.create_topics([NewTopic("failover", 3, 1)])["failover"].result(timeout=30)
 
@@ -183,9 +183,9 @@ def failover(pg: Postgres, s3: S3Server, lease_ms: int, heartbeat_ms: int) -> fl
 
         watcher = admin
         victim = leader()
-        survivor = next(b for b in cluster.brokers if b.node_id != victim)
+        survivor = next(b for node_id, b in enumerate(cluster.brokers, 1) if node_id != victim)
         watcher = AdminClient({"bootstrap.servers": survivor.bootstrap})
-        cluster.brokers[victim - 1].kill()
+        cluster.broker(victim).kill()
         killed = time.monotonic()
         while leader() in (-1, victim):
             if time.monotonic() - killed > 60:
@@ -203,6 +203,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     counts = [int(n) for n in args.brokers.split(",")]
     with Postgres() as pg, S3Server() as s3:
+        os.environ.update(s3.environ())  # the brokers' endpoint and credentials, as users give them
         s3.create_bucket("kafkacompat")
         rows = [run_one(pg, s3, n, args.messages, args.size) for n in counts]
         settings = [(2000, 200), (6000, 1000)]  # the tests' and the defaults' lease / heartbeat (ms)

@@ -115,9 +115,9 @@ def test_clients_are_routed_to_partition_leaders_spread_over_three_brokers(clust
     assert by_broker[0] == by_broker[1] == by_broker[2], "every broker reports the same leaders"
     assert set(by_broker[0].values()) == {1, 2, 3}, by_broker[0]
     for partition, leader in by_broker[0].items():  # only the leader serves a partition
-        for broker in cluster.brokers:
+        for node_id, broker in enumerate(cluster.brokers, 1):
             error = list_offsets_error(broker.bootstrap, topic, partition)
-            assert error == (0 if broker.node_id == leader else NOT_LEADER_OR_FOLLOWER), (partition, broker.node_id)
+            assert error == (0 if node_id == leader else NOT_LEADER_OR_FOLLOWER), (partition, node_id)
 
     producer = Producer({"bootstrap.servers": cluster.brokers[2].bootstrap, "enable.idempotence": True,
                          "acks": "all", "linger.ms": 5})
@@ -133,7 +133,7 @@ def test_clients_are_routed_to_partition_leaders_spread_over_three_brokers(clust
 def test_kill_9_of_a_leader_under_idempotent_load_loses_and_duplicates_nothing(cluster: BrokerCluster) -> None:
     topic = create_topic(cluster.bootstrap, 3)
     victim_id = leaders(cluster.brokers[0].bootstrap, topic)[0]
-    victim = cluster.brokers[victim_id - 1]
+    victim = cluster.broker(victim_id)
     survivor = next(b for b in cluster.brokers if b is not victim)
     failures: list[str] = []
     delivered: collections.Counter[bytes] = collections.Counter()
@@ -213,9 +213,9 @@ def test_the_group_coordinator_moves_and_the_group_goes_on_from_its_committed_of
             seen.append(msg.value())
     consumer.commit(asynchronous=False)
     first = coordinator()
-    survivors = [b for b in cluster.brokers if b.node_id != first]
-    cluster.brokers[first - 1].kill()
-    admin = AdminClient({"bootstrap.servers": ",".join(b.bootstrap for b in survivors)})
+    survivors = {node_id: b for node_id, b in enumerate(cluster.brokers, 1) if node_id != first}
+    cluster.broker(first).kill()
+    admin = AdminClient({"bootstrap.servers": ",".join(b.bootstrap for b in survivors.values())})
 
     # The member finds the new coordinator. Group membership is not durable (only commits are):
     # the new coordinator answers UNKNOWN_MEMBER_ID, the member rejoins and goes on from the
@@ -241,10 +241,10 @@ def test_the_group_coordinator_moves_and_the_group_goes_on_from_its_committed_of
     assert everything <= set(seen) | set(after), "records never delivered after the coordinator died"
     assert set(before_kill.values()) == {1} and not set(after) & set(before_kill), \
         "a record committed before the coordinator died came again"
-    assert coordinator() in {b.node_id for b in survivors}
+    assert coordinator() in survivors
 
     # a new member of the group starts where the group's commits say: at the end
-    again = Consumer({"bootstrap.servers": survivors[0].bootstrap, "group.id": group, "enable.auto.commit": False,
+    again = Consumer({"bootstrap.servers": next(iter(survivors.values())).bootstrap, "group.id": group, "enable.auto.commit": False,
                       "auto.offset.reset": "earliest"})
     committed = again.committed([TopicPartition(topic, p) for p in range(3)], timeout=20)
     assert {tp.partition: tp.offset for tp in committed} == {0: 100, 1: 100, 2: 100}
