@@ -9,7 +9,11 @@ from __future__ import annotations
 
 import concurrent.futures
 import tempfile
+import time
 from collections.abc import Sequence
+
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient
 
 from .cluster_process import ClusterProcess
 
@@ -39,10 +43,28 @@ class BrokerCluster:
             with concurrent.futures.ThreadPoolExecutor(len(self.brokers)) as pool:
                 for started in [pool.submit(b.start) for b in self.brokers]:
                     started.result()
+            self.wait_formed()
         except BaseException:
             self.stop()
             raise
         return self
+
+    def wait_formed(self, timeout: float = 30) -> None:
+        """Return once every broker's Metadata lists them all: each learns of the others at its
+        next heartbeat, so a broker listening is not yet a broker that knows its peers."""
+        want = set(range(1, len(self.brokers) + 1))
+        deadline = time.monotonic() + timeout
+        for broker in self.brokers:
+            admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+            while True:
+                try:
+                    if set(admin.list_topics(timeout=5).brokers) == want:
+                        break
+                except KafkaException:
+                    pass
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"broker at {broker.bootstrap} does not list brokers {sorted(want)}")
+                time.sleep(0.05)
 
     def stop(self) -> None:
         for broker in self.brokers:
