@@ -138,6 +138,14 @@ class BrokerConfig:
                                            "one); no HTTP server unless set", metavar="PORT")
     http_host: str = _setting("127.0.0.1", "address the HTTP server listens on (loopback: it has no "
                                            "authentication yet)", metavar="HOST")
+    # the REST proxy on the HTTP port (Confluent REST Proxy v2/v3 compatible)
+    rest_consumer_instance_timeout_ms: int = _setting(300_000, "idle REST consumer instances are deleted after "
+                                                               "this long, like the REST Proxy's "
+                                                               "consumer.instance.timeout.ms", metavar="MS",
+                                                      minimum=1)
+    rest_default_stream: str | None = _setting(None, "stream of topic names without one in REST requests, like "
+                                                     "MapR's streams.default.stream (unset: the broker's default "
+                                                     "stream)", metavar="PATH")
     metrics_topic_series: int = _setting(0, "topics that get their own bytes/messages series in /metrics (the "
                                             "first N seen; later ones count under topic=\"_other\"); 0 keeps "
                                             "broker totals only, so series stay bounded with many topics")

@@ -15,6 +15,7 @@ ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || apt_packages+=(postgresql
 command -v chromium >/dev/null || apt_packages+=(chromium)  # the web console tests (Playwright drives Debian's)
 # a C compiler and Python's headers build the record walk (protocol/_record_scan.c)
 command -v gcc >/dev/null || apt_packages+=(gcc)
+command -v curl >/dev/null || apt_packages+=(curl)                    # tests/http/test_rest_bad_input.py
 python3 -c 'import sysconfig, os, sys; sys.exit(not os.path.exists(sysconfig.get_paths()["include"] + "/Python.h"))' \
     || apt_packages+=(python3-dev)
 if [ ${#apt_packages[@]} -gt 0 ]; then

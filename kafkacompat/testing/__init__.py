@@ -33,7 +33,7 @@ from kafkacompat.storage import Store
 from ..broker.cluster import Cluster, TopicError
 from ..config import BrokerConfig
 from ..broker.faults import Faults
-from .partitioner import partition_for_key
+from ..broker.partitioner import partition_for_key
 from .services import cloud_store, test_store_engine
 from ..broker.server import BrokerServer
 from ..broker.topic_configs import topic_config_value, validate_configs

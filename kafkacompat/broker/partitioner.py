@@ -1,8 +1,8 @@
 """Kafka's default key partitioner: murmur2 of the key bytes, as the Java client does.
 
-The test broker's produce helper places keyed records where Java's and
-kafka-python's producers would, so a test mixing the helper and a client
-sees one key in one partition.
+The REST proxy and the test broker's produce helper place keyed records
+where Java's and kafka-python's producers would, so records of one key
+land in one partition whichever way they come in.
 """
 
 from __future__ import annotations
