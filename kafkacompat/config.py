@@ -147,6 +147,12 @@ class BrokerConfig:
     transaction_abort_timed_out_transaction_cleanup_interval_ms: int = _setting(
         10_000, "how often transactions open past their timeout are aborted, like "
                 "transaction.abort.timed.out.transaction.cleanup.interval.ms", metavar="MS", minimum=1)
+    transactional_id_expiration_ms: int = _setting(
+        604_800_000, "how long a transactional id with no open transaction is kept after its last update, "
+                     "like transactional.id.expiration.ms", metavar="MS", minimum=1)
+    transaction_remove_expired_transaction_cleanup_interval_ms: int = _setting(
+        3_600_000, "how often expired transactional ids are removed, like "
+                   "transaction.remove.expired.transaction.cleanup.interval.ms", metavar="MS", minimum=1)
     # the cloud engine (storage/cloud): metadata in PostgreSQL, data as objects in an S3-compatible store
     store: str | None = _setting(None, "a postgresql://USER@HOST:PORT/DB store shared by the brokers of a cluster "
                                        "(default: the on-disk store in --data-dir); needs --object-store",

@@ -9,6 +9,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Mapping, Sequence
 
+from .activity import StoreActivity
 from . import batch_format as bf
 from .api import AppendResult, Cursor, PartitionletInfo, TimestampHit
 from .errors import OffsetOutOfRangeError
@@ -21,9 +22,11 @@ MEMORY_VOLUME = "memory"  # the one "volume" of a memory store
 class MemoryPartition(PartitionBase):
     """Batches in a list, indexed by base offset."""
 
-    def __init__(self, topic: TopicState, index: int, record_timestamps: RecordTimestamps | None) -> None:
+    def __init__(self, topic: TopicState, index: int, record_timestamps: RecordTimestamps | None,
+                 activity: StoreActivity) -> None:
         super().__init__(f"{topic.stream.path}:{topic.name}/{index}", 0, record_timestamps)
         self._topic = topic
+        self._activity = activity
         self._batches: list[bytearray] = []
         self._bases: list[int] = []
         self._max_ts: list[int] = []
@@ -124,6 +127,7 @@ class MemoryPartition(PartitionBase):
                 total -= len(self._batches[drop])
                 drop += 1
         if drop:
+            self._activity.retained(drop, sum(len(b) for b in self._batches[:drop]))
             start = self._bases[drop] if drop < len(self._bases) else self._hw
             self._log_start = max(self._log_start, start)
             self._drop_below(self._log_start)
@@ -189,9 +193,10 @@ class MemoryStore(NamespaceStore):
             part.purge()
 
     def _new_partition(self, topic: TopicState, index: int) -> MemoryPartition:
-        return MemoryPartition(topic, index, self._record_timestamps)
+        return MemoryPartition(topic, index, self._record_timestamps, self.activity)
 
     async def enforce_retention(self, now: int | None = None) -> int:
         """Apply ttl and size caps to the partitions in use (no background task here)."""
         now = now_ms() if now is None else now
+        self.activity.retention_passes += 1
         return sum(p.enforce_retention(now) for p in self._opened_partitions() if not p._closed)

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
-from . import health, metrics
+from . import console, health, metrics
 from .common import BROKER
 
 if TYPE_CHECKING:
@@ -30,4 +30,5 @@ def build_app(broker: "BrokerServer") -> web.Application:
     app[BROKER] = broker
     health.add_routes(app)
     metrics.add_routes(app)
+    console.add_routes(app)  # the web console at / (and /console/...)
     return app

@@ -75,7 +75,7 @@ class DiskPartition(PartitionBase):
         self._skipped: set[tuple[int, int]] = set()  # damaged ranges already logged as skipped
         self._unavailable_logged = False
         self._lock = asyncio.Lock()
-        self._commit = GroupCommit(self._fsync_active)
+        self._commit = GroupCommit(self._fsync_active, store.activity.fsynced)
         self._load()
         if self._epochs and self._epochs[-1][0] >= self._leader_epoch:
             # store.json went back (a stale copy, or rebuilt without this manifest): epochs never go down
@@ -671,6 +671,7 @@ class DiskPartition(PartitionBase):
         if drop == 0:
             return 0
         start = chain[drop].base if drop < len(chain) else self._hw
+        self._store.activity.retained(drop, sum(p.size for p in chain[:drop]))
         await self._drop(drop, max(start, self._log_start))
         return drop
 
