@@ -608,6 +608,7 @@ class CloudStore(NamespaceStore):
         """
         now = now_ms() if now is None else now
         moved = 0
+        self.activity.retention_passes += 1
         async with self._pool.acquire() as conn:
             if not await conn.fetchval("SELECT pg_try_advisory_lock($1)", RETENTION_LOCK):
                 return 0
