@@ -109,6 +109,9 @@ class CloudStore(NamespaceStore):
                 await self._ensure_default_stream()
             except StreamExistsError:  # another broker created it just now
                 await self._sync_stream(self.default_stream)
+        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+            await self._release()
+            raise StorageError(f"cannot open the store in {self.database_url}: {exc}") from exc
         except BaseException:
             await self._release()
             raise
