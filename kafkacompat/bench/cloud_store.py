@@ -16,6 +16,7 @@ other; compare the ratios, not the absolute numbers (moto is a Python S3).
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import dataclasses
 import os
 import sys
@@ -67,9 +68,9 @@ class Figures:
     notes: list[str] = dataclasses.field(default_factory=list)
 
 
-def produce_latency(bootstrap: str, topic: str, size: int, rate: int, seconds: float) -> list[float]:
+def produce_latency(bootstrap: str, topic: str, size: int, rate: int, seconds: float, linger_ms: int) -> list[float]:
     """Milliseconds from produce() to the delivery report, acks=all, `rate` messages a second."""
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 1})
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": linger_ms})
     value = os.urandom(size)
     latencies: list[float] = []
     lock = threading.Lock()
@@ -112,21 +113,28 @@ def run_engine(broker: KafkacompatBroker, args: argparse.Namespace, engine: str,
         bootstrap = broker.bootstrap
         create_topics(bootstrap, [("bench-throughput", args.partitions), ("bench-latency", 1)])
         before = database_counters(pg, database) if pg and database else None
-        outcome = produce(bootstrap, "bench-throughput", args.size, -1, args.seconds)
+        with concurrent.futures.ThreadPoolExecutor(args.producers) as pool:  # librdkafka releases the GIL
+            outcomes = list(pool.map(lambda _: produce(bootstrap, "bench-throughput", args.size, -1, args.seconds),
+                                     range(args.producers)))
+        outcome = outcomes[0]
+        outcome.messages = sum(o.messages for o in outcomes)
+        outcome.seconds = max(o.seconds for o in outcomes)
+        outcome.status = "; ".join(o.status for o in outcomes if o.status != "ok") or "ok"
         if pg and database and before:
             time.sleep(0.5)  # pg_stat_database is updated by the backends about every 500 ms
             after = database_counters(pg, database)
             figures.transactions, figures.batches, figures.objects = (a - b for a, b in zip(after, before))
         figures.produce_msgs_s = outcome.messages / outcome.seconds
         figures.produce_mb_s = figures.produce_msgs_s * args.size / 1e6
-        if outcome.status:
+        if outcome.status != "ok":
             figures.notes.append(f"produce: {outcome.status}")
         read = consume(bootstrap, "bench-throughput", args.partitions, outcome.messages, 30)
         figures.consume_msgs_s = read.messages / read.seconds if read.seconds else 0.0
         figures.consume_mb_s = figures.consume_msgs_s * args.size / 1e6
-        if read.status:
+        if read.status != "ok":
             figures.notes.append(f"consume: {read.status}")
-        latencies = produce_latency(bootstrap, "bench-latency", args.size, args.rate, args.latency_seconds)
+        latencies = produce_latency(bootstrap, "bench-latency", args.size, args.rate, args.latency_seconds,
+                                     args.linger_ms)
         if latencies:
             figures.p50_ms, figures.p99_ms = percentile(latencies, 0.5), percentile(latencies, 0.99)
     finally:
@@ -135,8 +143,9 @@ def run_engine(broker: KafkacompatBroker, args: argparse.Namespace, engine: str,
 
 
 def report(rows: list[Figures], args: argparse.Namespace) -> str:
-    lines = [f"{args.size}-byte messages, {args.partitions} partitions, acks=all; produce {args.seconds:g} s, "
-             f"latency at {args.rate}/s for {args.latency_seconds:g} s; {os.cpu_count()} cores",
+    lines = [f"{args.size}-byte messages, {args.partitions} partitions, acks=all; {args.producers} producer(s) for "
+             f"{args.seconds:g} s; latency at {args.rate}/s, linger.ms={args.linger_ms}, for "
+             f"{args.latency_seconds:g} s; {os.cpu_count()} cores",
              f"{'engine':<34} {'produce msg/s':>13} {'MB/s':>6} {'consume msg/s':>13} {'MB/s':>6} "
              f"{'p50 ms':>7} {'p99 ms':>7} {'db tx/batch':>11} {'objects/batch':>13}"]
     for f in rows:
@@ -160,7 +169,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=10.0, help="length of the produce run (default 10)")
     parser.add_argument("--size", type=int, default=1000, help="message value bytes (default 1000)")
     parser.add_argument("--partitions", type=int, default=6, help="partitions of the throughput topic (default 6)")
-    parser.add_argument("--rate", type=int, default=500, help="messages a second in the latency run (default 500)")
+    parser.add_argument("--producers", type=int, default=4, help="concurrent producers (connections) in the "
+                        "throughput run (default 4)")
+    parser.add_argument("--linger-ms", type=int, default=50, help="linger.ms of the latency run's producer (default "
+                        "50: every produce request waits for an object write, so lingering less only queues "
+                        "more requests)")
+    parser.add_argument("--rate", type=int, default=200, help="messages a second in the latency run (default 200)")
     parser.add_argument("--latency-seconds", type=float, default=5.0, help="length of the latency run (default 5)")
     parser.add_argument("--flush-ms", type=int, default=10, help="store_flush_ms of the cloud broker (default 10)")
     args = parser.parse_args(argv)

@@ -109,6 +109,9 @@ class CloudStore(NamespaceStore):
                 await self._ensure_default_stream()
             except StreamExistsError:  # another broker created it just now
                 await self._sync_stream(self.default_stream)
+        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+            await self._release()
+            raise StorageError(f"cannot open the store in {self.database_url}: {exc}") from exc
         except BaseException:
             await self._release()
             raise
@@ -608,6 +611,7 @@ class CloudStore(NamespaceStore):
         """
         now = now_ms() if now is None else now
         moved = 0
+        self.activity.retention_passes += 1
         async with self._pool.acquire() as conn:
             if not await conn.fetchval("SELECT pg_try_advisory_lock($1)", RETENTION_LOCK):
                 return 0
