@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from .common import NO_THROTTLE, make, schema_of
+from .common import NO_THROTTLE, ErrorCode, make, schema_of
 
 
 async def handle(ctx: Any, request: Any) -> Any:
-    error = ctx.cluster.groups.heartbeat(
-        request.group_id, request.generation_id, request.member_id, getattr(request, "group_instance_id", None)
-    )
+    if not ctx.cluster.coordinates(request.group_id):  # the group moved: the member finds its new coordinator
+        error = ErrorCode.not_coordinator
+    else:
+        error = ctx.cluster.groups.heartbeat(
+            request.group_id, request.generation_id, request.member_id, getattr(request, "group_instance_id", None)
+        )
     return make(schema_of(ctx).HeartbeatResponse, throttle_time=NO_THROTTLE, error_code=error)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..groups import JoinRequest, JoinResult
-from .common import NO_THROTTLE, make, schema_of
+from .common import NO_THROTTLE, ErrorCode, make, schema_of
 from .group_common import client_host, millis
 
 
@@ -33,6 +33,8 @@ def _response(m: Any, version: int, result: JoinResult) -> Any:
 
 async def handle(ctx: Any, request: Any) -> Any:
     m = schema_of(ctx)
+    if not ctx.cluster.coordinates(request.group_id):  # another broker leads the group's offsets partition
+        return _response(m, ctx.version, JoinResult(ErrorCode.not_coordinator, request.member_id))
     session_timeout = millis(request.session_timeout)
     rebalance_timeout = millis(getattr(request, "rebalance_timeout", session_timeout))
     answer = ctx.cluster.groups.join(

@@ -269,15 +269,18 @@ async def handle(ctx: Any, request: Any) -> Any:
     acks = request.acks
     if ctx.cluster.quotas.active:
         ctx.throttle_ms = ctx.cluster.quotas.record(ctx.header.client_id, PRODUCER_BYTE_RATE, ctx.size)
-    results: list[tuple[str, list[_Outcome]]] = []
-    for topic in request.topic_data:
-        outcomes = []
-        for part in topic.partition_data:
-            if acks not in (0, 1, -1):
-                outcomes.append(_Outcome(part.index, ErrorCode.invalid_required_acks))
-            else:
-                outcomes.append(await _produce_partition(ctx, topic, part, acks, request.transactional_id))
-        results.append((topic.name, outcomes))
+    # Partitions are appended concurrently: a store whose appends answer after a
+    # shared write (the cloud engine's object + commit) then serves a request
+    # with one write, not one per partition. Batches of one partition stay in order.
+    if acks not in (0, 1, -1):
+        results = [(topic.name, [_Outcome(part.index, ErrorCode.invalid_required_acks)
+                                 for part in topic.partition_data]) for topic in request.topic_data]
+    else:
+        done = iter(await asyncio.gather(*(
+            _produce_partition(ctx, topic, part, acks, request.transactional_id)
+            for topic in request.topic_data for part in topic.partition_data
+        )))
+        results = [(topic.name, [next(done) for _ in topic.partition_data]) for topic in request.topic_data]
     if acks == 0:
         failed = [o for _, outs in results for o in outs if o.error != ErrorCode.none]
         if failed:
