@@ -276,3 +276,44 @@ class TansuBroker(_Subprocess):
             self.binary, "broker", "--listener-url", url, "--advertised-listener-url", url,
             "--storage-engine", "memory://tansu/",
         ]
+
+
+class KafkaBroker(Broker):
+    """Apache Kafka 4.1.0 (one KRaft node, kafkacompat.testing.reference_kafka's launcher) as the peer.
+
+    Kafka's defaults stand, as a user runs it: no fsync per write
+    (log.flush.interval.messages is Long.MAX; durability comes from
+    replication, here a replication factor of 1), page cache only.
+    """
+
+    def __init__(self) -> None:
+        from kafkacompat.testing import reference_kafka
+
+        self.name = "kafka"
+        self._kafka: reference_kafka.ReferenceKafka | None = None
+        home = reference_kafka.find_kafka_home()
+        self.description = f"Apache Kafka 4.1.0 ({home}, KRaft, one node, Kafka's default flush policy)"
+
+    @property
+    def bootstrap(self) -> str:
+        assert self._kafka is not None
+        return self._kafka.bootstrap_servers
+
+    @property
+    def pid(self) -> int | None:
+        return self._kafka.pid if self._kafka is not None else None
+
+    def start(self) -> None:
+        from kafkacompat.testing.reference_kafka import ReferenceKafka
+
+        kafka = ReferenceKafka(**{"group.initial.rebalance.delay.ms": 0})
+        try:
+            kafka.start()
+        except (RuntimeError, OSError) as exc:
+            raise BrokerStartError(f"Kafka 4.1 did not start: {exc}") from exc
+        self._kafka = kafka
+
+    def stop(self) -> None:
+        kafka, self._kafka = self._kafka, None
+        if kafka is not None:
+            kafka.stop()
