@@ -213,7 +213,7 @@ class KafkacompatBroker(_Subprocess):
         self._run_dir: str | None = None
         parent = data_dir or tempfile.gettempdir()
         engine = "memory engine" if self._in_memory else f"disk engine under {parent}, fsync={fsync}"
-        self.description = f"kafkacompat ({engine})"
+        self.description = f"kafkacompat ({engine}, {record_walk()})"
 
     @property
     def _in_memory(self) -> bool:
@@ -244,6 +244,18 @@ class KafkacompatBroker(_Subprocess):
             "--host", "127.0.0.1", "--port", str(self.port),
             "--advertised-host", "127.0.0.1", "--log-level", "WARNING",
         ]
+
+
+def record_walk() -> str:
+    """Which record walk produce validation runs: its C twin costs a fraction of the Python one,
+    which only a build (pip install -e .) compiles, so figures of a fresh checkout say so."""
+    from kafkacompat.protocol import record_validation
+
+    if record_validation.scan_records is not None:
+        return "records walked in C"
+    log.warning("protocol/_record_scan.c is not built in %s: produce validation walks records in Python, "
+                "several times the broker's CPU per small message (pip install -e . builds it)", _REPO_ROOT)
+    return "records walked in Python: the C walk is not built"
 
 
 async def _set_default_fsync(data_dir: str, fsync: str) -> None:
