@@ -63,6 +63,7 @@ TOOLS = {
     "kafka-verifiable-consumer": "org.apache.kafka.tools.VerifiableConsumer",
     "kafka-cluster": "org.apache.kafka.tools.ClusterTool",
     "kafka-broker-api-versions": "org.apache.kafka.tools.BrokerApiVersionsCommand",
+    "kafka-transactions": "org.apache.kafka.tools.TransactionsCommand",
 }
 
 # Tools log WARN and above to stderr (config/tools-log4j2.yaml); `follow` makes

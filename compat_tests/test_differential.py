@@ -99,20 +99,7 @@ def test_kafka_topics_errors_agree(topics_runs: dict[str, dict[str, Any]], step:
 
 # Broker error messages (CreateTopics, CreatePartitions, AlterConfigs error_message)
 # that kafkacompat words differently from Kafka 4.1: the class and code agree.
-MESSAGES = {
-    "bad name": "InvalidTopicException message: Kafka 'Topic name is invalid: 'bad name!' contains one or more "
-                "characters other than ASCII alphanumerics, '.', '_' and '-'', kafkacompat 'topic name 'bad name!' "
-                "may use only letters, digits, '.', '_' and '-''",
-    "long name": "InvalidTopicException message: Kafka 'Topic name is invalid: the length of '<name>' is longer than "
-                 "the max allowed length 249', kafkacompat 'topic name '<first 40>'... is longer than 249 characters'",
-    "alter unknown config": "InvalidConfigurationException message (kafka-configs --alter): Kafka 'Unknown topic config "
-                      "name: no.such.config', kafkacompat 'unknown topic config 'no.such.config''",
-    "alter bad value": "InvalidConfigurationException message (kafka-configs --alter): Kafka 'Invalid value soon for "
-                 "configuration retention.ms: Not a number of type LONG', kafkacompat 'retention.ms must be an "
-                 "integer, got 'soon''",
-    "alter missing topic": "UnknownTopicOrPartitionException message (kafka-configs --alter of a missing topic): Kafka "
-                     "empty, kafkacompat 'topic T does not exist'",
-}
+MESSAGES: dict[str, str] = {}
 
 
 @pytest.mark.parametrize(("scenario", "step"), [

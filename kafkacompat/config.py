@@ -137,6 +137,14 @@ class BrokerConfig:
                                            "one); no HTTP server unless set", metavar="PORT")
     http_host: str = _setting("127.0.0.1", "address the HTTP server listens on (loopback: it has no "
                                            "authentication yet)", metavar="HOST")
+    # the REST proxy on the HTTP port (Confluent REST Proxy v2/v3 compatible)
+    rest_consumer_instance_timeout_ms: int = _setting(300_000, "idle REST consumer instances are deleted after "
+                                                               "this long, like the REST Proxy's "
+                                                               "consumer.instance.timeout.ms", metavar="MS",
+                                                      minimum=1)
+    rest_default_stream: str | None = _setting(None, "stream of topic names without one in REST requests, like "
+                                                     "MapR's streams.default.stream (unset: the broker's default "
+                                                     "stream)", metavar="PATH")
     metrics_topic_series: int = _setting(0, "topics that get their own bytes/messages series in /metrics (the "
                                             "first N seen; later ones count under topic=\"_other\"); 0 keeps "
                                             "broker totals only, so series stay bounded with many topics")
@@ -146,6 +154,16 @@ class BrokerConfig:
     transaction_abort_timed_out_transaction_cleanup_interval_ms: int = _setting(
         10_000, "how often transactions open past their timeout are aborted, like "
                 "transaction.abort.timed.out.transaction.cleanup.interval.ms", metavar="MS", minimum=1)
+    transactional_id_expiration_ms: int = _setting(
+        604_800_000, "how long a transactional id with no open transaction is kept after its last update, "
+                     "like transactional.id.expiration.ms", metavar="MS", minimum=1)
+    transaction_remove_expired_transaction_cleanup_interval_ms: int = _setting(
+        3_600_000, "how often expired transactional ids are removed, like "
+                   "transaction.remove.expired.transaction.cleanup.interval.ms", metavar="MS", minimum=1)
+    # stream replication between clusters (kafkacompat/replication)
+    cluster_name: str | None = _setting(None, "this cluster's name, kept in the store beside its UUID and shown to "
+                                              "replicas (default: the name kept, else the data dir's name)",
+                                        metavar="NAME")
     log_level: str = _setting("INFO", "DEBUG, INFO, WARNING or ERROR; DEBUG also prints the traceback of a failed "
                                       "start", metavar="LEVEL")
 

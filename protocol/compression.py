@@ -56,21 +56,7 @@ def _snappy_compress(data: bytes) -> bytes:
 
 
 def _snappy_decompress(data: bytes | memoryview) -> bytes:
-    view = memoryview(data)
-    if bytes(view[:8]) != _XERIAL_MAGIC:
-        return bytes(cramjam.snappy.decompress_raw(view))
-    out = bytearray()
-    pos = 16
-    while pos < len(view):
-        if pos + 4 > len(view):
-            raise CompressionError("truncated xerial snappy block header")
-        (size,) = struct.unpack_from(">i", view, pos)
-        pos += 4
-        if size < 0 or pos + size > len(view):
-            raise CompressionError("truncated xerial snappy block")
-        out += cramjam.snappy.decompress_raw(view[pos : pos + size])
-        pos += size
-    return bytes(out)
+    return b"".join(bytes(cramjam.snappy.decompress_raw(block)) for block in _snappy_blocks(memoryview(data)))
 
 
 def compress(codec: Codec, data: bytes) -> bytes:
@@ -117,6 +103,7 @@ def _snappy_raw_length(block: memoryview) -> int:
 
 
 def _snappy_blocks(view: memoryview) -> list[memoryview]:
+    """The raw snappy blocks of xerial-framed (Java client) or plain snappy data."""
     if bytes(view[:8]) != _XERIAL_MAGIC:
         return [view]
     blocks = []

@@ -14,6 +14,7 @@ from kio.schema.index import api_key_map
 from kio.static.constants import EntityType
 
 from .admin_api import STREAM_ADMIN_KEY, STREAM_ADMIN_NAME, STREAM_ADMIN_VERSION
+from .replication_api import REPLICATE_KEY, REPLICATE_NAME, REPLICATE_VERSION
 
 # api key -> (min, max) served. Filled in as handlers are registered.
 SUPPORTED: dict[int, tuple[int, int]] = {
@@ -65,6 +66,7 @@ SUPPORTED: dict[int, tuple[int, int]] = {
 # Private APIs this broker serves but never advertises: stock clients must not see them.
 UNADVERTISED: dict[int, tuple[int, int]] = {
     STREAM_ADMIN_KEY: (STREAM_ADMIN_VERSION, STREAM_ADMIN_VERSION),  # the admin CLI's stream API
+    REPLICATE_KEY: (REPLICATE_VERSION, REPLICATE_VERSION),  # stream replication between clusters
 }
 
 API_VERSIONS_KEY = 18
@@ -73,6 +75,8 @@ API_VERSIONS_KEY = 18
 def api_name(api_key: int) -> str:
     if api_key == STREAM_ADMIN_KEY:
         return STREAM_ADMIN_NAME
+    if api_key == REPLICATE_KEY:
+        return REPLICATE_NAME
     return api_key_map.get(api_key, f"api_{api_key}")
 
 

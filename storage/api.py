@@ -120,8 +120,15 @@ class Partition(abc.ABC):
     def leader_epoch(self) -> int: ...
 
     @abc.abstractmethod
-    async def append(self, batch: bytes | bytearray | memoryview, record_count: int) -> AppendResult:
+    async def append(
+        self, batch: bytes | bytearray | memoryview, record_count: int, *, at: int | None = None
+    ) -> AppendResult:
         """Store one v2 record batch, assigning offsets [hw, hw + record_count).
+
+        With `at` (a copy from another cluster keeping its offsets) the batch
+        is stored only if the high watermark is exactly `at` when it is
+        written; otherwise OffsetMismatchError (carrying the high watermark)
+        and nothing is written, so a replica never gets a gap or an overlap.
 
         The store writes the batch's baseOffset and partitionLeaderEpoch
         fields (bytes 0-8 and 12-16, outside the CRC) and keeps the rest byte

@@ -6,16 +6,25 @@ log, then rewrites older batches keeping only records that are still the
 last of their key. Offsets never move: a batch keeps its baseOffset and
 lastOffsetDelta, so offsets of removed records become gaps, as on Kafka.
 
+Transactions: records of aborted transactions are removed (their batch
+kept as an empty header only when it is its producer's last), committed
+transactional records are compacted like any others, and end-transaction
+markers are kept (Kafka drops a marker once its transaction is empty and
+delete.retention.ms has passed; consumers never see markers either way).
+A cleaning never reaches a transaction still open: Kafka's first unstable
+offset bounds it, since that transaction may yet abort.
+
 The store never imports the Kafka protocol: the broker injects a
 `RecordCodec` (split a batch into encoded records, rebuild a batch from
-some of them with the batch's own codec), as it injects record_timestamps.
+some of them with the batch's own codec, tell an abort marker from a
+commit), as it injects record_timestamps.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Protocol
 
 from . import batch_format as bf
@@ -45,6 +54,7 @@ class RecordCodec:
 
     split: Callable[[bytes | memoryview], Sequence[RecordView]]  # batch -> its records
     rebuild: Callable[[bytes | memoryview, Sequence[RecordView]], bytes]  # batch, kept records -> new batch
+    is_abort_marker: Callable[[bytes | memoryview], bool]  # a control batch ending its transaction in an abort
 
 
 def _slot(key: bytes) -> bytes:
@@ -81,13 +91,36 @@ class OffsetMap:
         return self._map.get(_slot(key), -1)
 
 
-def is_untouchable(attributes: int) -> bool:
-    """Control and transactional batches are kept as they are.
+@dataclasses.dataclass(slots=True)
+class LogScan:
+    """What a cleaning must know of the whole log beyond each batch on its own."""
 
-    Their fate depends on transaction markers; keeping them is always
-    safe (compaction promises at least the last record per key).
+    last_batches: dict[int, int] = dataclasses.field(default_factory=dict)  # producer id -> its last base offset
+    aborted: set[int] = dataclasses.field(default_factory=set)  # base offsets of aborted transactional batches
+    first_open: int | None = None  # first offset of a transaction with no marker yet
+
+
+def scan_log(batches: Iterable[tuple[memoryview, tuple]], is_abort_marker: Callable[[memoryview], bool]) -> LogScan:
+    """Each producer's last batch and every transaction's outcome, from (batch, header) in log order.
+
+    Only control batches need their bytes (for `is_abort_marker`); for
+    others the header alone will do.
     """
-    return bool(attributes & (bf.ATTR_CONTROL | bf.ATTR_TRANSACTIONAL))
+    scan = LogScan()
+    open_batches: dict[int, list[int]] = {}  # producer id -> base offsets of its transaction so far
+    for batch, header in batches:
+        base, attributes, producer_id = header[0], header[5], header[9]
+        if producer_id < 0:
+            continue
+        scan.last_batches[producer_id] = base
+        if attributes & bf.ATTR_CONTROL:
+            ended = open_batches.pop(producer_id, [])
+            if is_abort_marker(batch):
+                scan.aborted.update(ended)
+        elif attributes & bf.ATTR_TRANSACTIONAL:
+            open_batches.setdefault(producer_id, []).append(base)
+    scan.first_open = min((bases[0] for bases in open_batches.values()), default=None)
+    return scan
 
 
 @dataclasses.dataclass(slots=True)
@@ -99,25 +132,26 @@ class FilterStats:
 
 def filter_batch(
     batch: memoryview, header: tuple, codec: RecordCodec, offsets: OffsetMap, upper: int,
-    drop_tombstones: bool, keep_empty: bool, stats: FilterStats,
+    drop_tombstones: bool, keep_empty: bool, aborted: bool, stats: FilterStats,
 ) -> bytes | memoryview | None:
     """What of one batch a cleaning keeps: the batch itself, a rebuilt one, or None.
 
     A record stays when it is at or past `upper` (beyond what the map
     covers), or is the last of its key and is not a tombstone whose delete
-    horizon has passed. Records without a key are dropped, as Kafka does.
-    `keep_empty` keeps an emptied batch as a bare header: it is its
+    horizon has passed. Records without a key are dropped, as Kafka does,
+    and so is every record of an `aborted` transactional batch. Markers
+    stay. `keep_empty` keeps an emptied batch as a bare header: it is its
     producer's last batch, whose sequence numbers idempotence needs.
     `header` is batch_format.HEADER unpacked.
     """
     base, attributes, last_delta, count = header[0], header[5], header[6], header[12]
-    if is_untouchable(attributes) or base >= upper:
+    if attributes & bf.ATTR_CONTROL or base >= upper:
         stats.records_read += count
         stats.records_kept += count
         return batch
     records = codec.split(batch)
     kept = []
-    for r in records:
+    for r in ([] if aborted else records):
         offset = base + r.offset_delta
         if offset >= upper:
             keep = True
@@ -138,13 +172,17 @@ def filter_batch(
     return codec.rebuild(batch, kept)
 
 
-def map_batch(batch: memoryview, header: tuple, codec: RecordCodec, offsets: OffsetMap, start: int) -> int | None:
+def map_batch(
+    batch: memoryview, header: tuple, codec: RecordCodec, offsets: OffsetMap, start: int, aborted: bool
+) -> int | None:
     """Add the keys of a batch's records from offset `start` on to the map.
 
+    Markers and aborted transactional batches add nothing: an aborted
+    record must not hide the committed one before it.
     Returns the first offset whose key did not fit, or None if all did.
     """
     base, attributes, last_delta = header[0], header[5], header[6]
-    if is_untouchable(attributes) or base + last_delta < start:
+    if attributes & bf.ATTR_CONTROL or aborted or base + last_delta < start:
         return None
     for r in codec.split(batch):
         offset = base + r.offset_delta

@@ -41,6 +41,14 @@ class OffsetOutOfRangeError(StorageError):
     pass
 
 
+class OffsetMismatchError(StorageError):
+    """An append at a stated offset that is not the partition's high watermark (a gap or an overlap)."""
+
+    def __init__(self, message: str, high_watermark: int) -> None:
+        super().__init__(message)
+        self.high_watermark = high_watermark
+
+
 class CorruptBatchError(StorageError):
     """A batch that fails its length, offset or CRC-32C check."""
 

@@ -9,9 +9,10 @@ from __future__ import annotations
 import bisect
 from collections.abc import Mapping, Sequence
 
+from .activity import StoreActivity
 from . import batch_format as bf
 from .api import AppendResult, Cursor, PartitionletInfo, TimestampHit
-from .errors import OffsetOutOfRangeError
+from .errors import OffsetMismatchError, OffsetOutOfRangeError
 from .namespace import NamespaceStore, StreamState, TopicState, now_ms
 from .partition_base import PartitionBase, RecordTimestamps
 
@@ -21,19 +22,25 @@ MEMORY_VOLUME = "memory"  # the one "volume" of a memory store
 class MemoryPartition(PartitionBase):
     """Batches in a list, indexed by base offset."""
 
-    def __init__(self, topic: TopicState, index: int, record_timestamps: RecordTimestamps | None) -> None:
+    def __init__(self, topic: TopicState, index: int, record_timestamps: RecordTimestamps | None,
+                 activity: StoreActivity) -> None:
         super().__init__(f"{topic.stream.path}:{topic.name}/{index}", 0, record_timestamps)
         self._topic = topic
+        self._activity = activity
         self._batches: list[bytearray] = []
         self._bases: list[int] = []
         self._max_ts: list[int] = []
         self._note_epoch(0, 0)
 
-    async def append(self, batch: bytes | bytearray | memoryview, record_count: int) -> AppendResult:
+    async def append(
+        self, batch: bytes | bytearray | memoryview, record_count: int, *, at: int | None = None
+    ) -> AppendResult:
         self._check_open()
         length, max_ts = bf.check_append(memoryview(batch).cast("B"), record_count)
         stored = bytearray(batch)
         base = self._hw
+        if at is not None and at != base:
+            raise OffsetMismatchError(f"{self.name}: append at offset {at} but the next offset is {base}", base)
         bf.PREFIX.pack_into(stored, 0, base, length, self._leader_epoch)
         self._batches.append(stored)
         self._bases.append(base)
@@ -124,6 +131,7 @@ class MemoryPartition(PartitionBase):
                 total -= len(self._batches[drop])
                 drop += 1
         if drop:
+            self._activity.retained(drop, sum(len(b) for b in self._batches[:drop]))
             start = self._bases[drop] if drop < len(self._bases) else self._hw
             self._log_start = max(self._log_start, start)
             self._drop_below(self._log_start)
@@ -189,9 +197,10 @@ class MemoryStore(NamespaceStore):
             part.purge()
 
     def _new_partition(self, topic: TopicState, index: int) -> MemoryPartition:
-        return MemoryPartition(topic, index, self._record_timestamps)
+        return MemoryPartition(topic, index, self._record_timestamps, self.activity)
 
     async def enforce_retention(self, now: int | None = None) -> int:
         """Apply ttl and size caps to the partitions in use (no background task here)."""
         now = now_ms() if now is None else now
+        self.activity.retention_passes += 1
         return sum(p.enforce_retention(now) for p in self._opened_partitions() if not p._closed)

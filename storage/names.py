@@ -31,15 +31,18 @@ def check_stream_path(path: str) -> str:
 
 
 def check_topic_name(name: str) -> str:
-    """Return the name if valid, else raise InvalidTopicNameError saying why."""
+    """Return the name if valid, else raise InvalidTopicNameError with Kafka's own message
+    (Topic.validate), so clients and tools show the same text on both brokers."""
     if not isinstance(name, str) or not name:
-        raise InvalidTopicNameError("topic name must not be empty")
-    if len(name) > MAX_TOPIC_LENGTH:
-        raise InvalidTopicNameError(f"topic name {name[:40]!r}... is longer than {MAX_TOPIC_LENGTH} characters")
+        raise InvalidTopicNameError("Topic name is invalid: the empty string is not allowed")
     if name in (".", ".."):
-        raise InvalidTopicNameError(f"topic name {name!r} is not allowed")
+        raise InvalidTopicNameError(f"Topic name is invalid: '{name}' is not allowed")
+    if len(name) > MAX_TOPIC_LENGTH:
+        raise InvalidTopicNameError(
+            f"Topic name is invalid: the length of '{name}' is longer than the max allowed length {MAX_TOPIC_LENGTH}")
     if not _TOPIC.fullmatch(name):
         raise InvalidTopicNameError(
-            f"topic name {name!r} may use only letters, digits, '.', '_' and '-'"
+            f"Topic name is invalid: '{name}' contains one or more characters other than ASCII alphanumerics, "
+            "'.', '_' and '-'"
         )
     return name

@@ -15,6 +15,7 @@ import uuid
 import re
 from collections.abc import Iterable, Mapping, Sequence
 
+from .activity import StoreActivity
 from .api import Cursor, FsyncPolicy, Partition, Store, StreamInfo, StreamPolicy, TopicInfo
 from .errors import (
     InvalidPartitionsError,
@@ -237,6 +238,7 @@ class NamespaceStore(Store):
         self._topics_by_id: dict[str, TopicState] = {}  # by topic id in hex
         self.store_id = uuid.uuid4()  # engines that persist replace it with the stored one on open
         self._settings: dict[str, str] = {}
+        self.activity = StoreActivity()  # fsync and retention counts, read by the broker's /metrics
 
     def settings(self) -> dict[str, str]:
         return dict(self._settings)

@@ -12,8 +12,10 @@ command -v kcat >/dev/null || apt_packages+=(kcat)
 command -v javac >/dev/null || apt_packages+=(openjdk-17-jdk-headless)  # compat_tests/java
 command -v npm >/dev/null || apt_packages+=(nodejs npm)                  # kafkajs
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || apt_packages+=(postgresql)  # Debezium CDC test
+command -v chromium >/dev/null || apt_packages+=(chromium)  # the web console tests (Playwright drives Debian's)
 # a C compiler and Python's headers build the record walk (protocol/_record_scan.c)
 command -v gcc >/dev/null || apt_packages+=(gcc)
+command -v curl >/dev/null || apt_packages+=(curl)                    # tests/http/test_rest_bad_input.py
 python3 -c 'import sysconfig, os, sys; sys.exit(not os.path.exists(sysconfig.get_paths()["include"] + "/Python.h"))' \
     || apt_packages+=(python3-dev)
 if [ ${#apt_packages[@]} -gt 0 ]; then
@@ -35,6 +37,7 @@ fi
 python="$venv/bin/python"
 
 echo "== installing kafkacompat with its test dependencies into $venv"
+export PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1  # Playwright drives the system's chromium, never a downloaded one
 "$python" -m pip install --quiet --disable-pip-version-check -e ".[test]"
 
 # Java kafka-clients 3.9.1 (and its codecs) for compat_tests: the jars ship in

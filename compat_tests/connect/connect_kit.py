@@ -83,7 +83,8 @@ def _plugins(root: str) -> str:
 class ConnectWorker:
     """One Connect worker process in distributed mode, and its REST API."""
 
-    def __init__(self, bootstrap: str, root: str) -> None:
+    def __init__(self, bootstrap: str, root: str, **extra: str) -> None:
+        """`extra`: more worker settings (Kafka's names), e.g. exactly.once.source.support."""
         self.root = root
         self.rest_port = free_port()
         self.url = f"http://127.0.0.1:{self.rest_port}"
@@ -108,6 +109,7 @@ class ConnectWorker:
             "listeners": self.url,
             "plugin.path": _plugins(root),
             "plugin.discovery": "service_load",  # manifests only: no slow scan of every jar
+            **extra,
         }
         self.config_path = os.path.join(root, "worker.properties")
         with open(self.config_path, "w") as f:

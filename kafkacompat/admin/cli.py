@@ -15,6 +15,7 @@ import sys
 from typing import Any, NoReturn
 
 from . import progress
+from ..replication import cli as replication_cli
 from .client import (
     BOOTSTRAP_VARIABLE,
     DEFAULT_BOOTSTRAP,
@@ -230,6 +231,7 @@ def _stream_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentPa
                  lambda a: {"path": a.path}, "kafkacompat stream delete /apps/iot/oilpump_metrics")
     p.add_argument("path", metavar="PATH")
     add_progress(p)
+    replication_cli.add_stream_parsers(actions, common)
     p = _command(actions, "purge", "stream.purge",
                  "delete every message and cursor of a stream, keeping its topics (offsets go on, never reused)",
                  common, lambda a: {"path": a.path}, "kafkacompat stream purge /apps/iot/oilpump_metrics")
@@ -299,6 +301,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     _stream_parsers(sub, common)
     _topic_parsers(sub, common)
     _cursor_parsers(sub, common)
+    replication_cli.add_cluster_parser(sub, common)
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -21,10 +21,10 @@ import time
 import tracemalloc
 
 from kafkacompat import storage
-from kafkacompat.protocol.records import Record, build_batch, rebuild_batch, record_timestamps, split_records
-from kafkacompat.storage import RecordCodec, StreamPolicy
+from kafkacompat.broker.cleaner_codec import CLEANER_CODEC
+from kafkacompat.protocol.records import Record, build_batch, record_timestamps
+from kafkacompat.storage import StreamPolicy
 
-CODEC = RecordCodec(split_records, rebuild_batch)
 
 
 async def _fill(part: storage.Partition, mb: int, keys: int, per_batch: int, value_bytes: int, codec: str) -> int:
@@ -46,7 +46,7 @@ async def _fill(part: storage.Partition, mb: int, keys: int, per_batch: int, val
 async def _one(args: argparse.Namespace, codec: str, traced: bool) -> dict:
     root = tempfile.mkdtemp(prefix="kafkacompat-cleaner-bench-")
     try:
-        st = storage.open_store(root, record_timestamps=record_timestamps, record_codec=CODEC,
+        st = storage.open_store(root, record_timestamps=record_timestamps, record_codec=CLEANER_CODEC,
                                 cleaner_dedupe_buffer_bytes=args.buffer, cleaner_backoff_ms=3_600_000)
         await st.open()
         await st.create_stream("/bench", StreamPolicy(partitionlet_bytes=args.partitionlet_mb << 20,

@@ -71,6 +71,12 @@ BROKER_CONFIGS: dict[str, BrokerConfigDef] = {
     "max.connections": BrokerConfigDef(INT, "max_connections", dynamic=True),
     "producer.id.expiration.ms": BrokerConfigDef(INT, "producer_id_expiration_ms", dynamic=True),
     "log.retention.check.interval.ms": BrokerConfigDef(LONG, "retention_check_ms"),
+    "transaction.max.timeout.ms": BrokerConfigDef(INT, "transaction_max_timeout_ms"),
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": BrokerConfigDef(
+        INT, "transaction_abort_timed_out_transaction_cleanup_interval_ms"),
+    "transactional.id.expiration.ms": BrokerConfigDef(INT, "transactional_id_expiration_ms"),
+    "transaction.remove.expired.transaction.cleanup.interval.ms": BrokerConfigDef(
+        INT, "transaction_remove_expired_transaction_cleanup_interval_ms"),
 }
 
 

@@ -6,6 +6,7 @@ import base64
 import dataclasses
 import logging
 import uuid
+from typing import TYPE_CHECKING
 
 from kio.schema.errors import ErrorCode
 
@@ -18,6 +19,9 @@ from . import broker_configs
 from ..transactions import TransactionCoordinator
 from .producer_state import ProducerStates
 from .request_stats import RequestStats
+
+if TYPE_CHECKING:
+    from ..replication.engine import ReplicationService
 from .quotas import ClientQuotas
 from .topic_names import LEGAL_NAMES_ONLY, TopicNameError, canonical_name, kafka_alias, split_name
 
@@ -62,6 +66,7 @@ class Cluster:
         self.started_config = {f.name: getattr(config, f.name) for f in dataclasses.fields(config)}
         broker_configs.apply_dynamic(self)  # dynamic broker configs kept in the store
         self.transactions = TransactionCoordinator(config, store, self.producers, self.groups)
+        self.replication: ReplicationService | None = None  # set by the server once the store is open
 
     @property
     def default_stream(self) -> str:

@@ -87,9 +87,15 @@ class ProducerStates:
         self._clock = clock
         self._next_sweep = clock() + min(self._expiration, 60.0)
         self._restored: set[Hashable] = set()
+        self.issued = 0  # producer ids handed out by InitProducerId, read by /metrics
 
     def new_producer_id(self) -> int:
+        self.issued += 1
         return next(self._ids)
+
+    def producer_ids(self) -> int:
+        """How many distinct producer ids have state kept (on any partition)."""
+        return len({producer_id for producer_id, _ in self._entries})
 
     @property
     def expiration_ms(self) -> int:

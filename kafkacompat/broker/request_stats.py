@@ -84,9 +84,11 @@ class RequestStats:
         self.bytes_in = 0
         self.messages_in = 0
         self.bytes_out = 0
+        self.messages_out = 0
         self.topic_bytes_in: collections.Counter[str] = collections.Counter()
         self.topic_messages_in: collections.Counter[str] = collections.Counter()
         self.topic_bytes_out: collections.Counter[str] = collections.Counter()
+        self.topic_messages_out: collections.Counter[str] = collections.Counter()
         self._topics: set[str] = set()
 
     def request_done(self, api_key: int, version: int, seconds: float) -> None:
@@ -109,10 +111,19 @@ class RequestStats:
             self.topic_messages_in[label] += messages
             self.topic_bytes_in[label] += nbytes
 
-    def fetched(self, topic: str, nbytes: int) -> None:
+    def fetched(self, topic: str, nbytes: int, messages: int) -> None:
+        """A Fetch sent `nbytes` of whole batches holding `messages` records (from each batch's start)."""
         self.bytes_out += nbytes
+        self.messages_out += messages
         if self.topic_series:
-            self.topic_bytes_out[self._label(topic)] += nbytes
+            label = self._label(topic)
+            self.topic_bytes_out[label] += nbytes
+            self.topic_messages_out[label] += messages
+
+    @property
+    def series_topics(self) -> frozenset[str]:
+        """The topics (as clients named them) that have their own series: at most `topic_series` of them."""
+        return frozenset(self._topics)
 
     def _label(self, topic: str) -> str:
         if topic in self._topics:

@@ -12,14 +12,16 @@ import socket
 from typing import TYPE_CHECKING
 
 from kafkacompat import storage
-from kafkacompat.protocol.records import rebuild_batch, record_timestamps, split_records
-from kafkacompat.storage import RecordCodec, Store
+from kafkacompat.protocol.records import record_timestamps
+from kafkacompat.storage import Store
 
+from .cleaner_codec import CLEANER_CODEC
 from .cluster import Cluster
 from ..config import BrokerConfig
 from .connection import Connection
 from .faults import Faults
 from .receive import FrameBudget, FrameStream, serve_frames
+from ..replication.engine import ReplicationService
 
 if TYPE_CHECKING:
     from ..http import HttpServer
@@ -38,7 +40,7 @@ class BrokerServer:
             default_stream=config.default_stream,
             record_timestamps=record_timestamps,
             retention_check_ms=config.retention_check_ms,
-            record_codec=RecordCodec(split_records, rebuild_batch) if config.log_cleaner_enable else None,
+            record_codec=CLEANER_CODEC if config.log_cleaner_enable else None,
             cleaner_dedupe_buffer_bytes=config.log_cleaner_dedupe_buffer_size,
             cleaner_backoff_ms=config.log_cleaner_backoff_ms,
             skip_damaged=config.skip_damaged,
@@ -47,6 +49,8 @@ class BrokerServer:
         self._server: asyncio.base_events.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
         self._per_ip: collections.Counter[str] = collections.Counter()
+        self.connections_accepted = 0  # Kafka client connections since start, read by /metrics
+        self.connections_refused = 0  # over max_connections or max_connections_per_ip
         budget = config.queued_max_request_bytes
         self._frame_budget = FrameBudget(None if budget == -1 else budget)
         self.faults = Faults()  # injected by tests; see kafkacompat.testing
@@ -101,6 +105,8 @@ class BrokerServer:
         self.cluster = Cluster(self.config, self.store)
         self.cluster.groups.start()
         await self.cluster.transactions.start()
+        self.cluster.replication = ReplicationService(self.store, self.config)
+        await self.cluster.replication.start()
         await self._server.start_serving()
         host, port = self.cluster.host, self.cluster.port
         log.info(
@@ -122,6 +128,8 @@ class BrokerServer:
             self._server = None
         try:
             if self.cluster is not None:
+                if self.cluster.replication is not None:
+                    await self.cluster.replication.close()
                 await self.cluster.transactions.close()
                 await self.cluster.groups.close()
         finally:
@@ -157,6 +165,7 @@ class BrokerServer:
         refusal = self._refusal(ip)
         if refusal is not None:
             log.warning("refusing connection from %s: %s", ip, refusal)
+            self.connections_refused += 1
             writer.close()
             return
         sock = writer.get_extra_info("socket")
@@ -167,6 +176,7 @@ class BrokerServer:
         assert task is not None
         self._connections.add(task)
         self._per_ip[ip] += 1
+        self.connections_accepted += 1
         try:
             await Connection(self.cluster, reader, writer, self.config, self.faults).run()
         finally:

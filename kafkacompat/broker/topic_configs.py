@@ -180,7 +180,7 @@ def validate_configs(configs: dict[str, str]) -> None:
     for name, value in configs.items():
         definition = TOPIC_CONFIGS.get(name)
         if definition is None:
-            raise InvalidConfigError(f"unknown topic config {name!r}")
+            raise InvalidConfigError(f"Unknown topic config name: {name}")
         if name == "cleanup.policy":
             try:
                 cleanup_policy(value)
@@ -193,11 +193,14 @@ def validate_configs(configs: dict[str, str]) -> None:
             try:
                 int(value)
             except (TypeError, ValueError):
-                raise InvalidConfigError(f"{name} must be an integer, got {value!r}") from None
+                raise InvalidConfigError(f"Invalid value {value} for configuration {name}: Not a number of type "
+                                         f"{'INT' if definition.kind == 3 else 'LONG'}") from None
         if definition.kind == 6:
             try:
                 float(value)
             except (TypeError, ValueError):
-                raise InvalidConfigError(f"{name} must be a number, got {value!r}") from None
+                raise InvalidConfigError(f"Invalid value {value} for configuration {name}: Not a number of type "
+                                         "DOUBLE") from None
         if definition.kind == 1 and value not in ("true", "false"):
-            raise InvalidConfigError(f"{name} must be true or false, got {value!r}")
+            raise InvalidConfigError(f"Invalid value {value} for configuration {name}: Expected value to be "
+                                     "either true or false")

@@ -87,3 +87,14 @@ def encode_assignment(partitions: dict[str, frozenset[int]]) -> bytes:
     buffer.write(_VERSION.pack(0))
     _ASSIGNMENT_V0_WRITER(buffer, value)
     return buffer.getvalue()
+
+
+_SUBSCRIPTION_V0_WRITER = entity_writer(SubscriptionV0)
+
+
+def encode_subscription(topics: list[str] | tuple[str, ...]) -> bytes:
+    """ConsumerProtocolSubscription v0 (topics, no user data): what an in-process member joins with."""
+    buffer = io.BytesIO()
+    buffer.write(_VERSION.pack(0))
+    _SUBSCRIPTION_V0_WRITER(buffer, SubscriptionV0(topics=tuple(sorted(topics)), user_data=None))
+    return buffer.getvalue()

@@ -5,6 +5,7 @@ from __future__ import annotations
 from types import ModuleType
 
 from kafkacompat.protocol.admin_api import STREAM_ADMIN_KEY
+from kafkacompat.protocol.replication_api import REPLICATE_KEY
 
 from . import (
     add_offsets_to_txn,
@@ -49,6 +50,7 @@ from . import (
     offset_for_leader_epoch,
     produce,
     stream_admin,
+    stream_replicate,
     sync_group,
     txn_offset_commit,
 )
@@ -98,4 +100,5 @@ HANDLERS: dict[int, ModuleType] = {
     65: describe_transactions,
     66: list_transactions,
     STREAM_ADMIN_KEY: stream_admin,  # private, never advertised (protocol.versions.UNADVERTISED)
+    REPLICATE_KEY: stream_replicate,  # private, never advertised: replica links between clusters
 }

@@ -51,7 +51,7 @@ async def _topic(ctx: Any, name: str, change: Change, validate_only: bool) -> No
     cluster = ctx.cluster
     info = cluster.lookup(name).info
     if info is None:
-        raise TopicError(ErrorCode.unknown_topic_or_partition, f"topic {name} does not exist")
+        raise TopicError(ErrorCode.unknown_topic_or_partition, "")  # Kafka's answer carries no message
     new = change(dict(info.configs))
     validate_configs(new)
     if not validate_only:

@@ -22,7 +22,7 @@ def _topic_rows(ctx: Any, name: str) -> list[Row]:
     except TopicError as exc:
         raise _Refused(exc.code, str(exc)) from None
     if info is None:
-        raise _Refused(ErrorCode.unknown_topic_or_partition, f"topic {name} does not exist")
+        raise _Refused(ErrorCode.unknown_topic_or_partition, "")  # Kafka's answer carries no message
     return [
         (key, chain[0][1] if chain else TOPIC_CONFIGS[key].default, chain[0][2] if chain else 5,
          TOPIC_CONFIGS[key].kind, False, chain, TOPIC_CONFIGS[key].doc)

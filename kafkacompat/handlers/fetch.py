@@ -24,6 +24,7 @@ from typing import Any
 
 from kafkacompat import storage
 from kafkacompat.protocol.fetch_response import Buffer, PartitionAnswer, encode_fetch_response
+from kafkacompat.protocol.records import count_records
 
 from ..broker.quotas import FETCH as CONSUMER_BYTE_RATE
 from ..transactions import PartitionTxns
@@ -154,7 +155,7 @@ def _count(ctx: Any, wanted: _Wanted) -> None:
         if not isinstance(key, str):  # a topic id (Fetch v13+)
             info = ctx.cluster.by_id(key)
             key = ctx.cluster.display_name(info) if info is not None else str(key)
-        stats.fetched(key, len(wanted.records))
+        stats.fetched(key, len(wanted.records), count_records(wanted.records))
 
 
 async def handle(ctx: Any, request: Any) -> Any:

@@ -20,6 +20,7 @@ from kafkacompat.storage import StreamPolicy
 from ..broker.cluster import Cluster, TopicError
 from ..broker.stream_views import PolicyFieldError, cursor_view, policy_with, stream_view, topic_view
 from ..broker.topic_configs import InvalidConfigError, validate_configs
+from ..replication.admin_ops import OPS as REPLICATION_OPS, ReplicaOpError
 from .common import ErrorCode, storage_error_code
 
 log = logging.getLogger(__name__)
@@ -55,6 +56,8 @@ async def handle(ctx: Any, request: dict[str, Any]) -> bytes:
         result = await op(ctx.cluster, request)
     except AdminError as exc:
         return encode_response_body(exc.code.value, str(exc), None)
+    except ReplicaOpError as exc:
+        return encode_response_body(ErrorCode.invalid_request.value, str(exc), None)
     except TopicError as exc:
         return encode_response_body(exc.code.value, str(exc), None)
     except storage.StorageError as exc:
@@ -282,4 +285,5 @@ OPS: dict[str, Callable[[Cluster, dict[str, Any]], Awaitable[Any]]] = {
     "cursor.list": cursor_list,
     "cursor.delete": cursor_delete,
 }
+OPS.update(REPLICATION_OPS)  # stream replica|upstream, cluster info (kafkacompat/replication)
 MUTATIONS = frozenset(name for name in OPS if name.split(".")[1] in ("create", "edit", "delete", "purge"))

@@ -35,22 +35,23 @@ class HttpServer:
         self._site: web.TCPSite | None = None
 
     @property
-    def port(self) -> int:
-        """The bound port (useful with port 0)."""
-        assert self._site is not None, "HTTP server not started"
+    def port(self) -> int | None:
+        """The bound port (useful with port 0); None until the server listens."""
+        if self._site is None:
+            return None
         return self._runner.addresses[0][1]
 
     async def start(self) -> None:
         await self._runner.setup()
-        self._site = web.TCPSite(self._runner, self._host, self._port, reuse_address=True)
+        site = web.TCPSite(self._runner, self._host, self._port, reuse_address=True)
         try:
-            await self._site.start()
+            await site.start()
         except BaseException as exc:
             await self._runner.cleanup()
-            self._site = None
             if isinstance(exc, OSError):
                 raise HttpListenError(exc.errno, exc.strerror or str(exc)) from exc
             raise
+        self._site = site  # only now: `port` is read by others while start() runs
         log.info("HTTP server (/metrics, /health) at http://%s:%d", self._host, self.port)
 
     async def stop(self) -> None:

@@ -6,7 +6,8 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
-from . import health, metrics
+from . import console, health, metrics
+from . import openapi, principal, rest_errors, rest_produce, rest_v2, rest_v3
 from .common import BROKER
 
 if TYPE_CHECKING:
@@ -30,4 +31,11 @@ def build_app(broker: "BrokerServer") -> web.Application:
     app[BROKER] = broker
     health.add_routes(app)
     metrics.add_routes(app)
+    console.add_routes(app)  # the web console at / (and /console/...)
+    principal.add_routes(app)
+    rest_errors.add_routes(app)
+    rest_v3.add_routes(app)
+    rest_produce.add_routes(app)
+    rest_v2.add_routes(app)
+    openapi.add_routes(app)
     return app

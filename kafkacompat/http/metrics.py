@@ -19,6 +19,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from kafkacompat.protocol.versions import api_name
 
 from ..broker.request_stats import LATENCY_BUCKETS
+from . import metrics_detail
 from .common import BROKER
 
 if TYPE_CHECKING:
@@ -71,11 +72,14 @@ class BrokerCollector:
                                   value=stats.bytes_in)
         yield CounterMetricFamily("kafkacompat_messages_in", "records appended by Produce", value=stats.messages_in)
         yield CounterMetricFamily("kafkacompat_bytes_out", "record batch bytes sent by Fetch", value=stats.bytes_out)
+        yield CounterMetricFamily("kafkacompat_messages_out", "records in the whole batches sent by Fetch",
+                                  value=stats.messages_out)
         if stats.topic_series:
             for name, help_text, counter in (
                 ("kafkacompat_topic_bytes_in", "record batch bytes appended, per topic", stats.topic_bytes_in),
                 ("kafkacompat_topic_messages_in", "records appended, per topic", stats.topic_messages_in),
                 ("kafkacompat_topic_bytes_out", "record batch bytes fetched, per topic", stats.topic_bytes_out),
+                ("kafkacompat_topic_messages_out", "records in the batches fetched, per topic", stats.topic_messages_out),
             ):
                 family = CounterMetricFamily(name, help_text + " (first metrics_topic_series topics, the rest "
                                              "under topic=\"_other\")", labels=["topic"])
@@ -98,7 +102,9 @@ class BrokerCollector:
 
 
 async def serve_metrics(request: web.Request) -> web.Response:
-    body = generate_latest(request.app[REGISTRY])
+    """The broker's figures, then those that need the store's async reads (metrics_detail)."""
+    detail = await metrics_detail.families(request.app[BROKER])
+    body = generate_latest(request.app[REGISTRY]) + generate_latest(detail)  # type: ignore[arg-type]
     return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
 

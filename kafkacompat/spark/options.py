@@ -48,6 +48,7 @@ class Options:
     include_headers: bool
     max_offsets_per_trigger: int | None
     fail_on_data_loss: bool
+    read_committed: bool  # kafka.isolation.level=read_committed: stop at the LSO, skip aborted records
 
     def resolve(self, reader: StoreReader) -> list[TopicRef]:
         """The topics the query reads now (a pattern picks up new topics)."""
@@ -107,7 +108,15 @@ def parse_options(raw: Mapping[str, str]) -> Options:
         include_headers=_bool(opts.get("includeheaders", "false"), "includeHeaders"),
         max_offsets_per_trigger=_int(opts.get("maxoffsetspertrigger"), "maxOffsetsPerTrigger"),
         fail_on_data_loss=_bool(opts.get("failondataloss", "true"), "failOnDataLoss"),
+        read_committed=_isolation(opts.get("kafka.isolation.level", "read_uncommitted")),
     )
+
+
+def _isolation(value: str) -> bool:
+    """Spark passes kafka.* options to its consumer; this one the source honours itself."""
+    if value not in ("read_uncommitted", "read_committed"):
+        raise OptionError(f"option 'kafka.isolation.level' must be read_uncommitted or read_committed, not {value!r}")
+    return value == "read_committed"
 
 
 def _names(value: str) -> list[str]:

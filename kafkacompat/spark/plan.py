@@ -6,6 +6,12 @@ Offsets are resolved against the partitionlet indexes (the sparse offset
 index for a start offset, batch headers and, only for the batch that
 straddles it, record timestamps for a start timestamp), never by reading
 the whole log.
+
+With kafka.isolation.level=read_committed the driver also walks the batch
+headers from the start offset on, as a read_committed consumer's broker
+would: a range ends at the last stable offset (the first offset of a
+transaction still open) and carries the base offsets of the aborted
+transactions' batches, which its task skips.
 """
 
 from __future__ import annotations
@@ -13,8 +19,10 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable
 
+from ..broker.cleaner_codec import CLEANER_CODEC
 from ..protocol.records import record_timestamps
-from ..storage.disk.reader import PartitionSnapshot, StoreReader, offset_for_timestamp
+from ..storage.compaction import scan_log
+from ..storage.disk.reader import PartitionSnapshot, StoreReader, batch_headers, offset_for_timestamp
 from .options import EARLIEST, LATEST, OptionError, Options, TopicRef
 
 
@@ -33,6 +41,21 @@ class Range:
     partition: int
     start: int
     end: int
+    aborted: frozenset[int] = frozenset()  # base offsets of aborted transactional batches (read_committed)
+
+
+@dataclasses.dataclass(frozen=True)
+class Stability:
+    """What read_committed may see of a partition from some offset on."""
+
+    last_stable: int  # the first offset of a transaction still open, or the high watermark
+    aborted: frozenset[int]  # base offsets of batches whose transaction aborted
+
+
+def stability(snap: PartitionSnapshot, start: int) -> Stability:
+    scan = scan_log(batch_headers(snap, start), CLEANER_CODEC.is_abort_marker)
+    last_stable = snap.high_watermark if scan.first_open is None else scan.first_open
+    return Stability(last_stable, frozenset(scan.aborted))
 
 
 def partitions_of(opts: Options, reader: StoreReader) -> list[tuple[TopicRef, int]]:
@@ -75,7 +98,10 @@ def _spec(spec: object, ref: TopicRef, index: int, snap: PartitionSnapshot, defa
     return value
 
 
-def cut(opts: Options, ref: TopicRef, index: int, start: int, end: int, snap: PartitionSnapshot) -> list[Range]:
+def cut(
+    opts: Options, ref: TopicRef, index: int, start: int, end: int, snap: PartitionSnapshot,
+    aborted: frozenset[int] = frozenset(),
+) -> list[Range]:
     """[start, end) as ranges that each stay within one partitionlet."""
     if start < snap.log_start:
         if opts.fail_on_data_loss:
@@ -84,7 +110,8 @@ def cut(opts: Options, ref: TopicRef, index: int, start: int, end: int, snap: Pa
                 f"{snap.log_start} (set failOnDataLoss=false to skip what is gone)")
         start = snap.log_start
     bounds = [start, *(f.base for f in snap.files if start < f.base < end), end]
-    return [Range(opts.volumes, ref.stream, ref.name, ref.label, index, a, b)
+    return [Range(opts.volumes, ref.stream, ref.name, ref.label, index, a, b,
+                  frozenset(o for o in aborted if a <= o < b))
             for a, b in zip(bounds, bounds[1:]) if a < b]
 
 
@@ -95,6 +122,10 @@ def batch_plan(opts: Options) -> list[Range]:
     for ref, index in partitions_of(opts, reader):
         snap = reader.snapshot(ref.stream, ref.name, index)
         start = starting_offset(opts, ref, index, snap)
-        end = ending_offset(opts, ref, index, snap)
-        ranges.extend(cut(opts, ref, index, start, min(end, snap.high_watermark), snap))
+        end = min(ending_offset(opts, ref, index, snap), snap.high_watermark)
+        aborted: frozenset[int] = frozenset()
+        if opts.read_committed:
+            stable = stability(snap, start)
+            end, aborted = min(end, stable.last_stable), stable.aborted
+        ranges.extend(cut(opts, ref, index, start, end, snap, aborted))
     return ranges

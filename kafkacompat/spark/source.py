@@ -31,7 +31,7 @@ from pyspark.sql.types import (
 from ..broker.topic_names import split_name
 from ..storage.disk.reader import StoreReader, read_batches
 from .options import Options, TopicRef, parse_options
-from .plan import DataLossError, Range, batch_plan, cut, partitions_of, starting_offset
+from .plan import DataLossError, Range, batch_plan, cut, partitions_of, stability, starting_offset
 
 BASE_FIELDS = [
     StructField("key", BinaryType()),
@@ -102,11 +102,15 @@ class StreamReader(DataSourceStreamReader):
 
     def latestOffset(self) -> dict:
         reader = StoreReader(self.opts.volumes)
+        start = self._position if self._position is not None else self.initialOffset()
         latest: dict[str, dict[str, int]] = {}
         for ref, index in partitions_of(self.opts, reader):
-            latest.setdefault(ref.label, {})[str(index)] = reader.snapshot(ref.stream, ref.name, index).high_watermark
+            snap = reader.snapshot(ref.stream, ref.name, index)
+            end = snap.high_watermark
+            if self.opts.read_committed:  # as a read_committed consumer: no further than the LSO
+                end = stability(snap, start.get(ref.label, {}).get(str(index), snap.log_start)).last_stable
+            latest.setdefault(ref.label, {})[str(index)] = end
         limit = self.opts.max_offsets_per_trigger
-        start = self._position if self._position is not None else self.initialOffset()
         return latest if limit is None else rate_limit(start, latest, limit)
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
@@ -120,7 +124,8 @@ class StreamReader(DataSourceStreamReader):
                 index = int(index_text)
                 snap = reader.snapshot(stream, name, index)
                 begin = start.get(label, {}).get(index_text, snap.log_start)  # a new partition: from its start
-                ranges.extend(cut(self.opts, ref, index, begin, stop, snap))
+                aborted = stability(snap, begin).aborted if self.opts.read_committed else frozenset()
+                ranges.extend(cut(self.opts, ref, index, begin, stop, snap, aborted))
         return [RangePartition(r) for r in ranges]
 
     def read(self, partition: InputPartition | None) -> Iterator[pa.RecordBatch]:
@@ -167,7 +172,7 @@ def arrow_batches(rng: Range, opts: Options, schema: StructType) -> Iterator[pa.
     headers = columns.get("headers")
     for batch in read_batches(snap, rng.start, rng.end):
         decoded = DefaultRecordBatch(bytes(batch))
-        if decoded.is_control_batch:
+        if decoded.is_control_batch or decoded.base_offset in rng.aborted:
             continue
         ts_type = decoded.timestamp_type  # 0 CreateTime, 1 LogAppendTime, as Spark's column has it
         for record in decoded:

@@ -11,6 +11,11 @@ After a restart, transactions caught between PrepareCommit/PrepareAbort
 and Complete* are finished at once; transactions still Ongoing are
 aborted when their timeout passes, counted from their original start, so
 nothing stays half visible.
+
+As on Kafka, a transactional id with no open transaction is forgotten
+`transactional.id.expiration.ms` after its last update: an application
+that stopped using it does not keep its state forever, and a producer
+that comes back later starts with a new producer id.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ import collections
 import logging
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 from kio.schema.errors import ErrorCode
 
@@ -37,6 +42,7 @@ log = logging.getLogger(__name__)
 
 TRANSACTIONS_TABLE = "transactions"
 MAX_EPOCH = 2**15 - 1
+EXPIRABLE = (TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT)
 
 
 def now_ms() -> int:
@@ -60,7 +66,7 @@ class TransactionCoordinator:
         self.transactions: dict[str, TransactionMetadata] = {}
         self._locks: collections.defaultdict[str, asyncio.Lock] = collections.defaultdict(asyncio.Lock)
         self._clock = clock
-        self._timeout_task: asyncio.Task[None] | None = None
+        self._sweeps: list[asyncio.Task[None]] = []
 
     # lifetime -------------------------------------------------------------------
     async def start(self) -> None:
@@ -76,18 +82,23 @@ class TransactionCoordinator:
             elif meta.state is TxnState.PREPARE_EPOCH_FENCE:
                 async with self._locks[meta.transactional_id]:
                     await self._abort_fenced(meta)
-        self._timeout_task = asyncio.get_running_loop().create_task(
-            self._abort_timed_out_periodically(), name="transaction timeouts"
-        )
+        loop = asyncio.get_running_loop()
+        self._sweeps = [
+            loop.create_task(self._every(self.config.transaction_abort_timed_out_transaction_cleanup_interval_ms,
+                                         self.abort_timed_out), name="transaction timeouts"),
+            loop.create_task(self._every(self.config.transaction_remove_expired_transaction_cleanup_interval_ms,
+                                         self.remove_expired), name="transactional id expiration"),
+        ]
 
     async def close(self) -> None:
-        if self._timeout_task is not None:
-            self._timeout_task.cancel()
+        for task in self._sweeps:
+            task.cancel()
+        for task in self._sweeps:
             try:
-                await self._timeout_task
+                await task
             except asyncio.CancelledError:
                 pass
-            self._timeout_task = None
+        self._sweeps = []
 
     async def forget_all(self) -> None:
         """Delete every transactional id (the test broker's reset)."""
@@ -321,14 +332,36 @@ class TransactionCoordinator:
                     aborted += 1
         return aborted
 
-    async def _abort_timed_out_periodically(self) -> None:
-        interval = self.config.transaction_abort_timed_out_transaction_cleanup_interval_ms / 1000
+    async def remove_expired(self) -> int:
+        """Forget transactional ids idle past transactional.id.expiration.ms with nothing open.
+
+        Only ids whose last transaction is finished (Empty, CompleteCommit,
+        CompleteAbort) expire, as on Kafka: an open or preparing one is
+        first aborted by its timeout, which counts as an update.
+        """
+        cutoff = self._clock() - self.config.transactional_id_expiration_ms
+        expired = []
+        for meta in list(self.transactions.values()):
+            if meta.state not in EXPIRABLE or meta.update_ms > cutoff:
+                continue
+            async with self._locks[meta.transactional_id]:
+                if self.transactions.get(meta.transactional_id) is meta and meta.state in EXPIRABLE \
+                        and meta.update_ms <= cutoff:
+                    del self.transactions[meta.transactional_id]
+                    expired.append(meta.transactional_id)
+        if expired:
+            await self.store.put_state(self.store.default_stream, TRANSACTIONS_TABLE, dict.fromkeys(expired))
+            log.info("removed %d expired transactional ids", len(expired))
+        return len(expired)
+
+    @staticmethod
+    async def _every(interval_ms: int, sweep: Callable[[], Awaitable[int]]) -> None:
         while True:
-            await asyncio.sleep(interval)
+            await asyncio.sleep(interval_ms / 1000)
             try:
-                await self.abort_timed_out()
+                await sweep()
             except Exception:  # noqa: BLE001 - keep sweeping; the next run may succeed
-                log.exception("aborting timed-out transactions failed")
+                log.exception("transaction sweep %s failed", sweep.__name__)
 
     # admin ------------------------------------------------------------------------
     def describe(self, txn_id: str) -> TransactionMetadata | None:

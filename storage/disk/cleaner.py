@@ -40,7 +40,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from .. import batch_format as bf
-from ..compaction import FilterStats, OffsetMap, RecordCodec, filter_batch, map_batch
+from ..compaction import FilterStats, OffsetMap, RecordCodec, filter_batch, map_batch, scan_log
 from ..namespace import Settings, now_ms
 from .files import fsync_dir, unlink_files
 from .partitionlet import Partitionlet
@@ -126,14 +126,9 @@ def _batches(path: str, size: int) -> Iterator[tuple[memoryview, tuple]]:
         os.close(fd)
 
 
-def _producers_last_batches(tail: list[tuple[str, int]]) -> dict[int, int]:
-    """producer id -> base offset of its last batch, over the partitionlets given."""
-    last: dict[int, int] = {}
+def _tail_batches(tail: list[tuple[str, int]]) -> Iterator[tuple[memoryview, tuple]]:
     for path, size in tail:
-        for _batch, header in _batches(path, size):
-            if header[9] >= 0:
-                last[header[9]] = header[0]
-    return last
+        yield from _batches(path, size)
 
 
 class _Writer:
@@ -185,12 +180,19 @@ def _rewrite(
     """Map, filter and write (worker thread); returns (old, new) pairs to swap in."""
     offsets = OffsetMap(buffer_bytes)
     cleanable = work.cleanable
+    scan = scan_log(_tail_batches(work.tail), codec.is_abort_marker)
     upper = cleanable[-1].next_offset
+    if scan.first_open is not None:
+        upper = min(upper, scan.first_open)  # an open transaction may yet abort: clean before it only
     dirty = cleanable[work.first_dirty:]
     start = dirty[0].clean_to or dirty[0].base if dirty else upper  # Kafka's first dirty offset
+    if start >= upper:
+        return []  # everything dirty lies at or past an open transaction
     for p in dirty:
         for batch, header in _batches(p.log_path, p.size):
-            missed = map_batch(batch, header, codec, offsets, start)
+            if header[0] >= upper:
+                break
+            missed = map_batch(batch, header, codec, offsets, start, header[0] in scan.aborted)
             if missed is not None:
                 upper = missed
                 break
@@ -198,7 +200,6 @@ def _rewrite(
             continue
         break
     result.keys_mapped = len(offsets)
-    last_batches = _producers_last_batches(work.tail)
     crash_point("mapped")
     pairs: list[tuple[Partitionlet, Partitionlet]] = []
     written: list[Partitionlet] = []
@@ -218,8 +219,9 @@ def _rewrite(
             try:
                 for batch, header in _batches(p.log_path, p.size):
                     result.bytes_read += len(batch)
-                    keep_empty = header[9] >= 0 and last_batches.get(header[9]) == header[0]
-                    kept = filter_batch(batch, header, codec, offsets, upper, drop_tombstones, keep_empty, stats)
+                    keep_empty = header[9] >= 0 and scan.last_batches.get(header[9]) == header[0]
+                    kept = filter_batch(batch, header, codec, offsets, upper, drop_tombstones, keep_empty,
+                                        header[0] in scan.aborted, stats)
                     if kept is not None:
                         writer.add(kept, header)
                     crash_point("writing")
@@ -258,6 +260,9 @@ async def clean_partition(
     result = CleanResult(part.name)
     started = time.perf_counter()
     pairs = await asyncio.to_thread(_rewrite, work, codec, buffer_bytes, settings, now, result)
+    if not pairs:
+        log.debug("%s: not cleaned: its dirty records follow a transaction still open", part.name)
+        return None
     result.partitionlets = await part.replace_partitionlets(pairs)
     result.seconds = time.perf_counter() - started
     log.info("%s: cleaned %d partitionlet(s) to offset %d: %d of %d records kept, %d -> %d bytes in %.3f s",

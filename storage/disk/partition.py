@@ -37,6 +37,7 @@ from ..api import AppendResult, FsyncPolicy, PartitionletInfo, TimestampHit
 from ..errors import (
     CorruptBatchError,
     DamagedRangeError,
+    OffsetMismatchError,
     OffsetOutOfRangeError,
     StorageFullError,
     StorageUnavailableError,
@@ -75,7 +76,7 @@ class DiskPartition(PartitionBase):
         self._skipped: set[tuple[int, int]] = set()  # damaged ranges already logged as skipped
         self._unavailable_logged = False
         self._lock = asyncio.Lock()
-        self._commit = GroupCommit(self._fsync_active)
+        self._commit = GroupCommit(self._fsync_active, store.activity.fsynced)
         self._load()
         if self._epochs and self._epochs[-1][0] >= self._leader_epoch:
             # store.json went back (a stale copy, or rebuilt without this manifest): epochs never go down
@@ -348,7 +349,9 @@ class DiskPartition(PartitionBase):
 
     # appending ---------------------------------------------------------------
 
-    async def append(self, batch: bytes | bytearray | memoryview, record_count: int) -> AppendResult:
+    async def append(
+        self, batch: bytes | bytearray | memoryview, record_count: int, *, at: int | None = None
+    ) -> AppendResult:
         self._check_open()
         view = memoryview(batch).cast("B")
         length, max_ts = bf.check_append(view, record_count)
@@ -361,14 +364,14 @@ class DiskPartition(PartitionBase):
                 self._check_open()
                 if self._needs_roll(len(view), settings.partitionlet_bytes, settings.partitionlet_age_ms, now):
                     await self._roll(len(view))
-                return self._write(view, length, max_ts, record_count)
+                return self._write(view, length, max_ts, record_count, at)
 
             try:
                 base = await self._critical(section)
             except OSError as exc:  # not a full disk (that is StorageFullError): the files cannot be written
                 raise self._unavailable(f"rolling to a new partitionlet failed: {exc.strerror or exc}") from exc
         else:
-            base = self._write(view, length, max_ts, record_count)
+            base = self._write(view, length, max_ts, record_count, at)
         if settings.fsync is FsyncPolicy.ALWAYS:
             self._commit.start()
         elif settings.fsync is FsyncPolicy.INTERVAL:
@@ -388,10 +391,12 @@ class DiskPartition(PartitionBase):
             return False
         return active.size + size > max_bytes or now - active.created_ms >= max_age_ms
 
-    def _write(self, view: memoryview, length: int, max_ts: int, record_count: int) -> int:
-        """Write one batch at the high watermark; returns its base offset."""
+    def _write(self, view: memoryview, length: int, max_ts: int, record_count: int, at: int | None = None) -> int:
+        """Write one batch at the high watermark (which must be `at` when given); returns its base offset."""
         active = self._chain[-1]
         base = self._hw
+        if at is not None and at != base:
+            raise OffsetMismatchError(f"{self.name}: append at offset {at} but the next offset is {base}", base)
         size = len(view)
         active.volume.ensure_reserve()
         active.volume.reserve(size)
@@ -671,6 +676,7 @@ class DiskPartition(PartitionBase):
         if drop == 0:
             return 0
         start = chain[drop].base if drop < len(chain) else self._hw
+        self._store.activity.retained(drop, sum(p.size for p in chain[:drop]))
         await self._drop(drop, max(start, self._log_start))
         return drop
 

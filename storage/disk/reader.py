@@ -185,6 +185,37 @@ def read_batches(snap: PartitionSnapshot, start: int, end: int) -> Iterator[memo
                 yield batch
 
 
+def batch_headers(snap: PartitionSnapshot, start: int) -> Iterator[tuple[memoryview, tuple]]:
+    """(bytes, unpacked header) of each batch from the one holding `start` to the snapshot's end.
+
+    For planning, not for handing out data: only headers are read (a
+    control batch whole, as it is small and its record says what it is),
+    and a batch's CRC is checked by whoever later reads its records.
+    """
+    start = max(start, snap.log_start)
+    for n, part in enumerate(snap.files):
+        next_base = snap.files[n + 1].base if n + 1 < len(snap.files) else snap.high_watermark
+        if next_base <= start:
+            continue
+        byte_end = part.size if part.sealed else snap.active_end
+        try:
+            f = open(part.path, "rb", buffering=0)  # noqa: SIM115 - closed by the with below
+        except FileNotFoundError:
+            raise StorageError(f"{part.path} is gone (retention or deletion while reading)") from None
+        with f:
+            pos = _seek(part, start)
+            while pos + bf.HEADER_SIZE <= byte_end:
+                head = os.pread(f.fileno(), bf.HEADER_SIZE, pos)
+                header = bf.HEADER.unpack_from(head)
+                size = header[1] + bf.LOG_OVERHEAD
+                if header[3] != bf.MAGIC or size < bf.HEADER_SIZE or pos + size > byte_end:
+                    raise CorruptBatchError(f"{part.path}: malformed batch header at byte {pos}")
+                if header[0] + header[6] >= start:
+                    data = os.pread(f.fileno(), size, pos) if header[5] & bf.ATTR_CONTROL else head
+                    yield memoryview(data), header
+                pos += size
+
+
 def _seek(part: PartitionletFile, offset: int) -> int:
     """The byte position of a batch at or before `offset`, from the sparse offset index."""
     if offset <= part.base:

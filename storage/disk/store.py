@@ -459,6 +459,7 @@ class DiskStore(NamespaceStore):
         """
         now = now_ms() if now is None else now
         deleted = 0
+        self.activity.retention_passes += 1
         async for part in self._partitions_on_disk(lambda settings: settings.retains):
             deleted += await part.enforce_retention(now)
         return deleted

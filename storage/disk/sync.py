@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable
 
 log = logging.getLogger(__name__)
 
 
 class GroupCommit:
-    def __init__(self, flush: Callable[[], None]) -> None:
+    def __init__(self, flush: Callable[[], None], on_flushed: Callable[[float, bool], None] | None = None) -> None:
         self._flush = flush  # blocking; runs in a thread
+        self._on_flushed = on_flushed  # (seconds, failed) after each flush, for the store's activity counts
         self.written = 0
         self.synced = 0
         self._task: asyncio.Task[None] | None = None
@@ -51,11 +53,15 @@ class GroupCommit:
 
     async def _run(self) -> None:
         target = self.written
+        started, failed = time.monotonic(), True
         try:
             await asyncio.to_thread(self._flush)
             self.synced = max(self.synced, target)
+            failed = False
         finally:
             self._task = None
+            if self._on_flushed is not None:
+                self._on_flushed(time.monotonic() - started, failed)
 
     def cancel(self) -> None:
         if self._timer is not None:

@@ -106,3 +106,10 @@ def test_installed_next_to_a_user_storage_package_the_plugin_works(wheel: Path, 
     assert "1 passed" in done.stdout
     done = _run(venv / "bin" / "kafkacompat", "--version", cwd=project)
     assert done.stdout == f"kafkacompat {kafkacompat.__version__}\n"
+
+
+def test_the_wheel_ships_the_web_consoles_templates_and_static_files(wheel: Path) -> None:
+    names = set(zipfile.ZipFile(wheel).namelist())
+    console = REPO / "kafkacompat" / "http" / "console"
+    files = [path.relative_to(REPO).as_posix() for folder in ("templates", "static") for path in (console / folder).iterdir()]
+    assert files and [name for name in files if name not in names] == []

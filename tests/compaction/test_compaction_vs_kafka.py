@@ -6,7 +6,9 @@ min.cleanable.dirty.ratio=0.01 so cleanings happen within seconds. A
 consumer reading from the beginning must then see the same offsets, keys
 and values on both: after the first cleaning (superseded records gone,
 tombstones kept) and after the next (tombstones past delete.retention.ms
-gone). A record without a key is refused by both with the same answer.
+gone). Records of an aborted transaction go with a cleaning on both, and
+committed transactional records compact like others. A record without a
+key is refused by both with the same answer.
 """
 
 from __future__ import annotations
@@ -53,10 +55,11 @@ def ours() -> Iterator[Broker]:
         yield running
 
 
-def read_view(bootstrap: str, topic: str) -> View:
+def read_view(bootstrap: str, topic: str, isolation: str = "read_committed") -> View:
     """Every record from the beginning to the end, as a consumer sees it."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": uuid.uuid4().hex,
-                         "auto.offset.reset": "earliest", "enable.partition.eof": True})
+                         "auto.offset.reset": "earliest", "enable.partition.eof": True,
+                         "isolation.level": isolation})
     consumer.subscribe([topic])
     out: View = []
     deadline = time.monotonic() + 30
@@ -76,10 +79,10 @@ def read_view(bootstrap: str, topic: str) -> View:
     pytest.fail(f"no end of {topic} within 30 s: {out}")
 
 
-def wait_view(bootstrap: str, topic: str, done: Callable[[View], bool]) -> View:
+def wait_view(bootstrap: str, topic: str, done: Callable[[View], bool], isolation: str = "read_committed") -> View:
     deadline = time.monotonic() + 60
     while True:
-        view = read_view(bootstrap, topic)
+        view = read_view(bootstrap, topic, isolation)
         if done(view):
             return view
         if time.monotonic() > deadline:
@@ -123,6 +126,44 @@ def test_consumers_see_the_same_compacted_log_as_on_kafka(kafka, ours):
     theirs = scenario(kafka.bootstrap_servers)
     assert theirs[1] != theirs[0] and theirs[2] != theirs[1], "Kafka did not clean: the comparison shows nothing"
     assert scenario(ours.bootstrap_servers) == theirs
+
+
+def transactions_scenario(bootstrap: str) -> tuple[View, View]:
+    """A read_uncommitted consumer's view of a compacted topic with an aborted and a committed
+    transaction, before and after a cleaning."""
+    topic = f"compact-txn-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1, config=CONFIGS)])[topic].result(timeout=30)
+    plain = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
+    txn = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "transactional.id": uuid.uuid4().hex})
+    txn.init_transactions(30)
+
+    def send(producer: Producer, key: str, value: str) -> None:
+        producer.produce(topic, key=key, value=value)
+        assert producer.flush(10) == 0
+
+    send(plain, "a", "1")
+    send(plain, "b", "1")
+    txn.begin_transaction()
+    send(txn, "a", "aborted")
+    send(txn, "c", "aborted")
+    txn.abort_transaction(30)
+    txn.begin_transaction()
+    send(txn, "b", "2")
+    send(txn, "d", "committed")
+    txn.commit_transaction(30)
+    history = read_view(bootstrap, topic, "read_uncommitted")
+    time.sleep(SEGMENT_MS * 1.2 / 1000)  # the next append rolls the segment: all of the above is cleanable
+    send(plain, "z", "1")
+    cleaned = wait_view(bootstrap, topic, lambda view: one_per_key(view) and "aborted" not in {v for _, _, v in view},
+                        "read_uncommitted")
+    return history, cleaned
+
+
+def test_aborted_records_go_with_a_cleaning_as_on_kafka(kafka, ours):
+    theirs = transactions_scenario(kafka.bootstrap_servers)
+    assert any(v == "aborted" for _, _, v in theirs[0]), "the history must show the aborted records"
+    assert transactions_scenario(ours.bootstrap_servers) == theirs
 
 
 def produce_keyless(bootstrap: str, topic: str) -> tuple[int, str | None, list[tuple[int, str | None]]]:

@@ -181,6 +181,73 @@ def test_bad_options_say_what_is_wrong(spark, broker, volumes):
         source(spark, volumes, subscribe=f"{STREAM}:nope").collect()
 
 
+def isolated_view(broker: Broker, topic: str, isolation: str) -> list[tuple[int, bytes]]:
+    """(offset, value) of partition 0 up to where a consumer of that isolation level ends."""
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "isolated",
+                         "isolation.level": isolation, "enable.partition.eof": True, "enable.auto.commit": False})
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    rows: list[tuple[int, bytes]] = []
+    deadline = time.monotonic() + 30
+    try:
+        while time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is None:
+                continue
+            if msg.error() is not None:
+                return rows  # partition EOF: the LSO for read_committed, the high watermark otherwise
+            rows.append((msg.offset(), msg.value()))
+    finally:
+        consumer.close()
+    raise AssertionError(f"{isolation} consumer did not reach the end of {topic}: {rows}")
+
+
+def test_read_committed_stops_at_the_lso_and_skips_aborted_records_as_a_consumer_does(spark, broker, volumes):
+    from kafkacompat.spark.options import parse_options
+    from kafkacompat.spark.source import StreamReader
+
+    topic = f"{STREAM}:Valves"
+    broker.create_topic(topic, partitions=1)
+    plain = Producer({"bootstrap.servers": broker.bootstrap_servers, "linger.ms": 0})
+    txn = Producer({"bootstrap.servers": broker.bootstrap_servers, "transactional.id": "valves", "linger.ms": 0})
+    txn.init_transactions(30)
+
+    def send(producer: Producer, *values: str) -> None:
+        for value in values:
+            producer.produce(topic, value=value.encode())
+        assert producer.flush(10) == 0
+
+    send(plain, "p0", "p1")
+    for outcome in ("committed", "aborted", "committed-again"):
+        txn.begin_transaction()
+        send(txn, f"{outcome}-0", f"{outcome}-1")
+        txn.commit_transaction(30) if outcome != "aborted" else txn.abort_transaction(30)
+        send(plain, f"after-{outcome}")
+    txn.begin_transaction()
+    send(txn, "open-0")  # still open while Spark and the consumers read
+    send(plain, "after-open")
+
+    committed = isolated_view(broker, topic, "read_committed")
+    uncommitted = isolated_view(broker, topic, "read_uncommitted")
+    assert b"aborted-0" in {v for _, v in uncommitted} and b"open-0" in {v for _, v in uncommitted}
+    assert b"aborted-0" not in {v for _, v in committed} and committed[-1][1] == b"after-committed-again"
+
+    def spark_view(**options: str) -> list[tuple[int, bytes]]:
+        rows = source(spark, volumes, subscribe=topic, **options).select("offset", "value").collect()
+        return sorted((r.offset, bytes(r.value)) for r in rows)
+
+    assert spark_view(**{"kafka.isolation.level": "read_committed"}) == committed
+    assert spark_view() == uncommitted
+    # A streaming query asks the same source for its latest offsets: the LSO under read_committed.
+    opts = parse_options({"dataDir": ",".join(volumes), "subscribe": topic, "kafka.isolation.level": "read_committed"})
+    stream = StreamReader(opts, None)
+    end = stream.latestOffset()
+    open_at = next(offset for offset, value in uncommitted if value == b"open-0")
+    assert end == {topic: {"0": open_at}}  # the open transaction's first offset
+    ranges = [p.value for p in stream.partitions(stream.initialOffset(), end)]
+    assert {o for r in ranges for o in r.aborted} and all(r.end <= end[topic]["0"] for r in ranges)
+    txn.abort_transaction(30)
+
+
 def wait_until(condition: Any, what: str, timeout: float = 30) -> None:
     deadline = time.monotonic() + timeout
     while not condition():

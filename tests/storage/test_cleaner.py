@@ -15,19 +15,19 @@ import textwrap
 import pytest
 
 from kafkacompat import storage
+from kafkacompat.broker.cleaner_codec import CLEANER_CODEC
 from kafkacompat.protocol.records import (
-    Record, build_batch, iter_records, read_header, rebuild_batch, record_timestamps, split_records,
+    ATTR_TRANSACTIONAL, Record, build_batch, iter_records, read_header, record_timestamps,
 )
-from kafkacompat.storage import RecordCodec, StreamPolicy
-
-CODEC = RecordCodec(split_records, rebuild_batch)
+from kafkacompat.protocol.control_records import ControlType, build_marker, set_attributes
+from kafkacompat.storage import StreamPolicy
 HOUR = 3_600_000
 T0 = 1_700_000_000_000  # record timestamps; cleanings run "now" = T0 + some hours
 
 
 async def open_disk(path, **kw):
     kw.setdefault("record_timestamps", record_timestamps)
-    kw.setdefault("record_codec", CODEC)
+    kw.setdefault("record_codec", CLEANER_CODEC)
     kw.setdefault("cleaner_backoff_ms", 3_600_000)  # tests clean explicitly
     st = storage.open_store(str(path), **kw)
     await st.open()
@@ -44,13 +44,20 @@ async def compacted(st, configs=None, topic="t"):
     return st.partition("/s", topic, 0)
 
 
-async def put(part, pairs, *, ts=T0, codec="none", producer=(-1, -1, -1)):
+async def put(part, pairs, *, ts=T0, codec="none", producer=(-1, -1, -1), transactional=False):
     """Append one batch of (key, value) pairs; returns its base offset."""
     records = [Record(None if k is None else k.encode(), None if v is None else v.encode(), timestamp=ts)
                for k, v in pairs]
     pid, epoch, seq = producer
     data = build_batch(records, compression=codec, producer_id=pid, producer_epoch=epoch, base_sequence=seq)
+    if transactional:
+        data = set_attributes(data, ATTR_TRANSACTIONAL)
     return (await part.append(data, len(records))).base_offset
+
+
+async def end_txn(part, pid, control, ts=T0):
+    """Append the end-transaction marker of producer `pid`, as the coordinator writes it."""
+    return (await part.append(build_marker(pid, 0, control, ts), 1)).base_offset
 
 
 async def roll(part, ts=T0):
@@ -243,6 +250,56 @@ async def test_a_producers_last_batch_stays_as_an_empty_batch(tmp_path):
     assert (header.producer_id, header.base_sequence, header.record_count, header.last_offset_delta) == (7, 0, 0, 1)
     assert [r[:2] for r in await read_all(part)] == [(2, "a"), (3, "b"), (5, "z")]
     await st.close()
+
+
+async def test_aborted_records_go_committed_ones_compact_and_markers_stay(tmp_path):
+    st = await open_disk(tmp_path)
+    part = await compacted(st)
+    await put(part, [("a", "1"), ("b", "1")])
+    await put(part, [("a", "aborted"), ("c", "aborted")], producer=(7, 0, 0), transactional=True)
+    await end_txn(part, 7, ControlType.ABORT)
+    await put(part, [("b", "2"), ("d", "committed")], producer=(8, 0, 0), transactional=True)
+    await end_txn(part, 8, ControlType.COMMIT)
+    await put(part, [("d", "last")], producer=(8, 0, 2), transactional=True)
+    await end_txn(part, 8, ControlType.COMMIT)
+    await roll(part)
+    await put(part, [("z", "1")])
+    before = await read_all(part)
+    assert (2, "a", "aborted") in before
+    await st.clean_logs(now=T0 + HOUR)
+    # "a" keeps its committed value: the aborted record neither stays nor hides it
+    assert await read_all(part) == [(0, "a", "1"), (5, "b", "2"), (8, "d", "last"), (11, "z", "1")]
+    markers = [h for h in _headers(await part.read(0, 1 << 20)) if h.is_control]
+    assert [m.producer_id for m in markers] == [7, 8, 8]
+    await st.close()
+
+
+async def test_a_transaction_still_open_bounds_the_cleaning(tmp_path):
+    st = await open_disk(tmp_path)
+    part = await compacted(st)
+    await put(part, [("a", "1")])
+    await put(part, [("a", "2")])
+    await put(part, [("a", "open")], producer=(9, 0, 0), transactional=True)
+    await put(part, [("a", "3")])  # after the open transaction: not cleaned past it
+    await roll(part)
+    await put(part, [("z", "1")])
+    await st.clean_logs(now=T0 + HOUR)
+    assert await read_all(part) == [(1, "a", "2"), (2, "a", "open"), (3, "a", "3"), (5, "z", "1")]
+    await end_txn(part, 9, ControlType.ABORT)
+    await roll(part)
+    await put(part, [("y", "1")])
+    await st.clean_logs(now=T0 + 2 * HOUR)
+    assert await read_all(part) == [(3, "a", "3"), (5, "z", "1"), (8, "y", "1")]
+    await st.close()
+
+
+def _headers(data):
+    view, pos, out = memoryview(data), 0, []
+    while pos < len(view):
+        header = read_header(view, pos)
+        out.append(header)
+        pos += header.size
+    return out
 
 
 async def test_cleaned_partitionlets_survive_a_restart_and_a_lost_index(tmp_path):

@@ -123,7 +123,7 @@ def test_create_topic_in_a_stream_and_bad_input(broker: Broker) -> None:
         broker.consume(name, partition=2)
     with pytest.raises(ValueError):
         broker.create_topic("bad name!")
-    with pytest.raises(ValueError, match="unknown topic config"):
+    with pytest.raises(ValueError, match="Unknown topic config name"):
         broker.create_topic("configured", configs={"no.such.config": "1"})
 
 

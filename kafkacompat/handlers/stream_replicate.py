@@ -1,0 +1,59 @@
+"""StreamReplicate (private, unadvertised): batches, topics and cursors from a source cluster.
+
+The source broker's replica link (kafkacompat/replication/engine.py) is the
+only client; the operations are in kafkacompat/replication/receiver.py.
+Until authentication exists a link is plain TCP: any peer that can reach
+the Kafka port can send these requests (see the README's replication section).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from kafkacompat import storage
+from kafkacompat.protocol.admin_api import AdminMessageError, encode_response_body
+from kafkacompat.protocol.messages import MalformedRequestError, RequestHeader
+from kafkacompat.protocol.replication_api import decode_request_body
+
+from ..replication import receiver
+from .common import ErrorCode, storage_error_code
+
+log = logging.getLogger(__name__)
+
+_OPS = {
+    "hello": receiver.hello,
+    "topics": receiver.sync_topics,
+    "cursors": receiver.commit_cursors,
+    "ping": receiver.ping,
+}
+
+
+def decode(header: RequestHeader, frame: bytes) -> tuple[dict[str, Any], memoryview]:
+    try:
+        return decode_request_body(frame, header.body_offset)
+    except AdminMessageError as exc:
+        raise MalformedRequestError(str(exc)) from None
+
+
+async def handle(ctx: Any, request: tuple[dict[str, Any], memoryview]) -> bytes:
+    body, payload = request
+    service = ctx.cluster.replication
+    op = body["op"]
+    try:
+        if service is None:
+            raise receiver.ReplicaRequestError("this broker does not run replication")
+        if op == "append":
+            result = await receiver.append(service, body, payload, ctx.cluster.producers)
+        elif op in _OPS:
+            result = await _OPS[op](service, body)
+        else:
+            raise receiver.ReplicaRequestError(f"unknown replication operation {op!r}")
+    except receiver.ReplicaRequestError as exc:
+        return encode_response_body(ErrorCode.invalid_request.value, str(exc), None)
+    except (KeyError, TypeError, ValueError) as exc:
+        return encode_response_body(ErrorCode.invalid_request.value, f"malformed {op} request: {exc!r}", None)
+    except storage.StorageError as exc:
+        log.error("replication %s from %s failed: %s", op, ctx.peer, exc)
+        return encode_response_body(storage_error_code(exc).value, str(exc), None)
+    return encode_response_body(ErrorCode.none.value, None, result)

@@ -1,0 +1,38 @@
+"""The web console at `/`: streams, topics, partitionlets, consumer groups and a live tail.
+
+Server-rendered pages (Jinja2, autoescaped: topic and group names are user
+input) with one hand-written stylesheet and one script shipped in this
+package; nothing is fetched from elsewhere, so it works offline. Pages read
+the broker's own Cluster; forms change it through the same operations the
+admin CLI uses (handlers/stream_admin.py), behind permission.refusal.
+
+Its paths live under /console/ (the home page is `/`), apart from the REST
+proxy's /v3, /topics, /consumers and /streams.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from aiohttp import web
+
+from . import forms, pages, tail
+from .render import setup_templates
+
+STATIC = Path(__file__).parent / "static"
+
+
+def add_routes(app: web.Application) -> None:
+    setup_templates(app)
+    app.router.add_get("/", pages.home, name="console_home")
+    app.router.add_get("/console/stream", pages.stream)
+    app.router.add_get("/console/topic", pages.topic)
+    app.router.add_get("/console/groups", pages.groups)
+    app.router.add_get("/console/group", pages.group)
+    app.router.add_get("/console/tail", pages.tail_page)
+    app.router.add_get("/console/tail/events", tail.events)
+    app.router.add_post("/console/stream/create", forms.create_stream)
+    app.router.add_post("/console/stream/edit", forms.edit_stream)
+    app.router.add_post("/console/topic/create", forms.create_topic)
+    app.router.add_static("/console/static", STATIC, name="console_static", append_version=True)
+    tail.track_tails(app)

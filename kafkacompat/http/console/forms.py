@@ -1,0 +1,126 @@
+"""The console's forms (POST): create a stream, edit its policy, create a topic.
+
+Each runs the admin CLI's own operation (handlers/stream_admin.py), so the
+console checks input exactly as `kafkacompat stream create` does and a
+refused change leaves the store as it was. A refused form is shown again
+with the reason and what was typed; a done one redirects (303) to the page
+of what it made.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+from urllib.parse import urlencode
+
+from aiohttp import web
+
+from kafkacompat import storage
+
+from ...broker.cluster import TopicError
+from ...handlers import stream_admin
+from . import pages
+from .permission import refusal
+
+log = logging.getLogger(__name__)
+INT_FIELDS = ("ttl_seconds", "default_partitions", "partitionlet_bytes")
+CHOICE_FIELDS = ("fsync", "cleanup_policy")
+MAX_FORM_BYTES = 64 * 1024
+
+
+class FormError(ValueError):
+    """A form field that does not parse; shown beside the form."""
+
+
+def _policy(form: dict[str, str]) -> dict[str, Any]:
+    """Stream policy changes from a form: blank fields keep their value; the checkbox always counts."""
+    policy: dict[str, Any] = {}
+    for name in INT_FIELDS:
+        text = form.get(name, "").strip()
+        if text:
+            try:
+                policy[name] = int(text)
+            except ValueError:
+                raise FormError(f"{name.replace('_', ' ')} must be a whole number, not {text!r}") from None
+    for name in CHOICE_FIELDS:
+        if form.get(name):
+            policy[name] = form[name]
+    policy["autocreate"] = form.get("autocreate") == "on"
+    return policy
+
+
+async def _form(request: web.Request) -> dict[str, str]:
+    if request.content_length is not None and request.content_length > MAX_FORM_BYTES:
+        raise web.HTTPRequestEntityTooLarge(max_size=MAX_FORM_BYTES, actual_size=request.content_length)
+    data = await request.post()
+    return {key: value for key, value in data.items() if isinstance(value, str)}
+
+
+async def _run(request: web.Request, stream: str | None, op: Callable[[], Awaitable[Any]],
+               again: Callable[[str, int], Awaitable[web.Response]], done: str) -> web.Response:
+    """Check permission, run `op`, then redirect to `done`, or show the form `again` with the reason."""
+    denied = await refusal(request, stream)
+    if denied is not None:
+        return await again(denied, 403)
+    try:
+        await op()
+    except FormError as exc:
+        return await again(str(exc), 400)
+    except (stream_admin.AdminError, TopicError, storage.StorageError) as exc:
+        return await again(str(exc), 409 if isinstance(exc, (storage.StreamExistsError, storage.TopicExistsError)) else 400)
+    log.info("console %s from %s", request.path, request.remote)
+    raise web.HTTPSeeOther(done)
+
+
+async def create_stream(request: web.Request) -> web.Response:
+    cluster = pages.cluster_of(request)
+    form = await _form(request)
+    path = form.get("path", "").strip()
+
+    async def op() -> None:
+        await stream_admin.stream_create(cluster, {"path": path, "policy": _policy(form)})
+
+    async def again(error: str, status: int) -> web.Response:
+        return await pages.home(request, error=error, form=form, status=status)
+
+    return await _run(request, path or None, op, again, "/console/stream?" + urlencode({"path": path}))
+
+
+async def edit_stream(request: web.Request) -> web.Response:
+    cluster = pages.cluster_of(request)
+    form = await _form(request)
+    path = request.query.get("path", "")
+
+    async def op() -> None:
+        await stream_admin.stream_edit(cluster, {"path": path, "policy": _policy(form)})
+
+    async def again(error: str, status: int) -> web.Response:
+        return await pages.stream(request, error=error, form=form, status=status)
+
+    return await _run(request, path, op, again, "/console/stream?" + urlencode({"path": path}))
+
+
+async def create_topic(request: web.Request) -> web.Response:
+    cluster = pages.cluster_of(request)
+    form = await _form(request)
+    path = request.query.get("path", "")
+    name = form.get("topic", "").strip()
+
+    async def op() -> None:
+        args: dict[str, Any] = {"name": f"{path}:{name}" if name else ""}
+        text = form.get("partitions", "").strip()
+        if text:
+            try:
+                args["partitions"] = int(text)
+            except ValueError:
+                raise FormError(f"partitions must be a whole number, not {text!r}") from None
+        if not name:
+            raise FormError("give the topic a name")
+        await stream_admin.topic_create(cluster, args)
+
+    async def again(error: str, status: int) -> web.Response:
+        return await pages.stream(request, error=error, form=form, status=status)
+
+    return await _run(request, path, op, again, "/console/topic?" + urlencode({"stream": path, "topic": name}))
+

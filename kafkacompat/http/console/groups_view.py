@@ -1,0 +1,87 @@
+"""Consumer groups as the console shows them: members with their partitions, and lag per partition.
+
+Read straight from the broker's coordinator (classic and KIP-848 groups)
+and the committed offsets kept as cursors; lag is the partition's end
+offset minus the committed offset, as kafka-consumer-groups prints it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...broker.cluster import Cluster, TopicError
+from ...broker.stream_views import cursor_view
+from ...broker.topic_names import canonical_name
+from ...groups.consumer_protocol import CONSUMER_PROTOCOL_TYPE, parse_assignment
+
+
+def group_ids(cluster: Cluster) -> list[dict[str, Any]]:
+    """Every group the broker knows: live ones with their state, and those that only have committed offsets."""
+    rows = {group: {"group": group, "type": kind, "state": state, "protocol_type": protocol}
+            for group, protocol, state, kind in cluster.groups.list_groups()}
+    for group in cluster.groups.offsets.groups():
+        rows.setdefault(group, {"group": group, "type": "classic", "state": "Empty", "protocol_type": ""})
+    return [rows[group] for group in sorted(rows)]
+
+
+def _members(cluster: Cluster, group_id: str) -> tuple[str, str, list[dict[str, Any]]]:
+    """(type, state, members) with each member's assigned partitions as (stream, topic, partition)."""
+    coordinator = cluster.groups
+    if group_id in coordinator.consumer.groups:
+        described = coordinator.consumer.describe(group_id)
+        members = []
+        for entry in described.members:
+            member = entry.member
+            names = coordinator.consumer.topic_names(member.assigned)
+            members.append({
+                "member_id": member.member_id, "instance_id": member.instance_id,
+                "client_id": member.client_id, "host": member.client_host,
+                "partitions": _resolved(cluster, ((names[t], p) for t, ps in member.assigned.items() for p in ps)),
+            })
+        return "consumer", described.state, members
+    summary = coordinator.describe(group_id)
+    members = []
+    for member in summary.members:
+        assignment = None
+        if summary.protocol_type == CONSUMER_PROTOCOL_TYPE and member.assignment:
+            assignment = parse_assignment(member.assignment)
+        members.append({
+            "member_id": member.member_id, "instance_id": member.instance_id,
+            "client_id": member.client_id, "host": member.client_host,
+            "partitions": _resolved(cluster, ((t, p) for t, ps in (assignment or {}).items() for p in ps)),
+        })
+    return "classic", summary.state, members
+
+
+def _resolved(cluster: Cluster, pairs: Any) -> list[tuple[str, str, int]]:
+    """(stream, topic, partition) for client-spelled (name, partition) pairs; unresolvable names are kept as given."""
+    out = []
+    for name, partition in pairs:
+        try:
+            stream, topic = cluster.split(name)
+        except TopicError:
+            stream, topic = "", name
+        out.append((stream, topic, partition))
+    return sorted(out)
+
+
+def group_view(cluster: Cluster, group_id: str) -> dict[str, Any] | None:
+    """A group's members and, per committed partition, offset, end offset, lag and owner; None if unknown."""
+    kind, state, members = _members(cluster, group_id)
+    committed = cluster.groups.offsets.all(group_id)
+    if state == "Dead" and not committed:
+        return None
+    owner = {part: m["member_id"] for m in members for part in m["partitions"]}
+    default = cluster.default_stream
+    offsets = []
+    for stream, cursor in sorted(committed, key=lambda sc: (sc[0], sc[1].topic, sc[1].partition)):
+        row = cursor_view(cluster.store, stream, group_id, cursor)
+        row["stream"] = stream
+        row["name"] = canonical_name(stream, cursor.topic, default)
+        row["owner"] = owner.get((stream, cursor.topic, cursor.partition))
+        offsets.append(row)
+    for m in members:
+        m["partitions"] = [canonical_name(s, t, default) + f"-{p}" if s else f"{t}-{p}" for s, t, p in m["partitions"]]
+    return {"group": group_id, "type": kind, "state": "Empty" if state == "Dead" else state,
+            "members": members, "offsets": offsets,
+            "total_lag": sum(row["lag"] or 0 for row in offsets)}

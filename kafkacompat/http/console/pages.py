@@ -1,0 +1,118 @@
+"""The console's pages (GET): each reads the broker's state and renders one template."""
+
+from __future__ import annotations
+
+import time
+
+from aiohttp import web
+
+from kafkacompat import storage
+
+from ...broker.cluster import Cluster
+from ...broker.stream_views import POLICY_FIELDS, stream_view, topic_view
+from ...broker.topic_names import canonical_name
+from ..common import BROKER
+from .groups_view import group_ids, group_view
+from .permission import refusal
+from .render import render
+
+TOPICS_PER_PAGE = 100  # a stream may hold a million topics: its page lists them a hundred at a time
+FSYNC_CHOICES = [policy.value for policy in storage.FsyncPolicy]
+CLEANUP_CHOICES = ["delete", "compact", "compact,delete"]
+
+
+def cluster_of(request: web.Request) -> Cluster:
+    cluster = request.app[BROKER].cluster
+    if cluster is None:
+        raise web.HTTPServiceUnavailable(reason="the store is not open (yet)")
+    return cluster
+
+
+def not_found(request: web.Request, message: str) -> web.Response:
+    return render(request, "not_found.html", status=404, title="Not found", message=message)
+
+
+async def home(request: web.Request, error: str | None = None, form: dict | None = None,
+               status: int = 200) -> web.Response:
+    cluster = cluster_of(request)
+    store = cluster.store
+    streams = [stream_view(info) for info in sorted(store.list_streams(), key=lambda s: s.path)]
+    volumes = [{"path": v.path, "free_bytes": v.free_bytes()} for v in getattr(store, "volumes", ())]
+    return render(request, "home.html", status=status, title="Streams", streams=streams, volumes=volumes,
+                  default_stream=cluster.default_stream, store_url=cluster.config.store_url,
+                  groups=len(group_ids(cluster)), topics=len(store.list_topics()),
+                  denied=await refusal(request, None), fsync_choices=FSYNC_CHOICES,
+                  cleanup_choices=CLEANUP_CHOICES, form=form or {}, error=error)
+
+
+async def stream(request: web.Request, error: str | None = None, form: dict | None = None,
+                 status: int = 200) -> web.Response:
+    cluster = cluster_of(request)
+    path = request.query.get("path", "")
+    info = cluster.store.get_stream(path) if path.startswith("/") else None
+    if info is None:
+        return not_found(request, f"stream {path!r} does not exist")
+    start = max(_int(request.query.get("start"), 0), 0)
+    names = sorted(cluster.store.list_topics(path), key=lambda t: t.name)
+    shown = names[start:start + TOPICS_PER_PAGE]
+    topics = [await topic_view(cluster.store, topic, detail=False) for topic in shown]
+    return render(request, "stream.html", status=status, title=path, stream=stream_view(info),
+                  default_stream=cluster.default_stream, topics=topics, start=start, total=len(names),
+                  page=TOPICS_PER_PAGE, groups=sorted(cluster.store.list_cursor_groups(path)),
+                  denied=await refusal(request, path), fsync_choices=FSYNC_CHOICES,
+                  cleanup_choices=CLEANUP_CHOICES, policy_fields=POLICY_FIELDS, error=error, form=form or {})
+
+
+def _topic_asked(request: web.Request) -> tuple[storage.TopicInfo | None, web.Response | None]:
+    """The topic the ?stream=&topic= query names, or the not-found page to answer."""
+    stream_path, name = request.query.get("stream", ""), request.query.get("topic", "")
+    info = cluster_of(request).store.get_topic(stream_path, name) if stream_path.startswith("/") and name else None
+    if info is None:
+        return None, not_found(request, f"topic {name!r} does not exist in stream {stream_path!r}")
+    return info, None
+
+
+async def topic(request: web.Request) -> web.Response:
+    cluster = cluster_of(request)
+    info, missing = _topic_asked(request)
+    if info is None:
+        return missing
+    view = await topic_view(cluster.store, info, detail=True)
+    return render(request, "topic.html", title=view["name"], topic=view)
+
+
+async def groups(request: web.Request) -> web.Response:
+    cluster = cluster_of(request)
+    rows = group_ids(cluster)
+    for row in rows:
+        view = group_view(cluster, row["group"])
+        row["members"] = len(view["members"]) if view else 0
+        row["lag"] = view["total_lag"] if view else 0
+    return render(request, "groups.html", title="Consumer groups", groups=rows)
+
+
+async def group(request: web.Request) -> web.Response:
+    cluster = cluster_of(request)
+    group_id = request.query.get("id", "")
+    view = group_view(cluster, group_id) if group_id else None
+    if view is None:
+        return not_found(request, f"consumer group {group_id!r} is unknown")
+    return render(request, "group.html", title=f"Group {group_id}", group=view)
+
+
+async def tail_page(request: web.Request) -> web.Response:
+    cluster = cluster_of(request)
+    info, missing = _topic_asked(request)
+    if info is None:
+        return missing
+    start = "beginning" if request.query.get("from") == "beginning" else "end"
+    return render(request, "tail.html", title=f"Tail {canonical_name(info.stream, info.name, cluster.default_stream)}",
+                  stream=info.stream, topic=info.name, partitions=info.partitions, start=start,
+                  name=canonical_name(info.stream, info.name, cluster.default_stream), opened_ms=int(time.time() * 1000))
+
+
+def _int(text: str | None, default: int) -> int:
+    try:
+        return int(text) if text is not None else default
+    except ValueError:
+        return default

@@ -1,0 +1,174 @@
+"""The admin API's replication operations (`kafkacompat stream replica|upstream`, `cluster info`).
+
+They ride on the private StreamAdmin API (handlers/stream_admin.py) like
+every other CLI command: JSON in, JSON out, input checked before anything
+changes.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from kafkacompat import storage
+
+from .engine import LinkTask, ReplicationService
+from .links import LinkSpec, LinkSpecError, check_settings, parse_replica
+
+log = logging.getLogger(__name__)
+
+
+class ReplicaOpError(ValueError):
+    """A refused replication request (answered as INVALID_REQUEST with this message)."""
+
+
+def _service(cluster: Any) -> ReplicationService:
+    service = cluster.replication
+    if service is None:
+        raise ReplicaOpError("replication is not running on this broker")
+    return service
+
+
+def _source(cluster: Any, request: dict[str, Any]) -> str:
+    path = request.get("path")
+    if not isinstance(path, str):
+        raise ReplicaOpError("missing 'path': the stream")
+    if cluster.store.get_stream(path) is None:
+        raise storage.UnknownStreamError(f"stream {path} does not exist")
+    return path
+
+
+def _link(cluster: Any, request: dict[str, Any]) -> LinkTask:
+    path = _source(cluster, request)
+    replica = request.get("replica")
+    if not isinstance(replica, str):
+        raise ReplicaOpError("missing 'replica': HOST:PORT/stream/path")
+    try:
+        host, port, dest = parse_replica(replica)
+    except LinkSpecError as exc:
+        raise ReplicaOpError(str(exc)) from None
+    name = LinkSpec(path, host, port, dest).replica
+    task = _service(cluster).links.get((path, name))
+    if task is None:
+        raise ReplicaOpError(f"stream {path} has no replica {replica}")
+    return task
+
+
+async def replica_add(cluster: Any, request: dict[str, Any]) -> Any:
+    service = _service(cluster)
+    path = _source(cluster, request)
+    try:
+        host, port, dest = parse_replica(str(request.get("replica") or ""))
+        check_settings(request.get("throttle"), request.get("compression"))
+    except LinkSpecError as exc:
+        raise ReplicaOpError(str(exc)) from None
+    spec = LinkSpec(path, host, port, dest, paused=bool(request.get("paused")),
+                    throttle_mb_s=float(request.get("throttle") or 0), compression=request.get("compression") or "none")
+    if (path, spec.replica) in service.links:
+        raise ReplicaOpError(f"stream {path} already replicates to {spec.replica}")
+    task = await service.add_link(spec)
+    log.info("replica added: %s -> %s", path, spec.replica)
+    return await task.status()
+
+
+async def replica_edit(cluster: Any, request: dict[str, Any]) -> Any:
+    task = _link(cluster, request)
+    throttle, compression = request.get("throttle"), request.get("compression")
+    try:
+        check_settings(throttle, compression)
+    except LinkSpecError as exc:
+        raise ReplicaOpError(str(exc)) from None
+    if throttle is None and compression is None:
+        raise ReplicaOpError("nothing to change: give --throttle or --compression")
+    if throttle is not None:
+        task.spec.throttle_mb_s = float(throttle)
+    if compression is not None:
+        task.spec.compression = compression
+    await _service(cluster).save_link(task.spec)
+    task.poke()
+    return await task.status()
+
+
+async def _set_paused(cluster: Any, request: dict[str, Any], paused: bool) -> Any:
+    task = _link(cluster, request)
+    task.spec.paused = paused
+    await _service(cluster).save_link(task.spec)
+    if not paused and task.state == "broken":
+        task.state, task.reason = "pending", "resumed after: " + task.reason
+    task.poke()
+    log.info("replica %s: %s -> %s", "paused" if paused else "resumed", task.spec.source, task.spec.replica)
+    return await task.status()
+
+
+async def replica_pause(cluster: Any, request: dict[str, Any]) -> Any:
+    return await _set_paused(cluster, request, True)
+
+
+async def replica_resume(cluster: Any, request: dict[str, Any]) -> Any:
+    return await _set_paused(cluster, request, False)
+
+
+async def replica_remove(cluster: Any, request: dict[str, Any]) -> Any:
+    task = _link(cluster, request)
+    await _service(cluster).remove_link(task)
+    log.info("replica removed: %s -> %s", task.spec.source, task.spec.replica)
+    return {"stream": task.spec.source, "replica": task.spec.replica}
+
+
+async def replica_list(cluster: Any, request: dict[str, Any]) -> Any:
+    path = _source(cluster, request)
+    return [await task.status() for task in _service(cluster).links_of(path)]
+
+
+def _upstream(request: dict[str, Any]) -> str:
+    upstream = request.get("upstream")
+    try:
+        host, port, path = parse_replica(str(upstream or ""))
+    except LinkSpecError as exc:
+        raise ReplicaOpError(str(exc).replace("replica", "upstream", 1)) from None
+    return LinkSpec("", host, port, path).replica
+
+
+async def upstream_add(cluster: Any, request: dict[str, Any]) -> Any:
+    path = _source(cluster, request)
+    name = _upstream(request)
+    service = _service(cluster)
+    if name in service.upstreams(path):
+        raise ReplicaOpError(f"stream {path} already has upstream {name}")
+    await service.set_upstream(path, name, {"upstream": name})
+    return {"stream": path, "upstream": name}
+
+
+async def upstream_list(cluster: Any, request: dict[str, Any]) -> Any:
+    path = _source(cluster, request)
+    return [{"stream": path, "upstream": name} for name in sorted(_service(cluster).upstreams(path))]
+
+
+async def upstream_remove(cluster: Any, request: dict[str, Any]) -> Any:
+    path = _source(cluster, request)
+    name = _upstream(request)
+    service = _service(cluster)
+    if name not in service.upstreams(path):
+        raise ReplicaOpError(f"stream {path} has no upstream {name}")
+    await service.set_upstream(path, name, None)
+    return {"stream": path, "upstream": name}
+
+
+async def cluster_info(cluster: Any, request: dict[str, Any]) -> Any:
+    service = _service(cluster)
+    return {"name": service.identity.name, "uuid": service.identity.id, "cluster_id": cluster.cluster_id,
+            "node_id": cluster.node_id, "replica_links": len(service.links)}
+
+
+OPS = {
+    "replica.add": replica_add,
+    "replica.edit": replica_edit,
+    "replica.pause": replica_pause,
+    "replica.resume": replica_resume,
+    "replica.remove": replica_remove,
+    "replica.list": replica_list,
+    "upstream.add": upstream_add,
+    "upstream.list": upstream_list,
+    "upstream.remove": upstream_remove,
+    "cluster.info": cluster_info,
+}

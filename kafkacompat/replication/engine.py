@@ -1,0 +1,491 @@
+"""The source side: one task per replica link, shipping a stream to another cluster.
+
+A link task connects to the destination broker's Kafka port, learns where
+each destination partition ends (the resume point, so a restart of either
+side loses and repeats nothing), makes the destination's topics match,
+then follows every partition of every topic of the stream: it reads whole
+batches from the store and ships them unchanged with their offsets, each
+with its replication path. A batch whose path already holds the
+destination is skipped (the destination has it: that is how rings and
+meshes end). Committed cursors follow once the data they point at is there.
+
+States, as `stream replica list` shows them: `in-sync` (nothing behind),
+`pending` (catching up, or the destination cannot be reached: retried),
+`paused`, `broken` (a collision or a mismatch that needs a person; the
+reason names the topic and partition; `resume` retries).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+import cramjam
+
+from kafkacompat import storage
+from kafkacompat.storage import Store
+from kafkacompat.storage import batch_format as bf
+
+from .identity import ClusterIdentity, ensure_identity
+from .link_client import LinkClient, LinkRefused
+from .links import LINKS_TABLE, UPSTREAMS_TABLE, LinkSpec
+from .paths import Path, PathIndex
+from .receiver import split_batches
+
+if TYPE_CHECKING:
+    from ..config import BrokerConfig
+
+log = logging.getLogger(__name__)
+
+MAX_REQUEST_BYTES = 1 << 20  # batches read and shipped per request
+PIPELINE_DEPTH = 4  # requests in flight per partition
+IDLE_WAIT_S = 0.5  # an idle link looks for new topics and cursors this often
+CURSOR_SYNC_S = 0.2
+RETRY_MAX_S = 5.0
+SKIPPED_TOPICS = frozenset({"__consumer_offsets"})
+
+
+class LinkBroken(Exception):
+    """The link cannot go on without a person: it stops and says why."""
+
+
+def compress(codec: str, data: bytes) -> bytes:
+    if codec == "lz4":
+        return bytes(cramjam.lz4.compress(data))
+    if codec == "zstd":
+        return bytes(cramjam.zstd.compress(data))
+    return data
+
+
+class LinkTask:
+    """One replica link: its settings, its task and what it last saw."""
+
+    def __init__(self, service: ReplicationService, spec: LinkSpec) -> None:
+        self.service = service
+        self.spec = spec
+        self.state = "pending"
+        self.reason = "starting"
+        self.last_error: str | None = None
+        self.dest_name: str | None = None
+        self.dest_uuid: str | None = None
+        self.positions: dict[tuple[str, int], int] = {}  # next offset to ship, per (topic, partition)
+        self.shipped_bytes = 0
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._sent_cursors: dict[tuple[str, str, int], tuple[int, str, int]] = {}
+        self._topic_signature: Any = None
+        self._last_cursor_sync = 0.0
+        self._logged_error: str | None = None
+        self._throttle_start: float | None = None  # when the current throttled stretch began
+        self._throttle_debt = 0.0  # seconds of sending the throttle allows for what was sent in it
+
+    @property
+    def store(self) -> Store:
+        return self.service.store
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name=f"replica {self.spec.source} -> {self.spec.replica}")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None
+
+    def poke(self) -> None:
+        """Look at the settings again now (pause, resume, throttle, a new topic)."""
+        self._wake.set()
+
+    # running -----------------------------------------------------------------
+
+    async def _run(self) -> None:
+        backoff = 0.2
+        while True:
+            if self.spec.paused:
+                self.state, self.reason = "paused", "paused by an administrator"
+                await self._sleep(None)
+                continue
+            try:
+                await self._session()
+                backoff = 0.2
+            except LinkBroken as exc:
+                self._fail("broken", str(exc), error=True)
+                await self._sleep(None)  # until resume, edit or removal
+            except (OSError, ConnectionError, asyncio.TimeoutError) as exc:
+                text = f"cannot reach {self.spec.host}:{self.spec.port}: {exc or type(exc).__name__}"
+                self._fail("pending", text, error=True)
+                await self._sleep(backoff)
+                backoff = min(backoff * 2, RETRY_MAX_S)
+            except storage.StorageError as exc:
+                if self.store.get_stream(self.spec.source) is None:
+                    log.info("replica %s -> %s: the stream was deleted, and its link with it",
+                             self.spec.source, self.spec.replica)
+                    self.service.links.pop((self.spec.source, self.spec.replica), None)
+                    return
+                self._fail("pending", f"source store: {exc}", error=True)
+                await self._sleep(backoff)
+                backoff = min(backoff * 2, RETRY_MAX_S)
+
+    def _fail(self, state: str, text: str, error: bool) -> None:
+        self.state, self.reason = state, text
+        self.last_error = text
+        if error and text != self._logged_error:
+            log.error("replica %s -> %s: %s", self.spec.source, self.spec.replica, text)
+            self._logged_error = text
+
+    async def _sleep(self, seconds: float | None) -> None:
+        self._wake.clear()
+        try:
+            await asyncio.wait_for(self._wake.wait(), seconds)
+        except asyncio.TimeoutError:
+            pass
+
+    async def _session(self) -> None:
+        spec = self.spec
+        client = await LinkClient.connect(spec.host, spec.port)
+        try:
+            hello = await client.call({"op": "hello", "stream": spec.dest,
+                                       "source": {"uuid": self.service.identity.id,
+                                                  "name": self.service.identity.name, "stream": spec.source}})
+            if hello["uuid"] == self.service.identity.id:
+                raise LinkBroken(f"replica {spec.replica} is this cluster itself")
+            self.dest_name = hello["name"]
+            self.dest_uuid = hello["uuid"]
+            if not hello["stream_exists"]:
+                raise LinkBroken(f"stream {spec.dest} does not exist on cluster {hello['name']} "
+                                 f"({spec.host}:{spec.port})")
+            self.positions = {}
+            self._sent_cursors = {}
+            self._topic_signature = None
+            self.state, self.reason = "pending", "catching up"
+            self._logged_error = None
+            log.info("replica %s -> %s (cluster %s): connected", spec.source, spec.replica, hello["name"])
+            while not spec.paused:
+                ends = await self._sync_topics(client)
+                if ends is not None:
+                    await self._learn_resume_points(ends)
+                # every partition at once: requests are pipelined on the one connection
+                shipped = sum(await asyncio.gather(*(self._ship(client, t, i) for t, i in list(self.positions))))
+                if spec.paused:
+                    return
+                await self._sync_cursors(client, force=not shipped)
+                if self.lag_messages() == 0:
+                    self.state, self.reason = "in-sync", ""
+                else:
+                    self.state, self.reason = "pending", "catching up"
+                if not shipped and not await self._wait_for_data():
+                    await client.call({"op": "ping"})  # an idle link notices a lost destination
+        finally:
+            await client.close()
+
+    # topics -------------------------------------------------------------------
+
+    def _source_topics(self) -> list[storage.TopicInfo]:
+        return [t for t in self.store.list_topics(self.spec.source) if t.name not in SKIPPED_TOPICS]
+
+    async def _sync_topics(self, client: LinkClient) -> dict[str, Any] | None:
+        """Send the source's topics when they changed; the destination's partition ends, or None if unchanged."""
+        topics = self._source_topics()
+        signature = tuple(sorted((t.name, t.partitions, tuple(sorted(t.configs.items()))) for t in topics))
+        if signature == self._topic_signature:
+            return None
+        names = {t.name for t in topics}
+        deleted = [name for name in self.spec.known_topics if name not in names]
+        try:
+            answer = await client.call({
+                "op": "topics", "stream": self.spec.dest, "deleted": deleted,
+                "topics": {t.name: {"partitions": t.partitions, "configs": t.configs} for t in topics},
+            })
+        except LinkRefused as exc:
+            raise LinkBroken(str(exc)) from None
+        self._topic_signature = signature
+        if sorted(names) != sorted(self.spec.known_topics):
+            self.spec.known_topics = sorted(names)
+            await self.service.save_link(self.spec)
+        for key in [k for k in self.positions if k[0] not in names]:
+            del self.positions[key]
+        return answer["topics"]
+
+    async def _learn_resume_points(self, ends: dict[str, Any]) -> None:
+        """Where each partition new to this session starts: the destination's end, checked against ours.
+
+        The last batch both sides should hold is shipped again: the
+        destination compares its bytes, so a destination holding other data
+        (not a copy of this stream) breaks the link instead of being extended.
+        """
+        for info in self._source_topics():
+            dest = ends.get(info.name)
+            if dest is None:
+                continue
+            for index in range(info.partitions):
+                if (info.name, index) in self.positions or index >= len(dest["hw"]):
+                    continue
+                part = self.store.partition(self.spec.source, info.name, index)
+                common = min(dest["hw"][index], part.high_watermark)
+                start = common
+                if common > max(part.log_start_offset, dest["log_start"][index]):
+                    held = split_batches(await part.read(common - 1, 1))
+                    if held:
+                        start = held[0][0]
+                self.positions[info.name, index] = start
+
+    # data ---------------------------------------------------------------------
+
+    async def _read_groups(self, part: storage.Partition, topic: str, index: int,
+                           pos: int) -> list[tuple[Path, int, int, list[memoryview]]]:
+        """The batches from `pos` (up to MAX_REQUEST_BYTES) as runs sharing a path: (path, first, end, batches).
+
+        A run with no batches is a stretch to skip: the destination is on its
+        path, so it holds it already.
+        """
+        try:
+            data = await part.read(pos, MAX_REQUEST_BYTES)
+        except storage.OffsetOutOfRangeError:
+            raise LinkBroken(
+                f"topic {topic} partition {index}: the source no longer holds offset {pos} (its log starts at "
+                f"{part.log_start_offset}), so the destination, which ends there, cannot be continued") from None
+        me, dest = self.service.identity.id, self.dest_uuid
+        paths = self.service.paths
+        runs: list[tuple[Path, int, int, list[memoryview]]] = []
+        for base, batch in split_batches(data):
+            end = base + bf.parse_header(batch).last_offset_delta + 1
+            if end <= pos:
+                continue
+            path = paths.path_at(self.spec.source, topic, index, base) + (me,)
+            if dest in path:
+                path, batch = (), None
+            if runs and runs[-1][0] == path and bool(runs[-1][3]) == (batch is not None):
+                runs[-1] = (path, runs[-1][1], end, runs[-1][3] + ([batch] if batch is not None else []))
+            else:
+                runs.append((path, base, end, [batch] if batch is not None else []))
+        return runs
+
+    async def _ship(self, client: LinkClient, topic: str, index: int) -> int:
+        """Ship what one partition has past its position, PIPELINE_DEPTH requests in flight; bytes sent."""
+        try:
+            part = self.store.partition(self.spec.source, topic, index)
+        except storage.UnknownTopicError:
+            return 0
+        pos = self.positions[topic, index]
+        in_flight: list[tuple[asyncio.Future[Any] | None, int, int]] = []  # (answer, end offset, bytes)
+        try:
+            for _ in range(PIPELINE_DEPTH):
+                if pos >= part.high_watermark:
+                    break
+                runs = await self._read_groups(part, topic, index, pos)
+                if not runs:
+                    break
+                for path, first, end, batches in runs:
+                    if not batches:
+                        in_flight.append((None, end, 0))
+                        continue
+                    body = {"op": "append", "stream": self.spec.dest, "topic": topic, "partition": index,
+                            "base": first, "path": list(path), "codec": self.spec.compression}
+                    raw = b"".join(batches)
+                    payload = compress(self.spec.compression, raw)
+                    in_flight.append((asyncio.ensure_future(client.call(body, payload)), end, len(raw)))
+                    await self._throttle(len(raw))  # the stream's bytes, before link compression
+                pos = runs[-1][2]
+        except storage.UnknownTopicError:
+            pass
+        return await self._settle(topic, index, in_flight)
+
+    async def _settle(self, topic: str, index: int, in_flight: list[tuple[asyncio.Future[Any] | None, int, int]]
+                      ) -> int:
+        """Take the answers in order, moving the partition's position; bytes the destination took."""
+        sent = 0
+        moved = False
+        try:
+            for i, (answer, end, size) in enumerate(in_flight):
+                if answer is None:
+                    self.positions[topic, index] = end
+                    moved = True
+                    continue
+                try:
+                    result = await answer
+                except LinkRefused as exc:
+                    raise LinkBroken(f"topic {topic} partition {index}: {exc}") from None
+                if result["status"] == "collision":
+                    raise LinkBroken(
+                        f"collision in topic {topic} partition {index} at offset {result['offset']}: the "
+                        f"destination holds a different message there (both clusters took writes for this "
+                        f"partition; topic names must be unique per master)")
+                self.positions[topic, index] = result["hw"]
+                if result["status"] == "gap":
+                    return sent  # resend from where the destination ends
+                sent += size
+                self.shipped_bytes += size
+        finally:
+            for answer, _, _ in in_flight:
+                if answer is not None and not answer.done():
+                    answer.cancel()
+        return sent or int(moved)
+
+    async def _throttle(self, size: int) -> None:
+        rate = self.spec.throttle_mb_s
+        if rate <= 0:
+            return
+        self._throttle_debt += size / (rate * 1_000_000)
+        now = time.monotonic()
+        started = self._throttle_start
+        if started is None or now - started > self._throttle_debt + 1.0:
+            self._throttle_start, self._throttle_debt = now, size / (rate * 1_000_000)
+            started = now
+        ahead = started + self._throttle_debt - now
+        if ahead > 0:
+            await asyncio.sleep(ahead)
+
+    async def _wait_for_data(self) -> bool:
+        """Wait for an append to a followed partition, a poke, or IDLE_WAIT_S; whether something came."""
+        waiters = []
+        for (topic, index), pos in self.positions.items():
+            try:
+                waiters.append(self.store.partition(self.spec.source, topic, index).wait_for_data(pos))
+            except storage.StorageError:
+                continue
+        self._wake.clear()
+        woken = asyncio.ensure_future(self._wake.wait())
+        try:
+            done, _ = await asyncio.wait([*waiters, woken], timeout=IDLE_WAIT_S, return_when=asyncio.FIRST_COMPLETED)
+            return bool(done)
+        finally:
+            woken.cancel()
+            for waiter in waiters:
+                waiter.cancel()  # done futures are pruned from the partition's waiters
+
+    # cursors ------------------------------------------------------------------
+
+    async def _sync_cursors(self, client: LinkClient, force: bool) -> None:
+        """Ship committed offsets that changed, once the data they point at has been shipped."""
+        now = time.monotonic()
+        if not force and now - self._last_cursor_sync < CURSOR_SYNC_S:
+            return
+        self._last_cursor_sync = now
+        store, source = self.store, self.spec.source
+        groups: dict[str, list[list[Any]]] = {}
+        sending = {}
+        for group in store.list_cursor_groups(source):
+            for c in store.get_cursors(source, group):
+                key = (group, c.topic, c.partition)
+                value = (c.offset, c.metadata, c.commit_time_ms)
+                if self._sent_cursors.get(key) == value:
+                    continue
+                if self.positions.get((c.topic, c.partition), -1) < c.offset:
+                    continue  # its messages are not there yet
+                groups.setdefault(group, []).append(
+                    [c.topic, c.partition, c.offset, c.leader_epoch, c.metadata, c.commit_time_ms])
+                sending[key] = value
+        if groups:
+            await client.call({"op": "cursors", "stream": self.spec.dest, "groups": groups})
+            self._sent_cursors.update(sending)
+
+    # status -------------------------------------------------------------------
+
+    def lag_messages(self) -> int:
+        total = 0
+        for info in self._source_topics():
+            for index in range(info.partitions):
+                part = self.store.partition(self.spec.source, info.name, index)
+                pos = self.positions.get((info.name, index), part.log_start_offset)
+                total += max(part.high_watermark - pos, 0)
+        return total
+
+    async def status(self) -> dict[str, Any]:
+        """What `stream replica list` shows for this link."""
+        lag = bytes_behind = 0
+        oldest: int | None = None
+        for info in self._source_topics():
+            for index in range(info.partitions):
+                part = self.store.partition(self.spec.source, info.name, index)
+                pos = max(self.positions.get((info.name, index), part.log_start_offset), part.log_start_offset)
+                behind = part.high_watermark - pos
+                if behind <= 0:
+                    continue
+                lag += behind
+                lets = await part.partitionlets()
+                held = sum(p.next_offset - p.base_offset for p in lets) or 1
+                bytes_behind += sum(p.size_bytes for p in lets) * behind // held
+                first = split_batches(await part.read(pos, 1))
+                if first:
+                    ts = bf.parse_header(first[0][1]).base_timestamp
+                    oldest = ts if oldest is None else min(oldest, ts)
+        state = self.state
+        if self.spec.paused:
+            state = "paused"
+        elif state == "in-sync" and lag:
+            state = "pending"
+        return {
+            "replica": self.spec.replica, "stream": self.spec.source, "state": state,
+            "reason": "paused by an administrator" if self.spec.paused else self.reason,
+            "cluster": self.dest_name, "lag_messages": lag, "lag_bytes": bytes_behind,
+            "oldest_unreplicated_ms": oldest, "last_error": self.last_error,
+            "paused": self.spec.paused, "throttle_mb_s": self.spec.throttle_mb_s,
+            "compression": self.spec.compression, "shipped_bytes": self.shipped_bytes,
+            "created_ms": self.spec.created_ms,
+        }
+
+
+class ReplicationService:
+    """Every replica link of this broker's streams, the path index and the cluster identity."""
+
+    def __init__(self, store: Store, config: BrokerConfig) -> None:
+        self.store = store
+        self.config = config
+        self.identity = ClusterIdentity("", store.store_id)
+        self.paths = PathIndex(store)
+        self.links: dict[tuple[str, str], LinkTask] = {}  # (source stream, replica) -> task
+        self._locks: dict[tuple[str, str, int], asyncio.Lock] = {}
+
+    def partition_lock(self, stream: str, topic: str, index: int) -> asyncio.Lock:
+        """Serializes replicated appends to one partition (several upstreams may ship the same batch)."""
+        return self._locks.setdefault((stream, topic, index), asyncio.Lock())
+
+    async def start(self) -> None:
+        self.identity = await ensure_identity(self.store, self.config.cluster_name, self.config.data_dir)
+        for stream in self.store.list_streams():
+            for replica, record in self.store.get_state(stream.path, LINKS_TABLE).items():
+                task = LinkTask(self, LinkSpec.from_record(stream.path, record))
+                self.links[stream.path, replica] = task
+                task.start()
+        log.info("cluster %s (UUID %s), %d replica link(s)", self.identity.name, self.identity.id, len(self.links))
+
+    async def close(self) -> None:
+        await asyncio.gather(*(task.stop() for task in self.links.values()))
+
+    @staticmethod
+    def decompress(codec: str, payload: memoryview) -> bytes | memoryview:
+        if codec == "lz4":
+            return bytes(cramjam.lz4.decompress(bytes(payload)))
+        if codec == "zstd":
+            return bytes(cramjam.zstd.decompress(bytes(payload)))
+        if codec != "none":
+            raise ValueError(f"unknown link compression {codec!r}")
+        return payload
+
+    # links --------------------------------------------------------------------
+
+    async def save_link(self, spec: LinkSpec) -> None:
+        await self.store.put_state(spec.source, LINKS_TABLE, {spec.replica: spec.record()})
+
+    async def add_link(self, spec: LinkSpec) -> LinkTask:
+        await self.save_link(spec)
+        task = LinkTask(self, spec)
+        self.links[spec.source, spec.replica] = task
+        task.start()
+        return task
+
+    async def remove_link(self, task: LinkTask) -> None:
+        await task.stop()
+        del self.links[task.spec.source, task.spec.replica]
+        await self.store.put_state(task.spec.source, LINKS_TABLE, {task.spec.replica: None})
+
+    def links_of(self, stream: str) -> list[LinkTask]:
+        return [task for (source, _), task in sorted(self.links.items()) if source == stream]
+
+    async def set_upstream(self, stream: str, upstream: str, record: dict[str, Any] | None) -> None:
+        await self.store.put_state(stream, UPSTREAMS_TABLE, {upstream: record})
+
+    def upstreams(self, stream: str) -> dict[str, dict[str, Any]]:
+        return self.store.get_state(stream, UPSTREAMS_TABLE)

@@ -1,0 +1,91 @@
+"""The source side's connection to a destination broker's Kafka port.
+
+One request at a time (a link's partitions are shipped in turn), so the
+client is a plain asyncio stream: send a StreamReplicate frame, read the
+answer. Errors the destination answers become LinkRefused; a broken
+connection is an OSError the link retries.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import itertools
+import struct
+from typing import Any
+
+from kafkacompat.protocol.admin_api import AdminMessageError, decode_response
+from kafkacompat.protocol.replication_api import encode_request
+
+_I32 = struct.Struct(">i")
+_MAX_RESPONSE = 64 * 1024 * 1024
+
+
+class LinkRefused(Exception):
+    """The destination answered with an error."""
+
+
+class LinkClient:
+    """Requests may be pipelined: the broker answers one connection's requests in order."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, timeout: float) -> None:
+        self._reader = reader
+        self._writer = writer
+        self._timeout = timeout
+        self._ids = itertools.count(1)
+        self._waiting: collections.deque[tuple[int, asyncio.Future[bytes]]] = collections.deque()
+        self._reading = asyncio.ensure_future(self._read_answers())
+
+    @classmethod
+    async def connect(cls, host: str, port: int, timeout: float = 10.0) -> LinkClient:
+        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
+        return cls(reader, writer, timeout)
+
+    async def call(self, body: dict[str, Any], payload: bytes = b"") -> Any:
+        if self._reading.done():
+            raise ConnectionError("the connection to the destination is closed")
+        correlation_id = next(self._ids)
+        answer: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+        self._waiting.append((correlation_id, answer))
+        self._writer.write(encode_request(correlation_id, body, payload))
+        await self._writer.drain()
+        frame = await asyncio.wait_for(asyncio.shield(answer), self._timeout)
+        try:
+            got, reply = decode_response(frame)
+        except AdminMessageError as exc:
+            raise ConnectionError(f"unreadable answer: {exc}") from None
+        if got != correlation_id:
+            raise ConnectionError(f"answer to request {got}, not {correlation_id}")
+        if reply.error_code != 0:
+            raise LinkRefused(reply.error or f"error code {reply.error_code}")
+        return reply.result
+
+    async def _read_answers(self) -> None:
+        try:
+            while True:
+                (size,) = _I32.unpack(await self._reader.readexactly(4))
+                if not 0 <= size <= _MAX_RESPONSE:
+                    raise ConnectionError(f"answer of impossible size {size}")
+                frame = await self._reader.readexactly(size)
+                if not self._waiting:
+                    raise ConnectionError("an answer nobody asked for")
+                _, answer = self._waiting.popleft()
+                if not answer.done():
+                    answer.set_result(frame)
+        except (asyncio.IncompleteReadError, OSError, ConnectionError) as exc:
+            error = exc if isinstance(exc, ConnectionError) else ConnectionError(
+                "the destination closed the connection")
+            while self._waiting:
+                _, answer = self._waiting.popleft()
+                if not answer.done():
+                    answer.set_exception(error)
+
+    async def close(self) -> None:
+        self._reading.cancel()
+        self._writer.close()
+        try:
+            await self._writer.wait_closed()
+        except OSError:
+            pass
+        for _, answer in self._waiting:
+            answer.cancel()

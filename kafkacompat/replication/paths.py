@@ -1,0 +1,83 @@
+"""Where each replicated batch came from: its path of cluster UUIDs, origin first.
+
+Kept beside the partition in the stream's own data path (the store's state
+table `replica_paths`, one record per partition) and never written into the
+batch, so a batch's bytes and CRC stay the producer's. A record holds
+ranges [first offset, end offset, path]: consecutive batches with the same
+path share one range, so one-way and chain topologies keep one range per
+partition however many batches flow. Offsets no range covers were produced
+here: their path is just this cluster.
+
+The range is written before the batch is appended: after a crash between
+the two, the range reaches past the high watermark and the next copy of
+that offset (the link resends it) rewrites it; a batch is never stored
+without its path, so it can never loop back to its origin.
+"""
+
+from __future__ import annotations
+
+import bisect
+
+from kafkacompat.storage import FsyncPolicy, Store
+
+TABLE = "replica_paths"
+
+Path = tuple[str, ...]
+
+
+def _key(topic: str, partition: int) -> str:
+    return f"{topic}/{partition}"
+
+
+class PathIndex:
+    """Replication paths of the batches of every partition of one cluster's streams."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+        self._ranges: dict[tuple[str, str], list[list]] = {}  # (stream, key) -> [[first, end, path], ...]
+
+    def _load(self, stream: str, key: str) -> list[list]:
+        ranges = self._ranges.get((stream, key))
+        if ranges is None:
+            record = self._store.get_state(stream, TABLE).get(key)
+            ranges = [[r[0], r[1], tuple(r[2])] for r in record["ranges"]] if record else []
+            self._ranges[stream, key] = ranges
+        return ranges
+
+    def path_at(self, stream: str, topic: str, partition: int, offset: int) -> Path:
+        """The clusters the batch at `offset` passed through before this one (empty: produced here)."""
+        ranges = self._load(stream, _key(topic, partition))
+        if not ranges:
+            return ()
+        i = bisect.bisect_right(ranges, offset, key=lambda r: r[0]) - 1
+        if i >= 0 and ranges[i][0] <= offset < ranges[i][1]:
+            return ranges[i][2]
+        return ()
+
+    async def record(self, stream: str, topic: str, partition: int, first: int, end: int, path: Path) -> None:
+        """Note that offsets [first, end) arrived along `path`, before they are appended."""
+        key = _key(topic, partition)
+        ranges = self._load(stream, key)
+        while ranges and ranges[-1][1] > first:  # left past the high watermark by a crash: rewritten now
+            if ranges[-1][0] >= first:
+                ranges.pop()
+            else:
+                ranges[-1][1] = first
+        if ranges and ranges[-1][1] == first and ranges[-1][2] == path:
+            ranges[-1][1] = end
+        else:
+            ranges.append([first, end, path])
+        info = self._store.get_stream(stream)
+        durable = info is not None and info.policy.fsync is FsyncPolicy.ALWAYS
+        await self._store.put_state(stream, TABLE, {key: {"ranges": [[a, b, list(p)] for a, b, p in ranges]}},
+                                    durable=durable)
+
+    async def forget(self, stream: str, topic: str, partitions: int) -> None:
+        """Drop the paths of a deleted topic's partitions."""
+        keys = [_key(topic, p) for p in range(partitions)]
+        for key in keys:
+            self._ranges.pop((stream, key), None)
+        existing = self._store.get_state(stream, TABLE)
+        gone = {key: None for key in keys if key in existing}
+        if gone:
+            await self._store.put_state(stream, TABLE, gone)

@@ -1,0 +1,183 @@
+"""The destination side of a replica link: what a StreamReplicate request does here.
+
+Operations (the source's link task sends them in this order):
+- hello: who is this cluster, does the destination stream exist, and
+  where every partition of it ends (the resume point of the link);
+- topics: make the destination's topics match the source's (create,
+  add partitions, configs, delete the ones the source deleted);
+- append: store batches at the offsets they have at the source. A batch
+  below the high watermark must be the very batch stored there (same bytes
+  but for the partitionLeaderEpoch field): then it is skipped, otherwise it
+  is a collision. A batch beyond the high watermark is a gap: the answer
+  says where the partition ends so the source resends from there;
+- cursors: consumer groups' committed offsets, newest commit wins;
+- ping: an idle link's heartbeat.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from kafkacompat import storage
+from kafkacompat.storage import Cursor
+from kafkacompat.storage import batch_format as bf
+
+from .paths import Path
+
+if TYPE_CHECKING:
+    from ..broker.producer_state import ProducerStates
+    from .engine import ReplicationService
+
+log = logging.getLogger(__name__)
+
+
+class ReplicaRequestError(Exception):
+    """A replication request this cluster refuses; the link reports the message."""
+
+
+def same_batch(stored: bytes | memoryview, shipped: bytes | memoryview) -> bool:
+    """Whether two copies of a batch are the same batch: equal bytes but for partitionLeaderEpoch (bytes 12-16)."""
+    return len(stored) == len(shipped) and stored[:12] == shipped[:12] and stored[16:] == shipped[16:]
+
+
+def split_batches(data: bytes | memoryview) -> list[tuple[int, memoryview]]:
+    """(base offset, bytes) of each whole batch in `data`; a cut-off tail is left out."""
+    view = memoryview(data).cast("B")
+    out = []
+    pos = 0
+    while len(view) - pos >= bf.HEADER_SIZE:
+        header = bf.parse_header(view, pos)
+        if pos + header.size > len(view):
+            break
+        out.append((header.base_offset, view[pos:pos + header.size]))
+        pos += header.size
+    return out
+
+
+def _partition_ends(store: storage.Store, stream: str) -> dict[str, dict[str, Any]]:
+    topics = {}
+    for info in store.list_topics(stream):
+        parts = [store.partition(stream, info.name, i) for i in range(info.partitions)]
+        topics[info.name] = {"partitions": info.partitions, "hw": [p.high_watermark for p in parts],
+                             "log_start": [p.log_start_offset for p in parts]}
+    return topics
+
+
+async def hello(service: ReplicationService, request: dict[str, Any]) -> dict[str, Any]:
+    stream = request["stream"]
+    store = service.store
+    exists = store.get_stream(stream) is not None
+    return {"uuid": service.identity.id, "name": service.identity.name, "stream_exists": exists,
+            "topics": _partition_ends(store, stream) if exists else {}}
+
+
+async def ping(service: ReplicationService, request: dict[str, Any]) -> dict[str, Any]:
+    """An idle link's heartbeat: a lost destination shows in `replica list` within a second."""
+    return {"uuid": service.identity.id}
+
+
+async def sync_topics(service: ReplicationService, request: dict[str, Any]) -> dict[str, Any]:
+    """Create, grow, reconfigure and delete topics to match the source; answers where partitions end."""
+    store = service.store
+    stream = request["stream"]
+    if store.get_stream(stream) is None:
+        raise ReplicaRequestError(f"stream {stream} does not exist on cluster {service.identity.name}")
+    for name in request.get("deleted", []):
+        info = store.get_topic(stream, name)
+        if info is not None:
+            await store.delete_topic(stream, name)
+            await service.paths.forget(stream, name, info.partitions)
+            log.info("replication: deleted topic %s:%s as its source did", stream, name)
+    for name, want in request["topics"].items():
+        info = store.get_topic(stream, name)
+        if info is None:
+            await store.create_topic(stream, name, want["partitions"], dict(want["configs"]))
+            log.info("replication: created topic %s:%s with %d partition(s)", stream, name, want["partitions"])
+            continue
+        if info.partitions > want["partitions"]:
+            raise ReplicaRequestError(
+                f"topic {name} has {info.partitions} partitions on cluster {service.identity.name} but "
+                f"{want['partitions']} at the source: partition counts differ")
+        if info.partitions < want["partitions"]:
+            await store.add_partitions(stream, name, want["partitions"])
+            log.info("replication: %s:%s grown to %d partitions", stream, name, want["partitions"])
+        if info.configs != want["configs"]:
+            await store.set_topic_configs(stream, name, dict(want["configs"]))
+    return {"topics": _partition_ends(store, stream)}
+
+
+async def append(service: ReplicationService, request: dict[str, Any], payload: memoryview,
+                 producers: ProducerStates | None = None) -> dict[str, Any]:
+    """Store shipped batches at their offsets; {"status": "ok"|"gap"|"collision", "hw": ..., ...}.
+
+    Idempotent producers' sequence numbers are noted in `producers` as a
+    local append notes them, so a producer that fails over to this cluster
+    and retries a batch that reached it by replication gets the original
+    offsets instead of a second copy.
+    """
+    store = service.store
+    stream, topic, index = request["stream"], request["topic"], request["partition"]
+    path: Path = tuple(request["path"])
+    if service.identity.id in path:
+        raise ReplicaRequestError(f"batches of {stream}:{topic}/{index} already passed through this cluster")
+    data = service.decompress(request.get("codec", "none"), payload)
+    try:
+        partition = store.partition(stream, topic, index)
+    except storage.UnknownTopicError:
+        raise ReplicaRequestError(f"topic {stream}:{topic} partition {index} does not exist here") from None
+    async with service.partition_lock(stream, topic, index):  # links from several clusters may ship it at once
+        return await _append(service, request, partition, split_batches(data), path, producers)
+
+
+async def _append(service: ReplicationService, request: dict[str, Any], partition: storage.Partition,
+                  batches: list[tuple[int, memoryview]], path: Path,
+                  producers: ProducerStates | None) -> dict[str, Any]:
+    stream, topic, index = request["stream"], request["topic"], request["partition"]
+    pending = [b for b in batches if b[0] >= partition.high_watermark]
+    for base, batch in batches:
+        hw = partition.high_watermark
+        if base > hw:
+            return {"status": "gap", "hw": hw}
+        if base < hw:
+            if base < partition.log_start_offset:
+                continue  # deleted here already (retention): nothing to compare with
+            stored = split_batches(await partition.read(base, len(batch)))
+            if not stored or stored[0][0] != base or not same_batch(stored[0][1], batch):
+                return {"status": "collision", "hw": hw, "offset": base}
+            continue
+        if pending and base == pending[0][0]:  # first new batch: note the path of all of them at once
+            last = pending[-1]
+            end = last[0] + bf.parse_header(last[1]).last_offset_delta + 1
+            await service.paths.record(stream, topic, index, base, end, path)
+            pending = []
+        header = bf.parse_header(batch)
+        try:
+            await partition.append(batch, header.last_offset_delta + 1, at=base)
+        except storage.OffsetMismatchError as exc:  # a local producer got there first
+            return {"status": "collision", "hw": exc.high_watermark, "offset": base}
+        if (producers is not None and header.producer_id >= 0 and header.base_sequence >= 0
+                and not header.attributes & bf.ATTR_CONTROL):
+            producers.record(header.producer_id, header.producer_epoch, (stream, topic, index),
+                             header.base_sequence, header.record_count, base, -1, header.max_timestamp)
+    return {"status": "ok", "hw": partition.high_watermark}
+
+
+async def commit_cursors(service: ReplicationService, request: dict[str, Any]) -> dict[str, Any]:
+    """Take the source's cursors where they are newer than this cluster's own (by commit time)."""
+    store = service.store
+    stream = request["stream"]
+    taken = 0
+    for group, rows in request["groups"].items():
+        current = {(c.topic, c.partition): c for c in store.get_cursors(stream, group)}
+        newer = []
+        for topic, partition, offset, epoch, metadata, commit_ms in rows:
+            mine = current.get((topic, partition))
+            if mine is not None and (mine.commit_time_ms > commit_ms or
+                                     (mine.offset, mine.metadata, mine.commit_time_ms) == (offset, metadata, commit_ms)):
+                continue
+            newer.append(Cursor(topic, partition, offset, epoch, metadata, commit_ms))
+        if newer:
+            await store.commit_cursors(stream, group, newer)
+            taken += len(newer)
+    return {"taken": taken}
