@@ -25,6 +25,7 @@ log = logging.getLogger(__name__)
 
 TOOL_HEAP = "-Xmx512m"
 TIMEOUT_S = 600.0  # one tool run; the record budgets keep a run well under this
+JOIN_ALLOWANCE_S = 30.0  # a group join of the consumer tool on a loaded machine
 
 # "100 records sent, 12.3 records/sec (0.01 MB/sec), 4.50 ms avg latency, 9.00 ms max latency,
 #  4 ms 50th, 8 ms 95th, 9 ms 99th, 9 ms 99.9th."
@@ -91,19 +92,24 @@ def consume(bootstrap: str, topic: str, expected: int, stall_s: float) -> Outcom
     """kafka-consumer-perf-test: read `expected` messages from the start in a fresh group.
 
     Its fetch time starts once the group has assigned the partitions, so the
-    group join (a protocol exchange, not data) is not in the rate.
+    group join (a protocol exchange, not data) is not in the rate. The tool's
+    --timeout counts from its start, join included: at least JOIN_ALLOWANCE_S.
     """
+    stall_s = max(stall_s, JOIN_ALLOWANCE_S)
     done = _run("kafka-consumer-perf-test", [
         "--bootstrap-server", bootstrap, "--topic", topic, "--messages", str(expected),
         "--group", f"bench-java-{uuid.uuid4().hex[:8]}", "--timeout", str(int(stall_s * 1000)),
     ])
     lines = [line for line in done.stdout.splitlines() if line.strip()]
-    header_at = next((i for i, line in enumerate(lines) if line.startswith("start.time")), None)
-    if done.returncode != 0 or header_at is None or header_at + 1 >= len(lines):
+    header = next((line for line in lines if line.startswith("start.time")), None)
+    names = [name.strip() for name in header.split(",")] if header else []
+    # the figures: the line with as many fields as the header (a WARNING line about the
+    # --timeout may come between them)
+    figures = next((line for line in lines if line != header and line.count(",") == len(names) - 1), None)
+    if done.returncode != 0 or not names or figures is None:
         reason = _first_error(done.stderr + done.stdout) or f"exit {done.returncode}"
         return Outcome(0, 0.0, status=f"kafka-consumer-perf-test failed: {reason}")
-    names = [name.strip() for name in lines[header_at].split(",")]
-    values = dict(zip(names, (value.strip() for value in lines[header_at + 1].split(","))))
+    values = dict(zip(names, (value.strip() for value in figures.split(","))))
     got = int(values["data.consumed.in.nMsg"])
     outcome = Outcome(got, float(values["fetch.time.ms"]) / 1000)
     if got < expected:
