@@ -16,9 +16,10 @@ real Kafka 4.1.0 and compare what the user sees. This module gives them:
   vocabulary of differential tests; the session fixture `sides` (in
   conftest.py) pairs the reference with a kafkacompat of its own.
 
-The fixtures skip, saying why, when the distribution is absent: it is looked up at
-$KAFKACOMPAT_JARS_DIR, else ../shared/jars from the repository root (see
-../shared/jars/README.md; a user's clone has none).
+The broker itself is kafkacompat.testing.reference_kafka's (the one launcher
+tests/, compat_tests/ and the bench share); the fixtures skip, saying why,
+when the distribution is absent (see ../shared/jars/README.md; a user's
+clone has none).
 """
 
 from __future__ import annotations
@@ -33,23 +34,21 @@ import pathlib
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import threading
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
-KAFKA_DIST = "kafka_2.13-4.1.0"
+from kafkacompat.testing.reference_kafka import (  # noqa: F401 - re-exported for the differential tests
+    KAFKA_DIST, ReferenceKafka, find_kafka_home, jars_dir, unavailable,
+)
+
 RUNNER_SOURCE = pathlib.Path(__file__).resolve().parent / "kafka_tools" / "ToolRunner.java"
-START_TIMEOUT = 90.0  # seconds Kafka may take to start on a loaded 2-core machine
 TOOL_TIMEOUT = 90.0  # seconds one tool call may take
-HEAP = "-Xms512m -Xmx768m"
 
 # bin/<script>.sh -> the main class it runs (as kafka-run-class.sh does)
 TOOLS = {
@@ -83,131 +82,16 @@ rootLogger.appenderRef.err.ref = STDERR
 """
 
 
-def jars_dir() -> pathlib.Path | None:
-    """The shared jars folder, or None when this machine has none."""
-    configured = os.environ.get("KAFKACOMPAT_JARS_DIR")
-    folder = pathlib.Path(configured) if configured else ROOT.parent / "shared" / "jars"
-    return folder if folder.is_dir() else None
-
-
 def kafka_home() -> pathlib.Path:
-    """The Kafka 4.1.0 distribution; skips the test when it or Java is missing."""
-    folder = jars_dir()
-    if folder is None or not (folder / KAFKA_DIST / "libs").is_dir():
-        pytest.skip(
-            f"Apache Kafka 4.1.0 is not here ({KAFKA_DIST} under $KAFKACOMPAT_JARS_DIR or ../shared/jars): "
-            "the differential tests need it as the reference broker"
-        )
-    if shutil.which("java") is None or shutil.which("javac") is None:
-        pytest.skip("no JDK (java and javac) on PATH: Kafka 4.1 needs one")
-    return folder / KAFKA_DIST
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def kafka_uuid() -> str:
-    """A random id spelt as Kafka spells Uuids (URL-safe base64, no padding, no leading '-')."""
-    while True:
-        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-        if not text.startswith("-"):
-            return text
-
-
-class ReferenceKafka:
-    """A single-node KRaft Apache Kafka 4.1.0 on loopback, as in Kafka's quickstart."""
-
-    def __init__(
-        self, home: pathlib.Path, node_id: int = 1, features: dict[str, int] | None = None, **settings: object
-    ) -> None:
-        """`settings` go to server.properties; `features` are set when the storage is formatted
-        (e.g. {"transaction.version": 1})."""
-        self.home = home
-        self.node_id = node_id
-        self.features = features or {}
-        self.settings = settings
-        self.cluster_id = kafka_uuid()
-        self.port = 0
-        self._dir: tempfile.TemporaryDirectory[str] | None = None
-        self._process: subprocess.Popen[bytes] | None = None
-
-    @property
-    def bootstrap_servers(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    def _properties(self, log_dir: str, controller_port: int) -> str:
-        settings: dict[str, object] = {
-            "process.roles": "broker,controller",
-            "node.id": self.node_id,
-            "controller.quorum.bootstrap.servers": f"127.0.0.1:{controller_port}",
-            "listeners": f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{controller_port}",
-            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
-            "controller.listener.names": "CONTROLLER",
-            "inter.broker.listener.name": "PLAINTEXT",
-            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
-            "log.dirs": log_dir,
-            "offsets.topic.replication.factor": 1,
-            "offsets.topic.num.partitions": 1,
-            "transaction.state.log.replication.factor": 1,
-            "transaction.state.log.min.isr": 1,
-            "share.coordinator.state.topic.replication.factor": 1,
-            "share.coordinator.state.topic.min.isr": 1,
-            "num.partitions": 1,
-        }
-        settings.update(self.settings)
-        return "".join(f"{key}={value}\n" for key, value in settings.items())
-
-    def start(self) -> "ReferenceKafka":
-        self._dir = tempfile.TemporaryDirectory(prefix="kafka41-")
-        work = pathlib.Path(self._dir.name)
-        self.port = free_port()
-        properties = work / "server.properties"
-        properties.write_text(self._properties(str(work / "logs"), free_port()))
-        env = {**os.environ, "KAFKA_HEAP_OPTS": HEAP, "LOG_DIR": str(work / "app-logs")}
-        subprocess.run(
-            [str(self.home / "bin" / "kafka-storage.sh"), "format", "--standalone", "-t", self.cluster_id,
-             "-c", str(properties), *(arg for name, level in self.features.items()
-                                      for arg in ("--feature", f"{name}={level}"))],
-            env=env, check=True, capture_output=True, timeout=120,
-        )
-        console = open(work / "console.log", "wb")  # noqa: SIM115 - the broker's whole life
-        self._process = subprocess.Popen(
-            [str(self.home / "bin" / "kafka-server-start.sh"), str(properties)],
-            env=env, stdout=console, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-        console.close()
-        atexit.register(self.stop)  # also when the session ends without its fixture's teardown
-        deadline = time.monotonic() + START_TIMEOUT
-        while b"Kafka Server started" not in (work / "console.log").read_bytes():
-            if self._process.poll() is not None or time.monotonic() > deadline:
-                tail = (work / "console.log").read_text(errors="replace")[-3000:]
-                self.stop()
-                raise RuntimeError(f"Kafka 4.1 did not start:\n{tail}")
-            time.sleep(0.1)
-        return self
-
-    def stop(self) -> None:
-        process, self._process = self._process, None
-        if process is not None and process.poll() is None:
-            os.killpg(process.pid, signal.SIGTERM)
-            try:
-                process.wait(30)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait(10)
-        if self._dir is not None:
-            self._dir.cleanup()
-            self._dir = None
-
-    def __enter__(self) -> "ReferenceKafka":
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+    """The Kafka 4.1.0 distribution; skips the test when it or a JDK is missing."""
+    why = unavailable()
+    if why:
+        pytest.skip(why)
+    if shutil.which("javac") is None:
+        pytest.skip("no javac on PATH: the tool runner is compiled with it")
+    home = find_kafka_home()
+    assert home is not None
+    return home
 
 
 @dataclasses.dataclass(frozen=True)

@@ -351,12 +351,7 @@ GROUP_STEPS = (
 )
 
 
-GROUP_DIFFERENCES = {
-    "describe deleted": "kafka-consumer-groups --describe of a deleted group prints \"Error: Consumer group 'G' does "
-                        "not exist.\"; Kafka 4.1 answers DescribeGroups v6 with GROUP_ID_NOT_FOUND and the tool prints "
-                        "'Error: Executing consumer group command failed due to ...GroupIdNotFoundException: Group G "
-                        "not found.' (kafkacompat serves DescribeGroups up to v5)",
-}
+GROUP_DIFFERENCES: dict[str, str] = {}
 
 
 @pytest.mark.parametrize("step", [

@@ -140,11 +140,15 @@ def _explain(config: BrokerConfig, exc: Exception) -> StartError | None:
             why = "the address is already in use" if exc.errno == errno.EADDRINUSE else exc.strerror
             return StartError(f"cannot listen for HTTP on {config.http_host}:{config.http_port}: {why}; "
                               "choose another --http-port or --http-host", EXIT_LISTEN)
+    from .cluster import ClusterError
+
+    if isinstance(exc, ClusterError):
+        return StartError(str(exc), EXIT_CONFIG)
     if isinstance(exc, StorageError):
         if "in use" in str(exc):
             return StartError(f"data dir {config.data_dir} is in use by another broker; stop that broker or "
                               "choose another --data-dir", EXIT_DATA_DIR)
-        return StartError(f"cannot open the store in {config.data_dir}: {exc}", EXIT_DATA_DIR)
+        return StartError(f"cannot open the store in {config.store_url}: {exc}", EXIT_DATA_DIR)
     if isinstance(exc, OSError) and exc.filename:  # a file of the store; a socket error names no file
         if isinstance(exc, PermissionError):
             fix = "give this user write access to it (chown/chmod) or choose another --data-dir"

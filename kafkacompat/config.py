@@ -33,6 +33,7 @@ OTHER_VARIABLES = {
     "JARS_DIR": "the folder of test jars (Apache Kafka 4.1, Spark's connector) tests/run.sh finds",
     "REFERENCE_PORT": "a running Kafka 4.1 the differential tests use instead of starting one",
     "KAFKA_HOME": "the Apache Kafka 4.1 installation the compaction tests compare with",
+    "TEST_STORE": "the engine of the tests' default broker: memory or cloud (PostgreSQL + S3, started by the tests)",
 }
 
 
@@ -204,6 +205,28 @@ class BrokerConfig:
     cluster_name: str | None = _setting(None, "this cluster's name, kept in the store beside its UUID and shown to "
                                               "replicas (default: the name kept, else the data dir's name)",
                                         metavar="NAME")
+    # the cloud engine (storage/cloud): metadata in PostgreSQL, data as objects in an S3-compatible store
+    store: str | None = _setting(None, "a postgresql://USER@HOST:PORT/DB store shared by the brokers of a cluster "
+                                       "(default: the on-disk store in --data-dir); needs --object-store",
+                                 metavar="URL")
+    object_store: str | None = _setting(None, "s3://BUCKET/PREFIX for the data of a postgresql:// store; endpoint, "
+                                              "region and credentials from AWS_ENDPOINT_URL, AWS_REGION, "
+                                              "AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY", metavar="URL")
+    store_flush_ms: int = _setting(10, "how long produced batches are gathered before they are written as one "
+                                       "object (postgresql:// store; like a broker-side linger.ms)", metavar="MS",
+                                   minimum=1)
+    store_cache_bytes: int = _setting(64 * 1024 * 1024, "bytes of stored batches kept in memory for fetches "
+                                                        "(postgresql:// store)", metavar="BYTES")
+    # many brokers as one cluster over a shared PostgreSQL database (kafkacompat/cluster/)
+    cluster_url: str | None = _setting(None, "PostgreSQL database (postgresql://USER@HOST:PORT/DB) where brokers "
+                                             "register and agree on partition leaders (default: the store's when "
+                                             "it is PostgreSQL; unset: this broker alone is the cluster)",
+                                       metavar="URL")
+    cluster_lease_ms: int = _setting(6000, "a broker that has not renewed its lease for this long is dead and its "
+                                           "partitions move, like broker.session.timeout.ms", metavar="MS",
+                                     minimum=100)
+    cluster_heartbeat_ms: int = _setting(1000, "how often a broker renews its lease and reads the leader table, "
+                                               "like broker.heartbeat.interval.ms", metavar="MS", minimum=10)
     # authorization (kafkacompat/security; README "Stream permissions and ACLs")
     authorizer: bool = _setting(False, "check every request against Kafka ACLs and stream permission expressions, "
                                        "like setting authorizer.class.name (on by itself when --super-user is "
@@ -222,7 +245,7 @@ class BrokerConfig:
 
     @property
     def store_url(self) -> str:
-        return self.data_dir
+        return self.store or self.data_dir
 
     def advertised(self) -> tuple[str, int]:
         host = self.advertised_host or (
@@ -309,6 +332,16 @@ def _check(config: BrokerConfig) -> None:
         parse_listeners(config)
     except ListenerError as exc:
         raise ConfigError(str(exc)) from None
+    if config.store is not None and not config.store.startswith(("postgresql://", "postgres://")):
+        raise ConfigError(f"store must be a postgresql://USER@HOST:PORT/DB url (use --data-dir for a directory), "
+                          f"got {config.store!r}")
+    if (config.store is None) != (config.object_store is None):
+        raise ConfigError("store and object_store go together: --store postgresql://... --object-store s3://...")
+    if config.object_store is not None and not config.object_store.startswith("s3://"):
+        raise ConfigError(f"object_store must look like s3://BUCKET/PREFIX, got {config.object_store!r}")
+    if config.cluster_heartbeat_ms * 2 > config.cluster_lease_ms:
+        raise ConfigError(f"cluster_heartbeat_ms ({config.cluster_heartbeat_ms}) must be at most half of "
+                          f"cluster_lease_ms ({config.cluster_lease_ms}), or one late heartbeat ends the lease")
     for principal in config.super_users:
         kind, sep, name = principal.partition(":")
         if not (kind and sep and name):

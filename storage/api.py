@@ -180,6 +180,14 @@ class Partition(abc.ABC):
     def wait_for_data(self, offset: int) -> asyncio.Future[None]:
         """A future resolved once high_watermark > offset (fetch long polls)."""
 
+    async def refresh(self) -> None:
+        """Bring this process's view (high watermark, log start, epoch) up to the store's truth.
+
+        A broker calls it when it becomes the partition's leader: in a store
+        many brokers share, another may have appended since this process
+        last looked. A store only this process writes is always current.
+        """
+
 
 class Store(abc.ABC):
     """A namespace of streams, their topics, partitions and cursors."""

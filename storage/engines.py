@@ -28,6 +28,10 @@ def open_store(
     record_codec: RecordCodec | None = None,
     cleaner_dedupe_buffer_bytes: int = DEFAULT_DEDUPE_BUFFER_BYTES,
     cleaner_backoff_ms: int = DEFAULT_BACKOFF_MS,
+    object_store: str | None = None,
+    flush_ms: int = 10,
+    flush_bytes: int = 4 << 20,
+    cache_bytes: int = 64 << 20,
 ) -> Store:
     """A store for `url`; the caller then awaits `store.open()`.
 
@@ -47,7 +51,23 @@ def open_store(
     inside batches: without it compacted topics keep every record; with it
     a pass every `cleaner_backoff_ms` cleans them with an offset map of at
     most `cleaner_dedupe_buffer_bytes` (Kafka's log.cleaner.* settings).
+
+    `postgresql://USER@HOST:PORT/DB` is the cloud engine (storage/cloud):
+    metadata in that database, data as objects under `object_store`
+    (`s3://BUCKET/PREFIX`; endpoint and credentials from the AWS_*
+    environment variables). Produced batches are buffered for `flush_ms` (or
+    until `flush_bytes`) and written as one object; reads go through a cache
+    of `cache_bytes`. Brokers sharing one such store see one namespace.
     """
+    if url.startswith(("postgresql:", "postgres:")):
+        if not object_store:
+            raise ValueError("a postgresql:// store needs an object store for its data: --object-store s3://BUCKET/PREFIX")
+        from .cloud.store import CloudStore  # asyncpg and aiobotocore load only for this engine
+
+        return CloudStore(url, object_store, default_stream, record_timestamps, flush_ms=flush_ms,
+                          flush_bytes=flush_bytes, cache_bytes=cache_bytes, retention_check_ms=retention_check_ms)
+    if object_store:
+        raise ValueError(f"--object-store is only for a postgresql:// store, not {url!r}")
     if url.startswith("memory:"):
         return MemoryStore(default_stream, record_timestamps)
     if url.startswith("file:"):
@@ -56,7 +76,8 @@ def open_store(
             raise ValueError(f"store url {url!r} names a remote host; use file:///absolute/path")
         path = unquote(parsed.path)
     elif "://" in url:
-        raise ValueError(f"unsupported store url {url!r}: use memory://, file:///dir or a directory path")
+        raise ValueError(f"unsupported store url {url!r}: use memory://, file:///dir, a directory path "
+                         "or postgresql://USER@HOST:PORT/DB")
     else:
         path = url
     return DiskStore(

@@ -11,7 +11,7 @@ apt_packages=()
 command -v kcat >/dev/null || apt_packages+=(kcat)
 command -v javac >/dev/null || apt_packages+=(openjdk-17-jdk-headless)  # compat_tests/java
 command -v npm >/dev/null || apt_packages+=(nodejs npm)                  # kafkajs
-ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || apt_packages+=(postgresql)  # Debezium CDC test
+ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || apt_packages+=(postgresql)  # Debezium CDC test, the cloud engine's tests
 command -v chromium >/dev/null || apt_packages+=(chromium)  # the web console tests (Playwright drives Debian's)
 # a C compiler and Python's headers build the record walk (protocol/_record_scan.c)
 command -v gcc >/dev/null || apt_packages+=(gcc)

@@ -14,9 +14,9 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from kafkacompat.testing import Broker
+from kafkacompat.testing.reference_kafka import ReferenceKafka, unavailable
 from tests import poison_batches as poison
 from tests.hostile_frames import create_partitions_207gb, create_topics_null_topics
-from tests.reference_kafka import reference_kafka
 from tests.test_bad_input import PRODUCE_V, produce_request
 from tests.test_hostile_input import _create_partitions, _create_topics
 from tests.wire import Wire
@@ -37,8 +37,10 @@ ON_PURPOSE = {
 
 @pytest.fixture(scope="module")
 def kafka() -> Iterator[str]:
-    with reference_kafka() as bootstrap:
-        yield bootstrap
+    if unavailable():
+        pytest.skip(unavailable())
+    with ReferenceKafka() as running:
+        yield running.bootstrap_servers
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,6 @@ import importlib.util
 import json
 import os
 import signal
-import socket
 import subprocess
 import time
 import urllib.error
@@ -25,6 +24,8 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+
+from kafkacompat.testing.services import free_port
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # ../shared/jars beside the checkout (or beside the folder of git worktrees)
@@ -37,12 +38,6 @@ KAFKA_HOME = (os.path.join(os.environ["KAFKACOMPAT_JARS_DIR"], "kafka_2.13-4.1.0
 DEBEZIUM_JARS = ("debezium-api-", "debezium-common-", "debezium-core-", "debezium-connector-postgres-",
                  "debezium-openlineage-api-", "postgresql-", "protobuf-java-3")
 START_TIMEOUT = 120.0
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_for(what: str, check: Callable[[], Any], timeout: float, on_timeout: Callable[[], str] = lambda: "") -> Any:

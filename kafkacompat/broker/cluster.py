@@ -13,6 +13,8 @@ from kio.schema.errors import ErrorCode
 from kafkacompat import storage
 from kafkacompat.storage import Store, TopicInfo
 
+from ..cluster import ClusterView, Member, open_cluster_view
+from ..cluster.membership import PartitionKey, coordinator_partition
 from ..config import BrokerConfig
 from ..groups import GroupCoordinator
 from . import broker_configs
@@ -74,6 +76,75 @@ class Cluster:
         self.transactions = TransactionCoordinator(config, store, self.producers, self.groups)
         self.authorizer = Authorizer(config, store)  # every handler asks it (kafkacompat/security)
         self.replication: ReplicationService | None = None  # set by the server once the store is open
+        self.view: ClusterView = open_cluster_view(config, Member(self.node_id, self.host, self.port), self._partition_keys)
+        self.view.on_leadership_gained = self._leadership_gained
+
+    def _partition_keys(self) -> list[PartitionKey]:
+        """Every partition of the store, for the cluster view to give each one a leader."""
+        return [(info.stream, info.name, index) for info in self.store.list_topics() for index in range(info.partitions)]
+
+    async def _leadership_gained(self, key: PartitionKey) -> None:
+        """Another broker may have appended since this one last led: read the partition's
+        offsets afresh and rebuild its producers' state from the log (at the next produce)."""
+        self.producers.forget_partition(key)
+        stream, topic, index = key
+        if self.store.get_topic(stream, topic) is None:
+            return
+        try:
+            await self.store.partition(stream, topic, index).refresh()
+        except storage.StorageError as exc:
+            log.warning("cannot refresh %s:%s/%d on becoming its leader: %s", stream, topic, index, exc)
+
+    def leader_epoch(self, info: TopicInfo, index: int, partition: storage.Partition | None) -> int:
+        """The partition's leader epoch as clients see it: the cluster's when there is one, else the store's."""
+        found = self.view.leader_of((info.stream, info.name, index))
+        if found is not None and found[1] >= 0:
+            return found[1]
+        return partition.leader_epoch if partition is not None else -1
+
+    def routing(self, info: TopicInfo, index: int) -> tuple[ErrorCode, int, int]:
+        """(error, leader id, leader epoch) of a partition for Metadata and DescribeTopicPartitions.
+
+        LEADER_NOT_AVAILABLE with leader -1 while its leader is dead and not yet
+        replaced, as Kafka answers; clients retry. The store's epoch is taken only
+        where it can be read: a partition whose files cannot be served is still led
+        here, and produce and fetch answer KAFKA_STORAGE_ERROR for it alone.
+        """
+        found = self.view.leader_of((info.stream, info.name, index))
+        if found is None:
+            return ErrorCode.leader_not_available, -1, -1
+        leader, epoch = found
+        if epoch < 0:
+            try:
+                epoch = self.store.partition(info.stream, info.name, index).leader_epoch
+            except storage.StorageError:
+                epoch = -1
+        return ErrorCode.none, leader, epoch
+
+    def brokers(self) -> list[Member]:
+        """The live brokers clients are told about (this one alone outside a cluster)."""
+        return self.view.live() or [Member(self.node_id, self.host, self.port)]
+
+    async def settle(self, infos: list[TopicInfo]) -> None:
+        """Give the partitions of topics just created (here or by another broker) their leaders now."""
+        await self.view.settle((info.stream, info.name, index) for info in infos for index in range(info.partitions))
+
+    def coordinator(self, key: str) -> Member | None:
+        """The live broker that coordinates a group or transactional id: the leader of its
+        __consumer_offsets partition, as on Kafka; None while that partition has no leader."""
+        index = coordinator_partition(key, self.config.offsets_topic_num_partitions)
+        found = self.view.leader_of((self.default_stream, OFFSETS_TOPIC, index))
+        return None if found is None else self.view.member(found[0])
+
+    def coordinates(self, key: str) -> bool:
+        """Whether this broker is the coordinator of a group or transactional id (others answer NOT_COORDINATOR)."""
+        found = self.coordinator(key)
+        return found is not None and found.node_id == self.node_id
+
+    def brokers_for(self, listener: str) -> list[Member]:
+        """brokers(), with this one at the address of the client's listener (peers keep what they advertise)."""
+        own = Member(self.node_id, *self.address(listener))
+        return [own if member.node_id == self.node_id else member for member in self.brokers()]
 
     def address(self, listener: str) -> tuple[str, int]:
         """The address clients of `listener` are told (Metadata, FindCoordinator, DescribeCluster)."""
@@ -122,11 +193,14 @@ class Cluster:
     def partition_for(
         self, info: TopicInfo | None, missing: ErrorCode, index: int
     ) -> tuple[storage.Partition | None, ErrorCode]:
-        """The partition of a looked-up topic, or None and the code to answer."""
+        """The partition of a looked-up topic, or None and the code to answer (NOT_LEADER_OR_FOLLOWER
+        on a broker that does not lead it, so clients refresh Metadata and go to the leader)."""
         if info is None:
             return None, missing
         if not 0 <= index < info.partitions:
             return None, ErrorCode.unknown_topic_or_partition
+        if not self.view.leads((info.stream, info.name, index)):
+            return None, ErrorCode.not_leader_or_follower
         try:
             return self.store.partition(info.stream, info.name, index), ErrorCode.none
         except storage.UnknownTopicError:
@@ -160,6 +234,9 @@ class Cluster:
 
     def is_internal(self, info: TopicInfo) -> bool:
         return info.name == OFFSETS_TOPIC and info.stream == self.default_stream
+
+    def offsets_topic(self) -> TopicInfo | None:
+        return self.store.get_topic(self.default_stream, OFFSETS_TOPIC)
 
     async def ensure_offsets_topic(self) -> None:
         """Create __consumer_offsets when a group first finds its coordinator, as Kafka does.
@@ -205,4 +282,5 @@ class Cluster:
             created = self.store.get_topic(stream, topic)
             assert created is not None
         log.info("auto-created topic %s with %d partition(s)", name, created.partitions)
+        await self.settle([created])
         return created

@@ -50,6 +50,9 @@ class BrokerServer:
             cleaner_dedupe_buffer_bytes=config.log_cleaner_dedupe_buffer_size,
             cleaner_backoff_ms=config.log_cleaner_backoff_ms,
             skip_damaged=config.skip_damaged,
+            object_store=config.object_store,
+            flush_ms=config.store_flush_ms,
+            cache_bytes=config.store_cache_bytes,
         )
         self.cluster: Cluster | None = None
         self.listeners = parse_listeners(config)
@@ -113,13 +116,26 @@ class BrokerServer:
             self._servers.clear()
             await self._stop_http()
             raise
-        if self.config.advertised_port is None and self.config.port == 0:
+        if self.config.listeners:  # peers and REST know this broker by its first listener's address
+            first = self.listeners[0]
+            self.config.advertised_host, self.config.advertised_port = first.advertised(self.listener_port(first.name))
+        elif self.config.advertised_port is None and self.config.port == 0:
             self.config.advertised_port = self.port
         self.cluster = Cluster(self.config, self.store)
         for listener in self.listeners:
             bound = self.listener_port(listener.name)
             self.cluster.listener_addresses[listener.name] = listener.advertised(bound)
             self.cluster.listener_names.append(str(dataclasses.replace(listener, port=bound)))
+        try:
+            await self.cluster.view.start()  # joins the cluster (registers, first leaders) before clients come
+        except BaseException:
+            for server in self._servers.values():
+                server.close()
+            self._servers.clear()
+            self._store_open = False
+            await self.store.close()
+            await self._stop_http()
+            raise
         self.cluster.groups.start()
         await self.cluster.transactions.start()
         self.cluster.replication = ReplicationService(self.store, self.config)
@@ -158,6 +174,7 @@ class BrokerServer:
             self._servers.clear()
         try:
             if self.cluster is not None:
+                await self.cluster.view.close()  # leave first: the others take this broker's partitions now
                 if self.cluster.replication is not None:
                     await self.cluster.replication.close()
                 await self.cluster.transactions.close()

@@ -759,6 +759,14 @@ class GroupCoordinator:
             (group.protocol_name or "") if stable else "", members,
         )
 
+    def not_found(self, group_id: str) -> str | None:
+        """Why DescribeGroups v6+ answers GROUP_ID_NOT_FOUND for this id (Kafka's message), or None
+        when it names a classic group; older versions describe such an id as Dead instead."""
+        if group_id in self.consumer.groups:
+            return f"Group {group_id} is not a classic group."
+        group = self._group(group_id)
+        return f"Group {group_id} not found." if group is None or group.is_(Dead) else None
+
     def list_groups(
         self, states: Sequence[str] = (), types: Sequence[str] = ()
     ) -> list[tuple[str, str, str, str]]:

@@ -30,11 +30,11 @@ def schema_of(ctx: Any) -> Any:
     return response_module(ctx.header.api_key, ctx.header.api_version)
 
 
-def leader_epoch_error(partition: storage.Partition, current_epoch: int) -> ErrorCode:
+def leader_epoch_error(leader_epoch: int, current_epoch: int) -> ErrorCode:
     """Kafka's answer when a client names a leader epoch other than ours (-1: none named)."""
-    if current_epoch < 0 or current_epoch == partition.leader_epoch:
+    if current_epoch < 0 or current_epoch == leader_epoch:
         return ErrorCode.none
-    if current_epoch < partition.leader_epoch:
+    if current_epoch < leader_epoch:
         return ErrorCode.fenced_leader_epoch
     return ErrorCode.unknown_leader_epoch
 

@@ -41,9 +41,10 @@ async def _grow(ctx: Any, topic: Any, validate_only: bool) -> tuple[ErrorCode, s
     if validate_only:
         return ErrorCode.none, None
     try:
-        await cluster.store.add_partitions(info.stream, info.name, topic.count)
+        grown = await cluster.store.add_partitions(info.stream, info.name, topic.count)
     except storage.StorageError as exc:
         return storage_error_code(exc), str(exc)
+    await cluster.settle([grown])  # the new partitions have leaders before the answer
     return ErrorCode.none, None
 
 

@@ -58,6 +58,7 @@ async def _create(ctx: Any, topic: Any, validate_only: bool) -> tuple[ErrorCode,
         info = await cluster.store.create_topic(stream, name, partitions, configs)
     except storage.StorageError as exc:
         return storage_error_code(exc), str(exc), None
+    await cluster.settle([info])  # its partitions have leaders before the answer
     return ErrorCode.none, None, info
 
 

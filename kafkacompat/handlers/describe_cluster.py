@@ -1,4 +1,4 @@
-"""DescribeCluster: one broker, which is also the controller."""
+"""DescribeCluster: the live brokers and the controller (the lowest live node id)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ from .common import ALL_CLUSTER_OPERATIONS, NO_THROTTLE, UNSET_OPERATIONS, Error
 async def handle(ctx: Any, request: Any) -> Any:
     m = schema_of(ctx)
     cluster = ctx.cluster
-    host, port = cluster.address(ctx.listener)  # the listener the client came in on
     return make(
         m.DescribeClusterResponse,
         throttle_time=NO_THROTTLE,
@@ -19,8 +18,9 @@ async def handle(ctx: Any, request: Any) -> Any:
         error_message=None,
         endpoint_type=getattr(request, "endpoint_type", 1),
         cluster_id=cluster.cluster_id,
-        controller_id=cluster.node_id,
-        brokers=(make(m.DescribeClusterBroker, broker_id=cluster.node_id, host=host, port=port, rack=None),),
+        controller_id=cluster.view.controller_id,
+        brokers=tuple(make(m.DescribeClusterBroker, broker_id=b.node_id, host=b.host, port=b.port, rack=None)
+                      for b in cluster.brokers_for(ctx.listener)),
         cluster_authorized_operations=(
             cluster.authorizer.operations(ctx, ResourceType.CLUSTER, CLUSTER_NAME, ALL_CLUSTER_OPERATIONS)
             if request.include_cluster_authorized_operations else UNSET_OPERATIONS

@@ -1,4 +1,8 @@
-"""DescribeGroups: state, protocol and members; metadata and assignments only when Stable (as Kafka)."""
+"""DescribeGroups: state, protocol and members; metadata and assignments only when Stable (as Kafka).
+
+From v6 (KIP-1043) an id that names no classic group is answered with
+GROUP_ID_NOT_FOUND and Kafka's message instead of an empty Dead group.
+"""
 
 from __future__ import annotations
 
@@ -22,6 +26,14 @@ async def handle(ctx: Any, request: Any) -> Any:
                                group_state="", protocol_type="", protocol_data="", members=(),
                                authorized_operations=UNSET_OPERATIONS))
             continue
+        missing = ctx.cluster.groups.not_found(group_id) if ctx.version >= 6 else None
+        if missing is not None:
+            groups.append(make(
+                m.DescribedGroup, error_code=ErrorCode.group_id_not_found, error_message=missing,
+                group_id=group_id, group_state="Dead", protocol_type="", protocol_data="", members=(),
+                authorized_operations=operations,
+            ))
+            continue
         summary = ctx.cluster.groups.describe(group_id)
         members = tuple(
             make(
@@ -39,6 +51,7 @@ async def handle(ctx: Any, request: Any) -> Any:
             make(
                 m.DescribedGroup,
                 error_code=ErrorCode.none,
+                error_message=None,
                 group_id=group_id,
                 group_state=summary.state,
                 protocol_type=summary.protocol_type,

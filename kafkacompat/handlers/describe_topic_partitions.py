@@ -47,13 +47,21 @@ def _wanted(ctx: Any, request: Any) -> list[tuple[str, TopicInfo | None, ErrorCo
     return sorted(found, key=lambda entry: entry[0])
 
 
+def _partition(m: Any, cluster: Any, info: TopicInfo, index: int) -> Any:
+    error, node, epoch = cluster.routing(info, index)
+    replicas = (node,) if node >= 0 else ()
+    return make(m.DescribeTopicPartitionsResponsePartition, error_code=error, partition_index=index,
+                leader_id=node, leader_epoch=epoch, replica_nodes=replicas, isr_nodes=replicas,
+                eligible_leader_replicas=(), last_known_elr=(), offline_replicas=())
+
+
 async def handle(ctx: Any, request: Any) -> Any:
     m = schema_of(ctx)
     cluster = ctx.cluster
-    node = cluster.node_id
     left = max(1, min(request.response_partition_limit, BROKER_PARTITION_LIMIT))
     cursor = request.cursor
     wanted = [entry for entry in _wanted(ctx, request) if cursor is None or entry[0] >= cursor.topic_name]
+    await cluster.settle([info for _, info, _ in wanted if info is not None])
     topics = []
     next_cursor = None
     for position, (name, info, error) in enumerate(wanted):
@@ -64,13 +72,7 @@ async def handle(ctx: Any, request: Any) -> Any:
             continue
         first = cursor.partition_index if cursor is not None and name == cursor.topic_name else 0
         last = min(info.partitions, first + left)
-        partitions = tuple(
-            make(m.DescribeTopicPartitionsResponsePartition, error_code=ErrorCode.none, partition_index=index,
-                 leader_id=node, leader_epoch=cluster.store.partition(info.stream, info.name, index).leader_epoch,
-                 replica_nodes=(node,), isr_nodes=(node,), eligible_leader_replicas=(), last_known_elr=(),
-                 offline_replicas=())
-            for index in range(first, last)
-        )
+        partitions = tuple(_partition(m, cluster, info, index) for index in range(first, last))
         left -= len(partitions)
         topics.append(make(m.DescribeTopicPartitionsResponseTopic, error_code=ErrorCode.none, name=name,
                            topic_id=info.topic_id, is_internal=cluster.is_internal(info), partitions=partitions,

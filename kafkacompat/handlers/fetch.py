@@ -77,7 +77,8 @@ def _plan(ctx: Any, request: Any) -> list[_Wanted]:
             if wanted.partition is not None:
                 assert info is not None
                 wanted.key = (info.stream, info.name, part.partition)
-                wanted.error = leader_epoch_error(wanted.partition, getattr(part, "current_leader_epoch", -1))
+                wanted.error = leader_epoch_error(cluster.leader_epoch(info, part.partition, wanted.partition),
+                                                  getattr(part, "current_leader_epoch", -1))
             plan.append(wanted)
     return plan
 

@@ -1,4 +1,9 @@
-"""FindCoordinator: this broker coordinates every group and transactional id (v4+ asks for many keys at once)."""
+"""FindCoordinator: the broker leading a key's __consumer_offsets partition coordinates it, as on
+Kafka (this broker, when it is alone); v4+ asks for many keys at once.
+
+Transactional ids hash onto the same partitions (Kafka uses __transaction_state):
+one placement rule, so a group and a transaction may share a coordinator.
+"""
 
 from __future__ import annotations
 
@@ -11,12 +16,15 @@ from .common import NO_THROTTLE, ErrorCode, make, schema_of
 GROUP_KEY, TRANSACTION_KEY = 0, 1
 
 
-def _find(ctx: Any, key_type: int) -> tuple[ErrorCode, str | None, int, str, int]:
-    cluster = ctx.cluster
-    if key_type in (GROUP_KEY, TRANSACTION_KEY):
-        host, port = cluster.address(ctx.listener)
-        return ErrorCode.none, None, cluster.node_id, host, port
-    return ErrorCode.invalid_request, f"unknown coordinator key type {key_type}", -1, "", -1
+def _find(ctx: Any, key_type: int, key: str) -> tuple[ErrorCode, str | None, int, str, int]:
+    if key_type not in (GROUP_KEY, TRANSACTION_KEY):
+        return ErrorCode.invalid_request, f"unknown coordinator key type {key_type}", -1, "", -1
+    member = ctx.cluster.coordinator(key)
+    if member is None:  # its partition's leader died and is not replaced yet: the client retries
+        return ErrorCode.coordinator_not_available, "The coordinator is not available.", -1, "", -1
+    if member.node_id == ctx.cluster.node_id:  # this broker: at the listener the client came in on
+        return ErrorCode.none, None, member.node_id, *ctx.cluster.address(ctx.listener)
+    return ErrorCode.none, None, member.node_id, member.host, member.port
 
 
 DENIED = {GROUP_KEY: (ErrorCode.group_authorization_failed, GROUP_DENIED),
@@ -36,21 +44,26 @@ def _allowed(ctx: Any, key_type: int, key: str) -> bool:
 async def handle(ctx: Any, request: Any) -> Any:
     m = schema_of(ctx)
     key_type = getattr(request, "key_type", GROUP_KEY)
-    if key_type == GROUP_KEY:
+    if key_type in (GROUP_KEY, TRANSACTION_KEY):  # both are placed by __consumer_offsets' leaders
         await ctx.cluster.ensure_offsets_topic()
-    error, message, node, host, port = _find(ctx, key_type)
+        offsets = ctx.cluster.offsets_topic()
+        if offsets is not None:
+            await ctx.cluster.settle([offsets])
     if ctx.version < 4:
         if not _allowed(ctx, key_type, request.key):
             error, message, node, host, port = *DENIED[key_type], -1, "", -1
+        else:
+            error, message, node, host, port = _find(ctx, key_type, request.key)
         return make(
             m.FindCoordinatorResponse, throttle_time=NO_THROTTLE, error_code=error,
             error_message=message, node_id=node, host=host, port=port,
         )
-    coordinators = tuple(
-        make(m.Coordinator, key=key, node_id=node, host=host, port=port, error_code=error, error_message=message)
-        if _allowed(ctx, key_type, key) else
-        make(m.Coordinator, key=key, node_id=-1, host="", port=-1, error_code=DENIED[key_type][0],
-             error_message=DENIED[key_type][1])
-        for key in request.coordinator_keys
-    )
-    return make(m.FindCoordinatorResponse, throttle_time=NO_THROTTLE, coordinators=coordinators)
+    coordinators = []
+    for key in request.coordinator_keys:
+        if _allowed(ctx, key_type, key):
+            error, message, node, host, port = _find(ctx, key_type, key)
+        else:
+            (error, message), node, host, port = DENIED[key_type], -1, "", -1
+        coordinators.append(make(m.Coordinator, key=key, node_id=node, host=host, port=port, error_code=error,
+                                 error_message=message))
+    return make(m.FindCoordinatorResponse, throttle_time=NO_THROTTLE, coordinators=tuple(coordinators))

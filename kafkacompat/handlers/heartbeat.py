@@ -11,6 +11,8 @@ from .common import NO_THROTTLE, ErrorCode, make, schema_of
 async def handle(ctx: Any, request: Any) -> Any:
     if not ctx.cluster.authorizer.group(ctx, Operation.READ, request.group_id):
         error = ErrorCode.group_authorization_failed
+    elif not ctx.cluster.coordinates(request.group_id):  # the group moved: the member finds its new coordinator
+        error = ErrorCode.not_coordinator
     else:
         error = ctx.cluster.groups.heartbeat(
             request.group_id, request.generation_id, request.member_id, getattr(request, "group_instance_id", None)

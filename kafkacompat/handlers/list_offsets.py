@@ -58,7 +58,8 @@ async def handle(ctx: Any, request: Any) -> Any:
                 error = ErrorCode.unsupported_version
             elif partition is not None:
                 epoch = -1 if part.timestamp == LATEST_TIERED else partition.leader_epoch
-                error = leader_epoch_error(partition, getattr(part, "current_leader_epoch", -1))
+                error = leader_epoch_error(cluster.leader_epoch(info, part.partition_index, partition),
+                                           getattr(part, "current_leader_epoch", -1))
                 if error == ErrorCode.none:
                     try:
                         txns = None

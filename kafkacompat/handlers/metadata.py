@@ -1,4 +1,4 @@
-"""Metadata: the routing table. This broker leads every partition.
+"""Metadata: the routing table: the live brokers and each partition's leader (see kafkacompat/cluster).
 
 Topics come back under the name the client asked for (a plain name, a
 `/stream:topic` name or its alias); a request for all topics (or by topic
@@ -22,20 +22,18 @@ from .common import ALL_CLUSTER_OPERATIONS, ALL_TOPIC_OPERATIONS, NO_THROTTLE, U
 
 def _topic_entry(ctx: Any, m: Any, name: str, info: TopicInfo, ops: int) -> Any:
     cluster = ctx.cluster
-    node = cluster.node_id
     partitions = []
     for index in range(info.partitions):
-        # A partition whose files cannot be served is still led here: produce and
-        # fetch then answer KAFKA_STORAGE_ERROR for it, and only for it.
-        partition, _ = cluster.partition_for(info, ErrorCode.none, index)
+        error, node, epoch = cluster.routing(info, index)
+        replicas = (node,) if node >= 0 else ()
         partitions.append(make(
             m.MetadataResponsePartition,
-            error_code=ErrorCode.none,
+            error_code=error,
             partition_index=index,
             leader_id=node,
-            leader_epoch=partition.leader_epoch if partition is not None else -1,
-            replica_nodes=(node,),
-            isr_nodes=(node,),
+            leader_epoch=epoch,
+            replica_nodes=replicas,
+            isr_nodes=replicas,
             offline_replicas=(),
         ))
     return make(
@@ -72,14 +70,14 @@ async def handle(ctx: Any, request: Any) -> Any:
     if version == 0 and not wanted:
         wanted = None
     allow_create = getattr(request, "allow_auto_topic_creation", True)
-    entries = []
+    entries: list[Any] = []  # a topic entry, or (name, info) of a found topic until leaders are settled
     authorizer = cluster.authorizer
     if wanted is None:
         for info in cluster.store.list_topics():
             if authorizer.enabled and not authorizer.known_topic(ctx, Operation.DESCRIBE, info.stream, info.name,
                                                                  log_denied=False):
                 continue  # a listing hides what the principal may not describe, as Kafka's does
-            entries.append(_topic_entry(ctx, m, cluster.display_name(info, ctx.client_software_name), info, ops))
+            entries.append((cluster.display_name(info, ctx.client_software_name), info))
     else:
         for wanted_topic in wanted:
             name = wanted_topic.name
@@ -91,7 +89,7 @@ async def handle(ctx: Any, request: Any) -> Any:
                 elif not authorizer.known_topic(ctx, Operation.DESCRIBE, info.stream, info.name):
                     entries.append(_error_entry(m, None, ErrorCode.topic_authorization_failed, topic_id))
                 else:
-                    entries.append(_topic_entry(ctx, m, cluster.display_name(info, ctx.client_software_name), info, ops))
+                    entries.append((cluster.display_name(info, ctx.client_software_name), info))
                 continue
             if not authorizer.topic(ctx, Operation.DESCRIBE, name):
                 entries.append(_error_entry(m, name, ErrorCode.topic_authorization_failed))
@@ -109,14 +107,16 @@ async def handle(ctx: Any, request: Any) -> Any:
             except TopicError as exc:
                 entries.append(_error_entry(m, name, exc.code))
                 continue
-            entries.append(_topic_entry(ctx, m, name, info, ops))
-    host, port = cluster.address(ctx.listener)  # the listener the client came in on
+            entries.append((name, info))
+    await cluster.settle([entry[1] for entry in entries if isinstance(entry, tuple)])
+    entries = [_topic_entry(ctx, m, *entry, ops) if isinstance(entry, tuple) else entry for entry in entries]
     return make(
         m.MetadataResponse,
         throttle_time=NO_THROTTLE,
-        brokers=(make(m.MetadataResponseBroker, node_id=cluster.node_id, host=host, port=port, rack=None),),
+        brokers=tuple(make(m.MetadataResponseBroker, node_id=b.node_id, host=b.host, port=b.port, rack=None)
+                      for b in cluster.brokers_for(ctx.listener)),
         cluster_id=cluster.cluster_id,
-        controller_id=cluster.node_id,
+        controller_id=cluster.view.controller_id,
         topics=tuple(entries),
         cluster_authorized_operations=(  # v8-10 only
             cluster.authorizer.operations(ctx, ResourceType.CLUSTER, CLUSTER_NAME, ALL_CLUSTER_OPERATIONS)

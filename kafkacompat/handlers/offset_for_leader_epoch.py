@@ -19,7 +19,7 @@ async def handle(ctx: Any, request: Any) -> Any:
             epoch, end = -1, -1
             partition, error = cluster.partition_for(info, missing, part.partition)
             if partition is not None:
-                error = leader_epoch_error(partition, part.current_leader_epoch)
+                error = leader_epoch_error(cluster.leader_epoch(info, part.partition, partition), part.current_leader_epoch)
                 if error == ErrorCode.none:
                     epoch, end = await partition.end_offset_for_epoch(part.leader_epoch)
             parts.append(

@@ -270,23 +270,30 @@ async def handle(ctx: Any, request: Any) -> Any:
     acks = request.acks
     if ctx.cluster.quotas.active:
         ctx.throttle_ms = ctx.cluster.quotas.record(ctx.header.client_id, PRODUCER_BYTE_RATE, ctx.size)
-    results: list[tuple[str, list[_Outcome]]] = []
     authorizer = ctx.cluster.authorizer
     refused_all = authorizer.enabled and request.transactional_id is not None and not authorizer.transactional_id(
         ctx, Operation.WRITE, request.transactional_id)
-    for topic in request.topic_data:
-        outcomes = []
-        refusal = ErrorCode.transactional_id_authorization_failed if refused_all else (
+    refusals = {  # Kafka checks access before the topic's existence
+        topic.name: ErrorCode.transactional_id_authorization_failed if refused_all else (
             ErrorCode.topic_authorization_failed
             if authorizer.enabled and not authorizer.topic(ctx, Operation.WRITE, topic.name) else None)
-        for part in topic.partition_data:
-            if refusal is not None:  # Kafka checks access before the topic's existence
-                outcomes.append(_Outcome(part.index, refusal))
-            elif acks not in (0, 1, -1):
-                outcomes.append(_Outcome(part.index, ErrorCode.invalid_required_acks))
-            else:
-                outcomes.append(await _produce_partition(ctx, topic, part, acks, request.transactional_id))
-        results.append((topic.name, outcomes))
+        for topic in request.topic_data
+    }
+    # Partitions are appended concurrently: a store whose appends answer after a
+    # shared write (the cloud engine's object + commit) then serves a request
+    # with one write, not one per partition. Batches of one partition stay in order.
+    if acks not in (0, 1, -1):
+        results = [(topic.name, [_Outcome(part.index, refusals[topic.name] or ErrorCode.invalid_required_acks)
+                                 for part in topic.partition_data]) for topic in request.topic_data]
+    else:
+        allowed = [topic for topic in request.topic_data if refusals[topic.name] is None]
+        done = iter(await asyncio.gather(*(
+            _produce_partition(ctx, topic, part, acks, request.transactional_id)
+            for topic in allowed for part in topic.partition_data
+        )))
+        results = [(topic.name, [next(done) if refusals[topic.name] is None else _Outcome(part.index,
+                                                                                          refusals[topic.name])
+                                 for part in topic.partition_data]) for topic in request.topic_data]
     if acks == 0:
         failed = [o for _, outs in results for o in outs if o.error != ErrorCode.none]
         if failed:

@@ -284,6 +284,7 @@ async def topic_create(cluster: Cluster, request: dict[str, Any]) -> Any:
     partitions = _partitions(request) or cluster.store.get_stream(stream).policy.default_partitions
     configs = _configs(request, {}) or {}
     info = await cluster.store.create_topic(stream, topic, partitions, configs)
+    await cluster.settle([info])
     return await topic_view(cluster.store, info, detail=False)
 
 
@@ -302,6 +303,7 @@ async def topic_edit(cluster: Cluster, request: dict[str, Any]) -> Any:
     info = current
     if partitions is not None:
         info = await cluster.store.add_partitions(stream, topic, partitions)
+        await cluster.settle([info])
     if configs is not None:
         info = await cluster.store.set_topic_configs(stream, topic, configs)
     return await topic_view(cluster.store, info, detail=False)

@@ -33,9 +33,10 @@ from kafkacompat.storage import Store
 from ..broker.cluster import Cluster, TopicError
 from ..config import BrokerConfig
 from ..broker.faults import Faults
-from .certificates import CertificateAuthority
 from ..broker.partitioner import partition_for_key
+from .certificates import CertificateAuthority
 from ..security.scram import MECHANISMS as SCRAM_MECHANISMS, make_credential
+from .services import cloud_store, test_store_engine
 from ..broker.server import BrokerServer
 from ..broker.topic_configs import topic_config_value, validate_configs
 
@@ -74,8 +75,10 @@ class Broker:
         tls: bool = False,
         **settings: Any,
     ) -> None:
-        """`data_dir=None` keeps data in memory; "tmp" uses a fresh temporary
-        directory (removed on stop); other settings are BrokerConfig fields.
+        """`data_dir=None` keeps data in memory (or, with KAFKACOMPAT_TEST_STORE=cloud,
+        in a fresh PostgreSQL database and S3 prefix: see testing/services.py);
+        "tmp" uses a fresh temporary directory (removed on stop); other
+        settings are BrokerConfig fields (store=, object_store= for a cloud store).
 
         `store` runs the broker on a store built by the test (e.g. with volume
         caps or a fast retention pass); the broker opens and closes it.
@@ -90,6 +93,8 @@ class Broker:
         if data_dir == "tmp":
             self._tmp = tempfile.TemporaryDirectory(prefix="kafkacompat-")
             data_dir = self._tmp.name
+        if data_dir is None and store is None and "store" not in settings and test_store_engine() == "cloud":
+            settings["store"], settings["object_store"] = cloud_store()
         self.users = dict(sasl or {})
         self.certificates: CertificateAuthority | None = None
         self._tls_dir: tempfile.TemporaryDirectory[str] | None = None
@@ -399,7 +404,8 @@ class Broker:
         validate_configs(dict(configs or {}))
         if cluster.store.get_stream(stream) is None:
             await cluster.store.create_stream(stream)
-        await cluster.store.create_topic(stream, topic, partitions, dict(configs or {}))
+        info = await cluster.store.create_topic(stream, topic, partitions, dict(configs or {}))
+        await cluster.settle([info])  # in a cluster (a postgresql:// store), its partitions get leaders now
         return name
 
     async def _delete_topic(self, name: str) -> None:

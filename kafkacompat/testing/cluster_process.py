@@ -57,6 +57,11 @@ class ClusterProcess:
                 time.sleep(0.05)
         raise RuntimeError(f"cluster {self.name} did not listen within {READY_TIMEOUT_S:.0f} s")
 
+    @property
+    def pid(self) -> int | None:
+        """The running process's id (None when stopped), e.g. to read its CPU time."""
+        return self._proc.pid if self._proc is not None else None
+
     def kill(self) -> None:
         """SIGKILL, as a crash: no clean shutdown."""
         if self._proc is not None and self._proc.poll() is None:

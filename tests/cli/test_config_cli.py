@@ -45,9 +45,9 @@ def test_print_config_shows_each_value_and_its_source(tmp_path: Path) -> None:
     values = tomllib.loads(done.stdout)
     assert (values["port"], values["node_id"], values["host"], values["volumes"]) == (9200, 4, "127.0.0.1", ["/mnt/a"])
     unset = {name for name, field in SETTINGS.items() if field.default is None}  # printed as comments
-    assert unset == {"advertised_host", "advertised_port", "http_port", "cluster_id", "cluster_name",
-                     "rest_default_stream", "ssl_certificate_location", "ssl_key_location", "ssl_key_password",
-                     "ssl_ca_location", "user_groups_file"}
+    assert unset == {"advertised_host", "advertised_port", "http_port", "cluster_id", "cluster_name", "store",
+                     "object_store", "cluster_url", "rest_default_stream", "ssl_certificate_location",
+                     "ssl_key_location", "ssl_key_password", "ssl_ca_location", "user_groups_file"}
     assert set(values) | unset == set(SETTINGS)
     # the output is a config file: fed back, it gives the same settings
     printed = tmp_path / "printed.toml"

@@ -25,7 +25,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kafkacompat.protocol.messages import make
 from kafkacompat.protocol.records import Record, build_batch
 from kafkacompat.testing import Broker
-from reference_kafka import ReferenceKafka
+from kafkacompat.testing.reference_kafka import ReferenceKafka, unavailable
 from tests.wire import Wire
 
 pytestmark = pytest.mark.slow
@@ -40,7 +40,9 @@ View = list[tuple[int, str, str | None]]
 
 @pytest.fixture(scope="module")
 def kafka() -> Iterator[ReferenceKafka]:
-    running = ReferenceKafka(**{"log.cleaner.backoff.ms": "200"}).start()
+    if unavailable():
+        pytest.skip(unavailable())
+    running = ReferenceKafka(**{"log.cleaner.backoff.ms": "200", "group.initial.rebalance.delay.ms": "0"}).start()
     try:
         yield running
     finally:

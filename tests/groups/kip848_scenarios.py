@@ -273,7 +273,7 @@ def commits_with_epochs(bootstrap: str) -> dict[str, Any]:
 
 
 def admin_view(bootstrap: str) -> dict[str, Any]:
-    """ListGroups v5 filters, DescribeGroups v5 and DeleteGroups on a consumer group."""
+    """ListGroups v5 filters, DescribeGroups v5 and v6 and DeleteGroups on a consumer group."""
     tag = _tag()
     names = _names(f"l{tag}", ("t", 2), bootstrap=bootstrap)
     group = f"g-{tag}"
@@ -293,6 +293,9 @@ def admin_view(bootstrap: str) -> dict[str, Any]:
 
         m15 = module(15, 5)
         classic = wire.request(15, 5, make(m15.DescribeGroupsRequest, groups=(group,), include_authorized_operations=False)).groups[0]
+        m15 = module(15, 6)  # v6 (KIP-1043): an id naming no classic group is GROUP_ID_NOT_FOUND, with a message
+        v6 = wire.request(15, 6, make(m15.DescribeGroupsRequest, groups=(group, f"missing-{tag}"),
+                                      include_authorized_operations=False)).groups
         result = {
             "listed": listed(),
             "consumer type": listed(types_filter=("consumer",)),
@@ -300,6 +303,8 @@ def admin_view(bootstrap: str) -> dict[str, Any]:
             "stable state": listed(states_filter=("stable",)),
             "empty state": listed(states_filter=("empty",)),
             "describe classic api": (int(classic.error_code), classic.group_state, classic.protocol_type, len(classic.members)),
+            "describe classic api v6": [(int(g.error_code), (g.error_message or "").replace(tag, "<tag>"), g.group_state,
+                                         len(g.members)) for g in v6],
             "delete live": delete(),
         }
         member.leave()

@@ -96,6 +96,10 @@ def test_list_describe_and_delete_see_consumer_groups(broker: Broker) -> None:
     assert seen["listed"] == seen["consumer type"] == seen["stable state"] == live
     assert seen["classic type"] == seen["empty state"] == set()
     assert seen["describe classic api"] == (0, "Dead", "", 0)
+    assert seen["describe classic api v6"] == [
+        (69, "Group g-<tag> is not a classic group.", "Dead", 0),  # GROUP_ID_NOT_FOUND
+        (69, "Group missing-<tag> not found.", "Dead", 0),
+    ]
     assert seen["delete live"] == 68  # NON_EMPTY_GROUP
     assert seen["after leave"] == {("consumer", "Empty", "consumer")}
     assert seen["delete empty"] == 0 and seen["after delete"] == set()

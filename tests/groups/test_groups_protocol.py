@@ -385,3 +385,18 @@ def test_expiry_sweep_runs_on_its_interval(topic_name: str) -> None:
             assert commit(wire, 9, "short-lived", {(topic_name, 0): (3, None)}) == {(topic_name, 0): ErrorCode.none}
             wait_for(lambda: fetch_offsets(wire, "short-lived", {topic_name: [0]}) == {(topic_name, 0): -1},
                      5, "the sweep to expire the offset")
+
+
+def test_describe_groups_v6_names_a_missing_group_not_found(broker: Broker) -> None:
+    """DescribeGroups v6 (KIP-1043): a live group as before; no group -> GROUP_ID_NOT_FOUND with Kafka's words.
+    Older versions keep describing it as an empty Dead group."""
+    live, missing = group_name(), group_name()
+    with Wire(broker.bootstrap_servers) as wire:
+        stable_member(wire, live)
+        seen = describe(wire, [live, missing], version=6)
+        assert (seen[live].error_code, seen[live].error_message, seen[live].group_state) == (ErrorCode.none, None, "Stable")
+        assert len(seen[live].members) == 1
+        assert (seen[missing].error_code, seen[missing].error_message, seen[missing].group_state) == (
+            ErrorCode.group_id_not_found, f"Group {missing} not found.", "Dead")
+        old = describe(wire, [missing], version=5)[missing]
+        assert (old.error_code, old.group_state, old.members) == (ErrorCode.none, "Dead", ())

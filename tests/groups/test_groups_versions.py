@@ -21,7 +21,7 @@ GROUP_APIS = {8: "OffsetCommit", 9: "OffsetFetch", 10: "FindCoordinator", 11: "J
 def test_advertised_ranges_match_the_design() -> None:
     assert {key: SUPPORTED[key] for key in GROUP_APIS} == {
         8: (2, 9), 9: (1, 9), 10: (0, 6), 11: (0, 9), 12: (0, 4), 13: (0, 5),
-        14: (0, 5), 15: (0, 5), 16: (0, 5), 42: (0, 2), 47: (0, 0)}
+        14: (0, 5), 15: (0, 6), 16: (0, 5), 42: (0, 2), 47: (0, 0)}
 
 
 def fetch_committed(wire: Wire, version: int, group: str, topic: str) -> int:

@@ -12,15 +12,15 @@ import pytest
 
 from kafkacompat.testing import Broker
 
-from .kafka41 import Kafka41, unavailable
+from kafkacompat.testing.reference_kafka import ReferenceKafka, unavailable
 
 
 @pytest.fixture(scope="session")
-def kafka41() -> Iterator[Kafka41]:
+def kafka41() -> Iterator[ReferenceKafka]:
     why = unavailable()
     if why:
         pytest.skip(why)
-    with Kafka41() as running:
+    with ReferenceKafka(**{"group.initial.rebalance.delay.ms": 0}) as running:
         yield running
 
 

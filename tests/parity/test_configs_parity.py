@@ -19,7 +19,7 @@ from tests.conftest import create_topic
 from tests.test_broker_configs import alter, describe
 from tests.wire import Wire
 
-from .kafka41 import Kafka41, run_tool
+from kafkacompat.testing.reference_kafka import ReferenceKafka, run_script
 
 TOPIC, BROKER, GROUP = 2, 4, 32
 # Topic configs whose value differs on purpose, with why:
@@ -39,11 +39,11 @@ def _once_applied(wire: Wire, kind: int, name: str, key: str, value: str) -> dic
         time.sleep(0.1)
 
 
-def _both(ours: Broker, kafka41: Kafka41) -> tuple[str, str]:
+def _both(ours: Broker, kafka41: ReferenceKafka) -> tuple[str, str]:
     return ours.bootstrap_servers, kafka41.bootstrap_servers
 
 
-def test_topic_configs_sources_and_synonyms_match_kafka(ours: Broker, kafka41: Kafka41) -> None:
+def test_topic_configs_sources_and_synonyms_match_kafka(ours: Broker, kafka41: ReferenceKafka) -> None:
     def configs(bootstrap: str) -> dict:
         topic = create_topic(bootstrap, f"configs-{uuid.uuid4().hex[:8]}")
         with Wire(bootstrap) as wire:
@@ -56,7 +56,7 @@ def test_topic_configs_sources_and_synonyms_match_kafka(ours: Broker, kafka41: K
     assert differ <= DIFFERENT_BY_DESIGN, {name: (mine[name], kafkas[name]) for name in differ}
 
 
-def test_group_configs_match_kafka(ours: Broker, kafka41: Kafka41) -> None:
+def test_group_configs_match_kafka(ours: Broker, kafka41: ReferenceKafka) -> None:
     def configs(bootstrap: str) -> dict:
         with Wire(bootstrap) as wire:
             assert alter(wire, GROUP, "parity-group", ("consumer.heartbeat.interval.ms", 0, "6000"))[0] == 0
@@ -68,7 +68,7 @@ def test_group_configs_match_kafka(ours: Broker, kafka41: Kafka41) -> None:
     assert mine == kafkas
 
 
-def test_feature_levels_are_those_kafka_lists(ours: Broker, kafka41: Kafka41) -> None:
+def test_feature_levels_are_those_kafka_lists(ours: Broker, kafka41: ReferenceKafka) -> None:
     """kafka-features describe prints these: the same features, and Kafka 4.1's metadata.version."""
     def features(bootstrap: str) -> tuple[dict, dict]:
         with Wire(bootstrap) as wire:
@@ -82,7 +82,7 @@ def test_feature_levels_are_those_kafka_lists(ours: Broker, kafka41: Kafka41) ->
     assert my_supported["metadata.version"] == kafka_supported["metadata.version"]
 
 
-def test_broker_configs_are_named_and_typed_as_kafka_names_them(ours: Broker, kafka41: Kafka41) -> None:
+def test_broker_configs_are_named_and_typed_as_kafka_names_them(ours: Broker, kafka41: ReferenceKafka) -> None:
     def typed(bootstrap: str) -> dict[str, tuple[int, bool]]:
         with Wire(bootstrap) as wire:
             response = wire.request(32, 4, make(dc.DescribeConfigsRequest, resources=(make(
@@ -98,14 +98,14 @@ def test_broker_configs_are_named_and_typed_as_kafka_names_them(ours: Broker, ka
 
 
 def test_broker_loggers_with_kafka_configs(ours: Broker) -> None:
-    from .kafka41 import unavailable
+    from kafkacompat.testing.reference_kafka import unavailable
 
     if unavailable():
         import pytest
 
         pytest.skip(unavailable())
     server = ("--bootstrap-server", ours.bootstrap_servers)
-    done = run_tool("kafka-configs", *server, "--alter", "--entity-type", "broker-loggers", "--entity-name", "1",
+    done = run_script("kafka-configs", *server, "--alter", "--entity-type", "broker-loggers", "--entity-name", "1",
                     "--add-config", "kafkacompat.handlers.produce=DEBUG")
     assert done.returncode == 0, done.stderr
     with Wire(ours.bootstrap_servers) as wire:
@@ -113,7 +113,7 @@ def test_broker_loggers_with_kafka_configs(ours: Broker) -> None:
         assert alter(wire, 8, "1", ("kafkacompat.handlers.produce", 1, None))[0] == 0
 
 
-def test_client_quotas_are_described_as_kafka_describes_them(ours: Broker, kafka41: Kafka41) -> None:
+def test_client_quotas_are_described_as_kafka_describes_them(ours: Broker, kafka41: ReferenceKafka) -> None:
     from tests.test_client_quotas import quotas, set_quota
 
     def described(bootstrap: str) -> list:

@@ -12,7 +12,7 @@ from kafkacompat.testing import Broker
 from tests.conftest import create_topic
 from tests.wire import Wire
 
-from .kafka41 import Kafka41, run_tool
+from kafkacompat.testing.reference_kafka import ReferenceKafka, run_script
 
 PREFIX = f"dtp{uuid.uuid4().hex[:6]}"
 NAMES = [f"{PREFIX}-b", f"{PREFIX}-a", "zz-missing", "bad/name"]
@@ -35,7 +35,7 @@ def _pages(bootstrap: str, limit: int) -> list[list[tuple]]:
             cursor = make(m.Cursor, topic_name=nxt.topic_name, partition_index=nxt.partition_index)
 
 
-def test_pages_match_kafka(ours: Broker, kafka41: Kafka41) -> None:
+def test_pages_match_kafka(ours: Broker, kafka41: ReferenceKafka) -> None:
     for bootstrap in (ours.bootstrap_servers, kafka41.bootstrap_servers):
         create_topic(bootstrap, f"{PREFIX}-a", 3)
         create_topic(bootstrap, f"{PREFIX}-b", 2)
@@ -43,10 +43,10 @@ def test_pages_match_kafka(ours: Broker, kafka41: Kafka41) -> None:
         assert _pages(ours.bootstrap_servers, limit) == _pages(kafka41.bootstrap_servers, limit), limit
 
 
-def test_kafka_topics_describe_prints_what_it_prints_for_kafka(ours: Broker, kafka41: Kafka41) -> None:
+def test_kafka_topics_describe_prints_what_it_prints_for_kafka(ours: Broker, kafka41: ReferenceKafka) -> None:
     def described(bootstrap: str) -> str:
         topic = create_topic(bootstrap, f"{PREFIX}-shown", 3)
-        done = run_tool("kafka-topics", "--bootstrap-server", bootstrap, "--describe", "--topic", topic)
+        done = run_script("kafka-topics", "--bootstrap-server", bootstrap, "--describe", "--topic", topic)
         assert done.returncode == 0, done.stderr
         return re.sub(r"TopicId: \S+", "TopicId: -", done.stdout)
 

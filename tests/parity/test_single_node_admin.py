@@ -14,7 +14,7 @@ from kafkacompat.testing import Broker
 from tests.conftest import create_topic
 from tests.wire import Wire
 
-from .kafka41 import Kafka41
+from kafkacompat.testing.reference_kafka import ReferenceKafka
 
 TIMEOUT = datetime.timedelta(seconds=5)
 TOPIC = f"single-{uuid.uuid4().hex[:6]}"
@@ -40,5 +40,5 @@ def _answers(bootstrap: str) -> list:
     return out
 
 
-def test_answers_match_kafka(ours: Broker, kafka41: Kafka41) -> None:
+def test_answers_match_kafka(ours: Broker, kafka41: ReferenceKafka) -> None:
     assert _answers(ours.bootstrap_servers) == _answers(kafka41.bootstrap_servers)

@@ -17,6 +17,15 @@ from kafkacompat.testing import Broker
 pytest.importorskip("pyspark", reason="PySpark is installed by tests/run.sh (pip install '.[test]')")
 pytest.importorskip("pyarrow", reason="pyarrow is installed by tests/run.sh (pip install '.[test]')")
 
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test here starts a JVM (Spark) and takes tens of seconds: not in the quick subset."""
+    here = pathlib.Path(__file__).resolve().parent
+    for item in items:
+        if here in pathlib.Path(str(item.path)).resolve().parents:
+            item.add_marker(pytest.mark.slow)
+
+
 REPO = pathlib.Path(__file__).resolve().parents[2]
 STREAM = "/apps/iot/oilpump_metrics"
 PARTITIONLET = 8 * 1024

@@ -1,0 +1,96 @@
+"""One leader per partition, recorded in kc_partition_leaders with an epoch that only goes up.
+
+Who should lead is a pure function of the live node ids and the partition
+(`preferred_leader`), so every broker computes the same spread. Changing a
+row is always one conditional UPDATE (`... WHERE leader = old AND epoch =
+old`), so when two brokers race for the same move exactly one wins and the
+epoch goes up by one. Moves happen in two ways:
+
+* a leader whose lease lapsed: any live broker moves its partitions to
+  their preferred live leader;
+* a live leader that is no longer preferred (a broker joined): the leader
+  itself stops serving the partition, then hands the row on — so two
+  brokers never serve one partition at once on a planned move.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import zlib
+from collections.abc import Iterable, Sequence
+
+import asyncpg
+
+from .membership import PartitionKey
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class LeaderRow:
+    leader: int
+    epoch: int
+
+
+def preferred_leader(node_ids: Sequence[int], key: PartitionKey) -> int:
+    """The live broker that should lead `key`: partitions of a topic go round the brokers,
+    each topic starting at a place set by its name, as Kafka's replica placement spreads them."""
+    stream, topic, index = key
+    start = zlib.crc32(f"{stream}\0{topic}".encode())
+    return node_ids[(start + index) % len(node_ids)]
+
+
+async def read_leaders(conn: asyncpg.Connection) -> dict[PartitionKey, LeaderRow]:
+    rows = await conn.fetch("SELECT stream, topic, partition, leader, epoch FROM kc_partition_leaders")
+    return {(r["stream"], r["topic"], r["partition"]): LeaderRow(r["leader"], r["epoch"]) for r in rows}
+
+
+async def add_missing(conn: asyncpg.Connection, rows: dict[PartitionKey, int]) -> None:
+    """Rows for partitions nobody leads yet (new topics), at epoch 0; a row another broker wrote first wins."""
+    if not rows:
+        return
+    keys = list(rows)
+    await conn.execute(
+        """INSERT INTO kc_partition_leaders (stream, topic, partition, leader, epoch)
+           SELECT s, t, p, l, 0 FROM unnest($1::text[], $2::text[], $3::int[], $4::int[]) AS u(s, t, p, l)
+           ON CONFLICT DO NOTHING""",
+        [k[0] for k in keys], [k[1] for k in keys], [k[2] for k in keys], [rows[k] for k in keys],
+    )
+
+
+async def move(conn: asyncpg.Connection, moves: Iterable[tuple[PartitionKey, LeaderRow, int]]) -> int:
+    """Move each (key, row as read, new leader) unless the row changed since it was read; returns how many moved."""
+    moves = list(moves)
+    if not moves:
+        return 0
+    result = await conn.execute(
+        """UPDATE kc_partition_leaders AS l SET leader = u.new_leader, epoch = l.epoch + 1
+           FROM unnest($1::text[], $2::text[], $3::int[], $4::int[], $5::int[], $6::int[])
+                AS u(s, t, p, old_leader, old_epoch, new_leader)
+           WHERE l.stream = u.s AND l.topic = u.t AND l.partition = u.p
+             AND l.leader = u.old_leader AND l.epoch = u.old_epoch""",
+        [k[0] for k, _, _ in moves], [k[1] for k, _, _ in moves], [k[2] for k, _, _ in moves],
+        [r.leader for _, r, _ in moves], [r.epoch for _, r, _ in moves], [n for _, _, n in moves],
+    )
+    return int(result.rsplit(" ", 1)[-1])
+
+
+def plan(
+    me: int, live: Sequence[int], known: Iterable[PartitionKey], rows: dict[PartitionKey, LeaderRow]
+) -> tuple[dict[PartitionKey, int], list[tuple[PartitionKey, LeaderRow, int]]]:
+    """What this broker should write: (rows to add, moves). Pure, so tests can check the spread.
+
+    Moves are those of partitions whose leader is not live (anyone may
+    make them) and those this broker leads but should not (only it may).
+    """
+    missing: dict[PartitionKey, int] = {}
+    moves: list[tuple[PartitionKey, LeaderRow, int]] = []
+    if not live:
+        return missing, moves
+    alive = set(live)
+    for key in known:
+        want = preferred_leader(live, key)
+        row = rows.get(key)
+        if row is None:
+            missing[key] = want
+        elif row.leader != want and (row.leader not in alive or row.leader == me):
+            moves.append((key, row, want))
+    return missing, moves

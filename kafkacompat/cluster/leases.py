@@ -1,0 +1,119 @@
+"""Broker leases in PostgreSQL: a broker is live while its row's lease_until is in the future.
+
+Every time is the database's clock (now()), so brokers on hosts whose
+clocks disagree still agree on who is live. A broker renews its lease every
+heartbeat; one that stops renewing (killed, paused, cut off) drops out of
+the live list `lease` after its last renewal. Its own process counts the
+same lease on its monotonic clock from before it sent the renewal, so it
+stops acting as a leader no later than the others stop counting it live.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+
+import asyncpg
+
+from .membership import ClusterError, Member
+
+log = logging.getLogger(__name__)
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS kc_brokers (
+    node_id      integer PRIMARY KEY,
+    host         text NOT NULL,
+    port         integer NOT NULL,
+    incarnation  uuid NOT NULL,
+    lease_until  timestamptz NOT NULL
+);
+CREATE TABLE IF NOT EXISTS kc_partition_leaders (
+    stream     text NOT NULL,
+    topic      text NOT NULL,
+    partition  integer NOT NULL,
+    leader     integer NOT NULL,
+    epoch      integer NOT NULL,
+    PRIMARY KEY (stream, topic, partition)
+);
+"""
+_SCHEMA_LOCK = 0x6B63_636C  # pg_advisory_xact_lock key: brokers starting together create the tables once
+
+
+class NodeIdTaken(ClusterError):
+    """Another live broker is registered under this node id."""
+
+
+async def create_schema(conn: asyncpg.Connection) -> None:
+    async with conn.transaction():
+        await conn.execute("SELECT pg_advisory_xact_lock($1)", _SCHEMA_LOCK)
+        await conn.execute(SCHEMA)
+
+
+class BrokerLease:
+    """This broker's row in kc_brokers: registered once, renewed every heartbeat."""
+
+    def __init__(self, me: Member, lease_ms: int) -> None:
+        self.me = me
+        self.lease_ms = lease_ms
+        self.incarnation = uuid.uuid4()  # tells this process's registration from an earlier one's
+        self.valid_until = 0.0  # time.monotonic() after which this broker must not act as leader
+
+    async def register(self, conn: asyncpg.Connection, wait_s: float) -> None:
+        """Take the node id; waits up to `wait_s` for an earlier holder's lease to lapse (a restart after kill -9)."""
+        deadline = time.monotonic() + wait_s
+        while True:
+            sent = time.monotonic()
+            row = await conn.fetchrow(
+                """INSERT INTO kc_brokers (node_id, host, port, incarnation, lease_until)
+                   VALUES ($1, $2, $3, $4, now() + make_interval(secs => $5::float8 / 1000))
+                   ON CONFLICT (node_id) DO UPDATE
+                     SET host = excluded.host, port = excluded.port,
+                         incarnation = excluded.incarnation, lease_until = excluded.lease_until
+                     WHERE kc_brokers.lease_until < now()
+                   RETURNING node_id""",
+                self.me.node_id, self.me.host, self.me.port, self.incarnation, self.lease_ms,
+            )
+            if row is not None:
+                self.valid_until = sent + self.lease_ms / 1000
+                log.info("registered broker %d at %s:%d (lease %d ms)", self.me.node_id, self.me.host,
+                         self.me.port, self.lease_ms)
+                return
+            holder = await conn.fetchrow(
+                "SELECT host, port, extract(epoch FROM lease_until - now()) AS left_s FROM kc_brokers "
+                "WHERE node_id = $1", self.me.node_id)
+            if time.monotonic() >= deadline:
+                where = f" at {holder['host']}:{holder['port']}" if holder else ""
+                raise NodeIdTaken(f"node id {self.me.node_id} is held by a live broker{where}; "
+                                  "give each broker its own --node-id")
+            left = float(holder["left_s"]) if holder else 0.1
+            await asyncio.sleep(min(max(left, 0.05), max(deadline - time.monotonic(), 0.05)))
+
+    async def renew(self, conn: asyncpg.Connection) -> bool:
+        """Extend the lease; False when this registration was lost (the lease lapsed and the id was taken)."""
+        sent = time.monotonic()
+        renewed = await conn.fetchval(
+            """UPDATE kc_brokers SET lease_until = now() + make_interval(secs => $3::float8 / 1000)
+               WHERE node_id = $1 AND incarnation = $2 AND lease_until > now() RETURNING true""",
+            self.me.node_id, self.incarnation, self.lease_ms,
+        )
+        if renewed:
+            self.valid_until = sent + self.lease_ms / 1000
+            return True
+        self.valid_until = 0.0
+        return False
+
+    def valid(self) -> bool:
+        return time.monotonic() < self.valid_until
+
+    async def release(self, conn: asyncpg.Connection) -> None:
+        """Leave at once (a clean stop), so the others take this broker's partitions at their next heartbeat."""
+        self.valid_until = 0.0
+        await conn.execute("DELETE FROM kc_brokers WHERE node_id = $1 AND incarnation = $2",
+                           self.me.node_id, self.incarnation)
+
+
+async def live_members(conn: asyncpg.Connection) -> list[Member]:
+    rows = await conn.fetch("SELECT node_id, host, port FROM kc_brokers WHERE lease_until > now() ORDER BY node_id")
+    return [Member(r["node_id"], r["host"], r["port"]) for r in rows]

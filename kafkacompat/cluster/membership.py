@@ -1,0 +1,145 @@
+"""What the broker asks about the cluster: live brokers, the controller, partition leaders.
+
+Handlers never talk to PostgreSQL: they read a `ClusterView`, a cached
+picture the view's own background task keeps fresh. `SingleNode` is the
+broker alone (the default: every existing behaviour unchanged);
+`PostgresCluster` (postgres_cluster.py) is many brokers sharing a database.
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+from collections.abc import Awaitable, Callable, Iterable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..config import BrokerConfig
+
+PartitionKey = tuple[str, str, int]  # (stream, topic, partition), as the producer state keys partitions
+
+
+class ClusterError(RuntimeError):
+    """This broker cannot join its cluster; the message names the cause and the fix."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True, order=True)
+class Member:
+    """One live broker as clients are told to reach it."""
+
+    node_id: int
+    host: str
+    port: int
+
+
+def java_string_hash(text: str) -> int:
+    """Java's String.hashCode (over UTF-16 code units), which Kafka hashes group ids with."""
+    h = 0
+    data = text.encode("utf-16-be")
+    for i in range(0, len(data), 2):
+        h = (31 * h + (data[i] << 8 | data[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h >= 1 << 31 else h
+
+
+def coordinator_partition(key: str, partitions: int) -> int:
+    """The __consumer_offsets partition whose leader coordinates `key`, as Kafka's
+    GroupCoordinator picks it: Utils.abs(key.hashCode) % partitions."""
+    h = java_string_hash(key)
+    return (0 if h == -(1 << 31) else abs(h)) % partitions
+
+
+async def _nothing(key: PartitionKey) -> None:
+    return None
+
+
+class ClusterView(abc.ABC):
+    """The broker's picture of its cluster; every method is a cheap, synchronous read."""
+
+    def __init__(self, me: Member) -> None:
+        self.me = me
+        # awaited with a partition key when this broker becomes its leader, before it serves it
+        # (the broker reads the partition's offsets afresh and rebuilds producer state from the log)
+        self.on_leadership_gained: Callable[[PartitionKey], Awaitable[None]] = _nothing
+
+    @abc.abstractmethod
+    async def start(self) -> None:
+        """Join the cluster; returns once this broker is registered and has a first picture."""
+
+    @abc.abstractmethod
+    async def close(self) -> None:
+        """Leave the cluster: give up leadership and the broker's lease at once."""
+
+    @abc.abstractmethod
+    def live(self) -> list[Member]:
+        """Live brokers, ordered by node id."""
+
+    @property
+    def controller_id(self) -> int:
+        """The lowest live node id: deterministic, so every broker names the same one."""
+        members = self.live()
+        return members[0].node_id if members else self.me.node_id
+
+    @abc.abstractmethod
+    def leader_of(self, key: PartitionKey) -> tuple[int, int] | None:
+        """(leader node id, leader epoch), or None while the partition has no live leader.
+
+        SingleNode answers epoch -1: the caller then takes the store's own epoch.
+        """
+
+    async def settle(self, keys: Iterable[PartitionKey]) -> None:
+        """Return once every key has a leader row (a topic just created gets its leaders before
+        Metadata answers, instead of LEADER_NOT_AVAILABLE until the next heartbeat)."""
+        return None
+
+    def leads(self, key: PartitionKey) -> bool:
+        """Whether this broker may serve produce and fetch for the partition now."""
+        found = self.leader_of(key)
+        return found is not None and found[0] == self.me.node_id
+
+    def member(self, node_id: int) -> Member | None:
+        for member in self.live():
+            if member.node_id == node_id:
+                return member
+        return None
+
+
+class SingleNode(ClusterView):
+    """The broker alone: it is every partition's leader and the controller."""
+
+    async def start(self) -> None:
+        return None
+
+    async def close(self) -> None:
+        return None
+
+    def live(self) -> list[Member]:
+        return [self.me]
+
+    def leader_of(self, key: PartitionKey) -> tuple[int, int] | None:
+        return self.me.node_id, -1
+
+    def leads(self, key: PartitionKey) -> bool:
+        return True
+
+
+def cluster_url(config: "BrokerConfig") -> str | None:
+    """The PostgreSQL database brokers meet in: --cluster-url, else the store's when it is PostgreSQL."""
+    if config.cluster_url:
+        return config.cluster_url
+    store = config.store_url
+    return store if store.startswith(("postgresql://", "postgres://")) else None
+
+
+def open_cluster_view(
+    config: "BrokerConfig", me: Member, partitions: Callable[[], Iterable[PartitionKey]]
+) -> ClusterView:
+    """SingleNode unless the broker is given a PostgreSQL database to share."""
+    url = cluster_url(config)
+    if url is None:
+        return SingleNode(me)
+    try:
+        from .postgres_cluster import PostgresCluster  # asyncpg is loaded only for a cluster
+    except ImportError as exc:
+        raise ClusterError(f"a cluster in PostgreSQL needs asyncpg ({exc}): pip install 'kafkacompat[cloud]'") from exc
+
+    return PostgresCluster(me, url, partitions, config.cluster_lease_ms, config.cluster_heartbeat_ms)

@@ -1,0 +1,77 @@
+"""Broker processes that form one cluster over a shared PostgreSQL store (tests, benchmark).
+
+Each broker is a `ClusterProcess` (a real `python -m kafkacompat serve`, so
+kill -9 means what it says) with its own --node-id; all share the store
+arguments given and the AWS_* variables of os.environ.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import tempfile
+import time
+from collections.abc import Sequence
+
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient
+
+from .cluster_process import ClusterProcess
+
+
+def broker_process(node_id: int, store_args: Sequence[str], cluster_name: str = "scaleout") -> ClusterProcess:
+    """Broker `node_id` of a cluster; its --data-dir is unused by a postgresql:// store but must exist."""
+    data_dir = tempfile.mkdtemp(prefix=f"kafkacompat-broker{node_id}-")
+    return ClusterProcess(cluster_name, data_dir, "--node-id", str(node_id), *store_args)
+
+
+class BrokerCluster:
+    """Brokers 1..n sharing `store_args` (--store and --object-store, or --cluster-url)."""
+
+    def __init__(self, count: int, store_args: Sequence[str]) -> None:
+        self.brokers = [broker_process(node_id, store_args) for node_id in range(1, count + 1)]
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(b.bootstrap for b in self.brokers)
+
+    def broker(self, node_id: int) -> ClusterProcess:
+        return self.brokers[node_id - 1]
+
+    def start(self) -> "BrokerCluster":
+        """Start every broker side by side (each waits for the database, not for the others)."""
+        try:
+            with concurrent.futures.ThreadPoolExecutor(len(self.brokers)) as pool:
+                for started in [pool.submit(b.start) for b in self.brokers]:
+                    started.result()
+            self.wait_formed()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def wait_formed(self, timeout: float = 30) -> None:
+        """Return once every broker's Metadata lists them all: each learns of the others at its
+        next heartbeat, so a broker listening is not yet a broker that knows its peers."""
+        want = set(range(1, len(self.brokers) + 1))
+        deadline = time.monotonic() + timeout
+        for broker in self.brokers:
+            admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+            while True:
+                try:
+                    if set(admin.list_topics(timeout=5).brokers) == want:
+                        break
+                except KafkaException:
+                    pass
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"broker at {broker.bootstrap} does not list brokers {sorted(want)}")
+                time.sleep(0.05)
+
+    def stop(self) -> None:
+        for broker in self.brokers:
+            broker.close()
+
+    def __enter__(self) -> "BrokerCluster":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -1,0 +1,182 @@
+"""A partition of the cloud engine: offsets and the batch index in PostgreSQL, bytes in objects.
+
+The high watermark, log start and leader epoch kept here are this process's
+view; the database holds the truth and NOTIFY keeps every broker's view
+current (a read past the local high watermark asks the database before
+answering OFFSET_OUT_OF_RANGE). A short index of the newest batches is
+kept in memory so consumers at the tail need no database round trip.
+"""
+
+from __future__ import annotations
+
+import bisect
+from typing import TYPE_CHECKING
+
+from .. import batch_format as bf
+from ..api import AppendResult, PartitionletInfo, TimestampHit
+from ..errors import OffsetOutOfRangeError
+from ..namespace import TopicState
+from ..partition_base import PartitionBase
+
+if TYPE_CHECKING:
+    from .store import CloudStore
+
+# (base offset, last offset, object id, position, length, epoch, max timestamp)
+Entry = tuple[int, int, int, int, int, int, int]
+TAIL_ENTRIES = 2048  # batches of the tail index kept in memory per partition
+READ_ROWS = 500  # index rows one read asks the database for
+
+
+class CloudPartition(PartitionBase):
+    def __init__(self, store: "CloudStore", topic: TopicState, index: int, row: list[int]) -> None:
+        pid, next_offset, log_start, epoch = row
+        super().__init__(f"{topic.stream.path}:{topic.name}/{index}", max(epoch, store.epoch),
+                         store.record_timestamps)
+        self._store = store
+        self._topic = topic
+        self.pid = pid
+        self._hw = next_offset
+        self._log_start = log_start
+        self._tail: list[Entry] = []  # contiguous batches ending at or below the high watermark
+        self._tail_bases: list[int] = []
+
+    # views from elsewhere -----------------------------------------------------------
+
+    def moved(self, next_offset: int, log_start: int, epoch: int) -> None:
+        """The database says the partition moved (our commit, another broker's, retention)."""
+        if next_offset > self._hw:
+            self._hw = next_offset
+        if log_start > self._log_start:
+            self._log_start = log_start
+            self._trim_tail(log_start)
+        if epoch > self._leader_epoch:
+            self._leader_epoch = epoch
+        self._wake()
+
+    def committed(self, object_id: int, key: str, base: int, count: int, epoch: int, position: int,
+                  data: memoryview, max_ts: int) -> None:
+        """One of our batches got offsets [base, base + count)."""
+        self._store.object_keys[object_id] = key
+        self._store.cache.put(object_id, position, data)
+        entry = (base, base + count - 1, object_id, position, len(data), epoch, max_ts)
+        if self._tail and self._tail[-1][1] + 1 != base:
+            self._tail, self._tail_bases = [], []
+        self._tail.append(entry)
+        self._tail_bases.append(base)
+        if len(self._tail) > TAIL_ENTRIES:
+            del self._tail[:TAIL_ENTRIES // 2], self._tail_bases[:TAIL_ENTRIES // 2]
+        self.moved(base + count, self._log_start, epoch)
+
+    def _trim_tail(self, log_start: int) -> None:
+        cut = 0
+        while cut < len(self._tail) and self._tail[cut][1] < log_start:
+            cut += 1
+        if cut:
+            del self._tail[:cut], self._tail_bases[:cut]
+
+    # the Partition interface ----------------------------------------------------------
+
+    async def append(self, batch: bytes | bytearray | memoryview, record_count: int) -> AppendResult:
+        self._check_open()
+        view = memoryview(batch).cast("B")
+        _length, max_ts = bf.check_append(view, record_count)
+        return await self._store.writer.submit(self, bytes(view), record_count, max_ts)
+
+    async def refresh(self) -> None:
+        await self._store.refresh_partitions([self])
+
+    async def wait_durable(self, offset: int) -> None:
+        return None  # append answers after the database commit: nothing is pending
+
+    async def _check_offset(self, offset: int) -> None:
+        if self._log_start <= offset <= self._hw:
+            return
+        await self._store.refresh_partitions([self])
+        if not self._log_start <= offset <= self._hw:
+            raise OffsetOutOfRangeError(
+                f"offset {offset} is outside [{self._log_start}, {self._hw}] of {self.name}"
+            )
+
+    async def read(self, offset: int, max_bytes: int) -> bytes | memoryview:
+        self._check_open()
+        await self._check_offset(offset)
+        if offset == self._hw:
+            return b""
+        entries = self._from_tail(offset, max_bytes)
+        if not entries:
+            entries = await self._store.index_rows(self.pid, offset, READ_ROWS)
+            if not entries:  # retention moved the start meanwhile
+                await self._check_offset(offset)
+                return b""
+        chosen = [entries[0]]
+        total = entries[0][4]
+        for entry in entries[1:]:
+            if total + entry[4] > max_bytes:
+                break
+            chosen.append(entry)
+            total += entry[4]
+        return await self._store.batch_bytes(chosen)
+
+    def _from_tail(self, offset: int, max_bytes: int) -> list[Entry]:
+        if not self._tail or offset < self._tail[0][0] or offset > self._tail[-1][1]:
+            return []
+        i = bisect.bisect_right(self._tail_bases, offset) - 1
+        out, total = [], 0
+        for entry in self._tail[i:]:
+            if out and total + entry[4] > max_bytes:
+                break
+            out.append(entry)
+            total += entry[4]
+        return out
+
+    async def offset_for_timestamp(self, timestamp: int) -> TimestampHit | None:
+        self._check_open()
+        after = self._log_start
+        while True:
+            rows = await self._store.rows_by_timestamp(self.pid, timestamp, after)
+            if not rows:
+                return None
+            for entry in rows:
+                data = await self._store.batch_bytes([entry])
+                header = bf.parse_header(data)
+                hit = self._first_at_or_after(data, entry[0], entry[1], entry[6], header.log_append_time,
+                                              timestamp, self._log_start)
+                if hit is not None:
+                    return hit
+                after = entry[1] + 1
+
+    async def max_timestamp(self) -> TimestampHit | None:
+        self._check_open()
+        entry = await self._store.row_of_max_timestamp(self.pid)
+        if entry is None:
+            return None
+        data = await self._store.batch_bytes([entry])
+        header = bf.parse_header(data)
+        return self._offset_of_max(data, entry[0], entry[1], entry[6], header.log_append_time, self._log_start)
+
+    async def delete_records(self, before_offset: int) -> int:
+        self._check_open()
+        if before_offset == -1:
+            await self._store.refresh_partitions([self])
+            before_offset = self._hw
+        if before_offset < 0:
+            raise OffsetOutOfRangeError(f"cannot delete records below {before_offset} of {self.name}")
+        start = await self._store.advance_start(self.pid, before_offset)
+        if start is None:
+            await self._store.refresh_partitions([self])
+            raise OffsetOutOfRangeError(f"cannot delete records below {before_offset}: {self.name} ends at {self._hw}")
+        self.moved(self._hw, start, self._leader_epoch)
+        return self._log_start
+
+    async def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        self._check_open()
+        self._epochs = await self._store.epochs(self.pid)
+        if self._leader_epoch > (self._epochs[-1][0] if self._epochs else -1):
+            self._note_epoch(self._leader_epoch, self._hw)  # the epoch we lead in, before its first batch
+        return await super().end_offset_for_epoch(epoch)
+
+    async def partitionlets(self) -> list[PartitionletInfo]:
+        size, max_ts = await self._store.partition_size(self.pid)
+        if not size:
+            return []
+        return [PartitionletInfo(self._log_start, self._hw, size, self._store.data_dirs()[0], False, max_ts)]

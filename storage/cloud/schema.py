@@ -1,0 +1,188 @@
+"""The PostgreSQL schema of the cloud engine, created or migrated on open.
+
+Every table is prefixed `kc_` so the engine can share a database with
+other applications. `kc_meta.schema_version` says which of MIGRATIONS ran;
+opening runs the missing ones under an advisory lock, so brokers starting
+together migrate once.
+
+The write path is one function call, `kc_commit`: it records an uploaded
+object and assigns offsets to its batches in one transaction, locking the
+partitions it touches in id order (two brokers committing overlapping sets
+cannot deadlock). Calling it again with the same object key returns the
+offsets the first call assigned, so a commit whose answer was lost on the
+network is retried without assigning offsets twice.
+"""
+
+from __future__ import annotations
+
+SCHEMA_LOCK = 0x6B63_7363  # advisory lock id: "kcsc"
+DATA_CHANNEL = "kc_data"  # NOTIFY: partitions' high watermarks and log starts moved
+NAMESPACE_CHANNEL = "kc_namespace"  # NOTIFY: a stream, topic, cursor group, state table or setting changed
+
+_V1 = r"""
+CREATE TABLE IF NOT EXISTS kc_meta (
+    one boolean PRIMARY KEY DEFAULT true CHECK (one),
+    schema_version int NOT NULL,
+    store_id uuid NOT NULL,
+    epoch int NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS kc_settings (key text PRIMARY KEY, value text NOT NULL);
+CREATE TABLE IF NOT EXISTS kc_streams (
+    path text PRIMARY KEY,
+    policy jsonb NOT NULL,
+    created_ms bigint NOT NULL
+);
+CREATE TABLE IF NOT EXISTS kc_topics (
+    id uuid PRIMARY KEY,
+    stream text NOT NULL REFERENCES kc_streams(path) ON DELETE CASCADE,
+    name text NOT NULL,
+    partitions int NOT NULL,
+    configs jsonb NOT NULL,
+    created_ms bigint NOT NULL,
+    UNIQUE (stream, name)
+);
+CREATE TABLE IF NOT EXISTS kc_partitions (
+    id bigserial PRIMARY KEY,
+    topic_id uuid NOT NULL REFERENCES kc_topics(id) ON DELETE CASCADE,
+    idx int NOT NULL,
+    next_offset bigint NOT NULL DEFAULT 0,
+    log_start bigint NOT NULL DEFAULT 0,
+    leader_epoch int NOT NULL DEFAULT 0,
+    UNIQUE (topic_id, idx)
+);
+CREATE TABLE IF NOT EXISTS kc_epochs (
+    pid bigint NOT NULL REFERENCES kc_partitions(id) ON DELETE CASCADE,
+    epoch int NOT NULL,
+    start_offset bigint NOT NULL,
+    PRIMARY KEY (pid, epoch)
+);
+CREATE TABLE IF NOT EXISTS kc_objects (
+    id bigserial PRIMARY KEY,
+    key text NOT NULL UNIQUE,
+    size bigint NOT NULL,
+    created_ms bigint NOT NULL,
+    unreferenced_ms bigint
+);
+CREATE TABLE IF NOT EXISTS kc_batches (
+    pid bigint NOT NULL REFERENCES kc_partitions(id) ON DELETE CASCADE,
+    base_offset bigint NOT NULL,
+    last_offset bigint NOT NULL,
+    object_id bigint NOT NULL REFERENCES kc_objects(id),
+    position bigint NOT NULL,
+    length int NOT NULL,
+    max_ts bigint NOT NULL,
+    epoch int NOT NULL,
+    PRIMARY KEY (pid, base_offset)
+);
+CREATE INDEX IF NOT EXISTS kc_batches_object ON kc_batches (object_id);
+CREATE TABLE IF NOT EXISTS kc_cursors (
+    stream text NOT NULL REFERENCES kc_streams(path) ON DELETE CASCADE,
+    grp text NOT NULL,
+    topic text NOT NULL,
+    part int NOT NULL,
+    "offset" bigint NOT NULL,
+    leader_epoch int NOT NULL,
+    metadata text NOT NULL,
+    commit_ms bigint NOT NULL,
+    PRIMARY KEY (stream, grp, topic, part)
+);
+CREATE TABLE IF NOT EXISTS kc_state (
+    stream text NOT NULL REFERENCES kc_streams(path) ON DELETE CASCADE,
+    tbl text NOT NULL,
+    key text NOT NULL,
+    value jsonb NOT NULL,
+    PRIMARY KEY (stream, tbl, key)
+);
+
+CREATE OR REPLACE FUNCTION kc_now_ms() RETURNS bigint LANGUAGE sql AS
+$$ SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint $$;
+
+-- Record one uploaded object and give its batches offsets, in one transaction.
+-- Returns one row per batch, in the order given: its base offset and leader
+-- epoch, or -1 when the partition no longer exists (topic deleted meanwhile).
+CREATE OR REPLACE FUNCTION kc_commit(
+    p_origin text, p_key text, p_size bigint, p_epoch int,
+    p_pids bigint[], p_counts int[], p_pos bigint[], p_lens int[], p_maxts bigint[]
+) RETURNS TABLE (object_id bigint, base bigint, epoch int) LANGUAGE plpgsql AS $$
+DECLARE
+    obj bigint;
+    i int;
+    nxt bigint;
+    old_epoch int;
+    ep int;
+    payload text;
+BEGIN
+    SELECT o.id INTO obj FROM kc_objects o WHERE o.key = p_key;
+    IF FOUND THEN  -- a retried commit: answer what the first one assigned
+        FOR i IN 1 .. coalesce(array_length(p_pids, 1), 0) LOOP
+            SELECT b.base_offset, b.epoch INTO nxt, ep FROM kc_batches b
+                WHERE b.object_id = obj AND b.position = p_pos[i];
+            object_id := obj; base := coalesce(nxt, -1); epoch := coalesce(ep, -1);
+            RETURN NEXT;
+        END LOOP;
+        RETURN;
+    END IF;
+    INSERT INTO kc_objects (key, size, created_ms) VALUES (p_key, p_size, kc_now_ms()) RETURNING id INTO obj;
+    PERFORM 1 FROM kc_partitions p WHERE p.id = ANY (p_pids) ORDER BY p.id FOR UPDATE;
+    FOR i IN 1 .. coalesce(array_length(p_pids, 1), 0) LOOP
+        SELECT p.next_offset, p.leader_epoch INTO nxt, old_epoch FROM kc_partitions p WHERE p.id = p_pids[i];
+        IF NOT FOUND THEN
+            object_id := obj; base := -1; epoch := -1;
+            RETURN NEXT;
+            CONTINUE;
+        END IF;
+        ep := greatest(old_epoch, p_epoch);
+        IF ep > old_epoch THEN
+            INSERT INTO kc_epochs VALUES (p_pids[i], ep, nxt) ON CONFLICT DO NOTHING;
+        END IF;
+        UPDATE kc_partitions p SET next_offset = nxt + p_counts[i], leader_epoch = ep WHERE p.id = p_pids[i];
+        INSERT INTO kc_batches VALUES (p_pids[i], nxt, nxt + p_counts[i] - 1, obj, p_pos[i], p_lens[i], p_maxts[i], ep);
+        object_id := obj; base := nxt; epoch := ep;
+        RETURN NEXT;
+    END LOOP;
+    SELECT string_agg(p.id || ':' || p.next_offset || ':' || p.log_start || ':' || p.leader_epoch, ',')
+        INTO payload FROM kc_partitions p WHERE p.id = ANY (p_pids);
+    PERFORM kc_notify_data(p_origin, payload);
+END $$;
+
+-- Tell every broker that partitions moved; a payload too long for NOTIFY
+-- becomes '*' (reload every open partition).
+CREATE OR REPLACE FUNCTION kc_notify_data(p_origin text, p_payload text) RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    IF p_payload IS NULL THEN
+        RETURN;
+    END IF;
+    IF length(p_payload) > 7000 THEN
+        p_payload := '*';
+    END IF;
+    PERFORM pg_notify('kc_data', p_origin || ' ' || p_payload);
+END $$;
+
+-- Move a partition's log start up to p_start (never down, never past its end)
+-- and drop the batches wholly below it. Returns the log start, or NULL when
+-- p_start is past the end (nothing changes).
+CREATE OR REPLACE FUNCTION kc_advance_start(p_origin text, p_pid bigint, p_start bigint)
+RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE
+    nxt bigint;
+    cur bigint;
+    ep int;
+BEGIN
+    SELECT p.next_offset, p.log_start, p.leader_epoch INTO nxt, cur, ep FROM kc_partitions p
+        WHERE p.id = p_pid FOR UPDATE;
+    IF NOT FOUND OR p_start > nxt THEN
+        RETURN NULL;
+    END IF;
+    IF p_start > cur THEN
+        UPDATE kc_partitions SET log_start = p_start WHERE id = p_pid;
+        DELETE FROM kc_batches WHERE pid = p_pid AND last_offset < p_start;
+        DELETE FROM kc_epochs e WHERE e.pid = p_pid AND e.start_offset < p_start
+            AND EXISTS (SELECT 1 FROM kc_epochs l WHERE l.pid = p_pid AND l.epoch > e.epoch AND l.start_offset <= p_start);
+        cur := p_start;
+        PERFORM kc_notify_data(p_origin, p_pid || ':' || nxt || ':' || cur || ':' || ep);
+    END IF;
+    RETURN cur;
+END $$;
+"""
+
+MIGRATIONS: list[str] = [_V1]

@@ -1,0 +1,682 @@
+"""The cloud engine: metadata in PostgreSQL, partition data as immutable objects in S3.
+
+Any number of processes may open one such store at once (brokers of one
+cluster): the database is the single source of truth and assigns offsets;
+each process keeps the namespace in memory, as the other engines do, and
+keeps it current from PostgreSQL's LISTEN/NOTIFY (channel kc_namespace for
+streams, topics, cursors, state tables and settings; kc_data for high
+watermarks and log starts). See DESIGN.md beside this file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import logging
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from .. import batch_format as bf
+from ..api import Cursor, FsyncPolicy, PermissionEntries, StreamPolicy, TopicInfo
+from ..errors import StorageError, StorageUnavailableError, StreamExistsError, TopicExistsError
+from ..namespace import NamespaceStore, StreamState, TopicState, now_ms
+from ..partition_base import RecordTimestamps
+from . import schema
+from .objects import BatchCache, ObjectStore
+from .partition import CloudPartition, Entry
+from .writer import Writer
+
+log = logging.getLogger(__name__)
+
+COMMIT_ATTEMPTS = 4
+GC_EVERY_PASSES = 10  # retention passes between sweeps for objects no commit recorded
+RETENTION_LOCK = 0x6B63_7274  # advisory lock: one broker runs a retention pass at a time
+
+
+def _policy_to_json(policy: StreamPolicy) -> str:
+    out = dataclasses.asdict(policy)
+    out["fsync"] = FsyncPolicy(policy.fsync).value
+    return json.dumps(out)
+
+
+def _policy_from_json(text: str) -> StreamPolicy:
+    data = json.loads(text)
+    fields = {f.name for f in dataclasses.fields(StreamPolicy)}
+    values = {k: v for k, v in data.items() if k in fields}
+    values["permissions"] = PermissionEntries(**data.get("permissions", {}))
+    values["fsync"] = FsyncPolicy(data.get("fsync", FsyncPolicy.INTERVAL.value))
+    return StreamPolicy(**values)
+
+
+class CloudStore(NamespaceStore):
+    """A store shared by brokers: `postgresql://...` for metadata, `s3://bucket/prefix` for data."""
+
+    def __init__(
+        self,
+        database_url: str,
+        object_store_url: str,
+        default_stream: str = "/default",
+        record_timestamps: RecordTimestamps | None = None,
+        *,
+        flush_ms: int = 10,
+        flush_bytes: int = 4 << 20,
+        cache_bytes: int = 64 << 20,
+        retention_check_ms: int = 60_000,
+        object_grace_ms: int = 600_000,
+    ) -> None:
+        super().__init__(default_stream)
+        self.database_url = database_url
+        self.objects = ObjectStore(object_store_url)
+        self.record_timestamps = record_timestamps
+        self.cache = BatchCache(cache_bytes)
+        self.object_keys: dict[int, str] = {}
+        self.retention_check_ms = retention_check_ms
+        self.object_grace_ms = object_grace_ms
+        self.origin = uuid.uuid4().hex[:12]  # this process, in NOTIFY payloads
+        self.epoch = 0
+        self.writer = Writer(self.objects.put, self.objects.new_key, self._commit, flush_ms, flush_bytes)
+        self._pool: Any = None
+        self._listener: Any = None
+        self._rows: dict[tuple[str, int], list[int]] = {}  # (topic id hex, index) -> [pid, next, start, epoch]
+        self._row_by_pid: dict[int, list[int]] = {}  # the same rows by partition id
+        self._by_pid: dict[int, CloudPartition] = {}
+        self._unborn: dict[tuple[str, int], CloudPartition] = {}  # opened while their topic's rows were being written
+        self._events: asyncio.Queue[tuple[str, str]] = asyncio.Queue()
+        self._tasks: list[asyncio.Task] = []
+        self._passes = 0
+
+    def data_dirs(self) -> list[str]:
+        return [self.objects.url]
+
+    # open / close ----------------------------------------------------------------
+
+    async def open(self) -> None:
+        import asyncpg
+
+        try:
+            self._pool = await asyncpg.create_pool(self.database_url, min_size=1, max_size=10,
+                                                   command_timeout=60)
+        except (OSError, asyncpg.PostgresError, asyncio.TimeoutError) as exc:
+            raise StorageError(f"cannot connect to the database {self.database_url}: {exc}") from exc
+        try:
+            await self.objects.open()
+            await self._migrate()
+            await self._listen()
+            await self._load_all()
+            try:
+                await self._ensure_default_stream()
+            except StreamExistsError:  # another broker created it just now
+                await self._sync_stream(self.default_stream)
+        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+            await self._release()
+            raise StorageError(f"cannot open the store in {self.database_url}: {exc}") from exc
+        except BaseException:
+            await self._release()
+            raise
+        loop = asyncio.get_running_loop()
+        self._tasks = [loop.create_task(self._apply_events()), loop.create_task(self._retention_loop())]
+
+    async def close(self) -> None:
+        await self.writer.close()
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        for part in self._opened_partitions():
+            part._wake()
+        await self._release()
+
+    async def _release(self) -> None:
+        if self._listener is not None:
+            try:
+                await self._listener.close(timeout=5)
+            except Exception:  # noqa: BLE001 - closing anyway
+                self._listener.terminate()
+            self._listener = None
+        if self._pool is not None:
+            try:
+                await asyncio.wait_for(self._pool.close(), 10)
+            except Exception:  # noqa: BLE001
+                self._pool.terminate()
+            self._pool = None
+        await self.objects.close()
+
+    async def _migrate(self) -> None:
+        async with self._pool.acquire() as conn:
+            async with conn.transaction():
+                await conn.execute("SELECT pg_advisory_xact_lock($1)", schema.SCHEMA_LOCK)
+                exists = await conn.fetchval("SELECT to_regclass('kc_meta') IS NOT NULL")
+                version = await conn.fetchval("SELECT schema_version FROM kc_meta") if exists else 0
+                if version > len(schema.MIGRATIONS):
+                    raise StorageError(f"the database holds schema version {version}, newer than this broker "
+                                       f"knows ({len(schema.MIGRATIONS)}): upgrade the broker")
+                for sql in schema.MIGRATIONS[version or 0:]:
+                    await conn.execute(sql)
+                if not version:
+                    await conn.execute("INSERT INTO kc_meta (schema_version, store_id) VALUES ($1, $2) "
+                                       "ON CONFLICT (one) DO NOTHING", len(schema.MIGRATIONS), uuid.uuid4())
+                await conn.execute("UPDATE kc_meta SET schema_version = $1", len(schema.MIGRATIONS))
+                row = await conn.fetchrow("UPDATE kc_meta SET epoch = epoch + 1 RETURNING store_id, epoch")
+        self.store_id, self.epoch = row["store_id"], row["epoch"]
+
+    async def _listen(self) -> None:
+        import asyncpg
+
+        self._listener = await asyncpg.connect(self.database_url)
+        await self._listener.add_listener(schema.DATA_CHANNEL, self._on_data)
+        await self._listener.add_listener(schema.NAMESPACE_CHANNEL, self._on_namespace)
+        self._listener.add_termination_listener(self._on_listener_lost)
+
+    def _on_listener_lost(self, _conn: Any) -> None:
+        if self._pool is not None:
+            self._events.put_nowait(("reconnect", ""))
+
+    # namespace loading -------------------------------------------------------------------
+
+    async def _load_all(self) -> None:
+        async with self._pool.acquire() as conn:
+            self._settings = {r["key"]: r["value"] for r in await conn.fetch("SELECT key, value FROM kc_settings")}
+            paths = [r["path"] for r in await conn.fetch("SELECT path FROM kc_streams")]
+        for path in paths:
+            await self._sync_stream(path)
+        for path in [p for p in self._streams if p not in paths]:
+            self._forget_stream(path)
+
+    async def _sync_stream(self, path: str) -> None:
+        """Make this process's view of one stream match the database."""
+        async with self._pool.acquire() as conn:
+            row = await conn.fetchrow("SELECT policy::text, created_ms FROM kc_streams WHERE path = $1", path)
+            if row is None:
+                self._forget_stream(path)
+                return
+            stream = self._streams.get(path)
+            if stream is None or stream.created_ms != row["created_ms"]:
+                if stream is not None:
+                    self._forget_stream(path)
+                stream = StreamState(path, _policy_from_json(row["policy"]), row["created_ms"])
+                self._add_loaded_stream(stream)
+            else:
+                stream.policy = _policy_from_json(row["policy"])
+                for topic in stream.topics.values():
+                    topic.forget_settings()
+            names = [r["name"] for r in await conn.fetch("SELECT name FROM kc_topics WHERE stream = $1", path)]
+            cursors = await conn.fetch('SELECT grp, topic, part, "offset", leader_epoch, metadata, commit_ms '
+                                       "FROM kc_cursors WHERE stream = $1", path)
+            state = await conn.fetch("SELECT tbl, key, value::text FROM kc_state WHERE stream = $1", path)
+        for name in names:
+            await self._sync_topic(path, name)
+        for name in [n for n in stream.topics if n not in names]:
+            self._forget_topic(stream, name)
+        stream.cursors = {}
+        for r in cursors:
+            stream.cursors.setdefault(r["grp"], {})[(r["topic"], r["part"])] = Cursor(
+                r["topic"], r["part"], r["offset"], r["leader_epoch"], r["metadata"], r["commit_ms"])
+        stream.tables = {}
+        for r in state:
+            stream.tables.setdefault(r["tbl"], {})[r["key"]] = json.loads(r["value"])
+
+    async def _sync_topic(self, path: str, name: str) -> None:
+        stream = self._streams.get(path)
+        if stream is None:
+            return
+        async with self._pool.acquire() as conn:
+            row = await conn.fetchrow("SELECT id, partitions, configs::text, created_ms FROM kc_topics "
+                                      "WHERE stream = $1 AND name = $2", path, name)
+            parts = [] if row is None else await conn.fetch(
+                "SELECT id, idx, next_offset, log_start, leader_epoch FROM kc_partitions WHERE topic_id = $1",
+                row["id"])
+        local = stream.topics.get(name)
+        if row is None:
+            if local is not None:
+                self._forget_topic(stream, name)
+            return
+        info = TopicInfo(path, name, row["id"], row["partitions"], json.loads(row["configs"]), row["created_ms"])
+        if local is not None and local.id_hex != info.topic_id.hex:
+            self._forget_topic(stream, name)
+            local = None
+        if local is None:
+            local = TopicState(stream, info)
+            self._register_topic(stream, local)
+        else:
+            local.info = info
+            local.forget_settings()
+        self._note_rows(local.id_hex, parts)
+
+    def _note_rows(self, topic_hex: str, rows: Sequence[Any]) -> None:
+        for r in rows:
+            row = [r["id"], r["next_offset"], r["log_start"], r["leader_epoch"]]
+            self._rows[(topic_hex, r["idx"])] = self._row_by_pid[r["id"]] = row
+            unborn = self._unborn.pop((topic_hex, r["idx"]), None)
+            if unborn is not None:
+                unborn.pid = r["id"]
+                self._by_pid[unborn.pid] = unborn
+            part = self._by_pid.get(r["id"])
+            if part is not None:
+                part.moved(r["next_offset"], r["log_start"], r["leader_epoch"])
+
+    def _forget_stream(self, path: str) -> None:
+        stream = self._streams.pop(path, None)
+        if stream is None:
+            return
+        for name in list(stream.topics):
+            self._forget_topic(stream, name)
+
+    def _forget_topic(self, stream: StreamState, name: str) -> None:
+        topic = stream.topics.pop(name, None)
+        if topic is not None:
+            self._drop_topic_state(topic)
+
+    def _drop_topic_state(self, topic: TopicState) -> None:
+        """Close the topic's partitions (releasing pollers) and forget its rows."""
+        self._topics_by_id.pop(topic.id_hex, None)
+        for part in (topic.partitions or {}).values():
+            self._by_pid.pop(part.pid, None)
+            part._mark_closed()
+        for key in [k for k in self._unborn if k[0] == topic.id_hex]:
+            self._unborn.pop(key)._mark_closed()
+        for key in [k for k in self._rows if k[0] == topic.id_hex]:
+            self._row_by_pid.pop(self._rows.pop(key)[0], None)
+
+    # notifications --------------------------------------------------------------------------
+
+    def _on_data(self, _conn: Any, _pid: int, _channel: str, payload: str) -> None:
+        origin, _, body = payload.partition(" ")
+        if origin == self.origin:
+            return
+        if body == "*":
+            self._events.put_nowait(("refresh", ""))
+            return
+        for item in body.split(","):
+            pid, nxt, start, epoch = (int(x) for x in item.split(":"))
+            part = self._by_pid.get(pid)
+            if part is not None:
+                part.moved(nxt, start, epoch)
+            row = self._row_by_pid.get(pid)
+            if row is not None:  # a partition opened later starts from here
+                row[1:] = [max(row[1], nxt), max(row[2], start), max(row[3], epoch)]
+
+    def _on_namespace(self, _conn: Any, _pid: int, _channel: str, payload: str) -> None:
+        event = json.loads(payload)
+        if event["o"] != self.origin:
+            self._events.put_nowait((event["k"], payload))
+
+    async def _apply_events(self) -> None:
+        """Apply other brokers' namespace changes in the order they were committed."""
+        while True:
+            kind, payload = await self._events.get()
+            try:
+                if kind == "reconnect":
+                    await self._reconnect()
+                    continue
+                if kind == "refresh":
+                    await self._refresh_rows()
+                    continue
+                event = json.loads(payload)
+                if kind == "settings":
+                    async with self._pool.acquire() as conn:
+                        rows = await conn.fetch("SELECT key, value FROM kc_settings")
+                    self._settings = {r["key"]: r["value"] for r in rows}
+                elif kind == "stream":
+                    await self._sync_stream(event["s"])
+                elif kind == "topic":
+                    await self._sync_topic(event["s"], event["t"])
+                elif kind in ("cursors", "state"):
+                    await self._sync_small(kind, event["s"], event["g"])
+            except Exception:  # noqa: BLE001 - one bad event must not stop the rest
+                log.exception("applying a change from another broker failed; reloading the namespace")
+                await asyncio.sleep(1)
+                self._events.put_nowait(("reconnect", ""))
+
+    async def _reconnect(self) -> None:
+        """The notification connection broke: listen again, then reload what may have been missed."""
+        while True:
+            try:
+                if self._listener is not None:
+                    self._listener.terminate()
+                await self._listen()
+                break
+            except Exception as exc:  # noqa: BLE001
+                log.warning("cannot listen for changes from other brokers (%s); retrying", exc)
+                await asyncio.sleep(1)
+        await self._load_all()
+        await self._refresh_rows()
+
+    async def _refresh_rows(self) -> None:
+        """Every partition's offsets from the database (after a '*' notification or a reconnect)."""
+        for r in await self._fetch("SELECT id, next_offset, log_start, leader_epoch FROM kc_partitions"):
+            row = self._row_by_pid.get(r["id"])
+            if row is not None:
+                row[1:] = [max(row[1], r["next_offset"]), max(row[2], r["log_start"]), max(row[3], r["leader_epoch"])]
+            part = self._by_pid.get(r["id"])
+            if part is not None:
+                part.moved(r["next_offset"], r["log_start"], r["leader_epoch"])
+
+    async def _sync_small(self, kind: str, path: str, name: str) -> None:
+        stream = self._streams.get(path)
+        if stream is None:
+            return
+        async with self._pool.acquire() as conn:
+            if kind == "cursors":
+                rows = await conn.fetch('SELECT topic, part, "offset", leader_epoch, metadata, commit_ms '
+                                        "FROM kc_cursors WHERE stream = $1 AND grp = $2", path, name)
+                table = {(r["topic"], r["part"]): Cursor(r["topic"], r["part"], r["offset"], r["leader_epoch"],
+                                                         r["metadata"], r["commit_ms"]) for r in rows}
+                if table:
+                    stream.cursors[name] = table
+                else:
+                    stream.cursors.pop(name, None)
+            else:
+                rows = await conn.fetch("SELECT key, value::text FROM kc_state WHERE stream = $1 AND tbl = $2",
+                                        path, name)
+                stream.tables[name] = {r["key"]: json.loads(r["value"]) for r in rows}
+
+    async def _notify(self, conn: Any, kind: str, **fields: str) -> None:
+        await conn.execute("SELECT pg_notify($1, $2)", schema.NAMESPACE_CHANNEL,
+                           json.dumps({"o": self.origin, "k": kind, **fields}))
+
+    # namespace hooks ------------------------------------------------------------------
+
+    async def _persist_settings(self, settings: dict[str, str]) -> None:
+        async with self._pool.acquire() as conn, conn.transaction():
+            await conn.execute("DELETE FROM kc_settings")
+            await conn.executemany("INSERT INTO kc_settings VALUES ($1, $2)", list(settings.items()))
+            await self._notify(conn, "settings")
+
+    async def _persist_stream(self, stream: StreamState, created: bool) -> None:
+        import asyncpg
+
+        async with self._pool.acquire() as conn, conn.transaction():
+            if created:
+                try:
+                    await conn.execute("INSERT INTO kc_streams VALUES ($1, $2::jsonb, $3)", stream.path,
+                                       _policy_to_json(stream.policy), stream.created_ms)
+                except asyncpg.UniqueViolationError:
+                    raise StreamExistsError(f"stream {stream.path!r} already exists") from None
+            else:
+                await conn.execute("UPDATE kc_streams SET policy = $2::jsonb WHERE path = $1", stream.path,
+                                   _policy_to_json(stream.policy))
+            await self._notify(conn, "stream", s=stream.path)
+
+    async def _persist_stream_deleted(self, stream: StreamState) -> None:
+        async with self._pool.acquire() as conn, conn.transaction():
+            await conn.execute("DELETE FROM kc_streams WHERE path = $1", stream.path)
+            await self._notify(conn, "stream", s=stream.path)
+        for name in list(stream.topics):
+            self._forget_topic(stream, name)
+
+    async def _persist_topics(self, stream: StreamState, topics: Sequence[TopicState]) -> None:
+        import asyncpg
+
+        async with self._pool.acquire() as conn, conn.transaction():
+            for topic in topics:
+                info = topic.info
+                try:
+                    await conn.execute(
+                        "INSERT INTO kc_topics VALUES ($1, $2, $3, $4, $5::jsonb, $6) ON CONFLICT (id) DO UPDATE "
+                        "SET partitions = EXCLUDED.partitions, configs = EXCLUDED.configs",
+                        info.topic_id, stream.path, info.name, info.partitions, json.dumps(info.configs),
+                        info.created_ms)
+                except asyncpg.UniqueViolationError:
+                    raise TopicExistsError(f"topic {info.name!r} already exists in stream {stream.path!r}") from None
+                await conn.execute("INSERT INTO kc_partitions (topic_id, idx) SELECT $1, i FROM "
+                                   "generate_series(0, $2 - 1) i ON CONFLICT DO NOTHING", info.topic_id,
+                                   info.partitions)
+                rows = await conn.fetch("SELECT id, idx, next_offset, log_start, leader_epoch FROM kc_partitions "
+                                        "WHERE topic_id = $1", info.topic_id)
+                self._note_rows(topic.id_hex, rows)
+                await self._notify(conn, "topic", s=stream.path, t=info.name)
+
+    async def _persist_topic_deleted(self, stream: StreamState, topic: TopicState) -> None:
+        async with self._pool.acquire() as conn, conn.transaction():
+            await conn.execute("DELETE FROM kc_topics WHERE id = $1", topic.info.topic_id)
+            await self._notify(conn, "topic", s=stream.path, t=topic.name)
+        self._drop_topic_state(topic)
+
+    async def _persist_cursors(
+        self, stream: StreamState, group: str, cursors: Sequence[Cursor], deleted: Sequence[tuple[str, int]]
+    ) -> None:
+        async with self._pool.acquire() as conn, conn.transaction():
+            if cursors:
+                await conn.executemany(
+                    'INSERT INTO kc_cursors VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT '
+                    '(stream, grp, topic, part) DO UPDATE SET "offset" = EXCLUDED."offset", '
+                    "leader_epoch = EXCLUDED.leader_epoch, metadata = EXCLUDED.metadata, "
+                    "commit_ms = EXCLUDED.commit_ms",
+                    [(stream.path, group, c.topic, c.partition, c.offset, c.leader_epoch, c.metadata,
+                      c.commit_time_ms) for c in cursors])
+            if deleted:
+                await conn.executemany("DELETE FROM kc_cursors WHERE stream = $1 AND grp = $2 AND topic = $3 "
+                                       "AND part = $4", [(stream.path, group, t, p) for t, p in deleted])
+            await self._notify(conn, "cursors", s=stream.path, g=group)
+
+    async def _persist_state(
+        self, stream: StreamState, table: str, records: Mapping[str, dict | None], durable: bool
+    ) -> None:
+        sets = [(stream.path, table, k, json.dumps(v)) for k, v in records.items() if v is not None]
+        gone = [(stream.path, table, k) for k, v in records.items() if v is None]
+        async with self._pool.acquire() as conn, conn.transaction():
+            if sets:
+                await conn.executemany("INSERT INTO kc_state VALUES ($1, $2, $3, $4::jsonb) ON CONFLICT "
+                                       "(stream, tbl, key) DO UPDATE SET value = EXCLUDED.value", sets)
+            if gone:
+                await conn.executemany("DELETE FROM kc_state WHERE stream = $1 AND tbl = $2 AND key = $3", gone)
+            await self._notify(conn, "state", s=stream.path, g=table)
+
+    async def _purge_topic(self, stream: StreamState, topic: TopicState) -> None:
+        async with self._pool.acquire() as conn:
+            rows = await conn.fetch("SELECT p.id, kc_advance_start($1, p.id, p.next_offset) AS start, p.next_offset "
+                                    "FROM kc_partitions p WHERE p.topic_id = $2", self.origin, topic.info.topic_id)
+        for r in rows:
+            part = self._by_pid.get(r["id"])
+            if part is not None:
+                part.moved(r["next_offset"], r["start"], 0)
+
+    def _new_partition(self, topic: TopicState, index: int) -> CloudPartition:
+        row = self._rows.get((topic.id_hex, index))
+        if row is None:  # its topic is being created by this process: empty until the rows are written
+            part = self._unborn[(topic.id_hex, index)] = CloudPartition(self, topic, index, [-1, 0, 0, 0])
+            return part
+        part = CloudPartition(self, topic, index, row)
+        self._by_pid[part.pid] = part
+        return part
+
+    # the data path --------------------------------------------------------------------------
+
+    async def _commit(self, key: str, size: int, pids: list[int], counts: list[int], positions: list[int],
+                      lengths: list[int], max_ts: list[int]) -> list[tuple[int, int, int]]:
+        """kc_commit, retried on a lost connection (a repeat returns the first call's offsets)."""
+        import asyncpg
+
+        for attempt in range(COMMIT_ATTEMPTS):
+            try:
+                async with self._pool.acquire() as conn:
+                    rows = await conn.fetch("SELECT * FROM kc_commit($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+                                            self.origin, key, size, self.epoch, pids, counts, positions, lengths,
+                                            max_ts)
+                return [(r["object_id"], r["base"], r["epoch"]) for r in rows]
+            except (OSError, asyncpg.PostgresConnectionError, asyncpg.InterfaceError,
+                    asyncpg.DeadlockDetectedError, asyncpg.SerializationError, asyncio.TimeoutError) as exc:
+                if attempt + 1 == COMMIT_ATTEMPTS:
+                    raise StorageUnavailableError(f"committing {key} to the database failed: {exc}") from exc
+                log.warning("committing %s failed (%s); retrying", key, exc)
+                await asyncio.sleep(0.05 * 2 ** attempt)
+        raise AssertionError("unreachable")
+
+    async def _fetch(self, query: str, *args: Any) -> list[Any]:
+        import asyncpg
+
+        try:
+            async with self._pool.acquire() as conn:
+                return await conn.fetch(query, *args)
+        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, asyncio.TimeoutError) as exc:
+            raise StorageUnavailableError(f"the database cannot be read: {exc}") from exc
+
+    def _entries(self, rows: list[Any]) -> list[Entry]:
+        out = []
+        for r in rows:
+            self.object_keys[r["object_id"]] = r["key"]
+            out.append((r["base_offset"], r["last_offset"], r["object_id"], r["position"], r["length"], r["epoch"],
+                        r["max_ts"]))
+        return out
+
+    _ROW = ("SELECT b.base_offset, b.last_offset, b.object_id, b.position, b.length, b.epoch, b.max_ts, o.key "
+            "FROM kc_batches b JOIN kc_objects o ON o.id = b.object_id ")
+
+    async def index_rows(self, pid: int, offset: int, limit: int) -> list[Entry]:
+        """Index rows from the batch holding `offset` on."""
+        return self._entries(await self._fetch(
+            self._ROW + "WHERE b.pid = $1 AND b.base_offset >= coalesce((SELECT max(base_offset) FROM kc_batches "
+            "WHERE pid = $1 AND base_offset <= $2), 0) AND b.last_offset >= $2 ORDER BY b.base_offset LIMIT $3",
+            pid, offset, limit))
+
+    async def rows_by_timestamp(self, pid: int, timestamp: int, after: int) -> list[Entry]:
+        return self._entries(await self._fetch(
+            self._ROW + "WHERE b.pid = $1 AND b.max_ts >= $2 AND b.last_offset >= $3 ORDER BY b.base_offset LIMIT 16",
+            pid, timestamp, after))
+
+    async def row_of_max_timestamp(self, pid: int) -> Entry | None:
+        rows = self._entries(await self._fetch(
+            self._ROW + "WHERE b.pid = $1 ORDER BY b.max_ts DESC, b.base_offset LIMIT 1", pid))
+        return rows[0] if rows else None
+
+    async def epochs(self, pid: int) -> list[tuple[int, int]]:
+        rows = await self._fetch("SELECT epoch, start_offset FROM kc_epochs WHERE pid = $1 ORDER BY epoch", pid)
+        return [(r["epoch"], r["start_offset"]) for r in rows]
+
+    async def partition_size(self, pid: int) -> tuple[int, int]:
+        rows = await self._fetch("SELECT coalesce(sum(length), 0) AS size, coalesce(max(max_ts), -1) AS ts "
+                                 "FROM kc_batches WHERE pid = $1", pid)
+        return rows[0]["size"], rows[0]["ts"]
+
+    async def advance_start(self, pid: int, start: int) -> int | None:
+        rows = await self._fetch("SELECT kc_advance_start($1, $2, $3) AS start", self.origin, pid, start)
+        return rows[0]["start"]
+
+    async def refresh_partitions(self, parts: list[CloudPartition]) -> None:
+        """Read the partitions' offsets from the database (after a missed notification, or before an error)."""
+        if not parts:
+            return
+        rows = await self._fetch("SELECT id, next_offset, log_start, leader_epoch FROM kc_partitions "
+                                 "WHERE id = ANY($1)", [p.pid for p in parts])
+        for r in rows:
+            part = self._by_pid.get(r["id"])
+            if part is not None:
+                part.moved(r["next_offset"], r["log_start"], r["leader_epoch"])
+
+    async def batch_bytes(self, entries: list[Entry]) -> bytearray:
+        """The batches of `entries` (one partition, ascending) with their offsets and epochs written in."""
+        found: dict[int, memoryview] = {}
+        misses: list[Entry] = []
+        for entry in entries:
+            data = self.cache.get(entry[2], entry[3])
+            if data is None:
+                misses.append(entry)
+            else:
+                found[entry[0]] = data
+        run: list[Entry] = []
+        for entry in misses + [None]:  # type: ignore[list-item]
+            if run and (entry is None or entry[2] != run[-1][2] or entry[3] != run[-1][3] + run[-1][4]):
+                start, end = run[0][3], run[-1][3] + run[-1][4]
+                blob = memoryview(await self.objects.get_range(self.object_keys[run[0][2]], start, end))
+                for e in run:
+                    piece = blob[e[3] - start:e[3] - start + e[4]]
+                    self.cache.put(e[2], e[3], piece)
+                    found[e[0]] = piece
+                run = []
+            if entry is not None:
+                run.append(entry)
+        out = bytearray()
+        for base, _last, _obj, _pos, length, epoch, _ts in entries:
+            at = len(out)
+            out += found[base]
+            bf.PREFIX.pack_into(out, at, base, length - bf.LOG_OVERHEAD, epoch)
+        return out
+
+    # retention and garbage collection -----------------------------------------------------
+
+    async def _retention_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.retention_check_ms / 1000)
+            try:
+                await self.enforce_retention()
+            except Exception:  # noqa: BLE001 - next pass tries again
+                log.exception("retention pass failed")
+
+    async def enforce_retention(self, now: int | None = None) -> int:
+        """Move log starts past expired or over-size batches, then delete objects nothing refers to.
+
+        Every broker runs this every `retention_check_ms`; an advisory lock
+        lets one of them do a pass at a time. Returns how many partitions moved.
+        """
+        now = now_ms() if now is None else now
+        moved = 0
+        self.activity.retention_passes += 1
+        async with self._pool.acquire() as conn:
+            if not await conn.fetchval("SELECT pg_try_advisory_lock($1)", RETENTION_LOCK):
+                return 0
+            try:
+                for stream in list(self._streams.values()):
+                    for topic in list(stream.topics.values()):
+                        settings = topic.settings
+                        if not settings.retains:
+                            continue
+                        cutoff = now - settings.ttl_ms if settings.ttl_ms > 0 else None
+                        cap = settings.retention_bytes if settings.retention_bytes >= 0 else None
+                        for index in range(topic.info.partitions):
+                            row = self._rows.get((topic.id_hex, index))
+                            if row is not None and await self._retain(conn, row[0], cutoff, cap):
+                                moved += 1
+                await self._collect(conn, now)
+            finally:
+                await conn.execute("SELECT pg_advisory_unlock($1)", RETENTION_LOCK)
+        return moved
+
+    async def _retain(self, conn: Any, pid: int, cutoff: int | None, cap: int | None) -> bool:
+        start = 0
+        if cutoff is not None:  # the first batch not yet expired, and all after it, stay
+            start = await conn.fetchval(
+                "SELECT coalesce((SELECT min(base_offset) FROM kc_batches WHERE pid = $1 AND max_ts >= $2), "
+                "(SELECT next_offset FROM kc_partitions WHERE id = $1))", pid, cutoff) or 0
+        if cap is not None:  # drop leading batches while what stays after them is still >= the cap
+            start = max(start, await conn.fetchval(
+                "SELECT coalesce(min(base_offset), 0) FROM (SELECT base_offset, length, sum(length) OVER "
+                "(ORDER BY base_offset DESC) AS suffix FROM kc_batches WHERE pid = $1) s "
+                "WHERE suffix - length < $2", pid, cap))
+        row = await conn.fetchrow("SELECT log_start, next_offset FROM kc_partitions WHERE id = $1", pid)
+        if row is None or start <= row["log_start"]:
+            return False
+        new = await conn.fetchval("SELECT kc_advance_start($1, $2, $3)", self.origin, pid, start)
+        part = self._by_pid.get(pid)
+        if part is not None and new is not None:
+            part.moved(row["next_offset"], new, 0)
+        return True
+
+    async def _collect(self, conn: Any, now: int) -> None:
+        """Delete objects no batch refers to for longer than the grace time (readers may hold their keys)."""
+        await conn.execute("UPDATE kc_objects o SET unreferenced_ms = $1 WHERE unreferenced_ms IS NULL AND NOT "
+                           "EXISTS (SELECT 1 FROM kc_batches b WHERE b.object_id = o.id)", now)
+        rows = await conn.fetch("SELECT id, key FROM kc_objects o WHERE unreferenced_ms < $1 AND NOT EXISTS "
+                                "(SELECT 1 FROM kc_batches b WHERE b.object_id = o.id)", now - self.object_grace_ms)
+        if rows:
+            await self.objects.delete([r["key"] for r in rows])
+            await conn.execute("DELETE FROM kc_objects WHERE id = ANY($1)", [r["id"] for r in rows])
+            log.info("deleted %d object(s) no longer referenced", len(rows))
+        self._passes += 1
+        if self._passes % GC_EVERY_PASSES == 1:
+            await self._sweep_orphans(conn, now)
+
+    async def _sweep_orphans(self, conn: Any, now: int) -> None:
+        """Objects uploaded whose commit never happened (a broker died between PUT and commit)."""
+        old = []
+        async for key, modified in self.objects.list_data():
+            if modified * 1000 < now - self.object_grace_ms:
+                old.append(key)
+        if not old:
+            return
+        known = {r["key"] for r in await conn.fetch("SELECT key FROM kc_objects WHERE key = ANY($1)", old)}
+        orphans = [k for k in old if k not in known]
+        if orphans:
+            await self.objects.delete(orphans)
+            log.info("deleted %d object(s) whose commit never happened", len(orphans))
+

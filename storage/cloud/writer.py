@@ -1,0 +1,140 @@
+"""The produce path: batches buffered for `flush_ms`, uploaded as one object, committed in one transaction.
+
+    append(p1, b1) ─┐
+    append(p7, b2) ─┼─> buffer ──(flush_ms or flush_bytes)──> PUT object ──> kc_commit(...) ──> offsets
+    append(p1, b3) ─┘    (this process)                      (S3, once)      (PostgreSQL, once)
+
+Inside an object a partition's batches sit next to each other, so a reader
+fetches them with one ranged GET. The object is written before any offset
+exists, so stored batches keep the producer's baseOffset field; readers
+write the assigned offset (and leader epoch) into the copy they hand out
+(both fields lie outside the CRC-32C). Appends resolve only after the
+commit: an answer to the producer means its batch is in the object store
+and its offsets are in the database.
+
+Flushes run concurrently (bounded); their commits serialise on the rows of
+the partitions they share. Offsets stay dense per partition because only
+kc_commit assigns them, under the partition row's lock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
+
+from ..api import AppendResult
+from ..errors import StorageError, StorageUnavailableError, UnknownTopicError
+from ..namespace import now_ms
+
+if TYPE_CHECKING:
+    from .partition import CloudPartition
+
+log = logging.getLogger(__name__)
+
+
+
+class _Pending:
+    __slots__ = ("partition", "data", "count", "max_ts", "future")
+
+    def __init__(self, partition: "CloudPartition", data: bytes, count: int, max_ts: int,
+                 future: asyncio.Future[AppendResult]) -> None:
+        self.partition, self.data, self.count, self.max_ts, self.future = partition, data, count, max_ts, future
+
+
+Commit = Callable[[str, int, list[int], list[int], list[int], list[int], list[int]],
+                  Awaitable[list[tuple[int, int, int]]]]
+
+
+class Writer:
+    """Buffers appends of every partition of this process and writes them out together."""
+
+    def __init__(self, put: Callable[[str, bytes], Awaitable[None]], new_key: Callable[[], str], commit: Commit,
+                 flush_ms: int, flush_bytes: int, max_in_flight: int = 8) -> None:
+        self._put = put
+        self._new_key = new_key
+        self._commit = commit
+        self.flush_ms = flush_ms
+        self.flush_bytes = flush_bytes
+        self._buffer: list[_Pending] = []
+        self._buffered_bytes = 0
+        self._timer: asyncio.TimerHandle | None = None
+        self._slots = asyncio.Semaphore(max_in_flight)
+        self._tasks: set[asyncio.Task] = set()
+        self.flushes = 0  # objects committed (= database transactions on the produce path)
+        self.batches = 0  # batches committed
+        self.closed = False
+
+    def submit(self, partition: "CloudPartition", data: bytes, count: int, max_ts: int) -> asyncio.Future[AppendResult]:
+        if self.closed:
+            raise StorageUnavailableError("the store is closing")
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[AppendResult] = loop.create_future()
+        self._buffer.append(_Pending(partition, data, count, max_ts, future))
+        self._buffered_bytes += len(data)
+        if self._buffered_bytes >= self.flush_bytes:
+            self.flush()
+        elif self._timer is None:
+            self._timer = loop.call_later(self.flush_ms / 1000, self.flush)
+        return future
+
+    def flush(self) -> None:
+        """Start writing what is buffered now."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if not self._buffer:
+            return
+        items, self._buffer, self._buffered_bytes = self._buffer, [], 0
+        task = asyncio.get_running_loop().create_task(self._write(items))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def close(self) -> None:
+        """Write what is buffered and wait for every write in flight."""
+        self.flush()
+        self.closed = True
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+    async def _write(self, items: list[_Pending]) -> None:
+        async with self._slots:
+            try:
+                await self._write_object(items)
+            except BaseException as exc:
+                error = exc if isinstance(exc, StorageError) else StorageUnavailableError(f"write failed: {exc}")
+                if not isinstance(exc, StorageError):
+                    log.exception("writing %d batches failed", len(items))
+                for item in items:
+                    if not item.future.done():
+                        item.future.set_exception(error)
+                if isinstance(exc, asyncio.CancelledError):
+                    raise
+
+    async def _write_object(self, items: list[_Pending]) -> None:
+        order: dict[int, list[_Pending]] = {}
+        for item in items:
+            order.setdefault(item.partition.pid, []).append(item)
+        ranked = [item for group in order.values() for item in group]
+        positions, pos = [], 0
+        for item in ranked:
+            positions.append(pos)
+            pos += len(item.data)
+        body = b"".join(item.data for item in ranked)
+        key = self._new_key()
+        await self._put(key, body)
+        rows = await self._commit(key, len(body), [i.partition.pid for i in ranked], [i.count for i in ranked],
+                                  positions, [len(i.data) for i in ranked], [i.max_ts for i in ranked])
+        self.flushes += 1
+        self.batches += len(ranked)
+        stamp = now_ms()
+        view = memoryview(body)
+        for item, position, (object_id, base, epoch) in zip(ranked, positions, rows):
+            if base < 0:
+                item.future.set_exception(UnknownTopicError(f"partition {item.partition.name} was deleted"))
+                continue
+            item.partition.committed(object_id, key, base, item.count, epoch, position,
+                                     view[position:position + len(item.data)], item.max_ts)
+            if not item.future.done():
+                item.future.set_result(AppendResult(base, base + item.count - 1, stamp))

@@ -1,0 +1,251 @@
+"""Three `kafkacompat serve` processes on one PostgreSQL + S3 store are one Kafka cluster.
+
+Stock clients bootstrap from any broker and are routed by Metadata; a
+kill -9 of a partition leader under idempotent acks=all load loses and
+duplicates nothing; the group coordinator moves and the group goes on from
+its committed offsets.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from kafkacompat.protocol.messages import make
+from kafkacompat.testing.cluster import BrokerCluster
+from kafkacompat.testing.services import ServiceUnavailable, cloud_store
+from tests.wire import Wire, request_class
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
+
+LEASE_MS, HEARTBEAT_MS = 2000, 200
+NOT_LEADER_OR_FOLLOWER = 6
+
+
+@pytest.fixture
+def cluster() -> Iterator[BrokerCluster]:
+    try:
+        database, objects = cloud_store()  # a fresh database and key prefix; AWS_* in os.environ
+    except ServiceUnavailable as exc:
+        pytest.skip(str(exc))
+    args = ["--store", database, "--object-store", objects, "--store-flush-ms", "5",
+            "--cluster-lease-ms", str(LEASE_MS), "--cluster-heartbeat-ms", str(HEARTBEAT_MS)]
+    with BrokerCluster(3, args) as running:
+        yield running
+
+
+def create_topic(bootstrap: str, partitions: int) -> str:
+    name = f"t-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(name, partitions, 1)], operation_timeout=10)[name].result(timeout=20)
+    return name
+
+
+def leaders(bootstrap: str, topic: str) -> dict[int, int]:
+    """partition -> leader id as one broker's Metadata reports them (-1: none now)."""
+    found = AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic, timeout=10)
+    return {p.id: p.leader for p in found.topics[topic].partitions.values()}
+
+
+def wait_until(what: str, check, timeout: float) -> float:
+    start = time.monotonic()
+    while time.monotonic() - start < timeout:
+        if check():
+            return time.monotonic() - start
+        time.sleep(0.02)
+    raise AssertionError(f"{what}: not within {timeout} s")
+
+
+def read_all(bootstrap: str, topic: str, partitions: int, expected: int, timeout: float = 60) -> list[tuple[int, int, bytes]]:
+    """(partition, offset, value) of every record, with confluent-kafka by assignment."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "reader", "enable.auto.commit": False})
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    out: list[tuple[int, int, bytes]] = []
+    deadline = time.monotonic() + timeout
+    try:
+        while len(out) < expected and time.monotonic() < deadline:
+            for msg in consumer.consume(500, timeout=0.5):
+                assert msg.error() is None, msg.error()
+                out.append((msg.partition(), msg.offset(), msg.value()))
+    finally:
+        consumer.close()
+    return out
+
+
+async def aiokafka_read(bootstrap: str, topic: str, expected: int) -> list[bytes]:
+    from aiokafka import AIOKafkaConsumer
+
+    consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest",
+                                enable_auto_commit=False, group_id=None)
+    await consumer.start()
+    values: list[bytes] = []
+    try:
+        async with asyncio.timeout(60):
+            while len(values) < expected:
+                batches = await consumer.getmany(timeout_ms=500)
+                values += [record.value for records in batches.values() for record in records]
+    finally:
+        await consumer.stop()
+    return values
+
+
+def list_offsets_error(bootstrap: str, topic: str, partition: int) -> int:
+    """The error ListOffsets (v7, latest) gets from this one broker for the partition."""
+    cls = request_class(2, 7)
+    body = make(cls, replica_id=-1, isolation_level=0, topics=(
+        make(cls.__dataclass_fields__["topics"].type.__args__[0], name=topic, partitions=(
+            make(cls.__dataclass_fields__["topics"].type.__args__[0].__dataclass_fields__["partitions"].type.__args__[0],
+                 partition_index=partition, current_leader_epoch=-1, timestamp=-1),)),))
+    with Wire(bootstrap) as wire:
+        answer = wire.request(2, 7, body)
+    return answer.topics[0].partitions[0].error_code.value
+
+
+def test_clients_are_routed_to_partition_leaders_spread_over_three_brokers(cluster: BrokerCluster) -> None:
+    topic = create_topic(cluster.brokers[0].bootstrap, 6)
+    by_broker = [leaders(b.bootstrap, topic) for b in cluster.brokers]
+    assert by_broker[0] == by_broker[1] == by_broker[2], "every broker reports the same leaders"
+    assert set(by_broker[0].values()) == {1, 2, 3}, by_broker[0]
+    for partition, leader in by_broker[0].items():  # only the leader serves a partition
+        for node_id, broker in enumerate(cluster.brokers, 1):
+            error = list_offsets_error(broker.bootstrap, topic, partition)
+            assert error == (0 if node_id == leader else NOT_LEADER_OR_FOLLOWER), (partition, node_id)
+
+    producer = Producer({"bootstrap.servers": cluster.brokers[2].bootstrap, "enable.idempotence": True,
+                         "acks": "all", "linger.ms": 5})
+    for i in range(600):
+        producer.produce(topic, key=str(i).encode(), value=str(i).encode())
+    assert producer.flush(30) == 0
+    expected = sorted(str(i).encode() for i in range(600))
+    got = asyncio.run(aiokafka_read(cluster.brokers[1].bootstrap, topic, 600))
+    assert sorted(got) == expected
+    assert sorted(v for _, _, v in read_all(cluster.brokers[0].bootstrap, topic, 6, 600)) == expected
+
+
+def test_kill_9_of_a_leader_under_idempotent_load_loses_and_duplicates_nothing(cluster: BrokerCluster) -> None:
+    topic = create_topic(cluster.bootstrap, 3)
+    victim_id = leaders(cluster.brokers[0].bootstrap, topic)[0]
+    victim = cluster.broker(victim_id)
+    survivor = next(b for b in cluster.brokers if b is not victim)
+    failures: list[str] = []
+    delivered: collections.Counter[bytes] = collections.Counter()
+
+    def on_delivery(err, msg) -> None:
+        if err is not None:
+            failures.append(str(err))
+        else:
+            delivered[msg.value()] += 1
+
+    producer = Producer({"bootstrap.servers": survivor.bootstrap, "enable.idempotence": True, "acks": "all",
+                         "linger.ms": 2, "message.timeout.ms": 60000})
+    total, kill_at = 3000, 1000
+    moved_after: list[float] = []
+
+    def watch(killed_at: float) -> None:
+        """Seconds from the kill until a survivor's Metadata names a new live leader of partition 0."""
+        def moved() -> bool:
+            try:
+                return leaders(survivor.bootstrap, topic)[0] not in (-1, victim_id)
+            except KafkaException:  # the one broker asked did not answer in time: ask again
+                return False
+        wait_until("partition 0 has a new leader", moved, timeout=30)
+        moved_after.append(time.monotonic() - killed_at)
+
+    watcher = None
+    for i in range(total):
+        producer.produce(topic, value=str(i).encode(), partition=i % 3, on_delivery=on_delivery)
+        producer.poll(0)
+        if i == kill_at:
+            victim.kill()
+            killed_at = time.monotonic()
+            watcher = threading.Thread(target=watch, args=(killed_at,))
+            watcher.start()
+        time.sleep(0.002)  # a steady load through the failover
+    assert producer.flush(90) == 0
+    assert watcher is not None
+    watcher.join(timeout=40)
+    assert failures == []
+    assert len(delivered) == total and set(delivered.values()) == {1}
+
+    records = read_all(survivor.bootstrap, topic, 3, total)
+    counts = collections.Counter(value for _, _, value in records)
+    assert counts == collections.Counter(str(i).encode() for i in range(total)), "lost or duplicated records"
+    for partition in range(3):
+        offsets = sorted(offset for p, offset, _ in records if p == partition)
+        assert offsets == list(range(len(offsets))), f"partition {partition}: offsets not dense"
+        values = [int(v) for p, _, v in sorted(records) if p == partition]
+        assert values == sorted(values), f"partition {partition}: order changed"
+    # the bound is lease + heartbeat; the rest is slack for Metadata round trips on a loaded machine
+    assert moved_after and moved_after[0] <= (LEASE_MS + HEARTBEAT_MS) / 1000 + 1.5, moved_after
+
+
+def test_the_group_coordinator_moves_and_the_group_goes_on_from_its_committed_offsets(
+    cluster: BrokerCluster,
+) -> None:
+    topic = create_topic(cluster.bootstrap, 3)
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "enable.idempotence": True, "acks": "all"})
+    for i in range(300):
+        producer.produce(topic, value=str(i).encode(), partition=i % 3)
+    assert producer.flush(30) == 0
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+
+    def coordinator() -> int:
+        return admin.describe_consumer_groups([group], request_timeout=5)[group].result(timeout=10).coordinator.id
+
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group, "enable.auto.commit": False,
+                         "auto.offset.reset": "earliest", "session.timeout.ms": 6000,
+                         "heartbeat.interval.ms": 500})
+    consumer.subscribe([topic])
+    seen: list[bytes] = []
+    deadline = time.monotonic() + 60
+    while len(seen) < 150 and time.monotonic() < deadline:
+        for msg in consumer.consume(150 - len(seen), timeout=0.5):
+            assert msg.error() is None, msg.error()
+            seen.append(msg.value())
+    consumer.commit(asynchronous=False)
+    first = coordinator()
+    survivors = {node_id: b for node_id, b in enumerate(cluster.brokers, 1) if node_id != first}
+    cluster.broker(first).kill()
+    admin = AdminClient({"bootstrap.servers": ",".join(b.bootstrap for b in survivors.values())})
+
+    # The member finds the new coordinator. Group membership is not durable (only commits are):
+    # the new coordinator answers UNKNOWN_MEMBER_ID, the member rejoins and goes on from the
+    # group's committed offsets, so what it read after the last commit may come again (at least
+    # once, as after any rebalance) and nothing before that commit does.
+    before_kill = collections.Counter(seen)
+    after: list[bytes] = []
+    everything = {str(i).encode() for i in range(300)}
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        for msg in consumer.consume(100, timeout=0.5):
+            if msg.error() is None:
+                after.append(msg.value())
+        if everything <= set(seen) | set(after):
+            try:
+                consumer.commit(asynchronous=False)
+            except KafkaException:  # UNKNOWN_MEMBER_ID, REBALANCE_IN_PROGRESS...: rejoining
+                continue
+            done = consumer.committed([TopicPartition(topic, p) for p in range(3)], timeout=10)
+            if all(tp.offset == 100 for tp in done):
+                break
+    consumer.close()
+    assert everything <= set(seen) | set(after), "records never delivered after the coordinator died"
+    assert set(before_kill.values()) == {1} and not set(after) & set(before_kill), \
+        "a record committed before the coordinator died came again"
+    assert coordinator() in survivors
+
+    # a new member of the group starts where the group's commits say: at the end
+    again = Consumer({"bootstrap.servers": next(iter(survivors.values())).bootstrap, "group.id": group, "enable.auto.commit": False,
+                      "auto.offset.reset": "earliest"})
+    committed = again.committed([TopicPartition(topic, p) for p in range(3)], timeout=20)
+    assert {tp.partition: tp.offset for tp in committed} == {0: 100, 1: 100, 2: 100}
+    again.close()

@@ -1,0 +1,148 @@
+"""What only the cloud engine promises: one store shared by several processes.
+
+Two CloudStore instances on one database and bucket stand for two brokers:
+offsets stay dense and unique when both append to one partition at once,
+appends and namespace changes of one are seen by the other, a repeated
+commit assigns nothing twice, and retention removes objects from the bucket.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+
+import pytest
+
+from kafkacompat import storage
+from kafkacompat.protocol.records import iter_records, record_timestamps
+from kafkacompat.storage import Cursor
+from kafkacompat.testing.services import BUCKET, ServiceUnavailable, cloud_store
+from storage_testkit import batch
+
+
+def _urls() -> tuple[str, str]:
+    try:
+        return cloud_store()
+    except ServiceUnavailable as exc:
+        pytest.skip(str(exc))
+
+
+@pytest.fixture
+async def pair():
+    database, objects = _urls()
+    stores = [storage.open_store(database, object_store=objects, record_timestamps=record_timestamps, flush_ms=3)
+              for _ in range(2)]
+    for st in stores:
+        await st.open()
+    yield stores
+    for st in stores:
+        await st.close()
+
+
+async def eventually(check, timeout: float = 5.0) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not check():
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError("condition not met in time")
+        await asyncio.sleep(0.01)
+
+
+async def read_all(part) -> list[int]:
+    """Offsets of every record, reading as a consumer does (a read may return less than asked)."""
+    offsets: list[int] = []
+    while (offsets[-1] + 1 if offsets else 0) < part.high_watermark:
+        offsets += [r.offset for r in iter_records(bytes(await part.read(offsets[-1] + 1 if offsets else 0, 1 << 30)))]
+    return offsets
+
+
+async def test_two_writers_get_dense_unique_offsets(pair):
+    a, b = pair
+    await a.create_topic("/default", "t", 1)
+    await eventually(lambda: b.get_topic("/default", "t") is not None)
+    pa, pb = a.partition("/default", "t", 0), b.partition("/default", "t", 0)
+    results = await asyncio.gather(*[p.append(batch(3), 3) for _ in range(20) for p in (pa, pb)])
+    ranges = sorted((r.base_offset, r.last_offset) for r in results)
+    assert ranges == [(3 * i, 3 * i + 2) for i in range(40)]  # dense, each offset once
+    await eventually(lambda: pa.high_watermark == pb.high_watermark == 120)
+    for p in (pa, pb):
+        assert await read_all(p) == list(range(120))
+
+
+async def test_appends_wake_pollers_of_another_process(pair):
+    a, b = pair
+    await a.create_topic("/default", "t", 1)
+    await eventually(lambda: b.get_topic("/default", "t") is not None)
+    waiting = b.partition("/default", "t", 0).wait_for_data(0)
+    await a.partition("/default", "t", 0).append(batch(2), 2)
+    await asyncio.wait_for(waiting, 5)
+    assert b.partition("/default", "t", 0).high_watermark == 2
+
+
+async def test_namespace_changes_reach_the_other_process(pair):
+    a, b = pair
+    await a.create_stream("/apps/s")
+    info = await a.create_topic("/apps/s", "t", 2, {"retention.ms": "1000"})
+    await eventually(lambda: b.get_topic("/apps/s", "t") == info)
+    await a.add_partitions("/apps/s", "t", 4)
+    await eventually(lambda: b.get_topic("/apps/s", "t").partitions == 4)
+    b.partition("/apps/s", "t", 3)
+    await a.commit_cursors("/apps/s", "g", [Cursor("t", 3, 7)])
+    await eventually(lambda: [c.offset for c in b.get_cursors("/apps/s", "g")] == [7])
+    await a.put_state("/apps/s", "txns", {"x": {"n": 1}})
+    await eventually(lambda: b.get_state("/apps/s", "txns") == {"x": {"n": 1}})
+    await a.set_settings({"k": "v"})
+    await eventually(lambda: b.settings() == {"k": "v"})
+    waiting = b.partition("/apps/s", "t", 0).wait_for_data(0)
+    await a.delete_stream("/apps/s")
+    await asyncio.wait_for(waiting, 5)  # pollers of the deleted topic are released
+    await eventually(lambda: b.get_stream("/apps/s") is None)
+    with pytest.raises(storage.UnknownStreamError):
+        b.partition("/apps/s", "t", 0)
+
+
+async def test_a_repeated_commit_assigns_nothing_twice(pair):
+    a, _ = pair
+    await a.create_topic("/default", "t", 1)
+    pid = a.partition("/default", "t", 0).pid
+    key = a.objects.new_key()
+    data = batch(2)
+    await a.objects.put(key, data)
+    args = (key, len(data), [pid], [2], [0], [len(data)], [1000])
+    first = await a._commit(*args)
+    again = await a._commit(*args)  # as after an answer lost on the network
+    assert first == again and first[0][1] == 0
+    await a.partition("/default", "t", 0).append(batch(1), 1)
+    assert a.partition("/default", "t", 0).high_watermark == 3
+
+
+async def test_stored_bytes_carry_the_assigned_offset_only_when_read(pair):
+    a, _ = pair
+    await a.create_topic("/default", "t", 1)
+    part = a.partition("/default", "t", 0)
+    await part.append(batch(5), 5)
+    result = await part.append(batch(2), 2)
+    a.cache.__init__(a.cache.capacity)  # forget the cache: read from the bucket
+    data = await part.read(5, 1 << 20)
+    base, _, epoch = struct.unpack_from(">qii", data, 0)
+    assert (base, epoch) == (result.base_offset, part.leader_epoch) and a.cache.misses >= 1
+
+
+async def test_retention_deletes_unreferenced_objects(pair):
+    a, _ = pair
+    a.object_grace_ms = 0
+    await a.create_topic("/default", "t", 1, {"retention.ms": "60000"})
+    part = a.partition("/default", "t", 0)
+    for i in range(5):
+        await part.append(batch(2, ts=1_000 + i), 2)
+    from kafkacompat.testing import services
+
+    _, s3 = services._shared
+    prefix = a.objects.prefix + "/data/"
+    assert len(s3.keys(BUCKET, prefix)) == 5
+    now = 1_000 + 3_600_000
+    await part.append(batch(1, ts=now), 1)
+    assert await a.enforce_retention(now) == 1
+    assert part.log_start_offset == 10
+    await a.enforce_retention(now + 1)  # the grace time (0 here) has passed on this pass
+    assert len(s3.keys(BUCKET, prefix)) == 1
+    assert [r.offset for r in iter_records(bytes(await part.read(10, 1 << 20)))] == [10]
