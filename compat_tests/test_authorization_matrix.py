@@ -5,7 +5,8 @@ confluent-kafka), kafka-python, aiokafka and kafkajs each do every permission on
 a user allowed to and once as a user denied it (who holds every other grant
 the action needs), and must see the broker's refusal as Kafka's error.
 What a family cannot do at all (kcat has no admin commands) is skipped,
-saying so.
+saying so. aiokafka's admin client answers per-resource error codes rather
+than raising: the matrix raises them as aiokafka's own error classes.
 """
 
 from __future__ import annotations
@@ -174,6 +175,45 @@ async def _aio_commit(config: dict[str, str], topic: str, group: str) -> None:
         await consumer.stop()
 
 
+async def _aio_admin(config: dict[str, str], call: Callable[[Any], Any]) -> None:
+    """Run one AIOKafkaAdminClient call; a per-resource error code is raised as aiokafka's error."""
+    import aiokafka.errors
+    from aiokafka.admin import AIOKafkaAdminClient
+
+    admin = AIOKafkaAdminClient(**_aio(config))
+    await admin.start()
+    try:
+        answer = await call(admin)
+    finally:
+        await admin.close()
+    for response in answer if isinstance(answer, list) else [answer]:
+        for field, at in (("topic_errors", 1), ("topic_error_codes", 1), ("resources", 0)):  # where each keeps its code
+            for row in getattr(response, field, None) or []:
+                if row[at]:
+                    raise aiokafka.errors.for_code(row[at])()
+
+
+async def _aio_create_topic(config: dict[str, str], topic: str, group: str) -> None:
+    from aiokafka.admin import NewTopic
+
+    await _aio_admin(config, lambda admin: admin.create_topics([NewTopic(topic, 1, 1)]))
+
+
+async def _aio_delete_topic(config: dict[str, str], topic: str, group: str) -> None:
+    await _aio_admin(config, lambda admin: admin.delete_topics([topic]))
+
+
+async def _aio_alter_configs(config: dict[str, str], topic: str, group: str) -> None:
+    from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
+
+    await _aio_admin(config, lambda admin: admin.alter_configs(
+        [ConfigResource(ConfigResourceType.TOPIC, topic, {"retention.ms": "3600000"})]))
+
+
+async def _aio_describe_group(config: dict[str, str], topic: str, group: str) -> None:
+    await _aio_admin(config, lambda admin: admin.describe_consumer_groups([group]))
+
+
 def _aio_action(action: Callable[[dict[str, str], str, str], Any]) -> Callable[[dict[str, str], str, str], str | None]:
     def run(config: dict[str, str], topic: str, group: str) -> str | None:
         import aiokafka.errors
@@ -187,6 +227,8 @@ def _aio_action(action: Callable[[dict[str, str], str, str], Any]) -> Callable[[
 
 
 AIOKAFKA = {"produce": _aio_action(_aio_produce), "consume": _aio_action(_aio_consume),
+            "create topic": _aio_action(_aio_create_topic), "delete topic": _aio_action(_aio_delete_topic),
+            "alter configs": _aio_action(_aio_alter_configs), "describe group": _aio_action(_aio_describe_group),
             "commit": _aio_action(_aio_commit)}
 
 # --- kafkajs: one node process per action ---------------------------------------------------
