@@ -25,6 +25,7 @@ ENV_PREFIX = "KAFKACOMPAT_"
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 CONSUMER_GROUP_ASSIGNORS = ("uniform", "range")  # KIP-848 server-side assignors (kafkacompat/groups/assignors.py)
 MIGRATION_POLICIES = ("bidirectional", "upgrade", "downgrade", "disabled")  # group.consumer.migration.policy
+HTTP_AUTHENTICATIONS = ("none", "basic")  # http_authentication (kafkacompat/http/principal.py)
 # KAFKACOMPAT_* variables that are not broker settings, with who reads them.
 OTHER_VARIABLES = {
     "BOOTSTRAP_SERVERS": "the default --bootstrap-server of the client commands",
@@ -138,8 +139,12 @@ class BrokerConfig:
     # the HTTP server beside the Kafka listener: /metrics (Prometheus) and /health/live, /health/ready
     http_port: int | None = _setting(None, "port of the HTTP server for /metrics and /health (0 picks a free "
                                            "one); no HTTP server unless set", metavar="PORT")
-    http_host: str = _setting("127.0.0.1", "address the HTTP server listens on (loopback: it has no "
-                                           "authentication yet)", metavar="HOST")
+    http_host: str = _setting("127.0.0.1", "address the HTTP server listens on (loopback by default: "
+                                           "without http_authentication anyone who reaches it acts as "
+                                           "User:ANONYMOUS)", metavar="HOST")
+    http_authentication: str = _setting("none", "how HTTP clients log in: none (everyone is User:ANONYMOUS) or "
+                                                "basic (HTTP Basic with the SCRAM users' passwords, as "
+                                                "User:<name>; /health stays open)", metavar="none|basic")
     # the REST proxy on the HTTP port (Confluent REST Proxy v2/v3 compatible)
     rest_consumer_instance_timeout_ms: int = _setting(300_000, "idle REST consumer instances are deleted after "
                                                                "this long, like the REST Proxy's "
@@ -354,6 +359,9 @@ def _check(config: BrokerConfig) -> None:
                               f"{exc.strerror or exc}") from None
         except ValueError as exc:
             raise ConfigError(f"user_groups_file: {exc}") from None
+    if config.http_authentication not in HTTP_AUTHENTICATIONS:
+        raise ConfigError(f"http_authentication must be one of {', '.join(HTTP_AUTHENTICATIONS)}, "
+                          f"got {config.http_authentication!r}")
     if config.log_level.upper() not in LOG_LEVELS:
         raise ConfigError(f"log_level must be one of {', '.join(LOG_LEVELS)}, got {config.log_level!r}")
 

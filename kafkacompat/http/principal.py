@@ -1,28 +1,46 @@
-"""Who an HTTP request acts as: the one place REST authentication will plug in.
+"""Who an HTTP request acts as: the Kafka principal REST calls and console forms are authorized as.
 
-Until the HTTP listener authenticates (HTTP Basic or mTLS mapped to the
-Kafka listeners' principals), every request is the anonymous user, which is
-why the server binds to loopback by default. A middleware records the
-principal and peer of the request being served in context variables, so
-the Kafka calls made on its behalf (kafka_calls.call) carry them, and so do
-tasks it starts (a consumer instance's membership inherits its creator's).
+With `http_authentication = "none"` (the default) every request is
+User:ANONYMOUS, which is why the server binds to loopback by default. With
+"basic", every request but the health probes must carry HTTP Basic
+credentials of a SCRAM user (`kafkacompat user add`, kafka-configs.sh
+--entity-type users): the password is checked against the stored SCRAM
+credential as SASL/PLAIN checks it, and the request acts as User:<name>, so
+the Kafka listeners' ACLs and stream permissions apply to it unchanged. A
+refusal answers 401 with a WWW-Authenticate challenge and Confluent's
+error JSON, and writes one audit line (never the password).
+
+A middleware records the principal and peer of the request being served
+in context variables, so the Kafka calls made on its behalf
+(kafka_calls.call) carry them, and so do tasks it starts (a consumer
+instance's membership inherits its creator's).
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import contextvars
+import logging
 from typing import Any
 
 from aiohttp import web
 
+from ..security.sasl_plain import verify_plain
+from ..security.scram import AuthenticationFailed
+from .common import BROKER
+
 ANONYMOUS = "User:ANONYMOUS"
+UNAUTHENTICATED_PATHS = ("/health/",)  # orchestrators' probes carry no credentials
+_PRINCIPAL: web.RequestKey[str] = web.RequestKey("principal", str)
 _principal: contextvars.ContextVar[str] = contextvars.ContextVar("rest_principal", default=ANONYMOUS)
 _peer: contextvars.ContextVar[str] = contextvars.ContextVar("rest_peer", default="rest-proxy")
+audit = logging.getLogger("kafkacompat.audit")
 
 
 def principal_of(request: web.Request) -> str:
     """The Kafka principal ("User:name") this HTTP request acts as."""
-    return ANONYMOUS
+    return request.get(_PRINCIPAL, ANONYMOUS)
 
 
 def current_principal() -> str:
@@ -35,11 +53,45 @@ def current_peer() -> str:
     return _peer.get()
 
 
+def _unauthorized(request: web.Request, peer: str, reason: str) -> web.Response:
+    audit.warning("authentication failed: client=%s listener=HTTP mechanism=BASIC path=%s: %s",
+                  peer, request.path, reason)
+    return web.json_response({"error_code": 40101, "message": "Unauthorized"}, status=401,
+                             headers={"WWW-Authenticate": 'Basic realm="kafkacompat", charset="UTF-8"'})
+
+
+async def _basic_login(request: web.Request, peer: str) -> str | web.Response:
+    """User:<name> for valid Basic credentials, else the 401 answer."""
+    scheme, _, encoded = request.headers.get("Authorization", "").partition(" ")
+    if scheme.lower() != "basic" or not encoded:
+        return _unauthorized(request, peer, "no Basic credentials")
+    try:
+        username, sep, password = base64.b64decode(encoded.strip(), validate=True).decode("utf-8").partition(":")
+    except (binascii.Error, UnicodeDecodeError):
+        return _unauthorized(request, peer, "malformed Basic credentials")
+    if not sep:
+        return _unauthorized(request, peer, "malformed Basic credentials")
+    cluster = request.app[BROKER].cluster
+    try:
+        token = b"\0" + username.encode() + b"\0" + password.encode()
+        return "User:" + await verify_plain(token, cluster.credentials.lookup)
+    except AuthenticationFailed as exc:
+        return _unauthorized(request, peer, f"user {username!r}: {exc}")
+
+
 @web.middleware
 async def identify(request: web.Request, handler: Any) -> web.StreamResponse:
-    _principal.set(principal_of(request))
-    peer = request.transport.get_extra_info("peername") if request.transport is not None else None
-    _peer.set(f"{peer[0]}:{peer[1]} via REST" if isinstance(peer, tuple) else "rest-proxy")
+    address = request.transport.get_extra_info("peername") if request.transport is not None else None
+    peer = f"{address[0]}:{address[1]}" if isinstance(address, tuple) else "unknown"
+    principal = ANONYMOUS
+    if request.app[BROKER].config.http_authentication == "basic" and not request.path.startswith(UNAUTHENTICATED_PATHS):
+        login = await _basic_login(request, peer)
+        if isinstance(login, web.Response):
+            return login
+        principal = login
+    request[_PRINCIPAL] = principal
+    _principal.set(principal)
+    _peer.set(f"{peer} via REST")
     return await handler(request)
 
 

@@ -1,11 +1,13 @@
-"""Who may change streams and topics from the console: the one hook security plugs into.
+"""Who may change streams and topics from the console.
 
-Until the broker authenticates HTTP users (Basic or mTLS mapped to the Kafka
-listeners' principals), the only safe rule is the one the HTTP server's
-default bind already follows: changes are allowed when the server listens
-on a loopback address only, so whoever reaches it is on this machine.
-Security replaces `may_administer` (or sets ADMIN_CHECK on the application)
-with "the request's principal holds the stream's admin permission".
+With HTTP authentication (`http_authentication = "basic"`) the request's
+principal is asked of the broker's authorizer, as the stream admin API asks
+it: creating a stream needs CREATE on the cluster, changing one its admin
+permission (or ALTER on the cluster); with authorization off every
+authenticated user may. Without HTTP authentication the only safe rule is
+the one the HTTP server's default bind already follows: changes are allowed
+when the server listens on a loopback address only, so whoever reaches it
+is on this machine. An application may set ADMIN_CHECK to decide otherwise.
 
 Forms are further refused when the browser says they came from another
 site (Origin / Sec-Fetch-Site), so a page elsewhere cannot post to a
@@ -20,7 +22,10 @@ from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
+from ...security.acls import CLUSTER_NAME, Operation, ResourceType
+from ...security.authorizer import client_host
 from ..common import BROKER
+from ..principal import principal_of
 
 AdminCheck = Callable[[web.Request, str | None], Awaitable[str | None]]
 ADMIN_CHECK: web.AppKey[AdminCheck] = web.AppKey("console_admin_check")
@@ -39,12 +44,11 @@ def is_loopback(host: str) -> bool:
 
 
 async def may_administer(request: web.Request, stream: str | None) -> str | None:
-    """None when the request may create or change `stream` (None: any stream), else why not.
-
-    The default rule: the HTTP server binds loopback only. This is the hook
-    for the admin permission once HTTP users are authenticated.
-    """
-    host = request.app[BROKER].config.http_host
+    """None when the request may create or change `stream` (None: a new stream), else why not."""
+    broker = request.app[BROKER]
+    if broker.config.http_authentication != "none":
+        return _authorized(request, stream)
+    host = broker.config.http_host
     if not is_loopback(host):
         return (f"changes are refused: the HTTP server listens on {host}, not on loopback only, "
                 "and HTTP users are not authenticated yet")
@@ -52,6 +56,21 @@ async def may_administer(request: web.Request, stream: str | None) -> str | None
     if not is_loopback(reached_as):  # a DNS-rebound name pointing at 127.0.0.1
         return f"changes are refused: the console was reached as {request.host}, not by a loopback name"
     return None
+
+
+def _authorized(request: web.Request, stream: str | None) -> str | None:
+    authorizer = request.app[BROKER].cluster.authorizer
+    principal = principal_of(request)
+    peer = request.transport.get_extra_info("peername") if request.transport is not None else None
+    host = client_host(f"{peer[0]}:{peer[1]}") if isinstance(peer, tuple) else "*"
+    if stream is None:
+        if authorizer.allowed(principal, host, Operation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME):
+            return None
+        return f"{principal} may not create streams (needs CREATE on the cluster)"
+    if authorizer.stream_allows(principal, stream, "admin") or authorizer.allowed(
+            principal, host, Operation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME):
+        return None
+    return f"{principal} may not change stream {stream} (needs its admin permission or ALTER on the cluster)"
 
 
 async def refusal(request: web.Request, stream: str | None) -> str | None:
