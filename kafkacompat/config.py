@@ -25,7 +25,7 @@ ENV_PREFIX = "KAFKACOMPAT_"
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 CONSUMER_GROUP_ASSIGNORS = ("uniform", "range")  # KIP-848 server-side assignors (kafkacompat/groups/assignors.py)
 MIGRATION_POLICIES = ("bidirectional", "upgrade", "downgrade", "disabled")  # group.consumer.migration.policy
-HTTP_AUTHENTICATIONS = ("none", "basic")  # http_authentication (kafkacompat/http/principal.py)
+HTTP_AUTHENTICATIONS = ("none", "basic", "mtls")  # http_authentication (kafkacompat/http/principal.py)
 # KAFKACOMPAT_* variables that are not broker settings, with who reads them.
 OTHER_VARIABLES = {
     "BOOTSTRAP_SERVERS": "the default --bootstrap-server of the client commands",
@@ -142,9 +142,13 @@ class BrokerConfig:
     http_host: str = _setting("127.0.0.1", "address the HTTP server listens on (loopback by default: "
                                            "without http_authentication anyone who reaches it acts as "
                                            "User:ANONYMOUS)", metavar="HOST")
-    http_authentication: str = _setting("none", "how HTTP clients log in: none (everyone is User:ANONYMOUS) or "
+    http_authentication: str = _setting("none", "how HTTP clients log in: none (everyone is User:ANONYMOUS), "
                                                 "basic (HTTP Basic with the SCRAM users' passwords, as "
-                                                "User:<name>; /health stays open)", metavar="none|basic")
+                                                "User:<name>; /health stays open) or mtls (a client certificate "
+                                                "signed by ssl_ca_location, named by ssl_principal_mapping_rules; "
+                                                "needs http_tls)", metavar="none|basic|mtls")
+    http_tls: bool = _setting(False, "serve HTTPS with the ssl_certificate_location certificate and key of the "
+                                     "SSL listeners")
     # the REST proxy on the HTTP port (Confluent REST Proxy v2/v3 compatible)
     rest_consumer_instance_timeout_ms: int = _setting(300_000, "idle REST consumer instances are deleted after "
                                                                "this long, like the REST Proxy's "
@@ -362,6 +366,10 @@ def _check(config: BrokerConfig) -> None:
     if config.http_authentication not in HTTP_AUTHENTICATIONS:
         raise ConfigError(f"http_authentication must be one of {', '.join(HTTP_AUTHENTICATIONS)}, "
                           f"got {config.http_authentication!r}")
+    if config.http_tls and not (config.ssl_certificate_location and config.ssl_key_location):
+        raise ConfigError("http_tls needs ssl_certificate_location and ssl_key_location")
+    if config.http_authentication == "mtls" and not (config.http_tls and config.ssl_ca_location):
+        raise ConfigError("http_authentication mtls needs http_tls and ssl_ca_location (the CA of client certificates)")
     if config.log_level.upper() not in LOG_LEVELS:
         raise ConfigError(f"log_level must be one of {', '.join(LOG_LEVELS)}, got {config.log_level!r}")
 

@@ -85,9 +85,11 @@ _FROM_REQUEST: dict[int, tuple[tuple[str, ...], str] | None] = {
     17: None,  # SaslHandshake
     36: None,  # SaslAuthenticate (an injected error fails the login)
     51: (("deletions", "upsertions"), "results"),  # AlterUserScramCredentials
+    30: (("creations",), "results"),  # CreateAcls
+    31: (("filters",), "filter_results"),  # DeleteAcls
 }
 # Read-only APIs: the real answer with its error codes replaced.
-_REWRITTEN = frozenset({2, 3, 9, 10, 15, 16, 18, 23, 32, 35, 43, 45, 46, 48, 50, 60, 61, 65, 66, 69, 74, 75})
+_REWRITTEN = frozenset({2, 3, 9, 10, 15, 16, 18, 23, 29, 32, 35, 43, 45, 46, 48, 50, 60, 61, 65, 66, 69, 74, 75})
 # Nested response arrays that echo a request array of the same item.
 _NESTED = {"partition_responses": "partition_data", "partitions": "partitions", "results_by_partition": "partitions"}
 # Fields that say which topic, partition, member or resource an item is about,

@@ -1,18 +1,21 @@
-"""The broker's HTTP server: /metrics and /health, beside the Kafka listener.
+"""The broker's HTTP server: console, REST proxy, /metrics and /health, beside the Kafka listeners.
 
 It runs on the broker's event loop and reads the broker's own Cluster (no
 second copy of state); BrokerServer starts it before opening the store (so
-/health/ready can say "not yet") and stops it last. The REST proxy and the
-console (issue 16) are to be added here as more route modules.
+/health/ready can say "not yet") and stops it last. With http_tls it
+serves HTTPS with the SSL listeners' certificate (and, for mTLS logins,
+requires client certificates signed by their CA).
 """
 
 from __future__ import annotations
 
 import logging
+import ssl
 from typing import TYPE_CHECKING
 
 from aiohttp import web
 
+from ..security.tls import server_context
 from .app import build_app
 
 if TYPE_CHECKING:
@@ -30,6 +33,7 @@ class HttpServer:
 
     def __init__(self, broker: "BrokerServer", host: str, port: int) -> None:
         self._runner = web.AppRunner(build_app(broker), access_log=None, handle_signals=False)
+        self._config = broker.config
         self._host = host
         self._port = port
         self._site: web.TCPSite | None = None
@@ -43,7 +47,8 @@ class HttpServer:
 
     async def start(self) -> None:
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self._host, self._port, reuse_address=True)
+        site = web.TCPSite(self._runner, self._host, self._port, reuse_address=True,
+                           ssl_context=self._tls_context())
         try:
             await site.start()
         except BaseException as exc:
@@ -52,7 +57,17 @@ class HttpServer:
                 raise HttpListenError(exc.errno, exc.strerror or str(exc)) from exc
             raise
         self._site = site  # only now: `port` is read by others while start() runs
-        log.info("HTTP server (/metrics, /health) at http://%s:%d", self._host, self.port)
+        log.info("HTTP server (console, REST, /metrics, /health) at %s://%s:%d",
+                 "https" if self._config.http_tls else "http", self._host, self.port)
+
+    def _tls_context(self) -> ssl.SSLContext | None:
+        """HTTPS with the SSL listeners' certificate; client certificates required for mTLS logins."""
+        config = self._config
+        if not config.http_tls:
+            return None
+        context = server_context(config)
+        context.verify_mode = ssl.CERT_REQUIRED if config.http_authentication == "mtls" else ssl.CERT_NONE
+        return context
 
     async def stop(self) -> None:
         await self._runner.cleanup()

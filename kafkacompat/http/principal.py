@@ -8,7 +8,10 @@ credentials of a SCRAM user (`kafkacompat user add`, kafka-configs.sh
 credential as SASL/PLAIN checks it, and the request acts as User:<name>, so
 the Kafka listeners' ACLs and stream permissions apply to it unchanged. A
 refusal answers 401 with a WWW-Authenticate challenge and Confluent's
-error JSON, and writes one audit line (never the password).
+error JSON, and writes one audit line (never the password). With "mtls"
+the server (HTTPS, http_tls) requires a client certificate signed by
+ssl_ca_location, and the request acts as the principal its subject maps to
+through ssl_principal_mapping_rules, as on an SSL listener.
 
 A middleware records the principal and peer of the request being served
 in context variables, so the Kafka calls made on its behalf
@@ -26,8 +29,10 @@ from typing import Any
 
 from aiohttp import web
 
+from ..security.principal_mapping import PrincipalMappingError
 from ..security.sasl_plain import verify_plain
 from ..security.scram import AuthenticationFailed
+from ..security.tls import CertificatePrincipals
 from .common import BROKER
 
 ANONYMOUS = "User:ANONYMOUS"
@@ -53,9 +58,9 @@ def current_peer() -> str:
     return _peer.get()
 
 
-def _unauthorized(request: web.Request, peer: str, reason: str) -> web.Response:
-    audit.warning("authentication failed: client=%s listener=HTTP mechanism=BASIC path=%s: %s",
-                  peer, request.path, reason)
+def _unauthorized(request: web.Request, peer: str, reason: str, mechanism: str = "BASIC") -> web.Response:
+    audit.warning("authentication failed: client=%s listener=HTTP mechanism=%s path=%s: %s",
+                  peer, mechanism, request.path, reason)
     return web.json_response({"error_code": 40101, "message": "Unauthorized"}, status=401,
                              headers={"WWW-Authenticate": 'Basic realm="kafkacompat", charset="UTF-8"'})
 
@@ -79,13 +84,27 @@ async def _basic_login(request: web.Request, peer: str) -> str | web.Response:
         return _unauthorized(request, peer, f"user {username!r}: {exc}")
 
 
+def _certificate_login(request: web.Request, peer: str) -> str | web.Response:
+    """The principal the client certificate's subject maps to (the TLS layer already checked the chain)."""
+    certificate = request.transport.get_extra_info("peercert") if request.transport is not None else None
+    rules = request.app[BROKER].config.ssl_principal_mapping_rules
+    try:
+        principal = CertificatePrincipals(rules).principal(certificate)
+    except PrincipalMappingError as exc:
+        return _unauthorized(request, peer, f"certificate subject not mapped: {exc}", "MTLS")
+    if principal == ANONYMOUS:
+        return _unauthorized(request, peer, "no client certificate", "MTLS")
+    return principal
+
+
 @web.middleware
 async def identify(request: web.Request, handler: Any) -> web.StreamResponse:
     address = request.transport.get_extra_info("peername") if request.transport is not None else None
     peer = f"{address[0]}:{address[1]}" if isinstance(address, tuple) else "unknown"
     principal = ANONYMOUS
-    if request.app[BROKER].config.http_authentication == "basic" and not request.path.startswith(UNAUTHENTICATED_PATHS):
-        login = await _basic_login(request, peer)
+    method = request.app[BROKER].config.http_authentication
+    if method != "none" and not request.path.startswith(UNAUTHENTICATED_PATHS):
+        login = await _basic_login(request, peer) if method == "basic" else _certificate_login(request, peer)
         if isinstance(login, web.Response):
             return login
         principal = login

@@ -127,11 +127,11 @@ class Broker:
 
     @property
     def http_url(self) -> str:
-        """http://127.0.0.1:PORT of the broker's HTTP server; start the Broker with http_port=0 for one."""
+        """http(s)://127.0.0.1:PORT of the broker's HTTP server; start the Broker with http_port=0 for one."""
         port = self.server.http_port
         if port is None:
             raise RuntimeError("this broker has no HTTP server: start it with Broker(http_port=0)")
-        return f"http://{self.config.http_host}:{port}"
+        return f"{'https' if self.config.http_tls else 'http'}://{self.config.http_host}:{port}"
 
     @property
     def bootstrap_servers(self) -> str:

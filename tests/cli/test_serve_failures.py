@@ -109,6 +109,10 @@ BAD_SETTINGS = {
                                   "default_stream: stream path 'plain' must be absolute"),
     "store url no engine serves": (["--data-dir", "s3://bucket/kafka"], {}, None,
                                    "data_dir: unsupported store url 's3://bucket/kafka'"),
+    "unknown http login": (["--http-authentication", "kerberos"], {}, None,
+                           "http_authentication must be one of none, basic, mtls, got 'kerberos'"),
+    "http mtls without https": (["--http-authentication", "mtls"], {}, None,
+                                "http_authentication mtls needs http_tls and ssl_ca_location"),
 }
 
 

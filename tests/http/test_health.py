@@ -105,7 +105,7 @@ def test_serve_with_http_port_as_a_subprocess(tmp_path: Path) -> None:
         url, deadline = None, time.monotonic() + 30
         while time.monotonic() < deadline:
             line = proc.stdout.readline()
-            found = re.search(r"HTTP server \(/metrics, /health\) at (http://127\.0\.0\.1:\d+)", line)
+            found = re.search(r"HTTP server \(console, REST, /metrics, /health\) at (http://127\.0\.0\.1:\d+)", line)
             if found:
                 url = found.group(1)
             if "kafkacompat listening on" in line or (not line and proc.poll() is not None):

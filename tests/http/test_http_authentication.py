@@ -1,9 +1,10 @@
-"""HTTP Basic login on the REST proxy and the console, mapped to the Kafka listeners' principals.
+"""HTTP Basic and mTLS logins on the REST proxy and the console, mapped to the Kafka listeners' principals.
 
 With http_authentication=basic, a request needs a SCRAM user's name and
 password (the same users the SASL listeners log in); it then acts as
 User:<name>, so Kafka ACLs decide what its REST calls may do, exactly as
 for a Kafka client, and grants made with an AdminClient apply at once.
+With mtls over HTTPS, the client certificate's subject names the user.
 """
 
 from __future__ import annotations
@@ -96,3 +97,30 @@ def test_console_changes_follow_the_users_permissions(broker):
     assert broker.server.cluster.store.get_stream("/alice/s") is None
     assert "may not create streams" not in requests.get(f"{broker.http_url}/", headers=auth("admin"),
                                                         timeout=10).text
+
+
+def test_mtls_maps_the_client_certificate_to_the_principal_acls_name(tmp_path):
+    with Broker(sasl=USERS, tls=True, http_port=0, http_tls=True, http_authentication="mtls", authorizer=True,
+                super_users=["User:admin"],
+                ssl_principal_mapping_rules="RULE:^CN=([a-z]+),OU=apps$/$1/,DEFAULT") as secure:
+        ca = secure.certificates.location
+        carol = secure.certificates.issue("carol", {"CN": "carol", "OU": "apps"})
+        admin = AdminClient(secure.client_config("admin"))
+        topic = f"mtls-{uuid.uuid4().hex[:8]}"
+        admin.create_topics([NewTopic(topic, 1)])[topic].result(15)
+        url = f"{secure.http_url}/v3/clusters"
+        assert secure.http_url.startswith("https://")
+        with pytest.raises(requests.exceptions.ConnectionError):  # no client certificate: TLS refuses it
+            requests.get(url, verify=ca, timeout=10)
+        clusters = requests.get(url, verify=ca, cert=(carol.certificate, carol.key), timeout=10)
+        assert clusters.status_code == 200, clusters.text
+        records = f"{url}/{clusters.json()['data'][0]['cluster_id']}/topics/{topic}/records"
+        body = {"value": {"type": "STRING", "data": "from carol"}}
+        refused = requests.post(records, json=body, verify=ca, cert=(carol.certificate, carol.key), timeout=10)
+        assert refused.json()["error_code"] == 40301, refused.text
+        grant = AclBinding(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, "User:carol", "*",
+                           AclOperation.WRITE, AclPermissionType.ALLOW)
+        for future in admin.create_acls([grant]).values():
+            future.result(15)
+        accepted = requests.post(records, json=body, verify=ca, cert=(carol.certificate, carol.key), timeout=10)
+        assert accepted.json()["error_code"] == 200, accepted.text
