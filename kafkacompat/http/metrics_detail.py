@@ -66,7 +66,30 @@ async def families(broker: "BrokerServer") -> Families:
     partitions = await _partitions(cluster)
     out += partitions
     out += _lag(cluster)
+    out += await _replication(cluster)
     return Families(out)
+
+
+async def _replication(cluster: "Cluster") -> list[Metric]:
+    """Per replica link (few per stream, so uncapped): how far behind it is and what it shipped."""
+    labels = ["stream", "replica"]
+    behind = GaugeMetricFamily("kafkacompat_replication_lag_messages",
+                               "messages of the stream not yet on the replica", labels=labels)
+    behind_bytes = GaugeMetricFamily("kafkacompat_replication_lag_bytes",
+                                     "bytes of the stream not yet on the replica (estimated)", labels=labels)
+    shipped = CounterMetricFamily("kafkacompat_replication_shipped_bytes",
+                                  "bytes shipped to the replica since the broker started", labels=labels)
+    up = GaugeMetricFamily("kafkacompat_replication_link_up",
+                           "1 when the link is in-sync or pending, 0 when paused or broken", labels=labels)
+    if cluster.replication is not None:
+        for link in list(cluster.replication.links.values()):
+            status = await link.status()
+            key = [status["stream"], status["replica"]]
+            behind.add_metric(key, status["lag_messages"])
+            behind_bytes.add_metric(key, status["lag_bytes"])
+            shipped.add_metric(key, status["shipped_bytes"])
+            up.add_metric(key, 1 if status["state"] in ("in-sync", "pending") else 0)
+    return [behind, behind_bytes, shipped, up]
 
 
 def _producers(cluster: "Cluster") -> list[Metric]:

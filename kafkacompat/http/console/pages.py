@@ -56,7 +56,11 @@ async def stream(request: web.Request, error: str | None = None, form: dict | No
     names = sorted(cluster.store.list_topics(path), key=lambda t: t.name)
     shown = names[start:start + TOPICS_PER_PAGE]
     topics = [await topic_view(cluster.store, topic, detail=False) for topic in shown]
+    replicas = ([await link.status() for link in cluster.replication.links_of(path)]
+                if cluster.replication is not None else [])
+    upstreams = sorted(cluster.replication.upstreams(path)) if cluster.replication is not None else []
     return render(request, "stream.html", status=status, title=path, stream=stream_view(info),
+                  replicas=replicas, upstreams=upstreams,
                   default_stream=cluster.default_stream, topics=topics, start=start, total=len(names),
                   page=TOPICS_PER_PAGE, groups=sorted(cluster.store.list_cursor_groups(path)),
                   denied=await refusal(request, path), fsync_choices=FSYNC_CHOICES,
