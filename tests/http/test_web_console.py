@@ -277,6 +277,20 @@ def test_forms_create_a_stream_edit_its_policy_and_create_a_topic(web: Broker, p
     assert metadata.topics[f"{path}:alerts"].partitions.keys() == {0, 1, 2, 3}
     shoot(page, screens, "forms-topic-created")
 
+    edit_topic = page.locator("#edit-topic")
+    edit_topic.get_by_label("Partitions").fill("6")
+    edit_topic.get_by_label("Config").fill("retention.ms")
+    edit_topic.get_by_label("Value").fill("3600000")
+    edit_topic.get_by_role("button", name="Save").click()
+    expect(page.locator("#partitions tbody tr")).to_have_count(6)
+    topic = store.get_topic(path, "alerts")
+    assert (topic.partitions, topic.configs.get("retention.ms")) == (6, "3600000")
+    edit_topic = page.locator("#edit-topic")
+    edit_topic.get_by_label("Partitions").fill("2")  # partitions only grow: refused, nothing changed
+    edit_topic.get_by_role("button", name="Save").click()
+    expect(page.locator(".error")).to_contain_text("can only be added")
+    assert store.get_topic(path, "alerts").partitions == 6
+
     # refused input: the form comes back with the store's reason, and nothing changed
     page.goto(web.http_url + "/console/stream?" + urllib.parse.urlencode({"path": path}))
     create = page.locator("#create-topic")

@@ -34,5 +34,6 @@ def add_routes(app: web.Application) -> None:
     app.router.add_post("/console/stream/create", forms.create_stream)
     app.router.add_post("/console/stream/edit", forms.edit_stream)
     app.router.add_post("/console/topic/create", forms.create_topic)
+    app.router.add_post("/console/topic/edit", forms.edit_topic)
     app.router.add_static("/console/static", STATIC, name="console_static", append_version=True)
     tail.track_tails(app)

@@ -124,3 +124,28 @@ async def create_topic(request: web.Request) -> web.Response:
 
     return await _run(request, path, op, again, "/console/topic?" + urlencode({"stream": path, "topic": name}))
 
+
+
+async def edit_topic(request: web.Request) -> web.Response:
+    """Add partitions and set (or, with an empty value, remove) one config, as `topic edit` does."""
+    cluster = pages.cluster_of(request)
+    form = await _form(request)
+    path, name = request.query.get("stream", ""), request.query.get("topic", "")
+
+    async def op() -> None:
+        args: dict[str, Any] = {"name": f"{path}:{name}"}
+        text = form.get("partitions", "").strip()
+        if text:
+            try:
+                args["partitions"] = int(text)
+            except ValueError:
+                raise FormError(f"partitions must be a whole number, not {text!r}") from None
+        config = form.get("config", "").strip()
+        if config:
+            args["configs"] = {config: form.get("value", "").strip() or None}
+        await stream_admin.topic_edit(cluster, args)
+
+    async def again(error: str, status: int) -> web.Response:
+        return await pages.topic(request, error=error, form=form, status=status)
+
+    return await _run(request, path, op, again, "/console/topic?" + urlencode({"stream": path, "topic": name}))

@@ -76,13 +76,15 @@ def _topic_asked(request: web.Request) -> tuple[storage.TopicInfo | None, web.Re
     return info, None
 
 
-async def topic(request: web.Request) -> web.Response:
+async def topic(request: web.Request, error: str | None = None, form: dict | None = None,
+                status: int = 200) -> web.Response:
     cluster = cluster_of(request)
     info, missing = _topic_asked(request)
     if info is None:
         return missing
     view = await topic_view(cluster.store, info, detail=True)
-    return render(request, "topic.html", title=view["name"], topic=view)
+    return render(request, "topic.html", status=status, title=view["name"], topic=view,
+                  denied=await refusal(request, info.stream), error=error, form=form or {})
 
 
 async def groups(request: web.Request) -> web.Response:

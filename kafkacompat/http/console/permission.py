@@ -63,7 +63,7 @@ def _authorized(request: web.Request, stream: str | None) -> str | None:
     principal = principal_of(request)
     peer = request.transport.get_extra_info("peername") if request.transport is not None else None
     host = client_host(f"{peer[0]}:{peer[1]}") if isinstance(peer, tuple) else "*"
-    if stream is None:
+    if stream is None or authorizer.store.get_stream(stream) is None:  # a stream to be created
         if authorizer.allowed(principal, host, Operation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME):
             return None
         return f"{principal} may not create streams (needs CREATE on the cluster)"
