@@ -378,9 +378,20 @@ class CloudStore(NamespaceStore):
     # namespace hooks ------------------------------------------------------------------
 
     async def _persist_settings(self, settings: dict[str, str]) -> None:
+        """Write only what changed against this broker's view, as upserts and deletes.
+
+        Brokers sharing the store set settings at the same time (each
+        records the cluster name on its first start): rewriting the whole
+        table would make them collide on the key and lose each other's keys.
+        """
+        removed = [key for key in self._settings if key not in settings]
+        changed = [(key, value) for key, value in settings.items() if self._settings.get(key) != value]
         async with self._pool.acquire() as conn, conn.transaction():
-            await conn.execute("DELETE FROM kc_settings")
-            await conn.executemany("INSERT INTO kc_settings VALUES ($1, $2)", list(settings.items()))
+            if removed:
+                await conn.execute("DELETE FROM kc_settings WHERE key = ANY($1::text[])", removed)
+            if changed:
+                await conn.executemany("INSERT INTO kc_settings VALUES ($1, $2) "
+                                       "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value", changed)
             await self._notify(conn, "settings")
 
     async def _persist_stream(self, stream: StreamState, created: bool) -> None:

@@ -100,6 +100,16 @@ async def test_namespace_changes_reach_the_other_process(pair):
         b.partition("/apps/s", "t", 0)
 
 
+async def test_settings_set_at_once_by_two_brokers_keep_both(pair):
+    """Brokers starting together each record settings (the cluster name): no collision, no lost key."""
+    a, b = pair
+    for _ in range(5):  # the race is between two transactions: give it several chances
+        await asyncio.gather(a.set_settings({"from-a": "1", "shared": "a"}), b.set_settings({"from-b": "1", "shared": "b"}))
+    await eventually(lambda: {"from-a", "from-b"} <= a.settings().keys() and {"from-a", "from-b"} <= b.settings().keys())
+    await a.set_settings({"from-a": None})
+    await eventually(lambda: "from-a" not in b.settings() and b.settings().get("from-b") == "1")
+
+
 async def test_a_repeated_commit_assigns_nothing_twice(pair):
     a, _ = pair
     await a.create_topic("/default", "t", 1)
