@@ -72,7 +72,12 @@ def _scenario(side: Side) -> dict[str, Any]:
     finished.begin_transaction()
     finished.produce(topic, b"committed")
     finished.commit_transaction(30)
-    code, state, first_pid = _state(side, done)
+    # Kafka answers EndTxn once PrepareCommit is logged and writes the markers after: wait for the outcome.
+    deadline = time.monotonic() + 30
+    while (found := _state(side, done))[1] == "PrepareCommit":
+        assert time.monotonic() < deadline, f"{side.name}: {done} stayed in PrepareCommit"
+        time.sleep(0.1)
+    code, state, first_pid = found
     run["done before expiry"] = (code, state)
     deadline = time.monotonic() + 60
     while (found := _state(side, done))[0] == 0:
