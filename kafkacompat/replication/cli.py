@@ -66,7 +66,8 @@ def add_stream_parsers(actions: argparse._SubParsersAction, common: argparse.Arg
         "replica", help="replicate a stream to streams of other clusters",
         description="Replica links ship a stream's messages at their offsets, its topics and its consumer "
                     "cursors to a stream of another cluster, as `maprcli stream replica`. Run against the "
-                    "source cluster (--bootstrap-server). Links are plain TCP until authentication exists.")
+                    "source cluster (--bootstrap-server; --command-config logs in, on both clusters for autosetup). "
+                    "The links themselves do not log in yet: they reach the destination as User:ANONYMOUS.")
     sub = group.add_subparsers(dest="replica_action", metavar="ACTION", required=True)
     p = _command(sub, "add", "add a replica: the destination stream must exist and be empty or a copy", common,
                  _op("replica.add"), "kafkacompat stream replica add --path /apps/iot --replica newyork:9092/apps/iot")
@@ -133,9 +134,14 @@ def _request(args: argparse.Namespace) -> dict[str, Any]:
     return {n: getattr(args, n) for n in names if getattr(args, n, None) not in (None, False)}
 
 
+def _client(args: argparse.Namespace, servers: str | None = None) -> AdminClient:
+    """A client of --bootstrap-server (or `servers`), logged in with --command-config's settings."""
+    return AdminClient(servers or args.bootstrap_server, security=args.command_config)
+
+
 def _op(op: str) -> Any:
     def run(args: argparse.Namespace) -> int:
-        return _answer(args, lambda: AdminClient(args.bootstrap_server).call(op, **_request(args)))
+        return _answer(args, lambda: _client(args).call(op, **_request(args)))
     return run
 
 
@@ -154,9 +160,9 @@ def _answer(args: argparse.Namespace, call: Any) -> int:
 
 def _run_autosetup(args: argparse.Namespace) -> int:
     def setup() -> list[dict[str, Any]]:
-        source = AdminClient(args.bootstrap_server)
+        source = _client(args)
         host, port, dest_path = parse_replica(args.replica)
-        dest = AdminClient(f"{host}:{port}")
+        dest = _client(args, f"{host}:{port}")  # the same login on both clusters
         info = source.call("stream.info", path=args.path)
         policy = {name: info[name] for name in POLICY_FIELDS} | {"permissions": info["permissions"]}
         try:

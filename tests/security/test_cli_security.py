@@ -51,6 +51,10 @@ def test_produce_consume_and_admin_commands_log_in(broker: Broker, tmp_path) -> 
     assert sorted(read.stdout.split()) == ["one", "two"], read.stderr
     groups = cli(broker, config, "group", "list")
     assert groups.returncode == 0, groups.stderr
+    replicas = cli(broker, config, "stream", "replica", "list", "--path", "/apps/secure", "--json")
+    assert (replicas.returncode, replicas.stdout.strip()) == (0, "[]"), replicas.stderr
+    info = cli(broker, config, "cluster", "info")
+    assert info.returncode == 0, info.stderr
 
 
 def test_wrong_password_is_one_line(broker: Broker, tmp_path) -> None:
