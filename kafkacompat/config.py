@@ -136,9 +136,10 @@ class BrokerConfig:
     offsets_retention_check_interval_ms: int = _setting(600_000, "how often expired committed offsets are removed, "
                                                                  "like offsets.retention.check.interval.ms",
                                                         metavar="MS", minimum=1)
-    # the HTTP server beside the Kafka listener: /metrics (Prometheus) and /health/live, /health/ready
-    http_port: int | None = _setting(None, "port of the HTTP server for /metrics and /health (0 picks a free "
-                                           "one); no HTTP server unless set", metavar="PORT")
+    # the HTTP server beside the Kafka listeners: web console, REST proxy, /metrics and /health
+    http_port: int | None = _setting(None, "port of the HTTP server: web console, REST proxy, /metrics and "
+                                           "/health (0 picks a free one); no HTTP server unless set",
+                                     metavar="PORT")
     http_host: str = _setting("127.0.0.1", "address the HTTP server listens on (loopback by default: "
                                            "without http_authentication anyone who reaches it acts as "
                                            "User:ANONYMOUS)", metavar="HOST")

@@ -1,6 +1,6 @@
 """The asyncio TCP server: accepts connections and owns the store's lifetime.
 
-With http_port set it also runs the HTTP server (/metrics, /health) on the
+With http_port set it also runs the HTTP server (console, REST, /metrics, /health) on the
 same loop, over the same Cluster."""
 
 from __future__ import annotations

@@ -122,7 +122,7 @@ class Broker:
 
     @property
     def http_port(self) -> int | None:
-        """The port of the broker's HTTP server (/metrics, /health) when started with http_port=..., else None."""
+        """The port of the broker's HTTP server (console, REST, /metrics, /health) when started with http_port=..., else None."""
         return self.server.http_port
 
     @property
