@@ -29,9 +29,9 @@ from pyspark.sql.types import (
 )
 
 from ..broker.topic_names import split_name
-from ..storage.disk.reader import StoreReader, read_batches
+from ..storage.disk.reader import PartitionSnapshot, StoreReader, read_batches
 from .options import Options, TopicRef, parse_options
-from .plan import DataLossError, Range, batch_plan, cut, partitions_of, stability, starting_offset
+from .plan import DataLossError, Range, Stability, batch_plan, cut, partitions_of, stability, starting_offset
 
 BASE_FIELDS = [
     StructField("key", BinaryType()),
@@ -91,6 +91,10 @@ class StreamReader(DataSourceStreamReader):
         # The end of the last batch planned or committed: where maxOffsetsPerTrigger counts from.
         # Spark plans the last batch of its offset log again on restart, which sets it.
         self._position: dict[str, dict[str, int]] | None = None
+        # read_committed: (topic label, partition) -> (start offset, what latestOffset's header walk found),
+        # so planning the same batch does not walk the headers again. Batches below the LSO it found
+        # belong to transactions already ended then, so their outcomes cannot have changed since.
+        self._walked: dict[tuple[str, str], tuple[int, Stability]] = {}
 
     def initialOffset(self) -> dict:
         reader = StoreReader(self.opts.volumes)
@@ -108,7 +112,10 @@ class StreamReader(DataSourceStreamReader):
             snap = reader.snapshot(ref.stream, ref.name, index)
             end = snap.high_watermark
             if self.opts.read_committed:  # as a read_committed consumer: no further than the LSO
-                end = stability(snap, start.get(ref.label, {}).get(str(index), snap.log_start)).last_stable
+                begin = start.get(ref.label, {}).get(str(index), snap.log_start)
+                walked = stability(snap, begin)
+                self._walked[ref.label, str(index)] = (begin, walked)
+                end = walked.last_stable
             latest.setdefault(ref.label, {})[str(index)] = end
         limit = self.opts.max_offsets_per_trigger
         return latest if limit is None else rate_limit(start, latest, limit)
@@ -124,9 +131,16 @@ class StreamReader(DataSourceStreamReader):
                 index = int(index_text)
                 snap = reader.snapshot(stream, name, index)
                 begin = start.get(label, {}).get(index_text, snap.log_start)  # a new partition: from its start
-                aborted = stability(snap, begin).aborted if self.opts.read_committed else frozenset()
+                aborted = self._aborted(snap, label, index_text, begin) if self.opts.read_committed else frozenset()
                 ranges.extend(cut(self.opts, ref, index, begin, stop, snap, aborted))
         return [RangePartition(r) for r in ranges]
+
+    def _aborted(self, snap: PartitionSnapshot, label: str, index_text: str, begin: int) -> frozenset[int]:
+        """The aborted batches from `begin` on: latestOffset's walk when it started there, else a new one."""
+        cached = self._walked.get((label, index_text))
+        if cached is not None and cached[0] == begin:
+            return cached[1].aborted
+        return stability(snap, begin).aborted
 
     def read(self, partition: InputPartition | None) -> Iterator[pa.RecordBatch]:
         return read_range(partition, self.opts, self.schema)
