@@ -10,7 +10,7 @@ from typing import Any
 
 from ..scenario_data import Received, headers, key, value
 from . import ADMIN_RETENTION_MS, Driver
-from .inprocess import TIMEOUT, header_pairs, text
+from .inprocess import LISTING_WAIT, TIMEOUT, header_pairs, text
 
 
 def consumer_assignment_partitions(data: bytes) -> list[int]:
@@ -178,6 +178,9 @@ class AiokafkaDriver(Driver):
 
         async def use(admin: Any) -> dict[str, Any]:
             await admin.create_topics([NewTopic(topic, partitions, 1)])
+            deadline = time.monotonic() + LISTING_WAIT  # Kafka's metadata may lag the create a moment
+            while topic not in await admin.list_topics() and time.monotonic() < deadline:
+                await asyncio.sleep(0.1)
             return {"partitions": await self._partitions(admin, topic), "listed": topic in await admin.list_topics()}
 
         return self._admin_call(use)

@@ -24,3 +24,22 @@ def until(done: Callable[[], bool], step: Callable[[], None], what: str, timeout
         if time.monotonic() > deadline:
             raise TimeoutError(f"timed out waiting for {what}")
         step()
+
+
+LISTING_WAIT = 10.0  # seconds a created topic may take to reach a broker's metadata
+
+
+def listed_within(names: Callable[[], Any], name: str, timeout: float = LISTING_WAIT) -> bool:
+    """Whether `name` shows in names() within timeout.
+
+    Kafka answers CreateTopics once the controller has the topic; the broker's
+    metadata cache learns it a moment later, so a client that lists at once can
+    miss it. A user would look again, and so do the drivers; a topic that never
+    shows still answers False.
+    """
+    deadline = time.monotonic() + timeout
+    while name not in names():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+    return True

@@ -8,7 +8,7 @@ from typing import Any
 
 from ..scenario_data import Received, headers, key, value
 from . import ADMIN_RETENTION_MS, Driver
-from .inprocess import TIMEOUT, header_pairs, text, until
+from .inprocess import TIMEOUT, header_pairs, listed_within, text, until
 
 # kafka-python 3.0.12 drops a group join that completes after poll()'s timeout and
 # joins again (a fresh rebalance): long polls let join and sync finish inside one.
@@ -162,7 +162,8 @@ class KafkaPythonDriver(Driver):
         admin = self._admin()
         try:
             admin.create_topics([NewTopic(topic, partitions, 1)])
-            return {"partitions": self._partitions(admin, topic), "listed": topic in admin.list_topics()}
+            listed = listed_within(admin.list_topics, topic)
+            return {"partitions": self._partitions(admin, topic), "listed": listed}
         finally:
             admin.close()
 

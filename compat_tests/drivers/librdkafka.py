@@ -8,7 +8,7 @@ from typing import Any
 
 from ..scenario_data import Received, headers, key, value
 from . import ADMIN_RETENTION_MS, Driver
-from .inprocess import TIMEOUT, header_pairs, text, until
+from .inprocess import TIMEOUT, header_pairs, listed_within, text, until
 
 
 class ConfluentDriver(Driver):
@@ -154,7 +154,7 @@ class ConfluentDriver(Driver):
 
         admin = self._admin()
         admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(TIMEOUT)
-        listed = topic in admin.list_topics(timeout=TIMEOUT).topics
+        listed = listed_within(lambda: admin.list_topics(timeout=TIMEOUT).topics, topic)
         return {"partitions": self._partitions(admin, topic), "listed": listed}
 
     def alter_configs(self, topic):
