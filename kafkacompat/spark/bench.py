@@ -58,7 +58,9 @@ def scan(df: object) -> tuple[int, int, float, float]:
 
 def tree_cpu_seconds() -> float:
     """CPU time of this process (the broker serving format("kafka")) and every live descendant
-    (Spark's JVM, its Python workers), from /proc: children still running are not in getrusage."""
+    (Spark's JVM, its Python workers), from /proc: children still running are not in getrusage.
+    Each process's own time counts with that of the children it reaped (Spark's short-lived
+    planning workers, forked by its Python daemons)."""
     parents: dict[int, int] = {}
     times: dict[int, float] = {}
     for entry in pathlib.Path("/proc").iterdir():
@@ -68,7 +70,7 @@ def tree_cpu_seconds() -> float:
             except OSError:
                 continue  # ended meanwhile
             parents[int(entry.name)] = int(fields[1])
-            times[int(entry.name)] = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+            times[int(entry.name)] = sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")
     total, todo = 0.0, [os.getpid()]
     while todo:
         pid = todo.pop()
