@@ -38,9 +38,6 @@ EXPECTED_FAILURES: dict[str, str] = {
         "(IncompatibleBrokerVersion)",
     "test_admin_integration.py::test_describe_metadata_quorum":
         "kafkacompat does not serve DescribeQuorum (API 55): it has no KRaft metadata quorum to describe",
-    "test_consumer_integration.py::test_kafka_version_infer":
-        "kafka-python infers Kafka 4.1 from Produce v13 (topic ids, KIP-516); kafkacompat serves Produce up to "
-        "v12, so kafka-python takes it for Kafka 4.0",
 }
 
 
