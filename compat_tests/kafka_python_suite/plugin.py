@@ -44,7 +44,7 @@ class BrokerLogs:
         pass
 
     def dump_logs(self) -> None:
-        pass
+        """The broker logs through `logging` in this process: pytest already shows it with a failing test."""
 
 
 class SpawnedService:
@@ -79,6 +79,8 @@ class KafkacompatFixture(KafkaFixture):  # type: ignore[misc, valid-type]
                  transport: str = "PLAINTEXT", replicas: int = 1, partitions: int = 4,
                  sasl_mechanism: str | None = None, auto_create_topic: bool = True,
                  tmp_dir: Any = None) -> "KafkacompatFixture":
+        """KafkaFixture.instance's call: the broker listens on an ephemeral port; ZooKeeper, its chroot,
+        an external broker and tmp_dir are concerns of a Kafka process, which none is."""
         fixture = cls(host, broker_id, transport=transport, replicas=replicas, partitions=partitions,
                       sasl_mechanism=sasl_mechanism, auto_create_topic=auto_create_topic)
         fixture.open()
@@ -87,6 +89,8 @@ class KafkacompatFixture(KafkaFixture):  # type: ignore[misc, valid-type]
     def __init__(self, host: str, broker_id: int, *, transport: str, replicas: int, partitions: int,
                  sasl_mechanism: str | None, auto_create_topic: bool) -> None:
         # KafkaFixture.__init__ looks for a Kafka tarball and a ZooKeeper; neither is needed
+        self.broker: Broker | None = None
+        self._ssl_tmp: tempfile.TemporaryDirectory[str] | None = None
         self.external = False
         self.running = False
         self.host = host
@@ -103,8 +107,6 @@ class KafkacompatFixture(KafkaFixture):  # type: ignore[misc, valid-type]
         self.tmp_dir = None
         self.ssl_dir: str | None = None
         self.child: BrokerLogs | None = None
-        self.broker: Broker | None = None
-        self._ssl_tmp: tempfile.TemporaryDirectory[str] | None = None
 
     def open(self) -> None:
         self.start()
@@ -163,7 +165,7 @@ class KafkacompatFixture(KafkaFixture):  # type: ignore[misc, valid-type]
             self._ssl_tmp = None
 
     def dump_logs(self) -> None:
-        pass
+        """The broker logs through `logging` in this process: pytest already shows it with a failing test."""
 
     def get_topic_names(self) -> list[str]:
         """The topics as `kafka-topics.sh --list` lists them, read from the broker itself."""
