@@ -41,7 +41,7 @@ class BrokerLogs:
     """
 
     def __init__(self, *_args: object) -> None:
-        pass
+        """fixtures.py would build an ExternalService(host, port): nothing of those is needed."""
 
     def dump_logs(self) -> None:
         """The broker logs through `logging` in this process: pytest already shows it with a failing test."""
