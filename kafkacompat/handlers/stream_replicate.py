@@ -64,7 +64,8 @@ async def handle(ctx: Any, request: tuple[dict[str, Any], memoryview]) -> bytes:
         if service is None:
             raise receiver.ReplicaRequestError("this broker does not run replication")
         if op == "append":
-            result = await receiver.append(service, body, payload, ctx.cluster.producers)
+            result = await receiver.append(service, body, payload, ctx.cluster.producers,
+                                           ctx.cluster.transactions.partitions)
         elif op in _OPS:
             result = await _OPS[op](service, body)
         else:

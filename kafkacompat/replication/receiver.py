@@ -20,6 +20,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from kafkacompat import storage
+from kafkacompat.protocol.control_records import marker_type
 from kafkacompat.storage import Cursor
 from kafkacompat.storage import batch_format as bf
 
@@ -27,6 +28,7 @@ from .paths import Path
 
 if TYPE_CHECKING:
     from ..broker.producer_state import ProducerStates
+    from ..transactions.partition_state import PartitionTxnRegistry
     from .engine import ReplicationService
 
 log = logging.getLogger(__name__)
@@ -108,13 +110,18 @@ async def sync_topics(service: ReplicationService, request: dict[str, Any]) -> d
 
 
 async def append(service: ReplicationService, request: dict[str, Any], payload: memoryview,
-                 producers: ProducerStates | None = None) -> dict[str, Any]:
+                 producers: ProducerStates | None = None,
+                 txns: PartitionTxnRegistry | None = None) -> dict[str, Any]:
     """Store shipped batches at their offsets; {"status": "ok"|"gap"|"collision", "hw": ..., ...}.
 
     Idempotent producers' sequence numbers are noted in `producers` as a
     local append notes them, so a producer that fails over to this cluster
     and retries a batch that reached it by replication gets the original
-    offsets instead of a second copy.
+    offsets instead of a second copy. Transactional batches and their
+    markers go through `txns` as the source's produce and coordinator put
+    them there: an open transaction holds this partition's last stable
+    offset, an abort marker enters the aborted-transaction index, so
+    read_committed consumers here see what they would see at the source.
     """
     store = service.store
     stream, topic, index = request["stream"], request["topic"], request["partition"]
@@ -127,12 +134,12 @@ async def append(service: ReplicationService, request: dict[str, Any], payload: 
     except storage.UnknownTopicError:
         raise ReplicaRequestError(f"topic {stream}:{topic} partition {index} does not exist here") from None
     async with service.partition_lock(stream, topic, index):  # links from several clusters may ship it at once
-        return await _append(service, request, partition, split_batches(data), path, producers)
+        return await _append(service, request, partition, split_batches(data), path, producers, txns)
 
 
 async def _append(service: ReplicationService, request: dict[str, Any], partition: storage.Partition,
                   batches: list[tuple[int, memoryview]], path: Path,
-                  producers: ProducerStates | None) -> dict[str, Any]:
+                  producers: ProducerStates | None, txns: PartitionTxnRegistry | None) -> dict[str, Any]:
     stream, topic, index = request["stream"], request["topic"], request["partition"]
     pending = [b for b in batches if b[0] >= partition.high_watermark]
     for base, batch in batches:
@@ -160,7 +167,27 @@ async def _append(service: ReplicationService, request: dict[str, Any], partitio
                 and not header.attributes & bf.ATTR_CONTROL):
             producers.record(header.producer_id, header.producer_epoch, (stream, topic, index),
                              header.base_sequence, header.record_count, base, -1, header.max_timestamp)
+        if txns is not None and header.attributes & bf.ATTR_TRANSACTIONAL:
+            await _note_transactional(txns, stream, topic, index, base, batch, header)
     return {"status": "ok", "hw": partition.high_watermark}
+
+
+async def _note_transactional(txns: PartitionTxnRegistry, stream: str, topic: str, index: int, base: int,
+                              batch: memoryview, header: bf.BatchHeader) -> None:
+    """Keep the partition's transaction state as the source keeps it for the same batch.
+
+    Called after the append: a state loaded just now rebuilt itself from a
+    log tail that already holds this batch, and both calls below are then
+    no-ops (an open transaction keeps its first offset; a marker with no
+    open transaction changes nothing).
+    """
+    state = await txns.get(stream, topic, index)
+    if not header.attributes & bf.ATTR_CONTROL:
+        state.appended(header.producer_id, base)
+        return
+    control = marker_type(batch)
+    if control is not None:
+        await state.marker_written(header.producer_id, base, control)
 
 
 async def commit_cursors(service: ReplicationService, request: dict[str, Any]) -> dict[str, Any]:
