@@ -66,6 +66,8 @@ async def handle(ctx: Any, request: tuple[dict[str, Any], memoryview]) -> bytes:
         if op == "append":
             result = await receiver.append(service, body, payload, ctx.cluster.producers,
                                            ctx.cluster.transactions.partitions)
+        elif op == "start_at":
+            result = await receiver.start_at(service, body, ctx.cluster.transactions.partitions)
         elif op in _OPS:
             result = await _OPS[op](service, body)
         else:

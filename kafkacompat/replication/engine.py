@@ -35,6 +35,7 @@ from .paths import Path, PathIndex
 from .receiver import split_batches
 
 if TYPE_CHECKING:
+    from ..broker.cluster import Cluster
     from ..config import BrokerConfig
 
 log = logging.getLogger(__name__)
@@ -243,9 +244,7 @@ class LinkTask:
         try:
             data = await part.read(pos, MAX_REQUEST_BYTES)
         except storage.OffsetOutOfRangeError:
-            raise LinkBroken(
-                f"topic {topic} partition {index}: the source no longer holds offset {pos} (its log starts at "
-                f"{part.log_start_offset}), so the destination, which ends there, cannot be continued") from None
+            return []  # retention passed `pos` just now: the next round skips the gap
         me, dest = self.service.identity.id, self.dest_uuid
         paths = self.service.paths
         runs: list[tuple[Path, int, int, list[memoryview]]] = []
@@ -269,6 +268,8 @@ class LinkTask:
         except storage.UnknownTopicError:
             return 0
         pos = self.positions[topic, index]
+        if pos < part.log_start_offset:
+            return await self._skip_gap(client, topic, index, part, pos)
         in_flight: list[tuple[asyncio.Future[Any] | None, int, int]] = []  # (answer, end offset, bytes)
         try:
             for _ in range(PIPELINE_DEPTH):
@@ -322,6 +323,27 @@ class LinkTask:
                 if answer is not None and not answer.done():
                     answer.cancel()
         return sent or int(moved)
+
+    async def _skip_gap(self, client: LinkClient, topic: str, index: int, part: storage.Partition, pos: int) -> int:
+        """The source's log start passed what the destination holds (retention, DeleteRecords while paused or
+        down): the destination restarts at our log start, as a Kafka follower does, keeping offsets identical."""
+        start = part.log_start_offset
+        open_txns: list[list[int]] = []
+        cluster = self.service.cluster
+        if cluster is not None:
+            state = await cluster.transactions.partitions.get(self.spec.source, topic, index)
+            open_txns = [[pid, first] for pid, first in state.ongoing.items()]
+        try:
+            answer = await client.call({"op": "start_at", "stream": self.spec.dest, "topic": topic,
+                                        "partition": index, "from": pos, "offset": start, "open": open_txns})
+        except LinkRefused as exc:
+            raise LinkBroken(f"topic {topic} partition {index}: {exc}") from None
+        if answer["status"] == "ok":
+            log.warning("replica %s -> %s: topic %s partition %d: offsets %d..%d were deleted here before they "
+                        "were shipped; the replica now starts at %d", self.spec.source, self.spec.replica,
+                        topic, index, pos, start - 1, start)
+        self.positions[topic, index] = answer["hw"]
+        return 1
 
     async def _throttle(self, size: int) -> None:
         rate = self.spec.throttle_mb_s
@@ -430,9 +452,10 @@ class LinkTask:
 class ReplicationService:
     """Every replica link of this broker's streams, the path index and the cluster identity."""
 
-    def __init__(self, store: Store, config: BrokerConfig) -> None:
+    def __init__(self, store: Store, config: BrokerConfig, cluster: Cluster | None = None) -> None:
         self.store = store
         self.config = config
+        self.cluster = cluster  # its transaction and producer state, kept in step with replicated data
         self.identity = ClusterIdentity("", store.store_id)
         self.paths = PathIndex(store)
         self.links: dict[tuple[str, str], LinkTask] = {}  # (source stream, replica) -> task

@@ -10,6 +10,8 @@ Operations (the source's link task sends them in this order):
   but for the partitionLeaderEpoch field): then it is skipped, otherwise it
   is a collision. A batch beyond the high watermark is a gap: the answer
   says where the partition ends so the source resends from there;
+- start_at: the source no longer holds what this partition lacks (its
+  log start passed our end): drop what we hold and go on at its log start;
 - cursors: consumer groups' committed offsets, newest commit wins;
 - ping: an idle link's heartbeat.
 """
@@ -188,6 +190,36 @@ async def _note_transactional(txns: PartitionTxnRegistry, stream: str, topic: st
     control = marker_type(batch)
     if control is not None:
         await state.marker_written(header.producer_id, base, control)
+
+
+async def start_at(service: ReplicationService, request: dict[str, Any],
+                   txns: PartitionTxnRegistry | None = None) -> dict[str, Any]:
+    """Skip a retention gap: the source no longer holds [from, offset), so this partition goes on at `offset`.
+
+    As a Kafka follower does when the leader's log start passed it, the
+    partition drops what it holds and starts empty at the source's log
+    start, so the offsets that follow stay the source's. Done only while
+    the partition still ends at `from` (where the source's link believes
+    it ends); otherwise {"status": "moved"} with the real end.
+    """
+    store = service.store
+    stream, topic, index = request["stream"], request["topic"], request["partition"]
+    offset, expected = int(request["offset"]), int(request["from"])
+    try:
+        partition = store.partition(stream, topic, index)
+    except storage.UnknownTopicError:
+        raise ReplicaRequestError(f"topic {stream}:{topic} partition {index} does not exist here") from None
+    async with service.partition_lock(stream, topic, index):
+        hw = partition.high_watermark
+        if hw != expected or offset < hw:
+            return {"status": "moved", "hw": hw}
+        await partition.truncate_fully_and_start_at(offset)
+        if txns is not None:
+            state = await txns.get(stream, topic, index)
+            state.restarted_at(offset, {int(pid): int(first) for pid, first in request.get("open", [])})
+        log.warning("replication: %s:%s/%d skips offsets %d..%d, which its source no longer holds; "
+                    "it now starts at %d", stream, topic, index, expected, offset - 1, offset)
+        return {"status": "ok", "hw": partition.high_watermark}
 
 
 async def commit_cursors(service: ReplicationService, request: dict[str, Any]) -> dict[str, Any]:
