@@ -278,12 +278,16 @@ class LinkTask:
                 runs = await self._read_groups(part, topic, index, pos)
                 if not runs:
                     break
+                stored_from = pos  # where the stored batches read go on from: no record lies in between
                 for path, first, end, batches in runs:
                     if not batches:
                         in_flight.append((None, end, 0))
+                        stored_from = end
                         continue
                     body = {"op": "append", "stream": self.spec.dest, "topic": topic, "partition": index,
-                            "base": first, "path": list(path), "codec": self.spec.compression}
+                            "base": first, "path": list(path), "codec": self.spec.compression,
+                            "from": stored_from}
+                    stored_from = end
                     raw = b"".join(batches)
                     payload = compress(self.spec.compression, raw)
                     in_flight.append((asyncio.ensure_future(client.call(body, payload)), end, len(raw)))

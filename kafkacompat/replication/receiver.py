@@ -9,7 +9,9 @@ Operations (the source's link task sends them in this order):
   below the high watermark must be the very batch stored there (same bytes
   but for the partitionLeaderEpoch field): then it is skipped, otherwise it
   is a collision. A batch beyond the high watermark is a gap: the answer
-  says where the partition ends so the source resends from there;
+  says where the partition ends so the source resends from there, unless
+  the source vouches that it holds nothing there (`from`: its log
+  cleaner removed those batches), when an empty batch fills the stretch;
 - start_at: the source no longer holds what this partition lacks (its
   log start passed our end): drop what we hold and go on at its log start;
 - cursors: consumer groups' committed offsets, newest commit wins;
@@ -23,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from kafkacompat import storage
 from kafkacompat.protocol.control_records import marker_type
+from kafkacompat.protocol.records import InvalidBatchError, empty_batch, iter_records
 from kafkacompat.storage import Cursor
 from kafkacompat.storage import batch_format as bf
 
@@ -41,8 +44,31 @@ class ReplicaRequestError(Exception):
 
 
 def same_batch(stored: bytes | memoryview, shipped: bytes | memoryview) -> bool:
-    """Whether two copies of a batch are the same batch: equal bytes but for partitionLeaderEpoch (bytes 12-16)."""
-    return len(stored) == len(shipped) and stored[:12] == shipped[:12] and stored[16:] == shipped[16:]
+    """Whether two copies of a batch are the same batch.
+
+    Equal bytes but for partitionLeaderEpoch (bytes 12-16), or, in a
+    compacted topic where either side's log cleaner may have rewritten it,
+    the same batch cleaned differently: the same header identity (offsets,
+    producer id, epoch and sequence, attributes) and every record both
+    copies still hold equal (key, value, headers, timestamp).
+    """
+    if len(stored) == len(shipped) and stored[:12] == shipped[:12] and stored[16:] == shipped[16:]:
+        return True
+    return _same_cleaned_batch(stored, shipped)
+
+
+def _same_cleaned_batch(stored: bytes | memoryview, shipped: bytes | memoryview) -> bool:
+    a, b = bf.parse_header(stored), bf.parse_header(shipped)
+    identity = ("base_offset", "magic", "attributes", "last_offset_delta", "producer_id", "producer_epoch",
+                "base_sequence")
+    if any(getattr(a, name) != getattr(b, name) for name in identity) or a.attributes & bf.ATTR_CONTROL:
+        return False
+    try:
+        mine = {r.offset: r for r in iter_records(stored)}
+        theirs = {r.offset: r for r in iter_records(shipped)}
+    except InvalidBatchError:
+        return False
+    return all(mine[offset] == theirs[offset] for offset in mine.keys() & theirs.keys())
 
 
 def split_batches(data: bytes | memoryview) -> list[tuple[int, memoryview]]:
@@ -143,10 +169,12 @@ async def _append(service: ReplicationService, request: dict[str, Any], partitio
                   batches: list[tuple[int, memoryview]], path: Path,
                   producers: ProducerStates | None, txns: PartitionTxnRegistry | None) -> dict[str, Any]:
     stream, topic, index = request["stream"], request["topic"], request["partition"]
+    # the source holds no record in [vouched, first batch) nor between the batches (its cleaner removed them)
+    vouched = request.get("from")
     pending = [b for b in batches if b[0] >= partition.high_watermark]
     for base, batch in batches:
         hw = partition.high_watermark
-        if base > hw:
+        if base > hw and (vouched is None or hw < vouched):
             return {"status": "gap", "hw": hw}
         if base < hw:
             if base < partition.log_start_offset:
@@ -158,9 +186,14 @@ async def _append(service: ReplicationService, request: dict[str, Any], partitio
         if pending and base == pending[0][0]:  # first new batch: note the path of all of them at once
             last = pending[-1]
             end = last[0] + bf.parse_header(last[1]).last_offset_delta + 1
-            await service.paths.record(stream, topic, index, base, end, path)
+            await service.paths.record(stream, topic, index, hw, end, path)
             pending = []
         header = bf.parse_header(batch)
+        if base > hw:  # a stretch the source's cleaner emptied: an empty batch keeps the offsets
+            try:
+                await partition.append(empty_batch(hw, base - hw - 1, header.base_timestamp), base - hw, at=hw)
+            except storage.OffsetMismatchError as exc:
+                return {"status": "collision", "hw": exc.high_watermark, "offset": hw}
         try:
             await partition.append(batch, header.last_offset_delta + 1, at=base)
         except storage.OffsetMismatchError as exc:  # a local producer got there first

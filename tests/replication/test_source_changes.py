@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from kafkacompat.testing import Broker
 
 from .helpers import admin, batches, end_offset, link_state, replica, values, wait_for
+
+
+COMPACT = {"cleanup.policy": "compact", "segment.bytes": "4096", "min.cleanable.dirty.ratio": "0.01",
+           "delete.retention.ms": "0"}
 
 
 @pytest.fixture
@@ -70,37 +76,105 @@ def test_new_replica_of_a_source_whose_log_start_moved(pair):
     assert log_start(b, "t") == 7 and values(b, "/s:t") == values(a, "/s:t")
 
 
+def clean(broker: Broker) -> None:
+    """One log cleaner pass as if an hour had gone by (every dirty compacted partition is due)."""
+    later = int(time.time() * 1000) + 3_600_000
+    broker.call(broker.server.store.clean_logs(now=later))
+
+
+def record_count(data: bytes) -> int:
+    """recordCount of a batch as helpers.batches gives it (partitionLeaderEpoch cut out)."""
+    return int.from_bytes(data[53:57], "big")
+
+
+def holding_records(broker: Broker) -> list[tuple[int, bytes]]:
+    return [(o, data) for o, data in batches(broker, "/s", "state") if record_count(data)]
+
+
+def confluent_view(broker: Broker) -> list[tuple[int, bytes]]:
+    """(offset, value) of /s:state as a confluent-kafka consumer reads it to the end."""
+    from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "view",
+                         "enable.partition.eof": True, "enable.auto.commit": False})
+    consumer.assign([TopicPartition("/s:state", 0, 0)])
+    out = []
+    try:
+        for _ in range(60):
+            msg = consumer.poll(0.5)
+            if msg is None:
+                continue
+            if msg.error():
+                if msg.error().code() == KafkaError._PARTITION_EOF:
+                    return out
+                raise AssertionError(msg.error())
+            out.append((msg.offset(), msg.value()))
+    finally:
+        consumer.close()
+    raise AssertionError(f"no end of /s:state: {out}")
+
+
+def latest_by_key(broker: Broker) -> dict[bytes | None, tuple[int, bytes | None]]:
+    return {m.key: (m.offset, m.value) for m in broker.consume("/s:state")}
+
+
 def test_compacted_topic_keeps_its_offset_gaps(tmp_path):
-    """A compacted source ships its cleaned batches (holes included) and the replica never cleans them otherwise."""
-    a = Broker(str(tmp_path / "a"), cluster_name="a", log_cleaner_backoff_ms=50).start()
-    b = Broker(str(tmp_path / "b"), cluster_name="b", log_cleaner_backoff_ms=50).start()
+    """A compacted source ships its cleaned batches (gaps included); each side's cleaner then keeps the
+    same record at the same offset."""
+    a = Broker(str(tmp_path / "a"), cluster_name="a", log_cleaner_backoff_ms=3_600_000).start()
+    b = Broker(str(tmp_path / "b"), cluster_name="b", log_cleaner_backoff_ms=3_600_000).start()
     try:
         for broker in (a, b):
-            admin(broker).call("stream.create", path="/s", policy={"partitionlet_bytes": 2048})
-        admin(a).call("topic.create", name="/s:state", partitions=1,
-                      configs={"cleanup.policy": "compact", "segment.bytes": "2048",
-                               "min.cleanable.dirty.ratio": "0.01"})
+            admin(broker).call("stream.create", path="/s")
+        admin(a).call("topic.create", name="/s:state", partitions=1, configs=COMPACT)
         for i in range(200):
-            a.produce("/s:state", f"v{i}".encode() * 8, key=f"k{i % 5}".encode())
-        wait_for(lambda: len(values(a, "/s:state")) < 150, what="the source compacted")
+            a.produce("/s:state", f"v{i}-".encode() * 20, key=f"k{i % 5}".encode())
+        clean(a)
+        source = values(a, "/s:state")
+        offsets = [offset for offset, _ in source]
+        assert len(offsets) < 200 and offsets[-1] == 199  # compacted: there are gaps
         admin(a).call("replica.add", path="/s", replica=replica(b, "/s"))
         wait_for(lambda: end_offset(b, "/s", "state") == 200 and in_sync(a), what="compacted topic replicated")
-        source = values(a, "/s:state")
         assert values(b, "/s:state") == source  # the same offsets, gaps included
-        assert batches(b, "/s", "state") == batches(a, "/s", "state")
-        offsets = [offset for offset, _ in source]
-        assert offsets != list(range(offsets[0], offsets[0] + len(offsets)))  # there are gaps
+        # the same batches byte for byte; where the source's cleaner removed whole batches the replica
+        # holds one empty batch (no records, as a cleaner leaves them) spanning the stretch
+        assert holding_records(b) == holding_records(a)
+        assert [o for o, data in batches(b, "/s", "state") if record_count(data) == 0] == [0]
+        assert confluent_view(b) == confluent_view(a) == [(o, v) for o, v in source]
         assert b.server.store.get_topic("/s", "state").configs["cleanup.policy"] == "compact"
-        # the replica's own cleaner keeps the latest value of each key at the same offset as the source's
-        latest = {}
-        for offset, value in source:
-            latest[value[:2]] = offset
-        for i in range(200, 260):
-            a.produce("/s:state", f"w{i}".encode() * 8, key=f"k{i % 5}".encode())
-        wait_for(lambda: end_offset(b, "/s", "state") == 260, what="more replicated")
-        tail_a = {o: v for o, v in values(a, "/s:state") if o >= 255}
-        tail_b = {o: v for o, v in values(b, "/s:state") if o >= 255}
-        assert tail_a == tail_b and len(tail_b) == 5
+        # more writes, cleaned on the replica only, then on the source: the survivors agree
+        admin(a).call("replica.pause", path="/s", replica=replica(b, "/s"))
+        for i in range(200, 400):
+            a.produce("/s:state", f"w{i}-".encode() * 20, key=f"k{i % 7}".encode())
+        admin(a).call("replica.resume", path="/s", replica=replica(b, "/s"))
+        wait_for(lambda: end_offset(b, "/s", "state") == 400 and in_sync(a), what="more replicated")
+        clean(b)
+        assert len(values(b, "/s:state")) < len(values(a, "/s:state"))
+        # a restart of the link compares the last batch both sides hold before it goes on
+        admin(a).call("replica.pause", path="/s", replica=replica(b, "/s"))
+        admin(a).call("replica.resume", path="/s", replica=replica(b, "/s"))
+        a.produce("/s:state", b"last", key=b"k0")
+        wait_for(lambda: end_offset(b, "/s", "state") == 401 and in_sync(a), what="link resumed")
+        clean(a)
+        clean(b)
+        # each cleaner works on its own partitionlets (as each Kafka replica cleans its own segments), so the
+        # replica may still hold older values its cleaner has not reached; what both hold is the same record
+        # at the same offset, and the latest value of every key is at the same offset on both
+        on_a, on_b = dict(values(a, "/s:state")), dict(values(b, "/s:state"))
+        assert on_a.items() <= on_b.items()
+        assert latest_by_key(a) == latest_by_key(b) and latest_by_key(b)[b"k0"] == (400, b"last")
     finally:
         b.stop()
         a.stop()
+
+
+def test_a_batch_cleaned_on_one_side_is_still_the_same_batch():
+    from kafkacompat.protocol.records import Record, build_batch, rebuild_batch, split_records
+    from kafkacompat.replication.receiver import same_batch
+
+    records = [Record(f"k{i % 2}".encode(), f"v{i}".encode(), [], 1000 + i) for i in range(4)]
+    whole = build_batch(records)
+    cleaned = rebuild_batch(whole, split_records(whole)[2:])  # the older record of each key removed
+    assert same_batch(whole, cleaned) and same_batch(cleaned, whole)
+    other = build_batch([*records[:3], Record(b"k1", b"another", [], 1003)])
+    assert not same_batch(whole, other) and not same_batch(cleaned, rebuild_batch(other, split_records(other)[2:]))
