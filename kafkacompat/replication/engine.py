@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import uuid
 from typing import TYPE_CHECKING, Any
 
 import cramjam
@@ -28,6 +29,7 @@ from kafkacompat import storage
 from kafkacompat.storage import Store
 from kafkacompat.storage import batch_format as bf
 
+from .generations import generation
 from .identity import ClusterIdentity, ensure_identity
 from .link_client import LinkClient, LinkRefused
 from .links import LINKS_TABLE, UPSTREAMS_TABLE, LinkSpec
@@ -77,6 +79,7 @@ class LinkTask:
         self._task: asyncio.Task[None] | None = None
         self._sent_cursors: dict[tuple[str, str, int], tuple[int, str, int]] = {}
         self._topic_signature: Any = None
+        self._topic_ids: dict[str, uuid.UUID] = {}  # the topics the positions are of
         self._last_cursor_sync = 0.0
         self._logged_error: str | None = None
         self._throttle_start: float | None = None  # when the current throttled stretch began
@@ -187,25 +190,39 @@ class LinkTask:
         return [t for t in self.store.list_topics(self.spec.source) if t.name not in SKIPPED_TOPICS]
 
     async def _sync_topics(self, client: LinkClient) -> dict[str, Any] | None:
-        """Send the source's topics when they changed; the destination's partition ends, or None if unchanged."""
+        """Send the source's topics when they changed; the destination's partition ends, or None if unchanged.
+
+        A topic whose generation changed since it was last shipped was
+        deleted and created again here: the destination does the same if it
+        holds the old generation, and the partition is followed afresh.
+        """
         topics = self._source_topics()
-        signature = tuple(sorted((t.name, t.partitions, tuple(sorted(t.configs.items()))) for t in topics))
+        signature = tuple(sorted((t.name, t.topic_id, t.partitions, tuple(sorted(t.configs.items())))
+                                 for t in topics))
         if signature == self._topic_signature:
             return None
-        names = {t.name for t in topics}
-        deleted = [name for name in self.spec.known_topics if name not in names]
+        spec, me = self.spec, self.service.identity.id
+        gens = {t.name: generation(self.store, me, spec.source, t) for t in topics}
+        known = spec.topic_gens
+        replaces = {name: known[name] for name, gen in gens.items() if known.get(name, gen) != gen}
+        deleted = {name: known.get(name) for name in sorted((set(spec.known_topics) | set(known)) - set(gens))}
         try:
             answer = await client.call({
-                "op": "topics", "stream": self.spec.dest, "deleted": deleted,
-                "topics": {t.name: {"partitions": t.partitions, "configs": t.configs} for t in topics},
+                "op": "topics", "stream": spec.dest, "deleted": deleted, "replaces": replaces,
+                "topics": {t.name: {"partitions": t.partitions, "configs": t.configs, "gen": gens[t.name]}
+                           for t in topics},
             })
         except LinkRefused as exc:
             raise LinkBroken(str(exc)) from None
         self._topic_signature = signature
-        if sorted(names) != sorted(self.spec.known_topics):
-            self.spec.known_topics = sorted(names)
-            await self.service.save_link(self.spec)
-        for key in [k for k in self.positions if k[0] not in names]:
+        self._topic_ids = {t.name: t.topic_id for t in topics}
+        for name in replaces:
+            log.warning("replica %s -> %s: topic %s was deleted and created again here; the replica follows",
+                        spec.source, spec.replica, name)
+        if gens != known or sorted(gens) != spec.known_topics:
+            spec.topic_gens, spec.known_topics = gens, sorted(gens)
+            await self.service.save_link(spec)
+        for key in [k for k in self.positions if k[0] not in gens or k[0] in replaces]:
             del self.positions[key]
         return answer["topics"]
 
@@ -263,6 +280,9 @@ class LinkTask:
 
     async def _ship(self, client: LinkClient, topic: str, index: int) -> int:
         """Ship what one partition has past its position, PIPELINE_DEPTH requests in flight; bytes sent."""
+        info = self.store.get_topic(self.spec.source, topic)
+        if info is None or info.topic_id != self._topic_ids.get(topic):
+            return 0  # deleted, or created again since the last topic sync, which sees to it
         try:
             part = self.store.partition(self.spec.source, topic, index)
         except storage.UnknownTopicError:

@@ -4,7 +4,8 @@ Operations (the source's link task sends them in this order):
 - hello: who is this cluster, does the destination stream exist, and
   where every partition of it ends (the resume point of the link);
 - topics: make the destination's topics match the source's (create,
-  add partitions, configs, delete the ones the source deleted);
+  add partitions, configs, delete the ones the source deleted, create
+  again the ones it deleted and created again);
 - append: store batches at the offsets they have at the source. A batch
   below the high watermark must be the very batch stored there (same bytes
   but for the partitionLeaderEpoch field): then it is skipped, otherwise it
@@ -29,6 +30,7 @@ from kafkacompat.protocol.records import InvalidBatchError, empty_batch, iter_re
 from kafkacompat.storage import Cursor
 from kafkacompat.storage import batch_format as bf
 
+from .generations import forget_origin, generation, note_origin
 from .paths import Path
 
 if TYPE_CHECKING:
@@ -107,22 +109,50 @@ async def ping(service: ReplicationService, request: dict[str, Any]) -> dict[str
     return {"uuid": service.identity.id}
 
 
+async def _delete_topic(service: ReplicationService, stream: str, info: storage.TopicInfo) -> None:
+    """Delete a topic as the source did, with everything kept beside it."""
+    await service.store.delete_topic(stream, info.name)
+    await service.paths.forget(stream, info.name, info.partitions)
+    await forget_origin(service.store, stream, info)
+    if service.cluster is not None:
+        service.cluster.forget_topic(info)
+
+
 async def sync_topics(service: ReplicationService, request: dict[str, Any]) -> dict[str, Any]:
-    """Create, grow, reconfigure and delete topics to match the source; answers where partitions end."""
+    """Create, grow, reconfigure, recreate and delete topics to match the source; answers where partitions end.
+
+    Generations (generations.py) decide what a deletion or a recreation at
+    the source means here: only a topic of the generation the source
+    deleted or replaced goes.
+    """
     store = service.store
     stream = request["stream"]
+    me = service.identity.id
     if store.get_stream(stream) is None:
         raise ReplicaRequestError(f"stream {stream} does not exist on cluster {service.identity.name}")
-    for name in request.get("deleted", []):
+    deleted = request.get("deleted", {})
+    if isinstance(deleted, list):  # a source that names no generations
+        deleted = dict.fromkeys(deleted)
+    for name, gen in deleted.items():
         info = store.get_topic(stream, name)
-        if info is not None:
-            await store.delete_topic(stream, name)
-            await service.paths.forget(stream, name, info.partitions)
+        if info is not None and (gen is None or generation(store, me, stream, info) == gen):
+            await _delete_topic(service, stream, info)
             log.info("replication: deleted topic %s:%s as its source did", stream, name)
+    replaces = request.get("replaces", {})
     for name, want in request["topics"].items():
         info = store.get_topic(stream, name)
+        gen = want.get("gen")
+        if info is not None and name in replaces and generation(store, me, stream, info) == replaces[name]:
+            await _delete_topic(service, stream, info)
+            log.warning("replication: topic %s:%s was deleted and created again at its source: so it is here",
+                        stream, name)
+            info = None
         if info is None:
-            await store.create_topic(stream, name, want["partitions"], dict(want["configs"]))
+            if gen is not None and gen[0] == me:
+                continue  # created here and deleted since: a peer that has not heard yet does not bring it back
+            info = await store.create_topic(stream, name, want["partitions"], dict(want["configs"]))
+            if gen is not None:
+                await note_origin(store, stream, info, gen)
             log.info("replication: created topic %s:%s with %d partition(s)", stream, name, want["partitions"])
             continue
         if info.partitions > want["partitions"]:

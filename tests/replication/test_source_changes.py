@@ -178,3 +178,77 @@ def test_a_batch_cleaned_on_one_side_is_still_the_same_batch():
     assert same_batch(whole, cleaned) and same_batch(cleaned, whole)
     other = build_batch([*records[:3], Record(b"k1", b"another", [], 1003)])
     assert not same_batch(whole, other) and not same_batch(cleaned, rebuild_batch(other, split_records(other)[2:]))
+
+
+def topic_id(broker: Broker, topic: str):
+    info = broker.server.store.get_topic("/s", topic)
+    return info.topic_id if info is not None else None
+
+
+def current(broker: Broker, topic: str) -> list[tuple[int, bytes | None]] | None:
+    """(offset, value) of a topic, None while it does not exist (between a deletion and its creation)."""
+    return values(broker, f"/s:{topic}") if topic_id(broker, topic) is not None else None
+
+
+def recreate(broker: Broker, topic: str, *new_values: bytes) -> None:
+    admin(broker).call("topic.delete", name=f"/s:{topic}")
+    admin(broker).call("topic.create", name=f"/s:{topic}", partitions=1)
+    for value in new_values:
+        broker.produce(f"/s:{topic}", value)
+
+
+def test_a_topic_deleted_and_created_again_at_the_source_is_so_on_the_replica(pair):
+    a, b = pair
+    admin(a).call("replica.add", path="/s", replica=replica(b, "/s"))
+    for i in range(10):
+        a.produce("/s:t", f"old-{i}".encode())
+    wait_for(lambda: end_offset(b, "/s", "t") == 10, what="first creation replicated")
+    first = topic_id(b, "t")
+    recreate(a, "t", b"new-0", b"new-1", b"new-2")
+    wait_for(lambda: topic_id(b, "t") not in (None, first) and current(b, "t") == current(a, "t")
+             and in_sync(a), what="replica holds the new creation")
+    assert values(b, "/s:t") == [(0, b"new-0"), (1, b"new-1"), (2, b"new-2")]
+    assert batches(b, "/s", "t") == batches(a, "/s", "t")
+    [link] = link_state(a, "/s")
+    assert link["last_error"] is None and link["lag_messages"] == 0
+
+
+def test_a_recreation_while_paused_and_restarted_is_noticed(tmp_path):
+    a = Broker(str(tmp_path / "a"), cluster_name="a").start()
+    b = Broker(str(tmp_path / "b"), cluster_name="b").start()
+    try:
+        for broker in (a, b):
+            admin(broker).call("stream.create", path="/s")
+        admin(a).call("replica.add", path="/s", replica=replica(b, "/s"))
+        for i in range(10):
+            a.produce("/s:t", f"old-{i}".encode())
+        wait_for(lambda: end_offset(b, "/s", "t") == 10, what="first creation replicated")
+        admin(a).call("replica.pause", path="/s", replica=replica(b, "/s"))
+        recreate(a, "t", *[f"new-{i}".encode() for i in range(12)])  # more than before: no offset gives it away
+        a.stop()
+        a = Broker(str(tmp_path / "a"), cluster_name="a").start()
+        admin(a).call("replica.resume", path="/s", replica=replica(b, "/s"))
+        wait_for(lambda: current(b, "t") == current(a, "t") and in_sync(a), what="replica follows")
+        assert [v for _, v in values(b, "/s:t")] == [f"new-{i}".encode() for i in range(12)]
+        assert batches(b, "/s", "t") == batches(a, "/s", "t")
+    finally:
+        b.stop()
+        a.stop()
+
+
+def test_multimaster_pair_settles_on_the_new_creation(pair):
+    a, b = pair
+    admin(a).call("replica.add", path="/s", replica=replica(b, "/s"))
+    admin(b).call("replica.add", path="/s", replica=replica(a, "/s"))
+    for i in range(5):
+        a.produce("/s:t", f"old-{i}".encode())
+    wait_for(lambda: end_offset(b, "/s", "t") == 5 and in_sync(a) and in_sync(b), what="replicated both ways")
+    recreate(a, "t", b"new-0", b"new-1")
+    wait_for(lambda: current(a, "t") == current(b, "t") == [(0, b"new-0"), (1, b"new-1")]
+             and in_sync(a) and in_sync(b), what="both clusters hold the new creation")
+    for broker in (a, b):
+        assert all(link["last_error"] is None for link in link_state(broker, "/s"))
+    # and a deletion at one master does not come back from the other
+    admin(a).call("topic.delete", name="/s:t")
+    wait_for(lambda: topic_id(b, "t") is None and in_sync(a) and in_sync(b), what="deletion replicated")
+    assert topic_id(a, "t") is None
