@@ -63,6 +63,8 @@ async def handle(ctx: Any, request: tuple[dict[str, Any], memoryview]) -> bytes:
     try:
         if service is None:
             raise receiver.ReplicaRequestError("this broker does not run replication")
+        if op != "ping" and isinstance(body.get("stream"), str):
+            receiver.check_upstream(service, body["stream"], body.get("source"))
         if op == "append":
             result = await receiver.append(service, body, payload, ctx.cluster.producers,
                                            ctx.cluster.transactions.partitions)

@@ -47,6 +47,7 @@ PIPELINE_DEPTH = 4  # requests in flight per partition
 IDLE_WAIT_S = 0.5  # an idle link looks for new topics and cursors this often
 CURSOR_SYNC_S = 0.2
 RETRY_MAX_S = 5.0
+REFUSED_RETRY_S = 30.0
 SKIPPED_TOPICS = frozenset({"__consumer_offsets"})
 
 
@@ -117,6 +118,9 @@ class LinkTask:
             except LinkBroken as exc:
                 self._fail("broken", str(exc), error=True)
                 await self._sleep(None)  # until resume, edit or removal
+            except LinkRefused as exc:  # the destination said no (not an upstream there, no permission)
+                self._fail("broken", f"refused by {self.spec.host}:{self.spec.port}: {exc}", error=True)
+                await self._sleep(REFUSED_RETRY_S)  # lifted there (upstream added) without a resume here
             except (OSError, ConnectionError, asyncio.TimeoutError) as exc:
                 text = f"cannot reach {self.spec.host}:{self.spec.port}: {exc or type(exc).__name__}"
                 self._fail("pending", text, error=True)
@@ -148,11 +152,10 @@ class LinkTask:
 
     async def _session(self) -> None:
         spec = self.spec
-        client = await LinkClient.connect(spec.host, spec.port)
+        source = {"uuid": self.service.identity.id, "name": self.service.identity.name, "stream": spec.source}
+        client = await LinkClient.connect(spec.host, spec.port, source=source)
         try:
-            hello = await client.call({"op": "hello", "stream": spec.dest,
-                                       "source": {"uuid": self.service.identity.id,
-                                                  "name": self.service.identity.name, "stream": spec.source}})
+            hello = await client.call({"op": "hello", "stream": spec.dest})
             if hello["uuid"] == self.service.identity.id:
                 raise LinkBroken(f"replica {spec.replica} is this cluster itself")
             self.dest_name = hello["name"]

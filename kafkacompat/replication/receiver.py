@@ -1,5 +1,8 @@
 """The destination side of a replica link: what a StreamReplicate request does here.
 
+Every operation but ping names its source (cluster UUID and stream); a
+stream that lists upstreams refuses any other (check_upstream).
+
 Operations (the source's link task sends them in this order):
 - hello: who is this cluster, does the destination stream exist, and
   where every partition of it ends (the resume point of the link);
@@ -94,6 +97,33 @@ def _partition_ends(store: storage.Store, stream: str) -> dict[str, dict[str, An
         topics[info.name] = {"partitions": info.partitions, "hw": [p.high_watermark for p in parts],
                              "log_start": [p.log_start_offset for p in parts]}
     return topics
+
+
+def check_upstream(service: ReplicationService, stream: str, source: Any) -> None:
+    """Refuse a source the destination stream does not list among its upstreams (when it lists any).
+
+    As MapR's `stream upstream`: a stream accepts replicated data from the
+    streams registered as its upstreams, and removing one stops it. A
+    stream that lists none accepts any source (`stream replica add` to a
+    new stream works without a step on the destination).
+    """
+    if service.store.get_stream(stream) is None:
+        return
+    upstreams = service.upstreams(stream)
+    if not upstreams:
+        return
+    if isinstance(source, dict):
+        for name, record in upstreams.items():
+            path = record.get("stream") or name[name.index("/"):]
+            if path == source.get("stream") and record.get("cluster", source.get("uuid")) == source.get("uuid"):
+                return
+        who = f"{source.get('stream')} of cluster {source.get('name')} ({source.get('uuid')})"
+    else:
+        who = "a source that does not name itself"
+    raise ReplicaRequestError(
+        f"stream {stream} on cluster {service.identity.name} takes replication only from its upstreams "
+        f"({', '.join(sorted(upstreams))}), not from {who}: register it there with `kafkacompat stream upstream "
+        f"add --path {stream} --upstream HOST:PORT/PATH`")
 
 
 async def hello(service: ReplicationService, request: dict[str, Any]) -> dict[str, Any]:
