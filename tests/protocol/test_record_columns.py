@@ -10,7 +10,7 @@ import pytest
 from kafkacompat.protocol import record_columns as rc
 from kafkacompat.protocol.compression import Codec
 from kafkacompat.protocol.record_columns import Columns, Records, record_columns
-from kafkacompat.protocol.records import InvalidBatchError, Record, build_batch, set_log_append_time
+from kafkacompat.protocol.records import InvalidBatchError, Record, build_batch, empty_batch, set_log_append_time
 from tests import poison_batches as poison
 
 
@@ -25,7 +25,8 @@ def decoder(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> 
 
 
 def _batches() -> list[bytes]:
-    """Batches of every codec with null and empty keys and values, headers (null values too), both time types."""
+    """Batches of every codec with null and empty keys and values, headers (null values too), both time types,
+    and a batch of no records."""
     rnd = random.Random(7)
     out, offset = [], 100
     for n, codec in enumerate([*Codec, Codec.NONE]):
@@ -38,6 +39,7 @@ def _batches() -> list[bytes]:
         batch = build_batch(records, base_offset=offset, compression=codec)
         out.append(set_log_append_time(batch, 1_800_000_000_000) if n == 2 else batch)
         offset += len(records)
+    out.append(empty_batch(offset, 4, 1_700_000_000_000))  # what a compacted topic's replica holds for a cleaned batch
     return out
 
 
