@@ -76,8 +76,9 @@ class Columns:
 def record_columns(batches: Sequence[Records], start: int, end: int, with_headers: bool) -> Columns:
     """The records at offsets [start, end) of `batches` as column buffers.
 
-    Raises InvalidBatchError when records do not parse. Keys, values and
-    headers together must stay under 2 GiB per call (Arrow's int32 offsets).
+    Raises InvalidBatchError when records do not parse. Keys, values, header
+    keys and header values must each stay under 2 GiB per call (Arrow's
+    int32 offsets).
     """
     if _c_columns is None:
         return _python_columns(batches, start, end, with_headers)
