@@ -39,5 +39,6 @@ def test_only_implemented_apis_are_advertised(broker: Broker) -> None:
     # Java clients start using what is advertised; only implemented APIs appear.
     for key in (27, 71):  # WriteTxnMarkers (brokers only), telemetry
         assert key not in SUPPORTED
-    # Transactions v1 (KIP-98) is served; v2's EndTxn v5 and TxnOffsetCommit v5 are not.
-    assert SUPPORTED[26] == (0, 4) and SUPPORTED[28] == (0, 4)
+    # Transactions v2 (KIP-890 part 2) is served: EndTxn, TxnOffsetCommit and AddPartitionsToTxn v5, Produce v12.
+    assert SUPPORTED[26] == (0, 5) and SUPPORTED[28] == (0, 5) and SUPPORTED[24] == (0, 5)
+    assert SUPPORTED[0][1] == 12
