@@ -32,7 +32,6 @@ from kio.schema.errors import ErrorCode
 from kafkacompat import storage
 from kafkacompat.protocol.control_records import ControlType, build_marker
 
-from ..broker import features
 from ..broker.producer_state import ProducerStates
 from ..config import BrokerConfig
 from ..groups import GroupCoordinator
@@ -76,8 +75,6 @@ class TransactionCoordinator:
         self._locks: collections.defaultdict[str, asyncio.Lock] = collections.defaultdict(asyncio.Lock)
         self._clock = clock
         self._sweeps: list[asyncio.Task[None]] = []
-        # Aborts the coordinator starts itself (timeouts, fencing) follow the broker's level, as on Kafka.
-        self.server_version = features.finalized().get("transaction.version", 0)
 
     # lifetime -------------------------------------------------------------------
     async def start(self) -> None:
@@ -403,16 +400,14 @@ class TransactionCoordinator:
     async def _abort_fenced(self, meta: TransactionMetadata) -> None:
         """Bump the epoch (fencing the producer) and abort its open transaction.
 
-        At transaction.version 2 the abort bumps the epoch once more, as
-        every end of a transaction does there: the markers carry it.
+        One bump, at transaction.version 2 too (as Kafka 4.1 does): the
+        markers carry it, and a v2 producer's late EndTxn with the epoch
+        before it reads as a retry of an abort, so a commit is answered
+        INVALID_TXN_STATE rather than PRODUCER_FENCED.
         """
         meta.state = TxnState.PREPARE_EPOCH_FENCE
         self._bump_epoch(meta)
         await self._persist(meta)
-        if self.server_version >= TV2 and meta.producer_epoch < MAX_EPOCH:
-            meta.last_producer_epoch = meta.producer_epoch
-            meta.producer_epoch += 1
-            meta.client_version = TV2
         meta.state = TxnState.PREPARE_ABORT
         await self._persist(meta)
         await self._complete(meta)
