@@ -146,6 +146,22 @@ def test_transactions_same_as_kafka(kafka: str | None, ours: Broker, scenario: s
     check(mine, client)
     if kafka is not None:
         assert mine == _run(client, scenario, kafka, **options)
+        assert _describe(ours.bootstrap_servers, name) == _describe(kafka, name)
+
+
+VOLATILE = ("CoordinatorId", "ProducerId", "TransactionStartTimeMs", "CurrentTransactionStartTimeMs",
+            "TransactionDurationMs")
+
+
+def _describe(bootstrap: str, txn_id: str) -> dict[str, str]:
+    """What `kafka-transactions.sh describe` shows of a transactional id, less ids and times.
+
+    The epoch is what tells the protocols apart: a v2 producer's epoch
+    grows with every transaction, a v1 producer's only at InitProducerId.
+    """
+    lines = _kafka_transactions(bootstrap, "describe", "--transactional-id", txn_id).splitlines()
+    fields = dict(zip(lines[0].split(), lines[1].split()))
+    return {k: v for k, v in fields.items() if k not in VOLATILE}
 
 
 def _kafka_transactions(bootstrap: str, *args: str) -> str:

@@ -7,12 +7,14 @@ last of their key. Offsets never move: a batch keeps its baseOffset and
 lastOffsetDelta, so offsets of removed records become gaps, as on Kafka.
 
 Transactions: records of aborted transactions are removed (their batch
-kept as an empty header only when it is its producer's last), committed
-transactional records are compacted like any others, and end-transaction
-markers are kept (Kafka drops a marker once its transaction is empty and
-delete.retention.ms has passed; consumers never see markers either way).
-A cleaning never reaches a transaction still open: Kafka's first unstable
-offset bounds it, since that transaction may yet abort.
+kept as an empty header only when it is its producer's last data batch),
+committed transactional records are compacted like any others, and an
+end-transaction marker goes, as Kafka's cleaner removes it, once a
+cleaning finds no batch of its transaction left before it and the delete
+horizon (delete.retention.ms after the partitionlet was first cleaned,
+as for tombstones) has passed. A cleaning never reaches a transaction
+still open: Kafka's first unstable offset bounds it, since that
+transaction may yet abort.
 
 The store never imports the Kafka protocol: the broker injects a
 `RecordCodec` (split a batch into encoded records, rebuild a batch from
@@ -95,7 +97,7 @@ class OffsetMap:
 class LogScan:
     """What a cleaning must know of the whole log beyond each batch on its own."""
 
-    last_batches: dict[int, int] = dataclasses.field(default_factory=dict)  # producer id -> its last base offset
+    last_batches: dict[int, int] = dataclasses.field(default_factory=dict)  # producer id -> its last data batch
     aborted: set[int] = dataclasses.field(default_factory=set)  # base offsets of aborted transactional batches
     first_open: int | None = None  # first offset of a transaction with no marker yet
 
@@ -112,15 +114,42 @@ def scan_log(batches: Iterable[tuple[memoryview, tuple]], is_abort_marker: Calla
         base, attributes, producer_id = header[0], header[5], header[9]
         if producer_id < 0:
             continue
-        scan.last_batches[producer_id] = base
         if attributes & bf.ATTR_CONTROL:
             ended = open_batches.pop(producer_id, [])
             if is_abort_marker(batch):
                 scan.aborted.update(ended)
-        elif attributes & bf.ATTR_TRANSACTIONAL:
+            continue
+        scan.last_batches[producer_id] = base  # markers aside, as Kafka's lastDataOffset
+        if attributes & bf.ATTR_TRANSACTIONAL:
             open_batches.setdefault(producer_id, []).append(base)
     scan.first_open = min((bases[0] for bases in open_batches.values()), default=None)
     return scan
+
+
+class MarkerTracker:
+    """Which markers a cleaning may remove, read in log order: Kafka's CleanedTransactionMetadata.
+
+    A marker's transaction is empty when this cleaning met none of its
+    batches before the marker: aborted batches are all removed by the
+    cleaning that meets them, committed ones when compaction empties them,
+    so a marker goes at the earliest in the cleaning after its last batch.
+    """
+
+    def __init__(self, aborted: set[int]) -> None:
+        self._aborted = aborted
+        self._seen: set[tuple[int, bool]] = set()  # (producer id, aborted) with a batch met since its marker
+
+    def batch_read(self, header: tuple) -> None:
+        base, attributes, producer_id = header[0], header[5], header[9]
+        if producer_id >= 0 and attributes & bf.ATTR_TRANSACTIONAL and not attributes & bf.ATTR_CONTROL:
+            self._seen.add((producer_id, base in self._aborted))
+
+    def marker_read(self, header: tuple, abort: bool) -> bool:
+        """True when the marker's transaction has nothing left in the log before it."""
+        key = (header[9], abort)
+        empty = key not in self._seen
+        self._seen.discard(key)
+        return empty
 
 
 @dataclasses.dataclass(slots=True)
@@ -132,20 +161,30 @@ class FilterStats:
 
 def filter_batch(
     batch: memoryview, header: tuple, codec: RecordCodec, offsets: OffsetMap, upper: int,
-    drop_tombstones: bool, keep_empty: bool, aborted: bool, stats: FilterStats,
+    drop_tombstones: bool, keep_empty: bool, aborted: bool, stats: FilterStats, markers: MarkerTracker,
 ) -> bytes | memoryview | None:
     """What of one batch a cleaning keeps: the batch itself, a rebuilt one, or None.
 
     A record stays when it is at or past `upper` (beyond what the map
     covers), or is the last of its key and is not a tombstone whose delete
-    horizon has passed. Records without a key are dropped, as Kafka does,
-    and so is every record of an `aborted` transactional batch. Markers
-    stay. `keep_empty` keeps an emptied batch as a bare header: it is its
-    producer's last batch, whose sequence numbers idempotence needs.
-    `header` is batch_format.HEADER unpacked.
+    horizon has passed (`drop_tombstones`). Records without a key are
+    dropped, as Kafka does, and so is every record of an `aborted`
+    transactional batch. A marker goes when its transaction has nothing
+    left (`markers`, fed every batch in log order) and the delete horizon
+    has passed. `keep_empty` keeps an emptied batch as a bare header: it is
+    its producer's last data batch, whose sequence numbers idempotence
+    needs. `header` is batch_format.HEADER unpacked.
     """
     base, attributes, last_delta, count = header[0], header[5], header[6], header[12]
-    if attributes & bf.ATTR_CONTROL or base >= upper:
+    if attributes & bf.ATTR_CONTROL:
+        empty = markers.marker_read(header, codec.is_abort_marker(batch))
+        stats.records_read += count
+        if empty and drop_tombstones and base < upper:
+            return None
+        stats.records_kept += count
+        return batch
+    markers.batch_read(header)
+    if base >= upper:
         stats.records_read += count
         stats.records_kept += count
         return batch

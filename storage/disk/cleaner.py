@@ -14,9 +14,10 @@ For a partition whose cleanup.policy has `compact`, a cleaning:
    prefix mapped so far counts as cleaned this time;
 3. rewrites every cleanable partitionlet up to that point into a new file
    generation (`<base>-g<n>.log` + indexes, fsynced), keeping the last
-   record per key, tombstones until delete.retention.ms after their
-   partitionlet was first cleaned, and each producer's last batch (empty if
-   need be) so idempotent producers keep their sequence numbers;
+   record per key, tombstones (and markers of transactions with nothing
+   left) until delete.retention.ms after their partitionlet was first
+   cleaned, and each producer's last data batch (empty if need be) so
+   idempotent producers keep their sequence numbers;
 4. swaps: one atomic chain-manifest write puts the new files in the chain,
    then the old files are unlinked.
 
@@ -40,7 +41,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from .. import batch_format as bf
-from ..compaction import FilterStats, OffsetMap, RecordCodec, filter_batch, map_batch, scan_log
+from ..compaction import FilterStats, MarkerTracker, OffsetMap, RecordCodec, filter_batch, map_batch, scan_log
 from ..namespace import Settings, now_ms
 from .files import fsync_dir, unlink_files
 from .partitionlet import Partitionlet
@@ -203,6 +204,7 @@ def _rewrite(
     crash_point("mapped")
     pairs: list[tuple[Partitionlet, Partitionlet]] = []
     written: list[Partitionlet] = []
+    markers = MarkerTracker(scan.aborted)
     try:
         for p in cleanable:
             if p.base >= upper:
@@ -221,7 +223,7 @@ def _rewrite(
                     result.bytes_read += len(batch)
                     keep_empty = header[9] >= 0 and scan.last_batches.get(header[9]) == header[0]
                     kept = filter_batch(batch, header, codec, offsets, upper, drop_tombstones, keep_empty,
-                                        header[0] in scan.aborted, stats)
+                                        header[0] in scan.aborted, stats, markers)
                     if kept is not None:
                         writer.add(kept, header)
                     crash_point("writing")

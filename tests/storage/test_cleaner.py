@@ -19,9 +19,10 @@ from kafkacompat.broker.cleaner_codec import CLEANER_CODEC
 from kafkacompat.protocol.records import (
     ATTR_TRANSACTIONAL, Record, build_batch, iter_records, read_header, record_timestamps,
 )
-from kafkacompat.protocol.control_records import ControlType, build_marker, set_attributes
+from kafkacompat.protocol.control_records import ControlType, build_marker, marker_type, set_attributes
 from kafkacompat.storage import StreamPolicy
 HOUR = 3_600_000
+DAY = 24 * HOUR
 T0 = 1_700_000_000_000  # record timestamps; cleanings run "now" = T0 + some hours
 
 
@@ -272,6 +273,51 @@ async def test_aborted_records_go_committed_ones_compact_and_markers_stay(tmp_pa
     markers = [h for h in _headers(await part.read(0, 1 << 20)) if h.is_control]
     assert [m.producer_id for m in markers] == [7, 8, 8]
     await st.close()
+
+
+@pytest.mark.parametrize("retention_ms, kept_markers", [
+    (0, [(7, "COMMIT"), (8, "COMMIT")]),  # emptied transactions lose their markers at the next cleaning
+    (DAY, [(7, "ABORT"), (8, "COMMIT"), (7, "COMMIT"), (8, "COMMIT")]),  # not before delete.retention.ms
+])
+async def test_markers_go_once_their_transaction_is_empty_and_delete_retention_passed(
+        tmp_path, retention_ms, kept_markers):
+    st = await open_disk(tmp_path)
+    part = await compacted(st, {"delete.retention.ms": str(retention_ms)})
+    await put(part, [("a", "aborted"), ("c", "aborted")], producer=(7, 0, 0), transactional=True)
+    await end_txn(part, 7, ControlType.ABORT)
+    await put(part, [("b", "2"), ("d", "committed")], producer=(8, 0, 0), transactional=True)
+    await end_txn(part, 8, ControlType.COMMIT)
+    await put(part, [("e", "1")], producer=(7, 0, 2), transactional=True)
+    await end_txn(part, 7, ControlType.COMMIT)
+    await put(part, [("d", "last")], producer=(8, 0, 2), transactional=True)
+    await end_txn(part, 8, ControlType.COMMIT)
+    await put(part, [("b", "3")])  # producer 8's first transaction is now all superseded
+    await roll(part)
+    await put(part, [("z", "1")])
+
+    def markers(data) -> list[tuple[int, str]]:
+        return [(h.producer_id, _marker(data, h)) for h in _headers(data) if h.is_control]
+
+    await st.clean_logs(now=T0 + HOUR)
+    # the first cleaning removes the batches; it met them, so their markers stay this time
+    assert markers(await part.read(part.log_start_offset, 1 << 20)) == [(7, "ABORT"), (8, "COMMIT"), (7, "COMMIT"), (8, "COMMIT")]
+    await roll(part, ts=T0 + 1)
+    await put(part, [("y", "1")])
+    await st.clean_logs(now=T0 + 2 * HOUR)
+    assert markers(await part.read(part.log_start_offset, 1 << 20)) == kept_markers
+    assert await read_all(part) == [(6, "e", "1"), (8, "d", "last"), (10, "b", "3"), (12, "z", "1"), (14, "y", "1")]
+    await st.close()
+
+
+def _marker(data, header) -> str:
+    """ABORT or COMMIT: the control type of the marker batch `header` within fetched `data`."""
+    view, pos = memoryview(data), 0
+    while pos < len(view):
+        found = read_header(view, pos)
+        if found.base_offset == header.base_offset:
+            return marker_type(view[pos:pos + found.size]).name
+        pos += found.size
+    raise AssertionError(f"no batch at {header.base_offset}")
 
 
 async def test_a_transaction_still_open_bounds_the_cleaning(tmp_path):
