@@ -30,11 +30,51 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Protocol
 
 from . import batch_format as bf
+from .namespace import Settings
 
 # What one map entry costs in CPython (a 16-byte digest, an int, a dict
 # slot, with the slack of dict growth), measured with tracemalloc: the
 # configured buffer size divided by this bounds the keys a pass maps.
 ENTRY_BYTES = 160
+
+
+class Segment(Protocol):
+    """What planning needs of a sealed segment (a disk partitionlet, a memory engine segment)."""
+
+    @property
+    def max_ts(self) -> int: ...
+    @property
+    def clean_to(self) -> int | None: ...  # deduplicated up to here, None if never cleaned
+    @property
+    def next_offset(self) -> int: ...
+    @property
+    def size(self) -> int: ...
+    @property
+    def created_ms(self) -> int: ...
+
+
+def due(sealed: Sequence[Segment], settings: Settings, now: int) -> tuple[int, int] | None:
+    """(how many of the oldest sealed segments are cleanable, index of the first dirty one) when a
+    cleaning is due now, else None: Kafka's min.compaction.lag.ms, min.cleanable.dirty.ratio and
+    max.compaction.lag.ms over segments (the active one is never passed in)."""
+    cleanable = 0
+    for seg in sealed:
+        if settings.min_compaction_lag_ms > 0 and seg.max_ts > now - settings.min_compaction_lag_ms:
+            break
+        cleanable += 1
+    if not cleanable:
+        return None
+    segments = sealed[:cleanable]
+    first_dirty = next((i for i, seg in enumerate(segments) if seg.clean_to is None or seg.clean_to < seg.next_offset),
+                       cleanable)
+    clean_bytes = sum(seg.size for seg in segments[:first_dirty])
+    dirty_bytes = sum(seg.size for seg in segments[first_dirty:])
+    dirty = first_dirty < cleanable
+    ratio = dirty_bytes / (clean_bytes + dirty_bytes) if clean_bytes + dirty_bytes else 0.0
+    overdue = dirty and segments[first_dirty].created_ms <= now - settings.max_compaction_lag_ms
+    if not (dirty and (ratio >= settings.min_cleanable_dirty_ratio or overdue)):
+        return None
+    return cleanable, first_dirty
 
 
 class RecordView(Protocol):

@@ -41,7 +41,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from .. import batch_format as bf
-from ..compaction import FilterStats, MarkerTracker, OffsetMap, RecordCodec, filter_batch, map_batch, scan_log
+from ..compaction import FilterStats, MarkerTracker, OffsetMap, RecordCodec, due, filter_batch, map_batch, scan_log
 from ..namespace import Settings, now_ms
 from .files import fsync_dir, unlink_files
 from .partitionlet import Partitionlet
@@ -86,24 +86,12 @@ class _Plan:
 def plan(part: DiskPartition, settings: Settings, now: int) -> _Plan | None:
     """What a cleaning of `part` would rewrite now, or None if it is not due."""
     chain = part.sealed_chain()
-    cleanable = []
-    for p in chain:
-        if settings.min_compaction_lag_ms > 0 and p.max_ts > now - settings.min_compaction_lag_ms:
-            break
-        cleanable.append(p)
-    if not cleanable:
+    found = due(chain, settings, now)
+    if found is None:
         return None
-    first_dirty = next((i for i, p in enumerate(cleanable) if p.clean_to is None or p.clean_to < p.next_offset),
-                       len(cleanable))
-    clean_bytes = sum(p.size for p in cleanable[:first_dirty])
-    dirty_bytes = sum(p.size for p in cleanable[first_dirty:])
-    dirty = first_dirty < len(cleanable)
-    ratio = dirty_bytes / (clean_bytes + dirty_bytes) if clean_bytes + dirty_bytes else 0.0
-    overdue = dirty and cleanable[first_dirty].created_ms <= now - settings.max_compaction_lag_ms
-    if not (dirty and (ratio >= settings.min_cleanable_dirty_ratio or overdue)):
-        return None
+    cleanable = chain[:found[0]]
     tail = [(p.log_path, p.size) for p in part.chain_tail(cleanable[0])]
-    return _Plan(cleanable, first_dirty, tail)
+    return _Plan(cleanable, found[1], tail)
 
 
 def _batches(path: str, size: int) -> Iterator[tuple[memoryview, tuple]]:
