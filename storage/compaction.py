@@ -36,6 +36,23 @@ from .namespace import Settings
 # slot, with the slack of dict growth), measured with tracemalloc: the
 # configured buffer size divided by this bounds the keys a pass maps.
 ENTRY_BYTES = 160
+DEFAULT_DEDUPE_BUFFER_BYTES = 128 << 20  # Kafka's log.cleaner.dedupe.buffer.size
+DEFAULT_BACKOFF_MS = 15_000  # Kafka's log.cleaner.backoff.ms
+
+
+@dataclasses.dataclass(slots=True)
+class CleanResult:
+    """What one cleaning of one partition did (the benchmark prints these)."""
+
+    partition: str
+    partitionlets: int = 0  # rewritten (disk); segments cleaned (memory)
+    bytes_read: int = 0
+    bytes_written: int = 0
+    records_read: int = 0
+    records_kept: int = 0
+    keys_mapped: int = 0
+    clean_to: int = 0
+    seconds: float = 0.0
 
 
 class Segment(Protocol):

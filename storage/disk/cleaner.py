@@ -41,7 +41,10 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from .. import batch_format as bf
-from ..compaction import FilterStats, MarkerTracker, OffsetMap, RecordCodec, due, filter_batch, map_batch, scan_log
+from ..compaction import (
+    DEFAULT_BACKOFF_MS, DEFAULT_DEDUPE_BUFFER_BYTES, CleanResult, FilterStats, MarkerTracker, OffsetMap,
+    RecordCodec, due, filter_batch, map_batch, scan_log,
+)
 from ..namespace import Settings, now_ms
 from .files import fsync_dir, unlink_files
 from .partitionlet import Partitionlet
@@ -51,29 +54,12 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-DEFAULT_DEDUPE_BUFFER_BYTES = 128 << 20  # Kafka's log.cleaner.dedupe.buffer.size
-DEFAULT_BACKOFF_MS = 15_000  # Kafka's log.cleaner.backoff.ms
 _READ_CHUNK = 1 << 20
 _WRITE_CHUNK = 1 << 20
 
 
 def crash_point(name: str) -> None:
     """Called where a killed cleaner would leave work half done; tests stop the process here."""
-
-
-@dataclasses.dataclass(slots=True)
-class CleanResult:
-    """What one cleaning of one partition did (the benchmark prints these)."""
-
-    partition: str
-    partitionlets: int = 0
-    bytes_read: int = 0
-    bytes_written: int = 0
-    records_read: int = 0
-    records_kept: int = 0
-    keys_mapped: int = 0
-    clean_to: int = 0
-    seconds: float = 0.0
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
