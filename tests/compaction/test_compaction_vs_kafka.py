@@ -185,7 +185,8 @@ Layout = list[tuple[int, int, str]]
 
 def batch_layout(bootstrap: str, topic: str) -> Layout:
     """(first offset, last offset, kind) of every batch in the log, markers and emptied batches included,
-    as a raw read_uncommitted Fetch returns them; kind is "data", "ABORT" or "COMMIT"."""
+    as a raw read_uncommitted Fetch returns them; kind is "data", "ABORT", "COMMIT" or "control" (a
+    control batch the cleaner emptied)."""
     import kio.schema.fetch.v11.request as m
 
     from kafkacompat.protocol.control_records import marker_type
@@ -208,7 +209,8 @@ def batch_layout(bootstrap: str, topic: str) -> Layout:
                 header = read_header(view, pos)
                 if pos + header.size > len(view):
                     break
-                kind = marker_type(view[pos:pos + header.size]).name if header.is_control else "data"
+                control = marker_type(view[pos:pos + header.size]) if header.is_control else None
+                kind = "data" if not header.is_control else control.name if control is not None else "control"
                 if header.last_offset >= offset:
                     layout.append((header.base_offset, header.last_offset, kind))
                 offset = max(offset, header.last_offset + 1)
