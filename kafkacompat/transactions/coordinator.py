@@ -381,7 +381,8 @@ class TransactionCoordinator:
         meta.start_ms = -1
         # Not waited for: lost in a crash, the start finds Prepare* and writes the markers again.
         await self._persist(meta, durable=False)
-        log.debug("transaction %s %s", meta.transactional_id, "committed" if commit else "aborted")
+        log.debug("transaction %s %s (transactions v%d)", meta.transactional_id, "committed" if commit else "aborted",
+                  2 if meta.client_version >= TV2 else 1)
 
     async def _write_markers(self, meta: TransactionMetadata, control: ControlType) -> None:
         timestamp = self._clock()
