@@ -149,6 +149,16 @@ class ProducerStates:
         if now >= self._next_sweep:
             self._expire(now)
 
+    def end_marker(self, producer_id: int, epoch: int, partition: Hashable) -> None:
+        """A transaction marker was written: its epoch becomes the producer's here, as Kafka's
+        ProducerStateManager does, so a zombie of an older epoch is refused even when idempotent.
+        With transactions v2 the marker carries the epoch bumped at EndTxn; the batches of the
+        next transaction (sequence restarting at 0) follow under it."""
+        key = (producer_id, partition)
+        entry = self._entries.get(key)
+        if entry is None or epoch > entry.epoch:
+            self._entries[key] = _Entry(epoch, self._clock())
+
     def _expire(self, now: float) -> None:
         """Forget producers idle longer than the expiration; checked at most once a minute."""
         cutoff = now - self._expiration
@@ -180,7 +190,9 @@ class ProducerStates:
             return
         self._restored.add(key)
         async for header, _ in tail_batches(partition):
-            if header.producer_id >= 0 and header.base_sequence >= 0:
+            if header.is_control and header.producer_id >= 0:
+                self.end_marker(header.producer_id, header.producer_epoch, key)
+            elif header.producer_id >= 0 and header.base_sequence >= 0:
                 log_append = header.attributes & ATTR_LOG_APPEND_TIME
                 self.record(
                     header.producer_id, header.producer_epoch, key, header.base_sequence,

@@ -38,6 +38,7 @@ from .common import NO_RESPONSE, CloseConnection, ErrorCode, storage_error_code
 log = logging.getLogger(__name__)
 
 FIRST_SERVED_VERSION = 3  # v0-2 are advertised (librdkafka needs it) but refused
+IMPLICIT_ADD_FROM = 12  # KIP-890 part 2: a transactional batch adds its partition to the transaction
 
 
 @dataclasses.dataclass(slots=True)
@@ -148,7 +149,7 @@ async def _produce_partition(ctx: Any, topic: Any, part: Any, acks: int, transac
     txns = None
     for _, header in batches:
         if header.is_transactional:
-            error = _transaction_error(cluster, transactional_id, header, key)
+            error = await _transaction_error(cluster, transactional_id, header, key, ctx.version >= IMPLICIT_ADD_FROM)
             if error != ErrorCode.none:
                 outcome.error = error
                 return outcome
@@ -224,11 +225,14 @@ async def _produce_partition(ctx: Any, topic: Any, part: Any, acks: int, transac
     return outcome
 
 
-def _transaction_error(cluster: Any, transactional_id: str | None, header: Any, key: Any) -> ErrorCode:
-    """A transactional batch is appended only inside its producer's open transaction."""
+async def _transaction_error(
+    cluster: Any, transactional_id: str | None, header: Any, key: Any, implicit_add: bool
+) -> ErrorCode:
+    """A transactional batch is appended only inside its producer's open transaction (v12+: which it joins)."""
     if transactional_id is None:
         return ErrorCode.transactional_id_authorization_failed  # Kafka's answer: no id to authorize
-    return cluster.transactions.verify_produce(transactional_id, header.producer_id, header.producer_epoch, key)
+    return await cluster.transactions.admit_produce(
+        transactional_id, header.producer_id, header.producer_epoch, key, implicit_add)
 
 
 _failures_logged: dict[tuple[str, int, type], float] = {}
