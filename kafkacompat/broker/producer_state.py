@@ -12,6 +12,7 @@ Kafka after its state expired.
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import dataclasses
 import itertools
@@ -87,6 +88,9 @@ class ProducerStates:
         self._clock = clock
         self._next_sweep = clock() + min(self._expiration, 60.0)
         self._restored: set[Hashable] = set()
+        # (producer id, partition) -> resolved once the producer's batch being appended there is
+        # recorded (or failed): a pipelining broker judges the next batch only after that
+        self.appending: dict[tuple[int, Hashable], asyncio.Future[bool]] = {}
         self.issued = 0  # producer ids handed out by InitProducerId, read by /metrics
 
     def new_producer_id(self) -> int:

@@ -25,7 +25,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from ..api import AppendResult
-from ..errors import StorageError, StorageUnavailableError, UnknownTopicError
+from ..errors import NotLeaderError, StorageError, StorageUnavailableError, UnknownTopicError
 from ..namespace import now_ms
 
 if TYPE_CHECKING:
@@ -33,17 +33,19 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+FENCED = -2  # kc_commit's base offset for a batch whose leader epoch was superseded
 
 
 class _Pending:
-    __slots__ = ("partition", "data", "count", "max_ts", "future")
+    __slots__ = ("partition", "data", "count", "max_ts", "fence", "future")
 
-    def __init__(self, partition: "CloudPartition", data: bytes, count: int, max_ts: int,
+    def __init__(self, partition: "CloudPartition", data: bytes, count: int, max_ts: int, fence: int,
                  future: asyncio.Future[AppendResult]) -> None:
         self.partition, self.data, self.count, self.max_ts, self.future = partition, data, count, max_ts, future
+        self.fence = fence  # the leader epoch the commit must still find, -1: none
 
 
-Commit = Callable[[str, int, list[int], list[int], list[int], list[int], list[int]],
+Commit = Callable[[str, int, list[int], list[int], list[int], list[int], list[int], list[int]],
                   Awaitable[list[tuple[int, int, int]]]]
 
 
@@ -66,12 +68,15 @@ class Writer:
         self.batches = 0  # batches committed
         self.closed = False
 
-    def submit(self, partition: "CloudPartition", data: bytes, count: int, max_ts: int) -> asyncio.Future[AppendResult]:
+    def submit(self, partition: "CloudPartition", data: bytes, count: int, max_ts: int,
+               fence: int = -1) -> asyncio.Future[AppendResult]:
+        """Buffer one batch; the future resolves once it is committed. Batches of a partition
+        are committed in the order they were submitted (one object keeps them in that order)."""
         if self.closed:
             raise StorageUnavailableError("the store is closing")
         loop = asyncio.get_running_loop()
         future: asyncio.Future[AppendResult] = loop.create_future()
-        self._buffer.append(_Pending(partition, data, count, max_ts, future))
+        self._buffer.append(_Pending(partition, data, count, max_ts, fence, future))
         self._buffered_bytes += len(data)
         if self._buffered_bytes >= self.flush_bytes:
             self.flush()
@@ -125,12 +130,18 @@ class Writer:
         key = self._new_key()
         await self._put(key, body)
         rows = await self._commit(key, len(body), [i.partition.pid for i in ranked], [i.count for i in ranked],
-                                  positions, [len(i.data) for i in ranked], [i.max_ts for i in ranked])
+                                  positions, [len(i.data) for i in ranked], [i.max_ts for i in ranked],
+                                  [i.fence for i in ranked])
         self.flushes += 1
         self.batches += len(ranked)
         stamp = now_ms()
         view = memoryview(body)
         for item, position, (object_id, base, epoch) in zip(ranked, positions, rows):
+            if base == FENCED:
+                item.future.set_exception(NotLeaderError(
+                    f"{item.partition.name}: leader epoch {item.fence} was superseded by {epoch}; not appended",
+                    epoch))
+                continue
             if base < 0:
                 item.future.set_exception(UnknownTopicError(f"partition {item.partition.name} was deleted"))
                 continue
