@@ -139,10 +139,12 @@ def _refuse_keyless(outcome: _Outcome, topic: str, index: int, view: memoryview,
 
 
 async def _produce_partition(ctx: Any, topic: Any, part: Any, pipelined: bool,
-                             transactional_id: str | None) -> _Outcome:
-    """Check and place one partition's batches. Pipelined (the answer may wait): a store whose
-    appends take their place when called is left writing them (`outcome.appending`, for
-    _finish); otherwise every append is complete when this returns."""
+                             transactional_id: str | None, placed: list[_Outcome]) -> _Outcome:
+    """Check and place one partition's batches (`placed`: the request's partitions before it).
+
+    Pipelined (the answer may wait): a store whose appends take their place
+    when called is left writing them (`outcome.appending`, for _finish);
+    otherwise every append is complete when this returns."""
     cluster = ctx.cluster
     outcome = _Outcome(part.index)
     try:
@@ -205,14 +207,17 @@ async def _produce_partition(ctx: Any, topic: Any, part: Any, pipelined: bool,
         batch: Any = view[pos : pos + header.size]
         idempotent = header.producer_id >= 0 and header.base_sequence >= 0
         if idempotent:
-            # Its producer's previous batch here must be in the producer state before this one is judged.
-            if outcome.appending:
-                await _finish(cluster, outcome)
-                if outcome.error != ErrorCode.none:
-                    return outcome
+            # Its producer's previous batch here must be in the producer state before this one is
+            # judged: finish this request's own appends, or wait for an earlier request's.
             previous = cluster.producers.appending.get((header.producer_id, key))
             if previous is not None and not previous.done():
-                await asyncio.shield(previous)
+                for earlier in (*placed, outcome):
+                    if earlier.appending:
+                        await _finish(cluster, earlier)
+                if outcome.error != ErrorCode.none:
+                    return outcome
+                if not previous.done():
+                    await asyncio.shield(previous)
             try:
                 await cluster.producers.restore(key, partition)
             except storage.StorageError as exc:
@@ -367,13 +372,15 @@ async def handle(ctx: Any, request: Any) -> Any:
         results = [(topic.name, [_Outcome(part.index, refusals[topic.name] or ErrorCode.invalid_required_acks)
                                  for part in topic.partition_data]) for topic in request.topic_data]
     else:
-        results = []
+        results, placed = [], []
         for topic in request.topic_data:
             outcomes = []
             for part in topic.partition_data:
                 refusal = refusals[topic.name]
-                outcomes.append(_Outcome(part.index, refusal) if refusal is not None else await _produce_partition(
-                    ctx, topic, part, acks != 0, request.transactional_id))
+                outcome = _Outcome(part.index, refusal) if refusal is not None else await _produce_partition(
+                    ctx, topic, part, acks != 0, request.transactional_id, placed)
+                outcomes.append(outcome)
+                placed.append(outcome)
             results.append((topic.name, outcomes))
     if any(o.appending for _, outs in results for o in outs):
         return _answer_when_written(ctx, acks, request, results)
