@@ -188,6 +188,52 @@ async def test_a_repeated_commit_of_a_fenced_batch_is_refused_again(pair):
     assert part.high_watermark == 0
 
 
+async def test_a_partitions_batches_are_committed_in_the_order_they_were_appended(pair):
+    """Objects are written concurrently, but a partition's batches in a later object wait for the
+    earlier object's commit; when that one fails, the later batches of its partitions fail too."""
+    a, _ = pair
+    await a.create_topic("/default", "t", 2)
+    p0, p1 = a.partition("/default", "t", 0), a.partition("/default", "t", 1)
+    real_put, puts, release = a.writer._put, [], asyncio.Event()
+    failing = [False]
+
+    async def put(key: str, body: bytes) -> None:
+        puts.append(key)
+        if len(puts) % 2 == 1:  # the first object of each round is slow (and may fail)
+            await release.wait()
+            if failing[0]:
+                raise OSError("injected: the object store refused the write")
+        await real_put(key, body)
+
+    a.writer._put = put
+    a.writer.flush_ms = 60_000
+    try:
+        for failing[0] in (False, True):
+            release.clear()
+            puts.clear()
+            first = asyncio.ensure_future(p0.append(batch(1), 1))
+            await asyncio.sleep(0)
+            a.writer.flush()
+            second = asyncio.ensure_future(p0.append(batch(2), 2))
+            other = asyncio.ensure_future(p1.append(batch(3), 3))
+            await asyncio.sleep(0)
+            a.writer.flush()
+            await eventually(lambda: len(puts) == 2)
+            done, _ = await asyncio.wait({second, other}, timeout=1.0)  # its object is written: its commit waits
+            assert not done
+            release.set()
+            if not failing[0]:
+                assert [(await f).base_offset for f in (first, second, other)] == [0, 1, 0]
+                continue
+            for refused in (first, second):
+                with pytest.raises(storage.StorageUnavailableError):
+                    await refused
+            assert (await other).base_offset == 3  # another partition in the same object is stored
+    finally:
+        release.set()  # a failed assertion must not leave a write waiting (closing the store waits for it)
+    assert await read_all(p0) == [0, 1, 2] and p0.high_watermark == 3
+
+
 async def test_stored_bytes_carry_the_assigned_offset_only_when_read(pair):
     a, _ = pair
     await a.create_topic("/default", "t", 1)
