@@ -67,7 +67,7 @@ class _Append:
     written: Any  # awaitable AppendResult
     header: Any
     now: int
-    settled: asyncio.Future[bool] | None  # an idempotent batch: resolved once its producer state is recorded
+    state: Any  # an idempotent batch: its place in the producer's window (ProducerStates.appending)
 
 
 _REFUSAL = {CORRUPT: ErrorCode.corrupt_message, INVALID: ErrorCode.invalid_record, TOO_LARGE: ErrorCode.invalid_record}
@@ -207,26 +207,26 @@ async def _produce_partition(ctx: Any, topic: Any, part: Any, pipelined: bool,
         batch: Any = view[pos : pos + header.size]
         idempotent = header.producer_id >= 0 and header.base_sequence >= 0
         if idempotent:
-            # Its producer's previous batch here must be in the producer state before this one is
-            # judged: finish this request's own appends, or wait for an earlier request's.
-            previous = cluster.producers.appending.get((header.producer_id, key))
-            if previous is not None and not previous.done():
-                for earlier in (*placed, outcome):
-                    if earlier.appending:
-                        await _finish(cluster, earlier)
-                if outcome.error != ErrorCode.none:
-                    return outcome
-                if not previous.done():
-                    await asyncio.shield(previous)
             try:
                 await cluster.producers.restore(key, partition)
             except storage.StorageError as exc:
                 _fail(outcome, exc)
                 return outcome
-            verdict = cluster.producers.check(
-                header.producer_id, header.producer_epoch, key,
-                header.base_sequence, header.record_count,
-            )
+            while True:  # batches in flight are in the producer's window already (see _finish)
+                verdict = cluster.producers.check(
+                    header.producer_id, header.producer_epoch, key,
+                    header.base_sequence, header.record_count,
+                )
+                if verdict.in_flight is None:
+                    break
+                # a retry of a batch still being written: answer as it is answered (this request's
+                # own appends are finished first, as they may be what it waits for)
+                for earlier in (*placed, outcome):
+                    if earlier.appending:
+                        await _finish(cluster, earlier)
+                if outcome.error != ErrorCode.none:
+                    return outcome
+                await asyncio.shield(verdict.in_flight)
             if verdict.error != ErrorCode.none:
                 outcome.error = verdict.error
                 return outcome
@@ -243,11 +243,11 @@ async def _produce_partition(ctx: Any, topic: Any, part: Any, pipelined: bool,
         except storage.StorageError as exc:  # refused at once (the cloud engine checks before it buffers)
             _fail(outcome, exc)
             return outcome
-        settled = None
+        state = None
         if idempotent:
-            settled = asyncio.get_running_loop().create_future()
-            cluster.producers.appending[(header.producer_id, key)] = settled
-        outcome.appending.append(_Append(written, header, now, settled))
+            state = cluster.producers.appending(header.producer_id, header.producer_epoch, key, header.base_sequence,
+                                                header.record_count, now if log_append else header.max_timestamp)
+        outcome.appending.append(_Append(written, header, now, state))
         if not (pipelined and partition.appends_in_call_order):
             await _finish(cluster, outcome)
             if outcome.error != ErrorCode.none:
@@ -268,27 +268,17 @@ async def _finish(cluster: Any, outcome: _Outcome) -> None:
                     _fail(outcome, exc)
                 continue
             cluster.stats.produced(outcome.topic, header.record_count, header.size)
-            if item.settled is not None:
-                cluster.producers.record(
-                    header.producer_id, header.producer_epoch, outcome.key, header.base_sequence,
-                    header.record_count, result.base_offset, item.now if outcome.log_append else -1,
-                    item.now if outcome.log_append else header.max_timestamp,
-                )
+            appended_at = item.now if outcome.log_append else -1
+            if item.state is not None:
+                cluster.producers.written(item.state, result.base_offset, appended_at)
             if outcome.txns is not None and header.is_transactional:
                 outcome.txns.appended(header.producer_id, result.base_offset)
             if outcome.base_offset < 0:
-                outcome.base_offset = result.base_offset
-                outcome.log_append_time = item.now if outcome.log_append else -1
-            if item.settled is not None:
-                item.settled.set_result(True)
-    finally:  # failed or cancelled: the producer's next batch is judged without these
+                outcome.base_offset, outcome.log_append_time = result.base_offset, appended_at
+    finally:  # not stored (or cancelled): the producer's retry is judged without these
         for item in appends:
-            if item.settled is not None:
-                if not item.settled.done():
-                    item.settled.set_result(False)
-                slot = (item.header.producer_id, outcome.key)
-                if cluster.producers.appending.get(slot) is item.settled:
-                    del cluster.producers.appending[slot]
+            if item.state is not None and item.state.written is not None:
+                cluster.producers.not_written(item.header.producer_id, outcome.key, item.state)
 
 
 def _fail(outcome: _Outcome, exc: storage.StorageError) -> None:
