@@ -10,7 +10,9 @@ object and assigns offsets to its batches in one transaction, locking the
 partitions it touches in id order (two brokers committing overlapping sets
 cannot deadlock). Calling it again with the same object key returns the
 offsets the first call assigned, so a commit whose answer was lost on the
-network is retried without assigning offsets twice.
+network is retried without assigning offsets twice. Since version 2 it also
+fences: a batch whose leader epoch is no longer the one kc_partition_leaders
+holds is refused (see _V2).
 """
 
 from __future__ import annotations
