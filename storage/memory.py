@@ -68,7 +68,8 @@ class MemoryPartition(PartitionBase):
         return self._topic.settings
 
     async def append(
-        self, batch: bytes | bytearray | memoryview, record_count: int, *, at: int | None = None
+        self, batch: bytes | bytearray | memoryview, record_count: int, *, at: int | None = None,
+        leader_epoch: int | None = None,
     ) -> AppendResult:
         self._check_open()
         length, max_ts = bf.check_append(memoryview(batch).cast("B"), record_count)
