@@ -7,7 +7,9 @@ target assignment with the server-side assignor, and moves the member one
 reconciliation step towards its target. Leaving is a heartbeat with epoch
 -1 (or -2 for a static member that will come back). Session and rebalance
 timeouts fence members. Groups live in memory on the broker's event loop
-beside the classic groups; committed offsets are shared with them.
+beside the classic groups; committed offsets are shared with them. After
+each change the group's state is handed to `save` (written to the store,
+see durable.py), so the next coordinator continues the group.
 """
 
 from __future__ import annotations
@@ -104,6 +106,7 @@ class ConsumerGroupCoordinator:
         classic_group: Callable[[str], Group | None],
         hand_over_classic_group: Callable[[str], None],
         take_back_classic_group: Callable[[Group], None],
+        save: Callable[[str], None],
     ) -> None:
         self.config = config
         self.store = store
@@ -112,6 +115,7 @@ class ConsumerGroupCoordinator:
         self._classic_group = classic_group  # the classic group of an id (or one known by offsets only)
         self._hand_over = hand_over_classic_group  # the classic coordinator lets go of a group
         self._take_back = take_back_classic_group  # ... and takes one back, which then rebalances
+        self._save = save  # queue a group's state for the store after it changed
         self.classic = ClassicMembers(self)
 
     def _classic_state(self, group_id: str) -> str | None:
@@ -122,11 +126,19 @@ class ConsumerGroupCoordinator:
     def default_assignor(self) -> str:
         return self.config.group_consumer_assignors[0]
 
-    def close(self) -> None:
-        for group in self.groups.values():
+    def adopt(self, group: ConsumerGroup) -> None:
+        """Serve a group loaded from the store: its members' session (and revocation) timeouts run from now."""
+        self.groups[group.group_id] = group
+        for member in group.members.values():
+            self.schedule_session_timeout(group, member)
+            self._track_revocation(group, ConsumerMember(member.member_id), member)
+
+    def drop(self, group_id: str) -> None:
+        """Forget a group (another broker coordinates it now), stopping its members' timers."""
+        group = self.groups.pop(group_id, None)
+        if group is not None:
             for member in group.members.values():
                 member.cancel_timers()
-        self.groups.clear()
 
     # topics -------------------------------------------------------------------
     def topic_name(self, info: TopicInfo) -> str:
@@ -193,6 +205,8 @@ class ConsumerGroupCoordinator:
             return self._heartbeat(req)
         except HeartbeatError as exc:
             return HeartbeatResult(exc.code, str(exc))
+        finally:
+            self._save(req.group_id)
 
     def _validate(self, req: HeartbeatRequest) -> None:
         invalid = ErrorCode.invalid_request
@@ -442,6 +456,7 @@ class ConsumerGroupCoordinator:
         group.members[member_id].session_timer = None
         log.info("member %s of consumer group %s: session timed out", member_id, group_id)
         self.fence(group, member_id)
+        self._save(group_id)
 
     def _rebalance_expired(self, group_id: str, member_id: str, epoch: int) -> None:
         group = self.groups.get(group_id)
@@ -455,6 +470,7 @@ class ConsumerGroupCoordinator:
                 member_id, group_id,
             )
             self.fence(group, member_id)
+            self._save(group_id)
 
     def fence(self, group: ConsumerGroup, member_id: str) -> None:
         """Remove a member; the others get its partitions at the next group epoch.
