@@ -106,7 +106,7 @@ class ConsumerGroupCoordinator:
         classic_group: Callable[[str], Group | None],
         hand_over_classic_group: Callable[[str], None],
         take_back_classic_group: Callable[[Group], None],
-        save: Callable[[str], None],
+        save: Callable[[str], None] = lambda group_id: None,
     ) -> None:
         self.config = config
         self.store = store
@@ -132,6 +132,10 @@ class ConsumerGroupCoordinator:
         for member in group.members.values():
             self.schedule_session_timeout(group, member)
             self._track_revocation(group, ConsumerMember(member.member_id), member)
+
+    def close(self) -> None:
+        for group_id in list(self.groups):
+            self.drop(group_id)
 
     def drop(self, group_id: str) -> None:
         """Forget a group (another broker coordinates it now), stopping its members' timers."""

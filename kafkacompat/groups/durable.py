@@ -222,7 +222,9 @@ class GroupStateWriter:
                 batch = {g: r for g, r in self._writing.items() if self.may_write(g)}
                 try:
                     if batch:
-                        await self.store.put_state(self.store.default_stream, TABLE, batch)
+                        # written, not fsynced, before answering (as Kafka does not fsync its log):
+                        # a power loss may cost the latest state, and then members rejoin
+                        await self.store.put_state(self.store.default_stream, TABLE, batch, durable=False)
                     for group_id, record in batch.items():
                         if record is None:
                             self._saved.pop(group_id, None)

@@ -217,10 +217,9 @@ def test_the_group_coordinator_moves_and_the_group_goes_on_from_its_committed_of
     cluster.broker(first).kill()
     admin = AdminClient({"bootstrap.servers": ",".join(b.bootstrap for b in survivors.values())})
 
-    # The member finds the new coordinator. Group membership is not durable (only commits are):
-    # the new coordinator answers UNKNOWN_MEMBER_ID, the member rejoins and goes on from the
-    # group's committed offsets, so what it read after the last commit may come again (at least
-    # once, as after any rebalance) and nothing before that commit does.
+    # The member finds the new coordinator, which loaded the group's state from the store: it
+    # goes on with its generation (test_group_failover.py checks that no rebalance happens).
+    # Nothing committed before the kill comes again.
     before_kill = collections.Counter(seen)
     after: list[bytes] = []
     everything = {str(i).encode() for i in range(300)}
