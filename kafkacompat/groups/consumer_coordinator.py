@@ -270,8 +270,8 @@ class ConsumerGroupCoordinator:
             self.groups[group_id] = upgraded
             return upgraded
         if not create:
-            # Kafka answers GROUP_ID_NOT_FOUND, which clients treat as fatal; groups live in memory here,
-            # so after a broker restart their members must be told to rejoin at epoch 0 instead
+            # Kafka answers GROUP_ID_NOT_FOUND, which clients treat as fatal; a group whose stored state
+            # was lost (or could not be read) must have its members rejoin at epoch 0 instead
             raise HeartbeatError(
                 ErrorCode.unknown_member_id, f"Member {member_id} is not a member of group {group_id}."
             )

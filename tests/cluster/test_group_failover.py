@@ -1,7 +1,8 @@
 """kill -9 of a group's coordinator: the members go on with their assignment, without a rebalance.
 
 Three brokers on one PostgreSQL + S3 store; a group of two librdkafka
-consumers (classic protocol, and KIP-848's consumer protocol) under
+consumers (classic protocol, and KIP-848's consumer protocol), or of two
+Java kafka-clients consumers, under
 producer load loses its coordinator to kill -9 once it is stable. The
 next coordinator loads the group's state from the store, so the members
 keep their partitions, read everything exactly once and keep their commits
@@ -35,14 +36,14 @@ def cluster() -> Iterator[BrokerCluster]:
         yield running
 
 
-@pytest.mark.parametrize("protocol", ["classic", "consumer"])
+@pytest.mark.parametrize("client,protocol", [("confluent", "classic"), ("confluent", "consumer"), ("java", "classic")])
 def test_kill_9_of_the_coordinator_keeps_a_stable_group_without_a_rebalance(
-    cluster: BrokerCluster, protocol: str
+    cluster: BrokerCluster, client: str, protocol: str
 ) -> None:
     def kill(coordinator: int) -> str:
         cluster.broker(coordinator).kill()
         return ",".join(b.bootstrap for n, b in enumerate(cluster.brokers, 1) if n != coordinator)
 
-    outcome = keep_group_through(cluster.bootstrap, protocol, kill)
-    print(f"\n{protocol}: members read again {outcome.resumed_after_s:.1f} s after the kill -9 of the coordinator "
+    outcome = keep_group_through(cluster.bootstrap, protocol, kill, client)
+    print(f"\n{client} {protocol}: members read again {outcome.resumed_after_s:.1f} s after the kill -9 of the coordinator "
           f"(lease {LEASE_MS} ms); {outcome.records} records; commits refused meanwhile: {outcome.commit_errors}")

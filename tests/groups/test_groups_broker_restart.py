@@ -53,8 +53,8 @@ def test_live_members_rejoin_after_a_broker_restart(tmp_path, topic_name: str, l
                 m.stop()
 
 
-@pytest.mark.parametrize("protocol", ["classic", "consumer"])
-def test_a_stable_group_keeps_its_assignment_across_a_broker_restart(tmp_path, protocol: str) -> None:
+@pytest.mark.parametrize("client,protocol", [("confluent", "classic"), ("confluent", "consumer"), ("java", "classic")])
+def test_a_stable_group_keeps_its_assignment_across_a_broker_restart(tmp_path, client: str, protocol: str) -> None:
     """The group's state is in the stream's data path: after the restart the members heartbeat
     with their generation (or epoch) and keep their partitions, as on Kafka; nothing is read twice."""
     brokers = [Broker(data_dir=str(tmp_path), **GROUP_SETTINGS).start()]
@@ -66,6 +66,6 @@ def test_a_stable_group_keeps_its_assignment_across_a_broker_restart(tmp_path, p
         return brokers[-1].bootstrap_servers
 
     try:
-        keep_group_through(brokers[0].bootstrap_servers, protocol, restart)
+        keep_group_through(brokers[0].bootstrap_servers, protocol, restart, client)
     finally:
         brokers[-1].stop()
