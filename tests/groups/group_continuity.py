@@ -24,11 +24,11 @@ from confluent_kafka.admin import AdminClient, NewTopic
 PARTITIONS = 6
 
 
-def wait_until(what: str, check: Callable[[], object], timeout: float) -> None:
+def wait_until(what: str, check: Callable[[], object], timeout: float, state: Callable[[], object] = str) -> None:
     deadline = time.monotonic() + timeout
     while not check():
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
+            raise AssertionError(f"timed out waiting for {what} {state()}")
         time.sleep(0.1)
 
 
@@ -161,7 +161,17 @@ def keep_group_through(bootstrap: str, protocol: str, disrupt: Callable[[int], s
     admin.create_topics([NewTopic(topic, PARTITIONS, 1)], operation_timeout=10)[topic].result(timeout=20)
 
     produced: list[bytes] = []
+    ends: dict[int, int] = {}  # partition -> next offset, as the producer was told
     stop_producing = threading.Event()
+
+    def delivered(msg: object) -> None:
+        produced.append(msg.value())
+        ends[msg.partition()] = max(ends.get(msg.partition(), 0), msg.offset() + 1)
+
+    def progress() -> str:
+        """Per member: partition -> next offset it would read, against what was produced."""
+        read = [{p: max(o for q, o, _ in m.records if q == p) + 1 for p in {q for q, _, _ in m.records}} for m in members]
+        return f"(produced up to {dict(sorted(ends.items()))}, read up to {read}, holding {[m.assigned for m in members]})"
 
     def produce() -> None:
         producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
@@ -169,7 +179,7 @@ def keep_group_through(bootstrap: str, protocol: str, disrupt: Callable[[int], s
         i = 0
         while not stop_producing.is_set() or i < 600:
             value = str(i).encode()
-            producer.produce(topic, value=value, on_delivery=lambda err, msg: err is None and produced.append(msg.value()))
+            producer.produce(topic, value=value, on_delivery=lambda err, msg: err is None and delivered(msg))
             producer.poll(0)
             i += 1
             time.sleep(0.005)
@@ -202,7 +212,7 @@ def keep_group_through(bootstrap: str, protocol: str, disrupt: Callable[[int], s
         assert not producing.is_alive()
         everything = set(produced)
         wait_until("every produced record to be read",
-                   lambda: {v for m in members for _, _, v in m.records} >= everything, 90)
+                   lambda: {v for m in members for _, _, v in m.records} >= everything, 90, progress)
         wait_until("the members' last commits", lambda: not any(m.uncommitted for m in members), 30)
         ended = [(list(m.rebalances), set(m.assigned)) for m in members]  # close() revokes: taken before
     finally:
@@ -229,7 +239,8 @@ def keep_group_through(bootstrap: str, protocol: str, disrupt: Callable[[int], s
         assert offsets[0] == 0
 
     committed_after = committed(remaining, group, topic)
-    ends = {p: max(offs) + 1 for p, offs in by_partition.items()}
+    read_ends = {p: max(offs) + 1 for p, offs in by_partition.items()}
+    assert read_ends == ends, "the members did not read up to the end of every partition"
     assert all(committed_after[p] >= committed_before[p] for p in committed_before), (committed_before, committed_after)
     assert committed_after == ends, "the members' last commits are not what they read"
     return Outcome(len(values), resumed_after, sum(len(m.commit_errors) for m in members))

@@ -53,7 +53,8 @@ def test_live_members_rejoin_after_a_broker_restart(tmp_path, topic_name: str, l
                 m.stop()
 
 
-@pytest.mark.parametrize("client,protocol", [("confluent", "classic"), ("confluent", "consumer"), ("java", "classic")])
+@pytest.mark.parametrize("client,protocol", [
+    ("confluent", "classic"), ("confluent", "consumer"), pytest.param("java", "classic", marks=pytest.mark.slow)])
 def test_a_stable_group_keeps_its_assignment_across_a_broker_restart(tmp_path, client: str, protocol: str) -> None:
     """The group's state is in the stream's data path: after the restart the members heartbeat
     with their generation (or epoch) and keep their partitions, as on Kafka; nothing is read twice."""
