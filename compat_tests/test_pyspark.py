@@ -205,3 +205,51 @@ def test_write_with_the_kafka_sink(spark: Any, broker: Broker, topic: str) -> No
     assert sorted((m.key().decode(), m.value().decode(), tuple(m.headers())) for m in got) == [
         (f"k{i}", f"v{i}", (("trace", TRACE),)) for i in range(5)
     ]
+
+
+def transactional_seed(broker: Broker, topic: str) -> list[str]:
+    """Three transactions in partition 0: committed, aborted, committed; the committed keys in order."""
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "transactional.id": f"spark-{topic}"})
+    producer.init_transactions(30)
+    committed = []
+    for name, commit in (("c", True), ("a", False), ("d", True)):
+        producer.begin_transaction()
+        for i in range(3):
+            producer.produce(topic, key=f"{name}{i}", value=f"v{i}", partition=0)
+        if commit:
+            producer.commit_transaction(30)
+            committed += [f"{name}{i}" for i in range(3)]
+        else:
+            producer.flush(30)
+            producer.abort_transaction(30)
+    return committed
+
+
+@pytest.mark.parametrize("isolation", ["read_committed", "read_uncommitted"])
+def test_batch_read_honours_the_isolation_level(spark: Any, broker: Broker, topic: str, isolation: str) -> None:
+    """Spark's Kafka source over transactions: aborted records and markers never show as rows under read_committed."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    create_topic(broker, topic, 1)
+    transactional_seed(broker, topic)
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "unused",
+                         "isolation.level": isolation, "enable.partition.eof": True})
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    expected = []
+    try:
+        while (message := consumer.poll(30)) is not None and message.error() is None:
+            expected.append((message.offset(), message.key().decode()))
+    finally:
+        consumer.close()
+    df = (
+        kafka_reader(spark, broker, topic)
+        .option("kafka.isolation.level", isolation)
+        .option("startingOffsets", "earliest")
+        .option("endingOffsets", "latest")
+        .load()
+    )
+    rows = sorted((r.offset, r.k) for r in df.selectExpr("offset", "CAST(key AS STRING) k").collect())
+    assert rows == expected
+    assert len(rows) == (6 if isolation == "read_committed" else 9)

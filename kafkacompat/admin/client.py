@@ -9,17 +9,16 @@ from __future__ import annotations
 import itertools
 import os
 import socket
-import struct
 from typing import Any
 
 from kafkacompat.protocol.admin_api import AdminMessageError, decode_response, encode_request
 
+from ..frames import ImpossibleSize, PeerClosed, read_frame
 from ..security.client import ClientSecurity
 from ..security.scram import AuthenticationFailed
 
 DEFAULT_BOOTSTRAP = "localhost:9092"
 BOOTSTRAP_VARIABLE = "KAFKACOMPAT_BOOTSTRAP_SERVERS"
-_SIZE = struct.Struct(">i")
 _MAX_RESPONSE = 256 * 1024 * 1024
 
 
@@ -101,22 +100,12 @@ class AdminClient:
 
     def _read_frame(self, sock: socket.socket) -> bytes:
         try:
-            (size,) = _SIZE.unpack(self._read_exactly(sock, 4))
-            if not 0 <= size <= _MAX_RESPONSE:
-                raise BrokerUnreachable(f"the broker sent a frame of impossible size {size}")
-            return self._read_exactly(sock, size)
+            return read_frame(sock, _MAX_RESPONSE)
         except TimeoutError:
             raise BrokerUnreachable(f"the broker did not answer within {self.timeout:g}s") from None
-
-    @staticmethod
-    def _read_exactly(sock: socket.socket, count: int) -> bytes:
-        chunks = []
-        while count:
-            chunk = sock.recv(min(count, 1 << 20))
-            if not chunk:
-                raise BrokerUnreachable(
-                    "the broker closed the connection (is it a kafkacompat broker, and as new as this CLI?)"
-                )
-            chunks.append(chunk)
-            count -= len(chunk)
-        return b"".join(chunks)
+        except ImpossibleSize as exc:
+            raise BrokerUnreachable(f"the broker sent {exc}") from None
+        except PeerClosed:
+            raise BrokerUnreachable(
+                "the broker closed the connection (is it a kafkacompat broker, and as new as this CLI?)"
+            ) from None

@@ -6,7 +6,8 @@ User:ANONYMOUS, which is why the server binds to loopback by default. With
 credentials of a SCRAM user (`kafkacompat user add`, kafka-configs.sh
 --entity-type users): the password is checked against the stored SCRAM
 credential as SASL/PLAIN checks it, and the request acts as User:<name>, so
-the Kafka listeners' ACLs and stream permissions apply to it unchanged. A
+the Kafka listeners' ACLs and stream permissions apply to it unchanged
+(a verified login is remembered, see login_cache, so PBKDF2 runs once). A
 refusal answers 401 with a WWW-Authenticate challenge and Confluent's
 error JSON, and writes one audit line (never the password). With "mtls"
 the server (HTTPS, http_tls) requires a client certificate signed by
@@ -30,14 +31,15 @@ from typing import Any
 from aiohttp import web
 
 from ..security.principal_mapping import PrincipalMappingError
-from ..security.sasl_plain import verify_plain
 from ..security.scram import AuthenticationFailed
 from ..security.tls import CertificatePrincipals
 from .common import BROKER
+from .login_cache import LoginCache
 
 ANONYMOUS = "User:ANONYMOUS"
 UNAUTHENTICATED_PATHS = ("/health/",)  # orchestrators' probes carry no credentials
 _PRINCIPAL: web.RequestKey[str] = web.RequestKey("principal", str)
+LOGINS: web.AppKey[LoginCache] = web.AppKey("logins", LoginCache)
 _principal: contextvars.ContextVar[str] = contextvars.ContextVar("rest_principal", default=ANONYMOUS)
 _peer: contextvars.ContextVar[str] = contextvars.ContextVar("rest_peer", default="rest-proxy")
 audit = logging.getLogger("kafkacompat.audit")
@@ -78,8 +80,7 @@ async def _basic_login(request: web.Request, peer: str) -> str | web.Response:
         return _unauthorized(request, peer, "malformed Basic credentials")
     cluster = request.app[BROKER].cluster
     try:
-        token = b"\0" + username.encode() + b"\0" + password.encode()
-        return "User:" + await verify_plain(token, cluster.credentials.lookup)
+        return "User:" + await request.app[LOGINS].verify(username, password, cluster.credentials.lookup)
     except AuthenticationFailed as exc:
         return _unauthorized(request, peer, f"user {username!r}: {exc}")
 
@@ -115,4 +116,5 @@ async def identify(request: web.Request, handler: Any) -> web.StreamResponse:
 
 
 def add_routes(app: web.Application) -> None:
+    app[LOGINS] = LoginCache()
     app.middlewares.append(identify)

@@ -23,6 +23,7 @@ from kio.static.constants import EntityType
 from kafkacompat.protocol.messages import encode_body, request_schema
 from kafkacompat.protocol.versions import schema
 
+from ..frames import FrameError, read_frame
 from .listeners import PROTOCOLS, SASL_MECHANISMS
 from .scram import MECHANISMS as SCRAM_MECHANISMS, AuthenticationFailed, ScramClient
 
@@ -131,20 +132,12 @@ def _request(sock: socket.socket, api_key: int, version: int, correlation_id: in
     head = struct.pack(">hhih", api_key, version, correlation_id, len(client_id)) + client_id
     payload = head + encode_body(body)
     sock.sendall(struct.pack(">i", len(payload)) + payload)
-    size = struct.unpack(">i", _exactly(sock, 4))[0]
-    frame = _exactly(sock, size)
+    try:
+        frame = read_frame(sock)
+    except FrameError:
+        raise AuthenticationFailed("the broker closed the connection during SASL authentication") from None
     answer, _ = entity_reader(schema(api_key, version, EntityType.response))(frame, 4)
     return answer
-
-
-def _exactly(sock: socket.socket, n: int) -> bytes:
-    out = bytearray()
-    while len(out) < n:
-        chunk = sock.recv(n - len(out))
-        if not chunk:
-            raise AuthenticationFailed("the broker closed the connection during SASL authentication")
-        out += chunk
-    return bytes(out)
 
 
 def _sasl_login(sock: socket.socket, mechanism: str, username: str, password: str) -> None:

@@ -22,6 +22,8 @@ import sys
 import time
 from typing import Any
 
+from kafkacompat.frames import read_frame
+
 STARTUP_TARGET_MS = 50.0
 RSS_TARGET_MB = 60.0
 _CORRELATION_ID = 7
@@ -35,22 +37,11 @@ def _api_versions_request() -> bytes:
     return struct.pack(">i", len(header) + len(body)) + header + body
 
 
-def _read_exactly(sock: socket.socket, size: int) -> bytes:
-    data = bytearray()
-    while len(data) < size:
-        chunk = sock.recv(size - len(data))
-        if not chunk:
-            raise ConnectionError("broker closed the connection")
-        data += chunk
-    return bytes(data)
-
-
 def served_api_versions(port: int) -> None:
     """Send ApiVersions over a real socket; raise unless it is answered without error."""
     with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
         sock.sendall(_api_versions_request())
-        (size,) = struct.unpack(">i", _read_exactly(sock, 4))
-        answer = _read_exactly(sock, size)
+        answer = read_frame(sock)
     correlation_id, error_code = struct.unpack_from(">ih", answer)
     if correlation_id != _CORRELATION_ID or error_code != 0:
         raise RuntimeError(f"bad ApiVersions answer: correlation {correlation_id}, error {error_code}")

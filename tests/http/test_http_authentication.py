@@ -124,3 +124,29 @@ def test_mtls_maps_the_client_certificate_to_the_principal_acls_name(tmp_path):
             future.result(15)
         accepted = requests.post(records, json=body, verify=ca, cert=(carol.certificate, carol.key), timeout=10)
         assert accepted.json()["error_code"] == 200, accepted.text
+
+
+def test_a_changed_or_deleted_password_stops_working_at_once(broker):
+    """Verified logins are remembered to spare PBKDF2, but never past a credential change."""
+    from confluent_kafka.admin import ScramCredentialInfo, ScramMechanism, UserScramCredentialDeletion
+    from confluent_kafka.admin import UserScramCredentialUpsertion
+
+    admin = AdminClient(broker.client_config("admin"))
+
+    def set_password(password: str) -> None:
+        info = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096)
+        for future in admin.alter_user_scram_credentials(
+                [UserScramCredentialUpsertion("carol", info, password.encode())]).values():
+            future.result(15)
+
+    def status(password: str) -> int:
+        return requests.get(f"{broker.http_url}/v3/clusters", headers=auth("carol", password), timeout=10).status_code
+
+    set_password("first")
+    assert [status("first"), status("first")] == [200, 200]  # the second is served from the remembered login
+    set_password("second")
+    assert (status("first"), status("second")) == (401, 200)
+    for future in admin.alter_user_scram_credentials(
+            [UserScramCredentialDeletion("carol", ScramMechanism.SCRAM_SHA_256)]).values():
+        future.result(15)
+    assert status("second") == 401
