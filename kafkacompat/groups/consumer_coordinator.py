@@ -43,6 +43,9 @@ from .topic_regex import InvalidRegex, compile_regex, matches
 
 log = logging.getLogger(__name__)
 
+# a member's fields that are group state (not its timers)
+_MEMBER_STATE = tuple(f.name for f in dataclasses.fields(ConsumerMember) if not f.name.endswith("_timer"))
+
 
 class HeartbeatError(Exception):
     """A heartbeat answered with an error code and Kafka's message."""
@@ -202,6 +205,7 @@ class ConsumerGroupCoordinator:
 
     # ConsumerGroupHeartbeat ---------------------------------------------------
     def heartbeat(self, req: HeartbeatRequest) -> HeartbeatResult:
+        before = self._fingerprint(req.group_id, req.member_id)
         try:
             self._validate(req)
             if req.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
@@ -210,7 +214,21 @@ class ConsumerGroupCoordinator:
         except HeartbeatError as exc:
             return HeartbeatResult(exc.code, str(exc))
         finally:
-            self._save(req.group_id)
+            if self._fingerprint(req.group_id, req.member_id) != before:
+                self._save(req.group_id)
+
+    def _fingerprint(self, group_id: str, member_id: str) -> tuple | None:
+        """What a heartbeat can change: the group's epochs and size, and the member's own fields.
+
+        Most heartbeats change nothing; comparing this before and after one
+        spares building and comparing the whole group's record every time.
+        """
+        group = self.groups.get(group_id)
+        if group is None:
+            return None
+        member = group.members.get(member_id)
+        fields = None if member is None else tuple(getattr(member, name) for name in _MEMBER_STATE)
+        return id(group), group.group_epoch, group.assignment_epoch, len(group.members), fields
 
     def _validate(self, req: HeartbeatRequest) -> None:
         invalid = ErrorCode.invalid_request

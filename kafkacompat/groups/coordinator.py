@@ -576,10 +576,9 @@ class GroupCoordinator:
         answer: asyncio.Future[SyncResult] = asyncio.get_running_loop().create_future()
         consumer_group = self.consumer.groups.get(group_id)
         if consumer_group is not None:
-            answer.set_result(
+            answer.set_result(  # hands back what the member's JoinGroup stored: nothing to write
                 self.consumer.classic.sync(consumer_group, generation, member_id, instance_id, protocol_type, protocol_name)
             )
-            self._save(group_id)
             return answer
         group = self._group(group_id) if group_id else None
         error = ErrorCode.none
@@ -636,9 +635,7 @@ class GroupCoordinator:
             return ErrorCode.invalid_group_id
         consumer_group = self.consumer.groups.get(group_id)
         if consumer_group is not None:
-            error = self.consumer.classic.heartbeat(consumer_group, generation, member_id, instance_id)
-            self._save(group_id)
-            return error
+            return self.consumer.classic.heartbeat(consumer_group, generation, member_id, instance_id)
         group = self._group(group_id)
         if group is None:
             return ErrorCode.unknown_member_id
