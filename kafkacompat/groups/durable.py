@@ -41,6 +41,7 @@ from .group import Group, GroupState, Member
 log = logging.getLogger(__name__)
 
 TABLE = "groups"
+HELD_RETRY_S = 0.1  # how often a write held while this broker is not the group's coordinator is tried again
 Record = dict[str, Any]
 _UNSET = object()
 
@@ -173,6 +174,7 @@ class GroupStateWriter:
         self._next: asyncio.Future[None] | None = None  # resolved when _pending is written
         self._current: asyncio.Future[None] | None = None  # resolved when _writing is written
         self._task: asyncio.Task[None] | None = None
+        self._closing = False  # writes this broker may not make now are dropped, not held
 
     def stored(self) -> dict[str, Record]:
         """Every group record in the store (read afresh where other brokers write it too)."""
@@ -191,6 +193,7 @@ class GroupStateWriter:
         for group_id in group_ids:
             self._saved.pop(group_id, None)
             self._pending.pop(group_id, None)
+            self._writing.pop(group_id, None)  # a write under way finishes; a held one is not tried again
 
     def save(self, group_id: str, record: Record | None) -> None:
         """Queue the group's record (None: it is gone) unless the store already holds it."""
@@ -220,12 +223,15 @@ class GroupStateWriter:
                 self._writing, self._pending = self._pending, {}
                 self._current, self._next = self._next, None
                 batch = {g: r for g, r in self._writing.items() if self.may_write(g)}
+                held = {g: r for g, r in self._writing.items() if g not in batch}
                 try:
                     if batch:
                         # written, not fsynced, before answering (as Kafka does not fsync its log):
                         # a power loss may cost the latest state, and then members rejoin
                         await self.store.put_state(self.store.default_stream, TABLE, batch, durable=False)
                     for group_id, record in batch.items():
+                        if group_id not in self._writing:  # let go of while it was written
+                            continue
                         if record is None:
                             self._saved.pop(group_id, None)
                         else:
@@ -234,17 +240,30 @@ class GroupStateWriter:
                     log.warning("group state of %s not written (%s): a coordinator taking over starts from the "
                                 "previous state", sorted(batch), exc)
                 finally:
+                    held = {g: r for g, r in held.items() if g in self._writing}  # not forgotten meanwhile
                     self._writing = {}
                     if self._current is not None:
                         self._current.set_result(None)
                         self._current = None
+                if held and not self._closing:
+                    # not the coordinator right now: its lease may be late to renew on a busy machine. Kept
+                    # until it is again, or until the broker lets the group go (forget drops them)
+                    for group_id, record in held.items():
+                        self._pending.setdefault(group_id, record)
+                    if self._next is None:
+                        self._next = asyncio.get_running_loop().create_future()
+                    await asyncio.sleep(HELD_RETRY_S)
         finally:
             self._task = None
 
     async def close(self) -> None:
-        """Finish the writes under way (a clean stop keeps the latest state)."""
-        while self._task is not None:
-            await asyncio.shield(self._task)
+        """Finish the writes under way (a clean stop keeps the latest state this broker may still write)."""
+        self._closing = True
+        try:
+            while self._task is not None:
+                await asyncio.shield(self._task)
+        finally:
+            self._closing = False
 
     async def forget_all(self) -> None:
         """Delete every group record (the test broker's reset)."""
