@@ -41,6 +41,7 @@ from .group import Group, GroupState, Member
 log = logging.getLogger(__name__)
 
 TABLE = "groups"
+FLUSH_WAIT_S = 10.0  # longest a member's answer waits for its group's state to be written
 HELD_RETRY_S = 0.1  # how often a write held while this broker is not the group's coordinator is tried again
 Record = dict[str, Any]
 _UNSET = object()
@@ -211,11 +212,20 @@ class GroupStateWriter:
             self._task = asyncio.get_running_loop().create_task(self._write(), name="group state writer")
 
     async def flushed(self, group_id: str) -> None:
-        """Return once what was queued for the group is written (or its write failed, logged)."""
-        for queued, done in ((self._pending, self._next), (self._writing, self._current)):
-            if group_id in queued and done is not None:
-                await asyncio.shield(done)
+        """Return once what was queued for the group is written (or its write failed, logged, or
+        the broker let the group go), waiting at most FLUSH_WAIT_S for a write held by a late lease."""
+        deadline = asyncio.get_running_loop().time() + FLUSH_WAIT_S
+        while True:
+            if group_id in self._writing and self._current is not None:
+                done = self._current
+            elif group_id in self._pending and self._next is not None:
+                done = self._next
+            else:
                 return
+            left = deadline - asyncio.get_running_loop().time()
+            if left <= 0:
+                return
+            await asyncio.wait([asyncio.shield(done)], timeout=left)
 
     async def _write(self) -> None:
         try:
@@ -255,6 +265,9 @@ class GroupStateWriter:
                     await asyncio.sleep(HELD_RETRY_S)
         finally:
             self._task = None
+            if self._next is not None and not self._pending:  # held writes let go of: release their waiters
+                self._next.set_result(None)
+                self._next = None
 
     async def close(self) -> None:
         """Finish the writes under way (a clean stop keeps the latest state this broker may still write)."""
