@@ -28,12 +28,19 @@ COLUMNS = ("java", "librdkafka", "kcat", "kafka_python", "aiokafka", "kafkajs", 
            "kafka_connect")
 OPTION = "--write-compat-matrix"
 _versions: dict[str, str] = {}
+# a client's own test suite run against the broker: title -> test id -> (outcome, why)
+_suites: dict[str, dict[str, tuple[str, str]]] = {}
 
 
 def note_version(client: str, version: str) -> None:
     """Record the client version the run really used (shown in the matrix)."""
     if version:
         _versions[client] = version
+
+
+def note_suite(title: str, outcomes: dict[str, tuple[str, str]]) -> None:
+    """Record the outcome of every test of a client's own suite (pass, fail, skip; why for the last two)."""
+    _suites[title] = dict(outcomes)
 
 
 def cell_of(item: pytest.Item) -> tuple[str, str] | None:
@@ -160,7 +167,27 @@ def render(results: dict[tuple[str, str], tuple[str, str]]) -> str:
     if notes:
         lines += ["", "Notes:", ""]
         lines += [f"{number}. {text}" for text, number in notes.items()]
+    lines += _render_suites()
     return "\n".join(lines) + "\n"
+
+
+def _render_suites() -> list[str]:
+    """The clients' own test suites: counts, then every test that did not pass and why."""
+    if not _suites:
+        return []
+    lines = ["", "## Clients' own test suites", "",
+             "Each suite as its client's source distribution ships it, its tests unchanged, its broker "
+             "fixtures pointed at kafkacompat brokers (compat_tests/test_kafka_python_suite.py).", "",
+             "| suite | pass | fail | skip |", "|---|---|---|---|"]
+    for title, outcomes in _suites.items():
+        counts = Counter(outcome for outcome, _ in outcomes.values())
+        lines.append(f"| {title} | {counts['pass']} | {counts['fail']} | {counts['skip']} |")
+    for title, outcomes in _suites.items():
+        others = sorted((test, outcome, why) for test, (outcome, why) in outcomes.items() if outcome != "pass")
+        if others:
+            lines += ["", f"{title}, the tests that do not pass:", "", "| test | outcome | why |", "|---|---|---|"]
+            lines += [f"| {test} | {outcome} | {why} |" for test, outcome, why in others]
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,10 +1,12 @@
-"""Produce requests (v0-12) parsed by hand, records left in place as memoryviews.
+"""Produce requests (v0-13) parsed by hand, records left in place as memoryviews.
 
 kio's reader copies every records field out of the frame and builds typed
 objects field by field; a produce request is mostly records, so here only
 the envelope is read and each partition's records stay a view into the
 frame. Attribute names match kio's (acks, transactional_id, topic_data,
-name, partition_data, index, records) so handlers read either.
+name, partition_data, index, records) so handlers read either. From v13
+(KIP-516) a topic is named by its id: `topic_id` is set and `name` stays
+empty until the handler looks the id up.
 tests/test_produce_request.py checks the result against kio's for every
 version.
 """
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import struct
+import uuid
 
 from .messages import MalformedRequestError
 
@@ -22,6 +25,8 @@ _ACKS_TIMEOUT = struct.Struct(">hi")
 
 FIRST_FLEXIBLE = 9
 FIRST_WITH_TRANSACTIONAL_ID = 3
+FIRST_WITH_TOPIC_ID = 13
+LAST_VERSION = 13
 
 
 @dataclasses.dataclass(slots=True)
@@ -34,6 +39,7 @@ class PartitionProduceData:
 class TopicProduceData:
     name: str
     partition_data: list[PartitionProduceData]
+    topic_id: uuid.UUID | None = None  # v13+
 
 
 @dataclasses.dataclass(slots=True)
@@ -110,6 +116,12 @@ class _Cursor:
         self.pos += size
         return self.view[start : self.pos]
 
+    def uuid(self) -> uuid.UUID:
+        self.need(16)
+        start = self.pos
+        self.pos += 16
+        return uuid.UUID(bytes=bytes(self.view[start : self.pos]))
+
     def skip_tagged_fields(self) -> None:
         if self.flexible:
             for _ in range(self.uvarint()):
@@ -121,14 +133,15 @@ class _Cursor:
 
 def parse_produce_request(frame: bytes | bytearray | memoryview, offset: int, version: int) -> ProduceRequest:
     """The request body starting at `offset`; MalformedRequestError on bad bytes."""
-    if not 0 <= version <= 12:
-        raise MalformedRequestError(f"ProduceRequest v{version} is not parsed here (v0-12 are)")
+    if not 0 <= version <= LAST_VERSION:
+        raise MalformedRequestError(f"ProduceRequest v{version} is not parsed here (v0-{LAST_VERSION} are)")
     cur = _Cursor(memoryview(frame).cast("B"), offset, version >= FIRST_FLEXIBLE)
     transactional_id = cur.string() if version >= FIRST_WITH_TRANSACTIONAL_ID else None
     acks, timeout_ms = cur.fixed(_ACKS_TIMEOUT)
     topics = []
     for _ in range(cur.array_length("topics")):
-        name = cur.string()
+        topic_id = cur.uuid() if version >= FIRST_WITH_TOPIC_ID else None
+        name = "" if topic_id is not None else cur.string()
         if name is None:
             raise MalformedRequestError("null topic name in produce request")
         partitions = []
@@ -136,7 +149,7 @@ def parse_produce_request(frame: bytes | bytearray | memoryview, offset: int, ve
             (index,) = cur.fixed(_I32)
             partitions.append(PartitionProduceData(index, cur.blob()))
             cur.skip_tagged_fields()
-        topics.append(TopicProduceData(name, partitions))
+        topics.append(TopicProduceData(name, partitions, topic_id))
         cur.skip_tagged_fields()
     cur.skip_tagged_fields()
     if cur.pos != len(cur.view):

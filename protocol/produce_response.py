@@ -1,4 +1,4 @@
-"""Produce responses (v3-12) packed by hand: one per produce request, so kept cheap.
+"""Produce responses (v3-13) packed by hand: one per produce request, so kept cheap.
 
 kio builds typed objects for every partition and writes them field by
 field; a producer sends one request per batch of partitions, so that cost
@@ -8,13 +8,14 @@ checks the bytes against kio's for every version.
 Layout by version: log_start_offset from v5, record_errors and
 error_message from v8, compact encodings and tagged fields from v9 (no
 tagged field is ever set: current_leader and node_endpoints stay at their
-defaults).
+defaults), the topic's id in place of its name from v13 (KIP-516).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import struct
+import uuid
 from collections.abc import Sequence
 
 from .varints import uvarint
@@ -46,15 +47,18 @@ def _string(out: bytearray, text: str | None, flexible: bool) -> None:
 
 
 def encode_produce_response(
-    version: int, topics: Sequence[tuple[str, Sequence[PartitionResult]]], throttle_time_ms: int = 0
+    version: int, topics: Sequence[tuple[str | uuid.UUID, Sequence[PartitionResult]]], throttle_time_ms: int = 0
 ) -> bytes:
-    """The response body for (topic name, partition results) pairs."""
-    if not 3 <= version <= 12:
-        raise ValueError(f"Produce v{version} is not encoded here (v3-12 are)")
+    """The response body for (topic, partition results) pairs: the topic by name, or by id from v13."""
+    if not 3 <= version <= 13:
+        raise ValueError(f"Produce v{version} is not encoded here (v3-13 are)")
     flexible = version >= 9
     out = bytearray(uvarint(len(topics) + 1) if flexible else _I32.pack(len(topics)))
-    for name, parts in topics:
-        _string(out, name, flexible)
+    for topic, parts in topics:
+        if isinstance(topic, uuid.UUID):
+            out += topic.bytes
+        else:
+            _string(out, topic, flexible)
         out += uvarint(len(parts) + 1) if flexible else _I32.pack(len(parts))
         for p in parts:
             if version >= 5:

@@ -318,6 +318,21 @@ def rebuild_batch(batch: bytes | memoryview, kept: Sequence[RawRecord]) -> bytes
     return bytes(out)
 
 
+def empty_batch(base_offset: int, last_offset_delta: int, timestamp: int) -> bytes:
+    """A batch of no records spanning offsets [base_offset, base_offset + last_offset_delta].
+
+    What Kafka's log cleaner leaves of a batch whose every record went: a
+    header whose offsets consumers step over. A replica holds one where
+    its source's cleaner removed whole batches, so the offsets after it
+    stay the source's.
+    """
+    out = bytearray(HEADER_SIZE)
+    HEADER.pack_into(out, 0, base_offset, HEADER_SIZE - LOG_OVERHEAD, -1, MAGIC_V2, 0, 0, last_offset_delta,
+                     timestamp, timestamp, -1, -1, -1, 0)
+    _U32.pack_into(out, 17, crc32c.crc32c(memoryview(out)[CRC_START:]))
+    return bytes(out)
+
+
 def keyless_records(batch: bytes | memoryview) -> list[int]:
     """Indexes in the batch of records without a key: what a compacted topic refuses."""
     header = read_header(batch)

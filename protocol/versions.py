@@ -18,7 +18,7 @@ from .replication_api import REPLICATE_KEY, REPLICATE_NAME, REPLICATE_VERSION
 
 # api key -> (min, max) served. Filled in as handlers are registered.
 SUPPORTED: dict[int, tuple[int, int]] = {
-    0: (0, 12),  # Produce; 0-2 answered with UNSUPPORTED_VERSION (librdkafka needs min 0)
+    0: (0, 13),  # Produce; 0-2 answered with UNSUPPORTED_VERSION (librdkafka needs min 0); v13 names topics by id
     1: (4, 17),  # Fetch
     2: (1, 10),  # ListOffsets
     3: (0, 12),  # Metadata

@@ -16,6 +16,8 @@ import enum
 import uuid
 from collections.abc import Mapping, Sequence
 
+from .errors import StorageError
+
 
 class FsyncPolicy(str, enum.Enum):
     """When appended bytes are forced to stable storage."""
@@ -168,6 +170,17 @@ class Partition(abc.ABC):
     @abc.abstractmethod
     async def delete_records(self, before_offset: int) -> int:
         """Advance the log start offset to before_offset; returns the new start."""
+
+    async def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Drop every record and go on at `offset` (at or past the high watermark): log start = hw = offset.
+
+        What a replica does when its source no longer holds the offsets the
+        replica lacks (retention or DeleteRecords moved the source's log
+        start past them), as a Kafka follower does: the offsets the replica
+        then receives are the source's. Engines that hold replicas (the ones
+        whose `append` takes `at`) implement it.
+        """
+        raise StorageError(f"{type(self).__name__} cannot restart a partition at an offset")
 
     @abc.abstractmethod
     async def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:

@@ -108,6 +108,14 @@ class MemoryPartition(PartitionBase):
             self._drop_below(before_offset)
         return self._log_start
 
+    async def truncate_fully_and_start_at(self, offset: int) -> None:
+        self._check_open()
+        if offset < self._hw:
+            raise OffsetOutOfRangeError(f"cannot restart {self.name} at {offset}: it ends at {self._hw}")
+        self._log_start = self._hw = offset
+        self._drop_below(offset)
+        self._wake()
+
     def _drop_below(self, offset: int) -> None:
         """Forget batches whose every offset is below `offset`."""
         cut = len(self._bases) if offset >= self._hw else bisect.bisect_right(self._bases, offset) - 1

@@ -5,15 +5,17 @@ from __future__ import annotations
 import datetime
 import struct
 import sys
+import uuid
 
 import pytest
 
-from kafkacompat.protocol.messages import MalformedRequestError, encode_body, request_schema
+from kafkacompat.protocol.messages import MalformedRequestError, encode_body, make, request_schema
 from kafkacompat.protocol.produce_request import parse_produce_request
 from kafkacompat.protocol.records import Record, build_batch
 
 PRODUCE = 0
 BATCH = build_batch([Record(b"k", b"v" * 300, [("h", b"1")], 1_700_000_000_000)])
+TOPIC_IDS = {"orders": uuid.UUID(int=0x1234), "/apps/iot/pumps:metrics": uuid.uuid4()}  # v13 names topics by id
 
 
 def _request(version: int, transactional_id: str | None = None) -> bytes:
@@ -23,14 +25,13 @@ def _request(version: int, transactional_id: str | None = None) -> bytes:
         acks=-1,
         timeout=datetime.timedelta(milliseconds=30_000),
         topic_data=(
-            m.TopicProduceData(name="orders", partition_data=(
+            make(m.TopicProduceData, name="orders", topic_id=TOPIC_IDS["orders"], partition_data=(
                 m.PartitionProduceData(index=0, records=BATCH),
                 m.PartitionProduceData(index=3, records=BATCH + BATCH),
                 m.PartitionProduceData(index=5, records=None),
             )),
-            m.TopicProduceData(name="/apps/iot/pumps:metrics", partition_data=(
-                m.PartitionProduceData(index=1, records=b""),
-            )),
+            make(m.TopicProduceData, name="/apps/iot/pumps:metrics", topic_id=TOPIC_IDS["/apps/iot/pumps:metrics"],
+                 partition_data=(m.PartitionProduceData(index=1, records=b""),)),
         ),
     )
     return b"\x00" * 7 + encode_body(body)  # a header's worth of bytes before the body
@@ -39,12 +40,13 @@ def _request(version: int, transactional_id: str | None = None) -> bytes:
 def _shape(request: object) -> list[object]:
     return [
         request.transactional_id, request.acks,  # type: ignore[attr-defined]
-        [(t.name, [(p.index, None if p.records is None else bytes(p.records)) for p in t.partition_data])
+        [(getattr(t, "name", None) or None, getattr(t, "topic_id", None),
+          [(p.index, None if p.records is None else bytes(p.records)) for p in t.partition_data])
          for t in request.topic_data],  # type: ignore[attr-defined]
     ]
 
 
-@pytest.mark.parametrize("version", range(3, 13))
+@pytest.mark.parametrize("version", range(3, 14))
 def test_matches_kio(version: int) -> None:
     frame = _request(version, "tx-1")
     ours = parse_produce_request(frame, 7, version)
@@ -58,6 +60,11 @@ def _reader(version: int):  # type: ignore[no-untyped-def]
     from kio.serial import entity_reader
 
     return entity_reader(request_schema(PRODUCE, version))
+
+
+def test_v13_names_topics_by_id_alone() -> None:
+    request = parse_produce_request(_request(13), 7, 13)
+    assert [(t.name, t.topic_id) for t in request.topic_data] == [("", id_) for id_ in TOPIC_IDS.values()]
 
 
 def test_records_are_views_into_the_frame() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import uuid
 
 import pytest
 from kio.schema.errors import ErrorCode
@@ -23,12 +24,15 @@ TOPICS = [
 ]
 
 
-def _kio_bytes(version: int, topics: list[tuple[str, list[PartitionResult]]]) -> bytes:
+BY_ID = [(uuid.UUID(int=i + 1), parts) for i, (_, parts) in enumerate(TOPICS)]  # v13: topics by id
+
+
+def _kio_bytes(version: int, topics: list[tuple[str | uuid.UUID, list[PartitionResult]]]) -> bytes:
     m = response_module(PRODUCE, version)
     responses = tuple(
         make(
             m.TopicProduceResponse,
-            name=name,
+            **({"topic_id": topic} if isinstance(topic, uuid.UUID) else {"name": topic}),
             partition_responses=tuple(
                 make(
                     m.PartitionProduceResponse,
@@ -49,16 +53,17 @@ def _kio_bytes(version: int, topics: list[tuple[str, list[PartitionResult]]]) ->
                 for p in parts
             ),
         )
-        for name, parts in topics
+        for topic, parts in topics
     )
     body = make(response_schema(PRODUCE, version), responses=responses,
                 throttle_time=datetime.timedelta(milliseconds=5))
     return encode_body(body)
 
 
-@pytest.mark.parametrize("version", range(3, 13))
+@pytest.mark.parametrize("version", range(3, 14))
 def test_matches_kio_byte_for_byte(version: int) -> None:
-    assert encode_produce_response(version, TOPICS, throttle_time_ms=5) == _kio_bytes(version, TOPICS)
+    topics = BY_ID if version >= 13 else TOPICS
+    assert encode_produce_response(version, topics, throttle_time_ms=5) == _kio_bytes(version, topics)
 
 
 @pytest.mark.parametrize("version", [3, 9])

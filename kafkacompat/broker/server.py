@@ -138,7 +138,7 @@ class BrokerServer:
             raise
         self.cluster.groups.start()
         await self.cluster.transactions.start()
-        self.cluster.replication = ReplicationService(self.store, self.config)
+        self.cluster.replication = ReplicationService(self.store, self.config, self.cluster)
         await self.cluster.replication.start()
         for listener in self.listeners:
             await self._servers[listener.name].start_serving()

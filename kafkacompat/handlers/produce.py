@@ -18,7 +18,7 @@ from typing import Any
 
 from kafkacompat import storage
 from kafkacompat.protocol.messages import RequestHeader
-from kafkacompat.protocol.produce_request import ProduceRequest, parse_produce_request
+from kafkacompat.protocol.produce_request import FIRST_WITH_TOPIC_ID, ProduceRequest, parse_produce_request
 from kafkacompat.protocol.produce_response import PartitionResult, encode_produce_response
 from kafkacompat.protocol.record_validation import (
     CORRUPT,
@@ -255,12 +255,22 @@ def _count_errors(ctx: Any, results: list[tuple[str, list[_Outcome]]]) -> None:
                 ctx.cluster.stats.error(ctx.header.api_key, ctx.version, outcome.error.name)
 
 
+def _name_topics_by_id(cluster: Any, request: Any) -> None:
+    """v13+ (KIP-516) names each topic by its id alone: the name it has here, or "" for an id nobody knows."""
+    for topic in request.topic_data:
+        info = cluster.by_id(topic.topic_id)
+        topic.name = cluster.display_name(info) if info is not None else ""
+
+
 def _response(ctx: Any, request: Any, results: list[tuple[str, list[_Outcome]]]) -> bytes:
     _count_errors(ctx, results)
+    topics: list[Any] = [name for name, _ in results]
+    if ctx.version >= FIRST_WITH_TOPIC_ID:  # answered by id, as asked (results follow the request's order)
+        topics = [topic.topic_id for topic in request.topic_data]
     return encode_produce_response(ctx.version, [
-        (name, [PartitionResult(o.index, o.error.value, o.base_offset, o.log_append_time, o.log_start_offset,
-                                o.message, o.record_errors) for o in outcomes])
-        for name, outcomes in results
+        (topic, [PartitionResult(o.index, o.error.value, o.base_offset, o.log_append_time, o.log_start_offset,
+                                 o.message, o.record_errors) for o in outcomes])
+        for topic, (_, outcomes) in zip(topics, results)
     ], throttle_time_ms=ctx.throttle_ms)
 
 
@@ -270,11 +280,14 @@ async def handle(ctx: Any, request: Any) -> Any:
     acks = request.acks
     if ctx.cluster.quotas.active:
         ctx.throttle_ms = ctx.cluster.quotas.record(ctx.header.client_id, PRODUCER_BYTE_RATE, ctx.size)
+    if ctx.version >= FIRST_WITH_TOPIC_ID:
+        _name_topics_by_id(ctx.cluster, request)
     authorizer = ctx.cluster.authorizer
     refused_all = authorizer.enabled and request.transactional_id is not None and not authorizer.transactional_id(
         ctx, Operation.WRITE, request.transactional_id)
-    refusals = {  # Kafka checks access before the topic's existence
-        topic.name: ErrorCode.transactional_id_authorization_failed if refused_all else (
+    refusals = {  # Kafka checks access before the topic's existence, after a v13 topic id's
+        topic.name: ErrorCode.unknown_topic_id if topic.topic_id is not None and not topic.name else
+        ErrorCode.transactional_id_authorization_failed if refused_all else (
             ErrorCode.topic_authorization_failed
             if authorizer.enabled and not authorizer.topic(ctx, Operation.WRITE, topic.name) else None)
         for topic in request.topic_data

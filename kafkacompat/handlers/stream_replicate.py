@@ -63,8 +63,13 @@ async def handle(ctx: Any, request: tuple[dict[str, Any], memoryview]) -> bytes:
     try:
         if service is None:
             raise receiver.ReplicaRequestError("this broker does not run replication")
+        if op != "ping" and isinstance(body.get("stream"), str):
+            receiver.check_upstream(service, body["stream"], body.get("source"))
         if op == "append":
-            result = await receiver.append(service, body, payload, ctx.cluster.producers)
+            result = await receiver.append(service, body, payload, ctx.cluster.producers,
+                                           ctx.cluster.transactions.partitions)
+        elif op == "start_at":
+            result = await receiver.start_at(service, body, ctx.cluster.transactions.partitions)
         elif op in _OPS:
             result = await _OPS[op](service, body)
         else:

@@ -7,15 +7,19 @@ changes.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
 from kafkacompat import storage
 
 from .engine import LinkTask, ReplicationService
+from .link_client import LinkClient, LinkRefused
 from .links import LinkSpec, LinkSpecError, check_settings, parse_replica
 
 log = logging.getLogger(__name__)
+
+UPSTREAM_TIMEOUT_S = 5.0
 
 
 class ReplicaOpError(ValueError):
@@ -120,33 +124,55 @@ async def replica_list(cluster: Any, request: dict[str, Any]) -> Any:
     return [await task.status() for task in _service(cluster).links_of(path)]
 
 
-def _upstream(request: dict[str, Any]) -> str:
+def _upstream(request: dict[str, Any]) -> tuple[str, str, int, str]:
+    """(name, host, port, stream path) of the request's upstream."""
     upstream = request.get("upstream")
     try:
         host, port, path = parse_replica(str(upstream or ""))
     except LinkSpecError as exc:
         raise ReplicaOpError(str(exc).replace("replica", "upstream", 1)) from None
-    return LinkSpec("", host, port, path).replica
+    return LinkSpec("", host, port, path).replica, host, port, path
+
+
+async def _cluster_of(host: str, port: int, path: str) -> str:
+    """The UUID of the cluster at HOST:PORT, asked over the replication API (the upstream's own answer)."""
+    try:
+        client = await LinkClient.connect(host, port, timeout=UPSTREAM_TIMEOUT_S)
+    except (OSError, asyncio.TimeoutError) as exc:
+        raise ReplicaOpError(f"cannot reach upstream {host}:{port} to learn its cluster ({exc or 'timed out'}); "
+                             f"add it once it is reachable, or give its cluster UUID") from None
+    try:
+        return str((await client.call({"op": "hello", "stream": path}))["uuid"])
+    except (OSError, ConnectionError, asyncio.TimeoutError, LinkRefused) as exc:
+        raise ReplicaOpError(f"upstream {host}:{port} did not say which cluster it is: {exc}") from None
+    finally:
+        await client.close()
 
 
 async def upstream_add(cluster: Any, request: dict[str, Any]) -> Any:
+    """Register an upstream by stream path and cluster UUID: the stream then takes replication only from
+    its upstreams. The UUID is given (autosetup knows it) or asked of the upstream."""
     path = _source(cluster, request)
-    name = _upstream(request)
+    name, host, port, upstream_path = _upstream(request)
     service = _service(cluster)
     if name in service.upstreams(path):
         raise ReplicaOpError(f"stream {path} already has upstream {name}")
-    await service.set_upstream(path, name, {"upstream": name})
-    return {"stream": path, "upstream": name}
+    uuid = request.get("cluster_uuid")
+    if not isinstance(uuid, str) or not uuid:
+        uuid = await _cluster_of(host, port, upstream_path)
+    await service.set_upstream(path, name, {"upstream": name, "cluster": uuid, "stream": upstream_path})
+    return {"stream": path, "upstream": name, "cluster": uuid}
 
 
 async def upstream_list(cluster: Any, request: dict[str, Any]) -> Any:
     path = _source(cluster, request)
-    return [{"stream": path, "upstream": name} for name in sorted(_service(cluster).upstreams(path))]
+    return [{"stream": path, "upstream": name, "cluster": record.get("cluster")}
+            for name, record in sorted(_service(cluster).upstreams(path).items())]
 
 
 async def upstream_remove(cluster: Any, request: dict[str, Any]) -> Any:
     path = _source(cluster, request)
-    name = _upstream(request)
+    name = _upstream(request)[0]
     service = _service(cluster)
     if name not in service.upstreams(path):
         raise ReplicaOpError(f"stream {path} has no upstream {name}")

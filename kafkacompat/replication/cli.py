@@ -110,6 +110,10 @@ def add_stream_parsers(actions: argparse._SubParsersAction, common: argparse.Arg
         if name != "list":
             p.add_argument("--upstream", metavar="HOST:PORT/PATH", required=True, type=_replica,
                            help="the source stream as HOST:PORT/stream/path")
+        if name == "add":
+            p.add_argument("--cluster-uuid", metavar="UUID", dest="cluster_uuid",
+                           help="the upstream cluster's UUID (`cluster info` there); by default this cluster "
+                                "asks the upstream, which must then be reachable from it")
 
 
 def add_cluster_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -130,7 +134,7 @@ def _path_and_replica(p: argparse.ArgumentParser) -> None:
 
 
 def _request(args: argparse.Namespace) -> dict[str, Any]:
-    names = ("path", "replica", "upstream", "paused", "throttle", "compression")
+    names = ("path", "replica", "upstream", "paused", "throttle", "compression", "cluster_uuid")
     return {n: getattr(args, n) for n in names if getattr(args, n, None) not in (None, False)}
 
 
@@ -173,10 +177,12 @@ def _run_autosetup(args: argparse.Namespace) -> int:
         src_host, src_port = parse_bootstrap(args.bootstrap_server)[0]
         upstream = f"{src_host}:{src_port}{args.path}"
         options = {k: v for k, v in (("throttle", args.throttle), ("compression", args.compression)) if v is not None}
-        dest.call("upstream.add", path=dest_path, upstream=upstream)
+        # the clusters' UUIDs as each answers them here: neither broker needs to reach the other for this
+        dest.call("upstream.add", path=dest_path, upstream=upstream, cluster_uuid=source.call("cluster.info")["uuid"])
         links = [source.call("replica.add", path=args.path, replica=args.replica, **options)]
         if args.multimaster:
-            source.call("upstream.add", path=args.path, upstream=args.replica)
+            source.call("upstream.add", path=args.path, upstream=args.replica,
+                        cluster_uuid=dest.call("cluster.info")["uuid"])
             links.append(dest.call("replica.add", path=dest_path, replica=upstream, **options))
         return links
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import uuid
 from typing import TYPE_CHECKING, Any
 
 import cramjam
@@ -28,6 +29,7 @@ from kafkacompat import storage
 from kafkacompat.storage import Store
 from kafkacompat.storage import batch_format as bf
 
+from .generations import generation
 from .identity import ClusterIdentity, ensure_identity
 from .link_client import LinkClient, LinkRefused
 from .links import LINKS_TABLE, UPSTREAMS_TABLE, LinkSpec
@@ -35,6 +37,7 @@ from .paths import Path, PathIndex
 from .receiver import split_batches
 
 if TYPE_CHECKING:
+    from ..broker.cluster import Cluster
     from ..config import BrokerConfig
 
 log = logging.getLogger(__name__)
@@ -44,6 +47,7 @@ PIPELINE_DEPTH = 4  # requests in flight per partition
 IDLE_WAIT_S = 0.5  # an idle link looks for new topics and cursors this often
 CURSOR_SYNC_S = 0.2
 RETRY_MAX_S = 5.0
+REFUSED_RETRY_S = 30.0
 SKIPPED_TOPICS = frozenset({"__consumer_offsets"})
 
 
@@ -76,6 +80,7 @@ class LinkTask:
         self._task: asyncio.Task[None] | None = None
         self._sent_cursors: dict[tuple[str, str, int], tuple[int, str, int]] = {}
         self._topic_signature: Any = None
+        self._topic_ids: dict[str, uuid.UUID] = {}  # the topics the positions are of
         self._last_cursor_sync = 0.0
         self._logged_error: str | None = None
         self._throttle_start: float | None = None  # when the current throttled stretch began
@@ -113,6 +118,9 @@ class LinkTask:
             except LinkBroken as exc:
                 self._fail("broken", str(exc), error=True)
                 await self._sleep(None)  # until resume, edit or removal
+            except LinkRefused as exc:  # the destination said no (not an upstream there, no permission)
+                self._fail("broken", f"refused by {self.spec.host}:{self.spec.port}: {exc}", error=True)
+                await self._sleep(REFUSED_RETRY_S)  # lifted there (upstream added) without a resume here
             except (OSError, ConnectionError, asyncio.TimeoutError) as exc:
                 text = f"cannot reach {self.spec.host}:{self.spec.port}: {exc or type(exc).__name__}"
                 self._fail("pending", text, error=True)
@@ -144,11 +152,10 @@ class LinkTask:
 
     async def _session(self) -> None:
         spec = self.spec
-        client = await LinkClient.connect(spec.host, spec.port)
+        source = {"uuid": self.service.identity.id, "name": self.service.identity.name, "stream": spec.source}
+        client = await LinkClient.connect(spec.host, spec.port, source=source)
         try:
-            hello = await client.call({"op": "hello", "stream": spec.dest,
-                                       "source": {"uuid": self.service.identity.id,
-                                                  "name": self.service.identity.name, "stream": spec.source}})
+            hello = await client.call({"op": "hello", "stream": spec.dest})
             if hello["uuid"] == self.service.identity.id:
                 raise LinkBroken(f"replica {spec.replica} is this cluster itself")
             self.dest_name = hello["name"]
@@ -186,25 +193,39 @@ class LinkTask:
         return [t for t in self.store.list_topics(self.spec.source) if t.name not in SKIPPED_TOPICS]
 
     async def _sync_topics(self, client: LinkClient) -> dict[str, Any] | None:
-        """Send the source's topics when they changed; the destination's partition ends, or None if unchanged."""
+        """Send the source's topics when they changed; the destination's partition ends, or None if unchanged.
+
+        A topic whose generation changed since it was last shipped was
+        deleted and created again here: the destination does the same if it
+        holds the old generation, and the partition is followed afresh.
+        """
         topics = self._source_topics()
-        signature = tuple(sorted((t.name, t.partitions, tuple(sorted(t.configs.items()))) for t in topics))
+        signature = tuple(sorted((t.name, t.topic_id, t.partitions, tuple(sorted(t.configs.items())))
+                                 for t in topics))
         if signature == self._topic_signature:
             return None
-        names = {t.name for t in topics}
-        deleted = [name for name in self.spec.known_topics if name not in names]
+        spec, me = self.spec, self.service.identity.id
+        gens = {t.name: generation(self.store, me, spec.source, t) for t in topics}
+        known = spec.topic_gens
+        replaces = {name: known[name] for name, gen in gens.items() if known.get(name, gen) != gen}
+        deleted = {name: known.get(name) for name in sorted((set(spec.known_topics) | set(known)) - set(gens))}
         try:
             answer = await client.call({
-                "op": "topics", "stream": self.spec.dest, "deleted": deleted,
-                "topics": {t.name: {"partitions": t.partitions, "configs": t.configs} for t in topics},
+                "op": "topics", "stream": spec.dest, "deleted": deleted, "replaces": replaces,
+                "topics": {t.name: {"partitions": t.partitions, "configs": t.configs, "gen": gens[t.name]}
+                           for t in topics},
             })
         except LinkRefused as exc:
             raise LinkBroken(str(exc)) from None
         self._topic_signature = signature
-        if sorted(names) != sorted(self.spec.known_topics):
-            self.spec.known_topics = sorted(names)
-            await self.service.save_link(self.spec)
-        for key in [k for k in self.positions if k[0] not in names]:
+        self._topic_ids = {t.name: t.topic_id for t in topics}
+        for name in replaces:
+            log.warning("replica %s -> %s: topic %s was deleted and created again here; the replica follows",
+                        spec.source, spec.replica, name)
+        if gens != known or sorted(gens) != spec.known_topics:
+            spec.topic_gens, spec.known_topics = gens, sorted(gens)
+            await self.service.save_link(spec)
+        for key in [k for k in self.positions if k[0] not in gens or k[0] in replaces]:
             del self.positions[key]
         return answer["topics"]
 
@@ -243,9 +264,7 @@ class LinkTask:
         try:
             data = await part.read(pos, MAX_REQUEST_BYTES)
         except storage.OffsetOutOfRangeError:
-            raise LinkBroken(
-                f"topic {topic} partition {index}: the source no longer holds offset {pos} (its log starts at "
-                f"{part.log_start_offset}), so the destination, which ends there, cannot be continued") from None
+            return []  # retention passed `pos` just now: the next round skips the gap
         me, dest = self.service.identity.id, self.dest_uuid
         paths = self.service.paths
         runs: list[tuple[Path, int, int, list[memoryview]]] = []
@@ -264,11 +283,16 @@ class LinkTask:
 
     async def _ship(self, client: LinkClient, topic: str, index: int) -> int:
         """Ship what one partition has past its position, PIPELINE_DEPTH requests in flight; bytes sent."""
+        info = self.store.get_topic(self.spec.source, topic)
+        if info is None or info.topic_id != self._topic_ids.get(topic):
+            return 0  # deleted, or created again since the last topic sync, which sees to it
         try:
             part = self.store.partition(self.spec.source, topic, index)
         except storage.UnknownTopicError:
             return 0
         pos = self.positions[topic, index]
+        if pos < part.log_start_offset:
+            return await self._skip_gap(client, topic, index, part, pos)
         in_flight: list[tuple[asyncio.Future[Any] | None, int, int]] = []  # (answer, end offset, bytes)
         try:
             for _ in range(PIPELINE_DEPTH):
@@ -277,12 +301,16 @@ class LinkTask:
                 runs = await self._read_groups(part, topic, index, pos)
                 if not runs:
                     break
+                stored_from = pos  # where the stored batches read go on from: no record lies in between
                 for path, first, end, batches in runs:
                     if not batches:
                         in_flight.append((None, end, 0))
+                        stored_from = end
                         continue
                     body = {"op": "append", "stream": self.spec.dest, "topic": topic, "partition": index,
-                            "base": first, "path": list(path), "codec": self.spec.compression}
+                            "base": first, "path": list(path), "codec": self.spec.compression,
+                            "from": stored_from}
+                    stored_from = end
                     raw = b"".join(batches)
                     payload = compress(self.spec.compression, raw)
                     in_flight.append((asyncio.ensure_future(client.call(body, payload)), end, len(raw)))
@@ -322,6 +350,27 @@ class LinkTask:
                 if answer is not None and not answer.done():
                     answer.cancel()
         return sent or int(moved)
+
+    async def _skip_gap(self, client: LinkClient, topic: str, index: int, part: storage.Partition, pos: int) -> int:
+        """The source's log start passed what the destination holds (retention, DeleteRecords while paused or
+        down): the destination restarts at our log start, as a Kafka follower does, keeping offsets identical."""
+        start = part.log_start_offset
+        open_txns: list[list[int]] = []
+        cluster = self.service.cluster
+        if cluster is not None:
+            state = await cluster.transactions.partitions.get(self.spec.source, topic, index)
+            open_txns = [[pid, first] for pid, first in state.ongoing.items()]
+        try:
+            answer = await client.call({"op": "start_at", "stream": self.spec.dest, "topic": topic,
+                                        "partition": index, "from": pos, "offset": start, "open": open_txns})
+        except LinkRefused as exc:
+            raise LinkBroken(f"topic {topic} partition {index}: {exc}") from None
+        if answer["status"] == "ok":
+            log.warning("replica %s -> %s: topic %s partition %d: offsets %d..%d were deleted here before they "
+                        "were shipped; the replica now starts at %d", self.spec.source, self.spec.replica,
+                        topic, index, pos, start - 1, start)
+        self.positions[topic, index] = answer["hw"]
+        return 1
 
     async def _throttle(self, size: int) -> None:
         rate = self.spec.throttle_mb_s
@@ -430,9 +479,10 @@ class LinkTask:
 class ReplicationService:
     """Every replica link of this broker's streams, the path index and the cluster identity."""
 
-    def __init__(self, store: Store, config: BrokerConfig) -> None:
+    def __init__(self, store: Store, config: BrokerConfig, cluster: Cluster | None = None) -> None:
         self.store = store
         self.config = config
+        self.cluster = cluster  # its transaction and producer state, kept in step with replicated data
         self.identity = ClusterIdentity("", store.store_id)
         self.paths = PathIndex(store)
         self.links: dict[tuple[str, str], LinkTask] = {}  # (source stream, replica) -> task

@@ -28,22 +28,27 @@ class LinkRefused(Exception):
 class LinkClient:
     """Requests may be pipelined: the broker answers one connection's requests in order."""
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, timeout: float) -> None:
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, timeout: float,
+                 source: dict[str, str] | None = None) -> None:
         self._reader = reader
         self._writer = writer
         self._timeout = timeout
+        self._source = source  # who sends: every request names it, the destination checks its upstreams
         self._ids = itertools.count(1)
         self._waiting: collections.deque[tuple[int, asyncio.Future[bytes]]] = collections.deque()
         self._reading = asyncio.ensure_future(self._read_answers())
 
     @classmethod
-    async def connect(cls, host: str, port: int, timeout: float = 10.0) -> LinkClient:
+    async def connect(cls, host: str, port: int, timeout: float = 10.0,
+                      source: dict[str, str] | None = None) -> LinkClient:
         reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
-        return cls(reader, writer, timeout)
+        return cls(reader, writer, timeout, source)
 
     async def call(self, body: dict[str, Any], payload: bytes = b"") -> Any:
         if self._reading.done():
             raise ConnectionError("the connection to the destination is closed")
+        if self._source is not None:
+            body = {**body, "source": self._source}
         correlation_id = next(self._ids)
         answer: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
         self._waiting.append((correlation_id, answer))

@@ -49,6 +49,8 @@ class LinkSpec:
     compression: str = "none"
     created_ms: int = dataclasses.field(default_factory=lambda: int(time.time() * 1000))
     known_topics: list[str] = dataclasses.field(default_factory=list)  # topics shipped: their deletion is shipped
+    # topic name -> the generation shipped ([origin cluster UUID, origin topic id]): a new one is a recreation
+    topic_gens: dict[str, list[str]] = dataclasses.field(default_factory=dict)
 
     @property
     def replica(self) -> str:
@@ -58,13 +60,14 @@ class LinkSpec:
     def record(self) -> dict[str, Any]:
         return {"host": self.host, "port": self.port, "dest": self.dest, "paused": self.paused,
                 "throttle_mb_s": self.throttle_mb_s, "compression": self.compression,
-                "created_ms": self.created_ms, "known_topics": self.known_topics}
+                "created_ms": self.created_ms, "known_topics": self.known_topics, "topic_gens": self.topic_gens}
 
     @classmethod
     def from_record(cls, source: str, record: dict[str, Any]) -> LinkSpec:
         return cls(source, record["host"], record["port"], record["dest"], record.get("paused", False),
                    record.get("throttle_mb_s", 0.0), record.get("compression", "none"),
-                   record.get("created_ms", 0), list(record.get("known_topics", [])))
+                   record.get("created_ms", 0), list(record.get("known_topics", [])),
+                   {name: list(gen) for name, gen in record.get("topic_gens", {}).items()})
 
 
 def check_settings(throttle: Any, compression: Any) -> None:

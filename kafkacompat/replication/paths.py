@@ -6,7 +6,9 @@ batch, so a batch's bytes and CRC stay the producer's. A record holds
 ranges [first offset, end offset, path]: consecutive batches with the same
 path share one range, so one-way and chain topologies keep one range per
 partition however many batches flow. Offsets no range covers were produced
-here: their path is just this cluster.
+here: their path is just this cluster. A record names the topic id it
+belongs to, so a topic deleted and created again under the same name
+starts with no path.
 
 The range is written before the batch is appended: after a crash between
 the two, the range reaches past the high watermark and the next copy of
@@ -34,19 +36,29 @@ class PathIndex:
 
     def __init__(self, store: Store) -> None:
         self._store = store
-        self._ranges: dict[tuple[str, str], list[list]] = {}  # (stream, key) -> [[first, end, path], ...]
+        # (stream, key, topic id) -> [[first, end, path], ...]
+        self._ranges: dict[tuple[str, str, str], list[list]] = {}
 
-    def _load(self, stream: str, key: str) -> list[list]:
-        ranges = self._ranges.get((stream, key))
+    def _topic_id(self, stream: str, topic: str) -> str:
+        info = self._store.get_topic(stream, topic)
+        return info.topic_id.hex if info is not None else ""
+
+    def _load(self, stream: str, key: str, topic_id: str) -> list[list]:
+        """The ranges of a partition of the topic `topic_id`: a record of an older topic of the same name
+        (deleted and created again, here or by its source) is not this topic's."""
+        ranges = self._ranges.get((stream, key, topic_id))
         if ranges is None:
             record = self._store.get_state(stream, TABLE).get(key)
-            ranges = [[r[0], r[1], tuple(r[2])] for r in record["ranges"]] if record else []
-            self._ranges[stream, key] = ranges
+            if record and record.get("topic_id", topic_id) == topic_id:
+                ranges = [[r[0], r[1], tuple(r[2])] for r in record["ranges"]]
+            else:
+                ranges = []
+            self._ranges[stream, key, topic_id] = ranges
         return ranges
 
     def path_at(self, stream: str, topic: str, partition: int, offset: int) -> Path:
         """The clusters the batch at `offset` passed through before this one (empty: produced here)."""
-        ranges = self._load(stream, _key(topic, partition))
+        ranges = self._load(stream, _key(topic, partition), self._topic_id(stream, topic))
         if not ranges:
             return ()
         i = bisect.bisect_right(ranges, offset, key=lambda r: r[0]) - 1
@@ -57,7 +69,8 @@ class PathIndex:
     async def record(self, stream: str, topic: str, partition: int, first: int, end: int, path: Path) -> None:
         """Note that offsets [first, end) arrived along `path`, before they are appended."""
         key = _key(topic, partition)
-        ranges = self._load(stream, key)
+        topic_id = self._topic_id(stream, topic)
+        ranges = self._load(stream, key, topic_id)
         while ranges and ranges[-1][1] > first:  # left past the high watermark by a crash: rewritten now
             if ranges[-1][0] >= first:
                 ranges.pop()
@@ -69,14 +82,15 @@ class PathIndex:
             ranges.append([first, end, path])
         info = self._store.get_stream(stream)
         durable = info is not None and info.policy.fsync is FsyncPolicy.ALWAYS
-        await self._store.put_state(stream, TABLE, {key: {"ranges": [[a, b, list(p)] for a, b, p in ranges]}},
+        await self._store.put_state(stream, TABLE, {key: {"topic_id": topic_id,
+                                                          "ranges": [[a, b, list(p)] for a, b, p in ranges]}},
                                     durable=durable)
 
     async def forget(self, stream: str, topic: str, partitions: int) -> None:
         """Drop the paths of a deleted topic's partitions."""
         keys = [_key(topic, p) for p in range(partitions)]
-        for key in keys:
-            self._ranges.pop((stream, key), None)
+        for cached in [c for c in self._ranges if c[0] == stream and c[1] in keys]:
+            del self._ranges[cached]
         existing = self._store.get_state(stream, TABLE)
         gone = {key: None for key in keys if key in existing}
         if gone:

@@ -1,15 +1,23 @@
 """The destination side of a replica link: what a StreamReplicate request does here.
 
+Every operation but ping names its source (cluster UUID and stream); a
+stream that lists upstreams refuses any other (check_upstream).
+
 Operations (the source's link task sends them in this order):
 - hello: who is this cluster, does the destination stream exist, and
   where every partition of it ends (the resume point of the link);
 - topics: make the destination's topics match the source's (create,
-  add partitions, configs, delete the ones the source deleted);
+  add partitions, configs, delete the ones the source deleted, create
+  again the ones it deleted and created again);
 - append: store batches at the offsets they have at the source. A batch
   below the high watermark must be the very batch stored there (same bytes
   but for the partitionLeaderEpoch field): then it is skipped, otherwise it
   is a collision. A batch beyond the high watermark is a gap: the answer
-  says where the partition ends so the source resends from there;
+  says where the partition ends so the source resends from there, unless
+  the source vouches that it holds nothing there (`from`: its log
+  cleaner removed those batches), when an empty batch fills the stretch;
+- start_at: the source no longer holds what this partition lacks (its
+  log start passed our end): drop what we hold and go on at its log start;
 - cursors: consumer groups' committed offsets, newest commit wins;
 - ping: an idle link's heartbeat.
 """
@@ -20,13 +28,17 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from kafkacompat import storage
+from kafkacompat.protocol.control_records import marker_type
+from kafkacompat.protocol.records import InvalidBatchError, empty_batch, iter_records
 from kafkacompat.storage import Cursor
 from kafkacompat.storage import batch_format as bf
 
+from .generations import forget_origin, generation, note_origin
 from .paths import Path
 
 if TYPE_CHECKING:
     from ..broker.producer_state import ProducerStates
+    from ..transactions.partition_state import PartitionTxnRegistry
     from .engine import ReplicationService
 
 log = logging.getLogger(__name__)
@@ -37,8 +49,31 @@ class ReplicaRequestError(Exception):
 
 
 def same_batch(stored: bytes | memoryview, shipped: bytes | memoryview) -> bool:
-    """Whether two copies of a batch are the same batch: equal bytes but for partitionLeaderEpoch (bytes 12-16)."""
-    return len(stored) == len(shipped) and stored[:12] == shipped[:12] and stored[16:] == shipped[16:]
+    """Whether two copies of a batch are the same batch.
+
+    Equal bytes but for partitionLeaderEpoch (bytes 12-16), or, in a
+    compacted topic where either side's log cleaner may have rewritten it,
+    the same batch cleaned differently: the same header identity (offsets,
+    producer id, epoch and sequence, attributes) and every record both
+    copies still hold equal (key, value, headers, timestamp).
+    """
+    if len(stored) == len(shipped) and stored[:12] == shipped[:12] and stored[16:] == shipped[16:]:
+        return True
+    return _same_cleaned_batch(stored, shipped)
+
+
+def _same_cleaned_batch(stored: bytes | memoryview, shipped: bytes | memoryview) -> bool:
+    a, b = bf.parse_header(stored), bf.parse_header(shipped)
+    identity = ("base_offset", "magic", "attributes", "last_offset_delta", "producer_id", "producer_epoch",
+                "base_sequence")
+    if any(getattr(a, name) != getattr(b, name) for name in identity) or a.attributes & bf.ATTR_CONTROL:
+        return False
+    try:
+        mine = {r.offset: r for r in iter_records(stored)}
+        theirs = {r.offset: r for r in iter_records(shipped)}
+    except InvalidBatchError:
+        return False
+    return all(mine[offset] == theirs[offset] for offset in mine.keys() & theirs.keys())
 
 
 def split_batches(data: bytes | memoryview) -> list[tuple[int, memoryview]]:
@@ -64,6 +99,33 @@ def _partition_ends(store: storage.Store, stream: str) -> dict[str, dict[str, An
     return topics
 
 
+def check_upstream(service: ReplicationService, stream: str, source: Any) -> None:
+    """Refuse a source the destination stream does not list among its upstreams (when it lists any).
+
+    As MapR's `stream upstream`: a stream accepts replicated data from the
+    streams registered as its upstreams, and removing one stops it. A
+    stream that lists none accepts any source (`stream replica add` to a
+    new stream works without a step on the destination).
+    """
+    if service.store.get_stream(stream) is None:
+        return
+    upstreams = service.upstreams(stream)
+    if not upstreams:
+        return
+    if isinstance(source, dict):
+        for name, record in upstreams.items():
+            path = record.get("stream") or name[name.index("/"):]
+            if path == source.get("stream") and record.get("cluster", source.get("uuid")) == source.get("uuid"):
+                return
+        who = f"{source.get('stream')} of cluster {source.get('name')} ({source.get('uuid')})"
+    else:
+        who = "a source that does not name itself"
+    raise ReplicaRequestError(
+        f"stream {stream} on cluster {service.identity.name} takes replication only from its upstreams "
+        f"({', '.join(sorted(upstreams))}), not from {who}: register it there with `kafkacompat stream upstream "
+        f"add --path {stream} --upstream HOST:PORT/PATH`")
+
+
 async def hello(service: ReplicationService, request: dict[str, Any]) -> dict[str, Any]:
     stream = request["stream"]
     store = service.store
@@ -77,22 +139,50 @@ async def ping(service: ReplicationService, request: dict[str, Any]) -> dict[str
     return {"uuid": service.identity.id}
 
 
+async def _delete_topic(service: ReplicationService, stream: str, info: storage.TopicInfo) -> None:
+    """Delete a topic as the source did, with everything kept beside it."""
+    await service.store.delete_topic(stream, info.name)
+    await service.paths.forget(stream, info.name, info.partitions)
+    await forget_origin(service.store, stream, info)
+    if service.cluster is not None:
+        service.cluster.forget_topic(info)
+
+
 async def sync_topics(service: ReplicationService, request: dict[str, Any]) -> dict[str, Any]:
-    """Create, grow, reconfigure and delete topics to match the source; answers where partitions end."""
+    """Create, grow, reconfigure, recreate and delete topics to match the source; answers where partitions end.
+
+    Generations (generations.py) decide what a deletion or a recreation at
+    the source means here: only a topic of the generation the source
+    deleted or replaced goes.
+    """
     store = service.store
     stream = request["stream"]
+    me = service.identity.id
     if store.get_stream(stream) is None:
         raise ReplicaRequestError(f"stream {stream} does not exist on cluster {service.identity.name}")
-    for name in request.get("deleted", []):
+    deleted = request.get("deleted", {})
+    if isinstance(deleted, list):  # a source that names no generations
+        deleted = dict.fromkeys(deleted)
+    for name, gen in deleted.items():
         info = store.get_topic(stream, name)
-        if info is not None:
-            await store.delete_topic(stream, name)
-            await service.paths.forget(stream, name, info.partitions)
+        if info is not None and (gen is None or generation(store, me, stream, info) == gen):
+            await _delete_topic(service, stream, info)
             log.info("replication: deleted topic %s:%s as its source did", stream, name)
+    replaces = request.get("replaces", {})
     for name, want in request["topics"].items():
         info = store.get_topic(stream, name)
+        gen = want.get("gen")
+        if info is not None and name in replaces and generation(store, me, stream, info) == replaces[name]:
+            await _delete_topic(service, stream, info)
+            log.warning("replication: topic %s:%s was deleted and created again at its source: so it is here",
+                        stream, name)
+            info = None
         if info is None:
-            await store.create_topic(stream, name, want["partitions"], dict(want["configs"]))
+            if gen is not None and gen[0] == me:
+                continue  # created here and deleted since: a peer that has not heard yet does not bring it back
+            info = await store.create_topic(stream, name, want["partitions"], dict(want["configs"]))
+            if gen is not None:
+                await note_origin(store, stream, info, gen)
             log.info("replication: created topic %s:%s with %d partition(s)", stream, name, want["partitions"])
             continue
         if info.partitions > want["partitions"]:
@@ -108,13 +198,18 @@ async def sync_topics(service: ReplicationService, request: dict[str, Any]) -> d
 
 
 async def append(service: ReplicationService, request: dict[str, Any], payload: memoryview,
-                 producers: ProducerStates | None = None) -> dict[str, Any]:
+                 producers: ProducerStates | None = None,
+                 txns: PartitionTxnRegistry | None = None) -> dict[str, Any]:
     """Store shipped batches at their offsets; {"status": "ok"|"gap"|"collision", "hw": ..., ...}.
 
     Idempotent producers' sequence numbers are noted in `producers` as a
     local append notes them, so a producer that fails over to this cluster
     and retries a batch that reached it by replication gets the original
-    offsets instead of a second copy.
+    offsets instead of a second copy. Transactional batches and their
+    markers go through `txns` as the source's produce and coordinator put
+    them there: an open transaction holds this partition's last stable
+    offset, an abort marker enters the aborted-transaction index, so
+    read_committed consumers here see what they would see at the source.
     """
     store = service.store
     stream, topic, index = request["stream"], request["topic"], request["partition"]
@@ -127,17 +222,19 @@ async def append(service: ReplicationService, request: dict[str, Any], payload: 
     except storage.UnknownTopicError:
         raise ReplicaRequestError(f"topic {stream}:{topic} partition {index} does not exist here") from None
     async with service.partition_lock(stream, topic, index):  # links from several clusters may ship it at once
-        return await _append(service, request, partition, split_batches(data), path, producers)
+        return await _append(service, request, partition, split_batches(data), path, producers, txns)
 
 
 async def _append(service: ReplicationService, request: dict[str, Any], partition: storage.Partition,
                   batches: list[tuple[int, memoryview]], path: Path,
-                  producers: ProducerStates | None) -> dict[str, Any]:
+                  producers: ProducerStates | None, txns: PartitionTxnRegistry | None) -> dict[str, Any]:
     stream, topic, index = request["stream"], request["topic"], request["partition"]
+    # the source holds no record in [vouched, first batch) nor between the batches (its cleaner removed them)
+    vouched = request.get("from")
     pending = [b for b in batches if b[0] >= partition.high_watermark]
     for base, batch in batches:
         hw = partition.high_watermark
-        if base > hw:
+        if base > hw and (vouched is None or hw < vouched):
             return {"status": "gap", "hw": hw}
         if base < hw:
             if base < partition.log_start_offset:
@@ -149,9 +246,14 @@ async def _append(service: ReplicationService, request: dict[str, Any], partitio
         if pending and base == pending[0][0]:  # first new batch: note the path of all of them at once
             last = pending[-1]
             end = last[0] + bf.parse_header(last[1]).last_offset_delta + 1
-            await service.paths.record(stream, topic, index, base, end, path)
+            await service.paths.record(stream, topic, index, hw, end, path)
             pending = []
         header = bf.parse_header(batch)
+        if base > hw:  # a stretch the source's cleaner emptied: an empty batch keeps the offsets
+            try:
+                await partition.append(empty_batch(hw, base - hw - 1, header.base_timestamp), base - hw, at=hw)
+            except storage.OffsetMismatchError as exc:
+                return {"status": "collision", "hw": exc.high_watermark, "offset": hw}
         try:
             await partition.append(batch, header.last_offset_delta + 1, at=base)
         except storage.OffsetMismatchError as exc:  # a local producer got there first
@@ -160,7 +262,57 @@ async def _append(service: ReplicationService, request: dict[str, Any], partitio
                 and not header.attributes & bf.ATTR_CONTROL):
             producers.record(header.producer_id, header.producer_epoch, (stream, topic, index),
                              header.base_sequence, header.record_count, base, -1, header.max_timestamp)
+        if txns is not None and header.attributes & bf.ATTR_TRANSACTIONAL:
+            await _note_transactional(txns, stream, topic, index, base, batch, header)
     return {"status": "ok", "hw": partition.high_watermark}
+
+
+async def _note_transactional(txns: PartitionTxnRegistry, stream: str, topic: str, index: int, base: int,
+                              batch: memoryview, header: bf.BatchHeader) -> None:
+    """Keep the partition's transaction state as the source keeps it for the same batch.
+
+    Called after the append: a state loaded just now rebuilt itself from a
+    log tail that already holds this batch, and both calls below are then
+    no-ops (an open transaction keeps its first offset; a marker with no
+    open transaction changes nothing).
+    """
+    state = await txns.get(stream, topic, index)
+    if not header.attributes & bf.ATTR_CONTROL:
+        state.appended(header.producer_id, base)
+        return
+    control = marker_type(batch)
+    if control is not None:
+        await state.marker_written(header.producer_id, base, control)
+
+
+async def start_at(service: ReplicationService, request: dict[str, Any],
+                   txns: PartitionTxnRegistry | None = None) -> dict[str, Any]:
+    """Skip a retention gap: the source no longer holds [from, offset), so this partition goes on at `offset`.
+
+    As a Kafka follower does when the leader's log start passed it, the
+    partition drops what it holds and starts empty at the source's log
+    start, so the offsets that follow stay the source's. Done only while
+    the partition still ends at `from` (where the source's link believes
+    it ends); otherwise {"status": "moved"} with the real end.
+    """
+    store = service.store
+    stream, topic, index = request["stream"], request["topic"], request["partition"]
+    offset, expected = int(request["offset"]), int(request["from"])
+    try:
+        partition = store.partition(stream, topic, index)
+    except storage.UnknownTopicError:
+        raise ReplicaRequestError(f"topic {stream}:{topic} partition {index} does not exist here") from None
+    async with service.partition_lock(stream, topic, index):
+        hw = partition.high_watermark
+        if hw != expected or offset < hw:
+            return {"status": "moved", "hw": hw}
+        await partition.truncate_fully_and_start_at(offset)
+        if txns is not None:
+            state = await txns.get(stream, topic, index)
+            state.restarted_at(offset, {int(pid): int(first) for pid, first in request.get("open", [])})
+        log.warning("replication: %s:%s/%d skips offsets %d..%d, which its source no longer holds; "
+                    "it now starts at %d", stream, topic, index, expected, offset - 1, offset)
+        return {"status": "ok", "hw": partition.high_watermark}
 
 
 async def commit_cursors(service: ReplicationService, request: dict[str, Any]) -> dict[str, Any]:

@@ -27,7 +27,7 @@ from collections.abc import Coroutine, Iterable, Mapping
 from typing import Any, Literal, TypeVar
 
 from kafkacompat import storage
-from kafkacompat.protocol.records import Record, build_batch, iter_records, set_log_append_time
+from kafkacompat.protocol.records import Record, build_batch, iter_records, set_log_append_time, whole_batches
 from kafkacompat.storage import Store
 
 from ..broker.cluster import Cluster, TopicError
@@ -555,6 +555,10 @@ async def _read_into(
                     tuple(record.headers), record.timestamp,
                 ))
                 position = record.offset + 1
+                advanced = True
+        for header in whole_batches(data):  # batches a log cleaner emptied hold offsets but no record
+            if header.last_offset >= position:
+                position = header.last_offset + 1
                 advanced = True
         if not advanced:
             break

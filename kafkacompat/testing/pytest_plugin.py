@@ -21,6 +21,7 @@ test sessions that never touch Kafka pay nothing for it.
 from __future__ import annotations
 
 import re
+import sys
 import uuid
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
@@ -100,8 +101,14 @@ def kafka_topic(kafka_broker: "Broker", request: pytest.FixtureRequest) -> Itera
 
 @pytest.fixture(autouse=True)
 def _kafka_clear_faults(request: pytest.FixtureRequest) -> Iterator[None]:
-    """Faults a test set on the session broker must not leak into the next test."""
+    """Faults a test set on the session broker must not leak into the next test.
+
+    A project's own fixture may also be named `kafka_broker` (kafka-python's
+    test suite has one) and override this plugin's: only a kafkacompat broker
+    has faults to clear.
+    """
     broker = request.getfixturevalue("kafka_broker") if "kafka_broker" in request.fixturenames else None
     yield
-    if broker is not None:
+    testing = sys.modules.get("kafkacompat.testing")  # never imported: the broker is not ours
+    if testing is not None and isinstance(broker, testing.Broker):
         broker.faults.clear()

@@ -97,6 +97,17 @@ class PartitionTxns:
         self.ongoing.pop(producer_id, None)
         self._wake()
 
+    def restarted_at(self, offset: int, open_txns: dict[int, int]) -> None:
+        """The partition now starts at `offset` with nothing stored (a replica skipping a retention gap).
+
+        `open_txns` (producer id -> first offset) are the transactions open
+        at the source: one that began below `offset` is open here from
+        `offset` on, so its abort marker, when it comes, names the records
+        this partition holds.
+        """
+        self.ongoing = {pid: max(first, offset) for pid, first in open_txns.items()}
+        self._wake()
+
     def _wake(self) -> None:
         stable = self.last_stable_offset
         keep = []

@@ -646,6 +646,20 @@ class DiskPartition(PartitionBase):
         await self._critical(section)
         return self._log_start
 
+    async def truncate_fully_and_start_at(self, offset: int) -> None:
+        self._check_open()
+
+        async def section() -> None:
+            if offset < self._hw:
+                raise OffsetOutOfRangeError(f"cannot restart {self.name} at {offset}: it ends at {self._hw}")
+            # one manifest write moves both ends; the dropped files go after it
+            self._hw = offset
+            self._commit.wrote(offset)
+            await self._drop(len(self._chain), offset)
+
+        await self._critical(section)
+        self._wake()
+
     async def purge(self) -> None:
         """Drop every message; offsets continue from the high watermark."""
         await self.delete_records(self._hw)

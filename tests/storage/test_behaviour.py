@@ -347,3 +347,22 @@ async def test_concurrent_creates_of_one_name_conflict(store):
     results = await asyncio.gather(*(store.create_topic("/c", "t", 1) for _ in range(3)), return_exceptions=True)
     assert sum(isinstance(r, storage.TopicExistsError) for r in results) == 2
     assert len(store.list_topics("/c")) == 1
+
+
+async def test_truncate_fully_and_start_at(store):
+    """A replica whose source dropped the offsets it lacks goes on at the source's log start."""
+    part = await topic(store)
+    if type(part).__name__ == "CloudPartition":
+        pytest.skip("the cloud engine holds no replicas (its append takes no `at`)")
+    for _ in range(3):
+        await part.append(batch(2), 2)
+    with pytest.raises(storage.OffsetOutOfRangeError):
+        await part.truncate_fully_and_start_at(5)  # never back below the high watermark
+    woken = part.wait_for_data(6)
+    await part.truncate_fully_and_start_at(40)
+    assert (part.log_start_offset, part.high_watermark) == (40, 40)
+    assert woken.done() and await part.read(40, 100) == b""
+    with pytest.raises(storage.OffsetOutOfRangeError):
+        await part.read(39, 100)
+    result = await part.append(batch(1), 1, at=40)
+    assert result.base_offset == 40 and values(await part.read(40, 100)) == [(40, b"A" * 10)]

@@ -602,3 +602,24 @@ async def test_store_id_and_settings_survive_restarts(tmp_path):
     st = await open_disk(tmp_path / "d")
     assert st.store_id == made and st.settings() == {"b": "2", "c": "3"}
     await st.close()
+
+
+async def test_restart_at_an_offset_survives_a_restart(tmp_path):
+    """A replica partition restarted past its end (a retention gap at the source) keeps both ends on disk."""
+    st = await open_disk(tmp_path / "d")
+    await st.create_stream("/s", SMALL)
+    await st.create_topic("/s", "t", 1)
+    part = st.partition("/s", "t", 0)
+    await fill(part, 40)
+    await part.truncate_fully_and_start_at(500)
+    await st.close()
+    st = await open_disk(tmp_path / "d")
+    part = st.partition("/s", "t", 0)
+    assert (part.log_start_offset, part.high_watermark) == (500, 500)
+    assert (await part.append(batch(2), 2, at=500)).base_offset == 500
+    await st.close()
+    st = await open_disk(tmp_path / "d")
+    part = st.partition("/s", "t", 0)
+    assert (part.log_start_offset, part.high_watermark) == (500, 502)
+    assert values(await part.read(500, 1 << 20)) == [(500, b"A" * 10), (501, b"B" * 10)]
+    await st.close()

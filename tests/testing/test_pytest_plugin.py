@@ -104,3 +104,22 @@ def test_the_readme_examples_pass(tmp_path: pathlib.Path) -> None:
     done = _pytest(tmp_path, "-o", "asyncio_mode=auto")
     assert done.returncode == 0, done.stdout + done.stderr
     assert _passed(done) == 3
+
+
+def test_a_project_fixture_named_kafka_broker_is_left_alone(tmp_path: pathlib.Path) -> None:
+    """kafka-python's own suite names its broker fixture kafka_broker too: it overrides ours and keeps working."""
+    (tmp_path / "conftest.py").write_text(
+        "import pytest\n\n\n"
+        "class ProjectBroker:\n"
+        "    bootstrap_servers = 'kafka.example.com:9092'\n\n\n"
+        "@pytest.fixture\n"
+        "def kafka_broker():\n"
+        "    return ProjectBroker()\n"
+    )
+    (tmp_path / "test_project.py").write_text(
+        "def test_it_gets_its_own_broker(kafka_broker):\n"
+        "    assert kafka_broker.bootstrap_servers == 'kafka.example.com:9092'\n"
+    )
+    done = _pytest(tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert _passed(done) == 1

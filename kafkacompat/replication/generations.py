@@ -1,0 +1,43 @@
+"""Which creation of a topic a cluster holds, so a topic deleted and created again is told apart.
+
+A topic's generation is [origin cluster UUID, origin topic id]: the cluster
+where it was created and the id it got there. A topic created here is of
+this cluster's own generation; one created by replication keeps its
+source's, noted in the stream's state table `replica_topic_origins` under
+the local topic id (so a topic deleted and created again here under the
+same name is a new generation of this cluster, whatever the table held).
+
+Links ship every topic's generation. When the generation of a name changes
+at the source, the topic was deleted and created again there: a replica
+holding the old generation does the same (`replaces`); a deletion removes
+a replica's topic only if it is of the deleted generation; and a cluster
+never creates again, from a peer that has not yet heard of the deletion, a
+topic of its own generation it deleted. Rings and multi-master pairs thus
+settle with every cluster holding the newest creation.
+"""
+
+from __future__ import annotations
+
+from kafkacompat.storage import Store, TopicInfo
+
+ORIGINS_TABLE = "replica_topic_origins"
+
+Generation = list[str]  # [origin cluster UUID, origin topic id (hex)]
+
+
+def generation(store: Store, cluster_uuid: str, stream: str, info: TopicInfo) -> Generation:
+    """The generation of a topic of this cluster (`cluster_uuid`)."""
+    origin = store.get_state(stream, ORIGINS_TABLE).get(info.topic_id.hex)
+    if origin is not None:
+        return [origin["cluster"], origin["id"]]
+    return [cluster_uuid, info.topic_id.hex]
+
+
+async def note_origin(store: Store, stream: str, info: TopicInfo, origin: Generation) -> None:
+    """A topic just created by replication is of its source's generation."""
+    await store.put_state(stream, ORIGINS_TABLE, {info.topic_id.hex: {"cluster": origin[0], "id": origin[1]}})
+
+
+async def forget_origin(store: Store, stream: str, info: TopicInfo) -> None:
+    if info.topic_id.hex in store.get_state(stream, ORIGINS_TABLE):
+        await store.put_state(stream, ORIGINS_TABLE, {info.topic_id.hex: None})

@@ -1,0 +1,127 @@
+"""Transactions on replicas: a read_committed consumer of a replica sees what it would see at the source."""
+
+from __future__ import annotations
+
+import pytest
+
+from kafkacompat.testing import Broker
+
+from .helpers import admin, batches, end_offset, replica, wait_for
+
+TOPIC = "/s:payments"
+
+
+@pytest.fixture
+def pair(tmp_path):
+    a = Broker(str(tmp_path / "sanjose"), cluster_name="sanjose").start()
+    b = Broker(str(tmp_path / "newyork"), cluster_name="newyork").start()
+    yield a, b
+    b.stop()
+    a.stop()
+
+
+def _committed_values(broker: Broker, expected: int) -> list[bytes]:
+    """What a read_committed confluent-kafka consumer reads from the start: `expected` values, then nothing."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "audit",
+                         "isolation.level": "read_committed", "enable.auto.commit": False,
+                         "auto.offset.reset": "earliest"})
+    consumer.assign([TopicPartition(TOPIC, 0, 0)])
+    seen: list[bytes] = []
+    try:
+        for _ in range(40):
+            msg = consumer.poll(0.5)
+            if msg is None:
+                if len(seen) >= expected:
+                    break
+                continue
+            assert msg.error() is None, msg.error()
+            seen.append(msg.value())
+    finally:
+        consumer.close()
+    return seen
+
+
+def _stable_end(broker: Broker) -> int:
+    """The partition's end for read_committed consumers (ListOffsets latest, READ_COMMITTED): the LSO."""
+    from confluent_kafka import IsolationLevel, TopicPartition
+    from confluent_kafka.admin import AdminClient, OffsetSpec
+
+    client = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+    futures = client.list_offsets({TopicPartition(TOPIC, 0): OffsetSpec.latest()},
+                                  isolation_level=IsolationLevel.READ_COMMITTED, request_timeout=10)
+    return next(iter(futures.values())).result(timeout=15).offset
+
+
+def test_read_committed_on_the_replica_equals_the_source(pair):
+    from confluent_kafka import Producer
+
+    a, b = pair
+    for broker in (a, b):
+        admin(broker).call("stream.create", path="/s")
+    admin(a).call("replica.add", path="/s", replica=replica(b, "/s"))
+    producer = Producer({"bootstrap.servers": a.bootstrap_servers, "transactional.id": "payments-1"})
+    producer.init_transactions(15)
+    for txn, outcome in enumerate(["commit", "abort", "commit", "abort", "commit"]):
+        producer.begin_transaction()
+        for i in range(4):
+            producer.produce(TOPIC, f"{outcome}-{txn}-{i}".encode(), partition=0)
+        producer.flush(10)
+        if outcome == "commit":
+            producer.commit_transaction(15)
+        else:
+            producer.abort_transaction(15)
+    a.produce(TOPIC, b"plain", partition=0)  # a non-transactional record between transactions
+    # a transaction left open at the source: the replica's LSO must stop before it
+    producer.begin_transaction()
+    for i in range(3):
+        producer.produce(TOPIC, f"open-{i}".encode(), partition=0)
+    producer.flush(10)
+    hw = end_offset(a, "/s", "payments")
+    wait_for(lambda: end_offset(b, "/s", "payments") == hw, what="replica caught up")
+    assert batches(b, "/s", "payments") == batches(a, "/s", "payments")  # markers included, byte for byte
+
+    wanted = [f"commit-{t}-{i}".encode() for t in (0, 2, 4) for i in range(4)] + [b"plain"]
+    assert _committed_values(a, len(wanted)) == wanted
+    assert _committed_values(b, len(wanted)) == wanted
+    lso = _stable_end(a)
+    assert lso < hw and _stable_end(b) == lso
+
+    # the open transaction commits: its records become readable on the replica too
+    producer.commit_transaction(15)
+    hw = end_offset(a, "/s", "payments")
+    wait_for(lambda: end_offset(b, "/s", "payments") == hw, what="commit marker replicated")
+    wanted += [f"open-{i}".encode() for i in range(3)]
+    wait_for(lambda: _stable_end(b) == hw, what="replica LSO at its high watermark")
+    assert _committed_values(b, len(wanted)) == wanted
+
+
+def test_aborted_index_survives_a_replica_restart(tmp_path):
+    """The replica keeps aborted transactions durably, as the source does, so a restart changes nothing."""
+    from confluent_kafka import Producer
+
+    a = Broker(str(tmp_path / "a"), cluster_name="a").start()
+    b = Broker(str(tmp_path / "b"), cluster_name="b").start()
+    try:
+        for broker in (a, b):
+            admin(broker).call("stream.create", path="/s")
+        admin(a).call("replica.add", path="/s", replica=replica(b, "/s"))
+        producer = Producer({"bootstrap.servers": a.bootstrap_servers, "transactional.id": "t"})
+        producer.init_transactions(15)
+        producer.begin_transaction()
+        producer.produce(TOPIC, b"gone", partition=0)
+        producer.flush(10)
+        producer.abort_transaction(15)
+        producer.begin_transaction()
+        producer.produce(TOPIC, b"kept", partition=0)
+        producer.commit_transaction(15)
+        hw = end_offset(a, "/s", "payments")
+        wait_for(lambda: end_offset(b, "/s", "payments") == hw, what="replica caught up")
+        assert _committed_values(b, 1) == [b"kept"]
+        b.stop()
+        b = Broker(str(tmp_path / "b"), cluster_name="b").start()
+        assert _committed_values(b, 1) == [b"kept"]
+    finally:
+        b.stop()
+        a.stop()
