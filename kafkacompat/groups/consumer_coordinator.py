@@ -212,6 +212,9 @@ class ConsumerGroupCoordinator:
                 return self._leave(req)
             return self._heartbeat(req)
         except HeartbeatError as exc:
+            if exc.code in (ErrorCode.fenced_member_epoch, ErrorCode.unknown_member_id):
+                log.info("consumer group %s: member %s (epoch %d) refused: %s", req.group_id, req.member_id,
+                         req.member_epoch, exc)
             return HeartbeatResult(exc.code, str(exc))
         finally:
             if self._fingerprint(req.group_id, req.member_id) != before:
