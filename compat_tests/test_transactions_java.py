@@ -9,12 +9,12 @@ exceptions the producer got. The same program runs against Apache Kafka
 4.1 and against kafkacompat, with kafka-clients 3.9.1 and 4.1.0, and the
 two outputs must be equal.
 
-kafkacompat serves transactions v1 (KIP-98; KIP-890's v2 protocol is not
-offered, so clients do not use it), so the reference cluster is formatted
-with transaction.version=1: a 4.1 client then runs the same protocol on
-both. (On a transactions-v2 cluster the only visible difference in these
-scenarios is the exception a producer gets after its transaction timed
-out: InvalidTxnStateException instead of ProducerFencedException.)
+kafkacompat finalizes transaction.version 2 (KIP-890 part 2), as a new Kafka
+4.1 cluster does, and so is the reference cluster formatted: kafka-clients
+4.1.0 then runs the v2 protocol on both (no AddPartitionsToTxn, a new epoch
+at every EndTxn v5), 3.9.1 the v1 protocol on a v2 broker. The tests check
+that the 4.1 client really spoke v2 to kafkacompat (EndTxn v5, no
+AddPartitionsToTxn) and 3.9.1 v1.
 """
 
 from __future__ import annotations
@@ -73,7 +73,7 @@ def kafka() -> Iterator[str | None]:
         return
     settings = {"transaction.abort.timed.out.transaction.cleanup.interval.ms": ABORT_CHECK_MS,
                 "group.initial.rebalance.delay.ms": 0}
-    with ReferenceKafka(kafka_home(), features={"transaction.version": 1}, **settings) as reference:
+    with ReferenceKafka(kafka_home(), features={"transaction.version": 2}, **settings) as reference:
         yield reference.bootstrap_servers
 
 
@@ -83,22 +83,24 @@ def ours() -> Iterator[Broker]:
         yield b
 
 
-def _check_commit_abort(out: dict) -> None:
+def _check_commit_abort(out: dict, client: str) -> None:
     assert not any("aborted" in r for r in out["read_committed"]["records"])
     assert sum("aborted" in r for r in out["read_uncommitted"]["records"]) == 3
 
 
-def _check_fence(out: dict) -> None:
+def _check_fence(out: dict, client: str) -> None:
     assert out["topic"]["records"] == ["0:2=from-b"]  # the zombie's open transaction was aborted
 
 
-def _check_hanging(out: dict) -> None:
+def _check_hanging(out: dict, client: str) -> None:
     assert out["during"] == {"records": ["0:0=before"], "end_offsets": {"0": 1}}  # LSO at the open transaction
     assert out["after_timeout"]["records"] == ["0:0=before", "0:2=after"]
-    assert out["commit_after_timeout"] == "ProducerFencedException"
+    # v1: the abort's new epoch fences the producer; v2: its EndTxn reads as a retry of that abort
+    expected = "InvalidTxnStateException" if client == "4.1.0" else "ProducerFencedException"
+    assert out["commit_after_timeout"] == expected
 
 
-def _check_consume_transform_produce(out: dict) -> None:
+def _check_consume_transform_produce(out: dict, client: str) -> None:
     assert [r.split("=")[1] for r in out["output"]["records"]] == sorted(f"V{i}" for i in range(10))
     assert out["first_round"] == "aborted" and out["committed"] == {"0": 10}
 
@@ -112,7 +114,26 @@ SCENARIOS = {
     "hanging": ({"timeout_ms": "6000"}, _check_hanging),
     "consume_transform_produce": ({}, _check_consume_transform_produce),
 }
-CASES = [(s, "3.9.1") for s in SCENARIOS] + [("commit_abort", "4.1.0"), ("hanging", "4.1.0")]
+CASES = [(s, client) for client in ("3.9.1", "4.1.0") for s in SCENARIOS]
+ADD_PARTITIONS_TO_TXN, END_TXN = 24, 26
+
+
+def _requests(broker: Broker, api_key: int) -> dict[int, int]:
+    """version -> how many requests of `api_key` the broker has served."""
+    counts = broker.server.cluster.stats.requests
+    return {version: n for (key, version), n in list(counts.items()) if key == api_key}
+
+
+def _check_protocol(client: str, before: dict[int, dict[int, int]], after: dict[int, dict[int, int]]) -> None:
+    """4.1 clients speak transactions v2 to kafkacompat (EndTxn v5, no AddPartitionsToTxn), 3.9.1 v1."""
+    def new(api_key: int) -> dict[int, int]:
+        return {v: n - before[api_key].get(v, 0) for v, n in after[api_key].items() if n > before[api_key].get(v, 0)}
+
+    end_txn = new(END_TXN)
+    if client == "4.1.0":
+        assert set(end_txn) == {5} and not new(ADD_PARTITIONS_TO_TXN), (end_txn, new(ADD_PARTITIONS_TO_TXN))
+    else:
+        assert end_txn and 5 not in end_txn and new(ADD_PARTITIONS_TO_TXN), end_txn
 
 
 @pytest.mark.java
@@ -122,10 +143,28 @@ def test_transactions_same_as_kafka(kafka: str | None, ours: Broker, scenario: s
     name = f"tx-{scenario}-{uuid.uuid4().hex[:8]}"
     extra, check = SCENARIOS[scenario]
     options = {"topic": name, "txn": name, "group": name, **extra}
+    before = {key: _requests(ours, key) for key in (ADD_PARTITIONS_TO_TXN, END_TXN)}
     mine = _run(client, scenario, ours.bootstrap_servers, **options)
-    check(mine)
+    _check_protocol(client, before, {key: _requests(ours, key) for key in (ADD_PARTITIONS_TO_TXN, END_TXN)})
+    check(mine, client)
     if kafka is not None:
         assert mine == _run(client, scenario, kafka, **options)
+        assert _describe(ours.bootstrap_servers, name) == _describe(kafka, name)
+
+
+VOLATILE = ("CoordinatorId", "ProducerId", "TransactionStartTimeMs", "CurrentTransactionStartTimeMs",
+            "TransactionDurationMs")
+
+
+def _describe(bootstrap: str, txn_id: str) -> dict[str, str]:
+    """What `kafka-transactions.sh describe` shows of a transactional id, less ids and times.
+
+    The epoch is what tells the protocols apart: a v2 producer's epoch
+    grows with every transaction, a v1 producer's only at InitProducerId.
+    """
+    lines = _kafka_transactions(bootstrap, "describe", "--transactional-id", txn_id).splitlines()
+    fields = dict(zip(lines[0].split(), lines[1].split()))
+    return {k: v for k, v in fields.items() if k not in VOLATILE}
 
 
 def _kafka_transactions(bootstrap: str, *args: str) -> str:

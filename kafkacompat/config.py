@@ -211,6 +211,10 @@ class BrokerConfig:
     transaction_remove_expired_transaction_cleanup_interval_ms: int = _setting(
         3_600_000, "how often expired transactional ids are removed, like "
                    "transaction.remove.expired.transaction.cleanup.interval.ms", metavar="MS", minimum=1)
+    transaction_version: int = _setting(
+        2, "the transaction.version feature level in force, as kafka-features sets it: 2 (KIP-890 transactions "
+           "v2, the default of a new Kafka 4.1 cluster) lets Java 4.x producers use it, 1 keeps every client on v1",
+        metavar="LEVEL", minimum=1)
     # stream replication between clusters (kafkacompat/replication)
     cluster_name: str | None = _setting(None, "this cluster's name, kept in the store beside its UUID and shown to "
                                               "replicas (default: the name kept, else the data dir's name)",
@@ -333,6 +337,8 @@ def _check(config: BrokerConfig) -> None:
     if unknown or not config.group_consumer_assignors:
         raise ConfigError(f"group_consumer_assignors must list {' and/or '.join(CONSUMER_GROUP_ASSIGNORS)}, "
                           f"got {config.group_consumer_assignors}")
+    if config.transaction_version > 2:
+        raise ConfigError(f"transaction_version must be 1 or 2, got {config.transaction_version}")
     if config.group_consumer_migration_policy not in MIGRATION_POLICIES:
         raise ConfigError(f"group_consumer_migration_policy must be one of {', '.join(MIGRATION_POLICIES)}, "
                           f"got {config.group_consumer_migration_policy!r}")

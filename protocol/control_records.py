@@ -14,7 +14,10 @@ import struct
 
 import crc32c
 
-from .records import ATTR_CONTROL, ATTR_TRANSACTIONAL, CRC_START, HEADER_SIZE, Record, build_batch, read_header
+from .records import (
+    ATTR_CONTROL, ATTR_TRANSACTIONAL, CRC_START, HEADER_SIZE, InvalidBatchError, Record, read_varint, build_batch,
+    read_header,
+)
 
 _KEY = struct.Struct(">hh")  # version, type
 _VALUE = struct.Struct(">hi")  # version, coordinator epoch
@@ -50,9 +53,17 @@ def marker_type(batch: bytes | memoryview) -> ControlType | None:
     if not header.is_control:
         return None
     view = memoryview(batch)[HEADER_SIZE : header.size]
-    # record: length, attributes, timestamp delta, offset delta (varints, one byte each
-    # for a marker), key length (varint 4 -> 0x08), then the key.
-    if len(view) < 9 or view[4] != 0x08:
+    # record: length, attributes (one byte), timestamp delta, offset delta, key length (varints:
+    # the timestamp delta is long once Kafka's cleaner set a delete horizon in the base
+    # timestamp), then the 4-byte key.
+    try:
+        _, pos = read_varint(view, 0)
+        _, pos = read_varint(view, pos + 1)
+        _, pos = read_varint(view, pos)
+        key_length, pos = read_varint(view, pos)
+    except InvalidBatchError:
         return None
-    _, kind = _KEY.unpack_from(view, 5)
+    if key_length != _KEY.size or len(view) < pos + _KEY.size:
+        return None
+    _, kind = _KEY.unpack_from(view, pos)
     return ControlType(kind) if kind in (0, 1) else None

@@ -149,7 +149,7 @@ def _write_varint(out: bytearray, value: int) -> None:
     out.append(value)
 
 
-def _read_varint(buf: bytes, pos: int) -> tuple[int, int]:
+def read_varint(buf: bytes, pos: int) -> tuple[int, int]:
     shift = 0
     value = 0
     while True:
@@ -175,7 +175,7 @@ def _write_bytes(out: bytearray, data: bytes | None) -> None:
 
 
 def _read_bytes(buf: bytes, pos: int) -> tuple[bytes | None, int]:
-    length, pos = _read_varint(buf, pos)
+    length, pos = read_varint(buf, pos)
     if length < 0:
         return None, pos
     if pos + length > len(buf):
@@ -233,16 +233,16 @@ def _decode_records(batch: bytes | memoryview, header: BatchHeader) -> Iterator[
     pos = 0
     log_append = header.attributes & ATTR_LOG_APPEND_TIME
     for _ in range(header.record_count):
-        length, pos = _read_varint(payload, pos)
+        length, pos = read_varint(payload, pos)
         stop = pos + length
         if stop > len(payload):
             raise InvalidBatchError("truncated record")
         pos += 1  # attributes
-        ts_delta, pos = _read_varint(payload, pos)
-        offset_delta, pos = _read_varint(payload, pos)
+        ts_delta, pos = read_varint(payload, pos)
+        offset_delta, pos = read_varint(payload, pos)
         key, pos = _read_bytes(payload, pos)
         value, pos = _read_bytes(payload, pos)
-        count, pos = _read_varint(payload, pos)
+        count, pos = read_varint(payload, pos)
         headers = []
         for _ in range(count):
             name, pos = _read_bytes(payload, pos)
@@ -276,17 +276,17 @@ def split_records(batch: bytes | memoryview) -> list[RawRecord]:
     pos = 0
     for _ in range(header.record_count):
         start = pos
-        length, pos = _read_varint(payload, pos)
+        length, pos = read_varint(payload, pos)
         stop = pos + length
         if stop > len(payload):
             raise InvalidBatchError("truncated record")
         pos += 1  # attributes
-        ts_delta, pos = _read_varint(payload, pos)
-        offset_delta, pos = _read_varint(payload, pos)
-        key_len, pos = _read_varint(payload, pos)
+        ts_delta, pos = read_varint(payload, pos)
+        offset_delta, pos = read_varint(payload, pos)
+        key_len, pos = read_varint(payload, pos)
         key = None if key_len < 0 else bytes(payload[pos : pos + key_len])
         pos += max(key_len, 0)
-        value_len, pos = _read_varint(payload, pos)
+        value_len, pos = read_varint(payload, pos)
         timestamp = header.max_timestamp if log_append else header.base_timestamp + ts_delta
         out.append(RawRecord(offset_delta, timestamp, key, value_len < 0, payload[start:stop]))
         pos = stop

@@ -37,10 +37,10 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     21: (0, 2),  # DeleteRecords
     22: (0, 5),  # InitProducerId
     23: (2, 4),  # OffsetForLeaderEpoch
-    24: (0, 4),  # AddPartitionsToTxn; v4 is the brokers' batched form (v5+ is transactions v2, not served)
+    24: (0, 5),  # AddPartitionsToTxn; v4+ is the brokers' batched form, v5 transactions v2 (KIP-890)
     25: (0, 4),  # AddOffsetsToTxn
-    26: (0, 4),  # EndTxn (v5+ is transactions v2, not served)
-    28: (0, 4),  # TxnOffsetCommit (v5+ is transactions v2, not served)
+    26: (0, 5),  # EndTxn; v5 is transactions v2: a new epoch at every end (KIP-890)
+    28: (0, 5),  # TxnOffsetCommit; v5 adds the group to the transaction (KIP-890 part 2)
     32: (1, 4),  # DescribeConfigs
     33: (0, 2),  # AlterConfigs
     35: (1, 4),  # DescribeLogDirs

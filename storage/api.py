@@ -108,6 +108,11 @@ class Cursor:
 class Partition(abc.ABC):
     """One partition: a chain of partitionlets with dense offsets."""
 
+    # True when append() takes the batch's place in the partition as it is called (the
+    # awaitable then only waits for the write): a broker may call it for a connection's
+    # next request before this one's answer. False: the place is fixed once it returns.
+    appends_in_call_order: bool = False
+
     @property
     @abc.abstractmethod
     def log_start_offset(self) -> int: ...
@@ -123,9 +128,17 @@ class Partition(abc.ABC):
 
     @abc.abstractmethod
     async def append(
-        self, batch: bytes | bytearray | memoryview, record_count: int, *, at: int | None = None
+        self, batch: bytes | bytearray | memoryview, record_count: int, *, at: int | None = None,
+        leader_epoch: int | None = None,
     ) -> AppendResult:
         """Store one v2 record batch, assigning offsets [hw, hw + record_count).
+
+        With `leader_epoch` (the epoch under which the calling broker leads
+        the partition) a store shared by several brokers stores the batch
+        only if that is still the partition's leader epoch when the batch is
+        committed, and raises NotLeaderError otherwise, so a deposed leader
+        cannot append. A store only one process writes has no other leader
+        and ignores it.
 
         With `at` (a copy from another cluster keeping its offsets) the batch
         is stored only if the high watermark is exactly `at` when it is

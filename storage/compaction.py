@@ -7,12 +7,14 @@ last of their key. Offsets never move: a batch keeps its baseOffset and
 lastOffsetDelta, so offsets of removed records become gaps, as on Kafka.
 
 Transactions: records of aborted transactions are removed (their batch
-kept as an empty header only when it is its producer's last), committed
-transactional records are compacted like any others, and end-transaction
-markers are kept (Kafka drops a marker once its transaction is empty and
-delete.retention.ms has passed; consumers never see markers either way).
-A cleaning never reaches a transaction still open: Kafka's first unstable
-offset bounds it, since that transaction may yet abort.
+kept as an empty header only when it is its producer's last data batch),
+committed transactional records are compacted like any others, and an
+end-transaction marker goes, as Kafka's cleaner removes it, once a
+cleaning finds no batch of its transaction left before it and the delete
+horizon (delete.retention.ms after the partitionlet was first cleaned,
+as for tombstones) has passed. A cleaning never reaches a transaction
+still open: Kafka's first unstable offset bounds it, since that
+transaction may yet abort.
 
 The store never imports the Kafka protocol: the broker injects a
 `RecordCodec` (split a batch into encoded records, rebuild a batch from
@@ -28,11 +30,68 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Protocol
 
 from . import batch_format as bf
+from .namespace import Settings
 
 # What one map entry costs in CPython (a 16-byte digest, an int, a dict
 # slot, with the slack of dict growth), measured with tracemalloc: the
 # configured buffer size divided by this bounds the keys a pass maps.
 ENTRY_BYTES = 160
+DEFAULT_DEDUPE_BUFFER_BYTES = 128 << 20  # Kafka's log.cleaner.dedupe.buffer.size
+DEFAULT_BACKOFF_MS = 15_000  # Kafka's log.cleaner.backoff.ms
+
+
+@dataclasses.dataclass(slots=True)
+class CleanResult:
+    """What one cleaning of one partition did (the benchmark prints these)."""
+
+    partition: str
+    partitionlets: int = 0  # rewritten (disk); segments cleaned (memory)
+    bytes_read: int = 0
+    bytes_written: int = 0
+    records_read: int = 0
+    records_kept: int = 0
+    keys_mapped: int = 0
+    clean_to: int = 0
+    seconds: float = 0.0
+
+
+class Segment(Protocol):
+    """What planning needs of a sealed segment (a disk partitionlet, a memory engine segment)."""
+
+    @property
+    def max_ts(self) -> int: ...
+    @property
+    def clean_to(self) -> int | None: ...  # deduplicated up to here, None if never cleaned
+    @property
+    def next_offset(self) -> int: ...
+    @property
+    def size(self) -> int: ...
+    @property
+    def created_ms(self) -> int: ...
+
+
+def due(sealed: Sequence[Segment], settings: Settings, now: int) -> tuple[int, int] | None:
+    """(how many of the oldest sealed segments are cleanable, index of the first dirty one) when a
+    cleaning is due now, else None: Kafka's min.compaction.lag.ms, min.cleanable.dirty.ratio and
+    max.compaction.lag.ms over segments (the active one is never passed in)."""
+    cleanable = 0
+    for seg in sealed:
+        if settings.min_compaction_lag_ms > 0 and seg.max_ts > now - settings.min_compaction_lag_ms:
+            break
+        cleanable += 1
+    if not cleanable:
+        return None
+    segments = sealed[:cleanable]
+    first_dirty = next((i for i, seg in enumerate(segments) if seg.clean_to is None or seg.clean_to < seg.next_offset),
+                       cleanable)
+    clean_bytes = sum(seg.size for seg in segments[:first_dirty])
+    dirty_bytes = sum(seg.size for seg in segments[first_dirty:])
+    dirty = first_dirty < cleanable
+    ratio = dirty_bytes / (clean_bytes + dirty_bytes) if clean_bytes + dirty_bytes else 0.0
+    overdue = dirty and segments[first_dirty].created_ms <= now - settings.max_compaction_lag_ms
+    if not (dirty and (ratio >= settings.min_cleanable_dirty_ratio or overdue)):
+        return None
+    return cleanable, first_dirty
 
 
 class RecordView(Protocol):
@@ -95,7 +154,7 @@ class OffsetMap:
 class LogScan:
     """What a cleaning must know of the whole log beyond each batch on its own."""
 
-    last_batches: dict[int, int] = dataclasses.field(default_factory=dict)  # producer id -> its last base offset
+    last_batches: dict[int, int] = dataclasses.field(default_factory=dict)  # producer id -> its last data batch
     aborted: set[int] = dataclasses.field(default_factory=set)  # base offsets of aborted transactional batches
     first_open: int | None = None  # first offset of a transaction with no marker yet
 
@@ -112,15 +171,42 @@ def scan_log(batches: Iterable[tuple[memoryview, tuple]], is_abort_marker: Calla
         base, attributes, producer_id = header[0], header[5], header[9]
         if producer_id < 0:
             continue
-        scan.last_batches[producer_id] = base
         if attributes & bf.ATTR_CONTROL:
             ended = open_batches.pop(producer_id, [])
             if is_abort_marker(batch):
                 scan.aborted.update(ended)
-        elif attributes & bf.ATTR_TRANSACTIONAL:
+            continue
+        scan.last_batches[producer_id] = base  # markers aside, as Kafka's lastDataOffset
+        if attributes & bf.ATTR_TRANSACTIONAL:
             open_batches.setdefault(producer_id, []).append(base)
     scan.first_open = min((bases[0] for bases in open_batches.values()), default=None)
     return scan
+
+
+class MarkerTracker:
+    """Which markers a cleaning may remove, read in log order: Kafka's CleanedTransactionMetadata.
+
+    A marker's transaction is empty when this cleaning met none of its
+    batches before the marker: aborted batches are all removed by the
+    cleaning that meets them, committed ones when compaction empties them,
+    so a marker goes at the earliest in the cleaning after its last batch.
+    """
+
+    def __init__(self, aborted: set[int]) -> None:
+        self._aborted = aborted
+        self._seen: set[tuple[int, bool]] = set()  # (producer id, aborted) with a batch met since its marker
+
+    def batch_read(self, header: tuple) -> None:
+        base, attributes, producer_id = header[0], header[5], header[9]
+        if producer_id >= 0 and attributes & bf.ATTR_TRANSACTIONAL and not attributes & bf.ATTR_CONTROL:
+            self._seen.add((producer_id, base in self._aborted))
+
+    def marker_read(self, header: tuple, abort: bool) -> bool:
+        """True when the marker's transaction has nothing left in the log before it."""
+        key = (header[9], abort)
+        empty = key not in self._seen
+        self._seen.discard(key)
+        return empty
 
 
 @dataclasses.dataclass(slots=True)
@@ -132,20 +218,30 @@ class FilterStats:
 
 def filter_batch(
     batch: memoryview, header: tuple, codec: RecordCodec, offsets: OffsetMap, upper: int,
-    drop_tombstones: bool, keep_empty: bool, aborted: bool, stats: FilterStats,
+    drop_tombstones: bool, keep_empty: bool, aborted: bool, stats: FilterStats, markers: MarkerTracker,
 ) -> bytes | memoryview | None:
     """What of one batch a cleaning keeps: the batch itself, a rebuilt one, or None.
 
     A record stays when it is at or past `upper` (beyond what the map
     covers), or is the last of its key and is not a tombstone whose delete
-    horizon has passed. Records without a key are dropped, as Kafka does,
-    and so is every record of an `aborted` transactional batch. Markers
-    stay. `keep_empty` keeps an emptied batch as a bare header: it is its
-    producer's last batch, whose sequence numbers idempotence needs.
-    `header` is batch_format.HEADER unpacked.
+    horizon has passed (`drop_tombstones`). Records without a key are
+    dropped, as Kafka does, and so is every record of an `aborted`
+    transactional batch. A marker goes when its transaction has nothing
+    left (`markers`, fed every batch in log order) and the delete horizon
+    has passed. `keep_empty` keeps an emptied batch as a bare header: it is
+    its producer's last data batch, whose sequence numbers idempotence
+    needs. `header` is batch_format.HEADER unpacked.
     """
     base, attributes, last_delta, count = header[0], header[5], header[6], header[12]
-    if attributes & bf.ATTR_CONTROL or base >= upper:
+    if attributes & bf.ATTR_CONTROL:
+        empty = markers.marker_read(header, codec.is_abort_marker(batch))
+        stats.records_read += count
+        if empty and drop_tombstones and base < upper:
+            return None
+        stats.records_kept += count
+        return batch
+    markers.batch_read(header)
+    if base >= upper:
         stats.records_read += count
         stats.records_kept += count
         return batch

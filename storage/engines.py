@@ -8,7 +8,7 @@ from urllib.parse import unquote, urlparse
 
 from .api import Store
 from .compaction import RecordCodec
-from .disk.cleaner import DEFAULT_BACKOFF_MS, DEFAULT_DEDUPE_BUFFER_BYTES
+from .compaction import DEFAULT_BACKOFF_MS, DEFAULT_DEDUPE_BUFFER_BYTES
 from .disk.store import DiskStore
 from .memory import MemoryStore
 from .partition_base import RecordTimestamps
@@ -47,7 +47,7 @@ def open_store(
     background retention pass; `skip_damaged` makes reads step over
     quarantined (damaged) ranges with a log line instead of failing them;
     `verify_reads` checks the CRC of stored bytes not yet verified since
-    open before handing them out. `record_codec` lets the log cleaner look
+    open before handing them out. `record_codec` (memory and on-disk) lets the log cleaner look
     inside batches: without it compacted topics keep every record; with it
     a pass every `cleaner_backoff_ms` cleans them with an offset map of at
     most `cleaner_dedupe_buffer_bytes` (Kafka's log.cleaner.* settings).
@@ -69,7 +69,8 @@ def open_store(
     if object_store:
         raise ValueError(f"--object-store is only for a postgresql:// store, not {url!r}")
     if url.startswith("memory:"):
-        return MemoryStore(default_stream, record_timestamps)
+        return MemoryStore(default_stream, record_timestamps, record_codec, cleaner_dedupe_buffer_bytes,
+                           cleaner_backoff_ms)
     if url.startswith("file:"):
         parsed = urlparse(url)
         if parsed.netloc not in ("", "localhost"):

@@ -49,6 +49,19 @@ class OffsetMismatchError(StorageError):
         self.high_watermark = high_watermark
 
 
+class NotLeaderError(StorageError):
+    """An append made under a leader epoch the partition has moved past (a store shared by brokers).
+
+    The broker that made it was deposed while the append was in flight;
+    nothing of it was stored. `epoch` is the partition's leader epoch now
+    (-1 when unknown).
+    """
+
+    def __init__(self, message: str, epoch: int) -> None:
+        super().__init__(message)
+        self.epoch = epoch
+
+
 class CorruptBatchError(StorageError):
     """A batch that fails its length, offset or CRC-32C check."""
 

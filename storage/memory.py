@@ -2,22 +2,51 @@
 
 Same rules as the on-disk engine (it shares the namespace and partition
 logic); batches live in Python lists and vanish with the process.
+
+Compacted topics are cleaned as on disk: batches are grouped in segments
+that roll by segment.bytes and segment.ms like partitionlets, and a
+cleaner pass (every cleaner_backoff_ms, or `clean_logs`) applies the same
+rules (storage/compaction.py) to the sealed ones, keeping offsets.
 """
 
 from __future__ import annotations
 
+import asyncio
 import bisect
+import contextlib
+import dataclasses
+import logging
 from collections.abc import Mapping, Sequence
 
 from .activity import StoreActivity
 from . import batch_format as bf
 from .api import AppendResult, Cursor, PartitionletInfo, TimestampHit
+from .compaction import (
+    DEFAULT_BACKOFF_MS, DEFAULT_DEDUPE_BUFFER_BYTES, CleanResult, FilterStats, MarkerTracker, OffsetMap,
+    RecordCodec, due, filter_batch, map_batch, scan_log,
+)
 from .errors import OffsetMismatchError, OffsetOutOfRangeError
-from .namespace import NamespaceStore, StreamState, TopicState, now_ms
+from .namespace import NamespaceStore, Settings, StreamState, TopicState, now_ms
 from .partition_base import PartitionBase, RecordTimestamps
 
 
 MEMORY_VOLUME = "memory"  # the one "volume" of a memory store
+
+log = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass(slots=True)
+class _Segment:
+    """A run of batches the cleaner treats as Kafka treats a segment (the last one is active)."""
+
+    base: int
+    created_ms: int
+    next_offset: int
+    size: int = 0
+    max_ts: int = -1
+    clean_to: int | None = None  # deduplicated up to here
+    cleaned_ms: int = 0  # first cleaned: the delete horizon of tombstones and markers counts from here
+
 
 class MemoryPartition(PartitionBase):
     """Batches in a list, indexed by base offset."""
@@ -30,10 +59,17 @@ class MemoryPartition(PartitionBase):
         self._batches: list[bytearray] = []
         self._bases: list[int] = []
         self._max_ts: list[int] = []
+        self._segments: list[_Segment] = []
         self._note_epoch(0, 0)
 
+    @property
+    def settings(self) -> Settings:
+        """The topic's effective rules (stream policy with its configs applied)."""
+        return self._topic.settings
+
     async def append(
-        self, batch: bytes | bytearray | memoryview, record_count: int, *, at: int | None = None
+        self, batch: bytes | bytearray | memoryview, record_count: int, *, at: int | None = None,
+        leader_epoch: int | None = None,
     ) -> AppendResult:
         self._check_open()
         length, max_ts = bf.check_append(memoryview(batch).cast("B"), record_count)
@@ -42,12 +78,22 @@ class MemoryPartition(PartitionBase):
         if at is not None and at != base:
             raise OffsetMismatchError(f"{self.name}: append at offset {at} but the next offset is {base}", base)
         bf.PREFIX.pack_into(stored, 0, base, length, self._leader_epoch)
+        now = now_ms()
+        active = self._segments[-1] if self._segments else None
+        settings = self.settings
+        if active is None or (active.size > 0 and (active.size + len(stored) > settings.partitionlet_bytes
+                                                   or now - active.created_ms >= settings.partitionlet_age_ms)):
+            active = _Segment(base, now, base)
+            self._segments.append(active)
         self._batches.append(stored)
         self._bases.append(base)
         self._max_ts.append(max_ts)
         self._hw = base + record_count
+        active.size += len(stored)
+        active.max_ts = max(active.max_ts, max_ts)
+        active.next_offset = self._hw
         self._wake()
-        return AppendResult(base, self._hw - 1, now_ms())
+        return AppendResult(base, self._hw - 1, now)
 
     async def wait_durable(self, offset: int) -> None:
         return None
@@ -63,7 +109,11 @@ class MemoryPartition(PartitionBase):
         self._check_offset(offset)
         if offset == self._hw:
             return b""
-        i = bisect.bisect_right(self._bases, offset) - 1
+        i = max(bisect.bisect_right(self._bases, offset) - 1, 0)
+        if bf.parse_header(self._batches[i]).last_offset < offset:
+            i += 1  # the offset lies in a gap the cleaner left: the next batch
+        if i == len(self._batches):
+            return b""
         out = [self._batches[i]]
         total = len(out[0])
         for j in range(i + 1, len(self._batches)):
@@ -121,6 +171,8 @@ class MemoryPartition(PartitionBase):
         cut = len(self._bases) if offset >= self._hw else bisect.bisect_right(self._bases, offset) - 1
         if cut > 0:
             del self._batches[:cut], self._bases[:cut], self._max_ts[:cut]
+        first = self._bases[0] if self._bases else self._hw
+        self._segments = [seg for seg in self._segments if seg.next_offset > first]
         self._drop_epochs_before(offset)
 
     def enforce_retention(self, now: int) -> int:
@@ -145,6 +197,65 @@ class MemoryPartition(PartitionBase):
             self._drop_below(self._log_start)
         return drop
 
+    def sealed_chain(self) -> list[_Segment]:
+        """The segments no longer appended to, oldest first (the cleaner's candidates)."""
+        return self._segments[:-1]
+
+    def clean(self, codec: RecordCodec, buffer_bytes: int, now: int) -> CleanResult | None:
+        """Compact the sealed segments if a cleaning is due (storage/compaction.py's rules); None if not."""
+        settings = self.settings
+        found = due(self.sealed_chain(), settings, now) if settings.compact else None
+        if found is None:
+            return None
+        count, first_dirty = found
+        cleanable = self._segments[:count]
+        first = bisect.bisect_left(self._bases, cleanable[0].base)
+        batches = [(memoryview(b), bf.HEADER.unpack_from(b)) for b in self._batches[first:]]
+        scan = scan_log(batches, codec.is_abort_marker)
+        upper = cleanable[-1].next_offset
+        if scan.first_open is not None:
+            upper = min(upper, scan.first_open)  # an open transaction may yet abort: clean before it only
+        dirty = cleanable[first_dirty:]
+        start = (dirty[0].clean_to or dirty[0].base) if dirty else upper
+        if start >= upper:
+            return None
+        offsets = OffsetMap(buffer_bytes)
+        for batch, header in batches:
+            if header[0] >= upper:
+                break
+            missed = map_batch(batch, header, codec, offsets, start, header[0] in scan.aborted)
+            if missed is not None:
+                upper = missed
+                break
+        markers, stats = MarkerTracker(scan.aborted), FilterStats()
+        kept_batches: list[bytearray] = []
+        sizes = [0] * len(cleanable)
+        for (batch, header), stored in zip(batches, self._batches[first:]):
+            base = header[0]
+            seg = bisect.bisect_right([c.base for c in cleanable], base) - 1
+            if base >= upper or seg >= len(cleanable):
+                kept_batches.append(stored)
+                continue
+            horizon = cleanable[seg].cleaned_ms
+            kept = filter_batch(batch, header, codec, offsets, upper,
+                                horizon > 0 and horizon + settings.delete_retention_ms <= now,
+                                header[9] >= 0 and scan.last_batches.get(header[9]) == base,
+                                base in scan.aborted, stats, markers)
+            if kept is not None:
+                kept_batches.append(stored if kept is batch else bytearray(kept))
+                sizes[seg] += len(kept)
+        for seg, size in zip(cleanable, sizes):
+            if seg.base < upper:
+                seg.clean_to, seg.cleaned_ms, seg.size = min(seg.next_offset, upper), seg.cleaned_ms or now, size
+        self._batches[first:] = kept_batches
+        self._bases[first:] = [bf.HEADER.unpack_from(b)[0] for b in kept_batches]
+        self._max_ts[first:] = [bf.HEADER.unpack_from(b)[8] for b in kept_batches]
+        log.debug("%s: cleaned to offset %d: %d of %d records kept", self.name, upper, stats.records_kept,
+                  stats.records_read)
+        return CleanResult(self.name, sum(seg.base < upper for seg in cleanable),
+                           sum(len(b) for b, _ in batches), sum(len(b) for b in kept_batches),
+                           stats.records_read, stats.records_kept, len(offsets), upper)
+
     def purge(self) -> None:
         self._log_start = self._hw
         self._drop_below(self._hw)
@@ -159,16 +270,48 @@ class MemoryPartition(PartitionBase):
 class MemoryStore(NamespaceStore):
     """A store that keeps everything in memory."""
 
-    def __init__(self, default_stream: str = "/default", record_timestamps: RecordTimestamps | None = None) -> None:
+    def __init__(
+        self, default_stream: str = "/default", record_timestamps: RecordTimestamps | None = None,
+        record_codec: RecordCodec | None = None, cleaner_dedupe_buffer_bytes: int = DEFAULT_DEDUPE_BUFFER_BYTES,
+        cleaner_backoff_ms: int = DEFAULT_BACKOFF_MS,
+    ) -> None:
         super().__init__(default_stream)
         self._record_timestamps = record_timestamps
+        self.record_codec = record_codec  # without it compacted topics are never cleaned
+        self.cleaner_dedupe_buffer_bytes = cleaner_dedupe_buffer_bytes
+        self.cleaner_backoff_ms = cleaner_backoff_ms
+        self._cleaner_task: asyncio.Task[None] | None = None
 
     async def open(self) -> None:
         await self._ensure_default_stream()
+        if self.record_codec is not None:
+            self._cleaner_task = asyncio.get_running_loop().create_task(self._cleaner_loop())
 
     async def close(self) -> None:
+        if self._cleaner_task is not None:
+            self._cleaner_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._cleaner_task
+            self._cleaner_task = None
         for part in self._opened_partitions():
             part._wake()
+
+    async def _cleaner_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.cleaner_backoff_ms / 1000)
+            try:
+                await self.clean_logs()
+            except Exception:
+                log.exception("log cleaner pass failed")
+
+    async def clean_logs(self, now: int | None = None) -> list[CleanResult]:
+        """Clean every compacted partition in use whose cleaning is due."""
+        if self.record_codec is None:
+            return []
+        now = now_ms() if now is None else now
+        results = [p.clean(self.record_codec, self.cleaner_dedupe_buffer_bytes, now)
+                   for p in self._opened_partitions() if not p._closed]
+        return [r for r in results if r is not None]
 
     async def _persist_stream(self, stream: StreamState, created: bool) -> None:
         pass

@@ -39,5 +39,29 @@ def test_only_implemented_apis_are_advertised(broker: Broker) -> None:
     # Java clients start using what is advertised; only implemented APIs appear.
     for key in (27, 71):  # WriteTxnMarkers (brokers only), telemetry
         assert key not in SUPPORTED
-    # Transactions v1 (KIP-98) is served; v2's EndTxn v5 and TxnOffsetCommit v5 are not.
-    assert SUPPORTED[26] == (0, 4) and SUPPORTED[28] == (0, 4)
+    # Transactions v2 (KIP-890 part 2) is served: EndTxn, TxnOffsetCommit and AddPartitionsToTxn v5, Produce v12.
+    assert SUPPORTED[26] == (0, 5) and SUPPORTED[28] == (0, 5) and SUPPORTED[24] == (0, 5)
+    assert SUPPORTED[0][1] >= 12
+
+
+def _transaction_version(broker: Broker) -> int | None:
+    request = make(request_class(18, 3), client_software_name="wire", client_software_version="1")
+    with Wire(broker.bootstrap_servers) as wire:
+        response = wire.request(18, 3, request)
+    levels = {f.name: f.max_version_level for f in response.finalized_features}
+    return levels.get("transaction.version")
+
+
+def test_transaction_version_is_2_unless_the_operator_keeps_1(broker: Broker) -> None:
+    """Java 4.x producers use KIP-890's transactions v2 only when the finalized level is 2."""
+    assert _transaction_version(broker) == 2
+    with Broker(transaction_version=1) as kept:
+        assert _transaction_version(kept) == 1
+
+
+def test_transaction_version_beyond_2_is_refused() -> None:
+    from kafkacompat.config import BrokerConfig, ConfigError, load_config
+
+    with pytest.raises(ConfigError, match="transaction_version must be 1 or 2"):
+        load_config(environ={}, overrides={"transaction_version": 3})
+    assert BrokerConfig().transaction_version == 2

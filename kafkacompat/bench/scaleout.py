@@ -99,7 +99,7 @@ def _commits(pg: Postgres, database: str) -> int:
     return int(pg.sql(f"SELECT xact_commit FROM pg_stat_database WHERE datname = '{database}'").strip())
 
 
-def run_one(pg: Postgres, s3: S3Server, brokers: int, messages: int, size: int) -> Row:
+def run_one(pg: Postgres, s3: S3Server, brokers: int, messages: int, size: int, linger_ms: int = 5) -> Row:
     database = pg.create_database()
     name = database.rsplit("/", 1)[1]
     args = ["--store", database, "--object-store", f"s3://kafkacompat/{uuid.uuid4().hex[:8]}"]
@@ -117,7 +117,7 @@ def run_one(pg: Postgres, s3: S3Server, brokers: int, messages: int, size: int) 
 
         latencies: list[float] = []
         producer = Producer({"bootstrap.servers": cluster.bootstrap, "enable.idempotence": True, "acks": "all",
-                             "linger.ms": 5})
+                             "linger.ms": linger_ms})
         payload = b"x" * size
         cpu0 = (_cpu(pids), _cpu(pg_pids), _cpu(s3_pids))
         commits0, start = _commits(pg, name), time.monotonic()
@@ -200,18 +200,20 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--size", type=int, default=512, help="bytes per record value (default 512)")
     parser.add_argument("--brokers", default="1,2,3", help="broker counts to run, comma-separated (default 1,2,3)")
     parser.add_argument("--failovers", type=int, default=3, help="kill -9 trials timing leader moves (default 3)")
+    parser.add_argument("--linger-ms", type=int, default=5, help="the producer's linger.ms (default 5; 0-1 sends "
+                        "many small requests, which per-connection pipelining is for)")
     args = parser.parse_args(argv)
     counts = [int(n) for n in args.brokers.split(",")]
     with Postgres() as pg, S3Server() as s3:
         os.environ.update(s3.environ())  # the brokers' endpoint and credentials, as users give them
         s3.create_bucket("kafkacompat")
-        rows = [run_one(pg, s3, n, args.messages, args.size) for n in counts]
+        rows = [run_one(pg, s3, n, args.messages, args.size, args.linger_ms) for n in counts]
         settings = [(2000, 200), (6000, 1000)]  # the tests' and the defaults' lease / heartbeat (ms)
         moves = {lease_hb: [failover(pg, s3, *lease_hb) for _ in range(args.failovers)] for lease_hb in settings}
     header = ("brokers", "produce msg/s", "MB/s", "p50 ms", "p99 ms", "consume msg/s", "batches",
               "db txns/batch", "cpu brokers s", "cpu postgres s", "cpu s3 s")
     print(f"{os.cpu_count()} cores; {args.messages} records of {args.size} B, {PARTITIONS} partitions, "
-          "idempotent acks=all, linger.ms=5")
+          f"idempotent acks=all, linger.ms={args.linger_ms}")
     print("  ".join(f"{h:>13}" for h in header))
     for r in rows:
         print("  ".join(f"{v:>13}" for v in (

@@ -15,7 +15,7 @@ from kafkacompat import storage
 from kafkacompat.storage import Store, TopicInfo
 
 from ..cluster import ClusterView, Member, SingleNode, open_cluster_view
-from ..cluster.membership import PartitionKey, coordinator_partition
+from ..cluster.membership import PartitionKey, cluster_url, coordinator_partition
 from ..config import BrokerConfig
 from ..groups import GroupCoordinator
 from . import broker_configs
@@ -78,6 +78,8 @@ class Cluster:
         self.authorizer = Authorizer(config, store)  # every handler asks it (kafkacompat/security)
         self.replication: ReplicationService | None = None  # set by the server once the store is open
         self.view: ClusterView = open_cluster_view(config, Member(self.node_id, self.host, self.port), self._partition_keys)
+        # The leader table lives in the store's own database: its commit can fence appends by epoch.
+        self._fenced = cluster_url(config) is not None and cluster_url(config) == getattr(store, "database_url", None)
         self.view.on_leadership_gained = self._leadership_gained
         self.view.on_leadership_lost = self._leadership_lost
         self.groups.owns_all = isinstance(self.view, SingleNode)  # else loaded per offsets partition gained
@@ -120,6 +122,15 @@ class Cluster:
         if found is not None and found[1] >= 0:
             return found[1]
         return partition.leader_epoch if partition is not None else -1
+
+    def append_epoch(self, key: PartitionKey) -> int | None:
+        """The leader epoch an append to `key` is made under, for the store to fence it by
+        (a deposed leader's batch is refused in the commit transaction); None outside a
+        cluster whose leader table the store's database holds."""
+        if not self._fenced:
+            return None
+        found = self.view.leader_of(key)
+        return found[1] if found is not None and found[0] == self.node_id else None
 
     def routing(self, info: TopicInfo, index: int) -> tuple[ErrorCode, int, int]:
         """(error, leader id, leader epoch) of a partition for Metadata and DescribeTopicPartitions.

@@ -41,11 +41,15 @@ def supported() -> dict[str, tuple[int, int]]:
     }
 
 
-def finalized() -> dict[str, int]:
-    """name -> the level in force; features at level 0 are left out, as Kafka leaves them out."""
+def finalized(transaction_version: int = 2) -> dict[str, int]:
+    """name -> the level in force; features at level 0 are left out, as Kafka leaves them out.
+
+    `transaction_version` is the operator's choice (the broker's
+    transaction_version setting), capped by what is served.
+    """
     levels = {
         "group.version": _group_version(),
         "metadata.version": METADATA_VERSION_4_1_IV1,
-        "transaction.version": _transaction_version(),
+        "transaction.version": min(transaction_version, _transaction_version()),
     }
     return {name: level for name, level in levels.items() if level > 0}

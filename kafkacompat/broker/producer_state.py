@@ -12,6 +12,7 @@ Kafka after its state expired.
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import dataclasses
 import itertools
@@ -45,9 +46,10 @@ def next_sequence(sequence: int) -> int:
 class _Batch:
     first_seq: int
     last_seq: int
-    base_offset: int
+    base_offset: int  # -1 while the batch is being written (`written` then resolves)
     log_append_time: int
     max_timestamp: int = -1  # of the batch (DescribeProducers' last timestamp)
+    written: asyncio.Future[bool] | None = None  # True once stored (base_offset set), False if it was not
 
 
 @dataclasses.dataclass(slots=True)
@@ -64,6 +66,7 @@ class Verdict:
     error: ErrorCode = ErrorCode.none
     duplicate_of: int | None = None  # base offset of the original batch
     log_append_time: int = -1
+    in_flight: asyncio.Future[bool] | None = None  # the original is being written: judge again once it is
 
 
 ACCEPT = Verdict()
@@ -121,6 +124,8 @@ class ProducerStates:
         last = last_sequence(base_seq, count)
         for batch in entry.batches:
             if batch.first_seq == base_seq and batch.last_seq == last:
+                if batch.written is not None:
+                    return Verdict(in_flight=batch.written)
                 return Verdict(duplicate_of=batch.base_offset, log_append_time=batch.log_append_time)
         if entry.batches and base_seq != next_sequence(entry.batches[-1].last_seq):
             return Verdict(ErrorCode.out_of_order_sequence_number)
@@ -137,17 +142,56 @@ class ProducerStates:
         log_append_time: int,
         max_timestamp: int = -1,
     ) -> None:
+        self._add(producer_id, epoch, partition,
+                  _Batch(base_seq, last_sequence(base_seq, count), base_offset, log_append_time, max_timestamp))
+
+    def appending(
+        self, producer_id: int, epoch: int, partition: Hashable, base_seq: int, count: int, max_timestamp: int
+    ) -> _Batch:
+        """Take a batch into the window as it is handed to the store, before its offset is known,
+        so the producer's next batch (pipelined behind it) is judged after it. Then `written`
+        or `not_written`: the store stores a producer's batches in order or not at all after a
+        failure, so a failed batch and the ones after it leave the window together."""
+        batch = _Batch(base_seq, last_sequence(base_seq, count), -1, -1, max_timestamp,
+                       asyncio.get_running_loop().create_future())
+        self._add(producer_id, epoch, partition, batch)
+        return batch
+
+    def written(self, batch: _Batch, base_offset: int, log_append_time: int) -> None:
+        batch.base_offset, batch.log_append_time = base_offset, log_append_time
+        if batch.written is not None and not batch.written.done():
+            batch.written.set_result(True)
+        batch.written = None
+
+    def not_written(self, producer_id: int, partition: Hashable, batch: _Batch) -> None:
+        entry = self._entries.get((producer_id, partition))
+        at = next((i for i, b in enumerate(entry.batches) if b is batch), None) if entry is not None else None
+        if entry is not None and at is not None:
+            for _ in range(len(entry.batches) - at):
+                entry.batches.pop()
+        if batch.written is not None and not batch.written.done():
+            batch.written.set_result(False)
+
+    def _add(self, producer_id: int, epoch: int, partition: Hashable, batch: _Batch) -> None:
         key = (producer_id, partition)
         entry = self._entries.get(key)
         if entry is None or epoch != entry.epoch:
             entry = self._entries[key] = _Entry(epoch)
-        entry.batches.append(
-            _Batch(base_seq, last_sequence(base_seq, count), base_offset, log_append_time, max_timestamp)
-        )
+        entry.batches.append(batch)
         now = self._clock()
         entry.last_write = now
         if now >= self._next_sweep:
             self._expire(now)
+
+    def end_marker(self, producer_id: int, epoch: int, partition: Hashable) -> None:
+        """A transaction marker was written: its epoch becomes the producer's here, as Kafka's
+        ProducerStateManager does, so a zombie of an older epoch is refused even when idempotent.
+        With transactions v2 the marker carries the epoch bumped at EndTxn; the batches of the
+        next transaction (sequence restarting at 0) follow under it."""
+        key = (producer_id, partition)
+        entry = self._entries.get(key)
+        if entry is None or epoch > entry.epoch:
+            self._entries[key] = _Entry(epoch, self._clock())
 
     def _expire(self, now: float) -> None:
         """Forget producers idle longer than the expiration; checked at most once a minute."""
@@ -180,7 +224,9 @@ class ProducerStates:
             return
         self._restored.add(key)
         async for header, _ in tail_batches(partition):
-            if header.producer_id >= 0 and header.base_sequence >= 0:
+            if header.is_control and header.producer_id >= 0:
+                self.end_marker(header.producer_id, header.producer_epoch, key)
+            elif header.producer_id >= 0 and header.base_sequence >= 0:
                 log_append = header.attributes & ATTR_LOG_APPEND_TIME
                 self.record(
                     header.producer_id, header.producer_epoch, key, header.base_sequence,

@@ -61,15 +61,23 @@ async def move(conn: asyncpg.Connection, moves: Iterable[tuple[PartitionKey, Lea
     moves = list(moves)
     if not moves:
         return 0
-    result = await conn.execute(
-        """UPDATE kc_partition_leaders AS l SET leader = u.new_leader, epoch = l.epoch + 1
-           FROM unnest($1::text[], $2::text[], $3::int[], $4::int[], $5::int[], $6::int[])
-                AS u(s, t, p, old_leader, old_epoch, new_leader)
-           WHERE l.stream = u.s AND l.topic = u.t AND l.partition = u.p
-             AND l.leader = u.old_leader AND l.epoch = u.old_epoch""",
-        [k[0] for k, _, _ in moves], [k[1] for k, _, _ in moves], [k[2] for k, _, _ in moves],
-        [r.leader for _, r, _ in moves], [r.epoch for _, r, _ in moves], [n for _, _, n in moves],
-    )
+    keys = ([k[0] for k, _, _ in moves], [k[1] for k, _, _ in moves], [k[2] for k, _, _ in moves])
+    async with conn.transaction():
+        # Rows locked in key order first: the store's commit (kc_commit) takes them FOR SHARE in the
+        # same order to fence appends by epoch, so a move and commits never deadlock.
+        await conn.execute(
+            """SELECT 1 FROM kc_partition_leaders l
+               JOIN unnest($1::text[], $2::text[], $3::int[]) AS u(s, t, p)
+                 ON l.stream = u.s AND l.topic = u.t AND l.partition = u.p
+               ORDER BY l.stream, l.topic, l.partition FOR UPDATE OF l""", *keys)
+        result = await conn.execute(
+            """UPDATE kc_partition_leaders AS l SET leader = u.new_leader, epoch = l.epoch + 1
+               FROM unnest($1::text[], $2::text[], $3::int[], $4::int[], $5::int[], $6::int[])
+                    AS u(s, t, p, old_leader, old_epoch, new_leader)
+               WHERE l.stream = u.s AND l.topic = u.t AND l.partition = u.p
+                 AND l.leader = u.old_leader AND l.epoch = u.old_epoch""",
+            *keys, [r.leader for _, r, _ in moves], [r.epoch for _, r, _ in moves], [n for _, _, n in moves],
+        )
     return int(result.rsplit(" ", 1)[-1])
 
 

@@ -2,8 +2,10 @@
 
 v0-3 come from clients (one transaction); v4+ is the batched form brokers
 send, with `verify_only` to ask whether partitions are already in the
-transaction (KIP-890). If any partition is unknown, Kafka adds none and
-answers the others OPERATION_NOT_ATTEMPTED.
+transaction (KIP-890). v5 is what a broker sends for a Produce v12 of
+transactions v2: the partitions join the transaction as a v2 one. If any
+partition is unknown, Kafka adds none and answers the others
+OPERATION_NOT_ATTEMPTED.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from .common import NO_THROTTLE, ErrorCode, make, schema_of
 from .txn_common import fenced_as, resolve_partitions
 
 BATCHED_FROM = 4
+TRANSACTIONS_V2_FROM = 5
 FENCED_FROM = 2  # versions before answer INVALID_PRODUCER_EPOCH instead
 
 
@@ -30,7 +33,8 @@ async def _one(ctx: Any, txn_id: str, producer_id: int, epoch: int, topics: Any,
         verdicts = coordinator.verify_partitions(txn_id, producer_id, epoch, list(found.values()))
         errors = {name: verdicts[key] for name, key in found.items()}
     else:
-        error = await coordinator.add_partitions(txn_id, producer_id, epoch, list(found.values()))
+        error = await coordinator.add_partitions(txn_id, producer_id, epoch, list(found.values()),
+                                                 2 if ctx.version >= TRANSACTIONS_V2_FROM else 0)
         errors = {name: fenced_as(ctx.version, FENCED_FROM, error) for name in found}
     return errors
 

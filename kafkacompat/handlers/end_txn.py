@@ -1,4 +1,8 @@
-"""EndTxn: commit or abort; answered once every marker is written and offsets are settled."""
+"""EndTxn: commit or abort; answered once every marker is written and offsets are settled.
+
+v5 is KIP-890's transactions v2: the coordinator bumps the producer epoch at
+every end and answers the producer id and epoch the client goes on with.
+"""
 
 from __future__ import annotations
 
@@ -9,14 +13,18 @@ from .common import NO_THROTTLE, ErrorCode, make, schema_of
 from .txn_common import fenced_as
 
 FENCED_FROM = 2
+TRANSACTIONS_V2_FROM = 5
 
 
 async def handle(ctx: Any, request: Any) -> Any:
     m = schema_of(ctx)
+    producer_id, epoch = -1, -1
     if not ctx.cluster.authorizer.transactional_id(ctx, Operation.WRITE, request.transactional_id):
         error = ErrorCode.transactional_id_authorization_failed
     else:
-        error = await ctx.cluster.transactions.end_txn(
-            request.transactional_id, request.producer_id, request.producer_epoch, request.committed
+        error, producer_id, epoch = await ctx.cluster.transactions.end_txn(
+            request.transactional_id, request.producer_id, request.producer_epoch, request.committed,
+            client_version=2 if ctx.version >= TRANSACTIONS_V2_FROM else 0,
         )
-    return make(m.EndTxnResponse, throttle_time=NO_THROTTLE, error_code=fenced_as(ctx.version, FENCED_FROM, error))
+    return make(m.EndTxnResponse, throttle_time=NO_THROTTLE, error_code=fenced_as(ctx.version, FENCED_FROM, error),
+                producer_id=producer_id, producer_epoch=epoch)

@@ -38,6 +38,7 @@ from .common import NO_RESPONSE, CloseConnection, ErrorCode, storage_error_code
 log = logging.getLogger(__name__)
 
 FIRST_SERVED_VERSION = 3  # v0-2 are advertised (librdkafka needs it) but refused
+IMPLICIT_ADD_FROM = 12  # KIP-890 part 2: a transactional batch adds its partition to the transaction
 
 
 @dataclasses.dataclass(slots=True)
@@ -50,6 +51,24 @@ class _Outcome:
     message: str | None = None
     record_errors: tuple[tuple[int, str | None], ...] = ()
     durable_at: tuple[storage.Partition, int] | None = None
+    # set once the batches are being appended; _finish completes them
+    partition: storage.Partition | None = None
+    key: tuple[str, str, int] = ("", "", -1)
+    topic: str = ""
+    stream: str = ""
+    log_append: bool = False
+    txns: Any = None
+    appending: list[_Append] = dataclasses.field(default_factory=list)  # placed in the log, not yet written
+
+
+@dataclasses.dataclass(slots=True)
+class _Append:
+    """One batch whose place in its partition is taken and whose write is under way."""
+
+    written: Any  # awaitable AppendResult
+    header: Any
+    now: int
+    state: Any  # an idempotent batch: its place in the producer's window (ProducerStates.appending)
 
 
 _REFUSAL = {CORRUPT: ErrorCode.corrupt_message, INVALID: ErrorCode.invalid_record, TOO_LARGE: ErrorCode.invalid_record}
@@ -120,7 +139,13 @@ def _refuse_keyless(outcome: _Outcome, topic: str, index: int, view: memoryview,
     return True
 
 
-async def _produce_partition(ctx: Any, topic: Any, part: Any, acks: int, transactional_id: str | None) -> _Outcome:
+async def _produce_partition(ctx: Any, topic: Any, part: Any, pipelined: bool,
+                             transactional_id: str | None, placed: list[_Outcome]) -> _Outcome:
+    """Check and place one partition's batches (`placed`: the request's partitions before it).
+
+    Pipelined (the answer may wait): a store whose appends take their place
+    when called is left writing them (`outcome.appending`, for _finish);
+    otherwise every append is complete when this returns."""
     cluster = ctx.cluster
     outcome = _Outcome(part.index)
     try:
@@ -148,7 +173,7 @@ async def _produce_partition(ctx: Any, topic: Any, part: Any, acks: int, transac
     txns = None
     for _, header in batches:
         if header.is_transactional:
-            error = _transaction_error(cluster, transactional_id, header, key)
+            error = await _transaction_error(cluster, transactional_id, header, key, ctx.version >= IMPLICIT_ADD_FROM)
             if error != ErrorCode.none:
                 outcome.error = error
                 return outcome
@@ -176,59 +201,112 @@ async def _produce_partition(ctx: Any, topic: Any, part: Any, acks: int, transac
     partition, outcome.error = cluster.partition_for(info, ErrorCode.unknown_topic_or_partition, part.index)
     if partition is None:
         return outcome
-    first_offset = None
-    try:
-        for pos, header in batches:
-            batch: Any = view[pos : pos + header.size]
-            idempotent = header.producer_id >= 0 and header.base_sequence >= 0
-            if idempotent:
+    outcome.partition, outcome.key, outcome.topic, outcome.stream = partition, key, topic.name, info.stream
+    outcome.log_append, outcome.txns = log_append, txns
+    append_epoch = cluster.append_epoch(key)
+    for pos, header in batches:
+        batch: Any = view[pos : pos + header.size]
+        idempotent = header.producer_id >= 0 and header.base_sequence >= 0
+        if idempotent:
+            try:
                 await cluster.producers.restore(key, partition)
+            except storage.StorageError as exc:
+                _fail(outcome, exc)
+                return outcome
+            while True:  # batches in flight are in the producer's window already (see _finish)
                 verdict = cluster.producers.check(
                     header.producer_id, header.producer_epoch, key,
                     header.base_sequence, header.record_count,
                 )
-                if verdict.error != ErrorCode.none:
-                    outcome.error = verdict.error
+                if verdict.in_flight is None:
+                    break
+                # a retry of a batch still being written: answer as it is answered (this request's
+                # own appends are finished first, as they may be what it waits for)
+                for earlier in (*placed, outcome):
+                    if earlier.appending:
+                        await _finish(cluster, earlier)
+                if outcome.error != ErrorCode.none:
                     return outcome
-                if verdict.duplicate_of is not None:
-                    if first_offset is None:
-                        first_offset = verdict.duplicate_of
-                        outcome.log_append_time = verdict.log_append_time
-                    continue
-            now = int(time.time() * 1000)
-            if log_append:
-                batch = set_log_append_time(batch, now)
-            result = await partition.append(batch, header.record_count)
-            cluster.stats.produced(topic.name, header.record_count, header.size)
-            if idempotent:
-                cluster.producers.record(
-                    header.producer_id, header.producer_epoch, key, header.base_sequence,
-                    header.record_count, result.base_offset, now if log_append else -1,
-                    now if log_append else header.max_timestamp,
-                )
-            if txns is not None and header.is_transactional:
-                txns.appended(header.producer_id, result.base_offset)
-            if first_offset is None:
-                first_offset = result.base_offset
-                outcome.log_append_time = now if log_append else -1
-    except storage.StorageError as exc:
-        outcome.error = storage_error_code(exc)
-        outcome.message = str(exc)
-        _log_append_failure(topic.name, part.index, exc)
-        return outcome
-    outcome.base_offset = first_offset if first_offset is not None else -1
-    outcome.log_start_offset = partition.log_start_offset
-    stream = cluster.store.get_stream(info.stream)
-    if acks == -1 or (stream is not None and stream.policy.fsync == storage.FsyncPolicy.ALWAYS):
-        outcome.durable_at = (partition, partition.high_watermark)
+                await asyncio.shield(verdict.in_flight)
+            if verdict.error != ErrorCode.none:
+                outcome.error = verdict.error
+                return outcome
+            if verdict.duplicate_of is not None:
+                if outcome.base_offset < 0:
+                    outcome.base_offset = verdict.duplicate_of
+                    outcome.log_append_time = verdict.log_append_time
+                continue
+        now = int(time.time() * 1000)
+        if log_append:
+            batch = set_log_append_time(batch, now)
+        try:
+            written = partition.append(batch, header.record_count, leader_epoch=append_epoch)
+        except storage.StorageError as exc:  # refused at once (the cloud engine checks before it buffers)
+            _fail(outcome, exc)
+            return outcome
+        state = None
+        if idempotent:
+            state = cluster.producers.appending(header.producer_id, header.producer_epoch, key, header.base_sequence,
+                                                header.record_count, now if log_append else header.max_timestamp)
+        outcome.appending.append(_Append(written, header, now, state))
+        if not (pipelined and partition.appends_in_call_order):
+            await _finish(cluster, outcome)
+            if outcome.error != ErrorCode.none:
+                return outcome
     return outcome
 
 
-def _transaction_error(cluster: Any, transactional_id: str | None, header: Any, key: Any) -> ErrorCode:
-    """A transactional batch is appended only inside its producer's open transaction."""
+async def _finish(cluster: Any, outcome: _Outcome) -> None:
+    """Wait for the outcome's appends in order; record producer and transaction state, or the first error."""
+    appends, outcome.appending = outcome.appending, []
+    try:
+        for item in appends:
+            header = item.header
+            try:
+                result = await item.written
+            except storage.StorageError as exc:
+                if outcome.error == ErrorCode.none:
+                    _fail(outcome, exc)
+                continue
+            cluster.stats.produced(outcome.topic, header.record_count, header.size)
+            appended_at = item.now if outcome.log_append else -1
+            if item.state is not None:
+                cluster.producers.written(item.state, result.base_offset, appended_at)
+            if outcome.txns is not None and header.is_transactional:
+                outcome.txns.appended(header.producer_id, result.base_offset)
+            if outcome.base_offset < 0:
+                outcome.base_offset, outcome.log_append_time = result.base_offset, appended_at
+    finally:  # not stored (or cancelled): the producer's retry is judged without these
+        for item in appends:
+            if item.state is not None and item.state.written is not None:
+                cluster.producers.not_written(item.header.producer_id, outcome.key, item.state)
+
+
+def _fail(outcome: _Outcome, exc: storage.StorageError) -> None:
+    outcome.error = storage_error_code(exc)
+    outcome.message = str(exc)
+    _log_append_failure(outcome.topic, outcome.index, exc)
+
+
+def _durability(cluster: Any, acks: int, outcome: _Outcome) -> None:
+    """Once appended: the log start to answer with and, for acks=all, the offset to wait for."""
+    partition = outcome.partition
+    if partition is None or outcome.error != ErrorCode.none:
+        return
+    outcome.log_start_offset = partition.log_start_offset
+    stream = cluster.store.get_stream(outcome.stream)
+    if acks == -1 or (stream is not None and stream.policy.fsync == storage.FsyncPolicy.ALWAYS):
+        outcome.durable_at = (partition, partition.high_watermark)
+
+
+async def _transaction_error(
+    cluster: Any, transactional_id: str | None, header: Any, key: Any, implicit_add: bool
+) -> ErrorCode:
+    """A transactional batch is appended only inside its producer's open transaction (v12+: which it joins)."""
     if transactional_id is None:
         return ErrorCode.transactional_id_authorization_failed  # Kafka's answer: no id to authorize
-    return cluster.transactions.verify_produce(transactional_id, header.producer_id, header.producer_epoch, key)
+    return await cluster.transactions.admit_produce(
+        transactional_id, header.producer_id, header.producer_epoch, key, implicit_add)
 
 
 _failures_logged: dict[tuple[str, int, type], float] = {}
@@ -292,21 +370,40 @@ async def handle(ctx: Any, request: Any) -> Any:
             if authorizer.enabled and not authorizer.topic(ctx, Operation.WRITE, topic.name) else None)
         for topic in request.topic_data
     }
-    # Partitions are appended concurrently: a store whose appends answer after a
-    # shared write (the cloud engine's object + commit) then serves a request
-    # with one write, not one per partition. Batches of one partition stay in order.
+    # Partitions are placed one after another, in the request's order (a partition named twice
+    # keeps its batches in order). A store whose appends take their place when called (the cloud
+    # engine: they answer after a shared object write and commit) is then left writing them: the
+    # answer waits for the writes while the connection goes on to its next request, whose batches
+    # join the same object, and answers stay in request order (the connection sends them in order).
     if acks not in (0, 1, -1):
         results = [(topic.name, [_Outcome(part.index, refusals[topic.name] or ErrorCode.invalid_required_acks)
                                  for part in topic.partition_data]) for topic in request.topic_data]
     else:
-        allowed = [topic for topic in request.topic_data if refusals[topic.name] is None]
-        done = iter(await asyncio.gather(*(
-            _produce_partition(ctx, topic, part, acks, request.transactional_id)
-            for topic in allowed for part in topic.partition_data
-        )))
-        results = [(topic.name, [next(done) if refusals[topic.name] is None else _Outcome(part.index,
-                                                                                          refusals[topic.name])
-                                 for part in topic.partition_data]) for topic in request.topic_data]
+        results, placed = [], []
+        for topic in request.topic_data:
+            outcomes = []
+            for part in topic.partition_data:
+                refusal = refusals[topic.name]
+                outcome = _Outcome(part.index, refusal) if refusal is not None else await _produce_partition(
+                    ctx, topic, part, acks != 0, request.transactional_id, placed)
+                outcomes.append(outcome)
+                placed.append(outcome)
+            results.append((topic.name, outcomes))
+    if any(o.appending for _, outs in results for o in outs):
+        return _answer_when_written(ctx, acks, request, results)
+    return _answer(ctx, acks, request, results)
+
+
+async def _answer_when_written(ctx: Any, acks: int, request: Any, results: list[tuple[str, list[_Outcome]]]) -> Any:
+    await asyncio.gather(*(_finish(ctx.cluster, o) for _, outs in results for o in outs if o.appending))
+    answer = _answer(ctx, acks, request, results)
+    return await answer if asyncio.iscoroutine(answer) else answer
+
+
+def _answer(ctx: Any, acks: int, request: Any, results: list[tuple[str, list[_Outcome]]]) -> Any:
+    for _, outs in results:
+        for outcome in outs:
+            _durability(ctx.cluster, acks, outcome)
     if acks == 0:
         failed = [o for _, outs in results for o in outs if o.error != ErrorCode.none]
         if failed:

@@ -2,7 +2,9 @@
 
 Group membership is checked as for OffsetCommit when the client names its
 generation (v3+, KIP-447); generation -1 skips it, as Kafka does for
-transactional commits.
+transactional commits. From v5 (transactions v2) the client sends no
+AddOffsetsToTxn: the group joins the transaction here, as Kafka's group
+coordinator adds its offsets partition before writing.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from .group_common import partition_errors
 from .txn_common import fenced_as
 
 FENCED_FROM = 3
+IMPLICIT_ADD_FROM = 5
 
 
 async def handle(ctx: Any, request: Any) -> Any:
@@ -51,6 +54,11 @@ async def handle(ctx: Any, request: Any) -> Any:
             error = cluster.groups.validate_commit(
                 request.group_id, generation, request.member_id, request.group_instance_id, 0
             )
+        if error == ErrorCode.none and ctx.version >= IMPLICIT_ADD_FROM:
+            error = await cluster.transactions.add_offsets(
+                request.transactional_id, request.producer_id, request.producer_epoch, request.group_id, 2)
+            if error == ErrorCode.producer_fenced:  # as Kafka's verification of the offsets partition answers
+                error = ErrorCode.invalid_producer_epoch
         if error == ErrorCode.none:
             error = await cluster.transactions.stage_offsets(
                 request.transactional_id, request.producer_id, request.producer_epoch, request.group_id,

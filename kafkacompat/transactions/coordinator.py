@@ -42,7 +42,15 @@ log = logging.getLogger(__name__)
 
 TRANSACTIONS_TABLE = "transactions"
 MAX_EPOCH = 2**15 - 1
+TV2 = 2  # transaction.version of KIP-890 part 2: the epoch is bumped at every EndTxn
 EXPIRABLE = (TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT)
+
+
+# How the produce path reports what the coordinator answered its implicit AddPartitionsToTxn
+_PRODUCE_ERRORS = {
+    ErrorCode.producer_fenced: ErrorCode.invalid_producer_epoch,
+    ErrorCode.concurrent_transactions: ErrorCode.not_enough_replicas,
+}
 
 
 def now_ms() -> int:
@@ -173,7 +181,8 @@ class TransactionCoordinator:
             return ErrorCode.concurrent_transactions, None
         return ErrorCode.none, meta
 
-    def _begin(self, meta: TransactionMetadata) -> None:
+    def _begin(self, meta: TransactionMetadata, client_version: int) -> None:
+        meta.client_version = client_version
         if meta.state is not TxnState.ONGOING:
             meta.state = TxnState.ONGOING
             meta.start_ms = self._clock()
@@ -183,15 +192,16 @@ class TransactionCoordinator:
 
     # AddPartitionsToTxn / AddOffsetsToTxn ------------------------------------------
     async def add_partitions(
-        self, txn_id: str, producer_id: int, epoch: int, partitions: Sequence[PartitionKey]
+        self, txn_id: str, producer_id: int, epoch: int, partitions: Sequence[PartitionKey], client_version: int = 0
     ) -> ErrorCode:
+        """Add partitions to the open transaction, opening one if none is (client_version 2: a Produce v12)."""
         async with self._locks[txn_id]:
             error, meta = self._check_producer(txn_id, producer_id, epoch)
             if meta is None:
                 return error
             if meta.state is TxnState.ONGOING and all(p in meta.partitions for p in partitions):
                 return ErrorCode.none
-            self._begin(meta)
+            self._begin(meta, client_version)
             meta.partitions.update(partitions)
             await self._persist(meta)
             return ErrorCode.none
@@ -218,14 +228,35 @@ class TransactionCoordinator:
             return ErrorCode.invalid_txn_state
         return ErrorCode.none
 
-    async def add_offsets(self, txn_id: str, producer_id: int, epoch: int, group_id: str) -> ErrorCode:
+    async def admit_produce(
+        self, txn_id: str, producer_id: int, epoch: int, partition: PartitionKey, implicit_add: bool
+    ) -> ErrorCode:
+        """May a transactional batch be appended? With KIP-890 part 2 (Produce v12+) its partition joins the
+        transaction here, as Kafka's broker adds it through AddPartitionsToTxn before appending.
+
+        Errors are the ones Kafka's produce path answers: a stale epoch is
+        INVALID_PRODUCER_EPOCH, and a transaction still completing is the
+        retriable NOT_ENOUGH_REPLICAS.
+        """
+        meta = self.transactions.get(txn_id)
+        if (not implicit_add or (meta is not None and meta.producer_id == producer_id
+                                 and meta.producer_epoch == epoch and meta.state is TxnState.ONGOING
+                                 and partition in meta.partitions)):
+            return self.verify_produce(txn_id, producer_id, epoch, partition)
+        error = await self.add_partitions(txn_id, producer_id, epoch, [partition], TV2)
+        return _PRODUCE_ERRORS.get(error, error)
+
+    async def add_offsets(
+        self, txn_id: str, producer_id: int, epoch: int, group_id: str, client_version: int = 0
+    ) -> ErrorCode:
+        """Add a group's offsets to the transaction (AddOffsetsToTxn, or implicitly TxnOffsetCommit v5)."""
         async with self._locks[txn_id]:
             error, meta = self._check_producer(txn_id, producer_id, epoch)
             if meta is None:
                 return error
             if meta.state is TxnState.ONGOING and group_id in meta.groups:
                 return ErrorCode.none
-            self._begin(meta)
+            self._begin(meta, client_version)
             meta.groups.add(group_id)
             await self._persist(meta)
             return ErrorCode.none
@@ -258,22 +289,77 @@ class TransactionCoordinator:
         return pending
 
     # EndTxn ---------------------------------------------------------------------
-    async def end_txn(self, txn_id: str, producer_id: int, epoch: int, commit: bool) -> ErrorCode:
+    async def end_txn(
+        self, txn_id: str, producer_id: int, epoch: int, commit: bool, client_version: int = 0
+    ) -> tuple[ErrorCode, int, int]:
+        """(error, producer id, epoch): commit or abort. From EndTxn v5 (client_version 2) the epoch is bumped
+        and the new producer id and epoch are answered, as Kafka's KIP-890 part 2."""
         async with self._locks[txn_id]:
+            if client_version >= TV2:
+                return await self._end_txn_v2(txn_id, producer_id, epoch, commit)
             meta = self.transactions.get(txn_id)
             if meta is None or meta.producer_id != producer_id:
-                return ErrorCode.invalid_producer_id_mapping
+                return ErrorCode.invalid_producer_id_mapping, -1, -1
             if epoch != meta.producer_epoch:
-                return ErrorCode.producer_fenced
+                return ErrorCode.producer_fenced, -1, -1
             wanted = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
             if meta.state is wanted:
-                return ErrorCode.none  # a retry of the EndTxn that finished it
+                return ErrorCode.none, meta.producer_id, meta.producer_epoch  # a retry of the EndTxn that finished it
             if meta.state is not TxnState.ONGOING:
-                return ErrorCode.invalid_txn_state
+                return ErrorCode.invalid_txn_state, -1, -1
             meta.state = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
             await self._persist(meta)
             await self._complete(meta)
-            return ErrorCode.none
+            return ErrorCode.none, meta.producer_id, meta.producer_epoch
+
+    async def _end_txn_v2(self, txn_id: str, producer_id: int, epoch: int, commit: bool) -> tuple[ErrorCode, int, int]:
+        """Kafka's TV2 EndTxn: the request's epoch is the one before the bump when it is a retry.
+
+        An abort is allowed with no transaction open (it still bumps the
+        epoch); a commit then is INVALID_TXN_STATE. A retry of the EndTxn
+        that finished the transaction is answered with the bumped epoch.
+        """
+        meta = self.transactions.get(txn_id)
+        if meta is None:
+            return ErrorCode.invalid_producer_id_mapping, -1, -1
+        retry_on_overflow = (meta.prev_producer_id == producer_id and epoch == MAX_EPOCH - 1
+                             and meta.producer_epoch == 0)
+        retry_on_bump = meta.producer_epoch == epoch + 1
+        complete = (TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT)
+        if meta.state in PREPARING:
+            valid = retry_on_bump
+        elif meta.state in complete:
+            valid = retry_on_bump or retry_on_overflow or epoch == meta.producer_epoch
+        else:
+            valid = epoch == meta.producer_epoch
+        retry = retry_on_bump or retry_on_overflow
+        if meta.producer_id != producer_id and not retry_on_overflow:
+            return ErrorCode.invalid_producer_id_mapping, -1, -1
+        if not valid:
+            return ErrorCode.producer_fenced, -1, -1
+        if meta.state in PREPARING or meta.state is TxnState.PREPARE_EPOCH_FENCE:
+            return ErrorCode.concurrent_transactions, -1, -1
+        finished = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
+        if meta.state in complete and retry:
+            if meta.state is finished:
+                return ErrorCode.none, meta.producer_id, meta.producer_epoch
+            return ErrorCode.invalid_txn_state, -1, -1
+        if commit and meta.state is not TxnState.ONGOING:
+            return ErrorCode.invalid_txn_state, -1, -1
+        if meta.state is not TxnState.ONGOING:  # an abort with nothing open: still a new epoch
+            meta.start_ms = self._clock()
+            meta.partitions.clear()
+            meta.groups.clear()
+            meta.offsets.clear()
+        if meta.producer_epoch >= MAX_EPOCH - 1:  # exhausted: the markers take the last epoch, then a new id
+            meta.next_producer_id = self.producers.new_producer_id()
+        meta.last_producer_epoch = meta.producer_epoch
+        meta.producer_epoch += 1
+        meta.client_version = TV2
+        meta.state = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
+        await self._persist(meta)
+        await self._complete(meta)
+        return ErrorCode.none, meta.producer_id, meta.producer_epoch
 
     async def _complete(self, meta: TransactionMetadata) -> None:
         """Write the markers, settle the offsets and record the outcome (from Prepare*)."""
@@ -286,13 +372,17 @@ class TransactionCoordinator:
                 if cursors:
                     await self.groups.commit(group_id, cursors)
         meta.state = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
+        if meta.next_producer_id >= 0:  # the epoch overflowed at this EndTxn v5
+            meta.prev_producer_id, meta.producer_id = meta.producer_id, meta.next_producer_id
+            meta.producer_epoch, meta.next_producer_id = 0, -1
         meta.partitions.clear()
         meta.groups.clear()
         meta.offsets.clear()
         meta.start_ms = -1
         # Not waited for: lost in a crash, the start finds Prepare* and writes the markers again.
         await self._persist(meta, durable=False)
-        log.debug("transaction %s %s", meta.transactional_id, "committed" if commit else "aborted")
+        log.debug("transaction %s %s (transactions v%d)", meta.transactional_id, "committed" if commit else "aborted",
+                  2 if meta.client_version >= TV2 else 1)
 
     async def _write_markers(self, meta: TransactionMetadata, control: ControlType) -> None:
         timestamp = self._clock()
@@ -303,12 +393,19 @@ class TransactionCoordinator:
             state = await self.partitions.get(stream, topic, index)
             marker = build_marker(meta.producer_id, meta.producer_epoch, control, timestamp)
             result = await state.partition.append(marker, 1)
+            self.producers.end_marker(meta.producer_id, meta.producer_epoch, (stream, topic, index))
             await state.marker_written(meta.producer_id, result.base_offset, control)
             durable.append(state.partition.wait_durable(result.last_offset + 1))
         await asyncio.gather(*durable)
 
     async def _abort_fenced(self, meta: TransactionMetadata) -> None:
-        """Bump the epoch (fencing the producer) and abort its open transaction."""
+        """Bump the epoch (fencing the producer) and abort its open transaction.
+
+        One bump, at transaction.version 2 too (as Kafka 4.1 does): the
+        markers carry it, and a v2 producer's late EndTxn with the epoch
+        before it reads as a retry of an abort, so a commit is answered
+        INVALID_TXN_STATE rather than PRODUCER_FENCED.
+        """
         meta.state = TxnState.PREPARE_EPOCH_FENCE
         self._bump_epoch(meta)
         await self._persist(meta)

@@ -44,6 +44,10 @@ class TransactionMetadata:
     offsets: dict[str, dict[tuple[str, str, int], PendingOffset]] = dataclasses.field(default_factory=dict)
     start_ms: int = -1  # when the open transaction began
     update_ms: int = -1
+    # KIP-890: 2 when the transaction runs the v2 protocol (epoch bumped at every end), else 0 (v0/v1)
+    client_version: int = 0
+    prev_producer_id: int = -1  # before an epoch overflow at an EndTxn v5 gave a new one (its retry)
+    next_producer_id: int = -1  # chosen at Prepare* when the epoch overflows, taken at Complete*
 
     def to_json(self) -> dict:
         return {
@@ -52,6 +56,7 @@ class TransactionMetadata:
             "parts": sorted(list(p) for p in self.partitions), "groups": sorted(self.groups),
             "offsets": {g: [list(o) for o in table.values()] for g, table in self.offsets.items()},
             "start": self.start_ms, "update": self.update_ms,
+            "tv": self.client_version, "prev_pid": self.prev_producer_id, "next_pid": self.next_producer_id,
         }
 
     @classmethod
@@ -62,5 +67,5 @@ class TransactionMetadata:
         return cls(
             transactional_id, data["pid"], data["epoch"], data["timeout"], TxnState(data["state"]),
             data["last_epoch"], {(p[0], p[1], p[2]) for p in data["parts"]}, set(data["groups"]), offsets,
-            data["start"], data["update"],
+            data["start"], data["update"], data.get("tv", 0), data.get("prev_pid", -1), data.get("next_pid", -1),
         )

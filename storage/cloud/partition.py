@@ -10,11 +10,12 @@ kept in memory so consumers at the tail need no database round trip.
 from __future__ import annotations
 
 import bisect
+from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
 from .. import batch_format as bf
 from ..api import AppendResult, PartitionletInfo, TimestampHit
-from ..errors import OffsetOutOfRangeError
+from ..errors import OffsetOutOfRangeError, StorageError
 from ..namespace import TopicState
 from ..partition_base import PartitionBase
 
@@ -76,11 +77,22 @@ class CloudPartition(PartitionBase):
 
     # the Partition interface ----------------------------------------------------------
 
-    async def append(self, batch: bytes | bytearray | memoryview, record_count: int) -> AppendResult:
+    appends_in_call_order = True
+
+    def append(  # type: ignore[override]  # a plain def: the batch takes its place when called
+        self, batch: bytes | bytearray | memoryview, record_count: int, *, at: int | None = None,
+        leader_epoch: int | None = None,
+    ) -> Awaitable[AppendResult]:
+        """Buffer the batch now (its place in the partition is fixed by this call) and return
+        what resolves once it is committed, so a broker may append a connection's next
+        request before this one's object is written."""
         self._check_open()
+        if at is not None:
+            raise StorageError(f"{self.name}: appends at a stated offset are not supported by the cloud engine")
         view = memoryview(batch).cast("B")
         _length, max_ts = bf.check_append(view, record_count)
-        return await self._store.writer.submit(self, bytes(view), record_count, max_ts)
+        fence = -1 if leader_epoch is None else leader_epoch
+        return self._store.writer.submit(self, bytes(view), record_count, max_ts, fence)
 
     async def refresh(self) -> None:
         await self._store.refresh_partitions([self])

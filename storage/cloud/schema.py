@@ -10,7 +10,9 @@ object and assigns offsets to its batches in one transaction, locking the
 partitions it touches in id order (two brokers committing overlapping sets
 cannot deadlock). Calling it again with the same object key returns the
 offsets the first call assigned, so a commit whose answer was lost on the
-network is retried without assigning offsets twice.
+network is retried without assigning offsets twice. Since version 2 it also
+fences: a batch whose leader epoch is no longer the one kc_partition_leaders
+holds is refused (see _V2).
 """
 
 from __future__ import annotations
@@ -185,4 +187,92 @@ BEGIN
 END $$;
 """
 
-MIGRATIONS: list[str] = [_V1]
+# Fencing by leader epoch (brokers of one cluster): each batch may carry the
+# epoch under which its broker leads the partition, as kc_partition_leaders
+# (kafkacompat/cluster) recorded it. The leader row is read FOR SHARE after
+# the partition rows are locked, so a move of leadership either commits
+# first (and this batch is refused: base -2, epoch = the row's epoch) or
+# waits until this commit is done (and the new leader, which reads the
+# partition's offsets after the move, sees the batch). A fenced batch is
+# stamped with its leader epoch, so batch epochs and Metadata epochs are one
+# number. -1 means unfenced (a broker alone, or a cluster in another database).
+_V2 = r"""
+CREATE OR REPLACE FUNCTION kc_commit(
+    p_origin text, p_key text, p_size bigint, p_epoch int,
+    p_pids bigint[], p_counts int[], p_pos bigint[], p_lens int[], p_maxts bigint[], p_fence int[]
+) RETURNS TABLE (object_id bigint, base bigint, epoch int) LANGUAGE plpgsql AS $$
+DECLARE
+    obj bigint;
+    i int;
+    nxt bigint;
+    old_epoch int;
+    ep int;
+    lead int;
+    payload text;
+    touched bigint[] := '{}';
+BEGIN
+    SELECT o.id INTO obj FROM kc_objects o WHERE o.key = p_key;
+    IF FOUND THEN  -- a retried commit: answer what the first one assigned
+        FOR i IN 1 .. coalesce(array_length(p_pids, 1), 0) LOOP
+            SELECT b.base_offset, b.epoch INTO nxt, ep FROM kc_batches b
+                WHERE b.object_id = obj AND b.position = p_pos[i];
+            IF nxt IS NULL AND EXISTS (SELECT 1 FROM kc_partitions p WHERE p.id = p_pids[i]) THEN
+                nxt := -2;  -- it was refused the first time: fenced
+            END IF;
+            object_id := obj; base := coalesce(nxt, -1); epoch := coalesce(ep, -1);
+            RETURN NEXT;
+        END LOOP;
+        RETURN;
+    END IF;
+    INSERT INTO kc_objects (key, size, created_ms) VALUES (p_key, p_size, kc_now_ms()) RETURNING id INTO obj;
+    PERFORM 1 FROM kc_partitions p WHERE p.id = ANY (p_pids) ORDER BY p.id FOR UPDATE;
+    IF EXISTS (SELECT 1 FROM unnest(p_fence) f WHERE f >= 0) THEN  -- in one order, as moves lock them
+        PERFORM 1 FROM kc_partition_leaders l JOIN kc_topics t ON t.stream = l.stream AND t.name = l.topic
+            JOIN kc_partitions p ON p.topic_id = t.id AND p.idx = l.partition
+            WHERE p.id = ANY (p_pids) ORDER BY l.stream, l.topic, l.partition FOR SHARE OF l;
+    END IF;
+    FOR i IN 1 .. coalesce(array_length(p_pids, 1), 0) LOOP
+        SELECT p.next_offset, p.leader_epoch INTO nxt, old_epoch FROM kc_partitions p WHERE p.id = p_pids[i];
+        IF NOT FOUND THEN
+            object_id := obj; base := -1; epoch := -1;
+            RETURN NEXT;
+            CONTINUE;
+        END IF;
+        IF p_fence[i] >= 0 THEN
+            SELECT l.epoch INTO lead FROM kc_partition_leaders l JOIN kc_topics t
+                ON t.stream = l.stream AND t.name = l.topic JOIN kc_partitions p ON p.topic_id = t.id
+                AND p.idx = l.partition WHERE p.id = p_pids[i];
+            IF lead IS DISTINCT FROM p_fence[i] THEN
+                object_id := obj; base := -2; epoch := coalesce(lead, -1);
+                RETURN NEXT;
+                CONTINUE;
+            END IF;
+            ep := greatest(old_epoch, p_fence[i]);
+        ELSE
+            ep := greatest(old_epoch, p_epoch);
+        END IF;
+        IF ep > old_epoch THEN
+            INSERT INTO kc_epochs VALUES (p_pids[i], ep, nxt) ON CONFLICT DO NOTHING;
+        END IF;
+        UPDATE kc_partitions p SET next_offset = nxt + p_counts[i], leader_epoch = ep WHERE p.id = p_pids[i];
+        INSERT INTO kc_batches VALUES (p_pids[i], nxt, nxt + p_counts[i] - 1, obj, p_pos[i], p_lens[i], p_maxts[i], ep);
+        touched := touched || p_pids[i];
+        object_id := obj; base := nxt; epoch := ep;
+        RETURN NEXT;
+    END LOOP;
+    SELECT string_agg(p.id || ':' || p.next_offset || ':' || p.log_start || ':' || p.leader_epoch, ',')
+        INTO payload FROM kc_partitions p WHERE p.id = ANY (touched);
+    PERFORM kc_notify_data(p_origin, payload);
+END $$;
+
+-- The unfenced signature of schema version 1, for brokers not yet upgraded.
+CREATE OR REPLACE FUNCTION kc_commit(
+    p_origin text, p_key text, p_size bigint, p_epoch int,
+    p_pids bigint[], p_counts int[], p_pos bigint[], p_lens int[], p_maxts bigint[]
+) RETURNS TABLE (object_id bigint, base bigint, epoch int) LANGUAGE sql AS $$
+    SELECT * FROM kc_commit(p_origin, p_key, p_size, p_epoch, p_pids, p_counts, p_pos, p_lens, p_maxts,
+                            array_fill(-1, ARRAY[coalesce(array_length(p_pids, 1), 0)]))
+$$;
+"""
+
+MIGRATIONS: list[str] = [_V1, _V2]

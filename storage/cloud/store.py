@@ -505,16 +505,16 @@ class CloudStore(NamespaceStore):
     # the data path --------------------------------------------------------------------------
 
     async def _commit(self, key: str, size: int, pids: list[int], counts: list[int], positions: list[int],
-                      lengths: list[int], max_ts: list[int]) -> list[tuple[int, int, int]]:
+                      lengths: list[int], max_ts: list[int], fences: list[int]) -> list[tuple[int, int, int]]:
         """kc_commit, retried on a lost connection (a repeat returns the first call's offsets)."""
         import asyncpg
 
         for attempt in range(COMMIT_ATTEMPTS):
             try:
                 async with self._pool.acquire() as conn:
-                    rows = await conn.fetch("SELECT * FROM kc_commit($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+                    rows = await conn.fetch("SELECT * FROM kc_commit($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
                                             self.origin, key, size, self.epoch, pids, counts, positions, lengths,
-                                            max_ts)
+                                            max_ts, fences)
                 return [(r["object_id"], r["base"], r["epoch"]) for r in rows]
             except (OSError, asyncpg.PostgresConnectionError, asyncpg.InterfaceError,
                     asyncpg.DeadlockDetectedError, asyncpg.SerializationError, asyncio.TimeoutError) as exc:

@@ -25,7 +25,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from ..api import AppendResult
-from ..errors import StorageError, StorageUnavailableError, UnknownTopicError
+from ..errors import NotLeaderError, StorageError, StorageUnavailableError, UnknownTopicError
 from ..namespace import now_ms
 
 if TYPE_CHECKING:
@@ -33,17 +33,19 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+FENCED = -2  # kc_commit's base offset for a batch whose leader epoch was superseded
 
 
 class _Pending:
-    __slots__ = ("partition", "data", "count", "max_ts", "future")
+    __slots__ = ("partition", "data", "count", "max_ts", "fence", "future")
 
-    def __init__(self, partition: "CloudPartition", data: bytes, count: int, max_ts: int,
+    def __init__(self, partition: "CloudPartition", data: bytes, count: int, max_ts: int, fence: int,
                  future: asyncio.Future[AppendResult]) -> None:
         self.partition, self.data, self.count, self.max_ts, self.future = partition, data, count, max_ts, future
+        self.fence = fence  # the leader epoch the commit must still find, -1: none
 
 
-Commit = Callable[[str, int, list[int], list[int], list[int], list[int], list[int]],
+Commit = Callable[[str, int, list[int], list[int], list[int], list[int], list[int], list[int]],
                   Awaitable[list[tuple[int, int, int]]]]
 
 
@@ -62,16 +64,22 @@ class Writer:
         self._timer: asyncio.TimerHandle | None = None
         self._slots = asyncio.Semaphore(max_in_flight)
         self._tasks: set[asyncio.Task] = set()
+        # partition id -> the latest write holding its batches: resolves, once that write's commit is
+        # done, to the partitions whose batches it did not store (later writes must not store theirs)
+        self._latest: dict[int, asyncio.Future[set[int]]] = {}
         self.flushes = 0  # objects committed (= database transactions on the produce path)
         self.batches = 0  # batches committed
         self.closed = False
 
-    def submit(self, partition: "CloudPartition", data: bytes, count: int, max_ts: int) -> asyncio.Future[AppendResult]:
+    def submit(self, partition: "CloudPartition", data: bytes, count: int, max_ts: int,
+               fence: int = -1) -> asyncio.Future[AppendResult]:
+        """Buffer one batch; the future resolves once it is committed. Batches of a partition
+        are committed in the order they were submitted (one object keeps them in that order)."""
         if self.closed:
             raise StorageUnavailableError("the store is closing")
         loop = asyncio.get_running_loop()
         future: asyncio.Future[AppendResult] = loop.create_future()
-        self._buffer.append(_Pending(partition, data, count, max_ts, future))
+        self._buffer.append(_Pending(partition, data, count, max_ts, fence, future))
         self._buffered_bytes += len(data)
         if self._buffered_bytes >= self.flush_bytes:
             self.flush()
@@ -87,9 +95,21 @@ class Writer:
         if not self._buffer:
             return
         items, self._buffer, self._buffered_bytes = self._buffer, [], 0
-        task = asyncio.get_running_loop().create_task(self._write(items))
+        loop = asyncio.get_running_loop()
+        pids = {item.partition.pid for item in items}
+        after = {f for pid in pids if (f := self._latest.get(pid)) is not None and not f.done()}
+        done: asyncio.Future[set[int]] = loop.create_future()
+        for pid in pids:
+            self._latest[pid] = done
+        done.add_done_callback(lambda _: self._forget(pids, done))
+        task = loop.create_task(self._write(items, after, done))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+
+    def _forget(self, pids: set[int], done: asyncio.Future[set[int]]) -> None:
+        for pid in pids:
+            if self._latest.get(pid) is done:
+                del self._latest[pid]
 
     async def close(self) -> None:
         """Write what is buffered and wait for every write in flight."""
@@ -98,21 +118,32 @@ class Writer:
         while self._tasks:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
-    async def _write(self, items: list[_Pending]) -> None:
-        async with self._slots:
-            try:
-                await self._write_object(items)
-            except BaseException as exc:
-                error = exc if isinstance(exc, StorageError) else StorageUnavailableError(f"write failed: {exc}")
-                if not isinstance(exc, StorageError):
-                    log.exception("writing %d batches failed", len(items))
-                for item in items:
-                    if not item.future.done():
-                        item.future.set_exception(error)
-                if isinstance(exc, asyncio.CancelledError):
-                    raise
+    async def _write(self, items: list[_Pending], after: set[asyncio.Future[set[int]]],
+                     done: asyncio.Future[set[int]]) -> None:
+        """Write one object; commit it once the writes before it holding the same partitions are
+        committed, so a partition's batches get offsets in the order they were submitted. A batch
+        whose partition an earlier write failed to store is not stored either (no gap in what one
+        producer sent, which its retry then resends in order)."""
+        failed: set[int] = set()
+        try:
+            async with self._slots:
+                await self._write_object(items, after, failed)
+        except BaseException as exc:
+            failed.update(item.partition.pid for item in items)
+            error = exc if isinstance(exc, StorageError) else StorageUnavailableError(f"write failed: {exc}")
+            if not isinstance(exc, StorageError):
+                log.exception("writing %d batches failed", len(items))
+            for item in items:
+                if not item.future.done():
+                    item.future.set_exception(error)
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+        finally:
+            if not done.done():
+                done.set_result(failed)
 
-    async def _write_object(self, items: list[_Pending]) -> None:
+    async def _write_object(self, items: list[_Pending], after: set[asyncio.Future[set[int]]],
+                            failed: set[int]) -> None:
         order: dict[int, list[_Pending]] = {}
         for item in items:
             order.setdefault(item.partition.pid, []).append(item)
@@ -124,13 +155,32 @@ class Writer:
         body = b"".join(item.data for item in ranked)
         key = self._new_key()
         await self._put(key, body)
+        for earlier in await asyncio.gather(*after):
+            failed |= earlier & order.keys()
+        if failed:
+            for item in ranked:
+                if item.partition.pid in failed:
+                    item.future.set_exception(StorageUnavailableError(
+                        f"{item.partition.name}: a batch appended before this one was not stored; nor is this one"))
+            kept = [(item, position) for item, position in zip(ranked, positions) if item.partition.pid not in failed]
+            if not kept:
+                return  # the object is an orphan, swept after the grace time
+            ranked, positions = [item for item, _ in kept], [position for _, position in kept]
         rows = await self._commit(key, len(body), [i.partition.pid for i in ranked], [i.count for i in ranked],
-                                  positions, [len(i.data) for i in ranked], [i.max_ts for i in ranked])
+                                  positions, [len(i.data) for i in ranked], [i.max_ts for i in ranked],
+                                  [i.fence for i in ranked])
         self.flushes += 1
         self.batches += len(ranked)
         stamp = now_ms()
         view = memoryview(body)
         for item, position, (object_id, base, epoch) in zip(ranked, positions, rows):
+            if base < 0:
+                failed.add(item.partition.pid)
+            if base == FENCED:
+                item.future.set_exception(NotLeaderError(
+                    f"{item.partition.name}: leader epoch {item.fence} was superseded by {epoch}; not appended",
+                    epoch))
+                continue
             if base < 0:
                 item.future.set_exception(UnknownTopicError(f"partition {item.partition.name} was deleted"))
                 continue

@@ -14,9 +14,10 @@ For a partition whose cleanup.policy has `compact`, a cleaning:
    prefix mapped so far counts as cleaned this time;
 3. rewrites every cleanable partitionlet up to that point into a new file
    generation (`<base>-g<n>.log` + indexes, fsynced), keeping the last
-   record per key, tombstones until delete.retention.ms after their
-   partitionlet was first cleaned, and each producer's last batch (empty if
-   need be) so idempotent producers keep their sequence numbers;
+   record per key, tombstones (and markers of transactions with nothing
+   left) until delete.retention.ms after their partitionlet was first
+   cleaned, and each producer's last data batch (empty if need be) so
+   idempotent producers keep their sequence numbers;
 4. swaps: one atomic chain-manifest write puts the new files in the chain,
    then the old files are unlinked.
 
@@ -40,7 +41,10 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from .. import batch_format as bf
-from ..compaction import FilterStats, OffsetMap, RecordCodec, filter_batch, map_batch, scan_log
+from ..compaction import (
+    DEFAULT_BACKOFF_MS, DEFAULT_DEDUPE_BUFFER_BYTES, CleanResult, FilterStats, MarkerTracker, OffsetMap,
+    RecordCodec, due, filter_batch, map_batch, scan_log,
+)
 from ..namespace import Settings, now_ms
 from .files import fsync_dir, unlink_files
 from .partitionlet import Partitionlet
@@ -50,29 +54,12 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-DEFAULT_DEDUPE_BUFFER_BYTES = 128 << 20  # Kafka's log.cleaner.dedupe.buffer.size
-DEFAULT_BACKOFF_MS = 15_000  # Kafka's log.cleaner.backoff.ms
 _READ_CHUNK = 1 << 20
 _WRITE_CHUNK = 1 << 20
 
 
 def crash_point(name: str) -> None:
     """Called where a killed cleaner would leave work half done; tests stop the process here."""
-
-
-@dataclasses.dataclass(slots=True)
-class CleanResult:
-    """What one cleaning of one partition did (the benchmark prints these)."""
-
-    partition: str
-    partitionlets: int = 0
-    bytes_read: int = 0
-    bytes_written: int = 0
-    records_read: int = 0
-    records_kept: int = 0
-    keys_mapped: int = 0
-    clean_to: int = 0
-    seconds: float = 0.0
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -85,24 +72,12 @@ class _Plan:
 def plan(part: DiskPartition, settings: Settings, now: int) -> _Plan | None:
     """What a cleaning of `part` would rewrite now, or None if it is not due."""
     chain = part.sealed_chain()
-    cleanable = []
-    for p in chain:
-        if settings.min_compaction_lag_ms > 0 and p.max_ts > now - settings.min_compaction_lag_ms:
-            break
-        cleanable.append(p)
-    if not cleanable:
+    found = due(chain, settings, now)
+    if found is None:
         return None
-    first_dirty = next((i for i, p in enumerate(cleanable) if p.clean_to is None or p.clean_to < p.next_offset),
-                       len(cleanable))
-    clean_bytes = sum(p.size for p in cleanable[:first_dirty])
-    dirty_bytes = sum(p.size for p in cleanable[first_dirty:])
-    dirty = first_dirty < len(cleanable)
-    ratio = dirty_bytes / (clean_bytes + dirty_bytes) if clean_bytes + dirty_bytes else 0.0
-    overdue = dirty and cleanable[first_dirty].created_ms <= now - settings.max_compaction_lag_ms
-    if not (dirty and (ratio >= settings.min_cleanable_dirty_ratio or overdue)):
-        return None
+    cleanable = chain[:found[0]]
     tail = [(p.log_path, p.size) for p in part.chain_tail(cleanable[0])]
-    return _Plan(cleanable, first_dirty, tail)
+    return _Plan(cleanable, found[1], tail)
 
 
 def _batches(path: str, size: int) -> Iterator[tuple[memoryview, tuple]]:
@@ -203,6 +178,7 @@ def _rewrite(
     crash_point("mapped")
     pairs: list[tuple[Partitionlet, Partitionlet]] = []
     written: list[Partitionlet] = []
+    markers = MarkerTracker(scan.aborted)
     try:
         for p in cleanable:
             if p.base >= upper:
@@ -221,7 +197,7 @@ def _rewrite(
                     result.bytes_read += len(batch)
                     keep_empty = header[9] >= 0 and scan.last_batches.get(header[9]) == header[0]
                     kept = filter_batch(batch, header, codec, offsets, upper, drop_tombstones, keep_empty,
-                                        header[0] in scan.aborted, stats)
+                                        header[0] in scan.aborted, stats, markers)
                     if kept is not None:
                         writer.add(kept, header)
                     crash_point("writing")

@@ -350,7 +350,8 @@ class DiskPartition(PartitionBase):
     # appending ---------------------------------------------------------------
 
     async def append(
-        self, batch: bytes | bytearray | memoryview, record_count: int, *, at: int | None = None
+        self, batch: bytes | bytearray | memoryview, record_count: int, *, at: int | None = None,
+        leader_epoch: int | None = None,
     ) -> AppendResult:
         self._check_open()
         view = memoryview(batch).cast("B")

@@ -35,7 +35,8 @@ from ..partition_base import RecordTimestamps
 from . import layout
 from .catalog import JsonLog
 from .chain import read_manifest
-from .cleaner import DEFAULT_BACKOFF_MS, DEFAULT_DEDUPE_BUFFER_BYTES, CleanResult, clean_partition
+from ..compaction import DEFAULT_BACKOFF_MS, DEFAULT_DEDUPE_BUFFER_BYTES
+from .cleaner import CleanResult, clean_partition
 from .files import empty_trash, fsync_dir, make_dirs, move_to_trash, write_atomic
 from .metadata import (
     Finding,

@@ -1,7 +1,8 @@
 """Compaction through the broker: stock consumers over cleaned logs, idempotence after a cleaning.
 
-The broker runs on disk with its cleaner on a long backoff; tests clean
-explicitly through the store, with `now` far enough ahead for every lag.
+The broker runs on disk (and, for stock consumers, on memory too) with its
+cleaner on a long backoff; tests clean explicitly through the store, with
+`now` far enough ahead for every lag.
 """
 
 from __future__ import annotations
@@ -96,8 +97,10 @@ async def aiokafka_view(bootstrap: str, topic: str, end: int) -> list[tuple[int,
     return out
 
 
-def test_stock_consumers_read_across_the_gaps_a_cleaning_leaves(tmp_path: Path):
-    with Broker(data_dir=str(tmp_path), log_cleaner_backoff_ms=3_600_000) as broker:
+@pytest.mark.parametrize("engine", ["disk", "memory"])
+def test_stock_consumers_read_across_the_gaps_a_cleaning_leaves(tmp_path: Path, engine: str):
+    data_dir = "memory://" if engine == "memory" else str(tmp_path)
+    with Broker(data_dir=data_dir, log_cleaner_backoff_ms=3_600_000) as broker:
         broker.create_topic("cdc", configs=CONFIGS)
         producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "linger.ms": 0,
                              "compression.type": "lz4"})

@@ -19,17 +19,24 @@ from kafkacompat.broker.cleaner_codec import CLEANER_CODEC
 from kafkacompat.protocol.records import (
     ATTR_TRANSACTIONAL, Record, build_batch, iter_records, read_header, record_timestamps,
 )
-from kafkacompat.protocol.control_records import ControlType, build_marker, set_attributes
+from kafkacompat.protocol.control_records import ControlType, build_marker, marker_type, set_attributes
 from kafkacompat.storage import StreamPolicy
 HOUR = 3_600_000
+DAY = 24 * HOUR
 T0 = 1_700_000_000_000  # record timestamps; cleanings run "now" = T0 + some hours
 
 
-async def open_disk(path, **kw):
+@pytest.fixture(params=["disk", "memory"])
+def engine(request) -> str:
+    """The compaction rules hold on both engines that compact; files, restarts and crashes are the disk's."""
+    return request.param
+
+
+async def open_disk(path, engine="disk", **kw):
     kw.setdefault("record_timestamps", record_timestamps)
     kw.setdefault("record_codec", CLEANER_CODEC)
     kw.setdefault("cleaner_backoff_ms", 3_600_000)  # tests clean explicitly
-    st = storage.open_store(str(path), **kw)
+    st = storage.open_store("memory://" if engine == "memory" else str(path), **kw)
     await st.open()
     return st
 
@@ -86,8 +93,8 @@ def latest(rows):
     return {k: v for _, k, v in rows}
 
 
-async def test_keeps_the_last_record_per_key_at_its_offset(tmp_path):
-    st = await open_disk(tmp_path)
+async def test_keeps_the_last_record_per_key_at_its_offset(engine, tmp_path):
+    st = await open_disk(tmp_path, engine=engine)
     part = await compacted(st)
     for i in range(3):
         await put(part, [("a", f"a{i}"), ("b", f"b{i}")])
@@ -105,8 +112,8 @@ async def test_keeps_the_last_record_per_key_at_its_offset(tmp_path):
     await st.close()
 
 
-async def test_tombstones_stay_for_delete_retention_ms_then_go(tmp_path):
-    st = await open_disk(tmp_path)
+async def test_tombstones_stay_for_delete_retention_ms_then_go(engine, tmp_path):
+    st = await open_disk(tmp_path, engine=engine)
     part = await compacted(st, {"delete.retention.ms": str(HOUR)})
     await put(part, [("a", "1")])
     await put(part, [("b", "1")])
@@ -129,8 +136,8 @@ async def test_tombstones_stay_for_delete_retention_ms_then_go(tmp_path):
     await st.close()
 
 
-async def test_min_compaction_lag_keeps_recent_partitionlets_dirty(tmp_path):
-    st = await open_disk(tmp_path)
+async def test_min_compaction_lag_keeps_recent_partitionlets_dirty(engine, tmp_path):
+    st = await open_disk(tmp_path, engine=engine)
     part = await compacted(st, {"min.compaction.lag.ms": str(HOUR)})
     await put(part, [("a", "old")], ts=T0)
     await roll(part, ts=T0)
@@ -145,8 +152,8 @@ async def test_min_compaction_lag_keeps_recent_partitionlets_dirty(tmp_path):
     await st.close()
 
 
-async def test_dirty_ratio_below_minimum_waits_unless_max_compaction_lag_passed(tmp_path):
-    st = await open_disk(tmp_path)
+async def test_dirty_ratio_below_minimum_waits_unless_max_compaction_lag_passed(engine, tmp_path):
+    st = await open_disk(tmp_path, engine=engine)
     part = await compacted(st, {"min.cleanable.dirty.ratio": "0.9", "max.compaction.lag.ms": str(10 * HOUR)})
     await put(part, [("a", "1")])
     await roll(part)
@@ -168,15 +175,15 @@ async def test_dirty_ratio_below_minimum_waits_unless_max_compaction_lag_passed(
     await st.close()
 
 
-async def test_max_compaction_lag_caps_the_partitionlet_age(tmp_path):
-    st = await open_disk(tmp_path)
+async def test_max_compaction_lag_caps_the_partitionlet_age(engine, tmp_path):
+    st = await open_disk(tmp_path, engine=engine)
     part = await compacted(st, {"max.compaction.lag.ms": "1000", "segment.ms": str(HOUR)})
     assert part.settings.partitionlet_age_ms == 1000
     await st.close()
 
 
-async def test_keys_spanning_partitionlets(tmp_path):
-    st = await open_disk(tmp_path)
+async def test_keys_spanning_partitionlets(engine, tmp_path):
+    st = await open_disk(tmp_path, engine=engine)
     part = await compacted(st)
     expected = {}
     for round_ in range(4):
@@ -198,8 +205,8 @@ async def test_keys_spanning_partitionlets(tmp_path):
 
 
 @pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "zstd"])
-async def test_compressed_batches_are_recompressed_with_their_codec(tmp_path, codec):
-    st = await open_disk(tmp_path)
+async def test_compressed_batches_are_recompressed_with_their_codec(engine, tmp_path, codec):
+    st = await open_disk(tmp_path, engine=engine)
     part = await compacted(st)
     await put(part, [(f"k{i % 5}", f"v{i}") for i in range(40)], codec=codec)
     await put(part, [("k0", "last")], codec=codec)
@@ -216,8 +223,8 @@ async def test_compressed_batches_are_recompressed_with_their_codec(tmp_path, co
     await st.close()
 
 
-async def test_a_full_offset_map_cleans_a_prefix_and_the_next_pass_the_rest(tmp_path):
-    st = await open_disk(tmp_path, cleaner_dedupe_buffer_bytes=5 * storage.compaction.ENTRY_BYTES)
+async def test_a_full_offset_map_cleans_a_prefix_and_the_next_pass_the_rest(engine, tmp_path):
+    st = await open_disk(tmp_path, engine=engine, cleaner_dedupe_buffer_bytes=5 * storage.compaction.ENTRY_BYTES)
     part = await compacted(st)
     for round_ in range(2):
         for k in range(10):
@@ -237,8 +244,8 @@ async def test_a_full_offset_map_cleans_a_prefix_and_the_next_pass_the_rest(tmp_
     await st.close()
 
 
-async def test_a_producers_last_batch_stays_as_an_empty_batch(tmp_path):
-    st = await open_disk(tmp_path)
+async def test_a_producers_last_batch_stays_as_an_empty_batch(engine, tmp_path):
+    st = await open_disk(tmp_path, engine=engine)
     part = await compacted(st)
     await put(part, [("a", "1"), ("b", "1")], producer=(7, 0, 0))
     await put(part, [("a", "2"), ("b", "2")])  # no producer id
@@ -252,8 +259,8 @@ async def test_a_producers_last_batch_stays_as_an_empty_batch(tmp_path):
     await st.close()
 
 
-async def test_aborted_records_go_committed_ones_compact_and_markers_stay(tmp_path):
-    st = await open_disk(tmp_path)
+async def test_aborted_records_go_committed_ones_compact_and_markers_stay(engine, tmp_path):
+    st = await open_disk(tmp_path, engine=engine)
     part = await compacted(st)
     await put(part, [("a", "1"), ("b", "1")])
     await put(part, [("a", "aborted"), ("c", "aborted")], producer=(7, 0, 0), transactional=True)
@@ -274,8 +281,53 @@ async def test_aborted_records_go_committed_ones_compact_and_markers_stay(tmp_pa
     await st.close()
 
 
-async def test_a_transaction_still_open_bounds_the_cleaning(tmp_path):
-    st = await open_disk(tmp_path)
+@pytest.mark.parametrize("retention_ms, kept_markers", [
+    (0, [(7, "COMMIT"), (8, "COMMIT")]),  # emptied transactions lose their markers at the next cleaning
+    (DAY, [(7, "ABORT"), (8, "COMMIT"), (7, "COMMIT"), (8, "COMMIT")]),  # not before delete.retention.ms
+])
+async def test_markers_go_once_their_transaction_is_empty_and_delete_retention_passed(
+        engine, tmp_path, retention_ms, kept_markers):
+    st = await open_disk(tmp_path, engine=engine)
+    part = await compacted(st, {"delete.retention.ms": str(retention_ms)})
+    await put(part, [("a", "aborted"), ("c", "aborted")], producer=(7, 0, 0), transactional=True)
+    await end_txn(part, 7, ControlType.ABORT)
+    await put(part, [("b", "2"), ("d", "committed")], producer=(8, 0, 0), transactional=True)
+    await end_txn(part, 8, ControlType.COMMIT)
+    await put(part, [("e", "1")], producer=(7, 0, 2), transactional=True)
+    await end_txn(part, 7, ControlType.COMMIT)
+    await put(part, [("d", "last")], producer=(8, 0, 2), transactional=True)
+    await end_txn(part, 8, ControlType.COMMIT)
+    await put(part, [("b", "3")])  # producer 8's first transaction is now all superseded
+    await roll(part)
+    await put(part, [("z", "1")])
+
+    def markers(data) -> list[tuple[int, str]]:
+        return [(h.producer_id, _marker(data, h)) for h in _headers(data) if h.is_control]
+
+    await st.clean_logs(now=T0 + HOUR)
+    # the first cleaning removes the batches; it met them, so their markers stay this time
+    assert markers(await part.read(part.log_start_offset, 1 << 20)) == [(7, "ABORT"), (8, "COMMIT"), (7, "COMMIT"), (8, "COMMIT")]
+    await roll(part, ts=T0 + 1)
+    await put(part, [("y", "1")])
+    await st.clean_logs(now=T0 + 2 * HOUR)
+    assert markers(await part.read(part.log_start_offset, 1 << 20)) == kept_markers
+    assert await read_all(part) == [(6, "e", "1"), (8, "d", "last"), (10, "b", "3"), (12, "z", "1"), (14, "y", "1")]
+    await st.close()
+
+
+def _marker(data, header) -> str:
+    """ABORT or COMMIT: the control type of the marker batch `header` within fetched `data`."""
+    view, pos = memoryview(data), 0
+    while pos < len(view):
+        found = read_header(view, pos)
+        if found.base_offset == header.base_offset:
+            return marker_type(view[pos:pos + found.size]).name
+        pos += found.size
+    raise AssertionError(f"no batch at {header.base_offset}")
+
+
+async def test_a_transaction_still_open_bounds_the_cleaning(engine, tmp_path):
+    st = await open_disk(tmp_path, engine=engine)
     part = await compacted(st)
     await put(part, [("a", "1")])
     await put(part, [("a", "2")])

@@ -117,12 +117,121 @@ async def test_a_repeated_commit_assigns_nothing_twice(pair):
     key = a.objects.new_key()
     data = batch(2)
     await a.objects.put(key, data)
-    args = (key, len(data), [pid], [2], [0], [len(data)], [1000])
+    args = (key, len(data), [pid], [2], [0], [len(data)], [1000], [-1])
     first = await a._commit(*args)
     again = await a._commit(*args)  # as after an answer lost on the network
     assert first == again and first[0][1] == 0
     await a.partition("/default", "t", 0).append(batch(1), 1)
     assert a.partition("/default", "t", 0).high_watermark == 3
+
+
+async def test_an_append_under_a_superseded_leader_epoch_is_refused_by_the_commit(pair):
+    """Fencing by the database: a batch buffered by a deposed leader is not stored, whatever its timing."""
+    import asyncpg
+
+    from kafkacompat.cluster.leases import create_schema
+
+    a, b = pair
+    await a.create_topic("/default", "t", 1)
+    await eventually(lambda: b.get_topic("/default", "t") is not None)
+    conn = await asyncpg.connect(a.database_url)
+    try:
+        await create_schema(conn)  # the cluster layer's leader table, in the store's database
+        await conn.execute("INSERT INTO kc_partition_leaders VALUES ('/default', 't', 0, 1, 3)")
+        pa, pb = a.partition("/default", "t", 0), b.partition("/default", "t", 0)
+        assert (await pa.append(batch(2), 2, leader_epoch=3)).base_offset == 0
+        a.writer.flush_ms = 60_000  # the deposed leader's batch waits in its buffer ...
+        stale = asyncio.ensure_future(pa.append(batch(5), 5, leader_epoch=3))
+        await asyncio.sleep(0)
+        assert not stale.done()
+        # ... while leadership moves (as the cluster's conditional UPDATE does) and the new leader appends
+        await conn.execute("UPDATE kc_partition_leaders SET leader = 2, epoch = epoch + 1")
+        assert (await pb.append(batch(1), 1, leader_epoch=4)).base_offset == 2
+        a.writer.flush()
+        with pytest.raises(storage.NotLeaderError) as refused:
+            await stale
+        assert refused.value.epoch == 4
+        assert (await pb.append(batch(1), 1, leader_epoch=4)).base_offset == 3
+        with pytest.raises(storage.NotLeaderError):  # an append under an epoch not yet reached: refused too
+            await pb.append(batch(1), 1, leader_epoch=5)
+        await eventually(lambda: pa.high_watermark == 4)
+        assert await read_all(pa) == [0, 1, 2, 3]  # dense: nothing of the refused batch
+        data = bytes(await pb.read(2, 1 << 20))
+        assert struct.unpack_from(">qii", data, 0)[2] == 4  # batches carry the leader table's epoch
+        assert [e for e in await b.epochs(pb.pid) if e[0] in (3, 4)] == [(3, 0), (4, 2)]
+    finally:
+        await conn.close()
+
+
+async def test_a_repeated_commit_of_a_fenced_batch_is_refused_again(pair):
+    import asyncpg
+
+    from kafkacompat.cluster.leases import create_schema
+
+    a, _ = pair
+    await a.create_topic("/default", "t", 1)
+    conn = await asyncpg.connect(a.database_url)
+    try:
+        await create_schema(conn)
+        await conn.execute("INSERT INTO kc_partition_leaders VALUES ('/default', 't', 0, 1, 7)")
+    finally:
+        await conn.close()
+    part = a.partition("/default", "t", 0)
+    key = a.objects.new_key()
+    data = batch(2)
+    await a.objects.put(key, data)
+    args = (key, len(data), [part.pid], [2], [0], [len(data)], [1000], [6])
+    first = await a._commit(*args)
+    again = await a._commit(*args)  # as after an answer lost on the network
+    assert first[0][1:] == (-2, 7) and again[0][1] == -2
+    await part.refresh()
+    assert part.high_watermark == 0
+
+
+async def test_a_partitions_batches_are_committed_in_the_order_they_were_appended(pair):
+    """Objects are written concurrently, but a partition's batches in a later object wait for the
+    earlier object's commit; when that one fails, the later batches of its partitions fail too."""
+    a, _ = pair
+    await a.create_topic("/default", "t", 2)
+    p0, p1 = a.partition("/default", "t", 0), a.partition("/default", "t", 1)
+    real_put, puts, release = a.writer._put, [], asyncio.Event()
+    failing = [False]
+
+    async def put(key: str, body: bytes) -> None:
+        puts.append(key)
+        if len(puts) % 2 == 1:  # the first object of each round is slow (and may fail)
+            await release.wait()
+            if failing[0]:
+                raise OSError("injected: the object store refused the write")
+        await real_put(key, body)
+
+    a.writer._put = put
+    a.writer.flush_ms = 60_000
+    try:
+        for failing[0] in (False, True):
+            release.clear()
+            puts.clear()
+            first = asyncio.ensure_future(p0.append(batch(1), 1))
+            await asyncio.sleep(0)
+            a.writer.flush()
+            second = asyncio.ensure_future(p0.append(batch(2), 2))
+            other = asyncio.ensure_future(p1.append(batch(3), 3))
+            await asyncio.sleep(0)
+            a.writer.flush()
+            await eventually(lambda: len(puts) == 2)
+            done, _ = await asyncio.wait({second, other}, timeout=1.0)  # its object is written: its commit waits
+            assert not done
+            release.set()
+            if not failing[0]:
+                assert [(await f).base_offset for f in (first, second, other)] == [0, 1, 0]
+                continue
+            for refused in (first, second):
+                with pytest.raises(storage.StorageUnavailableError):
+                    await refused
+            assert (await other).base_offset == 3  # another partition in the same object is stored
+    finally:
+        release.set()  # a failed assertion must not leave a write waiting (closing the store waits for it)
+    assert await read_all(p0) == [0, 1, 2] and p0.high_watermark == 3
 
 
 async def test_stored_bytes_carry_the_assigned_offset_only_when_read(pair):
