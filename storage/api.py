@@ -330,3 +330,9 @@ class Store(abc.ABC):
     @abc.abstractmethod
     def get_state(self, stream: str, table: str) -> dict[str, dict]:
         """Every live record of a state table (empty when it was never written)."""
+
+    async def reload_state(self, stream: str, table: str) -> None:
+        """Read a state table afresh from where it is kept, for a store that other processes
+        write too (the cloud engine); get_state then returns what they wrote. A store only
+        this process writes is always current: nothing to do."""
+        return None

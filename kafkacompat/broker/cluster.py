@@ -6,6 +6,7 @@ import base64
 import dataclasses
 import logging
 import uuid
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from kio.schema.errors import ErrorCode
@@ -13,7 +14,7 @@ from kio.schema.errors import ErrorCode
 from kafkacompat import storage
 from kafkacompat.storage import Store, TopicInfo
 
-from ..cluster import ClusterView, Member, open_cluster_view
+from ..cluster import ClusterView, Member, SingleNode, open_cluster_view
 from ..cluster.membership import PartitionKey, cluster_url, coordinator_partition
 from ..config import BrokerConfig
 from ..groups import GroupCoordinator
@@ -80,6 +81,9 @@ class Cluster:
         # The leader table lives in the store's own database: its commit can fence appends by epoch.
         self._fenced = cluster_url(config) is not None and cluster_url(config) == getattr(store, "database_url", None)
         self.view.on_leadership_gained = self._leadership_gained
+        self.view.on_leadership_lost = self._leadership_lost
+        self.groups.owns_all = isinstance(self.view, SingleNode)  # else loaded per offsets partition gained
+        self.groups.durable.may_write = self.coordinates
 
     def _partition_keys(self) -> list[PartitionKey]:
         """Every partition of the store, for the cluster view to give each one a leader."""
@@ -92,10 +96,25 @@ class Cluster:
         stream, topic, index = key
         if self.store.get_topic(stream, topic) is None:
             return
+        if (stream, topic) == (self.default_stream, OFFSETS_TOPIC):  # the groups placed on it come here
+            try:
+                await self.groups.take_over(self._placed_on(index))
+            except storage.StorageError as exc:
+                log.warning("cannot load the groups of %s-%d: %s; their members rejoin", OFFSETS_TOPIC, index, exc)
         try:
             await self.store.partition(stream, topic, index).refresh()
         except storage.StorageError as exc:
             log.warning("cannot refresh %s:%s/%d on becoming its leader: %s", stream, topic, index, exc)
+
+    async def _leadership_lost(self, key: PartitionKey) -> None:
+        stream, topic, index = key
+        if (stream, topic) == (self.default_stream, OFFSETS_TOPIC):
+            self.groups.unload(self._placed_on(index))
+
+    def _placed_on(self, index: int) -> Callable[[str], bool]:
+        """Whether a group id is coordinated by the leader of __consumer_offsets partition `index`."""
+        count = self.config.offsets_topic_num_partitions
+        return lambda group_id: coordinator_partition(group_id, count) == index
 
     def leader_epoch(self, info: TopicInfo, index: int, partition: storage.Partition | None) -> int:
         """The partition's leader epoch as clients see it: the cluster's when there is one, else the store's."""
@@ -148,9 +167,10 @@ class Cluster:
         return None if found is None else self.view.member(found[0])
 
     def coordinates(self, key: str) -> bool:
-        """Whether this broker is the coordinator of a group or transactional id (others answer NOT_COORDINATOR)."""
-        found = self.coordinator(key)
-        return found is not None and found.node_id == self.node_id
+        """Whether this broker is the coordinator of a group or transactional id (others answer
+        NOT_COORDINATOR): it leads the key's __consumer_offsets partition and its lease is valid."""
+        index = coordinator_partition(key, self.config.offsets_topic_num_partitions)
+        return self.view.leads((self.default_stream, OFFSETS_TOPIC, index))
 
     def brokers_for(self, listener: str) -> list[Member]:
         """brokers(), with this one at the address of the client's listener (peers keep what they advertise)."""

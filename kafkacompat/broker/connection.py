@@ -33,6 +33,7 @@ from ..handlers.common import NO_RESPONSE, CloseConnection
 from ..handlers.api_versions import unsupported_version_response
 from .receive import FrameStream
 from .request_stats import response_errors
+from .send import plain_socket_fd, send_chunks
 from ..security.authenticator import BEFORE_AUTHENTICATION, SASL_AUTHENTICATE_KEY, SaslAuthenticator
 from ..security.scram import AuthenticationFailed
 from ..security.listeners import DEFAULT_LISTENER, Listener
@@ -264,6 +265,7 @@ class Connection:
 
     async def _write_answers(self) -> None:
         writer = self.writer
+        fd = plain_socket_fd(writer)  # None on TLS: bytes go through the transport
         while True:
             item = await self._answers.get()
             if item is None:
@@ -282,7 +284,7 @@ class Connection:
             if isinstance(body, BareToken):
                 writer.write(len(body.token).to_bytes(4, "big") + body.token)
             else:
-                writer.writelines(response_chunks(header.api_key, header.api_version, header.correlation_id, body))
+                send_chunks(writer, response_chunks(header.api_key, header.api_version, header.correlation_id, body), fd)
             self._stats.request_done(header.api_key, header.api_version, time.perf_counter() - received)
             if dataclasses.is_dataclass(body):  # a kio response; Produce and Fetch encode theirs and count their errors
                 for error in response_errors(body):

@@ -60,6 +60,8 @@ class ClusterView(abc.ABC):
         # awaited with a partition key when this broker becomes its leader, before it serves it
         # (the broker reads the partition's offsets afresh and rebuilds producer state from the log)
         self.on_leadership_gained: Callable[[PartitionKey], Awaitable[None]] = _nothing
+        # awaited with a partition key when this broker stops leading it (moved away, or its lease lost)
+        self.on_leadership_lost: Callable[[PartitionKey], Awaitable[None]] = _nothing
 
     @abc.abstractmethod
     async def start(self) -> None:

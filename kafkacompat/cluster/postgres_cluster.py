@@ -127,6 +127,7 @@ class PostgresCluster(ClusterView):
             return
         if not await self._lease.renew(conn):
             log.warning("broker %d lost its lease; registering again", self.me.node_id)
+            await self._lose(self._led)
             self._led = {}
             await self._lease.register(conn, wait_s=self._lease.lease_ms / 1000)
         live = await live_members(conn)
@@ -144,6 +145,15 @@ class PostgresCluster(ClusterView):
         gained = [key for key, epoch in led.items() if self._led.get(key) != epoch]
         for key in gained:  # served only once caught up with what the previous leader appended
             await self.on_leadership_gained(key)
+        lost = [key for key in self._led if key not in led]
         self._live, self._rows, self._led = live, rows, led
+        await self._lose(lost)
         self._yielding -= handing_on - set(led)
         self._yielding &= set(led)
+
+    async def _lose(self, keys: Iterable[PartitionKey]) -> None:
+        for key in list(keys):
+            try:
+                await self.on_leadership_lost(key)
+            except Exception:  # noqa: BLE001 - the heartbeat must go on
+                log.exception("letting go of %s failed", key)

@@ -7,7 +7,9 @@ target assignment with the server-side assignor, and moves the member one
 reconciliation step towards its target. Leaving is a heartbeat with epoch
 -1 (or -2 for a static member that will come back). Session and rebalance
 timeouts fence members. Groups live in memory on the broker's event loop
-beside the classic groups; committed offsets are shared with them.
+beside the classic groups; committed offsets are shared with them. After
+each change the group's state is handed to `save` (written to the store,
+see durable.py), so the next coordinator continues the group.
 """
 
 from __future__ import annotations
@@ -40,6 +42,9 @@ from .group import Group
 from .topic_regex import InvalidRegex, compile_regex, matches
 
 log = logging.getLogger(__name__)
+
+# a member's fields that are group state (not its timers)
+_MEMBER_STATE = tuple(f.name for f in dataclasses.fields(ConsumerMember) if not f.name.endswith("_timer"))
 
 
 class HeartbeatError(Exception):
@@ -104,6 +109,7 @@ class ConsumerGroupCoordinator:
         classic_group: Callable[[str], Group | None],
         hand_over_classic_group: Callable[[str], None],
         take_back_classic_group: Callable[[Group], None],
+        save: Callable[[str], None] = lambda group_id: None,
     ) -> None:
         self.config = config
         self.store = store
@@ -112,6 +118,7 @@ class ConsumerGroupCoordinator:
         self._classic_group = classic_group  # the classic group of an id (or one known by offsets only)
         self._hand_over = hand_over_classic_group  # the classic coordinator lets go of a group
         self._take_back = take_back_classic_group  # ... and takes one back, which then rebalances
+        self._save = save  # queue a group's state for the store after it changed
         self.classic = ClassicMembers(self)
 
     def _classic_state(self, group_id: str) -> str | None:
@@ -122,11 +129,23 @@ class ConsumerGroupCoordinator:
     def default_assignor(self) -> str:
         return self.config.group_consumer_assignors[0]
 
+    def adopt(self, group: ConsumerGroup) -> None:
+        """Serve a group loaded from the store: its members' session (and revocation) timeouts run from now."""
+        self.groups[group.group_id] = group
+        for member in group.members.values():
+            self.schedule_session_timeout(group, member)
+            self._track_revocation(group, ConsumerMember(member.member_id), member)
+
     def close(self) -> None:
-        for group in self.groups.values():
+        for group_id in list(self.groups):
+            self.drop(group_id)
+
+    def drop(self, group_id: str) -> None:
+        """Forget a group (another broker coordinates it now), stopping its members' timers."""
+        group = self.groups.pop(group_id, None)
+        if group is not None:
             for member in group.members.values():
                 member.cancel_timers()
-        self.groups.clear()
 
     # topics -------------------------------------------------------------------
     def topic_name(self, info: TopicInfo) -> str:
@@ -186,13 +205,33 @@ class ConsumerGroupCoordinator:
 
     # ConsumerGroupHeartbeat ---------------------------------------------------
     def heartbeat(self, req: HeartbeatRequest) -> HeartbeatResult:
+        before = self._fingerprint(req.group_id, req.member_id)
         try:
             self._validate(req)
             if req.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
                 return self._leave(req)
             return self._heartbeat(req)
         except HeartbeatError as exc:
+            if exc.code in (ErrorCode.fenced_member_epoch, ErrorCode.unknown_member_id):
+                log.info("consumer group %s: member %s (epoch %d) refused: %s", req.group_id, req.member_id,
+                         req.member_epoch, exc)
             return HeartbeatResult(exc.code, str(exc))
+        finally:
+            if self._fingerprint(req.group_id, req.member_id) != before:
+                self._save(req.group_id)
+
+    def _fingerprint(self, group_id: str, member_id: str) -> tuple | None:
+        """What a heartbeat can change: the group's epochs and size, and the member's own fields.
+
+        Most heartbeats change nothing; comparing this before and after one
+        spares building and comparing the whole group's record every time.
+        """
+        group = self.groups.get(group_id)
+        if group is None:
+            return None
+        member = group.members.get(member_id)
+        fields = None if member is None else tuple(getattr(member, name) for name in _MEMBER_STATE)
+        return id(group), group.group_epoch, group.assignment_epoch, len(group.members), fields
 
     def _validate(self, req: HeartbeatRequest) -> None:
         invalid = ErrorCode.invalid_request
@@ -252,8 +291,8 @@ class ConsumerGroupCoordinator:
             self.groups[group_id] = upgraded
             return upgraded
         if not create:
-            # Kafka answers GROUP_ID_NOT_FOUND, which clients treat as fatal; groups live in memory here,
-            # so after a broker restart their members must be told to rejoin at epoch 0 instead
+            # Kafka answers GROUP_ID_NOT_FOUND, which clients treat as fatal; a group whose stored state
+            # was lost (or could not be read) must have its members rejoin at epoch 0 instead
             raise HeartbeatError(
                 ErrorCode.unknown_member_id, f"Member {member_id} is not a member of group {group_id}."
             )
@@ -442,6 +481,7 @@ class ConsumerGroupCoordinator:
         group.members[member_id].session_timer = None
         log.info("member %s of consumer group %s: session timed out", member_id, group_id)
         self.fence(group, member_id)
+        self._save(group_id)
 
     def _rebalance_expired(self, group_id: str, member_id: str, epoch: int) -> None:
         group = self.groups.get(group_id)
@@ -455,6 +495,7 @@ class ConsumerGroupCoordinator:
                 member_id, group_id,
             )
             self.fence(group, member_id)
+            self._save(group_id)
 
     def fence(self, group: ConsumerGroup, member_id: str) -> None:
         """Remove a member; the others get its partitions at the next group epoch.

@@ -6,7 +6,10 @@ the coordinator resolves when the rebalance reaches the point Kafka would
 answer; timers enforce session timeouts, rebalance timeouts and the
 initial rebalance delay. Committed offsets are not here but in the store
 (see offsets.py); a group known only by its offsets appears as an Empty
-group, as Kafka shows groups loaded from __consumer_offsets.
+group, as Kafka shows groups loaded from __consumer_offsets. Each group's
+state is also written to the store (durable.py) and loaded by the broker
+that coordinates the group next: after a restart, or on another broker
+of a cluster, members go on with their generation and assignment.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from ..config import BrokerConfig
 from ..broker.topic_names import TopicNameError, split_name
 from .classic_api import JoinRequest, JoinResult, SyncResult
 from .consumer_coordinator import ConsumerGroupCoordinator
+from . import durable
 from .consumer_protocol import CONSUMER_PROTOCOL_TYPE, subscribed_topics
 from .group import Group, GroupState, Member
 from .offsets import CommittedOffsets
@@ -73,10 +77,17 @@ class GroupCoordinator:
         self._clock = clock
         self._expiry_task: asyncio.Task[None] | None = None
         # KIP-848 groups share this coordinator's offsets, listing and deletion; a group id is one or the other
-        self.consumer = ConsumerGroupCoordinator(config, store, clock, self._group, self._hand_over, self._take_back)
+        self.consumer = ConsumerGroupCoordinator(config, store, clock, self._group, self._hand_over, self._take_back,
+                                                 self._save)
+        self.durable = durable.GroupStateWriter(store)
+        # this broker coordinates every group (alone); in a cluster the groups of each
+        # __consumer_offsets partition it leads are loaded by take_over as it gains them
+        self.owns_all = True
 
     # lifetime ---------------------------------------------------------------
     def start(self) -> None:
+        if self.owns_all:
+            self.load(self.durable.stored(), lambda group_id: True)
         self._expiry_task = asyncio.get_running_loop().create_task(
             self._expire_periodically(), name="group offsets expiry"
         )
@@ -89,15 +100,73 @@ class GroupCoordinator:
             except asyncio.CancelledError:
                 pass
             self._expiry_task = None
-        for group in self.groups.values():
+        await self.durable.close()
+        self.unload(lambda group_id: True)
+
+    # durable state ------------------------------------------------------------
+    def _save(self, group_id: str) -> None:
+        """Queue the group's state for the store; a classic group in a rebalance keeps its last stable state."""
+        consumer_group = self.consumer.groups.get(group_id)
+        if consumer_group is not None:
+            self.durable.save(group_id, durable.consumer_record(consumer_group))
+            return
+        group = self.groups.get(group_id)
+        if group is None or group.is_(Dead):
+            self.durable.save(group_id, None)
+        elif group.state in (Stable, Empty):
+            self.durable.save(group_id, durable.classic_record(group))
+
+    def load(self, records: Mapping[str, durable.Record], owned: Callable[[str], bool]) -> int:
+        """Restore the stored groups this broker now coordinates (Kafka's loading of
+        __consumer_offsets): members keep their ids, generation or epochs and assignments,
+        and have one session timeout from now to heartbeat here. Returns how many."""
+        loaded = 0
+        for group_id, record in records.items():
+            if not owned(group_id):
+                continue
+            self._drop(group_id)
+            try:
+                if record.get("type") == "consumer":
+                    self.consumer.adopt(durable.consumer_group(group_id, record))
+                else:
+                    group = self.groups[group_id] = durable.classic_group(group_id, record)
+                    for member in group.members.values():
+                        self._schedule_heartbeat(group, member)
+            except (KeyError, TypeError, ValueError, AttributeError) as exc:
+                log.warning("group %s: its stored state cannot be read (%s); its members rejoin", group_id, exc)
+                self._drop(group_id)
+                continue
+            self.durable.loaded(group_id, record)
+            loaded += 1
+        return loaded
+
+    async def take_over(self, owned: Callable[[str], bool]) -> None:
+        """This broker became the coordinator of the groups `owned` selects: load their latest state."""
+        self.unload(owned)  # whatever is in memory from an earlier term is stale
+        loaded = self.load(await self.durable.reload(), owned)
+        if loaded:
+            log.info("took over %d group(s) with their members and assignments", loaded)
+
+    def unload(self, owned: Callable[[str], bool]) -> None:
+        """Forget the groups `owned` selects (another broker coordinates them now): stop their timers,
+        answer parked JoinGroup and SyncGroup requests with NOT_COORDINATOR so members look again."""
+        dropped = [g for g in [*self.groups, *self.consumer.groups] if owned(g)]
+        for group_id in dropped:
+            self._drop(group_id)
+        self.durable.forget(dropped)
+
+    def _drop(self, group_id: str) -> None:
+        group = self.groups.pop(group_id, None)
+        if group is not None:
             for timer in (group.join_timer, group.sync_timer, *group.pending_members.values()):
                 if timer is not None:
                     timer.cancel()
             for member in group.members.values():
                 if member.heartbeat_timer is not None:
                     member.heartbeat_timer.cancel()
-        self.groups.clear()
-        self.consumer.close()
+                self._answer_join(member, JoinResult(ErrorCode.not_coordinator, member.member_id))
+                self._answer_sync(member, SyncResult(ErrorCode.not_coordinator))
+        self.consumer.drop(group_id)
 
     # lookup -----------------------------------------------------------------
     def _group(self, group_id: str, create: bool = False) -> Group | None:
@@ -157,6 +226,7 @@ class GroupCoordinator:
         consumer_group = self.consumer.groups.get(req.group_id)
         if consumer_group is not None and not self.consumer.drop_if_empty(req.group_id):
             answer.set_result(self.consumer.classic.join(consumer_group, req))  # a classic member of a consumer group
+            self._save(req.group_id)
             return answer
         is_unknown = req.member_id == ""
         group = self._group(req.group_id, create=is_unknown)
@@ -174,6 +244,7 @@ class GroupCoordinator:
         else:
             self._join_current_member(group, req, answer)
         self._try_complete_join(group)
+        self._save(req.group_id)
         return answer
 
     def _accept_joining_member(self, group: Group, member_id: str) -> bool:
@@ -409,6 +480,7 @@ class GroupCoordinator:
             group.protocol_name = None
             group.transition(Empty, self._clock())
             log.info("group %s is empty at generation %d", group.group_id, group.generation)
+            self._save(group.group_id)
             return
         group.protocol_name = group.select_protocol()
         group.transition(Completing, self._clock())
@@ -504,7 +576,7 @@ class GroupCoordinator:
         answer: asyncio.Future[SyncResult] = asyncio.get_running_loop().create_future()
         consumer_group = self.consumer.groups.get(group_id)
         if consumer_group is not None:
-            answer.set_result(
+            answer.set_result(  # hands back what the member's JoinGroup stored: nothing to write
                 self.consumer.classic.sync(consumer_group, generation, member_id, instance_id, protocol_type, protocol_name)
             )
             return answer
@@ -549,6 +621,7 @@ class GroupCoordinator:
             self._propagate_assignment(group, ErrorCode.none)
             group.transition(Stable, self._clock())
             log.info("group %s is stable at generation %d", group_id, group.generation)
+            self._save(group_id)
         return answer
 
     def _remove_pending_sync(self, group: Group, member_id: str) -> None:
@@ -585,7 +658,9 @@ class GroupCoordinator:
             return ErrorCode.invalid_group_id, []
         consumer_group = self.consumer.groups.get(group_id)
         if consumer_group is not None:
-            return ErrorCode.none, self.consumer.classic.leave(consumer_group, leaving)
+            errors = self.consumer.classic.leave(consumer_group, leaving)
+            self._save(group_id)
+            return ErrorCode.none, errors
         group = self._group(group_id)
         if group is None:
             return ErrorCode.none, [ErrorCode.unknown_member_id] * len(leaving)
@@ -611,6 +686,7 @@ class GroupCoordinator:
             log.info("member %s leaves group %s", member_id, group_id)
             self._remove_member_and_update(group, group.members[member_id], f"member {member_id} left")
             errors.append(ErrorCode.none)
+        self._save(group_id)
         return ErrorCode.none, errors
 
     # offsets ------------------------------------------------------------------
@@ -713,6 +789,7 @@ class GroupCoordinator:
             if group.is_(Empty) and not self.offsets.has_offsets(group.group_id):
                 group.transition(Dead, now)
                 self.groups.pop(group.group_id, None)
+                self._save(group.group_id)
         for group_id in list(self.consumer.groups):
             expired_total += await self._expire_consumer_group_offsets(group_id, now, retention)
         return expired_total
@@ -727,8 +804,8 @@ class GroupCoordinator:
         if expired:
             await self.offsets.delete(group_id, expired)
             log.info("consumer group %s: %d committed offset(s) expired", group_id, len(expired))
-        if not self.offsets.has_offsets(group_id):
-            self.consumer.drop_if_empty(group_id)
+        if not self.offsets.has_offsets(group_id) and self.consumer.drop_if_empty(group_id):
+            self._save(group_id)
         return len(expired)
 
     async def _expire_periodically(self) -> None:
@@ -785,6 +862,7 @@ class GroupCoordinator:
         if group_id in self.consumer.groups:
             error = self.consumer.delete(group_id)
             if error == ErrorCode.none:
+                self._save(group_id)
                 await self.offsets.delete(group_id)
             return error
         group = self._group(group_id)
@@ -794,6 +872,7 @@ class GroupCoordinator:
             return ErrorCode.non_empty_group
         group.transition(Dead, self._clock())
         self.groups.pop(group_id, None)
+        self._save(group_id)
         await self.offsets.delete(group_id)
         log.info("group %s deleted", group_id)
         return ErrorCode.none

@@ -34,6 +34,8 @@ def _refusal(ctx: Any, request: Any) -> ErrorCode | None:
 async def handle(ctx: Any, request: Any) -> Any:
     m = schema_of(ctx)
     refused = _refusal(ctx, request)
+    if refused is None and not ctx.cluster.coordinates(request.group_id):  # the group moved: look it up again
+        refused = ErrorCode.not_coordinator
     if refused is not None:
         return make(m.ConsumerGroupHeartbeatResponse, throttle_time=NO_THROTTLE, error_code=refused,
                     error_message=None, member_id=None, member_epoch=-1,
@@ -55,6 +57,7 @@ async def handle(ctx: Any, request: Any) -> Any:
             version=ctx.version,
         )
     )
+    await ctx.cluster.groups.durable.flushed(request.group_id)  # the member's new epoch is stored before it acts
     assignment = None
     if result.assignment is not None:
         assignment = make(

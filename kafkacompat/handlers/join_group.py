@@ -56,10 +56,11 @@ async def handle(ctx: Any, request: Any) -> Any:
             reason=getattr(request, "reason", None),
         )
     )
-    if answer.done():
-        return _response(m, ctx.version, answer.result())
+    groups = ctx.cluster.groups
 
     async def deferred() -> Any:
-        return _response(m, ctx.version, await answer)
+        result = await answer
+        await groups.durable.flushed(request.group_id)  # a classic member of a consumer group: its epoch is stored
+        return _response(m, ctx.version, result)
 
     return deferred()

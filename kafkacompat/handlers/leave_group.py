@@ -13,11 +13,15 @@ async def handle(ctx: Any, request: Any) -> Any:
     if not ctx.cluster.authorizer.group(ctx, Operation.READ, request.group_id):
         return make(m.LeaveGroupResponse, throttle_time=NO_THROTTLE, error_code=ErrorCode.group_authorization_failed,
                     **({"members": ()} if ctx.version >= 3 else {}))
+    if not ctx.cluster.coordinates(request.group_id):  # the group moved: the member finds its new coordinator
+        return make(m.LeaveGroupResponse, throttle_time=NO_THROTTLE, error_code=ErrorCode.not_coordinator,
+                    **({"members": ()} if ctx.version >= 3 else {}))
     if ctx.version < 3:
         leaving = [(request.member_id, None)]
     else:
         leaving = [(member.member_id, member.group_instance_id) for member in request.members]
     error, member_errors = ctx.cluster.groups.leave(request.group_id, leaving)
+    await ctx.cluster.groups.durable.flushed(request.group_id)
     if ctx.version < 3:
         if error == ErrorCode.none and member_errors:
             error = member_errors[0]

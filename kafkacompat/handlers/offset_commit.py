@@ -63,7 +63,7 @@ async def handle(ctx: Any, request: Any) -> Any:
             request.member_id,
             getattr(request, "group_instance_id", None),
             ctx.version,
-        )
+        ) if cluster.coordinates(request.group_id) else ErrorCode.not_coordinator  # the group moved
         for key in too_large:
             errors[key] = group_error if group_error != ErrorCode.none else ErrorCode.offset_metadata_too_large
         if group_error != ErrorCode.none:

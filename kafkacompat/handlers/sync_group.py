@@ -24,6 +24,8 @@ async def handle(ctx: Any, request: Any) -> Any:
     m = schema_of(ctx)
     if not ctx.cluster.authorizer.group(ctx, Operation.READ, request.group_id):
         return _response(m, SyncResult(ErrorCode.group_authorization_failed))
+    if not ctx.cluster.coordinates(request.group_id):  # the group moved: the member finds its new coordinator
+        return _response(m, SyncResult(ErrorCode.not_coordinator))
     answer = ctx.cluster.groups.sync(
         request.group_id,
         request.generation_id,
@@ -33,10 +35,11 @@ async def handle(ctx: Any, request: Any) -> Any:
         getattr(request, "protocol_name", None),
         {a.member_id: bytes(a.assignment) for a in request.assignments},
     )
-    if answer.done():
-        return _response(m, answer.result())
+    groups = ctx.cluster.groups
 
     async def deferred() -> Any:
-        return _response(m, await answer)
+        result = await answer
+        await groups.durable.flushed(request.group_id)  # the assignment is stored before members act on it
+        return _response(m, result)
 
     return deferred()

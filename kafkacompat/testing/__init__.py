@@ -496,6 +496,7 @@ class Broker:
         store = cluster.store
         self.faults.clear()
         await cluster.groups.close()  # forgets every group, its members and timers
+        await cluster.groups.durable.forget_all()  # ... and their stored state
         cluster.groups.start()
         default = cluster.default_stream
         for stream in store.list_streams():

@@ -371,6 +371,16 @@ class CloudStore(NamespaceStore):
                                         path, name)
                 stream.tables[name] = {r["key"]: json.loads(r["value"]) for r in rows}
 
+    async def reload_state(self, stream: str, table: str) -> None:
+        """The table as the database holds it now, without waiting for a notification under way
+        (a broker taking over another's groups reads what that broker last wrote)."""
+        import asyncpg
+
+        try:
+            await self._sync_small("state", stream, table)
+        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, asyncio.TimeoutError) as exc:
+            raise StorageUnavailableError(f"the database cannot be read: {exc}") from exc
+
     async def _notify(self, conn: Any, kind: str, **fields: str) -> None:
         await conn.execute("SELECT pg_notify($1, $2)", schema.NAMESPACE_CHANNEL,
                            json.dumps({"o": self.origin, "k": kind, **fields}))

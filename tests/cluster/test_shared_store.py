@@ -2,8 +2,7 @@
 
 Stock clients bootstrap from any broker and are routed by Metadata; a
 kill -9 of a partition leader under idempotent acks=all load loses and
-duplicates nothing; the group coordinator moves and the group goes on from
-its committed offsets.
+duplicates nothing (the group coordinator's move: test_group_failover.py).
 """
 
 from __future__ import annotations
@@ -185,67 +184,3 @@ def test_kill_9_of_a_leader_under_idempotent_load_loses_and_duplicates_nothing(c
         assert values == sorted(values), f"partition {partition}: order changed"
     # the bound is lease + heartbeat; the rest is slack for Metadata round trips on a loaded machine
     assert moved_after and moved_after[0] <= (LEASE_MS + HEARTBEAT_MS) / 1000 + 1.5, moved_after
-
-
-def test_the_group_coordinator_moves_and_the_group_goes_on_from_its_committed_offsets(
-    cluster: BrokerCluster,
-) -> None:
-    topic = create_topic(cluster.bootstrap, 3)
-    producer = Producer({"bootstrap.servers": cluster.bootstrap, "enable.idempotence": True, "acks": "all"})
-    for i in range(300):
-        producer.produce(topic, value=str(i).encode(), partition=i % 3)
-    assert producer.flush(30) == 0
-    group = f"g-{uuid.uuid4().hex[:8]}"
-    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
-
-    def coordinator() -> int:
-        return admin.describe_consumer_groups([group], request_timeout=5)[group].result(timeout=10).coordinator.id
-
-    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group, "enable.auto.commit": False,
-                         "auto.offset.reset": "earliest", "session.timeout.ms": 6000,
-                         "heartbeat.interval.ms": 500})
-    consumer.subscribe([topic])
-    seen: list[bytes] = []
-    deadline = time.monotonic() + 60
-    while len(seen) < 150 and time.monotonic() < deadline:
-        for msg in consumer.consume(150 - len(seen), timeout=0.5):
-            assert msg.error() is None, msg.error()
-            seen.append(msg.value())
-    consumer.commit(asynchronous=False)
-    first = coordinator()
-    survivors = {node_id: b for node_id, b in enumerate(cluster.brokers, 1) if node_id != first}
-    cluster.broker(first).kill()
-    admin = AdminClient({"bootstrap.servers": ",".join(b.bootstrap for b in survivors.values())})
-
-    # The member finds the new coordinator. Group membership is not durable (only commits are):
-    # the new coordinator answers UNKNOWN_MEMBER_ID, the member rejoins and goes on from the
-    # group's committed offsets, so what it read after the last commit may come again (at least
-    # once, as after any rebalance) and nothing before that commit does.
-    before_kill = collections.Counter(seen)
-    after: list[bytes] = []
-    everything = {str(i).encode() for i in range(300)}
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
-        for msg in consumer.consume(100, timeout=0.5):
-            if msg.error() is None:
-                after.append(msg.value())
-        if everything <= set(seen) | set(after):
-            try:
-                consumer.commit(asynchronous=False)
-            except KafkaException:  # UNKNOWN_MEMBER_ID, REBALANCE_IN_PROGRESS...: rejoining
-                continue
-            done = consumer.committed([TopicPartition(topic, p) for p in range(3)], timeout=10)
-            if all(tp.offset == 100 for tp in done):
-                break
-    consumer.close()
-    assert everything <= set(seen) | set(after), "records never delivered after the coordinator died"
-    assert set(before_kill.values()) == {1} and not set(after) & set(before_kill), \
-        "a record committed before the coordinator died came again"
-    assert coordinator() in survivors
-
-    # a new member of the group starts where the group's commits say: at the end
-    again = Consumer({"bootstrap.servers": next(iter(survivors.values())).bootstrap, "group.id": group, "enable.auto.commit": False,
-                      "auto.offset.reset": "earliest"})
-    committed = again.committed([TopicPartition(topic, p) for p in range(3)], timeout=20)
-    assert {tp.partition: tp.offset for tp in committed} == {0: 100, 1: 100, 2: 100}
-    again.close()

@@ -1,11 +1,9 @@
-"""Consumers that stay up while the broker restarts rejoin and go on from their commits.
+"""Consumers that stay up while the broker restarts go on from where they were.
 
-Membership lives in memory here, so after a restart the members' next
-heartbeat or commit gets UNKNOWN_MEMBER_ID and they rejoin. Kafka keeps
-membership in __consumer_offsets instead, so on Kafka the records a member
-read but could not commit across the restart are not read twice; here they
-may be (at least once, as after any failed commit). What was committed
-before the restart is never read again.
+Group state (members, generation or epochs, assignments) is kept in the
+store as Kafka keeps it in __consumer_offsets, so after a restart the
+members heartbeat to the broker again and keep their partitions. What was
+committed before the restart is never read again.
 """
 
 from __future__ import annotations
@@ -14,6 +12,7 @@ import pytest
 
 from kafkacompat.testing import Broker
 from tests.groups import scenarios
+from tests.groups.group_continuity import keep_group_through
 from tests.groups.helpers import GROUP_SETTINGS, produce, wait_for
 
 
@@ -52,3 +51,22 @@ def test_live_members_rejoin_after_a_broker_restart(tmp_path, topic_name: str, l
         finally:
             for m in members:
                 m.stop()
+
+
+@pytest.mark.parametrize("client,protocol", [
+    ("confluent", "classic"), ("confluent", "consumer"), pytest.param("java", "classic", marks=pytest.mark.slow)])
+def test_a_stable_group_keeps_its_assignment_across_a_broker_restart(tmp_path, client: str, protocol: str) -> None:
+    """The group's state is in the stream's data path: after the restart the members heartbeat
+    with their generation (or epoch) and keep their partitions, as on Kafka; nothing is read twice."""
+    brokers = [Broker(data_dir=str(tmp_path), **GROUP_SETTINGS).start()]
+    port = brokers[0].port
+
+    def restart(coordinator: int) -> str:
+        brokers[0].stop()
+        brokers.append(Broker(data_dir=str(tmp_path), port=port, **GROUP_SETTINGS).start())
+        return brokers[-1].bootstrap_servers
+
+    try:
+        keep_group_through(brokers[0].bootstrap_servers, protocol, restart, client)
+    finally:
+        brokers[-1].stop()
