@@ -228,8 +228,11 @@ def build_batch(
 
 
 def _decode_records(batch: bytes | memoryview, header: BatchHeader) -> Iterator[Record]:
-    end = header.size
-    payload = decompress(header.codec, memoryview(batch)[HEADER_SIZE:end])
+    return decode_payload(decompress(header.codec, memoryview(batch)[HEADER_SIZE : header.size]), header)
+
+
+def decode_payload(payload: bytes | memoryview, header: BatchHeader) -> Iterator[Record]:
+    """The records of a batch whose records section (after the header) is already decompressed."""
     pos = 0
     log_append = header.attributes & ATTR_LOG_APPEND_TIME
     for _ in range(header.record_count):

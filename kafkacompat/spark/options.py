@@ -14,9 +14,12 @@ import dataclasses
 import json
 import re
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from ..broker.topic_names import TopicNameError, canonical_name, split_name
-from ..storage.disk.reader import StoreReader
+
+if TYPE_CHECKING:  # the store is not imported where only options are parsed (Spark's schema worker)
+    from ..storage.disk.reader import StoreReader
 
 EARLIEST, LATEST = -2, -1
 

@@ -19,9 +19,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable
 
-from ..broker.cleaner_codec import CLEANER_CODEC
 from ..protocol.records import record_timestamps
-from ..storage.compaction import scan_log
 from ..storage.disk.reader import PartitionSnapshot, StoreReader, batch_headers, offset_for_timestamp
 from .options import EARLIEST, LATEST, OptionError, Options, TopicRef
 
@@ -53,6 +51,10 @@ class Stability:
 
 
 def stability(snap: PartitionSnapshot, start: int) -> Stability:
+    # read_committed only: the broker's transaction codec is not imported for every plan
+    from ..broker.cleaner_codec import CLEANER_CODEC
+    from ..storage.compaction import scan_log
+
     scan = scan_log(batch_headers(snap, start), CLEANER_CODEC.is_abort_marker)
     last_stable = snap.high_watermark if scan.first_open is None else scan.first_open
     return Stability(last_stable, frozenset(scan.aborted))

@@ -3,8 +3,9 @@
 A Python data source (Spark 4's `pyspark.sql.datasource`): the driver
 plans offset ranges from the chain manifests and indexes (plan.py); each
 task opens its partitionlet files read-only, checks every batch's CRC,
-decodes records (every codec, with aiokafka's Cython decoder: about five
-times our pure-Python one) and hands Spark Arrow batches. No broker is
+decodes records (every codec) straight into Arrow column buffers (C, see
+protocol/record_columns.py) and hands Spark Arrow batches (scan.py);
+stream.py reads streams. No broker is
 in the data path and no JVM connector jar is needed. The schema and
 column types are those of Spark's Kafka source.
 """
@@ -12,11 +13,9 @@ column types are those of Spark's Kafka source.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING
 
-import pyarrow as pa
-from aiokafka.record.default_records import DefaultRecordBatch
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
-from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import (
     ArrayType,
     BinaryType,
@@ -28,10 +27,14 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from ..broker.topic_names import split_name
-from ..storage.disk.reader import PartitionSnapshot, StoreReader, read_batches
-from .options import Options, TopicRef, parse_options
-from .plan import DataLossError, Range, Stability, batch_plan, cut, partitions_of, stability, starting_offset
+from .options import Options, parse_options
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+# Spark imports this module in a fresh planning worker for every query (to
+# learn the schema, to plan partitions): the store, record decoding and
+# pyarrow are imported where reading or planning needs them, not here.
 
 BASE_FIELDS = [
     StructField("key", BinaryType()),
@@ -44,7 +47,6 @@ BASE_FIELDS = [
 ]
 HEADERS_FIELD = StructField(
     "headers", ArrayType(StructType([StructField("key", StringType()), StructField("value", BinaryType())])))
-ROWS_PER_ARROW_BATCH = 8192
 
 
 class KafkacompatDataSource(DataSource):
@@ -62,12 +64,9 @@ class KafkacompatDataSource(DataSource):
         return BatchReader(parse_options(self.options), schema)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        from .stream import StreamReader
+
         return StreamReader(parse_options(self.options), schema)
-
-
-class RangePartition(InputPartition):
-    def __init__(self, value: Range) -> None:
-        super().__init__(value)
 
 
 class BatchReader(DataSourceReader):
@@ -76,139 +75,12 @@ class BatchReader(DataSourceReader):
         self.schema = schema
 
     def partitions(self) -> Sequence[InputPartition]:
+        from .plan import batch_plan
+        from .scan import RangePartition
+
         return [RangePartition(r) for r in batch_plan(self.opts)]
 
     def read(self, partition: InputPartition | None) -> Iterator[pa.RecordBatch]:
+        from .scan import read_range
+
         return read_range(partition, self.opts, self.schema)
-
-
-class StreamReader(DataSourceStreamReader):
-    """Spark offsets are {topic: {partition: next offset}}, as Spark's Kafka source writes them."""
-
-    def __init__(self, opts: Options, schema: StructType) -> None:
-        self.opts = opts
-        self.schema = schema
-        # The end of the last batch planned or committed: where maxOffsetsPerTrigger counts from.
-        # Spark plans the last batch of its offset log again on restart, which sets it.
-        self._position: dict[str, dict[str, int]] | None = None
-        # read_committed: (topic label, partition) -> (start offset, what latestOffset's header walk found),
-        # so planning the same batch does not walk the headers again. Batches below the LSO it found
-        # belong to transactions already ended then, so their outcomes cannot have changed since.
-        self._walked: dict[tuple[str, str], tuple[int, Stability]] = {}
-
-    def initialOffset(self) -> dict:
-        reader = StoreReader(self.opts.volumes)
-        out: dict[str, dict[str, int]] = {}
-        for ref, index in partitions_of(self.opts, reader):
-            snap = reader.snapshot(ref.stream, ref.name, index)
-            out.setdefault(ref.label, {})[str(index)] = starting_offset(self.opts, ref, index, snap)
-        return out
-
-    def latestOffset(self) -> dict:
-        reader = StoreReader(self.opts.volumes)
-        start = self._position if self._position is not None else self.initialOffset()
-        latest: dict[str, dict[str, int]] = {}
-        for ref, index in partitions_of(self.opts, reader):
-            snap = reader.snapshot(ref.stream, ref.name, index)
-            end = snap.high_watermark
-            if self.opts.read_committed:  # as a read_committed consumer: no further than the LSO
-                begin = start.get(ref.label, {}).get(str(index), snap.log_start)
-                walked = stability(snap, begin)
-                self._walked[ref.label, str(index)] = (begin, walked)
-                end = walked.last_stable
-            latest.setdefault(ref.label, {})[str(index)] = end
-        limit = self.opts.max_offsets_per_trigger
-        return latest if limit is None else rate_limit(start, latest, limit)
-
-    def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
-        self._position = end
-        reader = StoreReader(self.opts.volumes)
-        ranges = []
-        for label, ends in end.items():
-            stream, name = split_name(label, self.opts.default_stream)
-            ref = TopicRef(stream, name, label)
-            for index_text, stop in ends.items():
-                index = int(index_text)
-                snap = reader.snapshot(stream, name, index)
-                begin = start.get(label, {}).get(index_text, snap.log_start)  # a new partition: from its start
-                aborted = self._aborted(snap, label, index_text, begin) if self.opts.read_committed else frozenset()
-                ranges.extend(cut(self.opts, ref, index, begin, stop, snap, aborted))
-        return [RangePartition(r) for r in ranges]
-
-    def _aborted(self, snap: PartitionSnapshot, label: str, index_text: str, begin: int) -> frozenset[int]:
-        """The aborted batches from `begin` on: latestOffset's walk when it started there, else a new one."""
-        cached = self._walked.get((label, index_text))
-        if cached is not None and cached[0] == begin:
-            return cached[1].aborted
-        return stability(snap, begin).aborted
-
-    def read(self, partition: InputPartition | None) -> Iterator[pa.RecordBatch]:
-        return read_range(partition, self.opts, self.schema)
-
-    def commit(self, end: dict) -> None:
-        self._position = end
-
-
-def rate_limit(start: dict, latest: dict, limit: int) -> dict:
-    """Spread `limit` offsets over the partitions in proportion to how far each is behind.
-
-    A partition `start` does not know yet is new and counts from offset 0.
-    """
-    begin = {(t, p): start.get(t, {}).get(p, 0) for t, ps in latest.items() for p in ps}
-    behind = {(t, p): max(0, end - begin[t, p]) for t, ps in latest.items() for p, end in ps.items()}
-    total = sum(behind.values())
-    if total <= limit:
-        return latest
-    out = {t: dict(ps) for t, ps in latest.items()}
-    shares = {tp: lag * limit // total for tp, lag in behind.items()}
-    if not any(shares.values()):  # every share rounded down: the partition furthest behind takes it all
-        shares[max(behind, key=behind.__getitem__)] = limit
-    for (t, p), share in shares.items():
-        out[t][p] = min(latest[t][p], begin[t, p] + share)
-    return out
-
-
-def read_range(partition: InputPartition | None, opts: Options, schema: StructType) -> Iterator[pa.RecordBatch]:
-    """Spark asks for one partition, None, when a plan has no ranges: nothing to read then."""
-    return iter(()) if partition is None else arrow_batches(partition.value, opts, schema)
-
-
-def arrow_batches(rng: Range, opts: Options, schema: StructType) -> Iterator[pa.RecordBatch]:
-    """The records of one range as Arrow batches in the source's schema."""
-    arrow_schema = to_arrow_schema(schema)
-    snap = StoreReader(rng.volumes).snapshot(rng.stream, rng.topic, rng.partition)
-    if snap.log_start > rng.start and opts.fail_on_data_loss:
-        raise DataLossError(f"{rng.label}/{rng.partition}: offsets {rng.start}..{snap.log_start - 1} are gone "
-                            "(retention or deletion) since the query was planned")
-    with_headers = opts.include_headers
-    columns: dict[str, list] = {f.name: [] for f in schema.fields}
-    keys, values, offsets, times, types = (columns[n] for n in ("key", "value", "offset", "timestamp", "timestampType"))
-    headers = columns.get("headers")
-    for batch in read_batches(snap, rng.start, rng.end):
-        decoded = DefaultRecordBatch(bytes(batch))
-        if decoded.is_control_batch or decoded.base_offset in rng.aborted:
-            continue
-        ts_type = decoded.timestamp_type  # 0 CreateTime, 1 LogAppendTime, as Spark's column has it
-        for record in decoded:
-            if not rng.start <= record.offset < rng.end:
-                continue
-            keys.append(record.key)
-            values.append(record.value)
-            offsets.append(record.offset)
-            times.append(record.timestamp * 1000)
-            types.append(ts_type)
-            if with_headers:
-                headers.append([{"key": k, "value": v} for k, v in record.headers])
-        if len(offsets) >= ROWS_PER_ARROW_BATCH:
-            yield _arrow(columns, rng, arrow_schema)
-            for column in columns.values():
-                column.clear()
-    if offsets:
-        yield _arrow(columns, rng, arrow_schema)
-
-
-def _arrow(columns: dict[str, list], rng: Range, schema: pa.Schema) -> pa.RecordBatch:
-    rows = len(columns["offset"])
-    columns["topic"] = [rng.label] * rows
-    columns["partition"] = [rng.partition] * rows
-    return pa.RecordBatch.from_arrays([pa.array(columns[f.name], type=f.type) for f in schema], schema=schema)

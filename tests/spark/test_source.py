@@ -203,7 +203,7 @@ def isolated_view(broker: Broker, topic: str, isolation: str) -> list[tuple[int,
 
 def test_read_committed_stops_at_the_lso_and_skips_aborted_records_as_a_consumer_does(spark, broker, volumes):
     from kafkacompat.spark.options import parse_options
-    from kafkacompat.spark.source import StreamReader
+    from kafkacompat.spark.stream import StreamReader
 
     topic = f"{STREAM}:Valves"
     broker.create_topic(topic, partitions=1)
