@@ -22,6 +22,7 @@ import json
 import logging
 import random
 import time
+import uuid
 from dataclasses import dataclass, field as dc_field
 from typing import Any
 
@@ -139,8 +140,10 @@ def _iso(ms: int) -> str:
 class TopicTarget:
     """The topic a produce request writes to: its name, partition count, and the sticky partition of keyless records."""
 
-    def __init__(self, cluster: Cluster, name: str, partitions: int, producer: IdempotentProducer) -> None:
+    def __init__(self, cluster: Cluster, name: str, partitions: int, producer: IdempotentProducer,
+                 topic_id: uuid.UUID = NO_TOPIC_ID) -> None:
         self.cluster, self.name, self.partitions, self.producer = cluster, name, partitions, producer
+        self.topic_id = topic_id  # Produce v13+ names the topic by id, as Kafka 4.1's producer does
         self.stream, self.topic = cluster.split(name)
 
     @classmethod
@@ -158,7 +161,7 @@ class TopicTarget:
             (topic,) = answer.topics
         if topic.error_code != 0:
             raise kafka_error(ErrorCode(topic.error_code))
-        return cls(cluster, name, len(topic.partitions), request.app[PRODUCER])
+        return cls(cluster, name, len(topic.partitions), request.app[PRODUCER], topic.topic_id)
 
     def place(self, items: list[Incoming]) -> dict[int, list[Incoming]]:
         """Each record's partition: asked for, by key (Kafka's murmur2), or one sticky pick for the keyless."""
@@ -199,7 +202,8 @@ class TopicTarget:
                                 records=_batches(group, producer, keys[index]))
                           for index, group in groups.items())
             request = build(PRODUCE, transactional_id=None, acks=ACKS_ALL, timeout=TIMEOUT,
-                            topic_data=(build(PRODUCE, "TopicProduceData", name=self.name, partition_data=parts),))
+                            topic_data=(build(PRODUCE, "TopicProduceData", name=self.name, topic_id=self.topic_id,
+                                              partition_data=parts),))
             answer = await call(self.cluster, PRODUCE, request)
             results = answer.responses[0].partition_responses
             for result in results:
