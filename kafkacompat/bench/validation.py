@@ -31,6 +31,7 @@ import time
 from collections import deque
 from pathlib import Path
 
+from kafkacompat.frames import read_frame
 from kafkacompat.protocol.compression import Codec
 from kafkacompat.protocol.messages import encode_body, make
 from kafkacompat.protocol.records import Record, build_batch
@@ -72,12 +73,6 @@ def _request(batch: bytes, correlation_id: int) -> bytes:
     return struct.pack(">i", len(header) + len(body)) + header + body
 
 
-def _read_frame(sock: socket.socket) -> bytes:
-    head = sock.recv(4, socket.MSG_WAITALL)
-    (size,) = struct.unpack(">i", head)
-    return sock.recv(size, socket.MSG_WAITALL)
-
-
 def _start(validating: bool, port: int) -> subprocess.Popen[bytes]:
     process = subprocess.Popen(
         [sys.executable, "-c", _WITH if validating else _WITHOUT, "serve", "--data-dir", "memory://",
@@ -106,7 +101,7 @@ def _create_topic(port: int) -> None:
     header = struct.pack(">hhih", 19, 7, 1, 5) + b"bench" + b"\x00"
     with socket.create_connection(("127.0.0.1", port)) as sock:
         sock.sendall(struct.pack(">i", len(header) + len(body)) + header + body)
-        _read_frame(sock)
+        read_frame(sock)
 
 
 def measure(validating: bool, batch: bytes, records: int, seconds: float) -> tuple[float, float]:
@@ -122,7 +117,7 @@ def measure(validating: bool, batch: bytes, records: int, seconds: float) -> tup
             sent = done = 0
             for _ in range(IN_FLIGHT * 2):  # warm up
                 sock.sendall(requests[0])
-                _read_frame(sock)
+                read_frame(sock)
             cpu_before, started = cpu_seconds(process.pid), time.perf_counter()
             while True:
                 elapsed = time.perf_counter() - started
@@ -132,7 +127,7 @@ def measure(validating: bool, batch: bytes, records: int, seconds: float) -> tup
                     sent += 1
                 if not in_flight:
                     break
-                response = _read_frame(sock)
+                response = read_frame(sock)
                 error = struct.unpack_from(">h", response, 4 + 1 + 1 + 1 + len(TOPIC) + 1 + 4)[0]
                 if error:
                     raise RuntimeError(f"produce failed with error {error}")
