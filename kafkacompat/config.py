@@ -205,6 +205,10 @@ class BrokerConfig:
     authentication_timeout_ms: int = _setting(10_000, "close a connection whose TLS handshake or SASL "
                                                       "authentication has not finished within this time",
                                               metavar="MS", minimum=1)
+    connection_failed_authentication_delay_ms: int = _setting(
+        100, "after a failed SASL authentication, keep the connection open this long once the refusal is sent, "
+             "like connection.failed.authentication.delay.ms (clients read the error before the close)",
+        metavar="MS", minimum=0)
     transactional_id_expiration_ms: int = _setting(
         604_800_000, "how long a transactional id with no open transaction is kept after its last update, "
                      "like transactional.id.expiration.ms", metavar="MS", minimum=1)

@@ -89,6 +89,7 @@ class Connection:
         self.sasl = sasl
         self._sasl_max_frame = config.sasl_server_max_receive_size
         self._authentication_timeout = config.authentication_timeout_ms / 1000
+        self._failed_authentication_delay = config.connection_failed_authentication_delay_ms / 1000
         self.faults = injected
         self._fault_rules = injected.rules  # read once per request: empty unless a test set faults
         self.reader = reader
@@ -161,6 +162,10 @@ class Connection:
             pass
         except Exception:  # noqa: BLE001 - the socket is going anyway
             log.debug("writer for %s ended with an error", self.peer, exc_info=True)
+        if self.sasl is not None and self.sasl.failed and not stopping:
+            # as Kafka's connection.failed.authentication.delay.ms: the refusal arrives well before the
+            # close, so a client reads the authentication error rather than only a dropped connection
+            await asyncio.sleep(self._failed_authentication_delay)
         self.writer.close()
 
     def _close_if_idle(self) -> None:
