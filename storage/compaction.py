@@ -24,9 +24,11 @@ commit), as it injects record_timestamps.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import hashlib
-from collections.abc import Callable, Iterable, Sequence
+import logging
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Protocol
 
 from . import batch_format as bf
@@ -38,6 +40,17 @@ from .namespace import Settings
 ENTRY_BYTES = 160
 DEFAULT_DEDUPE_BUFFER_BYTES = 128 << 20  # Kafka's log.cleaner.dedupe.buffer.size
 DEFAULT_BACKOFF_MS = 15_000  # Kafka's log.cleaner.backoff.ms
+log = logging.getLogger(__name__)
+
+
+async def cleaner_loop(clean_logs: Callable[[], Awaitable[object]], backoff_ms: int) -> None:
+    """An engine's background cleaner: a pass every backoff_ms; a failed pass is logged and the next one runs."""
+    while True:
+        await asyncio.sleep(backoff_ms / 1000)
+        try:
+            await clean_logs()
+        except Exception:
+            log.exception("log cleaner pass failed")
 
 
 @dataclasses.dataclass(slots=True)

@@ -23,7 +23,7 @@ from . import batch_format as bf
 from .api import AppendResult, Cursor, PartitionletInfo, TimestampHit
 from .compaction import (
     DEFAULT_BACKOFF_MS, DEFAULT_DEDUPE_BUFFER_BYTES, CleanResult, FilterStats, MarkerTracker, OffsetMap,
-    RecordCodec, due, filter_batch, map_batch, scan_log,
+    RecordCodec, cleaner_loop, due, filter_batch, map_batch, scan_log,
 )
 from .errors import OffsetMismatchError, OffsetOutOfRangeError
 from .namespace import NamespaceStore, Settings, StreamState, TopicState, now_ms
@@ -285,7 +285,8 @@ class MemoryStore(NamespaceStore):
     async def open(self) -> None:
         await self._ensure_default_stream()
         if self.record_codec is not None:
-            self._cleaner_task = asyncio.get_running_loop().create_task(self._cleaner_loop())
+            cleaner = cleaner_loop(self.clean_logs, self.cleaner_backoff_ms)
+            self._cleaner_task = asyncio.get_running_loop().create_task(cleaner)
 
     async def close(self) -> None:
         if self._cleaner_task is not None:
@@ -295,14 +296,6 @@ class MemoryStore(NamespaceStore):
             self._cleaner_task = None
         for part in self._opened_partitions():
             part._wake()
-
-    async def _cleaner_loop(self) -> None:
-        while True:
-            await asyncio.sleep(self.cleaner_backoff_ms / 1000)
-            try:
-                await self.clean_logs()
-            except Exception:
-                log.exception("log cleaner pass failed")
 
     async def clean_logs(self, now: int | None = None) -> list[CleanResult]:
         """Clean every compacted partition in use whose cleaning is due."""

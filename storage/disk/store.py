@@ -35,7 +35,7 @@ from ..partition_base import RecordTimestamps
 from . import layout
 from .catalog import JsonLog
 from .chain import read_manifest
-from ..compaction import DEFAULT_BACKOFF_MS, DEFAULT_DEDUPE_BUFFER_BYTES
+from ..compaction import DEFAULT_BACKOFF_MS, DEFAULT_DEDUPE_BUFFER_BYTES, cleaner_loop
 from .cleaner import CleanResult, clean_partition
 from .files import empty_trash, fsync_dir, make_dirs, move_to_trash, write_atomic
 from .metadata import (
@@ -149,7 +149,8 @@ class DiskStore(NamespaceStore):
         self._spawn(asyncio.to_thread(self._empty_trash))
         self._retention_task = asyncio.get_running_loop().create_task(self._retention_loop())
         if self.record_codec is not None:
-            self._cleaner_task = asyncio.get_running_loop().create_task(self._cleaner_loop())
+            cleaner = cleaner_loop(self.clean_logs, self.cleaner_backoff_ms)
+            self._cleaner_task = asyncio.get_running_loop().create_task(cleaner)
         if self.background_verify:
             self._spawn(self.verify_all())
 
@@ -486,14 +487,6 @@ class DiskStore(NamespaceStore):
                         await asyncio.sleep(0)
 
     # log compaction --------------------------------------------------------------
-
-    async def _cleaner_loop(self) -> None:
-        while True:
-            await asyncio.sleep(self.cleaner_backoff_ms / 1000)
-            try:
-                await self.clean_logs()
-            except Exception:
-                log.exception("log cleaner pass failed")
 
     async def clean_logs(self, now: int | None = None) -> list[CleanResult]:
         """Clean every compacted partition whose cleaning is due (see cleaner.py).
