@@ -1,7 +1,10 @@
 """Fixtures for the compatibility suite and the hook that writes COMPATIBILITY.md on request.
 
 One in-memory broker serves the whole session; scenarios that restart a
-broker or need a namespace of their own start their own.
+broker or need a namespace of their own start their own. Scenarios marked
+`on_cluster` also run against three `kafkacompat serve` processes forming
+one cluster on PostgreSQL + S3 (moto), started once per session when the
+first of them runs: the `target` parameter says which (targets.py).
 """
 
 from __future__ import annotations
@@ -15,11 +18,14 @@ import pytest
 pytest.register_assert_rewrite("compat_tests.reference")  # agree() shows the differing steps
 
 from kafkacompat.testing import Broker  # noqa: E402 - after the rewrite registration
+from kafkacompat.testing.cluster import BrokerCluster, cloud_cluster_args  # noqa: E402
+from kafkacompat.testing.services import ServiceUnavailable  # noqa: E402
 
 from . import matrix  # noqa: E402
 from .drivers import CLIENTS, ClientUnavailable, Driver, NotApplicable, build
 from .reference import KafkaTools, ReferenceKafka, Side
 from .reference import kafka_tools, reference_kafka  # noqa: F401 - fixtures for every compat test
+from .targets import ClusterTarget, InProcessTarget, Target
 
 STREAM = "/apps/iot/oilpump_metrics"
 _HERE = Path(__file__).parent
@@ -36,7 +42,18 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "differential: the same steps against Apache Kafka 4.1.0 and kafkacompat, compared"
     )
+    config.addinivalue_line("markers", "on_cluster: the scenario also runs against a three-broker cluster")
+    config.addinivalue_line("markers", "cluster: a scenario's run against the three-broker cluster")
     config.pluginmanager.register(matrix.MatrixRecorder(config), "compat-matrix")
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Scenarios marked on_cluster run once per target; the others on the in-process broker only."""
+    if "target" in metafunc.fixturenames and metafunc.definition.get_closest_marker("on_cluster"):
+        metafunc.parametrize("target", [
+            pytest.param("broker", id="broker"),
+            pytest.param("cluster", id="cluster", marks=pytest.mark.cluster),
+        ], indirect=True)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -65,6 +82,25 @@ def compat_broker(data_dir: str | None = None, **settings: object) -> Broker:
 def broker() -> Iterator[Broker]:
     with compat_broker() as running:
         yield running
+
+
+@pytest.fixture(scope="session")
+def cluster() -> Iterator[BrokerCluster]:
+    """Three broker processes as one cluster on a PostgreSQL + S3 store, for the whole session."""
+    try:
+        args = cloud_cluster_args()
+    except ServiceUnavailable as exc:
+        pytest.skip(str(exc))
+    with BrokerCluster(3, args) as running:
+        yield running
+
+
+@pytest.fixture
+def target(request: pytest.FixtureRequest) -> Target:
+    """The broker side of a scenario: the session's in-process broker unless parametrized "cluster"."""
+    if getattr(request, "param", "broker") == "cluster":
+        return ClusterTarget(request.getfixturevalue("cluster"))
+    return InProcessTarget(request.getfixturevalue("broker"))
 
 
 @pytest.fixture(scope="session")
@@ -115,8 +151,8 @@ def client_name(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-def client(client_name: str, broker: Broker) -> Driver:
-    return driver_for(client_name, broker.bootstrap_servers)
+def client(client_name: str, target: Target) -> Driver:
+    return driver_for(client_name, target.bootstrap)
 
 
 @pytest.hookimpl(wrapper=True)

@@ -54,10 +54,15 @@ def cell_of(item: pytest.Item) -> tuple[str, str] | None:
     scenario = getattr(item, "originalname", item.name).removeprefix("test_")
     callspec = getattr(item, "callspec", None)
     if callspec is not None:
-        extra = [str(v) for k, v in callspec.params.items() if k != "client_name"]
+        extra = [str(v) for k, v in callspec.params.items() if k not in ("client_name", "target")]
         if extra:
             scenario += "[" + ",".join(extra) + "]"
     return client, scenario
+
+
+def on_cluster(item: pytest.Item) -> bool:
+    """Whether the test ran against the three-broker cluster (its own section of the matrix)."""
+    return item.get_closest_marker("cluster") is not None
 
 
 def add_option(parser: pytest.Parser) -> None:
@@ -72,6 +77,8 @@ class MatrixRecorder:
         self.config = config
         self.cells: dict[str, tuple[str, str]] = {}  # nodeid -> (client, scenario)
         self.results: dict[tuple[str, str], tuple[str, str]] = {}  # cell -> (outcome, note)
+        self.cluster_results: dict[tuple[str, str], tuple[str, str]] = {}  # the same, on the cluster
+        self.cluster_cells: set[str] = set()  # nodeids of runs against the cluster
         target = config.getoption(OPTION.lstrip("-").replace("-", "_"), default=None)
         self.target = pathlib.Path(target) if target else None
         self.complete = self._whole_suite_requested()
@@ -95,6 +102,8 @@ class MatrixRecorder:
             cell = cell_of(item)
             if cell is not None:
                 self.cells[item.nodeid] = cell
+                if on_cluster(item):
+                    self.cluster_cells.add(item.nodeid)
 
     def pytest_deselected(self, items: list[pytest.Item]) -> None:
         if any(cell_of(item) for item in items):
@@ -104,18 +113,19 @@ class MatrixRecorder:
         cell = self.cells.get(report.nodeid)
         if cell is None:
             return
-        previous = self.results.get(cell, ("pass", ""))
+        results = self.cluster_results if report.nodeid in self.cluster_cells else self.results
+        previous = results.get(cell, ("pass", ""))
         if previous[0] in ("fail", "skip", "known gap"):
             return  # the first bad news of a test stands
         if hasattr(report, "wasxfail"):
-            self.results[cell] = ("known gap", report.wasxfail or "")
+            results[cell] = ("known gap", report.wasxfail or "")
         elif report.skipped:
             reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
-            self.results[cell] = ("skip", reason.removeprefix("Skipped: "))
+            results[cell] = ("skip", reason.removeprefix("Skipped: "))
         elif report.failed:
-            self.results[cell] = ("fail", f"{report.when}: {report.head_line or ''}")
+            results[cell] = ("fail", f"{report.when}: {report.head_line or ''}")
         elif report.when == "call":
-            self.results[cell] = ("pass", "")
+            results[cell] = ("pass", "")
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         if self.target is None or not self.results or exitstatus == pytest.ExitCode.INTERRUPTED:
@@ -123,13 +133,12 @@ class MatrixRecorder:
         if not self.complete:
             sys.stderr.write(f"\n{OPTION}: not written, this run was not the whole compat suite\n")
             return
-        self.target.write_text(render(self.results))
+        self.target.write_text(render(self.results, self.cluster_results))
         sys.stderr.write(f"\n{OPTION}: wrote {self.target}\n")
 
 
-def render(results: dict[tuple[str, str], tuple[str, str]]) -> str:
-    clients = [c for c in COLUMNS if any(cell[0] == c for cell in results)]
-    scenarios = sorted({cell[1] for cell in results})
+def render(results: dict[tuple[str, str], tuple[str, str]],
+           cluster_results: dict[tuple[str, str], tuple[str, str]] | None = None) -> str:
     notes: dict[str, int] = {}
     lines = [
         "# Compatibility matrix",
@@ -145,9 +154,26 @@ def render(results: dict[tuple[str, str], tuple[str, str]]) -> str:
         "the broker lists aliases to kafka-python in all-topics metadata, so `subscribe(pattern=...)` "
         "matches them (`pattern=r\"apps\\.iot\\.oilpump_metrics\\.\\..*\"`).",
         "",
-        "| client | version | pass | fail | skip | known gap |",
-        "|---|---|---|---|---|---|",
+        *_tables(results, notes),
     ]
+    if cluster_results:
+        lines += ["", "## Three brokers as one cluster", "",
+                  "The core scenarios again, against three `kafkacompat serve` processes forming one cluster "
+                  "on PostgreSQL and an S3 endpoint (moto), clients bootstrapped from one broker and routed "
+                  "by Metadata to partition leaders spread over all three (compat_tests/targets.py).", "",
+                  *_tables(cluster_results, notes)]
+    if notes:
+        lines += ["", "Notes:", ""]
+        lines += [f"{number}. {text}" for text, number in notes.items()]
+    lines += _render_suites()
+    return "\n".join(lines) + "\n"
+
+
+def _tables(results: dict[tuple[str, str], tuple[str, str]], notes: dict[str, int]) -> list[str]:
+    """Counts per client, then one row per scenario; each note gets the next number in `notes`."""
+    clients = [c for c in COLUMNS if any(cell[0] == c for cell in results)]
+    scenarios = sorted({cell[1] for cell in results})
+    lines = ["| client | version | pass | fail | skip | known gap |", "|---|---|---|---|---|---|"]
     for client in clients:
         counts = Counter(outcome for (c, _), (outcome, _) in results.items() if c == client)
         lines.append(
@@ -164,11 +190,7 @@ def render(results: dict[tuple[str, str], tuple[str, str]]) -> str:
                 outcome += f" [{number}]"
             row.append(outcome or "–")
         lines.append(f"| {scenario} | " + " | ".join(row) + " |")
-    if notes:
-        lines += ["", "Notes:", ""]
-        lines += [f"{number}. {text}" for text, number in notes.items()]
-    lines += _render_suites()
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 def _render_suites() -> list[str]:

@@ -27,6 +27,19 @@ def test_render_counts_outcomes_and_numbers_reasons(monkeypatch: pytest.MonkeyPa
     assert lines[-2:] == ["1. call: AssertionError", "2. not applicable: no admin"]
 
 
+def test_cluster_runs_get_a_section_of_their_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(matrix, "_versions", {})
+    monkeypatch.setattr(matrix, "_suites", {})
+    text = render({("java", "acks[all]"): ("pass", "")},
+                  {("java", "keys_and_headers"): ("fail", "call: AssertionError")})
+    in_process, cluster = text.split("## Three brokers as one cluster")
+    assert "| acks[all] | pass |" in in_process.splitlines()
+    assert "keys_and_headers" not in in_process
+    assert "| keys_and_headers | fail [1] |" in cluster.splitlines()
+    assert "| java | ? | 0 | 1 | 0 | 0 |" in cluster.splitlines()
+    assert "acks[all]" not in cluster
+
+
 def whole_suite_config(target: pathlib.Path | None, *args: str) -> SimpleNamespace:
     """The parts of pytest's config the recorder reads, as for `pytest compat_tests [--write-compat-matrix]`."""
     return SimpleNamespace(

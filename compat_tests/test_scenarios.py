@@ -2,8 +2,15 @@
 
 Each test asks a driver to do what a user of that client does and checks
 what the user sees: offsets, keys, values, headers, assignments, admin
-answers. Some checks also read the broker's store, where only the stored
+answers. Some checks also look at the broker side, where only the stored
 bytes can tell (e.g. that a batch really was idempotent).
+
+The core scenarios (marked `on_cluster`: produce and consume, keys and
+partitions, headers, compression, idempotence, groups, commits and
+rebalances, admin) run twice: on the in-process broker and on three broker
+processes forming one cluster on PostgreSQL + S3 (the `target` parameter,
+targets.py). The others run on the in-process broker only; each says why
+where it is not obvious.
 """
 
 from __future__ import annotations
@@ -12,21 +19,17 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
+from confluent_kafka.admin import AdminClient
 
 from kafkacompat.testing import Broker
-from kafkacompat.protocol.records import split_batches
+from kafkacompat.testing.cluster import BrokerCluster
 
-from .conftest import STREAM, compat_broker, create_topic, driver_for
+from .conftest import STREAM, compat_broker, driver_for
 from .drivers import ADMIN_RETENTION_MS, Driver
 from .scenario_data import CODECS, expected, headers, key_values
+from .targets import Target, stored_batch_headers
 
-
-def stored_batch_headers(broker: Broker, topic: str, stream: str | None = None, partition: int = 0) -> list:
-    """The v2 batch headers the broker stored for a partition."""
-    store = broker.server.store
-    part = store.partition(stream or store.default_stream, topic, partition)
-    data = bytes(broker.call(part.read(part.log_start_offset, 16 << 20)))
-    return [header for _, header in split_batches(data)]
+on_cluster = pytest.mark.on_cluster
 
 
 def acknowledged(offsets: list[int] | None, expected_offsets: list[int]) -> bool:
@@ -34,6 +37,7 @@ def acknowledged(offsets: list[int] | None, expected_offsets: list[int]) -> bool
     return offsets is None or offsets == expected_offsets
 
 
+@on_cluster
 def test_keys_and_headers(client: Driver, topic: str) -> None:
     assert acknowledged(client.produce(topic, 5), [0, 1, 2, 3, 4])
     got = client.consume(topic, 5)
@@ -42,13 +46,29 @@ def test_keys_and_headers(client: Driver, topic: str) -> None:
     assert [r.offset for r in got] == [0, 1, 2, 3, 4]
 
 
+@on_cluster
+def test_records_stay_in_the_partition_they_were_sent_to(client: Driver, target: Target, topic: str) -> None:
+    """Three partitions, each with its own records. On the cluster each partition has a
+    different leader and only a leader serves its partition (tests/cluster), so the client,
+    bootstrapped from one broker, produced to and fetched from all three."""
+    target.create_topic(topic, 3)
+    assert set(target.leaders(topic).values()) == target.node_ids, "partitions not spread over the brokers"
+    for partition in range(3):
+        assert acknowledged(client.produce(topic, 3, prefix=f"p{partition}-", partition=partition), [0, 1, 2])
+    for partition in range(3):
+        got = client.consume(topic, 3, partition=partition)
+        assert [(r.partition, r.offset) for r in got] == [(partition, 0), (partition, 1), (partition, 2)]
+        assert key_values(got) == expected(f"p{partition}-", 3)
+
+
+@on_cluster
 @pytest.mark.parametrize("codec", CODECS)
-def test_compression(client: Driver, broker: Broker, topic: str, codec: str) -> None:
+def test_compression(client: Driver, target: Target, topic: str, codec: str) -> None:
     client.produce(topic, 200, compression=codec)
     got = client.consume(topic, 200)
     assert key_values(got[:200]) == expected("", 200)
     assert [r.headers for r in got[:200]] == [headers(i) for i in range(200)]
-    stored = stored_batch_headers(broker, topic)
+    stored = target.batch_headers(topic)
     wanted = CODECS.index(codec) + 1
     if client.name in ("librdkafka", "kcat"):
         # librdkafka sends a batch uncompressed when compressing does not shrink
@@ -59,10 +79,11 @@ def test_compression(client: Driver, broker: Broker, topic: str, codec: str) -> 
         assert {h.codec for h in stored} == {wanted}, "batches not stored compressed"
 
 
-def test_idempotent_producer(client: Driver, broker: Broker, topic: str) -> None:
+@on_cluster
+def test_idempotent_producer(client: Driver, target: Target, topic: str) -> None:
     assert acknowledged(client.produce(topic, 10, idempotent=True), list(range(10)))
     assert [r.offset for r in client.consume(topic, 10)] == list(range(10))
-    stored = stored_batch_headers(broker, topic)
+    stored = target.batch_headers(topic)
     assert all(h.producer_id >= 0 and h.base_sequence >= 0 for h in stored), "producer sent no producer id"
     assert sorted(h.base_sequence for h in stored)[0] == 0
 
@@ -105,8 +126,9 @@ def test_consume_by_timestamp(client: Driver, topic: str) -> None:
     assert key_values(by_time) == key_values(everything[first_at_or_after:])
 
 
-def test_consumer_group_of_three_with_a_member_leaving(client: Driver, broker: Broker, topic: str, group: str) -> None:
-    create_topic(broker, topic, 3)
+@on_cluster
+def test_consumer_group_of_three_with_a_member_leaving(client: Driver, target: Target, topic: str, group: str) -> None:
+    target.create_topic(topic, 3)
     seen = client.group_of_three(topic, group)
     assert sorted(len(parts) for parts in seen["before"]) == [1, 1, 1]
     assert sorted(p for parts in seen["before"] for p in parts) == [0, 1, 2]
@@ -127,41 +149,68 @@ def test_commit_and_resume_after_broker_restart(client_name: str, tmp_path, topi
         assert key_values(resumed[:3]) == expected("", 7, start=4)
 
 
+@pytest.mark.cluster
+def test_commit_and_resume_after_coordinator_restart(client_name: str, cluster: BrokerCluster, topic: str,
+                                                     group: str) -> None:
+    """The cluster's form of the scenario above: the broker coordinating the group stops and
+    starts again; the group (its commits in the store) moves to another broker and back."""
+    client = driver_for(client_name, cluster.broker(2).bootstrap)
+    client.produce(topic, 10)
+    assert key_values(client.group_consume(topic, group, 4)[:4]) == expected("", 4)
+    cluster.restart(coordinator(cluster, group))
+    resumed = client.group_consume(topic, group, 3)
+    assert key_values(resumed[:3]) == expected("", 7, start=4)
+
+
+def coordinator(cluster: BrokerCluster, group: str) -> int:
+    """The node id of the group's coordinator, as FindCoordinator answers."""
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    return admin.describe_consumer_groups([group])[group].result(30).coordinator.id
+
+
+@on_cluster
 def test_admin_create_and_describe_topic(client: Driver, topic: str) -> None:
     assert client.create_describe_topic(topic, 3) == {"partitions": 3, "listed": True}
 
 
-def test_admin_alter_configs(client: Driver, broker: Broker, topic: str) -> None:
-    create_topic(broker, topic, 1)
+@on_cluster
+def test_admin_alter_configs(client: Driver, target: Target, topic: str) -> None:
+    target.create_topic(topic, 1)
     seen = client.alter_configs(topic)
     assert seen["before"] != ADMIN_RETENTION_MS
     assert seen["after"] == ADMIN_RETENTION_MS
 
 
-def test_admin_create_partitions(client: Driver, broker: Broker, topic: str) -> None:
-    create_topic(broker, topic, 1)
+@on_cluster
+def test_admin_create_partitions(client: Driver, target: Target, topic: str) -> None:
+    target.create_topic(topic, 1)
     assert client.create_partitions(topic, 4) == 4
 
 
+@on_cluster
 def test_admin_delete_records(client: Driver, topic: str) -> None:
     client.produce(topic, 6)
     assert client.delete_records(topic, 4) == 4
     assert key_values(client.consume(topic, 2)) == expected("", 6, start=4)
 
 
-def test_admin_delete_topic(client: Driver, broker: Broker, topic: str) -> None:
-    create_topic(broker, topic, 1)
+@on_cluster
+def test_admin_delete_topic(client: Driver, target: Target, topic: str) -> None:
+    target.create_topic(topic, 1)
     assert client.delete_topic(topic) is False
-    assert broker.server.store.get_topic(broker.server.store.default_stream, topic) is None
+    assert target.is_deleted(topic)
 
 
-def test_list_and_describe_groups(client: Driver, broker: Broker, topic: str, group: str) -> None:
-    create_topic(broker, topic, 2)
+@on_cluster
+def test_list_and_describe_groups(client: Driver, target: Target, topic: str, group: str) -> None:
+    target.create_topic(topic, 2)
     seen = client.list_describe_groups(topic, group)
     assert seen == {"listed": True, "state": seen["state"], "members": 1, "partitions": [0, 1]}
     assert seen["state"].lower() == "stable"
 
 
+# The stream scenarios run on the in-process broker only: they need a stream of their own
+# (MapR's namespace, made through the store, not a Kafka API) and read its stored batches.
 @pytest.fixture
 def stream_broker() -> Iterator[Broker]:
     """A broker of its own holding /apps/iot/oilpump_metrics, so the topic can be named Pressure."""

@@ -90,8 +90,9 @@ async function send (topic, n, prefix, partition, { acks = 'all', compression = 
   }
 }
 
-// kafkajs consumes only as a group member: a group of its own stands in for assign().
-async function consumeInGroup (topic, n, { groupId, fromBeginning = true, seekTo, trickle, commit = false }) {
+// kafkajs consumes only as a group member: a group of its own stands in for assign(),
+// keeping the records of `partition` alone when one is given (a lone member gets them all).
+async function consumeInGroup (topic, n, { groupId, fromBeginning = true, seekTo, trickle, commit = false, partition }) {
   const consumer = kafka.consumer({ groupId, sessionTimeout: 10000, heartbeatInterval: 500 })
   const out = []
   let crash
@@ -101,9 +102,11 @@ async function consumeInGroup (topic, n, { groupId, fromBeginning = true, seekTo
     await consumer.subscribe({ topic, fromBeginning })
     await consumer.run({
       autoCommit: false,
-      eachMessage: async ({ partition, message }) => { out.push(received(partition, message)) },
+      eachMessage: async ({ partition: from, message }) => {
+        if (partition === undefined || from === partition) out.push(received(from, message))
+      },
     })
-    if (seekTo !== undefined) consumer.seek({ topic, partition: 0, offset: String(seekTo) })
+    if (seekTo !== undefined) consumer.seek({ topic, partition: partition || 0, offset: String(seekTo) })
     const deadline = Date.now() + TIMEOUT_MS
     let sent = 0
     while (out.length < n) {
@@ -111,7 +114,7 @@ async function consumeInGroup (topic, n, { groupId, fromBeginning = true, seekTo
       if (Date.now() > deadline) throw new Error(`timed out after ${out.length} of ${n} records`)
       if (trickle) {
         // a member cannot tell when "latest" has been resolved: send one at a time
-        await trickleSend(topic, sent++)
+        await trickleSend(topic, sent++, partition || 0)
       }
       await new Promise((resolve) => setTimeout(resolve, trickle ? 200 : 50))
     }
@@ -128,12 +131,12 @@ async function consumeInGroup (topic, n, { groupId, fromBeginning = true, seekTo
 
 // trickled records are numbered like every other run: new-k0, new-k1, ...
 let trickleProducer
-async function trickleSend (topic, i) {
+async function trickleSend (topic, i, partition) {
   if (!trickleProducer) {
     trickleProducer = kafka.producer()
     await trickleProducer.connect()
   }
-  await trickleProducer.send({ topic, messages: [record('new-', i, 0)] })
+  await trickleProducer.send({ topic, messages: [record('new-', i, partition)] })
 }
 
 const commands = {
@@ -155,6 +158,7 @@ const commands = {
     }
     const records = await consumeInGroup(topic, num('n', 1), {
       groupId, fromBeginning: start !== 'latest', seekTo, trickle: num('produce_after', 0) > 0,
+      partition: num('partition', 0),
     })
     return { records }
   },

@@ -16,12 +16,28 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
 from .cluster_process import ClusterProcess
+from .services import cloud_store
+
+# Lease and heartbeat of test clusters: a dead broker's partitions move within about 2 s.
+TEST_LEASE_MS, TEST_HEARTBEAT_MS = 2000, 200
 
 
 def broker_process(node_id: int, store_args: Sequence[str], cluster_name: str = "scaleout") -> ClusterProcess:
     """Broker `node_id` of a cluster; its --data-dir is unused by a postgresql:// store but must exist."""
     data_dir = tempfile.mkdtemp(prefix=f"kafkacompat-broker{node_id}-")
     return ClusterProcess(cluster_name, data_dir, "--node-id", str(node_id), *store_args)
+
+
+def cloud_cluster_args(lease_ms: int = TEST_LEASE_MS, heartbeat_ms: int = TEST_HEARTBEAT_MS) -> list[str]:
+    """`serve` arguments for brokers of a new cluster on a fresh cloud store (`cloud_store()`).
+
+    The store batches produced records for 5 ms (not 10) so tests wait less
+    per acks=all round trip. Raises ServiceUnavailable when PostgreSQL or
+    moto is missing.
+    """
+    database, objects = cloud_store()
+    return ["--store", database, "--object-store", objects, "--store-flush-ms", "5",
+            "--cluster-lease-ms", str(lease_ms), "--cluster-heartbeat-ms", str(heartbeat_ms)]
 
 
 class BrokerCluster:
@@ -48,6 +64,15 @@ class BrokerCluster:
             self.stop()
             raise
         return self
+
+    def restart(self, node_id: int) -> None:
+        """Stop broker `node_id` cleanly and start it again on the same port and store; return
+        once every broker lists it again. Its partitions move to the others at their next
+        heartbeat and come back once it is their preferred leader again."""
+        broker = self.broker(node_id)
+        broker.stop()
+        broker.start()
+        self.wait_formed()
 
     def wait_formed(self, timeout: float = 30) -> None:
         """Return once every broker's Metadata lists them all: each learns of the others at its

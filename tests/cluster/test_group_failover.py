@@ -14,8 +14,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from kafkacompat.testing.cluster import BrokerCluster
-from kafkacompat.testing.services import ServiceUnavailable, cloud_store
+from kafkacompat.testing.cluster import BrokerCluster, cloud_cluster_args
+from kafkacompat.testing.services import ServiceUnavailable
 from tests.groups.group_continuity import keep_group_through
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
@@ -26,11 +26,9 @@ LEASE_MS, HEARTBEAT_MS = 2000, 200
 @pytest.fixture
 def cluster() -> Iterator[BrokerCluster]:
     try:
-        database, objects = cloud_store()
+        args = cloud_cluster_args(LEASE_MS, HEARTBEAT_MS)  # a fresh database and key prefix; AWS_* in os.environ
     except ServiceUnavailable as exc:
         pytest.skip(str(exc))
-    args = ["--store", database, "--object-store", objects, "--store-flush-ms", "5",
-            "--cluster-lease-ms", str(LEASE_MS), "--cluster-heartbeat-ms", str(HEARTBEAT_MS)]
     with BrokerCluster(3, args) as running:
         yield running
 

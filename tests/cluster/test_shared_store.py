@@ -19,8 +19,8 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from kafkacompat.protocol.messages import make
-from kafkacompat.testing.cluster import BrokerCluster
-from kafkacompat.testing.services import ServiceUnavailable, cloud_store
+from kafkacompat.testing.cluster import BrokerCluster, cloud_cluster_args
+from kafkacompat.testing.services import ServiceUnavailable
 from tests.wire import Wire, request_class
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
@@ -32,11 +32,9 @@ NOT_LEADER_OR_FOLLOWER = 6
 @pytest.fixture
 def cluster() -> Iterator[BrokerCluster]:
     try:
-        database, objects = cloud_store()  # a fresh database and key prefix; AWS_* in os.environ
+        args = cloud_cluster_args(LEASE_MS, HEARTBEAT_MS)  # a fresh database and key prefix; AWS_* in os.environ
     except ServiceUnavailable as exc:
         pytest.skip(str(exc))
-    args = ["--store", database, "--object-store", objects, "--store-flush-ms", "5",
-            "--cluster-lease-ms", str(LEASE_MS), "--cluster-heartbeat-ms", str(HEARTBEAT_MS)]
     with BrokerCluster(3, args) as running:
         yield running
 
