@@ -239,6 +239,21 @@ class Cluster:
         except storage.StorageError:  # damaged or unreadable files: logged once by the store
             return None, ErrorCode.kafka_storage_error
 
+    async def serving_partition(
+        self, info: TopicInfo | None, missing: ErrorCode, index: int
+    ) -> tuple[storage.Partition | None, ErrorCode]:
+        """partition_for, first learning the leader of a partition this broker has not heard of.
+
+        Another broker creates a topic, gives its partitions leaders and names them in its
+        Metadata answer at once; the leader named learns of it at its next heartbeat. A request
+        reaching it before then makes it look now, instead of answering NOT_LEADER_OR_FOLLOWER:
+        that refusal made clients retry, and a producer without idempotence with requests in
+        flight then stored a topic's first batches out of order.
+        """
+        if info is not None and 0 <= index < info.partitions and not self.view.knows((info.stream, info.name, index)):
+            await self.view.settle([(info.stream, info.name, index)])
+        return self.partition_for(info, missing, index)
+
     def forget_topic(self, info: TopicInfo) -> None:
         """Drop the in-memory producer and transaction state of a deleted topic's partitions."""
         for index in range(info.partitions):

@@ -93,6 +93,11 @@ class ClusterView(abc.ABC):
         Metadata answers, instead of LEADER_NOT_AVAILABLE until the next heartbeat)."""
         return None
 
+    def knows(self, key: PartitionKey) -> bool:
+        """Whether this broker has heard who leads the partition (a dead leader counts): False for
+        a partition created a moment ago elsewhere, which `settle` learns about at once."""
+        return True
+
     def leads(self, key: PartitionKey) -> bool:
         """Whether this broker may serve produce and fetch for the partition now."""
         found = self.leader_of(key)

@@ -88,11 +88,17 @@ class PostgresCluster(ClusterView):
             return None
         return row.leader, row.epoch
 
+    def knows(self, key: PartitionKey) -> bool:
+        return key in self._rows
+
     async def settle(self, keys: Iterable[PartitionKey]) -> None:
+        keys = list(keys)
         if all(key in self._rows for key in keys) or self._conn is None:
             return
         try:
-            await self._tick()
+            async with self._ticking:
+                if not all(key in self._rows for key in keys):  # unless a tick it waited for saw them
+                    await self._beat()
         except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
             log.warning("could not place new partitions now (%s); the next heartbeat will", exc)
 

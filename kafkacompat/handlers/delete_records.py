@@ -19,7 +19,7 @@ async def handle(ctx: Any, request: Any) -> Any:
         parts = []
         for part in topic.partitions:
             low = -1
-            partition, error = cluster.partition_for(info, missing, part.partition_index)
+            partition, error = await cluster.serving_partition(info, missing, part.partition_index)
             if partition is not None:
                 target = partition.high_watermark if part.offset == -1 else part.offset
                 if not 0 <= target <= partition.high_watermark:

@@ -16,7 +16,7 @@ from .common import NO_THROTTLE, ErrorCode, make, schema_of, storage_error_code
 
 async def _partition(ctx: Any, m: Any, info: Any, missing: ErrorCode, index: int) -> Any:
     cluster = ctx.cluster
-    partition, error = cluster.partition_for(info, missing, index)
+    partition, error = await cluster.serving_partition(info, missing, index)
     producers: tuple[Any, ...] = ()
     if partition is not None:
         key = (info.stream, info.name, index)

@@ -50,7 +50,7 @@ class _Wanted:
     aborted: list[tuple[int, int]] | None = None
 
 
-def _plan(ctx: Any, request: Any) -> list[_Wanted]:
+async def _plan(ctx: Any, request: Any) -> list[_Wanted]:
     cluster = ctx.cluster
     by_id = ctx.version >= TOPIC_IDS_FROM
     authorizer = cluster.authorizer
@@ -73,7 +73,7 @@ def _plan(ctx: Any, request: Any) -> list[_Wanted]:
                 info, error = cluster.topic_for(topic.topic)
         for part in topic.partitions:
             wanted = _Wanted(key, part.partition, part.fetch_offset, part.partition_max_bytes)
-            wanted.partition, wanted.error = cluster.partition_for(info, error, part.partition)
+            wanted.partition, wanted.error = await cluster.serving_partition(info, error, part.partition)
             if wanted.partition is not None:
                 assert info is not None
                 wanted.key = (info.stream, info.name, part.partition)
@@ -167,7 +167,7 @@ def _count(ctx: Any, wanted: _Wanted) -> None:
 
 
 async def handle(ctx: Any, request: Any) -> Any:
-    plan = _plan(ctx, request)
+    plan = await _plan(ctx, request)
     max_bytes = request.max_bytes if ctx.version >= 3 else 2**31 - 1
     committed = request.isolation_level == READ_COMMITTED
     total = await _read(ctx, plan, max_bytes, committed)

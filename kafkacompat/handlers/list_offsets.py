@@ -53,7 +53,7 @@ async def handle(ctx: Any, request: Any) -> Any:
         parts = []
         for part in topic.partitions:
             ts, offset, epoch = -1, -1, -1
-            partition, error = cluster.partition_for(info, missing, part.partition_index)
+            partition, error = await cluster.serving_partition(info, missing, part.partition_index)
             if partition is not None and part.timestamp < 0 and FIRST_VERSION.get(part.timestamp, 99) > ctx.version:
                 error = ErrorCode.unsupported_version
             elif partition is not None:

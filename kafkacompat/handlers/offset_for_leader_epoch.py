@@ -17,7 +17,7 @@ async def handle(ctx: Any, request: Any) -> Any:
         parts = []
         for part in topic.partitions:
             epoch, end = -1, -1
-            partition, error = cluster.partition_for(info, missing, part.partition)
+            partition, error = await cluster.serving_partition(info, missing, part.partition)
             if partition is not None:
                 error = leader_epoch_error(cluster.leader_epoch(info, part.partition, partition), part.current_leader_epoch)
                 if error == ErrorCode.none:

@@ -198,7 +198,7 @@ async def _produce_partition(ctx: Any, topic: Any, part: Any, pipelined: bool,
             outcome.error, outcome.message = _REFUSAL[exc.kind], str(exc)
         log.warning("refused produce to %s-%d from %s: %s", topic.name, part.index, ctx.peer, exc)
         return outcome
-    partition, outcome.error = cluster.partition_for(info, ErrorCode.unknown_topic_or_partition, part.index)
+    partition, outcome.error = await cluster.serving_partition(info, ErrorCode.unknown_topic_or_partition, part.index)
     if partition is None:
         return outcome
     outcome.partition, outcome.key, outcome.topic, outcome.stream = partition, key, topic.name, info.stream
