@@ -230,7 +230,12 @@ class AiokafkaDriver(Driver):
     def delete_topic(self, topic):
         async def use(admin: Any) -> bool:
             await admin.delete_topics([topic])
-            return topic in await admin.list_topics()
+            deadline = time.monotonic() + LISTING_WAIT  # as listed_after_deleting, with awaits
+            while topic in await admin.list_topics():
+                if time.monotonic() > deadline:
+                    return True
+                await asyncio.sleep(0.1)
+            return False
 
         return self._admin_call(use)
 

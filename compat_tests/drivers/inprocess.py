@@ -43,3 +43,19 @@ def listed_within(names: Callable[[], Any], name: str, timeout: float = LISTING_
             return False
         time.sleep(0.1)
     return True
+
+
+def listed_after_deleting(names: Callable[[], Any], name: str, timeout: float = LISTING_WAIT) -> bool:
+    """Whether a deleted `name` still shows in names() after timeout.
+
+    The other way round of listed_within: "it may take several seconds after
+    [deleteTopics] returns success for all the brokers to become aware that
+    the topics are gone" (Kafka's Admin javadoc), and a list may be answered
+    by another broker of a cluster. A topic that stays listed answers True.
+    """
+    deadline = time.monotonic() + timeout
+    while name in names():
+        if time.monotonic() > deadline:
+            return True
+        time.sleep(0.1)
+    return False

@@ -8,7 +8,7 @@ from typing import Any
 
 from ..scenario_data import Received, headers, key, value
 from . import ADMIN_RETENTION_MS, Driver
-from .inprocess import TIMEOUT, header_pairs, listed_within, text, until
+from .inprocess import TIMEOUT, header_pairs, listed_after_deleting, listed_within, text, until
 
 # kafka-python 3.0.12 drops a group join that completes after poll()'s timeout and
 # joins again (a fresh rebalance): long polls let join and sync finish inside one.
@@ -211,7 +211,7 @@ class KafkaPythonDriver(Driver):
         admin = self._admin()
         try:
             admin.delete_topics([topic])
-            return topic in admin.list_topics()
+            return listed_after_deleting(admin.list_topics, topic)
         finally:
             admin.close()
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from ..scenario_data import Received, headers, key, value
 from . import ADMIN_RETENTION_MS, Driver
-from .inprocess import TIMEOUT, header_pairs, listed_within, text, until
+from .inprocess import TIMEOUT, header_pairs, listed_after_deleting, listed_within, text, until
 
 
 class ConfluentDriver(Driver):
@@ -190,7 +190,7 @@ class ConfluentDriver(Driver):
     def delete_topic(self, topic):
         admin = self._admin()
         admin.delete_topics([topic])[topic].result(TIMEOUT)
-        return topic in admin.list_topics(timeout=TIMEOUT).topics
+        return listed_after_deleting(lambda: admin.list_topics(timeout=TIMEOUT).topics, topic)
 
     def list_describe_groups(self, topic, group):
         member = self._consumer(**{"group.id": group})

@@ -308,7 +308,13 @@ public final class Scenarios {
         String topic = opt("topic", "");
         try (Admin admin = admin()) {
             admin.deleteTopics(List.of(topic)).all().get();
-            return "{\"listed\":" + admin.listTopics().names().get().contains(topic) + "}";
+            // "it may take several seconds ... for all the brokers to become aware that the topics are gone"
+            long deadline = System.currentTimeMillis() + 10_000;
+            boolean listed;
+            while ((listed = admin.listTopics().names().get().contains(topic)) && System.currentTimeMillis() < deadline) {
+                Thread.sleep(100);
+            }
+            return "{\"listed\":" + listed + "}";
         }
     }
 

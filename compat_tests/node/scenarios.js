@@ -245,7 +245,13 @@ const commands = {
   async delete_topic () {
     return withAdmin(async (admin) => {
       await admin.deleteTopics({ topics: [opts.topic] })
-      return { listed: (await admin.listTopics()).includes(opts.topic) }
+      // every broker learns of a deletion a moment after the answer (Kafka's Admin javadoc): look again
+      const deadline = Date.now() + 10000
+      let listed = true
+      while ((listed = (await admin.listTopics()).includes(opts.topic)) && Date.now() < deadline) {
+        await new Promise((resolve) => setTimeout(resolve, 100))
+      }
+      return { listed }
     })
   },
 
