@@ -87,7 +87,8 @@ class InProcessTarget(Target):
         return store.get_topic(store.default_stream, topic) is None
 
 
-def stored_batch_headers(broker: Broker, topic: str, stream: str | None = None, partition: int = 0) -> list[BatchHeader]:
+def stored_batch_headers(broker: Broker, topic: str, stream: str | None = None,
+                         partition: int = 0) -> list[BatchHeader]:
     """The v2 batch headers an in-process broker stored for a partition, read from its store."""
     store = broker.server.store
     part = store.partition(stream or store.default_stream, topic, partition)

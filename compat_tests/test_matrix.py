@@ -77,3 +77,27 @@ def test_the_option_writes_nothing_after_a_partial_run(tmp_path: pathlib.Path) -
     recorder.results = dict(RESULTS)
     recorder.pytest_sessionfinish(None, 0)  # type: ignore[arg-type]
     assert not target.exists()
+
+
+def scenario_item(target: str) -> SimpleNamespace:
+    """A collected test_keys_and_headers[java-<target>] as the recorder sees it."""
+    markers = [SimpleNamespace(name="java")] + ([SimpleNamespace(name="cluster")] if target == "cluster" else [])
+    return SimpleNamespace(
+        path=HERE / "test_scenarios.py", nodeid=f"test_scenarios.py::test_keys_and_headers[java-{target}]",
+        name=f"test_keys_and_headers[java-{target}]", originalname="test_keys_and_headers",
+        callspec=SimpleNamespace(params={"client_name": "java", "target": target}),
+        iter_markers=lambda: iter(markers),
+        get_closest_marker=lambda name: next((m for m in markers if m.name == name), None),
+    )
+
+
+def test_the_recorder_keeps_cluster_runs_apart(tmp_path: pathlib.Path) -> None:
+    recorder = MatrixRecorder(whole_suite_config(tmp_path / "matrix.md"))  # type: ignore[arg-type]
+    items = [scenario_item("broker"), scenario_item("cluster")]
+    recorder.pytest_collection_modifyitems(items)  # type: ignore[arg-type]
+    for item, passed in zip(items, (True, False)):
+        recorder.pytest_runtest_logreport(SimpleNamespace(  # type: ignore[arg-type]
+            nodeid=item.nodeid, when="call", skipped=False, passed=passed, failed=not passed,
+            head_line="test_keys_and_headers", longrepr=None))
+    assert recorder.results == {("java", "keys_and_headers"): ("pass", "")}
+    assert recorder.cluster_results == {("java", "keys_and_headers"): ("fail", "call: test_keys_and_headers")}
