@@ -75,6 +75,7 @@ class LinkTask:
         self.dest_name: str | None = None
         self.dest_uuid: str | None = None
         self.positions: dict[tuple[str, int], int] = {}  # next offset to ship, per (topic, partition)
+        self.dest_log_starts: dict[tuple[str, int], int] = {}  # the destination's log start, as last heard
         self.shipped_bytes = 0
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -164,6 +165,7 @@ class LinkTask:
                 raise LinkBroken(f"stream {spec.dest} does not exist on cluster {hello['name']} "
                                  f"({spec.host}:{spec.port})")
             self.positions = {}
+            self.dest_log_starts = {}
             self._sent_cursors = {}
             self._topic_signature = None
             self.state, self.reason = "pending", "catching up"
@@ -227,6 +229,7 @@ class LinkTask:
             await self.service.save_link(spec)
         for key in [k for k in self.positions if k[0] not in gens or k[0] in replaces]:
             del self.positions[key]
+            self.dest_log_starts.pop(key, None)
         return answer["topics"]
 
     async def _learn_resume_points(self, ends: dict[str, Any]) -> None:
@@ -251,6 +254,7 @@ class LinkTask:
                     if held:
                         start = held[0][0]
                 self.positions[info.name, index] = start
+                self.dest_log_starts[info.name, index] = dest["log_start"][index]
 
     # data ---------------------------------------------------------------------
 
@@ -318,7 +322,8 @@ class LinkTask:
                 pos = runs[-1][2]
         except storage.UnknownTopicError:
             pass
-        return await self._settle(topic, index, in_flight)
+        sent = await self._settle(topic, index, in_flight)
+        return await self._send_log_start(client, topic, index, part) or sent
 
     async def _settle(self, topic: str, index: int, in_flight: list[tuple[asyncio.Future[Any] | None, int, int]]
                       ) -> int:
@@ -366,10 +371,35 @@ class LinkTask:
         except LinkRefused as exc:
             raise LinkBroken(f"topic {topic} partition {index}: {exc}") from None
         if answer["status"] == "ok":
+            self.dest_log_starts[topic, index] = start
             log.warning("replica %s -> %s: topic %s partition %d: offsets %d..%d were deleted here before they "
                         "were shipped; the replica now starts at %d", self.spec.source, self.spec.replica,
                         topic, index, pos, start - 1, start)
         self.positions[topic, index] = answer["hw"]
+        return 1
+
+    async def _send_log_start(self, client: LinkClient, topic: str, index: int, part: storage.Partition) -> int:
+        """Move the destination's log start to ours (DeleteRecords, retention), as a Kafka follower follows
+        its leader's: the offsets stay identical, and a consumer of the replica finds the records a consumer
+        of the source finds. 1 when it was moved.
+
+        Only up to what the destination holds (the batches bring the rest), and never towards a cluster on
+        the path of the records deleted: data written there, or that passed through there, keeps the log
+        start that cluster gives it (a replica deleting records does not delete them at their origin).
+        """
+        start = part.log_start_offset
+        key = (topic, index)
+        if start <= self.dest_log_starts.get(key, 0) or self.positions.get(key, 0) < start:
+            return 0  # nothing new, or the destination lacks offsets below it (_skip_gap's work)
+        if self.dest_uuid in self.service.paths.path_at(self.spec.source, topic, index, start - 1):
+            self.dest_log_starts[key] = start
+            return 0
+        try:
+            answer = await client.call({"op": "log_start", "stream": self.spec.dest, "topic": topic,
+                                        "partition": index, "offset": start})
+        except LinkRefused as exc:
+            raise LinkBroken(f"topic {topic} partition {index}: {exc}") from None
+        self.dest_log_starts[key] = answer["log_start"]
         return 1
 
     async def _throttle(self, size: int) -> None:

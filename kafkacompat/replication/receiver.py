@@ -18,6 +18,8 @@ Operations (the source's link task sends them in this order):
   cleaner removed those batches), when an empty batch fills the stretch;
 - start_at: the source no longer holds what this partition lacks (its
   log start passed our end): drop what we hold and go on at its log start;
+- log_start: the source's log start moved (DeleteRecords, retention): so
+  does this partition's, up to what it holds;
 - cursors: consumer groups' committed offsets, newest commit wins;
 - ping: an idle link's heartbeat.
 """
@@ -325,6 +327,25 @@ async def start_at(service: ReplicationService, request: dict[str, Any],
         log.warning("replication: %s:%s/%d skips offsets %d..%d, which its source no longer holds; "
                     "it now starts at %d", stream, topic, index, expected, offset - 1, offset)
         return {"status": "ok", "hw": partition.high_watermark}
+
+
+async def log_start(service: ReplicationService, request: dict[str, Any]) -> dict[str, Any]:
+    """The source's log start moved (DeleteRecords, retention): this partition's follows, as a Kafka
+    follower's follows its leader's, but never past what it holds (the batches beyond come later, and a
+    log start past the high watermark would leave a gap). {"log_start": ..., "hw": ...}."""
+    store = service.store
+    stream, topic, index = request["stream"], request["topic"], request["partition"]
+    offset = int(request["offset"])
+    try:
+        partition = store.partition(stream, topic, index)
+    except storage.UnknownTopicError:
+        raise ReplicaRequestError(f"topic {stream}:{topic} partition {index} does not exist here") from None
+    async with service.partition_lock(stream, topic, index):
+        before = partition.log_start_offset
+        start = await partition.delete_records(max(min(offset, partition.high_watermark), 0))
+        if start > before:
+            log.info("replication: %s:%s/%d starts at %d as its source does", stream, topic, index, start)
+        return {"log_start": start, "hw": partition.high_watermark}
 
 
 async def commit_cursors(service: ReplicationService, request: dict[str, Any]) -> dict[str, Any]:
