@@ -18,6 +18,7 @@ reason names the topic and partition; `resume` retries).
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
 import time
 import uuid
@@ -44,6 +45,7 @@ log = logging.getLogger(__name__)
 
 MAX_REQUEST_BYTES = 1 << 20  # batches read and shipped per request
 PIPELINE_DEPTH = 4  # requests in flight per partition
+ROUND_BYTES = 32 << 20  # shipped per partition before the link looks at topics and cursors again
 IDLE_WAIT_S = 0.5  # an idle link looks for new topics and cursors this often
 CURSOR_SYNC_S = 0.2
 RETRY_MAX_S = 5.0
@@ -286,7 +288,13 @@ class LinkTask:
         return runs
 
     async def _ship(self, client: LinkClient, topic: str, index: int) -> int:
-        """Ship what one partition has past its position, PIPELINE_DEPTH requests in flight; bytes sent."""
+        """Ship what one partition has past its position; bytes sent (1 when only the position moved).
+
+        A sliding window: up to PIPELINE_DEPTH requests in flight, the next one read and sent as soon as
+        the oldest is answered, until the partition is caught up or ROUND_BYTES went (the session then
+        looks at topics and cursors again). Draining the window before refilling it would leave the
+        connection idle for a round trip every PIPELINE_DEPTH requests.
+        """
         info = self.store.get_topic(self.spec.source, topic)
         if info is None or info.topic_id != self._topic_ids.get(topic):
             return 0  # deleted, or created again since the last topic sync, which sees to it
@@ -297,64 +305,66 @@ class LinkTask:
         pos = self.positions[topic, index]
         if pos < part.log_start_offset:
             return await self._skip_gap(client, topic, index, part, pos)
-        in_flight: list[tuple[asyncio.Future[Any] | None, int, int]] = []  # (answer, end offset, bytes)
+        window: collections.deque[tuple[asyncio.Future[Any] | None, int, int]] = collections.deque()
+        sent = moved = 0
+        budget = ROUND_BYTES
         try:
-            for _ in range(PIPELINE_DEPTH):
-                if pos >= part.high_watermark:
-                    break
-                runs = await self._read_groups(part, topic, index, pos)
-                if not runs:
-                    break
-                stored_from = pos  # where the stored batches read go on from: no record lies in between
-                for path, first, end, batches in runs:
-                    if not batches:
-                        in_flight.append((None, end, 0))
+            while True:
+                while len(window) < PIPELINE_DEPTH and budget > 0 and pos < part.high_watermark:
+                    runs = await self._read_groups(part, topic, index, pos)
+                    if not runs:
+                        break
+                    stored_from = pos  # where the stored batches read go on from: no record lies in between
+                    for path, first, end, batches in runs:
+                        if not batches:
+                            window.append((None, end, 0))
+                            stored_from = end
+                            continue
+                        body = {"op": "append", "stream": self.spec.dest, "topic": topic, "partition": index,
+                                "base": first, "path": list(path), "codec": self.spec.compression,
+                                "from": stored_from}
                         stored_from = end
-                        continue
-                    body = {"op": "append", "stream": self.spec.dest, "topic": topic, "partition": index,
-                            "base": first, "path": list(path), "codec": self.spec.compression,
-                            "from": stored_from}
-                    stored_from = end
-                    raw = b"".join(batches)
-                    payload = compress(self.spec.compression, raw)
-                    in_flight.append((asyncio.ensure_future(client.call(body, payload)), end, len(raw)))
-                    await self._throttle(len(raw))  # the stream's bytes, before link compression
-                pos = runs[-1][2]
+                        raw = b"".join(batches)
+                        payload = compress(self.spec.compression, raw)
+                        window.append((asyncio.ensure_future(client.call(body, payload)), end, len(raw)))
+                        budget -= len(raw)
+                        await self._throttle(len(raw))  # the stream's bytes, before link compression
+                    pos = runs[-1][2]
+                if not window:
+                    break
+                took = await self._settle(topic, index, *window.popleft())
+                if took is None:
+                    break  # a gap: the next round resends from where the destination ends
+                sent += took
+                moved = 1
         except storage.UnknownTopicError:
             pass
-        sent = await self._settle(topic, index, in_flight)
-        return await self._send_log_start(client, topic, index, part) or sent
-
-    async def _settle(self, topic: str, index: int, in_flight: list[tuple[asyncio.Future[Any] | None, int, int]]
-                      ) -> int:
-        """Take the answers in order, moving the partition's position; bytes the destination took."""
-        sent = 0
-        moved = False
-        try:
-            for i, (answer, end, size) in enumerate(in_flight):
-                if answer is None:
-                    self.positions[topic, index] = end
-                    moved = True
-                    continue
-                try:
-                    result = await answer
-                except LinkRefused as exc:
-                    raise LinkBroken(f"topic {topic} partition {index}: {exc}") from None
-                if result["status"] == "collision":
-                    raise LinkBroken(
-                        f"collision in topic {topic} partition {index} at offset {result['offset']}: the "
-                        f"destination holds a different message there (both clusters took writes for this "
-                        f"partition; topic names must be unique per master)")
-                self.positions[topic, index] = result["hw"]
-                if result["status"] == "gap":
-                    return sent  # resend from where the destination ends
-                sent += size
-                self.shipped_bytes += size
         finally:
-            for answer, _, _ in in_flight:
+            for answer, _, _ in window:
                 if answer is not None and not answer.done():
                     answer.cancel()
-        return sent or int(moved)
+        return await self._send_log_start(client, topic, index, part) or sent or moved
+
+    async def _settle(self, topic: str, index: int, answer: asyncio.Future[Any] | None, end: int, size: int
+                      ) -> int | None:
+        """Take one answer, moving the partition's position; bytes the destination took, None for a gap."""
+        if answer is None:  # a stretch the destination holds already
+            self.positions[topic, index] = end
+            return 0
+        try:
+            result = await answer
+        except LinkRefused as exc:
+            raise LinkBroken(f"topic {topic} partition {index}: {exc}") from None
+        if result["status"] == "collision":
+            raise LinkBroken(
+                f"collision in topic {topic} partition {index} at offset {result['offset']}: the "
+                f"destination holds a different message there (both clusters took writes for this "
+                f"partition; topic names must be unique per master)")
+        self.positions[topic, index] = result["hw"]
+        if result["status"] == "gap":
+            return None
+        self.shipped_bytes += size
+        return size
 
     async def _skip_gap(self, client: LinkClient, topic: str, index: int, part: storage.Partition, pos: int) -> int:
         """The source's log start passed what the destination holds (retention, DeleteRecords while paused or
