@@ -45,7 +45,8 @@ log = logging.getLogger(__name__)
 
 MAX_REQUEST_BYTES = 1 << 20  # batches read and shipped per request
 PIPELINE_DEPTH = 4  # requests in flight per partition
-ROUND_BYTES = 32 << 20  # shipped per partition before the link looks at topics and cursors again
+ROUND_BYTES = 32 << 20  # shipped per partition before the link looks at topics, cursors and settings again
+ROUND_S = 0.2  # or this long, however slowly the data comes
 IDLE_WAIT_S = 0.5  # an idle link looks for new topics and cursors this often
 CURSOR_SYNC_S = 0.2
 RETRY_MAX_S = 5.0
@@ -291,9 +292,9 @@ class LinkTask:
         """Ship what one partition has past its position; bytes sent (1 when only the position moved).
 
         A sliding window: up to PIPELINE_DEPTH requests in flight, the next one read and sent as soon as
-        the oldest is answered, until the partition is caught up or ROUND_BYTES went (the session then
-        looks at topics and cursors again). Draining the window before refilling it would leave the
-        connection idle for a round trip every PIPELINE_DEPTH requests.
+        the oldest is answered, until the partition is caught up or ROUND_BYTES or ROUND_S went (the
+        session then looks at topics, cursors and pause again). Draining the window before refilling
+        it would leave the connection idle for a round trip every PIPELINE_DEPTH requests.
         """
         info = self.store.get_topic(self.spec.source, topic)
         if info is None or info.topic_id != self._topic_ids.get(topic):
@@ -308,9 +309,11 @@ class LinkTask:
         window: collections.deque[tuple[asyncio.Future[Any] | None, int, int]] = collections.deque()
         sent = moved = 0
         budget = ROUND_BYTES
+        deadline = time.monotonic() + ROUND_S
         try:
             while True:
-                while len(window) < PIPELINE_DEPTH and budget > 0 and pos < part.high_watermark:
+                while (len(window) < PIPELINE_DEPTH and budget > 0 and pos < part.high_watermark
+                       and time.monotonic() < deadline):
                     runs = await self._read_groups(part, topic, index, pos)
                     if not runs:
                         break
