@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from kio.schema.errors import ErrorCode
 
 from kafkacompat.testing import Broker
+from tests.test_idempotence import send
+from tests.wire import Wire
 
 from .helpers import admin, batches, end_offset, replica, wait_for
 
@@ -172,6 +175,10 @@ def test_the_replica_keeps_the_producer_epochs_markers_carry(pair):
     [(fenced_pid, fenced_epoch, last_seq, _, txn_start)] = described = _producers(a)
     assert (fenced_pid, last_seq, txn_start) == (pid, -1, -1) and fenced_epoch > epoch  # Kafka's view after it
     assert _producers(b) == described
+    # the fenced producer, a zombie now, is refused on the replica as on the source
+    for broker in (a, b):
+        with Wire(broker.bootstrap_servers) as wire:
+            assert send(wire, TOPIC, pid, 3, count=1, epoch=epoch)[0] == ErrorCode.invalid_producer_epoch
 
     second.begin_transaction()
     second.produce(TOPIC, b"after", partition=0)
