@@ -233,6 +233,10 @@ class Partition(abc.ABC):
 class Store(abc.ABC):
     """A namespace of streams, their topics, partitions and cursors."""
 
+    # How many bytes per second moving partitionlets between data dirs may copy (None: as fast as the
+    # disks allow); the broker sets it from replica.alter.log.dirs.io.max.bytes.per.second.
+    move_bytes_per_second: int | None = None
+
     default_stream: str
 
     @abc.abstractmethod

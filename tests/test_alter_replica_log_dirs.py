@@ -104,9 +104,10 @@ def test_kafka_python_moves_a_partition_while_it_is_produced_and_consumed(tmp_pa
 
 def test_a_move_that_cannot_finish_shows_the_future_replica(tmp_path) -> None:
     first, second = str(tmp_path / "a"), str(tmp_path / "b")
-    with Broker(store=capped_store(first, second, 50 << 20, 3000)) as broker:
+    # every record is bigger than the room the second volume has: nothing sealed can move there
+    with Broker(store=capped_store(first, second, 50 << 20, 900)) as broker:
         topic = create_topic(broker.bootstrap_servers, "stuck", 2, SMALL_PARTITIONLETS)
-        produce(broker.bootstrap_servers, topic, [b"x" * 500 for _ in range(40)])
+        produce(broker.bootstrap_servers, topic, [b"x" * 1000 for _ in range(40)])
         assert alter(broker.bootstrap_servers, {second: {topic: [0]}}) == {(topic, 0): ErrorCode.none}
         produce(broker.bootstrap_servers, topic, [b"y" * 100])  # the first record at home
         admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap_servers)
@@ -144,3 +145,50 @@ def test_a_memory_store_has_one_log_dir_where_everything_already_is() -> None:
         [only] = broker.server.store.data_dirs()
         assert alter(broker.bootstrap_servers, {only: {topic: [0]}, "/elsewhere": {topic: [1]}}) == {
             (topic, 0): ErrorCode.none, (topic, 1): ErrorCode.log_dir_not_found}
+
+
+def test_without_alter_on_the_cluster_every_partition_is_refused(tmp_path) -> None:
+    first, second = str(tmp_path / "a"), str(tmp_path / "b")
+    with Broker(data_dir=first, volumes=[second], sasl={"admin": "a-secret", "alice": "b-secret"}, authorizer=True,
+                super_users=["User:admin"]) as broker:
+        config = broker.client_config("admin")
+        topic = create_topic_as(config, "guarded")
+        alice = broker.client_config("alice")
+        admin = KafkaAdminClient(bootstrap_servers=alice["bootstrap.servers"], security_protocol="SASL_PLAINTEXT",
+                                 sasl_mechanism=alice["sasl.mechanism"], sasl_plain_username="alice",
+                                 sasl_plain_password="b-secret")
+        try:
+            answer = admin.alter_replica_log_dirs({TopicPartitionReplica(topic, 0, 1): second,
+                                                   TopicPartitionReplica(topic, 1, 1): first})
+        finally:
+            admin.close()
+    assert {error.__name__ for error in answer.values()} == {"ClusterAuthorizationFailedError"} and len(answer) == 2
+
+
+def create_topic_as(config: dict[str, str], name: str) -> str:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    AdminClient(config).create_topics([NewTopic(name, 2, 1)], operation_timeout=10)[name].result(timeout=15)
+    return name
+
+
+def test_the_move_throttle_is_a_dynamic_broker_config(tmp_path) -> None:
+    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+    name = "replica.alter.log.dirs.io.max.bytes.per.second"
+    with Broker(data_dir=str(tmp_path / "a")) as broker:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+
+        def change(op: AlterConfigOpType, value: str | None) -> None:
+            resource = ConfigResource(ResourceType.BROKER, "1", incremental_configs=[
+                ConfigEntry(name, value, incremental_operation=op)])
+            admin.incremental_alter_configs([resource])[resource].result(timeout=10)
+
+        assert broker.server.store.move_bytes_per_second is None
+        change(AlterConfigOpType.SET, "1000")
+        assert broker.server.store.move_bytes_per_second == 1000
+        described = admin.describe_configs([ConfigResource(ResourceType.BROKER, "1")])
+        [entries] = [future.result(timeout=10) for future in described.values()]
+        assert entries[name].value == "1000"
+        change(AlterConfigOpType.DELETE, None)
+        assert broker.server.store.move_bytes_per_second is None

@@ -81,6 +81,14 @@ BROKER_CONFIGS: dict[str, BrokerConfigDef] = {
         INT, "transaction_remove_expired_transaction_cleanup_interval_ms"),
 }
 
+# Kafka's throttles of partition moves (kafka-reassign-partitions sets them and its --verify clears them).
+# A single broker replicates nothing, so the two replication rates bound nothing here, as on a single-node
+# Kafka; the log-dir one bounds the bytes a move between volumes copies per second (storage/disk/move.py).
+MOVE_RATE = "replica.alter.log.dirs.io.max.bytes.per.second"
+_UNLIMITED = str(2**63 - 1)
+for _name in ("leader.replication.throttled.rate", "follower.replication.throttled.rate", MOVE_RATE):
+    BROKER_CONFIGS[_name] = BrokerConfigDef(LONG, dynamic=True, value=lambda c: _UNLIMITED, default=_UNLIMITED)
+
 
 def _default_partitions(cluster: "Cluster") -> str:
     stream = cluster.store.get_stream(cluster.default_stream)
@@ -175,4 +183,6 @@ def apply_dynamic(cluster: "Cluster") -> None:
         raw = per_broker.get(name, cluster_wide.get(name))
         value = int(raw) if raw is not None else cluster.started_config[d.field]
         setattr(cluster.config, d.field, value)
+    rate = per_broker.get(MOVE_RATE, cluster_wide.get(MOVE_RATE))
+    cluster.store.move_bytes_per_second = int(rate) if rate is not None and rate != _UNLIMITED else None
     cluster.producers.expiration_ms = cluster.config.producer_id_expiration_ms

@@ -8,8 +8,8 @@ is done. Errors as Kafka answers them: LOG_DIR_NOT_FOUND for a path that is
 not one of the log dirs (checked first), UNKNOWN_TOPIC_OR_PARTITION,
 REPLICA_NOT_AVAILABLE on a broker of a cluster that does not host the
 partition, KAFKA_STORAGE_ERROR when the dir has no room or cannot be
-written, CLUSTER_AUTHORIZATION_FAILED for every partition without ALTER on
-the cluster. A partition named twice goes to the last dir named, as in
+written (CLUSTER_AUTHORIZATION_FAILED for every partition without ALTER on
+the cluster comes from security/refusals.py). A partition named twice goes to the last dir named, as in
 Kafka's map of partition to dir. Stores with one data dir (memory, cloud)
 hold every partition there: naming it succeeds and changes nothing.
 """
@@ -20,7 +20,6 @@ from typing import Any
 
 from kafkacompat import storage
 
-from ..security.acls import Operation
 from .common import NO_THROTTLE, ErrorCode, make, schema_of, storage_error_code
 
 
@@ -46,12 +45,11 @@ async def handle(ctx: Any, request: Any) -> Any:
         for topic in log_dir.topics:
             for index in topic.partitions:
                 wanted.setdefault(topic.name, {})[index] = log_dir.path
-    allowed = ctx.cluster.authorizer.cluster(ctx, Operation.ALTER)
     results = []
     for topic, partitions in wanted.items():
         answers = []
         for index, log_dir in partitions.items():
-            error = await _move(ctx, topic, index, log_dir) if allowed else ErrorCode.cluster_authorization_failed
+            error = await _move(ctx, topic, index, log_dir)
             answers.append(make(m.AlterReplicaLogDirPartitionResult, partition_index=index, error_code=error))
         results.append(make(m.AlterReplicaLogDirTopicResult, topic_name=topic, partitions=tuple(answers)))
     return make(m.AlterReplicaLogDirsResponse, throttle_time=NO_THROTTLE, results=tuple(results))

@@ -20,6 +20,10 @@ active partitionlet is never copied: giving a partition its home rolls it,
 so the next one starts at home. The home is kept in the manifest, so a move
 cut short by a restart resumes when the partition is next opened (the
 background check opens every partition holding data after a start).
+
+The copy keeps to the store's move_bytes_per_second when one is set (Kafka's
+replica.alter.log.dirs.io.max.bytes.per.second), read at every chunk so a
+change applies to a move under way.
 """
 
 from __future__ import annotations
@@ -28,6 +32,8 @@ import asyncio
 import logging
 import os
 import threading
+import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ..errors import StorageError, StorageFullError
@@ -51,8 +57,12 @@ def crash_point(name: str) -> None:
     """Called where a killed move would leave work half done; tests stop the process here."""
 
 
-def copy_partitionlet(p: Partitionlet, directory: str, volume: Volume, stop: threading.Event) -> Partitionlet:
-    """Copy a sealed partitionlet's files into `directory` on `volume`, fsynced (blocking).
+Rate = Callable[[], int | None]  # bytes per second a copy may go at now (None: no limit)
+
+
+def copy_partitionlet(p: Partitionlet, directory: str, volume: Volume, stop: threading.Event,
+                      rate: Rate = lambda: None) -> Partitionlet:
+    """Copy a sealed partitionlet's files into `directory` on `volume`, fsynced (blocking), at most `rate()` B/s.
 
     Returns the copy, not yet in the chain. Stopped or failed, the copy's
     files are removed (and the directories made for them, when left empty)
@@ -71,7 +81,7 @@ def copy_partitionlet(p: Partitionlet, directory: str, volume: Volume, stop: thr
             if stop.is_set():
                 raise MoveStopped(p.log_path)
             try:
-                _copy_file(source, target, stop)
+                _copy_file(source, target, stop, rate)
             except FileNotFoundError:
                 if source == p.log_path and not p.missing:
                     raise  # the log itself vanished (retention or a cleaning swapped it out meanwhile)
@@ -90,7 +100,7 @@ def copy_partitionlet(p: Partitionlet, directory: str, volume: Volume, stop: thr
     return new
 
 
-def _copy_file(source: str, target: str, stop: threading.Event) -> None:
+def _copy_file(source: str, target: str, stop: threading.Event, rate: Rate) -> None:
     src = os.open(source, os.O_RDONLY)
     try:
         dst = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
@@ -99,13 +109,16 @@ def _copy_file(source: str, target: str, stop: threading.Event) -> None:
             while True:
                 if stop.is_set():
                     raise MoveStopped(source)
-                chunk = os.pread(src, _CHUNK, pos)
+                started, limit = time.monotonic(), rate()
+                chunk = os.pread(src, _CHUNK if not limit else min(max(limit // 10, 4096), _CHUNK), pos)
                 if not chunk:
                     break
                 view = memoryview(chunk)
                 while view:
                     view = view[os.write(dst, view):]
                 pos += len(chunk)
+                if limit and stop.wait(len(chunk) / limit - (time.monotonic() - started)):
+                    raise MoveStopped(source)
             os.fsync(dst)
         finally:
             os.close(dst)
@@ -135,7 +148,8 @@ async def move_home(part: DiskPartition) -> int:
             log.error("%s: cannot move %s to %s: %s", part.name, p.log_path, home.path, exc)
             return moved
         try:
-            new = await asyncio.to_thread(copy_partitionlet, p, part.dir_on(home.path), home, part.move_stop)
+            new = await asyncio.to_thread(copy_partitionlet, p, part.dir_on(home.path), home, part.move_stop,
+                                          part.move_rate)
         except MoveStopped:
             home.release(p.size)
             return moved

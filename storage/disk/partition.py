@@ -804,6 +804,10 @@ class DiskPartition(PartitionBase):
     def log_dir(self) -> str | None:
         return self._home.path if self._home is not None else None
 
+    def move_rate(self) -> int | None:
+        """The bytes per second a move may copy now (the store's setting, read as the copy goes)."""
+        return self._store.move_bytes_per_second
+
     def away_from_home(self) -> list[Partitionlet]:
         """The sealed partitionlets that are still to be moved home, oldest first."""
         home = self._home

@@ -2,8 +2,8 @@
 
 Both brokers have two log dirs (kafkacompat: two volumes). The same steps
 run on each: `kafka-reassign-partitions --execute` with a reassignment
-file naming a log dir (it calls AlterReplicaLogDirs), `--verify` until the
-move is done, `kafka-log-dirs --describe`, a consumer reading everything
+file naming a log dir (it calls AlterReplicaLogDirs) and a move throttle,
+`--verify` until the move is done (it then clears the throttle), `kafka-log-dirs --describe`, a consumer reading everything
 back, and AlterReplicaLogDirs' errors at the wire. What the user sees is
 compared with the dir paths replaced by their role (current, target).
 """
@@ -86,7 +86,7 @@ def _run(bootstrap: str, dirs: list[str], work: pathlib.Path) -> dict[str, objec
     plan.write_text(json.dumps({"version": 1, "partitions": [
         {"topic": TOPIC, "partition": 0, "replicas": [1], "log_dirs": [target]}]}))
     tool = ("--bootstrap-server", bootstrap, "--reassignment-json-file", str(plan))
-    execute = run_script("kafka-reassign-partitions", *tool, "--execute")
+    execute = run_script("kafka-reassign-partitions", *tool, "--execute", "--replica-alter-log-dirs-throttle", "50000000")
     assert execute.returncode == 0, execute.stdout + execute.stderr
     deadline = time.monotonic() + 60
     while True:

@@ -71,11 +71,10 @@ async def test_a_moved_partition_keeps_every_record_and_its_new_partitionlets_st
     before = await read_all(part)
     await part.move_to_log_dir(str(b))
     assert part.log_dir() == str(b)
-    while part.away_from_home():  # appends and reads go on during the move
-        await part.append(batch(3, size=300, ts=5000), 3)
-        got = await read_all(part)
-        assert got[:len(before)] == before
-        await asyncio.sleep(0)
+    for i in range(20):  # appends and reads go on during the move
+        await part.append(batch(3, size=300, ts=5000 + i), 3)
+        assert (await read_all(part))[:len(before)] == before
+        await asyncio.sleep(0.001)
     await settled(part)
     for i in range(20):
         await part.append(batch(3, size=300, ts=6000 + i), 3)
@@ -200,4 +199,17 @@ async def test_a_move_killed_at_any_step_keeps_one_readable_copy_and_resumes(tmp
     assert await read_all(part) == before
     logs = logs_by_volume(a, b)
     assert logs[str(a)] == [] and len(logs[str(b)]) == len(await part.partitionlets())
+    await st.close()
+
+
+async def test_a_move_keeps_to_the_stores_byte_rate(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    st = await open_disk(a, b)
+    part = await spread_partition(st, batches=40)
+    to_copy = sum(p.size_bytes for p in await part.partitionlets() if p.volume == str(a) and p.sealed)
+    st.move_bytes_per_second = 40_000  # Kafka's replica.alter.log.dirs.io.max.bytes.per.second
+    started = time.monotonic()
+    await part.move_to_log_dir(str(b))
+    await settled(part)
+    assert time.monotonic() - started >= 0.9 * to_copy / 40_000 > 0.25
     await st.close()
