@@ -86,8 +86,10 @@ BROKER_CONFIGS: dict[str, BrokerConfigDef] = {
 # Kafka; the log-dir one bounds the bytes a move between volumes copies per second (storage/disk/move.py).
 MOVE_RATE = "replica.alter.log.dirs.io.max.bytes.per.second"
 _UNLIMITED = str(2**63 - 1)
-for _name in ("leader.replication.throttled.rate", "follower.replication.throttled.rate", MOVE_RATE):
-    BROKER_CONFIGS[_name] = BrokerConfigDef(LONG, dynamic=True, value=lambda c: _UNLIMITED, default=_UNLIMITED)
+BROKER_CONFIGS.update({
+    name: BrokerConfigDef(LONG, dynamic=True, value=lambda c: _UNLIMITED, default=_UNLIMITED)
+    for name in ("leader.replication.throttled.rate", "follower.replication.throttled.rate", MOVE_RATE)
+})
 
 
 def _default_partitions(cluster: "Cluster") -> str:

@@ -136,7 +136,7 @@ async def move_home(part: DiskPartition) -> int:
     moved = 0
     while True:
         home = part.home
-        away = part.away_from_home()
+        away = await part.settled_away_from_home()
         if home is None or not away or part.move_stopping:
             return moved
         p = away[0]

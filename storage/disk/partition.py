@@ -815,6 +815,11 @@ class DiskPartition(PartitionBase):
             return []
         return [p for p in self._chain if p.volume is not home and p.sealed]
 
+    async def settled_away_from_home(self) -> list[Partitionlet]:
+        """away_from_home() once no roll is under way (a partitionlet being sealed has its indexes written then)."""
+        async with self._lock:
+            return self.away_from_home()
+
     async def move_to_log_dir(self, log_dir: str) -> None:
         """Make the volume at `log_dir` this partition's home and move its partitionlets there (see move.py).
 
