@@ -168,7 +168,8 @@ def test_without_alter_on_the_cluster_every_partition_is_refused(tmp_path) -> No
 def create_topic_as(config: dict[str, str], name: str) -> str:
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    AdminClient(config).create_topics([NewTopic(name, 2, 1)], operation_timeout=10)[name].result(timeout=15)
+    admin = AdminClient(config)  # kept referenced until the topic exists
+    admin.create_topics([NewTopic(name, 2, 1)], operation_timeout=10)[name].result(timeout=15)
     return name
 
 
