@@ -139,7 +139,8 @@ def test_errors_as_kafka_answers_them(tmp_path) -> None:
     }
 
 
-def test_a_memory_store_has_one_log_dir_where_everything_already_is() -> None:
+def test_a_single_dir_store_has_one_log_dir_where_everything_already_is() -> None:
+    """Memory, or with KAFKACOMPAT_TEST_STORE=cloud the cloud engine (its one dir is the object store)."""
     with Broker() as broker:
         topic = create_topic(broker.bootstrap_servers, "mem")
         [only] = broker.server.store.data_dirs()
