@@ -143,6 +143,30 @@ async def test_memory_and_single_dir_stores_hold_every_partition_in_their_one_di
     await st.close()
 
 
+async def test_a_topic_deleted_mid_move_leaves_nothing_behind_and_does_not_come_back(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    st = await open_disk(a, b)
+    part = await spread_partition(st)
+    st.move_bytes_per_second = 20_000  # slow enough to be mid-copy when the topic goes
+    await part.move_to_log_dir(str(b))
+    moved = len(part.away_from_home())
+    home = part.dir_on(str(b))
+    present = set(os.listdir(home))  # with the new active partitionlet
+    deadline = time.monotonic() + 10
+    while set(os.listdir(home)) <= present:
+        assert time.monotonic() < deadline, "no copy started"
+        await asyncio.sleep(0.005)
+    await st.delete_topic("/s", "t")  # a copy is under way
+    deadline = time.monotonic() + 10
+    while any(os.path.exists(os.path.join(v, "streams", "s", "t")) for v in (a, b)):
+        assert time.monotonic() < deadline, logs_by_volume(a, b)
+        await asyncio.sleep(0.01)
+    await st.close()
+    st = await open_disk(a, b)
+    assert moved and st.get_topic("/s", "t") is None and logs_by_volume(a, b) == {str(a): [], str(b): []}
+    await st.close()
+
+
 # --- a move killed mid-way leaves every record readable ---------------------------------
 
 CRASH_SCRIPT = textwrap.dedent("""
