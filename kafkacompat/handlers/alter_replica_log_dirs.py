@@ -7,11 +7,12 @@ DescribeLogDirs shows the moved part as the "future" replica until the move
 is done. Errors as Kafka answers them: LOG_DIR_NOT_FOUND for a path that is
 not one of the log dirs (checked first), UNKNOWN_TOPIC_OR_PARTITION,
 REPLICA_NOT_AVAILABLE on a broker of a cluster that does not host the
-partition, KAFKA_STORAGE_ERROR when the dir has no room or cannot be
-written (CLUSTER_AUTHORIZATION_FAILED for every partition without ALTER on
-the cluster comes from security/refusals.py). A partition named twice goes to the last dir named, as in
-Kafka's map of partition to dir. Stores with one data dir (memory, cloud)
-hold every partition there: naming it succeeds and changes nothing.
+partition, KAFKA_STORAGE_ERROR when the partition is offline or the dir
+has no room or cannot be written (CLUSTER_AUTHORIZATION_FAILED for every
+partition without ALTER on the cluster comes from security/refusals.py). A
+partition named twice goes to the last dir named, as in Kafka's map of
+partition to dir. Stores with one data dir (memory, cloud) hold every
+partition there: naming it succeeds and changes nothing.
 """
 
 from __future__ import annotations
