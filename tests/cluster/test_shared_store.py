@@ -182,3 +182,19 @@ def test_kill_9_of_a_leader_under_idempotent_load_loses_and_duplicates_nothing(c
         assert values == sorted(values), f"partition {partition}: order changed"
     # the bound is lease + heartbeat; the rest is slack for Metadata round trips on a loaded machine
     assert moved_after and moved_after[0] <= (LEASE_MS + HEARTBEAT_MS) / 1000 + 1.5, moved_after
+
+
+def test_a_new_partitions_leader_serves_it_before_its_next_heartbeat() -> None:
+    """The broker that creates a topic names its leaders at once; a leader asked before its
+    own heartbeat has seen the new rows looks them up instead of refusing (a refusal made
+    producers retry, and one without idempotence then stored batches out of order)."""
+    try:
+        args = cloud_cluster_args(lease_ms=30_000, heartbeat_ms=10_000)  # no heartbeat within the test
+    except ServiceUnavailable as exc:
+        pytest.skip(str(exc))
+    with BrokerCluster(3, args) as cluster:
+        topic = create_topic(cluster.brokers[0].bootstrap, 6)
+        named = leaders(cluster.brokers[0].bootstrap, topic)
+        assert set(named.values()) == {1, 2, 3}, named
+        for partition, leader in named.items():
+            assert list_offsets_error(cluster.broker(leader).bootstrap, topic, partition) == 0, (partition, leader)
