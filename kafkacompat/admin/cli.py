@@ -15,6 +15,7 @@ import sys
 from typing import Any, NoReturn
 
 from . import progress
+from .arg_types import number_at_least
 from ..replication import cli as replication_cli
 from .client import (
     BOOTSTRAP_VARIABLE,
@@ -70,23 +71,11 @@ def _size(text: str) -> int:
 
 
 def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
-    return value
+    return number_at_least(text, int, 1, "is not a whole number", "must be at least 1, not {value}")
 
 
 def _partition(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a partition number") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"partition numbers start at 0, not {value}")
-    return value
+    return number_at_least(text, int, 0, "is not a partition number", "partition numbers start at 0, not {value}")
 
 
 def _bool(text: str) -> bool:
