@@ -1,8 +1,9 @@
 """Checks shared by the command lines' argument types.
 
 An argument type raises argparse.ArgumentTypeError, whose message argparse
-prints as the one line of a usage error; the number types of the admin,
-console and replication commands differ only in their bound and wording.
+prints as the one line of a usage error. The admin, console and replication
+commands' types either parse with a function that raises its own error
+(`parsed`) or read a number with a lower bound (`number_at_least`).
 """
 
 from __future__ import annotations
@@ -12,6 +13,16 @@ from collections.abc import Callable
 from typing import TypeVar
 
 Number = TypeVar("Number", int, float)
+Parsed = TypeVar("Parsed")
+
+
+def parsed(parse: Callable[[str], Parsed], text: str,
+           errors: type[Exception] | tuple[type[Exception], ...] = ValueError) -> Parsed:
+    """parse(text); the `errors` it raises become a usage error with the same message."""
+    try:
+        return parse(text)
+    except errors as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def number_at_least(text: str, convert: Callable[[str], Number], minimum: Number,

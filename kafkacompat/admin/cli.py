@@ -15,7 +15,7 @@ import sys
 from typing import Any, NoReturn
 
 from . import progress
-from .arg_types import number_at_least
+from .arg_types import number_at_least, parsed
 from ..replication import cli as replication_cli
 from .client import (
     BOOTSTRAP_VARIABLE,
@@ -64,10 +64,7 @@ def _ttl(text: str) -> int:
 
 
 def _size(text: str) -> int:
-    try:
-        return parse_size(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+    return parsed(parse_size, text)
 
 
 def _count(text: str) -> int:
@@ -86,10 +83,7 @@ def _bool(text: str) -> bool:
 
 
 def _expression(text: str) -> str:
-    try:
-        return check_expression(text)
-    except ExpressionError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+    return parsed(check_expression, text, ExpressionError)
 
 
 def _config(text: str) -> tuple[str, str]:
@@ -147,10 +141,7 @@ def _cursor_args(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _bootstrap(text: str) -> str:
-    try:
-        parse_bootstrap(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+    parsed(parse_bootstrap, text)
     return text
 
 
@@ -164,10 +155,7 @@ def add_bootstrap(p: argparse.ArgumentParser) -> None:
 
 
 def _command_config(path: str) -> ClientSecurity:
-    try:
-        return load_command_config(path)
-    except SecurityConfigError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+    return parsed(load_command_config, path, SecurityConfigError)
 
 
 def add_progress(p: argparse.ArgumentParser) -> None:

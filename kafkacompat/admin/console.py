@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from typing import Any, BinaryIO
 
-from .arg_types import number_at_least
+from .arg_types import number_at_least, parsed
 from .cli import _config, _count, _partition, add_bootstrap
 from .client import BrokerUnreachable
 from .kafka_client import REQUEST_TIMEOUT_S, CommandError, client_config, describe_error
@@ -189,10 +189,7 @@ def as_json(msg: Any) -> bytes:
 
 
 def _format(text: str) -> Callable[[Any], bytes]:
-    try:
-        return compile_format(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+    return parsed(compile_format, text)
 
 
 def _offset(text: str) -> int | str:

@@ -16,7 +16,7 @@ import json
 import sys
 from typing import Any
 
-from ..admin.arg_types import number_at_least
+from ..admin.arg_types import number_at_least, parsed
 from ..admin.client import AdminClient, AdminError, BrokerUnreachable, parse_bootstrap
 from ..admin.output import table
 from ..admin.units import format_bytes, format_time_ms
@@ -28,10 +28,7 @@ REPLICA_HELP = "the destination as HOST:PORT/stream/path: its broker's Kafka add
 
 
 def _replica(text: str) -> str:
-    try:
-        parse_replica(text)
-    except LinkSpecError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+    parsed(parse_replica, text, LinkSpecError)
     return text
 
 
