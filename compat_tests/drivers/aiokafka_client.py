@@ -10,7 +10,7 @@ from typing import Any
 
 from ..scenario_data import Received, headers, key, value
 from . import ADMIN_RETENTION_MS, Driver
-from .inprocess import LISTING_WAIT, TIMEOUT, header_pairs, text
+from .inprocess import LISTING_WAIT, TIMEOUT, asettled, header_pairs, text
 
 
 def consumer_assignment_partitions(data: bytes) -> list[int]:
@@ -198,7 +198,7 @@ class AiokafkaDriver(Driver):
             await admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, topic, configs={
                 "retention.ms": ADMIN_RETENTION_MS,
             })])
-            return {"before": before, "after": await retention(admin)}
+            return {"before": before, "after": await asettled(lambda: retention(admin), ADMIN_RETENTION_MS.__eq__)}
 
         return self._admin_call(use)
 
@@ -207,7 +207,7 @@ class AiokafkaDriver(Driver):
 
         async def use(admin: Any) -> int:
             await admin.create_partitions({topic: NewPartitions(total)})
-            return await self._partitions(admin, topic)
+            return await asettled(lambda: self._partitions(admin, topic), total.__eq__)
 
         return self._admin_call(use)
 

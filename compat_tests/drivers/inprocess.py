@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 TIMEOUT = 30.0  # seconds any one step may take
 
@@ -43,6 +46,33 @@ def listed_within(names: Callable[[], Any], name: str, timeout: float = LISTING_
             return False
         time.sleep(0.1)
     return True
+
+
+def settled(read: Callable[[], T], wanted: Callable[[T], bool], timeout: float = LISTING_WAIT) -> T:
+    """read() again until wanted(its value) or timeout; the last value read.
+
+    Every broker of a cluster learns of an admin change (new partitions, a
+    topic config) a moment after the change is answered, as on Kafka ("it
+    may take several seconds ... for all the brokers to become aware", Admin
+    javadoc), and a describe may be answered by another broker. A change that
+    never shows returns the old value, which the scenario then refuses.
+    """
+    deadline = time.monotonic() + timeout
+    value = read()
+    while not wanted(value) and time.monotonic() < deadline:
+        time.sleep(0.1)
+        value = read()
+    return value
+
+
+async def asettled(read: Callable[[], Awaitable[T]], wanted: Callable[[T], bool], timeout: float = LISTING_WAIT) -> T:
+    """settled() for a client whose calls are coroutines."""
+    deadline = time.monotonic() + timeout
+    value = await read()
+    while not wanted(value) and time.monotonic() < deadline:
+        await asyncio.sleep(0.1)
+        value = await read()
+    return value
 
 
 def listed_after_deleting(names: Callable[[], Any], name: str, timeout: float = LISTING_WAIT) -> bool:

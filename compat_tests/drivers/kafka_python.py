@@ -8,7 +8,7 @@ from typing import Any
 
 from ..scenario_data import Received, headers, key, value
 from . import ADMIN_RETENTION_MS, Driver
-from .inprocess import TIMEOUT, header_pairs, listed_after_deleting, listed_within, text, until
+from .inprocess import TIMEOUT, header_pairs, listed_after_deleting, listed_within, settled, text, until
 
 # kafka-python 3.0.12 drops a group join that completes after poll()'s timeout and
 # joins again (a fresh rebalance): long polls let join and sync finish inside one.
@@ -184,7 +184,7 @@ class KafkaPythonDriver(Driver):
             admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, topic, configs={
                 "retention.ms": ADMIN_RETENTION_MS,
             })])
-            return {"before": before, "after": retention()}
+            return {"before": before, "after": settled(retention, ADMIN_RETENTION_MS.__eq__)}
         finally:
             admin.close()
 
@@ -192,7 +192,7 @@ class KafkaPythonDriver(Driver):
         admin = self._admin()
         try:
             admin.create_partitions({topic: total})
-            return self._partitions(admin, topic)
+            return settled(lambda: self._partitions(admin, topic), total.__eq__)
         finally:
             admin.close()
 

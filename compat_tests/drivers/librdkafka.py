@@ -8,7 +8,7 @@ from typing import Any
 
 from ..scenario_data import Received, headers, key, value
 from . import ADMIN_RETENTION_MS, Driver
-from .inprocess import TIMEOUT, header_pairs, listed_after_deleting, listed_within, text, until
+from .inprocess import TIMEOUT, header_pairs, listed_after_deleting, listed_within, settled, text, until
 
 
 class ConfluentDriver(Driver):
@@ -171,14 +171,14 @@ class ConfluentDriver(Driver):
             ConfigEntry("retention.ms", ADMIN_RETENTION_MS, incremental_operation=AlterConfigOpType.SET),
         ])
         admin.incremental_alter_configs([change])[change].result(TIMEOUT)
-        return {"before": before, "after": retention()}
+        return {"before": before, "after": settled(retention, ADMIN_RETENTION_MS.__eq__)}
 
     def create_partitions(self, topic, total):
         from confluent_kafka.admin import NewPartitions
 
         admin = self._admin()
         admin.create_partitions([NewPartitions(topic, total)])[topic].result(TIMEOUT)
-        return self._partitions(admin, topic)
+        return settled(lambda: self._partitions(admin, topic), total.__eq__)
 
     def delete_records(self, topic, before):
         admin = self._admin()
