@@ -15,8 +15,9 @@ from typing import TYPE_CHECKING
 
 from .. import batch_format as bf
 from ..api import AppendResult, PartitionletInfo, TimestampHit
+from ..compaction import SegmentStats
 from ..errors import OffsetOutOfRangeError, StorageError
-from ..namespace import TopicState
+from ..namespace import Settings, TopicState
 from ..partition_base import PartitionBase
 
 if TYPE_CHECKING:
@@ -41,7 +42,29 @@ class CloudPartition(PartitionBase):
         self._tail: list[Entry] = []  # contiguous batches ending at or below the high watermark
         self._tail_bases: list[int] = []
 
+    @property
+    def settings(self) -> Settings:
+        """The topic's effective rules (stream policy with its configs applied)."""
+        return self._topic.settings
+
+    def segment_roll(self) -> tuple[int, int]:
+        """(segment.bytes, segment.ms) by which kc_commit rolls this partition's segments, which
+        the log cleaner works on; (-1, -1) when the topic is not compacted (no segments kept)."""
+        settings = self._topic.settings
+        return (settings.partitionlet_bytes, settings.partitionlet_age_ms) if settings.compact else (-1, -1)
+
+    async def sealed_chain(self) -> list[SegmentStats]:
+        """The sealed segments (all but the active one), oldest first, as the cleaner plans with them."""
+        return (await self._store.segments(self.pid, self._hw))[:-1]
+
     # views from elsewhere -----------------------------------------------------------
+
+    def cleaned(self, below: int) -> None:
+        """The cleaner replaced index rows below `below`: forget the tail entries there, which
+        name objects that are deleted once no reader can need them."""
+        cut = bisect.bisect_left(self._tail_bases, below)
+        if cut:
+            del self._tail[:cut], self._tail_bases[:cut]
 
     def moved(self, next_offset: int, log_start: int, epoch: int) -> None:
         """The database says the partition moved (our commit, another broker's, retention)."""

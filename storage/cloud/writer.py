@@ -45,7 +45,7 @@ class _Pending:
         self.fence = fence  # the leader epoch the commit must still find, -1: none
 
 
-Commit = Callable[[str, int, list[int], list[int], list[int], list[int], list[int], list[int]],
+Commit = Callable[[str, int, list[int], list[int], list[int], list[int], list[int], list[int], list[int], list[int]],
                   Awaitable[list[tuple[int, int, int]]]]
 
 
@@ -166,9 +166,10 @@ class Writer:
             if not kept:
                 return  # the object is an orphan, swept after the grace time
             ranked, positions = [item for item, _ in kept], [position for _, position in kept]
+        rolls = [item.partition.segment_roll() for item in ranked]
         rows = await self._commit(key, len(body), [i.partition.pid for i in ranked], [i.count for i in ranked],
                                   positions, [len(i.data) for i in ranked], [i.max_ts for i in ranked],
-                                  [i.fence for i in ranked])
+                                  [i.fence for i in ranked], [r[0] for r in rolls], [r[1] for r in rolls])
         self.flushes += 1
         self.batches += len(ranked)
         stamp = now_ms()
