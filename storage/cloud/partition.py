@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from .. import batch_format as bf
 from ..api import AppendResult, PartitionletInfo, TimestampHit
 from ..compaction import SegmentStats
-from ..errors import OffsetOutOfRangeError, StorageError
+from ..errors import OffsetOutOfRangeError
 from ..namespace import Settings, TopicState
 from ..partition_base import PartitionBase
 
@@ -110,12 +110,10 @@ class CloudPartition(PartitionBase):
         what resolves once it is committed, so a broker may append a connection's next
         request before this one's object is written."""
         self._check_open()
-        if at is not None:
-            raise StorageError(f"{self.name}: appends at a stated offset are not supported by the cloud engine")
         view = memoryview(batch).cast("B")
         _length, max_ts = bf.check_append(view, record_count)
         fence = -1 if leader_epoch is None else leader_epoch
-        return self._store.writer.submit(self, bytes(view), record_count, max_ts, fence)
+        return self._store.writer.submit(self, bytes(view), record_count, max_ts, fence, -1 if at is None else at)
 
     async def refresh(self) -> None:
         await self._store.refresh_partitions([self])
@@ -202,6 +200,14 @@ class CloudPartition(PartitionBase):
             raise OffsetOutOfRangeError(f"cannot delete records below {before_offset}: {self.name} ends at {self._hw}")
         self.moved(self._hw, start, self._leader_epoch)
         return self._log_start
+
+    async def truncate_fully_and_start_at(self, offset: int) -> None:
+        self._check_open()
+        restarted = await self._store.restart_at(self.pid, offset)
+        if restarted is None:
+            await self._store.refresh_partitions([self])
+            raise OffsetOutOfRangeError(f"cannot restart {self.name} at {offset}: it ends at {self._hw}")
+        self.moved(offset, offset, restarted[1])
 
     async def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
         self._check_open()

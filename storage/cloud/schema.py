@@ -285,6 +285,11 @@ $$;
 # size and roll time. A segment ends where the next begins; the last is active
 # and never cleaned. `cleanings` counts the cleaner's swaps of the partition's
 # index rows: a swap applies only if none came between its reading and its commit.
+#
+# Appends at a stated offset (a replica keeping its source's offsets): p_at[i] >= 0
+# stores the batch only if the partition's next offset is exactly that (base -3
+# and hw = the next offset otherwise), so a replica never gets a gap or an overlap.
+# hw is the partition's next offset after the batch.
 _V3 = r"""
 CREATE TABLE IF NOT EXISTS kc_segments (
     pid bigint NOT NULL REFERENCES kc_partitions(id) ON DELETE CASCADE,
@@ -302,8 +307,8 @@ ALTER TABLE kc_partitions ADD COLUMN IF NOT EXISTS cleanings bigint NOT NULL DEF
 CREATE OR REPLACE FUNCTION kc_commit(
     p_origin text, p_key text, p_size bigint, p_epoch int,
     p_pids bigint[], p_counts int[], p_pos bigint[], p_lens int[], p_maxts bigint[], p_fence int[],
-    p_seg_bytes bigint[], p_seg_ms bigint[]
-) RETURNS TABLE (object_id bigint, base bigint, epoch int) LANGUAGE plpgsql AS $$
+    p_seg_bytes bigint[], p_seg_ms bigint[], p_at bigint[]
+) RETURNS TABLE (object_id bigint, base bigint, epoch int, hw bigint) LANGUAGE plpgsql AS $$
 DECLARE
     obj bigint;
     i int;
@@ -322,10 +327,11 @@ BEGIN
         FOR i IN 1 .. coalesce(array_length(p_pids, 1), 0) LOOP
             SELECT b.base_offset, b.epoch INTO nxt, ep FROM kc_batches b
                 WHERE b.object_id = obj AND b.position = p_pos[i];
-            IF nxt IS NULL AND EXISTS (SELECT 1 FROM kc_partitions p WHERE p.id = p_pids[i]) THEN
-                nxt := -2;  -- it was refused the first time: fenced
+            SELECT p.next_offset INTO hw FROM kc_partitions p WHERE p.id = p_pids[i];
+            IF nxt IS NULL AND hw IS NOT NULL THEN
+                nxt := CASE WHEN p_at[i] >= 0 THEN -3 ELSE -2 END;  -- refused the first time: offset or fence
             END IF;
-            object_id := obj; base := coalesce(nxt, -1); epoch := coalesce(ep, -1);
+            object_id := obj; base := coalesce(nxt, -1); epoch := coalesce(ep, -1); hw := coalesce(hw, -1);
             RETURN NEXT;
         END LOOP;
         RETURN;
@@ -341,7 +347,12 @@ BEGIN
         SELECT p.next_offset, p.leader_epoch, p.seg_base, p.seg_size, p.seg_created
             INTO nxt, old_epoch, sb, ss, sc FROM kc_partitions p WHERE p.id = p_pids[i];
         IF NOT FOUND THEN
-            object_id := obj; base := -1; epoch := -1;
+            object_id := obj; base := -1; epoch := -1; hw := -1;
+            RETURN NEXT;
+            CONTINUE;
+        END IF;
+        IF p_at[i] >= 0 AND p_at[i] <> nxt THEN
+            object_id := obj; base := -3; epoch := -1; hw := nxt;
             RETURN NEXT;
             CONTINUE;
         END IF;
@@ -350,7 +361,7 @@ BEGIN
                 ON t.stream = l.stream AND t.name = l.topic JOIN kc_partitions p ON p.topic_id = t.id
                 AND p.idx = l.partition WHERE p.id = p_pids[i];
             IF lead IS DISTINCT FROM p_fence[i] THEN
-                object_id := obj; base := -2; epoch := coalesce(lead, -1);
+                object_id := obj; base := -2; epoch := coalesce(lead, -1); hw := nxt;
                 RETURN NEXT;
                 CONTINUE;
             END IF;
@@ -374,7 +385,7 @@ BEGIN
         END IF;
         INSERT INTO kc_batches VALUES (p_pids[i], nxt, nxt + p_counts[i] - 1, obj, p_pos[i], p_lens[i], p_maxts[i], ep);
         touched := touched || p_pids[i];
-        object_id := obj; base := nxt; epoch := ep;
+        object_id := obj; base := nxt; epoch := ep; hw := nxt + p_counts[i];
         RETURN NEXT;
     END LOOP;
     SELECT string_agg(p.id || ':' || p.next_offset || ':' || p.log_start || ':' || p.leader_epoch, ',')
@@ -382,14 +393,16 @@ BEGIN
     PERFORM kc_notify_data(p_origin, payload);
 END $$;
 
--- The signature of schema version 2 (no segments), for brokers not yet upgraded.
+-- The signature of schema version 2 (no segments, no stated offsets), for brokers not yet upgraded.
 CREATE OR REPLACE FUNCTION kc_commit(
     p_origin text, p_key text, p_size bigint, p_epoch int,
     p_pids bigint[], p_counts int[], p_pos bigint[], p_lens int[], p_maxts bigint[], p_fence int[]
 ) RETURNS TABLE (object_id bigint, base bigint, epoch int) LANGUAGE sql AS $$
-    SELECT * FROM kc_commit(p_origin, p_key, p_size, p_epoch, p_pids, p_counts, p_pos, p_lens, p_maxts, p_fence,
-                            array_fill(-1::bigint, ARRAY[coalesce(array_length(p_pids, 1), 0)]),
-                            array_fill(-1::bigint, ARRAY[coalesce(array_length(p_pids, 1), 0)]))
+    SELECT c.object_id, c.base, c.epoch FROM kc_commit(
+        p_origin, p_key, p_size, p_epoch, p_pids, p_counts, p_pos, p_lens, p_maxts, p_fence,
+        array_fill(-1::bigint, ARRAY[coalesce(array_length(p_pids, 1), 0)]),
+        array_fill(-1::bigint, ARRAY[coalesce(array_length(p_pids, 1), 0)]),
+        array_fill(-1::bigint, ARRAY[coalesce(array_length(p_pids, 1), 0)])) c
 $$;
 """
 

@@ -536,20 +536,22 @@ class CloudStore(NamespaceStore):
 
     async def _commit(self, key: str, size: int, pids: list[int], counts: list[int], positions: list[int],
                       lengths: list[int], max_ts: list[int], fences: list[int], segment_bytes: list[int] | None = None,
-                      segment_ms: list[int] | None = None) -> list[tuple[int, int, int]]:
-        """kc_commit, retried on a lost connection (a repeat returns the first call's offsets).
-        `segment_bytes` and `segment_ms` roll compacted partitions' segments (-1: not compacted)."""
+                      segment_ms: list[int] | None = None, at: list[int] | None = None
+                      ) -> list[tuple[int, int, int, int]]:
+        """kc_commit, retried on a lost connection (a repeat returns the first call's offsets):
+        (object id, base offset, epoch, next offset) per batch. `segment_bytes` and `segment_ms`
+        roll compacted partitions' segments, `at` states the offset a batch must get (-1: none)."""
         import asyncpg
 
-        segment_bytes = segment_bytes or [-1] * len(pids)
-        segment_ms = segment_ms or [-1] * len(pids)
+        unset = [-1] * len(pids)
         for attempt in range(COMMIT_ATTEMPTS):
             try:
                 async with self._pool.acquire() as conn:
-                    rows = await conn.fetch("SELECT * FROM kc_commit($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
-                                            self.origin, key, size, self.epoch, pids, counts, positions, lengths,
-                                            max_ts, fences, segment_bytes, segment_ms)
-                return [(r["object_id"], r["base"], r["epoch"]) for r in rows]
+                    rows = await conn.fetch(
+                        "SELECT * FROM kc_commit($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
+                        self.origin, key, size, self.epoch, pids, counts, positions, lengths, max_ts, fences,
+                        segment_bytes or unset, segment_ms or unset, at or unset)
+                return [(r["object_id"], r["base"], r["epoch"], r["hw"]) for r in rows]
             except (OSError, asyncpg.PostgresConnectionError, asyncpg.InterfaceError,
                     asyncpg.DeadlockDetectedError, asyncpg.SerializationError, asyncio.TimeoutError) as exc:
                 if attempt + 1 == COMMIT_ATTEMPTS:
@@ -613,6 +615,28 @@ class CloudStore(NamespaceStore):
     async def advance_start(self, pid: int, start: int) -> int | None:
         rows = await self._fetch("SELECT kc_advance_start($1, $2, $3) AS start", self.origin, pid, start)
         return rows[0]["start"]
+
+    async def restart_at(self, pid: int, offset: int) -> tuple[int, int] | None:
+        """Drop every batch of a partition and go on at `offset`, in one transaction: (next offset,
+        leader epoch), or None when `offset` is below the next offset (nothing changes) or the
+        partition is gone. What a replica does when its source dropped the offsets it lacks."""
+        import asyncpg
+
+        try:
+            async with self._pool.acquire() as conn, conn.transaction():
+                row = await conn.fetchrow("SELECT next_offset, leader_epoch FROM kc_partitions WHERE id = $1 "
+                                          "FOR UPDATE", pid)
+                if row is None or row["next_offset"] > offset:
+                    return None
+                await conn.execute("UPDATE kc_partitions SET next_offset = $2, log_start = $2, seg_base = NULL, "
+                                   "seg_size = 0 WHERE id = $1", pid, offset)
+                await conn.execute("DELETE FROM kc_batches WHERE pid = $1", pid)
+                await conn.execute("DELETE FROM kc_segments WHERE pid = $1", pid)
+                await conn.execute("SELECT kc_notify_data($1, $2)", self.origin,
+                                   f"{pid}:{offset}:{offset}:{row['leader_epoch']}")
+        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, asyncio.TimeoutError) as exc:
+            raise StorageUnavailableError(f"the database cannot be written: {exc}") from exc
+        return offset, row["leader_epoch"]
 
     async def refresh_partitions(self, parts: list[CloudPartition]) -> None:
         """Read the partitions' offsets from the database (after a missed notification, or before an error)."""
