@@ -696,13 +696,11 @@ class CloudStore(NamespaceStore):
                     fence = self.cleaner_fence(stream.path, topic.name, index)
                     if fence is None or (topic.id_hex, index) not in self._rows:
                         continue
-                    part = self.partition(stream.path, topic.name, index)
-                    if part._closed:
-                        continue
                     try:
+                        part = self.partition(stream.path, topic.name, index)
                         result = await clean_partition(self, part, fence, now)
                     except (StorageError, OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
-                        log.warning("%s: not cleaned this pass: %s", part.name, exc)
+                        log.warning("%s:%s/%d: not cleaned this pass: %s", stream.path, topic.name, index, exc)
                         continue
                     if result is not None:
                         results.append(result)

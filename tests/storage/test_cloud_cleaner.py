@@ -11,6 +11,8 @@ objects leave the bucket only after the grace time.
 from __future__ import annotations
 
 import asyncio
+import sys
+import textwrap
 
 import pytest
 
@@ -164,3 +166,55 @@ async def test_segments_of_a_topic_made_compact_later_are_cleaned(pair):
     await put(part, [("k0", "active")])  # the first compacted commit starts a new segment
     assert len(await a.clean_logs(now=NOW)) == 1
     assert await read_all(part) == [(4, "k0", "v4"), (5, "k1", "v5"), (6, "k0", "active")]
+
+
+CRASH_SCRIPT = textwrap.dedent("""
+    import asyncio, os, sys
+    from kafkacompat import storage
+    from kafkacompat.broker.cleaner_codec import CLEANER_CODEC
+    from kafkacompat.storage.cloud import cleaner
+
+    database, objects, point, now = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+    swap = cleaner._swap
+
+    async def killed(*args):
+        if point == "after-swap":
+            await swap(*args)
+        os._exit(9)  # no cleanup of any kind, as kill -9
+
+    cleaner._swap = killed
+
+    async def main():
+        st = storage.open_store(database, object_store=objects, record_codec=CLEANER_CODEC,
+                                cleaner_backoff_ms=3_600_000)
+        await st.open()
+        await st.clean_logs(now=now)
+        os._exit(0)
+
+    asyncio.run(main())
+""")
+
+
+@pytest.mark.parametrize("point", ["before-swap", "after-swap"])
+async def test_a_cleaner_killed_before_or_after_its_swap_leaves_a_valid_log(pair, point):
+    a, b = pair
+    part_a, part_b = await shared_topic(a, b)
+    expected = await updates(part_a)
+    before_rows, before_keys = await read_all(part_a), data_keys(a)
+    done = await asyncio.create_subprocess_exec(sys.executable, "-c", CRASH_SCRIPT, a.database_url, a.objects.url,
+                                                point, str(NOW))
+    assert await asyncio.wait_for(done.wait(), 60) == 9, "the cleaner did not reach its swap"
+    assert len(data_keys(a)) == len(before_keys) + 1  # the rebuilt batch's object was written
+    want = expected if point == "after-swap" else before_rows
+    for part in (part_a, part_b):  # the other brokers read the old log or the new one, nothing between
+        assert await eventually(lambda: _equal(read_all(part), want))
+    a.object_grace_ms = 0
+    await a.enforce_retention()  # the first pass also sweeps objects no commit recorded
+    if point == "before-swap":
+        assert data_keys(a) == before_keys  # the orphan went
+        assert len(await a.clean_logs(now=NOW)) == 1  # and cleaning still works
+    assert await read_all(part_a) == expected
+    for _ in range(2):  # unreferenced objects are marked, then deleted once the grace time passed
+        await asyncio.sleep(0.01)
+        await a.enforce_retention()
+    assert len(data_keys(a)) == len(before_keys) - 3  # 4 objects replaced by 1
