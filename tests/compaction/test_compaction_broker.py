@@ -203,6 +203,11 @@ def wait_for(what: str, check, timeout: float = 20):
     pytest.fail(f"{what}: not within {timeout} s")
 
 
+def cleaned_cdc(broker: Broker) -> list:
+    """What a cleaning pass of `broker` did to topic cdc (its compacted internal topics aside)."""
+    return [r for r in clean(broker) if r.partition.endswith(":cdc/0")]
+
+
 def test_the_leader_cleans_and_every_broker_of_the_cluster_serves_the_cleaned_log():
     """Two brokers on one PostgreSQL + S3 store: only the partition's leader cleans (fenced by its
     epoch), consumers through either broker see Kafka's compacted view with offsets unchanged, and
@@ -232,8 +237,8 @@ def test_the_leader_cleans_and_every_broker_of_the_cluster_serves_the_cleaned_lo
 
         leader = wait_for("one leader", the_leader)
         other = brokers[1 - brokers.index(leader)]
-        assert clean(other) == []  # not its leader: it leaves the partition alone
-        assert clean(leader)
+        assert not cleaned_cdc(other)  # not its leader: it leaves the partition alone
+        assert cleaned_cdc(leader)
         for b in brokers:  # a consumer bootstrapping from either broker
             assert confluent_view(b.bootstrap_servers, "cdc") == expected
         leader.stop()
@@ -244,7 +249,7 @@ def test_the_leader_cleans_and_every_broker_of_the_cluster_serves_the_cleaned_lo
         for k, v in [("k0", b"w0"), ("k1", b"w1"), ("last", big), ("tail", b"t2")]:
             producer.produce("cdc", key=k, value=v)
             assert producer.flush(10) == 0
-        assert clean(other)
+        assert cleaned_cdc(other)
         assert confluent_view(other.bootstrap_servers, "cdc") == [
             expected[2], expected[3], (41, b"tail", b"t"), (42, b"k0", b"w0"), (43, b"k1", b"w1"),
             (44, b"last", big), (45, b"tail", b"t2")]
