@@ -91,8 +91,8 @@ async def _one(args: argparse.Namespace, codec: str, traced: bool) -> dict:
 
 
 async def _main(args: argparse.Namespace) -> None:
-    print(f"{args.engine} engine, log {args.mb} MiB per codec, {args.per_batch} records of {args.value_bytes} B per batch, "
-          f"{args.keys} keys, partitionlets of {args.partitionlet_mb} MiB, dedupe buffer {args.buffer >> 20} MiB")
+    print(f"{args.engine} engine, log {args.mb} MiB per codec, {args.per_batch} records of {args.value_bytes} B "
+          f"per batch, {args.keys} keys, partitionlets of {args.partitionlet_mb} MiB, dedupe buffer {args.buffer >> 20} MiB")
     header = ("codec", "MB cleaned", "s", "MB/s", "records", "kept", "keys mapped", "peak heap MB")
     print("  ".join(f"{h:>12}" for h in header))
     for codec in args.codecs.split(","):

@@ -224,7 +224,8 @@ class _Rewrite:
 
 
 async def _swap(store: "CloudStore", part: "CloudPartition", work: _Rewrite, fence: int) -> None:
-    """Put the cleaning in the index in one transaction. Raises Superseded when another swap, a move of leadership or a deletion came first."""
+    """Put the cleaning in the index in one transaction. Raises Superseded when another swap, a move
+    of leadership or a deletion came first (nothing changes then)."""
     out = work.output
     async with store._pool.acquire() as conn, conn.transaction():
         row = await conn.fetchrow("SELECT log_start, cleanings FROM kc_partitions WHERE id = $1 FOR UPDATE",
