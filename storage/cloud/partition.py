@@ -17,8 +17,9 @@ from .. import batch_format as bf
 from ..api import AppendResult, PartitionletInfo, TimestampHit
 from ..compaction import SegmentStats
 from ..errors import OffsetOutOfRangeError
-from ..namespace import Settings, TopicState
+from ..namespace import Settings, TopicState, now_ms
 from ..partition_base import PartitionBase
+from .cleaner import read_snapshot
 
 if TYPE_CHECKING:
     from .store import CloudStore
@@ -55,7 +56,8 @@ class CloudPartition(PartitionBase):
 
     async def sealed_chain(self) -> list[SegmentStats]:
         """The sealed segments (all but the active one), oldest first, as the cleaner plans with them."""
-        return (await self._store.segments(self.pid, self._hw))[:-1]
+        snapshot = await read_snapshot(self._store, self.pid, now_ms())
+        return snapshot.segments[:-1] if snapshot is not None else []
 
     # views from elsewhere -----------------------------------------------------------
 
