@@ -69,8 +69,10 @@ class CleanResult:
 
 
 class Segment(Protocol):
-    """What planning needs of a sealed segment (a disk partitionlet, a memory engine segment)."""
+    """What planning needs of a sealed segment (a disk partitionlet, a memory or cloud engine segment)."""
 
+    @property
+    def base(self) -> int: ...
     @property
     def max_ts(self) -> int: ...
     @property
@@ -105,6 +107,26 @@ def due(sealed: Sequence[Segment], settings: Settings, now: int) -> tuple[int, i
     if not (dirty and (ratio >= settings.min_cleanable_dirty_ratio or overdue)):
         return None
     return cleanable, first_dirty
+
+
+@dataclasses.dataclass(slots=True)
+class SegmentStats:
+    """A segment as the memory and cloud engines keep it: a run of offsets the cleaner treats as Kafka
+    treats a segment (the last one of a partition is active and never cleaned)."""
+
+    base: int
+    created_ms: int
+    next_offset: int
+    size: int = 0
+    max_ts: int = -1
+    clean_to: int | None = None  # deduplicated up to here
+    cleaned_ms: int = 0  # first cleaned: the delete horizon of tombstones and markers counts from here
+
+
+def drops_tombstones(cleaned_ms: int, settings: Settings, now: int) -> bool:
+    """Whether a cleaning now removes a segment's tombstones (and emptied transactions' markers):
+    delete.retention.ms has passed since the segment was first cleaned (`cleaned_ms`, 0: never)."""
+    return cleaned_ms > 0 and cleaned_ms + settings.delete_retention_ms <= now
 
 
 class RecordView(Protocol):
@@ -298,3 +320,28 @@ def map_batch(
         if r.key is not None and offset >= start and not offsets.put(r.key, offset):
             return offset
     return None
+
+
+def clean_range(cleanable: Sequence[Segment], first_dirty: int, scan: LogScan) -> tuple[int, int] | None:
+    """(Kafka's first dirty offset, the offset a cleaning stops before) for the segments `due` found,
+    or None when every dirty record lies at or past a transaction still open (it may yet abort)."""
+    upper = cleanable[-1].next_offset
+    if scan.first_open is not None:
+        upper = min(upper, scan.first_open)
+    dirty = cleanable[first_dirty:]
+    start = (dirty[0].clean_to or dirty[0].base) if dirty else upper
+    return None if start >= upper else (start, upper)
+
+
+def map_dirty(batches: Iterable[tuple[memoryview, tuple]], codec: RecordCodec, offsets: OffsetMap, start: int,
+              upper: int, aborted: set[int]) -> int:
+    """Map the keys of the dirty records (batches in log order, those before `start` skipped) up to
+    `upper`; returns the offset the cleaning must stop before: `upper`, or the first record whose key
+    no longer fitted the map (only what was mapped counts as cleaned this time)."""
+    for batch, header in batches:
+        if header[0] >= upper:
+            break
+        missed = map_batch(batch, header, codec, offsets, start, header[0] in aborted)
+        if missed is not None:
+            return missed
+    return upper

@@ -47,7 +47,7 @@ def open_store(
     background retention pass; `skip_damaged` makes reads step over
     quarantined (damaged) ranges with a log line instead of failing them;
     `verify_reads` checks the CRC of stored bytes not yet verified since
-    open before handing them out. `record_codec` (memory and on-disk) lets the log cleaner look
+    open before handing them out. `record_codec` (every engine) lets the log cleaner look
     inside batches: without it compacted topics keep every record; with it
     a pass every `cleaner_backoff_ms` cleans them with an offset map of at
     most `cleaner_dedupe_buffer_bytes` (Kafka's log.cleaner.* settings).
@@ -65,7 +65,9 @@ def open_store(
         from .cloud.store import CloudStore  # asyncpg and aiobotocore load only for this engine
 
         return CloudStore(url, object_store, default_stream, record_timestamps, flush_ms=flush_ms,
-                          flush_bytes=flush_bytes, cache_bytes=cache_bytes, retention_check_ms=retention_check_ms)
+                          flush_bytes=flush_bytes, cache_bytes=cache_bytes, retention_check_ms=retention_check_ms,
+                          record_codec=record_codec, cleaner_dedupe_buffer_bytes=cleaner_dedupe_buffer_bytes,
+                          cleaner_backoff_ms=cleaner_backoff_ms)
     if object_store:
         raise ValueError(f"--object-store is only for a postgresql:// store, not {url!r}")
     if url.startswith("memory:"):

@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import bisect
 import contextlib
-import dataclasses
 import logging
 from collections.abc import Mapping, Sequence
 
@@ -23,7 +22,7 @@ from . import batch_format as bf
 from .api import AppendResult, Cursor, PartitionletInfo, TimestampHit
 from .compaction import (
     DEFAULT_BACKOFF_MS, DEFAULT_DEDUPE_BUFFER_BYTES, CleanResult, FilterStats, MarkerTracker, OffsetMap,
-    RecordCodec, cleaner_loop, due, filter_batch, map_batch, scan_log,
+    RecordCodec, SegmentStats, clean_range, cleaner_loop, drops_tombstones, due, filter_batch, map_dirty, scan_log,
 )
 from .errors import OffsetMismatchError, OffsetOutOfRangeError
 from .namespace import NamespaceStore, Settings, StreamState, TopicState, now_ms
@@ -33,19 +32,6 @@ from .partition_base import PartitionBase, RecordTimestamps
 MEMORY_VOLUME = "memory"  # the one "volume" of a memory store
 
 log = logging.getLogger(__name__)
-
-
-@dataclasses.dataclass(slots=True)
-class _Segment:
-    """A run of batches the cleaner treats as Kafka treats a segment (the last one is active)."""
-
-    base: int
-    created_ms: int
-    next_offset: int
-    size: int = 0
-    max_ts: int = -1
-    clean_to: int | None = None  # deduplicated up to here
-    cleaned_ms: int = 0  # first cleaned: the delete horizon of tombstones and markers counts from here
 
 
 class MemoryPartition(PartitionBase):
@@ -59,7 +45,7 @@ class MemoryPartition(PartitionBase):
         self._batches: list[bytearray] = []
         self._bases: list[int] = []
         self._max_ts: list[int] = []
-        self._segments: list[_Segment] = []
+        self._segments: list[SegmentStats] = []
         self._note_epoch(0, 0)
 
     @property
@@ -83,7 +69,7 @@ class MemoryPartition(PartitionBase):
         settings = self.settings
         if active is None or (active.size > 0 and (active.size + len(stored) > settings.partitionlet_bytes
                                                    or now - active.created_ms >= settings.partitionlet_age_ms)):
-            active = _Segment(base, now, base)
+            active = SegmentStats(base, now, base)
             self._segments.append(active)
         self._batches.append(stored)
         self._bases.append(base)
@@ -197,7 +183,7 @@ class MemoryPartition(PartitionBase):
             self._drop_below(self._log_start)
         return drop
 
-    def sealed_chain(self) -> list[_Segment]:
+    def sealed_chain(self) -> list[SegmentStats]:
         """The segments no longer appended to, oldest first (the cleaner's candidates)."""
         return self._segments[:-1]
 
@@ -212,21 +198,11 @@ class MemoryPartition(PartitionBase):
         first = bisect.bisect_left(self._bases, cleanable[0].base)
         batches = [(memoryview(b), bf.HEADER.unpack_from(b)) for b in self._batches[first:]]
         scan = scan_log(batches, codec.is_abort_marker)
-        upper = cleanable[-1].next_offset
-        if scan.first_open is not None:
-            upper = min(upper, scan.first_open)  # an open transaction may yet abort: clean before it only
-        dirty = cleanable[first_dirty:]
-        start = (dirty[0].clean_to or dirty[0].base) if dirty else upper
-        if start >= upper:
+        bounds = clean_range(cleanable, first_dirty, scan)
+        if bounds is None:
             return None
         offsets = OffsetMap(buffer_bytes)
-        for batch, header in batches:
-            if header[0] >= upper:
-                break
-            missed = map_batch(batch, header, codec, offsets, start, header[0] in scan.aborted)
-            if missed is not None:
-                upper = missed
-                break
+        upper = map_dirty(batches, codec, offsets, bounds[0], bounds[1], scan.aborted)
         markers, stats = MarkerTracker(scan.aborted), FilterStats()
         kept_batches: list[bytearray] = []
         sizes = [0] * len(cleanable)
@@ -236,9 +212,8 @@ class MemoryPartition(PartitionBase):
             if base >= upper or seg >= len(cleanable):
                 kept_batches.append(stored)
                 continue
-            horizon = cleanable[seg].cleaned_ms
             kept = filter_batch(batch, header, codec, offsets, upper,
-                                horizon > 0 and horizon + settings.delete_retention_ms <= now,
+                                drops_tombstones(cleanable[seg].cleaned_ms, settings, now),
                                 header[9] >= 0 and scan.last_batches.get(header[9]) == base,
                                 base in scan.aborted, stats, markers)
             if kept is not None:

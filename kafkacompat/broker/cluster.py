@@ -83,6 +83,8 @@ class Cluster:
         self.view.on_leadership_gained = self._leadership_gained
         self.view.on_leadership_lost = self._leadership_lost
         self.groups.owns_all = isinstance(self.view, SingleNode)  # else loaded per offsets partition gained
+        if hasattr(store, "cleaner_fence"):  # a store shared by brokers: only a partition's leader cleans it
+            store.cleaner_fence = self.cleaner_epoch
         self.groups.durable.may_write = self.coordinates
 
     def _partition_keys(self) -> list[PartitionKey]:
@@ -131,6 +133,15 @@ class Cluster:
             return None
         found = self.view.leader_of(key)
         return found[1] if found is not None and found[0] == self.node_id else None
+
+    def cleaner_epoch(self, stream: str, topic: str, index: int) -> int | None:
+        """The leader epoch under which this broker cleans a compacted partition: only its leader
+        does, and the store refuses the cleaning if the epoch moved meanwhile (-1: not fenced in the
+        store's database); None when another broker leads it."""
+        key = (stream, topic, index)
+        if not self.view.leads(key):
+            return None
+        return self.append_epoch(key) if self._fenced else -1
 
     def routing(self, info: TopicInfo, index: int) -> tuple[ErrorCode, int, int]:
         """(error, leader id, leader epoch) of a partition for Metadata and DescribeTopicPartitions.

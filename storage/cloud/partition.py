@@ -15,9 +15,11 @@ from typing import TYPE_CHECKING
 
 from .. import batch_format as bf
 from ..api import AppendResult, PartitionletInfo, TimestampHit
-from ..errors import OffsetOutOfRangeError, StorageError
-from ..namespace import TopicState
+from ..compaction import SegmentStats
+from ..errors import OffsetOutOfRangeError
+from ..namespace import Settings, TopicState, now_ms
 from ..partition_base import PartitionBase
+from .cleaner import read_snapshot
 
 if TYPE_CHECKING:
     from .store import CloudStore
@@ -41,7 +43,30 @@ class CloudPartition(PartitionBase):
         self._tail: list[Entry] = []  # contiguous batches ending at or below the high watermark
         self._tail_bases: list[int] = []
 
+    @property
+    def settings(self) -> Settings:
+        """The topic's effective rules (stream policy with its configs applied)."""
+        return self._topic.settings
+
+    def segment_roll(self) -> tuple[int, int]:
+        """(segment.bytes, segment.ms) by which kc_commit rolls this partition's segments, which
+        the log cleaner works on; (-1, -1) when the topic is not compacted (no segments kept)."""
+        settings = self._topic.settings
+        return (settings.partitionlet_bytes, settings.partitionlet_age_ms) if settings.compact else (-1, -1)
+
+    async def sealed_chain(self) -> list[SegmentStats]:
+        """The sealed segments (all but the active one), oldest first, as the cleaner plans with them."""
+        snapshot = await read_snapshot(self._store, self.pid, now_ms())
+        return snapshot.segments[:-1] if snapshot is not None else []
+
     # views from elsewhere -----------------------------------------------------------
+
+    def cleaned(self, below: int) -> None:
+        """The cleaner replaced index rows below `below`: forget the tail entries there, which
+        name objects that are deleted once no reader can need them."""
+        cut = bisect.bisect_left(self._tail_bases, below)
+        if cut:
+            del self._tail[:cut], self._tail_bases[:cut]
 
     def moved(self, next_offset: int, log_start: int, epoch: int) -> None:
         """The database says the partition moved (our commit, another broker's, retention)."""
@@ -87,12 +112,10 @@ class CloudPartition(PartitionBase):
         what resolves once it is committed, so a broker may append a connection's next
         request before this one's object is written."""
         self._check_open()
-        if at is not None:
-            raise StorageError(f"{self.name}: appends at a stated offset are not supported by the cloud engine")
         view = memoryview(batch).cast("B")
         _length, max_ts = bf.check_append(view, record_count)
         fence = -1 if leader_epoch is None else leader_epoch
-        return self._store.writer.submit(self, bytes(view), record_count, max_ts, fence)
+        return self._store.writer.submit(self, bytes(view), record_count, max_ts, fence, -1 if at is None else at)
 
     async def refresh(self) -> None:
         await self._store.refresh_partitions([self])
@@ -179,6 +202,14 @@ class CloudPartition(PartitionBase):
             raise OffsetOutOfRangeError(f"cannot delete records below {before_offset}: {self.name} ends at {self._hw}")
         self.moved(self._hw, start, self._leader_epoch)
         return self._log_start
+
+    async def truncate_fully_and_start_at(self, offset: int) -> None:
+        self._check_open()
+        restarted = await self._store.restart_at(self.pid, offset)
+        if restarted is None:
+            await self._store.refresh_partitions([self])
+            raise OffsetOutOfRangeError(f"cannot restart {self.name} at {offset}: it ends at {self._hw}")
+        self.moved(offset, offset, restarted[1])
 
     async def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
         self._check_open()

@@ -15,15 +15,17 @@ import dataclasses
 import json
 import logging
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from .. import batch_format as bf
 from ..api import Cursor, FsyncPolicy, PermissionEntries, StreamPolicy, TopicInfo
+from ..compaction import DEFAULT_BACKOFF_MS, DEFAULT_DEDUPE_BUFFER_BYTES, CleanResult, RecordCodec, cleaner_loop
 from ..errors import StorageError, StorageUnavailableError, StreamExistsError, TopicExistsError
 from ..namespace import NamespaceStore, StreamState, TopicState, now_ms
 from ..partition_base import RecordTimestamps
 from . import schema
+from .cleaner import clean_partition
 from .objects import BatchCache, ObjectStore
 from .partition import CloudPartition, Entry
 from .writer import Writer
@@ -33,6 +35,14 @@ log = logging.getLogger(__name__)
 COMMIT_ATTEMPTS = 4
 GC_EVERY_PASSES = 10  # retention passes between sweeps for objects no commit recorded
 RETENTION_LOCK = 0x6B63_7274  # advisory lock: one broker runs a retention pass at a time
+
+# The leader epoch under which this process may clean a partition (stream, topic, index):
+# -1 to clean without fencing, None to leave it to another broker.
+CleanerFence = Callable[[str, str, int], int | None]
+
+
+def _clean_everything(stream: str, topic: str, index: int) -> int | None:
+    return -1
 
 
 def _policy_to_json(policy: StreamPolicy) -> str:
@@ -65,6 +75,9 @@ class CloudStore(NamespaceStore):
         cache_bytes: int = 64 << 20,
         retention_check_ms: int = 60_000,
         object_grace_ms: int = 600_000,
+        record_codec: RecordCodec | None = None,
+        cleaner_dedupe_buffer_bytes: int = DEFAULT_DEDUPE_BUFFER_BYTES,
+        cleaner_backoff_ms: int = DEFAULT_BACKOFF_MS,
     ) -> None:
         super().__init__(default_stream)
         self.database_url = database_url
@@ -74,6 +87,11 @@ class CloudStore(NamespaceStore):
         self.object_keys: dict[int, str] = {}
         self.retention_check_ms = retention_check_ms
         self.object_grace_ms = object_grace_ms
+        self.record_codec = record_codec  # without it compacted topics are never cleaned
+        self.cleaner_dedupe_buffer_bytes = cleaner_dedupe_buffer_bytes
+        self.cleaner_backoff_ms = cleaner_backoff_ms
+        # Set by the broker in a cluster: only a partition's leader cleans it (cleaner.py).
+        self.cleaner_fence: CleanerFence = _clean_everything
         self.origin = uuid.uuid4().hex[:12]  # this process, in NOTIFY payloads
         self.epoch = 0
         self.writer = Writer(self.objects.put, self.objects.new_key, self._commit, flush_ms, flush_bytes)
@@ -117,6 +135,8 @@ class CloudStore(NamespaceStore):
             raise
         loop = asyncio.get_running_loop()
         self._tasks = [loop.create_task(self._apply_events()), loop.create_task(self._retention_loop())]
+        if self.record_codec is not None:
+            self._tasks.append(loop.create_task(cleaner_loop(self.clean_logs, self.cleaner_backoff_ms)))
 
     async def close(self) -> None:
         await self.writer.close()
@@ -166,6 +186,7 @@ class CloudStore(NamespaceStore):
         self._listener = await asyncpg.connect(self.database_url)
         await self._listener.add_listener(schema.DATA_CHANNEL, self._on_data)
         await self._listener.add_listener(schema.NAMESPACE_CHANNEL, self._on_namespace)
+        await self._listener.add_listener(schema.CLEANED_CHANNEL, self._on_cleaned)
         self._listener.add_termination_listener(self._on_listener_lost)
 
     def _on_listener_lost(self, _conn: Any) -> None:
@@ -296,6 +317,13 @@ class CloudStore(NamespaceStore):
             if row is not None:  # a partition opened later starts from here
                 row[1:] = [max(row[1], nxt), max(row[2], start), max(row[3], epoch)]
 
+    def _on_cleaned(self, _conn: Any, _pid: int, _channel: str, payload: str) -> None:
+        origin, _, body = payload.partition(" ")
+        pid, below = (int(x) for x in body.split(":"))
+        part = self._by_pid.get(pid)
+        if origin != self.origin and part is not None:
+            part.cleaned(below)
+
     def _on_namespace(self, _conn: Any, _pid: int, _channel: str, payload: str) -> None:
         event = json.loads(payload)
         if event["o"] != self.origin:
@@ -341,6 +369,8 @@ class CloudStore(NamespaceStore):
                 await asyncio.sleep(1)
         await self._load_all()
         await self._refresh_rows()
+        for part in self._by_pid.values():  # a cleaning may have been missed: read the index afresh
+            part.cleaned(part.high_watermark + 1)
 
     async def _refresh_rows(self) -> None:
         """Every partition's offsets from the database (after a '*' notification or a reconnect)."""
@@ -505,17 +535,23 @@ class CloudStore(NamespaceStore):
     # the data path --------------------------------------------------------------------------
 
     async def _commit(self, key: str, size: int, pids: list[int], counts: list[int], positions: list[int],
-                      lengths: list[int], max_ts: list[int], fences: list[int]) -> list[tuple[int, int, int]]:
-        """kc_commit, retried on a lost connection (a repeat returns the first call's offsets)."""
+                      lengths: list[int], max_ts: list[int], fences: list[int], segment_bytes: list[int] | None = None,
+                      segment_ms: list[int] | None = None, at: list[int] | None = None
+                      ) -> list[tuple[int, int, int, int]]:
+        """kc_commit, retried on a lost connection (a repeat returns the first call's offsets):
+        (object id, base offset, epoch, next offset) per batch. `segment_bytes` and `segment_ms`
+        roll compacted partitions' segments, `at` states the offset a batch must get (-1: none)."""
         import asyncpg
 
+        unset = [-1] * len(pids)
         for attempt in range(COMMIT_ATTEMPTS):
             try:
                 async with self._pool.acquire() as conn:
-                    rows = await conn.fetch("SELECT * FROM kc_commit($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
-                                            self.origin, key, size, self.epoch, pids, counts, positions, lengths,
-                                            max_ts, fences)
-                return [(r["object_id"], r["base"], r["epoch"]) for r in rows]
+                    rows = await conn.fetch(
+                        "SELECT * FROM kc_commit($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
+                        self.origin, key, size, self.epoch, pids, counts, positions, lengths, max_ts, fences,
+                        segment_bytes or unset, segment_ms or unset, at or unset)
+                return [(r["object_id"], r["base"], r["epoch"], r["hw"]) for r in rows]
             except (OSError, asyncpg.PostgresConnectionError, asyncpg.InterfaceError,
                     asyncpg.DeadlockDetectedError, asyncpg.SerializationError, asyncio.TimeoutError) as exc:
                 if attempt + 1 == COMMIT_ATTEMPTS:
@@ -551,6 +587,12 @@ class CloudStore(NamespaceStore):
             "WHERE pid = $1 AND base_offset <= $2), 0) AND b.last_offset >= $2 ORDER BY b.base_offset LIMIT $3",
             pid, offset, limit))
 
+    async def rows_between(self, pid: int, start: int, end: int, limit: int) -> list[Entry]:
+        """Index rows of the batches whose base offset is in [start, end), in offset order."""
+        return self._entries(await self._fetch(
+            self._ROW + "WHERE b.pid = $1 AND b.base_offset >= $2 AND b.base_offset < $3 ORDER BY b.base_offset "
+            "LIMIT $4", pid, start, end, limit))
+
     async def rows_by_timestamp(self, pid: int, timestamp: int, after: int) -> list[Entry]:
         return self._entries(await self._fetch(
             self._ROW + "WHERE b.pid = $1 AND b.max_ts >= $2 AND b.last_offset >= $3 ORDER BY b.base_offset LIMIT 16",
@@ -573,6 +615,28 @@ class CloudStore(NamespaceStore):
     async def advance_start(self, pid: int, start: int) -> int | None:
         rows = await self._fetch("SELECT kc_advance_start($1, $2, $3) AS start", self.origin, pid, start)
         return rows[0]["start"]
+
+    async def restart_at(self, pid: int, offset: int) -> tuple[int, int] | None:
+        """Drop every batch of a partition and go on at `offset`, in one transaction: (next offset,
+        leader epoch), or None when `offset` is below the next offset (nothing changes) or the
+        partition is gone. What a replica does when its source dropped the offsets it lacks."""
+        import asyncpg
+
+        try:
+            async with self._pool.acquire() as conn, conn.transaction():
+                row = await conn.fetchrow("SELECT next_offset, leader_epoch FROM kc_partitions WHERE id = $1 "
+                                          "FOR UPDATE", pid)
+                if row is None or row["next_offset"] > offset:
+                    return None
+                await conn.execute("UPDATE kc_partitions SET next_offset = $2, log_start = $2, seg_base = NULL, "
+                                   "seg_size = 0 WHERE id = $1", pid, offset)
+                await conn.execute("DELETE FROM kc_batches WHERE pid = $1", pid)
+                await conn.execute("DELETE FROM kc_segments WHERE pid = $1", pid)
+                await conn.execute("SELECT kc_notify_data($1, $2)", self.origin,
+                                   f"{pid}:{offset}:{offset}:{row['leader_epoch']}")
+        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, asyncio.TimeoutError) as exc:
+            raise StorageUnavailableError(f"the database cannot be written: {exc}") from exc
+        return offset, row["leader_epoch"]
 
     async def refresh_partitions(self, parts: list[CloudPartition]) -> None:
         """Read the partitions' offsets from the database (after a missed notification, or before an error)."""
@@ -613,6 +677,34 @@ class CloudStore(NamespaceStore):
             out += found[base]
             bf.PREFIX.pack_into(out, at, base, length - bf.LOG_OVERHEAD, epoch)
         return out
+
+    # log compaction -------------------------------------------------------------------------
+
+    async def clean_logs(self, now: int | None = None) -> list[CleanResult]:
+        """Clean every compacted partition this process may clean (its leader: `cleaner_fence`) whose
+        cleaning is due (cleaner.py). Runs every `cleaner_backoff_ms`; tests and benchmarks call it."""
+        import asyncpg
+
+        if self.record_codec is None:
+            return []
+        results = []
+        for stream in list(self._streams.values()):
+            for topic in list(stream.topics.values()):
+                if not topic.settings.compact:
+                    continue
+                for index in range(topic.info.partitions):
+                    fence = self.cleaner_fence(stream.path, topic.name, index)
+                    if fence is None or (topic.id_hex, index) not in self._rows:
+                        continue
+                    try:
+                        part = self.partition(stream.path, topic.name, index)
+                        result = await clean_partition(self, part, fence, now)
+                    except (StorageError, OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+                        log.warning("%s:%s/%d: not cleaned this pass: %s", stream.path, topic.name, index, exc)
+                        continue
+                    if result is not None:
+                        results.append(result)
+        return results
 
     # retention and garbage collection -----------------------------------------------------
 

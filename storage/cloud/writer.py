@@ -25,7 +25,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from ..api import AppendResult
-from ..errors import NotLeaderError, StorageError, StorageUnavailableError, UnknownTopicError
+from ..errors import NotLeaderError, OffsetMismatchError, StorageError, StorageUnavailableError, UnknownTopicError
 from ..namespace import now_ms
 
 if TYPE_CHECKING:
@@ -34,20 +34,22 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 FENCED = -2  # kc_commit's base offset for a batch whose leader epoch was superseded
+AT_MISMATCH = -3  # kc_commit's base offset for a batch whose stated offset was not the next one
 
 
 class _Pending:
-    __slots__ = ("partition", "data", "count", "max_ts", "fence", "future", "prior")
+    __slots__ = ("partition", "data", "count", "max_ts", "fence", "at", "future", "prior")
 
-    def __init__(self, partition: "CloudPartition", data: bytes, count: int, max_ts: int, fence: int,
+    def __init__(self, partition: "CloudPartition", data: bytes, count: int, max_ts: int, fence: int, at: int,
                  future: asyncio.Future[AppendResult], prior: asyncio.Future[set[int]] | None) -> None:
         self.partition, self.data, self.count, self.max_ts, self.future = partition, data, count, max_ts, future
         self.fence = fence  # the leader epoch the commit must still find, -1: none
+        self.at = at  # the offset the batch must get (a replica's copy), -1: the next one
         self.prior = prior  # the write of the partition's batches submitted before this one, if under way
 
 
-Commit = Callable[[str, int, list[int], list[int], list[int], list[int], list[int], list[int]],
-                  Awaitable[list[tuple[int, int, int]]]]
+Commit = Callable[[str, int, list[int], list[int], list[int], list[int], list[int], list[int], list[int], list[int],
+                   list[int]], Awaitable[list[tuple[int, int, int, int]]]]
 
 
 class Writer:
@@ -73,15 +75,18 @@ class Writer:
         self.closed = False
 
     def submit(self, partition: "CloudPartition", data: bytes, count: int, max_ts: int,
-               fence: int = -1) -> asyncio.Future[AppendResult]:
+               fence: int = -1, at: int = -1) -> asyncio.Future[AppendResult]:
         """Buffer one batch; the future resolves once it is committed. Batches of a partition
-        are committed in the order they were submitted (one object keeps them in that order)."""
+        are committed in the order they were submitted (one object keeps them in that order).
+        With `at` >= 0 the batch is stored only if that is the partition's next offset then
+        (else OffsetMismatchError carrying the next offset)."""
         if self.closed:
             raise StorageUnavailableError("the store is closing")
         loop = asyncio.get_running_loop()
         future: asyncio.Future[AppendResult] = loop.create_future()
         # the write before it is taken now, not at flush: one that fails in between still counts
-        self._buffer.append(_Pending(partition, data, count, max_ts, fence, future, self._latest.get(partition.pid)))
+        self._buffer.append(_Pending(partition, data, count, max_ts, fence, at, future,
+                                     self._latest.get(partition.pid)))
         self._buffered_bytes += len(data)
         if self._buffered_bytes >= self.flush_bytes:
             self.flush()
@@ -172,14 +177,21 @@ class Writer:
             if not kept:
                 return  # the object is an orphan, swept after the grace time
             ranked, positions = [item for item, _ in kept], [position for _, position in kept]
+        rolls = [item.partition.segment_roll() for item in ranked]
         rows = await self._commit(key, len(body), [i.partition.pid for i in ranked], [i.count for i in ranked],
                                   positions, [len(i.data) for i in ranked], [i.max_ts for i in ranked],
-                                  [i.fence for i in ranked])
+                                  [i.fence for i in ranked], [r[0] for r in rolls], [r[1] for r in rolls],
+                                  [i.at for i in ranked])
         self.flushes += 1
         self.batches += len(ranked)
         stamp = now_ms()
         view = memoryview(body)
-        for item, position, (object_id, base, epoch) in zip(ranked, positions, rows):
+        for item, position, (object_id, base, epoch, next_offset) in zip(ranked, positions, rows):
+            if base == AT_MISMATCH:  # a replica's copy: the link compares and resends; nothing depends on it here
+                item.future.set_exception(OffsetMismatchError(
+                    f"{item.partition.name}: append at offset {item.at} but the next offset is {next_offset}",
+                    next_offset))
+                continue
             if base < 0:
                 failed.add(item.partition.pid)
             if base == FENCED:

@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING
 from .. import batch_format as bf
 from ..compaction import (
     DEFAULT_BACKOFF_MS, DEFAULT_DEDUPE_BUFFER_BYTES, CleanResult, FilterStats, MarkerTracker, OffsetMap,
-    RecordCodec, due, filter_batch, map_batch, scan_log,
+    RecordCodec, clean_range, drops_tombstones, due, filter_batch, map_dirty, scan_log,
 )
 from ..namespace import Settings, now_ms
 from .files import fsync_dir, unlink_files
@@ -156,24 +156,11 @@ def _rewrite(
     offsets = OffsetMap(buffer_bytes)
     cleanable = work.cleanable
     scan = scan_log(_tail_batches(work.tail), codec.is_abort_marker)
-    upper = cleanable[-1].next_offset
-    if scan.first_open is not None:
-        upper = min(upper, scan.first_open)  # an open transaction may yet abort: clean before it only
-    dirty = cleanable[work.first_dirty:]
-    start = dirty[0].clean_to or dirty[0].base if dirty else upper  # Kafka's first dirty offset
-    if start >= upper:
+    bounds = clean_range(cleanable, work.first_dirty, scan)
+    if bounds is None:
         return []  # everything dirty lies at or past an open transaction
-    for p in dirty:
-        for batch, header in _batches(p.log_path, p.size):
-            if header[0] >= upper:
-                break
-            missed = map_batch(batch, header, codec, offsets, start, header[0] in scan.aborted)
-            if missed is not None:
-                upper = missed
-                break
-        else:
-            continue
-        break
+    dirty = [(p.log_path, p.size) for p in cleanable[work.first_dirty:]]
+    upper = map_dirty(_tail_batches(dirty), codec, offsets, bounds[0], bounds[1], scan.aborted)
     result.keys_mapped = len(offsets)
     crash_point("mapped")
     pairs: list[tuple[Partitionlet, Partitionlet]] = []
@@ -183,7 +170,7 @@ def _rewrite(
         for p in cleanable:
             if p.base >= upper:
                 break
-            drop_tombstones = p.cleaned_ms > 0 and p.cleaned_ms + settings.delete_retention_ms <= now
+            drop_tombstones = drops_tombstones(p.cleaned_ms, settings, now)
             stats = FilterStats()
             new = Partitionlet(
                 p.directory, p.volume, p.base, p.handles, sealed=True, next_offset=p.base, size=0, max_ts=-1,

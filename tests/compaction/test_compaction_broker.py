@@ -1,24 +1,31 @@
 """Compaction through the broker: stock consumers over cleaned logs, idempotence after a cleaning.
 
-The broker runs on disk (and, for stock consumers, on memory too) with its
-cleaner on a long backoff; tests clean explicitly through the store, with
-`now` far enough ahead for every lag.
+The broker runs on disk (and, for stock consumers, on memory and on the
+cloud engine too) with its cleaner on a long backoff; tests clean
+explicitly through the store, with `now` far enough ahead for every lag.
+On the cloud engine two brokers of one cluster share the store: the
+partition's leader cleans, and both serve the cleaned log.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime
 import os
+import time
 import uuid
 from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer
 
+from kafkacompat import storage
+from kafkacompat.broker.cleaner_codec import CLEANER_CODEC
 from kafkacompat.protocol.messages import make
-from kafkacompat.protocol.records import Record, build_batch
+from kafkacompat.protocol.records import Record, build_batch, record_timestamps
 from kafkacompat.testing import Broker
+from kafkacompat.testing.services import TEST_STORE_VARIABLE, ServiceUnavailable, cloud_store
 from tests.wire import Wire
 
 CONFIGS = {"cleanup.policy": "compact", "segment.bytes": "4096", "min.cleanable.dirty.ratio": "0.01",
@@ -97,24 +104,36 @@ async def aiokafka_view(bootstrap: str, topic: str, end: int) -> list[tuple[int,
     return out
 
 
-@pytest.mark.parametrize("engine", ["disk", "memory"])
-def test_stock_consumers_read_across_the_gaps_a_cleaning_leaves(tmp_path: Path, engine: str):
-    data_dir = "memory://" if engine == "memory" else str(tmp_path)
-    with Broker(data_dir=data_dir, log_cleaner_backoff_ms=3_600_000) as broker:
-        broker.create_topic("cdc", configs=CONFIGS)
-        producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "linger.ms": 0,
-                             "compression.type": "lz4"})
-        for i in range(40):
-            producer.produce("cdc", key=f"k{i % 4}", value=None if i == 37 else f"v{i}" * 60)
-            producer.flush(10)
-        big = os.urandom(4500)  # incompressible: the next append rolls, all of the above is sealed
-        producer.produce("cdc", key="last", value=big)
+def produce_updates(bootstrap: str) -> list[tuple[int, bytes, bytes | None]]:
+    """40 updates of four keys (one a tombstone), then a big record and a tail, each its own batch,
+    with a stock producer; returns what a consumer of the compacted topic sees once it is cleaned."""
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "compression.type": "lz4"})
+    for i in range(40):
+        producer.produce("cdc", key=f"k{i % 4}", value=None if i == 37 else f"v{i}" * 60)
         producer.flush(10)
-        producer.produce("cdc", key="tail", value="t")
-        assert producer.flush(10) == 0
+    big = os.urandom(4500)  # incompressible: the next append rolls, all of the above is sealed
+    producer.produce("cdc", key="last", value=big)
+    producer.flush(10)
+    producer.produce("cdc", key="tail", value="t")
+    assert producer.flush(10) == 0
+    return [(36, b"k0", b"v36" * 60), (37, b"k1", None), (38, b"k2", b"v38" * 60),
+            (39, b"k3", b"v39" * 60), (40, b"last", big), (41, b"tail", b"t")]
+
+
+@pytest.mark.parametrize("engine", ["disk", "memory", "cloud"])
+def test_stock_consumers_read_across_the_gaps_a_cleaning_leaves(tmp_path: Path, engine: str, monkeypatch):
+    data_dir = {"memory": "memory://", "disk": str(tmp_path), "cloud": None}[engine]
+    if engine == "cloud":  # the broker opens the store as `serve --store postgresql://...` does
+        monkeypatch.setenv(TEST_STORE_VARIABLE, "cloud")
+        try:
+            cloud_store()
+        except ServiceUnavailable as exc:
+            pytest.skip(str(exc))
+    with Broker(data_dir=data_dir, log_cleaner_backoff_ms=3_600_000) as broker:
+        assert engine != "cloud" or broker.config.store.startswith("postgresql://")
+        broker.create_topic("cdc", configs=CONFIGS)
+        expected = produce_updates(broker.bootstrap_servers)
         assert clean(broker)
-        expected = [(36, b"k0", b"v36" * 60), (37, b"k1", None), (38, b"k2", b"v38" * 60),
-                    (39, b"k3", b"v39" * 60), (40, b"last", big), (41, b"tail", b"t")]
         assert confluent_view(broker.bootstrap_servers, "cdc") == expected
         assert kafka_python_view(broker.bootstrap_servers, "cdc", 41) == expected
         assert asyncio.run(aiokafka_view(broker.bootstrap_servers, "cdc", 41)) == expected
@@ -172,3 +191,65 @@ def test_cleanup_policy_is_validated_and_shown_like_kafka(tmp_path: Path):
         bad = admin.create_topics([NewTopic("bad", 1, 1, config={"cleanup.policy": "shred"})])["bad"]
         with pytest.raises(Exception, match="cleanup.policy"):
             bad.result(10)
+
+
+def wait_for(what: str, check, timeout: float = 20):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = check()
+        if found:
+            return found
+        time.sleep(0.05)
+    pytest.fail(f"{what}: not within {timeout} s")
+
+
+def cleaned_cdc(broker: Broker) -> list:
+    """What a cleaning pass of `broker` did to topic cdc (its compacted internal topics aside)."""
+    return [r for r in clean(broker) if r.partition.endswith(":cdc/0")]
+
+
+def test_the_leader_cleans_and_every_broker_of_the_cluster_serves_the_cleaned_log():
+    """Two brokers on one PostgreSQL + S3 store: only the partition's leader cleans (fenced by its
+    epoch), consumers through either broker see Kafka's compacted view with offsets unchanged, and
+    after the leader stops the other broker serves it, and cleans what comes next."""
+    try:
+        database, objects = cloud_store()
+    except ServiceUnavailable as exc:
+        pytest.skip(str(exc))
+
+    def broker(node_id: int) -> Broker:
+        store = storage.open_store(database, object_store=objects, record_timestamps=record_timestamps,
+                                   record_codec=CLEANER_CODEC, cleaner_backoff_ms=3_600_000, flush_ms=2)
+        return Broker(store=store, cluster_url=database, node_id=node_id, cluster_lease_ms=2000,
+                      cluster_heartbeat_ms=200)
+
+    with contextlib.ExitStack() as stack:
+        brokers = [stack.enter_context(broker(n)) for n in (1, 2)]
+        bootstrap = ",".join(b.bootstrap_servers for b in brokers)
+        wait_for("both brokers in the cluster", lambda: all(len(b.server.cluster.view.live()) == 2 for b in brokers))
+        brokers[0].create_topic("cdc", configs=CONFIGS)
+        key = (brokers[0].server.store.default_stream, "cdc", 0)
+        expected = produce_updates(bootstrap)
+
+        def the_leader() -> Broker | None:
+            leading = [b for b in brokers if b.server.cluster.view.leads(key)]
+            return leading[0] if len(leading) == 1 else None
+
+        leader = wait_for("one leader", the_leader)
+        other = brokers[1 - brokers.index(leader)]
+        assert not cleaned_cdc(other)  # not its leader: it leaves the partition alone
+        assert cleaned_cdc(leader)
+        for b in brokers:  # a consumer bootstrapping from either broker
+            assert confluent_view(b.bootstrap_servers, "cdc") == expected
+        leader.stop()
+        wait_for("the other broker leads", lambda: other.server.cluster.view.leads(key))
+        assert confluent_view(other.bootstrap_servers, "cdc") == expected
+        producer = Producer({"bootstrap.servers": other.bootstrap_servers, "linger.ms": 0})
+        big = os.urandom(4500)
+        for k, v in [("k0", b"w0"), ("k1", b"w1"), ("last", big), ("tail", b"t2")]:
+            producer.produce("cdc", key=k, value=v)
+            assert producer.flush(10) == 0
+        assert cleaned_cdc(other)
+        assert confluent_view(other.bootstrap_servers, "cdc") == [
+            expected[2], expected[3], (41, b"tail", b"t"), (42, b"k0", b"w0"), (43, b"k1", b"w1"),
+            (44, b"last", big), (45, b"tail", b"t2")]

@@ -5,17 +5,27 @@ from __future__ import annotations
 import pytest
 
 from kafkacompat.testing import Broker
+from kafkacompat.testing.services import TEST_STORE_VARIABLE, ServiceUnavailable
 
 from .helpers import admin, batches, end_offset, link_state, replica, values, wait_for
 
 
 @pytest.fixture
-def clusters(tmp_path):
+def clusters(tmp_path, monkeypatch):
     started = []
 
-    def make(name: str) -> Broker:
-        broker = Broker(str(tmp_path / name), cluster_name=name).start()
-        started.append(broker)
+    def make(name: str, engine: str = "disk") -> Broker:
+        """A one-broker cluster on disk, or on the cloud engine (PostgreSQL + S3)."""
+        if engine == "cloud":
+            with monkeypatch.context() as env:
+                env.setenv(TEST_STORE_VARIABLE, "cloud")
+                try:
+                    broker = Broker(cluster_name=name)
+                except ServiceUnavailable as exc:
+                    pytest.skip(str(exc))
+        else:
+            broker = Broker(str(tmp_path / name), cluster_name=name)
+        started.append(broker.start())
         return broker
 
     yield make
@@ -28,8 +38,9 @@ def in_sync(broker: Broker, path: str, count: int = 1) -> bool:
     return len(links) == count and all(l["state"] == "in-sync" for l in links)
 
 
-def test_one_way_copies_existing_data_byte_for_byte(clusters):
-    a, b = clusters("sanjose"), clusters("newyork")
+@pytest.mark.parametrize("destination", ["disk", "cloud"])
+def test_one_way_copies_existing_data_byte_for_byte(clusters, destination):
+    a, b = clusters("sanjose"), clusters("newyork", destination)
     admin(a).call("stream.create", path="/s", policy={"default_partitions": 2})
     admin(b).call("stream.create", path="/s")
     for i in range(30):

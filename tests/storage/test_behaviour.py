@@ -352,8 +352,6 @@ async def test_concurrent_creates_of_one_name_conflict(store):
 async def test_truncate_fully_and_start_at(store):
     """A replica whose source dropped the offsets it lacks goes on at the source's log start."""
     part = await topic(store)
-    if type(part).__name__ == "CloudPartition":
-        pytest.skip("the cloud engine holds no replicas (its append takes no `at`)")
     for _ in range(3):
         await part.append(batch(2), 2)
     with pytest.raises(storage.OffsetOutOfRangeError):
@@ -366,3 +364,18 @@ async def test_truncate_fully_and_start_at(store):
         await part.read(39, 100)
     result = await part.append(batch(1), 1, at=40)
     assert result.base_offset == 40 and values(await part.read(40, 100)) == [(40, b"A" * 10)]
+
+
+async def test_an_append_at_a_stated_offset_is_stored_only_there(store):
+    """A replica's copy keeps its source's offsets: stored only if `at` is the next offset, else
+    OffsetMismatchError with the next offset, and nothing written (no gap, no overlap)."""
+    part = await topic(store)
+    await part.append(batch(2), 2)
+    assert (await part.append(batch(3), 3, at=2)).base_offset == 2
+    for stale_or_ahead in (4, 6):
+        with pytest.raises(storage.OffsetMismatchError) as refused:
+            await part.append(batch(1), 1, at=stale_or_ahead)
+        assert refused.value.high_watermark == 5
+    assert part.high_watermark == 5
+    assert (await part.append(batch(1), 1)).base_offset == 5
+    assert [offset for offset, _ in values(await part.read(0, 1 << 20))] == list(range(6))

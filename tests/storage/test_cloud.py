@@ -183,7 +183,7 @@ async def test_a_repeated_commit_of_a_fenced_batch_is_refused_again(pair):
     args = (key, len(data), [part.pid], [2], [0], [len(data)], [1000], [6])
     first = await a._commit(*args)
     again = await a._commit(*args)  # as after an answer lost on the network
-    assert first[0][1:] == (-2, 7) and again[0][1] == -2
+    assert first[0][1:3] == (-2, 7) and again[0][1] == -2
     await part.refresh()
     assert part.high_watermark == 0
 
