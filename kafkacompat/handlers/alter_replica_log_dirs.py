@@ -29,7 +29,7 @@ async def _move(ctx: Any, topic: str, index: int, log_dir: str) -> ErrorCode:
     if log_dir not in cluster.store.data_dirs():
         return ErrorCode.log_dir_not_found
     info, missing = cluster.topic_for(topic)
-    partition, error = cluster.partition_for(info, missing, index)
+    partition, error = await cluster.serving_partition(info, missing, index)
     if partition is None:
         return ErrorCode.replica_not_available if error == ErrorCode.not_leader_or_follower else error
     try:
