@@ -11,8 +11,9 @@ reader comes first. Besides rows/s and MB/s it prints the CPU seconds
 Spark's processes and the broker spent per scan, which a busy machine
 disturbs less than wall time, and the load average. Spark's Kafka
 source needs its connector jars (KAFKACOMPAT_SPARK_JARS, or --jars FOLDER
-holding spark-sql-kafka, spark-token-provider-kafka, commons-pool2 and
-kafka-clients); without them only the direct reader is measured.
+holding spark-sql-kafka, spark-token-provider-kafka and commons-pool2;
+kafka-clients too, else pyflink/lib's is used, see kafkacompat.spark.jars);
+without them only the direct reader is measured.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import statistics
 import tempfile
 import time
 
-from ..demo.oilrig import connector_jars
+from .jars import ConnectorJarsError, connector_jars
 
 TOPIC = "/bench/spark:scan"
 
@@ -102,6 +103,10 @@ def main() -> None:
     args = parser.parse_args()
     if args.jars:
         os.environ["KAFKACOMPAT_SPARK_JARS"] = args.jars
+    try:
+        jars = connector_jars()
+    except ConnectorJarsError as exc:
+        parser.exit(2, f"kafkacompat.spark.bench: {exc}\n")
 
     from ..demo.oilrig import spark_session
     from ..testing import Broker
@@ -113,7 +118,7 @@ def main() -> None:
               f"format('kafkacompat'): {record_decoder()}")
         spark = spark_session()
         readers = {"kafkacompat": spark.read.format("kafkacompat").option("dataDir", data).option("subscribe", TOPIC)}
-        if connector_jars():
+        if jars:
             readers["kafka"] = (spark.read.format("kafka").option("kafka.bootstrap.servers", broker.bootstrap_servers)
                                 .option("subscribe", TOPIC).option("startingOffsets", "earliest"))
         else:
