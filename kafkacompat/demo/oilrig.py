@@ -73,7 +73,8 @@ def produce_readings(bootstrap: str, settings: Settings) -> int:
     return sent
 
 
-def spark_session() -> Any:
+def spark_session(daemon: str = "kafkacompat.spark.daemon") -> Any:
+    """A local Spark session with format("kafkacompat") registered; `daemon` forks its Python workers."""
     from pyspark.sql import SparkSession
 
     from ..spark import register
@@ -83,7 +84,8 @@ def spark_session() -> Any:
     builder = (SparkSession.builder.master("local[2]").appName("oilrig")
                .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
                .config("spark.sql.shuffle.partitions", "2")
-               .config("spark.sql.session.timeZone", "UTC"))
+               .config("spark.sql.session.timeZone", "UTC")
+               .config("spark.python.daemon.module", daemon))
     jars = connector_jars()
     if jars:
         builder = builder.config("spark.jars", ",".join(jars))

@@ -100,6 +100,9 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--rounds", type=int, default=2, help="alternations of the two readers (default 2)")
     parser.add_argument("--jars", metavar="FOLDER", help="Spark's Kafka connector jars (else KAFKACOMPAT_SPARK_JARS)")
+    parser.add_argument("--python-daemon", metavar="MODULE", default="kafkacompat.spark.daemon",
+                        help="spark.python.daemon.module: kafkacompat.spark.daemon (default, as the README "
+                             "recommends) or pyspark.daemon (Spark's own)")
     args = parser.parse_args()
     if args.jars:
         os.environ["KAFKACOMPAT_SPARK_JARS"] = args.jars
@@ -115,8 +118,8 @@ def main() -> None:
         started = time.perf_counter()
         count = fill(broker, int(args.gib * (1 << 30)), args.message_bytes, args.partitions)
         print(f"filled {count:,} messages of {args.message_bytes} B in {time.perf_counter() - started:.1f} s; "
-              f"format('kafkacompat'): {record_decoder()}")
-        spark = spark_session()
+              f"format('kafkacompat'): {record_decoder()}; Python workers forked by {args.python_daemon}")
+        spark = spark_session(args.python_daemon)
         readers = {"kafkacompat": spark.read.format("kafkacompat").option("dataDir", data).option("subscribe", TOPIC)}
         if jars:
             readers["kafka"] = (spark.read.format("kafka").option("kafka.bootstrap.servers", broker.bootstrap_servers)
