@@ -68,6 +68,7 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     29: (1, 3),  # DescribeAcls (v0 is gone since Kafka 4.0)
     30: (1, 3),  # CreateAcls
     31: (1, 3),  # DeleteAcls
+    34: (1, 2),  # AlterReplicaLogDirs (v0 is gone since Kafka 4.0)
 }
 
 # Private APIs this broker serves but never advertises: stock clients must not see them.

@@ -202,6 +202,21 @@ class Partition(abc.ABC):
     @abc.abstractmethod
     async def partitionlets(self) -> list[PartitionletInfo]: ...
 
+    async def move_to_log_dir(self, log_dir: str) -> None:
+        """Keep this partition in `log_dir`, one of the store's data_dirs() (Kafka's AlterReplicaLogDirs).
+
+        Its new partitionlets start there and those sitting elsewhere are
+        moved there in the background; returns once the move is under way
+        (`log_dir()` names the target from then on, and `partitionlets()`
+        shows where each one sits meanwhile). A store with one data dir holds
+        every partition there already: nothing to do.
+        """
+
+    def log_dir(self) -> str | None:
+        """The data dir chosen for this partition by move_to_log_dir, or None (new partitionlets go
+        wherever there is most room, so a partition may span data dirs)."""
+        return None
+
     @abc.abstractmethod
     def wait_for_data(self, offset: int) -> asyncio.Future[None]:
         """A future resolved once high_watermark > offset (fetch long polls)."""
@@ -217,6 +232,10 @@ class Partition(abc.ABC):
 
 class Store(abc.ABC):
     """A namespace of streams, their topics, partitions and cursors."""
+
+    # How many bytes per second moving partitionlets between data dirs may copy (None: as fast as the
+    # disks allow); the broker sets it from replica.alter.log.dirs.io.max.bytes.per.second.
+    move_bytes_per_second: int | None = None
 
     default_stream: str
 

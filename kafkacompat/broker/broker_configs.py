@@ -35,6 +35,7 @@ class BrokerConfigDef:
     dynamic: bool = False
     value: Callable[["Cluster"], str] | None = None  # for names that are facts of this broker, not fields
     default: str | None = None  # Kafka's default of such a fact, listed as its DEFAULT_CONFIG synonym
+    only_when_set: bool = False  # a dynamic-only config (not in Kafka's static config): listed only once set
 
 
 def _listeners(cluster: "Cluster") -> str:
@@ -81,6 +82,17 @@ BROKER_CONFIGS: dict[str, BrokerConfigDef] = {
         INT, "transaction_remove_expired_transaction_cleanup_interval_ms"),
 }
 
+# Kafka's throttles of partition moves (kafka-reassign-partitions sets them and its --verify clears them).
+# A single broker replicates nothing, so the two replication rates bound nothing here, as on a single-node
+# Kafka; the log-dir one bounds the bytes a move between volumes copies per second (storage/disk/move.py).
+# Kafka 4.1 lists them only once they are set.
+MOVE_RATE = "replica.alter.log.dirs.io.max.bytes.per.second"
+_UNLIMITED = str(2**63 - 1)
+BROKER_CONFIGS.update({
+    name: BrokerConfigDef(LONG, dynamic=True, only_when_set=True)
+    for name in ("leader.replication.throttled.rate", "follower.replication.throttled.rate", MOVE_RATE)
+})
+
 
 def _default_partitions(cluster: "Cluster") -> str:
     stream = cluster.store.get_stream(cluster.default_stream)
@@ -110,12 +122,14 @@ def describe(cluster: "Cluster") -> dict[str, tuple[str | None, int, list[Synony
     cluster_wide = dynamic_values(cluster, "")
     out: dict[str, tuple[str | None, int, list[Synonym]]] = {}
     for name, d in BROKER_CONFIGS.items():
+        if d.only_when_set and name not in per_broker and name not in cluster_wide:
+            continue
         chain: list[Synonym] = []
         if name in per_broker:
             chain.append((name, per_broker[name], DYNAMIC_BROKER_CONFIG))
         if name in cluster_wide:
             chain.append((name, cluster_wide[name], DYNAMIC_DEFAULT_BROKER_CONFIG))
-        static, default = _started_and_default(cluster, d)
+        static, default = _started_and_default(cluster, d) if not d.only_when_set else (None, None)
         if static is not None:
             chain.append((name, static, STATIC_BROKER_CONFIG))
         if default is not None:
@@ -175,4 +189,6 @@ def apply_dynamic(cluster: "Cluster") -> None:
         raw = per_broker.get(name, cluster_wide.get(name))
         value = int(raw) if raw is not None else cluster.started_config[d.field]
         setattr(cluster.config, d.field, value)
+    rate = per_broker.get(MOVE_RATE, cluster_wide.get(MOVE_RATE))
+    cluster.store.move_bytes_per_second = int(rate) if rate is not None and rate != _UNLIMITED else None
     cluster.producers.expiration_ms = cluster.config.producer_id_expiration_ms

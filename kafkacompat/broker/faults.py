@@ -87,6 +87,7 @@ _FROM_REQUEST: dict[int, tuple[tuple[str, ...], str] | None] = {
     51: (("deletions", "upsertions"), "results"),  # AlterUserScramCredentials
     30: (("creations",), "results"),  # CreateAcls
     31: (("filters",), "filter_results"),  # DeleteAcls
+    34: (("dirs",), "results"),  # AlterReplicaLogDirs: asked per dir, answered per topic (see error_from_request)
 }
 # Read-only APIs: the real answer with its error codes replaced.
 _REWRITTEN = frozenset({2, 3, 9, 10, 15, 16, 18, 23, 29, 32, 35, 43, 45, 46, 48, 50, 60, 61, 65, 66, 69, 74, 75})
@@ -96,6 +97,7 @@ _NESTED = {"partition_responses": "partition_data", "partitions": "partitions", 
 # with the request field names they are taken from.
 _IDENTITY = {
     "name": ("name",),
+    "topic_name": ("name",),
     "topic": ("topic",),
     "topic_id": ("topic_id",),
     "index": ("index", "partition_index"),
@@ -260,6 +262,8 @@ def error_from_request(api_key: int, version: int, request: Any, error: ErrorCod
     if arrays is not None:
         sources, target = arrays
         items = next((getattr(request, s) for s in sources if hasattr(request, s)), None)
+        if api_key == 34 and items is not None:  # each dir's topics, as Kafka's getErrorResponse lists them
+            items = tuple(topic for log_dir in items for topic in log_dir.topics)
         item_cls = _hints(cls).get(target)
         if items is not None and item_cls is not None:
             known[target] = tuple(_mirror(_element(item_cls), item, error) for item in items)

@@ -56,6 +56,7 @@ class _Batch:
 class _Entry:
     epoch: int
     last_write: float = 0.0  # monotonic seconds of the last append
+    marker_timestamp: int | None = None  # of a transaction marker written after the batches (DescribeProducers)
     batches: collections.deque[_Batch] = dataclasses.field(
         default_factory=lambda: collections.deque(maxlen=WINDOW)
     )
@@ -178,20 +179,23 @@ class ProducerStates:
         if entry is None or epoch != entry.epoch:
             entry = self._entries[key] = _Entry(epoch)
         entry.batches.append(batch)
+        entry.marker_timestamp = None
         now = self._clock()
         entry.last_write = now
         if now >= self._next_sweep:
             self._expire(now)
 
-    def end_marker(self, producer_id: int, epoch: int, partition: Hashable) -> None:
+    def end_marker(self, producer_id: int, epoch: int, partition: Hashable, timestamp: int = -1) -> None:
         """A transaction marker was written: its epoch becomes the producer's here, as Kafka's
         ProducerStateManager does, so a zombie of an older epoch is refused even when idempotent.
-        With transactions v2 the marker carries the epoch bumped at EndTxn; the batches of the
-        next transaction (sequence restarting at 0) follow under it."""
+        With transactions v2 (and when a coordinator fences a producer) the marker carries the
+        bumped epoch; the batches of the next transaction (sequence restarting at 0) follow under
+        it. The marker's timestamp becomes the producer's last one, as DescribeProducers shows."""
         key = (producer_id, partition)
         entry = self._entries.get(key)
         if entry is None or epoch > entry.epoch:
-            self._entries[key] = _Entry(epoch, self._clock())
+            entry = self._entries[key] = _Entry(epoch, self._clock())
+        entry.marker_timestamp = timestamp
 
     def _expire(self, now: float) -> None:
         """Forget producers idle longer than the expiration; checked at most once a minute."""
@@ -201,12 +205,19 @@ class ProducerStates:
         self._next_sweep = now + min(self._expiration, 60.0)
 
     def active(self, partition: Hashable) -> list[tuple[int, int, int, int]]:
-        """(producer id, epoch, last sequence, last timestamp) of producers with state here (DescribeProducers)."""
-        return [
-            (pid, entry.epoch, entry.batches[-1].last_seq, entry.batches[-1].max_timestamp)
-            for (pid, key), entry in self._entries.items()
-            if key == partition and entry.batches
-        ]
+        """(producer id, epoch, last sequence, last timestamp) of producers with state here (DescribeProducers).
+
+        As Kafka: a producer whose epoch a marker bumped has no batch of that epoch yet (last
+        sequence -1), and a marker's timestamp is the last one of its producer.
+        """
+        out = []
+        for (pid, key), entry in self._entries.items():
+            if key != partition or not (entry.batches or entry.marker_timestamp is not None):
+                continue
+            last = entry.batches[-1] if entry.batches else None
+            timestamp = entry.marker_timestamp if entry.marker_timestamp is not None else last.max_timestamp
+            out.append((pid, entry.epoch, last.last_seq if last else -1, timestamp))
+        return out
 
     def __len__(self) -> int:
         """How many (producer, partition) states are kept."""
@@ -225,7 +236,7 @@ class ProducerStates:
         self._restored.add(key)
         async for header, _ in tail_batches(partition):
             if header.is_control and header.producer_id >= 0:
-                self.end_marker(header.producer_id, header.producer_epoch, key)
+                self.end_marker(header.producer_id, header.producer_epoch, key, header.max_timestamp)
             elif header.producer_id >= 0 and header.base_sequence >= 0:
                 log_append = header.attributes & ATTR_LOG_APPEND_TIME
                 self.record(

@@ -56,6 +56,7 @@ from . import (
 )
 from . import alter_user_scram_credentials, describe_user_scram_credentials, sasl_authenticate, sasl_handshake
 from . import create_acls, delete_acls, describe_acls
+from . import alter_replica_log_dirs
 
 HANDLERS: dict[int, ModuleType] = {
     0: produce,
@@ -108,6 +109,7 @@ HANDLERS: dict[int, ModuleType] = {
     29: describe_acls,
     30: create_acls,
     31: delete_acls,
+    34: alter_replica_log_dirs,
     STREAM_ADMIN_KEY: stream_admin,  # private, never advertised (protocol.versions.UNADVERTISED)
     REPLICATE_KEY: stream_replicate,  # private, never advertised: replica links between clusters
 }

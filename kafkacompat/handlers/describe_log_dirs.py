@@ -2,8 +2,11 @@
 
 A partition's partitionlets may sit on several volumes, so a partition is
 listed under every volume holding some of it, with the bytes it has there;
-a partition with no data yet is listed under the first volume, where it
-starts. total_bytes and usable_bytes are the file system's (-1 for a memory
+a partition with no data yet is listed under its log dir if one was chosen
+(AlterReplicaLogDirs), else under the first volume, where it starts. While
+a partition is being moved to its log dir, what is there already is its
+"future" replica (is_future_key), as Kafka shows a move, with offset_lag the
+offsets still to move; the rest is the current replica. total_bytes and usable_bytes are the file system's (-1 for a memory
 store), as `kafka-log-dirs --describe` prints them.
 """
 
@@ -19,8 +22,8 @@ from kafkacompat import storage
 from ..broker.cluster import TopicError
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
 
-# volume -> topic name -> partition -> bytes
-Usage = dict[str, dict[str, dict[int, int]]]
+# volume -> topic name -> partition -> (bytes, offset lag, is future)
+Usage = dict[str, dict[str, dict[int, tuple[int, int, bool]]]]
 
 
 def _wanted(ctx: Any, request: Any) -> list[tuple[str, storage.TopicInfo, list[int]]]:
@@ -45,11 +48,22 @@ async def _usage(ctx: Any, request: Any) -> Usage:
     usage: Usage = defaultdict(lambda: defaultdict(dict))
     for name, info, partitions in _wanted(ctx, request):
         for index in partitions:
+            partition = store.partition(info.stream, info.name, index)
+            pieces = await partition.partitionlets()
+            target = partition.log_dir()
             by_volume: dict[str, int] = defaultdict(int)
-            for piece in await store.partition(info.stream, info.name, index).partitionlets():
+            for piece in pieces:
                 by_volume[piece.volume] += piece.size_bytes
-            for volume, size in (by_volume or {home: 0}).items():
-                usage[volume][name][index] = size
+            if not by_volume:
+                by_volume[target or home] = 0
+            away = [piece for piece in pieces if piece.volume != target]
+            lag = 0
+            if target is not None and away:
+                by_volume.setdefault(target, 0)
+                lag = sum(piece.next_offset - piece.base_offset for piece in away)
+            for volume, size in by_volume.items():
+                future = target is not None and bool(away) and volume == target
+                usage[volume][name][index] = (size, lag if future else 0, future)
     return usage
 
 
@@ -68,9 +82,9 @@ async def handle(ctx: Any, request: Any) -> Any:
         total, usable = _space(volume)
         topics = tuple(
             make(m.DescribeLogDirsTopic, name=name, partitions=tuple(
-                make(m.DescribeLogDirsPartition, partition_index=index, partition_size=size, offset_lag=0,
-                     is_future_key=False)
-                for index, size in sorted(parts.items())))
+                make(m.DescribeLogDirsPartition, partition_index=index, partition_size=size, offset_lag=lag,
+                     is_future_key=future)
+                for index, (size, lag, future) in sorted(parts.items())))
             for name, parts in sorted(usage.get(volume, {}).items())
         )
         results.append(make(m.DescribeLogDirsResult, error_code=ErrorCode.none, log_dir=volume, topics=topics,

@@ -28,6 +28,7 @@ _OPS = {
     "topics": receiver.sync_topics,
     "cursors": receiver.commit_cursors,
     "ping": receiver.ping,
+    "log_start": receiver.log_start,
 }
 
 

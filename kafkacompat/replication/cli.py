@@ -204,6 +204,7 @@ def render(result: Any) -> str:
     if isinstance(result, list):
         if not result:
             return "No upstreams."
-        return table(["STREAM", "UPSTREAM"], [[r["stream"], r["upstream"]] for r in result])
+        return table(["STREAM", "UPSTREAM", "CLUSTER-UUID"],
+                     [[r["stream"], r["upstream"], r.get("cluster")] for r in result])
     width = max(len(k) for k in result) + 2
     return "\n".join(f"{k + ':':<{width}}{v}" for k, v in result.items())

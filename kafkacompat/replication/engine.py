@@ -18,6 +18,7 @@ reason names the topic and partition; `resume` retries).
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
 import time
 import uuid
@@ -44,6 +45,8 @@ log = logging.getLogger(__name__)
 
 MAX_REQUEST_BYTES = 1 << 20  # batches read and shipped per request
 PIPELINE_DEPTH = 4  # requests in flight per partition
+ROUND_BYTES = 32 << 20  # shipped per partition before the link looks at topics, cursors and settings again
+ROUND_S = 0.2  # or this long, however slowly the data comes
 IDLE_WAIT_S = 0.5  # an idle link looks for new topics and cursors this often
 CURSOR_SYNC_S = 0.2
 RETRY_MAX_S = 5.0
@@ -75,6 +78,7 @@ class LinkTask:
         self.dest_name: str | None = None
         self.dest_uuid: str | None = None
         self.positions: dict[tuple[str, int], int] = {}  # next offset to ship, per (topic, partition)
+        self.dest_log_starts: dict[tuple[str, int], int] = {}  # the destination's log start, as last heard
         self.shipped_bytes = 0
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -164,6 +168,7 @@ class LinkTask:
                 raise LinkBroken(f"stream {spec.dest} does not exist on cluster {hello['name']} "
                                  f"({spec.host}:{spec.port})")
             self.positions = {}
+            self.dest_log_starts = {}
             self._sent_cursors = {}
             self._topic_signature = None
             self.state, self.reason = "pending", "catching up"
@@ -227,6 +232,7 @@ class LinkTask:
             await self.service.save_link(spec)
         for key in [k for k in self.positions if k[0] not in gens or k[0] in replaces]:
             del self.positions[key]
+            self.dest_log_starts.pop(key, None)
         return answer["topics"]
 
     async def _learn_resume_points(self, ends: dict[str, Any]) -> None:
@@ -251,6 +257,7 @@ class LinkTask:
                     if held:
                         start = held[0][0]
                 self.positions[info.name, index] = start
+                self.dest_log_starts[info.name, index] = dest["log_start"][index]
 
     # data ---------------------------------------------------------------------
 
@@ -282,7 +289,13 @@ class LinkTask:
         return runs
 
     async def _ship(self, client: LinkClient, topic: str, index: int) -> int:
-        """Ship what one partition has past its position, PIPELINE_DEPTH requests in flight; bytes sent."""
+        """Ship what one partition has past its position; bytes sent (1 when only the position moved).
+
+        A sliding window: up to PIPELINE_DEPTH requests in flight, the next one read and sent as soon as
+        the oldest is answered, until the partition is caught up or ROUND_BYTES or ROUND_S went (the
+        session then looks at topics, cursors and pause again). Draining the window before refilling
+        it would leave the connection idle for a round trip every PIPELINE_DEPTH requests.
+        """
         info = self.store.get_topic(self.spec.source, topic)
         if info is None or info.topic_id != self._topic_ids.get(topic):
             return 0  # deleted, or created again since the last topic sync, which sees to it
@@ -293,63 +306,68 @@ class LinkTask:
         pos = self.positions[topic, index]
         if pos < part.log_start_offset:
             return await self._skip_gap(client, topic, index, part, pos)
-        in_flight: list[tuple[asyncio.Future[Any] | None, int, int]] = []  # (answer, end offset, bytes)
+        window: collections.deque[tuple[asyncio.Future[Any] | None, int, int]] = collections.deque()
+        sent = moved = 0
+        budget = ROUND_BYTES
+        deadline = time.monotonic() + ROUND_S
         try:
-            for _ in range(PIPELINE_DEPTH):
-                if pos >= part.high_watermark:
-                    break
-                runs = await self._read_groups(part, topic, index, pos)
-                if not runs:
-                    break
-                stored_from = pos  # where the stored batches read go on from: no record lies in between
-                for path, first, end, batches in runs:
-                    if not batches:
-                        in_flight.append((None, end, 0))
+            while True:
+                while (len(window) < PIPELINE_DEPTH and budget > 0 and pos < part.high_watermark
+                       and time.monotonic() < deadline):
+                    runs = await self._read_groups(part, topic, index, pos)
+                    if not runs:
+                        break
+                    stored_from = pos  # where the stored batches read go on from: no record lies in between
+                    for path, first, end, batches in runs:
+                        if not batches:
+                            window.append((None, end, 0))
+                            stored_from = end
+                            continue
+                        body = {"op": "append", "stream": self.spec.dest, "topic": topic, "partition": index,
+                                "base": first, "path": list(path), "codec": self.spec.compression,
+                                "from": stored_from}
                         stored_from = end
-                        continue
-                    body = {"op": "append", "stream": self.spec.dest, "topic": topic, "partition": index,
-                            "base": first, "path": list(path), "codec": self.spec.compression,
-                            "from": stored_from}
-                    stored_from = end
-                    raw = b"".join(batches)
-                    payload = compress(self.spec.compression, raw)
-                    in_flight.append((asyncio.ensure_future(client.call(body, payload)), end, len(raw)))
-                    await self._throttle(len(raw))  # the stream's bytes, before link compression
-                pos = runs[-1][2]
+                        raw = b"".join(batches)
+                        payload = compress(self.spec.compression, raw)
+                        window.append((asyncio.ensure_future(client.call(body, payload)), end, len(raw)))
+                        budget -= len(raw)
+                        await self._throttle(len(raw))  # the stream's bytes, before link compression
+                    pos = runs[-1][2]
+                if not window:
+                    break
+                took = await self._settle(topic, index, *window.popleft())
+                if took is None:
+                    break  # a gap: the next round resends from where the destination ends
+                sent += took
+                moved = 1
         except storage.UnknownTopicError:
             pass
-        return await self._settle(topic, index, in_flight)
-
-    async def _settle(self, topic: str, index: int, in_flight: list[tuple[asyncio.Future[Any] | None, int, int]]
-                      ) -> int:
-        """Take the answers in order, moving the partition's position; bytes the destination took."""
-        sent = 0
-        moved = False
-        try:
-            for i, (answer, end, size) in enumerate(in_flight):
-                if answer is None:
-                    self.positions[topic, index] = end
-                    moved = True
-                    continue
-                try:
-                    result = await answer
-                except LinkRefused as exc:
-                    raise LinkBroken(f"topic {topic} partition {index}: {exc}") from None
-                if result["status"] == "collision":
-                    raise LinkBroken(
-                        f"collision in topic {topic} partition {index} at offset {result['offset']}: the "
-                        f"destination holds a different message there (both clusters took writes for this "
-                        f"partition; topic names must be unique per master)")
-                self.positions[topic, index] = result["hw"]
-                if result["status"] == "gap":
-                    return sent  # resend from where the destination ends
-                sent += size
-                self.shipped_bytes += size
         finally:
-            for answer, _, _ in in_flight:
+            for answer, _, _ in window:
                 if answer is not None and not answer.done():
                     answer.cancel()
-        return sent or int(moved)
+        return await self._send_log_start(client, topic, index, part) or sent or moved
+
+    async def _settle(self, topic: str, index: int, answer: asyncio.Future[Any] | None, end: int, size: int
+                      ) -> int | None:
+        """Take one answer, moving the partition's position; bytes the destination took, None for a gap."""
+        if answer is None:  # a stretch the destination holds already
+            self.positions[topic, index] = end
+            return 0
+        try:
+            result = await answer
+        except LinkRefused as exc:
+            raise LinkBroken(f"topic {topic} partition {index}: {exc}") from None
+        if result["status"] == "collision":
+            raise LinkBroken(
+                f"collision in topic {topic} partition {index} at offset {result['offset']}: the "
+                f"destination holds a different message there (both clusters took writes for this "
+                f"partition; topic names must be unique per master)")
+        self.positions[topic, index] = result["hw"]
+        if result["status"] == "gap":
+            return None
+        self.shipped_bytes += size
+        return size
 
     async def _skip_gap(self, client: LinkClient, topic: str, index: int, part: storage.Partition, pos: int) -> int:
         """The source's log start passed what the destination holds (retention, DeleteRecords while paused or
@@ -366,10 +384,35 @@ class LinkTask:
         except LinkRefused as exc:
             raise LinkBroken(f"topic {topic} partition {index}: {exc}") from None
         if answer["status"] == "ok":
+            self.dest_log_starts[topic, index] = start
             log.warning("replica %s -> %s: topic %s partition %d: offsets %d..%d were deleted here before they "
                         "were shipped; the replica now starts at %d", self.spec.source, self.spec.replica,
                         topic, index, pos, start - 1, start)
         self.positions[topic, index] = answer["hw"]
+        return 1
+
+    async def _send_log_start(self, client: LinkClient, topic: str, index: int, part: storage.Partition) -> int:
+        """Move the destination's log start to ours (DeleteRecords, retention), as a Kafka follower follows
+        its leader's: the offsets stay identical, and a consumer of the replica finds the records a consumer
+        of the source finds. 1 when it was moved.
+
+        Only up to what the destination holds (the batches bring the rest), and never towards a cluster on
+        the path of the records deleted: data written there, or that passed through there, keeps the log
+        start that cluster gives it (a replica deleting records does not delete them at their origin).
+        """
+        start = part.log_start_offset
+        key = (topic, index)
+        if start <= self.dest_log_starts.get(key, 0) or self.positions.get(key, 0) < start:
+            return 0  # nothing new, or the destination lacks offsets below it (_skip_gap's work)
+        if self.dest_uuid in self.service.paths.path_at(self.spec.source, topic, index, start - 1):
+            self.dest_log_starts[key] = start
+            return 0
+        try:
+            answer = await client.call({"op": "log_start", "stream": self.spec.dest, "topic": topic,
+                                        "partition": index, "offset": start})
+        except LinkRefused as exc:
+            raise LinkBroken(f"topic {topic} partition {index}: {exc}") from None
+        self.dest_log_starts[key] = answer["log_start"]
         return 1
 
     async def _throttle(self, size: int) -> None:

@@ -18,6 +18,8 @@ Operations (the source's link task sends them in this order):
   cleaner removed those batches), when an empty batch fills the stretch;
 - start_at: the source no longer holds what this partition lacks (its
   log start passed our end): drop what we hold and go on at its log start;
+- log_start: the source's log start moved (DeleteRecords, retention): so
+  does this partition's, up to what it holds;
 - cursors: consumer groups' committed offsets, newest commit wins;
 - ping: an idle link's heartbeat.
 """
@@ -222,6 +224,8 @@ async def append(service: ReplicationService, request: dict[str, Any], payload: 
     except storage.UnknownTopicError:
         raise ReplicaRequestError(f"topic {stream}:{topic} partition {index} does not exist here") from None
     async with service.partition_lock(stream, topic, index):  # links from several clusters may ship it at once
+        if producers is not None:  # from the tail before these batches, as a local produce does first
+            await producers.restore((stream, topic, index), partition)
         return await _append(service, request, partition, split_batches(data), path, producers, txns)
 
 
@@ -258,13 +262,23 @@ async def _append(service: ReplicationService, request: dict[str, Any], partitio
             await partition.append(batch, header.last_offset_delta + 1, at=base)
         except storage.OffsetMismatchError as exc:  # a local producer got there first
             return {"status": "collision", "hw": exc.high_watermark, "offset": base}
-        if (producers is not None and header.producer_id >= 0 and header.base_sequence >= 0
-                and not header.attributes & bf.ATTR_CONTROL):
-            producers.record(header.producer_id, header.producer_epoch, (stream, topic, index),
-                             header.base_sequence, header.record_count, base, -1, header.max_timestamp)
+        if producers is not None and header.producer_id >= 0:
+            _note_producer(producers, (stream, topic, index), base, header)
         if txns is not None and header.attributes & bf.ATTR_TRANSACTIONAL:
             await _note_transactional(txns, stream, topic, index, base, batch, header)
     return {"status": "ok", "hw": partition.high_watermark}
+
+
+def _note_producer(producers: ProducerStates, key: tuple[str, str, int], base: int, header: bf.BatchHeader) -> None:
+    """Keep the producer's state as the source's append kept it: an idempotent batch enters its
+    window, a transaction marker sets its epoch (bumped at every EndTxn with transactions v2, and
+    when a coordinator fences it), so a producer failing over here is judged as it is at the source."""
+    if header.attributes & bf.ATTR_CONTROL:
+        producers.end_marker(header.producer_id, header.producer_epoch, key, header.max_timestamp)
+    elif header.base_sequence >= 0:
+        log_append = header.max_timestamp if header.attributes & bf.ATTR_LOG_APPEND_TIME else -1
+        producers.record(header.producer_id, header.producer_epoch, key, header.base_sequence,
+                         header.record_count, base, log_append, header.max_timestamp)
 
 
 async def _note_transactional(txns: PartitionTxnRegistry, stream: str, topic: str, index: int, base: int,
@@ -313,6 +327,25 @@ async def start_at(service: ReplicationService, request: dict[str, Any],
         log.warning("replication: %s:%s/%d skips offsets %d..%d, which its source no longer holds; "
                     "it now starts at %d", stream, topic, index, expected, offset - 1, offset)
         return {"status": "ok", "hw": partition.high_watermark}
+
+
+async def log_start(service: ReplicationService, request: dict[str, Any]) -> dict[str, Any]:
+    """The source's log start moved (DeleteRecords, retention): this partition's follows, as a Kafka
+    follower's follows its leader's, but never past what it holds (the batches beyond come later, and a
+    log start past the high watermark would leave a gap). {"log_start": ..., "hw": ...}."""
+    store = service.store
+    stream, topic, index = request["stream"], request["topic"], request["partition"]
+    offset = int(request["offset"])
+    try:
+        partition = store.partition(stream, topic, index)
+    except storage.UnknownTopicError:
+        raise ReplicaRequestError(f"topic {stream}:{topic} partition {index} does not exist here") from None
+    async with service.partition_lock(stream, topic, index):
+        before = partition.log_start_offset
+        start = await partition.delete_records(max(min(offset, partition.high_watermark), 0))
+        if start > before:
+            log.info("replication: %s:%s/%d starts at %d as its source does", stream, topic, index, start)
+        return {"log_start": start, "hw": partition.high_watermark}
 
 
 async def commit_cursors(service: ReplicationService, request: dict[str, Any]) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from .authorizer import CLUSTER_DENIED
 
 # APIs Kafka refuses as a whole without one operation on the cluster (KafkaApis / ControllerApis).
 CLUSTER_GATES: dict[int, Operation] = {
+    34: Operation.ALTER,  # AlterReplicaLogDirs
     35: Operation.DESCRIBE,  # DescribeLogDirs
     43: Operation.ALTER,  # ElectLeaders
     45: Operation.ALTER,  # AlterPartitionReassignments

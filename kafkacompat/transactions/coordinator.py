@@ -393,7 +393,7 @@ class TransactionCoordinator:
             state = await self.partitions.get(stream, topic, index)
             marker = build_marker(meta.producer_id, meta.producer_epoch, control, timestamp)
             result = await state.partition.append(marker, 1)
-            self.producers.end_marker(meta.producer_id, meta.producer_epoch, (stream, topic, index))
+            self.producers.end_marker(meta.producer_id, meta.producer_epoch, (stream, topic, index), timestamp)
             await state.marker_written(meta.producer_id, result.base_offset, control)
             durable.append(state.partition.wait_durable(result.last_offset + 1))
         await asyncio.gather(*durable)

@@ -29,6 +29,7 @@ import bisect
 import json
 import logging
 import os
+import threading
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, TypeVar
 
@@ -39,6 +40,7 @@ from ..errors import (
     DamagedRangeError,
     OffsetMismatchError,
     OffsetOutOfRangeError,
+    StorageError,
     StorageFullError,
     StorageUnavailableError,
 )
@@ -47,9 +49,10 @@ from ..partition_base import PartitionBase
 from . import layout
 from .chain import LogFile, find_log_files, read_manifest, stale_reason
 from .files import FULL_ERRNOS, fsync_path, move_to_trash, new_file, unlink_files, write_atomic
+from .move import move_home
 from .partitionlet import Partitionlet, Recovered
 from .sync import GroupCommit
-from .volumes import pick_volume
+from .volumes import Volume, pick_volume
 
 T = TypeVar("T")
 
@@ -68,13 +71,16 @@ class DiskPartition(PartitionBase):
         self._store = store
         self._topic = topic
         self._index = index
-        self._manifest_path = os.path.join(self._dir_on(store.volumes[0].path), layout.MANIFEST_FILE)
+        self._manifest_path = os.path.join(self.dir_on(store.volumes[0].path), layout.MANIFEST_FILE)
         self._chain: list[Partitionlet] = []
         self._bases: list[int] = []
         self._checkpoint = 0  # size of the active partitionlet the manifest vouches for
         self._manifest_stale = False
         self._skipped: set[tuple[int, int]] = set()  # damaged ranges already logged as skipped
         self._unavailable_logged = False
+        self._home: Volume | None = None  # where its partitionlets are kept, once chosen (see move.py)
+        self.move_stop = threading.Event()  # set on close: a copy under way is abandoned
+        self._mover: asyncio.Task | None = None
         self._lock = asyncio.Lock()
         self._commit = GroupCommit(self._fsync_active, store.activity.fsynced)
         self._load()
@@ -84,8 +90,11 @@ class DiskPartition(PartitionBase):
         self._commit.synced = self._commit.written = self._hw
         if self._note_epoch(self._leader_epoch, self._hw):
             self._manifest_stale = True
+        if self.away_from_home() and store.repair:
+            self._start_moving()  # a move cut short by a restart goes on
 
-    def _dir_on(self, volume: str) -> str:
+    def dir_on(self, volume: str) -> str:
+        """The partition's directory on a volume (its files on that volume, if any, are there)."""
         return layout.partition_dir(volume, self._topic.stream.path, self._topic.name, self._index)
 
     # loading -----------------------------------------------------------------
@@ -98,10 +107,11 @@ class DiskPartition(PartitionBase):
         if manifest is not None and manifest["topic_id"] != self._topic.id_hex:
             log.warning("%s: data of an older topic of the same name found; discarding it", self.name)
             for volume in self._store.volumes if self._store.repair else ():
-                move_to_trash(self._dir_on(volume.path), layout.trash_dir(volume.path))
+                move_to_trash(self.dir_on(volume.path), layout.trash_dir(volume.path))
             return
-        files = find_log_files([(v, self._dir_on(v.path)) for v in self._store.volumes])
+        files = find_log_files([(v, self.dir_on(v.path)) for v in self._store.volumes])
         if manifest is not None:
+            self._home = self._load_home(manifest.get("home"))
             problem = stale_reason(manifest, files, set(self._store.volume_ids()))
         if problem is None and manifest is None:
             if not any(f.size for f in files.values()):
@@ -116,7 +126,7 @@ class DiskPartition(PartitionBase):
         for rec in manifest["partitionlets"]:
             volume = self._store.volume(rec["volume"])
             p = Partitionlet(
-                self._dir_on(volume.path), volume, rec["base"], self._store.handles, sealed=rec["sealed"],
+                self.dir_on(volume.path), volume, rec["base"], self._store.handles, sealed=rec["sealed"],
                 next_offset=rec["next"], size=rec["size"], max_ts=rec["max_ts"],
                 max_ts_offset=rec["max_ts_offset"], created_ms=rec["created_ms"],
                 generation=rec.get("generation", 0), clean_to=rec.get("clean_to"),
@@ -137,6 +147,17 @@ class DiskPartition(PartitionBase):
             self._checkpoint = active.size
             self._recover(active)
 
+    def _load_home(self, volume_id: object) -> Volume | None:
+        if volume_id is None:
+            return None
+        try:
+            return self._store.volume(str(volume_id))
+        except StorageError:
+            self._store.report(self._manifest_path, f"names home volume {volume_id!r}, which is not configured",
+                               "keep new partitionlets wherever there is most room")
+            self._manifest_stale = True
+            return None
+
     def _rebuild(self, manifest: dict | None, files: dict[int, LogFile], problem: str) -> None:
         """Rebuild the chain from the partitionlet files (the manifest is missing, garbled or stale)."""
         last = max(files, default=-1)
@@ -150,13 +171,13 @@ class DiskPartition(PartitionBase):
             if limit is not None:
                 # A sealed partitionlet ends where the next begins; its CRCs are checked by the
                 # background pass (and by reads before it gets there), not here in the loop.
-                p = Partitionlet(self._dir_on(found.volume.path), found.volume, base, self._store.handles,
+                p = Partitionlet(self.dir_on(found.volume.path), found.volume, base, self._store.handles,
                                  sealed=True, next_offset=limit, size=found.size, max_ts=-1, max_ts_offset=base,
                                  created_ms=found.mtime_ms)
                 p.learn_max_timestamp()
                 found_epochs = [(p.first_epoch(), base)]
             else:
-                p = Partitionlet(self._dir_on(found.volume.path), found.volume, base, self._store.handles,
+                p = Partitionlet(self.dir_on(found.volume.path), found.volume, base, self._store.handles,
                                  sealed=False, next_offset=base, size=0, max_ts=-1, max_ts_offset=base,
                                  created_ms=found.mtime_ms)
                 result = p.recover(0, base, truncate=self._store.repair, known_next=known_next)
@@ -197,7 +218,7 @@ class DiskPartition(PartitionBase):
         listed_paths = {path for p in self._chain for path in p.paths()}
         listed_bases = {p.base for p in self._chain}
         for volume in self._store.volumes:
-            directory = self._dir_on(volume.path)
+            directory = self.dir_on(volume.path)
             try:
                 names = os.listdir(directory)
             except FileNotFoundError:
@@ -226,7 +247,7 @@ class DiskPartition(PartitionBase):
         for base, found in files.items():
             if (found.volume.id, base) in listed:
                 continue
-            directory = self._dir_on(found.volume.path)
+            directory = self.dir_on(found.volume.path)
             for name in os.listdir(directory):
                 stem, dot, suffix = name.partition(".")
                 if dot and stem.isdigit() and int(stem) == base and "." + suffix in layout.PARTITIONLET_SUFFIXES:
@@ -295,6 +316,7 @@ class DiskPartition(PartitionBase):
             "next": self._hw,
             "epochs": self._epochs,
             "partitionlets": [p.info() for p in self._chain],
+            **({"home": self._home.id} if self._home is not None else {}),
         }).encode()
 
     async def _save(self) -> None:
@@ -414,8 +436,12 @@ class DiskPartition(PartitionBase):
         return base
 
     async def _roll(self, size: int) -> None:
-        """Seal the active partitionlet and start a new one on the emptiest volume."""
-        volume = pick_volume(self._store.volumes, size)  # StorageFullError before anything changes
+        """Seal the active partitionlet and start a new one at home, or else on the emptiest volume."""
+        volume = self._home  # StorageFullError before anything changes
+        if volume is None:
+            volume = pick_volume(self._store.volumes, size)
+        elif volume.free_bytes() < size:
+            raise StorageFullError(f"{self.name}: its log dir {volume.path} has no room for {size} bytes")
         old = self._active()
         dropped: list[str] = []
         if old is not None and old.size == 0:
@@ -432,7 +458,7 @@ class DiskPartition(PartitionBase):
 
             await asyncio.to_thread(seal)
             old.close_file()
-        new = Partitionlet(self._dir_on(volume.path), volume, self._hw, self._store.handles, sealed=False,
+        new = Partitionlet(self.dir_on(volume.path), volume, self._hw, self._store.handles, sealed=False,
                            next_offset=self._hw, size=0, max_ts=-1, max_ts_offset=self._hw, created_ms=now_ms())
         await asyncio.to_thread(new_file, new.log_path)
         new.start_empty()
@@ -726,13 +752,16 @@ class DiskPartition(PartitionBase):
         """The live sealed partitionlets, oldest first: all the log cleaner may rewrite."""
         return [p for p in self._chain if p.sealed and p.next_offset > self._log_start]
 
-    async def replace_partitionlets(self, cleaned: list[tuple[Partitionlet, Partitionlet]]) -> int:
-        """Swap cleaned partitionlets into the chain: (old, new) pairs, same base and offsets.
+    async def replace_partitionlets(self, cleaned: list[tuple[Partitionlet, Partitionlet]], *,
+                                    reserved: bool = False) -> int:
+        """Swap cleaned or moved partitionlets into the chain: (old, new) pairs, same base and offsets.
 
         The new files are complete and fsynced; one atomic manifest write
         makes the swap, then the old files go. A pair whose old partitionlet
         left the chain meanwhile (retention, DeleteRecords, topic deleted)
-        is skipped and its new files removed. Returns how many were swapped.
+        is skipped and its new files removed. `reserved`: the new files'
+        room was claimed on their volume before they were written. Returns
+        how many were swapped.
         """
 
         async def section() -> int:
@@ -749,7 +778,10 @@ class DiskPartition(PartitionBase):
             for old, new in swapped:
                 old.close_file()
                 old.volume.release(old.size)
-                new.volume.reserve(new.size)
+                if not reserved:
+                    new.volume.reserve(new.size)
+            for new in stale if reserved else ():
+                new.volume.release(new.size)
             paths = [path for old, _ in swapped for path in old.paths()] + [
                 path for new in stale for path in new.paths()]
             if paths:
@@ -758,8 +790,95 @@ class DiskPartition(PartitionBase):
 
         return await self._critical(section)
 
+    # log dirs ----------------------------------------------------------------
+
+    @property
+    def home(self) -> Volume | None:
+        """The volume chosen for this partition's partitionlets (None: wherever there is most room)."""
+        return self._home
+
+    @property
+    def move_stopping(self) -> bool:
+        return self._closed or self.move_stop.is_set()
+
+    def log_dir(self) -> str | None:
+        return self._home.path if self._home is not None else None
+
+    def move_rate(self) -> int | None:
+        """The bytes per second a move may copy now (the store's setting, read as the copy goes)."""
+        return self._store.move_bytes_per_second
+
+    def away_from_home(self) -> list[Partitionlet]:
+        """The sealed partitionlets that are still to be moved home, oldest first."""
+        home = self._home
+        if home is None:
+            return []
+        return [p for p in self._chain if p.volume is not home and p.sealed]
+
+    async def settled_away_from_home(self) -> list[Partitionlet]:
+        """away_from_home() once no roll is under way (a partitionlet being sealed has its indexes written then)."""
+        async with self._lock:
+            return self.away_from_home()
+
+    async def move_to_log_dir(self, log_dir: str) -> None:
+        """Make the volume at `log_dir` this partition's home and move its partitionlets there (see move.py).
+
+        The home is saved in the manifest and the active partitionlet, when
+        it sits elsewhere, is rolled so that appends go on at home at once;
+        the sealed ones follow in the background. StorageFullError when the
+        home has no room for the roll.
+        """
+        self._check_open()
+        target = next((v for v in self._store.volumes if v.path == log_dir), None)
+        if target is None:
+            raise StorageError(f"{log_dir} is not one of the store's data dirs")
+
+        async def section() -> None:
+            self._check_open()
+            active = self._active()
+            if self._home is target and (active is None or active.volume is target):
+                return
+            self._home = target
+            if active is not None and active.volume is not target:
+                await self._roll(0)
+            else:
+                await self._save()
+            log.info("%s: its log dir is now %s", self.name, target.path)
+
+        try:
+            await self._critical(section)
+        except OSError as exc:  # not a full disk (that is StorageFullError): the files cannot be written
+            raise self._unavailable(f"moving to {log_dir} failed: {exc.strerror or exc}") from exc
+        self._start_moving()
+
+    def _start_moving(self) -> None:
+        """Run the move in the background unless it already runs (it follows a change of home by itself)."""
+        if self._mover is not None and not self._mover.done():
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return  # opened outside the event loop (an offline check): the next open moves
+        self._mover = loop.create_task(self._move())
+
+    async def _move(self) -> None:
+        try:
+            moved = await move_home(self)
+        except Exception:
+            log.exception("%s: moving its partitionlets to %s failed", self.name, self.log_dir())
+            return
+        if moved and not self.away_from_home():
+            log.info("%s: all of its partitionlets are in %s now", self.name, self.log_dir())
+
+    async def stop_moving(self) -> None:
+        """Abandon a move under way (the store is closing); the next open resumes it."""
+        self.move_stop.set()
+        if self._mover is not None:
+            await asyncio.gather(self._mover, return_exceptions=True)
+
     def close(self) -> None:
         """The topic is gone: release files and pollers."""
+        self.move_stop.set()
         self._commit.cancel()
         for p in self._chain:
             p.close_file()

@@ -401,6 +401,7 @@ class DiskStore(NamespaceStore):
             if task is not None:
                 task.cancel()
                 await asyncio.gather(task, return_exceptions=True)
+        await asyncio.gather(*(p.stop_moving() for p in self._opened_partitions()))  # resumed on the next open
         await asyncio.gather(*(p.checkpoint() for p in self._opened_partitions()))
         if not self.repair:  # an offline check: nothing to write, only let go
             self.handles.close_all()

@@ -57,6 +57,10 @@ def test_autosetup_multimaster_and_list_json(pair):
                          b.bootstrap_servers).stdout)
     assert ups == [{"stream": "/dr/iot", "upstream": f"127.0.0.1:{a.port}/apps/iot",
                     "cluster": str(a.server.store.store_id)}]
+    text = cli("stream", "upstream", "list", "--path", "/dr/iot", "--bootstrap-server", b.bootstrap_servers).stdout
+    assert [line.split() for line in text.splitlines()] == [
+        ["STREAM", "UPSTREAM", "CLUSTER-UUID"],
+        ["/dr/iot", f"127.0.0.1:{a.port}/apps/iot", str(a.server.store.store_id)]]
     text = cli("stream", "replica", "list", "--path", "/apps/iot", "--bootstrap-server", a.bootstrap_servers).stdout
     assert text.splitlines()[0].split()[:3] == ["REPLICA", "CLUSTER", "STATE"] and "in-sync" in text
     info = json.loads(cli("cluster", "info", "--json", "--bootstrap-server", b.bootstrap_servers).stdout)

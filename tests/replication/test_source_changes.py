@@ -76,6 +76,64 @@ def test_new_replica_of_a_source_whose_log_start_moved(pair):
     assert log_start(b, "t") == 7 and values(b, "/s:t") == values(a, "/s:t")
 
 
+def _read_from(broker: Broker, offset: int, count: int, *, reset: str = "error") -> tuple[int, list[tuple[int, bytes]]]:
+    """(low watermark, `count` (offset, value)) as a confluent-kafka consumer of /s:t sees them from `offset`.
+
+    With auto.offset.reset=error a position the partition no longer holds is an error, not a silent jump.
+    """
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "reader",
+                         "enable.auto.commit": False, "auto.offset.reset": reset})
+    consumer.assign([TopicPartition("/s:t", 0, offset)])
+    out: list[tuple[int, bytes]] = []
+    try:
+        low, _ = consumer.get_watermark_offsets(TopicPartition("/s:t", 0), timeout=10)
+        for _ in range(60):
+            if len(out) >= count:
+                break
+            msg = consumer.poll(0.5)
+            if msg is None:
+                continue
+            assert msg.error() is None, msg.error()
+            out.append((msg.offset(), msg.value()))
+    finally:
+        consumer.close()
+    return low, out
+
+
+def test_delete_records_on_the_source_moves_the_replica_log_start(pair):
+    """DeleteRecords on the source (a stock admin client) reaches the replica as a Kafka follower follows
+    its leader's log start: the same low watermark and offsets there, and a replica consumer past the
+    deleted records reads on without an out-of-range error. Deleting on the replica of data that came
+    from the source does not delete it at the source (the multi-master link back leaves it)."""
+    a, b = pair
+    admin(a).call("replica.add", path="/s", replica=replica(b, "/s"))
+    for i in range(10):
+        a.produce("/s:t", f"m-{i}".encode())
+    wait_for(lambda: end_offset(b, "/s", "t") == 10 and in_sync(a), what="replicated")
+    delete_records(a, "t", 4)  # the link is idle: the log start alone must travel
+    wait_for(lambda: log_start(b, "t") == 4, what="replica log start moved")
+    for i in range(10, 15):
+        a.produce("/s:t", f"m-{i}".encode())
+    wait_for(lambda: end_offset(b, "/s", "t") == 15, what="later messages replicated")
+    expected = [(i, f"m-{i}".encode()) for i in range(4, 15)]
+    assert _read_from(b, 6, 9) == (4, expected[2:])  # a replica consumer past the deletion reads on
+    assert _read_from(b, 0, 11, reset="earliest") == _read_from(a, 0, 11, reset="earliest") == (4, expected)
+    assert batches(b, "/s", "t") == batches(a, "/s", "t")
+
+    # multi-master: the replica deleting records of the source's topic does not delete them at the source
+    admin(b).call("replica.add", path="/s", replica=replica(a, "/s"))
+    delete_records(b, "t", 8)
+    for i in range(15, 17):  # each goes round A -> B -> (back link: skipped, A holds it): the back link's rounds
+        a.produce("/s:t", f"m-{i}".encode())
+        wait_for(lambda i=i: end_offset(b, "/s", "t") == i + 1 and in_sync(b), what="back link caught up")
+    assert (log_start(a, "t"), log_start(b, "t")) == (4, 8)
+    delete_records(a, "t", 10)  # the source's own deletions still go forward
+    wait_for(lambda: log_start(b, "t") == 10, what="replica log start moved again")
+    assert log_start(a, "t") == 10
+
+
 def clean(broker: Broker) -> None:
     """One log cleaner pass as if an hour had gone by (every dirty compacted partition is due)."""
     later = int(time.time() * 1000) + 3_600_000

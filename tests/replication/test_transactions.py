@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from kio.schema.errors import ErrorCode
 
 from kafkacompat.testing import Broker
+from tests.test_idempotence import send
+from tests.wire import Wire
 
 from .helpers import admin, batches, end_offset, replica, wait_for
 
@@ -125,3 +128,61 @@ def test_aborted_index_survives_a_replica_restart(tmp_path):
     finally:
         b.stop()
         a.stop()
+
+
+def _producers(broker: Broker) -> list[tuple[int, int, int, int, int]]:
+    """DescribeProducers of /s:payments partition 0 with kafka-python's admin client:
+    (producer id, epoch, last sequence, last timestamp, open transaction's first offset)."""
+    from kafka import KafkaAdminClient, TopicPartition
+
+    client = KafkaAdminClient(bootstrap_servers=broker.bootstrap_servers, request_timeout_ms=10000)
+    try:
+        [state] = client.describe_producers([TopicPartition(TOPIC, 0)]).values()
+    finally:
+        client.close()
+    return sorted((p.producer_id, p.producer_epoch, p.last_sequence, p.last_timestamp,
+                   p.current_transaction_start_offset) for p in state.active_producers)
+
+
+def test_the_replica_keeps_the_producer_epochs_markers_carry(pair):
+    """A fenced producer's abort marker carries the epoch its coordinator bumped (as every EndTxn of
+    transactions v2 does): the replica takes it into its producer state as the source does, so
+    DescribeProducers answers alike there and a producer failing over is judged as at the source."""
+    from confluent_kafka import Producer
+
+    a, b = pair
+    for broker in (a, b):
+        admin(broker).call("stream.create", path="/s")
+    admin(a).call("replica.add", path="/s", replica=replica(b, "/s"))
+    a.produce(TOPIC, b"plain", partition=0)
+    wait_for(lambda: end_offset(b, "/s", "payments") == 1, what="topic replicated")
+    assert _producers(a) == _producers(b) == []
+    first = Producer({"bootstrap.servers": a.bootstrap_servers, "transactional.id": "payments-1"})
+    first.init_transactions(15)
+    first.begin_transaction()
+    for i in range(3):
+        first.produce(TOPIC, f"open-{i}".encode(), partition=0)
+    first.flush(10)
+    wait_for(lambda: end_offset(b, "/s", "payments") == end_offset(a, "/s", "payments") == 4, what="batch replicated")
+    [(pid, epoch, last_seq, _, txn_start)] = _producers(a)
+    assert (last_seq, txn_start) == (2, 1) and _producers(b) == _producers(a)
+
+    # the same transactional id starts again: its coordinator fences the first producer, aborting its
+    # transaction with a marker of the next epoch
+    second = Producer({"bootstrap.servers": a.bootstrap_servers, "transactional.id": "payments-1"})
+    second.init_transactions(15)
+    wait_for(lambda: end_offset(b, "/s", "payments") == end_offset(a, "/s", "payments") == 5, what="marker replicated")
+    [(fenced_pid, fenced_epoch, last_seq, _, txn_start)] = described = _producers(a)
+    assert (fenced_pid, last_seq, txn_start) == (pid, -1, -1) and fenced_epoch > epoch  # Kafka's view after it
+    assert _producers(b) == described
+    # the fenced producer, a zombie now, is refused on the replica as on the source
+    for broker in (a, b):
+        with Wire(broker.bootstrap_servers) as wire:
+            assert send(wire, TOPIC, pid, 3, count=1, epoch=epoch)[0] == ErrorCode.invalid_producer_epoch
+
+    second.begin_transaction()
+    second.produce(TOPIC, b"after", partition=0)
+    second.commit_transaction(15)
+    hw = end_offset(a, "/s", "payments")
+    wait_for(lambda: end_offset(b, "/s", "payments") == hw, what="next transaction replicated")
+    assert _producers(b) == _producers(a)
