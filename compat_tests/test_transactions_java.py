@@ -52,7 +52,7 @@ def _program(client: str) -> list[str]:
     else:
         libs = kafka_home() / "libs"  # skips without the Kafka 4.1 distribution
         cp = ":".join(str(libs / jar) for jar in CLIENT_JARS_41)
-    classes = compile_sources([str(SOURCES / "Transactions.java")], cp)
+    classes = compile_sources([str(SOURCES / name) for name in ("Transactions.java", "TestProgram.java")], cp)
     return ["java", *JVM_FLAGS, "-cp", f"{cp}:{classes}", "Transactions"]
 
 

@@ -12,7 +12,7 @@ from typing import Any
 from kio.serial import entity_reader, entity_writer
 from kio.static.constants import EntityType
 
-from .request_bounds import RequestBoundsError, check_request_body
+from .request_bounds import RequestBoundsError, check_request_body, read_uvarint
 from .versions import API_VERSIONS_KEY, is_flexible, schema
 
 _HEAD = struct.Struct(">hhi")
@@ -34,18 +34,10 @@ class RequestHeader:
 
 
 def _read_uvarint(buf: bytes, pos: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        if pos >= len(buf):
-            raise MalformedRequestError("truncated varint in request header")
-        byte = buf[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return value, pos
-        shift += 7
-        if shift > 35:
-            raise MalformedRequestError("varint too long in request header")
+    try:
+        return read_uvarint(buf, pos, len(buf))
+    except RequestBoundsError as exc:
+        raise MalformedRequestError(f"{exc} in request header") from exc
 
 
 def parse_request_header(frame: bytes) -> RequestHeader:

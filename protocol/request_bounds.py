@@ -75,7 +75,8 @@ class _Walk:
 Step = Callable[[_Walk, int, int], int]
 
 
-def _uvarint(buf: bytes, pos: int, end: int) -> tuple[int, int]:
+def read_uvarint(buf: bytes, pos: int, end: int) -> tuple[int, int]:
+    """An unsigned varint of at most 5 bytes, as Kafka's ByteUtils.readUnsignedVarint reads it."""
     value = shift = 0
     while True:
         if pos >= end:
@@ -93,7 +94,7 @@ def _uvarint(buf: bytes, pos: int, end: int) -> tuple[int, int]:
 def _length(buf: bytes, pos: int, end: int, flexible: bool, legacy: struct.Struct) -> tuple[int, int]:
     """An array/string/bytes length; -1 for null (compact: stored as length + 1)."""
     if flexible:
-        raw, pos = _uvarint(buf, pos, end)
+        raw, pos = read_uvarint(buf, pos, end)
         return raw - 1, pos
     if pos + legacy.size > end:
         raise RequestBoundsError("truncated length")
@@ -204,12 +205,12 @@ def entity_step(entity_type: type) -> Step:
 
 def _tagged_fields(w: _Walk, pos: int, end: int, known: dict[int, Step]) -> int:
     buf = w.buf
-    count, pos = _uvarint(buf, pos, end)
+    count, pos = read_uvarint(buf, pos, end)
     if count > end - pos:  # each tagged field takes at least two bytes
         raise RequestBoundsError(f"{count} tagged fields but {end - pos} bytes left")
     for _ in range(count):
-        tag, pos = _uvarint(buf, pos, end)
-        size, pos = _uvarint(buf, pos, end)
+        tag, pos = read_uvarint(buf, pos, end)
+        size, pos = read_uvarint(buf, pos, end)
         if size > end - pos:
             raise RequestBoundsError(f"tagged field {tag} of {size} bytes but {end - pos} left")
         inner = known.get(tag)

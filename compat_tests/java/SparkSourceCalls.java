@@ -35,15 +35,12 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  */
 public final class SparkSourceCalls {
     static final long TIMEOUT_MS = 30_000;
-    static final Map<String, String> opts = new HashMap<>();
+    static Map<String, String> opts;
     static String bootstrap;
 
     public static void main(String[] args) throws Exception {
         bootstrap = args[1];
-        for (int i = 2; i < args.length; i++) {
-            String[] kv = args[i].split("=", 2);
-            opts.put(kv[0], kv[1]);
-        }
+        opts = TestProgram.options(args);
         String out;
         switch (args[0]) {
             case "plan": out = plan(); break;
@@ -117,11 +114,11 @@ public final class SparkSourceCalls {
                     next = r.offset() + 1;
                     List<String> headers = new ArrayList<>();
                     for (Header h : r.headers()) {
-                        headers.add("[" + str(h.key()) + "," + str(new String(h.value())) + "]");
+                        headers.add("[" + TestProgram.json(h.key()) + "," + TestProgram.json(new String(h.value())) + "]");
                     }
                     records.add("{\"p\":" + r.partition() + ",\"o\":" + r.offset()
-                        + ",\"k\":" + str(r.key() == null ? null : new String(r.key()))
-                        + ",\"v\":" + str(new String(r.value())) + ",\"ts\":" + r.timestamp()
+                        + ",\"k\":" + TestProgram.json(r.key() == null ? null : new String(r.key()))
+                        + ",\"v\":" + TestProgram.json(new String(r.value())) + ",\"ts\":" + r.timestamp()
                         + ",\"h\":[" + String.join(",", headers) + "]}");
                 }
             }
@@ -154,22 +151,5 @@ public final class SparkSourceCalls {
             }
             return "{\"acks\":[" + String.join(",", acks) + "]}";
         }
-    }
-
-    static String str(String s) {
-        if (s == null) {
-            return "null";
-        }
-        StringBuilder b = new StringBuilder("\"");
-        for (char c : s.toCharArray()) {
-            if (c == '"' || c == '\\') {
-                b.append('\\').append(c);
-            } else if (c < 0x20) {
-                b.append(String.format("\\u%04x", (int) c));
-            } else {
-                b.append(c);
-            }
-        }
-        return b.append('"').toString();
     }
 }

@@ -28,15 +28,12 @@ import org.apache.kafka.common.serialization.StringSerializer;
  */
 public final class Transactions {
     static final Duration POLL = Duration.ofMillis(200);
-    static Map<String, String> opts = new HashMap<>();
+    static Map<String, String> opts;
     static String bootstrap;
 
     public static void main(String[] args) throws Exception {
         bootstrap = args[1];
-        for (int i = 2; i < args.length; i++) {
-            String[] kv = args[i].split("=", 2);
-            opts.put(kv[0], kv[1]);
-        }
+        opts = TestProgram.options(args);
         String out;
         switch (args[0]) {
             case "commit_abort": out = commitAbort(); break;

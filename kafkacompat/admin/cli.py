@@ -15,6 +15,7 @@ import sys
 from typing import Any, NoReturn
 
 from . import progress
+from .arg_types import number_at_least, parsed
 from ..replication import cli as replication_cli
 from .client import (
     BOOTSTRAP_VARIABLE,
@@ -63,30 +64,15 @@ def _ttl(text: str) -> int:
 
 
 def _size(text: str) -> int:
-    try:
-        return parse_size(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+    return parsed(parse_size, text)
 
 
 def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
-    return value
+    return number_at_least(text, int, 1, "is not a whole number", "must be at least 1, not {value}")
 
 
 def _partition(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a partition number") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"partition numbers start at 0, not {value}")
-    return value
+    return number_at_least(text, int, 0, "is not a partition number", "partition numbers start at 0, not {value}")
 
 
 def _bool(text: str) -> bool:
@@ -97,10 +83,7 @@ def _bool(text: str) -> bool:
 
 
 def _expression(text: str) -> str:
-    try:
-        return check_expression(text)
-    except ExpressionError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+    return parsed(check_expression, text, ExpressionError)
 
 
 def _config(text: str) -> tuple[str, str]:
@@ -158,10 +141,7 @@ def _cursor_args(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _bootstrap(text: str) -> str:
-    try:
-        parse_bootstrap(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+    parsed(parse_bootstrap, text)
     return text
 
 
@@ -175,10 +155,7 @@ def add_bootstrap(p: argparse.ArgumentParser) -> None:
 
 
 def _command_config(path: str) -> ClientSecurity:
-    try:
-        return load_command_config(path)
-    except SecurityConfigError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+    return parsed(load_command_config, path, SecurityConfigError)
 
 
 def add_progress(p: argparse.ArgumentParser) -> None:

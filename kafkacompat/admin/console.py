@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable
 from typing import Any, BinaryIO
 
+from .arg_types import number_at_least, parsed
 from .cli import _config, _count, _partition, add_bootstrap
 from .client import BrokerUnreachable
 from .kafka_client import REQUEST_TIMEOUT_S, CommandError, client_config, describe_error
@@ -188,22 +189,14 @@ def as_json(msg: Any) -> bytes:
 
 
 def _format(text: str) -> Callable[[Any], bytes]:
-    try:
-        return compile_format(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+    return parsed(compile_format, text)
 
 
 def _offset(text: str) -> int | str:
     if text in ("earliest", "latest"):
         return text
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an offset: use a number, earliest or latest") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"offsets start at 0, not {value}")
-    return value
+    return number_at_least(text, int, 0, "is not an offset: use a number, earliest or latest",
+                           "offsets start at 0, not {value}")
 
 
 def _consume(args: argparse.Namespace) -> int:

@@ -22,13 +22,17 @@ from collections.abc import Callable, Hashable
 from kio.schema.errors import ErrorCode
 
 from kafkacompat import storage
-from kafkacompat.protocol.records import ATTR_LOG_APPEND_TIME
+from kafkacompat.protocol.records import ATTR_LOG_APPEND_TIME, BatchHeader
 
 from .log_tail import tail_batches
 
 WINDOW = 5
 INT32_MAX = 2**31 - 1
 DEFAULT_EXPIRATION_MS = 24 * 3600 * 1000  # Kafka's producer.id.expiration.ms
+REFUSAL_KEPT_S = 30.0  # how long a refused batch's pipelined followers are answered alike
+# Refusals after which the producer resends the batch, and those behind it, in order (nothing was stored)
+RESENT_AFTER = frozenset({ErrorCode.not_leader_or_follower, ErrorCode.kafka_storage_error,
+                          ErrorCode.leader_not_available, ErrorCode.not_enough_replicas})
 
 
 def last_sequence(base_sequence: int, record_count: int) -> int:
@@ -40,6 +44,11 @@ def last_sequence(base_sequence: int, record_count: int) -> int:
 
 def next_sequence(sequence: int) -> int:
     return 0 if sequence == INT32_MAX else sequence + 1
+
+
+def follows(sequence: int, earlier: int) -> bool:
+    """Whether `sequence` comes after `earlier` (sequences wrap at INT32_MAX)."""
+    return 0 < (sequence - earlier) % (INT32_MAX + 1) < 2**30
 
 
 @dataclasses.dataclass(slots=True)
@@ -73,6 +82,17 @@ class Verdict:
 ACCEPT = Verdict()
 
 
+@dataclasses.dataclass(slots=True)
+class _Refusal:
+    """A producer's batch refused with nothing stored (see ProducerStates.refused)."""
+
+    epoch: int
+    first_seq: int
+    error: ErrorCode
+    at: float  # monotonic seconds
+    followers: int = WINDOW - 1  # pipelined batches behind it still to be answered alike
+
+
 class ProducerStates:
     """Per (producer id, partition) state; idle producers expire as on Kafka.
 
@@ -91,6 +111,8 @@ class ProducerStates:
         self._clock = clock
         self._next_sweep = clock() + min(self._expiration, 60.0)
         self._restored: set[Hashable] = set()
+        self._restoring: dict[Hashable, asyncio.Future[None]] = {}
+        self._refused: dict[tuple[int, Hashable], _Refusal] = {}
         self.issued = 0  # producer ids handed out by InitProducerId, read by /metrics
 
     def new_producer_id(self) -> int:
@@ -116,6 +138,18 @@ class ProducerStates:
     ) -> Verdict:
         """Judge an idempotent batch before it is appended."""
         entry = self._entries.get((producer_id, partition))
+        verdict = self._judge(entry, epoch, base_seq, count)
+        refusal = self._refused.get((producer_id, partition))
+        if refusal is None:
+            return verdict
+        if self._follows_refusal(refusal, entry, verdict, epoch, base_seq):
+            refusal.followers -= 1
+            return Verdict(refusal.error)
+        if verdict.error == ErrorCode.none and verdict.in_flight is None:  # the producer resends in order
+            del self._refused[(producer_id, partition)]
+        return verdict
+
+    def _judge(self, entry: _Entry | None, epoch: int, base_seq: int, count: int) -> Verdict:
         if entry is None:
             return ACCEPT
         if epoch < entry.epoch:
@@ -131,6 +165,35 @@ class ProducerStates:
         if entry.batches and base_seq != next_sequence(entry.batches[-1].last_seq):
             return Verdict(ErrorCode.out_of_order_sequence_number)
         return ACCEPT
+
+    def _follows_refusal(self, refusal: _Refusal, entry: _Entry | None, verdict: Verdict, epoch: int,
+                         base_seq: int) -> bool:
+        """A batch sent behind a refused one before its producer read the refusal: it cannot be
+        stored ahead of it. Answered as the refused batch was (the producer resends both in order),
+        not OUT_OF_ORDER_SEQUENCE_NUMBER, after which librdkafka bumps its epoch and resends under
+        new sequence numbers whatever it could not tell was stored (duplicating it; librdkafka
+        issue 4953). Only where the window cannot place the batch: a gap, or no state at all."""
+        if refusal.epoch != epoch or refusal.followers <= 0 or not follows(base_seq, refusal.first_seq):
+            return False
+        if self._clock() - refusal.at > REFUSAL_KEPT_S:
+            return False
+        return verdict.error == ErrorCode.out_of_order_sequence_number or (verdict is ACCEPT and entry is None)
+
+    def refused(self, producer_id: int, epoch: int, partition: Hashable, base_seq: int, error: ErrorCode) -> None:
+        """A batch was refused with nothing stored, with an error after which the producer resends
+        it (RESENT_AFTER). The batches the producer pipelined behind it on the same connection
+        arrive before it has read the refusal; check() answers them alike. Kept across a change
+        of leadership (forget_partition): the refusal may be "not the leader" from a broker that
+        became the leader before the next request."""
+        if error not in RESENT_AFTER:
+            return
+        key = (producer_id, partition)
+        known = self._refused.get(key)
+        now = self._clock()
+        if (known is not None and known.epoch == epoch and follows(base_seq, known.first_seq)
+                and now - known.at <= REFUSAL_KEPT_S):
+            return  # a follower of a refusal already kept
+        self._refused[key] = _Refusal(epoch, base_seq, error, now)
 
     def record(
         self,
@@ -202,6 +265,8 @@ class ProducerStates:
         cutoff = now - self._expiration
         for key in [k for k, e in self._entries.items() if e.last_write < cutoff]:
             del self._entries[key]
+        for key in [k for k, r in self._refused.items() if r.at < now - REFUSAL_KEPT_S]:
+            del self._refused[key]
         self._next_sweep = now + min(self._expiration, 60.0)
 
     def active(self, partition: Hashable) -> list[tuple[int, int, int, int]]:
@@ -224,23 +289,55 @@ class ProducerStates:
         return len(self._entries)
 
     def forget_partition(self, partition: Hashable) -> None:
-        """Drop state of a deleted topic partition."""
+        """Drop the state of a partition (deleted, or led again: rebuilt from the log at next use)."""
         self._restored.discard(partition)
+        pending = self._restoring.pop(partition, None)
+        if pending is not None and not pending.done():
+            pending.set_result(None)  # its waiters rebuild afresh
         for key in [k for k in self._entries if k[1] == partition]:
             del self._entries[key]
 
     async def restore(self, key: Hashable, partition: storage.Partition) -> None:
-        """Rebuild the state of every producer from the partition's tail, once."""
-        if key in self._restored:
+        """Rebuild the state of every producer from the partition's tail, once.
+
+        Concurrent callers (producers on other connections) wait for the one
+        rebuilding it: judged against a half-read window, a retry of a batch
+        already stored would be stored again. What is read is applied at once
+        at the end, and only if the partition was not forgotten meanwhile.
+        """
+        while key not in self._restored:
+            pending = self._restoring.get(key)
+            if pending is None:
+                await self._rebuild(key, partition)
+            else:
+                await asyncio.shield(pending)
+
+    async def _rebuild(self, key: Hashable, partition: storage.Partition) -> None:
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._restoring[key] = done
+        found: list[tuple[bool, BatchHeader]] = []
+        try:
+            async for header, _ in tail_batches(partition):
+                if header.is_control and header.producer_id >= 0:
+                    found.append((True, header))
+                elif header.producer_id >= 0 and header.base_sequence >= 0:
+                    found.append((False, header))
+        finally:
+            current = self._restoring.get(key) is done
+            if current:
+                del self._restoring[key]
+            if not done.done():
+                done.set_result(None)
+        if not current:
             return
-        self._restored.add(key)
-        async for header, _ in tail_batches(partition):
-            if header.is_control and header.producer_id >= 0:
+        for marker, header in found:
+            if marker:
                 self.end_marker(header.producer_id, header.producer_epoch, key, header.max_timestamp)
-            elif header.producer_id >= 0 and header.base_sequence >= 0:
-                log_append = header.attributes & ATTR_LOG_APPEND_TIME
-                self.record(
-                    header.producer_id, header.producer_epoch, key, header.base_sequence,
-                    header.last_offset_delta + 1, header.base_offset,  # the log cleaner may empty a batch
-                    header.max_timestamp if log_append else -1, header.max_timestamp,
-                )
+                continue
+            log_append = header.attributes & ATTR_LOG_APPEND_TIME
+            self.record(
+                header.producer_id, header.producer_epoch, key, header.base_sequence,
+                header.last_offset_delta + 1, header.base_offset,  # the log cleaner may empty a batch
+                header.max_timestamp if log_append else -1, header.max_timestamp,
+            )
+        self._restored.add(key)

@@ -57,9 +57,12 @@ async def handle(ctx: Any, request: Any) -> Any:
             if partition is not None and part.timestamp < 0 and FIRST_VERSION.get(part.timestamp, 99) > ctx.version:
                 error = ErrorCode.unsupported_version
             elif partition is not None:
-                epoch = -1 if part.timestamp == LATEST_TIERED else partition.leader_epoch
-                error = leader_epoch_error(cluster.leader_epoch(info, part.partition_index, partition),
-                                           getattr(part, "current_leader_epoch", -1))
+                # the epoch Metadata names (in a cluster, the leader table's; else the store's): Java's
+                # consumer takes it as the partition's last seen epoch and from then on ignores Metadata
+                # naming an older one, so one above Metadata's would hide every later leader from it
+                leader_epoch = cluster.leader_epoch(info, part.partition_index, partition)
+                epoch = -1 if part.timestamp == LATEST_TIERED else leader_epoch
+                error = leader_epoch_error(leader_epoch, getattr(part, "current_leader_epoch", -1))
                 if error == ErrorCode.none:
                     try:
                         txns = None

@@ -200,6 +200,7 @@ async def _produce_partition(ctx: Any, topic: Any, part: Any, pipelined: bool,
         return outcome
     partition, outcome.error = cluster.partition_for(info, ErrorCode.unknown_topic_or_partition, part.index)
     if partition is None:
+        _refused(cluster, key, batches[0][1] if batches else None, outcome.error)
         return outcome
     outcome.partition, outcome.key, outcome.topic, outcome.stream = partition, key, topic.name, info.stream
     outcome.log_append, outcome.txns = log_append, txns
@@ -267,6 +268,8 @@ async def _finish(cluster: Any, outcome: _Outcome) -> None:
             except storage.StorageError as exc:
                 if outcome.error == ErrorCode.none:
                     _fail(outcome, exc)
+                if item.state is not None:
+                    _refused(cluster, outcome.key, header, storage_error_code(exc))
                 continue
             cluster.stats.produced(outcome.topic, header.record_count, header.size)
             appended_at = item.now if outcome.log_append else -1
@@ -280,6 +283,12 @@ async def _finish(cluster: Any, outcome: _Outcome) -> None:
         for item in appends:
             if item.state is not None and item.state.written is not None:
                 cluster.producers.not_written(item.header.producer_id, outcome.key, item.state)
+
+
+def _refused(cluster: Any, key: tuple[str, str, int], header: Any, error: ErrorCode) -> None:
+    """An idempotent batch was not stored: its producer's batches pipelined behind it are answered alike."""
+    if header is not None and header.producer_id >= 0 and header.base_sequence >= 0:
+        cluster.producers.refused(header.producer_id, header.producer_epoch, key, header.base_sequence, error)
 
 
 def _fail(outcome: _Outcome, exc: storage.StorageError) -> None:

@@ -16,6 +16,7 @@ import json
 import sys
 from typing import Any
 
+from ..admin.arg_types import number_at_least, parsed
 from ..admin.client import AdminClient, AdminError, BrokerUnreachable, parse_bootstrap
 from ..admin.output import table
 from ..admin.units import format_bytes, format_time_ms
@@ -27,21 +28,13 @@ REPLICA_HELP = "the destination as HOST:PORT/stream/path: its broker's Kafka add
 
 
 def _replica(text: str) -> str:
-    try:
-        parse_replica(text)
-    except LinkSpecError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+    parsed(parse_replica, text, LinkSpecError)
     return text
 
 
 def _throttle(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of MB/s") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be at least 0 (0: unthrottled), not {value:g}")
-    return value
+    return number_at_least(text, float, 0.0, "is not a number of MB/s",
+                           "must be at least 0 (0: unthrottled), not {value:g}")
 
 
 def _command(actions: argparse._SubParsersAction, name: str, help_text: str, common: argparse.ArgumentParser,

@@ -24,6 +24,7 @@ import tempfile
 import time
 import urllib.request
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 
@@ -93,6 +94,21 @@ class Postgres:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def postgres_fixture(options: str = "") -> Iterator[Postgres]:
+    """The body of a pytest fixture: a running Postgres, stopped after; the test is skipped without PostgreSQL.
+
+    `options` are extra server settings (`-c name=value ...`), as for Postgres.
+    """
+    import pytest  # only tests use this; benchmarks import the module without pytest
+
+    try:
+        db = Postgres(options)
+    except ServiceUnavailable as exc:
+        pytest.skip(str(exc))
+    with db:
+        yield db
 
 
 class S3Server:

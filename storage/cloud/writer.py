@@ -37,12 +37,13 @@ FENCED = -2  # kc_commit's base offset for a batch whose leader epoch was supers
 
 
 class _Pending:
-    __slots__ = ("partition", "data", "count", "max_ts", "fence", "future")
+    __slots__ = ("partition", "data", "count", "max_ts", "fence", "future", "prior")
 
     def __init__(self, partition: "CloudPartition", data: bytes, count: int, max_ts: int, fence: int,
-                 future: asyncio.Future[AppendResult]) -> None:
+                 future: asyncio.Future[AppendResult], prior: asyncio.Future[set[int]] | None) -> None:
         self.partition, self.data, self.count, self.max_ts, self.future = partition, data, count, max_ts, future
         self.fence = fence  # the leader epoch the commit must still find, -1: none
+        self.prior = prior  # the write of the partition's batches submitted before this one, if under way
 
 
 Commit = Callable[[str, int, list[int], list[int], list[int], list[int], list[int], list[int]],
@@ -79,7 +80,8 @@ class Writer:
             raise StorageUnavailableError("the store is closing")
         loop = asyncio.get_running_loop()
         future: asyncio.Future[AppendResult] = loop.create_future()
-        self._buffer.append(_Pending(partition, data, count, max_ts, fence, future))
+        # the write before it is taken now, not at flush: one that fails in between still counts
+        self._buffer.append(_Pending(partition, data, count, max_ts, fence, future, self._latest.get(partition.pid)))
         self._buffered_bytes += len(data)
         if self._buffered_bytes >= self.flush_bytes:
             self.flush()
@@ -97,16 +99,18 @@ class Writer:
         items, self._buffer, self._buffered_bytes = self._buffer, [], 0
         loop = asyncio.get_running_loop()
         pids = {item.partition.pid for item in items}
-        after = {f for pid in pids if (f := self._latest.get(pid)) is not None and not f.done()}
+        after = {item.prior for item in items if item.prior is not None}
         done: asyncio.Future[set[int]] = loop.create_future()
         for pid in pids:
             self._latest[pid] = done
-        done.add_done_callback(lambda _: self._forget(pids, done))
         task = loop.create_task(self._write(items, after, done))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
     def _forget(self, pids: set[int], done: asyncio.Future[set[int]]) -> None:
+        """The write `done` is over for these partitions: batches appended from now on do not
+        follow it. Called before any of its batches' answers can be read, so a producer's
+        resend of a refused batch is never refused again for the same failure."""
         for pid in pids:
             if self._latest.get(pid) is done:
                 del self._latest[pid]
@@ -127,7 +131,7 @@ class Writer:
         failed: set[int] = set()
         try:
             async with self._slots:
-                await self._write_object(items, after, failed)
+                await self._write_object(items, after, failed, done)
         except BaseException as exc:
             failed.update(item.partition.pid for item in items)
             error = exc if isinstance(exc, StorageError) else StorageUnavailableError(f"write failed: {exc}")
@@ -139,11 +143,12 @@ class Writer:
             if isinstance(exc, asyncio.CancelledError):
                 raise
         finally:
+            self._forget({item.partition.pid for item in items}, done)
             if not done.done():
                 done.set_result(failed)
 
     async def _write_object(self, items: list[_Pending], after: set[asyncio.Future[set[int]]],
-                            failed: set[int]) -> None:
+                            failed: set[int], done: asyncio.Future[set[int]]) -> None:
         order: dict[int, list[_Pending]] = {}
         for item in items:
             order.setdefault(item.partition.pid, []).append(item)
@@ -158,6 +163,7 @@ class Writer:
         for earlier in await asyncio.gather(*after):
             failed |= earlier & order.keys()
         if failed:
+            self._forget(failed, done)  # answered below, while the rest of this object is committed
             for item in ranked:
                 if item.partition.pid in failed:
                     item.future.set_exception(StorageUnavailableError(

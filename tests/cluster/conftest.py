@@ -6,17 +6,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from kafkacompat.testing.services import Postgres, ServiceUnavailable
+from kafkacompat.testing.services import Postgres, postgres_fixture
 
 
 @pytest.fixture(scope="module")
 def postgres() -> Iterator[Postgres]:
-    try:
-        db = Postgres()
-    except ServiceUnavailable as exc:
-        pytest.skip(str(exc))
-    db.start()
-    try:
-        yield db
-    finally:
-        db.stop()
+    yield from postgres_fixture()

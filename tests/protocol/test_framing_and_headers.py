@@ -44,6 +44,15 @@ def test_truncated_headers_are_malformed(raw: bytes) -> None:
         parse_request_header(raw)
 
 
+def test_a_header_varint_longer_than_five_bytes_is_malformed() -> None:
+    """Kafka's readUnsignedVarint stops at 5 bytes; a 6th continuation byte is refused, not read on."""
+    flexible = struct.pack(">hhih", 3, 9, 7, -1)
+    five = b"\x80\x80\x80\x80\x00"  # zero tagged fields, padded to the longest legal form
+    assert parse_request_header(flexible + five + b"rest").body_offset == len(flexible) + 5
+    with pytest.raises(MalformedRequestError, match="varint longer than 5 bytes"):
+        parse_request_header(flexible + b"\x80\x80\x80\x80\x80\x00" + b"rest")
+
+
 def test_response_headers_v0_v1_and_api_versions_always_v0() -> None:
     assert encode_response(3, 1, 9, b"B") == struct.pack(">ii", 5, 9) + b"B"
     assert encode_response(3, 9, 9, b"B") == struct.pack(">ii", 6, 9) + b"\x00B"

@@ -234,6 +234,47 @@ async def test_a_partitions_batches_are_committed_in_the_order_they_were_appende
     assert await read_all(p0) == [0, 1, 2] and p0.high_watermark == 3
 
 
+async def test_a_batch_appended_behind_a_write_that_fails_before_it_is_flushed_is_not_stored(pair):
+    """The write a batch must follow is the one under way when the batch is appended, not when its
+    own object is flushed: the earlier one may fail in between, and then this one must fail too."""
+    a, _ = pair
+    await a.create_topic("/default", "t", 1)
+    part = a.partition("/default", "t", 0)
+    real_put, puts, release = a.writer._put, [], asyncio.Event()
+
+    async def put(key: str, body: bytes) -> None:
+        puts.append(key)
+        if len(puts) == 1:
+            await release.wait()
+            raise OSError("injected: the object store refused the write")
+        await real_put(key, body)
+
+    a.writer._put = put
+    a.writer.flush_ms = 60_000
+    try:
+        first = asyncio.ensure_future(part.append(batch(1), 1))
+        await asyncio.sleep(0)
+        a.writer.flush()
+        await eventually(lambda: len(puts) == 1)
+        second = asyncio.ensure_future(part.append(batch(2), 2))  # while the first is being written
+        await asyncio.sleep(0)
+        release.set()
+        with pytest.raises(storage.StorageUnavailableError):
+            await first
+        await eventually(lambda: not a.writer._tasks)  # the first write is over
+        a.writer.flush()  # the second batch's object only now
+        with pytest.raises(storage.StorageUnavailableError):
+            await second
+    finally:
+        release.set()
+    assert part.high_watermark == 0
+    resent = asyncio.ensure_future(part.append(batch(3), 3))  # the producer's resend, in order
+    await asyncio.sleep(0)
+    a.writer.flush()
+    assert (await resent).base_offset == 0
+    assert await read_all(part) == [0, 1, 2]
+
+
 async def test_stored_bytes_carry_the_assigned_offset_only_when_read(pair):
     a, _ = pair
     await a.create_topic("/default", "t", 1)
