@@ -46,14 +46,9 @@ TRACE = b"0af7651916cd43dd8448eb211c80319c"
 
 
 def connector_jars() -> list[str]:
-    from .drivers import java
+    from kafkacompat.spark.jars import connector_jars as find
 
-    folder = pathlib.Path(JARS_DIR)
-    jars = sorted(str(p) for p in folder.glob("*.jar"))
-    assert any("spark-sql-kafka" in j for j in jars), f"no spark-sql-kafka jar in {folder}"
-    if not any("kafka-clients" in pathlib.Path(j).name for j in jars):
-        jars.append(str(java.flink_lib() / "kafka-clients.jar"))
-    return jars
+    return find(JARS_DIR)
 
 
 @pytest.fixture(scope="module")

@@ -261,12 +261,14 @@ static int walk_columns(const batch_t *batch, int64_t start, int64_t end, int wi
     return pos == stop_all;
 }
 
-/* A zeroed bytes object of `size` bytes, its data in *data. */
-static PyObject *zeroed(Py_ssize_t size, void *data)
+/* A bytes object of `size` bytes, its data in *data, of which the first `zero` bytes are zeroed:
+ * validity bitmaps are or-ed into and offsets start at 0; the filling pass writes every other byte,
+ * so data buffers (most of a scan's bytes) are not cleared first. */
+static PyObject *column(Py_ssize_t size, Py_ssize_t zero, void *data)
 {
     PyObject *bytes = PyBytes_FromStringAndSize(NULL, size);
     if (bytes) {
-        memset(PyBytes_AS_STRING(bytes), 0, (size_t)size);
+        memset(PyBytes_AS_STRING(bytes), 0, (size_t)zero);
         *(char **)data = PyBytes_AS_STRING(bytes);
     }
     return bytes;
@@ -326,24 +328,25 @@ static PyObject *record_columns(PyObject *self, PyObject *args)
 
     columns_t out = {0};
     Py_ssize_t rows = sizes.rows, heads = sizes.headers;
-    cols[0] = zeroed((rows + 7) / 8, &out.key_valid);
-    cols[1] = zeroed((rows + 1) * 4, &out.key_offsets);
-    cols[2] = zeroed(sizes.key_bytes, &out.key_data);
-    cols[3] = zeroed((rows + 7) / 8, &out.value_valid);
-    cols[4] = zeroed((rows + 1) * 4, &out.value_offsets);
-    cols[5] = zeroed(sizes.value_bytes, &out.value_data);
-    cols[6] = zeroed(rows * 8, &out.offsets);
-    cols[7] = zeroed(rows * 8, &out.timestamps);
-    cols[8] = zeroed(rows * 4, &out.types);
+    Py_ssize_t row_bits = (rows + 7) / 8, head_bits = (heads + 7) / 8;
+    cols[0] = column(row_bits, row_bits, &out.key_valid);
+    cols[1] = column((rows + 1) * 4, 4, &out.key_offsets);
+    cols[2] = column(sizes.key_bytes, 0, &out.key_data);
+    cols[3] = column(row_bits, row_bits, &out.value_valid);
+    cols[4] = column((rows + 1) * 4, 4, &out.value_offsets);
+    cols[5] = column(sizes.value_bytes, 0, &out.value_data);
+    cols[6] = column(rows * 8, 0, &out.offsets);
+    cols[7] = column(rows * 8, 0, &out.timestamps);
+    cols[8] = column(rows * 4, 0, &out.types);
     int wanted = 9;
     if (with_headers) {
-        cols[9] = zeroed((rows + 7) / 8, &out.header_valid);
-        cols[10] = zeroed((rows + 1) * 4, &out.header_offsets);
-        cols[11] = zeroed((heads + 1) * 4, &out.hkey_offsets);
-        cols[12] = zeroed(sizes.hkey_bytes, &out.hkey_data);
-        cols[13] = zeroed((heads + 7) / 8, &out.hvalue_valid);
-        cols[14] = zeroed((heads + 1) * 4, &out.hvalue_offsets);
-        cols[15] = zeroed(sizes.hvalue_bytes, &out.hvalue_data);
+        cols[9] = column(row_bits, row_bits, &out.header_valid);
+        cols[10] = column((rows + 1) * 4, 4, &out.header_offsets);
+        cols[11] = column((heads + 1) * 4, 4, &out.hkey_offsets);
+        cols[12] = column(sizes.hkey_bytes, 0, &out.hkey_data);
+        cols[13] = column(head_bits, head_bits, &out.hvalue_valid);
+        cols[14] = column((heads + 1) * 4, 4, &out.hvalue_offsets);
+        cols[15] = column(sizes.hvalue_bytes, 0, &out.hvalue_data);
         wanted = COLUMN_COUNT;
     }
     for (int i = 0; i < wanted; i++)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import atexit
 import functools
-import importlib.util
 import pathlib
 import shutil
 import subprocess
@@ -26,14 +25,13 @@ JVM_FLAGS = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xshare:auto", "-Xm
 
 @functools.cache
 def flink_lib() -> pathlib.Path:
-    spec = importlib.util.find_spec("pyflink")
-    if spec is None or not spec.submodule_search_locations:
-        raise ClientUnavailable("the wheel shigawire-apache-flink-libraries is not installed")
-    for location in spec.submodule_search_locations:
-        lib = pathlib.Path(location) / "lib"
-        if (lib / "kafka-clients.jar").is_file():
-            return lib
-    raise ClientUnavailable("pyflink/lib/kafka-clients.jar not found")
+    from kafkacompat.spark.jars import kafka_clients_jar
+
+    jar = kafka_clients_jar()
+    if jar is None:
+        raise ClientUnavailable("pyflink/lib/kafka-clients.jar not found: "
+                                "the wheel shigawire-apache-flink-libraries is not installed")
+    return jar.parent
 
 
 def classpath(*extra: str) -> str:

@@ -73,7 +73,8 @@ def produce_readings(bootstrap: str, settings: Settings) -> int:
     return sent
 
 
-def spark_session() -> Any:
+def spark_session(daemon: str = "kafkacompat.spark.daemon") -> Any:
+    """A local Spark session with format("kafkacompat") registered; `daemon` forks its Python workers."""
     from pyspark.sql import SparkSession
 
     from ..spark import register
@@ -83,7 +84,8 @@ def spark_session() -> Any:
     builder = (SparkSession.builder.master("local[2]").appName("oilrig")
                .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
                .config("spark.sql.shuffle.partitions", "2")
-               .config("spark.sql.session.timeZone", "UTC"))
+               .config("spark.sql.session.timeZone", "UTC")
+               .config("spark.python.daemon.module", daemon))
     jars = connector_jars()
     if jars:
         builder = builder.config("spark.jars", ",".join(jars))
@@ -94,18 +96,16 @@ def spark_session() -> Any:
 
 
 def connector_jars() -> list[str]:
-    """Spark's Kafka connector jars from KAFKACOMPAT_SPARK_JARS (a folder), if it holds a complete set."""
-    folder = os.environ.get("KAFKACOMPAT_SPARK_JARS")
-    if not folder:
+    """Spark's Kafka connector jars (KAFKACOMPAT_SPARK_JARS, completed with pyflink's kafka-clients),
+    or [] with a warning when the folder lacks some: the alerts then go through the broker's Kafka port."""
+    from ..spark.jars import ConnectorJarsError
+    from ..spark.jars import connector_jars as find
+
+    try:
+        return find()
+    except ConnectorJarsError as exc:
+        log.warning("%s: alerts go through the broker's Kafka port", exc)
         return []
-    jars = sorted(str(p) for p in pathlib.Path(folder).glob("*.jar"))
-    needed = ("spark-sql-kafka", "spark-token-provider-kafka", "commons-pool2", "kafka-clients")
-    missing = [n for n in needed if not any(n in pathlib.Path(j).name for j in jars)]
-    if missing:
-        log.warning("KAFKACOMPAT_SPARK_JARS=%s lacks %s: alerts go through the broker's Kafka port", folder,
-                    ", ".join(missing))
-        return []
-    return jars
 
 
 def run_pipeline(spark: Any, bootstrap: str, settings: Settings) -> None:
@@ -201,6 +201,8 @@ def run(settings: Settings) -> int:
         sent = produce_readings(broker.bootstrap_servers, settings)
         print(f"{settings.pumps} pumps sent {sent} readings to {PRESSURE} and {TEMPERATURE}")
         spark = spark_session()
+        path = "Spark's Kafka sink" if connector_jars() else "the broker's Kafka port"
+        print(f"alerts go to {WARNINGS} through {path}")
         try:
             run_pipeline(spark, broker.bootstrap_servers, settings)
             windows = spark.read.parquet(str(pathlib.Path(settings.output) / "aggregates")).count()

@@ -11,8 +11,9 @@ reader comes first. Besides rows/s and MB/s it prints the CPU seconds
 Spark's processes and the broker spent per scan, which a busy machine
 disturbs less than wall time, and the load average. Spark's Kafka
 source needs its connector jars (KAFKACOMPAT_SPARK_JARS, or --jars FOLDER
-holding spark-sql-kafka, spark-token-provider-kafka, commons-pool2 and
-kafka-clients); without them only the direct reader is measured.
+holding spark-sql-kafka, spark-token-provider-kafka and commons-pool2;
+kafka-clients too, else pyflink/lib's is used, see kafkacompat.spark.jars);
+without them only the direct reader is measured.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import statistics
 import tempfile
 import time
 
-from ..demo.oilrig import connector_jars
+from .jars import ConnectorJarsError, connector_jars
 
 TOPIC = "/bench/spark:scan"
 
@@ -99,9 +100,16 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--rounds", type=int, default=2, help="alternations of the two readers (default 2)")
     parser.add_argument("--jars", metavar="FOLDER", help="Spark's Kafka connector jars (else KAFKACOMPAT_SPARK_JARS)")
+    parser.add_argument("--python-daemon", metavar="MODULE", default="kafkacompat.spark.daemon",
+                        help="spark.python.daemon.module: kafkacompat.spark.daemon (default, as the README "
+                             "recommends) or pyspark.daemon (Spark's own)")
     args = parser.parse_args()
     if args.jars:
         os.environ["KAFKACOMPAT_SPARK_JARS"] = args.jars
+    try:
+        jars = connector_jars()
+    except ConnectorJarsError as exc:
+        parser.exit(2, f"kafkacompat.spark.bench: {exc}\n")
 
     from ..demo.oilrig import spark_session
     from ..testing import Broker
@@ -110,10 +118,10 @@ def main() -> None:
         started = time.perf_counter()
         count = fill(broker, int(args.gib * (1 << 30)), args.message_bytes, args.partitions)
         print(f"filled {count:,} messages of {args.message_bytes} B in {time.perf_counter() - started:.1f} s; "
-              f"format('kafkacompat'): {record_decoder()}")
-        spark = spark_session()
+              f"format('kafkacompat'): {record_decoder()}; Python workers forked by {args.python_daemon}")
+        spark = spark_session(args.python_daemon)
         readers = {"kafkacompat": spark.read.format("kafkacompat").option("dataDir", data).option("subscribe", TOPIC)}
-        if connector_jars():
+        if jars:
             readers["kafka"] = (spark.read.format("kafka").option("kafka.bootstrap.servers", broker.bootstrap_servers)
                                 .option("subscribe", TOPIC).option("startingOffsets", "earliest"))
         else:

@@ -19,7 +19,6 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable
 
-from ..protocol.records import record_timestamps
 from ..storage.disk.reader import PartitionSnapshot, StoreReader, batch_headers, offset_for_timestamp
 from .options import EARLIEST, LATEST, OptionError, Options, TopicRef
 
@@ -74,6 +73,9 @@ def partitions_of(opts: Options, reader: StoreReader) -> list[tuple[TopicRef, in
 
 def starting_offset(opts: Options, ref: TopicRef, index: int, snap: PartitionSnapshot) -> int:
     if opts.starting_timestamp is not None:
+        # only this plan decodes records: the protocol package and its codecs are imported here
+        from ..protocol.records import record_timestamps
+
         hit = offset_for_timestamp(snap, opts.starting_timestamp, record_timestamps)
         if hit is None:
             raise OptionError(

@@ -46,11 +46,9 @@ def connector_jars() -> list[str]:
     The first Spark session of a process fixes its JVM's classpath, so ours
     carries them too: compat_tests' Spark tests run later in the same process.
     """
-    if not os.environ.get("KAFKACOMPAT_SPARK_JARS"):
-        return []
-    from compat_tests.test_pyspark import connector_jars as compat_jars
+    from kafkacompat.spark.jars import connector_jars as find
 
-    return compat_jars()
+    return find()
 
 
 @pytest.fixture(scope="module")

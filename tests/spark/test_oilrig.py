@@ -21,22 +21,12 @@ SPARK_JARS = REPO.parent / "shared" / "jars" / "spark-4.0"
 PUMPS, READINGS = 3, 70
 
 
-def connector_folder(tmp_path: pathlib.Path) -> pathlib.Path | None:
-    """Spark's Kafka connector jars plus kafka-clients, when this machine has them."""
-    from compat_tests.drivers import ClientUnavailable
-    from compat_tests.drivers.java import flink_lib
+def connector_folder() -> pathlib.Path | None:
+    """The shared folder of Spark's Kafka connector jars, when this machine has it: it holds no
+    kafka-clients jar, which the demo finds in pyflink/lib as a user's run would."""
+    from kafkacompat.spark.jars import kafka_clients_jar
 
-    try:
-        clients = flink_lib() / "kafka-clients.jar"
-    except ClientUnavailable:
-        return None
-    if not SPARK_JARS.is_dir():
-        return None
-    folder = tmp_path / "jars"
-    folder.mkdir()
-    for jar in [*SPARK_JARS.glob("*.jar"), clients]:
-        (folder / jar.name).symlink_to(jar)
-    return folder
+    return SPARK_JARS if SPARK_JARS.is_dir() and kafka_clients_jar() is not None else None
 
 
 def expected_windows() -> dict[tuple[str, str, int], tuple[float, float, int]]:
@@ -53,7 +43,7 @@ def expected_windows() -> dict[tuple[str, str, int], tuple[float, float, int]]:
 def test_the_oilrig_pipeline_runs_end_to_end(tmp_path):
     spark_environment()
     env = dict(os.environ)
-    folder = connector_folder(tmp_path)
+    folder = connector_folder()
     if folder is not None:
         env["KAFKACOMPAT_SPARK_JARS"] = str(folder)  # alerts through Spark's own Kafka sink
     data, out = tmp_path / "data", tmp_path / "out"
@@ -63,6 +53,8 @@ def test_the_oilrig_pipeline_runs_end_to_end(tmp_path):
         cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     assert f"{PUMPS} pumps sent {PUMPS * READINGS * 2} readings" in done.stdout
+    path = "Spark's Kafka sink" if folder is not None else "the broker's Kafka port"
+    assert f"alerts go to {WARNINGS} through {path}" in done.stdout
 
     import pyarrow.parquet as pq
 
