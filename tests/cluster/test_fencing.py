@@ -23,8 +23,8 @@ from confluent_kafka import Producer
 
 from kafkacompat.protocol.messages import make
 from kafkacompat.protocol.records import Record, build_batch
-from kafkacompat.testing.cluster import BrokerCluster
-from kafkacompat.testing.services import ServiceUnavailable, cloud_store
+from kafkacompat.testing.cluster import BrokerCluster, cloud_cluster_args
+from kafkacompat.testing.services import ServiceUnavailable
 from tests.cluster.test_shared_store import create_topic, leaders, read_all
 from tests.wire import Wire
 
@@ -38,13 +38,11 @@ PRODUCE_V = 9
 @pytest.fixture
 def store_and_cluster() -> Iterator[tuple[str, BrokerCluster]]:
     try:
-        database, objects = cloud_store()
+        args = cloud_cluster_args(LEASE_MS, HEARTBEAT_MS)
     except ServiceUnavailable as exc:
         pytest.skip(str(exc))
-    args = ["--store", database, "--object-store", objects, "--store-flush-ms", "5",
-            "--cluster-lease-ms", str(LEASE_MS), "--cluster-heartbeat-ms", str(HEARTBEAT_MS)]
     with BrokerCluster(3, args) as running:
-        yield database, running
+        yield args[args.index("--store") + 1], running
 
 
 def produce_request(topic: str, records: bytes) -> object:

@@ -29,8 +29,8 @@ from kio.schema.errors import ErrorCode
 
 from kafkacompat.protocol.messages import make
 from kafkacompat.protocol.records import Record, build_batch
-from kafkacompat.testing.cluster import BrokerCluster
-from kafkacompat.testing.services import ServiceUnavailable, cloud_store
+from kafkacompat.testing.cluster import BrokerCluster, cloud_cluster_args
+from kafkacompat.testing.services import ServiceUnavailable
 from tests.cluster.test_shared_store import create_topic, read_all, wait_until
 from tests.test_idempotence import init_producer_id
 from tests.wire import Wire, request_class
@@ -44,11 +44,9 @@ PRODUCE_V, METADATA_V, LIST_OFFSETS_V = 9, 12, 7
 @pytest.fixture
 def cluster() -> Iterator[BrokerCluster]:
     try:
-        database, objects = cloud_store()
+        args = cloud_cluster_args(LEASE_MS, HEARTBEAT_MS)
     except ServiceUnavailable as exc:
         pytest.skip(str(exc))
-    args = ["--store", database, "--object-store", objects, "--store-flush-ms", "5",
-            "--cluster-lease-ms", str(LEASE_MS), "--cluster-heartbeat-ms", str(HEARTBEAT_MS)]
     with BrokerCluster(2, args) as running:
         yield running
 
