@@ -19,6 +19,7 @@ from typing import Any
 from kafkacompat.storage import InvalidPathError
 from kafkacompat.storage.names import check_stream_path
 
+from .security.client import SecurityConfigError, load_command_config
 from .security.permissions import read_user_groups
 
 ENV_PREFIX = "KAFKACOMPAT_"
@@ -223,6 +224,10 @@ class BrokerConfig:
     cluster_name: str | None = _setting(None, "this cluster's name, kept in the store beside its UUID and shown to "
                                               "replicas (default: the name kept, else the data dir's name)",
                                         metavar="NAME")
+    replication_client_config: str | None = _setting(
+        None, "Kafka client properties (as for --command-config: security.protocol, sasl.mechanism, "
+              "sasl.jaas.config, ssl.truststore.location, ...) with which replica links connect and log in to "
+              "the destination brokers, like MirrorMaker's target cluster settings", metavar="FILE")
     # the cloud engine (storage/cloud): metadata in PostgreSQL, data as objects in an S3-compatible store
     store: str | None = _setting(None, "a postgresql://USER@HOST:PORT/DB store shared by the brokers of a cluster "
                                        "(default: the on-disk store in --data-dir); needs --object-store",
@@ -374,6 +379,11 @@ def _check(config: BrokerConfig) -> None:
                               f"{exc.strerror or exc}") from None
         except ValueError as exc:
             raise ConfigError(f"user_groups_file: {exc}") from None
+    if config.replication_client_config:
+        try:
+            load_command_config(config.replication_client_config, "the file")
+        except SecurityConfigError as exc:
+            raise ConfigError(f"replication_client_config: {exc}") from None
     if config.http_authentication not in HTTP_AUTHENTICATIONS:
         raise ConfigError(f"http_authentication must be one of {', '.join(HTTP_AUTHENTICATIONS)}, "
                           f"got {config.http_authentication!r}")

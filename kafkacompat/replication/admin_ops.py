@@ -13,6 +13,8 @@ from typing import Any
 
 from kafkacompat import storage
 
+from ..security.client import ClientSecurity
+from ..security.scram import AuthenticationFailed
 from .engine import LinkTask, ReplicationService
 from .link_client import LinkClient, LinkRefused
 from .links import LinkSpec, LinkSpecError, check_settings, parse_replica
@@ -134,11 +136,12 @@ def _upstream(request: dict[str, Any]) -> tuple[str, str, int, str]:
     return LinkSpec("", host, port, path).replica, host, port, path
 
 
-async def _cluster_of(host: str, port: int, path: str) -> str:
-    """The UUID of the cluster at HOST:PORT, asked over the replication API (the upstream's own answer)."""
+async def _cluster_of(host: str, port: int, path: str, security: ClientSecurity | None) -> str:
+    """The UUID of the cluster at HOST:PORT, asked over the replication API (the upstream's own answer),
+    connecting as this broker's links do (--replication-client-config)."""
     try:
-        client = await LinkClient.connect(host, port, timeout=UPSTREAM_TIMEOUT_S)
-    except (OSError, asyncio.TimeoutError) as exc:
+        client = await LinkClient.connect(host, port, timeout=UPSTREAM_TIMEOUT_S, security=security)
+    except (OSError, asyncio.TimeoutError, AuthenticationFailed) as exc:
         raise ReplicaOpError(f"cannot reach upstream {host}:{port} to learn its cluster ({exc or 'timed out'}); "
                              f"add it once it is reachable, or give its cluster UUID") from None
     try:
@@ -159,7 +162,7 @@ async def upstream_add(cluster: Any, request: dict[str, Any]) -> Any:
         raise ReplicaOpError(f"stream {path} already has upstream {name}")
     uuid = request.get("cluster_uuid")
     if not isinstance(uuid, str) or not uuid:
-        uuid = await _cluster_of(host, port, upstream_path)
+        uuid = await _cluster_of(host, port, upstream_path, service.link_security)
     await service.set_upstream(path, name, {"upstream": name, "cluster": uuid, "stream": upstream_path})
     return {"stream": path, "upstream": name, "cluster": uuid}
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
+import ssl
 import time
 import uuid
 from typing import TYPE_CHECKING, Any
@@ -30,6 +31,8 @@ from kafkacompat import storage
 from kafkacompat.storage import Store
 from kafkacompat.storage import batch_format as bf
 
+from ..security.client import load_command_config
+from ..security.scram import AuthenticationFailed
 from .generations import generation
 from .identity import ClusterIdentity, ensure_identity
 from .link_client import LinkClient, LinkRefused
@@ -125,6 +128,10 @@ class LinkTask:
             except LinkRefused as exc:  # the destination said no (not an upstream there, no permission)
                 self._fail("broken", f"refused by {self.spec.host}:{self.spec.port}: {exc}", error=True)
                 await self._sleep(REFUSED_RETRY_S)  # lifted there (upstream added) without a resume here
+            except (AuthenticationFailed, ssl.SSLError) as exc:  # the client config is wrong for that broker
+                what = "login to" if isinstance(exc, AuthenticationFailed) else "TLS handshake with"
+                self._fail("broken", f"{what} {self.spec.host}:{self.spec.port} failed: {exc}", error=True)
+                await self._sleep(REFUSED_RETRY_S)  # put right there (password, certificate) without a resume here
             except (OSError, ConnectionError, asyncio.TimeoutError) as exc:
                 text = f"cannot reach {self.spec.host}:{self.spec.port}: {exc or type(exc).__name__}"
                 self._fail("pending", text, error=True)
@@ -157,7 +164,7 @@ class LinkTask:
     async def _session(self) -> None:
         spec = self.spec
         source = {"uuid": self.service.identity.id, "name": self.service.identity.name, "stream": spec.source}
-        client = await LinkClient.connect(spec.host, spec.port, source=source)
+        client = await LinkClient.connect(spec.host, spec.port, source=source, security=self.service.link_security)
         try:
             hello = await client.call({"op": "hello", "stream": spec.dest})
             if hello["uuid"] == self.service.identity.id:
@@ -530,6 +537,9 @@ class ReplicationService:
         self.paths = PathIndex(store)
         self.links: dict[tuple[str, str], LinkTask] = {}  # (source stream, replica) -> task
         self._locks: dict[tuple[str, str, int], asyncio.Lock] = {}
+        # how links connect and log in to their destinations (--replication-client-config); secrets stay there
+        self.link_security = (load_command_config(config.replication_client_config, "replication_client_config")
+                              if config.replication_client_config else None)
 
     def partition_lock(self, stream: str, topic: str, index: int) -> asyncio.Lock:
         """Serializes replicated appends to one partition (several upstreams may ship the same batch)."""

@@ -3,7 +3,8 @@
 One request at a time (a link's partitions are shipped in turn), so the
 client is a plain asyncio stream: send a StreamReplicate frame, read the
 answer. Errors the destination answers become LinkRefused; a broken
-connection is an OSError the link retries.
+connection is an OSError the link retries. TLS and the SASL login come from
+the broker's replication client config (security/client.py).
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from typing import Any
 
 from kafkacompat.protocol.admin_api import AdminMessageError, decode_response
 from kafkacompat.protocol.replication_api import encode_request
+
+from ..security.client import ClientSecurity
 
 _I32 = struct.Struct(">i")
 _MAX_RESPONSE = 64 * 1024 * 1024
@@ -40,8 +43,9 @@ class LinkClient:
 
     @classmethod
     async def connect(cls, host: str, port: int, timeout: float = 10.0,
-                      source: dict[str, str] | None = None) -> LinkClient:
-        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
+                      source: dict[str, str] | None = None, security: ClientSecurity | None = None) -> LinkClient:
+        """Connect, with TLS and a SASL login when `security` (--replication-client-config) asks for them."""
+        reader, writer = await (security or ClientSecurity()).open_stream(host, port, timeout)
         return cls(reader, writer, timeout, source)
 
     async def call(self, body: dict[str, Any], payload: bytes = b"") -> Any:

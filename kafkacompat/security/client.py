@@ -5,16 +5,21 @@ security.protocol, sasl.mechanism, sasl.jaas.config, ssl.truststore.location
 with ssl.truststore.type=PEM, ...) or librdkafka's (sasl.username,
 ssl.ca.location, ...). The produce, consume and group commands hand them to
 librdkafka; the stream and topic commands, which speak the broker's own admin
-API, open TLS and log in with SASL (PLAIN, SCRAM) themselves.
+API, open TLS and log in with SASL (PLAIN, SCRAM) themselves. The broker's
+replica links read the same file (--replication-client-config) and log in
+to the destination with the same code, over asyncio.
 """
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+import itertools
 import re
 import socket
 import ssl
 import struct
+from collections.abc import Generator
 from typing import Any
 
 from kio.serial import entity_reader
@@ -30,6 +35,7 @@ from .scram import MECHANISMS as SCRAM_MECHANISMS, AuthenticationFailed, ScramCl
 _JAAS = re.compile(r'(\w+)\s*=\s*"((?:[^"\\]|\\.)*)"')
 # Java client property -> librdkafka property, where they differ
 _JAVA_NAMES = {"ssl.truststore.location": "ssl.ca.location", "ssl.keystore.location": "ssl.certificate.location"}
+_MAX_SASL_ANSWER = 1024 * 1024
 _KNOWN = {"security.protocol", "sasl.mechanism", "sasl.username", "sasl.password", "ssl.ca.location",
           "ssl.certificate.location", "ssl.key.location", "ssl.key.password", "ssl.endpoint.identification.algorithm"}
 
@@ -42,7 +48,7 @@ class SecurityConfigError(ValueError):
 class ClientSecurity:
     """How a command connects: librdkafka-named settings, checked."""
 
-    settings: dict[str, str] = dataclasses.field(default_factory=dict)
+    settings: dict[str, str] = dataclasses.field(default_factory=dict, repr=False)  # holds the password
 
     @property
     def protocol(self) -> str:
@@ -59,6 +65,23 @@ class ClientSecurity:
             _sasl_login(sock, self.settings.get("sasl.mechanism", "PLAIN").upper(),
                         self.settings.get("sasl.username", ""), self.settings.get("sasl.password", ""))
         return sock
+
+    async def open_stream(self, host: str, port: int, timeout: float
+                          ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        """An asyncio connection with TLS and SASL as this configuration asks (the broker's replica links);
+        AuthenticationFailed if the login is refused, ssl.SSLError if the certificate is not trusted."""
+        tls = self._tls_context() if self.protocol in ("SSL", "SASL_SSL") else None
+        reader, writer = await asyncio.wait_for(
+            asyncio.open_connection(host, port, ssl=tls, server_hostname=host if tls else None), timeout)
+        if self.protocol.startswith("SASL_"):
+            try:
+                await asyncio.wait_for(_sasl_login_async(
+                    reader, writer, self.settings.get("sasl.mechanism", "PLAIN").upper(),
+                    self.settings.get("sasl.username", ""), self.settings.get("sasl.password", "")), timeout)
+            except BaseException:
+                writer.close()
+                raise
+        return reader, writer
 
     def _tls_context(self) -> ssl.SSLContext:
         context = ssl.create_default_context(cafile=self.settings.get("ssl.ca.location"))
@@ -118,46 +141,96 @@ def client_security(properties: dict[str, str]) -> ClientSecurity:
     return ClientSecurity(settings)
 
 
-def load_command_config(path: str) -> ClientSecurity:
-    """--command-config FILE; SecurityConfigError with one line when it cannot be used."""
+def load_command_config(path: str, setting: str = "--command-config") -> ClientSecurity:
+    """--command-config FILE (or the broker's SETTING of the same format); SecurityConfigError with one line
+    when it cannot be used."""
     try:
         with open(path, encoding="utf-8") as fh:
             return client_security(parse_properties(fh.read()))
     except OSError as exc:
-        raise SecurityConfigError(f"cannot read --command-config {path}: {exc.strerror or exc}") from None
+        raise SecurityConfigError(f"cannot read {setting} {path}: {exc.strerror or exc}") from None
 
 
-def _request(sock: socket.socket, api_key: int, version: int, correlation_id: int, body: Any) -> Any:
+def _encode_request(api_key: int, version: int, correlation_id: int, body: Any) -> bytes:
+    """One size-prefixed request frame, under the tools' client id."""
     client_id = b"kafkacompat-cli"
     head = struct.pack(">hhih", api_key, version, correlation_id, len(client_id)) + client_id
     payload = head + encode_body(body)
-    sock.sendall(struct.pack(">i", len(payload)) + payload)
-    try:
-        frame = read_frame(sock)
-    except FrameError:
-        raise AuthenticationFailed("the broker closed the connection during SASL authentication") from None
+    return struct.pack(">i", len(payload)) + payload
+
+
+def _decode_answer(api_key: int, version: int, frame: bytes) -> Any:
     answer, _ = entity_reader(schema(api_key, version, EntityType.response))(frame, 4)
     return answer
 
 
-def _sasl_login(sock: socket.socket, mechanism: str, username: str, password: str) -> None:
-    """SaslHandshake v1 then SaslAuthenticate v1 (non-flexible versions every Kafka 2.x+ broker serves)."""
-    handshake = _request(sock, 17, 1, 1, request_schema(17, 1)(mechanism=mechanism))
+# (api key, version, request body) asked; the decoded answer sent back in
+SaslStep = Generator[tuple[int, int, Any], Any, None]
+
+
+def _sasl_conversation(mechanism: str, username: str, password: str) -> SaslStep:
+    """SaslHandshake v1 then SaslAuthenticate v1 (non-flexible versions every Kafka 2.x+ broker serves).
+
+    Without I/O, so the blocking tools and the asyncio replica links share one login.
+    """
+    handshake = yield 17, 1, request_schema(17, 1)(mechanism=mechanism)
     if handshake.error_code != 0:
         raise AuthenticationFailed(f"the broker does not offer SASL mechanism {mechanism} "
                                    f"(it offers {', '.join(handshake.mechanisms)})")
 
-    def step(token: bytes, n: int) -> bytes:
-        answer = _request(sock, 36, 1, n, request_schema(36, 1)(auth_bytes=token))
+    def check(answer: Any) -> bytes:
         if answer.error_code != 0:
             raise AuthenticationFailed(answer.error_message or f"SASL error code {answer.error_code}")
-        return answer.auth_bytes
+        return bytes(answer.auth_bytes)
+
+    def authenticate(token: bytes) -> tuple[int, int, Any]:
+        return 36, 1, request_schema(36, 1)(auth_bytes=token)
 
     if mechanism == "PLAIN":
-        step(f"\0{username}\0{password}".encode(), 2)
+        check((yield authenticate(f"\0{username}\0{password}".encode())))
         return
     assert mechanism in SCRAM_MECHANISMS
     client = ScramClient(mechanism, username, password)
-    server_final = step(client.final(step(client.first(), 2)), 3)
+    server_first = check((yield authenticate(client.first())))
+    server_final = check((yield authenticate(client.final(server_first))))
     if not client.verify(server_final):
         raise AuthenticationFailed("the broker's SCRAM signature is wrong: it does not know this user's credential")
+
+
+def _sasl_login(sock: socket.socket, mechanism: str, username: str, password: str) -> None:
+    """The SASL conversation over a blocking socket (the command-line tools)."""
+    conversation = _sasl_conversation(mechanism, username, password)
+    answer = None
+    for correlation_id in itertools.count(1):
+        try:
+            api_key, version, body = conversation.send(answer)
+        except StopIteration:
+            return
+        sock.sendall(_encode_request(api_key, version, correlation_id, body))
+        try:
+            frame = read_frame(sock)
+        except FrameError:
+            raise AuthenticationFailed("the broker closed the connection during SASL authentication") from None
+        answer = _decode_answer(api_key, version, frame)
+
+
+async def _sasl_login_async(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, mechanism: str,
+                            username: str, password: str) -> None:
+    """The SASL conversation over asyncio streams (the broker's replica links)."""
+    conversation = _sasl_conversation(mechanism, username, password)
+    answer = None
+    for correlation_id in itertools.count(1):
+        try:
+            api_key, version, body = conversation.send(answer)
+        except StopIteration:
+            return
+        writer.write(_encode_request(api_key, version, correlation_id, body))
+        try:
+            await writer.drain()
+            (size,) = struct.unpack(">i", await reader.readexactly(4))
+            if not 0 <= size <= _MAX_SASL_ANSWER:
+                raise AuthenticationFailed(f"the broker answered SASL authentication with a frame of size {size}")
+            frame = await reader.readexactly(size)
+        except (asyncio.IncompleteReadError, ConnectionError):
+            raise AuthenticationFailed("the broker closed the connection during SASL authentication") from None
+        answer = _decode_answer(api_key, version, frame)
