@@ -47,7 +47,8 @@ def test_print_config_shows_each_value_and_its_source(tmp_path: Path) -> None:
     unset = {name for name, field in SETTINGS.items() if field.default is None}  # printed as comments
     assert unset == {"advertised_host", "advertised_port", "http_port", "cluster_id", "cluster_name", "store",
                      "object_store", "cluster_url", "rest_default_stream", "ssl_certificate_location",
-                     "ssl_key_location", "ssl_key_password", "ssl_ca_location", "user_groups_file"}
+                     "ssl_key_location", "ssl_key_password", "ssl_ca_location", "user_groups_file",
+                     "replication_client_config"}
     assert set(values) | unset == set(SETTINGS)
     # the output is a config file: fed back, it gives the same settings
     printed = tmp_path / "printed.toml"

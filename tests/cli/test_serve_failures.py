@@ -113,6 +113,11 @@ BAD_SETTINGS = {
                            "http_authentication must be one of none, basic, mtls, got 'kerberos'"),
     "http mtls without https": (["--http-authentication", "mtls"], {}, None,
                                 "http_authentication mtls needs http_tls and ssl_ca_location"),
+    "missing replication client config": (["--replication-client-config", "{tmp}/nope.properties"], {}, None,
+                                          "replication_client_config: cannot read the file {tmp}/nope.properties"),
+    "JKS in replication client config": (["--replication-client-config", "{file}"], {},
+                                         "security.protocol=SSL\nssl.truststore.type=JKS\n",
+                                         "replication_client_config: ssl.truststore.type=JKS: only PEM files"),
 }
 
 
