@@ -61,6 +61,10 @@ class LinkBroken(Exception):
     """The link cannot go on without a person: it stops and says why."""
 
 
+class LoginFailed(Exception):
+    """The destination refused this broker's TLS handshake or SASL login (--replication-client-config)."""
+
+
 def compress(codec: str, data: bytes) -> bytes:
     if codec == "lz4":
         return bytes(cramjam.lz4.compress(data))
@@ -128,10 +132,9 @@ class LinkTask:
             except LinkRefused as exc:  # the destination said no (not an upstream there, no permission)
                 self._fail("broken", f"refused by {self.spec.host}:{self.spec.port}: {exc}", error=True)
                 await self._sleep(REFUSED_RETRY_S)  # lifted there (upstream added) without a resume here
-            except (AuthenticationFailed, ssl.SSLError) as exc:  # the client config is wrong for that broker
-                what = "login to" if isinstance(exc, AuthenticationFailed) else "TLS handshake with"
-                self._fail("broken", f"{what} {self.spec.host}:{self.spec.port} failed: {exc}", error=True)
-                await self._sleep(REFUSED_RETRY_S)  # put right there (password, certificate) without a resume here
+            except LoginFailed as exc:  # the client config does not fit that broker
+                self._fail("broken", str(exc), error=True)
+                await self._sleep(REFUSED_RETRY_S)  # put right there (user, certificate) without a resume here
             except (OSError, ConnectionError, asyncio.TimeoutError) as exc:
                 text = f"cannot reach {self.spec.host}:{self.spec.port}: {exc or type(exc).__name__}"
                 self._fail("pending", text, error=True)
@@ -164,7 +167,13 @@ class LinkTask:
     async def _session(self) -> None:
         spec = self.spec
         source = {"uuid": self.service.identity.id, "name": self.service.identity.name, "stream": spec.source}
-        client = await LinkClient.connect(spec.host, spec.port, source=source, security=self.service.link_security)
+        try:
+            client = await LinkClient.connect(spec.host, spec.port, source=source,
+                                              security=self.service.link_security)
+        except AuthenticationFailed as exc:
+            raise LoginFailed(f"login to {spec.host}:{spec.port} failed: {exc}") from None
+        except ssl.SSLError as exc:  # only the handshake: TLS trouble later is a broken connection, retried sooner
+            raise LoginFailed(f"TLS handshake with {spec.host}:{spec.port} failed: {exc}") from None
         try:
             hello = await client.call({"op": "hello", "stream": spec.dest})
             if hello["uuid"] == self.service.identity.id:
