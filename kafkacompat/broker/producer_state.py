@@ -18,11 +18,12 @@ import dataclasses
 import itertools
 import time
 from collections.abc import Callable, Hashable
+from typing import Any
 
 from kio.schema.errors import ErrorCode
 
 from kafkacompat import storage
-from kafkacompat.protocol.records import ATTR_LOG_APPEND_TIME, BatchHeader
+from kafkacompat.protocol.records import ATTR_CONTROL, ATTR_LOG_APPEND_TIME, BatchHeader
 
 from .log_tail import tail_batches
 
@@ -315,13 +316,11 @@ class ProducerStates:
     async def _rebuild(self, key: Hashable, partition: storage.Partition) -> None:
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._restoring[key] = done
-        found: list[tuple[bool, BatchHeader]] = []
+        found: list[BatchHeader] = []
         try:
             async for header, _ in tail_batches(partition):
-                if header.is_control and header.producer_id >= 0:
-                    found.append((True, header))
-                elif header.producer_id >= 0 and header.base_sequence >= 0:
-                    found.append((False, header))
+                if header.producer_id >= 0:
+                    found.append(header)
         finally:
             current = self._restoring.get(key) is done
             if current:
@@ -330,14 +329,23 @@ class ProducerStates:
                 done.set_result(None)
         if not current:
             return
-        for marker, header in found:
-            if marker:
-                self.end_marker(header.producer_id, header.producer_epoch, key, header.max_timestamp)
-                continue
-            log_append = header.attributes & ATTR_LOG_APPEND_TIME
-            self.record(
-                header.producer_id, header.producer_epoch, key, header.base_sequence,
-                header.last_offset_delta + 1, header.base_offset,  # the log cleaner may empty a batch
-                header.max_timestamp if log_append else -1, header.max_timestamp,
-            )
+        for header in found:
+            self.note_batch(key, header, header.base_offset)
         self._restored.add(key)
+
+    def note_batch(self, partition: Hashable, header: Any, base_offset: int) -> None:
+        """Take a stored batch into its producer's state as its append did: a transaction marker
+        sets the epoch, an idempotent batch enters the window. For the rebuild from a log tail and
+        for a replica's receiver (`header`: a batch header of protocol.records or storage's
+        batch_format, which share these fields)."""
+        if header.producer_id < 0:
+            return
+        if header.attributes & ATTR_CONTROL:
+            self.end_marker(header.producer_id, header.producer_epoch, partition, header.max_timestamp)
+        elif header.base_sequence >= 0:
+            log_append = header.max_timestamp if header.attributes & ATTR_LOG_APPEND_TIME else -1
+            self.record(
+                header.producer_id, header.producer_epoch, partition, header.base_sequence,
+                header.last_offset_delta + 1, base_offset,  # the log cleaner may empty a batch
+                log_append, header.max_timestamp,
+            )

@@ -262,23 +262,11 @@ async def _append(service: ReplicationService, request: dict[str, Any], partitio
             await partition.append(batch, header.last_offset_delta + 1, at=base)
         except storage.OffsetMismatchError as exc:  # a local producer got there first
             return {"status": "collision", "hw": exc.high_watermark, "offset": base}
-        if producers is not None and header.producer_id >= 0:
-            _note_producer(producers, (stream, topic, index), base, header)
+        if producers is not None:  # a producer failing over here is judged as at the source
+            producers.note_batch((stream, topic, index), header, base)
         if txns is not None and header.attributes & bf.ATTR_TRANSACTIONAL:
             await _note_transactional(txns, stream, topic, index, base, batch, header)
     return {"status": "ok", "hw": partition.high_watermark}
-
-
-def _note_producer(producers: ProducerStates, key: tuple[str, str, int], base: int, header: bf.BatchHeader) -> None:
-    """Keep the producer's state as the source's append kept it: an idempotent batch enters its
-    window, a transaction marker sets its epoch (bumped at every EndTxn with transactions v2, and
-    when a coordinator fences it), so a producer failing over here is judged as it is at the source."""
-    if header.attributes & bf.ATTR_CONTROL:
-        producers.end_marker(header.producer_id, header.producer_epoch, key, header.max_timestamp)
-    elif header.base_sequence >= 0:
-        log_append = header.max_timestamp if header.attributes & bf.ATTR_LOG_APPEND_TIME else -1
-        producers.record(header.producer_id, header.producer_epoch, key, header.base_sequence,
-                         header.record_count, base, log_append, header.max_timestamp)
 
 
 async def _note_transactional(txns: PartitionTxnRegistry, stream: str, topic: str, index: int, base: int,
