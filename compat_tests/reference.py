@@ -290,22 +290,41 @@ def known(reason: str) -> pytest.MarkDecorator:
     return pytest.mark.xfail(strict=True, reason=reason)
 
 
-@pytest.fixture(scope="session")
-def reference_kafka() -> Iterator[ReferenceKafka]:
-    """One Apache Kafka 4.1.0 for the whole session, set up like `compat_broker`
-    (no initial rebalance delay) so group timings are comparable.
+_session_kafka: ReferenceKafka | None = None
+
+
+def session_reference_kafka() -> ReferenceKafka:
+    """The one Apache Kafka 4.1.0 of the test process, set up like `compat_broker` (no initial
+    rebalance delay) so group timings are comparable; started by the first test that asks.
+
+    Every test that needs no broker setting of its own shares it (compat_tests,
+    tests/parity, tests/test_hostile_vs_kafka.py): each start costs 15-30 s of
+    a CI run, and those tests name their topics, groups and quotas uniquely or
+    clean up after themselves. It stops when the process exits (the launcher's
+    atexit), after the last of them.
 
     KAFKACOMPAT_REFERENCE_PORT=P uses a Kafka 4.1 already listening on
     127.0.0.1:P instead (quicker when iterating on one test).
     """
-    kafka = ReferenceKafka(kafka_home(), **{"group.initial.rebalance.delay.ms": 0})
-    running = os.environ.get("KAFKACOMPAT_REFERENCE_PORT")
-    if running:
-        kafka.port = int(running)
-        yield kafka
-        return
-    with kafka:
-        yield kafka
+    global _session_kafka
+    if _session_kafka is None:
+        why = unavailable()  # no javac needed here: a test that runs the tools asks kafka_home()
+        if why:
+            pytest.skip(why)
+        kafka = ReferenceKafka(**{"group.initial.rebalance.delay.ms": 0})
+        running = os.environ.get("KAFKACOMPAT_REFERENCE_PORT")
+        if running:
+            kafka.port = int(running)
+        else:
+            kafka.start()
+        _session_kafka = kafka
+    return _session_kafka
+
+
+@pytest.fixture(scope="session")
+def reference_kafka() -> ReferenceKafka:
+    """The session's Kafka 4.1 (`session_reference_kafka`)."""
+    return session_reference_kafka()
 
 
 @pytest.fixture(scope="session")

@@ -7,7 +7,11 @@ from collections.abc import Iterator
 
 import pytest
 
-from kafkacompat.testing import Broker
+# tests/groups and tests/parity import compat_tests.reference (its Kafka 4.1 and tools) before
+# compat_tests/conftest.py registers it: registered here too, agree() keeps showing the differing steps
+pytest.register_assert_rewrite("compat_tests.reference")
+
+from kafkacompat.testing import Broker  # noqa: E402 - after the rewrite registration
 
 # The plugin users get by entry point once kafkacompat is installed; named
 # here too so the suite runs from a checkout that is not pip-installed.

@@ -14,7 +14,7 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from kafkacompat.testing import Broker
-from kafkacompat.testing.reference_kafka import ReferenceKafka, unavailable
+from compat_tests.reference import session_reference_kafka
 from tests import poison_batches as poison
 from tests.hostile_frames import create_partitions_207gb, create_topics_null_topics
 from tests.test_bad_input import PRODUCE_V, produce_request
@@ -36,11 +36,9 @@ ON_PURPOSE = {
 
 
 @pytest.fixture(scope="module")
-def kafka() -> Iterator[str]:
-    if unavailable():
-        pytest.skip(unavailable())
-    with ReferenceKafka() as running:
-        yield running.bootstrap_servers
+def kafka() -> str:
+    """The session's Kafka 4.1 (compat_tests/reference.py): nothing here needs a setting of its own."""
+    return session_reference_kafka().bootstrap_servers
 
 
 @pytest.fixture(scope="module")

@@ -1,7 +1,8 @@
 """Fixtures for parity tests: the same steps against kafkacompat and Apache Kafka 4.1.
 
-One reference Kafka serves the whole session (it takes ~15 s to start);
-tests that need it skip, saying why, when the distribution or Java is absent.
+One reference Kafka serves the whole session (it takes ~15 s to start), the
+one compat_tests compares with; tests that need it skip, saying why, when the
+distribution or Java is absent.
 """
 
 from __future__ import annotations
@@ -11,17 +12,13 @@ from collections.abc import Iterator
 import pytest
 
 from kafkacompat.testing import Broker
-
-from kafkacompat.testing.reference_kafka import ReferenceKafka, unavailable
+from compat_tests.reference import ReferenceKafka, session_reference_kafka
 
 
 @pytest.fixture(scope="session")
-def kafka41() -> Iterator[ReferenceKafka]:
-    why = unavailable()
-    if why:
-        pytest.skip(why)
-    with ReferenceKafka(**{"group.initial.rebalance.delay.ms": 0}) as running:
-        yield running
+def kafka41() -> ReferenceKafka:
+    """The Kafka 4.1 the compat suite compares with too (same settings): one start per session."""
+    return session_reference_kafka()
 
 
 @pytest.fixture(scope="module")
