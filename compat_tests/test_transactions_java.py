@@ -33,7 +33,7 @@ from kafkacompat.testing import Broker
 
 from .conftest import compat_broker
 from .drivers import ClientUnavailable
-from .drivers.java import JVM_FLAGS, SOURCES, classpath, compile_sources
+from .drivers.java import JVM_FLAGS, SOURCES, classpath, compile_sources, compiled
 from .reference import KAFKA_DIST, ReferenceKafka, jars_dir, kafka_home
 
 ABORT_CHECK_MS = "1000"  # how often both brokers look for timed-out transactions
@@ -45,14 +45,14 @@ CLIENT_JARS_41 = ("kafka-clients-4.1.0.jar", "lz4-java-1.8.0.jar", "snappy-java-
 def _program(client: str) -> list[str]:
     """`java ... Transactions` compiled against the chosen kafka-clients."""
     if client == "3.9.1":
-        try:
-            cp = classpath()
+        try:  # the session's compiled compat_tests/java (the scenario driver's), Transactions among them
+            cp, classes = classpath(), compiled()
         except ClientUnavailable as exc:
             pytest.skip(f"kafka-clients {client} unavailable: {exc}")
     else:
         libs = kafka_home() / "libs"  # skips without the Kafka 4.1 distribution
         cp = ":".join(str(libs / jar) for jar in CLIENT_JARS_41)
-    classes = compile_sources([str(SOURCES / name) for name in ("Transactions.java", "TestProgram.java")], cp)
+        classes = compile_sources([str(SOURCES / name) for name in ("Transactions.java", "TestProgram.java")], cp)
     return ["java", *JVM_FLAGS, "-cp", f"{cp}:{classes}", "Transactions"]
 
 

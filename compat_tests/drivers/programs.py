@@ -2,7 +2,8 @@
 
 The program (Java, node) takes `COMMAND BOOTSTRAP key=value...` and prints
 one JSON object as its last line; a non-zero exit is a failed scenario and
-its stderr is shown.
+its stderr is shown. A driver may run it somewhere cheaper than a new
+process (`execute`; the Java driver uses one long-lived JVM).
 """
 
 from __future__ import annotations
@@ -25,13 +26,18 @@ class ProgramDriver(Driver):
         """The argv that starts the program (before COMMAND)."""
         raise NotImplementedError
 
-    def run(self, command: str, **options: Any) -> dict[str, Any]:
-        argv = [*self.command(), command, self.bootstrap]
-        argv += [f"{name}={value}" for name, value in options.items() if value is not None]
+    def execute(self, args: list[str]) -> subprocess.CompletedProcess[str]:
+        """Run the program with `args` (COMMAND BOOTSTRAP key=value...): its exit code and output."""
         try:
-            done = subprocess.run(argv, capture_output=True, text=True, timeout=RUN_TIMEOUT, check=False)
+            return subprocess.run([*self.command(), *args], capture_output=True, text=True, timeout=RUN_TIMEOUT,
+                                  check=False)
         except subprocess.TimeoutExpired as exc:
-            raise AssertionError(f"{self.name} {command} ran over {RUN_TIMEOUT}s\n{exc.stderr or ''}") from None
+            raise AssertionError(f"{self.name} {args[0]} ran over {RUN_TIMEOUT}s\n{exc.stderr or ''}") from None
+
+    def run(self, command: str, **options: Any) -> dict[str, Any]:
+        args = [command, self.bootstrap]
+        args += [f"{name}={value}" for name, value in options.items() if value is not None]
+        done = self.execute(args)
         lines = done.stdout.strip().splitlines()
         if done.returncode != 0 or not lines:
             raise AssertionError(
