@@ -65,6 +65,8 @@ TOOLS = {
     "kafka-broker-api-versions": "org.apache.kafka.tools.BrokerApiVersionsCommand",
     "kafka-acls": "org.apache.kafka.tools.AclCommand",
     "kafka-transactions": "org.apache.kafka.tools.TransactionsCommand",
+    "kafka-log-dirs": "org.apache.kafka.tools.LogDirsCommand",
+    "kafka-reassign-partitions": "org.apache.kafka.tools.reassign.ReassignPartitionsCommand",
 }
 
 # Tools log WARN and above to stderr (config/tools-log4j2.yaml); `follow` makes
@@ -327,10 +329,28 @@ def reference_kafka() -> ReferenceKafka:
     return session_reference_kafka()
 
 
+_session_tools: KafkaTools | None = None
+
+
+def session_kafka_tools() -> KafkaTools:
+    """The test process's one warm tool runner (compat_tests, tests/groups, tests/parity),
+    closed when the process exits; skips without Kafka 4.1 or javac."""
+    global _session_tools
+    if _session_tools is None:
+        _session_tools = KafkaTools(kafka_home())
+        atexit.register(_session_tools.close)
+    return _session_tools
+
+
+def run_tool(tool: str, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    """bin/<tool>.sh ARGS in the session's warm runner, answered as reference_kafka.run_script
+    answers (a JVM start per call cost 2-10 s; test_tool_runner_shows_what_the_script_shows
+    holds the runner to the scripts' output)."""
+    done = session_kafka_tools().run(tool, *args, stdin=stdin or "")
+    return subprocess.CompletedProcess([tool, *args], done.code, done.out, done.err)
+
+
 @pytest.fixture(scope="session")
-def kafka_tools() -> Iterator[KafkaTools]:
-    tools = KafkaTools(kafka_home())
-    try:
-        yield tools
-    finally:
-        tools.close()
+def kafka_tools() -> KafkaTools:
+    """The session's warm tool runner (`session_kafka_tools`)."""
+    return session_kafka_tools()

@@ -10,7 +10,8 @@ from confluent_kafka import Producer
 from kafkacompat.testing import Broker
 from tests.conftest import create_topic
 
-from kafkacompat.testing.reference_kafka import run_script, unavailable
+from compat_tests.reference import run_tool
+from kafkacompat.testing.reference_kafka import unavailable
 
 
 @pytest.fixture(autouse=True)
@@ -24,7 +25,7 @@ def test_kafka_log_dirs_describes_the_volumes(ours: Broker) -> None:
     producer = Producer({"bootstrap.servers": ours.bootstrap_servers})
     producer.produce(topic, b"x" * 500, partition=1)
     assert producer.flush(10) == 0
-    done = run_script("kafka-log-dirs", "--bootstrap-server", ours.bootstrap_servers, "--describe", "--topic-list", topic)
+    done = run_tool("kafka-log-dirs", "--bootstrap-server", ours.bootstrap_servers, "--describe", "--topic-list", topic)
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout.splitlines()[-1])
     [broker] = report["brokers"]
@@ -39,7 +40,7 @@ def test_kafka_transactions_describes_idempotent_producers(ours: Broker) -> None
     producer = Producer({"bootstrap.servers": ours.bootstrap_servers, "enable.idempotence": True})
     producer.produce(topic, b"v", timestamp=1_700_000_000_123)
     assert producer.flush(10) == 0
-    done = run_script("kafka-transactions", "--bootstrap-server", ours.bootstrap_servers, "describe-producers",
+    done = run_tool("kafka-transactions", "--bootstrap-server", ours.bootstrap_servers, "describe-producers",
                     "--topic", topic, "--partition", "0")
     assert done.returncode == 0, done.stderr
     header, row = [line.split() for line in done.stdout.splitlines()]
@@ -50,9 +51,9 @@ def test_kafka_transactions_describes_idempotent_producers(ours: Broker) -> None
 
 def test_kafka_configs_sets_and_describes_client_and_user_quotas(ours: Broker) -> None:
     server = ("--bootstrap-server", ours.bootstrap_servers)
-    done = run_script("kafka-configs", *server, "--alter", "--entity-type", "clients", "--entity-name", "metered",
+    done = run_tool("kafka-configs", *server, "--alter", "--entity-type", "clients", "--entity-name", "metered",
                     "--add-config", "producer_byte_rate=100000,consumer_byte_rate=200000")
     assert done.returncode == 0, done.stderr
-    done = run_script("kafka-configs", *server, "--describe", "--entity-type", "clients", "--entity-name", "metered")
+    done = run_tool("kafka-configs", *server, "--describe", "--entity-type", "clients", "--entity-name", "metered")
     assert done.stdout.strip() == (
         "Quota configs for client-id 'metered' are consumer_byte_rate=200000.0, producer_byte_rate=100000.0")

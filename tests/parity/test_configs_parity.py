@@ -19,7 +19,8 @@ from tests.conftest import create_topic
 from tests.test_broker_configs import alter, describe
 from tests.wire import Wire
 
-from kafkacompat.testing.reference_kafka import ReferenceKafka, run_script
+from compat_tests.reference import run_tool
+from kafkacompat.testing.reference_kafka import ReferenceKafka
 
 TOPIC, BROKER, GROUP = 2, 4, 32
 # Topic configs whose value differs on purpose, with why:
@@ -105,7 +106,7 @@ def test_broker_loggers_with_kafka_configs(ours: Broker) -> None:
 
         pytest.skip(unavailable())
     server = ("--bootstrap-server", ours.bootstrap_servers)
-    done = run_script("kafka-configs", *server, "--alter", "--entity-type", "broker-loggers", "--entity-name", "1",
+    done = run_tool("kafka-configs", *server, "--alter", "--entity-type", "broker-loggers", "--entity-name", "1",
                     "--add-config", "kafkacompat.handlers.produce=DEBUG")
     assert done.returncode == 0, done.stderr
     with Wire(ours.bootstrap_servers) as wire:

@@ -12,7 +12,8 @@ from kafkacompat.testing import Broker
 from tests.conftest import create_topic
 from tests.wire import Wire
 
-from kafkacompat.testing.reference_kafka import ReferenceKafka, run_script
+from compat_tests.reference import run_tool
+from kafkacompat.testing.reference_kafka import ReferenceKafka
 
 PREFIX = f"dtp{uuid.uuid4().hex[:6]}"
 NAMES = [f"{PREFIX}-b", f"{PREFIX}-a", "zz-missing", "bad/name"]
@@ -46,7 +47,7 @@ def test_pages_match_kafka(ours: Broker, kafka41: ReferenceKafka) -> None:
 def test_kafka_topics_describe_prints_what_it_prints_for_kafka(ours: Broker, kafka41: ReferenceKafka) -> None:
     def described(bootstrap: str) -> str:
         topic = create_topic(bootstrap, f"{PREFIX}-shown", 3)
-        done = run_script("kafka-topics", "--bootstrap-server", bootstrap, "--describe", "--topic", topic)
+        done = run_tool("kafka-topics", "--bootstrap-server", bootstrap, "--describe", "--topic", topic)
         assert done.returncode == 0, done.stderr
         return re.sub(r"TopicId: \S+", "TopicId: -", done.stdout)
 

@@ -25,7 +25,8 @@ from tests.wire import Wire
 
 from kafkacompat.testing import Broker
 
-from kafkacompat.testing.reference_kafka import run_script, unavailable
+from compat_tests.reference import run_tool
+from kafkacompat.testing.reference_kafka import unavailable
 
 PARTITIONS = 3
 
@@ -134,7 +135,7 @@ def test_java_consumer_reads_every_record_when_fetches_hold_batches_back(ours: B
         pytest.skip(unavailable())
     bootstrap = ours.bootstrap_servers
     topic = _fill(bootstrap, 40_000, 3)
-    done = run_script(
+    done = run_tool(
         "kafka-console-consumer", "--bootstrap-server", bootstrap, "--topic", topic, "--from-beginning",
         "--max-messages", str(PARTITIONS * 3), "--timeout-ms", "20000",
         "--consumer-property", "fetch.max.bytes=100000", "--consumer-property", "max.partition.fetch.bytes=30000",

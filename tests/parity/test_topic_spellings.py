@@ -12,7 +12,8 @@ import pytest
 
 from kafkacompat.testing import Broker
 
-from kafkacompat.testing.reference_kafka import run_script, unavailable
+from compat_tests.reference import run_tool
+from kafkacompat.testing.reference_kafka import unavailable
 
 STREAM = "/apps/iot/pumps"
 ALIAS = "apps.iot.pumps..pressure"
@@ -25,7 +26,7 @@ def _kafka_tools() -> None:
 
 
 def _ok(tool: str, *args: str, stdin: str | None = None) -> str:
-    done = run_script(tool, *args, stdin=stdin)
+    done = run_tool(tool, *args, stdin=stdin)
     assert done.returncode == 0, f"{tool} {args}: {done.stderr[-2000:]}"
     return done.stdout
 
