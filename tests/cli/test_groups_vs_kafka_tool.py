@@ -7,46 +7,30 @@ same rows; whitespace is the only allowed difference.
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 import uuid
-from collections.abc import Iterator
-from pathlib import Path
+from collections.abc import Callable, Iterator
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
+from compat_tests.reference import run_tool
 from kafkacompat.testing import Broker
 
-from .conftest import REPO
 from .test_groups import cli, commit, join, rows
 
 pytestmark = pytest.mark.slow
-KAFKA = "kafka_2.13-4.1.0"
-
-
-def kafka_home() -> Path:
-    """Kafka 4.1 in ../shared/jars of the checkout (of the main checkout, for a worktree one level deeper)."""
-    for root in (REPO.parent, REPO.parent.parent):
-        home = root / "shared" / "jars" / KAFKA
-        if (home / "bin" / "kafka-consumer-groups.sh").is_file():
-            return home
-    pytest.skip(f"Kafka's tools are not in ../shared/jars/{KAFKA} (see the README's testing section)")
 
 
 @pytest.fixture(scope="module")
-def tool() -> Iterator:
-    if shutil.which("java") is None:
-        pytest.skip("kafka-consumer-groups.sh needs java")
-    script = kafka_home() / "bin" / "kafka-consumer-groups.sh"
+def tool() -> Callable[..., subprocess.CompletedProcess[str]]:
+    """kafka-consumer-groups.sh against a broker, in the session's warm tool runner
+    (compat_tests/reference.py: a JVM start per call cost 2-10 s); skips without Kafka 4.1."""
 
     def run(broker: Broker, *args: str) -> subprocess.CompletedProcess[str]:
-        env = {**os.environ, "KAFKA_HEAP_OPTS": "-Xmx256m"}
-        return subprocess.run([str(script), "--bootstrap-server", broker.bootstrap_servers, *args],
-                              capture_output=True, text=True, timeout=120, env=env)
+        return run_tool("kafka-consumer-groups", "--bootstrap-server", broker.bootstrap_servers, *args)
 
-    yield run
+    return run
 
 
 def table_of(text: str, groups: tuple[str, ...]) -> tuple[list[str], list[list[str]]]:
