@@ -60,7 +60,7 @@ def test_describe_producers_after_a_commit_shows_what_kafka_shows(ours: Broker, 
         producer.produce(topic, b"v")
         producer.commit_transaction(30)
         done = run_tool("kafka-transactions", "--bootstrap-server", bootstrap, "describe-producers",
-                          "--topic", topic, "--partition", "0")
+                        "--topic", topic, "--partition", "0")
         assert done.returncode == 0, done.stderr
         header, row = [line.split() for line in done.stdout.splitlines()]
         cols = dict(zip(header, row))
