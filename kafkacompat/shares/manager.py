@@ -82,7 +82,7 @@ class ShareService:
             heartbeat_interval_ms=lambda g: self._group_int(g, "share.heartbeat.interval.ms",
                                                             self.config.group_share_heartbeat_interval_ms),
             topics=self._topics,
-            is_other_group=self._is_other_group,
+            is_other_group=self.is_other_group,
             on_member_gone=self.end_sessions,
             max_size=self.config.group_share_max_size,
         )
@@ -113,9 +113,14 @@ class ShareService:
                 out[info.topic_id] = (name, info.partitions)
         return out
 
-    def _is_other_group(self, group_id: str) -> bool:
+    def is_other_group(self, group_id: str) -> bool:
+        """Whether a classic or consumer group has this id (group ids are one namespace)."""
         groups = self.cluster.groups
-        return group_id in groups.consumer.groups or group_id in groups.groups
+        return group_id in groups.consumer.groups or group_id in groups.groups or groups.offsets.has_offsets(group_id)
+
+    def is_empty(self, group_id: str) -> bool:
+        group = self.groups.groups.get(group_id)
+        return group is None or not group.members
 
     # listing ----------------------------------------------------------------------
     def stored(self) -> dict[str, dict]:
@@ -298,11 +303,12 @@ class ShareService:
         return sorted(found)
 
     def start_offset(self, group_id: str, topic_id: uuid.UUID, index: int) -> int | None:
+        """The SPSO as Kafka's DescribeShareGroupOffsets shows it (see SharePartition.written_start_offset)."""
         part = self.partitions.get((group_id, topic_id, index))
         if part is not None:
-            return part.start_offset
+            return part.written_start_offset
         record = self.stored().get(state_key(group_id, topic_id, index))
-        return record["start_offset"] if record is not None else None
+        return record.get("written_start_offset", record["start_offset"]) if record is not None else None
 
     def set_start_offset(self, group_id: str, topic_id: uuid.UUID, index: int, offset: int) -> None:
         key = (group_id, topic_id, index)
@@ -320,6 +326,25 @@ class ShareService:
             key = (group_id, topic_id, index)
             self.partitions.pop(key, None)
             self._dirty.add(key)
+
+    def list_groups(self, states: Iterable[str] = (), types: Iterable[str] = ()) -> list[tuple[str, str, str, str]]:
+        """ListGroups rows (group id, protocol type, state, group type) of the share groups."""
+        wanted_states = {s.lower() for s in states}
+        wanted_types = {t.lower() for t in types}
+        if wanted_types and "share" not in wanted_types:
+            return []
+        return [(group_id, "share", state, "share") for group_id, state in self.known_groups().items()
+                if not wanted_states or state.lower() in wanted_states]
+
+    async def delete_group(self, group_id: str) -> ErrorCode:
+        """DeleteGroups of an empty share group: the group and the state of its share-partitions go."""
+        if not self.is_empty(group_id):
+            return ErrorCode.non_empty_group
+        self.groups.delete(group_id)
+        self.forget_state(group_id, self.group_state_keys(group_id))
+        await self.flush()
+        log.info("share group %s deleted", group_id)
+        return ErrorCode.none
 
     async def close(self) -> None:
         self.groups.close()

@@ -65,6 +65,9 @@ class SharePartition:
 
     def __init__(self, start_offset: int, delivery_count_limit: int) -> None:
         self.start_offset = start_offset  # SPSO: every offset below is done
+        # the SPSO as Kafka's share coordinator shows it (DescribeShareGroupOffsets): Kafka writes each
+        # state change with the SPSO from before that change moved it, so what it shows lags one change
+        self.written_start_offset = start_offset
         self.end_offset = start_offset  # first offset never acquired yet
         self.delivery_count_limit = delivery_count_limit
         self.records: dict[int, InFlight] = {}  # every offset in [start_offset, end_offset)
@@ -130,7 +133,8 @@ class SharePartition:
             if entry.state is RecordState.ACQUIRED and entry.acquisition == acquisition:
                 self._make_available(entry)
                 changed = True
-        self._advance()
+        if changed:
+            self._advance()
         return changed
 
     def release_member(self, member: str) -> bool:
@@ -145,7 +149,8 @@ class SharePartition:
                 entry.state, entry.member = RecordState.AVAILABLE, None
                 entry.delivery_count = max(entry.delivery_count - 1, 0)
                 changed = True
-        self._advance()
+        if changed:
+            self._advance()
         return changed
 
     def acknowledge(self, member: str, batches: Iterable[tuple[int, int, Sequence[int]]]) -> None:
@@ -176,7 +181,8 @@ class SharePartition:
         self._advance()
 
     def _advance(self) -> None:
-        """Move the SPSO past the leading records that are done."""
+        """Move the SPSO past the leading records that are done (a state change, written as Kafka writes it)."""
+        self.written_start_offset = self.start_offset
         while self.start_offset < self.end_offset:
             entry = self.records[self.start_offset]
             if entry.state not in (RecordState.ACKNOWLEDGED, RecordState.ARCHIVED):
@@ -194,7 +200,7 @@ class SharePartition:
     def reset(self, start_offset: int) -> None:
         """A new SPSO (AlterShareGroupOffsets): nothing in flight."""
         self.records.clear()
-        self.start_offset = self.end_offset = start_offset
+        self.start_offset = self.end_offset = self.written_start_offset = start_offset
         self.state_epoch += 1
 
     # durable state ------------------------------------------------------------------
@@ -208,12 +214,14 @@ class SharePartition:
                 runs[-1][1] = offset
             else:
                 runs.append([offset, offset, int(state), entry.delivery_count])
-        return {"start_offset": self.start_offset, "state_epoch": self.state_epoch, "batches": runs}
+        return {"start_offset": self.start_offset, "written_start_offset": self.written_start_offset,
+                "state_epoch": self.state_epoch, "batches": runs}
 
     @classmethod
     def restore(cls, record: dict, delivery_count_limit: int) -> "SharePartition":
         part = cls(record["start_offset"], delivery_count_limit)
         part.state_epoch = record.get("state_epoch", 0)
+        part.written_start_offset = record.get("written_start_offset", part.start_offset)
         for first, last, state, count in record["batches"]:
             for offset in range(first, last + 1):
                 part.records[offset] = InFlight(RecordState(state), count)
