@@ -8,7 +8,10 @@ import java.util.Properties;
 import java.util.StringJoiner;
 import java.util.TreeMap;
 
+import java.util.concurrent.ExecutionException;
+
 import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.ListShareGroupOffsetsSpec;
 import org.apache.kafka.clients.admin.AlterConfigOp;
 import org.apache.kafka.clients.admin.ConfigEntry;
 import org.apache.kafka.clients.admin.NewTopic;
@@ -16,10 +19,12 @@ import org.apache.kafka.clients.consumer.AcknowledgeType;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.ConsumerRecords;
 import org.apache.kafka.clients.consumer.KafkaShareConsumer;
+import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.KafkaException;
 import org.apache.kafka.common.TopicIdPartition;
+import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.config.ConfigResource;
 import org.apache.kafka.common.serialization.StringDeserializer;
 import org.apache.kafka.common.serialization.StringSerializer;
@@ -40,7 +45,10 @@ import org.apache.kafka.common.serialization.StringSerializer;
  * <li>hold: a member takes records and the process dies without closing
  * (the test then runs drain);</li>
  * <li>drain: another member gets what the dead one held (its connection
- * closed, so its share session ended).</li>
+ * closed, so its share session ended);</li>
+ * <li>prepare: only the topic, its records and the group config;</li>
+ * <li>reset: Admin.alterShareGroupOffsets moves an empty group back to
+ * offset 0 and a member reads everything again.</li>
  * </ul>
  * Usage: ShareGroups COMMAND BOOTSTRAP topic=T group=G [records=N]
  */
@@ -215,13 +223,38 @@ public final class ShareGroups {
         }
     }
 
+    private static String reset(String bootstrap, String topic, String group, int records) throws Exception {
+        Properties props = new Properties();
+        props.put("bootstrap.servers", bootstrap);
+        TopicPartition tp = new TopicPartition(topic, 0);
+        String altered;
+        String listed;
+        try (Admin admin = Admin.create(props)) {
+            try {
+                admin.alterShareGroupOffsets(group, Map.of(tp, 0L)).all().get();
+                altered = "ok";
+            } catch (ExecutionException e) {
+                altered = e.getCause().getClass().getSimpleName();
+            }
+            OffsetAndMetadata info = admin.listShareGroupOffsets(Map.of(group, new ListShareGroupOffsetsSpec()))
+                    .partitionsToOffsetAndMetadata(group).get().get(tp);
+            listed = info == null ? "none" : Long.toString(info.offset());
+        }
+        try (KafkaShareConsumer<String, String> c = consumer(bootstrap, group, topic, false, 500)) {
+            List<String> got = pollUntil(c, records, 60_000);
+            c.poll(Duration.ZERO);
+            return "{\"altered\":" + TestProgram.json(altered) + ",\"listed\":" + TestProgram.json(listed)
+                    + ",\"read_again\":" + list(got) + "}";
+        }
+    }
+
     public static void main(String[] args) throws Exception {
         Map<String, String> opts = TestProgram.options(args);
         String bootstrap = args[1];
         String topic = opts.get("topic");
         String group = opts.get("group");
         int records = Integer.parseInt(opts.getOrDefault("records", "3"));
-        if (!args[0].equals("drain")) {
+        if (!args[0].equals("drain") && !args[0].equals("reset")) {
             prepare(bootstrap, topic, group, records);
         }
         String out;
@@ -240,6 +273,12 @@ public final class ShareGroups {
                 break;
             case "hold":
                 out = hold(bootstrap, topic, group, records);
+                break;
+            case "prepare":
+                out = "{}";
+                break;
+            case "reset":
+                out = reset(bootstrap, topic, group, records);
                 break;
             case "drain":
                 out = drain(bootstrap, topic, group, records);
