@@ -206,7 +206,7 @@ def _tools(bootstrap: str, name: str) -> dict[str, object]:
     return out
 
 
-@pytest.mark.java
+@pytest.mark.kafka_tools
 def test_share_group_tools_same_as_kafka(kafka: str | None, ours: Broker) -> None:
     name = f"share-tools-{uuid.uuid4().hex[:8]}"
     mine = _tools(ours.bootstrap_servers, name)
