@@ -146,6 +146,9 @@ class BrokerConfig:
     group_share_delivery_count_limit: int = _setting(5, "deliveries of a record to a share group before it is "
                                                         "archived, like group.share.delivery.count.limit",
                                                      minimum=1)
+    group_share_partition_max_record_locks: int = _setting(2000, "most records of one share-partition held by "
+                                                                 "members at once, like "
+                                                                 "group.share.partition.max.record.locks", minimum=1)
     offsets_retention_minutes: int = _setting(7 * 24 * 60, "how long an empty group's committed offsets are kept, "
                                                            "like offsets.retention.minutes", metavar="MIN",
                                               minimum=1)

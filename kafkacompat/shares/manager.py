@@ -208,8 +208,10 @@ class ShareService:
 
     async def acquire(self, group_id: str, member_id: str, topic_id: uuid.UUID, index: int,
                       partition: storage.Partition, max_records: int, max_bytes: int) -> Delivery | None:
-        """Acquire up to `max_records` records (whole log batches) for a member, under a lock."""
+        """Acquire up to `max_records` records (whole log batches) for a member, under a lock, while the
+        share-partition holds fewer than group_share_partition_max_record_locks (Kafka's bound)."""
         part = self.share_partition(group_id, topic_id, index, partition)
+        max_records = min(max_records, self.config.group_share_partition_max_record_locks - part.held())
         start = part.first_available()
         if start >= partition.high_watermark or max_records <= 0:
             return None

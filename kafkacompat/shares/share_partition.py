@@ -82,8 +82,9 @@ class SharePartition:
                 return offset
         return self.end_offset
 
-    def has_available(self) -> bool:
-        return self.first_available() < self.end_offset
+    def held(self) -> int:
+        """How many records members hold now (each under an acquisition lock)."""
+        return sum(1 for entry in self.records.values() if entry.state is RecordState.ACQUIRED)
 
     def next_acquisition(self) -> int:
         self._acquisitions += 1

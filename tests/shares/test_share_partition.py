@@ -82,3 +82,10 @@ def test_simple_assignor_shares_partitions_when_members_outnumber_them() -> None
     spread = simple_assign({"a": frozenset({topic}), "b": frozenset({topic})}, {topic: 4})
     assert sorted(p for a in spread.values() for p in a[topic]) == [0, 1, 2, 3]
     assert all(len(a[topic]) == 2 for a in spread.values())
+
+
+def test_held_counts_the_records_under_a_lock() -> None:
+    part = SharePartition(0, delivery_count_limit=5)
+    _acquire(part, 0, 3)
+    part.acknowledge("a", [(0, 1, (ACCEPT,))])
+    assert part.held() == 2
