@@ -15,6 +15,7 @@ import org.apache.kafka.clients.admin.ListShareGroupOffsetsSpec;
 import org.apache.kafka.clients.admin.AlterConfigOp;
 import org.apache.kafka.clients.admin.ConfigEntry;
 import org.apache.kafka.clients.admin.NewTopic;
+import org.apache.kafka.clients.admin.ShareGroupDescription;
 import org.apache.kafka.clients.consumer.AcknowledgeType;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.ConsumerRecords;
@@ -34,8 +35,9 @@ import org.apache.kafka.common.serialization.StringSerializer;
  * command prints one JSON object of what the consumers saw, so the same
  * steps on Kafka 4.1 and on kafkacompat can be compared:
  * <ul>
- * <li>split: two members of one group read a one-partition topic; every
- * record reaches one of them once (implicit acknowledgement);</li>
+ * <li>split: two members of one group share a one-partition topic (the
+ * records are produced once both are assigned it); every record reaches
+ * one of them once (implicit acknowledgement);</li>
  * <li>acks: explicit ACCEPT, RELEASE and REJECT; only the released record
  * comes back, with delivery count 2;</li>
  * <li>limit: a record released at every delivery is archived after the
@@ -84,6 +86,13 @@ public final class ShareGroups {
                     AlterConfigOp.OpType.SET);
             admin.incrementalAlterConfigs(Map.of(resource, List.of(op))).all().get();
         }
+        produce(bootstrap, topic, records);
+    }
+
+    /** N records v0..v(N-1) to partition 0, each its own batch. */
+    private static void produce(String bootstrap, String topic, int records) throws Exception {
+        Properties props = new Properties();
+        props.put("bootstrap.servers", bootstrap);
         props.put("key.serializer", StringSerializer.class.getName());
         props.put("value.serializer", StringSerializer.class.getName());
         try (KafkaProducer<String, String> producer = new KafkaProducer<>(props)) {
@@ -91,6 +100,13 @@ public final class ShareGroups {
                 producer.send(new ProducerRecord<>(topic, 0, null, "v" + i)).get();
             }
         }
+    }
+
+    /** Whether the group has `members` members, each assigned partition 0 (Admin.describeShareGroups). */
+    private static boolean joined(Admin admin, String group, int members) throws Exception {
+        ShareGroupDescription d = admin.describeShareGroups(List.of(group)).describedGroups().get(group).get();
+        return d.members().size() == members
+                && d.members().stream().allMatch(m -> !m.assignment().topicPartitions().isEmpty());
     }
 
     private static String seen(ConsumerRecord<String, String> r) {
@@ -120,12 +136,21 @@ public final class ShareGroups {
         return out.toString();
     }
 
-    private static String split(String bootstrap, String topic, String group, int records) {
+    private static String split(String bootstrap, String topic, String group, int records) throws Exception {
         List<String> a = new ArrayList<>();
         List<String> b = new ArrayList<>();
+        Properties props = new Properties();
+        props.put("bootstrap.servers", bootstrap);
         try (KafkaShareConsumer<String, String> ca = consumer(bootstrap, group, topic, false, 2);
-             KafkaShareConsumer<String, String> cb = consumer(bootstrap, group, topic, false, 2)) {
+             KafkaShareConsumer<String, String> cb = consumer(bootstrap, group, topic, false, 2);
+             Admin admin = Admin.create(props)) {
             long deadline = System.currentTimeMillis() + 60_000;
+            // both members share the partition before there is anything to read
+            while (!joined(admin, group, 2) && System.currentTimeMillis() < deadline) {
+                ca.poll(POLL);
+                cb.poll(POLL);
+            }
+            produce(bootstrap, topic, records);
             while (a.size() + b.size() < records && System.currentTimeMillis() < deadline) {
                 ca.poll(POLL).forEach(r -> a.add(seen(r)));
                 cb.poll(POLL).forEach(r -> b.add(seen(r)));
@@ -255,7 +280,7 @@ public final class ShareGroups {
         String group = opts.get("group");
         int records = Integer.parseInt(opts.getOrDefault("records", "3"));
         if (!args[0].equals("drain") && !args[0].equals("reset")) {
-            prepare(bootstrap, topic, group, records);
+            prepare(bootstrap, topic, group, args[0].equals("split") ? 0 : records); // split produces later
         }
         String out;
         switch (args[0]) {
