@@ -102,9 +102,14 @@ public final class ShareGroups {
         }
     }
 
-    /** Whether the group has `members` members, each assigned partition 0 (Admin.describeShareGroups). */
+    /** Whether the group has `members` members, each assigned the partition (Admin.describeShareGroups). */
     private static boolean joined(Admin admin, String group, int members) throws Exception {
-        ShareGroupDescription d = admin.describeShareGroups(List.of(group)).describedGroups().get(group).get();
+        ShareGroupDescription d;
+        try {
+            d = admin.describeShareGroups(List.of(group)).describedGroups().get(group).get();
+        } catch (ExecutionException e) { // no such group until the first member's heartbeat
+            return false;
+        }
         return d.members().size() == members
                 && d.members().stream().allMatch(m -> !m.assignment().topicPartitions().isEmpty());
     }
