@@ -74,7 +74,7 @@ class Cluster:
         self.quotas = ClientQuotas(store)
         self.started_config = {f.name: getattr(config, f.name) for f in dataclasses.fields(config)}
         broker_configs.apply_dynamic(self)  # dynamic broker configs kept in the store
-        self.transactions = TransactionCoordinator(config, store, self.producers, self.groups)
+        self.transactions = self._transaction_coordinator()
         self.authorizer = Authorizer(config, store)  # every handler asks it (kafkacompat/security)
         self.replication: ReplicationService | None = None  # set by the server once the store is open
         self.view: ClusterView = open_cluster_view(config, Member(self.node_id, self.host, self.port), self._partition_keys)
@@ -86,6 +86,11 @@ class Cluster:
         if hasattr(store, "cleaner_fence"):  # a store shared by brokers: only a partition's leader cleans it
             store.cleaner_fence = self.cleaner_epoch
         self.groups.durable.may_write = self.coordinates
+
+    def _transaction_coordinator(self) -> TransactionCoordinator:
+        coordinator = TransactionCoordinator(self.config, self.store, self.producers, self.groups)
+        coordinator.marker_fence = self.marker_fence
+        return coordinator
 
     def _partition_keys(self) -> list[PartitionKey]:
         """Every partition of the store, for the cluster view to give each one a leader."""
@@ -133,6 +138,33 @@ class Cluster:
             return None
         found = self.view.leader_of(key)
         return found[1] if found is not None and found[0] == self.node_id else None
+
+    def replica_epoch(self, key: PartitionKey) -> int | None:
+        """The leader epoch a batch copied from another cluster (stream replication) is stored
+        under: as a produced one, only by the partition's leader while it leads, so a broker whose
+        lease lapsed cannot land one. None outside a fenced cluster; NotLeaderError elsewhere."""
+        if not self._fenced:
+            return None
+        epoch = self.append_epoch(key) if self.view.leads(key) else None
+        if epoch is None:
+            raise storage.NotLeaderError(f"{key[0]}:{key[1]}/{key[2]} is not led by broker {self.node_id}", -1)
+        return epoch
+
+    def marker_fence(self, txn_id: str) -> tuple[storage.Partition, int] | None:
+        """(the __consumer_offsets partition whose leader coordinates `txn_id`, the epoch this broker
+        leads it in): a transaction marker is stored only while that epoch holds, as Kafka's
+        partition leaders refuse a deposed coordinator's markers; the marker itself carries the
+        marked partition's leader epoch. None outside a fenced cluster; NotLeaderError when this
+        broker no longer coordinates the id (its lease lapsed or the partition moved)."""
+        if not self._fenced:
+            return None
+        key = (self.default_stream, OFFSETS_TOPIC,
+               coordinator_partition(txn_id, self.config.offsets_topic_num_partitions))
+        epoch = self.append_epoch(key) if self.view.leads(key) else None
+        if epoch is None:
+            raise storage.NotLeaderError(f"broker {self.node_id} no longer coordinates transactional id {txn_id!r}",
+                                         -1)
+        return self.store.partition(*key), epoch
 
     def cleaner_epoch(self, stream: str, topic: str, index: int) -> int | None:
         """The leader epoch under which this broker cleans a compacted partition: only its leader
@@ -276,7 +308,7 @@ class Cluster:
         await self.transactions.close()
         await self.transactions.forget_all()
         self.producers = ProducerStates(self.config.producer_id_expiration_ms)
-        self.transactions = TransactionCoordinator(self.config, self.store, self.producers, self.groups)
+        self.transactions = self._transaction_coordinator()
         await self.transactions.start()
 
     def listed_name(self, stream: str, topic: str, client_software_name: str = "") -> str:

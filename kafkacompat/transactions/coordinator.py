@@ -75,6 +75,9 @@ class TransactionCoordinator:
         self._locks: collections.defaultdict[str, asyncio.Lock] = collections.defaultdict(asyncio.Lock)
         self._clock = clock
         self._sweeps: list[asyncio.Task[None]] = []
+        # Set by a cluster whose store fences appends (kafkacompat/broker/cluster.py): the partition and
+        # leader epoch a marker of a transactional id is fenced by; None: not fenced.
+        self.marker_fence: Callable[[str], tuple[storage.Partition, int] | None] = lambda txn_id: None
 
     # lifetime -------------------------------------------------------------------
     async def start(self) -> None:
@@ -126,6 +129,15 @@ class TransactionCoordinator:
         self, txn_id: str, timeout_ms: int, producer_id: int, producer_epoch: int
     ) -> tuple[ErrorCode, int, int]:
         """(error, producer id, epoch): a new epoch fences every older producer of this id."""
+        try:
+            return await self._init_producer_id(txn_id, timeout_ms, producer_id, producer_epoch)
+        except storage.NotLeaderError as exc:  # deposed while aborting the open transaction: the next one finishes it
+            log.info("transactional id %s: %s", txn_id, exc)
+            return ErrorCode.not_coordinator, -1, -1
+
+    async def _init_producer_id(
+        self, txn_id: str, timeout_ms: int, producer_id: int, producer_epoch: int
+    ) -> tuple[ErrorCode, int, int]:
         if not txn_id:
             return ErrorCode.invalid_request, -1, -1
         if timeout_ms <= 0 or timeout_ms > self.config.transaction_max_timeout_ms:
@@ -293,7 +305,18 @@ class TransactionCoordinator:
         self, txn_id: str, producer_id: int, epoch: int, commit: bool, client_version: int = 0
     ) -> tuple[ErrorCode, int, int]:
         """(error, producer id, epoch): commit or abort. From EndTxn v5 (client_version 2) the epoch is bumped
-        and the new producer id and epoch are answered, as Kafka's KIP-890 part 2."""
+        and the new producer id and epoch are answered, as Kafka's KIP-890 part 2. A coordinator deposed
+        while writing the markers answers NOT_COORDINATOR: the client finds the next one, which finishes
+        the transaction from its Prepare* state and answers the retried EndTxn."""
+        try:
+            return await self._end_txn(txn_id, producer_id, epoch, commit, client_version)
+        except storage.NotLeaderError as exc:
+            log.info("transactional id %s: %s", txn_id, exc)
+            return ErrorCode.not_coordinator, -1, -1
+
+    async def _end_txn(
+        self, txn_id: str, producer_id: int, epoch: int, commit: bool, client_version: int
+    ) -> tuple[ErrorCode, int, int]:
         async with self._locks[txn_id]:
             if client_version >= TV2:
                 return await self._end_txn_v2(txn_id, producer_id, epoch, commit)
@@ -387,12 +410,13 @@ class TransactionCoordinator:
     async def _write_markers(self, meta: TransactionMetadata, control: ControlType) -> None:
         timestamp = self._clock()
         durable = []
+        guard, epoch = self.marker_fence(meta.transactional_id) or (None, None)
         for stream, topic, index in sorted(meta.partitions):
             if self.store.get_topic(stream, topic) is None:
                 continue  # deleted meanwhile: nothing left to mark
             state = await self.partitions.get(stream, topic, index)
             marker = build_marker(meta.producer_id, meta.producer_epoch, control, timestamp)
-            result = await state.partition.append(marker, 1)
+            result = await state.partition.append(marker, 1, leader_epoch=epoch, fenced_by=guard)
             self.producers.end_marker(meta.producer_id, meta.producer_epoch, (stream, topic, index), timestamp)
             await state.marker_written(meta.producer_id, result.base_offset, control)
             durable.append(state.partition.wait_durable(result.last_offset + 1))
