@@ -74,10 +74,10 @@ class Cluster:
         self.quotas = ClientQuotas(store)
         self.started_config = {f.name: getattr(config, f.name) for f in dataclasses.fields(config)}
         broker_configs.apply_dynamic(self)  # dynamic broker configs kept in the store
+        self.view: ClusterView = open_cluster_view(config, Member(self.node_id, self.host, self.port), self._partition_keys)
         self.transactions = self._transaction_coordinator()
         self.authorizer = Authorizer(config, store)  # every handler asks it (kafkacompat/security)
         self.replication: ReplicationService | None = None  # set by the server once the store is open
-        self.view: ClusterView = open_cluster_view(config, Member(self.node_id, self.host, self.port), self._partition_keys)
         # The leader table lives in the store's own database: its commit can fence appends by epoch.
         self._fenced = cluster_url(config) is not None and cluster_url(config) == getattr(store, "database_url", None)
         self.view.on_leadership_gained = self._leadership_gained
@@ -90,6 +90,9 @@ class Cluster:
     def _transaction_coordinator(self) -> TransactionCoordinator:
         coordinator = TransactionCoordinator(self.config, self.store, self.producers, self.groups)
         coordinator.marker_fence = self.marker_fence
+        coordinator.owns = self.coordinates
+        coordinator.owns_all = isinstance(self.view, SingleNode)  # else loaded per offsets partition gained
+        coordinator.partitions.follow_log = not coordinator.owns_all  # markers come from other brokers too
         return coordinator
 
     def _partition_keys(self) -> list[PartitionKey]:
@@ -98,8 +101,9 @@ class Cluster:
 
     async def _leadership_gained(self, key: PartitionKey) -> None:
         """Another broker may have appended since this one last led: read the partition's
-        offsets afresh and rebuild its producers' state from the log (at the next produce)."""
+        offsets afresh and rebuild its producers' and transactions' state from the log (at the next use)."""
         self.producers.forget_partition(key)
+        self.transactions.partitions.forget_partition(key)
         stream, topic, index = key
         if self.store.get_topic(stream, topic) is None:
             return
@@ -108,6 +112,10 @@ class Cluster:
                 await self.groups.take_over(self._placed_on(index))
             except storage.StorageError as exc:
                 log.warning("cannot load the groups of %s-%d: %s; their members rejoin", OFFSETS_TOPIC, index, exc)
+            try:
+                await self.transactions.take_over(self._placed_on(index))
+            except storage.StorageError as exc:
+                log.warning("cannot load the transactions of %s-%d: %s", OFFSETS_TOPIC, index, exc)
         try:
             await self.store.partition(stream, topic, index).refresh()
         except storage.StorageError as exc:
@@ -117,6 +125,7 @@ class Cluster:
         stream, topic, index = key
         if (stream, topic) == (self.default_stream, OFFSETS_TOPIC):
             self.groups.unload(self._placed_on(index))
+            self.transactions.unload(self._placed_on(index))
 
     def _placed_on(self, index: int) -> Callable[[str], bool]:
         """Whether a group id is coordinated by the leader of __consumer_offsets partition `index`."""

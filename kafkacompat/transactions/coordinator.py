@@ -44,6 +44,7 @@ TRANSACTIONS_TABLE = "transactions"
 MAX_EPOCH = 2**15 - 1
 TV2 = 2  # transaction.version of KIP-890 part 2: the epoch is bumped at every EndTxn
 EXPIRABLE = (TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT)
+FINISH_WAIT_S = 30  # how long a coordinator that took ids over waits to serve them before leaving them to the next
 
 
 # How the produce path reports what the coordinator answered its implicit AddPartitionsToTxn
@@ -78,21 +79,19 @@ class TransactionCoordinator:
         # Set by a cluster whose store fences appends (kafkacompat/broker/cluster.py): the partition and
         # leader epoch a marker of a transactional id is fenced by; None: not fenced.
         self.marker_fence: Callable[[str], tuple[storage.Partition, int] | None] = lambda txn_id: None
+        # Brokers of one cluster each coordinate the ids placed on the __consumer_offsets partitions they
+        # lead (others answer NOT_COORDINATOR) and load them as they gain those partitions (take_over).
+        self.owns: Callable[[str], bool] = lambda txn_id: True
+        self.owns_all = True
+        self._finishing: set[asyncio.Task[None]] = set()
 
     # lifetime -------------------------------------------------------------------
     async def start(self) -> None:
-        """Load every transactional id; finish what a stop left between prepare and complete."""
-        for txn_id, data in self.store.get_state(self.store.default_stream, TRANSACTIONS_TABLE).items():
-            self.transactions[txn_id] = TransactionMetadata.from_json(txn_id, data)
-        for meta in list(self.transactions.values()):
-            if meta.state in PREPARING:
-                log.info("transaction %s was %s at the last stop: finishing it", meta.transactional_id,
-                         meta.state.value)
-                async with self._locks[meta.transactional_id]:
-                    await self._complete(meta)
-            elif meta.state is TxnState.PREPARE_EPOCH_FENCE:
-                async with self._locks[meta.transactional_id]:
-                    await self._abort_fenced(meta)
+        """Load every transactional id (alone; in a cluster, take_over loads them as their partitions
+        are gained); finish what a stop left between prepare and complete."""
+        if self.owns_all:
+            for meta in self._load(lambda txn_id: True):
+                await self._finish(meta)
         loop = asyncio.get_running_loop()
         self._sweeps = [
             loop.create_task(self._every(self.config.transaction_abort_timed_out_transaction_cleanup_interval_ms,
@@ -101,7 +100,71 @@ class TransactionCoordinator:
                                          self.remove_expired), name="transactional id expiration"),
         ]
 
+    def _load(self, owned: Callable[[str], bool]) -> list[TransactionMetadata]:
+        """Take the stored state of the ids `owned` selects; returns those left between prepare and complete."""
+        stored = self.store.get_state(self.store.default_stream, TRANSACTIONS_TABLE)
+        loaded = [TransactionMetadata.from_json(txn_id, data) for txn_id, data in stored.items() if owned(txn_id)]
+        for meta in loaded:
+            self.transactions[meta.transactional_id] = meta
+        return [meta for meta in loaded if meta.state in PREPARING or meta.state is TxnState.PREPARE_EPOCH_FENCE]
+
+    async def _finish(self, meta: TransactionMetadata) -> None:
+        """Complete what the last coordinator (or this one before a stop) left half done."""
+        async with self._locks[meta.transactional_id]:
+            if self.transactions.get(meta.transactional_id) is not meta:
+                return  # unloaded meanwhile: another broker coordinates it
+            if meta.state in PREPARING:
+                log.info("transaction %s was %s when its coordinator stopped: finishing it", meta.transactional_id,
+                         meta.state.value)
+                await self._complete(meta)
+            elif meta.state is TxnState.PREPARE_EPOCH_FENCE:
+                await self._abort_fenced(meta)
+
+    async def take_over(self, owned: Callable[[str], bool]) -> None:
+        """This broker became the coordinator of the ids `owned` selects (it gained their
+        __consumer_offsets partition): load what the last coordinator wrote before each of its
+        answers, as Kafka's next coordinator loads __transaction_state. Prepare* states are
+        completed as soon as this broker serves the partition (its markers are fenced by it); an
+        Ongoing transaction goes on (its producer may still commit it here) or is aborted when its
+        timeout, counted from its start, passes."""
+        self.unload(owned)  # whatever is in memory from an earlier term is stale
+        await self.store.reload_state(self.store.default_stream, TRANSACTIONS_TABLE)
+        unfinished = self._load(owned)
+        log.info("took over the transactional ids of a partition, %d to finish", len(unfinished))
+        if unfinished:
+            task = asyncio.get_running_loop().create_task(self._finish_when_owned(unfinished))
+            self._finishing.add(task)
+            task.add_done_callback(self._finishing.discard)
+
+    async def _finish_when_owned(self, unfinished: list[TransactionMetadata]) -> None:
+        """The partition is gained before it is served: finish each transaction once this broker
+        coordinates its id, or give up on it when another broker does first."""
+        deadline = asyncio.get_running_loop().time() + FINISH_WAIT_S
+        while unfinished:
+            for meta in list(unfinished):
+                if self.transactions.get(meta.transactional_id) is not meta:
+                    unfinished.remove(meta)
+                elif self.owns(meta.transactional_id):
+                    unfinished.remove(meta)
+                    try:
+                        await self._finish(meta)
+                    except storage.StorageError as exc:
+                        log.warning("cannot finish transaction %s: %s", meta.transactional_id, exc)
+            if unfinished:
+                if asyncio.get_running_loop().time() > deadline:
+                    log.warning("%d transaction(s) taken over were never served here; the next coordinator "
+                                "finishes them", len(unfinished))
+                    return
+                await asyncio.sleep(0.05)
+
+    def unload(self, owned: Callable[[str], bool]) -> None:
+        """Forget the ids `owned` selects: another broker coordinates them now."""
+        for txn_id in [t for t in self.transactions if owned(t)]:
+            del self.transactions[txn_id]
+
     async def close(self) -> None:
+        for task in self._finishing:
+            task.cancel()
         for task in self._sweeps:
             task.cancel()
         for task in self._sweeps:
@@ -140,6 +203,8 @@ class TransactionCoordinator:
     ) -> tuple[ErrorCode, int, int]:
         if not txn_id:
             return ErrorCode.invalid_request, -1, -1
+        if not self.owns(txn_id):
+            return ErrorCode.not_coordinator, -1, -1
         if timeout_ms <= 0 or timeout_ms > self.config.transaction_max_timeout_ms:
             return ErrorCode.invalid_transaction_timeout, -1, -1
         async with self._locks[txn_id]:
@@ -207,6 +272,8 @@ class TransactionCoordinator:
         self, txn_id: str, producer_id: int, epoch: int, partitions: Sequence[PartitionKey], client_version: int = 0
     ) -> ErrorCode:
         """Add partitions to the open transaction, opening one if none is (client_version 2: a Produce v12)."""
+        if not self.owns(txn_id):
+            return ErrorCode.not_coordinator
         async with self._locks[txn_id]:
             error, meta = self._check_producer(txn_id, producer_id, epoch)
             if meta is None:
@@ -229,9 +296,18 @@ class TransactionCoordinator:
         return {p: ErrorCode.none if ongoing and p in meta.partitions else ErrorCode.invalid_txn_state
                 for p in partitions}
 
+    def _known(self, txn_id: str) -> TransactionMetadata | None:
+        """The id's metadata: this coordinator's own, or for an id another broker of the cluster
+        coordinates, what that one last wrote before answering (a partition's leader verifies a
+        transactional batch against it, where Kafka's asks the coordinator)."""
+        if self.owns(txn_id):
+            return self.transactions.get(txn_id)
+        data = self.store.get_state(self.store.default_stream, TRANSACTIONS_TABLE).get(txn_id)
+        return None if data is None else TransactionMetadata.from_json(txn_id, data)
+
     def verify_produce(self, txn_id: str, producer_id: int, epoch: int, partition: PartitionKey) -> ErrorCode:
         """A transactional batch may be appended only inside its open transaction (KIP-890 part 1)."""
-        meta = self.transactions.get(txn_id)
+        meta = self._known(txn_id)
         if meta is None or meta.producer_id != producer_id:
             return ErrorCode.invalid_producer_id_mapping
         if epoch < meta.producer_epoch:
@@ -250,6 +326,12 @@ class TransactionCoordinator:
         INVALID_PRODUCER_EPOCH, and a transaction still completing is the
         retriable NOT_ENOUGH_REPLICAS.
         """
+        if not self.owns(txn_id):  # the coordinator is another broker: as it last wrote, read afresh if need be
+            error = self.verify_produce(txn_id, producer_id, epoch, partition)
+            if error != ErrorCode.none:  # its AddPartitionsToTxn may not have reached this broker's view yet
+                await self.store.reload_state(self.store.default_stream, TRANSACTIONS_TABLE)
+                error = self.verify_produce(txn_id, producer_id, epoch, partition)
+            return error
         meta = self.transactions.get(txn_id)
         if (not implicit_add or (meta is not None and meta.producer_id == producer_id
                                  and meta.producer_epoch == epoch and meta.state is TxnState.ONGOING
@@ -262,6 +344,8 @@ class TransactionCoordinator:
         self, txn_id: str, producer_id: int, epoch: int, group_id: str, client_version: int = 0
     ) -> ErrorCode:
         """Add a group's offsets to the transaction (AddOffsetsToTxn, or implicitly TxnOffsetCommit v5)."""
+        if not self.owns(txn_id):
+            return ErrorCode.not_coordinator
         async with self._locks[txn_id]:
             error, meta = self._check_producer(txn_id, producer_id, epoch)
             if meta is None:
@@ -317,6 +401,8 @@ class TransactionCoordinator:
     async def _end_txn(
         self, txn_id: str, producer_id: int, epoch: int, commit: bool, client_version: int
     ) -> tuple[ErrorCode, int, int]:
+        if not self.owns(txn_id):
+            return ErrorCode.not_coordinator, -1, -1
         async with self._locks[txn_id]:
             if client_version >= TV2:
                 return await self._end_txn_v2(txn_id, producer_id, epoch, commit)
@@ -443,7 +529,8 @@ class TransactionCoordinator:
         now = self._clock()
         aborted = 0
         for meta in list(self.transactions.values()):
-            if meta.state is not TxnState.ONGOING or now - meta.start_ms < meta.timeout_ms:
+            if meta.state is not TxnState.ONGOING or now - meta.start_ms < meta.timeout_ms \
+                    or not self.owns(meta.transactional_id):
                 continue
             async with self._locks[meta.transactional_id]:
                 if meta.state is TxnState.ONGOING and now - meta.start_ms >= meta.timeout_ms:
