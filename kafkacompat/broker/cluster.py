@@ -148,12 +148,15 @@ class Cluster:
         found = self.view.leader_of(key)
         return found[1] if found is not None and found[0] == self.node_id else None
 
-    def replica_epoch(self, key: PartitionKey) -> int | None:
+    async def replica_epoch(self, key: PartitionKey) -> int | None:
         """The leader epoch a batch copied from another cluster (stream replication) is stored
         under: as a produced one, only by the partition's leader while it leads, so a broker whose
-        lease lapsed cannot land one. None outside a fenced cluster; NotLeaderError elsewhere."""
+        lease lapsed cannot land one. None outside a fenced cluster; NotLeaderError elsewhere.
+        A partition the copy just created gets its leader first (as serving_partition does)."""
         if not self._fenced:
             return None
+        if not self.view.knows(key):
+            await self.view.settle([key])
         epoch = self.append_epoch(key) if self.view.leads(key) else None
         if epoch is None:
             raise storage.NotLeaderError(f"{key[0]}:{key[1]}/{key[2]} is not led by broker {self.node_id}", -1)

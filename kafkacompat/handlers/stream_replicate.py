@@ -69,7 +69,7 @@ async def handle(ctx: Any, request: tuple[dict[str, Any], memoryview]) -> bytes:
         if op == "append":
             key = (body["stream"], body["topic"], body["partition"])
             result = await receiver.append(service, body, payload, ctx.cluster.producers,
-                                           ctx.cluster.transactions.partitions, ctx.cluster.replica_epoch(key))
+                                           ctx.cluster.transactions.partitions, await ctx.cluster.replica_epoch(key))
         elif op == "start_at":
             result = await receiver.start_at(service, body, ctx.cluster.transactions.partitions)
         elif op in _OPS:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import json
 import logging
 import re
 import time
@@ -41,6 +42,9 @@ from .partition_state import PartitionTxnRegistry
 log = logging.getLogger(__name__)
 
 TRANSACTIONS_TABLE = "transactions"
+# Offsets a transaction's group coordinator staged on another broker than the transaction's
+# (a cluster): JSON [transactional id, group id] -> {"pid": producer id, "offsets": [PendingOffset...]}
+STAGED_TABLE = "txn_offsets"
 MAX_EPOCH = 2**15 - 1
 TV2 = 2  # transaction.version of KIP-890 part 2: the epoch is bumped at every EndTxn
 EXPIRABLE = (TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT)
@@ -361,7 +365,13 @@ class TransactionCoordinator:
     async def stage_offsets(
         self, txn_id: str, producer_id: int, epoch: int, group_id: str, offsets: Sequence[PendingOffset]
     ) -> ErrorCode:
-        """Keep offsets with the transaction: they become the group's at commit, vanish at abort."""
+        """Keep offsets with the transaction: they become the group's at commit, vanish at abort.
+
+        TxnOffsetCommit reaches the group's coordinator, which in a cluster may be another
+        broker than the transaction's: it checks the transaction as that one last wrote it and
+        stages the offsets in the store, where the transaction's coordinator takes them at its end."""
+        if not self.owns(txn_id):
+            return await self._stage_elsewhere(txn_id, producer_id, epoch, group_id, offsets)
         async with self._locks[txn_id]:
             meta = self.transactions.get(txn_id)
             if meta is None or meta.producer_id != producer_id:
@@ -376,12 +386,61 @@ class TransactionCoordinator:
             await self._persist(meta)
             return ErrorCode.none
 
+    async def _stage_elsewhere(
+        self, txn_id: str, producer_id: int, epoch: int, group_id: str, offsets: Sequence[PendingOffset]
+    ) -> ErrorCode:
+        for attempt in range(2):  # the second after reading the transaction afresh
+            meta = self._known(txn_id)
+            if meta is None or meta.producer_id != producer_id:
+                error = ErrorCode.invalid_producer_id_mapping
+            elif epoch != meta.producer_epoch:
+                error = ErrorCode.producer_fenced
+            elif meta.state is not TxnState.ONGOING or group_id not in meta.groups:
+                error = ErrorCode.invalid_txn_state
+            else:
+                error = ErrorCode.none
+            if error == ErrorCode.none or attempt:
+                break
+            await self.store.reload_state(self.store.default_stream, TRANSACTIONS_TABLE)
+        if error != ErrorCode.none:
+            return error
+        async with self._locks[txn_id]:
+            key = json.dumps([txn_id, group_id])
+            await self.store.reload_state(self.store.default_stream, STAGED_TABLE)
+            staged = self.store.get_state(self.store.default_stream, STAGED_TABLE).get(key)
+            rows = {tuple(r[:3]): list(r) for r in staged["offsets"]} if staged and staged["pid"] == producer_id else {}
+            rows.update({tuple(r[:3]): list(r) for r in offsets})
+            await self.store.put_state(self.store.default_stream, STAGED_TABLE,
+                                       {key: {"pid": producer_id, "offsets": list(rows.values())}})
+        return ErrorCode.none
+
+    async def _take_staged(self, meta: TransactionMetadata) -> list[str]:
+        """Offsets of this transaction that its groups' coordinators staged on other brokers: into the
+        transaction (kept at commit, dropped at abort); the keys to delete once it has ended."""
+        if self.owns_all:
+            return []
+        await self.store.reload_state(self.store.default_stream, STAGED_TABLE)
+        taken = []
+        for key, rec in self.store.get_state(self.store.default_stream, STAGED_TABLE).items():
+            txn_id, group_id = json.loads(key)
+            if txn_id != meta.transactional_id:
+                continue
+            taken.append(key)
+            if rec["pid"] in (meta.producer_id, meta.prev_producer_id):
+                table = meta.offsets.setdefault(group_id, {})
+                for r in rec["offsets"]:
+                    table[r[0], r[1], r[2]] = (r[0], r[1], r[2], r[3], r[4], r[5])
+        return taken
+
     def pending_offsets(self, group_id: str) -> set[tuple[str, str, int]]:
         """(stream, topic, partition) with offsets of an open transaction (OffsetFetch require_stable)."""
         pending: set[tuple[str, str, int]] = set()
         for meta in self.transactions.values():
             if meta.state is not TxnState.EMPTY:
                 pending.update(meta.offsets.get(group_id, {}))
+        for key, rec in self.store.get_state(self.store.default_stream, STAGED_TABLE).items():
+            if json.loads(key)[1] == group_id:
+                pending.update((r[0], r[1], r[2]) for r in rec["offsets"])
         return pending
 
     # EndTxn ---------------------------------------------------------------------
@@ -475,11 +534,14 @@ class TransactionCoordinator:
         commit = meta.state is TxnState.PREPARE_COMMIT
         control = ControlType.COMMIT if commit else ControlType.ABORT
         await self._write_markers(meta, control)
+        staged = await self._take_staged(meta)
         if commit:
             for group_id, table in meta.offsets.items():
                 cursors = [(s, storage.Cursor(t, p, o, e, m)) for s, t, p, o, e, m in table.values()]
                 if cursors:
                     await self.groups.commit(group_id, cursors)
+        if staged:  # after they are the group's: a coordinator dying before finds them again
+            await self.store.put_state(self.store.default_stream, STAGED_TABLE, dict.fromkeys(staged))
         meta.state = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
         if meta.next_producer_id >= 0:  # the epoch overflowed at this EndTxn v5
             meta.prev_producer_id, meta.producer_id = meta.producer_id, meta.next_producer_id

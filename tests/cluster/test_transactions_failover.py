@@ -142,3 +142,30 @@ def test_an_open_transaction_is_committed_through_the_next_coordinator_after_kil
     assert java(cluster, "produce", rest, topic, f"after-{txn}", "1", "6", "c") == {"committed": 6}
     seen = java(cluster, "consume", rest, topic, f"g-{txn}", "18", "15000", "read_committed")
     assert sorted(seen["values"]) == sorted([f"o-{i}" for i in range(12)] + values("c", 1, 6))
+
+
+def test_consume_transform_produce_with_the_group_and_the_transaction_on_different_brokers(cluster_and_db) -> None:
+    """sendOffsetsToTransaction reaches the group's coordinator, which stages the offsets in the
+    store for the transaction's coordinator on another broker: kept at commit, dropped at abort."""
+    from confluent_kafka.admin import AdminClient
+
+    cluster, _ = cluster_and_db
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.describe_consumer_groups(["probe"])["probe"].result(30)  # FindCoordinator makes __consumer_offsets
+    wait_until("__consumer_offsets has leaders",
+               lambda: -1 not in leaders(cluster.bootstrap, "__consumer_offsets").values(), 30)
+    placed = leaders(cluster.bootstrap, "__consumer_offsets")
+
+    def broker_of(key: str) -> int:
+        return placed[coordinator_partition(key, OFFSETS_PARTITIONS)]
+
+    txn = f"ctp-{uuid.uuid4().hex[:8]}"
+    group = next(g for g in (f"g{i}-{txn}" for i in range(100)) if broker_of(g) != broker_of(txn))
+    topic = f"in-{txn}"
+    done = subprocess.run([*cluster.java[:-1], "Transactions", "consume_transform_produce", cluster.bootstrap,  # type: ignore[attr-defined]
+                           f"topic={topic}", f"group={group}", f"txn={txn}"],
+                          capture_output=True, text=True, timeout=180, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert [r.split("=")[1] for r in out["output"]["records"]] == sorted(f"V{i}" for i in range(10))
+    assert out["first_round"] == "aborted" and out["committed"] == {"0": 10}
