@@ -1,6 +1,9 @@
 """The transaction coordinator: Kafka's KIP-98 protocol over the stream store.
 
-One broker, so it coordinates every transactional id. Each id's metadata
+A broker alone coordinates every transactional id; brokers of one cluster
+each coordinate the ids placed on the __consumer_offsets partitions they
+lead and take them over from the store when they gain one (take_over), as
+Kafka's next coordinator loads __transaction_state. Each id's metadata
 (producer id and epoch, state, partitions, pending group offsets) is
 written to the default stream's `transactions` state table before the
 answer goes out; markers are written to every partition of a transaction
