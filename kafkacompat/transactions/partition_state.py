@@ -70,6 +70,7 @@ class PartitionTxns:
         self.ended: dict[int, int] = {}
         self.scanned = 0
         self._catching_up = asyncio.Lock()
+        self.follow_log = False  # set by the registry: markers may be appended by another broker
 
     @property
     def last_stable_offset(self) -> int:
@@ -167,6 +168,8 @@ class PartitionTxns:
         """Resolved once a read_committed consumer at `offset` has something to read."""
         if not self.ongoing:
             return self.partition.wait_for_data(offset)
+        if self.follow_log and offset >= self.last_stable_offset:  # a marker from elsewhere moves the end
+            return self.partition.wait_for_data(max(offset, self.partition.high_watermark))
         waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         if offset < self.last_stable_offset:
             waiter.set_result(None)
@@ -219,6 +222,7 @@ class PartitionTxnRegistry:
             raise storage.UnknownTopicError(f"topic {topic!r} does not exist in stream {stream!r}")
         partition = self.store.partition(stream, topic, index)
         state = PartitionTxns(self.store, stream, info.topic_id.hex, index, partition)
+        state.follow_log = self.follow_log
         prefix = f"{state.topic_id}:{index}:"
         mine = {key: rec for key, rec in self.store.get_state(stream, ABORTED_TABLE).items()
                 if key.startswith(prefix)}
