@@ -536,11 +536,12 @@ class CloudStore(NamespaceStore):
 
     async def _commit(self, key: str, size: int, pids: list[int], counts: list[int], positions: list[int],
                       lengths: list[int], max_ts: list[int], fences: list[int], segment_bytes: list[int] | None = None,
-                      segment_ms: list[int] | None = None, at: list[int] | None = None
-                      ) -> list[tuple[int, int, int, int]]:
+                      segment_ms: list[int] | None = None, at: list[int] | None = None,
+                      guards: list[int] | None = None) -> list[tuple[int, int, int, int]]:
         """kc_commit, retried on a lost connection (a repeat returns the first call's offsets):
         (object id, base offset, epoch, next offset) per batch. `segment_bytes` and `segment_ms`
-        roll compacted partitions' segments, `at` states the offset a batch must get (-1: none)."""
+        roll compacted partitions' segments, `at` states the offset a batch must get (-1: none),
+        `guards` the partition whose leader epoch a batch's fence names (-1: its own)."""
         import asyncpg
 
         unset = [-1] * len(pids)
@@ -548,9 +549,9 @@ class CloudStore(NamespaceStore):
             try:
                 async with self._pool.acquire() as conn:
                     rows = await conn.fetch(
-                        "SELECT * FROM kc_commit($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
+                        "SELECT * FROM kc_commit($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",
                         self.origin, key, size, self.epoch, pids, counts, positions, lengths, max_ts, fences,
-                        segment_bytes or unset, segment_ms or unset, at or unset)
+                        segment_bytes or unset, segment_ms or unset, at or unset, guards or unset)
                 return [(r["object_id"], r["base"], r["epoch"], r["hw"]) for r in rows]
             except (OSError, asyncpg.PostgresConnectionError, asyncpg.InterfaceError,
                     asyncpg.DeadlockDetectedError, asyncpg.SerializationError, asyncio.TimeoutError) as exc:
