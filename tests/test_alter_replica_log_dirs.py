@@ -11,7 +11,8 @@ import os
 import time
 
 import kio.schema.alter_replica_log_dirs.v2.request as arld
-from confluent_kafka import Consumer, Producer, TopicPartition
+import pytest
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from kafka import KafkaAdminClient, TopicPartitionReplica
 from kafka.errors import NoError
 from kio.schema.errors import ErrorCode
@@ -192,5 +193,9 @@ def test_the_move_throttle_is_a_dynamic_broker_config(tmp_path) -> None:
         described = admin.describe_configs([ConfigResource(ResourceType.BROKER, "1")])
         [entries] = [future.result(timeout=10) for future in described.values()]
         assert entries[name].value == "1000"
+        change(AlterConfigOpType.SET, "0")  # Kafka accepts 0 (the move holds); below 0 it refuses
+        assert broker.server.store.move_bytes_per_second == 0
+        with pytest.raises(KafkaException, match="INVALID_CONFIG"):
+            change(AlterConfigOpType.SET, "-1")
         change(AlterConfigOpType.DELETE, None)
         assert broker.server.store.move_bytes_per_second is None

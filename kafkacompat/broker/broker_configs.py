@@ -88,10 +88,8 @@ BROKER_CONFIGS: dict[str, BrokerConfigDef] = {
 # Kafka 4.1 lists them only once they are set.
 MOVE_RATE = "replica.alter.log.dirs.io.max.bytes.per.second"
 _UNLIMITED = str(2**63 - 1)
-BROKER_CONFIGS.update({
-    name: BrokerConfigDef(LONG, dynamic=True, only_when_set=True)
-    for name in ("leader.replication.throttled.rate", "follower.replication.throttled.rate", MOVE_RATE)
-})
+THROTTLES = ("leader.replication.throttled.rate", "follower.replication.throttled.rate", MOVE_RATE)
+BROKER_CONFIGS.update({name: BrokerConfigDef(LONG, dynamic=True, only_when_set=True) for name in THROTTLES})
 
 
 def _default_partitions(cluster: "Cluster") -> str:
@@ -159,11 +157,13 @@ def check_changes(changes: Mapping[str, str | None]) -> None:
         if name not in BROKER_CONFIGS:
             raise InvalidConfigError(f"unknown broker config {name!r}")
         if value is not None:
+            least = 0 if name in THROTTLES else 1  # Kafka's throttles take 0 (nothing moves until it changes)
             try:
-                if int(value) < 1:
+                if int(value) < least:
                     raise ValueError
             except ValueError:
-                raise InvalidConfigError(f"{name} must be a positive integer, got {value!r}") from None
+                kind = "a non-negative" if least == 0 else "a positive"
+                raise InvalidConfigError(f"{name} must be {kind} integer, got {value!r}") from None
 
 
 class NotDynamicError(ValueError):

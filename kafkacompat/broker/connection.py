@@ -2,8 +2,9 @@
 
 Requests are handled one after another (so appends from one producer keep
 their order), but a handler may hand back a deferred answer (a fetch long
-poll, an acks=all wait for fsync): the next request is then handled at once
-while a writer task sends answers in request order.
+poll, a produce waiting for the fsync of an fsync=always stream): the next
+request is then handled at once while a writer task sends answers in
+request order.
 """
 
 from __future__ import annotations

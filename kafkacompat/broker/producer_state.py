@@ -28,6 +28,10 @@ from kafkacompat.protocol.records import ATTR_CONTROL, ATTR_LOG_APPEND_TIME, Bat
 from .log_tail import tail_batches
 
 WINDOW = 5
+# The coordinator epoch this broker's transaction coordinator writes into its markers: Kafka's is the
+# leader epoch of the __transaction_state partition, 0 on a single node. The log-tail rebuild reads
+# batch headers only, so a marker found there is taken to carry it too.
+COORDINATOR_EPOCH = 0
 INT32_MAX = 2**31 - 1
 DEFAULT_EXPIRATION_MS = 24 * 3600 * 1000  # Kafka's producer.id.expiration.ms
 REFUSAL_KEPT_S = 30.0  # how long a refused batch's pipelined followers are answered alike
@@ -67,6 +71,7 @@ class _Entry:
     epoch: int
     last_write: float = 0.0  # monotonic seconds of the last append
     marker_timestamp: int | None = None  # of a transaction marker written after the batches (DescribeProducers)
+    coordinator_epoch: int = -1  # of the last transaction marker (-1: none yet), kept across producer epochs
     batches: collections.deque[_Batch] = dataclasses.field(
         default_factory=lambda: collections.deque(maxlen=WINDOW)
     )
@@ -241,7 +246,7 @@ class ProducerStates:
         key = (producer_id, partition)
         entry = self._entries.get(key)
         if entry is None or epoch != entry.epoch:
-            entry = self._entries[key] = _Entry(epoch)
+            entry = self._entries[key] = _Entry(epoch, coordinator_epoch=entry.coordinator_epoch if entry else -1)
         entry.batches.append(batch)
         entry.marker_timestamp = None
         now = self._clock()
@@ -249,17 +254,20 @@ class ProducerStates:
         if now >= self._next_sweep:
             self._expire(now)
 
-    def end_marker(self, producer_id: int, epoch: int, partition: Hashable, timestamp: int = -1) -> None:
+    def end_marker(self, producer_id: int, epoch: int, partition: Hashable, timestamp: int = -1,
+                   coordinator_epoch: int = COORDINATOR_EPOCH) -> None:
         """A transaction marker was written: its epoch becomes the producer's here, as Kafka's
         ProducerStateManager does, so a zombie of an older epoch is refused even when idempotent.
         With transactions v2 (and when a coordinator fences a producer) the marker carries the
         bumped epoch; the batches of the next transaction (sequence restarting at 0) follow under
-        it. The marker's timestamp becomes the producer's last one, as DescribeProducers shows."""
+        it. The marker's timestamp and coordinator epoch become the producer's, as DescribeProducers
+        shows."""
         key = (producer_id, partition)
         entry = self._entries.get(key)
         if entry is None or epoch > entry.epoch:
             entry = self._entries[key] = _Entry(epoch, self._clock())
         entry.marker_timestamp = timestamp
+        entry.coordinator_epoch = coordinator_epoch
 
     def _expire(self, now: float) -> None:
         """Forget producers idle longer than the expiration; checked at most once a minute."""
@@ -270,8 +278,9 @@ class ProducerStates:
             del self._refused[key]
         self._next_sweep = now + min(self._expiration, 60.0)
 
-    def active(self, partition: Hashable) -> list[tuple[int, int, int, int]]:
-        """(producer id, epoch, last sequence, last timestamp) of producers with state here (DescribeProducers).
+    def active(self, partition: Hashable) -> list[tuple[int, int, int, int, int]]:
+        """(producer id, epoch, last sequence, last timestamp, coordinator epoch) of producers with state here
+        (DescribeProducers).
 
         As Kafka: a producer whose epoch a marker bumped has no batch of that epoch yet (last
         sequence -1), and a marker's timestamp is the last one of its producer.
@@ -282,7 +291,7 @@ class ProducerStates:
                 continue
             last = entry.batches[-1] if entry.batches else None
             timestamp = entry.marker_timestamp if entry.marker_timestamp is not None else last.max_timestamp
-            out.append((pid, entry.epoch, last.last_seq if last else -1, timestamp))
+            out.append((pid, entry.epoch, last.last_seq if last else -1, timestamp, entry.coordinator_epoch))
         return out
 
     def __len__(self) -> int:

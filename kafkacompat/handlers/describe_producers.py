@@ -28,9 +28,9 @@ async def _partition(ctx: Any, m: Any, info: Any, missing: ErrorCode, index: int
         else:
             producers = tuple(
                 make(m.ProducerState, producer_id=pid, producer_epoch=epoch, last_sequence=seq,
-                     last_timestamp=timestamp, coordinator_epoch=-1,
+                     last_timestamp=timestamp, coordinator_epoch=coordinator_epoch,
                      current_txn_start_offset=_or_none(txns.first_offset_of(pid)))
-                for pid, epoch, seq, timestamp in sorted(cluster.producers.active(key))
+                for pid, epoch, seq, timestamp, coordinator_epoch in sorted(cluster.producers.active(key))
             )
     return make(m.PartitionResponse, partition_index=index, error_code=error,
                 error_message=None if error == ErrorCode.none else error.name, active_producers=producers)

@@ -3,8 +3,10 @@
 Records are decoded only for compacted topics, which refuse records without
 a key as Kafka does. Every batch of a partition is checked before
 any is written, so a corrupt batch leaves nothing behind. acks=0 gets no
-answer; acks=all (or an fsync=always stream) answers once the stream's
-fsync policy is met.
+answer; acks=1 and acks=all answer once the batch is in the log, as on a
+single Kafka broker, except on an fsync=always stream, where they answer
+after an fsync covering it (the design's per-stream promise: `interval`
+syncs in the background within `fsync_interval_ms`).
 """
 
 from __future__ import annotations
@@ -298,13 +300,18 @@ def _fail(outcome: _Outcome, exc: storage.StorageError) -> None:
 
 
 def _durability(cluster: Any, acks: int, outcome: _Outcome) -> None:
-    """Once appended: the log start to answer with and, for acks=all, the offset to wait for."""
+    """Once appended: the log start to answer with and, on an fsync=always stream, the offset to wait for.
+
+    acks=all waits for nothing more than acks=1 on one broker: Kafka's acks=all promises the log of
+    every in-sync replica (page cache, never an fsync), and here the log is the only replica. Only
+    the stream's `always` policy holds answers until an fsync has covered the batch.
+    """
     partition = outcome.partition
     if partition is None or outcome.error != ErrorCode.none:
         return
     outcome.log_start_offset = partition.log_start_offset
     stream = cluster.store.get_stream(outcome.stream)
-    if acks == -1 or (stream is not None and stream.policy.fsync == storage.FsyncPolicy.ALWAYS):
+    if acks != 0 and stream is not None and stream.policy.fsync == storage.FsyncPolicy.ALWAYS:
         outcome.durable_at = (partition, partition.high_watermark)
 
 

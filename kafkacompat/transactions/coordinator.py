@@ -32,7 +32,7 @@ from kio.schema.errors import ErrorCode
 from kafkacompat import storage
 from kafkacompat.protocol.control_records import ControlType, build_marker
 
-from ..broker.producer_state import ProducerStates
+from ..broker.producer_state import COORDINATOR_EPOCH, ProducerStates
 from ..config import BrokerConfig
 from ..groups import GroupCoordinator
 from .metadata import PREPARING, PartitionKey, PendingOffset, TransactionMetadata, TxnState
@@ -391,9 +391,10 @@ class TransactionCoordinator:
             if self.store.get_topic(stream, topic) is None:
                 continue  # deleted meanwhile: nothing left to mark
             state = await self.partitions.get(stream, topic, index)
-            marker = build_marker(meta.producer_id, meta.producer_epoch, control, timestamp)
+            marker = build_marker(meta.producer_id, meta.producer_epoch, control, timestamp, COORDINATOR_EPOCH)
             result = await state.partition.append(marker, 1)
-            self.producers.end_marker(meta.producer_id, meta.producer_epoch, (stream, topic, index), timestamp)
+            self.producers.end_marker(meta.producer_id, meta.producer_epoch, (stream, topic, index), timestamp,
+                                      COORDINATOR_EPOCH)
             await state.marker_written(meta.producer_id, result.base_offset, control)
             durable.append(state.partition.wait_durable(result.last_offset + 1))
         await asyncio.gather(*durable)

@@ -47,6 +47,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _CHUNK = 1 << 20
+_PAUSED_RECHECK_S = 0.1  # how often a move held by a throttle of 0 looks at the throttle again
 
 
 class MoveStopped(Exception):
@@ -57,7 +58,7 @@ def crash_point(name: str) -> None:
     """Called where a killed move would leave work half done; tests stop the process here."""
 
 
-Rate = Callable[[], int | None]  # bytes per second a copy may go at now (None: no limit)
+Rate = Callable[[], int | None]  # bytes per second a copy may go at now (None: no limit; 0: hold)
 
 
 def copy_partitionlet(p: Partitionlet, directory: str, volume: Volume, stop: threading.Event,
@@ -110,14 +111,18 @@ def _copy_file(source: str, target: str, stop: threading.Event, rate: Rate) -> N
                 if stop.is_set():
                     raise MoveStopped(source)
                 started, limit = time.monotonic(), rate()
-                chunk = os.pread(src, _CHUNK if not limit else min(max(limit // 10, 4096), _CHUNK), pos)
+                if limit == 0:  # a throttle of 0 holds the move (as Kafka's quota of 0 does) until it changes
+                    if stop.wait(_PAUSED_RECHECK_S):
+                        raise MoveStopped(source)
+                    continue
+                chunk = os.pread(src, _CHUNK if limit is None else min(max(limit // 10, 4096), _CHUNK), pos)
                 if not chunk:
                     break
                 view = memoryview(chunk)
                 while view:
                     view = view[os.write(dst, view):]
                 pos += len(chunk)
-                if limit and stop.wait(len(chunk) / limit - (time.monotonic() - started)):
+                if limit is not None and stop.wait(len(chunk) / limit - (time.monotonic() - started)):
                     raise MoveStopped(source)
             os.fsync(dst)
         finally:

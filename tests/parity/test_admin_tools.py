@@ -48,6 +48,27 @@ def test_kafka_transactions_describes_idempotent_producers(ours: Broker) -> None
     assert row[1:] == ["0", "-1", "0", "1700000000123", "None"]
 
 
+def test_describe_producers_after_a_commit_shows_what_kafka_shows(ours: Broker, kafka41) -> None:
+    """Epoch, coordinator epoch (from the marker), last sequence and open transaction, side by side."""
+    seen = {}
+    for name, bootstrap in (("kafkacompat", ours.bootstrap_servers), ("kafka", kafka41.bootstrap_servers)):
+        topic = create_topic(bootstrap, "producers-after-commit")
+        producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"{topic}-tx"})
+        producer.init_transactions(30)
+        producer.begin_transaction()
+        producer.produce(topic, b"v")
+        producer.commit_transaction(30)
+        done = run_script("kafka-transactions", "--bootstrap-server", bootstrap, "describe-producers",
+                          "--topic", topic, "--partition", "0")
+        assert done.returncode == 0, done.stderr
+        header, row = [line.split() for line in done.stdout.splitlines()]
+        cols = dict(zip(header, row))
+        seen[name] = {key: cols[key] for key in ("ProducerEpoch", "LatestCoordinatorEpoch", "LastSequence",
+                                                 "CurrentTransactionStartOffset")}
+    assert seen["kafkacompat"] == seen["kafka"]
+    assert seen["kafka"]["LatestCoordinatorEpoch"] != "-1"  # the marker's epoch, not "none yet"
+
+
 def test_kafka_configs_sets_and_describes_client_and_user_quotas(ours: Broker) -> None:
     server = ("--bootstrap-server", ours.bootstrap_servers)
     done = run_script("kafka-configs", *server, "--alter", "--entity-type", "clients", "--entity-name", "metered",

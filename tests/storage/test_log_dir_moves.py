@@ -238,3 +238,21 @@ async def test_a_move_keeps_to_the_stores_byte_rate(tmp_path):
     await settled(part)
     assert time.monotonic() - started >= 0.9 * to_copy / 40_000 > 0.25
     await st.close()
+
+
+async def test_a_byte_rate_of_0_holds_a_move_until_it_is_raised(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    st = await open_disk(a, b)
+    part = await spread_partition(st, batches=40)
+    st.move_bytes_per_second = 0  # Kafka's throttle of 0: nothing is copied
+    await part.move_to_log_dir(str(b))
+    away = [p.log_path for p in part.away_from_home()]
+    assert away
+    for _ in range(30):  # three rechecks of the throttle: not one partitionlet moved
+        await asyncio.sleep(0.01)
+        assert [p.log_path for p in part.away_from_home()] == away
+    before = await read_all(part)
+    st.move_bytes_per_second = None
+    await settled(part)
+    assert await read_all(part) == before
+    await st.close()
