@@ -6,24 +6,15 @@ from collections.abc import Iterator
 
 import pytest
 
-from kafkacompat.cluster.membership import cluster_url
 from kafkacompat.testing import Broker
-from tests.conftest import module_broker
 from tests.groups.helpers import GROUP_SETTINGS
 from compat_tests.reference import ReferenceKafka, kafka_home, kafka_tools  # noqa: F401 - kafka_tools: a fixture
-from tests.groups.kip848 import KIP848_KAFKA, coordinator_ready
+from tests.groups.kip848 import KIP848_KAFKA, coordinator_ready, group_broker
 
 
 @pytest.fixture(scope="module")
 def broker(request: pytest.FixtureRequest) -> Iterator[Broker]:
-    for running in module_broker(request, **GROUP_SETTINGS):
-        if cluster_url(running.config) is not None:
-            # On a PostgreSQL store the broker is a cluster of one: as on Kafka, it coordinates a group
-            # once it leads the group's __consumer_offsets partition, made by the first FindCoordinator.
-            # The tests speak JoinGroup and ConsumerGroupHeartbeat to it as to the in-memory broker,
-            # which coordinates every group from the start: wait for it as kafka41 below does.
-            coordinator_ready(running.bootstrap_servers, "warm-up")
-        yield running
+    yield from group_broker(request, **GROUP_SETTINGS)
 
 
 @pytest.fixture(scope="session")
