@@ -11,15 +11,9 @@ from __future__ import annotations
 import datetime
 import time
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
-
-from kafkacompat.cluster.membership import cluster_url
 from kafkacompat.protocol.messages import make
-from kafkacompat.testing import Broker
-from tests.conftest import module_broker
 from tests.groups.helpers import module
 from tests.wire import Wire
 
@@ -128,20 +122,6 @@ def coordinator_ready(bootstrap: str, group: str, timeout: float = 60.0) -> None
             if time.monotonic() > deadline:
                 raise AssertionError(f"no coordinator for {group} within {timeout}s")
             time.sleep(0.2)
-
-
-def group_broker(request: pytest.FixtureRequest, **settings: object) -> Iterator[Broker]:
-    """The body of a group module's `broker` fixture (tests/conftest.py's module_broker), ready to coordinate.
-
-    On a PostgreSQL store the broker is a cluster of one: as on Kafka, it coordinates a group once
-    it leads the group's __consumer_offsets partition, made by the first FindCoordinator. The group
-    tests speak JoinGroup and ConsumerGroupHeartbeat to it as to the in-memory broker, which
-    coordinates every group from the start: wait for it as the Kafka 4.1 fixture does.
-    """
-    for running in module_broker(request, **settings):
-        if cluster_url(running.config) is not None:
-            coordinator_ready(running.bootstrap_servers, "warm-up")
-        yield running
 
 
 def topic_names(wire: Wire, topics: list[str]) -> dict[uuid.UUID, str]:

@@ -17,14 +17,15 @@ from kafkacompat.testing import Broker
 from tests.groups import kip848_scenarios as scenarios
 from compat_tests.reference import ReferenceKafka
 from tests.groups.helpers import commit, create_topic, wait_for
-from tests.groups.kip848 import KIP848_BROKER, group_broker, KIP848_HEARTBEAT_MS, KIP848_SESSION_MS, RawMember, settle, topic_names
+from tests.groups.kip848 import KIP848_BROKER, KIP848_HEARTBEAT_MS, KIP848_SESSION_MS, RawMember, settle, topic_names
 
 HEARTBEAT_MS, SESSION_MS = KIP848_HEARTBEAT_MS, KIP848_SESSION_MS
 
 
 @pytest.fixture(scope="module")
-def broker(request: pytest.FixtureRequest) -> Iterator[Broker]:
-    yield from group_broker(request, **KIP848_BROKER)
+def broker() -> Iterator[Broker]:
+    with Broker(**KIP848_BROKER) as running:
+        yield running
 
 
 def test_range_gives_static_members_their_ranges_and_a_leaver_s_share_to_the_rest(broker: Broker) -> None:
