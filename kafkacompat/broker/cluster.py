@@ -18,6 +18,7 @@ from ..cluster import ClusterView, Member, SingleNode, open_cluster_view
 from ..cluster.membership import PartitionKey, cluster_url, coordinator_partition
 from ..config import BrokerConfig
 from ..groups import GroupCoordinator
+from ..shares.manager import ShareService
 from . import broker_configs
 from ..transactions import TransactionCoordinator
 from .producer_state import ProducerStates
@@ -70,6 +71,7 @@ class Cluster:
         self.producers = ProducerStates(config.producer_id_expiration_ms)
         self._splits: dict[str, tuple[str, str]] = {}
         self.groups = GroupCoordinator(config, store)
+        self.shares = ShareService(self)  # KIP-932 share groups (kafkacompat/shares)
         self.stats = RequestStats(config.metrics_topic_series)  # read by /metrics
         self.quotas = ClientQuotas(store)
         self.started_config = {f.name: getattr(config, f.name) for f in dataclasses.fields(config)}
