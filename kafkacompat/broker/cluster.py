@@ -223,6 +223,17 @@ class Cluster:
         found = self.view.leader_of((self.default_stream, OFFSETS_TOPIC, index))
         return None if found is None else self.view.member(found[0])
 
+    @property
+    def transaction_version(self) -> int:
+        """The transaction.version clients are told (ApiVersions' finalized features): the operator's,
+        but at most 1 on a cluster of many brokers. There a partition's leader cannot yet add its
+        partition to a transaction another broker coordinates, which transactions v2 (KIP-890: Produce
+        v12 joins the partition implicitly) asks of it; at 1, clients send AddPartitionsToTxn to the
+        coordinator, and the leader checks the batch against the coordinator's stored state."""
+        if isinstance(self.view, SingleNode):
+            return self.config.transaction_version
+        return min(self.config.transaction_version, 1)
+
     def coordinates(self, key: str) -> bool:
         """Whether this broker is the coordinator of a group or transactional id (others answer
         NOT_COORDINATOR): it leads the key's __consumer_offsets partition and its lease is valid."""
