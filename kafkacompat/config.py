@@ -129,6 +129,26 @@ class BrokerConfig:
                                                                      "downgrade or disabled, like "
                                                                      "group.consumer.migration.policy",
                                                     metavar="POLICY")
+    # KIP-932 share groups (KafkaShareConsumer), like Kafka's share.version feature and group.share.* settings
+    share_version: int = _setting(1, "the share.version feature level in force, as kafka-features sets it: 1 serves "
+                                     "share groups (KIP-932), 0 refuses them", metavar="LEVEL")
+    group_share_session_timeout_ms: int = _setting(45_000, "session timeout of share group members, like "
+                                                           "group.share.session.timeout.ms", metavar="MS", minimum=1)
+    group_share_heartbeat_interval_ms: int = _setting(5_000, "heartbeat interval told to share group members, like "
+                                                             "group.share.heartbeat.interval.ms", metavar="MS",
+                                                      minimum=1)
+    group_share_max_size: int = _setting(200, "most members in one share group, like group.share.max.size",
+                                         minimum=1)
+    group_share_record_lock_duration_ms: int = _setting(30_000, "how long a share group member holds records it "
+                                                                "fetched before they go to another, like "
+                                                                "group.share.record.lock.duration.ms", metavar="MS",
+                                                        minimum=1)
+    group_share_delivery_count_limit: int = _setting(5, "deliveries of a record to a share group before it is "
+                                                        "archived, like group.share.delivery.count.limit",
+                                                     minimum=1)
+    group_share_partition_max_record_locks: int = _setting(2000, "most records of one share-partition held by "
+                                                                 "members at once, like "
+                                                                 "group.share.partition.max.record.locks", minimum=1)
     offsets_retention_minutes: int = _setting(7 * 24 * 60, "how long an empty group's committed offsets are kept, "
                                                            "like offsets.retention.minutes", metavar="MIN",
                                               minimum=1)
@@ -348,6 +368,8 @@ def _check(config: BrokerConfig) -> None:
                           f"got {config.group_consumer_assignors}")
     if config.transaction_version > 2:
         raise ConfigError(f"transaction_version must be 1 or 2, got {config.transaction_version}")
+    if config.share_version > 1:
+        raise ConfigError(f"share_version must be 0 or 1, got {config.share_version}")
     if config.group_consumer_migration_policy not in MIGRATION_POLICIES:
         raise ConfigError(f"group_consumer_migration_policy must be one of {', '.join(MIGRATION_POLICIES)}, "
                           f"got {config.group_consumer_migration_policy!r}")

@@ -69,6 +69,13 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     30: (1, 3),  # CreateAcls
     31: (1, 3),  # DeleteAcls
     34: (1, 2),  # AlterReplicaLogDirs (v0 is gone since Kafka 4.0)
+    76: (1, 1),  # ShareGroupHeartbeat (KIP-932; v0 was Kafka 4.0's early access, gone in 4.1)
+    78: (1, 1),  # ShareFetch
+    79: (1, 1),  # ShareAcknowledge
+    77: (1, 1),  # ShareGroupDescribe
+    90: (0, 0),  # DescribeShareGroupOffsets
+    91: (0, 0),  # AlterShareGroupOffsets
+    92: (0, 0),  # DeleteShareGroupOffsets
 }
 
 # Private APIs this broker serves but never advertises: stock clients must not see them.

@@ -129,7 +129,7 @@ class Partition(abc.ABC):
     @abc.abstractmethod
     async def append(
         self, batch: bytes | bytearray | memoryview, record_count: int, *, at: int | None = None,
-        leader_epoch: int | None = None,
+        leader_epoch: int | None = None, fenced_by: "Partition | None" = None,
     ) -> AppendResult:
         """Store one v2 record batch, assigning offsets [hw, hw + record_count).
 
@@ -137,8 +137,11 @@ class Partition(abc.ABC):
         the partition) a store shared by several brokers stores the batch
         only if that is still the partition's leader epoch when the batch is
         committed, and raises NotLeaderError otherwise, so a deposed leader
-        cannot append. A store only one process writes has no other leader
-        and ignores it.
+        cannot append. With `fenced_by` too, `leader_epoch` is that
+        partition's instead (a transaction coordinator writing a marker
+        leads its __consumer_offsets partition, not the one marked); the
+        batch is still stamped with its own partition's leader epoch. A
+        store only one process writes has no other leader and ignores both.
 
         With `at` (a copy from another cluster keeping its offsets) the batch
         is stored only if the high watermark is exactly `at` when it is
@@ -196,8 +199,12 @@ class Partition(abc.ABC):
         raise StorageError(f"{type(self).__name__} cannot restart a partition at an offset")
 
     @abc.abstractmethod
-    async def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
-        """(epoch, end offset) per OffsetForLeaderEpoch; (-1, -1) for a future epoch."""
+    async def end_offset_for_epoch(self, epoch: int, current: int | None = None) -> tuple[int, int]:
+        """(epoch, end offset) per OffsetForLeaderEpoch; (-1, -1) for a future epoch.
+
+        `current` is the epoch the partition's leader leads in now, when brokers sharing the
+        store keep leader epochs of their own (a cluster's leader table); the store's own
+        epoch otherwise. A store only one process writes ignores it."""
 
     @abc.abstractmethod
     async def partitionlets(self) -> list[PartitionletInfo]: ...

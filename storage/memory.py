@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 
 from .activity import StoreActivity
 from . import batch_format as bf
-from .api import AppendResult, Cursor, PartitionletInfo, TimestampHit
+from .api import AppendResult, Cursor, Partition, PartitionletInfo, TimestampHit
 from .compaction import (
     DEFAULT_BACKOFF_MS, DEFAULT_DEDUPE_BUFFER_BYTES, CleanResult, FilterStats, MarkerTracker, OffsetMap,
     RecordCodec, SegmentStats, clean_range, cleaner_loop, drops_tombstones, due, filter_batch, map_dirty, scan_log,
@@ -55,7 +55,7 @@ class MemoryPartition(PartitionBase):
 
     async def append(
         self, batch: bytes | bytearray | memoryview, record_count: int, *, at: int | None = None,
-        leader_epoch: int | None = None,
+        leader_epoch: int | None = None, fenced_by: Partition | None = None,
     ) -> AppendResult:
         self._check_open()
         length, max_ts = bf.check_append(memoryview(batch).cast("B"), record_count)

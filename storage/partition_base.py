@@ -70,7 +70,7 @@ class PartitionBase(Partition):
                 keep = i
         del self._epochs[:keep]
 
-    async def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+    async def end_offset_for_epoch(self, epoch: int, current: int | None = None) -> tuple[int, int]:
         epochs = self._epochs
         if epoch < 0 or not epochs or epoch > epochs[-1][0]:
             return (-1, -1)

@@ -12,16 +12,49 @@ import pytest
 pytest.register_assert_rewrite("compat_tests.reference")
 
 from kafkacompat.testing import Broker  # noqa: E402 - after the rewrite registration
+from kafkacompat.testing.services import (  # noqa: E402
+    TEST_STORE_VARIABLE, ServiceUnavailable, cloud_store, test_store_engine,
+)
 
 # The plugin users get by entry point once kafkacompat is installed; named
 # here too so the suite runs from a checkout that is not pip-installed.
 pytest_plugins = ["kafkacompat.testing.pytest_plugin"]
 
+ALSO_ON_CLOUD = "also_on_cloud"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", f"{ALSO_ON_CLOUD}: the test runs against the module's broker on the default engine and again on "
+        "the cloud engine (PostgreSQL + S3): the subset CI runs on both; KAFKACOMPAT_TEST_STORE=cloud runs every test there"
+    )
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Tests marked also_on_cloud take the module's `broker` once per engine (one broker per engine and module)."""
+    if ("broker" in metafunc.fixturenames and metafunc.definition.get_closest_marker(ALSO_ON_CLOUD)
+            and test_store_engine() == "memory"):
+        metafunc.parametrize("broker", ["memory", "cloud"], indirect=True, scope="module")
+
+
+def module_broker(request: pytest.FixtureRequest, **settings: object) -> Iterator[Broker]:
+    """The body of a module's `broker` fixture: in memory (or as KAFKACOMPAT_TEST_STORE says), or on
+    a fresh cloud store when parametrized "cloud" (skipped where PostgreSQL or moto is missing)."""
+    with pytest.MonkeyPatch.context() as env:
+        if getattr(request, "param", "memory") == "cloud":
+            try:
+                cloud_store()  # starts PostgreSQL and moto once per session
+            except ServiceUnavailable as exc:
+                pytest.skip(str(exc))
+            env.setenv(TEST_STORE_VARIABLE, "cloud")  # read as the broker is made: a fresh database and prefix
+        running = Broker(**settings)
+    with running:
+        yield running
+
 
 @pytest.fixture(scope="module")
-def broker() -> Iterator[Broker]:
-    with Broker() as running:
-        yield running
+def broker(request: pytest.FixtureRequest) -> Iterator[Broker]:
+    yield from module_broker(request)
 
 
 @pytest.fixture

@@ -44,9 +44,10 @@ def test_only_implemented_apis_are_advertised(broker: Broker) -> None:
     assert SUPPORTED[0][1] >= 12
 
 
-def _transaction_version(broker: Broker) -> int | None:
+def finalized_transaction_version(bootstrap: str) -> int | None:
+    """The transaction.version level a broker's ApiVersions v3 answer finalizes."""
     request = make(request_class(18, 3), client_software_name="wire", client_software_version="1")
-    with Wire(broker.bootstrap_servers) as wire:
+    with Wire(bootstrap) as wire:
         response = wire.request(18, 3, request)
     levels = {f.name: f.max_version_level for f in response.finalized_features}
     return levels.get("transaction.version")
@@ -54,9 +55,9 @@ def _transaction_version(broker: Broker) -> int | None:
 
 def test_transaction_version_is_2_unless_the_operator_keeps_1(broker: Broker) -> None:
     """Java 4.x producers use KIP-890's transactions v2 only when the finalized level is 2."""
-    assert _transaction_version(broker) == 2
+    assert finalized_transaction_version(broker.bootstrap_servers) == 2
     with Broker(transaction_version=1) as kept:
-        assert _transaction_version(kept) == 1
+        assert finalized_transaction_version(kept.bootstrap_servers) == 1
 
 
 def test_transaction_version_beyond_2_is_refused() -> None:

@@ -68,6 +68,7 @@ def test_confluent_kafka_codecs_and_acks(broker: Broker, topic_name: str, codec:
     assert all(offsets == list(range(len(offsets))) for offsets in per_partition.values())
 
 
+@pytest.mark.also_on_cloud
 def test_consume_from_earliest_latest_and_timestamp(broker: Broker, topic_name: str) -> None:
     create_topic(broker.bootstrap_servers, topic_name)
     producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "linger.ms": 0})
@@ -93,6 +94,7 @@ def test_consume_from_earliest_latest_and_timestamp(broker: Broker, topic_name: 
         consumer.close()
 
 
+@pytest.mark.also_on_cloud
 def test_latest_sees_only_new_messages(broker: Broker, topic_name: str) -> None:
     create_topic(broker.bootstrap_servers, topic_name)
     producer = Producer({"bootstrap.servers": broker.bootstrap_servers})
@@ -111,6 +113,7 @@ def test_latest_sees_only_new_messages(broker: Broker, topic_name: str) -> None:
         consumer.close()
 
 
+@pytest.mark.also_on_cloud
 @pytest.mark.parametrize("codec", [None, "gzip", "snappy", "lz4", "zstd"])
 def test_kafka_python_round_trip(broker: Broker, topic_name: str, codec: str | None) -> None:
     producer = KafkaProducer(bootstrap_servers=broker.bootstrap_servers, compression_type=codec, acks="all")

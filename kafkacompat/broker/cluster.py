@@ -18,6 +18,7 @@ from ..cluster import ClusterView, Member, SingleNode, open_cluster_view
 from ..cluster.membership import PartitionKey, cluster_url, coordinator_partition
 from ..config import BrokerConfig
 from ..groups import GroupCoordinator
+from ..shares.manager import ShareService
 from . import broker_configs
 from ..transactions import TransactionCoordinator
 from .producer_state import ProducerStates
@@ -70,14 +71,15 @@ class Cluster:
         self.producers = ProducerStates(config.producer_id_expiration_ms)
         self._splits: dict[str, tuple[str, str]] = {}
         self.groups = GroupCoordinator(config, store)
+        self.shares = ShareService(self)  # KIP-932 share groups (kafkacompat/shares)
         self.stats = RequestStats(config.metrics_topic_series)  # read by /metrics
         self.quotas = ClientQuotas(store)
         self.started_config = {f.name: getattr(config, f.name) for f in dataclasses.fields(config)}
         broker_configs.apply_dynamic(self)  # dynamic broker configs kept in the store
-        self.transactions = TransactionCoordinator(config, store, self.producers, self.groups)
+        self.view: ClusterView = open_cluster_view(config, Member(self.node_id, self.host, self.port), self._partition_keys)
+        self.transactions = self._transaction_coordinator()
         self.authorizer = Authorizer(config, store)  # every handler asks it (kafkacompat/security)
         self.replication: ReplicationService | None = None  # set by the server once the store is open
-        self.view: ClusterView = open_cluster_view(config, Member(self.node_id, self.host, self.port), self._partition_keys)
         # The leader table lives in the store's own database: its commit can fence appends by epoch.
         self._fenced = cluster_url(config) is not None and cluster_url(config) == getattr(store, "database_url", None)
         self.view.on_leadership_gained = self._leadership_gained
@@ -87,14 +89,23 @@ class Cluster:
             store.cleaner_fence = self.cleaner_epoch
         self.groups.durable.may_write = self.coordinates
 
+    def _transaction_coordinator(self) -> TransactionCoordinator:
+        coordinator = TransactionCoordinator(self.config, self.store, self.producers, self.groups)
+        coordinator.marker_fence = self.marker_fence
+        coordinator.owns = self.coordinates
+        coordinator.owns_all = isinstance(self.view, SingleNode)  # else loaded per offsets partition gained
+        coordinator.partitions.follow_log = not coordinator.owns_all  # markers come from other brokers too
+        return coordinator
+
     def _partition_keys(self) -> list[PartitionKey]:
         """Every partition of the store, for the cluster view to give each one a leader."""
         return [(info.stream, info.name, index) for info in self.store.list_topics() for index in range(info.partitions)]
 
     async def _leadership_gained(self, key: PartitionKey) -> None:
         """Another broker may have appended since this one last led: read the partition's
-        offsets afresh and rebuild its producers' state from the log (at the next produce)."""
+        offsets afresh and rebuild its producers' and transactions' state from the log (at the next use)."""
         self.producers.forget_partition(key)
+        self.transactions.partitions.forget_partition(key)
         stream, topic, index = key
         if self.store.get_topic(stream, topic) is None:
             return
@@ -103,6 +114,10 @@ class Cluster:
                 await self.groups.take_over(self._placed_on(index))
             except storage.StorageError as exc:
                 log.warning("cannot load the groups of %s-%d: %s; their members rejoin", OFFSETS_TOPIC, index, exc)
+            try:
+                await self.transactions.take_over(self._placed_on(index))
+            except storage.StorageError as exc:
+                log.warning("cannot load the transactions of %s-%d: %s", OFFSETS_TOPIC, index, exc)
         try:
             await self.store.partition(stream, topic, index).refresh()
         except storage.StorageError as exc:
@@ -112,6 +127,7 @@ class Cluster:
         stream, topic, index = key
         if (stream, topic) == (self.default_stream, OFFSETS_TOPIC):
             self.groups.unload(self._placed_on(index))
+            self.transactions.unload(self._placed_on(index))
 
     def _placed_on(self, index: int) -> Callable[[str], bool]:
         """Whether a group id is coordinated by the leader of __consumer_offsets partition `index`."""
@@ -133,6 +149,36 @@ class Cluster:
             return None
         found = self.view.leader_of(key)
         return found[1] if found is not None and found[0] == self.node_id else None
+
+    async def replica_epoch(self, key: PartitionKey) -> int | None:
+        """The leader epoch a batch copied from another cluster (stream replication) is stored
+        under: as a produced one, only by the partition's leader while it leads, so a broker whose
+        lease lapsed cannot land one. None outside a fenced cluster; NotLeaderError elsewhere.
+        A partition the copy just created gets its leader first (as serving_partition does)."""
+        if not self._fenced:
+            return None
+        if not self.view.knows(key):
+            await self.view.settle([key])
+        epoch = self.append_epoch(key) if self.view.leads(key) else None
+        if epoch is None:
+            raise storage.NotLeaderError(f"{key[0]}:{key[1]}/{key[2]} is not led by broker {self.node_id}", -1)
+        return epoch
+
+    def marker_fence(self, txn_id: str) -> tuple[storage.Partition, int] | None:
+        """(the __consumer_offsets partition whose leader coordinates `txn_id`, the epoch this broker
+        leads it in): a transaction marker is stored only while that epoch holds, as Kafka's
+        partition leaders refuse a deposed coordinator's markers; the marker itself carries the
+        marked partition's leader epoch. None outside a fenced cluster; NotLeaderError when this
+        broker no longer coordinates the id (its lease lapsed or the partition moved)."""
+        if not self._fenced:
+            return None
+        key = (self.default_stream, OFFSETS_TOPIC,
+               coordinator_partition(txn_id, self.config.offsets_topic_num_partitions))
+        epoch = self.append_epoch(key) if self.view.leads(key) else None
+        if epoch is None:
+            raise storage.NotLeaderError(f"broker {self.node_id} no longer coordinates transactional id {txn_id!r}",
+                                         -1)
+        return self.store.partition(*key), epoch
 
     def cleaner_epoch(self, stream: str, topic: str, index: int) -> int | None:
         """The leader epoch under which this broker cleans a compacted partition: only its leader
@@ -176,6 +222,17 @@ class Cluster:
         index = coordinator_partition(key, self.config.offsets_topic_num_partitions)
         found = self.view.leader_of((self.default_stream, OFFSETS_TOPIC, index))
         return None if found is None else self.view.member(found[0])
+
+    @property
+    def transaction_version(self) -> int:
+        """The transaction.version clients are told (ApiVersions' finalized features): the operator's,
+        but at most 1 on a cluster of many brokers. There a partition's leader cannot yet add its
+        partition to a transaction another broker coordinates, which transactions v2 (KIP-890: Produce
+        v12 joins the partition implicitly) asks of it; at 1, clients send AddPartitionsToTxn to the
+        coordinator, and the leader checks the batch against the coordinator's stored state."""
+        if isinstance(self.view, SingleNode):
+            return self.config.transaction_version
+        return min(self.config.transaction_version, 1)
 
     def coordinates(self, key: str) -> bool:
         """Whether this broker is the coordinator of a group or transactional id (others answer
@@ -276,7 +333,7 @@ class Cluster:
         await self.transactions.close()
         await self.transactions.forget_all()
         self.producers = ProducerStates(self.config.producer_id_expiration_ms)
-        self.transactions = TransactionCoordinator(self.config, self.store, self.producers, self.groups)
+        self.transactions = self._transaction_coordinator()
         await self.transactions.start()
 
     def listed_name(self, stream: str, topic: str, client_software_name: str = "") -> str:

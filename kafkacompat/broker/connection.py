@@ -153,6 +153,8 @@ class Connection:
         self._idle_timer.cancel()
         if auth_timer is not None:
             auth_timer.cancel()
+        if not stopping:
+            self.cluster.shares.connection_closed(self.peer)  # a share consumer that died gives its records back
         if stopping:
             writer_task.cancel()
         else:

@@ -88,9 +88,15 @@ _FROM_REQUEST: dict[int, tuple[tuple[str, ...], str] | None] = {
     30: (("creations",), "results"),  # CreateAcls
     31: (("filters",), "filter_results"),  # DeleteAcls
     34: (("dirs",), "results"),  # AlterReplicaLogDirs: asked per dir, answered per topic (see error_from_request)
+    76: None,  # ShareGroupHeartbeat
+    78: None,  # ShareFetch: a top-level code (a share-session error)
+    79: None,  # ShareAcknowledge
+    91: None,  # AlterShareGroupOffsets
+    92: None,  # DeleteShareGroupOffsets
 }
 # Read-only APIs: the real answer with its error codes replaced.
-_REWRITTEN = frozenset({2, 3, 9, 10, 15, 16, 18, 23, 29, 32, 35, 43, 45, 46, 48, 50, 60, 61, 65, 66, 69, 74, 75})
+_REWRITTEN = frozenset({2, 3, 9, 10, 15, 16, 18, 23, 29, 32, 35, 43, 45, 46, 48, 50, 60, 61, 65, 66, 69, 74, 75,
+                        77, 90})
 # Nested response arrays that echo a request array of the same item.
 _NESTED = {"partition_responses": "partition_data", "partitions": "partitions", "results_by_partition": "partitions"}
 # Fields that say which topic, partition, member or resource an item is about,

@@ -15,12 +15,16 @@ from kafkacompat.protocol.versions import SUPPORTED
 
 METADATA_VERSION_4_1_IV1 = 27
 METADATA_VERSION_3_3_IV3 = 7  # the oldest Kafka 4.x supports
-CONSUMER_GROUP_HEARTBEAT, END_TXN = 68, 26
+CONSUMER_GROUP_HEARTBEAT, END_TXN, SHARE_GROUP_HEARTBEAT = 68, 26, 76
 FINALIZED_EPOCH = 1  # levels never change while the broker runs
 
 
 def _group_version() -> int:
     return 1 if CONSUMER_GROUP_HEARTBEAT in SUPPORTED else 0
+
+
+def _share_version() -> int:
+    return 1 if SHARE_GROUP_HEARTBEAT in SUPPORTED else 0
 
 
 def _transaction_version() -> int:
@@ -36,20 +40,21 @@ def supported() -> dict[str, tuple[int, int]]:
         "group.version": (0, _group_version()),
         "kraft.version": (0, 0),
         "metadata.version": (METADATA_VERSION_3_3_IV3, METADATA_VERSION_4_1_IV1),
-        "share.version": (0, 0),
+        "share.version": (0, _share_version()),
         "transaction.version": (0, _transaction_version()),
     }
 
 
-def finalized(transaction_version: int = 2) -> dict[str, int]:
+def finalized(transaction_version: int = 2, share_version: int = 1) -> dict[str, int]:
     """name -> the level in force; features at level 0 are left out, as Kafka leaves them out.
 
-    `transaction_version` is the operator's choice (the broker's
-    transaction_version setting), capped by what is served.
+    `transaction_version` and `share_version` are the operator's choice (the
+    broker's settings of those names), capped by what is served.
     """
     levels = {
         "group.version": _group_version(),
         "metadata.version": METADATA_VERSION_4_1_IV1,
+        "share.version": min(share_version, _share_version()),
         "transaction.version": min(transaction_version, _transaction_version()),
     }
     return {name: level for name, level in levels.items() if level > 0}

@@ -16,9 +16,13 @@ RESTORE_RECORDS = 100_000  # how far back from the high watermark a restore look
 RESTORE_BYTES = 32 << 20  # and at most this much of the log it reads
 
 
-async def tail_batches(partition: storage.Partition) -> AsyncIterator[tuple[BatchHeader, memoryview]]:
-    """(header, whole batch) for each batch of the bounded tail, oldest first."""
+async def tail_batches(partition: storage.Partition,
+                       start: int | None = None) -> AsyncIterator[tuple[BatchHeader, memoryview]]:
+    """(header, whole batch) for each batch of the bounded tail, oldest first; from `start` on
+    when given (the batches another broker appended since it was last read)."""
     offset = max(partition.log_start_offset, partition.high_watermark - RESTORE_RECORDS)
+    if start is not None:
+        offset = max(offset, start)
     budget = RESTORE_BYTES
     while offset < partition.high_watermark and budget > 0:
         try:

@@ -179,6 +179,7 @@ class BrokerServer:
                     await self.cluster.replication.close()
                 await self.cluster.transactions.close()
                 await self.cluster.groups.close()
+                await self.cluster.shares.close()
         finally:
             self._store_open = False  # /health/ready: the store is closing
             try:

@@ -57,6 +57,8 @@ from . import (
 from . import alter_user_scram_credentials, describe_user_scram_credentials, sasl_authenticate, sasl_handshake
 from . import create_acls, delete_acls, describe_acls
 from . import alter_replica_log_dirs
+from . import share_acknowledge, share_fetch, share_group_heartbeat
+from . import alter_share_group_offsets, delete_share_group_offsets, describe_share_group_offsets, share_group_describe
 
 HANDLERS: dict[int, ModuleType] = {
     0: produce,
@@ -110,6 +112,13 @@ HANDLERS: dict[int, ModuleType] = {
     30: create_acls,
     31: delete_acls,
     34: alter_replica_log_dirs,
+    76: share_group_heartbeat,
+    78: share_fetch,
+    79: share_acknowledge,
+    77: share_group_describe,
+    90: describe_share_group_offsets,
+    91: alter_share_group_offsets,
+    92: delete_share_group_offsets,
     STREAM_ADMIN_KEY: stream_admin,  # private, never advertised (protocol.versions.UNADVERTISED)
     REPLICATE_KEY: stream_replicate,  # private, never advertised: replica links between clusters
 }

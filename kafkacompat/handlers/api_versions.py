@@ -39,7 +39,8 @@ async def handle(ctx: Any, request: Any) -> Any:
             finalized_features_epoch=features.FINALIZED_EPOCH,
             finalized_features=tuple(
                 make(m.FinalizedFeatureKey, name=name, min_version_level=level, max_version_level=level)
-                for name, level in features.finalized(ctx.cluster.config.transaction_version).items()
+                for name, level in features.finalized(ctx.cluster.transaction_version,
+                                                          ctx.cluster.config.share_version).items()
             ),
         )
     return make(

@@ -14,6 +14,8 @@ async def handle(ctx: Any, request: Any) -> Any:
     for group_id in request.groups_names:
         if not ctx.cluster.authorizer.group(ctx, Operation.DELETE, group_id):
             error = ErrorCode.group_authorization_failed
+        elif group_id in ctx.cluster.shares.known_groups():
+            error = await ctx.cluster.shares.delete_group(group_id)
         else:
             error = await ctx.cluster.groups.delete_group(group_id)
         results.append(make(m.DeletableGroupResult, group_id=group_id, error_code=error))

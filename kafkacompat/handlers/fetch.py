@@ -90,7 +90,7 @@ async def _read(ctx: Any, plan: list[_Wanted], max_bytes: int, committed: bool) 
         partition = wanted.partition
         if partition is None or wanted.error != ErrorCode.none:
             continue
-        if wanted.txns is None:
+        if wanted.txns is None or (committed and wanted.txns.follow_log):  # markers from other brokers: catch_up
             assert wanted.key is not None
             try:
                 wanted.txns = await ctx.cluster.transactions.partitions.get(*wanted.key)

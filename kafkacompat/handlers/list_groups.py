@@ -10,9 +10,8 @@ from .common import NO_THROTTLE, ErrorCode, make, schema_of
 
 async def handle(ctx: Any, request: Any) -> Any:
     m = schema_of(ctx)
-    found = ctx.cluster.groups.list_groups(
-        getattr(request, "states_filter", ()), getattr(request, "types_filter", ())
-    )
+    states, types = getattr(request, "states_filter", ()), getattr(request, "types_filter", ())
+    found = ctx.cluster.groups.list_groups(states, types) + ctx.cluster.shares.list_groups(states, types)
     authorizer = ctx.cluster.authorizer
     if authorizer.enabled and not authorizer.cluster(ctx, Operation.DESCRIBE, log_denied=False):
         found = [g for g in found if authorizer.group(ctx, Operation.DESCRIBE, g[0], log_denied=False)]

@@ -19,9 +19,10 @@ async def handle(ctx: Any, request: Any) -> Any:
             epoch, end = -1, -1
             partition, error = await cluster.serving_partition(info, missing, part.partition)
             if partition is not None:
-                error = leader_epoch_error(cluster.leader_epoch(info, part.partition, partition), part.current_leader_epoch)
-                if error == ErrorCode.none:
-                    epoch, end = await partition.end_offset_for_epoch(part.leader_epoch)
+                current = cluster.leader_epoch(info, part.partition, partition)
+                error = leader_epoch_error(current, part.current_leader_epoch)
+                if error == ErrorCode.none:  # leader epochs as Metadata names them, not the store's own
+                    epoch, end = await partition.end_offset_for_epoch(part.leader_epoch, current)
             parts.append(
                 make(m.EpochEndOffset, error_code=error, partition=part.partition, leader_epoch=epoch, end_offset=end)
             )

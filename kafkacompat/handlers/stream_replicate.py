@@ -67,8 +67,9 @@ async def handle(ctx: Any, request: tuple[dict[str, Any], memoryview]) -> bytes:
         if op != "ping" and isinstance(body.get("stream"), str):
             receiver.check_upstream(service, body["stream"], body.get("source"))
         if op == "append":
+            key = (body["stream"], body["topic"], body["partition"])
             result = await receiver.append(service, body, payload, ctx.cluster.producers,
-                                           ctx.cluster.transactions.partitions)
+                                           ctx.cluster.transactions.partitions, await ctx.cluster.replica_epoch(key))
         elif op == "start_at":
             result = await receiver.start_at(service, body, ctx.cluster.transactions.partitions)
         elif op in _OPS:

@@ -201,7 +201,7 @@ async def sync_topics(service: ReplicationService, request: dict[str, Any]) -> d
 
 async def append(service: ReplicationService, request: dict[str, Any], payload: memoryview,
                  producers: ProducerStates | None = None,
-                 txns: PartitionTxnRegistry | None = None) -> dict[str, Any]:
+                 txns: PartitionTxnRegistry | None = None, leader_epoch: int | None = None) -> dict[str, Any]:
     """Store shipped batches at their offsets; {"status": "ok"|"gap"|"collision", "hw": ..., ...}.
 
     Idempotent producers' sequence numbers are noted in `producers` as a
@@ -212,6 +212,7 @@ async def append(service: ReplicationService, request: dict[str, Any], payload: 
     them there: an open transaction holds this partition's last stable
     offset, an abort marker enters the aborted-transaction index, so
     read_committed consumers here see what they would see at the source.
+    `leader_epoch` fences the appends as a local produce's (a store shared by brokers).
     """
     store = service.store
     stream, topic, index = request["stream"], request["topic"], request["partition"]
@@ -226,12 +227,13 @@ async def append(service: ReplicationService, request: dict[str, Any], payload: 
     async with service.partition_lock(stream, topic, index):  # links from several clusters may ship it at once
         if producers is not None:  # from the tail before these batches, as a local produce does first
             await producers.restore((stream, topic, index), partition)
-        return await _append(service, request, partition, split_batches(data), path, producers, txns)
+        return await _append(service, request, partition, split_batches(data), path, producers, txns, leader_epoch)
 
 
 async def _append(service: ReplicationService, request: dict[str, Any], partition: storage.Partition,
                   batches: list[tuple[int, memoryview]], path: Path,
-                  producers: ProducerStates | None, txns: PartitionTxnRegistry | None) -> dict[str, Any]:
+                  producers: ProducerStates | None, txns: PartitionTxnRegistry | None,
+                  leader_epoch: int | None) -> dict[str, Any]:
     stream, topic, index = request["stream"], request["topic"], request["partition"]
     # the source holds no record in [vouched, first batch) nor between the batches (its cleaner removed them)
     vouched = request.get("from")
@@ -255,11 +257,12 @@ async def _append(service: ReplicationService, request: dict[str, Any], partitio
         header = bf.parse_header(batch)
         if base > hw:  # a stretch the source's cleaner emptied: an empty batch keeps the offsets
             try:
-                await partition.append(empty_batch(hw, base - hw - 1, header.base_timestamp), base - hw, at=hw)
+                await partition.append(empty_batch(hw, base - hw - 1, header.base_timestamp), base - hw, at=hw,
+                                        leader_epoch=leader_epoch)
             except storage.OffsetMismatchError as exc:
                 return {"status": "collision", "hw": exc.high_watermark, "offset": hw}
         try:
-            await partition.append(batch, header.last_offset_delta + 1, at=base)
+            await partition.append(batch, header.last_offset_delta + 1, at=base, leader_epoch=leader_epoch)
         except storage.OffsetMismatchError as exc:  # a local producer got there first
             return {"status": "collision", "hw": exc.high_watermark, "offset": base}
         if producers is not None:  # a producer failing over here is judged as at the source

@@ -221,6 +221,21 @@ class Broker:
                 await self._cluster.credentials.set(name, mechanism, make_credential(mechanism, password))
         stream = self._cluster.store.get_stream(self._cluster.default_stream)
         self._default_policy = stream.policy if stream is not None else None
+        await self._coordinate_groups()
+
+    async def _coordinate_groups(self) -> None:
+        """On a PostgreSQL store the broker is a cluster of one: it coordinates a group only once it
+        leads that group's __consumer_offsets partition, which exists after the first FindCoordinator
+        (as on Kafka). Tests speak to it as to the in-memory broker, which coordinates every group from
+        the start, so the topic and its leaders are made as the broker starts, as a Kafka fixture waits for
+        its coordinator. (reset() deletes it with the other topics: the first FindCoordinator makes it again.)"""
+        cluster = self._cluster
+        if cluster.groups.owns_all:
+            return
+        await cluster.ensure_offsets_topic()
+        offsets = cluster.offsets_topic()
+        if offsets is not None:
+            await cluster.settle([offsets])
 
     def _serve(self, started: concurrent.futures.Future[None]) -> None:
         loop = asyncio.new_event_loop()

@@ -1,6 +1,9 @@
 """The transaction coordinator: Kafka's KIP-98 protocol over the stream store.
 
-One broker, so it coordinates every transactional id. Each id's metadata
+A broker alone coordinates every transactional id; brokers of one cluster
+each coordinate the ids placed on the __consumer_offsets partitions they
+lead and take them over from the store when they gain one (take_over), as
+Kafka's next coordinator loads __transaction_state. Each id's metadata
 (producer id and epoch, state, partitions, pending group offsets) is
 written to the default stream's `transactions` state table before the
 answer goes out; markers are written to every partition of a transaction
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import json
 import logging
 import re
 import time
@@ -41,9 +45,13 @@ from .partition_state import PartitionTxnRegistry
 log = logging.getLogger(__name__)
 
 TRANSACTIONS_TABLE = "transactions"
+# Offsets a transaction's group coordinator staged on another broker than the transaction's
+# (a cluster): JSON [transactional id, group id] -> {"pid": producer id, "offsets": [PendingOffset...]}
+STAGED_TABLE = "txn_offsets"
 MAX_EPOCH = 2**15 - 1
 TV2 = 2  # transaction.version of KIP-890 part 2: the epoch is bumped at every EndTxn
 EXPIRABLE = (TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT)
+FINISH_WAIT_S = 30  # how long a coordinator that took ids over waits to serve them before leaving them to the next
 
 
 # How the produce path reports what the coordinator answered its implicit AddPartitionsToTxn
@@ -75,21 +83,22 @@ class TransactionCoordinator:
         self._locks: collections.defaultdict[str, asyncio.Lock] = collections.defaultdict(asyncio.Lock)
         self._clock = clock
         self._sweeps: list[asyncio.Task[None]] = []
+        # Set by a cluster whose store fences appends (kafkacompat/broker/cluster.py): the partition and
+        # leader epoch a marker of a transactional id is fenced by; None: not fenced.
+        self.marker_fence: Callable[[str], tuple[storage.Partition, int] | None] = lambda txn_id: None
+        # Brokers of one cluster each coordinate the ids placed on the __consumer_offsets partitions they
+        # lead (others answer NOT_COORDINATOR) and load them as they gain those partitions (take_over).
+        self.owns: Callable[[str], bool] = lambda txn_id: True
+        self.owns_all = True
+        self._finishing: set[asyncio.Task[None]] = set()
 
     # lifetime -------------------------------------------------------------------
     async def start(self) -> None:
-        """Load every transactional id; finish what a stop left between prepare and complete."""
-        for txn_id, data in self.store.get_state(self.store.default_stream, TRANSACTIONS_TABLE).items():
-            self.transactions[txn_id] = TransactionMetadata.from_json(txn_id, data)
-        for meta in list(self.transactions.values()):
-            if meta.state in PREPARING:
-                log.info("transaction %s was %s at the last stop: finishing it", meta.transactional_id,
-                         meta.state.value)
-                async with self._locks[meta.transactional_id]:
-                    await self._complete(meta)
-            elif meta.state is TxnState.PREPARE_EPOCH_FENCE:
-                async with self._locks[meta.transactional_id]:
-                    await self._abort_fenced(meta)
+        """Load every transactional id (alone; in a cluster, take_over loads them as their partitions
+        are gained); finish what a stop left between prepare and complete."""
+        if self.owns_all:
+            for meta in self._load(lambda txn_id: True):
+                await self._finish(meta)
         loop = asyncio.get_running_loop()
         self._sweeps = [
             loop.create_task(self._every(self.config.transaction_abort_timed_out_transaction_cleanup_interval_ms,
@@ -98,7 +107,71 @@ class TransactionCoordinator:
                                          self.remove_expired), name="transactional id expiration"),
         ]
 
+    def _load(self, owned: Callable[[str], bool]) -> list[TransactionMetadata]:
+        """Take the stored state of the ids `owned` selects; returns those left between prepare and complete."""
+        stored = self.store.get_state(self.store.default_stream, TRANSACTIONS_TABLE)
+        loaded = [TransactionMetadata.from_json(txn_id, data) for txn_id, data in stored.items() if owned(txn_id)]
+        for meta in loaded:
+            self.transactions[meta.transactional_id] = meta
+        return [meta for meta in loaded if meta.state in PREPARING or meta.state is TxnState.PREPARE_EPOCH_FENCE]
+
+    async def _finish(self, meta: TransactionMetadata) -> None:
+        """Complete what the last coordinator (or this one before a stop) left half done."""
+        async with self._locks[meta.transactional_id]:
+            if self.transactions.get(meta.transactional_id) is not meta:
+                return  # unloaded meanwhile: another broker coordinates it
+            if meta.state in PREPARING:
+                log.info("transaction %s was %s when its coordinator stopped: finishing it", meta.transactional_id,
+                         meta.state.value)
+                await self._complete(meta)
+            elif meta.state is TxnState.PREPARE_EPOCH_FENCE:
+                await self._abort_fenced(meta)
+
+    async def take_over(self, owned: Callable[[str], bool]) -> None:
+        """This broker became the coordinator of the ids `owned` selects (it gained their
+        __consumer_offsets partition): load what the last coordinator wrote before each of its
+        answers, as Kafka's next coordinator loads __transaction_state. Prepare* states are
+        completed as soon as this broker serves the partition (its markers are fenced by it); an
+        Ongoing transaction goes on (its producer may still commit it here) or is aborted when its
+        timeout, counted from its start, passes."""
+        self.unload(owned)  # whatever is in memory from an earlier term is stale
+        await self.store.reload_state(self.store.default_stream, TRANSACTIONS_TABLE)
+        unfinished = self._load(owned)
+        log.info("took over the transactional ids of a partition, %d to finish", len(unfinished))
+        if unfinished:
+            task = asyncio.get_running_loop().create_task(self._finish_when_owned(unfinished))
+            self._finishing.add(task)
+            task.add_done_callback(self._finishing.discard)
+
+    async def _finish_when_owned(self, unfinished: list[TransactionMetadata]) -> None:
+        """The partition is gained before it is served: finish each transaction once this broker
+        coordinates its id, or give up on it when another broker does first."""
+        deadline = asyncio.get_running_loop().time() + FINISH_WAIT_S
+        while unfinished:
+            for meta in list(unfinished):
+                if self.transactions.get(meta.transactional_id) is not meta:
+                    unfinished.remove(meta)
+                elif self.owns(meta.transactional_id):
+                    unfinished.remove(meta)
+                    try:
+                        await self._finish(meta)
+                    except storage.StorageError as exc:
+                        log.warning("cannot finish transaction %s: %s", meta.transactional_id, exc)
+            if unfinished:
+                if asyncio.get_running_loop().time() > deadline:
+                    log.warning("%d transaction(s) taken over were never served here; the next coordinator "
+                                "finishes them", len(unfinished))
+                    return
+                await asyncio.sleep(0.05)
+
+    def unload(self, owned: Callable[[str], bool]) -> None:
+        """Forget the ids `owned` selects: another broker coordinates them now."""
+        for txn_id in [t for t in self.transactions if owned(t)]:
+            del self.transactions[txn_id]
+
     async def close(self) -> None:
+        for task in self._finishing:
+            task.cancel()
         for task in self._sweeps:
             task.cancel()
         for task in self._sweeps:
@@ -126,8 +199,19 @@ class TransactionCoordinator:
         self, txn_id: str, timeout_ms: int, producer_id: int, producer_epoch: int
     ) -> tuple[ErrorCode, int, int]:
         """(error, producer id, epoch): a new epoch fences every older producer of this id."""
+        try:
+            return await self._init_producer_id(txn_id, timeout_ms, producer_id, producer_epoch)
+        except storage.NotLeaderError as exc:  # deposed while aborting the open transaction: the next one finishes it
+            log.info("transactional id %s: %s", txn_id, exc)
+            return ErrorCode.not_coordinator, -1, -1
+
+    async def _init_producer_id(
+        self, txn_id: str, timeout_ms: int, producer_id: int, producer_epoch: int
+    ) -> tuple[ErrorCode, int, int]:
         if not txn_id:
             return ErrorCode.invalid_request, -1, -1
+        if not self.owns(txn_id):
+            return ErrorCode.not_coordinator, -1, -1
         if timeout_ms <= 0 or timeout_ms > self.config.transaction_max_timeout_ms:
             return ErrorCode.invalid_transaction_timeout, -1, -1
         async with self._locks[txn_id]:
@@ -195,6 +279,8 @@ class TransactionCoordinator:
         self, txn_id: str, producer_id: int, epoch: int, partitions: Sequence[PartitionKey], client_version: int = 0
     ) -> ErrorCode:
         """Add partitions to the open transaction, opening one if none is (client_version 2: a Produce v12)."""
+        if not self.owns(txn_id):
+            return ErrorCode.not_coordinator
         async with self._locks[txn_id]:
             error, meta = self._check_producer(txn_id, producer_id, epoch)
             if meta is None:
@@ -217,9 +303,18 @@ class TransactionCoordinator:
         return {p: ErrorCode.none if ongoing and p in meta.partitions else ErrorCode.invalid_txn_state
                 for p in partitions}
 
+    def _known(self, txn_id: str) -> TransactionMetadata | None:
+        """The id's metadata: this coordinator's own, or for an id another broker of the cluster
+        coordinates, what that one last wrote before answering (a partition's leader verifies a
+        transactional batch against it, where Kafka's asks the coordinator)."""
+        if self.owns(txn_id):
+            return self.transactions.get(txn_id)
+        data = self.store.get_state(self.store.default_stream, TRANSACTIONS_TABLE).get(txn_id)
+        return None if data is None else TransactionMetadata.from_json(txn_id, data)
+
     def verify_produce(self, txn_id: str, producer_id: int, epoch: int, partition: PartitionKey) -> ErrorCode:
         """A transactional batch may be appended only inside its open transaction (KIP-890 part 1)."""
-        meta = self.transactions.get(txn_id)
+        meta = self._known(txn_id)
         if meta is None or meta.producer_id != producer_id:
             return ErrorCode.invalid_producer_id_mapping
         if epoch < meta.producer_epoch:
@@ -238,6 +333,12 @@ class TransactionCoordinator:
         INVALID_PRODUCER_EPOCH, and a transaction still completing is the
         retriable NOT_ENOUGH_REPLICAS.
         """
+        if not self.owns(txn_id):  # the coordinator is another broker: as it last wrote, read afresh if need be
+            error = self.verify_produce(txn_id, producer_id, epoch, partition)
+            if error != ErrorCode.none:  # its AddPartitionsToTxn may not have reached this broker's view yet
+                await self.store.reload_state(self.store.default_stream, TRANSACTIONS_TABLE)
+                error = self.verify_produce(txn_id, producer_id, epoch, partition)
+            return error
         meta = self.transactions.get(txn_id)
         if (not implicit_add or (meta is not None and meta.producer_id == producer_id
                                  and meta.producer_epoch == epoch and meta.state is TxnState.ONGOING
@@ -250,6 +351,8 @@ class TransactionCoordinator:
         self, txn_id: str, producer_id: int, epoch: int, group_id: str, client_version: int = 0
     ) -> ErrorCode:
         """Add a group's offsets to the transaction (AddOffsetsToTxn, or implicitly TxnOffsetCommit v5)."""
+        if not self.owns(txn_id):
+            return ErrorCode.not_coordinator
         async with self._locks[txn_id]:
             error, meta = self._check_producer(txn_id, producer_id, epoch)
             if meta is None:
@@ -265,7 +368,13 @@ class TransactionCoordinator:
     async def stage_offsets(
         self, txn_id: str, producer_id: int, epoch: int, group_id: str, offsets: Sequence[PendingOffset]
     ) -> ErrorCode:
-        """Keep offsets with the transaction: they become the group's at commit, vanish at abort."""
+        """Keep offsets with the transaction: they become the group's at commit, vanish at abort.
+
+        TxnOffsetCommit reaches the group's coordinator, which in a cluster may be another
+        broker than the transaction's: it checks the transaction as that one last wrote it and
+        stages the offsets in the store, where the transaction's coordinator takes them at its end."""
+        if not self.owns(txn_id):
+            return await self._stage_elsewhere(txn_id, producer_id, epoch, group_id, offsets)
         async with self._locks[txn_id]:
             meta = self.transactions.get(txn_id)
             if meta is None or meta.producer_id != producer_id:
@@ -280,12 +389,61 @@ class TransactionCoordinator:
             await self._persist(meta)
             return ErrorCode.none
 
+    async def _stage_elsewhere(
+        self, txn_id: str, producer_id: int, epoch: int, group_id: str, offsets: Sequence[PendingOffset]
+    ) -> ErrorCode:
+        for attempt in range(2):  # the second after reading the transaction afresh
+            meta = self._known(txn_id)
+            if meta is None or meta.producer_id != producer_id:
+                error = ErrorCode.invalid_producer_id_mapping
+            elif epoch != meta.producer_epoch:
+                error = ErrorCode.producer_fenced
+            elif meta.state is not TxnState.ONGOING or group_id not in meta.groups:
+                error = ErrorCode.invalid_txn_state
+            else:
+                error = ErrorCode.none
+            if error == ErrorCode.none or attempt:
+                break
+            await self.store.reload_state(self.store.default_stream, TRANSACTIONS_TABLE)
+        if error != ErrorCode.none:
+            return error
+        async with self._locks[txn_id]:
+            key = json.dumps([txn_id, group_id])
+            await self.store.reload_state(self.store.default_stream, STAGED_TABLE)
+            staged = self.store.get_state(self.store.default_stream, STAGED_TABLE).get(key)
+            rows = {tuple(r[:3]): list(r) for r in staged["offsets"]} if staged and staged["pid"] == producer_id else {}
+            rows.update({tuple(r[:3]): list(r) for r in offsets})
+            await self.store.put_state(self.store.default_stream, STAGED_TABLE,
+                                       {key: {"pid": producer_id, "offsets": list(rows.values())}})
+        return ErrorCode.none
+
+    async def _take_staged(self, meta: TransactionMetadata) -> list[str]:
+        """Offsets of this transaction that its groups' coordinators staged on other brokers: into the
+        transaction (kept at commit, dropped at abort); the keys to delete once it has ended."""
+        if self.owns_all:
+            return []
+        await self.store.reload_state(self.store.default_stream, STAGED_TABLE)
+        taken = []
+        for key, rec in self.store.get_state(self.store.default_stream, STAGED_TABLE).items():
+            txn_id, group_id = json.loads(key)
+            if txn_id != meta.transactional_id:
+                continue
+            taken.append(key)
+            if rec["pid"] in (meta.producer_id, meta.prev_producer_id):
+                table = meta.offsets.setdefault(group_id, {})
+                for r in rec["offsets"]:
+                    table[r[0], r[1], r[2]] = (r[0], r[1], r[2], r[3], r[4], r[5])
+        return taken
+
     def pending_offsets(self, group_id: str) -> set[tuple[str, str, int]]:
         """(stream, topic, partition) with offsets of an open transaction (OffsetFetch require_stable)."""
         pending: set[tuple[str, str, int]] = set()
         for meta in self.transactions.values():
             if meta.state is not TxnState.EMPTY:
                 pending.update(meta.offsets.get(group_id, {}))
+        for key, rec in self.store.get_state(self.store.default_stream, STAGED_TABLE).items():
+            if json.loads(key)[1] == group_id:
+                pending.update((r[0], r[1], r[2]) for r in rec["offsets"])
         return pending
 
     # EndTxn ---------------------------------------------------------------------
@@ -293,7 +451,20 @@ class TransactionCoordinator:
         self, txn_id: str, producer_id: int, epoch: int, commit: bool, client_version: int = 0
     ) -> tuple[ErrorCode, int, int]:
         """(error, producer id, epoch): commit or abort. From EndTxn v5 (client_version 2) the epoch is bumped
-        and the new producer id and epoch are answered, as Kafka's KIP-890 part 2."""
+        and the new producer id and epoch are answered, as Kafka's KIP-890 part 2. A coordinator deposed
+        while writing the markers answers NOT_COORDINATOR: the client finds the next one, which finishes
+        the transaction from its Prepare* state and answers the retried EndTxn."""
+        try:
+            return await self._end_txn(txn_id, producer_id, epoch, commit, client_version)
+        except storage.NotLeaderError as exc:
+            log.info("transactional id %s: %s", txn_id, exc)
+            return ErrorCode.not_coordinator, -1, -1
+
+    async def _end_txn(
+        self, txn_id: str, producer_id: int, epoch: int, commit: bool, client_version: int
+    ) -> tuple[ErrorCode, int, int]:
+        if not self.owns(txn_id):
+            return ErrorCode.not_coordinator, -1, -1
         async with self._locks[txn_id]:
             if client_version >= TV2:
                 return await self._end_txn_v2(txn_id, producer_id, epoch, commit)
@@ -366,11 +537,14 @@ class TransactionCoordinator:
         commit = meta.state is TxnState.PREPARE_COMMIT
         control = ControlType.COMMIT if commit else ControlType.ABORT
         await self._write_markers(meta, control)
+        staged = await self._take_staged(meta)
         if commit:
             for group_id, table in meta.offsets.items():
                 cursors = [(s, storage.Cursor(t, p, o, e, m)) for s, t, p, o, e, m in table.values()]
                 if cursors:
                     await self.groups.commit(group_id, cursors)
+        if staged:  # after they are the group's: a coordinator dying before finds them again
+            await self.store.put_state(self.store.default_stream, STAGED_TABLE, dict.fromkeys(staged))
         meta.state = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
         if meta.next_producer_id >= 0:  # the epoch overflowed at this EndTxn v5
             meta.prev_producer_id, meta.producer_id = meta.producer_id, meta.next_producer_id
@@ -387,12 +561,13 @@ class TransactionCoordinator:
     async def _write_markers(self, meta: TransactionMetadata, control: ControlType) -> None:
         timestamp = self._clock()
         durable = []
+        guard, epoch = self.marker_fence(meta.transactional_id) or (None, None)
         for stream, topic, index in sorted(meta.partitions):
             if self.store.get_topic(stream, topic) is None:
                 continue  # deleted meanwhile: nothing left to mark
             state = await self.partitions.get(stream, topic, index)
             marker = build_marker(meta.producer_id, meta.producer_epoch, control, timestamp, COORDINATOR_EPOCH)
-            result = await state.partition.append(marker, 1)
+            result = await state.partition.append(marker, 1, leader_epoch=epoch, fenced_by=guard)
             self.producers.end_marker(meta.producer_id, meta.producer_epoch, (stream, topic, index), timestamp,
                                       COORDINATOR_EPOCH)
             await state.marker_written(meta.producer_id, result.base_offset, control)
@@ -420,7 +595,8 @@ class TransactionCoordinator:
         now = self._clock()
         aborted = 0
         for meta in list(self.transactions.values()):
-            if meta.state is not TxnState.ONGOING or now - meta.start_ms < meta.timeout_ms:
+            if meta.state is not TxnState.ONGOING or now - meta.start_ms < meta.timeout_ms \
+                    or not self.owns(meta.transactional_id):
                 continue
             async with self._locks[meta.transactional_id]:
                 if meta.state is TxnState.ONGOING and now - meta.start_ms >= meta.timeout_ms:

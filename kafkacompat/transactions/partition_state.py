@@ -22,7 +22,7 @@ from collections.abc import Hashable
 
 from kafkacompat import storage
 from kafkacompat.protocol.control_records import ControlType, marker_type
-from kafkacompat.protocol.records import HEADER_SIZE, read_header
+from kafkacompat.protocol.records import HEADER_SIZE, BatchHeader, read_header
 
 from ..broker.log_tail import tail_batches
 
@@ -65,6 +65,12 @@ class PartitionTxns:
         self.ongoing: dict[int, int] = {}  # producer id -> first offset of its open transaction
         self.aborted: list[AbortedTxn] = []  # ordered by last_offset
         self._stable_waiters: list[tuple[int, asyncio.Future[None]]] = []
+        # What the log has told: each producer's last marker (a batch or marker at or below it is
+        # old news, so noting one twice changes nothing) and how far the log was read.
+        self.ended: dict[int, int] = {}
+        self.scanned = 0
+        self._catching_up = asyncio.Lock()
+        self.follow_log = False  # set by the registry: markers may be appended by another broker
 
     @property
     def last_stable_offset(self) -> int:
@@ -76,7 +82,42 @@ class PartitionTxns:
 
     def appended(self, producer_id: int, base_offset: int) -> None:
         """A transactional batch was appended at base_offset."""
-        self.ongoing.setdefault(producer_id, base_offset)
+        if base_offset > self.ended.get(producer_id, -1):
+            self.ongoing.setdefault(producer_id, base_offset)
+
+    async def note_batch(self, header: BatchHeader, batch: memoryview) -> None:
+        """Take one transactional batch or marker as read from the log (at a rebuild, or one another
+        broker appended: a transaction coordinator elsewhere in the cluster writes the markers)."""
+        if not header.is_transactional:
+            return
+        if not header.is_control:
+            self.appended(header.producer_id, header.base_offset)
+            return
+        if header.base_offset <= self.ended.get(header.producer_id, -1):
+            return  # noted already
+        first = self.ongoing.get(header.producer_id)
+        if first is not None and marker_type(batch) is ControlType.ABORT and not any(
+                a.producer_id == header.producer_id and a.first_offset == first for a in self.aborted):
+            # The marker was written but its writer stopped before the index entry was (or wrote it elsewhere).
+            await self.store.put_state(self.stream, ABORTED_TABLE, {
+                self._abort_key(header.producer_id, first):
+                    {"pid": header.producer_id, "first": first, "last": header.base_offset},
+            })
+            bisect.insort(self.aborted, AbortedTxn(header.producer_id, first, header.base_offset),
+                          key=lambda a: a.last_offset)
+        await self.marker_written(header.producer_id, header.base_offset, ControlType.COMMIT)
+
+    async def catch_up(self) -> None:
+        """Read what was appended since the log was last read while a transaction is open here: on a
+        cluster its markers are written by the coordinator's broker, which may not be this one."""
+        if not self.ongoing or self.partition.high_watermark <= self.scanned:
+            return
+        async with self._catching_up:
+            start = max(self.scanned, min(self.ongoing.values(), default=self.scanned))
+            end = self.partition.high_watermark
+            async for header, batch in tail_batches(self.partition, start):
+                await self.note_batch(header, batch)
+            self.scanned = max(self.scanned, end)
 
     def _abort_key(self, producer_id: int, first_offset: int) -> str:
         return f"{self.topic_id}:{self.index}:{producer_id}:{first_offset}"
@@ -88,6 +129,9 @@ class PartitionTxns:
         stored: readers must never see the LSO pass aborted records that the
         aborted list does not name yet.
         """
+        if marker_offset <= self.ended.get(producer_id, -1):
+            return  # read from the log already
+        self.ended[producer_id] = marker_offset
         first = self.ongoing.get(producer_id)
         if first is not None and control is ControlType.ABORT:
             await self.store.put_state(self.stream, ABORTED_TABLE, {
@@ -124,6 +168,8 @@ class PartitionTxns:
         """Resolved once a read_committed consumer at `offset` has something to read."""
         if not self.ongoing:
             return self.partition.wait_for_data(offset)
+        if self.follow_log and offset >= self.last_stable_offset:  # a marker from elsewhere moves the end
+            return self.partition.wait_for_data(max(offset, self.partition.high_watermark))
         waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         if offset < self.last_stable_offset:
             waiter.set_result(None)
@@ -142,6 +188,7 @@ class PartitionTxnRegistry:
 
     def __init__(self, store: storage.Store) -> None:
         self.store = store
+        self.follow_log = False  # brokers of one cluster: markers may come from another broker (catch_up)
         self._states: dict[Hashable, PartitionTxns] = {}
         self._loading: dict[Hashable, asyncio.Future[PartitionTxns]] = {}
 
@@ -149,6 +196,8 @@ class PartitionTxnRegistry:
         key = (stream, topic, index)
         state = self._states.get(key)
         if state is not None:
+            if self.follow_log:
+                await state.catch_up()
             return state
         pending = self._loading.get(key)
         if pending is not None:
@@ -173,10 +222,10 @@ class PartitionTxnRegistry:
             raise storage.UnknownTopicError(f"topic {topic!r} does not exist in stream {stream!r}")
         partition = self.store.partition(stream, topic, index)
         state = PartitionTxns(self.store, stream, info.topic_id.hex, index, partition)
+        state.follow_log = self.follow_log
         prefix = f"{state.topic_id}:{index}:"
         mine = {key: rec for key, rec in self.store.get_state(stream, ABORTED_TABLE).items()
                 if key.startswith(prefix)}
-        known = {(rec["pid"], rec["first"]) for rec in mine.values()}
         start = partition.log_start_offset
         state.aborted = sorted(
             (AbortedTxn(rec["pid"], rec["first"], rec["last"]) for rec in mine.values() if rec["last"] >= start),
@@ -185,21 +234,10 @@ class PartitionTxnRegistry:
         expired = {key: None for key, rec in mine.items() if rec["last"] < start}  # deleted by retention
         if expired:
             await self.store.put_state(stream, ABORTED_TABLE, expired, durable=False)
+        end = partition.high_watermark
         async for header, batch in tail_batches(partition):
-            if not header.is_transactional:
-                continue
-            if not header.is_control:
-                state.ongoing.setdefault(header.producer_id, header.base_offset)
-                continue
-            first = state.ongoing.pop(header.producer_id, None)
-            if first is not None and marker_type(batch) is ControlType.ABORT and (header.producer_id, first) not in known:
-                # The marker was written but the broker stopped before the index entry was.
-                await self.store.put_state(stream, ABORTED_TABLE, {
-                    state._abort_key(header.producer_id, first):
-                        {"pid": header.producer_id, "first": first, "last": header.base_offset},
-                })
-                bisect.insort(state.aborted, AbortedTxn(header.producer_id, first, header.base_offset),
-                              key=lambda a: a.last_offset)
+            await state.note_batch(header, batch)
+        state.scanned = end
         return state
 
     def forget_partition(self, key: Hashable) -> None:

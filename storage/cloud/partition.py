@@ -106,7 +106,7 @@ class CloudPartition(PartitionBase):
 
     def append(  # type: ignore[override]  # a plain def: the batch takes its place when called
         self, batch: bytes | bytearray | memoryview, record_count: int, *, at: int | None = None,
-        leader_epoch: int | None = None,
+        leader_epoch: int | None = None, fenced_by: "CloudPartition | None" = None,
     ) -> Awaitable[AppendResult]:
         """Buffer the batch now (its place in the partition is fixed by this call) and return
         what resolves once it is committed, so a broker may append a connection's next
@@ -115,7 +115,9 @@ class CloudPartition(PartitionBase):
         view = memoryview(batch).cast("B")
         _length, max_ts = bf.check_append(view, record_count)
         fence = -1 if leader_epoch is None else leader_epoch
-        return self._store.writer.submit(self, bytes(view), record_count, max_ts, fence, -1 if at is None else at)
+        guard = -1 if fenced_by is None else fenced_by.pid
+        return self._store.writer.submit(self, bytes(view), record_count, max_ts, fence, -1 if at is None else at,
+                                         guard)
 
     async def refresh(self) -> None:
         await self._store.refresh_partitions([self])
@@ -211,11 +213,16 @@ class CloudPartition(PartitionBase):
             raise OffsetOutOfRangeError(f"cannot restart {self.name} at {offset}: it ends at {self._hw}")
         self.moved(offset, offset, restarted[1])
 
-    async def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+    async def end_offset_for_epoch(self, epoch: int, current: int | None = None) -> tuple[int, int]:
+        """From the epochs batches were stamped with. In a cluster (`current`: the leader table's
+        epoch) only epochs up to it count: epochs the store's open counter stamped before
+        schema version 4 are not leader epochs any client was told of."""
         self._check_open()
-        self._epochs = await self._store.epochs(self.pid)
-        if self._leader_epoch > (self._epochs[-1][0] if self._epochs else -1):
-            self._note_epoch(self._leader_epoch, self._hw)  # the epoch we lead in, before its first batch
+        epochs = await self._store.epochs(self.pid)
+        leading = self._leader_epoch if current is None else current
+        self._epochs = [e for e in epochs if e[0] <= leading]
+        if leading > (self._epochs[-1][0] if self._epochs else -1):
+            self._note_epoch(leading, self._hw)  # the epoch we lead in, before its first batch
         return await super().end_offset_for_epoch(epoch)
 
     async def partitionlets(self) -> list[PartitionletInfo]:

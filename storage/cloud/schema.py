@@ -13,7 +13,9 @@ offsets the first call assigned, so a commit whose answer was lost on the
 network is retried without assigning offsets twice. Since version 2 it also
 fences: a batch whose leader epoch is no longer the one kc_partition_leaders
 holds is refused (see _V2). Since version 3 it also rolls compacted
-partitions' segments, which the log cleaner works on (see _V3).
+partitions' segments, which the log cleaner works on (see _V3). Since version 4
+it fences appends that are not a produce request's (transaction markers) and
+stamps every fenced batch with the leader table's epoch (see _V4).
 """
 
 from __future__ import annotations
@@ -406,4 +408,122 @@ CREATE OR REPLACE FUNCTION kc_commit(
 $$;
 """
 
-MIGRATIONS: list[str] = [_V1, _V2, _V3]
+# Appends that are not a produce request's (kafkacompat/cluster): a transaction
+# marker is written by the transaction coordinator, which need not lead the
+# partition. p_guard[i] >= 0 names the partition whose leader row p_fence[i] is
+# checked against instead of the batch's own (the coordinator's __consumer_offsets
+# partition, as Kafka's partition leaders refuse markers of a deposed coordinator).
+# A fenced batch is stamped with its own partition's leader epoch as the leader
+# table holds it, read under the same lock, never with the store's open counter:
+# batch epochs and Metadata epochs stay one number whoever writes the batch.
+_V4 = r"""
+CREATE OR REPLACE FUNCTION kc_commit(
+    p_origin text, p_key text, p_size bigint, p_epoch int,
+    p_pids bigint[], p_counts int[], p_pos bigint[], p_lens int[], p_maxts bigint[], p_fence int[],
+    p_seg_bytes bigint[], p_seg_ms bigint[], p_at bigint[], p_guard bigint[]
+) RETURNS TABLE (object_id bigint, base bigint, epoch int, hw bigint) LANGUAGE plpgsql AS $$
+DECLARE
+    obj bigint;
+    i int;
+    nxt bigint;
+    old_epoch int;
+    ep int;
+    lead int;
+    own int;
+    fenced boolean := EXISTS (SELECT 1 FROM unnest(p_fence) f WHERE f >= 0);
+    sb bigint;
+    ss bigint;
+    sc bigint;
+    payload text;
+    touched bigint[] := '{}';
+BEGIN
+    SELECT o.id INTO obj FROM kc_objects o WHERE o.key = p_key;
+    IF FOUND THEN  -- a retried commit: answer what the first one assigned
+        FOR i IN 1 .. coalesce(array_length(p_pids, 1), 0) LOOP
+            SELECT b.base_offset, b.epoch INTO nxt, ep FROM kc_batches b
+                WHERE b.object_id = obj AND b.position = p_pos[i];
+            SELECT p.next_offset INTO hw FROM kc_partitions p WHERE p.id = p_pids[i];
+            IF nxt IS NULL AND hw IS NOT NULL THEN
+                nxt := CASE WHEN p_at[i] >= 0 THEN -3 ELSE -2 END;  -- refused the first time: offset or fence
+            END IF;
+            object_id := obj; base := coalesce(nxt, -1); epoch := coalesce(ep, -1); hw := coalesce(hw, -1);
+            RETURN NEXT;
+        END LOOP;
+        RETURN;
+    END IF;
+    INSERT INTO kc_objects (key, size, created_ms) VALUES (p_key, p_size, kc_now_ms()) RETURNING id INTO obj;
+    PERFORM 1 FROM kc_partitions p WHERE p.id = ANY (p_pids) ORDER BY p.id FOR UPDATE;
+    IF fenced THEN  -- the batches' and the guards' leader rows, in one order, as moves lock them
+        PERFORM 1 FROM kc_partition_leaders l JOIN kc_topics t ON t.stream = l.stream AND t.name = l.topic
+            JOIN kc_partitions p ON p.topic_id = t.id AND p.idx = l.partition
+            WHERE p.id = ANY (p_pids) OR p.id = ANY (p_guard) ORDER BY l.stream, l.topic, l.partition FOR SHARE OF l;
+    END IF;
+    FOR i IN 1 .. coalesce(array_length(p_pids, 1), 0) LOOP
+        SELECT p.next_offset, p.leader_epoch, p.seg_base, p.seg_size, p.seg_created
+            INTO nxt, old_epoch, sb, ss, sc FROM kc_partitions p WHERE p.id = p_pids[i];
+        IF NOT FOUND THEN
+            object_id := obj; base := -1; epoch := -1; hw := -1;
+            RETURN NEXT;
+            CONTINUE;
+        END IF;
+        IF p_at[i] >= 0 AND p_at[i] <> nxt THEN
+            object_id := obj; base := -3; epoch := -1; hw := nxt;
+            RETURN NEXT;
+            CONTINUE;
+        END IF;
+        IF p_fence[i] >= 0 THEN
+            SELECT l.epoch INTO own FROM kc_partition_leaders l JOIN kc_topics t
+                ON t.stream = l.stream AND t.name = l.topic JOIN kc_partitions p ON p.topic_id = t.id
+                AND p.idx = l.partition WHERE p.id = p_pids[i];
+            lead := own;
+            IF p_guard[i] >= 0 THEN  -- fenced by another partition's leader (a coordinator's)
+                SELECT l.epoch INTO lead FROM kc_partition_leaders l JOIN kc_topics t
+                    ON t.stream = l.stream AND t.name = l.topic JOIN kc_partitions p ON p.topic_id = t.id
+                    AND p.idx = l.partition WHERE p.id = p_guard[i];
+            END IF;
+            IF lead IS DISTINCT FROM p_fence[i] THEN
+                object_id := obj; base := -2; epoch := coalesce(lead, -1); hw := nxt;
+                RETURN NEXT;
+                CONTINUE;
+            END IF;
+            ep := greatest(old_epoch, coalesce(own, p_fence[i]));
+        ELSE
+            ep := greatest(old_epoch, p_epoch);
+        END IF;
+        IF ep > old_epoch THEN
+            INSERT INTO kc_epochs VALUES (p_pids[i], ep, nxt) ON CONFLICT DO NOTHING;
+        END IF;
+        IF p_seg_bytes[i] > 0 THEN  -- a compacted topic: the batch joins the active segment or starts one
+            IF sb IS NULL OR (ss > 0 AND (ss + p_lens[i] > p_seg_bytes[i] OR kc_now_ms() - sc >= p_seg_ms[i])) THEN
+                sb := nxt; ss := 0; sc := kc_now_ms();
+                INSERT INTO kc_segments (pid, base_offset, created_ms) VALUES (p_pids[i], nxt, sc)
+                    ON CONFLICT DO NOTHING;
+            END IF;
+            UPDATE kc_partitions p SET next_offset = nxt + p_counts[i], leader_epoch = ep, seg_base = sb,
+                seg_size = ss + p_lens[i], seg_created = sc WHERE p.id = p_pids[i];
+        ELSE
+            UPDATE kc_partitions p SET next_offset = nxt + p_counts[i], leader_epoch = ep WHERE p.id = p_pids[i];
+        END IF;
+        INSERT INTO kc_batches VALUES (p_pids[i], nxt, nxt + p_counts[i] - 1, obj, p_pos[i], p_lens[i], p_maxts[i], ep);
+        touched := touched || p_pids[i];
+        object_id := obj; base := nxt; epoch := ep; hw := nxt + p_counts[i];
+        RETURN NEXT;
+    END LOOP;
+    SELECT string_agg(p.id || ':' || p.next_offset || ':' || p.log_start || ':' || p.leader_epoch, ',')
+        INTO payload FROM kc_partitions p WHERE p.id = ANY (touched);
+    PERFORM kc_notify_data(p_origin, payload);
+END $$;
+
+-- The signature of schema version 3 (every batch fenced by its own partition's leader).
+CREATE OR REPLACE FUNCTION kc_commit(
+    p_origin text, p_key text, p_size bigint, p_epoch int,
+    p_pids bigint[], p_counts int[], p_pos bigint[], p_lens int[], p_maxts bigint[], p_fence int[],
+    p_seg_bytes bigint[], p_seg_ms bigint[], p_at bigint[]
+) RETURNS TABLE (object_id bigint, base bigint, epoch int, hw bigint) LANGUAGE sql AS $$
+    SELECT * FROM kc_commit(p_origin, p_key, p_size, p_epoch, p_pids, p_counts, p_pos, p_lens, p_maxts, p_fence,
+                            p_seg_bytes, p_seg_ms, p_at,
+                            array_fill(-1::bigint, ARRAY[coalesce(array_length(p_pids, 1), 0)]))
+$$;
+"""
+
+MIGRATIONS: list[str] = [_V1, _V2, _V3, _V4]

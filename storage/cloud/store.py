@@ -33,6 +33,10 @@ from .writer import Writer
 log = logging.getLogger(__name__)
 
 COMMIT_ATTEMPTS = 4
+# Ranged GETs one read makes at once. A partition fed by small, frequent produce requests has
+# a batch per object; read one after the other, a new leader's scan of the log tail (producer
+# and transaction state) took one object store round trip per batch: 10-20 s for a few hundred.
+PARALLEL_GETS = 16
 GC_EVERY_PASSES = 10  # retention passes between sweeps for objects no commit recorded
 RETENTION_LOCK = 0x6B63_7274  # advisory lock: one broker runs a retention pass at a time
 
@@ -102,6 +106,8 @@ class CloudStore(NamespaceStore):
         self._by_pid: dict[int, CloudPartition] = {}
         self._unborn: dict[tuple[str, int], CloudPartition] = {}  # opened while their topic's rows were being written
         self._events: asyncio.Queue[tuple[str, str]] = asyncio.Queue()
+        # Reads of kc_settings take turns with writes, so an older read never replaces a newer view
+        self._settings_turn = asyncio.Lock()
         self._tasks: list[asyncio.Task] = []
         self._passes = 0
 
@@ -197,7 +203,7 @@ class CloudStore(NamespaceStore):
 
     async def _load_all(self) -> None:
         async with self._pool.acquire() as conn:
-            self._settings = {r["key"]: r["value"] for r in await conn.fetch("SELECT key, value FROM kc_settings")}
+            await self._read_settings(conn)
             paths = [r["path"] for r in await conn.fetch("SELECT path FROM kc_streams")]
         for path in paths:
             await self._sync_stream(path)
@@ -343,8 +349,7 @@ class CloudStore(NamespaceStore):
                 event = json.loads(payload)
                 if kind == "settings":
                     async with self._pool.acquire() as conn:
-                        rows = await conn.fetch("SELECT key, value FROM kc_settings")
-                    self._settings = {r["key"]: r["value"] for r in rows}
+                        await self._read_settings(conn)
                 elif kind == "stream":
                     await self._sync_stream(event["s"])
                 elif kind == "topic":
@@ -417,22 +422,39 @@ class CloudStore(NamespaceStore):
 
     # namespace hooks ------------------------------------------------------------------
 
-    async def _persist_settings(self, settings: dict[str, str]) -> None:
-        """Write only what changed against this broker's view, as upserts and deletes.
+    async def _read_settings(self, conn: Any) -> None:
+        """This process's view of the settings, as the database holds them now."""
+        async with self._settings_turn:
+            rows = await conn.fetch("SELECT key, value FROM kc_settings")
+            self._settings = {r["key"]: r["value"] for r in rows}
+
+    async def set_settings(self, changes: Mapping[str, str | None]) -> dict[str, str]:
+        """Upsert and delete only the keys named, then take the view from the database.
 
         Brokers sharing the store set settings at the same time (each
-        records the cluster name on its first start): rewriting the whole
-        table would make them collide on the key and lose each other's keys.
+        records the cluster name on its first start). Writing a whole table
+        from this broker's view would lose the other's keys; and taking the
+        local view as the result would, when the other's notification was
+        read before this commit, hide the other's keys until the next change.
+        So the keys are written one by one and the view is read back in the
+        same turn as every other read of the table (`_read_settings`), in the
+        order the reads were made.
         """
-        removed = [key for key in self._settings if key not in settings]
-        changed = [(key, value) for key, value in settings.items() if self._settings.get(key) != value]
-        async with self._pool.acquire() as conn, conn.transaction():
-            if removed:
-                await conn.execute("DELETE FROM kc_settings WHERE key = ANY($1::text[])", removed)
-            if changed:
-                await conn.executemany("INSERT INTO kc_settings VALUES ($1, $2) "
-                                       "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value", changed)
-            await self._notify(conn, "settings")
+        removed = [key for key, value in changes.items() if value is None]
+        changed = [(key, value) for key, value in changes.items() if value is not None]
+        async with self._pool.acquire() as conn:
+            async with conn.transaction():
+                if removed:
+                    await conn.execute("DELETE FROM kc_settings WHERE key = ANY($1::text[])", removed)
+                if changed:
+                    await conn.executemany("INSERT INTO kc_settings VALUES ($1, $2) "
+                                           "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value", changed)
+                await self._notify(conn, "settings")
+            await self._read_settings(conn)
+        return dict(self._settings)
+
+    async def _persist_settings(self, settings: dict[str, str]) -> None:
+        raise NotImplementedError("set_settings writes the changed keys itself")  # pragma: no cover
 
     async def _persist_stream(self, stream: StreamState, created: bool) -> None:
         import asyncpg
@@ -536,11 +558,12 @@ class CloudStore(NamespaceStore):
 
     async def _commit(self, key: str, size: int, pids: list[int], counts: list[int], positions: list[int],
                       lengths: list[int], max_ts: list[int], fences: list[int], segment_bytes: list[int] | None = None,
-                      segment_ms: list[int] | None = None, at: list[int] | None = None
-                      ) -> list[tuple[int, int, int, int]]:
+                      segment_ms: list[int] | None = None, at: list[int] | None = None,
+                      guards: list[int] | None = None) -> list[tuple[int, int, int, int]]:
         """kc_commit, retried on a lost connection (a repeat returns the first call's offsets):
         (object id, base offset, epoch, next offset) per batch. `segment_bytes` and `segment_ms`
-        roll compacted partitions' segments, `at` states the offset a batch must get (-1: none)."""
+        roll compacted partitions' segments, `at` states the offset a batch must get (-1: none),
+        `guards` the partition whose leader epoch a batch's fence names (-1: its own)."""
         import asyncpg
 
         unset = [-1] * len(pids)
@@ -548,9 +571,9 @@ class CloudStore(NamespaceStore):
             try:
                 async with self._pool.acquire() as conn:
                     rows = await conn.fetch(
-                        "SELECT * FROM kc_commit($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
+                        "SELECT * FROM kc_commit($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",
                         self.origin, key, size, self.epoch, pids, counts, positions, lengths, max_ts, fences,
-                        segment_bytes or unset, segment_ms or unset, at or unset)
+                        segment_bytes or unset, segment_ms or unset, at or unset, guards or unset)
                 return [(r["object_id"], r["base"], r["epoch"], r["hw"]) for r in rows]
             except (OSError, asyncpg.PostgresConnectionError, asyncpg.InterfaceError,
                     asyncpg.DeadlockDetectedError, asyncpg.SerializationError, asyncio.TimeoutError) as exc:
@@ -659,18 +682,28 @@ class CloudStore(NamespaceStore):
                 misses.append(entry)
             else:
                 found[entry[0]] = data
-        run: list[Entry] = []
-        for entry in misses + [None]:  # type: ignore[list-item]
-            if run and (entry is None or entry[2] != run[-1][2] or entry[3] != run[-1][3] + run[-1][4]):
-                start, end = run[0][3], run[-1][3] + run[-1][4]
-                blob = memoryview(await self.objects.get_range(self.object_keys[run[0][2]], start, end))
-                for e in run:
-                    piece = blob[e[3] - start:e[3] - start + e[4]]
-                    self.cache.put(e[2], e[3], piece)
-                    found[e[0]] = piece
-                run = []
-            if entry is not None:
+        runs: list[list[Entry]] = []  # batches side by side in one object: one ranged GET
+        for entry in misses:
+            run = runs[-1] if runs else None
+            if run and entry[2] == run[-1][2] and entry[3] == run[-1][3] + run[-1][4]:
                 run.append(entry)
+            else:
+                runs.append([entry])
+        turns = asyncio.Semaphore(PARALLEL_GETS)
+
+        async def get(run: list[Entry]) -> None:
+            start, end = run[0][3], run[-1][3] + run[-1][4]
+            async with turns:
+                blob = memoryview(await self.objects.get_range(self.object_keys[run[0][2]], start, end))
+            for e in run:
+                piece = blob[e[3] - start:e[3] - start + e[4]]
+                self.cache.put(e[2], e[3], piece)
+                found[e[0]] = piece
+
+        if len(runs) == 1:
+            await get(runs[0])
+        elif runs:
+            await asyncio.gather(*map(get, runs))
         out = bytearray()
         for base, _last, _obj, _pos, length, epoch, _ts in entries:
             at = len(out)

@@ -38,18 +38,19 @@ AT_MISMATCH = -3  # kc_commit's base offset for a batch whose stated offset was 
 
 
 class _Pending:
-    __slots__ = ("partition", "data", "count", "max_ts", "fence", "at", "future", "prior")
+    __slots__ = ("partition", "data", "count", "max_ts", "fence", "guard", "at", "future", "prior")
 
-    def __init__(self, partition: "CloudPartition", data: bytes, count: int, max_ts: int, fence: int, at: int,
-                 future: asyncio.Future[AppendResult], prior: asyncio.Future[set[int]] | None) -> None:
+    def __init__(self, partition: "CloudPartition", data: bytes, count: int, max_ts: int, fence: int, guard: int,
+                 at: int, future: asyncio.Future[AppendResult], prior: asyncio.Future[set[int]] | None) -> None:
         self.partition, self.data, self.count, self.max_ts, self.future = partition, data, count, max_ts, future
         self.fence = fence  # the leader epoch the commit must still find, -1: none
+        self.guard = guard  # the partition id whose leader `fence` names, -1: the batch's own
         self.at = at  # the offset the batch must get (a replica's copy), -1: the next one
         self.prior = prior  # the write of the partition's batches submitted before this one, if under way
 
 
 Commit = Callable[[str, int, list[int], list[int], list[int], list[int], list[int], list[int], list[int], list[int],
-                   list[int]], Awaitable[list[tuple[int, int, int, int]]]]
+                   list[int], list[int]], Awaitable[list[tuple[int, int, int, int]]]]
 
 
 class Writer:
@@ -75,17 +76,18 @@ class Writer:
         self.closed = False
 
     def submit(self, partition: "CloudPartition", data: bytes, count: int, max_ts: int,
-               fence: int = -1, at: int = -1) -> asyncio.Future[AppendResult]:
+               fence: int = -1, at: int = -1, guard: int = -1) -> asyncio.Future[AppendResult]:
         """Buffer one batch; the future resolves once it is committed. Batches of a partition
         are committed in the order they were submitted (one object keeps them in that order).
         With `at` >= 0 the batch is stored only if that is the partition's next offset then
-        (else OffsetMismatchError carrying the next offset)."""
+        (else OffsetMismatchError carrying the next offset). With `fence` >= 0 it is stored only
+        while that is the leader epoch of its partition (or of partition id `guard`)."""
         if self.closed:
             raise StorageUnavailableError("the store is closing")
         loop = asyncio.get_running_loop()
         future: asyncio.Future[AppendResult] = loop.create_future()
         # the write before it is taken now, not at flush: one that fails in between still counts
-        self._buffer.append(_Pending(partition, data, count, max_ts, fence, at, future,
+        self._buffer.append(_Pending(partition, data, count, max_ts, fence, guard, at, future,
                                      self._latest.get(partition.pid)))
         self._buffered_bytes += len(data)
         if self._buffered_bytes >= self.flush_bytes:
@@ -181,7 +183,7 @@ class Writer:
         rows = await self._commit(key, len(body), [i.partition.pid for i in ranked], [i.count for i in ranked],
                                   positions, [len(i.data) for i in ranked], [i.max_ts for i in ranked],
                                   [i.fence for i in ranked], [r[0] for r in rolls], [r[1] for r in rolls],
-                                  [i.at for i in ranked])
+                                  [i.at for i in ranked], [i.guard for i in ranked])
         self.flushes += 1
         self.batches += len(ranked)
         stamp = now_ms()

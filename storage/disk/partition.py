@@ -34,7 +34,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, TypeVar
 
 from .. import batch_format as bf
-from ..api import AppendResult, FsyncPolicy, PartitionletInfo, TimestampHit
+from ..api import AppendResult, FsyncPolicy, Partition, PartitionletInfo, TimestampHit
 from ..errors import (
     CorruptBatchError,
     DamagedRangeError,
@@ -373,7 +373,7 @@ class DiskPartition(PartitionBase):
 
     async def append(
         self, batch: bytes | bytearray | memoryview, record_count: int, *, at: int | None = None,
-        leader_epoch: int | None = None,
+        leader_epoch: int | None = None, fenced_by: Partition | None = None,
     ) -> AppendResult:
         self._check_open()
         view = memoryview(batch).cast("B")

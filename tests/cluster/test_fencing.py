@@ -121,3 +121,75 @@ async def test_a_deposed_leaders_batch_in_flight_is_refused_by_the_database(stor
     records = await asyncio.to_thread(read_all, others[0].bootstrap, topic, 1, 20)
     assert [value for _, _, value in records] == before + after  # the stale batch is nowhere
     assert [offset for _, offset, _ in records] == list(range(20))  # dense
+
+
+async def test_a_deposed_coordinators_marker_in_flight_is_refused_by_the_database(store_and_cluster) -> None:
+    """The transaction coordinator is stalled with a commit marker in flight past its lease; the next
+    coordinator finishes the transaction from its PrepareCommit state. The stalled one's marker is
+    refused (its __consumer_offsets partition's epoch moved): one marker is stored, not two, and the
+    producer's commit succeeds through the next coordinator."""
+    from confluent_kafka import Producer as TxnProducer
+
+    from kafkacompat.cluster.membership import coordinator_partition
+    from tests.cluster.test_shared_store import read_all
+
+    database, cluster = store_and_cluster
+    bootstrap = cluster.bootstrap
+    topic = await asyncio.to_thread(create_topic, bootstrap, 1)
+    txn = f"fence-{topic}"
+    producer = TxnProducer({"bootstrap.servers": bootstrap, "transactional.id": txn})
+    await asyncio.to_thread(producer.init_transactions, 30)
+    producer.begin_transaction()
+    producer.produce(topic, value=b"in-txn", partition=0)
+    assert await asyncio.to_thread(producer.flush, 30) == 0
+    index = coordinator_partition(txn, 50)
+    old_id = (await asyncio.to_thread(leaders, bootstrap, "__consumer_offsets"))[index]
+    old = cluster.broker(old_id)
+    others = [b for b in cluster.brokers if b is not old]
+
+    db = await asyncpg.connect(database)
+    paused = False
+    try:
+        rows = "SELECT count(*) FROM kc_batches b JOIN kc_partitions p ON p.id = b.pid JOIN kc_topics t ON t.id = p.topic_id WHERE t.name = $1"
+        assert await db.fetchval(rows, topic) == 1  # the transaction's one batch
+        hold = db.transaction()
+        await hold.start()
+        await db.execute("SELECT 1 FROM kc_partitions p JOIN kc_topics t ON t.id = p.topic_id "
+                         "WHERE t.name = $1 FOR UPDATE OF p", topic)
+        committing = asyncio.ensure_future(asyncio.to_thread(producer.commit_transaction, 90))
+
+        async def marker_waiting() -> bool:
+            return bool(await db.fetchval(
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()"))
+        await wait_for("the coordinator's marker waits on the partition", marker_waiting, 30)
+        os.kill(old.pid, signal.SIGSTOP)  # stalled past its lease with the marker in flight
+        paused = True
+
+        async def moved() -> bool:
+            found = await asyncio.to_thread(leaders, others[0].bootstrap, "__consumer_offsets")
+            return found[index] not in (-1, old_id)
+        await wait_for("another broker coordinates the transaction", moved, 30)
+        await hold.commit()  # the stalled broker's marker commit goes on now, in the database
+
+        async def marker_done() -> bool:  # refused; the next coordinator's marker may queue behind it
+            return await db.fetchval(rows, topic) >= 2 or not await marker_waiting()
+        await wait_for("the stalled commit finished", marker_done, 30)
+        os.kill(old.pid, signal.SIGCONT)
+        paused = False
+        await committing  # through the next coordinator (the stalled one answers NOT_COORDINATOR)
+
+        async def one_marker() -> bool:
+            return await db.fetchval(rows, topic) >= 2
+        await wait_for("the next coordinator wrote its marker", one_marker, 30)
+
+        async def no_commit_under_way() -> bool:  # the stalled broker's too: it was first in the lock's queue
+            return not await db.fetchval("SELECT count(*) FROM pg_stat_activity WHERE state = 'active' "
+                                         "AND query LIKE '%kc_commit%' AND pid <> pg_backend_pid()")
+        await wait_for("every marker commit is over", no_commit_under_way, 30)
+        assert await db.fetchval(rows, topic) == 2  # the batch and one marker: the deposed one's was refused
+    finally:
+        if paused:
+            os.kill(old.pid, signal.SIGCONT)
+        await db.close()
+    records = await asyncio.to_thread(read_all, others[0].bootstrap, topic, 1, 1)
+    assert [value for _, _, value in records] == [b"in-txn"]

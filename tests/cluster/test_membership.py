@@ -15,6 +15,7 @@ from confluent_kafka.admin import AdminClient
 
 from kafkacompat.testing.cluster import BrokerCluster, broker_process
 from kafkacompat.testing.services import Postgres
+from tests.test_api_versions import finalized_transaction_version
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 
@@ -61,6 +62,13 @@ def cluster(postgres: Postgres) -> Iterator[BrokerCluster]:
 def test_every_broker_lists_all_three_with_the_lowest_id_as_controller(cluster: BrokerCluster) -> None:
     for broker in cluster.brokers:
         assert describe(broker.bootstrap) == ({1, 2, 3}, 1)
+
+
+def test_a_cluster_finalizes_transactions_v1(cluster: BrokerCluster) -> None:
+    """Java 4.x producers then add partitions with AddPartitionsToTxn at the coordinator, which works
+    whichever broker leads a partition; a single broker finalizes 2 (tests/test_api_versions.py)."""
+    for broker in cluster.brokers:
+        assert finalized_transaction_version(broker.bootstrap) == 1
 
 
 def test_a_killed_broker_leaves_within_its_lease_and_may_come_back(cluster: BrokerCluster) -> None:

@@ -7,15 +7,15 @@ from collections.abc import Iterator
 import pytest
 
 from kafkacompat.testing import Broker
+from tests.conftest import module_broker
 from tests.groups.helpers import GROUP_SETTINGS
 from compat_tests.reference import ReferenceKafka, kafka_home, kafka_tools  # noqa: F401 - kafka_tools: a fixture
 from tests.groups.kip848 import KIP848_KAFKA, coordinator_ready
 
 
 @pytest.fixture(scope="module")
-def broker() -> Iterator[Broker]:
-    with Broker(**GROUP_SETTINGS) as running:
-        yield running
+def broker(request: pytest.FixtureRequest) -> Iterator[Broker]:
+    yield from module_broker(request, **GROUP_SETTINGS)
 
 
 @pytest.fixture(scope="session")

@@ -15,10 +15,12 @@ log = logging.getLogger(__name__)
 pytestmark = pytest.mark.parametrize("lib", ["confluent", "kafka-python", "aiokafka"])
 
 
+@pytest.mark.also_on_cloud
 def test_three_members_consume_each_message_once(lib: str, broker: Broker, topic_name: str) -> None:
     scenarios.three_members_share_exactly_once(lib, broker, topic_name)
 
 
+@pytest.mark.also_on_cloud
 def test_leaving_member_partitions_move_to_the_others(lib: str, broker: Broker, topic_name: str) -> None:
     took = scenarios.leaving_member_is_replaced(lib, broker, topic_name)
     log.info("%s: handover after LeaveGroup took %.2fs", lib, took)

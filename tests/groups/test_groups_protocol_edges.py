@@ -52,6 +52,7 @@ def list_groups(wire: Wire, version: int = 5, **filters: tuple[str, ...]) -> dic
     }
 
 
+@pytest.mark.also_on_cloud
 def test_unknown_group_answers_of_every_group_api(broker: Broker, group: str, topic_name: str) -> None:
     create_topic(broker.bootstrap_servers, topic_name, 1)
     with Wire(broker.bootstrap_servers) as wire:
@@ -94,6 +95,7 @@ def test_leave_group_removes_static_members_by_instance_id(broker: Broker, group
         wait_for(lambda: list_groups(a).get(group, ("", "", ""))[1] == "Empty", 5, "the group to empty")
 
 
+@pytest.mark.also_on_cloud
 @pytest.mark.parametrize("version", [5, 9])
 def test_static_leader_restart_keeps_the_generation(broker: Broker, group: str, version: int) -> None:
     with Wire(broker.bootstrap_servers) as a, Wire(broker.bootstrap_servers) as b, \

@@ -306,3 +306,67 @@ async def test_retention_deletes_unreferenced_objects(pair):
     await a.enforce_retention(now + 1)  # the grace time (0 here) has passed on this pass
     assert len(s3.keys(BUCKET, prefix)) == 1
     assert [r.offset for r in iter_records(bytes(await part.read(10, 1 << 20)))] == [10]
+
+
+async def test_a_marker_is_fenced_by_its_coordinators_epoch_and_stamped_with_the_leader_tables(pair):
+    """A transaction marker is written by the coordinator, which leads its __consumer_offsets
+    partition, not the one marked: the commit checks the coordinator's epoch and stamps the
+    batch with the marked partition's leader epoch, never the store's open counter."""
+    import asyncpg
+
+    from kafkacompat.cluster.leases import create_schema
+
+    a, b = pair
+    await a.create_topic("/default", "t", 1)
+    await a.create_topic("/default", "__consumer_offsets", 1)
+    await eventually(lambda: b.get_topic("/default", "__consumer_offsets") is not None)
+    assert min(a.epoch, b.epoch) >= 1  # the open counter, above the leader epoch 0 below
+    conn = await asyncpg.connect(a.database_url)
+    try:
+        await create_schema(conn)
+        await conn.execute("INSERT INTO kc_partition_leaders VALUES ('/default', 't', 0, 2, 0), "
+                           "('/default', '__consumer_offsets', 0, 1, 0)")
+        data, guard = a.partition("/default", "t", 0), a.partition("/default", "__consumer_offsets", 0)
+        assert (await data.append(batch(1), 1, leader_epoch=0, fenced_by=guard)).base_offset == 0
+        # the coordinator is deposed (its lease lapsed, another broker took its partition) ...
+        await conn.execute("UPDATE kc_partition_leaders SET leader = 3, epoch = epoch + 1 "
+                           "WHERE topic = '__consumer_offsets'")
+        with pytest.raises(storage.NotLeaderError) as refused:  # ... so its marker is refused
+            await data.append(batch(1), 1, leader_epoch=0, fenced_by=guard)
+        assert refused.value.epoch == 1
+        # the next coordinator's lands, on a partition whose own leader moved meanwhile too
+        await conn.execute("UPDATE kc_partition_leaders SET epoch = 5 WHERE topic = 't'")
+        assert (await data.append(batch(1), 1, leader_epoch=1, fenced_by=guard)).base_offset == 1
+        await data.refresh()
+        assert data.high_watermark == 2  # dense: nothing of the refused marker
+        stamped = [struct.unpack_from(">qii", bytes(await data.read(o, 1 << 20)), 0)[2] for o in (0, 1)]
+        assert stamped == [0, 5]  # the leader table's epochs of the marked partition
+        assert await b.epochs(data.pid) == [(5, 1)]  # epoch 0 is where every partition starts
+        assert await data.end_offset_for_epoch(0, current=5) == (0, 1)
+        assert await data.end_offset_for_epoch(5, current=5) == (5, 2)
+    finally:
+        await conn.close()
+
+
+async def test_a_replicated_batch_under_a_superseded_epoch_is_refused(pair):
+    """A copy from another cluster (append at an offset) is fenced like a produced batch."""
+    import asyncpg
+
+    from kafkacompat.cluster.leases import create_schema
+
+    a, _ = pair
+    await a.create_topic("/default", "t", 1)
+    conn = await asyncpg.connect(a.database_url)
+    try:
+        await create_schema(conn)
+        await conn.execute("INSERT INTO kc_partition_leaders VALUES ('/default', 't', 0, 1, 2)")
+        part = a.partition("/default", "t", 0)
+        assert (await part.append(batch(2), 2, at=0, leader_epoch=2)).base_offset == 0
+        await conn.execute("UPDATE kc_partition_leaders SET leader = 2, epoch = 3")
+        with pytest.raises(storage.NotLeaderError):
+            await part.append(batch(2), 2, at=2, leader_epoch=2)
+        await part.refresh()
+        assert part.high_watermark == 2 and await read_all(part) == [0, 1]
+        assert struct.unpack_from(">qii", bytes(await part.read(0, 1 << 20)), 0)[2] == 2
+    finally:
+        await conn.close()

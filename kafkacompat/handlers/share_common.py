@@ -1,0 +1,64 @@
+"""What ShareFetch and ShareAcknowledge share: refusals, partition lookup and acknowledgements."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from kafkacompat import storage
+
+from ..security.acls import Operation
+from .common import ErrorCode, make
+
+PartitionKey = tuple[uuid.UUID, int]
+
+
+def refusal(ctx: Any, group_id: str | None, member_id: str | None) -> tuple[ErrorCode, str | None] | None:
+    """The share group protocol switched off, a request without group or member, READ on the group."""
+    if ctx.cluster.config.share_version < 1:
+        return ErrorCode.unsupported_version, "The share group protocol is not enabled."
+    if not group_id or not member_id:
+        return ErrorCode.invalid_request, "The group id and member id must be set."
+    if not ctx.cluster.authorizer.group(ctx, Operation.READ, group_id):
+        return ErrorCode.group_authorization_failed, None
+    return None
+
+
+async def serving(ctx: Any, topic_id: uuid.UUID, index: int) -> tuple[storage.Partition | None, ErrorCode]:
+    """The partition a share request names by topic id, if this broker serves it to this client."""
+    cluster = ctx.cluster
+    info = cluster.by_id(topic_id)
+    if info is None:
+        return None, ErrorCode.unknown_topic_or_partition
+    authorizer = cluster.authorizer
+    if authorizer.enabled and not authorizer.known_topic(ctx, Operation.READ, info.stream, info.name):
+        return None, ErrorCode.topic_authorization_failed
+    return await cluster.serving_partition(info, ErrorCode.unknown_topic_or_partition, index)
+
+
+def ack_batches(partition: Any) -> list[tuple[int, int, tuple[int, ...]]]:
+    return [(b.first_offset, b.last_offset, tuple(b.acknowledge_types)) for b in partition.acknowledgement_batches]
+
+
+async def acknowledge(ctx: Any, group_id: str, member_id: str,
+                      topics: Any) -> dict[PartitionKey, tuple[ErrorCode, str | None]]:
+    """Apply every partition's acknowledgement batches of a request; its error per partition."""
+    shares = ctx.cluster.shares
+    out: dict[PartitionKey, tuple[ErrorCode, str | None]] = {}
+    for topic in topics:
+        for part in topic.partitions:
+            batches = ack_batches(part)
+            if not batches:
+                continue
+            key = (topic.topic_id, part.partition_index)
+            partition, error = await serving(ctx, *key)
+            if partition is None:
+                out[key] = (error, None)
+                continue
+            out[key] = shares.acknowledge(group_id, member_id, topic.topic_id, part.partition_index, partition, batches)
+    return out
+
+
+def no_leader(m: Any) -> Any:
+    """current_leader of a partition answer: only errors that move the leader name one, as Kafka does."""
+    return make(m.LeaderIdAndEpoch, leader_id=-1, leader_epoch=-1)

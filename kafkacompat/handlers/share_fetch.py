@@ -1,0 +1,129 @@
+"""ShareFetch (KIP-932): acknowledge what the member sends, then acquire records for it under a lock.
+
+The share session (Kafka's ShareSessionCache) keeps the partitions a member
+fetches: epoch 0 opens it with the partitions named, later epochs add and
+forget partitions, -1 closes it (acknowledgements only; what the member
+still holds becomes available). Records come back as whole log batches with
+the offset runs the member acquired and their delivery counts; when nothing
+can be acquired the request waits up to max_wait for new records or for
+records given back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import time
+import uuid
+from typing import Any
+
+from ..shares.manager import Delivery, ShareSessionError
+from .common import NO_THROTTLE, ErrorCode, make, schema_of
+from .group_common import millis
+from .share_common import PartitionKey, acknowledge, no_leader, refusal, serving
+
+
+def _keys(topics: Any) -> list[PartitionKey]:
+    return [(t.topic_id, p.partition_index) for t in topics for p in t.partitions]
+
+
+def _forgotten(request: Any) -> list[PartitionKey]:
+    return [(t.topic_id, p) for t in request.forgotten_topics_data for p in t.partitions]
+
+
+async def _acquire(ctx: Any, request: Any, wanted: list[PartitionKey],
+                   errors: dict[PartitionKey, ErrorCode]) -> dict[PartitionKey, Delivery]:
+    shares = ctx.cluster.shares
+    records_left, bytes_left = request.max_records, request.max_bytes
+    out: dict[PartitionKey, Delivery] = {}
+    for key in wanted:
+        if records_left <= 0 or bytes_left <= 0:
+            break
+        partition, error = await serving(ctx, *key)
+        if partition is None:
+            errors[key] = error
+            continue
+        delivery = await shares.acquire(request.group_id, request.member_id, key[0], key[1], partition,
+                                        records_left, bytes_left)
+        if delivery is not None:
+            out[key] = delivery
+            records_left -= sum(a.last_offset - a.first_offset + 1 for a in delivery.acquired)
+            bytes_left -= len(delivery.records)
+    return out
+
+
+async def _wait(ctx: Any, wanted: list[PartitionKey], group_id: str, deadline: float) -> None:
+    """Until a fetched partition has records past its in-flight window, records are given back, or the deadline."""
+    shares = ctx.cluster.shares
+    waiters: list[asyncio.Future[Any]] = [shares.released()]
+    for topic_id, index in wanted:
+        partition, _ = await serving(ctx, topic_id, index)
+        part = shares.partitions.get((group_id, topic_id, index))
+        if partition is not None and part is not None:
+            waiters.append(partition.wait_for_data(part.end_offset))
+    try:
+        await asyncio.wait(waiters, timeout=max(deadline - time.monotonic(), 0), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for waiter in waiters[1:]:
+            waiter.cancel()
+
+
+def _answer(m: Any, error: ErrorCode, message: str | None, lock_ms: int, responses: tuple = ()) -> Any:
+    return make(m.ShareFetchResponse, throttle_time=NO_THROTTLE, error_code=error, error_message=message,
+                acquisition_lock_timeout=datetime.timedelta(milliseconds=lock_ms), responses=responses,
+                node_endpoints=())
+
+
+async def handle(ctx: Any, request: Any) -> Any:
+    m = schema_of(ctx)
+    shares = ctx.cluster.shares
+    refused = refusal(ctx, request.group_id, request.member_id)
+    if refused is not None:
+        return _answer(m, *refused, 0)
+    group_id, member_id, epoch = request.group_id, request.member_id, request.share_session_epoch
+    lock_ms = shares.lock_duration_ms(group_id)
+    has_acks = any(p.acknowledgement_batches for t in request.topics for p in t.partitions)
+    if epoch == -1 and (_forgotten(request) or any(not p.acknowledgement_batches for t in request.topics
+                                                   for p in t.partitions)):
+        return _answer(m, ErrorCode.invalid_request, "A final share fetch request may only acknowledge.", lock_ms)
+    try:
+        session, is_new = shares.open_session(group_id, member_id, epoch, _keys(request.topics),
+                                              _forgotten(request), has_acks, ctx.peer)
+    except ShareSessionError as exc:
+        return _answer(m, exc.code, str(exc), lock_ms)
+    acks = await acknowledge(ctx, group_id, member_id, request.topics)
+    errors: dict[PartitionKey, ErrorCode] = {}
+    deliveries: dict[PartitionKey, Delivery] = {}
+    if session is None:  # the final epoch: the session ends, what the member holds goes back
+        shares.end_sessions(group_id, member_id)
+    else:
+        wanted = list(session.partitions)
+        deliveries = await _acquire(ctx, request, wanted, errors)
+        deadline = time.monotonic() + millis(request.max_wait) / 1000
+        while not deliveries and not errors and wanted and time.monotonic() < deadline:
+            await _wait(ctx, wanted, group_id, deadline)
+            if shares.sessions.get((group_id, member_id)) is not session:
+                break  # the session was replaced or closed meanwhile
+            deliveries = await _acquire(ctx, request, wanted, errors)
+    await shares.flush()
+    shown: dict[PartitionKey, None] = {}
+    if is_new and session is not None:
+        shown.update(dict.fromkeys(session.partitions))
+    shown.update(dict.fromkeys([*acks, *errors, *deliveries]))
+    topics: dict[uuid.UUID, list[Any]] = {}
+    for key in shown:
+        delivery = deliveries.get(key)
+        ack_error, ack_message = acks.get(key, (ErrorCode.none, None))
+        topics.setdefault(key[0], []).append(make(
+            m.PartitionData, partition_index=key[1], error_code=errors.get(key, ErrorCode.none), error_message=None,
+            acknowledge_error_code=ack_error, acknowledge_error_message=ack_message, current_leader=no_leader(m),
+            records=delivery.records if delivery is not None else b"",
+            acquired_records=tuple(
+                make(m.AcquiredRecords, first_offset=a.first_offset, last_offset=a.last_offset,
+                     delivery_count=a.delivery_count)
+                for a in (delivery.acquired if delivery is not None else ())
+            ),
+        ))
+    responses = tuple(make(m.ShareFetchableTopicResponse, topic_id=topic_id, partitions=tuple(parts))
+                      for topic_id, parts in topics.items())
+    return _answer(m, ErrorCode.none, None, lock_ms, responses)

@@ -1,0 +1,62 @@
+"""ShareGroupHeartbeat (KIP-932): join, stay and leave a share group (see shares.share_group)."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from ..security.acls import Operation
+from ..shares.share_group import ShareHeartbeat
+from .common import NO_THROTTLE, ErrorCode, make, schema_of
+from .group_common import client_host
+
+
+def _refusal(ctx: Any, request: Any) -> tuple[ErrorCode, str | None] | None:
+    """The share group protocol switched off, READ on the group, DESCRIBE on the topics, the coordinator."""
+    if ctx.cluster.config.share_version < 1:
+        return ErrorCode.unsupported_version, "The share group protocol is not enabled."
+    authorizer = ctx.cluster.authorizer
+    if not authorizer.group(ctx, Operation.READ, request.group_id):
+        return ErrorCode.group_authorization_failed, None
+    names = set(request.subscribed_topic_names or ())
+    if authorizer.enabled and len(authorizer.topics(ctx, Operation.DESCRIBE, names)) < len(names):
+        return ErrorCode.topic_authorization_failed, None
+    if not ctx.cluster.coordinates(request.group_id):
+        return ErrorCode.not_coordinator, None
+    return None
+
+
+async def handle(ctx: Any, request: Any) -> Any:
+    m = schema_of(ctx)
+    shares = ctx.cluster.shares
+    refused = _refusal(ctx, request)
+    if refused is not None:
+        return make(m.ShareGroupHeartbeatResponse, throttle_time=NO_THROTTLE, error_code=refused[0],
+                    error_message=refused[1], member_id=None, member_epoch=-1,
+                    heartbeat_interval=datetime.timedelta(0), assignment=None)
+    result = shares.groups.heartbeat(ShareHeartbeat(
+        group_id=request.group_id,
+        member_id=request.member_id,
+        member_epoch=request.member_epoch,
+        rack_id=request.rack_id,
+        subscribed_topic_names=request.subscribed_topic_names,
+        client_id=ctx.header.client_id or "",
+        client_host=client_host(ctx),
+    ))
+    assignment = None
+    if result.assignment is not None:
+        assignment = make(m.Assignment, topic_partitions=tuple(
+            make(m.TopicPartitions, topic_id=topic_id, partitions=tuple(sorted(parts)))
+            for topic_id, parts in sorted(result.assignment.items())
+        ))
+    interval = shares.groups.heartbeat_interval_ms(request.group_id) if result.error == ErrorCode.none else 0
+    return make(
+        m.ShareGroupHeartbeatResponse,
+        throttle_time=NO_THROTTLE,
+        error_code=result.error,
+        error_message=result.message,
+        member_id=result.member_id,
+        member_epoch=result.member_epoch,
+        heartbeat_interval=datetime.timedelta(milliseconds=interval),
+        assignment=assignment,
+    )

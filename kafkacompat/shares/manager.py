@@ -1,0 +1,358 @@
+"""Share groups on this broker: membership, share sessions and share-partition state, kept in the store.
+
+Kafka splits this between the group coordinator (membership), the
+SharePartitionManager (sessions, acquisition locks, acknowledgements) and the
+share coordinator (the durable state in __share_group_state). Here one object
+holds all three: one broker leads every partition. The state of each
+share-partition (its SPSO and the delivery state and count of every record in
+flight) is one JSON record in the `share_state` state table of the default
+stream; an acknowledgement is answered once the state it made is written, so
+a restarted broker goes on from the acknowledged progress (acquired records
+come back available, their delivery counts kept, as in Kafka).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import uuid
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
+
+from kio.schema.errors import ErrorCode
+
+from kafkacompat import storage
+from kafkacompat.protocol.records import whole_batches
+
+from ..broker.group_configs import group_values
+from .share_group import ShareGroupCoordinator
+from .share_partition import Acquired, InvalidRecordState, InvalidRequest, SharePartition
+
+if TYPE_CHECKING:
+    from ..broker.cluster import Cluster
+
+log = logging.getLogger(__name__)
+
+TABLE = "share_state"
+INITIAL_EPOCH, FINAL_EPOCH = 0, -1
+PartitionKey = tuple[uuid.UUID, int]  # (topic id, partition)
+
+
+class ShareSessionError(Exception):
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+@dataclasses.dataclass(slots=True)
+class ShareSession:
+    """What Kafka's ShareSessionCache keeps per (group, member): the partitions and the next epoch."""
+
+    partitions: dict[PartitionKey, None]  # insertion-ordered set
+    connection: str  # the client connection that opened it: its close ends the session
+    epoch: int = 1
+
+
+@dataclasses.dataclass(slots=True)
+class Delivery:
+    """What one ShareFetch hands one member from one share-partition."""
+
+    records: bytes
+    acquired: list[Acquired]
+
+
+def state_key(group_id: str, topic_id: uuid.UUID, partition: int) -> str:
+    return f"{topic_id.hex}:{partition}:{group_id}"
+
+
+def parse_state_key(key: str) -> tuple[str, uuid.UUID, int]:
+    topic, partition, group_id = key.split(":", 2)
+    return group_id, uuid.UUID(hex=topic), int(partition)
+
+
+class ShareService:
+    def __init__(self, cluster: "Cluster") -> None:
+        self.cluster = cluster
+        self.config = cluster.config
+        self.store = cluster.store
+        self.groups = ShareGroupCoordinator(
+            session_timeout_ms=lambda g: self._group_int(g, "share.session.timeout.ms",
+                                                         self.config.group_share_session_timeout_ms),
+            heartbeat_interval_ms=lambda g: self._group_int(g, "share.heartbeat.interval.ms",
+                                                            self.config.group_share_heartbeat_interval_ms),
+            topics=self._topics,
+            is_other_group=self.is_other_group,
+            on_member_gone=self.end_sessions,
+            max_size=self.config.group_share_max_size,
+        )
+        self.sessions: dict[tuple[str, str], ShareSession] = {}
+        self.partitions: dict[tuple[str, uuid.UUID, int], SharePartition] = {}
+        self._locks: dict[tuple[str, uuid.UUID, int, int], asyncio.TimerHandle] = {}
+        self._dirty: set[tuple[str, uuid.UUID, int]] = set()
+        self._released: asyncio.Future[None] | None = None  # resolved when records become available again
+        self._flush_task: asyncio.Task[None] | None = None
+
+    # settings ---------------------------------------------------------------------
+    def _group_int(self, group_id: str, name: str, default: int) -> int:
+        own = group_values(self.cluster, group_id).get(name)
+        return int(own) if own is not None else default
+
+    def lock_duration_ms(self, group_id: str) -> int:
+        return self._group_int(group_id, "share.record.lock.duration.ms",
+                               self.config.group_share_record_lock_duration_ms)
+
+    def _auto_offset_reset(self, group_id: str) -> str:
+        return group_values(self.cluster, group_id).get("share.auto.offset.reset", "latest")
+
+    def _topics(self, names: tuple[str, ...]) -> dict[uuid.UUID, tuple[str, int]]:
+        out = {}
+        for name in names:
+            info, error = self.cluster.topic_for(name)
+            if info is not None and error == ErrorCode.none:
+                out[info.topic_id] = (name, info.partitions)
+        return out
+
+    def is_other_group(self, group_id: str) -> bool:
+        """Whether a classic or consumer group has this id (group ids are one namespace)."""
+        groups = self.cluster.groups
+        return group_id in groups.consumer.groups or group_id in groups.groups or groups.offsets.has_offsets(group_id)
+
+    def is_empty(self, group_id: str) -> bool:
+        group = self.groups.groups.get(group_id)
+        return group is None or not group.members
+
+    # listing ----------------------------------------------------------------------
+    def stored(self) -> dict[str, dict]:
+        return self.store.get_state(self.store.default_stream, TABLE)
+
+    def known_groups(self) -> dict[str, str]:
+        """group id -> state of every share group: live ones and those only their stored state knows."""
+        out = {group_id: "Empty" for group_id, _, _ in map(parse_state_key, self.stored())}
+        out.update({g.group_id: g.state for g in self.groups.groups.values()})
+        return out
+
+    # share sessions ---------------------------------------------------------------
+    def open_session(self, group_id: str, member_id: str, epoch: int, add: Iterable[PartitionKey],
+                     forget: Iterable[PartitionKey], has_acks: bool,
+                     connection: str) -> tuple[ShareSession | None, bool]:
+        """Kafka's SharePartitionManager.newContext: (session, is_new); None for the final epoch."""
+        key = (group_id, member_id)
+        if epoch == INITIAL_EPOCH:
+            if has_acks:
+                raise ShareSessionError(ErrorCode.invalid_request, "Acknowledge data present in initial fetch request.")
+            if key in self.sessions:
+                self.end_sessions(group_id, member_id)
+            session = self.sessions[key] = ShareSession(dict.fromkeys(add), connection)
+            return session, True
+        session = self.sessions.get(key)
+        if session is None:
+            raise ShareSessionError(ErrorCode.share_session_not_found, "The share session was not found.")
+        if epoch == FINAL_EPOCH:
+            return None, False
+        if session.epoch != epoch:
+            raise ShareSessionError(ErrorCode.invalid_share_session_epoch, "The share session epoch is invalid.")
+        for part in forget:
+            session.partitions.pop(part, None)
+        for part in add:
+            session.partitions.setdefault(part, None)
+        session.epoch = epoch + 1 if epoch < 2**31 - 1 else 1
+        return session, False
+
+    def acknowledge_session(self, group_id: str, member_id: str, epoch: int) -> None:
+        """Kafka's acknowledgeSessionUpdate (ShareAcknowledge)."""
+        if epoch == INITIAL_EPOCH:
+            raise ShareSessionError(ErrorCode.invalid_share_session_epoch, "The share session epoch is invalid.")
+        session = self.sessions.get((group_id, member_id))
+        if session is None:
+            raise ShareSessionError(ErrorCode.share_session_not_found, "The share session was not found.")
+        if epoch == FINAL_EPOCH:
+            return
+        if session.epoch != epoch:
+            raise ShareSessionError(ErrorCode.invalid_share_session_epoch, "The share session epoch is invalid.")
+        session.epoch = epoch + 1 if epoch < 2**31 - 1 else 1
+
+    def connection_closed(self, connection: str) -> None:
+        """Kafka ends the share sessions a client connection opened when it closes (a consumer that died)."""
+        for group_id, member_id in [k for k, s in self.sessions.items() if s.connection == connection]:
+            log.info("share group %s: the connection of member %s closed; its share session ends", group_id,
+                     member_id)
+            self.end_sessions(group_id, member_id)
+            self._schedule_flush()
+
+    def end_sessions(self, group_id: str, member_id: str) -> None:
+        """The member's share session ended (or it left the group): what it holds becomes available."""
+        self.sessions.pop((group_id, member_id), None)
+        for key, part in self.partitions.items():
+            if key[0] == group_id and part.release_member(member_id):
+                self._changed(key)
+
+    # share-partitions -------------------------------------------------------------
+    def share_partition(self, group_id: str, topic_id: uuid.UUID, index: int,
+                        partition: storage.Partition) -> SharePartition:
+        """The share-partition, loaded from the store or started per share.auto.offset.reset."""
+        key = (group_id, topic_id, index)
+        part = self.partitions.get(key)
+        if part is None:
+            record = self.stored().get(state_key(group_id, topic_id, index))
+            limit = self.config.group_share_delivery_count_limit
+            if record is not None:
+                part = SharePartition.restore(record, limit)
+            else:
+                earliest = self._auto_offset_reset(group_id) == "earliest"
+                part = SharePartition(partition.log_start_offset if earliest else partition.high_watermark, limit)
+                self._dirty.add(key)  # the start offset is fixed now, as Kafka initializes the state
+            self.partitions[key] = part
+        part.skip_to(partition.log_start_offset)
+        return part
+
+    async def acquire(self, group_id: str, member_id: str, topic_id: uuid.UUID, index: int,
+                      partition: storage.Partition, max_records: int, max_bytes: int) -> Delivery | None:
+        """Acquire up to `max_records` records (whole log batches) for a member, under a lock, while the
+        share-partition holds fewer than group_share_partition_max_record_locks (Kafka's bound)."""
+        part = self.share_partition(group_id, topic_id, index, partition)
+        max_records = min(max_records, self.config.group_share_partition_max_record_locks - part.held())
+        start = part.first_available()
+        if start >= partition.high_watermark or max_records <= 0:
+            return None
+        data = await partition.read(start, max(max_bytes, 1))
+        view = memoryview(data)
+        acquisition = part.next_acquisition()
+        taken: list[int] = []
+        chunks: list[bytes] = []
+        pos = 0
+        for header in whole_batches(view):
+            size = header.size
+            if header.last_offset >= start:
+                got = part.acquire_batch(header.base_offset, header.last_offset, member_id, acquisition)
+                if got:
+                    taken += got
+                    chunks.append(bytes(view[pos:pos + size]))
+            pos += size
+            if len(taken) >= max_records or (chunks and pos >= max_bytes):
+                break
+        if not taken:
+            return None
+        key = (group_id, topic_id, index)
+        self._locks[(*key, acquisition)] = asyncio.get_running_loop().call_later(
+            self.lock_duration_ms(group_id) / 1000, self._lock_expired, key, acquisition)
+        return Delivery(b"".join(chunks), part.runs(taken))
+
+    def _lock_expired(self, key: tuple[str, uuid.UUID, int], acquisition: int) -> None:
+        self._locks.pop((*key, acquisition), None)
+        part = self.partitions.get(key)
+        if part is not None and part.expire(acquisition):
+            log.info("share group %s: acquisition lock timed out on %s-%d; records available again", key[0],
+                     key[1], key[2])
+            self._changed(key)
+            self._schedule_flush()
+
+    def _schedule_flush(self) -> None:
+        """Write changed state soon, for changes no request waits for (lock timeouts, closed connections)."""
+        if self._dirty and (self._flush_task is None or self._flush_task.done()):
+            self._flush_task = asyncio.get_running_loop().create_task(self.flush(), name="share state flush")
+
+    def acknowledge(self, group_id: str, member_id: str, topic_id: uuid.UUID, index: int,
+                    partition: storage.Partition | None,
+                    batches: Sequence[tuple[int, int, Sequence[int]]]) -> tuple[ErrorCode, str | None]:
+        """Apply one partition's acknowledgement batches; the partition's acknowledge error."""
+        part = self.partitions.get((group_id, topic_id, index))
+        if part is None:
+            if partition is None:
+                return ErrorCode.unknown_topic_or_partition, None
+            part = self.share_partition(group_id, topic_id, index, partition)
+        try:
+            part.acknowledge(member_id, batches)
+        except InvalidRecordState as exc:
+            return ErrorCode.invalid_record_state, str(exc)
+        except InvalidRequest as exc:
+            return ErrorCode.invalid_request, str(exc)
+        self._changed((group_id, topic_id, index))
+        return ErrorCode.none, None
+
+    def _changed(self, key: tuple[str, uuid.UUID, int]) -> None:
+        self._dirty.add(key)
+        if self._released is not None and not self._released.done():
+            self._released.set_result(None)
+        self._released = None
+
+    def released(self) -> asyncio.Future[None]:
+        """Resolved the next time records may become available again (a release, a lock timeout)."""
+        if self._released is None:
+            self._released = asyncio.get_running_loop().create_future()
+        return self._released
+
+    async def flush(self) -> None:
+        """Write the state of every share-partition that changed (Kafka's persister write)."""
+        if not self._dirty:
+            return
+        dirty, self._dirty = self._dirty, set()
+        records: dict[str, dict | None] = {}
+        for key in dirty:
+            part = self.partitions.get(key)
+            records[state_key(*key)] = part.record() if part is not None else None
+        try:
+            await self.store.put_state(self.store.default_stream, TABLE, records, durable=False)
+        except storage.StorageError as exc:
+            log.warning("share-group state of %d share-partition(s) not written: %s", len(records), exc)
+            self._dirty |= dirty
+
+    # admin ------------------------------------------------------------------------
+    def group_state_keys(self, group_id: str) -> list[tuple[uuid.UUID, int]]:
+        """(topic id, partition) of every share-partition of a group, in memory or stored."""
+        found = {(t, p) for g, t, p in self.partitions if g == group_id}
+        found |= {(t, p) for g, t, p in map(parse_state_key, self.stored()) if g == group_id}
+        return sorted(found)
+
+    def start_offset(self, group_id: str, topic_id: uuid.UUID, index: int) -> int | None:
+        """The SPSO as Kafka's DescribeShareGroupOffsets shows it (see SharePartition.written_start_offset)."""
+        part = self.partitions.get((group_id, topic_id, index))
+        if part is not None:
+            return part.written_start_offset
+        record = self.stored().get(state_key(group_id, topic_id, index))
+        return record.get("written_start_offset", record["start_offset"]) if record is not None else None
+
+    def set_start_offset(self, group_id: str, topic_id: uuid.UUID, index: int, offset: int) -> None:
+        key = (group_id, topic_id, index)
+        part = self.partitions.get(key)
+        if part is None:
+            record = self.stored().get(state_key(*key))
+            part = SharePartition.restore(record, self.config.group_share_delivery_count_limit) if record else \
+                SharePartition(offset, self.config.group_share_delivery_count_limit)
+            self.partitions[key] = part
+        part.reset(offset)
+        self._dirty.add(key)
+
+    def forget_state(self, group_id: str, keys: Iterable[tuple[uuid.UUID, int]]) -> None:
+        for topic_id, index in keys:
+            key = (group_id, topic_id, index)
+            self.partitions.pop(key, None)
+            self._dirty.add(key)
+
+    def list_groups(self, states: Iterable[str] = (), types: Iterable[str] = ()) -> list[tuple[str, str, str, str]]:
+        """ListGroups rows (group id, protocol type, state, group type) of the share groups."""
+        wanted_states = {s.lower() for s in states}
+        wanted_types = {t.lower() for t in types}
+        if wanted_types and "share" not in wanted_types:
+            return []
+        return [(group_id, "share", state, "share") for group_id, state in self.known_groups().items()
+                if not wanted_states or state.lower() in wanted_states]
+
+    async def delete_group(self, group_id: str) -> ErrorCode:
+        """DeleteGroups of an empty share group: the group and the state of its share-partitions go."""
+        if not self.is_empty(group_id):
+            return ErrorCode.non_empty_group
+        self.groups.delete(group_id)
+        self.forget_state(group_id, self.group_state_keys(group_id))
+        await self.flush()
+        log.info("share group %s deleted", group_id)
+        return ErrorCode.none
+
+    async def close(self) -> None:
+        self.groups.close()
+        for timer in self._locks.values():
+            timer.cancel()
+        self._locks.clear()
+        if self._flush_task is not None:
+            await asyncio.gather(self._flush_task, return_exceptions=True)
+        await self.flush()

@@ -1,0 +1,63 @@
+"""ShareFetch and ShareAcknowledge on the wire: share-session epochs, the record-lock bound, acknowledgements."""
+
+from __future__ import annotations
+
+import datetime
+import uuid
+
+from kio.schema.errors import ErrorCode
+from kio.schema.share_acknowledge.v1 import request as ack_schema
+from kio.schema.share_fetch.v1 import request as schema
+
+from kafkacompat.protocol.messages import make
+from kafkacompat.testing import Broker
+from tests.wire import Wire, request_class
+
+SHARE_FETCH, SHARE_ACKNOWLEDGE = 78, 79
+
+
+def _fetch(wire: Wire, topic_id: uuid.UUID, epoch: int, acks: tuple = (), member: str = "m1") -> object:
+    partition = make(schema.FetchPartition, partition_index=0, acknowledgement_batches=acks)
+    return wire.request(SHARE_FETCH, 1, make(
+        request_class(SHARE_FETCH, 1), group_id="g", member_id=member, share_session_epoch=epoch,
+        max_wait=datetime.timedelta(milliseconds=100), min_bytes=1, max_bytes=1 << 20, max_records=100,
+        batch_size=100, topics=(make(schema.FetchTopic, topic_id=topic_id, partitions=(partition,)),),
+        forgotten_topics_data=()))
+
+
+def _acknowledge(wire: Wire, topic_id: uuid.UUID, epoch: int, first: int, last: int, kind: int) -> object:
+    batch = make(ack_schema.AcknowledgementBatch, first_offset=first, last_offset=last, acknowledge_types=(kind,))
+    partition = make(ack_schema.AcknowledgePartition, partition_index=0, acknowledgement_batches=(batch,))
+    return wire.request(SHARE_ACKNOWLEDGE, 1, make(
+        request_class(SHARE_ACKNOWLEDGE, 1), group_id="g", member_id="m1", share_session_epoch=epoch,
+        topics=(make(ack_schema.AcknowledgeTopic, topic_id=topic_id, partitions=(partition,)),)))
+
+
+def _acquired(response: object) -> list[tuple[int, int, int]]:
+    return [(a.first_offset, a.last_offset, a.delivery_count)
+            for t in response.responses for p in t.partitions for a in p.acquired_records]
+
+
+def test_share_session_epochs_lock_bound_and_acknowledgements() -> None:
+    with Broker(group_share_partition_max_record_locks=3) as broker:
+        broker.create_topic("t")
+        for i in range(6):
+            broker.produce("t", f"v{i}".encode(), partition=0)
+        broker.call(broker.server.cluster.store.set_settings({"group-config:g:share.auto.offset.reset": "earliest"}))
+        topic_id = broker.server.cluster.topic_for("t")[0].topic_id
+        with Wire(broker.bootstrap_servers) as wire:
+            assert _fetch(wire, topic_id, 1).error_code == ErrorCode.share_session_not_found
+            first = _fetch(wire, topic_id, 0)
+            assert first.error_code == ErrorCode.none and _acquired(first) == [(0, 2, 1)]  # 3 locks at most
+            assert _fetch(wire, topic_id, 5).error_code == ErrorCode.invalid_share_session_epoch
+            assert _acknowledge(wire, topic_id, 0, 0, 0, 1).error_code == ErrorCode.invalid_share_session_epoch
+            refused = _acknowledge(wire, topic_id, 1, 3, 3, 1)  # offset 3 is not held
+            assert refused.responses[0].partitions[0].error_code == ErrorCode.invalid_record_state
+            accepted = _acknowledge(wire, topic_id, 2, 0, 2, 1)
+            assert accepted.error_code == ErrorCode.none and accepted.responses[0].partitions[0].error_code == 0
+            assert _acquired(_fetch(wire, topic_id, 3)) == [(3, 5, 1)]
+            second = _fetch(wire, topic_id, 0, member="m2")  # another member: everything is held by m1
+            assert _acquired(second) == []
+        # m1's connection closed: its share session ended and what it held is m2's now, counted once
+        with Wire(broker.bootstrap_servers) as wire:
+            assert _acquired(_fetch(wire, topic_id, 0, member="m2")) == [(3, 5, 1)]
