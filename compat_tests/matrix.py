@@ -161,8 +161,8 @@ def render(results: dict[tuple[str, str], tuple[str, str]],
                   "The core scenarios again, against three `kafkacompat serve` processes forming one cluster "
                   "on PostgreSQL and an S3 endpoint (moto), clients bootstrapped from one broker and routed "
                   "by Metadata to partition leaders spread over all three (compat_tests/targets.py). "
-                  "The client families with routing code of their own run them: kcat's is librdkafka's, "
-                  "kafka-python's is what aiokafka ported (targets.CLUSTER_CLIENTS).", "",
+                  "Every client library runs them; kcat, librdkafka's command-line client, runs them "
+                  "through librdkafka's column (targets.CLUSTER_CLIENTS).", "",
                   *_tables(cluster_results, notes)]
     if notes:
         lines += ["", "Notes:", ""]
