@@ -193,8 +193,12 @@ class KafkaTools:
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGKILL)
 
-    def close(self) -> None:
-        process, self._process = self._process, None
+    def stop(self) -> None:
+        """End the runner's JVM (the next call starts another). A tool run in it may leave a client
+        thread behind, since the runner catches a tool's exit rather than exiting; once the broker
+        that client talks to stops, it would log connection warnings into later tools' output."""
+        with self._lock:
+            process, self._process = self._process, None
         if process is not None:
             assert process.stdin is not None
             process.stdin.close()
@@ -203,6 +207,9 @@ class KafkaTools:
             except subprocess.TimeoutExpired:
                 self._kill(process)
                 process.wait(10)
+
+    def close(self) -> None:
+        self.stop()
         self._dir.cleanup()
 
 
@@ -348,6 +355,13 @@ def run_tool(tool: str, *args: str, stdin: str | None = None) -> subprocess.Comp
     holds the runner to the scripts' output)."""
     done = session_kafka_tools().run(tool, *args, stdin=stdin or "")
     return subprocess.CompletedProcess([tool, *args], done.code, done.out, done.err)
+
+
+def stop_session_tools() -> None:
+    """End the session runner's JVM if it runs (the next call starts another): for the end of a
+    test module whose brokers stop with it, so no client a tool left behind outlives its broker."""
+    if _session_tools is not None:
+        _session_tools.stop()
 
 
 @pytest.fixture(scope="session")

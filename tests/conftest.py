@@ -11,7 +11,8 @@ import pytest
 # compat_tests/conftest.py registers it: registered here too, agree() keeps showing the differing steps
 pytest.register_assert_rewrite("compat_tests.reference")
 
-from kafkacompat.testing import Broker  # noqa: E402 - after the rewrite registration
+from compat_tests.reference import stop_session_tools  # noqa: E402 - after the rewrite registration
+from kafkacompat.testing import Broker  # noqa: E402
 from kafkacompat.testing.services import (  # noqa: E402
     TEST_STORE_VARIABLE, ServiceUnavailable, cloud_store, test_store_engine,
 )
@@ -21,6 +22,14 @@ from kafkacompat.testing.services import (  # noqa: E402
 pytest_plugins = ["kafkacompat.testing.pytest_plugin"]
 
 ALSO_ON_CLOUD = "also_on_cloud"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _kafka_tools_end_with_the_module() -> Iterator[None]:
+    """Kafka's tools run in one warm JVM shared with compat_tests; the brokers of a module here stop
+    with it, so that JVM does too (a client a tool left behind would log warnings into later output)."""
+    yield
+    stop_session_tools()
 
 
 def pytest_configure(config: pytest.Config) -> None:
