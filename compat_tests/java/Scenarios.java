@@ -263,7 +263,13 @@ public final class Scenarios {
         String topic = opt("topic", "");
         try (Admin admin = admin()) {
             admin.createTopics(List.of(new NewTopic(topic, num("partitions", 1), (short) 1))).all().get();
-            boolean listed = admin.listTopics().names().get().contains(topic);
+            // "It may take several seconds after CreateTopicsResult returns success for all the brokers to
+            // become aware that the topics have been created" (Kafka's Admin javadoc), as after deleteTopics
+            long deadline = System.currentTimeMillis() + 10_000;
+            boolean listed;
+            while (!(listed = admin.listTopics().names().get().contains(topic)) && System.currentTimeMillis() < deadline) {
+                Thread.sleep(100);
+            }
             return "{\"partitions\":" + partitions(admin, topic) + ",\"listed\":" + listed + "}";
         }
     }
