@@ -87,14 +87,27 @@ def _limit(out: dict) -> None:
 
 def _stalled(out: dict) -> None:
     assert out["held"] == ["v0@0#1", "v1@1#1", "v2@2#1"]
-    assert out["redelivered"] == ["v0@0#2", "v1@1#2", "v2@2#2"] and out["after_lock_timeout"]
+    assert [r.split("#")[0] for r in out["redelivered"]] == ["v0@0", "v1@1", "v2@2"] and out["after_lock_timeout"]
+    assert all(int(r.split("#")[1]) >= 2 for r in out["redelivered"])  # delivered again, counted
+
+
+def _raced(out: dict) -> dict:
+    """The stalled scenario without its redelivery counts, which race on both brokers.
+
+    The stalled member's KafkaShareConsumer keeps a ShareFetch going in the
+    background when its last poll found records already buffered (its
+    fetchMoreRecords flag stays set), so when a lock times out both members
+    are fetching: Kafka 4.1 hands the records to whichever fetch it serves
+    first, and if the stalled one wins they come to the other member only
+    after a second lock timeout (#3; seen in CI under load, #2 otherwise)."""
+    return {**out, "redelivered": [r.split("#")[0] for r in out["redelivered"]]}
 
 
 SCENARIOS = {
-    "split": ({"records": "20"}, _split),
-    "acks": ({}, _acks),
-    "limit": ({"records": "1"}, _limit),
-    "stalled": ({}, _stalled),
+    "split": ({"records": "20"}, _split, dict),
+    "acks": ({}, _acks, dict),
+    "limit": ({"records": "1"}, _limit, dict),
+    "stalled": ({}, _stalled, _raced),
 }
 
 
@@ -102,11 +115,13 @@ SCENARIOS = {
 @pytest.mark.parametrize("scenario", SCENARIOS)
 def test_share_consumer_same_as_kafka(kafka: str | None, ours: Broker, scenario: str) -> None:
     name = f"share-{scenario}-{uuid.uuid4().hex[:8]}"
-    extra, check = SCENARIOS[scenario]
+    extra, check, compared = SCENARIOS[scenario]
     mine = run(scenario, ours.bootstrap_servers, topic=name, group=name, **extra)
     check(mine)
     if kafka is not None:
-        assert mine == run(scenario, kafka, topic=name, group=name, **extra)
+        theirs = run(scenario, kafka, topic=name, group=name, **extra)
+        check(theirs)
+        assert compared(mine) == compared(theirs)
 
 
 def _killed(bootstrap: str) -> tuple[dict, dict]:
