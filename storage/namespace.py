@@ -402,7 +402,10 @@ class NamespaceStore(Store):
         try:
             await self._persist_topics(state, [topic])
         except BaseException:
-            del state.topics[name]
+            # Only this attempt's registration is undone: on a store shared by processes the
+            # winner's topic may have replaced it meanwhile (its notification), and stays.
+            if state.topics.get(name) is topic:
+                del state.topics[name]
             self._topics_by_id.pop(topic.id_hex, None)
             raise
         return info

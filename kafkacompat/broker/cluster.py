@@ -103,12 +103,16 @@ class Cluster:
 
     async def _leadership_gained(self, key: PartitionKey) -> None:
         """Another broker may have appended since this one last led: read the partition's
-        offsets afresh and rebuild its producers' and transactions' state from the log (at the next use)."""
+        offsets afresh and rebuild its producers' and transactions' state from the log (at the next use).
+
+        The groups and transactional ids placed on a __consumer_offsets partition are loaded from
+        the state tables, whether or not this broker's store lists the topic yet: coordinates()
+        answers for them as soon as the partition is led, and a group not loaded then was created
+        afresh by its members' next JoinGroup (a rebalance). A topic the store does not list yet
+        has nothing stale to refresh: its partitions are opened from the database once it does."""
         self.producers.forget_partition(key)
         self.transactions.partitions.forget_partition(key)
         stream, topic, index = key
-        if self.store.get_topic(stream, topic) is None:
-            return
         if (stream, topic) == (self.default_stream, OFFSETS_TOPIC):  # the groups placed on it come here
             try:
                 await self.groups.take_over(self._placed_on(index))
@@ -118,6 +122,8 @@ class Cluster:
                 await self.transactions.take_over(self._placed_on(index))
             except storage.StorageError as exc:
                 log.warning("cannot load the transactions of %s-%d: %s", OFFSETS_TOPIC, index, exc)
+        if self.store.get_topic(stream, topic) is None:
+            return
         try:
             await self.store.partition(stream, topic, index).refresh()
         except storage.StorageError as exc:

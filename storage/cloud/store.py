@@ -11,6 +11,7 @@ watermarks and log starts). See DESIGN.md beside this file.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import json
 import logging
@@ -477,6 +478,21 @@ class CloudStore(NamespaceStore):
             await self._notify(conn, "stream", s=stream.path)
         for name in list(stream.topics):
             self._forget_topic(stream, name)
+
+    async def create_topic(
+        self, stream: str, name: str, partitions: int, configs: dict[str, str] | None = None
+    ) -> TopicInfo:
+        """As every engine creates one; when another broker created the name first, its topic is
+        read now, not at its notification: the caller's next get_topic finds it (brokers race to
+        create __consumer_offsets, and a broker whose view lacked it took over no groups)."""
+        import asyncpg
+
+        try:
+            return await super().create_topic(stream, name, partitions, configs)
+        except TopicExistsError:
+            with contextlib.suppress(OSError, asyncpg.PostgresError, asyncpg.InterfaceError, asyncio.TimeoutError):
+                await self._sync_topic(stream, name)  # unreadable now: its notification still brings it
+            raise
 
     async def _persist_topics(self, stream: StreamState, topics: Sequence[TopicState]) -> None:
         import asyncpg

@@ -370,3 +370,34 @@ async def test_a_replicated_batch_under_a_superseded_epoch_is_refused(pair):
         assert struct.unpack_from(">qii", bytes(await part.read(0, 1 << 20)), 0)[2] == 2
     finally:
         await conn.close()
+
+
+@pytest.mark.parametrize("notified_first", [True, False], ids=["notified-first", "refused-first"])
+async def test_a_create_lost_to_another_process_leaves_the_winners_topic_listed(pair, monkeypatch, notified_first):
+    """Brokers race to create __consumer_offsets. The loser's create is refused; its view must then
+    list the winner's topic, whether the winner's notification was applied while the losing create
+    was in flight (it replaced the loser's registration, which the refusal must not take away with
+    it: the loser then listed no such topic until another change of it) or is still to come."""
+    a, b = pair
+    persist = b._persist_topics
+    won: list[storage.TopicInfo] = []
+    opened: list[storage.Partition] = []
+
+    async def lose_the_race(stream, topics) -> None:
+        won.append(await a.create_topic("/default", "t", 3))
+        if notified_first:
+            await eventually(lambda: b.get_topic("/default", "t") == won[0])
+            opened.append(b.partition("/default", "t", 2))  # a fetch of the winner's topic waits on it
+        await persist(stream, topics)
+
+    monkeypatch.setattr(b, "_persist_topics", lose_the_race)
+    with pytest.raises(storage.TopicExistsError):
+        await b.create_topic("/default", "t", 3)
+    assert b.get_topic("/default", "t") == won[0]
+    assert b.get_topic_by_id(won[0].topic_id) == won[0]
+    served = opened[0] if opened else b.partition("/default", "t", 2)
+    assert b.partition("/default", "t", 2) is served
+    waiting = served.wait_for_data(0)
+    await a.partition("/default", "t", 2).append(batch(2), 2)
+    await asyncio.wait_for(waiting, 5)  # the partition opened before the refusal is the one served and woken
+    await eventually(lambda: b.partition("/default", "t", 2).high_watermark == 2)
