@@ -189,8 +189,15 @@ class PostgresCluster(ClusterView):
         led = {key: row.epoch for key, row in rows.items() if row.leader == self.me.node_id}
         gained = [key for key, epoch in led.items() if self._led.get(key) != epoch]
         lost = [key for key in self._led if key not in led]
-        # stop serving what moved away (or came back under a new epoch) before anything else
-        self._live, self._rows = live, rows
+        # Stop serving what moved away (or came back under a new epoch) before anything else. A
+        # partition gained is named as led here (Metadata) only once caught up and served.
+        published = dict(rows)
+        for key in gained:
+            if key in self._rows:
+                published[key] = self._rows[key]
+            else:
+                published.pop(key)
+        self._live, self._rows = live, published
         self._led = {key: epoch for key, epoch in self._led.items() if led.get(key) == epoch}
         await self._lose(lost)
         for key in gained:  # each served once caught up with what the previous leader appended
@@ -198,7 +205,7 @@ class PostgresCluster(ClusterView):
             if self._registration != registration:  # the lease lapsed meanwhile: the rows read are stale
                 await self._lose([key])
                 continue
-            self._led[key] = led[key]
+            self._rows[key], self._led[key] = rows[key], led[key]
         self._yielding -= handing_on - set(led)
         self._yielding &= set(led)
 
