@@ -141,6 +141,9 @@ class PostgresCluster(ClusterView):
             except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
                 log.warning("renewing the cluster lease failed (%s); leading nothing once it lapses", exc)
                 self._lease_conn = await self._reconnect(self._lease_conn)
+            except ClusterError as exc:  # another broker took this node id meanwhile
+                log.error("broker %d leaves the cluster: %s", self.me.node_id, exc)
+                return
 
     async def _renew(self) -> None:
         conn = self._lease_conn

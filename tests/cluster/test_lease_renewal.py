@@ -81,3 +81,43 @@ async def test_a_slow_catch_up_on_gaining_a_partition_keeps_the_lease_and_leader
     assert gains == [key]
     # neither broker served the partition while the new leader caught up; the old one stopped first
     assert served_while_catching_up == [(False, False), (False, False)]
+
+
+async def test_a_partition_gained_while_the_lease_lapses_is_not_served_under_it(postgres: Postgres) -> None:
+    """The lease lapses (here its row is expired in the database, as a long pause ends it) while the
+    broker catches up a partition: it lets go of that partition instead of serving it under a
+    registration whose leadership others may have taken meanwhile, and takes it again afresh."""
+    url = postgres.create_database()
+    key = key_led_by(1, [1])
+    view = PostgresCluster(Member(1, "127.0.0.1", 9001), url, lambda: [key], LEASE_MS, HEARTBEAT_MS)
+    events: list[tuple[str, bool]] = []
+    admin = await asyncpg.connect(url)
+
+    async def lapse_on_first_gain(gained: PartitionKey) -> None:
+        events.append(("gained", view.leads(gained)))
+        if len(events) > 1:
+            return
+        await admin.execute("UPDATE kc_brokers SET lease_until = now() - interval '1 second' WHERE node_id = 1")
+        deadline = time.monotonic() + 10 * LEASE_MS / 1000
+        while time.monotonic() < deadline:  # until the renewal noticed and registered again
+            if await admin.fetchval("SELECT lease_until > now() FROM kc_brokers WHERE node_id = 1"):
+                return
+            await asyncio.sleep(0.02)
+        raise AssertionError("the broker did not register again")
+
+    async def lost(gone: PartitionKey) -> None:
+        events.append(("lost", view.leads(gone)))
+
+    view.on_leadership_gained, view.on_leadership_lost = lapse_on_first_gain, lost
+    try:
+        await view.start()  # gains the partition at its first picture; the lease lapses meanwhile
+        assert not view.leads(key)
+        deadline = time.monotonic() + 10 * LEASE_MS / 1000
+        while not view.leads(key) and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        assert view.leads(key), "the broker never took its partition again"
+    finally:
+        await admin.close()
+        await view.close()
+    # caught up once, let go (never served), caught up again under the new registration, then served
+    assert events[:3] == [("gained", False), ("lost", False), ("gained", False)]
