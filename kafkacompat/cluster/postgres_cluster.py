@@ -1,10 +1,15 @@
 """Brokers sharing one PostgreSQL database as one cluster (see leases.py and leadership.py).
 
-Each heartbeat (one round trip per statement, on one connection of its
-own) renews this broker's lease, reads the live brokers and the leader
-table, writes the moves this broker is due to make, and swaps in the new
-picture the handlers read. Leadership therefore moves at most one lease
-plus one heartbeat after a broker dies.
+Two tasks, each on a connection of its own. One renews this broker's lease
+every heartbeat and does nothing else, so nothing the broker does on
+becoming a leader can make it late. The other, every heartbeat, reads the
+live brokers and the leader table, writes the moves this broker is due to
+make, swaps in the new picture the handlers read, and catches up each
+partition it gained (a tail scan that may read objects, group and
+transaction takeovers) before serving it. Leadership therefore moves at most
+one lease plus one heartbeat after a broker dies, however long the new
+leader takes to catch up: a renewal that waited for that work let the lease
+lapse under load, and leadership bounced between brokers.
 """
 
 from __future__ import annotations
@@ -44,8 +49,11 @@ class PostgresCluster(ClusterView):
         self._partitions = partitions
         self._lease = BrokerLease(me, lease_ms)
         self._heartbeat_s = heartbeat_ms / 1000
-        self._conn: asyncpg.Connection | None = None
+        self._conn: asyncpg.Connection | None = None  # the leader table's
+        self._lease_conn: asyncpg.Connection | None = None  # the lease's alone: never waits behind the table's
         self._task: asyncio.Task[None] | None = None
+        self._renewing: asyncio.Task[None] | None = None
+        self._registration = 0  # counts registrations: leadership gained under an earlier one is void
         self._live: list[Member] = []
         self._rows: dict[PartitionKey, leadership.LeaderRow] = {}
         self._led: dict[PartitionKey, int] = {}  # partitions this broker leads -> epoch
@@ -55,27 +63,38 @@ class PostgresCluster(ClusterView):
     async def start(self) -> None:
         try:
             self._conn = await asyncpg.connect(self._url, timeout=10)
+            self._lease_conn = await asyncpg.connect(self._url, timeout=10)
             await create_schema(self._conn)
         except (OSError, asyncio.TimeoutError, asyncpg.PostgresError) as exc:
+            await self.close()
             raise ClusterError(f"cannot reach the cluster database {redact(self._url)}: {exc}; start PostgreSQL "
                                "or fix --cluster-url") from exc
-        await self._lease.register(self._conn, wait_s=2 * self._lease.lease_ms / 1000 + 1)
-        await self._tick()
+        await self._lease.register(self._lease_conn, wait_s=2 * self._lease.lease_ms / 1000 + 1)
+        self._registration += 1
+        self._renewing = asyncio.create_task(self._renew_forever(), name="cluster-lease")
+        try:
+            await self._tick()  # the first picture: catching up its partitions may outlast a lease
+        except BaseException:
+            await self.close()
+            raise
         self._task = asyncio.create_task(self._run(), name="cluster-heartbeat")
 
     async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        for task in (self._task, self._renewing):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        self._task = self._renewing = None
         self._led = {}
-        if self._conn is not None:
+        if self._lease_conn is not None:
             with contextlib.suppress(Exception):  # a dead database: the lease lapses by itself
-                await self._lease.release(self._conn)
-            with contextlib.suppress(Exception):
-                await self._conn.close()
-            self._conn = None
+                await self._lease.release(self._lease_conn)
+        for conn in (self._conn, self._lease_conn):
+            if conn is not None:
+                with contextlib.suppress(Exception):
+                    await conn.close()
+        self._conn = self._lease_conn = None
 
     def live(self) -> list[Member]:
         return self._live if self._lease.valid() else []
@@ -111,16 +130,43 @@ class PostgresCluster(ClusterView):
             try:
                 await self._tick()
             except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
-                log.warning("cluster heartbeat failed (%s); leading nothing once the lease lapses", exc)
-                await self._reconnect()
+                log.warning("reading the cluster's leader table failed (%s); trying again", exc)
+                self._conn = await self._reconnect(self._conn)
 
-    async def _reconnect(self) -> None:
-        if self._conn is not None:
+    async def _renew_forever(self) -> None:
+        while True:
+            await asyncio.sleep(self._heartbeat_s)
+            try:
+                await self._renew()
+            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+                log.warning("renewing the cluster lease failed (%s); leading nothing once it lapses", exc)
+                self._lease_conn = await self._reconnect(self._lease_conn)
+            except ClusterError as exc:  # another broker took this node id meanwhile
+                log.error("broker %d leaves the cluster: %s", self.me.node_id, exc)
+                return
+
+    async def _renew(self) -> None:
+        conn = self._lease_conn
+        if conn is None:
+            self._lease_conn = await self._reconnect(None)
+            return
+        if await self._lease.renew(conn):
+            return
+        log.warning("broker %d lost its lease; registering again", self.me.node_id)
+        self._registration += 1  # a tick catching up partitions now serves none of them
+        lost, self._led = self._led, {}
+        await self._lose(lost)
+        await self._lease.register(conn, wait_s=self._lease.lease_ms / 1000)
+        self._registration += 1
+
+    async def _reconnect(self, conn: asyncpg.Connection | None) -> asyncpg.Connection | None:
+        """A fresh connection in place of `conn` (closed), or None while the database is out of reach."""
+        if conn is not None:
             with contextlib.suppress(Exception):
-                await self._conn.close()
-        self._conn = None
-        with contextlib.suppress(OSError, asyncpg.PostgresError):
-            self._conn = await asyncpg.connect(self._url, timeout=self._heartbeat_s * 2)
+                await conn.close()
+        with contextlib.suppress(OSError, asyncio.TimeoutError, asyncpg.PostgresError):
+            return await asyncpg.connect(self._url, timeout=self._heartbeat_s * 2)
+        return None
 
     async def _tick(self) -> None:
         async with self._ticking:
@@ -129,13 +175,9 @@ class PostgresCluster(ClusterView):
     async def _beat(self) -> None:
         conn = self._conn
         if conn is None:
-            await self._reconnect()
+            self._conn = await self._reconnect(None)
             return
-        if not await self._lease.renew(conn):
-            log.warning("broker %d lost its lease; registering again", self.me.node_id)
-            await self._lose(self._led)
-            self._led = {}
-            await self._lease.register(conn, wait_s=self._lease.lease_ms / 1000)
+        registration = self._registration
         live = await live_members(conn)
         rows = await leadership.read_leaders(conn)
         missing, moves = leadership.plan(self.me.node_id, [m.node_id for m in live], self._partitions(), rows)
@@ -149,11 +191,24 @@ class PostgresCluster(ClusterView):
             rows = await leadership.read_leaders(conn)
         led = {key: row.epoch for key, row in rows.items() if row.leader == self.me.node_id}
         gained = [key for key, epoch in led.items() if self._led.get(key) != epoch]
-        for key in gained:  # served only once caught up with what the previous leader appended
-            await self.on_leadership_gained(key)
         lost = [key for key in self._led if key not in led]
-        self._live, self._rows, self._led = live, rows, led
+        # Stop serving what moved away (or came back under a new epoch) before anything else. A
+        # partition gained is named as led here (Metadata) only once caught up and served.
+        published = dict(rows)
+        for key in gained:
+            if key in self._rows:
+                published[key] = self._rows[key]
+            else:
+                published.pop(key)
+        self._live, self._rows = live, published
+        self._led = {key: epoch for key, epoch in self._led.items() if led.get(key) == epoch}
         await self._lose(lost)
+        for key in gained:  # each served once caught up with what the previous leader appended
+            await self.on_leadership_gained(key)
+            if self._registration != registration:  # the lease lapsed meanwhile: the rows read are stale
+                await self._lose([key])
+                continue
+            self._rows[key], self._led[key] = rows[key], led[key]
         self._yielding -= handing_on - set(led)
         self._yielding &= set(led)
 
