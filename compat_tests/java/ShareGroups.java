@@ -50,7 +50,10 @@ import org.apache.kafka.common.serialization.StringSerializer;
  * closed, so its share session ended);</li>
  * <li>prepare: only the topic, its records and the group config;</li>
  * <li>reset: Admin.alterShareGroupOffsets moves an empty group back to
- * offset 0 and a member reads everything again.</li>
+ * offset 0 and a member reads everything again;</li>
+ * <li>failover: a member takes N records and accepts the first half; after
+ * a line on stdin (the test killed the partition's leader meanwhile) another
+ * member reads what is there to read.</li>
  * </ul>
  * Usage: ShareGroups COMMAND BOOTSTRAP topic=T group=G [records=N]
  */
@@ -278,6 +281,33 @@ public final class ShareGroups {
         }
     }
 
+    private static String failover(String bootstrap, String topic, String group, int records) throws Exception {
+        int accepted = records / 2;
+        List<String> held = new ArrayList<>();
+        KafkaShareConsumer<String, String> first = consumer(bootstrap, group, topic, true, 500);
+        long deadline = System.currentTimeMillis() + 60_000;
+        while (held.size() < records && System.currentTimeMillis() < deadline) {
+            for (ConsumerRecord<String, String> r : first.poll(POLL)) {
+                held.add(seen(r));
+                if (r.offset() < accepted) {
+                    first.acknowledge(r, AcknowledgeType.ACCEPT);
+                }
+            }
+        }
+        String committed = outcome(first.commitSync());
+        System.out.println("{\"held\":" + list(held) + ",\"commit\":" + committed + "}");
+        System.out.flush();
+        new java.io.BufferedReader(new java.io.InputStreamReader(System.in)).readLine(); // the leader was killed
+        first.close(Duration.ofSeconds(5)); // its records were held on the dead leader: releasing them fails
+        List<String> after = new ArrayList<>();
+        try (KafkaShareConsumer<String, String> second = consumer(bootstrap, group, topic, false, 500)) {
+            after.addAll(pollUntil(second, records - accepted, 90_000));
+            after.addAll(pollUntil(second, records, 3_000)); // anything more (accepted records again) shows here
+            second.poll(Duration.ZERO);
+        }
+        return "{\"after_failover\":" + list(after) + "}";
+    }
+
     public static void main(String[] args) throws Exception {
         Map<String, String> opts = TestProgram.options(args);
         String bootstrap = args[1];
@@ -309,6 +339,9 @@ public final class ShareGroups {
                 break;
             case "reset":
                 out = reset(bootstrap, topic, group, records);
+                break;
+            case "failover":
+                out = failover(bootstrap, topic, group, records);
                 break;
             case "drain":
                 out = drain(bootstrap, topic, group, records);

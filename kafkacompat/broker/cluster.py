@@ -106,6 +106,7 @@ class Cluster:
         offsets afresh and rebuild its producers' and transactions' state from the log (at the next use)."""
         self.producers.forget_partition(key)
         self.transactions.partitions.forget_partition(key)
+        self.shares.leadership_changed(*key)
         stream, topic, index = key
         if self.store.get_topic(stream, topic) is None:
             return
@@ -124,6 +125,7 @@ class Cluster:
             log.warning("cannot refresh %s:%s/%d on becoming its leader: %s", stream, topic, index, exc)
 
     async def _leadership_lost(self, key: PartitionKey) -> None:
+        self.shares.leadership_changed(*key)
         stream, topic, index = key
         if (stream, topic) == (self.default_stream, OFFSETS_TOPIC):
             self.groups.unload(self._placed_on(index))

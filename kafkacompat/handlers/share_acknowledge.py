@@ -11,7 +11,7 @@ from typing import Any
 
 from ..shares.manager import ShareSessionError
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
-from .share_common import acknowledge, no_leader, refusal
+from .share_common import acknowledge, deposed, no_leader, refusal
 
 
 def _answer(m: Any, error: ErrorCode, message: str | None, responses: tuple = ()) -> Any:
@@ -33,7 +33,7 @@ async def handle(ctx: Any, request: Any) -> Any:
     acks = await acknowledge(ctx, group_id, member_id, request.topics)
     if epoch == -1:
         shares.end_sessions(group_id, member_id)
-    await shares.flush()
+    deposed(acks, await shares.flush())
     responses = tuple(
         make(m.ShareAcknowledgeTopicResponse, topic_id=topic.topic_id, partitions=tuple(
             make(m.PartitionData, partition_index=p.partition_index,

@@ -55,8 +55,17 @@ async def acknowledge(ctx: Any, group_id: str, member_id: str,
             if partition is None:
                 out[key] = (error, None)
                 continue
-            out[key] = shares.acknowledge(group_id, member_id, topic.topic_id, part.partition_index, partition, batches)
+            out[key] = await shares.acknowledge(group_id, member_id, topic.topic_id, part.partition_index, partition,
+                                                batches)
     return out
+
+
+def deposed(acks: dict[PartitionKey, tuple[ErrorCode, str | None]], refused: set[PartitionKey]) -> None:
+    """Acknowledgements whose state this broker could not write because it no longer leads the
+    partition (ShareService.flush): NOT_LEADER_OR_FOLLOWER, so the client goes to the new leader."""
+    for key in refused & acks.keys():
+        if acks[key][0] == ErrorCode.none:
+            acks[key] = (ErrorCode.not_leader_or_follower, None)
 
 
 def no_leader(m: Any) -> Any:

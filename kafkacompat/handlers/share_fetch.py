@@ -20,7 +20,7 @@ from typing import Any
 from ..shares.manager import Delivery, ShareSessionError
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
 from .group_common import millis
-from .share_common import PartitionKey, acknowledge, no_leader, refusal, serving
+from .share_common import PartitionKey, acknowledge, deposed, no_leader, refusal, serving
 
 
 def _keys(topics: Any) -> list[PartitionKey]:
@@ -105,7 +105,11 @@ async def handle(ctx: Any, request: Any) -> Any:
             if shares.sessions.get((group_id, member_id)) is not session:
                 break  # the session was replaced or closed meanwhile
             deliveries = await _acquire(ctx, request, wanted, errors)
-    await shares.flush()
+    refused = await shares.flush()
+    deposed(acks, refused)
+    for key in refused & deliveries.keys():  # acquired under state this broker may no longer keep
+        del deliveries[key]
+        errors[key] = ErrorCode.not_leader_or_follower
     shown: dict[PartitionKey, None] = {}
     if is_new and session is not None:
         shown.update(dict.fromkeys(session.partitions))
