@@ -342,11 +342,17 @@ class ShareService:
         """This broker gained or lost the leadership of a topic partition: what it kept of the
         partition's share-partitions may be behind what another leader wrote, so it is dropped,
         and read afresh from the store at its first use (Kafka's new leader initializes a
-        share-partition from the share coordinator's state likewise)."""
+        share-partition from the share coordinator's state likewise). For a __consumer_offsets
+        partition, the share groups it no longer coordinates are unloaded."""
         info = self.store.get_topic(stream, topic)
-        if info is not None:
-            self.drop(info.topic_id, index)
-            self._unread.add((info.topic_id, index))
+        if info is None:
+            return
+        offsets = self.cluster.offsets_topic()
+        if offsets is not None and info.topic_id == offsets.topic_id:  # the coordinators of groups moved
+            self.groups.unload(lambda group_id: not self.cluster.coordinates(group_id))
+            return
+        self.drop(info.topic_id, index)
+        self._unread.add((info.topic_id, index))
 
     def drop(self, topic_id: uuid.UUID, index: int) -> None:
         """Forget the topic partition's share-partitions here: their state, lock timers and unwritten changes."""

@@ -13,6 +13,7 @@ from kafkacompat import storage
 from kafkacompat.broker.cluster import Cluster
 from kafkacompat.config import BrokerConfig
 from kafkacompat.shares.manager import TABLE, state_key
+from kafkacompat.shares.share_group import ShareHeartbeat
 from kafkacompat.storage import open_store
 
 
@@ -50,3 +51,19 @@ async def test_a_deposed_leader_writes_nothing_and_forgets_the_share_partition()
     assert await shares.flush() == {(info.topic_id, 0)}
     assert store.get_state(store.default_stream, TABLE) == stored
     assert shares.partitions == {}
+
+
+async def test_share_groups_coordinated_elsewhere_are_unloaded() -> None:
+    cluster, info = await _cluster()
+    await cluster.ensure_offsets_topic()
+    shares = cluster.shares
+    joined = shares.groups.heartbeat(ShareHeartbeat(group_id="g", member_id="m1", member_epoch=0, rack_id=None,
+                                                    subscribed_topic_names=("orders",), client_id="c",
+                                                    client_host="/127.0.0.1"))
+    assert joined.member_epoch > 0 and "g" in shares.groups.groups
+    shares.leadership_changed(cluster.default_stream, "__consumer_offsets", 0)
+    assert "g" in shares.groups.groups  # this broker still coordinates it
+    cluster.coordinates = lambda group_id: False  # its __consumer_offsets partition moved to another broker
+    shares.leadership_changed(cluster.default_stream, "__consumer_offsets", 0)
+    assert shares.groups.groups == {}
+    shares.groups.close()
