@@ -25,13 +25,16 @@ import uuid
 from collections.abc import Callable, Iterator
 
 import pytest
-from confluent_kafka import KafkaException
+from confluent_kafka import KafkaException, TopicCollection
 from confluent_kafka.admin import AdminClient
+from kio.schema.errors import ErrorCode
 
 from compat_tests.drivers.share_groups import share_groups_program
 from kafkacompat.cluster.leadership import preferred_leader
 from kafkacompat.testing.cluster import BrokerCluster, cloud_cluster_args
 from kafkacompat.testing.services import ServiceUnavailable
+from tests.shares.test_share_sessions import _fetch as fetch
+from tests.wire import Wire
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -65,6 +68,28 @@ def _wait_leader(bootstrap: str, topic: str, want: Callable[[int], bool], timeou
     return leader
 
 
+def _topic_id(bootstrap: str, topic: str) -> uuid.UUID:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    found = admin.describe_topics(TopicCollection([topic]))[topic].result(10).topic_id
+    mask = (1 << 64) - 1
+    return uuid.UUID(int=(found.get_most_significant_bits() & mask) << 64 | found.get_least_significant_bits() & mask)
+
+
+def _followers_refuse(cluster: BrokerCluster, topic: str, leader: int) -> None:
+    """ShareFetch on a broker that does not lead the partition: NOT_LEADER_OR_FOLLOWER naming the
+    leader and its endpoint, as Kafka answers, so the client goes there at once."""
+    topic_id = _topic_id(cluster.bootstrap, topic)
+    for node_id, broker in enumerate(cluster.brokers, 1):
+        if node_id == leader:
+            continue
+        with Wire(broker.bootstrap) as wire:
+            answer = fetch(wire, topic_id, 0, member=f"probe-{node_id}")
+        partition = answer.responses[0].partitions[0]
+        assert (answer.error_code, partition.error_code) == (ErrorCode.none, ErrorCode.not_leader_or_follower)
+        assert partition.current_leader.leader_id == leader and partition.records in (b"", None)
+        assert [(e.node_id, e.port) for e in answer.node_endpoints] == [(leader, cluster.broker(leader).port)]
+
+
 def _failover(cluster: BrokerCluster, name: str, move: Callable[[int], None],
               move_back: Callable[[int], None]) -> tuple[dict, dict, dict]:
     """Run ShareGroups.java `failover`: `move(leader)` after the first member's step, `move_back(leader)`
@@ -95,6 +120,7 @@ def _failover(cluster: BrokerCluster, name: str, move: Callable[[int], None],
         try:
             held = step()
             leader = _leader(cluster.bootstrap, name)
+            _followers_refuse(cluster, name, leader)
             move(leader)
             go()
             moved = step()
