@@ -403,10 +403,13 @@ class ShareService:
         if wanted_types and "share" not in wanted_types:
             return []
         return [(group_id, "share", state, "share") for group_id, state in self.known_groups().items()
-                if not wanted_states or state.lower() in wanted_states]
+                if (not wanted_states or state.lower() in wanted_states)
+                and self.cluster.coordinates(group_id)]  # each coordinator lists its own, as on Kafka
 
     async def delete_group(self, group_id: str) -> ErrorCode:
         """DeleteGroups of an empty share group: the group and the state of its share-partitions go."""
+        if not self.cluster.coordinates(group_id):
+            return ErrorCode.not_coordinator
         if not self.is_empty(group_id):
             return ErrorCode.non_empty_group
         self.groups.delete(group_id)

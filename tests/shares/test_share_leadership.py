@@ -9,6 +9,8 @@ with the Java share consumer, is tests/cluster/test_share_failover.py.
 
 from __future__ import annotations
 
+from kio.schema.errors import ErrorCode
+
 from kafkacompat import storage
 from kafkacompat.broker.cluster import Cluster
 from kafkacompat.config import BrokerConfig
@@ -67,3 +69,15 @@ async def test_share_groups_coordinated_elsewhere_are_unloaded() -> None:
     shares.leadership_changed(cluster.default_stream, "__consumer_offsets", 0)
     assert shares.groups.groups == {}
     shares.groups.close()
+
+
+async def test_only_the_coordinator_lists_and_deletes_a_share_group() -> None:
+    cluster, info = await _cluster()
+    store = cluster.store
+    written = {"start_offset": 0, "written_start_offset": 0, "state_epoch": 0, "batches": []}
+    await store.put_state(store.default_stream, TABLE, {state_key("g", info.topic_id, 0): written})
+    assert cluster.shares.list_groups() == [("g", "share", "Empty", "share")]
+    cluster.coordinates = lambda group_id: False  # another broker coordinates it
+    assert cluster.shares.list_groups() == []
+    assert await cluster.shares.delete_group("g") == ErrorCode.not_coordinator
+    assert store.get_state(store.default_stream, TABLE) != {}
