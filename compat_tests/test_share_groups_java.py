@@ -12,7 +12,6 @@ must mean, so the test stands without the reference broker too.
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import signal
@@ -27,25 +26,14 @@ from kafkacompat.testing import Broker
 from kafkacompat.testing.reference_kafka import run_script, script_env
 
 from .conftest import compat_broker
-from .drivers.java import JVM_FLAGS, SOURCES, compile_sources
+from .drivers.share_groups import share_groups_program
 from .reference import KAFKA_DIST, ReferenceKafka, jars_dir, kafka_home
 
 LOCK_MS = 3000  # ShareGroups.java's LOCK_MS
-CLIENT_JARS_41 = ("kafka-clients-4.1.0.jar", "lz4-java-1.8.0.jar", "snappy-java-1.1.10.7.jar",
-                  "zstd-jni-1.5.6-10.jar", "slf4j-api-1.7.36.jar")
-
-
-@functools.cache
-def _program() -> list[str]:
-    """`java ... ShareGroups` compiled against kafka-clients 4.1.0 (KafkaShareConsumer is 4.x only)."""
-    libs = kafka_home() / "libs"  # skips without the Kafka 4.1 distribution
-    cp = ":".join(str(libs / jar) for jar in CLIENT_JARS_41)
-    classes = compile_sources([str(SOURCES / name) for name in ("ShareGroups.java", "TestProgram.java")], cp)
-    return ["java", *JVM_FLAGS, "-cp", f"{cp}:{classes}", "ShareGroups"]
 
 
 def run(command: str, bootstrap: str, **options: str) -> dict:
-    argv = [*_program(), command, bootstrap, *(f"{k}={v}" for k, v in options.items())]
+    argv = [*share_groups_program(), command, bootstrap, *(f"{k}={v}" for k, v in options.items())]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=150, check=False)
     lines = [line for line in done.stdout.strip().splitlines() if line.startswith("{")]
     assert done.returncode == 0 and lines, f"{command} on {bootstrap} exited {done.returncode}:\n{done.stderr[-4000:]}"

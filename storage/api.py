@@ -19,6 +19,10 @@ from collections.abc import Mapping, Sequence
 from .errors import StorageError
 
 
+# (stream, topic, partition, leader epoch) a state write is made under (Store.put_state)
+StateFence = tuple[str, str, int, int]
+
+
 class FsyncPolicy(str, enum.Enum):
     """When appended bytes are forced to stable storage."""
 
@@ -341,7 +345,8 @@ class Store(abc.ABC):
     # state tables
     @abc.abstractmethod
     async def put_state(
-        self, stream: str, table: str, records: Mapping[str, dict | None], *, durable: bool = True
+        self, stream: str, table: str, records: Mapping[str, dict | None], *, durable: bool = True,
+        fence: "StateFence | None" = None,
     ) -> None:
         """Set (a dict) or delete (None) keyed JSON records of a small table in the stream's data path.
 
@@ -351,6 +356,12 @@ class Store(abc.ABC):
         durable per the stream's fsync policy; with durable=False once they
         are written (durable at the next group commit), for records whose
         loss in a crash the caller repairs. `table` is [a-z_]+.
+
+        With `fence` (stream, topic, partition, leader epoch) the records are
+        written only while that partition's leader epoch is still the one
+        named, checked in the write's own transaction as appends are fenced:
+        else NotLeaderError and nothing is written. A store only this process
+        writes has no other leader to fence against and ignores it.
         """
 
     @abc.abstractmethod

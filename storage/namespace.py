@@ -16,7 +16,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 
 from .activity import StoreActivity
-from .api import Cursor, FsyncPolicy, Partition, Store, StreamInfo, StreamPolicy, TopicInfo
+from .api import Cursor, FsyncPolicy, Partition, StateFence, Store, StreamInfo, StreamPolicy, TopicInfo
 from .errors import (
     InvalidPartitionsError,
     InvalidPathError,
@@ -283,6 +283,12 @@ class NamespaceStore(Store):
         self, stream: StreamState, table: str, records: Mapping[str, dict | None], durable: bool
     ) -> None: ...
 
+    async def _persist_fenced_state(
+        self, stream: StreamState, table: str, records: Mapping[str, dict | None], durable: bool, fence: StateFence
+    ) -> None:
+        """_persist_state under a leader epoch; only a store other processes write has epochs to check."""
+        await self._persist_state(stream, table, records, durable)
+
     @abc.abstractmethod
     async def _purge_topic(self, stream: StreamState, topic: TopicState) -> None:
         """Drop every message of the topic's partitions, keeping their offsets."""
@@ -513,12 +519,16 @@ class NamespaceStore(Store):
     # state tables ----------------------------------------------------------
 
     async def put_state(
-        self, stream: str, table: str, records: Mapping[str, dict | None], *, durable: bool = True
+        self, stream: str, table: str, records: Mapping[str, dict | None], *, durable: bool = True,
+        fence: StateFence | None = None,
     ) -> None:
         if not _TABLE_NAME.fullmatch(table):
             raise ValueError(f"state table name {table!r} is not [a-z_]+")
         state = self._stream(stream)
-        await self._persist_state(state, table, records, durable)
+        if fence is None:
+            await self._persist_state(state, table, records, durable)
+        else:
+            await self._persist_fenced_state(state, table, records, durable, fence)
         live = state.tables.setdefault(table, {})
         for key, value in records.items():
             if value is None:

@@ -50,7 +50,11 @@ import org.apache.kafka.common.serialization.StringSerializer;
  * closed, so its share session ended);</li>
  * <li>prepare: only the topic, its records and the group config;</li>
  * <li>reset: Admin.alterShareGroupOffsets moves an empty group back to
- * offset 0 and a member reads everything again.</li>
+ * offset 0 and a member reads everything again;</li>
+ * <li>failover: a member takes N records and accepts the first half; after
+ * a line on stdin (the test moved the partition's leader meanwhile) another
+ * member reads what is there to read; after another line (the leadership
+ * moved again) one more record is produced and a third member reads.</li>
  * </ul>
  * Usage: ShareGroups COMMAND BOOTSTRAP topic=T group=G [records=N]
  */
@@ -91,12 +95,17 @@ public final class ShareGroups {
 
     /** N records v0..v(N-1) to partition 0, each its own batch. */
     private static void produce(String bootstrap, String topic, int records) throws Exception {
+        produce(bootstrap, topic, 0, records);
+    }
+
+    /** Records v(from)..v(to-1) to partition 0, each its own batch. */
+    private static void produce(String bootstrap, String topic, int from, int to) throws Exception {
         Properties props = new Properties();
         props.put("bootstrap.servers", bootstrap);
         props.put("key.serializer", StringSerializer.class.getName());
         props.put("value.serializer", StringSerializer.class.getName());
         try (KafkaProducer<String, String> producer = new KafkaProducer<>(props)) {
-            for (int i = 0; i < records; i++) {
+            for (int i = from; i < to; i++) {
                 producer.send(new ProducerRecord<>(topic, 0, null, "v" + i)).get();
             }
         }
@@ -278,6 +287,48 @@ public final class ShareGroups {
         }
     }
 
+    private static String failover(String bootstrap, String topic, String group, int records) throws Exception {
+        int accepted = records / 2;
+        List<String> held = new ArrayList<>();
+        KafkaShareConsumer<String, String> first = consumer(bootstrap, group, topic, true, 500);
+        long deadline = System.currentTimeMillis() + 60_000;
+        while (held.size() < records && System.currentTimeMillis() < deadline) {
+            for (ConsumerRecord<String, String> r : first.poll(POLL)) {
+                held.add(seen(r));
+                if (r.offset() < accepted) {
+                    first.acknowledge(r, AcknowledgeType.ACCEPT);
+                }
+            }
+        }
+        String committed = outcome(first.commitSync());
+        step("{\"held\":" + list(held) + ",\"commit\":" + committed + "}"); // the test moves the leader
+        first.close(Duration.ofSeconds(5)); // its records were held on the leader before: releasing them may fail
+        step("{\"after_move\":" + list(readAll(bootstrap, group, topic, records - accepted)) + "}");
+        produce(bootstrap, topic, records, records + 1); // v(N) at offset N
+        return "{\"after_return\":" + list(readAll(bootstrap, group, topic, 1)) + "}";
+    }
+
+    /** Print a line of what was seen, then wait until the test has done its part and writes a line. */
+    private static void step(String line) throws java.io.IOException {
+        System.out.println(line);
+        System.out.flush();
+        STDIN.readLine();
+    }
+
+    private static final java.io.BufferedReader STDIN =
+            new java.io.BufferedReader(new java.io.InputStreamReader(System.in));
+
+    /** What a new member of the group reads (accepting it): `want` records, and anything more within 3 s. */
+    private static List<String> readAll(String bootstrap, String group, String topic, int want) {
+        List<String> got = new ArrayList<>();
+        try (KafkaShareConsumer<String, String> c = consumer(bootstrap, group, topic, false, 500)) {
+            got.addAll(pollUntil(c, want, 90_000));
+            got.addAll(pollUntil(c, Integer.MAX_VALUE, 3_000));
+            c.poll(Duration.ZERO);
+        }
+        return got;
+    }
+
     public static void main(String[] args) throws Exception {
         Map<String, String> opts = TestProgram.options(args);
         String bootstrap = args[1];
@@ -309,6 +360,9 @@ public final class ShareGroups {
                 break;
             case "reset":
                 out = reset(bootstrap, topic, group, records);
+                break;
+            case "failover":
+                out = failover(bootstrap, topic, group, records);
                 break;
             case "drain":
                 out = drain(bootstrap, topic, group, records);

@@ -112,6 +112,7 @@ class Cluster:
         has nothing stale to refresh: its partitions are opened from the database once it does."""
         self.producers.forget_partition(key)
         self.transactions.partitions.forget_partition(key)
+        self.shares.leadership_changed(*key)
         stream, topic, index = key
         if (stream, topic) == (self.default_stream, OFFSETS_TOPIC):  # the groups placed on it come here
             try:
@@ -130,6 +131,7 @@ class Cluster:
             log.warning("cannot refresh %s:%s/%d on becoming its leader: %s", stream, topic, index, exc)
 
     async def _leadership_lost(self, key: PartitionKey) -> None:
+        self.shares.leadership_changed(*key)
         stream, topic, index = key
         if (stream, topic) == (self.default_stream, OFFSETS_TOPIC):
             self.groups.unload(self._placed_on(index))

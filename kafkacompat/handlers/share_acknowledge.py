@@ -11,12 +11,12 @@ from typing import Any
 
 from ..shares.manager import ShareSessionError
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
-from .share_common import acknowledge, no_leader, refusal
+from .share_common import Leaders, acknowledge, deposed, refusal
 
 
-def _answer(m: Any, error: ErrorCode, message: str | None, responses: tuple = ()) -> Any:
+def _answer(m: Any, error: ErrorCode, message: str | None, responses: tuple = (), node_endpoints: tuple = ()) -> Any:
     return make(m.ShareAcknowledgeResponse, throttle_time=NO_THROTTLE, error_code=error, error_message=message,
-                responses=responses, node_endpoints=())
+                responses=responses, node_endpoints=node_endpoints)
 
 
 async def handle(ctx: Any, request: Any) -> Any:
@@ -33,14 +33,17 @@ async def handle(ctx: Any, request: Any) -> Any:
     acks = await acknowledge(ctx, group_id, member_id, request.topics)
     if epoch == -1:
         shares.end_sessions(group_id, member_id)
-    await shares.flush()
+    deposed(acks, await shares.flush())
+    leaders = Leaders(ctx, m)
+
+    def answered(topic_id: Any, index: int) -> Any:
+        error, message = acks.get((topic_id, index), (ErrorCode.none, None))
+        return make(m.PartitionData, partition_index=index, error_code=error, error_message=message,
+                    current_leader=leaders.current((topic_id, index), error))
+
     responses = tuple(
         make(m.ShareAcknowledgeTopicResponse, topic_id=topic.topic_id, partitions=tuple(
-            make(m.PartitionData, partition_index=p.partition_index,
-                 error_code=acks.get((topic.topic_id, p.partition_index), (ErrorCode.none, None))[0],
-                 error_message=acks.get((topic.topic_id, p.partition_index), (ErrorCode.none, None))[1],
-                 current_leader=no_leader(m))
-            for p in topic.partitions))
+            answered(topic.topic_id, p.partition_index) for p in topic.partitions))
         for topic in request.topics
     )
-    return _answer(m, ErrorCode.none, None, responses)
+    return _answer(m, ErrorCode.none, None, responses, leaders.endpoints())

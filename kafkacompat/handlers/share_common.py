@@ -55,10 +55,43 @@ async def acknowledge(ctx: Any, group_id: str, member_id: str,
             if partition is None:
                 out[key] = (error, None)
                 continue
-            out[key] = shares.acknowledge(group_id, member_id, topic.topic_id, part.partition_index, partition, batches)
+            out[key] = await shares.acknowledge(group_id, member_id, topic.topic_id, part.partition_index, partition,
+                                                batches)
     return out
+
+
+def deposed(acks: dict[PartitionKey, tuple[ErrorCode, str | None]], refused: set[PartitionKey]) -> None:
+    """Acknowledgements whose state this broker could not write because it no longer leads the
+    partition (ShareService.flush): NOT_LEADER_OR_FOLLOWER, so the client goes to the new leader."""
+    for key in refused & acks.keys():
+        if acks[key][0] == ErrorCode.none:
+            acks[key] = (ErrorCode.not_leader_or_follower, None)
 
 
 def no_leader(m: Any) -> Any:
     """current_leader of a partition answer: only errors that move the leader name one, as Kafka does."""
     return make(m.LeaderIdAndEpoch, leader_id=-1, leader_epoch=-1)
+
+
+class Leaders:
+    """current_leader of the partitions answered NOT_LEADER_OR_FOLLOWER, and the node_endpoints of the
+    leaders named, as Kafka's ShareFetch and ShareAcknowledge answers carry them (so a client
+    goes to the new leader without waiting for Metadata)."""
+
+    def __init__(self, ctx: Any, m: Any) -> None:
+        self.ctx, self.m = ctx, m
+        self.named: set[int] = set()
+
+    def current(self, key: PartitionKey, *errors: ErrorCode) -> Any:
+        info = self.ctx.cluster.by_id(key[0])
+        if ErrorCode.not_leader_or_follower not in errors or info is None:
+            return no_leader(self.m)
+        error, leader, epoch = self.ctx.cluster.routing(info, key[1])
+        if error != ErrorCode.none:
+            return no_leader(self.m)
+        self.named.add(leader)
+        return make(self.m.LeaderIdAndEpoch, leader_id=leader, leader_epoch=epoch)
+
+    def endpoints(self) -> tuple:
+        return tuple(make(self.m.NodeEndpoint, node_id=b.node_id, host=b.host, port=b.port, rack=None)
+                     for b in self.ctx.cluster.brokers_for(self.ctx.listener) if b.node_id in self.named)

@@ -20,7 +20,7 @@ from typing import Any
 from ..shares.manager import Delivery, ShareSessionError
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
 from .group_common import millis
-from .share_common import PartitionKey, acknowledge, no_leader, refusal, serving
+from .share_common import Leaders, PartitionKey, acknowledge, deposed, refusal, serving
 
 
 def _keys(topics: Any) -> list[PartitionKey]:
@@ -68,10 +68,11 @@ async def _wait(ctx: Any, wanted: list[PartitionKey], group_id: str, deadline: f
             waiter.cancel()
 
 
-def _answer(m: Any, error: ErrorCode, message: str | None, lock_ms: int, responses: tuple = ()) -> Any:
+def _answer(m: Any, error: ErrorCode, message: str | None, lock_ms: int, responses: tuple = (),
+            node_endpoints: tuple = ()) -> Any:
     return make(m.ShareFetchResponse, throttle_time=NO_THROTTLE, error_code=error, error_message=message,
                 acquisition_lock_timeout=datetime.timedelta(milliseconds=lock_ms), responses=responses,
-                node_endpoints=())
+                node_endpoints=node_endpoints)
 
 
 async def handle(ctx: Any, request: Any) -> Any:
@@ -105,18 +106,23 @@ async def handle(ctx: Any, request: Any) -> Any:
             if shares.sessions.get((group_id, member_id)) is not session:
                 break  # the session was replaced or closed meanwhile
             deliveries = await _acquire(ctx, request, wanted, errors)
-    await shares.flush()
+    refused = await shares.flush()
+    deposed(acks, refused)
+    for key in refused & deliveries.keys():  # acquired under state this broker may no longer keep
+        del deliveries[key]
+        errors[key] = ErrorCode.not_leader_or_follower
     shown: dict[PartitionKey, None] = {}
     if is_new and session is not None:
         shown.update(dict.fromkeys(session.partitions))
     shown.update(dict.fromkeys([*acks, *errors, *deliveries]))
     topics: dict[uuid.UUID, list[Any]] = {}
+    leaders = Leaders(ctx, m)
     for key in shown:
         delivery = deliveries.get(key)
         ack_error, ack_message = acks.get(key, (ErrorCode.none, None))
         topics.setdefault(key[0], []).append(make(
             m.PartitionData, partition_index=key[1], error_code=errors.get(key, ErrorCode.none), error_message=None,
-            acknowledge_error_code=ack_error, acknowledge_error_message=ack_message, current_leader=no_leader(m),
+            acknowledge_error_code=ack_error, acknowledge_error_message=ack_message, current_leader=leaders.current(key, errors.get(key, ErrorCode.none), ack_error),
             records=delivery.records if delivery is not None else b"",
             acquired_records=tuple(
                 make(m.AcquiredRecords, first_offset=a.first_offset, last_offset=a.last_offset,
@@ -126,4 +132,4 @@ async def handle(ctx: Any, request: Any) -> Any:
         ))
     responses = tuple(make(m.ShareFetchableTopicResponse, topic_id=topic_id, partitions=tuple(parts))
                       for topic_id, parts in topics.items())
-    return _answer(m, ErrorCode.none, None, lock_ms, responses)
+    return _answer(m, ErrorCode.none, None, lock_ms, responses, leaders.endpoints())

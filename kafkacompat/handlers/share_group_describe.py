@@ -41,6 +41,9 @@ async def handle(ctx: Any, request: Any) -> Any:
         if not ctx.cluster.authorizer.group(ctx, Operation.DESCRIBE, group_id):
             groups.append(_refused(m, group_id, ErrorCode.group_authorization_failed, None))
             continue
+        if not ctx.cluster.coordinates(group_id):  # membership lives on the group's coordinator
+            groups.append(_refused(m, group_id, ErrorCode.not_coordinator, None))
+            continue
         group = shares.groups.groups.get(group_id)
         if group is None and group_id not in shares.known_groups():
             message = (f"Group {group_id} is not a share group." if shares.is_other_group(group_id)

@@ -3,12 +3,20 @@
 Kafka splits this between the group coordinator (membership), the
 SharePartitionManager (sessions, acquisition locks, acknowledgements) and the
 share coordinator (the durable state in __share_group_state). Here one object
-holds all three: one broker leads every partition. The state of each
-share-partition (its SPSO and the delivery state and count of every record in
-flight) is one JSON record in the `share_state` state table of the default
-stream; an acknowledgement is answered once the state it made is written, so
-a restarted broker goes on from the acknowledged progress (acquired records
-come back available, their delivery counts kept, as in Kafka).
+per broker holds all three. The state of each share-partition (its SPSO and
+the delivery state and count of every record in flight) is one JSON record in
+the `share_state` state table of the default stream; an acknowledgement is
+answered once the state it made is written, so a restarted broker goes on
+from the acknowledged progress (acquired records come back available, their
+delivery counts kept, as in Kafka).
+
+In a cluster, as in Kafka, a share-partition lives with its topic
+partition's leader (the handlers answer NOT_LEADER_OR_FOLLOWER elsewhere) and
+membership with the group's coordinator. A broker that gains or loses a
+partition drops what it kept of its share-partitions; the leader reads them
+afresh from the store at their first use, and writes them fenced by its
+leader epoch, so a deposed leader's late write cannot overwrite the state its
+successor serves.
 """
 
 from __future__ import annotations
@@ -90,6 +98,8 @@ class ShareService:
         self.partitions: dict[tuple[str, uuid.UUID, int], SharePartition] = {}
         self._locks: dict[tuple[str, uuid.UUID, int, int], asyncio.TimerHandle] = {}
         self._dirty: set[tuple[str, uuid.UUID, int]] = set()
+        self._admin_dirty: set[tuple[str, uuid.UUID, int]] = set()  # written by the coordinator, not the leader
+        self._unread: set[PartitionKey] = set()  # led anew: read from the store before the first use
         self._released: asyncio.Future[None] | None = None  # resolved when records become available again
         self._flush_task: asyncio.Task[None] | None = None
 
@@ -188,10 +198,14 @@ class ShareService:
                 self._changed(key)
 
     # share-partitions -------------------------------------------------------------
-    def share_partition(self, group_id: str, topic_id: uuid.UUID, index: int,
-                        partition: storage.Partition) -> SharePartition:
+    async def share_partition(self, group_id: str, topic_id: uuid.UUID, index: int,
+                              partition: storage.Partition) -> SharePartition:
         """The share-partition, loaded from the store or started per share.auto.offset.reset."""
         key = (group_id, topic_id, index)
+        if (topic_id, index) in self._unread and key not in self.partitions:
+            # the previous leader wrote it until it was fenced: read what it wrote, not a notification behind
+            await self.store.reload_state(self.store.default_stream, TABLE)
+            self._unread.discard((topic_id, index))
         part = self.partitions.get(key)
         if part is None:
             record = self.stored().get(state_key(group_id, topic_id, index))
@@ -210,7 +224,7 @@ class ShareService:
                       partition: storage.Partition, max_records: int, max_bytes: int) -> Delivery | None:
         """Acquire up to `max_records` records (whole log batches) for a member, under a lock, while the
         share-partition holds fewer than group_share_partition_max_record_locks (Kafka's bound)."""
-        part = self.share_partition(group_id, topic_id, index, partition)
+        part = await self.share_partition(group_id, topic_id, index, partition)
         max_records = min(max_records, self.config.group_share_partition_max_record_locks - part.held())
         start = part.first_available()
         if start >= partition.high_watermark or max_records <= 0:
@@ -252,15 +266,15 @@ class ShareService:
         if self._dirty and (self._flush_task is None or self._flush_task.done()):
             self._flush_task = asyncio.get_running_loop().create_task(self.flush(), name="share state flush")
 
-    def acknowledge(self, group_id: str, member_id: str, topic_id: uuid.UUID, index: int,
-                    partition: storage.Partition | None,
+    async def acknowledge(self, group_id: str, member_id: str, topic_id: uuid.UUID, index: int,
+                          partition: storage.Partition | None,
                     batches: Sequence[tuple[int, int, Sequence[int]]]) -> tuple[ErrorCode, str | None]:
         """Apply one partition's acknowledgement batches; the partition's acknowledge error."""
         part = self.partitions.get((group_id, topic_id, index))
         if part is None:
             if partition is None:
                 return ErrorCode.unknown_topic_or_partition, None
-            part = self.share_partition(group_id, topic_id, index, partition)
+            part = await self.share_partition(group_id, topic_id, index, partition)
         try:
             part.acknowledge(member_id, batches)
         except InvalidRecordState as exc:
@@ -282,20 +296,71 @@ class ShareService:
             self._released = asyncio.get_running_loop().create_future()
         return self._released
 
-    async def flush(self) -> None:
-        """Write the state of every share-partition that changed (Kafka's persister write)."""
+    async def flush(self) -> set[PartitionKey]:
+        """Write the state of every share-partition that changed (Kafka's persister write), each topic
+        partition's under this broker's leader epoch; the topic partitions whose state was refused
+        because this broker no longer leads them (it drops what it kept of them)."""
+        refused: set[PartitionKey] = set()
         if not self._dirty:
-            return
+            return refused
         dirty, self._dirty = self._dirty, set()
-        records: dict[str, dict | None] = {}
+        admin, self._admin_dirty = self._admin_dirty, set()
+        by_partition: dict[PartitionKey, list[tuple[str, uuid.UUID, int]]] = {}
         for key in dirty:
-            part = self.partitions.get(key)
-            records[state_key(*key)] = part.record() if part is not None else None
-        try:
-            await self.store.put_state(self.store.default_stream, TABLE, records, durable=False)
-        except storage.StorageError as exc:
-            log.warning("share-group state of %d share-partition(s) not written: %s", len(records), exc)
-            self._dirty |= dirty
+            by_partition.setdefault((key[1], key[2]), []).append(key)
+        for (topic_id, index), keys in by_partition.items():
+            records = {state_key(*key): part.record() if (part := self.partitions.get(key)) is not None else None
+                       for key in keys}
+            try:
+                fence = None if all(key in admin for key in keys) else self._fence(topic_id, index)
+                await self.store.put_state(self.store.default_stream, TABLE, records, durable=False, fence=fence)
+            except storage.NotLeaderError as exc:
+                log.info("share-partition state of %s-%d not written: %s", topic_id, index, exc)
+                self.drop(topic_id, index)
+                refused.add((topic_id, index))
+            except storage.StorageError as exc:
+                log.warning("share-group state of %d share-partition(s) not written: %s", len(records), exc)
+                self._dirty.update(keys)
+                self._admin_dirty.update(key for key in keys if key in admin)
+        return refused
+
+    def _fence(self, topic_id: uuid.UUID, index: int) -> storage.StateFence | None:
+        """(stream, topic, partition, leader epoch) a write of the share-partition state is made under;
+        None where there is no epoch to fence by (one broker alone, a deleted topic); NotLeaderError
+        when this broker does not lead the partition (any more)."""
+        info = self.cluster.by_id(topic_id)
+        if info is None:
+            return None
+        key = (info.stream, info.name, index)
+        if not self.cluster.view.leads(key):
+            raise storage.NotLeaderError(f"broker {self.cluster.node_id} does not lead {info.name}-{index}", -1)
+        epoch = self.cluster.append_epoch(key)
+        return None if epoch is None else (*key, epoch)
+
+    # leadership -------------------------------------------------------------------
+    def leadership_changed(self, stream: str, topic: str, index: int) -> None:
+        """This broker gained or lost the leadership of a topic partition: what it kept of the
+        partition's share-partitions may be behind what another leader wrote, so it is dropped,
+        and read afresh from the store at its first use (Kafka's new leader initializes a
+        share-partition from the share coordinator's state likewise). For a __consumer_offsets
+        partition, the share groups it no longer coordinates are unloaded."""
+        info = self.store.get_topic(stream, topic)
+        if info is None:
+            return
+        offsets = self.cluster.offsets_topic()
+        if offsets is not None and info.topic_id == offsets.topic_id:  # the coordinators of groups moved
+            self.groups.unload(lambda group_id: not self.cluster.coordinates(group_id))
+            return
+        self.drop(info.topic_id, index)
+        self._unread.add((info.topic_id, index))
+
+    def drop(self, topic_id: uuid.UUID, index: int) -> None:
+        """Forget the topic partition's share-partitions here: their state, lock timers and unwritten changes."""
+        for key in [k for k in self.partitions if k[1:] == (topic_id, index)]:
+            del self.partitions[key]
+            self._dirty.discard(key)
+        for lock in [k for k in self._locks if k[1:3] == (topic_id, index)]:
+            self._locks.pop(lock).cancel()
 
     # admin ------------------------------------------------------------------------
     def group_state_keys(self, group_id: str) -> list[tuple[uuid.UUID, int]]:
@@ -322,12 +387,14 @@ class ShareService:
             self.partitions[key] = part
         part.reset(offset)
         self._dirty.add(key)
+        self._admin_dirty.add(key)
 
     def forget_state(self, group_id: str, keys: Iterable[tuple[uuid.UUID, int]]) -> None:
         for topic_id, index in keys:
             key = (group_id, topic_id, index)
             self.partitions.pop(key, None)
             self._dirty.add(key)
+            self._admin_dirty.add(key)
 
     def list_groups(self, states: Iterable[str] = (), types: Iterable[str] = ()) -> list[tuple[str, str, str, str]]:
         """ListGroups rows (group id, protocol type, state, group type) of the share groups."""
@@ -336,10 +403,13 @@ class ShareService:
         if wanted_types and "share" not in wanted_types:
             return []
         return [(group_id, "share", state, "share") for group_id, state in self.known_groups().items()
-                if not wanted_states or state.lower() in wanted_states]
+                if (not wanted_states or state.lower() in wanted_states)
+                and self.cluster.coordinates(group_id)]  # each coordinator lists its own, as on Kafka
 
     async def delete_group(self, group_id: str) -> ErrorCode:
         """DeleteGroups of an empty share group: the group and the state of its share-partitions go."""
+        if not self.cluster.coordinates(group_id):
+            return ErrorCode.not_coordinator
         if not self.is_empty(group_id):
             return ErrorCode.non_empty_group
         self.groups.delete(group_id)

@@ -252,6 +252,15 @@ class ShareGroupCoordinator:
             log.info("member %s of share group %s: session timed out", member_id, group_id)
             self.fence(group, member_id)
 
+    def unload(self, elsewhere: Callable[[str], bool]) -> None:
+        """Forget the groups another broker coordinates now (this one lost their __consumer_offsets
+        partition): their members heartbeat there, and no session timer left here may fence them."""
+        for group_id in [g for g in self.groups if elsewhere(g)]:
+            for member in self.groups.pop(group_id).members.values():
+                if member.session_timer is not None:
+                    member.session_timer.cancel()
+            log.info("share group %s: coordinated by another broker now; unloaded", group_id)
+
     # admin ------------------------------------------------------------------------
     def delete(self, group_id: str) -> ErrorCode:
         group = self.groups.get(group_id)

@@ -20,9 +20,9 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from .. import batch_format as bf
-from ..api import Cursor, FsyncPolicy, PermissionEntries, StreamPolicy, TopicInfo
+from ..api import Cursor, FsyncPolicy, PermissionEntries, StateFence, StreamPolicy, TopicInfo
 from ..compaction import DEFAULT_BACKOFF_MS, DEFAULT_DEDUPE_BUFFER_BYTES, CleanResult, RecordCodec, cleaner_loop
-from ..errors import StorageError, StorageUnavailableError, StreamExistsError, TopicExistsError
+from ..errors import NotLeaderError, StorageError, StorageUnavailableError, StreamExistsError, TopicExistsError
 from ..namespace import NamespaceStore, StreamState, TopicState, now_ms
 from ..partition_base import RecordTimestamps
 from . import schema
@@ -542,15 +542,39 @@ class CloudStore(NamespaceStore):
     async def _persist_state(
         self, stream: StreamState, table: str, records: Mapping[str, dict | None], durable: bool
     ) -> None:
+        async with self._pool.acquire() as conn, conn.transaction():
+            await self._write_state(conn, stream, table, records)
+
+    async def _persist_fenced_state(
+        self, stream: StreamState, table: str, records: Mapping[str, dict | None], durable: bool, fence: StateFence
+    ) -> None:
+        """The write, in one transaction with a FOR SHARE read of the partition's leader row (as
+        kc_commit fences appends): a move of leadership either commits first, and the write is
+        refused, or waits until it is done, and the new leader reads what it wrote."""
+        import asyncpg
+
+        fenced_stream, topic, index, epoch = fence
+        try:
+            async with self._pool.acquire() as conn, conn.transaction():
+                lead = await conn.fetchval("SELECT epoch FROM kc_partition_leaders WHERE stream = $1 AND topic = $2 "
+                                           "AND partition = $3 FOR SHARE", fenced_stream, topic, index)
+                if lead != epoch:
+                    raise NotLeaderError(f"{fenced_stream}:{topic}/{index}: leader epoch {epoch} was superseded by "
+                                         f"{lead}; state not written", -1 if lead is None else lead)
+                await self._write_state(conn, stream, table, records)
+        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, asyncio.TimeoutError) as exc:
+            raise StorageUnavailableError(f"the database cannot be written: {exc}") from exc
+
+    async def _write_state(self, conn: Any, stream: StreamState, table: str,
+                           records: Mapping[str, dict | None]) -> None:
         sets = [(stream.path, table, k, json.dumps(v)) for k, v in records.items() if v is not None]
         gone = [(stream.path, table, k) for k, v in records.items() if v is None]
-        async with self._pool.acquire() as conn, conn.transaction():
-            if sets:
-                await conn.executemany("INSERT INTO kc_state VALUES ($1, $2, $3, $4::jsonb) ON CONFLICT "
-                                       "(stream, tbl, key) DO UPDATE SET value = EXCLUDED.value", sets)
-            if gone:
-                await conn.executemany("DELETE FROM kc_state WHERE stream = $1 AND tbl = $2 AND key = $3", gone)
-            await self._notify(conn, "state", s=stream.path, g=table)
+        if sets:
+            await conn.executemany("INSERT INTO kc_state VALUES ($1, $2, $3, $4::jsonb) ON CONFLICT "
+                                   "(stream, tbl, key) DO UPDATE SET value = EXCLUDED.value", sets)
+        if gone:
+            await conn.executemany("DELETE FROM kc_state WHERE stream = $1 AND tbl = $2 AND key = $3", gone)
+        await self._notify(conn, "state", s=stream.path, g=table)
 
     async def _purge_topic(self, stream: StreamState, topic: TopicState) -> None:
         async with self._pool.acquire() as conn:
