@@ -294,6 +294,18 @@ def agree(runs: dict[str, dict[str, Any]], *keys: str) -> None:
     assert mine == theirs
 
 
+def module_reference_kafka(features: dict[str, int], **settings: Any) -> Iterator[str | None]:
+    """A Kafka 4.1 of a test module's own, for `features` and broker `settings` the session's lacks:
+    its bootstrap servers, or None without the distribution (then only kafkacompat's answers are
+    checked). Module fixtures `yield from` it."""
+    folder = jars_dir()
+    if folder is None or not (folder / KAFKA_DIST / "libs").is_dir():
+        yield None
+        return
+    with ReferenceKafka(kafka_home(), features=features, **settings) as reference:
+        yield reference.bootstrap_servers
+
+
 def known(reason: str) -> pytest.MarkDecorator:
     """A difference still open: the test fails the day it is fixed, so the mark goes too."""
     return pytest.mark.xfail(strict=True, reason=reason)

@@ -12,7 +12,6 @@ must mean, so the test stands without the reference broker too.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -26,31 +25,23 @@ from kafkacompat.testing import Broker
 from kafkacompat.testing.reference_kafka import run_script, script_env
 
 from .conftest import compat_broker
-from .drivers.share_groups import share_groups_program
-from .reference import KAFKA_DIST, ReferenceKafka, jars_dir, kafka_home
+from .drivers.java import program_41, run_program
+from .reference import kafka_home, module_reference_kafka
 
 LOCK_MS = 3000  # ShareGroups.java's LOCK_MS
 
 
 def run(command: str, bootstrap: str, **options: str) -> dict:
-    argv = [*share_groups_program(), command, bootstrap, *(f"{k}={v}" for k, v in options.items())]
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=150, check=False)
-    lines = [line for line in done.stdout.strip().splitlines() if line.startswith("{")]
-    assert done.returncode == 0 and lines, f"{command} on {bootstrap} exited {done.returncode}:\n{done.stderr[-4000:]}"
-    return json.loads(lines[-1])
+    """ShareGroups.java, compiled against kafka-clients 4.1.0 (KafkaShareConsumer is 4.x only)."""
+    return run_program(program_41("ShareGroups"), command, bootstrap, **options)
 
 
 @pytest.fixture(scope="module")
 def kafka() -> Iterator[str | None]:
     """Kafka 4.1 with share groups on (share.version=1) and a short record lock, or None."""
-    folder = jars_dir()
-    if folder is None or not (folder / KAFKA_DIST / "libs").is_dir():
-        yield None
-        return
     settings = {"group.initial.rebalance.delay.ms": 0, "group.share.min.record.lock.duration.ms": 1000,
                 "group.share.record.lock.duration.ms": LOCK_MS}
-    with ReferenceKafka(kafka_home(), features={"share.version": 1}, **settings) as reference:
-        yield reference.bootstrap_servers
+    yield from module_reference_kafka({"share.version": 1}, **settings)
 
 
 @pytest.fixture(scope="module")

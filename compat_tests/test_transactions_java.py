@@ -20,7 +20,6 @@ AddPartitionsToTxn) and 3.9.1 v1.
 from __future__ import annotations
 
 import functools
-import json
 import subprocess
 import time
 import uuid
@@ -33,48 +32,34 @@ from kafkacompat.testing import Broker
 
 from .conftest import compat_broker
 from .drivers import ClientUnavailable
-from .drivers.java import JVM_FLAGS, SOURCES, classpath, compile_sources, compiled
-from .reference import KAFKA_DIST, ReferenceKafka, jars_dir, kafka_home
+from .drivers.java import JVM_FLAGS, classpath, compiled, program_41, run_program
+from .reference import kafka_home, module_reference_kafka
 
 ABORT_CHECK_MS = "1000"  # how often both brokers look for timed-out transactions
-CLIENT_JARS_41 = ("kafka-clients-4.1.0.jar", "lz4-java-1.8.0.jar", "snappy-java-1.1.10.7.jar",
-                  "zstd-jni-1.5.6-10.jar", "slf4j-api-1.7.36.jar")
 
 
 @functools.cache
-def _program(client: str) -> list[str]:
+def _program(client: str) -> tuple[str, ...]:
     """`java ... Transactions` compiled against the chosen kafka-clients."""
-    if client == "3.9.1":
-        try:  # the session's compiled compat_tests/java (the scenario driver's), Transactions among them
-            cp, classes = classpath(), compiled()
-        except ClientUnavailable as exc:
-            pytest.skip(f"kafka-clients {client} unavailable: {exc}")
-    else:
-        libs = kafka_home() / "libs"  # skips without the Kafka 4.1 distribution
-        cp = ":".join(str(libs / jar) for jar in CLIENT_JARS_41)
-        classes = compile_sources([str(SOURCES / name) for name in ("Transactions.java", "TestProgram.java")], cp)
-    return ["java", *JVM_FLAGS, "-cp", f"{cp}:{classes}", "Transactions"]
+    if client != "3.9.1":
+        return program_41("Transactions")
+    try:  # the session's compiled compat_tests/java (the scenario driver's), Transactions among them
+        cp, classes = classpath(), compiled()
+    except ClientUnavailable as exc:
+        pytest.skip(f"kafka-clients {client} unavailable: {exc}")
+    return ("java", *JVM_FLAGS, "-cp", f"{cp}:{classes}", "Transactions")
 
 
 def _run(client: str, command: str, bootstrap: str, **options: str) -> dict:
-    argv = [*_program(client), command, bootstrap, *(f"{k}={v}" for k, v in options.items())]
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=150, check=False)
-    lines = done.stdout.strip().splitlines()
-    assert done.returncode == 0 and lines, f"{command} on {bootstrap} exited {done.returncode}:\n{done.stderr[-4000:]}"
-    return json.loads(lines[-1])
+    return run_program(_program(client), command, bootstrap, **options)
 
 
 @pytest.fixture(scope="module")
 def kafka() -> Iterator[str | None]:
     """The reference broker, or None (then only kafkacompat's answers are checked)."""
-    folder = jars_dir()
-    if folder is None or not (folder / KAFKA_DIST / "libs").is_dir():
-        yield None
-        return
     settings = {"transaction.abort.timed.out.transaction.cleanup.interval.ms": ABORT_CHECK_MS,
                 "group.initial.rebalance.delay.ms": 0}
-    with ReferenceKafka(kafka_home(), features={"transaction.version": 2}, **settings) as reference:
-        yield reference.bootstrap_servers
+    yield from module_reference_kafka({"transaction.version": 2}, **settings)
 
 
 @pytest.fixture(scope="module")

@@ -135,10 +135,7 @@ class MemoryPartition(PartitionBase):
 
     async def delete_records(self, before_offset: int) -> int:
         self._check_open()
-        if before_offset == -1:
-            before_offset = self._hw
-        if not 0 <= before_offset <= self._hw:
-            raise OffsetOutOfRangeError(f"cannot delete records below {before_offset}: {self.name} ends at {self._hw}")
+        before_offset = self._deletion_point(before_offset)
         if before_offset > self._log_start:
             self._log_start = before_offset
             self._drop_below(before_offset)

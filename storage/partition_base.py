@@ -9,7 +9,7 @@ import bisect
 from collections.abc import Callable
 
 from .api import Partition, TimestampHit
-from .errors import UnknownTopicError
+from .errors import OffsetOutOfRangeError, UnknownTopicError
 
 RecordTimestamps = Callable[[bytes | memoryview], list[tuple[int, int]]]
 
@@ -46,6 +46,14 @@ class PartitionBase(Partition):
             raise UnknownTopicError(f"partition {self.name} was deleted")
 
     # epochs ----------------------------------------------------------------
+
+    def _deletion_point(self, before_offset: int) -> int:
+        """Where DeleteRecords cuts: -1 is the high watermark; an offset outside [0, high watermark] is refused."""
+        if before_offset == -1:
+            before_offset = self._hw
+        if not 0 <= before_offset <= self._hw:
+            raise OffsetOutOfRangeError(f"cannot delete records below {before_offset}: {self.name} ends at {self._hw}")
+        return before_offset
 
     def _note_epoch(self, epoch: int, start_offset: int) -> bool:
         """Record that `epoch` starts at `start_offset`; False if already known.

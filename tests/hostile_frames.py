@@ -4,14 +4,7 @@ from __future__ import annotations
 
 import struct
 
-
-def uvarint(value: int) -> bytes:
-    out = bytearray()
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
+from kafkacompat.protocol.varints import uvarint
 
 
 def create_partitions_207gb() -> bytes:

@@ -14,16 +14,12 @@ import cramjam
 
 from kafkacompat.protocol.compression import Codec, compress
 from kafkacompat.protocol.records import HEADER, HEADER_SIZE, LOG_OVERHEAD, MAGIC_V2
+from kafkacompat.protocol.varints import uvarint
 
 
 def _zigzag(value: int) -> bytes:
-    value = (value << 1) ^ (value >> 63)
-    out = bytearray()
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
+    """A signed varint, as record fields are written."""
+    return uvarint((value << 1) ^ (value >> 63))
 
 
 def record(offset_delta: int, value: bytes, ts_delta: int = 0, key: bytes | None = None) -> bytes:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import atexit
 import base64
 import functools
+import json
 import os
 import pathlib
 import select
@@ -20,6 +21,7 @@ import tempfile
 import threading
 import time
 import zipfile
+from collections.abc import Sequence
 from typing import IO
 
 from . import ClientUnavailable
@@ -78,6 +80,33 @@ def compile_sources(sources: list[str], class_path: str) -> str:
     if done.returncode != 0:
         raise RuntimeError(f"javac failed:\n{done.stderr}")
     return out
+
+
+# Kafka 4.1's kafka-clients 4.1.0 and its compression libraries, in the distribution's libs/
+CLIENT_JARS_41 = ("kafka-clients-4.1.0.jar", "lz4-java-1.8.0.jar", "snappy-java-1.1.10.7.jar",
+                  "zstd-jni-1.5.6-10.jar", "slf4j-api-1.7.36.jar")
+
+
+@functools.cache
+def program_41(main_class: str) -> tuple[str, ...]:
+    """`java ... main_class` compiled with TestProgram.java against Kafka 4.1's kafka-clients 4.1.0
+    (for what 3.9.1 lacks, or to compare the two); skips the test without the Kafka 4.1 distribution."""
+    from ..reference import kafka_home
+
+    libs = kafka_home() / "libs"
+    cp = ":".join(str(libs / jar) for jar in CLIENT_JARS_41)
+    classes = compile_sources([str(SOURCES / f"{main_class}.java"), str(SOURCES / "TestProgram.java")], cp)
+    return ("java", *JVM_FLAGS, "-cp", f"{cp}:{classes}", main_class)
+
+
+def run_program(program: Sequence[str], command: str, bootstrap: str, **options: str) -> dict:
+    """`program COMMAND BOOTSTRAP key=value...` in a JVM of its own: the JSON object it printed last
+    (a non-zero exit or no answer fails the test, showing the program's stderr)."""
+    argv = [*program, command, bootstrap, *(f"{k}={v}" for k, v in options.items())]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=150, check=False)
+    lines = [line for line in done.stdout.strip().splitlines() if line.startswith("{")]
+    assert done.returncode == 0 and lines, f"{command} on {bootstrap} exited {done.returncode}:\n{done.stderr[-4000:]}"
+    return json.loads(lines[-1])
 
 
 def java_command(main_class: str) -> list[str]:

@@ -16,8 +16,6 @@ import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.KafkaException;
 import org.apache.kafka.common.TopicPartition;
-import org.apache.kafka.common.serialization.StringDeserializer;
-import org.apache.kafka.common.serialization.StringSerializer;
 
 /**
  * Transactions through a cluster whose brokers come and go, as a Java user
@@ -39,26 +37,16 @@ import org.apache.kafka.common.serialization.StringSerializer;
  */
 public final class ClusterTransactions {
     public static void main(String[] args) throws Exception {
-        String out;
-        switch (args[0]) {
-            case "produce": out = produce(args); break;
-            case "open_then_commit": out = openThenCommit(args); break;
-            case "consume": out = consume(args); break;
-            default: throw new IllegalArgumentException("unknown command " + args[0]);
-        }
-        System.out.println(out);
+        TestProgram.answer(args[0], Map.of(
+            "produce", () -> produce(args),
+            "open_then_commit", () -> openThenCommit(args),
+            "consume", () -> consume(args)));
         System.exit(0);
     }
 
     static KafkaProducer<String, String> producer(String bootstrap, String txnId) {
-        Properties p = new Properties();
-        p.put("bootstrap.servers", bootstrap);
-        p.put("transactional.id", txnId);
-        p.put("transaction.timeout.ms", "20000");
-        p.put("max.block.ms", "90000");
-        p.put("key.serializer", StringSerializer.class.getName());
-        p.put("value.serializer", StringSerializer.class.getName());
-        KafkaProducer<String, String> producer = new KafkaProducer<>(p);
+        KafkaProducer<String, String> producer = TestProgram.stringProducer(TestProgram.config(bootstrap,
+            "transactional.id", txnId, "transaction.timeout.ms", "20000", "max.block.ms", "90000"));
         producer.initTransactions();
         return producer;
     }
@@ -105,19 +93,13 @@ public final class ClusterTransactions {
     }
 
     static String consume(String[] a) {
-        Properties p = new Properties();
-        p.put("bootstrap.servers", a[1]);
-        p.put("group.id", a[3]);
-        p.put("auto.offset.reset", "earliest");
-        p.put("enable.auto.commit", "false");
-        p.put("isolation.level", a[6]);
-        p.put("key.deserializer", StringDeserializer.class.getName());
-        p.put("value.deserializer", StringDeserializer.class.getName());
+        Properties p = TestProgram.config(a[1], "group.id", a[3], "auto.offset.reset", "earliest",
+            "enable.auto.commit", "false", "isolation.level", a[6]);
         int max = Integer.parseInt(a[4]);
         long idleMs = Long.parseLong(a[5]);
         List<String> values = new ArrayList<>();
         Map<Integer, Integer> epochs = new TreeMap<>();
-        try (KafkaConsumer<String, String> consumer = new KafkaConsumer<>(p)) {
+        try (KafkaConsumer<String, String> consumer = TestProgram.stringConsumer(p)) {
             consumer.subscribe(Collections.singletonList(a[2]));
             long lastSeen = System.currentTimeMillis();
             while (values.size() < max && System.currentTimeMillis() - lastSeen < idleMs) {

@@ -31,8 +31,6 @@ import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.config.ConfigResource;
 import org.apache.kafka.common.header.Header;
 import org.apache.kafka.common.header.internals.RecordHeaders;
-import org.apache.kafka.common.serialization.StringDeserializer;
-import org.apache.kafka.common.serialization.StringSerializer;
 
 /**
  * The compatibility scenarios as a user of the Java client writes them.
@@ -50,21 +48,17 @@ public final class Scenarios {
     public static void main(String[] args) throws Exception {
         bootstrap = args[1];
         opts = TestProgram.options(args);
-        String out;
-        switch (args[0]) {
-            case "produce": out = produce(); break;
-            case "consume": out = consume(); break;
-            case "group_consume": out = groupConsume(); break;
-            case "group_of_three": out = groupOfThree(); break;
-            case "create_describe_topic": out = createDescribeTopic(); break;
-            case "alter_configs": out = alterConfigs(); break;
-            case "create_partitions": out = createPartitions(); break;
-            case "delete_records": out = deleteRecords(); break;
-            case "delete_topic": out = deleteTopic(); break;
-            case "list_describe_groups": out = listDescribeGroups(); break;
-            default: throw new IllegalArgumentException("unknown command " + args[0]);
-        }
-        System.out.println(out);
+        TestProgram.answer(args[0], Map.of(
+            "produce", Scenarios::produce,
+            "consume", Scenarios::consume,
+            "group_consume", Scenarios::groupConsume,
+            "group_of_three", Scenarios::groupOfThree,
+            "create_describe_topic", Scenarios::createDescribeTopic,
+            "alter_configs", Scenarios::alterConfigs,
+            "create_partitions", Scenarios::createPartitions,
+            "delete_records", Scenarios::deleteRecords,
+            "delete_topic", Scenarios::deleteTopic,
+            "list_describe_groups", Scenarios::listDescribeGroups));
     }
 
     static String opt(String name, String fallback) {
@@ -78,35 +72,23 @@ public final class Scenarios {
     // ------------------------------------------------------------ clients
 
     static KafkaProducer<String, String> producer(String acks, String compression, boolean idempotent) {
-        Properties p = new Properties();
-        p.put("bootstrap.servers", bootstrap);
-        p.put("acks", acks);
-        p.put("compression.type", compression);
-        p.put("enable.idempotence", Boolean.toString(idempotent));
-        p.put("linger.ms", "5");
-        p.put("delivery.timeout.ms", Long.toString(TIMEOUT_MS));
-        p.put("request.timeout.ms", "10000");
-        return new KafkaProducer<>(p, new StringSerializer(), new StringSerializer());
+        return TestProgram.stringProducer(TestProgram.config(bootstrap, "acks", acks, "compression.type", compression,
+            "enable.idempotence", Boolean.toString(idempotent), "linger.ms", "5",
+            "delivery.timeout.ms", Long.toString(TIMEOUT_MS), "request.timeout.ms", "10000"));
     }
 
     static KafkaConsumer<String, String> consumer(String group) {
-        Properties p = new Properties();
-        p.put("bootstrap.servers", bootstrap);
-        p.put("enable.auto.commit", "false");
-        p.put("auto.offset.reset", "earliest");
+        Properties p = TestProgram.config(bootstrap, "enable.auto.commit", "false", "auto.offset.reset", "earliest");
         if (group != null) {
             p.put("group.id", group);
             p.put("session.timeout.ms", "10000");
             p.put("heartbeat.interval.ms", "500");
         }
-        return new KafkaConsumer<>(p, new StringDeserializer(), new StringDeserializer());
+        return TestProgram.stringConsumer(p);
     }
 
     static Admin admin() {
-        Properties p = new Properties();
-        p.put("bootstrap.servers", bootstrap);
-        p.put("default.api.timeout.ms", Long.toString(TIMEOUT_MS));
-        return Admin.create(p);
+        return Admin.create(TestProgram.config(bootstrap, "default.api.timeout.ms", Long.toString(TIMEOUT_MS)));
     }
 
     static List<Long> send(KafkaProducer<String, String> producer, String topic, int n, String prefix, int partition)

@@ -41,24 +41,18 @@ public final class SparkSourceCalls {
     public static void main(String[] args) throws Exception {
         bootstrap = args[1];
         opts = TestProgram.options(args);
-        String out;
-        switch (args[0]) {
-            case "plan": out = plan(); break;
-            case "read": out = read(); break;
-            case "write": out = write(); break;
-            default: throw new IllegalArgumentException("unknown command " + args[0]);
-        }
-        System.out.println(out);
+        TestProgram.answer(args[0], Map.of(
+            "plan", SparkSourceCalls::plan,
+            "read", SparkSourceCalls::read,
+            "write", SparkSourceCalls::write));
     }
 
     /** Driver side: partitions, then earliest, latest and by-time offsets per partition. */
     static String plan() throws Exception {
         String topic = opts.get("topic");
         long timestamp = Long.parseLong(opts.get("timestamp"));
-        Properties p = new Properties();
-        p.put("bootstrap.servers", bootstrap);
-        p.put("default.api.timeout.ms", Long.toString(TIMEOUT_MS));
-        try (Admin admin = Admin.create(p)) {
+        try (Admin admin = Admin.create(TestProgram.config(bootstrap, "default.api.timeout.ms",
+                Long.toString(TIMEOUT_MS)))) {
             TopicDescription description = admin.describeTopics(List.of(topic)).allTopicNames().get().get(topic);
             List<TopicPartition> parts = new ArrayList<>();
             for (TopicPartitionInfo info : description.partitions()) {
@@ -89,10 +83,7 @@ public final class SparkSourceCalls {
         TopicPartition tp = new TopicPartition(opts.get("topic"), Integer.parseInt(opts.get("partition")));
         long from = Long.parseLong(opts.get("from"));
         long until = Long.parseLong(opts.get("until"));
-        Properties p = new Properties();
-        p.put("bootstrap.servers", bootstrap);
-        p.put("enable.auto.commit", "false");
-        p.put("auto.offset.reset", "none");
+        Properties p = TestProgram.config(bootstrap, "enable.auto.commit", "false", "auto.offset.reset", "none");
         List<String> records = new ArrayList<>();
         try (KafkaConsumer<byte[], byte[]> consumer =
                  new KafkaConsumer<>(p, new ByteArrayDeserializer(), new ByteArrayDeserializer())) {
@@ -128,10 +119,7 @@ public final class SparkSourceCalls {
 
     /** The sink: byte arrays through an idempotent acks=all producer, keyed. */
     static String write() throws Exception {
-        Properties p = new Properties();
-        p.put("bootstrap.servers", bootstrap);
-        p.put("acks", "all");
-        p.put("enable.idempotence", "true");
+        Properties p = TestProgram.config(bootstrap, "acks", "all", "enable.idempotence", "true");
         String topic = opts.get("topic");
         int n = Integer.parseInt(opts.get("n"));
         List<Future<RecordMetadata>> sent = new ArrayList<>();

@@ -15,8 +15,6 @@ import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.TopicPartition;
-import org.apache.kafka.common.serialization.StringDeserializer;
-import org.apache.kafka.common.serialization.StringSerializer;
 
 /**
  * Transactional producing as a Java user writes it; the same program runs
@@ -34,44 +32,28 @@ public final class Transactions {
     public static void main(String[] args) throws Exception {
         bootstrap = args[1];
         opts = TestProgram.options(args);
-        String out;
-        switch (args[0]) {
-            case "commit_abort": out = commitAbort(); break;
-            case "fence": out = fence(); break;
-            case "hanging": out = hanging(); break;
-            case "consume_transform_produce": out = consumeTransformProduce(); break;
-            default: throw new IllegalArgumentException("unknown command " + args[0]);
-        }
-        System.out.println(out);
+        TestProgram.answer(args[0], Map.of(
+            "commit_abort", Transactions::commitAbort,
+            "fence", Transactions::fence,
+            "hanging", Transactions::hanging,
+            "consume_transform_produce", Transactions::consumeTransformProduce));
         System.exit(0);
     }
 
     static KafkaProducer<String, String> producer(String txnId, int timeoutMs) {
-        Properties p = new Properties();
-        p.put("bootstrap.servers", bootstrap);
-        p.put("transactional.id", txnId);
-        p.put("transaction.timeout.ms", Integer.toString(timeoutMs));
-        p.put("key.serializer", StringSerializer.class.getName());
-        p.put("value.serializer", StringSerializer.class.getName());
-        return new KafkaProducer<>(p);
+        return TestProgram.stringProducer(TestProgram.config(bootstrap, "transactional.id", txnId,
+            "transaction.timeout.ms", Integer.toString(timeoutMs)));
     }
 
     static KafkaConsumer<String, String> consumer(String isolation, String group) {
-        Properties p = new Properties();
-        p.put("bootstrap.servers", bootstrap);
-        p.put("isolation.level", isolation);
-        p.put("auto.offset.reset", "earliest");
-        p.put("enable.auto.commit", "false");
+        Properties p = TestProgram.config(bootstrap, "isolation.level", isolation, "auto.offset.reset", "earliest",
+            "enable.auto.commit", "false");
         if (group != null) p.put("group.id", group);
-        p.put("key.deserializer", StringDeserializer.class.getName());
-        p.put("value.deserializer", StringDeserializer.class.getName());
-        return new KafkaConsumer<>(p);
+        return TestProgram.stringConsumer(p);
     }
 
     static void createTopic(String topic, int partitions) throws Exception {
-        Properties p = new Properties();
-        p.put("bootstrap.servers", bootstrap);
-        try (Admin admin = Admin.create(p)) {
+        try (Admin admin = Admin.create(TestProgram.config(bootstrap))) {
             admin.createTopics(List.of(new NewTopic(topic, partitions, (short) 1))).all().get();
         }
     }
@@ -201,11 +183,7 @@ public final class Transactions {
     }
 
     static KafkaProducer<String, String> plainProducer() {
-        Properties p = new Properties();
-        p.put("bootstrap.servers", bootstrap);
-        p.put("key.serializer", StringSerializer.class.getName());
-        p.put("value.serializer", StringSerializer.class.getName());
-        return new KafkaProducer<>(p);
+        return TestProgram.stringProducer(TestProgram.config(bootstrap));
     }
 
     /** Read a topic in a group, write upper-cased copies and the group's offsets in one transaction. */

@@ -279,16 +279,26 @@ class TransactionCoordinator:
         self, txn_id: str, producer_id: int, epoch: int, partitions: Sequence[PartitionKey], client_version: int = 0
     ) -> ErrorCode:
         """Add partitions to the open transaction, opening one if none is (client_version 2: a Produce v12)."""
+        return await self._add(txn_id, producer_id, epoch, client_version,
+                               lambda meta: all(p in meta.partitions for p in partitions),
+                               lambda meta: meta.partitions.update(partitions))
+
+    async def _add(
+        self, txn_id: str, producer_id: int, epoch: int, client_version: int,
+        present: Callable[[TransactionMetadata], bool], add: Callable[[TransactionMetadata], None],
+    ) -> ErrorCode:
+        """What AddPartitionsToTxn and AddOffsetsToTxn share: `add` to the open transaction (opening
+        one if none is) and persist it, unless it is ongoing and `present` says nothing is new."""
         if not self.owns(txn_id):
             return ErrorCode.not_coordinator
         async with self._locks[txn_id]:
             error, meta = self._check_producer(txn_id, producer_id, epoch)
             if meta is None:
                 return error
-            if meta.state is TxnState.ONGOING and all(p in meta.partitions for p in partitions):
+            if meta.state is TxnState.ONGOING and present(meta):
                 return ErrorCode.none
             self._begin(meta, client_version)
-            meta.partitions.update(partitions)
+            add(meta)
             await self._persist(meta)
             return ErrorCode.none
 
@@ -351,18 +361,8 @@ class TransactionCoordinator:
         self, txn_id: str, producer_id: int, epoch: int, group_id: str, client_version: int = 0
     ) -> ErrorCode:
         """Add a group's offsets to the transaction (AddOffsetsToTxn, or implicitly TxnOffsetCommit v5)."""
-        if not self.owns(txn_id):
-            return ErrorCode.not_coordinator
-        async with self._locks[txn_id]:
-            error, meta = self._check_producer(txn_id, producer_id, epoch)
-            if meta is None:
-                return error
-            if meta.state is TxnState.ONGOING and group_id in meta.groups:
-                return ErrorCode.none
-            self._begin(meta, client_version)
-            meta.groups.add(group_id)
-            await self._persist(meta)
-            return ErrorCode.none
+        return await self._add(txn_id, producer_id, epoch, client_version,
+                               lambda meta: group_id in meta.groups, lambda meta: meta.groups.add(group_id))
 
     # TxnOffsetCommit ----------------------------------------------------------
     async def stage_offsets(

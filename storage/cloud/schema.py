@@ -3,7 +3,12 @@
 Every table is prefixed `kc_` so the engine can share a database with
 other applications. `kc_meta.schema_version` says which of MIGRATIONS ran;
 opening runs the missing ones under an advisory lock, so brokers starting
-together migrate once.
+together migrate once. MIGRATIONS change tables; the functions are all
+CREATE OR REPLACE, so FUNCTIONS holds only their current definitions and is
+run after any migration: a database of any older version ends with the same
+functions as a new one. A change to FUNCTIONS therefore comes with a new
+version (an entry in MIGRATIONS, empty if no table changes), or databases
+already at the newest version would keep the old definitions.
 
 The write path is one function call, `kc_commit`: it records an uploaded
 object and assigns offsets to its batches in one transaction, locking the
@@ -12,10 +17,10 @@ cannot deadlock). Calling it again with the same object key returns the
 offsets the first call assigned, so a commit whose answer was lost on the
 network is retried without assigning offsets twice. Since version 2 it also
 fences: a batch whose leader epoch is no longer the one kc_partition_leaders
-holds is refused (see _V2). Since version 3 it also rolls compacted
-partitions' segments, which the log cleaner works on (see _V3). Since version 4
-it fences appends that are not a produce request's (transaction markers) and
-stamps every fenced batch with the leader table's epoch (see _V4).
+holds is refused. Since version 3 it also rolls compacted partitions'
+segments, which the log cleaner works on. Since version 4 it fences appends
+that are not a produce request's (transaction markers) and stamps every
+fenced batch with the leader table's epoch (see FUNCTIONS).
 """
 
 from __future__ import annotations
@@ -99,185 +104,10 @@ CREATE TABLE IF NOT EXISTS kc_state (
     value jsonb NOT NULL,
     PRIMARY KEY (stream, tbl, key)
 );
-
-CREATE OR REPLACE FUNCTION kc_now_ms() RETURNS bigint LANGUAGE sql AS
-$$ SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint $$;
-
--- Record one uploaded object and give its batches offsets, in one transaction.
--- Returns one row per batch, in the order given: its base offset and leader
--- epoch, or -1 when the partition no longer exists (topic deleted meanwhile).
-CREATE OR REPLACE FUNCTION kc_commit(
-    p_origin text, p_key text, p_size bigint, p_epoch int,
-    p_pids bigint[], p_counts int[], p_pos bigint[], p_lens int[], p_maxts bigint[]
-) RETURNS TABLE (object_id bigint, base bigint, epoch int) LANGUAGE plpgsql AS $$
-DECLARE
-    obj bigint;
-    i int;
-    nxt bigint;
-    old_epoch int;
-    ep int;
-    payload text;
-BEGIN
-    SELECT o.id INTO obj FROM kc_objects o WHERE o.key = p_key;
-    IF FOUND THEN  -- a retried commit: answer what the first one assigned
-        FOR i IN 1 .. coalesce(array_length(p_pids, 1), 0) LOOP
-            SELECT b.base_offset, b.epoch INTO nxt, ep FROM kc_batches b
-                WHERE b.object_id = obj AND b.position = p_pos[i];
-            object_id := obj; base := coalesce(nxt, -1); epoch := coalesce(ep, -1);
-            RETURN NEXT;
-        END LOOP;
-        RETURN;
-    END IF;
-    INSERT INTO kc_objects (key, size, created_ms) VALUES (p_key, p_size, kc_now_ms()) RETURNING id INTO obj;
-    PERFORM 1 FROM kc_partitions p WHERE p.id = ANY (p_pids) ORDER BY p.id FOR UPDATE;
-    FOR i IN 1 .. coalesce(array_length(p_pids, 1), 0) LOOP
-        SELECT p.next_offset, p.leader_epoch INTO nxt, old_epoch FROM kc_partitions p WHERE p.id = p_pids[i];
-        IF NOT FOUND THEN
-            object_id := obj; base := -1; epoch := -1;
-            RETURN NEXT;
-            CONTINUE;
-        END IF;
-        ep := greatest(old_epoch, p_epoch);
-        IF ep > old_epoch THEN
-            INSERT INTO kc_epochs VALUES (p_pids[i], ep, nxt) ON CONFLICT DO NOTHING;
-        END IF;
-        UPDATE kc_partitions p SET next_offset = nxt + p_counts[i], leader_epoch = ep WHERE p.id = p_pids[i];
-        INSERT INTO kc_batches VALUES (p_pids[i], nxt, nxt + p_counts[i] - 1, obj, p_pos[i], p_lens[i], p_maxts[i], ep);
-        object_id := obj; base := nxt; epoch := ep;
-        RETURN NEXT;
-    END LOOP;
-    SELECT string_agg(p.id || ':' || p.next_offset || ':' || p.log_start || ':' || p.leader_epoch, ',')
-        INTO payload FROM kc_partitions p WHERE p.id = ANY (p_pids);
-    PERFORM kc_notify_data(p_origin, payload);
-END $$;
-
--- Tell every broker that partitions moved; a payload too long for NOTIFY
--- becomes '*' (reload every open partition).
-CREATE OR REPLACE FUNCTION kc_notify_data(p_origin text, p_payload text) RETURNS void LANGUAGE plpgsql AS $$
-BEGIN
-    IF p_payload IS NULL THEN
-        RETURN;
-    END IF;
-    IF length(p_payload) > 7000 THEN
-        p_payload := '*';
-    END IF;
-    PERFORM pg_notify('kc_data', p_origin || ' ' || p_payload);
-END $$;
-
--- Move a partition's log start up to p_start (never down, never past its end)
--- and drop the batches wholly below it. Returns the log start, or NULL when
--- p_start is past the end (nothing changes).
-CREATE OR REPLACE FUNCTION kc_advance_start(p_origin text, p_pid bigint, p_start bigint)
-RETURNS bigint LANGUAGE plpgsql AS $$
-DECLARE
-    nxt bigint;
-    cur bigint;
-    ep int;
-BEGIN
-    SELECT p.next_offset, p.log_start, p.leader_epoch INTO nxt, cur, ep FROM kc_partitions p
-        WHERE p.id = p_pid FOR UPDATE;
-    IF NOT FOUND OR p_start > nxt THEN
-        RETURN NULL;
-    END IF;
-    IF p_start > cur THEN
-        UPDATE kc_partitions SET log_start = p_start WHERE id = p_pid;
-        DELETE FROM kc_batches WHERE pid = p_pid AND last_offset < p_start;
-        DELETE FROM kc_epochs e WHERE e.pid = p_pid AND e.start_offset < p_start
-            AND EXISTS (SELECT 1 FROM kc_epochs l WHERE l.pid = p_pid AND l.epoch > e.epoch AND l.start_offset <= p_start);
-        cur := p_start;
-        PERFORM kc_notify_data(p_origin, p_pid || ':' || nxt || ':' || cur || ':' || ep);
-    END IF;
-    RETURN cur;
-END $$;
 """
 
-# Fencing by leader epoch (brokers of one cluster): each batch may carry the
-# epoch under which its broker leads the partition, as kc_partition_leaders
-# (kafkacompat/cluster) recorded it. The leader row is read FOR SHARE after
-# the partition rows are locked, so a move of leadership either commits
-# first (and this batch is refused: base -2, epoch = the row's epoch) or
-# waits until this commit is done (and the new leader, which reads the
-# partition's offsets after the move, sees the batch). A fenced batch is
-# stamped with its leader epoch, so batch epochs and Metadata epochs are one
-# number. -1 means unfenced (a broker alone, or a cluster in another database).
-_V2 = r"""
-CREATE OR REPLACE FUNCTION kc_commit(
-    p_origin text, p_key text, p_size bigint, p_epoch int,
-    p_pids bigint[], p_counts int[], p_pos bigint[], p_lens int[], p_maxts bigint[], p_fence int[]
-) RETURNS TABLE (object_id bigint, base bigint, epoch int) LANGUAGE plpgsql AS $$
-DECLARE
-    obj bigint;
-    i int;
-    nxt bigint;
-    old_epoch int;
-    ep int;
-    lead int;
-    payload text;
-    touched bigint[] := '{}';
-BEGIN
-    SELECT o.id INTO obj FROM kc_objects o WHERE o.key = p_key;
-    IF FOUND THEN  -- a retried commit: answer what the first one assigned
-        FOR i IN 1 .. coalesce(array_length(p_pids, 1), 0) LOOP
-            SELECT b.base_offset, b.epoch INTO nxt, ep FROM kc_batches b
-                WHERE b.object_id = obj AND b.position = p_pos[i];
-            IF nxt IS NULL AND EXISTS (SELECT 1 FROM kc_partitions p WHERE p.id = p_pids[i]) THEN
-                nxt := -2;  -- it was refused the first time: fenced
-            END IF;
-            object_id := obj; base := coalesce(nxt, -1); epoch := coalesce(ep, -1);
-            RETURN NEXT;
-        END LOOP;
-        RETURN;
-    END IF;
-    INSERT INTO kc_objects (key, size, created_ms) VALUES (p_key, p_size, kc_now_ms()) RETURNING id INTO obj;
-    PERFORM 1 FROM kc_partitions p WHERE p.id = ANY (p_pids) ORDER BY p.id FOR UPDATE;
-    IF EXISTS (SELECT 1 FROM unnest(p_fence) f WHERE f >= 0) THEN  -- in one order, as moves lock them
-        PERFORM 1 FROM kc_partition_leaders l JOIN kc_topics t ON t.stream = l.stream AND t.name = l.topic
-            JOIN kc_partitions p ON p.topic_id = t.id AND p.idx = l.partition
-            WHERE p.id = ANY (p_pids) ORDER BY l.stream, l.topic, l.partition FOR SHARE OF l;
-    END IF;
-    FOR i IN 1 .. coalesce(array_length(p_pids, 1), 0) LOOP
-        SELECT p.next_offset, p.leader_epoch INTO nxt, old_epoch FROM kc_partitions p WHERE p.id = p_pids[i];
-        IF NOT FOUND THEN
-            object_id := obj; base := -1; epoch := -1;
-            RETURN NEXT;
-            CONTINUE;
-        END IF;
-        IF p_fence[i] >= 0 THEN
-            SELECT l.epoch INTO lead FROM kc_partition_leaders l JOIN kc_topics t
-                ON t.stream = l.stream AND t.name = l.topic JOIN kc_partitions p ON p.topic_id = t.id
-                AND p.idx = l.partition WHERE p.id = p_pids[i];
-            IF lead IS DISTINCT FROM p_fence[i] THEN
-                object_id := obj; base := -2; epoch := coalesce(lead, -1);
-                RETURN NEXT;
-                CONTINUE;
-            END IF;
-            ep := greatest(old_epoch, p_fence[i]);
-        ELSE
-            ep := greatest(old_epoch, p_epoch);
-        END IF;
-        IF ep > old_epoch THEN
-            INSERT INTO kc_epochs VALUES (p_pids[i], ep, nxt) ON CONFLICT DO NOTHING;
-        END IF;
-        UPDATE kc_partitions p SET next_offset = nxt + p_counts[i], leader_epoch = ep WHERE p.id = p_pids[i];
-        INSERT INTO kc_batches VALUES (p_pids[i], nxt, nxt + p_counts[i] - 1, obj, p_pos[i], p_lens[i], p_maxts[i], ep);
-        touched := touched || p_pids[i];
-        object_id := obj; base := nxt; epoch := ep;
-        RETURN NEXT;
-    END LOOP;
-    SELECT string_agg(p.id || ':' || p.next_offset || ':' || p.log_start || ':' || p.leader_epoch, ',')
-        INTO payload FROM kc_partitions p WHERE p.id = ANY (touched);
-    PERFORM kc_notify_data(p_origin, payload);
-END $$;
-
--- The unfenced signature of schema version 1, for brokers not yet upgraded.
-CREATE OR REPLACE FUNCTION kc_commit(
-    p_origin text, p_key text, p_size bigint, p_epoch int,
-    p_pids bigint[], p_counts int[], p_pos bigint[], p_lens int[], p_maxts bigint[]
-) RETURNS TABLE (object_id bigint, base bigint, epoch int) LANGUAGE sql AS $$
-    SELECT * FROM kc_commit(p_origin, p_key, p_size, p_epoch, p_pids, p_counts, p_pos, p_lens, p_maxts,
-                            array_fill(-1, ARRAY[coalesce(array_length(p_pids, 1), 0)]))
-$$;
-"""
+# Version 2 changed kc_commit only (fencing by leader epoch: FUNCTIONS).
+_V2 = ""
 
 # Segments for log compaction (storage/cloud/cleaner.py). A compacted partition's
 # batches are grouped in segments that roll as partitionlets do, by segment.bytes
@@ -287,11 +117,6 @@ $$;
 # size and roll time. A segment ends where the next begins; the last is active
 # and never cleaned. `cleanings` counts the cleaner's swaps of the partition's
 # index rows: a swap applies only if none came between its reading and its commit.
-#
-# Appends at a stated offset (a replica keeping its source's offsets): p_at[i] >= 0
-# stores the batch only if the partition's next offset is exactly that (base -3
-# and hw = the next offset otherwise), so a replica never gets a gap or an overlap.
-# hw is the partition's next offset after the batch.
 _V3 = r"""
 CREATE TABLE IF NOT EXISTS kc_segments (
     pid bigint NOT NULL REFERENCES kc_partitions(id) ON DELETE CASCADE,
@@ -305,109 +130,28 @@ ALTER TABLE kc_partitions ADD COLUMN IF NOT EXISTS seg_base bigint;
 ALTER TABLE kc_partitions ADD COLUMN IF NOT EXISTS seg_size bigint NOT NULL DEFAULT 0;
 ALTER TABLE kc_partitions ADD COLUMN IF NOT EXISTS seg_created bigint NOT NULL DEFAULT 0;
 ALTER TABLE kc_partitions ADD COLUMN IF NOT EXISTS cleanings bigint NOT NULL DEFAULT 0;
-
-CREATE OR REPLACE FUNCTION kc_commit(
-    p_origin text, p_key text, p_size bigint, p_epoch int,
-    p_pids bigint[], p_counts int[], p_pos bigint[], p_lens int[], p_maxts bigint[], p_fence int[],
-    p_seg_bytes bigint[], p_seg_ms bigint[], p_at bigint[]
-) RETURNS TABLE (object_id bigint, base bigint, epoch int, hw bigint) LANGUAGE plpgsql AS $$
-DECLARE
-    obj bigint;
-    i int;
-    nxt bigint;
-    old_epoch int;
-    ep int;
-    lead int;
-    sb bigint;
-    ss bigint;
-    sc bigint;
-    payload text;
-    touched bigint[] := '{}';
-BEGIN
-    SELECT o.id INTO obj FROM kc_objects o WHERE o.key = p_key;
-    IF FOUND THEN  -- a retried commit: answer what the first one assigned
-        FOR i IN 1 .. coalesce(array_length(p_pids, 1), 0) LOOP
-            SELECT b.base_offset, b.epoch INTO nxt, ep FROM kc_batches b
-                WHERE b.object_id = obj AND b.position = p_pos[i];
-            SELECT p.next_offset INTO hw FROM kc_partitions p WHERE p.id = p_pids[i];
-            IF nxt IS NULL AND hw IS NOT NULL THEN
-                nxt := CASE WHEN p_at[i] >= 0 THEN -3 ELSE -2 END;  -- refused the first time: offset or fence
-            END IF;
-            object_id := obj; base := coalesce(nxt, -1); epoch := coalesce(ep, -1); hw := coalesce(hw, -1);
-            RETURN NEXT;
-        END LOOP;
-        RETURN;
-    END IF;
-    INSERT INTO kc_objects (key, size, created_ms) VALUES (p_key, p_size, kc_now_ms()) RETURNING id INTO obj;
-    PERFORM 1 FROM kc_partitions p WHERE p.id = ANY (p_pids) ORDER BY p.id FOR UPDATE;
-    IF EXISTS (SELECT 1 FROM unnest(p_fence) f WHERE f >= 0) THEN  -- in one order, as moves lock them
-        PERFORM 1 FROM kc_partition_leaders l JOIN kc_topics t ON t.stream = l.stream AND t.name = l.topic
-            JOIN kc_partitions p ON p.topic_id = t.id AND p.idx = l.partition
-            WHERE p.id = ANY (p_pids) ORDER BY l.stream, l.topic, l.partition FOR SHARE OF l;
-    END IF;
-    FOR i IN 1 .. coalesce(array_length(p_pids, 1), 0) LOOP
-        SELECT p.next_offset, p.leader_epoch, p.seg_base, p.seg_size, p.seg_created
-            INTO nxt, old_epoch, sb, ss, sc FROM kc_partitions p WHERE p.id = p_pids[i];
-        IF NOT FOUND THEN
-            object_id := obj; base := -1; epoch := -1; hw := -1;
-            RETURN NEXT;
-            CONTINUE;
-        END IF;
-        IF p_at[i] >= 0 AND p_at[i] <> nxt THEN
-            object_id := obj; base := -3; epoch := -1; hw := nxt;
-            RETURN NEXT;
-            CONTINUE;
-        END IF;
-        IF p_fence[i] >= 0 THEN
-            SELECT l.epoch INTO lead FROM kc_partition_leaders l JOIN kc_topics t
-                ON t.stream = l.stream AND t.name = l.topic JOIN kc_partitions p ON p.topic_id = t.id
-                AND p.idx = l.partition WHERE p.id = p_pids[i];
-            IF lead IS DISTINCT FROM p_fence[i] THEN
-                object_id := obj; base := -2; epoch := coalesce(lead, -1); hw := nxt;
-                RETURN NEXT;
-                CONTINUE;
-            END IF;
-            ep := greatest(old_epoch, p_fence[i]);
-        ELSE
-            ep := greatest(old_epoch, p_epoch);
-        END IF;
-        IF ep > old_epoch THEN
-            INSERT INTO kc_epochs VALUES (p_pids[i], ep, nxt) ON CONFLICT DO NOTHING;
-        END IF;
-        IF p_seg_bytes[i] > 0 THEN  -- a compacted topic: the batch joins the active segment or starts one
-            IF sb IS NULL OR (ss > 0 AND (ss + p_lens[i] > p_seg_bytes[i] OR kc_now_ms() - sc >= p_seg_ms[i])) THEN
-                sb := nxt; ss := 0; sc := kc_now_ms();
-                INSERT INTO kc_segments (pid, base_offset, created_ms) VALUES (p_pids[i], nxt, sc)
-                    ON CONFLICT DO NOTHING;
-            END IF;
-            UPDATE kc_partitions p SET next_offset = nxt + p_counts[i], leader_epoch = ep, seg_base = sb,
-                seg_size = ss + p_lens[i], seg_created = sc WHERE p.id = p_pids[i];
-        ELSE
-            UPDATE kc_partitions p SET next_offset = nxt + p_counts[i], leader_epoch = ep WHERE p.id = p_pids[i];
-        END IF;
-        INSERT INTO kc_batches VALUES (p_pids[i], nxt, nxt + p_counts[i] - 1, obj, p_pos[i], p_lens[i], p_maxts[i], ep);
-        touched := touched || p_pids[i];
-        object_id := obj; base := nxt; epoch := ep; hw := nxt + p_counts[i];
-        RETURN NEXT;
-    END LOOP;
-    SELECT string_agg(p.id || ':' || p.next_offset || ':' || p.log_start || ':' || p.leader_epoch, ',')
-        INTO payload FROM kc_partitions p WHERE p.id = ANY (touched);
-    PERFORM kc_notify_data(p_origin, payload);
-END $$;
-
--- The signature of schema version 2 (no segments, no stated offsets), for brokers not yet upgraded.
-CREATE OR REPLACE FUNCTION kc_commit(
-    p_origin text, p_key text, p_size bigint, p_epoch int,
-    p_pids bigint[], p_counts int[], p_pos bigint[], p_lens int[], p_maxts bigint[], p_fence int[]
-) RETURNS TABLE (object_id bigint, base bigint, epoch int) LANGUAGE sql AS $$
-    SELECT c.object_id, c.base, c.epoch FROM kc_commit(
-        p_origin, p_key, p_size, p_epoch, p_pids, p_counts, p_pos, p_lens, p_maxts, p_fence,
-        array_fill(-1::bigint, ARRAY[coalesce(array_length(p_pids, 1), 0)]),
-        array_fill(-1::bigint, ARRAY[coalesce(array_length(p_pids, 1), 0)]),
-        array_fill(-1::bigint, ARRAY[coalesce(array_length(p_pids, 1), 0)])) c
-$$;
 """
 
+# Version 4 changed kc_commit only (fencing transaction markers: FUNCTIONS).
+_V4 = ""
+
+MIGRATIONS: list[str] = [_V1, _V2, _V3, _V4]
+
+# Fencing by leader epoch (version 2, brokers of one cluster): each batch may carry the
+# epoch under which its broker leads the partition, as kc_partition_leaders
+# (kafkacompat/cluster) recorded it. The leader row is read FOR SHARE after
+# the partition rows are locked, so a move of leadership either commits
+# first (and this batch is refused: base -2, epoch = the row's epoch) or
+# waits until this commit is done (and the new leader, which reads the
+# partition's offsets after the move, sees the batch). A fenced batch is
+# stamped with its leader epoch, so batch epochs and Metadata epochs are one
+# number. -1 means unfenced (a broker alone, or a cluster in another database).
+#
+# Appends at a stated offset (a replica keeping its source's offsets): p_at[i] >= 0
+# stores the batch only if the partition's next offset is exactly that (base -3
+# and hw = the next offset otherwise), so a replica never gets a gap or an overlap.
+# hw is the partition's next offset after the batch.
+#
 # Appends that are not a produce request's (kafkacompat/cluster): a transaction
 # marker is written by the transaction coordinator, which need not lead the
 # partition. p_guard[i] >= 0 names the partition whose leader row p_fence[i] is
@@ -416,7 +160,13 @@ $$;
 # A fenced batch is stamped with its own partition's leader epoch as the leader
 # table holds it, read under the same lock, never with the store's open counter:
 # batch epochs and Metadata epochs stay one number whoever writes the batch.
-_V4 = r"""
+FUNCTIONS = r"""
+CREATE OR REPLACE FUNCTION kc_now_ms() RETURNS bigint LANGUAGE sql AS
+$$ SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint $$;
+
+-- Record one uploaded object and give its batches offsets, in one transaction.
+-- Returns one row per batch, in the order given: its base offset and leader
+-- epoch, or -1 when the partition no longer exists (topic deleted meanwhile).
 CREATE OR REPLACE FUNCTION kc_commit(
     p_origin text, p_key text, p_size bigint, p_epoch int,
     p_pids bigint[], p_counts int[], p_pos bigint[], p_lens int[], p_maxts bigint[], p_fence int[],
@@ -524,6 +274,64 @@ CREATE OR REPLACE FUNCTION kc_commit(
                             p_seg_bytes, p_seg_ms, p_at,
                             array_fill(-1::bigint, ARRAY[coalesce(array_length(p_pids, 1), 0)]))
 $$;
-"""
 
-MIGRATIONS: list[str] = [_V1, _V2, _V3, _V4]
+-- The signature of schema version 2 (no segments, no stated offsets), for brokers not yet upgraded.
+CREATE OR REPLACE FUNCTION kc_commit(
+    p_origin text, p_key text, p_size bigint, p_epoch int,
+    p_pids bigint[], p_counts int[], p_pos bigint[], p_lens int[], p_maxts bigint[], p_fence int[]
+) RETURNS TABLE (object_id bigint, base bigint, epoch int) LANGUAGE sql AS $$
+    SELECT c.object_id, c.base, c.epoch FROM kc_commit(
+        p_origin, p_key, p_size, p_epoch, p_pids, p_counts, p_pos, p_lens, p_maxts, p_fence,
+        array_fill(-1::bigint, ARRAY[coalesce(array_length(p_pids, 1), 0)]),
+        array_fill(-1::bigint, ARRAY[coalesce(array_length(p_pids, 1), 0)]),
+        array_fill(-1::bigint, ARRAY[coalesce(array_length(p_pids, 1), 0)])) c
+$$;
+
+-- The unfenced signature of schema version 1, for brokers not yet upgraded.
+CREATE OR REPLACE FUNCTION kc_commit(
+    p_origin text, p_key text, p_size bigint, p_epoch int,
+    p_pids bigint[], p_counts int[], p_pos bigint[], p_lens int[], p_maxts bigint[]
+) RETURNS TABLE (object_id bigint, base bigint, epoch int) LANGUAGE sql AS $$
+    SELECT * FROM kc_commit(p_origin, p_key, p_size, p_epoch, p_pids, p_counts, p_pos, p_lens, p_maxts,
+                            array_fill(-1, ARRAY[coalesce(array_length(p_pids, 1), 0)]))
+$$;
+
+-- Tell every broker that partitions moved; a payload too long for NOTIFY
+-- becomes '*' (reload every open partition).
+CREATE OR REPLACE FUNCTION kc_notify_data(p_origin text, p_payload text) RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    IF p_payload IS NULL THEN
+        RETURN;
+    END IF;
+    IF length(p_payload) > 7000 THEN
+        p_payload := '*';
+    END IF;
+    PERFORM pg_notify('kc_data', p_origin || ' ' || p_payload);
+END $$;
+
+-- Move a partition's log start up to p_start (never down, never past its end)
+-- and drop the batches wholly below it. Returns the log start, or NULL when
+-- p_start is past the end (nothing changes).
+CREATE OR REPLACE FUNCTION kc_advance_start(p_origin text, p_pid bigint, p_start bigint)
+RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE
+    nxt bigint;
+    cur bigint;
+    ep int;
+BEGIN
+    SELECT p.next_offset, p.log_start, p.leader_epoch INTO nxt, cur, ep FROM kc_partitions p
+        WHERE p.id = p_pid FOR UPDATE;
+    IF NOT FOUND OR p_start > nxt THEN
+        RETURN NULL;
+    END IF;
+    IF p_start > cur THEN
+        UPDATE kc_partitions SET log_start = p_start WHERE id = p_pid;
+        DELETE FROM kc_batches WHERE pid = p_pid AND last_offset < p_start;
+        DELETE FROM kc_epochs e WHERE e.pid = p_pid AND e.start_offset < p_start
+            AND EXISTS (SELECT 1 FROM kc_epochs l WHERE l.pid = p_pid AND l.epoch > e.epoch AND l.start_offset <= p_start);
+        cur := p_start;
+        PERFORM kc_notify_data(p_origin, p_pid || ':' || nxt || ':' || cur || ':' || ep);
+    END IF;
+    RETURN cur;
+END $$;
+"""

@@ -174,12 +174,15 @@ class CloudStore(NamespaceStore):
             async with conn.transaction():
                 await conn.execute("SELECT pg_advisory_xact_lock($1)", schema.SCHEMA_LOCK)
                 exists = await conn.fetchval("SELECT to_regclass('kc_meta') IS NOT NULL")
-                version = await conn.fetchval("SELECT schema_version FROM kc_meta") if exists else 0
+                version = (await conn.fetchval("SELECT schema_version FROM kc_meta") if exists else 0) or 0
                 if version > len(schema.MIGRATIONS):
                     raise StorageError(f"the database holds schema version {version}, newer than this broker "
                                        f"knows ({len(schema.MIGRATIONS)}): upgrade the broker")
-                for sql in schema.MIGRATIONS[version or 0:]:
-                    await conn.execute(sql)
+                for sql in schema.MIGRATIONS[version:]:
+                    if sql:
+                        await conn.execute(sql)
+                if version < len(schema.MIGRATIONS):  # any migration brings the functions up to date too
+                    await conn.execute(schema.FUNCTIONS)
                 if not version:
                     await conn.execute("INSERT INTO kc_meta (schema_version, store_id) VALUES ($1, $2) "
                                        "ON CONFLICT (one) DO NOTHING", len(schema.MIGRATIONS), uuid.uuid4())

@@ -657,10 +657,7 @@ class DiskPartition(PartitionBase):
 
     async def delete_records(self, before_offset: int) -> int:
         self._check_open()
-        if before_offset == -1:
-            before_offset = self._hw
-        if not 0 <= before_offset <= self._hw:
-            raise OffsetOutOfRangeError(f"cannot delete records below {before_offset}: {self.name} ends at {self._hw}")
+        before_offset = self._deletion_point(before_offset)
         if before_offset <= self._log_start:
             return self._log_start
         async def section() -> None:

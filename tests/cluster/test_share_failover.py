@@ -29,7 +29,7 @@ from confluent_kafka import KafkaException, TopicCollection
 from confluent_kafka.admin import AdminClient
 from kio.schema.errors import ErrorCode
 
-from compat_tests.drivers.share_groups import share_groups_program
+from compat_tests.drivers.java import program_41
 from kafkacompat.cluster.leadership import preferred_leader
 from kafkacompat.testing.cluster import BrokerCluster, cloud_cluster_args
 from kafkacompat.testing.services import ServiceUnavailable
@@ -94,7 +94,7 @@ def _failover(cluster: BrokerCluster, name: str, move: Callable[[int], None],
               move_back: Callable[[int], None]) -> tuple[dict, dict, dict]:
     """Run ShareGroups.java `failover`: `move(leader)` after the first member's step, `move_back(leader)`
     after the second's. What each member saw."""
-    argv = [*share_groups_program(), "failover", cluster.bootstrap, f"topic={name}", f"group={name}",
+    argv = [*program_41("ShareGroups"), "failover", cluster.bootstrap, f"topic={name}", f"group={name}",
             f"records={RECORDS}"]
     lines: queue.Queue[str] = queue.Queue()
     with tempfile.TemporaryFile("w+") as errors, subprocess.Popen(

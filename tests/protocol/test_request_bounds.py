@@ -10,7 +10,8 @@ import textwrap
 import pytest
 
 from kafkacompat.protocol.messages import MalformedRequestError, decode_request, parse_request_header
-from tests.hostile_frames import create_topics_null_topics, uvarint
+from kafkacompat.protocol.varints import uvarint
+from tests.hostile_frames import create_topics_null_topics
 
 
 def _decode(frame_with_size: bytes):

@@ -58,6 +58,14 @@ def test_one_way_copies_existing_data_byte_for_byte(clusters, destination):
     assert link["replica"] == replica(b, "/s") and link["lag_messages"] == 0 and link["cluster"] == "newyork"
 
 
+def _clusters_with_stream(clusters, path: str = "/s") -> tuple[Broker, Broker]:
+    """Clusters a and b, each holding the stream `path`."""
+    a, b = clusters("a"), clusters("b")
+    for broker in (a, b):
+        admin(broker).call("stream.create", path=path)
+    return a, b
+
+
 def _link(src: Broker, dst: Broker, path: str = "/s", **options) -> None:
     admin(src).call("replica.add", path=path, replica=replica(dst, path), **options)
 
@@ -105,9 +113,7 @@ def test_ring_and_full_mesh_keep_every_message_once(clusters, topology):
 
 
 def test_multimaster_disjoint_topics(clusters):
-    a, b = clusters("a"), clusters("b")
-    for broker in (a, b):
-        admin(broker).call("stream.create", path="/s")
+    a, b = _clusters_with_stream(clusters)
     _link(a, b)
     _link(b, a)
     for i in range(10):
@@ -118,9 +124,7 @@ def test_multimaster_disjoint_topics(clusters):
 
 
 def test_multimaster_collision_breaks_the_link_and_keeps_both_sides(clusters):
-    a, b = clusters("a"), clusters("b")
-    for broker in (a, b):
-        admin(broker).call("stream.create", path="/s")
+    a, b = _clusters_with_stream(clusters)
     _link(a, b, paused=True)
     a.produce("/s:t", b"from-a")
     b.produce("/s:t", b"from-b")  # b writes the same partition while the link is paused: offset 0 on both
@@ -131,9 +135,7 @@ def test_multimaster_collision_breaks_the_link_and_keeps_both_sides(clusters):
 
 
 def test_pause_and_resume(clusters):
-    a, b = clusters("a"), clusters("b")
-    for broker in (a, b):
-        admin(broker).call("stream.create", path="/s")
+    a, b = _clusters_with_stream(clusters)
     _link(a, b)
     a.produce("/s:t", b"one")
     wait_for(lambda: end_offset(b, "/s", "t") == 1, what="first message replicated")
@@ -148,9 +150,7 @@ def test_pause_and_resume(clusters):
 
 
 def test_new_topics_partitions_configs_and_deletions_follow(clusters):
-    a, b = clusters("a"), clusters("b")
-    for broker in (a, b):
-        admin(broker).call("stream.create", path="/s")
+    a, b = _clusters_with_stream(clusters)
     _link(a, b)
     admin(a).call("topic.create", name="/s:grows", partitions=1, configs={"retention.ms": "3600000"})
     wait_for(lambda: b.server.store.get_topic("/s", "grows"), what="topic created on replica")
@@ -175,9 +175,7 @@ def test_unreachable_replica_is_pending_with_an_error(clusters, caplog):
 
 
 def test_different_partition_counts_break_the_link(clusters):
-    a, b = clusters("a"), clusters("b")
-    for broker in (a, b):
-        admin(broker).call("stream.create", path="/s")
+    a, b = _clusters_with_stream(clusters)
     admin(a).call("topic.create", name="/s:t", partitions=1)
     admin(b).call("topic.create", name="/s:t", partitions=2)
     _link(a, b)
@@ -187,9 +185,7 @@ def test_different_partition_counts_break_the_link(clusters):
 
 
 def test_non_empty_destination_with_other_data_breaks_the_link(clusters):
-    a, b = clusters("a"), clusters("b")
-    for broker in (a, b):
-        admin(broker).call("stream.create", path="/s")
+    a, b = _clusters_with_stream(clusters)
     a.produce("/s:t", b"mine")
     a.produce("/s:t", b"mine too")
     b.produce("/s:t", b"theirs")
@@ -234,9 +230,7 @@ def test_destination_path_may_differ_and_links_survive_restart(tmp_path):
 def test_throttle_is_honoured_and_compression_keeps_bytes(clusters):
     import time
 
-    a, b = clusters("a"), clusters("b")
-    for broker in (a, b):
-        admin(broker).call("stream.create", path="/s")
+    a, b = _clusters_with_stream(clusters)
     payload = bytes(range(256)) * 40  # 10 KiB, compressible
     for i in range(250):  # about 2.5 MB
         a.produce("/s:bulk", payload + str(i).encode())
@@ -256,9 +250,7 @@ def test_throttle_is_honoured_and_compression_keeps_bytes(clusters):
 
 
 def test_lost_destination_shows_in_replica_list_while_idle(clusters):
-    a, b = clusters("a"), clusters("b")
-    for broker in (a, b):
-        admin(broker).call("stream.create", path="/s")
+    a, b = _clusters_with_stream(clusters)
     _link(a, b)
     a.produce("/s:t", b"x")
     wait_for(lambda: in_sync(a, "/s"), what="in sync")
@@ -268,9 +260,7 @@ def test_lost_destination_shows_in_replica_list_while_idle(clusters):
 
 
 def test_deleting_the_stream_ends_its_links(clusters):
-    a, b = clusters("a"), clusters("b")
-    for broker in (a, b):
-        admin(broker).call("stream.create", path="/s")
+    a, b = _clusters_with_stream(clusters)
     _link(a, b)
     a.produce("/s:t", b"x")
     wait_for(lambda: in_sync(a, "/s"), what="in sync")

@@ -401,3 +401,37 @@ async def test_a_create_lost_to_another_process_leaves_the_winners_topic_listed(
     await a.partition("/default", "t", 2).append(batch(2), 2)
     await asyncio.wait_for(waiting, 5)  # the partition opened before the refusal is the one served and woken
     await eventually(lambda: b.partition("/default", "t", 2).high_watermark == 2)
+
+
+async def test_a_database_left_at_schema_version_1_is_migrated_and_takes_appends():
+    """An older broker's database (version 1's tables, none of today's functions): opening
+    migrates it, functions included (every kc_commit signature older brokers call), and it works."""
+    import uuid
+
+    import asyncpg
+
+    from kafkacompat.storage.cloud import schema
+
+    database, objects = _urls()
+    conn = await asyncpg.connect(database)
+    try:
+        await conn.execute(schema.MIGRATIONS[0])
+        await conn.execute("INSERT INTO kc_meta (schema_version, store_id) VALUES (1, $1)", uuid.uuid4())
+    finally:
+        await conn.close()
+    st = storage.open_store(database, object_store=objects, record_timestamps=record_timestamps, flush_ms=3)
+    await st.open()
+    try:
+        await st.create_topic("/default", "t", 1)
+        part = st.partition("/default", "t", 0)
+        await part.append(batch(3), 3)
+        assert await read_all(part) == [0, 1, 2]
+    finally:
+        await st.close()
+    conn = await asyncpg.connect(database)
+    try:
+        assert await conn.fetchval("SELECT schema_version FROM kc_meta") == len(schema.MIGRATIONS)
+        arities = await conn.fetch("SELECT pronargs FROM pg_proc WHERE proname = 'kc_commit' ORDER BY 1")
+        assert [r["pronargs"] for r in arities] == [9, 10, 13, 14]
+    finally:
+        await conn.close()

@@ -10,7 +10,7 @@ of what it made.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 from urllib.parse import urlencode
 
@@ -33,16 +33,21 @@ class FormError(ValueError):
     """A form field that does not parse; shown beside the form."""
 
 
-def _policy(form: dict[str, str]) -> dict[str, Any]:
-    """Stream policy changes from a form: blank fields keep their value; the checkbox always counts."""
-    policy: dict[str, Any] = {}
-    for name in INT_FIELDS:
+def _whole_numbers(form: dict[str, str], names: Iterable[str], into: dict[str, Any]) -> None:
+    """The fields `names` of a form as whole numbers into `into`; a blank field is left out."""
+    for name in names:
         text = form.get(name, "").strip()
         if text:
             try:
-                policy[name] = int(text)
+                into[name] = int(text)
             except ValueError:
                 raise FormError(f"{name.replace('_', ' ')} must be a whole number, not {text!r}") from None
+
+
+def _policy(form: dict[str, str]) -> dict[str, Any]:
+    """Stream policy changes from a form: blank fields keep their value; the checkbox always counts."""
+    policy: dict[str, Any] = {}
+    _whole_numbers(form, INT_FIELDS, policy)
     for name in CHOICE_FIELDS:
         if form.get(name):
             policy[name] = form[name]
@@ -109,12 +114,7 @@ async def create_topic(request: web.Request) -> web.Response:
 
     async def op() -> None:
         args: dict[str, Any] = {"name": f"{path}:{name}" if name else ""}
-        text = form.get("partitions", "").strip()
-        if text:
-            try:
-                args["partitions"] = int(text)
-            except ValueError:
-                raise FormError(f"partitions must be a whole number, not {text!r}") from None
+        _whole_numbers(form, ("partitions",), args)
         if not name:
             raise FormError("give the topic a name")
         await stream_admin.topic_create(cluster, args)
@@ -134,12 +134,7 @@ async def edit_topic(request: web.Request) -> web.Response:
 
     async def op() -> None:
         args: dict[str, Any] = {"name": f"{path}:{name}"}
-        text = form.get("partitions", "").strip()
-        if text:
-            try:
-                args["partitions"] = int(text)
-            except ValueError:
-                raise FormError(f"partitions must be a whole number, not {text!r}") from None
+        _whole_numbers(form, ("partitions",), args)
         config = form.get("config", "").strip()
         if config:
             args["configs"] = {config: form.get("value", "").strip() or None}
