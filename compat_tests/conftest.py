@@ -20,6 +20,7 @@ pytest.register_assert_rewrite("compat_tests.reference")  # agree() shows the di
 from kafkacompat.testing import Broker  # noqa: E402 - after the rewrite registration
 from kafkacompat.testing.cluster import BrokerCluster, cloud_cluster_args  # noqa: E402
 from kafkacompat.testing.services import ServiceUnavailable  # noqa: E402
+from kafkacompat.testing.spark import spark  # noqa: E402, F401 - the run's one Spark session (test_pyspark)
 
 from . import matrix  # noqa: E402
 from .drivers import CLIENTS, ClientUnavailable, Driver, NotApplicable, build

@@ -3,37 +3,28 @@
 Spark's connector jars (spark-sql-kafka-0-10, spark-token-provider-kafka-0-10,
 commons-pool2) are in no registry this suite can reach: the directory
 holding them is KAFKACOMPAT_SPARK_JARS, else spark-4.0/ in the shared jars
-folder (../shared/jars, see reference.jars_dir); without either these tests
-skip (and pyspark is not even imported). kafka-clients 3.9.1 comes from the
+folder (../shared/jars); without either these tests skip (and pyspark is not
+even imported). The Spark session is the run's one (kafkacompat.testing.spark),
+shared with tests/spark. kafka-clients 3.9.1 comes from the
 flink wheel the Java tests use. See the README for providing the jars.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import pathlib
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from kafkacompat.testing import Broker
+from kafkacompat.testing.spark import spark_jars_folder
 
 from . import matrix
 from .conftest import create_topic
-from .reference import jars_dir
 
-def _spark_jars() -> str:
-    configured = os.environ.get("KAFKACOMPAT_SPARK_JARS", "")
-    if configured:
-        return configured
-    shared = jars_dir()
-    return str(shared / "spark-4.0") if shared is not None and (shared / "spark-4.0").is_dir() else ""
-
-
-JARS_DIR = _spark_jars()
+JARS_DIR = spark_jars_folder()
 pytestmark = [
     pytest.mark.pyspark,
     pytest.mark.skipif(
@@ -45,35 +36,13 @@ pytestmark = [
 TRACE = b"0af7651916cd43dd8448eb211c80319c"
 
 
-def connector_jars() -> list[str]:
-    from kafkacompat.spark.jars import connector_jars as find
+@pytest.fixture(scope="module", autouse=True)
+def note_version(spark: Any) -> None:
+    """The matrix names the PySpark and connector versions these scenarios ran with."""
+    from kafkacompat.spark.jars import connector_jars
 
-    return find(JARS_DIR)
-
-
-@pytest.fixture(scope="module")
-def spark() -> Iterator[Any]:
-    pytest.importorskip("pyspark", reason="pyspark is not installed (it comes with the test extra: pip install '.[test]')")
-    from pyspark.sql import SparkSession
-
-    jars = connector_jars()
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("kafkacompat-compat")
-        .config("spark.jars", ",".join(jars))
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "1")
-        .config("spark.driver.memory", "1g")
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("ERROR")
-    connector = next(pathlib.Path(j).stem for j in jars if "spark-sql-kafka" in j)
-    matrix.note_version("pyspark", f"pyspark {session.version}, {connector}")
-    try:
-        yield session
-    finally:
-        session.stop()
+    connector = next(pathlib.Path(j).stem for j in connector_jars(JARS_DIR) if "spark-sql-kafka" in j)
+    matrix.note_version("pyspark", f"pyspark {spark.version}, {connector}")
 
 
 def seed(broker: Broker, topic: str, n: int, timestamps: list[int] | None = None) -> None:

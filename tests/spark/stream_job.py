@@ -1,5 +1,9 @@
 """A Structured Streaming job run as its own process, so a test can kill -9 it mid-stream.
 
+It keeps Spark's own Python daemon (pyspark.daemon), as a user who has not
+set spark.python.daemon.module runs; the tests' shared session runs
+kafkacompat.spark.daemon.
+
 python -m tests.spark.stream_job DATA_DIRS TOPIC OUTPUT CHECKPOINT
 """
 
@@ -7,7 +11,7 @@ from __future__ import annotations
 
 import sys
 
-from tests.spark.conftest import spark_environment
+from kafkacompat.testing.spark import spark_environment
 
 
 def main(data_dirs: str, topic: str, output: str, checkpoint: str) -> None:

@@ -10,8 +10,9 @@ import sys
 import pytest
 
 from kafkacompat.spark.jars import ConnectorJarsError, connector_jars, kafka_clients_jar
+from kafkacompat.testing.spark import spark_environment
 
-from .conftest import REPO, spark_environment
+from .conftest import REPO
 
 SHARED_JARS = REPO.parent / "shared" / "jars" / "spark-4.0"
 CONNECTOR = ("spark-sql-kafka-0-10_2.13-4.0.0.jar", "spark-token-provider-kafka-0-10_2.13-4.0.0.jar",

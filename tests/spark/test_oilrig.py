@@ -14,8 +14,9 @@ from confluent_kafka import Consumer, TopicPartition
 
 from kafkacompat.demo.oilrig import START_MS, WARNINGS, reading
 from kafkacompat.testing import Broker
+from kafkacompat.testing.spark import spark_environment
 
-from .conftest import REPO, spark_environment
+from .conftest import REPO
 
 SPARK_JARS = REPO.parent / "shared" / "jars" / "spark-4.0"
 PUMPS, READINGS = 3, 70

@@ -269,13 +269,24 @@ def streaming_query(spark: Any, volumes: tuple[str, str], output: str, checkpoin
             .trigger(processingTime="0 seconds").start())
 
 
+def batch_files(checkpoint: str, log: str) -> list[pathlib.Path]:
+    """A query's offset or commit log entries (one file per micro-batch), in batch order."""
+    folder = pathlib.Path(checkpoint) / log
+    if not folder.is_dir():
+        return []
+    return sorted((f for f in folder.iterdir() if f.name.isdigit()), key=lambda f: int(f.name))
+
+
 def planned_batches(checkpoint: str) -> list[dict[str, int]]:
     """The source offsets of each micro-batch in a query's offset log, in order: {partition: end}."""
-    folder = pathlib.Path(checkpoint) / "offsets"
-    ends = []
-    for batch in sorted((f for f in folder.iterdir() if f.name.isdigit()), key=lambda f: int(f.name)):
-        ends.append(json.loads(batch.read_text().splitlines()[-1])[PRESSURE])
-    return ends
+    return [json.loads(batch.read_text().splitlines()[-1])[PRESSURE] for batch in batch_files(checkpoint, "offsets")]
+
+
+def committed_through(checkpoint: str) -> dict[str, int] | None:
+    """The source offsets the query has fully written and committed up to, from its checkpoint
+    (no Spark job needed), or None before its first commit."""
+    commits = batch_files(checkpoint, "commits")
+    return planned_batches(checkpoint)[int(commits[-1].name)] if commits else None
 
 
 @pytest.mark.timeout(900)  # two Spark drivers, one of them a killed process
@@ -288,8 +299,7 @@ def test_stream_resumes_from_its_checkpoint_after_the_job_is_killed(spark, broke
         job = subprocess.Popen([sys.executable, "-m", "tests.spark.stream_job", ",".join(volumes), PRESSURE, output,
                                 checkpoint], cwd=REPO, stdout=sink, stderr=subprocess.STDOUT)
     try:
-        commits = pathlib.Path(checkpoint) / "commits"
-        wait_until(lambda: commits.is_dir() and len([f for f in commits.iterdir() if f.name.isdigit()]) >= 2,
+        wait_until(lambda: len(batch_files(checkpoint, "commits")) >= 2,
                    f"the job to commit two micro-batches before it is killed (its log: {log})", timeout=240)
     finally:
         job.kill()
@@ -300,10 +310,11 @@ def test_stream_resumes_from_its_checkpoint_after_the_job_is_killed(spark, broke
     assert len(before) > 2 and all(  # the killed job's micro-batches kept to maxOffsetsPerTrigger=40
         0 < sum(b[p] - a[p] for p in b) <= 40 for a, b in zip(before, before[1:]))
 
-    query = streaming_query(spark, volumes, output, checkpoint)
     expected = sorted((r[1], r[2]) for r in kafka_rows(broker, [PRESSURE]))
-    try:
-        wait_until(lambda: query.exception() is not None or spark.read.parquet(output).count() >= len(expected),
+    ends = {str(p): 1 + max((o for q, o in expected if q == p), default=-1) for p in (0, 1)}
+    query = streaming_query(spark, volumes, output, checkpoint)
+    try:  # caught up once a committed micro-batch ends at the log's end (read from the checkpoint, not by a job)
+        wait_until(lambda: query.exception() is not None or committed_through(checkpoint) == ends,
                    "the restarted query to catch up", timeout=180)
     finally:
         query.stop()
