@@ -17,7 +17,7 @@ import tempfile
 import zipfile
 
 from . import ClientUnavailable
-from .programs import ProgramDriver, ProgramServer, started_once
+from .programs import ProgramDriver, ProgramServer, stopped_at_exit
 
 SOURCES = pathlib.Path(__file__).resolve().parent.parent / "java"
 JARS = ("kafka-clients.jar", "lz4-java.jar", "snappy-java.jar", "zstd-jni.jar", "slf4j-api.jar")
@@ -81,7 +81,7 @@ def java_command(main_class: str) -> list[str]:
 @functools.cache
 def program_server() -> ProgramServer:
     """The session's one JVM running the programs (compat_tests/java/ProgramServer.java)."""
-    return started_once("JVM", lambda: java_command("ProgramServer"))
+    return stopped_at_exit("JVM", lambda: java_command("ProgramServer"))
 
 
 class JavaDriver(ProgramDriver):

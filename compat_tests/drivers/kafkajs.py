@@ -13,7 +13,7 @@ import pathlib
 import shutil
 
 from . import ClientUnavailable, NotApplicable
-from .programs import ProgramDriver, ProgramServer, started_once
+from .programs import ProgramDriver, ProgramServer, stopped_at_exit
 
 NODE_DIR = pathlib.Path(__file__).resolve().parent.parent / "node"
 
@@ -29,7 +29,7 @@ def installed() -> None:
 @functools.cache
 def node_server() -> ProgramServer:
     """The session's one node process running the programs of compat_tests/node."""
-    return started_once("node process", lambda: ["node", str(NODE_DIR / "server.js")])
+    return stopped_at_exit("node process", lambda: ["node", str(NODE_DIR / "server.js")])
 
 
 class KafkajsDriver(ProgramDriver):

@@ -113,7 +113,7 @@ class ProgramServer:
             self._stop()
 
 
-def started_once(name: str, command: Callable[[], list[str]]) -> ProgramServer:
+def stopped_at_exit(name: str, command: Callable[[], list[str]]) -> ProgramServer:
     """A ProgramServer stopped when the test process exits."""
     server = ProgramServer(name, command)
     atexit.register(server.close)
