@@ -40,7 +40,8 @@ function actions (bootstrap, username, password, topic, group) {
       }
     },
     async consume () {
-      const consumer = kafka.consumer({ groupId: group })
+      // maxWaitTimeInMs: the disconnect waits for the fetch in flight, which the broker holds up to it (default 5 s)
+      const consumer = kafka.consumer({ groupId: group, maxWaitTimeInMs: 500 })
       await consumer.connect()
       try {
         await consumer.subscribe({ topics: [topic], fromBeginning: true })

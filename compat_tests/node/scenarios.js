@@ -27,6 +27,9 @@ const CODECS = {
   zstd: CompressionTypes.ZSTD,
 }
 const ACKS = { all: -1, 1: 1, 0: 0 }
+// A consumer's disconnect waits for its fetch in flight, which the broker holds up to maxWaitTimeInMs
+// (kafkajs' default 5000) when nothing new comes: every consuming question paid those 5 s at its end.
+const CONSUMER = { sessionTimeout: 10000, heartbeatInterval: 500, maxWaitTimeInMs: 500 }
 
 function record (prefix, i, partition) {
   return {
@@ -95,7 +98,7 @@ function question (bootstrap, opts) {
   // kafkajs consumes only as a group member: a group of its own stands in for assign(),
   // keeping the records of `partition` alone when one is given (a lone member gets them all).
   async function consumeInGroup (topic, n, { groupId, fromBeginning = true, seekTo, trickle, commit = false, partition }) {
-    const consumer = kafka.consumer({ groupId, sessionTimeout: 10000, heartbeatInterval: 500 })
+    const consumer = kafka.consumer({ groupId, ...CONSUMER })
     const out = []
     let crash
     consumer.on(consumer.events.CRASH, (e) => { crash = e.payload.error })
@@ -172,7 +175,7 @@ function question (bootstrap, opts) {
       const topic = opts.topic
       const members = []
       for (let i = 0; i < 3; i++) {
-        const consumer = kafka.consumer({ groupId: opts.group, sessionTimeout: 10000, heartbeatInterval: 500 })
+        const consumer = kafka.consumer({ groupId: opts.group, ...CONSUMER })
         const member = { consumer, parts: [] }
         consumer.on(consumer.events.GROUP_JOIN, (e) => {
           member.parts = (e.payload.memberAssignment[topic] || []).slice().sort()
@@ -257,7 +260,7 @@ function question (bootstrap, opts) {
     },
 
     async list_describe_groups () {
-      const consumer = kafka.consumer({ groupId: opts.group, sessionTimeout: 10000, heartbeatInterval: 500 })
+      const consumer = kafka.consumer({ groupId: opts.group, ...CONSUMER })
       let joined = false
       consumer.on(consumer.events.GROUP_JOIN, () => { joined = true })
       await consumer.connect()

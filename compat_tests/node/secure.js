@@ -23,7 +23,8 @@ async function run ([bootstrap, settingsJson, topic]) {
   } finally {
     await producer.disconnect()
   }
-  const consumer = kafka.consumer({ groupId: `secure-${Date.now()}` })
+  // maxWaitTimeInMs: the disconnect waits for the fetch in flight, which the broker holds up to it (default 5 s)
+  const consumer = kafka.consumer({ groupId: `secure-${Date.now()}`, maxWaitTimeInMs: 500 })
   try {
     await consumer.connect()
     await consumer.subscribe({ topic, fromBeginning: true })
