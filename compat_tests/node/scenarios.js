@@ -101,7 +101,8 @@ function question (bootstrap, opts) {
     const consumer = kafka.consumer({ groupId, ...CONSUMER })
     const out = []
     let crash
-    consumer.on(consumer.events.CRASH, (e) => { crash = e.payload.error })
+    // a crash kafkajs restarts from (a retriable error such as COORDINATOR_LOAD_IN_PROGRESS) is not the end
+    consumer.on(consumer.events.CRASH, (e) => { if (!e.payload.restart) crash = e.payload.error })
     await consumer.connect()
     try {
       await consumer.subscribe({ topic, fromBeginning })
