@@ -18,7 +18,6 @@ import shutil
 import subprocess
 import uuid
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -29,6 +28,8 @@ from confluent_kafka.admin import (
 from kafkacompat.testing import Broker
 from tests.security.clients import CONFLUENT, KAFKA_PYTHON, ck_produce
 
+from .drivers import ClientUnavailable
+from .drivers.kafkajs import installed, node_server
 from .reference import KafkaTools
 
 pytestmark = [pytest.mark.kafka_tools]
@@ -231,18 +232,14 @@ AIOKAFKA = {"produce": _aio_action(_aio_produce), "consume": _aio_action(_aio_co
             "alter configs": _aio_action(_aio_alter_configs), "describe group": _aio_action(_aio_describe_group),
             "commit": _aio_action(_aio_commit)}
 
-# --- kafkajs: one node process per action ---------------------------------------------------
-
-NODE_DIR = Path(__file__).resolve().parent / "node"
-
+# --- kafkajs: one action per run of authorization.js, in the drivers' one node process ---------
 
 def _kafkajs(action: str) -> Callable[[dict[str, str], str, str], str | None]:
     def run(config: dict[str, str], topic: str, group: str) -> str | None:
-        done = subprocess.run(["node", str(NODE_DIR / "authorization.js"), action, config["bootstrap.servers"],
-                               config["sasl.username"], config["sasl.password"], topic, group],
-                              capture_output=True, text=True, timeout=TIMEOUT + 30, check=False)
+        done = node_server().run("authorization", [action, config["bootstrap.servers"], config["sasl.username"],
+                                                   config["sasl.password"], topic, group], TIMEOUT + 30)
         lines = done.stdout.strip().splitlines()
-        assert lines, f"node exited {done.returncode}: {done.stderr[-500:]}"
+        assert lines, f"node answered {done.returncode}: {done.stderr[-500:]}"
         return json.loads(lines[-1])["error"]
     return run
 
@@ -261,8 +258,10 @@ def family_actions(name: str, tools: KafkaTools) -> dict[str, Callable[[dict[str
     if name == "java":
         return java_family(tools)
     if name == "kafkajs":
-        if shutil.which("node") is None or not (NODE_DIR / "node_modules" / "kafkajs").is_dir():
-            pytest.skip("kafkajs is not installed: npm install --prefix compat_tests/node (tests/run.sh does)")
+        try:
+            installed()
+        except ClientUnavailable as exc:
+            pytest.skip(str(exc))
         return KAFKAJS
     if name == "kcat":
         if shutil.which("kcat") is None:

@@ -2,7 +2,9 @@
 password produces and consumes, a wrong one fails with the client's authentication error.
 
 One broker serves all three listeners with a throwaway CA; each case is a
-real client process or library call, bounded in time.
+real client run or library call, bounded in time. Java and kafkajs cases run in
+their drivers' long-lived JVM and node process (ProgramServer), each case with
+clients of its own: a new JVM per case cost 2-4 s.
 """
 
 from __future__ import annotations
@@ -19,8 +21,8 @@ import pytest
 from kafkacompat.testing import Broker
 
 from .drivers import ClientUnavailable
-from .drivers.java import classpath, compiled
-from .drivers.kafkajs import NODE_DIR
+from .drivers.java import program_server
+from .drivers.kafkajs import installed, node_server
 
 pytestmark = pytest.mark.slow
 USERS = {"alice": "alice-pw"}
@@ -129,12 +131,10 @@ def run_aiokafka(t: Target) -> str:
 
 
 def run_kafkajs(t: Target) -> str:
-    if shutil.which("node") is None or not (NODE_DIR / "node_modules" / "kafkajs").is_dir():
-        raise ClientUnavailable("run `npm ci --prefix compat_tests/node` (tests/run.sh does)")
+    installed()
     settings = {"protocol": t.protocol, "mechanism": t.mechanism or "", "username": "alice", "password": t.password,
                 "ca": t.ca}
-    done = subprocess.run(["node", str(NODE_DIR / "secure.js"), t.bootstrap, json.dumps(settings), t.topic],
-                          capture_output=True, text=True, timeout=90)
+    done = node_server().run("secure", [t.bootstrap, json.dumps(settings), t.topic], timeout=90)
     return (done.stdout.strip() or done.stderr.strip()).splitlines()[-1]
 
 
@@ -149,8 +149,7 @@ def run_java(t: Target, tmp_path) -> str:
                   f'password="{t.password}";']
     props = tmp_path / "client.properties"
     props.write_text("\n".join(lines) + "\n")
-    done = subprocess.run(["java", "-Xmx256m", "-XX:+UseSerialGC", "-cp", classpath(compiled()), "SecureClient",
-                           t.bootstrap, str(props), t.topic], capture_output=True, text=True, timeout=120)
+    done = program_server().run("SecureClient", [t.bootstrap, str(props), t.topic], timeout=120)
     return done.stdout.strip().splitlines()[-1] if done.stdout.strip() else "ERROR " + done.stderr[-500:]
 
 

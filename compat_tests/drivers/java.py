@@ -3,29 +3,23 @@
 The wheel ships pyflink/lib/kafka-clients.jar with its compression
 libraries; the programs in compat_tests/java are compiled once per test
 session into a temporary directory and run with `java -cp`. The scenario
-driver's questions all run in one JVM (ProgramServer), one after another.
+driver's questions all run in one JVM (programs.ProgramServer), one after another.
 """
 
 from __future__ import annotations
 
 import atexit
-import base64
 import functools
 import json
-import os
 import pathlib
-import select
 import shutil
 import subprocess
 import tempfile
-import threading
-import time
 import zipfile
 from collections.abc import Sequence
-from typing import IO
 
 from . import ClientUnavailable
-from .programs import RUN_TIMEOUT, ProgramDriver
+from .programs import ProgramDriver, ProgramServer, stopped_at_exit
 
 SOURCES = pathlib.Path(__file__).resolve().parent.parent / "java"
 JARS = ("kafka-clients.jar", "lz4-java.jar", "snappy-java.jar", "zstd-jni.jar", "slf4j-api.jar")
@@ -113,102 +107,19 @@ def java_command(main_class: str) -> list[str]:
     return ["java", *JVM_FLAGS, "-cp", classpath(compiled()), main_class]
 
 
-class ProgramServer:
-    """One JVM that runs the test programs' main methods one after another
-    (compat_tests/java/ProgramServer.java), started at the first run: a JVM start and
-    kafka-clients' class loading cost 1-3 s on a loaded machine, once per question before.
-
-    A run that goes over its time kills the JVM (the next run starts another), as
-    a program run over its time was killed.
-    """
-
-    def __init__(self) -> None:
-        self._process: subprocess.Popen[bytes] | None = None
-        self._pending = b""
-        self._stderr: IO[bytes] | None = None
-        self._lock = threading.Lock()
-
-    def run(self, main_class: str, args: list[str], timeout: float) -> subprocess.CompletedProcess[str]:
-        """`main_class args` as a program run would answer: exit 0 and what it printed, or exit 1
-        and its stack trace as stderr."""
-        with self._lock:
-            process = self._started()
-            assert process.stdin is not None
-            try:
-                process.stdin.write(("\t".join([main_class, *args]) + "\n").encode())
-                process.stdin.flush()
-                status, _, body = self._answer(time.monotonic() + timeout).partition(b" ")
-            except (OSError, EOFError, TimeoutError) as exc:
-                stderr = self._stop()
-                if isinstance(exc, TimeoutError):
-                    raise AssertionError(f"java {main_class} {args[0]} ran over {timeout}s\n{stderr}") from None
-                return subprocess.CompletedProcess(args, 1, "", f"the JVM running {main_class} ended\n{stderr}")
-        text = base64.b64decode(body).decode()
-        if status == b"ok":
-            return subprocess.CompletedProcess(args, 0, text, "")
-        return subprocess.CompletedProcess(args, 1, "", text)
-
-    def _started(self) -> subprocess.Popen[bytes]:
-        if self._process is None or self._process.poll() is not None:
-            self._stderr = tempfile.TemporaryFile()
-            self._pending = b""
-            self._process = subprocess.Popen(java_command("ProgramServer"), stdin=subprocess.PIPE,
-                                             stdout=subprocess.PIPE, stderr=self._stderr)
-        return self._process
-
-    def _answer(self, deadline: float) -> bytes:
-        """The next line the JVM prints, within the deadline."""
-        assert self._process is not None and self._process.stdout is not None
-        fd = self._process.stdout.fileno()
-        while b"\n" not in self._pending:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise TimeoutError
-            if select.select([fd], [], [], left)[0]:
-                chunk = os.read(fd, 1 << 16)
-                if not chunk:
-                    raise EOFError
-                self._pending += chunk
-        line, _, self._pending = self._pending.partition(b"\n")
-        return line.strip()
-
-    def _stop(self) -> str:
-        """Stop the JVM; the tail of what it wrote to stderr."""
-        process, self._process = self._process, None
-        if process is not None:
-            process.kill()
-            process.wait(10)
-            for pipe in (process.stdin, process.stdout):
-                if pipe is not None:
-                    pipe.close()
-        tail = ""
-        if self._stderr is not None:
-            self._stderr.seek(0)
-            tail = "\n".join(self._stderr.read().decode(errors="replace").strip().splitlines()[-40:])
-            self._stderr.close()
-            self._stderr = None
-        return tail
-
-    def close(self) -> None:
-        with self._lock:
-            self._stop()
-
-
 @functools.cache
 def program_server() -> ProgramServer:
-    """The session's ProgramServer, stopped when the process exits."""
-    server = ProgramServer()
-    atexit.register(server.close)
-    return server
+    """The session's one JVM running the programs (compat_tests/java/ProgramServer.java)."""
+    return stopped_at_exit("JVM", lambda: java_command("ProgramServer"))
 
 
 class JavaDriver(ProgramDriver):
     name = "java"
+    program = "Scenarios"
 
     def __init__(self, bootstrap: str) -> None:
         super().__init__(bootstrap)
         self.version = f"kafka-clients {kafka_clients_version()}"
 
-    def execute(self, args: list[str]) -> subprocess.CompletedProcess[str]:
-        """In the session's one JVM (ProgramServer), not a JVM per question."""
-        return program_server().run("Scenarios", args, RUN_TIMEOUT)
+    def server(self) -> ProgramServer:
+        return program_server()

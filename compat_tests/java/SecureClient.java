@@ -10,7 +10,8 @@ import org.apache.kafka.common.serialization.StringDeserializer;
 import org.apache.kafka.common.serialization.StringSerializer;
 
 /** Produce one message and read it back over a secure listener: args bootstrap, client.properties, topic.
- *  Prints OK <value>, or the exception class and message of a refused login (exit 1). */
+ *  Prints OK <value>, or ERROR and the exception class and message of a refused login. It returns rather
+ *  than exits, so that ProgramServer can run it (compat_tests/test_security_clients.py). */
 public class SecureClient {
     public static void main(String[] args) throws Exception {
         Properties props = new Properties();
@@ -28,7 +29,7 @@ public class SecureClient {
         } catch (Exception e) {
             Throwable cause = e.getCause() != null ? e.getCause() : e;
             System.out.println("ERROR " + cause.getClass().getSimpleName() + ": " + cause.getMessage());
-            System.exit(1);
+            return;
         }
         try (KafkaConsumer<String, String> consumer = new KafkaConsumer<>(props)) {
             consumer.subscribe(List.of(args[2]));
@@ -42,6 +43,5 @@ public class SecureClient {
             }
         }
         System.out.println("ERROR nothing consumed");
-        System.exit(1);
     }
 }
