@@ -83,8 +83,10 @@ class Leaders:
         self.named: set[int] = set()
 
     def current(self, key: PartitionKey, *errors: ErrorCode) -> Any:
+        if ErrorCode.not_leader_or_follower not in errors:
+            return no_leader(self.m)
         info = self.ctx.cluster.by_id(key[0])
-        if ErrorCode.not_leader_or_follower not in errors or info is None:
+        if info is None:
             return no_leader(self.m)
         error, leader, epoch = self.ctx.cluster.routing(info, key[1])
         if error != ErrorCode.none:

@@ -122,7 +122,8 @@ async def handle(ctx: Any, request: Any) -> Any:
         ack_error, ack_message = acks.get(key, (ErrorCode.none, None))
         topics.setdefault(key[0], []).append(make(
             m.PartitionData, partition_index=key[1], error_code=errors.get(key, ErrorCode.none), error_message=None,
-            acknowledge_error_code=ack_error, acknowledge_error_message=ack_message, current_leader=leaders.current(key, errors.get(key, ErrorCode.none), ack_error),
+            acknowledge_error_code=ack_error, acknowledge_error_message=ack_message,
+            current_leader=leaders.current(key, errors.get(key, ErrorCode.none), ack_error),
             records=delivery.records if delivery is not None else b"",
             acquired_records=tuple(
                 make(m.AcquiredRecords, first_offset=a.first_offset, last_offset=a.last_offset,

@@ -268,7 +268,7 @@ class ShareService:
 
     async def acknowledge(self, group_id: str, member_id: str, topic_id: uuid.UUID, index: int,
                           partition: storage.Partition | None,
-                    batches: Sequence[tuple[int, int, Sequence[int]]]) -> tuple[ErrorCode, str | None]:
+                          batches: Sequence[tuple[int, int, Sequence[int]]]) -> tuple[ErrorCode, str | None]:
         """Apply one partition's acknowledgement batches; the partition's acknowledge error."""
         part = self.partitions.get((group_id, topic_id, index))
         if part is None:
