@@ -359,6 +359,7 @@ class ShareService:
         for key in [k for k in self.partitions if k[1:] == (topic_id, index)]:
             del self.partitions[key]
             self._dirty.discard(key)
+            self._admin_dirty.discard(key)  # else a later leader's write of it would go unfenced
         for lock in [k for k in self._locks if k[1:3] == (topic_id, index)]:
             self._locks.pop(lock).cancel()
 
