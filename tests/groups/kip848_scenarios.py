@@ -55,6 +55,29 @@ def _ids(bootstrap: str, names: list[str]) -> dict[uuid.UUID, str]:
             time.sleep(0.2)
 
 
+def _as_sets(assignment: Any) -> frozenset[tuple[uuid.UUID, frozenset[int]]]:
+    """An assignment without the order of its lists, which Kafka takes from hash maps."""
+    return frozenset((t.topic_id, frozenset(t.partitions)) for t in assignment.topic_partitions if t.partitions)
+
+
+def _targets_are_current(described: Any) -> bool:
+    return all(_as_sets(d.assignment) == _as_sets(d.target_assignment) for d in described.members)
+
+
+def _described_when_targets_are_current(wire: Wire, group: str, timeout: float = 10.0) -> Any:
+    """Describe the group once every member holds its target, or as it stands after `timeout`.
+
+    A member's assignment in the answer is what it acknowledged in its last heartbeat; the
+    coordinator can still be writing the target a moment after the members' own views settle.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        described = describe(wire, group)[0]
+        if _targets_are_current(described) or time.monotonic() > deadline:
+            return described
+        time.sleep(0.2)
+
+
 def _tag() -> str:
     return uuid.uuid4().hex[:8]
 
@@ -68,13 +91,13 @@ def range_static(bootstrap: str) -> dict[str, Any]:
     try:
         settle(members)
         first = {m.instance_id: _short(m.named(ids), tag) for m in members}
-        described = describe(members[0].wire, f"g-{tag}")[0]
+        described = _described_when_targets_are_current(members[0].wire, f"g-{tag}")
         shape = {
             "state": described.group_state,
             "assignor": described.assignor_name,
             "epochs_agree": len({d.member_epoch for d in described.members} | {described.assignment_epoch}) == 1,
             "member_type": sorted({d.member_type for d in described.members}),
-            "targets_are_current": all(d.assignment == d.target_assignment for d in described.members),
+            "targets_are_current": _targets_are_current(described),
             "subscribed": sorted(tuple(sorted(_short({n: [] for n in d.subscribed_topic_names}, tag))) for d in described.members),
         }
         left = members[1].leave()

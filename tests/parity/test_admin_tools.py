@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 from confluent_kafka import Producer
@@ -49,6 +50,25 @@ def test_kafka_transactions_describes_idempotent_producers(ours: Broker) -> None
     assert row[1:] == ["0", "-1", "0", "1700000000123", "None"]
 
 
+def _producer_once_markers_are_written(bootstrap: str, topic: str, timeout: float = 30.0) -> dict[str, str]:
+    """describe-producers for partition 0 once it shows no open transaction, or as it stands after `timeout`.
+
+    EndTxn answers before the coordinator has written the commit markers (Kafka writes them
+    in the background), so right after commit_transaction the partition may still show the
+    transaction open and no coordinator epoch.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        done = run_tool("kafka-transactions", "--bootstrap-server", bootstrap, "describe-producers",
+                        "--topic", topic, "--partition", "0")
+        assert done.returncode == 0, done.stderr
+        header, row = [line.split() for line in done.stdout.splitlines()]
+        cols = dict(zip(header, row))
+        if cols["CurrentTransactionStartOffset"] == "None" or time.monotonic() > deadline:
+            return cols
+        time.sleep(0.5)
+
+
 def test_describe_producers_after_a_commit_shows_what_kafka_shows(ours: Broker, kafka41) -> None:
     """Epoch, coordinator epoch (from the marker), last sequence and open transaction, side by side."""
     seen = {}
@@ -59,11 +79,7 @@ def test_describe_producers_after_a_commit_shows_what_kafka_shows(ours: Broker, 
         producer.begin_transaction()
         producer.produce(topic, b"v")
         producer.commit_transaction(30)
-        done = run_tool("kafka-transactions", "--bootstrap-server", bootstrap, "describe-producers",
-                        "--topic", topic, "--partition", "0")
-        assert done.returncode == 0, done.stderr
-        header, row = [line.split() for line in done.stdout.splitlines()]
-        cols = dict(zip(header, row))
+        cols = _producer_once_markers_are_written(bootstrap, topic)
         seen[name] = {key: cols[key] for key in ("ProducerEpoch", "LatestCoordinatorEpoch", "LastSequence",
                                                  "CurrentTransactionStartOffset")}
     assert seen["kafkacompat"] == seen["kafka"]
