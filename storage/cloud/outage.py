@@ -1,0 +1,64 @@
+"""Database failures, named: the one place the cloud engine turns them into StorageUnavailableError.
+
+A PostgreSQL outage, a restart, or a connection the server dropped
+(`pg_terminate_backend`, a failover) reaches the engine as OSError,
+asyncpg.PostgresError, asyncpg.InterfaceError or a timeout. Callers of a
+Store catch StorageError and answer the Kafka error code Kafka gives
+(KAFKA_STORAGE_ERROR for a partition's data, NOT_COORDINATOR for a
+coordinator's state), so none of those may leave the store untranslated:
+an untranslated one closes the client's connection or ends a background
+task instead of answering a retriable error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from types import TracebackType
+
+from ..errors import StorageUnavailableError
+
+log = logging.getLogger(__name__)
+
+
+def database_errors() -> tuple[type[BaseException], ...]:
+    """What asyncpg raises when the database cannot be reached or dropped the connection (or refused
+    a statement). asyncpg is imported here, not at module load: it is an optional dependency."""
+    import asyncpg
+
+    return (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, asyncio.TimeoutError)
+
+
+def retriable_database_errors() -> tuple[type[BaseException], ...]:
+    """The failures a repeat of the same statement may get past: a lost or refused connection
+    (server restarting, connection terminated by an administrator), a deadlock, a serialization
+    failure. Only for statements safe to repeat (kc_commit is: a repeat returns the first offsets)."""
+    import asyncpg
+
+    return (OSError, asyncpg.PostgresConnectionError, asyncpg.InterfaceError, asyncpg.OperatorInterventionError,
+            asyncpg.DeadlockDetectedError, asyncpg.SerializationError, asyncio.TimeoutError)
+
+
+def unavailable_error(what: str, exc: BaseException) -> StorageUnavailableError:
+    """The named error for a failed database step (raise it `from exc`), logged once here: one
+    line, no traceback, since the cause is the database, not this broker."""
+    log.warning("%s failed: the database is unavailable (%s: %s)", what, type(exc).__name__, exc)
+    return StorageUnavailableError(f"{what} failed: the database is unavailable ({exc})")
+
+
+class database_step:  # noqa: N801 - used as a statement: `with database_step("writing x"):`
+    """Run a block of database work; what the database raises leaves it as StorageUnavailableError.
+
+    StorageErrors raised on purpose inside (NotLeaderError, TopicExistsError...) pass unchanged.
+    A class, not a generator, so type checkers see that it never swallows an exception.
+    """
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        if exc is not None and isinstance(exc, database_errors()):
+            raise unavailable_error(self.what, exc) from exc
