@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from types import TracebackType
 
 from ..errors import StorageUnavailableError
@@ -39,10 +40,22 @@ def retriable_database_errors() -> tuple[type[BaseException], ...]:
             asyncpg.DeadlockDetectedError, asyncpg.SerializationError, asyncio.TimeoutError)
 
 
+LOG_EVERY_S = 10.0  # an outage fails every read and write at once: one line per this many seconds
+_logged_at = float("-inf")
+_unlogged = 0
+
+
 def unavailable_error(what: str, exc: BaseException) -> StorageUnavailableError:
-    """The named error for a failed database step (raise it `from exc`), logged once here: one
-    line, no traceback, since the cause is the database, not this broker."""
-    log.warning("%s failed: the database is unavailable (%s: %s)", what, type(exc).__name__, exc)
+    """The named error for a failed database step (raise it `from exc`), logged here: one line, no
+    traceback (the cause is the database, not this broker), at most one every LOG_EVERY_S."""
+    global _logged_at, _unlogged
+    now = time.monotonic()
+    if now - _logged_at >= LOG_EVERY_S:
+        more = f" ({_unlogged} more such failures since the last report)" if _unlogged else ""
+        log.warning("%s failed: the database is unavailable (%s: %s)%s", what, type(exc).__name__, exc, more)
+        _logged_at, _unlogged = now, 0
+    else:
+        _unlogged += 1
     return StorageUnavailableError(f"{what} failed: the database is unavailable ({exc})")
 
 
