@@ -98,7 +98,7 @@ class ObjectStore:
         """(key, last modified as epoch seconds) of every data object."""
         prefix = f"{self.prefix}/data/" if self.prefix else "data/"
         paginator = self._client.get_paginator("list_objects_v2")
-        pages = paginator.paginate(Bucket=self.bucket, Prefix=prefix)
+        pages = aiter(paginator.paginate(Bucket=self.bucket, Prefix=prefix))
         while True:
             try:
                 page = await anext(pages)

@@ -24,10 +24,12 @@ log = logging.getLogger(__name__)
 
 def database_errors() -> tuple[type[BaseException], ...]:
     """What asyncpg raises when the database cannot be reached or dropped the connection (or refused
-    a statement). asyncpg is imported here, not at module load: it is an optional dependency."""
+    a statement). InternalClientError too: a session the server ended while a statement was being
+    sent raises it ("cannot switch to state ..."). asyncpg is imported here, not at module load: it
+    is an optional dependency."""
     import asyncpg
 
-    return (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, asyncio.TimeoutError)
+    return (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, asyncpg.InternalClientError, asyncio.TimeoutError)
 
 
 def retriable_database_errors() -> tuple[type[BaseException], ...]:
@@ -36,8 +38,9 @@ def retriable_database_errors() -> tuple[type[BaseException], ...]:
     failure. Only for statements safe to repeat (kc_commit is: a repeat returns the first offsets)."""
     import asyncpg
 
-    return (OSError, asyncpg.PostgresConnectionError, asyncpg.InterfaceError, asyncpg.OperatorInterventionError,
-            asyncpg.DeadlockDetectedError, asyncpg.SerializationError, asyncio.TimeoutError)
+    return (OSError, asyncpg.PostgresConnectionError, asyncpg.InterfaceError, asyncpg.InternalClientError,
+            asyncpg.OperatorInterventionError, asyncpg.DeadlockDetectedError, asyncpg.SerializationError,
+            asyncio.TimeoutError)
 
 
 LOG_EVERY_S = 10.0  # an outage fails every read and write at once: one line per this many seconds

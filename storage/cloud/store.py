@@ -636,7 +636,7 @@ class CloudStore(NamespaceStore):
             except retriable_database_errors() as exc:
                 if attempt + 1 == COMMIT_ATTEMPTS:
                     raise unavailable_error(f"committing {key}", exc) from exc
-                log.warning("committing %s failed (%s); retrying", key, exc)
+                log.debug("committing %s failed (%s); retrying", key, exc)  # the last failure is logged
                 await asyncio.sleep(0.05 * 2 ** attempt)
             except database_errors() as exc:
                 raise unavailable_error(f"committing {key}", exc) from exc
