@@ -137,3 +137,43 @@ def test_a_stock_producer_and_consumer_ride_through_an_outage(broker: Broker) ->
         consumer.close()
     assert broker.committed("riders", topic) == {0: 40}
     assert [m.value for m in broker.consume(topic, count=40)] == [f"m{i}".encode() for i in range(40)]
+
+
+def test_a_transaction_committed_during_an_outage_commits_once_the_database_is_back(broker: Broker) -> None:
+    """EndTxn whose Prepare* cannot be stored is not applied (NOT_COORDINATOR, as Kafka answers a
+    failed append to __transaction_state); the client retries it and the commit lands afterwards."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    topic = broker.create_topic("txn-outage", 1)
+    producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "transactional.id": "outage-tx",
+                         "linger.ms": 5})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    for i in range(5):
+        producer.produce(topic, f"t{i}".encode())
+    assert producer.flush(30) == 0
+    outage = database_outage(broker.config.store)
+    outage.__enter__()
+    threading.Timer(2.0, outage.__exit__, (None, None, None)).start()  # the commit below is retried meanwhile
+    producer.commit_transaction(60)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and producer_state(broker, "outage-tx") != "CompleteCommit":
+        time.sleep(0.05)
+    assert producer_state(broker, "outage-tx") == "CompleteCommit"
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "txn-readers",
+                         "isolation.level": "read_committed", "auto.offset.reset": "earliest"})
+    try:
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        got: list[bytes] = []
+        while len(got) < 5 and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is not None and msg.error() is None:
+                got.append(msg.value())
+        assert got == [f"t{i}".encode() for i in range(5)]
+    finally:
+        consumer.close()
+
+
+def producer_state(broker: Broker, transactional_id: str) -> str | None:
+    meta = broker.server.cluster.transactions.describe(transactional_id)
+    return None if meta is None else meta.state.value
