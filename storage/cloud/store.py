@@ -122,7 +122,9 @@ class CloudStore(NamespaceStore):
         import asyncpg
 
         try:
-            self._pool = await asyncpg.create_pool(self.database_url, min_size=1, max_size=10,
+            # min_size 0: connections are made as they are needed and kept while used; with a floor,
+            # asyncpg logs a traceback every few seconds of a database outage while restoring it
+            self._pool = await asyncpg.create_pool(self.database_url, min_size=0, max_size=10,
                                                    command_timeout=60)
         except (OSError, asyncpg.PostgresError, asyncio.TimeoutError) as exc:
             raise StorageError(f"cannot connect to the database {self.database_url}: {exc}") from exc
