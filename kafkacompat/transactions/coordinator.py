@@ -220,8 +220,8 @@ class TransactionCoordinator:
         coordinator again and retries)."""
         if isinstance(exc, storage.NotLeaderError):  # deposed: the next coordinator goes on
             log.info("transactional id %s: %s", txn_id, exc)
-        else:  # the cause was logged by the store
-            log.warning("transactional id %s: state not written, answering NOT_COORDINATOR", txn_id)
+        else:  # the cause was logged by the store (a warning, at most one line per 10 s of an outage)
+            log.info("transactional id %s: state not written, answering NOT_COORDINATOR", txn_id)
         return ErrorCode.not_coordinator
 
     # InitProducerId -----------------------------------------------------------
