@@ -160,7 +160,20 @@ public final class ShareGroups {
             open.commitTransaction();
             List<String> after = untilQuiet(c);
             c.poll(Duration.ZERO);
-            return "{\"while_open\":" + list(first) + ",\"after_commit\":" + list(after) + "}";
+            c.close();
+            return "{\"while_open\":" + list(first) + ",\"after_commit\":" + list(after)
+                    + ",\"start_offset\":" + TestProgram.json(startOffset(bootstrap, topic, group)) + "}";
+        }
+    }
+
+    /** The group's share-partition start offset as Admin.listShareGroupOffsets shows it. */
+    private static String startOffset(String bootstrap, String topic, String group) throws Exception {
+        Properties props = new Properties();
+        props.put("bootstrap.servers", bootstrap);
+        try (Admin admin = Admin.create(props)) {
+            OffsetAndMetadata info = admin.listShareGroupOffsets(Map.of(group, new ListShareGroupOffsetsSpec()))
+                    .partitionsToOffsetAndMetadata(group).get().get(new TopicPartition(topic, 0));
+            return info == null ? "none" : Long.toString(info.offset());
         }
     }
 

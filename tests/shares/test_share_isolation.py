@@ -56,8 +56,9 @@ def _wait_for(condition: Callable[[], object], timeout: float = 5.0) -> None:
 def test_read_committed_archives_aborted_records_and_waits_for_open_transactions() -> None:
     with Broker() as broker:
         broker.create_topic("t")
-        broker.call(broker.server.cluster.store.set_settings({"group-config:g:share.auto.offset.reset": "earliest",
-                                                              "group-config:g:share.isolation.level": "read_committed"}))
+        configs = {"group-config:g:share.auto.offset.reset": "earliest",
+                   "group-config:g:share.isolation.level": "read_committed"}
+        broker.call(broker.server.cluster.store.set_settings(configs))
         topic_id = broker.server.cluster.topic_for("t")[0].topic_id
         with Wire(broker.bootstrap_servers) as wire, Wire(broker.bootstrap_servers) as waiting:
             aborted = _transaction(wire, "aborts", "t", b"a0", b"a1")  # offsets 0-1
