@@ -8,9 +8,10 @@ acknowledgement makes them ACKNOWLEDGED (accept), AVAILABLE again (release)
 or ARCHIVED (reject, a gap); a lock that runs out makes them AVAILABLE again.
 A record whose delivery count reached the limit is ARCHIVED instead of
 becoming AVAILABLE; under share.isolation.level=read_committed the records
-of aborted transactions are ARCHIVED as soon as they are acquired. The SPSO moves past the leading records that are done
-(ACKNOWLEDGED or ARCHIVED). This class is pure: no I/O and no clock of its
-own; `manager.py` reads the log, runs the lock timers and stores `record()`.
+of aborted transactions are ARCHIVED as soon as they are acquired. The SPSO
+moves past the leading records that are done (ACKNOWLEDGED or ARCHIVED). This
+class is pure: no I/O and no clock of its own; `manager.py` reads the log,
+runs the lock timers and stores `record()`.
 """
 
 from __future__ import annotations
