@@ -18,8 +18,10 @@ import time
 import uuid
 from typing import Any
 
+from kafkacompat import storage
+
 from ..shares.manager import Delivery, ShareSessionError
-from .common import NO_THROTTLE, ErrorCode, make, schema_of
+from .common import NO_THROTTLE, ErrorCode, make, schema_of, storage_error_code
 from .group_common import millis
 from .share_common import Leaders, PartitionKey, acknowledge, deposed, refusal, serving
 
@@ -44,8 +46,12 @@ async def _acquire(ctx: Any, request: Any, wanted: list[PartitionKey],
         if partition is None:
             errors[key] = error
             continue
-        delivery = await shares.acquire(request.group_id, request.member_id, key[0], key[1], partition,
-                                        records_left, bytes_left)
+        try:
+            delivery = await shares.acquire(request.group_id, request.member_id, key[0], key[1], partition,
+                                            records_left, bytes_left)
+        except storage.StorageError as exc:  # its records or its state cannot be read now (the store logged why)
+            errors[key] = storage_error_code(exc)
+            continue
         if delivery is not None:
             out[key] = delivery
             records_left -= sum(a.last_offset - a.first_offset + 1 for a in delivery.acquired)
