@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Iterator
 
@@ -72,13 +73,33 @@ def topic_name() -> str:
 
 
 def create_topic(bootstrap: str, name: str, partitions: int = 1, configs: dict[str, str] | None = None) -> str:
-    """Create a topic the way users do: through the Admin API."""
+    """Create a topic the way users do: through the Admin API; return once Metadata shows it led.
+
+    Kafka answers CreateTopics once its controller has committed the topic; the broker's
+    metadata cache learns of it a moment later, and until then Produce, Metadata and
+    DescribeTopicPartitions answer UNKNOWN_TOPIC_OR_PARTITION or NOT_LEADER_OR_FOLLOWER.
+    Waiting here (as Kafka's own TestUtils.createTopic does) keeps that race out of every
+    comparison that starts with a fresh topic.
+    """
     from confluent_kafka.admin import AdminClient, NewTopic
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
     futures = admin.create_topics([NewTopic(name, partitions, 1, config=configs or {})], operation_timeout=10)
     futures[name].result(timeout=15)
+    wait_until_led(admin, name, partitions)
     return name
+
+
+def wait_until_led(admin: object, name: str, partitions: int, timeout: float = 15.0) -> None:
+    """Poll Metadata until `name` shows `partitions` partitions, each with a leader; fail after `timeout`."""
+    deadline = time.monotonic() + timeout
+    while True:
+        found = admin.list_topics(topic=name, timeout=5).topics.get(name)  # type: ignore[attr-defined]
+        if (found is not None and found.error is None and len(found.partitions) == partitions
+                and all(p.leader >= 0 for p in found.partitions.values())):
+            return
+        assert time.monotonic() < deadline, f"{name} had no leader for each of {partitions} partitions within {timeout}s"
+        time.sleep(0.1)
 
 
 @pytest.fixture

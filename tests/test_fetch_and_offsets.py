@@ -105,9 +105,9 @@ def test_a_long_poll_does_not_hold_back_other_requests_on_the_connection(broker:
         assert correlation2 == correlation + 1 and time.monotonic() - produce_started < 1.5
 
 
-def list_offsets(wire: Wire, topic: str, timestamp: int, version: int = 7):
+def list_offsets(wire: Wire, topic: str, timestamp: int, version: int = 7, isolation_level: int = 0):
     m = __import__(f"kio.schema.list_offsets.v{version}.request", fromlist=["x"])
-    request = make(m.ListOffsetsRequest, replica_id=-1, isolation_level=0, timeout=datetime.timedelta(seconds=5),
+    request = make(m.ListOffsetsRequest, replica_id=-1, isolation_level=isolation_level, timeout=datetime.timedelta(seconds=5),
                    topics=(make(m.ListOffsetsTopic, name=topic, partitions=(
                        make(m.ListOffsetsPartition, partition_index=0, current_leader_epoch=-1, timestamp=timestamp),)),))
     return wire.request(2, version, request).topics[0].partitions[0]

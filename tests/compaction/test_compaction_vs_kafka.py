@@ -30,6 +30,7 @@ from kafkacompat.protocol.records import Record, build_batch
 from kafkacompat.testing import Broker
 from kafkacompat.testing.reference_kafka import ReferenceKafka, unavailable
 from kafkacompat.testing.services import TEST_STORE_VARIABLE, ServiceUnavailable
+from tests.test_fetch_and_offsets import list_offsets
 from tests.wire import Wire
 
 pytestmark = pytest.mark.slow
@@ -179,12 +180,27 @@ def transactions_scenario(bootstrap: str) -> tuple[View, View, str]:
     send(txn, "b", "2")
     send(txn, "d", "committed")
     txn.commit_transaction(30)
+    markers_written(bootstrap, topic)
     history = read_view(bootstrap, topic, "read_uncommitted")
     time.sleep(SEGMENT_MS * 1.2 / 1000)  # the next append rolls the segment: all of the above is cleanable
     send(plain, "z", "1")
     cleaned = wait_view(bootstrap, topic, lambda view: one_per_key(view) and "aborted" not in {v for _, _, v in view},
                         "read_uncommitted")
     return history, cleaned, topic
+
+
+def markers_written(bootstrap: str, topic: str, timeout: float = 30.0) -> None:
+    """Wait until partition 0 has no open transaction: its last stable offset is its high watermark.
+
+    Kafka answers EndTxn before its coordinator has written the markers; a record appended
+    meanwhile would land before the commit marker and change the layout compared later.
+    """
+    deadline = time.monotonic() + timeout
+    with Wire(bootstrap) as wire:
+        while (list_offsets(wire, topic, -1, isolation_level=1).offset
+               != list_offsets(wire, topic, -1, isolation_level=0).offset):
+            assert time.monotonic() < deadline, f"{topic} still had an open transaction after {timeout}s"
+            time.sleep(0.1)
 
 
 def markers_scenario(bootstrap: str, topic: str) -> Layout:

@@ -9,9 +9,9 @@ from collections.abc import Callable
 from typing import Any
 
 from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient, NewTopic
 
 from kafkacompat.protocol.messages import make
+from tests.conftest import create_topic as shared_create_topic
 from tests.wire import Wire, request_class
 
 # broker settings for group tests: Kafka's defaults are a 3000 ms delay and a 6000 ms minimum session
@@ -22,8 +22,8 @@ REBALANCE_MS = 10_000  # clients' max.poll.interval.ms, the rebalance timeout
 
 
 def create_topic(bootstrap: str, name: str, partitions: int = 6) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(name, partitions, 1)])[name].result(10)
+    """A topic of `partitions` (six by default, the group tests' usual), led on every partition."""
+    shared_create_topic(bootstrap, name, partitions)
 
 
 def produce(bootstrap: str, topic: str, count: int, partitions: int = 6, start: int = 0) -> set[bytes]:

@@ -141,3 +141,13 @@ def describe(wire: Wire, *groups: str) -> Any:
     m = module(DESCRIBE, 1)
     body = make(m.ConsumerGroupDescribeRequest, group_ids=groups, include_authorized_operations=False)
     return wire.request(DESCRIBE, 1, body).groups
+
+
+def assignment_sets(assignment: Any) -> frozenset[tuple[uuid.UUID, frozenset[int]]]:
+    """A described assignment without the order of its lists, which Kafka takes from hash maps."""
+    return frozenset((t.topic_id, frozenset(t.partitions)) for t in assignment.topic_partitions if t.partitions)
+
+
+def targets_are_current(described: Any) -> bool:
+    """Every member of a ConsumerGroupDescribe answer holds its target assignment."""
+    return all(assignment_sets(d.assignment) == assignment_sets(d.target_assignment) for d in described.members)

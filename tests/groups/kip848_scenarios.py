@@ -18,7 +18,7 @@ from confluent_kafka.admin import AdminClient, NewPartitions
 from kafkacompat.protocol.messages import make
 from kafkacompat.groups.consumer_protocol import encode_assignment, parse_assignment
 from tests.groups.helpers import commit, create_topic, heartbeat, join, join_member, leave, module, sync
-from tests.groups.kip848 import RawMember, describe, settle, topic_names
+from tests.groups.kip848 import RawMember, describe, settle, targets_are_current, topic_names
 from tests.wire import Wire
 
 
@@ -55,15 +55,6 @@ def _ids(bootstrap: str, names: list[str]) -> dict[uuid.UUID, str]:
             time.sleep(0.2)
 
 
-def _as_sets(assignment: Any) -> frozenset[tuple[uuid.UUID, frozenset[int]]]:
-    """An assignment without the order of its lists, which Kafka takes from hash maps."""
-    return frozenset((t.topic_id, frozenset(t.partitions)) for t in assignment.topic_partitions if t.partitions)
-
-
-def _targets_are_current(described: Any) -> bool:
-    return all(_as_sets(d.assignment) == _as_sets(d.target_assignment) for d in described.members)
-
-
 def _described_when_targets_are_current(wire: Wire, group: str, timeout: float = 10.0) -> Any:
     """Describe the group once every member holds its target, or as it stands after `timeout`.
 
@@ -73,7 +64,7 @@ def _described_when_targets_are_current(wire: Wire, group: str, timeout: float =
     deadline = time.monotonic() + timeout
     while True:
         described = describe(wire, group)[0]
-        if _targets_are_current(described) or time.monotonic() > deadline:
+        if targets_are_current(described) or time.monotonic() > deadline:
             return described
         time.sleep(0.2)
 
@@ -97,7 +88,7 @@ def range_static(bootstrap: str) -> dict[str, Any]:
             "assignor": described.assignor_name,
             "epochs_agree": len({d.member_epoch for d in described.members} | {described.assignment_epoch}) == 1,
             "member_type": sorted({d.member_type for d in described.members}),
-            "targets_are_current": _targets_are_current(described),
+            "targets_are_current": targets_are_current(described),
             "subscribed": sorted(tuple(sorted(_short({n: [] for n in d.subscribed_topic_names}, tag))) for d in described.members),
         }
         left = members[1].leave()

@@ -15,7 +15,7 @@ from confluent_kafka import Consumer
 from kafkacompat.testing import Broker
 from tests.groups.helpers import create_topic, produce, wait_for
 from compat_tests.reference import KafkaTools, ReferenceKafka, kafka_home
-from tests.groups.kip848 import KIP848_BROKER, KIP848_SESSION_MS, describe
+from tests.groups.kip848 import KIP848_BROKER, KIP848_SESSION_MS, describe, targets_are_current
 from tests.wire import Wire
 
 SESSION_MS = KIP848_SESSION_MS
@@ -235,6 +235,18 @@ def test_java_and_librdkafka_members_share_one_group_exactly_once(broker: Broker
     assert sorted(both) == sorted(v.decode() for v in values)  # every message once
 
 
+def _coordinator_settled(bootstrap: str, group: str, members: int) -> bool:
+    """ConsumerGroupDescribe shows `members` members, the group Stable and each member holding its target.
+
+    A client's own assignment changes when the heartbeat answer arrives; the coordinator counts a
+    partition as the member's (and the group as Stable) only once a later heartbeat acknowledges it.
+    """
+    with Wire(bootstrap) as wire:
+        found = describe(wire, group)[0]
+    return (found.error_code == 0 and found.group_state == "Stable" and len(found.members) == members
+            and targets_are_current(found))
+
+
 def _describe_members(kafka_tools: KafkaTools, bootstrap: str, group: str) -> list[list[str]]:
     shown = kafka_tools.run("kafka-consumer-groups", "--bootstrap-server", bootstrap, "--describe", "--members", "--verbose",
                   "--group", group)
@@ -263,8 +275,9 @@ def test_consumer_groups_describe_members_matches_kafka_4_1(
             def settled() -> bool:
                 for c in members:
                     c.poll(0.05)
-                return sorted(len(assigned(c)) for c in members) == [2, 2]
-            wait_for(settled, 30, "two members with two partitions each")
+                return sorted(len(assigned(c)) for c in members) == [2, 2] and _coordinator_settled(bootstrap, group, 2)
+            # the tool prints the coordinator's view: it must have taken the members' acknowledgements too
+            wait_for(settled, 30, "two members with two partitions each, their targets current")
             rows = _describe_members(kafka_tools, bootstrap, group)
         finally:
             for c in members:
@@ -334,6 +347,11 @@ def test_librdkafka_regex_subscription_is_resolved_by_the_broker(broker: Broker)
         c.close()
 
 
+def _group_state(bootstrap: str, group: str) -> str:
+    with Wire(bootstrap) as wire:
+        return describe(wire, group)[0].group_state
+
+
 def _admin_session(kafka_tools: KafkaTools, bootstrap: str) -> list[str]:
     """A consumer group used, left, then reset, trimmed and deleted with kafka-consumer-groups."""
     topic, group = f"adm-{uuid.uuid4().hex[:6]}", f"g-{uuid.uuid4().hex[:8]}"
@@ -351,6 +369,8 @@ def _admin_session(kafka_tools: KafkaTools, bootstrap: str) -> list[str]:
         live_delete = kafka_tools.run("kafka-consumer-groups", "--bootstrap-server", bootstrap, "--delete", "--group", group)
     finally:
         c.close()
+    # closing sends the leave heartbeat; offsets can be reset only once the coordinator has the group Empty
+    wait_for(lambda: _group_state(bootstrap, group) == "Empty", 20, f"{group} to be empty after its member left")
     steps = [  # each prints the outcome per partition or group
         ("--reset-offsets", "--to-offset", "3", "--topic", topic, "--execute"),
         ("--delete-offsets", "--topic", f"{topic}:1"),
