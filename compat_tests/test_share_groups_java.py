@@ -103,6 +103,35 @@ def test_share_consumer_same_as_kafka(kafka: str | None, ours: Broker, scenario:
         assert compared(mine) == compared(theirs)
 
 
+# ShareGroups.java's txn scenario: what a member reads while a transaction is open, then after it commits,
+# and the start offset listed once it closed (the one written before the last acknowledgement moved it,
+# see SharePartition.written_start_offset: the records up to it are done)
+TXN_SEEN = {
+    "read_committed": {  # aborted a0, a1 never; o0, o1 and p1 (behind the open transaction) once it commits
+        "while_open": ["c0@0#1", "c1@1#1", "c2@6#1", "p0@8#1"],
+        "after_commit": ["o0@9#1", "o1@10#1", "p1@11#1"],
+        "start_offset": "9",
+    },
+    "read_uncommitted": {  # the default: every record at once, markers aside
+        "while_open": ["c0@0#1", "c1@1#1", "a0@3#1", "a1@4#1", "c2@6#1", "p0@8#1", "o0@9#1", "o1@10#1", "p1@11#1"],
+        "after_commit": [],
+        "start_offset": "12",
+    },
+}
+
+
+@pytest.mark.java
+@pytest.mark.parametrize("isolation", TXN_SEEN)
+def test_share_isolation_level_same_as_kafka(kafka: str | None, ours: Broker, isolation: str) -> None:
+    """The group config share.isolation.level: read_committed keeps aborted transactions' records from
+    members and holds back everything from an open transaction on until it ends, as Kafka 4.1 does."""
+    name = f"share-{isolation.replace('_', '-')}-{uuid.uuid4().hex[:8]}"
+    mine = run("txn", ours.bootstrap_servers, topic=name, group=name, isolation=isolation)
+    assert mine == TXN_SEEN[isolation]
+    if kafka is not None:
+        assert run("txn", kafka, topic=name, group=name, isolation=isolation) == mine
+
+
 def _killed(bootstrap: str) -> tuple[dict, dict]:
     name = f"share-killed-{uuid.uuid4().hex[:8]}"
     held = run("hold", bootstrap, topic=name, group=name)

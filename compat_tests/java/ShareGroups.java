@@ -55,6 +55,11 @@ import org.apache.kafka.common.serialization.StringSerializer;
  * a line on stdin (the test moved the partition's leader meanwhile) another
  * member reads what is there to read; after another line (the leadership
  * moved again) one more record is produced and a third member reads.</li>
+ * <li>txn: with the group's share.isolation.level set to `isolation`, a
+ * transactional producer commits, aborts and commits transactions, a plain
+ * record follows, then a second one leaves a transaction open with a plain
+ * record after it; a member reads until quiet, the open transaction
+ * commits, and it reads until quiet again.</li>
  * </ul>
  * Usage: ShareGroups COMMAND BOOTSTRAP topic=T group=G [records=N]
  */
@@ -79,18 +84,108 @@ public final class ShareGroups {
         return c;
     }
 
-    /** A one-partition topic with N records, each its own batch, and the group reading from the earliest. */
-    private static void prepare(String bootstrap, String topic, String group, int records) throws Exception {
+    /** A one-partition topic with N records, each its own batch, and the group reading from the earliest
+     *  (with the share.isolation.level given, if one is). */
+    private static void prepare(String bootstrap, String topic, String group, int records, String isolation)
+            throws Exception {
         Properties props = new Properties();
         props.put("bootstrap.servers", bootstrap);
         try (Admin admin = Admin.create(props)) {
             admin.createTopics(Collections.singletonList(new NewTopic(topic, 1, (short) 1))).all().get();
             ConfigResource resource = new ConfigResource(ConfigResource.Type.GROUP, group);
-            AlterConfigOp op = new AlterConfigOp(new ConfigEntry("share.auto.offset.reset", "earliest"),
-                    AlterConfigOp.OpType.SET);
-            admin.incrementalAlterConfigs(Map.of(resource, List.of(op))).all().get();
+            List<AlterConfigOp> ops = new ArrayList<>();
+            ops.add(new AlterConfigOp(new ConfigEntry("share.auto.offset.reset", "earliest"), AlterConfigOp.OpType.SET));
+            if (isolation != null) {
+                ops.add(new AlterConfigOp(new ConfigEntry("share.isolation.level", isolation), AlterConfigOp.OpType.SET));
+            }
+            admin.incrementalAlterConfigs(Map.of(resource, ops)).all().get();
         }
         produce(bootstrap, topic, records);
+    }
+
+    private static KafkaProducer<String, String> transactional(String bootstrap, String id) {
+        Properties props = new Properties();
+        props.put("bootstrap.servers", bootstrap);
+        props.put("key.serializer", StringSerializer.class.getName());
+        props.put("value.serializer", StringSerializer.class.getName());
+        props.put("transactional.id", id);
+        KafkaProducer<String, String> p = new KafkaProducer<>(props);
+        p.initTransactions();
+        return p;
+    }
+
+    /** One transaction of the values, each its own batch, committed or aborted. */
+    private static void transaction(KafkaProducer<String, String> p, String topic, boolean commit, String... values)
+            throws Exception {
+        p.beginTransaction();
+        for (String v : values) {
+            p.send(new ProducerRecord<>(topic, 0, null, v)).get();
+        }
+        if (commit) {
+            p.commitTransaction();
+        } else {
+            p.abortTransaction();
+        }
+    }
+
+    /** Records as a member reads them (implicit acknowledgement): until none came for 3 s, within 60 s. */
+    private static List<String> untilQuiet(KafkaShareConsumer<String, String> c) {
+        List<String> got = new ArrayList<>();
+        long quietSince = System.currentTimeMillis();
+        long deadline = quietSince + 60_000;
+        while (System.currentTimeMillis() - quietSince < 3_000 && System.currentTimeMillis() < deadline) {
+            for (ConsumerRecord<String, String> r : c.poll(POLL)) {
+                got.add(seen(r));
+                quietSince = System.currentTimeMillis();
+            }
+        }
+        return got;
+    }
+
+    /** Offsets: c0 0, c1 1, commit 2, a0 3, a1 4, abort 5, c2 6, commit 7, p0 8, o0 9, o1 10, p1 11, commit 12. */
+    private static String txn(String bootstrap, String topic, String group) throws Exception {
+        try (KafkaProducer<String, String> done = transactional(bootstrap, topic + "-done");
+             KafkaProducer<String, String> open = transactional(bootstrap, topic + "-open");
+             KafkaShareConsumer<String, String> c = consumer(bootstrap, group, topic, false, 500)) {
+            transaction(done, topic, true, "c0", "c1");
+            transaction(done, topic, false, "a0", "a1");
+            transaction(done, topic, true, "c2");
+            produce(bootstrap, topic, "p0");
+            open.beginTransaction();
+            open.send(new ProducerRecord<>(topic, 0, null, "o0")).get();
+            open.send(new ProducerRecord<>(topic, 0, null, "o1")).get();
+            produce(bootstrap, topic, "p1");
+            List<String> first = pollUntil(c, 1, 60_000); // the member has joined and reads
+            first.addAll(untilQuiet(c));
+            open.commitTransaction();
+            List<String> after = untilQuiet(c);
+            c.poll(Duration.ZERO);
+            c.close();
+            return "{\"while_open\":" + list(first) + ",\"after_commit\":" + list(after)
+                    + ",\"start_offset\":" + TestProgram.json(startOffset(bootstrap, topic, group)) + "}";
+        }
+    }
+
+    /** The group's share-partition start offset as Admin.listShareGroupOffsets shows it. */
+    private static String startOffset(String bootstrap, String topic, String group) throws Exception {
+        Properties props = new Properties();
+        props.put("bootstrap.servers", bootstrap);
+        try (Admin admin = Admin.create(props)) {
+            OffsetAndMetadata info = admin.listShareGroupOffsets(Map.of(group, new ListShareGroupOffsetsSpec()))
+                    .partitionsToOffsetAndMetadata(group).get().get(new TopicPartition(topic, 0));
+            return info == null ? "none" : Long.toString(info.offset());
+        }
+    }
+
+    /** One plain record to partition 0. */
+    private static void produce(String bootstrap, String topic, String value) throws Exception {
+        Properties props = new Properties();
+        props.put("bootstrap.servers", bootstrap);
+        props.put("key.serializer", StringSerializer.class.getName());
+        props.put("value.serializer", StringSerializer.class.getName());
+        try (KafkaProducer<String, String> producer = new KafkaProducer<>(props)) {
+            producer.send(new ProducerRecord<>(topic, 0, null, value)).get();
+        }
     }
 
     /** N records v0..v(N-1) to partition 0, each its own batch. */
@@ -336,7 +431,8 @@ public final class ShareGroups {
         String group = opts.get("group");
         int records = Integer.parseInt(opts.getOrDefault("records", "3"));
         if (!args[0].equals("drain") && !args[0].equals("reset")) {
-            prepare(bootstrap, topic, group, args[0].equals("split") ? 0 : records); // split produces later
+            boolean later = args[0].equals("split") || args[0].equals("txn"); // these produce later
+            prepare(bootstrap, topic, group, later ? 0 : records, opts.get("isolation"));
         }
         String out;
         switch (args[0]) {
@@ -363,6 +459,9 @@ public final class ShareGroups {
                 break;
             case "failover":
                 out = failover(bootstrap, topic, group, records);
+                break;
+            case "txn":
+                out = txn(bootstrap, topic, group);
                 break;
             case "drain":
                 out = drain(bootstrap, topic, group, records);

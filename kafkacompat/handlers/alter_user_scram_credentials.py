@@ -10,8 +10,10 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from kafkacompat import storage
+
 from ..security.scram import MAX_ITERATIONS, MIN_ITERATIONS, credential_from_salted
-from .common import NO_THROTTLE, ErrorCode, make, schema_of
+from .common import NO_THROTTLE, ErrorCode, make, schema_of, storage_error_code
 from .describe_user_scram_credentials import MECHANISM_CODES
 
 MECHANISM_NAMES = {code: name for name, code in MECHANISM_CODES.items()}
@@ -43,15 +45,21 @@ async def handle(ctx: Any, request: Any) -> Any:
 
     for item in request.deletions:
         refusal = _refusal(item, False, counts[item.name] > 1)
-        if refusal is None and not await credentials.delete(item.name, MECHANISM_NAMES[item.mechanism]):
-            refusal = ErrorCode.resource_not_found, "Attempt to delete a user credential that does not exist"
+        try:
+            if refusal is None and not await credentials.delete(item.name, MECHANISM_NAMES[item.mechanism]):
+                refusal = ErrorCode.resource_not_found, "Attempt to delete a user credential that does not exist"
+        except storage.StorageError as exc:  # not stored (the store logged why): the credential stays
+            refusal = storage_error_code(exc), str(exc)
         record(item.name, refusal or (ErrorCode.none, None))
     for item in request.upsertions:
         refusal = _refusal(item, True, counts[item.name] > 1)
         if refusal is None:
             mechanism = MECHANISM_NAMES[item.mechanism]
             credential = credential_from_salted(mechanism, item.salted_password, item.salt, item.iterations)
-            await credentials.set(item.name, mechanism, credential)
+            try:
+                await credentials.set(item.name, mechanism, credential)
+            except storage.StorageError as exc:  # not stored: the user's credentials are as they were
+                refusal = storage_error_code(exc), str(exc)
         record(item.name, refusal or (ErrorCode.none, None))
     results = tuple(make(m.AlterUserScramCredentialsResult, user=name, error_code=code, error_message=message)
                     for name, (code, message) in outcome.items())

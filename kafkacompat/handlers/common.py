@@ -61,4 +61,17 @@ def storage_error_code(exc: Exception) -> ErrorCode:
     return ErrorCode.kafka_storage_error
 
 
-__all__ = ["CloseConnection", "ErrorCode", "leader_epoch_error", "make", "NO_THROTTLE", "NO_RESPONSE", "schema_of", "storage_error_code"]
+def coordinator_storage_error_code(exc: Exception) -> ErrorCode:
+    """A group or transaction coordinator's write the store refused, answered as Kafka's coordinators
+    answer a failed append to their log (GroupCoordinatorService.handleOperationException,
+    TransactionStateManager): KAFKA_STORAGE_ERROR and NOT_LEADER_OR_FOLLOWER become NOT_COORDINATOR,
+    on which clients look the coordinator up again and retry. (KAFKA_STORAGE_ERROR itself is not an
+    error clients expect from a coordinator: Java's consumer fails the commit for good on it.)"""
+    code = storage_error_code(exc)
+    if code in (ErrorCode.kafka_storage_error, ErrorCode.not_leader_or_follower):
+        return ErrorCode.not_coordinator
+    return code
+
+
+__all__ = ["CloseConnection", "ErrorCode", "coordinator_storage_error_code", "leader_epoch_error", "make",
+           "NO_THROTTLE", "NO_RESPONSE", "schema_of", "storage_error_code"]

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from kafkacompat import storage
+
 from ..security.acls import (
     AclBinding, InvalidAclError, Operation, PatternType, Permission, ResourceType, from_code, validate,
 )
-from .common import NO_THROTTLE, ErrorCode, make, schema_of
+from .common import NO_THROTTLE, ErrorCode, make, schema_of, storage_error_code
 from .describe_acls import refusal
 
 SECURITY_DISABLED = "No Authorizer is configured."  # Kafka's words for CreateAcls and DeleteAcls
@@ -36,6 +38,10 @@ async def handle(ctx: Any, request: Any) -> Any:
         valid.append(acl)
         outcomes.append((ErrorCode.none, None))
     if valid:
-        await ctx.cluster.authorizer.acls.add(valid)
+        try:
+            await ctx.cluster.authorizer.acls.add(valid)
+        except storage.StorageError as exc:  # not stored (the store logged why): none of them is in force
+            outcomes = [(storage_error_code(exc), str(exc)) if code == ErrorCode.none else (code, message)
+                        for code, message in outcomes]
     return make(m.CreateAclsResponse, throttle_time=NO_THROTTLE, results=tuple(
         make(m.AclCreationResult, error_code=code, error_message=message) for code, message in outcomes))

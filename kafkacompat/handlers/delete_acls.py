@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from kafkacompat import storage
+
 from ..security.acls import Operation
-from .common import NO_THROTTLE, ErrorCode, make, schema_of
+from .common import NO_THROTTLE, ErrorCode, make, schema_of, storage_error_code
 from .create_acls import SECURITY_DISABLED
 from .describe_acls import acl_filter, refusal
 
@@ -35,5 +37,10 @@ async def handle(ctx: Any, request: Any) -> Any:
                  principal=acl.principal, host=acl.host, operation=acl.operation, permission_type=acl.permission)
             for acl in matched)))
     if doomed:
-        await table.remove(list(doomed.values()))
+        try:
+            await table.remove(list(doomed.values()))
+        except storage.StorageError as exc:  # not stored (the store logged why): every one is still in force
+            results = [r if r.error_code != ErrorCode.none else make(
+                m.DeleteAclsFilterResult, error_code=storage_error_code(exc), error_message=str(exc), matching_acls=())
+                for r in results]
     return make(m.DeleteAclsResponse, throttle_time=NO_THROTTLE, filter_results=tuple(results))

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from kafkacompat import storage
+
 from ..security.acls import Operation
-from .common import NO_THROTTLE, ErrorCode, make, schema_of
+from .common import NO_THROTTLE, ErrorCode, coordinator_storage_error_code, make, schema_of
 
 
 async def handle(ctx: Any, request: Any) -> Any:
@@ -14,9 +16,13 @@ async def handle(ctx: Any, request: Any) -> Any:
     for group_id in request.groups_names:
         if not ctx.cluster.authorizer.group(ctx, Operation.DELETE, group_id):
             error = ErrorCode.group_authorization_failed
-        elif group_id in ctx.cluster.shares.known_groups():
-            error = await ctx.cluster.shares.delete_group(group_id)
         else:
-            error = await ctx.cluster.groups.delete_group(group_id)
+            try:
+                if group_id in ctx.cluster.shares.known_groups():
+                    error = await ctx.cluster.shares.delete_group(group_id)
+                else:
+                    error = await ctx.cluster.groups.delete_group(group_id)
+            except storage.StorageError as exc:  # its offsets could not be deleted (logged by the store)
+                error = coordinator_storage_error_code(exc)
         results.append(make(m.DeletableGroupResult, group_id=group_id, error_code=error))
     return make(m.DeleteGroupsResponse, throttle_time=NO_THROTTLE, results=tuple(results))

@@ -14,7 +14,7 @@ from kafkacompat import storage
 from kafkacompat.storage import Cursor
 
 from ..security.acls import Operation
-from .common import NO_THROTTLE, ErrorCode, make, schema_of, storage_error_code
+from .common import NO_THROTTLE, ErrorCode, coordinator_storage_error_code, make, schema_of
 from .group_common import partition_errors
 
 log = logging.getLogger(__name__)
@@ -75,7 +75,7 @@ async def handle(ctx: Any, request: Any) -> Any:
                 outcome = ErrorCode.none
             except storage.StorageError as exc:
                 log.warning("committing offsets of group %s failed: %s", request.group_id, exc)
-                outcome = storage_error_code(exc)
+                outcome = coordinator_storage_error_code(exc)
             for key, _, _ in pending:
                 errors[key] = outcome
     topics = partition_errors(m.OffsetCommitResponseTopic, m.OffsetCommitResponsePartition, request.topics, errors)

@@ -8,7 +8,7 @@ from kafkacompat import storage
 
 from ..broker.cluster import TopicError
 from ..security.acls import Operation
-from .common import NO_THROTTLE, ErrorCode, make, schema_of, storage_error_code
+from .common import NO_THROTTLE, ErrorCode, coordinator_storage_error_code, make, schema_of
 from .group_common import partition_errors
 
 
@@ -49,8 +49,8 @@ async def handle(ctx: Any, request: Any) -> Any:
         try:
             await cluster.groups.offsets.delete(request.group_id, [target for _, target in doomed])
             outcome = ErrorCode.none
-        except storage.StorageError as exc:
-            outcome = storage_error_code(exc)
+        except storage.StorageError as exc:  # logged by the store
+            outcome = coordinator_storage_error_code(exc)
         for key, _ in doomed:
             errors[key] = outcome
     topics = partition_errors(m.OffsetDeleteResponseTopic, m.OffsetDeleteResponsePartition, request.topics, errors)

@@ -179,7 +179,12 @@ async def _produce_partition(ctx: Any, topic: Any, part: Any, pipelined: bool,
             if error != ErrorCode.none:
                 outcome.error = error
                 return outcome
-            txns = await cluster.transactions.partitions.get(*key)
+            try:
+                txns = await cluster.transactions.partitions.get(*key)
+            except storage.StorageError as exc:  # the partition's transaction state cannot be read now
+                outcome.topic = topic.name
+                _fail(outcome, exc)
+                return outcome
         if header.size > max_bytes:
             outcome.error = ErrorCode.message_too_large
             outcome.message = f"batch of {header.size} bytes exceeds max.message.bytes={max_bytes}"

@@ -8,7 +8,7 @@ from typing import Any
 from kafkacompat import storage
 
 from ..security.acls import Operation
-from .common import ErrorCode, make
+from .common import ErrorCode, make, storage_error_code
 
 PartitionKey = tuple[uuid.UUID, int]
 
@@ -55,8 +55,11 @@ async def acknowledge(ctx: Any, group_id: str, member_id: str,
             if partition is None:
                 out[key] = (error, None)
                 continue
-            out[key] = await shares.acknowledge(group_id, member_id, topic.topic_id, part.partition_index, partition,
-                                                batches)
+            try:
+                out[key] = await shares.acknowledge(group_id, member_id, topic.topic_id, part.partition_index,
+                                                    partition, batches)
+            except storage.StorageError as exc:  # its state cannot be read now (the store logged why)
+                out[key] = (storage_error_code(exc), str(exc))
     return out
 
 

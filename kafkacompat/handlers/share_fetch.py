@@ -6,7 +6,8 @@ forget partitions, -1 closes it (acknowledgements only; what the member
 still holds becomes available). Records come back as whole log batches with
 the offset runs the member acquired and their delivery counts; when nothing
 can be acquired the request waits up to max_wait for new records or for
-records given back.
+records given back. The group's share.isolation.level=read_committed keeps
+aborted transactions' records from members and waits for open ones to end.
 """
 
 from __future__ import annotations
@@ -17,8 +18,10 @@ import time
 import uuid
 from typing import Any
 
+from kafkacompat import storage
+
 from ..shares.manager import Delivery, ShareSessionError
-from .common import NO_THROTTLE, ErrorCode, make, schema_of
+from .common import NO_THROTTLE, ErrorCode, make, schema_of, storage_error_code
 from .group_common import millis
 from .share_common import Leaders, PartitionKey, acknowledge, deposed, refusal, serving
 
@@ -43,8 +46,12 @@ async def _acquire(ctx: Any, request: Any, wanted: list[PartitionKey],
         if partition is None:
             errors[key] = error
             continue
-        delivery = await shares.acquire(request.group_id, request.member_id, key[0], key[1], partition,
-                                        records_left, bytes_left)
+        try:
+            delivery = await shares.acquire(request.group_id, request.member_id, key[0], key[1], partition,
+                                            records_left, bytes_left)
+        except storage.StorageError as exc:  # its records or its state cannot be read now (the store logged why)
+            errors[key] = storage_error_code(exc)
+            continue
         if delivery is not None:
             out[key] = delivery
             records_left -= sum(a.last_offset - a.first_offset + 1 for a in delivery.acquired)
@@ -58,9 +65,8 @@ async def _wait(ctx: Any, wanted: list[PartitionKey], group_id: str, deadline: f
     waiters: list[asyncio.Future[Any]] = [shares.released()]
     for topic_id, index in wanted:
         partition, _ = await serving(ctx, topic_id, index)
-        part = shares.partitions.get((group_id, topic_id, index))
-        if partition is not None and part is not None:
-            waiters.append(partition.wait_for_data(part.end_offset))
+        if partition is not None and (group_id, topic_id, index) in shares.partitions:
+            waiters.append(await shares.new_records(group_id, topic_id, index, partition))
     try:
         await asyncio.wait(waiters, timeout=max(deadline - time.monotonic(), 0), return_when=asyncio.FIRST_COMPLETED)
     finally:

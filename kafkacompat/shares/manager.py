@@ -34,6 +34,8 @@ from kafkacompat import storage
 from kafkacompat.protocol.records import whole_batches
 
 from ..broker.group_configs import group_values
+from ..transactions import PartitionTxns
+from ..transactions.partition_state import stable_prefix
 from .share_group import ShareGroupCoordinator
 from .share_partition import Acquired, InvalidRecordState, InvalidRequest, SharePartition
 
@@ -220,34 +222,68 @@ class ShareService:
         part.skip_to(partition.log_start_offset)
         return part
 
+    async def _committed_txns(self, group_id: str, topic_id: uuid.UUID, index: int) -> PartitionTxns | None:
+        """The partition's transactions when the group reads read_committed (share.isolation.level), else None."""
+        if group_values(self.cluster, group_id).get("share.isolation.level") != "read_committed":
+            return None
+        info = self.cluster.by_id(topic_id)
+        if info is None:
+            return None
+        return await self.cluster.transactions.partitions.get(info.stream, info.name, index)
+
+    async def new_records(self, group_id: str, topic_id: uuid.UUID, index: int,
+                          partition: storage.Partition) -> asyncio.Future[None]:
+        """Resolved when records past the share-partition's in-flight window may be there to acquire: new
+        ones, or under read_committed, those of a transaction that ended (the last stable offset moved)."""
+        part = self.partitions.get((group_id, topic_id, index))
+        end = part.end_offset if part is not None else partition.high_watermark
+        txns = await self._committed_txns(group_id, topic_id, index)
+        return txns.wait_stable(end) if txns is not None else partition.wait_for_data(end)
+
     async def acquire(self, group_id: str, member_id: str, topic_id: uuid.UUID, index: int,
                       partition: storage.Partition, max_records: int, max_bytes: int) -> Delivery | None:
         """Acquire up to `max_records` records (whole log batches) for a member, under a lock, while the
-        share-partition holds fewer than group_share_partition_max_record_locks (Kafka's bound)."""
+        share-partition holds fewer than group_share_partition_max_record_locks (Kafka's bound).
+
+        Under share.isolation.level=read_committed, as Kafka 4.1: only records
+        below the last stable offset are acquired, and those of aborted
+        transactions are archived as they are acquired (they count towards
+        `max_records`, as in Kafka) instead of being handed out."""
         part = await self.share_partition(group_id, topic_id, index, partition)
         max_records = min(max_records, self.config.group_share_partition_max_record_locks - part.held())
         start = part.first_available()
-        if start >= partition.high_watermark or max_records <= 0:
+        txns = await self._committed_txns(group_id, topic_id, index)
+        end = txns.last_stable_offset if txns is not None else partition.high_watermark
+        if start >= end or max_records <= 0:
             return None
         data = await partition.read(start, max(max_bytes, 1))
+        if end < partition.high_watermark:
+            data = data[: stable_prefix(data, end)]
+        aborted = txns.aborted_batches(start, end) if txns is not None else None
         view = memoryview(data)
         acquisition = part.next_acquisition()
         taken: list[int] = []
+        archived = 0
         chunks: list[bytes] = []
         pos = 0
         for header in whole_batches(view):
             size = header.size
             if header.last_offset >= start:
                 got = part.acquire_batch(header.base_offset, header.last_offset, member_id, acquisition)
-                if got:
+                if got and aborted is not None and aborted.holds(header):
+                    part.archive(got)
+                    archived += len(got)
+                elif got:
                     taken += got
                     chunks.append(bytes(view[pos:pos + size]))
             pos += size
-            if len(taken) >= max_records or (chunks and pos >= max_bytes):
+            if len(taken) + archived >= max_records or (chunks and pos >= max_bytes):
                 break
+        key = (group_id, topic_id, index)
+        if archived:
+            self._dirty.add(key)
         if not taken:
             return None
-        key = (group_id, topic_id, index)
         self._locks[(*key, acquisition)] = asyncio.get_running_loop().call_later(
             self.lock_duration_ms(group_id) / 1000, self._lock_expired, key, acquisition)
         return Delivery(b"".join(chunks), part.runs(taken))

@@ -7,9 +7,11 @@ in-flight window, whole batches at a time) for one member under a lock; an
 acknowledgement makes them ACKNOWLEDGED (accept), AVAILABLE again (release)
 or ARCHIVED (reject, a gap); a lock that runs out makes them AVAILABLE again.
 A record whose delivery count reached the limit is ARCHIVED instead of
-becoming AVAILABLE. The SPSO moves past the leading records that are done
-(ACKNOWLEDGED or ARCHIVED). This class is pure: no I/O and no clock of its
-own; `manager.py` reads the log, runs the lock timers and stores `record()`.
+becoming AVAILABLE; under share.isolation.level=read_committed the records
+of aborted transactions are ARCHIVED as soon as they are acquired. The SPSO
+moves past the leading records that are done (ACKNOWLEDGED or ARCHIVED). This
+class is pure: no I/O and no clock of its own; `manager.py` reads the log,
+runs the lock timers and stores `record()`.
 """
 
 from __future__ import annotations
@@ -109,6 +111,17 @@ class SharePartition:
                 entry.delivery_count += 1
                 taken.append(offset)
         return taken
+
+    def archive(self, offsets: Iterable[int]) -> None:
+        """Records just acquired that no member may get: an aborted transaction's under read_committed.
+
+        As Kafka's SharePartition, they are acquired first (their delivery
+        count goes up) and archived at once, and the SPSO moves past them.
+        """
+        for offset in offsets:
+            entry = self.records[offset]
+            entry.state, entry.member = RecordState.ARCHIVED, None
+        self._advance()
 
     def runs(self, offsets: Sequence[int]) -> list[Acquired]:
         """Contiguous runs of the offsets with the same delivery count."""

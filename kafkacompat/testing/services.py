@@ -13,6 +13,7 @@ saying what to install, when their software is missing.
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 import pwd
@@ -64,11 +65,19 @@ class Postgres:
 
     def start(self) -> "Postgres":
         self._run(f"{self.bin}/initdb", "-D", self.data, "-U", "postgres", "--auth=trust", "-E", "UTF8")
+        self.start_server()
+        return self
+
+    def start_server(self) -> None:
+        """Start the server on its data (again, after `stop_server`)."""
         options = (f"-c port={self.port} -c listen_addresses=127.0.0.1 -c unix_socket_directories={self.root} "
                    f"-c fsync=off -c max_connections=300 {self.options}")
         self._run(f"{self.bin}/pg_ctl", "-D", self.data, "-o", options, "-l", os.path.join(self.root, "log"),
                   "-w", "start")
-        return self
+
+    def stop_server(self) -> None:
+        """Stop the server, keeping its data (a database outage; `start_server` ends it)."""
+        self._run(f"{self.bin}/pg_ctl", "-D", self.data, "-m", "fast", "-w", "stop")
 
     def url(self, database: str = "postgres") -> str:
         return f"postgresql://postgres@127.0.0.1:{self.port}/{database}"
@@ -211,6 +220,23 @@ def cloud_store() -> tuple[str, str]:
         _shared = (pg, s3)
     pg, _ = _shared
     return pg.create_database(), f"s3://{BUCKET}/{uuid.uuid4().hex[:12]}"
+
+
+@contextlib.contextmanager
+def database_outage(database_url: str) -> Iterator[None]:
+    """Inside, the database of `database_url` (made by cloud_store) is out of reach: every session
+    connected to it is ended (pg_terminate_backend, as a failover or an administrator does) and new
+    ones are refused, while the server and every other test's database keep running."""
+    if _shared is None:
+        raise RuntimeError("database_outage is for databases cloud_store made")
+    pg = _shared[0]
+    name = database_url.rsplit("/", 1)[1]
+    pg.sql(f"ALTER DATABASE {name} ALLOW_CONNECTIONS false")
+    try:
+        pg.sql(f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{name}'")
+        yield
+    finally:
+        pg.sql(f"ALTER DATABASE {name} ALLOW_CONNECTIONS true")
 
 
 TEST_STORE_VARIABLE = "KAFKACOMPAT_TEST_STORE"

@@ -2,6 +2,6 @@
 
 from .coordinator import TransactionCoordinator
 from .metadata import TransactionMetadata, TxnState
-from .partition_state import AbortedTxn, PartitionTxns
+from .partition_state import AbortedBatches, AbortedTxn, PartitionTxns
 
-__all__ = ["AbortedTxn", "PartitionTxns", "TransactionCoordinator", "TransactionMetadata", "TxnState"]
+__all__ = ["AbortedBatches", "AbortedTxn", "PartitionTxns", "TransactionCoordinator", "TransactionMetadata", "TxnState"]

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import dataclasses
 import json
 import logging
 import re
@@ -58,7 +59,9 @@ FINISH_WAIT_S = 30  # how long a coordinator that took ids over waits to serve t
 _PRODUCE_ERRORS = {
     ErrorCode.producer_fenced: ErrorCode.invalid_producer_epoch,
     ErrorCode.concurrent_transactions: ErrorCode.not_enough_replicas,
+    ErrorCode.not_coordinator: ErrorCode.not_enough_replicas,  # the implicit add was not stored: retriable
 }
+COMPLETE_RETRY_MAX_S = 5.0  # the longest pause between tries to finish a transaction the store refused
 
 
 def now_ms() -> int:
@@ -189,10 +192,37 @@ class TransactionCoordinator:
         self.transactions.clear()
 
     async def _persist(self, meta: TransactionMetadata, durable: bool = True) -> None:
+        """Store the transition; one the store refuses is not made (`meta` goes back to what the store
+        holds), as Kafka's coordinator applies a transition only once its log append succeeded."""
         meta.update_ms = self._clock()
-        await self.store.put_state(
-            self.store.default_stream, TRANSACTIONS_TABLE, {meta.transactional_id: meta.to_json()}, durable=durable
-        )
+        try:
+            await self.store.put_state(
+                self.store.default_stream, TRANSACTIONS_TABLE, {meta.transactional_id: meta.to_json()}, durable=durable
+            )
+        except storage.StorageError:
+            self._restore(meta)
+            raise
+
+    def _restore(self, meta: TransactionMetadata) -> None:
+        stored = self.store.get_state(self.store.default_stream, TRANSACTIONS_TABLE).get(meta.transactional_id)
+        if stored is None:  # never stored: the id is unknown again
+            if self.transactions.get(meta.transactional_id) is meta:
+                del self.transactions[meta.transactional_id]
+            return
+        kept = TransactionMetadata.from_json(meta.transactional_id, stored)
+        for field in dataclasses.fields(meta):
+            setattr(meta, field.name, getattr(kept, field.name))
+
+    @staticmethod
+    def _refused(txn_id: str, exc: storage.StorageError) -> ErrorCode:
+        """The answer to a request whose write the store refused: NOT_COORDINATOR, as Kafka's
+        coordinator answers a failed append to __transaction_state (the client finds the
+        coordinator again and retries)."""
+        if isinstance(exc, storage.NotLeaderError):  # deposed: the next coordinator goes on
+            log.info("transactional id %s: %s", txn_id, exc)
+        else:  # the cause was logged by the store (a warning, at most one line per 10 s of an outage)
+            log.info("transactional id %s: state not written, answering NOT_COORDINATOR", txn_id)
+        return ErrorCode.not_coordinator
 
     # InitProducerId -----------------------------------------------------------
     async def init_producer_id(
@@ -201,9 +231,8 @@ class TransactionCoordinator:
         """(error, producer id, epoch): a new epoch fences every older producer of this id."""
         try:
             return await self._init_producer_id(txn_id, timeout_ms, producer_id, producer_epoch)
-        except storage.NotLeaderError as exc:  # deposed while aborting the open transaction: the next one finishes it
-            log.info("transactional id %s: %s", txn_id, exc)
-            return ErrorCode.not_coordinator, -1, -1
+        except storage.StorageError as exc:  # deposed, or the store is away, while aborting or bumping
+            return self._refused(txn_id, exc), -1, -1
 
     async def _init_producer_id(
         self, txn_id: str, timeout_ms: int, producer_id: int, producer_epoch: int
@@ -299,7 +328,10 @@ class TransactionCoordinator:
                 return ErrorCode.none
             self._begin(meta, client_version)
             add(meta)
-            await self._persist(meta)
+            try:
+                await self._persist(meta)
+            except storage.StorageError as exc:
+                return self._refused(txn_id, exc)
             return ErrorCode.none
 
     def verify_partitions(
@@ -341,8 +373,16 @@ class TransactionCoordinator:
 
         Errors are the ones Kafka's produce path answers: a stale epoch is
         INVALID_PRODUCER_EPOCH, and a transaction still completing is the
-        retriable NOT_ENOUGH_REPLICAS.
+        retriable NOT_ENOUGH_REPLICAS (also when the store cannot be read or written now).
         """
+        try:
+            return await self._admit_produce(txn_id, producer_id, epoch, partition, implicit_add)
+        except storage.StorageError as exc:
+            return _PRODUCE_ERRORS[self._refused(txn_id, exc)]
+
+    async def _admit_produce(
+        self, txn_id: str, producer_id: int, epoch: int, partition: PartitionKey, implicit_add: bool
+    ) -> ErrorCode:
         if not self.owns(txn_id):  # the coordinator is another broker: as it last wrote, read afresh if need be
             error = self.verify_produce(txn_id, producer_id, epoch, partition)
             if error != ErrorCode.none:  # its AddPartitionsToTxn may not have reached this broker's view yet
@@ -374,7 +414,10 @@ class TransactionCoordinator:
         broker than the transaction's: it checks the transaction as that one last wrote it and
         stages the offsets in the store, where the transaction's coordinator takes them at its end."""
         if not self.owns(txn_id):
-            return await self._stage_elsewhere(txn_id, producer_id, epoch, group_id, offsets)
+            try:
+                return await self._stage_elsewhere(txn_id, producer_id, epoch, group_id, offsets)
+            except storage.StorageError as exc:
+                return self._refused(txn_id, exc)
         async with self._locks[txn_id]:
             meta = self.transactions.get(txn_id)
             if meta is None or meta.producer_id != producer_id:
@@ -386,7 +429,10 @@ class TransactionCoordinator:
             table = meta.offsets.setdefault(group_id, {})
             for row in offsets:
                 table[row[0], row[1], row[2]] = row
-            await self._persist(meta)
+            try:
+                await self._persist(meta)
+            except storage.StorageError as exc:
+                return self._refused(txn_id, exc)
             return ErrorCode.none
 
     async def _stage_elsewhere(
@@ -456,9 +502,8 @@ class TransactionCoordinator:
         the transaction from its Prepare* state and answers the retried EndTxn."""
         try:
             return await self._end_txn(txn_id, producer_id, epoch, commit, client_version)
-        except storage.NotLeaderError as exc:
-            log.info("transactional id %s: %s", txn_id, exc)
-            return ErrorCode.not_coordinator, -1, -1
+        except storage.StorageError as exc:
+            return self._refused(txn_id, exc), -1, -1
 
     async def _end_txn(
         self, txn_id: str, producer_id: int, epoch: int, commit: bool, client_version: int
@@ -476,11 +521,13 @@ class TransactionCoordinator:
             wanted = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
             if meta.state is wanted:
                 return ErrorCode.none, meta.producer_id, meta.producer_epoch  # a retry of the EndTxn that finished it
+            if meta.state is (TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT):
+                return ErrorCode.concurrent_transactions, -1, -1  # a retry while it is being finished (Kafka's answer)
             if meta.state is not TxnState.ONGOING:
                 return ErrorCode.invalid_txn_state, -1, -1
             meta.state = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
             await self._persist(meta)
-            await self._complete(meta)
+            await self._complete_or_later(meta)
             return ErrorCode.none, meta.producer_id, meta.producer_epoch
 
     async def _end_txn_v2(self, txn_id: str, producer_id: int, epoch: int, commit: bool) -> tuple[ErrorCode, int, int]:
@@ -529,8 +576,50 @@ class TransactionCoordinator:
         meta.client_version = TV2
         meta.state = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
         await self._persist(meta)
-        await self._complete(meta)
+        await self._complete_or_later(meta)
         return ErrorCode.none, meta.producer_id, meta.producer_epoch
+
+    async def _complete_or_later(self, meta: TransactionMetadata) -> None:
+        """Finish a transaction whose Prepare* is stored. Once it is, the outcome is decided: a
+        failure to write the markers or the outcome (the store is away) does not undo it, and the
+        EndTxn is answered; the coordinator keeps trying in the background, as Kafka's marker
+        channel retries, and a retried EndTxn meanwhile is answered CONCURRENT_TRANSACTIONS."""
+        try:
+            await self._complete(meta)
+        except storage.NotLeaderError:
+            raise  # deposed: the next coordinator finishes it from its Prepare*
+        except storage.StorageError as exc:
+            self._complete_later(meta, exc)
+
+    def _complete_later(self, meta: TransactionMetadata, exc: storage.StorageError) -> None:
+        log.warning("transaction %s is decided but not yet finished (%s); retrying in the background",
+                    meta.transactional_id, exc)
+        task = asyncio.get_running_loop().create_task(self._keep_completing(meta))
+        self._finishing.add(task)
+        task.add_done_callback(self._finishing.discard)
+
+    async def _keep_completing(self, meta: TransactionMetadata) -> None:
+        pause = 0.1
+        while True:
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, COMPLETE_RETRY_MAX_S)
+            txn_id = meta.transactional_id
+            if self.transactions.get(txn_id) is not meta or not self.owns(txn_id):
+                return  # let go of: the next coordinator finishes it
+            async with self._locks[txn_id]:
+                if meta.state not in PREPARING and meta.state is not TxnState.PREPARE_EPOCH_FENCE:
+                    return
+                try:
+                    if meta.state is TxnState.PREPARE_EPOCH_FENCE:  # fenced, its abort not stored yet
+                        meta.state = TxnState.PREPARE_ABORT
+                        await self._persist(meta)
+                    await self._complete(meta)
+                    log.info("transaction %s finished after the store came back", txn_id)
+                    return
+                except storage.NotLeaderError:
+                    return
+                except storage.StorageError as exc:
+                    log.warning("transaction %s still not finished: %s", txn_id, exc)
 
     async def _complete(self, meta: TransactionMetadata) -> None:
         """Write the markers, settle the offsets and record the outcome (from Prepare*)."""
@@ -586,8 +675,14 @@ class TransactionCoordinator:
         self._bump_epoch(meta)
         await self._persist(meta)
         meta.state = TxnState.PREPARE_ABORT
-        await self._persist(meta)
-        await self._complete(meta)
+        try:
+            await self._persist(meta)
+        except storage.NotLeaderError:
+            raise
+        except storage.StorageError as exc:  # the producer is fenced (stored); the abort follows
+            self._complete_later(meta, exc)
+            return
+        await self._complete_or_later(meta)
 
     # timeouts -------------------------------------------------------------------
     async def abort_timed_out(self) -> int:
@@ -634,6 +729,8 @@ class TransactionCoordinator:
             await asyncio.sleep(interval_ms / 1000)
             try:
                 await sweep()
+            except storage.StorageError as exc:  # the store is away (logged there): the next run tries again
+                log.warning("transaction sweep %s stopped: %s", sweep.__name__, exc)
             except Exception:  # noqa: BLE001 - keep sweeping; the next run may succeed
                 log.exception("transaction sweep %s failed", sweep.__name__)
 

@@ -51,6 +51,28 @@ class AbortedTxn:
     last_offset: int  # the offset of the abort marker
 
 
+class AbortedBatches:
+    """Which data batches of a read range an aborted transaction wrote: what read_committed never shows.
+
+    A Fetch lists the aborted transactions of its range and the consumer
+    drops their batches; a share group's broker (which hands records to
+    share consumers that cannot) decides it itself from the same list. A
+    batch is aborted when its producer has an aborted transaction that began
+    at or before it and whose abort marker comes after it.
+    """
+
+    def __init__(self, aborted: list[AbortedTxn]) -> None:
+        self._spans: dict[int, list[tuple[int, int]]] = {}  # producer id -> (first offset, marker offset)
+        for txn in aborted:
+            self._spans.setdefault(txn.producer_id, []).append((txn.first_offset, txn.last_offset))
+
+    def holds(self, header: BatchHeader) -> bool:
+        if not header.is_transactional or header.is_control:
+            return False
+        return any(first <= header.base_offset and header.last_offset < marker
+                   for first, marker in self._spans.get(header.producer_id, ()))
+
+
 class PartitionTxns:
     """Transaction bookkeeping of one partition."""
 
@@ -181,6 +203,10 @@ class PartitionTxns:
         """Aborted transactions overlapping [start, end): what Fetch lists for that range."""
         at = bisect.bisect_left([a.last_offset for a in self.aborted], start)
         return [a for a in self.aborted[at:] if a.first_offset < end]
+
+    def aborted_batches(self, start: int, end: int) -> AbortedBatches:
+        """The aborted batches of [start, end), as read_committed drops them."""
+        return AbortedBatches(self.aborted_between(start, end))
 
 
 class PartitionTxnRegistry:

@@ -88,14 +88,24 @@ class ObjectStore:
     async def delete(self, keys: list[str]) -> None:
         for i in range(0, len(keys), 1000):
             chunk = keys[i:i + 1000]
-            await self._client.delete_objects(Bucket=self.bucket,
-                                              Delete={"Objects": [{"Key": k} for k in chunk], "Quiet": True})
+            try:
+                await self._client.delete_objects(Bucket=self.bucket,
+                                                  Delete={"Objects": [{"Key": k} for k in chunk], "Quiet": True})
+            except Exception as exc:  # noqa: BLE001
+                raise StorageUnavailableError(f"deleting {len(chunk)} object(s) from {self.url} failed: {exc}") from exc
 
     async def list_data(self) -> AsyncIterator[tuple[str, float]]:
         """(key, last modified as epoch seconds) of every data object."""
         prefix = f"{self.prefix}/data/" if self.prefix else "data/"
         paginator = self._client.get_paginator("list_objects_v2")
-        async for page in paginator.paginate(Bucket=self.bucket, Prefix=prefix):
+        pages = aiter(paginator.paginate(Bucket=self.bucket, Prefix=prefix))
+        while True:
+            try:
+                page = await anext(pages)
+            except StopAsyncIteration:
+                return
+            except Exception as exc:  # noqa: BLE001
+                raise StorageUnavailableError(f"listing {prefix} in {self.url} failed: {exc}") from exc
             for item in page.get("Contents", ()):
                 yield item["Key"], item["LastModified"].timestamp()
 

@@ -20,6 +20,7 @@ from ..errors import OffsetOutOfRangeError
 from ..namespace import Settings, TopicState, now_ms
 from ..partition_base import PartitionBase
 from .cleaner import read_snapshot
+from .outage import database_step
 
 if TYPE_CHECKING:
     from .store import CloudStore
@@ -56,7 +57,8 @@ class CloudPartition(PartitionBase):
 
     async def sealed_chain(self) -> list[SegmentStats]:
         """The sealed segments (all but the active one), oldest first, as the cleaner plans with them."""
-        snapshot = await read_snapshot(self._store, self.pid, now_ms())
+        with database_step(f"reading the segments of {self.name}"):
+            snapshot = await read_snapshot(self._store, self.pid, now_ms())
         return snapshot.segments[:-1] if snapshot is not None else []
 
     # views from elsewhere -----------------------------------------------------------

@@ -22,12 +22,13 @@ from typing import Any
 from .. import batch_format as bf
 from ..api import Cursor, FsyncPolicy, PermissionEntries, StateFence, StreamPolicy, TopicInfo
 from ..compaction import DEFAULT_BACKOFF_MS, DEFAULT_DEDUPE_BUFFER_BYTES, CleanResult, RecordCodec, cleaner_loop
-from ..errors import NotLeaderError, StorageError, StorageUnavailableError, StreamExistsError, TopicExistsError
+from ..errors import NotLeaderError, StorageError, StreamExistsError, TopicExistsError
 from ..namespace import NamespaceStore, StreamState, TopicState, now_ms
 from ..partition_base import RecordTimestamps
 from . import schema
 from .cleaner import clean_partition
 from .objects import BatchCache, ObjectStore
+from .outage import database_errors, database_step, retriable_database_errors, unavailable_error
 from .partition import CloudPartition, Entry
 from .writer import Writer
 
@@ -121,7 +122,9 @@ class CloudStore(NamespaceStore):
         import asyncpg
 
         try:
-            self._pool = await asyncpg.create_pool(self.database_url, min_size=1, max_size=10,
+            # min_size 0: connections are made as they are needed and kept while used; with a floor,
+            # asyncpg logs a traceback every few seconds of a database outage while restoring it
+            self._pool = await asyncpg.create_pool(self.database_url, min_size=0, max_size=10,
                                                    command_timeout=60)
         except (OSError, asyncpg.PostgresError, asyncio.TimeoutError) as exc:
             raise StorageError(f"cannot connect to the database {self.database_url}: {exc}") from exc
@@ -134,7 +137,7 @@ class CloudStore(NamespaceStore):
                 await self._ensure_default_stream()
             except StreamExistsError:  # another broker created it just now
                 await self._sync_stream(self.default_stream)
-        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+        except database_errors() as exc:
             await self._release()
             raise StorageError(f"cannot open the store in {self.database_url}: {exc}") from exc
         except BaseException:
@@ -360,6 +363,11 @@ class CloudStore(NamespaceStore):
                     await self._sync_topic(event["s"], event["t"])
                 elif kind in ("cursors", "state"):
                     await self._sync_small(kind, event["s"], event["g"])
+            except database_errors() as exc:  # an outage: reload once the database answers again
+                log.warning("cannot read a change from another broker (%s: %s); reloading the namespace",
+                            type(exc).__name__, exc)
+                await asyncio.sleep(1)
+                self._events.put_nowait(("reconnect", ""))
             except Exception:  # noqa: BLE001 - one bad event must not stop the rest
                 log.exception("applying a change from another broker failed; reloading the namespace")
                 await asyncio.sleep(1)
@@ -413,12 +421,8 @@ class CloudStore(NamespaceStore):
     async def reload_state(self, stream: str, table: str) -> None:
         """The table as the database holds it now, without waiting for a notification under way
         (a broker taking over another's groups reads what that broker last wrote)."""
-        import asyncpg
-
-        try:
+        with database_step(f"reading state table {table} of {stream}"):
             await self._sync_small("state", stream, table)
-        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, asyncio.TimeoutError) as exc:
-            raise StorageUnavailableError(f"the database cannot be read: {exc}") from exc
 
     async def _notify(self, conn: Any, kind: str, **fields: str) -> None:
         await conn.execute("SELECT pg_notify($1, $2)", schema.NAMESPACE_CHANNEL,
@@ -446,15 +450,16 @@ class CloudStore(NamespaceStore):
         """
         removed = [key for key, value in changes.items() if value is None]
         changed = [(key, value) for key, value in changes.items() if value is not None]
-        async with self._pool.acquire() as conn:
-            async with conn.transaction():
-                if removed:
-                    await conn.execute("DELETE FROM kc_settings WHERE key = ANY($1::text[])", removed)
-                if changed:
-                    await conn.executemany("INSERT INTO kc_settings VALUES ($1, $2) "
-                                           "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value", changed)
-                await self._notify(conn, "settings")
-            await self._read_settings(conn)
+        with database_step("writing settings"):
+            async with self._pool.acquire() as conn:
+                async with conn.transaction():
+                    if removed:
+                        await conn.execute("DELETE FROM kc_settings WHERE key = ANY($1::text[])", removed)
+                    if changed:
+                        await conn.executemany("INSERT INTO kc_settings VALUES ($1, $2) "
+                                               "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value", changed)
+                    await self._notify(conn, "settings")
+                await self._read_settings(conn)
         return dict(self._settings)
 
     async def _persist_settings(self, settings: dict[str, str]) -> None:
@@ -463,22 +468,30 @@ class CloudStore(NamespaceStore):
     async def _persist_stream(self, stream: StreamState, created: bool) -> None:
         import asyncpg
 
-        async with self._pool.acquire() as conn, conn.transaction():
-            if created:
-                try:
-                    await conn.execute("INSERT INTO kc_streams VALUES ($1, $2::jsonb, $3)", stream.path,
-                                       _policy_to_json(stream.policy), stream.created_ms)
-                except asyncpg.UniqueViolationError:
-                    raise StreamExistsError(f"stream {stream.path!r} already exists") from None
-            else:
-                await conn.execute("UPDATE kc_streams SET policy = $2::jsonb WHERE path = $1", stream.path,
-                                   _policy_to_json(stream.policy))
-            await self._notify(conn, "stream", s=stream.path)
+        with database_step(f"writing stream {stream.path}"):
+            async with self._pool.acquire() as conn, conn.transaction():
+                if created:
+                    try:
+                        await conn.execute("INSERT INTO kc_streams VALUES ($1, $2::jsonb, $3)", stream.path,
+                                           _policy_to_json(stream.policy), stream.created_ms)
+                    except asyncpg.UniqueViolationError:
+                        raise StreamExistsError(f"stream {stream.path!r} already exists") from None
+                else:
+                    await conn.execute("UPDATE kc_streams SET policy = $2::jsonb WHERE path = $1", stream.path,
+                                       _policy_to_json(stream.policy))
+                await self._notify(conn, "stream", s=stream.path)
 
     async def _persist_stream_deleted(self, stream: StreamState) -> None:
-        async with self._pool.acquire() as conn, conn.transaction():
-            await conn.execute("DELETE FROM kc_streams WHERE path = $1", stream.path)
-            await self._notify(conn, "stream", s=stream.path)
+        try:
+            with database_step(f"deleting stream {stream.path}"):
+                async with self._pool.acquire() as conn, conn.transaction():
+                    await conn.execute("DELETE FROM kc_streams WHERE path = $1", stream.path)
+                    await self._notify(conn, "stream", s=stream.path)
+        except StorageError:  # the database still holds the stream: keep serving it
+            self._streams.setdefault(stream.path, stream)
+            for topic in stream.topics.values():
+                self._topics_by_id.setdefault(topic.id_hex, topic)
+            raise
         for name in list(stream.topics):
             self._forget_topic(stream, name)
 
@@ -488,65 +501,73 @@ class CloudStore(NamespaceStore):
         """As every engine creates one; when another broker created the name first, its topic is
         read now, not at its notification: the caller's next get_topic finds it (brokers race to
         create __consumer_offsets, and a broker whose view lacked it took over no groups)."""
-        import asyncpg
-
         try:
             return await super().create_topic(stream, name, partitions, configs)
         except TopicExistsError:
-            with contextlib.suppress(OSError, asyncpg.PostgresError, asyncpg.InterfaceError, asyncio.TimeoutError):
+            with contextlib.suppress(*database_errors()):
                 await self._sync_topic(stream, name)  # unreadable now: its notification still brings it
             raise
 
     async def _persist_topics(self, stream: StreamState, topics: Sequence[TopicState]) -> None:
         import asyncpg
 
-        async with self._pool.acquire() as conn, conn.transaction():
-            for topic in topics:
-                info = topic.info
-                try:
-                    await conn.execute(
-                        "INSERT INTO kc_topics VALUES ($1, $2, $3, $4, $5::jsonb, $6) ON CONFLICT (id) DO UPDATE "
-                        "SET partitions = EXCLUDED.partitions, configs = EXCLUDED.configs",
-                        info.topic_id, stream.path, info.name, info.partitions, json.dumps(info.configs),
-                        info.created_ms)
-                except asyncpg.UniqueViolationError:
-                    raise TopicExistsError(f"topic {info.name!r} already exists in stream {stream.path!r}") from None
-                await conn.execute("INSERT INTO kc_partitions (topic_id, idx) SELECT $1, i FROM "
-                                   "generate_series(0, $2 - 1) i ON CONFLICT DO NOTHING", info.topic_id,
-                                   info.partitions)
-                rows = await conn.fetch("SELECT id, idx, next_offset, log_start, leader_epoch FROM kc_partitions "
-                                        "WHERE topic_id = $1", info.topic_id)
-                self._note_rows(topic.id_hex, rows)
-                await self._notify(conn, "topic", s=stream.path, t=info.name)
+        with database_step(f"writing topics of {stream.path}"):
+            async with self._pool.acquire() as conn, conn.transaction():
+                for topic in topics:
+                    info = topic.info
+                    try:
+                        await conn.execute(
+                            "INSERT INTO kc_topics VALUES ($1, $2, $3, $4, $5::jsonb, $6) ON CONFLICT (id) DO UPDATE "
+                            "SET partitions = EXCLUDED.partitions, configs = EXCLUDED.configs",
+                            info.topic_id, stream.path, info.name, info.partitions, json.dumps(info.configs),
+                            info.created_ms)
+                    except asyncpg.UniqueViolationError:
+                        raise TopicExistsError(
+                            f"topic {info.name!r} already exists in stream {stream.path!r}") from None
+                    await conn.execute("INSERT INTO kc_partitions (topic_id, idx) SELECT $1, i FROM "
+                                       "generate_series(0, $2 - 1) i ON CONFLICT DO NOTHING", info.topic_id,
+                                       info.partitions)
+                    rows = await conn.fetch("SELECT id, idx, next_offset, log_start, leader_epoch FROM kc_partitions "
+                                            "WHERE topic_id = $1", info.topic_id)
+                    self._note_rows(topic.id_hex, rows)
+                    await self._notify(conn, "topic", s=stream.path, t=info.name)
 
     async def _persist_topic_deleted(self, stream: StreamState, topic: TopicState) -> None:
-        async with self._pool.acquire() as conn, conn.transaction():
-            await conn.execute("DELETE FROM kc_topics WHERE id = $1", topic.info.topic_id)
-            await self._notify(conn, "topic", s=stream.path, t=topic.name)
+        try:
+            with database_step(f"deleting topic {topic.name} of {stream.path}"):
+                async with self._pool.acquire() as conn, conn.transaction():
+                    await conn.execute("DELETE FROM kc_topics WHERE id = $1", topic.info.topic_id)
+                    await self._notify(conn, "topic", s=stream.path, t=topic.name)
+        except StorageError:  # the database still holds the topic: keep serving it
+            if topic.name not in stream.topics:
+                self._register_topic(stream, topic)
+            raise
         self._drop_topic_state(topic)
 
     async def _persist_cursors(
         self, stream: StreamState, group: str, cursors: Sequence[Cursor], deleted: Sequence[tuple[str, int]]
     ) -> None:
-        async with self._pool.acquire() as conn, conn.transaction():
-            if cursors:
-                await conn.executemany(
-                    'INSERT INTO kc_cursors VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT '
-                    '(stream, grp, topic, part) DO UPDATE SET "offset" = EXCLUDED."offset", '
-                    "leader_epoch = EXCLUDED.leader_epoch, metadata = EXCLUDED.metadata, "
-                    "commit_ms = EXCLUDED.commit_ms",
-                    [(stream.path, group, c.topic, c.partition, c.offset, c.leader_epoch, c.metadata,
-                      c.commit_time_ms) for c in cursors])
-            if deleted:
-                await conn.executemany("DELETE FROM kc_cursors WHERE stream = $1 AND grp = $2 AND topic = $3 "
-                                       "AND part = $4", [(stream.path, group, t, p) for t, p in deleted])
-            await self._notify(conn, "cursors", s=stream.path, g=group)
+        with database_step(f"writing offsets of group {group} in {stream.path}"):
+            async with self._pool.acquire() as conn, conn.transaction():
+                if cursors:
+                    await conn.executemany(
+                        'INSERT INTO kc_cursors VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT '
+                        '(stream, grp, topic, part) DO UPDATE SET "offset" = EXCLUDED."offset", '
+                        "leader_epoch = EXCLUDED.leader_epoch, metadata = EXCLUDED.metadata, "
+                        "commit_ms = EXCLUDED.commit_ms",
+                        [(stream.path, group, c.topic, c.partition, c.offset, c.leader_epoch, c.metadata,
+                          c.commit_time_ms) for c in cursors])
+                if deleted:
+                    await conn.executemany("DELETE FROM kc_cursors WHERE stream = $1 AND grp = $2 AND topic = $3 "
+                                           "AND part = $4", [(stream.path, group, t, p) for t, p in deleted])
+                await self._notify(conn, "cursors", s=stream.path, g=group)
 
     async def _persist_state(
         self, stream: StreamState, table: str, records: Mapping[str, dict | None], durable: bool
     ) -> None:
-        async with self._pool.acquire() as conn, conn.transaction():
-            await self._write_state(conn, stream, table, records)
+        with database_step(f"writing state table {table} of {stream.path}"):
+            async with self._pool.acquire() as conn, conn.transaction():
+                await self._write_state(conn, stream, table, records)
 
     async def _persist_fenced_state(
         self, stream: StreamState, table: str, records: Mapping[str, dict | None], durable: bool, fence: StateFence
@@ -554,10 +575,8 @@ class CloudStore(NamespaceStore):
         """The write, in one transaction with a FOR SHARE read of the partition's leader row (as
         kc_commit fences appends): a move of leadership either commits first, and the write is
         refused, or waits until it is done, and the new leader reads what it wrote."""
-        import asyncpg
-
         fenced_stream, topic, index, epoch = fence
-        try:
+        with database_step(f"writing state table {table} of {stream.path}"):
             async with self._pool.acquire() as conn, conn.transaction():
                 lead = await conn.fetchval("SELECT epoch FROM kc_partition_leaders WHERE stream = $1 AND topic = $2 "
                                            "AND partition = $3 FOR SHARE", fenced_stream, topic, index)
@@ -565,8 +584,6 @@ class CloudStore(NamespaceStore):
                     raise NotLeaderError(f"{fenced_stream}:{topic}/{index}: leader epoch {epoch} was superseded by "
                                          f"{lead}; state not written", -1 if lead is None else lead)
                 await self._write_state(conn, stream, table, records)
-        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, asyncio.TimeoutError) as exc:
-            raise StorageUnavailableError(f"the database cannot be written: {exc}") from exc
 
     async def _write_state(self, conn: Any, stream: StreamState, table: str,
                            records: Mapping[str, dict | None]) -> None:
@@ -580,9 +597,11 @@ class CloudStore(NamespaceStore):
         await self._notify(conn, "state", s=stream.path, g=table)
 
     async def _purge_topic(self, stream: StreamState, topic: TopicState) -> None:
-        async with self._pool.acquire() as conn:
-            rows = await conn.fetch("SELECT p.id, kc_advance_start($1, p.id, p.next_offset) AS start, p.next_offset "
-                                    "FROM kc_partitions p WHERE p.topic_id = $2", self.origin, topic.info.topic_id)
+        with database_step(f"purging topic {topic.name} of {stream.path}"):
+            async with self._pool.acquire() as conn:
+                rows = await conn.fetch("SELECT p.id, kc_advance_start($1, p.id, p.next_offset) AS start, "
+                                        "p.next_offset FROM kc_partitions p WHERE p.topic_id = $2", self.origin,
+                                        topic.info.topic_id)
         for r in rows:
             part = self._by_pid.get(r["id"])
             if part is not None:
@@ -607,8 +626,6 @@ class CloudStore(NamespaceStore):
         (object id, base offset, epoch, next offset) per batch. `segment_bytes` and `segment_ms`
         roll compacted partitions' segments, `at` states the offset a batch must get (-1: none),
         `guards` the partition whose leader epoch a batch's fence names (-1: its own)."""
-        import asyncpg
-
         unset = [-1] * len(pids)
         for attempt in range(COMMIT_ATTEMPTS):
             try:
@@ -618,22 +635,19 @@ class CloudStore(NamespaceStore):
                         self.origin, key, size, self.epoch, pids, counts, positions, lengths, max_ts, fences,
                         segment_bytes or unset, segment_ms or unset, at or unset, guards or unset)
                 return [(r["object_id"], r["base"], r["epoch"], r["hw"]) for r in rows]
-            except (OSError, asyncpg.PostgresConnectionError, asyncpg.InterfaceError,
-                    asyncpg.DeadlockDetectedError, asyncpg.SerializationError, asyncio.TimeoutError) as exc:
+            except retriable_database_errors() as exc:
                 if attempt + 1 == COMMIT_ATTEMPTS:
-                    raise StorageUnavailableError(f"committing {key} to the database failed: {exc}") from exc
-                log.warning("committing %s failed (%s); retrying", key, exc)
+                    raise unavailable_error(f"committing {key}", exc) from exc
+                log.debug("committing %s failed (%s); retrying", key, exc)  # the last failure is logged
                 await asyncio.sleep(0.05 * 2 ** attempt)
+            except database_errors() as exc:
+                raise unavailable_error(f"committing {key}", exc) from exc
         raise AssertionError("unreachable")
 
     async def _fetch(self, query: str, *args: Any) -> list[Any]:
-        import asyncpg
-
-        try:
+        with database_step("reading the database"):
             async with self._pool.acquire() as conn:
                 return await conn.fetch(query, *args)
-        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, asyncio.TimeoutError) as exc:
-            raise StorageUnavailableError(f"the database cannot be read: {exc}") from exc
 
     def _entries(self, rows: list[Any]) -> list[Entry]:
         out = []
@@ -686,9 +700,7 @@ class CloudStore(NamespaceStore):
         """Drop every batch of a partition and go on at `offset`, in one transaction: (next offset,
         leader epoch), or None when `offset` is below the next offset (nothing changes) or the
         partition is gone. What a replica does when its source dropped the offsets it lacks."""
-        import asyncpg
-
-        try:
+        with database_step(f"restarting partition {pid} at {offset}"):
             async with self._pool.acquire() as conn, conn.transaction():
                 row = await conn.fetchrow("SELECT next_offset, leader_epoch FROM kc_partitions WHERE id = $1 "
                                           "FOR UPDATE", pid)
@@ -700,8 +712,6 @@ class CloudStore(NamespaceStore):
                 await conn.execute("DELETE FROM kc_segments WHERE pid = $1", pid)
                 await conn.execute("SELECT kc_notify_data($1, $2)", self.origin,
                                    f"{pid}:{offset}:{offset}:{row['leader_epoch']}")
-        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, asyncio.TimeoutError) as exc:
-            raise StorageUnavailableError(f"the database cannot be written: {exc}") from exc
         return offset, row["leader_epoch"]
 
     async def refresh_partitions(self, parts: list[CloudPartition]) -> None:
@@ -759,8 +769,6 @@ class CloudStore(NamespaceStore):
     async def clean_logs(self, now: int | None = None) -> list[CleanResult]:
         """Clean every compacted partition this process may clean (its leader: `cleaner_fence`) whose
         cleaning is due (cleaner.py). Runs every `cleaner_backoff_ms`; tests and benchmarks call it."""
-        import asyncpg
-
         if self.record_codec is None:
             return []
         results = []
@@ -775,7 +783,7 @@ class CloudStore(NamespaceStore):
                     try:
                         part = self.partition(stream.path, topic.name, index)
                         result = await clean_partition(self, part, fence, now)
-                    except (StorageError, OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+                    except (StorageError, *database_errors()) as exc:
                         log.warning("%s:%s/%d: not cleaned this pass: %s", stream.path, topic.name, index, exc)
                         continue
                     if result is not None:
@@ -789,6 +797,8 @@ class CloudStore(NamespaceStore):
             await asyncio.sleep(self.retention_check_ms / 1000)
             try:
                 await self.enforce_retention()
+            except StorageError:  # the database or the object store is away (logged): the next pass tries again
+                pass
             except Exception:  # noqa: BLE001 - next pass tries again
                 log.exception("retention pass failed")
 
@@ -801,24 +811,25 @@ class CloudStore(NamespaceStore):
         now = now_ms() if now is None else now
         moved = 0
         self.activity.retention_passes += 1
-        async with self._pool.acquire() as conn:
-            if not await conn.fetchval("SELECT pg_try_advisory_lock($1)", RETENTION_LOCK):
-                return 0
-            try:
-                for stream in list(self._streams.values()):
-                    for topic in list(stream.topics.values()):
-                        settings = topic.settings
-                        if not settings.retains:
-                            continue
-                        cutoff = now - settings.ttl_ms if settings.ttl_ms > 0 else None
-                        cap = settings.retention_bytes if settings.retention_bytes >= 0 else None
-                        for index in range(topic.info.partitions):
-                            row = self._rows.get((topic.id_hex, index))
-                            if row is not None and await self._retain(conn, row[0], cutoff, cap):
-                                moved += 1
-                await self._collect(conn, now)
-            finally:
-                await conn.execute("SELECT pg_advisory_unlock($1)", RETENTION_LOCK)
+        with database_step("a retention pass"):
+            async with self._pool.acquire() as conn:
+                if not await conn.fetchval("SELECT pg_try_advisory_lock($1)", RETENTION_LOCK):
+                    return 0
+                try:
+                    for stream in list(self._streams.values()):
+                        for topic in list(stream.topics.values()):
+                            settings = topic.settings
+                            if not settings.retains:
+                                continue
+                            cutoff = now - settings.ttl_ms if settings.ttl_ms > 0 else None
+                            cap = settings.retention_bytes if settings.retention_bytes >= 0 else None
+                            for index in range(topic.info.partitions):
+                                row = self._rows.get((topic.id_hex, index))
+                                if row is not None and await self._retain(conn, row[0], cutoff, cap):
+                                    moved += 1
+                    await self._collect(conn, now)
+                finally:
+                    await conn.execute("SELECT pg_advisory_unlock($1)", RETENTION_LOCK)
         return moved
 
     async def _retain(self, conn: Any, pid: int, cutoff: int | None, cap: int | None) -> bool:

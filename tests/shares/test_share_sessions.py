@@ -16,11 +16,12 @@ from tests.wire import Wire, request_class
 SHARE_FETCH, SHARE_ACKNOWLEDGE = 78, 79
 
 
-def _fetch(wire: Wire, topic_id: uuid.UUID, epoch: int, acks: tuple = (), member: str = "m1") -> object:
+def _fetch(wire: Wire, topic_id: uuid.UUID, epoch: int, acks: tuple = (), member: str = "m1",
+           wait_ms: int = 100) -> object:
     partition = make(schema.FetchPartition, partition_index=0, acknowledgement_batches=acks)
     return wire.request(SHARE_FETCH, 1, make(
         request_class(SHARE_FETCH, 1), group_id="g", member_id=member, share_session_epoch=epoch,
-        max_wait=datetime.timedelta(milliseconds=100), min_bytes=1, max_bytes=1 << 20, max_records=100,
+        max_wait=datetime.timedelta(milliseconds=wait_ms), min_bytes=1, max_bytes=1 << 20, max_records=100,
         batch_size=100, topics=(make(schema.FetchTopic, topic_id=topic_id, partitions=(partition,)),),
         forgotten_topics_data=()))
 

@@ -1,0 +1,191 @@
+"""A broker on the cloud engine while its PostgreSQL is out of reach, as clients see it.
+
+Every session the broker holds with its database is ended (pg_terminate_backend,
+as a failover or an administrator ends them) and new ones are refused for a
+while. Clients must get the named, retriable errors Kafka gives when its own
+log cannot be written (KAFKA_STORAGE_ERROR for a partition, NOT_COORDINATOR
+for a coordinator's state) on a connection that stays open, and once the
+database is back the broker must serve again with every acknowledged record
+and committed offset intact.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+from kio.schema.errors import ErrorCode
+
+from kafkacompat.protocol.messages import make
+from kafkacompat.protocol.records import Record, build_batch
+from kafkacompat.testing import Broker
+from kafkacompat.testing.services import TEST_STORE_VARIABLE, ServiceUnavailable, cloud_store, database_outage
+from tests.wire import Wire
+
+
+@pytest.fixture
+def broker(monkeypatch: pytest.MonkeyPatch) -> Iterator[Broker]:
+    try:
+        cloud_store()
+    except ServiceUnavailable as exc:
+        pytest.skip(str(exc))
+    monkeypatch.setenv(TEST_STORE_VARIABLE, "cloud")
+    with Broker(store_flush_ms=2) as running:
+        yield running
+
+
+def produce(wire: Wire, topic: str, value: bytes) -> tuple[ErrorCode, int]:
+    import kio.schema.produce.v9.request as m
+
+    request = make(m.ProduceRequest, transactional_id=None, acks=-1, timeout=datetime.timedelta(seconds=30),
+                   topic_data=(make(m.TopicProduceData, name=topic, partition_data=(
+                       make(m.PartitionProduceData, index=0, records=build_batch([Record(None, value, [], 1000)])),)),))
+    part = wire.request(0, 9, request).responses[0].partition_responses[0]
+    return part.error_code, part.base_offset
+
+
+def commit_offset(wire: Wire, group: str, topic: str, offset: int) -> ErrorCode:
+    import kio.schema.offset_commit.v8.request as m
+
+    request = make(m.OffsetCommitRequest, group_id=group, generation_id_or_member_epoch=-1, member_id="",
+                   group_instance_id=None, topics=(make(m.OffsetCommitRequestTopic, name=topic, partitions=(
+                       make(m.OffsetCommitRequestPartition, partition_index=0, committed_offset=offset,
+                            committed_leader_epoch=-1, committed_metadata=""),)),))
+    return wire.request(8, 8, request).topics[0].partitions[0].error_code
+
+
+def init_producer_id(wire: Wire, transactional_id: str) -> ErrorCode:
+    import kio.schema.init_producer_id.v4.request as m
+
+    request = make(m.InitProducerIdRequest, transactional_id=transactional_id,
+                   transaction_timeout=datetime.timedelta(seconds=60), producer_id=-1, producer_epoch=-1)
+    return wire.request(22, 4, request).error_code
+
+
+def test_requests_during_an_outage_get_kafkas_retriable_errors_and_nothing_is_lost(broker: Broker) -> None:
+    topic = broker.create_topic("outage", 1)
+    with Wire(broker.bootstrap_servers, timeout=30) as wire:
+        assert produce(wire, topic, b"before") == (ErrorCode.none, 0)
+        assert commit_offset(wire, "g", topic, 1) == ErrorCode.none
+        assert init_producer_id(wire, "tx") == ErrorCode.none
+        with database_outage(broker.config.store):
+            assert commit_offset(wire, "g", topic, 5) == ErrorCode.not_coordinator
+            assert produce(wire, topic, b"refused")[0] == ErrorCode.kafka_storage_error
+            assert init_producer_id(wire, "tx") == ErrorCode.not_coordinator
+            assert init_producer_id(wire, "new-tx") == ErrorCode.not_coordinator
+            assert broker.committed("g", topic) == {0: 1}  # the refused commit is not served either
+        # the same connection goes on once the database is back (the pool reconnects)
+        deadline = time.monotonic() + 20
+        while (answer := produce(wire, topic, b"after"))[0] != ErrorCode.none:
+            assert answer[0] == ErrorCode.kafka_storage_error and time.monotonic() < deadline
+        assert answer == (ErrorCode.none, 1)
+        assert commit_offset(wire, "g", topic, 2) == ErrorCode.none
+        assert init_producer_id(wire, "tx") == ErrorCode.none
+        assert init_producer_id(wire, "new-tx") == ErrorCode.none
+    assert broker.committed("g", topic) == {0: 2}
+    assert [(m.offset, m.value) for m in broker.consume(topic, count=2)] == [(0, b"before"), (1, b"after")]
+
+
+def test_a_stock_producer_and_consumer_ride_through_an_outage(broker: Broker) -> None:
+    from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+
+    topic = broker.create_topic("ride-through", 1)
+    producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "enable.idempotence": True,
+                         "linger.ms": 5, "message.timeout.ms": 60_000, "retry.backoff.ms": 100})
+    delivered: list[tuple[int, bytes]] = []
+    failed: list[KafkaError] = []
+
+    def report(err: KafkaError | None, msg) -> None:
+        if err is None:
+            delivered.append((msg.offset(), msg.value()))
+        else:
+            failed.append(err)
+
+    commits: list[KafkaError | None] = []
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "riders",
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                         "on_commit": lambda err, _partitions: commits.append(err)})
+
+    def poll_until(done, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while not done() and time.monotonic() < deadline:
+            consumer.poll(0.1)
+
+    try:
+        for i in range(20):
+            producer.produce(topic, f"m{i}".encode(), on_delivery=report)
+        assert producer.flush(30) == 0
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        consumer.commit(offsets=[TopicPartition(topic, 0, 10)], asynchronous=False)
+        commits.clear()
+
+        with database_outage(broker.config.store):
+            for i in range(20, 40):  # sent into the outage: retried by the client until the database is back
+                producer.produce(topic, f"m{i}".encode(), on_delivery=report)
+            # asynchronous: a synchronous commit blocks in librdkafka, which may retry it until the
+            # database is back (it does so when its coordinator connection turns over meanwhile)
+            consumer.commit(offsets=[TopicPartition(topic, 0, 15)], asynchronous=True)
+            poll_until(lambda: commits, 10)
+            producer.poll(0.5)
+            assert len(delivered) == 20 and failed == []  # nothing acked while the database is away
+        assert producer.flush(60) == 0
+        assert failed == []
+        assert sorted(delivered) == [(i, f"m{i}".encode()) for i in range(40)]  # each acked once, in order
+        poll_until(lambda: commits, 30)
+        # the commit made in the outage either failed with NOT_COORDINATOR (retriable: Java's
+        # NotCoordinatorException is a RetriableException) or was retried by the client until it held
+        assert len(commits) == 1, commits
+        assert commits[0] is None or commits[0].code() == KafkaError.NOT_COORDINATOR, commits[0]
+        assert broker.committed("riders", topic) == ({0: 15} if commits[0] is None else {0: 10})
+        consumer.commit(offsets=[TopicPartition(topic, 0, 40)], asynchronous=False)
+    finally:
+        consumer.close()
+    assert broker.committed("riders", topic) == {0: 40}
+    assert [m.value for m in broker.consume(topic, count=40)] == [f"m{i}".encode() for i in range(40)]
+
+
+def test_a_transaction_committed_during_an_outage_commits_once_the_database_is_back(
+        broker: Broker, caplog: pytest.LogCaptureFixture) -> None:
+    """EndTxn whose Prepare* cannot be stored is not applied (NOT_COORDINATOR, as Kafka answers a
+    failed append to __transaction_state); the client retries it and the commit lands afterwards."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    topic = broker.create_topic("txn-outage", 1)
+    producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "transactional.id": "outage-tx",
+                         "linger.ms": 5})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    for i in range(5):
+        producer.produce(topic, f"t{i}".encode())
+    assert producer.flush(30) == 0
+    outage = database_outage(broker.config.store)
+    outage.__enter__()
+    threading.Timer(2.0, outage.__exit__, (None, None, None)).start()  # the commit below is retried meanwhile
+    with caplog.at_level(logging.INFO, logger="kafkacompat.transactions.coordinator"):
+        producer.commit_transaction(60)
+    assert any("outage-tx: state not written, answering NOT_COORDINATOR" in r.getMessage() for r in caplog.records)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and producer_state(broker, "outage-tx") != "CompleteCommit":
+        time.sleep(0.05)
+    assert producer_state(broker, "outage-tx") == "CompleteCommit"
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "txn-readers",
+                         "isolation.level": "read_committed", "auto.offset.reset": "earliest"})
+    try:
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        got: list[bytes] = []
+        while len(got) < 5 and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is not None and msg.error() is None:
+                got.append(msg.value())
+        assert got == [f"t{i}".encode() for i in range(5)]
+    finally:
+        consumer.close()
+
+
+def producer_state(broker: Broker, transactional_id: str) -> str | None:
+    meta = broker.server.cluster.transactions.describe(transactional_id)
+    return None if meta is None else meta.state.value
