@@ -7,6 +7,7 @@ unknown user, too few and too many iterations, an unknown deletion.
 
 from __future__ import annotations
 
+import time
 import uuid
 from typing import Any
 
@@ -36,6 +37,24 @@ def outcome(future: Any) -> Any:
     return sorted((str(i.mechanism), i.iterations) for i in result.scram_credential_infos)
 
 
+def described(admin: AdminClient, user: str, mechanisms: set[str], timeout: float = 30.0) -> Any:
+    """Describe `user` once it shows exactly `mechanisms` (what the alterations that succeeded
+    left), or as it stands after `timeout`.
+
+    Kafka's controller answers AlterUserScramCredentials once the change is in the metadata
+    log; the broker answers DescribeUserScramCredentials from its own metadata image, which
+    applies the change a moment later. A broker that never shows the change is compared as it
+    stands and fails.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        seen = outcome(admin.describe_user_scram_credentials([user])[user])
+        shown = {mechanism for mechanism, _ in seen} if isinstance(seen, list) else set()
+        if shown == mechanisms or time.monotonic() > deadline:
+            return seen
+        time.sleep(0.1)
+
+
 def steps(bootstrap: str, user: str) -> list[Any]:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     seen: list[Any] = []
@@ -43,9 +62,12 @@ def steps(bootstrap: str, user: str) -> list[Any]:
             UserScramCredentialUpsertion(user, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096), b"pw",
                                          b"salt-of-sixteen!")]
     seen.append(outcome(admin.alter_user_scram_credentials(both)[user]))  # one user twice: refused
+    stored = set()
     for upsertion in both:
         seen.append(outcome(admin.alter_user_scram_credentials([upsertion])[user]))
-    seen.append(outcome(admin.describe_user_scram_credentials([user])[user]))
+        if seen[-1] == "ok":
+            stored.add(str(upsertion.scram_credential_info.mechanism))
+    seen.append(described(admin, user, stored))
     seen.append(outcome(admin.describe_user_scram_credentials([f"{user}-ghost"])[f"{user}-ghost"]))
     for iterations in (1000, 20000):
         altered = admin.alter_user_scram_credentials([UserScramCredentialUpsertion(
@@ -55,7 +77,9 @@ def steps(bootstrap: str, user: str) -> list[Any]:
     seen.append(outcome(deleted[f"{user}-x"]))
     deleted = admin.alter_user_scram_credentials([UserScramCredentialDeletion(user, ScramMechanism.SCRAM_SHA_256)])
     seen.append(outcome(deleted[user]))
-    seen.append(outcome(admin.describe_user_scram_credentials([user])[user]))
+    if seen[-1] == "ok":
+        stored.discard(str(ScramMechanism.SCRAM_SHA_256))
+    seen.append(described(admin, user, stored))
     return seen
 
 

@@ -20,7 +20,6 @@ AddPartitionsToTxn) and 3.9.1 v1.
 from __future__ import annotations
 
 import functools
-import subprocess
 import time
 import uuid
 from collections.abc import Iterator
@@ -33,7 +32,7 @@ from kafkacompat.testing import Broker
 from .conftest import compat_broker
 from .drivers import ClientUnavailable
 from .drivers.java import JVM_FLAGS, classpath, compiled, program_41, run_program
-from .reference import kafka_home, module_reference_kafka
+from .reference import kafka_home, module_reference_kafka, run_tool
 
 ABORT_CHECK_MS = "1000"  # how often both brokers look for timed-out transactions
 
@@ -146,16 +145,24 @@ def _describe(bootstrap: str, txn_id: str) -> dict[str, str]:
 
     The epoch is what tells the protocols apart: a v2 producer's epoch
     grows with every transaction, a v1 producer's only at InitProducerId.
+
+    Kafka answers EndTxn (and aborts a timed-out transaction) once PrepareCommit or PrepareAbort
+    is in its transaction log, and logs the Complete state after the markers are written: the
+    state is read until it is no longer a Prepare one (30 s at most; a broker stuck there shows
+    it, and the comparison fails).
     """
-    lines = _kafka_transactions(bootstrap, "describe", "--transactional-id", txn_id).splitlines()
-    fields = dict(zip(lines[0].split(), lines[1].split()))
-    return {k: v for k, v in fields.items() if k not in VOLATILE}
+    deadline = time.monotonic() + 30
+    while True:
+        lines = _kafka_transactions(bootstrap, "describe", "--transactional-id", txn_id).splitlines()
+        fields = dict(zip(lines[0].split(), lines[1].split()))
+        if not fields["TransactionState"].startswith("Prepare") or time.monotonic() > deadline:
+            return {k: v for k, v in fields.items() if k not in VOLATILE}
+        time.sleep(0.2)
 
 
 def _kafka_transactions(bootstrap: str, *args: str) -> str:
-    tool = kafka_home() / "bin" / "kafka-transactions.sh"
-    done = subprocess.run([str(tool), "--bootstrap-server", bootstrap, *args], capture_output=True, text=True,
-                          timeout=60, check=False)
+    """kafka-transactions.sh ARGS in the session's warm tool runner (a JVM start per call cost 2-10 s)."""
+    done = run_tool("kafka-transactions", "--bootstrap-server", bootstrap, *args)
     assert done.returncode == 0, done.stderr[-2000:]
     return done.stdout
 

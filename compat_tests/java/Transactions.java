@@ -90,6 +90,25 @@ public final class Transactions {
         return "{\"records\":" + jsonList(seen) + ",\"end_offsets\":" + jsonMap(ends) + "}";
     }
 
+    /**
+     * Wait until no transaction is open on the topic's first n partitions: the read_committed end
+     * offsets (last stable offsets) equal the read_uncommitted ones (high watermarks), 30 s at most.
+     * Kafka answers EndTxn once the outcome is in its transaction log and writes the markers to the
+     * partitions afterwards, so a read right after commitTransaction may still stop at the open
+     * transaction. A broker that never writes them is read as it stands, and the outputs differ.
+     */
+    static void awaitMarkers(String topic, int n) throws InterruptedException {
+        List<TopicPartition> tps = partitions(topic, n);
+        try (KafkaConsumer<String, String> committed = consumer("read_committed", null);
+             KafkaConsumer<String, String> uncommitted = consumer("read_uncommitted", null)) {
+            long deadline = System.currentTimeMillis() + 30_000;
+            while (!committed.endOffsets(tps).equals(uncommitted.endOffsets(tps))
+                    && System.currentTimeMillis() < deadline) {
+                Thread.sleep(100);
+            }
+        }
+    }
+
     static String commitAbort() throws Exception {
         String topic = opts.get("topic");
         createTopic(topic, 2);
@@ -106,6 +125,7 @@ public final class Transactions {
             p.send(new ProducerRecord<>(topic, 1, null, "committed-last"));
             p.commitTransaction();
         }
+        awaitMarkers(topic, 2);
         return "{\"read_committed\":" + readAll(topic, 2, "read_committed")
             + ",\"read_uncommitted\":" + readAll(topic, 2, "read_uncommitted") + "}";
     }
@@ -137,6 +157,7 @@ public final class Transactions {
         } catch (Exception ignored) {
             // a fenced producer may complain on close
         }
+        awaitMarkers(topic, 1);
         return "{\"fenced_with\":\"" + first + "\",\"topic\":" + readAll(topic, 1, "read_committed")
             + ",\"uncommitted\":" + readAll(topic, 1, "read_uncommitted") + "}";
     }
@@ -239,6 +260,7 @@ public final class Transactions {
             OffsetAndMetadata om = c.committed(java.util.Set.of(tp)).get(tp);
             committed.put("0", om == null ? -1L : om.offset());
         }
+        awaitMarkers(out, 1);
         return "{\"output\":" + readAll(out, 1, "read_committed") + ",\"first_round\":\"" + rounds.get(0)
             + "\",\"committed\":" + jsonMap(committed) + "}";
     }
