@@ -13,7 +13,7 @@ from kafkacompat.testing import Broker
 from kafkacompat.protocol.messages import make
 from kafkacompat.protocol.records import Record, build_batch, iter_records
 from tests.test_bad_input import produce_request
-from tests.wire import Wire, request_class
+from tests.wire import Wire
 
 
 def produce(wire: Wire, topic: str, values: list[bytes], timestamp: int = 1_000) -> int:
