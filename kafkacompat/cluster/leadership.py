@@ -43,24 +43,41 @@ async def read_leaders(conn: asyncpg.Connection) -> dict[PartitionKey, LeaderRow
     return {(r["stream"], r["topic"], r["partition"]): LeaderRow(r["leader"], r["epoch"]) for r in rows}
 
 
-async def add_missing(conn: asyncpg.Connection, rows: dict[PartitionKey, int]) -> None:
-    """Rows for partitions nobody leads yet (new topics), at epoch 0; a row another broker wrote first wins."""
+def _stored_epoch(s: str, t: str, p: str) -> str:
+    """SQL for the leader epoch the cloud store last stamped a batch of partition (s, t, p) with,
+    0 for none: kc_partitions, in the same database when the cluster fences the store's appends."""
+    return (f"coalesce((SELECT sp.leader_epoch FROM kc_topics st JOIN kc_partitions sp ON sp.topic_id = st.id "
+            f"WHERE st.stream = {s} AND st.name = {t} AND sp.idx = {p}), 0)")
+
+
+async def add_missing(conn: asyncpg.Connection, rows: dict[PartitionKey, int], store_epochs: bool = False) -> None:
+    """Rows for partitions nobody leads yet (new topics); a row another broker wrote first wins.
+
+    A row starts at epoch 0; with `store_epochs` (the store's tables share the database) at the
+    epoch the store last stamped a batch of the partition with. A partition written before it had
+    a row (by an earlier version, or with the leader table elsewhere) carries the store's own
+    counter, and the store stamps a batch with the larger of that and the row's epoch: below it,
+    batches would carry epochs above Metadata's, which Java consumers trust over Metadata's."""
     if not rows:
         return
     keys = list(rows)
+    epoch = _stored_epoch("u.s", "u.t", "u.p") if store_epochs else "0"
     await conn.execute(
-        """INSERT INTO kc_partition_leaders (stream, topic, partition, leader, epoch)
-           SELECT s, t, p, l, 0 FROM unnest($1::text[], $2::text[], $3::int[], $4::int[]) AS u(s, t, p, l)
+        f"""INSERT INTO kc_partition_leaders (stream, topic, partition, leader, epoch)
+           SELECT s, t, p, l, {epoch} FROM unnest($1::text[], $2::text[], $3::int[], $4::int[]) AS u(s, t, p, l)
            ON CONFLICT DO NOTHING""",
         [k[0] for k in keys], [k[1] for k in keys], [k[2] for k in keys], [rows[k] for k in keys],
     )
 
 
-async def move(conn: asyncpg.Connection, moves: Iterable[tuple[PartitionKey, LeaderRow, int]]) -> int:
-    """Move each (key, row as read, new leader) unless the row changed since it was read; returns how many moved."""
+async def move(conn: asyncpg.Connection, moves: Iterable[tuple[PartitionKey, LeaderRow, int]],
+               store_epochs: bool = False) -> int:
+    """Move each (key, row as read, new leader) unless the row changed since it was read; returns how many moved.
+    The new epoch is one above the row's, and with `store_epochs` above the store's too (add_missing)."""
     moves = list(moves)
     if not moves:
         return 0
+    old = f"greatest(l.epoch, {_stored_epoch('l.stream', 'l.topic', 'l.partition')})" if store_epochs else "l.epoch"
     keys = ([k[0] for k, _, _ in moves], [k[1] for k, _, _ in moves], [k[2] for k, _, _ in moves])
     async with conn.transaction():
         # Rows locked in key order first: the store's commit (kc_commit) takes them FOR SHARE in the
@@ -71,7 +88,7 @@ async def move(conn: asyncpg.Connection, moves: Iterable[tuple[PartitionKey, Lea
                  ON l.stream = u.s AND l.topic = u.t AND l.partition = u.p
                ORDER BY l.stream, l.topic, l.partition FOR UPDATE OF l""", *keys)
         result = await conn.execute(
-            """UPDATE kc_partition_leaders AS l SET leader = u.new_leader, epoch = l.epoch + 1
+            f"""UPDATE kc_partition_leaders AS l SET leader = u.new_leader, epoch = {old} + 1
                FROM unnest($1::text[], $2::text[], $3::int[], $4::int[], $5::int[], $6::int[])
                     AS u(s, t, p, old_leader, old_epoch, new_leader)
                WHERE l.stream = u.s AND l.topic = u.t AND l.partition = u.p

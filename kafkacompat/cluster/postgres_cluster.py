@@ -184,8 +184,8 @@ class PostgresCluster(ClusterView):
         handing_on = {key for key, row, _ in moves if row.leader == self.me.node_id}
         self._yielding |= handing_on  # stop serving before the row names the next leader
         if missing or moves:
-            await leadership.add_missing(conn, missing)
-            moved = await leadership.move(conn, moves)
+            await leadership.add_missing(conn, missing, self.store_epochs)
+            moved = await leadership.move(conn, moves, self.store_epochs)
             if moved:
                 log.info("moved leadership of %d partition(s) among brokers %s", moved, [m.node_id for m in live])
             rows = await leadership.read_leaders(conn)
