@@ -1,16 +1,23 @@
 """One leader per partition, recorded in kc_partition_leaders with an epoch that only goes up.
 
-Who should lead is a pure function of the live node ids and the partition
-(`preferred_leader`), so every broker computes the same spread. Changing a
-row is always one conditional UPDATE (`... WHERE leader = old AND epoch =
-old`), so when two brokers race for the same move exactly one wins and the
-epoch goes up by one. Moves happen in two ways:
+Who should lead is a pure function of the registered node ids (live or
+lapsed: a broker killed keeps its row until it comes back), the live ones
+and the partition (`wanted_leader`), so every broker computes the same
+spread. Changing a row is always one conditional UPDATE (`... WHERE leader
+= old AND epoch = old`), so when two brokers race for the same move exactly
+one wins and the epoch goes up by one. Moves happen in two ways:
 
 * a leader whose lease lapsed: any live broker moves its partitions to
-  their preferred live leader;
-* a live leader that is no longer preferred (a broker joined): the leader
-  itself stops serving the partition, then hands the row on — so two
-  brokers never serve one partition at once on a planned move.
+  another live broker;
+* a live leader that is no longer wanted (a broker joined, came back or
+  stopped cleanly): the leader itself stops serving the partition, then
+  hands the row on — so two brokers never serve one partition at once on a
+  planned move.
+
+A broker's death moves only the partitions it led, as on Kafka: spreading
+over the live brokers alone moved most partitions of a topic when one of
+three died (partitions whose leader lived were handed over too, and
+clients waited for each hand-over).
 """
 
 from __future__ import annotations
@@ -98,13 +105,27 @@ async def move(conn: asyncpg.Connection, moves: Iterable[tuple[PartitionKey, Lea
     return int(result.rsplit(" ", 1)[-1])
 
 
+def wanted_leader(registered: Sequence[int], live: Sequence[int], key: PartitionKey, current: int | None) -> int:
+    """The partition's preferred leader among the registered brokers while it is live; else the
+    live broker leading it now (`current`), so another broker's death does not move it; else
+    its preferred leader among the live ones."""
+    first = preferred_leader(registered, key) if registered else None
+    if first is not None and first in live:
+        return first
+    if current is not None and current in live:
+        return current
+    return preferred_leader(live, key)
+
+
 def plan(
-    me: int, live: Sequence[int], known: Iterable[PartitionKey], rows: dict[PartitionKey, LeaderRow]
+    me: int, live: Sequence[int], known: Iterable[PartitionKey], rows: dict[PartitionKey, LeaderRow],
+    registered: Sequence[int] = (),
 ) -> tuple[dict[PartitionKey, int], list[tuple[PartitionKey, LeaderRow, int]]]:
     """What this broker should write: (rows to add, moves). Pure, so tests can check the spread.
 
-    Moves are those of partitions whose leader is not live (anyone may
-    make them) and those this broker leads but should not (only it may).
+    `registered`: every node id with a row in kc_brokers, ascending (the live ones alone when
+    empty). Moves are those of partitions whose leader is not live (anyone may make them) and
+    those this broker leads but should not (only it may).
     """
     missing: dict[PartitionKey, int] = {}
     moves: list[tuple[PartitionKey, LeaderRow, int]] = []
@@ -112,8 +133,8 @@ def plan(
         return missing, moves
     alive = set(live)
     for key in known:
-        want = preferred_leader(live, key)
         row = rows.get(key)
+        want = wanted_leader(registered or live, live, key, None if row is None else row.leader)
         if row is None:
             missing[key] = want
         elif row.leader != want and (row.leader not in alive or row.leader == me):

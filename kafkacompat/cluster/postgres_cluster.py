@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable
 import asyncpg
 
 from . import leadership
-from .leases import BrokerLease, create_schema, live_members
+from .leases import BrokerLease, create_schema, members
 from .membership import ClusterError, ClusterView, Member, PartitionKey
 
 log = logging.getLogger(__name__)
@@ -178,9 +178,10 @@ class PostgresCluster(ClusterView):
             self._conn = await self._reconnect(None)
             return
         registration = self._registration
-        live = await live_members(conn)
+        live, registered = await members(conn)
         rows = await leadership.read_leaders(conn)
-        missing, moves = leadership.plan(self.me.node_id, [m.node_id for m in live], self._partitions(), rows)
+        missing, moves = leadership.plan(self.me.node_id, [m.node_id for m in live], self._partitions(), rows,
+                                         registered)
         handing_on = {key for key, row, _ in moves if row.leader == self.me.node_id}
         self._yielding |= handing_on  # stop serving before the row names the next leader
         if missing or moves:

@@ -24,18 +24,16 @@ position.
 from __future__ import annotations
 
 import datetime
-import time
 from collections.abc import Iterator
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
 from kio.schema.errors import ErrorCode
 
 from kafkacompat.protocol.messages import make
 from kafkacompat.protocol.records import Record, build_batch
 from kafkacompat.testing.cluster import BrokerCluster, cloud_cluster_args
 from kafkacompat.testing.services import ServiceUnavailable
-from tests.cluster.test_shared_store import create_topic, wait_until
+from tests.cluster.test_shared_store import create_topic, read_messages, wait_until
 from tests.test_idempotence import init_producer_id
 from tests.wire import Wire, request_class
 
@@ -110,22 +108,6 @@ def epoch_end(bootstrap: str, topic: str, epoch: int, current: int) -> tuple[Err
     return part.error_code, part.leader_epoch, part.end_offset
 
 
-def read_with_epochs(bootstrap: str, topic: str, expected: int) -> list[tuple[int, bytes, int]]:
-    """(offset, value, leader epoch of its batch) of partition 0's records, as a consumer reads them."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "epochs", "enable.auto.commit": False})
-    consumer.assign([TopicPartition(topic, 0, 0)])
-    out: list[tuple[int, bytes, int]] = []
-    deadline = time.monotonic() + 60
-    try:
-        while len(out) < expected and time.monotonic() < deadline:
-            for msg in consumer.consume(500, timeout=0.5):
-                assert msg.error() is None, msg.error()
-                out.append((msg.offset(), msg.value(), msg.leader_epoch()))
-    finally:
-        consumer.close()
-    return out
-
-
 def test_a_batch_pipelined_behind_one_refused_is_refused_alike_when_the_broker_leads_in_between(
     cluster: BrokerCluster,
 ) -> None:
@@ -166,8 +148,8 @@ def test_a_batch_pipelined_behind_one_refused_is_refused_alike_when_the_broker_l
     for timestamp in (-2, -1):
         assert list_offsets_epoch(other.bootstrap, topic, timestamp) == new_epoch
     # each batch carries the epoch Metadata named for its leader
-    assert read_with_epochs(other.bootstrap, topic, 3) == [(0, b"v0", epoch), (1, b"v1", new_epoch),
-                                                           (2, b"v2", new_epoch)]
+    records = [(m.offset(), m.value(), m.leader_epoch()) for m in read_messages(other.bootstrap, topic, 1, 3)]
+    assert records == [(0, b"v0", epoch), (1, b"v1", new_epoch), (2, b"v2", new_epoch)]
     # a consumer that read offset 0 under the first leader validates its position with the new one:
     # the first epoch ended where the new leader's first batch went, the new one ends at the end
     assert epoch_end(other.bootstrap, topic, epoch, new_epoch) == (ErrorCode.none, epoch, 1)
