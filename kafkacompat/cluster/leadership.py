@@ -38,8 +38,8 @@ class LeaderRow:
 
 
 def preferred_leader(node_ids: Sequence[int], key: PartitionKey) -> int:
-    """The live broker that should lead `key`: partitions of a topic go round the brokers,
-    each topic starting at a place set by its name, as Kafka's replica placement spreads them."""
+    """Which of `node_ids` should lead `key`: partitions of a topic go round the brokers, each
+    topic starting at a place set by its name, as Kafka's replica placement spreads them."""
     stream, topic, index = key
     start = zlib.crc32(f"{stream}\0{topic}".encode())
     return node_ids[(start + index) % len(node_ids)]
