@@ -32,6 +32,11 @@ async def handle(ctx: Any, request: Any) -> Any:
     coordinator = ctx.cluster.groups.consumer
     operations = GROUP_OPERATIONS if request.include_authorized_operations else UNSET_OPERATIONS
     groups = []
+    if ctx.cluster.features.level("group.version") < 1:  # KIP-848 groups off: each named group refused
+        return make(m.ConsumerGroupDescribeResponse, throttle_time=NO_THROTTLE, groups=tuple(
+            make(m.DescribedGroup, error_code=ErrorCode.unsupported_version, error_message=None, group_id=group_id,
+                 group_state="", group_epoch=0, assignment_epoch=0, assignor_name="", members=(),
+                 authorized_operations=UNSET_OPERATIONS) for group_id in request.group_ids))
     for group_id in request.group_ids:
         if not ctx.cluster.authorizer.group(ctx, Operation.DESCRIBE, group_id):
             groups.append(make(m.DescribedGroup, error_code=ErrorCode.group_authorization_failed,

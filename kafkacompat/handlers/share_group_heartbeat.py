@@ -13,7 +13,7 @@ from .group_common import client_host
 
 def _refusal(ctx: Any, request: Any) -> tuple[ErrorCode, str | None] | None:
     """The share group protocol switched off, READ on the group, DESCRIBE on the topics, the coordinator."""
-    if ctx.cluster.config.share_version < 1:
+    if ctx.cluster.features.level("share.version") < 1:
         return ErrorCode.unsupported_version, "The share group protocol is not enabled."
     authorizer = ctx.cluster.authorizer
     if not authorizer.group(ctx, Operation.READ, request.group_id):
