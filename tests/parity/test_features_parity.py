@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import datetime
 import re
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import kafka.errors
 import pytest
+from kafka import KafkaAdminClient
 
 from compat_tests.reference import KafkaTools, ReferenceKafka, normalize, session_kafka_tools
 from kafkacompat.protocol.messages import make
@@ -21,6 +24,8 @@ from kafkacompat.testing import Broker
 from tests.wire import Wire, request_class
 
 EPOCH = re.compile(r"Epoch: (\d+)")
+CHANGED = re.compile(r"^(\S+) was (?:up|down)graded to (\d+)\.$", re.M)
+DISABLED = re.compile(r"^(\S+) was disabled\.$", re.M)
 TIMEOUT = datetime.timedelta(seconds=30)
 
 
@@ -83,6 +88,27 @@ def fresh() -> Iterator[Broker]:
         yield running
 
 
+def _levels(bootstrap: str) -> dict[str, int]:
+    with Wire(bootstrap) as wire:
+        answer = wire.request(18, 4, make(request_class(18, 4), client_software_name="t", client_software_version="1"))
+    return {f.name: f.max_version_level for f in answer.finalized_features}
+
+
+def _applied(bootstrap: str, wanted: dict[str, int], timeout: float = 10.0) -> None:
+    """Wait until the broker reports `wanted` (level 0: left out). Kafka's controller answers once the
+    change is committed; its broker applies it a moment later, and ApiVersions reports it then."""
+    deadline = time.monotonic() + timeout
+    while any(_levels(bootstrap).get(name, 0) != level for name, level in wanted.items()):
+        assert time.monotonic() < deadline, f"{wanted} not reported within {timeout} s"
+        time.sleep(0.05)
+
+
+def _changed(out: str) -> dict[str, int]:
+    """The levels a kafka-features run says it set ("X was upgraded to N.", "X was disabled.")."""
+    found = {name: int(level) for name, level in CHANGED.findall(out)}
+    return found | {name: 0 for name in DISABLED.findall(out)}
+
+
 def _run(tools: KafkaTools, bootstrap: str) -> tuple[list[Any], list[int]]:
     """(each step as the user sees it, the epochs describe printed)."""
     seen: list[Any] = []
@@ -92,6 +118,7 @@ def _run(tools: KafkaTools, bootstrap: str) -> tuple[list[Any], list[int]]:
             seen.append((step.__name__, step(bootstrap)))
             continue
         done = tools.run("kafka-features", "--bootstrap-server", bootstrap, *step)
+        _applied(bootstrap, _changed(done.out))
         epochs += [int(e) for e in EPOCH.findall(done.out)][:1]
         seen.append((step, done.code, EPOCH.sub("Epoch: <n>", normalize(done.out, bootstrap)),
                      normalize(done.err, bootstrap)))
@@ -107,7 +134,41 @@ def test_feature_steps_print_what_kafka_prints(fresh: Broker, kafka41: Reference
     finally:
         for restore in RESTORE:
             kafka_tools.run("kafka-features", "--bootstrap-server", kafka41.bootstrap_servers, *restore)
+        _applied(kafka41.bootstrap_servers, {"share.version": 0, "transaction.version": 2, "group.version": 1})
     mine, my_epochs = _run(kafka_tools, fresh.bootstrap_servers)
     assert mine == theirs
     for epochs in (my_epochs, their_epochs):  # each describe follows a change
         assert epochs == sorted(set(epochs)), epochs
+
+
+def _kafka_python_steps(bootstrap: str) -> list[Any]:
+    """kafka-python's KafkaAdminClient (3.x has describe_features and update_features), as a script uses it."""
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        def described() -> dict[str, Any]:
+            return {name: {k: v for k, v in found.items() if k != "finalized_epoch"}
+                    for name, found in sorted(admin.describe_features().items())}
+
+        seen: list[Any] = [described(), admin.update_features({"share.version": 1}, validate_only=True),
+                           admin.update_features({"share.version": 1})]
+        _applied(bootstrap, {"share.version": 1})
+        seen.append(described())
+        with pytest.raises(kafka.errors.InvalidUpdateVersionError) as refused:
+            admin.update_features({"transaction.version": 3})
+        seen += [str(refused.value).split("error_message=")[1],
+                 admin.update_features({"share.version": ("SAFE_DOWNGRADE", 0)})]
+        _applied(bootstrap, {"share.version": 0})
+        return seen + [described()]
+    finally:
+        admin.close()
+
+
+def test_kafka_python_updates_features_as_on_kafka(fresh: Broker, kafka41: ReferenceKafka) -> None:
+    try:
+        theirs = _kafka_python_steps(kafka41.bootstrap_servers)
+    finally:
+        restore = KafkaAdminClient(bootstrap_servers=kafka41.bootstrap_servers)
+        restore.update_features({"share.version": ("SAFE_DOWNGRADE", 0)})
+        restore.close()
+        _applied(kafka41.bootstrap_servers, {"share.version": 0})
+    assert _kafka_python_steps(fresh.bootstrap_servers) == theirs
