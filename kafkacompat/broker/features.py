@@ -16,6 +16,7 @@ messages too), and the first refusal fails the whole request.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import enum
 from collections.abc import Mapping, Sequence
@@ -132,6 +133,7 @@ class FeatureLevels:
         self._config = config
         self._store = store
         self.single_node = single_node
+        self._turn = asyncio.Lock()  # one update at a time: each reads the epoch it bumps
 
     def supported(self) -> dict[str, tuple[int, int]]:
         return supported(self.single_node)
@@ -203,12 +205,16 @@ class FeatureLevels:
 
     async def update(self, updates: Sequence[FeatureUpdate], validate_only: bool,
                      controller_id: int) -> Refusal | None:
-        """Check every update, then (unless validate_only) keep them all and bump the epoch at once."""
-        refused = self.check(updates, controller_id)
-        if refused is not None or validate_only or not updates:
-            return refused
-        changes: dict[str, str | None] = {_LEVEL_KEY + u.name: str(u.level) for u in updates
-                                          if u.name != KRAFT_VERSION}  # kraft.version stays where it is
-        changes[_EPOCH_KEY] = str(self.epoch + 1)
-        await self._store.set_settings(changes)
+        """Check every update, then (unless validate_only) keep them all and bump the epoch at once.
+
+        Brokers of one cluster updating at the same instant may both write the same next epoch:
+        the levels stay right, the epoch goes up by one for the two."""
+        async with self._turn:
+            refused = self.check(updates, controller_id)
+            if refused is not None or validate_only or not updates:
+                return refused
+            changes: dict[str, str | None] = {_LEVEL_KEY + u.name: str(u.level) for u in updates
+                                              if u.name != KRAFT_VERSION}  # kraft.version stays where it is
+            changes[_EPOCH_KEY] = str(self.epoch + 1)
+            await self._store.set_settings(changes)
         return None
