@@ -17,8 +17,7 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from kafkacompat.protocol.messages import make
-from kafkacompat.testing.cluster import BrokerCluster, cloud_cluster_args
-from kafkacompat.testing.services import ServiceUnavailable
+from kafkacompat.testing.cluster import TEST_LEASE_MS, BrokerCluster
 from tests.cluster.test_membership import metadata
 from tests.cluster.test_shared_store import wait_until
 from tests.test_features import SAFE_DOWNGRADE, features, update
@@ -26,20 +25,9 @@ from tests.wire import Wire, request_class
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 
-LEASE_MS, HEARTBEAT_MS = 2000, 200
-
-
 @pytest.fixture
-def args() -> list[str]:
-    try:
-        return cloud_cluster_args(LEASE_MS, HEARTBEAT_MS)
-    except ServiceUnavailable as exc:
-        pytest.skip(str(exc))
-
-
-@pytest.fixture
-def cluster(args: list[str]) -> Iterator[BrokerCluster]:
-    with BrokerCluster(2, args) as running:
+def cluster(cloud_args: list[str]) -> Iterator[BrokerCluster]:
+    with BrokerCluster(2, cloud_args) as running:
         yield running
 
 
@@ -67,7 +55,7 @@ def levels(bootstrap: str) -> tuple[dict[str, int], int]:
 
 
 def test_a_level_set_at_one_broker_is_every_brokers_and_a_dead_one_is_unregistered(
-        cluster: BrokerCluster, args: list[str]) -> None:
+        cluster: BrokerCluster, cloud_args: list[str]) -> None:
     first, second = cluster.broker(1), cluster.broker(2)
     before, epoch = levels(second.bootstrap)
     assert before["transaction.version"] == 1  # transactions v2 needs every leader able to join a transaction
@@ -80,7 +68,7 @@ def test_a_level_set_at_one_broker_is_every_brokers_and_a_dead_one_is_unregister
                                                     epoch + 1), timeout=10)
     second.kill()
     wait_until("broker 2 dropped from the live list", lambda: metadata(first.bootstrap) == ({1}, 1),
-               timeout=LEASE_MS / 1000 + 10)
+               timeout=TEST_LEASE_MS / 1000 + 10)
     assert unregister(first.bootstrap, 2) == (ErrorCode.none, None)
     assert unregister(first.bootstrap, 2) == (ErrorCode.broker_id_not_registered,
                                               "Broker ID 2 is not currently registered")
@@ -88,5 +76,5 @@ def test_a_level_set_at_one_broker_is_every_brokers_and_a_dead_one_is_unregister
     assert metadata(first.bootstrap) == ({1}, 1)
     # A live broker unregistered registers again, as a Kafka broker does once fenced
     assert unregister(first.bootstrap, 1) == (ErrorCode.none, None)
-    wait_until("broker 1 registered again", lambda: registered(args[1], 1), timeout=10)
+    wait_until("broker 1 registered again", lambda: registered(cloud_args[1], 1), timeout=10)
     assert metadata(first.bootstrap) == ({1}, 1)
