@@ -38,9 +38,27 @@ def _heartbeat(bootstrap: str) -> Any:
                                         topic_partitions=())).error_code
 
 
+def _consumer_describe(bootstrap: str) -> Any:
+    with Wire(bootstrap) as wire:
+        return wire.request(69, 0, make(request_class(69, 0), group_ids=("features-parity",),
+                                         include_authorized_operations=False))
+
+
+def _share_steps(bootstrap: str) -> Any:
+    """A share consumer joining, and its group described: refused while share.version is 0."""
+    with Wire(bootstrap) as wire:
+        joined = wire.request(76, 1, make(request_class(76, 1), group_id="features-parity", member_id="m1",
+                                          member_epoch=0, rack_id=None,
+                                          subscribed_topic_names=("features-parity",)))
+        described = wire.request(77, 1, make(request_class(77, 1), group_ids=("features-parity",),
+                                             include_authorized_operations=False))
+    return joined.error_code, described
+
+
 Step = tuple[str, ...] | Callable[[str], Any]
 STEPS: list[Step] = [
     ("describe",),
+    _share_steps,
     ("upgrade", "--feature", "share.version=1", "--dry-run"),
     ("upgrade", "--feature", "share.version=1"),
     ("describe",),
@@ -54,6 +72,7 @@ STEPS: list[Step] = [
     ("upgrade", "--feature", "transaction.version=2"),
     ("disable", "--feature", "group.version"),
     _heartbeat,
+    _consumer_describe,
     ("upgrade", "--feature", "group.version=1"),
     ("upgrade", "--feature", "nonexistent.feature=1"),
     ("disable", "--feature", "nonexistent.feature"),
