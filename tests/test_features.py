@@ -109,3 +109,14 @@ def test_without_alter_on_the_cluster_both_are_refused() -> None:
         assert wire.request(64, 0, make(request_class(64, 0), broker_id=7)).error_code == \
             ErrorCode.cluster_authorization_failed
         assert features(wire)[0]["share.version"] == 1
+
+
+def test_api_versions_before_v4_leave_out_features_whose_range_starts_at_0(broker: Broker) -> None:
+    """Java clients before 3.9 (ApiVersions v3) reject a supported range starting at 0, as Kafka 4.1 knows."""
+    with Wire(broker.bootstrap_servers) as wire:
+        old = wire.request(18, 3, make(request_class(18, 3), client_software_name="t", client_software_version="1"))
+        new = wire.request(18, 4, make(request_class(18, 4), client_software_name="t", client_software_version="1"))
+    assert [f.name for f in old.supported_features] == ["metadata.version"]
+    assert {f.name for f in new.supported_features} > {"metadata.version", "group.version"}
+    assert [(f.name, f.max_version_level) for f in old.finalized_features] == \
+        [(f.name, f.max_version_level) for f in new.finalized_features]

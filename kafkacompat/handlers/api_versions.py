@@ -35,6 +35,7 @@ async def handle(ctx: Any, request: Any) -> Any:
             supported_features=tuple(
                 make(m.SupportedFeatureKey, name=name, min_version=low, max_version=high)
                 for name, (low, high) in features.supported().items()
+                if low > 0 or ctx.version >= 4  # clients before v4 refuse a range starting at 0, so Kafka leaves it out
             ),
             finalized_features_epoch=features.epoch,
             finalized_features=tuple(

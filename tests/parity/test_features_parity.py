@@ -191,3 +191,19 @@ def test_kafka_python_updates_features_as_on_kafka(fresh: Broker, kafka41: Refer
         restore.close()
         _applied(kafka41.bootstrap_servers, {"share.version": 0})
     assert _kafka_python_steps(fresh.bootstrap_servers) == theirs
+
+
+def _listed(bootstrap: str) -> dict[int, tuple[dict[str, tuple[int, int]], dict[str, int]]]:
+    out = {}
+    with Wire(bootstrap) as wire:
+        for version in (3, 4):
+            answer = wire.request(18, version, make(request_class(18, version), client_software_name="t",
+                                                    client_software_version="1"))
+            out[version] = ({f.name: (f.min_version, f.max_version) for f in answer.supported_features},
+                            {f.name: f.max_version_level for f in answer.finalized_features})
+    return out
+
+
+def test_api_versions_list_the_features_kafka_lists(fresh: Broker, kafka41: ReferenceKafka) -> None:
+    """v3 leaves out ranges starting at 0 (Java clients before 3.9 refuse them); v4 lists them all."""
+    assert _listed(fresh.bootstrap_servers) == _listed(kafka41.bootstrap_servers)
