@@ -8,10 +8,13 @@ the connection's cluster gate.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from ..cluster import ClusterError
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
+
+log = logging.getLogger(__name__)
 
 
 async def handle(ctx: Any, request: Any) -> Any:
@@ -21,6 +24,8 @@ async def handle(ctx: Any, request: Any) -> Any:
     except ClusterError as exc:
         error, message = ErrorCode.request_timed_out, f"Cannot unregister broker {request.broker_id}: {exc}"
     else:
+        if removed:
+            log.warning("%s unregistered broker %d", ctx.principal, request.broker_id)
         error, message = ((ErrorCode.none, None) if removed else (
             ErrorCode.broker_id_not_registered, f"Broker ID {request.broker_id} is not currently registered"))
     return make(m.UnregisterBrokerResponse, throttle_time=NO_THROTTLE, error_code=error, error_message=message)

@@ -8,11 +8,13 @@ success lists each feature (v0-1) or nothing (v2), as Kafka answers.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from ..broker.features import FeatureUpdate, UpgradeType
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
 
+log = logging.getLogger(__name__)
 _FAILED_ALL = "The update failed for all features since the following feature had an error: "
 
 
@@ -39,6 +41,9 @@ async def handle(ctx: Any, request: Any) -> Any:
         if ctx.version <= 1:
             answer["results"] = ()
         return make(m.UpdateFeaturesResponse, throttle_time=NO_THROTTLE, **answer)
+    if updates and not getattr(request, "validate_only", False):
+        log.warning("%s set feature levels %s (epoch %d)", ctx.principal,
+                    ", ".join(f"{u.name}={u.level}" for u in updates), cluster.features.epoch)
     answer = dict(error_code=ErrorCode.none, error_message=None)
     if ctx.version <= 1:
         answer["results"] = tuple(make(m.UpdatableFeatureResult, feature=name, error_code=ErrorCode.none,

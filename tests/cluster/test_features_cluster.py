@@ -63,9 +63,11 @@ def test_a_level_set_at_one_broker_is_every_brokers_and_a_dead_one_is_unregister
         assert update(wire, ("group.version", 0, SAFE_DOWNGRADE)).error_code == ErrorCode.none
         beyond = update(wire, ("transaction.version", 2, 1))
     assert beyond.error_message.endswith("Local controller 1 only supports versions 0-1")
-    wait_until("broker 2 reports the level broker 1 finalized",
-               lambda: levels(second.bootstrap) == ({k: v for k, v in before.items() if k != "group.version"},
-                                                    epoch + 1), timeout=10)
+    after = ({k: v for k, v in before.items() if k != "group.version"}, epoch + 1)
+    wait_until("broker 2 reports the level broker 1 finalized", lambda: levels(second.bootstrap) == after,
+               timeout=10)
+    cluster.restart(1)
+    assert levels(first.bootstrap) == after  # kept in the store
     second.kill()
     wait_until("broker 2 dropped from the live list", lambda: metadata(first.bootstrap) == ({1}, 1),
                timeout=TEST_LEASE_MS / 1000 + 10)
