@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..broker.features import SHARE_VERSION
 from ..security.acls import Operation, ResourceType
 from ..shares.share_group import ASSIGNOR
 from .common import NO_THROTTLE, UNSET_OPERATIONS, ErrorCode, make, schema_of
@@ -37,7 +38,7 @@ async def handle(ctx: Any, request: Any) -> Any:
     m = schema_of(ctx)
     shares = ctx.cluster.shares
     operations = GROUP_OPERATIONS if request.include_authorized_operations else UNSET_OPERATIONS
-    if ctx.cluster.features.level("share.version") < 1:  # share groups off
+    if ctx.cluster.features.level(SHARE_VERSION) < 1:  # share groups off
         return protocol_off(m, m.ShareGroupDescribeResponse, request.group_ids)
     groups = []
     for group_id in request.group_ids:
