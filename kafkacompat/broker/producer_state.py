@@ -269,6 +269,21 @@ class ProducerStates:
         entry.marker_timestamp = timestamp
         entry.coordinator_epoch = coordinator_epoch
 
+    def marker_refusal(self, producer_id: int, epoch: int, partition: Hashable, coordinator_epoch: int) -> ErrorCode:
+        """Why a marker sent with WriteTxnMarkers may not be written here, as Kafka's partition leader
+        checks one (ProducerAppendInfo.appendEndTxnMarker): an epoch older than the producer's is
+        INVALID_PRODUCER_EPOCH, a coordinator epoch older than its last marker's is
+        TRANSACTION_COORDINATOR_FENCED (a deposed coordinator, or an operator's stale abort). A producer
+        with no state here takes any marker."""
+        entry = self._entries.get((producer_id, partition))
+        if entry is None:
+            return ErrorCode.none
+        if epoch < entry.epoch:
+            return ErrorCode.invalid_producer_epoch
+        if coordinator_epoch < entry.coordinator_epoch:
+            return ErrorCode.transaction_coordinator_fenced
+        return ErrorCode.none
+
     def _expire(self, now: float) -> None:
         """Forget producers idle longer than the expiration; checked at most once a minute."""
         cutoff = now - self._expiration
