@@ -658,8 +658,10 @@ class TransactionCoordinator:
             refusal = self.producers.marker_refusal(meta.producer_id, meta.producer_epoch, (stream, topic, index),
                                                     COORDINATOR_EPOCH)
             if refusal != ErrorCode.none:
-                # An operator's WriteTxnMarkers wrote a marker of a newer epoch there: as Kafka's coordinator
-                # on that refusal, the transaction ends without this partition's marker.
+                # An operator's WriteTxnMarkers wrote a marker of a newer epoch there, and the leader refuses
+                # this one. Kafka's coordinator then stops sending markers and leaves the transaction in
+                # Prepare* until its __transaction_state partition is loaded again (where it is refused
+                # again); this one ends it without the marker there, so its producer id is not stuck.
                 log.info("transaction %s: no marker in %s:%s/%d (%s)", meta.transactional_id, stream, topic, index,
                          refusal.name)
                 continue
