@@ -113,3 +113,42 @@ def test_marker_answers(broker: Broker) -> None:
         "the producer ends its transaction": ErrorCode.none,  # its coordinator's marker is refused there
         "at the end": (4, 4, [0]),
     }
+
+
+def test_kafka_python_admin_aborts_an_open_transaction(broker: Broker) -> None:
+    """kafka-python's KafkaAdminClient finds the open transaction (describe_producers) and aborts it
+    (abort_transaction, WriteTxnMarkers); its read_committed consumer then reads past it."""
+    from confluent_kafka import Producer
+    from kafka import KafkaConsumer, TopicPartition
+    from kafka.admin import AbortTransactionSpec, KafkaAdminClient
+
+    topic = create_topic(broker.bootstrap_servers, f"kp-abort-{uuid.uuid4().hex[:8]}")
+    hung = Producer({"bootstrap.servers": broker.bootstrap_servers, "transactional.id": topic})
+    hung.init_transactions(15)
+    hung.begin_transaction()
+    hung.produce(topic, b"hung")
+    assert hung.flush(15) == 0
+    plain = Producer({"bootstrap.servers": broker.bootstrap_servers})
+    plain.produce(topic, b"after")
+    assert plain.flush(15) == 0
+    partition = TopicPartition(topic, 0)
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap_servers)
+    try:
+        [state] = admin.describe_producers([partition])[partition].active_producers
+        assert state.current_transaction_start_offset == 0
+        admin.abort_transaction(AbortTransactionSpec(partition, state.producer_id, state.producer_epoch,
+                                                     max(state.coordinator_epoch, 0)))
+        [state] = admin.describe_producers([partition])[partition].active_producers
+        assert state.current_transaction_start_offset == -1
+    finally:
+        admin.close()
+    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap_servers, isolation_level="read_committed",
+                             enable_auto_commit=False, consumer_timeout_ms=10_000)
+    consumer.assign([partition])
+    consumer.seek_to_beginning(partition)
+    try:
+        first = next(iter(consumer))
+    finally:
+        consumer.close()
+    assert (first.offset, first.value) == (1, b"after")  # the aborted record is dropped, the LSO moved on
+    hung.abort_transaction(15)
