@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from pathlib import Path
 from typing import Any
 
 import kio.schema.write_txn_markers.v1.request as m
@@ -113,6 +114,19 @@ def test_marker_answers(broker: Broker) -> None:
         "the producer ends its transaction": ErrorCode.none,  # its coordinator's marker is refused there
         "at the end": (4, 4, [0]),
     }
+
+
+def test_a_markers_epochs_still_fence_after_a_restart(tmp_path: Path) -> None:
+    """The producer and coordinator epochs of an operator's marker are read back from the log."""
+    with Broker(data_dir=str(tmp_path)) as first:
+        topic = create_topic(first.bootstrap_servers, "fenced-after-restart")
+        with Wire(first.bootstrap_servers) as w:
+            assert _error(write_markers(w, (4242, 3, False, 7, {topic: (0,)}))) == ErrorCode.none
+    with Broker(data_dir=str(tmp_path)) as again, Wire(again.bootstrap_servers) as w:
+        answers = [_error(write_markers(w, (4242, 3, False, 6, {topic: (0,)}))),
+                   _error(write_markers(w, (4242, 2, False, 7, {topic: (0,)}))),
+                   _error(write_markers(w, (4242, 3, True, 7, {topic: (0,)})))]
+    assert answers == [ErrorCode.transaction_coordinator_fenced, ErrorCode.invalid_producer_epoch, ErrorCode.none]
 
 
 def test_kafka_python_admin_aborts_an_open_transaction(broker: Broker) -> None:
