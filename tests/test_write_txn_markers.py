@@ -129,6 +129,16 @@ def test_a_markers_epochs_still_fence_after_a_restart(tmp_path: Path) -> None:
     assert answers == [ErrorCode.transaction_coordinator_fenced, ErrorCode.invalid_producer_epoch, ErrorCode.none]
 
 
+def test_no_marker_goes_into_consumer_offsets(broker: Broker) -> None:
+    """Offsets are cursors here and a transaction's offsets wait in its coordinator: nothing to mark there."""
+    from tests.groups.test_groups_protocol import find_coordinator
+
+    with Wire(broker.bootstrap_servers) as w:
+        find_coordinator(w, 4, ["any-group"])  # makes __consumer_offsets, as a group's first client does
+        answer = write_markers(w, (4242, 0, False, 0, {"__consumer_offsets": (0,)}))
+    assert _error(answer) == ErrorCode.invalid_topic_exception
+
+
 def test_kafka_python_admin_aborts_an_open_transaction(broker: Broker) -> None:
     """kafka-python's KafkaAdminClient finds the open transaction (describe_producers) and aborts it
     (abort_transaction, WriteTxnMarkers); its read_committed consumer then reads past it."""

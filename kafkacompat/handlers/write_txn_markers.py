@@ -9,7 +9,9 @@ or, failing that, CLUSTER_ACTION (else every partition is
 CLUSTER_AUTHORIZATION_FAILED); per partition UNKNOWN_TOPIC_OR_PARTITION,
 NOT_LEADER_OR_FOLLOWER where another broker of a cluster leads it, and the
 leader's own checks of the marker (ProducerStates.marker_refusal). The
-coordinator's state is left alone, as on Kafka.
+coordinator's state is left alone, as on Kafka. `__consumer_offsets` holds
+no transactional offsets here (they wait in the coordinator), so a marker
+for it is refused INVALID_TOPIC_EXCEPTION, as a produce to it is.
 """
 
 from __future__ import annotations
@@ -53,6 +55,11 @@ async def _write(ctx: Any, marker: Any, control: ControlType, name: str, index: 
     """One partition's marker: checked against the producer's state there, then appended."""
     cluster = ctx.cluster
     info, _ = cluster.topic_for(name)
+    if info is not None and cluster.is_internal(info):
+        # Kafka's group coordinator would settle the producer's pending offsets there; here offsets are
+        # cursors and a transaction's wait in its coordinator, so there is nothing to mark (produce too
+        # is refused with this error).
+        return ErrorCode.invalid_topic_exception
     partition, error = await cluster.serving_partition(info, ErrorCode.unknown_topic_or_partition, index)
     if partition is None:
         return error
