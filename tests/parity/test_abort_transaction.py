@@ -105,7 +105,8 @@ def _scenario(bootstrap: str) -> dict[str, Any]:
                                        bootstrap=bootstrap, topic=topic)
     run["abort by producer id"] = _tool(*by_id, "--producer-epoch", state["ProducerEpoch"], "--coordinator-epoch",
                                         state["LatestCoordinatorEpoch"], bootstrap=bootstrap, topic=topic)
-    run["producers after"] = [{key: row[key] for key in SHOWN} for p in (0, 1) for row in _producers(bootstrap, topic, p)]
+    run["producers after"] = [{key: row[key] for key in SHOWN}
+                              for p in (0, 1) for row in _producers(bootstrap, topic, p)]
     with Wire(bootstrap) as w:
         answer = fetch(w, topic, 1)
         run["read_committed after"] = (answer.high_watermark, answer.last_stable_offset,
