@@ -22,6 +22,7 @@ from kio.schema.errors import ErrorCode
 from kafkacompat.protocol.messages import make
 from kafkacompat.testing import Broker
 from tests.conftest import create_topic
+from tests.groups.test_groups_protocol import find_coordinator
 from tests.test_transactions_protocol import add_partitions, end_txn, fetch, init, produce_txn, txn_batch
 from tests.wire import Wire
 
@@ -50,13 +51,18 @@ def _error(answer: list[Any]) -> ErrorCode:
 def _open_transaction(w: Wire, name: str) -> tuple[int, int]:
     """(producer id, epoch 1) of a transaction with one record open at offset 0 of `name`.
 
-    Kafka creates its transaction log on first use: InitProducerId is retried until it answers.
+    Kafka creates its transaction log when a client first looks for a transaction coordinator, and
+    loads it after: FindCoordinator and InitProducerId are retried until it answers.
     """
     deadline = time.monotonic() + 60
     while fetch(w, name, 0).error_code != ErrorCode.none:  # the new topic's leader is in place
         assert time.monotonic() < deadline, f"topic {name} has no leader"
         time.sleep(0.2)
-    while (started := init(w, name)).error_code != ErrorCode.none:
+    while True:
+        find_coordinator(w, 4, [name], key_type=1)
+        started = init(w, name)
+        if started.error_code == ErrorCode.none:
+            break
         assert time.monotonic() < deadline, f"InitProducerId: {started.error_code!r}"
         time.sleep(0.3)
     started = init(w, name)  # a second producer of the id: epoch 1, so that epoch 0 is a stale one
@@ -81,7 +87,8 @@ def marker_answers(bootstrap: str, name: str) -> list[tuple[object, ...]]:
         out.append(("open", _committed_view(w, name)))
         out.append(("stale producer epoch", _error(write_markers(w, (pid, epoch - 1, False, 0, {name: (0,)})))))
         unknown = write_markers(w, (pid, epoch, False, 0, {name: (7,), f"{name}-absent": (0,)}))
-        out.append(("unknown partition and topic", [(t.replace(name, "<t>"), p) for t, p in unknown[0][1]]))
+        # sorted: Kafka answers topics in the order of a hash map
+        out.append(("unknown partition and topic", sorted((t.replace(name, "<t>"), p) for t, p in unknown[0][1])))
         out.append(("no markers", write_markers(w)))
         out.append(("abort", _error(write_markers(w, (pid, epoch, False, 2, {name: (0,)})))))
         out.append(("after the abort", _committed_view(w, name)))
@@ -131,8 +138,6 @@ def test_a_markers_epochs_still_fence_after_a_restart(tmp_path: Path) -> None:
 
 def test_no_marker_goes_into_consumer_offsets(broker: Broker) -> None:
     """Offsets are cursors here and a transaction's offsets wait in its coordinator: nothing to mark there."""
-    from tests.groups.test_groups_protocol import find_coordinator
-
     with Wire(broker.bootstrap_servers) as w:
         find_coordinator(w, 4, ["any-group"])  # makes __consumer_offsets, as a group's first client does
         answer = write_markers(w, (4242, 0, False, 0, {"__consumer_offsets": (0,)}))
