@@ -63,7 +63,7 @@ def test_answers_by_version_and_validate_only() -> None:
         levels, epoch = features(wire)
         checked = update(wire, ("group.version", 0, SAFE_DOWNGRADE), validate_only=True, version=1)
         assert [(r.feature, r.error_code, r.error_message) for r in checked.results] == [
-            ("group.version", ErrorCode.none, None)]
+            ("group.version", ErrorCode.none, "NONE")]
         assert features(wire) == (levels, epoch)  # validated only: nothing changed
         refused = update(wire, ("group.version", 0, 1), version=1)  # a downgrade sent as an upgrade
         assert refused.error_code == ErrorCode.invalid_update_version and refused.results == ()

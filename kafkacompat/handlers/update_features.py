@@ -2,8 +2,9 @@
 
 The connection's cluster gate refuses principals without ALTER on the
 cluster (CLUSTER_AUTHORIZATION_FAILED). A refusal is a top-level error
-naming the first feature refused, and fails every update of the request;
-success lists each feature (v0-1) or nothing (v2), as Kafka answers.
+naming the first feature refused (in Kafka's HashMap order), and fails
+every update of the request; success lists each feature in request order
+(v0-1) or nothing (v2), as Kafka answers.
 """
 
 from __future__ import annotations
@@ -46,6 +47,6 @@ async def handle(ctx: Any, request: Any) -> Any:
                     ", ".join(f"{u.name}={u.level}" for u in updates), cluster.features.epoch)
     answer = dict(error_code=ErrorCode.none, error_message=None)
     if ctx.version <= 1:
-        answer["results"] = tuple(make(m.UpdatableFeatureResult, feature=name, error_code=ErrorCode.none,
-                                       error_message=None) for name in dict.fromkeys(u.name for u in updates))
+        answer["results"] = tuple(make(m.UpdatableFeatureResult, feature=u.name, error_code=ErrorCode.none,
+                                       error_message="NONE") for u in updates)  # Kafka's words, request order
     return make(m.UpdateFeaturesResponse, throttle_time=NO_THROTTLE, **answer)

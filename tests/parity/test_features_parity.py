@@ -207,3 +207,30 @@ def _listed(bootstrap: str) -> dict[int, tuple[dict[str, tuple[int, int]], dict[
 def test_api_versions_list_the_features_kafka_lists(fresh: Broker, kafka41: ReferenceKafka) -> None:
     """v3 leaves out ranges starting at 0 (Java clients before 3.9 refuse them); v4 lists them all."""
     assert _listed(fresh.bootstrap_servers) == _listed(kafka41.bootstrap_servers)
+
+
+def _wire_steps(bootstrap: str) -> list[Any]:
+    """UpdateFeatures v0-v2 and UnregisterBroker as a client sees them on the wire (changing nothing)."""
+    import kio.schema.update_features.v0.request as v0
+
+    from tests.test_features import update
+
+    with Wire(bootstrap) as wire:
+        return [
+            update(wire, ("share.version", 1, 1), ("group.version", 1, 1), validate_only=True, version=1),
+            update(wire, ("transaction.version", 1, 1), ("share.version", 1, 1), validate_only=True, version=1),
+            update(wire, ("transaction.version", 3, 1), ("share.version", 4, 1), validate_only=True, version=1),
+            update(wire, ("group.version", 0, 5), validate_only=True),
+            update(wire, ("metadata.version", 22, 3), validate_only=True),
+            update(wire, ("share.version", -1, 2), validate_only=True),
+            wire.request(57, 0, make(v0.UpdateFeaturesRequest, timeout=TIMEOUT, feature_updates=(
+                make(v0.FeatureUpdateKey, feature="share.version", max_version_level=0, allow_downgrade=True),))),
+            wire.request(57, 0, make(v0.UpdateFeaturesRequest, timeout=TIMEOUT, feature_updates=(
+                make(v0.FeatureUpdateKey, feature="transaction.version", max_version_level=1,
+                     allow_downgrade=False),))),
+            wire.request(64, 0, make(request_class(64, 0), broker_id=77)),
+        ]
+
+
+def test_wire_answers_by_version_are_kafkas(fresh: Broker, kafka41: ReferenceKafka) -> None:
+    assert _wire_steps(fresh.bootstrap_servers) == _wire_steps(kafka41.bootstrap_servers)
