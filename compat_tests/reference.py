@@ -62,6 +62,7 @@ TOOLS = {
     "kafka-verifiable-producer": "org.apache.kafka.tools.VerifiableProducer",
     "kafka-verifiable-consumer": "org.apache.kafka.tools.VerifiableConsumer",
     "kafka-cluster": "org.apache.kafka.tools.ClusterTool",
+    "kafka-features": "org.apache.kafka.tools.FeatureCommand",
     "kafka-broker-api-versions": "org.apache.kafka.tools.BrokerApiVersionsCommand",
     "kafka-acls": "org.apache.kafka.tools.AclCommand",
     "kafka-transactions": "org.apache.kafka.tools.TransactionsCommand",

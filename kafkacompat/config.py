@@ -130,8 +130,9 @@ class BrokerConfig:
                                                                      "group.consumer.migration.policy",
                                                     metavar="POLICY")
     # KIP-932 share groups (KafkaShareConsumer), like Kafka's share.version feature and group.share.* settings
-    share_version: int = _setting(1, "the share.version feature level in force, as kafka-features sets it: 1 serves "
-                                     "share groups (KIP-932), 0 refuses them", metavar="LEVEL")
+    share_version: int = _setting(1, "the share.version feature level until kafka-features sets one (kept in "
+                                     "the store), like kafka-storage format --feature: 1 serves share groups "
+                                     "(KIP-932), 0 refuses them", metavar="LEVEL")
     group_share_session_timeout_ms: int = _setting(45_000, "session timeout of share group members, like "
                                                            "group.share.session.timeout.ms", metavar="MS", minimum=1)
     group_share_heartbeat_interval_ms: int = _setting(5_000, "heartbeat interval told to share group members, like "
@@ -237,8 +238,9 @@ class BrokerConfig:
         3_600_000, "how often expired transactional ids are removed, like "
                    "transaction.remove.expired.transaction.cleanup.interval.ms", metavar="MS", minimum=1)
     transaction_version: int = _setting(
-        2, "the transaction.version feature level in force, as kafka-features sets it: 2 (KIP-890 transactions "
-           "v2, the default of a new Kafka 4.1 cluster) lets Java 4.x producers use it, 1 keeps every client on v1",
+        2, "the transaction.version feature level until kafka-features sets one (kept in the store), like "
+           "kafka-storage format --feature: 2 (KIP-890 transactions v2, the default of a new Kafka 4.1 cluster) "
+           "lets Java 4.x producers use it, 1 keeps every client on v1",
         metavar="LEVEL", minimum=1)
     # stream replication between clusters (kafkacompat/replication)
     cluster_name: str | None = _setting(None, "this cluster's name, kept in the store beside its UUID and shown to "

@@ -54,7 +54,9 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     47: (0, 0),  # OffsetDelete
     48: (0, 1),  # DescribeClientQuotas
     49: (0, 1),  # AlterClientQuotas
+    57: (0, 2),  # UpdateFeatures; v2 answers no per-feature results
     60: (0, 1),  # DescribeCluster
+    64: (0, 0),  # UnregisterBroker
     68: (0, 1),  # ConsumerGroupHeartbeat (KIP-848); v1: the client makes its member id
     69: (0, 1),  # ConsumerGroupDescribe
     61: (0, 0),  # DescribeProducers

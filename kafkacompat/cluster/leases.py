@@ -117,3 +117,8 @@ class BrokerLease:
 async def live_members(conn: asyncpg.Connection) -> list[Member]:
     rows = await conn.fetch("SELECT node_id, host, port FROM kc_brokers WHERE lease_until > now() ORDER BY node_id")
     return [Member(r["node_id"], r["host"], r["port"]) for r in rows]
+
+
+async def unregister(conn: asyncpg.Connection, node_id: int) -> bool:
+    """Remove a broker's registration, live or not; False when it has none."""
+    return await conn.fetchval("DELETE FROM kc_brokers WHERE node_id = $1 RETURNING true", node_id) is not None

@@ -58,6 +58,7 @@ from . import (
 from . import alter_user_scram_credentials, describe_user_scram_credentials, sasl_authenticate, sasl_handshake
 from . import create_acls, delete_acls, describe_acls
 from . import alter_replica_log_dirs
+from . import unregister_broker, update_features
 from . import share_acknowledge, share_fetch, share_group_heartbeat
 from . import alter_share_group_offsets, delete_share_group_offsets, describe_share_group_offsets, share_group_describe
 
@@ -98,7 +99,9 @@ HANDLERS: dict[int, ModuleType] = {
     47: offset_delete,
     48: describe_client_quotas,
     49: alter_client_quotas,
+    57: update_features,
     60: describe_cluster,
+    64: unregister_broker,
     68: consumer_group_heartbeat,
     69: consumer_group_describe,
     61: describe_producers,
