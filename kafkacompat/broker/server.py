@@ -243,7 +243,7 @@ class BrokerServer:
             sasl = None
             if listener.sasl:
                 sasl = SaslAuthenticator(
-                    self.config.sasl_enabled_mechanisms, self.cluster.credentials,
+                    self.config.sasl_enabled_mechanisms, self.cluster.credentials, self.cluster.tokens,
                     reauth_ms=self.config.connections_max_reauth_ms,
                     peer=client, listener=listener.name,
                 )

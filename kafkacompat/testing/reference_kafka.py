@@ -22,9 +22,8 @@ import socket
 import subprocess
 import tempfile
 import time
-import uuid
 
-from ..broker.cluster import kafka_uuid
+from ..broker.cluster import random_kafka_uuid
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]  # the repository: kafkacompat/, tests/, compat_tests/
 KAFKA_DIST = "kafka_2.13-4.1.0"
@@ -66,15 +65,6 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def _cluster_id() -> str:
-    """A random cluster id that kafka-storage's argument parser takes: not one starting with '-'
-    (Kafka's Uuid.randomUuid skips those too)."""
-    while True:
-        text = kafka_uuid(uuid.uuid4())
-        if not text.startswith("-"):
-            return text
-
-
 def script_env() -> dict[str, str]:
     """The environment for a bin/ tool: a small heap, quick start, no JMX port clash."""
     env = dict(os.environ)
@@ -112,7 +102,7 @@ class ReferenceKafka:
         self.features = features or {}
         self.settings = settings
         self.heap = heap
-        self.cluster_id = _cluster_id()
+        self.cluster_id = random_kafka_uuid()
         self.port = 0
         self._dir: tempfile.TemporaryDirectory[str] | None = None
         self._process: subprocess.Popen[bytes] | None = None

@@ -1,0 +1,38 @@
+"""What the four delegation token APIs share: who may manage tokens at all, and Kafka's timestamps."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from ..security.principal import ANONYMOUS
+
+EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
+NO_TIMESTAMP = -1  # Kafka's DelegationTokenManager.ErrorTimestamp
+
+
+def token_requests_allowed(ctx: Any) -> bool:
+    """Kafka's allowTokenRequests: tokens are handed out and managed only over a connection whose user is
+    proven (SASL, or SSL with a client certificate), and never by a session that itself logged in with a
+    token (else a leaked token could mint others). Refused: DELEGATION_TOKEN_REQUEST_NOT_ALLOWED."""
+    if ctx.sasl is not None and ctx.sasl.token_authenticated:
+        return False
+    if ctx.security_protocol == "PLAINTEXT":
+        return False
+    return not (ctx.security_protocol == "SSL" and ctx.principal == ANONYMOUS)
+
+
+def timestamp(ms: int) -> datetime.datetime:
+    """Milliseconds since the epoch as the datetime kio writes back as those milliseconds (-1 included)."""
+    return EPOCH + datetime.timedelta(milliseconds=ms)
+
+
+def milliseconds(period: datetime.timedelta) -> int:
+    """A request's period (kio decodes int64 milliseconds as a timedelta) back as milliseconds."""
+    return period // datetime.timedelta(milliseconds=1)
+
+
+def split_principal(principal: str) -> tuple[str, str]:
+    """("User", "alice") of "User:alice", as Kafka's SecurityUtils.parseKafkaPrincipal splits it."""
+    kind, _, name = principal.partition(":")
+    return kind, name
