@@ -59,8 +59,8 @@ class TokenSide:
         return self.tools.file(f"{self.name}-{uuid.uuid4().hex[:8]}.properties", "\n".join(lines) + "\n")
 
     def tokens(self, config: str, *args: str, plaintext: bool = False) -> tuple[int, str, str]:
-        done = self.tools.run("kafka-delegation-tokens", "--bootstrap-server", self.plaintext if plaintext else self.sasl,
-                              "--command-config", config, *args)
+        bootstrap = self.plaintext if plaintext else self.sasl
+        done = self.tools.run("kafka-delegation-tokens", "--bootstrap-server", bootstrap, "--command-config", config, *args)
         return done.code, done.out, done.err
 
     def java(self, config: str) -> str:
@@ -125,29 +125,29 @@ def brokers(kafka_tools: KafkaTools) -> Iterator[tuple[dict[str, TokenSide], Bro
 def journey(side: TokenSide) -> dict[str, Any]:
     """A token's life as the tools and a Java client show it."""
     alice, bob = side.config("alice", USERS["alice"]), side.config("bob", USERS["bob"])
-    seen_steps: dict[str, Any] = {}
+    steps: dict[str, Any] = {}
     step = side.tokens(side.config("", "", protocol="PLAINTEXT"), "--create", "--max-life-time-period", "-1",
                        plaintext=True)
-    seen_steps["create over PLAINTEXT"] = shown(step)
+    steps["create over PLAINTEXT"] = shown(step)
     step = side.tokens(alice, "--create", "--renewer-principal", "User:bob", "--max-life-time-period", "-1")
-    seen_steps["create"] = shown(step)
+    steps["create"] = shown(step)
     token_id, mac = created(step)
     seen(side, alice, token_id, True)
-    seen_steps["describe own"] = shown(side.tokens(alice, "--describe", "--owner-principal", "User:alice"))
-    seen_steps["describe no owner"] = shown(side.tokens(alice, "--describe"))
-    seen_steps["describe as renewer"] = shown(side.tokens(bob, "--describe", "--owner-principal", "User:alice"))
-    seen_steps["renew as renewer"] = shown(side.tokens(bob, "--renew", "--hmac", mac, "--renew-time-period", "3600000"))
-    seen_steps["renew unknown"] = shown(side.tokens(alice, "--renew", "--hmac", "AAAA", "--renew-time-period", "-1"))
+    steps["describe own"] = shown(side.tokens(alice, "--describe", "--owner-principal", "User:alice"))
+    steps["describe no owner"] = shown(side.tokens(alice, "--describe"))
+    steps["describe as renewer"] = shown(side.tokens(bob, "--describe", "--owner-principal", "User:alice"))
+    steps["renew as renewer"] = shown(side.tokens(bob, "--renew", "--hmac", mac, "--renew-time-period", "3600000"))
+    steps["renew unknown"] = shown(side.tokens(alice, "--renew", "--hmac", "AAAA", "--renew-time-period", "-1"))
     with_token = side.config(token_id, mac, token=True)
-    seen_steps["create with a token login"] = shown(side.tokens(with_token, "--create", "--max-life-time-period", "-1"))
-    seen_steps["java with the token"] = side.java(with_token)
-    seen_steps["expire as bob"] = shown(side.tokens(bob, "--expire", "--hmac", mac, "--expiry-time-period", "-1"))
+    steps["create with a token login"] = shown(side.tokens(with_token, "--create", "--max-life-time-period", "-1"))
+    steps["java with the token"] = side.java(with_token)
+    steps["expire as bob"] = shown(side.tokens(bob, "--expire", "--hmac", mac, "--expiry-time-period", "-1"))
     seen(side, alice, token_id, False)
-    seen_steps["describe after expire"] = shown(side.tokens(alice, "--describe", "--owner-principal", "User:alice"))
-    seen_steps["java with the expired token"] = side.java(with_token)
-    seen_steps["create for carol"] = shown(side.tokens(alice, "--create", "--owner-principal", "User:carol",
+    steps["describe after expire"] = shown(side.tokens(alice, "--describe", "--owner-principal", "User:alice"))
+    steps["java with the expired token"] = side.java(with_token)
+    steps["create for carol"] = shown(side.tokens(alice, "--create", "--owner-principal", "User:carol",
                                                        "--max-life-time-period", str(2 * DAY_MS)))
-    return seen_steps
+    return steps
 
 
 def test_token_life_as_kafka(brokers: tuple[dict[str, TokenSide], Broker]) -> None:

@@ -4,23 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from kafkacompat import storage
-
-from .common import NO_THROTTLE, ErrorCode, make, schema_of, storage_error_code
-from .token_common import NO_TIMESTAMP, milliseconds, timestamp, token_requests_allowed
+from .token_common import expiry_answer, milliseconds
 
 
 async def handle(ctx: Any, request: Any) -> Any:
-    m = schema_of(ctx)
-    tokens = ctx.cluster.tokens
-    if not token_requests_allowed(ctx):
-        error, expiry = ErrorCode.delegation_token_request_not_allowed, NO_TIMESTAMP
-    elif not tokens.enabled:
-        error, expiry = ErrorCode.delegation_token_auth_disabled, 0
-    else:
-        try:
-            error, expiry = await tokens.expire(ctx.principal, request.hmac, milliseconds(request.expiry_time_period))
-        except storage.StorageError as exc:  # not stored: the token stays as it was
-            error, expiry = storage_error_code(exc), 0
-    return make(m.ExpireDelegationTokenResponse, error_code=error, expiry_timestamp=timestamp(expiry),
-                throttle_time=NO_THROTTLE)
+    return await expiry_answer(ctx, "ExpireDelegationTokenResponse", lambda tokens: tokens.expire(
+        ctx.principal, request.hmac, milliseconds(request.expiry_time_period)))

@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import datetime
+from collections.abc import Awaitable, Callable
 from typing import Any
 
+from kafkacompat import storage
+
+from ..security.delegation_tokens import DelegationTokens
 from ..security.principal import ANONYMOUS
+from .common import NO_THROTTLE, ErrorCode, make, schema_of, storage_error_code
 
 EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 NO_TIMESTAMP = -1  # Kafka's DelegationTokenManager.ErrorTimestamp
@@ -36,3 +41,21 @@ def split_principal(principal: str) -> tuple[str, str]:
     """("User", "alice") of "User:alice", as Kafka's SecurityUtils.parseKafkaPrincipal splits it."""
     kind, _, name = principal.partition(":")
     return kind, name
+
+
+async def expiry_answer(ctx: Any, response: str,
+                        change: Callable[[DelegationTokens], Awaitable[tuple[ErrorCode, int]]]) -> Any:
+    """Renew's and Expire's answer (named `response`): the error and new expiry of `change`, made only on a
+    connection allowed to manage tokens of a broker that has them (else Kafka's refusal)."""
+    tokens = ctx.cluster.tokens
+    if not token_requests_allowed(ctx):
+        error, expiry = ErrorCode.delegation_token_request_not_allowed, NO_TIMESTAMP
+    elif not tokens.enabled:
+        error, expiry = ErrorCode.delegation_token_auth_disabled, 0
+    else:
+        try:
+            error, expiry = await change(tokens)
+        except storage.StorageError as exc:  # not stored (the store logged why): the token stays as it was
+            error, expiry = storage_error_code(exc), 0
+    return make(getattr(schema_of(ctx), response), error_code=error, expiry_timestamp=timestamp(expiry),
+                throttle_time=NO_THROTTLE)

@@ -86,7 +86,8 @@ def create_body(version: int = 3, renewers: tuple[tuple[str, str], ...] = (), ma
                           for kind, name in renewers),
         "max_lifetime": datetime.timedelta(milliseconds=max_lifetime_ms)}
     if version >= 3:
-        values.update(owner_principal_type=owner[0] if owner else None, owner_principal_name=owner[1] if owner else None)
+        kind, name = owner or (None, None)
+        values.update(owner_principal_type=kind, owner_principal_name=name)
     return cls(**values)
 
 
