@@ -23,6 +23,7 @@ import base64
 import dataclasses
 import hashlib
 import hmac
+import logging
 import time
 from collections.abc import Callable, Sequence
 
@@ -31,6 +32,8 @@ from kio.schema.errors import ErrorCode
 from kafkacompat.storage import Store
 
 from .scram import MECHANISMS, ScramCredential, TokenLogin, make_credential
+
+audit = logging.getLogger("kafkacompat.audit")
 
 TABLE = "delegation_tokens"
 USER_TYPE = "User"
@@ -120,6 +123,8 @@ class DelegationTokens:
         token = TokenInfo(token_id, owner, requester, tuple(renewers), now, max_ms,
                           min(max_ms, _saturating_add(now, self.expiry_time_ms)))
         await self._store.put_state(self._stream, TABLE, {token_id: token.record()})
+        audit.info("delegation token created: token=%s owner=%s requester=%s renewers=%s", token_id, owner,
+                   requester, ",".join(renewers) or "-")
         return token
 
     async def renew(self, principal: str, mac: bytes, renew_period_ms: int) -> tuple[ErrorCode, int]:
@@ -148,6 +153,7 @@ class DelegationTokens:
             answer = ErrorCode.delegation_token_owner_mismatch, 0
         elif expiry_period_ms < 0:
             await self._remove([token.token_id])
+            audit.info("delegation token expired: token=%s owner=%s by=%s", token.token_id, token.owner, principal)
             answer = ErrorCode.none, now
         elif token.expired(now):
             answer = ErrorCode.delegation_token_expired, 0
@@ -169,6 +175,8 @@ class DelegationTokens:
         gone = [token for token in self.tokens() if token.expired(now)]
         if gone:
             await self._remove([token.token_id for token in gone])
+            for token in gone:
+                audit.info("delegation token removed past its expiry: token=%s owner=%s", token.token_id, token.owner)
         return gone
 
     async def _remove(self, token_ids: list[str]) -> None:
