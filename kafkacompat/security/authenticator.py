@@ -103,8 +103,11 @@ class SaslAuthenticator:
             self.failed = True
             self._in_progress = False
             username = self._exchange.username if self._exchange is not None else _plain_user(token, mechanism)
+            who = user(username) if username else "?"
+            if self._exchange is not None and self._exchange.token_auth:  # the name was a token id, not a user
+                who = f"? delegation_token={username}"
             audit.warning("authentication failed: principal=%s client=%s listener=%s mechanism=%s: %s",
-                          user(username) if username else "?", self._peer, self._listener, mechanism, exc)
+                          who, self._peer, self._listener, mechanism, exc)
             raise
 
     def _succeed(self, name: str, token_id: str | None = None, token_expiry_ms: int | None = None) -> None:

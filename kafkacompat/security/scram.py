@@ -133,6 +133,7 @@ class ScramServer:
         self._token_lookup = token_lookup
         self.username: str | None = None  # the SCRAM user name: a user, or a token id
         self.authorization_id: str | None = None  # who logs in: the user, or the token's owner
+        self.token_auth = False  # the client asked to log in with a delegation token (tokenauth=true)
         self.token: TokenLogin | None = None  # the token a tokenauth=true login used
         self.done = False
         self._credential: ScramCredential | None = None
@@ -172,11 +173,11 @@ class ScramServer:
         if authzid and authzid != f"a={attributes[0][1]}":
             raise AuthenticationFailed("Authentication failed: Client requested an authorization id that is "
                                        "different from username")
-        token_auth = _extensions(parts[2:]).get("tokenauth", "").lower() == "true"
+        self.token_auth = _extensions(parts[2:]).get("tokenauth", "").lower() == "true"
         self.username = username
         self._gs2_header = f"{cbind},{authzid},"
         self._client_first_bare = bare
-        if token_auth:
+        if self.token_auth:
             self.token = self._token_lookup(username) if username else None
             self._credential = self.token.credential if self.token is not None else None
             self.authorization_id = self.token.owner_name if self.token is not None else None

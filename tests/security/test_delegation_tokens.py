@@ -187,6 +187,8 @@ def test_token_login_is_its_owner_until_the_token_expires(broker: Broker, caplog
         assert answer.error_code == ErrorCode.sasl_authentication_failed
         assert answer.error_message == INVALID_CREDENTIALS.format("SCRAM-SHA-512")
         assert session.is_closed()
+    assert any(r.getMessage().startswith(f"authentication failed: principal=? delegation_token={token.token_id} ")
+               for r in caplog.records)
 
 
 @pytest.mark.parametrize("case", ["user name as token", "wrong hmac", "token id without tokenauth"])
