@@ -327,3 +327,39 @@ def test_over_ssl_only_a_client_certificate_may_manage_tokens() -> None:
             wire.correlation = 0
             with wire:
                 assert error_of(wire, DESCRIBE, 3, describe_body())[0] == expected
+
+
+def reauthenticate(wire: Wire, token: Any) -> Any:
+    """KIP-368 re-authentication with the token on an open connection: the final answer."""
+    handshake(wire, "SCRAM-SHA-512")
+    client = ScramClient("SCRAM-SHA-512", token.token_id, password(token), token=True)
+    first = authenticate(wire, client.first())
+    return authenticate(wire, client.final(first.auth_bytes)) if first.error_code == ErrorCode.none else first
+
+
+def wait_out(wire: Wire, seconds: float) -> None:
+    """Let a session's lifetime pass on its socket (the broker sends nothing meanwhile), not with sleep."""
+    wire.sock.settimeout(seconds)
+    with pytest.raises(OSError):
+        wire.sock.recv(1)
+    wire.sock.settimeout(5)
+
+
+def test_a_token_session_lives_on_only_if_the_token_was_renewed(broker: Broker) -> None:
+    """The session ends when the token does; re-authenticating after a renewal keeps the connection."""
+    with as_user(broker, "alice") as alice:
+        token = create(alice)
+        age(broker, 24 * HOUR_MS - 1500)  # the token has 1.5 s left
+        kept, answer = login(broker, token.token_id, password(token), token=True)
+        dropped, _ = login(broker, token.token_id, password(token), token=True)
+        with kept, dropped:
+            assert 0 < answer.session_lifetime.total_seconds() <= 1.5
+            assert error_of(alice, RENEW, 2, renew_body(token.hmac, period_ms=HOUR_MS))[0] == ErrorCode.none
+            wait_out(kept, 1.6)
+            renewed = reauthenticate(kept, token)
+            assert renewed.error_code == ErrorCode.none
+            assert 3500 < renewed.session_lifetime.total_seconds() <= 3600
+            assert kept.request(3, 1, request_class(3, 1)(topics=())).brokers
+            wait_out(dropped, 0.1)
+            dropped.send(3, 1, request_class(3, 1)(topics=()))
+            assert dropped.is_closed()
