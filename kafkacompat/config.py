@@ -245,6 +245,11 @@ class BrokerConfig:
                                                                       "last renewal (renewals may ask for less), like "
                                                                       "delegation.token.expiry.time.ms",
                                                     metavar="MS", minimum=1)
+    delegation_token_expiry_check_interval_ms: int = _setting(3_600_000, "how often tokens past their expiry are "
+                                                                         "removed from the store, like "
+                                                                         "delegation.token.expiry.check.interval.ms "
+                                                                         "(they log no one in from the moment they "
+                                                                         "expire)", metavar="MS", minimum=1)
     transactional_id_expiration_ms: int = _setting(
         604_800_000, "how long a transactional id with no open transaction is kept after its last update, "
                      "like transactional.id.expiration.ms", metavar="MS", minimum=1)

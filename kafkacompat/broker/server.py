@@ -138,6 +138,7 @@ class BrokerServer:
             raise
         self.cluster.groups.start()
         await self.cluster.transactions.start()
+        self.cluster.tokens.start(self.config.delegation_token_expiry_check_interval_ms)
         self.cluster.replication = ReplicationService(self.store, self.config, self.cluster)
         await self.cluster.replication.start()
         for listener in self.listeners:
@@ -178,6 +179,7 @@ class BrokerServer:
                 if self.cluster.replication is not None:
                     await self.cluster.replication.close()
                 await self.cluster.transactions.close()
+                await self.cluster.tokens.close()
                 await self.cluster.groups.close()
                 await self.cluster.shares.close()
         finally:

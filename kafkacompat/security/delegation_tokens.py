@@ -14,11 +14,13 @@ in, and another key after a restart makes every token useless (as on Kafka).
 The rules follow Kafka's DelegationTokenControlManager (create, renew,
 expire) and DelegationTokenManager (who may describe which token). An
 expired token logs no one in from the moment it expires; its record goes
-at the next token request (Kafka sweeps hourly).
+at the next token request or expiry check (delegation_token_expiry_check_interval_ms,
+hourly as on Kafka), whichever comes first.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import dataclasses
 import hashlib
@@ -29,10 +31,11 @@ from collections.abc import Callable, Sequence
 
 from kio.schema.errors import ErrorCode
 
-from kafkacompat.storage import Store
+from kafkacompat.storage import StorageError, Store
 
 from .scram import MECHANISMS, ScramCredential, TokenLogin, make_credential
 
+log = logging.getLogger(__name__)
 audit = logging.getLogger("kafkacompat.audit")
 
 TABLE = "delegation_tokens"
@@ -89,6 +92,30 @@ class DelegationTokens:
         self.expiry_time_ms = expiry_time_ms
         self.clock: Callable[[], float] = time.time
         self._credentials: dict[tuple[str, str], ScramCredential] = {}  # (token id, mechanism), made at first login
+        self._checker: asyncio.Task[None] | None = None
+
+    def start(self, check_interval_ms: int) -> None:
+        """Remove expired tokens every `check_interval_ms` (Kafka's delegation.token.expiry.check.interval.ms)."""
+        if self.enabled:
+            self._checker = asyncio.get_running_loop().create_task(self._check_every(check_interval_ms),
+                                                                   name="delegation token expiry")
+
+    async def close(self) -> None:
+        checker, self._checker = self._checker, None
+        if checker is not None:
+            checker.cancel()
+            try:
+                await checker
+            except asyncio.CancelledError:
+                pass
+
+    async def _check_every(self, interval_ms: int) -> None:
+        while True:
+            await asyncio.sleep(interval_ms / 1000)
+            try:
+                await self.remove_expired()
+            except StorageError as exc:  # the store is away (logged there): the next check tries again
+                log.warning("removing expired delegation tokens failed: %s", exc)
 
     @property
     def enabled(self) -> bool:

@@ -363,3 +363,18 @@ def test_a_token_session_lives_on_only_if_the_token_was_renewed(broker: Broker) 
             wait_out(dropped, 0.1)
             dropped.send(3, 1, request_class(3, 1)(topics=()))
             assert dropped.is_closed()
+
+
+def test_expired_tokens_leave_the_store_at_the_expiry_check(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="kafkacompat.audit")
+    with Broker(sasl=USERS, delegation_token_secret_key=SECRET, delegation_token_expiry_check_interval_ms=50) as short:
+        wire, _ = login(short, "alice", USERS["alice"])
+        with wire:
+            token = create(wire)
+        tokens = short.server.cluster.tokens
+        age(short, 25 * HOUR_MS)
+        deadline = time.monotonic() + 10
+        while tokens.tokens() and time.monotonic() < deadline:  # no token request meanwhile: the check removes it
+            time.sleep(0.02)
+        assert tokens.tokens() == []
+        assert any(f"removed past its expiry: token={token.token_id}" in r.getMessage() for r in caplog.records)
