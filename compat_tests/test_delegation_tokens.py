@@ -187,3 +187,19 @@ def test_a_renewed_token_outlives_its_first_expiry(brokers: tuple[dict[str, Toke
         assert code == 1 and "DelegationTokenNotFoundException" in out + err  # removed once seen expired
     finally:
         broker.server.cluster.tokens.clock = time.time
+
+
+def test_token_broker_configs_as_kafka(brokers: tuple[dict[str, TokenSide], Broker]) -> None:
+    """kafka-configs --describe --all shows the token lifetimes and check interval as Kafka does."""
+    sides, _ = brokers
+
+    def lifetimes(side: TokenSide) -> list[str]:
+        done = side.tools.run("kafka-configs", "--bootstrap-server", side.sasl, "--command-config",
+                              side.config("alice", USERS["alice"]), "--describe", "--entity-type", "brokers",
+                              "--entity-name", "1", "--all")
+        return sorted(line.strip() for line in done.out.splitlines()
+                      if line.strip().startswith(("delegation.token.max", "delegation.token.expiry")))
+
+    runs = on_both(sides, lambda side: {"configs": lifetimes(side)})
+    assert len(runs["kafka"]["configs"]) == 3
+    assert runs["kafkacompat"] == runs["kafka"]
