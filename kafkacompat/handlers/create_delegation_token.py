@@ -14,9 +14,9 @@ from kafkacompat import storage
 
 from ..broker.cluster import random_kafka_uuid
 from ..security.acls import Operation, ResourceType
-from ..security.delegation_tokens import USER_TYPE
+from ..security.delegation_tokens import USER_TYPE, split_principal
 from .common import NO_THROTTLE, ErrorCode, make, schema_of, storage_error_code
-from .token_common import NO_TIMESTAMP, milliseconds, split_principal, timestamp, token_requests_allowed
+from .token_common import NO_TIMESTAMP, milliseconds, timestamp, token_requests_allowed
 
 
 def _refusal(ctx: Any, request: Any, owner: str | None) -> ErrorCode | None:

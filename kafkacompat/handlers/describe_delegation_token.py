@@ -12,9 +12,9 @@ from typing import Any
 from kafkacompat import storage
 
 from ..security.acls import Operation, ResourceType
-from ..security.delegation_tokens import TokenInfo, describable
+from ..security.delegation_tokens import TokenInfo, describable, split_principal
 from .common import NO_THROTTLE, ErrorCode, make, schema_of, storage_error_code
-from .token_common import split_principal, token_requests_allowed
+from .token_common import token_requests_allowed
 
 
 def _described(m: Any, ctx: Any, token: TokenInfo) -> Any:

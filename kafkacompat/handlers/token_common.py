@@ -37,12 +37,6 @@ def milliseconds(period: datetime.timedelta) -> int:
     return period // datetime.timedelta(milliseconds=1)
 
 
-def split_principal(principal: str) -> tuple[str, str]:
-    """("User", "alice") of "User:alice", as Kafka's SecurityUtils.parseKafkaPrincipal splits it."""
-    kind, _, name = principal.partition(":")
-    return kind, name
-
-
 async def expiry_answer(ctx: Any, response: str,
                         change: Callable[[DelegationTokens], Awaitable[tuple[ErrorCode, int]]]) -> Any:
     """Renew's and Expire's answer (named `response`): the error and new expiry of `change`, made only on a

@@ -71,8 +71,10 @@ class TokenInfo:
                    int(record["issue_ms"]), int(record["max_ms"]), int(record["expiry_ms"]))
 
 
-def principal_name(principal: str) -> str:
-    return principal.partition(":")[2]
+def split_principal(principal: str) -> tuple[str, str]:
+    """("User", "alice") of "User:alice", as Kafka's SecurityUtils.parseKafkaPrincipal splits it."""
+    kind, _, name = principal.partition(":")
+    return kind, name
 
 
 def _saturating_add(now_ms: int, period_ms: int) -> int:
@@ -224,7 +226,7 @@ class DelegationTokens:
         if credential is None:
             password = base64.b64encode(self.hmac(token_id)).decode()
             credential = self._credentials[(token_id, mechanism)] = make_credential(mechanism, password)
-        return TokenLogin(credential, principal_name(token.owner), token.expiry_ms)
+        return TokenLogin(credential, split_principal(token.owner)[1], token.expiry_ms)
 
 
 def describable(token: TokenInfo, requester: str, owners: Sequence[str] | None,
