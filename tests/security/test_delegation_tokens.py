@@ -53,10 +53,10 @@ def age(broker: Broker, by_ms: int) -> None:
     broker.server.cluster.tokens.clock = lambda: time.time() + by_ms / 1000
 
 
-def login(broker: Broker, name: str, password: str, *, token: bool = False, mechanism: str = "SCRAM-SHA-512",
-          listener: str = "SASL_PLAINTEXT") -> tuple[Wire, Any]:
+def login(broker: Broker, name: str, password: str, *, token: bool = False,
+          mechanism: str = "SCRAM-SHA-512") -> tuple[Wire, Any]:
     """A connection after a SCRAM exchange as `name` (a user, or a token id with `token`), and the last answer."""
-    wire = Wire(f"127.0.0.1:{broker.server.listener_port(listener)}")
+    wire = Wire(f"127.0.0.1:{broker.server.listener_port('SASL_PLAINTEXT')}")
     handshake(wire, mechanism)
     client = ScramClient(mechanism, name, password, token=token)
     first = authenticate(wire, client.first())
