@@ -40,6 +40,7 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     24: (0, 5),  # AddPartitionsToTxn; v4+ is the brokers' batched form, v5 transactions v2 (KIP-890)
     25: (0, 4),  # AddOffsetsToTxn
     26: (0, 5),  # EndTxn; v5 is transactions v2: a new epoch at every end (KIP-890)
+    27: (1, 1),  # WriteTxnMarkers (Kafka 4.1 serves v1 only): kafka-transactions.sh abort
     28: (0, 5),  # TxnOffsetCommit; v5 adds the group to the transaction (KIP-890 part 2)
     32: (1, 4),  # DescribeConfigs
     33: (0, 2),  # AlterConfigs

@@ -53,6 +53,7 @@ from . import (
     stream_replicate,
     sync_group,
     txn_offset_commit,
+    write_txn_markers,
 )
 from . import alter_user_scram_credentials, describe_user_scram_credentials, sasl_authenticate, sasl_handshake
 from . import create_acls, delete_acls, describe_acls
@@ -84,6 +85,7 @@ HANDLERS: dict[int, ModuleType] = {
     24: add_partitions_to_txn,
     25: add_offsets_to_txn,
     26: end_txn,
+    27: write_txn_markers,
     28: txn_offset_commit,
     32: describe_configs,
     33: alter_configs,
