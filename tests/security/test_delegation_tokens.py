@@ -378,3 +378,15 @@ def test_expired_tokens_leave_the_store_at_the_expiry_check(caplog: pytest.LogCa
             time.sleep(0.02)
         assert tokens.tokens() == []
         assert any(f"removed past its expiry: token={token.token_id}" in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.parametrize("version", range(SUPPORTED[CREATE][0], SUPPORTED[CREATE][1] + 1))
+def test_every_served_version_creates_and_describes(broker: Broker, version: int) -> None:
+    with as_user(broker, "alice") as wire:
+        made = wire.request(CREATE, version, create_body(version=version))
+        assert made.error_code == ErrorCode.none and made.principal_name == "alice"
+        answer = wire.request(DESCRIBE, version, describe_body(version=version, owners=("User:alice",)))
+        shown = next(t for t in answer.tokens if t.token_id == made.token_id)
+        assert shown.hmac == made.hmac
+        if version >= 3:  # v3 names the requester (KIP-373)
+            assert shown.token_requester_principal_name == "alice"
