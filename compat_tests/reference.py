@@ -68,6 +68,7 @@ TOOLS = {
     "kafka-transactions": "org.apache.kafka.tools.TransactionsCommand",
     "kafka-log-dirs": "org.apache.kafka.tools.LogDirsCommand",
     "kafka-reassign-partitions": "org.apache.kafka.tools.reassign.ReassignPartitionsCommand",
+    "kafka-delegation-tokens": "org.apache.kafka.tools.DelegationTokenCommand",
 }
 
 # Tools log WARN and above to stderr (config/tools-log4j2.yaml); `follow` makes

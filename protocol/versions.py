@@ -71,6 +71,10 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     29: (1, 3),  # DescribeAcls (v0 is gone since Kafka 4.0)
     30: (1, 3),  # CreateAcls
     31: (1, 3),  # DeleteAcls
+    38: (1, 3),  # CreateDelegationToken (v0 is gone since Kafka 4.0); v3 names an owner (KIP-373)
+    39: (1, 2),  # RenewDelegationToken
+    40: (1, 2),  # ExpireDelegationToken
+    41: (1, 3),  # DescribeDelegationToken; v3 shows each token's requester
     34: (1, 2),  # AlterReplicaLogDirs (v0 is gone since Kafka 4.0)
     76: (1, 1),  # ShareGroupHeartbeat (KIP-932; v0 was Kafka 4.0's early access, gone in 4.1)
     78: (1, 1),  # ShareFetch

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from ..replication.engine import ReplicationService
 from .quotas import ClientQuotas
 from ..security.credentials import Credentials
+from ..security.delegation_tokens import DelegationTokens
 from ..security.authorizer import Authorizer
 from .topic_names import LEGAL_NAMES_ONLY, TopicNameError, canonical_name, kafka_alias, split_name
 
@@ -58,6 +59,15 @@ def kafka_uuid(value: uuid.UUID) -> str:
     return base64.urlsafe_b64encode(value.bytes).decode().rstrip("=")
 
 
+def random_kafka_uuid() -> str:
+    """A new random id as Kafka's Uuid.randomUuid makes one: never starting with '-', which command
+    lines would take for an option (a cluster id for kafka-storage, a token id)."""
+    while True:
+        text = kafka_uuid(uuid.uuid4())
+        if not text.startswith("-"):
+            return text
+
+
 class Cluster:
     def __init__(self, config: BrokerConfig, store: Store) -> None:
         self.config = config
@@ -69,6 +79,8 @@ class Cluster:
         self.listener_addresses: dict[str, tuple[str, int]] = {}
         self.listener_names: list[str] = []  # "NAME://host:bound_port", for the `listeners` broker config
         self.credentials = Credentials(store, store.default_stream)  # SCRAM users (kafkacompat/security)
+        self.tokens = DelegationTokens(store, store.default_stream, config.delegation_token_secret_key,
+                                       config.delegation_token_max_lifetime_ms, config.delegation_token_expiry_time_ms)
         self.producers = ProducerStates(config.producer_id_expiration_ms)
         self._splits: dict[str, tuple[str, str]] = {}
         self.groups = GroupCoordinator(config, store)

@@ -87,6 +87,9 @@ _FROM_REQUEST: dict[int, tuple[tuple[str, ...], str] | None] = {
     51: (("deletions", "upsertions"), "results"),  # AlterUserScramCredentials
     30: (("creations",), "results"),  # CreateAcls
     31: (("filters",), "filter_results"),  # DeleteAcls
+    38: None,  # CreateDelegationToken
+    39: None,  # RenewDelegationToken
+    40: None,  # ExpireDelegationToken
     34: (("dirs",), "results"),  # AlterReplicaLogDirs: asked per dir, answered per topic (see error_from_request)
     76: None,  # ShareGroupHeartbeat
     78: None,  # ShareFetch: a top-level code (a share-session error)
@@ -95,8 +98,8 @@ _FROM_REQUEST: dict[int, tuple[tuple[str, ...], str] | None] = {
     92: None,  # DeleteShareGroupOffsets
 }
 # Read-only APIs: the real answer with its error codes replaced.
-_REWRITTEN = frozenset({2, 3, 9, 10, 15, 16, 18, 23, 29, 32, 35, 43, 45, 46, 48, 50, 60, 61, 65, 66, 69, 74, 75,
-                        77, 90})
+_REWRITTEN = frozenset({2, 3, 9, 10, 15, 16, 18, 23, 29, 32, 35, 41, 43, 45, 46, 48, 50, 60, 61, 65, 66, 69, 74,
+                        75, 77, 90})
 # Nested response arrays that echo a request array of the same item.
 _NESTED = {"partition_responses": "partition_data", "partitions": "partitions", "results_by_partition": "partitions"}
 # Fields that say which topic, partition, member or resource an item is about,
@@ -337,8 +340,8 @@ def _neutral(f: dataclasses.Field[Any], tp: Any, error: ErrorCode) -> Any:
         return False
     if kind in ("timedelta_i32", "timedelta_i64"):
         return datetime.timedelta(0)
-    if kind == "datetime_i64":
-        return None
+    if kind == "datetime_i64":  # the epoch: a time no one takes for a real one (the token APIs' timestamps)
+        return None if nullable else datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
     if kind == "float64":
         return 0.0
     if kind == "uint16":

@@ -57,6 +57,7 @@ from . import (
 )
 from . import alter_user_scram_credentials, describe_user_scram_credentials, sasl_authenticate, sasl_handshake
 from . import create_acls, delete_acls, describe_acls
+from . import create_delegation_token, describe_delegation_token, expire_delegation_token, renew_delegation_token
 from . import alter_replica_log_dirs
 from . import unregister_broker, update_features
 from . import share_acknowledge, share_fetch, share_group_heartbeat
@@ -116,6 +117,10 @@ HANDLERS: dict[int, ModuleType] = {
     29: describe_acls,
     30: create_acls,
     31: delete_acls,
+    38: create_delegation_token,
+    39: renew_delegation_token,
+    40: expire_delegation_token,
+    41: describe_delegation_token,
     34: alter_replica_log_dirs,
     76: share_group_heartbeat,
     78: share_fetch,
