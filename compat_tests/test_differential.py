@@ -185,8 +185,6 @@ def test_kafka_configs_describe_all_lists_the_same_names(configs_runs: dict[str,
     assert mine == theirs
 
 
-@known("topic config defaults: retention.ms -1 (streams keep messages forever unless their ttl says "
-       "otherwise) where Kafka says 604800000")
 def test_kafka_configs_describe_all_defaults_agree(configs_runs: dict[str, dict[str, Any]]) -> None:
     theirs, mine = (config_values(configs_runs[s]["describe all"]) for s in SIDES)
     assert {k: v for k, v in mine.items() if k in theirs} == {k: v for k, v in theirs.items() if k in mine}

@@ -42,9 +42,14 @@ class PermissionEntries:
     copy: str = ""
 
 
+# MapR's default stream ttl (`maprcli stream create -ttl`, default 604800) and Kafka's
+# log.retention.hours=168: a new stream keeps messages seven days unless told otherwise.
+DEFAULT_TTL_SECONDS = 7 * 24 * 3600
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class StreamPolicy:
-    ttl_seconds: int = 0  # 0 keeps messages forever
+    ttl_seconds: int = DEFAULT_TTL_SECONDS  # 0 keeps messages forever, as on MapR
     default_partitions: int = 1
     autocreate: bool = True
     fsync: FsyncPolicy = FsyncPolicy.INTERVAL
