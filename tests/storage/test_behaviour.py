@@ -233,9 +233,15 @@ async def test_max_timestamp_after_delete_records_keeps_the_partitionlet_max(sto
     for stamp in (1_000, 3_000, 2_000):
         await part.append(batch(1, ts=stamp), 1)
     await part.delete_records(2)
-    expected = storage.TimestampHit(2, 2_000) if "cloud" in request.node.callspec.id else storage.TimestampHit(1, 3_000)
-    assert await part.max_timestamp() == expected
+    cloud = "cloud" in request.node.callspec.id
+    assert await part.max_timestamp() == (storage.TimestampHit(2, 2_000) if cloud else storage.TimestampHit(1, 3_000))
     assert (part.log_start_offset, (await part.offset_for_timestamp(0)).offset) == (2, 2)
+    # deleting every record frees the active partitionlet too (room on a full disk), where Kafka
+    # keeps its active segment and still answers offset 1: a difference kept on purpose
+    assert await part.delete_records(-1) == 3
+    assert (await part.max_timestamp(), await part.offset_for_timestamp(0), await part.read(3, 100)) == (None, None, b"")
+    await part.append(batch(1, ts=500), 1)
+    assert values(await part.read(3, 100)) == [(3, b"A" * 10)]
 
 
 async def test_max_timestamp_empty(store):
