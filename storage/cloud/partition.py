@@ -185,9 +185,10 @@ class CloudPartition(PartitionBase):
                 after = entry[1] + 1
 
     async def max_timestamp(self) -> TimestampHit | None:
-        """Over the batches still indexed, the one holding the log start whole (records below it
-        included). A partition here has no segments outside compaction and the log start drops the
-        index rows wholly below it at once, so an older max Kafka's segment would still show is gone."""
+        """The max over the batches still indexed, the one holding the log start whole (its records
+        below the start included). A partition here has no segments outside compaction, and moving the
+        log start drops the index rows wholly below it at once: a max Kafka's segment would still show
+        there is gone."""
         self._check_open()
         entry = await self._store.row_of_max_timestamp(self.pid)
         if entry is None:
