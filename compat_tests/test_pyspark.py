@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import pathlib
+import time
 import uuid
 from typing import Any
 
@@ -81,7 +82,7 @@ def test_batch_read_between_offsets(spark: Any, broker: Broker, topic: str) -> N
 
 def test_batch_read_from_timestamp(spark: Any, broker: Broker, topic: str) -> None:
     create_topic(broker, topic, 1)
-    base = 1_700_000_000_000
+    base = (int(time.time()) - 3600) * 1000  # an hour ago: within the default stream's 7-day ttl
     seed(broker, topic, 10, timestamps=[base + 1000 * i for i in range(10)])
     df = (
         kafka_reader(spark, broker, topic)

@@ -136,6 +136,35 @@ def test_transactions_same_as_kafka(kafka: str | None, ours: Broker, scenario: s
         assert _describe(ours.bootstrap_servers, name) == _describe(kafka, name)
 
 
+@pytest.mark.java
+@pytest.mark.slow
+def test_a_4_1_producer_follows_the_transaction_version_kafka_features_sets() -> None:
+    """`kafka-features downgrade --feature transaction.version=1` at run time: the next 4.1 producer
+    speaks transactions v1 (AddPartitionsToTxn, EndTxn before v5); upgraded back to 2, v2 again."""
+    kafka_home()  # skips without the Kafka 4.1 distribution
+    with compat_broker() as broker:
+        def features(*args: str) -> None:
+            done = run_tool("kafka-features", "--bootstrap-server", broker.bootstrap_servers, *args)
+            assert done.returncode == 0, done.stderr[-2000:]
+
+        def spoken() -> tuple[set[int], int]:
+            """(EndTxn versions, AddPartitionsToTxn requests) of one commit_abort run."""
+            name = f"tx-features-{uuid.uuid4().hex[:8]}"
+            before = {key: _requests(broker, key) for key in (ADD_PARTITIONS_TO_TXN, END_TXN)}
+            _check_commit_abort(_run("4.1.0", "commit_abort", broker.bootstrap_servers, topic=name, txn=name,
+                                     group=name), "4.1.0")
+            after = {key: _requests(broker, key) for key in (ADD_PARTITIONS_TO_TXN, END_TXN)}
+            grown = {key: {v for v, n in after[key].items() if n > before[key].get(v, 0)} for key in after}
+            added = sum(after[ADD_PARTITIONS_TO_TXN].values()) - sum(before[ADD_PARTITIONS_TO_TXN].values())
+            return grown[END_TXN], added
+
+        features("downgrade", "--feature", "transaction.version=1")
+        end_txn, added = spoken()
+        assert 5 not in end_txn and added > 0, (end_txn, added)
+        features("upgrade", "--feature", "transaction.version=2")
+        assert spoken() == ({5}, 0)
+
+
 VOLATILE = ("CoordinatorId", "ProducerId", "TransactionStartTimeMs", "CurrentTransactionStartTimeMs",
             "TransactionDurationMs")
 

@@ -23,6 +23,7 @@ from .security.client import SecurityConfigError, load_command_config
 from .security.permissions import read_user_groups
 
 ENV_PREFIX = "KAFKACOMPAT_"
+SECRET_SUFFIXES = ("_password", "_secret_key")  # settings --print-config never shows
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 CONSUMER_GROUP_ASSIGNORS = ("uniform", "range")  # KIP-848 server-side assignors (kafkacompat/groups/assignors.py)
 MIGRATION_POLICIES = ("bidirectional", "upgrade", "downgrade", "disabled")  # group.consumer.migration.policy
@@ -130,8 +131,9 @@ class BrokerConfig:
                                                                      "group.consumer.migration.policy",
                                                     metavar="POLICY")
     # KIP-932 share groups (KafkaShareConsumer), like Kafka's share.version feature and group.share.* settings
-    share_version: int = _setting(1, "the share.version feature level in force, as kafka-features sets it: 1 serves "
-                                     "share groups (KIP-932), 0 refuses them", metavar="LEVEL")
+    share_version: int = _setting(1, "the share.version feature level until kafka-features sets one (kept in "
+                                     "the store), like kafka-storage format --feature: 1 serves share groups "
+                                     "(KIP-932), 0 refuses them", metavar="LEVEL")
     group_share_session_timeout_ms: int = _setting(45_000, "session timeout of share group members, like "
                                                            "group.share.session.timeout.ms", metavar="MS", minimum=1)
     group_share_heartbeat_interval_ms: int = _setting(5_000, "heartbeat interval told to share group members, like "
@@ -230,6 +232,25 @@ class BrokerConfig:
         100, "after a failed SASL authentication, keep the connection open this long once the refusal is sent, "
              "like connection.failed.authentication.delay.ms (clients read the error before the close)",
         metavar="MS", minimum=0)
+    # delegation tokens (KIP-48; kafkacompat/security/delegation_tokens.py), named after Kafka's delegation.token.*
+    delegation_token_secret_key: str | None = _setting(None, "secret that signs delegation tokens (their HMAC), like "
+                                                             "delegation.token.secret.key; unset, the token APIs "
+                                                             "answer DELEGATION_TOKEN_AUTH_DISABLED. Every broker of "
+                                                             "a cluster needs the same; changing it invalidates every "
+                                                             "token", metavar="KEY")
+    delegation_token_max_lifetime_ms: int = _setting(7 * 24 * 3600 * 1000, "longest a token lives however often it "
+                                                                           "is renewed, like "
+                                                                           "delegation.token.max.lifetime.ms",
+                                                     metavar="MS", minimum=1)
+    delegation_token_expiry_time_ms: int = _setting(24 * 3600 * 1000, "how long a token lives after its creation or "
+                                                                      "last renewal (renewals may ask for less), like "
+                                                                      "delegation.token.expiry.time.ms",
+                                                    metavar="MS", minimum=1)
+    delegation_token_expiry_check_interval_ms: int = _setting(3_600_000, "how often tokens past their expiry are "
+                                                                         "removed from the store, like "
+                                                                         "delegation.token.expiry.check.interval.ms "
+                                                                         "(they log no one in from the moment they "
+                                                                         "expire)", metavar="MS", minimum=1)
     transactional_id_expiration_ms: int = _setting(
         604_800_000, "how long a transactional id with no open transaction is kept after its last update, "
                      "like transactional.id.expiration.ms", metavar="MS", minimum=1)
@@ -237,8 +258,9 @@ class BrokerConfig:
         3_600_000, "how often expired transactional ids are removed, like "
                    "transaction.remove.expired.transaction.cleanup.interval.ms", metavar="MS", minimum=1)
     transaction_version: int = _setting(
-        2, "the transaction.version feature level in force, as kafka-features sets it: 2 (KIP-890 transactions "
-           "v2, the default of a new Kafka 4.1 cluster) lets Java 4.x producers use it, 1 keeps every client on v1",
+        2, "the transaction.version feature level until kafka-features sets one (kept in the store), like "
+           "kafka-storage format --feature: 2 (KIP-890 transactions v2, the default of a new Kafka 4.1 cluster) "
+           "lets Java 4.x producers use it, 1 keeps every client on v1",
         metavar="LEVEL", minimum=1)
     # stream replication between clusters (kafkacompat/replication)
     cluster_name: str | None = _setting(None, "this cluster's name, kept in the store beside its UUID and shown to "
@@ -506,7 +528,7 @@ def render_config(config: BrokerConfig, sources: Mapping[str, str]) -> str:
         value = getattr(config, name)
         if value is None:
             text = f"# {name} unset"
-        elif name.endswith("_password"):  # a secret is never printed
+        elif name.endswith(SECRET_SUFFIXES):  # a secret is never printed
             text = f"# {name} set (not shown)"
         else:
             text = f"{name} = {_toml(value)}"

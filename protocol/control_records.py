@@ -49,21 +49,37 @@ def set_attributes(batch: bytes, flags: int) -> bytes:
 
 def marker_type(batch: bytes | memoryview) -> ControlType | None:
     """COMMIT or ABORT for an uncompressed end-transaction marker batch; None for anything else."""
+    found = _marker_record(batch)
+    return None if found is None else found[0]
+
+
+def marker_coordinator_epoch(batch: bytes | memoryview) -> int | None:
+    """The coordinator epoch an end-transaction marker carries (what a partition's leader fences older
+    coordinators by, after a restart too); None for anything else."""
+    found = _marker_record(batch)
+    return None if found is None else found[1]
+
+
+def _marker_record(batch: bytes | memoryview) -> tuple[ControlType, int] | None:
     header = read_header(batch)
     if not header.is_control:
         return None
     view = memoryview(batch)[HEADER_SIZE : header.size]
     # record: length, attributes (one byte), timestamp delta, offset delta, key length (varints:
     # the timestamp delta is long once Kafka's cleaner set a delete horizon in the base
-    # timestamp), then the 4-byte key.
+    # timestamp), the 4-byte key, value length, then the 6-byte value.
     try:
         _, pos = read_varint(view, 0)
         _, pos = read_varint(view, pos + 1)
         _, pos = read_varint(view, pos)
         key_length, pos = read_varint(view, pos)
+        if key_length != _KEY.size or len(view) < pos + _KEY.size:
+            return None
+        _, kind = _KEY.unpack_from(view, pos)
+        value_length, pos = read_varint(view, pos + _KEY.size)
     except InvalidBatchError:
         return None
-    if key_length != _KEY.size or len(view) < pos + _KEY.size:
+    if kind not in (0, 1):
         return None
-    _, kind = _KEY.unpack_from(view, pos)
-    return ControlType(kind) if kind in (0, 1) else None
+    epoch = _VALUE.unpack_from(view, pos)[1] if value_length >= _VALUE.size and len(view) >= pos + _VALUE.size else 0
+    return ControlType(kind), epoch

@@ -40,6 +40,7 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     24: (0, 5),  # AddPartitionsToTxn; v4+ is the brokers' batched form, v5 transactions v2 (KIP-890)
     25: (0, 4),  # AddOffsetsToTxn
     26: (0, 5),  # EndTxn; v5 is transactions v2: a new epoch at every end (KIP-890)
+    27: (1, 1),  # WriteTxnMarkers (Kafka 4.1 serves v1 only): kafka-transactions.sh abort
     28: (0, 5),  # TxnOffsetCommit; v5 adds the group to the transaction (KIP-890 part 2)
     32: (1, 4),  # DescribeConfigs
     33: (0, 2),  # AlterConfigs
@@ -53,7 +54,9 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     47: (0, 0),  # OffsetDelete
     48: (0, 1),  # DescribeClientQuotas
     49: (0, 1),  # AlterClientQuotas
+    57: (0, 2),  # UpdateFeatures; v2 answers no per-feature results
     60: (0, 1),  # DescribeCluster
+    64: (0, 0),  # UnregisterBroker
     68: (0, 1),  # ConsumerGroupHeartbeat (KIP-848); v1: the client makes its member id
     69: (0, 1),  # ConsumerGroupDescribe
     61: (0, 0),  # DescribeProducers
@@ -68,6 +71,10 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     29: (1, 3),  # DescribeAcls (v0 is gone since Kafka 4.0)
     30: (1, 3),  # CreateAcls
     31: (1, 3),  # DeleteAcls
+    38: (1, 3),  # CreateDelegationToken (v0 is gone since Kafka 4.0); v3 names an owner (KIP-373)
+    39: (1, 2),  # RenewDelegationToken
+    40: (1, 2),  # ExpireDelegationToken
+    41: (1, 3),  # DescribeDelegationToken; v3 shows each token's requester
     34: (1, 2),  # AlterReplicaLogDirs (v0 is gone since Kafka 4.0)
     76: (1, 1),  # ShareGroupHeartbeat (KIP-932; v0 was Kafka 4.0's early access, gone in 4.1)
     78: (1, 1),  # ShareFetch

@@ -42,9 +42,14 @@ class PermissionEntries:
     copy: str = ""
 
 
+# MapR's default stream ttl (`maprcli stream create -ttl`, default 604800) and Kafka's
+# log.retention.hours=168: a new stream keeps messages seven days unless told otherwise.
+DEFAULT_TTL_SECONDS = 7 * 24 * 3600
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class StreamPolicy:
-    ttl_seconds: int = 0  # 0 keeps messages forever
+    ttl_seconds: int = DEFAULT_TTL_SECONDS  # 0 keeps messages forever, as on MapR
     default_partitions: int = 1
     autocreate: bool = True
     fsync: FsyncPolicy = FsyncPolicy.INTERVAL
@@ -95,6 +100,9 @@ class AppendResult:
 class TimestampHit:
     offset: int
     timestamp: int
+    # the leader epoch stamped on the batch holding it (-1: not known): what Kafka answers with a
+    # max-timestamp hit; not part of equality, which is about where the record is
+    leader_epoch: int = dataclasses.field(default=-1, compare=False)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -185,7 +193,14 @@ class Partition(abc.ABC):
 
     @abc.abstractmethod
     async def max_timestamp(self) -> TimestampHit | None:
-        """The record with the largest timestamp (ListOffsets -3)."""
+        """The record with the largest timestamp (ListOffsets -3), as Kafka's UnifiedLog finds it.
+
+        Kafka keeps each segment's max timestamp until the segment itself is
+        deleted, so the answer may lie below the log start (after
+        DeleteRecords or retention within a partitionlet still kept). Of
+        equal timestamps the first wins: first partitionlet, first batch,
+        first record. The hit carries the batch's leader epoch.
+        """
 
     @abc.abstractmethod
     async def delete_records(self, before_offset: int) -> int:

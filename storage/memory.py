@@ -129,9 +129,10 @@ class MemoryPartition(PartitionBase):
         self._check_open()
         if not self._batches:
             return None
+        # the batches kept are those of kept segments, below the log start or not: the first with the
+        # greatest max timestamp lies in the segment Kafka picks, and is the batch it finds there
         best = max(range(len(self._max_ts)), key=lambda i: (self._max_ts[i], -i))
-        batch, base, last, mts, log_append = self._span(best)
-        return self._offset_of_max(batch, base, last, mts, log_append, self._log_start)
+        return self._offset_of_max(*self._span(best))
 
     async def delete_records(self, before_offset: int) -> int:
         self._check_open()
@@ -150,20 +151,35 @@ class MemoryPartition(PartitionBase):
         self._wake()
 
     def _drop_below(self, offset: int) -> None:
-        """Forget batches whose every offset is below `offset`."""
-        cut = len(self._bases) if offset >= self._hw else bisect.bisect_right(self._bases, offset) - 1
+        """Forget the segments whose every offset is below `offset`, with their batches.
+
+        A segment the log start only passed into keeps all its batches, as
+        a Kafka segment (and a partitionlet on disk) does until it is
+        deleted whole: ListOffsets -3 still sees its max timestamp.
+        """
+        if offset >= self._hw:
+            self._segments = []
+            cut = len(self._bases)
+        else:
+            self._segments = [seg for seg in self._segments if seg.next_offset > offset]
+            cut = bisect.bisect_left(self._bases, self._segments[0].base) if self._segments else 0
         if cut > 0:
             del self._batches[:cut], self._bases[:cut], self._max_ts[:cut]
-        first = self._bases[0] if self._bases else self._hw
-        self._segments = [seg for seg in self._segments if seg.next_offset > first]
         self._drop_epochs_before(offset)
+
+    def _first_live(self) -> int:
+        """The index of the first batch not wholly below the log start (those before it are kept, deleted)."""
+        i = max(bisect.bisect_right(self._bases, self._log_start) - 1, 0)
+        if i < len(self._batches) and bf.parse_header(self._batches[i]).last_offset < self._log_start:
+            i += 1
+        return i
 
     def enforce_retention(self, now: int) -> int:
         """Drop leading batches past the ttl or the size cap; returns how many."""
         settings = self._topic.settings
         if not settings.retains:
             return 0
-        drop = 0
+        first = drop = self._first_live()
         if settings.ttl_ms > 0:
             cutoff = now - settings.ttl_ms
             while drop < len(self._max_ts) and self._max_ts[drop] < cutoff:
@@ -173,12 +189,12 @@ class MemoryPartition(PartitionBase):
             while drop < len(self._batches) - 1 and total - len(self._batches[drop]) >= settings.retention_bytes:
                 total -= len(self._batches[drop])
                 drop += 1
-        if drop:
-            self._activity.retained(drop, sum(len(b) for b in self._batches[:drop]))
+        if drop > first:
+            self._activity.retained(drop - first, sum(len(b) for b in self._batches[first:drop]))
             start = self._bases[drop] if drop < len(self._bases) else self._hw
             self._log_start = max(self._log_start, start)
             self._drop_below(self._log_start)
-        return drop
+        return drop - first
 
     def sealed_chain(self) -> list[SegmentStats]:
         """The segments no longer appended to, oldest first (the cleaner's candidates)."""

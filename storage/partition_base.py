@@ -8,6 +8,7 @@ import asyncio
 import bisect
 from collections.abc import Callable
 
+from . import batch_format as bf
 from .api import Partition, TimestampHit
 from .errors import OffsetOutOfRangeError, UnknownTopicError
 
@@ -143,13 +144,15 @@ class PartitionBase(Partition):
                 return TimestampHit(offset, ts)
         return None
 
-    def _offset_of_max(
-        self, batch: bytes | memoryview, base: int, last: int, max_ts: int, log_append: bool, min_offset: int
-    ) -> TimestampHit:
-        """Where in a batch its max timestamp sits (its last offset without a decoder)."""
+    def _offset_of_max(self, batch: bytes | memoryview, base: int, last: int, max_ts: int,
+                       log_append: bool) -> TimestampHit:
+        """Where in a batch its max timestamp sits, as Kafka's RecordBatch.offsetOfMaxTimestamp: the first
+        record carrying it (every record of a LogAppendTime batch does; its last offset without a decoder),
+        with the batch's leader epoch. The log start does not bound it: see Partition.max_timestamp."""
+        epoch = bf.HEADER.unpack_from(batch)[2]
         decode = self._record_timestamps
         if decode is not None and not log_append:
             for delta, ts in decode(batch):
-                if ts == max_ts and base + delta >= min_offset:
-                    return TimestampHit(base + delta, ts)
-        return TimestampHit(max(last if decode is None else base, min_offset), max_ts)
+                if ts == max_ts:
+                    return TimestampHit(base + delta, ts, epoch)
+        return TimestampHit(last if decode is None else base, max_ts, epoch)

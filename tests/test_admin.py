@@ -60,7 +60,8 @@ def test_describe_and_alter_configs(broker: Broker, admin: AdminClient, topic_na
     resource = ConfigResource("topic", topic_name)
     configs = admin.describe_configs([resource])[resource].result(timeout=15)
     assert configs["max.message.bytes"].value == "2000000"
-    assert configs["retention.ms"].value == "-1"  # the default stream keeps data forever
+    # the default stream keeps messages 7 days, as Kafka's log.retention.hours and MapR's default ttl
+    assert (configs["retention.ms"].value, configs["retention.ms"].is_default) == ("604800000", True)
     assert configs["cleanup.policy"].value == "delete" and configs["cleanup.policy"].is_default
     change = ConfigResource("topic", topic_name, incremental_configs=[
         ConfigEntry("retention.ms", "3600000", incremental_operation=AlterConfigOpType.SET),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import kio.schema.describe_log_dirs.v4.request as dld
 import kio.schema.describe_producers.v0.request as dp
 from confluent_kafka import Producer
@@ -52,8 +54,9 @@ def test_a_memory_store_has_one_log_dir_of_unknown_size() -> None:
 
 def test_idempotent_producers_are_described_with_their_last_batch(broker: Broker, topic: str) -> None:
     producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "enable.idempotence": True, "linger.ms": 0})
+    at = int(time.time() * 1000) - 60_000  # a minute ago: within the default stream's 7-day ttl
     for i in range(3):
-        producer.produce(topic, b"v", timestamp=1_700_000_000_000 + i)
+        producer.produce(topic, b"v", timestamp=at + i)
         producer.flush(10)
     with Wire(broker.bootstrap_servers) as wire:
         answer = wire.request(61, 0, make(dp.DescribeProducersRequest, topics=(
@@ -61,5 +64,5 @@ def test_idempotent_producers_are_described_with_their_last_batch(broker: Broker
     ok, missing = answer.topics[0].partitions
     assert missing.error_code == ErrorCode.unknown_topic_or_partition and ok.error_code == ErrorCode.none
     [state] = ok.active_producers
-    assert (state.producer_epoch, state.last_sequence, state.last_timestamp) == (0, 2, 1_700_000_000_002)
+    assert (state.producer_epoch, state.last_sequence, state.last_timestamp) == (0, 2, at + 2)
     assert (state.coordinator_epoch, state.current_txn_start_offset) == (-1, -1) and state.producer_id >= 0

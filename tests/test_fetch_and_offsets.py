@@ -115,17 +115,18 @@ def list_offsets(wire: Wire, topic: str, timestamp: int, version: int = 7, isola
 
 def test_list_offsets_earliest_latest_time_and_max(broker: Broker, topic: str) -> None:
     with Wire(broker.bootstrap_servers) as wire:
-        produce(wire, topic, [b"a", b"b", b"c"], timestamp=10_000)  # 10000, 10001, 10002
-        produce(wire, topic, [b"d"], timestamp=5_000)  # an older timestamp later in the log
+        at = int(time.time() * 1000) - 60_000  # recent: within the default stream's 7-day ttl
+        produce(wire, topic, [b"a", b"b", b"c"], timestamp=at + 10_000)  # +10000, +10001, +10002
+        produce(wire, topic, [b"d"], timestamp=at + 5_000)  # an older timestamp later in the log
         assert list_offsets(wire, topic, -2).offset == 0
         assert list_offsets(wire, topic, -1).offset == 4
-        hit = list_offsets(wire, topic, 10_001)
-        assert (hit.offset, hit.timestamp) == (1, 10_001)
-        assert list_offsets(wire, topic, 4_000).offset == 0
-        miss = list_offsets(wire, topic, 20_000)
+        hit = list_offsets(wire, topic, at + 10_001)
+        assert (hit.offset, hit.timestamp) == (1, at + 10_001)
+        assert list_offsets(wire, topic, at + 4_000).offset == 0
+        miss = list_offsets(wire, topic, at + 20_000)
         assert (miss.offset, miss.timestamp) == (-1, -1)
         top = list_offsets(wire, topic, -3)
-        assert (top.offset, top.timestamp) == (2, 10_002)
+        assert (top.offset, top.timestamp, top.leader_epoch) == (2, at + 10_002, 0)  # the batch's epoch
 
 
 def test_offset_for_leader_epoch(broker: Broker, topic: str) -> None:

@@ -95,3 +95,22 @@ def test_serve_refuses_a_store_it_cannot_open_in_one_line(tmp_path: Path) -> Non
     assert served.returncode == 4  # the data dir cannot be opened
     assert "cannot open the store" in served.stderr and "same volume" in served.stderr
     assert "Traceback" not in served.stderr and len(served.stderr.strip().splitlines()) == 1
+
+
+def test_a_damaged_stream_file_is_rebuilt_keeping_every_message(tmp_path: Path) -> None:
+    """The lost policy may have kept messages forever: the rebuilt one (ttl 0) deletes nothing."""
+    data = tmp_path / "data"
+    asyncio.run(build(data))
+    (data / "streams" / "s" / ".stream").write_bytes(b"{\"policy\": {\"ttl")
+    repaired = run_check(str(data), "--repair")
+    assert repaired.returncode == 1 and "ttl 0, keeping every message" in repaired.stdout, repaired.stdout
+
+    async def policy() -> StreamPolicy:
+        st = storage.open_store(str(data))
+        await st.open()
+        try:
+            return st.get_stream("/s").policy
+        finally:
+            await st.close()
+
+    assert asyncio.run(policy()).ttl_seconds == 0

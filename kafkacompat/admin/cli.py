@@ -174,7 +174,7 @@ def _policy_flags(p: argparse.ArgumentParser, defaults: bool) -> None:
     d = (lambda text: f" (default {text})") if defaults else (lambda text: "")
     p.add_argument("--ttl", metavar="DURATION", type=_ttl,
                    help="time-to-live of messages: seconds, or with a unit as in 7d, 12h, 30m; "
-                        "0 keeps them forever" + d("0"))
+                        "0 keeps them forever" + d("7d, as on MapR and Kafka"))
     p.add_argument("--partitions", metavar="N", type=_count,
                    help="default number of partitions of new topics" + d("1"))
     p.add_argument("--autocreate", metavar="true|false", type=_bool,

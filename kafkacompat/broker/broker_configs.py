@@ -80,6 +80,9 @@ BROKER_CONFIGS: dict[str, BrokerConfigDef] = {
     "transactional.id.expiration.ms": BrokerConfigDef(INT, "transactional_id_expiration_ms"),
     "transaction.remove.expired.transaction.cleanup.interval.ms": BrokerConfigDef(
         INT, "transaction_remove_expired_transaction_cleanup_interval_ms"),
+    "delegation.token.max.lifetime.ms": BrokerConfigDef(LONG, "delegation_token_max_lifetime_ms"),
+    "delegation.token.expiry.time.ms": BrokerConfigDef(LONG, "delegation_token_expiry_time_ms"),
+    "delegation.token.expiry.check.interval.ms": BrokerConfigDef(LONG, "delegation_token_expiry_check_interval_ms"),
 }
 
 # Kafka's throttles of partition moves (kafka-reassign-partitions sets them and its --verify clears them).

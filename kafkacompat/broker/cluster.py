@@ -20,6 +20,7 @@ from ..config import BrokerConfig
 from ..groups import GroupCoordinator
 from ..shares.manager import ShareService
 from . import broker_configs
+from .features import FeatureLevels
 from ..transactions import TransactionCoordinator
 from .producer_state import ProducerStates
 from .request_stats import RequestStats
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
     from ..replication.engine import ReplicationService
 from .quotas import ClientQuotas
 from ..security.credentials import Credentials
+from ..security.delegation_tokens import DelegationTokens
 from ..security.authorizer import Authorizer
 from .topic_names import LEGAL_NAMES_ONLY, TopicNameError, canonical_name, kafka_alias, split_name
 
@@ -57,6 +59,15 @@ def kafka_uuid(value: uuid.UUID) -> str:
     return base64.urlsafe_b64encode(value.bytes).decode().rstrip("=")
 
 
+def random_kafka_uuid() -> str:
+    """A new random id as Kafka's Uuid.randomUuid makes one: never starting with '-', which command
+    lines would take for an option (a cluster id for kafka-storage, a token id)."""
+    while True:
+        text = kafka_uuid(uuid.uuid4())
+        if not text.startswith("-"):
+            return text
+
+
 class Cluster:
     def __init__(self, config: BrokerConfig, store: Store) -> None:
         self.config = config
@@ -68,6 +79,8 @@ class Cluster:
         self.listener_addresses: dict[str, tuple[str, int]] = {}
         self.listener_names: list[str] = []  # "NAME://host:bound_port", for the `listeners` broker config
         self.credentials = Credentials(store, store.default_stream)  # SCRAM users (kafkacompat/security)
+        self.tokens = DelegationTokens(store, store.default_stream, config.delegation_token_secret_key,
+                                       config.delegation_token_max_lifetime_ms, config.delegation_token_expiry_time_ms)
         self.producers = ProducerStates(config.producer_id_expiration_ms)
         self._splits: dict[str, tuple[str, str]] = {}
         self.groups = GroupCoordinator(config, store)
@@ -86,6 +99,7 @@ class Cluster:
         self.view.on_leadership_gained = self._leadership_gained
         self.view.on_leadership_lost = self._leadership_lost
         self.groups.owns_all = isinstance(self.view, SingleNode)  # else loaded per offsets partition gained
+        self.features = FeatureLevels(config, store, isinstance(self.view, SingleNode))  # kafka-features' levels
         if hasattr(store, "cleaner_fence"):  # a store shared by brokers: only a partition's leader cleans it
             store.cleaner_fence = self.cleaner_epoch
         self.groups.durable.may_write = self.coordinates
@@ -231,17 +245,6 @@ class Cluster:
         index = coordinator_partition(key, self.config.offsets_topic_num_partitions)
         found = self.view.leader_of((self.default_stream, OFFSETS_TOPIC, index))
         return None if found is None else self.view.member(found[0])
-
-    @property
-    def transaction_version(self) -> int:
-        """The transaction.version clients are told (ApiVersions' finalized features): the operator's,
-        but at most 1 on a cluster of many brokers. There a partition's leader cannot yet add its
-        partition to a transaction another broker coordinates, which transactions v2 (KIP-890: Produce
-        v12 joins the partition implicitly) asks of it; at 1, clients send AddPartitionsToTxn to the
-        coordinator, and the leader checks the batch against the coordinator's stored state."""
-        if isinstance(self.view, SingleNode):
-            return self.config.transaction_version
-        return min(self.config.transaction_version, 1)
 
     def coordinates(self, key: str) -> bool:
         """Whether this broker is the coordinator of a group or transactional id (others answer

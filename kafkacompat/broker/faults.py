@@ -87,18 +87,29 @@ _FROM_REQUEST: dict[int, tuple[tuple[str, ...], str] | None] = {
     51: (("deletions", "upsertions"), "results"),  # AlterUserScramCredentials
     30: (("creations",), "results"),  # CreateAcls
     31: (("filters",), "filter_results"),  # DeleteAcls
+    38: None,  # CreateDelegationToken
+    39: None,  # RenewDelegationToken
+    40: None,  # ExpireDelegationToken
     34: (("dirs",), "results"),  # AlterReplicaLogDirs: asked per dir, answered per topic (see error_from_request)
     76: None,  # ShareGroupHeartbeat
     78: None,  # ShareFetch: a top-level code (a share-session error)
     79: None,  # ShareAcknowledge
     91: None,  # AlterShareGroupOffsets
     92: None,  # DeleteShareGroupOffsets
+    27: (("markers",), "markers"),  # WriteTxnMarkers: per producer, topic and partition
+    57: (("feature_updates",), "results"),  # UpdateFeatures (v2 lists no results on success, but does on error)
+    64: None,  # UnregisterBroker
 }
 # Read-only APIs: the real answer with its error codes replaced.
-_REWRITTEN = frozenset({2, 3, 9, 10, 15, 16, 18, 23, 29, 32, 35, 43, 45, 46, 48, 50, 60, 61, 65, 66, 69, 74, 75,
-                        77, 90})
+_REWRITTEN = frozenset({2, 3, 9, 10, 15, 16, 18, 23, 29, 32, 35, 41, 43, 45, 46, 48, 50, 60, 61, 65, 66, 69, 74,
+                        75, 77, 90})
 # Nested response arrays that echo a request array of the same item.
-_NESTED = {"partition_responses": "partition_data", "partitions": "partitions", "results_by_partition": "partitions"}
+_NESTED = {
+    "partition_responses": ("partition_data",),
+    "partitions": ("partitions", "partition_indexes"),
+    "results_by_partition": ("partitions",),
+    "topics": ("topics",),
+}
 # Fields that say which topic, partition, member or resource an item is about,
 # with the request field names they are taken from.
 _IDENTITY = {
@@ -112,6 +123,8 @@ _IDENTITY = {
     "group_instance_id": ("group_instance_id",),
     "resource_type": ("resource_type",),
     "resource_name": ("resource_name",),
+    "producer_id": ("producer_id",),
+    "feature": ("feature",),
 }
 _ITEM_NAMES = ("name", "group_id", "partition_index")  # response fields echoing an array of plain names or indexes
 
@@ -294,8 +307,8 @@ def _mirror(cls: type, item: Any, error: ErrorCode) -> Any:
     known: dict[str, Any] = {}
     hints = _hints(cls)
     for name, tp in hints.items():
-        source = _NESTED.get(name)
-        if source is not None and hasattr(item, source) and _element(tp) is not None:
+        source = next((s for s in _NESTED.get(name, ()) if hasattr(item, s)), None)
+        if source is not None and _element(tp) is not None:
             known[name] = tuple(_mirror(_element(tp), sub, error) for sub in getattr(item, source))
             continue
         for candidate in _IDENTITY.get(name, ()):
@@ -337,8 +350,8 @@ def _neutral(f: dataclasses.Field[Any], tp: Any, error: ErrorCode) -> Any:
         return False
     if kind in ("timedelta_i32", "timedelta_i64"):
         return datetime.timedelta(0)
-    if kind == "datetime_i64":
-        return None
+    if kind == "datetime_i64":  # the epoch: a time no one takes for a real one (the token APIs' timestamps)
+        return None if nullable else datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
     if kind == "float64":
         return 0.0
     if kind == "uint16":

@@ -23,14 +23,15 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from kafkacompat import storage
+from kafkacompat.protocol.control_records import marker_coordinator_epoch
 from kafkacompat.protocol.records import ATTR_CONTROL, ATTR_LOG_APPEND_TIME, BatchHeader
 
 from .log_tail import tail_batches
 
 WINDOW = 5
 # The coordinator epoch this broker's transaction coordinator writes into its markers: Kafka's is the
-# leader epoch of the __transaction_state partition, 0 on a single node. The log-tail rebuild reads
-# batch headers only, so a marker found there is taken to carry it too.
+# leader epoch of the __transaction_state partition, 0 on a single node. The log-tail rebuild reads the
+# one a marker carries (an operator's WriteTxnMarkers may have given another).
 COORDINATOR_EPOCH = 0
 INT32_MAX = 2**31 - 1
 DEFAULT_EXPIRATION_MS = 24 * 3600 * 1000  # Kafka's producer.id.expiration.ms
@@ -269,6 +270,21 @@ class ProducerStates:
         entry.marker_timestamp = timestamp
         entry.coordinator_epoch = coordinator_epoch
 
+    def marker_refusal(self, producer_id: int, epoch: int, partition: Hashable, coordinator_epoch: int) -> ErrorCode:
+        """Why a marker sent with WriteTxnMarkers may not be written here, as Kafka's partition leader
+        checks one (ProducerAppendInfo.appendEndTxnMarker): an epoch older than the producer's is
+        INVALID_PRODUCER_EPOCH, a coordinator epoch older than its last marker's is
+        TRANSACTION_COORDINATOR_FENCED (a deposed coordinator, or an operator's stale abort). A producer
+        with no state here takes any marker."""
+        entry = self._entries.get((producer_id, partition))
+        if entry is None:
+            return ErrorCode.none
+        if epoch < entry.epoch:
+            return ErrorCode.invalid_producer_epoch
+        if coordinator_epoch < entry.coordinator_epoch:
+            return ErrorCode.transaction_coordinator_fenced
+        return ErrorCode.none
+
     def _expire(self, now: float) -> None:
         """Forget producers idle longer than the expiration; checked at most once a minute."""
         cutoff = now - self._expiration
@@ -325,11 +341,12 @@ class ProducerStates:
     async def _rebuild(self, key: Hashable, partition: storage.Partition) -> None:
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._restoring[key] = done
-        found: list[BatchHeader] = []
+        found: list[tuple[BatchHeader, int]] = []  # with a marker's coordinator epoch
         try:
-            async for header, _ in tail_batches(partition):
+            async for header, batch in tail_batches(partition):
                 if header.producer_id >= 0:
-                    found.append(header)
+                    epoch = marker_coordinator_epoch(batch) if header.is_control else None
+                    found.append((header, COORDINATOR_EPOCH if epoch is None else epoch))
         finally:
             current = self._restoring.get(key) is done
             if current:
@@ -338,19 +355,21 @@ class ProducerStates:
                 done.set_result(None)
         if not current:
             return
-        for header in found:
-            self.note_batch(key, header, header.base_offset)
+        for header, coordinator_epoch in found:
+            self.note_batch(key, header, header.base_offset, coordinator_epoch)
         self._restored.add(key)
 
-    def note_batch(self, partition: Hashable, header: Any, base_offset: int) -> None:
+    def note_batch(self, partition: Hashable, header: Any, base_offset: int,
+                   coordinator_epoch: int = COORDINATOR_EPOCH) -> None:
         """Take a stored batch into its producer's state as its append did: a transaction marker
-        sets the epoch, an idempotent batch enters the window. For the rebuild from a log tail and
-        for a replica's receiver (`header`: a batch header of protocol.records or storage's
-        batch_format, which share these fields)."""
+        sets the epoch (and the coordinator epoch it carries), an idempotent batch enters the window.
+        For the rebuild from a log tail and for a replica's receiver (`header`: a batch header of
+        protocol.records or storage's batch_format, which share these fields)."""
         if header.producer_id < 0:
             return
         if header.attributes & ATTR_CONTROL:
-            self.end_marker(header.producer_id, header.producer_epoch, partition, header.max_timestamp)
+            self.end_marker(header.producer_id, header.producer_epoch, partition, header.max_timestamp,
+                            coordinator_epoch)
         elif header.base_sequence >= 0:
             log_append = header.max_timestamp if header.attributes & ATTR_LOG_APPEND_TIME else -1
             self.record(

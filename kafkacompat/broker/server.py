@@ -138,6 +138,7 @@ class BrokerServer:
             raise
         self.cluster.groups.start()
         await self.cluster.transactions.start()
+        self.cluster.tokens.start(self.config.delegation_token_expiry_check_interval_ms)
         self.cluster.replication = ReplicationService(self.store, self.config, self.cluster)
         await self.cluster.replication.start()
         for listener in self.listeners:
@@ -178,6 +179,7 @@ class BrokerServer:
                 if self.cluster.replication is not None:
                     await self.cluster.replication.close()
                 await self.cluster.transactions.close()
+                await self.cluster.tokens.close()
                 await self.cluster.groups.close()
                 await self.cluster.shares.close()
         finally:
@@ -243,7 +245,7 @@ class BrokerServer:
             sasl = None
             if listener.sasl:
                 sasl = SaslAuthenticator(
-                    self.config.sasl_enabled_mechanisms, self.cluster.credentials,
+                    self.config.sasl_enabled_mechanisms, self.cluster.credentials, self.cluster.tokens,
                     reauth_ms=self.config.connections_max_reauth_ms,
                     peer=client, listener=listener.name,
                 )

@@ -48,7 +48,8 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {
     "min.insync.replicas": ConfigDef("1", 3, "A single broker: always 1."),
     "preallocate": ConfigDef("false", 1, "Kept for compatibility."),
     "retention.bytes": ConfigDef("-1", 5, "Size cap per partition; -1 for none."),
-    "retention.ms": ConfigDef("-1", 5, "The stream's time-to-live in ms; -1 keeps forever."),
+    "retention.ms": ConfigDef("604800000", 5, "The stream's time-to-live in ms (7 days unless the stream says "
+                                              "otherwise, as on Kafka and MapR); -1 keeps forever."),
     "segment.bytes": ConfigDef("1073741824", 3, "The stream's partitionlet size."),
     "segment.index.bytes": ConfigDef("10485760", 3, "Kept for compatibility."),
     "segment.jitter.ms": ConfigDef("0", 5, "Kept for compatibility."),

@@ -106,6 +106,12 @@ class ClusterView(abc.ABC):
         found = self.leader_of(key)
         return found is not None and found[0] == self.me.node_id
 
+    async def unregister(self, node_id: int) -> bool:
+        """Remove a broker's registration (UnregisterBroker); False when `node_id` has none.
+
+        A live broker registers again at once (this one alone: it never stopped being registered)."""
+        return node_id == self.me.node_id
+
     def member(self, node_id: int) -> Member | None:
         for member in self.live():
             if member.node_id == node_id:

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable
 import asyncpg
 
 from . import leadership
-from .leases import BrokerLease, create_schema, members
+from .leases import BrokerLease, create_schema, members, unregister
 from .membership import ClusterError, ClusterView, Member, PartitionKey
 
 log = logging.getLogger(__name__)
@@ -120,6 +120,20 @@ class PostgresCluster(ClusterView):
                     await self._beat()
         except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
             log.warning("could not place new partitions now (%s); the next heartbeat will", exc)
+
+    async def unregister(self, node_id: int) -> bool:
+        """Delete the broker's row. A dead one's partitions have moved already; a live one finds
+        its lease gone at its next renewal, lets go of its partitions and registers again, as a
+        Kafka broker unregistered while running is fenced until it registers again."""
+        async with self._ticking:  # the leader table's connection runs one query at a time
+            if self._conn is None:
+                self._conn = await self._reconnect(None)
+            try:
+                if self._conn is not None:
+                    return await unregister(self._conn, node_id)
+            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+                raise ClusterError(f"the cluster database {redact(self._url)} failed: {exc}") from exc
+            raise ClusterError(f"the cluster database {redact(self._url)} is out of reach")
 
     def leads(self, key: PartitionKey) -> bool:
         return key in self._led and key not in self._yielding and self._lease.valid()

@@ -193,7 +193,8 @@ def run(settings: Settings) -> int:
     with Broker(data_dir=settings.data_dir) as broker:
         store = broker.server.cluster.store
         if store.get_stream(STREAM) is None:
-            broker.call(store.create_stream(STREAM, StreamPolicy(default_partitions=3)))
+            # ttl 0 (forever): the readings are dated from START_MS, older than the 7-day default ttl
+            broker.call(store.create_stream(STREAM, StreamPolicy(default_partitions=3, ttl_seconds=0)))
         for topic in (PRESSURE, TEMPERATURE, WARNINGS):
             if store.get_topic(STREAM, topic.split(":")[1]) is None:
                 broker.create_topic(topic, partitions=3 if topic != WARNINGS else 1)

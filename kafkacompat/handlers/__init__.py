@@ -53,10 +53,13 @@ from . import (
     stream_replicate,
     sync_group,
     txn_offset_commit,
+    write_txn_markers,
 )
 from . import alter_user_scram_credentials, describe_user_scram_credentials, sasl_authenticate, sasl_handshake
 from . import create_acls, delete_acls, describe_acls
+from . import create_delegation_token, describe_delegation_token, expire_delegation_token, renew_delegation_token
 from . import alter_replica_log_dirs
+from . import unregister_broker, update_features
 from . import share_acknowledge, share_fetch, share_group_heartbeat
 from . import alter_share_group_offsets, delete_share_group_offsets, describe_share_group_offsets, share_group_describe
 
@@ -83,6 +86,7 @@ HANDLERS: dict[int, ModuleType] = {
     24: add_partitions_to_txn,
     25: add_offsets_to_txn,
     26: end_txn,
+    27: write_txn_markers,
     28: txn_offset_commit,
     32: describe_configs,
     33: alter_configs,
@@ -96,7 +100,9 @@ HANDLERS: dict[int, ModuleType] = {
     47: offset_delete,
     48: describe_client_quotas,
     49: alter_client_quotas,
+    57: update_features,
     60: describe_cluster,
+    64: unregister_broker,
     68: consumer_group_heartbeat,
     69: consumer_group_describe,
     61: describe_producers,
@@ -111,6 +117,10 @@ HANDLERS: dict[int, ModuleType] = {
     29: describe_acls,
     30: create_acls,
     31: delete_acls,
+    38: create_delegation_token,
+    39: renew_delegation_token,
+    40: expire_delegation_token,
+    41: describe_delegation_token,
     34: alter_replica_log_dirs,
     76: share_group_heartbeat,
     78: share_fetch,

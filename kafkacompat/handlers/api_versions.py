@@ -8,7 +8,6 @@ from typing import Any
 from kafkacompat.protocol.messages import make
 from kafkacompat.protocol.versions import API_VERSIONS_KEY, SUPPORTED
 
-from ..broker import features
 from .common import NO_THROTTLE, ErrorCode, schema_of
 
 
@@ -31,16 +30,17 @@ async def handle(ctx: Any, request: Any) -> Any:
     )
     extra: dict[str, Any] = {}
     if ctx.version >= 3:
+        features = ctx.cluster.features
         extra = dict(
             supported_features=tuple(
                 make(m.SupportedFeatureKey, name=name, min_version=low, max_version=high)
                 for name, (low, high) in features.supported().items()
+                if low > 0 or ctx.version >= 4  # clients before v4 refuse a range starting at 0, so Kafka leaves it out
             ),
-            finalized_features_epoch=features.FINALIZED_EPOCH,
+            finalized_features_epoch=features.epoch,
             finalized_features=tuple(
                 make(m.FinalizedFeatureKey, name=name, min_version_level=level, max_version_level=level)
-                for name, level in features.finalized(ctx.cluster.transaction_version,
-                                                          ctx.cluster.config.share_version).items()
+                for name, level in features.finalized().items()
             ),
         )
     return make(

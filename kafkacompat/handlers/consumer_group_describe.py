@@ -8,10 +8,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..broker.features import GROUP_VERSION
 from ..groups.assignors import Assignment
 from ..security.acls import Operation, ResourceType
 from .common import NO_THROTTLE, UNSET_OPERATIONS, ErrorCode, make, schema_of
 from .describe_groups import GROUP_OPERATIONS
+from .group_common import protocol_off
 
 CLASSIC_MEMBER_TYPE, CONSUMER_MEMBER_TYPE = 0, 1  # v1: -1 unknown, 0 classic member, 1 consumer member
 
@@ -32,6 +34,8 @@ async def handle(ctx: Any, request: Any) -> Any:
     coordinator = ctx.cluster.groups.consumer
     operations = GROUP_OPERATIONS if request.include_authorized_operations else UNSET_OPERATIONS
     groups = []
+    if ctx.cluster.features.level(GROUP_VERSION) < 1:  # KIP-848 groups off
+        return protocol_off(m, m.ConsumerGroupDescribeResponse, request.group_ids)
     for group_id in request.group_ids:
         if not ctx.cluster.authorizer.group(ctx, Operation.DESCRIBE, group_id):
             groups.append(make(m.DescribedGroup, error_code=ErrorCode.group_authorization_failed,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
+from ..broker.features import GROUP_VERSION
 from ..groups.consumer_coordinator import HeartbeatRequest
 from ..security.acls import Operation
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
@@ -33,6 +34,10 @@ def _refusal(ctx: Any, request: Any) -> ErrorCode | None:
 
 async def handle(ctx: Any, request: Any) -> Any:
     m = schema_of(ctx)
+    if ctx.cluster.features.level(GROUP_VERSION) < 1:  # KIP-848 groups off, as Kafka answers then
+        return make(m.ConsumerGroupHeartbeatResponse, throttle_time=NO_THROTTLE,
+                    error_code=ErrorCode.unsupported_version, error_message=None, member_id=None, member_epoch=0,
+                    heartbeat_interval=datetime.timedelta(0), assignment=None)
     refused = _refusal(ctx, request)
     if refused is None and not ctx.cluster.coordinates(request.group_id):  # the group moved: look it up again
         refused = ErrorCode.not_coordinator

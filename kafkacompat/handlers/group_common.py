@@ -9,6 +9,8 @@ from kio.schema.errors import ErrorCode
 
 from kafkacompat.protocol.messages import make
 
+from .common import NO_THROTTLE, UNSET_OPERATIONS
+
 
 def millis(value: datetime.timedelta | int) -> int:
     if isinstance(value, datetime.timedelta):
@@ -37,3 +39,12 @@ def partition_errors(
         )
         for topic in topics
     )
+
+
+def protocol_off(m: Any, response: type, group_ids: Any) -> Any:
+    """A ConsumerGroupDescribe or ShareGroupDescribe answer while its protocol's feature
+    (group.version, share.version) is 0: every group UNSUPPORTED_VERSION, as Kafka answers."""
+    return make(response, throttle_time=NO_THROTTLE, groups=tuple(
+        make(m.DescribedGroup, error_code=ErrorCode.unsupported_version, error_message=None, group_id=group_id,
+             group_state="", group_epoch=0, assignment_epoch=0, assignor_name="", members=(),
+             authorized_operations=UNSET_OPERATIONS) for group_id in group_ids))

@@ -26,21 +26,28 @@ FIRST_VERSION = {LATEST: 0, EARLIEST: 0, MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, LA
 READ_COMMITTED = 1
 
 
-async def _lookup(partition: storage.Partition, timestamp: int, txns: PartitionTxns | None) -> tuple[int, int]:
-    """(timestamp, offset) per Kafka: -1/-1 when no record is at or after T; `txns` for read_committed."""
+async def _lookup(partition: storage.Partition, timestamp: int, txns: PartitionTxns | None,
+                  leader_epoch: int) -> tuple[int, int, int]:
+    """(timestamp, offset, epoch) per Kafka: -1/-1 when no record is at or after T; `txns` for read_committed.
+
+    `leader_epoch` is the epoch Metadata names; a max-timestamp hit answers
+    its batch's epoch instead, as Kafka does, never one above Metadata's.
+    """
     if timestamp in (EARLIEST, EARLIEST_LOCAL):
-        return -1, partition.log_start_offset
+        return -1, partition.log_start_offset, leader_epoch
     if timestamp == LATEST_TIERED:
-        return -1, -1
+        return -1, -1, -1
     if timestamp == LATEST:
-        return -1, partition.high_watermark if txns is None else txns.last_stable_offset
+        return -1, partition.high_watermark if txns is None else txns.last_stable_offset, leader_epoch
     if timestamp == MAX_TIMESTAMP:
         hit = await partition.max_timestamp()
-    else:
-        hit = await partition.offset_for_timestamp(timestamp)
+        if hit is None:
+            return -1, -1, leader_epoch
+        return hit.timestamp, hit.offset, min(hit.leader_epoch, leader_epoch) if hit.leader_epoch >= 0 else -1
+    hit = await partition.offset_for_timestamp(timestamp)
     if hit is None:
-        return -1, -1
-    return hit.timestamp, hit.offset
+        return -1, -1, leader_epoch
+    return hit.timestamp, hit.offset, leader_epoch
 
 
 async def handle(ctx: Any, request: Any) -> Any:
@@ -69,7 +76,7 @@ async def handle(ctx: Any, request: Any) -> Any:
                         if committed and part.timestamp == LATEST and info is not None:
                             txns = await cluster.transactions.partitions.get(info.stream, info.name,
                                                                               part.partition_index)
-                        ts, offset = await _lookup(partition, part.timestamp, txns)
+                        ts, offset, epoch = await _lookup(partition, part.timestamp, txns, leader_epoch)
                     except storage.StorageError as exc:
                         error = storage_error_code(exc)
             parts.append(

@@ -7,6 +7,7 @@ from typing import Any
 
 from kafkacompat import storage
 
+from ..broker.features import SHARE_VERSION
 from ..security.acls import Operation
 from .common import ErrorCode, make, storage_error_code
 
@@ -15,7 +16,7 @@ PartitionKey = tuple[uuid.UUID, int]
 
 def refusal(ctx: Any, group_id: str | None, member_id: str | None) -> tuple[ErrorCode, str | None] | None:
     """The share group protocol switched off, a request without group or member, READ on the group."""
-    if ctx.cluster.config.share_version < 1:
+    if ctx.cluster.features.level(SHARE_VERSION) < 1:
         return ErrorCode.unsupported_version, "The share group protocol is not enabled."
     if not group_id or not member_id:
         return ErrorCode.invalid_request, "The group id and member id must be set."

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..broker.features import SHARE_VERSION
 from ..security.acls import Operation, ResourceType
 from ..shares.share_group import ASSIGNOR
 from .common import NO_THROTTLE, UNSET_OPERATIONS, ErrorCode, make, schema_of
 from .describe_groups import GROUP_OPERATIONS
+from .group_common import protocol_off
 
 
 def _assignment(ctx: Any, m: Any, assignment: Any) -> Any:
@@ -36,6 +38,8 @@ async def handle(ctx: Any, request: Any) -> Any:
     m = schema_of(ctx)
     shares = ctx.cluster.shares
     operations = GROUP_OPERATIONS if request.include_authorized_operations else UNSET_OPERATIONS
+    if ctx.cluster.features.level(SHARE_VERSION) < 1:  # share groups off
+        return protocol_off(m, m.ShareGroupDescribeResponse, request.group_ids)
     groups = []
     for group_id in request.group_ids:
         if not ctx.cluster.authorizer.group(ctx, Operation.DESCRIBE, group_id):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..broker.features import SHARE_VERSION
 from ..security.acls import Operation
 from .common import ErrorCode
 
@@ -13,7 +14,7 @@ def group_refusal(ctx: Any, group_id: str, operation: Operation,
     """The share group protocol off, the ACL, the coordinator, a group that is not a share group
     (or, to change offsets, one with members)."""
     shares = ctx.cluster.shares
-    if ctx.cluster.config.share_version < 1:
+    if ctx.cluster.features.level(SHARE_VERSION) < 1:
         return ErrorCode.unsupported_version, "The share group protocol is not enabled."
     if not ctx.cluster.authorizer.group(ctx, operation, group_id):
         return ErrorCode.group_authorization_failed, None

@@ -6,7 +6,9 @@ as bare length-prefixed frames (handshake v0, older clients). Until that
 succeeds only those requests are served; anything else closes the
 connection. With connections.max.reauth.ms the session has a lifetime:
 the client re-authenticates (same principal, same mechanism) before it
-ends, or the connection is closed at its next request.
+ends, or the connection is closed at its next request. A login with a
+delegation token lives at most until the token expires (KIP-368), so a
+client re-authenticates then and keeps going only if the token was renewed.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import logging
 from collections.abc import Sequence
 
 from .credentials import Credentials
+from .delegation_tokens import DelegationTokens
 from .principal import user
 from .sasl_plain import verify_plain
 from .scram import AuthenticationFailed, ScramServer
@@ -31,6 +34,7 @@ class SaslAuthenticator:
         self,
         mechanisms: Sequence[str],
         credentials: Credentials,
+        tokens: DelegationTokens,
         *,
         reauth_ms: int,
         peer: str,
@@ -38,6 +42,7 @@ class SaslAuthenticator:
     ) -> None:
         self.mechanisms = tuple(mechanisms)
         self._credentials = credentials
+        self._tokens = tokens
         self._reauth_ms = reauth_ms
         self._peer = peer
         self._listener = listener
@@ -45,7 +50,9 @@ class SaslAuthenticator:
         self.mechanism: str | None = None  # chosen by the latest handshake
         self.raw_tokens = False  # handshake v0: the next frame is a bare token
         self.failed = False  # the connection closes once the failure answer is sent
-        self.expires_at: float | None = None  # loop time the session ends (connections.max.reauth.ms)
+        self.expires_at: float | None = None  # loop time the session ends (connections.max.reauth.ms, token expiry)
+        self.token_id: str | None = None  # the delegation token of the latest login, if it used one
+        self._lifetime_ms = 0  # what SaslAuthenticate v1+ tells the client
         self._exchange: ScramServer | None = None
         self._in_progress = False  # between a handshake and the end of its exchange
 
@@ -83,40 +90,57 @@ class SaslAuthenticator:
                 self._succeed(name)
                 return b""
             if self._exchange is None:
-                self._exchange = ScramServer(mechanism, lambda u: self._credentials.lookup(u, mechanism))
+                self._exchange = ScramServer(mechanism, lambda u: self._credentials.lookup(u, mechanism),
+                                             lambda token_id: self._tokens.login(token_id, mechanism))
             answer = self._exchange.evaluate(token)
-            if self._exchange.done:
-                assert self._exchange.username is not None
-                self._succeed(self._exchange.username)
+            exchange = self._exchange
+            if exchange.done:
+                assert exchange.authorization_id is not None
+                self._succeed(exchange.authorization_id, exchange.username if exchange.token else None,
+                              exchange.token.expiry_ms if exchange.token else None)
             return answer
         except AuthenticationFailed as exc:
             self.failed = True
             self._in_progress = False
             username = self._exchange.username if self._exchange is not None else _plain_user(token, mechanism)
+            who = user(username) if username else "?"
+            if self._exchange is not None and self._exchange.token_auth:  # the name was a token id, not a user
+                who = f"? delegation_token={username}"
             audit.warning("authentication failed: principal=%s client=%s listener=%s mechanism=%s: %s",
-                          user(username) if username else "?", self._peer, self._listener, mechanism, exc)
+                          who, self._peer, self._listener, mechanism, exc)
             raise
 
-    def _succeed(self, name: str) -> None:
+    def _succeed(self, name: str, token_id: str | None = None, token_expiry_ms: int | None = None) -> None:
         principal = user(name)
         if self.principal is not None and principal != self.principal:
             raise AuthenticationFailed(f"Cannot change principals during re-authentication from {self.principal}: "
                                        f"{principal}")
         first = self.principal is None
         self.principal = principal
+        self.token_id = token_id
         self._in_progress = False
         self.raw_tokens = False
         self._exchange = None
-        if self._reauth_ms > 0:
-            self.expires_at = asyncio.get_running_loop().time() + self._reauth_ms / 1000
-        audit.info("%s: principal=%s client=%s listener=%s mechanism=%s",
+        self._lifetime_ms = self._reauth_ms
+        if token_expiry_ms is not None:  # KIP-368: the session ends with the token's credential
+            left = max(token_expiry_ms - self._tokens.now_ms(), 0)
+            self._lifetime_ms = min(left, self._reauth_ms) if self._reauth_ms > 0 else left
+        self.expires_at = None
+        if self._lifetime_ms > 0 or token_expiry_ms is not None:
+            self.expires_at = asyncio.get_running_loop().time() + self._lifetime_ms / 1000
+        audit.info("%s: principal=%s client=%s listener=%s mechanism=%s%s",
                    "authenticated" if first else "re-authenticated", principal, self._peer, self._listener,
-                   self.mechanism)
+                   self.mechanism, f" delegation_token={token_id}" if token_id else "")
+
+    @property
+    def token_authenticated(self) -> bool:
+        """Whether the session logged in with a delegation token (which may then not manage tokens)."""
+        return self.token_id is not None
 
     @property
     def session_lifetime_ms(self) -> int:
         """What SaslAuthenticate v1+ tells the client (0: no re-authentication needed)."""
-        return self._reauth_ms if self.authenticated else 0
+        return self._lifetime_ms if self.authenticated else 0
 
 
 def _plain_user(token: bytes, mechanism: str) -> str | None:

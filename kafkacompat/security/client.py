@@ -114,6 +114,10 @@ def client_security(properties: dict[str, str]) -> ClientSecurity:
             fields = dict(_JAAS.findall(value))
             if "username" not in fields or "password" not in fields:
                 raise SecurityConfigError("sasl.jaas.config needs username=\"...\" and password=\"...\"")
+            if fields.get("tokenauth", "").lower() == "true":
+                raise SecurityConfigError("sasl.jaas.config tokenauth=\"true\": kafkacompat's own commands and "
+                                          "replica links cannot log in with a delegation token; use a user's "
+                                          "password")
             settings["sasl.username"], settings["sasl.password"] = fields["username"], fields["password"]
         elif key in ("ssl.truststore.type", "ssl.keystore.type"):
             if value.upper() != "PEM":

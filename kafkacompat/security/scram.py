@@ -47,6 +47,15 @@ class ScramCredential:
                    base64.b64decode(record["server_key"]), int(record["iterations"]))
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class TokenLogin:
+    """What a SCRAM login with a delegation token needs: the credential to check, whom it logs in, until when."""
+
+    credential: ScramCredential
+    owner_name: str  # the principal is User:<owner_name>, as Kafka's DelegationTokenCache.owner gives it
+    expiry_ms: int
+
+
 def _hmac(hash_name: str, key: bytes, msg: bytes) -> bytes:
     return hmac.new(key, msg, hash_name).digest()
 
@@ -94,19 +103,38 @@ def _sasl_name(value: str) -> str:
     return value.replace("=2C", ",").replace("=3D", "=")
 
 
+def _extensions(attributes: list[str]) -> dict[str, str]:
+    """The SCRAM extensions after the nonce, key=value each (Kafka's ScramExtensions; it ignores unknown keys)."""
+    out = {}
+    for part in attributes:
+        key, eq, value = part.partition("=")
+        if not eq or not key:
+            raise AuthenticationFailed(f"malformed SCRAM extension {part[:40]!r}")
+        out[key] = value
+    return out
+
+
 class ScramServer:
     """One SCRAM exchange: client-first -> server-first, client-final -> server-final.
 
-    `lookup(user)` gives the user's credential for this mechanism or None.
-    An unknown user gets a made-up salt and fails at the proof like a wrong
-    password does, so the exchange does not tell which user names exist.
+    `lookup(user)` gives the user's credential for this mechanism or None;
+    with the extension tokenauth=true the user name is a delegation token id
+    and `token_lookup(id)` gives its credential and owner instead (Kafka's
+    ScramSaslServer), who is then the one authenticated.
+    An unknown user or token gets a made-up salt and fails at the proof like
+    a wrong password does, so the exchange does not tell which names exist.
     """
 
-    def __init__(self, mechanism: str, lookup: Callable[[str], ScramCredential | None]) -> None:
+    def __init__(self, mechanism: str, lookup: Callable[[str], ScramCredential | None],
+                 token_lookup: Callable[[str], TokenLogin | None] = lambda token_id: None) -> None:
         self.mechanism = mechanism
         self._hash = HASHES[mechanism]
         self._lookup = lookup
-        self.username: str | None = None
+        self._token_lookup = token_lookup
+        self.username: str | None = None  # the SCRAM user name: a user, or a token id
+        self.authorization_id: str | None = None  # who logs in: the user, or the token's owner
+        self.token_auth = False  # the client asked to log in with a delegation token (tokenauth=true)
+        self.token: TokenLogin | None = None  # the token a tokenauth=true login used
         self.done = False
         self._credential: ScramCredential | None = None
         self._step = 0
@@ -137,19 +165,25 @@ class ScramServer:
         authzid, sep2, bare = rest.partition(",")
         if not (sep1 and sep2) or cbind not in ("n", "y"):
             raise AuthenticationFailed("malformed SCRAM client-first message (channel binding is not supported)")
-        attributes = _attributes(bare)
+        parts = bare.split(",")
+        attributes = _attributes(",".join(parts[:2]))
         if len(attributes) < 2 or attributes[0][0] != "n" or attributes[1][0] != "r" or not attributes[1][1]:
             raise AuthenticationFailed("malformed SCRAM client-first message")
         username = _sasl_name(attributes[0][1])
         if authzid and authzid != f"a={attributes[0][1]}":
             raise AuthenticationFailed("Authentication failed: Client requested an authorization id that is "
                                        "different from username")
-        if dict(attributes[2:]).get("t") is not None or "tokenauth=true" in bare:
-            raise AuthenticationFailed("delegation tokens are not supported")
+        self.token_auth = _extensions(parts[2:]).get("tokenauth", "").lower() == "true"
         self.username = username
         self._gs2_header = f"{cbind},{authzid},"
         self._client_first_bare = bare
-        self._credential = self._lookup(username) if username else None
+        if self.token_auth:
+            self.token = self._token_lookup(username) if username else None
+            self._credential = self.token.credential if self.token is not None else None
+            self.authorization_id = self.token.owner_name if self.token is not None else None
+        else:
+            self._credential = self._lookup(username) if username else None
+            self.authorization_id = username
         shown = self._credential
         if shown is None:  # a salt stable per name and made-up keys: the proof will not verify
             fake_salt = hashlib.new(self._hash, b"kafkacompat-unknown-user:" + username.encode()).digest()[:32]
@@ -188,12 +222,13 @@ class ScramServer:
 class ScramClient:
     """The client side of the exchange (the admin CLI's own connections, and tests that drive each step)."""
 
-    def __init__(self, mechanism: str, username: str, password: str) -> None:
+    def __init__(self, mechanism: str, username: str, password: str, *, token: bool = False) -> None:
+        """`token`: log in with a delegation token (username: its id, password: its base64 HMAC)."""
         self._hash = HASHES[mechanism]
         self.mechanism, self.password = mechanism, password
         self.nonce = secrets.token_urlsafe(24)
         name = username.replace("=", "=3D").replace(",", "=2C")
-        self.first_bare = f"n={name},r={self.nonce}"
+        self.first_bare = f"n={name},r={self.nonce}" + (",tokenauth=true" if token else "")
         self._server_signature = b""
 
     def first(self) -> bytes:

@@ -22,9 +22,9 @@ import socket
 import subprocess
 import tempfile
 import time
-import uuid
 
-from ..broker.cluster import kafka_uuid
+from ..broker.cluster import random_kafka_uuid
+from ..security.scram import MECHANISMS as SCRAM_MECHANISMS
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]  # the repository: kafkacompat/, tests/, compat_tests/
 KAFKA_DIST = "kafka_2.13-4.1.0"
@@ -66,15 +66,6 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def _cluster_id() -> str:
-    """A random cluster id that kafka-storage's argument parser takes: not one starting with '-'
-    (Kafka's Uuid.randomUuid skips those too)."""
-    while True:
-        text = kafka_uuid(uuid.uuid4())
-        if not text.startswith("-"):
-            return text
-
-
 def script_env() -> dict[str, str]:
     """The environment for a bin/ tool: a small heap, quick start, no JMX port clash."""
     env = dict(os.environ)
@@ -101,19 +92,26 @@ class ReferenceKafka:
     with a temporary log dir that `stop()` removes; `with ReferenceKafka() as kafka:`."""
 
     def __init__(self, home: pathlib.Path | None = None, node_id: int = 1,
-                 features: dict[str, int] | None = None, heap: str = HEAP, **settings: object) -> None:
+                 features: dict[str, int] | None = None, heap: str = HEAP, *,
+                 sasl_users: dict[str, str] | None = None, **settings: object) -> None:
         """`settings` go to server.properties (over the single-node defaults); `features` are set
-        when the storage is formatted (e.g. {"transaction.version": 1})."""
+        when the storage is formatted (e.g. {"transaction.version": 1}).
+
+        `sasl_users` (name -> password) adds a SASL_PLAINTEXT listener (`sasl_port`) offering
+        SCRAM-SHA-256 and SCRAM-SHA-512 with those users, made when the storage is formatted (as
+        `kafka-storage format --add-scram` does); the PLAINTEXT listener stays."""
         found = home or find_kafka_home()
         if found is None:
             raise FileNotFoundError(unavailable())
         self.home = found
         self.node_id = node_id
         self.features = features or {}
+        self.sasl_users = sasl_users or {}
         self.settings = settings
         self.heap = heap
-        self.cluster_id = _cluster_id()
+        self.cluster_id = random_kafka_uuid()
         self.port = 0
+        self.sasl_port = 0  # the SASL_PLAINTEXT listener's, with sasl_users
         self._dir: tempfile.TemporaryDirectory[str] | None = None
         self._process: subprocess.Popen[bytes] | None = None
 
@@ -149,6 +147,14 @@ class ReferenceKafka:
             "share.coordinator.state.topic.min.isr": 1,
             "num.partitions": 1,
         }
+        if self.sasl_users:
+            settings["listeners"] += f",SASL_PLAINTEXT://127.0.0.1:{self.sasl_port}"
+            settings["advertised.listeners"] += f",SASL_PLAINTEXT://127.0.0.1:{self.sasl_port}"
+            settings["listener.security.protocol.map"] += ",SASL_PLAINTEXT:SASL_PLAINTEXT"
+            settings["sasl.enabled.mechanisms"] = ",".join(SCRAM_MECHANISMS)
+            for mechanism in SCRAM_MECHANISMS:
+                settings[f"listener.name.sasl_plaintext.{mechanism.lower()}.sasl.jaas.config"] = (
+                    "org.apache.kafka.common.security.scram.ScramLoginModule required;")
         settings.update(self.settings)
         return "".join(f"{key}={value}\n" for key, value in settings.items())
 
@@ -156,6 +162,7 @@ class ReferenceKafka:
         self._dir = tempfile.TemporaryDirectory(prefix="kafka41-")
         work = pathlib.Path(self._dir.name)
         self.port = free_port()
+        self.sasl_port = free_port() if self.sasl_users else 0
         properties = work / "server.properties"
         properties.write_text(self._properties(str(work / "logs"), free_port()))
         env = {**os.environ, "KAFKA_HEAP_OPTS": self.heap, "LOG_DIR": str(work / "app-logs")}
@@ -164,7 +171,9 @@ class ReferenceKafka:
         formatted = subprocess.run(
             [str(self.home / "bin" / "kafka-storage.sh"), "format", "--standalone", "-t", self.cluster_id,
              "-c", str(properties), *(arg for name, level in self.features.items()
-                                      for arg in ("--feature", f"{name}={level}"))],
+                                      for arg in ("--feature", f"{name}={level}")),
+             *(arg for name, password in self.sasl_users.items() for mechanism in SCRAM_MECHANISMS
+               for arg in ("--add-scram", f"{mechanism}=[name={name},password={password}]"))],
             env=env, capture_output=True, text=True, timeout=120, check=False,
         )
         if formatted.returncode != 0:

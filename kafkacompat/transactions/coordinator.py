@@ -35,12 +35,13 @@ from collections.abc import Awaitable, Callable, Sequence
 from kio.schema.errors import ErrorCode
 
 from kafkacompat import storage
-from kafkacompat.protocol.control_records import ControlType, build_marker
+from kafkacompat.protocol.control_records import ControlType
 
 from ..broker.producer_state import COORDINATOR_EPOCH, ProducerStates
 from ..config import BrokerConfig
 from ..groups import GroupCoordinator
 from .metadata import PREPARING, PartitionKey, PendingOffset, TransactionMetadata, TxnState
+from .markers import append_marker
 from .partition_state import PartitionTxnRegistry
 
 log = logging.getLogger(__name__)
@@ -654,13 +655,19 @@ class TransactionCoordinator:
         for stream, topic, index in sorted(meta.partitions):
             if self.store.get_topic(stream, topic) is None:
                 continue  # deleted meanwhile: nothing left to mark
-            state = await self.partitions.get(stream, topic, index)
-            marker = build_marker(meta.producer_id, meta.producer_epoch, control, timestamp, COORDINATOR_EPOCH)
-            result = await state.partition.append(marker, 1, leader_epoch=epoch, fenced_by=guard)
-            self.producers.end_marker(meta.producer_id, meta.producer_epoch, (stream, topic, index), timestamp,
-                                      COORDINATOR_EPOCH)
-            await state.marker_written(meta.producer_id, result.base_offset, control)
-            durable.append(state.partition.wait_durable(result.last_offset + 1))
+            refusal = self.producers.marker_refusal(meta.producer_id, meta.producer_epoch, (stream, topic, index),
+                                                    COORDINATOR_EPOCH)
+            if refusal != ErrorCode.none:
+                # An operator's WriteTxnMarkers wrote a marker of a newer epoch there, and the leader refuses
+                # this one. Kafka's coordinator then stops sending markers and leaves the transaction in
+                # Prepare* until its __transaction_state partition is loaded again (where it is refused
+                # again); this one ends it without the marker there, so its producer id is not stuck.
+                log.info("transaction %s: no marker in %s:%s/%d (%s)", meta.transactional_id, stream, topic, index,
+                         refusal.name)
+                continue
+            durable.append(await append_marker(
+                self.partitions, self.producers, (stream, topic, index), meta.producer_id, meta.producer_epoch,
+                control, COORDINATOR_EPOCH, timestamp, leader_epoch=epoch, fenced_by=guard))
         await asyncio.gather(*durable)
 
     async def _abort_fenced(self, meta: TransactionMetadata) -> None:

@@ -185,13 +185,17 @@ class CloudPartition(PartitionBase):
                 after = entry[1] + 1
 
     async def max_timestamp(self) -> TimestampHit | None:
+        """The max over the batches still indexed, the one holding the log start whole (its records
+        below the start included). A partition here has no segments outside compaction, and moving the
+        log start drops the index rows wholly below it at once: a max Kafka's segment would still show
+        there is gone."""
         self._check_open()
         entry = await self._store.row_of_max_timestamp(self.pid)
         if entry is None:
             return None
         data = await self._store.batch_bytes([entry])
         header = bf.parse_header(data)
-        return self._offset_of_max(data, entry[0], entry[1], entry[6], header.log_append_time, self._log_start)
+        return self._offset_of_max(data, entry[0], entry[1], entry[6], header.log_append_time)
 
     async def delete_records(self, before_offset: int) -> int:
         self._check_open()

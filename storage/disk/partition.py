@@ -632,22 +632,15 @@ class DiskPartition(PartitionBase):
             raise self._unavailable(f"a timestamp lookup failed: {exc}") from exc
 
     def _max_timestamp(self) -> TimestampHit | None:
-        live = self._live()
-        if not live:
+        """Kafka's UnifiedLog for MAX_TIMESTAMP: the first kept partitionlet with the greatest max
+        timestamp, then the first batch in it that reached it (max_ts_offset), below the log start or not."""
+        kept = [p for p in self._chain if p.size > 0 and not p.missing]
+        if not kept:
             return None
-        best = max(live, key=lambda p: p.max_ts)  # max() keeps the first of equals
-        if best.max_ts_offset >= self._log_start:
-            target = best.max_ts_offset
-            pos, size = best.locate(target)
-            span = next(best.walk(pos, pos + size))
-        else:  # the batch holding the max is below the log start: find the live max
-            span = None
-            for cand in best.batches_from(self._log_start):
-                if span is None or cand[4] > span[4]:
-                    span = cand
-        pos, base, size, last, max_ts, attrs = span
-        return self._offset_of_max(best.batch(pos, size), base, last, max_ts,
-                                   bool(attrs & bf.ATTR_LOG_APPEND_TIME), self._log_start)
+        best = max(kept, key=lambda p: p.max_ts)  # max() keeps the first of equals
+        pos, size = best.locate(best.max_ts_offset)
+        pos, base, size, last, max_ts, attrs = next(best.walk(pos, pos + size))
+        return self._offset_of_max(best.batch(pos, size), base, last, max_ts, bool(attrs & bf.ATTR_LOG_APPEND_TIME))
 
     async def partitionlets(self) -> list[PartitionletInfo]:
         return [PartitionletInfo(p.base, p.next_offset, p.size, p.volume.path, p.sealed, p.max_ts)

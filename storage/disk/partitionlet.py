@@ -534,10 +534,6 @@ class Partitionlet:
             if span[4] >= timestamp and span[3] >= min_offset:
                 yield span
 
-    def batches_from(self, offset: int) -> Iterator[tuple[int, int, int, int, int, int]]:
-        start = self._position_from(offset) if offset > self.base else 0
-        return self.walk(start)
-
     def _position_from(self, offset: int) -> int:
         """Where the batch holding `offset` starts, or the first batch after it if that is quarantined."""
         try:

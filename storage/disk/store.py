@@ -275,9 +275,10 @@ class DiskStore(NamespaceStore):
             stream_file = os.path.join(directory, layout.STREAM_FILE)
             meta, problem = read_stream_file(stream_file, _policy_from_json)
             if problem is not None:
-                meta = {"policy": _policy_to_json(StreamPolicy()), "created_ms": now_ms()}
-                self.report(stream_file, problem, "rebuild it with the default stream policy (the damaged copy "
-                            f"is kept as {layout.STREAM_FILE}.damaged)")
+                # ttl 0: a repair must not start deleting what the lost policy may have kept forever
+                meta = {"policy": _policy_to_json(StreamPolicy(ttl_seconds=0)), "created_ms": now_ms()}
+                self.report(stream_file, problem, "rebuild it with the default stream policy but ttl 0, keeping "
+                            f"every message (the damaged copy is kept as {layout.STREAM_FILE}.damaged)")
                 if self.repair:
                     if os.path.exists(stream_file):
                         os.replace(stream_file, stream_file + ".damaged")

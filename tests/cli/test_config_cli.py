@@ -48,13 +48,19 @@ def test_print_config_shows_each_value_and_its_source(tmp_path: Path) -> None:
     assert unset == {"advertised_host", "advertised_port", "http_port", "cluster_id", "cluster_name", "store",
                      "object_store", "cluster_url", "rest_default_stream", "ssl_certificate_location",
                      "ssl_key_location", "ssl_key_password", "ssl_ca_location", "user_groups_file",
-                     "replication_client_config"}
+                     "replication_client_config", "delegation_token_secret_key"}
     assert set(values) | unset == set(SETTINGS)
     # the output is a config file: fed back, it gives the same settings
     printed = tmp_path / "printed.toml"
     printed.write_text(done.stdout)
     again = run("serve", "--config", str(printed), "--print-config")
     assert tomllib.loads(again.stdout) == values
+
+
+def test_print_config_never_shows_the_delegation_token_secret() -> None:
+    done = run("serve", "--print-config", env={"KAFKACOMPAT_DELEGATION_TOKEN_SECRET_KEY": "hush-hush"})
+    assert done.returncode == 0 and "hush-hush" not in done.stdout
+    assert "# delegation_token_secret_key set (not shown)" in done.stdout
 
 
 def test_unknown_kafkacompat_variables_get_a_warning_line() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 import uuid
 
 import pytest
@@ -102,16 +103,17 @@ def test_consume_without_group_commits_nothing_and_latest_is_the_default(cli_bro
 
 
 def test_consume_format_offset_partition_and_json(cli_broker: Broker, topic: str) -> None:
-    cli_broker.produce(topic, b"a", partition=1, key=b"k1", headers=[("h", b"1")], timestamp=1_700_000_000_000)
-    cli_broker.produce(topic, b"b", partition=1, timestamp=1_700_000_000_001)
-    cli_broker.produce(topic, b"c", partition=1, key=b"k3", timestamp=1_700_000_000_002)
+    at = int(time.time() * 1000) - 60_000  # a minute ago: within the default stream's 7-day ttl
+    cli_broker.produce(topic, b"a", partition=1, key=b"k1", headers=[("h", b"1")], timestamp=at)
+    cli_broker.produce(topic, b"b", partition=1, timestamp=at + 1)
+    cli_broker.produce(topic, b"c", partition=1, key=b"k3", timestamp=at + 2)
     done = cli(cli_broker, "consume", topic, "--partition", "1", "--offset", "1", "--max-messages", "2",
                "--format", r"%t|%p|%o|%k|%v|%h|%d|100%%\n")
     assert done.returncode == 0, done.stderr
-    assert done.stdout == (f"{topic}|1|1|null|b||1700000000001|100%\n"
-                           f"{topic}|1|2|k3|c||1700000000002|100%\n")
+    assert done.stdout == (f"{topic}|1|1|null|b||{at + 1}|100%\n"
+                           f"{topic}|1|2|k3|c||{at + 2}|100%\n")
     done = cli(cli_broker, "consume", topic, "--partition", "1", "--offset", "earliest", "--max-messages", "1", "--json")
-    assert json.loads(done.stdout) == {"topic": topic, "partition": 1, "offset": 0, "timestamp": 1_700_000_000_000,
+    assert json.loads(done.stdout) == {"topic": topic, "partition": 1, "offset": 0, "timestamp": at,
                                        "key": "k1", "value": "a", "headers": [{"key": "h", "value": "1"}]}
 
 

@@ -15,6 +15,10 @@ from kafkacompat.testing import Broker
 
 from .conftest import assert_one_line_error, kafkacompat
 
+# the records' timestamps: an hour ago, so within the default stream's 7-day ttl (older ones a
+# retention pass may delete), on a whole second for --to-datetime
+BASE_MS = (int(time.time()) - 3600) * 1000
+
 
 def cli(broker: Broker, *args: str):
     return kafkacompat(*args, "--bootstrap-server", broker.bootstrap_servers)
@@ -57,7 +61,7 @@ def topic(cli_broker: Broker) -> str:
     cli_broker.create_topic(name, partitions=3)
     for partition, count in ((0, 10), (1, 8), (2, 4)):
         for i in range(count):
-            cli_broker.produce(name, f"m{i}".encode(), partition=partition, timestamp=1_700_000_000_000 + i * 1000)
+            cli_broker.produce(name, f"m{i}".encode(), partition=partition, timestamp=BASE_MS + i * 1000)
     return name
 
 
@@ -147,7 +151,7 @@ RESETS = {
     "shift-by back": (["--all-topics", "--shift-by", "-3"], {0: 2, 1: 0}),
     "shift-by forward past the end": (["--all-topics", "--shift-by", "100"], {0: 10, 1: 8}),
     "some partitions": (["--topic", "{topic}:1,2", "--to-offset", "2"], {0: 5, 1: 2, 2: 2}),
-    "to-datetime, local time": (["--topic", "{topic}", "--to-datetime", _local(1_700_000_003_000)],
+    "to-datetime, local time": (["--topic", "{topic}", "--to-datetime", _local(BASE_MS + 3000)],
                                 {0: 3, 1: 3, 2: 3}),
     "to-datetime, UTC, after the end": (["--topic", "{topic}", "--to-datetime", "2100-01-01T00:00:00Z"],
                                         {0: 10, 1: 8, 2: 4}),

@@ -21,6 +21,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kafkacompat.protocol.messages import make
 from kafkacompat.testing.cluster import BrokerCluster, cloud_cluster_args
 from kafkacompat.testing.services import ServiceUnavailable
+from tests.test_write_txn_markers import write_markers
 from tests.wire import Wire, request_class
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
@@ -120,6 +121,10 @@ def test_clients_are_routed_to_partition_leaders_spread_over_three_brokers(clust
     for partition, leader in by_broker[0].items():  # only the leader serves a partition
         for node_id, broker in enumerate(cluster.brokers, 1):
             error = list_offsets_error(broker.bootstrap, topic, partition)
+            assert error == (0 if node_id == leader else NOT_LEADER_OR_FOLLOWER), (partition, node_id)
+            # kafka-transactions.sh abort's WriteTxnMarkers too: written by the leader, fenced by its epoch
+            with Wire(broker.bootstrap) as wire:
+                [(_, [(_, [(_, error)])])] = write_markers(wire, (4242, 0, False, 0, {topic: (partition,)}))
             assert error == (0 if node_id == leader else NOT_LEADER_OR_FOLLOWER), (partition, node_id)
 
     producer = Producer({"bootstrap.servers": cluster.brokers[2].bootstrap, "enable.idempotence": True,

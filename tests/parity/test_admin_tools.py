@@ -39,7 +39,8 @@ def test_kafka_log_dirs_describes_the_volumes(ours: Broker) -> None:
 def test_kafka_transactions_describes_idempotent_producers(ours: Broker) -> None:
     topic = create_topic(ours.bootstrap_servers, "producers-shown")
     producer = Producer({"bootstrap.servers": ours.bootstrap_servers, "enable.idempotence": True})
-    producer.produce(topic, b"v", timestamp=1_700_000_000_123)
+    stamp = int(time.time()) * 1000 + 123  # recent: the store keeps 7 days and `ours` runs retention passes
+    producer.produce(topic, b"v", timestamp=stamp)
     assert producer.flush(10) == 0
     done = run_tool("kafka-transactions", "--bootstrap-server", ours.bootstrap_servers, "describe-producers",
                     "--topic", topic, "--partition", "0")
@@ -47,7 +48,7 @@ def test_kafka_transactions_describes_idempotent_producers(ours: Broker) -> None
     header, row = [line.split() for line in done.stdout.splitlines()]
     assert header == ["ProducerId", "ProducerEpoch", "LatestCoordinatorEpoch", "LastSequence", "LastTimestamp",
                       "CurrentTransactionStartOffset"]
-    assert row[1:] == ["0", "-1", "0", "1700000000123", "None"]
+    assert row[1:] == ["0", "-1", "0", str(stamp), "None"]
 
 
 def _producer_once_markers_are_written(bootstrap: str, topic: str, timeout: float = 30.0) -> dict[str, str]:

@@ -25,7 +25,6 @@ from kafkacompat.testing.reference_kafka import ReferenceKafka
 TOPIC, BROKER, GROUP = 2, 4, 32
 # Topic configs whose value differs on purpose, with why:
 DIFFERENT_BY_DESIGN = {
-    "retention.ms",  # a stream keeps messages until its ttl says otherwise (ttl 0: forever, -1)
     "message.timestamp.after.max.ms",  # 3600000 once produce enforces it (the hostile-input work)
 }
 

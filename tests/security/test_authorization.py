@@ -202,6 +202,38 @@ def test_cluster_apis_need_cluster_operations(broker: Broker) -> None:
     assert admin(broker).describe_acls(everything).result(15)  # a super user sees them all
 
 
+def test_aborting_a_transaction_needs_alter_or_cluster_action_on_the_cluster(broker: Broker) -> None:
+    """Admin.abortTransaction (WriteTxnMarkers) is allowed as Kafka 4.1 allows it: ALTER on the cluster,
+    else CLUSTER_ACTION; without either every partition is CLUSTER_AUTHORIZATION_FAILED."""
+    from kafka import TopicPartition
+    from kafka.admin import AbortTransactionSpec, KafkaAdminClient
+
+    topic = fresh("abort-authz")
+    make_topic(broker, topic)
+    spec = AbortTransactionSpec(TopicPartition(topic, 0), producer_id=4242, producer_epoch=0, coordinator_epoch=0)
+    for user in ("carl", "dave"):  # the admin finds the partition's leader in Metadata
+        grant(broker, f"User:{user}", [(TOPIC, A.DESCRIBE)], topic, "")
+
+    def abort(user: str) -> str | None:
+        client = KafkaAdminClient(**kp_config(broker.client_config(user)))
+        try:
+            client.abort_transaction(spec)  # a producer with no state here: the marker is written
+            return None
+        except kafka.errors.BrokerResponseError as exc:
+            return type(exc).message
+        finally:
+            client.close()
+
+    refused = {user: abort(user) for user in ("carl", "dave")}
+    for user, operation in (("carl", A.ALTER), ("dave", A.CLUSTER_ACTION)):
+        for future in admin(broker).create_acls([AclBinding(ResourceType.BROKER, "kafka-cluster",
+                                                            ResourcePatternType.LITERAL, f"User:{user}", "*",
+                                                            operation, AclPermissionType.ALLOW)]).values():
+            future.result(15)
+    assert refused == {"carl": "CLUSTER_AUTHORIZATION_FAILED", "dave": "CLUSTER_AUTHORIZATION_FAILED"}
+    assert {user: abort(user) for user in ("carl", "dave")} == {"carl": None, "dave": None}
+
+
 def test_an_idempotent_producer_needs_to_write_somewhere() -> None:
     """IDEMPOTENT_WRITE on the cluster or WRITE on some topic (a public stream would count: a broker of its own)."""
     with Broker(sasl={"admin": "admin-pw", "eve": "eve-pw"}, authorizer=True, super_users=["User:admin"]) as alone:

@@ -70,3 +70,12 @@ def test_unusable_properties_are_named(broker: Broker, tmp_path) -> None:
     path.write_text("security.protocol=SSL\nssl.truststore.type=JKS\nssl.truststore.location=/x.jks\n")
     result = cli(broker, str(path), "topic", "list")
     assert result.returncode == 2 and "only PEM files" in result.stderr
+
+
+def test_a_delegation_token_login_is_refused_by_name(broker: Broker, tmp_path) -> None:
+    path = tmp_path / "token.properties"
+    path.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-256\nsasl.jaas.config="
+                    "org.apache.kafka.common.security.scram.ScramLoginModule required username=\"id\" "
+                    "password=\"hmac\" tokenauth=\"true\";\n")
+    result = cli(broker, str(path), "topic", "list")
+    assert result.returncode == 2 and "cannot log in with a delegation token" in result.stderr

@@ -216,6 +216,34 @@ async def test_offset_for_timestamp_respects_log_start(store):
     assert (await part.offset_for_timestamp(135)).offset == 4
 
 
+async def test_max_timestamp_sees_records_below_the_log_start_in_a_batch_still_kept(store):
+    """Kafka's MAX_TIMESTAMP does not look at the log start: a max below it, in a batch still kept, is the answer."""
+    part = await topic(store)
+    await part.append(batch(3, timestamps=[100, 300, 200]), 3)
+    await part.delete_records(2)
+    top = await part.max_timestamp()
+    assert top == storage.TimestampHit(1, 300) and top.leader_epoch == part.leader_epoch
+
+
+async def test_max_timestamp_after_delete_records_keeps_the_partitionlet_max(store, request):
+    """One batch per record, one partitionlet (Kafka: one segment): deleting up to offset 2 leaves
+    the segment and its max timestamp, at offset 1. The cloud engine drops the index rows wholly
+    below the log start at once, so it answers the max of what is left."""
+    part = await topic(store)
+    for stamp in (1_000, 3_000, 2_000):
+        await part.append(batch(1, ts=stamp), 1)
+    await part.delete_records(2)
+    cloud = "cloud" in request.node.callspec.id
+    assert await part.max_timestamp() == (storage.TimestampHit(2, 2_000) if cloud else storage.TimestampHit(1, 3_000))
+    assert (part.log_start_offset, (await part.offset_for_timestamp(0)).offset) == (2, 2)
+    # deleting every record frees the active partitionlet too (room on a full disk), where Kafka
+    # keeps its active segment and still answers offset 1: a difference kept on purpose
+    assert await part.delete_records(-1) == 3
+    assert (await part.max_timestamp(), await part.offset_for_timestamp(0), await part.read(3, 100)) == (None, None, b"")
+    await part.append(batch(1, ts=500), 1)
+    assert values(await part.read(3, 100)) == [(3, b"A" * 10)]
+
+
 async def test_max_timestamp_empty(store):
     part = await topic(store)
     assert await part.max_timestamp() is None

@@ -253,7 +253,8 @@ async def test_retention_by_ttl_deletes_files_and_moves_log_start(tmp_path):
 async def test_retention_by_size_and_topic_override(tmp_path):
     st = await open_disk(tmp_path / "d")
     await st.create_stream("/s", SMALL)
-    await st.create_topic("/s", "t", 1, {"retention.bytes": "10000"})
+    # fill() dates its records 1970: retention.ms -1 leaves the size cap alone at work
+    await st.create_topic("/s", "t", 1, {"retention.bytes": "10000", "retention.ms": "-1"})
     part = st.partition("/s", "t", 0)
     await fill(part, 60)
     await st.enforce_retention()

@@ -37,9 +37,10 @@ def _confluent_read(broker: Broker, topic: str, partition: int, count: int) -> l
 
 def test_produced_record_reads_back_through_librdkafka(broker: Broker, topic_name: str) -> None:
     broker.create_topic(topic_name, partitions=2)
+    stamp = int(time.time() * 1000) - 60_000  # a minute ago: within the default stream's 7-day ttl
     sent = broker.produce(
         topic_name, "paid", key=b"order-7", headers={"trace": "abc", "empty": None},
-        partition=1, timestamp=1_700_000_000_123,
+        partition=1, timestamp=stamp,
     )
     second = broker.produce(topic_name, b"shipped", partition=1)
     assert (sent.partition, sent.offset, second.offset) == (1, 0, 1)
@@ -47,7 +48,7 @@ def test_produced_record_reads_back_through_librdkafka(broker: Broker, topic_nam
     [first, then] = _confluent_read(broker, topic_name, 1, 2)
     assert (first.key(), first.value(), first.offset()) == (b"order-7", b"paid", 0)
     assert first.headers() == [("trace", b"abc"), ("empty", None)]
-    assert first.timestamp() == (1, 1_700_000_000_123)  # CreateTime, as given
+    assert first.timestamp() == (1, stamp)  # CreateTime, as given
     assert (then.key(), then.value(), then.offset()) == (None, b"shipped", 1)
 
 

@@ -102,8 +102,9 @@ def test_every_error_code_of_the_answer_carries_the_fault(api_key: int, version:
     assert codes, "the answer carries no error code at all"
     assert {code for _, code in codes} == {INJECTED}
     arrays = faults._FROM_REQUEST[api_key]
-    if arrays is not None and any(hasattr(request, name) for name in arrays[0]):
-        # every item the request named is answered, down to partitions
+    if arrays is not None and any(hasattr(request, name) for name in arrays[0]) and hasattr(decoded, arrays[1]):
+        # every item the request named is answered, down to partitions (where this version answers per item:
+        # UpdateFeatures v2 has a top-level code only)
         assert any("[]." in path for path, _ in codes)
 
 

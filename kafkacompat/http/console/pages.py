@@ -32,6 +32,11 @@ def not_found(request: web.Request, message: str) -> web.Response:
     return render(request, "not_found.html", status=404, title="Not found", message=message)
 
 
+# The create form starts from the store's own defaults (ttl 7 days, as on MapR), so it cannot disagree with them.
+_NEW_STREAM = {name: value for name, value in stream_view(storage.StreamInfo("", storage.StreamPolicy(), 0, 0)).items()
+               if name in ("ttl_seconds", "default_partitions", "autocreate", "fsync", "cleanup_policy")}
+
+
 async def home(request: web.Request, error: str | None = None, form: dict | None = None,
                status: int = 200) -> web.Response:
     cluster = cluster_of(request)
@@ -42,7 +47,7 @@ async def home(request: web.Request, error: str | None = None, form: dict | None
                   default_stream=cluster.default_stream, store_url=cluster.config.store_url,
                   groups=len(group_ids(cluster)), topics=len(store.list_topics()),
                   denied=await refusal(request, None), fsync_choices=FSYNC_CHOICES,
-                  cleanup_choices=CLEANUP_CHOICES, form=form or {}, error=error)
+                  cleanup_choices=CLEANUP_CHOICES, form=form or _NEW_STREAM, error=error)
 
 
 async def stream(request: web.Request, error: str | None = None, form: dict | None = None,

@@ -1,0 +1,12 @@
+"""ExpireDelegationToken: its owner, requester or a renewer ends a token now (negative period) or after a period."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .token_common import expiry_answer, milliseconds
+
+
+async def handle(ctx: Any, request: Any) -> Any:
+    return await expiry_answer(ctx, "ExpireDelegationTokenResponse", lambda tokens: tokens.expire(
+        ctx.principal, request.hmac, milliseconds(request.expiry_time_period)))

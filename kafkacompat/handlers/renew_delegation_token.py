@@ -1,0 +1,12 @@
+"""RenewDelegationToken: its owner, requester or a renewer moves a live token's expiry (never past its max time)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .token_common import expiry_answer, milliseconds
+
+
+async def handle(ctx: Any, request: Any) -> Any:
+    return await expiry_answer(ctx, "RenewDelegationTokenResponse", lambda tokens: tokens.renew(
+        ctx.principal, request.hmac, milliseconds(request.renew_period)))
