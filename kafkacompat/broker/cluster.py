@@ -95,6 +95,7 @@ class Cluster:
         self.replication: ReplicationService | None = None  # set by the server once the store is open
         # The leader table lives in the store's own database: its commit can fence appends by epoch.
         self._fenced = cluster_url(config) is not None and cluster_url(config) == getattr(store, "database_url", None)
+        self.view.store_epochs = self._fenced  # epochs the store stamped before a row stay below Metadata's
         self.view.on_leadership_gained = self._leadership_gained
         self.view.on_leadership_lost = self._leadership_lost
         self.groups.owns_all = isinstance(self.view, SingleNode)  # else loaded per offsets partition gained

@@ -1,16 +1,23 @@
 """One leader per partition, recorded in kc_partition_leaders with an epoch that only goes up.
 
-Who should lead is a pure function of the live node ids and the partition
-(`preferred_leader`), so every broker computes the same spread. Changing a
-row is always one conditional UPDATE (`... WHERE leader = old AND epoch =
-old`), so when two brokers race for the same move exactly one wins and the
-epoch goes up by one. Moves happen in two ways:
+Who should lead is a pure function of the registered node ids (live or
+lapsed: a broker killed keeps its row until it comes back), the live ones
+and the partition (`wanted_leader`), so every broker computes the same
+spread. Changing a row is always one conditional UPDATE (`... WHERE leader
+= old AND epoch = old`), so when two brokers race for the same move exactly
+one wins and the epoch goes up by one. Moves happen in two ways:
 
 * a leader whose lease lapsed: any live broker moves its partitions to
-  their preferred live leader;
-* a live leader that is no longer preferred (a broker joined): the leader
-  itself stops serving the partition, then hands the row on — so two
-  brokers never serve one partition at once on a planned move.
+  another live broker;
+* a live leader that is no longer wanted (a broker joined, came back or
+  stopped cleanly): the leader itself stops serving the partition, then
+  hands the row on — so two brokers never serve one partition at once on a
+  planned move.
+
+A broker's death moves only the partitions it led, as on Kafka: spreading
+over the live brokers alone moved most partitions of a topic when one of
+three died (partitions whose leader lived were handed over too, and
+clients waited for each hand-over).
 """
 
 from __future__ import annotations
@@ -31,8 +38,8 @@ class LeaderRow:
 
 
 def preferred_leader(node_ids: Sequence[int], key: PartitionKey) -> int:
-    """The live broker that should lead `key`: partitions of a topic go round the brokers,
-    each topic starting at a place set by its name, as Kafka's replica placement spreads them."""
+    """Which of `node_ids` should lead `key`: partitions of a topic go round the brokers, each
+    topic starting at a place set by its name, as Kafka's replica placement spreads them."""
     stream, topic, index = key
     start = zlib.crc32(f"{stream}\0{topic}".encode())
     return node_ids[(start + index) % len(node_ids)]
@@ -43,24 +50,41 @@ async def read_leaders(conn: asyncpg.Connection) -> dict[PartitionKey, LeaderRow
     return {(r["stream"], r["topic"], r["partition"]): LeaderRow(r["leader"], r["epoch"]) for r in rows}
 
 
-async def add_missing(conn: asyncpg.Connection, rows: dict[PartitionKey, int]) -> None:
-    """Rows for partitions nobody leads yet (new topics), at epoch 0; a row another broker wrote first wins."""
+def _stored_epoch(s: str, t: str, p: str) -> str:
+    """SQL for the leader epoch the cloud store last stamped a batch of partition (s, t, p) with,
+    0 for none: kc_partitions, in the same database when the cluster fences the store's appends."""
+    return (f"coalesce((SELECT sp.leader_epoch FROM kc_topics st JOIN kc_partitions sp ON sp.topic_id = st.id "
+            f"WHERE st.stream = {s} AND st.name = {t} AND sp.idx = {p}), 0)")
+
+
+async def add_missing(conn: asyncpg.Connection, rows: dict[PartitionKey, int], store_epochs: bool = False) -> None:
+    """Rows for partitions nobody leads yet (new topics); a row another broker wrote first wins.
+
+    A row starts at epoch 0; with `store_epochs` (the store's tables share the database) at the
+    epoch the store last stamped a batch of the partition with. A partition written before it had
+    a row (by an earlier version, or with the leader table elsewhere) carries the store's own
+    counter, and the store stamps a batch with the larger of that and the row's epoch: below it,
+    batches would carry epochs above Metadata's, which Java consumers trust over Metadata's."""
     if not rows:
         return
     keys = list(rows)
+    epoch = _stored_epoch("u.s", "u.t", "u.p") if store_epochs else "0"
     await conn.execute(
-        """INSERT INTO kc_partition_leaders (stream, topic, partition, leader, epoch)
-           SELECT s, t, p, l, 0 FROM unnest($1::text[], $2::text[], $3::int[], $4::int[]) AS u(s, t, p, l)
+        f"""INSERT INTO kc_partition_leaders (stream, topic, partition, leader, epoch)
+           SELECT s, t, p, l, {epoch} FROM unnest($1::text[], $2::text[], $3::int[], $4::int[]) AS u(s, t, p, l)
            ON CONFLICT DO NOTHING""",
         [k[0] for k in keys], [k[1] for k in keys], [k[2] for k in keys], [rows[k] for k in keys],
     )
 
 
-async def move(conn: asyncpg.Connection, moves: Iterable[tuple[PartitionKey, LeaderRow, int]]) -> int:
-    """Move each (key, row as read, new leader) unless the row changed since it was read; returns how many moved."""
+async def move(conn: asyncpg.Connection, moves: Iterable[tuple[PartitionKey, LeaderRow, int]],
+               store_epochs: bool = False) -> int:
+    """Move each (key, row as read, new leader) unless the row changed since it was read; returns how many moved.
+    The new epoch is one above the row's, and with `store_epochs` above the store's too (add_missing)."""
     moves = list(moves)
     if not moves:
         return 0
+    old = f"greatest(l.epoch, {_stored_epoch('l.stream', 'l.topic', 'l.partition')})" if store_epochs else "l.epoch"
     keys = ([k[0] for k, _, _ in moves], [k[1] for k, _, _ in moves], [k[2] for k, _, _ in moves])
     async with conn.transaction():
         # Rows locked in key order first: the store's commit (kc_commit) takes them FOR SHARE in the
@@ -71,7 +95,7 @@ async def move(conn: asyncpg.Connection, moves: Iterable[tuple[PartitionKey, Lea
                  ON l.stream = u.s AND l.topic = u.t AND l.partition = u.p
                ORDER BY l.stream, l.topic, l.partition FOR UPDATE OF l""", *keys)
         result = await conn.execute(
-            """UPDATE kc_partition_leaders AS l SET leader = u.new_leader, epoch = l.epoch + 1
+            f"""UPDATE kc_partition_leaders AS l SET leader = u.new_leader, epoch = {old} + 1
                FROM unnest($1::text[], $2::text[], $3::int[], $4::int[], $5::int[], $6::int[])
                     AS u(s, t, p, old_leader, old_epoch, new_leader)
                WHERE l.stream = u.s AND l.topic = u.t AND l.partition = u.p
@@ -81,13 +105,27 @@ async def move(conn: asyncpg.Connection, moves: Iterable[tuple[PartitionKey, Lea
     return int(result.rsplit(" ", 1)[-1])
 
 
+def wanted_leader(registered: Sequence[int], live: Sequence[int], key: PartitionKey, current: int | None) -> int:
+    """The partition's preferred leader among the registered brokers while it is live; else the
+    live broker leading it now (`current`), so another broker's death does not move it; else
+    its preferred leader among the live ones."""
+    first = preferred_leader(registered, key) if registered else None
+    if first is not None and first in live:
+        return first
+    if current is not None and current in live:
+        return current
+    return preferred_leader(live, key)
+
+
 def plan(
-    me: int, live: Sequence[int], known: Iterable[PartitionKey], rows: dict[PartitionKey, LeaderRow]
+    me: int, live: Sequence[int], known: Iterable[PartitionKey], rows: dict[PartitionKey, LeaderRow],
+    registered: Sequence[int] = (),
 ) -> tuple[dict[PartitionKey, int], list[tuple[PartitionKey, LeaderRow, int]]]:
     """What this broker should write: (rows to add, moves). Pure, so tests can check the spread.
 
-    Moves are those of partitions whose leader is not live (anyone may
-    make them) and those this broker leads but should not (only it may).
+    `registered`: every node id with a row in kc_brokers, ascending (the live ones alone when
+    empty). Moves are those of partitions whose leader is not live (anyone may make them) and
+    those this broker leads but should not (only it may).
     """
     missing: dict[PartitionKey, int] = {}
     moves: list[tuple[PartitionKey, LeaderRow, int]] = []
@@ -95,8 +133,8 @@ def plan(
         return missing, moves
     alive = set(live)
     for key in known:
-        want = preferred_leader(live, key)
         row = rows.get(key)
+        want = wanted_leader(registered or live, live, key, None if row is None else row.leader)
         if row is None:
             missing[key] = want
         elif row.leader != want and (row.leader not in alive or row.leader == me):

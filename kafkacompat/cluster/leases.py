@@ -114,9 +114,10 @@ class BrokerLease:
                            self.me.node_id, self.incarnation)
 
 
-async def live_members(conn: asyncpg.Connection) -> list[Member]:
-    rows = await conn.fetch("SELECT node_id, host, port FROM kc_brokers WHERE lease_until > now() ORDER BY node_id")
-    return [Member(r["node_id"], r["host"], r["port"]) for r in rows]
+async def members(conn: asyncpg.Connection) -> tuple[list[Member], list[int]]:
+    """(the live brokers, the node ids of every broker registered, its lease lapsed or not), by node id."""
+    rows = await conn.fetch("SELECT node_id, host, port, lease_until > now() AS live FROM kc_brokers ORDER BY node_id")
+    return [Member(r["node_id"], r["host"], r["port"]) for r in rows if r["live"]], [r["node_id"] for r in rows]
 
 
 async def unregister(conn: asyncpg.Connection, node_id: int) -> bool:

@@ -57,6 +57,9 @@ class ClusterView(abc.ABC):
 
     def __init__(self, me: Member) -> None:
         self.me = me
+        # the cloud store's tables share the leader table's database: a partition's leader epochs
+        # start above the epochs the store stamped its batches with (leadership.add_missing)
+        self.store_epochs = False
         # awaited with a partition key when this broker becomes its leader, before it serves it
         # (the broker reads the partition's offsets afresh and rebuilds producer state from the log)
         self.on_leadership_gained: Callable[[PartitionKey], Awaitable[None]] = _nothing

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable
 import asyncpg
 
 from . import leadership
-from .leases import BrokerLease, create_schema, live_members, unregister
+from .leases import BrokerLease, create_schema, members, unregister
 from .membership import ClusterError, ClusterView, Member, PartitionKey
 
 log = logging.getLogger(__name__)
@@ -192,14 +192,15 @@ class PostgresCluster(ClusterView):
             self._conn = await self._reconnect(None)
             return
         registration = self._registration
-        live = await live_members(conn)
+        live, registered = await members(conn)
         rows = await leadership.read_leaders(conn)
-        missing, moves = leadership.plan(self.me.node_id, [m.node_id for m in live], self._partitions(), rows)
+        missing, moves = leadership.plan(self.me.node_id, [m.node_id for m in live], self._partitions(), rows,
+                                         registered)
         handing_on = {key for key, row, _ in moves if row.leader == self.me.node_id}
         self._yielding |= handing_on  # stop serving before the row names the next leader
         if missing or moves:
-            await leadership.add_missing(conn, missing)
-            moved = await leadership.move(conn, moves)
+            await leadership.add_missing(conn, missing, self.store_epochs)
+            moved = await leadership.move(conn, moves, self.store_epochs)
             if moved:
                 log.info("moved leadership of %d partition(s) among brokers %s", moved, [m.node_id for m in live])
             rows = await leadership.read_leaders(conn)

@@ -12,11 +12,13 @@ cluster kill at load 22). The broker answers the follower as it answered the
 batch it follows, so the producer resends both, in order, and nothing is
 stored twice.
 
-ListOffsets names the epoch Metadata names: the Java consumer takes the
-ListOffsets epoch as the partition's last seen one and ignores Metadata
-naming an older one, so a higher epoch there (the store's own counter) hid
-every later leader from it, and Java consumers stalled on partitions whose
-leader died.
+ListOffsets, OffsetForLeaderEpoch and the batches read name the epoch
+Metadata names: the Java consumer takes the epoch of what it reads (and
+ListOffsets') as the partition's last seen one and ignores Metadata naming
+an older one, so a higher epoch there (the store's own counter) hid every
+later leader from it, and Java consumers stalled on partitions whose leader
+died; an epoch OffsetForLeaderEpoch does not know makes it reset its
+position.
 """
 
 from __future__ import annotations
@@ -31,14 +33,14 @@ from kafkacompat.protocol.messages import make
 from kafkacompat.protocol.records import Record, build_batch
 from kafkacompat.testing.cluster import BrokerCluster, cloud_cluster_args
 from kafkacompat.testing.services import ServiceUnavailable
-from tests.cluster.test_shared_store import create_topic, read_all, wait_until
+from tests.cluster.test_shared_store import create_topic, read_messages, wait_until
 from tests.test_idempotence import init_producer_id
 from tests.wire import Wire, request_class
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 
 LEASE_MS, HEARTBEAT_MS = 2000, 200
-PRODUCE_V, METADATA_V, LIST_OFFSETS_V = 9, 12, 7
+PRODUCE_V, METADATA_V, LIST_OFFSETS_V, OFFSET_FOR_LEADER_EPOCH_V = 9, 12, 7, 4
 
 
 @pytest.fixture
@@ -93,6 +95,19 @@ def list_offsets_epoch(bootstrap: str, topic: str, timestamp: int) -> int:
     return part.leader_epoch
 
 
+def epoch_end(bootstrap: str, topic: str, epoch: int, current: int) -> tuple[ErrorCode, int, int]:
+    """OffsetForLeaderEpoch of partition 0 as a consumer validating its position asks it:
+    (error, epoch, end offset)."""
+    import kio.schema.offset_for_leader_epoch.v4.request as m
+
+    with Wire(bootstrap) as wire:
+        part = wire.request(23, OFFSET_FOR_LEADER_EPOCH_V, make(m.OffsetForLeaderEpochRequest, replica_id=-1, topics=(
+            make(m.OffsetForLeaderTopic, topic=topic, partitions=(make(
+                m.OffsetForLeaderPartition, partition=0, current_leader_epoch=current, leader_epoch=epoch),)),))
+        ).topics[0].partitions[0]
+    return part.error_code, part.leader_epoch, part.end_offset
+
+
 def test_a_batch_pipelined_behind_one_refused_is_refused_alike_when_the_broker_leads_in_between(
     cluster: BrokerCluster,
 ) -> None:
@@ -104,6 +119,7 @@ def test_a_batch_pipelined_behind_one_refused_is_refused_alike_when_the_broker_l
     wait_until("the leader knows it leads", lambda: metadata_leader(leader.bootstrap, topic) == (leader_id, epoch), 30)
     for timestamp in (-2, -1):  # earliest, latest: the epoch Metadata names, on the leader
         assert list_offsets_epoch(leader.bootstrap, topic, timestamp) == epoch
+    assert epoch_end(leader.bootstrap, topic, epoch, epoch) == (ErrorCode.none, epoch, 0)
 
     with Wire(leader.bootstrap) as wire:
         pid = init_producer_id(wire)
@@ -131,5 +147,12 @@ def test_a_batch_pipelined_behind_one_refused_is_refused_alike_when_the_broker_l
     assert new_epoch > epoch
     for timestamp in (-2, -1):
         assert list_offsets_epoch(other.bootstrap, topic, timestamp) == new_epoch
-    records = read_all(other.bootstrap, topic, 1, 3)
-    assert [(offset, value) for _, offset, value in records] == [(0, b"v0"), (1, b"v1"), (2, b"v2")]
+    # each batch carries the epoch Metadata named for its leader
+    records = [(m.offset(), m.value(), m.leader_epoch()) for m in read_messages(other.bootstrap, topic, 1, 3)]
+    assert records == [(0, b"v0", epoch), (1, b"v1", new_epoch), (2, b"v2", new_epoch)]
+    # a consumer that read offset 0 under the first leader validates its position with the new one:
+    # the first epoch ended where the new leader's first batch went, the new one ends at the end
+    assert epoch_end(other.bootstrap, topic, epoch, new_epoch) == (ErrorCode.none, epoch, 1)
+    assert epoch_end(other.bootstrap, topic, new_epoch, new_epoch) == (ErrorCode.none, new_epoch, 3)
+    assert epoch_end(other.bootstrap, topic, new_epoch + 1, new_epoch) == (ErrorCode.none, -1, -1)
+    assert epoch_end(other.bootstrap, topic, epoch, epoch)[0] == ErrorCode.fenced_leader_epoch

@@ -51,3 +51,29 @@ def test_plan_moves_only_dead_leaders_and_own_partitions() -> None:
 
 def test_plan_with_no_live_broker_writes_nothing() -> None:
     assert plan(1, [], [("/default", "t", 0)], {}) == ({}, [])
+
+
+def test_a_death_moves_only_the_partitions_the_dead_broker_led() -> None:
+    """As on Kafka: a killed broker keeps its registration (its lease lapsed), so the others keep
+    leading what they led; only its partitions move, spread over the live ones, and they come
+    back to it once it is live again."""
+    registered = [1, 2, 3]
+    keys = [("/default", f"topic-{t}", p) for t in range(10) for p in range(6)]
+    rows = {key: LeaderRow(preferred_leader(registered, key), 0) for key in keys}
+    moved = {key: new for key, _, new in plan(1, [1, 3], keys, rows, registered)[1]}
+    assert set(moved) == {key for key, row in rows.items() if row.leader == 2}
+    assert set(moved.values()) == {1, 3}  # spread, not all onto one broker
+    after = {key: LeaderRow(moved.get(key, row.leader), row.epoch + (key in moved)) for key, row in rows.items()}
+    assert plan(3, [1, 3], keys, after, registered) == ({}, [])  # settled: nothing moves again
+    back = {key: new for key, _, new in plan(1, [1, 2, 3], keys, after, registered)[1]}
+    assert back == {key: 2 for key in moved if after[key].leader == 1}  # each leader hands back its own
+
+
+def test_a_clean_stop_spreads_over_the_brokers_left() -> None:
+    """A broker stopping cleanly deletes its registration: the rest is spread over those left."""
+    keys = [("/default", "t", p) for p in range(6)]
+    rows = {key: LeaderRow(preferred_leader([1, 2, 3], key), 0) for key in keys}
+    missing, moves = plan(1, [1, 3], keys, rows, [1, 3])
+    assert {key: new for key, _, new in moves} == {
+        key: preferred_leader([1, 3], key) for key, row in rows.items()
+        if preferred_leader([1, 3], key) != row.leader and row.leader in (1, 2)}

@@ -15,7 +15,7 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from kafkacompat.protocol.messages import make
@@ -64,15 +64,21 @@ def wait_until(what: str, check, timeout: float) -> float:
 
 def read_all(bootstrap: str, topic: str, partitions: int, expected: int, timeout: float = 60) -> list[tuple[int, int, bytes]]:
     """(partition, offset, value) of every record, with confluent-kafka by assignment."""
+    return [(m.partition(), m.offset(), m.value()) for m in read_messages(bootstrap, topic, partitions, expected,
+                                                                          timeout)]
+
+
+def read_messages(bootstrap: str, topic: str, partitions: int, expected: int, timeout: float = 60) -> list[Message]:
+    """Every record as confluent-kafka hands it out, reading by assignment from offset 0."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "reader", "enable.auto.commit": False})
     consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-    out: list[tuple[int, int, bytes]] = []
+    out: list[Message] = []
     deadline = time.monotonic() + timeout
     try:
         while len(out) < expected and time.monotonic() < deadline:
             for msg in consumer.consume(500, timeout=0.5):
                 assert msg.error() is None, msg.error()
-                out.append((msg.partition(), msg.offset(), msg.value()))
+                out.append(msg)
     finally:
         consumer.close()
     return out
