@@ -207,6 +207,15 @@ async def test_offset_for_timestamp_is_exact(store, compression):
     assert top == storage.TimestampHit(9, 401)
 
 
+async def test_a_hit_by_timestamp_carries_the_leader_epoch_of_its_batch(store):
+    """As Kafka's FileRecords.searchForTimestamp answers ListOffsets by time: the found batch's epoch."""
+    part = await topic(store)
+    await part.append(batch(2, ts=100), 2)
+    stamped = struct.unpack_from(">i", bytes(await part.read(0, 1 << 20)), 12)[0]
+    hit = await part.offset_for_timestamp(101)
+    assert hit == storage.TimestampHit(1, 101) and hit.leader_epoch == stamped == part.leader_epoch
+
+
 async def test_offset_for_timestamp_respects_log_start(store):
     part = await topic(store)
     await part.append(batch(5, ts=100, step=10), 5)
