@@ -101,7 +101,7 @@ class TimestampHit:
     offset: int
     timestamp: int
     # the leader epoch stamped on the batch holding it (-1: not known): what Kafka answers with a
-    # max-timestamp hit; not part of equality, which is about where the record is
+    # hit by timestamp or max timestamp; not part of equality, which is about where the record is
     leader_epoch: int = dataclasses.field(default=-1, compare=False)
 
 
@@ -189,7 +189,7 @@ class Partition(abc.ABC):
 
     @abc.abstractmethod
     async def offset_for_timestamp(self, timestamp: int) -> TimestampHit | None:
-        """The first offset whose record timestamp is >= timestamp, exactly."""
+        """The first offset whose record timestamp is >= timestamp, exactly, with its batch's leader epoch."""
 
     @abc.abstractmethod
     async def max_timestamp(self) -> TimestampHit | None:

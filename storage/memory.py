@@ -180,7 +180,7 @@ class MemoryPartition(PartitionBase):
         if not settings.retains:
             return 0
         first = drop = self._first_live()
-        if settings.ttl_ms > 0:
+        if settings.ttl_ms >= 0:
             cutoff = now - settings.ttl_ms
             while drop < len(self._max_ts) and self._max_ts[drop] < cutoff:
                 drop += 1

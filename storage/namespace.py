@@ -69,7 +69,7 @@ def now_ms() -> int:
 class Settings:
     """A partition's effective rules: stream policy with topic overrides applied."""
 
-    ttl_ms: int  # 0 keeps forever
+    ttl_ms: int  # Kafka's retention.ms: -1 keeps forever, 0 expires every record older than now
     retention_bytes: int  # -1 no cap
     partitionlet_bytes: int
     partitionlet_age_ms: int
@@ -85,7 +85,7 @@ class Settings:
     @property
     def retains(self) -> bool:
         """Whether retention deletes anything: cleanup.policy has delete and a ttl or size cap is set."""
-        return self.delete and (self.ttl_ms > 0 or self.retention_bytes >= 0)
+        return self.delete and (self.ttl_ms >= 0 or self.retention_bytes >= 0)
 
 
 def check_policy(policy: StreamPolicy) -> StreamPolicy:
@@ -185,10 +185,12 @@ class TopicState:
         if self._settings is None:
             policy = self.stream.policy
             configs = self.configs
-            ttl_ms = policy.ttl_seconds * 1000
+            # a stream's ttl 0 keeps forever (MapR's meaning); a topic's retention.ms keeps Kafka's:
+            # any negative value keeps forever, 0 lets the next retention pass delete every record
+            ttl_ms = policy.ttl_seconds * 1000 if policy.ttl_seconds > 0 else -1
             cleanup = configs.get(CLEANUP_POLICY, policy.cleanup_policy)
             if RETENTION_MS in configs:
-                ttl_ms = max(int(configs[RETENTION_MS]), 0)
+                ttl_ms = max(int(configs[RETENTION_MS]), -1)
             compact = "compact" in cleanup
             max_lag_ms = int(configs.get(MAX_COMPACTION_LAG_MS, LONG_MAX))
             age_ms = max(int(configs.get(SEGMENT_MS, policy.partitionlet_age_ms)), 1)

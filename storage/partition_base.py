@@ -128,20 +128,22 @@ class PartitionBase(Partition):
         self, batch: bytes | memoryview, base: int, last: int, max_ts: int, log_append: bool,
         timestamp: int, min_offset: int,
     ) -> TimestampHit | None:
-        """The first record >= timestamp at offset >= min_offset in a batch whose max_ts >= timestamp.
+        """The first record >= timestamp at offset >= min_offset in a batch whose max_ts >= timestamp,
+        with the batch's leader epoch (as Kafka's FileRecords.searchForTimestamp answers it).
 
         Without a record decoder the answer is the batch's first live offset
         with the batch's max timestamp (batch granularity).
         """
         if last < min_offset:
             return None
+        epoch = bf.HEADER.unpack_from(batch)[2]
         decode = self._record_timestamps
         if decode is None or log_append:
-            return TimestampHit(max(base, min_offset), max_ts)
+            return TimestampHit(max(base, min_offset), max_ts, epoch)
         for delta, ts in decode(batch):
             offset = base + delta
             if offset >= min_offset and ts >= timestamp:
-                return TimestampHit(offset, ts)
+                return TimestampHit(offset, ts, epoch)
         return None
 
     def _offset_of_max(self, batch: bytes | memoryview, base: int, last: int, max_ts: int,

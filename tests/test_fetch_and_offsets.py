@@ -13,6 +13,7 @@ from kafkacompat.testing import Broker
 from kafkacompat.protocol.messages import make
 from kafkacompat.protocol.records import Record, build_batch, iter_records
 from tests.test_bad_input import produce_request
+from tests.conftest import create_topic
 from tests.wire import Wire
 
 
@@ -127,6 +128,26 @@ def test_list_offsets_earliest_latest_time_and_max(broker: Broker, topic: str) -
         assert (miss.offset, miss.timestamp) == (-1, -1)
         top = list_offsets(wire, topic, -3)
         assert (top.offset, top.timestamp, top.leader_epoch) == (2, at + 10_002, 0)  # the batch's epoch
+
+
+def test_list_offsets_by_time_answers_the_epoch_of_the_batch_found(tmp_path) -> None:
+    """Kafka answers a hit by timestamp with the found batch's partitionLeaderEpoch (FileRecords.
+    searchForTimestamp), not the current one, and a miss with the default -1; a restart of the disk
+    store leads from a higher epoch, so records written before it carry an older one."""
+    data = str(tmp_path / "data")
+    at = int(time.time() * 1000) - 60_000
+    with Broker(data_dir=data) as first:
+        name = create_topic(first.bootstrap_servers, "epochs")
+        with Wire(first.bootstrap_servers) as wire:
+            produce(wire, name, [b"a"], timestamp=at)
+            before = list_offsets(wire, name, at).leader_epoch
+    with Broker(data_dir=data) as second, Wire(second.bootstrap_servers) as wire:
+        produce(wire, name, [b"b"], timestamp=at + 1_000)
+        old, new, latest = list_offsets(wire, name, at), list_offsets(wire, name, at + 1), list_offsets(wire, name, -1)
+        assert (old.offset, old.leader_epoch) == (0, before)
+        assert (new.offset, new.leader_epoch) == (1, latest.leader_epoch) and latest.leader_epoch > before
+        miss = list_offsets(wire, name, at + 2_000)
+        assert (miss.offset, miss.timestamp, miss.leader_epoch) == (-1, -1, -1)
 
 
 def test_offset_for_leader_epoch(broker: Broker, topic: str) -> None:

@@ -106,6 +106,9 @@ ALLOWED_VALUES: dict[str, tuple[str, ...]] = {
     "compression.type": ("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"),
     "remote.storage.enable": ("false",),
 }
+# Lower bounds Kafka's LogConfig puts on configs the store acts on (its Range.atLeast): retention.ms
+# below -1 is refused there, not taken as "forever"
+AT_LEAST: dict[str, int] = {"retention.ms": -1}
 
 
 class InvalidConfigError(ValueError):
@@ -196,6 +199,9 @@ def validate_configs(configs: dict[str, str]) -> None:
             except (TypeError, ValueError):
                 raise InvalidConfigError(f"Invalid value {value} for configuration {name}: Not a number of type "
                                          f"{'INT' if definition.kind == 3 else 'LONG'}") from None
+        low = AT_LEAST.get(name)
+        if low is not None and int(value) < low:
+            raise InvalidConfigError(f"Invalid value {value} for configuration {name}: Value must be at least {low}")
         if definition.kind == 6:
             try:
                 float(value)

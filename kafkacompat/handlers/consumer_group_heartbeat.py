@@ -41,9 +41,9 @@ async def handle(ctx: Any, request: Any) -> Any:
     refused = _refusal(ctx, request)
     if refused is None and not ctx.cluster.coordinates(request.group_id):  # the group moved: look it up again
         refused = ErrorCode.not_coordinator
-    if refused is not None:
+    if refused is not None:  # Kafka's ConsumerGroupHeartbeatRequest.getErrorResponse: the code, member_epoch left 0
         return make(m.ConsumerGroupHeartbeatResponse, throttle_time=NO_THROTTLE, error_code=refused,
-                    error_message=None, member_id=None, member_epoch=-1,
+                    error_message=None, member_id=None, member_epoch=0,
                     heartbeat_interval=datetime.timedelta(0), assignment=None)
     result = ctx.cluster.groups.consumer.heartbeat(
         HeartbeatRequest(

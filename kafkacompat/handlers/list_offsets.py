@@ -28,10 +28,13 @@ READ_COMMITTED = 1
 
 async def _lookup(partition: storage.Partition, timestamp: int, txns: PartitionTxns | None,
                   leader_epoch: int) -> tuple[int, int, int]:
-    """(timestamp, offset, epoch) per Kafka: -1/-1 when no record is at or after T; `txns` for read_committed.
+    """(timestamp, offset, epoch) per Kafka: -1/-1/-1 when no record is at or after T; `txns` for read_committed.
 
-    `leader_epoch` is the epoch Metadata names; a max-timestamp hit answers
-    its batch's epoch instead, as Kafka does, never one above Metadata's.
+    `leader_epoch` is the epoch Metadata names, answered for -2, -4 and -1;
+    a hit by timestamp or max timestamp answers its batch's epoch instead
+    (Kafka's FileRecords.searchForTimestamp, RecordBatch.offsetOfMaxTimestamp;
+    -1 when the batch has none), never one above Metadata's (see `handle`),
+    and a miss Kafka's default -1.
     """
     if timestamp in (EARLIEST, EARLIEST_LOCAL):
         return -1, partition.log_start_offset, leader_epoch
@@ -41,13 +44,11 @@ async def _lookup(partition: storage.Partition, timestamp: int, txns: PartitionT
         return -1, partition.high_watermark if txns is None else txns.last_stable_offset, leader_epoch
     if timestamp == MAX_TIMESTAMP:
         hit = await partition.max_timestamp()
-        if hit is None:
-            return -1, -1, leader_epoch
-        return hit.timestamp, hit.offset, min(hit.leader_epoch, leader_epoch) if hit.leader_epoch >= 0 else -1
-    hit = await partition.offset_for_timestamp(timestamp)
+    else:
+        hit = await partition.offset_for_timestamp(timestamp)
     if hit is None:
-        return -1, -1, leader_epoch
-    return hit.timestamp, hit.offset, leader_epoch
+        return -1, -1, -1
+    return hit.timestamp, hit.offset, min(hit.leader_epoch, leader_epoch) if hit.leader_epoch >= 0 else -1
 
 
 async def handle(ctx: Any, request: Any) -> Any:

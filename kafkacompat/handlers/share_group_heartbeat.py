@@ -12,18 +12,18 @@ from .common import NO_THROTTLE, ErrorCode, make, schema_of
 from .group_common import client_host
 
 
-def _refusal(ctx: Any, request: Any) -> tuple[ErrorCode, str | None] | None:
+def _refusal(ctx: Any, request: Any) -> ErrorCode | None:
     """The share group protocol switched off, READ on the group, DESCRIBE on the topics, the coordinator."""
     if ctx.cluster.features.level(SHARE_VERSION) < 1:
-        return ErrorCode.unsupported_version, "The share group protocol is not enabled."
+        return ErrorCode.unsupported_version
     authorizer = ctx.cluster.authorizer
     if not authorizer.group(ctx, Operation.READ, request.group_id):
-        return ErrorCode.group_authorization_failed, None
+        return ErrorCode.group_authorization_failed
     names = set(request.subscribed_topic_names or ())
     if authorizer.enabled and len(authorizer.topics(ctx, Operation.DESCRIBE, names)) < len(names):
-        return ErrorCode.topic_authorization_failed, None
+        return ErrorCode.topic_authorization_failed
     if not ctx.cluster.coordinates(request.group_id):
-        return ErrorCode.not_coordinator, None
+        return ErrorCode.not_coordinator
     return None
 
 
@@ -31,9 +31,9 @@ async def handle(ctx: Any, request: Any) -> Any:
     m = schema_of(ctx)
     shares = ctx.cluster.shares
     refused = _refusal(ctx, request)
-    if refused is not None:
-        return make(m.ShareGroupHeartbeatResponse, throttle_time=NO_THROTTLE, error_code=refused[0],
-                    error_message=refused[1], member_id=None, member_epoch=-1,
+    if refused is not None:  # Kafka's ShareGroupHeartbeatRequest.getErrorResponse: the code, member_epoch left 0
+        return make(m.ShareGroupHeartbeatResponse, throttle_time=NO_THROTTLE, error_code=refused,
+                    error_message=None, member_id=None, member_epoch=0,
                     heartbeat_interval=datetime.timedelta(0), assignment=None)
     result = shares.groups.heartbeat(ShareHeartbeat(
         group_id=request.group_id,

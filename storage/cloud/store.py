@@ -821,7 +821,7 @@ class CloudStore(NamespaceStore):
                             settings = topic.settings
                             if not settings.retains:
                                 continue
-                            cutoff = now - settings.ttl_ms if settings.ttl_ms > 0 else None
+                            cutoff = now - settings.ttl_ms if settings.ttl_ms >= 0 else None
                             cap = settings.retention_bytes if settings.retention_bytes >= 0 else None
                             for index in range(topic.info.partitions):
                                 row = self._rows.get((topic.id_hex, index))

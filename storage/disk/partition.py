@@ -693,7 +693,7 @@ class DiskPartition(PartitionBase):
         """The body of enforce_retention (lock held)."""
         chain = self._chain
         drop = 0
-        if settings.ttl_ms > 0:
+        if settings.ttl_ms >= 0:
             cutoff = now - settings.ttl_ms
             while drop < len(chain) and (chain[drop].size > 0 or chain[drop].sealed) and (
                 chain[drop].max_ts if chain[drop].max_ts >= 0 else chain[drop].created_ms

@@ -11,7 +11,7 @@ from confluent_kafka import Producer
 from kafkacompat.testing import Broker
 from tests.conftest import create_topic
 
-from compat_tests.reference import run_tool
+from compat_tests.reference import run_tool, unique
 from kafkacompat.testing.reference_kafka import unavailable
 
 
@@ -73,8 +73,9 @@ def _producer_once_markers_are_written(bootstrap: str, topic: str, timeout: floa
 def test_describe_producers_after_a_commit_shows_what_kafka_shows(ours: Broker, kafka41) -> None:
     """Epoch, coordinator epoch (from the marker), last sequence and open transaction, side by side."""
     seen = {}
+    name_used_on_both = unique("producers-after-commit")  # a reused reference keeps old topics and ids
     for name, bootstrap in (("kafkacompat", ours.bootstrap_servers), ("kafka", kafka41.bootstrap_servers)):
-        topic = create_topic(bootstrap, "producers-after-commit")
+        topic = create_topic(bootstrap, name_used_on_both)
         producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"{topic}-tx"})
         producer.init_transactions(30)
         producer.begin_transaction()

@@ -8,17 +8,20 @@ from __future__ import annotations
 
 import asyncio
 import re
+import time
 import uuid
 
 import pytest
 from kio.schema.errors import ErrorCode
 
 from kafkacompat.protocol.messages import make
+from kafkacompat.protocol.records import Record, build_batch
 from tests.conftest import create_topic
+from tests.test_bad_input import produce_request
 from tests.test_fetch_and_offsets import list_offsets
 from tests.wire import Wire
 
-from .test_fetch_max_bytes import _fill
+from .test_fetch_max_bytes import _fill, _produce
 
 TOPIC_OPERATIONS = 3576  # READ WRITE CREATE DELETE ALTER DESCRIBE DESCRIBE_CONFIGS ALTER_CONFIGS
 CLUSTER_OPERATIONS = 8096  # CREATE ALTER DESCRIBE CLUSTER_ACTION DESCRIBE_CONFIGS ALTER_CONFIGS IDEMPOTENT_WRITE
@@ -40,6 +43,21 @@ def test_list_offsets_special_timestamps(bootstrap: str, timestamp: int, version
     with Wire(bootstrap) as wire:
         got = list_offsets(wire, topic, timestamp, version=version)
     assert (got.error_code, got.timestamp, got.offset) == answer
+
+
+@pytest.mark.parametrize("version", [4, 9])
+def test_list_offsets_misses_name_no_leader_epoch(bootstrap: str, version: int) -> None:
+    """No record at or after T, or no record at all for -3: Kafka leaves the epoch at its default -1."""
+    empty, filled = (create_topic(bootstrap, f"{kind}-{uuid.uuid4().hex[:8]}") for kind in ("empty", "filled"))
+    at = int(time.time() * 1000) - 60_000  # recent: within the 7 days both keep
+    with Wire(bootstrap) as wire:
+        _produce(wire, produce_request(filled, build_batch([Record(None, b"v", [], at + i) for i in range(3)])))
+        answers = [list_offsets(wire, empty, -3, version=max(version, 7)), list_offsets(wire, empty, at, version),
+                   list_offsets(wire, filled, at + 3, version)]
+        hit = list_offsets(wire, filled, at + 1, version)
+    seen = [(a.error_code, a.timestamp, a.offset, a.leader_epoch) for a in answers]
+    assert seen == [(ErrorCode.none, -1, -1, -1)] * 3
+    assert (hit.timestamp, hit.offset) == (at + 1, 1)
 
 
 def test_authorized_operations_bits(bootstrap: str) -> None:

@@ -207,6 +207,15 @@ async def test_offset_for_timestamp_is_exact(store, compression):
     assert top == storage.TimestampHit(9, 401)
 
 
+async def test_a_hit_by_timestamp_carries_the_leader_epoch_of_its_batch(store):
+    """As Kafka's FileRecords.searchForTimestamp answers ListOffsets by time: the found batch's epoch."""
+    part = await topic(store)
+    await part.append(batch(2, ts=100), 2)
+    stamped = struct.unpack_from(">i", bytes(await part.read(0, 1 << 20)), 12)[0]
+    hit = await part.offset_for_timestamp(101)
+    assert hit == storage.TimestampHit(1, 101) and hit.leader_epoch == stamped == part.leader_epoch
+
+
 async def test_offset_for_timestamp_respects_log_start(store):
     part = await topic(store)
     await part.append(batch(5, ts=100, step=10), 5)
@@ -367,6 +376,31 @@ async def test_enforce_retention_by_ttl_and_size(store):
     await store.enforce_retention(now)
     kept = len(await capped.read(capped.log_start_offset, 1 << 30))
     assert capped.log_start_offset > 0 and 3000 <= kept < 3000 + 4096 + 600
+
+
+async def test_retention_ms_0_expires_every_record_older_than_now_but_a_stream_ttl_0_keeps_forever(store):
+    """Kafka's UnifiedLog deletes a segment once now - its largest timestamp > retention.ms, so
+    retention.ms=0 takes every segment whose newest record is older than now, the active one too;
+    only a negative retention.ms keeps forever. A stream's ttl 0 keeps forever, as on MapR."""
+    await store.create_stream("/forever", StreamPolicy(ttl_seconds=0, partitionlet_bytes=4096))
+    now = 5_000_000
+    parts = {}
+    for name, configs in (("zero", {"retention.ms": "0"}), ("unlimited", {"retention.ms": "-1"}), ("stream", {})):
+        await store.create_topic("/forever", name, 1, configs)
+        parts[name] = part = store.partition("/forever", name, 0)
+        for i in range(30):
+            await part.append(batch(2, ts=now - 1_000 + i, size=200), 2)
+        await part.append(batch(2, ts=now - 1, size=200), 2)  # stamped now - 1 and now
+    await store.enforce_retention(now)
+    zero = parts["zero"]
+    assert 0 < zero.log_start_offset <= 60 and zero.high_watermark == 62
+    assert values(await zero.read(zero.log_start_offset, 1 << 20))[-2:] == [(60, b"A" * 200), (61, b"B" * 200)]
+    await store.enforce_retention(now + 1)
+    assert (zero.log_start_offset, zero.high_watermark) == (62, 62)
+    assert (await zero.append(batch(1, ts=now + 1), 1)).base_offset == 62
+    assert values(await zero.read(62, 1 << 20)) == [(62, b"A" * 10)]
+    for kept in (parts["unlimited"], parts["stream"]):
+        assert (kept.log_start_offset, kept.high_watermark) == (0, 62)
 
 
 async def test_concurrent_creates_of_one_name_conflict(store):
