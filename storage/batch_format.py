@@ -60,6 +60,11 @@ class BatchHeader:
         return bool(self.attributes & ATTR_LOG_APPEND_TIME)
 
 
+def leader_epoch(batch: bytes | bytearray | memoryview) -> int:
+    """The batch's partitionLeaderEpoch, read from the prefix the store rewrites (no full header parse)."""
+    return PREFIX.unpack_from(batch)[2]
+
+
 def parse_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeader:
     """The header at `pos`; CorruptBatchError if it is short or not magic 2."""
     if len(buf) - pos < HEADER_SIZE:

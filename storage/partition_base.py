@@ -136,7 +136,7 @@ class PartitionBase(Partition):
         """
         if last < min_offset:
             return None
-        epoch = bf.HEADER.unpack_from(batch)[2]
+        epoch = bf.leader_epoch(batch)
         decode = self._record_timestamps
         if decode is None or log_append:
             return TimestampHit(max(base, min_offset), max_ts, epoch)
@@ -151,7 +151,7 @@ class PartitionBase(Partition):
         """Where in a batch its max timestamp sits, as Kafka's RecordBatch.offsetOfMaxTimestamp: the first
         record carrying it (every record of a LogAppendTime batch does; its last offset without a decoder),
         with the batch's leader epoch. The log start does not bound it: see Partition.max_timestamp."""
-        epoch = bf.HEADER.unpack_from(batch)[2]
+        epoch = bf.leader_epoch(batch)
         decode = self._record_timestamps
         if decode is not None and not log_append:
             for delta, ts in decode(batch):
