@@ -500,10 +500,17 @@ class CloudStore(NamespaceStore):
     ) -> TopicInfo:
         """As every engine creates one; when another broker created the name first, its topic is
         read now, not at its notification: the caller's next get_topic finds it (brokers race to
-        create __consumer_offsets, and a broker whose view lacked it took over no groups)."""
+        create __consumer_offsets, and a broker whose view lacked it took over no groups).
+
+        A conflict with a create still under way in this process is not read back: its row is
+        not committed yet, and reading "no row" would forget the winner's registration."""
+        state = self._streams.get(stream)
+        known_here = state is not None and name in state.topics
         try:
             return await super().create_topic(stream, name, partitions, configs)
         except TopicExistsError:
+            if known_here:
+                raise
             with contextlib.suppress(*database_errors()):
                 await self._sync_topic(stream, name)  # unreadable now: its notification still brings it
             raise
