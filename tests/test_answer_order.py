@@ -1,11 +1,9 @@
 """Answers leave a connection in request order, whether made at once or later.
 
 A client may send many requests before reading (the Java producer keeps
-five in flight, a consumer pipelines fetches with metadata). The broker
-sends the answers already made together, so a burst of requests that
-arrives in one read is answered in one write; an answer still being made
-(a fetch waiting for records) holds back those behind it, never the other
-way round.
+five in flight, a consumer pipelines fetches with metadata). An answer
+still being made (a fetch waiting for records) holds back the answers
+behind it, never the handling of the requests behind it.
 """
 
 from __future__ import annotations

@@ -34,7 +34,7 @@ from ..handlers.common import NO_RESPONSE, CloseConnection
 from ..handlers.api_versions import unsupported_version_response
 from .receive import FrameStream
 from .request_stats import response_errors
-from .send import IOV_MAX, plain_socket_fd, send_chunks
+from .send import plain_socket_fd, send_chunks
 from ..security.authenticator import BEFORE_AUTHENTICATION, SASL_AUTHENTICATE_KEY, SaslAuthenticator
 from ..security.scram import AuthenticationFailed
 from ..security.listeners import DEFAULT_LISTENER, Listener
@@ -272,59 +272,32 @@ class Connection:
         return await handler.handle(ctx, request)
 
     async def _write_answers(self) -> None:
-        """Send answers in request order, those already made together in one write.
-
-        Under load the reading side handles several buffered requests before
-        this task runs; their answers then leave in one gathered write rather
-        than a send each (a small send to a local client costs tens of
-        microseconds of the single event-loop thread, a third of its time
-        under a producer of 16 KiB batches). An answer still being made ends
-        the group, so nothing waits for it.
-        """
         writer = self.writer
         fd = plain_socket_fd(writer)  # None on TLS: bytes go through the transport
-        answers = self._answers
-        held: list[tuple[RequestContext, Awaitable[Any], float] | None] = []  # taken, not yet ready (or the stop mark)
         while True:
-            item = held.pop() if held else await answers.get()
+            item = await self._answers.get()
             if item is None:
                 break
-            chunks: list[Any] = []
-            sent: list[tuple[RequestContext, Any, float]] = []
-            while True:
-                ctx, answer, received = item
-                try:
-                    body = await answer
-                except Exception:
-                    send_chunks(writer, chunks, fd)  # what was answered before it still goes
-                    header = ctx.header
-                    log.exception(
-                        "%s v%d from %s failed; closing the connection",
-                        api_name(header.api_key), header.api_version, self.peer,
-                    )
-                    writer.close()
-                    raise
-                if isinstance(body, BareToken):
-                    chunks.append(len(body.token).to_bytes(4, "big") + body.token)
-                else:
-                    header = ctx.header
-                    chunks += response_chunks(header.api_key, header.api_version, header.correlation_id, body)
-                sent.append((ctx, body, received))
-                if answers.empty() or len(chunks) >= IOV_MAX:
-                    break
-                item = answers.get_nowait()
-                if item is None or not item[1].done():
-                    held.append(item)  # the stop mark, or an answer still being made: after this group
-                    break
-            send_chunks(writer, chunks, fd)
-            now = time.perf_counter()
-            for ctx, body, received in sent:
-                header = ctx.header
-                self._stats.request_done(header.api_key, header.api_version, now - received)
-                if dataclasses.is_dataclass(body):  # a kio response; Produce and Fetch count their own errors
-                    for error in response_errors(body):
-                        self._stats.error(header.api_key, header.api_version, error)
-                self._mute(ctx)
+            ctx, answer, received = item
+            header = ctx.header
+            try:
+                body = await answer
+            except Exception:
+                log.exception(
+                    "%s v%d from %s failed; closing the connection",
+                    api_name(header.api_key), header.api_version, self.peer,
+                )
+                writer.close()
+                raise
+            if isinstance(body, BareToken):
+                writer.write(len(body.token).to_bytes(4, "big") + body.token)
+            else:
+                send_chunks(writer, response_chunks(header.api_key, header.api_version, header.correlation_id, body), fd)
+            self._stats.request_done(header.api_key, header.api_version, time.perf_counter() - received)
+            if dataclasses.is_dataclass(body):  # a kio response; Produce and Fetch encode theirs and count their errors
+                for error in response_errors(body):
+                    self._stats.error(header.api_key, header.api_version, error)
             self._last_sent = asyncio.get_running_loop().time()
-            if not held and answers.empty():
+            self._mute(ctx)
+            if self._answers.empty():
                 await writer.drain()
