@@ -62,6 +62,7 @@ def broker(tmp_path_factory: pytest.TempPathFactory):
             grant(running, f"User:{user}", [(TOPIC, A.WRITE)], f"{user}-own-", "",
                   pattern=ResourcePatternType.PREFIXED)
         yield running
+        _ADMINS.pop(running.port, None)  # let go while the broker runs: a kept client retries it for ever
 
 
 _ADMINS: dict[int, AdminClient] = {}
