@@ -13,6 +13,7 @@ import asyncio
 import json
 import shutil
 import subprocess
+import time
 import uuid
 from typing import Any
 
@@ -46,6 +47,7 @@ class Target:
         self.bootstrap = f"127.0.0.1:{broker.server.listener_port(protocol)}"
         self.ca = broker.certificates.location
         self.topic = f"secure-{uuid.uuid4().hex[:8]}"
+        self.refusal_expected = password != USERS["alice"]  # the broker refuses the login at once
 
     def librdkafka(self) -> dict[str, str]:
         config = {"bootstrap.servers": self.bootstrap, "security.protocol": self.protocol}
@@ -88,7 +90,9 @@ def run_kafka_python(t: Target) -> str:
     if t.mechanism:
         options.update(sasl_mechanism=t.mechanism, sasl_plain_username="alice", sasl_plain_password=t.password)
     try:
-        producer = KafkaProducer(**options, max_block_ms=10000, bootstrap_timeout_ms=8000)
+        # kafka-python retries a refused bootstrap until this runs out (the refusal itself is in its log)
+        producer = KafkaProducer(**options, max_block_ms=10000,
+                                 bootstrap_timeout_ms=2000 if t.refusal_expected else 8000)
         producer.send(t.topic, b"hello-kafka-python").get(timeout=15)
         producer.close()
     except KafkaError as exc:
@@ -159,7 +163,9 @@ def run_librdkafka(t: Target) -> str:
     errors: list[KafkaError] = []
     producer = Producer({**t.librdkafka(), "error_cb": errors.append, "message.timeout.ms": 5000})
     producer.produce(t.topic, b"hello-librdkafka")
-    producer.flush(12)
+    deadline = time.monotonic() + 12
+    while producer.flush(0.1) and not errors and time.monotonic() < deadline:
+        pass  # delivered, or refused: error_cb hears of a failed login at once, not after message.timeout.ms
     if errors:
         return f"ERROR {errors[0].name()}: {errors[0].str()}"
     consumer = Consumer({**t.librdkafka(), "group.id": t.topic, "auto.offset.reset": "earliest"})
