@@ -39,7 +39,7 @@ import tempfile
 import threading
 import uuid
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
@@ -282,6 +282,18 @@ def on_both(sides: dict[str, Side], script: Callable[[Side], dict[str, Any]]) ->
     with concurrent.futures.ThreadPoolExecutor(len(sides), thread_name_prefix="side") as pool:
         futures = {name: pool.submit(script, side) for name, side in sides.items()}
         return {name: future.result() for name, future in futures.items()}
+
+
+T = TypeVar("T")
+
+
+def side_by_side(steps: Callable[[str], T], ours: str, kafka: str | None) -> tuple[T, T | None]:
+    """`steps` against kafkacompat's bootstrap `ours` and, at the same time, against Kafka 4.1's
+    (None without it): clients of their own each, mostly waiting on JVM starts."""
+    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="kafka-side") as beside:
+        theirs = None if kafka is None else beside.submit(steps, kafka)
+        mine = steps(ours)
+        return mine, None if theirs is None else theirs.result()
 
 
 def unique(prefix: str) -> str:

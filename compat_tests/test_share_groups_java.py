@@ -12,14 +12,12 @@ must mean, so the test stands without the reference broker too.
 
 from __future__ import annotations
 
-import concurrent.futures
 import os
 import signal
 import subprocess
 import time
 import uuid
-from collections.abc import Callable, Iterator
-from typing import TypeVar
+from collections.abc import Iterator
 
 import pytest
 
@@ -28,23 +26,14 @@ from kafkacompat.testing.reference_kafka import run_script, script_env
 
 from .conftest import compat_broker
 from .drivers.java import program_41, run_program
-from .reference import kafka_home, module_reference_kafka
+from .reference import kafka_home, module_reference_kafka, side_by_side
 
 LOCK_MS = 3000  # ShareGroups.java's LOCK_MS
-T = TypeVar("T")
 
 
 def run(command: str, bootstrap: str, **options: str) -> dict:
     """ShareGroups.java, compiled against kafka-clients 4.1.0 (KafkaShareConsumer is 4.x only)."""
     return run_program(program_41("ShareGroups"), command, bootstrap, **options)
-
-
-def side_by_side(steps: Callable[[str], T], ours: Broker, kafka: str | None) -> tuple[T, T | None]:
-    """`steps` on kafkacompat and, at the same time in their own JVMs, on Kafka 4.1 (None without it)."""
-    with concurrent.futures.ThreadPoolExecutor(1) as beside:
-        theirs = None if kafka is None else beside.submit(steps, kafka)
-        mine = steps(ours.bootstrap_servers)
-        return mine, None if theirs is None else theirs.result()
 
 
 @pytest.fixture(scope="module")
@@ -107,7 +96,7 @@ def test_share_consumer_same_as_kafka(kafka: str | None, ours: Broker, scenario:
     name = f"share-{scenario}-{uuid.uuid4().hex[:8]}"
     extra, check, compared = SCENARIOS[scenario]
     mine, theirs = side_by_side(lambda bootstrap: run(scenario, bootstrap, topic=name, group=name, **extra),
-                                ours, kafka)
+                                ours.bootstrap_servers, kafka)
     check(mine)
     if theirs is not None:
         check(theirs)
@@ -138,7 +127,7 @@ def test_share_isolation_level_same_as_kafka(kafka: str | None, ours: Broker, is
     members and holds back everything from an open transaction on until it ends, as Kafka 4.1 does."""
     name = f"share-{isolation.replace('_', '-')}-{uuid.uuid4().hex[:8]}"
     mine, theirs = side_by_side(lambda bootstrap: run("txn", bootstrap, topic=name, group=name, isolation=isolation),
-                                ours, kafka)
+                                ours.bootstrap_servers, kafka)
     assert mine == TXN_SEEN[isolation]
     if theirs is not None:
         assert theirs == mine
@@ -154,7 +143,7 @@ def _killed(bootstrap: str) -> tuple[dict, dict]:
 def test_killed_member_gives_records_back(kafka: str | None, ours: Broker) -> None:
     """A consumer process that dies holding records: its connection closes, its share session ends
     and another member gets the records at once, their delivery count taken back (as Kafka does)."""
-    (held, drained), theirs = side_by_side(_killed, ours, kafka)
+    (held, drained), theirs = side_by_side(_killed, ours.bootstrap_servers, kafka)
     assert held["held"] == ["v0@0#1", "v1@1#1", "v2@2#1"]
     assert drained["drained"] == ["v0@0#1", "v1@1#1", "v2@2#1"]
     if theirs is not None:
@@ -246,7 +235,7 @@ def _tools(bootstrap: str, name: str) -> dict[str, object]:
 @pytest.mark.kafka_tools
 def test_share_group_tools_same_as_kafka(kafka: str | None, ours: Broker) -> None:
     name = f"share-tools-{uuid.uuid4().hex[:8]}"
-    mine, theirs = side_by_side(lambda bootstrap: _tools(bootstrap, name), ours, kafka)
+    mine, theirs = side_by_side(lambda bootstrap: _tools(bootstrap, name), ours.bootstrap_servers, kafka)
     assert mine["consumed"] == ["v0", "v1"]
     assert mine["members"] == f"{name} MEMBER /127.0.0.1 console-share-consumer 1 {name}:0"
     assert "GroupNotEmptyException" in str(mine["delete_live"])

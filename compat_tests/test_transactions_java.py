@@ -19,7 +19,6 @@ AddPartitionsToTxn) and 3.9.1 v1.
 
 from __future__ import annotations
 
-import concurrent.futures
 import functools
 import time
 import uuid
@@ -33,7 +32,7 @@ from kafkacompat.testing import Broker
 from .conftest import compat_broker
 from .drivers import ClientUnavailable
 from .drivers.java import JVM_FLAGS, classpath, compiled, program_41, run_program
-from .reference import kafka_home, module_reference_kafka, run_tool
+from .reference import kafka_home, module_reference_kafka, run_tool, side_by_side
 
 ABORT_CHECK_MS = "1000"  # how often both brokers look for timed-out transactions
 
@@ -129,14 +128,17 @@ def test_transactions_same_as_kafka(kafka: str | None, ours: Broker, scenario: s
     extra, check = SCENARIOS[scenario]
     options = {"topic": name, "txn": name, "group": name, **extra}
     before = {key: _requests(ours, key) for key in (ADD_PARTITIONS_TO_TXN, END_TXN)}
-    with concurrent.futures.ThreadPoolExecutor(1) as beside:  # Kafka's side at the same time, in its own JVMs
-        theirs = None if kafka is None else beside.submit(
-            lambda: (_run(client, scenario, kafka, **options), _describe(kafka, name)))
-        mine = _run(client, scenario, ours.bootstrap_servers, **options)
-        _check_protocol(client, before, {key: _requests(ours, key) for key in (ADD_PARTITIONS_TO_TXN, END_TXN)})
-        check(mine, client)
-        if theirs is not None:
-            assert (mine, _describe(ours.bootstrap_servers, name)) == theirs.result()
+
+    def steps(bootstrap: str) -> tuple[dict, dict[str, str] | None]:
+        """The program's output, and kafka-transactions describe when there is a Kafka to compare with."""
+        return _run(client, scenario, bootstrap, **options), None if kafka is None else _describe(bootstrap, name)
+
+    (mine, described), theirs = side_by_side(steps, ours.bootstrap_servers, kafka)
+    # (describe asks FindCoordinator and DescribeTransactions only: the counts are the program's)
+    _check_protocol(client, before, {key: _requests(ours, key) for key in (ADD_PARTITIONS_TO_TXN, END_TXN)})
+    check(mine, client)
+    if theirs is not None:
+        assert (mine, described) == theirs
 
 
 @pytest.mark.java
