@@ -8,11 +8,9 @@ behind it, never the handling of the requests behind it.
 
 from __future__ import annotations
 
-import struct
-
 import kio.schema.api_versions.v3.request as api_versions
 
-from kafkacompat.protocol.messages import encode_body, make
+from kafkacompat.protocol.messages import make
 from kafkacompat.protocol.records import Record, build_batch, iter_records
 from kafkacompat.testing import Broker
 from tests.test_bad_input import produce_request
@@ -20,11 +18,6 @@ from tests.test_fetch_and_offsets import fetch_request
 from tests.wire import Wire
 
 PRODUCE, FETCH, API_VERSIONS = (0, 9), (1, 12), (18, 3)
-
-
-def frame(wire: Wire, api: tuple[int, int], body: object) -> tuple[bytes, int]:
-    payload = wire.header(*api) + encode_body(body)
-    return struct.pack(">i", len(payload)) + payload, wire.correlation
 
 
 def test_a_burst_is_answered_in_order_around_a_fetch_that_waits(broker: Broker, topic: str) -> None:
@@ -39,7 +32,7 @@ def test_a_burst_is_answered_in_order_around_a_fetch_that_waits(broker: Broker, 
         (API_VERSIONS, versions),
     ]
     with Wire(broker.bootstrap_servers, timeout=10) as wire:
-        frames = [frame(wire, api, body) for api, body in burst]
+        frames = [(wire.frame(*api, body), wire.correlation) for api, body in burst]
         wire.send_raw(b"".join(data for data, _ in frames))  # one write: the broker reads them together
         answers = [wire.receive(*api) for api, _ in burst]
     assert [correlation for correlation, _ in answers] == [correlation for _, correlation in frames]

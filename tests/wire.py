@@ -39,9 +39,13 @@ class Wire:
             head += b"\x00"
         return head
 
-    def send(self, api_key: int, version: int, body: Any) -> int:
+    def frame(self, api_key: int, version: int, body: Any) -> bytes:
+        """One size-prefixed request under the next correlation id (`self.correlation`), not sent."""
         payload = self.header(api_key, version) + (body if isinstance(body, bytes) else encode_body(body))
-        self.sock.sendall(struct.pack(">i", len(payload)) + payload)
+        return struct.pack(">i", len(payload)) + payload
+
+    def send(self, api_key: int, version: int, body: Any) -> int:
+        self.sock.sendall(self.frame(api_key, version, body))
         return self.correlation
 
     def read_frame(self) -> bytes:
