@@ -61,6 +61,10 @@ class _Cursor:
             raise MalformedRequestError("truncated produce request")
 
     def uvarint(self) -> int:
+        pos = self.pos
+        if pos < len(self.view) and self.view[pos] < 0x80:  # nearly every length and count: one byte
+            self.pos = pos + 1
+            return self.view[pos]
         value = shift = 0
         view = self.view
         while True:
@@ -75,8 +79,10 @@ class _Cursor:
                 raise MalformedRequestError("varint too long in produce request")
 
     def fixed(self, fmt: struct.Struct) -> tuple[int, ...]:
-        self.need(fmt.size)
-        values = fmt.unpack_from(self.view, self.pos)
+        try:
+            values = fmt.unpack_from(self.view, self.pos)
+        except struct.error:
+            raise MalformedRequestError("truncated produce request") from None
         self.pos += fmt.size
         return values
 

@@ -121,9 +121,10 @@ async def test_large_frames_wait_for_the_shared_budget() -> None:
     assert budget.held == 0
 
 
-async def test_a_drained_stream_gives_its_buffer_back() -> None:
-    from kafkacompat.broker.receive import INITIAL_BUFFER
+async def test_a_drained_stream_gives_its_buffer_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kafkacompat.broker import receive
 
+    monkeypatch.setattr(receive, "GIVE_BACK_AFTER_S", 0.05)
     stream = FrameStream(asyncio.get_running_loop())
     stream.set_transport(_Transport())  # type: ignore[arg-type]
     data, bodies = _frames([40_000, 50_000])
@@ -131,6 +132,27 @@ async def test_a_drained_stream_gives_its_buffer_back() -> None:
     assert await _read_all(stream, 2) == bodies
     waiting = asyncio.create_task(stream.readexactly(4))
     await asyncio.sleep(0)
-    assert len(stream._buf) == INITIAL_BUFFER
+    assert len(stream._buf) > receive.INITIAL_BUFFER  # kept while the connection may go on sending
+    async with asyncio.timeout(5):
+        while len(stream._buf) != receive.INITIAL_BUFFER:  # then given back once quiet
+            await asyncio.sleep(0.01)
     _feed(stream, b"abcd", 10)
     assert await waiting == b"abcd"
+
+
+async def test_a_busy_stream_takes_each_frame_in_one_receive() -> None:
+    """A connection sending 16 KiB requests: after the first, each arrives in the buffer it left."""
+    stream = FrameStream(asyncio.get_running_loop())
+    stream.set_transport(_Transport())  # type: ignore[arg-type]
+    data, bodies = _frames([16_500] * 4)
+    frame = len(data) // 4
+    _feed(stream, data[:frame], 1 << 20)
+    assert await _read_all(stream, 1) == bodies[:1]
+    for i in range(1, 4):
+        reading = asyncio.create_task(_read_all(stream, 1))
+        await asyncio.sleep(0)
+        buffer = stream.get_buffer()
+        assert len(buffer) >= frame  # room for the whole next frame, size prefix included
+        buffer[:frame] = data[i * frame : (i + 1) * frame]
+        stream.buffer_updated(frame)
+        assert await reading == bodies[i : i + 1]

@@ -9,9 +9,12 @@ sliced out of a receive buffer, and a large frame gets a buffer of its own
 that the kernel fills directly, handed over without a further copy.
 
 Memory follows what a connection needs, not what it announces: the shared
-buffer starts at 4 KiB and goes back to that size whenever it is drained,
-so an idle connection costs a few KiB (5,000 of them with 256 KiB buffers
-took 1.3 GB). A large frame first receives its opening MiB into a buffer of
+buffer starts at 4 KiB and goes back to that size once it has stayed
+drained for a second, so an idle connection costs a few KiB (5,000 of them
+with 256 KiB buffers took 1.3 GB). A busy one keeps its grown buffer
+between requests, with room for the next frame's size prefix: a 16 KiB
+produce request then arrives in one receive, where a buffer shrunk after
+every frame took two receives, two loop turns and a copy into a new buffer. A large frame first receives its opening MiB into a buffer of
 that size; only once those bytes have arrived does it get its full-size
 buffer, reserved from a broker-wide `FrameBudget`
 (Kafka's queued.max.request.bytes): a connection that announces 100 MiB and
@@ -32,6 +35,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 INITIAL_BUFFER = 4 * 1024  # what a drained connection keeps
+GIVE_BACK_AFTER_S = 1.0  # a buffer drained and unused this long goes back to INITIAL_BUFFER
 RECEIVE_BUFFER = 256 * 1024  # the shared buffer grows no further; reading pauses when it is full
 DIRECT_FROM = 64 * 1024  # frames at least this large are received into their own buffer
 STAGE_BYTES = 1 << 20  # a large frame's first bytes, received before its full buffer exists
@@ -86,6 +90,7 @@ class FrameStream:
         self._direct_filled = 0
         self._into_direct = False  # where the last get_buffer pointed
         self._waiter: asyncio.Future[None] | None = None
+        self._give_back: asyncio.TimerHandle | None = None
         self._eof = False
         self._exception: BaseException | None = None
         self._transport: asyncio.BaseTransport | None = None
@@ -158,11 +163,22 @@ class FrameStream:
             raise self._exception
         if self._eof:
             raise asyncio.IncompleteReadError(b"", n)  # partial bytes are of no use to anyone
-        if self._start == self._end and len(self._buf) > INITIAL_BUFFER and self._direct is None:
-            self._buf, self._start, self._end = bytearray(INITIAL_BUFFER), 0, 0  # drained: give memory back
+        if self._give_back is None and self._start == self._end and len(self._buf) > INITIAL_BUFFER:
+            self._give_back = self._loop.call_later(GIVE_BACK_AFTER_S, self._give_back_buffer)
         self._resume()
         self._waiter = self._loop.create_future()
         await self._waiter
+
+    def _give_back_buffer(self) -> None:
+        """Back to INITIAL_BUFFER once drained and quiet for GIVE_BACK_AFTER_S; checked again later if not."""
+        self._give_back = None
+        if len(self._buf) <= INITIAL_BUFFER or self._eof or self._exception is not None:
+            return
+        quiet = self._loop.time() - self.last_received >= GIVE_BACK_AFTER_S
+        if quiet and self._start == self._end and self._direct is None:
+            self._buf, self._start, self._end = bytearray(INITIAL_BUFFER), 0, 0
+        else:
+            self._give_back = self._loop.call_later(GIVE_BACK_AFTER_S, self._give_back_buffer)
 
     # read by the connection ------------------------------------------------------
 
@@ -172,8 +188,8 @@ class FrameStream:
         if n >= DIRECT_FROM and unread < n:
             return await self._read_direct(n)
         while self._end - self._start < n:
-            if len(self._buf) - self._start < n:  # room for the whole frame, no more
-                self._move_unread(n)
+            if len(self._buf) - self._start < n:  # room for the frame and the next one's size prefix
+                self._move_unread(1 << (n + 4).bit_length())
             await self._wait(n)
         data = bytes(memoryview(self._buf)[self._start : self._start + n])
         self._start += n

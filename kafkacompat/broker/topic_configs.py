@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING
 
-from kafkacompat.storage import InvalidPolicyError, StreamPolicy, TopicInfo, cleanup_policy
+from kafkacompat.storage import FsyncPolicy, InvalidPolicyError, StreamPolicy, TopicInfo, cleanup_policy
 
 if TYPE_CHECKING:
     from .cluster import Cluster
@@ -177,6 +177,47 @@ def topic_config_value(cluster: "Cluster", info: TopicInfo, name: str) -> str:
         if name in inherited:
             return inherited[name]
     return _broker_default(cluster, name)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ProduceConfigs:
+    """What every produce request to a topic consults, resolved once per version of the topic."""
+
+    max_message_bytes: int
+    timestamp_before_max_ms: int
+    timestamp_after_max_ms: int
+    compacted: bool  # records without a key are refused
+    log_append_time: bool  # message.timestamp.type=LogAppendTime
+    fsync_always: bool  # the stream answers only after an fsync
+
+
+# id(TopicInfo) -> (the info, its stream's policy, message.max.bytes, the configs). TopicInfo and
+# StreamPolicy are frozen and replaced whenever a config changes, so an entry holds while both
+# objects are the ones it was made from (the identity check also guards against a reused id).
+_produce_configs: dict[int, tuple[TopicInfo, StreamPolicy | None, int, ProduceConfigs]] = {}
+_PRODUCE_CONFIGS_KEPT = 4096
+
+
+def produce_configs(cluster: "Cluster", info: TopicInfo) -> ProduceConfigs:
+    """topic_config_value for a produce request's configs, without resolving each one per request."""
+    stream = cluster.store.get_stream(info.stream)
+    policy = stream.policy if stream is not None else None
+    message_max_bytes = cluster.config.message_max_bytes
+    cached = _produce_configs.get(id(info))
+    if cached is not None and cached[0] is info and cached[1] is policy and cached[2] == message_max_bytes:
+        return cached[3]
+    configs = ProduceConfigs(
+        max_message_bytes=int(topic_config_value(cluster, info, "max.message.bytes")),
+        timestamp_before_max_ms=int(topic_config_value(cluster, info, "message.timestamp.before.max.ms")),
+        timestamp_after_max_ms=int(topic_config_value(cluster, info, "message.timestamp.after.max.ms")),
+        compacted="compact" in topic_config_value(cluster, info, "cleanup.policy"),
+        log_append_time=topic_config_value(cluster, info, "message.timestamp.type") == "LogAppendTime",
+        fsync_always=policy is not None and policy.fsync == FsyncPolicy.ALWAYS,
+    )
+    if len(_produce_configs) >= _PRODUCE_CONFIGS_KEPT:
+        _produce_configs.clear()
+    _produce_configs[id(info)] = (info, policy, message_max_bytes, configs)
+    return configs
 
 
 def validate_configs(configs: dict[str, str]) -> None:

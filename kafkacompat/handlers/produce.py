@@ -33,7 +33,7 @@ from kafkacompat.protocol.records import InvalidBatchError, keyless_records, set
 
 from ..broker.cluster import TopicError
 from ..broker.quotas import PRODUCE as PRODUCER_BYTE_RATE
-from ..broker.topic_configs import topic_config_value
+from ..broker.topic_configs import ProduceConfigs, produce_configs
 from ..security.acls import Operation
 from .common import NO_RESPONSE, CloseConnection, ErrorCode, storage_error_code
 
@@ -57,8 +57,8 @@ class _Outcome:
     partition: storage.Partition | None = None
     key: tuple[str, str, int] = ("", "", -1)
     topic: str = ""
-    stream: str = ""
     log_append: bool = False
+    fsync_always: bool = False  # the stream's fsync policy is `always`: the answer waits for the fsync
     txns: Any = None
     appending: list[_Append] = dataclasses.field(default_factory=list)  # placed in the log, not yet written
 
@@ -78,7 +78,7 @@ TIMESTAMP_REFUSAL = "One or more records have been rejected due to invalid times
 INLINE_DECOMPRESSED = 4 << 20  # compressed records up to this size are checked without a thread hop
 
 
-async def _validate(cluster: Any, info: Any, records: Any, batches: Any, log_append: bool) -> None:
+async def _validate(configs: ProduceConfigs, records: Any, batches: Any) -> None:
     """Kafka's LogValidator checks on every batch; RecordValidationError names the first failure.
 
     A compressed batch is first checked in place with a 4 MiB bound on its
@@ -86,8 +86,8 @@ async def _validate(cluster: Any, info: Any, records: Any, batches: Any, log_app
     further is checked again in a worker thread up to the full bound, so a
     large or hostile batch does not stall every other connection meanwhile.
     """
-    before = int(topic_config_value(cluster, info, "message.timestamp.before.max.ms"))
-    after = int(topic_config_value(cluster, info, "message.timestamp.after.max.ms"))
+    before, after = configs.timestamp_before_max_ms, configs.timestamp_after_max_ms
+    log_append = configs.log_append_time
     now = int(time.time() * 1000)
     view = memoryview(records)
     for pos, header in batches:
@@ -170,7 +170,8 @@ async def _produce_partition(ctx: Any, topic: Any, part: Any, pipelined: bool,
         outcome.message = str(exc)
         log.warning("refused produce to %s-%d from %s: %s", topic.name, part.index, ctx.peer, exc)
         return outcome
-    max_bytes = int(topic_config_value(cluster, info, "max.message.bytes"))
+    configs = produce_configs(cluster, info)
+    max_bytes = configs.max_message_bytes
     key = (info.stream, info.name, part.index)
     txns = None
     for _, header in batches:
@@ -190,13 +191,11 @@ async def _produce_partition(ctx: Any, topic: Any, part: Any, pipelined: bool,
             outcome.message = f"batch of {header.size} bytes exceeds max.message.bytes={max_bytes}"
             return outcome
     view = memoryview(records)
-    if "compact" in topic_config_value(cluster, info, "cleanup.policy") and _refuse_keyless(
-        outcome, topic.name, part.index, view, batches
-    ):
+    if configs.compacted and _refuse_keyless(outcome, topic.name, part.index, view, batches):
         return outcome
-    log_append = topic_config_value(cluster, info, "message.timestamp.type") == "LogAppendTime"
+    log_append = configs.log_append_time
     try:
-        await _validate(cluster, info, records, batches, log_append)
+        await _validate(configs, records, batches)
     except RecordValidationError as exc:
         if exc.record_index >= 0:
             outcome.error, outcome.message = ErrorCode.invalid_timestamp, TIMESTAMP_REFUSAL
@@ -209,8 +208,8 @@ async def _produce_partition(ctx: Any, topic: Any, part: Any, pipelined: bool,
     if partition is None:
         _refused(cluster, key, batches[0][1] if batches else None, outcome.error)
         return outcome
-    outcome.partition, outcome.key, outcome.topic, outcome.stream = partition, key, topic.name, info.stream
-    outcome.log_append, outcome.txns = log_append, txns
+    outcome.partition, outcome.key, outcome.topic = partition, key, topic.name
+    outcome.log_append, outcome.txns, outcome.fsync_always = log_append, txns, configs.fsync_always
     append_epoch = cluster.append_epoch(key)
     for pos, header in batches:
         batch: Any = view[pos : pos + header.size]
@@ -304,7 +303,7 @@ def _fail(outcome: _Outcome, exc: storage.StorageError) -> None:
     _log_append_failure(outcome.topic, outcome.index, exc)
 
 
-def _durability(cluster: Any, acks: int, outcome: _Outcome) -> None:
+def _durability(acks: int, outcome: _Outcome) -> None:
     """Once appended: the log start to answer with and, on an fsync=always stream, the offset to wait for.
 
     acks=all waits for nothing more than acks=1 on one broker: Kafka's acks=all promises the log of
@@ -315,8 +314,7 @@ def _durability(cluster: Any, acks: int, outcome: _Outcome) -> None:
     if partition is None or outcome.error != ErrorCode.none:
         return
     outcome.log_start_offset = partition.log_start_offset
-    stream = cluster.store.get_stream(outcome.stream)
-    if acks != 0 and stream is not None and stream.policy.fsync == storage.FsyncPolicy.ALWAYS:
+    if acks != 0 and outcome.fsync_always:
         outcome.durable_at = (partition, partition.high_watermark)
 
 
@@ -424,7 +422,7 @@ async def _answer_when_written(ctx: Any, acks: int, request: Any, results: list[
 def _answer(ctx: Any, acks: int, request: Any, results: list[tuple[str, list[_Outcome]]]) -> Any:
     for _, outs in results:
         for outcome in outs:
-            _durability(ctx.cluster, acks, outcome)
+            _durability(acks, outcome)
     if acks == 0:
         failed = [o for _, outs in results for o in outs if o.error != ErrorCode.none]
         if failed:
