@@ -14,12 +14,15 @@ drained for a second, so an idle connection costs a few KiB (5,000 of them
 with 256 KiB buffers took 1.3 GB). A busy one keeps its grown buffer
 between requests, with room for the next frame's size prefix: a 16 KiB
 produce request then arrives in one receive, where a buffer shrunk after
-every frame took two receives, two loop turns and a copy into a new buffer. A large frame first receives its opening MiB into a buffer of
-that size; only once those bytes have arrived does it get its full-size
-buffer, reserved from a broker-wide `FrameBudget`
-(Kafka's queued.max.request.bytes): a connection that announces 100 MiB and
-stalls holds at most a MiB, and one that would overrun the budget stops
-being read until other frames are handed over.
+every frame took two receives, two loop turns and a copy into a new
+buffer.
+
+A large frame first receives its opening MiB into a buffer of that size;
+only once those bytes have arrived does it get its full-size buffer,
+reserved from a broker-wide `FrameBudget` (Kafka's
+queued.max.request.bytes): a connection that announces 100 MiB and stalls
+holds at most a MiB, and one that would overrun the budget stops being read
+until other frames are handed over.
 
 `FrameStream.readexactly` keeps StreamReader's contract, so the connection
 code reads frames as it did; `serve_frames` is the counterpart of
