@@ -91,6 +91,34 @@ def test_log_append_time_topics_stamp_the_broker_time(broker: Broker, topic_name
     assert kind == 2 and stamp > 1_600_000_000_000  # TIMESTAMP_LOG_APPEND_TIME, not the client's 1000
 
 
+def test_config_changes_reach_the_next_produce(broker: Broker, admin: AdminClient, topic_name: str) -> None:
+    """Produce resolves a topic's configs once per version of the topic: a change must still count at once."""
+    from tests.test_clients_produce_consume import consume_all
+
+    create_topic(broker.bootstrap_servers, topic_name)
+    producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "linger.ms": 0})
+    delivered: list[str | None] = []
+
+    def produce(value: bytes) -> str | None:
+        producer.produce(topic_name, value, timestamp=1000,
+                         on_delivery=lambda err, _msg: delivered.append(err.name() if err else None))
+        assert producer.flush(15) == 0
+        return delivered[-1]
+
+    assert produce(b"x" * 5000) is None
+    resource = ConfigResource("topic", topic_name, incremental_configs=[
+        ConfigEntry("max.message.bytes", "2000", incremental_operation=AlterConfigOpType.SET),
+        ConfigEntry("message.timestamp.type", "LogAppendTime", incremental_operation=AlterConfigOpType.SET),
+    ])
+    admin.incremental_alter_configs([resource])[resource].result(timeout=15)
+    assert produce(b"x" * 5000) == "MSG_SIZE_TOO_LARGE"
+    assert produce(b"small") is None
+    first, second = consume_all(broker.bootstrap_servers, topic_name, 1, 2)
+    assert first.timestamp() == (1, 1000)  # CreateTime: the client's own stamp
+    kind, stamp = second.timestamp()
+    assert kind == 2 and stamp > 1_600_000_000_000  # LogAppendTime since the change
+
+
 def test_create_partitions_grows_and_never_shrinks(broker: Broker, admin: AdminClient, topic_name: str) -> None:
     create_topic(broker.bootstrap_servers, topic_name, partitions=2)
     admin.create_partitions([NewPartitions(topic_name, 5)])[topic_name].result(timeout=15)
