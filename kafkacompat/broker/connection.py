@@ -227,23 +227,25 @@ class Connection:
                 self._stats.request_done(header.api_key, header.api_version, time.perf_counter() - received)
                 self._mute(ctx)
                 continue
-            if asyncio.iscoroutine(answer):
-                answer = asyncio.ensure_future(answer)
-            elif not isinstance(answer, asyncio.Future):
-                if not self._owed:  # nothing before it to wait for: sent now, without a hop to the writer
-                    self._send(ctx, answer, received)
-                    if self.writer.transport.get_write_buffer_size():
-                        await self.writer.drain()
-                    if sasl is not None and sasl.failed:
-                        return
-                    continue
-                done = asyncio.get_running_loop().create_future()
-                done.set_result(answer)
-                answer = done
-            self._owed += 1
-            await self._answers.put((ctx, answer, received))
+            await self._answer(ctx, answer, received)
             if sasl is not None and sasl.failed:
                 return  # the refusal is sent, then the connection closes (as Kafka does)
+
+    async def _answer(self, ctx: RequestContext, answer: Any, received: float) -> None:
+        """Send a ready answer now when nothing is owed before it; else queue it for the writer, in order."""
+        if asyncio.iscoroutine(answer):
+            answer = asyncio.ensure_future(answer)
+        elif not isinstance(answer, asyncio.Future):
+            if not self._owed:  # nothing before it to wait for: no hop to the writer
+                self._send(ctx, answer, received)
+                if self.writer.transport.get_write_buffer_size():
+                    await self.writer.drain()
+                return
+            done = asyncio.get_running_loop().create_future()
+            done.set_result(answer)
+            answer = done
+        self._owed += 1
+        await self._answers.put((ctx, answer, received))
 
     async def _answer_bare_token(self, sasl: SaslAuthenticator, token: bytes) -> None:
         """A SASL token of the v0 exchange, answered with a bare length-prefixed token (none on failure)."""
@@ -251,11 +253,8 @@ class Connection:
             answer = await sasl.evaluate(token)
         except AuthenticationFailed:
             return  # v0 has no way to say why: the connection just closes (logged by the authenticator)
-        done = asyncio.get_running_loop().create_future()
-        done.set_result(BareToken(answer))
         header = RequestHeader(SASL_AUTHENTICATE_KEY, 0, -1, None, 0)  # counted as a SaslAuthenticate
-        self._owed += 1
-        await self._answers.put((RequestContext(self.cluster, header, self.peer), done, time.perf_counter()))
+        await self._answer(RequestContext(self.cluster, header, self.peer), BareToken(answer), time.perf_counter())
 
     async def _dispatch(self, ctx: RequestContext, frame: bytes) -> Any:
         header = ctx.header
