@@ -1,0 +1,111 @@
+"""Trust under faults (issue 28): what outside testers found, driven as they drove it.
+
+A real `kafkacompat serve` process on a real data dir, stopped cleanly
+(SIGTERM) or not (SIGKILL), files damaged in between as bit rot or an
+operator does, and the `kafkacompat produce` / `consume` / `store check`
+commands and stock clients on top.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.cli.conftest import kafkacompat
+from tests.test_cli_serve import free_port, start, wait_for_line
+
+
+class Served:
+    """One `kafkacompat serve` process on a data dir and a fixed port (so clients can come back)."""
+
+    def __init__(self, data: Path, port: int, *extra: str) -> None:
+        self.data, self.port, self.extra = data, port, extra
+        self.proc: subprocess.Popen | None = None
+        self.output = ""
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self) -> Served:
+        self.proc = start(["--data-dir", str(self.data), "--host", "127.0.0.1", "--port", str(self.port),
+                           *self.extra])
+        self.output = wait_for_line(self.proc, "listening on")
+        return self
+
+    def stop(self, sig: int = signal.SIGTERM) -> int:
+        """Stop it with `sig`; returns its exit status and keeps what it logged in `output`."""
+        assert self.proc is not None
+        self.proc.send_signal(sig)
+        status = self.proc.wait(timeout=60)
+        self.output += self.proc.stdout.read()
+        self.proc = None
+        return status
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+    def cli(self, *args: str, input: str | None = None) -> subprocess.CompletedProcess[str]:
+        return kafkacompat(*args, "--bootstrap-server", self.bootstrap, input=input)
+
+    def produce(self, topic: str, text: str) -> None:
+        done = self.cli("produce", topic, "--acks", "all", input=text)
+        assert done.returncode == 0, done.stderr
+
+    def consume(self, topic: str, *args: str) -> subprocess.CompletedProcess[str]:
+        start = () if "--offset" in args else ("--from-beginning",)
+        return self.cli("consume", topic, *start, "--format", "%o:%v\n", "--timeout-ms", "5000", *args)
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[Served]:
+    broker = Served(tmp_path / "data", free_port())
+    yield broker
+    broker.kill()
+
+
+def active_log(data: Path, topic: str) -> Path:
+    return sorted((data / "streams" / "default" / topic / "0").glob("*.log"))[-1]
+
+
+def flip_last_byte(path: Path) -> None:
+    """Bit rot in the last batch (its value: inside the CRC)."""
+    with open(path, "r+b") as f:
+        f.seek(-1, os.SEEK_END)
+        byte = f.read(1)[0]
+        f.seek(-1, os.SEEK_END)
+        f.write(bytes([byte ^ 0x01]))
+
+
+def offsets_read(done: subprocess.CompletedProcess[str]) -> dict[int, str]:
+    return {int(o): v for o, _, v in (line.partition(":") for line in done.stdout.splitlines())}
+
+
+@pytest.mark.parametrize("repair_offline", [False, True], ids=["broker-start", "store-check-repair"])
+def test_a_write_after_a_quarantine_survives_a_clean_restart(served: Served, repair_offline: bool) -> None:
+    served.start()
+    served.produce("t", "A\n")
+    served.produce("t", "B\n")
+    assert served.stop() == 0
+    flip_last_byte(active_log(served.data, "t"))
+    if repair_offline:
+        done = kafkacompat("store", "check", str(served.data), "--repair")
+        assert done.returncode == 1 and "quarantine offsets 1..1" in done.stdout, done.stdout
+    served.start()
+    served.produce("t", "C\n")  # acknowledged at offset 2
+    assert served.stop() == 0
+    check = kafkacompat("store", "check", str(served.data))
+    assert check.returncode == 0, check.stdout  # a known quarantine is no new damage
+    served.start()
+    assert served.stop() == 0
+    assert "cut the" not in served.output, served.output
+    served.start()
+    read = served.consume("t", "--partition", "0", "--offset", "2")
+    assert offsets_read(read) == {2: "C"}, (read.stdout, read.stderr)
