@@ -16,9 +16,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from confluent_kafka import KafkaError, Producer
+from kio.schema.errors import ErrorCode
 
+from kafkacompat.protocol.records import Record, build_batch
 from tests.cli.conftest import kafkacompat
+from tests.test_bad_input import produce_request
 from tests.test_cli_serve import free_port, start
+from tests.wire import Wire
 
 
 class Served:
@@ -148,3 +153,56 @@ def test_no_offset_is_handed_out_twice_after_an_unclean_stop_and_a_damaged_tail(
     new = {o for o, v in read.items() if v.startswith("new")}
     assert len(new) == 5 and min(new) > 4, read  # offsets 0..4 were handed out before the stop
     assert "quarantine offsets" in served.output, served.output  # the gap is reported as a lost range
+
+
+@pytest.fixture
+def full_disk(tmp_path: Path) -> Iterator[Path]:
+    """A real 20 MB filesystem, so the disk fills up for real."""
+    mnt = tmp_path / "disk"
+    mnt.mkdir()
+    if os.system(f"mount -t tmpfs -o size=20m tmpfs {mnt} 2>/dev/null") != 0:
+        pytest.skip("cannot mount a tmpfs here")
+    yield mnt
+    os.system(f"umount -l {mnt}")
+
+
+def fill(bootstrap: str, topic: str) -> int:
+    """Produce until the disk is full, down to its last bytes; returns how many batches were acknowledged."""
+    filled = 0
+    with Wire(bootstrap) as wire:
+        for size in (60_000, 2_000, 10):
+            batch = build_batch([Record(None, b"x" * size, [], 1)])
+            for _ in range(2000):
+                part = wire.request(0, 9, produce_request(topic, batch)).responses[0].partition_responses[0]
+                if part.error_code != ErrorCode.none:
+                    assert part.error_code == ErrorCode.kafka_storage_error
+                    break
+                filled += 1
+    return filled
+
+
+def test_sigterm_on_a_full_disk_stops_cleanly_and_loses_nothing(tmp_path: Path, full_disk: Path) -> None:
+    spare = full_disk / "operator-file"
+    spare.write_bytes(bytes(2 << 20))  # room an operator can free later
+    served = Served(full_disk / "data", free_port())
+    try:
+        served.start()
+        served.produce("t", "first\n")
+        filled = fill(served.bootstrap, "t")
+        assert filled > 100
+        reports = []  # a stock producer, told not to retry, sees the broker's answer
+        producer = Producer({"bootstrap.servers": served.bootstrap, "acks": "all", "retries": 0,
+                             "enable.idempotence": False})
+        producer.produce("t", b"x" * 5000, on_delivery=lambda e, m: reports.append(e))
+        producer.flush(10)
+        assert [e.code() for e in reports] == [KafkaError.KAFKA_STORAGE_ERROR]
+        assert served.stop() == 0, served.output
+        assert "Traceback" not in served.output and "no room" in served.output, served.output
+        spare.unlink()
+        served.start()
+        read = served.consume("t", "--max-messages", str(filled + 1))
+        assert read.returncode == 0 and len(read.stdout.splitlines()) == filled + 1, read.stderr
+        served.produce("t", "after\n")
+        assert served.stop() == 0, served.output
+    finally:
+        served.kill()
