@@ -11,19 +11,14 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import KafkaError, Producer
-from kio.schema.errors import ErrorCode
-
-from kafkacompat.protocol.records import Record, build_batch
 from tests.cli.conftest import kafkacompat
-from tests.test_bad_input import produce_request
 from tests.test_cli_serve import free_port, start
-from tests.wire import Wire
 
 
 class Served:
@@ -155,54 +150,60 @@ def test_no_offset_is_handed_out_twice_after_an_unclean_stop_and_a_damaged_tail(
     assert "quarantine offsets" in served.output, served.output  # the gap is reported as a lost range
 
 
-@pytest.fixture
-def full_disk(tmp_path: Path) -> Iterator[Path]:
-    """A real 20 MB filesystem, so the disk fills up for real."""
-    mnt = tmp_path / "disk"
-    mnt.mkdir()
-    if os.system(f"mount -t tmpfs -o size=20m tmpfs {mnt} 2>/dev/null") != 0:
-        pytest.skip("cannot mount a tmpfs here")
-    yield mnt
-    os.system(f"umount -l {mnt}")
+# `kafkacompat serve` whose disk fills up when the test says so: every metadata file write (chain.json,
+# the clean-shutdown marker) then fails with ENOSPC, as on a disk whose reserve is spent
+FULL_WHEN_FLAGGED = """
+import os, sys
+from kafkacompat.storage.disk import files
+from kafkacompat.cli import main
+
+real = files._write_atomic
+
+def write(path, data, durable):
+    if os.path.exists(os.environ["DISK_FULL_FLAG"]):
+        raise files.StorageFullError(f"no room to write {path}: No space left on device")
+    return real(path, data, durable)
+
+files._write_atomic = write
+sys.argv[0] = "kafkacompat"
+sys.exit(main())
+"""
 
 
-def fill(bootstrap: str, topic: str) -> int:
-    """Produce until the disk is full, down to its last bytes; returns how many batches were acknowledged."""
-    filled = 0
-    with Wire(bootstrap) as wire:
-        for size in (60_000, 2_000, 10):
-            batch = build_batch([Record(None, b"x" * size, [], 1)])
-            for _ in range(2000):
-                part = wire.request(0, 9, produce_request(topic, batch)).responses[0].partition_responses[0]
-                if part.error_code != ErrorCode.none:
-                    assert part.error_code == ErrorCode.kafka_storage_error
-                    break
-                filled += 1
-    return filled
-
-
-def test_sigterm_on_a_full_disk_stops_cleanly_and_loses_nothing(tmp_path: Path, full_disk: Path) -> None:
-    spare = full_disk / "operator-file"
-    spare.write_bytes(bytes(2 << 20))  # room an operator can free later
-    served = Served(full_disk / "data", free_port())
+def test_sigterm_on_a_full_disk_stops_cleanly_and_loses_nothing(tmp_path: Path) -> None:
+    flag = tmp_path / "disk-full"
+    served = Served(tmp_path / "data", free_port())
+    served.start()
+    served.produce("t", "m0\n")
+    assert served.stop() == 0
+    env = {**os.environ, "DISK_FULL_FLAG": str(flag)}
+    proc = subprocess.Popen([sys.executable, "-c", FULL_WHEN_FLAGGED, "serve", "--data-dir", str(served.data),
+                             "--host", "127.0.0.1", "--port", str(served.port)], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, env=env)
     try:
-        served.start()
-        served.produce("t", "first\n")
-        filled = fill(served.bootstrap, "t")
-        assert filled > 100
-        reports = []  # a stock producer, told not to retry, sees the broker's answer
-        producer = Producer({"bootstrap.servers": served.bootstrap, "acks": "all", "retries": 0,
-                             "enable.idempotence": False})
-        producer.produce("t", b"x" * 5000, on_delivery=lambda e, m: reports.append(e))
-        producer.flush(10)
-        assert [e.code() for e in reports] == [KafkaError.KAFKA_STORAGE_ERROR]
-        assert served.stop() == 0, served.output
-        assert "Traceback" not in served.output and "no room" in served.output, served.output
-        spare.unlink()
-        served.start()
-        read = served.consume("t", "--max-messages", str(filled + 1))
-        assert read.returncode == 0 and len(read.stdout.splitlines()) == filled + 1, read.stderr
-        served.produce("t", "after\n")
-        assert served.stop() == 0, served.output
+        line = ""
+        while "listening on" not in line:
+            line = proc.stdout.readline()
+            assert line, "serve did not start"
+        served.produce("t", "m1\nm2\n")  # since the last manifest write: a checkpoint is owed on stop
+        flag.touch()
+        proc.send_signal(signal.SIGTERM)
+        status = proc.wait(timeout=60)
+        output = proc.stdout.read()
     finally:
-        served.kill()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert status == 0 and "Traceback" not in output, output
+    assert "no room to write" in output and "chain.json" in output, output  # said, in a line
+    assert not (served.data / ".clean").exists()  # the manifest was not saved: the next start checks the tail
+    flag.unlink()
+    served.start()
+    read = served.consume("t", "--max-messages", "3")
+    assert offsets_read(read) == {0: "m0", 1: "m1", 2: "m2"}, read.stderr
+    served.produce("t", "after\n")
+    assert served.stop() == 0, served.output
+    assert (served.data / ".clean").exists()
+    served.start()
+    assert "not shut down cleanly" not in served.output
+    assert served.stop() == 0
