@@ -17,6 +17,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from confluent_kafka import Consumer, KafkaError, TopicPartition
+from kafka import KafkaConsumer
+from kafka import TopicPartition as KafkaTopicPartition
+from kafka.errors import CorruptRecordError
+
 from tests.cli.conftest import kafkacompat
 from tests.test_cli_serve import free_port, start
 
@@ -206,4 +211,54 @@ def test_sigterm_on_a_full_disk_stops_cleanly_and_loses_nothing(tmp_path: Path) 
     assert (served.data / ".clean").exists()
     served.start()
     assert "not shut down cleanly" not in served.output
+    assert served.stop() == 0
+
+
+def flip_in_batch(path: Path, offset_in_file: int) -> None:
+    with open(path, "r+b") as f:
+        f.seek(offset_in_file)
+        byte = f.read(1)[0]
+        f.seek(offset_in_file)
+        f.write(bytes([byte ^ 0x01]))
+
+
+def test_consumers_are_told_of_a_quarantined_range_not_left_waiting(served: Served) -> None:
+    served.start()
+    for value in ("A", "B", "C"):
+        served.produce("t", value + "\n")  # three batches of 69 bytes
+    assert served.stop() == 0
+    flip_in_batch(active_log(served.data, "t"), 69 + 60)  # bit rot in B's value: offset 1 is quarantined
+    served.start()
+    # the CLI prints what comes before, then one line naming topic, partition and offset, and fails
+    done = served.consume("t")
+    assert done.returncode == 1 and offsets_read(done) == {0: "A"}, (done.stdout, done.stderr)
+    assert done.stderr.splitlines() == [
+        "kafkacompat: error: t partition 0: offsets from 1 on are damaged and quarantined by the broker "
+        "(CORRUPT_MESSAGE; its log names the range); to read on after it: --partition 0 --offset N"]
+    # librdkafka hands the application an error event at the offset (CORRUPT_MESSAGE is INVALID_MSG there)
+    consumer = Consumer({"bootstrap.servers": served.bootstrap, "group.id": "g", "enable.auto.commit": False})
+    consumer.assign([TopicPartition("t", 0, 0)])
+    seen: list[tuple[int, object]] = []
+    deadline = time.monotonic() + 15
+    while len(seen) < 2 and time.monotonic() < deadline:
+        msg = consumer.poll(0.2)
+        if msg is not None:
+            seen.append((msg.offset(), msg.error().code() if msg.error() else msg.value()))
+    consumer.seek(TopicPartition("t", 0, 2))  # as Kafka's message says: seek past the record to go on
+    while len(seen) < 3 and time.monotonic() < deadline:
+        msg = consumer.poll(0.2)
+        if msg is not None and msg.error() is None:
+            seen.append((msg.offset(), msg.value()))
+    consumer.close()
+    assert seen == [(0, b"A"), (1, KafkaError.INVALID_MSG), (2, b"C")]
+    # kafka-python raises it from poll()
+    kp = KafkaConsumer(bootstrap_servers=served.bootstrap, enable_auto_commit=False, auto_offset_reset="earliest")
+    kp.assign([KafkaTopicPartition("t", 0)])
+    got: list[bytes] = []
+    with pytest.raises(CorruptRecordError):
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            got += [m.value for batch in kp.poll(200).values() for m in batch]
+    kp.close()
+    assert got == [b"A"]
     assert served.stop() == 0
