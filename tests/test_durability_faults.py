@@ -22,6 +22,8 @@ from kafka import KafkaConsumer
 from kafka import TopicPartition as KafkaTopicPartition
 from kafka.errors import CorruptRecordError
 
+from compat_tests.reference import run_tool
+from kafkacompat.testing.reference_kafka import unavailable
 from tests.cli.conftest import kafkacompat
 from tests.test_cli_serve import free_port, start
 
@@ -222,13 +224,19 @@ def flip_in_batch(path: Path, offset_in_file: int) -> None:
         f.write(bytes([byte ^ 0x01]))
 
 
-def test_consumers_are_told_of_a_quarantined_range_not_left_waiting(served: Served) -> None:
+def quarantine_offset_1(served: Served) -> None:
+    """Offsets 0, 1, 2 hold A, B, C; bit rot in B's value, found on the next start: offset 1 is quarantined."""
     served.start()
     for value in ("A", "B", "C"):
         served.produce("t", value + "\n")  # three batches of 69 bytes
     assert served.stop() == 0
-    flip_in_batch(active_log(served.data, "t"), 69 + 60)  # bit rot in B's value: offset 1 is quarantined
+    flip_in_batch(active_log(served.data, "t"), 69 + 60)
     served.start()
+    assert "quarantine offsets 1..1" in served.output
+
+
+def test_consumers_are_told_of_a_quarantined_range_not_left_waiting(served: Served) -> None:
+    quarantine_offset_1(served)
     # the CLI prints what comes before, then one line naming topic, partition and offset, and fails
     done = served.consume("t")
     assert done.returncode == 1 and offsets_read(done) == {0: "A"}, (done.stdout, done.stderr)
@@ -261,4 +269,16 @@ def test_consumers_are_told_of_a_quarantined_range_not_left_waiting(served: Serv
             got += [m.value for batch in kp.poll(200).values() for m in batch]
     kp.close()
     assert got == [b"A"]
+    assert served.stop() == 0
+
+
+def test_the_java_consumer_throws_at_a_quarantined_range(served: Served) -> None:
+    """Kafka 4.1's console consumer: its KafkaConsumer.poll() throws, naming offset and partition."""
+    if unavailable():
+        pytest.skip(unavailable())
+    quarantine_offset_1(served)
+    done = run_tool("kafka-console-consumer", "--bootstrap-server", served.bootstrap, "--topic", "t",
+                    "--from-beginning", "--timeout-ms", "10000")
+    assert done.stdout.split() == ["A"]
+    assert "KafkaException: Encountered corrupt message when fetching offset 1 for topic-partition t-0" in done.stderr
     assert served.stop() == 0
