@@ -114,10 +114,14 @@ def test_a_write_after_a_quarantine_survives_a_clean_restart(served: Served, rep
         done = kafkacompat("store", "check", str(served.data), "--repair")
         assert done.returncode == 1 and "quarantine offsets 1..1" in done.stdout, done.stdout
     served.start()
-    served.produce("t", "C\n")  # acknowledged at offset 2
     assert served.stop() == 0
     check = kafkacompat("store", "check", str(served.data))
     assert check.returncode == 0, check.stdout  # a known quarantine is no new damage
+    served.start()
+    served.produce("t", "C\n")  # acknowledged at offset 2
+    assert served.stop() == 0
+    check = kafkacompat("store", "check", str(served.data))
+    assert check.returncode == 0, check.stdout
     served.start()
     assert served.stop() == 0
     assert "cut the" not in served.output, served.output

@@ -60,6 +60,7 @@ from .chain import LogFile, find_log_files, read_manifest, stale_reason
 from .files import FULL_ERRNOS, fsync_path, move_to_trash, new_file, unlink_files, write_atomic
 from .move import move_home
 from .partitionlet import Partitionlet, Recovered
+from .recovery import covered
 from .sync import GroupCommit
 from .volumes import Volume, pick_volume
 
@@ -284,6 +285,7 @@ class DiskPartition(PartitionBase):
         longer holds become a hole: they are never handed out again.
         """
         vouched = active.next_offset
+        known = [(h[0], h[1]) for h in active.holes]  # quarantined before: not news when found again
         try:
             file_size = os.stat(active.log_path).st_size
         except FileNotFoundError:
@@ -312,7 +314,7 @@ class DiskPartition(PartitionBase):
         if result.cut is not None or file_size < self._checkpoint:  # bytes were lost
             vouched = self._loss_floor(vouched, self._reserved)
         if active.next_offset < vouched:
-            if result.cut is None:
+            if result.cut is None and not covered(known, active.next_offset, vouched):
                 self._store.report(active.log_path, f"ends at offset {active.next_offset} (byte {active.size})",
                                    f"quarantine offsets {active.next_offset}..{vouched - 1}", error=True)
             active.add_hole(active.next_offset, vouched, active.size, active.size)
@@ -632,6 +634,7 @@ class DiskPartition(PartitionBase):
         except OSError as exc:
             raise self._unavailable(f"verifying {p.log_path} failed: {exc.strerror or exc}") from exc
         p.verified = max(p.verified, stop)
+        holes = [h for h in holes if p.hole_at(h.first) is None]  # a read may have quarantined it meanwhile
         for hole in holes:
             p.add_hole(hole.first, hole.resume, hole.pos, hole.end)
             self._store.report(p.log_path, hole.reason, f"quarantine offsets {hole.first}..{hole.resume - 1}",

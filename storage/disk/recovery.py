@@ -71,7 +71,7 @@ def scan(
     pos = start
     while pos < end:
         problem, span = _check_at(reader, pos, end, expected_next, offset_limit)
-        if problem is None and span.base > expected_next and dense and not _covered(
+        if problem is None and span.base > expected_next and dense and not covered(
                 known, expected_next, span.base) and not _plausible(reader, span, end, expected_next, 0,
                                                                     offset_limit):
             problem = f"batch at byte {pos} has offset {span.base}, expected {expected_next}"
@@ -92,7 +92,7 @@ def scan(
         pos = found.pos + found.size
 
 
-def _covered(known: Sequence[tuple[int, int]], first: int, resume: int) -> bool:
+def covered(known: Sequence[tuple[int, int]], first: int, resume: int) -> bool:
     """Whether every offset of [first, resume) lies in one of the `known` quarantined ranges."""
     for low, high in sorted(known):
         if low <= first < high:
