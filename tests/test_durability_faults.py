@@ -9,6 +9,7 @@ commands and stock clients on top.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -273,6 +274,11 @@ def test_consumers_are_told_of_a_quarantined_range_not_left_waiting(served: Serv
             got += [m.value for batch in kp.poll(200).values() for m in batch]
     kp.close()
     assert got == [b"A"]
+    if shutil.which("kcat") is not None:  # kcat (librdkafka) stops with the error instead of hanging
+        done = subprocess.run(["kcat", "-b", served.bootstrap, "-C", "-t", "t", "-p", "0", "-o", "beginning", "-e"],
+                              capture_output=True, text=True, timeout=30)
+        assert (done.returncode, done.stdout) == (1, "A\n"), done.stderr
+        assert "Topic t [0] error: Fetch from broker 1 failed: Broker: Invalid message" in done.stderr
     assert served.stop() == 0
 
 
