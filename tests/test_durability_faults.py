@@ -9,11 +9,13 @@ commands and stock clients on top.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -241,6 +243,8 @@ def quarantine_offset_1(served: Served) -> None:
 
 
 def test_consumers_are_told_of_a_quarantined_range_not_left_waiting(served: Served) -> None:
+    http_port = free_port()
+    served.extra = ("--http-port", str(http_port))
     quarantine_offset_1(served)
     # the CLI prints what comes before, then one line naming topic, partition and offset, and fails
     done = served.consume("t")
@@ -279,6 +283,10 @@ def test_consumers_are_told_of_a_quarantined_range_not_left_waiting(served: Serv
                               capture_output=True, text=True, timeout=30)
         assert (done.returncode, done.stdout) == (1, "A\n"), done.stderr
         assert "Topic t [0] error: Fetch from broker 1 failed: Broker: Invalid message" in done.stderr
+    with urllib.request.urlopen(f"http://127.0.0.1:{http_port}/metrics", timeout=10) as answer:
+        metrics = answer.read().decode()
+    assert re.search(r'kafkacompat_request_errors_total\{api="Fetch",[^}]*error="CORRUPT_MESSAGE"[^}]*\} [1-9]',
+                     metrics), [line for line in metrics.splitlines() if "errors_total" in line]
     assert served.stop() == 0
 
 
