@@ -92,7 +92,7 @@ class BrokerConfig:
     retention_check_ms: int = _setting(60_000, "how often messages past their stream's ttl are deleted, like "
                                                "log.retention.check.interval.ms", metavar="MS", minimum=1)
     skip_damaged: bool = _setting(False, "let fetches step over damaged (quarantined) offsets, with a log line, "
-                                         "instead of answering KAFKA_STORAGE_ERROR for them", metavar="")
+                                         "instead of answering CORRUPT_MESSAGE for them", metavar="")
     # log compaction, named after Kafka's log.cleaner.* broker settings
     log_cleaner_enable: bool = _setting(True, "clean compacted topics (cleanup.policy=compact), like "
                                               "log.cleaner.enable", metavar="")

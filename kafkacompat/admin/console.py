@@ -240,7 +240,7 @@ def _consume(args: argparse.Namespace) -> int:
             batch = consumer.consume(want, wait)
             for msg in batch:
                 if msg.error() is not None:
-                    raise CommandError(f"cannot read {args.topic}: {describe_error(msg.error())}")
+                    raise CommandError(_read_error(args.topic, msg))
                 out.write(render(msg))
                 positions[msg.partition()] = msg.offset() + 1
                 count += 1
@@ -264,6 +264,17 @@ def _consume(args: argparse.Namespace) -> int:
     consumer.close()
     print(f"Processed a total of {count} messages", file=sys.stderr)
     return 0
+
+
+def _read_error(topic: str, msg: Any) -> str:
+    """The line for a message that is an error; a quarantined range names where it starts and how to go on."""
+    from confluent_kafka import KafkaError
+
+    if msg.error().code() == KafkaError.INVALID_MSG:  # Kafka's CORRUPT_MESSAGE: the broker quarantined them
+        p, o = msg.partition(), msg.offset()
+        return (f"{topic} partition {p}: offsets from {o} on are damaged and quarantined by the broker "
+                f"(CORRUPT_MESSAGE; its log names the range); to read on after it: --partition {p} --offset N")
+    return f"cannot read {topic}: {describe_error(msg.error())}"
 
 
 def _deadline(timeout_ms: int | None) -> float | None:
