@@ -14,7 +14,7 @@ import sys
 import traceback
 from collections.abc import Sequence
 
-from . import __version__
+from . import __version__, log_format
 from .admin import cli as admin_cli
 from .admin import console as console_cli
 from .admin import groups as groups_cli
@@ -184,10 +184,7 @@ def _serve(args: argparse.Namespace) -> int:
         print(render_config(config, sources))
         return EXIT_OK
     debug = config.log_level.upper() == "DEBUG"
-    logging.basicConfig(
-        level=config.log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    log_format.configure(config.log_level, config.log_format)
     try:
         asyncio.run(run_until_signalled(config))
     except StartError as exc:

@@ -25,6 +25,7 @@ from .security.permissions import read_user_groups
 ENV_PREFIX = "KAFKACOMPAT_"
 SECRET_SUFFIXES = ("_password", "_secret_key")  # settings --print-config never shows
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+LOG_FORMATS = ("text", "json")  # log_format (kafkacompat/log_format.py)
 CONSUMER_GROUP_ASSIGNORS = ("uniform", "range")  # KIP-848 server-side assignors (kafkacompat/groups/assignors.py)
 MIGRATION_POLICIES = ("bidirectional", "upgrade", "downgrade", "disabled")  # group.consumer.migration.policy
 HTTP_AUTHENTICATIONS = ("none", "basic", "mtls")  # http_authentication (kafkacompat/http/principal.py)
@@ -307,6 +308,8 @@ class BrokerConfig:
                                                   "when it changes)", metavar="FILE")
     log_level: str = _setting("INFO", "DEBUG, INFO, WARNING or ERROR; DEBUG also prints the traceback of a failed "
                                       "start", metavar="LEVEL")
+    log_format: str = _setting("text", "text (one line each) or json (one JSON object a line: time, level, logger, "
+                                       "message, traceback; for log shippers)", metavar="FORMAT")
 
     @property
     def store_url(self) -> str:
@@ -437,6 +440,8 @@ def _check(config: BrokerConfig) -> None:
         raise ConfigError("http_authentication mtls needs http_tls and ssl_ca_location (the CA of client certificates)")
     if config.log_level.upper() not in LOG_LEVELS:
         raise ConfigError(f"log_level must be one of {', '.join(LOG_LEVELS)}, got {config.log_level!r}")
+    if config.log_format not in LOG_FORMATS:
+        raise ConfigError(f"log_format must be one of {', '.join(LOG_FORMATS)}, got {config.log_format!r}")
 
 
 def _flattened(table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:

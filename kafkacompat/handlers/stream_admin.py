@@ -71,8 +71,6 @@ async def handle(ctx: Any, request: dict[str, Any]) -> bytes:
     except storage.StorageError as exc:
         code = _STORE_CODES.get(type(exc)) or storage_error_code(exc)
         return encode_response_body(code.value, str(exc), None)
-    if op_name in MUTATIONS:
-        log.info("%s from %s: %s", op_name, ctx.peer, {k: v for k, v in request.items() if k != "op"})
     return encode_response_body(ErrorCode.none.value, None, result)
 
 
@@ -385,4 +383,3 @@ OPS: dict[str, Callable[[Cluster, dict[str, Any]], Awaitable[Any]]] = {
     "cursor.delete": cursor_delete,
 }
 OPS.update(REPLICATION_OPS)  # stream replica|upstream, cluster info (kafkacompat/replication)
-MUTATIONS = frozenset(name for name in OPS if name.split(".")[1] in ("create", "edit", "delete", "purge"))
