@@ -219,8 +219,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    arguments = sys.argv[1:] if argv is None else list(argv)
+    OneLineParser.json_errors = "--json" in arguments  # usage errors too come as JSON to a script
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(arguments)
     if not getattr(args, "func", None):
         parser.print_help()
         return 2

@@ -480,22 +480,41 @@ def resolve_config(
             name = key.replace("-", "_").replace(".", "_")  # Kafka's spelling (super.users) works too
             if name not in SETTINGS:
                 raise ConfigError(f"unknown setting {key!r} in {path}{_did_you_mean(name, SETTINGS)}")
-            values[name] = _coerce(SETTINGS[name], value)
             sources[name] = f"file {path}"
+            values[name] = _coerced(SETTINGS[name], value, sources[name])
     env = os.environ if environ is None else environ
     for name, field in SETTINGS.items():
         raw = env.get(env_name(name))
         if raw is not None:
-            values[name] = _coerce(field, raw)
             sources[name] = f"environment {env_name(name)}"
+            values[name] = _coerced(field, raw, sources[name])
     for name, value in (overrides or {}).items():
         if value is not None:
             values[name] = value
             flag = flag_name(name)
             sources[name] = f"flag {'--no-' + flag[2:] if value is False else flag}"
     config = BrokerConfig(**values)
-    _check(config)
+    try:
+        _check(config)
+    except ConfigError as exc:  # the setting the message starts with, if set anywhere, is named with its source
+        name = str(exc).split(" ", 1)[0].rstrip(":")
+        if sources.get(name, "default") == "default":
+            raise
+        raise ConfigError(f"{exc} ({_where(sources[name])})") from None
     return config, sources
+
+
+def _where(source: str) -> str:
+    """Where a value came from, for an error: 'environment variable KAFKACOMPAT_PORT', 'config file x.toml'..."""
+    kind, _, name = source.partition(" ")
+    return {"environment": f"environment variable {name}", "file": f"config file {name}"}.get(kind, source)
+
+
+def _coerced(field: dataclasses.Field[Any], raw: Any, source: str) -> Any:
+    try:
+        return _coerce(field, raw)
+    except ConfigError as exc:
+        raise ConfigError(f"{exc} ({_where(source)})") from None
 
 
 def load_config(

@@ -22,6 +22,7 @@ from .arg_types import number_at_least, parsed
 from .cli import _config, _count, _partition, add_bootstrap
 from .client import BrokerUnreachable
 from .kafka_client import REQUEST_TIMEOUT_S, CommandError, client_config, describe_error
+from .output import fail
 
 COMPRESSION = ("none", "gzip", "snappy", "lz4", "zstd")
 ACKS = ("all", "-1", "0", "1")
@@ -56,7 +57,7 @@ def _produce(args: argparse.Namespace) -> int:
         }))
         _check_partition(producer, args.topic, args.partition, wait_for_creation=True)
     except (CommandError, BrokerUnreachable, KafkaException) as exc:
-        return _fail(exc)
+        return _fail(exc, args)
     failures: list[str] = []
 
     def delivered(err: Any, msg: Any) -> None:
@@ -83,8 +84,8 @@ def _produce(args: argparse.Namespace) -> int:
     if remaining:
         failures.append(f"{remaining} message(s) still unsent after {REQUEST_TIMEOUT_S:g}s")
     if failures:
-        return _fail(f"{len(failures)} of {sent} message(s) not delivered to {args.topic}: {failures[0]}")
-    return _fail(problem) if problem else 0
+        return _fail(f"{len(failures)} of {sent} message(s) not delivered to {args.topic}: {failures[0]}", args)
+    return _fail(problem, args) if problem else 0
 
 
 def _send(producer: Any, args: argparse.Namespace, key: bytes | None, value: bytes,
@@ -215,7 +216,7 @@ def _consume(args: argparse.Namespace) -> int:
             "auto.offset.reset": reset, "enable.partition.eof": False,
         }))
     except (BrokerUnreachable, KafkaException) as exc:
-        return _fail(exc)
+        return _fail(exc, args)
     out: BinaryIO = sys.stdout.buffer
     count = 0
     positions: dict[int, int] = {}  # partition -> next offset, committed for --group
@@ -258,7 +259,7 @@ def _consume(args: argparse.Namespace) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     except (CommandError, KafkaException) as exc:
         consumer.close()
-        return _fail(exc)
+        return _fail(exc, args)
     if args.group and positions:
         _commit(consumer, args.topic, positions, asynchronous=False)
     consumer.close()
@@ -278,11 +279,9 @@ def _commit(consumer: Any, topic: str, positions: dict[int, int], asynchronous: 
     consumer.commit(offsets=offsets, asynchronous=asynchronous)
 
 
-def _fail(problem: str | Exception) -> int:
-    """One line on stderr, exit status 1."""
-    text = problem if isinstance(problem, str) else describe_error(problem)
-    print(f"kafkacompat: error: {text}", file=sys.stderr)
-    return 1
+def _fail(problem: str | Exception, args: argparse.Namespace) -> int:
+    """One line on stderr (one JSON object under --json), exit status 1."""
+    return fail(problem if isinstance(problem, str) else describe_error(problem), getattr(args, "json", False))
 
 
 # parsers ----------------------------------------------------------------------------------

@@ -21,7 +21,7 @@ from .cli import _partition, add_bootstrap, add_progress
 from ..security.client import ClientSecurity
 from .client import BrokerUnreachable
 from .kafka_client import REQUEST_TIMEOUT_S, CommandError, client_config, describe_error
-from .output import table
+from .output import fail, table
 
 # confluent-kafka's ConsumerGroupState names -> the names Kafka's tools print
 STATES = {
@@ -316,8 +316,7 @@ def _run(args: argparse.Namespace) -> int:
         return args.action_func(args)
     except (CommandError, BrokerUnreachable, KafkaException) as exc:
         text = describe_error(exc) if isinstance(exc, KafkaException) else str(exc)
-        print(f"kafkacompat: error: {text}", file=sys.stderr)
-        return 1
+        return fail(text, getattr(args, "json", False))
 
 
 def _action(actions: argparse._SubParsersAction, name: str, func: Any, help_text: str,
