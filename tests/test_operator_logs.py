@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import signal
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from confluent_kafka import KafkaException, Producer
@@ -30,6 +34,7 @@ from kafkacompat.testing import Broker
 from tests.test_cli_serve import free_port, start, wait_for_line
 
 ADMIN_LOG = "kafkacompat.admin"
+REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
@@ -133,3 +138,12 @@ def test_serve_json_lines_at_debug_name_admin_changes_connections_and_requests(t
     assert any(r["logger"] == "kafkacompat.request" and r["message"].startswith("Produce v") for r in records)
     assert any("opened on PLAINTEXT" in r["message"] for r in records)
     assert any(r["message"].endswith("closed") for r in records)
+
+
+def test_request_log_benchmark_reports_both_modes():
+    done = subprocess.run([sys.executable, "-m", "kafkacompat.bench.request_log", "--messages", "300", "--rounds", "1"],
+                          capture_output=True, text=True, timeout=240, cwd=REPO)
+    assert done.returncode == 0, done.stderr[-2000:]
+    rates = re.findall(r"request log (off|DEBUG)\s+median\s+(\d+) requests/s", done.stdout)
+    assert [mode for mode, _ in rates] == ["off", "DEBUG"] and all(int(rate) > 0 for _, rate in rates)
+    assert re.search(r"off costs one level check per request: \d+ ns", done.stdout)
