@@ -251,7 +251,11 @@ def logged(ctx: Any, request: Any, answer: Any) -> Any:
     describe = DESCRIBE.get(ctx.header.api_key)
     if describe is None or not log.isEnabledFor(logging.INFO):
         return answer
-    what = describe(request)
+    try:
+        what = describe(request)
+    except Exception:  # noqa: BLE001 - a request this table does not know how to word is still logged
+        log.debug("cannot describe %s", request, exc_info=True)
+        what = "(request not described)"
     if what is None or getattr(request, "validate_only", False):
         return answer
     if asyncio.iscoroutine(answer) or isinstance(answer, asyncio.Future):
