@@ -147,3 +147,30 @@ def test_request_log_benchmark_reports_both_modes():
     rates = re.findall(r"request log (off|DEBUG)\s+median\s+(\d+) requests/s", done.stdout)
     assert [mode for mode, _ in rates] == ["off", "DEBUG"] and all(int(rate) > 0 for _, rate in rates)
     assert re.search(r"off costs one level check per request: \d+ ns", done.stdout)
+
+
+def test_offsets_reset_by_an_admin_is_logged_and_a_standalone_consumers_commit_is_not(broker, caplog):
+    from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicPartition
+
+    login = broker.client_config("alice", "secret")
+    producer = Producer(login)
+    for i in range(3):
+        producer.produce("resettable", b"m%d" % i)
+    assert producer.flush(15) == 0
+    member = Consumer({**login, "group.id": "joined", "auto.offset.reset": "earliest"})
+    member.subscribe(["resettable"])
+    got = 0
+    while got < 3:
+        got += sum(1 for m in member.consume(10, 1.0) if m.error() is None)
+    member.commit(asynchronous=False)
+    member.close()
+    caplog.set_level(logging.INFO, logger=ADMIN_LOG)
+    standalone = Consumer({**login, "group.id": "standalone", "enable.auto.commit": False})
+    standalone.commit(offsets=[TopicPartition("resettable", 0, 2)], asynchronous=False)
+    standalone.close()
+    admin = AdminClient(login)
+    request = ConsumerGroupTopicPartitions("joined", [TopicPartition("resettable", 0, 1)])
+    admin.alter_consumer_group_offsets([request])["joined"].result(15)
+    [line] = _admin_lines(caplog)
+    assert line.startswith("OffsetCommit v") and "by User:alice" in line
+    assert line.endswith("reset committed offsets of group joined: resettable[0] to 1: ok")

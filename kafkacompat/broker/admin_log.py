@@ -146,6 +146,21 @@ def _alter_quotas(r: Any) -> str:
         f"{o.key}={'(removed)' if o.remove else o.value}" for o in e.ops) for e in r.entries])
 
 
+def _offsets_reset(r: Any) -> str:
+    return f"reset committed offsets of group {r.group_id}: " + _listed(
+        [f"{t.name}[{p.partition_index}] to {p.committed_offset}" for t in r.topics for p in t.partitions])
+
+
+def _is_offsets_reset(ctx: Any, r: Any) -> bool:
+    """An OffsetCommit from outside the group (no member, no generation) to a group consumers have joined:
+    what kafka-consumer-groups --reset-offsets and AdminClient.alterConsumerGroupOffsets send. A consumer
+    without group management commits the same way, but to a group nobody joined: that is not logged."""
+    if r.generation_id_or_member_epoch >= 0 or r.member_id:
+        return False
+    groups = ctx.cluster.groups
+    return r.group_id in groups.consumer.groups or bool(groups.describe(r.group_id).protocol_type)
+
+
 def _alter_share_offsets(r: Any) -> str:
     return f"reset share group {r.group_id} start offsets " + _listed(
         [f"{t.topic_name}[{p.partition_index}] to {p.start_offset}" for t in r.topics for p in t.partitions])
@@ -198,7 +213,10 @@ DESCRIBE: dict[int, Callable[[Any], str | None]] = {
     91: _alter_share_offsets,
     92: _delete_share_offsets,
     STREAM_ADMIN_KEY: _stream_admin,  # streams, topics, cursors and replica links from the command line
+    8: _offsets_reset,  # OffsetCommit, only when _ONLY_WHEN says it is an admin's
 }
+# API key -> whether this request of an API that is mostly not admin is one (seen after it was handled)
+_ONLY_WHEN: dict[int, Callable[[Any, Any], bool]] = {8: _is_offsets_reset}
 
 
 def _failures(body: Any, where: str = "") -> Iterator[str]:
@@ -248,10 +266,13 @@ async def _after(ctx: Any, what: str, answer: Any) -> Any:
 
 def logged(ctx: Any, request: Any, answer: Any) -> Any:
     """Log an admin request with its outcome (when its answer is ready, for a deferred one); the answer."""
-    describe = DESCRIBE.get(ctx.header.api_key)
+    key = ctx.header.api_key
+    describe = DESCRIBE.get(key)
     if describe is None or not log.isEnabledFor(logging.INFO):
         return answer
     try:
+        if key in _ONLY_WHEN and not _ONLY_WHEN[key](ctx, request):
+            return answer
         what = describe(request)
     except Exception:  # noqa: BLE001 - a request this table does not know how to word is still logged
         log.debug("cannot describe %s", request, exc_info=True)
