@@ -8,7 +8,6 @@ refused request leaves the store as it was.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -25,8 +24,6 @@ from ..security.authorizer import STREAM_PERMISSIONS, deny
 from ..security.principal import ANONYMOUS
 from ..replication.admin_ops import OPS as REPLICATION_OPS, ReplicaOpError
 from .common import ErrorCode, storage_error_code
-
-log = logging.getLogger(__name__)
 
 
 class AdminError(Exception):
