@@ -31,7 +31,6 @@ def _settled(brokers: list[Broker], topics: dict[str, int]) -> None:
         wait_for(lambda: _in_sync(broker), what="links in sync")
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("topology", ["pair", "ring"])
 def test_restarting_each_cluster_reports_no_recreation(tmp_path, caplog, topology):
     names = ["sanjose", "newyork"] if topology == "pair" else ["sanjose", "newyork", "london"]
