@@ -22,7 +22,7 @@ from .arg_types import number_at_least, parsed
 from .cli import _config, _count, _partition, add_bootstrap
 from .client import BrokerUnreachable
 from .kafka_client import REQUEST_TIMEOUT_S, CommandError, client_config, describe_error
-from .output import fail
+from .output import count_of, fail
 
 COMPRESSION = ("none", "gzip", "snappy", "lz4", "zstd")
 ACKS = ("all", "-1", "0", "1")
@@ -74,7 +74,7 @@ def _produce(args: argparse.Namespace) -> int:
                 key, sep, line = line.partition(args.key_separator)
                 if not sep:
                     problem = (f"line {number} has no key separator {args.key_separator.decode()!r}; "
-                               f"{sent} earlier message(s) were sent")
+                               f"{count_of(sent, 'earlier message')} {'was' if sent == 1 else 'were'} sent")
                     break
             _send(producer, args, key, line, headers, delivered)
             sent += 1
@@ -82,9 +82,10 @@ def _produce(args: argparse.Namespace) -> int:
         pass
     remaining = producer.flush(REQUEST_TIMEOUT_S)
     if remaining:
-        failures.append(f"{remaining} message(s) still unsent after {REQUEST_TIMEOUT_S:g}s")
+        failures.append(f"{count_of(remaining, 'message')} still unsent after {REQUEST_TIMEOUT_S:g}s")
     if failures:
-        return _fail(f"{len(failures)} of {sent} message(s) not delivered to {args.topic}: {failures[0]}", args)
+        return _fail(f"{len(failures)} of {count_of(sent, 'message')} not delivered to {args.topic}: {failures[0]}",
+                     args)
     return _fail(problem, args) if problem else 0
 
 
@@ -118,7 +119,7 @@ def _check_partition(client: Any, topic: str, partition: int | None, wait_for_cr
         time.sleep(0.2)
     count = len(metadata.partitions)
     if partition is not None and partition >= count:
-        raise CommandError(f"topic {topic} has {count} partition(s): there is no partition {partition}")
+        raise CommandError(f"topic {topic} has {count_of(count, 'partition')}: there is no partition {partition}")
     return count
 
 

@@ -21,7 +21,7 @@ from .cli import _partition, add_bootstrap, add_progress
 from ..security.client import ClientSecurity
 from .client import BrokerUnreachable
 from .kafka_client import REQUEST_TIMEOUT_S, CommandError, client_config, describe_error
-from .output import fail, table
+from .output import count_of, fail, table
 
 # confluent-kafka's ConsumerGroupState names -> the names Kafka's tools print
 STATES = {
@@ -208,7 +208,7 @@ def _scope(admin: Any, args: argparse.Namespace, committed: dict[tuple[str, int]
             raise CommandError(f"topic {topic} does not exist") from None
         for number in numbers if numbers is not None else range(count):
             if number >= count:
-                raise CommandError(f"topic {topic} has {count} partition(s): there is no partition {number}")
+                raise CommandError(f"topic {topic} has {count_of(count, 'partition')}: there is no partition {number}")
             chosen.append((topic, number))
     return sorted(set(chosen))
 
