@@ -8,7 +8,6 @@ refused request leaves the store as it was.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -25,8 +24,6 @@ from ..security.authorizer import STREAM_PERMISSIONS, deny
 from ..security.principal import ANONYMOUS
 from ..replication.admin_ops import OPS as REPLICATION_OPS, ReplicaOpError
 from .common import ErrorCode, storage_error_code
-
-log = logging.getLogger(__name__)
 
 
 class AdminError(Exception):
@@ -71,8 +68,6 @@ async def handle(ctx: Any, request: dict[str, Any]) -> bytes:
     except storage.StorageError as exc:
         code = _STORE_CODES.get(type(exc)) or storage_error_code(exc)
         return encode_response_body(code.value, str(exc), None)
-    if op_name in MUTATIONS:
-        log.info("%s from %s: %s", op_name, ctx.peer, {k: v for k, v in request.items() if k != "op"})
     return encode_response_body(ErrorCode.none.value, None, result)
 
 
@@ -385,4 +380,3 @@ OPS: dict[str, Callable[[Cluster, dict[str, Any]], Awaitable[Any]]] = {
     "cursor.delete": cursor_delete,
 }
 OPS.update(REPLICATION_OPS)  # stream replica|upstream, cluster info (kafkacompat/replication)
-MUTATIONS = frozenset(name for name in OPS if name.split(".")[1] in ("create", "edit", "delete", "purge"))
