@@ -1,0 +1,110 @@
+"""One campaign, start to verdict: broker up, workload and nemesis together, heal, drain, restart, read, check.
+
+After the nemesis's time is up every fault is healed, the producers flush
+and stop, the consumers stop, and the broker is stopped with SIGTERM and
+started once more, so what the final read finds is what a restart keeps.
+The history is checked from its file, as anyone could re-check it later.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import random
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import TextIO
+
+from .checker import Verdict, Violation, check
+from .disk import DiskEngine
+from .engine import Engine
+from .history import Event, History, load
+from .nemesis import Nemesis
+from .workload import CLIENT_LOG, Workload, final_read
+
+ENGINES: dict[str, Callable[[Path, History], Engine]] = {"disk": DiskEngine}
+PLANNED_ENGINES = ("cloud", "replication")  # issue 28: brokers on PostgreSQL + S3; clusters linked by replication
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    engine: str
+    minutes: float
+    seed: int
+    faults: tuple[str, ...]
+    workdir: Path
+    rate: float = 30.0  # records a second per producer
+
+
+def run(plan: Plan, out: TextIO) -> Verdict:
+    """Run the campaign `plan` describes, print its summary to `out`, return the verdict."""
+    plan.workdir.mkdir(parents=True, exist_ok=True)
+    history = History(plan.workdir / "history.jsonl")
+    client_log = logging.FileHandler(plan.workdir / "clients.log")
+    CLIENT_LOG.addHandler(client_log)
+    CLIENT_LOG.propagate = False
+    engine = ENGINES[plan.engine](plan.workdir, history)
+    print(f"chaos: engine {plan.engine}, seed {plan.seed}, {plan.minutes:g} min, workdir {plan.workdir}",
+          file=out, flush=True)
+    try:
+        if engine.start():
+            drive(plan, engine, history, out)
+    finally:
+        engine.close()
+        history.close()
+        CLIENT_LOG.removeHandler(client_log)
+        client_log.close()
+    events = load(history.path)
+    verdict = check(events)
+    report(verdict, events, out)
+    return verdict
+
+
+def drive(plan: Plan, engine: Engine, history: History, out: TextIO) -> None:
+    settings = engine.setup(random.Random(f"{plan.seed}:setup"))
+    nemesis = Nemesis(engine, history, random.Random(f"{plan.seed}:nemesis"), plan.faults)
+    history.record("campaign", engine=plan.engine, seed=plan.seed, minutes=plan.minutes, faults=nemesis.names,
+                   unavailable=nemesis.unavailable, **settings)
+    print(f"chaos: {', '.join(f'{k} {v}' for k, v in settings.items())}; faults: {', '.join(nemesis.names)}"
+          + (f"; not offered here: {', '.join(nemesis.unavailable)}" if nemesis.unavailable else ""),
+          file=out, flush=True)
+    workload = Workload(engine.bootstrap, history, random.Random(f"{plan.seed}:workload"), plan.rate)
+    workload.start()
+    nemesis.run(plan.minutes * 60, threading.Event())
+    up = not nemesis.broken and engine.start()
+    stuck = workload.stop()
+    if stuck:
+        history.record("campaign", stuck_clients=stuck)
+    if up:
+        engine.stop()
+        if engine.start():
+            final_read(engine.bootstrap, history)
+            engine.stop()
+
+
+def report(verdict: Verdict, events: list[Event], out: TextIO) -> None:
+    """The summary table, then every violation with the history lines that show it."""
+    by_line = {e["i"]: e for e in events}
+    rows = [("operations", "")] + sorted(verdict.operations.items())
+    rows += [("faults injected", "")] + sorted(verdict.faults.items())
+    rows += [("checks", ""), ("acknowledged writes", verdict.acknowledged), ("verified", verdict.verified),
+             ("lost to damage (allowed)", len(verdict.allowed_losses)), ("violations", len(verdict.violations))]
+    width = max(len(str(name)) for name, _ in rows) + 2
+    for name, value in rows:
+        print(f"{name:<{width}}{value}" if value != "" else f"-- {name}", file=out)
+    for title, items in (("allowed (the README permits it)", verdict.allowed_losses),
+                         ("VIOLATION", verdict.violations)):
+        for item in items[:50]:
+            print_finding(title, item, by_line, out)
+        if len(items) > 50:
+            print(f"... and {len(items) - 50} more {title} lines", file=out)
+    print(f"chaos: {'FAIL' if verdict.violations else 'PASS'} ({len(verdict.violations)} violations)", file=out,
+          flush=True)
+
+
+def print_finding(title: str, item: Violation, by_line: dict[int, Event], out: TextIO) -> None:
+    print(f"{title} {item.kind}: {item.message}", file=out)
+    for i in item.lines:
+        print(f"    history line {i}: {json.dumps(by_line.get(i), separators=(',', ':'))}", file=out)
