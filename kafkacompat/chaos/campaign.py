@@ -94,12 +94,18 @@ def report(verdict: Verdict, events: list[Event], out: TextIO) -> None:
     width = max(len(str(name)) for name, _ in rows) + 2
     for name, value in rows:
         print(f"{name:<{width}}{value}" if value != "" else f"-- {name}", file=out)
-    for title, items in (("allowed (the README permits it)", verdict.allowed_losses),
-                         ("VIOLATION", verdict.violations)):
-        for item in items[:50]:
-            print_finding(title, item, by_line, out)
-        if len(items) > 50:
-            print(f"... and {len(items) - 50} more {title} lines", file=out)
+    allowed: dict[tuple[int, ...], list[Violation]] = {}
+    for item in verdict.allowed_losses:  # one paragraph per fault and finding, not one per record
+        allowed.setdefault(item.lines[1:], []).append(item)
+    for lines, items in allowed.items():
+        print(f"allowed (the README permits it) {items[0].kind}: {len(items)} like this one: {items[0].message}",
+              file=out)
+        for i in (items[0].lines[0], *lines):
+            print(f"    history line {i}: {json.dumps(by_line.get(i), separators=(',', ':'))}", file=out)
+    for item in verdict.violations[:100]:
+        print_finding("VIOLATION", item, by_line, out)
+    if len(verdict.violations) > 100:
+        print(f"... and {len(verdict.violations) - 100} more violations", file=out)
     print(f"chaos: {'FAIL' if verdict.violations else 'PASS'} ({len(verdict.violations)} violations)", file=out,
           flush=True)
 

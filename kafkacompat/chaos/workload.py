@@ -112,6 +112,10 @@ class Writer(Role):
                 break
             except BufferError:
                 producer.poll(0.2)
+            except KafkaException:  # the producer hit a fatal error: error_cb (served by poll) says which
+                producer.poll(0)
+                self.fatal.set()
+                return
         self.history.record("send", producer=name, kind=self.kind, seq=seq, topic=TOPIC_A, partition=partition,
                             value=value)
         producer.poll(0)

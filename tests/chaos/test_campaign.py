@@ -1,0 +1,42 @@
+"""The CI slice of the fault campaign: `python -m kafkacompat.chaos` on the disk engine, briefly, as a user runs it.
+
+Two fixed seeds and one random seed (printed, so a failure can be replayed
+with `--seed`), each half a minute of faults from the `safe` mix: the faults
+whose README promises hold today. The faults held back (nemesis.HELD_BACK)
+find known bugs; set KAFKACOMPAT_CHAOS_FAULTS=all to run them here once the
+fixes land.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+FAULTS = os.environ.get("KAFKACOMPAT_CHAOS_FAULTS", "safe")
+RANDOM_SEED = random.randrange(1 << 31)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", [11, 23, RANDOM_SEED], ids=["seed-11", "seed-23", "random-seed"])
+def test_campaign_finds_no_violation(tmp_path: Path, seed: int) -> None:
+    print(f"chaos campaign seed {seed} (replay: python -m kafkacompat.chaos --minutes 0.5 --faults {FAULTS} "
+          f"--seed {seed})")
+    run = subprocess.run(
+        [sys.executable, "-m", "kafkacompat.chaos", "--engine", "disk", "--minutes", "0.5", "--seed", str(seed),
+         "--faults", FAULTS, "--workdir", str(tmp_path)],
+        capture_output=True, text=True, timeout=300, cwd=Path(__file__).resolve().parents[2])
+    out = run.stdout
+    assert run.returncode == 0, f"seed {seed}:\n{out[-6000:]}\n{run.stderr[-2000:]}"
+    assert "chaos: PASS (0 violations)" in out
+    verified = int(re.search(r"^verified\s+(\d+)$", out, re.M)[1])
+    acknowledged = int(re.search(r"^acknowledged writes\s+(\d+)$", out, re.M)[1])
+    allowed = int(re.search(r"^lost to damage \(allowed\)\s+(\d+)$", out, re.M)[1])
+    assert verified > 200 and verified + allowed == acknowledged, out
+    faults = out.split("-- faults injected")[1].split("-- checks")[0].split()
+    assert sum(int(n) for n in faults[1::2]) >= 2, f"the nemesis did too little:\n{out}"
