@@ -9,6 +9,7 @@ The history is checked from its file, as anyone could re-check it later.
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 import json
 import logging
 import random
@@ -91,6 +92,7 @@ def report(verdict: Verdict, events: list[Event], out: TextIO) -> None:
     rows += [("faults injected", "")] + sorted(verdict.faults.items())
     rows += [("checks", ""), ("acknowledged writes", verdict.acknowledged), ("verified", verdict.verified),
              ("lost to damage (allowed)", len(verdict.allowed_losses)), ("violations", len(verdict.violations))]
+    rows += sorted(Counter(f"  {v.kind}" for v in verdict.violations).items())
     width = max(len(str(name)) for name, _ in rows) + 2
     for name, value in rows:
         print(f"{name:<{width}}{value}" if value != "" else f"-- {name}", file=out)

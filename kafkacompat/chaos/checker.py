@@ -116,13 +116,13 @@ def check_acknowledged(events: list[Event], acked: list[Event]) -> tuple[int, li
             after_send.sort(key=lambda d: (d["t"] > quarantine["t"], -d["t"]))
         damage = _covering(after_send, ack, key="damage")
         if quarantine and damage:
-            allowed.append(Violation("lost-to-damage", f"{ack['value']} at {_tp(ack)} offset {ack['offset']} was "
+            allowed.append(Violation("lost-to-damage", f"{short(ack['value'])} at {_tp(ack)} offset {ack['offset']} was "
                                      f"in a partitionlet damaged by {damage['name']}; quarantined by the broker",
                                      (ack["i"], damage["i"], quarantine["i"])))
         else:
             why = ("quarantined, but no damage done after the ack covers it" if quarantine
                    else "missing from the final read, with no quarantined range reported")
-            lost.append(Violation("lost-write", f"acknowledged {ack['value']} ({ack['kind']}) at {_tp(ack)} offset "
+            lost.append(Violation("lost-write", f"acknowledged {short(ack['value'])} ({ack['kind']}) at {_tp(ack)} offset "
                                   f"{ack['offset']} is lost: {why}",
                                   (ack["i"],) + ((quarantine["i"],) if quarantine else ())))
     return verified, allowed, lost
@@ -145,7 +145,7 @@ def offsets_handed_out_twice(events: list[Event]) -> list[Violation]:
     for e in events:
         if e["type"] in ("ack", "read", "final"):
             seen[(e["topic"], e["partition"], e["offset"])].setdefault(e["value"], e["i"])
-    return [Violation("offset-reused", f"{t}/{p} offset {o} was handed out for {len(vals)} values: {sorted(vals)}",
+    return [Violation("offset-reused", f"{t}/{p} offset {o} was handed out for {len(vals)} values: {sorted(map(short, vals))}",
                       tuple(sorted(vals.values())))
             for (t, p, o), vals in seen.items() if len(vals) > 1]
 
@@ -163,14 +163,19 @@ def idempotent_order(events: list[Event]) -> list[Violation]:
             stream[(producer, e["topic"], e["partition"])].append(e)
     for value, copies in by_value.items():
         if len(copies) > 1:
-            out.append(Violation("duplicate", f"{value} of an idempotent producer is stored {len(copies)} times "
+            out.append(Violation("duplicate", f"{short(value)} of an idempotent producer is stored {len(copies)} times "
                                  f"(offsets {[c['offset'] for c in copies]})", tuple(c["i"] for c in copies)))
     for (producer, topic, partition), records in stream.items():
         for before, after in zip(records, records[1:]):
             if parse_value(after["value"])[1] < parse_value(before["value"])[1]:  # equal: a duplicate
-                out.append(Violation("reordered", f"{producer} on {topic}/{partition}: {after['value']} stored "
-                                     f"after {before['value']}", (before["i"], after["i"])))
+                out.append(Violation("reordered", f"{producer} on {topic}/{partition}: {short(after['value'])} stored "
+                                     f"after {short(before['value'])}", (before["i"], after["i"])))
     return out
+
+
+def short(value: str) -> str:
+    """`producer|seq` of a workload value, for messages (the history lines have it whole)."""
+    return value.rsplit("|", 1)[0]
 
 
 def parse_value(value: str) -> tuple[str, int]:
@@ -207,7 +212,7 @@ def committed_offsets_go_back(events: list[Event], allowed: list[Violation]) -> 
 def aborted_reads(events: list[Event]) -> list[Violation]:
     """A read_committed reader never sees a record of an aborted transaction."""
     aborted = {v: e for e in events if e["type"] == "txn" and e["outcome"] == "aborted" for v in e["values"]}
-    return [Violation("aborted-read", f"{e['reader']} (read_committed) read {e['value']} of an aborted transaction",
+    return [Violation("aborted-read", f"{e['reader']} (read_committed) read {short(e['value'])} of an aborted transaction",
                       (aborted[e["value"]]["i"], e["i"]))
             for e in events if e["type"] in ("read", "final") and e["isolation"] == "read_committed"
             and e["value"] in aborted]
