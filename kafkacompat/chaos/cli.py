@@ -1,13 +1,14 @@
 """`python -m kafkacompat.chaos`: run one seeded campaign and exit 0 only if the checker found no violation.
 
 Exit status: 0 no violation, 1 violations (each printed with its history
-lines), 2 a bad argument (one line on stderr).
+lines), 2 a bad argument, 3 the campaign could not run (one line on stderr).
 """
 
 from __future__ import annotations
 
 import argparse
 import random
+import subprocess
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -60,5 +61,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     seed = args.seed if args.seed is not None else random.randrange(1 << 31)
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix=f"chaos-{seed}-"))
-    verdict = run(Plan(args.engine, args.minutes, seed, faults, workdir, args.rate), sys.stdout)
+    try:
+        verdict = run(Plan(args.engine, args.minutes, seed, faults, workdir, args.rate), sys.stdout)
+    except (OSError, subprocess.SubprocessError) as exc:
+        print(f"chaos: the campaign could not run: {exc} (see {workdir})", file=sys.stderr)
+        return 3
     return 1 if verdict.violations else 0

@@ -23,6 +23,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,7 @@ STOP_TIMEOUT = 60.0
 PATH_RE = re.compile(r"streams/chaos/(?P<topic>[^/\s]+)/(?P<partition>\d+)/")
 NAME_RE = re.compile(r"/chaos:(?P<topic>[^/\s:]+)/(?P<partition>\d+):")
 OFFSETS_RE = re.compile(r"offsets (\d+)\.\.(\d+)")
+Damage = Callable[[Path, random.Random], str]  # damages one file, says how
 
 
 def free_port() -> int:
@@ -160,6 +162,7 @@ class DiskEngine(Engine):
             StorageFault("flip-sealed-live", lambda rng: self._damage_log(rng, sealed=True, how=flip), live=True),
             StorageFault("truncate-sealed", lambda rng: self._damage_log(rng, sealed=True, how=truncate)),
             StorageFault("flip-active", lambda rng: self._damage_log(rng, sealed=False, how=flip)),
+            StorageFault("flip-active-live", lambda rng: self._damage_log(rng, sealed=False, how=flip), live=True),
             StorageFault("truncate-active", lambda rng: self._damage_log(rng, sealed=False, how=truncate)),
             StorageFault("zero-active-tail", lambda rng: self._damage_log(rng, sealed=False, how=zero_tail)),
             StorageFault("delete-active", lambda rng: self._damage_log(rng, sealed=False, how=delete)),
@@ -175,7 +178,7 @@ class DiskEngine(Engine):
         return [("chaos.." + t.name, int(p.name), p) for t in sorted(root.iterdir()) if t.is_dir()
                 for p in sorted(t.iterdir()) if p.is_dir() and p.name.isdigit()]
 
-    def _damage_log(self, rng: random.Random, sealed: bool, how: Any) -> dict[str, Any]:
+    def _damage_log(self, rng: random.Random, sealed: bool, how: Damage) -> dict[str, Any]:
         choices = []
         for topic, partition, directory in self._partitions():
             logs = partitionlet_logs(directory)

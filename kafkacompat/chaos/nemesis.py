@@ -29,6 +29,7 @@ SAFE = (*PROCESS_FAULTS, "flip-sealed", "flip-sealed-live", "truncate-sealed", "
 HELD_BACK = {
     "flip-active": "after a quarantine, a later acknowledged batch in the same partitionlet is cut at the "
                    "next restart",
+    "flip-active-live": "the same, with the damage found by a read while the broker runs",
     "truncate-active": "offsets are reused after an unclean stop when the active log tail was cut",
     "zero-active-tail": "offsets are reused after an unclean stop when the active log tail was zeroed",
     "delete-active": "offsets are reused after an unclean stop when the active partitionlet was deleted",
@@ -85,8 +86,10 @@ class Nemesis:
             held = rng.uniform(SESSION_TIMEOUT_MS / 1000 + 1, SESSION_TIMEOUT_MS / 1000 + 4)
             self.history.record("fault", name=name, phase="start", held=round(held, 2))
             self.engine.pause()
-            time.sleep(held)
-            self.engine.resume()
+            try:
+                time.sleep(held)
+            finally:
+                self.engine.resume()
         else:
             self.history.record("fault", name=name, phase="start")
             self.engine.stop()

@@ -41,3 +41,15 @@ def test_campaign_finds_no_violation(tmp_path: Path, seed: int) -> None:
     faults = out.split("-- faults injected")[1].split("-- checks")[0]
     done = sum(int(n) for n in re.findall(r"^[a-z-]+\s+(\d+)$", faults, re.M))  # not "(nothing to damage yet)"
     assert done >= 2, f"the nemesis did too little:\n{out}"
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--faults", "kill,nope"], "unknown fault nope"),
+    (["--minutes", "-1"], "--minutes must be in"),
+    (["--engine", "cloud"], "the cloud engine is not built yet"),
+])
+def test_bad_arguments_get_one_line_and_status_2(args: list[str], says: str) -> None:
+    run = subprocess.run([sys.executable, "-m", "kafkacompat.chaos", *args], capture_output=True, text=True,
+                         timeout=60, cwd=Path(__file__).resolve().parents[2])
+    assert run.returncode == 2 and run.stdout == ""
+    assert run.stderr.count("\n") == 1 and says in run.stderr
