@@ -18,33 +18,24 @@ import os
 import random
 import re
 import signal
-import socket
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from .engine import Engine, StorageFault
 from .history import History
+from .process import BrokerProcess, free_port
 from .workload import PARTITIONS
 
 STREAM = "/chaos"
 PARTITIONLET_SIZE = "32KiB"  # a partitionlet seals every few hundred records: sealed ones to damage
-START_TIMEOUT = 90.0
-STOP_TIMEOUT = 60.0
 PATH_RE = re.compile(r"streams/chaos/(?P<topic>[^/\s]+)/(?P<partition>\d+)/")
 NAME_RE = re.compile(r"/chaos:(?P<topic>[^/\s:]+)/(?P<partition>\d+):")
 OFFSETS_RE = re.compile(r"offsets (\d+)\.\.(\d+)")
 Damage = Callable[[Path, random.Random], str]  # damages one file, says how
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class DiskEngine(Engine):
@@ -60,45 +51,33 @@ class DiskEngine(Engine):
         self.filler = self.volume / "filler"
         self.port = free_port()
         self.bootstrap = f"127.0.0.1:{self.port}"
-        self.proc: subprocess.Popen[str] | None = None
+        self.nodes = [1]
         self.log = open(workdir / "broker.log", "a", encoding="utf-8")
-        self._log_lock = threading.Lock()
+        self.broker = BrokerProcess(
+            1, ["--data-dir", str(self.data), "--host", "127.0.0.1", "--port", str(self.port), "--skip-damaged",
+                "--group-initial-rebalance-delay-ms", "500"],
+            history, self.log, threading.Lock(), on_line=self._quarantine, clean_marker=self.data / ".clean")
 
-    # processes
+    # processes: there is one, so `node` is always it
 
     def start(self) -> bool:
-        if self.proc is not None and self.proc.poll() is None:
-            return True
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "kafkacompat", "serve", "--data-dir", str(self.data), "--host", "127.0.0.1",
-             "--port", str(self.port), "--skip-damaged", "--group-initial-rebalance-delay-ms", "500"],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        listening, tail = threading.Event(), []
-        threading.Thread(target=self._follow, args=(self.proc, listening, tail), daemon=True).start()
-        deadline = time.monotonic() + START_TIMEOUT
-        while not listening.wait(0.2):
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                reason = f"exit status {self.proc.poll()}; last lines: {' | '.join(tail[-3:])}"
-                self.history.record("broker", action="start-failed", reason=reason)
-                self.kill()
-                return False
-        self.history.record("broker", action="started", pid=self.proc.pid)
-        return True
+        return self.broker.start()
 
-    def _follow(self, proc: subprocess.Popen[str], listening: threading.Event, tail: list[str]) -> None:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            with self._log_lock:
-                self.log.write(line)
-                self.log.flush()
-            tail.append(line.strip())
-            del tail[:-5]
-            if "listening on" in line:
-                listening.set()
-            if "quarantin" in line or "skipping damaged" in line:
-                self._quarantine(line.strip())
+    def kill(self, node: int | None = None) -> None:
+        self.broker.kill()
+
+    def stop(self, node: int | None = None) -> None:
+        self.broker.stop()
+
+    def pause(self, node: int | None = None) -> None:
+        self.broker.signal(signal.SIGSTOP)
+
+    def resume(self, node: int | None = None) -> None:
+        self.broker.signal(signal.SIGCONT)
 
     def _quarantine(self, line: str) -> None:
+        if "quarantin" not in line and "skipping damaged" not in line:
+            return
         where = PATH_RE.search(line) or NAME_RE.search(line)
         if where is None:
             return
@@ -107,35 +86,8 @@ class DiskEngine(Engine):
             self.history.record("quarantine", topic=topic, partition=int(where["partition"]), first=int(first),
                                 last=int(last), line=line)
 
-    def kill(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait()
-            self.history.record("broker", action="killed")
-
-    def stop(self) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        self.proc.send_signal(signal.SIGCONT)  # a paused broker cannot stop
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            rc: int | None = self.proc.wait(STOP_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            rc = None
-            self.proc.kill()
-            self.proc.wait()
-        self.history.record("broker", action="stopped", rc=rc, clean=(self.data / ".clean").exists())
-
-    def pause(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGSTOP)
-
-    def resume(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGCONT)
-
     def close(self) -> None:
-        self.kill()
+        self.broker.kill()
         if self.tmpfs:
             subprocess.run(["umount", "-l", str(self.volume)], capture_output=True)
         self.log.close()

@@ -34,30 +34,32 @@ class StorageFault:
 
 
 class Engine(abc.ABC):
-    """Brokers a campaign starts, stops and damages; `bootstrap` is what clients connect to."""
+    """Brokers a campaign starts, stops and damages; `bootstrap` is what clients connect to, `nodes` the
+    brokers' ids (process faults hit one of them at a time)."""
 
     name: str
     bootstrap: str
+    nodes: list[int]
 
     @abc.abstractmethod
     def start(self) -> bool:
         """Start every stopped broker and wait until it listens; False (and a history line) if one cannot."""
 
     @abc.abstractmethod
-    def kill(self) -> None:
-        """SIGKILL every broker process."""
+    def kill(self, node: int | None = None) -> None:
+        """SIGKILL broker `node` (None: every broker)."""
 
     @abc.abstractmethod
-    def stop(self) -> None:
-        """SIGTERM every broker and wait for it to end (the history gets its exit status)."""
+    def stop(self, node: int | None = None) -> None:
+        """SIGTERM broker `node` (None: every broker) and wait for it to end (the history gets its exit status)."""
 
     @abc.abstractmethod
-    def pause(self) -> None:
-        """SIGSTOP every broker process."""
+    def pause(self, node: int | None = None) -> None:
+        """SIGSTOP broker `node` (None: every broker)."""
 
     @abc.abstractmethod
-    def resume(self) -> None:
-        """SIGCONT every broker process."""
+    def resume(self, node: int | None = None) -> None:
+        """SIGCONT broker `node` (None: every broker)."""
 
     @abc.abstractmethod
     def setup(self, rng: random.Random) -> dict[str, Any]:

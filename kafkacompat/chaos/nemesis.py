@@ -76,23 +76,24 @@ class Nemesis:
 
     def process_fault(self, name: str) -> None:
         rng = self.rng
+        node = rng.choice(self.engine.nodes)
         if name == "kill":
             down = rng.uniform(0.2, 3)
-            self.history.record("fault", name=name, phase="start", down=round(down, 2))
-            self.engine.kill()
+            self.history.record("fault", name=name, phase="start", node=node, down=round(down, 2))
+            self.engine.kill(node)
             time.sleep(down)
             self._start()
         elif name == "pause":
             held = rng.uniform(SESSION_TIMEOUT_MS / 1000 + 1, SESSION_TIMEOUT_MS / 1000 + 4)
-            self.history.record("fault", name=name, phase="start", held=round(held, 2))
-            self.engine.pause()
+            self.history.record("fault", name=name, phase="start", node=node, held=round(held, 2))
+            self.engine.pause(node)
             try:
                 time.sleep(held)
             finally:
-                self.engine.resume()
+                self.engine.resume(node)
         else:
-            self.history.record("fault", name=name, phase="start")
-            self.engine.stop()
+            self.history.record("fault", name=name, phase="start", node=node)
+            self.engine.stop(node)
             self._start()
         self.history.record("fault", name=name, phase="end")
 
