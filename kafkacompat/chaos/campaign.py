@@ -19,14 +19,15 @@ from pathlib import Path
 from typing import TextIO
 
 from .checker import Verdict, Violation, check
+from .cloud import CloudEngine
 from .disk import DiskEngine
 from .engine import Engine
 from .history import Event, History, load
 from .nemesis import Nemesis
 from .workload import CLIENT_LOG, Workload, final_read
 
-ENGINES: dict[str, Callable[[Path, History], Engine]] = {"disk": DiskEngine}
-PLANNED_ENGINES = ("cloud", "replication")  # issue 28: brokers on PostgreSQL + S3; clusters linked by replication
+ENGINES: dict[str, Callable[[Path, History], Engine]] = {"disk": DiskEngine, "cloud": CloudEngine}
+PLANNED_ENGINES = ("replication",)  # issue 28: clusters linked by replication
 
 
 @dataclasses.dataclass(frozen=True)

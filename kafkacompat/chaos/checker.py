@@ -23,7 +23,7 @@ Events (see history.py for `i` and `t`):
   fault                  name, phase (start|end), damage {topic, partition, first, end} for partitionlet damage,
                          cursors (true when a stream's .cursors file was damaged)
   quarantine             topic, partition, first, last, line (the broker's log line)
-  broker                 action (started|killed|stopped|start-failed), rc, clean
+  broker                 node, action (started|killed|stopped|start-failed|internal-error), rc, clean, line
 """
 
 from __future__ import annotations
@@ -219,13 +219,16 @@ def aborted_reads(events: list[Event]) -> list[Violation]:
 
 
 def broker_troubles(events: list[Event]) -> list[Violation]:
-    """The broker must start after every fault, and stop cleanly (status 0, clean marker) on SIGTERM."""
+    """The broker must start after every fault, stop cleanly (status 0, clean marker) on SIGTERM, and never
+    close a connection over an internal error (it answers a named Kafka error instead)."""
     out = []
     for e in events:
         if e["type"] != "broker":
             continue
         if e["action"] == "start-failed":
             out.append(Violation("start-failed", f"the broker did not start: {e.get('reason')}", (e["i"],)))
+        elif e["action"] == "internal-error":
+            out.append(Violation("internal-error", f"the broker logged: {e['line'][:300]}", (e["i"],)))
         elif e["action"] == "stopped" and (e["rc"] != 0 or not e["clean"]):
             out.append(Violation("unclean-stop", f"SIGTERM: exit status {e['rc']}, clean marker "
                                  f"{'written' if e['clean'] else 'missing'}", (e["i"],)))

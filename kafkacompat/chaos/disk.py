@@ -186,7 +186,8 @@ def partitionlet_logs(directory: Path) -> list[tuple[int, Path]]:
 
 
 def flip(path: Path, rng: random.Random) -> str:
-    at = rng.randrange(path.stat().st_size)
+    size = path.stat().st_size
+    at = rng.randrange(size) if rng.random() < 0.5 else rng.randrange(max(0, size - 300), size)  # often the tail
     bit = 1 << rng.randrange(8)
     with open(path, "r+b") as f:
         f.seek(at)

@@ -25,7 +25,7 @@ from .workload import SESSION_TIMEOUT_MS
 
 PROCESS_FAULTS = ("kill", "pause", "restart")
 SAFE = (*PROCESS_FAULTS, "flip-sealed", "flip-sealed-live", "truncate-sealed", "delete-metadata", "garble-metadata",
-        "full-disk")
+        "full-disk", "database-outage")
 HELD_BACK = {
     "flip-active": "after a quarantine, a later acknowledged batch in the same partitionlet is cut at the "
                    "next restart",

@@ -71,6 +71,8 @@ class BrokerProcess:
             del tail[:-5]
             if "listening on" in line:
                 listening.set()
+            if "after an internal error" in line or "the broker failed" in line:
+                self.history.record("broker", node=self.node, action="internal-error", line=line.strip())
             if self.on_line is not None:
                 self.on_line(line.strip())
 

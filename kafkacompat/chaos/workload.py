@@ -194,9 +194,9 @@ class TransactionalWriter(Role):
         return value
 
     def finish(self, producer: Producer, commit: bool) -> str:
-        for _ in range(5):  # a retriable error may be retried, as librdkafka's documentation says
+        for _ in range(3):  # a retriable error may be retried, as librdkafka's documentation says
             try:
-                (producer.commit_transaction if commit else producer.abort_transaction)(30)
+                (producer.commit_transaction if commit else producer.abort_transaction)(10)
                 return "committed" if commit else "aborted"
             except KafkaException as exc:
                 if not exc.args[0].retriable():
@@ -208,7 +208,7 @@ class TransactionalWriter(Role):
         self.history.record("client-error", role=self.role, error=str(err), fatal=err.fatal())
         if err.txn_requires_abort():
             try:
-                producer.abort_transaction(30)
+                producer.abort_transaction(10)
                 return "aborted"
             except KafkaException:
                 return "fatal"
@@ -322,6 +322,17 @@ def final_read(bootstrap: str, history: History, timeout: float = 60) -> None:
                 read_partition(bootstrap, history, TopicPartition(topic, partition, 0), isolation, timeout)
 
 
+def high_watermark(consumer: Consumer, tp: TopicPartition, deadline: float) -> int:
+    """The partition's high watermark, asked again while its leader is not known yet (a cluster just started)."""
+    while True:
+        try:
+            return consumer.get_watermark_offsets(tp, timeout=5)[1]
+        except KafkaException:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+
+
 def read_partition(bootstrap: str, history: History, tp: TopicPartition, isolation: str, timeout: float) -> None:
     consumer = Consumer({**COMMON, "bootstrap.servers": bootstrap, "group.id": "chaos-final",
                          "enable.auto.commit": False, "isolation.level": isolation, "check.crcs": True,
@@ -330,7 +341,7 @@ def read_partition(bootstrap: str, history: History, tp: TopicPartition, isolati
     end, complete = 0, False
     deadline = time.monotonic() + timeout
     try:
-        high = consumer.get_watermark_offsets(tp, timeout=20)[1]
+        high = high_watermark(consumer, tp, deadline)
         while time.monotonic() < deadline and not complete:
             msg = consumer.poll(0.5)
             if msg is None:

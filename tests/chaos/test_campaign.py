@@ -46,7 +46,7 @@ def test_campaign_finds_no_violation(tmp_path: Path, seed: int) -> None:
 @pytest.mark.parametrize("args, says", [
     (["--faults", "kill,nope"], "unknown fault nope"),
     (["--minutes", "-1"], "--minutes must be in"),
-    (["--engine", "cloud"], "the cloud engine is not built yet"),
+    (["--engine", "replication"], "the replication engine is not built yet"),
 ])
 def test_bad_arguments_get_one_line_and_status_2(args: list[str], says: str) -> None:
     run = subprocess.run([sys.executable, "-m", "kafkacompat.chaos", *args], capture_output=True, text=True,

@@ -190,7 +190,8 @@ def test_a_broker_that_does_not_start_or_stop_cleanly_is_a_violation() -> None:
     s.add("broker", action="stopped", rc=1, clean=False)
     s.add("broker", action="start-failed", reason="exit status 4")
     s.add("broker", action="stopped", rc=0, clean=True)
-    assert s.kinds() == ["start-failed", "unclean-stop"]
+    s.add("broker", action="internal-error", line="ERROR closing connection from 127.0.0.1:1 after an internal error")
+    assert s.kinds() == ["internal-error", "start-failed", "unclean-stop"]
 
 
 def test_the_history_file_round_trips(tmp_path: Path) -> None:
