@@ -14,6 +14,7 @@ import json
 import logging
 import random
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
@@ -47,20 +48,26 @@ def run(plan: Plan, out: TextIO) -> Verdict:
     client_log = logging.FileHandler(plan.workdir / "clients.log")
     CLIENT_LOG.addHandler(client_log)
     CLIENT_LOG.propagate = False
-    engine = ENGINES[plan.engine](plan.workdir, history)
     print(f"chaos: engine {plan.engine}, seed {plan.seed}, {plan.minutes:g} min, workdir {plan.workdir}",
           file=out, flush=True)
+    started = time.monotonic()
     try:
-        if engine.start():
-            drive(plan, engine, history, out)
+        engine = ENGINES[plan.engine](plan.workdir, history)
+        try:
+            if engine.start():
+                drive(plan, engine, history, out)
+        finally:
+            engine.close()
     finally:
-        engine.close()
         history.close()
         CLIENT_LOG.removeHandler(client_log)
         client_log.close()
     events = load(history.path)
     verdict = check(events)
     report(verdict, events, out)
+    print(f"chaos: {'FAIL' if verdict.violations else 'PASS'} ({len(verdict.violations)} violations) in "
+          f"{time.monotonic() - started:.0f} s; replay: python -m kafkacompat.chaos --engine {plan.engine} "
+          f"--minutes {plan.minutes:g} --seed {plan.seed} --faults {','.join(plan.faults)}", file=out, flush=True)
     return verdict
 
 
@@ -109,8 +116,9 @@ def report(verdict: Verdict, events: list[Event], out: TextIO) -> None:
         print_finding("VIOLATION", item, by_line, out)
     if len(verdict.violations) > 100:
         print(f"... and {len(verdict.violations) - 100} more violations", file=out)
-    print(f"chaos: {'FAIL' if verdict.violations else 'PASS'} ({len(verdict.violations)} violations)", file=out,
-          flush=True)
+    stuck = [name for e in events if e["type"] == "campaign" for name in e.get("stuck_clients", [])]
+    if stuck:
+        print(f"clients that did not stop within their time: {', '.join(stuck)}", file=out)
 
 
 def print_finding(title: str, item: Violation, by_line: dict[int, Event], out: TextIO) -> None:

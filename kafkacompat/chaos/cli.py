@@ -14,6 +14,8 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
+from kafkacompat.testing.services import ServiceUnavailable
+
 from .campaign import ENGINES, PLANNED_ENGINES, Plan, run
 from .nemesis import ALL, HELD_BACK, SAFE
 
@@ -63,7 +65,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix=f"chaos-{seed}-"))
     try:
         verdict = run(Plan(args.engine, args.minutes, seed, faults, workdir, args.rate), sys.stdout)
-    except (OSError, subprocess.SubprocessError) as exc:
+    except (OSError, subprocess.SubprocessError, ServiceUnavailable) as exc:
         print(f"chaos: the campaign could not run: {exc} (see {workdir})", file=sys.stderr)
         return 3
     return 1 if verdict.violations else 0

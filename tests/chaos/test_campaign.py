@@ -33,7 +33,7 @@ def test_campaign_finds_no_violation(tmp_path: Path, seed: int) -> None:
         capture_output=True, text=True, timeout=300, cwd=Path(__file__).resolve().parents[2])
     out = run.stdout
     assert run.returncode == 0, f"seed {seed}:\n{out[-6000:]}\n{run.stderr[-2000:]}"
-    assert "chaos: PASS (0 violations)" in out
+    assert "chaos: PASS (0 violations)" in out and f"--seed {seed}" in out
     verified = int(re.search(r"^verified\s+(\d+)$", out, re.M)[1])
     acknowledged = int(re.search(r"^acknowledged writes\s+(\d+)$", out, re.M)[1])
     allowed = int(re.search(r"^lost to damage \(allowed\)\s+(\d+)$", out, re.M)[1])
