@@ -6,6 +6,7 @@ consumers while the nemesis (chosen by the seed) kills, pauses, damages and
 fills its store, writes every operation to a JSON-lines history, then checks
 the history against what the README promises. Modules: `history` (the
 record), `workload` (the clients), `engine` (what a nemesis acts on; `disk`
-is the one-broker embedded store), `nemesis` (the faults), `checker` (the
-rules), `campaign` (one run, start to verdict), `cli`.
+is one broker on the embedded store, `cloud` three on PostgreSQL and S3,
+both running `process`es), `nemesis` (the faults), `checker` (the rules),
+`campaign` (one run, start to verdict), `cli`.
 """

@@ -1,9 +1,9 @@
 """What a nemesis acts on: the brokers of one engine, their processes and their storage.
 
 A campaign knows only this interface, so the disk engine (one `kafkacompat
-serve` on the embedded store) and later ones (brokers sharing PostgreSQL and
-S3, clusters linked by replication) plug into the same workload, nemesis and
-checker. Process faults are the same everywhere (kill -9, SIGSTOP, SIGTERM);
+serve` on the embedded store), the cloud engine (three brokers sharing
+PostgreSQL and S3) and later ones (clusters linked by replication) plug into
+the same workload, nemesis and checker. Process faults are the same everywhere (kill -9, SIGSTOP, SIGTERM);
 storage faults are the engine's own, each a `StorageFault`.
 """
 
