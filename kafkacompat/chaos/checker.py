@@ -140,14 +140,28 @@ def _covering(spans: Iterable[Event], ack: Event, key: str | None = None) -> Eve
 
 
 def offsets_handed_out_twice(events: list[Event]) -> list[Violation]:
-    """Two different values seen at one offset (acks, reads and the final read together)."""
+    """Two different values seen at one offset (acks, reads and the final read together); one violation per
+    run of consecutive such offsets in a partition, with the history lines of its first offset."""
     seen: dict[tuple[str, int, int], dict[str, int]] = defaultdict(dict)
     for e in events:
         if e["type"] in ("ack", "read", "final"):
             seen[(e["topic"], e["partition"], e["offset"])].setdefault(e["value"], e["i"])
-    return [Violation("offset-reused", f"{t}/{p} offset {o} was handed out for {len(vals)} values: {sorted(map(short, vals))}",
-                      tuple(sorted(vals.values())))
-            for (t, p, o), vals in seen.items() if len(vals) > 1]
+    twice = sorted(k for k, vals in seen.items() if len(vals) > 1)
+    runs: list[list[tuple[str, int, int]]] = []
+    for key in twice:
+        if runs and runs[-1][-1][:2] == key[:2] and runs[-1][-1][2] + 1 == key[2]:
+            runs[-1].append(key)
+        else:
+            runs.append([key])
+    out = []
+    for run in runs:
+        (topic, partition, first), last = run[0], run[-1][2]
+        values = seen[run[0]]
+        span = f"offset {first}" if len(run) == 1 else f"offsets {first}..{last} ({len(run)} offsets; at {first}"
+        out.append(Violation("offset-reused", f"{topic}/{partition} {span} handed out for {len(values)} values: "
+                             f"{sorted(map(short, values))}" + (")" if len(run) > 1 else ""),
+                             tuple(sorted(values.values()))))
+    return out
 
 
 def idempotent_order(events: list[Event]) -> list[Violation]:

@@ -122,6 +122,15 @@ def test_an_offset_handed_out_twice_is_caught() -> None:
     assert s.kinds() == ["offset-reused"]
 
 
+def test_offsets_handed_out_twice_in_a_row_are_one_violation_naming_the_run() -> None:
+    s = healthy()
+    for seq in range(3):
+        s.write("plain.0", seq, offset=seq, kind="plain")  # offsets 0..2 again
+    [violation] = check(s.events).violations
+    assert violation.kind == "offset-reused" and "offsets 0..2 (3 offsets" in violation.message
+    assert violation.lines == (2, 12)  # offset 0's first ack (idem.0|0) and the second one (plain.0|0)
+
+
 def test_an_idempotent_producer_record_stored_twice_is_a_duplicate_but_a_plain_one_is_not() -> None:
     s = healthy()
     s.final(3, "idem.0|2|x")
