@@ -50,6 +50,7 @@ MECHANISM = "OAUTHBEARER"
 INVALID_TOKEN = '{"status":"invalid_token"}'  # the challenge Kafka's validator answers every bad token with
 # signature algorithms a JWKS key can verify (never "none", never HMAC: a JWKS holds public keys)
 ALGORITHMS = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES256K", "ES384", "ES512", "EdDSA")
+LATEST_EXPIRY_S = 253_402_300_799  # 9999-12-31T23:59:59Z
 MIN_REFETCH_S = 1.0  # an unknown key id refetches the JWKS at most this often (a stranger cannot flood the IdP)
 _KEY, _VALUE = re.compile(r"[A-Za-z]+"), re.compile(r"[\x21-\x7e \t\r\n]+")  # RFC 7628 key, value
 _TOKEN = re.compile(r"[-_.a-zA-Z0-9]+")  # what Kafka's server accepts as the bearer token (JWS compact form)
@@ -195,7 +196,10 @@ class BearerValidator:
             raw_scope = raw_scope.split()
         if not isinstance(raw_scope, list) or not all(isinstance(s, str) and s.strip() for s in raw_scope):
             raise InvalidBearerToken(f"the {self._scope_claim!r} claim is not a list of scopes")
-        return BearerToken(subject.strip(), frozenset(raw_scope), int(claims["exp"] * 1000), int(claims["iat"] * 1000))
+        # PyJWT has checked that exp and iat are numbers (or their digits), so int() cannot fail here; an exp
+        # past year 9999 (a provider writing milliseconds) is cut there rather than overflow the session lifetime
+        expiry_s = min(int(claims["exp"]), LATEST_EXPIRY_S)
+        return BearerToken(subject.strip(), frozenset(raw_scope), expiry_s * 1000, int(claims["iat"]) * 1000)
 
 
 def _signing_keys(document: Any) -> list[tuple[Any, str | None]]:

@@ -160,6 +160,21 @@ def test_librdkafka_produces_and_consumes_with_an_oauth_cb(broker: Broker, issue
     assert values == [b"hello"]
 
 
+def test_librdkafka_builtin_oidc_client_credentials(broker: Broker, issuer: Issuer,
+                                                    caplog: pytest.LogCaptureFixture) -> None:
+    """librdkafka's own OIDC login (sasl.oauthbearer.method=oidc) asks the token endpoint; no oauth_cb."""
+    caplog.set_level(logging.INFO, logger=AUDIT)
+    producer = Producer(librdkafka(broker, **{
+        "sasl.oauthbearer.method": "oidc", "sasl.oauthbearer.client.id": "billing-service",
+        "sasl.oauthbearer.client.secret": CLIENTS["billing-service"],
+        "sasl.oauthbearer.token.endpoint.url": issuer.token_url}))
+    delivered: list[object] = []
+    producer.produce(f"oauth-oidc-{uuid.uuid4().hex[:6]}", b"x", on_delivery=lambda err, msg: delivered.append(err))
+    assert producer.flush(15) == 0 and delivered == [None]
+    assert any("authenticated: principal=User:billing-service" in r.getMessage()
+               for r in caplog.records if r.name == AUDIT)
+
+
 @pytest.mark.parametrize("case", ["expired", "wrong-audience", "wrongly-signed"])
 def test_librdkafka_is_told_authentication_failed(broker: Broker, issuer: Issuer, case: str) -> None:
     errors: list[KafkaError] = []
