@@ -82,10 +82,12 @@ def _bad_tokens(issuer: Issuer) -> dict[str, str]:
         "wrongly-signed": issuer.token("alice", key=stranger),  # the kid is right, the key is not
         "wrong-issuer": issuer.token("alice", issuer="https://evil.example.test"),
         "no-subject": issuer.token(""),
+        "not-yet-valid": issuer.token("alice", nbf=int(time.time()) + 600),
+        "malformed-scope": issuer.token("alice", scope=42),
     }
 
 
-BAD = ["expired", "wrong-audience", "wrongly-signed", "wrong-issuer", "no-subject"]
+BAD = ["expired", "wrong-audience", "wrongly-signed", "wrong-issuer", "no-subject", "not-yet-valid", "malformed-scope"]
 
 
 @pytest.mark.parametrize("case", BAD)
@@ -114,6 +116,14 @@ def test_a_malformed_client_first_message_is_refused(broker: Broker, message: by
         assert answer.error_message == ("Authentication failed during authentication due to invalid credentials "
                                         "with SASL mechanism OAUTHBEARER")
         assert wire.is_closed()
+
+
+def test_an_exp_far_ahead_logs_in_with_a_bounded_session(broker: Broker, issuer: Issuer) -> None:
+    """An exp absurdly far ahead (a provider writing milliseconds, or worse) must not overflow the session lifetime."""
+    with sasl_socket(broker) as wire:
+        answer = authenticate(wire, client_first(issuer.token("alice", lifetime_s=10**15)))
+        assert answer.error_code == ErrorCode.none
+        assert 0 < answer.session_lifetime.total_seconds() < 8000 * 365 * 86400
 
 
 def test_an_authorization_id_other_than_the_subject_is_refused(broker: Broker, issuer: Issuer) -> None:
