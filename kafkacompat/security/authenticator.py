@@ -117,8 +117,7 @@ class SaslAuthenticator:
             who = user(username) if username else "?"
             if self._exchange is not None and self._exchange.token_auth:  # the name was a token id, not a user
                 who = f"? delegation_token={username}"
-            audit.warning("authentication failed: principal=%s client=%s listener=%s mechanism=%s: %s",
-                          who, self._peer, self._listener, mechanism, exc)
+            self._audit_failure(who, str(exc))
             raise
 
     async def _evaluate_bearer(self, message: bytes) -> bytes:
@@ -127,7 +126,7 @@ class SaslAuthenticator:
         if self._bearer is None:
             self._bearer = OAuthBearerServer(self._oauth, self._sub_claim)
         exchange = self._bearer
-        acknowledging = exchange.refusal is not None
+        acknowledging = message == b"\x01" and exchange.refusal is not None
         try:
             answer = await exchange.evaluate(message)
             if exchange.token is not None:

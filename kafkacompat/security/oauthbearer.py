@@ -34,12 +34,9 @@ import re
 import urllib.parse
 from typing import TYPE_CHECKING, Any
 
-from .scram import INVALID_CREDENTIALS, AuthenticationFailed
+import jwt
 
-try:
-    import jwt
-except ImportError:  # pragma: no cover - PyJWT is a dependency; a broken install gets one clear line
-    jwt = None  # type: ignore[assignment]
+from .scram import INVALID_CREDENTIALS, AuthenticationFailed
 
 if TYPE_CHECKING:
     from ..config import BrokerConfig
@@ -86,8 +83,6 @@ class BearerValidator:
     """Validates JWT access tokens against one identity provider's keys; shared by the Kafka and HTTP ports."""
 
     def __init__(self, config: "BrokerConfig") -> None:
-        if jwt is None:
-            raise RuntimeError("OAUTHBEARER needs PyJWT: pip install 'PyJWT[crypto]>=2.8'")
         assert config.sasl_oauthbearer_jwks_endpoint_url is not None
         self._url = config.sasl_oauthbearer_jwks_endpoint_url
         self._issuer = config.sasl_oauthbearer_expected_issuer
