@@ -137,10 +137,14 @@ class BearerValidator:
             return json.loads(await asyncio.to_thread(path.read_bytes))
         import aiohttp  # a dependency of the broker (the HTTP port); imported where it is needed
 
-        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as session:
-            async with session.get(self._url, headers={"Accept": "application/json"}) as response:
-                response.raise_for_status()
-                return json.loads(await response.read())
+        try:
+            async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as session:
+                async with session.get(self._url, headers={"Accept": "application/json"}) as response:
+                    if response.status != 200:
+                        raise OSError(f"HTTP {response.status} {response.reason}")
+                    return json.loads(await response.read())
+        except aiohttp.ClientError as exc:
+            raise OSError(str(exc) or type(exc).__name__) from None
 
     async def _keys_for(self, kid: str | None, algorithm: str) -> list[Any]:
         """The keys that may have signed a token naming `kid` and `algorithm`; an unknown kid refetches first."""
@@ -203,8 +207,8 @@ def _signing_keys(document: Any) -> list[tuple[Any, str | None]]:
         raise ValueError("not a JWKS document (no \"keys\" list)")
     keys = []
     for entry in document["keys"]:
-        if not isinstance(entry, dict) or entry.get("use", "sig") != "sig":
-            continue
+        if not isinstance(entry, dict) or entry.get("use", "sig") != "sig" or entry.get("kty") == "oct":
+            continue  # not a public signing key (a shared secret has no place in a published JWKS)
         try:
             keys.append((jwt.PyJWK(entry), entry.get("alg")))
         except jwt.PyJWTError as exc:

@@ -34,6 +34,7 @@ class Issuer:
         self.key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
         self.stranger_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
         self.jwks_fetches = 0
+        self.published = True  # False: /jwks answers 503, as a provider that is down
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         self._thread.start()
@@ -60,12 +61,13 @@ class Issuer:
         self.kid = kid
 
     def token(self, sub: str = "alice", *, lifetime_s: float = 600, audience: str | None = AUDIENCE,
-              issuer: str = ISSUER, key: Any = None, scope: Any = "kafka", **claims: Any) -> str:
+              issuer: str = ISSUER, key: Any = None, scope: Any = "kafka", kid: str | None = None,
+              **claims: Any) -> str:
         now = int(time.time())
         payload = {"sub": sub, "iss": issuer, "iat": now, "exp": int(now + lifetime_s), "scope": scope, **claims}
         if audience is not None:
             payload["aud"] = audience
-        return jwt.encode(payload, key or self.key, algorithm="RS256", headers={"kid": self.kid})
+        return jwt.encode(payload, key or self.key, algorithm="RS256", headers={"kid": kid or self.kid})
 
     def close(self) -> None:
         self._server.shutdown()
@@ -90,6 +92,8 @@ class Issuer:
                 if self.path != "/jwks":
                     return self._json(404, {"error": "not_found"})
                 issuer.jwks_fetches += 1
+                if not issuer.published:
+                    return self._json(503, {"error": "unavailable"})
                 self._json(200, issuer.jwks())
 
             def do_POST(self) -> None:
