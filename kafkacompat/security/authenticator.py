@@ -130,7 +130,9 @@ class SaslAuthenticator:
         try:
             answer = await exchange.evaluate(message)
             if exchange.token is not None:
-                self._succeed(exchange.token.principal_name, token_expiry_ms=exchange.token.expiry_ms)
+                scopes = ",".join(sorted(exchange.token.scopes))[:256]
+                self._succeed(exchange.token.principal_name, token_expiry_ms=exchange.token.expiry_ms,
+                              note=f" scope={scopes}" if scopes else "")
             elif exchange.refusal is not None:
                 self._audit_failure(user(exchange.claimed) if exchange.claimed else "?", exchange.refusal)
             return answer
@@ -145,7 +147,9 @@ class SaslAuthenticator:
         audit.warning("authentication failed: principal=%s client=%s listener=%s mechanism=%s: %s",
                       who, self._peer, self._listener, self.mechanism, reason)
 
-    def _succeed(self, name: str, token_id: str | None = None, token_expiry_ms: int | None = None) -> None:
+    def _succeed(self, name: str, token_id: str | None = None, token_expiry_ms: int | None = None,
+                 note: str = "") -> None:
+        """The login of `name` is accepted; `note` ends its audit line (an OAUTHBEARER token's scopes)."""
         principal = user(name)
         if self.principal is not None and principal != self.principal:
             raise AuthenticationFailed(f"Cannot change principals during re-authentication from {self.principal}: "
@@ -165,7 +169,7 @@ class SaslAuthenticator:
             self.expires_at = asyncio.get_running_loop().time() + self._lifetime_ms / 1000
         audit.info("%s: principal=%s client=%s listener=%s mechanism=%s%s",
                    "authenticated" if first else "re-authenticated", principal, self._peer, self._listener,
-                   self.mechanism, f" delegation_token={token_id}" if token_id else "")
+                   self.mechanism, f" delegation_token={token_id}" if token_id else note)
 
     @property
     def token_authenticated(self) -> bool:

@@ -29,6 +29,7 @@ import asyncio
 import dataclasses
 import json
 import logging
+import math
 import pathlib
 import re
 import urllib.parse
@@ -65,7 +66,6 @@ class BearerToken:
     principal_name: str
     scopes: frozenset[str]
     expiry_ms: int
-    issued_at_ms: int
 
 
 def check_jwks_location(url: str) -> str | None:
@@ -174,7 +174,8 @@ class BearerValidator:
         return self._token(claims)
 
     def _decode(self, token: str, algorithm: str, keys: list[Any]) -> dict[str, Any]:
-        options = {"require": ["exp", "iat"], "verify_aud": bool(self._audience)}
+        # iat must be there but may lie ahead (Kafka's jose4j checks no more); exp and nbf are checked with the skew
+        options = {"require": ["exp", "iat"], "verify_aud": bool(self._audience), "verify_iat": False}
         error: Exception | None = None
         for key in keys:
             try:
@@ -190,15 +191,17 @@ class BearerValidator:
         subject = claims.get(self._sub_claim)
         if not isinstance(subject, str) or not subject.strip():
             raise InvalidBearerToken(f"the {self._sub_claim!r} claim is missing or empty")
-        raw_scope = claims.get(self._scope_claim, [])
-        if isinstance(raw_scope, str):
-            raw_scope = raw_scope.split()
-        if not isinstance(raw_scope, list) or not all(isinstance(s, str) and s.strip() for s in raw_scope):
-            raise InvalidBearerToken(f"the {self._scope_claim!r} claim is not a list of scopes")
-        # PyJWT has checked that exp and iat are numbers (or their digits), so int() cannot fail here; an exp
-        # past year 9999 (a provider writing milliseconds) is cut there rather than overflow the session lifetime
+        scopes = claims.get(self._scope_claim)
+        scopes = [scopes] if isinstance(scopes, str) else scopes if isinstance(scopes, list) else []  # as Kafka
+        if not all(isinstance(scope, str) and scope.strip() for scope in scopes):
+            raise InvalidBearerToken(f"the {self._scope_claim!r} claim holds an empty or non-text scope")
+        issued_at = claims["iat"]
+        if isinstance(issued_at, bool) or not isinstance(issued_at, (int, float)) or not math.isfinite(issued_at):
+            raise InvalidBearerToken("the 'iat' claim is not a number")
+        # PyJWT has checked that exp is a number (or its digits), so int() cannot fail; an exp past year 9999
+        # (a provider writing milliseconds) is cut there rather than overflow the session lifetime
         expiry_s = min(int(claims["exp"]), LATEST_EXPIRY_S)
-        return BearerToken(subject.strip(), frozenset(raw_scope), expiry_s * 1000, int(claims["iat"]) * 1000)
+        return BearerToken(subject.strip(), frozenset(scope.strip() for scope in scopes), expiry_s * 1000)
 
 
 def _signing_keys(document: Any) -> list[tuple[Any, str | None]]:
