@@ -118,6 +118,24 @@ def test_a_malformed_client_first_message_is_refused(broker: Broker, message: by
         assert wire.is_closed()
 
 
+def test_the_session_ends_with_the_token_or_connections_max_reauth_ms_whichever_is_first(issuer: Issuer) -> None:
+    with Broker(sasl={}, sasl_enabled_mechanisms=["OAUTHBEARER"], sasl_oauthbearer_jwks_endpoint_url=issuer.jwks_url,
+                connections_max_reauth_ms=60_000) as broker:
+        with sasl_socket(broker) as wire:  # the token outlives the reauth limit
+            assert authenticate(wire, client_first(issuer.token(lifetime_s=600))).session_lifetime.total_seconds() \
+                == 60
+        with sasl_socket(broker) as wire:  # the token ends first: 2 s, then the next request closes the connection
+            lifetime = authenticate(wire, client_first(issuer.token(lifetime_s=2))).session_lifetime.total_seconds()
+            assert 0 < lifetime <= 2
+            assert wire.request(3, 1, request_class(3, 1)(topics=())).brokers
+            wire.sock.settimeout(lifetime + 0.5)
+            with pytest.raises(OSError):  # wait out the token on the socket, not with sleep
+                wire.sock.recv(1)
+            wire.sock.settimeout(5)
+            wire.send(3, 1, request_class(3, 1)(topics=()))
+            assert wire.is_closed()
+
+
 def test_an_exp_far_ahead_logs_in_with_a_bounded_session(broker: Broker, issuer: Issuer) -> None:
     """An exp absurdly far ahead (a provider writing milliseconds, or worse) must not overflow the session lifetime."""
     with sasl_socket(broker) as wire:
