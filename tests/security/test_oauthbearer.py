@@ -2,8 +2,9 @@
 
 The identity provider is made inside the test (tests/security/oidc.py): RSA
 keys, a JWKS and a client_credentials token endpoint on loopback. Stock
-clients log in with it (librdkafka with an oauth_cb, aiokafka with a token
-provider, Java kafka-clients with its built-in OIDC login); tokens that are
+clients log in with it (librdkafka with an oauth_cb or its own OIDC login,
+aiokafka and kafka-python with a token provider, Java kafka-clients with its
+built-in OIDC login); tokens that are
 expired, for another audience, from another issuer or signed by a key the
 JWKS lacks are refused as Kafka refuses them: the challenge
 {"status":"invalid_token"}, then SASL_AUTHENTICATION_FAILED.
@@ -315,6 +316,34 @@ def test_aiokafka_produces_and_consumes_with_a_token_provider(broker: Broker, is
             await consumer.stop()
 
     assert asyncio.run(asyncio.wait_for(go(), 60)) == b"hello-aiokafka"
+
+
+def test_kafka_python_produces_and_consumes_with_a_token_provider(broker: Broker, issuer: Issuer) -> None:
+    from kafka import KafkaConsumer, KafkaProducer
+
+    try:  # kafka-python 3.x moved it
+        from kafka.net.sasl.oauth import AbstractTokenProvider
+    except ImportError:
+        from kafka.sasl.oauth import AbstractTokenProvider
+
+    class Provider(AbstractTokenProvider):
+        def token(self) -> str:
+            return issuer.token("alice")
+
+    options = {"bootstrap_servers": broker.bootstrap_servers, "security_protocol": "SASL_PLAINTEXT",
+               "sasl_mechanism": "OAUTHBEARER", "sasl_oauth_token_provider": Provider()}
+    topic = f"oauth-kafka-python-{uuid.uuid4().hex[:6]}"
+    producer = KafkaProducer(**options, max_block_ms=15000)
+    try:
+        producer.send(topic, b"hello-kafka-python").get(timeout=15)
+    finally:
+        producer.close(timeout=5)
+    consumer = KafkaConsumer(topic, **options, auto_offset_reset="earliest", consumer_timeout_ms=15000)
+    try:
+        values = [message.value for _, message in zip(range(1), consumer)]
+    finally:
+        consumer.close()
+    assert values == [b"hello-kafka-python"]
 
 
 # --- Java kafka-clients: the built-in OIDC client_credentials login --------------------------------
