@@ -353,7 +353,8 @@ def java_properties(issuer: Issuer, client: str, tmp_path) -> str:
     props.write_text("\n".join([
         "security.protocol=SASL_PLAINTEXT",
         "sasl.mechanism=OAUTHBEARER",
-        "sasl.login.callback.handler.class=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler",
+        "sasl.login.callback.handler.class=org.apache.kafka.common.security.oauthbearer."
+        "OAuthBearerLoginCallbackHandler",
         f"sasl.oauthbearer.token.endpoint.url={issuer.token_url}",
         "sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required "
         f'clientId="{client}" clientSecret="{CLIENTS[client]}";',
