@@ -13,6 +13,7 @@ JWKS lacks are refused as Kafka refuses them: the challenge
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import subprocess
@@ -20,6 +21,7 @@ import time
 import urllib.error
 import urllib.request
 import uuid
+from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer
@@ -362,35 +364,51 @@ def java_properties(issuer: Issuer, client: str, tmp_path) -> str:
     return str(props)
 
 
-def java_oidc_command() -> list[str]:
-    """`java ... SecureClient` on kafka-clients 3.9.1 with what its OIDC login needs beside it: Jackson (also in
-    pyflink/lib) and jose4j (from the Kafka 4.1 distribution's libs/); skips without them."""
+@functools.cache
+def _compiled_41(source: str, class_path: str, compile_sources: Any) -> str:
+    return compile_sources([source], class_path)
+
+
+def java_oidc_command(version: str, issuer: Issuer) -> list[str]:
+    """`java ... SecureClient` on kafka-clients `version` (3.9.1 from pyflink/lib, 4.1.0 from Kafka 4.1's libs/)
+    with what its OIDC login needs beside it: Jackson and jose4j; skips without them. 4.x fetches only URLs
+    listed in the system property org.apache.kafka.sasl.oauthbearer.allowed.urls, as a user must set it."""
     from compat_tests.drivers import ClientUnavailable
-    from compat_tests.drivers.java import JVM_FLAGS, classpath, compiled, flink_lib
+    from compat_tests.drivers.java import CLIENT_JARS_41, JVM_FLAGS, SOURCES, classpath, compile_sources, compiled
+    from compat_tests.drivers.java import flink_lib
 
     home = find_kafka_home()
-    jose4j = sorted((home / "libs").glob("jose4j-*.jar")) if home is not None else []
-    if not jose4j:
-        pytest.skip("jose4j (Kafka 4.1's libs/) not found: Java's OIDC login needs it")
+    if home is None:
+        pytest.skip("Kafka 4.1's libs/ not found: jose4j, which Java's OIDC login needs, comes from there")
+    libs = home / "libs"
+    jose4j = str(sorted(libs.glob("jose4j-*.jar"))[-1])
     try:
-        jackson = [str(flink_lib() / f"jackson-{part}.jar") for part in ("databind", "core", "annotations")]
-        return ["java", *JVM_FLAGS, "-cp", classpath(*jackson, str(jose4j[-1]), compiled()), "SecureClient"]
+        if version == "3.9.1":
+            jackson = [str(flink_lib() / f"jackson-{part}.jar") for part in ("databind", "core", "annotations")]
+            return ["java", *JVM_FLAGS, "-cp", classpath(*jackson, jose4j, compiled()), "SecureClient"]
+        jars = [str(libs / jar) for jar in CLIENT_JARS_41] + [
+            str(sorted(libs.glob(f"jackson-{part}-2*.jar"))[-1]) for part in ("databind", "core", "annotations")]
+        classes = _compiled_41(str(SOURCES / "SecureClient.java"), ":".join(jars), compile_sources)
+        return ["java", *JVM_FLAGS, f"-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls={issuer.token_url}",
+                "-cp", ":".join([*jars, jose4j, classes]), "SecureClient"]
     except ClientUnavailable as exc:
         pytest.skip(str(exc))
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("version", ["3.9.1", "4.1.0"])
 @pytest.mark.parametrize("client,outcome", [
     ("billing-service", "OK hello-java"),
     ("stranger-service", 'ERROR SaslAuthenticationException: {"status":"invalid_token"}'),
 ])
 def test_java_logs_in_with_client_credentials_from_the_token_endpoint(broker: Broker, issuer: Issuer, client: str,
-                                                                        outcome: str, tmp_path) -> None:
+                                                                        outcome: str, version: str, tmp_path) -> None:
     """Java's built-in OIDC login (KIP-768): the client asks the token endpoint, the broker checks the JWT.
     The stranger's token is signed by a key the JWKS lacks: the broker refuses it, with Kafka's error."""
     topic = f"oauth-java-{uuid.uuid4().hex[:6]}"
-    done = subprocess.run([*java_oidc_command(), broker.bootstrap_servers, java_properties(issuer, client, tmp_path),
-                           topic], capture_output=True, text=True, timeout=120, check=False)
+    done = subprocess.run([*java_oidc_command(version, issuer), broker.bootstrap_servers,
+                           java_properties(issuer, client, tmp_path), topic],
+                          capture_output=True, text=True, timeout=120, check=False)
     assert done.stdout.strip().splitlines()[-1:][0].startswith(outcome), done.stdout + done.stderr[-3000:]
 
 
