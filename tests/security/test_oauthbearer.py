@@ -21,13 +21,16 @@ import time
 import urllib.error
 import urllib.request
 import uuid
-from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer
 from cryptography.hazmat.primitives.asymmetric import rsa
 from kio.schema.errors import ErrorCode
 
+from compat_tests.drivers import ClientUnavailable
+from compat_tests.drivers.java import (
+    CLIENT_JARS_41, JVM_FLAGS, SOURCES, classpath, compile_sources, compiled, flink_lib,
+)
 from kafkacompat.config import ConfigError, load_config
 from kafkacompat.testing import Broker
 from kafkacompat.testing.reference_kafka import find_kafka_home
@@ -365,7 +368,7 @@ def java_properties(issuer: Issuer, client: str, tmp_path) -> str:
 
 
 @functools.cache
-def _compiled_41(source: str, class_path: str, compile_sources: Any) -> str:
+def _compiled_41(source: str, class_path: str) -> str:
     return compile_sources([source], class_path)
 
 
@@ -373,10 +376,6 @@ def java_oidc_command(version: str, issuer: Issuer) -> list[str]:
     """`java ... SecureClient` on kafka-clients `version` (3.9.1 from pyflink/lib, 4.1.0 from Kafka 4.1's libs/)
     with what its OIDC login needs beside it: Jackson and jose4j; skips without them. 4.x fetches only URLs
     listed in the system property org.apache.kafka.sasl.oauthbearer.allowed.urls, as a user must set it."""
-    from compat_tests.drivers import ClientUnavailable
-    from compat_tests.drivers.java import CLIENT_JARS_41, JVM_FLAGS, SOURCES, classpath, compile_sources, compiled
-    from compat_tests.drivers.java import flink_lib
-
     home = find_kafka_home()
     if home is None:
         pytest.skip("Kafka 4.1's libs/ not found: jose4j, which Java's OIDC login needs, comes from there")
@@ -388,7 +387,7 @@ def java_oidc_command(version: str, issuer: Issuer) -> list[str]:
             return ["java", *JVM_FLAGS, "-cp", classpath(*jackson, jose4j, compiled()), "SecureClient"]
         jars = [str(libs / jar) for jar in CLIENT_JARS_41] + [
             str(sorted(libs.glob(f"jackson-{part}-2*.jar"))[-1]) for part in ("databind", "core", "annotations")]
-        classes = _compiled_41(str(SOURCES / "SecureClient.java"), ":".join(jars), compile_sources)
+        classes = _compiled_41(str(SOURCES / "SecureClient.java"), ":".join(jars))
         return ["java", *JVM_FLAGS, f"-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls={issuer.token_url}",
                 "-cp", ":".join([*jars, jose4j, classes]), "SecureClient"]
     except ClientUnavailable as exc:
