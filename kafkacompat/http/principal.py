@@ -33,7 +33,7 @@ from typing import Any
 
 from aiohttp import web
 
-from ..security.oauthbearer import InvalidBearerToken
+from ..security.oauthbearer import InvalidBearerToken, claimed_subject
 from ..security.principal_mapping import PrincipalMappingError
 from ..security.scram import AuthenticationFailed
 from ..security.tls import CertificatePrincipals
@@ -103,7 +103,9 @@ async def _bearer_login(request: web.Request, peer: str) -> str | web.Response:
     try:
         return "User:" + (await validator.validate(token.strip())).principal_name
     except InvalidBearerToken as exc:
-        return _unauthorized(request, peer, str(exc), "OAUTHBEARER")
+        claimed = claimed_subject(token.strip(), request.app[BROKER].config.sasl_oauthbearer_sub_claim_name)
+        return _unauthorized(request, peer, f"{exc} (the token claims {claimed!r})" if claimed else str(exc),
+                             "OAUTHBEARER")
 
 
 def _certificate_login(request: web.Request, peer: str) -> str | web.Response:
