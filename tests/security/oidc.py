@@ -30,8 +30,8 @@ class Issuer:
     """Signs tokens with its key `kid`; serves the JWKS and the token endpoint until `close()`."""
 
     def __init__(self, kid: str = "key-1") -> None:
-        self.kid = kid
-        self.key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        self.kid = kid  # the key that signs from now on
+        self.keys = {kid: rsa.generate_private_key(public_exponent=65537, key_size=2048)}  # all published
         self.stranger_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
         self.jwks_fetches = 0
         self.published = True  # False: /jwks answers 503, as a provider that is down
@@ -51,13 +51,19 @@ class Issuer:
     def token_url(self) -> str:
         return self.url + "/token"
 
+    @property
+    def key(self) -> Any:
+        return self.keys[self.kid]
+
     def jwks(self) -> dict[str, Any]:
-        public = json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(self.key.public_key()))
-        return {"keys": [{**public, "kid": self.kid, "use": "sig", "alg": "RS256"}]}
+        return {"keys": [{**json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(key.public_key())), "kid": kid,
+                          "use": "sig", "alg": "RS256"} for kid, key in self.keys.items()]}
 
     def rotate(self, kid: str) -> None:
-        """A new signing key, published from now on (the old one is gone from the JWKS)."""
-        self.key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        """Sign with key `kid` from now on, made and published now if new; the others stay published,
+        as a provider rolling its keys over does."""
+        if kid not in self.keys:
+            self.keys[kid] = rsa.generate_private_key(public_exponent=65537, key_size=2048)
         self.kid = kid
 
     def token(self, sub: str = "alice", *, lifetime_s: float = 600, audience: str | None = AUDIENCE,
