@@ -28,6 +28,8 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from kio.schema.errors import ErrorCode
 
 from compat_tests.drivers import ClientUnavailable
+from compat_tests.drivers.kafkajs import installed as kafkajs_installed
+from compat_tests.drivers.kafkajs import node_server
 from compat_tests.drivers.java import (
     CLIENT_JARS_41, JVM_FLAGS, SOURCES, classpath, compile_sources, compiled, flink_lib,
 )
@@ -349,6 +351,22 @@ def test_kafka_python_produces_and_consumes_with_a_token_provider(broker: Broker
     finally:
         consumer.close()
     assert values == [b"hello-kafka-python"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case,outcome", [("good", "OK hello-kafkajs"), ("expired", "ERROR KafkaJSNumberOfRetries")])
+def test_kafkajs_with_an_oauth_bearer_provider(broker: Broker, issuer: Issuer, case: str, outcome: str) -> None:
+    """kafkajs does not acknowledge the error challenge with 0x01: it goes on with its next request, which
+    closes the connection (a request before authentication completed); it retries, then gives up."""
+    try:
+        kafkajs_installed()
+    except ClientUnavailable as exc:
+        pytest.skip(str(exc))
+    token = issuer.token("alice") if case == "good" else _bad_tokens(issuer)[case]
+    settings = {"protocol": "SASL_PLAINTEXT", "mechanism": "OAUTHBEARER", "token": token}
+    done = node_server().run("secure", [broker.bootstrap_servers, json.dumps(settings),
+                                        f"oauth-kafkajs-{uuid.uuid4().hex[:6]}"], timeout=90)
+    assert (done.stdout.strip() or done.stderr.strip()).splitlines()[-1].startswith(outcome), done
 
 
 # --- Java kafka-clients: the built-in OIDC client_credentials login --------------------------------
