@@ -195,13 +195,18 @@ class BearerValidator:
         scopes = [scopes] if isinstance(scopes, str) else scopes if isinstance(scopes, list) else []  # as Kafka
         if not all(isinstance(scope, str) and scope.strip() for scope in scopes):
             raise InvalidBearerToken(f"the {self._scope_claim!r} claim holds an empty or non-text scope")
-        issued_at = claims["iat"]
-        if isinstance(issued_at, bool) or not isinstance(issued_at, (int, float)) or not math.isfinite(issued_at):
-            raise InvalidBearerToken("the 'iat' claim is not a number")
-        # PyJWT has checked that exp is a number (or its digits), so int() cannot fail; an exp past year 9999
-        # (a provider writing milliseconds) is cut there rather than overflow the session lifetime
+        for claim in ("iat", "exp"):  # NumericDate (RFC 7519); PyJWT also takes strings of digits, jose4j does not
+            if not _numeric_date(claims[claim]):
+                raise InvalidBearerToken(f"the {claim!r} claim is not a number")
+        # an exp past year 9999 (a provider writing milliseconds) is cut there rather than overflow the session
         expiry_s = min(int(claims["exp"]), LATEST_EXPIRY_S)
         return BearerToken(subject.strip(), frozenset(scope.strip() for scope in scopes), expiry_s * 1000)
+
+
+def _numeric_date(value: Any) -> bool:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    return not isinstance(value, float) or math.isfinite(value)
 
 
 def _signing_keys(document: Any) -> list[tuple[Any, str | None]]:

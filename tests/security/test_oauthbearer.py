@@ -22,6 +22,7 @@ import urllib.error
 import urllib.request
 import uuid
 
+import jwt
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer
 from cryptography.hazmat.primitives.asymmetric import rsa
@@ -150,6 +151,23 @@ def test_an_exp_far_ahead_logs_in_with_a_bounded_session(broker: Broker, issuer:
         answer = authenticate(wire, client_first(issuer.token("alice", lifetime_s=10**15)))
         assert answer.error_code == ErrorCode.none
         assert 0 < answer.session_lifetime.total_seconds() < 8000 * 365 * 86400
+
+
+@pytest.mark.parametrize("claim,value", [("iat", 10**400), ("exp", 10**400), ("exp", "9999999999"),
+                                         ("iat", "now"), ("nbf", 1e308), ("aud", {"x": 1}), ("sub", ["alice"])])
+def test_hostile_claim_values_are_answered_not_crashed_on(broker: Broker, issuer: Issuer, claim: str,
+                                                          value: object) -> None:
+    """Claims PyJWT lets through or chokes on (huge integers, digit strings, wrong types): every one gets an
+    answer (a login, or Kafka's challenge), never a dropped connection; an exp that is no number is refused."""
+    now = int(time.time())
+    payload = {"sub": "alice", "iss": ISSUER, "aud": AUDIENCE, "iat": now, "exp": now + 60, claim: value}
+    token = jwt.api_jws.encode(json.dumps(payload).encode(), issuer.key, algorithm="RS256",
+                               headers={"kid": issuer.kid})
+    with sasl_socket(broker) as wire:
+        answer = authenticate(wire, client_first(token))
+        assert answer.error_code == ErrorCode.none and answer.auth_bytes in (b"", INVALID_TOKEN.encode())
+        if claim == "exp" and isinstance(value, str):
+            assert answer.auth_bytes == INVALID_TOKEN.encode()
 
 
 def test_an_authorization_id_other_than_the_subject_is_refused(broker: Broker, issuer: Issuer) -> None:
