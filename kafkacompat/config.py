@@ -28,7 +28,7 @@ LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 LOG_FORMATS = ("text", "json")  # log_format (kafkacompat/log_format.py)
 CONSUMER_GROUP_ASSIGNORS = ("uniform", "range")  # KIP-848 server-side assignors (kafkacompat/groups/assignors.py)
 MIGRATION_POLICIES = ("bidirectional", "upgrade", "downgrade", "disabled")  # group.consumer.migration.policy
-HTTP_AUTHENTICATIONS = ("none", "basic", "mtls")  # http_authentication (kafkacompat/http/principal.py)
+HTTP_AUTHENTICATIONS = ("none", "basic", "mtls", "oauthbearer")  # http_authentication (kafkacompat/http/principal.py)
 # KAFKACOMPAT_* variables that are not broker settings, with who reads them.
 OTHER_VARIABLES = {
     "BOOTSTRAP_SERVERS": "the default --bootstrap-server of the client commands",
@@ -169,9 +169,11 @@ class BrokerConfig:
                                            "User:ANONYMOUS)", metavar="HOST")
     http_authentication: str = _setting("none", "how HTTP clients log in: none (everyone is User:ANONYMOUS), "
                                                 "basic (HTTP Basic with the SCRAM users' passwords, as "
-                                                "User:<name>; /health stays open) or mtls (a client certificate "
+                                                "User:<name>; /health stays open), mtls (a client certificate "
                                                 "signed by ssl_ca_location, named by ssl_principal_mapping_rules; "
-                                                "needs http_tls)", metavar="none|basic|mtls")
+                                                "needs http_tls) or oauthbearer (Authorization: Bearer JWT, "
+                                                "checked as the OAUTHBEARER mechanism checks it)",
+                                        metavar="none|basic|mtls|oauthbearer")
     http_tls: bool = _setting(False, "serve HTTPS with the ssl_certificate_location certificate and key of the "
                                      "SSL listeners")
     # the REST proxy on the HTTP port (Confluent REST Proxy v2/v3 compatible)
@@ -217,8 +219,35 @@ class BrokerConfig:
                                                 metavar="RULES")
     sasl_enabled_mechanisms: list[str] = _setting(["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"],
                                                   "SASL mechanisms offered, like sasl.enabled.mechanisms (PLAIN "
-                                                  "checks the password against the user's SCRAM credential)",
+                                                  "checks the password against the user's SCRAM credential; "
+                                                  "OAUTHBEARER needs sasl_oauthbearer_jwks_endpoint_url)",
                                                   metavar="MECHANISM", flag="--sasl-enabled-mechanism")
+    # SASL/OAUTHBEARER (KIP-255, KIP-768; kafkacompat/security/oauthbearer.py), named after Kafka's
+    # sasl.oauthbearer.* broker settings
+    sasl_oauthbearer_jwks_endpoint_url: str | None = _setting(None, "where the identity provider publishes the keys "
+                                                                    "that sign access tokens (JWKS): an http(s):// "
+                                                                    "URL or a file:// path, like "
+                                                                    "sasl.oauthbearer.jwks.endpoint.url; needed by "
+                                                                    "OAUTHBEARER and http_authentication oauthbearer",
+                                                              metavar="URL")
+    sasl_oauthbearer_jwks_endpoint_refresh_ms: int = _setting(3_600_000, "how often the JWKS is re-read (also when a "
+                                                                         "token names a key id it lacks), like "
+                                                                         "sasl.oauthbearer.jwks.endpoint.refresh.ms",
+                                                              metavar="MS", minimum=1000)
+    sasl_oauthbearer_expected_issuer: str | None = _setting(None, "the `iss` a token must carry (unset: any), like "
+                                                                  "sasl.oauthbearer.expected.issuer", metavar="ISS")
+    sasl_oauthbearer_expected_audience: list[str] = _setting([], "an `aud` a token must carry, one of these "
+                                                                 "(repeatable; unset: any), like "
+                                                                 "sasl.oauthbearer.expected.audience",
+                                                             metavar="AUD",
+                                                             flag="--sasl-oauthbearer-expected-audience")
+    sasl_oauthbearer_sub_claim_name: str = _setting("sub", "the claim naming the principal User:<value>, like "
+                                                           "sasl.oauthbearer.sub.claim.name", metavar="CLAIM")
+    sasl_oauthbearer_scope_claim_name: str = _setting("scope", "the claim holding the token's scopes, like "
+                                                               "sasl.oauthbearer.scope.claim.name", metavar="CLAIM")
+    sasl_oauthbearer_clock_skew_seconds: int = _setting(30, "leeway when checking `exp`, `nbf` and `iat` against "
+                                                            "this clock, like sasl.oauthbearer.clock.skew.seconds",
+                                                        metavar="S")
     connections_max_reauth_ms: int = _setting(0, "SASL session lifetime; clients re-authenticate before it ends "
                                                  "and a connection past it is closed, like "
                                                  "connections.max.reauth.ms (0: sessions never expire)",
@@ -438,10 +467,25 @@ def _check(config: BrokerConfig) -> None:
         raise ConfigError("http_tls needs ssl_certificate_location and ssl_key_location")
     if config.http_authentication == "mtls" and not (config.http_tls and config.ssl_ca_location):
         raise ConfigError("http_authentication mtls needs http_tls and ssl_ca_location (the CA of client certificates)")
+    _check_oauthbearer(config)
     if config.log_level.upper() not in LOG_LEVELS:
         raise ConfigError(f"log_level must be one of {', '.join(LOG_LEVELS)}, got {config.log_level!r}")
     if config.log_format not in LOG_FORMATS:
         raise ConfigError(f"log_format must be one of {', '.join(LOG_FORMATS)}, got {config.log_format!r}")
+
+
+def _check_oauthbearer(config: BrokerConfig) -> None:
+    from .security.oauthbearer import MECHANISM, check_jwks_location  # here: security imports this module
+
+    wanted = MECHANISM in config.sasl_enabled_mechanisms or config.http_authentication == "oauthbearer"
+    url = config.sasl_oauthbearer_jwks_endpoint_url
+    if wanted and not url:
+        raise ConfigError("OAUTHBEARER (sasl_enabled_mechanisms or http_authentication) needs "
+                          "sasl_oauthbearer_jwks_endpoint_url: the identity provider's JWKS (https://... or "
+                          "file://...)")
+    problem = check_jwks_location(url) if url else None
+    if problem:
+        raise ConfigError(f"sasl_oauthbearer_jwks_endpoint_url: {problem}")
 
 
 def _flattened(table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:

@@ -113,3 +113,13 @@ def test_the_java_tool_without_kafka_is_explained(tmp_path: Path) -> None:
     )
     assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
     assert "Apache Kafka 4.1.0 is not here" in done.stderr
+
+
+@pytest.mark.slow
+def test_login_bench_reports_both_mechanisms() -> None:
+    done = subprocess.run([sys.executable, "-m", "kafkacompat.bench.logins", "--logins", "20", "--rounds", "1",
+                           "--clients", "2"], capture_output=True, text=True, timeout=180, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = [line.split() for line in done.stdout.splitlines() if "logins/s" in line]
+    assert [row[0] for row in rows] == ["SCRAM-SHA-512", "OAUTHBEARER"]
+    assert all(float(row[1]) > 0 for row in rows)

@@ -1,5 +1,6 @@
 // Produce one message and read it back over a secure listener with kafkajs.
-// args: bootstrap, JSON {protocol, mechanism, username, password, ca}, topic. Answers OK <value> or ERROR <name>: <message>
+// args: bootstrap, JSON {protocol, mechanism, username, password, ca, token}, topic (token: the OAUTHBEARER access
+// token, handed out by an oauthBearerProvider). Answers OK <value> or ERROR <name>: <message>
 // (run by server.js for compat_tests/test_security_clients.py; `node secure.js ARG...` runs it once).
 'use strict'
 
@@ -10,7 +11,9 @@ async function run ([bootstrap, settingsJson, topic]) {
   const s = JSON.parse(settingsJson)
   const config = { clientId: 'secure-test', brokers: [bootstrap], logLevel: logLevel.NOTHING, retry: { retries: 1 } }
   if (s.protocol.endsWith('SSL')) config.ssl = { ca: [fs.readFileSync(s.ca, 'utf-8')] }
-  if (s.protocol.startsWith('SASL_')) {
+  if (s.protocol.startsWith('SASL_') && s.mechanism === 'OAUTHBEARER') {
+    config.sasl = { mechanism: 'oauthbearer', oauthBearerProvider: async () => ({ value: s.token }) }
+  } else if (s.protocol.startsWith('SASL_')) {
     config.sasl = { mechanism: s.mechanism.toLowerCase(), username: s.username, password: s.password }
   }
   const kafka = new Kafka(config)

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 from .quotas import ClientQuotas
 from ..security.credentials import Credentials
 from ..security.delegation_tokens import DelegationTokens
+from ..security.oauthbearer import BearerValidator
 from ..security.authorizer import Authorizer
 from .topic_names import LEGAL_NAMES_ONLY, TopicNameError, canonical_name, kafka_alias, split_name
 
@@ -81,6 +82,8 @@ class Cluster:
         self.credentials = Credentials(store, store.default_stream)  # SCRAM users (kafkacompat/security)
         self.tokens = DelegationTokens(store, store.default_stream, config.delegation_token_secret_key,
                                        config.delegation_token_max_lifetime_ms, config.delegation_token_expiry_time_ms)
+        # OAUTHBEARER and HTTP Bearer logins: JWTs checked against the identity provider's keys
+        self.oauth = BearerValidator(config) if config.sasl_oauthbearer_jwks_endpoint_url else None
         self.producers = ProducerStates(config.producer_id_expiration_ms)
         self._splits: dict[str, tuple[str, str]] = {}
         self.groups = GroupCoordinator(config, store)

@@ -238,7 +238,8 @@ class Connection:
                     raise CloseConnection(f"unexpected {api_name(header.api_key)} request before SASL "
                                           "authentication completed")
                 if sasl.expired():
-                    raise CloseConnection(f"SASL session of {sasl.principal} expired (connections_max_reauth_ms) "
+                    raise CloseConnection(f"SASL session of {sasl.principal} expired (connections_max_reauth_ms or "
+                                          "the end of its token) "
                                           "and the client did not re-authenticate")
             answer = await self._dispatch(ctx, frame)
             if answer is NO_RESPONSE:

@@ -139,6 +139,8 @@ class BrokerServer:
         self.cluster.groups.start()
         await self.cluster.transactions.start()
         self.cluster.tokens.start(self.config.delegation_token_expiry_check_interval_ms)
+        if self.cluster.oauth is not None:
+            await self.cluster.oauth.start()
         self.cluster.replication = ReplicationService(self.store, self.config, self.cluster)
         await self.cluster.replication.start()
         for listener in self.listeners:
@@ -180,6 +182,8 @@ class BrokerServer:
                     await self.cluster.replication.close()
                 await self.cluster.transactions.close()
                 await self.cluster.tokens.close()
+                if self.cluster.oauth is not None:
+                    await self.cluster.oauth.close()
                 await self.cluster.groups.close()
                 await self.cluster.shares.close()
         finally:
@@ -248,6 +252,7 @@ class BrokerServer:
                     self.config.sasl_enabled_mechanisms, self.cluster.credentials, self.cluster.tokens,
                     reauth_ms=self.config.connections_max_reauth_ms,
                     peer=client, listener=listener.name,
+                    oauth=self.cluster.oauth, sub_claim=self.config.sasl_oauthbearer_sub_claim_name,
                 )
             await Connection(self.cluster, reader, writer, self.config, self.faults, listener, principal, sasl).run()
         finally:

@@ -27,4 +27,5 @@ async def handle(ctx: Any, request: Any) -> Any:
         token = await auth.evaluate(request.auth_bytes)
     except AuthenticationFailed as exc:
         return _answer(ctx, ErrorCode.sasl_authentication_failed, str(exc))
-    return _answer(ctx, ErrorCode.none, None, token, auth.session_lifetime_ms if auth.authenticated else 0)
+    # Kafka's answer carries an empty message, not a null one, when nothing failed
+    return _answer(ctx, ErrorCode.none, "", token, auth.session_lifetime_ms if auth.authenticated else 0)

@@ -12,7 +12,10 @@ refusal answers 401 with a WWW-Authenticate challenge and Confluent's
 error JSON, and writes one audit line (never the password). With "mtls"
 the server (HTTPS, http_tls) requires a client certificate signed by
 ssl_ca_location, and the request acts as the principal its subject maps to
-through ssl_principal_mapping_rules, as on an SSL listener.
+through ssl_principal_mapping_rules, as on an SSL listener. With
+"oauthbearer" a request carries `Authorization: Bearer <JWT>`, checked by the
+validator of the OAUTHBEARER mechanism (sasl_oauthbearer_* settings), and
+acts as User:<sub>.
 
 A middleware records the principal and peer of the request being served
 in context variables, so the Kafka calls made on its behalf
@@ -30,6 +33,7 @@ from typing import Any
 
 from aiohttp import web
 
+from ..security.oauthbearer import InvalidBearerToken, claimed_subject
 from ..security.principal_mapping import PrincipalMappingError
 from ..security.scram import AuthenticationFailed
 from ..security.tls import CertificatePrincipals
@@ -60,11 +64,15 @@ def current_peer() -> str:
     return _peer.get()
 
 
+_BASIC = 'Basic realm="kafkacompat", charset="UTF-8"'
+CHALLENGES = {"BASIC": _BASIC, "MTLS": _BASIC, "OAUTHBEARER": 'Bearer realm="kafkacompat", error="invalid_token"'}
+
+
 def _unauthorized(request: web.Request, peer: str, reason: str, mechanism: str = "BASIC") -> web.Response:
     audit.warning("authentication failed: client=%s listener=HTTP mechanism=%s path=%s: %s",
                   peer, mechanism, request.path, reason)
     return web.json_response({"error_code": 40101, "message": "Unauthorized"}, status=401,
-                             headers={"WWW-Authenticate": 'Basic realm="kafkacompat", charset="UTF-8"'})
+                             headers={"WWW-Authenticate": CHALLENGES[mechanism]})
 
 
 async def _basic_login(request: web.Request, peer: str) -> str | web.Response:
@@ -83,6 +91,21 @@ async def _basic_login(request: web.Request, peer: str) -> str | web.Response:
         return "User:" + await request.app[LOGINS].verify(username, password, cluster.credentials.lookup)
     except AuthenticationFailed as exc:
         return _unauthorized(request, peer, f"user {username!r}: {exc}")
+
+
+async def _bearer_login(request: web.Request, peer: str) -> str | web.Response:
+    """User:<sub> for a valid `Authorization: Bearer <JWT>`, else the 401 answer."""
+    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+    cluster = request.app[BROKER].cluster
+    validator = cluster.oauth if cluster is not None else None  # None: not started yet, or no JWKS set
+    if scheme.lower() != "bearer" or not token.strip() or validator is None:
+        return _unauthorized(request, peer, "no Bearer token", "OAUTHBEARER")
+    try:
+        return "User:" + (await validator.validate(token.strip())).principal_name
+    except InvalidBearerToken as exc:
+        claimed = claimed_subject(token.strip(), request.app[BROKER].config.sasl_oauthbearer_sub_claim_name)
+        return _unauthorized(request, peer, f"{exc} (the token claims {claimed!r})" if claimed else str(exc),
+                             "OAUTHBEARER")
 
 
 def _certificate_login(request: web.Request, peer: str) -> str | web.Response:
@@ -105,7 +128,12 @@ async def identify(request: web.Request, handler: Any) -> web.StreamResponse:
     principal = ANONYMOUS
     method = request.app[BROKER].config.http_authentication
     if method != "none" and not request.path.startswith(UNAUTHENTICATED_PATHS):
-        login = await _basic_login(request, peer) if method == "basic" else _certificate_login(request, peer)
+        if method == "basic":
+            login = await _basic_login(request, peer)
+        elif method == "oauthbearer":
+            login = await _bearer_login(request, peer)
+        else:
+            login = _certificate_login(request, peer)
         if isinstance(login, web.Response):
             return login
         principal = login

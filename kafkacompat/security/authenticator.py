@@ -8,7 +8,8 @@ connection. With connections.max.reauth.ms the session has a lifetime:
 the client re-authenticates (same principal, same mechanism) before it
 ends, or the connection is closed at its next request. A login with a
 delegation token lives at most until the token expires (KIP-368), so a
-client re-authenticates then and keeps going only if the token was renewed.
+client re-authenticates then and keeps going only if the token was renewed;
+so does an OAUTHBEARER login, whose session ends when its JWT expires.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from collections.abc import Sequence
 
 from .credentials import Credentials
 from .delegation_tokens import DelegationTokens
+from .oauthbearer import MECHANISM as OAUTHBEARER
+from .oauthbearer import BearerValidator, OAuthBearerServer
 from .principal import user
 from .sasl_plain import verify_plain
 from .scram import AuthenticationFailed, ScramServer
@@ -39,6 +42,8 @@ class SaslAuthenticator:
         reauth_ms: int,
         peer: str,
         listener: str,
+        oauth: BearerValidator | None = None,
+        sub_claim: str = "sub",
     ) -> None:
         self.mechanisms = tuple(mechanisms)
         self._credentials = credentials
@@ -46,6 +51,8 @@ class SaslAuthenticator:
         self._reauth_ms = reauth_ms
         self._peer = peer
         self._listener = listener
+        self._oauth = oauth
+        self._sub_claim = sub_claim
         self.principal: str | None = None  # set when the first authentication succeeds
         self.mechanism: str | None = None  # chosen by the latest handshake
         self.raw_tokens = False  # handshake v0: the next frame is a bare token
@@ -54,6 +61,7 @@ class SaslAuthenticator:
         self.token_id: str | None = None  # the delegation token of the latest login, if it used one
         self._lifetime_ms = 0  # what SaslAuthenticate v1+ tells the client
         self._exchange: ScramServer | None = None
+        self._bearer: OAuthBearerServer | None = None
         self._in_progress = False  # between a handshake and the end of its exchange
 
     @property
@@ -74,6 +82,7 @@ class SaslAuthenticator:
         self.raw_tokens = version == 0
         self._in_progress = True
         self._exchange = None
+        self._bearer = None
         return True
 
     @property
@@ -84,6 +93,8 @@ class SaslAuthenticator:
         """The answer to one client token; AuthenticationFailed (already logged) when the login is refused."""
         mechanism = self.mechanism
         assert mechanism is not None and self._in_progress
+        if mechanism == OAUTHBEARER:
+            return await self._evaluate_bearer(token)
         try:
             if mechanism == "PLAIN":
                 name = await verify_plain(token, self._credentials.lookup)
@@ -106,11 +117,39 @@ class SaslAuthenticator:
             who = user(username) if username else "?"
             if self._exchange is not None and self._exchange.token_auth:  # the name was a token id, not a user
                 who = f"? delegation_token={username}"
-            audit.warning("authentication failed: principal=%s client=%s listener=%s mechanism=%s: %s",
-                          who, self._peer, self._listener, mechanism, exc)
+            self._audit_failure(who, str(exc))
             raise
 
-    def _succeed(self, name: str, token_id: str | None = None, token_expiry_ms: int | None = None) -> None:
+    async def _evaluate_bearer(self, message: bytes) -> bytes:
+        """OAUTHBEARER: a refused token is answered with Kafka's error challenge, and audited then; the
+        client's 0x01 that acknowledges it ends the exchange with SASL_AUTHENTICATION_FAILED."""
+        if self._bearer is None:
+            self._bearer = OAuthBearerServer(self._oauth, self._sub_claim)
+        exchange = self._bearer
+        acknowledging = message == b"\x01" and exchange.refusal is not None
+        try:
+            answer = await exchange.evaluate(message)
+            if exchange.token is not None:
+                scopes = ",".join(sorted(exchange.token.scopes))[:256]
+                self._succeed(exchange.token.principal_name, token_expiry_ms=exchange.token.expiry_ms,
+                              note=f" scope={scopes}" if scopes else "")
+            elif exchange.refusal is not None:
+                self._audit_failure(user(exchange.claimed) if exchange.claimed else "?", exchange.refusal)
+            return answer
+        except AuthenticationFailed as exc:
+            self.failed = True
+            self._in_progress = False
+            if not acknowledging:  # the refusal of a bad token was audited when it was answered
+                self._audit_failure(user(exchange.token.principal_name) if exchange.token else "?", str(exc))
+            raise
+
+    def _audit_failure(self, who: str, reason: str) -> None:
+        audit.warning("authentication failed: principal=%s client=%s listener=%s mechanism=%s: %s",
+                      who, self._peer, self._listener, self.mechanism, reason)
+
+    def _succeed(self, name: str, token_id: str | None = None, token_expiry_ms: int | None = None,
+                 note: str = "") -> None:
+        """The login of `name` is accepted; `note` ends its audit line (an OAUTHBEARER token's scopes)."""
         principal = user(name)
         if self.principal is not None and principal != self.principal:
             raise AuthenticationFailed(f"Cannot change principals during re-authentication from {self.principal}: "
@@ -122,7 +161,7 @@ class SaslAuthenticator:
         self.raw_tokens = False
         self._exchange = None
         self._lifetime_ms = self._reauth_ms
-        if token_expiry_ms is not None:  # KIP-368: the session ends with the token's credential
+        if token_expiry_ms is not None:  # KIP-368: the session ends with the (delegation or JWT) token's credential
             left = max(token_expiry_ms - self._tokens.now_ms(), 0)
             self._lifetime_ms = min(left, self._reauth_ms) if self._reauth_ms > 0 else left
         self.expires_at = None
@@ -130,7 +169,7 @@ class SaslAuthenticator:
             self.expires_at = asyncio.get_running_loop().time() + self._lifetime_ms / 1000
         audit.info("%s: principal=%s client=%s listener=%s mechanism=%s%s",
                    "authenticated" if first else "re-authenticated", principal, self._peer, self._listener,
-                   self.mechanism, f" delegation_token={token_id}" if token_id else "")
+                   self.mechanism, f" delegation_token={token_id}" if token_id else note)
 
     @property
     def token_authenticated(self) -> bool:

@@ -29,8 +29,10 @@ from kafkacompat.protocol.messages import encode_body, request_schema
 from kafkacompat.protocol.versions import schema
 
 from ..frames import FrameError, read_frame
-from .listeners import PROTOCOLS, SASL_MECHANISMS
+from .listeners import PROTOCOLS
 from .scram import MECHANISMS as SCRAM_MECHANISMS, AuthenticationFailed, ScramClient
+
+CLIENT_MECHANISMS = ("PLAIN", *SCRAM_MECHANISMS)  # what these tools log in with (not OAUTHBEARER: no token source)
 
 _JAAS = re.compile(r'(\w+)\s*=\s*"((?:[^"\\]|\\.)*)"')
 # Java client property -> librdkafka property, where they differ
@@ -138,8 +140,9 @@ def client_security(properties: dict[str, str]) -> ClientSecurity:
     settings["security.protocol"] = protocol
     if protocol.startswith("SASL_"):
         mechanism = settings.setdefault("sasl.mechanism", "PLAIN").upper()
-        if mechanism not in SASL_MECHANISMS:
-            raise SecurityConfigError(f"sasl.mechanism={mechanism} is not one of {', '.join(SASL_MECHANISMS)}")
+        if mechanism not in CLIENT_MECHANISMS:
+            raise SecurityConfigError(f"sasl.mechanism={mechanism} is not one of {', '.join(CLIENT_MECHANISMS)} "
+                                      "(the kafkacompat commands and replica links log in with these)")
     if settings.get("ssl.endpoint.identification.algorithm") == "":
         settings["ssl.endpoint.identification.algorithm"] = "none"
     return ClientSecurity(settings)

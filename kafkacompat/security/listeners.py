@@ -14,13 +14,14 @@ import re
 from typing import TYPE_CHECKING
 
 from .principal_mapping import PrincipalMappingError, parse_rules
+from .oauthbearer import MECHANISM as OAUTHBEARER
 from .scram import MECHANISMS as SCRAM_MECHANISMS
 
 if TYPE_CHECKING:
     from ..config import BrokerConfig
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-SASL_MECHANISMS = ("PLAIN", *SCRAM_MECHANISMS)
+SASL_MECHANISMS = ("PLAIN", *SCRAM_MECHANISMS, OAUTHBEARER)
 CLIENT_AUTH = ("none", "requested", "required")
 _ADDRESS = re.compile(r"^(?P<name>[A-Za-z0-9_]+)://(?:\[(?P<v6>[^\]]*)\]|(?P<host>[^:/]*)):(?P<port>\d+)$")
 

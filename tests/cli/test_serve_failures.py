@@ -110,7 +110,10 @@ BAD_SETTINGS = {
     "store url no engine serves": (["--data-dir", "s3://bucket/kafka"], {}, None,
                                    "data_dir: unsupported store url 's3://bucket/kafka'"),
     "unknown http login": (["--http-authentication", "kerberos"], {}, None,
-                           "http_authentication must be one of none, basic, mtls, got 'kerberos'"),
+                           "http_authentication must be one of none, basic, mtls, oauthbearer, got 'kerberos'"),
+    "oauthbearer without a jwks": (["--sasl-enabled-mechanism", "OAUTHBEARER"], {}, None,
+                                   "OAUTHBEARER (sasl_enabled_mechanisms or http_authentication) needs "
+                                   "sasl_oauthbearer_jwks_endpoint_url"),
     "http mtls without https": (["--http-authentication", "mtls"], {}, None,
                                 "http_authentication mtls needs http_tls and ssl_ca_location"),
     "missing replication client config": (["--replication-client-config", "{tmp}/nope.properties"], {}, None,

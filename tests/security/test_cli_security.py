@@ -79,3 +79,12 @@ def test_a_delegation_token_login_is_refused_by_name(broker: Broker, tmp_path) -
                     "password=\"hmac\" tokenauth=\"true\";\n")
     result = cli(broker, str(path), "topic", "list")
     assert result.returncode == 2 and "cannot log in with a delegation token" in result.stderr
+
+
+def test_an_oauthbearer_command_config_is_refused_by_name(broker: Broker, tmp_path) -> None:
+    """The broker serves OAUTHBEARER, but the kafkacompat commands have no token source: one line, no traceback."""
+    path = tmp_path / "oauth.properties"
+    path.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=OAUTHBEARER\n")
+    result = cli(broker, str(path), "topic", "list")
+    assert result.returncode == 2 and "sasl.mechanism=OAUTHBEARER is not one of PLAIN" in result.stderr
+    assert result.stderr.count("\n") == 1
