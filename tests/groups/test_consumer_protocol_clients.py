@@ -484,3 +484,61 @@ def test_rolling_upgrade_of_a_java_classic_member_to_the_consumer_protocol(broke
     read = [path.read_text().split() for path in outputs]
     assert read[0] and read[1]  # both members read a share
     assert sorted(read[0] + read[1]) == sorted(v.decode() for v in values)
+
+
+def _group_type(bootstrap: str, group: str) -> Any:
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # held until the answer is in
+    return admin.describe_consumer_groups([group])[group].result(15).type
+
+
+@pytest.mark.parametrize("strategy", ["roundrobin", "cooperative-sticky"])
+def test_librdkafka_classic_member_joins_a_consumer_group_and_the_group_downgrades_when_it_is_alone(
+    broker: Broker, strategy: str,
+) -> None:
+    """confluent-kafka-python's upgrade/downgrade test, both ways round: a classic member joins a live
+    consumer-protocol group (MEMBER_ID_REQUIRED, then a join with that id), the two split the topic,
+    and when the consumer-protocol member leaves, the classic one has the group, classic again, to itself."""
+    from confluent_kafka import ConsumerGroupType
+
+    topic, group = f"t-{uuid.uuid4().hex[:8]}", f"g-{uuid.uuid4().hex[:8]}"
+    bootstrap = broker.bootstrap_servers
+    create_topic(bootstrap, topic, 4)
+    modern = consumer(bootstrap, group)
+    classic = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
+                        "group.protocol": "classic", "partition.assignment.strategy": strategy,
+                        "session.timeout.ms": 6000, "heartbeat.interval.ms": 300})
+    members = [modern, classic]
+
+    def split(among: list[Consumer], sizes: list[int]) -> Any:
+        def check() -> bool:
+            for c in among:
+                c.poll(0.05)
+            owned = [assigned(c) for c in among]
+            return sorted(map(len, owned)) == sizes and set().union(*owned) == set(range(4))
+        return check
+
+    try:
+        modern.subscribe([topic])
+        wait_for(split([modern], [4]), 30, "the consumer-protocol member to own the topic")
+        classic.subscribe([topic])
+        wait_for(split(members, [2, 2]), 30, "the classic member to join the consumer group and take its half")
+        assert _group_type(bootstrap, group) == ConsumerGroupType.CONSUMER
+        values = produce(bootstrap, topic, 40, partitions=4)
+        seen: dict[bytes, int] = {}
+        drain(members, seen, len(values))
+        assert set(seen) == values and set(seen.values()) == {1}
+        modern.close()
+        wait_for(split([classic], [4]), 30, "the classic member alone to own every partition")
+        assert _group_type(bootstrap, group) == ConsumerGroupType.CLASSIC
+        more = produce(bootstrap, topic, 20, partitions=4, start=40)
+        later: dict[bytes, int] = {}
+        drain([classic], later, len(more))
+        assert set(later) == more
+    finally:
+        for c in members:
+            try:
+                c.close()
+            except RuntimeError:  # already closed
+                pass
