@@ -133,3 +133,46 @@ def test_client_quotas_are_described_as_kafka_describes_them(ours: Broker, kafka
             with Wire(bootstrap) as wire:
                 set_quota(wire, {"user": None}, consumer_byte_rate=None)
                 set_quota(wire, {"user": "parity", "client-id": None}, producer_byte_rate=None)
+
+
+CLEANUP_STEPS = [  # (operation, value, what describe then shows)
+    ("SUBTRACT", "delete", ""),  # from the default: nothing left, which Kafka keeps as ''
+    ("APPEND", "compact", "compact"),
+    ("SUBTRACT", "compact,delete", ""),
+    ("SET", "", ""),
+    ("SET", "bogus", ""),  # refused: the last value stays
+]
+
+
+def _cleanup_policy_steps(bootstrap: str) -> list[tuple[str, str]]:
+    """confluent-kafka's incremental_alter_configs on cleanup.policy, step by step: (outcome, value shown)."""
+    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    topic = create_topic(bootstrap, f"cleanup-{uuid.uuid4().hex[:6]}", 1)
+    shown = []
+    for op, value, expected in CLEANUP_STEPS:
+        change = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=[
+            ConfigEntry("cleanup.policy", value, incremental_operation=AlterConfigOpType[op])])
+        try:
+            admin.incremental_alter_configs([change])[change].result(20)
+            outcome = "ok"
+        except Exception as exc:  # noqa: BLE001 - the refusal is what is compared
+            outcome = exc.args[0].str()
+        deadline = time.monotonic() + 15  # Kafka applies the change through its metadata log
+        while True:
+            described = admin.describe_configs([ConfigResource(ResourceType.TOPIC, topic)])
+            current = next(iter(described.values())).result(20)["cleanup.policy"].value
+            if current == expected or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        shown.append((outcome, current))
+    return shown
+
+
+def test_cleanup_policy_may_be_left_empty_as_on_kafka(ours: Broker, kafka41: ReferenceKafka) -> None:
+    """SUBTRACT down to nothing (or SET '') leaves cleanup.policy '': neither deletion nor compaction."""
+    mine = _cleanup_policy_steps(ours.bootstrap_servers)
+    assert [value for _, value in mine] == [expected for _, _, expected in CLEANUP_STEPS]
+    assert mine[-1][0].startswith("Invalid value bogus for configuration cleanup.policy")
+    assert mine == _cleanup_policy_steps(kafka41.bootstrap_servers)
