@@ -176,3 +176,47 @@ def test_cleanup_policy_may_be_left_empty_as_on_kafka(ours: Broker, kafka41: Ref
     assert [value for _, value in mine] == [expected for _, _, expected in CLEANUP_STEPS]
     assert mine[-1][0].startswith("Invalid value bogus for configuration cleanup.policy")
     assert mine == _cleanup_policy_steps(kafka41.bootstrap_servers)
+
+
+BROKER_CHANGES = [  # (name, value): Kafka 4.1's dynamic configs kafkacompat does not act on, its static ones,
+    # bad values, names Kafka does not know, per-broker-only configs set cluster-wide
+    ("sasl.kerberos.min.time.before.relogin", "60000"), ("sasl.kerberos.min.time.before.relogin", "abc"),
+    ("ssl.cipher.suites", "TLS_AES_128_GCM_SHA256"), ("listener.name.plaintext.ssl.cipher.suites", "TLS_AES_128_GCM_SHA256"),
+    ("num.io.threads", "4"), ("num.io.threads", "0"), ("log.cleaner.threads", "2"), ("log.cleanup.policy", "compact"),
+    ("log.cleanup.policy", "compact,bogus"), ("log.retention.ms", "abc"), ("log.cleaner.min.cleanable.ratio", "2"),
+    ("compression.type", "bogus"), ("unclean.leader.election.enable", "maybe"), ("sasl.jaas.config", "x"),
+    ("ssl.client.auth", "required"), ("principal.builder.class", "x.Y"), ("no.such.config", "1"),
+    ("auto.create.topics.enable", "false"), ("socket.send.buffer.bytes", "1024"), ("max.connections", "100"),
+]
+
+
+def _broker_answers(bootstrap: str) -> list[tuple[str, str, str, int, str | None]]:
+    """IncrementalAlterConfigs SET of each change on broker 1 and cluster-wide, then DELETE when accepted."""
+    out = []
+    with Wire(bootstrap) as wire:
+        for entity in ("1", ""):
+            for name, value in BROKER_CHANGES:
+                code, message = alter(wire, BROKER, entity, (name, 0, value))
+                if code == 0:
+                    assert alter(wire, BROKER, entity, (name, 1, None))[0] == 0
+                out.append((entity, name, value, code, message))
+    return out
+
+
+def test_broker_configs_kafka_changes_at_run_time_are_accepted_and_others_refused_alike(
+    ours: Broker, kafka41: ReferenceKafka,
+) -> None:
+    mine = _broker_answers(ours.bootstrap_servers)
+    assert ("1", "sasl.kerberos.min.time.before.relogin", "60000", 0, None) in mine
+    assert mine == _broker_answers(kafka41.bootstrap_servers)
+
+
+def test_a_kept_kafka_broker_config_is_described_and_its_secrets_hidden(ours: Broker) -> None:
+    with Wire(ours.bootstrap_servers) as wire:
+        assert alter(wire, BROKER, "1", ("sasl.kerberos.min.time.before.relogin", 0, "70000"),
+                     ("sasl.jaas.config", 0, "secret"), ("no.such.config", 0, "1")) == (0, None)
+        configs = describe(wire, BROKER, "1")[1]
+        alter(wire, BROKER, "1", *((n, 1, None) for n in ("sasl.kerberos.min.time.before.relogin", "sasl.jaas.config",
+                                                          "no.such.config")))
+    assert configs["sasl.kerberos.min.time.before.relogin"][:2] == ("70000", 2)
+    assert configs["sasl.jaas.config"][:2] == (None, 2) and configs["no.such.config"][:2] == (None, 2)
