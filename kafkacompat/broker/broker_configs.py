@@ -64,6 +64,8 @@ BROKER_CONFIGS: dict[str, BrokerConfigDef] = {
     "default.replication.factor": BrokerConfigDef(INT, value=lambda c: "1", default="1"),
     "min.insync.replicas": BrokerConfigDef(INT, value=lambda c: "1", default="1"),
     "offsets.topic.replication.factor": BrokerConfigDef(SHORT, value=lambda c: "1", default="3"),
+    "group.share.min.record.lock.duration.ms": BrokerConfigDef(INT, "group_share_min_record_lock_duration_ms"),
+    "group.share.max.record.lock.duration.ms": BrokerConfigDef(INT, "group_share_max_record_lock_duration_ms"),
     "offsets.topic.num.partitions": BrokerConfigDef(INT, "offsets_topic_num_partitions"),
     "offsets.retention.minutes": BrokerConfigDef(INT, "offsets_retention_minutes"),
     "offsets.retention.check.interval.ms": BrokerConfigDef(LONG, "offsets_retention_check_interval_ms"),

@@ -92,6 +92,6 @@ def _logger(ctx: Any, name: str, change: Change, validate_only: bool) -> None:
 
 async def _group(ctx: Any, name: str, change: Change, validate_only: bool) -> None:
     new = change(group_configs.group_values(ctx.cluster, name))
-    group_configs.check(new)
+    group_configs.check(new, ctx.cluster.config)
     if not validate_only:
         await group_configs.set_group_values(ctx.cluster, name, new)

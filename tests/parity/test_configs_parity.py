@@ -220,3 +220,21 @@ def test_a_kept_kafka_broker_config_is_described_and_its_secrets_hidden(ours: Br
                                                           "no.such.config")))
     assert configs["sasl.kerberos.min.time.before.relogin"][:2] == ("70000", 2)
     assert configs["sasl.jaas.config"][:2] == (None, 2) and configs["no.such.config"][:2] == (None, 2)
+
+
+GROUP_BOUNDS = [("share.record.lock.duration.ms", "1000"), ("share.record.lock.duration.ms", "70000"),
+                ("share.record.lock.duration.ms", "20000"), ("consumer.session.timeout.ms", "1000"),
+                ("consumer.heartbeat.interval.ms", "20000"), ("share.heartbeat.interval.ms", "1")]
+
+
+def test_group_configs_bounded_by_the_brokers_limits_as_on_kafka(ours: Broker, kafka41: ReferenceKafka) -> None:
+    """Each group config out of the broker's group.<kind>.min/max.* bounds is refused with Kafka's words."""
+    def answers(bootstrap: str) -> list[tuple[int, str | None]]:
+        group = f"bounds-{uuid.uuid4().hex[:6]}"
+        with Wire(bootstrap) as wire:
+            return [alter(wire, GROUP, group, (name, 0, value)) for name, value in GROUP_BOUNDS]
+
+    mine = answers(ours.bootstrap_servers)
+    assert mine[0][1] == "share.record.lock.duration.ms must be greater than or equal to " \
+                         "group.share.min.record.lock.duration.ms"
+    assert mine == answers(kafka41.bootstrap_servers)
