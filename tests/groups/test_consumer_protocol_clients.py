@@ -542,3 +542,34 @@ def test_librdkafka_classic_member_joins_a_consumer_group_and_the_group_downgrad
                 c.close()
             except RuntimeError:  # already closed
                 pass
+
+
+@pytest.mark.slow
+def test_java_classic_member_joins_a_live_consumer_protocol_group(broker: Broker, tmp_path: Any) -> None:
+    """A Java 4.1 classic consumer joins a group a librdkafka consumer-protocol member formed: both read a share."""
+    topic, group = f"t-{uuid.uuid4().hex[:8]}", f"g-{uuid.uuid4().hex[:8]}"
+    bootstrap = broker.bootstrap_servers
+    create_topic(bootstrap, topic, 4)
+    modern = consumer(bootstrap, group)
+    modern.subscribe([topic])
+    wait_for(lambda: modern.poll(0.05) is None and len(assigned(modern)) == 4, 30, "the consumer-protocol member")
+    with open(tmp_path / "classic.out", "w") as out:
+        java = _java_consumer(bootstrap, topic, group, out, protocol="classic", idle_ms=20_000)
+        try:
+            def mixed() -> bool:
+                modern.poll(0.05)
+                with Wire(bootstrap) as wire:
+                    found = describe(wire, group)[0]
+                return found.error_code == 0 and found.group_state == "Stable" and sorted(
+                    m.member_type for m in found.members) == [0, 1] and len(assigned(modern)) == 2
+            wait_for(mixed, 60, "the Java classic member in the consumer group, two partitions each")
+            values = produce(bootstrap, topic, 80, partitions=4)
+            seen: dict[bytes, int] = {}
+            drain([modern], seen, 40, timeout=30)
+            wait_for(lambda: len((tmp_path / "classic.out").read_text().split()) >= 40, 60, "the Java member's 40")
+        finally:
+            java.terminate()
+            java.wait(60)
+            modern.close()
+    by_java = (tmp_path / "classic.out").read_text().split()
+    assert sorted([v.decode() for v in seen] + by_java) == sorted(v.decode() for v in values)
