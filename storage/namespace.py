@@ -48,17 +48,17 @@ DEFAULT_DELETE_RETENTION_MS = 86_400_000
 
 
 def cleanup_policy(text: str) -> str:
-    """Kafka's cleanup.policy list normalised to delete, compact, compact,delete or '' (neither:
-    as on Kafka, an empty list deletes nothing by retention and compacts nothing).
+    """Kafka's cleanup.policy list without spaces or repeats, in the order given (as Kafka shows it), or ''
+    (neither: as on Kafka, an empty list deletes nothing by retention and compacts nothing).
 
     InvalidPolicyError for a name other than compact and delete.
     """
-    names = {part.strip() for part in str(text).split(",") if part.strip()}
-    if not names <= {"compact", "delete"}:
-        wrong = sorted(names - {"compact", "delete"})[0]
+    names = list(dict.fromkeys(part.strip() for part in str(text).split(",") if part.strip()))
+    if not set(names) <= {"compact", "delete"}:
+        wrong = next(name for name in names if name not in ("compact", "delete"))
         raise InvalidPolicyError(f"Invalid value {wrong} for configuration cleanup.policy: String must be one of: "
                                  "compact, delete")
-    return ",".join(sorted(names))
+    return ",".join(names)
 
 
 _TABLE_NAME = re.compile(r"[a-z_]+")

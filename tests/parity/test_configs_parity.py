@@ -138,6 +138,8 @@ def test_client_quotas_are_described_as_kafka_describes_them(ours: Broker, kafka
 CLEANUP_STEPS = [  # (operation, value, what describe then shows)
     ("SUBTRACT", "delete", ""),  # from the default: nothing left, which Kafka keeps as ''
     ("APPEND", "compact", "compact"),
+    ("DELETE", "", "delete"),  # back to the default
+    ("APPEND", "compact", "delete,compact"),  # onto the default, as Kafka appends
     ("SUBTRACT", "compact,delete", ""),
     ("SET", "", ""),
     ("SET", "bogus", ""),  # refused: the last value stays
