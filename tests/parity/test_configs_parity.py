@@ -240,3 +240,23 @@ def test_group_configs_bounded_by_the_brokers_limits_as_on_kafka(ours: Broker, k
     assert mine[0][1] == "share.record.lock.duration.ms must be greater than or equal to " \
                          "group.share.min.record.lock.duration.ms"
     assert mine == answers(kafka41.bootstrap_servers)
+
+
+def test_broker_configs_through_the_older_alter_configs_as_on_kafka(ours: Broker, kafka41: ReferenceKafka) -> None:
+    """AlterConfigs (which replaces a broker's dynamic set) accepts and refuses what Kafka 4.1 does."""
+    import kio.schema.alter_configs.v2.request as ac
+
+    def answers(bootstrap: str) -> list[tuple[int, str | None]]:
+        out = []
+        with Wire(bootstrap) as wire:
+            for configs in ((("sasl.kerberos.min.time.before.relogin", "60000"),), (("num.io.threads", "0"),),
+                            (("auto.create.topics.enable", "false"),), ()):
+                answer = wire.request(33, 2, make(ac.AlterConfigsRequest, validate_only=False, resources=(make(
+                    ac.AlterConfigsResource, resource_type=BROKER, resource_name="1",
+                    configs=tuple(make(ac.AlterableConfig, name=n, value=v) for n, v in configs)),)))
+                out.append((answer.responses[0].error_code, answer.responses[0].error_message))
+        return out
+
+    mine = answers(ours.bootstrap_servers)
+    assert mine[0] == (0, None)
+    assert mine == answers(kafka41.bootstrap_servers)
