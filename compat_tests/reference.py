@@ -69,6 +69,7 @@ TOOLS = {
     "kafka-log-dirs": "org.apache.kafka.tools.LogDirsCommand",
     "kafka-reassign-partitions": "org.apache.kafka.tools.reassign.ReassignPartitionsCommand",
     "kafka-delegation-tokens": "org.apache.kafka.tools.DelegationTokenCommand",
+    "kafka-metadata-quorum": "org.apache.kafka.tools.MetadataQuorumCommand",
 }
 
 # Tools log WARN and above to stderr (config/tools-log4j2.yaml); `follow` makes

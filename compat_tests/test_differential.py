@@ -598,9 +598,6 @@ def api_names(step: Step) -> set[str]:
 # or drives a part of Kafka that kafkacompat does not have, so serving it would mean
 # inventing its answers. Everything else Kafka 4.1 advertises must be served.
 NOT_SERVED = {
-    "DescribeQuorum": "the KRaft metadata log's high watermark and each voter's log end offset and "
-                      "fetch times; kafkacompat keeps metadata in its store (files, or PostgreSQL in a "
-                      "cluster), not in a replicated log, so every figure would be invented",
     "AddRaftVoter": "adds a controller to the KRaft quorum, which kafkacompat does not have",
     "RemoveRaftVoter": "removes a controller from the KRaft quorum, which kafkacompat does not have",
     "InitializeShareGroupState": "Kafka's brokers ask its share coordinator (the __share_group_state "

@@ -33,11 +33,6 @@ SUITE_TIMEOUT_S = 900
 
 # test id -> why it fails against kafkacompat
 EXPECTED_FAILURES: dict[str, str] = {
-    "test_admin_integration.py::test_describe_metadata_quorum":
-        "not served by choice: DescribeQuorum (API 55) describes the KRaft log of cluster metadata (its high "
-        "watermark, each voter's log end offset and fetch times); kafkacompat keeps metadata in its store "
-        "(files, or PostgreSQL in a cluster), not in such a log, so those would be invented numbers, and "
-        "kafka-metadata-quorum's lag figures and add/remove-controller would describe a quorum that does not exist",
 }
 
 

@@ -99,7 +99,9 @@ def test_transactions_commit_and_abort_visibility(broker: Broker) -> None:
 
 
 @pytest.mark.librdkafka
-def test_transactions_consume_transform_produce(broker: Broker) -> None:
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
+def test_transactions_consume_transform_produce(broker: Broker, protocol: str) -> None:
+    """Both group protocols: a KIP-848 member's group metadata carries its member epoch into TxnOffsetCommit."""
     bootstrap = broker.bootstrap_servers
     source = new_topic(broker, "ctp-in")
     sink = new_topic(broker, "ctp-out")
@@ -109,7 +111,8 @@ def test_transactions_consume_transform_produce(broker: Broker) -> None:
         plain.produce(source, value=b"v%02d" % i)
     assert plain.flush(10) == 0
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
-                         "auto.offset.reset": "earliest", "isolation.level": "read_committed"})
+                         "auto.offset.reset": "earliest", "isolation.level": "read_committed",
+                         "group.protocol": protocol})
     consumer.subscribe([source])
     producer = txn_producer(bootstrap, _name("ctp-tx"))
     copied, rounds = 0, 0

@@ -146,6 +146,14 @@ class BrokerConfig:
                                                                 "fetched before they go to another, like "
                                                                 "group.share.record.lock.duration.ms", metavar="MS",
                                                         minimum=1)
+    group_share_min_record_lock_duration_ms: int = _setting(15_000, "smallest share.record.lock.duration.ms a "
+                                                                    "group may set, like "
+                                                                    "group.share.min.record.lock.duration.ms",
+                                                            metavar="MS", minimum=1)
+    group_share_max_record_lock_duration_ms: int = _setting(60_000, "largest share.record.lock.duration.ms a group "
+                                                                    "may set, like "
+                                                                    "group.share.max.record.lock.duration.ms",
+                                                            metavar="MS", minimum=1)
     group_share_delivery_count_limit: int = _setting(5, "deliveries of a record to a share group before it is "
                                                         "archived, like group.share.delivery.count.limit",
                                                      minimum=1)

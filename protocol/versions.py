@@ -54,6 +54,7 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     47: (0, 0),  # OffsetDelete
     48: (0, 1),  # DescribeClientQuotas
     49: (0, 1),  # AlterClientQuotas
+    55: (0, 2),  # DescribeQuorum: the controller as the metadata quorum's one voter (Kafka forwards it)
     57: (0, 2),  # UpdateFeatures; v2 answers no per-feature results
     60: (0, 1),  # DescribeCluster
     64: (0, 0),  # UnregisterBroker

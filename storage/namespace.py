@@ -48,14 +48,17 @@ DEFAULT_DELETE_RETENTION_MS = 86_400_000
 
 
 def cleanup_policy(text: str) -> str:
-    """Kafka's cleanup.policy list normalised to delete, compact or compact,delete.
+    """Kafka's cleanup.policy list without spaces or repeats, in the order given (as Kafka shows it), or ''
+    (neither: as on Kafka, an empty list deletes nothing by retention and compacts nothing).
 
-    InvalidPolicyError for an empty list or a name other than compact and delete.
+    InvalidPolicyError for a name other than compact and delete.
     """
-    names = {part.strip() for part in str(text).split(",")}
-    if not names or not names <= {"compact", "delete"}:
-        raise InvalidPolicyError(f"cleanup.policy {text!r} must be a list of compact and delete")
-    return ",".join(sorted(names))
+    names = list(dict.fromkeys(part.strip() for part in str(text).split(",") if part.strip()))
+    if not set(names) <= {"compact", "delete"}:
+        wrong = next(name for name in names if name not in ("compact", "delete"))
+        raise InvalidPolicyError(f"Invalid value {wrong} for configuration cleanup.policy: String must be one of: "
+                                 "compact, delete")
+    return ",".join(names)
 
 
 _TABLE_NAME = re.compile(r"[a-z_]+")

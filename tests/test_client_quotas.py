@@ -103,3 +103,31 @@ def test_a_throttled_fetch_comes_back_empty_then_the_consumer_catches_up(broker:
     finally:
         consumer.close()
     assert got == 30 and throttles and max(throttles) > 0
+
+
+def test_a_share_fetch_over_the_consumer_quota_is_throttled(broker: Broker) -> None:
+    """ShareFetch counts against consumer_byte_rate as Fetch does: the answer carries the wait, the
+    connection is muted for it, another client is served meanwhile."""
+    import datetime
+
+    from kio.schema.share_fetch.v1 import request as sf
+
+    topic = f"qs-{uuid.uuid4().hex[:6]}"
+    for _ in range(4):
+        broker.produce(topic, b"s" * 10_000, partition=0)
+    group = f"g-{uuid.uuid4().hex[:6]}"
+    broker.call(broker.server.cluster.store.set_settings({f"group-config:{group}:share.auto.offset.reset": "earliest"}))
+    topic_id = broker.server.cluster.topic_for(topic)[0].topic_id
+    request = make(sf.ShareFetchRequest, group_id=group, member_id="m1", share_session_epoch=0,
+                   max_wait=datetime.timedelta(milliseconds=100), min_bytes=1, max_bytes=1 << 20, max_records=100,
+                   batch_size=100, forgotten_topics_data=(), topics=(make(sf.FetchTopic, topic_id=topic_id, partitions=(
+                       make(sf.FetchPartition, partition_index=0, acknowledgement_batches=()),)),))
+    with Wire(broker.bootstrap_servers) as wire, Wire(broker.bootstrap_servers) as other:
+        assert set_quota(other, {"client-id": "wire-test"}, consumer_byte_rate=1000.0)[0] == ErrorCode.none
+        answer = wire.request(78, 1, request)
+        records = [a for t in answer.responses for p in t.partitions for a in p.acquired_records]
+        assert records and records[0].first_offset == 0  # the records come, acquired
+        assert answer.throttle_time.total_seconds() > 5  # 40 KB against 1 KB/s over Kafka's window
+        started = time.monotonic()
+        assert set_quota(other, {"client-id": "wire-test"}, consumer_byte_rate=None)[0] == ErrorCode.none
+        assert time.monotonic() - started < 1

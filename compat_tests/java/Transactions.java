@@ -49,6 +49,7 @@ public final class Transactions {
         Properties p = TestProgram.config(bootstrap, "isolation.level", isolation, "auto.offset.reset", "earliest",
             "enable.auto.commit", "false");
         if (group != null) p.put("group.id", group);
+        if (opts.containsKey("group_protocol")) p.put("group.protocol", opts.get("group_protocol"));
         return TestProgram.stringConsumer(p);
     }
 

@@ -6,8 +6,13 @@ source follows Kafka's precedence: a dynamic per-broker value (entity name
 value (config file, environment or flag: differs from the field's default),
 then the default. The configs Kafka lets IncrementalAlterConfigs change and
 this broker honours at once are dynamic here too; their values are kept in
-the store's settings and applied again on start. Every other name is
-refused as Kafka refuses it ("Cannot update these configs dynamically").
+the store's settings and applied again on start. Kafka's other dynamic
+configs (kafka_broker_configs: SSL and SASL settings, thread counts, log
+cleaner and log.* defaults...) are accepted, checked and kept as Kafka
+keeps them, and shown once set, though nothing here reads them; Kafka's
+static configs are refused as Kafka refuses them ("Cannot update these
+configs dynamically"), and names Kafka does not know are kept, their values
+hidden, as Kafka does.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..config import BrokerConfig
+from . import kafka_broker_configs as kafka
 from .topic_configs import DEFAULT_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG, InvalidConfigError, Synonym
 
 if TYPE_CHECKING:
@@ -58,6 +64,8 @@ BROKER_CONFIGS: dict[str, BrokerConfigDef] = {
     "default.replication.factor": BrokerConfigDef(INT, value=lambda c: "1", default="1"),
     "min.insync.replicas": BrokerConfigDef(INT, value=lambda c: "1", default="1"),
     "offsets.topic.replication.factor": BrokerConfigDef(SHORT, value=lambda c: "1", default="3"),
+    "group.share.min.record.lock.duration.ms": BrokerConfigDef(INT, "group_share_min_record_lock_duration_ms"),
+    "group.share.max.record.lock.duration.ms": BrokerConfigDef(INT, "group_share_max_record_lock_duration_ms"),
     "offsets.topic.num.partitions": BrokerConfigDef(INT, "offsets_topic_num_partitions"),
     "offsets.retention.minutes": BrokerConfigDef(INT, "offsets_retention_minutes"),
     "offsets.retention.check.interval.ms": BrokerConfigDef(LONG, "offsets_retention_check_interval_ms"),
@@ -137,6 +145,11 @@ def describe(cluster: "Cluster") -> dict[str, tuple[str | None, int, list[Synony
             chain.append((name, default, DEFAULT_CONFIG))
         value, source = (chain[0][1], chain[0][2]) if chain else (None, DEFAULT_CONFIG)
         out[name] = (value, source, chain)
+    for name in sorted((per_broker.keys() | cluster_wide.keys()) - BROKER_CONFIGS.keys()):  # kept, not honoured
+        chain = [(name, shown_value(name, values[name]), source)
+                 for values, source in ((per_broker, DYNAMIC_BROKER_CONFIG), (cluster_wide, DYNAMIC_DEFAULT_BROKER_CONFIG))
+                 if name in values]
+        out[name] = (chain[0][1], chain[0][2], chain)
     return out
 
 
@@ -151,25 +164,88 @@ def _started_and_default(cluster: "Cluster", d: BrokerConfigDef) -> tuple[str | 
     return (None if started == default else started), default
 
 
-def check_changes(changes: Mapping[str, str | None]) -> None:
-    """InvalidConfigError (unknown names, bad values) or NotDynamicError, as Kafka refuses them."""
-    fixed = sorted(name for name in changes if name in BROKER_CONFIGS and not BROKER_CONFIGS[name].dynamic)
+def check_changes(changes: Mapping[str, str | None], entity: str = "1") -> None:
+    """InvalidConfigError (bad values of the configs this broker honours) or RefusedError, as Kafka refuses them."""
+    fixed = sorted(name for name in changes if (name in BROKER_CONFIGS and not BROKER_CONFIGS[name].dynamic)
+                   or (name not in BROKER_CONFIGS and name in kafka.STATIC))
     if fixed:
         raise NotDynamicError(f"Cannot update these configs dynamically: Set({', '.join(fixed)})")
     for name, value in changes.items():
-        if name not in BROKER_CONFIGS:
-            raise InvalidConfigError(f"unknown broker config {name!r}")
-        if value is not None:
-            least = 0 if name in THROTTLES else 1  # Kafka's throttles take 0 (nothing moves until it changes)
-            try:
-                if int(value) < least:
-                    raise ValueError
-            except ValueError:
-                kind = "a non-negative" if least == 0 else "a positive"
-                raise InvalidConfigError(f"{name} must be {kind} integer, got {value!r}") from None
+        if name in BROKER_CONFIGS:
+            _check_honoured(name, value)
+        elif value is not None and name in kafka.DYNAMIC:
+            _check_kafka_value(name, value)
+    per_broker = sorted(name for name in changes if _per_broker_only(name))
+    if entity == "" and per_broker:
+        raise RefusedError("Cannot update these configs at default cluster level, broker id must be specified: "
+                           f"Set({', '.join(per_broker)})")
 
 
-class NotDynamicError(ValueError):
+def _check_honoured(name: str, value: str | None) -> None:
+    if value is None:
+        return
+    least = 0 if name in THROTTLES else 1  # Kafka's throttles take 0 (nothing moves until it changes)
+    try:
+        if int(value) < least:
+            raise ValueError
+    except ValueError:
+        kind = "a non-negative" if least == 0 else "a positive"
+        raise InvalidConfigError(f"{name} must be {kind} integer, got {value!r}") from None
+
+
+def _per_broker_only(name: str) -> bool:
+    return name.startswith(kafka.LISTENER_PREFIX) or (name in kafka.DYNAMIC and kafka.DYNAMIC[name][2])
+
+
+def _check_kafka_value(name: str, value: str) -> None:
+    """Kafka's ConfigDef parse and validator of one of its dynamic broker configs, with Kafka's message."""
+    kind, check, _ = kafka.DYNAMIC[name]
+
+    def refuse(why: str, shown: str = value) -> RefusedError:
+        return RefusedError(f"Invalid value {shown} for configuration {name}: {why}")
+
+    if kind == kafka.CLASS:  # kafkacompat runs no Java: no class can be loaded
+        raise refuse(f"Class {value} could not be found.")
+    if kind == kafka.BOOLEAN and value.strip().lower() not in ("true", "false"):
+        raise refuse("Expected value to be either true or false")
+    number: float | None = None
+    if kind in kafka.TYPE_NAMES:
+        try:
+            number = float(value) if kind == kafka.DOUBLE else int(value.strip())
+        except ValueError:
+            raise refuse(f"Not a number of type {kafka.TYPE_NAMES[kind]}") from None
+    if isinstance(check, kafka.OneOf):
+        items = [v.strip() for v in value.split(",")] if kind == kafka.LIST else [value.strip()]
+        for item in items:
+            if item and item not in check.values:  # a list names its first bad item, as Kafka's ValidList
+                raise refuse(f"String must be one of: {', '.join(check.values)}", item if kind == kafka.LIST else value)
+    elif isinstance(check, (kafka.AtLeast, kafka.Between)) and number is not None:
+        if isinstance(check, kafka.Between) and number == check.also:
+            return
+        parsed = str(number)  # Kafka names the parsed value: 2.0 for a DOUBLE
+        if number < check.low:
+            raise refuse(f"Value must be at least {check.low}", parsed)
+        if isinstance(check, kafka.Between) and number > check.high:
+            raise refuse(f"Value must be no more than {check.high}", parsed)
+
+
+def kind_of(name: str) -> int:
+    """The config type DescribeConfigs shows for a broker config name (0: unknown to Kafka)."""
+    if name in BROKER_CONFIGS:
+        return BROKER_CONFIGS[name].kind
+    return kafka.DYNAMIC[name][0] if name in kafka.DYNAMIC else 0
+
+
+def shown_value(name: str, value: str | None) -> str | None:
+    """A dynamic value as DescribeConfigs shows it: passwords and names Kafka does not know are hidden."""
+    return None if kind_of(name) in (0, kafka.PASSWORD) else value
+
+
+class RefusedError(ValueError):
+    """A broker config change Kafka answers INVALID_REQUEST to."""
+
+
+class NotDynamicError(RefusedError):
     """A broker config Kafka (and this broker) only read at start."""
 
 

@@ -101,7 +101,7 @@ _FROM_REQUEST: dict[int, tuple[tuple[str, ...], str] | None] = {
     64: None,  # UnregisterBroker
 }
 # Read-only APIs: the real answer with its error codes replaced.
-_REWRITTEN = frozenset({2, 3, 9, 10, 15, 16, 18, 23, 29, 32, 35, 41, 43, 45, 46, 48, 50, 60, 61, 65, 66, 69, 74,
+_REWRITTEN = frozenset({2, 3, 9, 10, 15, 16, 18, 23, 29, 32, 35, 41, 43, 45, 46, 48, 50, 55, 60, 61, 65, 66, 69, 74,
                         75, 77, 90})
 # Nested response arrays that echo a request array of the same item.
 _NESTED = {

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from .topic_configs import DEFAULT_CONFIG, InvalidConfigError, Synonym
 
 if TYPE_CHECKING:
+    from ..config import BrokerConfig
     from .cluster import Cluster
 
 DYNAMIC_GROUP_CONFIG = 8
@@ -74,20 +75,38 @@ def describe(cluster: "Cluster", group: str) -> dict[str, tuple[str, int, list[S
     return out
 
 
-def check(new: Mapping[str, str]) -> None:
-    """InvalidConfigError for unknown names or values outside Kafka's bounds."""
+def _bounds(name: str, config: "BrokerConfig") -> tuple[int, str, int, str]:
+    """(low, the broker config naming it, high, its broker config): Kafka bounds each group config by the
+    broker's group.<kind>.min.<rest> and group.<kind>.max.<rest>."""
+    kind, rest = name.split(".", 1)
+    low_name, high_name = f"group.{kind}.min.{rest}", f"group.{kind}.max.{rest}"
+    low, high = GROUP_CONFIGS[name][2]
+    low = getattr(config, low_name.replace(".", "_"), low)
+    high = getattr(config, high_name.replace(".", "_"), high)
+    return int(low), low_name, int(high), high_name
+
+
+def check(new: Mapping[str, str], config: "BrokerConfig") -> None:
+    """InvalidConfigError for unknown names or values outside Kafka's bounds (the broker's, where it has them)."""
     for name, value in new.items():
         if name not in GROUP_CONFIGS:
             raise InvalidConfigError(f"Unknown group config name: {name}")
         _default, kind, allowed = GROUP_CONFIGS[name]
         if kind == INT:
-            low, high = allowed
             try:
                 number = int(value)
             except ValueError:
                 raise InvalidConfigError(f"Invalid value {value} for configuration {name}: Not a number of type INT") from None
-            if not low <= number <= high:
-                raise InvalidConfigError(f"Invalid value {value} for configuration {name}: must be in [{low}, {high}]")
+            if name == "streams.num.standby.replicas":
+                low, high = allowed
+                if not low <= number <= high:
+                    raise InvalidConfigError(f"Invalid value {value} for configuration {name}: must be in [{low}, {high}]")
+                continue
+            low, low_name, high, high_name = _bounds(name, config)
+            if number < low:
+                raise InvalidConfigError(f"{name} must be greater than or equal to {low_name}")
+            if number > high:
+                raise InvalidConfigError(f"{name} must be less than or equal to {high_name}")
         elif value not in allowed:
             raise InvalidConfigError(f"Invalid value {value} for configuration {name}: one of {', '.join(map(str, allowed))}")
 

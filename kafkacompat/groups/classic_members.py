@@ -160,8 +160,8 @@ class ClassicMembers:
 
     def _member_for_join(self, group: ConsumerGroup, member_id: str, req: JoinRequest) -> ConsumerMember | ErrorCode:
         if req.instance_id is None:
-            if req.member_id and req.member_id not in group.members:
-                return ErrorCode.unknown_member_id
+            # as Kafka: a dynamic member is created under the id it names (the one MEMBER_ID_REQUIRED
+            # handed it, or its id from before the group changed kind), never refused as unknown
             return group.members.get(member_id) or ConsumerMember(member_id)
         current_id = group.static_members.get(req.instance_id)
         current = group.members.get(current_id) if current_id is not None else None

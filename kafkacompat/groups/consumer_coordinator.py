@@ -205,6 +205,9 @@ class ConsumerGroupCoordinator:
 
     # ConsumerGroupHeartbeat ---------------------------------------------------
     def heartbeat(self, req: HeartbeatRequest) -> HeartbeatResult:
+        if req.version == 0 and req.member_epoch == 0 and not req.member_id:
+            # v0 clients (kafka-clients 3.x) join without an id: as Kafka, the coordinator makes one
+            req = dataclasses.replace(req, member_id=str(uuid.uuid4()))
         before = self._fingerprint(req.group_id, req.member_id)
         try:
             self._validate(req)
@@ -555,8 +558,10 @@ class ConsumerGroupCoordinator:
         return answer
 
     # offsets ------------------------------------------------------------------
-    def validate_commit(self, group: ConsumerGroup, member_id: str, epoch: int, version: int) -> ErrorCode:
-        """Kafka's ConsumerGroup.validateOffsetCommit."""
+    def validate_commit(
+        self, group: ConsumerGroup, member_id: str, epoch: int, version: int, transactional: bool = False,
+    ) -> ErrorCode:
+        """Kafka's ConsumerGroup.validateOffsetCommit (TxnOffsetCommit's versions are not OffsetCommit's)."""
         if epoch < 0 and not member_id and group.is_empty():
             return ErrorCode.none  # admin tools and consumers without group management
         member = group.members.get(member_id)
@@ -564,8 +569,8 @@ class ConsumerGroupCoordinator:
             return ErrorCode.unknown_member_id
         if member.classic is not None:  # a classic member commits with its generation, any version
             return ErrorCode.none if epoch == member.member_epoch else ErrorCode.illegal_generation
-        if version < 9:
-            return ErrorCode.unsupported_version  # consumer-protocol members commit with v9+
+        if version < 9 and not transactional:
+            return ErrorCode.unsupported_version  # consumer-protocol members commit with OffsetCommit v9+
         if epoch != member.member_epoch:
             return ErrorCode.stale_member_epoch
         return ErrorCode.none

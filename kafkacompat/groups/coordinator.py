@@ -691,12 +691,13 @@ class GroupCoordinator:
 
     # offsets ------------------------------------------------------------------
     def validate_commit(
-        self, group_id: str, generation: int, member_id: str, instance_id: str | None, version: int
+        self, group_id: str, generation: int, member_id: str, instance_id: str | None, version: int,
+        transactional: bool = False,
     ) -> ErrorCode:
-        """Whether an OffsetCommit may be stored, as Kafka decides it."""
+        """Whether an OffsetCommit (or a TxnOffsetCommit, `transactional`) may be stored, as Kafka decides it."""
         consumer_group = self.consumer.groups.get(group_id)
         if consumer_group is not None:
-            return self.consumer.validate_commit(consumer_group, member_id, generation, version)
+            return self.consumer.validate_commit(consumer_group, member_id, generation, version, transactional)
         group = self._group(group_id)
         if group is None:
             if generation < 0:

@@ -43,7 +43,7 @@ async def apply_configs(ctx: Any, resource: Any, change: Change, validate_only: 
             return ErrorCode.invalid_request, f"resource type {kind} is not supported"
     except TopicError as exc:
         return exc.code, str(exc)
-    except broker_configs.NotDynamicError as exc:
+    except broker_configs.RefusedError as exc:
         return ErrorCode.invalid_request, str(exc)
     except (InvalidConfigError, ValueError) as exc:
         return ErrorCode.invalid_config, str(exc)
@@ -74,7 +74,8 @@ async def _broker(ctx: Any, name: str, change: Change, validate_only: bool) -> N
         _check_broker(ctx, name)
     old = broker_configs.dynamic_values(cluster, name)
     new = change(dict(old))
-    broker_configs.check_changes({key: new.get(key) for key in set(old) | set(new) if old.get(key) != new.get(key)})
+    broker_configs.check_changes({key: new.get(key) for key in set(old) | set(new) if old.get(key) != new.get(key)},
+                                 name)
     if not validate_only:
         await broker_configs.set_dynamic(cluster, name, new)
 
@@ -91,6 +92,6 @@ def _logger(ctx: Any, name: str, change: Change, validate_only: bool) -> None:
 
 async def _group(ctx: Any, name: str, change: Change, validate_only: bool) -> None:
     new = change(group_configs.group_values(ctx.cluster, name))
-    group_configs.check(new)
+    group_configs.check(new, ctx.cluster.config)
     if not validate_only:
         await group_configs.set_group_values(ctx.cluster, name, new)

@@ -36,14 +36,15 @@ def _broker_rows(ctx: Any, name: str) -> list[Row]:
     cluster = ctx.cluster
     if name == "":  # the cluster-wide defaults: only what was set dynamically
         return [
-            (key, value, broker_configs.DYNAMIC_DEFAULT_BROKER_CONFIG, broker_configs.BROKER_CONFIGS[key].kind, False,
-             [(key, value, broker_configs.DYNAMIC_DEFAULT_BROKER_CONFIG)], None)
+            (key, shown, broker_configs.DYNAMIC_DEFAULT_BROKER_CONFIG, broker_configs.kind_of(key), False,
+             [(key, shown, broker_configs.DYNAMIC_DEFAULT_BROKER_CONFIG)], None)
             for key, value in broker_configs.dynamic_values(cluster, "").items()
+            for shown in (broker_configs.shown_value(key, value),)
         ]
     _check_broker(ctx, name)
     return [
-        (key, value, source, broker_configs.BROKER_CONFIGS[key].kind,
-         not broker_configs.BROKER_CONFIGS[key].dynamic, chain, None)
+        (key, value, source, broker_configs.kind_of(key),
+         key in broker_configs.BROKER_CONFIGS and not broker_configs.BROKER_CONFIGS[key].dynamic, chain, None)
         for key, (value, source, chain) in broker_configs.describe(cluster).items()
     ]
 

@@ -1,16 +1,32 @@
-"""IncrementalAlterConfigs: SET / DELETE / APPEND / SUBTRACT on topic, broker, broker-logger and group configs."""
+"""IncrementalAlterConfigs: SET / DELETE / APPEND / SUBTRACT on topic, broker, broker-logger and group configs.
+
+APPEND and SUBTRACT start from the config's own value or, for a topic without
+one, from the value it has (as Kafka starts from the config's default):
+APPEND compact on a new topic gives delete,compact.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
+from ..broker.topic_configs import topic_config_value
 from .common import NO_THROTTLE, make, schema_of
-from .config_changes import apply_configs
+from .config_changes import TOPIC, apply_configs
 
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
 
-def _changed(old: dict[str, str], configs: Any) -> dict[str, str]:
+def _inherited(ctx: Any, resource: Any) -> Callable[[str], str]:
+    """The value a list config of this resource has when it has none of its own."""
+    if resource.resource_type == TOPIC:
+        info = ctx.cluster.lookup(resource.resource_name).info
+        if info is not None:
+            return lambda name: topic_config_value(ctx.cluster, info, name)
+    return lambda name: ""
+
+
+def _changed(old: dict[str, str], configs: Any, inherited: Callable[[str], str]) -> dict[str, str]:
     new = dict(old)
     for c in configs:
         if c.config_operation == SET:
@@ -18,7 +34,8 @@ def _changed(old: dict[str, str], configs: Any) -> dict[str, str]:
         elif c.config_operation == DELETE:
             new.pop(c.name, None)
         else:
-            items = [v for v in new.get(c.name, "").split(",") if v]
+            current = new[c.name] if c.name in new else inherited(c.name)
+            items = [v for v in current.split(",") if v]
             values = [v for v in (c.value or "").split(",") if v]
             if c.config_operation == APPEND:
                 items += [v for v in values if v not in items]
@@ -35,7 +52,8 @@ async def handle(ctx: Any, request: Any) -> Any:
     responses = []
     for resource in request.resources:
         error, message = await apply_configs(
-            ctx, resource, lambda old, cs=resource.configs: _changed(old, cs), request.validate_only
+            ctx, resource, lambda old, cs=resource.configs, base=_inherited(ctx, resource): _changed(old, cs, base),
+            request.validate_only
         )
         responses.append(
             make(m.AlterConfigsResourceResponse, error_code=error, error_message=message,

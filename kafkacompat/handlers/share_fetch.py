@@ -8,6 +8,10 @@ the offset runs the member acquired and their delivery counts; when nothing
 can be acquired the request waits up to max_wait for new records or for
 records given back. The group's share.isolation.level=read_committed keeps
 aborted transactions' records from members and waits for open ones to end.
+The bytes handed out count against the client's consumer_byte_rate quota,
+as Fetch's do: over it, the answer says how long to wait and the connection
+is muted that long, but keeps its records (they are acquired under locks
+already; dropping them would only hold them away from every member).
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from typing import Any
 
 from kafkacompat import storage
 
+from ..broker.quotas import FETCH as CONSUMER_BYTE_RATE
 from ..shares.manager import Delivery, ShareSessionError
 from .common import NO_THROTTLE, ErrorCode, make, schema_of, storage_error_code
 from .group_common import millis
@@ -74,9 +79,19 @@ async def _wait(ctx: Any, wanted: list[PartitionKey], group_id: str, deadline: f
             waiter.cancel()
 
 
+def _throttle(ctx: Any, deliveries: dict[PartitionKey, Delivery]) -> datetime.timedelta:
+    """Count the records' bytes against the client's consumer quota; the wait it owes (the connection is muted)."""
+    quotas = ctx.cluster.quotas
+    if not quotas.active:
+        return NO_THROTTLE
+    ctx.throttle_ms = quotas.record(ctx.header.client_id, CONSUMER_BYTE_RATE,
+                                    sum(len(d.records) for d in deliveries.values()))
+    return datetime.timedelta(milliseconds=ctx.throttle_ms)
+
+
 def _answer(m: Any, error: ErrorCode, message: str | None, lock_ms: int, responses: tuple = (),
-            node_endpoints: tuple = ()) -> Any:
-    return make(m.ShareFetchResponse, throttle_time=NO_THROTTLE, error_code=error, error_message=message,
+            node_endpoints: tuple = (), throttle: datetime.timedelta = NO_THROTTLE) -> Any:
+    return make(m.ShareFetchResponse, throttle_time=throttle, error_code=error, error_message=message,
                 acquisition_lock_timeout=datetime.timedelta(milliseconds=lock_ms), responses=responses,
                 node_endpoints=node_endpoints)
 
@@ -139,4 +154,4 @@ async def handle(ctx: Any, request: Any) -> Any:
         ))
     responses = tuple(make(m.ShareFetchableTopicResponse, topic_id=topic_id, partitions=tuple(parts))
                       for topic_id, parts in topics.items())
-    return _answer(m, ErrorCode.none, None, lock_ms, responses, leaders.endpoints())
+    return _answer(m, ErrorCode.none, None, lock_ms, responses, leaders.endpoints(), _throttle(ctx, deliveries))

@@ -52,7 +52,8 @@ async def handle(ctx: Any, request: Any) -> Any:
         error = ErrorCode.none
         if generation >= 0:
             error = cluster.groups.validate_commit(
-                request.group_id, generation, request.member_id, request.group_instance_id, 0
+                request.group_id, generation, request.member_id, request.group_instance_id, ctx.version,
+                transactional=True,
             )
         if error == ErrorCode.none and ctx.version >= IMPLICIT_ADD_FROM:
             error = await cluster.transactions.add_offsets(

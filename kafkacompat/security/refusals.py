@@ -27,6 +27,7 @@ CLUSTER_GATES: dict[int, Operation] = {
     74: Operation.DESCRIBE_CONFIGS,  # ListConfigResources
     50: Operation.DESCRIBE,  # DescribeUserScramCredentials
     51: Operation.ALTER,  # AlterUserScramCredentials
+    55: Operation.DESCRIBE,  # DescribeQuorum (ControllerApis)
     57: Operation.ALTER,  # UpdateFeatures (ControllerApis)
     64: Operation.ALTER,  # UnregisterBroker (ControllerApis)
 }

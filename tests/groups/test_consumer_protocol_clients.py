@@ -484,3 +484,92 @@ def test_rolling_upgrade_of_a_java_classic_member_to_the_consumer_protocol(broke
     read = [path.read_text().split() for path in outputs]
     assert read[0] and read[1]  # both members read a share
     assert sorted(read[0] + read[1]) == sorted(v.decode() for v in values)
+
+
+def _group_type(bootstrap: str, group: str) -> Any:
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # held until the answer is in
+    return admin.describe_consumer_groups([group])[group].result(15).type
+
+
+@pytest.mark.parametrize("strategy", ["roundrobin", "cooperative-sticky"])
+def test_librdkafka_classic_member_joins_a_consumer_group_and_the_group_downgrades_when_it_is_alone(
+    broker: Broker, strategy: str,
+) -> None:
+    """confluent-kafka-python's upgrade/downgrade test, both ways round: a classic member joins a live
+    consumer-protocol group (MEMBER_ID_REQUIRED, then a join with that id), the two split the topic,
+    and when the consumer-protocol member leaves, the classic one has the group, classic again, to itself."""
+    from confluent_kafka import ConsumerGroupType
+
+    topic, group = f"t-{uuid.uuid4().hex[:8]}", f"g-{uuid.uuid4().hex[:8]}"
+    bootstrap = broker.bootstrap_servers
+    create_topic(bootstrap, topic, 4)
+    modern = consumer(bootstrap, group)
+    classic = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
+                        "group.protocol": "classic", "partition.assignment.strategy": strategy,
+                        "session.timeout.ms": 6000, "heartbeat.interval.ms": 300})
+    members = [modern, classic]
+
+    def split(among: list[Consumer], sizes: list[int]) -> Any:
+        def check() -> bool:
+            for c in among:
+                c.poll(0.05)
+            owned = [assigned(c) for c in among]
+            return sorted(map(len, owned)) == sizes and set().union(*owned) == set(range(4))
+        return check
+
+    try:
+        modern.subscribe([topic])
+        wait_for(split([modern], [4]), 30, "the consumer-protocol member to own the topic")
+        classic.subscribe([topic])
+        wait_for(split(members, [2, 2]), 30, "the classic member to join the consumer group and take its half")
+        assert _group_type(bootstrap, group) == ConsumerGroupType.CONSUMER
+        values = produce(bootstrap, topic, 40, partitions=4)
+        seen: dict[bytes, int] = {}
+        drain(members, seen, len(values))
+        assert set(seen) == values and set(seen.values()) == {1}
+        modern.close()
+        wait_for(split([classic], [4]), 30, "the classic member alone to own every partition")
+        assert _group_type(bootstrap, group) == ConsumerGroupType.CLASSIC
+        more = produce(bootstrap, topic, 20, partitions=4, start=40)
+        later: dict[bytes, int] = {}
+        drain([classic], later, len(more))
+        assert set(later) == more
+    finally:
+        for c in members:
+            try:
+                c.close()
+            except RuntimeError:  # already closed
+                pass
+
+
+@pytest.mark.slow
+def test_java_classic_member_joins_a_live_consumer_protocol_group(broker: Broker, tmp_path: Any) -> None:
+    """A Java 4.1 classic consumer joins a group a librdkafka consumer-protocol member formed: both read a share."""
+    topic, group = f"t-{uuid.uuid4().hex[:8]}", f"g-{uuid.uuid4().hex[:8]}"
+    bootstrap = broker.bootstrap_servers
+    create_topic(bootstrap, topic, 4)
+    modern = consumer(bootstrap, group)
+    modern.subscribe([topic])
+    wait_for(lambda: modern.poll(0.05) is None and len(assigned(modern)) == 4, 30, "the consumer-protocol member")
+    with open(tmp_path / "classic.out", "w") as out:
+        java = _java_consumer(bootstrap, topic, group, out, protocol="classic", idle_ms=20_000)
+        try:
+            def mixed() -> bool:
+                modern.poll(0.05)
+                with Wire(bootstrap) as wire:
+                    found = describe(wire, group)[0]
+                return found.error_code == 0 and found.group_state == "Stable" and sorted(
+                    m.member_type for m in found.members) == [0, 1] and len(assigned(modern)) == 2
+            wait_for(mixed, 60, "the Java classic member in the consumer group, two partitions each")
+            values = produce(bootstrap, topic, 80, partitions=4)
+            seen: dict[bytes, int] = {}
+            drain([modern], seen, 40, timeout=30)
+            wait_for(lambda: len((tmp_path / "classic.out").read_text().split()) >= 40, 60, "the Java member's 40")
+        finally:
+            java.terminate()
+            java.wait(60)
+            modern.close()
+    by_java = (tmp_path / "classic.out").read_text().split()
+    assert sorted([v.decode() for v in seen] + by_java) == sorted(v.decode() for v in values)

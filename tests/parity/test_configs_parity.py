@@ -133,3 +133,130 @@ def test_client_quotas_are_described_as_kafka_describes_them(ours: Broker, kafka
             with Wire(bootstrap) as wire:
                 set_quota(wire, {"user": None}, consumer_byte_rate=None)
                 set_quota(wire, {"user": "parity", "client-id": None}, producer_byte_rate=None)
+
+
+CLEANUP_STEPS = [  # (operation, value, what describe then shows)
+    ("SUBTRACT", "delete", ""),  # from the default: nothing left, which Kafka keeps as ''
+    ("APPEND", "compact", "compact"),
+    ("DELETE", "", "delete"),  # back to the default
+    ("APPEND", "compact", "delete,compact"),  # onto the default, as Kafka appends
+    ("SUBTRACT", "compact,delete", ""),
+    ("SET", "", ""),
+    ("SET", "bogus", ""),  # refused: the last value stays
+]
+
+
+def _cleanup_policy_steps(bootstrap: str) -> list[tuple[str, str]]:
+    """confluent-kafka's incremental_alter_configs on cleanup.policy, step by step: (outcome, value shown)."""
+    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    topic = create_topic(bootstrap, f"cleanup-{uuid.uuid4().hex[:6]}", 1)
+    shown = []
+    for op, value, expected in CLEANUP_STEPS:
+        change = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=[
+            ConfigEntry("cleanup.policy", value, incremental_operation=AlterConfigOpType[op])])
+        try:
+            admin.incremental_alter_configs([change])[change].result(20)
+            outcome = "ok"
+        except Exception as exc:  # noqa: BLE001 - the refusal is what is compared
+            outcome = exc.args[0].str()
+        deadline = time.monotonic() + 15  # Kafka applies the change through its metadata log
+        while True:
+            described = admin.describe_configs([ConfigResource(ResourceType.TOPIC, topic)])
+            current = next(iter(described.values())).result(20)["cleanup.policy"].value
+            if current == expected or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        shown.append((outcome, current))
+    return shown
+
+
+def test_cleanup_policy_may_be_left_empty_as_on_kafka(ours: Broker, kafka41: ReferenceKafka) -> None:
+    """SUBTRACT down to nothing (or SET '') leaves cleanup.policy '': neither deletion nor compaction."""
+    mine = _cleanup_policy_steps(ours.bootstrap_servers)
+    assert [value for _, value in mine] == [expected for _, _, expected in CLEANUP_STEPS]
+    assert mine[-1][0].startswith("Invalid value bogus for configuration cleanup.policy")
+    assert mine == _cleanup_policy_steps(kafka41.bootstrap_servers)
+
+
+BROKER_CHANGES = [  # (name, value): Kafka 4.1's dynamic configs kafkacompat does not act on, its static ones,
+    # bad values, names Kafka does not know, per-broker-only configs set cluster-wide
+    ("sasl.kerberos.min.time.before.relogin", "60000"), ("sasl.kerberos.min.time.before.relogin", "abc"),
+    ("ssl.cipher.suites", "TLS_AES_128_GCM_SHA256"), ("listener.name.plaintext.ssl.cipher.suites", "TLS_AES_128_GCM_SHA256"),
+    ("num.io.threads", "4"), ("num.io.threads", "0"), ("log.cleaner.threads", "2"), ("log.cleanup.policy", "compact"),
+    ("log.cleanup.policy", "compact,bogus"), ("log.retention.ms", "abc"), ("log.cleaner.min.cleanable.ratio", "2"),
+    ("compression.type", "bogus"), ("unclean.leader.election.enable", "maybe"), ("sasl.jaas.config", "x"),
+    ("ssl.client.auth", "required"), ("principal.builder.class", "x.Y"), ("no.such.config", "1"),
+    ("auto.create.topics.enable", "false"), ("socket.send.buffer.bytes", "1024"), ("max.connections", "100"),
+]
+
+
+def _broker_answers(bootstrap: str) -> list[tuple[str, str, str, int, str | None]]:
+    """IncrementalAlterConfigs SET of each change on broker 1 and cluster-wide, then DELETE when accepted."""
+    out = []
+    with Wire(bootstrap) as wire:
+        for entity in ("1", ""):
+            for name, value in BROKER_CHANGES:
+                code, message = alter(wire, BROKER, entity, (name, 0, value))
+                if code == 0:
+                    assert alter(wire, BROKER, entity, (name, 1, None))[0] == 0
+                out.append((entity, name, value, code, message))
+    return out
+
+
+def test_broker_configs_kafka_changes_at_run_time_are_accepted_and_others_refused_alike(
+    ours: Broker, kafka41: ReferenceKafka,
+) -> None:
+    mine = _broker_answers(ours.bootstrap_servers)
+    assert ("1", "sasl.kerberos.min.time.before.relogin", "60000", 0, None) in mine
+    assert mine == _broker_answers(kafka41.bootstrap_servers)
+
+
+def test_a_kept_kafka_broker_config_is_described_and_its_secrets_hidden(ours: Broker) -> None:
+    with Wire(ours.bootstrap_servers) as wire:
+        assert alter(wire, BROKER, "1", ("sasl.kerberos.min.time.before.relogin", 0, "70000"),
+                     ("sasl.jaas.config", 0, "secret"), ("no.such.config", 0, "1")) == (0, None)
+        configs = describe(wire, BROKER, "1")[1]
+        alter(wire, BROKER, "1", *((n, 1, None) for n in ("sasl.kerberos.min.time.before.relogin", "sasl.jaas.config",
+                                                          "no.such.config")))
+    assert configs["sasl.kerberos.min.time.before.relogin"][:2] == ("70000", 2)
+    assert configs["sasl.jaas.config"][:2] == (None, 2) and configs["no.such.config"][:2] == (None, 2)
+
+
+GROUP_BOUNDS = [("share.record.lock.duration.ms", "1000"), ("share.record.lock.duration.ms", "70000"),
+                ("share.record.lock.duration.ms", "20000"), ("consumer.session.timeout.ms", "1000"),
+                ("consumer.heartbeat.interval.ms", "20000"), ("share.heartbeat.interval.ms", "1")]
+
+
+def test_group_configs_bounded_by_the_brokers_limits_as_on_kafka(ours: Broker, kafka41: ReferenceKafka) -> None:
+    """Each group config out of the broker's group.<kind>.min/max.* bounds is refused with Kafka's words."""
+    def answers(bootstrap: str) -> list[tuple[int, str | None]]:
+        group = f"bounds-{uuid.uuid4().hex[:6]}"
+        with Wire(bootstrap) as wire:
+            return [alter(wire, GROUP, group, (name, 0, value)) for name, value in GROUP_BOUNDS]
+
+    mine = answers(ours.bootstrap_servers)
+    assert mine[0][1] == "share.record.lock.duration.ms must be greater than or equal to " \
+                         "group.share.min.record.lock.duration.ms"
+    assert mine == answers(kafka41.bootstrap_servers)
+
+
+def test_broker_configs_through_the_older_alter_configs_as_on_kafka(ours: Broker, kafka41: ReferenceKafka) -> None:
+    """AlterConfigs (which replaces a broker's dynamic set) accepts and refuses what Kafka 4.1 does."""
+    import kio.schema.alter_configs.v2.request as ac
+
+    def answers(bootstrap: str) -> list[tuple[int, str | None]]:
+        out = []
+        with Wire(bootstrap) as wire:
+            for configs in ((("sasl.kerberos.min.time.before.relogin", "60000"),), (("num.io.threads", "0"),),
+                            (("auto.create.topics.enable", "false"),), ()):
+                answer = wire.request(33, 2, make(ac.AlterConfigsRequest, validate_only=False, resources=(make(
+                    ac.AlterConfigsResource, resource_type=BROKER, resource_name="1",
+                    configs=tuple(make(ac.AlterableConfig, name=n, value=v) for n, v in configs)),)))
+                out.append((answer.responses[0].error_code, answer.responses[0].error_message))
+        return out
+
+    mine = answers(ours.bootstrap_servers)
+    assert mine[0] == (0, None)
+    assert mine == answers(kafka41.bootstrap_servers)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import time
 import uuid
 
 from kio.schema.errors import ErrorCode
@@ -62,3 +63,38 @@ def test_share_session_epochs_lock_bound_and_acknowledgements() -> None:
         # m1's connection closed: its share session ended and what it held is m2's now, counted once
         with Wire(broker.bootstrap_servers) as wire:
             assert _acquired(_fetch(wire, topic_id, 0, member="m2")) == [(3, 5, 1)]
+
+
+def test_a_group_record_lock_below_kafkas_default_minimum_when_the_broker_allows_it() -> None:
+    """group.share.min.record.lock.duration.ms lowered on the broker lets a group hold records 1 s only,
+    set as users set it (the Admin API's group configs); below the broker's minimum is refused."""
+    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+    with Broker(group_share_min_record_lock_duration_ms=500) as broker:
+        broker.create_topic("t")
+        for i in range(3):
+            broker.produce("t", f"v{i}".encode(), partition=0)
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+
+        def set_group(name: str, value: str) -> str:
+            change = ConfigResource(ResourceType.GROUP, "g", incremental_configs=[
+                ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)])
+            try:
+                admin.incremental_alter_configs([change])[change].result(10)
+                return "ok"
+            except Exception as exc:  # noqa: BLE001 - the refusal is the answer looked at
+                return exc.args[0].str()
+
+        assert set_group("share.record.lock.duration.ms", "400") == (
+            "share.record.lock.duration.ms must be greater than or equal to group.share.min.record.lock.duration.ms")
+        assert set_group("share.record.lock.duration.ms", "1000") == "ok"
+        assert set_group("share.auto.offset.reset", "earliest") == "ok"
+        topic_id = broker.server.cluster.topic_for("t")[0].topic_id
+        with Wire(broker.bootstrap_servers) as holder, Wire(broker.bootstrap_servers) as other:
+            assert _acquired(_fetch(holder, topic_id, 0)) == [(0, 2, 1)]
+            start = time.monotonic()
+            epoch, again = 0, []
+            while not again and time.monotonic() - start < 10:  # the broker's own lock is 30 s
+                again = _acquired(_fetch(other, topic_id, epoch, member="m2", wait_ms=200))
+                epoch += 1
+            assert again == [(0, 2, 2)] and 0.9 <= time.monotonic() - start < 10
