@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable
 import asyncpg
 
 from . import leadership
-from .leases import BrokerLease, create_schema, members, unregister
+from .leases import BrokerLease, create_schema, end_departed, members, unregister
 from .membership import ClusterError, ClusterView, Member, PartitionKey
 
 log = logging.getLogger(__name__)
@@ -49,6 +49,7 @@ class PostgresCluster(ClusterView):
         self._partitions = partitions
         self._lease = BrokerLease(me, lease_ms)
         self._heartbeat_s = heartbeat_ms / 1000
+        self._heartbeat_ms = heartbeat_ms
         self._conn: asyncpg.Connection | None = None  # the leader table's
         self._lease_conn: asyncpg.Connection | None = None  # the lease's alone: never waits behind the table's
         self._task: asyncio.Task[None] | None = None
@@ -148,13 +149,17 @@ class PostgresCluster(ClusterView):
                 self._conn = await self._reconnect(self._conn)
 
     async def _renew_forever(self) -> None:
-        while True:
-            await asyncio.sleep(self._heartbeat_s)
+        again = False  # renew at once on a new connection: the others count a broker dead whose alive
+        while True:    # lock is gone and whose lease went unrenewed for DEPARTED_HEARTBEATS (leases.py)
+            if not again:
+                await asyncio.sleep(self._heartbeat_s)
             try:
                 await self._renew()
+                again = False
             except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
                 log.warning("renewing the cluster lease failed (%s); leading nothing once it lapses", exc)
                 self._lease_conn = await self._reconnect(self._lease_conn)
+                again = self._lease_conn is not None and not again
             except ClusterError as exc:  # another broker took this node id meanwhile
                 log.error("broker %d leaves the cluster: %s", self.me.node_id, exc)
                 return
@@ -192,6 +197,9 @@ class PostgresCluster(ClusterView):
             self._conn = await self._reconnect(None)
             return
         registration = self._registration
+        departed = await end_departed(conn, self.me.node_id, self._lease.lease_ms, self._heartbeat_ms)
+        if departed:
+            log.info("broker(s) %s are gone (their database sessions ended): their leases end now", departed)
         live, registered = await members(conn)
         rows = await leadership.read_leaders(conn)
         missing, moves = leadership.plan(self.me.node_id, [m.node_id for m in live], self._partitions(), rows,
