@@ -25,6 +25,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from ..api import AppendResult
+from ..batch_format import ATTR_CONTROL, HEADER, HEADER_SIZE, LOG_OVERHEAD, PREFIX
 from ..errors import NotLeaderError, OffsetMismatchError, StorageError, StorageUnavailableError, UnknownTopicError
 from ..namespace import now_ms
 
@@ -50,7 +51,16 @@ class _Pending:
 
 
 Commit = Callable[[str, int, list[int], list[int], list[int], list[int], list[int], list[int], list[int], list[int],
-                   list[int], list[int]], Awaitable[list[tuple[int, int, int, int]]]]
+                   list[int], list[int], list[bytes | None]], Awaitable[list[tuple[int, int, int, int]]]]
+
+
+def batch_head(data: bytes) -> bytes | None:
+    """What the index keeps of a batch for a new leader's tail scan (producer and transaction
+    state) so it reads no object: a data batch's header, a control batch (a marker) whole; None
+    for several batches appended as one (a replica's copy), which the scan reads from the object."""
+    if len(data) < HEADER_SIZE or PREFIX.unpack_from(data)[1] + LOG_OVERHEAD != len(data):
+        return None
+    return data if HEADER.unpack_from(data)[5] & ATTR_CONTROL else data[:HEADER_SIZE]
 
 
 class Writer:
@@ -183,7 +193,7 @@ class Writer:
         rows = await self._commit(key, len(body), [i.partition.pid for i in ranked], [i.count for i in ranked],
                                   positions, [len(i.data) for i in ranked], [i.max_ts for i in ranked],
                                   [i.fence for i in ranked], [r[0] for r in rolls], [r[1] for r in rolls],
-                                  [i.at for i in ranked], [i.guard for i in ranked])
+                                  [i.at for i in ranked], [i.guard for i in ranked], [batch_head(i.data) for i in ranked])
         self.flushes += 1
         self.batches += len(ranked)
         stamp = now_ms()
