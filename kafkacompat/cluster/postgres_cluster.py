@@ -206,6 +206,7 @@ class PostgresCluster(ClusterView):
                                          registered)
         handing_on = {key for key, row, _ in moves if row.leader == self.me.node_id}
         self._yielding |= handing_on  # stop serving before the row names the next leader
+        self._stop_serving(handing_on)
         if missing or moves:
             await leadership.add_missing(conn, missing, self.store_epochs)
             moved = await leadership.move(conn, moves, self.store_epochs)
@@ -235,8 +236,17 @@ class PostgresCluster(ClusterView):
         self._yielding -= handing_on - set(led)
         self._yielding &= set(led)
 
+    def _stop_serving(self, keys: Iterable[PartitionKey]) -> None:
+        for key in keys:
+            try:
+                self.on_stop_serving(key)
+            except Exception:  # noqa: BLE001 - the heartbeat must go on
+                log.exception("refusing the pending appends of %s failed", key)
+
     async def _lose(self, keys: Iterable[PartitionKey]) -> None:
-        for key in list(keys):
+        keys = list(keys)
+        self._stop_serving(keys)
+        for key in keys:
             try:
                 await self.on_leadership_lost(key)
             except Exception:  # noqa: BLE001 - the heartbeat must go on

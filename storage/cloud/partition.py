@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from .. import batch_format as bf
 from ..api import AppendResult, PartitionletInfo, TimestampHit
 from ..compaction import SegmentStats
-from ..errors import OffsetOutOfRangeError
+from ..errors import OffsetOutOfRangeError, StorageError
 from ..namespace import Settings, TopicState, now_ms
 from ..partition_base import PartitionBase
 from .cleaner import read_snapshot
@@ -121,6 +121,11 @@ class CloudPartition(PartitionBase):
         guard = -1 if fenced_by is None else fenced_by.pid
         return self._store.writer.submit(self, bytes(view), record_count, max_ts, fence, -1 if at is None else at,
                                          guard)
+
+    def abandon_appends(self, error: StorageError) -> int:
+        """Refuse now, with `error`, this partition's appends no commit has taken yet (its broker
+        stopped leading it); none of them is ever stored (Writer.abandon)."""
+        return self._store.writer.abandon(self.pid, error)
 
     async def refresh(self) -> None:
         await self._store.refresh_partitions([self])

@@ -469,3 +469,31 @@ async def test_a_new_leaders_tail_scan_reads_the_headers_from_the_index_not_the_
     assert seen == [(0, 7, 3, 0, 1, False, None), (2, 7, 3, 2, 1, False, None), (4, 7, 3, 4, 1, False, None),
                     (6, 7, 3, -1, 0, True, 5)]
     assert gets == []
+
+
+async def test_appends_waiting_for_a_write_are_refused_at_once_and_never_stored_when_abandoned():
+    """A broker that stops leading a partition refuses its appends still waiting for a commit at
+    once (NOT_LEADER_OR_FOLLOWER to the producer), and none of them is stored afterwards: the
+    producer's retry to the new leader is then the only copy. Appends of other partitions in the
+    same write are stored."""
+    database, objects = _urls()
+    st = storage.open_store(database, object_store=objects, record_timestamps=record_timestamps, flush_ms=60_000)
+    await st.open()
+    try:
+        await st.create_topic("/default", "t", 2)
+        moved, kept = st.partition("/default", "t", 0), st.partition("/default", "t", 1)
+        waiting = [moved.append(batch(1), 1), moved.append(batch(2), 2), kept.append(batch(1), 1)]
+        assert moved.abandon_appends(storage.NotLeaderError("moved away", -1)) == 2
+        for refused in waiting[:2]:
+            with pytest.raises(storage.NotLeaderError):
+                await asyncio.wait_for(refused, 1)  # at once, not after the 60 s flush
+        st.writer.flush()
+        assert (await asyncio.wait_for(waiting[2], 30)).base_offset == 0
+        await moved.refresh()
+        assert moved.high_watermark == 0
+        assert moved.abandon_appends(storage.NotLeaderError("moved away", -1)) == 0
+        again = moved.append(batch(1), 1)  # leading it again later: appends are stored as before
+        st.writer.flush()
+        assert (await asyncio.wait_for(again, 30)).base_offset == 0
+    finally:
+        await st.close()
