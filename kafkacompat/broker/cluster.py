@@ -349,7 +349,12 @@ class Cluster:
         """
         if info is not None and 0 <= index < info.partitions and not self.view.knows((info.stream, info.name, index)):
             await self.view.settle([(info.stream, info.name, index)])
-        return self.partition_for(info, missing, index)
+        found = self.partition_for(info, missing, index)
+        if found[1] == ErrorCode.not_leader_or_follower:  # handed here a moment ago? (look_again)
+            assert info is not None
+            await self.view.look_again((info.stream, info.name, index))
+            found = self.partition_for(info, missing, index)
+        return found
 
     def forget_topic(self, info: TopicInfo) -> None:
         """Drop the in-memory producer and transaction state of a deleted topic's partitions."""

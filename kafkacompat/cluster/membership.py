@@ -99,6 +99,11 @@ class ClusterView(abc.ABC):
         Metadata answers, instead of LEADER_NOT_AVAILABLE until the next heartbeat)."""
         return None
 
+    async def look_again(self, key: PartitionKey) -> None:
+        """Read who leads `key` now rather than at the next heartbeat (a request for a partition this
+        broker does not lead: it may have been handed here a moment ago)."""
+        return None
+
     def knows(self, key: PartitionKey) -> bool:
         """Whether this broker has heard who leads the partition (a dead leader counts): False for
         a partition created a moment ago elsewhere, which `settle` learns about at once."""

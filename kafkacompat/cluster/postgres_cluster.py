@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Callable, Iterable
 
 import asyncpg
@@ -26,6 +27,7 @@ from .leases import BrokerLease, create_schema, end_departed, members, unregiste
 from .membership import ClusterError, ClusterView, Member, PartitionKey
 
 log = logging.getLogger(__name__)
+LOOK_AGAIN_S = 0.05
 
 
 def redact(url: str) -> str:
@@ -60,6 +62,7 @@ class PostgresCluster(ClusterView):
         self._led: dict[PartitionKey, int] = {}  # partitions this broker leads -> epoch
         self._yielding: set[PartitionKey] = set()  # handed on: refused from now, whatever the table said
         self._ticking = asyncio.Lock()  # one tick at a time: the heartbeat's or a settle's
+        self._looked = 0.0  # time.monotonic() of the last early tick (look_again)
 
     async def start(self) -> None:
         try:
@@ -121,6 +124,20 @@ class PostgresCluster(ClusterView):
                     await self._beat()
         except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
             log.warning("could not place new partitions now (%s); the next heartbeat will", exc)
+
+    async def look_again(self, key: PartitionKey) -> None:
+        """A hand-over names this broker in the row before its next heartbeat reads it: the old
+        leader refuses the partition's produce at once naming this broker (KIP-951), and a producer
+        sent here then met a refusal naming the old leader, back and forth, for up to a heartbeat.
+        An early tick (at most one every LOOK_AGAIN_S, never while one runs) takes the partition at once."""
+        if self._conn is None or self._ticking.locked() or time.monotonic() - self._looked < LOOK_AGAIN_S:
+            return
+        self._looked = time.monotonic()
+        try:
+            async with self._ticking:
+                await self._beat()
+        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+            log.warning("reading the leader table early failed (%s); the next heartbeat will", exc)
 
     async def unregister(self, node_id: int) -> bool:
         """Delete the broker's row. A dead one's partitions have moved already; a live one finds
