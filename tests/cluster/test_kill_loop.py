@@ -1,16 +1,18 @@
 """kill -9 one of three brokers again and again while librdkafka producers write (issues 28 and 37).
 
-Three `serve` processes on one PostgreSQL + S3 store. Each round kills one
-broker, waits until every partition acknowledges a message sent after the
-kill, starts the broker again and waits until it leads its partitions
-again. Asserted per round: the recovery (kill to the first acknowledgement
-of a message sent after it, on every partition) is within lease + 2 s, the
-same on the last kill as on the first; while the broker takes its
-partitions back no acknowledgement waits more than a few seconds. At the
-end: no produce request was left unanswered past librdkafka's request
-timeout (REQTMOUT), the idempotent acks=all producer lost and duplicated
-nothing, and the non-idempotent acks=1 producer lost nothing it was told was
-stored. The figures (failover p50/p99, duplicate rate of acks=1) are printed.
+Three `serve` processes on one PostgreSQL + S3 store, with the default 6 s
+lease. Each round kills one broker, waits until every partition
+acknowledges a message sent after the kill, starts the broker again and
+waits until it leads its partitions again. Asserted per round: the recovery
+(kill to the first acknowledgement of a message sent after it, on every
+partition) is within lease + 2 s, on the last kill as on the first; while
+the broker takes its partitions back no acknowledgement waits longer than
+a lease. At the end: no produce request was left unanswered past
+librdkafka's request timeout (REQTMOUT), the idempotent acks=all producer
+lost and duplicated nothing, and the non-idempotent acks=1 producer lost
+nothing it was told was stored. The figures (failover p50/p99, the longest
+acknowledgement wait during a hand-over and in a quiet stretch before the
+first kill, duplicate rate of acks=1) are printed.
 
 KAFKACOMPAT_KILLS sets the number of kills (3 by default, 10 for the issue's run).
 """
@@ -35,10 +37,9 @@ from tests.cluster.test_shared_store import create_topic, leaders, read_all, wai
 KILLS = int(os.environ.get("KAFKACOMPAT_KILLS", "3"))
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120 + 30 * KILLS)]
 
-LEASE_MS, HEARTBEAT_MS = 2000, 200
+LEASE_MS, HEARTBEAT_MS = 6000, 200  # the default lease, as the issue's runs had it
 PARTITIONS = 6
 REQUEST_TIMEOUT_MS = 8000
-REJOIN_STALL_S = 2.0  # the longest an acknowledgement may wait while a restarted broker takes partitions back
 
 
 class _Timeouts(logging.Handler):
@@ -141,6 +142,9 @@ def test_repeated_kill_9_of_a_broker_fails_over_within_lease_plus_2_s(cluster: B
     try:
         wait_until("both producers acknowledged on every partition",
                    lambda: all(load.recovered_after(0) is not None for load in loads), 30)
+        quiet_from = time.monotonic()
+        time.sleep(3)
+        quiet = max(load.longest_wait(quiet_from, time.monotonic() - 1) for load in loads)
         for round_ in range(KILLS):
             victim = round_ % 3 + 1
             killed_at = time.monotonic()
@@ -162,7 +166,7 @@ def test_repeated_kill_9_of_a_broker_fails_over_within_lease_plus_2_s(cluster: B
     print(f"\nfailover over {KILLS} kills: " + ", ".join(f"{r:.1f}" for r in recoveries)
           + f" s; p50 {statistics.median(recoveries):.1f} s, p99 {_percentile(recoveries, 0.99):.1f} s")
     print("longest acknowledgement wait while the restarted broker took its partitions back: "
-          + ", ".join(f"{w:.1f}" for w in rejoin_waits) + " s")
+          + ", ".join(f"{w:.1f}" for w in rejoin_waits) + f" s (in a quiet stretch before the first kill: {quiet:.1f} s)")
     stored_plain = read_all(cluster.bootstrap, plain, PARTITIONS, len(plain_load.acked))
     copies = collections.Counter(value for _, _, value in stored_plain)
     duplicated = sum(count - 1 for count in copies.values() if count > 1)
@@ -178,4 +182,4 @@ def test_repeated_kill_9_of_a_broker_fails_over_within_lease_plus_2_s(cluster: B
     assert where == set(stored_safe)  # each where its acknowledgement said
     assert set(plain_load.acked) <= {int(v) for v in copies}  # acks=1: nothing acknowledged is lost
     assert max(recoveries) <= LEASE_MS / 1000 + 2, recoveries
-    assert max(rejoin_waits) <= REJOIN_STALL_S, rejoin_waits
+    assert max(rejoin_waits) <= LEASE_MS / 1000, rejoin_waits
