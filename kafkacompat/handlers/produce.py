@@ -41,7 +41,8 @@ log = logging.getLogger(__name__)
 
 FIRST_SERVED_VERSION = 3  # v0-2 are advertised (librdkafka needs it) but refused
 FIRST_WITH_CURRENT_LEADER = 10  # KIP-951: a refusal names the partition's leader
-IMPLICIT_ADD_FROM = 12  # KIP-890 part 2: a transactional batch adds its partition to the transaction
+IMPLICIT_ADD_FROM = 12  # KIP-890 part 2
+ANSWER_WITHIN = 0.9  # of a produce request's timeout: a write not done by then is answered REQUEST_TIMED_OUT: a transactional batch adds its partition to the transaction
 
 
 @dataclasses.dataclass(slots=True)
@@ -442,9 +443,31 @@ async def handle(ctx: Any, request: Any) -> Any:
 
 
 async def _answer_when_written(ctx: Any, acks: int, request: Any, results: list[tuple[str, list[_Outcome]]]) -> Any:
-    await asyncio.gather(*(_finish(ctx.cluster, o) for _, outs in results for o in outs if o.appending))
+    """The answer once every append is written, or REQUEST_TIMED_OUT for the partitions whose write
+    is not done by ANSWER_WITHIN of the request's timeout (a commit held up by the database or the
+    object store), before the client gives up on the request: its retry is then its choice, as
+    after Kafka's own timeout. The write goes on; an idempotent batch retried meanwhile waits for
+    it and is answered as it ends (ProducerStates), so only a producer without idempotence can
+    store a second copy, and only after a real timeout."""
+    writes = [(o, asyncio.ensure_future(_finish(ctx.cluster, o))) for _, outs in results for o in outs if o.appending]
+    limit = request.timeout_ms * ANSWER_WITHIN / 1000 if request.timeout_ms > 0 else None
+    _, late = await asyncio.wait([task for _, task in writes], timeout=limit)
+    for outcome, task in writes:
+        if task in late:
+            task.add_done_callback(_retrieved)
+            outcome.error, outcome.base_offset = ErrorCode.request_timed_out, -1
+            outcome.message = (f"the batch was not written within {request.timeout_ms} ms (the store is slow or "
+                               "unreachable); it may still be stored")
+        else:
+            task.result()
     answer = _answer(ctx, acks, request, results)
     return await answer if asyncio.iscoroutine(answer) else answer
+
+
+def _retrieved(task: asyncio.Task) -> None:
+    """A write answered REQUEST_TIMED_OUT ended: its failure, if any, was logged by _finish's store."""
+    if not task.cancelled():
+        task.exception()
 
 
 def _answer(ctx: Any, acks: int, request: Any, results: list[tuple[str, list[_Outcome]]]) -> Any:
