@@ -7,9 +7,8 @@ the live list `lease` after its last renewal. Its own process counts the
 same lease on its monotonic clock from before it sent the renewal, so it
 stops acting as a leader no later than the others stop counting it live.
 
-A lease alone made a killed broker's partitions wait a whole lease, and
-clients (librdkafka backs off its reconnects to the dead broker) then
-waited up to a few seconds more. So a broker also holds a session advisory
+A lease alone kept a killed broker's partitions unserved for a whole lease
+(6 s by default) before anyone moved them. So a broker also holds a session advisory
 lock on its lease connection: PostgreSQL drops it the moment the process
 dies (the kernel closes its socket). A broker whose lock is gone and whose
 lease has not been renewed for DEPARTED_HEARTBEATS is dead; any other
