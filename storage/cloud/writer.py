@@ -136,11 +136,12 @@ class Writer:
                 del self._latest[pid]
 
     def abandon(self, pid: int, error: StorageError) -> int:
-        """Refuse now, with `error`, every batch of partition `pid` that no commit has taken yet (its
-        broker stopped leading it): its producer hears at once instead of when the object is written
+        """Refuse now, with `error`, every produced batch of partition `pid` that no commit has taken
+        yet (its broker stopped leading it): its producer hears at once instead of when the object is written
         and the commit is fenced, and since it is never committed, a retry cannot store it twice. A
         batch whose commit is under way is answered as that commit decides. Returns how many."""
-        refused = [item for item in self._open if item.partition.pid == pid and not item.future.done()]
+        refused = [item for item in self._open if item.partition.pid == pid and not item.future.done()
+                   and item.guard < 0 and item.at < 0]  # a coordinator's marker, a replica's copy: not the leader's
         for item in refused:
             item.abandoned = True
             item.future.set_exception(error)
@@ -194,15 +195,15 @@ class Writer:
         await self._put(key, body)
         for earlier in await asyncio.gather(*after):
             failed |= earlier & order.keys()
-        failed |= {item.partition.pid for item in ranked if item.abandoned}  # and what followed them
         self._open.difference_update(ranked)  # from here on the commit decides
-        if failed:
+        if failed or any(item.abandoned for item in ranked):
             self._forget(failed, done)  # answered below, while the rest of this object is committed
             for item in ranked:
                 if item.partition.pid in failed and not item.future.done():
                     item.future.set_exception(StorageUnavailableError(
                         f"{item.partition.name}: a batch appended before this one was not stored; nor is this one"))
-            kept = [(item, position) for item, position in zip(ranked, positions) if item.partition.pid not in failed]
+            kept = [(item, position) for item, position in zip(ranked, positions)
+                    if item.partition.pid not in failed and not item.abandoned]
             if not kept:
                 return  # the object is an orphan, swept after the grace time
             ranked, positions = [item for item, _ in kept], [position for _, position in kept]
