@@ -222,9 +222,10 @@ def test_a_write_held_up_past_the_request_timeout_is_answered_request_timed_out_
     holder.start()
     try:
         assert locked.wait(10)
+        records = build_batch([Record(None, b"second", [], 1000)])
         request = make(m.ProduceRequest, transactional_id=None, acks=1, timeout=datetime.timedelta(seconds=2),
-                       topic_data=(make(m.TopicProduceData, name=topic, partition_data=(make(
-                           m.PartitionProduceData, index=0, records=build_batch([Record(None, b"second", [], 1000)])),)),))
+                       topic_data=(make(m.TopicProduceData, name=topic, partition_data=(
+                           make(m.PartitionProduceData, index=0, records=records),)),))
         with Wire(broker.bootstrap_servers, timeout=10) as wire:
             sent = time.monotonic()
             part = wire.request(0, 9, request).responses[0].partition_responses[0]

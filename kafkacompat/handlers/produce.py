@@ -41,8 +41,8 @@ log = logging.getLogger(__name__)
 
 FIRST_SERVED_VERSION = 3  # v0-2 are advertised (librdkafka needs it) but refused
 FIRST_WITH_CURRENT_LEADER = 10  # KIP-951: a refusal names the partition's leader
-IMPLICIT_ADD_FROM = 12  # KIP-890 part 2
-ANSWER_WITHIN = 0.9  # of a produce request's timeout: a write not done by then is answered REQUEST_TIMED_OUT: a transactional batch adds its partition to the transaction
+IMPLICIT_ADD_FROM = 12  # KIP-890 part 2: a transactional batch adds its partition to the transaction
+ANSWER_WITHIN = 0.9  # of a produce request's timeout: a write not done by then is answered REQUEST_TIMED_OUT
 
 
 @dataclasses.dataclass(slots=True)

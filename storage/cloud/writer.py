@@ -211,7 +211,8 @@ class Writer:
         rows = await self._commit(key, len(body), [i.partition.pid for i in ranked], [i.count for i in ranked],
                                   positions, [len(i.data) for i in ranked], [i.max_ts for i in ranked],
                                   [i.fence for i in ranked], [r[0] for r in rolls], [r[1] for r in rolls],
-                                  [i.at for i in ranked], [i.guard for i in ranked], [batch_head(i.data) for i in ranked])
+                                  [i.at for i in ranked], [i.guard for i in ranked],
+                                  [batch_head(i.data) for i in ranked])
         self.flushes += 1
         self.batches += len(ranked)
         stamp = now_ms()

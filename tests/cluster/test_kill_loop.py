@@ -167,7 +167,8 @@ def test_repeated_kill_9_of_a_broker_fails_over_within_lease_plus_2_s(cluster: B
     print(f"\nfailover over {KILLS} kills: " + ", ".join(f"{r:.1f}" for r in recoveries)
           + f" s; p50 {statistics.median(recoveries):.1f} s, p99 {_percentile(recoveries, 0.99):.1f} s")
     print("longest acknowledgement wait while the restarted broker took its partitions back: "
-          + ", ".join(f"{w:.1f}" for w in rejoin_waits) + f" s (in a quiet stretch before the first kill: {quiet:.1f} s)")
+          + ", ".join(f"{w:.1f}" for w in rejoin_waits)
+          + f" s (in a quiet stretch before the first kill: {quiet:.1f} s)")
     stored_plain = read_all(cluster.bootstrap, plain, PARTITIONS, len(plain_load.acked))
     copies = collections.Counter(value for _, _, value in stored_plain)
     duplicated = sum(count - 1 for count in copies.values() if count > 1)

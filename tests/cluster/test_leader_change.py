@@ -168,8 +168,8 @@ def test_a_broker_that_does_not_lead_a_partition_names_its_leader_in_the_produce
     topic = create_topic(cluster.bootstrap, 1)
     leader_id, epoch = metadata_leader(cluster.brokers[0].bootstrap, topic)
     other = next(b for i, b in enumerate(cluster.brokers, 1) if i != leader_id)
-    wait_until("the other broker knows the leader", lambda: metadata_leader(other.bootstrap, topic) == (leader_id, epoch),
-               30)
+    wait_until("the other broker knows the leader",
+               lambda: metadata_leader(other.bootstrap, topic) == (leader_id, epoch), 30)
     request = make(m.ProduceRequest, transactional_id=None, acks=1, timeout=datetime.timedelta(seconds=30),
                    topic_data=(make(m.TopicProduceData, name=topic, partition_data=(
                        make(m.PartitionProduceData, index=0, records=build_batch([Record(None, b"v", [], 1)])),)),))
