@@ -6,9 +6,11 @@ is paid per request on the hottest path. tests/test_produce_response.py
 checks the bytes against kio's for every version.
 
 Layout by version: log_start_offset from v5, record_errors and
-error_message from v8, compact encodings and tagged fields from v9 (no
-tagged field is ever set: current_leader and node_endpoints stay at their
-defaults), the topic's id in place of its name from v13 (KIP-516).
+error_message from v8, compact encodings and tagged fields from v9, from
+v10 (KIP-951) a refused partition's current leader (partition tag 0) and
+that leader's address (response tag 0), so a producer goes to the new
+leader without asking Metadata first; the topic's id in place of its name
+from v13 (KIP-516).
 """
 
 from __future__ import annotations
@@ -35,6 +37,17 @@ class PartitionResult:
     log_start_offset: int
     error_message: str | None = None
     record_errors: tuple[tuple[int, str | None], ...] = ()  # (record index, why), v8+
+    current_leader: tuple[int, int] | None = None  # (leader id, leader epoch) for a refused partition, v10+
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class NodeEndpoint:
+    """A broker a partition's current_leader names, v10+."""
+
+    node_id: int
+    host: str
+    port: int
+    rack: str | None = None
 
 
 def _string(out: bytearray, text: str | None, flexible: bool) -> None:
@@ -46,8 +59,26 @@ def _string(out: bytearray, text: str | None, flexible: bool) -> None:
     out += data
 
 
+def _tagged(out: bytearray, fields: list[tuple[int, bytes]]) -> None:
+    out += uvarint(len(fields))
+    for tag, data in fields:
+        out += uvarint(tag) + uvarint(len(data)) + data
+
+
+def _node_endpoints(nodes: Sequence[NodeEndpoint]) -> bytes:
+    out = bytearray(uvarint(len(nodes) + 1))
+    for node in nodes:
+        out += _I32.pack(node.node_id)
+        _string(out, node.host, True)
+        out += _I32.pack(node.port)
+        _string(out, node.rack, True)
+        out.append(0)
+    return bytes(out)
+
+
 def encode_produce_response(
-    version: int, topics: Sequence[tuple[str | uuid.UUID, Sequence[PartitionResult]]], throttle_time_ms: int = 0
+    version: int, topics: Sequence[tuple[str | uuid.UUID, Sequence[PartitionResult]]], throttle_time_ms: int = 0,
+    node_endpoints: Sequence[NodeEndpoint] = (),
 ) -> bytes:
     """The response body for (topic, partition results) pairs: the topic by name, or by id from v13."""
     if not 3 <= version <= 13:
@@ -74,11 +105,15 @@ def encode_produce_response(
                     if flexible:
                         out.append(0)  # record error tagged fields
                 _string(out, p.error_message, flexible)
-            if flexible:
+            if version >= 10 and p.current_leader is not None:
+                _tagged(out, [(0, _I32.pack(p.current_leader[0]) + _I32.pack(p.current_leader[1]) + b"\x00")])
+            elif flexible:
                 out.append(0)  # partition tagged fields
         if flexible:
             out.append(0)  # topic tagged fields
     out += _I32.pack(throttle_time_ms)
-    if flexible:
+    if version >= 10 and node_endpoints:
+        _tagged(out, [(0, _node_endpoints(node_endpoints))])
+    elif flexible:
         out.append(0)  # response tagged fields
     return bytes(out)

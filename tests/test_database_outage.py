@@ -189,3 +189,50 @@ def test_a_transaction_committed_during_an_outage_commits_once_the_database_is_b
 def producer_state(broker: Broker, transactional_id: str) -> str | None:
     meta = broker.server.cluster.transactions.describe(transactional_id)
     return None if meta is None else meta.state.value
+
+
+def test_a_write_held_up_past_the_request_timeout_is_answered_request_timed_out_in_time(broker: Broker) -> None:
+    """A commit waiting on the database (here a row lock another session holds) leaves the producer
+    without an answer: before, it waited as long as the database did, past the client's own request
+    timeout (librdkafka REQTMOUT). It is answered REQUEST_TIMED_OUT within the request's timeout, the
+    write goes on, and once the database lets it through the batch is stored once."""
+    import asyncio
+
+    import asyncpg
+    import kio.schema.produce.v9.request as m
+
+    topic = broker.create_topic("held", 1)
+    with Wire(broker.bootstrap_servers) as wire:
+        assert produce(wire, topic, b"first") == (ErrorCode.none, 0)
+    locked, release = threading.Event(), threading.Event()
+
+    async def hold_the_partition_row() -> None:
+        conn = await asyncpg.connect(broker.config.store)
+        try:
+            async with conn.transaction():
+                await conn.execute("SELECT 1 FROM kc_partitions p JOIN kc_topics t ON t.id = p.topic_id "
+                                   "WHERE t.name = 'held' FOR UPDATE OF p")
+                locked.set()
+                while not release.is_set():
+                    await asyncio.sleep(0.05)
+        finally:
+            await conn.close()
+
+    holder = threading.Thread(target=asyncio.run, args=(hold_the_partition_row(),))
+    holder.start()
+    try:
+        assert locked.wait(10)
+        records = build_batch([Record(None, b"second", [], 1000)])
+        request = make(m.ProduceRequest, transactional_id=None, acks=1, timeout=datetime.timedelta(seconds=2),
+                       topic_data=(make(m.TopicProduceData, name=topic, partition_data=(
+                           make(m.PartitionProduceData, index=0, records=records),)),))
+        with Wire(broker.bootstrap_servers, timeout=10) as wire:
+            sent = time.monotonic()
+            part = wire.request(0, 9, request).responses[0].partition_responses[0]
+            answered = time.monotonic() - sent
+    finally:
+        release.set()
+        holder.join(10)
+    assert part.error_code == ErrorCode.request_timed_out and answered < 2.0, (part.error_code, answered)
+    with Wire(broker.bootstrap_servers) as wire:
+        assert produce(wire, topic, b"third") == (ErrorCode.none, 2)  # the held write was stored, once

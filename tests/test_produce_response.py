@@ -9,7 +9,7 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from kafkacompat.protocol.messages import encode_body, make, response_module, response_schema
-from kafkacompat.protocol.produce_response import PartitionResult, encode_produce_response
+from kafkacompat.protocol.produce_response import NodeEndpoint, PartitionResult, encode_produce_response
 
 PRODUCE = 0
 TOPICS = [
@@ -27,7 +27,8 @@ TOPICS = [
 BY_ID = [(uuid.UUID(int=i + 1), parts) for i, (_, parts) in enumerate(TOPICS)]  # v13: topics by id
 
 
-def _kio_bytes(version: int, topics: list[tuple[str | uuid.UUID, list[PartitionResult]]]) -> bytes:
+def _kio_bytes(version: int, topics: list[tuple[str | uuid.UUID, list[PartitionResult]]],
+               nodes: tuple[NodeEndpoint, ...] = ()) -> bytes:
     m = response_module(PRODUCE, version)
     responses = tuple(
         make(
@@ -49,14 +50,19 @@ def _kio_bytes(version: int, topics: list[tuple[str | uuid.UUID, list[PartitionR
                         for index, why in p.record_errors
                     ) if hasattr(m, "BatchIndexAndErrorMessage") else (),
                     error_message=p.error_message,
+                    **({"current_leader": make(m.LeaderIdAndEpoch, leader_id=p.current_leader[0],
+                                               leader_epoch=p.current_leader[1])}
+                       if p.current_leader is not None and version >= 10 else {}),
                 )
                 for p in parts
             ),
         )
         for topic, parts in topics
     )
+    endpoints = {"node_endpoints": tuple(make(m.NodeEndpoint, node_id=n.node_id, host=n.host, port=n.port,
+                                              rack=n.rack) for n in nodes)} if version >= 10 else {}
     body = make(response_schema(PRODUCE, version), responses=responses,
-                throttle_time=datetime.timedelta(milliseconds=5))
+                throttle_time=datetime.timedelta(milliseconds=5), **endpoints)
     return encode_body(body)
 
 
@@ -74,3 +80,16 @@ def test_no_topics(version: int) -> None:
 def test_unserved_versions_are_refused() -> None:
     with pytest.raises(ValueError):
         encode_produce_response(2, [])
+
+
+MOVED = [("orders", [PartitionResult(0, 0, 7, -1, 0),
+                     PartitionResult(2, ErrorCode.not_leader_or_follower.value, -1, -1, -1, current_leader=(3, 12))])]
+
+
+@pytest.mark.parametrize("version", range(9, 14))
+def test_a_refused_partition_names_its_current_leader_and_where_it_listens(version: int) -> None:
+    """KIP-951 (v10+): NOT_LEADER_OR_FOLLOWER with the new leader, so librdkafka and the Java
+    producer go there at once; older versions carry neither field."""
+    nodes = (NodeEndpoint(3, "127.0.0.3", 9093, None), NodeEndpoint(4, "broker-4.example", 19092, "rack-b"))
+    topics = [(uuid.UUID(int=9), parts) for _, parts in MOVED] if version >= 13 else MOVED
+    assert encode_produce_response(version, topics, 5, nodes) == _kio_bytes(version, topics, nodes)

@@ -101,6 +101,7 @@ class Cluster:
         self.view.store_epochs = self._fenced  # epochs the store stamped before a row stay below Metadata's
         self.view.on_leadership_gained = self._leadership_gained
         self.view.on_leadership_lost = self._leadership_lost
+        self.view.on_stop_serving = self._stop_serving
         self.groups.owns_all = isinstance(self.view, SingleNode)  # else loaded per offsets partition gained
         self.features = FeatureLevels(config, store, isinstance(self.view, SingleNode))  # kafka-features' levels
         if hasattr(store, "cleaner_fence"):  # a store shared by brokers: only a partition's leader cleans it
@@ -147,6 +148,22 @@ class Cluster:
             await self.store.partition(stream, topic, index).refresh()
         except storage.StorageError as exc:
             log.warning("cannot refresh %s:%s/%d on becoming its leader: %s", stream, topic, index, exc)
+
+    def _stop_serving(self, key: PartitionKey) -> None:
+        """Refuse at once the partition's appends still waiting for a commit (a store whose appends
+        wait for a shared write: the cloud engine), answering NOT_LEADER_OR_FOLLOWER now rather than
+        once the write is done and its commit fenced; refused before any commit, none is stored."""
+        stream, topic, index = key
+        if self.store.get_topic(stream, topic) is None:
+            return
+        try:
+            partition = self.store.partition(stream, topic, index)
+        except storage.StorageError:
+            return
+        abandon = getattr(partition, "abandon_appends", None)
+        if abandon is not None:
+            abandon(storage.NotLeaderError(f"{stream}:{topic}/{index}: broker {self.node_id} stopped leading it; "
+                                           "not appended", -1))
 
     async def _leadership_lost(self, key: PartitionKey) -> None:
         self.shares.leadership_changed(*key)
@@ -335,7 +352,12 @@ class Cluster:
         """
         if info is not None and 0 <= index < info.partitions and not self.view.knows((info.stream, info.name, index)):
             await self.view.settle([(info.stream, info.name, index)])
-        return self.partition_for(info, missing, index)
+        found = self.partition_for(info, missing, index)
+        if found[1] == ErrorCode.not_leader_or_follower:  # handed here a moment ago? (look_again)
+            assert info is not None
+            await self.view.look_again((info.stream, info.name, index))
+            found = self.partition_for(info, missing, index)
+        return found
 
     def forget_topic(self, info: TopicInfo) -> None:
         """Drop the in-memory producer and transaction state of a deleted topic's partitions."""

@@ -6,6 +6,17 @@ heartbeat; one that stops renewing (killed, paused, cut off) drops out of
 the live list `lease` after its last renewal. Its own process counts the
 same lease on its monotonic clock from before it sent the renewal, so it
 stops acting as a leader no later than the others stop counting it live.
+
+A lease alone kept a killed broker's partitions unserved for a whole lease
+(6 s by default) before anyone moved them. So a broker also holds a session advisory
+lock on its lease connection: PostgreSQL drops it the moment the process
+dies (the kernel closes its socket). A broker whose lock is gone and whose
+lease has not been renewed for DEPARTED_HEARTBEATS is dead; any other
+broker ends its lease at once (`end_departed`). A live broker that only
+lost its connection (a database restart, a terminated session) connects
+again and renews at once, taking the lock again; one cut off from the
+database that long cannot commit anyway (every append is fenced by the
+leader epoch in kc_commit).
 """
 
 from __future__ import annotations
@@ -39,6 +50,8 @@ CREATE TABLE IF NOT EXISTS kc_partition_leaders (
 );
 """
 _SCHEMA_LOCK = 0x6B63_636C  # pg_advisory_xact_lock key: brokers starting together create the tables once
+_ALIVE_LOCK = 0x6B63_6C76  # pg_advisory_lock(_ALIVE_LOCK, node id): held by the broker's lease session
+DEPARTED_HEARTBEATS = 3  # unrenewed this long with its alive lock gone: the broker's process is dead
 
 
 class NodeIdTaken(ClusterError):
@@ -59,6 +72,7 @@ class BrokerLease:
         self.lease_ms = lease_ms
         self.incarnation = uuid.uuid4()  # tells this process's registration from an earlier one's
         self.valid_until = 0.0  # time.monotonic() after which this broker must not act as leader
+        self._locked: asyncpg.Connection | None = None  # the session holding the alive lock
 
     async def register(self, conn: asyncpg.Connection, wait_s: float) -> None:
         """Take the node id; waits up to `wait_s` for an earlier holder's lease to lapse (a restart after kill -9)."""
@@ -77,6 +91,7 @@ class BrokerLease:
             )
             if row is not None:
                 self.valid_until = sent + self.lease_ms / 1000
+                await self._hold_alive_lock(conn)
                 log.info("registered broker %d at %s:%d (lease %d ms)", self.me.node_id, self.me.host,
                          self.me.port, self.lease_ms)
                 return
@@ -100,9 +115,16 @@ class BrokerLease:
         )
         if renewed:
             self.valid_until = sent + self.lease_ms / 1000
+            await self._hold_alive_lock(conn)
             return True
         self.valid_until = 0.0
         return False
+
+    async def _hold_alive_lock(self, conn: asyncpg.Connection) -> None:
+        """Hold the alive lock in `conn`'s session (once per connection: a new one after a reconnect)."""
+        if self._locked is not conn and await conn.fetchval(
+                "SELECT pg_try_advisory_lock($1, $2)", _ALIVE_LOCK, self.me.node_id):
+            self._locked = conn
 
     def valid(self) -> bool:
         return time.monotonic() < self.valid_until
@@ -118,6 +140,22 @@ async def members(conn: asyncpg.Connection) -> tuple[list[Member], list[int]]:
     """(the live brokers, the node ids of every broker registered, its lease lapsed or not), by node id."""
     rows = await conn.fetch("SELECT node_id, host, port, lease_until > now() AS live FROM kc_brokers ORDER BY node_id")
     return [Member(r["node_id"], r["host"], r["port"]) for r in rows if r["live"]], [r["node_id"] for r in rows]
+
+
+async def end_departed(conn: asyncpg.Connection, me: int, lease_ms: int, heartbeat_ms: int) -> list[int]:
+    """End at once the lease of every broker whose process is gone: its alive lock is not held (its
+    database session ended) and it has not renewed its lease for DEPARTED_HEARTBEATS. Returns their node ids."""
+    rows = await conn.fetch(
+        """UPDATE kc_brokers b SET lease_until = now()
+           WHERE b.node_id <> $1 AND b.lease_until > now()
+             AND b.lease_until < now() + make_interval(secs => $3::float8 / 1000)
+             AND NOT EXISTS (SELECT 1 FROM pg_locks l
+                             WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2
+                               AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+                               AND l.classid::bigint = $2 AND l.objid::bigint = b.node_id)
+           RETURNING b.node_id""",
+        me, _ALIVE_LOCK, lease_ms - DEPARTED_HEARTBEATS * heartbeat_ms)
+    return [r["node_id"] for r in rows]
 
 
 async def unregister(conn: asyncpg.Connection, node_id: int) -> bool:

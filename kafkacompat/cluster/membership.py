@@ -65,6 +65,9 @@ class ClusterView(abc.ABC):
         self.on_leadership_gained: Callable[[PartitionKey], Awaitable[None]] = _nothing
         # awaited with a partition key when this broker stops leading it (moved away, or its lease lost)
         self.on_leadership_lost: Callable[[PartitionKey], Awaitable[None]] = _nothing
+        # called with a partition key the moment this broker stops serving it (before a hand-over's
+        # move, and on any loss): appends of it still waiting for a commit are refused at once
+        self.on_stop_serving: Callable[[PartitionKey], None] = lambda key: None
 
     @abc.abstractmethod
     async def start(self) -> None:
@@ -94,6 +97,11 @@ class ClusterView(abc.ABC):
     async def settle(self, keys: Iterable[PartitionKey]) -> None:
         """Return once every key has a leader row (a topic just created gets its leaders before
         Metadata answers, instead of LEADER_NOT_AVAILABLE until the next heartbeat)."""
+        return None
+
+    async def look_again(self, key: PartitionKey) -> None:
+        """Read who leads `key` now rather than at the next heartbeat (a request for a partition this
+        broker does not lead: it may have been handed here a moment ago)."""
         return None
 
     def knows(self, key: PartitionKey) -> bool:

@@ -17,15 +17,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Callable, Iterable
 
 import asyncpg
 
 from . import leadership
-from .leases import BrokerLease, create_schema, members, unregister
+from .leases import BrokerLease, create_schema, end_departed, members, unregister
 from .membership import ClusterError, ClusterView, Member, PartitionKey
 
 log = logging.getLogger(__name__)
+LOOK_AGAIN_S = 0.05
 
 
 def redact(url: str) -> str:
@@ -49,6 +51,7 @@ class PostgresCluster(ClusterView):
         self._partitions = partitions
         self._lease = BrokerLease(me, lease_ms)
         self._heartbeat_s = heartbeat_ms / 1000
+        self._heartbeat_ms = heartbeat_ms
         self._conn: asyncpg.Connection | None = None  # the leader table's
         self._lease_conn: asyncpg.Connection | None = None  # the lease's alone: never waits behind the table's
         self._task: asyncio.Task[None] | None = None
@@ -59,6 +62,7 @@ class PostgresCluster(ClusterView):
         self._led: dict[PartitionKey, int] = {}  # partitions this broker leads -> epoch
         self._yielding: set[PartitionKey] = set()  # handed on: refused from now, whatever the table said
         self._ticking = asyncio.Lock()  # one tick at a time: the heartbeat's or a settle's
+        self._looked = 0.0  # time.monotonic() of the last early tick (look_again)
 
     async def start(self) -> None:
         try:
@@ -121,6 +125,20 @@ class PostgresCluster(ClusterView):
         except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
             log.warning("could not place new partitions now (%s); the next heartbeat will", exc)
 
+    async def look_again(self, key: PartitionKey) -> None:
+        """A hand-over names this broker in the row before its next heartbeat reads it: the old
+        leader refuses the partition's produce at once naming this broker (KIP-951), and a producer
+        sent here then met a refusal naming the old leader, back and forth, for up to a heartbeat.
+        An early tick (at most one every LOOK_AGAIN_S, never while one runs) takes the partition at once."""
+        if self._conn is None or self._ticking.locked() or time.monotonic() - self._looked < LOOK_AGAIN_S:
+            return
+        self._looked = time.monotonic()
+        try:
+            async with self._ticking:
+                await self._beat()
+        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+            log.warning("reading the leader table early failed (%s); the next heartbeat will", exc)
+
     async def unregister(self, node_id: int) -> bool:
         """Delete the broker's row. A dead one's partitions have moved already; a live one finds
         its lease gone at its next renewal, lets go of its partitions and registers again, as a
@@ -148,13 +166,17 @@ class PostgresCluster(ClusterView):
                 self._conn = await self._reconnect(self._conn)
 
     async def _renew_forever(self) -> None:
-        while True:
-            await asyncio.sleep(self._heartbeat_s)
+        again = False  # renew at once on a new connection: the others count a broker dead whose alive
+        while True:    # lock is gone and whose lease went unrenewed for DEPARTED_HEARTBEATS (leases.py)
+            if not again:
+                await asyncio.sleep(self._heartbeat_s)
             try:
                 await self._renew()
+                again = False
             except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
                 log.warning("renewing the cluster lease failed (%s); leading nothing once it lapses", exc)
                 self._lease_conn = await self._reconnect(self._lease_conn)
+                again = self._lease_conn is not None and not again
             except ClusterError as exc:  # another broker took this node id meanwhile
                 log.error("broker %d leaves the cluster: %s", self.me.node_id, exc)
                 return
@@ -192,12 +214,16 @@ class PostgresCluster(ClusterView):
             self._conn = await self._reconnect(None)
             return
         registration = self._registration
+        departed = await end_departed(conn, self.me.node_id, self._lease.lease_ms, self._heartbeat_ms)
+        if departed:
+            log.info("broker(s) %s are gone (their database sessions ended): their leases end now", departed)
         live, registered = await members(conn)
         rows = await leadership.read_leaders(conn)
         missing, moves = leadership.plan(self.me.node_id, [m.node_id for m in live], self._partitions(), rows,
                                          registered)
         handing_on = {key for key, row, _ in moves if row.leader == self.me.node_id}
         self._yielding |= handing_on  # stop serving before the row names the next leader
+        self._stop_serving(handing_on)
         if missing or moves:
             await leadership.add_missing(conn, missing, self.store_epochs)
             moved = await leadership.move(conn, moves, self.store_epochs)
@@ -227,8 +253,17 @@ class PostgresCluster(ClusterView):
         self._yielding -= handing_on - set(led)
         self._yielding &= set(led)
 
+    def _stop_serving(self, keys: Iterable[PartitionKey]) -> None:
+        for key in keys:
+            try:
+                self.on_stop_serving(key)
+            except Exception:  # noqa: BLE001 - the heartbeat must go on
+                log.exception("refusing the pending appends of %s failed", key)
+
     async def _lose(self, keys: Iterable[PartitionKey]) -> None:
-        for key in list(keys):
+        keys = list(keys)
+        self._stop_serving(keys)
+        for key in keys:
             try:
                 await self.on_leadership_lost(key)
             except Exception:  # noqa: BLE001 - the heartbeat must go on

@@ -21,7 +21,7 @@ from typing import Any
 from kafkacompat import storage
 from kafkacompat.protocol.messages import RequestHeader
 from kafkacompat.protocol.produce_request import FIRST_WITH_TOPIC_ID, ProduceRequest, parse_produce_request
-from kafkacompat.protocol.produce_response import PartitionResult, encode_produce_response
+from kafkacompat.protocol.produce_response import NodeEndpoint, PartitionResult, encode_produce_response
 from kafkacompat.protocol.record_validation import (
     CORRUPT,
     INVALID,
@@ -40,7 +40,9 @@ from .common import NO_RESPONSE, CloseConnection, ErrorCode, storage_error_code
 log = logging.getLogger(__name__)
 
 FIRST_SERVED_VERSION = 3  # v0-2 are advertised (librdkafka needs it) but refused
+FIRST_WITH_CURRENT_LEADER = 10  # KIP-951: a refusal names the partition's leader
 IMPLICIT_ADD_FROM = 12  # KIP-890 part 2: a transactional batch adds its partition to the transaction
+ANSWER_WITHIN = 0.9  # of a produce request's timeout: a write not done by then is answered REQUEST_TIMED_OUT
 
 
 @dataclasses.dataclass(slots=True)
@@ -204,6 +206,7 @@ async def _produce_partition(ctx: Any, topic: Any, part: Any, pipelined: bool,
             outcome.error, outcome.message = _REFUSAL[exc.kind], str(exc)
         log.warning("refused produce to %s-%d from %s: %s", topic.name, part.index, ctx.peer, exc)
         return outcome
+    outcome.key = key  # named by the answer's current_leader when this broker does not lead it
     partition, outcome.error = await cluster.serving_partition(info, ErrorCode.unknown_topic_or_partition, part.index)
     if partition is None:
         _refused(cluster, key, batches[0][1] if batches else None, outcome.error)
@@ -359,16 +362,42 @@ def _name_topics_by_id(cluster: Any, request: Any) -> None:
         topic.name = cluster.display_name(info) if info is not None else ""
 
 
+def _current_leaders(ctx: Any, results: list[tuple[str, list[_Outcome]]]
+                     ) -> tuple[dict[int, tuple[int, int]], list[NodeEndpoint]]:
+    """KIP-951 (v10+): for each partition refused with NOT_LEADER_OR_FOLLOWER (by id() of its
+    outcome), the broker leading it now and where that broker listens, as Kafka answers, so the
+    producer sends there at once instead of asking Metadata first. None named while no other
+    live broker leads it (a hand-over not yet done, a leader not yet replaced)."""
+    if ctx.version < FIRST_WITH_CURRENT_LEADER:
+        return {}, []
+    cluster = ctx.cluster
+    leaders: dict[int, tuple[int, int]] = {}
+    nodes: dict[int, NodeEndpoint] = {}
+    for _, outcomes in results:
+        for outcome in outcomes:
+            if outcome.error != ErrorCode.not_leader_or_follower or outcome.key[2] < 0:
+                continue
+            found = cluster.view.leader_of(outcome.key)
+            if found is None or found[0] == cluster.node_id:
+                continue
+            member = next((m for m in cluster.brokers_for(ctx.listener) if m.node_id == found[0]), None)
+            if member is not None:
+                leaders[id(outcome)] = found
+                nodes[member.node_id] = NodeEndpoint(member.node_id, member.host, member.port)
+    return leaders, sorted(nodes.values(), key=lambda n: n.node_id)
+
+
 def _response(ctx: Any, request: Any, results: list[tuple[str, list[_Outcome]]]) -> bytes:
     _count_errors(ctx, results)
     topics: list[Any] = [name for name, _ in results]
     if ctx.version >= FIRST_WITH_TOPIC_ID:  # answered by id, as asked (results follow the request's order)
         topics = [topic.topic_id for topic in request.topic_data]
+    leaders, nodes = _current_leaders(ctx, results)
     return encode_produce_response(ctx.version, [
         (topic, [PartitionResult(o.index, o.error.value, o.base_offset, o.log_append_time, o.log_start_offset,
-                                 o.message, o.record_errors) for o in outcomes])
+                                 o.message, o.record_errors, leaders.get(id(o))) for o in outcomes])
         for topic, (_, outcomes) in zip(topics, results)
-    ], throttle_time_ms=ctx.throttle_ms)
+    ], throttle_time_ms=ctx.throttle_ms, node_endpoints=nodes)
 
 
 async def handle(ctx: Any, request: Any) -> Any:
@@ -414,9 +443,31 @@ async def handle(ctx: Any, request: Any) -> Any:
 
 
 async def _answer_when_written(ctx: Any, acks: int, request: Any, results: list[tuple[str, list[_Outcome]]]) -> Any:
-    await asyncio.gather(*(_finish(ctx.cluster, o) for _, outs in results for o in outs if o.appending))
+    """The answer once every append is written, or REQUEST_TIMED_OUT for the partitions whose write
+    is not done by ANSWER_WITHIN of the request's timeout (a commit held up by the database or the
+    object store), before the client gives up on the request: its retry is then its choice, as
+    after Kafka's own timeout. The write goes on; an idempotent batch retried meanwhile waits for
+    it and is answered as it ends (ProducerStates), so only a producer without idempotence can
+    store a second copy, and only after a real timeout."""
+    writes = [(o, asyncio.ensure_future(_finish(ctx.cluster, o))) for _, outs in results for o in outs if o.appending]
+    limit = request.timeout_ms * ANSWER_WITHIN / 1000 if request.timeout_ms > 0 else None
+    _, late = await asyncio.wait([task for _, task in writes], timeout=limit)
+    for outcome, task in writes:
+        if task in late:
+            task.add_done_callback(_retrieved)
+            outcome.error, outcome.base_offset = ErrorCode.request_timed_out, -1
+            outcome.message = (f"the batch was not written within {request.timeout_ms} ms (the store is slow or "
+                               "unreachable); it may still be stored")
+        else:
+            task.result()
     answer = _answer(ctx, acks, request, results)
     return await answer if asyncio.iscoroutine(answer) else answer
+
+
+def _retrieved(task: asyncio.Task) -> None:
+    """A write answered REQUEST_TIMED_OUT ended: its failure, if any, was logged by _finish's store."""
+    if not task.cancelled():
+        task.exception()
 
 
 def _answer(ctx: Any, acks: int, request: Any, results: list[tuple[str, list[_Outcome]]]) -> Any:

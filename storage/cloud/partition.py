@@ -10,13 +10,13 @@ kept in memory so consumers at the tail need no database round trip.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Awaitable
+from collections.abc import AsyncIterator, Awaitable
 from typing import TYPE_CHECKING
 
 from .. import batch_format as bf
 from ..api import AppendResult, PartitionletInfo, TimestampHit
 from ..compaction import SegmentStats
-from ..errors import OffsetOutOfRangeError
+from ..errors import OffsetOutOfRangeError, StorageError
 from ..namespace import Settings, TopicState, now_ms
 from ..partition_base import PartitionBase
 from .cleaner import read_snapshot
@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 Entry = tuple[int, int, int, int, int, int, int]
 TAIL_ENTRIES = 2048  # batches of the tail index kept in memory per partition
 READ_ROWS = 500  # index rows one read asks the database for
+HEAD_ROWS = 5000  # index rows with headers one step of a tail scan asks for
 
 
 class CloudPartition(PartitionBase):
@@ -121,6 +122,11 @@ class CloudPartition(PartitionBase):
         return self._store.writer.submit(self, bytes(view), record_count, max_ts, fence, -1 if at is None else at,
                                          guard)
 
+    def abandon_appends(self, error: StorageError) -> int:
+        """Refuse now, with `error`, this partition's appends no commit has taken yet (its broker
+        stopped leading it); none of them is ever stored (Writer.abandon)."""
+        return self._store.writer.abandon(self.pid, error)
+
     async def refresh(self) -> None:
         await self._store.refresh_partitions([self])
 
@@ -155,6 +161,31 @@ class CloudPartition(PartitionBase):
             chosen.append(entry)
             total += entry[4]
         return await self._store.batch_bytes(chosen)
+
+    async def batch_heads(self, offset: int, budget: int) -> AsyncIterator[memoryview]:
+        """Each batch from `offset` on, as far as `budget` bytes of the log, as a tail scan (a new
+        leader's producer and transaction state) needs it: a data batch's header alone and a
+        control batch whole, both from the index, with their offset and epoch written in. Rows
+        the index keeps no header for (older versions, a replica's run of batches) are read from
+        their objects, whole."""
+        while offset < self._hw and budget > 0:
+            rows = await self._store.head_rows(self.pid, offset, HEAD_ROWS)
+            if not rows:
+                return
+            unknown = [entry for entry, head in rows if head is None]
+            read = memoryview(await self._store.batch_bytes(unknown)) if unknown else memoryview(b"")
+            for entry, head in rows:
+                if head is None:
+                    data, read = read[:entry[4]], read[entry[4]:]
+                else:
+                    buf = bytearray(head)
+                    bf.PREFIX.pack_into(buf, 0, entry[0], entry[4] - bf.LOG_OVERHEAD, entry[5])
+                    data = memoryview(buf)
+                yield data
+                budget -= entry[4]
+                offset = entry[1] + 1
+                if budget <= 0:
+                    return
 
     def _from_tail(self, offset: int, max_bytes: int) -> list[Entry]:
         if not self._tail or offset < self._tail[0][0] or offset > self._tail[-1][1]:

@@ -20,7 +20,11 @@ fences: a batch whose leader epoch is no longer the one kc_partition_leaders
 holds is refused. Since version 3 it also rolls compacted partitions'
 segments, which the log cleaner works on. Since version 4 it fences appends
 that are not a produce request's (transaction markers) and stamps every
-fenced batch with the leader table's epoch (see FUNCTIONS).
+fenced batch with the leader table's epoch (see FUNCTIONS). Since version 5 it
+keeps each batch's header in its index row (a control batch whole), so a new
+leader rebuilds its producers' state from the database instead of reading the
+log tail's objects one by one: that read grew with the log and made every
+failover slower than the one before.
 """
 
 from __future__ import annotations
@@ -135,7 +139,12 @@ ALTER TABLE kc_partitions ADD COLUMN IF NOT EXISTS cleanings bigint NOT NULL DEF
 # Version 4 changed kc_commit only (fencing transaction markers: FUNCTIONS).
 _V4 = ""
 
-MIGRATIONS: list[str] = [_V1, _V2, _V3, _V4]
+# Batch headers in the index (kc_commit's p_heads): `head` is a data batch's 61-byte
+# header, a control batch whole (a marker, tens of bytes: its coordinator epoch and type
+# are in its record), NULL for a row written before version 5 or holding several batches.
+_V5 = "ALTER TABLE kc_batches ADD COLUMN IF NOT EXISTS head bytea;"
+
+MIGRATIONS: list[str] = [_V1, _V2, _V3, _V4, _V5]
 
 # Fencing by leader epoch (version 2, brokers of one cluster): each batch may carry the
 # epoch under which its broker leads the partition, as kc_partition_leaders
@@ -170,7 +179,7 @@ $$ SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint $$;
 CREATE OR REPLACE FUNCTION kc_commit(
     p_origin text, p_key text, p_size bigint, p_epoch int,
     p_pids bigint[], p_counts int[], p_pos bigint[], p_lens int[], p_maxts bigint[], p_fence int[],
-    p_seg_bytes bigint[], p_seg_ms bigint[], p_at bigint[], p_guard bigint[]
+    p_seg_bytes bigint[], p_seg_ms bigint[], p_at bigint[], p_guard bigint[], p_heads bytea[]
 ) RETURNS TABLE (object_id bigint, base bigint, epoch int, hw bigint) LANGUAGE plpgsql AS $$
 DECLARE
     obj bigint;
@@ -254,7 +263,8 @@ BEGIN
         ELSE
             UPDATE kc_partitions p SET next_offset = nxt + p_counts[i], leader_epoch = ep WHERE p.id = p_pids[i];
         END IF;
-        INSERT INTO kc_batches VALUES (p_pids[i], nxt, nxt + p_counts[i] - 1, obj, p_pos[i], p_lens[i], p_maxts[i], ep);
+        INSERT INTO kc_batches (pid, base_offset, last_offset, object_id, position, length, max_ts, epoch, head)
+            VALUES (p_pids[i], nxt, nxt + p_counts[i] - 1, obj, p_pos[i], p_lens[i], p_maxts[i], ep, p_heads[i]);
         touched := touched || p_pids[i];
         object_id := obj; base := nxt; epoch := ep; hw := nxt + p_counts[i];
         RETURN NEXT;
@@ -263,6 +273,17 @@ BEGIN
         INTO payload FROM kc_partitions p WHERE p.id = ANY (touched);
     PERFORM kc_notify_data(p_origin, payload);
 END $$;
+
+-- The signature of schema version 4 (no batch headers in the index).
+CREATE OR REPLACE FUNCTION kc_commit(
+    p_origin text, p_key text, p_size bigint, p_epoch int,
+    p_pids bigint[], p_counts int[], p_pos bigint[], p_lens int[], p_maxts bigint[], p_fence int[],
+    p_seg_bytes bigint[], p_seg_ms bigint[], p_at bigint[], p_guard bigint[]
+) RETURNS TABLE (object_id bigint, base bigint, epoch int, hw bigint) LANGUAGE sql AS $$
+    SELECT * FROM kc_commit(p_origin, p_key, p_size, p_epoch, p_pids, p_counts, p_pos, p_lens, p_maxts, p_fence,
+                            p_seg_bytes, p_seg_ms, p_at, p_guard,
+                            array_fill(NULL::bytea, ARRAY[coalesce(array_length(p_pids, 1), 0)]))
+$$;
 
 -- The signature of schema version 3 (every batch fenced by its own partition's leader).
 CREATE OR REPLACE FUNCTION kc_commit(

@@ -628,19 +628,22 @@ class CloudStore(NamespaceStore):
     async def _commit(self, key: str, size: int, pids: list[int], counts: list[int], positions: list[int],
                       lengths: list[int], max_ts: list[int], fences: list[int], segment_bytes: list[int] | None = None,
                       segment_ms: list[int] | None = None, at: list[int] | None = None,
-                      guards: list[int] | None = None) -> list[tuple[int, int, int, int]]:
+                      guards: list[int] | None = None,
+                      heads: list[bytes | None] | None = None) -> list[tuple[int, int, int, int]]:
         """kc_commit, retried on a lost connection (a repeat returns the first call's offsets):
         (object id, base offset, epoch, next offset) per batch. `segment_bytes` and `segment_ms`
         roll compacted partitions' segments, `at` states the offset a batch must get (-1: none),
-        `guards` the partition whose leader epoch a batch's fence names (-1: its own)."""
+        `guards` the partition whose leader epoch a batch's fence names (-1: its own), `heads` what the
+        index keeps of each batch for the tail scan of a new leader (`batch_head`)."""
         unset = [-1] * len(pids)
         for attempt in range(COMMIT_ATTEMPTS):
             try:
                 async with self._pool.acquire() as conn:
                     rows = await conn.fetch(
-                        "SELECT * FROM kc_commit($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",
+                        "SELECT * FROM kc_commit($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)",
                         self.origin, key, size, self.epoch, pids, counts, positions, lengths, max_ts, fences,
-                        segment_bytes or unset, segment_ms or unset, at or unset, guards or unset)
+                        segment_bytes or unset, segment_ms or unset, at or unset, guards or unset,
+                        heads or [None] * len(pids))
                 return [(r["object_id"], r["base"], r["epoch"], r["hw"]) for r in rows]
             except retriable_database_errors() as exc:
                 if attempt + 1 == COMMIT_ATTEMPTS:
@@ -673,6 +676,15 @@ class CloudStore(NamespaceStore):
             self._ROW + "WHERE b.pid = $1 AND b.base_offset >= coalesce((SELECT max(base_offset) FROM kc_batches "
             "WHERE pid = $1 AND base_offset <= $2), 0) AND b.last_offset >= $2 ORDER BY b.base_offset LIMIT $3",
             pid, offset, limit))
+
+    async def head_rows(self, pid: int, offset: int, limit: int) -> list[tuple[Entry, bytes | None]]:
+        """(index row, kept header or None) of the batches from the one holding `offset` on (`batch_head`)."""
+        rows = await self._fetch(
+            "SELECT b.base_offset, b.last_offset, b.object_id, b.position, b.length, b.epoch, b.max_ts, o.key, b.head "
+            "FROM kc_batches b JOIN kc_objects o ON o.id = b.object_id WHERE b.pid = $1 AND b.base_offset >= "
+            "coalesce((SELECT max(base_offset) FROM kc_batches WHERE pid = $1 AND base_offset <= $2), 0) "
+            "AND b.last_offset >= $2 ORDER BY b.base_offset LIMIT $3", pid, offset, limit)
+        return list(zip(self._entries(rows), (r["head"] for r in rows)))
 
     async def rows_between(self, pid: int, start: int, end: int, limit: int) -> list[Entry]:
         """Index rows of the batches whose base offset is in [start, end), in offset order."""

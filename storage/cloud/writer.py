@@ -25,6 +25,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from ..api import AppendResult
+from ..batch_format import ATTR_CONTROL, HEADER, HEADER_SIZE, LOG_OVERHEAD, PREFIX
 from ..errors import NotLeaderError, OffsetMismatchError, StorageError, StorageUnavailableError, UnknownTopicError
 from ..namespace import now_ms
 
@@ -38,7 +39,7 @@ AT_MISMATCH = -3  # kc_commit's base offset for a batch whose stated offset was 
 
 
 class _Pending:
-    __slots__ = ("partition", "data", "count", "max_ts", "fence", "guard", "at", "future", "prior")
+    __slots__ = ("partition", "data", "count", "max_ts", "fence", "guard", "at", "future", "prior", "abandoned")
 
     def __init__(self, partition: "CloudPartition", data: bytes, count: int, max_ts: int, fence: int, guard: int,
                  at: int, future: asyncio.Future[AppendResult], prior: asyncio.Future[set[int]] | None) -> None:
@@ -47,10 +48,20 @@ class _Pending:
         self.guard = guard  # the partition id whose leader `fence` names, -1: the batch's own
         self.at = at  # the offset the batch must get (a replica's copy), -1: the next one
         self.prior = prior  # the write of the partition's batches submitted before this one, if under way
+        self.abandoned = False  # refused before its commit began (`Writer.abandon`): never committed
 
 
 Commit = Callable[[str, int, list[int], list[int], list[int], list[int], list[int], list[int], list[int], list[int],
-                   list[int], list[int]], Awaitable[list[tuple[int, int, int, int]]]]
+                   list[int], list[int], list[bytes | None]], Awaitable[list[tuple[int, int, int, int]]]]
+
+
+def batch_head(data: bytes) -> bytes | None:
+    """What the index keeps of a batch for a new leader's tail scan (producer and transaction
+    state) so it reads no object: a data batch's header, a control batch (a marker) whole; None
+    for several batches appended as one (a replica's copy), which the scan reads from the object."""
+    if len(data) < HEADER_SIZE or PREFIX.unpack_from(data)[1] + LOG_OVERHEAD != len(data):
+        return None
+    return data if HEADER.unpack_from(data)[5] & ATTR_CONTROL else data[:HEADER_SIZE]
 
 
 class Writer:
@@ -71,6 +82,7 @@ class Writer:
         # partition id -> the latest write holding its batches: resolves, once that write's commit is
         # done, to the partitions whose batches it did not store (later writes must not store theirs)
         self._latest: dict[int, asyncio.Future[set[int]]] = {}
+        self._open: set[_Pending] = set()  # batches no commit has taken yet: `abandon` may still refuse them
         self.flushes = 0  # objects committed (= database transactions on the produce path)
         self.batches = 0  # batches committed
         self.closed = False
@@ -87,8 +99,9 @@ class Writer:
         loop = asyncio.get_running_loop()
         future: asyncio.Future[AppendResult] = loop.create_future()
         # the write before it is taken now, not at flush: one that fails in between still counts
-        self._buffer.append(_Pending(partition, data, count, max_ts, fence, guard, at, future,
-                                     self._latest.get(partition.pid)))
+        pending = _Pending(partition, data, count, max_ts, fence, guard, at, future, self._latest.get(partition.pid))
+        self._buffer.append(pending)
+        self._open.add(pending)
         self._buffered_bytes += len(data)
         if self._buffered_bytes >= self.flush_bytes:
             self.flush()
@@ -122,6 +135,18 @@ class Writer:
             if self._latest.get(pid) is done:
                 del self._latest[pid]
 
+    def abandon(self, pid: int, error: StorageError) -> int:
+        """Refuse now, with `error`, every produced batch of partition `pid` that no commit has taken
+        yet (its broker stopped leading it): its producer hears at once instead of when the object is written
+        and the commit is fenced, and since it is never committed, a retry cannot store it twice. A
+        batch whose commit is under way is answered as that commit decides. Returns how many."""
+        refused = [item for item in self._open if item.partition.pid == pid and not item.future.done()
+                   and item.guard < 0 and item.at < 0]  # a coordinator's marker, a replica's copy: not the leader's
+        for item in refused:
+            item.abandoned = True
+            item.future.set_exception(error)
+        return len(refused)
+
     async def close(self) -> None:
         """Write what is buffered and wait for every write in flight."""
         self.flush()
@@ -140,6 +165,7 @@ class Writer:
             async with self._slots:
                 await self._write_object(items, after, failed, done)
         except BaseException as exc:
+            self._open.difference_update(items)
             failed.update(item.partition.pid for item in items)
             error = exc if isinstance(exc, StorageError) else StorageUnavailableError(f"write failed: {exc}")
             if not isinstance(exc, StorageError):
@@ -169,13 +195,15 @@ class Writer:
         await self._put(key, body)
         for earlier in await asyncio.gather(*after):
             failed |= earlier & order.keys()
-        if failed:
+        self._open.difference_update(ranked)  # from here on the commit decides
+        if failed or any(item.abandoned for item in ranked):
             self._forget(failed, done)  # answered below, while the rest of this object is committed
             for item in ranked:
-                if item.partition.pid in failed:
+                if item.partition.pid in failed and not item.future.done():
                     item.future.set_exception(StorageUnavailableError(
                         f"{item.partition.name}: a batch appended before this one was not stored; nor is this one"))
-            kept = [(item, position) for item, position in zip(ranked, positions) if item.partition.pid not in failed]
+            kept = [(item, position) for item, position in zip(ranked, positions)
+                    if item.partition.pid not in failed and not item.abandoned]
             if not kept:
                 return  # the object is an orphan, swept after the grace time
             ranked, positions = [item for item, _ in kept], [position for _, position in kept]
@@ -183,7 +211,8 @@ class Writer:
         rows = await self._commit(key, len(body), [i.partition.pid for i in ranked], [i.count for i in ranked],
                                   positions, [len(i.data) for i in ranked], [i.max_ts for i in ranked],
                                   [i.fence for i in ranked], [r[0] for r in rolls], [r[1] for r in rolls],
-                                  [i.at for i in ranked], [i.guard for i in ranked])
+                                  [i.at for i in ranked], [i.guard for i in ranked],
+                                  [batch_head(i.data) for i in ranked])
         self.flushes += 1
         self.batches += len(ranked)
         stamp = now_ms()

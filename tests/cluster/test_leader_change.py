@@ -156,3 +156,28 @@ def test_a_batch_pipelined_behind_one_refused_is_refused_alike_when_the_broker_l
     assert epoch_end(other.bootstrap, topic, new_epoch, new_epoch) == (ErrorCode.none, new_epoch, 3)
     assert epoch_end(other.bootstrap, topic, new_epoch + 1, new_epoch) == (ErrorCode.none, -1, -1)
     assert epoch_end(other.bootstrap, topic, epoch, epoch)[0] == ErrorCode.fenced_leader_epoch
+
+
+def test_a_broker_that_does_not_lead_a_partition_names_its_leader_in_the_produce_answer(
+    cluster: BrokerCluster,
+) -> None:
+    """KIP-951 (Produce v10+): NOT_LEADER_OR_FOLLOWER comes with the partition's current leader and
+    that broker's address, as Kafka answers, so producers go there without a Metadata round trip."""
+    import kio.schema.produce.v10.request as m
+
+    topic = create_topic(cluster.bootstrap, 1)
+    leader_id, epoch = metadata_leader(cluster.brokers[0].bootstrap, topic)
+    other = next(b for i, b in enumerate(cluster.brokers, 1) if i != leader_id)
+    wait_until("the other broker knows the leader",
+               lambda: metadata_leader(other.bootstrap, topic) == (leader_id, epoch), 30)
+    request = make(m.ProduceRequest, transactional_id=None, acks=1, timeout=datetime.timedelta(seconds=30),
+                   topic_data=(make(m.TopicProduceData, name=topic, partition_data=(
+                       make(m.PartitionProduceData, index=0, records=build_batch([Record(None, b"v", [], 1)])),)),))
+    with Wire(other.bootstrap) as wire:
+        wire.send(0, 10, request)
+        _, response = wire.receive(0, 10)
+    part = response.responses[0].partition_responses[0]
+    assert part.error_code == ErrorCode.not_leader_or_follower
+    assert (part.current_leader.leader_id, part.current_leader.leader_epoch) == (leader_id, epoch)
+    leader = cluster.broker(leader_id)
+    assert [(n.node_id, n.host, n.port) for n in response.node_endpoints] == [(leader_id, "127.0.0.1", leader.port)]

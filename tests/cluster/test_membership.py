@@ -103,3 +103,40 @@ def test_a_cleanly_stopped_broker_leaves_at_once(cluster: BrokerCluster) -> None
     cluster.brokers[2].stop()
     left = wait_until("broker 3 dropped", lambda: metadata(cluster.brokers[0].bootstrap)[0] == {1, 2}, timeout=5)
     assert left < LEASE_MS / 1000, "a clean stop gives its lease back instead of letting it lapse"
+
+
+LONG_LEASE_MS = 10_000
+
+
+@pytest.fixture
+def long_lease(postgres: Postgres) -> Iterator[BrokerCluster]:
+    database = postgres.create_database()
+    with BrokerCluster(3, ["--data-dir", "memory://", "--cluster-url", database, "--cluster-lease-ms",
+                           str(LONG_LEASE_MS), "--cluster-heartbeat-ms", str(HEARTBEAT_MS)]) as running:
+        yield running
+
+
+def test_a_killed_brokers_lease_ends_when_its_database_session_does(long_lease: BrokerCluster) -> None:
+    """kill -9 ends the broker's database session, and with it the advisory lock it holds there:
+    the others end its lease within a few heartbeats instead of waiting the whole lease (issue 37)."""
+    long_lease.brokers[0].kill()
+    gone = wait_until("broker 1 dropped from the live list",
+                      lambda: metadata(long_lease.brokers[1].bootstrap) == ({2, 3}, 2), timeout=LONG_LEASE_MS / 1000)
+    assert gone < LONG_LEASE_MS / 2000, f"broker 1 was listed {gone:.2f} s after kill -9"
+    long_lease.brokers[0].start()  # its node id is free at once
+    wait_until("broker 1 listed again", lambda: metadata(long_lease.brokers[1].bootstrap) == ({1, 2, 3}, 1), 10)
+
+
+def test_brokers_whose_database_sessions_were_cut_stay_in_the_cluster(long_lease: BrokerCluster,
+                                                                      postgres: Postgres) -> None:
+    """A live broker that only lost its connections (a database restart, an administrator's
+    pg_terminate_backend) connects again and renews at once: nobody takes it for dead."""
+    database = long_lease.brokers[0].extra[long_lease.brokers[0].extra.index("--cluster-url") + 1]
+    name = database.rsplit("/", 1)[1]
+    postgres.sql(f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{name}' "
+                 "AND pid <> pg_backend_pid()")
+    deadline = time.monotonic() + 8 * HEARTBEAT_MS / 1000
+    while time.monotonic() < deadline:
+        for broker in long_lease.brokers:
+            assert metadata(broker.bootstrap) in (({1, 2, 3}, 1), None)
+        time.sleep(0.05)

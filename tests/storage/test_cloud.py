@@ -432,6 +432,68 @@ async def test_a_database_left_at_schema_version_1_is_migrated_and_takes_appends
     try:
         assert await conn.fetchval("SELECT schema_version FROM kc_meta") == len(schema.MIGRATIONS)
         arities = await conn.fetch("SELECT pronargs FROM pg_proc WHERE proname = 'kc_commit' ORDER BY 1")
-        assert [r["pronargs"] for r in arities] == [9, 10, 13, 14]
+        assert [r["pronargs"] for r in arities] == [9, 10, 13, 14, 15]
     finally:
         await conn.close()
+
+
+async def test_a_new_leaders_tail_scan_reads_the_headers_from_the_index_not_the_objects(pair):
+    """A broker taking a partition over rebuilds its producers' state from the log tail. Read from
+    the objects, one round trip per batch, that scan grew with the log and each failover of a
+    cluster took longer than the one before (issue 37); the index keeps each batch's header (a
+    marker whole), so it reads none."""
+    from kafkacompat.broker.log_tail import tail_batches
+    from kafkacompat.protocol.control_records import ControlType, build_marker, marker_coordinator_epoch
+    from kafkacompat.protocol.records import Record, build_batch
+
+    a, b = pair
+    await a.create_topic("/default", "t", 1)
+    writer = a.partition("/default", "t", 0)
+    for seq in range(0, 6, 2):
+        data = build_batch([Record(None, b"v", [], 1)] * 2, producer_id=7, producer_epoch=3, base_sequence=seq)
+        await writer.append(data, 2)
+    await writer.append(build_marker(7, 3, ControlType.COMMIT, 1000, coordinator_epoch=5), 1)
+    reader = b.partition("/default", "t", 0)
+    await reader.refresh()
+    gets = []
+    real_get = b.objects.get_range
+
+    async def counted(key, start, end):
+        gets.append(key)
+        return await real_get(key, start, end)
+
+    b.objects.get_range = counted
+    seen = [(h.base_offset, h.producer_id, h.producer_epoch, h.base_sequence, h.last_offset_delta, h.is_control,
+             marker_coordinator_epoch(data) if h.is_control else None)
+            async for h, data in tail_batches(reader)]
+    assert seen == [(0, 7, 3, 0, 1, False, None), (2, 7, 3, 2, 1, False, None), (4, 7, 3, 4, 1, False, None),
+                    (6, 7, 3, -1, 0, True, 5)]
+    assert gets == []
+
+
+async def test_appends_waiting_for_a_write_are_refused_at_once_and_never_stored_when_abandoned():
+    """A broker that stops leading a partition refuses its appends still waiting for a commit at
+    once (NOT_LEADER_OR_FOLLOWER to the producer), and none of them is stored afterwards: the
+    producer's retry to the new leader is then the only copy. Appends of other partitions in the
+    same write are stored."""
+    database, objects = _urls()
+    st = storage.open_store(database, object_store=objects, record_timestamps=record_timestamps, flush_ms=60_000)
+    await st.open()
+    try:
+        await st.create_topic("/default", "t", 2)
+        moved, kept = st.partition("/default", "t", 0), st.partition("/default", "t", 1)
+        waiting = [moved.append(batch(1), 1), moved.append(batch(2), 2), kept.append(batch(1), 1)]
+        assert moved.abandon_appends(storage.NotLeaderError("moved away", -1)) == 2
+        for refused in waiting[:2]:
+            with pytest.raises(storage.NotLeaderError):
+                await asyncio.wait_for(refused, 1)  # at once, not after the 60 s flush
+        st.writer.flush()
+        assert (await asyncio.wait_for(waiting[2], 30)).base_offset == 0
+        await moved.refresh()
+        assert moved.high_watermark == 0
+        assert moved.abandon_appends(storage.NotLeaderError("moved away", -1)) == 0
+        again = moved.append(batch(1), 1)  # leading it again later: appends are stored as before
+        st.writer.flush()
+        assert (await asyncio.wait_for(again, 30)).base_offset == 0
+    finally:
+        await st.close()
