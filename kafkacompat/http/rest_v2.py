@@ -23,8 +23,10 @@ from .common import BROKER
 from .consumer_instances import ConsumerInstance, ConsumerRegistry, InstanceConfig, Partition
 from .rest_errors import (
     INT64,
+    JsonLimitError,
     RestError,
     bad_request,
+    bounded_loads,
     field,
     int_field,
     invalid_payload,
@@ -196,8 +198,8 @@ def _embedded(fmt: str, data: bytes | None) -> Any:
     if fmt == "string":
         return data.decode("utf-8", "replace")
     try:
-        return json.loads(data)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        return bounded_loads(data)
+    except (UnicodeDecodeError, json.JSONDecodeError, JsonLimitError) as exc:
         raise RestError(408, 40801, f"Error deserializing JSON message: {exc}") from None
 
 
