@@ -30,7 +30,7 @@ from ..broker.connection import RequestContext
 from ..broker.request_stats import response_errors
 from ..handlers import HANDLERS
 from ..handlers.common import NO_RESPONSE
-from .principal import current_peer, current_principal
+from .principal import current_entry, current_peer, current_principal
 
 CLIENT_ID = "kafkacompat-rest"
 NO_TOPIC_ID = uuid.UUID(int=0)  # topics named, not identified
@@ -71,7 +71,8 @@ async def call(cluster: Cluster, api_key: int, body: Any | bytes, *, client_id: 
     started = time.perf_counter()
     frame = _frame(api_key, version, body, client_id)
     header = parse_request_header(frame)
-    ctx = RequestContext(cluster, header, current_peer(), CLIENT_ID, len(frame), principal=current_principal())
+    ctx = RequestContext(cluster, header, current_peer(), CLIENT_ID, len(frame), principal=current_principal(),
+                         listener="HTTP", entry=current_entry())
     handler = HANDLERS[api_key]
     request = getattr(handler, "decode", decode_request)(header, frame)
     answer = await handler.handle(ctx, request)
