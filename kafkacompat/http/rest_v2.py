@@ -18,6 +18,7 @@ import uuid
 from typing import Any
 
 from aiohttp import web
+from kio.schema.errors import ErrorCode
 
 from .common import BROKER
 from .consumer_instances import ConsumerInstance, ConsumerRegistry, InstanceConfig, Partition
@@ -30,6 +31,7 @@ from .rest_errors import (
     field,
     int_field,
     invalid_payload,
+    kafka_error,
     partition_not_found,
     read_json,
     topic_not_found,
@@ -273,6 +275,8 @@ async def list_topic_names(request: web.Request) -> web.Response:
 async def _v2_topic(request: web.Request) -> Any:
     cluster = cluster_of(request)
     (topic,) = await topic_metadata(cluster, [kafka_name(request, request.match_info["topic"])])
+    if topic.error_code == ErrorCode.topic_authorization_failed:  # 403 as Confluent answers, not "not found"
+        raise kafka_error(ErrorCode(topic.error_code))
     if topic.error_code != 0:
         raise topic_not_found()
     return topic

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import dataclasses
 import logging
 from collections.abc import Callable, Iterator
@@ -35,6 +36,8 @@ from kafkacompat.testing import Broker
 pytestmark = pytest.mark.timeout(180)
 USERS = {"admin": "admin-secret", "bob": "bob-secret", "carol": "carol-secret"}
 SEED = "seed"  # the name sample requests give every topic, group and transactional id
+DOOMED = "doomed"  # what the HTTP route deleting a topic deletes
+STREAM = "/apps/front"  # /streams/{stream} routes name SEED in this stream
 AUDIT = "kafkacompat.audit"
 
 
@@ -98,8 +101,9 @@ def auth(user: str | None) -> dict[str, str]:
     return {"Authorization": "Basic " + base64.b64encode(f"{user}:{USERS[user]}".encode()).decode()}
 
 
-@pytest.fixture(scope="module")
-def broker() -> Iterator[Broker]:
+@contextlib.contextmanager
+def secured_broker() -> Iterator[Broker]:
+    """HTTP logins needed (the default with an authorizer); SEED exists; carol is granted ALL on everything."""
     with Broker(sasl=USERS, listeners=["SASL_PLAINTEXT://127.0.0.1:0"], authorizer=True,
                 super_users=["User:admin"], http_port=0) as running:
         running.create_topic(SEED, partitions=1)
@@ -109,6 +113,12 @@ def broker() -> Iterator[Broker]:
         running.call(running.server.cluster.authorizer.acls.add([
             acls.AclBinding(kind, name, acls.PatternType.LITERAL, "User:carol", "*", acls.Operation.ALL,
                             acls.Permission.ALLOW) for kind, name in everything]))
+        yield running
+
+
+@pytest.fixture(scope="module")
+def broker() -> Iterator[Broker]:
+    with secured_broker() as running:
         yield running
 
 
@@ -179,3 +189,215 @@ def test_stream_admin_operations_are_authorized(broker: Broker, denials: Denials
         assert isinstance(broker.call(run("User:bob", op)), stream_admin.AdminError), op
         assert not isinstance(broker.call(run("User:carol", op)), stream_admin.AdminError), op
     assert len([line for line in denials.lines if "principal=User:bob" in line]) >= 3
+
+
+# --- HTTP routes ---------------------------------------------------------------------------------------------
+# How each route of the HTTP application is authorized (HEAD follows GET). Requests fill {cluster_id}, {topic},
+# {group}, {stream}, {instance} ... with SEED's; a Checked route's request must be refused to bob and allowed to carol.
+
+@dataclasses.dataclass(frozen=True)
+class Public:
+    """Served without a login: `why`."""
+
+    why: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Login:
+    """Needs a login, then shows nothing a grant would hide: `why`."""
+
+    why: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Listing:
+    """Lists only what the principal may describe: bob's answer does not name `named`, carol's does."""
+
+    query: str = ""
+    named: str = SEED
+
+
+@dataclasses.dataclass(frozen=True)
+class Http:
+    """Refused to bob, allowed to carol: the request to make (query string and body)."""
+
+    query: str = ""
+    json: Any = None
+    form: dict[str, str] | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Owned:
+    """A REST consumer instance's route: another principal's request is 404, its creator's is not."""
+
+    json: Any = None
+
+
+CONSOLE_TOPIC = "stream={default}&topic=" + SEED
+RECORD = {"value": {"type": "STRING", "data": "x"}}
+V3 = "/v3/clusters/{cluster_id}"
+INSTANCE = "/consumers/{group}/instances/{instance}"
+ROUTES: dict[tuple[str, str], Public | Login | Listing | Http | Owned] = {
+    ("GET", "/health/live"): Public("orchestrators' liveness probe: says nothing about the data"),
+    ("GET", "/health/ready"): Public("orchestrators' readiness probe: says nothing about the data"),
+    ("GET", "/openapi.json"): Login("the API's description, the same for everyone"),
+    ("GET", "/console/static"): Login("the console's stylesheet and script"),
+    ("GET", "/metrics"): Http(),  # DESCRIBE on the cluster
+    ("GET", "/"): Listing(named=STREAM),  # streams
+    ("GET", "/console/stream"): Http("path={default}"),  # one of the stream's permissions, as `stream info`
+    ("GET", "/console/topic"): Http(CONSOLE_TOPIC),
+    ("GET", "/console/groups"): Listing(),
+    ("GET", "/console/group"): Http("id=" + SEED),
+    ("GET", "/console/tail"): Http(CONSOLE_TOPIC),
+    ("GET", "/console/tail/events"): Http(CONSOLE_TOPIC + "&partition=0"),
+    ("POST", "/console/stream/create"): Http(form={"path": "/apps/made-by-form"}),
+    ("POST", "/console/stream/edit"): Http("path={default}", form={"ttl_seconds": "604800"}),
+    ("POST", "/console/topic/create"): Http("path={default}", form={"topic": "made-by-form"}),
+    ("POST", "/console/topic/edit"): Http(CONSOLE_TOPIC, form={"config": "retention.ms", "value": "604800000"}),
+    ("GET", "/v3/clusters"): Login("the cluster's id, as Metadata gives any client"),
+    ("GET", V3): Login("the cluster's id and controller, as Metadata gives any client"),
+    ("GET", V3 + "/brokers"): Login("the brokers' addresses, as Metadata gives any client"),
+    ("GET", V3 + "/brokers/{broker_id}"): Login("a broker's address, as Metadata gives any client"),
+    ("GET", V3 + "/topics"): Listing(),
+    ("POST", V3 + "/topics"): Http(json={"topic_name": "made-by-rest", "partitions_count": 1}),
+    ("GET", V3 + "/topics/{topic}"): Http(),
+    ("DELETE", V3 + "/topics/{topic}"): Http("doomed"),  # (a query names DOOMED instead of SEED, below)
+    ("PATCH", V3 + "/topics/{topic}"): Http(json={"partitions_count": 2}),
+    ("GET", V3 + "/topics/{topic}/partitions"): Http(),
+    ("GET", V3 + "/topics/{topic}/partitions/{partition_id}"): Http(),
+    ("GET", V3 + "/topics/{topic}/configs"): Http(),
+    ("POST", V3 + "/topics/{topic}/configs:alter"): Http(json={"data": [{"name": "retention.ms",
+                                                                         "value": "604800000"}]}),
+    ("GET", V3 + "/topics/{topic}/configs/{name}"): Http(),
+    ("PUT", V3 + "/topics/{topic}/configs/{name}"): Http(json={"value": "604800000"}),
+    ("DELETE", V3 + "/topics/{topic}/configs/{name}"): Http(),
+    ("GET", V3 + "/consumer-groups"): Listing(),
+    ("GET", V3 + "/consumer-groups/{group}"): Http(),
+    ("GET", V3 + "/consumer-groups/{group}/consumers"): Http(),
+    ("GET", V3 + "/consumer-groups/{group}/consumers/{consumer}"): Http(),
+    ("GET", V3 + "/consumer-groups/{group}/consumers/{consumer}/assignments"): Http(),
+    ("GET", V3 + "/consumer-groups/{group}/lags"): Http(),
+    ("GET", V3 + "/consumer-groups/{group}/lag-summary"): Http(),
+    ("POST", V3 + "/topics/{topic}/records"): Http(json=RECORD),
+    ("POST", "/consumers/{group}"): Login("makes an instance whose every Kafka call is authorized as its creator"),
+    ("DELETE", INSTANCE): Owned(),
+    ("POST", INSTANCE + "/subscription"): Owned({"topics": [SEED]}),
+    ("GET", INSTANCE + "/subscription"): Owned(),
+    ("DELETE", INSTANCE + "/subscription"): Owned(),
+    ("POST", INSTANCE + "/assignments"): Owned({"partitions": [{"topic": SEED, "partition": 0}]}),
+    ("GET", INSTANCE + "/assignments"): Owned(),
+    ("POST", INSTANCE + "/positions"): Owned({"offsets": [{"topic": SEED, "partition": 0, "offset": 0}]}),
+    ("POST", INSTANCE + "/positions/beginning"): Owned({"partitions": [{"topic": SEED, "partition": 0}]}),
+    ("POST", INSTANCE + "/positions/end"): Owned({"partitions": [{"topic": SEED, "partition": 0}]}),
+    ("GET", INSTANCE + "/records"): Owned(),
+    ("POST", INSTANCE + "/offsets"): Owned({"offsets": [{"topic": SEED, "partition": 0, "offset": 0}]}),
+    ("GET", INSTANCE + "/offsets"): Owned({"partitions": [{"topic": SEED, "partition": 0}]}),
+    ("GET", "/topics"): Listing(),
+    ("GET", "/topics/{topic}"): Http(),
+    ("POST", "/topics/{topic}"): Http(json={"records": [{"value": "x"}]}),
+    ("POST", "/topics/{topic}/partitions/{partition}"): Http(json={"records": [{"value": "x"}]}),
+    ("GET", "/streams/{stream}/topics"): Listing(),
+    ("GET", "/streams/{stream}/topics/{topic}"): Http(),
+    ("POST", "/streams/{stream}/topics/{topic}"): Http(json={"records": [{"value": "x"}]}),
+    ("POST", "/streams/{stream}/topics/{topic}/partitions/{partition}"): Http(json={"records": [{"value": "x"}]}),
+}
+
+
+def served_routes(broker: Broker) -> set[tuple[str, str]]:
+    """(method, route) of every route the broker's HTTP application serves; HEAD goes with GET."""
+    return {(route.method, route.resource.canonical) for route in build_app(broker.server).router.routes()
+            if route.method != "HEAD" and route.resource is not None}
+
+
+def test_every_http_route_has_a_decision(broker: Broker) -> None:
+    served = served_routes(broker)
+    assert not served - set(ROUTES), f"HTTP routes without an authorization decision in ROUTES: {served - set(ROUTES)}"
+    assert not set(ROUTES) - served, f"ROUTES names routes no longer served: {set(ROUTES) - served}"
+
+
+def _url(broker: Broker, route: str, query: str = "", **extra: str) -> str:
+    from urllib.parse import quote
+
+    cluster = broker.server.cluster
+    values = {"cluster_id": cluster.cluster_id, "topic": SEED, "partition_id": "0", "partition": "0",
+              "broker_id": str(broker.server.config.node_id), "name": "retention.ms", "group": SEED,
+              "consumer": "nobody", "stream": quote(STREAM, safe=""), "instance": "none", **extra}
+    path = route.format(**values) if route != "/console/static" else "/console/static/console.css"
+    return broker.http_url + path + ("?" + query.format(default=cluster.default_stream) if query else "")
+
+
+def _send(broker: Broker, method: str, route: str, rule: Any, user: str | None, **extra: str) -> requests.Response:
+    query = getattr(rule, "query", "")
+    if query == "doomed":  # a topic of its own, so deleting it takes nothing from the other routes' checks
+        query, extra = "", {"topic": DOOMED, **extra}
+    url = _url(broker, route, query, **extra)
+    headers = auth(user)
+    if route.startswith("/consumers") or (route.startswith(("/topics", "/streams")) and method == "POST"):
+        headers["Content-Type"] = "application/vnd.kafka.json.v2+json"
+    body = getattr(rule, "json", None)
+    with requests.request(method, url, headers=headers, json=body, data=getattr(rule, "form", None),
+                          allow_redirects=False, stream=True, timeout=20) as answer:
+        if route.endswith("/events") and answer.status_code == 200:
+            assert next(answer.iter_lines()) == b"event: ready"  # the stream opened; it would go on for ever
+        else:
+            answer.content  # noqa: B018 - read while the connection is open
+        return answer
+
+
+def refused(answer: requests.Response) -> bool:
+    """A refusal as the user sees it: 403, or Confluent's 40301 in the body (v3 produce reports per record)."""
+    if answer.status_code == 403:
+        return True
+    text = answer.text if answer.headers.get("Content-Type") != "text/event-stream" else ""
+    return '"error_code": 40301' in text or '"error_code":40301' in text
+
+
+@pytest.fixture(scope="module")
+def web() -> Iterator[Broker]:
+    """A broker of its own (the Kafka API checks above delete and alter SEED), with a group that committed."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    with secured_broker() as running:
+        running.create_topic(DOOMED, partitions=1)
+        running.create_topic(f"{STREAM}:{SEED}", partitions=1)
+        consumer = Consumer({**running.client_config("admin"), "group.id": SEED, "enable.auto.commit": False})
+        consumer.commit(offsets=[TopicPartition(SEED, 0, 0)], asynchronous=False)
+        consumer.close()
+        yield running
+
+
+@pytest.mark.parametrize("route", sorted(ROUTES), ids=lambda r: f"{r[0]} {r[1]}")
+def test_each_http_route_is_authorized_as_its_table_says(web: Broker, denials: Denials, route: tuple[str, str]) -> None:
+    broker = web
+    method, path = route
+    rule = ROUTES[route]
+    if isinstance(rule, Public):
+        assert _send(broker, method, path, rule, None).status_code == 200
+        return
+    assert _send(broker, method, path, rule, None).status_code == 401  # no login, no answer
+    if isinstance(rule, Login):
+        assert _send(broker, method, path, rule, "bob").status_code < 400 if method == "GET" else True
+    elif isinstance(rule, Listing):
+        bob, carol = (_send(broker, method, path, rule, user) for user in ("bob", "carol"))
+        assert bob.status_code == carol.status_code == 200
+        assert rule.named not in bob.text and rule.named in carol.text
+    elif isinstance(rule, Http):
+        denials.lines.clear()
+        bob = _send(broker, method, path, rule, "bob")
+        assert refused(bob), f"bob was not refused: {bob.status_code} {bob.text[:300]}"
+        assert any("principal=User:bob" in line and f"entry=HTTP {method} {path}" in line for line in denials.lines)
+        carol = _send(broker, method, path, rule, "carol")
+        assert not refused(carol) and carol.status_code < 500, carol.text[:300]  # (404: no such member)
+        assert not any("principal=User:carol" in line for line in denials.lines)
+    else:
+        v2 = {**auth("carol"), "Content-Type": "application/vnd.kafka.v2+json"}
+        instance = requests.post(_url(broker, "/consumers/{group}"), json={"format": "json"}, headers=v2,
+                                 timeout=10).json()["instance_id"]
+        if path.endswith(("/positions", "/beginning", "/end", "/records", "/offsets")):  # these need partitions
+            assigned = requests.post(_url(broker, INSTANCE + "/assignments", instance=instance), headers=v2,
+                                     json={"partitions": [{"topic": SEED, "partition": 0}]}, timeout=10)
+            assert assigned.status_code == 204, assigned.text
+        bob = _send(broker, method, path, rule, "bob", instance=instance)
+        assert bob.status_code == 404 and bob.json()["error_code"] == 40403
+        carol = _send(broker, method, path, rule, "carol", instance=instance)
+        assert carol.status_code < 400, carol.text[:300]
