@@ -168,9 +168,10 @@ def add_routes(app: web.Application) -> None:
     app[LOGINS] = LoginCache()
     app.middlewares.append(identify)
     config = app[BROKER].config
-    if config.http_authentication != login_method(config):
+    method, authorizing = login_method(config), config.authorizer or bool(config.super_users)
+    if method != config.http_authentication:
         log.info("HTTP logins: %s (the broker has an authorizer; http_open serves the HTTP port without logins)",
-                 login_method(config))
-    elif config.http_open and login_method(config) == "none" and (config.authorizer or config.super_users):
+                 method)
+    elif method == "none" and authorizing:
         log.warning("the HTTP port is open (http_open): every HTTP client acts as User:ANONYMOUS without a login; "
                     "the authorizer still decides what User:ANONYMOUS may do")

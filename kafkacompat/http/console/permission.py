@@ -97,11 +97,6 @@ def may_group(request: web.Request, operation: Operation, group: str, *, audit: 
     return who.cluster.authorizer.group(who, operation, group, log_denied=audit)
 
 
-def may_cluster(request: web.Request, operation: Operation) -> bool:
-    who = caller(request)
-    return who.cluster.authorizer.cluster(who, operation)
-
-
 def may_see_stream(request: web.Request, path: str, *, audit: bool = True) -> bool:
     """As `stream info` decides: one of the stream's permissions, or DESCRIBE on the cluster."""
     who = caller(request)
