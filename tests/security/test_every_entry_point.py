@@ -3,9 +3,11 @@
 Every Kafka API in the handler registry (handlers.HANDLERS) and every route
 of the HTTP application's router must have an entry in the expectation
 tables below, which decide how it is authorized. An API or route added
-later without an entry fails `test_..._have_a_decision`; one whose entry
+later without an entry fails `test_..._has_a_decision`; one whose entry
 says it is checked is run as bob (no grants: it must be refused, with an
-audit line) and as carol (granted ALL on every resource: it must not be).
+audit line) and as carol (granted ALL on every resource: it must not be),
+and a Kafka API also with exactly the grants its entry names (allowed) and
+with each one of them missing (refused).
 The Kafka APIs are run in-process through http.kafka_calls, the path the
 REST proxy takes, which passes the same cluster gate as the Kafka port.
 """
@@ -50,9 +52,17 @@ class Unchecked:
 
 @dataclasses.dataclass(frozen=True)
 class Checked:
-    """Refused without a grant, allowed with one; `fix` adapts the sample request so it names a real resource."""
+    """Needs exactly `needs` ("OPERATION RESOURCE_TYPE" on SEED, or on the cluster): refused without any one of them.
 
-    fix: Callable[[Any, Any], Any] = lambda request, cluster: request
+    `fix` adapts the sample request so it names a real resource.
+    """
+
+    needs: tuple[str, ...]
+    fix: Callable[[Any, Any], Any]
+
+
+def checked(*needs: str, fix: Callable[[Any, Any], Any] = lambda request, cluster: request) -> Checked:
+    return Checked(needs, fix)
 
 
 def _first(request: Any, array: str, **values: Any) -> Any:
@@ -61,8 +71,8 @@ def _first(request: Any, array: str, **values: Any) -> Any:
     return dataclasses.replace(request, **{array: (dataclasses.replace(items[0], **values), *items[1:])})
 
 
-def _topic_id(cluster: Any) -> Any:
-    return cluster.store.get_topic(cluster.default_stream, SEED).topic_id
+def _fetch_by_id(request: Any, cluster: Any) -> Any:
+    return _first(request, "topics", topic_id=cluster.store.get_topic(cluster.default_stream, SEED).topic_id)
 
 
 def _config_resource(request: Any, cluster: Any) -> Any:
@@ -85,13 +95,61 @@ KAFKA_APIS: dict[int, Unchecked | Checked] = {
     32766: Unchecked("StreamReplicate: needs the destination stream's copy permission "
                      "(tests/security/test_authorization::test_replication_into_a_stream_needs_its_copy_permission)"),
     32767: Unchecked("StreamAdmin: checked per operation (test_stream_admin_operations_are_authorized below)"),
-    1: Checked(lambda request, cluster: _first(request, "topics", topic_id=_topic_id(cluster))),
-    32: Checked(_config_resource),
-    33: Checked(_config_resource),
-    44: Checked(_config_resource),
-    **{key: Checked() for key in (0, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29,
-                                  30, 31, 37, 42, 47, 61, 65, 68, 69, 75, 76, 77, 78, 79, 90, 91, 92)},
-    **{key: Checked() for key in CLUSTER_GATES},
+    0: checked("WRITE TRANSACTIONAL_ID"),  # produce (v13 names topics by id: the sample's is no topic)
+    1: checked("READ TOPIC", fix=_fetch_by_id),  # fetch
+    2: checked("DESCRIBE TOPIC"),  # list_offsets
+    3: checked("DESCRIBE TOPIC"),  # metadata
+    8: checked("READ GROUP", "READ TOPIC"),  # offset_commit
+    9: checked("DESCRIBE GROUP", "DESCRIBE TOPIC"),  # offset_fetch
+    10: checked("DESCRIBE GROUP"),  # find_coordinator
+    11: checked("READ GROUP"),  # join_group
+    12: checked("READ GROUP"),  # heartbeat
+    13: checked("READ GROUP"),  # leave_group
+    14: checked("READ GROUP"),  # sync_group
+    15: checked("DESCRIBE GROUP"),  # describe_groups
+    19: checked("CREATE TOPIC"),  # create_topics
+    20: checked("DELETE TOPIC"),  # delete_topics (DELETE implies the DESCRIBE it asks first)
+    21: checked("DELETE TOPIC"),  # delete_records
+    22: checked("WRITE TRANSACTIONAL_ID"),  # init_producer_id
+    23: checked("DESCRIBE TOPIC"),  # offset_for_leader_epoch
+    24: checked("CLUSTER_ACTION CLUSTER", "WRITE TOPIC", "WRITE TRANSACTIONAL_ID"),  # add_partitions_to_txn
+    25: checked("READ GROUP", "WRITE TRANSACTIONAL_ID"),  # add_offsets_to_txn
+    26: checked("WRITE TRANSACTIONAL_ID"),  # end_txn
+    27: checked("CLUSTER_ACTION CLUSTER"),  # write_txn_markers
+    28: checked("READ GROUP", "READ TOPIC", "WRITE TRANSACTIONAL_ID"),  # txn_offset_commit
+    29: checked("DESCRIBE CLUSTER"),  # describe_acls
+    30: checked("ALTER CLUSTER"),  # create_acls
+    31: checked("ALTER CLUSTER"),  # delete_acls
+    32: checked("DESCRIBE_CONFIGS TOPIC", fix=_config_resource),  # describe_configs
+    33: checked("ALTER_CONFIGS TOPIC", fix=_config_resource),  # alter_configs
+    34: checked("ALTER CLUSTER"),  # alter_replica_log_dirs
+    35: checked("DESCRIBE CLUSTER"),  # describe_log_dirs
+    37: checked("ALTER TOPIC"),  # create_partitions
+    42: checked("DELETE GROUP"),  # delete_groups
+    43: checked("ALTER CLUSTER"),  # elect_leaders
+    44: checked("ALTER_CONFIGS TOPIC", fix=_config_resource),  # incremental_alter_configs
+    45: checked("ALTER CLUSTER"),  # alter_partition_reassignments
+    46: checked("DESCRIBE CLUSTER"),  # list_partition_reassignments
+    47: checked("DELETE GROUP"),  # offset_delete
+    48: checked("DESCRIBE_CONFIGS CLUSTER"),  # describe_client_quotas
+    49: checked("ALTER_CONFIGS CLUSTER"),  # alter_client_quotas
+    50: checked("DESCRIBE CLUSTER"),  # describe_user_scram_credentials
+    51: checked("ALTER CLUSTER"),  # alter_user_scram_credentials
+    57: checked("ALTER CLUSTER"),  # update_features
+    61: checked("READ TOPIC"),  # describe_producers
+    64: checked("ALTER CLUSTER"),  # unregister_broker
+    65: checked("DESCRIBE TRANSACTIONAL_ID"),  # describe_transactions
+    68: checked("DESCRIBE TOPIC", "READ GROUP"),  # consumer_group_heartbeat
+    69: checked("DESCRIBE GROUP"),  # consumer_group_describe
+    74: checked("DESCRIBE_CONFIGS CLUSTER"),  # list_config_resources
+    75: checked("DESCRIBE TOPIC"),  # describe_topic_partitions
+    76: checked("DESCRIBE TOPIC", "READ GROUP"),  # share_group_heartbeat
+    77: checked("DESCRIBE GROUP"),  # share_group_describe
+    78: checked("READ GROUP"),  # share_fetch
+    79: checked("READ GROUP"),  # share_acknowledge
+    90: checked("DESCRIBE GROUP"),  # describe_share_group_offsets
+    91: checked("READ GROUP"),  # alter_share_group_offsets
+    92: checked("DELETE GROUP"),  # delete_share_group_offsets
 }
 
 
@@ -151,9 +209,13 @@ def test_every_kafka_api_has_a_decision() -> None:
     missing = sorted(api_name(key) for key in HANDLERS if key not in KAFKA_APIS)
     assert not missing, f"Kafka APIs without an authorization decision in KAFKA_APIS: {missing}"
     assert not set(KAFKA_APIS) - set(HANDLERS), "KAFKA_APIS names APIs the broker no longer serves"
+    for key, operation in CLUSTER_GATES.items():  # the gate the connection applies is the whole of it
+        assert KAFKA_APIS[key] == checked(f"{operation.name} CLUSTER", fix=KAFKA_APIS[key].fix), api_name(key)
 
 
 async def _as(cluster: Any, key: int, who: str, fix: Callable[[Any, Any], Any]) -> None:
+    if cluster.store.get_topic(cluster.default_stream, SEED) is None:  # an earlier DeleteTopics took it
+        await cluster.settle([await cluster.store.create_topic(cluster.default_stream, SEED, 1, {})])
     principal._principal.set(who)  # what the HTTP middleware does for a logged-in request
     request = fix(sample_entity(request_schema(key, kafka_calls.version_of(key))), cluster)
     await asyncio.wait_for(kafka_calls.call(cluster, key, request), 10)
@@ -171,6 +233,35 @@ def test_each_checked_kafka_api_refuses_bob_and_allows_a_grant(broker: Broker, d
     refused = [line for line in denials.lines if "principal=User:bob" in line]
     assert refused, f"{api_name(key)} did not refuse a principal without grants"
     assert all("entry=" in line for line in refused)
+
+
+def _grant(broker: Broker, who: str, needs: tuple[str, ...]) -> None:
+    bindings = []
+    for need in needs:
+        operation, kind = need.split()
+        name = "kafka-cluster" if kind == "CLUSTER" else SEED
+        bindings.append(acls.AclBinding(acls.ResourceType[kind], name, acls.PatternType.LITERAL, who, "*",
+                                        acls.Operation[operation], acls.Permission.ALLOW))
+    broker.call(broker.server.cluster.authorizer.acls.add(bindings))
+
+
+@pytest.mark.parametrize("key", sorted(key for key, rule in KAFKA_APIS.items() if isinstance(rule, Checked)),
+                         ids=api_name)
+def test_each_checked_kafka_api_needs_exactly_its_grants(broker: Broker, denials: Denials, key: int) -> None:
+    """Allowed with the table's grants (a principal of its own), refused when any one of them is missing."""
+    rule = KAFKA_APIS[key]
+    assert isinstance(rule, Checked)
+    cluster = broker.server.cluster
+    for missing in (None, *rule.needs):
+        who = f"User:{api_name(key)}-{'all' if missing is None else missing.replace(' ', '-')}"
+        _grant(broker, who, tuple(need for need in rule.needs if need != missing))
+        denials.lines.clear()
+        broker.call(_as(cluster, key, who, rule.fix))
+        refused = [line for line in denials.lines if f"principal={who} " in line]
+        if missing is None:
+            assert refused == [], f"{api_name(key)} refused with {rule.needs} granted: {refused}"
+        else:
+            assert refused, f"{api_name(key)} allowed without {missing}"
 
 
 def test_stream_admin_operations_are_authorized(broker: Broker, denials: Denials) -> None:
