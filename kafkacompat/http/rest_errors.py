@@ -176,7 +176,7 @@ def bounded_loads(data: str | bytes) -> Any:
 
 
 async def read_json(request: web.Request) -> Any:
-    """The request body as JSON, or Confluent's 400 for JSON that does not parse or is out of bounds, 422 for no body."""
+    """The body as JSON; Confluent's 400 for JSON that does not parse or is out of bounds, 422 for no body."""
     raw = await request.read()
     if not raw.strip():
         raise invalid_payload("Request body is empty. Data is required.")

@@ -16,9 +16,9 @@ from kafkacompat import storage
 from ...broker.cluster import Cluster
 from ...broker.stream_views import POLICY_FIELDS, stream_view, topic_view
 from ...broker.topic_names import canonical_name
+from ...security.acls import Operation
 from ..common import BROKER
 from .groups_view import group_ids, group_view
-from ...security.acls import Operation
 from .permission import authorizing, may_group, may_see_stream, may_topic, refusal
 from .render import render
 
@@ -86,6 +86,7 @@ async def stream(request: web.Request, error: str | None = None, form: dict | No
         return not_found(request, f"stream {path!r} does not exist")
     start = max(_int(request.query.get("start"), 0), 0)
     names = sorted(visible_topics(request, cluster.store.list_topics(path)), key=lambda t: t.name)
+    groups = sorted(visible_groups(request, list(cluster.store.list_cursor_groups(path))))
     shown = names[start:start + TOPICS_PER_PAGE]
     topics = [await topic_view(cluster.store, topic, detail=False) for topic in shown]
     replicas = ([await link.status() for link in cluster.replication.links_of(path)]
@@ -94,7 +95,7 @@ async def stream(request: web.Request, error: str | None = None, form: dict | No
     return render(request, "stream.html", status=status, title=path, stream=stream_view(info),
                   replicas=replicas, upstreams=upstreams,
                   default_stream=cluster.default_stream, topics=topics, start=start, total=len(names),
-                  page=TOPICS_PER_PAGE, groups=sorted(visible_groups(request, list(cluster.store.list_cursor_groups(path)))),
+                  page=TOPICS_PER_PAGE, groups=groups,
                   denied=await refusal(request, path), fsync_choices=FSYNC_CHOICES,
                   cleanup_choices=CLEANUP_CHOICES, policy_fields=POLICY_FIELDS, error=error, form=form or {})
 
@@ -124,8 +125,9 @@ async def topic(request: web.Request, error: str | None = None, form: dict | Non
 
 async def groups(request: web.Request) -> web.Response:
     cluster = cluster_of(request)
-    allowed = set(visible_groups(request, [row["group"] for row in group_ids(cluster)]))
-    rows = [row for row in group_ids(cluster) if row["group"] in allowed]
+    rows = group_ids(cluster)
+    allowed = set(visible_groups(request, [row["group"] for row in rows]))
+    rows = [row for row in rows if row["group"] in allowed]
     for row in rows:
         view = group_view(cluster, row["group"])
         row["members"] = len(view["members"]) if view else 0
