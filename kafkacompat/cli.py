@@ -14,7 +14,7 @@ import sys
 import traceback
 from collections.abc import Sequence
 
-from . import __version__
+from . import __version__, log_format
 from .admin import cli as admin_cli
 from .admin import console as console_cli
 from .admin import groups as groups_cli
@@ -184,10 +184,7 @@ def _serve(args: argparse.Namespace) -> int:
         print(render_config(config, sources))
         return EXIT_OK
     debug = config.log_level.upper() == "DEBUG"
-    logging.basicConfig(
-        level=config.log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    log_format.configure(config.log_level, config.log_format)
     try:
         asyncio.run(run_until_signalled(config))
     except StartError as exc:
@@ -222,8 +219,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    arguments = sys.argv[1:] if argv is None else list(argv)
+    OneLineParser.json_errors = "--json" in arguments  # usage errors too come as JSON to a script
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(arguments)
     if not getattr(args, "func", None):
         parser.print_help()
         return 2

@@ -25,6 +25,7 @@ from .security.permissions import read_user_groups
 ENV_PREFIX = "KAFKACOMPAT_"
 SECRET_SUFFIXES = ("_password", "_secret_key")  # settings --print-config never shows
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+LOG_FORMATS = ("text", "json")  # log_format (kafkacompat/log_format.py)
 CONSUMER_GROUP_ASSIGNORS = ("uniform", "range")  # KIP-848 server-side assignors (kafkacompat/groups/assignors.py)
 MIGRATION_POLICIES = ("bidirectional", "upgrade", "downgrade", "disabled")  # group.consumer.migration.policy
 HTTP_AUTHENTICATIONS = ("none", "basic", "mtls")  # http_authentication (kafkacompat/http/principal.py)
@@ -92,7 +93,7 @@ class BrokerConfig:
     retention_check_ms: int = _setting(60_000, "how often messages past their stream's ttl are deleted, like "
                                                "log.retention.check.interval.ms", metavar="MS", minimum=1)
     skip_damaged: bool = _setting(False, "let fetches step over damaged (quarantined) offsets, with a log line, "
-                                         "instead of answering KAFKA_STORAGE_ERROR for them", metavar="")
+                                         "instead of answering CORRUPT_MESSAGE for them", metavar="")
     # log compaction, named after Kafka's log.cleaner.* broker settings
     log_cleaner_enable: bool = _setting(True, "clean compacted topics (cleanup.policy=compact), like "
                                               "log.cleaner.enable", metavar="")
@@ -310,6 +311,8 @@ class BrokerConfig:
                                                   "when it changes)", metavar="FILE")
     log_level: str = _setting("INFO", "DEBUG, INFO, WARNING or ERROR; DEBUG also prints the traceback of a failed "
                                       "start", metavar="LEVEL")
+    log_format: str = _setting("text", "text (one line each) or json (one JSON object a line: time, level, logger, "
+                                       "message, traceback; for log shippers)", metavar="FORMAT")
 
     @property
     def store_url(self) -> str:
@@ -440,6 +443,8 @@ def _check(config: BrokerConfig) -> None:
         raise ConfigError("http_authentication mtls needs http_tls and ssl_ca_location (the CA of client certificates)")
     if config.log_level.upper() not in LOG_LEVELS:
         raise ConfigError(f"log_level must be one of {', '.join(LOG_LEVELS)}, got {config.log_level!r}")
+    if config.log_format not in LOG_FORMATS:
+        raise ConfigError(f"log_format must be one of {', '.join(LOG_FORMATS)}, got {config.log_format!r}")
 
 
 def _flattened(table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -478,22 +483,41 @@ def resolve_config(
             name = key.replace("-", "_").replace(".", "_")  # Kafka's spelling (super.users) works too
             if name not in SETTINGS:
                 raise ConfigError(f"unknown setting {key!r} in {path}{_did_you_mean(name, SETTINGS)}")
-            values[name] = _coerce(SETTINGS[name], value)
             sources[name] = f"file {path}"
+            values[name] = _coerced(SETTINGS[name], value, sources[name])
     env = os.environ if environ is None else environ
     for name, field in SETTINGS.items():
         raw = env.get(env_name(name))
         if raw is not None:
-            values[name] = _coerce(field, raw)
             sources[name] = f"environment {env_name(name)}"
+            values[name] = _coerced(field, raw, sources[name])
     for name, value in (overrides or {}).items():
         if value is not None:
             values[name] = value
             flag = flag_name(name)
             sources[name] = f"flag {'--no-' + flag[2:] if value is False else flag}"
     config = BrokerConfig(**values)
-    _check(config)
+    try:
+        _check(config)
+    except ConfigError as exc:  # the setting the message starts with, if set anywhere, is named with its source
+        name = str(exc).split(" ", 1)[0].rstrip(":")
+        if sources.get(name, "default") == "default":
+            raise
+        raise ConfigError(f"{exc} ({_where(sources[name])})") from None
     return config, sources
+
+
+def _where(source: str) -> str:
+    """Where a value came from, for an error: 'environment variable KAFKACOMPAT_PORT', 'config file x.toml'..."""
+    kind, _, name = source.partition(" ")
+    return {"environment": f"environment variable {name}", "file": f"config file {name}"}.get(kind, source)
+
+
+def _coerced(field: dataclasses.Field[Any], raw: Any, source: str) -> Any:
+    try:
+        return _coerce(field, raw)
+    except ConfigError as exc:
+        raise ConfigError(f"{exc} ({_where(source)})") from None
 
 
 def load_config(

@@ -82,4 +82,5 @@ def test_bad_config_is_a_one_line_error(tmp_path: Path) -> None:
                           env={**os.environ, "KAFKACOMPAT_PORT": "ninety"},
                           cwd=Path(__file__).resolve().parent.parent, timeout=30)
     assert done.returncode == 2
-    assert done.stderr.strip() == "kafkacompat: port must be an integer, got 'ninety'"
+    assert done.stderr.strip() == ("kafkacompat: port must be an integer, got 'ninety' "
+                                   "(environment variable KAFKACOMPAT_PORT)")

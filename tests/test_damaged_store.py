@@ -167,9 +167,9 @@ def test_damaged_range_is_an_error_by_default(tmp_path: Path, caplog: pytest.Log
                     answers.append(part.error_code)
                     break
                 offset = list(iter_records(part.records))[-1].offset + 1
-            assert answers == [ErrorCode.kafka_storage_error]
+            assert answers == [ErrorCode.corrupt_message]  # clients hand it to the application
             again = wire.request(1, 12, fetch_request(12, "orders", offset)).responses[0].partitions[0]
-            assert again.error_code == ErrorCode.kafka_storage_error  # every time, not only once
+            assert again.error_code == ErrorCode.corrupt_message  # every time, not only once
     finally:
         second.stop()
     quarantined = [r for r in caplog.records if "quarantine" in r.getMessage()]

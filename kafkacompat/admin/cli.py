@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from typing import Any, NoReturn
+
+from kafkacompat.storage.namespace import MIN_PARTITIONLET_BYTES
 
 from . import progress
 from .arg_types import number_at_least, parsed
@@ -29,8 +30,8 @@ from .client import (
 from ..security.client import ClientSecurity, SecurityConfigError, load_command_config
 from ..security.permissions import ExpressionError
 from ..security.permissions import check as check_expression
-from .output import all_topics_table, render
-from .units import parse_duration, parse_size
+from .output import all_topics_table, count_of, fail, render
+from .units import format_bytes, parse_duration, parse_size
 
 TOPIC_NAME_HELP = (
     "the topic as /stream/path:topic, as its Kafka-legal alias stream.path..topic, "
@@ -47,9 +48,20 @@ PERMISSIONS = {
 
 
 class OneLineParser(argparse.ArgumentParser):
-    """An argument parser whose errors are one line on stderr (exit 2)."""
+    """An argument parser whose errors are one line on stderr (exit 2), one JSON object under --json.
+
+    Options are never matched by a prefix (--partition is not --partitions): a typo is an error.
+    """
+
+    json_errors = False  # set by the `kafkacompat` command when its arguments hold --json
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs["allow_abbrev"] = False
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
+        if self.json_errors:
+            self.exit(2, json.dumps({"error": f"{self.prog}: {message}"}) + "\n")
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
@@ -65,6 +77,13 @@ def _ttl(text: str) -> int:
 
 def _size(text: str) -> int:
     return parsed(parse_size, text)
+
+
+def _partitionlet_size(text: str) -> int:
+    size = _size(text)
+    if size < MIN_PARTITIONLET_BYTES:
+        raise argparse.ArgumentTypeError(f"must be at least {format_bytes(MIN_PARTITIONLET_BYTES)}, not {text}")
+    return size
 
 
 def _count(text: str) -> int:
@@ -182,7 +201,7 @@ def _policy_flags(p: argparse.ArgumentParser, defaults: bool) -> None:
     p.add_argument("--fsync", choices=("none", "interval", "always"),
                    help="when writes reach the disk: left to the OS, grouped every few ms, "
                         "or before acks=all answers" + d("interval"))
-    p.add_argument("--partitionlet-size", metavar="SIZE", type=_size,
+    p.add_argument("--partitionlet-size", metavar="SIZE", type=_partitionlet_size,
                    help="size at which a partition starts a new partitionlet, as in 64MB or 1GiB "
                         "(binary units)" + d("1GiB"))
     p.add_argument("--cleanup-policy", choices=("delete", "compact", "compact,delete"),
@@ -312,8 +331,7 @@ def _run(args: argparse.Namespace) -> int:
         else:
             result = client.call(args.op, **request)
     except (AdminError, BrokerUnreachable) as exc:
-        print(f"kafkacompat: error: {exc}", file=sys.stderr)
-        return 1
+        return fail(str(exc), args.json)
     if args.json:
         print(json.dumps(result, indent=2))
     elif args.op == "topic.list" and args.path is None:
@@ -342,5 +360,5 @@ def _long_stream_call(client: AdminClient, args: argparse.Namespace, request: di
         return client.call(args.op, **request)
     info = client.call("stream.info", path=args.path)
     verb = "purging" if args.op == "stream.purge" else "deleting"
-    with progress.waiting(f"{verb} stream {args.path} ({info['topics']} topics)", True):
+    with progress.waiting(f"{verb} stream {args.path} ({count_of(info['topics'], 'topic')})", True):
         return client.call(args.op, **request)

@@ -23,6 +23,7 @@ from .cli import _config, _count, _partition, add_bootstrap
 from .client import BrokerUnreachable
 from .groupless import GrouplessConsumer  # without --group: no consumer group, not even a hidden one
 from .kafka_client import REQUEST_TIMEOUT_S, CommandError, client_config, describe_error
+from .output import count_of, fail
 
 COMPRESSION = ("none", "gzip", "snappy", "lz4", "zstd")
 ACKS = ("all", "-1", "0", "1")
@@ -57,7 +58,7 @@ def _produce(args: argparse.Namespace) -> int:
         }))
         _check_partition(producer, args.topic, args.partition, wait_for_creation=True)
     except (CommandError, BrokerUnreachable, KafkaException) as exc:
-        return _fail(exc)
+        return _fail(exc, args)
     failures: list[str] = []
 
     def delivered(err: Any, msg: Any) -> None:
@@ -74,7 +75,7 @@ def _produce(args: argparse.Namespace) -> int:
                 key, sep, line = line.partition(args.key_separator)
                 if not sep:
                     problem = (f"line {number} has no key separator {args.key_separator.decode()!r}; "
-                               f"{sent} earlier message(s) were sent")
+                               f"{count_of(sent, 'earlier message')} {'was' if sent == 1 else 'were'} sent")
                     break
             _send(producer, args, key, line, headers, delivered)
             sent += 1
@@ -82,10 +83,11 @@ def _produce(args: argparse.Namespace) -> int:
         pass
     remaining = producer.flush(REQUEST_TIMEOUT_S)
     if remaining:
-        failures.append(f"{remaining} message(s) still unsent after {REQUEST_TIMEOUT_S:g}s")
+        failures.append(f"{count_of(remaining, 'message')} still unsent after {REQUEST_TIMEOUT_S:g}s")
     if failures:
-        return _fail(f"{len(failures)} of {sent} message(s) not delivered to {args.topic}: {failures[0]}")
-    return _fail(problem) if problem else 0
+        return _fail(f"{len(failures)} of {count_of(sent, 'message')} not delivered to {args.topic}: {failures[0]}",
+                     args)
+    return _fail(problem, args) if problem else 0
 
 
 def _send(producer: Any, args: argparse.Namespace, key: bytes | None, value: bytes,
@@ -118,7 +120,7 @@ def _check_partition(client: Any, topic: str, partition: int | None, wait_for_cr
         time.sleep(0.2)
     count = len(metadata.partitions)
     if partition is not None and partition >= count:
-        raise CommandError(f"topic {topic} has {count} partition(s): there is no partition {partition}")
+        raise CommandError(f"topic {topic} has {count_of(count, 'partition')}: there is no partition {partition}")
     return count
 
 
@@ -216,7 +218,7 @@ def _consume(args: argparse.Namespace) -> int:
             "auto.offset.reset": reset, "enable.partition.eof": False,
         })) if args.group else GrouplessConsumer(args.bootstrap_server, args.command_config, REQUEST_TIMEOUT_S)
     except (BrokerUnreachable, KafkaException) as exc:
-        return _fail(exc)
+        return _fail(exc, args)
     out: BinaryIO = sys.stdout.buffer
     count = 0
     positions: dict[int, int] = {}  # partition -> next offset, committed for --group
@@ -241,7 +243,7 @@ def _consume(args: argparse.Namespace) -> int:
             batch = consumer.consume(want, wait)
             for msg in batch:
                 if msg.error() is not None:
-                    raise CommandError(f"cannot read {args.topic}: {describe_error(msg.error())}")
+                    raise CommandError(_read_error(args.topic, msg))
                 out.write(render(msg))
                 positions[msg.partition()] = msg.offset() + 1
                 count += 1
@@ -259,12 +261,23 @@ def _consume(args: argparse.Namespace) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     except (CommandError, KafkaException) as exc:
         consumer.close()
-        return _fail(exc)
+        return _fail(exc, args)
     if args.group and positions:
         _commit(consumer, args.topic, positions, asynchronous=False)
     consumer.close()
     print(f"Processed a total of {count} messages", file=sys.stderr)
     return 0
+
+
+def _read_error(topic: str, msg: Any) -> str:
+    """The line for a message that is an error; a quarantined range names where it starts and how to go on."""
+    from confluent_kafka import KafkaError
+
+    if msg.error().code() == KafkaError.INVALID_MSG:  # Kafka's CORRUPT_MESSAGE: the broker quarantined them
+        p, o = msg.partition(), msg.offset()
+        return (f"{topic} partition {p}: offsets from {o} on are damaged and quarantined by the broker "
+                f"(CORRUPT_MESSAGE; its log names the range); to read on after it: --partition {p} --offset N")
+    return f"cannot read {topic}: {describe_error(msg.error())}"
 
 
 def _deadline(timeout_ms: int | None) -> float | None:
@@ -279,11 +292,9 @@ def _commit(consumer: Any, topic: str, positions: dict[int, int], asynchronous: 
     consumer.commit(offsets=offsets, asynchronous=asynchronous)
 
 
-def _fail(problem: str | Exception) -> int:
-    """One line on stderr, exit status 1."""
-    text = problem if isinstance(problem, str) else describe_error(problem)
-    print(f"kafkacompat: error: {text}", file=sys.stderr)
-    return 1
+def _fail(problem: str | Exception, args: argparse.Namespace) -> int:
+    """One line on stderr (one JSON object under --json), exit status 1."""
+    return fail(problem if isinstance(problem, str) else describe_error(problem), getattr(args, "json", False))
 
 
 # parsers ----------------------------------------------------------------------------------

@@ -21,7 +21,7 @@ from .cli import _partition, add_bootstrap, add_progress
 from ..security.client import ClientSecurity
 from .client import BrokerUnreachable
 from .kafka_client import REQUEST_TIMEOUT_S, CommandError, client_config, describe_error
-from .output import table
+from .output import count_of, fail, table
 
 # confluent-kafka's ConsumerGroupState names -> the names Kafka's tools print
 STATES = {
@@ -208,7 +208,7 @@ def _scope(admin: Any, args: argparse.Namespace, committed: dict[tuple[str, int]
             raise CommandError(f"topic {topic} does not exist") from None
         for number in numbers if numbers is not None else range(count):
             if number >= count:
-                raise CommandError(f"topic {topic} has {count} partition(s): there is no partition {number}")
+                raise CommandError(f"topic {topic} has {count_of(count, 'partition')}: there is no partition {number}")
             chosen.append((topic, number))
     return sorted(set(chosen))
 
@@ -316,8 +316,7 @@ def _run(args: argparse.Namespace) -> int:
         return args.action_func(args)
     except (CommandError, BrokerUnreachable, KafkaException) as exc:
         text = describe_error(exc) if isinstance(exc, KafkaException) else str(exc)
-        print(f"kafkacompat: error: {text}", file=sys.stderr)
-        return 1
+        return fail(text, getattr(args, "json", False))
 
 
 def _action(actions: argparse._SubParsersAction, name: str, func: Any, help_text: str,

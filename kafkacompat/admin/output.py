@@ -6,10 +6,23 @@ that JSON instead, for scripts.
 
 from __future__ import annotations
 
+import json
+import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from .units import format_bytes, format_duration, format_time_ms
+
+
+def error_line(text: str, as_json: bool) -> str:
+    """An error for stderr: one line for people, or under --json one JSON object a script can parse."""
+    return json.dumps({"error": text}) if as_json else f"kafkacompat: error: {text}"
+
+
+def fail(text: str, as_json: bool = False) -> int:
+    """Print an error (see error_line); exit status 1."""
+    print(error_line(text, as_json), file=sys.stderr)
+    return 1
 
 
 def table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
@@ -132,7 +145,8 @@ def cursor_table(cursors: list[dict[str, Any]]) -> str:
     )
 
 
-def _count(n: int, word: str) -> str:
+def count_of(n: int, word: str) -> str:
+    """'1 topic', '3 topics'."""
     return f"{n} {word}" + ("" if n == 1 else "s")
 
 
@@ -142,17 +156,17 @@ RENDERERS: dict[str, Callable[[Any], str]] = {
     "stream.info": stream_block,
     "stream.list": stream_table,
     "stream.delete": lambda r: f"Deleted stream {r['path']} with its topics and cursors.",
-    "stream.purge": lambda s: f"Purged stream {s['path']}: emptied {_count(s['topics'], 'topic')} "
+    "stream.purge": lambda s: f"Purged stream {s['path']}: emptied {count_of(s['topics'], 'topic')} "
                               "and deleted its cursors.",
-    "topic.create": lambda t: f"Created topic {t['name']} with {_count(t['partitions'], 'partition')} "
+    "topic.create": lambda t: f"Created topic {t['name']} with {count_of(t['partitions'], 'partition')} "
                               f"(Kafka name {t['kafka_name']}).",
-    "topic.edit": lambda t: f"Updated topic {t['name']}: {_count(t['partitions'], 'partition')}; "
+    "topic.edit": lambda t: f"Updated topic {t['name']}: {count_of(t['partitions'], 'partition')}; "
                             f"configs {_configs(t)}.",
     "topic.info": topic_detail,
     "topic.list": topic_table,
     "topic.delete": lambda r: f"Deleted topic {r['topic']} from stream {r['stream']}.",
     "cursor.list": cursor_table,
-    "cursor.delete": lambda r: f"Deleted {_count(len(r['deleted']), 'cursor')} of group {r['group']} "
+    "cursor.delete": lambda r: f"Deleted {count_of(len(r['deleted']), 'cursor')} of group {r['group']} "
                                f"in stream {r['stream']}.",
 }
 

@@ -105,7 +105,8 @@ async def _main(args: argparse.Namespace) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(prog="python -m kafkacompat.bench.cleaner", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m kafkacompat.bench.cleaner", description=__doc__.split("\n\n")[0],
+                                allow_abbrev=False)
     p.add_argument("--mb", type=int, default=32, help="MiB of log to clean per codec (default 32)")
     p.add_argument("--keys", type=int, default=20_000, help="distinct keys (default 20000)")
     p.add_argument("--per-batch", type=int, default=50, help="records per batch (default 50)")

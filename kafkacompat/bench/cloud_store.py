@@ -165,7 +165,8 @@ def report(rows: list[Figures], args: argparse.Namespace) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m kafkacompat.bench.cloud_store", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m kafkacompat.bench.cloud_store", description=__doc__.split("\n\n")[0],
+                                     allow_abbrev=False)
     parser.add_argument("--seconds", type=float, default=10.0, help="length of the produce run (default 10)")
     parser.add_argument("--size", type=int, default=1000, help="message value bytes (default 1000)")
     parser.add_argument("--partitions", type=int, default=6, help="partitions of the throughput topic (default 6)")

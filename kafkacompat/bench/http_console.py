@@ -36,7 +36,7 @@ async def _create(broker: Broker, count: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument("--topics", type=int, default=100_000)
     parser.add_argument("--series", type=int, default=1000, help="metrics_topic_series: topics with their own series")
     parser.add_argument("--repeat", type=int, default=5)

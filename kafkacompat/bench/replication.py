@@ -136,7 +136,7 @@ def steady_lag(root: str, rate_mb: float, seconds: float, size: int = 4096) -> l
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m kafkacompat.bench.replication", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+                                     formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
     parser.add_argument("--mb", type=int, default=200, help="megabytes written per message size (default 200)")
     parser.add_argument("--lag-seconds", type=float, default=10, help="length of the steady-rate run (default 10)")
     parser.add_argument("--rate-mb", type=float, default=10, help="steady rate in MB/s (default 10)")

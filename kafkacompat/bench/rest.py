@@ -154,7 +154,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m kafkacompat.bench.rest", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m kafkacompat.bench.rest", description=__doc__.splitlines()[0],
+                                     allow_abbrev=False)
     parser.add_argument("--records", type=int, default=50_000, help="records per throughput run (default 50000)")
     parser.add_argument("--size", type=int, default=100, help="value bytes per record (default 100)")
     parser.add_argument("--streams", type=int, default=4, help="concurrent REST produce requests (default 4)")

@@ -195,7 +195,8 @@ def failover(pg: Postgres, s3: S3Server, lease_ms: int, heartbeat_ms: int) -> fl
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m kafkacompat.bench.scaleout", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m kafkacompat.bench.scaleout", description=__doc__.split("\n\n")[0],
+                                     allow_abbrev=False)
     parser.add_argument("--messages", type=int, default=30_000, help="records produced per row (default 30000)")
     parser.add_argument("--size", type=int, default=512, help="bytes per record value (default 512)")
     parser.add_argument("--brokers", default="1,2,3", help="broker counts to run, comma-separated (default 1,2,3)")

@@ -94,7 +94,8 @@ def _consume(config: dict[str, str], topic: str, count: int) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m kafkacompat.bench.tls", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m kafkacompat.bench.tls", description=__doc__.split("\n\n")[0],
+                                     allow_abbrev=False)
     parser.add_argument("--messages", type=int, default=4000)
     parser.add_argument("--size", type=int, default=16 * 1024, help="bytes per message (default 16 KiB)")
     parser.add_argument("--rounds", type=int, default=3)

@@ -143,7 +143,8 @@ def measure(validating: bool, batch: bytes, records: int, seconds: float) -> tup
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m kafkacompat.bench.validation", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m kafkacompat.bench.validation", description=__doc__.split("\n\n")[0],
+                                     allow_abbrev=False)
     parser.add_argument("--seconds", type=float, default=3.0, help="producing time per measurement (default 3)")
     parser.add_argument("--rounds", type=int, default=3, help="measurements per row and mode (default 3)")
     args = parser.parse_args(argv)

@@ -28,7 +28,7 @@ from kafkacompat.protocol.messages import (
 )
 from kafkacompat.protocol.versions import API_VERSIONS_KEY, SUPPORTED, UNADVERTISED, api_name
 
-from . import faults
+from . import admin_log, faults
 from .cluster import Cluster
 from ..config import BrokerConfig
 from ..handlers import HANDLERS
@@ -44,6 +44,8 @@ from ..security.principal import ANONYMOUS
 from ..security.refusals import cluster_gate
 
 log = logging.getLogger(__name__)
+# one DEBUG line per request (API, version, client, principal, size, latency); off, it costs one level check
+request_log = logging.getLogger("kafkacompat.request")
 
 MAX_IN_FLIGHT = 64  # answers queued per connection before reading pauses
 
@@ -115,6 +117,7 @@ class Connection:
         # sent by the reader itself: order is kept, and the common case skips two task switches.
         self._owed = 0
         self._fd = plain_socket_fd(writer)  # None on TLS: bytes go through the transport
+        self._current: RequestContext | None = None  # the request being handled, named if it fails
 
     @property
     def principal(self) -> str:
@@ -135,7 +138,19 @@ class Connection:
         if ctx.throttle_ms > 0:
             self._muted_until = max(self._muted_until, asyncio.get_running_loop().time() + ctx.throttle_ms / 1000)
 
+    def _internal_error(self, ctx: RequestContext | None, what: str) -> None:
+        """A bug met while serving: logged naming the request, the connection and who sent it; counted."""
+        if ctx is None:
+            log.exception("%s from %s (%s): internal error", what, self.peer, self.principal)
+            return
+        header = ctx.header
+        self._stats.error(header.api_key, header.api_version, "unknown_server_error")
+        log.exception("%s: internal error in %s v%d (correlation id %d, client %s) from %s (%s on %s)", what,
+                      admin_log.request_name(header.api_key), header.api_version, header.correlation_id,
+                      header.client_id or "-", self.peer, ctx.principal, self.listener.name)
+
     async def run(self) -> None:
+        log.debug("connection from %s opened on %s", self.peer, self.listener.name)
         writer_task = asyncio.create_task(self._write_answers(), name=f"writer {self.peer}")
         self._idle_timer = asyncio.get_running_loop().call_later(self._idle_after, self._close_if_idle)
         auth_timer = None
@@ -156,7 +171,7 @@ class Connection:
         except CloseConnection as exc:
             log.info("closing connection from %s: %s", self.peer, exc)
         except Exception:
-            log.exception("closing connection from %s after an internal error", self.peer)
+            self._internal_error(self._current, "closing the connection")
         self._idle_timer.cancel()
         if auth_timer is not None:
             auth_timer.cancel()
@@ -177,6 +192,7 @@ class Connection:
             # close, so a client reads the authentication error rather than only a dropped connection
             await asyncio.sleep(self._failed_authentication_delay)
         self.writer.close()
+        log.debug("connection from %s (%s) closed", self.peer, self.principal)
 
     def _close_if_idle(self) -> None:
         """connections.max.idle.ms: close a connection that neither sent nor received for that long.
@@ -203,6 +219,7 @@ class Connection:
             else:
                 size = frame_size(await reader.readexactly(4), self.max_frame_bytes)
             frame = await reader.readexactly(size)
+            self._current = None
             if sasl is not None and sasl.raw_tokens:  # after SaslHandshake v0: a bare token, not a request
                 await self._answer_bare_token(sasl, bytes(frame))
                 if sasl.failed:
@@ -216,6 +233,7 @@ class Connection:
             ctx = RequestContext(self.cluster, header, self.peer, self.client_software_name, size,
                                  principal=self.principal, listener=self.listener.name,
                                  security_protocol=self.listener.security_protocol, sasl=sasl)
+            self._current = ctx
             if sasl is not None and header.api_key not in BEFORE_AUTHENTICATION:
                 if not sasl.authenticated:
                     raise CloseConnection(f"unexpected {api_name(header.api_key)} request before SASL "
@@ -225,7 +243,7 @@ class Connection:
                                           "and the client did not re-authenticate")
             answer = await self._dispatch(ctx, frame)
             if answer is NO_RESPONSE:
-                self._stats.request_done(header.api_key, header.api_version, time.perf_counter() - received)
+                self._done(ctx, received)
                 self._mute(ctx)
                 continue
             await self._answer(ctx, answer, received)
@@ -279,12 +297,12 @@ class Connection:
         if self.cluster.authorizer.enabled:
             refusal = cluster_gate(ctx, request)
             if refusal is not None:
-                return refusal
+                return admin_log.logged(ctx, request, refusal)
         if self._fault_rules.get(key):
             rule = self.faults.take(key)
             if rule is not None:
                 return await faults.apply(rule, ctx, handler, request)
-        return await handler.handle(ctx, request)
+        return admin_log.logged(ctx, request, await handler.handle(ctx, request))
 
     def _send(self, ctx: RequestContext, body: Any, received: float) -> None:
         """Hand one answer to the transport and count it."""
@@ -294,13 +312,23 @@ class Connection:
         else:
             chunks = response_chunks(header.api_key, header.api_version, header.correlation_id, body)
             send_chunks(self.writer, chunks, self._fd)
-        self._stats.request_done(header.api_key, header.api_version, time.perf_counter() - received)
+        self._done(ctx, received)
         if not isinstance(body, (bytes, list)) and dataclasses.is_dataclass(body):
             # a kio response; Produce and Fetch encode theirs and count their errors
             for error in response_errors(body):
                 self._stats.error(header.api_key, header.api_version, error)
         self._last_sent = asyncio.get_running_loop().time()
         self._mute(ctx)
+
+    def _done(self, ctx: RequestContext, received: float) -> None:
+        """A request answered (or, acks=0, handled): counted, and logged when the request log is on."""
+        header = ctx.header
+        seconds = time.perf_counter() - received
+        self._stats.request_done(header.api_key, header.api_version, seconds)
+        if request_log.isEnabledFor(logging.DEBUG):
+            request_log.debug("%s v%d from %s client %s principal %s: %d bytes, %.3f ms",
+                              admin_log.request_name(header.api_key), header.api_version, self.peer,
+                              header.client_id or "-", ctx.principal, ctx.size, seconds * 1000)
 
     async def _write_answers(self) -> None:
         writer = self.writer
@@ -309,18 +337,13 @@ class Connection:
             if item is None:
                 break
             ctx, answer, received = item
-            header = ctx.header
             try:
                 body = await answer
+                self._send(ctx, body, received)
             except Exception:
-                log.exception(
-                    "%s v%d from %s failed; closing the connection",
-                    api_name(header.api_key), header.api_version, self.peer,
-                )
+                self._internal_error(ctx, "closing the connection")
                 writer.close()
                 raise
-            try:
-                self._send(ctx, body, received)
             finally:
                 self._owed -= 1
             if self._answers.empty():

@@ -73,8 +73,10 @@ def produce_readings(bootstrap: str, settings: Settings) -> int:
     return sent
 
 
-def spark_session(daemon: str = "kafkacompat.spark.daemon") -> Any:
-    """A local Spark session with format("kafkacompat") registered; `daemon` forks its Python workers."""
+def spark_session(daemon: str = "kafkacompat.spark.daemon", jars: list[str] | None = None) -> Any:
+    """A local Spark session with format("kafkacompat") registered; `daemon` forks its Python workers.
+
+    `jars`: the connector jars found already (None: look for them here)."""
     from pyspark.sql import SparkSession
 
     from ..spark import register
@@ -86,7 +88,8 @@ def spark_session(daemon: str = "kafkacompat.spark.daemon") -> Any:
                .config("spark.sql.shuffle.partitions", "2")
                .config("spark.sql.session.timeZone", "UTC")
                .config("spark.python.daemon.module", daemon))
-    jars = connector_jars()
+    if jars is None:
+        jars = connector_jars()
     if jars:
         builder = builder.config("spark.jars", ",".join(jars))
     spark = builder.getOrCreate()
@@ -108,8 +111,9 @@ def connector_jars() -> list[str]:
         return []
 
 
-def run_pipeline(spark: Any, bootstrap: str, settings: Settings) -> None:
-    """The Structured Streaming job, run until it has caught up (trigger availableNow)."""
+def run_pipeline(spark: Any, bootstrap: str, settings: Settings, through_spark: bool) -> None:
+    """The Structured Streaming job, run until it has caught up (trigger availableNow); alerts go
+    through Spark's Kafka sink when `through_spark` (its jars are there), else through a producer."""
     from pyspark.sql import functions as F
 
     readings = (
@@ -123,7 +127,6 @@ def run_pipeline(spark: Any, bootstrap: str, settings: Settings) -> None:
         )
     )
     aggregates_dir = str(pathlib.Path(settings.output) / "aggregates")
-    through_spark = bool(connector_jars())
 
     def each_batch(batch: Any, batch_id: int) -> None:
         aggregates = (
@@ -201,11 +204,12 @@ def run(settings: Settings) -> int:
         print(f"broker on {broker.bootstrap_servers}, data in {settings.data_dir}")
         sent = produce_readings(broker.bootstrap_servers, settings)
         print(f"{settings.pumps} pumps sent {sent} readings to {PRESSURE} and {TEMPERATURE}")
-        spark = spark_session()
-        path = "Spark's Kafka sink" if connector_jars() else "the broker's Kafka port"
+        jars = connector_jars()  # once: a folder lacking jars is warned about once
+        spark = spark_session(jars=jars)
+        path = "Spark's Kafka sink" if jars else "the broker's Kafka port"
         print(f"alerts go to {WARNINGS} through {path}")
         try:
-            run_pipeline(spark, broker.bootstrap_servers, settings)
+            run_pipeline(spark, broker.bootstrap_servers, settings, through_spark=bool(jars))
             windows = spark.read.parquet(str(pathlib.Path(settings.output) / "aggregates")).count()
         finally:
             spark.stop()

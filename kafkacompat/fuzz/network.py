@@ -429,11 +429,12 @@ def run(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m kafkacompat.fuzz.network", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m kafkacompat.fuzz.network", description=__doc__.split("\n\n")[0],
+                                     allow_abbrev=False)
     sub = parser.add_subparsers(dest="command", required=True)
-    cap = sub.add_parser("capture", help="record a stock client's request frames")
+    cap = sub.add_parser("capture", help="record a stock client's request frames", allow_abbrev=False)
     cap.add_argument("directory", type=Path, nargs="?", default=DEFAULT_CORPUS)
-    go = sub.add_parser("run", help="send mutated frames to a broker")
+    go = sub.add_parser("run", help="send mutated frames to a broker", allow_abbrev=False)
     go.add_argument("--frames", type=int, default=20_000, help="mutated frames to send (default 20000)")
     go.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS, help="captured frames to start from")
     go.add_argument("--bootstrap", metavar="HOST:PORT", help="a running broker (default: start one)")

@@ -113,6 +113,11 @@ async def _read(ctx: Any, plan: list[_Wanted], max_bytes: int, committed: bool) 
             continue
         try:
             data = await partition.read(wanted.offset, max(budget, 1))
+        except storage.DamagedRangeError:
+            # quarantined: Kafka's answer for a record that fails its checks, which clients hand to the
+            # application (Java throws, librdkafka and kafka-python report it) rather than retry in silence
+            wanted.error = ErrorCode.corrupt_message
+            continue
         except storage.StorageError as exc:
             wanted.error = storage_error_code(exc)
             continue

@@ -12,6 +12,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from kafkacompat.protocol.messages import MalformedRequestError
 from kafkacompat.storage import TopicInfo
 
 from ..broker.cluster import TopicError
@@ -82,6 +83,8 @@ async def handle(ctx: Any, request: Any) -> Any:
         for wanted_topic in wanted:
             name = wanted_topic.name
             topic_id = getattr(wanted_topic, "topic_id", None)
+            if name is None and version < 12:  # v10-11 requests allow a null name, their responses do not (as Kafka)
+                raise MalformedRequestError(f"Metadata v{version}: a topic name is null; topic ids need v12 or later")
             if name is None and topic_id is not None and topic_id.int != 0:
                 info = cluster.by_id(topic_id)
                 if info is None:

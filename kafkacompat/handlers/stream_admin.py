@@ -8,7 +8,6 @@ refused request leaves the store as it was.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -25,8 +24,6 @@ from ..security.authorizer import STREAM_PERMISSIONS, deny
 from ..security.principal import ANONYMOUS
 from ..replication.admin_ops import OPS as REPLICATION_OPS, ReplicaOpError
 from .common import ErrorCode, storage_error_code
-
-log = logging.getLogger(__name__)
 
 
 class AdminError(Exception):
@@ -66,7 +63,7 @@ async def handle(ctx: Any, request: dict[str, Any]) -> bytes:
 
 
 async def run(ctx: Any, request: dict[str, Any]) -> Any:
-    """One operation as `ctx.principal` (the admin CLI's, or a console form's): authorized, done, logged.
+    """One operation as `ctx.principal` (the admin CLI's, or a console form's): authorized, then done.
 
     AdminError (and the store's errors) when refused; a listing holds only what the principal may see.
     """
@@ -80,8 +77,6 @@ async def run(ctx: Any, request: dict[str, Any]) -> Any:
     result = await op(ctx.cluster, request)
     if op_name in FILTERED:
         result = [item for item in result if FILTERED[op_name](ctx, item)]
-    if op_name in MUTATIONS:
-        log.info("%s from %s: %s", op_name, ctx.peer, {k: v for k, v in request.items() if k != "op"})
     return result
 
 
@@ -397,4 +392,3 @@ OPS: dict[str, Callable[[Cluster, dict[str, Any]], Awaitable[Any]]] = {
     "cursor.delete": cursor_delete,
 }
 OPS.update(REPLICATION_OPS)  # stream replica|upstream, cluster info (kafkacompat/replication)
-MUTATIONS = frozenset(name for name in OPS if name.split(".")[1] in ("create", "edit", "delete", "purge"))

@@ -3,9 +3,12 @@
 The body is one JSON object per record (`partition_id`, `headers`, `key`,
 `value`, `timestamp`; key and value as `{"type": "JSON"|"BINARY"|"STRING",
 "data": ...}`), or many objects one after another on one request. As
-Confluent does, the answer is 200 with one delivery report per record, in
+Confluent does, a streamed request (Transfer-Encoding: chunked) or one of
+several records is answered 200 with one delivery report per record, in
 order, each with its own `error_code` (200 when written), streamed as
-records are written. Records that arrive together are written together:
+records are written: the status is sent before the records are read. A
+request of one record with a Content-Length is answered with its report
+under the HTTP status of its error code (404 for 40403, 400 for bad JSON). Records that arrive together are written together:
 one Produce request through the broker's produce handler, one batch per
 partition, so the broker's validation, limits, quotas and metrics apply
 as to any Kafka client. Confluent's REST producer uses acks=all, so does this.
@@ -23,6 +26,7 @@ import logging
 import random
 import time
 import uuid
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field as dc_field
 from typing import Any
 
@@ -323,22 +327,24 @@ class JsonObjects:
 async def produce(request: web.Request) -> web.StreamResponse:
     cluster_of(request)  # 404 for another cluster id, before reading the body
     name = kafka_name(request, request.match_info["topic"])
-    objects = JsonObjects(request.app[BROKER].config.socket_request_max_bytes)
+    limit = request.app[BROKER].config.socket_request_max_bytes
+    objects = JsonObjects(limit)
+    if request.content_length is not None and request.content_length <= limit:  # a whole body, not a stream
+        values = objects.feed(await request.content.read(), True)
+        if len(values) == 1:
+            return await _one(request, name, values[0])
+        arrivals = _arrived(values)
+    else:
+        arrivals = _arriving(request, objects)
     response: web.StreamResponse | None = None
     target: TopicTarget | RestError | None = None
     try:
-        while True:
-            chunk = await request.content.readany()
-            final = not chunk
-            values = objects.feed(chunk, final)
+        async for values, final in arrivals:
             if final and not objects.seen_any:
                 raise invalid_payload("Request body is empty. Data is required.")
             if values:
                 if target is None:
-                    try:
-                        target = await TopicTarget.resolve(request, name)
-                    except RestError as exc:
-                        target = exc
+                    target = await _target(request, name)
                 if response is None:
                     response = web.StreamResponse(status=200, headers={"Content-Type": JSON_CONTENT})
                     await response.prepare(request)
@@ -352,8 +358,6 @@ async def produce(request: web.Request) -> web.StreamResponse:
                     break
                 if stop:
                     break
-            if final:
-                break
         assert response is not None
         await response.write_eof()
     except ConnectionResetError:  # what arrived whole was written and answered; the rest is gone with the client
@@ -362,8 +366,36 @@ async def produce(request: web.Request) -> web.StreamResponse:
     return response
 
 
-async def _answer(target: "TopicTarget | RestError", values: list[Any], response: web.StreamResponse) -> bool:
-    """Write the records among `values` and stream their reports in order; True after a stream-ending error."""
+async def _arriving(request: web.Request, objects: JsonObjects) -> AsyncIterator[tuple[list[Any], bool]]:
+    """(whole JSON values, is this the end) as a streamed body arrives."""
+    while True:
+        chunk = await request.content.readany()
+        final = not chunk
+        yield objects.feed(chunk, final), final
+        if final:
+            return
+
+
+async def _arrived(values: list[Any]) -> AsyncIterator[tuple[list[Any], bool]]:
+    yield values, True
+
+
+async def _target(request: web.Request, name: str) -> "TopicTarget | RestError":
+    try:
+        return await TopicTarget.resolve(request, name)
+    except RestError as exc:
+        return exc
+
+
+async def _one(request: web.Request, name: str, value: Any) -> web.Response:
+    """A request of one record: its report, under the HTTP status its error code starts with."""
+    [report], _ = await _reports(await _target(request, name), [value])
+    code = report["error_code"]
+    return web.json_response(report, status=code if code < 1000 else code // 100, dumps=_COMPACT)
+
+
+async def _reports(target: "TopicTarget | RestError", values: list[Any]) -> tuple[list[dict[str, Any]], bool]:
+    """Write the records among `values`: their reports in order, and whether an error ends the stream."""
     items: list[Incoming | dict[str, Any]] = []
     stop = False
     for value in values:
@@ -382,11 +414,13 @@ async def _answer(target: "TopicTarget | RestError", values: list[Any], response
     if pending:
         assert isinstance(target, TopicTarget)
         await target.write(pending)
-    out = []
-    for item in items:
-        report = item.result if isinstance(item, Incoming) else item
-        out.append(_COMPACT(report) + "\n")
-    await response.write("".join(out).encode())
+    return [item.result if isinstance(item, Incoming) else item for item in items], stop
+
+
+async def _answer(target: "TopicTarget | RestError", values: list[Any], response: web.StreamResponse) -> bool:
+    """Write the records among `values` and stream their reports in order; True after a stream-ending error."""
+    reports, stop = await _reports(target, values)
+    await response.write("".join(_COMPACT(report) + "\n" for report in reports).encode())
     return stop
 
 

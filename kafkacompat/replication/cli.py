@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from typing import Any
 
 from ..admin.arg_types import number_at_least, parsed
 from ..admin.client import AdminClient, AdminError, BrokerUnreachable, parse_bootstrap
-from ..admin.output import table
+from ..admin.output import fail, table
 from ..admin.units import format_bytes, format_time_ms
 from .links import COMPRESSIONS, LinkSpecError, parse_replica
 
@@ -146,8 +145,7 @@ def _answer(args: argparse.Namespace, call: Any) -> int:
     try:
         result = call()
     except (AdminError, BrokerUnreachable) as exc:
-        print(f"kafkacompat: error: {exc}", file=sys.stderr)
-        return 1
+        return fail(str(exc), args.json)
     if args.json:
         print(json.dumps(result, indent=2))
     else:

@@ -33,7 +33,7 @@ from kafkacompat.storage import batch_format as bf
 
 from ..security.client import load_command_config
 from ..security.scram import AuthenticationFailed
-from .generations import generation
+from .generations import generations, recreated
 from .identity import ClusterIdentity, ensure_identity
 from .link_client import LinkClient, LinkRefused
 from .links import LINKS_TABLE, UPSTREAMS_TABLE, LinkSpec
@@ -221,14 +221,15 @@ class LinkTask:
         holds the old generation, and the partition is followed afresh.
         """
         topics = self._source_topics()
-        signature = tuple(sorted((t.name, t.topic_id, t.partitions, tuple(sorted(t.configs.items())))
-                                 for t in topics))
+        spec, me = self.spec, self.service.identity.id
+        gens = generations(self.store, me, spec.source, topics)
+        # the generations too: an origin noted after the topic was shipped is shipped again
+        signature = tuple(sorted((t.name, t.topic_id, t.partitions, tuple(sorted(t.configs.items())),
+                                  tuple(gens[t.name])) for t in topics))
         if signature == self._topic_signature:
             return None
-        spec, me = self.spec, self.service.identity.id
-        gens = {t.name: generation(self.store, me, spec.source, t) for t in topics}
         known = spec.topic_gens
-        replaces = {name: known[name] for name, gen in gens.items() if known.get(name, gen) != gen}
+        replaces = {t.name: known[t.name] for t in topics if recreated(known.get(t.name), gens[t.name], me, t)}
         deleted = {name: known.get(name) for name in sorted((set(spec.known_topics) | set(known)) - set(gens))}
         try:
             answer = await client.call({

@@ -14,6 +14,13 @@ a replica's topic only if it is of the deleted generation; and a cluster
 never creates again, from a peer that has not yet heard of the deletion, a
 topic of its own generation it deleted. Rings and multi-master pairs thus
 settle with every cluster holding the newest creation.
+
+A replica's origin is noted just after its topic is created, so a link may
+ship that topic once under the provisional generation of this cluster
+([own UUID, local id]) before the origin lands. Learning the origin later
+is not a recreation: only a change of the local topic (a new local id, or
+another origin for the same one) is. A restart, which rereads both from the
+store, therefore never looks like one.
 """
 
 from __future__ import annotations
@@ -31,6 +38,27 @@ def generation(store: Store, cluster_uuid: str, stream: str, info: TopicInfo) ->
     if origin is not None:
         return [origin["cluster"], origin["id"]]
     return [cluster_uuid, info.topic_id.hex]
+
+
+def generations(store: Store, cluster_uuid: str, stream: str, topics: list[TopicInfo]) -> dict[str, Generation]:
+    """The generation of each of `topics` by name, reading the origins table once."""
+    origins = store.get_state(stream, ORIGINS_TABLE)
+    out = {}
+    for info in topics:
+        origin = origins.get(info.topic_id.hex)
+        out[info.name] = [origin["cluster"], origin["id"]] if origin is not None else [cluster_uuid, info.topic_id.hex]
+    return out
+
+
+def recreated(shipped: Generation | None, now: Generation, cluster_uuid: str, info: TopicInfo) -> bool:
+    """Whether the topic `info`, now of generation `now`, is another creation than the one shipped as `shipped`.
+
+    Not when nothing was shipped yet, nor when what was shipped is the
+    provisional generation of this very topic (its origin noted since).
+    """
+    if shipped is None or shipped == now:
+        return False
+    return shipped != [cluster_uuid, info.topic_id.hex]
 
 
 async def note_origin(store: Store, stream: str, info: TopicInfo, origin: Generation) -> None:

@@ -94,7 +94,8 @@ def load() -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     allow_abbrev=False)
     parser.add_argument("--gib", type=float, default=1.0, help="data to scan (default 1 GiB)")
     parser.add_argument("--message-bytes", type=int, default=1024)
     parser.add_argument("--partitions", type=int, default=4)

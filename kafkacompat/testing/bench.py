@@ -98,7 +98,7 @@ def medians(results: list[dict[str, float]]) -> dict[str, float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument("--runs", type=int, default=7, help="fresh interpreters to measure (default 7)")
     parser.add_argument("--disk", action="store_true", help="brokers on a temporary directory, not memory")
     parser.add_argument("--json", action="store_true", help="print the medians as one JSON object")

@@ -17,6 +17,15 @@ quarantined holes (see partitionlet.py); the high watermark never falls
 below an offset the manifest or the files vouch for, so no offset is
 handed out twice.
 
+Nor after an unclean stop that also lost the log's tail (cut, zeroed, the
+active file deleted): the manifest records a reservation, an offset every
+offset handed out stays below. It is raised RESERVE_STEP offsets ahead of
+the high watermark, and made durable, before a batch that would pass it is
+written, so it costs one manifest write per RESERVE_STEP offsets. When an
+unclean stop left evidence of lost bytes, offsets go on from the
+reservation and the gap is quarantined as a lost range; without such
+evidence the log's end is trusted and nothing is skipped.
+
 Appends write in the event loop (page cache); fsyncs run in worker threads
 through a group commit, so waiting for durability never stalls the loop or
 other partitions.
@@ -51,6 +60,7 @@ from .chain import LogFile, find_log_files, read_manifest, stale_reason
 from .files import FULL_ERRNOS, fsync_path, move_to_trash, new_file, unlink_files, write_atomic
 from .move import move_home
 from .partitionlet import Partitionlet, Recovered
+from .recovery import covered
 from .sync import GroupCommit
 from .volumes import Volume, pick_volume
 
@@ -63,6 +73,7 @@ log = logging.getLogger(__name__)
 
 MANIFEST_VERSION = 1
 TAIL_CHECK_BYTES = 4 << 20  # of the active partitionlet, checked on every open
+RESERVE_STEP = 100_000  # offsets reserved ahead of the high watermark per manifest write
 
 
 class DiskPartition(PartitionBase):
@@ -75,6 +86,7 @@ class DiskPartition(PartitionBase):
         self._chain: list[Partitionlet] = []
         self._bases: list[int] = []
         self._checkpoint = 0  # size of the active partitionlet the manifest vouches for
+        self._reserved = 0  # every offset handed out is below it (durable in the manifest)
         self._manifest_stale = False
         self._skipped: set[tuple[int, int]] = set()  # damaged ranges already logged as skipped
         self._unavailable_logged = False
@@ -122,6 +134,7 @@ class DiskPartition(PartitionBase):
             return
         self._log_start = manifest["log_start"]
         self._hw = manifest["next"]
+        self._reserved = _reservation(manifest)
         self._epochs = list(manifest["epochs"])
         for rec in manifest["partitionlets"]:
             volume = self._store.volume(rec["volume"])
@@ -146,6 +159,7 @@ class DiskPartition(PartitionBase):
         if active is not None:
             self._checkpoint = active.size
             self._recover(active)
+        self._reserved = max(self._reserved, self._hw)
 
     def _load_home(self, volume_id: object) -> Volume | None:
         if volume_id is None:
@@ -181,6 +195,8 @@ class DiskPartition(PartitionBase):
                                  sealed=False, next_offset=base, size=0, max_ts=-1, max_ts_offset=base,
                                  created_ms=found.mtime_ms)
                 result = p.recover(0, base, truncate=self._store.repair, known_next=known_next)
+                if result.cut is not None and manifest is not None:
+                    known_next = self._loss_floor(known_next, _reservation(manifest))
                 self._report_damage(p, result, vouched=known_next)
                 found_epochs = result.epochs
             for epoch, start in found_epochs:
@@ -196,6 +212,7 @@ class DiskPartition(PartitionBase):
             active.add_hole(active.next_offset, known_next, active.size, active.size)
             active.next_offset = known_next
         self._hw = max(self._hw, known_next)
+        self._reserved = max(self._hw, _reservation(manifest) if manifest is not None else 0)
         self._manifest_stale = True
         self._store.report(self._manifest_path, problem, f"rebuild it from {len(self._chain)} partitionlet "
                            f"file(s), offsets {self._log_start}..{self._hw - 1}")
@@ -268,14 +285,17 @@ class DiskPartition(PartitionBase):
         longer holds become a hole: they are never handed out again.
         """
         vouched = active.next_offset
+        known = [(h[0], h[1]) for h in active.holes]  # quarantined before: not news when found again
         try:
             file_size = os.stat(active.log_path).st_size
         except FileNotFoundError:
+            vouched = self._loss_floor(vouched, self._reserved)
             if self._store.repair:
                 new_file(active.log_path)
             active.start_empty()
             active.size, active.max_ts = 0, -1
             active.add_hole(active.base, vouched, 0, 0)
+            active.next_offset = self._hw = vouched
             self._manifest_stale = True
             lost = vouched > active.base
             self._store.report(active.log_path, "is missing", "start it empty" + (
@@ -291,7 +311,12 @@ class DiskPartition(PartitionBase):
         for epoch, base in result.epochs:
             if self._note_epoch(epoch, base):
                 self._manifest_stale = True
+        if result.cut is not None or file_size < self._checkpoint:  # bytes were lost
+            vouched = self._loss_floor(vouched, self._reserved)
         if active.next_offset < vouched:
+            if result.cut is None and not covered(known, active.next_offset, vouched):
+                self._store.report(active.log_path, f"ends at offset {active.next_offset} (byte {active.size})",
+                                   f"quarantine offsets {active.next_offset}..{vouched - 1}", error=True)
             active.add_hole(active.next_offset, vouched, active.size, active.size)
             active.next_offset = vouched
         self._report_damage(active, result, vouched)
@@ -300,6 +325,11 @@ class DiskPartition(PartitionBase):
         self._hw = active.next_offset
         if active.size != self._checkpoint and result.cut is None:
             log.info("%s: recovered to offset %d (%d bytes)", self.name, active.next_offset, active.size)
+
+    def _loss_floor(self, vouched: int, reserved: int) -> int:
+        """Where offsets go on when the active log lost bytes: after an unclean stop, offsets up to
+        the reservation may have been handed out (acknowledged or read) since the manifest was written."""
+        return vouched if self._store.clean else max(vouched, reserved)
 
     def _active(self) -> Partitionlet | None:
         if self._chain and not self._chain[-1].sealed:
@@ -314,6 +344,7 @@ class DiskPartition(PartitionBase):
             "topic_id": self._topic.id_hex,
             "log_start": self._log_start,
             "next": self._hw,
+            "reserved": self._reserved,
             "epochs": self._epochs,
             "partitionlets": [p.info() for p in self._chain],
             **({"home": self._home.id} if self._home is not None else {}),
@@ -380,13 +411,22 @@ class DiskPartition(PartitionBase):
         length, max_ts = bf.check_append(view, record_count)
         settings = self._topic.settings
         now = now_ms()
-        if self._lock.locked() or self._needs_roll(len(view), settings.partitionlet_bytes,
-                                                   settings.partitionlet_age_ms, now):
+        if self._lock.locked() or self._hw + record_count > self._reserved or self._needs_roll(
+                len(view), settings.partitionlet_bytes, settings.partitionlet_age_ms, now):
 
             async def section() -> int:
                 self._check_open()
-                if self._needs_roll(len(view), settings.partitionlet_bytes, settings.partitionlet_age_ms, now):
-                    await self._roll(len(view))
+                reserved = self._reserved
+                if self._hw + record_count > reserved:
+                    self._reserved = self._hw + max(record_count, RESERVE_STEP)
+                try:
+                    if self._needs_roll(len(view), settings.partitionlet_bytes, settings.partitionlet_age_ms, now):
+                        await self._roll(len(view))  # its manifest write holds the new reservation
+                    elif self._reserved != reserved:
+                        await self._save()
+                except BaseException:
+                    self._reserved = reserved  # not durable: not to be relied on
+                    raise
                 return self._write(view, length, max_ts, record_count, at)
 
             try:
@@ -594,6 +634,7 @@ class DiskPartition(PartitionBase):
         except OSError as exc:
             raise self._unavailable(f"verifying {p.log_path} failed: {exc.strerror or exc}") from exc
         p.verified = max(p.verified, stop)
+        holes = [h for h in holes if p.hole_at(h.first) is None]  # a read may have quarantined it meanwhile
         for hole in holes:
             p.add_hole(hole.first, hole.resume, hole.pos, hole.end)
             self._store.report(p.log_path, hole.reason, f"quarantine offsets {hole.first}..{hole.resume - 1}",
@@ -874,3 +915,8 @@ class DiskPartition(PartitionBase):
             p.close_file()
         self._mark_closed()
 
+
+def _reservation(manifest: dict) -> int:
+    """The manifest's reservation (a manifest written before reservations: its high watermark)."""
+    reserved = manifest.get("reserved")
+    return reserved if isinstance(reserved, int) and reserved >= manifest["next"] else manifest["next"]

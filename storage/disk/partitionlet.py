@@ -278,16 +278,18 @@ class Partitionlet:
         fd = self.fd()
         file_size = os.fstat(fd).st_size
         self.ensure_index_for_recovery(start)
+        known = [(h[0], h[1]) for h in self.holes]  # quarantined before: batches after them are no jump
         self.holes = [h for h in self.holes if h[2] < start]  # what lies past start is found again
         result = Recovered([], [])
         pos = start
-        for item in scan(fd, start, file_size, expected_next, offset_limit, self.dense):
+        for item in scan(fd, start, file_size, expected_next, offset_limit, self.dense, known):
             if isinstance(item, Hole):
                 if item.end == -1:
                     result.cut = item
                     break
                 self.add_hole(item.first, item.resume, item.pos, item.end)
-                result.holes.append(item)
+                if (item.first, item.resume) not in known:  # found again: not new damage
+                    result.holes.append(item)
                 continue
             span = item
             if span.max_ts > self.max_ts:
@@ -325,7 +327,7 @@ class Partitionlet:
             start, expected = 0, self.base
             found = []
             end = min(stop, file_size)
-            for item in scan(fd, start, end, expected, stop_offset, self.dense):
+            for item in scan(fd, start, end, expected, stop_offset, self.dense, [(h[0], h[1]) for h in known]):
                 if isinstance(item, Hole):
                     if item.end == -1:
                         found.append(Hole(item.pos, end, item.first, stop_offset, item.reason))

@@ -15,7 +15,7 @@ when nothing valid follows is the rest a torn or damaged tail.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import NamedTuple
 
 import crc32c
@@ -55,21 +55,25 @@ class Hole(NamedTuple):
 
 
 def scan(
-    fd: int, start: int, end: int, expected_next: int, offset_limit: int | None = None, dense: bool = True
+    fd: int, start: int, end: int, expected_next: int, offset_limit: int | None = None, dense: bool = True,
+    known: Sequence[tuple[int, int]] = (),
 ) -> Iterator[Span | Hole]:
     """Yield the valid batches of [start, end) and a Hole for each damaged stretch.
 
     `offset_limit` (one past the last offset the file may hold, when known)
     keeps a resynchronisation from trusting a batch with an impossible offset.
     A partitionlet that is not `dense` (rewritten by a log cleaner) may skip
-    offsets forward: such a jump is neither damage nor a hole.
+    offsets forward: such a jump is neither damage nor a hole. Nor is a jump
+    over `known` ranges (offsets quarantined before, as [first, resume)):
+    the batches written after a quarantine follow it by design.
     """
     reader = _Reader(fd, end)
     pos = start
     while pos < end:
         problem, span = _check_at(reader, pos, end, expected_next, offset_limit)
-        if problem is None and span.base > expected_next and dense and not _plausible(
-                reader, span, end, expected_next, 0, offset_limit):
+        if problem is None and span.base > expected_next and dense and not covered(
+                known, expected_next, span.base) and not _plausible(reader, span, end, expected_next, 0,
+                                                                    offset_limit):
             problem = f"batch at byte {pos} has offset {span.base}, expected {expected_next}"
         if problem is None:
             if span.base > expected_next and dense:  # a range lost before (a quarantined gap): zero bytes
@@ -86,6 +90,16 @@ def scan(
         yield found
         expected_next = found.last + 1
         pos = found.pos + found.size
+
+
+def covered(known: Sequence[tuple[int, int]], first: int, resume: int) -> bool:
+    """Whether every offset of [first, resume) lies in one of the `known` quarantined ranges."""
+    for low, high in sorted(known):
+        if low <= first < high:
+            first = high
+            if first >= resume:
+                return True
+    return False
 
 
 class _Reader:

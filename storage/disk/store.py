@@ -29,7 +29,7 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 
 from ..api import Cursor, FsyncPolicy, PermissionEntries, StreamPolicy
 from ..compaction import RecordCodec
-from ..errors import StorageError, StorageUnavailableError, UnknownTopicError
+from ..errors import StorageError, StorageFullError, StorageUnavailableError, UnknownTopicError
 from ..namespace import NamespaceStore, Settings, StreamState, TopicState, now_ms
 from ..partition_base import RecordTimestamps
 from . import layout
@@ -398,36 +398,51 @@ class DiskStore(NamespaceStore):
             stream.tables[table] = {rec["k"]: rec["v"] for rec in catalog.live.values()}
 
     async def close(self) -> None:
+        """Checkpoint every partition and let go of the data dir.
+
+        On a full disk (or any write that fails) the close still completes:
+        what could not be saved is logged, and the clean-shutdown marker is
+        left out, so the next start checks the tails as after a crash.
+        """
         for task in (self._retention_task, self._cleaner_task):
             if task is not None:
                 task.cancel()
                 await asyncio.gather(task, return_exceptions=True)
         await asyncio.gather(*(p.stop_moving() for p in self._opened_partitions()))  # resumed on the next open
-        await asyncio.gather(*(p.checkpoint() for p in self._opened_partitions()))
+        parts = list(self._opened_partitions())
+        outcomes = await asyncio.gather(*(p.checkpoint() for p in parts), return_exceptions=True)
         if not self.repair:  # an offline check: nothing to write, only let go
             self.handles.close_all()
             self._release_lock()
             return
-        if self._retention_task is not None:
-            self._retention_task.cancel()
-            await asyncio.gather(self._retention_task, return_exceptions=True)
-        parts = list(self._opened_partitions())
-        outcomes = await asyncio.gather(*(p.checkpoint() for p in parts), return_exceptions=True)
+        saved = True
         for part, outcome in zip(parts, outcomes):
             if isinstance(outcome, (OSError, StorageError)):
-                log.error("%s: its manifest could not be saved on close (%s); it is rebuilt on the next open",
+                saved = False
+                log.error("%s: its manifest could not be saved on close (%s); the next start checks its tail",
                           part.name, outcome)
             elif isinstance(outcome, BaseException):
                 raise outcome
         for catalog in [*self._topic_logs.values(), *self._cursor_logs.values(), *self._state_logs.values()]:
-            await catalog.commit.wait()
+            try:
+                await catalog.commit.wait()
+            except OSError as exc:
+                saved = False
+                log.error("%s could not be synced on close (%s)", catalog.path, exc)
             catalog.close()
         if self._background:
             await asyncio.gather(*self._background, return_exceptions=True)
         self.handles.close_all()
-        await asyncio.to_thread(write_atomic, os.path.join(self.root, layout.CLEAN_MARKER), b"",
-                                on_full=self.volumes[0].release_ballast)
+        if saved:
+            await asyncio.to_thread(self._mark_clean)
         self._release_lock()
+
+    def _mark_clean(self) -> None:
+        """Write the clean-shutdown marker (blocking); without room, the next start is treated as after a crash."""
+        try:
+            write_atomic(os.path.join(self.root, layout.CLEAN_MARKER), b"", on_full=self.volumes[0].release_ballast)
+        except StorageFullError as exc:
+            log.error("%s; the next start checks every partition's tail as after a crash", exc)
 
     def _release_lock(self) -> None:
         if self._lock_fd is not None:

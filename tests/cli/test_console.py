@@ -127,12 +127,12 @@ def test_stream_topic_names_work(cli_broker: Broker) -> None:
 
 def test_produce_stops_at_a_line_without_the_key_separator(cli_broker: Broker, topic: str) -> None:
     done = cli(cli_broker, "produce", topic, "--key-separator", ":", "--partition", "0", input="a:1\nno key\nb:2\n")
-    assert_one_line_error(done, 1, "line 2 has no key separator ':'", "1 earlier message(s) were sent")
+    assert_one_line_error(done, 1, "line 2 has no key separator ':'", "1 earlier message was sent")
     assert [m.value() for m in read_all(cli_broker, topic)] == [b"1"], "as kafka-console-producer: nothing after it"
 
 
 BAD_PRODUCE = {
-    "no such partition": (["--partition", "3"], 1, "topic {topic} has 3 partition(s): there is no partition 3"),
+    "no such partition": (["--partition", "3"], 1, "topic {topic} has 3 partitions: there is no partition 3"),
     "first line without separator": (["--key-separator", "="], 1, "line 1 has no key separator '='"),
     "empty separator": (["--key-separator", ""], 2, "the key separator may not be empty"),
     "header without value": (["--header", "source"], 2, "'source' is not NAME=VALUE"),
@@ -175,7 +175,11 @@ def test_bad_consume_is_one_line_and_commits_nothing(cli_broker: Broker, topic: 
                                                      message: str) -> None:
     cli_broker.produce(topic, b"x", partition=0)
     done = cli(cli_broker, "consume", topic, "--group", "bad-input", "--timeout-ms", "1000", *args)
-    assert_one_line_error(done, status, message)
+    if "--json" in args:  # asked for JSON: the error is one JSON object
+        assert (done.returncode, done.stdout) == (status, "")
+        assert message in json.loads(done.stderr)["error"]
+    else:
+        assert_one_line_error(done, status, message)
     assert cli_broker.committed("bad-input", topic) == {}
 
 

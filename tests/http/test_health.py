@@ -135,7 +135,8 @@ def test_http_settings_are_flags_environment_and_checked() -> None:
     assert re.search(r'^http_host = "0.0.0.0" +# environment KAFKACOMPAT_HTTP_HOST$', shown.stdout, re.M)
     bad = serve("--http-port", "70000")
     assert bad.returncode == 2
-    assert bad.stderr.strip() == "kafkacompat: http_port must be a TCP port (at most 65535), got 70000"
+    assert bad.stderr.strip() == ("kafkacompat: http_port must be a TCP port (at most 65535), got 70000 "
+                                  "(flag --http-port)")
 
 
 def test_http_port_in_use_is_a_one_line_error_and_the_store_untouched(tmp_path: Path) -> None:

@@ -51,7 +51,11 @@ def test_malformed_json_is_answered_400_and_writes_nothing(broker, v3) -> None:
     broker.create_topic("bad-json", partitions=1)
     status, body = curl("-X", "POST", "-H", "Content-Type: application/json", "--data", '{"value": {"type": ',
                         v3 + "/topics/bad-json/records")
-    assert status == 200  # Confluent streams produce answers: the error is the record's report
+    assert status == 400  # one record, not streamed: answered with its report's HTTP status
+    assert json.loads(body)["error_code"] == 400
+    status, body = curl("-X", "POST", "-H", "Content-Type: application/json", "-H", "Transfer-Encoding: chunked",
+                        "--data", '{"value": {"type": ', v3 + "/topics/bad-json/records")
+    assert status == 200  # streamed, as Confluent's: the status went out before the records; the report says
     assert json.loads(body)["error_code"] == 400
     # valid records before the break are written, nothing after it
     status, body = curl("-X", "POST", "-H", "Content-Type: application/json", "--data",
@@ -87,6 +91,18 @@ def test_unknown_topic_is_answered_404_codes_and_creates_nothing(broker, v3) -> 
         assert "no-such-topic" not in consumer.list_topics(timeout=10).topics
     finally:
         consumer.close()
+
+
+def test_a_single_record_request_is_answered_with_its_reports_http_status(broker, v3) -> None:
+    broker.create_topic("statuses", partitions=1)
+    cases = [("statuses", {"value": {"type": "STRING", "data": "x"}}, 200, 200),
+             ("no-such-topic", {"value": {"type": "STRING", "data": "x"}}, 404, 40403),
+             ("statuses", {"partition_id": 5, "value": {"type": "STRING", "data": "x"}}, 404, 40402),
+             ("statuses", {"value": {"type": "BINARY", "data": "%%%"}}, 400, 400)]
+    for topic, body, status, code in cases:
+        answer = requests.post(v3 + f"/topics/{topic}/records", json=body, timeout=10)
+        assert (answer.status_code, answer.json()["error_code"]) == (status, code), (topic, body, answer.text)
+    assert end_offsets(broker, "statuses", 1) == [1]
 
 
 def test_record_over_max_message_bytes_is_refused_and_not_written(broker, v3) -> None:

@@ -76,3 +76,18 @@ def test_the_oilrig_pipeline_runs_end_to_end(tmp_path):
     alerts = sorted((m.key().decode(), json.loads(m.value())["metric"]) for m in messages)
     assert alerts == [("pump-1", "Pressure"), (f"pump-{PUMPS - 1}", "Temperature")]
     assert "2 alerts in /apps/iot/oilpump_metrics:Warnings" in done.stdout
+
+
+@pytest.mark.slow
+def test_a_jar_folder_lacking_the_connector_is_warned_about_once(tmp_path):
+    spark_environment()
+    empty = tmp_path / "jars"
+    empty.mkdir()
+    done = subprocess.run(
+        [sys.executable, "-m", "kafkacompat", "demo", "oilrig", "--data-dir", str(tmp_path / "data"),
+         "--output", str(tmp_path / "out"), "--pumps", "1", "--readings", "10"],
+        cwd=REPO, env={**os.environ, "KAFKACOMPAT_SPARK_JARS": str(empty)}, capture_output=True, text=True,
+        timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stderr.count("lacks Spark's Kafka connector jars") == 1, done.stderr[-3000:]
+    assert f"alerts go to {WARNINGS} through the broker's Kafka port" in done.stdout

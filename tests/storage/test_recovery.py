@@ -1,5 +1,9 @@
 """Crash recovery: a process dies without closing the store, then its last
-batch is torn or damaged. Recovery must keep every valid batch and nothing else.
+batch is torn or damaged. Recovery must keep every valid batch and nothing else,
+and hand out no offset twice: the torn batch's offsets (and any written after it)
+may have been acknowledged, so offsets go on from the manifest's reservation.
+(A log cut exactly at a batch boundary shows no loss: it reads as one that
+ended there.)
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import pytest
 from kafkacompat import storage
 from kafkacompat.protocol.records import record_timestamps
 from kafkacompat.storage import batch_format as bf
+from kafkacompat.storage.disk.partition import RESERVE_STEP
 from storage_testkit import batch, values
 
 N = 12  # batches written before the crash, 2 records each
@@ -72,22 +77,29 @@ async def reopen(data):
     return st, st.partition("/s", "t", 0)
 
 
-async def check_recovered(data, expect_hw, *, reopen_twice=True):
+async def check_recovered(data, expect_kept, *, reopen_twice=True, lost=False):
+    """Offsets below `expect_kept` are served; a `lost` tail after them is quarantined up to the reservation."""
     st, part = await reopen(data)
-    assert part.high_watermark == expect_hw
+    next_offset = RESERVE_STEP if lost else expect_kept
+    assert part.high_watermark == next_offset
     got = []
     offset = part.log_start_offset
-    while offset < part.high_watermark:
+    while offset < expect_kept:
         chunk = values(await part.read(offset, 1 << 20))
         got += chunk
         offset = chunk[-1][0] + 1
-    assert [o for o, _ in got] == list(range(expect_hw))
+    assert [o for o, _ in got] == list(range(expect_kept))
     assert all(v == bytes([65 + o % 2]) * (20 + o // 2) for o, v in got)
-    assert (await part.append(bf_batch(), 1)).base_offset == expect_hw  # offsets go on densely
+    if lost:
+        with pytest.raises(storage.DamagedRangeError) as caught:
+            await part.read(expect_kept, 1 << 20)
+        assert (caught.value.first, caught.value.resume_at) == (expect_kept, RESERVE_STEP)
+    assert (await part.append(bf_batch(), 1)).base_offset == next_offset  # no offset handed out twice
     await st.close()
     if reopen_twice:
         st, part = await reopen(data)  # the recovered state is now the clean state
-        assert part.high_watermark == expect_hw + 1
+        assert part.high_watermark == next_offset + 1
+        assert [o for o, _ in values(await part.read(next_offset, 1 << 20))] == [next_offset]
         await st.close()
 
 
@@ -102,7 +114,7 @@ async def test_crash_without_damage_loses_nothing(crashed, tmp_path):
     await check_recovered(copy, 2 * N)
 
 
-async def for_each_position(data, tmp_path, positions, damage, expect_hw, after=None):
+async def for_each_position(data, tmp_path, positions, damage, expect_hw, after=None, lost=lambda pos: True):
     """Copy the crashed store once per position, damage it there, check recovery.
 
     Stores are independent, so positions are checked a few at a time
@@ -113,7 +125,7 @@ async def for_each_position(data, tmp_path, positions, damage, expect_hw, after=
         copy = tmp_path / f"at{pos}"
         shutil.copytree(data, copy)
         damage(copy, pos)
-        await check_recovered(copy, expect_hw(pos), reopen_twice=pos % 16 == 0)
+        await check_recovered(copy, expect_hw(pos), reopen_twice=pos % 16 == 0, lost=lost(pos))
         if after is not None:
             after(copy, pos)
         shutil.rmtree(copy)
@@ -136,7 +148,7 @@ async def test_truncated_at_every_byte_of_the_last_batch(crashed, tmp_path):
         assert os.path.getsize(copy / rel) == starts[-1] + len(bf_batch())
 
     await for_each_position(data, tmp_path, range(starts[-1], size), truncate, lambda cut: 2 * (N - 1),
-                            torn_tail_is_gone)
+                            torn_tail_is_gone, lost=lambda cut: cut != starts[-1])
 
 
 async def test_byte_flipped_anywhere_in_the_last_batch(crashed, tmp_path):
@@ -155,7 +167,8 @@ async def test_byte_flipped_anywhere_in_the_last_batch(crashed, tmp_path):
         # partitionLeaderEpoch (bytes 12-15) lies outside the CRC: such a batch is still intact
         return 2 * N if 12 <= pos - starts[-1] < 16 else 2 * (N - 1)
 
-    await for_each_position(data, tmp_path, range(starts[-1], size), flip, expect)
+    await for_each_position(data, tmp_path, range(starts[-1], size), flip, expect,
+                            lost=lambda pos: expect(pos) < 2 * N)
 
 
 async def test_damaged_middle_batch_is_quarantined_and_the_rest_kept(crashed, tmp_path):
