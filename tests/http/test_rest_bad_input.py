@@ -218,7 +218,7 @@ def test_json_past_the_depth_and_number_limits_is_one_400_and_writes_nothing(bro
     json_type = {"Content-Type": "application/json"}
     v3_record = '{"value": {"type": "JSON", "data": %s}}' % document
     produced = requests.post(f"{v3}/topics/{topic}/records", data=v3_record, headers=json_type, timeout=30)
-    assert produced.status_code == 200 and produced.json()["error_code"] == 400, produced.text[:300]
+    assert produced.status_code == 400 and produced.json()["error_code"] == 400, produced.text[:300]
     v2 = {"Content-Type": "application/vnd.kafka.json.v2+json"}
     for url, body, headers in ((v3 + "/topics", document, json_type),
                                (f"{broker.http_url}/topics/{topic}", '{"records": [{"value": %s}]}' % document,
