@@ -184,6 +184,9 @@ class BrokerConfig:
                                         metavar="none|basic|mtls|oauthbearer")
     http_tls: bool = _setting(False, "serve HTTPS with the ssl_certificate_location certificate and key of the "
                                      "SSL listeners")
+    http_open: bool = _setting(False, "on a broker with an authorizer, serve the HTTP port without logins (every "
+                                      "request is User:ANONYMOUS, still authorized; a warning at start); without "
+                                      "it such a broker's http_authentication none means basic", metavar="")
     # the REST proxy on the HTTP port (Confluent REST Proxy v2/v3 compatible)
     rest_consumer_instance_timeout_ms: int = _setting(300_000, "idle REST consumer instances are deleted after "
                                                                "this long, like the REST Proxy's "

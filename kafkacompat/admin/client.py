@@ -9,6 +9,7 @@ from __future__ import annotations
 import itertools
 import os
 import socket
+import ssl
 from typing import Any
 
 from kafkacompat.protocol.admin_api import AdminMessageError, decode_response, encode_request
@@ -32,6 +33,10 @@ class AdminError(Exception):
 
 class BrokerUnreachable(Exception):
     """No broker answered at the bootstrap address."""
+
+
+class LoginRefused(BrokerUnreachable):
+    """The broker answered and refused the login (wrong password, unknown user): another server would too."""
 
 
 def parse_bootstrap(servers: str) -> list[tuple[str, int]]:
@@ -67,7 +72,10 @@ def connect(servers: list[tuple[str, int]], timeout: float, security: ClientSecu
             return sock
         try:
             return security.wrap(sock, host, timeout)
-        except (OSError, AuthenticationFailed) as exc:
+        except AuthenticationFailed as exc:
+            sock.close()
+            raise LoginRefused(f"authentication failed at {host}:{port}: {exc}") from None
+        except OSError as exc:
             sock.close()
             problems.append(f"{host}:{port}: {exc}")
     raise BrokerUnreachable("cannot reach a broker (" + "; ".join(problems) + ")")
@@ -86,8 +94,12 @@ class AdminClient:
         body = {"op": op, **{k: v for k, v in args.items() if v is not None}}
         correlation_id = next(self._ids)
         with connect(self.servers, self.timeout, self.security) as sock:
+            address = sock.getpeername()[:2]
             sock.sendall(encode_request(correlation_id, body))
-            frame = self._read_frame(sock)
+            try:
+                frame = self._read_frame(sock)
+            except PeerClosed:
+                raise BrokerUnreachable(self._why_closed(address)) from None
         try:
             got_id, reply = decode_response(frame)
         except AdminMessageError as exc:
@@ -105,7 +117,25 @@ class AdminClient:
             raise BrokerUnreachable(f"the broker did not answer within {self.timeout:g}s") from None
         except ImpossibleSize as exc:
             raise BrokerUnreachable(f"the broker sent {exc}") from None
-        except PeerClosed:
-            raise BrokerUnreachable(
-                "the broker closed the connection (is it a kafkacompat broker, and as new as this CLI?)"
-            ) from None
+
+    def _why_closed(self, address: tuple[str, int]) -> str:
+        """Why the broker hung up on a request: a TLS listener reached without TLS, else an unknown request."""
+        host, port = address
+        tls = self.security is not None and self.security.protocol in ("SSL", "SASL_SSL")
+        if not tls and _speaks_tls(host, port, self.timeout):
+            return (f"{host}:{port} expects TLS: set security.protocol=SSL (or SASL_SSL) in the --command-config "
+                    "file")
+        return "the broker closed the connection (is it a kafkacompat broker, and as new as this CLI?)"
+
+
+def _speaks_tls(host: str, port: int, timeout: float) -> bool:
+    """Whether host:port completes a TLS handshake (its certificate is not checked: this only tells the cause)."""
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    try:
+        with socket.create_connection((host, port), timeout=timeout) as raw:
+            with context.wrap_socket(raw, server_hostname=host):
+                return True
+    except (OSError, ssl.SSLError):
+        return False

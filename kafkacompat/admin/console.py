@@ -21,6 +21,7 @@ from typing import Any, BinaryIO
 from .arg_types import number_at_least, parsed
 from .cli import _config, _count, _partition, add_bootstrap
 from .client import BrokerUnreachable
+from .groupless import GrouplessConsumer  # without --group: no consumer group, not even a hidden one
 from .kafka_client import REQUEST_TIMEOUT_S, CommandError, client_config, describe_error
 from .output import count_of, fail
 
@@ -213,9 +214,9 @@ def _consume(args: argparse.Namespace) -> int:
     reset = "earliest" if args.from_beginning or args.offset == "earliest" else "latest"
     try:
         consumer = Consumer(client_config(args.bootstrap_server, args.command_config, **{
-            "group.id": args.group or "kafkacompat-console", "enable.auto.commit": False,
+            "group.id": args.group, "enable.auto.commit": False,
             "auto.offset.reset": reset, "enable.partition.eof": False,
-        }))
+        })) if args.group else GrouplessConsumer(args.bootstrap_server, args.command_config, REQUEST_TIMEOUT_S)
     except (BrokerUnreachable, KafkaException) as exc:
         return _fail(exc, args)
     out: BinaryIO = sys.stdout.buffer
@@ -325,7 +326,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "consume", help="print a topic's messages",
         description=textwrap.fill("Print a topic's messages, like kafka-console-consumer and `rpk topic consume`: one value "
-                    "per line by default. Without --group nothing is committed; with --group the group's "
+                    "per line by default. Without --group no consumer group is used at all (nothing is committed, "
+                    "no group permission is needed); with --group the group's "
                     "offsets are committed as messages are printed. Ends after --max-messages, after "
                     "--timeout-ms without a message, or on Ctrl-C, and then reports the count on stderr.", 78),
         epilog="examples:\n  kafkacompat consume orders --from-beginning --max-messages 10\n"

@@ -70,6 +70,7 @@ class RequestContext:
     listener: str = "PLAINTEXT"  # the listener name the client connected to
     security_protocol: str = "PLAINTEXT"  # PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL
     sasl: SaslAuthenticator | None = None  # the connection's SASL state on a SASL listener
+    entry: str = ""  # audit lines' entry point when not a Kafka listener: the HTTP route of an in-process call
 
     @property
     def version(self) -> int:

@@ -126,7 +126,7 @@ _IDENTITY = {
     "producer_id": ("producer_id",),
     "feature": ("feature",),
 }
-_ITEM_NAMES = ("name", "group_id", "partition_index")  # response fields echoing an array of plain names or indexes
+_ITEM_NAMES = ("name", "group_id", "partition_index", "user")  # response fields echoing an array of plain names or indexes
 
 
 def api_key_of(api: str | int) -> int:
@@ -281,6 +281,8 @@ def error_from_request(api_key: int, version: int, request: Any, error: ErrorCod
     if arrays is not None:
         sources, target = arrays
         items = next((getattr(request, s) for s in sources if hasattr(request, s)), None)
+        if api_key == 51:  # one result per user named by a deletion or an upsertion, sorted (Kafka's getErrorResponse)
+            items = tuple(sorted({item.name for item in (*request.deletions, *request.upsertions)}))
         if api_key == 34 and items is not None:  # each dir's topics, as Kafka's getErrorResponse lists them
             items = tuple(topic for log_dir in items for topic in log_dir.topics)
         item_cls = _hints(cls).get(target)

@@ -48,17 +48,8 @@ def decode(header: RequestHeader, frame: bytes) -> dict[str, Any]:
 
 
 async def handle(ctx: Any, request: dict[str, Any]) -> bytes:
-    op_name = request["op"]
-    op = OPS.get(op_name)
     try:
-        if op is None:
-            raise AdminError(ErrorCode.invalid_request, f"unknown admin operation {op_name!r}")
-        _authorize(ctx, op_name, request)
-        if op_name == "stream.create":
-            _default_permissions(ctx, request)
-        result = await op(ctx.cluster, request)
-        if op_name in FILTERED:
-            result = [item for item in result if FILTERED[op_name](ctx, item)]
+        result = await run(ctx, request)
     except AdminError as exc:
         return encode_response_body(exc.code.value, str(exc), None)
     except ReplicaOpError as exc:
@@ -69,6 +60,24 @@ async def handle(ctx: Any, request: dict[str, Any]) -> bytes:
         code = _STORE_CODES.get(type(exc)) or storage_error_code(exc)
         return encode_response_body(code.value, str(exc), None)
     return encode_response_body(ErrorCode.none.value, None, result)
+
+
+async def run(ctx: Any, request: dict[str, Any]) -> Any:
+    """One operation as `ctx.principal` (the admin CLI's, or a console form's): authorized, then done.
+
+    AdminError (and the store's errors) when refused; a listing holds only what the principal may see.
+    """
+    op_name = request["op"]
+    op = OPS.get(op_name)
+    if op is None:
+        raise AdminError(ErrorCode.invalid_request, f"unknown admin operation {op_name!r}")
+    _authorize(ctx, op_name, request)
+    if op_name == "stream.create":
+        _default_permissions(ctx, request)
+    result = await op(ctx.cluster, request)
+    if op_name in FILTERED:
+        result = [item for item in result if FILTERED[op_name](ctx, item)]
+    return result
 
 
 # authorization: MapR's stream permissions, or the Kafka ACL of the same operation ---------------------
@@ -92,7 +101,7 @@ _TOPIC_OPS = {"topic.create": Operation.CREATE, "topic.edit": Operation.ALTER, "
               "topic.info": Operation.DESCRIBE}
 
 
-def _may_see_stream(ctx: Any, path: str) -> bool:
+def may_see_stream(ctx: Any, path: str) -> bool:
     """Any of the stream's permissions, or DESCRIBE on the cluster, lets a principal see a stream."""
     authorizer = ctx.cluster.authorizer
     return (any(authorizer.stream_allows(ctx.principal, path, p) for p in STREAM_PERMISSIONS)
@@ -123,15 +132,18 @@ def _authorize(ctx: Any, op_name: str, request: dict[str, Any]) -> None:
                              f"{ctx.principal} may not describe the cluster (needs DESCRIBE on it)")
     elif op_name in ("stream.info", "topic.list", "cursor.list", "replica.list", "upstream.list"):
         path = _arg(request, "path", str)
-        if not _may_see_stream(ctx, path):
+        if not may_see_stream(ctx, path):
             deny(ctx, Operation.DESCRIBE, "STREAM", path)
             raise AdminError(ErrorCode.cluster_authorization_failed,
                              f"{ctx.principal} may not see stream {path} (needs one of its permissions)")
     elif op_name in _TOPIC_OPS:
         name = _arg(request, "name", str)
-        if not authorizer.topic(ctx, _TOPIC_OPS[op_name], name):
-            raise AdminError(ErrorCode.topic_authorization_failed, f"Authorization failed on topic {name}: "
-                             f"{ctx.principal} may not {_TOPIC_OPS[op_name].name} it")
+        wanted = [_TOPIC_OPS[op_name]] + ([Operation.ALTER_CONFIGS] if op_name == "topic.edit"
+                                          and request.get("configs") else [])  # as AlterConfigs asks
+        for operation in wanted:
+            if not authorizer.topic(ctx, operation, name):
+                raise AdminError(ErrorCode.topic_authorization_failed, f"Authorization failed on topic {name}: "
+                                 f"{ctx.principal} may not {operation.name} it")
     elif op_name != "stream.list":  # (a listing shows only what the principal may see: FILTERED)
         # an operation not named above is for those who may alter the cluster, until it says otherwise
         if not authorizer.cluster(ctx, Operation.ALTER):
@@ -154,7 +166,7 @@ def _default_permissions(ctx: Any, request: dict[str, Any]) -> None:
 
 
 FILTERED: dict[str, Callable[[Any, dict[str, Any]], bool]] = {
-    "stream.list": lambda ctx, view: _may_see_stream(ctx, view["path"]),
+    "stream.list": lambda ctx, view: may_see_stream(ctx, view["path"]),
     "topic.list": lambda ctx, view: ctx.cluster.authorizer.topic(ctx, Operation.DESCRIBE, view["name"],
                                                                  log_denied=False),
 }

@@ -8,7 +8,7 @@ same group share partitions with it and see it in DescribeGroups. A manual
 assignment (`assignments`) fetches without joining, as KafkaConsumer.assign
 does. Instances idle for rest_consumer_instance_timeout_ms are deleted
 (Confluent's consumer.instance.timeout.ms); using one afterwards answers
-40403.
+40403, as does using one another principal created (its URL is no key).
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from ..groups.assignors import RANGE, MemberSpec, assign
 from ..groups.consumer_protocol import CONSUMER_PROTOCOL_TYPE, encode_assignment, encode_subscription, parse_assignment
 from ..groups.consumer_protocol import parse_subscription
 from .kafka_calls import NO_TOPIC_ID, build, call
+from .principal import current_principal
 from .rest_errors import RestError, check, consumer_instance_not_found, kafka_error
 
 log = logging.getLogger(__name__)
@@ -59,6 +60,7 @@ class ConsumerInstance:
     def __init__(self, cluster: Cluster, group: str, name: str, config: InstanceConfig) -> None:
         self.cluster, self.group, self.name, self.config = cluster, group, name, config
         self.client_id = f"rest-consumer-{name}"
+        self.principal = current_principal()  # only its creator may use it (its Kafka calls are authorized as it)
         self.last_used = time.monotonic()
         self.topics: list[str] = []  # subscribed topics (after a pattern is resolved)
         self.pattern: str | None = None
@@ -368,15 +370,16 @@ class ConsumerRegistry:
     def get(self, group: str, name: str) -> ConsumerInstance:
         """The live instance (its idle clock restarted), or 40403."""
         instance = self._instances.get((group, name))
-        if instance is None or self._expired(instance):
+        if instance is None or self._expired(instance) or instance.principal != current_principal():
             raise consumer_instance_not_found()
         instance.touch()
         return instance
 
     async def remove(self, group: str, name: str) -> None:
-        instance = self._instances.pop((group, name), None)
-        if instance is None:
+        instance = self._instances.get((group, name))
+        if instance is None or instance.principal != current_principal():
             raise consumer_instance_not_found()
+        del self._instances[(group, name)]
         await instance.unsubscribe()
 
     def _expired(self, instance: ConsumerInstance) -> bool:

@@ -2,7 +2,8 @@
 
 The REST proxy is a Kafka client of its own broker, minus the socket: each
 call encodes a real request frame, decodes it with the handler's own
-decoder and runs the handler with a request context, so validation, quotas,
+decoder and runs the handler with a request context (behind the same
+cluster-wide authorization gate as the Kafka port), so validation, quotas,
 idempotence, group membership and metrics are exactly those of a client on
 the Kafka port. Only the TCP hop is saved; no state or rule is copied.
 """
@@ -30,7 +31,8 @@ from ..broker.connection import RequestContext
 from ..broker.request_stats import response_errors
 from ..handlers import HANDLERS
 from ..handlers.common import NO_RESPONSE
-from .principal import current_peer, current_principal
+from ..security.refusals import cluster_gate
+from .principal import current_entry, current_peer, current_principal
 
 CLIENT_ID = "kafkacompat-rest"
 NO_TOPIC_ID = uuid.UUID(int=0)  # topics named, not identified
@@ -71,10 +73,12 @@ async def call(cluster: Cluster, api_key: int, body: Any | bytes, *, client_id: 
     started = time.perf_counter()
     frame = _frame(api_key, version, body, client_id)
     header = parse_request_header(frame)
-    ctx = RequestContext(cluster, header, current_peer(), CLIENT_ID, len(frame), principal=current_principal())
+    ctx = RequestContext(cluster, header, current_peer(), CLIENT_ID, len(frame), principal=current_principal(),
+                         listener="HTTP", entry=current_entry())
     handler = HANDLERS[api_key]
     request = getattr(handler, "decode", decode_request)(header, frame)
-    answer = await handler.handle(ctx, request)
+    refused = cluster_gate(ctx, request) if cluster.authorizer.enabled else None  # as the Kafka port's connection
+    answer = refused if refused is not None else await handler.handle(ctx, request)
     if asyncio.iscoroutine(answer) or isinstance(answer, asyncio.Future):
         answer = await answer
     cluster.stats.request_done(api_key, version, time.perf_counter() - started)

@@ -2,7 +2,9 @@
 
 A registry per broker (two brokers in one process do not clash) with one
 collector that reads RequestStats, the store and the server when scraped:
-serving a request costs only the dict updates of RequestStats.
+serving a request costs only the dict updates of RequestStats. On a
+broker with an authorizer a scrape needs DESCRIBE on the cluster (the
+figures name topics, groups and sizes): 403 otherwise, with an audit line.
 """
 
 from __future__ import annotations
@@ -19,8 +21,10 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from kafkacompat.protocol.versions import api_name
 
 from ..broker.request_stats import LATENCY_BUCKETS
+from ..security.acls import Operation
 from . import metrics_detail
 from .common import BROKER
+from .principal import caller
 
 if TYPE_CHECKING:
     from ..broker.server import BrokerServer
@@ -103,6 +107,12 @@ class BrokerCollector:
 
 async def serve_metrics(request: web.Request) -> web.Response:
     """The broker's figures, then those that need the store's async reads (metrics_detail)."""
+    cluster = request.app[BROKER].cluster
+    if cluster is not None and cluster.authorizer.enabled:
+        who = caller(request)
+        if not cluster.authorizer.cluster(who, Operation.DESCRIBE):
+            return web.json_response({"error_code": 40301, "message": f"{who.principal} may not read the metrics "
+                                      "(needs DESCRIBE on the cluster)"}, status=403)
     detail = await metrics_detail.families(request.app[BROKER])
     body = generate_latest(request.app[REGISTRY]) + generate_latest(detail)  # type: ignore[arg-type]
     return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})

@@ -1,7 +1,9 @@
 """Who an HTTP request acts as: the Kafka principal REST calls and console forms are authorized as.
 
 With `http_authentication = "none"` (the default) every request is
-User:ANONYMOUS, which is why the server binds to loopback by default. With
+User:ANONYMOUS, which is why the server binds to loopback by default; on a
+broker with an authorizer "none" means "basic" unless `http_open` serves
+the port without logins on purpose (login_method). With
 "basic", every request but the health probes must carry HTTP Basic
 credentials of a SCRAM user (`kafkacompat user add`, kafka-configs.sh
 --entity-type users): the password is checked against the stored SCRAM
@@ -17,10 +19,12 @@ through ssl_principal_mapping_rules, as on an SSL listener. With
 validator of the OAUTHBEARER mechanism (sasl_oauthbearer_* settings), and
 acts as User:<sub>.
 
-A middleware records the principal and peer of the request being served
-in context variables, so the Kafka calls made on its behalf
+A middleware records the principal, peer and route of the request being
+served in context variables, so the Kafka calls made on its behalf
 (kafka_calls.call) carry them, and so do tasks it starts (a consumer
-instance's membership inherits its creator's).
+instance's membership inherits its creator's). Whatever the HTTP server
+decides itself (console pages, the live tail, /metrics) it asks the same
+authorizer with `caller(request)`, shaped as a Kafka request context.
 """
 
 from __future__ import annotations
@@ -28,8 +32,9 @@ from __future__ import annotations
 import base64
 import binascii
 import contextvars
+import dataclasses
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
@@ -40,13 +45,51 @@ from ..security.tls import CertificatePrincipals
 from .common import BROKER
 from .login_cache import LoginCache
 
+if TYPE_CHECKING:
+    from ..broker.cluster import Cluster
+    from ..config import BrokerConfig
+
 ANONYMOUS = "User:ANONYMOUS"
 UNAUTHENTICATED_PATHS = ("/health/",)  # orchestrators' probes carry no credentials
 _PRINCIPAL: web.RequestKey[str] = web.RequestKey("principal", str)
 LOGINS: web.AppKey[LoginCache] = web.AppKey("logins", LoginCache)
 _principal: contextvars.ContextVar[str] = contextvars.ContextVar("rest_principal", default=ANONYMOUS)
 _peer: contextvars.ContextVar[str] = contextvars.ContextVar("rest_peer", default="rest-proxy")
+_entry: contextvars.ContextVar[str] = contextvars.ContextVar("rest_entry", default="HTTP")
 audit = logging.getLogger("kafkacompat.audit")
+log = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class HttpCaller:
+    """An HTTP request as the authorizer reads a Kafka request context: who, from where, through which route."""
+
+    cluster: "Cluster"
+    principal: str
+    peer: str
+    entry: str
+    header: None = None  # no Kafka API: audit lines say api=-
+
+
+def login_method(config: "BrokerConfig") -> str:
+    """How HTTP clients log in: as configured, but never "none" on a broker with an authorizer unless http_open."""
+    method = config.http_authentication
+    authorizing = config.authorizer or bool(config.super_users)
+    return "basic" if method == "none" and authorizing and not config.http_open else method
+
+
+def entry_of(request: web.Request) -> str:
+    """The audit lines' entry point of a request: HTTP, its method and its route (not the filled-in path)."""
+    route = request.match_info.route.resource
+    return f"HTTP {request.method} {route.canonical if route is not None else request.path}"
+
+
+def caller(request: web.Request) -> HttpCaller:
+    """The request's principal for authorizer calls the HTTP server makes itself."""
+    cluster = request.app[BROKER].cluster
+    if cluster is None:
+        raise web.HTTPServiceUnavailable(reason="the store is not open (yet)")
+    return HttpCaller(cluster, principal_of(request), current_peer(), entry_of(request))
 
 
 def principal_of(request: web.Request) -> str:
@@ -57,6 +100,11 @@ def principal_of(request: web.Request) -> str:
 def current_principal() -> str:
     """The principal of the HTTP request being served (ANONYMOUS outside one)."""
     return _principal.get()
+
+
+def current_entry() -> str:
+    """The route of the HTTP request being served, for the audit lines of the Kafka calls it makes."""
+    return _entry.get()
 
 
 def current_peer() -> str:
@@ -126,7 +174,7 @@ async def identify(request: web.Request, handler: Any) -> web.StreamResponse:
     address = request.transport.get_extra_info("peername") if request.transport is not None else None
     peer = f"{address[0]}:{address[1]}" if isinstance(address, tuple) else "unknown"
     principal = ANONYMOUS
-    method = request.app[BROKER].config.http_authentication
+    method = login_method(request.app[BROKER].config)
     if method != "none" and not request.path.startswith(UNAUTHENTICATED_PATHS):
         if method == "basic":
             login = await _basic_login(request, peer)
@@ -140,9 +188,18 @@ async def identify(request: web.Request, handler: Any) -> web.StreamResponse:
     request[_PRINCIPAL] = principal
     _principal.set(principal)
     _peer.set(f"{peer} via REST")
+    _entry.set(entry_of(request))
     return await handler(request)
 
 
 def add_routes(app: web.Application) -> None:
     app[LOGINS] = LoginCache()
     app.middlewares.append(identify)
+    config = app[BROKER].config
+    method, authorizing = login_method(config), config.authorizer or bool(config.super_users)
+    if method != config.http_authentication:
+        log.info("HTTP logins: %s (the broker has an authorizer; http_open serves the HTTP port without logins)",
+                 method)
+    elif method == "none" and authorizing:
+        log.warning("the HTTP port is open (http_open): every HTTP client acts as User:ANONYMOUS without a login; "
+                    "the authorizer still decides what User:ANONYMOUS may do")

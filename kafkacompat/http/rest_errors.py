@@ -122,15 +122,70 @@ def respond(error: RestError) -> web.Response:
     return web.Response(text=json.dumps(error.body()), status=error.status, content_type=JSON_CONTENT)
 
 
+# Jackson's StreamReadConstraints bound what Confluent's proxy parses; these bound ours, so JSON nested
+# deeper than Python can recurse, or a number too long for int(), is a 400 rather than a 500.
+MAX_JSON_DEPTH = 500
+MAX_NUMBER_CHARS = 1000  # Jackson's default maxNumberLength
+
+
+class JsonLimitError(ValueError):
+    """JSON that parses but exceeds MAX_JSON_DEPTH or MAX_NUMBER_CHARS."""
+
+
+def _number(kind: type) -> Any:
+    def parse(text: str) -> Any:
+        if len(text) > MAX_NUMBER_CHARS:
+            raise JsonLimitError(f"a number of {len(text)} characters (at most {MAX_NUMBER_CHARS})")
+        return kind(text)
+    return parse
+
+
+def _within_depth(value: Any) -> Any:
+    """`value` when no array or object in it is nested deeper than MAX_JSON_DEPTH, else JsonLimitError."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > MAX_JSON_DEPTH:
+            raise JsonLimitError(f"nesting deeper than {MAX_JSON_DEPTH} levels")
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else ()
+        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+    return value
+
+
+_DECODER = json.JSONDecoder(parse_int=_number(int), parse_float=_number(float))
+
+
+def bounded_raw_decode(text: str, pos: int = 0) -> tuple[Any, int]:
+    """json's raw_decode within the depth and number limits (JsonLimitError beyond them)."""
+    try:
+        value, end = _DECODER.raw_decode(text, pos)
+    except RecursionError:
+        raise JsonLimitError(f"nesting deeper than {MAX_JSON_DEPTH} levels") from None
+    if text.count("[", pos, end) + text.count("{", pos, end) > MAX_JSON_DEPTH:  # else it cannot be too deep
+        _within_depth(value)
+    return value, end
+
+
+def bounded_loads(data: str | bytes) -> Any:
+    """One JSON document within the limits; JSONDecodeError, UnicodeDecodeError or JsonLimitError otherwise."""
+    text = data.decode("utf-8") if isinstance(data, (bytes, bytearray)) else data
+    value, end = bounded_raw_decode(text, len(text) - len(text.lstrip()))
+    if text[end:].strip():
+        raise json.JSONDecodeError("Extra data", text, end)
+    return value
+
+
 async def read_json(request: web.Request) -> Any:
-    """The request body as JSON, or Confluent's 400 for JSON that does not parse, 422 for no body."""
+    """The body as JSON; Confluent's 400 for JSON that does not parse or is out of bounds, 422 for no body."""
     raw = await request.read()
     if not raw.strip():
         raise invalid_payload("Request body is empty. Data is required.")
     try:
-        return json.loads(raw)
+        return bounded_loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise bad_request(f"Unexpected character in JSON: {exc}") from None
+    except JsonLimitError as exc:
+        raise bad_request(f"JSON refused: {exc}") from None
 
 
 def field(body: Any, name: str, kind: type | tuple[type, ...], default: Any = ..., *, required: bool = False) -> Any:

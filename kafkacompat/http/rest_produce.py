@@ -39,7 +39,10 @@ from ..broker.cluster import Cluster
 from ..broker.partitioner import partition_for_key
 from .common import BROKER
 from .kafka_calls import NO_TOPIC_ID, build, call
-from .rest_errors import JSON_CONTENT, RestError, bad_request, invalid_payload, kafka_error, partition_not_found
+from .rest_errors import (
+    JSON_CONTENT, JsonLimitError, RestError, bad_request, bounded_raw_decode, invalid_payload, kafka_error,
+    partition_not_found,
+)
 from .rest_names import kafka_name
 from .rest_producer import RESET_ON, IdempotentProducer, PartitionKey
 from .rest_v3 import METADATA, TIMEOUT, cluster_of
@@ -283,7 +286,6 @@ class JsonObjects:
 
     def __init__(self, limit: int) -> None:
         self._text = ""
-        self._decoder = json.JSONDecoder()
         self._utf8 = codecs.getincrementaldecoder("utf-8")()
         self._limit = limit
         self.seen_any = False
@@ -302,7 +304,11 @@ class JsonObjects:
                 break
             self.seen_any = True
             try:
-                value, pos = self._decoder.raw_decode(text, pos)
+                value, pos = bounded_raw_decode(text, pos)
+            except JsonLimitError as exc:
+                self._text = ""
+                values.append(bad_request(f"Error processing JSON: {exc}"))
+                return values
             except json.JSONDecodeError as exc:
                 if final:
                     self._text = ""

@@ -18,16 +18,20 @@ import uuid
 from typing import Any
 
 from aiohttp import web
+from kio.schema.errors import ErrorCode
 
 from .common import BROKER
 from .consumer_instances import ConsumerInstance, ConsumerRegistry, InstanceConfig, Partition
 from .rest_errors import (
     INT64,
+    JsonLimitError,
     RestError,
     bad_request,
+    bounded_loads,
     field,
     int_field,
     invalid_payload,
+    kafka_error,
     partition_not_found,
     read_json,
     topic_not_found,
@@ -196,8 +200,8 @@ def _embedded(fmt: str, data: bytes | None) -> Any:
     if fmt == "string":
         return data.decode("utf-8", "replace")
     try:
-        return json.loads(data)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        return bounded_loads(data)
+    except (UnicodeDecodeError, json.JSONDecodeError, JsonLimitError) as exc:
         raise RestError(408, 40801, f"Error deserializing JSON message: {exc}") from None
 
 
@@ -271,6 +275,8 @@ async def list_topic_names(request: web.Request) -> web.Response:
 async def _v2_topic(request: web.Request) -> Any:
     cluster = cluster_of(request)
     (topic,) = await topic_metadata(cluster, [kafka_name(request, request.match_info["topic"])])
+    if topic.error_code == ErrorCode.topic_authorization_failed:  # 403 as Confluent answers, not "not found"
+        raise kafka_error(ErrorCode(topic.error_code))
     if topic.error_code != 0:
         raise topic_not_found()
     return topic

@@ -375,6 +375,8 @@ async def _describe_group(cluster: Cluster, group_id: str) -> GroupView:
     answer = await call(cluster, DESCRIBE_GROUPS, build(DESCRIBE_GROUPS, groups=(group_id,),
                                                         include_authorized_operations=False))
     (group,) = answer.groups
+    if group.error_code == ErrorCode.group_authorization_failed:  # 403 as Confluent answers, not "not found"
+        check(group.error_code)
     if group.error_code == 0 and group.group_state != "Dead":
         members = tuple(MemberView(m.member_id, m.group_instance_id, m.client_id,
                                    parse_assignment(m.member_assignment) or {}) for m in group.members)

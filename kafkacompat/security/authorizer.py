@@ -209,13 +209,18 @@ class Authorizer:
 
 
 def deny(ctx: Any, operation: Operation | str, resource_type: ResourceType | str, name: str) -> None:
-    """The audit line of one refusal: who, from where, what, on which resource; never a secret."""
+    """The audit line of one refusal: who, from where, what, on which resource, through which entry point.
+
+    The entry point is the context's `entry` (the HTTP server names its route, "console GET /console/topic"),
+    else the Kafka listener the request came in on; never a secret.
+    """
     api = getattr(getattr(ctx, "header", None), "api_key", None)
     audit.info(
-        "authorization denied: principal=%s client=%s operation=%s resource=%s:%s api=%s",
+        "authorization denied: principal=%s client=%s operation=%s resource=%s:%s api=%s entry=%s",
         getattr(ctx, "principal", ANONYMOUS), ctx.peer,
         getattr(operation, "name", operation), getattr(resource_type, "name", resource_type), name,
         api_name(api) if api is not None else "-",
+        getattr(ctx, "entry", None) or f"kafka listener {getattr(ctx, 'listener', '-')}",
     )
 
 

@@ -205,3 +205,25 @@ def test_client_gone_mid_stream_keeps_what_arrived_whole_and_nothing_else(broker
         assert requests.get(broker.http_url + "/health/live", timeout=10).status_code == 200
     assert not [r for r in caplog.records if r.levelname in ("ERROR", "CRITICAL")]
     assert end_offsets(broker, "cut-off", 1) == [1]
+
+
+@pytest.mark.parametrize("document", [
+    pytest.param("[" * 50_000 + "]" * 50_000, id="nested-50000"),
+    pytest.param('{"a":' * 100_000 + "1" + "}" * 100_000, id="nested-100000"),
+    pytest.param("1" * 100_001, id="digits-100001"),
+])
+def test_json_past_the_depth_and_number_limits_is_one_400_and_writes_nothing(broker, v3, document, request) -> None:
+    topic = "bounded-json-" + request.node.callspec.id
+    broker.create_topic(topic, partitions=1)
+    json_type = {"Content-Type": "application/json"}
+    v3_record = '{"value": {"type": "JSON", "data": %s}}' % document
+    produced = requests.post(f"{v3}/topics/{topic}/records", data=v3_record, headers=json_type, timeout=30)
+    assert produced.status_code == 400 and produced.json()["error_code"] == 400, produced.text[:300]
+    v2 = {"Content-Type": "application/vnd.kafka.json.v2+json"}
+    for url, body, headers in ((v3 + "/topics", document, json_type),
+                               (f"{broker.http_url}/topics/{topic}", '{"records": [{"value": %s}]}' % document,
+                                v2)):
+        answer = requests.post(url, data=body, headers=headers, timeout=30)
+        assert answer.status_code == 400, answer.text[:300]
+        assert answer.json()["error_code"] == 400 and "JSON" in answer.json()["message"]
+    assert end_offsets(broker, topic, 1) == [0]

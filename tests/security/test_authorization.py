@@ -330,10 +330,10 @@ def test_replication_into_a_stream_needs_its_copy_permission(broker: Broker, tmp
 
 
 def test_the_rest_proxy_is_authorized_as_its_principal() -> None:
-    """REST calls go through the same handlers as User:ANONYMOUS until HTTP logs in: refused unless granted."""
+    """REST calls go through the same handlers as User:ANONYMOUS on a port served open: refused unless granted."""
     import requests
 
-    with Broker(authorizer=True, super_users=["User:admin"], http_port=0) as secured:
+    with Broker(authorizer=True, super_users=["User:admin"], http_port=0, http_open=True) as secured:
         secured.create_topic("orders", partitions=1)
         (cluster,) = requests.get(secured.http_url + "/v3/clusters", timeout=10).json()["data"]
         records = f"{secured.http_url}/v3/clusters/{cluster['cluster_id']}/topics/orders/records"

@@ -127,3 +127,20 @@ def test_online_errors_as_kafka_names_them(broker: Broker) -> None:
         results["few"].result(timeout=10)
     assert caught.value.args[0].code() == KafkaError.UNACCEPTABLE_CREDENTIAL
     assert "Too few iterations" in caught.value.args[0].str()
+
+
+def test_a_user_without_alter_on_the_cluster_gets_a_refusal_per_user(tmp_path) -> None:
+    """Kafka answers each named user CLUSTER_AUTHORIZATION_FAILED; an empty answer breaks clients' result mapping."""
+    users = {"admin": "admin-pw", "bob": "bob-pw"}
+    with Broker(sasl=users, authorizer=True, super_users=["User:admin"]) as secured:
+        bob = AdminClient(secured.client_config("bob"))
+        results = bob.alter_user_scram_credentials([
+            UserScramCredentialUpsertion("admin", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096), b"taken"),
+            UserScramCredentialDeletion("zed", ScramMechanism.SCRAM_SHA_512),
+        ])
+        for user in ("admin", "zed"):
+            with pytest.raises(KafkaException) as caught:
+                results[user].result(timeout=10)
+            assert caught.value.args[0].code() == KafkaError.CLUSTER_AUTHORIZATION_FAILED
+        assert can_log_in(secured, "admin", "admin-pw", "SCRAM-SHA-512")  # the change was refused
+        assert not can_log_in(secured, "admin", "taken", "SCRAM-SHA-256")

@@ -1,8 +1,9 @@
 """The console's forms (POST): create a stream, edit its policy, create a topic.
 
-Each runs the admin CLI's own operation (handlers/stream_admin.py), so the
-console checks input exactly as `kafkacompat stream create` does and a
-refused change leaves the store as it was. A refused form is shown again
+Each runs the admin CLI's own operation (handlers/stream_admin.run) as the
+request's principal, so the console checks input and authorization exactly
+as `kafkacompat stream create` does and a refused change leaves the store
+as it was. A refused form is shown again
 with the reason and what was typed; a done one redirects (303) to the page
 of what it made.
 """
@@ -21,7 +22,8 @@ from kafkacompat import storage
 from ...broker.cluster import TopicError
 from ...handlers import stream_admin
 from . import pages
-from .permission import refusal
+from ..principal import caller
+from .permission import form_refusal
 
 log = logging.getLogger(__name__)
 INT_FIELDS = ("ttl_seconds", "default_partitions", "partitionlet_bytes")
@@ -65,26 +67,27 @@ async def _form(request: web.Request) -> dict[str, str]:
 async def _run(request: web.Request, stream: str | None, op: Callable[[], Awaitable[Any]],
                again: Callable[[str, int], Awaitable[web.Response]], done: str) -> web.Response:
     """Check permission, run `op`, then redirect to `done`, or show the form `again` with the reason."""
-    denied = await refusal(request, stream)
+    denied = await form_refusal(request, stream)
     if denied is not None:
         return await again(denied, 403)
     try:
         await op()
     except FormError as exc:
         return await again(str(exc), 400)
-    except (stream_admin.AdminError, TopicError, storage.StorageError) as exc:
+    except stream_admin.AdminError as exc:
+        return await again(str(exc), 403 if exc.code.name.endswith("authorization_failed") else 400)
+    except (TopicError, storage.StorageError) as exc:
         return await again(str(exc), 409 if isinstance(exc, (storage.StreamExistsError, storage.TopicExistsError)) else 400)
     log.info("console %s from %s", request.path, request.remote)
     raise web.HTTPSeeOther(done)
 
 
 async def create_stream(request: web.Request) -> web.Response:
-    cluster = pages.cluster_of(request)
     form = await _form(request)
     path = form.get("path", "").strip()
 
     async def op() -> None:
-        await stream_admin.stream_create(cluster, {"path": path, "policy": _policy(form)})
+        await stream_admin.run(caller(request), {"op": "stream.create", "path": path, "policy": _policy(form)})
 
     async def again(error: str, status: int) -> web.Response:
         return await pages.home(request, error=error, form=form, status=status)
@@ -93,12 +96,11 @@ async def create_stream(request: web.Request) -> web.Response:
 
 
 async def edit_stream(request: web.Request) -> web.Response:
-    cluster = pages.cluster_of(request)
     form = await _form(request)
     path = request.query.get("path", "")
 
     async def op() -> None:
-        await stream_admin.stream_edit(cluster, {"path": path, "policy": _policy(form)})
+        await stream_admin.run(caller(request), {"op": "stream.edit", "path": path, "policy": _policy(form)})
 
     async def again(error: str, status: int) -> web.Response:
         return await pages.stream(request, error=error, form=form, status=status)
@@ -107,7 +109,6 @@ async def edit_stream(request: web.Request) -> web.Response:
 
 
 async def create_topic(request: web.Request) -> web.Response:
-    cluster = pages.cluster_of(request)
     form = await _form(request)
     path = request.query.get("path", "")
     name = form.get("topic", "").strip()
@@ -117,7 +118,7 @@ async def create_topic(request: web.Request) -> web.Response:
         _whole_numbers(form, ("partitions",), args)
         if not name:
             raise FormError("give the topic a name")
-        await stream_admin.topic_create(cluster, args)
+        await stream_admin.run(caller(request), {"op": "topic.create", **args})
 
     async def again(error: str, status: int) -> web.Response:
         return await pages.stream(request, error=error, form=form, status=status)
@@ -128,7 +129,6 @@ async def create_topic(request: web.Request) -> web.Response:
 
 async def edit_topic(request: web.Request) -> web.Response:
     """Add partitions and set (or, with an empty value, remove) one config, as `topic edit` does."""
-    cluster = pages.cluster_of(request)
     form = await _form(request)
     path, name = request.query.get("stream", ""), request.query.get("topic", "")
 
@@ -138,7 +138,7 @@ async def edit_topic(request: web.Request) -> web.Response:
         config = form.get("config", "").strip()
         if config:
             args["configs"] = {config: form.get("value", "").strip() or None}
-        await stream_admin.topic_edit(cluster, args)
+        await stream_admin.run(caller(request), {"op": "topic.edit", **args})
 
     async def again(error: str, status: int) -> web.Response:
         return await pages.topic(request, error=error, form=form, status=status)

@@ -1,4 +1,9 @@
-"""The console's pages (GET): each reads the broker's state and renders one template."""
+"""The console's pages (GET): each reads the broker's state and renders one template.
+
+With an authorizer a page shows only what the request's principal may
+describe (permission.py), as the REST proxy's listings do, and a page of
+something it may not see answers 403 before saying whether that exists.
+"""
 
 from __future__ import annotations
 
@@ -11,9 +16,10 @@ from kafkacompat import storage
 from ...broker.cluster import Cluster
 from ...broker.stream_views import POLICY_FIELDS, stream_view, topic_view
 from ...broker.topic_names import canonical_name
+from ...security.acls import Operation
 from ..common import BROKER
 from .groups_view import group_ids, group_view
-from .permission import refusal
+from .permission import authorizing, may_group, may_see_stream, may_topic, refusal
 from .render import render
 
 TOPICS_PER_PAGE = 100  # a stream may hold a million topics: its page lists them a hundred at a time
@@ -32,6 +38,23 @@ def not_found(request: web.Request, message: str) -> web.Response:
     return render(request, "not_found.html", status=404, title="Not found", message=message)
 
 
+def forbidden(request: web.Request, message: str) -> web.Response:
+    return render(request, "not_found.html", status=403, title="Forbidden", message=message)
+
+
+def visible_topics(request: web.Request, topics: list[storage.TopicInfo]) -> list[storage.TopicInfo]:
+    """The topics the principal may describe (all without an authorizer)."""
+    if not authorizing(request):
+        return topics
+    return [t for t in topics if may_topic(request, Operation.DESCRIBE, t.stream, t.name, audit=False)]
+
+
+def visible_groups(request: web.Request, groups: list[str]) -> list[str]:
+    if not authorizing(request):
+        return groups
+    return [g for g in groups if may_group(request, Operation.DESCRIBE, g, audit=False)]
+
+
 # The create form starts from the store's own defaults (ttl 7 days, as on MapR), so it cannot disagree with them.
 _NEW_STREAM = {name: value for name, value in stream_view(storage.StreamInfo("", storage.StreamPolicy(), 0, 0)).items()
                if name in ("ttl_seconds", "default_partitions", "autocreate", "fsync", "cleanup_policy")}
@@ -41,11 +64,13 @@ async def home(request: web.Request, error: str | None = None, form: dict | None
                status: int = 200) -> web.Response:
     cluster = cluster_of(request)
     store = cluster.store
-    streams = [stream_view(info) for info in sorted(store.list_streams(), key=lambda s: s.path)]
+    streams = [stream_view(info) for info in sorted(store.list_streams(), key=lambda s: s.path)
+               if not authorizing(request) or may_see_stream(request, info.path, audit=False)]
     volumes = [{"path": v.path, "free_bytes": v.free_bytes()} for v in getattr(store, "volumes", ())]
     return render(request, "home.html", status=status, title="Streams", streams=streams, volumes=volumes,
                   default_stream=cluster.default_stream, store_url=cluster.config.store_url,
-                  groups=len(group_ids(cluster)), topics=len(store.list_topics()),
+                  groups=len(visible_groups(request, [row["group"] for row in group_ids(cluster)])),
+                  topics=len(visible_topics(request, store.list_topics())),
                   denied=await refusal(request, None), fsync_choices=FSYNC_CHOICES,
                   cleanup_choices=CLEANUP_CHOICES, form=form or _NEW_STREAM, error=error)
 
@@ -54,11 +79,14 @@ async def stream(request: web.Request, error: str | None = None, form: dict | No
                  status: int = 200) -> web.Response:
     cluster = cluster_of(request)
     path = request.query.get("path", "")
+    if authorizing(request) and not may_see_stream(request, path):
+        return forbidden(request, f"you may not see stream {path!r} (it needs one of its permissions)")
     info = cluster.store.get_stream(path) if path.startswith("/") else None
     if info is None:
         return not_found(request, f"stream {path!r} does not exist")
     start = max(_int(request.query.get("start"), 0), 0)
-    names = sorted(cluster.store.list_topics(path), key=lambda t: t.name)
+    names = sorted(visible_topics(request, cluster.store.list_topics(path)), key=lambda t: t.name)
+    groups = sorted(visible_groups(request, list(cluster.store.list_cursor_groups(path))))
     shown = names[start:start + TOPICS_PER_PAGE]
     topics = [await topic_view(cluster.store, topic, detail=False) for topic in shown]
     replicas = ([await link.status() for link in cluster.replication.links_of(path)]
@@ -67,14 +95,17 @@ async def stream(request: web.Request, error: str | None = None, form: dict | No
     return render(request, "stream.html", status=status, title=path, stream=stream_view(info),
                   replicas=replicas, upstreams=upstreams,
                   default_stream=cluster.default_stream, topics=topics, start=start, total=len(names),
-                  page=TOPICS_PER_PAGE, groups=sorted(cluster.store.list_cursor_groups(path)),
+                  page=TOPICS_PER_PAGE, groups=groups,
                   denied=await refusal(request, path), fsync_choices=FSYNC_CHOICES,
                   cleanup_choices=CLEANUP_CHOICES, policy_fields=POLICY_FIELDS, error=error, form=form or {})
 
 
-def _topic_asked(request: web.Request) -> tuple[storage.TopicInfo | None, web.Response | None]:
-    """The topic the ?stream=&topic= query names, or the not-found page to answer."""
+def _topic_asked(request: web.Request, operation: Operation = Operation.DESCRIBE,
+                 ) -> tuple[storage.TopicInfo | None, web.Response | None]:
+    """The topic the ?stream=&topic= query names if the principal may do `operation` on it, else the page to answer."""
     stream_path, name = request.query.get("stream", ""), request.query.get("topic", "")
+    if authorizing(request) and not may_topic(request, operation, stream_path, name):
+        return None, forbidden(request, f"you may not {operation.name} topic {name!r} of stream {stream_path!r}")
     info = cluster_of(request).store.get_topic(stream_path, name) if stream_path.startswith("/") and name else None
     if info is None:
         return None, not_found(request, f"topic {name!r} does not exist in stream {stream_path!r}")
@@ -95,6 +126,8 @@ async def topic(request: web.Request, error: str | None = None, form: dict | Non
 async def groups(request: web.Request) -> web.Response:
     cluster = cluster_of(request)
     rows = group_ids(cluster)
+    allowed = set(visible_groups(request, [row["group"] for row in rows]))
+    rows = [row for row in rows if row["group"] in allowed]
     for row in rows:
         view = group_view(cluster, row["group"])
         row["members"] = len(view["members"]) if view else 0
@@ -105,15 +138,21 @@ async def groups(request: web.Request) -> web.Response:
 async def group(request: web.Request) -> web.Response:
     cluster = cluster_of(request)
     group_id = request.query.get("id", "")
+    if authorizing(request) and not may_group(request, Operation.DESCRIBE, group_id):
+        return forbidden(request, f"you may not DESCRIBE consumer group {group_id!r}")
     view = group_view(cluster, group_id) if group_id else None
     if view is None:
         return not_found(request, f"consumer group {group_id!r} is unknown")
+    if authorizing(request):  # as OffsetFetch: only the committed offsets of topics the principal may describe
+        view["offsets"] = [row for row in view["offsets"]
+                           if may_topic(request, Operation.DESCRIBE, row["stream"], row["topic"], audit=False)]
+        view["total_lag"] = sum(row["lag"] or 0 for row in view["offsets"])
     return render(request, "group.html", title=f"Group {group_id}", group=view)
 
 
 async def tail_page(request: web.Request) -> web.Response:
     cluster = cluster_of(request)
-    info, missing = _topic_asked(request)
+    info, missing = _topic_asked(request, Operation.READ)
     if info is None:
         return missing
     start = "beginning" if request.query.get("from") == "beginning" else "end"

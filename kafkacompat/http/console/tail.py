@@ -8,7 +8,8 @@ the socket. Records are shown as a read_uncommitted consumer sees them.
 
 A comment line every KEEPALIVE_S keeps proxies from closing an idle stream
 and tells a gone browser apart (the write fails). Open tails end when the
-HTTP server shuts down.
+HTTP server shuts down. A tail reads records, so it needs READ on the
+topic, as a consumer's Fetch does.
 """
 
 from __future__ import annotations
@@ -25,7 +26,9 @@ from aiohttp import web
 from kafkacompat import storage
 from kafkacompat.protocol.records import iter_records, whole_batches
 
+from ...security.acls import Operation
 from .pages import cluster_of
+from .permission import authorizing, may_topic
 
 log = logging.getLogger(__name__)
 KEEPALIVE_S = 15.0
@@ -96,6 +99,8 @@ async def events(request: web.Request) -> web.StreamResponse:
     """GET /console/tail/events?stream=&topic=[&partition=][&from=end|beginning]: the SSE stream."""
     cluster = cluster_of(request)
     stream_path, name = request.query.get("stream", ""), request.query.get("topic", "")
+    if authorizing(request) and not may_topic(request, Operation.READ, stream_path, name):  # before existence
+        raise web.HTTPForbidden(reason=f"you may not READ topic {name!r} of stream {stream_path!r}")
     info = cluster.store.get_topic(stream_path, name) if stream_path.startswith("/") and name else None
     if info is None:
         raise web.HTTPNotFound(reason=f"topic {name!r} does not exist in stream {stream_path!r}")
