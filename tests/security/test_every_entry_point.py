@@ -137,6 +137,7 @@ KAFKA_APIS: dict[int, Unchecked | Checked] = {
     51: checked("ALTER CLUSTER"),  # alter_user_scram_credentials
     57: checked("ALTER CLUSTER"),  # update_features
     61: checked("READ TOPIC"),  # describe_producers
+    55: checked("DESCRIBE CLUSTER"),  # describe_quorum
     64: checked("ALTER CLUSTER"),  # unregister_broker
     65: checked("DESCRIBE TRANSACTIONAL_ID"),  # describe_transactions
     68: checked("DESCRIBE TOPIC", "READ GROUP"),  # consumer_group_heartbeat
