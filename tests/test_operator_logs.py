@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import requests
 from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import (
     AclBinding,
@@ -91,6 +92,20 @@ def test_command_line_admin_is_logged_the_same_way_and_reads_are_not(broker, cap
     [stream, topic] = _admin_lines(caplog)
     assert stream.startswith("StreamAdmin v0 by User:alice from 127.0.0.1:") and "stream.create path='/ops'" in stream
     assert stream.endswith(": ok") and topic.endswith(": ok")
+
+
+def test_rest_admin_changes_are_logged_as_the_kafka_ports_are(caplog):
+    caplog.set_level(logging.INFO, logger=ADMIN_LOG)
+    with Broker(http_port=0) as running:
+        [cluster] = requests.get(running.http_url + "/v3/clusters", timeout=10).json()["data"]
+        topics = f"{running.http_url}/v3/clusters/{cluster['cluster_id']}/topics"
+        made = requests.post(topics, json={"topic_name": "rest-made", "partitions_count": 2}, timeout=10)
+        assert made.status_code == 201, made.text
+        assert requests.delete(topics + "/rest-made", timeout=10).status_code == 204
+    created, deleted = _admin_lines(caplog)
+    assert created.startswith("CreateTopics v") and "by User:ANONYMOUS from 127.0.0.1" in created
+    assert "via HTTP" in created and "create topics rest-made (2 partitions): ok" in created
+    assert deleted.startswith("DeleteTopics v") and "delete topics rest-made: ok" in deleted
 
 
 def test_request_log_is_debug_on_its_own_logger_and_silent_otherwise(broker, caplog):

@@ -26,6 +26,7 @@ from kio.static.constants import EntityType
 from kafkacompat.protocol.messages import decode_request, encode_body, make, parse_request_header, request_schema
 from kafkacompat.protocol.versions import SUPPORTED, is_flexible, schema
 
+from ..broker import admin_log
 from ..broker.cluster import Cluster
 from ..broker.connection import RequestContext
 from ..broker.request_stats import response_errors
@@ -78,7 +79,7 @@ async def call(cluster: Cluster, api_key: int, body: Any | bytes, *, client_id: 
     handler = HANDLERS[api_key]
     request = getattr(handler, "decode", decode_request)(header, frame)
     refused = cluster_gate(ctx, request) if cluster.authorizer.enabled else None  # as the Kafka port's connection
-    answer = refused if refused is not None else await handler.handle(ctx, request)
+    answer = admin_log.logged(ctx, request, refused if refused is not None else await handler.handle(ctx, request))
     if asyncio.iscoroutine(answer) or isinstance(answer, asyncio.Future):
         answer = await answer
     cluster.stats.request_done(api_key, version, time.perf_counter() - started)
