@@ -38,7 +38,7 @@ CASES = {
     "negative ttl": (["stream", "edit", STREAM, "--ttl", "-5"], "invalid duration '-5'"),
     "ttl words": (["stream", "create", "/tests/ttl_b", "--ttl", "forever"], "invalid duration 'forever'"),
     "bad size": (["stream", "edit", STREAM, "--partitionlet-size", "64XB"], "invalid size '64XB'"),
-    "tiny partitionlets": (["stream", "edit", STREAM, "--partitionlet-size", "100"], "partitionlet_bytes must be >= 4096"),
+    "tiny partitionlets": (["stream", "edit", STREAM, "--partitionlet-size", "100"], "argument --partitionlet-size: must be at least 4 KiB, not 100"),
     "bad autocreate": (["stream", "edit", STREAM, "--autocreate", "maybe"], "'maybe' is neither true nor false"),
     "negative default partitions": (["stream", "create", "/tests/neg", "--partitions", "-3"], "at least 1, not -3"),
     "zero topic partitions": (["topic", "create", f"{STREAM}:Zero", "--partitions", "0"], "at least 1, not 0"),
