@@ -16,7 +16,9 @@ measures it through the Kafka protocol only:
 - idle connections (ApiVersions answered, then silent): RSS per connection;
 - committed cursors: OffsetCommit and OffsetFetch rates, bytes on disk;
 - clean stop, clean start and start after kill -9, each to the first
-  answered Metadata.
+  answered Metadata; then Metadata for all topics (which opens every
+  partition) and what a one-topic Metadata on another connection waits
+  meanwhile.
 
 Figures are wall-clock on whatever machine runs it: on a shared machine
 quote them with its load average.
@@ -29,6 +31,7 @@ import dataclasses
 import json
 import os
 import resource
+import select
 import signal
 import socket
 import struct
@@ -326,12 +329,26 @@ def _restarts(broker: _ScaleBroker, probe: str, out: dict[str, Any]) -> None:
     broker.end(signal.SIGKILL)
     listening, answered = broker.start_to_metadata(probe)
     out["start_after_kill9_s"] = {"listening": round(listening, 2), "first_metadata": round(answered, 2)}
-    wire = _Wire(broker.bootstrap, RESTART_TIMEOUT_S)
+    took, waits = _all_beside_one(broker.bootstrap, probe)
+    out["first_metadata_all_after_kill9_ms"] = round(took)
+    out["one_topic_metadata_meanwhile_max_ms"] = round(max(waits), 1) if waits else None
+
+
+def _all_beside_one(bootstrap: str, topic: str) -> tuple[float, list[float]]:
+    """Metadata for all topics on one connection while another asks for one topic again and again:
+    ms until the big answer arrived, and each small request's wait (what other clients see)."""
+    big, small = _Wire(bootstrap, RESTART_TIMEOUT_S), _Wire(bootstrap, RESTART_TIMEOUT_S)
     try:
-        out["first_metadata_all_after_kill9_ms"] = round(_timed(
-            lambda: (wire.send(METADATA, 12, _metadata(None)), wire.receive_raw())))
+        started = time.monotonic()
+        big.send(METADATA, 12, _metadata(None))
+        waits = []
+        while not select.select([big.sock], [], [], 0)[0]:
+            waits.append(_timed(lambda: small.request(METADATA, 12, _metadata([topic]))))
+        big.receive_raw()
+        return (time.monotonic() - started) * 1000, waits
     finally:
-        wire.close()
+        big.close()
+        small.close()
 
 
 def measure(args: argparse.Namespace) -> dict[str, Any]:
