@@ -264,7 +264,7 @@ def _describe_all(wire: _Wire) -> tuple[int, float]:
 
 def _idle_connections(bootstrap: str, pid: int, count: int, out: dict[str, Any]) -> list[_Wire]:
     before = rss_mb(pid)
-    wires = []
+    wires: list[_Wire] = []
     for _ in range(count):
         wire = _Wire(bootstrap)
         wire.request(API_VERSIONS, 3, _api_versions())
@@ -298,7 +298,8 @@ def _cursors(broker: _ScaleBroker, names: list[str], count: int, out: dict[str, 
     groups: dict[str, list[TopicPartition]] = {}
     for group, name in wanted:
         groups.setdefault(group, []).append(TopicPartition(name, 0, 1))
-    disk0, started = _disk_bytes(broker.run_dir), time.monotonic()
+    assert broker.pid is not None
+    rss0, disk0, started = rss_mb(broker.pid), _disk_bytes(broker.run_dir), time.monotonic()
     for group, offsets in groups.items():
         consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group, "enable.auto.commit": False})
         for chunk in _chunks(offsets, 1000):
@@ -318,6 +319,7 @@ def _cursors(broker: _ScaleBroker, names: list[str], count: int, out: dict[str, 
     out["offset_fetch_per_s"] = round(count / (time.monotonic() - started)) if count else None
     time.sleep(1.5)  # the disk engine writes cursors behind (fsync interval)
     out["cursor_bytes_on_disk"] = _disk_bytes(broker.run_dir) - disk0
+    out["rss_per_cursor_bytes"] = round((rss_mb(broker.pid) - rss0) * 1024 * 1024 / count) if count else None
 
 
 def _restarts(broker: _ScaleBroker, probe: str, out: dict[str, Any]) -> None:
@@ -376,6 +378,9 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
             _metadata_figures(broker.bootstrap, names, steady, out)
         finally:
             steady.stop()
+        out["rss_partitions_opened_mb"] = round(rss_mb(pid), 1)  # Metadata for all opened every partition
+        out["rss_per_opened_topic_kb"] = round(
+            (out["rss_partitions_opened_mb"] - out["rss_empty_mb"]) * 1024 / args.topics, 2)
         out["steady_overall_p99_ms"] = {"produce": steady.p99(steady.produce_ms),
                                         "produce_to_fetch": steady.p99(steady.fetch_ms)}
         wires = _idle_connections(broker.bootstrap, pid, args.connections, out)
