@@ -44,7 +44,6 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kio.serial import entity_reader
-from kio.static.constants import EntityType
 
 from kafkacompat.protocol.messages import encode_body, make, request_schema, response_schema
 from kafkacompat.protocol.versions import is_flexible
