@@ -248,7 +248,7 @@ async def _later(rule: Rule, answer: Any) -> Any:
     if rule.kind is Kind.DELAY:
         await asyncio.sleep(rule.seconds)
         return body
-    if isinstance(body, (bytes, bytearray)):  # a pre-encoded legacy answer: leave it
+    if isinstance(body, (bytes, bytearray, list)):  # pre-encoded (a legacy answer, a big Metadata): leave it
         return body
     return with_error(body, rule.error)
 
