@@ -329,6 +329,10 @@ class Store(abc.ABC):
     @abc.abstractmethod
     async def delete_topic(self, stream: str, name: str) -> None: ...
 
+    def partition_count(self) -> int:
+        """Partitions of every topic of every stream (what a per-broker partition limit counts)."""
+        return sum(topic.partitions for topic in self.list_topics())
+
     @abc.abstractmethod
     async def add_partitions(self, stream: str, name: str, total: int) -> TopicInfo:
         """Grow to `total` partitions; never shrinks (InvalidPartitionsError)."""

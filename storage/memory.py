@@ -258,6 +258,8 @@ class MemoryPartition(PartitionBase):
 class MemoryStore(NamespaceStore):
     """A store that keeps everything in memory."""
 
+    counts_partitions = True
+
     def __init__(
         self, default_stream: str = "/default", record_timestamps: RecordTimestamps | None = None,
         record_codec: RecordCodec | None = None, cleaner_dedupe_buffer_bytes: int = DEFAULT_DEDUPE_BUFFER_BYTES,

@@ -180,6 +180,11 @@ class TopicState:
         self._info, self._raw = info, None
 
     @property
+    def partition_total(self) -> int:
+        """How many partitions the topic has, without building its TopicInfo."""
+        return self._raw[2] if self._info is None else self._info.partitions
+
+    @property
     def configs(self) -> dict[str, str]:
         return self._raw[3] if self._info is None else self._info.configs
 
@@ -237,6 +242,11 @@ class StreamState:
 class NamespaceStore(Store):
     """Store methods common to every engine; persistence is left to hooks."""
 
+    # True in engines whose topics change only through this class's methods (after open), so a
+    # running partition count stays exact; an engine shared by processes learns of other
+    # processes' topics by other paths and counts by walking every topic.
+    counts_partitions = False
+
     def __init__(self, default_stream: str = "/default") -> None:
         self.default_stream = check_stream_path(default_stream)
         self._streams: dict[str, StreamState] = {}
@@ -244,6 +254,8 @@ class NamespaceStore(Store):
         self.store_id = uuid.uuid4()  # engines that persist replace it with the stored one on open
         self._settings: dict[str, str] = {}
         self.activity = StoreActivity()  # fsync and retention counts, read by the broker's /metrics
+        self._partitions: int | None = None  # the running count, once first walked (counts_partitions)
+        self.partition_walks = 0  # walks over every topic to count partitions: once per open when counted
 
     def settings(self) -> dict[str, str]:
         return dict(self._settings)
@@ -329,6 +341,20 @@ class NamespaceStore(Store):
     def _register_topic(self, stream: StreamState, topic: TopicState) -> None:
         stream.topics[topic.name] = topic
         self._topics_by_id[topic.id_hex] = topic
+        self._count_partitions(topic.partition_total)
+
+    def _count_partitions(self, change: int) -> None:
+        if self._partitions is not None:
+            self._partitions += change
+
+    def partition_count(self) -> int:
+        if self._partitions is not None:
+            return self._partitions
+        self.partition_walks += 1
+        total = sum(t.partition_total for s in self._streams.values() for t in s.topics.values())
+        if self.counts_partitions:
+            self._partitions = total
+        return total
 
     async def _ensure_default_stream(self) -> None:
         if self.default_stream not in self._streams:
@@ -385,6 +411,7 @@ class NamespaceStore(Store):
         del self._streams[path]
         for topic in state.topics.values():
             self._topics_by_id.pop(topic.id_hex, None)
+            self._count_partitions(-topic.partition_total)
         await self._persist_stream_deleted(state)
 
     async def purge_stream(self, path: str) -> None:
@@ -417,6 +444,7 @@ class NamespaceStore(Store):
             # winner's topic may have replaced it meanwhile (its notification), and stays.
             if state.topics.get(name) is topic:
                 del state.topics[name]
+                self._count_partitions(-partitions)
             self._topics_by_id.pop(topic.id_hex, None)
             raise
         return info
@@ -442,6 +470,7 @@ class NamespaceStore(Store):
         topic = self._topic(stream, name)
         del state.topics[name]
         self._topics_by_id.pop(topic.id_hex, None)
+        self._count_partitions(-topic.partition_total)
         await self._persist_topic_deleted(state, topic)
         for group, cursors in list(state.cursors.items()):
             gone = [key for key in cursors if key[0] == name]
@@ -467,11 +496,13 @@ class NamespaceStore(Store):
         old = topic.info
         topic.info = info
         topic.forget_settings()
+        self._count_partitions(info.partitions - old.partitions)
         try:
             await self._persist_topics(state, [topic])
         except BaseException:
             topic.info = old
             topic.forget_settings()
+            self._count_partitions(old.partitions - info.partitions)
             raise
         return info
 

@@ -123,3 +123,31 @@ def test_login_bench_reports_both_mechanisms() -> None:
     rows = [line.split() for line in done.stdout.splitlines() if "logins/s" in line]
     assert [row[0] for row in rows] == ["SCRAM-SHA-512", "OAUTHBEARER"]
     assert all(float(row[1]) > 0 for row in rows)
+
+
+def test_scale_reports_every_figure(tmp_path: Path) -> None:
+    out = tmp_path / "scale.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "kafkacompat", "bench", "scale", "--topics", "20", "--streams", "3",
+         "--connections", "10", "--cursors", "30", "--data-dir", str(tmp_path), "--json", str(out)],
+        cwd=REPO, capture_output=True, text=True, timeout=240,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    doc = json.loads(out.read_text())
+    assert doc["topics"] == 20 and doc["streams"] == 3
+    assert len(doc["create_topics_per_s_by_tenth"]) == 10 and min(doc["create_topics_per_s_by_tenth"]) > 0
+    assert 0 < doc["metadata_one_topic_ms"]["p50"] <= doc["metadata_one_topic_ms"]["p99"]
+    assert doc["describe_topic_partitions_pages"] == 1 and len(doc["metadata_all_topics_ms"]) == 3
+    assert doc["cursors_fetched_back"] == 30  # more cursors than topics: a second group holds the rest
+    assert doc["cursor_bytes_on_disk"] > 0 and doc["clean_stop_s"] > 0
+    assert doc["start_after_kill9_s"]["first_metadata"] >= doc["start_after_kill9_s"]["listening"] > 0
+    assert doc["rss_empty_mb"] > 0 and doc["idle_connections"] == 10
+    assert "results in" in done.stdout
+    assert not any(tmp_path.glob("kafkacompat-bench-*")), "the broker's store was left behind"
+
+
+def test_scale_refuses_bad_counts() -> None:
+    done = subprocess.run([sys.executable, "-m", "kafkacompat", "bench", "scale", "--topics", "0"],
+                          cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "expected a positive integer" in done.stderr
+    assert "Traceback" not in done.stderr

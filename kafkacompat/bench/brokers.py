@@ -117,6 +117,8 @@ class ExternalBroker(Broker):
 
 
 class _Subprocess(Broker):
+    ready_timeout_s = READY_TIMEOUT_S
+
     def __init__(self) -> None:
         self.port = 0
         self._proc: subprocess.Popen[bytes] | None = None
@@ -157,7 +159,7 @@ class _Subprocess(Broker):
 
     def _wait_ready(self) -> None:
         assert self._proc is not None
-        deadline = time.monotonic() + READY_TIMEOUT_S
+        deadline = time.monotonic() + self.ready_timeout_s
         while time.monotonic() < deadline:
             if self._proc.poll() is not None:
                 raise BrokerStartError(f"{self.name} exited with {self._proc.returncode}: {self.output()}")
@@ -166,7 +168,7 @@ class _Subprocess(Broker):
                     return
             except OSError:
                 time.sleep(0.05)
-        raise BrokerStartError(f"{self.name} did not listen on port {self.port} within {READY_TIMEOUT_S:.0f} s")
+        raise BrokerStartError(f"{self.name} did not listen on port {self.port} within {self.ready_timeout_s:.0f} s")
 
     def output(self, limit: int = 2000) -> str:
         """The tail of the broker's stdout and stderr."""

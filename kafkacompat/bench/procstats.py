@@ -39,6 +39,15 @@ def peak_rss_mb(pid: int) -> float:
     return 0.0
 
 
+def rss_mb(pid: int) -> float:
+    """VmRSS: the resident set size now, in MiB."""
+    with open(f"/proc/{pid}/status") as fh:
+        for line in fh:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
 def reset_peak_rss(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/clear_refs", "w") as fh:

@@ -21,17 +21,21 @@ from ..broker.cluster import TopicError
 from ..broker.topic_names import canonical_name
 from ..security.acls import Operation, ResourceType
 from .common import ALL_TOPIC_OPERATIONS, NO_THROTTLE, ErrorCode, make, schema_of
+from .slices import Slicer
 
 BROKER_PARTITION_LIMIT = 2000  # Kafka's max.request.partition.size.limit
 
 
-def _wanted(ctx: Any, request: Any) -> list[tuple[str, TopicInfo | None, ErrorCode]]:
+async def _wanted(ctx: Any, request: Any, slicer: Slicer) -> list[tuple[str, TopicInfo | None, ErrorCode]]:
     cluster = ctx.cluster
     authorizer = cluster.authorizer
     if not request.topics:
-        found = [(cluster.listed_name(info.stream, info.name, ctx.client_software_name), info, ErrorCode.none)
-                 for info in cluster.store.list_topics()
-                 if authorizer.known_topic(ctx, Operation.DESCRIBE, info.stream, info.name, log_denied=False)]
+        found = []
+        for info in cluster.store.list_topics():
+            await slicer.pause()  # every page lists every topic: other connections go on meanwhile
+            if authorizer.known_topic(ctx, Operation.DESCRIBE, info.stream, info.name, log_denied=False):
+                found.append((cluster.listed_name(info.stream, info.name, ctx.client_software_name), info,
+                              ErrorCode.none))
     else:
         found = []
         for name in {topic.name for topic in request.topics}:
@@ -55,35 +59,50 @@ def _partition(m: Any, cluster: Any, info: TopicInfo, index: int) -> Any:
                 eligible_leader_replicas=(), last_known_elr=(), offline_replicas=())
 
 
+Page = list[tuple[str, TopicInfo | None, ErrorCode, int, int]]  # name, info, error, first and end partition
+
+
+def _page(m: Any, wanted: list[tuple[str, TopicInfo | None, ErrorCode]], cursor: Any, left: int) -> tuple[Page, Any]:
+    """The topics of this page with their partition ranges, and the cursor of the next page (or None)."""
+    page: Page = []
+    for position, (name, info, error) in enumerate(wanted):
+        if info is None:
+            page.append((name, None, error, 0, 0))
+            continue
+        first = cursor.partition_index if cursor is not None and name == cursor.topic_name else 0
+        last = min(info.partitions, first + left)
+        left -= max(0, last - first)
+        page.append((name, info, error, first, last))
+        if left == 0:
+            if last < info.partitions:
+                return page, make(m.Cursor, topic_name=name, partition_index=last)
+            if position + 1 < len(wanted):
+                return page, make(m.Cursor, topic_name=wanted[position + 1][0], partition_index=0)
+            return page, None
+    return page, None
+
+
 async def handle(ctx: Any, request: Any) -> Any:
     m = schema_of(ctx)
     cluster = ctx.cluster
     left = max(1, min(request.response_partition_limit, BROKER_PARTITION_LIMIT))
     cursor = request.cursor
-    wanted = [entry for entry in _wanted(ctx, request) if cursor is None or entry[0] >= cursor.topic_name]
-    await cluster.settle([info for _, info, _ in wanted if info is not None])
+    wanted = [entry for entry in await _wanted(ctx, request, Slicer())
+              if cursor is None or entry[0] >= cursor.topic_name]
+    page, next_cursor = _page(m, wanted, cursor, left)
+    await cluster.settle([info for _, info, _, _, _ in page if info is not None])  # this page's, not all wanted
     topics = []
-    next_cursor = None
-    for position, (name, info, error) in enumerate(wanted):
+    for name, info, error, first, last in page:
         if info is None:
             topics.append(make(m.DescribeTopicPartitionsResponseTopic, error_code=error, name=name,
                                topic_id=uuid.UUID(int=0), is_internal=False, partitions=(),
                                topic_authorized_operations=ALL_TOPIC_OPERATIONS))
             continue
-        first = cursor.partition_index if cursor is not None and name == cursor.topic_name else 0
-        last = min(info.partitions, first + left)
         partitions = tuple(_partition(m, cluster, info, index) for index in range(first, last))
-        left -= len(partitions)
         topics.append(make(m.DescribeTopicPartitionsResponseTopic, error_code=ErrorCode.none, name=name,
                            topic_id=info.topic_id, is_internal=cluster.is_internal(info), partitions=partitions,
                            topic_authorized_operations=cluster.authorizer.operations(
                                ctx, ResourceType.TOPIC, canonical_name(info.stream, info.name, cluster.default_stream),
                                ALL_TOPIC_OPERATIONS, info.stream)))
-        if left == 0:
-            if last < info.partitions:
-                next_cursor = make(m.Cursor, topic_name=name, partition_index=last)
-            elif position + 1 < len(wanted):
-                next_cursor = make(m.Cursor, topic_name=wanted[position + 1][0], partition_index=0)
-            break
     return make(m.DescribeTopicPartitionsResponse, throttle_time=NO_THROTTLE, topics=tuple(topics),
                 next_cursor=next_cursor)

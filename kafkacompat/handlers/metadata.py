@@ -19,6 +19,9 @@ from ..broker.cluster import TopicError
 from ..broker.topic_names import canonical_name
 from ..security.acls import CLUSTER_NAME, Operation, ResourceType
 from .common import ALL_CLUSTER_OPERATIONS, ALL_TOPIC_OPERATIONS, NO_THROTTLE, UNSET_OPERATIONS, ErrorCode, make, schema_of
+from .slices import Slicer, encode_with_array
+
+ENCODED_FROM = 1000  # topics in an answer from which it is encoded here, in slices
 
 
 def _topic_entry(ctx: Any, m: Any, name: str, info: TopicInfo, ops: int) -> Any:
@@ -73,8 +76,10 @@ async def handle(ctx: Any, request: Any) -> Any:
     allow_create = getattr(request, "allow_auto_topic_creation", True)
     entries: list[Any] = []  # a topic entry, or (name, info) of a found topic until leaders are settled
     authorizer = cluster.authorizer
+    slicer = Slicer()
     if wanted is None:
         for info in cluster.store.list_topics():
+            await slicer.pause()
             if authorizer.enabled and not authorizer.known_topic(ctx, Operation.DESCRIBE, info.stream, info.name,
                                                                  log_denied=False):
                 continue  # a listing hides what the principal may not describe, as Kafka's does
@@ -112,17 +117,26 @@ async def handle(ctx: Any, request: Any) -> Any:
                 continue
             entries.append((name, info))
     await cluster.settle([entry[1] for entry in entries if isinstance(entry, tuple)])
-    entries = [_topic_entry(ctx, m, *entry, ops) if isinstance(entry, tuple) else entry for entry in entries]
-    return make(
+
+    def build(entry: Any) -> Any:
+        return _topic_entry(ctx, m, *entry, ops) if isinstance(entry, tuple) else entry
+
+    big = len(entries) >= ENCODED_FROM
+    if not big:
+        entries = [build(entry) for entry in entries]
+    answer = make(
         m.MetadataResponse,
         throttle_time=NO_THROTTLE,
         brokers=tuple(make(m.MetadataResponseBroker, node_id=b.node_id, host=b.host, port=b.port, rack=None)
                       for b in cluster.brokers_for(ctx.listener)),
         cluster_id=cluster.cluster_id,
         controller_id=cluster.view.controller_id,
-        topics=tuple(entries),
+        topics=() if big else tuple(entries),
         cluster_authorized_operations=(  # v8-10 only
             cluster.authorizer.operations(ctx, ResourceType.CLUSTER, CLUSTER_NAME, ALL_CLUSTER_OPERATIONS)
             if getattr(request, "include_cluster_authorized_operations", False) else UNSET_OPERATIONS
         ),
     )
+    if not big:
+        return answer  # a kio entity, which injected faults and error counts read
+    return await encode_with_array(ctx.header.api_key, version, answer, "topics", entries, build, slicer)

@@ -57,6 +57,8 @@ OFFLINE_RETRY_S = 30.0  # a partition that failed to load is tried again after t
 
 
 class DiskStore(NamespaceStore):
+    counts_partitions = True  # one process holds the store (its lock); topics load only at open
+
     def __init__(
         self,
         volumes: Sequence[str],

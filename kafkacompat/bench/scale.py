@@ -1,0 +1,416 @@
+"""`kafkacompat bench scale`: what many topics, connections and cursors cost one broker (issue 32).
+
+An IoT deployment puts tens of thousands of topics, thousands of idle
+device connections and as many committed cursors on one broker; what that
+costs is not seen in the throughput rows of `kafkacompat bench`. This
+starts a real broker process on the disk engine, as a user runs it, and
+measures it through the Kafka protocol only:
+
+- topics created through CreateTopics in batches (one partition each,
+  spread over several streams), the create rate per tenth of them: a rate
+  that falls as topics accumulate means a create costs more than O(1);
+- the broker's RSS, Metadata for one topic (p50/p99), Metadata for all
+  topics and DescribeTopicPartitions paged to the end, while a steady
+  producer and consumer on other connections record their p99: a request
+  for everything must not stall everyone else;
+- idle connections (ApiVersions answered, then silent): RSS per connection;
+- committed cursors: OffsetCommit and OffsetFetch rates, bytes on disk;
+- clean stop, clean start and start after kill -9, each to the first
+  answered Metadata; then Metadata for all topics (which opens every
+  partition) and what a one-topic Metadata on another connection waits
+  meanwhile.
+
+Figures are wall-clock on whatever machine runs it: on a shared machine
+quote them with its load average.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import resource
+import select
+import signal
+import socket
+import struct
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+from kio.serial import entity_reader
+
+from kafkacompat.protocol.messages import encode_body, make, request_schema, response_schema
+from kafkacompat.protocol.versions import is_flexible
+
+from ..admin.client import AdminClient as PrivateAdmin
+from ..frames import read_frame
+from .brokers import KafkacompatBroker
+from .procstats import rss_mb
+from .workloads import percentile
+
+METADATA, API_VERSIONS, DESCRIBE_TOPIC_PARTITIONS = 3, 18, 75
+STREAM_ROOT = "/scale"
+STEADY_TOPIC = "scale-steady"
+RESTART_TIMEOUT_S = 600.0
+
+
+class _Wire:
+    """One Kafka connection speaking exact request versions (a client library picks its own)."""
+
+    def __init__(self, bootstrap: str, timeout: float = 120.0) -> None:
+        host, port = bootstrap.rsplit(":", 1)
+        self.sock = socket.create_connection((host, int(port)), timeout=timeout)
+        self._correlation = 0
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def send(self, api_key: int, version: int, body: Any) -> None:
+        self._correlation += 1
+        head = struct.pack(">hhih", api_key, version, self._correlation, 5) + b"scale"
+        if is_flexible(api_key, version):
+            head += b"\x00"
+        payload = head + encode_body(body)
+        self.sock.sendall(struct.pack(">i", len(payload)) + payload)
+
+    def receive_raw(self) -> bytes:
+        return read_frame(self.sock, 1 << 30)
+
+    def request(self, api_key: int, version: int, body: Any) -> Any:
+        self.send(api_key, version, body)
+        frame = self.receive_raw()
+        pos = 4 + (1 if api_key != API_VERSIONS and is_flexible(api_key, version) else 0)
+        return entity_reader(response_schema(api_key, version))(frame, pos)[0]
+
+
+def _metadata(topics: list[str] | None) -> Any:
+    m = request_schema(METADATA, 12)
+    wanted = None if topics is None else tuple(
+        make(_nested(m, "MetadataRequestTopic"), topic_id=None, name=name) for name in topics)
+    return make(m, topics=wanted, allow_auto_topic_creation=False, include_topic_authorized_operations=False)
+
+
+def _nested(schema: type, name: str) -> type:
+    return getattr(sys.modules[schema.__module__], name)
+
+
+def _api_versions() -> Any:
+    return make(request_schema(API_VERSIONS, 3), client_software_name="scale", client_software_version="1")
+
+
+class _ScaleBroker(KafkacompatBroker):
+    """The bench's broker, whose store outlives restarts (stop() at the end removes it)."""
+
+    ready_timeout_s = RESTART_TIMEOUT_S
+
+    def _prepare(self) -> None:
+        if self._run_dir is None:
+            super()._prepare()
+
+    @property
+    def run_dir(self) -> str:
+        assert self._run_dir is not None
+        return self._run_dir
+
+    def end(self, sig: int) -> float:
+        """Send `sig` (SIGTERM: a clean stop; SIGKILL) and the seconds until the process has exited."""
+        proc, self._proc = self._proc, None
+        assert proc is not None
+        started = time.monotonic()
+        proc.send_signal(sig)
+        proc.wait(RESTART_TIMEOUT_S)
+        return time.monotonic() - started
+
+    def start_to_metadata(self, topic: str) -> tuple[float, float]:
+        """Start; seconds until it listens, and until Metadata for `topic` is answered."""
+        started = time.monotonic()
+        self.start()
+        listening = time.monotonic() - started
+        wire = _Wire(self.bootstrap, RESTART_TIMEOUT_S)
+        try:
+            wire.request(METADATA, 12, _metadata([topic]))
+        finally:
+            wire.close()
+        return listening, time.monotonic() - started
+
+
+@dataclasses.dataclass
+class _Steady:
+    """A producer and a consumer on their own connections, sending every 10 ms while the bench works."""
+
+    bootstrap: str
+    produce_ms: list[tuple[float, float]] = dataclasses.field(default_factory=list)  # (sent at, latency)
+    fetch_ms: list[tuple[float, float]] = dataclasses.field(default_factory=list)
+    _stop: threading.Event = dataclasses.field(default_factory=threading.Event)
+    _threads: list[threading.Thread] = dataclasses.field(default_factory=list)
+
+    def start(self) -> None:
+        self._threads = [threading.Thread(target=self._produce, daemon=True),
+                         threading.Thread(target=self._consume, daemon=True)]
+        for thread in self._threads:
+            thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(30)
+
+    def _produce(self) -> None:
+        producer = Producer({"bootstrap.servers": self.bootstrap, "linger.ms": 0, "acks": 1})
+
+        def delivered(sent: float) -> Callable[[Any, Any], None]:
+            def report(err: Any, _msg: Any) -> None:
+                if err is None:
+                    self.produce_ms.append((sent, (time.monotonic() - sent) * 1000))
+            return report
+
+        while not self._stop.is_set():
+            sent = time.monotonic()
+            producer.produce(STEADY_TOPIC, struct.pack(">d", sent), on_delivery=delivered(sent))
+            producer.poll(0.01)
+        producer.flush(30)
+
+    def _consume(self) -> None:
+        consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": "scale-steady",
+                             "auto.offset.reset": "latest", "fetch.wait.max.ms": 10, "enable.auto.commit": False})
+        consumer.assign([TopicPartition(STEADY_TOPIC, 0, -1)])  # from the end: what is produced from now
+        while not self._stop.is_set():
+            msg = consumer.poll(0.1)
+            if msg is not None and msg.error() is None and len(msg.value()) == 8:
+                sent = struct.unpack(">d", msg.value())[0]
+                self.fetch_ms.append((sent, (time.monotonic() - sent) * 1000))
+        consumer.close()
+
+    @staticmethod
+    def p99(samples: list[tuple[float, float]], since: float = 0.0, until: float = float("inf")) -> float | None:
+        within = sorted(ms for at, ms in samples if since <= at <= until)
+        return round(percentile(within, 0.99), 1) if within else None
+
+
+def _names(topics: int, streams: int) -> list[str]:
+    return [f"{STREAM_ROOT}/s{i % streams}:t{i:07d}" for i in range(topics)]
+
+
+def _create(bootstrap: str, names: list[str], out: dict[str, Any]) -> None:
+    """CreateTopics in batches of up to 1,000; the create rate in each tenth of the topics."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    batch = max(1, min(1000, len(names) // 10))
+    done_at: list[tuple[int, float]] = []
+    started = time.monotonic()
+    for first in range(0, len(names), batch):
+        chunk = names[first:first + batch]
+        futures = admin.create_topics([NewTopic(n, 1, 1) for n in chunk], request_timeout=600)
+        for name, future in futures.items():
+            future.result(timeout=600)
+        done_at.append((first + len(chunk), time.monotonic() - started))
+    rates, last_n, last_t = [], 0, 0.0
+    for tenth in range(1, 11):
+        bound = len(names) * tenth // 10
+        n, t = next((n, t) for n, t in done_at if n >= bound)
+        if n > last_n:
+            rates.append(round((n - last_n) / max(t - last_t, 1e-9)))
+            last_n, last_t = n, t
+    out["create_topics_per_s_by_tenth"] = rates
+    out["create_s"] = round(done_at[-1][1], 1)
+
+
+def _timed(fn: Callable[[], Any]) -> float:
+    started = time.monotonic()
+    fn()
+    return (time.monotonic() - started) * 1000
+
+
+def _metadata_figures(bootstrap: str, names: list[str], steady: _Steady, out: dict[str, Any]) -> None:
+    wire = _Wire(bootstrap)
+    try:
+        one = sorted(_timed(lambda i=i: wire.request(METADATA, 12, _metadata([names[i * 7919 % len(names)]])))
+                     for i in range(300))
+        out["metadata_one_topic_ms"] = {"p50": round(percentile(one, 0.5), 2), "p99": round(percentile(one, 0.99), 2)}
+        since = time.monotonic()
+        every = []
+        for _ in range(3):  # timed to the last byte received; the client's decoding is not the broker's
+            every.append(_timed(lambda: (wire.send(METADATA, 12, _metadata(None)), wire.receive_raw())))
+        out["metadata_all_topics_ms"] = [round(ms) for ms in every]
+        pages, started = _describe_all(wire)
+        out["describe_topic_partitions_all_ms"] = round((time.monotonic() - started) * 1000)
+        out["describe_topic_partitions_pages"] = pages
+        until = time.monotonic()
+    finally:
+        wire.close()
+    out["steady_during_big_requests_p99_ms"] = {"produce": steady.p99(steady.produce_ms, since, until),
+                                                "produce_to_fetch": steady.p99(steady.fetch_ms, since, until)}
+
+
+def _describe_all(wire: _Wire) -> tuple[int, float]:
+    """DescribeTopicPartitions for all topics, page after page as Java's admin client asks: (pages, start)."""
+    m = request_schema(DESCRIBE_TOPIC_PARTITIONS, 0)
+    cursor, pages, started = None, 0, time.monotonic()
+    while True:
+        answer = wire.request(DESCRIBE_TOPIC_PARTITIONS, 0,
+                              make(m, topics=(), response_partition_limit=2000, cursor=cursor))
+        pages += 1
+        if answer.next_cursor is None:
+            return pages, started
+        cursor = make(_nested(m, "Cursor"), topic_name=answer.next_cursor.topic_name,
+                      partition_index=answer.next_cursor.partition_index)
+
+
+def _idle_connections(bootstrap: str, pid: int, count: int, out: dict[str, Any]) -> list[_Wire]:
+    before = rss_mb(pid)
+    wires: list[_Wire] = []
+    for _ in range(count):
+        wire = _Wire(bootstrap)
+        wire.request(API_VERSIONS, 3, _api_versions())
+        wires.append(wire)
+    time.sleep(1.0)  # receive buffers handed back after a quiet second (see broker/receive.py)
+    grown = rss_mb(pid) - before
+    out["idle_connections"] = count
+    out["rss_per_idle_connection_kb"] = round(grown * 1024 / count, 1) if count else None
+    return wires
+
+
+def _chunks(items: list[Any], size: int) -> Iterator[list[Any]]:
+    for first in range(0, len(items), size):
+        yield items[first:first + size]
+
+
+def _disk_bytes(root: str) -> int:
+    total = 0
+    for folder, _dirs, files in os.walk(root):
+        for name in files:
+            try:
+                total += os.stat(os.path.join(folder, name)).st_blocks * 512
+            except OSError:
+                pass
+    return total
+
+
+def _cursors(broker: _ScaleBroker, names: list[str], count: int, out: dict[str, Any]) -> None:
+    """`count` committed cursors: one per (group, topic), groups of len(names) cursors each."""
+    wanted = [(f"scale-cursors-{i // len(names)}", names[i % len(names)]) for i in range(count)]
+    groups: dict[str, list[TopicPartition]] = {}
+    for group, name in wanted:
+        groups.setdefault(group, []).append(TopicPartition(name, 0, 1))
+    assert broker.pid is not None
+    rss0, disk0, started = rss_mb(broker.pid), _disk_bytes(broker.run_dir), time.monotonic()
+    for group, offsets in groups.items():
+        consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group, "enable.auto.commit": False})
+        for chunk in _chunks(offsets, 1000):
+            consumer.commit(offsets=chunk, asynchronous=False)
+        consumer.close()
+    committed = time.monotonic() - started
+    started = time.monotonic()
+    fetched = 0
+    for group, offsets in groups.items():
+        consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group, "enable.auto.commit": False})
+        for chunk in _chunks(offsets, 1000):
+            fetched += sum(1 for tp in consumer.committed(chunk, timeout=120) if tp.offset == 1)
+        consumer.close()
+    out["cursors"] = count
+    out["cursors_fetched_back"] = fetched
+    out["offset_commit_per_s"] = round(count / committed) if count else None
+    out["offset_fetch_per_s"] = round(count / (time.monotonic() - started)) if count else None
+    time.sleep(1.5)  # the disk engine writes cursors behind (fsync interval)
+    out["cursor_bytes_on_disk"] = _disk_bytes(broker.run_dir) - disk0
+    out["rss_per_cursor_bytes"] = round((rss_mb(broker.pid) - rss0) * 1024 * 1024 / count) if count else None
+
+
+def _restarts(broker: _ScaleBroker, probe: str, out: dict[str, Any]) -> None:
+    out["rss_before_stop_mb"] = round(rss_mb(broker.pid), 1) if broker.pid else None
+    out["clean_stop_s"] = round(broker.end(signal.SIGTERM), 2)
+    listening, answered = broker.start_to_metadata(probe)
+    out["clean_start_s"] = {"listening": round(listening, 2), "first_metadata": round(answered, 2)}
+    out["rss_after_start_mb"] = round(rss_mb(broker.pid), 1) if broker.pid else None
+    broker.end(signal.SIGKILL)
+    listening, answered = broker.start_to_metadata(probe)
+    out["start_after_kill9_s"] = {"listening": round(listening, 2), "first_metadata": round(answered, 2)}
+    took, waits = _all_beside_one(broker.bootstrap, probe)
+    out["first_metadata_all_after_kill9_ms"] = round(took)
+    out["one_topic_metadata_meanwhile_max_ms"] = round(max(waits), 1) if waits else None
+
+
+def _all_beside_one(bootstrap: str, topic: str) -> tuple[float, list[float]]:
+    """Metadata for all topics on one connection while another asks for one topic again and again:
+    ms until the big answer arrived, and each small request's wait (what other clients see)."""
+    big, small = _Wire(bootstrap, RESTART_TIMEOUT_S), _Wire(bootstrap, RESTART_TIMEOUT_S)
+    try:
+        started = time.monotonic()
+        big.send(METADATA, 12, _metadata(None))
+        waits = []
+        while not select.select([big.sock], [], [], 0)[0]:
+            waits.append(_timed(lambda: small.request(METADATA, 12, _metadata([topic]))))
+        big.receive_raw()
+        return (time.monotonic() - started) * 1000, waits
+    finally:
+        big.close()
+        small.close()
+
+
+def measure(args: argparse.Namespace) -> dict[str, Any]:
+    streams = max(1, min(args.streams, args.topics))
+    names = _names(args.topics, streams)
+    out: dict[str, Any] = {"topics": args.topics, "streams": streams, "load_average_start": os.getloadavg()}
+    broker = _ScaleBroker(args.data_dir, args.fsync)
+    with broker:
+        pid = broker.pid
+        assert pid is not None
+        out["rss_empty_mb"] = round(rss_mb(pid), 1)
+        private = PrivateAdmin(broker.bootstrap)
+        for i in range(streams):
+            private.call("stream.create", path=f"{STREAM_ROOT}/s{i}")
+        private.call("topic.create", name=STEADY_TOPIC, partitions=1)
+        steady = _Steady(broker.bootstrap)
+        steady.start()
+        try:
+            create_from = time.monotonic()
+            _create(broker.bootstrap, names, out)
+            out["steady_during_create_p99_ms"] = {"produce": steady.p99(steady.produce_ms, create_from),
+                                                  "produce_to_fetch": steady.p99(steady.fetch_ms, create_from)}
+            out["rss_with_topics_mb"] = round(rss_mb(pid), 1)
+            out["rss_per_topic_kb"] = round((out["rss_with_topics_mb"] - out["rss_empty_mb"]) * 1024 / args.topics, 2)
+            _metadata_figures(broker.bootstrap, names, steady, out)
+        finally:
+            steady.stop()
+        out["rss_partitions_opened_mb"] = round(rss_mb(pid), 1)  # Metadata for all opened every partition
+        out["rss_per_opened_topic_kb"] = round(
+            (out["rss_partitions_opened_mb"] - out["rss_empty_mb"]) * 1024 / args.topics, 2)
+        out["steady_overall_p99_ms"] = {"produce": steady.p99(steady.produce_ms),
+                                        "produce_to_fetch": steady.p99(steady.fetch_ms)}
+        wires = _idle_connections(broker.bootstrap, pid, args.connections, out)
+        for wire in wires:
+            wire.close()
+        _cursors(broker, names, args.cursors, out)
+        _restarts(broker, names[0], out)
+    out["load_average_end"] = os.getloadavg()
+    return out
+
+
+def _raise_file_limit(connections: int) -> None:
+    """Both ends of every idle connection are on this machine: the bench and the broker each need a descriptor."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    need = connections + 1024
+    if soft < need:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(need, hard), hard))
+
+
+def run(args: argparse.Namespace) -> int:
+    _raise_file_limit(args.connections)
+    print(f"kafkacompat bench scale: {args.topics:,} topics, {args.connections:,} idle connections, "
+          f"{args.cursors:,} cursors; load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
+    try:
+        out = measure(args)
+    except (OSError, KafkaException, RuntimeError) as exc:
+        print(f"kafkacompat bench scale: {exc}", flush=True)
+        return 1
+    for key, value in out.items():
+        print(f"  {key}: {value}")
+    with open(args.json, "w") as fh:
+        json.dump(out, fh, indent=2)
+    print(f"results in {args.json}")
+    return 0
