@@ -168,8 +168,9 @@ class GrouplessConsumer:
     def _records(self, topic: str, data: Any) -> list[GrouplessMessage]:
         """The partition's records past its position (a batch may start before it); the position moves past them."""
         key = (topic, data.partition_index)
-        if data.error_code:
-            return [GrouplessMessage(topic, data.partition_index, _error=GrouplessError(data.error_code))]
+        if data.error_code:  # at the position it was asked for, as librdkafka reports a partition's error
+            return [GrouplessMessage(topic, data.partition_index, self._positions[key],
+                                     _error=GrouplessError(data.error_code))]
         records, position = data.records or b"", self._positions[key]
         out = [GrouplessMessage(topic, data.partition_index, r.offset, r.timestamp, r.key, r.value,
                                 list(r.headers)) for r in iter_records(records) if r.offset >= position]
