@@ -1,0 +1,7 @@
+"""Entry point of `python -m kafkacompat.chaos` (see cli.py)."""
+
+import sys
+
+from .cli import main
+
+sys.exit(main())

@@ -1,0 +1,253 @@
+"""The rules a campaign's history must obey, each a function over the events.
+
+What an acknowledgement promises comes from the README ("What survives
+what", "Damaged storage"): a batch is in its partitionlet before any answer,
+so killing or pausing the broker, filling its disk or damaging metadata files
+loses nothing acknowledged under any fsync policy; damage to a partitionlet's
+own bytes may lose what those bytes held, and the broker then quarantines the
+range (never reusing its offsets). So an acknowledged write missing at the
+end is allowed only when the broker reported a quarantined range holding it
+and the nemesis damaged the partitionlet file holding that offset after the
+write was sent (an acknowledgement may reach the client's callback after the
+broker was stopped for the damage, so its own time proves nothing); such
+losses are listed, never counted as verified.
+A deleted or garbled `.cursors` file may likewise take committed offsets
+back ("a deleted one starts the stream's groups afresh").
+
+Events (see history.py for `i` and `t`):
+  send/ack/send-failed   producer, kind (idempotent|plain|txn), seq, topic, partition, offset (ack), value
+  txn                    producer, txn, outcome (committed|aborted|unknown), values
+  read/final             reader, isolation, topic, partition, offset, value (final: the closing full read)
+  final-end              topic, partition, isolation, end (the end offset the final read reached), complete
+  commit/committed       group, topic, partition, offset (committed: asked_at, when the fetch was sent)
+  fault                  name, phase (start|end), damage {topic, partition, first, end} for partitionlet damage,
+                         cursors (true when a stream's .cursors file was damaged)
+  quarantine             topic, partition, first, last, line (the broker's log line)
+  broker                 node, action (started|killed|stopped|start-failed|internal-error), rc, clean, line
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import defaultdict
+from collections.abc import Iterable
+
+from .history import Event
+
+IDEMPOTENT_KINDS = ("idempotent", "txn")  # librdkafka's transactional producer is idempotent too
+
+
+@dataclasses.dataclass(frozen=True)
+class Violation:
+    kind: str
+    message: str
+    lines: tuple[int, ...]  # history line numbers that show it
+
+
+@dataclasses.dataclass
+class Verdict:
+    operations: dict[str, int]
+    faults: dict[str, int]
+    acknowledged: int
+    verified: int
+    allowed_losses: list[Violation]
+    violations: list[Violation]
+
+
+def check(events: list[Event]) -> Verdict:
+    """Every rule over one history."""
+    ops: dict[str, int] = defaultdict(int)
+    faults: dict[str, int] = defaultdict(int)
+    for e in events:
+        ops[e["type"]] += 1
+        if e["type"] == "fault" and e["phase"] == "start":
+            faults[e["name"] + (" (nothing to damage yet)" if e.get("skipped") else "")] += 1
+    acked = acknowledged_writes(events)
+    verified, allowed, lost = check_acknowledged(events, acked)
+    violations = [*lost, *offsets_handed_out_twice(events), *idempotent_order(events),
+                  *committed_offsets_go_back(events, allowed), *aborted_reads(events), *broker_troubles(events)]
+    return Verdict(dict(ops), dict(faults), len(acked), verified, allowed, violations)
+
+
+def acknowledged_writes(events: list[Event]) -> list[Event]:
+    """Acks whose promise holds: plain and idempotent ones, and those of committed transactions."""
+    committed = {(e["producer"], v) for e in events if e["type"] == "txn" and e["outcome"] == "committed"
+                 for v in e["values"]}
+    return [e for e in events if e["type"] == "ack"
+            and (e["kind"] != "txn" or (e["producer"], e["value"]) in committed)]
+
+
+def _finals(events: list[Event]) -> dict[tuple[str, int, int], Event]:
+    return {(e["topic"], e["partition"], e["offset"]): e for e in events
+            if e["type"] == "final" and e["isolation"] == "read_uncommitted"}
+
+
+def _final_ends(events: list[Event]) -> dict[tuple[str, int], Event]:
+    return {(e["topic"], e["partition"]): e for e in events
+            if e["type"] == "final-end" and e["isolation"] == "read_uncommitted"}
+
+
+def check_acknowledged(events: list[Event], acked: list[Event]) -> tuple[int, list[Violation], list[Violation]]:
+    """(verified count, losses the README allows, lost writes): each ack found at its offset in the final read."""
+    finals, ends = _finals(events), _final_ends(events)
+    quarantines = [e for e in events if e["type"] == "quarantine"]
+    damages = [e for e in events if e["type"] == "fault" and e["phase"] == "start" and e.get("damage")]
+    sent: dict[str, float] = {}
+    for e in events:
+        if e["type"] == "send":
+            sent.setdefault(e["value"], e["t"])
+    verified, allowed, lost = 0, [], []
+    for ack in acked:
+        where = (ack["topic"], ack["partition"], ack["offset"])
+        found = finals.get(where)
+        if found is not None and found["value"] == ack["value"]:
+            verified += 1
+            continue
+        if found is not None:
+            continue  # a different value at the offset: offsets_handed_out_twice reports it
+        end = ends.get(where[:2])
+        if end is None or (not end["complete"] and end["end"] <= ack["offset"]):
+            lost.append(Violation("unverified", f"final read never reached {_tp(ack)} offset {ack['offset']}",
+                                  (ack["i"],) + ((end["i"],) if end else ())))
+            continue
+        quarantine = _covering(quarantines, ack)
+        after_send = [d for d in damages if d["t"] > sent.get(ack["value"], ack["t"])]
+        if quarantine:  # name the damage that the broker's finding followed
+            after_send.sort(key=lambda d: (d["t"] > quarantine["t"], -d["t"]))
+        damage = _covering(after_send, ack, key="damage")
+        if quarantine and damage:
+            allowed.append(Violation("lost-to-damage", f"{short(ack['value'])} at {_tp(ack)} offset {ack['offset']} was "
+                                     f"in a partitionlet damaged by {damage['name']}; quarantined by the broker",
+                                     (ack["i"], damage["i"], quarantine["i"])))
+        else:
+            why = ("quarantined, but no damage done after the ack covers it" if quarantine
+                   else "missing from the final read, with no quarantined range reported")
+            lost.append(Violation("lost-write", f"acknowledged {short(ack['value'])} ({ack['kind']}) at {_tp(ack)} offset "
+                                  f"{ack['offset']} is lost: {why}",
+                                  (ack["i"],) + ((quarantine["i"],) if quarantine else ())))
+    return verified, allowed, lost
+
+
+def _covering(spans: Iterable[Event], ack: Event, key: str | None = None) -> Event | None:
+    for e in spans:
+        span = e[key] if key else e
+        if (span["topic"], span["partition"]) != (ack["topic"], ack["partition"]):
+            continue
+        last = span["last"] if "last" in span else (span["end"] - 1 if span["end"] is not None else None)
+        if span["first"] <= ack["offset"] and (last is None or ack["offset"] <= last):
+            return e
+    return None
+
+
+def offsets_handed_out_twice(events: list[Event]) -> list[Violation]:
+    """Two different values seen at one offset (acks, reads and the final read together); one violation per
+    run of consecutive such offsets in a partition, with the history lines of its first offset."""
+    seen: dict[tuple[str, int, int], dict[str, int]] = defaultdict(dict)
+    for e in events:
+        if e["type"] in ("ack", "read", "final"):
+            seen[(e["topic"], e["partition"], e["offset"])].setdefault(e["value"], e["i"])
+    twice = sorted(k for k, vals in seen.items() if len(vals) > 1)
+    runs: list[list[tuple[str, int, int]]] = []
+    for key in twice:
+        if runs and runs[-1][-1][:2] == key[:2] and runs[-1][-1][2] + 1 == key[2]:
+            runs[-1].append(key)
+        else:
+            runs.append([key])
+    out = []
+    for run in runs:
+        (topic, partition, first), last = run[0], run[-1][2]
+        values = seen[run[0]]
+        span = f"offset {first}" if len(run) == 1 else f"offsets {first}..{last} ({len(run)} offsets; at {first}"
+        out.append(Violation("offset-reused", f"{topic}/{partition} {span} handed out for {len(values)} values: "
+                             f"{sorted(map(short, values))}" + (")" if len(run) > 1 else ""),
+                             tuple(sorted(values.values()))))
+    return out
+
+
+def idempotent_order(events: list[Event]) -> list[Violation]:
+    """Each idempotent producer's records are stored once each, in the order it sent them, per partition."""
+    out: list[Violation] = []
+    kinds = {e["producer"]: e["kind"] for e in events if e["type"] == "send"}
+    by_value: dict[str, list[Event]] = defaultdict(list)
+    stream: dict[tuple[str, str, int], list[Event]] = defaultdict(list)
+    for e in sorted(_finals(events).values(), key=lambda e: e["offset"]):
+        producer, seq = parse_value(e["value"])
+        if kinds.get(producer) in IDEMPOTENT_KINDS:
+            by_value[e["value"]].append(e)
+            stream[(producer, e["topic"], e["partition"])].append(e)
+    for value, copies in by_value.items():
+        if len(copies) > 1:
+            out.append(Violation("duplicate", f"{short(value)} of an idempotent producer is stored {len(copies)} times "
+                                 f"(offsets {[c['offset'] for c in copies]})", tuple(c["i"] for c in copies)))
+    for (producer, topic, partition), records in stream.items():
+        for before, after in zip(records, records[1:]):
+            if parse_value(after["value"])[1] < parse_value(before["value"])[1]:  # equal: a duplicate
+                out.append(Violation("reordered", f"{producer} on {topic}/{partition}: {short(after['value'])} stored "
+                                     f"after {short(before['value'])}", (before["i"], after["i"])))
+    return out
+
+
+def short(value: str) -> str:
+    """`producer|seq` of a workload value, for messages (the history lines have it whole)."""
+    return value.rsplit("|", 1)[0]
+
+
+def parse_value(value: str) -> tuple[str, int]:
+    """(producer, sequence number) of a workload value `producer|seq|padding`."""
+    producer, seq, _ = value.split("|", 2)
+    return producer, int(seq)
+
+
+def committed_offsets_go_back(events: list[Event], allowed: list[Violation]) -> list[Violation]:
+    """A committed offset read back is never below one acknowledged before the read was asked,
+    unless a .cursors file was damaged in between (then the step back is listed as allowed)."""
+    out: list[Violation] = []
+    cursor_damage = [e for e in events if e["type"] == "fault" and e["phase"] == "start" and e.get("cursors")]
+    commits: dict[tuple[str, str, int], list[Event]] = defaultdict(list)
+    for e in events:
+        key = (e.get("group"), e.get("topic"), e.get("partition"))
+        if e["type"] == "commit":
+            commits[key].append(e)
+        elif e["type"] == "committed":
+            before = [c for c in commits[key] if c["t"] < e["asked_at"]]
+            if not before:
+                continue
+            top = max(before, key=lambda c: c["offset"])
+            if e["offset"] >= top["offset"]:
+                continue
+            damage = [d for d in cursor_damage if top["t"] < d["t"] < e["t"]]
+            v = Violation("commit-regressed" if not damage else "commit-lost-to-damage",
+                          f"group {key[0]} {key[1]}/{key[2]}: committed offset read back as {e['offset']} after "
+                          f"{top['offset']} was acknowledged", (top["i"], e["i"], *(d["i"] for d in damage)))
+            (allowed if damage else out).append(v)
+    return out
+
+
+def aborted_reads(events: list[Event]) -> list[Violation]:
+    """A read_committed reader never sees a record of an aborted transaction."""
+    aborted = {v: e for e in events if e["type"] == "txn" and e["outcome"] == "aborted" for v in e["values"]}
+    return [Violation("aborted-read", f"{e['reader']} (read_committed) read {short(e['value'])} of an aborted transaction",
+                      (aborted[e["value"]]["i"], e["i"]))
+            for e in events if e["type"] in ("read", "final") and e["isolation"] == "read_committed"
+            and e["value"] in aborted]
+
+
+def broker_troubles(events: list[Event]) -> list[Violation]:
+    """The broker must start after every fault, stop cleanly (status 0, clean marker) on SIGTERM, and never
+    close a connection over an internal error (it answers a named Kafka error instead)."""
+    out = []
+    for e in events:
+        if e["type"] != "broker":
+            continue
+        if e["action"] == "start-failed":
+            out.append(Violation("start-failed", f"the broker did not start: {e.get('reason')}", (e["i"],)))
+        elif e["action"] == "internal-error":
+            out.append(Violation("internal-error", f"the broker logged: {e['line'][:300]}", (e["i"],)))
+        elif e["action"] == "stopped" and (e["rc"] != 0 or not e["clean"]):
+            out.append(Violation("unclean-stop", f"SIGTERM: exit status {e['rc']}, clean marker "
+                                 f"{'written' if e['clean'] else 'missing'}", (e["i"],)))
+    return out
+
+
+def _tp(e: Event) -> str:
+    return f"{e['topic']}/{e['partition']}"

@@ -1,0 +1,71 @@
+"""The CI slice of the fault campaign: `python -m kafkacompat.chaos` on the disk engine, briefly, as a user runs it.
+
+Two fixed seeds and one random seed (printed, so a failure can be replayed
+with `--seed`), each half a minute of faults from the `safe` mix: the faults
+whose README promises hold today. The faults held back (nemesis.HELD_BACK)
+find known bugs; set KAFKACOMPAT_CHAOS_FAULTS=all to run them here once the
+fixes land.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+FAULTS = os.environ.get("KAFKACOMPAT_CHAOS_FAULTS", "safe")
+RANDOM_SEED = random.randrange(1 << 31)
+
+
+def campaign(tmp_path: Path, engine: str, seed: int, faults: str) -> str:
+    """Run one half-minute campaign as a user runs it; its output, once it passed."""
+    print(f"chaos campaign seed {seed} (replay: python -m kafkacompat.chaos --engine {engine} --minutes 0.5 "
+          f"--faults {faults} --seed {seed})")
+    run = subprocess.run(
+        [sys.executable, "-m", "kafkacompat.chaos", "--engine", engine, "--minutes", "0.5", "--seed", str(seed),
+         "--faults", faults, "--workdir", str(tmp_path)],
+        capture_output=True, text=True, timeout=400, cwd=Path(__file__).resolve().parents[2])
+    if run.returncode == 3 and "not installed" in run.stderr:
+        pytest.skip(run.stderr.strip())
+    out = run.stdout
+    assert run.returncode == 0, f"seed {seed}:\n{out[-6000:]}\n{run.stderr[-2000:]}"
+    assert "chaos: PASS (0 violations)" in out and f"--seed {seed}" in out
+    verified = int(re.search(r"^verified\s+(\d+)$", out, re.M)[1])
+    acknowledged = int(re.search(r"^acknowledged writes\s+(\d+)$", out, re.M)[1])
+    allowed = int(re.search(r"^lost to damage \(allowed\)\s+(\d+)$", out, re.M)[1])
+    assert verified > 200 and verified + allowed == acknowledged, out
+    faults = out.split("-- faults injected")[1].split("-- checks")[0]
+    done = sum(int(n) for n in re.findall(r"^[a-z-]+\s+(\d+)$", faults, re.M))  # not "(nothing to damage yet)"
+    assert done >= 2, f"the nemesis did too little:\n{out}"
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", [11, 23, RANDOM_SEED], ids=["seed-11", "seed-23", "random-seed"])
+def test_campaign_finds_no_violation(tmp_path: Path, seed: int) -> None:
+    campaign(tmp_path, "disk", seed, FAULTS)
+
+
+@pytest.mark.slow
+def test_cloud_campaign_survives_brokers_killed_paused_and_restarted(tmp_path: Path) -> None:
+    """Three brokers on PostgreSQL + S3; one at a time is killed, paused or restarted (the database outage
+    finds bugs today: nemesis.HELD_BACK)."""
+    out = campaign(tmp_path, "cloud", 12, "kill,pause,restart")
+    assert "brokers 3" in out
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--faults", "kill,nope"], "unknown fault nope"),
+    (["--minutes", "-1"], "--minutes must be in"),
+    (["--engine", "replication"], "the replication engine is not built yet"),
+])
+def test_bad_arguments_get_one_line_and_status_2(args: list[str], says: str) -> None:
+    run = subprocess.run([sys.executable, "-m", "kafkacompat.chaos", *args], capture_output=True, text=True,
+                         timeout=60, cwd=Path(__file__).resolve().parents[2])
+    assert run.returncode == 2 and run.stdout == ""
+    assert run.stderr.count("\n") == 1 and says in run.stderr
