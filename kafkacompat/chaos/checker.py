@@ -13,6 +13,13 @@ broker was stopped for the damage, so its own time proves nothing); such
 losses are listed, never counted as verified.
 A deleted or garbled `.cursors` file may likewise take committed offsets
 back ("a deleted one starts the stream's groups afresh").
+One loss the README names as beyond detection: an active log cut exactly at
+a batch boundary, past its manifest's checkpoint, while the broker was down
+after a kill (the nemesis marks it `unnoticeable_from`, the first offset cut
+off). The start reads it as a log that ended there, so from that offset on
+acknowledged writes may be lost without a quarantine, offsets handed out
+again, and a consumer group reset to the start may commit lower offsets;
+each is listed as allowed, naming the cut, never counted as verified.
 
 Events (see history.py for `i` and `t`):
   send/ack/send-failed   producer, kind (idempotent|plain|txn), seq, topic, partition, offset (ack), value
@@ -20,7 +27,8 @@ Events (see history.py for `i` and `t`):
   read/final             reader, isolation, topic, partition, offset, value (final: the closing full read)
   final-end              topic, partition, isolation, end (the end offset the final read reached), complete
   commit/committed       group, topic, partition, offset (committed: asked_at, when the fetch was sent)
-  fault                  name, phase (start|end), damage {topic, partition, first, end} for partitionlet damage,
+  fault                  name, phase (start|end), damage {topic, partition, first, end[, unnoticeable_from]} for
+                         partitionlet damage,
                          cursors (true when a stream's .cursors file was damaged)
   quarantine             topic, partition, first, last, line (the broker's log line)
   broker                 node, action (started|killed|stopped|start-failed|internal-error), rc, clean, line
@@ -42,6 +50,7 @@ class Violation:
     kind: str
     message: str
     lines: tuple[int, ...]  # history line numbers that show it
+    where: tuple[str, int, int] | None = None  # (topic, partition, offset) of an offset reused
 
 
 @dataclasses.dataclass
@@ -64,7 +73,9 @@ def check(events: list[Event]) -> Verdict:
             faults[e["name"] + (" (nothing to damage yet)" if e.get("skipped") else "")] += 1
     acked = acknowledged_writes(events)
     verified, allowed, lost = check_acknowledged(events, acked)
-    violations = [*lost, *offsets_handed_out_twice(events), *idempotent_order(events),
+    reused, reused_allowed = split_unseen_cuts(offsets_handed_out_twice(events), events)
+    allowed += reused_allowed
+    violations = [*lost, *reused, *idempotent_order(events),
                   *committed_offsets_go_back(events, allowed), *aborted_reads(events), *broker_troubles(events)]
     return Verdict(dict(ops), dict(faults), len(acked), verified, allowed, violations)
 
@@ -112,6 +123,13 @@ def check_acknowledged(events: list[Event], acked: list[Event]) -> tuple[int, li
             continue
         quarantine = _covering(quarantines, ack)
         after_send = [d for d in damages if d["t"] > sent.get(ack["value"], ack["t"])]
+        cut = _unseen_cut(after_send, ack["topic"], ack["partition"], ack["offset"])
+        if cut is not None and not quarantine:
+            allowed.append(Violation("lost-to-unseen-cut", f"{short(ack['value'])} at {_tp(ack)} offset "
+                                     f"{ack['offset']} was cut off at a batch boundary while the broker was down "
+                                     f"({cut['detail']}), the loss the README says a start cannot see",
+                                     (ack["i"], cut["i"])))
+            continue
         if quarantine:  # name the damage that the broker's finding followed
             after_send.sort(key=lambda d: (d["t"] > quarantine["t"], -d["t"]))
         damage = _covering(after_send, ack, key="damage")
@@ -139,6 +157,34 @@ def _covering(spans: Iterable[Event], ack: Event, key: str | None = None) -> Eve
     return None
 
 
+def _unseen_cut(damages: Iterable[Event], topic: str, partition: int, offset: int) -> Event | None:
+    """A fault among `damages` that cut (topic, partition) at a batch boundary at or below `offset`."""
+    for d in damages:
+        span = d.get("damage") or {}
+        if (span.get("topic"), span.get("partition")) == (topic, partition) and \
+                span.get("unnoticeable_from") is not None and span["unnoticeable_from"] <= offset:
+            return d
+    return None
+
+
+def split_unseen_cuts(reused: list[Violation], events: list[Event]) -> tuple[list[Violation], list[Violation]]:
+    """(violations, allowed): an offset handed out again is allowed only from an unseen cut on, when the cut
+    came between the first value's line and the second's."""
+    cuts = [e for e in events if e["type"] == "fault" and e["phase"] == "start"
+            and (e.get("damage") or {}).get("unnoticeable_from") is not None]
+    out, allowed = [], []
+    for v in reused:
+        topic, partition, first = v.where
+        cut = _unseen_cut([c for c in cuts if v.lines[0] < c["i"] < v.lines[-1]], topic, partition, first)
+        if cut is None:
+            out.append(v)
+        else:
+            allowed.append(Violation("offset-reused-after-unseen-cut", f"{v.message}, after {cut['name']} cut the "
+                                     f"log at a batch boundary while the broker was down ({cut['detail']})",
+                                     (*v.lines, cut["i"]), v.where))
+    return out, allowed
+
+
 def offsets_handed_out_twice(events: list[Event]) -> list[Violation]:
     """Two different values seen at one offset (acks, reads and the final read together); one violation per
     run of consecutive such offsets in a partition, with the history lines of its first offset."""
@@ -160,7 +206,7 @@ def offsets_handed_out_twice(events: list[Event]) -> list[Violation]:
         span = f"offset {first}" if len(run) == 1 else f"offsets {first}..{last} ({len(run)} offsets; at {first}"
         out.append(Violation("offset-reused", f"{topic}/{partition} {span} handed out for {len(values)} values: "
                              f"{sorted(map(short, values))}" + (")" if len(run) > 1 else ""),
-                             tuple(sorted(values.values()))))
+                             tuple(sorted(values.values())), (topic, partition, first)))
     return out
 
 
@@ -200,9 +246,12 @@ def parse_value(value: str) -> tuple[str, int]:
 
 def committed_offsets_go_back(events: list[Event], allowed: list[Violation]) -> list[Violation]:
     """A committed offset read back is never below one acknowledged before the read was asked,
-    unless a .cursors file was damaged in between (then the step back is listed as allowed)."""
+    unless a .cursors file was damaged in between, or the partition's log was cut below the committed
+    offset where a start cannot see it (its consumers then start again from the beginning): then the
+    step back is listed as allowed."""
     out: list[Violation] = []
-    cursor_damage = [e for e in events if e["type"] == "fault" and e["phase"] == "start" and e.get("cursors")]
+    faults = [e for e in events if e["type"] == "fault" and e["phase"] == "start"]
+    cursor_damage = [e for e in faults if e.get("cursors")]
     commits: dict[tuple[str, str, int], list[Event]] = defaultdict(list)
     for e in events:
         key = (e.get("group"), e.get("topic"), e.get("partition"))
@@ -216,6 +265,8 @@ def committed_offsets_go_back(events: list[Event], allowed: list[Violation]) -> 
             if e["offset"] >= top["offset"]:
                 continue
             damage = [d for d in cursor_damage if top["t"] < d["t"] < e["t"]]
+            cut = _unseen_cut([d for d in faults if top["t"] < d["t"] < e["t"]], key[1], key[2], top["offset"] - 1)
+            damage += [cut] if cut is not None else []
             v = Violation("commit-regressed" if not damage else "commit-lost-to-damage",
                           f"group {key[0]} {key[1]}/{key[2]}: committed offset read back as {e['offset']} after "
                           f"{top['offset']} was acknowledged", (top["i"], e["i"], *(d["i"] for d in damage)))

@@ -14,10 +14,12 @@ files, and the free space of the volume.
 from __future__ import annotations
 
 import errno
+import json
 import os
 import random
 import re
 import signal
+import struct
 import subprocess
 import sys
 import threading
@@ -35,6 +37,7 @@ PARTITIONLET_SIZE = "32KiB"  # a partitionlet seals every few hundred records: s
 PATH_RE = re.compile(r"streams/chaos/(?P<topic>[^/\s]+)/(?P<partition>\d+)/")
 NAME_RE = re.compile(r"/chaos:(?P<topic>[^/\s:]+)/(?P<partition>\d+):")
 OFFSETS_RE = re.compile(r"offsets (\d+)\.\.(\d+)")
+BATCH_HEADER = 61  # bytes of a record batch before its records (baseOffset int64, batchLength int32, ...)
 Damage = Callable[[Path, random.Random], str]  # damages one file, says how
 
 
@@ -141,9 +144,27 @@ class DiskEngine(Engine):
         if not choices:
             return {"skipped": "no partitionlet to damage yet"}
         topic, partition, base, end, path = rng.choice(choices)
+        batches = batch_starts(path) if end is None else {}
         detail = how(path, rng)
-        return {"file": str(path.relative_to(self.data)), "detail": detail,
-                "damage": {"topic": topic, "partition": partition, "first": base, "end": end}}
+        out = {"file": str(path.relative_to(self.data)), "detail": detail,
+               "damage": {"topic": topic, "partition": partition, "first": base, "end": end}}
+        unnoticeable = self._cut_at_boundary(path, batches)
+        if unnoticeable is not None:
+            out["damage"]["unnoticeable_from"] = unnoticeable
+        return out
+
+    def _cut_at_boundary(self, path: Path, batches: dict[int, int]) -> int | None:
+        """The first offset cut off when an active log was cut exactly at a batch boundary at or past the
+        size its manifest last checkpointed: the one loss a start after an unclean stop cannot see (README,
+        "Damaged storage"). None for any other damage."""
+        size = path.stat().st_size if path.exists() else None
+        if size is None or size not in batches:
+            return None
+        try:
+            checkpoint = json.loads((path.parent / "chain.json").read_text())["partitionlets"][-1]["size"]
+        except (OSError, ValueError, KeyError, IndexError, TypeError):
+            checkpoint = 0  # no manifest to compare with: nothing tells the start that bytes went
+        return batches[size] if size >= checkpoint else None
 
     def _damage_metadata(self, rng: random.Random, garble: bool) -> dict[str, Any]:
         stream = self.data / "streams" / STREAM.strip("/")
@@ -183,6 +204,22 @@ def partitionlet_logs(directory: Path) -> list[tuple[int, Path]]:
         if base.isdigit():
             logs.append((int(base), path))
     return sorted(logs)
+
+
+def batch_starts(path: Path) -> dict[int, int]:
+    """{byte position: base offset} of every whole batch in a log, and {size: next offset} at its end."""
+    data = path.read_bytes()
+    starts, pos, next_offset = {}, 0, None
+    while pos + BATCH_HEADER <= len(data):
+        base, length = struct.unpack_from(">qi", data, pos)
+        last_delta = struct.unpack_from(">i", data, pos + 23)[0]
+        if length < BATCH_HEADER - 12 or pos + 12 + length > len(data):
+            break
+        starts[pos], next_offset = base, base + last_delta + 1
+        pos += 12 + length
+    if next_offset is not None:
+        starts[pos] = next_offset
+    return starts
 
 
 def flip(path: Path, rng: random.Random) -> str:

@@ -131,6 +131,55 @@ def test_offsets_handed_out_twice_in_a_row_are_one_violation_naming_the_run() ->
     assert violation.lines == (2, 12)  # offset 0's first ack (idem.0|0) and the second one (plain.0|0)
 
 
+def unseen_cut(s: Story, from_offset: int | None) -> None:
+    """truncate-active after a kill -9; at a batch boundary past the checkpoint when `from_offset` is given."""
+    damage = {"topic": A, "partition": 0, "first": 0, "end": None}
+    if from_offset is not None:
+        damage["unnoticeable_from"] = from_offset
+    s.add("fault", name="truncate-active", phase="start", stopped_by="kill", detail="truncated from 300 to 200 bytes",
+          damage=damage)
+
+
+def test_a_cut_the_broker_cannot_see_allows_loss_and_reuse_from_that_offset_on_listed_not_silent() -> None:
+    """The README's one named exception: an active log cut at a batch boundary while the broker is down."""
+    def story(from_offset: int | None) -> Story:
+        s = healthy()
+        s.add("commit", group="g", member="m", topic=A, partition=0, offset=3)
+        unseen_cut(s, from_offset)
+        s.write("plain.0", 0, offset=1, kind="plain")  # offset 1 again: idem.0|1 and idem.0|2 are gone
+        asked = s.add("committed", group="g", topic=A, partition=0, offset=0, asked_at=0.0)  # the group reset
+        asked["asked_at"] = asked["t"]
+        s.events = [e for e in s.events if e["type"] not in ("final", "final-end") or e.get("offset") == 0]
+        s.final(1, "plain.0|0|x")
+        s.end(2)
+        return s
+
+    assert story(None).kinds() == ["commit-regressed", "lost-write", "offset-reused"]
+    verdict = check(story(1).events)
+    assert verdict.violations == [] and verdict.verified == 2  # idem.0|0, plain.0|0
+    assert sorted(a.kind for a in verdict.allowed_losses) == [
+        "commit-lost-to-damage", "lost-to-unseen-cut", "offset-reused-after-unseen-cut"]
+    assert all("truncated from 300 to 200 bytes" in a.message or a.kind == "commit-lost-to-damage"
+               for a in verdict.allowed_losses)
+
+
+def test_a_cut_the_broker_cannot_see_excuses_nothing_below_it_nor_before_it() -> None:
+    s = healthy()
+    unseen_cut(s, 2)
+    s.events = [e for e in s.events if not (e["type"] == "final" and e["offset"] == 1)]  # offset 1 < the cut
+    assert s.kinds() == ["lost-write"]
+    s = healthy()
+    unseen_cut(s, 2)
+    s.write("idem.0", 3, offset=3)  # sent after the cut: nothing excuses its loss
+    s.end(4)
+    assert s.kinds() == ["lost-write"]
+    s = Story()
+    unseen_cut(s, 0)
+    s.write("idem.0", 0, offset=0)
+    s.write("plain.0", 0, offset=0, kind="plain")  # both after the cut: a plain reuse
+    assert "offset-reused" in s.kinds()
+
+
 def test_an_idempotent_producer_record_stored_twice_is_a_duplicate_but_a_plain_one_is_not() -> None:
     s = healthy()
     s.final(3, "idem.0|2|x")
