@@ -94,11 +94,15 @@ class Writer(Role):
             producer = Producer(self.config())
             self.fatal.clear()
             seq = 0
-            while not self.stopping.is_set() and not self.fatal.is_set():
-                self.send(producer, name, seq)
-                seq += 1
-                self.stopping.wait(self.rng.expovariate(self.rate))
-            left = producer.flush(60 if not self.fatal.is_set() else 0)
+            try:
+                while not self.stopping.is_set() and not self.fatal.is_set():
+                    self.send(producer, name, seq)
+                    seq += 1
+                    self.stopping.wait(self.rng.expovariate(self.rate))
+                left = producer.flush(60 if not self.fatal.is_set() else 0)
+            except KafkaException as exc:  # a fatal error raised by poll or flush: a new producer, as a user would
+                self.history.record("client-error", role=self.role, error=str(exc.args[0]), fatal=True)
+                left = len(producer)
             self.history.record("producer-closed", producer=name, undelivered=left)
             self.generation += 1
 

@@ -252,6 +252,17 @@ def test_a_broker_that_does_not_start_or_stop_cleanly_is_a_violation() -> None:
     assert s.kinds() == ["internal-error", "start-failed", "unclean-stop"]
 
 
+def test_a_stop_on_a_full_disk_may_leave_the_clean_marker_out_but_must_exit_0() -> None:
+    s = healthy()
+    s.add("fault", name="full-disk-sigterm", phase="start", filled=1 << 20, free=0)
+    s.add("broker", action="stopped", rc=0, clean=False)  # a manifest could not be saved: README allows it
+    s.add("broker", action="stopped", rc=1, clean=False)
+    s.add("fault", name="full-disk-sigterm", phase="end")
+    s.add("broker", action="stopped", rc=0, clean=False)  # room again: the marker is owed
+    assert s.kinds() == ["unclean-stop", "unclean-stop"]
+    assert [v.lines for v in check(s.events).violations] == [(s.events[-3]["i"],), (s.events[-1]["i"],)]
+
+
 def test_the_history_file_round_trips(tmp_path: Path) -> None:
     history = History(tmp_path / "h.jsonl")
     history.record("send", producer="p", value="p|0|x")
