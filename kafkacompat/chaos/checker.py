@@ -25,6 +25,9 @@ Events (see history.py for `i` and `t`):
   send/ack/send-failed   producer, kind (idempotent|plain|txn), seq, topic, partition, offset (ack), value
   txn                    producer, txn, outcome (committed|aborted|unknown), values
   read/final             reader, isolation, topic, partition, offset, value (final: the closing full read)
+  read-error             reader, topic, partition, offset, code, error (an error event a consumer's poll gave)
+  campaign               settings (skip_damaged: false when consumers must be told at a quarantined range);
+                         consumers_stopping (when the consumers were told to stop)
   final-end              topic, partition, isolation, end (the end offset the final read reached), complete
   commit/committed       group, topic, partition, offset (committed: asked_at, when the fetch was sent)
   fault                  name, phase (start|end), damage {topic, partition, first, end[, unnoticeable_from]} for
@@ -59,7 +62,8 @@ class Verdict:
     faults: dict[str, int]
     acknowledged: int
     verified: int
-    allowed_losses: list[Violation]
+    allowed_losses: list[Violation]  # acknowledged writes lost where the README allows it
+    allowed_other: list[Violation]  # committed offsets gone back, offsets reused, where the README allows it
     violations: list[Violation]
 
 
@@ -73,11 +77,11 @@ def check(events: list[Event]) -> Verdict:
             faults[e["name"] + (" (nothing to damage yet)" if e.get("skipped") else "")] += 1
     acked = acknowledged_writes(events)
     verified, allowed, lost = check_acknowledged(events, acked)
-    reused, reused_allowed = split_unseen_cuts(offsets_handed_out_twice(events), events)
-    allowed += reused_allowed
+    reused, other = split_unseen_cuts(offsets_handed_out_twice(events), events)
     violations = [*lost, *reused, *idempotent_order(events),
-                  *committed_offsets_go_back(events, allowed), *aborted_reads(events), *broker_troubles(events)]
-    return Verdict(dict(ops), dict(faults), len(acked), verified, allowed, violations)
+                  *committed_offsets_go_back(events, other), *aborted_reads(events), *broker_troubles(events),
+                  *consumers_not_told(events)]
+    return Verdict(dict(ops), dict(faults), len(acked), verified, allowed, other, violations)
 
 
 def acknowledged_writes(events: list[Event]) -> list[Event]:
@@ -114,7 +118,9 @@ def check_acknowledged(events: list[Event], acked: list[Event]) -> tuple[int, li
         if found is not None and found["value"] == ack["value"]:
             verified += 1
             continue
-        if found is not None:
+        after_send = [d for d in damages if d["t"] > sent.get(ack["value"], ack["t"])]
+        cut = _unseen_cut(after_send, ack["topic"], ack["partition"], ack["offset"])
+        if found is not None and cut is None:
             continue  # a different value at the offset: offsets_handed_out_twice reports it
         end = ends.get(where[:2])
         if end is None or (not end["complete"] and end["end"] <= ack["offset"]):
@@ -122,9 +128,7 @@ def check_acknowledged(events: list[Event], acked: list[Event]) -> tuple[int, li
                                   (ack["i"],) + ((end["i"],) if end else ())))
             continue
         quarantine = _covering(quarantines, ack)
-        after_send = [d for d in damages if d["t"] > sent.get(ack["value"], ack["t"])]
-        cut = _unseen_cut(after_send, ack["topic"], ack["partition"], ack["offset"])
-        if cut is not None and not quarantine:
+        if cut is not None and (found is not None or not quarantine):
             allowed.append(Violation("lost-to-unseen-cut", f"{short(ack['value'])} at {_tp(ack)} offset "
                                      f"{ack['offset']} was cut off at a batch boundary while the broker was down "
                                      f"({cut['detail']}), the loss the README says a start cannot see",
@@ -302,6 +306,49 @@ def broker_troubles(events: list[Event]) -> list[Violation]:
         elif e["action"] == "stopped" and (e["rc"] != 0 or not (e["clean"] or full)):
             out.append(Violation("unclean-stop", f"SIGTERM: exit status {e['rc']}, clean marker "
                                  f"{'written' if e['clean'] else 'missing'}", (e["i"],)))
+    return out
+
+
+TOLD_WITHIN = 15.0  # seconds a consumer at a quarantined range gets to receive its error event
+
+
+def consumers_not_told(events: list[Event], reader: str = "rc-reader") -> list[Violation]:
+    """Without --skip-damaged, a consumer that reached a quarantined range is told (an error event from its
+    poll, CORRUPT_MESSAGE) instead of stalling in silence (README, "Damaged storage"). Checked for the
+    reader assigned every partition: where it stopped at a range (it read every committed record before the
+    range, none after) with time to have fetched there, it must have had an error event for that partition."""
+    if not any(e["type"] == "campaign" and e.get("skip_damaged") is False for e in events):
+        return []
+    stopping = next((e["t"] for e in events if e["type"] == "campaign" and e.get("consumers_stopping")), None)
+    if stopping is None:
+        return []
+    reads: dict[tuple[str, int], list[Event]] = defaultdict(list)
+    told: dict[tuple[str, int], list[Event]] = defaultdict(list)
+    committed: dict[tuple[str, int], list[int]] = defaultdict(list)
+    for e in events:
+        if e["type"] == "read" and e["reader"] == reader:
+            reads[(e["topic"], e["partition"])].append(e)
+        elif e["type"] == "read-error" and e["reader"] == reader:
+            told[(e["topic"], e["partition"])].append(e)
+        elif e["type"] == "final" and e["isolation"] == "read_committed":
+            committed[(e["topic"], e["partition"])].append(e["offset"])
+    out, ranges = [], {}
+    for q in events:
+        if q["type"] == "quarantine" and q["t"] < stopping:
+            ranges.setdefault((q["topic"], q["partition"], q["first"], q["last"]), q)
+    for (topic, partition, first, last), q in ranges.items():
+        tp = (topic, partition)
+        last_read = max(reads[tp], key=lambda e: e["offset"], default=None)
+        position = last_read["offset"] + 1 if last_read else 0
+        if position > last or any(position <= o < first for o in committed[tp]):
+            continue  # past the range, or not there yet
+        since = max(q["t"], last_read["t"] if last_read else 0.0)
+        if stopping - since < TOLD_WITHIN:
+            continue
+        if not any(first <= e["offset"] <= last or e["offset"] < 0 for e in told[tp]):
+            out.append(Violation("not-told", f"{reader} stopped at {topic}/{partition} offset {position}, in the "
+                                 f"quarantined range {first}..{last}, without an error event", (q["i"],)
+                                 + ((last_read["i"],) if last_read else ())))
     return out
 
 

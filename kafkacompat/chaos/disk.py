@@ -2,7 +2,9 @@
 
 The broker runs as a subprocess (`python -m kafkacompat serve`) with
 `--skip-damaged`, so reads step over quarantined ranges and say so in the
-log; its data dir sits on a small tmpfs when this machine lets us mount one
+log; or without it (`--no-skip-damaged`), so consumers reaching a
+quarantined range must be told (CORRUPT_MESSAGE), and only the closing
+restart for the final read adds it; its data dir sits on a small tmpfs when this machine lets us mount one
 (root), so a full disk is a real ENOSPC. Its log goes to `broker.log` in the
 campaign's directory, and every line naming quarantined offsets becomes a
 `quarantine` event, which is how the checker learns what the broker admits
@@ -44,8 +46,8 @@ Damage = Callable[[Path, random.Random], str]  # damages one file, says how
 class DiskEngine(Engine):
     name = "disk"
 
-    def __init__(self, workdir: Path, history: History, tmpfs_mb: int = 64) -> None:
-        self.workdir, self.history = workdir, history
+    def __init__(self, workdir: Path, history: History, tmpfs_mb: int = 64, skip_damaged: bool = True) -> None:
+        self.workdir, self.history, self.skip_damaged = workdir, history, skip_damaged
         self.volume = workdir / "disk"
         self.volume.mkdir(parents=True, exist_ok=True)
         self.tmpfs = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={tmpfs_mb}m", "tmpfs", str(self.volume)],
@@ -57,8 +59,8 @@ class DiskEngine(Engine):
         self.nodes = [1]
         self.log = open(workdir / "broker.log", "a", encoding="utf-8")
         self.broker = BrokerProcess(
-            1, ["--data-dir", str(self.data), "--host", "127.0.0.1", "--port", str(self.port), "--skip-damaged",
-                "--group-initial-rebalance-delay-ms", "500"],
+            1, ["--data-dir", str(self.data), "--host", "127.0.0.1", "--port", str(self.port),
+                "--group-initial-rebalance-delay-ms", "500", *(["--skip-damaged"] if skip_damaged else [])],
             history, self.log, threading.Lock(), on_line=self._quarantine, clean_marker=self.data / ".clean")
 
     # processes: there is one, so `node` is always it
@@ -77,6 +79,10 @@ class DiskEngine(Engine):
 
     def resume(self, node: int | None = None) -> None:
         self.broker.signal(signal.SIGCONT)
+
+    def prepare_final_read(self) -> None:
+        if not self.skip_damaged:
+            self.broker.serve_args.append("--skip-damaged")
 
     def _quarantine(self, line: str) -> None:
         if "quarantin" not in line and "skipping damaged" not in line:
@@ -107,7 +113,8 @@ class DiskEngine(Engine):
             commands.append(["topic", "create", f"{STREAM}:{topic.split('..')[1]}", "--partitions", str(count)])
         for command in commands:
             subprocess.run(cli + command + where, check=True, capture_output=True, timeout=60)
-        return {"fsync": fsync, "partitionlet_size": PARTITIONLET_SIZE, "tmpfs": self.tmpfs}
+        return {"fsync": fsync, "partitionlet_size": PARTITIONLET_SIZE, "tmpfs": self.tmpfs,
+                "skip_damaged": self.skip_damaged}
 
     # storage faults
 
