@@ -155,23 +155,10 @@ class DiskEngine(Engine):
         detail = how(path, rng)
         out = {"file": str(path.relative_to(self.data)), "detail": detail,
                "damage": {"topic": topic, "partition": partition, "first": base, "end": end}}
-        unnoticeable = self._cut_at_boundary(path, batches)
+        unnoticeable = cut_at_boundary(path, batches)
         if unnoticeable is not None:
             out["damage"]["unnoticeable_from"] = unnoticeable
         return out
-
-    def _cut_at_boundary(self, path: Path, batches: dict[int, int]) -> int | None:
-        """The first offset cut off when an active log was cut exactly at a batch boundary at or past the
-        size its manifest last checkpointed: the one loss a start after an unclean stop cannot see (README,
-        "Damaged storage"). None for any other damage."""
-        size = path.stat().st_size if path.exists() else None
-        if size is None or size not in batches:
-            return None
-        try:
-            checkpoint = json.loads((path.parent / "chain.json").read_text())["partitionlets"][-1]["size"]
-        except (OSError, ValueError, KeyError, IndexError, TypeError):
-            checkpoint = 0  # no manifest to compare with: nothing tells the start that bytes went
-        return batches[size] if size >= checkpoint else None
 
     def _damage_metadata(self, rng: random.Random, garble: bool) -> dict[str, Any]:
         stream = self.data / "streams" / STREAM.strip("/")
@@ -211,6 +198,20 @@ def partitionlet_logs(directory: Path) -> list[tuple[int, Path]]:
         if base.isdigit():
             logs.append((int(base), path))
     return sorted(logs)
+
+
+def cut_at_boundary(path: Path, batches: dict[int, int]) -> int | None:
+    """The first offset cut off when an active log (whose `batch_starts` were `batches` before the damage)
+    was cut exactly at a batch boundary at or past the size its manifest last checkpointed: the one loss a
+    start after an unclean stop cannot see (README, "Damaged storage"). None for any other damage."""
+    size = path.stat().st_size if path.exists() else None
+    if size is None or size not in batches or size == max(batches, default=-1):
+        return None  # deleted (a start sees that), cut inside a batch, or not cut at all
+    try:
+        checkpoint = json.loads((path.parent / "chain.json").read_text())["partitionlets"][-1]["size"]
+    except (OSError, ValueError, KeyError, IndexError, TypeError):
+        checkpoint = 0  # no manifest to compare with: nothing tells the start that bytes went
+    return batches[size] if size >= checkpoint else None
 
 
 def batch_starts(path: Path) -> dict[int, int]:
