@@ -20,6 +20,8 @@ off). The start reads it as a log that ended there, so from that offset on
 acknowledged writes may be lost without a quarantine, offsets handed out
 again, and a consumer group reset to the start may commit lower offsets;
 each is listed as allowed, naming the cut, never counted as verified.
+Without --skip-damaged, a consumer that stopped at a quarantined range must
+have been told (an error event), never left stalling in silence.
 
 Events (see history.py for `i` and `t`):
   send/ack/send-failed   producer, kind (idempotent|plain|txn), seq, topic, partition, offset (ack), value
