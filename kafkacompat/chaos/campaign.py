@@ -53,7 +53,6 @@ def run(plan: Plan, out: TextIO) -> Verdict:
     client_log = logging.FileHandler(plan.workdir / "clients.log")
     CLIENT_LOG.addHandler(client_log)
     CLIENT_LOG.propagate = False
-    CLIENT_LOG.setLevel(logging.DEBUG)  # the transactional producer's `debug: eos` lines too
     print(f"chaos: engine {plan.engine}, seed {plan.seed}, {plan.minutes:g} min, workdir {plan.workdir}",
           file=out, flush=True)
     started = time.monotonic()

@@ -154,8 +154,7 @@ class TransactionalWriter(Role):
             name = f"txn.{self.generation}"
             producer = Producer({**COMMON, "bootstrap.servers": self.bootstrap, "transactional.id": "chaos-txn",
                                  "transaction.timeout.ms": 15_000, "message.timeout.ms": 14_000,
-                                 "linger.ms": 5, "error_cb": self.client_error,
-                                 "debug": "eos"})  # epoch bumps, drains, purges: in clients.log for a finding
+                                 "linger.ms": 5, "error_cb": self.client_error})
             if self.session(producer, name):
                 return
             self.generation += 1
