@@ -364,16 +364,21 @@ def consumers_not_told(events: list[Event], reader: str = "rc-reader") -> list[V
             told[(e["topic"], e["partition"])].append(e)
         elif e["type"] == "final" and e["isolation"] == "read_committed":
             committed[(e["topic"], e["partition"])].append(e["offset"])
-    out, ranges = [], {}
+    out, ranges = [], defaultdict(dict)
     for q in events:
         if q["type"] == "quarantine" and q["t"] < stopping:
-            ranges.setdefault((q["topic"], q["partition"], q["first"], q["last"]), q)
-    for (topic, partition, first, last), q in ranges.items():
-        tp = (topic, partition)
+            ranges[(q["topic"], q["partition"])].setdefault((q["first"], q["last"]), q)
+    for tp, spans in ranges.items():
+        topic, partition = tp
         last_read = max(reads[tp], key=lambda e: e["offset"], default=None)
         position = last_read["offset"] + 1 if last_read else 0
-        if position > last or any(position <= o < first for o in committed[tp]):
-            continue  # past the range, or not there yet
+        ahead = sorted(s for s in spans if s[1] >= position)  # the first one holds or follows the position
+        if not ahead:
+            continue
+        first, last = min(ahead, key=lambda s: (not s[0] <= position, s[0]))
+        q = spans[(first, last)]
+        if any(position <= o < first for o in committed[tp]):
+            continue  # not there yet
         since = max(q["t"], last_read["t"] if last_read else 0.0)
         if stopping - since < TOLD_WITHIN:
             continue

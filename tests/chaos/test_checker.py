@@ -310,6 +310,11 @@ def test_without_skip_damaged_a_consumer_stalled_at_a_quarantined_range_must_hav
     assert stalled_at_damage(told=True).kinds() == []
     assert stalled_at_damage(told=False, lagging=True).kinds() == []  # offset 1 unread: it never got there
     assert stalled_at_damage(told=False, skip_damaged=True).kinds() == []  # reads step over the range
+    s = stalled_at_damage(told=True)  # told at 2..9, where it stays; a later range is not where it stopped
+    at = next(k for k, e in enumerate(s.events) if e.get("consumers_stopping"))
+    s.events.insert(at, {"i": 99, "t": s.events[at - 1]["t"], "type": "quarantine", "topic": A, "partition": 0,
+                         "first": 10, "last": 20, "line": "... quarantine offsets 10..20"})
+    assert s.kinds() == []
 
 
 def test_the_history_file_round_trips(tmp_path: Path) -> None:
