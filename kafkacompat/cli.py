@@ -145,7 +145,7 @@ def _explain(config: BrokerConfig, exc: Exception) -> StartError | None:
     if isinstance(exc, ClusterError):
         return StartError(str(exc), EXIT_CONFIG)
     if isinstance(exc, StorageError):
-        if "in use" in str(exc):
+        if "in use by another store" in str(exc):  # not "its metadata reserve is in use" (a full disk)
             return StartError(f"data dir {config.data_dir} is in use by another broker; stop that broker or "
                               "choose another --data-dir", EXIT_DATA_DIR)
         return StartError(f"cannot open the store in {config.store_url}: {exc}", EXIT_DATA_DIR)

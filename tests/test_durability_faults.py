@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, TopicPartition
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from kafka import KafkaConsumer
 from kafka import TopicPartition as KafkaTopicPartition
 from kafka.errors import CorruptRecordError
@@ -225,6 +225,74 @@ def test_sigterm_on_a_full_disk_stops_cleanly_and_loses_nothing(tmp_path: Path) 
     served.start()
     assert "not shut down cleanly" not in served.output
     assert served.stop() == 0
+
+
+# `kafkacompat serve` whose volume has no room for data while the flag file exists: every append then
+# fails as on a full disk whose metadata reserve is spent (metadata writes still succeed)
+APPENDS_FULL_WHEN_FLAGGED = """
+import os, sys
+from kafkacompat.storage.disk import volumes
+from kafkacompat.storage.errors import StorageFullError
+from kafkacompat.cli import main
+
+real = volumes.Volume.ensure_reserve
+
+def ensure_reserve(self):
+    if os.path.exists(os.environ["DISK_FULL_FLAG"]):
+        raise StorageFullError(f"volume {self.path} is full (its metadata reserve is in use)")
+    return real(self)
+
+volumes.Volume.ensure_reserve = ensure_reserve
+sys.argv[0] = "kafkacompat"
+sys.exit(main())
+"""
+
+
+def serve_appends_full_when_flagged(served: Served, flag: Path) -> subprocess.Popen[str]:
+    env = {**os.environ, "DISK_FULL_FLAG": str(flag)}
+    proc = subprocess.Popen([sys.executable, "-c", APPENDS_FULL_WHEN_FLAGGED, "serve", "--data-dir",
+                             str(served.data), "--host", "127.0.0.1", "--port", str(served.port)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    output = line = ""
+    while "listening on" not in line:
+        line = proc.stdout.readline()
+        assert line, f"serve did not start: {output}"
+        output += line
+    return proc
+
+
+def test_a_broker_starts_on_a_full_disk_with_a_transaction_to_finish(tmp_path: Path) -> None:
+    """Found by the chaos campaign (seed 2028, full-disk-sigterm): a commit decided while the disk was full
+    left its markers to write; the next start on the full disk tried them, failed and exited 4 ("in use by
+    another broker"). It starts, and finishes the transaction once there is room."""
+    flag = tmp_path / "disk-full"
+    served = Served(tmp_path / "data", free_port())
+    proc = serve_appends_full_when_flagged(served, flag)
+    try:
+        producer = Producer({"bootstrap.servers": served.bootstrap, "transactional.id": "t-full"})
+        producer.init_transactions(30)
+        producer.begin_transaction()
+        producer.produce("t", b"in-txn")
+        assert producer.flush(30) == 0
+        flag.touch()
+        producer.commit_transaction(30)  # decided (PrepareCommit stored); its markers cannot be written yet
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 0
+        proc = serve_appends_full_when_flagged(served, flag)  # still full: it must start all the same
+        flag.unlink()
+        consumer = Consumer({"bootstrap.servers": served.bootstrap, "group.id": "g", "isolation.level":
+                             "read_committed", "auto.offset.reset": "earliest"})
+        consumer.assign([TopicPartition("t", 0, 0)])
+        deadline, seen = time.monotonic() + 30, []
+        while not seen and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is not None and msg.error() is None:
+                seen.append(msg.value())
+        consumer.close()
+        assert seen == [b"in-txn"]
+    finally:
+        proc.kill()
+        proc.wait()
 
 
 def flip_in_batch(path: Path, offset_in_file: int) -> None:

@@ -27,7 +27,11 @@ from .history import Event, History, load
 from .nemesis import Nemesis
 from .workload import CLIENT_LOG, Workload, final_read
 
-ENGINES: dict[str, Callable[[Path, History], Engine]] = {"disk": DiskEngine, "cloud": CloudEngine}
+ENGINES: dict[str, Callable[[Path, History, bool], Engine]] = {
+    "disk": lambda workdir, history, skip: DiskEngine(workdir, history, skip_damaged=skip),
+    "cloud": lambda workdir, history, skip: CloudEngine(workdir, history),
+}
+SKIP_DAMAGED_FIXED = ("cloud",)  # engines without the --no-skip-damaged mode (their damage is not on a local disk)
 PLANNED_ENGINES = ("replication",)  # issue 28: clusters linked by replication
 
 
@@ -39,6 +43,7 @@ class Plan:
     faults: tuple[str, ...]
     workdir: Path
     rate: float = 30.0  # records a second per producer
+    skip_damaged: bool = True  # False: consumers must be told at a quarantined range (CORRUPT_MESSAGE)
 
 
 def run(plan: Plan, out: TextIO) -> Verdict:
@@ -52,7 +57,7 @@ def run(plan: Plan, out: TextIO) -> Verdict:
           file=out, flush=True)
     started = time.monotonic()
     try:
-        engine = ENGINES[plan.engine](plan.workdir, history)
+        engine = ENGINES[plan.engine](plan.workdir, history, plan.skip_damaged)
         try:
             if engine.start():
                 drive(plan, engine, history, out)
@@ -67,7 +72,8 @@ def run(plan: Plan, out: TextIO) -> Verdict:
     report(verdict, events, out)
     print(f"chaos: {'FAIL' if verdict.violations else 'PASS'} ({len(verdict.violations)} violations) in "
           f"{time.monotonic() - started:.0f} s; replay: python -m kafkacompat.chaos --engine {plan.engine} "
-          f"--minutes {plan.minutes:g} --seed {plan.seed} --faults {','.join(plan.faults)}", file=out, flush=True)
+          f"--minutes {plan.minutes:g} --seed {plan.seed} --faults {','.join(plan.faults)}"
+          + ("" if plan.skip_damaged else " --no-skip-damaged"), file=out, flush=True)
     return verdict
 
 
@@ -88,6 +94,7 @@ def drive(plan: Plan, engine: Engine, history: History, out: TextIO) -> None:
         history.record("campaign", stuck_clients=stuck)
     if up:
         engine.stop()
+        engine.prepare_final_read()
         if engine.start():
             final_read(engine.bootstrap, history)
             engine.stop()
@@ -99,13 +106,14 @@ def report(verdict: Verdict, events: list[Event], out: TextIO) -> None:
     rows = [("operations", "")] + sorted(verdict.operations.items())
     rows += [("faults injected", "")] + sorted(verdict.faults.items())
     rows += [("checks", ""), ("acknowledged writes", verdict.acknowledged), ("verified", verdict.verified),
-             ("lost to damage (allowed)", len(verdict.allowed_losses)), ("violations", len(verdict.violations))]
+             ("lost to damage (allowed)", len(verdict.allowed_losses)),
+             ("other findings allowed", len(verdict.allowed_other)), ("violations", len(verdict.violations))]
     rows += sorted(Counter(f"  {v.kind}" for v in verdict.violations).items())
     width = max(len(str(name)) for name, _ in rows) + 2
     for name, value in rows:
         print(f"{name:<{width}}{value}" if value != "" else f"-- {name}", file=out)
     allowed: dict[tuple[int, ...], list[Violation]] = {}
-    for item in verdict.allowed_losses:  # one paragraph per fault and finding, not one per record
+    for item in verdict.allowed_losses + verdict.allowed_other:  # a paragraph per fault and finding, not record
         allowed.setdefault(item.lines[1:], []).append(item)
     for lines, items in allowed.items():
         print(f"allowed (the README permits it) {items[0].kind}: {len(items)} like this one: {items[0].message}",

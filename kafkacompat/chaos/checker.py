@@ -13,14 +13,27 @@ broker was stopped for the damage, so its own time proves nothing); such
 losses are listed, never counted as verified.
 A deleted or garbled `.cursors` file may likewise take committed offsets
 back ("a deleted one starts the stream's groups afresh").
+One loss the README names as beyond detection: an active log cut exactly at
+a batch boundary, past its manifest's checkpoint, while the broker was down
+after a kill (the nemesis marks it `unnoticeable_from`, the first offset cut
+off). The start reads it as a log that ended there, so from that offset on
+acknowledged writes may be lost without a quarantine, offsets handed out
+again, and a consumer group reset to the start may commit lower offsets;
+each is listed as allowed, naming the cut, never counted as verified.
+Without --skip-damaged, a consumer that stopped at a quarantined range must
+have been told (an error event), never left stalling in silence.
 
 Events (see history.py for `i` and `t`):
   send/ack/send-failed   producer, kind (idempotent|plain|txn), seq, topic, partition, offset (ack), value
   txn                    producer, txn, outcome (committed|aborted|unknown), values
   read/final             reader, isolation, topic, partition, offset, value (final: the closing full read)
+  read-error             reader, topic, partition, offset, code, error (an error event a consumer's poll gave)
+  campaign               settings (skip_damaged: false when consumers must be told at a quarantined range);
+                         consumers_stopping (when the consumers were told to stop)
   final-end              topic, partition, isolation, end (the end offset the final read reached), complete
   commit/committed       group, topic, partition, offset (committed: asked_at, when the fetch was sent)
-  fault                  name, phase (start|end), damage {topic, partition, first, end} for partitionlet damage,
+  fault                  name, phase (start|end), damage {topic, partition, first, end[, unnoticeable_from]} for
+                         partitionlet damage,
                          cursors (true when a stream's .cursors file was damaged)
   quarantine             topic, partition, first, last, line (the broker's log line)
   broker                 node, action (started|killed|stopped|start-failed|internal-error), rc, clean, line
@@ -42,6 +55,7 @@ class Violation:
     kind: str
     message: str
     lines: tuple[int, ...]  # history line numbers that show it
+    where: tuple[str, int, int] | None = None  # (topic, partition, offset) of an offset reused
 
 
 @dataclasses.dataclass
@@ -50,7 +64,8 @@ class Verdict:
     faults: dict[str, int]
     acknowledged: int
     verified: int
-    allowed_losses: list[Violation]
+    allowed_losses: list[Violation]  # acknowledged writes lost where the README allows it
+    allowed_other: list[Violation]  # committed offsets gone back, offsets reused, where the README allows it
     violations: list[Violation]
 
 
@@ -64,9 +79,13 @@ def check(events: list[Event]) -> Verdict:
             faults[e["name"] + (" (nothing to damage yet)" if e.get("skipped") else "")] += 1
     acked = acknowledged_writes(events)
     verified, allowed, lost = check_acknowledged(events, acked)
-    violations = [*lost, *offsets_handed_out_twice(events), *idempotent_order(events),
-                  *committed_offsets_go_back(events, allowed), *aborted_reads(events), *broker_troubles(events)]
-    return Verdict(dict(ops), dict(faults), len(acked), verified, allowed, violations)
+    reused, other = split_unseen_cuts(offsets_handed_out_twice(events), events)
+    reused, duplicates = split_purged_duplicates(reused, events)
+    other += duplicates
+    violations = [*lost, *reused, *idempotent_order(events),
+                  *committed_offsets_go_back(events, other), *aborted_reads(events), *broker_troubles(events),
+                  *consumers_not_told(events)]
+    return Verdict(dict(ops), dict(faults), len(acked), verified, allowed, other, violations)
 
 
 def acknowledged_writes(events: list[Event]) -> list[Event]:
@@ -103,7 +122,9 @@ def check_acknowledged(events: list[Event], acked: list[Event]) -> tuple[int, li
         if found is not None and found["value"] == ack["value"]:
             verified += 1
             continue
-        if found is not None:
+        after_send = [d for d in damages if d["t"] > sent.get(ack["value"], ack["t"])]
+        cut = _unseen_cut(after_send, ack["topic"], ack["partition"], ack["offset"])
+        if found is not None and cut is None:
             continue  # a different value at the offset: offsets_handed_out_twice reports it
         end = ends.get(where[:2])
         if end is None or (not end["complete"] and end["end"] <= ack["offset"]):
@@ -111,7 +132,12 @@ def check_acknowledged(events: list[Event], acked: list[Event]) -> tuple[int, li
                                   (ack["i"],) + ((end["i"],) if end else ())))
             continue
         quarantine = _covering(quarantines, ack)
-        after_send = [d for d in damages if d["t"] > sent.get(ack["value"], ack["t"])]
+        if cut is not None and (found is not None or not quarantine):
+            allowed.append(Violation("lost-to-unseen-cut", f"{short(ack['value'])} at {_tp(ack)} offset "
+                                     f"{ack['offset']} was cut off at a batch boundary while the broker was down "
+                                     f"({cut['detail']}), the loss the README says a start cannot see",
+                                     (ack["i"], cut["i"])))
+            continue
         if quarantine:  # name the damage that the broker's finding followed
             after_send.sort(key=lambda d: (d["t"] > quarantine["t"], -d["t"]))
         damage = _covering(after_send, ack, key="damage")
@@ -139,6 +165,62 @@ def _covering(spans: Iterable[Event], ack: Event, key: str | None = None) -> Eve
     return None
 
 
+def _unseen_cut(damages: Iterable[Event], topic: str, partition: int, offset: int) -> Event | None:
+    """A fault among `damages` that cut (topic, partition) at a batch boundary at or below `offset`."""
+    for d in damages:
+        span = d.get("damage") or {}
+        if (span.get("topic"), span.get("partition")) == (topic, partition) and \
+                span.get("unnoticeable_from") is not None and span["unnoticeable_from"] <= offset:
+            return d
+    return None
+
+
+def split_unseen_cuts(reused: list[Violation], events: list[Event]) -> tuple[list[Violation], list[Violation]]:
+    """(violations, allowed): an offset handed out again is allowed only from an unseen cut on, when the cut
+    came between the first value's line and the second's."""
+    cuts = [e for e in events if e["type"] == "fault" and e["phase"] == "start"
+            and (e.get("damage") or {}).get("unnoticeable_from") is not None]
+    out, allowed = [], []
+    for v in reused:
+        topic, partition, first = v.where
+        cut = _unseen_cut([c for c in cuts if v.lines[0] < c["i"] < v.lines[-1]], topic, partition, first)
+        if cut is None:
+            out.append(v)
+        else:
+            allowed.append(Violation("offset-reused-after-unseen-cut", f"{v.message}, after {cut['name']} cut the "
+                                     f"log at a batch boundary while the broker was down ({cut['detail']})",
+                                     (*v.lines, cut["i"]), v.where))
+    return out, allowed
+
+
+def split_purged_duplicates(reused: list[Violation], events: list[Event]) -> tuple[list[Violation], list[Violation]]:
+    """(violations, allowed): librdkafka's transactional producer may call a record whose request got no
+    answer (the broker stopped meanwhile) "purged in queue" when its transaction aborts, and give its
+    producer sequence to the next record; the broker answers that one as a duplicate with the stored
+    record's offset, as Kafka does. Allowed only for one offset holding two records of one producer, both
+    of aborted transactions (nothing was promised of either), the stored one the record called purged."""
+    purged = {e["value"] for e in events if e["type"] == "send-failed" and "_PURGE_QUEUE" in e.get("error", "")}
+    aborted = {v for e in events if e["type"] == "txn" and e["outcome"] == "aborted" for v in e["values"]}
+    finals = _finals(events)
+    acked: dict[tuple[str, int, int], set[str]] = defaultdict(set)
+    for e in events:
+        if e["type"] == "ack":
+            acked[(e["topic"], e["partition"], e["offset"])].add(e["value"])
+    out, allowed = [], []
+    for v in reused:
+        stored = finals.get(v.where) if v.where else None
+        values = acked[v.where] | ({stored["value"]} if stored else set())
+        if (stored is not None and stored["value"] in purged and values <= aborted and len(values) == 2
+                and f"offset {v.where[2]} handed out" in v.message
+                and len({parse_value(x)[0] for x in values}) == 1):
+            allowed.append(Violation("duplicate-answer-to-a-reused-sequence", f"{v.message}: the client called "
+                                     f"{short(stored['value'])} purged, yet it was stored, and the next record got "
+                                     "its sequence (both of aborted transactions)", v.lines, v.where))
+        else:
+            out.append(v)
+    return out, allowed
+
+
 def offsets_handed_out_twice(events: list[Event]) -> list[Violation]:
     """Two different values seen at one offset (acks, reads and the final read together); one violation per
     run of consecutive such offsets in a partition, with the history lines of its first offset."""
@@ -160,7 +242,7 @@ def offsets_handed_out_twice(events: list[Event]) -> list[Violation]:
         span = f"offset {first}" if len(run) == 1 else f"offsets {first}..{last} ({len(run)} offsets; at {first}"
         out.append(Violation("offset-reused", f"{topic}/{partition} {span} handed out for {len(values)} values: "
                              f"{sorted(map(short, values))}" + (")" if len(run) > 1 else ""),
-                             tuple(sorted(values.values()))))
+                             tuple(sorted(values.values())), (topic, partition, first)))
     return out
 
 
@@ -200,9 +282,12 @@ def parse_value(value: str) -> tuple[str, int]:
 
 def committed_offsets_go_back(events: list[Event], allowed: list[Violation]) -> list[Violation]:
     """A committed offset read back is never below one acknowledged before the read was asked,
-    unless a .cursors file was damaged in between (then the step back is listed as allowed)."""
+    unless a .cursors file was damaged in between, or the partition's log was cut below the committed
+    offset where a start cannot see it (its consumers then start again from the beginning): then the
+    step back is listed as allowed."""
     out: list[Violation] = []
-    cursor_damage = [e for e in events if e["type"] == "fault" and e["phase"] == "start" and e.get("cursors")]
+    faults = [e for e in events if e["type"] == "fault" and e["phase"] == "start"]
+    cursor_damage = [e for e in faults if e.get("cursors")]
     commits: dict[tuple[str, str, int], list[Event]] = defaultdict(list)
     for e in events:
         key = (e.get("group"), e.get("topic"), e.get("partition"))
@@ -216,6 +301,8 @@ def committed_offsets_go_back(events: list[Event], allowed: list[Violation]) -> 
             if e["offset"] >= top["offset"]:
                 continue
             damage = [d for d in cursor_damage if top["t"] < d["t"] < e["t"]]
+            cut = _unseen_cut([d for d in faults if top["t"] < d["t"] < e["t"]], key[1], key[2], top["offset"] - 1)
+            damage += [cut] if cut is not None else []
             v = Violation("commit-regressed" if not damage else "commit-lost-to-damage",
                           f"group {key[0]} {key[1]}/{key[2]}: committed offset read back as {e['offset']} after "
                           f"{top['offset']} was acknowledged", (top["i"], e["i"], *(d["i"] for d in damage)))
@@ -234,18 +321,71 @@ def aborted_reads(events: list[Event]) -> list[Violation]:
 
 def broker_troubles(events: list[Event]) -> list[Violation]:
     """The broker must start after every fault, stop cleanly (status 0, clean marker) on SIGTERM, and never
-    close a connection over an internal error (it answers a named Kafka error instead)."""
+    close a connection over an internal error (it answers a named Kafka error instead). On a full disk a
+    stop is status 0 but may leave the marker out (README, "Damaged storage": a manifest it could not save
+    makes the next start check every tail as after a crash)."""
     out = []
+    full = False
     for e in events:
+        if e["type"] == "fault" and e["name"] == "full-disk-sigterm":
+            full = e["phase"] == "start"
         if e["type"] != "broker":
             continue
         if e["action"] == "start-failed":
             out.append(Violation("start-failed", f"the broker did not start: {e.get('reason')}", (e["i"],)))
         elif e["action"] == "internal-error":
             out.append(Violation("internal-error", f"the broker logged: {e['line'][:300]}", (e["i"],)))
-        elif e["action"] == "stopped" and (e["rc"] != 0 or not e["clean"]):
+        elif e["action"] == "stopped" and (e["rc"] != 0 or not (e["clean"] or full)):
             out.append(Violation("unclean-stop", f"SIGTERM: exit status {e['rc']}, clean marker "
                                  f"{'written' if e['clean'] else 'missing'}", (e["i"],)))
+    return out
+
+
+TOLD_WITHIN = 15.0  # seconds a consumer at a quarantined range gets to receive its error event
+
+
+def consumers_not_told(events: list[Event], reader: str = "rc-reader") -> list[Violation]:
+    """Without --skip-damaged, a consumer that reached a quarantined range is told (an error event from its
+    poll, CORRUPT_MESSAGE) instead of stalling in silence (README, "Damaged storage"). Checked for the
+    reader assigned every partition: where it stopped at a range (it read every committed record before the
+    range, none after) with time to have fetched there, it must have had an error event for that partition."""
+    if not any(e["type"] == "campaign" and e.get("skip_damaged") is False for e in events):
+        return []
+    stopping = next((e["t"] for e in events if e["type"] == "campaign" and e.get("consumers_stopping")), None)
+    if stopping is None:
+        return []
+    reads: dict[tuple[str, int], list[Event]] = defaultdict(list)
+    told: dict[tuple[str, int], list[Event]] = defaultdict(list)
+    committed: dict[tuple[str, int], list[int]] = defaultdict(list)
+    for e in events:
+        if e["type"] == "read" and e["reader"] == reader:
+            reads[(e["topic"], e["partition"])].append(e)
+        elif e["type"] == "read-error" and e["reader"] == reader:
+            told[(e["topic"], e["partition"])].append(e)
+        elif e["type"] == "final" and e["isolation"] == "read_committed":
+            committed[(e["topic"], e["partition"])].append(e["offset"])
+    out, ranges = [], defaultdict(dict)
+    for q in events:
+        if q["type"] == "quarantine" and q["t"] < stopping:
+            ranges[(q["topic"], q["partition"])].setdefault((q["first"], q["last"]), q)
+    for tp, spans in ranges.items():
+        topic, partition = tp
+        last_read = max(reads[tp], key=lambda e: e["offset"], default=None)
+        position = last_read["offset"] + 1 if last_read else 0
+        ahead = sorted(s for s in spans if s[1] >= position)  # the first one holds or follows the position
+        if not ahead:
+            continue
+        first, last = min(ahead, key=lambda s: (not s[0] <= position, s[0]))
+        q = spans[(first, last)]
+        if any(position <= o < first for o in committed[tp]):
+            continue  # not there yet
+        since = max(q["t"], last_read["t"] if last_read else 0.0)
+        if stopping - since < TOLD_WITHIN:
+            continue
+        if not any(first <= e["offset"] <= last or e["offset"] < 0 for e in told[tp]):
+            out.append(Violation("not-told", f"{reader} stopped at {topic}/{partition} offset {position}, in the "
+                                 f"quarantined range {first}..{last}, without an error event", (q["i"],)
+                                 + ((last_read["i"],) if last_read else ())))
     return out
 
 

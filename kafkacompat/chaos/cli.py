@@ -16,7 +16,7 @@ from pathlib import Path
 
 from kafkacompat.testing.services import ServiceUnavailable
 
-from .campaign import ENGINES, PLANNED_ENGINES, Plan, run
+from .campaign import ENGINES, PLANNED_ENGINES, SKIP_DAMAGED_FIXED, Plan, run
 from .nemesis import ALL, HELD_BACK, SAFE
 
 
@@ -33,6 +33,9 @@ def parse(argv: Sequence[str] | None) -> argparse.ArgumentParser:
     p.add_argument("--faults", default="all", help="safe, all (default), or a comma-separated list of fault names")
     p.add_argument("--workdir", type=Path, help="where the history, the broker log and the store go "
                                                 "(default: a new directory under /tmp)")
+    p.add_argument("--no-skip-damaged", dest="skip_damaged", action="store_false",
+                   help="disk: run the broker without --skip-damaged, so consumers reaching a quarantined range "
+                        "must be told (an error event), not stall in silence; the final read restarts it with it")
     p.add_argument("--rate", type=float, default=30.0, help="records a second per producer (default 30)")
     return p
 
@@ -56,6 +59,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not 0 < args.minutes <= 24 * 60 or not 0 < args.rate <= 10_000:
         print("chaos: --minutes must be in (0, 1440] and --rate in (0, 10000]", file=sys.stderr)
         return 2
+    if not args.skip_damaged and args.engine in SKIP_DAMAGED_FIXED:
+        print("chaos: --no-skip-damaged is for the disk engine only", file=sys.stderr)
+        return 2
     try:
         faults = faults_of(args.faults)
     except ValueError as exc:
@@ -64,7 +70,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     seed = args.seed if args.seed is not None else random.randrange(1 << 31)
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix=f"chaos-{seed}-"))
     try:
-        verdict = run(Plan(args.engine, args.minutes, seed, faults, workdir, args.rate), sys.stdout)
+        verdict = run(Plan(args.engine, args.minutes, seed, faults, workdir, args.rate, args.skip_damaged), sys.stdout)
     except (OSError, subprocess.SubprocessError, ServiceUnavailable) as exc:
         print(f"chaos: the campaign could not run: {exc} (see {workdir})", file=sys.stderr)
         return 3

@@ -2,7 +2,9 @@
 
 The broker runs as a subprocess (`python -m kafkacompat serve`) with
 `--skip-damaged`, so reads step over quarantined ranges and say so in the
-log; its data dir sits on a small tmpfs when this machine lets us mount one
+log; or without it (`--no-skip-damaged`), so consumers reaching a
+quarantined range must be told (CORRUPT_MESSAGE), and only the closing
+restart for the final read adds it; its data dir sits on a small tmpfs when this machine lets us mount one
 (root), so a full disk is a real ENOSPC. Its log goes to `broker.log` in the
 campaign's directory, and every line naming quarantined offsets becomes a
 `quarantine` event, which is how the checker learns what the broker admits
@@ -14,10 +16,12 @@ files, and the free space of the volume.
 from __future__ import annotations
 
 import errno
+import json
 import os
 import random
 import re
 import signal
+import struct
 import subprocess
 import sys
 import threading
@@ -35,14 +39,15 @@ PARTITIONLET_SIZE = "32KiB"  # a partitionlet seals every few hundred records: s
 PATH_RE = re.compile(r"streams/chaos/(?P<topic>[^/\s]+)/(?P<partition>\d+)/")
 NAME_RE = re.compile(r"/chaos:(?P<topic>[^/\s:]+)/(?P<partition>\d+):")
 OFFSETS_RE = re.compile(r"offsets (\d+)\.\.(\d+)")
+BATCH_HEADER = 61  # bytes of a record batch before its records (baseOffset int64, batchLength int32, ...)
 Damage = Callable[[Path, random.Random], str]  # damages one file, says how
 
 
 class DiskEngine(Engine):
     name = "disk"
 
-    def __init__(self, workdir: Path, history: History, tmpfs_mb: int = 64) -> None:
-        self.workdir, self.history = workdir, history
+    def __init__(self, workdir: Path, history: History, tmpfs_mb: int = 64, skip_damaged: bool = True) -> None:
+        self.workdir, self.history, self.skip_damaged = workdir, history, skip_damaged
         self.volume = workdir / "disk"
         self.volume.mkdir(parents=True, exist_ok=True)
         self.tmpfs = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={tmpfs_mb}m", "tmpfs", str(self.volume)],
@@ -54,8 +59,8 @@ class DiskEngine(Engine):
         self.nodes = [1]
         self.log = open(workdir / "broker.log", "a", encoding="utf-8")
         self.broker = BrokerProcess(
-            1, ["--data-dir", str(self.data), "--host", "127.0.0.1", "--port", str(self.port), "--skip-damaged",
-                "--group-initial-rebalance-delay-ms", "500"],
+            1, ["--data-dir", str(self.data), "--host", "127.0.0.1", "--port", str(self.port),
+                "--group-initial-rebalance-delay-ms", "500", *(["--skip-damaged"] if skip_damaged else [])],
             history, self.log, threading.Lock(), on_line=self._quarantine, clean_marker=self.data / ".clean")
 
     # processes: there is one, so `node` is always it
@@ -74,6 +79,10 @@ class DiskEngine(Engine):
 
     def resume(self, node: int | None = None) -> None:
         self.broker.signal(signal.SIGCONT)
+
+    def prepare_final_read(self) -> None:
+        if not self.skip_damaged:
+            self.broker.serve_args.append("--skip-damaged")
 
     def _quarantine(self, line: str) -> None:
         if "quarantin" not in line and "skipping damaged" not in line:
@@ -104,7 +113,8 @@ class DiskEngine(Engine):
             commands.append(["topic", "create", f"{STREAM}:{topic.split('..')[1]}", "--partitions", str(count)])
         for command in commands:
             subprocess.run(cli + command + where, check=True, capture_output=True, timeout=60)
-        return {"fsync": fsync, "partitionlet_size": PARTITIONLET_SIZE, "tmpfs": self.tmpfs}
+        return {"fsync": fsync, "partitionlet_size": PARTITIONLET_SIZE, "tmpfs": self.tmpfs,
+                "skip_damaged": self.skip_damaged}
 
     # storage faults
 
@@ -141,9 +151,14 @@ class DiskEngine(Engine):
         if not choices:
             return {"skipped": "no partitionlet to damage yet"}
         topic, partition, base, end, path = rng.choice(choices)
+        batches = batch_starts(path) if end is None else {}
         detail = how(path, rng)
-        return {"file": str(path.relative_to(self.data)), "detail": detail,
-                "damage": {"topic": topic, "partition": partition, "first": base, "end": end}}
+        out = {"file": str(path.relative_to(self.data)), "detail": detail,
+               "damage": {"topic": topic, "partition": partition, "first": base, "end": end}}
+        unnoticeable = cut_at_boundary(path, batches)
+        if unnoticeable is not None:
+            out["damage"]["unnoticeable_from"] = unnoticeable
+        return out
 
     def _damage_metadata(self, rng: random.Random, garble: bool) -> dict[str, Any]:
         stream = self.data / "streams" / STREAM.strip("/")
@@ -183,6 +198,36 @@ def partitionlet_logs(directory: Path) -> list[tuple[int, Path]]:
         if base.isdigit():
             logs.append((int(base), path))
     return sorted(logs)
+
+
+def cut_at_boundary(path: Path, batches: dict[int, int]) -> int | None:
+    """The first offset cut off when an active log (whose `batch_starts` were `batches` before the damage)
+    was cut exactly at a batch boundary at or past the size its manifest last checkpointed: the one loss a
+    start after an unclean stop cannot see (README, "Damaged storage"). None for any other damage."""
+    size = path.stat().st_size if path.exists() else None
+    if size is None or size not in batches or size == max(batches, default=-1):
+        return None  # deleted (a start sees that), cut inside a batch, or not cut at all
+    try:
+        checkpoint = json.loads((path.parent / "chain.json").read_text())["partitionlets"][-1]["size"]
+    except (OSError, ValueError, KeyError, IndexError, TypeError):
+        checkpoint = 0  # no manifest to compare with: nothing tells the start that bytes went
+    return batches[size] if size >= checkpoint else None
+
+
+def batch_starts(path: Path) -> dict[int, int]:
+    """{byte position: base offset} of every whole batch in a log, and {size: next offset} at its end."""
+    data = path.read_bytes()
+    starts, pos, next_offset = {}, 0, None
+    while pos + BATCH_HEADER <= len(data):
+        base, length = struct.unpack_from(">qi", data, pos)
+        last_delta = struct.unpack_from(">i", data, pos + 23)[0]
+        if length < BATCH_HEADER - 12 or pos + 12 + length > len(data):
+            break
+        starts[pos], next_offset = base, base + last_delta + 1
+        pos += 12 + length
+    if next_offset is not None:
+        starts[pos] = next_offset
+    return starts
 
 
 def flip(path: Path, rng: random.Random) -> str:

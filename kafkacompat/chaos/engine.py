@@ -69,6 +69,9 @@ class Engine(abc.ABC):
     def storage_faults(self) -> list[StorageFault]:
         """The storage faults this engine can undergo."""
 
+    def prepare_final_read(self) -> None:
+        """Before the closing restart: what the final read needs that the run did without (default: nothing)."""
+
     @abc.abstractmethod
     def close(self) -> None:
         """Stop everything and release what the engine holds (processes, mounts)."""

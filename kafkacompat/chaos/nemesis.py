@@ -25,15 +25,9 @@ from .workload import SESSION_TIMEOUT_MS
 
 PROCESS_FAULTS = ("kill", "pause", "restart")
 SAFE = (*PROCESS_FAULTS, "flip-sealed", "flip-sealed-live", "truncate-sealed", "delete-metadata", "garble-metadata",
-        "full-disk")
+        "full-disk", "flip-active", "flip-active-live", "truncate-active", "zero-active-tail", "delete-active",
+        "full-disk-sigterm")
 HELD_BACK = {
-    "flip-active": "after a quarantine, a later acknowledged batch in the same partitionlet is cut at the "
-                   "next restart",
-    "flip-active-live": "the same, with the damage found by a read while the broker runs",
-    "truncate-active": "offsets are reused after an unclean stop when the active log tail was cut",
-    "zero-active-tail": "offsets are reused after an unclean stop when the active log tail was zeroed",
-    "delete-active": "offsets are reused after an unclean stop when the active partitionlet was deleted",
-    "full-disk-sigterm": "SIGTERM on a full disk exits 1 without the clean-shutdown marker",
     "database-outage": "cloud: OffsetForLeaderEpoch during the outage closes the connection over an internal "
                        "error, and a broker whose lease renewal failed may never lead again and exits 1 on SIGTERM",
 }

@@ -94,11 +94,15 @@ class Writer(Role):
             producer = Producer(self.config())
             self.fatal.clear()
             seq = 0
-            while not self.stopping.is_set() and not self.fatal.is_set():
-                self.send(producer, name, seq)
-                seq += 1
-                self.stopping.wait(self.rng.expovariate(self.rate))
-            left = producer.flush(60 if not self.fatal.is_set() else 0)
+            try:
+                while not self.stopping.is_set() and not self.fatal.is_set():
+                    self.send(producer, name, seq)
+                    seq += 1
+                    self.stopping.wait(self.rng.expovariate(self.rate))
+                left = producer.flush(60 if not self.fatal.is_set() else 0)
+            except KafkaException as exc:  # a fatal error raised by poll or flush: a new producer, as a user would
+                self.history.record("client-error", role=self.role, error=str(exc.args[0]), fatal=True)
+                left = len(producer)
             self.history.record("producer-closed", producer=name, undelivered=left)
             self.generation += 1
 
@@ -240,11 +244,24 @@ class Reader(Role):
                     self.history.record("read", reader=self.role, isolation="read_committed", topic=msg.topic(),
                                         partition=msg.partition(), offset=msg.offset(), value=msg.value().decode())
                     unread += 1
+                elif msg is not None:
+                    self.read_error(consumer, msg)
                 if self.group and unread and (unread >= 50 or time.monotonic() - last_commit > 1):
                     self.commit(consumer)
                     last_commit, unread = time.monotonic(), 0
         finally:
             consumer.close()
+
+    def read_error(self, consumer: Consumer, msg: Any) -> None:
+        """An error event from poll: recorded; at a damaged range (CORRUPT_MESSAGE, librdkafka's INVALID_MSG)
+        the partition is paused, as an application that was told and has no offset to seek to would."""
+        err: KafkaError = msg.error()
+        if err.code() in NOISE or msg.topic() is None:
+            return
+        self.history.record("read-error", reader=self.role, topic=msg.topic(), partition=msg.partition(),
+                            offset=msg.offset(), code=err.name(), error=err.str())
+        if err.code() == KafkaError.INVALID_MSG:
+            consumer.pause([TopicPartition(msg.topic(), msg.partition())])
 
     def commit(self, consumer: Consumer) -> None:
         try:
@@ -284,6 +301,7 @@ class Workload:
     """Every role of the workload, started and stopped together."""
 
     def __init__(self, bootstrap: str, history: History, rng: random.Random, rate: float = 30) -> None:
+        self.history = history
         self.producing, self.consuming = threading.Event(), threading.Event()
         self.producers: list[Role] = [
             Writer("idem", "idempotent", bootstrap, history, self.producing, random.Random(rng.random()), rate),
@@ -306,6 +324,8 @@ class Workload:
         deadline = time.monotonic() + timeout
         stuck = []
         for event, roles in ((self.producing, self.producers), (self.consuming, self.consumers)):
+            if event is self.consuming:
+                self.history.record("campaign", consumers_stopping=True)
             event.set()
             for role in roles:
                 role.join(max(0.1, deadline - time.monotonic()))

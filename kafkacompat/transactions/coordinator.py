@@ -102,7 +102,10 @@ class TransactionCoordinator:
         are gained); finish what a stop left between prepare and complete."""
         if self.owns_all:
             for meta in self._load(lambda txn_id: True):
-                await self._finish(meta)
+                try:
+                    await self._finish(meta)
+                except storage.StorageError as exc:  # a full disk: the broker starts; the markers follow
+                    self._complete_later(meta, exc)
         loop = asyncio.get_running_loop()
         self._sweeps = [
             loop.create_task(self._every(self.config.transaction_abort_timed_out_transaction_cleanup_interval_ms,

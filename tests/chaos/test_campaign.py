@@ -2,9 +2,11 @@
 
 Two fixed seeds and one random seed (printed, so a failure can be replayed
 with `--seed`), each half a minute of faults from the `safe` mix: the faults
-whose README promises hold today. The faults held back (nemesis.HELD_BACK)
-find known bugs; set KAFKACOMPAT_CHAOS_FAULTS=all to run them here once the
-fixes land.
+whose README promises hold today, every disk fault among them. Seed 23 runs
+the broker without --skip-damaged, so consumers reaching a quarantined range
+must be told (an error event). The faults held back (nemesis.HELD_BACK, the
+cloud engine's database outage) find known bugs; KAFKACOMPAT_CHAOS_FAULTS=all
+runs them too.
 """
 
 from __future__ import annotations
@@ -22,13 +24,13 @@ FAULTS = os.environ.get("KAFKACOMPAT_CHAOS_FAULTS", "safe")
 RANDOM_SEED = random.randrange(1 << 31)
 
 
-def campaign(tmp_path: Path, engine: str, seed: int, faults: str) -> str:
+def campaign(tmp_path: Path, engine: str, seed: int, faults: str, *extra: str) -> str:
     """Run one half-minute campaign as a user runs it; its output, once it passed."""
     print(f"chaos campaign seed {seed} (replay: python -m kafkacompat.chaos --engine {engine} --minutes 0.5 "
-          f"--faults {faults} --seed {seed})")
+          f"--faults {faults} --seed {seed} {' '.join(extra)})")
     run = subprocess.run(
         [sys.executable, "-m", "kafkacompat.chaos", "--engine", engine, "--minutes", "0.5", "--seed", str(seed),
-         "--faults", faults, "--workdir", str(tmp_path)],
+         "--faults", faults, "--workdir", str(tmp_path), *extra],
         capture_output=True, text=True, timeout=400, cwd=Path(__file__).resolve().parents[2])
     if run.returncode == 3 and "not installed" in run.stderr:
         pytest.skip(run.stderr.strip())
@@ -46,9 +48,11 @@ def campaign(tmp_path: Path, engine: str, seed: int, faults: str) -> str:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("seed", [11, 23, RANDOM_SEED], ids=["seed-11", "seed-23", "random-seed"])
-def test_campaign_finds_no_violation(tmp_path: Path, seed: int) -> None:
-    campaign(tmp_path, "disk", seed, FAULTS)
+@pytest.mark.parametrize("seed, extra", [(11, ()), (23, ("--no-skip-damaged",)), (RANDOM_SEED, ())],
+                         ids=["seed-11", "seed-23-consumers-told", "random-seed"])
+def test_campaign_finds_no_violation(tmp_path: Path, seed: int, extra: tuple[str, ...]) -> None:
+    out = campaign(tmp_path, "disk", seed, FAULTS, *extra)
+    assert ("skip_damaged False" in out) == bool(extra)
 
 
 @pytest.mark.slow
@@ -63,6 +67,7 @@ def test_cloud_campaign_survives_brokers_killed_paused_and_restarted(tmp_path: P
     (["--faults", "kill,nope"], "unknown fault nope"),
     (["--minutes", "-1"], "--minutes must be in"),
     (["--engine", "replication"], "the replication engine is not built yet"),
+    (["--engine", "cloud", "--no-skip-damaged"], "--no-skip-damaged is for the disk engine only"),
 ])
 def test_bad_arguments_get_one_line_and_status_2(args: list[str], says: str) -> None:
     run = subprocess.run([sys.executable, "-m", "kafkacompat.chaos", *args], capture_output=True, text=True,

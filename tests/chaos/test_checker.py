@@ -131,6 +131,79 @@ def test_offsets_handed_out_twice_in_a_row_are_one_violation_naming_the_run() ->
     assert violation.lines == (2, 12)  # offset 0's first ack (idem.0|0) and the second one (plain.0|0)
 
 
+def unseen_cut(s: Story, from_offset: int | None) -> None:
+    """truncate-active after a kill -9; at a batch boundary past the checkpoint when `from_offset` is given."""
+    damage = {"topic": A, "partition": 0, "first": 0, "end": None}
+    if from_offset is not None:
+        damage["unnoticeable_from"] = from_offset
+    s.add("fault", name="truncate-active", phase="start", stopped_by="kill", detail="truncated from 300 to 200 bytes",
+          damage=damage)
+
+
+def test_a_cut_the_broker_cannot_see_allows_loss_and_reuse_from_that_offset_on_listed_not_silent() -> None:
+    """The README's one named exception: an active log cut at a batch boundary while the broker is down."""
+    def story(from_offset: int | None) -> Story:
+        s = healthy()
+        s.add("commit", group="g", member="m", topic=A, partition=0, offset=3)
+        unseen_cut(s, from_offset)
+        s.write("plain.0", 0, offset=1, kind="plain")  # offset 1 again: idem.0|1 and idem.0|2 are gone
+        asked = s.add("committed", group="g", topic=A, partition=0, offset=0, asked_at=0.0)  # the group reset
+        asked["asked_at"] = asked["t"]
+        s.events = [e for e in s.events if e["type"] not in ("final", "final-end") or e.get("offset") == 0]
+        s.final(1, "plain.0|0|x")
+        s.end(2)
+        return s
+
+    assert story(None).kinds() == ["commit-regressed", "lost-write", "offset-reused"]
+    verdict = check(story(1).events)
+    assert verdict.violations == [] and verdict.verified == 2  # idem.0|0, plain.0|0
+    assert [a.kind for a in verdict.allowed_losses] == ["lost-to-unseen-cut"] * 2  # idem.0|1 and idem.0|2
+    assert verdict.verified + len(verdict.allowed_losses) == verdict.acknowledged
+    assert sorted(a.kind for a in verdict.allowed_other) == ["commit-lost-to-damage", "offset-reused-after-unseen-cut"]
+    assert all("truncated from 300 to 200 bytes" in a.message for a in verdict.allowed_losses)
+
+
+def test_a_cut_the_broker_cannot_see_excuses_nothing_below_it_nor_before_it() -> None:
+    s = healthy()
+    unseen_cut(s, 2)
+    s.events = [e for e in s.events if not (e["type"] == "final" and e["offset"] == 1)]  # offset 1 < the cut
+    assert s.kinds() == ["lost-write"]
+    s = healthy()
+    unseen_cut(s, 2)
+    s.write("idem.0", 3, offset=3)  # sent after the cut: nothing excuses its loss
+    s.end(4)
+    assert s.kinds() == ["lost-write"]
+    s = Story()
+    unseen_cut(s, 0)
+    s.write("idem.0", 0, offset=0)
+    s.write("plain.0", 0, offset=0, kind="plain")  # both after the cut: a plain reuse
+    assert "offset-reused" in s.kinds()
+
+
+def purged_then_reused(second_committed: bool = False, purged: bool = True) -> Story:
+    """txn.0|3 was in flight when the broker stopped, stored at offset 3, then called purged as its
+    transaction aborted; txn.0|4 got its sequence and the broker answered it with offset 3."""
+    s = healthy()
+    s.add("send", producer="txn.0", kind="txn", seq=3, topic=A, partition=0, value="txn.0|3|x", txn=1)
+    if purged:
+        s.add("send-failed", producer="txn.0", kind="txn", seq=3, value="txn.0|3|x",
+              error='KafkaError{code=_PURGE_QUEUE,val=-152,str="Local: Purged in queue"}', txn=1)
+    s.add("txn", producer="txn.0", txn=1, outcome="aborted", values=["txn.0|3|x"])
+    s.write("txn.0", 4, offset=3, kind="txn", txn=2)
+    s.add("txn", producer="txn.0", txn=2, outcome="committed" if second_committed else "aborted", values=["txn.0|4|x"])
+    s.final(3, "txn.0|3|x")
+    s.end(4)
+    return s
+
+
+def test_a_duplicate_answer_to_a_sequence_the_client_reused_after_a_purge_is_listed_only_when_both_aborted() -> None:
+    verdict = check(purged_then_reused().events)
+    assert verdict.violations == [] and [a.kind for a in verdict.allowed_other] == [
+        "duplicate-answer-to-a-reused-sequence"]
+    assert "offset-reused" in purged_then_reused(second_committed=True).kinds()  # a committed record is owed
+    assert purged_then_reused(purged=False).kinds() == ["offset-reused"]  # the client did not call it purged
+
+
 def test_an_idempotent_producer_record_stored_twice_is_a_duplicate_but_a_plain_one_is_not() -> None:
     s = healthy()
     s.final(3, "idem.0|2|x")
@@ -165,7 +238,7 @@ def test_committed_offsets_going_back_are_caught_unless_cursors_were_damaged() -
 
     assert story(False).kinds() == ["commit-regressed"]
     verdict = check(story(True).events)
-    assert verdict.violations == [] and [a.kind for a in verdict.allowed_losses] == ["commit-lost-to-damage"]
+    assert verdict.violations == [] and [a.kind for a in verdict.allowed_other] == ["commit-lost-to-damage"]
 
 
 def test_a_committed_offset_asked_before_the_commit_was_acknowledged_may_be_older() -> None:
@@ -201,6 +274,47 @@ def test_a_broker_that_does_not_start_or_stop_cleanly_is_a_violation() -> None:
     s.add("broker", action="stopped", rc=0, clean=True)
     s.add("broker", action="internal-error", line="ERROR closing connection from 127.0.0.1:1 after an internal error")
     assert s.kinds() == ["internal-error", "start-failed", "unclean-stop"]
+
+
+def test_a_stop_on_a_full_disk_may_leave_the_clean_marker_out_but_must_exit_0() -> None:
+    s = healthy()
+    s.add("fault", name="full-disk-sigterm", phase="start", filled=1 << 20, free=0)
+    s.add("broker", action="stopped", rc=0, clean=False)  # a manifest could not be saved: README allows it
+    s.add("broker", action="stopped", rc=1, clean=False)
+    s.add("fault", name="full-disk-sigterm", phase="end")
+    s.add("broker", action="stopped", rc=0, clean=False)  # room again: the marker is owed
+    assert s.kinds() == ["unclean-stop", "unclean-stop"]
+    assert [v.lines for v in check(s.events).violations] == [(s.events[-3]["i"],), (s.events[-1]["i"],)]
+
+
+def stalled_at_damage(told: bool, skip_damaged: bool = False, lagging: bool = False) -> Story:
+    """rc-reader read offsets 0..1 of three; offset 2 was quarantined; the consumers stopped 20 s later."""
+    s = healthy()
+    s.add("campaign", skip_damaged=skip_damaged)
+    for offset in range(1 if lagging else 2):
+        s.add("read", reader="rc-reader", isolation="read_committed", topic=A, partition=0, offset=offset,
+              value=f"idem.0|{offset}|x")
+    s.add("quarantine", topic=A, partition=0, first=2, last=9, line="... quarantine offsets 2..9")
+    if told:
+        s.add("read-error", reader="rc-reader", topic=A, partition=0, offset=2, code="INVALID_MSG",
+              error="Fetch from broker 1 failed at offset 2: Broker: Invalid message")
+    s.add("campaign", consumers_stopping=True)["t"] += 20
+    for offset in range(2):
+        s.final(offset, f"idem.0|{offset}|x", isolation="read_committed")
+    return s
+
+
+def test_without_skip_damaged_a_consumer_stalled_at_a_quarantined_range_must_have_been_told() -> None:
+    assert stalled_at_damage(told=False).kinds() == ["not-told"]
+    assert "rc-reader stopped at chaos..a/0 offset 2" in check(stalled_at_damage(told=False).events).violations[0].message
+    assert stalled_at_damage(told=True).kinds() == []
+    assert stalled_at_damage(told=False, lagging=True).kinds() == []  # offset 1 unread: it never got there
+    assert stalled_at_damage(told=False, skip_damaged=True).kinds() == []  # reads step over the range
+    s = stalled_at_damage(told=True)  # told at 2..9, where it stays; a later range is not where it stopped
+    at = next(k for k, e in enumerate(s.events) if e.get("consumers_stopping"))
+    s.events.insert(at, {"i": 99, "t": s.events[at - 1]["t"], "type": "quarantine", "topic": A, "partition": 0,
+                         "first": 10, "last": 20, "line": "... quarantine offsets 10..20"})
+    assert s.kinds() == []
 
 
 def test_the_history_file_round_trips(tmp_path: Path) -> None:
