@@ -236,3 +236,54 @@ def test_a_write_held_up_past_the_request_timeout_is_answered_request_timed_out_
     assert part.error_code == ErrorCode.request_timed_out and answered < 2.0, (part.error_code, answered)
     with Wire(broker.bootstrap_servers) as wire:
         assert produce(wire, topic, b"third") == (ErrorCode.none, 2)  # the held write was stored, once
+
+
+def read_requests(topic: str) -> list[tuple[str, int, int, object, object]]:
+    """(name, api key, version, request, its partition-level error codes) for the read paths a
+    consumer, an admin and a producer take: each may reach the database when its cache is cold."""
+    import kio.schema.describe_producers.v0.request as dp
+    import kio.schema.list_offsets.v7.request as lo
+    import kio.schema.metadata.v12.request as md
+    import kio.schema.offset_fetch.v7.request as of
+    import kio.schema.offset_for_leader_epoch.v4.request as oe
+
+    return [
+        ("OffsetForLeaderEpoch", 23, 4, make(oe.OffsetForLeaderEpochRequest, replica_id=-1, topics=(
+            make(oe.OffsetForLeaderTopic, topic=topic, partitions=(
+                make(oe.OffsetForLeaderPartition, partition=0, current_leader_epoch=-1, leader_epoch=0),)),)),
+         lambda r: [p.error_code for t in r.topics for p in t.partitions]),
+        ("ListOffsets", 2, 7, make(lo.ListOffsetsRequest, replica_id=-1, isolation_level=1, topics=(
+            make(lo.ListOffsetsTopic, name=topic, partitions=(
+                make(lo.ListOffsetsPartition, partition_index=0, current_leader_epoch=-1, timestamp=-1),)),)),
+         lambda r: [p.error_code for t in r.topics for p in t.partitions]),
+        ("DescribeProducers", 61, 0, make(dp.DescribeProducersRequest, topics=(
+            make(dp.TopicRequest, name=topic, partition_indexes=(0,)),)),
+         lambda r: [p.error_code for t in r.topics for p in t.partitions]),
+        ("OffsetFetch", 9, 7, make(of.OffsetFetchRequest, group_id="cold-group", require_stable=True, topics=(
+            make(of.OffsetFetchRequestTopic, name=topic, partition_indexes=(0,)),)),
+         lambda r: [r.error_code]),
+        ("Metadata", 3, 12, make(md.MetadataRequest, topics=(make(md.MetadataRequestTopic, topic_id=None,
+                                                                    name=topic),),
+                                 allow_auto_topic_creation=False, include_topic_authorized_operations=False),
+         lambda r: [t.error_code for t in r.topics]),
+    ]
+
+
+RETRIABLE = {ErrorCode.none, ErrorCode.kafka_storage_error, ErrorCode.not_leader_or_follower,
+             ErrorCode.leader_not_available, ErrorCode.not_coordinator, ErrorCode.coordinator_not_available,
+             ErrorCode.coordinator_load_in_progress, ErrorCode.request_timed_out}
+
+
+def test_reads_during_an_outage_get_named_retriable_errors_on_an_open_connection(broker: Broker) -> None:
+    """Found by the chaos campaign (cloud, seed 4, database-outage): OffsetForLeaderEpoch during the
+    outage raised the store's StorageUnavailableError out of the handler, and the broker closed the
+    connection over an "internal error". Each read is answered, with a retriable error where it
+    could not be served, and the connection goes on."""
+    topic = broker.create_topic("cold-reads", 1)
+    with Wire(broker.bootstrap_servers, timeout=30) as wire:
+        assert produce(wire, topic, b"before") == (ErrorCode.none, 0)
+    with Wire(broker.bootstrap_servers, timeout=30) as wire, database_outage(broker.config.store):
+        for name, key, version, request, errors in read_requests(topic):
+            codes = errors(wire.request(key, version, request))
+            assert set(codes) <= RETRIABLE, (name, codes)
+        assert produce(wire, topic, b"refused")[0] == ErrorCode.kafka_storage_error  # the connection is open
