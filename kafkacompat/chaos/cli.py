@@ -17,11 +17,11 @@ from pathlib import Path
 from kafkacompat.testing.services import ServiceUnavailable
 
 from .campaign import ENGINES, PLANNED_ENGINES, Plan, run
-from .nemesis import ALL, CLOUD_SAFE, HELD_BACK, SAFE
+from .nemesis import ALL, CLOUD_HELD_BACK, CLOUD_SAFE, HELD_BACK, SAFE
 
 
 def parse(argv: Sequence[str] | None) -> argparse.ArgumentParser:
-    held = "; ".join(f"{name} ({why})" for name, why in HELD_BACK.items())
+    held = "; ".join(f"{name} ({why})" for name, why in {**HELD_BACK, **CLOUD_HELD_BACK}.items())
     p = argparse.ArgumentParser(
         prog="python -m kafkacompat.chaos",
         description="A seeded fault campaign: stock clients, a nemesis, a checker of what the README promises.",
