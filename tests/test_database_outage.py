@@ -287,3 +287,81 @@ def test_reads_during_an_outage_get_named_retriable_errors_on_an_open_connection
             codes = errors(wire.request(key, version, request))
             assert set(codes) <= RETRIABLE, (name, codes)
         assert produce(wire, topic, b"refused")[0] == ErrorCode.kafka_storage_error  # the connection is open
+
+
+class CommitAnswerLost:
+    """The broker's pool, except that the first kc_commit is applied by the database and then its
+    answer is lost (the session ended, as pg_terminate_backend does after the commit), and the
+    next connections are refused for `refused` attempts (the database not accepting connections)."""
+
+    def __init__(self, pool, refused: int) -> None:
+        self.pool, self.refused, self.cut = pool, refused, False
+
+    def __getattr__(self, name: str):
+        return getattr(self.pool, name)
+
+    def acquire(self):
+        import contextlib
+
+        import asyncpg
+
+        outer = self
+
+        class Proxy:
+            def __init__(self, conn) -> None:
+                self.conn = conn
+
+            def __getattr__(self, name: str):
+                return getattr(self.conn, name)
+
+            async def fetch(self, sql: str, *args):
+                rows = await self.conn.fetch(sql, *args)
+                if "kc_commit" in sql and not outer.cut:
+                    outer.cut = True
+                    raise asyncpg.ConnectionDoesNotExistError("connection was closed in the middle of operation")
+                return rows
+
+        @contextlib.asynccontextmanager
+        async def acquired():
+            if outer.cut and outer.refused:
+                outer.refused -= 1
+                raise asyncpg.ObjectNotInPrerequisiteStateError("database is not currently accepting connections")
+            async with outer.pool.acquire() as conn:
+                yield Proxy(conn)
+
+        return acquired()
+
+
+def test_a_write_whose_commit_answer_was_lost_is_stored_once_with_the_idempotent_retry(
+        broker: Broker, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Found by the chaos campaign (cloud, seed 4, 2 min, database-outage): a batch whose commit the
+    database applied just before the outage ended the session was answered KAFKA_STORAGE_ERROR after
+    four quick attempts met a database refusing connections; the idempotent producer's retry was then
+    stored as well (`idem.0|2173` at offsets 1444 and 1479). The commit is repeated until its outcome
+    is known (a repeat returns the first call's offsets), so the retry finds the batch stored."""
+    import kio.schema.init_producer_id.v4.request as ip
+    import kio.schema.produce.v9.request as m
+
+    topic = broker.create_topic("answer-lost", 1)
+    with Wire(broker.bootstrap_servers, timeout=60) as wire:
+        pid = wire.request(22, 4, make(ip.InitProducerIdRequest, transactional_id=None,
+                                       transaction_timeout=datetime.timedelta(seconds=60), producer_id=-1,
+                                       producer_epoch=-1))
+        store = broker.server.cluster.store
+        monkeypatch.setattr(store, "_pool", CommitAnswerLost(store._pool, refused=6))
+
+        def send(seq: int, value: bytes) -> tuple[ErrorCode, int]:
+            records = build_batch([Record(None, value, [], 1000)], producer_id=pid.producer_id,
+                                  producer_epoch=pid.producer_epoch, base_sequence=seq)
+            request = make(m.ProduceRequest, transactional_id=None, acks=-1, timeout=datetime.timedelta(seconds=30),
+                           topic_data=(make(m.TopicProduceData, name=topic, partition_data=(
+                               make(m.PartitionProduceData, index=0, records=records),)),))
+            part = wire.request(0, 9, request).responses[0].partition_responses[0]
+            return part.error_code, part.base_offset
+
+        deadline = time.monotonic() + 40
+        while (answer := send(0, b"once"))[0] != ErrorCode.none:  # retried as the producer does
+            assert time.monotonic() < deadline, answer
+        assert answer == (ErrorCode.none, 0)
+        assert send(1, b"next") == (ErrorCode.none, 1)
+    assert [(r.offset, r.value) for r in broker.consume(topic, count=2)] == [(0, b"once"), (1, b"next")]
