@@ -25,8 +25,8 @@ def parse(argv: Sequence[str] | None) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m kafkacompat.chaos",
         description="A seeded fault campaign: stock clients, a nemesis, a checker of what the README promises.",
-        epilog=f"fault mixes: safe = {', '.join((*SAFE, *CLOUD_SAFE))}; all = safe plus the faults held back from CI until "
-               f"known bugs are fixed: {held}")
+        epilog=f"fault mixes: safe = {', '.join((*SAFE, *CLOUD_SAFE))}; all = safe plus the faults held back "
+               f"from CI until known bugs are fixed: {held}")
     p.add_argument("--engine", choices=[*ENGINES, *PLANNED_ENGINES], default="disk")
     p.add_argument("--minutes", type=float, default=2.0, help="how long the nemesis runs (default 2)")
     p.add_argument("--seed", type=int, help="chooses the faults, their targets and the workload (default: random)")
