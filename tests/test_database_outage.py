@@ -236,3 +236,132 @@ def test_a_write_held_up_past_the_request_timeout_is_answered_request_timed_out_
     assert part.error_code == ErrorCode.request_timed_out and answered < 2.0, (part.error_code, answered)
     with Wire(broker.bootstrap_servers) as wire:
         assert produce(wire, topic, b"third") == (ErrorCode.none, 2)  # the held write was stored, once
+
+
+def read_requests(topic: str) -> list[tuple[str, int, int, object, object]]:
+    """(name, api key, version, request, its partition-level error codes) for the read paths a
+    consumer, an admin and a producer take: each may reach the database when its cache is cold."""
+    import kio.schema.describe_producers.v0.request as dp
+    import kio.schema.list_offsets.v7.request as lo
+    import kio.schema.metadata.v12.request as md
+    import kio.schema.offset_fetch.v7.request as of
+    import kio.schema.offset_for_leader_epoch.v4.request as oe
+
+    return [
+        ("OffsetForLeaderEpoch", 23, 4, make(oe.OffsetForLeaderEpochRequest, replica_id=-1, topics=(
+            make(oe.OffsetForLeaderTopic, topic=topic, partitions=(
+                make(oe.OffsetForLeaderPartition, partition=0, current_leader_epoch=-1, leader_epoch=0),)),)),
+         lambda r: [p.error_code for t in r.topics for p in t.partitions]),
+        ("ListOffsets", 2, 7, make(lo.ListOffsetsRequest, replica_id=-1, isolation_level=1, topics=(
+            make(lo.ListOffsetsTopic, name=topic, partitions=(
+                make(lo.ListOffsetsPartition, partition_index=0, current_leader_epoch=-1, timestamp=-1),)),)),
+         lambda r: [p.error_code for t in r.topics for p in t.partitions]),
+        ("DescribeProducers", 61, 0, make(dp.DescribeProducersRequest, topics=(
+            make(dp.TopicRequest, name=topic, partition_indexes=(0,)),)),
+         lambda r: [p.error_code for t in r.topics for p in t.partitions]),
+        ("OffsetFetch", 9, 7, make(of.OffsetFetchRequest, group_id="cold-group", require_stable=True, topics=(
+            make(of.OffsetFetchRequestTopic, name=topic, partition_indexes=(0,)),)),
+         lambda r: [r.error_code]),
+        ("Metadata", 3, 12, make(md.MetadataRequest, topics=(make(md.MetadataRequestTopic, topic_id=None,
+                                                                    name=topic),),
+                                 allow_auto_topic_creation=False, include_topic_authorized_operations=False),
+         lambda r: [t.error_code for t in r.topics]),
+    ]
+
+
+RETRIABLE = {ErrorCode.none, ErrorCode.kafka_storage_error, ErrorCode.not_leader_or_follower,
+             ErrorCode.leader_not_available, ErrorCode.not_coordinator, ErrorCode.coordinator_not_available,
+             ErrorCode.coordinator_load_in_progress, ErrorCode.request_timed_out}
+
+
+def test_reads_during_an_outage_get_named_retriable_errors_on_an_open_connection(broker: Broker) -> None:
+    """Found by the chaos campaign (cloud, seed 4, database-outage): OffsetForLeaderEpoch during the
+    outage raised the store's StorageUnavailableError out of the handler, and the broker closed the
+    connection over an "internal error". Each read is answered, with a retriable error where it
+    could not be served, and the connection goes on."""
+    topic = broker.create_topic("cold-reads", 1)
+    with Wire(broker.bootstrap_servers, timeout=30) as wire:
+        assert produce(wire, topic, b"before") == (ErrorCode.none, 0)
+    with Wire(broker.bootstrap_servers, timeout=30) as wire, database_outage(broker.config.store):
+        for name, key, version, request, errors in read_requests(topic):
+            codes = errors(wire.request(key, version, request))
+            assert set(codes) <= RETRIABLE, (name, codes)
+        assert produce(wire, topic, b"refused")[0] == ErrorCode.kafka_storage_error  # the connection is open
+
+
+class CommitAnswerLost:
+    """The broker's pool, except that the first kc_commit is applied by the database and then its
+    answer is lost (the session ended, as pg_terminate_backend does after the commit), and the
+    next connections are refused for `refused` attempts (the database not accepting connections)."""
+
+    def __init__(self, pool, refused: int) -> None:
+        self.pool, self.refused, self.cut = pool, refused, False
+
+    def __getattr__(self, name: str):
+        return getattr(self.pool, name)
+
+    def acquire(self):
+        import contextlib
+
+        import asyncpg
+
+        outer = self
+
+        class Proxy:
+            def __init__(self, conn) -> None:
+                self.conn = conn
+
+            def __getattr__(self, name: str):
+                return getattr(self.conn, name)
+
+            async def fetch(self, sql: str, *args):
+                rows = await self.conn.fetch(sql, *args)
+                if "kc_commit" in sql and not outer.cut:
+                    outer.cut = True
+                    raise asyncpg.ConnectionDoesNotExistError("connection was closed in the middle of operation")
+                return rows
+
+        @contextlib.asynccontextmanager
+        async def acquired():
+            if outer.cut and outer.refused:
+                outer.refused -= 1
+                raise asyncpg.ObjectNotInPrerequisiteStateError("database is not currently accepting connections")
+            async with outer.pool.acquire() as conn:
+                yield Proxy(conn)
+
+        return acquired()
+
+
+def test_a_write_whose_commit_answer_was_lost_is_stored_once_with_the_idempotent_retry(
+        broker: Broker, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Found by the chaos campaign (cloud, seed 4, 2 min, database-outage): a batch whose commit the
+    database applied just before the outage ended the session was answered KAFKA_STORAGE_ERROR after
+    four quick attempts met a database refusing connections; the idempotent producer's retry was then
+    stored as well (`idem.0|2173` at offsets 1444 and 1479). The commit is repeated until its outcome
+    is known (a repeat returns the first call's offsets), so the retry finds the batch stored."""
+    import kio.schema.init_producer_id.v4.request as ip
+    import kio.schema.produce.v9.request as m
+
+    topic = broker.create_topic("answer-lost", 1)
+    with Wire(broker.bootstrap_servers, timeout=60) as wire:
+        pid = wire.request(22, 4, make(ip.InitProducerIdRequest, transactional_id=None,
+                                       transaction_timeout=datetime.timedelta(seconds=60), producer_id=-1,
+                                       producer_epoch=-1))
+        store = broker.server.cluster.store
+        monkeypatch.setattr(store, "_pool", CommitAnswerLost(store._pool, refused=6))
+
+        def send(seq: int, value: bytes) -> tuple[ErrorCode, int]:
+            records = build_batch([Record(None, value, [], 1000)], producer_id=pid.producer_id,
+                                  producer_epoch=pid.producer_epoch, base_sequence=seq)
+            request = make(m.ProduceRequest, transactional_id=None, acks=-1, timeout=datetime.timedelta(seconds=30),
+                           topic_data=(make(m.TopicProduceData, name=topic, partition_data=(
+                               make(m.PartitionProduceData, index=0, records=records),)),))
+            part = wire.request(0, 9, request).responses[0].partition_responses[0]
+            return part.error_code, part.base_offset
+
+        deadline = time.monotonic() + 40
+        while (answer := send(0, b"once"))[0] != ErrorCode.none:  # retried as the producer does
+            assert time.monotonic() < deadline, answer
+        assert answer == (ErrorCode.none, 0)
+        assert send(1, b"next") == (ErrorCode.none, 1)
+    assert [(r.offset, r.value) for r in broker.consume(topic, count=2)] == [(0, b"once"), (1, b"next")]

@@ -28,7 +28,9 @@ from kafkacompat.protocol.messages import (
 )
 from kafkacompat.protocol.versions import API_VERSIONS_KEY, SUPPORTED, UNADVERTISED, api_name
 
-from . import admin_log, faults
+from kafkacompat import storage
+
+from . import admin_log, faults, storage_refusal
 from .cluster import Cluster
 from ..config import BrokerConfig
 from ..handlers import HANDLERS
@@ -303,7 +305,7 @@ class Connection:
             rule = self.faults.take(key)
             if rule is not None:
                 return await faults.apply(rule, ctx, handler, request)
-        return admin_log.logged(ctx, request, await handler.handle(ctx, request))
+        return admin_log.logged(ctx, request, await _handled(handler, key, version, request, ctx))
 
     def _send(self, ctx: RequestContext, body: Any, received: float) -> None:
         """Hand one answer to the transport and count it."""
@@ -349,3 +351,25 @@ class Connection:
                 self._owed -= 1
             if self._answers.empty():
                 await writer.drain()
+
+
+_HOT = frozenset({0, 1})  # Produce and Fetch answer store errors per partition themselves: no extra task per request
+
+
+async def _handled(handler: Any, key: int, version: int, request: Any, ctx: RequestContext) -> Any:
+    """The handler's answer; a store error it let out becomes Kafka's retriable refusal (storage_refusal.py),
+    also for an answer the handler defers (a coroutine or future awaited by the writer)."""
+    try:
+        answer = await handler.handle(ctx, request)
+    except storage.StorageError as exc:
+        return storage_refusal.refusal(key, version, request, exc)
+    if key not in _HOT and (asyncio.iscoroutine(answer) or isinstance(answer, asyncio.Future)):
+        return _refused_later(key, version, request, answer)
+    return answer
+
+
+async def _refused_later(key: int, version: int, request: Any, answer: Awaitable[Any]) -> Any:
+    try:
+        return await answer
+    except storage.StorageError as exc:
+        return storage_refusal.refusal(key, version, request, exc)

@@ -100,6 +100,15 @@ _FROM_REQUEST: dict[int, tuple[tuple[str, ...], str] | None] = {
     57: (("feature_updates",), "results"),  # UpdateFeatures (v2 lists no results on success, but does on error)
     64: None,  # UnregisterBroker
 }
+# Read-only APIs whose answer can be mirrored from the request as well (a refusal when the store is
+# out of reach: storage_refusal.py), as above. OffsetFetch v8+ asks per group, below v8 per topic.
+_READS_FROM_REQUEST: dict[int, tuple[tuple[str, ...], str] | None] = {
+    2: (("topics",), "topics"),  # ListOffsets
+    3: (("topics",), "topics"),  # Metadata
+    9: (("groups",), "groups"),  # OffsetFetch v8+ (below v8: see error_from_request)
+    23: (("topics",), "topics"),  # OffsetForLeaderEpoch
+    61: (("topics",), "topics"),  # DescribeProducers
+}
 # Read-only APIs: the real answer with its error codes replaced.
 _REWRITTEN = frozenset({2, 3, 9, 10, 15, 16, 18, 23, 29, 32, 35, 41, 43, 45, 46, 48, 50, 55, 60, 61, 65, 66, 69, 74,
                         75, 77, 90})
@@ -119,6 +128,8 @@ _IDENTITY = {
     "topic_id": ("topic_id",),
     "index": ("index", "partition_index"),
     "partition_index": ("partition_index", "partition"),
+    "partition": ("partition",),
+    "group_id": ("group_id",),
     "member_id": ("member_id",),
     "group_instance_id": ("group_instance_id",),
     "resource_type": ("resource_type",),
@@ -278,9 +289,11 @@ def with_error(entity: Any, error: ErrorCode) -> Any:
 
 
 def error_from_request(api_key: int, version: int, request: Any, error: ErrorCode) -> Any:
-    """The error answer for a state-changing request, mirroring what it named."""
+    """The error answer for a state-changing request (or a read in _READS_FROM_REQUEST), mirroring what it named."""
     cls = response_schema(api_key, version)
-    arrays = _FROM_REQUEST[api_key]
+    arrays = _FROM_REQUEST[api_key] if api_key in _FROM_REQUEST else _READS_FROM_REQUEST[api_key]
+    if api_key == 9 and version < 8:
+        arrays = (("topics",), "topics")
     known: dict[str, Any] = {}
     if arrays is not None:
         sources, target = arrays
@@ -298,6 +311,7 @@ def error_from_request(api_key: int, version: int, request: Any, error: ErrorCod
 
 
 FROM_REQUEST = _FROM_REQUEST  # the authorizer builds its refusals of these the same way
+MIRRORED = frozenset(_FROM_REQUEST) | frozenset(_READS_FROM_REQUEST)  # the APIs error_from_request answers
 
 
 def filled_response(api_key: int, version: int, error: ErrorCode) -> Any:

@@ -17,16 +17,16 @@ from pathlib import Path
 from kafkacompat.testing.services import ServiceUnavailable
 
 from .campaign import ENGINES, PLANNED_ENGINES, SKIP_DAMAGED_FIXED, Plan, run
-from .nemesis import ALL, HELD_BACK, SAFE
+from .nemesis import ALL, CLOUD_HELD_BACK, CLOUD_SAFE, HELD_BACK, SAFE
 
 
 def parse(argv: Sequence[str] | None) -> argparse.ArgumentParser:
-    held = "; ".join(f"{name} ({why})" for name, why in HELD_BACK.items())
+    held = "; ".join(f"{name} ({why})" for name, why in {**HELD_BACK, **CLOUD_HELD_BACK}.items())
     p = argparse.ArgumentParser(
         prog="python -m kafkacompat.chaos",
         description="A seeded fault campaign: stock clients, a nemesis, a checker of what the README promises.",
-        epilog=f"fault mixes: safe = {', '.join(SAFE)}; all = safe plus the faults held back from CI until "
-               f"known bugs are fixed: {held}")
+        epilog=f"fault mixes: safe = {', '.join((*SAFE, *CLOUD_SAFE))}; all = safe plus the faults held back "
+               f"from CI until known bugs are fixed: {held}")
     p.add_argument("--engine", choices=[*ENGINES, *PLANNED_ENGINES], default="disk")
     p.add_argument("--minutes", type=float, default=2.0, help="how long the nemesis runs (default 2)")
     p.add_argument("--seed", type=int, help="chooses the faults, their targets and the workload (default: random)")
@@ -42,7 +42,7 @@ def parse(argv: Sequence[str] | None) -> argparse.ArgumentParser:
 
 def faults_of(text: str) -> tuple[str, ...]:
     if text in ("safe", "all"):
-        return SAFE if text == "safe" else ALL
+        return (*SAFE, *CLOUD_SAFE) if text == "safe" else ALL
     names = tuple(n.strip() for n in text.split(",") if n.strip())
     unknown = [n for n in names if n not in ALL]
     if unknown or not names:

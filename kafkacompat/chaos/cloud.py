@@ -5,10 +5,11 @@ started on loopback by kafkacompat.testing.services, as the cluster tests
 start them; the brokers run as subprocesses with the README's command line
 (`--store postgresql://... --object-store s3://... --node-id N`). Process
 faults hit one broker at a time, so leadership and group coordination move
-between the others. Its storage fault is a database outage: every session
+between the others. Its storage faults: a database outage, every session
 of the brokers' database is ended and new ones refused for a few seconds
 (the README promises acknowledged records and committed offsets come
-through intact once it is back).
+through intact once it is back), and an object store outage: moto's
+server paused (SIGSTOP, its objects kept), so uploads and reads hang.
 """
 
 from __future__ import annotations
@@ -92,7 +93,12 @@ class CloudEngine(Engine):
         return {"brokers": BROKERS}
 
     def storage_faults(self) -> list[StorageFault]:
-        return [StorageFault("database-outage", self._cut_database, live=True, heal=self._restore_database)]
+        return [StorageFault("database-outage", self._cut_database, live=True, heal=self._restore_database),
+                StorageFault("object-store-outage", self._cut_object_store, live=True, heal=self.s3.resume)]
+
+    def _cut_object_store(self, rng: random.Random) -> dict[str, Any]:
+        self.s3.pause()
+        return {"endpoint": self.s3.endpoint}
 
     def _cut_database(self, rng: random.Random) -> dict[str, Any]:
         name = self.database.rsplit("/", 1)[1]

@@ -22,12 +22,18 @@ from collections.abc import Callable, Iterable
 
 import asyncpg
 
+from ..storage.cloud.outage import database_errors
 from . import leadership
 from .leases import BrokerLease, create_schema, end_departed, members, unregister
 from .membership import ClusterError, ClusterView, Member, PartitionKey
 
 log = logging.getLogger(__name__)
 LOOK_AGAIN_S = 0.05
+# What the database raises when it cannot be reached or ended the session, InternalClientError
+# included: asyncpg raises it ("cannot switch to state 12; another operation (2) is in progress")
+# for a session the server ended mid-statement, and the heartbeat that did not expect it died, so
+# the broker led nothing until restarted and then exited 1 re-raising it.
+DATABASE_ERRORS = database_errors()
 
 
 def redact(url: str) -> str:
@@ -69,7 +75,7 @@ class PostgresCluster(ClusterView):
             self._conn = await asyncpg.connect(self._url, timeout=10)
             self._lease_conn = await asyncpg.connect(self._url, timeout=10)
             await create_schema(self._conn)
-        except (OSError, asyncio.TimeoutError, asyncpg.PostgresError) as exc:
+        except DATABASE_ERRORS as exc:
             await self.close()
             raise ClusterError(f"cannot reach the cluster database {redact(self._url)}: {exc}; start PostgreSQL "
                                "or fix --cluster-url") from exc
@@ -87,8 +93,12 @@ class PostgresCluster(ClusterView):
         for task in (self._task, self._renewing):
             if task is not None:
                 task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
+                try:
                     await task
+                except asyncio.CancelledError:
+                    pass
+                except Exception:  # noqa: BLE001 - logged; stopping goes on (a clean stop exits 0)
+                    log.exception("the cluster's %s task had failed", task.get_name())
         self._task = self._renewing = None
         self._led = {}
         if self._lease_conn is not None:
@@ -122,7 +132,7 @@ class PostgresCluster(ClusterView):
             async with self._ticking:
                 if not all(key in self._rows for key in keys):  # unless a tick it waited for saw them
                     await self._beat()
-        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+        except DATABASE_ERRORS as exc:
             log.warning("could not place new partitions now (%s); the next heartbeat will", exc)
 
     async def look_again(self, key: PartitionKey) -> None:
@@ -136,7 +146,7 @@ class PostgresCluster(ClusterView):
         try:
             async with self._ticking:
                 await self._beat()
-        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+        except DATABASE_ERRORS as exc:
             log.warning("reading the leader table early failed (%s); the next heartbeat will", exc)
 
     async def unregister(self, node_id: int) -> bool:
@@ -149,7 +159,7 @@ class PostgresCluster(ClusterView):
             try:
                 if self._conn is not None:
                     return await unregister(self._conn, node_id)
-            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+            except DATABASE_ERRORS as exc:
                 raise ClusterError(f"the cluster database {redact(self._url)} failed: {exc}") from exc
             raise ClusterError(f"the cluster database {redact(self._url)} is out of reach")
 
@@ -159,11 +169,14 @@ class PostgresCluster(ClusterView):
     async def _run(self) -> None:
         while True:
             await asyncio.sleep(self._heartbeat_s)
-            try:
-                await self._tick()
-            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
-                log.warning("reading the cluster's leader table failed (%s); trying again", exc)
-                self._conn = await self._reconnect(self._conn)
+            async with self._ticking:  # the leader table's connection runs one statement at a time
+                try:
+                    await self._beat()
+                except DATABASE_ERRORS as exc:
+                    log.warning("reading the cluster's leader table failed (%s); trying again", exc)
+                    self._conn = await self._reconnect(self._conn)
+                except Exception:  # noqa: BLE001 - a broker whose heartbeat ends leads nothing until restarted
+                    log.exception("the cluster heartbeat failed; trying again")
 
     async def _renew_forever(self) -> None:
         again = False  # renew at once on a new connection: the others count a broker dead whose alive
@@ -173,13 +186,15 @@ class PostgresCluster(ClusterView):
             try:
                 await self._renew()
                 again = False
-            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+            except DATABASE_ERRORS as exc:
                 log.warning("renewing the cluster lease failed (%s); leading nothing once it lapses", exc)
                 self._lease_conn = await self._reconnect(self._lease_conn)
                 again = self._lease_conn is not None and not again
             except ClusterError as exc:  # another broker took this node id meanwhile
                 log.error("broker %d leaves the cluster: %s", self.me.node_id, exc)
                 return
+            except Exception:  # noqa: BLE001 - a lease no longer renewed: the broker would lead nothing
+                log.exception("renewing the cluster lease failed; trying again")
 
     async def _renew(self) -> None:
         conn = self._lease_conn
@@ -199,8 +214,8 @@ class PostgresCluster(ClusterView):
         """A fresh connection in place of `conn` (closed), or None while the database is out of reach."""
         if conn is not None:
             with contextlib.suppress(Exception):
-                await conn.close()
-        with contextlib.suppress(OSError, asyncio.TimeoutError, asyncpg.PostgresError):
+                await conn.close(timeout=self._heartbeat_s * 2)  # terminated after that
+        with contextlib.suppress(*DATABASE_ERRORS):
             return await asyncpg.connect(self._url, timeout=self._heartbeat_s * 2)
         return None
 

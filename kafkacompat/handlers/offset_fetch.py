@@ -4,7 +4,11 @@ Partitions without a committed offset answer -1 with no error, as Kafka
 does; topics=null returns every cursor of the group across all streams,
 named as Metadata names the topics. With require_stable (v7+, sent by
 read_committed consumers) a partition whose offset is staged in an open
-transaction answers UNSTABLE_OFFSET_COMMIT, and the client retries.
+transaction answers UNSTABLE_OFFSET_COMMIT, and the client retries. In a
+cluster only the group's coordinator answers (others NOT_COORDINATOR, as on
+Kafka): another broker's copy of the offsets may lag the coordinator's
+commits, and a client still asking the old coordinator after a hand-over
+read an offset lower than one it had committed (chaos, cloud, seed 4).
 """
 
 from __future__ import annotations
@@ -96,6 +100,9 @@ async def handle(ctx: Any, request: Any) -> Any:
         if not ctx.cluster.authorizer.group(ctx, Operation.DESCRIBE, request.group_id):
             return make(m.OffsetFetchResponse, throttle_time=NO_THROTTLE, topics=(),
                         error_code=ErrorCode.group_authorization_failed)
+        if not ctx.cluster.coordinates(request.group_id):  # the group moved: the client looks it up again
+            return make(m.OffsetFetchResponse, throttle_time=NO_THROTTLE, topics=(),
+                        error_code=ErrorCode.not_coordinator)
         offsets = _offsets(ctx, request.group_id, request.topics, getattr(request, "require_stable", False))
         return make(
             m.OffsetFetchResponse,
@@ -108,6 +115,8 @@ async def handle(ctx: Any, request: Any) -> Any:
         # v9: a consumer-protocol member names itself and its epoch; a stale one gets no offsets
         if not ctx.cluster.authorizer.group(ctx, Operation.DESCRIBE, group.group_id):
             error = ErrorCode.group_authorization_failed
+        elif not ctx.cluster.coordinates(group.group_id):
+            error = ErrorCode.not_coordinator
         else:
             error = ctx.cluster.groups.consumer.validate_fetch(
                 group.group_id, getattr(group, "member_id", None), getattr(group, "member_epoch", -1)

@@ -18,6 +18,7 @@ import glob
 import os
 import pwd
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -172,8 +173,19 @@ class S3Server:
         answer = self.client().list_objects_v2(Bucket=bucket, Prefix=prefix)
         return [item["Key"] for item in answer.get("Contents", ())]
 
+    def pause(self) -> None:
+        """Stop answering (SIGSTOP), every object kept (moto holds them in memory): an object store out
+        of reach, whose requests hang until the client's timeout. `resume` ends it."""
+        if self._process is not None:
+            self._process.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        if self._process is not None:
+            self._process.send_signal(signal.SIGCONT)
+
     def stop(self) -> None:
         if self._process is not None:
+            self.resume()
             self._process.terminate()
             try:
                 self._process.wait(10)

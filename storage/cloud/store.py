@@ -15,6 +15,7 @@ import contextlib
 import dataclasses
 import json
 import logging
+import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -34,7 +35,21 @@ from .writer import Writer
 
 log = logging.getLogger(__name__)
 
-COMMIT_ATTEMPTS = 4
+COMMIT_ATTEMPTS = 4  # while no kc_commit statement went out, nothing is stored: the write fails soon
+# Once one went out and its answer was lost, it may have been applied, and only a repeat (which
+# returns the first call's offsets) tells: repeated, while the database is out of reach, for up
+# to this long. Given up after four quick attempts, such a batch was answered KAFKA_STORAGE_ERROR
+# though stored, and an idempotent producer's retry was stored again. The produce is answered
+# REQUEST_TIMED_OUT meanwhile (90% of its timeout), and its retry waits for this outcome.
+COMMIT_RETRY_S = 30.0
+
+
+def _commit_retriable() -> tuple[type[BaseException], ...]:
+    """retriable_database_errors, and a database refusing connections (restarting, or connections
+    disallowed): no statement was sent, so a repeat is safe."""
+    import asyncpg
+
+    return (*retriable_database_errors(), asyncpg.ObjectNotInPrerequisiteStateError)
 # Ranged GETs one read makes at once. A partition fed by small, frequent produce requests has
 # a batch per object; read one after the other, a new leader's scan of the log tail (producer
 # and transaction state) took one object store round trip per batch: 10-20 s for a few hundred.
@@ -636,23 +651,27 @@ class CloudStore(NamespaceStore):
         `guards` the partition whose leader epoch a batch's fence names (-1: its own), `heads` what the
         index keeps of each batch for the tail scan of a new leader (`batch_head`)."""
         unset = [-1] * len(pids)
-        for attempt in range(COMMIT_ATTEMPTS):
+        sent = False  # a statement went out: its outcome is unknown until a repeat answers
+        deadline = time.monotonic() + COMMIT_RETRY_S
+        attempt = 0
+        while True:
             try:
                 async with self._pool.acquire() as conn:
+                    sent = True
                     rows = await conn.fetch(
                         "SELECT * FROM kc_commit($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)",
                         self.origin, key, size, self.epoch, pids, counts, positions, lengths, max_ts, fences,
                         segment_bytes or unset, segment_ms or unset, at or unset, guards or unset,
                         heads or [None] * len(pids))
                 return [(r["object_id"], r["base"], r["epoch"], r["hw"]) for r in rows]
-            except retriable_database_errors() as exc:
-                if attempt + 1 == COMMIT_ATTEMPTS:
+            except (_commit_retriable() if sent else retriable_database_errors()) as exc:
+                attempt += 1
+                if (time.monotonic() >= deadline) if sent else attempt == COMMIT_ATTEMPTS:
                     raise unavailable_error(f"committing {key}", exc) from exc
                 log.debug("committing %s failed (%s); retrying", key, exc)  # the last failure is logged
-                await asyncio.sleep(0.05 * 2 ** attempt)
+                await asyncio.sleep(min(0.05 * 2 ** (attempt - 1), 1.0))
             except database_errors() as exc:
                 raise unavailable_error(f"committing {key}", exc) from exc
-        raise AssertionError("unreachable")
 
     async def _fetch(self, query: str, *args: Any) -> list[Any]:
         with database_step("reading the database"):

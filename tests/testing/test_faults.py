@@ -193,7 +193,7 @@ def test_faults_are_checked_when_set() -> None:
         with pytest.raises(ValueError, match="unknown Kafka error code"):
             broker.faults.fail("Produce", "NO_SUCH_ERROR")
         with pytest.raises(ValueError, match="no injected error answers"):
-            broker.faults.fail("DescribeQuorum", "NOT_LEADER_OR_FOLLOWER")  # an API this broker does not serve
+            broker.faults.fail("FetchSnapshot", "NOT_LEADER_OR_FOLLOWER")  # a KRaft API this broker does not serve
         with pytest.raises(ValueError, match="count must be positive"):
             broker.faults.delay("Fetch", 1.0, count=0)
         assert broker.faults.rules == {}
