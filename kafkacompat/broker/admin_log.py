@@ -264,6 +264,15 @@ async def _after(ctx: Any, what: str, answer: Any) -> Any:
     return body
 
 
+def stream_admin_change(ctx: Any, request: dict[str, Any], outcome_text: str) -> None:
+    """Log a stream, topic, cursor or replica-link change made without a Kafka request (a console form):
+    the same words as the command line's StreamAdmin line, with the HTTP route as the entry point."""
+    what = _stream_admin(request)
+    if what is not None:
+        log.info("StreamAdmin by %s from %s at %s: %s: %s", ctx.principal, ctx.peer, ctx.entry, what,
+                 outcome_text)
+
+
 def logged(ctx: Any, request: Any, answer: Any) -> Any:
     """Log an admin request with its outcome (when its answer is ready, for a deferred one); the answer."""
     key = ctx.header.api_key

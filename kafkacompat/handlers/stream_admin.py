@@ -16,6 +16,7 @@ from kafkacompat.protocol.admin_api import AdminMessageError, decode_request_bod
 from kafkacompat.protocol.messages import MalformedRequestError, RequestHeader
 from kafkacompat.storage import StreamPolicy
 
+from ..broker import admin_log
 from ..broker.cluster import Cluster, TopicError
 from ..broker.stream_views import PolicyFieldError, cursor_view, policy_with, stream_view, topic_view
 from ..broker.topic_configs import InvalidConfigError, validate_configs
@@ -74,9 +75,23 @@ async def run(ctx: Any, request: dict[str, Any]) -> Any:
     _authorize(ctx, op_name, request)
     if op_name == "stream.create":
         _default_permissions(ctx, request)
-    result = await op(ctx.cluster, request)
+    if ctx.header is not None:  # a Kafka request: the connection logs the change
+        result = await op(ctx.cluster, request)
+    else:
+        result = await _logged(ctx, op, request)
     if op_name in FILTERED:
         result = [item for item in result if FILTERED[op_name](ctx, item)]
+    return result
+
+
+async def _logged(ctx: Any, op: Callable[[Cluster, dict[str, Any]], Awaitable[Any]], request: dict[str, Any]) -> Any:
+    """Run a change asked outside the Kafka port (a console form) and log it once, as the port's are."""
+    try:
+        result = await op(ctx.cluster, request)
+    except Exception as exc:
+        admin_log.stream_admin_change(ctx, request, f"failed: {exc}")
+        raise
+    admin_log.stream_admin_change(ctx, request, "ok")
     return result
 
 

@@ -174,3 +174,13 @@ def test_an_authorizer_broker_needs_http_logins_unless_served_open(secured: Brok
         with secure(http_open=True) as opened:
             assert requests.get(f"{opened.http_url}/v3/clusters", timeout=10).status_code == 200
     assert any("the HTTP port is open (http_open)" in r.getMessage() for r in caplog.records)
+
+
+def test_a_console_form_change_is_logged_once_with_its_principal_and_route(secured: Broker, caplog) -> None:
+    caplog.set_level(logging.INFO, logger="kafkacompat.admin")
+    assert post(secured, "/console/stream/create", {"path": "/apps/logged-form"}, "admin") == 303
+    lines = [r.getMessage() for r in caplog.records if r.name == "kafkacompat.admin" and r.levelno == logging.INFO]
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("StreamAdmin by User:admin from 127.0.0.1")
+    assert "at HTTP POST /console/stream/create: " in lines[0]
+    assert "stream.create path='/apps/logged-form'" in lines[0] and lines[0].endswith(": ok")
