@@ -25,6 +25,7 @@ import tempfile
 import time
 
 from .tls import _free_port, _wait_listening
+from .workloads import produce_waiting
 
 ADMIN, PASSWORD = "admin", "bench-admin-password"
 SIZES = (100, 16 * 1024)
@@ -68,12 +69,7 @@ def _produce(port: int, topic: str, count: int, payload: bytes) -> float:
     producer.list_topics(topic, timeout=10)
     start = time.perf_counter()
     for _ in range(count):
-        while True:
-            try:
-                producer.produce(topic, payload, on_delivery=lambda err, _: failed.append(str(err)) if err else None)
-                break
-            except BufferError:
-                producer.poll(0.01)
+        produce_waiting(producer, topic, payload, on_delivery=lambda err, _: failed.append(str(err)) if err else None)
     if producer.flush(120) or failed:
         raise RuntimeError(f"messages not delivered: {failed[:1] or 'flush timed out'}")
     return time.perf_counter() - start

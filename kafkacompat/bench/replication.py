@@ -28,6 +28,7 @@ import time
 
 from ..admin.client import AdminClient, AdminError
 from ..testing.cluster_process import ClusterProcess
+from .workloads import produce_waiting
 
 TOPIC = "/bench:data"
 PARTITIONS = 4
@@ -52,12 +53,7 @@ def _produce(bootstrap: str, size: int, total_bytes: int) -> float:
     count = total_bytes // size
     started = time.perf_counter()
     for i in range(count):
-        while True:
-            try:
-                producer.produce(TOPIC, value, partition=i % PARTITIONS)
-                break
-            except BufferError:
-                producer.poll(0.01)
+        produce_waiting(producer, TOPIC, value, partition=i % PARTITIONS)
     producer.flush(120)
     return count * size / (time.perf_counter() - started) / 1e6
 

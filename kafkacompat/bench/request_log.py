@@ -26,6 +26,7 @@ import timeit
 
 from ..log_format import TEXT_FORMAT
 from ..testing import Broker
+from .workloads import produce_waiting
 
 REQUEST_LOG = "kafkacompat.request"
 MODULE = "kafkacompat.bench.request_log"  # run again as the producer child
@@ -41,12 +42,7 @@ def _produce(bootstrap: str, topic: str, count: int, size: int) -> None:
     payload = b"x" * size
     start = time.perf_counter()
     for _ in range(count):
-        while True:
-            try:
-                producer.produce(topic, payload)
-                break
-            except BufferError:
-                producer.poll(0.01)
+        produce_waiting(producer, topic, payload)
     if producer.flush(120):
         raise RuntimeError("messages left undelivered")
     print(time.perf_counter() - start)

@@ -20,6 +20,7 @@ import time
 from typing import Any
 
 from .brokers import KafkacompatBroker, free_port
+from .workloads import produce_waiting
 
 
 class RestBroker(KafkacompatBroker):
@@ -42,12 +43,7 @@ def kafka_produce(bootstrap: str, topic: str, records: int, size: int) -> float:
     failures: list[Any] = []
     started = time.perf_counter()
     for _ in range(records):
-        while True:
-            try:
-                producer.produce(topic, value, on_delivery=lambda err, _msg: err and failures.append(err))
-                break
-            except BufferError:
-                producer.poll(0.01)
+        produce_waiting(producer, topic, value, on_delivery=lambda err, _msg: err and failures.append(err))
         producer.poll(0)
     producer.flush(120)
     elapsed = time.perf_counter() - started

@@ -32,6 +32,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from ..testing.cluster import BrokerCluster
 from ..testing.services import Postgres, S3Server
 from .procstats import cpu_seconds
+from .workloads import produce_waiting
 
 PARTITIONS = 6
 
@@ -129,12 +130,7 @@ def run_one(pg: Postgres, s3: S3Server, brokers: int, messages: int, size: int, 
             return report
 
         for _ in range(messages):
-            while True:
-                try:
-                    producer.produce(topic, payload, on_delivery=delivered(time.monotonic()))
-                    break
-                except BufferError:
-                    producer.poll(0.01)
+            produce_waiting(producer, topic, payload, on_delivery=delivered(time.monotonic()))
             producer.poll(0)
         assert producer.flush(120) == 0, "records left undelivered"
         produce_s = time.monotonic() - start

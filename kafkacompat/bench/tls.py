@@ -23,6 +23,7 @@ import time
 import uuid
 
 from ..testing.certificates import CertificateAuthority
+from .workloads import produce_waiting
 
 LISTENERS = ("PLAINTEXT", "SSL", "SASL_SSL")
 USER, PASSWORD = "bench", "bench-password"
@@ -63,12 +64,7 @@ def _produce(config: dict[str, str], topic: str, count: int, payload: bytes) -> 
     producer.list_topics(topic, timeout=10)
     start = time.perf_counter()
     for _ in range(count):
-        while True:
-            try:
-                producer.produce(topic, payload)
-                break
-            except BufferError:
-                producer.poll(0.01)
+        produce_waiting(producer, topic, payload)
     if producer.flush(120):
         raise RuntimeError("messages left undelivered")
     return time.perf_counter() - start

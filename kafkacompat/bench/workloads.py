@@ -47,6 +47,16 @@ def _conf(bootstrap: str, **extra: Any) -> dict[str, Any]:
     return {"bootstrap.servers": bootstrap, "logger": _client_log, **extra}
 
 
+
+def produce_waiting(producer: Any, topic: str, value: bytes, **kwargs: Any) -> None:
+    """producer.produce, waiting for room (poll) while librdkafka's queue is full (BufferError)."""
+    while True:
+        try:
+            producer.produce(topic, value, **kwargs)
+            return
+        except BufferError:
+            producer.poll(0.01)
+
 def create_topics(bootstrap: str, topics: Sequence[tuple[str, int]], timeout: float = 30.0) -> None:
     """Create topics (name, partitions) with replication factor 1."""
     admin = AdminClient(_conf(bootstrap))
