@@ -136,13 +136,15 @@ def _wait_counts(bootstrap: str, topic: str, expected: dict[str, int], timeout: 
     return seen
 
 
-def test_kafka_streams_exactly_once_v2_word_count_across_kill_and_restart(broker: Broker) -> None:
+@pytest.mark.parametrize("group_protocol", ["classic", "streams"])
+def test_kafka_streams_exactly_once_v2_word_count_across_kill_and_restart(broker: Broker, group_protocol: str) -> None:
+    """group.protocol=streams is KIP-1071: the broker assigns tasks and creates the internal topics."""
     bootstrap = broker.bootstrap_servers
     name = f"wc-{uuid.uuid4().hex[:8]}"
     source, sink = f"{name}-lines", f"{name}-counts"
     broker.create_topic(source, partitions=PARTITIONS)
     broker.create_topic(sink, partitions=PARTITIONS)
-    options = {"app": name, "input": source, "output": sink}
+    options = {"app": name, "input": source, "output": sink, "group_protocol": group_protocol}
     try:  # changelogs are compacted topics; without compaction (an older broker) they may use delete
         broker.create_topic(f"{name}-probe", partitions=1, configs={"cleanup.policy": "compact"})
     except Exception:  # noqa: BLE001 - the broker refused compact

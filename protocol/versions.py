@@ -84,6 +84,7 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     90: (0, 0),  # DescribeShareGroupOffsets
     91: (0, 0),  # AlterShareGroupOffsets
     92: (0, 0),  # DeleteShareGroupOffsets
+    88: (0, 0),  # StreamsGroupHeartbeat (KIP-1071; v0 is what Kafka Streams 4.1 sends)
 }
 
 # Private APIs this broker serves but never advertises: stock clients must not see them.

@@ -22,7 +22,8 @@ import org.apache.kafka.streams.state.Stores;
  * in-memory store, as the Streams quickstart writes it.
  *
  * Usage: WordCountEos BOOTSTRAP key=value... (app, input, output, state_dir,
- * and optionally changelog_policy to override the changelog's cleanup.policy).
+ * and optionally changelog_policy to override the changelog's cleanup.policy,
+ * group_protocol: classic or streams, KIP-1071).
  * Runs until killed; prints RUNNING once the instance processes.
  */
 public final class WordCountEos {
@@ -42,6 +43,9 @@ public final class WordCountEos {
         props.put(StreamsConfig.DEFAULT_KEY_SERDE_CLASS_CONFIG, Serdes.String().getClass());
         props.put(StreamsConfig.DEFAULT_VALUE_SERDE_CLASS_CONFIG, Serdes.String().getClass());
         props.put(StreamsConfig.consumerPrefix("auto.offset.reset"), "earliest");
+        if (opts.containsKey("group_protocol")) {
+            props.put(StreamsConfig.GROUP_PROTOCOL_CONFIG, opts.get("group_protocol"));
+        }
 
         Materialized<String, Long, KeyValueStore<Bytes, byte[]>> store =
             Materialized.<String, Long>as(Stores.inMemoryKeyValueStore("counts"))

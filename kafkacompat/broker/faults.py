@@ -96,6 +96,7 @@ _FROM_REQUEST: dict[int, tuple[tuple[str, ...], str] | None] = {
     79: None,  # ShareAcknowledge
     91: None,  # AlterShareGroupOffsets
     92: None,  # DeleteShareGroupOffsets
+    88: None,  # StreamsGroupHeartbeat
     27: (("markers",), "markers"),  # WriteTxnMarkers: per producer, topic and partition
     57: (("feature_updates",), "results"),  # UpdateFeatures (v2 lists no results on success, but does on error)
     64: None,  # UnregisterBroker
