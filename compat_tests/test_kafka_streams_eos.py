@@ -28,6 +28,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from kafkacompat.testing import Broker
+from kafkacompat.testing.reference_kafka import run_script
 
 from .conftest import compat_broker
 from .drivers import ClientUnavailable
@@ -59,7 +60,9 @@ def _command() -> list[str]:
 @pytest.fixture(scope="module")
 def broker() -> Iterator[Broker]:
     # Kafka's own default is 10 s; a killed instance's open transaction is aborted sooner here.
-    with compat_broker(transaction_abort_timed_out_transaction_cleanup_interval_ms=1000) as running:
+    # Streams groups keep one standby copy of each task (Kafka's group.streams.num.standby.replicas).
+    with compat_broker(transaction_abort_timed_out_transaction_cleanup_interval_ms=1000,
+                       group_streams_num_standby_replicas=1) as running:
         yield running
 
 
@@ -204,6 +207,29 @@ def _wait_split(first: _App, second: _App, timeout: float) -> None:
     raise AssertionError(f"tasks not split between the instances: {sorted(first.active)} / {sorted(second.active)}")
 
 
+def _check_described(bootstrap: str, group: str, actives: list[set[str]]) -> None:
+    """kafka-groups --list and kafka-streams-groups --describe show the group, its two members and their tasks:
+    each member's active tasks as the instance itself reports them, a standby copy of the other's."""
+    listed = run_script("kafka-groups", "--bootstrap-server", bootstrap, "--list")
+    assert re.search(rf"^{group}\s+Streams\s+streams\s*$", listed.stdout, re.M), listed.stdout + listed.stderr
+    described = run_script("kafka-streams-groups", "--bootstrap-server", bootstrap, "--describe", "--group", group,
+                           "--members", "--verbose")
+    rows = [line for line in described.stdout.splitlines() if line.startswith(group)]
+    assert len(rows) == 2, described.stdout + described.stderr
+    shown = [(_tasks_shown(row, "ACTIVE"), _tasks_shown(row, "STANDBY")) for row in rows]
+    assert sorted(active for active, _ in shown) == sorted(sorted(a) for a in actives)
+    assert shown[0][1] == shown[1][0] and shown[1][1] == shown[0][0]
+
+
+def _tasks_shown(row: str, role: str) -> list[str]:
+    """Task ids (0_1, ...) of one role in a `--members --verbose` row ("ACTIVE: 0:[0,1]; 1:[2]; STANDBY: ...")."""
+    found = re.search(rf"(?<![-A-Z]){role}: ((?:\d+:\[[\d,]*\]; )*)", row)
+    if found is None:
+        return []
+    return sorted(f"{sub}_{p}" for sub, parts in re.findall(r"(\d+):\[([\d,]*)\]", found.group(1))
+                  for p in parts.split(",") if p)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("group_protocol", ["classic", "streams"])
 def test_kafka_streams_second_instance_shares_the_tasks_then_takes_over(broker: Broker, group_protocol: str) -> None:
@@ -220,6 +246,8 @@ def test_kafka_streams_second_instance_shares_the_tasks_then_takes_over(broker: 
         second.start()
         second.wait_running()
         _wait_split(first, second, 90)
+        if group_protocol == "streams":
+            _check_described(wc.bootstrap, wc.options["app"], [first.active, second.active])
         wc.send(300, 900)
         wc.assert_exact(90)
         first.kill()

@@ -103,7 +103,7 @@ _FROM_REQUEST: dict[int, tuple[tuple[str, ...], str] | None] = {
 }
 # Read-only APIs: the real answer with its error codes replaced.
 _REWRITTEN = frozenset({2, 3, 9, 10, 15, 16, 18, 23, 29, 32, 35, 41, 43, 45, 46, 48, 50, 55, 60, 61, 65, 66, 69, 74,
-                        75, 77, 90})
+                        75, 77, 89, 90})
 # Nested response arrays that echo a request array of the same item.
 _NESTED = {
     "partition_responses": ("partition_data",),

@@ -80,7 +80,7 @@ class GroupCoordinator:
         # KIP-848 groups share this coordinator's offsets, listing and deletion; a group id is one or the other
         self.consumer = ConsumerGroupCoordinator(config, store, clock, self._group, self._hand_over, self._take_back,
                                                  self._save)
-        self.streams = StreamsGroupCoordinator(config, clock, self._partitions_of, self._is_classic_or_consumer)
+        self.streams = StreamsGroupCoordinator(config, clock, self.partitions_of, self._is_classic_or_consumer)
         self.durable = durable.GroupStateWriter(store)
         # this broker coordinates every group (alone); in a cluster the groups of each
         # __consumer_offsets partition it leads are loaded by take_over as it gains them
@@ -181,7 +181,7 @@ class GroupCoordinator:
             group = self.groups[group_id] = Group(group_id, self._clock())
         return group
 
-    def _partitions_of(self, name: str) -> int | None:
+    def partitions_of(self, name: str) -> int | None:
         """A topic's partition count by its Kafka name, None when it does not exist (Streams topologies)."""
         info = self.consumer.lookup_topic(name)
         return info.partitions if info is not None else None
