@@ -155,3 +155,26 @@ def test_standby_tasks_go_to_another_process(broker_with_standby: Broker) -> Non
             second.heartbeat()
         assert first.active | second.active == ALL_ACTIVE
         assert first.standby == second.active and second.standby == first.active
+
+
+def test_a_consumer_group_member_cannot_join_a_streams_group_nor_the_reverse(broker: Broker) -> None:
+    app, topology = _setup(broker)
+    with Wire(broker.bootstrap_servers) as wire:
+        _Member(wire, app, topology).heartbeat()
+        consumer = wire.request(68, 1, make(
+            request_class(68, 1), group_id=app, member_id=uuid.uuid4().hex, member_epoch=0,
+            rebalance_timeout=datetime.timedelta(seconds=30), subscribed_topic_names=(f"{app}-lines",),
+            topic_partitions=(), server_assignor=None))
+        assert consumer.error_code == ErrorCode.group_id_not_found
+        assert consumer.error_message == f"Group {app} is not a consumer group."
+        other = f"cg-{uuid.uuid4().hex[:8]}"
+        assert wire.request(68, 1, make(
+            request_class(68, 1), group_id=other, member_id=uuid.uuid4().hex, member_epoch=0,
+            rebalance_timeout=datetime.timedelta(seconds=30), subscribed_topic_names=(f"{app}-lines",),
+            topic_partitions=(), server_assignor=None)).error_code == ErrorCode.none
+        request = make(
+            request_class(HEARTBEAT, 0), group_id=other, member_id=uuid.uuid4().hex, member_epoch=0,
+            endpoint_information_epoch=0, rebalance_timeout=datetime.timedelta(seconds=30), topology=topology,
+            process_id=str(uuid.uuid4()), active_tasks=(), standby_tasks=(), warmup_tasks=(), client_tags=(),
+            task_offsets=None, task_end_offsets=None)
+        assert wire.request(HEARTBEAT, 0, request).error_code == ErrorCode.group_id_not_found
