@@ -212,10 +212,14 @@ def _check_described(bootstrap: str, group: str, actives: list[set[str]]) -> Non
     each member's active tasks as the instance itself reports them, a standby copy of the other's."""
     listed = run_script("kafka-groups", "--bootstrap-server", bootstrap, "--list")
     assert re.search(rf"^{group}\s+Streams\s+streams\s*$", listed.stdout, re.M), listed.stdout + listed.stderr
-    described = run_script("kafka-streams-groups", "--bootstrap-server", bootstrap, "--describe", "--group", group,
-                           "--members", "--verbose")
-    rows = [line for line in described.stdout.splitlines() if line.startswith(group)]
-    assert len(rows) == 2, described.stdout + described.stderr
+    deadline = time.monotonic() + 60
+    while True:  # the tool shows members once the group is reconciled
+        described = run_script("kafka-streams-groups", "--bootstrap-server", bootstrap, "--describe", "--group",
+                               group, "--members", "--verbose")
+        rows = [line for line in described.stdout.splitlines() if line.startswith(group)]
+        if len(rows) == 2 or time.monotonic() > deadline:
+            break
+    assert len(rows) == 2, f"exit {described.returncode}: {described.stdout}{described.stderr}"
     shown = [(_tasks_shown(row, "ACTIVE"), _tasks_shown(row, "STANDBY")) for row in rows]
     assert sorted(active for active, _ in shown) == sorted(sorted(a) for a in actives)
     assert shown[0][1] == shown[1][0] and shown[1][1] == shown[0][0]
