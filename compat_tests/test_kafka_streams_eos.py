@@ -22,11 +22,13 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
+from typing import Any
 from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
+from kafkacompat.protocol.messages import make
 from kafkacompat.testing import Broker
 from kafkacompat.testing.reference_kafka import run_script
 
@@ -34,6 +36,7 @@ from .conftest import compat_broker
 from .drivers import ClientUnavailable
 from .drivers.java import JVM_FLAGS, compile_sources
 from .reference import kafka_home
+from tests.wire import Wire, request_class
 
 pytestmark = pytest.mark.java
 SOURCE = Path(__file__).resolve().parent / "streams" / "WordCountEos.java"
@@ -208,30 +211,22 @@ def _wait_split(first: _App, second: _App, timeout: float) -> None:
 
 
 def _check_described(bootstrap: str, group: str, actives: list[set[str]]) -> None:
-    """kafka-groups --list and kafka-streams-groups --describe show the group, its two members and their tasks:
-    each member's active tasks as the instance itself reports them, a standby copy of the other's."""
+    """kafka-groups --list shows the group as type Streams; StreamsGroupDescribe (what Admin.describeStreamsGroups
+    and kafka-streams-groups --describe read) shows its two members, each with the active tasks the instance itself
+    reports and a standby copy of the other's."""
     listed = run_script("kafka-groups", "--bootstrap-server", bootstrap, "--list")
     assert re.search(rf"^{group}\s+Streams\s+streams\s*$", listed.stdout, re.M), listed.stdout + listed.stderr
-    deadline = time.monotonic() + 60
-    while True:  # the tool shows members once the group is reconciled
-        described = run_script("kafka-streams-groups", "--bootstrap-server", bootstrap, "--describe", "--group",
-                               group, "--members", "--verbose")
-        rows = [line for line in described.stdout.splitlines() if line.startswith(group)]
-        if len(rows) == 2 or time.monotonic() > deadline:
-            break
-    assert len(rows) == 2, f"exit {described.returncode}: {described.stdout}{described.stderr}"
-    shown = [(_tasks_shown(row, "ACTIVE"), _tasks_shown(row, "STANDBY")) for row in rows]
+    request = make(request_class(89, 0), group_ids=(group,), include_authorized_operations=False)
+    with Wire(bootstrap) as wire:
+        (described,) = wire.request(89, 0, request).groups
+    assert described.group_state == "Stable" and len(described.members) == 2
+
+    def tasks(ids: Any) -> list[str]:
+        return sorted(f"{t.subtopology_id}_{p}" for t in ids for p in t.partitions)
+
+    shown = [(tasks(m.assignment.active_tasks), tasks(m.assignment.standby_tasks)) for m in described.members]
     assert sorted(active for active, _ in shown) == sorted(sorted(a) for a in actives)
     assert shown[0][1] == shown[1][0] and shown[1][1] == shown[0][0]
-
-
-def _tasks_shown(row: str, role: str) -> list[str]:
-    """Task ids (0_1, ...) of one role in a `--members --verbose` row ("ACTIVE: 0:[0,1]; 1:[2]; STANDBY: ...")."""
-    found = re.search(rf"(?<![-A-Z]){role}: ((?:\d+:\[[\d,]*\]; )*)", row)
-    if found is None:
-        return []
-    return sorted(f"{sub}_{p}" for sub, parts in re.findall(r"(\d+):\[([\d,]*)\]", found.group(1))
-                  for p in parts.split(",") if p)
 
 
 @pytest.mark.slow
