@@ -22,17 +22,21 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
+from typing import Any
 from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
+from kafkacompat.protocol.messages import make
 from kafkacompat.testing import Broker
+from kafkacompat.testing.reference_kafka import run_script
 
 from .conftest import compat_broker
 from .drivers import ClientUnavailable
 from .drivers.java import JVM_FLAGS, compile_sources
 from .reference import kafka_home
+from tests.wire import Wire, request_class
 
 pytestmark = pytest.mark.java
 SOURCE = Path(__file__).resolve().parent / "streams" / "WordCountEos.java"
@@ -59,7 +63,9 @@ def _command() -> list[str]:
 @pytest.fixture(scope="module")
 def broker() -> Iterator[Broker]:
     # Kafka's own default is 10 s; a killed instance's open transaction is aborted sooner here.
-    with compat_broker(transaction_abort_timed_out_transaction_cleanup_interval_ms=1000) as running:
+    # Streams groups keep one standby copy of each task (Kafka's group.streams.num.standby.replicas).
+    with compat_broker(transaction_abort_timed_out_transaction_cleanup_interval_ms=1000,
+                       group_streams_num_standby_replicas=1) as running:
         yield running
 
 
@@ -73,23 +79,23 @@ class _App:
     def __init__(self, bootstrap: str, options: dict[str, str]) -> None:
         self.argv = [*_command(), bootstrap, *(f"{k}={v}" for k, v in options.items())]
         self.proc: subprocess.Popen[str] | None = None
+        self.running = threading.Event()
+        self.active: set[str] = set()  # the active task ids the app last printed
 
     def start(self) -> None:
         self.proc = subprocess.Popen(self.argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        threading.Thread(target=self._watch, daemon=True).start()
+
+    def _watch(self) -> None:
+        assert self.proc is not None and self.proc.stdout is not None
+        for line in self.proc.stdout:
+            if line.strip() == "RUNNING":
+                self.running.set()
+            elif line.startswith("ACTIVE"):
+                self.active = set(filter(None, line.split(" ", 1)[1].strip().split(",")))
 
     def wait_running(self, timeout: float = 90) -> None:
-        assert self.proc is not None and self.proc.stdout is not None
-        ready = threading.Event()
-
-        def watch() -> None:
-            assert self.proc is not None and self.proc.stdout is not None
-            for line in self.proc.stdout:
-                if line.strip() == "RUNNING":
-                    ready.set()
-                    return
-
-        threading.Thread(target=watch, daemon=True).start()
-        if not ready.wait(timeout):
+        if not self.running.wait(timeout):
             self.kill()
             raise AssertionError(f"Streams app not RUNNING within {timeout}s:\n{self._stderr()}")
 
@@ -136,44 +142,119 @@ def _wait_counts(bootstrap: str, topic: str, expected: dict[str, int], timeout: 
     return seen
 
 
-def test_kafka_streams_exactly_once_v2_word_count_across_kill_and_restart(broker: Broker) -> None:
-    bootstrap = broker.bootstrap_servers
-    name = f"wc-{uuid.uuid4().hex[:8]}"
-    source, sink = f"{name}-lines", f"{name}-counts"
-    broker.create_topic(source, partitions=PARTITIONS)
-    broker.create_topic(sink, partitions=PARTITIONS)
-    options = {"app": name, "input": source, "output": sink}
-    try:  # changelogs are compacted topics; without compaction (an older broker) they may use delete
-        broker.create_topic(f"{name}-probe", partitions=1, configs={"cleanup.policy": "compact"})
-    except Exception:  # noqa: BLE001 - the broker refused compact
-        options["changelog_policy"] = "delete"
-    state_dir = tempfile.mkdtemp(prefix="kafkacompat-streams-")
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
-    expected: collections.Counter[str] = collections.Counter()
+class _WordCount:
+    """The topics, options and input of one word-count application, with the counts the input calls for."""
 
-    def send(first: int, last: int) -> None:
+    def __init__(self, broker: Broker, group_protocol: str) -> None:
+        self.bootstrap = broker.bootstrap_servers
+        name = f"wc-{uuid.uuid4().hex[:8]}"
+        self.source, self.sink = f"{name}-lines", f"{name}-counts"
+        broker.create_topic(self.source, partitions=PARTITIONS)
+        broker.create_topic(self.sink, partitions=PARTITIONS)
+        self.options = {"app": name, "input": self.source, "output": self.sink, "group_protocol": group_protocol}
+        try:  # changelogs are compacted topics; without compaction (an older broker) they may use delete
+            broker.create_topic(f"{name}-probe", partitions=1, configs={"cleanup.policy": "compact"})
+        except Exception:  # noqa: BLE001 - the broker refused compact
+            self.options["changelog_policy"] = "delete"
+        self.producer = Producer({"bootstrap.servers": self.bootstrap, "linger.ms": 5})
+        self.expected: collections.Counter[str] = collections.Counter()
+
+    def send(self, first: int, last: int) -> None:
         for i in range(first, last):
             line = _line(i)
-            producer.produce(source, key=str(i).encode(), value=line.encode(), partition=i % PARTITIONS)
-            expected.update(w for w in re.split(r"[^a-z0-9_]+", line) if w)
-        assert producer.flush(20) == 0
+            self.producer.produce(self.source, key=str(i).encode(), value=line.encode(), partition=i % PARTITIONS)
+            self.expected.update(w for w in re.split(r"[^a-z0-9_]+", line) if w)
+        assert self.producer.flush(20) == 0
 
-    app = _App(bootstrap, {**options, "state_dir": state_dir})
+    def app(self, state_dir: str) -> _App:
+        return _App(self.bootstrap, {**self.options, "state_dir": state_dir})
+
+    def assert_exact(self, timeout: float) -> None:
+        assert _wait_counts(self.bootstrap, self.sink, dict(self.expected), timeout) == dict(self.expected)
+
+
+@pytest.mark.parametrize("group_protocol", ["classic", "streams"])
+def test_kafka_streams_exactly_once_v2_word_count_across_kill_and_restart(broker: Broker, group_protocol: str) -> None:
+    """group.protocol=streams is KIP-1071: the broker assigns tasks and creates the internal topics."""
+    wc = _WordCount(broker, group_protocol)
+    state_dir = tempfile.mkdtemp(prefix="kafkacompat-streams-")
+    app = wc.app(state_dir)
     try:
-        send(0, 300)
+        wc.send(0, 300)
         app.start()
         app.wait_running()
-        assert _wait_counts(bootstrap, sink, dict(expected), 90) == dict(expected)
+        wc.assert_exact(90)
         # Kill -9 while the app is busy with a second burst.
-        send(300, 1300)
+        wc.send(300, 1300)
         time.sleep(1.0)
         app.kill()
-        send(1300, 1600)
-        app = _App(bootstrap, {**options, "state_dir": state_dir})
+        wc.send(1300, 1600)
+        app = wc.app(state_dir)
         app.start()
         app.wait_running()
-        send(1600, 1800)
-        assert _wait_counts(bootstrap, sink, dict(expected), 120) == dict(expected)
+        wc.send(1600, 1800)
+        wc.assert_exact(120)
     finally:
         app.kill()
         shutil.rmtree(state_dir, ignore_errors=True)
+
+
+def _wait_split(first: _App, second: _App, timeout: float) -> None:
+    """Until both instances hold active tasks, none twice, all 2 x PARTITIONS between them."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        a, b = set(first.active), set(second.active)
+        if a and b and not (a & b) and len(a | b) == 2 * PARTITIONS:
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"tasks not split between the instances: {sorted(first.active)} / {sorted(second.active)}")
+
+
+def _check_described(bootstrap: str, group: str, actives: list[set[str]]) -> None:
+    """kafka-groups --list shows the group as type Streams; StreamsGroupDescribe (what Admin.describeStreamsGroups
+    and kafka-streams-groups --describe read) shows its two members, each with the active tasks the instance itself
+    reports and a standby copy of the other's."""
+    listed = run_script("kafka-groups", "--bootstrap-server", bootstrap, "--list")
+    assert re.search(rf"^{group}\s+Streams\s+streams\s*$", listed.stdout, re.M), listed.stdout + listed.stderr
+    request = make(request_class(89, 0), group_ids=(group,), include_authorized_operations=False)
+    with Wire(bootstrap) as wire:
+        (described,) = wire.request(89, 0, request).groups
+    assert described.group_state == "Stable" and len(described.members) == 2
+
+    def tasks(ids: Any) -> list[str]:
+        return sorted(f"{t.subtopology_id}_{p}" for t in ids for p in t.partitions)
+
+    shown = [(tasks(m.assignment.active_tasks), tasks(m.assignment.standby_tasks)) for m in described.members]
+    assert sorted(active for active, _ in shown) == sorted(sorted(a) for a in actives)
+    assert shown[0][1] == shown[1][0] and shown[1][1] == shown[0][0]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("group_protocol", ["classic", "streams"])
+def test_kafka_streams_second_instance_shares_the_tasks_then_takes_over(broker: Broker, group_protocol: str) -> None:
+    """A second instance joins a running one: the tasks are split (each active task on one instance only),
+    counts stay exact while both process; once the first is killed -9, the second takes all its tasks over."""
+    wc = _WordCount(broker, group_protocol)
+    dirs = [tempfile.mkdtemp(prefix="kafkacompat-streams-") for _ in range(2)]
+    first, second = wc.app(dirs[0]), wc.app(dirs[1])
+    try:
+        wc.send(0, 300)
+        first.start()
+        first.wait_running()
+        wc.assert_exact(90)
+        second.start()
+        second.wait_running()
+        _wait_split(first, second, 90)
+        if group_protocol == "streams":
+            _check_described(wc.bootstrap, wc.options["app"], [first.active, second.active])
+        wc.send(300, 900)
+        wc.assert_exact(90)
+        first.kill()
+        wc.send(900, 1200)
+        wc.assert_exact(150)
+        assert len(second.active) == 2 * PARTITIONS
+    finally:
+        for app in (first, second):
+            app.kill()
+        for state_dir in dirs:
+            shutil.rmtree(state_dir, ignore_errors=True)

@@ -131,6 +131,9 @@ class BrokerConfig:
                                                                      "downgrade or disabled, like "
                                                                      "group.consumer.migration.policy",
                                                     metavar="POLICY")
+    # KIP-1071 Streams groups (Kafka Streams' group.protocol=streams), like Kafka's group.streams.* settings
+    group_streams_num_standby_replicas: int = _setting(0, "standby replicas of each task in Streams groups, like "
+                                                          "group.streams.num.standby.replicas", minimum=0)
     # KIP-932 share groups (KafkaShareConsumer), like Kafka's share.version feature and group.share.* settings
     share_version: int = _setting(1, "the share.version feature level until kafka-features sets one (kept in "
                                      "the store), like kafka-storage format --feature: 1 serves share groups "

@@ -84,6 +84,8 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     90: (0, 0),  # DescribeShareGroupOffsets
     91: (0, 0),  # AlterShareGroupOffsets
     92: (0, 0),  # DeleteShareGroupOffsets
+    88: (0, 0),  # StreamsGroupHeartbeat (KIP-1071; v0 is what Kafka Streams 4.1 sends)
+    89: (0, 0),  # StreamsGroupDescribe
 }
 
 # Private APIs this broker serves but never advertises: stock clients must not see them.

@@ -22,8 +22,10 @@ import org.apache.kafka.streams.state.Stores;
  * in-memory store, as the Streams quickstart writes it.
  *
  * Usage: WordCountEos BOOTSTRAP key=value... (app, input, output, state_dir,
- * and optionally changelog_policy to override the changelog's cleanup.policy).
- * Runs until killed; prints RUNNING once the instance processes.
+ * and optionally changelog_policy to override the changelog's cleanup.policy,
+ * group_protocol: classic or streams, KIP-1071).
+ * Runs until killed; prints RUNNING once the instance processes, then
+ * ACTIVE and its active task ids (0_1,1_2,...) whenever they change.
  */
 public final class WordCountEos {
     public static void main(String[] args) throws Exception {
@@ -42,6 +44,9 @@ public final class WordCountEos {
         props.put(StreamsConfig.DEFAULT_KEY_SERDE_CLASS_CONFIG, Serdes.String().getClass());
         props.put(StreamsConfig.DEFAULT_VALUE_SERDE_CLASS_CONFIG, Serdes.String().getClass());
         props.put(StreamsConfig.consumerPrefix("auto.offset.reset"), "earliest");
+        if (opts.containsKey("group_protocol")) {
+            props.put(StreamsConfig.GROUP_PROTOCOL_CONFIG, opts.get("group_protocol"));
+        }
 
         Materialized<String, Long, KeyValueStore<Bytes, byte[]>> store =
             Materialized.<String, Long>as(Stores.inMemoryKeyValueStore("counts"))
@@ -75,6 +80,21 @@ public final class WordCountEos {
         running.await();
         System.out.println("RUNNING");
         System.out.flush();
-        Thread.sleep(Long.MAX_VALUE);
+        String printed = null;
+        while (true) {  // the active tasks this instance holds, whenever they change
+            java.util.TreeSet<String> tasks = new java.util.TreeSet<>();
+            for (org.apache.kafka.streams.ThreadMetadata thread : streams.metadataForLocalThreads()) {
+                for (org.apache.kafka.streams.TaskMetadata task : thread.activeTasks()) {
+                    tasks.add(task.taskId().toString());
+                }
+            }
+            String line = "ACTIVE " + String.join(",", tasks);
+            if (!line.equals(printed)) {
+                System.out.println(line);
+                System.out.flush();
+                printed = line;
+            }
+            Thread.sleep(200);
+        }
     }
 }

@@ -96,6 +96,7 @@ _FROM_REQUEST: dict[int, tuple[tuple[str, ...], str] | None] = {
     79: None,  # ShareAcknowledge
     91: None,  # AlterShareGroupOffsets
     92: None,  # DeleteShareGroupOffsets
+    88: None,  # StreamsGroupHeartbeat
     27: (("markers",), "markers"),  # WriteTxnMarkers: per producer, topic and partition
     57: (("feature_updates",), "results"),  # UpdateFeatures (v2 lists no results on success, but does on error)
     64: None,  # UnregisterBroker
@@ -111,7 +112,7 @@ _READS_FROM_REQUEST: dict[int, tuple[tuple[str, ...], str] | None] = {
 }
 # Read-only APIs: the real answer with its error codes replaced.
 _REWRITTEN = frozenset({2, 3, 9, 10, 15, 16, 18, 23, 29, 32, 35, 41, 43, 45, 46, 48, 50, 55, 60, 61, 65, 66, 69, 74,
-                        75, 77, 90})
+                        75, 77, 89, 90})
 # Nested response arrays that echo a request array of the same item.
 _NESTED = {
     "partition_responses": ("partition_data",),

@@ -28,6 +28,7 @@ from ..config import BrokerConfig
 from ..broker.topic_names import TopicNameError, split_name
 from .classic_api import JoinRequest, JoinResult, SyncResult
 from .consumer_coordinator import ConsumerGroupCoordinator
+from .streams_coordinator import STREAMS_PROTOCOL_TYPE, StreamsGroupCoordinator
 from . import durable
 from .consumer_protocol import CONSUMER_PROTOCOL_TYPE, subscribed_topics
 from .group import Group, GroupState, Member
@@ -79,6 +80,7 @@ class GroupCoordinator:
         # KIP-848 groups share this coordinator's offsets, listing and deletion; a group id is one or the other
         self.consumer = ConsumerGroupCoordinator(config, store, clock, self._group, self._hand_over, self._take_back,
                                                  self._save)
+        self.streams = StreamsGroupCoordinator(config, clock, self.partitions_of, self._is_classic_or_consumer)
         self.durable = durable.GroupStateWriter(store)
         # this broker coordinates every group (alone); in a cluster the groups of each
         # __consumer_offsets partition it leads are loaded by take_over as it gains them
@@ -150,7 +152,7 @@ class GroupCoordinator:
     def unload(self, owned: Callable[[str], bool]) -> None:
         """Forget the groups `owned` selects (another broker coordinates them now): stop their timers,
         answer parked JoinGroup and SyncGroup requests with NOT_COORDINATOR so members look again."""
-        dropped = [g for g in [*self.groups, *self.consumer.groups] if owned(g)]
+        dropped = [g for g in [*self.groups, *self.consumer.groups, *self.streams.groups] if owned(g)]
         for group_id in dropped:
             self._drop(group_id)
         self.durable.forget(dropped)
@@ -167,16 +169,29 @@ class GroupCoordinator:
                 self._answer_join(member, JoinResult(ErrorCode.not_coordinator, member.member_id))
                 self._answer_sync(member, SyncResult(ErrorCode.not_coordinator))
         self.consumer.drop(group_id)
+        self.streams.drop(group_id)
 
     # lookup -----------------------------------------------------------------
     def _group(self, group_id: str, create: bool = False) -> Group | None:
-        """The classic group; None when there is none or the id belongs to a consumer group."""
-        if group_id in self.consumer.groups:
+        """The classic group; None when there is none or the id belongs to a consumer or streams group."""
+        if group_id in self.consumer.groups or group_id in self.streams.groups:
             return None
         group = self.groups.get(group_id)
         if group is None and (create or self.offsets.has_offsets(group_id)):
             group = self.groups[group_id] = Group(group_id, self._clock())
         return group
+
+    def partitions_of(self, name: str) -> int | None:
+        """A topic's partition count by its Kafka name, None when it does not exist (Streams topologies)."""
+        info = self.consumer.lookup_topic(name)
+        return info.partitions if info is not None else None
+
+    def _is_classic_or_consumer(self, group_id: str) -> bool:
+        """Whether the id names a live classic or consumer group (a Streams member cannot join it)."""
+        if group_id in self.consumer.groups:
+            return True
+        group = self.groups.get(group_id)
+        return group is not None and group.state.value not in ("Empty", "Dead")
 
     def _hand_over(self, group_id: str) -> None:
         """Let go of a classic group that becomes a consumer group: parked members are told to rejoin."""
@@ -698,6 +713,9 @@ class GroupCoordinator:
         consumer_group = self.consumer.groups.get(group_id)
         if consumer_group is not None:
             return self.consumer.validate_commit(consumer_group, member_id, generation, version, transactional)
+        streams_group = self.streams.groups.get(group_id)
+        if streams_group is not None:
+            return self.streams.validate_commit(streams_group, member_id, generation, version, transactional)
         group = self._group(group_id)
         if group is None:
             if generation < 0:
@@ -750,6 +768,9 @@ class GroupCoordinator:
         """(group error, topics whose offsets must stay) for OffsetDelete."""
         if not group_id:
             return ErrorCode.invalid_group_id, None
+        streams_group = self.streams.groups.get(group_id)
+        if streams_group is not None:  # as Kafka: offsets of a streams group go only while it is empty
+            return (ErrorCode.none, set()) if streams_group.is_empty() else (ErrorCode.non_empty_group, None)
         consumer_group = self.consumer.groups.get(group_id)
         if consumer_group is not None:
             if consumer_group.is_empty():
@@ -840,7 +861,7 @@ class GroupCoordinator:
     def not_found(self, group_id: str) -> str | None:
         """Why DescribeGroups v6+ answers GROUP_ID_NOT_FOUND for this id (Kafka's message), or None
         when it names a classic group; older versions describe such an id as Dead instead."""
-        if group_id in self.consumer.groups:
+        if group_id in self.consumer.groups or group_id in self.streams.groups:
             return f"Group {group_id} is not a classic group."
         group = self._group(group_id)
         return f"Group {group_id} not found." if group is None or group.is_(Dead) else None
@@ -853,6 +874,7 @@ class GroupCoordinator:
         wanted_types = {t.lower() for t in types}
         found = [(g.group_id, g.protocol_type or "", g.state.value, "classic") for g in self._all_groups() if not g.is_(Dead)]
         found += [(group_id, CONSUMER_PROTOCOL_TYPE, state, "consumer") for group_id, state in self.consumer.list_groups()]
+        found += [(group_id, STREAMS_PROTOCOL_TYPE, state, "streams") for group_id, state in self.streams.list_groups()]
         return [
             row for row in found
             if (not wanted_states or row[2].lower() in wanted_states)
@@ -860,6 +882,11 @@ class GroupCoordinator:
         ]
 
     async def delete_group(self, group_id: str) -> ErrorCode:
+        if group_id in self.streams.groups:
+            error = self.streams.delete(group_id)
+            if error == ErrorCode.none:
+                await self.offsets.delete(group_id)
+            return error
         if group_id in self.consumer.groups:
             error = self.consumer.delete(group_id)
             if error == ErrorCode.none:

@@ -62,6 +62,7 @@ from . import create_delegation_token, describe_delegation_token, expire_delegat
 from . import alter_replica_log_dirs
 from . import unregister_broker, update_features
 from . import share_acknowledge, share_fetch, share_group_heartbeat
+from . import streams_group_describe, streams_group_heartbeat
 from . import alter_share_group_offsets, delete_share_group_offsets, describe_share_group_offsets, share_group_describe
 
 HANDLERS: dict[int, ModuleType] = {
@@ -131,6 +132,8 @@ HANDLERS: dict[int, ModuleType] = {
     90: describe_share_group_offsets,
     91: alter_share_group_offsets,
     92: delete_share_group_offsets,
+    88: streams_group_heartbeat,
+    89: streams_group_describe,
     STREAM_ADMIN_KEY: stream_admin,  # private, never advertised (protocol.versions.UNADVERTISED)
     REPLICATE_KEY: stream_replicate,  # private, never advertised: replica links between clusters
 }

@@ -45,6 +45,10 @@ async def handle(ctx: Any, request: Any) -> Any:
         return make(m.ConsumerGroupHeartbeatResponse, throttle_time=NO_THROTTLE, error_code=refused,
                     error_message=None, member_id=None, member_epoch=0,
                     heartbeat_interval=datetime.timedelta(0), assignment=None)
+    if request.group_id in ctx.cluster.groups.streams.groups:  # one group id, one group type
+        return make(m.ConsumerGroupHeartbeatResponse, throttle_time=NO_THROTTLE, error_code=ErrorCode.group_id_not_found,
+                    error_message=f"Group {request.group_id} is not a consumer group.", member_id=None,
+                    member_epoch=0, heartbeat_interval=datetime.timedelta(0), assignment=None)
     result = ctx.cluster.groups.consumer.heartbeat(
         HeartbeatRequest(
             group_id=request.group_id,

@@ -118,9 +118,10 @@ async def handle(ctx: Any, request: Any) -> Any:
         elif not ctx.cluster.coordinates(group.group_id):
             error = ErrorCode.not_coordinator
         else:
-            error = ctx.cluster.groups.consumer.validate_fetch(
-                group.group_id, getattr(group, "member_id", None), getattr(group, "member_epoch", -1)
-            )
+            member = (group.group_id, getattr(group, "member_id", None), getattr(group, "member_epoch", -1))
+            error = ctx.cluster.groups.consumer.validate_fetch(*member)
+            if error == ErrorCode.none:
+                error = ctx.cluster.groups.streams.validate_fetch(*member)
         offsets = (_offsets(ctx, group.group_id, group.topics, request.require_stable)
                    if error == ErrorCode.none else [])
         groups.append(
