@@ -149,6 +149,8 @@ KAFKA_APIS: dict[int, Unchecked | Checked] = {
     78: checked("READ GROUP"),  # share_fetch
     79: checked("READ GROUP"),  # share_acknowledge
     90: checked("DESCRIBE GROUP"),  # describe_share_group_offsets
+    88: checked("DESCRIBE TOPIC", "READ GROUP"),  # streams_group_heartbeat
+    89: checked("DESCRIBE GROUP"),  # streams_group_describe
     91: checked("READ GROUP"),  # alter_share_group_offsets
     92: checked("DELETE GROUP"),  # delete_share_group_offsets
 }
