@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
+from kafkacompat.broker.server import STOP_GRACE
 from tests.test_cli_serve import free_port
 from tests.test_durability_faults import Served
 
@@ -45,10 +46,10 @@ sys.exit(main())
 PRODUCE_DELAY = 1.5
 
 
-def serve_late(served: Served) -> subprocess.Popen[str]:
+def serve_late(served: Served, delay: float = PRODUCE_DELAY) -> subprocess.Popen[str]:
     proc = subprocess.Popen([sys.executable, "-c", PRODUCE_ANSWERS_LATE, "serve", "--data-dir", str(served.data),
                              "--host", "127.0.0.1", "--port", str(served.port)], stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, env={**os.environ, "PRODUCE_DELAY": str(PRODUCE_DELAY)})
+                            stderr=subprocess.STDOUT, text=True, env={**os.environ, "PRODUCE_DELAY": str(delay)})
     output = line = ""
     while "listening on" not in line:
         line = proc.stdout.readline()
@@ -131,3 +132,26 @@ def test_a_write_answered_late_is_answered_on_sigterm_so_the_next_transaction_is
         served.kill()
     assert reports[b"second"][0] is None, reports
     assert stored.get(b"second") == reports[b"second"][1], (reports, stored)  # acknowledged and stored there
+
+
+@pytest.mark.slow
+def test_a_stop_waits_for_owed_answers_only_a_few_seconds(tmp_path: Path) -> None:
+    served = Served(tmp_path / "data", free_port())
+    proc = serve_late(served, delay=120)
+    producer = Producer({"bootstrap.servers": served.bootstrap, "linger.ms": 0})
+    try:
+        producer.produce("t", b"slow", partition=0)
+        producer.poll(0)
+        wait_until_stored(served.bootstrap, "t", b"slow")
+        began = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+        took = time.monotonic() - began
+        output = proc.stdout.read()
+    finally:
+        producer.purge()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert took < STOP_GRACE + 10, took  # not the 120 s the answer would take
+    assert "answers still owed after 5 s" in output and "Traceback" not in output, output
