@@ -120,6 +120,9 @@ class Connection:
         self._owed = 0
         self._fd = plain_socket_fd(writer)  # None on TLS: bytes go through the transport
         self._current: RequestContext | None = None  # the request being handled, named if it fails
+        self._task: asyncio.Task[None] | None = None  # the one running run()
+        self._reading = False  # waiting for a request's bytes: nothing acted on, safe to interrupt
+        self._closing = False  # the broker is stopping: no more requests, but the answers owed are sent
 
     @property
     def principal(self) -> str:
@@ -151,8 +154,21 @@ class Connection:
                       admin_log.request_name(header.api_key), header.api_version, header.correlation_id,
                       header.client_id or "-", self.peer, ctx.principal, self.listener.name)
 
+    def stop_reading(self) -> None:
+        """The broker is stopping: handle no further request, send the answers owed, then close (run() ends)."""
+        self._closing = True
+        if self._reading and self._task is not None:
+            self._task.cancel()
+
+    def abandon(self) -> None:
+        """Close now, dropping any answer still owed (after stop_reading, when they took too long)."""
+        self._closing = False
+        if self._task is not None:
+            self._task.cancel()
+
     async def run(self) -> None:
         log.debug("connection from %s opened on %s", self.peer, self.listener.name)
+        self._task = asyncio.current_task()
         writer_task = asyncio.create_task(self._write_answers(), name=f"writer {self.peer}")
         self._idle_timer = asyncio.get_running_loop().call_later(self._idle_after, self._close_if_idle)
         auth_timer = None
@@ -174,19 +190,20 @@ class Connection:
             log.info("closing connection from %s: %s", self.peer, exc)
         except Exception:
             self._internal_error(self._current, "closing the connection")
+        stopping = stopping or self._closing
         self._idle_timer.cancel()
         if auth_timer is not None:
             auth_timer.cancel()
         if not stopping:
             self.cluster.shares.connection_closed(self.peer)  # a share consumer that died gives its records back
-        if stopping:
-            writer_task.cancel()
-        else:
-            await self._answers.put(None)  # send what is owed, then stop
         try:
+            if stopping and not self._closing:
+                writer_task.cancel()  # dropped at once, as in a crash (drop_connections, abandon)
+            else:
+                await self._answers.put(None)  # send what is owed, then stop
             await writer_task
         except asyncio.CancelledError:
-            pass
+            writer_task.cancel()  # abandoned while sending what was owed
         except Exception:  # noqa: BLE001 - the socket is going anyway
             log.debug("writer for %s ended with an error", self.peer, exc_info=True)
         if self.sasl is not None and self.sasl.failed and not stopping:
@@ -214,13 +231,15 @@ class Connection:
         reader = self.reader
         loop = asyncio.get_running_loop()
         sasl = self.sasl
-        while True:
+        while not self._closing:
+            self._reading = True
             unauthenticated = sasl is not None and not sasl.authenticated
             if unauthenticated:  # sasl.server.max.receive.size: no large frames from strangers
                 size = frame_size(await reader.readexactly(4), self._sasl_max_frame)
             else:
                 size = frame_size(await reader.readexactly(4), self.max_frame_bytes)
             frame = await reader.readexactly(size)
+            self._reading = False
             self._current = None
             if sasl is not None and sasl.raw_tokens:  # after SaslHandshake v0: a bare token, not a request
                 await self._answer_bare_token(sasl, bytes(frame))

@@ -34,6 +34,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+STOP_GRACE = 5.0  # seconds a stopping broker waits for the answers it owes (a fetch long poll ends sooner)
+
 
 class BrokerServer:
     """A running broker: `await start()`, `await stop()`, or `async with`."""
@@ -59,7 +61,7 @@ class BrokerServer:
         self._servers: dict[str, asyncio.base_events.Server] = {}  # listener name -> its server
         self._tls = server_context(config) if any(listener.tls for listener in self.listeners) else None
         self._certificates = CertificatePrincipals(config.ssl_principal_mapping_rules)
-        self._connections: set[asyncio.Task[None]] = set()
+        self._connections: dict[asyncio.Task[None], Connection | None] = {}  # None until it is set up
         self._per_ip: collections.Counter[str] = collections.Counter()
         self.connections_accepted = 0  # Kafka client connections since start, read by /metrics
         self.connections_refused = 0  # over max_connections or max_connections_per_ip
@@ -169,9 +171,7 @@ class BrokerServer:
         if self._servers:
             for server in self._servers.values():
                 server.close()
-            for task in list(self._connections):
-                task.cancel()
-            await asyncio.gather(*self._connections, return_exceptions=True)
+            await self._close_connections()
             for server in self._servers.values():
                 await server.wait_closed()
             self._servers.clear()
@@ -193,6 +193,29 @@ class BrokerServer:
             finally:
                 await self._stop_http()
         log.info("kafkacompat stopped")
+
+    async def _close_connections(self) -> None:
+        """Read no more requests, send the answers owed (within STOP_GRACE seconds), then close.
+
+        As Kafka's controlled shutdown: a request the broker acted on is answered, else a producer
+        takes a stored write for unsent and may reuse its sequence number for another record.
+        """
+        for task, connection in list(self._connections.items()):
+            if connection is None:
+                task.cancel()
+            else:
+                connection.stop_reading()
+        if self._connections:
+            await asyncio.wait(list(self._connections), timeout=STOP_GRACE)
+        late = list(self._connections.items())
+        for task, connection in late:
+            if connection is None:
+                task.cancel()
+                continue
+            log.warning("closing connection from %s with answers still owed after %.0f s", connection.peer,
+                        STOP_GRACE)
+            connection.abandon()
+        await asyncio.gather(*(task for task, _ in late), return_exceptions=True)
 
     async def _stop_http(self) -> None:
         if self._http is not None:
@@ -242,7 +265,7 @@ class BrokerServer:
         assert self.cluster is not None
         task = asyncio.current_task()
         assert task is not None
-        self._connections.add(task)
+        self._connections[task] = None
         self._per_ip[ip] += 1
         self.connections_accepted += 1
         try:
@@ -254,9 +277,11 @@ class BrokerServer:
                     peer=client, listener=listener.name,
                     oauth=self.cluster.oauth, sub_claim=self.config.sasl_oauthbearer_sub_claim_name,
                 )
-            await Connection(self.cluster, reader, writer, self.config, self.faults, listener, principal, sasl).run()
+            connection = Connection(self.cluster, reader, writer, self.config, self.faults, listener, principal, sasl)
+            self._connections[task] = connection
+            await connection.run()
         finally:
-            self._connections.discard(task)
+            self._connections.pop(task, None)
             self._per_ip[ip] -= 1
             if not self._per_ip[ip]:
                 del self._per_ip[ip]
