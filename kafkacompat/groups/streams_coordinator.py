@@ -24,6 +24,7 @@ from collections.abc import Callable
 from kio.schema.errors import ErrorCode
 
 from ..config import BrokerConfig
+from .consumer_coordinator import HeartbeatError
 from .consumer_group import LEAVE_EPOCH, STATIC_LEAVE_EPOCH
 from .streams_group import NO_TASKS, MemberState, StreamsGroup, StreamsMember, Tasks, assign_tasks, reconcile
 from .streams_topology import ConfiguredTopology, Topology, configure
@@ -33,12 +34,6 @@ log = logging.getLogger(__name__)
 STREAMS_PROTOCOL_TYPE = "streams"
 # StreamsGroupHeartbeatResponse.Status codes
 STALE_TOPOLOGY, MISSING_SOURCE_TOPICS, MISSING_INTERNAL_TOPICS = 0, 1, 3
-
-
-class HeartbeatError(Exception):
-    def __init__(self, code: ErrorCode, message: str) -> None:
-        super().__init__(message)
-        self.code = code
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
