@@ -48,6 +48,10 @@ def test_every_shell_block_is_run_or_marked() -> None:
             problems.append(f"{block.where()}: a shell block with no <!-- run by: ... --> or <!-- not run: ... -->")
         elif block.marker == "not run" and not block.note:
             problems.append(f"{block.where()}: <!-- not run: --> without a reason")
+        elif block.marker == "not run":
+            problems += [f"{block.where()}: the reason names {path}, which does not exist"
+                         for path in re.findall(r"\b(?:tests|compat_tests)/[\w/.]*", block.note)
+                         if not (REPO / path.rstrip(".")).exists()]
         elif block.marker == "run by":
             function = _test_function(block.note)
             if function is None:
