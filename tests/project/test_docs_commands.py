@@ -119,3 +119,22 @@ def test_the_readme_tour(tmp_path: Path) -> None:
         broker.send_signal(signal.SIGTERM)
         assert broker.wait(timeout=30) == 0
     assert (tmp_path / "data" / "streams" / "apps" / "iot" / "oilpump_metrics").is_dir()
+
+
+SECURITY = "tests/project/test_docs_commands.py::test_the_security_setup"
+
+
+def test_the_security_setup(tmp_path: Path) -> None:
+    """docs/security.md's certificates (openssl) and SCRAM users, made as written in an empty folder."""
+    certificates, users = run_by(SECURITY)
+    for block in (certificates, users):
+        done = subprocess.run(["bash", "-euo", "pipefail", "-c", block.text], cwd=tmp_path, env=_env(),
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stdout + done.stderr
+    verified = subprocess.run(["openssl", "verify", "-CAfile", "ca.pem", "broker.pem", "alice.pem"], cwd=tmp_path,
+                              capture_output=True, text=True, timeout=30)
+    assert verified.stdout.split() == ["broker.pem:", "OK", "alice.pem:", "OK"], verified.stdout + verified.stderr
+    assert "user admin: SCRAM-SHA-512 set\nuser alice: SCRAM-SHA-512, SCRAM-SHA-256 set\n" in done.stdout
+    assert re.search(r"^admin\tSCRAM-SHA-512 \(iterations=\d+\)$", done.stdout, re.M), done.stdout
+    assert re.search(r"^alice\tSCRAM-SHA-256 \(iterations=\d+\), SCRAM-SHA-512", done.stdout, re.M), done.stdout
+    assert "secret" not in done.stdout
