@@ -145,7 +145,17 @@ def _wheel_command(wheels: Path) -> list[str]:
     [run] = [run for run in _values(builder, "RUN") if "pip wheel" in run]
     words = shlex.split(run.replace("/wheels", str(wheels)))
     assert words[:2] == ["pip", "wheel"]
-    return [sys.executable, "-m", *words, "--no-deps", "--no-build-isolation", "--quiet"]
+    # this environment's build backend when it is new enough (offline, quicker); else pip fetches one, as Docker's does
+    local = ["--no-build-isolation"] if _setuptools_version() >= (74, 1) else []
+    return [sys.executable, "-m", *words, "--no-deps", *local, "--quiet"]
+
+
+def _setuptools_version() -> tuple[int, ...]:
+    try:
+        import setuptools
+    except ImportError:  # Python 3.12's venv has none
+        return ()
+    return tuple(int(part) for part in re.findall(r"\d+", setuptools.__version__)[:2])
 
 
 def _start(python: Path, env: dict[str, str]) -> tuple[subprocess.Popen[str], str]:
