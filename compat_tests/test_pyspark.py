@@ -6,7 +6,7 @@ holding them is KAFKACOMPAT_SPARK_JARS, else spark-4.0/ in the shared jars
 folder (../shared/jars); without either these tests skip (and pyspark is not
 even imported). The Spark session is the run's one (kafkacompat.testing.spark),
 shared with tests/spark. kafka-clients 3.9.1 comes from the
-flink wheel the Java tests use. See the README for providing the jars.
+flink wheel the Java tests use. See docs/compatibility.md for providing the jars.
 """
 
 from __future__ import annotations

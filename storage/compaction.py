@@ -267,7 +267,7 @@ def filter_batch(
     its producer's last data batch, whose sequence numbers idempotence
     needs. `header` is batch_format.HEADER unpacked.
     """
-    base, attributes, last_delta, count = header[0], header[5], header[6], header[12]
+    base, attributes, count = header[0], header[5], header[12]
     if attributes & bf.ATTR_CONTROL:
         empty = markers.marker_read(header, codec.is_abort_marker(batch))
         stats.records_read += count

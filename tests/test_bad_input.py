@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import datetime
 import struct
-import sys
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -13,7 +12,7 @@ from kio.schema.errors import ErrorCode
 from kafkacompat.testing import Broker
 from kafkacompat.protocol.messages import make
 from kafkacompat.protocol.records import Record, build_batch
-from tests.wire import Wire, request_class
+from tests.wire import Wire
 
 PRODUCE_V = 9
 

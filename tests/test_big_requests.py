@@ -33,7 +33,7 @@ TOPICS = 20_000
 # slices, so a small request usually waits a slice or two (the median), and no wait reaches the
 # whole build. What no slicing removes are CPython's full garbage collections, which scan every
 # long-lived object: 100-300 ms of CPU at 20,000 topics, up to a second of wall clock on a loaded
-# 2-core machine (README "Sizing"); the worst case allows for them.
+# 2-core machine (docs/operations.md, "Sizing"); the worst case allows for them.
 MEDIAN_BOUND_S = 0.05
 WORST_BOUND_S = 2.0
 

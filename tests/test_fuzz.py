@@ -1,6 +1,6 @@
 """The fuzzing harness: every kept finding replays cleanly, and short fuzz runs find nothing.
 
-Long runs are documented in the README (Hostile input and fuzzing).
+Long runs are documented in docs/hostile-input.md (Fuzzing).
 """
 
 from __future__ import annotations

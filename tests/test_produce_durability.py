@@ -1,4 +1,4 @@
-"""When a produce is answered, per the stream's fsync policy (README: "What an acknowledgement promises").
+"""When a produce is answered, per the stream's fsync policy (docs/benchmarks.md: "What an acknowledgement promises").
 
 acks=all on one broker promises what Kafka's does, the batch in the log; only an `always`
 stream holds answers (acks=1 and acks=all alike) until an fsync has covered the batch. Each

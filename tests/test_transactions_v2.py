@@ -11,7 +11,6 @@ Kafka 4.1; these take the paths a client takes only on retries and races.
 from __future__ import annotations
 
 import dataclasses
-import datetime
 import time
 from pathlib import Path
 

@@ -66,7 +66,7 @@ def test_exactly_once_source_delivers_each_line_once_in_transactions(eos_worker,
         eos_worker.wait_state(name, "RUNNING")
         first = [f"line {i}" for i in range(30)]
         append_lines(source, first)
-        assert committed_values(connect_broker.bootstrap_servers, topic, 30) == [f'"{l}"'.encode() for l in first]
+        assert committed_values(connect_broker.bootstrap_servers, topic, 30) == [f'"{line}"'.encode() for line in first]
         # The records came in transactions: their batches are transactional, with markers between.
         partition = connect_broker.server.cluster.store.partition(connect_broker.server.cluster.default_stream,
                                                                   topic, 0)
@@ -84,7 +84,7 @@ def test_exactly_once_source_delivers_each_line_once_in_transactions(eos_worker,
         second = [f"after restart {i}" for i in range(10)]
         append_lines(source, second)
         got = committed_values(connect_broker.bootstrap_servers, topic, 40)
-        assert got == [f'"{l}"'.encode() for l in first + second]  # nothing twice, nothing lost
+        assert got == [f'"{line}"'.encode() for line in first + second]  # nothing twice, nothing lost
     finally:
         try:
             eos_worker.request("DELETE", f"/connectors/{name}")

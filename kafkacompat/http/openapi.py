@@ -159,7 +159,7 @@ def _op(summary: str, params: list[str], status: str, schema: str | None, *, bod
 
 
 C, T, G = ["cluster_id"], ["cluster_id", "topic"], ["cluster_id", "group"]
-I = ["group", "instance"]
+I = ["group", "instance"]  # noqa: E741 - C, T, G, I: the path parameters of each route family
 RECORD_MEDIA = [f"application/vnd.kafka.{f}.v2+json" for f in ("json", "binary", "string")]
 
 

@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING
 
 from .. import batch_format as bf
 from ..compaction import (
-    DEFAULT_BACKOFF_MS, DEFAULT_DEDUPE_BUFFER_BYTES, CleanResult, FilterStats, MarkerTracker, OffsetMap,
+    DEFAULT_DEDUPE_BUFFER_BYTES, CleanResult, FilterStats, MarkerTracker, OffsetMap,
     RecordCodec, clean_range, drops_tombstones, due, filter_batch, map_dirty, scan_log,
 )
 from ..namespace import Settings, now_ms

@@ -2,7 +2,7 @@
 
 Two fixed seeds and one random seed (printed, so a failure can be replayed
 with `--seed`), each half a minute of faults from the `safe` mix: the faults
-whose README promises hold today, every disk fault among them. Seed 23 runs
+whose promises (docs/operations.md) hold today, every disk fault among them. Seed 23 runs
 the broker without --skip-damaged, so consumers reaching a quarantined range
 must be told (an error event). The faults held back (nemesis.HELD_BACK, the
 cloud engine's database outage) find known bugs; KAFKACOMPAT_CHAOS_FAULTS=all

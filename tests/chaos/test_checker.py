@@ -1,5 +1,5 @@
 """The campaign's checker against hand-made histories: every kind of violation is caught, and what the
-README allows (losses to damaged partitionlets the broker quarantined) is listed, not counted as a violation."""
+docs/operations.md allows (losses to damaged partitionlets the broker quarantined) is listed, not counted as a violation."""
 
 from __future__ import annotations
 
@@ -141,7 +141,7 @@ def unseen_cut(s: Story, from_offset: int | None) -> None:
 
 
 def test_a_cut_the_broker_cannot_see_allows_loss_and_reuse_from_that_offset_on_listed_not_silent() -> None:
-    """The README's one named exception: an active log cut at a batch boundary while the broker is down."""
+    """The one exception docs/operations.md names: an active log cut at a batch boundary while the broker is down."""
     def story(from_offset: int | None) -> Story:
         s = healthy()
         s.add("commit", group="g", member="m", topic=A, partition=0, offset=3)
@@ -279,7 +279,7 @@ def test_a_broker_that_does_not_start_or_stop_cleanly_is_a_violation() -> None:
 def test_a_stop_on_a_full_disk_may_leave_the_clean_marker_out_but_must_exit_0() -> None:
     s = healthy()
     s.add("fault", name="full-disk-sigterm", phase="start", filled=1 << 20, free=0)
-    s.add("broker", action="stopped", rc=0, clean=False)  # a manifest could not be saved: README allows it
+    s.add("broker", action="stopped", rc=0, clean=False)  # a manifest could not be saved: docs/operations.md allows it
     s.add("broker", action="stopped", rc=1, clean=False)
     s.add("fault", name="full-disk-sigterm", phase="end")
     s.add("broker", action="stopped", rc=0, clean=False)  # room again: the marker is owed

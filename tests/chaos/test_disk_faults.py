@@ -1,4 +1,4 @@
-"""The disk engine's nemesis marks the one partitionlet damage the README says a start cannot see (an active
+"""The disk engine's nemesis marks the one partitionlet damage docs/operations.md says a start cannot see (an active
 log cut exactly at a batch boundary past its manifest's checkpoint), and nothing else, so the checker's
 allowance for it stays that narrow."""
 

@@ -13,7 +13,7 @@ from kafkacompat.testing import Broker
 
 from .conftest import assert_one_line_error, kafkacompat
 
-EXIT_CONFIG, EXIT_LISTEN, EXIT_DATA_DIR = 2, 3, 4  # README, "serve exit codes"
+EXIT_CONFIG, EXIT_LISTEN, EXIT_DATA_DIR = 2, 3, 4  # docs/configuration.md, "serve exit codes"
 
 
 def stopped_store(tmp_path: Path) -> Path:

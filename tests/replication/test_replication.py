@@ -35,7 +35,7 @@ def clusters(tmp_path, monkeypatch):
 
 def in_sync(broker: Broker, path: str, count: int = 1) -> bool:
     links = link_state(broker, path)
-    return len(links) == count and all(l["state"] == "in-sync" for l in links)
+    return len(links) == count and all(entry["state"] == "in-sync" for entry in links)
 
 
 @pytest.mark.parametrize("destination", ["disk", "cloud"])
@@ -105,8 +105,8 @@ def test_ring_and_full_mesh_keep_every_message_once(clusters, topology):
     for n in range(3):
         _everywhere_same(brokers, f"from{n}", 15)
     for broker in brokers:
-        wait_for(lambda: all(l["state"] == "in-sync" for l in link_state(broker, "/s")), what="links in sync")
-        assert all(l["last_error"] is None for l in link_state(broker, "/s"))
+        wait_for(lambda: all(entry["state"] == "in-sync" for entry in link_state(broker, "/s")), what="links in sync")
+        assert all(entry["last_error"] is None for entry in link_state(broker, "/s"))
     # still exactly once after more writes go round
     brokers[1].produce("/s:from1", b"more")
     _everywhere_same(brokers, "from1", 16)
@@ -129,7 +129,7 @@ def test_multimaster_collision_breaks_the_link_and_keeps_both_sides(clusters):
     a.produce("/s:t", b"from-a")
     b.produce("/s:t", b"from-b")  # b writes the same partition while the link is paused: offset 0 on both
     admin(a).call("replica.resume", path="/s", replica=replica(b, "/s"))
-    [link] = wait_for(lambda: [l for l in link_state(a, "/s") if l["state"] == "broken"], what="broken link")
+    [link] = wait_for(lambda: [entry for entry in link_state(a, "/s") if entry["state"] == "broken"], what="broken link")
     assert "topic t partition 0" in link["reason"] and "offset 0" in link["reason"]
     assert values(a, "/s:t") == [(0, b"from-a")] and values(b, "/s:t") == [(0, b"from-b")]
 
@@ -142,7 +142,7 @@ def test_pause_and_resume(clusters):
     state = admin(a).call("replica.pause", path="/s", replica=replica(b, "/s"))
     assert state["state"] == "paused"
     a.produce("/s:t", b"two")
-    [link] = wait_for(lambda: [l for l in link_state(a, "/s") if l["lag_messages"] == 1], what="lag of 1")
+    [link] = wait_for(lambda: [entry for entry in link_state(a, "/s") if entry["lag_messages"] == 1], what="lag of 1")
     assert link["state"] == "paused" and end_offset(b, "/s", "t") == 1
     admin(a).call("replica.resume", path="/s", replica=replica(b, "/s"))
     wait_for(lambda: end_offset(b, "/s", "t") == 2, what="resumed")
@@ -168,7 +168,7 @@ def test_unreachable_replica_is_pending_with_an_error(clusters, caplog):
     admin(a).call("stream.create", path="/s")
     a.produce("/s:t", b"x")
     admin(a).call("replica.add", path="/s", replica="127.0.0.1:1/s")
-    [link] = wait_for(lambda: [l for l in link_state(a, "/s") if l["last_error"]], what="an error")
+    [link] = wait_for(lambda: [entry for entry in link_state(a, "/s") if entry["last_error"]], what="an error")
     assert link["state"] == "pending" and "cannot reach 127.0.0.1:1" in link["last_error"]
     assert link["lag_messages"] == 1
     assert any("cannot reach 127.0.0.1:1" in r.getMessage() and r.levelname == "ERROR" for r in caplog.records)
@@ -179,7 +179,7 @@ def test_different_partition_counts_break_the_link(clusters):
     admin(a).call("topic.create", name="/s:t", partitions=1)
     admin(b).call("topic.create", name="/s:t", partitions=2)
     _link(a, b)
-    [link] = wait_for(lambda: [l for l in link_state(a, "/s") if l["state"] == "broken"], what="broken link")
+    [link] = wait_for(lambda: [entry for entry in link_state(a, "/s") if entry["state"] == "broken"], what="broken link")
     assert "partition counts differ" in link["reason"]
     assert b.server.store.get_topic("/s", "t").partitions == 2
 
@@ -190,7 +190,7 @@ def test_non_empty_destination_with_other_data_breaks_the_link(clusters):
     a.produce("/s:t", b"mine too")
     b.produce("/s:t", b"theirs")
     _link(a, b)
-    [link] = wait_for(lambda: [l for l in link_state(a, "/s") if l["state"] == "broken"], what="broken link")
+    [link] = wait_for(lambda: [entry for entry in link_state(a, "/s") if entry["state"] == "broken"], what="broken link")
     assert "collision in topic t partition 0" in link["reason"]
     assert values(b, "/s:t") == [(0, b"theirs")]
 
@@ -199,7 +199,7 @@ def test_missing_destination_stream_is_reported(clusters):
     a, b = clusters("a"), clusters("b")
     admin(a).call("stream.create", path="/s")
     admin(a).call("replica.add", path="/s", replica=replica(b, "/elsewhere"))
-    [link] = wait_for(lambda: [l for l in link_state(a, "/s") if l["state"] == "broken"], what="broken link")
+    [link] = wait_for(lambda: [entry for entry in link_state(a, "/s") if entry["state"] == "broken"], what="broken link")
     assert "stream /elsewhere does not exist on cluster b" in link["reason"]
 
 
@@ -255,7 +255,7 @@ def test_lost_destination_shows_in_replica_list_while_idle(clusters):
     a.produce("/s:t", b"x")
     wait_for(lambda: in_sync(a, "/s"), what="in sync")
     b.stop()
-    [link] = wait_for(lambda: [l for l in link_state(a, "/s") if l["state"] == "pending"], what="pending")
+    [link] = wait_for(lambda: [entry for entry in link_state(a, "/s") if entry["state"] == "pending"], what="pending")
     assert "cannot reach" in link["last_error"]
 
 

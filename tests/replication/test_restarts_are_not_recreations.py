@@ -20,7 +20,7 @@ def _start(tmp_path, name: str, port: int = 0) -> Broker:
 
 def _in_sync(broker: Broker) -> bool:
     links = link_state(broker, "/apps/cars")
-    return bool(links) and all(l["state"] == "in-sync" for l in links)
+    return bool(links) and all(entry["state"] == "in-sync" for entry in links)
 
 
 def _settled(brokers: list[Broker], topics: dict[str, int]) -> None:

@@ -57,7 +57,7 @@ def test_link_logs_in_and_copies_byte_for_byte(destination: Broker, tmp_path, ca
         for i in range(20):
             source.produce("/s:metrics", f"m{i}".encode())
         admin(source).call("replica.add", path="/s", replica=replica(destination, "/s"))
-        wait_for(lambda: [l for l in link_state(source, "/s") if l["state"] == "in-sync"], what="link in sync")
+        wait_for(lambda: [entry for entry in link_state(source, "/s") if entry["state"] == "in-sync"], what="link in sync")
         assert batches(destination, "/s", "metrics") == batches(source, "/s", "metrics")
         source.produce("/s:metrics", b"late")
         wait_for(lambda: end_offset(destination, "/s", "metrics") == 21, what="late message replicated")
@@ -81,7 +81,7 @@ def test_refused_link_is_broken_and_writes_nothing(destination: Broker, tmp_path
     try:
         source.produce("/s:refused", b"never")
         admin(source).call("replica.add", path="/s", replica=replica(destination, "/s"))
-        [link] = wait_for(lambda: [l for l in link_state(source, "/s") if l["state"] == "broken"], what="broken link")
+        [link] = wait_for(lambda: [entry for entry in link_state(source, "/s") if entry["state"] == "broken"], what="broken link")
         assert reason.format(port=destination.port) in link["reason"], link
         assert end_offset(destination, "/s", "refused") == -1
         logged = [r for r in caplog.records if r.levelname == "ERROR" and "replica /s ->" in r.getMessage()]
@@ -96,14 +96,14 @@ def test_broken_login_retries_and_succeeds_once_the_user_exists(destination: Bro
         for i in range(5):
             source.produce("/s:late", f"l{i}".encode())
         admin(source).call("replica.add", path="/s", replica=replica(destination, "/s"))
-        wait_for(lambda: [l for l in link_state(source, "/s") if l["state"] == "broken"], what="broken link")
+        wait_for(lambda: [entry for entry in link_state(source, "/s") if entry["state"] == "broken"], what="broken link")
         assert end_offset(destination, "/s", "late") == -1
         upsertion = UserScramCredentialUpsertion("latecomer", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096),
                                                  b"late-pw")
         users = KafkaAdminClient(destination.client_config("admin"))  # outlives its futures
         users.alter_user_scram_credentials([upsertion])["latecomer"].result(timeout=10)
         admin(source).call("replica.resume", path="/s", replica=replica(destination, "/s"))  # retry now, not in 30 s
-        wait_for(lambda: [l for l in link_state(source, "/s") if l["state"] == "in-sync"], what="link in sync")
+        wait_for(lambda: [entry for entry in link_state(source, "/s") if entry["state"] == "in-sync"], what="link in sync")
         assert batches(destination, "/s", "late") == batches(source, "/s", "late")
     finally:
         source.stop()

@@ -31,7 +31,7 @@ def test_only_listed_upstreams_may_replicate_and_removing_one_stops_it(trio):
     assert answer["cluster"] == str(c.server.store.store_id)  # asked of London itself
     a.produce("/s:t", b"from sanjose")
     admin(a).call("replica.add", path="/s", replica=replica(b, "/s"))
-    link = wait_for(lambda: (lambda l: l if l["state"] == "broken" else None)(state_of(a)),
+    link = wait_for(lambda: (lambda entry: entry if entry["state"] == "broken" else None)(state_of(a)),
                     what="link refused by newyork")
     assert "takes replication only from its upstreams" in link["reason"]
     assert f"127.0.0.1:{c.port}/s" in link["reason"] and "sanjose" in link["reason"]

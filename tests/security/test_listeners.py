@@ -22,13 +22,13 @@ def test_listeners_from_file_environment_and_flags(tmp_path) -> None:
                     'listener_security_protocol_map = ["INTERNAL:SASL_PLAINTEXT"]\n'
                     'advertised_listeners = ["INTERNAL://broker1.internal:19094"]\n')
     listeners = parse_listeners(load_config(str(path), environ={}))
-    assert [(l.name, l.security_protocol, l.host, l.port) for l in listeners] == [
+    assert [(listener.name, listener.security_protocol, listener.host, listener.port) for listener in listeners] == [
         ("PLAINTEXT", "PLAINTEXT", "127.0.0.1", 9092), ("INTERNAL", "SASL_PLAINTEXT", "0.0.0.0", 9094)]
     assert listeners[1].advertised(9094) == ("broker1.internal", 19094)
     env = load_config(environ={"KAFKACOMPAT_LISTENERS": "SASL_PLAINTEXT://127.0.0.1:9093,PLAINTEXT://[::1]:9092"})
-    assert [str(l) for l in parse_listeners(env)] == ["SASL_PLAINTEXT://127.0.0.1:9093", "PLAINTEXT://[::1]:9092"]
+    assert [str(listener) for listener in parse_listeners(env)] == ["SASL_PLAINTEXT://127.0.0.1:9093", "PLAINTEXT://[::1]:9092"]
     default = parse_listeners(load_config(environ={}, overrides={"host": "127.0.0.1", "port": 9300}))
-    assert [str(l) for l in default] == ["PLAINTEXT://127.0.0.1:9300"]  # --host/--port without listeners
+    assert [str(listener) for listener in default] == ["PLAINTEXT://127.0.0.1:9300"]  # --host/--port without listeners
 
 
 @pytest.mark.parametrize("settings,message", [
