@@ -7,6 +7,11 @@ from typing import Any
 from ..security.acls import Operation
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
 from .txn_common import fenced_as
+from .registry import Api, changes
+
+
+# AddOffsetsToTxn v0-4
+API = Api(25, (0, 4), changes())
 
 FENCED_FROM = 2
 

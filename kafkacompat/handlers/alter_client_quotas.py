@@ -8,6 +8,11 @@ from kafkacompat import storage
 
 from ..broker.quotas import QuotaError, entity_of
 from .common import NO_THROTTLE, ErrorCode, make, schema_of, storage_error_code
+from .registry import Api, changes
+
+
+# AlterClientQuotas v0-1
+API = Api(49, (0, 1), changes(("entries",), "entries"))
 
 
 async def _alter(ctx: Any, entry: Any, validate_only: bool) -> tuple[ErrorCode, str | None]:

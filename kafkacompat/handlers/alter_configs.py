@@ -6,6 +6,11 @@ from typing import Any
 
 from .common import NO_THROTTLE, make, schema_of
 from .config_changes import apply_configs
+from .registry import Api, changes
+
+
+# AlterConfigs v0-2
+API = Api(33, (0, 2), changes(("resources",), "responses"))
 
 
 async def handle(ctx: Any, request: Any) -> Any:

@@ -11,6 +11,11 @@ from __future__ import annotations
 from typing import Any
 
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
+from .registry import Api, reads
+
+
+# AlterPartitionReassignments v0
+API = Api(45, (0, 0), reads())
 
 
 def _check(ctx: Any, topic: str, info: Any, missing: ErrorCode, index: int, replicas: Any) -> tuple[ErrorCode, str | None]:

@@ -11,6 +11,11 @@ from typing import Any
 from ..security.acls import Operation
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
 from .share_offsets_common import group_refusal
+from .registry import Api, changes
+
+
+# AlterShareGroupOffsets v0
+API = Api(91, (0, 0), changes())
 
 
 def _part(m: Any, index: int, error: ErrorCode, message: str | None = None) -> Any:

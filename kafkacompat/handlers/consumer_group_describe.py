@@ -14,6 +14,11 @@ from ..security.acls import Operation, ResourceType
 from .common import NO_THROTTLE, UNSET_OPERATIONS, ErrorCode, make, schema_of
 from .describe_groups import GROUP_OPERATIONS
 from .group_common import protocol_off
+from .registry import Api, reads
+
+
+# ConsumerGroupDescribe v0-1
+API = Api(69, (0, 1), reads())
 
 CLASSIC_MEMBER_TYPE, CONSUMER_MEMBER_TYPE = 0, 1  # v1: -1 unknown, 0 classic member, 1 consumer member
 

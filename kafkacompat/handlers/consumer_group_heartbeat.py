@@ -10,6 +10,11 @@ from ..groups.consumer_coordinator import HeartbeatRequest
 from ..security.acls import Operation
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
 from .group_common import client_host, millis
+from .registry import Api, changes
+
+
+# ConsumerGroupHeartbeat v0-1 (KIP-848); v1: the client makes its member id
+API = Api(68, (0, 1), changes())
 
 
 def _owned(topic_partitions: Any) -> dict[Any, frozenset[int]] | None:

@@ -11,6 +11,11 @@ from ..security.acls import (
 )
 from .common import NO_THROTTLE, ErrorCode, make, schema_of, storage_error_code
 from .describe_acls import refusal
+from .registry import Api, changes
+
+
+# CreateAcls v1-3
+API = Api(30, (1, 3), changes(("creations",), "results"))
 
 SECURITY_DISABLED = "No Authorizer is configured."  # Kafka's words for CreateAcls and DeleteAcls
 

@@ -11,6 +11,11 @@ from ..security.acls import Operation
 from ..security.authorizer import TOPIC_DENIED
 from .common import NO_THROTTLE, ErrorCode, make, schema_of, storage_error_code
 from .partition_limits import PER_REQUEST_MESSAGE, partition_limit_error
+from .registry import Api, changes
+
+
+# CreatePartitions v0-3
+API = Api(37, (0, 3), changes(("topics",), "results"))
 
 
 async def _grow(ctx: Any, topic: Any, validate_only: bool) -> tuple[ErrorCode, str | None]:

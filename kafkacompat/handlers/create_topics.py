@@ -12,6 +12,11 @@ from ..security.acls import Operation
 from ..security.authorizer import TOPIC_DENIED
 from .common import NO_THROTTLE, ErrorCode, make, schema_of, storage_error_code
 from .partition_limits import PER_REQUEST_MESSAGE, partition_limit_error
+from .registry import Api, changes
+
+
+# CreateTopics v2-7
+API = Api(19, (2, 7), changes(("topics",), "topics"))
 
 
 async def _create(ctx: Any, topic: Any, validate_only: bool) -> tuple[ErrorCode, str | None, Any]:

@@ -8,6 +8,11 @@ from kafkacompat import storage
 
 from ..security.acls import Operation
 from .common import NO_THROTTLE, ErrorCode, coordinator_storage_error_code, make, schema_of
+from .registry import Api, changes
+
+
+# DeleteGroups v0-2
+API = Api(42, (0, 2), changes(("groups_names",), "results"))
 
 
 async def handle(ctx: Any, request: Any) -> Any:

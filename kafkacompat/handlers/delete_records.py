@@ -8,6 +8,11 @@ from kafkacompat import storage
 
 from ..security.acls import Operation
 from .common import NO_THROTTLE, ErrorCode, make, schema_of, storage_error_code
+from .registry import Api, changes
+
+
+# DeleteRecords v0-2
+API = Api(21, (0, 2), changes(("topics",), "topics"))
 
 
 async def handle(ctx: Any, request: Any) -> Any:

@@ -10,6 +10,11 @@ from typing import Any
 from ..security.acls import Operation
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
 from .share_offsets_common import group_refusal
+from .registry import Api, changes
+
+
+# DeleteShareGroupOffsets v0
+API = Api(92, (0, 0), changes())
 
 
 async def handle(ctx: Any, request: Any) -> Any:

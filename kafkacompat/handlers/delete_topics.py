@@ -10,6 +10,11 @@ from ..broker.cluster import TopicError
 from ..security.acls import Operation
 from ..security.authorizer import TOPIC_DENIED
 from .common import NO_THROTTLE, ErrorCode, make, schema_of, storage_error_code
+from .registry import Api, changes
+
+
+# DeleteTopics v1-6
+API = Api(20, (1, 6), changes(("topics", "topic_names"), "responses"))
 
 
 async def _delete(ctx: Any, name: str | None, topic_id: Any) -> tuple[ErrorCode, str | None, Any, Any]:

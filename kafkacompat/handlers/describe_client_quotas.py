@@ -5,6 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
+from .registry import Api, reads
+
+
+# DescribeClientQuotas v0-1
+API = Api(48, (0, 1), reads())
 
 EXACT, DEFAULT, ANY = 0, 1, 2
 

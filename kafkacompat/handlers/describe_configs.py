@@ -10,6 +10,11 @@ from ..broker.topic_configs import TOPIC_CONFIGS, Synonym, config_synonyms
 from ..security.acls import Operation
 from ..security.authorizer import config_refusal
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
+from .registry import Api, reads
+
+
+# DescribeConfigs v1-4
+API = Api(32, (1, 4), reads())
 
 TOPIC, BROKER, BROKER_LOGGER, GROUP = 2, 4, 8, 32
 UNKNOWN_TYPE = 0

@@ -15,6 +15,11 @@ from ..security.acls import Operation, ResourceType
 from ..security.delegation_tokens import TokenInfo, describable, split_principal
 from .common import NO_THROTTLE, ErrorCode, make, schema_of, storage_error_code
 from .token_common import token_requests_allowed
+from .registry import Api, reads
+
+
+# DescribeDelegationToken v1-3: v3 shows each token's requester
+API = Api(41, (1, 3), reads())
 
 
 def _described(m: Any, ctx: Any, token: TokenInfo) -> Any:

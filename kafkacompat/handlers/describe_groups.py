@@ -10,6 +10,11 @@ from typing import Any
 
 from ..security.acls import Operation, ResourceType
 from .common import NO_THROTTLE, UNSET_OPERATIONS, ErrorCode, make, schema_of
+from .registry import Api, reads
+
+
+# DescribeGroups v0-6
+API = Api(15, (0, 6), reads())
 
 # READ (3), DELETE (6), DESCRIBE (8): the operations Kafka lists for a group
 GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)

@@ -21,6 +21,11 @@ from kafkacompat import storage
 
 from ..broker.cluster import TopicError
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
+from .registry import Api, reads
+
+
+# DescribeLogDirs v1-4
+API = Api(35, (1, 4), reads())
 
 # volume -> topic name -> partition -> (bytes, offset lag, is future)
 Usage = dict[str, dict[str, dict[int, tuple[int, int, bool]]]]

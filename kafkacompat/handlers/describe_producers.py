@@ -12,6 +12,11 @@ from kafkacompat import storage
 
 from ..security.acls import Operation
 from .common import NO_THROTTLE, ErrorCode, make, schema_of, storage_error_code
+from .registry import Api, reads
+
+
+# DescribeProducers v0
+API = Api(61, (0, 0), reads(("topics",), "topics"))
 
 
 async def _partition(ctx: Any, m: Any, info: Any, missing: ErrorCode, index: int) -> Any:

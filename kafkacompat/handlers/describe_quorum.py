@@ -18,6 +18,11 @@ import uuid
 from typing import Any
 
 from .common import ErrorCode, make, schema_of
+from .registry import Api, reads
+
+
+# DescribeQuorum v0-2: the controller as the metadata quorum's one voter (Kafka forwards it)
+API = Api(55, (0, 2), reads())
 
 METADATA_TOPIC = "__cluster_metadata"
 CONTROLLER_LISTENER = "CONTROLLER"

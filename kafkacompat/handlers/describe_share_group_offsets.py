@@ -7,6 +7,11 @@ from typing import Any
 from ..security.acls import Operation
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
 from .share_offsets_common import group_refusal
+from .registry import Api, reads
+
+
+# DescribeShareGroupOffsets v0
+API = Api(90, (0, 0), reads())
 
 
 def _partition(m: Any, index: int, start_offset: int, error: ErrorCode = ErrorCode.none) -> Any:

@@ -22,6 +22,11 @@ from ..broker.topic_names import canonical_name
 from ..security.acls import Operation, ResourceType
 from .common import ALL_TOPIC_OPERATIONS, NO_THROTTLE, ErrorCode, make, schema_of
 from .slices import Slicer
+from .registry import Api, reads
+
+
+# DescribeTopicPartitions v0
+API = Api(75, (0, 0), reads())
 
 BROKER_PARTITION_LIMIT = 2000  # Kafka's max.request.partition.size.limit
 

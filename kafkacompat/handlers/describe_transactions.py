@@ -7,6 +7,11 @@ from typing import Any
 
 from ..security.acls import Operation
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
+from .registry import Api, reads
+
+
+# DescribeTransactions v0
+API = Api(65, (0, 0), reads())
 
 
 def _topics(m: Any, cluster: Any, partitions: set[tuple[str, str, int]]) -> tuple[Any, ...]:

@@ -6,6 +6,11 @@ from typing import Any
 
 from ..security.scram import MECHANISMS
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
+from .registry import Api, reads
+
+
+# DescribeUserScramCredentials v0
+API = Api(50, (0, 0), reads())
 
 MECHANISM_CODES = {"SCRAM-SHA-256": 1, "SCRAM-SHA-512": 2}  # Kafka's ScramMechanism type bytes
 assert set(MECHANISM_CODES) == set(MECHANISMS)

@@ -5,6 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
+from .registry import Api, reads
+
+
+# ElectLeaders v0-2
+API = Api(43, (0, 2), reads())
 
 NOT_NEEDED = "Leader election not needed for topic partition."
 

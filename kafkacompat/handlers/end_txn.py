@@ -11,6 +11,11 @@ from typing import Any
 from ..security.acls import Operation
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
 from .txn_common import fenced_as
+from .registry import Api, changes
+
+
+# EndTxn v0-5: v5 is transactions v2: a new epoch at every end (KIP-890)
+API = Api(26, (0, 5), changes())
 
 FENCED_FROM = 2
 TRANSACTIONS_V2_FROM = 5

@@ -31,6 +31,11 @@ from ..transactions import PartitionTxns
 from ..transactions.partition_state import stable_prefix
 from ..security.acls import Operation
 from .common import ErrorCode, leader_epoch_error, storage_error_code
+from .registry import Api, changes
+
+
+# Fetch v4-17; error answers: a long poll would delay the error
+API = Api(1, (4, 17), changes(("topics",), "responses", fixed={"error_code": ErrorCode.none, "session_id": 0}))
 
 TOPIC_IDS_FROM = 13  # v13+ name topics by id
 READ_COMMITTED = 1

@@ -12,6 +12,11 @@ from typing import Any
 from ..security.acls import Operation
 from ..security.authorizer import GROUP_DENIED, TRANSACTIONAL_ID_DENIED
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
+from .registry import Api, reads
+
+
+# FindCoordinator v0-6: v4+ batches keys
+API = Api(10, (0, 6), reads())
 
 GROUP_KEY, TRANSACTION_KEY = 0, 1
 

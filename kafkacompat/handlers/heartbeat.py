@@ -6,6 +6,11 @@ from typing import Any
 
 from ..security.acls import Operation
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
+from .registry import Api, changes
+
+
+# Heartbeat v0-4
+API = Api(12, (0, 4), changes())
 
 
 async def handle(ctx: Any, request: Any) -> Any:

@@ -13,6 +13,11 @@ from typing import Any
 from ..broker.topic_configs import topic_config_value
 from .common import NO_THROTTLE, make, schema_of
 from .config_changes import TOPIC, apply_configs
+from .registry import Api, changes
+
+
+# IncrementalAlterConfigs v0-1
+API = Api(44, (0, 1), changes(("resources",), "responses"))
 
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 

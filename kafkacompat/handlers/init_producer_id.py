@@ -14,6 +14,11 @@ from ..security.authorizer import client_host, deny
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
 from .group_common import millis
 from .txn_common import fenced_as
+from .registry import Api, changes
+
+
+# InitProducerId v0-5
+API = Api(22, (0, 5), changes())
 
 FENCED_FROM = 4  # PRODUCER_FENCED in answers from v4 (KIP-588)
 

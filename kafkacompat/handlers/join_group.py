@@ -8,6 +8,11 @@ from ..groups import JoinRequest, JoinResult
 from ..security.acls import Operation
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
 from .group_common import client_host, millis
+from .registry import Api, changes
+
+
+# JoinGroup v0-9
+API = Api(11, (0, 9), changes())
 
 
 def _response(m: Any, version: int, result: JoinResult) -> Any:

@@ -6,6 +6,11 @@ from typing import Any
 
 from ..security.acls import Operation
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
+from .registry import Api, changes
+
+
+# LeaveGroup v0-5; error answers: v3+ lists members
+API = Api(13, (0, 5), changes(("members",), "members"))
 
 
 async def handle(ctx: Any, request: Any) -> Any:

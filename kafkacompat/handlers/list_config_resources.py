@@ -12,6 +12,11 @@ from typing import Any
 
 from ..broker import group_configs
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
+from .registry import Api, reads
+
+
+# ListConfigResources v0-1 (v0: ListClientMetricsResources)
+API = Api(74, (0, 1), reads())
 
 TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP = 2, 4, 8, 16, 32
 SERVED = (GROUP, BROKER_LOGGER, BROKER, TOPIC, CLIENT_METRICS)

@@ -6,6 +6,11 @@ from typing import Any
 
 from ..security.acls import Operation
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
+from .registry import Api, reads
+
+
+# ListGroups v0-5
+API = Api(16, (0, 5), reads())
 
 
 async def handle(ctx: Any, request: Any) -> Any:

@@ -19,6 +19,11 @@ from kafkacompat import storage
 from ..transactions import PartitionTxns
 from ..security.acls import Operation
 from .common import NO_THROTTLE, ErrorCode, leader_epoch_error, make, schema_of, storage_error_code
+from .registry import Api, reads
+
+
+# ListOffsets v1-10
+API = Api(2, (1, 10), reads(("topics",), "topics"))
 
 EARLIEST, LATEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -2, -1, -3, -4, -5
 # special timestamp -> the first ListOffsets version that defines it

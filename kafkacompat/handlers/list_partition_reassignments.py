@@ -5,6 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
+from .registry import Api, reads
+
+
+# ListPartitionReassignments v0
+API = Api(46, (0, 0), reads())
 
 
 async def handle(ctx: Any, request: Any) -> Any:

@@ -8,6 +8,11 @@ from typing import Any
 from ..transactions import TxnState
 from ..security.acls import Operation, ResourceType
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
+from .registry import Api, reads
+
+
+# ListTransactions v0-2
+API = Api(66, (0, 2), reads())
 
 _KNOWN_STATES = {state.value for state in TxnState}
 

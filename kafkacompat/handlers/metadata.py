@@ -20,6 +20,11 @@ from ..broker.topic_names import canonical_name
 from ..security.acls import CLUSTER_NAME, Operation, ResourceType
 from .common import ALL_CLUSTER_OPERATIONS, ALL_TOPIC_OPERATIONS, NO_THROTTLE, UNSET_OPERATIONS, ErrorCode, make, schema_of
 from .slices import Slicer, encode_with_array
+from .registry import Api, reads
+
+
+# Metadata v0-12
+API = Api(3, (0, 12), reads(("topics",), "topics"))
 
 ENCODED_FROM = 1000  # topics in an answer from which it is encoded here, in slices
 

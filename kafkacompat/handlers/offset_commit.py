@@ -16,6 +16,11 @@ from kafkacompat.storage import Cursor
 from ..security.acls import Operation
 from .common import NO_THROTTLE, ErrorCode, coordinator_storage_error_code, make, schema_of
 from .group_common import partition_errors
+from .registry import Api, changes
+
+
+# OffsetCommit v2-9
+API = Api(8, (2, 9), changes(("topics",), "topics"))
 
 log = logging.getLogger(__name__)
 

@@ -10,6 +10,11 @@ from ..broker.cluster import TopicError
 from ..security.acls import Operation
 from .common import NO_THROTTLE, ErrorCode, coordinator_storage_error_code, make, schema_of
 from .group_common import partition_errors
+from .registry import Api, changes
+
+
+# OffsetDelete v0
+API = Api(47, (0, 0), changes(("topics",), "topics"))
 
 
 def _resolve(ctx: Any, name: str) -> tuple[str, str] | None:

@@ -19,6 +19,11 @@ from typing import Any
 from ..broker.cluster import TopicError
 from ..security.acls import Operation
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
+from .registry import Api, reads
+
+
+# OffsetFetch v1-9: v8+ batches groups
+API = Api(9, (1, 9), reads(("groups",), "groups", older=(8, reads(("topics",), "topics"))))
 
 # (name, [(partition, offset, leader epoch, metadata, error)])
 TopicOffsets = list[tuple[str, list[tuple[int, int, int, str, ErrorCode]]]]

@@ -36,10 +36,15 @@ from ..broker.quotas import PRODUCE as PRODUCER_BYTE_RATE
 from ..broker.topic_configs import ProduceConfigs, produce_configs
 from ..security.acls import Operation
 from .common import NO_RESPONSE, CloseConnection, ErrorCode, storage_error_code
+from .registry import Api, changes
 
 log = logging.getLogger(__name__)
 
 FIRST_SERVED_VERSION = 3  # v0-2 are advertised (librdkafka needs it) but refused
+
+# Produce v0-13: 0-2 answered with UNSUPPORTED_VERSION (librdkafka needs min 0); v13 names topics by id
+API = Api(0, (0, 13), changes(("topic_data",), "responses", handler_refuses_below=FIRST_SERVED_VERSION))
+
 FIRST_WITH_CURRENT_LEADER = 10  # KIP-951: a refusal names the partition's leader
 IMPLICIT_ADD_FROM = 12  # KIP-890 part 2: a transactional batch adds its partition to the transaction
 ANSWER_WITHIN = 0.9  # of a produce request's timeout: a write not done by then is answered REQUEST_TIMED_OUT

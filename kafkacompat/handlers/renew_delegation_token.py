@@ -5,6 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from .token_common import expiry_answer, milliseconds
+from .registry import Api, changes
+
+
+# RenewDelegationToken v1-2
+API = Api(39, (1, 2), changes())
 
 
 async def handle(ctx: Any, request: Any) -> Any:

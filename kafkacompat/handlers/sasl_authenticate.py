@@ -7,6 +7,11 @@ from typing import Any
 
 from ..security.scram import AuthenticationFailed
 from .common import ErrorCode, make, schema_of
+from .registry import Api, changes
+
+
+# SaslAuthenticate v0-2: v1+ carries the session lifetime (KIP-368 re-authentication); error answers: an injected error fails the login
+API = Api(36, (0, 2), changes())
 
 
 def _answer(ctx: Any, error: ErrorCode, message: str | None, token: bytes = b"", lifetime_ms: int = 0) -> Any:

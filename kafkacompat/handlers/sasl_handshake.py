@@ -5,6 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from .common import ErrorCode, make, schema_of
+from .registry import Api, changes
+
+
+# SaslHandshake v0-1: v0: the tokens follow as bare frames
+API = Api(17, (0, 1), changes())
 
 
 async def handle(ctx: Any, request: Any) -> Any:

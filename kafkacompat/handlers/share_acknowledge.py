@@ -12,6 +12,11 @@ from typing import Any
 from ..shares.manager import ShareSessionError
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
 from .share_common import Leaders, acknowledge, deposed, refusal
+from .registry import Api, changes
+
+
+# ShareAcknowledge v1
+API = Api(79, (1, 1), changes())
 
 
 def _answer(m: Any, error: ErrorCode, message: str | None, responses: tuple = (), node_endpoints: tuple = ()) -> Any:

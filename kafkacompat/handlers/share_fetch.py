@@ -29,6 +29,11 @@ from ..shares.manager import Delivery, ShareSessionError
 from .common import NO_THROTTLE, ErrorCode, make, schema_of, storage_error_code
 from .group_common import millis
 from .share_common import Leaders, PartitionKey, acknowledge, deposed, refusal, serving
+from .registry import Api, changes
+
+
+# ShareFetch v1; error answers: a top-level code (a share-session error)
+API = Api(78, (1, 1), changes())
 
 
 def _keys(topics: Any) -> list[PartitionKey]:

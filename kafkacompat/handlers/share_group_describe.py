@@ -15,6 +15,11 @@ from ..shares.share_group import ASSIGNOR
 from .common import NO_THROTTLE, UNSET_OPERATIONS, ErrorCode, make, schema_of
 from .describe_groups import GROUP_OPERATIONS
 from .group_common import protocol_off
+from .registry import Api, reads
+
+
+# ShareGroupDescribe v1
+API = Api(77, (1, 1), reads())
 
 
 def _assignment(ctx: Any, m: Any, assignment: Any) -> Any:

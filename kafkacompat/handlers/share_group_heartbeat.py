@@ -10,6 +10,11 @@ from ..security.acls import Operation
 from ..shares.share_group import ShareHeartbeat
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
 from .group_common import client_host
+from .registry import Api, changes
+
+
+# ShareGroupHeartbeat v1 (KIP-932; v0 was Kafka 4.0's early access, gone in 4.1)
+API = Api(76, (1, 1), changes())
 
 
 def _refusal(ctx: Any, request: Any) -> ErrorCode | None:

@@ -20,6 +20,12 @@ from ..replication import receiver
 from ..security.acls import Operation
 from ..security.authorizer import deny
 from .common import ErrorCode, storage_error_code
+from kafkacompat.protocol.replication_api import REPLICATE_KEY, REPLICATE_VERSION
+from .registry import Api
+
+
+# Stream replication between clusters: private, never advertised to stock clients
+API = Api(REPLICATE_KEY, (REPLICATE_VERSION, REPLICATE_VERSION), None, advertised=False)
 
 log = logging.getLogger(__name__)
 

@@ -13,6 +13,11 @@ from ..groups.streams_topology import InternalTopic
 from ..security.acls import Operation, ResourceType
 from .common import NO_THROTTLE, UNSET_OPERATIONS, ErrorCode, make, schema_of
 from .describe_groups import GROUP_OPERATIONS
+from .registry import Api, reads
+
+
+# StreamsGroupDescribe v0
+API = Api(89, (0, 0), reads())
 
 
 def _assignment(m: Any, tasks: Tasks) -> Any:

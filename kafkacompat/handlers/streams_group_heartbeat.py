@@ -19,6 +19,11 @@ from ..groups.streams_topology import InternalTopic, Subtopology, Topology
 from ..security.acls import Operation
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
 from .group_common import client_host, millis
+from .registry import Api, changes
+
+
+# StreamsGroupHeartbeat v0 (KIP-1071; v0 is what Kafka Streams 4.1 sends)
+API = Api(88, (0, 0), changes())
 
 log = logging.getLogger(__name__)
 ACCEPTABLE_RECOVERY_LAG = 10_000  # Kafka's group.streams.acceptable.recovery.lag default

@@ -7,6 +7,11 @@ from typing import Any
 from ..groups import SyncResult
 from ..security.acls import Operation
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
+from .registry import Api, changes
+
+
+# SyncGroup v0-5
+API = Api(14, (0, 5), changes())
 
 
 def _response(m: Any, result: SyncResult) -> Any:

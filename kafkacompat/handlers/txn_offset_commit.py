@@ -15,6 +15,11 @@ from ..security.acls import Operation
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
 from .group_common import partition_errors
 from .txn_common import fenced_as
+from .registry import Api, changes
+
+
+# TxnOffsetCommit v0-5: v5 adds the group to the transaction (KIP-890 part 2)
+API = Api(28, (0, 5), changes(("topics",), "topics"))
 
 FENCED_FROM = 3
 IMPLICIT_ADD_FROM = 5

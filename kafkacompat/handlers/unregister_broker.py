@@ -13,6 +13,11 @@ from typing import Any
 
 from ..cluster import ClusterError
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
+from .registry import Api, changes
+
+
+# UnregisterBroker v0
+API = Api(64, (0, 0), changes())
 
 log = logging.getLogger(__name__)
 

@@ -25,6 +25,11 @@ from kafkacompat.protocol.control_records import ControlType
 from ..security.acls import Operation
 from ..transactions.markers import append_marker
 from .common import ErrorCode, make, schema_of, storage_error_code
+from .registry import Api, changes
+
+
+# WriteTxnMarkers v1 (Kafka 4.1 serves v1 only): kafka-transactions.sh abort; error answers: per producer, topic and partition
+API = Api(27, (1, 1), changes(("markers",), "markers"))
 
 
 async def handle(ctx: Any, request: Any) -> Any:
