@@ -164,7 +164,7 @@ def _mirror(cls: type, item: Any, error: ErrorCode) -> Any:
 def _filled(cls: type, error: ErrorCode, known: dict[str, Any]) -> Any:
     """An instance of a kio entity: `known` values, `error`, and neutral defaults."""
     values: dict[str, Any] = {}
-    for f in dataclasses.fields(cls):  # type: ignore[arg-type]  # every kio entity is a dataclass
+    for f in dataclasses.fields(cls):
         if f.name in known:
             values[f.name] = known[f.name]
         elif f.name == "error_code" or f.metadata.get("kafka_type") == "error_code":
@@ -202,7 +202,7 @@ def _neutral(f: dataclasses.Field[Any], tp: Any, error: ErrorCode) -> Any:
     if kind and kind.startswith("int"):
         return -1
     base = _base(tp)
-    if dataclasses.is_dataclass(base):
+    if isinstance(base, type) and dataclasses.is_dataclass(base):
         return _filled(base, error, {})
     raise TypeError(f"no neutral value for field {f.name} of type {tp}")
 

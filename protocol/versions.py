@@ -10,6 +10,7 @@ ApiVersions.
 from __future__ import annotations
 
 import functools
+from typing import Any, Literal
 
 from kio.index import KioIndexError, load_entity_module
 from kio.schema.index import api_key_map
@@ -30,7 +31,7 @@ def api_name(api_key: int) -> str:
 
 
 @functools.cache
-def schema(api_key: int, version: int, kind: EntityType) -> type:
+def schema(api_key: int, version: int, kind: Literal[EntityType.request, EntityType.response]) -> type[Any]:
     """The kio dataclass for (api, version, request|response)."""
     module = load_entity_module(api_key_map[api_key], version, kind)
     suffix = "Request" if kind == EntityType.request else "Response"

@@ -320,7 +320,7 @@ class Connection:
         header = RequestHeader(SASL_AUTHENTICATE_KEY, 0, -1, None, 0)  # counted as a SaslAuthenticate
         await self._answer(RequestContext(self.cluster, header, self.peer), BareToken(answer), time.perf_counter())
 
-    async def _dispatch(self, ctx: RequestContext, frame: bytes) -> Any:
+    async def _dispatch(self, ctx: RequestContext, frame: bytes | bytearray) -> Any:
         header = ctx.header
         key, version = header.api_key, header.api_version
         supported = REGISTRY.versions(key)

@@ -8,6 +8,7 @@ from ..security.acls import Operation
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
 from .txn_common import fenced_as
 from .registry import Api, changes
+from ..services import Context
 
 
 # AddOffsetsToTxn v0-4
@@ -16,7 +17,7 @@ API = Api(25, (0, 4), changes())
 FENCED_FROM = 2
 
 
-async def handle(ctx: Any, request: Any) -> Any:
+async def handle(ctx: Context, request: Any) -> Any:
     m = schema_of(ctx)
     authorizer = ctx.cluster.authorizer
     if not authorizer.transactional_id(ctx, Operation.WRITE, request.transactional_id):

@@ -12,13 +12,14 @@ from typing import Any
 
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
 from .registry import Api, reads
+from ..services import Context
 
 
 # AlterPartitionReassignments v0
 API = Api(45, (0, 0), reads())
 
 
-def _check(ctx: Any, topic: str, info: Any, missing: ErrorCode, index: int, replicas: Any) -> tuple[ErrorCode, str | None]:
+def _check(ctx: Context, topic: str, info: Any, missing: ErrorCode, index: int, replicas: Any) -> tuple[ErrorCode, str | None]:
     node = ctx.cluster.node_id
     if info is None:
         return missing, f"Unable to find a topic named {topic}."
@@ -38,7 +39,7 @@ def _check(ctx: Any, topic: str, info: Any, missing: ErrorCode, index: int, repl
     return ErrorCode.none, None
 
 
-async def handle(ctx: Any, request: Any) -> Any:
+async def handle(ctx: Context, request: Any) -> Any:
     m = schema_of(ctx)
     responses = []
     for topic in request.topics:

@@ -15,6 +15,7 @@ from .common import NO_THROTTLE, UNSET_OPERATIONS, ErrorCode, make, schema_of
 from .describe_groups import GROUP_OPERATIONS
 from .group_common import protocol_off
 from .registry import Api, reads
+from ..services import Context
 
 
 # ConsumerGroupDescribe v0-1
@@ -34,7 +35,7 @@ def _assignment(m: Any, coordinator: Any, assignment: Assignment) -> Any:
     )
 
 
-async def handle(ctx: Any, request: Any) -> Any:
+async def handle(ctx: Context, request: Any) -> Any:
     m = schema_of(ctx)
     coordinator = ctx.cluster.groups.consumer
     operations = GROUP_OPERATIONS if request.include_authorized_operations else UNSET_OPERATIONS

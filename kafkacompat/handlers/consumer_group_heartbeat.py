@@ -11,6 +11,7 @@ from ..security.acls import Operation
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
 from .group_common import client_host, millis
 from .registry import Api, changes
+from ..services import Context
 
 
 # ConsumerGroupHeartbeat v0-1 (KIP-848); v1: the client makes its member id
@@ -26,7 +27,7 @@ def _owned(topic_partitions: Any) -> dict[Any, frozenset[int]] | None:
     return owned
 
 
-def _refusal(ctx: Any, request: Any) -> ErrorCode | None:
+def _refusal(ctx: Context, request: Any) -> ErrorCode | None:
     """READ on the group, and DESCRIBE on every subscribed topic named (KafkaApis' order)."""
     authorizer = ctx.cluster.authorizer
     if not authorizer.group(ctx, Operation.READ, request.group_id):
@@ -37,7 +38,7 @@ def _refusal(ctx: Any, request: Any) -> ErrorCode | None:
     return None
 
 
-async def handle(ctx: Any, request: Any) -> Any:
+async def handle(ctx: Context, request: Any) -> Any:
     m = schema_of(ctx)
     if ctx.cluster.features.level(GROUP_VERSION) < 1:  # KIP-848 groups off, as Kafka answers then
         return make(m.ConsumerGroupHeartbeatResponse, throttle_time=NO_THROTTLE,

@@ -9,13 +9,14 @@ from kafkacompat import storage
 from ..security.acls import Operation
 from .common import NO_THROTTLE, ErrorCode, coordinator_storage_error_code, make, schema_of
 from .registry import Api, changes
+from ..services import Context
 
 
 # DeleteGroups v0-2
 API = Api(42, (0, 2), changes(("groups_names",), "results"))
 
 
-async def handle(ctx: Any, request: Any) -> Any:
+async def handle(ctx: Context, request: Any) -> Any:
     m = schema_of(ctx)
     results = []
     for group_id in request.groups_names:

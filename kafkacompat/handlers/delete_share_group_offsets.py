@@ -11,13 +11,14 @@ from ..security.acls import Operation
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
 from .share_offsets_common import group_refusal
 from .registry import Api, changes
+from ..services import Context
 
 
 # DeleteShareGroupOffsets v0
 API = Api(92, (0, 0), changes())
 
 
-async def handle(ctx: Any, request: Any) -> Any:
+async def handle(ctx: Context, request: Any) -> Any:
     m = schema_of(ctx)
     shares = ctx.cluster.shares
     group_id = request.group_id

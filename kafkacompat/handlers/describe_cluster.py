@@ -7,13 +7,14 @@ from typing import Any
 from ..security.acls import CLUSTER_NAME, ResourceType
 from .common import ALL_CLUSTER_OPERATIONS, NO_THROTTLE, UNSET_OPERATIONS, ErrorCode, make, schema_of
 from .registry import Api, reads
+from ..services import Context
 
 
 # DescribeCluster v0-1
 API = Api(60, (0, 1), reads())
 
 
-async def handle(ctx: Any, request: Any) -> Any:
+async def handle(ctx: Context, request: Any) -> Any:
     m = schema_of(ctx)
     cluster = ctx.cluster
     return make(

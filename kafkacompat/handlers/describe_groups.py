@@ -11,6 +11,7 @@ from typing import Any
 from ..security.acls import Operation, ResourceType
 from .common import NO_THROTTLE, UNSET_OPERATIONS, ErrorCode, make, schema_of
 from .registry import Api, reads
+from ..services import Context
 
 
 # DescribeGroups v0-6
@@ -20,7 +21,7 @@ API = Api(15, (0, 6), reads())
 GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
 
 
-async def handle(ctx: Any, request: Any) -> Any:
+async def handle(ctx: Context, request: Any) -> Any:
     m = schema_of(ctx)
     operations = GROUP_OPERATIONS if getattr(request, "include_authorized_operations", False) else UNSET_OPERATIONS
     groups = []

@@ -19,6 +19,7 @@ from typing import Any
 
 from .common import ErrorCode, make, schema_of
 from .registry import Api, reads
+from ..services import Context
 
 
 # DescribeQuorum v0-2: the controller as the metadata quorum's one voter (Kafka forwards it)
@@ -43,7 +44,7 @@ def _not_hosted(m: Any, index: int) -> Any:
                 observers=())
 
 
-async def handle(ctx: Any, request: Any) -> Any:
+async def handle(ctx: Context, request: Any) -> Any:
     m = schema_of(ctx)
     cluster = ctx.cluster
     now = int(time.time() * 1000)

@@ -8,6 +8,7 @@ from typing import Any
 from ..security.acls import Operation
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
 from .registry import Api, reads
+from ..services import Context
 
 
 # DescribeTransactions v0
@@ -23,7 +24,7 @@ def _topics(m: Any, cluster: Any, partitions: set[tuple[str, str, int]]) -> tupl
     return tuple(make(m.TopicData, topic=name, partitions=tuple(indexes)) for name, indexes in by_topic.items())
 
 
-async def handle(ctx: Any, request: Any) -> Any:
+async def handle(ctx: Context, request: Any) -> Any:
     m = schema_of(ctx)
     states = []
     for txn_id in request.transactional_ids:

@@ -6,6 +6,7 @@ from typing import Any
 
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
 from .registry import Api, reads
+from ..services import Context
 
 
 # ElectLeaders v0-2
@@ -18,7 +19,7 @@ def _result(m: Any, index: int, code: ErrorCode, message: str | None) -> Any:
     return make(m.PartitionResult, partition_id=index, error_code=code, error_message=message)
 
 
-async def handle(ctx: Any, request: Any) -> Any:
+async def handle(ctx: Context, request: Any) -> Any:
     m = schema_of(ctx)
     cluster = ctx.cluster
     results = []

@@ -12,6 +12,7 @@ from ..security.acls import Operation
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
 from .txn_common import fenced_as
 from .registry import Api, changes
+from ..services import Context
 
 
 # EndTxn v0-5: v5 is transactions v2: a new epoch at every end (KIP-890)
@@ -21,7 +22,7 @@ FENCED_FROM = 2
 TRANSACTIONS_V2_FROM = 5
 
 
-async def handle(ctx: Any, request: Any) -> Any:
+async def handle(ctx: Context, request: Any) -> Any:
     m = schema_of(ctx)
     producer_id, epoch = -1, -1
     if not ctx.cluster.authorizer.transactional_id(ctx, Operation.WRITE, request.transactional_id):

@@ -13,6 +13,7 @@ from ..security.acls import Operation
 from ..security.authorizer import GROUP_DENIED, TRANSACTIONAL_ID_DENIED
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
 from .registry import Api, reads
+from ..services import Context
 
 
 # FindCoordinator v0-6: v4+ batches keys
@@ -21,7 +22,7 @@ API = Api(10, (0, 6), reads())
 GROUP_KEY, TRANSACTION_KEY = 0, 1
 
 
-def _find(ctx: Any, key_type: int, key: str) -> tuple[ErrorCode, str | None, int, str, int]:
+def _find(ctx: Context, key_type: int, key: str) -> tuple[ErrorCode, str | None, int, str, int]:
     if key_type not in (GROUP_KEY, TRANSACTION_KEY):
         return ErrorCode.invalid_request, f"unknown coordinator key type {key_type}", -1, "", -1
     member = ctx.cluster.coordinator(key)
@@ -36,7 +37,7 @@ DENIED = {GROUP_KEY: (ErrorCode.group_authorization_failed, GROUP_DENIED),
           TRANSACTION_KEY: (ErrorCode.transactional_id_authorization_failed, TRANSACTIONAL_ID_DENIED)}
 
 
-def _allowed(ctx: Any, key_type: int, key: str) -> bool:
+def _allowed(ctx: Context, key_type: int, key: str) -> bool:
     """DESCRIBE on the group or transactional id whose coordinator is asked for, as Kafka requires."""
     authorizer = ctx.cluster.authorizer
     if key_type == GROUP_KEY:
@@ -46,9 +47,10 @@ def _allowed(ctx: Any, key_type: int, key: str) -> bool:
     return True
 
 
-async def handle(ctx: Any, request: Any) -> Any:
+async def handle(ctx: Context, request: Any) -> Any:
     m = schema_of(ctx)
     key_type = getattr(request, "key_type", GROUP_KEY)
+    message: str | None
     if key_type in (GROUP_KEY, TRANSACTION_KEY):  # both are placed by __consumer_offsets' leaders
         await ctx.cluster.ensure_offsets_topic()
         offsets = ctx.cluster.offsets_topic()

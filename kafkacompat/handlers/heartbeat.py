@@ -7,13 +7,14 @@ from typing import Any
 from ..security.acls import Operation
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
 from .registry import Api, changes
+from ..services import Context
 
 
 # Heartbeat v0-4
 API = Api(12, (0, 4), changes())
 
 
-async def handle(ctx: Any, request: Any) -> Any:
+async def handle(ctx: Context, request: Any) -> Any:
     if not ctx.cluster.authorizer.group(ctx, Operation.READ, request.group_id):
         error = ErrorCode.group_authorization_failed
     elif not ctx.cluster.coordinates(request.group_id):  # the group moved: the member finds its new coordinator

@@ -15,6 +15,7 @@ from .common import NO_THROTTLE, ErrorCode, make, schema_of
 from .group_common import millis
 from .txn_common import fenced_as
 from .registry import Api, changes
+from ..services import Context
 
 
 # InitProducerId v0-5
@@ -23,7 +24,7 @@ API = Api(22, (0, 5), changes())
 FENCED_FROM = 4  # PRODUCER_FENCED in answers from v4 (KIP-588)
 
 
-def _refusal(ctx: Any, transactional_id: str | None) -> ErrorCode | None:
+def _refusal(ctx: Context, transactional_id: str | None) -> ErrorCode | None:
     """WRITE on the transactional id; an idempotent producer needs IDEMPOTENT_WRITE or WRITE on some topic."""
     authorizer = ctx.cluster.authorizer
     if not authorizer.enabled:
@@ -39,7 +40,7 @@ def _refusal(ctx: Any, transactional_id: str | None) -> ErrorCode | None:
     return ErrorCode.cluster_authorization_failed
 
 
-async def handle(ctx: Any, request: Any) -> Any:
+async def handle(ctx: Context, request: Any) -> Any:
     m = schema_of(ctx)
     refused = _refusal(ctx, request.transactional_id)
     if refused is not None:

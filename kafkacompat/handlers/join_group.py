@@ -9,6 +9,7 @@ from ..security.acls import Operation
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
 from .group_common import client_host, millis
 from .registry import Api, changes
+from ..services import Context
 
 
 # JoinGroup v0-9
@@ -37,7 +38,7 @@ def _response(m: Any, version: int, result: JoinResult) -> Any:
     )
 
 
-async def handle(ctx: Any, request: Any) -> Any:
+async def handle(ctx: Context, request: Any) -> Any:
     m = schema_of(ctx)
     if not ctx.cluster.coordinates(request.group_id):  # another broker leads the group's offsets partition
         return _response(m, ctx.version, JoinResult(ErrorCode.not_coordinator, request.member_id))

@@ -7,13 +7,14 @@ from typing import Any
 from ..security.acls import Operation
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
 from .registry import Api, changes
+from ..services import Context
 
 
 # LeaveGroup v0-5; error answers: v3+ lists members
 API = Api(13, (0, 5), changes(("members",), "members"))
 
 
-async def handle(ctx: Any, request: Any) -> Any:
+async def handle(ctx: Context, request: Any) -> Any:
     m = schema_of(ctx)
     if not ctx.cluster.authorizer.group(ctx, Operation.READ, request.group_id):
         return make(m.LeaveGroupResponse, throttle_time=NO_THROTTLE, error_code=ErrorCode.group_authorization_failed,

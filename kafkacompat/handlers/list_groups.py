@@ -7,13 +7,14 @@ from typing import Any
 from ..security.acls import Operation
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
 from .registry import Api, reads
+from ..services import Context
 
 
 # ListGroups v0-5
 API = Api(16, (0, 5), reads())
 
 
-async def handle(ctx: Any, request: Any) -> Any:
+async def handle(ctx: Context, request: Any) -> Any:
     m = schema_of(ctx)
     states, types = getattr(request, "states_filter", ()), getattr(request, "types_filter", ())
     found = ctx.cluster.groups.list_groups(states, types) + ctx.cluster.shares.list_groups(states, types)

@@ -20,6 +20,7 @@ from ..transactions import PartitionTxns
 from ..security.acls import Operation
 from .common import NO_THROTTLE, ErrorCode, leader_epoch_error, make, schema_of, storage_error_code
 from .registry import Api, reads
+from ..services import Context
 
 
 # ListOffsets v1-10
@@ -56,7 +57,7 @@ async def _lookup(partition: storage.Partition, timestamp: int, txns: PartitionT
     return hit.timestamp, hit.offset, min(hit.leader_epoch, leader_epoch) if hit.leader_epoch >= 0 else -1
 
 
-async def handle(ctx: Any, request: Any) -> Any:
+async def handle(ctx: Context, request: Any) -> Any:
     m = schema_of(ctx)
     cluster = ctx.cluster
     committed = getattr(request, "isolation_level", 0) == READ_COMMITTED

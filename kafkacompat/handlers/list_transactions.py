@@ -9,6 +9,7 @@ from ..transactions import TxnState
 from ..security.acls import Operation, ResourceType
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
 from .registry import Api, reads
+from ..services import Context
 
 
 # ListTransactions v0-2
@@ -17,7 +18,7 @@ API = Api(66, (0, 2), reads())
 _KNOWN_STATES = {state.value for state in TxnState}
 
 
-async def handle(ctx: Any, request: Any) -> Any:
+async def handle(ctx: Context, request: Any) -> Any:
     m = schema_of(ctx)
     wanted = list(request.state_filters)
     unknown = tuple(s for s in wanted if s not in _KNOWN_STATES)

@@ -16,13 +16,14 @@ from .common import NO_THROTTLE, UNSET_OPERATIONS, ErrorCode, make, schema_of
 from .describe_groups import GROUP_OPERATIONS
 from .group_common import protocol_off
 from .registry import Api, reads
+from ..services import Context
 
 
 # ShareGroupDescribe v1
 API = Api(77, (1, 1), reads())
 
 
-def _assignment(ctx: Any, m: Any, assignment: Any) -> Any:
+def _assignment(ctx: Context, m: Any, assignment: Any) -> Any:
     named = []
     for topic_id, parts in assignment.items():
         info = ctx.cluster.by_id(topic_id)
@@ -39,7 +40,7 @@ def _refused(m: Any, group_id: str, error: ErrorCode, message: str | None) -> An
                 authorized_operations=UNSET_OPERATIONS)
 
 
-async def handle(ctx: Any, request: Any) -> Any:
+async def handle(ctx: Context, request: Any) -> Any:
     m = schema_of(ctx)
     shares = ctx.cluster.shares
     operations = GROUP_OPERATIONS if request.include_authorized_operations else UNSET_OPERATIONS

@@ -7,9 +7,10 @@ from typing import Any
 from ..broker.features import SHARE_VERSION
 from ..security.acls import Operation
 from .common import ErrorCode
+from ..services import Context
 
 
-def group_refusal(ctx: Any, group_id: str, operation: Operation,
+def group_refusal(ctx: Context, group_id: str, operation: Operation,
                   must_be_empty: bool) -> tuple[ErrorCode, str | None] | None:
     """The share group protocol off, the ACL, the coordinator, a group that is not a share group
     (or, to change offsets, one with members)."""

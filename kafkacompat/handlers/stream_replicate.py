@@ -22,6 +22,7 @@ from ..security.authorizer import deny
 from .common import ErrorCode, storage_error_code
 from kafkacompat.protocol.replication_api import REPLICATE_KEY, REPLICATE_VERSION
 from .registry import Api
+from ..services import Context
 
 
 # Stream replication between clusters: private, never advertised to stock clients
@@ -38,7 +39,7 @@ _OPS = {
 }
 
 
-def _refusal(ctx: Any, body: dict[str, Any]) -> str | None:
+def _refusal(ctx: Context, body: dict[str, Any]) -> str | None:
     """With authorization on, a link may write into a stream whose copy permission its principal holds,
     or anywhere with CLUSTER_ACTION on the cluster (Kafka's operation for traffic between brokers)."""
     authorizer = ctx.cluster.authorizer
@@ -60,7 +61,7 @@ def decode(header: RequestHeader, frame: bytes) -> tuple[dict[str, Any], memoryv
         raise MalformedRequestError(str(exc)) from None
 
 
-async def handle(ctx: Any, request: tuple[dict[str, Any], memoryview]) -> bytes:
+async def handle(ctx: Context, request: tuple[dict[str, Any], memoryview]) -> bytes:
     body, payload = request
     service = ctx.cluster.replication
     op = body["op"]

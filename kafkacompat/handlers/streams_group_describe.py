@@ -14,6 +14,7 @@ from ..security.acls import Operation, ResourceType
 from .common import NO_THROTTLE, UNSET_OPERATIONS, ErrorCode, make, schema_of
 from .describe_groups import GROUP_OPERATIONS
 from .registry import Api, reads
+from ..services import Context
 
 
 # StreamsGroupDescribe v0
@@ -32,7 +33,7 @@ def _topic(m: Any, topic: InternalTopic, partitions: int | None) -> Any:
                 topic_configs=tuple(make(m.KeyValue, key=k, value=v) for k, v in topic.configs))
 
 
-def _topology(m: Any, ctx: Any, group: StreamsGroup) -> Any:
+def _topology(m: Any, ctx: Context, group: StreamsGroup) -> Any:
     if group.topology is None:
         return None
     partitions_of = ctx.cluster.groups.partitions_of
@@ -69,7 +70,7 @@ def _refused(m: Any, group_id: str, code: ErrorCode, message: str | None) -> Any
                 group_epoch=-1, assignment_epoch=-1, topology=None, members=(), authorized_operations=UNSET_OPERATIONS)
 
 
-async def handle(ctx: Any, request: Any) -> Any:
+async def handle(ctx: Context, request: Any) -> Any:
     m = schema_of(ctx)
     operations = GROUP_OPERATIONS if request.include_authorized_operations else UNSET_OPERATIONS
     described = []

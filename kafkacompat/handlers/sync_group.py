@@ -8,6 +8,7 @@ from ..groups import SyncResult
 from ..security.acls import Operation
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
 from .registry import Api, changes
+from ..services import Context
 
 
 # SyncGroup v0-5
@@ -25,7 +26,7 @@ def _response(m: Any, result: SyncResult) -> Any:
     )
 
 
-async def handle(ctx: Any, request: Any) -> Any:
+async def handle(ctx: Context, request: Any) -> Any:
     m = schema_of(ctx)
     if not ctx.cluster.authorizer.group(ctx, Operation.READ, request.group_id):
         return _response(m, SyncResult(ErrorCode.group_authorization_failed))

@@ -14,6 +14,7 @@ from typing import Any
 from ..cluster import ClusterError
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
 from .registry import Api, changes
+from ..services import Context
 
 
 # UnregisterBroker v0
@@ -22,8 +23,9 @@ API = Api(64, (0, 0), changes())
 log = logging.getLogger(__name__)
 
 
-async def handle(ctx: Any, request: Any) -> Any:
+async def handle(ctx: Context, request: Any) -> Any:
     m = schema_of(ctx)
+    message: str | None
     try:
         removed = await ctx.cluster.view.unregister(request.broker_id)
     except ClusterError as exc:
