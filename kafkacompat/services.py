@@ -15,7 +15,7 @@ may depend on it without an import circle.
 from __future__ import annotations
 
 import uuid
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 if TYPE_CHECKING:
     from kafkacompat import storage
@@ -142,11 +142,15 @@ class Broker(Topics, Placement, Security, Groups, Transactions, Settings, Protoc
     """The whole broker as handlers see it (the composition root, broker.cluster.Cluster, provides it)."""
 
 
-class Context(Protocol):
-    """One request as its handler sees it (the connection's RequestContext provides it)."""
+C = TypeVar("C", covariant=True)
+
+
+class Request(Protocol[C]):
+    """One request as its handler sees it (the connection's RequestContext provides it); `C` is what of the
+    broker the handler declares it reaches (`Request[Security]`, `Request[object]`: nothing)."""
 
     @property
-    def cluster(self) -> Broker: ...
+    def cluster(self) -> C: ...
 
     header: RequestHeader
     peer: str
@@ -161,6 +165,9 @@ class Context(Protocol):
 
     @property
     def version(self) -> int: ...
+
+
+Context = Request[Broker]  # a request whose handler may reach the whole broker
 
 
 if TYPE_CHECKING:

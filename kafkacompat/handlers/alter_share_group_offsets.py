@@ -6,17 +6,21 @@ offset (kafka-share-groups --reset-offsets).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from ..security.acls import Operation
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
 from .share_offsets_common import group_refusal
 from .registry import Api, changes
-from ..services import Context
+from ..services import Groups, Placement, Request, Security, Settings, Topics
 
 
 # AlterShareGroupOffsets v0
 API = Api(91, (0, 0), changes())
+
+
+class Reaches(Groups, Placement, Security, Settings, Topics, Protocol):
+    """What of the broker this module reaches."""
 
 
 def _part(m: Any, index: int, error: ErrorCode, message: str | None = None) -> Any:
@@ -24,7 +28,7 @@ def _part(m: Any, index: int, error: ErrorCode, message: str | None = None) -> A
                 error_message=message)
 
 
-async def handle(ctx: Context, request: Any) -> Any:
+async def handle(ctx: Request[Reaches], request: Any) -> Any:
     m = schema_of(ctx)
     shares = ctx.cluster.shares
     group_id = request.group_id

@@ -16,7 +16,7 @@ from ..security.scram import MAX_ITERATIONS, MIN_ITERATIONS, credential_from_sal
 from .common import NO_THROTTLE, ErrorCode, make, schema_of, storage_error_code
 from .describe_user_scram_credentials import MECHANISM_CODES
 from .registry import Api, changes
-from ..services import Context
+from ..services import Request, Security
 
 
 def _users(request: Any) -> tuple[str, ...]:
@@ -44,7 +44,7 @@ def _refusal(item: Any, upsert: bool, twice: bool) -> tuple[ErrorCode, str] | No
     return None
 
 
-async def handle(ctx: Context, request: Any) -> Any:
+async def handle(ctx: Request[Security], request: Any) -> Any:
     m = schema_of(ctx)
     credentials = ctx.cluster.credentials
     counts = Counter(i.name for i in (*request.deletions, *request.upsertions))  # Kafka: one change per user

@@ -10,7 +10,7 @@ from kafkacompat.protocol.versions import API_VERSIONS_KEY
 
 from .common import NO_THROTTLE, ErrorCode, schema_of
 from .registry import Api, reads, registry
-from ..services import Context
+from ..services import Request, Settings
 
 
 # ApiVersions v0-4
@@ -28,7 +28,7 @@ def unsupported_version_response() -> bytes:
     )
 
 
-async def handle(ctx: Context, request: Any) -> Any:
+async def handle(ctx: Request[Settings], request: Any) -> Any:
     m = schema_of(ctx)
     keys = tuple(
         make(m.ApiVersion, api_key=key, min_version=low, max_version=high)

@@ -6,7 +6,7 @@ from typing import Any
 
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
 from .registry import Api, reads
-from ..services import Context
+from ..services import Request, Settings
 
 
 # DescribeClientQuotas v0-1
@@ -15,7 +15,7 @@ API = Api(48, (0, 1), reads())
 EXACT, DEFAULT, ANY = 0, 1, 2
 
 
-async def handle(ctx: Context, request: Any) -> Any:
+async def handle(ctx: Request[Settings], request: Any) -> Any:
     m = schema_of(ctx)
     filters = [(c.entity_type, c.match_type, c.match) for c in request.components]
     if any(how not in (EXACT, DEFAULT, ANY) for _, how, _ in filters):

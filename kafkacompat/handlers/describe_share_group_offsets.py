@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from ..security.acls import Operation
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
 from .share_offsets_common import group_refusal
 from .registry import Api, reads
-from ..services import Context
+from ..services import Groups, Placement, Request, Security, Settings, Topics
 
 
 # DescribeShareGroupOffsets v0
 API = Api(90, (0, 0), reads())
+
+
+class Reaches(Groups, Placement, Security, Settings, Topics, Protocol):
+    """What of the broker this module reaches."""
 
 
 def _partition(m: Any, index: int, start_offset: int, error: ErrorCode = ErrorCode.none) -> Any:
@@ -20,7 +24,7 @@ def _partition(m: Any, index: int, start_offset: int, error: ErrorCode = ErrorCo
                 leader_epoch=-1, error_code=error, error_message=None)
 
 
-def _group(ctx: Context, m: Any, request_group: Any) -> Any:
+def _group(ctx: Request[Reaches], m: Any, request_group: Any) -> Any:
     shares = ctx.cluster.shares
     group_id = request_group.group_id
     refused = group_refusal(ctx, group_id, Operation.DESCRIBE, must_be_empty=False)
@@ -57,7 +61,7 @@ def _group(ctx: Context, m: Any, request_group: Any) -> Any:
                 error_code=ErrorCode.none, error_message=None)
 
 
-async def handle(ctx: Context, request: Any) -> Any:
+async def handle(ctx: Request[Reaches], request: Any) -> Any:
     m = schema_of(ctx)
     return make(m.DescribeShareGroupOffsetsResponse, throttle_time=NO_THROTTLE,
                 groups=tuple(_group(ctx, m, g) for g in request.groups))

@@ -23,7 +23,7 @@ from ..security.acls import Operation, ResourceType
 from .common import ALL_TOPIC_OPERATIONS, NO_THROTTLE, ErrorCode, make, schema_of
 from .slices import Slicer
 from .registry import Api, reads
-from ..services import Context
+from ..services import Broker, Context
 
 
 # DescribeTopicPartitions v0
@@ -57,7 +57,7 @@ async def _wanted(ctx: Context, request: Any, slicer: Slicer) -> list[tuple[str,
     return sorted(found, key=lambda entry: entry[0])
 
 
-def _partition(m: Any, cluster: Any, info: TopicInfo, index: int) -> Any:
+def _partition(m: Any, cluster: Broker, info: TopicInfo, index: int) -> Any:
     error, node, epoch = cluster.routing(info, index)
     replicas = (node,) if node >= 0 else ()
     return make(m.DescribeTopicPartitionsResponsePartition, error_code=error, partition_index=index,

@@ -8,14 +8,14 @@ from typing import Any
 from ..security.acls import Operation
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
 from .registry import Api, reads
-from ..services import Context
+from ..services import Broker, Context
 
 
 # DescribeTransactions v0
 API = Api(65, (0, 0), reads())
 
 
-def _topics(m: Any, cluster: Any, partitions: set[tuple[str, str, int]]) -> tuple[Any, ...]:
+def _topics(m: Any, cluster: Broker, partitions: set[tuple[str, str, int]]) -> tuple[Any, ...]:
     by_topic: dict[str, list[int]] = {}
     for stream, topic, index in sorted(partitions):
         info = cluster.store.get_topic(stream, topic)

@@ -10,7 +10,7 @@ from kio.schema.errors import ErrorCode
 from kafkacompat.protocol.messages import make
 
 from .common import NO_THROTTLE, UNSET_OPERATIONS
-from ..services import Context
+from ..services import Request
 
 
 def millis(value: datetime.timedelta | int) -> int:
@@ -19,7 +19,7 @@ def millis(value: datetime.timedelta | int) -> int:
     return int(value)
 
 
-def client_host(ctx: Context) -> str:
+def client_host(ctx: Request[object]) -> str:
     """"/127.0.0.1", as Kafka prints a member's InetAddress."""
     host = ctx.peer.rpartition(":")[0] or ctx.peer
     return "/" + host.strip("[]")

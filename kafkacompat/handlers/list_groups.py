@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from ..security.acls import Operation
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
 from .registry import Api, reads
-from ..services import Context
+from ..services import Groups, Request, Security
 
 
 # ListGroups v0-5
 API = Api(16, (0, 5), reads())
 
 
-async def handle(ctx: Context, request: Any) -> Any:
+class Reaches(Groups, Security, Protocol):
+    """What of the broker this module reaches."""
+
+
+async def handle(ctx: Request[Reaches], request: Any) -> Any:
     m = schema_of(ctx)
     states, types = getattr(request, "states_filter", ()), getattr(request, "types_filter", ())
     found = ctx.cluster.groups.list_groups(states, types) + ctx.cluster.shares.list_groups(states, types)

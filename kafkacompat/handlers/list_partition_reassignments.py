@@ -6,14 +6,14 @@ from typing import Any
 
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
 from .registry import Api, reads
-from ..services import Context
+from ..services import Request
 
 
 # ListPartitionReassignments v0
 API = Api(46, (0, 0), reads())
 
 
-async def handle(ctx: Context, request: Any) -> Any:
+async def handle(ctx: Request[object], request: Any) -> Any:
     m = schema_of(ctx)
     return make(m.ListPartitionReassignmentsResponse, throttle_time=NO_THROTTLE, error_code=ErrorCode.none,
                 error_message=None, topics=())

@@ -37,7 +37,7 @@ from ..broker.topic_configs import ProduceConfigs, produce_configs
 from ..security.acls import Operation
 from .common import NO_RESPONSE, CloseConnection, ErrorCode, storage_error_code
 from .registry import Api, changes
-from ..services import Context
+from ..services import Broker, Context
 
 log = logging.getLogger(__name__)
 
@@ -272,7 +272,7 @@ async def _produce_partition(ctx: Context, topic: Any, part: Any, pipelined: boo
     return outcome
 
 
-async def _finish(cluster: Any, outcome: _Outcome) -> None:
+async def _finish(cluster: Broker, outcome: _Outcome) -> None:
     """Wait for the outcome's appends in order; record producer and transaction state, or the first error."""
     appends, outcome.appending = outcome.appending, []
     try:
@@ -300,7 +300,7 @@ async def _finish(cluster: Any, outcome: _Outcome) -> None:
                 cluster.producers.not_written(item.header.producer_id, outcome.key, item.state)
 
 
-def _refused(cluster: Any, key: tuple[str, str, int], header: Any, error: ErrorCode) -> None:
+def _refused(cluster: Broker, key: tuple[str, str, int], header: Any, error: ErrorCode) -> None:
     """An idempotent batch was not stored: its producer's batches pipelined behind it are answered alike."""
     if header is not None and header.producer_id >= 0 and header.base_sequence >= 0:
         cluster.producers.refused(header.producer_id, header.producer_epoch, key, header.base_sequence, error)
@@ -328,7 +328,7 @@ def _durability(acks: int, outcome: _Outcome) -> None:
 
 
 async def _transaction_error(
-    cluster: Any, transactional_id: str | None, header: Any, key: Any, implicit_add: bool
+    cluster: Broker, transactional_id: str | None, header: Any, key: Any, implicit_add: bool
 ) -> ErrorCode:
     """A transactional batch is appended only inside its producer's open transaction (v12+: which it joins)."""
     if transactional_id is None:
@@ -361,7 +361,7 @@ def _count_errors(ctx: Context, results: list[tuple[str, list[_Outcome]]]) -> No
                 ctx.cluster.stats.error(ctx.header.api_key, ctx.version, outcome.error.name)
 
 
-def _name_topics_by_id(cluster: Any, request: Any) -> None:
+def _name_topics_by_id(cluster: Broker, request: Any) -> None:
     """v13+ (KIP-516) names each topic by its id alone: the name it has here, or "" for an id nobody knows."""
     for topic in request.topic_data:
         info = cluster.by_id(topic.topic_id)

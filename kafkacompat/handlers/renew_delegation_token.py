@@ -6,13 +6,13 @@ from typing import Any
 
 from .token_common import expiry_answer, milliseconds
 from .registry import Api, changes
-from ..services import Context
+from ..services import Request, Security
 
 
 # RenewDelegationToken v1-2
 API = Api(39, (1, 2), changes())
 
 
-async def handle(ctx: Context, request: Any) -> Any:
+async def handle(ctx: Request[Security], request: Any) -> Any:
     return await expiry_answer(ctx, "RenewDelegationTokenResponse", lambda tokens: tokens.renew(
         ctx.principal, request.hmac, milliseconds(request.renew_period)))

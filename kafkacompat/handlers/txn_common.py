@@ -7,7 +7,7 @@ from typing import Any
 from ..transactions.metadata import PartitionKey
 from ..security.acls import Operation
 from .common import ErrorCode
-from ..services import Context
+from ..services import Request, Security
 
 
 def fenced_as(version: int, since: int, error: ErrorCode) -> ErrorCode:
@@ -18,7 +18,7 @@ def fenced_as(version: int, since: int, error: ErrorCode) -> ErrorCode:
 
 
 def resolve_partitions(
-    ctx: Context, topics: Any
+    ctx: Request[Security], topics: Any
 ) -> tuple[dict[tuple[str, int], PartitionKey], dict[tuple[str, int], ErrorCode]]:
     """(name, index) -> partition key for known partitions, and the errors for unknown or unwritable ones."""
     found: dict[tuple[str, int], PartitionKey] = {}
