@@ -35,7 +35,8 @@ from .registry import Api, changes
 from ..services import Context
 
 
-# Fetch v4-17; error answers: a long poll would delay the error
+# Fetch v4-17; an injected error is answered from the request (a long poll would delay it), per partition: a
+# top-level code is a fetch-session error
 API = Api(1, (4, 17), changes(("topics",), "responses", fixed={"error_code": ErrorCode.none, "session_id": 0}))
 
 TOPIC_IDS_FROM = 13  # v13+ name topics by id
