@@ -59,7 +59,7 @@ def _snappy_decompress(data: bytes | memoryview) -> bytes:
     return b"".join(bytes(cramjam.snappy.decompress_raw(block)) for block in _snappy_blocks(memoryview(data)))
 
 
-def compress(codec: Codec, data: bytes) -> bytes:
+def compress(codec: int, data: bytes) -> bytes:
     if codec == Codec.NONE:
         return data
     if codec == Codec.GZIP:

@@ -16,7 +16,7 @@ class FrameTooLargeError(FrameError):
     pass
 
 
-def frame_size(prefix: bytes, max_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> int:
+def frame_size(prefix: bytes | bytearray, max_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> int:
     """Decode and check the 4-byte size prefix of the next frame."""
     (size,) = SIZE.unpack(prefix)
     if size < 0:

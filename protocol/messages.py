@@ -33,14 +33,14 @@ class RequestHeader:
     body_offset: int  # where the request body starts in the frame
 
 
-def _read_uvarint(buf: bytes, pos: int) -> tuple[int, int]:
+def _read_uvarint(buf: bytes | bytearray, pos: int) -> tuple[int, int]:
     try:
         return read_uvarint(buf, pos, len(buf))
     except RequestBoundsError as exc:
         raise MalformedRequestError(f"{exc} in request header") from exc
 
 
-def parse_request_header(frame: bytes) -> RequestHeader:
+def parse_request_header(frame: bytes | bytearray) -> RequestHeader:
     """Header v1 (client id) for classic versions, v2 (+ tagged fields) for flexible."""
     if len(frame) < 10:
         raise MalformedRequestError(f"request of {len(frame)} bytes is shorter than a header")
@@ -124,7 +124,7 @@ def decode_request(header: RequestHeader, frame: bytes | bytearray) -> Any:
 
 def encode_body(body: Any) -> bytes:
     buf = io.BytesIO()
-    _writer(type(body))(buf, body)
+    _writer(body.__class__)(buf, body)
     return buf.getvalue()
 
 

@@ -50,7 +50,7 @@ class RecordValidationError(InvalidBatchError):
         self.record_index = record_index
 
 
-def _varint(buf: bytes, pos: int, end: int) -> tuple[int, int]:
+def _varint(buf: bytes | bytearray | memoryview, pos: int, end: int) -> tuple[int, int]:
     """A zigzag varint of at most 10 bytes that must end before `end`."""
     value = shift = 0
     while True:
@@ -68,7 +68,7 @@ def _varint(buf: bytes, pos: int, end: int) -> tuple[int, int]:
             raise RecordValidationError("varint longer than 10 bytes in a record", CORRUPT)
 
 
-def _skip_bytes(buf: bytes, pos: int, end: int, nullable: bool) -> int:
+def _skip_bytes(buf: bytes | bytearray | memoryview, pos: int, end: int, nullable: bool) -> int:
     """Past a varint-length-prefixed field (key, value, header name or value)."""
     byte = buf[pos] if pos < end else 0x80
     if byte < 0x80:
@@ -148,7 +148,7 @@ def walk_records(buf: bytes, pos: int, end: int, count: int) -> tuple[int, int]:
     return lowest, highest
 
 
-def _timestamp_error(buf: bytes, pos: int, end: int, count: int, base: int, low: int, high: int) -> None:
+def _timestamp_error(buf: bytes | bytearray | memoryview, pos: int, end: int, count: int, base: int, low: int, high: int) -> None:
     """Name the first record outside [low, high], as Kafka's per-record error does."""
     for index in range(count):
         length, pos = _varint(buf, pos, end)
@@ -179,6 +179,7 @@ def validate_records(
     Timestamps are checked unless the caller says not to (a LogAppendTime
     topic: the broker stamps those) or the batch is marked LogAppendTime.
     """
+    buf: bytes | bytearray | memoryview
     if header.codec:
         try:
             buf = decompress_bounded(header.codec, memoryview(batch)[HEADER_SIZE : header.size], decompressed_limit)

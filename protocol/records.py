@@ -149,7 +149,7 @@ def _write_varint(out: bytearray, value: int) -> None:
     out.append(value)
 
 
-def read_varint(buf: bytes, pos: int) -> tuple[int, int]:
+def read_varint(buf: bytes | bytearray | memoryview, pos: int) -> tuple[int, int]:
     shift = 0
     value = 0
     while True:
@@ -231,7 +231,7 @@ def _decode_records(batch: bytes | memoryview, header: BatchHeader) -> Iterator[
     return decode_payload(decompress(header.codec, memoryview(batch)[HEADER_SIZE : header.size]), header)
 
 
-def decode_payload(payload: bytes | memoryview, header: BatchHeader) -> Iterator[Record]:
+def decode_payload(payload: bytes, header: BatchHeader) -> Iterator[Record]:
     """The records of a batch whose records section (after the header) is already decompressed."""
     pos = 0
     log_append = header.attributes & ATTR_LOG_APPEND_TIME

@@ -75,7 +75,7 @@ class _Walk:
 Step = Callable[[_Walk, int, int], int]
 
 
-def read_uvarint(buf: bytes, pos: int, end: int) -> tuple[int, int]:
+def read_uvarint(buf: bytes | bytearray | memoryview, pos: int, end: int) -> tuple[int, int]:
     """An unsigned varint of at most 5 bytes, as Kafka's ByteUtils.readUnsignedVarint reads it."""
     value = shift = 0
     while True:
@@ -182,7 +182,7 @@ def _field_step(field: dataclasses.Field[Any], flexible: bool, tagged: bool) -> 
 
 
 @functools.cache
-def entity_step(entity_type: type) -> Step:
+def entity_step(entity_type: type[Any]) -> Step:
     """The checking step for one kio entity class, built once per class."""
     flexible = entity_type.__flexible__
     steps: list[Step] = []

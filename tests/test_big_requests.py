@@ -23,7 +23,7 @@ from kio.schema.errors import ErrorCode
 
 from kafkacompat.handlers.slices import Slicer, encode_with_array
 from kafkacompat.protocol.messages import encode_body, make, response_schema
-from kafkacompat.protocol.versions import SUPPORTED
+from kafkacompat.handlers import SUPPORTED
 from kafkacompat.bench.procstats import rss_mb
 from kafkacompat.testing.cluster_process import ClusterProcess
 from tests.wire import Wire

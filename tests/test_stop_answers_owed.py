@@ -32,11 +32,12 @@ PRODUCE_ANSWERS_LATE = """
 import os, sys
 from kafkacompat.broker import server
 from kafkacompat.cli import main
+from kafkacompat.testing.faults import Faults
 
 real = server.BrokerServer.__init__
 
 def init(self, *args, **kwargs):
-    real(self, *args, **kwargs)
+    real(self, *args, faults=Faults(), **kwargs)
     self.faults.delay("Produce", float(os.environ["PRODUCE_DELAY"]))
 
 server.BrokerServer.__init__ = init

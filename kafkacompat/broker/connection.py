@@ -16,7 +16,8 @@ import dataclasses
 import logging
 import time
 from collections.abc import Awaitable
-from typing import Any
+from types import ModuleType
+from typing import Any, Protocol
 
 from kafkacompat.protocol.framing import FrameError, frame_size
 from kafkacompat.protocol.messages import (
@@ -26,14 +27,14 @@ from kafkacompat.protocol.messages import (
     parse_request_header,
     response_chunks,
 )
-from kafkacompat.protocol.versions import API_VERSIONS_KEY, SUPPORTED, UNADVERTISED, api_name
+from kafkacompat.protocol.versions import API_VERSIONS_KEY, api_name
 
 from kafkacompat import storage
 
-from . import admin_log, faults, storage_refusal
+from . import admin_log, storage_refusal
 from .cluster import Cluster
 from ..config import BrokerConfig
-from ..handlers import HANDLERS
+from ..handlers import HANDLERS, REGISTRY
 from ..handlers.common import NO_RESPONSE, CloseConnection
 from ..handlers.api_versions import unsupported_version_response
 from .receive import FrameStream
@@ -50,6 +51,28 @@ log = logging.getLogger(__name__)
 request_log = logging.getLogger("kafkacompat.request")
 
 MAX_IN_FLIGHT = 64  # answers queued per connection before reading pauses
+
+
+class FaultHook(Protocol):
+    """Faults a test injects (kafkacompat.testing.faults.Faults); consulted only for API keys in `rules`."""
+
+    rules: dict[int, list[Any]]
+
+    def take(self, api_key: int) -> Any | None: ...
+
+    async def apply(self, rule: Any, ctx: RequestContext, handler: ModuleType, request: Any) -> Any: ...
+
+
+class NoFaults:
+    """A broker no test injects faults into: no rules, so the connection never asks for one."""
+
+    rules: dict[int, list[Any]] = {}
+
+    def take(self, api_key: int) -> Any | None:
+        return None
+
+    async def apply(self, rule: Any, ctx: RequestContext, handler: ModuleType, request: Any) -> Any:
+        raise AssertionError("no faults are set on this broker")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -86,7 +109,7 @@ class Connection:
         reader: FrameStream,
         writer: asyncio.StreamWriter,
         config: BrokerConfig,
-        injected: faults.Faults,
+        injected: FaultHook,
         listener: Listener = DEFAULT_LISTENER,
         principal: str = ANONYMOUS,
         sasl: SaslAuthenticator | None = None,
@@ -297,10 +320,10 @@ class Connection:
         header = RequestHeader(SASL_AUTHENTICATE_KEY, 0, -1, None, 0)  # counted as a SaslAuthenticate
         await self._answer(RequestContext(self.cluster, header, self.peer), BareToken(answer), time.perf_counter())
 
-    async def _dispatch(self, ctx: RequestContext, frame: bytes) -> Any:
+    async def _dispatch(self, ctx: RequestContext, frame: bytes | bytearray) -> Any:
         header = ctx.header
         key, version = header.api_key, header.api_version
-        supported = SUPPORTED.get(key) or UNADVERTISED.get(key)
+        supported = REGISTRY.versions(key)
         if key == API_VERSIONS_KEY and supported and not supported[0] <= version <= supported[1]:
             return unsupported_version_response()
         handler = HANDLERS.get(key)
@@ -317,13 +340,13 @@ class Connection:
             self.client_software_name = getattr(request, "client_software_name", None) or self.client_software_name
             ctx.client_software_name = self.client_software_name
         if self.cluster.authorizer.enabled:
-            refusal = cluster_gate(ctx, request)
+            refusal = cluster_gate(ctx, request, handler.API.answer)
             if refusal is not None:
                 return admin_log.logged(ctx, request, refusal)
         if self._fault_rules.get(key):
             rule = self.faults.take(key)
             if rule is not None:
-                return await faults.apply(rule, ctx, handler, request)
+                return await self.faults.apply(rule, ctx, handler, request)
         return admin_log.logged(ctx, request, await _handled(handler, key, version, request, ctx))
 
     def _send(self, ctx: RequestContext, body: Any, received: float) -> None:

@@ -17,7 +17,7 @@ from .topic_configs import DEFAULT_CONFIG, InvalidConfigError, Synonym
 
 if TYPE_CHECKING:
     from ..config import BrokerConfig
-    from .cluster import Cluster
+    from ..services import Broker as Cluster  # the broker as its views show it
 
 DYNAMIC_GROUP_CONFIG = 8
 INT, STRING = 3, 2

@@ -34,8 +34,8 @@ from __future__ import annotations
 import asyncio
 import collections
 from asyncio.streams import FlowControlMixin
-from collections.abc import Awaitable, Callable
-from typing import Any
+from collections.abc import Callable, Coroutine
+from typing import Any, cast
 
 INITIAL_BUFFER = 4 * 1024  # what a drained connection keeps
 GIVE_BACK_AFTER_S = 1.0  # a buffer drained and unused this long goes back to INITIAL_BUFFER
@@ -106,8 +106,8 @@ class FrameStream:
     def get_buffer(self) -> memoryview:
         direct = self._direct
         self._into_direct = direct is not None and self._direct_filled < len(direct)
-        if self._into_direct:
-            return memoryview(direct)[self._direct_filled :]  # type: ignore[index]
+        if direct is not None and self._into_direct:
+            return memoryview(direct)[self._direct_filled :]
         # (bytes past a completed large frame wait in _buf until it is taken)
         if self._end == len(self._buf):
             self._move_unread(2 * len(self._buf) if self._start == 0 else len(self._buf))
@@ -258,11 +258,12 @@ class FrameProtocol(FlowControlMixin, asyncio.BufferedProtocol):
 
     def __init__(
         self,
-        on_connect: Callable[[FrameStream, asyncio.StreamWriter], Awaitable[None]],
+        on_connect: Callable[[FrameStream, asyncio.StreamWriter], Coroutine[Any, Any, None]],
         budget: FrameBudget = UNLIMITED,
     ) -> None:
         loop = asyncio.get_running_loop()
         super().__init__(loop)
+        self._event_loop = loop
         self._on_connect = on_connect
         self._stream = FrameStream(loop, budget)
         self._closed = loop.create_future()
@@ -271,8 +272,8 @@ class FrameProtocol(FlowControlMixin, asyncio.BufferedProtocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._stream.set_transport(transport)
         # No reader for the writer: StreamWriter accepts only a StreamReader there.
-        writer = asyncio.StreamWriter(transport, self, None, self._loop)
-        self._task = self._loop.create_task(self._on_connect(self._stream, writer))
+        writer = asyncio.StreamWriter(cast(asyncio.WriteTransport, transport), self, None, self._event_loop)
+        self._task = self._event_loop.create_task(self._on_connect(self._stream, writer))
 
     def get_buffer(self, sizehint: int) -> memoryview:
         return self._stream.get_buffer()
@@ -298,7 +299,7 @@ class FrameProtocol(FlowControlMixin, asyncio.BufferedProtocol):
 
 
 async def serve_frames(
-    on_connect: Callable[[FrameStream, asyncio.StreamWriter], Awaitable[None]],
+    on_connect: Callable[[FrameStream, asyncio.StreamWriter], Coroutine[Any, Any, None]],
     host: str,
     port: int,
     budget: FrameBudget = UNLIMITED,

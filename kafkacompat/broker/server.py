@@ -20,8 +20,7 @@ from kafkacompat.storage import Store
 from .cleaner_codec import CLEANER_CODEC
 from .cluster import Cluster
 from ..config import BrokerConfig
-from .connection import Connection
-from .faults import Faults
+from .connection import Connection, FaultHook, NoFaults
 from .receive import FrameBudget, FrameStream, serve_frames
 from ..security.authenticator import SaslAuthenticator, audit
 from ..security.listeners import Listener, parse_listeners
@@ -40,7 +39,7 @@ STOP_GRACE = 5.0  # seconds a stopping broker waits for the answers it owes (a f
 class BrokerServer:
     """A running broker: `await start()`, `await stop()`, or `async with`."""
 
-    def __init__(self, config: BrokerConfig, store: Store | None = None) -> None:
+    def __init__(self, config: BrokerConfig, store: Store | None = None, faults: FaultHook | None = None) -> None:
         self.config = config
         self.store = store or storage.open_store(
             config.store_url,
@@ -67,7 +66,7 @@ class BrokerServer:
         self.connections_refused = 0  # over max_connections or max_connections_per_ip
         budget = config.queued_max_request_bytes
         self._frame_budget = FrameBudget(None if budget == -1 else budget)
-        self.faults = Faults()  # injected by tests; see kafkacompat.testing
+        self.faults = NoFaults() if faults is None else faults  # injected by tests: kafkacompat.testing.faults
         self._http: "HttpServer | None" = None
         self._store_open = False
 

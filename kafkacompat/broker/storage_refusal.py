@@ -22,10 +22,11 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from kafkacompat import storage
+from kafkacompat.protocol.error_answers import error_answer
 from kafkacompat.protocol.versions import api_name
 
+from ..handlers import ERROR_ANSWERS
 from ..handlers.common import coordinator_storage_error_code, storage_error_code
-from .faults import MIRRORED, error_from_request, filled_response
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +58,4 @@ def refusal(api_key: int, version: int, request: Any, exc: storage.StorageError)
     if now - _logged_at >= LOG_EVERY_S:  # an outage fails every request at once: one line now and then
         _logged_at = now
         log.warning("%s v%d answered %s: %s", api_name(api_key), version, error.name.upper(), exc)
-    if api_key in MIRRORED:
-        return error_from_request(api_key, version, request, error)
-    return filled_response(api_key, version, error)
+    return error_answer(ERROR_ANSWERS.get(api_key), api_key, version, request, error)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from kafkacompat.storage import FsyncPolicy, InvalidPolicyError, StreamPolicy, TopicInfo, cleanup_policy
 
 if TYPE_CHECKING:
-    from .cluster import Cluster
+    from ..services import Broker as Cluster  # the broker as its views show it
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -126,7 +126,7 @@ def stream_defaults(policy: StreamPolicy) -> dict[str, str]:
     }
 
 
-Synonym = tuple[str, str, int]  # (name, value, config_source)
+Synonym = tuple[str, str | None, int]  # (name, value (None: sensitive), config_source)
 
 
 def config_synonyms(cluster: "Cluster", info: TopicInfo) -> dict[str, list[Synonym]]:

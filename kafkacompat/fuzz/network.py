@@ -47,8 +47,8 @@ import crc32c
 from kafkacompat.protocol.framing import FrameDecoder
 from kafkacompat.protocol.messages import MalformedRequestError, decode_request, encode_body, parse_request_header
 from kafkacompat.protocol.records import CRC_START, HEADER_SIZE, LOG_OVERHEAD
-from kafkacompat.protocol.versions import SUPPORTED
 
+from ..handlers import SUPPORTED
 from .seeds import load_corpus, sample_frames
 
 

@@ -31,7 +31,9 @@ from kio.serial._introspect import (
 
 from kafkacompat.protocol.messages import encode_body, request_schema
 from kafkacompat.protocol.records import Record, build_batch
-from kafkacompat.protocol.versions import SUPPORTED, is_flexible
+from kafkacompat.protocol.versions import is_flexible
+
+from ..handlers import SUPPORTED
 
 _PRIMITIVES: dict[str, Any] = {
     "bool": False,

@@ -7,12 +7,11 @@ from collections.abc import Callable
 
 import crc32c
 
-from kafkacompat.handlers import HANDLERS
+from kafkacompat.handlers import HANDLERS, SUPPORTED
 from kafkacompat.protocol.framing import FrameDecoder, FrameError
 from kafkacompat.protocol.messages import MalformedRequestError, decode_request, parse_request_header
 from kafkacompat.protocol.record_validation import validate_records
 from kafkacompat.protocol.records import CRC_START, HEADER_SIZE, InvalidBatchError, split_batches
-from kafkacompat.protocol.versions import SUPPORTED
 
 FUZZ_FRAME_LIMIT = 1 << 20  # frames larger than this are refused, as socket.request.max.bytes would
 _LONG_MAX = 2**63 - 1

@@ -1,139 +1,19 @@
-"""One module per Kafka API; this registry maps API keys to them."""
+"""One module per Kafka API, each declaring at its top what it serves (`API = Api(key, versions, error answer)`).
+
+The registry is found from those declarations (registry.py): adding a Kafka
+API is adding one module to this package.
+"""
 
 from __future__ import annotations
 
 from types import ModuleType
 
-from kafkacompat.protocol.admin_api import STREAM_ADMIN_KEY
-from kafkacompat.protocol.replication_api import REPLICATE_KEY
+from kafkacompat.protocol.error_answers import ErrorAnswer
 
-from . import (
-    add_offsets_to_txn,
-    add_partitions_to_txn,
-    alter_client_quotas,
-    alter_configs,
-    alter_partition_reassignments,
-    api_versions,
-    consumer_group_describe,
-    consumer_group_heartbeat,
-    create_partitions,
-    create_topics,
-    delete_groups,
-    delete_records,
-    delete_topics,
-    elect_leaders,
-    describe_client_quotas,
-    describe_cluster,
-    describe_configs,
-    describe_groups,
-    describe_quorum,
-    describe_log_dirs,
-    describe_producers,
-    describe_topic_partitions,
-    describe_transactions,
-    end_txn,
-    fetch,
-    find_coordinator,
-    heartbeat,
-    incremental_alter_configs,
-    init_producer_id,
-    join_group,
-    leave_group,
-    list_config_resources,
-    list_groups,
-    list_partition_reassignments,
-    list_offsets,
-    list_transactions,
-    metadata,
-    offset_commit,
-    offset_delete,
-    offset_fetch,
-    offset_for_leader_epoch,
-    produce,
-    stream_admin,
-    stream_replicate,
-    sync_group,
-    txn_offset_commit,
-    write_txn_markers,
-)
-from . import alter_user_scram_credentials, describe_user_scram_credentials, sasl_authenticate, sasl_handshake
-from . import create_acls, delete_acls, describe_acls
-from . import create_delegation_token, describe_delegation_token, expire_delegation_token, renew_delegation_token
-from . import alter_replica_log_dirs
-from . import unregister_broker, update_features
-from . import share_acknowledge, share_fetch, share_group_heartbeat
-from . import streams_group_describe, streams_group_heartbeat
-from . import alter_share_group_offsets, delete_share_group_offsets, describe_share_group_offsets, share_group_describe
+from .registry import registry
 
-HANDLERS: dict[int, ModuleType] = {
-    0: produce,
-    1: fetch,
-    2: list_offsets,
-    3: metadata,
-    8: offset_commit,
-    9: offset_fetch,
-    10: find_coordinator,
-    11: join_group,
-    12: heartbeat,
-    13: leave_group,
-    14: sync_group,
-    15: describe_groups,
-    16: list_groups,
-    18: api_versions,
-    19: create_topics,
-    20: delete_topics,
-    21: delete_records,
-    22: init_producer_id,
-    23: offset_for_leader_epoch,
-    24: add_partitions_to_txn,
-    25: add_offsets_to_txn,
-    26: end_txn,
-    27: write_txn_markers,
-    28: txn_offset_commit,
-    32: describe_configs,
-    33: alter_configs,
-    35: describe_log_dirs,
-    37: create_partitions,
-    42: delete_groups,
-    43: elect_leaders,
-    44: incremental_alter_configs,
-    45: alter_partition_reassignments,
-    46: list_partition_reassignments,
-    47: offset_delete,
-    48: describe_client_quotas,
-    49: alter_client_quotas,
-    57: update_features,
-    55: describe_quorum,
-    60: describe_cluster,
-    64: unregister_broker,
-    68: consumer_group_heartbeat,
-    69: consumer_group_describe,
-    61: describe_producers,
-    74: list_config_resources,
-    75: describe_topic_partitions,
-    65: describe_transactions,
-    66: list_transactions,
-    17: sasl_handshake,
-    36: sasl_authenticate,
-    50: describe_user_scram_credentials,
-    51: alter_user_scram_credentials,
-    29: describe_acls,
-    30: create_acls,
-    31: delete_acls,
-    38: create_delegation_token,
-    39: renew_delegation_token,
-    40: expire_delegation_token,
-    41: describe_delegation_token,
-    34: alter_replica_log_dirs,
-    76: share_group_heartbeat,
-    78: share_fetch,
-    79: share_acknowledge,
-    77: share_group_describe,
-    90: describe_share_group_offsets,
-    91: alter_share_group_offsets,
-    92: delete_share_group_offsets,
-    88: streams_group_heartbeat,
-    89: streams_group_describe,
-    STREAM_ADMIN_KEY: stream_admin,  # private, never advertised (protocol.versions.UNADVERTISED)
-    REPLICATE_KEY: stream_replicate,  # private, never advertised: replica links between clusters
-}
+REGISTRY = registry()
+HANDLERS: dict[int, ModuleType] = REGISTRY.handlers  # api key -> the module serving it
+SUPPORTED: dict[int, tuple[int, int]] = REGISTRY.advertised  # api key -> (min, max) that ApiVersions lists
+UNADVERTISED: dict[int, tuple[int, int]] = REGISTRY.unadvertised  # private APIs stock clients must not see
+ERROR_ANSWERS: dict[int, ErrorAnswer] = REGISTRY.answers  # api key -> how its error answers are built

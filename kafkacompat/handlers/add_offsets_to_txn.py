@@ -2,16 +2,26 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from ..security.acls import Operation
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
 from .txn_common import fenced_as
+from .registry import Api, changes
+from ..services import Request, Security, Transactions
+
+
+# AddOffsetsToTxn v0-4
+API = Api(25, (0, 4), changes())
+
+
+class Reaches(Security, Transactions, Protocol):
+    """What of the broker this module reaches."""
 
 FENCED_FROM = 2
 
 
-async def handle(ctx: Any, request: Any) -> Any:
+async def handle(ctx: Request[Reaches], request: Any) -> Any:
     m = schema_of(ctx)
     authorizer = ctx.cluster.authorizer
     if not authorizer.transactional_id(ctx, Operation.WRITE, request.transactional_id):

@@ -10,18 +10,28 @@ OPERATION_NOT_ATTEMPTED.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from ..security.acls import Operation
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
 from .txn_common import fenced_as, resolve_partitions
+from .registry import Api, changes
+from ..services import Request, Security, Transactions
+
+
+# AddPartitionsToTxn v0-5: v4+ is the brokers' batched form, v5 transactions v2 (KIP-890); error answers: v4+: top-level code
+API = Api(24, (0, 5), changes(("v3_and_below_topics",), "results_by_topic_v3_and_below"))
+
+
+class Reaches(Security, Transactions, Protocol):
+    """What of the broker this module reaches."""
 
 BATCHED_FROM = 4
 TRANSACTIONS_V2_FROM = 5
 FENCED_FROM = 2  # versions before answer INVALID_PRODUCER_EPOCH instead
 
 
-async def _one(ctx: Any, txn_id: str, producer_id: int, epoch: int, topics: Any, verify: bool) -> dict:
+async def _one(ctx: Request[Reaches], txn_id: str, producer_id: int, epoch: int, topics: Any, verify: bool) -> dict:
     if not ctx.cluster.authorizer.transactional_id(ctx, Operation.WRITE, txn_id):
         return {(topic.name, index): ErrorCode.transactional_id_authorization_failed
                 for topic in topics for index in topic.partitions}
@@ -50,7 +60,7 @@ def _results(m: Any, topics: Any, errors: dict) -> tuple[Any, ...]:
     )
 
 
-async def handle(ctx: Any, request: Any) -> Any:
+async def handle(ctx: Request[Reaches], request: Any) -> Any:
     m = schema_of(ctx)
     if ctx.version < BATCHED_FROM:
         topics = request.v3_and_below_topics

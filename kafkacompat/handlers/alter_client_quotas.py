@@ -8,9 +8,15 @@ from kafkacompat import storage
 
 from ..broker.quotas import QuotaError, entity_of
 from .common import NO_THROTTLE, ErrorCode, make, schema_of, storage_error_code
+from .registry import Api, changes
+from ..services import Request, Settings
 
 
-async def _alter(ctx: Any, entry: Any, validate_only: bool) -> tuple[ErrorCode, str | None]:
+# AlterClientQuotas v0-1
+API = Api(49, (0, 1), changes(("entries",), "entries"))
+
+
+async def _alter(ctx: Request[Settings], entry: Any, validate_only: bool) -> tuple[ErrorCode, str | None]:
     quotas = ctx.cluster.quotas
     try:
         entity = entity_of([(e.entity_type, e.entity_name) for e in entry.entity])
@@ -25,7 +31,7 @@ async def _alter(ctx: Any, entry: Any, validate_only: bool) -> tuple[ErrorCode, 
     return ErrorCode.none, None
 
 
-async def handle(ctx: Any, request: Any) -> Any:
+async def handle(ctx: Request[Settings], request: Any) -> Any:
     m = schema_of(ctx)
     entries = []
     for entry in request.entries:

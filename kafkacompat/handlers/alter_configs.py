@@ -6,9 +6,15 @@ from typing import Any
 
 from .common import NO_THROTTLE, make, schema_of
 from .config_changes import apply_configs
+from .registry import Api, changes
+from ..services import Context
 
 
-async def handle(ctx: Any, request: Any) -> Any:
+# AlterConfigs v0-2
+API = Api(33, (0, 2), changes(("resources",), "responses"))
+
+
+async def handle(ctx: Context, request: Any) -> Any:
     m = schema_of(ctx)
     responses = []
     for resource in request.resources:

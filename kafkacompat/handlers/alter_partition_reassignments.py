@@ -8,12 +8,22 @@ or empty replica lists are refused with Kafka's messages; a cancellation
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
+from .registry import Api, reads
+from ..services import Placement, Request, Topics
 
 
-def _check(ctx: Any, topic: str, info: Any, missing: ErrorCode, index: int, replicas: Any) -> tuple[ErrorCode, str | None]:
+# AlterPartitionReassignments v0
+API = Api(45, (0, 0), reads())
+
+
+class Reaches(Placement, Topics, Protocol):
+    """What of the broker this module reaches."""
+
+
+def _check(ctx: Request[Reaches], topic: str, info: Any, missing: ErrorCode, index: int, replicas: Any) -> tuple[ErrorCode, str | None]:
     node = ctx.cluster.node_id
     if info is None:
         return missing, f"Unable to find a topic named {topic}."
@@ -33,7 +43,7 @@ def _check(ctx: Any, topic: str, info: Any, missing: ErrorCode, index: int, repl
     return ErrorCode.none, None
 
 
-async def handle(ctx: Any, request: Any) -> Any:
+async def handle(ctx: Request[Reaches], request: Any) -> Any:
     m = schema_of(ctx)
     responses = []
     for topic in request.topics:

@@ -22,9 +22,20 @@ from typing import Any
 from kafkacompat import storage
 
 from .common import NO_THROTTLE, ErrorCode, make, schema_of, storage_error_code
+from .registry import Api, changes
+from ..services import Context
 
 
-async def _move(ctx: Any, topic: str, index: int, log_dir: str) -> ErrorCode:
+def _topics_of_dirs(request: Any) -> tuple[Any, ...]:
+    """Asked per dir, answered per topic: each dir's topics, as Kafka's getErrorResponse lists them."""
+    return tuple(topic for log_dir in request.dirs for topic in log_dir.topics)
+
+
+# AlterReplicaLogDirs v1-2 (v0 is gone since Kafka 4.0)
+API = Api(34, (1, 2), changes(("dirs",), "results", items=_topics_of_dirs))
+
+
+async def _move(ctx: Context, topic: str, index: int, log_dir: str) -> ErrorCode:
     cluster = ctx.cluster
     if log_dir not in cluster.store.data_dirs():
         return ErrorCode.log_dir_not_found
@@ -39,7 +50,7 @@ async def _move(ctx: Any, topic: str, index: int, log_dir: str) -> ErrorCode:
     return ErrorCode.none
 
 
-async def handle(ctx: Any, request: Any) -> Any:
+async def handle(ctx: Context, request: Any) -> Any:
     m = schema_of(ctx)
     wanted: dict[str, dict[int, str]] = {}  # topic as the client spelled it -> partition -> dir
     for log_dir in request.dirs:

@@ -6,11 +6,21 @@ offset (kafka-share-groups --reset-offsets).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from ..security.acls import Operation
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
 from .share_offsets_common import group_refusal
+from .registry import Api, changes
+from ..services import Groups, Placement, Request, Security, Settings, Topics
+
+
+# AlterShareGroupOffsets v0
+API = Api(91, (0, 0), changes())
+
+
+class Reaches(Groups, Placement, Security, Settings, Topics, Protocol):
+    """What of the broker this module reaches."""
 
 
 def _part(m: Any, index: int, error: ErrorCode, message: str | None = None) -> Any:
@@ -18,7 +28,7 @@ def _part(m: Any, index: int, error: ErrorCode, message: str | None = None) -> A
                 error_message=message)
 
 
-async def handle(ctx: Any, request: Any) -> Any:
+async def handle(ctx: Request[Reaches], request: Any) -> Any:
     m = schema_of(ctx)
     shares = ctx.cluster.shares
     group_id = request.group_id
@@ -34,15 +44,15 @@ async def handle(ctx: Any, request: Any) -> Any:
             responses.append(make(m.AlterShareGroupOffsetsResponseTopic, topic_name=topic.topic_name, topic_id=None,
                                   partitions=parts))
             continue
-        parts = []
+        accepted = []
         for p in topic.partitions:
             if not 0 <= p.partition_index < info.partitions:
-                parts.append(_part(m, p.partition_index, ErrorCode.unknown_topic_or_partition))
+                accepted.append(_part(m, p.partition_index, ErrorCode.unknown_topic_or_partition))
                 continue
             shares.set_start_offset(group_id, info.topic_id, p.partition_index, p.start_offset)
-            parts.append(_part(m, p.partition_index, ErrorCode.none))
+            accepted.append(_part(m, p.partition_index, ErrorCode.none))
         responses.append(make(m.AlterShareGroupOffsetsResponseTopic, topic_name=topic.topic_name,
-                              topic_id=info.topic_id, partitions=tuple(parts)))
+                              topic_id=info.topic_id, partitions=tuple(accepted)))
     await shares.flush()
     return make(m.AlterShareGroupOffsetsResponse, throttle_time=NO_THROTTLE, error_code=ErrorCode.none,
                 error_message=None, responses=tuple(responses))

@@ -15,6 +15,17 @@ from kafkacompat import storage
 from ..security.scram import MAX_ITERATIONS, MIN_ITERATIONS, credential_from_salted
 from .common import NO_THROTTLE, ErrorCode, make, schema_of, storage_error_code
 from .describe_user_scram_credentials import MECHANISM_CODES
+from .registry import Api, changes
+from ..services import Request, Security
+
+
+def _users(request: Any) -> tuple[str, ...]:
+    """One result per user a deletion or an upsertion names, sorted (Kafka's getErrorResponse)."""
+    return tuple(sorted({item.name for item in (*request.deletions, *request.upsertions)}))
+
+
+# AlterUserScramCredentials v0
+API = Api(51, (0, 0), changes(("deletions", "upsertions"), "results", items=_users))
 
 MECHANISM_NAMES = {code: name for name, code in MECHANISM_CODES.items()}
 
@@ -33,7 +44,7 @@ def _refusal(item: Any, upsert: bool, twice: bool) -> tuple[ErrorCode, str] | No
     return None
 
 
-async def handle(ctx: Any, request: Any) -> Any:
+async def handle(ctx: Request[Security], request: Any) -> Any:
     m = schema_of(ctx)
     credentials = ctx.cluster.credentials
     counts = Counter(i.name for i in (*request.deletions, *request.upsertions))  # Kafka: one change per user

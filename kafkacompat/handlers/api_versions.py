@@ -6,9 +6,15 @@ import struct
 from typing import Any
 
 from kafkacompat.protocol.messages import make
-from kafkacompat.protocol.versions import API_VERSIONS_KEY, SUPPORTED
+from kafkacompat.protocol.versions import API_VERSIONS_KEY
 
 from .common import NO_THROTTLE, ErrorCode, schema_of
+from .registry import Api, reads, registry
+from ..services import Request, Settings
+
+
+# ApiVersions v0-4
+API = Api(API_VERSIONS_KEY, (0, 4), reads())
 
 
 def unsupported_version_response() -> bytes:
@@ -16,17 +22,17 @@ def unsupported_version_response() -> bytes:
 
     Clients read it whatever version they sent, then retry with one listed.
     """
-    low, high = SUPPORTED[API_VERSIONS_KEY]
+    low, high = API.versions
     return struct.pack(">hi", ErrorCode.unsupported_version.value, 1) + struct.pack(
         ">hhh", API_VERSIONS_KEY, low, high
     )
 
 
-async def handle(ctx: Any, request: Any) -> Any:
+async def handle(ctx: Request[Settings], request: Any) -> Any:
     m = schema_of(ctx)
     keys = tuple(
         make(m.ApiVersion, api_key=key, min_version=low, max_version=high)
-        for key, (low, high) in sorted(SUPPORTED.items())
+        for key, (low, high) in registry().advertised.items()  # every module's declaration, by key
     )
     extra: dict[str, Any] = {}
     if ctx.version >= 3:

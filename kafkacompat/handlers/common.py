@@ -9,6 +9,7 @@ from kio.schema.errors import ErrorCode
 
 from kafkacompat import storage
 from kafkacompat.protocol.messages import make, response_module
+from ..services import Request
 
 NO_THROTTLE = datetime.timedelta(0)
 NO_RESPONSE = object()  # acks=0: the client expects no answer
@@ -25,7 +26,7 @@ ALL_CLUSTER_OPERATIONS = 0b1_1111_1010_0000
 UNSET_OPERATIONS = -(2**31)
 
 
-def schema_of(ctx: Any) -> Any:
+def schema_of(ctx: Request[object]) -> Any:
     """The kio module of this request's response version."""
     return response_module(ctx.header.api_key, ctx.header.api_version)
 

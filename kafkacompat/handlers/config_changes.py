@@ -19,12 +19,13 @@ from ..broker.topic_configs import InvalidConfigError, validate_configs
 from ..security.acls import Operation
 from ..security.authorizer import config_refusal
 from .common import ErrorCode, storage_error_code
+from ..services import Context
 
 TOPIC, BROKER, BROKER_LOGGER, GROUP = 2, 4, 8, 32
 Change = Callable[[dict[str, str]], dict[str, str]]
 
 
-async def apply_configs(ctx: Any, resource: Any, change: Change, validate_only: bool) -> tuple[ErrorCode, str | None]:
+async def apply_configs(ctx: Context, resource: Any, change: Change, validate_only: bool) -> tuple[ErrorCode, str | None]:
     """(error code, message) of changing one resource's configs."""
     kind, name = resource.resource_type, resource.resource_name
     refused = config_refusal(ctx, Operation.ALTER_CONFIGS, kind, name)
@@ -52,7 +53,7 @@ async def apply_configs(ctx: Any, resource: Any, change: Change, validate_only: 
     return ErrorCode.none, None
 
 
-async def _topic(ctx: Any, name: str, change: Change, validate_only: bool) -> None:
+async def _topic(ctx: Context, name: str, change: Change, validate_only: bool) -> None:
     cluster = ctx.cluster
     info = cluster.lookup(name).info
     if info is None:
@@ -63,12 +64,12 @@ async def _topic(ctx: Any, name: str, change: Change, validate_only: bool) -> No
         await cluster.store.set_topic_configs(info.stream, info.name, new)
 
 
-def _check_broker(ctx: Any, name: str) -> None:
+def _check_broker(ctx: Context, name: str) -> None:
     if name != str(ctx.cluster.node_id):
         raise InvalidConfigError(f"Unexpected broker id, expected {ctx.cluster.node_id}, but received {name}")
 
 
-async def _broker(ctx: Any, name: str, change: Change, validate_only: bool) -> None:
+async def _broker(ctx: Context, name: str, change: Change, validate_only: bool) -> None:
     cluster = ctx.cluster
     if name != "":
         _check_broker(ctx, name)
@@ -80,7 +81,7 @@ async def _broker(ctx: Any, name: str, change: Change, validate_only: bool) -> N
         await broker_configs.set_dynamic(cluster, name, new)
 
 
-def _logger(ctx: Any, name: str, change: Change, validate_only: bool) -> None:
+def _logger(ctx: Context, name: str, change: Change, validate_only: bool) -> None:
     _check_broker(ctx, name)
     old = logger_configs.describe()
     new = change(dict(old))
@@ -90,7 +91,7 @@ def _logger(ctx: Any, name: str, change: Change, validate_only: bool) -> None:
         logger_configs.apply(changes)
 
 
-async def _group(ctx: Any, name: str, change: Change, validate_only: bool) -> None:
+async def _group(ctx: Context, name: str, change: Change, validate_only: bool) -> None:
     new = change(group_configs.group_values(ctx.cluster, name))
     group_configs.check(new, ctx.cluster.config)
     if not validate_only:

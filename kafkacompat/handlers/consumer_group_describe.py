@@ -6,7 +6,7 @@ Kafka does; Java's Admin then describes it with DescribeGroups instead.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from ..broker.features import GROUP_VERSION
 from ..groups.assignors import Assignment
@@ -14,6 +14,16 @@ from ..security.acls import Operation, ResourceType
 from .common import NO_THROTTLE, UNSET_OPERATIONS, ErrorCode, make, schema_of
 from .describe_groups import GROUP_OPERATIONS
 from .group_common import protocol_off
+from .registry import Api, reads
+from ..services import Groups, Request, Security, Settings
+
+
+# ConsumerGroupDescribe v0-1
+API = Api(69, (0, 1), reads())
+
+
+class Reaches(Groups, Security, Settings, Protocol):
+    """What of the broker this module reaches."""
 
 CLASSIC_MEMBER_TYPE, CONSUMER_MEMBER_TYPE = 0, 1  # v1: -1 unknown, 0 classic member, 1 consumer member
 
@@ -29,7 +39,7 @@ def _assignment(m: Any, coordinator: Any, assignment: Assignment) -> Any:
     )
 
 
-async def handle(ctx: Any, request: Any) -> Any:
+async def handle(ctx: Request[Reaches], request: Any) -> Any:
     m = schema_of(ctx)
     coordinator = ctx.cluster.groups.consumer
     operations = GROUP_OPERATIONS if request.include_authorized_operations else UNSET_OPERATIONS

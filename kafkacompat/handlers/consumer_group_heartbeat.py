@@ -3,13 +3,23 @@
 from __future__ import annotations
 
 import datetime
-from typing import Any
+from typing import Any, Protocol
 
 from ..broker.features import GROUP_VERSION
 from ..groups.consumer_coordinator import HeartbeatRequest
 from ..security.acls import Operation
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
 from .group_common import client_host, millis
+from .registry import Api, changes
+from ..services import Groups, Placement, Request, Security, Settings
+
+
+# ConsumerGroupHeartbeat v0-1 (KIP-848); v1: the client makes its member id
+API = Api(68, (0, 1), changes())
+
+
+class Reaches(Groups, Placement, Security, Settings, Protocol):
+    """What of the broker this module reaches."""
 
 
 def _owned(topic_partitions: Any) -> dict[Any, frozenset[int]] | None:
@@ -21,7 +31,7 @@ def _owned(topic_partitions: Any) -> dict[Any, frozenset[int]] | None:
     return owned
 
 
-def _refusal(ctx: Any, request: Any) -> ErrorCode | None:
+def _refusal(ctx: Request[Reaches], request: Any) -> ErrorCode | None:
     """READ on the group, and DESCRIBE on every subscribed topic named (KafkaApis' order)."""
     authorizer = ctx.cluster.authorizer
     if not authorizer.group(ctx, Operation.READ, request.group_id):
@@ -32,7 +42,7 @@ def _refusal(ctx: Any, request: Any) -> ErrorCode | None:
     return None
 
 
-async def handle(ctx: Any, request: Any) -> Any:
+async def handle(ctx: Request[Reaches], request: Any) -> Any:
     m = schema_of(ctx)
     if ctx.cluster.features.level(GROUP_VERSION) < 1:  # KIP-848 groups off, as Kafka answers then
         return make(m.ConsumerGroupHeartbeatResponse, throttle_time=NO_THROTTLE,

@@ -11,11 +11,17 @@ from ..security.acls import (
 )
 from .common import NO_THROTTLE, ErrorCode, make, schema_of, storage_error_code
 from .describe_acls import refusal
+from .registry import Api, changes
+from ..services import Request, Security
+
+
+# CreateAcls v1-3
+API = Api(30, (1, 3), changes(("creations",), "results"))
 
 SECURITY_DISABLED = "No Authorizer is configured."  # Kafka's words for CreateAcls and DeleteAcls
 
 
-async def handle(ctx: Any, request: Any) -> Any:
+async def handle(ctx: Request[Security], request: Any) -> Any:
     m = schema_of(ctx)
     refused = refusal(ctx, Operation.ALTER)
     if refused is not None:

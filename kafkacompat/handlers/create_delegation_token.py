@@ -17,9 +17,15 @@ from ..security.acls import Operation, ResourceType
 from ..security.delegation_tokens import USER_TYPE, split_principal
 from .common import NO_THROTTLE, ErrorCode, make, schema_of, storage_error_code
 from .token_common import NO_TIMESTAMP, milliseconds, timestamp, token_requests_allowed
+from .registry import Api, changes
+from ..services import Request, Security
 
 
-def _refusal(ctx: Any, request: Any, owner: str | None) -> ErrorCode | None:
+# CreateDelegationToken v1-3 (v0 is gone since Kafka 4.0); v3 names an owner (KIP-373)
+API = Api(38, (1, 3), changes())
+
+
+def _refusal(ctx: Request[Security], request: Any, owner: str | None) -> ErrorCode | None:
     if not token_requests_allowed(ctx):
         return ErrorCode.delegation_token_request_not_allowed
     if owner is None:
@@ -34,7 +40,7 @@ def _refusal(ctx: Any, request: Any, owner: str | None) -> ErrorCode | None:
     return None
 
 
-def _owner(ctx: Any, request: Any) -> str | None:
+def _owner(ctx: Request[Security], request: Any) -> str | None:
     """The owner asked for (v3), else the requester; None when a name comes without a principal type."""
     name = getattr(request, "owner_principal_name", None)
     if not name:
@@ -43,7 +49,7 @@ def _owner(ctx: Any, request: Any) -> str | None:
     return f"{kind}:{name}" if kind else None
 
 
-async def handle(ctx: Any, request: Any) -> Any:
+async def handle(ctx: Request[Security], request: Any) -> Any:
     m = schema_of(ctx)
     owner = _owner(ctx, request)
     owner_type, owner_name = split_principal(owner or ctx.principal)

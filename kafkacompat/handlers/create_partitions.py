@@ -11,9 +11,15 @@ from ..security.acls import Operation
 from ..security.authorizer import TOPIC_DENIED
 from .common import NO_THROTTLE, ErrorCode, make, schema_of, storage_error_code
 from .partition_limits import PER_REQUEST_MESSAGE, partition_limit_error
+from .registry import Api, changes
+from ..services import Context
 
 
-async def _grow(ctx: Any, topic: Any, validate_only: bool) -> tuple[ErrorCode, str | None]:
+# CreatePartitions v0-3
+API = Api(37, (0, 3), changes(("topics",), "results"))
+
+
+async def _grow(ctx: Context, topic: Any, validate_only: bool) -> tuple[ErrorCode, str | None]:
     cluster = ctx.cluster
     if not cluster.authorizer.topic(ctx, Operation.ALTER, topic.name):
         return ErrorCode.topic_authorization_failed, TOPIC_DENIED
@@ -48,7 +54,7 @@ async def _grow(ctx: Any, topic: Any, validate_only: bool) -> tuple[ErrorCode, s
     return ErrorCode.none, None
 
 
-def _requested_increase(ctx: Any, topics: Any) -> int:
+def _requested_increase(ctx: Context, topics: Any) -> int:
     """Partitions the whole request would add to the topics that exist."""
     total = 0
     for topic in topics:
@@ -61,9 +67,10 @@ def _requested_increase(ctx: Any, topics: Any) -> int:
     return total
 
 
-async def handle(ctx: Any, request: Any) -> Any:
+async def handle(ctx: Context, request: Any) -> Any:
     m = schema_of(ctx)
     results = []
+    message: str | None
     too_many = _requested_increase(ctx, request.topics) > ctx.cluster.config.max_partitions_per_request
     for topic in request.topics:
         if too_many:

@@ -12,9 +12,15 @@ from ..security.acls import Operation
 from ..security.authorizer import TOPIC_DENIED
 from .common import NO_THROTTLE, ErrorCode, make, schema_of, storage_error_code
 from .partition_limits import PER_REQUEST_MESSAGE, partition_limit_error
+from .registry import Api, changes
+from ..services import Context
 
 
-async def _create(ctx: Any, topic: Any, validate_only: bool) -> tuple[ErrorCode, str | None, Any]:
+# CreateTopics v2-7
+API = Api(19, (2, 7), changes(("topics",), "topics"))
+
+
+async def _create(ctx: Context, topic: Any, validate_only: bool) -> tuple[ErrorCode, str | None, Any]:
     cluster = ctx.cluster
     authorizer = cluster.authorizer
     if authorizer.enabled and not (authorizer.cluster(ctx, Operation.CREATE, log_denied=False)
@@ -62,7 +68,7 @@ async def _create(ctx: Any, topic: Any, validate_only: bool) -> tuple[ErrorCode,
     return ErrorCode.none, None, info
 
 
-def _requested_partitions(ctx: Any, topics: Any) -> int:
+def _requested_partitions(ctx: Context, topics: Any) -> int:
     """Partitions the whole request asks for, counted as Kafka's controller counts them."""
     total = 0
     for topic in topics:
@@ -79,9 +85,10 @@ def _requested_partitions(ctx: Any, topics: Any) -> int:
     return total
 
 
-async def handle(ctx: Any, request: Any) -> Any:
+async def handle(ctx: Context, request: Any) -> Any:
     m = schema_of(ctx)
     results = []
+    message: str | None
     too_many = _requested_partitions(ctx, request.topics) > ctx.cluster.config.max_partitions_per_request
     for topic in request.topics:
         if too_many:  # Kafka refuses every topic of such a request

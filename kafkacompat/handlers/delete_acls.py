@@ -10,9 +10,15 @@ from ..security.acls import Operation
 from .common import NO_THROTTLE, ErrorCode, make, schema_of, storage_error_code
 from .create_acls import SECURITY_DISABLED
 from .describe_acls import acl_filter, refusal
+from .registry import Api, changes
+from ..services import Request, Security
 
 
-async def handle(ctx: Any, request: Any) -> Any:
+# DeleteAcls v1-3
+API = Api(31, (1, 3), changes(("filters",), "filter_results"))
+
+
+async def handle(ctx: Request[Security], request: Any) -> Any:
     m = schema_of(ctx)
     refused = refusal(ctx, Operation.ALTER)
     if refused is not None:

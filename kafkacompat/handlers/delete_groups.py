@@ -2,15 +2,25 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from kafkacompat import storage
 
 from ..security.acls import Operation
 from .common import NO_THROTTLE, ErrorCode, coordinator_storage_error_code, make, schema_of
+from .registry import Api, changes
+from ..services import Groups, Request, Security
 
 
-async def handle(ctx: Any, request: Any) -> Any:
+# DeleteGroups v0-2
+API = Api(42, (0, 2), changes(("groups_names",), "results"))
+
+
+class Reaches(Groups, Security, Protocol):
+    """What of the broker this module reaches."""
+
+
+async def handle(ctx: Request[Reaches], request: Any) -> Any:
     m = schema_of(ctx)
     results = []
     for group_id in request.groups_names:

@@ -8,9 +8,15 @@ from kafkacompat import storage
 
 from ..security.acls import Operation
 from .common import NO_THROTTLE, ErrorCode, make, schema_of, storage_error_code
+from .registry import Api, changes
+from ..services import Context
 
 
-async def handle(ctx: Any, request: Any) -> Any:
+# DeleteRecords v0-2
+API = Api(21, (0, 2), changes(("topics",), "topics"))
+
+
+async def handle(ctx: Context, request: Any) -> Any:
     m = schema_of(ctx)
     cluster = ctx.cluster
     topics = []

@@ -5,14 +5,24 @@ The next member to read such a topic starts from share.auto.offset.reset again.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from ..security.acls import Operation
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
 from .share_offsets_common import group_refusal
+from .registry import Api, changes
+from ..services import Groups, Placement, Request, Security, Settings, Topics
 
 
-async def handle(ctx: Any, request: Any) -> Any:
+# DeleteShareGroupOffsets v0
+API = Api(92, (0, 0), changes())
+
+
+class Reaches(Groups, Placement, Security, Settings, Topics, Protocol):
+    """What of the broker this module reaches."""
+
+
+async def handle(ctx: Request[Reaches], request: Any) -> Any:
     m = schema_of(ctx)
     shares = ctx.cluster.shares
     group_id = request.group_id

@@ -10,9 +10,15 @@ from ..broker.cluster import TopicError
 from ..security.acls import Operation
 from ..security.authorizer import TOPIC_DENIED
 from .common import NO_THROTTLE, ErrorCode, make, schema_of, storage_error_code
+from .registry import Api, changes
+from ..services import Context
 
 
-async def _delete(ctx: Any, name: str | None, topic_id: Any) -> tuple[ErrorCode, str | None, Any, Any]:
+# DeleteTopics v1-6
+API = Api(20, (1, 6), changes(("topics", "topic_names"), "responses"))
+
+
+async def _delete(ctx: Context, name: str | None, topic_id: Any) -> tuple[ErrorCode, str | None, Any, Any]:
     cluster = ctx.cluster
     if name is None:
         info = cluster.by_id(topic_id) if topic_id is not None else None
@@ -42,7 +48,7 @@ async def _delete(ctx: Any, name: str | None, topic_id: Any) -> tuple[ErrorCode,
     return ErrorCode.none, None, name or cluster.listed_name(info.stream, info.name, ctx.client_software_name), info.topic_id
 
 
-async def handle(ctx: Any, request: Any) -> Any:
+async def handle(ctx: Context, request: Any) -> Any:
     m = schema_of(ctx)
     if hasattr(request, "topics"):
         wanted = [(t.name, t.topic_id if t.topic_id and t.topic_id.int else None) for t in request.topics]

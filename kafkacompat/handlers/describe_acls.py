@@ -7,6 +7,12 @@ from typing import Any
 from ..security.acls import AclFilter, Operation, PatternType, Permission, ResourceType, from_code
 from ..security.authorizer import CLUSTER_DENIED
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
+from .registry import Api, reads
+from ..services import Request, Security
+
+
+# DescribeAcls v1-3 (v0 is gone since Kafka 4.0)
+API = Api(29, (1, 3), reads())
 
 SECURITY_DISABLED = "No Authorizer is configured on the broker"  # Kafka's words (AclApis)
 
@@ -20,7 +26,7 @@ def acl_filter(request: Any) -> AclFilter:
     )
 
 
-def refusal(ctx: Any, operation: Operation) -> tuple[ErrorCode, str] | None:
+def refusal(ctx: Request[Security], operation: Operation) -> tuple[ErrorCode, str] | None:
     """Kafka's order for the ACL APIs: the cluster operation first, then whether an authorizer runs at all."""
     authorizer = ctx.cluster.authorizer
     if not authorizer.cluster(ctx, operation):
@@ -30,7 +36,7 @@ def refusal(ctx: Any, operation: Operation) -> tuple[ErrorCode, str] | None:
     return None
 
 
-async def handle(ctx: Any, request: Any) -> Any:
+async def handle(ctx: Request[Security], request: Any) -> Any:
     m = schema_of(ctx)
     refused = refusal(ctx, Operation.DESCRIBE)
     if refused is not None:

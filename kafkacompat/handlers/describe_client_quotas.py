@@ -5,11 +5,17 @@ from __future__ import annotations
 from typing import Any
 
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
+from .registry import Api, reads
+from ..services import Request, Settings
+
+
+# DescribeClientQuotas v0-1
+API = Api(48, (0, 1), reads())
 
 EXACT, DEFAULT, ANY = 0, 1, 2
 
 
-async def handle(ctx: Any, request: Any) -> Any:
+async def handle(ctx: Request[Settings], request: Any) -> Any:
     m = schema_of(ctx)
     filters = [(c.entity_type, c.match_type, c.match) for c in request.components]
     if any(how not in (EXACT, DEFAULT, ANY) for _, how, _ in filters):

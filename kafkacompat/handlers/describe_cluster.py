@@ -6,9 +6,15 @@ from typing import Any
 
 from ..security.acls import CLUSTER_NAME, ResourceType
 from .common import ALL_CLUSTER_OPERATIONS, NO_THROTTLE, UNSET_OPERATIONS, ErrorCode, make, schema_of
+from .registry import Api, reads
+from ..services import Context
 
 
-async def handle(ctx: Any, request: Any) -> Any:
+# DescribeCluster v0-1
+API = Api(60, (0, 1), reads())
+
+
+async def handle(ctx: Context, request: Any) -> Any:
     m = schema_of(ctx)
     cluster = ctx.cluster
     return make(

@@ -15,9 +15,15 @@ from ..security.acls import Operation, ResourceType
 from ..security.delegation_tokens import TokenInfo, describable, split_principal
 from .common import NO_THROTTLE, ErrorCode, make, schema_of, storage_error_code
 from .token_common import token_requests_allowed
+from .registry import Api, reads
+from ..services import Request, Security
 
 
-def _described(m: Any, ctx: Any, token: TokenInfo) -> Any:
+# DescribeDelegationToken v1-3: v3 shows each token's requester
+API = Api(41, (1, 3), reads())
+
+
+def _described(m: Any, ctx: Request[Security], token: TokenInfo) -> Any:
     owner_type, owner_name = split_principal(token.owner)
     requester_type, requester_name = split_principal(token.requester)
     renewers = tuple(make(m.DescribedDelegationTokenRenewer, principal_type=kind, principal_name=name)
@@ -28,7 +34,7 @@ def _described(m: Any, ctx: Any, token: TokenInfo) -> Any:
                 token_id=token.token_id, hmac=ctx.cluster.tokens.hmac(token.token_id), renewers=renewers)
 
 
-async def _visible(ctx: Any, request: Any) -> list[TokenInfo]:
+async def _visible(ctx: Request[Security], request: Any) -> list[TokenInfo]:
     tokens, authorizer = ctx.cluster.tokens, ctx.cluster.authorizer
     owners = None if request.owners is None else [f"{o.principal_type}:{o.principal_name}" for o in request.owners]
     await tokens.remove_expired()
@@ -40,7 +46,7 @@ async def _visible(ctx: Any, request: Any) -> list[TokenInfo]:
                                            log_denied=False))]
 
 
-async def handle(ctx: Any, request: Any) -> Any:
+async def handle(ctx: Request[Security], request: Any) -> Any:
     m = schema_of(ctx)
     found: list[TokenInfo] = []
     if not token_requests_allowed(ctx):

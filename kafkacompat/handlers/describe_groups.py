@@ -6,16 +6,26 @@ GROUP_ID_NOT_FOUND and Kafka's message instead of an empty Dead group.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from ..security.acls import Operation, ResourceType
 from .common import NO_THROTTLE, UNSET_OPERATIONS, ErrorCode, make, schema_of
+from .registry import Api, reads
+from ..services import Groups, Request, Security
+
+
+# DescribeGroups v0-6
+API = Api(15, (0, 6), reads())
+
+
+class Reaches(Groups, Security, Protocol):
+    """What of the broker this module reaches."""
 
 # READ (3), DELETE (6), DESCRIBE (8): the operations Kafka lists for a group
 GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
 
 
-async def handle(ctx: Any, request: Any) -> Any:
+async def handle(ctx: Request[Reaches], request: Any) -> Any:
     m = schema_of(ctx)
     operations = GROUP_OPERATIONS if getattr(request, "include_authorized_operations", False) else UNSET_OPERATIONS
     groups = []

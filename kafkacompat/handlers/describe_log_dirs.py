@@ -21,12 +21,18 @@ from kafkacompat import storage
 
 from ..broker.cluster import TopicError
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
+from .registry import Api, reads
+from ..services import Context
+
+
+# DescribeLogDirs v1-4
+API = Api(35, (1, 4), reads())
 
 # volume -> topic name -> partition -> (bytes, offset lag, is future)
 Usage = dict[str, dict[str, dict[int, tuple[int, int, bool]]]]
 
 
-def _wanted(ctx: Any, request: Any) -> list[tuple[str, storage.TopicInfo, list[int]]]:
+def _wanted(ctx: Context, request: Any) -> list[tuple[str, storage.TopicInfo, list[int]]]:
     cluster = ctx.cluster
     if request.topics is None:
         return [(cluster.listed_name(info.stream, info.name, ctx.client_software_name), info, list(range(info.partitions)))
@@ -42,7 +48,7 @@ def _wanted(ctx: Any, request: Any) -> list[tuple[str, storage.TopicInfo, list[i
     return wanted
 
 
-async def _usage(ctx: Any, request: Any) -> Usage:
+async def _usage(ctx: Context, request: Any) -> Usage:
     store = ctx.cluster.store
     home = store.data_dirs()[0]
     usage: Usage = defaultdict(lambda: defaultdict(dict))
@@ -74,7 +80,7 @@ def _space(path: str) -> tuple[int, int]:
     return total, free
 
 
-async def handle(ctx: Any, request: Any) -> Any:
+async def handle(ctx: Context, request: Any) -> Any:
     m = schema_of(ctx)
     usage = await _usage(ctx, request)
     results = []

@@ -12,9 +12,15 @@ from kafkacompat import storage
 
 from ..security.acls import Operation
 from .common import NO_THROTTLE, ErrorCode, make, schema_of, storage_error_code
+from .registry import Api, reads
+from ..services import Context
 
 
-async def _partition(ctx: Any, m: Any, info: Any, missing: ErrorCode, index: int) -> Any:
+# DescribeProducers v0
+API = Api(61, (0, 0), reads(("topics",), "topics"))
+
+
+async def _partition(ctx: Context, m: Any, info: Any, missing: ErrorCode, index: int) -> Any:
     cluster = ctx.cluster
     partition, error = await cluster.serving_partition(info, missing, index)
     producers: tuple[Any, ...] = ()
@@ -36,7 +42,7 @@ async def _partition(ctx: Any, m: Any, info: Any, missing: ErrorCode, index: int
                 error_message=None if error == ErrorCode.none else error.name, active_producers=producers)
 
 
-async def handle(ctx: Any, request: Any) -> Any:
+async def handle(ctx: Context, request: Any) -> Any:
     m = schema_of(ctx)
     topics = []
     for topic in request.topics:

@@ -18,6 +18,12 @@ import uuid
 from typing import Any
 
 from .common import ErrorCode, make, schema_of
+from .registry import Api, reads
+from ..services import Context
+
+
+# DescribeQuorum v0-2: the controller as the metadata quorum's one voter (Kafka forwards it)
+API = Api(55, (0, 2), reads())
 
 METADATA_TOPIC = "__cluster_metadata"
 CONTROLLER_LISTENER = "CONTROLLER"
@@ -38,7 +44,7 @@ def _not_hosted(m: Any, index: int) -> Any:
                 observers=())
 
 
-async def handle(ctx: Any, request: Any) -> Any:
+async def handle(ctx: Context, request: Any) -> Any:
     m = schema_of(ctx)
     cluster = ctx.cluster
     now = int(time.time() * 1000)

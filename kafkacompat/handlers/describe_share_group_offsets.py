@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from ..security.acls import Operation
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
 from .share_offsets_common import group_refusal
+from .registry import Api, reads
+from ..services import Groups, Placement, Request, Security, Settings, Topics
+
+
+# DescribeShareGroupOffsets v0
+API = Api(90, (0, 0), reads())
+
+
+class Reaches(Groups, Placement, Security, Settings, Topics, Protocol):
+    """What of the broker this module reaches."""
 
 
 def _partition(m: Any, index: int, start_offset: int, error: ErrorCode = ErrorCode.none) -> Any:
@@ -14,7 +24,7 @@ def _partition(m: Any, index: int, start_offset: int, error: ErrorCode = ErrorCo
                 leader_epoch=-1, error_code=error, error_message=None)
 
 
-def _group(ctx: Any, m: Any, request_group: Any) -> Any:
+def _group(ctx: Request[Reaches], m: Any, request_group: Any) -> Any:
     shares = ctx.cluster.shares
     group_id = request_group.group_id
     refused = group_refusal(ctx, group_id, Operation.DESCRIBE, must_be_empty=False)
@@ -38,21 +48,20 @@ def _group(ctx: Any, m: Any, request_group: Any) -> Any:
     for name, info, indexes in sorted(wanted, key=lambda w: w[0]):
         if info is None or not ctx.cluster.authorizer.known_topic(ctx, Operation.DESCRIBE, info.stream, info.name):
             parts = tuple(_partition(m, i, -1, ErrorCode.unknown_topic_or_partition) for i in indexes)
-            topic_id = None
+            listed_id = None
         else:
-            topic_id = info.topic_id
+            listed_id = info.topic_id
             parts = tuple(
                 _partition(m, i, -1, ErrorCode.unknown_topic_or_partition) if not 0 <= i < info.partitions else
-                _partition(m, i, shares.start_offset(group_id, info.topic_id, i) if
-                           shares.start_offset(group_id, info.topic_id, i) is not None else -1)
+                _partition(m, i, -1 if (start := shares.start_offset(group_id, info.topic_id, i)) is None else start)
                 for i in sorted(indexes))
-        topics.append(make(m.DescribeShareGroupOffsetsResponseTopic, topic_name=name, topic_id=topic_id,
+        topics.append(make(m.DescribeShareGroupOffsetsResponseTopic, topic_name=name, topic_id=listed_id,
                            partitions=parts))
     return make(m.DescribeShareGroupOffsetsResponseGroup, group_id=group_id, topics=tuple(topics),
                 error_code=ErrorCode.none, error_message=None)
 
 
-async def handle(ctx: Any, request: Any) -> Any:
+async def handle(ctx: Request[Reaches], request: Any) -> Any:
     m = schema_of(ctx)
     return make(m.DescribeShareGroupOffsetsResponse, throttle_time=NO_THROTTLE,
                 groups=tuple(_group(ctx, m, g) for g in request.groups))

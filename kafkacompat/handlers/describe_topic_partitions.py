@@ -22,22 +22,28 @@ from ..broker.topic_names import canonical_name
 from ..security.acls import Operation, ResourceType
 from .common import ALL_TOPIC_OPERATIONS, NO_THROTTLE, ErrorCode, make, schema_of
 from .slices import Slicer
+from .registry import Api, reads
+from ..services import Broker, Context
+
+
+# DescribeTopicPartitions v0
+API = Api(75, (0, 0), reads())
 
 BROKER_PARTITION_LIMIT = 2000  # Kafka's max.request.partition.size.limit
 
 
-async def _wanted(ctx: Any, request: Any, slicer: Slicer) -> list[tuple[str, TopicInfo | None, ErrorCode]]:
+async def _wanted(ctx: Context, request: Any, slicer: Slicer) -> list[tuple[str, TopicInfo | None, ErrorCode]]:
     cluster = ctx.cluster
     authorizer = cluster.authorizer
+    found: list[tuple[str, TopicInfo | None, ErrorCode]] = []
+    info: TopicInfo | None
     if not request.topics:
-        found = []
         for info in cluster.store.list_topics():
             await slicer.pause()  # every page lists every topic: other connections go on meanwhile
             if authorizer.known_topic(ctx, Operation.DESCRIBE, info.stream, info.name, log_denied=False):
                 found.append((cluster.listed_name(info.stream, info.name, ctx.client_software_name), info,
                               ErrorCode.none))
     else:
-        found = []
         for name in {topic.name for topic in request.topics}:
             if not authorizer.topic(ctx, Operation.DESCRIBE, name):
                 found.append((name, None, ErrorCode.topic_authorization_failed))
@@ -51,7 +57,7 @@ async def _wanted(ctx: Any, request: Any, slicer: Slicer) -> list[tuple[str, Top
     return sorted(found, key=lambda entry: entry[0])
 
 
-def _partition(m: Any, cluster: Any, info: TopicInfo, index: int) -> Any:
+def _partition(m: Any, cluster: Broker, info: TopicInfo, index: int) -> Any:
     error, node, epoch = cluster.routing(info, index)
     replicas = (node,) if node >= 0 else ()
     return make(m.DescribeTopicPartitionsResponsePartition, error_code=error, partition_index=index,
@@ -82,7 +88,7 @@ def _page(m: Any, wanted: list[tuple[str, TopicInfo | None, ErrorCode]], cursor:
     return page, None
 
 
-async def handle(ctx: Any, request: Any) -> Any:
+async def handle(ctx: Context, request: Any) -> Any:
     m = schema_of(ctx)
     cluster = ctx.cluster
     left = max(1, min(request.response_partition_limit, BROKER_PARTITION_LIMIT))

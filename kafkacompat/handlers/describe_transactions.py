@@ -7,9 +7,15 @@ from typing import Any
 
 from ..security.acls import Operation
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
+from .registry import Api, reads
+from ..services import Broker, Context
 
 
-def _topics(m: Any, cluster: Any, partitions: set[tuple[str, str, int]]) -> tuple[Any, ...]:
+# DescribeTransactions v0
+API = Api(65, (0, 0), reads())
+
+
+def _topics(m: Any, cluster: Broker, partitions: set[tuple[str, str, int]]) -> tuple[Any, ...]:
     by_topic: dict[str, list[int]] = {}
     for stream, topic, index in sorted(partitions):
         info = cluster.store.get_topic(stream, topic)
@@ -18,7 +24,7 @@ def _topics(m: Any, cluster: Any, partitions: set[tuple[str, str, int]]) -> tupl
     return tuple(make(m.TopicData, topic=name, partitions=tuple(indexes)) for name, indexes in by_topic.items())
 
 
-async def handle(ctx: Any, request: Any) -> Any:
+async def handle(ctx: Context, request: Any) -> Any:
     m = schema_of(ctx)
     states = []
     for txn_id in request.transactional_ids:

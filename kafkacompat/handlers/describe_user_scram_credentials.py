@@ -6,12 +6,18 @@ from typing import Any
 
 from ..security.scram import MECHANISMS
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
+from .registry import Api, reads
+from ..services import Request, Security
+
+
+# DescribeUserScramCredentials v0
+API = Api(50, (0, 0), reads())
 
 MECHANISM_CODES = {"SCRAM-SHA-256": 1, "SCRAM-SHA-512": 2}  # Kafka's ScramMechanism type bytes
 assert set(MECHANISM_CODES) == set(MECHANISMS)
 
 
-async def handle(ctx: Any, request: Any) -> Any:
+async def handle(ctx: Request[Security], request: Any) -> Any:
     m = schema_of(ctx)
     users = ctx.cluster.credentials.users()
     asked = [u.name for u in request.users] if request.users else sorted(users)  # null or empty: every user

@@ -5,6 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
+from .registry import Api, reads
+from ..services import Context
+
+
+# ElectLeaders v0-2
+API = Api(43, (0, 2), reads())
 
 NOT_NEEDED = "Leader election not needed for topic partition."
 
@@ -13,7 +19,7 @@ def _result(m: Any, index: int, code: ErrorCode, message: str | None) -> Any:
     return make(m.PartitionResult, partition_id=index, error_code=code, error_message=message)
 
 
-async def handle(ctx: Any, request: Any) -> Any:
+async def handle(ctx: Context, request: Any) -> Any:
     m = schema_of(ctx)
     cluster = ctx.cluster
     results = []

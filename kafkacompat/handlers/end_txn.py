@@ -6,17 +6,27 @@ every end and answers the producer id and epoch the client goes on with.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from ..security.acls import Operation
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
 from .txn_common import fenced_as
+from .registry import Api, changes
+from ..services import Request, Security, Transactions
+
+
+# EndTxn v0-5: v5 is transactions v2: a new epoch at every end (KIP-890)
+API = Api(26, (0, 5), changes())
+
+
+class Reaches(Security, Transactions, Protocol):
+    """What of the broker this module reaches."""
 
 FENCED_FROM = 2
 TRANSACTIONS_V2_FROM = 5
 
 
-async def handle(ctx: Any, request: Any) -> Any:
+async def handle(ctx: Request[Reaches], request: Any) -> Any:
     m = schema_of(ctx)
     producer_id, epoch = -1, -1
     if not ctx.cluster.authorizer.transactional_id(ctx, Operation.WRITE, request.transactional_id):

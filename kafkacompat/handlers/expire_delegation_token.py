@@ -5,8 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 from .token_common import expiry_answer, milliseconds
+from .registry import Api, changes
+from ..services import Request, Security
 
 
-async def handle(ctx: Any, request: Any) -> Any:
+# ExpireDelegationToken v1-2
+API = Api(40, (1, 2), changes())
+
+
+async def handle(ctx: Request[Security], request: Any) -> Any:
     return await expiry_answer(ctx, "ExpireDelegationTokenResponse", lambda tokens: tokens.expire(
         ctx.principal, request.hmac, milliseconds(request.expiry_time_period)))

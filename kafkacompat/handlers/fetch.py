@@ -31,6 +31,13 @@ from ..transactions import PartitionTxns
 from ..transactions.partition_state import stable_prefix
 from ..security.acls import Operation
 from .common import ErrorCode, leader_epoch_error, storage_error_code
+from .registry import Api, changes
+from ..services import Context
+
+
+# Fetch v4-17; an injected error is answered from the request (a long poll would delay it), per partition: a
+# top-level code is a fetch-session error
+API = Api(1, (4, 17), changes(("topics",), "responses", fixed={"error_code": ErrorCode.none, "session_id": 0}))
 
 TOPIC_IDS_FROM = 13  # v13+ name topics by id
 READ_COMMITTED = 1
@@ -50,7 +57,7 @@ class _Wanted:
     aborted: list[tuple[int, int]] | None = None
 
 
-async def _plan(ctx: Any, request: Any) -> list[_Wanted]:
+async def _plan(ctx: Context, request: Any) -> list[_Wanted]:
     cluster = ctx.cluster
     by_id = ctx.version >= TOPIC_IDS_FROM
     authorizer = cluster.authorizer
@@ -83,7 +90,7 @@ async def _plan(ctx: Any, request: Any) -> list[_Wanted]:
     return plan
 
 
-async def _read(ctx: Any, plan: list[_Wanted], max_bytes: int, committed: bool) -> int:
+async def _read(ctx: Context, plan: list[_Wanted], max_bytes: int, committed: bool) -> int:
     """Fill records where data is ready; returns the bytes gathered."""
     total = 0
     for wanted in plan:
@@ -130,7 +137,7 @@ async def _read(ctx: Any, plan: list[_Wanted], max_bytes: int, committed: bool) 
     return total
 
 
-def _response(ctx: Any, plan: list[_Wanted]) -> list[Buffer]:
+def _response(ctx: Context, plan: list[_Wanted]) -> list[Buffer]:
     """The body as chunks: stored records are handed to the transport, not copied."""
     quotas = ctx.cluster.quotas
     if quotas.active:
@@ -142,23 +149,23 @@ def _response(ctx: Any, plan: list[_Wanted]) -> list[Buffer]:
     topics: dict[Any, list[PartitionAnswer]] = {}
     for wanted in plan:
         _count(ctx, wanted)
-        p = wanted.partition
-        ok = p is not None and wanted.error in (ErrorCode.none, ErrorCode.offset_out_of_range)
-        hw = p.high_watermark if ok else -1
-        lso = wanted.txns.last_stable_offset if ok and wanted.txns is not None else hw
+        answered = wanted.error in (ErrorCode.none, ErrorCode.offset_out_of_range)
+        p = wanted.partition if answered else None
+        hw = p.high_watermark if p is not None else -1
+        lso = wanted.txns.last_stable_offset if p is not None and wanted.txns is not None else hw
         topics.setdefault(wanted.topic_key, []).append(PartitionAnswer(
             wanted.index,
             wanted.error.value,
             hw,
             lso,
-            p.log_start_offset if ok else -1,
+            p.log_start_offset if p is not None else -1,
             wanted.records if wanted.error == ErrorCode.none else b"",
             wanted.aborted if wanted.error == ErrorCode.none else None,
         ))
     return encode_fetch_response(ctx.version, list(topics.items()), throttle_time_ms=ctx.throttle_ms)
 
 
-def _count(ctx: Any, wanted: _Wanted) -> None:
+def _count(ctx: Context, wanted: _Wanted) -> None:
     """The partition's error or its bytes sent, in the broker's request stats."""
     stats = ctx.cluster.stats
     if wanted.error != ErrorCode.none:
@@ -171,7 +178,7 @@ def _count(ctx: Any, wanted: _Wanted) -> None:
         stats.fetched(key, len(wanted.records), count_records(wanted.records))
 
 
-async def handle(ctx: Any, request: Any) -> Any:
+async def handle(ctx: Context, request: Any) -> Any:
     plan = await _plan(ctx, request)
     max_bytes = request.max_bytes if ctx.version >= 3 else 2**31 - 1
     committed = request.isolation_level == READ_COMMITTED
@@ -192,7 +199,7 @@ def _waiter(wanted: _Wanted, committed: bool) -> asyncio.Future[None]:
 
 
 async def _long_poll(
-    ctx: Any, plan: list[_Wanted], min_bytes: int, max_bytes: int, committed: bool, deadline: float
+    ctx: Context, plan: list[_Wanted], min_bytes: int, max_bytes: int, committed: bool, deadline: float
 ) -> Any:
     """Wait for new data (or the deadline), then answer with what is there."""
     while True:

@@ -7,16 +7,26 @@ one placement rule, so a group and a transaction may share a coordinator.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from ..security.acls import Operation
 from ..security.authorizer import GROUP_DENIED, TRANSACTIONAL_ID_DENIED
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
+from .registry import Api, reads
+from ..services import Groups, Placement, Request, Security
+
+
+# FindCoordinator v0-6: v4+ batches keys
+API = Api(10, (0, 6), reads())
+
+
+class Reaches(Groups, Placement, Security, Protocol):
+    """What of the broker this module reaches."""
 
 GROUP_KEY, TRANSACTION_KEY = 0, 1
 
 
-def _find(ctx: Any, key_type: int, key: str) -> tuple[ErrorCode, str | None, int, str, int]:
+def _find(ctx: Request[Reaches], key_type: int, key: str) -> tuple[ErrorCode, str | None, int, str, int]:
     if key_type not in (GROUP_KEY, TRANSACTION_KEY):
         return ErrorCode.invalid_request, f"unknown coordinator key type {key_type}", -1, "", -1
     member = ctx.cluster.coordinator(key)
@@ -31,7 +41,7 @@ DENIED = {GROUP_KEY: (ErrorCode.group_authorization_failed, GROUP_DENIED),
           TRANSACTION_KEY: (ErrorCode.transactional_id_authorization_failed, TRANSACTIONAL_ID_DENIED)}
 
 
-def _allowed(ctx: Any, key_type: int, key: str) -> bool:
+def _allowed(ctx: Request[Reaches], key_type: int, key: str) -> bool:
     """DESCRIBE on the group or transactional id whose coordinator is asked for, as Kafka requires."""
     authorizer = ctx.cluster.authorizer
     if key_type == GROUP_KEY:
@@ -41,9 +51,10 @@ def _allowed(ctx: Any, key_type: int, key: str) -> bool:
     return True
 
 
-async def handle(ctx: Any, request: Any) -> Any:
+async def handle(ctx: Request[Reaches], request: Any) -> Any:
     m = schema_of(ctx)
     key_type = getattr(request, "key_type", GROUP_KEY)
+    message: str | None
     if key_type in (GROUP_KEY, TRANSACTION_KEY):  # both are placed by __consumer_offsets' leaders
         await ctx.cluster.ensure_offsets_topic()
         offsets = ctx.cluster.offsets_topic()

@@ -10,6 +10,7 @@ from kio.schema.errors import ErrorCode
 from kafkacompat.protocol.messages import make
 
 from .common import NO_THROTTLE, UNSET_OPERATIONS
+from ..services import Request
 
 
 def millis(value: datetime.timedelta | int) -> int:
@@ -18,7 +19,7 @@ def millis(value: datetime.timedelta | int) -> int:
     return int(value)
 
 
-def client_host(ctx: Any) -> str:
+def client_host(ctx: Request[object]) -> str:
     """"/127.0.0.1", as Kafka prints a member's InetAddress."""
     host = ctx.peer.rpartition(":")[0] or ctx.peer
     return "/" + host.strip("[]")

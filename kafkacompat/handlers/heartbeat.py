@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from ..security.acls import Operation
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
+from .registry import Api, changes
+from ..services import Groups, Placement, Request, Security
 
 
-async def handle(ctx: Any, request: Any) -> Any:
+# Heartbeat v0-4
+API = Api(12, (0, 4), changes())
+
+
+class Reaches(Groups, Placement, Security, Protocol):
+    """What of the broker this module reaches."""
+
+
+async def handle(ctx: Request[Reaches], request: Any) -> Any:
     if not ctx.cluster.authorizer.group(ctx, Operation.READ, request.group_id):
         error = ErrorCode.group_authorization_failed
     elif not ctx.cluster.coordinates(request.group_id):  # the group moved: the member finds its new coordinator

@@ -13,11 +13,17 @@ from typing import Any
 from ..broker.topic_configs import topic_config_value
 from .common import NO_THROTTLE, make, schema_of
 from .config_changes import TOPIC, apply_configs
+from .registry import Api, changes
+from ..services import Context
+
+
+# IncrementalAlterConfigs v0-1
+API = Api(44, (0, 1), changes(("resources",), "responses"))
 
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
 
-def _inherited(ctx: Any, resource: Any) -> Callable[[str], str]:
+def _inherited(ctx: Context, resource: Any) -> Callable[[str], str]:
     """The value a list config of this resource has when it has none of its own."""
     if resource.resource_type == TOPIC:
         info = ctx.cluster.lookup(resource.resource_name).info
@@ -47,13 +53,13 @@ def _changed(old: dict[str, str], configs: Any, inherited: Callable[[str], str])
     return new
 
 
-async def handle(ctx: Any, request: Any) -> Any:
+async def handle(ctx: Context, request: Any) -> Any:
     m = schema_of(ctx)
     responses = []
     for resource in request.resources:
+        configs, inherited = resource.configs, _inherited(ctx, resource)
         error, message = await apply_configs(
-            ctx, resource, lambda old, cs=resource.configs, base=_inherited(ctx, resource): _changed(old, cs, base),
-            request.validate_only
+            ctx, resource, lambda old: _changed(old, configs, inherited), request.validate_only
         )
         responses.append(
             make(m.AlterConfigsResourceResponse, error_code=error, error_message=message,

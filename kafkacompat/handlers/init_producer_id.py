@@ -7,18 +7,28 @@ fences every older producer of that id (and aborts its open transaction).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from ..security.acls import CLUSTER_NAME, Operation, ResourceType
 from ..security.authorizer import client_host, deny
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
 from .group_common import millis
 from .txn_common import fenced_as
+from .registry import Api, changes
+from ..services import Request, Security, Transactions
+
+
+# InitProducerId v0-5
+API = Api(22, (0, 5), changes())
+
+
+class Reaches(Security, Transactions, Protocol):
+    """What of the broker this module reaches."""
 
 FENCED_FROM = 4  # PRODUCER_FENCED in answers from v4 (KIP-588)
 
 
-def _refusal(ctx: Any, transactional_id: str | None) -> ErrorCode | None:
+def _refusal(ctx: Request[Reaches], transactional_id: str | None) -> ErrorCode | None:
     """WRITE on the transactional id; an idempotent producer needs IDEMPOTENT_WRITE or WRITE on some topic."""
     authorizer = ctx.cluster.authorizer
     if not authorizer.enabled:
@@ -34,7 +44,7 @@ def _refusal(ctx: Any, transactional_id: str | None) -> ErrorCode | None:
     return ErrorCode.cluster_authorization_failed
 
 
-async def handle(ctx: Any, request: Any) -> Any:
+async def handle(ctx: Request[Reaches], request: Any) -> Any:
     m = schema_of(ctx)
     refused = _refusal(ctx, request.transactional_id)
     if refused is not None:

@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from ..groups import JoinRequest, JoinResult
 from ..security.acls import Operation
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
 from .group_common import client_host, millis
+from .registry import Api, changes
+from ..services import Groups, Placement, Request, Security
+
+
+# JoinGroup v0-9
+API = Api(11, (0, 9), changes())
+
+
+class Reaches(Groups, Placement, Security, Protocol):
+    """What of the broker this module reaches."""
 
 
 def _response(m: Any, version: int, result: JoinResult) -> Any:
@@ -32,7 +42,7 @@ def _response(m: Any, version: int, result: JoinResult) -> Any:
     )
 
 
-async def handle(ctx: Any, request: Any) -> Any:
+async def handle(ctx: Request[Reaches], request: Any) -> Any:
     m = schema_of(ctx)
     if not ctx.cluster.coordinates(request.group_id):  # another broker leads the group's offsets partition
         return _response(m, ctx.version, JoinResult(ErrorCode.not_coordinator, request.member_id))

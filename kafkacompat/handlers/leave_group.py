@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from ..security.acls import Operation
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
+from .registry import Api, changes
+from ..services import Groups, Placement, Request, Security
 
 
-async def handle(ctx: Any, request: Any) -> Any:
+# LeaveGroup v0-5; error answers: v3+ lists members
+API = Api(13, (0, 5), changes(("members",), "members"))
+
+
+class Reaches(Groups, Placement, Security, Protocol):
+    """What of the broker this module reaches."""
+
+
+async def handle(ctx: Request[Reaches], request: Any) -> Any:
     m = schema_of(ctx)
     if not ctx.cluster.authorizer.group(ctx, Operation.READ, request.group_id):
         return make(m.LeaveGroupResponse, throttle_time=NO_THROTTLE, error_code=ErrorCode.group_authorization_failed,

@@ -12,12 +12,18 @@ from typing import Any
 
 from ..broker import group_configs
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
+from .registry import Api, reads
+from ..services import Context
+
+
+# ListConfigResources v0-1 (v0: ListClientMetricsResources)
+API = Api(74, (0, 1), reads())
 
 TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP = 2, 4, 8, 16, 32
 SERVED = (GROUP, BROKER_LOGGER, BROKER, TOPIC, CLIENT_METRICS)
 
 
-def _resources(ctx: Any, kind: int) -> list[str]:
+def _resources(ctx: Context, kind: int) -> list[str]:
     cluster = ctx.cluster
     if kind == GROUP:
         return group_configs.groups_with_configs(cluster)
@@ -28,7 +34,7 @@ def _resources(ctx: Any, kind: int) -> list[str]:
     return []
 
 
-async def handle(ctx: Any, request: Any) -> Any:
+async def handle(ctx: Context, request: Any) -> Any:
     m = schema_of(ctx)
     if ctx.version == 0:
         return make(m.ListConfigResourcesResponse, throttle_time=NO_THROTTLE, error_code=ErrorCode.none,

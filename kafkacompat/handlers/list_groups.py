@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from ..security.acls import Operation
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
+from .registry import Api, reads
+from ..services import Groups, Request, Security
 
 
-async def handle(ctx: Any, request: Any) -> Any:
+# ListGroups v0-5
+API = Api(16, (0, 5), reads())
+
+
+class Reaches(Groups, Security, Protocol):
+    """What of the broker this module reaches."""
+
+
+async def handle(ctx: Request[Reaches], request: Any) -> Any:
     m = schema_of(ctx)
     states, types = getattr(request, "states_filter", ()), getattr(request, "types_filter", ())
     found = ctx.cluster.groups.list_groups(states, types) + ctx.cluster.shares.list_groups(states, types)

@@ -19,6 +19,12 @@ from kafkacompat import storage
 from ..transactions import PartitionTxns
 from ..security.acls import Operation
 from .common import NO_THROTTLE, ErrorCode, leader_epoch_error, make, schema_of, storage_error_code
+from .registry import Api, reads
+from ..services import Context
+
+
+# ListOffsets v1-10
+API = Api(2, (1, 10), reads(("topics",), "topics"))
 
 EARLIEST, LATEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -2, -1, -3, -4, -5
 # special timestamp -> the first ListOffsets version that defines it
@@ -51,7 +57,7 @@ async def _lookup(partition: storage.Partition, timestamp: int, txns: PartitionT
     return hit.timestamp, hit.offset, min(hit.leader_epoch, leader_epoch) if hit.leader_epoch >= 0 else -1
 
 
-async def handle(ctx: Any, request: Any) -> Any:
+async def handle(ctx: Context, request: Any) -> Any:
     m = schema_of(ctx)
     cluster = ctx.cluster
     committed = getattr(request, "isolation_level", 0) == READ_COMMITTED

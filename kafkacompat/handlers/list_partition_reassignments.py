@@ -5,9 +5,15 @@ from __future__ import annotations
 from typing import Any
 
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
+from .registry import Api, reads
+from ..services import Request
 
 
-async def handle(ctx: Any, request: Any) -> Any:
+# ListPartitionReassignments v0
+API = Api(46, (0, 0), reads())
+
+
+async def handle(ctx: Request[object], request: Any) -> Any:
     m = schema_of(ctx)
     return make(m.ListPartitionReassignmentsResponse, throttle_time=NO_THROTTLE, error_code=ErrorCode.none,
                 error_message=None, topics=())

@@ -3,16 +3,26 @@
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Protocol
 
 from ..transactions import TxnState
 from ..security.acls import Operation, ResourceType
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
+from .registry import Api, reads
+from ..services import Request, Security, Transactions
+
+
+# ListTransactions v0-2
+API = Api(66, (0, 2), reads())
+
+
+class Reaches(Security, Transactions, Protocol):
+    """What of the broker this module reaches."""
 
 _KNOWN_STATES = {state.value for state in TxnState}
 
 
-async def handle(ctx: Any, request: Any) -> Any:
+async def handle(ctx: Request[Reaches], request: Any) -> Any:
     m = schema_of(ctx)
     wanted = list(request.state_filters)
     unknown = tuple(s for s in wanted if s not in _KNOWN_STATES)

@@ -20,11 +20,17 @@ from ..broker.topic_names import canonical_name
 from ..security.acls import CLUSTER_NAME, Operation, ResourceType
 from .common import ALL_CLUSTER_OPERATIONS, ALL_TOPIC_OPERATIONS, NO_THROTTLE, UNSET_OPERATIONS, ErrorCode, make, schema_of
 from .slices import Slicer, encode_with_array
+from .registry import Api, reads
+from ..services import Context
+
+
+# Metadata v0-12
+API = Api(3, (0, 12), reads(("topics",), "topics"))
 
 ENCODED_FROM = 1000  # topics in an answer from which it is encoded here, in slices
 
 
-def _topic_entry(ctx: Any, m: Any, name: str, info: TopicInfo, ops: int) -> Any:
+def _topic_entry(ctx: Context, m: Any, name: str, info: TopicInfo, ops: int) -> Any:
     cluster = ctx.cluster
     partitions = []
     for index in range(info.partitions):
@@ -64,7 +70,7 @@ def _error_entry(m: Any, name: str | None, code: ErrorCode, topic_id: Any = None
     )
 
 
-async def handle(ctx: Any, request: Any) -> Any:
+async def handle(ctx: Context, request: Any) -> Any:
     m = schema_of(ctx)
     cluster = ctx.cluster
     version = ctx.version
@@ -77,6 +83,7 @@ async def handle(ctx: Any, request: Any) -> Any:
     entries: list[Any] = []  # a topic entry, or (name, info) of a found topic until leaders are settled
     authorizer = cluster.authorizer
     slicer = Slicer()
+    info: TopicInfo | None
     if wanted is None:
         for info in cluster.store.list_topics():
             await slicer.pause()
@@ -119,7 +126,10 @@ async def handle(ctx: Any, request: Any) -> Any:
     await cluster.settle([entry[1] for entry in entries if isinstance(entry, tuple)])
 
     def build(entry: Any) -> Any:
-        return _topic_entry(ctx, m, *entry, ops) if isinstance(entry, tuple) else entry
+        if not isinstance(entry, tuple):
+            return entry
+        name, info = entry
+        return _topic_entry(ctx, m, name, info, ops)
 
     big = len(entries) >= ENCODED_FROM
     if not big:

@@ -16,11 +16,17 @@ from kafkacompat.storage import Cursor
 from ..security.acls import Operation
 from .common import NO_THROTTLE, ErrorCode, coordinator_storage_error_code, make, schema_of
 from .group_common import partition_errors
+from .registry import Api, changes
+from ..services import Context
+
+
+# OffsetCommit v2-9
+API = Api(8, (2, 9), changes(("topics",), "topics"))
 
 log = logging.getLogger(__name__)
 
 
-async def handle(ctx: Any, request: Any) -> Any:
+async def handle(ctx: Context, request: Any) -> Any:
     m = schema_of(ctx)
     cluster = ctx.cluster
     config = cluster.config

@@ -10,16 +10,22 @@ from ..broker.cluster import TopicError
 from ..security.acls import Operation
 from .common import NO_THROTTLE, ErrorCode, coordinator_storage_error_code, make, schema_of
 from .group_common import partition_errors
+from .registry import Api, changes
+from ..services import Context
 
 
-def _resolve(ctx: Any, name: str) -> tuple[str, str] | None:
+# OffsetDelete v0
+API = Api(47, (0, 0), changes(("topics",), "topics"))
+
+
+def _resolve(ctx: Context, name: str) -> tuple[str, str] | None:
     try:
         return ctx.cluster.split(name)
     except TopicError:
         return None
 
 
-async def handle(ctx: Any, request: Any) -> Any:
+async def handle(ctx: Context, request: Any) -> Any:
     m = schema_of(ctx)
     cluster = ctx.cluster
     if not cluster.authorizer.group(ctx, Operation.DELETE, request.group_id):

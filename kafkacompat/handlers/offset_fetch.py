@@ -19,13 +19,19 @@ from typing import Any
 from ..broker.cluster import TopicError
 from ..security.acls import Operation
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
+from .registry import Api, reads
+from ..services import Context
+
+
+# OffsetFetch v1-9: v8+ batches groups
+API = Api(9, (1, 9), reads(("groups",), "groups", older=(8, reads(("topics",), "topics"))))
 
 # (name, [(partition, offset, leader epoch, metadata, error)])
 TopicOffsets = list[tuple[str, list[tuple[int, int, int, str, ErrorCode]]]]
 _UNSTABLE = (-1, -1, "", ErrorCode.unstable_offset_commit)
 
 
-def _requested(ctx: Any, group_id: str, topics: Any, unstable: set[tuple[str, str, int]]) -> TopicOffsets:
+def _requested(ctx: Context, group_id: str, topics: Any, unstable: set[tuple[str, str, int]]) -> TopicOffsets:
     cluster = ctx.cluster
     out: TopicOffsets = []
     for topic in topics:
@@ -50,7 +56,7 @@ def _requested(ctx: Any, group_id: str, topics: Any, unstable: set[tuple[str, st
     return out
 
 
-def _everything(ctx: Any, group_id: str, unstable: set[tuple[str, str, int]]) -> TopicOffsets:
+def _everything(ctx: Context, group_id: str, unstable: set[tuple[str, str, int]]) -> TopicOffsets:
     cluster = ctx.cluster
     by_topic: dict[str, list[tuple[int, int, int, str, ErrorCode]]] = defaultdict(list)
     authorizer = cluster.authorizer
@@ -66,7 +72,7 @@ def _everything(ctx: Any, group_id: str, unstable: set[tuple[str, str, int]]) ->
     return [(name, sorted(rows)) for name, rows in sorted(by_topic.items())]
 
 
-def _offsets(ctx: Any, group_id: str, topics: Any, require_stable: bool) -> TopicOffsets:
+def _offsets(ctx: Context, group_id: str, topics: Any, require_stable: bool) -> TopicOffsets:
     unstable = ctx.cluster.transactions.pending_offsets(group_id) if require_stable else set()
     if topics is None:
         return _everything(ctx, group_id, unstable)
@@ -94,7 +100,7 @@ def _topics(m: Any, topic_cls: str, part_cls: str, offsets: TopicOffsets) -> tup
     )
 
 
-async def handle(ctx: Any, request: Any) -> Any:
+async def handle(ctx: Context, request: Any) -> Any:
     m = schema_of(ctx)
     if ctx.version < 8:
         if not ctx.cluster.authorizer.group(ctx, Operation.DESCRIBE, request.group_id):

@@ -6,9 +6,15 @@ from typing import Any
 
 from ..security.acls import Operation
 from .common import NO_THROTTLE, ErrorCode, leader_epoch_error, make, schema_of
+from .registry import Api, reads
+from ..services import Context
 
 
-async def handle(ctx: Any, request: Any) -> Any:
+# OffsetForLeaderEpoch v2-4
+API = Api(23, (2, 4), reads(("topics",), "topics"))
+
+
+async def handle(ctx: Context, request: Any) -> Any:
     m = schema_of(ctx)
     cluster = ctx.cluster
     topics = []

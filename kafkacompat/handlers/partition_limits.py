@@ -11,14 +11,19 @@ costs every Metadata request for all topics.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Protocol
 
+from ..services import Settings, Topics
 from .common import ErrorCode
 
 PER_REQUEST_MESSAGE = "Excessively large number of partitions per request."
 
 
-def partition_limit_error(cluster: Any, adding: int) -> tuple[ErrorCode, str] | None:
+class Reaches(Settings, Topics, Protocol):
+    """What of the broker this module reaches."""
+
+
+def partition_limit_error(cluster: Reaches, adding: int) -> tuple[ErrorCode, str] | None:
     """POLICY_VIOLATION and why, when adding this many partitions passes a limit; else None."""
     config = cluster.config
     if adding > config.max_partitions_per_request:

@@ -36,10 +36,16 @@ from ..broker.quotas import PRODUCE as PRODUCER_BYTE_RATE
 from ..broker.topic_configs import ProduceConfigs, produce_configs
 from ..security.acls import Operation
 from .common import NO_RESPONSE, CloseConnection, ErrorCode, storage_error_code
+from .registry import Api, changes
+from ..services import Broker, Context
 
 log = logging.getLogger(__name__)
 
 FIRST_SERVED_VERSION = 3  # v0-2 are advertised (librdkafka needs it) but refused
+
+# Produce v0-13: 0-2 answered with UNSUPPORTED_VERSION (librdkafka needs min 0); v13 names topics by id
+API = Api(0, (0, 13), changes(("topic_data",), "responses", handler_refuses_below=FIRST_SERVED_VERSION))
+
 FIRST_WITH_CURRENT_LEADER = 10  # KIP-951: a refusal names the partition's leader
 IMPLICIT_ADD_FROM = 12  # KIP-890 part 2: a transactional batch adds its partition to the transaction
 ANSWER_WITHIN = 0.9  # of a produce request's timeout: a write not done by then is answered REQUEST_TIMED_OUT
@@ -143,7 +149,7 @@ def _refuse_keyless(outcome: _Outcome, topic: str, index: int, view: memoryview,
     return True
 
 
-async def _produce_partition(ctx: Any, topic: Any, part: Any, pipelined: bool,
+async def _produce_partition(ctx: Context, topic: Any, part: Any, pipelined: bool,
                              transactional_id: str | None, placed: list[_Outcome]) -> _Outcome:
     """Check and place one partition's batches (`placed`: the request's partitions before it).
 
@@ -266,7 +272,7 @@ async def _produce_partition(ctx: Any, topic: Any, part: Any, pipelined: bool,
     return outcome
 
 
-async def _finish(cluster: Any, outcome: _Outcome) -> None:
+async def _finish(cluster: Broker, outcome: _Outcome) -> None:
     """Wait for the outcome's appends in order; record producer and transaction state, or the first error."""
     appends, outcome.appending = outcome.appending, []
     try:
@@ -294,7 +300,7 @@ async def _finish(cluster: Any, outcome: _Outcome) -> None:
                 cluster.producers.not_written(item.header.producer_id, outcome.key, item.state)
 
 
-def _refused(cluster: Any, key: tuple[str, str, int], header: Any, error: ErrorCode) -> None:
+def _refused(cluster: Broker, key: tuple[str, str, int], header: Any, error: ErrorCode) -> None:
     """An idempotent batch was not stored: its producer's batches pipelined behind it are answered alike."""
     if header is not None and header.producer_id >= 0 and header.base_sequence >= 0:
         cluster.producers.refused(header.producer_id, header.producer_epoch, key, header.base_sequence, error)
@@ -322,7 +328,7 @@ def _durability(acks: int, outcome: _Outcome) -> None:
 
 
 async def _transaction_error(
-    cluster: Any, transactional_id: str | None, header: Any, key: Any, implicit_add: bool
+    cluster: Broker, transactional_id: str | None, header: Any, key: Any, implicit_add: bool
 ) -> ErrorCode:
     """A transactional batch is appended only inside its producer's open transaction (v12+: which it joins)."""
     if transactional_id is None:
@@ -348,21 +354,21 @@ def _log_append_failure(topic: str, index: int, exc: Exception) -> None:
               FAILURE_LOG_EVERY_S)
 
 
-def _count_errors(ctx: Any, results: list[tuple[str, list[_Outcome]]]) -> None:
+def _count_errors(ctx: Context, results: list[tuple[str, list[_Outcome]]]) -> None:
     for _, outcomes in results:
         for outcome in outcomes:
             if outcome.error != ErrorCode.none:
                 ctx.cluster.stats.error(ctx.header.api_key, ctx.version, outcome.error.name)
 
 
-def _name_topics_by_id(cluster: Any, request: Any) -> None:
+def _name_topics_by_id(cluster: Broker, request: Any) -> None:
     """v13+ (KIP-516) names each topic by its id alone: the name it has here, or "" for an id nobody knows."""
     for topic in request.topic_data:
         info = cluster.by_id(topic.topic_id)
         topic.name = cluster.display_name(info) if info is not None else ""
 
 
-def _current_leaders(ctx: Any, results: list[tuple[str, list[_Outcome]]]
+def _current_leaders(ctx: Context, results: list[tuple[str, list[_Outcome]]]
                      ) -> tuple[dict[int, tuple[int, int]], list[NodeEndpoint]]:
     """KIP-951 (v10+): for each partition refused with NOT_LEADER_OR_FOLLOWER (by id() of its
     outcome), the broker leading it now and where that broker listens, as Kafka answers, so the
@@ -387,7 +393,7 @@ def _current_leaders(ctx: Any, results: list[tuple[str, list[_Outcome]]]
     return leaders, sorted(nodes.values(), key=lambda n: n.node_id)
 
 
-def _response(ctx: Any, request: Any, results: list[tuple[str, list[_Outcome]]]) -> bytes:
+def _response(ctx: Context, request: Any, results: list[tuple[str, list[_Outcome]]]) -> bytes:
     _count_errors(ctx, results)
     topics: list[Any] = [name for name, _ in results]
     if ctx.version >= FIRST_WITH_TOPIC_ID:  # answered by id, as asked (results follow the request's order)
@@ -400,7 +406,7 @@ def _response(ctx: Any, request: Any, results: list[tuple[str, list[_Outcome]]])
     ], throttle_time_ms=ctx.throttle_ms, node_endpoints=nodes)
 
 
-async def handle(ctx: Any, request: Any) -> Any:
+async def handle(ctx: Context, request: Any) -> Any:
     if ctx.version < FIRST_SERVED_VERSION:
         return _legacy_refusal(ctx.version, request)
     acks = request.acks
@@ -427,9 +433,9 @@ async def handle(ctx: Any, request: Any) -> Any:
         results = [(topic.name, [_Outcome(part.index, refusals[topic.name] or ErrorCode.invalid_required_acks)
                                  for part in topic.partition_data]) for topic in request.topic_data]
     else:
-        results, placed = [], []
+        results, placed = [], list[_Outcome]()
         for topic in request.topic_data:
-            outcomes = []
+            outcomes: list[_Outcome] = []
             for part in topic.partition_data:
                 refusal = refusals[topic.name]
                 outcome = _Outcome(part.index, refusal) if refusal is not None else await _produce_partition(
@@ -442,7 +448,7 @@ async def handle(ctx: Any, request: Any) -> Any:
     return _answer(ctx, acks, request, results)
 
 
-async def _answer_when_written(ctx: Any, acks: int, request: Any, results: list[tuple[str, list[_Outcome]]]) -> Any:
+async def _answer_when_written(ctx: Context, acks: int, request: Any, results: list[tuple[str, list[_Outcome]]]) -> Any:
     """The answer once every append is written, or REQUEST_TIMED_OUT for the partitions whose write
     is not done by ANSWER_WITHIN of the request's timeout (a commit held up by the database or the
     object store), before the client gives up on the request: its retry is then its choice, as
@@ -470,7 +476,7 @@ def _retrieved(task: asyncio.Task) -> None:
         task.exception()
 
 
-def _answer(ctx: Any, acks: int, request: Any, results: list[tuple[str, list[_Outcome]]]) -> Any:
+def _answer(ctx: Context, acks: int, request: Any, results: list[tuple[str, list[_Outcome]]]) -> Any:
     for _, outs in results:
         for outcome in outs:
             _durability(acks, outcome)
@@ -481,14 +487,14 @@ def _answer(ctx: Any, acks: int, request: Any, results: list[tuple[str, list[_Ou
             # Kafka's way of telling an acks=0 producer: close, so it refreshes metadata.
             raise CloseConnection(f"acks=0 produce failed with {failed[0].error.name}")
         return NO_RESPONSE
-    waits = [o for _, outs in results for o in outs if o.durable_at is not None]
+    waits = [(o, o.durable_at) for _, outs in results for o in outs if o.durable_at is not None]
     if not waits:
         return _response(ctx, request, results)
 
     async def after_fsync() -> Any:
-        done = await asyncio.gather(*(o.durable_at[0].wait_durable(o.durable_at[1]) for o in waits),
+        done = await asyncio.gather(*(partition.wait_durable(offset) for _, (partition, offset) in waits),
                                     return_exceptions=True)
-        for outcome, result in zip(waits, done):
+        for (outcome, _), result in zip(waits, done):
             if isinstance(result, storage.StorageError):
                 outcome.error, outcome.message = storage_error_code(result), str(result)
             elif isinstance(result, BaseException):

@@ -5,8 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 from .token_common import expiry_answer, milliseconds
+from .registry import Api, changes
+from ..services import Request, Security
 
 
-async def handle(ctx: Any, request: Any) -> Any:
+# RenewDelegationToken v1-2
+API = Api(39, (1, 2), changes())
+
+
+async def handle(ctx: Request[Security], request: Any) -> Any:
     return await expiry_answer(ctx, "RenewDelegationTokenResponse", lambda tokens: tokens.renew(
         ctx.principal, request.hmac, milliseconds(request.renew_period)))

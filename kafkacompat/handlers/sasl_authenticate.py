@@ -7,16 +7,22 @@ from typing import Any
 
 from ..security.scram import AuthenticationFailed
 from .common import ErrorCode, make, schema_of
+from .registry import Api, changes
+from ..services import Request
 
 
-def _answer(ctx: Any, error: ErrorCode, message: str | None, token: bytes = b"", lifetime_ms: int = 0) -> Any:
+# SaslAuthenticate v0-2: v1+ carries the session lifetime (KIP-368 re-authentication); error answers: an injected error fails the login
+API = Api(36, (0, 2), changes())
+
+
+def _answer(ctx: Request[object], error: ErrorCode, message: str | None, token: bytes = b"", lifetime_ms: int = 0) -> Any:
     return make(
         schema_of(ctx).SaslAuthenticateResponse, error_code=error, error_message=message, auth_bytes=token,
         session_lifetime=datetime.timedelta(milliseconds=lifetime_ms),
     )
 
 
-async def handle(ctx: Any, request: Any) -> Any:
+async def handle(ctx: Request[object], request: Any) -> Any:
     auth = ctx.sasl
     if auth is None or not auth.expecting_token or auth.raw_tokens:
         if auth is not None:

@@ -5,9 +5,15 @@ from __future__ import annotations
 from typing import Any
 
 from .common import ErrorCode, make, schema_of
+from .registry import Api, changes
+from ..services import Request
 
 
-async def handle(ctx: Any, request: Any) -> Any:
+# SaslHandshake v0-1: v0: the tokens follow as bare frames
+API = Api(17, (0, 1), changes())
+
+
+async def handle(ctx: Request[object], request: Any) -> Any:
     m = schema_of(ctx)
     auth = ctx.sasl
     if auth is None:  # a PLAINTEXT or SSL listener: there is nothing to authenticate, as Kafka answers

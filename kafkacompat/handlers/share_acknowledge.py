@@ -12,6 +12,12 @@ from typing import Any
 from ..shares.manager import ShareSessionError
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
 from .share_common import Leaders, acknowledge, deposed, refusal
+from .registry import Api, changes
+from ..services import Context
+
+
+# ShareAcknowledge v1
+API = Api(79, (1, 1), changes())
 
 
 def _answer(m: Any, error: ErrorCode, message: str | None, responses: tuple = (), node_endpoints: tuple = ()) -> Any:
@@ -19,7 +25,7 @@ def _answer(m: Any, error: ErrorCode, message: str | None, responses: tuple = ()
                 responses=responses, node_endpoints=node_endpoints)
 
 
-async def handle(ctx: Any, request: Any) -> Any:
+async def handle(ctx: Context, request: Any) -> Any:
     m = schema_of(ctx)
     shares = ctx.cluster.shares
     refused = refusal(ctx, request.group_id, request.member_id)

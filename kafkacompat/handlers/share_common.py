@@ -10,11 +10,12 @@ from kafkacompat import storage
 from ..broker.features import SHARE_VERSION
 from ..security.acls import Operation
 from .common import ErrorCode, make, storage_error_code
+from ..services import Context
 
 PartitionKey = tuple[uuid.UUID, int]
 
 
-def refusal(ctx: Any, group_id: str | None, member_id: str | None) -> tuple[ErrorCode, str | None] | None:
+def refusal(ctx: Context, group_id: str | None, member_id: str | None) -> tuple[ErrorCode, str | None] | None:
     """The share group protocol switched off, a request without group or member, READ on the group."""
     if ctx.cluster.features.level(SHARE_VERSION) < 1:
         return ErrorCode.unsupported_version, "The share group protocol is not enabled."
@@ -25,7 +26,7 @@ def refusal(ctx: Any, group_id: str | None, member_id: str | None) -> tuple[Erro
     return None
 
 
-async def serving(ctx: Any, topic_id: uuid.UUID, index: int) -> tuple[storage.Partition | None, ErrorCode]:
+async def serving(ctx: Context, topic_id: uuid.UUID, index: int) -> tuple[storage.Partition | None, ErrorCode]:
     """The partition a share request names by topic id, if this broker serves it to this client."""
     cluster = ctx.cluster
     info = cluster.by_id(topic_id)
@@ -41,7 +42,7 @@ def ack_batches(partition: Any) -> list[tuple[int, int, tuple[int, ...]]]:
     return [(b.first_offset, b.last_offset, tuple(b.acknowledge_types)) for b in partition.acknowledgement_batches]
 
 
-async def acknowledge(ctx: Any, group_id: str, member_id: str,
+async def acknowledge(ctx: Context, group_id: str, member_id: str,
                       topics: Any) -> dict[PartitionKey, tuple[ErrorCode, str | None]]:
     """Apply every partition's acknowledgement batches of a request; its error per partition."""
     shares = ctx.cluster.shares
@@ -82,7 +83,7 @@ class Leaders:
     leaders named, as Kafka's ShareFetch and ShareAcknowledge answers carry them (so a client
     goes to the new leader without waiting for Metadata)."""
 
-    def __init__(self, ctx: Any, m: Any) -> None:
+    def __init__(self, ctx: Context, m: Any) -> None:
         self.ctx, self.m = ctx, m
         self.named: set[int] = set()
 

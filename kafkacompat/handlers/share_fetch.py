@@ -29,6 +29,12 @@ from ..shares.manager import Delivery, ShareSessionError
 from .common import NO_THROTTLE, ErrorCode, make, schema_of, storage_error_code
 from .group_common import millis
 from .share_common import Leaders, PartitionKey, acknowledge, deposed, refusal, serving
+from .registry import Api, changes
+from ..services import Context
+
+
+# ShareFetch v1; error answers: a top-level code (a share-session error)
+API = Api(78, (1, 1), changes())
 
 
 def _keys(topics: Any) -> list[PartitionKey]:
@@ -39,7 +45,7 @@ def _forgotten(request: Any) -> list[PartitionKey]:
     return [(t.topic_id, p) for t in request.forgotten_topics_data for p in t.partitions]
 
 
-async def _acquire(ctx: Any, request: Any, wanted: list[PartitionKey],
+async def _acquire(ctx: Context, request: Any, wanted: list[PartitionKey],
                    errors: dict[PartitionKey, ErrorCode]) -> dict[PartitionKey, Delivery]:
     shares = ctx.cluster.shares
     records_left, bytes_left = request.max_records, request.max_bytes
@@ -64,7 +70,7 @@ async def _acquire(ctx: Any, request: Any, wanted: list[PartitionKey],
     return out
 
 
-async def _wait(ctx: Any, wanted: list[PartitionKey], group_id: str, deadline: float) -> None:
+async def _wait(ctx: Context, wanted: list[PartitionKey], group_id: str, deadline: float) -> None:
     """Until a fetched partition has records past its in-flight window, records are given back, or the deadline."""
     shares = ctx.cluster.shares
     waiters: list[asyncio.Future[Any]] = [shares.released()]
@@ -79,7 +85,7 @@ async def _wait(ctx: Any, wanted: list[PartitionKey], group_id: str, deadline: f
             waiter.cancel()
 
 
-def _throttle(ctx: Any, deliveries: dict[PartitionKey, Delivery]) -> datetime.timedelta:
+def _throttle(ctx: Context, deliveries: dict[PartitionKey, Delivery]) -> datetime.timedelta:
     """Count the records' bytes against the client's consumer quota; the wait it owes (the connection is muted)."""
     quotas = ctx.cluster.quotas
     if not quotas.active:
@@ -96,7 +102,7 @@ def _answer(m: Any, error: ErrorCode, message: str | None, lock_ms: int, respons
                 node_endpoints=node_endpoints)
 
 
-async def handle(ctx: Any, request: Any) -> Any:
+async def handle(ctx: Context, request: Any) -> Any:
     m = schema_of(ctx)
     shares = ctx.cluster.shares
     refused = refusal(ctx, request.group_id, request.member_id)
@@ -127,9 +133,9 @@ async def handle(ctx: Any, request: Any) -> Any:
             if shares.sessions.get((group_id, member_id)) is not session:
                 break  # the session was replaced or closed meanwhile
             deliveries = await _acquire(ctx, request, wanted, errors)
-    refused = await shares.flush()
-    deposed(acks, refused)
-    for key in refused & deliveries.keys():  # acquired under state this broker may no longer keep
+    lost = await shares.flush()
+    deposed(acks, lost)
+    for key in lost & deliveries.keys():  # acquired under state this broker may no longer keep
         del deliveries[key]
         errors[key] = ErrorCode.not_leader_or_follower
     shown: dict[PartitionKey, None] = {}

@@ -7,7 +7,7 @@ a restart, before any member came back) is Empty.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from ..broker.features import SHARE_VERSION
 from ..security.acls import Operation, ResourceType
@@ -15,9 +15,19 @@ from ..shares.share_group import ASSIGNOR
 from .common import NO_THROTTLE, UNSET_OPERATIONS, ErrorCode, make, schema_of
 from .describe_groups import GROUP_OPERATIONS
 from .group_common import protocol_off
+from .registry import Api, reads
+from ..services import Groups, Placement, Request, Security, Settings, Topics
 
 
-def _assignment(ctx: Any, m: Any, assignment: Any) -> Any:
+# ShareGroupDescribe v1
+API = Api(77, (1, 1), reads())
+
+
+class Reaches(Groups, Placement, Security, Settings, Topics, Protocol):
+    """What of the broker this module reaches."""
+
+
+def _assignment(ctx: Request[Reaches], m: Any, assignment: Any) -> Any:
     named = []
     for topic_id, parts in assignment.items():
         info = ctx.cluster.by_id(topic_id)
@@ -34,7 +44,7 @@ def _refused(m: Any, group_id: str, error: ErrorCode, message: str | None) -> An
                 authorized_operations=UNSET_OPERATIONS)
 
 
-async def handle(ctx: Any, request: Any) -> Any:
+async def handle(ctx: Request[Reaches], request: Any) -> Any:
     m = schema_of(ctx)
     shares = ctx.cluster.shares
     operations = GROUP_OPERATIONS if request.include_authorized_operations else UNSET_OPERATIONS

@@ -3,16 +3,26 @@
 from __future__ import annotations
 
 import datetime
-from typing import Any
+from typing import Any, Protocol
 
 from ..broker.features import SHARE_VERSION
 from ..security.acls import Operation
 from ..shares.share_group import ShareHeartbeat
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
 from .group_common import client_host
+from .registry import Api, changes
+from ..services import Groups, Placement, Request, Security, Settings
 
 
-def _refusal(ctx: Any, request: Any) -> ErrorCode | None:
+# ShareGroupHeartbeat v1 (KIP-932; v0 was Kafka 4.0's early access, gone in 4.1)
+API = Api(76, (1, 1), changes())
+
+
+class Reaches(Groups, Placement, Security, Settings, Protocol):
+    """What of the broker this module reaches."""
+
+
+def _refusal(ctx: Request[Reaches], request: Any) -> ErrorCode | None:
     """The share group protocol switched off, READ on the group, DESCRIBE on the topics, the coordinator."""
     if ctx.cluster.features.level(SHARE_VERSION) < 1:
         return ErrorCode.unsupported_version
@@ -27,7 +37,7 @@ def _refusal(ctx: Any, request: Any) -> ErrorCode | None:
     return None
 
 
-async def handle(ctx: Any, request: Any) -> Any:
+async def handle(ctx: Request[Reaches], request: Any) -> Any:
     m = schema_of(ctx)
     shares = ctx.cluster.shares
     refused = _refusal(ctx, request)

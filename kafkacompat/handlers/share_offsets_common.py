@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from ..broker.features import SHARE_VERSION
 from ..security.acls import Operation
 from .common import ErrorCode
+from ..services import Groups, Placement, Request, Security, Settings
 
 
-def group_refusal(ctx: Any, group_id: str, operation: Operation,
+class Reaches(Groups, Placement, Security, Settings, Protocol):
+    """What of the broker this module reaches."""
+
+
+def group_refusal(ctx: Request[Reaches], group_id: str, operation: Operation,
                   must_be_empty: bool) -> tuple[ErrorCode, str | None] | None:
     """The share group protocol off, the ACL, the coordinator, a group that is not a share group
     (or, to change offsets, one with members)."""

@@ -25,6 +25,12 @@ from ..security.authorizer import STREAM_PERMISSIONS, deny
 from ..security.principal import ANONYMOUS
 from ..replication.admin_ops import OPS as REPLICATION_OPS, ReplicaOpError
 from .common import ErrorCode, storage_error_code
+from kafkacompat.protocol.admin_api import STREAM_ADMIN_KEY, STREAM_ADMIN_VERSION
+from .registry import Api
+
+
+# The admin CLI's stream API: private, never advertised to stock clients
+API = Api(STREAM_ADMIN_KEY, (STREAM_ADMIN_VERSION, STREAM_ADMIN_VERSION), None, advertised=False)
 
 
 class AdminError(Exception):

@@ -9,7 +9,7 @@ the Kafka port can send these requests (see the README's replication section).
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, Protocol
 
 from kafkacompat import storage
 from kafkacompat.protocol.admin_api import AdminMessageError, encode_response_body
@@ -20,6 +20,17 @@ from ..replication import receiver
 from ..security.acls import Operation
 from ..security.authorizer import deny
 from .common import ErrorCode, storage_error_code
+from kafkacompat.protocol.replication_api import REPLICATE_KEY, REPLICATE_VERSION
+from .registry import Api
+from ..services import Placement, Request, Security, Settings, Transactions
+
+
+# Stream replication between clusters: private, never advertised to stock clients
+API = Api(REPLICATE_KEY, (REPLICATE_VERSION, REPLICATE_VERSION), None, advertised=False)
+
+
+class Reaches(Placement, Security, Settings, Transactions, Protocol):
+    """What of the broker this module reaches."""
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +43,7 @@ _OPS = {
 }
 
 
-def _refusal(ctx: Any, body: dict[str, Any]) -> str | None:
+def _refusal(ctx: Request[Reaches], body: dict[str, Any]) -> str | None:
     """With authorization on, a link may write into a stream whose copy permission its principal holds,
     or anywhere with CLUSTER_ACTION on the cluster (Kafka's operation for traffic between brokers)."""
     authorizer = ctx.cluster.authorizer
@@ -54,7 +65,7 @@ def decode(header: RequestHeader, frame: bytes) -> tuple[dict[str, Any], memoryv
         raise MalformedRequestError(str(exc)) from None
 
 
-async def handle(ctx: Any, request: tuple[dict[str, Any], memoryview]) -> bytes:
+async def handle(ctx: Request[Reaches], request: tuple[dict[str, Any], memoryview]) -> bytes:
     body, payload = request
     service = ctx.cluster.replication
     op = body["op"]

@@ -6,13 +6,23 @@ show. An id of another group type answers GROUP_ID_NOT_FOUND, as Kafka does.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from ..groups.streams_group import ACTIVE, STANDBY, WARMUP, StreamsGroup, Tasks, by_role
 from ..groups.streams_topology import InternalTopic
 from ..security.acls import Operation, ResourceType
 from .common import NO_THROTTLE, UNSET_OPERATIONS, ErrorCode, make, schema_of
 from .describe_groups import GROUP_OPERATIONS
+from .registry import Api, reads
+from ..services import Groups, Request, Security
+
+
+# StreamsGroupDescribe v0
+API = Api(89, (0, 0), reads())
+
+
+class Reaches(Groups, Security, Protocol):
+    """What of the broker this module reaches."""
 
 
 def _assignment(m: Any, tasks: Tasks) -> Any:
@@ -27,7 +37,7 @@ def _topic(m: Any, topic: InternalTopic, partitions: int | None) -> Any:
                 topic_configs=tuple(make(m.KeyValue, key=k, value=v) for k, v in topic.configs))
 
 
-def _topology(m: Any, ctx: Any, group: StreamsGroup) -> Any:
+def _topology(m: Any, ctx: Request[Reaches], group: StreamsGroup) -> Any:
     if group.topology is None:
         return None
     partitions_of = ctx.cluster.groups.partitions_of
@@ -64,7 +74,7 @@ def _refused(m: Any, group_id: str, code: ErrorCode, message: str | None) -> Any
                 group_epoch=-1, assignment_epoch=-1, topology=None, members=(), authorized_operations=UNSET_OPERATIONS)
 
 
-async def handle(ctx: Any, request: Any) -> Any:
+async def handle(ctx: Request[Reaches], request: Any) -> Any:
     m = schema_of(ctx)
     operations = GROUP_OPERATIONS if request.include_authorized_operations else UNSET_OPERATIONS
     described = []

@@ -19,6 +19,12 @@ from ..groups.streams_topology import InternalTopic, Subtopology, Topology
 from ..security.acls import Operation
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
 from .group_common import client_host, millis
+from .registry import Api, changes
+from ..services import Context
+
+
+# StreamsGroupHeartbeat v0 (KIP-1071; v0 is what Kafka Streams 4.1 sends)
+API = Api(88, (0, 0), changes())
 
 log = logging.getLogger(__name__)
 ACCEPTABLE_RECOVERY_LAG = 10_000  # Kafka's group.streams.acceptable.recovery.lag default
@@ -54,7 +60,7 @@ def _owned(request: Any) -> Tasks | None:
     return frozenset(tasks)
 
 
-def _refusal(ctx: Any, request: Any, topology: Topology | None) -> ErrorCode | None:
+def _refusal(ctx: Context, request: Any, topology: Topology | None) -> ErrorCode | None:
     """READ on the group, DESCRIBE on every topic of the topology (KafkaApis' order)."""
     authorizer = ctx.cluster.authorizer
     if not authorizer.group(ctx, Operation.READ, request.group_id):
@@ -66,7 +72,7 @@ def _refusal(ctx: Any, request: Any, topology: Topology | None) -> ErrorCode | N
     return None
 
 
-async def _create_internal_topics(ctx: Any, group_id: str, topology: Topology) -> None:
+async def _create_internal_topics(ctx: Context, group_id: str, topology: Topology) -> None:
     """Create the group's missing repartition and changelog topics the member may create."""
     cluster = ctx.cluster
     configured = cluster.groups.streams.configured(topology)
@@ -114,7 +120,7 @@ def _answer(m: Any, result: StreamsHeartbeatResult) -> Any:
     )
 
 
-async def handle(ctx: Any, request: Any) -> Any:
+async def handle(ctx: Context, request: Any) -> Any:
     m = schema_of(ctx)
     topology = _topology(request)
     refused = _refusal(ctx, request, topology)

@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from ..groups import SyncResult
 from ..security.acls import Operation
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
+from .registry import Api, changes
+from ..services import Groups, Placement, Request, Security
+
+
+# SyncGroup v0-5
+API = Api(14, (0, 5), changes())
+
+
+class Reaches(Groups, Placement, Security, Protocol):
+    """What of the broker this module reaches."""
 
 
 def _response(m: Any, result: SyncResult) -> Any:
@@ -20,7 +30,7 @@ def _response(m: Any, result: SyncResult) -> Any:
     )
 
 
-async def handle(ctx: Any, request: Any) -> Any:
+async def handle(ctx: Request[Reaches], request: Any) -> Any:
     m = schema_of(ctx)
     if not ctx.cluster.authorizer.group(ctx, Operation.READ, request.group_id):
         return _response(m, SyncResult(ErrorCode.group_authorization_failed))

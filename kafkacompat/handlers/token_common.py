@@ -11,12 +11,13 @@ from kafkacompat import storage
 from ..security.delegation_tokens import DelegationTokens
 from ..security.principal import ANONYMOUS
 from .common import NO_THROTTLE, ErrorCode, make, schema_of, storage_error_code
+from ..services import Request, Security
 
 EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 NO_TIMESTAMP = -1  # Kafka's DelegationTokenManager.ErrorTimestamp
 
 
-def token_requests_allowed(ctx: Any) -> bool:
+def token_requests_allowed(ctx: Request[Security]) -> bool:
     """Kafka's allowTokenRequests: tokens are handed out and managed only over a connection whose user is
     proven (SASL, or SSL with a client certificate), and never by a session that itself logged in with a
     token (else a leaked token could mint others). Refused: DELEGATION_TOKEN_REQUEST_NOT_ALLOWED."""
@@ -37,7 +38,7 @@ def milliseconds(period: datetime.timedelta) -> int:
     return period // datetime.timedelta(milliseconds=1)
 
 
-async def expiry_answer(ctx: Any, response: str,
+async def expiry_answer(ctx: Request[Security], response: str,
                         change: Callable[[DelegationTokens], Awaitable[tuple[ErrorCode, int]]]) -> Any:
     """Renew's and Expire's answer (named `response`): the error and new expiry of `change`, made only on a
     connection allowed to manage tokens of a broker that has them (else Kafka's refusal)."""

@@ -7,6 +7,7 @@ from typing import Any
 from ..transactions.metadata import PartitionKey
 from ..security.acls import Operation
 from .common import ErrorCode
+from ..services import Request, Security
 
 
 def fenced_as(version: int, since: int, error: ErrorCode) -> ErrorCode:
@@ -17,7 +18,7 @@ def fenced_as(version: int, since: int, error: ErrorCode) -> ErrorCode:
 
 
 def resolve_partitions(
-    ctx: Any, topics: Any
+    ctx: Request[Security], topics: Any
 ) -> tuple[dict[tuple[str, int], PartitionKey], dict[tuple[str, int], ErrorCode]]:
     """(name, index) -> partition key for known partitions, and the errors for unknown or unwritable ones."""
     found: dict[tuple[str, int], PartitionKey] = {}

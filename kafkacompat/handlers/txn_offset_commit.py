@@ -15,21 +15,28 @@ from ..security.acls import Operation
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
 from .group_common import partition_errors
 from .txn_common import fenced_as
+from .registry import Api, changes
+from ..services import Context
+
+
+# TxnOffsetCommit v0-5: v5 adds the group to the transaction (KIP-890 part 2)
+API = Api(28, (0, 5), changes(("topics",), "topics"))
 
 FENCED_FROM = 3
 IMPLICIT_ADD_FROM = 5
 
 
-async def handle(ctx: Any, request: Any) -> Any:
+async def handle(ctx: Context, request: Any) -> Any:
     m = schema_of(ctx)
     cluster = ctx.cluster
     errors: dict[tuple[str, int], ErrorCode] = {}
-    staged = []
+    staged: list[tuple[tuple[str, int], tuple[str, str, int, int, int, str]]] = []
     authorizer = cluster.authorizer
-    refusal = (ErrorCode.transactional_id_authorization_failed
+    refusal: ErrorCode | None = (ErrorCode.transactional_id_authorization_failed
                if not authorizer.transactional_id(ctx, Operation.WRITE, request.transactional_id)
                else ErrorCode.group_authorization_failed
                if not authorizer.group(ctx, Operation.READ, request.group_id) else None)
+    topic_refusal: ErrorCode | None
     for topic in request.topics:
         info, _ = cluster.topic_for(topic.name)
         if refusal is None and not authorizer.topic(ctx, Operation.READ, topic.name):

@@ -13,12 +13,19 @@ from typing import Any
 
 from ..cluster import ClusterError
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
+from .registry import Api, changes
+from ..services import Placement, Request
+
+
+# UnregisterBroker v0
+API = Api(64, (0, 0), changes())
 
 log = logging.getLogger(__name__)
 
 
-async def handle(ctx: Any, request: Any) -> Any:
+async def handle(ctx: Request[Placement], request: Any) -> Any:
     m = schema_of(ctx)
+    message: str | None
     try:
         removed = await ctx.cluster.view.unregister(request.broker_id)
     except ClusterError as exc:

@@ -14,6 +14,12 @@ from typing import Any
 
 from ..broker.features import FeatureUpdate, UpgradeType
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
+from .registry import Api, changes
+from ..services import Context
+
+
+# UpdateFeatures v0-2: v2 answers no per-feature results; error answers: v2 lists no results on success, but does on error
+API = Api(57, (0, 2), changes(("feature_updates",), "results"))
 
 log = logging.getLogger(__name__)
 _FAILED_ALL = "The update failed for all features since the following feature had an error: "
@@ -31,7 +37,7 @@ def _updates(version: int, request: Any) -> list[FeatureUpdate]:
     return out
 
 
-async def handle(ctx: Any, request: Any) -> Any:
+async def handle(ctx: Context, request: Any) -> Any:
     m = schema_of(ctx)
     cluster = ctx.cluster
     updates = _updates(ctx.version, request)

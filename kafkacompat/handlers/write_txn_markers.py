@@ -25,9 +25,15 @@ from kafkacompat.protocol.control_records import ControlType
 from ..security.acls import Operation
 from ..transactions.markers import append_marker
 from .common import ErrorCode, make, schema_of, storage_error_code
+from .registry import Api, changes
+from ..services import Context
 
 
-async def handle(ctx: Any, request: Any) -> Any:
+# WriteTxnMarkers v1 (Kafka 4.1 serves v1 only): kafka-transactions.sh abort; error answers: per producer, topic and partition
+API = Api(27, (1, 1), changes(("markers",), "markers"))
+
+
+async def handle(ctx: Context, request: Any) -> Any:
     m = schema_of(ctx)
     authorizer = ctx.cluster.authorizer
     allowed = (authorizer.cluster(ctx, Operation.ALTER, log_denied=False)
@@ -51,7 +57,7 @@ async def handle(ctx: Any, request: Any) -> Any:
         for producer_id, by_topic in results.items()))
 
 
-async def _write(ctx: Any, marker: Any, control: ControlType, name: str, index: int) -> ErrorCode:
+async def _write(ctx: Context, marker: Any, control: ControlType, name: str, index: int) -> ErrorCode:
     """One partition's marker: checked against the producer's state there, then appended."""
     cluster = ctx.cluster
     info, _ = cluster.topic_for(name)
@@ -61,7 +67,7 @@ async def _write(ctx: Any, marker: Any, control: ControlType, name: str, index: 
         # is refused with this error).
         return ErrorCode.invalid_topic_exception
     partition, error = await cluster.serving_partition(info, ErrorCode.unknown_topic_or_partition, index)
-    if partition is None:
+    if partition is None or info is None:  # no partition without its topic
         return error
     key = (info.stream, info.name, index)
     try:

@@ -24,13 +24,13 @@ from kio.serial import entity_reader
 from kio.static.constants import EntityType
 
 from kafkacompat.protocol.messages import decode_request, encode_body, make, parse_request_header, request_schema
-from kafkacompat.protocol.versions import SUPPORTED, is_flexible, schema
+from kafkacompat.protocol.versions import is_flexible, schema
 
 from ..broker import admin_log
 from ..broker.cluster import Cluster
 from ..broker.connection import RequestContext
 from ..broker.request_stats import response_errors
-from ..handlers import HANDLERS
+from ..handlers import HANDLERS, SUPPORTED
 from ..handlers.common import NO_RESPONSE
 from ..security.refusals import cluster_gate
 from .principal import current_entry, current_peer, current_principal
@@ -78,7 +78,7 @@ async def call(cluster: Cluster, api_key: int, body: Any | bytes, *, client_id: 
                          listener="HTTP", entry=current_entry())
     handler = HANDLERS[api_key]
     request = getattr(handler, "decode", decode_request)(header, frame)
-    refused = cluster_gate(ctx, request) if cluster.authorizer.enabled else None  # as the Kafka port's connection
+    refused = cluster_gate(ctx, request, handler.API.answer) if cluster.authorizer.enabled else None  # as the Kafka port's connection
     answer = admin_log.logged(ctx, request, refused if refused is not None else await handler.handle(ctx, request))
     if asyncio.iscoroutine(answer) or isinstance(answer, asyncio.Future):
         answer = await answer

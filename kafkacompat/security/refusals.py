@@ -11,7 +11,8 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from ..broker import faults
+from kafkacompat.protocol.error_answers import ErrorAnswer, error_answer
+
 from .acls import Operation
 from .authorizer import CLUSTER_DENIED
 
@@ -33,18 +34,17 @@ CLUSTER_GATES: dict[int, Operation] = {
 }
 
 
-def cluster_gate(ctx: Any, request: Any) -> Any | None:
+def cluster_gate(ctx: Any, request: Any, shape: ErrorAnswer | None) -> Any | None:
     """The CLUSTER_AUTHORIZATION_FAILED answer of a cluster-wide API the principal may not use, else None.
 
-    Called once per request by the connection, so handlers of these APIs need no check of their own.
+    Called once per request by the connection, so handlers of these APIs need no check of their own;
+    `shape` is the error answer the API's handler module declares.
     """
     key = ctx.header.api_key
     operation = CLUSTER_GATES.get(key)
     if operation is None or ctx.cluster.authorizer.cluster(ctx, operation):
         return None
-    answer = faults.error_from_request(key, ctx.header.api_version, request, ErrorCode.cluster_authorization_failed) \
-        if key in faults.FROM_REQUEST else faults.filled_response(key, ctx.header.api_version,
-                                                                  ErrorCode.cluster_authorization_failed)
+    answer = error_answer(shape, key, ctx.header.api_version, request, ErrorCode.cluster_authorization_failed)
     return _with_message(answer, CLUSTER_DENIED)
 
 

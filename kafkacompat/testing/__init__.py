@@ -32,7 +32,7 @@ from kafkacompat.storage import Store
 
 from ..broker.cluster import Cluster, TopicError
 from ..config import BrokerConfig
-from ..broker.faults import Faults
+from .faults import Faults
 from ..broker.partitioner import partition_for_key
 from .certificates import CertificateAuthority
 from ..security.scram import MECHANISMS as SCRAM_MECHANISMS, make_credential
@@ -111,7 +111,7 @@ class Broker:
         settings.setdefault("host", "127.0.0.1")
         settings.setdefault("port", 0)
         self.config = BrokerConfig(data_dir=data_dir or "memory://", **settings)
-        self.server = BrokerServer(self.config, store)
+        self.server = BrokerServer(self.config, store, Faults())
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._default_policy: storage.StreamPolicy | None = None

@@ -9,7 +9,7 @@ from kio.schema.errors import ErrorCode
 
 from kafkacompat.testing import Broker
 from kafkacompat.protocol.messages import make
-from kafkacompat.protocol.versions import SUPPORTED
+from kafkacompat.handlers import SUPPORTED
 from tests.groups.helpers import commit, create_topic, heartbeat, join_member, leave, module, sync
 from tests.wire import Wire
 

@@ -21,7 +21,8 @@ from typing import Any
 import pytest
 from kio.schema.errors import ErrorCode
 
-from kafkacompat.protocol.versions import SUPPORTED, is_flexible
+from kafkacompat.handlers import SUPPORTED
+from kafkacompat.protocol.versions import is_flexible
 from kafkacompat.security.acls import AclBinding, Operation, PatternType, Permission, ResourceType
 from kafkacompat.security.scram import ScramClient
 from kafkacompat.testing import Broker
