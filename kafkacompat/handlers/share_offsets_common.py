@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Protocol
 
 from ..broker.features import SHARE_VERSION
 from ..security.acls import Operation
