@@ -19,7 +19,7 @@ from ..security.tls import server_context
 from .app import build_app
 
 if TYPE_CHECKING:
-    from ..broker.server import BrokerServer
+    from ..kafka_port.server import BrokerServer
 
 log = logging.getLogger(__name__)
 

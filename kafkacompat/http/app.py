@@ -11,7 +11,7 @@ from . import openapi, principal, rest_errors, rest_produce, rest_v2, rest_v3
 from .common import BROKER
 
 if TYPE_CHECKING:
-    from ..broker.server import BrokerServer
+    from ..kafka_port.server import BrokerServer
 
 
 @web.middleware

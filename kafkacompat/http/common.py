@@ -7,6 +7,6 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 
 if TYPE_CHECKING:
-    from ..broker.server import BrokerServer
+    from ..kafka_port.server import BrokerServer
 
 BROKER: web.AppKey["BrokerServer"] = web.AppKey("broker")

@@ -27,7 +27,7 @@ from .common import BROKER
 from .principal import caller
 
 if TYPE_CHECKING:
-    from ..broker.server import BrokerServer
+    from ..kafka_port.server import BrokerServer
 
 REGISTRY: web.AppKey[CollectorRegistry] = web.AppKey("registry")
 

@@ -22,7 +22,7 @@ from kafkacompat import storage
 
 if TYPE_CHECKING:
     from ..broker.cluster import Cluster
-    from ..broker.server import BrokerServer
+    from ..kafka_port.server import BrokerServer
 
 log = logging.getLogger(__name__)
 SERIES_MAX = 10_000  # per family and scrape: partitions of the per-topic-series topics, lag series

@@ -39,7 +39,7 @@ from .generations import forget_origin, generation, note_origin
 from .paths import Path
 
 if TYPE_CHECKING:
-    from ..broker.producer_state import ProducerStates
+    from ..catalog.producer_state import ProducerStates
     from ..transactions.partition_state import PartitionTxnRegistry
     from .engine import ReplicationService
 

@@ -33,7 +33,7 @@ from kio.schema.errors import ErrorCode
 from kafkacompat import storage
 from kafkacompat.protocol.records import whole_batches
 
-from ..broker.group_configs import group_values
+from ..catalog.group_configs import group_values
 from ..transactions import PartitionTxns
 from ..transactions.partition_state import stable_prefix
 from .share_group import ShareGroupCoordinator

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from kafkacompat.storage import FsyncPolicy, InvalidPolicyError, StreamPolicy, TopicInfo, cleanup_policy
 
 if TYPE_CHECKING:
-    from .cluster import Cluster
+    from ..broker.cluster import Cluster
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -25,7 +25,7 @@ from kafkacompat import storage
 from kafkacompat.protocol.versions import api_name
 
 from ..handlers.common import coordinator_storage_error_code, storage_error_code
-from .faults import MIRRORED, error_from_request, filled_response
+from ..broker.faults import MIRRORED, error_from_request, filled_response
 
 log = logging.getLogger(__name__)
 

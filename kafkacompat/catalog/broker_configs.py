@@ -26,7 +26,7 @@ from . import kafka_broker_configs as kafka
 from .topic_configs import DEFAULT_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG, InvalidConfigError, Synonym
 
 if TYPE_CHECKING:
-    from .cluster import Cluster
+    from ..broker.cluster import Cluster
 
 DYNAMIC_BROKER_CONFIG = 2
 STATIC_BROKER_CONFIG = 4

@@ -17,7 +17,7 @@ from .topic_configs import DEFAULT_CONFIG, InvalidConfigError, Synonym
 
 if TYPE_CHECKING:
     from ..config import BrokerConfig
-    from .cluster import Cluster
+    from ..broker.cluster import Cluster
 
 DYNAMIC_GROUP_CONFIG = 8
 INT, STRING = 3, 2

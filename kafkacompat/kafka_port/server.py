@@ -17,11 +17,11 @@ from kafkacompat import storage
 from kafkacompat.protocol.records import record_timestamps
 from kafkacompat.storage import Store
 
-from .cleaner_codec import CLEANER_CODEC
-from .cluster import Cluster
+from ..broker.cleaner_codec import CLEANER_CODEC
+from ..broker.cluster import Cluster
 from ..config import BrokerConfig
 from .connection import Connection
-from .faults import Faults
+from ..broker.faults import Faults
 from .receive import FrameBudget, FrameStream, serve_frames
 from ..security.authenticator import SaslAuthenticator, audit
 from ..security.listeners import Listener, parse_listeners

@@ -30,14 +30,15 @@ from kafkacompat.protocol.versions import API_VERSIONS_KEY, SUPPORTED, UNADVERTI
 
 from kafkacompat import storage
 
-from . import admin_log, faults, storage_refusal
-from .cluster import Cluster
+from ..broker import admin_log, faults
+from . import storage_refusal
+from ..broker.cluster import Cluster
 from ..config import BrokerConfig
 from ..handlers import HANDLERS
 from ..handlers.common import NO_RESPONSE, CloseConnection
 from ..handlers.api_versions import unsupported_version_response
 from .receive import FrameStream
-from .request_stats import response_errors
+from ..broker.request_stats import response_errors
 from .send import plain_socket_fd, send_chunks
 from ..security.authenticator import BEFORE_AUTHENTICATION, SASL_AUTHENTICATE_KEY, SaslAuthenticator
 from ..security.scram import AuthenticationFailed
