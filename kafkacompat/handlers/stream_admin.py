@@ -18,7 +18,7 @@ from kafkacompat.storage import StreamPolicy
 
 from ..broker import admin_log
 from ..broker.cluster import Cluster, TopicError
-from ..broker.stream_views import PolicyFieldError, cursor_view, policy_with, stream_view, topic_view
+from ..operations.stream_views import PolicyFieldError, cursor_view, policy_with, stream_view, topic_view
 from ..catalog.topic_configs import InvalidConfigError, validate_configs
 from ..security.acls import Operation
 from ..security.authorizer import STREAM_PERMISSIONS, deny

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...broker.cluster import Cluster, TopicError
-from ...broker.stream_views import cursor_view
+from ...operations.stream_views import cursor_view
 from ...catalog.topic_names import canonical_name
 from ...groups.consumer_protocol import CONSUMER_PROTOCOL_TYPE, parse_assignment
 

@@ -14,7 +14,7 @@ from aiohttp import web
 from kafkacompat import storage
 
 from ...broker.cluster import Cluster
-from ...broker.stream_views import POLICY_FIELDS, stream_view, topic_view
+from ...operations.stream_views import POLICY_FIELDS, stream_view, topic_view
 from ...catalog.topic_names import canonical_name
 from ...security.acls import Operation
 from ..common import BROKER
