@@ -29,6 +29,9 @@ MAPPED = {"protocol": "kafkacompat.protocol", "storage": "kafkacompat.storage"}
 KNOWN_CIRCLES: dict[frozenset[str], str] = {
     # groups: the classic protocol's members and the KIP-848 coordinator call each other (being split)
     frozenset({"kafkacompat.groups.classic_members", "kafkacompat.groups.consumer_coordinator"}): "groups",
+    # storage/disk: partition <-> store, cleaner and move <-> partition, by type only (storage being split)
+    frozenset({"kafkacompat.storage.disk.cleaner", "kafkacompat.storage.disk.move",
+               "kafkacompat.storage.disk.partition", "kafkacompat.storage.disk.store"}): "storage/disk",
     # storage/cloud: the store, its partitions, writer and cleaner (being split)
     frozenset({"kafkacompat.storage.cloud.cleaner", "kafkacompat.storage.cloud.partition",
                "kafkacompat.storage.cloud.store", "kafkacompat.storage.cloud.writer"}): "storage/cloud",
