@@ -32,7 +32,7 @@ from ..security.credentials import Credentials
 from ..security.delegation_tokens import DelegationTokens
 from ..security.oauthbearer import BearerValidator
 from ..security.authorizer import Authorizer
-from ..catalog.topic_names import LEGAL_NAMES_ONLY, TopicNameError, canonical_name, kafka_alias, split_name
+from ..topic_names import LEGAL_NAMES_ONLY, TopicNameError, canonical_name, kafka_alias, split_name
 
 log = logging.getLogger(__name__)
 OFFSETS_TOPIC = "__consumer_offsets"

@@ -28,7 +28,7 @@ from kio.schema.errors import ErrorCode
 from kafkacompat.protocol.versions import api_name
 from kafkacompat.storage import PermissionEntries, Store
 
-from ..catalog.topic_names import TopicNameError, canonical_name, split_name
+from ..topic_names import TopicNameError, canonical_name, split_name
 from ..config import BrokerConfig
 from . import permissions
 from .acls import CLUSTER_NAME, WILDCARD_PRINCIPAL, AclTable, IMPLIED_BY, Operation, Permission, ResourceType

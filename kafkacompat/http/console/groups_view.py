@@ -11,7 +11,7 @@ from typing import Any
 
 from ...broker.cluster import Cluster, TopicError
 from ...operations.stream_views import cursor_view
-from ...catalog.topic_names import canonical_name
+from ...topic_names import canonical_name
 from ...groups.consumer_protocol import CONSUMER_PROTOCOL_TYPE, parse_assignment
 
 

@@ -15,7 +15,7 @@ from kafkacompat import storage
 
 from ...broker.cluster import Cluster
 from ...operations.stream_views import POLICY_FIELDS, stream_view, topic_view
-from ...catalog.topic_names import canonical_name
+from ...topic_names import canonical_name
 from ...security.acls import Operation
 from ..common import BROKER
 from .groups_view import group_ids, group_view
