@@ -101,7 +101,7 @@ def _serve_parser(sub: argparse._SubParsersAction) -> None:
 
 async def run_until_signalled(config: BrokerConfig) -> None:
     """Start a broker, serve until SIGTERM or SIGINT, stop it cleanly; StartError if it cannot start."""
-    from .broker.server import BrokerServer  # imported here: the client commands start faster without it
+    from .kafka_port.server import BrokerServer  # imported here: the client commands start faster without it
 
     try:
         server = BrokerServer(config)

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
     from .broker.cluster import ResolvedTopic
     from .broker.features import FeatureLevels
-    from .broker.producer_state import ProducerStates
+    from .catalog.producer_state import ProducerStates
     from .broker.quotas import ClientQuotas
     from .broker.request_stats import RequestStats
     from .cluster import ClusterView, Member
@@ -170,11 +170,3 @@ class Request(Protocol[C]):
 
 Context = Request[Broker]  # a request whose handler may reach the whole broker
 
-
-if TYPE_CHECKING:
-    from .broker.cluster import Cluster
-    from .broker.connection import RequestContext
-
-    def _provided(cluster: Cluster, ctx: RequestContext) -> tuple[Broker, Context]:
-        """Checked by mypy only: the composition root and the connection's context provide these views."""
-        return cluster, ctx

@@ -7,7 +7,7 @@ import datetime
 import pytest
 from kio.schema.errors import ErrorCode
 
-from kafkacompat.broker.producer_state import INT32_MAX, last_sequence
+from kafkacompat.catalog.producer_state import INT32_MAX, last_sequence
 from kafkacompat.testing import Broker
 from kafkacompat.protocol.messages import make
 from kafkacompat.protocol.records import Record, build_batch
@@ -100,7 +100,7 @@ def test_a_retry_across_a_restart_gets_its_original_offsets(tmp_path) -> None:
 
 
 def test_idle_producers_expire_like_kafkas_producer_id_expiration() -> None:
-    from kafkacompat.broker.producer_state import ProducerStates
+    from kafkacompat.catalog.producer_state import ProducerStates
 
     now = [1000.0]
     states = ProducerStates(expiration_ms=60_000, clock=lambda: now[0])
@@ -120,7 +120,7 @@ def test_batches_pipelined_behind_a_refused_one_are_refused_alike_not_as_a_gap()
     """librdkafka answers OUT_OF_ORDER_SEQUENCE_NUMBER on a batch that is not its first in flight by
     bumping its epoch and resending, under new sequence numbers, what it could not tell was stored
     (librdkafka issue 4953): a batch pipelined behind a refused one gets the refusal's error instead."""
-    from kafkacompat.broker.producer_state import WINDOW, ProducerStates
+    from kafkacompat.catalog.producer_state import WINDOW, ProducerStates
 
     now = [1000.0]
     states = ProducerStates(clock=lambda: now[0])
@@ -154,7 +154,7 @@ async def test_concurrent_producers_wait_for_one_rebuild_of_the_window() -> None
     again if it is a retry."""
     import asyncio
 
-    from kafkacompat.broker.producer_state import ProducerStates
+    from kafkacompat.catalog.producer_state import ProducerStates
     from kafkacompat.storage.memory import MemoryStore
 
     store = MemoryStore()

@@ -8,7 +8,7 @@ import struct
 
 import pytest
 
-from kafkacompat.broker.receive import DIRECT_FROM, PAUSE_ABOVE, RECEIVE_BUFFER, FrameStream
+from kafkacompat.kafka_port.receive import DIRECT_FROM, PAUSE_ABOVE, RECEIVE_BUFFER, FrameStream
 
 
 class _Transport:
@@ -91,7 +91,7 @@ async def test_reading_pauses_while_unread_bytes_pile_up() -> None:
 
 
 async def test_large_frames_wait_for_the_shared_budget() -> None:
-    from kafkacompat.broker.receive import STAGE_BYTES, FrameBudget
+    from kafkacompat.kafka_port.receive import STAGE_BYTES, FrameBudget
 
     budget = FrameBudget(3 * STAGE_BYTES)
     loop = asyncio.get_running_loop()
@@ -122,7 +122,7 @@ async def test_large_frames_wait_for_the_shared_budget() -> None:
 
 
 async def test_a_drained_stream_gives_its_buffer_back(monkeypatch: pytest.MonkeyPatch) -> None:
-    from kafkacompat.broker import receive
+    from kafkacompat.kafka_port import receive
 
     monkeypatch.setattr(receive, "GIVE_BACK_AFTER_S", 0.05)
     stream = FrameStream(asyncio.get_running_loop())

@@ -10,7 +10,7 @@ import uuid
 import pytest
 from confluent_kafka import Consumer, Producer
 
-from kafkacompat.broker.send import NATIVE_GATHER, plain_socket_fd, send_chunks
+from kafkacompat.kafka_port.send import NATIVE_GATHER, plain_socket_fd, send_chunks
 from kafkacompat.testing import Broker
 from kafkacompat.testing.certificates import CertificateAuthority
 

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
-from kafkacompat.broker.server import STOP_GRACE
+from kafkacompat.kafka_port.server import STOP_GRACE
 from tests.test_cli_serve import free_port
 from tests.test_durability_faults import Served
 
@@ -30,7 +30,7 @@ from tests.test_durability_faults import Served
 # owed when the SIGTERM comes
 PRODUCE_ANSWERS_LATE = """
 import os, sys
-from kafkacompat.broker import server
+from kafkacompat.kafka_port import server
 from kafkacompat.cli import main
 from kafkacompat.testing.faults import Faults
 

@@ -8,7 +8,7 @@ from kafka import KafkaProducer
 
 from kafkacompat.config import BrokerConfig, ConfigError, load_config
 from kafkacompat.testing import Broker
-from kafkacompat.broker.topic_names import canonical_name, is_kafka_legal, kafka_alias, split_name
+from kafkacompat.topic_names import canonical_name, is_kafka_legal, kafka_alias, split_name
 from tests.test_clients_produce_consume import consume_all
 
 

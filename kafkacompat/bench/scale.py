@@ -268,7 +268,7 @@ def _idle_connections(bootstrap: str, pid: int, count: int, out: dict[str, Any])
         wire = _Wire(bootstrap)
         wire.request(API_VERSIONS, 3, _api_versions())
         wires.append(wire)
-    time.sleep(1.0)  # receive buffers handed back after a quiet second (see broker/receive.py)
+    time.sleep(1.0)  # receive buffers handed back after a quiet second (see kafka_port/receive.py)
     grown = rss_mb(pid) - before
     out["idle_connections"] = count
     out["rss_per_idle_connection_kb"] = round(grown * 1024 / count, 1) if count else None

@@ -19,10 +19,10 @@ from ..cluster.membership import PartitionKey, cluster_url, coordinator_partitio
 from ..config import BrokerConfig
 from ..groups import GroupCoordinator
 from ..shares.manager import ShareService
-from . import broker_configs
+from ..catalog import broker_configs
 from .features import FeatureLevels
 from ..transactions import TransactionCoordinator
-from .producer_state import ProducerStates
+from ..catalog.producer_state import ProducerStates
 from .request_stats import RequestStats
 
 if TYPE_CHECKING:
@@ -32,7 +32,7 @@ from ..security.credentials import Credentials
 from ..security.delegation_tokens import DelegationTokens
 from ..security.oauthbearer import BearerValidator
 from ..security.authorizer import Authorizer
-from .topic_names import LEGAL_NAMES_ONLY, TopicNameError, canonical_name, kafka_alias, split_name
+from ..topic_names import LEGAL_NAMES_ONLY, TopicNameError, canonical_name, kafka_alias, split_name
 
 log = logging.getLogger(__name__)
 OFFSETS_TOPIC = "__consumer_offsets"

@@ -10,6 +10,28 @@ conditional UPDATE that PostgreSQL serializes.
 
 from __future__ import annotations
 
-from .membership import ClusterError, ClusterView, Member, SingleNode, open_cluster_view
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
+
+from .membership import ClusterError, ClusterView, Member, PartitionKey, SingleNode, cluster_url
+
+if TYPE_CHECKING:
+    from ..config import BrokerConfig
+
+
+def open_cluster_view(
+    config: "BrokerConfig", me: Member, partitions: Callable[[], Iterable[PartitionKey]]
+) -> ClusterView:
+    """SingleNode unless the broker is given a PostgreSQL database to share."""
+    url = cluster_url(config)
+    if url is None:
+        return SingleNode(me)
+    try:
+        from .postgres_cluster import PostgresCluster  # asyncpg is loaded only for a cluster
+    except ImportError as exc:
+        raise ClusterError(f"a cluster in PostgreSQL needs asyncpg ({exc}): pip install 'kafkacompat[cloud]'") from exc
+
+    return PostgresCluster(me, url, partitions, config.cluster_lease_ms, config.cluster_heartbeat_ms)
+
 
 __all__ = ["ClusterError", "ClusterView", "Member", "SingleNode", "open_cluster_view"]

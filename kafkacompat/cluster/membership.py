@@ -153,17 +153,3 @@ def cluster_url(config: "BrokerConfig") -> str | None:
     store = config.store_url
     return store if store.startswith(("postgresql://", "postgres://")) else None
 
-
-def open_cluster_view(
-    config: "BrokerConfig", me: Member, partitions: Callable[[], Iterable[PartitionKey]]
-) -> ClusterView:
-    """SingleNode unless the broker is given a PostgreSQL database to share."""
-    url = cluster_url(config)
-    if url is None:
-        return SingleNode(me)
-    try:
-        from .postgres_cluster import PostgresCluster  # asyncpg is loaded only for a cluster
-    except ImportError as exc:
-        raise ClusterError(f"a cluster in PostgreSQL needs asyncpg ({exc}): pip install 'kafkacompat[cloud]'") from exc
-
-    return PostgresCluster(me, url, partitions, config.cluster_lease_ms, config.cluster_heartbeat_ms)

@@ -24,7 +24,7 @@ from kio.schema.errors import ErrorCode
 
 from kafkacompat.storage import Store, TopicInfo
 
-from ..broker.topic_names import TopicNameError, canonical_name, split_name
+from ..topic_names import TopicNameError, canonical_name, split_name
 from ..config import BrokerConfig
 from .assignors import Assignment, MemberSpec, assign
 from .classic_members import ClassicMembers

@@ -25,7 +25,7 @@ from kio.schema.errors import ErrorCode
 from kafkacompat.storage import Cursor, Store
 
 from ..config import BrokerConfig
-from ..broker.topic_names import TopicNameError, split_name
+from ..topic_names import TopicNameError, split_name
 from .classic_api import JoinRequest, JoinResult, SyncResult
 from .consumer_coordinator import ConsumerGroupCoordinator
 from .streams_coordinator import STREAMS_PROTOCOL_TYPE, StreamsGroupCoordinator

@@ -13,9 +13,9 @@ from typing import Any
 
 from kafkacompat import storage
 
-from ..broker import broker_configs, group_configs, logger_configs
+from ..catalog import broker_configs, group_configs, logger_configs
 from ..broker.cluster import TopicError
-from ..broker.topic_configs import InvalidConfigError, validate_configs
+from ..catalog.topic_configs import InvalidConfigError, validate_configs
 from ..security.acls import Operation
 from ..security.authorizer import config_refusal
 from .common import ErrorCode, storage_error_code

@@ -7,7 +7,7 @@ from typing import Any
 from kafkacompat import storage
 
 from ..broker.cluster import TopicError
-from ..broker.topic_configs import InvalidConfigError, effective_configs, validate_configs
+from ..catalog.topic_configs import InvalidConfigError, effective_configs, validate_configs
 from ..security.acls import Operation
 from ..security.authorizer import TOPIC_DENIED
 from .common import NO_THROTTLE, ErrorCode, make, schema_of, storage_error_code

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..broker import broker_configs, group_configs, logger_configs
+from ..catalog import broker_configs, group_configs, logger_configs
 from ..broker.cluster import TopicError
-from ..broker.topic_configs import TOPIC_CONFIGS, Synonym, config_synonyms
+from ..catalog.topic_configs import TOPIC_CONFIGS, Synonym, config_synonyms
 from ..security.acls import Operation
 from ..security.authorizer import config_refusal
 from .common import NO_THROTTLE, ErrorCode, make, schema_of

@@ -18,7 +18,7 @@ from typing import Any
 from kafkacompat.storage import TopicInfo
 
 from ..broker.cluster import TopicError
-from ..broker.topic_names import canonical_name
+from ..topic_names import canonical_name
 from ..security.acls import Operation, ResourceType
 from .common import ALL_TOPIC_OPERATIONS, NO_THROTTLE, ErrorCode, make, schema_of
 from .slices import Slicer

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ..broker.topic_configs import topic_config_value
+from ..catalog.topic_configs import topic_config_value
 from .common import NO_THROTTLE, make, schema_of
 from .config_changes import TOPIC, apply_configs
 from .registry import Api, changes

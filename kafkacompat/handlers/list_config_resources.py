@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..broker import group_configs
+from ..catalog import group_configs
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
 from .registry import Api, reads
 from ..services import Context

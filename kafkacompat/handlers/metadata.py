@@ -16,7 +16,7 @@ from kafkacompat.protocol.messages import MalformedRequestError
 from kafkacompat.storage import TopicInfo
 
 from ..broker.cluster import TopicError
-from ..broker.topic_names import canonical_name
+from ..topic_names import canonical_name
 from ..security.acls import CLUSTER_NAME, Operation, ResourceType
 from .common import ALL_CLUSTER_OPERATIONS, ALL_TOPIC_OPERATIONS, NO_THROTTLE, UNSET_OPERATIONS, ErrorCode, make, schema_of
 from .slices import Slicer, encode_with_array

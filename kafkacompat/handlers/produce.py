@@ -33,7 +33,7 @@ from kafkacompat.protocol.records import InvalidBatchError, keyless_records, set
 
 from ..broker.cluster import TopicError
 from ..broker.quotas import PRODUCE as PRODUCER_BYTE_RATE
-from ..broker.topic_configs import ProduceConfigs, produce_configs
+from ..catalog.topic_configs import ProduceConfigs, produce_configs
 from ..security.acls import Operation
 from .common import NO_RESPONSE, CloseConnection, ErrorCode, storage_error_code
 from .registry import Api, changes

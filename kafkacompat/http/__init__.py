@@ -19,7 +19,7 @@ from ..security.tls import server_context
 from .app import build_app
 
 if TYPE_CHECKING:
-    from ..broker.server import BrokerServer
+    from .common import ServedBroker
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +31,7 @@ class HttpListenError(OSError):
 class HttpServer:
     """aiohttp's runner and TCP site for one broker: `await start()`, `await stop()`."""
 
-    def __init__(self, broker: "BrokerServer", host: str, port: int) -> None:
+    def __init__(self, broker: "ServedBroker", host: str, port: int) -> None:
         self._runner = web.AppRunner(build_app(broker), access_log=None, handle_signals=False)
         self._config = broker.config
         self._host = host

@@ -11,7 +11,7 @@ from . import openapi, principal, rest_errors, rest_produce, rest_v2, rest_v3
 from .common import BROKER
 
 if TYPE_CHECKING:
-    from ..broker.server import BrokerServer
+    from .common import ServedBroker
 
 
 @web.middleware
@@ -26,7 +26,7 @@ async def json_errors(request: web.Request, handler: web.RequestHandler) -> web.
                                  headers={k: v for k, v in exc.headers.items() if k == "Allow"})
 
 
-def build_app(broker: "BrokerServer") -> web.Application:
+def build_app(broker: "ServedBroker") -> web.Application:
     app = web.Application(middlewares=[json_errors])
     app[BROKER] = broker
     health.add_routes(app)

@@ -28,7 +28,7 @@ from kafkacompat.protocol.versions import is_flexible, schema
 
 from ..broker import admin_log
 from ..broker.cluster import Cluster
-from ..broker.connection import RequestContext
+from ..kafka_port.connection import RequestContext
 from ..broker.request_stats import response_errors
 from ..handlers import HANDLERS, SUPPORTED
 from ..handlers.common import NO_RESPONSE

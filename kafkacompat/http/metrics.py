@@ -27,7 +27,7 @@ from .common import BROKER
 from .principal import caller
 
 if TYPE_CHECKING:
-    from ..broker.server import BrokerServer
+    from .common import ServedBroker
 
 REGISTRY: web.AppKey[CollectorRegistry] = web.AppKey("registry")
 
@@ -41,7 +41,7 @@ def request_name(api_key: int) -> str:
 class BrokerCollector:
     """Turns one broker's figures into metric families at scrape time."""
 
-    def __init__(self, broker: "BrokerServer") -> None:
+    def __init__(self, broker: "ServedBroker") -> None:
         self._broker = broker
 
     def collect(self) -> Iterator[Metric]:

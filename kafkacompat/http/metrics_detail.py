@@ -22,7 +22,7 @@ from kafkacompat import storage
 
 if TYPE_CHECKING:
     from ..broker.cluster import Cluster
-    from ..broker.server import BrokerServer
+    from .common import ServedBroker
 
 log = logging.getLogger(__name__)
 SERIES_MAX = 10_000  # per family and scrape: partitions of the per-topic-series topics, lag series
@@ -49,7 +49,7 @@ def _capped(name: str, count: int) -> bool:
     return True
 
 
-async def families(broker: "BrokerServer") -> Families:
+async def families(broker: "ServedBroker") -> Families:
     cluster = broker.cluster
     out: list[Metric] = [
         CounterMetricFamily("kafkacompat_connections_accepted", "Kafka client connections accepted",

@@ -23,7 +23,7 @@ import logging
 import ssl
 import time
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import cramjam
 
@@ -33,16 +33,16 @@ from kafkacompat.storage import batch_format as bf
 
 from ..security.client import load_command_config
 from ..security.scram import AuthenticationFailed
+from .batches import split_batches
 from .generations import generations, recreated
 from .identity import ClusterIdentity, ensure_identity
 from .link_client import LinkClient, LinkRefused
 from .links import LINKS_TABLE, UPSTREAMS_TABLE, LinkSpec
 from .paths import Path, PathIndex
-from .receiver import split_batches
 
 if TYPE_CHECKING:
-    from ..broker.cluster import Cluster
     from ..config import BrokerConfig
+    from ..transactions import TransactionCoordinator
 
 log = logging.getLogger(__name__)
 
@@ -536,10 +536,20 @@ class LinkTask:
         }
 
 
+class ReplicatedBroker(Protocol):
+    """What replication keeps in step with replicated data in the broker it runs in
+    (kafkacompat.broker.cluster.Cluster): the transactions' state and the topics it knows."""
+
+    @property
+    def transactions(self) -> "TransactionCoordinator": ...
+
+    def forget_topic(self, info: storage.TopicInfo) -> None: ...
+
+
 class ReplicationService:
     """Every replica link of this broker's streams, the path index and the cluster identity."""
 
-    def __init__(self, store: Store, config: BrokerConfig, cluster: Cluster | None = None) -> None:
+    def __init__(self, store: Store, config: BrokerConfig, cluster: ReplicatedBroker | None = None) -> None:
         self.store = store
         self.config = config
         self.cluster = cluster  # its transaction and producer state, kept in step with replicated data

@@ -35,11 +35,12 @@ from kafkacompat.protocol.records import InvalidBatchError, empty_batch, iter_re
 from kafkacompat.storage import Cursor
 from kafkacompat.storage import batch_format as bf
 
+from .batches import split_batches
 from .generations import forget_origin, generation, note_origin
 from .paths import Path
 
 if TYPE_CHECKING:
-    from ..broker.producer_state import ProducerStates
+    from ..catalog.producer_state import ProducerStates
     from ..transactions.partition_state import PartitionTxnRegistry
     from .engine import ReplicationService
 
@@ -76,20 +77,6 @@ def _same_cleaned_batch(stored: bytes | memoryview, shipped: bytes | memoryview)
     except InvalidBatchError:
         return False
     return all(mine[offset] == theirs[offset] for offset in mine.keys() & theirs.keys())
-
-
-def split_batches(data: bytes | memoryview) -> list[tuple[int, memoryview]]:
-    """(base offset, bytes) of each whole batch in `data`; a cut-off tail is left out."""
-    view = memoryview(data).cast("B")
-    out = []
-    pos = 0
-    while len(view) - pos >= bf.HEADER_SIZE:
-        header = bf.parse_header(view, pos)
-        if pos + header.size > len(view):
-            break
-        out.append((header.base_offset, view[pos:pos + header.size]))
-        pos += header.size
-    return out
 
 
 def _partition_ends(store: storage.Store, stream: str) -> dict[str, dict[str, Any]]:

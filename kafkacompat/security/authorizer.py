@@ -21,20 +21,29 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Protocol
 
 from kio.schema.errors import ErrorCode
 
 from kafkacompat.protocol.versions import api_name
 from kafkacompat.storage import PermissionEntries, Store
 
-from ..broker.topic_names import TopicNameError, canonical_name, split_name
-from ..config import BrokerConfig
+from ..topic_names import TopicNameError, canonical_name, split_name
 from . import permissions
 from .acls import CLUSTER_NAME, WILDCARD_PRINCIPAL, AclTable, IMPLIED_BY, Operation, Permission, ResourceType
 from .principal import ANONYMOUS
 
 audit = logging.getLogger("kafkacompat.audit")
+
+
+class AuthorizerSettings(Protocol):
+    """The broker settings authorization follows (kafkacompat.config.BrokerConfig has them; security sits
+    below the configuration, which checks its settings with security's parsers)."""
+
+    authorizer: bool
+    super_users: list[str]
+    allow_everyone_if_no_acl_found: bool
+    user_groups_file: str | None
 
 # Which stream permission grants which operation on the stream's topics (README, "Stream permissions and ACLs").
 STREAM_GRANTS: dict[Operation, tuple[str, ...]] = {
@@ -58,7 +67,7 @@ def client_host(peer: str) -> str:
 
 
 class Authorizer:
-    def __init__(self, config: BrokerConfig, store: Store) -> None:
+    def __init__(self, config: AuthorizerSettings, store: Store) -> None:
         self.enabled = config.authorizer or bool(config.super_users)
         self.super_users = frozenset(config.super_users)
         self.allow_if_no_acl = config.allow_everyone_if_no_acl_found

@@ -11,14 +11,32 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from .principal_mapping import PrincipalMappingError, parse_rules
 from .oauthbearer import MECHANISM as OAUTHBEARER
 from .scram import MECHANISMS as SCRAM_MECHANISMS
 
-if TYPE_CHECKING:
-    from ..config import BrokerConfig
+
+
+class ListenerSettings(Protocol):
+    """The broker settings the listeners are made from (kafkacompat.config.BrokerConfig has them; this module
+    is below the configuration, which checks them with parse_listeners)."""
+
+    host: str
+    port: int
+    advertised_host: str | None
+    advertised_port: int | None
+    listeners: list[str]
+    advertised_listeners: list[str]
+    listener_security_protocol_map: list[str]
+    ssl_certificate_location: str | None
+    ssl_key_location: str | None
+    ssl_ca_location: str | None
+    ssl_client_auth: str
+    ssl_principal_mapping_rules: str
+    sasl_enabled_mechanisms: list[str]
+
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 SASL_MECHANISMS = ("PLAIN", *SCRAM_MECHANISMS, OAUTHBEARER)
@@ -71,7 +89,7 @@ def _split(text: str, setting: str) -> tuple[str, str, int]:
     return match["name"].upper(), host, port
 
 
-def _protocol_map(config: "BrokerConfig") -> dict[str, str]:
+def _protocol_map(config: ListenerSettings) -> dict[str, str]:
     mapping = {p: p for p in PROTOCOLS}
     for entry in config.listener_security_protocol_map:
         name, _, protocol = entry.partition(":")
@@ -82,7 +100,7 @@ def _protocol_map(config: "BrokerConfig") -> dict[str, str]:
     return mapping
 
 
-def parse_listeners(config: "BrokerConfig") -> list[Listener]:
+def parse_listeners(config: ListenerSettings) -> list[Listener]:
     """The listeners to open, checked against the TLS and SASL settings they need."""
     if not config.listeners:
         listeners = [Listener("PLAINTEXT", "PLAINTEXT", config.host, config.port,
@@ -109,7 +127,7 @@ def parse_listeners(config: "BrokerConfig") -> list[Listener]:
     return listeners
 
 
-def _check_security(config: "BrokerConfig", listeners: list[Listener]) -> None:
+def _check_security(config: ListenerSettings, listeners: list[Listener]) -> None:
     if config.ssl_client_auth not in CLIENT_AUTH:
         raise ListenerError(f"ssl_client_auth must be one of {', '.join(CLIENT_AUTH)}, got {config.ssl_client_auth!r}")
     unknown = [m for m in config.sasl_enabled_mechanisms if m not in SASL_MECHANISMS]

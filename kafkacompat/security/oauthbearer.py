@@ -33,16 +33,26 @@ import math
 import pathlib
 import re
 import urllib.parse
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import jwt
 
 from .scram import INVALID_CREDENTIALS, AuthenticationFailed
 
-if TYPE_CHECKING:
-    from ..config import BrokerConfig
-
 log = logging.getLogger(__name__)
+
+
+class BearerSettings(Protocol):
+    """The broker settings a token is checked against (kafkacompat.config.BrokerConfig has them; this module
+    is below the configuration, which checks the JWKS location with check_jwks_location)."""
+
+    sasl_oauthbearer_jwks_endpoint_url: str | None
+    sasl_oauthbearer_jwks_endpoint_refresh_ms: int
+    sasl_oauthbearer_expected_issuer: str | None
+    sasl_oauthbearer_expected_audience: list[str]
+    sasl_oauthbearer_sub_claim_name: str
+    sasl_oauthbearer_scope_claim_name: str
+    sasl_oauthbearer_clock_skew_seconds: int
 
 MECHANISM = "OAUTHBEARER"
 INVALID_TOKEN = '{"status":"invalid_token"}'  # the challenge Kafka's validator answers every bad token with
@@ -82,7 +92,7 @@ def check_jwks_location(url: str) -> str | None:
 class BearerValidator:
     """Validates JWT access tokens against one identity provider's keys; shared by the Kafka and HTTP ports."""
 
-    def __init__(self, config: "BrokerConfig") -> None:
+    def __init__(self, config: BearerSettings) -> None:
         assert config.sasl_oauthbearer_jwks_endpoint_url is not None
         self._url = config.sasl_oauthbearer_jwks_endpoint_url
         self._issuer = config.sasl_oauthbearer_expected_issuer

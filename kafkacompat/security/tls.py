@@ -13,24 +13,32 @@ import asyncio
 import logging
 import ssl
 from asyncio import sslproto
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from .principal import ANONYMOUS, user
 from .principal_mapping import PrincipalMappingError, map_subject, parse_rules, subject_name
-
-if TYPE_CHECKING:
-    from ..config import BrokerConfig
 
 log = logging.getLogger(__name__)
 
 CLIENT_AUTH_MODES = {"none": ssl.CERT_NONE, "requested": ssl.CERT_OPTIONAL, "required": ssl.CERT_REQUIRED}
 
 
+class TlsSettings(Protocol):
+    """The listeners' certificate settings (kafkacompat.config.BrokerConfig has them; security sits below the
+    configuration)."""
+
+    ssl_certificate_location: str | None
+    ssl_key_location: str | None
+    ssl_key_password: str | None
+    ssl_ca_location: str | None
+    ssl_client_auth: str
+
+
 class TlsSetupError(Exception):
     """The certificate, key or CA files cannot be used; the message names the setting and the file."""
 
 
-def server_context(config: "BrokerConfig") -> ssl.SSLContext:
+def server_context(config: TlsSettings) -> ssl.SSLContext:
     """The TLS settings shared by every SSL/SASL_SSL listener (TLS 1.2 or newer)."""
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.minimum_version = ssl.TLSVersion.TLSv1_2

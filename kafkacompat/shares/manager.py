@@ -26,21 +26,25 @@ import dataclasses
 import logging
 import uuid
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from kio.schema.errors import ErrorCode
 
 from kafkacompat import storage
 from kafkacompat.protocol.records import whole_batches
 
-from ..broker.group_configs import group_values
+from ..catalog.group_configs import group_values
+from ..catalog.views import ConfigSource
 from ..transactions import PartitionTxns
 from ..transactions.partition_state import stable_prefix
 from .share_group import ShareGroupCoordinator
 from .share_partition import Acquired, InvalidRecordState, InvalidRequest, SharePartition
 
 if TYPE_CHECKING:
-    from ..broker.cluster import Cluster
+    from ..cluster import ClusterView
+    from ..cluster.membership import PartitionKey as LeaderKey
+    from ..groups import GroupCoordinator
+    from ..transactions import TransactionCoordinator
 
 log = logging.getLogger(__name__)
 
@@ -81,8 +85,35 @@ def parse_state_key(key: str) -> tuple[str, uuid.UUID, int]:
     return group_id, uuid.UUID(hex=topic), int(partition)
 
 
+class ShareHost(ConfigSource, Protocol):
+    """What share groups read of the broker they run in (kafkacompat.broker.cluster.Cluster has it all):
+    its topics, the other groups (one namespace of ids), leadership and the transactions' state."""
+
+    @property
+    def node_id(self) -> int: ...
+
+    @property
+    def groups(self) -> "GroupCoordinator": ...
+
+    @property
+    def transactions(self) -> "TransactionCoordinator": ...
+
+    @property
+    def view(self) -> "ClusterView": ...
+
+    def topic_for(self, name: str) -> tuple[storage.TopicInfo | None, ErrorCode]: ...
+
+    def by_id(self, topic_id: uuid.UUID) -> storage.TopicInfo | None: ...
+
+    def append_epoch(self, key: "LeaderKey") -> int | None: ...
+
+    def offsets_topic(self) -> storage.TopicInfo | None: ...
+
+    def coordinates(self, key: str) -> bool: ...
+
+
 class ShareService:
-    def __init__(self, cluster: "Cluster") -> None:
+    def __init__(self, cluster: ShareHost) -> None:
         self.cluster = cluster
         self.config = cluster.config
         self.store = cluster.store

@@ -16,7 +16,7 @@ import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from ..broker.topic_names import TopicNameError, canonical_name, split_name
+from ..topic_names import TopicNameError, canonical_name, split_name
 
 if TYPE_CHECKING:  # the store is not imported where only options are parsed (Spark's schema worker)
     from ..storage.disk.reader import StoreReader

@@ -8,7 +8,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.types import StructType
 
-from ..broker.topic_names import split_name
+from ..topic_names import split_name
 from ..storage.disk.reader import PartitionSnapshot, StoreReader
 from .options import Options, TopicRef
 from .plan import Stability, cut, partitions_of, stability, starting_offset

@@ -37,8 +37,8 @@ from ..broker.partitioner import partition_for_key
 from .certificates import CertificateAuthority
 from ..security.scram import MECHANISMS as SCRAM_MECHANISMS, make_credential
 from .services import cloud_store, test_store_engine
-from ..broker.server import BrokerServer
-from ..broker.topic_configs import topic_config_value, validate_configs
+from ..kafka_port.server import BrokerServer
+from ..catalog.topic_configs import topic_config_value, validate_configs
 
 log = logging.getLogger(__name__)
 

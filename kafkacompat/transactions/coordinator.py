@@ -37,7 +37,7 @@ from kio.schema.errors import ErrorCode
 from kafkacompat import storage
 from kafkacompat.protocol.control_records import ControlType
 
-from ..broker.producer_state import COORDINATOR_EPOCH, ProducerStates
+from ..catalog.producer_state import COORDINATOR_EPOCH, ProducerStates
 from ..config import BrokerConfig
 from ..groups import GroupCoordinator
 from .metadata import PREPARING, PartitionKey, PendingOffset, TransactionMetadata, TxnState

@@ -15,7 +15,7 @@ from collections.abc import Awaitable
 from kafkacompat import storage
 from kafkacompat.protocol.control_records import ControlType, build_marker
 
-from ..broker.producer_state import ProducerStates
+from ..catalog.producer_state import ProducerStates
 from .metadata import PartitionKey
 from .partition_state import PartitionTxnRegistry
 

@@ -24,7 +24,7 @@ from kafkacompat import storage
 from kafkacompat.protocol.control_records import ControlType, marker_type
 from kafkacompat.protocol.records import HEADER_SIZE, BatchHeader, read_header
 
-from ..broker.log_tail import tail_batches
+from ..catalog.log_tail import tail_batches
 
 ABORTED_TABLE = "aborted_txns"
 

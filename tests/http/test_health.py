@@ -17,7 +17,7 @@ import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
 from kafkacompat import storage
-from kafkacompat.broker.server import BrokerServer
+from kafkacompat.kafka_port.server import BrokerServer
 from kafkacompat.config import BrokerConfig
 from kafkacompat.testing import Broker
 

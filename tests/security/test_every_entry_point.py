@@ -268,7 +268,7 @@ def test_each_checked_kafka_api_needs_exactly_its_grants(broker: Broker, denials
 
 
 def test_stream_admin_operations_are_authorized(broker: Broker, denials: Denials) -> None:
-    from kafkacompat.handlers import stream_admin
+    from kafkacompat.operations import streams as stream_admin
 
     cluster = broker.server.cluster
     async def run(who: str, op: dict[str, Any]) -> Any:

@@ -442,7 +442,7 @@ async def test_a_new_leaders_tail_scan_reads_the_headers_from_the_index_not_the_
     the objects, one round trip per batch, that scan grew with the log and each failover of a
     cluster took longer than the one before (issue 37); the index keeps each batch's header (a
     marker whole), so it reads none."""
-    from kafkacompat.broker.log_tail import tail_batches
+    from kafkacompat.catalog.log_tail import tail_batches
     from kafkacompat.protocol.control_records import ControlType, build_marker, marker_coordinator_epoch
     from kafkacompat.protocol.records import Record, build_batch
 

@@ -20,7 +20,7 @@ from aiohttp import web
 from kafkacompat import storage
 
 from ...broker.cluster import TopicError
-from ...handlers import stream_admin
+from ...operations import streams as stream_admin
 from . import pages
 from ..principal import caller
 from .permission import form_refusal

@@ -10,8 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from ...broker.cluster import Cluster, TopicError
-from ...broker.stream_views import cursor_view
-from ...broker.topic_names import canonical_name
+from ...operations.stream_views import cursor_view
+from ...topic_names import canonical_name
 from ...groups.consumer_protocol import CONSUMER_PROTOCOL_TYPE, parse_assignment
 
 

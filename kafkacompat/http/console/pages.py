@@ -14,8 +14,8 @@ from aiohttp import web
 from kafkacompat import storage
 
 from ...broker.cluster import Cluster
-from ...broker.stream_views import POLICY_FIELDS, stream_view, topic_view
-from ...broker.topic_names import canonical_name
+from ...operations.stream_views import POLICY_FIELDS, stream_view, topic_view
+from ...topic_names import canonical_name
 from ...security.acls import Operation
 from ..common import BROKER
 from .groups_view import group_ids, group_view

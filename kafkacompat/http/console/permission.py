@@ -28,7 +28,7 @@ from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
-from ...handlers import stream_admin
+from ...operations import streams as stream_admin
 from ...security.acls import CLUSTER_NAME, Operation, ResourceType
 from ...security.authorizer import client_host, deny
 from ..common import BROKER

@@ -17,7 +17,7 @@ from .topic_configs import DEFAULT_CONFIG, InvalidConfigError, Synonym
 
 if TYPE_CHECKING:
     from ..config import BrokerConfig
-    from ..services import Broker as Cluster  # the broker as its views show it
+    from .views import ConfigSource
 
 DYNAMIC_GROUP_CONFIG = 8
 INT, STRING = 3, 2
@@ -42,7 +42,7 @@ def _key(group: str, name: str) -> str:
     return f"{_SETTING_PREFIX}{group}:{name}"
 
 
-def group_values(cluster: "Cluster", group: str) -> dict[str, str]:
+def group_values(cluster: "ConfigSource", group: str) -> dict[str, str]:
     """A group's own configs (without defaults)."""
     prefix = _key(group, "")
     return {
@@ -51,20 +51,20 @@ def group_values(cluster: "Cluster", group: str) -> dict[str, str]:
     }
 
 
-def groups_with_configs(cluster: "Cluster") -> list[str]:
+def groups_with_configs(cluster: "ConfigSource") -> list[str]:
     """Groups that have configs of their own (ListConfigResources lists them)."""
     groups = {key[len(_SETTING_PREFIX):].rsplit(":", 1)[0] for key in cluster.store.settings() if key.startswith(_SETTING_PREFIX)}
     return sorted(groups)
 
 
-def group_config(cluster: "Cluster", group: str, name: str) -> int | str:
+def group_config(cluster: "ConfigSource", group: str, name: str) -> int | str:
     """A group's effective value of one config (its own, else Kafka's default)."""
     default, kind, _ = GROUP_CONFIGS[name]
     value = group_values(cluster, group).get(name, default)
     return int(value) if kind == INT else value
 
 
-def describe(cluster: "Cluster", group: str) -> dict[str, tuple[str, int, list[Synonym]]]:
+def describe(cluster: "ConfigSource", group: str) -> dict[str, tuple[str, int, list[Synonym]]]:
     own = group_values(cluster, group)
     out: dict[str, tuple[str, int, list[Synonym]]] = {}
     for name, (default, _kind, _allowed) in GROUP_CONFIGS.items():
@@ -111,7 +111,7 @@ def check(new: Mapping[str, str], config: "BrokerConfig") -> None:
             raise InvalidConfigError(f"Invalid value {value} for configuration {name}: one of {', '.join(map(str, allowed))}")
 
 
-async def set_group_values(cluster: "Cluster", group: str, new: Mapping[str, str]) -> None:
+async def set_group_values(cluster: "ConfigSource", group: str, new: Mapping[str, str]) -> None:
     """Replace a group's own configs in the store."""
     old = group_values(cluster, group)
     changes: dict[str, str | None] = {_key(group, name): None for name in old if name not in new}

@@ -26,7 +26,7 @@ from . import kafka_broker_configs as kafka
 from .topic_configs import DEFAULT_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG, InvalidConfigError, Synonym
 
 if TYPE_CHECKING:
-    from ..services import Broker as Cluster  # the broker as its views show it
+    from .views import BrokerConfigSource
 
 DYNAMIC_BROKER_CONFIG = 2
 STATIC_BROKER_CONFIG = 4
@@ -39,12 +39,12 @@ class BrokerConfigDef:
     kind: int
     field: str | None = None  # the BrokerConfig field it reads (and sets, when dynamic); its default is the default
     dynamic: bool = False
-    value: Callable[["Cluster"], str] | None = None  # for names that are facts of this broker, not fields
+    value: Callable[["BrokerConfigSource"], str] | None = None  # for names that are facts of this broker, not fields
     default: str | None = None  # Kafka's default of such a fact, listed as its DEFAULT_CONFIG synonym
     only_when_set: bool = False  # a dynamic-only config (not in Kafka's static config): listed only once set
 
 
-def _listeners(cluster: "Cluster") -> str:
+def _listeners(cluster: "BrokerConfigSource") -> str:
     if cluster.listener_names:  # as bound (port 0: the one picked)
         return ",".join(cluster.listener_names)
     return f"PLAINTEXT://{cluster.config.host}:{cluster.config.port or cluster.port}"
@@ -103,7 +103,7 @@ THROTTLES = ("leader.replication.throttled.rate", "follower.replication.throttle
 BROKER_CONFIGS.update({name: BrokerConfigDef(LONG, dynamic=True, only_when_set=True) for name in THROTTLES})
 
 
-def _default_partitions(cluster: "Cluster") -> str:
+def _default_partitions(cluster: "BrokerConfigSource") -> str:
     stream = cluster.store.get_stream(cluster.default_stream)
     return str(stream.policy.default_partitions if stream else 1)
 
@@ -115,7 +115,7 @@ def _setting_key(entity: str, name: str) -> str:
     return f"{_SETTING_PREFIX}{entity}:{name}"
 
 
-def dynamic_values(cluster: "Cluster", entity: str) -> dict[str, str]:
+def dynamic_values(cluster: "BrokerConfigSource", entity: str) -> dict[str, str]:
     """The dynamic configs set for one entity: the broker id, or "" for the cluster-wide default."""
     prefix = _setting_key(entity, "")
     return {key[len(prefix):]: value for key, value in cluster.store.settings().items() if key.startswith(prefix)}
@@ -125,7 +125,7 @@ def _field_text(value: Any) -> str:
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 
-def describe(cluster: "Cluster") -> dict[str, tuple[str | None, int, list[Synonym]]]:
+def describe(cluster: "BrokerConfigSource") -> dict[str, tuple[str | None, int, list[Synonym]]]:
     """name -> (value, source, synonyms) for every broker config shown."""
     per_broker = dynamic_values(cluster, str(cluster.node_id))
     cluster_wide = dynamic_values(cluster, "")
@@ -153,7 +153,7 @@ def describe(cluster: "Cluster") -> dict[str, tuple[str | None, int, list[Synony
     return out
 
 
-def _started_and_default(cluster: "Cluster", d: BrokerConfigDef) -> tuple[str | None, str | None]:
+def _started_and_default(cluster: "BrokerConfigSource", d: BrokerConfigDef) -> tuple[str | None, str | None]:
     """(the value this broker started with, if it is not the default; the default)."""
     if d.field is not None:
         default = _field_text(_FIELD_DEFAULTS[d.field])
@@ -249,7 +249,7 @@ class NotDynamicError(RefusedError):
     """A broker config Kafka (and this broker) only read at start."""
 
 
-async def set_dynamic(cluster: "Cluster", entity: str, new: Mapping[str, str]) -> None:
+async def set_dynamic(cluster: "BrokerConfigSource", entity: str, new: Mapping[str, str]) -> None:
     """Replace one entity's dynamic configs, keep them in the store and apply them."""
     old = dynamic_values(cluster, entity)
     changes: dict[str, str | None] = {_setting_key(entity, name): None for name in old if name not in new}
@@ -258,7 +258,7 @@ async def set_dynamic(cluster: "Cluster", entity: str, new: Mapping[str, str]) -
     apply_dynamic(cluster)
 
 
-def apply_dynamic(cluster: "Cluster") -> None:
+def apply_dynamic(cluster: "BrokerConfigSource") -> None:
     """Set every dynamic config's field to its effective value (per broker > cluster-wide > started)."""
     per_broker = dynamic_values(cluster, str(cluster.node_id))
     cluster_wide = dynamic_values(cluster, "")

@@ -17,7 +17,7 @@ import logging
 import time
 from collections.abc import Awaitable
 from types import ModuleType
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from kafkacompat.protocol.framing import FrameError, frame_size
 from kafkacompat.protocol.messages import (
@@ -31,14 +31,15 @@ from kafkacompat.protocol.versions import API_VERSIONS_KEY, api_name
 
 from kafkacompat import storage
 
-from . import admin_log, storage_refusal
-from .cluster import Cluster
+from ..broker import admin_log
+from . import storage_refusal
+from ..broker.cluster import Cluster
 from ..config import BrokerConfig
 from ..handlers import HANDLERS, REGISTRY
 from ..handlers.common import NO_RESPONSE, CloseConnection
 from ..handlers.api_versions import unsupported_version_response
 from .receive import FrameStream
-from .request_stats import response_errors
+from ..broker.request_stats import response_errors
 from .send import plain_socket_fd, send_chunks
 from ..security.authenticator import BEFORE_AUTHENTICATION, SASL_AUTHENTICATE_KEY, SaslAuthenticator
 from ..security.scram import AuthenticationFailed
@@ -415,3 +416,11 @@ async def _refused_later(key: int, version: int, request: Any, answer: Awaitable
         return await answer
     except storage.StorageError as exc:
         return storage_refusal.refusal(key, version, request, exc)
+
+
+if TYPE_CHECKING:
+    from ..services import Broker, Context
+
+    def _provided(cluster: Cluster, ctx: RequestContext) -> tuple[Broker, Context]:
+        """Checked by mypy only: the composition root and this connection's context provide the handlers' views."""
+        return cluster, ctx

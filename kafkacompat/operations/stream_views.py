@@ -14,7 +14,7 @@ from kafkacompat.storage import Cursor, FsyncPolicy, Partition, PermissionEntrie
 
 from ..security.permissions import ExpressionError
 from ..security.permissions import check as check_expression
-from .topic_names import canonical_name, kafka_alias
+from ..topic_names import canonical_name, kafka_alias
 
 # Stream policy fields a user may set, with the JSON type each takes.
 POLICY_FIELDS: dict[str, type] = {

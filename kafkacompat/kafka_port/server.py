@@ -17,8 +17,8 @@ from kafkacompat import storage
 from kafkacompat.protocol.records import record_timestamps
 from kafkacompat.storage import Store
 
-from .cleaner_codec import CLEANER_CODEC
-from .cluster import Cluster
+from ..broker.cleaner_codec import CLEANER_CODEC
+from ..broker.cluster import Cluster
 from ..config import BrokerConfig
 from .connection import Connection, FaultHook, NoFaults
 from .receive import FrameBudget, FrameStream, serve_frames

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from kafkacompat.storage import FsyncPolicy, InvalidPolicyError, StreamPolicy, TopicInfo, cleanup_policy
 
 if TYPE_CHECKING:
-    from ..services import Broker as Cluster  # the broker as its views show it
+    from .views import ConfigSource
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -129,7 +129,7 @@ def stream_defaults(policy: StreamPolicy) -> dict[str, str]:
 Synonym = tuple[str, str | None, int]  # (name, value (None: sensitive), config_source)
 
 
-def config_synonyms(cluster: "Cluster", info: TopicInfo) -> dict[str, list[Synonym]]:
+def config_synonyms(cluster: "ConfigSource", info: TopicInfo) -> dict[str, list[Synonym]]:
     """name -> where its value comes from, most precedent first, as Kafka lists synonyms.
 
     The topic's own value, then its stream's (the part a broker-wide dynamic
@@ -153,7 +153,7 @@ def config_synonyms(cluster: "Cluster", info: TopicInfo) -> dict[str, list[Synon
     return out
 
 
-def effective_configs(cluster: "Cluster", info: TopicInfo) -> dict[str, tuple[str, int]]:
+def effective_configs(cluster: "ConfigSource", info: TopicInfo) -> dict[str, tuple[str, int]]:
     """name -> (value, config_source) for every topic config: the first of its synonyms."""
     return {
         name: (chain[0][1], chain[0][2]) if chain else (_broker_default(cluster, name), DEFAULT_CONFIG)
@@ -161,14 +161,14 @@ def effective_configs(cluster: "Cluster", info: TopicInfo) -> dict[str, tuple[st
     }
 
 
-def _broker_default(cluster: "Cluster", name: str) -> str:
+def _broker_default(cluster: "ConfigSource", name: str) -> str:
     """A topic config's default; max.message.bytes follows the broker's message.max.bytes."""
     if name == "max.message.bytes":
         return str(cluster.config.message_max_bytes)
     return TOPIC_CONFIGS[name].default
 
 
-def topic_config_value(cluster: "Cluster", info: TopicInfo, name: str) -> str:
+def topic_config_value(cluster: "ConfigSource", info: TopicInfo, name: str) -> str:
     if name in info.configs:
         return info.configs[name]
     stream = cluster.store.get_stream(info.stream)
@@ -198,7 +198,7 @@ _produce_configs: dict[int, tuple[TopicInfo, StreamPolicy | None, int, ProduceCo
 _PRODUCE_CONFIGS_KEPT = 4096
 
 
-def produce_configs(cluster: "Cluster", info: TopicInfo) -> ProduceConfigs:
+def produce_configs(cluster: "ConfigSource", info: TopicInfo) -> ProduceConfigs:
     """topic_config_value for a produce request's configs, without resolving each one per request."""
     stream = cluster.store.get_stream(info.stream)
     policy = stream.policy if stream is not None else None
