@@ -15,10 +15,10 @@ from typing import Any, NoReturn
 
 from kafkacompat.storage.namespace import MIN_PARTITIONLET_BYTES
 
-from . import progress
+from ..admin import progress
 from .arg_types import number_at_least, parsed
-from ..replication import cli as replication_cli
-from .client import (
+from . import replication as replication_cli
+from ..admin.client import (
     BOOTSTRAP_VARIABLE,
     DEFAULT_BOOTSTRAP,
     AdminClient,
@@ -30,8 +30,8 @@ from .client import (
 from ..security.client import ClientSecurity, SecurityConfigError, load_command_config
 from ..security.permissions import ExpressionError
 from ..security.permissions import check as check_expression
-from .output import all_topics_table, count_of, fail, render
-from .units import format_bytes, parse_duration, parse_size
+from ..admin.output import all_topics_table, count_of, fail, render
+from ..admin.units import format_bytes, parse_duration, parse_size
 
 TOPIC_NAME_HELP = (
     "the topic as /stream/path:topic, as its Kafka-legal alias stream.path..topic, "

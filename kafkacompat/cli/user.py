@@ -18,8 +18,8 @@ from kafkacompat import storage
 from kafkacompat.storage import StorageError
 
 from ..config import load_config
-from .credentials import Credentials
-from .scram import DEFAULT_ITERATIONS, MAX_ITERATIONS, MECHANISMS, MIN_ITERATIONS, make_credential
+from ..security.credentials import Credentials
+from ..security.scram import DEFAULT_ITERATIONS, MAX_ITERATIONS, MECHANISMS, MIN_ITERATIONS, make_credential
 
 EPILOG = """\
 examples:

@@ -16,12 +16,12 @@ import textwrap
 from collections.abc import Iterable
 from typing import Any
 
-from . import progress
-from .cli import _partition, add_bootstrap, add_progress
+from ..admin import progress
+from .streams import _partition, add_bootstrap, add_progress
 from ..security.client import ClientSecurity
-from .client import BrokerUnreachable
-from .kafka_client import REQUEST_TIMEOUT_S, CommandError, client_config, describe_error
-from .output import count_of, fail, table
+from ..admin.client import BrokerUnreachable
+from ..admin.kafka_client import REQUEST_TIMEOUT_S, CommandError, client_config, describe_error
+from ..admin.output import count_of, fail, table
 
 # confluent-kafka's ConsumerGroupState names -> the names Kafka's tools print
 STATES = {

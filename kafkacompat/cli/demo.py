@@ -41,7 +41,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _oilrig(args: argparse.Namespace) -> int:
-    from .oilrig import Settings, run
+    from ..demo.oilrig import Settings, run
 
     for name in ("pumps", "readings"):
         if getattr(args, name) < 1:

@@ -14,13 +14,13 @@ import sys
 import traceback
 from collections.abc import Sequence
 
-from . import __version__, log_format
-from .admin import cli as admin_cli
-from .admin import console as console_cli
-from .admin import groups as groups_cli
-from .admin.cli import OneLineParser
-from .bench.command import add_parser as _bench_parser
-from .config import (
+from .. import __version__, log_format
+from . import streams as admin_cli
+from . import produce_consume as console_cli
+from . import groups as groups_cli
+from .streams import OneLineParser
+from .bench import add_parser as _bench_parser
+from ..config import (
     SETTINGS,
     BrokerConfig,
     ConfigError,
@@ -30,9 +30,9 @@ from .config import (
     setting_kind,
     unknown_variables,
 )
-from .store_check import add_parser as _store_parser
-from .demo.command import add_parser as _demo_parser
-from .security.user_command import add_parser as _user_parser
+from .store import add_parser as _store_parser
+from .demo import add_parser as _demo_parser
+from .user import add_parser as _user_parser
 
 log = logging.getLogger("kafkacompat")
 
@@ -101,7 +101,7 @@ def _serve_parser(sub: argparse._SubParsersAction) -> None:
 
 async def run_until_signalled(config: BrokerConfig) -> None:
     """Start a broker, serve until SIGTERM or SIGINT, stop it cleanly; StartError if it cannot start."""
-    from .broker.server import BrokerServer  # imported here: the client commands start faster without it
+    from ..broker.server import BrokerServer  # imported here: the client commands start faster without it
 
     try:
         server = BrokerServer(config)
@@ -126,21 +126,21 @@ async def run_until_signalled(config: BrokerConfig) -> None:
 
 def _explain(config: BrokerConfig, exc: Exception) -> StartError | None:
     """A failed start as one sentence with the cause and the fix; None when the failure is not understood."""
-    from .storage import StorageError
+    from ..storage import StorageError
 
-    from .security.tls import TlsSetupError
+    from ..security.tls import TlsSetupError
 
     if isinstance(exc, TlsSetupError):
         return StartError(str(exc), EXIT_CONFIG)
     address = ", ".join(config.listeners) or f"{config.host}:{config.port}"
     if config.http_port is not None:
-        from .http import HttpListenError  # only here: aiohttp is loaded only when HTTP is on
+        from ..http import HttpListenError  # only here: aiohttp is loaded only when HTTP is on
 
         if isinstance(exc, HttpListenError):
             why = "the address is already in use" if exc.errno == errno.EADDRINUSE else exc.strerror
             return StartError(f"cannot listen for HTTP on {config.http_host}:{config.http_port}: {why}; "
                               "choose another --http-port or --http-host", EXIT_LISTEN)
-    from .cluster import ClusterError
+    from ..cluster import ClusterError
 
     if isinstance(exc, ClusterError):
         return StartError(str(exc), EXIT_CONFIG)

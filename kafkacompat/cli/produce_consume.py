@@ -19,11 +19,11 @@ from collections.abc import Callable
 from typing import Any, BinaryIO
 
 from .arg_types import number_at_least, parsed
-from .cli import _config, _count, _partition, add_bootstrap
-from .client import BrokerUnreachable
-from .groupless import GrouplessConsumer  # without --group: no consumer group, not even a hidden one
-from .kafka_client import REQUEST_TIMEOUT_S, CommandError, client_config, describe_error
-from .output import count_of, fail
+from .streams import _config, _count, _partition, add_bootstrap
+from ..admin.client import BrokerUnreachable
+from ..admin.groupless import GrouplessConsumer  # without --group: no consumer group, not even a hidden one
+from ..admin.kafka_client import REQUEST_TIMEOUT_S, CommandError, client_config, describe_error
+from ..admin.output import count_of, fail
 
 COMPRESSION = ("none", "gzip", "snappy", "lz4", "zstd")
 ACKS = ("all", "-1", "0", "1")
