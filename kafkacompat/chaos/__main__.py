@@ -1,4 +1,4 @@
-"""Entry point of `python -m kafkacompat.chaos` (see cli.py)."""
+"""Entry point of `python -m kafkacompat.chaos` (see kafkacompat/cli/chaos.py)."""
 
 import sys
 

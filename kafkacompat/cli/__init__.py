@@ -1,40 +1,23 @@
-"""The `kafkacompat` command: run a broker, produce and consume, manage streams, topics, cursors and groups."""
+"""The `kafkacompat` command: run a broker, produce and consume, manage streams, topics, cursors and groups.
+
+One module per command group (serve, produce_consume, groups, streams,
+replication, bench, store, demo, user); this one assembles them into one
+parser and maps what every command may raise to an exit status. Adding a
+command group is one module here and one line in build_parser.
+"""
 
 from __future__ import annotations
 
 import argparse
-import asyncio
-import dataclasses
-import errno
-import logging
 import os
-import signal
-import socket
 import sys
-import traceback
 from collections.abc import Sequence
 
-from .. import __version__, log_format
-from . import streams as admin_cli
-from . import produce_consume as console_cli
-from . import groups as groups_cli
-from .streams import OneLineParser
-from .bench import add_parser as _bench_parser
-from ..config import (
-    SETTINGS,
-    BrokerConfig,
-    ConfigError,
-    flag_name,
-    render_config,
-    resolve_config,
-    setting_kind,
-    unknown_variables,
-)
-from .store import add_parser as _store_parser
-from .demo import add_parser as _demo_parser
-from .user import add_parser as _user_parser
-
-log = logging.getLogger("kafkacompat")
+from .. import __version__
+from ..config import ConfigError
+from . import bench, demo, groups, produce_consume, serve, store, streams, user
+from .options import OneLineParser
+from .serve import EXIT_CONFIG, EXIT_OK
 
 DESCRIPTION = """\
 kafkacompat: a Kafka-compatible broker whose topics live in streams.
@@ -45,161 +28,6 @@ its Kafka-legal alias path.to.stream..topic, or by a plain Kafka name
 (which lives in the default stream).
 """
 
-# `serve` exit statuses (README, "serve exit codes")
-EXIT_OK = 0
-EXIT_FAILED = 1  # the broker failed while running
-EXIT_CONFIG = 2  # a bad flag, environment variable or config file
-EXIT_LISTEN = 3  # cannot listen on the address
-EXIT_DATA_DIR = 4  # cannot open the store in the data dir
-
-
-class StartError(Exception):
-    """A broker that could not start: `str()` names the cause and the fix; `status` is the exit code."""
-
-    def __init__(self, message: str, status: int) -> None:
-        super().__init__(message)
-        self.status = status
-
-
-def _serve_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "serve",
-        help="run a broker",
-        description="Run a broker on the embedded store until SIGTERM or SIGINT.",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog=(
-            "Every setting also comes from --config FILE (TOML, the names above with '_')\n"
-            "and from KAFKACOMPAT_<NAME> environment variables (KAFKACOMPAT_PORT=9093,\n"
-            "KAFKACOMPAT_VOLUMES=/mnt/a,/mnt/b); flags win over the environment, which\n"
-            "wins over the file. --print-config shows the result and where each value\n"
-            "came from.\n\n"
-            "exit status: 0 stopped on SIGTERM/SIGINT, 1 failed while running, 2 bad\n"
-            "setting, 3 cannot listen on the address, 4 cannot open the data dir\n\n"
-            "example:\n  kafkacompat serve --data-dir /var/lib/kafkacompat --port 9092"
-        ),
-    )
-    p.add_argument("--config", metavar="FILE", help="TOML file with broker settings")
-    p.add_argument("--print-config", action="store_true",
-                   help="print the effective settings as TOML, each with where it came from, and exit")
-    settings = p.add_argument_group("settings (each also KAFKACOMPAT_<NAME> and a --config key)")
-    for name, field in SETTINGS.items():
-        help_text = field.metadata.get("help", "see kafkacompat/config.py")
-        metavar = field.metadata.get("metavar", "VALUE")
-        default = field.default_factory() if field.default is dataclasses.MISSING else field.default
-        kind = setting_kind(field)
-        if kind == "bool":
-            settings.add_argument(flag_name(name), dest=name, action=argparse.BooleanOptionalAction, default=None,
-                                  help=f"{help_text} (default {'true' if default else 'false'})")
-        elif kind == "list[str]":
-            settings.add_argument(flag_name(name), dest=name, metavar=metavar, action="append", help=help_text)
-        else:
-            shown = "" if default is None else f" (default {default})"
-            settings.add_argument(flag_name(name), dest=name, metavar=metavar, type=int if kind == "int" else str,
-                                  help=help_text + shown)
-    p.set_defaults(func=_serve)
-
-
-async def run_until_signalled(config: BrokerConfig) -> None:
-    """Start a broker, serve until SIGTERM or SIGINT, stop it cleanly; StartError if it cannot start."""
-    from ..broker.server import BrokerServer  # imported here: the client commands start faster without it
-
-    try:
-        server = BrokerServer(config)
-    except ValueError as exc:  # the store's engine refuses the settings it was given (an unknown store URL)
-        raise StartError(f"data_dir: {exc}", EXIT_CONFIG) from exc
-    except Exception as exc:
-        raise _explain(config, exc) or exc
-    stop = asyncio.Event()  # set before start: a SIGTERM right after "listening on" still stops cleanly
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    try:
-        await server.start()
-    except Exception as exc:
-        raise _explain(config, exc) or exc
-    try:
-        await stop.wait()
-        log.info("shutting down")
-    finally:
-        await server.stop()
-
-
-def _explain(config: BrokerConfig, exc: Exception) -> StartError | None:
-    """A failed start as one sentence with the cause and the fix; None when the failure is not understood."""
-    from ..storage import StorageError
-
-    from ..security.tls import TlsSetupError
-
-    if isinstance(exc, TlsSetupError):
-        return StartError(str(exc), EXIT_CONFIG)
-    address = ", ".join(config.listeners) or f"{config.host}:{config.port}"
-    if config.http_port is not None:
-        from ..http import HttpListenError  # only here: aiohttp is loaded only when HTTP is on
-
-        if isinstance(exc, HttpListenError):
-            why = "the address is already in use" if exc.errno == errno.EADDRINUSE else exc.strerror
-            return StartError(f"cannot listen for HTTP on {config.http_host}:{config.http_port}: {why}; "
-                              "choose another --http-port or --http-host", EXIT_LISTEN)
-    from ..cluster import ClusterError
-
-    if isinstance(exc, ClusterError):
-        return StartError(str(exc), EXIT_CONFIG)
-    if isinstance(exc, StorageError):
-        if "in use by another store" in str(exc):  # not "its metadata reserve is in use" (a full disk)
-            return StartError(f"data dir {config.data_dir} is in use by another broker; stop that broker or "
-                              "choose another --data-dir", EXIT_DATA_DIR)
-        return StartError(f"cannot open the store in {config.store_url}: {exc}", EXIT_DATA_DIR)
-    if isinstance(exc, OSError) and exc.filename:  # a file of the store; a socket error names no file
-        if isinstance(exc, PermissionError):
-            fix = "give this user write access to it (chown/chmod) or choose another --data-dir"
-        elif isinstance(exc, (NotADirectoryError, FileExistsError)):
-            fix = "a file stands where a directory should; choose another --data-dir"
-        else:
-            fix = "fix the data dir or choose another --data-dir"
-        return StartError(f"cannot open the store: {exc.strerror or exc}: {exc.filename}; {fix}", EXIT_DATA_DIR)
-    if isinstance(exc, socket.gaierror):
-        return StartError(f"cannot listen on {address}: unknown host {config.host!r}; choose another --host "
-                          "(0.0.0.0 listens on every address)", EXIT_LISTEN)
-    if isinstance(exc, OSError):
-        if exc.errno == errno.EADDRINUSE:
-            return StartError(f"cannot listen on {address}: the address is already in use (another broker?); "
-                              "stop what listens there or choose another --port", EXIT_LISTEN)
-        if exc.errno == errno.EACCES:
-            return StartError(f"cannot listen on {address}: permission denied (ports below 1024 need "
-                              "privileges); choose a --port of 1024 or more", EXIT_LISTEN)
-        if exc.errno == errno.EADDRNOTAVAIL:
-            return StartError(f"cannot listen on {address}: {config.host} is not an address of this machine; "
-                              "choose another --host (0.0.0.0 listens on every address)", EXIT_LISTEN)
-        return StartError(f"cannot listen on {address}: {exc.strerror or exc}; choose another --host or --port",
-                          EXIT_LISTEN)
-    return None
-
-
-def _serve(args: argparse.Namespace) -> int:
-    for warning in unknown_variables():  # a misspelt setting would otherwise be ignored in silence
-        print(f"kafkacompat: warning: {warning}", file=sys.stderr)
-    overrides = {name: getattr(args, name) for name in SETTINGS}
-    config, sources = resolve_config(args.config, overrides=overrides)
-    if args.print_config:
-        print(render_config(config, sources))
-        return EXIT_OK
-    debug = config.log_level.upper() == "DEBUG"
-    log_format.configure(config.log_level, config.log_format)
-    try:
-        asyncio.run(run_until_signalled(config))
-    except StartError as exc:
-        if debug:
-            traceback.print_exc()
-        print(f"kafkacompat: {exc}", file=sys.stderr)
-        return exc.status
-    except Exception as exc:
-        if debug:
-            traceback.print_exc()
-        hint = "" if debug else "; run with --log-level DEBUG for the traceback"
-        print(f"kafkacompat: the broker failed: {type(exc).__name__}: {exc}{hint}", file=sys.stderr)
-        return EXIT_FAILED
-    return EXIT_OK
-
 
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(
@@ -207,14 +35,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"kafkacompat {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    _serve_parser(sub)
-    console_cli.add_parsers(sub)
-    groups_cli.add_parsers(sub)
-    admin_cli.add_parsers(sub)
-    _bench_parser(sub)
-    _store_parser(sub)
-    _demo_parser(sub)
-    _user_parser(sub)
+    serve.add_parser(sub)
+    produce_consume.add_parsers(sub)
+    groups.add_parsers(sub)
+    streams.add_parsers(sub)
+    bench.add_parser(sub)
+    store.add_parser(sub)
+    demo.add_parser(sub)
+    user.add_parser(sub)
     return parser
 
 
@@ -235,6 +63,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_OK
 
-
-if __name__ == "__main__":
-    sys.exit(main())
