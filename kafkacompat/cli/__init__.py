@@ -1,9 +1,10 @@
 """The `kafkacompat` command: run a broker, produce and consume, manage streams, topics, cursors and groups.
 
-One module per command group (serve, produce_consume, groups, streams,
-replication, bench, store, demo, user); this one assembles them into one
-parser and maps what every command may raise to an exit status. Adding a
-command group is one module here and one line in build_parser.
+One module per command group (serve, produce_consume, groups, streams, bench,
+store, demo, user), each with add_parsers(subparsers); `stream replica|upstream`
+and `cluster` (replication.py) hang under streams. This one assembles them
+into one parser and maps what every command may raise to an exit status.
+Adding a command group is one module here and its name in COMMAND_GROUPS.
 """
 
 from __future__ import annotations
@@ -28,6 +29,9 @@ its Kafka-legal alias path.to.stream..topic, or by a plain Kafka name
 (which lives in the default stream).
 """
 
+# Each module adds its commands with add_parsers(subparsers); help lists them in this order.
+COMMAND_GROUPS = (serve, produce_consume, groups, streams, bench, store, demo, user)
+
 
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(
@@ -35,14 +39,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"kafkacompat {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    serve.add_parser(sub)
-    produce_consume.add_parsers(sub)
-    groups.add_parsers(sub)
-    streams.add_parsers(sub)
-    bench.add_parser(sub)
-    store.add_parser(sub)
-    demo.add_parser(sub)
-    user.add_parser(sub)
+    for group in COMMAND_GROUPS:
+        group.add_parsers(sub)
     return parser
 
 

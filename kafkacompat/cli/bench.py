@@ -47,7 +47,7 @@ def _ints(text: str) -> tuple[int, ...]:
     return values
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
+def add_parsers(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "bench",
         help="benchmark a broker, or kafkacompat against Tansu",

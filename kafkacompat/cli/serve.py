@@ -47,7 +47,7 @@ class StartError(Exception):
         self.status = status
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
+def add_parsers(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "serve",
         help="run a broker",
