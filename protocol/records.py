@@ -17,6 +17,8 @@ import crc32c
 
 from .compression import Codec, compress, decompress
 
+# The store keeps its own copy (storage/batch_format.py; protocol imports no storage):
+# tests/storage/test_batch_header_agrees.py holds the two to one layout.
 HEADER = struct.Struct(">qiiBIhiqqqhii")
 HEADER_SIZE = HEADER.size  # 61
 LOG_OVERHEAD = 12  # baseOffset + batchLength precede what batchLength counts

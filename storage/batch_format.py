@@ -15,6 +15,8 @@ import crc32c
 
 from .errors import CorruptBatchError
 
+# The wire protocol keeps its own copy (protocol/records.py; storage imports no protocol):
+# tests/storage/test_batch_header_agrees.py holds the two to one layout.
 HEADER = struct.Struct(">qiibIhiqqqhii")
 HEADER_SIZE = HEADER.size  # 61
 LOG_OVERHEAD = 12  # baseOffset + batchLength precede the bytes batchLength counts

@@ -1,2 +1,2 @@
-"""The command line beyond `serve`: admin of streams, topics and cursors (private admin API), and
-produce, consume and group commands (Kafka's protocol)."""
+"""The clients the command line (kafkacompat/cli/) drives: the private admin API's, Kafka's through
+confluent-kafka, the group-less consumer, and the output formatting they share."""

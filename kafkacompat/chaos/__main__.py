@@ -1,7 +1,7 @@
-"""Entry point of `python -m kafkacompat.chaos` (see cli.py)."""
+"""Entry point of `python -m kafkacompat.chaos` (see kafkacompat/cli/chaos.py)."""
 
 import sys
 
-from .cli import main
+from ..cli.chaos import main
 
 sys.exit(main())

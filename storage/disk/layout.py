@@ -11,8 +11,9 @@
                                                   the log cleaner for the n-th time
 <volume>/volume.id                                the id manifests name the volume by
 <volume>/ballast                                  room kept for metadata on a full disk
-<volume>/store.json, .clean, .lock                store epoch, id and settings; clean-shutdown marker; flock of the
-                                                  running store (first volume)
+<volume>/store.json, .clean, .lock                format version, store epoch, id and settings (read and
+                                                  written by format.py); clean-shutdown marker; flock of
+                                                  the running store (first volume)
 <volume>/trash/                                   deleted trees awaiting removal
 
 Topic names may start with '.', which would collide with the stream's own

@@ -61,21 +61,6 @@ def is_hex_id(text: str) -> bool:
     return _HEX_ID.fullmatch(text) is not None
 
 
-def read_epoch(path: str) -> tuple[int, str | None]:
-    """(epoch, None), (0, None) for a new store, or (0, what is wrong with store.json)."""
-    try:
-        with open(path, "rb") as f:
-            state = json.loads(f.read())
-        epoch = state["epoch"]
-        if not isinstance(epoch, int) or epoch < 0:
-            raise ValueError(f"epoch {epoch!r} is not a count")
-        return epoch, None
-    except FileNotFoundError:
-        return 0, None
-    except (OSError, ValueError, TypeError, KeyError) as exc:
-        return 0, f"is garbled ({exc})"
-
-
 def read_stream_file(path: str, parse_policy: Callable[[dict], object]) -> tuple[dict | None, str | None]:
     """(metadata, None) or (None, what is wrong with the .stream file); parse_policy raises on a bad policy."""
     try:

@@ -23,6 +23,7 @@ import crc32c
 from .. import batch_format as bf
 from ..errors import CorruptBatchError, StorageError, UnknownTopicError
 from . import layout
+from .format import check_format, replay_topics
 from .metadata import find_streams
 
 _CHUNK = 1 << 20
@@ -64,6 +65,7 @@ class StoreReader:
                     self._by_id[f.read().strip()] = volume
             except FileNotFoundError:
                 raise StorageError(f"{volume} is not a kafkacompat data directory (no {layout.VOLUME_ID_FILE})") from None
+        check_format(os.path.join(self.volumes[0], layout.STORE_FILE))
 
     @property
     def root(self) -> str:
@@ -81,17 +83,16 @@ class StoreReader:
                 data = f.read()
         except FileNotFoundError:
             return {}
-        live: dict[str, int] = {}
+        records = []
         for line in data[: data.rfind(b"\n") + 1].splitlines():  # a torn last line is a write in progress
             try:
                 rec = json.loads(line)
             except ValueError:
                 continue  # the broker reports a damaged line when it opens the catalog
-            if rec.get("del"):
-                live.pop(rec["t"], None)
-            else:
-                live[rec["t"]] = rec["p"]
-        return live
+            if isinstance(rec, dict):
+                records.append(rec)
+        live, _bad = replay_topics(records)  # the broker reports incomplete records too
+        return {name: rec["p"] for name, rec in live.items()}
 
     def snapshot(self, stream: str, topic: str, index: int) -> PartitionSnapshot:
         """The partition as it is now: its chain, log start and high watermark."""

@@ -38,12 +38,12 @@ from .chain import read_manifest
 from ..compaction import DEFAULT_BACKOFF_MS, DEFAULT_DEDUPE_BUFFER_BYTES, cleaner_loop
 from .cleaner import CleanResult, clean_partition
 from .files import empty_trash, fsync_dir, make_dirs, move_to_trash, write_atomic
+from .format import check_format, read_epoch, read_identity, replay_topics, store_state, topic_deleted, topic_record
 from .metadata import (
     Finding,
     find_streams,
     holds_partition_data,
     is_hex_id,
-    read_epoch,
     read_stream_file,
 )
 from .handles import FileHandles
@@ -190,6 +190,7 @@ class DiskStore(NamespaceStore):
 
     def _open_files(self) -> None:
         self._lock_data_dir()
+        check_format(os.path.join(self.root, layout.STORE_FILE))  # before anything is written
         for volume in self.volumes:
             volume.open(self.report, self.repair)
             if volume.id in self._by_id:
@@ -217,19 +218,16 @@ class DiskStore(NamespaceStore):
             log.warning("%s was not shut down cleanly; partitions are validated as they open", self.root)
 
     def _write_store_file(self, settings: dict[str, str]) -> None:
-        state = {"epoch": self.epoch, "store_id": str(self.store_id), "settings": settings}
-        write_atomic(os.path.join(self.root, layout.STORE_FILE), json.dumps(state).encode(),
+        write_atomic(os.path.join(self.root, layout.STORE_FILE), store_state(self.epoch, str(self.store_id), settings),
                      on_full=self.volumes[0].release_ballast)
 
     def _read_identity(self, store_file: str) -> None:
         """The store id and settings kept beside the epoch (a store made before them, or a garbled file, gets new ones)."""
-        try:
-            with open(store_file, "rb") as f:
-                state = json.loads(f.read())
-            self.store_id = uuid.UUID(state["store_id"])
-            self._settings = {str(k): str(v) for k, v in state.get("settings", {}).items()}
-        except (OSError, ValueError, TypeError, KeyError, AttributeError):
-            pass
+        store_id, settings = read_identity(store_file)
+        if store_id is not None:
+            self.store_id = store_id
+        if settings is not None:
+            self._settings = settings
 
     async def _persist_settings(self, settings: dict[str, str]) -> None:
         await asyncio.to_thread(self._write_store_file, settings)
@@ -302,23 +300,7 @@ class DiskStore(NamespaceStore):
 
     def _load_topics(self, stream: StreamState, directory: str) -> None:
         catalog = self._topic_logs[stream.path] = self._json_log(directory, layout.TOPICS_FILE)
-        live: dict[str, dict] = {}
-        bad = 0
-        for rec in catalog.load(self.report, self.repair):
-            # Checked inline and cheaply: a million records pass here on every open.
-            try:
-                name = rec["t"]
-                if type(name) is not str:
-                    bad += 1
-                elif rec.get("del"):
-                    live.pop(name, None)
-                elif (type(rec["p"]) is int and rec["p"] > 0 and type(rec["id"]) is str and len(rec["id"]) == 32
-                      and type(rec["c"]) is dict and type(rec["at"]) is int):
-                    live[name] = rec
-                else:
-                    bad += 1
-            except KeyError:
-                bad += 1
+        live, bad = replay_topics(catalog.load(self.report, self.repair))
         if bad:
             self.report(catalog.path, f"has {bad} incomplete record(s)", "skip them")
         topics, by_id = stream.topics, self._topics_by_id
@@ -357,8 +339,7 @@ class DiskStore(NamespaceStore):
                     break
             if topic_id is None or topic_id in self._topics_by_id or not is_hex_id(topic_id):
                 topic_id = uuid.uuid4().hex
-            rec = {"t": name, "id": topic_id, "p": max(indexes) + 1, "c": {},
-                   "at": int(entry.stat().st_mtime * 1000)}
+            rec = topic_record(name, topic_id, max(indexes) + 1, {}, int(entry.stat().st_mtime * 1000))
             topic = TopicState(stream, raw=(name, topic_id, rec["p"], {}, rec["at"]))
             stream.topics[name] = topic
             self._topics_by_id[topic_id] = topic
@@ -569,10 +550,8 @@ class DiskStore(NamespaceStore):
 
     async def _persist_topics(self, stream: StreamState, topics: Sequence[TopicState]) -> None:
         catalog = self._topic_logs[stream.path]
-        await catalog.append([
-            {"t": t.name, "id": t.id_hex, "p": t.info.partitions, "c": t.info.configs, "at": t.info.created_ms}
-            for t in topics
-        ])
+        await catalog.append([topic_record(t.name, t.id_hex, t.info.partitions, t.info.configs, t.info.created_ms)
+                              for t in topics])
         await catalog.commit.wait()
 
     async def _persist_topic_deleted(self, stream: StreamState, topic: TopicState) -> None:
@@ -588,7 +567,7 @@ class DiskStore(NamespaceStore):
 
         await asyncio.to_thread(work)
         catalog = self._topic_logs[stream.path]
-        await catalog.append([{"t": topic.name, "del": 1}])
+        await catalog.append([topic_deleted(topic.name)])
         await catalog.commit.wait()
         self._spawn(asyncio.to_thread(self._empty_trash))
 

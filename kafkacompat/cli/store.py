@@ -28,7 +28,7 @@ examples:
 """
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
+def add_parsers(sub: argparse._SubParsersAction) -> None:
     """Register `store check` with the top-level command."""
     store = sub.add_parser("store", help="check or repair an on-disk store (offline)",
                            description="Offline tools for an on-disk store; the broker must be stopped.")

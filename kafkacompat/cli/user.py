@@ -18,8 +18,8 @@ from kafkacompat import storage
 from kafkacompat.storage import StorageError
 
 from ..config import load_config
-from .credentials import Credentials
-from .scram import DEFAULT_ITERATIONS, MAX_ITERATIONS, MECHANISMS, MIN_ITERATIONS, make_credential
+from ..security.credentials import Credentials
+from ..security.scram import DEFAULT_ITERATIONS, MAX_ITERATIONS, MECHANISMS, MIN_ITERATIONS, make_credential
 
 EPILOG = """\
 examples:
@@ -32,7 +32,7 @@ user added here logs in with PLAIN, SCRAM-SHA-256 (if added) and SCRAM-SHA-512.
 """
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
+def add_parsers(sub: argparse._SubParsersAction) -> None:
     """Register `user add|list|delete` with the top-level command."""
     user = sub.add_parser("user", help="add, list or delete SASL/SCRAM users of a stopped broker's store",
                           description=__doc__.split("\n\n", 1)[0], epilog=EPILOG,

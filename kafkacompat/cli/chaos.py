@@ -16,8 +16,8 @@ from pathlib import Path
 
 from kafkacompat.testing.services import ServiceUnavailable
 
-from .campaign import ENGINES, PLANNED_ENGINES, SKIP_DAMAGED_FIXED, Plan, run
-from .nemesis import ALL, CLOUD_HELD_BACK, CLOUD_SAFE, HELD_BACK, SAFE
+from ..chaos.campaign import ENGINES, PLANNED_ENGINES, SKIP_DAMAGED_FIXED, Plan, run
+from ..chaos.nemesis import ALL, CLOUD_HELD_BACK, CLOUD_SAFE, HELD_BACK, SAFE
 
 
 def parse(argv: Sequence[str] | None) -> argparse.ArgumentParser:

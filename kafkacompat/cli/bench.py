@@ -11,7 +11,7 @@ import time
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .runner import Settings
+    from ..bench.runner import Settings
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +47,7 @@ def _ints(text: str) -> tuple[int, ...]:
     return values
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
+def add_parsers(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "bench",
         help="benchmark a broker, or kafkacompat against Tansu",
@@ -132,7 +132,7 @@ def _positive(text: str) -> int:
 def _run_scale(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
-        from . import scale
+        from ..bench import scale
     except ImportError as exc:  # confluent-kafka is a bench and test dependency only
         print(f"kafkacompat bench scale: {exc} (pip install confluent-kafka)", file=sys.stderr)
         return 2
@@ -140,7 +140,7 @@ def _run_scale(args: argparse.Namespace) -> int:
 
 
 def _settings(args: argparse.Namespace) -> "Settings":
-    from .runner import QUICK, Settings
+    from ..bench.runner import QUICK, Settings
 
     settings = QUICK if args.quick else Settings()
     changes = {"rounds": max(args.rounds, 1), "client": args.client}
@@ -167,7 +167,7 @@ def _load() -> str:
 def run(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
-        from . import brokers, java_tools, report, runner
+        from ..bench import brokers, java_tools, report, runner
     except ImportError as exc:  # confluent-kafka is a bench and test dependency only
         print(f"kafkacompat bench: {exc} (pip install confluent-kafka)", file=sys.stderr)
         return 2

@@ -1,4 +1,10 @@
-"""The `kafkacompat` command: run a broker, produce and consume, manage streams, topics, cursors and groups."""
+"""`kafkacompat serve`: run a broker until SIGTERM or SIGINT; its flags are generated from config.SETTINGS.
+
+Every broker setting is one field of the config table (kafkacompat/config.py),
+so the flags, their help text, the environment variables and the --config
+keys cannot drift apart. A broker that cannot start says why in one line and
+exits with a status that names the kind of failure.
+"""
 
 from __future__ import annotations
 
@@ -7,43 +13,23 @@ import asyncio
 import dataclasses
 import errno
 import logging
-import os
 import signal
 import socket
 import sys
 import traceback
-from collections.abc import Sequence
 
-from . import __version__, log_format
-from .admin import cli as admin_cli
-from .admin import console as console_cli
-from .admin import groups as groups_cli
-from .admin.cli import OneLineParser
-from .bench.command import add_parser as _bench_parser
-from .config import (
+from .. import log_format
+from ..config import (
     SETTINGS,
     BrokerConfig,
-    ConfigError,
     flag_name,
     render_config,
     resolve_config,
     setting_kind,
     unknown_variables,
 )
-from .store_check import add_parser as _store_parser
-from .demo.command import add_parser as _demo_parser
-from .security.user_command import add_parser as _user_parser
 
 log = logging.getLogger("kafkacompat")
-
-DESCRIPTION = """\
-kafkacompat: a Kafka-compatible broker whose topics live in streams.
-
-Streams sit at filesystem-like paths (/apps/iot/oilpump_metrics) and group
-topics under shared policies; address a topic as /path/to/stream:topic, as
-its Kafka-legal alias path.to.stream..topic, or by a plain Kafka name
-(which lives in the default stream).
-"""
 
 # `serve` exit statuses (README, "serve exit codes")
 EXIT_OK = 0
@@ -61,7 +47,7 @@ class StartError(Exception):
         self.status = status
 
 
-def _serve_parser(sub: argparse._SubParsersAction) -> None:
+def add_parsers(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "serve",
         help="run a broker",
@@ -101,7 +87,7 @@ def _serve_parser(sub: argparse._SubParsersAction) -> None:
 
 async def run_until_signalled(config: BrokerConfig) -> None:
     """Start a broker, serve until SIGTERM or SIGINT, stop it cleanly; StartError if it cannot start."""
-    from .kafka_port.server import BrokerServer  # imported here: the client commands start faster without it
+    from ..kafka_port.server import BrokerServer  # imported here: the client commands start faster without it
 
     try:
         server = BrokerServer(config)
@@ -126,21 +112,21 @@ async def run_until_signalled(config: BrokerConfig) -> None:
 
 def _explain(config: BrokerConfig, exc: Exception) -> StartError | None:
     """A failed start as one sentence with the cause and the fix; None when the failure is not understood."""
-    from .storage import StorageError
+    from ..storage import StorageError
 
-    from .security.tls import TlsSetupError
+    from ..security.tls import TlsSetupError
 
     if isinstance(exc, TlsSetupError):
         return StartError(str(exc), EXIT_CONFIG)
     address = ", ".join(config.listeners) or f"{config.host}:{config.port}"
     if config.http_port is not None:
-        from .http import HttpListenError  # only here: aiohttp is loaded only when HTTP is on
+        from ..http import HttpListenError  # only here: aiohttp is loaded only when HTTP is on
 
         if isinstance(exc, HttpListenError):
             why = "the address is already in use" if exc.errno == errno.EADDRINUSE else exc.strerror
             return StartError(f"cannot listen for HTTP on {config.http_host}:{config.http_port}: {why}; "
                               "choose another --http-port or --http-host", EXIT_LISTEN)
-    from .cluster import ClusterError
+    from ..cluster import ClusterError
 
     if isinstance(exc, ClusterError):
         return StartError(str(exc), EXIT_CONFIG)
@@ -199,42 +185,3 @@ def _serve(args: argparse.Namespace) -> int:
         print(f"kafkacompat: the broker failed: {type(exc).__name__}: {exc}{hint}", file=sys.stderr)
         return EXIT_FAILED
     return EXIT_OK
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = OneLineParser(
-        prog="kafkacompat", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--version", action="version", version=f"kafkacompat {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    _serve_parser(sub)
-    console_cli.add_parsers(sub)
-    groups_cli.add_parsers(sub)
-    admin_cli.add_parsers(sub)
-    _bench_parser(sub)
-    _store_parser(sub)
-    _demo_parser(sub)
-    _user_parser(sub)
-    return parser
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    arguments = sys.argv[1:] if argv is None else list(argv)
-    OneLineParser.json_errors = "--json" in arguments  # usage errors too come as JSON to a script
-    parser = build_parser()
-    args = parser.parse_args(arguments)
-    if not getattr(args, "func", None):
-        parser.print_help()
-        return 2
-    try:
-        return args.func(args)
-    except ConfigError as exc:
-        print(f"kafkacompat: {exc}", file=sys.stderr)
-        return EXIT_CONFIG
-    except BrokenPipeError:  # `kafkacompat ... | head`: the reader has had enough, which is no error
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return EXIT_OK
-
-
-if __name__ == "__main__":
-    sys.exit(main())

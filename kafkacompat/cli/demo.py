@@ -16,7 +16,7 @@ through the broker's Kafka port. Read them afterwards with
 """
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
+def add_parsers(sub: argparse._SubParsersAction) -> None:
     demo = sub.add_parser("demo", help="run a demonstration pipeline",
                           description="Runnable demonstrations of kafkacompat with Spark.")
     kinds = demo.add_subparsers(dest="demo", metavar="DEMO", required=True)
@@ -41,7 +41,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _oilrig(args: argparse.Namespace) -> int:
-    from .oilrig import Settings, run
+    from ..demo.oilrig import Settings, run
 
     for name in ("pumps", "readings"):
         if getattr(args, name) < 1:

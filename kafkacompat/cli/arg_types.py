@@ -39,3 +39,20 @@ def number_at_least(text: str, convert: Callable[[str], Number], minimum: Number
     if value < minimum:
         raise argparse.ArgumentTypeError(too_small.format(value=value))
     return value
+
+
+def count(text: str) -> int:
+    """A whole number of at least 1 (partitions, messages)."""
+    return number_at_least(text, int, 1, "is not a whole number", "must be at least 1, not {value}")
+
+
+def partition_number(text: str) -> int:
+    return number_at_least(text, int, 0, "is not a partition number", "partition numbers start at 0, not {value}")
+
+
+def name_value(text: str) -> tuple[str, str]:
+    """NAME=VALUE, as --config takes it; the value may be empty."""
+    name, sep, value = text.partition("=")
+    if not sep or not name:
+        raise argparse.ArgumentTypeError(f"{text!r} is not NAME=VALUE")
+    return name, value

@@ -1,7 +1,7 @@
 """`kafkacompat stream|topic|cursor ...`: manage a running broker's namespace.
 
 Flags read like maprcli and kafka-topics.sh. Each command is one request to
-the broker's private admin API (client.py), except `topic list` without a
+the broker's private admin API (admin/client.py), except `topic list` without a
 stream, which asks every stream in turn. Bad input ends in one
 line on stderr and a non-zero exit (2 for input the CLI rejects itself, 1
 for requests the broker refuses), with nothing changed.
@@ -11,27 +11,19 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any, NoReturn
+from typing import Any
 
 from kafkacompat.storage.namespace import MIN_PARTITIONLET_BYTES
 
-from . import progress
-from .arg_types import number_at_least, parsed
-from ..replication import cli as replication_cli
-from .client import (
-    BOOTSTRAP_VARIABLE,
-    DEFAULT_BOOTSTRAP,
-    AdminClient,
-    AdminError,
-    BrokerUnreachable,
-    default_bootstrap,
-    parse_bootstrap,
-)
-from ..security.client import ClientSecurity, SecurityConfigError, load_command_config
+from ..admin import progress
+from .arg_types import count, name_value, parsed, partition_number
+from . import replication as replication_cli
+from ..admin.client import AdminClient, AdminError, BrokerUnreachable
 from ..security.permissions import ExpressionError
 from ..security.permissions import check as check_expression
-from .output import all_topics_table, count_of, fail, render
-from .units import format_bytes, parse_duration, parse_size
+from ..admin.output import all_topics_table, count_of, fail, render
+from ..admin.units import format_bytes, parse_duration, parse_size
+from .options import OneLineParser, add_bootstrap, add_progress
 
 TOPIC_NAME_HELP = (
     "the topic as /stream/path:topic, as its Kafka-legal alias stream.path..topic, "
@@ -45,24 +37,6 @@ PERMISSIONS = {
     "admin": "who may change and delete the stream",
     "copy": "who may copy or replicate the stream",
 }
-
-
-class OneLineParser(argparse.ArgumentParser):
-    """An argument parser whose errors are one line on stderr (exit 2), one JSON object under --json.
-
-    Options are never matched by a prefix (--partition is not --partitions): a typo is an error.
-    """
-
-    json_errors = False  # set by the `kafkacompat` command when its arguments hold --json
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        kwargs["allow_abbrev"] = False
-        super().__init__(*args, **kwargs)
-
-    def error(self, message: str) -> NoReturn:
-        if self.json_errors:
-            self.exit(2, json.dumps({"error": f"{self.prog}: {message}"}) + "\n")
-        self.exit(2, f"{self.prog}: error: {message}\n")
 
 
 # value types: argparse reports their ValueError messages -------------------------
@@ -86,14 +60,6 @@ def _partitionlet_size(text: str) -> int:
     return size
 
 
-def _count(text: str) -> int:
-    return number_at_least(text, int, 1, "is not a whole number", "must be at least 1, not {value}")
-
-
-def _partition(text: str) -> int:
-    return number_at_least(text, int, 0, "is not a partition number", "partition numbers start at 0, not {value}")
-
-
 def _bool(text: str) -> bool:
     lowered = text.lower()
     if lowered in ("true", "false"):
@@ -103,13 +69,6 @@ def _bool(text: str) -> bool:
 
 def _expression(text: str) -> str:
     return parsed(check_expression, text, ExpressionError)
-
-
-def _config(text: str) -> tuple[str, str]:
-    name, sep, value = text.partition("=")
-    if not sep or not name:
-        raise argparse.ArgumentTypeError(f"{text!r} is not NAME=VALUE")
-    return name, value
 
 
 # requests built from parsed arguments ------------------------------------------------
@@ -159,29 +118,6 @@ def _cursor_args(args: argparse.Namespace) -> dict[str, Any]:
 # parsers ---------------------------------------------------------------------------
 
 
-def _bootstrap(text: str) -> str:
-    parsed(parse_bootstrap, text)
-    return text
-
-
-def add_bootstrap(p: argparse.ArgumentParser) -> None:
-    """--bootstrap-server, defaulting to $KAFKACOMPAT_BOOTSTRAP_SERVERS so a shell can name its broker once."""
-    p.add_argument("--bootstrap-server", metavar="HOST:PORT[,HOST:PORT]", default=default_bootstrap(), type=_bootstrap,
-                   help=f"the broker to talk to (default ${BOOTSTRAP_VARIABLE}, else {DEFAULT_BOOTSTRAP})")
-    p.add_argument("--command-config", metavar="FILE", type=_command_config,
-                   help="client security properties (security.protocol, sasl.mechanism, sasl.jaas.config, "
-                        "ssl.truststore.location, ...), as Kafka's tools take them")
-
-
-def _command_config(path: str) -> ClientSecurity:
-    return parsed(load_command_config, path, SecurityConfigError)
-
-
-def add_progress(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--progress", action="store_true",
-                   help="report progress on stderr even when it is not a terminal")
-
-
 def _common() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     add_bootstrap(common)
@@ -194,7 +130,7 @@ def _policy_flags(p: argparse.ArgumentParser, defaults: bool) -> None:
     p.add_argument("--ttl", metavar="DURATION", type=_ttl,
                    help="time-to-live of messages: seconds, or with a unit as in 7d, 12h, 30m; "
                         "0 keeps them forever" + d("7d, as on MapR and Kafka"))
-    p.add_argument("--partitions", metavar="N", type=_count,
+    p.add_argument("--partitions", metavar="N", type=count,
                    help="default number of partitions of new topics" + d("1"))
     p.add_argument("--autocreate", metavar="true|false", type=_bool,
                    help="create topics on first use by a producer or consumer" + d("true"))
@@ -266,15 +202,15 @@ def _topic_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentPar
                  lambda a: {"name": a.name, "partitions": a.partitions, "configs": _topic_configs(a)},
                  "kafkacompat topic create /apps/iot/oilpump_metrics:Pressure --partitions 3")
     p.add_argument("name", metavar="PATH:TOPIC", help=TOPIC_NAME_HELP)
-    p.add_argument("--partitions", metavar="N", type=_count, help="number of partitions (default: the stream's)")
-    p.add_argument("--config", metavar="NAME=VALUE", type=_config, action="append",
+    p.add_argument("--partitions", metavar="N", type=count, help="number of partitions (default: the stream's)")
+    p.add_argument("--config", metavar="NAME=VALUE", type=name_value, action="append",
                    help="a Kafka topic config overriding the stream's policy, as in retention.ms=3600000 "
                         "(repeatable)")
     p = _command(actions, "edit", "topic.edit", "add partitions to a topic or change its configs", common,
                  _topic_edit, "kafkacompat topic edit /apps/iot/oilpump_metrics:Pressure --partitions 6")
     p.add_argument("name", metavar="PATH:TOPIC", help=TOPIC_NAME_HELP)
-    p.add_argument("--partitions", metavar="N", type=_count, help="new number of partitions; topics only grow")
-    p.add_argument("--config", metavar="NAME=VALUE", type=_config, action="append",
+    p.add_argument("--partitions", metavar="N", type=count, help="new number of partitions; topics only grow")
+    p.add_argument("--config", metavar="NAME=VALUE", type=name_value, action="append",
                    help="set a Kafka topic config (repeatable)")
     p.add_argument("--delete-config", metavar="NAME", action="append",
                    help="remove a topic config, falling back to the stream's policy (repeatable)")
@@ -308,7 +244,7 @@ def _cursor_parsers(sub: argparse._SubParsersAction, common: argparse.ArgumentPa
     p.add_argument("path", metavar="PATH", help="the stream")
     p.add_argument("--group", metavar="G", required=True, help="the consumer group")
     p.add_argument("--topic", metavar="T", help="only this topic of the stream")
-    p.add_argument("--partition", metavar="P", type=_partition, help="only this partition (needs --topic)")
+    p.add_argument("--partition", metavar="P", type=partition_number, help="only this partition (needs --topic)")
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:

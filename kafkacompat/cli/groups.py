@@ -2,7 +2,7 @@
 
 Columns, states and the dry-run default follow Kafka's own tool, so its
 users read the same tables; the data comes over Kafka's protocol (Admin
-API through confluent-kafka, see kafka_client.py), so the commands work
+API through confluent-kafka, see admin/kafka_client.py), so the commands work
 against any Kafka broker too.
 """
 
@@ -16,12 +16,13 @@ import textwrap
 from collections.abc import Iterable
 from typing import Any
 
-from . import progress
-from .cli import _partition, add_bootstrap, add_progress
+from ..admin import progress
+from .arg_types import partition_number
+from .options import add_bootstrap, add_progress
 from ..security.client import ClientSecurity
-from .client import BrokerUnreachable
-from .kafka_client import REQUEST_TIMEOUT_S, CommandError, client_config, describe_error
-from .output import count_of, fail, table
+from ..admin.client import BrokerUnreachable
+from ..admin.kafka_client import REQUEST_TIMEOUT_S, CommandError, client_config, describe_error
+from ..admin.output import count_of, fail, table
 
 # confluent-kafka's ConsumerGroupState names -> the names Kafka's tools print
 STATES = {
@@ -173,7 +174,7 @@ def _topic_scope(text: str) -> tuple[str, list[int] | None]:
     is_list = bool(sep and head and tail) and all(n.isdigit() for n in tail.split(","))
     if not is_list or (head.startswith("/") and ":" not in head):  # '/stream:7' is topic 7 of /stream
         return text, None
-    return head, [_partition(n) for n in tail.split(",")]
+    return head, [partition_number(n) for n in tail.split(",")]
 
 
 def _datetime_ms(text: str) -> int:

@@ -3,7 +3,7 @@
 Like kafka-console-producer/consumer and `rpk topic produce/consume`:
 produce sends one message per line of stdin; consume prints one value per
 line, or what --format or --json asks for. Both work against any Kafka
-broker (see kafka_client.py for the client library and why).
+broker (see admin/kafka_client.py for the client library and why).
 """
 
 from __future__ import annotations
@@ -18,12 +18,12 @@ import time
 from collections.abc import Callable
 from typing import Any, BinaryIO
 
-from .arg_types import number_at_least, parsed
-from .cli import _config, _count, _partition, add_bootstrap
-from .client import BrokerUnreachable
-from .groupless import GrouplessConsumer  # without --group: no consumer group, not even a hidden one
-from .kafka_client import REQUEST_TIMEOUT_S, CommandError, client_config, describe_error
-from .output import count_of, fail
+from .arg_types import count, name_value, number_at_least, parsed, partition_number
+from .options import add_bootstrap
+from ..admin.client import BrokerUnreachable
+from ..admin.groupless import GrouplessConsumer  # without --group: no consumer group, not even a hidden one
+from ..admin.kafka_client import REQUEST_TIMEOUT_S, CommandError, client_config, describe_error
+from ..admin.output import count_of, fail
 
 COMPRESSION = ("none", "gzip", "snappy", "lz4", "zstd")
 ACKS = ("all", "-1", "0", "1")
@@ -315,9 +315,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     add_bootstrap(p)
     p.add_argument("--key-separator", metavar="SEP", type=_separator,
                    help="split each line at the first SEP into key and value (a line without SEP is an error)")
-    p.add_argument("--header", metavar="KEY=VALUE", type=_config, action="append",
+    p.add_argument("--header", metavar="KEY=VALUE", type=name_value, action="append",
                    help="a header on every message (repeatable)")
-    p.add_argument("--partition", metavar="P", type=_partition,
+    p.add_argument("--partition", metavar="P", type=partition_number,
                    help="send every message to this partition (default: by key, as Kafka's partitioner)")
     p.add_argument("--acks", choices=ACKS, default="all", help="acknowledgement to wait for (default all)")
     p.add_argument("--compression", choices=COMPRESSION, default="none", help="codec of the batches (default none)")
@@ -340,10 +340,10 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                    help="start at the earliest message (with --group: where the group has no committed offset)")
     p.add_argument("--offset", metavar="N|earliest|latest", type=_offset,
                    help="start at this offset of --partition (default latest)")
-    p.add_argument("--partition", metavar="P", type=_partition, help="read only this partition")
+    p.add_argument("--partition", metavar="P", type=partition_number, help="read only this partition")
     p.add_argument("--group", metavar="G", help="consume as this consumer group and commit its offsets")
-    p.add_argument("--max-messages", metavar="N", type=_count, help="stop after N messages")
-    p.add_argument("--timeout-ms", metavar="MS", type=_count, help="stop after MS without a message")
+    p.add_argument("--max-messages", metavar="N", type=count, help="stop after N messages")
+    p.add_argument("--timeout-ms", metavar="MS", type=count, help="stop after MS without a message")
     shape = p.add_mutually_exclusive_group()
     shape.add_argument("--format", metavar="FORMAT", type=_format, default=compile_format(DEFAULT_FORMAT),
                        help=FORMAT_HELP)
