@@ -17,9 +17,11 @@ import subprocess
 import tempfile
 import zipfile
 from collections.abc import Sequence
+from typing import Any
 
+from ..scenario_data import Received
 from . import ClientUnavailable
-from .programs import ProgramDriver, ProgramServer, stopped_at_exit
+from .programs import RUN_TIMEOUT, ProgramDriver, ProgramServer, stopped_at_exit
 
 SOURCES = pathlib.Path(__file__).resolve().parent.parent / "java"
 JARS = ("kafka-clients.jar", "lz4-java.jar", "snappy-java.jar", "zstd-jni.jar", "slf4j-api.jar")
@@ -123,3 +125,29 @@ class JavaDriver(ProgramDriver):
 
     def server(self) -> ProgramServer:
         return program_server()
+
+    # group.protocol=consumer: compat_tests/java/ConsumerProtocol.java, in the same JVM
+
+    def consumer_protocol_missing(self) -> str | None:
+        return None
+
+    def _consumer_protocol(self, command: str, **options: Any) -> dict[str, Any]:
+        args = [command, self.bootstrap, *(f"{k}={v}" for k, v in options.items())]
+        done = self.server().run("ConsumerProtocol", args, RUN_TIMEOUT)
+        lines = done.stdout.strip().splitlines()
+        assert done.returncode == 0 and lines, f"java ConsumerProtocol {command}:\n{done.stderr[-4000:]}"
+        return json.loads(lines[-1])
+
+    def kip848_group_consume(self, topic, group, n):
+        got = self._consumer_protocol("group_consume", topic=topic, group=group, n=n)
+        return [Received.from_json(r) for r in got["records"]]
+
+    def kip848_join_and_leave(self, topic, group, partitions):
+        return self._consumer_protocol("join_and_leave", topic=topic, group=group, partitions=partitions)
+
+    def kip848_regex(self, pattern, group, n):
+        got = self._consumer_protocol("regex", pattern=pattern, group=group, n=n)
+        return [Received.from_json(r) for r in got["records"]]
+
+    def kip848_static_member(self, topic, group, partitions):
+        return self._consumer_protocol("static_member", topic=topic, group=group, partitions=partitions)
