@@ -143,17 +143,33 @@ public final class ConsumerProtocol {
     }
 
     /**
-     * Subscribe to a regular expression, read n records. kafka-clients 3.9 matches a
-     * java.util.regex.Pattern against the topics it knows and heartbeats their names;
-     * SubscriptionPattern (the broker matches, RE2J) came in kafka-clients 4.0.
+     * Subscribe to a regular expression, read n records. With kafka-clients 4.0+ the broker
+     * matches it (SubscriptionPattern, RE2J syntax, KIP-848's SubscribedTopicRegex); kafka-clients
+     * 3.9 has no SubscriptionPattern and matches a java.util.regex.Pattern against the topics it
+     * knows, heartbeating their names. Reflection, as these programs compile against 3.9.1.
      */
-    static String regex() {
+    static String regex() throws Exception {
         int n = Integer.parseInt(opts.get("n"));
         try (Member m = new Member(null)) {
-            m.consumer.subscribe(Pattern.compile(opts.get("pattern")), m);
+            String matcher = subscribeToPattern(m, opts.get("pattern"));
             pollUntil(List.of(m), () -> m.records.size() >= n, n + " records");
-            return "{\"records\":" + Scenarios.Json.records(m.records) + "}";
+            return "{\"matcher\":" + TestProgram.json(matcher) + ",\"records\":" + Scenarios.Json.records(m.records) + "}";
         }
+    }
+
+    /** Subscribe `m` to `regex` the newest way its kafka-clients has; "broker" or "client" (who matches). */
+    static String subscribeToPattern(Member m, String regex) throws Exception {
+        Class<?> pattern;
+        try {
+            pattern = Class.forName("org.apache.kafka.clients.consumer.SubscriptionPattern");
+        } catch (ClassNotFoundException olderThan40) {
+            m.consumer.subscribe(Pattern.compile(regex), m);
+            return "client";
+        }
+        Object subscription = pattern.getConstructor(String.class).newInstance(regex);
+        KafkaConsumer.class.getMethod("subscribe", pattern, ConsumerRebalanceListener.class)
+            .invoke(m.consumer, subscription, m);
+        return "broker";
     }
 
     /** Static members a and b; a closes and comes back under its instance id (b_revoked: what b gave up since). */
