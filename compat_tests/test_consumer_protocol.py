@@ -19,13 +19,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from confluent_kafka import ConsumerGroupType
+from confluent_kafka import ConsumerGroupType, Producer
 from confluent_kafka.admin import AdminClient
 
 from kafkacompat.testing import Broker
 
 from .conftest import compat_broker, create_topic, driver_for
 from .drivers import Driver
+from .drivers.java import program_41, run_program
 from .scenario_data import expected, key_values
 
 HEARTBEAT_MS = 500
@@ -84,6 +85,29 @@ def test_consumer_protocol_regex_subscription(member: Driver, kip848_broker: Bro
         member.produce(f"{topic}-{suffix}", 2, prefix=f"{suffix}-")
     got = member.kip848_regex(f"^{topic}-[ab]$", group, 4)
     assert sorted(key_values(got)) == expected("a-", 2) + expected("b-", 2)
+
+
+@pytest.mark.java
+def test_consumer_protocol_subscription_pattern_with_kafka_clients_41(kip848_broker: Broker, topic: str,
+                                                                      group: str) -> None:
+    """kafka-clients 4.x subscribes with a SubscriptionPattern: the broker matches it, and the
+    assignment names the topics by id, which the client looks up with Metadata v12 by id (an
+    empty name beside it). 3.9.1, the Java column's client, has no SubscriptionPattern."""
+    program = program_41("ConsumerProtocol", "Scenarios")
+    for suffix in ("a", "b", "c"):
+        create_topic(kip848_broker, f"{topic}-{suffix}", 1)
+    produce(kip848_broker, [(f"{topic}-{suffix}", f"{suffix}-k0", f"{suffix}-v0") for suffix in "abc"])
+    got = run_program(program, "regex", kip848_broker.bootstrap_servers, pattern=f"^{topic}-[ab]$", group=group, n="2")
+    assert got["matcher"] == "broker"
+    assert sorted((r["k"], r["v"]) for r in got["records"]) == [("a-k0", "a-v0"), ("b-k0", "b-v0")]
+
+
+def produce(broker: Broker, records: list[tuple[str, str, str]]) -> None:
+    """(topic, key, value) records through confluent-kafka, acknowledged."""
+    producer = Producer({"bootstrap.servers": broker.bootstrap_servers})
+    for name, key, value in records:
+        producer.produce(name, key=key, value=value)
+    assert producer.flush(30) == 0
 
 
 def test_consumer_protocol_static_member_rejoins(member: Driver, kip848_broker: Broker, topic: str,

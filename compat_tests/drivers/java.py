@@ -106,14 +106,16 @@ CLIENT_JARS_41 = ("kafka-clients-4.1.0.jar", "lz4-java-1.8.0.jar", "snappy-java-
 
 
 @functools.cache
-def program_41(main_class: str) -> tuple[str, ...]:
-    """`java ... main_class` compiled with TestProgram.java against Kafka 4.1's kafka-clients 4.1.0
-    (for what 3.9.1 lacks, or to compare the two); skips the test without the Kafka 4.1 distribution."""
+def program_41(main_class: str, *helpers: str) -> tuple[str, ...]:
+    """`java ... main_class` compiled with TestProgram.java (and the `helpers` classes) against Kafka 4.1's
+    kafka-clients 4.1.0 (for what 3.9.1 lacks, or to compare the two); skips the test without the Kafka 4.1
+    distribution."""
     from ..reference import kafka_home
 
     libs = kafka_home() / "libs"
     cp = ":".join(str(libs / jar) for jar in CLIENT_JARS_41)
-    classes = compile_sources([str(SOURCES / f"{main_class}.java"), str(SOURCES / "TestProgram.java")], cp)
+    sources = [str(SOURCES / f"{name}.java") for name in (main_class, *helpers, "TestProgram")]
+    classes = compile_sources(sources, cp)
     return ("java", *JVM_FLAGS, "-cp", f"{cp}:{classes}", main_class)
 
 
