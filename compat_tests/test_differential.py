@@ -545,6 +545,43 @@ def test_verifiable_consumer_agrees(verifiable_runs: dict[str, dict[str, Any]]) 
     agree(verifiable_runs, "first consumer", "second consumer", "group describe")
 
 
+@pytest.fixture(scope="module")
+def consumer_protocol_runs(sides: dict[str, Side]) -> dict[str, dict[str, Any]]:
+    """The verifiable consumer with group.protocol=consumer (KIP-848): the broker assigns, and
+    the tools show the group as a consumer-protocol group."""
+    topic = unique("kip848")
+    group = unique("kip848-group")
+
+    def script(side: Side) -> dict[str, Any]:
+        def consumer(count: str) -> tuple[int, dict[str, Any]]:
+            done = side.step("kafka-verifiable-consumer", "--topic", topic, "--group-id", group,
+                             "--group-protocol", "consumer", "--max-messages", count, "--reset-policy", "earliest")
+            return done.code, consumed(events(done))
+
+        run: dict[str, Any] = {}
+        side.step("kafka-topics", "--create", "--topic", topic, "--partitions", "1")
+        side.step("kafka-verifiable-producer", "--topic", topic, "--max-messages", "300", "--throughput", "-1",
+                  "--acks", "-1")
+        run["first consumer"] = consumer("200")
+        run["second consumer"] = consumer("100")
+        run["list with type"] = lines_naming(side.step("kafka-consumer-groups", "--list", "--type"), group)
+        run["describe"] = side.step("kafka-consumer-groups", "--describe", "--group", group)
+        run["describe state"] = side.step("kafka-consumer-groups", "--describe", "--group", group, "--state")
+        return run
+
+    return on_both(sides, script)
+
+
+def test_verifiable_consumer_with_the_consumer_protocol_agrees(
+    consumer_protocol_runs: dict[str, dict[str, Any]],
+) -> None:
+    agree(consumer_protocol_runs, "first consumer", "second consumer", "list with type", "describe",
+          "describe state")
+    kafka = consumer_protocol_runs["kafka"]
+    assert kafka["second consumer"][1]["consumed"] == {0: [100, 200, 299]}
+    assert [row[1:] for row in kafka["list with type"]] == [["Consumer"]]  # GROUP TYPE: not a Classic group
+
+
 def test_reference_runs_did_the_work(
     topics_runs: dict[str, dict[str, Any]], configs_runs: dict[str, dict[str, Any]],
     console_runs: dict[str, dict[str, Any]], groups_runs: dict[str, dict[str, Any]],

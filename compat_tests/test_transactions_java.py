@@ -31,7 +31,7 @@ from kafkacompat.testing import Broker
 
 from .conftest import compat_broker
 from .drivers import ClientUnavailable
-from .drivers.java import JVM_FLAGS, classpath, compiled, program_41, run_program
+from .drivers.java import JVM_FLAGS, classpath, compiled, kafka_clients_version, program_41, run_program
 from .reference import kafka_home, module_reference_kafka, run_tool, side_by_side
 
 ABORT_CHECK_MS = "1000"  # how often both brokers look for timed-out transactions
@@ -44,6 +44,8 @@ def _program(client: str) -> tuple[str, ...]:
         return program_41("Transactions")
     try:  # the session's compiled compat_tests/java (the scenario driver's), Transactions among them
         cp, classes = classpath(), compiled()
+        if kafka_clients_version() != client:  # KAFKACOMPAT_JAVA_CLIENT_LIBS chose another
+            pytest.skip(f"the Java driver runs kafka-clients {kafka_clients_version()}, not {client}")
     except ClientUnavailable as exc:
         pytest.skip(f"kafka-clients {client} unavailable: {exc}")
     return ("java", *JVM_FLAGS, "-cp", f"{cp}:{classes}", "Transactions")

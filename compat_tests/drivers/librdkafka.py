@@ -210,3 +210,95 @@ class ConfluentDriver(Driver):
             }
         finally:
             member.close()
+
+    # group.protocol=consumer (KIP-848): GA from librdkafka 2.12; session and heartbeat
+    # settings are the broker's there (librdkafka refuses them with this protocol)
+
+    def consumer_protocol_missing(self):
+        return None
+
+    def _member(self, group: str, instance_id: str | None = None) -> "_Member":
+        conf = {"group.id": group, "group.protocol": "consumer", "auto.offset.reset": "earliest"}
+        if instance_id is not None:
+            conf["group.instance.id"] = instance_id
+        return _Member(self._consumer(**conf))
+
+    def kip848_group_consume(self, topic, group, n):
+        member = self._member(group).subscribed([topic])
+        try:
+            records = self._read(member.consumer, n)[:n]
+            last = records[-1]
+            member.consumer.commit(offsets=[self.ck.TopicPartition(topic, last.partition, last.offset + 1)],
+                                   asynchronous=False)
+            return records
+        finally:
+            member.consumer.close()
+
+    def kip848_join_and_leave(self, topic, group, partitions):
+        every = list(range(partitions))
+        a = self._member(group).subscribed([topic])
+        try:
+            _poll_until([a], lambda: a.owned() == every, "the first member holding every partition")
+            alone = a.owned()
+            b = self._member(group).subscribed([topic])
+            try:
+                _poll_until([a, b], lambda: _shared([a, b], partitions), "the second member's share")
+                joined = [a.owned(), b.owned()]
+            finally:
+                b.consumer.close()
+            _poll_until([a], lambda: a.owned() == every, "the first member taking back the leaver's share")
+            return {"alone": alone, "joined": joined, "a_revoked": list(a.revoked), "after_leave": a.owned()}
+        finally:
+            a.consumer.close()
+
+    def kip848_regex(self, pattern, group, n):
+        # librdkafka takes a topic name starting with "^" as a regular expression
+        member = self._member(group).subscribed([pattern])
+        try:
+            return self._read(member.consumer, n)
+        finally:
+            member.consumer.close()
+
+    def kip848_static_member(self, topic, group, partitions):
+        members = [self._member(group, "a").subscribed([topic]), self._member(group, "b").subscribed([topic])]
+        try:
+            _poll_until(members, lambda: _shared(members, partitions), "a and b sharing the partitions")
+            before = [m.owned() for m in members]
+            settled = len(members[1].revoked)  # what b gave up while the two first shared out the partitions
+            members[0].consumer.close()
+            members[0] = self._member(group, "a").subscribed([topic])
+            _poll_until(members, lambda: _shared(members, partitions), "a back with its share")
+            return {"before": before, "after": [m.owned() for m in members], "b_revoked": members[1].revoked[settled:]}
+        finally:
+            for member in members:
+                member.consumer.close()
+
+
+class _Member:
+    """A consumer and the partition sets its revocation callback was given, in order."""
+
+    def __init__(self, consumer: Any) -> None:
+        self.consumer = consumer
+        self.revoked: list[list[int]] = []
+
+    def subscribed(self, topics: list[str]) -> "_Member":
+        def on_revoke(_: Any, parts: list[Any]) -> None:
+            if parts:
+                self.revoked.append(sorted(tp.partition for tp in parts))
+
+        self.consumer.subscribe(topics, on_revoke=on_revoke)
+        return self
+
+    def owned(self) -> list[int]:
+        return sorted(tp.partition for tp in self.consumer.assignment())
+
+
+def _shared(members: list[_Member], partitions: int) -> bool:
+    """Every member holds some partitions and together they hold each once."""
+    held = [m.owned() for m in members]
+    return all(held) and sorted(p for ps in held for p in ps) == list(range(partitions))
+
+
+def _poll_until(members: list[_Member], done: Callable[[], bool], what: str) -> None:
+    """Poll every member (dropping what they read) until done()."""
+    until(done, lambda: [m.consumer.poll(0.05) for m in members], what, 60)

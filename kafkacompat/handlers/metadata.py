@@ -97,7 +97,9 @@ async def handle(ctx: Context, request: Any) -> Any:
             topic_id = getattr(wanted_topic, "topic_id", None)
             if name is None and version < 12:  # v10-11 requests allow a null name, their responses do not (as Kafka)
                 raise MalformedRequestError(f"Metadata v{version}: a topic name is null; topic ids need v12 or later")
-            if name is None and topic_id is not None and topic_id.int != 0:
+            # by id when the id is set (v12+), whatever the name: Kafka's Java client (4.x) sends an
+            # empty name, not null, with the ids of the topics a KIP-848 assignment named
+            if version >= 12 and topic_id is not None and topic_id.int != 0:
                 info = cluster.by_id(topic_id)
                 if info is None:
                     entries.append(_error_entry(m, None, ErrorCode.unknown_topic_id, topic_id))

@@ -98,7 +98,7 @@ KAFKA_APIS: dict[int, Unchecked | Checked] = {
     0: checked("WRITE TRANSACTIONAL_ID"),  # produce (v13 names topics by id: the sample's is no topic)
     1: checked("READ TOPIC", fix=_fetch_by_id),  # fetch
     2: checked("DESCRIBE TOPIC"),  # list_offsets
-    3: checked("DESCRIBE TOPIC"),  # metadata
+    3: checked("DESCRIBE TOPIC", fix=_fetch_by_id),  # metadata (v12 asks by id when one is set, as Kafka)
     8: checked("READ GROUP", "READ TOPIC"),  # offset_commit
     9: checked("DESCRIBE GROUP", "DESCRIBE TOPIC"),  # offset_fetch
     10: checked("DESCRIBE GROUP"),  # find_coordinator
