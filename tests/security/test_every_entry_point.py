@@ -336,6 +336,7 @@ ROUTES: dict[tuple[str, str], Public | Login | Listing | Http | Owned] = {
     ("GET", "/health/ready"): Public("orchestrators' readiness probe: says nothing about the data"),
     ("GET", "/openapi.json"): Login("the API's description, the same for everyone"),
     ("GET", "/console/static"): Login("the console's stylesheet and script"),
+    ("GET", "/console/vendor/uplot/{name}"): Login("the chart library's script and stylesheet"),
     ("GET", "/metrics"): Http(),  # DESCRIBE on the cluster
     ("GET", "/"): Listing(named=STREAM),  # streams
     ("GET", "/console/stream"): Http("path={default}"),  # one of the stream's permissions, as `stream info`
@@ -343,6 +344,7 @@ ROUTES: dict[tuple[str, str], Public | Login | Listing | Http | Owned] = {
     ("GET", "/console/groups"): Listing(),
     ("GET", "/console/group"): Http("id=" + SEED),
     ("GET", "/console/tail"): Http(CONSOLE_TOPIC),
+    ("GET", "/console/charts/data"): Http("scope=topic&" + CONSOLE_TOPIC),  # DESCRIBE, as the topic's page
     ("GET", "/console/tail/events"): Http(CONSOLE_TOPIC + "&partition=0"),
     ("POST", "/console/stream/create"): Http(form={"path": "/apps/made-by-form"}),
     ("POST", "/console/stream/edit"): Http("path={default}", form={"ttl_seconds": "604800"}),
@@ -397,6 +399,11 @@ ROUTES: dict[tuple[str, str], Public | Login | Listing | Http | Owned] = {
 }
 
 
+# routes whose sample request names a file rather than SEED
+FIXED_PATHS = {"/console/static": "/console/static/console.css",
+               "/console/vendor/uplot/{name}": "/console/vendor/uplot/uPlot.min.css"}
+
+
 def served_routes(broker: Broker) -> set[tuple[str, str]]:
     """(method, route) of every route the broker's HTTP application serves; HEAD goes with GET."""
     return {(route.method, route.resource.canonical) for route in build_app(broker.server).router.routes()
@@ -416,7 +423,7 @@ def _url(broker: Broker, route: str, query: str = "", **extra: str) -> str:
     values = {"cluster_id": cluster.cluster_id, "topic": SEED, "partition_id": "0", "partition": "0",
               "broker_id": str(broker.server.config.node_id), "name": "retention.ms", "group": SEED,
               "consumer": "nobody", "stream": quote(STREAM, safe=""), "instance": "none", **extra}
-    path = route.format(**values) if route != "/console/static" else "/console/static/console.css"
+    path = FIXED_PATHS.get(route) or route.format(**values)
     return broker.http_url + path + ("?" + query.format(default=cluster.default_stream) if query else "")
 
 

@@ -16,8 +16,8 @@ from pathlib import Path
 
 from aiohttp import web
 
-from . import forms, pages, tail
-from .render import setup_templates
+from . import charts, forms, history, pages, tail
+from .render import TEMPLATES, setup_templates
 
 STATIC = Path(__file__).parent / "static"
 
@@ -35,5 +35,10 @@ def add_routes(app: web.Application) -> None:
     app.router.add_post("/console/stream/edit", forms.edit_stream)
     app.router.add_post("/console/topic/create", forms.create_topic)
     app.router.add_post("/console/topic/edit", forms.edit_topic)
+    app.router.add_get("/console/charts/data", charts.data)
+    app.router.add_get("/console/vendor/uplot/{name}", charts.library)
     app.router.add_static("/console/static", STATIC, name="console_static", append_version=True)
     tail.track_tails(app)
+    history.track(app)
+    folder = app[charts.UPLOT] = charts.uplot_dir()
+    app[TEMPLATES].globals["uplot"] = charts.uplot_version(folder) if folder is not None else None

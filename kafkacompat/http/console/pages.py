@@ -19,7 +19,7 @@ from ...broker.topic_names import canonical_name
 from ...security.acls import Operation
 from ..common import BROKER
 from .groups_view import group_ids, group_view
-from .permission import authorizing, may_group, may_see_stream, may_topic, refusal
+from .permission import authorizing, may_group, may_see_broker, may_see_stream, may_topic, refusal
 from .render import render
 
 TOPICS_PER_PAGE = 100  # a stream may hold a million topics: its page lists them a hundred at a time
@@ -71,6 +71,7 @@ async def home(request: web.Request, error: str | None = None, form: dict | None
                   default_stream=cluster.default_stream, store_url=cluster.config.store_url,
                   groups=len(visible_groups(request, [row["group"] for row in group_ids(cluster)])),
                   topics=len(visible_topics(request, store.list_topics())),
+                  broker_charts=may_see_broker(request, audit=False),
                   denied=await refusal(request, None), fsync_choices=FSYNC_CHOICES,
                   cleanup_choices=CLEANUP_CHOICES, form=form or _NEW_STREAM, error=error)
 
