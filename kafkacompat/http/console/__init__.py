@@ -16,7 +16,7 @@ from pathlib import Path
 
 from aiohttp import web
 
-from . import charts, forms, history, pages, tail
+from . import charts, forms, history, messages, pages, tail
 from .render import TEMPLATES, setup_templates
 
 STATIC = Path(__file__).parent / "static"
@@ -35,6 +35,8 @@ def add_routes(app: web.Application) -> None:
     app.router.add_post("/console/stream/edit", forms.edit_stream)
     app.router.add_post("/console/topic/create", forms.create_topic)
     app.router.add_post("/console/topic/edit", forms.edit_topic)
+    app.router.add_get("/console/messages", messages.browse)
+    app.router.add_post("/console/messages/produce", messages.produce)
     app.router.add_get("/console/charts/data", charts.data)
     app.router.add_get("/console/vendor/uplot/{name}", charts.library)
     app.router.add_static("/console/static", STATIC, name="console_static", append_version=True)

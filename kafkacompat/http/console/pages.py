@@ -23,6 +23,7 @@ from .permission import authorizing, may_group, may_see_broker, may_see_stream, 
 from .render import render
 
 TOPICS_PER_PAGE = 100  # a stream may hold a million topics: its page lists them a hundred at a time
+OFFSETS_PER_PAGE = 100  # a group's committed partitions, a hundred at a time (its total lag counts them all)
 FSYNC_CHOICES = [policy.value for policy in storage.FsyncPolicy]
 CLEANUP_CHOICES = ["delete", "compact", "compact,delete"]
 
@@ -148,7 +149,11 @@ async def group(request: web.Request) -> web.Response:
         view["offsets"] = [row for row in view["offsets"]
                            if may_topic(request, Operation.DESCRIBE, row["stream"], row["topic"], audit=False)]
         view["total_lag"] = sum(row["lag"] or 0 for row in view["offsets"])
-    return render(request, "group.html", title=f"Group {group_id}", group=view)
+    start = max(_int(request.query.get("start"), 0), 0)
+    total = len(view["offsets"])
+    view["offsets"] = view["offsets"][start:start + OFFSETS_PER_PAGE]
+    return render(request, "group.html", title=f"Group {group_id}", group=view, start=start, total=total,
+                  page=OFFSETS_PER_PAGE)
 
 
 async def tail_page(request: web.Request) -> web.Response:
