@@ -200,3 +200,40 @@ def test_bad_seeks_answer_a_page_with_the_reason(web: Broker, readings: str) -> 
             urllib.request.urlopen(url(web, readings, **query), timeout=10)
         assert caught.value.code == 400
         assert reason in caught.value.read().decode()
+
+
+@pytest.mark.slow  # a real Chromium
+def test_group_offset_reset_previews_then_resets(web: Broker, readings: str, page: object, screens: Path) -> None:
+    group = "billing-" + uuid.uuid4().hex[:6]
+    consumer = Consumer({"bootstrap.servers": web.bootstrap_servers, "group.id": group})
+    consumer.commit(offsets=[TopicPartition(readings, 0, 100)], asynchronous=False)
+    consumer.close()
+    page.goto(web.http_url + "/console/group?" + urllib.parse.urlencode({"id": group}))
+    form = page.locator("#reset")
+    form.get_by_label("Move the offsets").select_option("datetime")
+    form.get_by_label("N or time").fill("2026-05-28T21:00:00")  # the first record at or after it: offset 34
+    form.get_by_label("Topic").fill(f"{readings}:0")
+    form.get_by_role("button", name="Preview (dry run)").click()
+    row = page.locator("#reset-preview tbody tr")
+    expect(row.locator("td[data-label='Committed now']")).to_have_text("100")
+    expect(row.locator("td[data-label='New offset']")).to_have_text("34")
+
+    form = page.locator("#reset")
+    form.get_by_label("Move the offsets").select_option("shift")
+    form.get_by_label("N or time").fill("-60")
+    form.get_by_role("button", name="Preview (dry run)").click()
+    expect(page.locator("#reset-preview td[data-label='New offset']")).to_have_text("40")
+    assert web.committed(group, readings) == {0: 100}  # a dry run changes nothing
+    accessible(page)
+    page.screenshot(path=str(screens / "group-reset-preview.png"), full_page=True)
+
+    page.get_by_role("button", name="Reset 1 offset(s)").click()
+    expect(page.locator("#reset-done")).to_contain_text("Reset the committed offsets of 1 partition(s)")
+    expect(page.locator("#lag td[data-label='Committed']")).to_have_text("40")
+    assert web.committed(group, readings) == {0: 40}
+
+    form = page.locator("#reset")
+    form.get_by_label("Move the offsets").select_option("offset")
+    form.get_by_label("N or time").fill("ten")
+    form.get_by_role("button", name="Preview (dry run)").click()
+    expect(page.locator(".error")).to_contain_text("N must be a whole number")

@@ -346,6 +346,7 @@ ROUTES: dict[tuple[str, str], Public | Login | Listing | Http | Owned] = {
     ("GET", "/console/tail"): Http(CONSOLE_TOPIC),
     ("GET", "/console/charts/data"): Http("scope=topic&" + CONSOLE_TOPIC),  # DESCRIBE, as the topic's page
     ("GET", "/console/messages"): Http(CONSOLE_TOPIC),  # READ, as a consumer's Fetch
+    ("POST", "/console/group/reset"): Http("id=" + SEED, form={"mode": "earliest"}),  # READ on group and topics
     ("POST", "/console/messages/produce"): Http(CONSOLE_TOPIC, form={"value": "from the console"}),  # WRITE
     ("GET", "/console/tail/events"): Http(CONSOLE_TOPIC + "&partition=0"),
     ("POST", "/console/stream/create"): Http(form={"path": "/apps/made-by-form"}),

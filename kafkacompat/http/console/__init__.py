@@ -35,6 +35,7 @@ def add_routes(app: web.Application) -> None:
     app.router.add_post("/console/stream/edit", forms.edit_stream)
     app.router.add_post("/console/topic/create", forms.create_topic)
     app.router.add_post("/console/topic/edit", forms.edit_topic)
+    app.router.add_post("/console/group/reset", pages.reset_group)
     app.router.add_get("/console/messages", messages.browse)
     app.router.add_post("/console/messages/produce", messages.produce)
     app.router.add_get("/console/charts/data", charts.data)

@@ -38,6 +38,7 @@ from .pages import _topic_asked, cluster_of
 from .permission import authorizing, form_refusal, may_topic
 from .render import render
 from .tail import batches_end
+from .units import parse_time
 
 PER_PAGE = 50
 READ_BYTES = 256 * 1024
@@ -95,19 +96,6 @@ class Page:
     next: int = 0  # where the next page starts
     scanned: int = 0  # records looked at
     at_end: bool = False
-
-
-def parse_time(text: str) -> int:
-    """Milliseconds since the epoch from `text`: a whole number of ms, or an ISO date and time (UTC unless it says)."""
-    if text.isdigit():
-        return int(text)
-    try:
-        moment = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        raise ValueError(f"{text!r} is not a time: give 2026-01-31T12:00:00 (UTC) or milliseconds") from None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=datetime.timezone.utc)
-    return int(moment.timestamp() * 1000)
 
 
 async def start_offset(partition: storage.Partition, asked: Query) -> int:

@@ -8,6 +8,7 @@ something it may not see answers 403 before saying whether that exists.
 from __future__ import annotations
 
 import time
+from urllib.parse import urlencode
 
 from aiohttp import web
 
@@ -18,11 +19,13 @@ from ...broker.stream_views import POLICY_FIELDS, stream_view, topic_view
 from ...broker.topic_names import canonical_name
 from ...security.acls import Operation
 from ..common import BROKER
+from . import group_reset
 from .groups_view import group_ids, group_view
-from .permission import authorizing, may_group, may_see_broker, may_see_stream, may_topic, refusal
+from .permission import authorizing, form_refusal, may_group, may_see_broker, may_see_stream, may_topic, refusal
 from .render import render
 
 TOPICS_PER_PAGE = 100  # a stream may hold a million topics: its page lists them a hundred at a time
+MAX_FORM_BYTES = 64 * 1024
 OFFSETS_PER_PAGE = 100  # a group's committed partitions, a hundred at a time (its total lag counts them all)
 FSYNC_CHOICES = [policy.value for policy in storage.FsyncPolicy]
 CLEANUP_CHOICES = ["delete", "compact", "compact,delete"]
@@ -137,7 +140,7 @@ async def groups(request: web.Request) -> web.Response:
     return render(request, "groups.html", title="Consumer groups", groups=rows)
 
 
-async def group(request: web.Request) -> web.Response:
+async def group(request: web.Request, error: str | None = None, status: int = 200) -> web.Response:
     cluster = cluster_of(request)
     group_id = request.query.get("id", "")
     if authorizing(request) and not may_group(request, Operation.DESCRIBE, group_id):
@@ -152,8 +155,47 @@ async def group(request: web.Request) -> web.Response:
     start = max(_int(request.query.get("start"), 0), 0)
     total = len(view["offsets"])
     view["offsets"] = view["offsets"][start:start + OFFSETS_PER_PAGE]
-    return render(request, "group.html", title=f"Group {group_id}", group=view, start=start, total=total,
-                  page=OFFSETS_PER_PAGE)
+    reset = {name: request.query.get("reset_" + name, "") for name in ("mode", "value", "topic")}
+    preview = None
+    may_reset = await _may_reset(request, group_id)
+    if may_reset and reset["mode"] and error is None:
+        try:  # the dry run: what a reset would commit
+            preview = await group_reset.plan(request, cluster, group_id, reset["mode"], reset["value"],
+                                             reset["topic"])
+        except group_reset.ResetError as exc:
+            error, status = str(exc), 400
+    return render(request, "group.html", status=status, title=f"Group {group_id}", group=view, start=start,
+                  total=total, page=OFFSETS_PER_PAGE, error=error, may_reset=may_reset, reset=reset,
+                  modes=group_reset.MODES, preview=preview, reset_done=request.query.get("reset_done"))
+
+
+async def _may_reset(request: web.Request, group_id: str) -> bool:
+    if authorizing(request):
+        return may_group(request, Operation.READ, group_id, audit=False)
+    return await refusal(request, None) is None
+
+
+async def reset_group(request: web.Request) -> web.Response:
+    """POST /console/group/reset?id=: commit what the preview showed (planned again now), then show the group."""
+    cluster = cluster_of(request)
+    group_id = request.query.get("id", "")
+    if authorizing(request) and not may_group(request, Operation.READ, group_id):
+        return forbidden(request, f"you may not reset consumer group {group_id!r} (it needs READ on the group)")
+    if request.content_length is not None and request.content_length > MAX_FORM_BYTES:
+        raise web.HTTPRequestEntityTooLarge(max_size=MAX_FORM_BYTES, actual_size=request.content_length)
+    form = {k: v for k, v in (await request.post()).items() if isinstance(v, str)}
+    denied = await form_refusal(request, None)
+    if denied is not None:
+        return await group(request, error=denied, status=403)
+    try:
+        rows = await group_reset.plan(request, cluster, group_id, form.get("mode", ""), form.get("value", ""),
+                                      form.get("topic", ""))
+        await group_reset.commit(cluster, group_id, rows)
+    except group_reset.ResetError as exc:
+        return await group(request, error=str(exc), status=400)
+    except storage.StorageError as exc:
+        return await group(request, error=str(exc), status=409)
+    raise web.HTTPSeeOther("/console/group?" + urlencode({"id": group_id, "reset_done": len(rows)}))
 
 
 async def tail_page(request: web.Request) -> web.Response:
