@@ -237,3 +237,40 @@ def test_group_offset_reset_previews_then_resets(web: Broker, readings: str, pag
     form.get_by_label("N or time").fill("ten")
     form.get_by_role("button", name="Preview (dry run)").click()
     expect(page.locator(".error")).to_contain_text("N must be a whole number")
+
+
+@pytest.mark.slow  # a real Chromium
+def test_delete_records_then_the_topic_each_after_confirming(web: Broker, page: object, screens: Path) -> None:
+    topic = "scratch-" + uuid.uuid4().hex[:6]
+    admin = AdminClient({"bootstrap.servers": web.bootstrap_servers})
+    admin.create_topics([NewTopic(topic, 1)])[topic].result(15)
+    producer = Producer({"bootstrap.servers": web.bootstrap_servers, "linger.ms": 0})
+    for i in range(10):
+        producer.produce(topic, b"r%d" % i)
+    assert producer.flush(15) == 0
+    page.goto(web.http_url + "/console/topic?" + urllib.parse.urlencode({"stream": "/default", "topic": topic}))
+    form = page.locator("#delete-records")
+    form.get_by_label("Delete every record before offset").fill("6")
+    form.get_by_role("button", name="Delete records").click()  # not confirmed: refused, nothing lost
+    expect(page.locator(".error")).to_contain_text("tick the box")
+    partition = web.server.cluster.store.partition("/default", topic, 0)
+    assert partition.log_start_offset == 0
+    form = page.locator("#delete-records")
+    form.get_by_label("Delete every record before offset").fill("6")
+    form.get_by_label("I understand").check()
+    form.get_by_role("button", name="Delete records").click()
+    expect(page.locator("#records-deleted")).to_contain_text("starts at offset 6")
+    expect(page.locator("#partitions td[data-label='Log start']")).to_have_text("6")
+    accessible(page)
+    page.screenshot(path=str(screens / "topic-actions.png"), full_page=True)
+
+    form = page.locator("#delete-topic")
+    form.get_by_label("to confirm").fill("not-the-name")
+    form.get_by_role("button", name="Delete topic").click()
+    expect(page.locator(".error")).to_contain_text(f"type the topic's name, {topic}")
+    assert web.server.cluster.store.get_topic("/default", topic) is not None
+    page.locator("#delete-topic").get_by_label("to confirm").fill(topic)
+    page.locator("#delete-topic").get_by_role("button", name="Delete topic").click()
+    expect(page.locator("#topic-deleted")).to_have_text(f"Deleted topic {topic}.")
+    assert web.server.cluster.store.get_topic("/default", topic) is None
+    assert topic not in admin.list_topics(timeout=15).topics

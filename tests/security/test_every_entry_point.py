@@ -39,6 +39,7 @@ pytestmark = pytest.mark.timeout(180)
 USERS = {"admin": "admin-secret", "bob": "bob-secret", "carol": "carol-secret"}
 SEED = "seed"  # the name sample requests give every topic, group and transactional id
 DOOMED = "doomed"  # what the HTTP route deleting a topic deletes
+DOOMED_BY_CONSOLE = "doomed-by-console"  # what the console's delete form deletes
 STREAM = "/apps/front"  # /streams/{stream} routes name SEED in this stream
 AUDIT = "kafkacompat.audit"
 
@@ -347,6 +348,10 @@ ROUTES: dict[tuple[str, str], Public | Login | Listing | Http | Owned] = {
     ("GET", "/console/charts/data"): Http("scope=topic&" + CONSOLE_TOPIC),  # DESCRIBE, as the topic's page
     ("GET", "/console/messages"): Http(CONSOLE_TOPIC),  # READ, as a consumer's Fetch
     ("POST", "/console/group/reset"): Http("id=" + SEED, form={"mode": "earliest"}),  # READ on group and topics
+    ("POST", "/console/topic/delete-records"): Http(CONSOLE_TOPIC, form={"partition": "0", "offset": "0",
+                                                                         "confirm": "on"}),  # DELETE
+    ("POST", "/console/topic/delete"): Http("stream={default}&topic=" + DOOMED_BY_CONSOLE,
+                                            form={"confirm": DOOMED_BY_CONSOLE}),  # DELETE, on a topic of its own
     ("POST", "/console/messages/produce"): Http(CONSOLE_TOPIC, form={"value": "from the console"}),  # WRITE
     ("GET", "/console/tail/events"): Http(CONSOLE_TOPIC + "&partition=0"),
     ("POST", "/console/stream/create"): Http(form={"path": "/apps/made-by-form"}),
@@ -463,6 +468,7 @@ def web() -> Iterator[Broker]:
 
     with secured_broker() as running:
         running.create_topic(DOOMED, partitions=1)
+        running.create_topic(DOOMED_BY_CONSOLE, partitions=1)
         running.create_topic(f"{STREAM}:{SEED}", partitions=1)
         consumer = Consumer({**running.client_config("admin"), "group.id": SEED, "enable.auto.commit": False})
         consumer.commit(offsets=[TopicPartition(SEED, 0, 0)], asynchronous=False)

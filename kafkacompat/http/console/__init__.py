@@ -16,7 +16,7 @@ from pathlib import Path
 
 from aiohttp import web
 
-from . import charts, forms, history, messages, pages, tail
+from . import actions, charts, forms, history, messages, pages, tail
 from .render import TEMPLATES, setup_templates
 
 STATIC = Path(__file__).parent / "static"
@@ -36,6 +36,8 @@ def add_routes(app: web.Application) -> None:
     app.router.add_post("/console/topic/create", forms.create_topic)
     app.router.add_post("/console/topic/edit", forms.edit_topic)
     app.router.add_post("/console/group/reset", pages.reset_group)
+    app.router.add_post("/console/topic/delete", actions.delete_topic)
+    app.router.add_post("/console/topic/delete-records", actions.delete_records)
     app.router.add_get("/console/messages", messages.browse)
     app.router.add_post("/console/messages/produce", messages.produce)
     app.router.add_get("/console/charts/data", charts.data)

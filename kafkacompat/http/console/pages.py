@@ -124,8 +124,11 @@ async def topic(request: web.Request, error: str | None = None, form: dict | Non
     if info is None:
         return missing
     view = await topic_view(cluster.store, info, detail=True)
-    return render(request, "topic.html", status=status, title=view["name"], topic=view,
-                  denied=await refusal(request, info.stream), error=error, form=form or {})
+    denied = await refusal(request, info.stream)
+    may_delete = (may_topic(request, Operation.DELETE, info.stream, info.name, audit=False)
+                  if authorizing(request) else denied is None)
+    return render(request, "topic.html", status=status, title=view["name"], topic=view, denied=denied,
+                  may_delete=may_delete, error=error, form=form or {}, low=request.query.get("low"))
 
 
 async def groups(request: web.Request) -> web.Response:
