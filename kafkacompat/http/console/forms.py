@@ -19,6 +19,7 @@ from aiohttp import web
 
 from kafkacompat import storage
 
+from ...admin.units import parse_duration
 from ...broker.cluster import TopicError
 from ...handlers import stream_admin
 from . import pages
@@ -49,7 +50,13 @@ def _whole_numbers(form: dict[str, str], names: Iterable[str], into: dict[str, A
 def _policy(form: dict[str, str]) -> dict[str, Any]:
     """Stream policy changes from a form: blank fields keep their value; the checkbox always counts."""
     policy: dict[str, Any] = {}
-    _whole_numbers(form, INT_FIELDS, policy)
+    _whole_numbers(form, [name for name in INT_FIELDS if name != "ttl_seconds"], policy)
+    ttl = form.get("ttl_seconds", "").strip()
+    if ttl:  # as the CLI's --ttl: 7d, 12h, 3600
+        try:
+            policy["ttl_seconds"] = 0 if ttl == "forever" else parse_duration(ttl)
+        except ValueError as exc:
+            raise FormError(f"time to live: {exc}") from None
     for name in CHOICE_FIELDS:
         if form.get(name):
             policy[name] = form[name]

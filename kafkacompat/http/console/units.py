@@ -1,4 +1,4 @@
-"""Units as people read and type them on the console: times (UTC), durations (7d, not 604800)."""
+"""Times as people type them on the console: an ISO date and time (UTC unless it says), or milliseconds."""
 
 from __future__ import annotations
 
@@ -17,12 +17,3 @@ def parse_time(text: str) -> int:
         moment = moment.replace(tzinfo=datetime.timezone.utc)
     return int(moment.timestamp() * 1000)
 
-
-def human_duration(seconds: float | None) -> str:
-    """A duration as the CLI writes a ttl: 7d, 12h, 90m (the largest whole unit), 45s; 0 or None: forever."""
-    if not seconds:
-        return "forever"
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds % size == 0:
-            return f"{int(seconds // size)}{unit}"
-    return f"{int(seconds)}s"
