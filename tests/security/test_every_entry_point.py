@@ -357,6 +357,9 @@ ROUTES: dict[tuple[str, str], Public | Login | Listing | Http | Owned] = {
     ("POST", "/console/stream/create"): Http(form={"path": "/apps/made-by-form"}),
     ("POST", "/console/stream/edit"): Http("path={default}", form={"ttl_seconds": "604800"}),
     ("POST", "/console/topic/create"): Http("path={default}", form={"topic": "made-by-form"}),
+    # the stream's admin permission, as `stream replica pause` (carol: 400, the stream has no such link)
+    ("POST", "/console/stream/replica"): Http("path={default}", form={"action": "pause",
+                                                                     "replica": "127.0.0.1:1/elsewhere"}),
     ("POST", "/console/topic/edit"): Http(CONSOLE_TOPIC, form={"config": "retention.ms", "value": "604800000"}),
     ("GET", "/v3/clusters"): Login("the cluster's id, as Metadata gives any client"),
     ("GET", V3): Login("the cluster's id and controller, as Metadata gives any client"),

@@ -34,6 +34,7 @@ def add_routes(app: web.Application) -> None:
     app.router.add_post("/console/stream/create", forms.create_stream)
     app.router.add_post("/console/stream/edit", forms.edit_stream)
     app.router.add_post("/console/topic/create", forms.create_topic)
+    app.router.add_post("/console/stream/replica", forms.replica_state)
     app.router.add_post("/console/topic/edit", forms.edit_topic)
     app.router.add_post("/console/group/reset", pages.reset_group)
     app.router.add_post("/console/topic/delete", actions.delete_topic)

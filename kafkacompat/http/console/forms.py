@@ -1,4 +1,4 @@
-"""The console's forms (POST): create a stream, edit its policy, create a topic.
+"""The console's forms (POST): create a stream, edit its policy, create a topic, pause or resume a replica link.
 
 Each runs the admin CLI's own operation (handlers/stream_admin.run) as the
 request's principal, so the console checks input and authorization exactly
@@ -151,3 +151,24 @@ async def edit_topic(request: web.Request) -> web.Response:
         return await pages.topic(request, error=error, form=form, status=status)
 
     return await _run(request, path, op, again, "/console/topic?" + urlencode({"stream": path, "topic": name}))
+
+
+async def replica_state(request: web.Request) -> web.Response:
+    """Pause or resume one of a stream's replica links, as `kafkacompat stream replica pause|resume`."""
+    form = await _form(request)
+    path = request.query.get("path", "")
+    action = form.get("action", "")
+
+    async def op() -> None:
+        if action not in ("pause", "resume"):
+            raise FormError(f"action {action!r} is not pause or resume")
+        try:
+            await stream_admin.run(caller(request), {"op": f"replica.{action}", "path": path,
+                                                     "replica": form.get("replica", "")})
+        except stream_admin.ReplicaOpError as exc:  # no such link, replication off: the CLI's message
+            raise FormError(str(exc)) from None
+
+    async def again(error: str, status: int) -> web.Response:
+        return await pages.stream(request, error=error, status=status)
+
+    return await _run(request, path, op, again, "/console/stream?" + urlencode({"path": path}))

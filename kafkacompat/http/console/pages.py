@@ -23,6 +23,7 @@ from . import group_reset
 from .groups_view import group_ids, group_view
 from .permission import authorizing, form_refusal, may_group, may_see_broker, may_see_stream, may_topic, refusal
 from .render import render
+from .topology import topology_svg
 
 TOPICS_PER_PAGE = 100  # a stream may hold a million topics: its page lists them a hundred at a time
 MAX_FORM_BYTES = 64 * 1024
@@ -99,6 +100,7 @@ async def stream(request: web.Request, error: str | None = None, form: dict | No
     upstreams = sorted(cluster.replication.upstreams(path)) if cluster.replication is not None else []
     return render(request, "stream.html", status=status, title=path, stream=stream_view(info),
                   replicas=replicas, upstreams=upstreams,
+                  topology=topology_svg(path, upstreams, replicas) if replicas or upstreams else None,
                   default_stream=cluster.default_stream, topics=topics, start=start, total=len(names),
                   page=TOPICS_PER_PAGE, groups=groups,
                   denied=await refusal(request, path), fsync_choices=FSYNC_CHOICES,
