@@ -15,7 +15,7 @@ from typing import Any
 
 from markupsafe import Markup, escape
 
-WIDTH, ROW, BOX_W, BOX_H = 760, 64, 230, 44
+WIDTH, ROW, BOX_W, BOX_H = 900, 64, 220, 44
 LEFT, MIDDLE, RIGHT = 10, (WIDTH - BOX_W) // 2, WIDTH - BOX_W - 10
 COLOURS = {"in-sync": "#2f7d32", "pending": "#9a6700", "paused": "#5c6678", "broken": "#b42318"}
 
@@ -50,7 +50,7 @@ def topology_svg(path: str, upstreams: list[str], replicas: list[dict[str, Any]]
         parts.append(f'<line x1="{MIDDLE + BOX_W}" y1="{centre + BOX_H // 2}" x2="{RIGHT}" y2="{y + BOX_H // 2}" '
                      f'stroke="{colour}" stroke-width="3"{dash} marker-end="url(#arrow)"/>')
         label = f"{state} · {link.get('lag_messages', 0)} behind"
-        parts.append(f'<text x="{(MIDDLE + BOX_W + RIGHT) // 2}" y="{(centre + y + BOX_H) // 2 - 4}" font-size="11" '
+        parts.append(f'<text x="{(MIDDLE + BOX_W + RIGHT) // 2}" y="{(centre + y + BOX_H) // 2 - 8}" font-size="12" '
                      f'text-anchor="middle" fill="{colour}" class="link-label">{escape(label)}</text>')
         parts.append(_box(RIGHT, y, str(link.get("replica", "")), f"replica on {link.get('cluster') or 'unknown cluster'}"))
     summary = (f"Stream {path}: {len(upstreams)} upstream(s), "

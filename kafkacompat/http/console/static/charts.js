@@ -41,9 +41,12 @@
     this.plot = null;
   }
   Chart.prototype.columns = function (data) {
-    var cols = [data.times];
+    // a lone first sample gets an empty one five minutes before it, so its axis reads as minutes, not years
+    var lone = data.times.length === 1, times = lone ? [data.times[0] - 300, data.times[0]] : data.times;
+    var cols = [times];
     this.series.forEach(function (name) {
-      cols.push(data.series[name] || data.times.map(function () { return null; }));
+      var values = data.series[name] || data.times.map(function () { return null; });
+      cols.push(lone ? [null].concat(values) : values);
     });
     return cols;
   };
