@@ -329,6 +329,8 @@ class Owned:
 
 
 CONSOLE_TOPIC = "stream={default}&topic=" + SEED
+ACL_FORM = {"resource_type": "TOPIC", "resource_name": "made-by-console", "pattern": "LITERAL",
+            "principal": "User:dave", "host": "*", "operation": "READ", "permission": "ALLOW"}
 RECORD = {"value": {"type": "STRING", "data": "x"}}
 V3 = "/v3/clusters/{cluster_id}"
 INSTANCE = "/consumers/{group}/instances/{instance}"
@@ -348,6 +350,9 @@ ROUTES: dict[tuple[str, str], Public | Login | Listing | Http | Owned] = {
     ("GET", "/console/charts/data"): Http("scope=topic&" + CONSOLE_TOPIC),  # DESCRIBE, as the topic's page
     ("GET", "/console/messages"): Http(CONSOLE_TOPIC),  # READ, as a consumer's Fetch
     ("POST", "/console/group/reset"): Http("id=" + SEED, form={"mode": "earliest"}),  # READ on group and topics
+    ("GET", "/console/acls"): Http(),  # DESCRIBE on the cluster, as DescribeAcls
+    ("POST", "/console/acls/add"): Http(form=ACL_FORM),  # ALTER on the cluster, as CreateAcls
+    ("POST", "/console/acls/remove"): Http(form=ACL_FORM),  # ALTER on the cluster, as DeleteAcls
     ("POST", "/console/topic/delete-records"): Http(CONSOLE_TOPIC, form={"partition": "0", "offset": "0",
                                                                          "confirm": "on"}),  # DELETE
     ("POST", "/console/topic/delete"): Http("stream={default}&topic=" + DOOMED_BY_CONSOLE,
