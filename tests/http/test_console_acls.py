@@ -1,4 +1,4 @@
-"""The console's ACL page in a real headless Chromium, on a broker with an authorizer and HTTP logins."""
+"""The console's ACL and SCRAM user pages in a real headless Chromium, on a broker with an authorizer and HTTP logins."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ USERS = {"admin": "admin-secret", "bob": "bob-secret"}
 
 @pytest.mark.slow  # a real Chromium
 @pytest.mark.skipif(not os.path.exists(CHROMIUM), reason=f"no Chromium at {CHROMIUM} (tests/run.sh installs it)")
-def test_an_admin_adds_and_removes_an_acl_and_bob_is_not_offered_it() -> None:
+def test_an_admin_manages_acls_and_users_and_bob_is_not_offered_it() -> None:
     with Broker(sasl=USERS, listeners=["SASL_PLAINTEXT://127.0.0.1:0"], authorizer=True,
                 super_users=["User:admin"], http_port=0) as broker, \
             playwright_api.sync_playwright() as playwright:
@@ -55,9 +55,29 @@ def test_an_admin_adds_and_removes_an_acl_and_bob_is_not_offered_it() -> None:
         expect(admin.locator("#acls")).not_to_contain_text("User:dave")
         assert binding not in set(broker.server.cluster.authorizer.acls)
 
+        admin.goto(broker.http_url + "/console/users")
+        expect(admin.locator("#users")).to_contain_text("bob")
+        form = admin.locator("#add-user")
+        form.get_by_label("User").fill("erin")
+        form.get_by_label("Password").fill("erin-secret")
+        form.get_by_label("Mechanism").select_option("SCRAM-SHA-512")
+        form.get_by_role("button", name="Save user").click()
+        expect(admin.locator("#user-done")).to_have_text("erin: SCRAM-SHA-512 set.")
+        expect(admin.locator("#users tbody tr", has_text="erin")).to_contain_text("SCRAM-SHA-512 (4096 iterations)")
+        from confluent_kafka.admin import AdminClient  # erin logs in to the Kafka port with the new password
+        erin = AdminClient({"bootstrap.servers": broker.bootstrap_servers, "security.protocol": "SASL_PLAINTEXT",
+                            "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "erin",
+                            "sasl.password": "erin-secret"})
+        erin.list_topics(timeout=15)  # raises unless the login worked
+        admin.get_by_role("button", name="Remove SCRAM-SHA-512 of erin").click()
+        expect(admin.locator("#user-done")).to_have_text("erin: SCRAM-SHA-512 removed.")
+        expect(admin.locator("#users")).not_to_contain_text("erin")
+
         bob = browser.new_context(http_credentials={"username": "bob", "password": "bob-secret"}).new_page()
         answer = bob.goto(broker.http_url + "/console/acls")
         assert answer is not None and answer.status == 403
         expect(bob.locator("#acls-refused")).to_contain_text("authorization")
         assert bob.locator("#add-acl").count() == 0  # what bob may not do is not offered
+        assert bob.goto(broker.http_url + "/console/users").status == 403
+        assert bob.locator("#add-user").count() == 0
         browser.close()

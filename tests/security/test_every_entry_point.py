@@ -353,6 +353,10 @@ ROUTES: dict[tuple[str, str], Public | Login | Listing | Http | Owned] = {
     ("GET", "/console/acls"): Http(),  # DESCRIBE on the cluster, as DescribeAcls
     ("POST", "/console/acls/add"): Http(form=ACL_FORM),  # ALTER on the cluster, as CreateAcls
     ("POST", "/console/acls/remove"): Http(form=ACL_FORM),  # ALTER on the cluster, as DeleteAcls
+    ("GET", "/console/users"): Http(),  # DESCRIBE on the cluster, as DescribeUserScramCredentials
+    ("POST", "/console/users/add"): Http(form={"user": "erin", "password": "erin-secret",
+                                               "mechanism": "SCRAM-SHA-256"}),  # ALTER on the cluster
+    ("POST", "/console/users/remove"): Http(form={"user": "erin", "mechanism": "SCRAM-SHA-256"}),
     ("POST", "/console/topic/delete-records"): Http(CONSOLE_TOPIC, form={"partition": "0", "offset": "0",
                                                                          "confirm": "on"}),  # DELETE
     ("POST", "/console/topic/delete"): Http("stream={default}&topic=" + DOOMED_BY_CONSOLE,

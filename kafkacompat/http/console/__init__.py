@@ -16,7 +16,7 @@ from pathlib import Path
 
 from aiohttp import web
 
-from . import acls, actions, charts, forms, history, messages, pages, tail
+from . import acls, actions, charts, forms, history, messages, pages, tail, users
 from .render import TEMPLATES, setup_templates
 
 STATIC = Path(__file__).parent / "static"
@@ -40,6 +40,9 @@ def add_routes(app: web.Application) -> None:
     app.router.add_get("/console/acls", acls.page)
     app.router.add_post("/console/acls/add", acls.change)
     app.router.add_post("/console/acls/remove", acls.change)
+    app.router.add_get("/console/users", users.page)
+    app.router.add_post("/console/users/add", users.change)
+    app.router.add_post("/console/users/remove", users.change)
     app.router.add_post("/console/topic/delete", actions.delete_topic)
     app.router.add_post("/console/topic/delete-records", actions.delete_records)
     app.router.add_get("/console/messages", messages.browse)
