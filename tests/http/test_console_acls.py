@@ -29,7 +29,8 @@ def test_an_admin_manages_acls_and_users_and_bob_is_not_offered_it() -> None:
         admin = browser.new_context(http_credentials={"username": "admin", "password": "admin-secret"},
                                     bypass_csp=True).new_page()  # bypass only so axe-core can be injected
         admin.set_default_timeout(15_000)
-        admin.goto(broker.http_url + "/console/acls")
+        admin.goto(broker.http_url + "/")
+        admin.get_by_role("link", name="ACLs").click()
         form = admin.locator("#add-acl")
         form.get_by_label("Principal").fill("User:dave")
         form.get_by_label("Operation").select_option("READ")
@@ -78,6 +79,7 @@ def test_an_admin_manages_acls_and_users_and_bob_is_not_offered_it() -> None:
         assert answer is not None and answer.status == 403
         expect(bob.locator("#acls-refused")).to_contain_text("authorization")
         assert bob.locator("#add-acl").count() == 0  # what bob may not do is not offered
+        assert bob.get_by_role("link", name="ACLs").count() == 0 and bob.get_by_role("link", name="Users").count() == 0
         assert bob.goto(broker.http_url + "/console/users").status == 403
         assert bob.locator("#add-user").count() == 0
         browser.close()

@@ -9,6 +9,7 @@ from aiohttp import web
 
 from ...admin.units import format_duration
 from ..common import BROKER
+from .permission import may_see_broker
 
 TEMPLATES: web.AppKey[jinja2.Environment] = web.AppKey("console_templates")
 # Only this console's own files: no inline script, no other origin, no framing (forms cannot be clickjacked).
@@ -60,6 +61,7 @@ def render(request: web.Request, template: str, status: int = 200, **context: An
     broker = request.app[BROKER]
     cluster = broker.cluster
     context.setdefault("title", "")
+    context.setdefault("cluster_pages", cluster is not None and may_see_broker(request, audit=False))  # ACLs, users
     body = request.app[TEMPLATES].get_template(template).render(
         request=request, cluster_id=cluster.cluster_id if cluster else "", node_id=broker.config.node_id, **context)
     return web.Response(text=body, status=status, content_type="text/html", charset="utf-8",
