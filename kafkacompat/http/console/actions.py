@@ -18,7 +18,7 @@ from kio.schema.errors import ErrorCode
 from ...broker.topic_names import canonical_name
 from ...security.acls import Operation
 from ..kafka_calls import NO_TOPIC_ID, build, call
-from .pages import _topic_asked, cluster_of, topic as topic_page
+from .pages import cluster_of, topic as topic_page, topic_asked
 from .permission import form_refusal
 
 DELETE_TOPICS, DELETE_RECORDS = 20, 21
@@ -40,7 +40,7 @@ def _failure(code: int, message: str | None) -> str | None:
 
 async def delete_topic(request: web.Request) -> web.Response:
     """POST /console/topic/delete?stream=&topic= with confirm=<the topic's name>."""
-    info, missing = _topic_asked(request, Operation.DELETE)
+    info, missing = topic_asked(request, Operation.DELETE)
     if info is None:
         return missing
     form = await _form(request)
@@ -62,7 +62,7 @@ async def delete_topic(request: web.Request) -> web.Response:
 
 async def delete_records(request: web.Request) -> web.Response:
     """POST /console/topic/delete-records?stream=&topic= with partition, offset and confirm=on."""
-    info, missing = _topic_asked(request, Operation.DELETE)
+    info, missing = topic_asked(request, Operation.DELETE)
     if info is None:
         return missing
     form = await _form(request)

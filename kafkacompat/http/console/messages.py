@@ -34,7 +34,7 @@ from ...broker.topic_names import canonical_name
 from ...security.acls import Operation
 from ..rest_errors import RestError
 from ..rest_produce import TopicTarget, parse_record
-from .pages import _topic_asked, cluster_of
+from .pages import cluster_of, topic_asked
 from .permission import authorizing, form_refusal, may_topic
 from .render import render
 from .tail import batches_end
@@ -172,7 +172,7 @@ def shown(data: bytes | None) -> dict[str, Any] | None:
 async def browse(request: web.Request, error: str | None = None, form: dict[str, str] | None = None,
                  status: int = 200) -> web.Response:
     """GET /console/messages?stream=&topic=&partition=&seek=&at=&key=&header=&value=: one page of records."""
-    info, missing = _topic_asked(request, Operation.READ)
+    info, missing = topic_asked(request, Operation.READ)
     if info is None:
         return missing
     cluster = cluster_of(request)
@@ -223,7 +223,7 @@ def record_of(form: dict[str, str]) -> dict[str, Any]:
 
 async def produce(request: web.Request) -> web.Response:
     """POST /console/messages/produce?stream=&topic=: write one record, then show the page at it."""
-    info, missing = _topic_asked(request, Operation.WRITE)
+    info, missing = topic_asked(request, Operation.WRITE)
     if info is None:
         return missing
     if request.content_length is not None and request.content_length > MAX_FORM_BYTES:

@@ -107,7 +107,7 @@ async def stream(request: web.Request, error: str | None = None, form: dict | No
                   cleanup_choices=CLEANUP_CHOICES, policy_fields=POLICY_FIELDS, error=error, form=form or {})
 
 
-def _topic_asked(request: web.Request, operation: Operation = Operation.DESCRIBE,
+def topic_asked(request: web.Request, operation: Operation = Operation.DESCRIBE,
                  ) -> tuple[storage.TopicInfo | None, web.Response | None]:
     """The topic the ?stream=&topic= query names if the principal may do `operation` on it, else the page to answer."""
     stream_path, name = request.query.get("stream", ""), request.query.get("topic", "")
@@ -122,7 +122,7 @@ def _topic_asked(request: web.Request, operation: Operation = Operation.DESCRIBE
 async def topic(request: web.Request, error: str | None = None, form: dict | None = None,
                 status: int = 200) -> web.Response:
     cluster = cluster_of(request)
-    info, missing = _topic_asked(request)
+    info, missing = topic_asked(request)
     if info is None:
         return missing
     view = await topic_view(cluster.store, info, detail=True)
@@ -205,7 +205,7 @@ async def reset_group(request: web.Request) -> web.Response:
 
 async def tail_page(request: web.Request) -> web.Response:
     cluster = cluster_of(request)
-    info, missing = _topic_asked(request, Operation.READ)
+    info, missing = topic_asked(request, Operation.READ)
     if info is None:
         return missing
     start = "beginning" if request.query.get("from") == "beginning" else "end"
