@@ -8,7 +8,7 @@ each topic's and stream's size on its volumes, and each consumer group's lag in 
 in seconds (the age of the oldest unread record: the one at the committed
 offset). Each figure is a fixed ring of WINDOW float32 slots sharing one
 ring of sample times, so the memory is bounded by the number of topics and
-groups (measured by kafkacompat.bench.console_charts: about 7 KiB a topic),
+groups (measured by kafkacompat.bench.console_charts: about 8 KiB a topic),
 and a deleted topic's or group's rings are dropped at the next sample.
 
 Per sample the store reads are bounded too: sizes of at most
