@@ -28,6 +28,13 @@
     "s": duration
   };
 
+  // axis labels that would read the same (ticks a few seconds apart on a 2 h lag) are written exactly instead
+  function distinct(ticks, format) {
+    var labels = ticks.map(format);
+    var same = labels.some(function (label, i) { return i > 0 && label === labels[i - 1]; });
+    return same ? ticks.map(function (v) { return String(Math.round(v * 100) / 100); }) : labels;
+  }
+
   function latest(values) {
     for (var i = values.length - 1; i >= 0; i--) if (values[i] !== null) return values[i];
     return null;
@@ -72,7 +79,7 @@
         return { label: label, stroke: COLORS[i % COLORS.length], width: 2, spanGaps: false,
                  value: function (u, v) { return v === null ? "–" : format(v); } };
       })),
-      axes: [{}, { size: 80, values: function (u, ticks) { return ticks.map(format); } }]
+      axes: [{}, { size: 80, values: function (u, ticks) { return distinct(ticks, format); } }]
     }, cols, box);
     window.addEventListener("resize", function () { self.plot.setSize({ width: Math.max(box.clientWidth, 200), height: 160 }); });
   };
