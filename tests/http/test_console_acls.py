@@ -19,6 +19,15 @@ AXE = Path(__file__).parent / "a11y" / "node_modules" / "axe-core" / "axe.min.js
 USERS = {"admin": "admin-secret", "bob": "bob-secret"}
 
 
+def accessible(page: object) -> None:
+    """axe-core finds no serious or critical violation (skipped where tests/run.sh has not installed it)."""
+    if AXE.exists():
+        page.add_script_tag(path=str(AXE))
+        found = page.evaluate("axe.run(document).then(r => r.violations.filter(v => "
+                              "['serious', 'critical'].includes(v.impact)).map(v => v.id))")
+        assert not found, found
+
+
 @pytest.mark.slow  # a real Chromium
 @pytest.mark.skipif(not os.path.exists(CHROMIUM), reason=f"no Chromium at {CHROMIUM} (tests/run.sh installs it)")
 def test_an_admin_manages_acls_and_users_and_bob_is_not_offered_it() -> None:
@@ -44,11 +53,7 @@ def test_an_admin_manages_acls_and_users_and_bob_is_not_offered_it() -> None:
         binding = acls.AclBinding(acls.ResourceType.TOPIC, "orders-", acls.PatternType.PREFIXED, "User:dave", "*",
                                   acls.Operation.READ, acls.Permission.ALLOW)
         assert binding in set(broker.server.cluster.authorizer.acls)
-        if AXE.exists():
-            admin.add_script_tag(path=str(AXE))
-            found = admin.evaluate("axe.run(document).then(r => r.violations.filter(v => "
-                                   "['serious', 'critical'].includes(v.impact)).map(v => v.id))")
-            assert not found, found
+        accessible(admin)
         shots = Path(tempfile.mkdtemp(prefix="kafkacompat-console-acls-", dir=os.environ.get("KAFKACOMPAT_ARTIFACTS_DIR")))
         admin.screenshot(path=str(shots / "acls.png"), full_page=True)
         row.get_by_role("button", name="Remove").click()
@@ -65,6 +70,8 @@ def test_an_admin_manages_acls_and_users_and_bob_is_not_offered_it() -> None:
         form.get_by_role("button", name="Save user").click()
         expect(admin.locator("#user-done")).to_have_text("erin: SCRAM-SHA-512 set.")
         expect(admin.locator("#users tbody tr", has_text="erin")).to_contain_text("SCRAM-SHA-512 (4096 iterations)")
+        accessible(admin)
+        admin.screenshot(path=str(shots / "users.png"), full_page=True)
         from confluent_kafka.admin import AdminClient  # erin logs in to the Kafka port with the new password
         erin = AdminClient({"bootstrap.servers": broker.bootstrap_servers, "security.protocol": "SASL_PLAINTEXT",
                             "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "erin",
