@@ -51,6 +51,15 @@ if [ ! -f compat_tests/node/node_modules/kafkajs/package.json ]; then
     npm ci --prefix compat_tests/node --no-audit --no-fund --loglevel=error
 fi
 
+# uPlot, the web console's chart library (served from where npm puts it, pinned by its package-lock.json),
+# and axe-core, which the console tests inject into each page to check its accessibility
+for folder in kafkacompat/http/console/charts tests/http/a11y; do
+    if [ ! -d "$folder/node_modules" ]; then
+        echo "== installing $folder's npm packages"
+        npm ci --prefix "$folder" --no-audit --no-fund --loglevel=error
+    fi
+done
+
 # Jars in no registry reachable here, used where present (../shared/jars, see
 # its README; a user's clone has none and those tests skip saying why):
 # Apache Kafka 4.1.0 for compat_tests/test_differential.py, Spark's Kafka

@@ -23,6 +23,8 @@ from typing import Any
 # seconds; Kafka's request latencies run from sub-millisecond to a fetch's max.wait.ms
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 OTHER_TOPICS = "_other"
+# per-topic traffic totals for the console's charts: a few ints per topic, for at most this many topics
+TOPIC_TOTALS_MAX = 100_000
 
 
 _NESTED_FIELDS: dict[type, tuple[tuple[str, bool], ...]] = {}
@@ -90,6 +92,8 @@ class RequestStats:
         self.topic_bytes_out: collections.Counter[str] = collections.Counter()
         self.topic_messages_out: collections.Counter[str] = collections.Counter()
         self._topics: set[str] = set()
+        # topic as the client named it -> [messages in, bytes in, messages out, bytes out] (console charts)
+        self.topic_totals: dict[str, list[int]] = {}
 
     def request_done(self, api_key: int, version: int, seconds: float) -> None:
         """A request was answered (or, acks=0, handled) `seconds` after its frame was read."""
@@ -106,6 +110,10 @@ class RequestStats:
     def produced(self, topic: str, messages: int, nbytes: int) -> None:
         self.messages_in += messages
         self.bytes_in += nbytes
+        totals = self._totals(topic)
+        if totals is not None:
+            totals[0] += messages
+            totals[1] += nbytes
         if self.topic_series:
             label = self._label(topic)
             self.topic_messages_in[label] += messages
@@ -115,6 +123,10 @@ class RequestStats:
         """A Fetch sent `nbytes` of whole batches holding `messages` records (from each batch's start)."""
         self.bytes_out += nbytes
         self.messages_out += messages
+        totals = self._totals(topic)
+        if totals is not None:
+            totals[2] += messages
+            totals[3] += nbytes
         if self.topic_series:
             label = self._label(topic)
             self.topic_bytes_out[label] += nbytes
@@ -124,6 +136,12 @@ class RequestStats:
     def series_topics(self) -> frozenset[str]:
         """The topics (as clients named them) that have their own series: at most `topic_series` of them."""
         return frozenset(self._topics)
+
+    def _totals(self, topic: str) -> list[int] | None:
+        totals = self.topic_totals.get(topic)
+        if totals is None and len(self.topic_totals) < TOPIC_TOTALS_MAX:
+            totals = self.topic_totals[topic] = [0, 0, 0, 0]
+        return totals
 
     def _label(self, topic: str) -> str:
         if topic in self._topics:

@@ -232,25 +232,28 @@ def plan_reset(admin: Any, args: argparse.Namespace) -> dict[tuple[str, int], in
     latest = _list_offsets(admin, partitions, OffsetSpec.latest())
     by_time = _list_offsets(admin, partitions, OffsetSpec.for_timestamp(args.to_datetime)) \
         if args.to_datetime is not None else {}
-    plan = {}
-    for tp in partitions:
-        low, high = earliest.get(tp) or 0, latest.get(tp) or 0
-        if args.to_earliest:
-            target = low
-        elif args.to_latest:
-            target = high
-        elif args.to_offset is not None:
-            target = args.to_offset
-        elif args.to_datetime is not None:
-            found = by_time.get(tp)
-            target = high if found is None else found
-        else:
-            if tp not in committed:
-                raise CommandError(f"cannot shift the offset of {tp[0]}-{tp[1]}: the group has no committed "
-                                   "offset there")
-            target = committed[tp] + args.shift_by
-        plan[tp] = min(max(target, low), high)
-    return plan
+    return {tp: reset_target(args, f"{tp[0]}-{tp[1]}", committed.get(tp), earliest.get(tp) or 0,
+                             latest.get(tp) or 0, by_time.get(tp)) for tp in partitions}
+
+
+def reset_target(args: Any, where: str, committed: int | None, low: int, high: int, by_time: int | None) -> int:
+    """One partition's new offset for the reset `args` asks (--to-earliest, ... as parsed), clamped into the log.
+
+    `by_time` is the first offset at or after args.to_datetime (None: none). The web console's reset uses this too.
+    """
+    if args.to_earliest:
+        target = low
+    elif args.to_latest:
+        target = high
+    elif args.to_offset is not None:
+        target = args.to_offset
+    elif args.to_datetime is not None:
+        target = high if by_time is None else by_time
+    else:
+        if committed is None:
+            raise CommandError(f"cannot shift the offset of {where}: the group has no committed offset there")
+        target = committed + args.shift_by
+    return min(max(target, low), high)
 
 
 def _reset(args: argparse.Namespace) -> int:

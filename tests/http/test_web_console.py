@@ -142,7 +142,7 @@ def test_home_lists_the_stream_the_cli_created(web: Broker, page: object, screen
     visit(page, web.http_url + "/", load_times, "streams")
     row = page.locator("#streams tbody tr", has_text=path)
     expect(row).to_have_count(1)
-    expect(row.locator("td[data-label='TTL (s)']")).to_have_text("604800")
+    expect(row.locator("td[data-label='TTL']")).to_have_text("7d")  # as the CLI writes it, not 604800
     expect(row.locator("td[data-label='Default partitions']")).to_have_text("3")
     expect(row.locator("td[data-label='Autocreate']")).to_have_text("no")
     expect(row.locator("td[data-label='Permissions']")).to_contain_text("produce: u:alice")
@@ -151,7 +151,7 @@ def test_home_lists_the_stream_the_cli_created(web: Broker, page: object, screen
 
     row.get_by_role("link", name=path).click()
     expect(page.locator("h1")).to_have_text(f"Stream {path}")
-    expect(page.locator("#policy")).to_contain_text("604800 s")
+    expect(page.locator("#policy")).to_contain_text("7d")
     load_times["stream"] = page.evaluate("performance.getEntriesByType('navigation')[0].loadEventEnd")
     shoot(page, screens, "stream")
 
@@ -260,10 +260,10 @@ def test_forms_create_a_stream_edit_its_policy_and_create_a_topic(web: Broker, p
     assert (policy.default_partitions, policy.fsync.value, policy.autocreate) == (4, "always", True)
 
     edit = page.locator("#edit-stream")
-    edit.get_by_label("Time to live").fill("3600")
+    edit.get_by_label("Time to live").fill("1h")  # as the CLI's --ttl takes it
     edit.get_by_label("Create topics on first use").uncheck()
     edit.get_by_role("button", name="Save policy").click()
-    expect(page.locator("#policy")).to_contain_text("3600 s")
+    expect(page.locator("#policy")).to_contain_text("1h")
     policy = store.get_stream(path).policy
     assert (policy.ttl_seconds, policy.autocreate, policy.default_partitions) == (3600, False, 4)
 

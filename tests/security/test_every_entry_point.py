@@ -39,6 +39,7 @@ pytestmark = pytest.mark.timeout(180)
 USERS = {"admin": "admin-secret", "bob": "bob-secret", "carol": "carol-secret"}
 SEED = "seed"  # the name sample requests give every topic, group and transactional id
 DOOMED = "doomed"  # what the HTTP route deleting a topic deletes
+DOOMED_BY_CONSOLE = "doomed-by-console"  # what the console's delete form deletes
 STREAM = "/apps/front"  # /streams/{stream} routes name SEED in this stream
 AUDIT = "kafkacompat.audit"
 
@@ -328,6 +329,8 @@ class Owned:
 
 
 CONSOLE_TOPIC = "stream={default}&topic=" + SEED
+ACL_FORM = {"resource_type": "TOPIC", "resource_name": "made-by-console", "pattern": "LITERAL",
+            "principal": "User:dave", "host": "*", "operation": "READ", "permission": "ALLOW"}
 RECORD = {"value": {"type": "STRING", "data": "x"}}
 V3 = "/v3/clusters/{cluster_id}"
 INSTANCE = "/consumers/{group}/instances/{instance}"
@@ -336,6 +339,7 @@ ROUTES: dict[tuple[str, str], Public | Login | Listing | Http | Owned] = {
     ("GET", "/health/ready"): Public("orchestrators' readiness probe: says nothing about the data"),
     ("GET", "/openapi.json"): Login("the API's description, the same for everyone"),
     ("GET", "/console/static"): Login("the console's stylesheet and script"),
+    ("GET", "/console/vendor/uplot/{name}"): Login("the chart library's script and stylesheet"),
     ("GET", "/metrics"): Http(),  # DESCRIBE on the cluster
     ("GET", "/"): Listing(named=STREAM),  # streams
     ("GET", "/console/stream"): Http("path={default}"),  # one of the stream's permissions, as `stream info`
@@ -343,10 +347,28 @@ ROUTES: dict[tuple[str, str], Public | Login | Listing | Http | Owned] = {
     ("GET", "/console/groups"): Listing(),
     ("GET", "/console/group"): Http("id=" + SEED),
     ("GET", "/console/tail"): Http(CONSOLE_TOPIC),
+    ("GET", "/console/charts/data"): Http("scope=topic&" + CONSOLE_TOPIC),  # DESCRIBE, as the topic's page
+    ("GET", "/console/messages"): Http(CONSOLE_TOPIC),  # READ, as a consumer's Fetch
+    ("POST", "/console/group/reset"): Http("id=" + SEED, form={"mode": "earliest"}),  # READ on group and topics
+    ("GET", "/console/acls"): Http(),  # DESCRIBE on the cluster, as DescribeAcls
+    ("POST", "/console/acls/add"): Http(form=ACL_FORM),  # ALTER on the cluster, as CreateAcls
+    ("POST", "/console/acls/remove"): Http(form=ACL_FORM),  # ALTER on the cluster, as DeleteAcls
+    ("GET", "/console/users"): Http(),  # DESCRIBE on the cluster, as DescribeUserScramCredentials
+    ("POST", "/console/users/add"): Http(form={"user": "erin", "password": "erin-secret",
+                                               "mechanism": "SCRAM-SHA-256"}),  # ALTER on the cluster
+    ("POST", "/console/users/remove"): Http(form={"user": "erin", "mechanism": "SCRAM-SHA-256"}),
+    ("POST", "/console/topic/delete-records"): Http(CONSOLE_TOPIC, form={"partition": "0", "offset": "0",
+                                                                         "confirm": "on"}),  # DELETE
+    ("POST", "/console/topic/delete"): Http("stream={default}&topic=" + DOOMED_BY_CONSOLE,
+                                            form={"confirm": DOOMED_BY_CONSOLE}),  # DELETE, on a topic of its own
+    ("POST", "/console/messages/produce"): Http(CONSOLE_TOPIC, form={"value": "from the console"}),  # WRITE
     ("GET", "/console/tail/events"): Http(CONSOLE_TOPIC + "&partition=0"),
     ("POST", "/console/stream/create"): Http(form={"path": "/apps/made-by-form"}),
     ("POST", "/console/stream/edit"): Http("path={default}", form={"ttl_seconds": "604800"}),
     ("POST", "/console/topic/create"): Http("path={default}", form={"topic": "made-by-form"}),
+    # the stream's admin permission, as `stream replica pause` (carol: 400, the stream has no such link)
+    ("POST", "/console/stream/replica"): Http("path={default}", form={"action": "pause",
+                                                                     "replica": "127.0.0.1:1/elsewhere"}),
     ("POST", "/console/topic/edit"): Http(CONSOLE_TOPIC, form={"config": "retention.ms", "value": "604800000"}),
     ("GET", "/v3/clusters"): Login("the cluster's id, as Metadata gives any client"),
     ("GET", V3): Login("the cluster's id and controller, as Metadata gives any client"),
@@ -397,6 +419,11 @@ ROUTES: dict[tuple[str, str], Public | Login | Listing | Http | Owned] = {
 }
 
 
+# routes whose sample request names a file rather than SEED
+FIXED_PATHS = {"/console/static": "/console/static/console.css",
+               "/console/vendor/uplot/{name}": "/console/vendor/uplot/uPlot.min.css"}
+
+
 def served_routes(broker: Broker) -> set[tuple[str, str]]:
     """(method, route) of every route the broker's HTTP application serves; HEAD goes with GET."""
     return {(route.method, route.resource.canonical) for route in build_app(broker.server).router.routes()
@@ -416,7 +443,7 @@ def _url(broker: Broker, route: str, query: str = "", **extra: str) -> str:
     values = {"cluster_id": cluster.cluster_id, "topic": SEED, "partition_id": "0", "partition": "0",
               "broker_id": str(broker.server.config.node_id), "name": "retention.ms", "group": SEED,
               "consumer": "nobody", "stream": quote(STREAM, safe=""), "instance": "none", **extra}
-    path = route.format(**values) if route != "/console/static" else "/console/static/console.css"
+    path = FIXED_PATHS.get(route) or route.format(**values)
     return broker.http_url + path + ("?" + query.format(default=cluster.default_stream) if query else "")
 
 
@@ -453,6 +480,7 @@ def web() -> Iterator[Broker]:
 
     with secured_broker() as running:
         running.create_topic(DOOMED, partitions=1)
+        running.create_topic(DOOMED_BY_CONSOLE, partitions=1)
         running.create_topic(f"{STREAM}:{SEED}", partitions=1)
         consumer = Consumer({**running.client_config("admin"), "group.id": SEED, "enable.auto.commit": False})
         consumer.commit(offsets=[TopicPartition(SEED, 0, 0)], asynchronous=False)

@@ -16,8 +16,8 @@ from pathlib import Path
 
 from aiohttp import web
 
-from . import forms, pages, tail
-from .render import setup_templates
+from . import acls, actions, charts, forms, history, messages, pages, tail, users
+from .render import TEMPLATES, setup_templates
 
 STATIC = Path(__file__).parent / "static"
 
@@ -34,6 +34,23 @@ def add_routes(app: web.Application) -> None:
     app.router.add_post("/console/stream/create", forms.create_stream)
     app.router.add_post("/console/stream/edit", forms.edit_stream)
     app.router.add_post("/console/topic/create", forms.create_topic)
+    app.router.add_post("/console/stream/replica", forms.replica_state)
     app.router.add_post("/console/topic/edit", forms.edit_topic)
+    app.router.add_post("/console/group/reset", pages.reset_group)
+    app.router.add_get("/console/acls", acls.page)
+    app.router.add_post("/console/acls/add", acls.change)
+    app.router.add_post("/console/acls/remove", acls.change)
+    app.router.add_get("/console/users", users.page)
+    app.router.add_post("/console/users/add", users.change)
+    app.router.add_post("/console/users/remove", users.change)
+    app.router.add_post("/console/topic/delete", actions.delete_topic)
+    app.router.add_post("/console/topic/delete-records", actions.delete_records)
+    app.router.add_get("/console/messages", messages.browse)
+    app.router.add_post("/console/messages/produce", messages.produce)
+    app.router.add_get("/console/charts/data", charts.data)
+    app.router.add_get("/console/vendor/uplot/{name}", charts.library)
     app.router.add_static("/console/static", STATIC, name="console_static", append_version=True)
     tail.track_tails(app)
+    history.track(app)
+    folder = app[charts.UPLOT] = charts.uplot_dir()
+    app[TEMPLATES].globals["uplot"] = charts.uplot_version(folder) if folder is not None else None

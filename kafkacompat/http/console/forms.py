@@ -1,4 +1,4 @@
-"""The console's forms (POST): create a stream, edit its policy, create a topic.
+"""The console's forms (POST): create a stream, edit its policy, create a topic, pause or resume a replica link.
 
 Each runs the admin CLI's own operation (handlers/stream_admin.run) as the
 request's principal, so the console checks input and authorization exactly
@@ -19,6 +19,7 @@ from aiohttp import web
 
 from kafkacompat import storage
 
+from ...admin.units import parse_duration
 from ...broker.cluster import TopicError
 from ...operations import streams as stream_admin
 from . import pages
@@ -49,7 +50,13 @@ def _whole_numbers(form: dict[str, str], names: Iterable[str], into: dict[str, A
 def _policy(form: dict[str, str]) -> dict[str, Any]:
     """Stream policy changes from a form: blank fields keep their value; the checkbox always counts."""
     policy: dict[str, Any] = {}
-    _whole_numbers(form, INT_FIELDS, policy)
+    _whole_numbers(form, [name for name in INT_FIELDS if name != "ttl_seconds"], policy)
+    ttl = form.get("ttl_seconds", "").strip()
+    if ttl:  # as the CLI's --ttl: 7d, 12h, 3600
+        try:
+            policy["ttl_seconds"] = 0 if ttl == "forever" else parse_duration(ttl)
+        except ValueError as exc:
+            raise FormError(f"time to live: {exc}") from None
     for name in CHOICE_FIELDS:
         if form.get(name):
             policy[name] = form[name]
@@ -144,3 +151,24 @@ async def edit_topic(request: web.Request) -> web.Response:
         return await pages.topic(request, error=error, form=form, status=status)
 
     return await _run(request, path, op, again, "/console/topic?" + urlencode({"stream": path, "topic": name}))
+
+
+async def replica_state(request: web.Request) -> web.Response:
+    """Pause or resume one of a stream's replica links, as `kafkacompat stream replica pause|resume`."""
+    form = await _form(request)
+    path = request.query.get("path", "")
+    action = form.get("action", "")
+
+    async def op() -> None:
+        if action not in ("pause", "resume"):
+            raise FormError(f"action {action!r} is not pause or resume")
+        try:
+            await stream_admin.run(caller(request), {"op": f"replica.{action}", "path": path,
+                                                     "replica": form.get("replica", "")})
+        except stream_admin.ReplicaOpError as exc:  # no such link, replication off: the CLI's message
+            raise FormError(str(exc)) from None
+
+    async def again(error: str, status: int) -> web.Response:
+        return await pages.stream(request, error=error, status=status)
+
+    return await _run(request, path, op, again, "/console/stream?" + urlencode({"path": path}))

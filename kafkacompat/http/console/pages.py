@@ -8,6 +8,7 @@ something it may not see answers 403 before saying whether that exists.
 from __future__ import annotations
 
 import time
+from urllib.parse import urlencode
 
 from aiohttp import web
 
@@ -18,11 +19,15 @@ from ...operations.stream_views import POLICY_FIELDS, stream_view, topic_view
 from ...topic_names import canonical_name
 from ...security.acls import Operation
 from ..common import BROKER
+from . import group_reset
 from .groups_view import group_ids, group_view
-from .permission import authorizing, may_group, may_see_stream, may_topic, refusal
+from .permission import authorizing, form_refusal, may_group, may_see_broker, may_see_stream, may_topic, refusal
 from .render import render
+from .topology import topology_svg
 
 TOPICS_PER_PAGE = 100  # a stream may hold a million topics: its page lists them a hundred at a time
+MAX_FORM_BYTES = 64 * 1024
+OFFSETS_PER_PAGE = 100  # a group's committed partitions, a hundred at a time (its total lag counts them all)
 FSYNC_CHOICES = [policy.value for policy in storage.FsyncPolicy]
 CLEANUP_CHOICES = ["delete", "compact", "compact,delete"]
 
@@ -71,6 +76,7 @@ async def home(request: web.Request, error: str | None = None, form: dict | None
                   default_stream=cluster.default_stream, store_url=cluster.config.store_url,
                   groups=len(visible_groups(request, [row["group"] for row in group_ids(cluster)])),
                   topics=len(visible_topics(request, store.list_topics())),
+                  broker_charts=may_see_broker(request, audit=False),
                   denied=await refusal(request, None), fsync_choices=FSYNC_CHOICES,
                   cleanup_choices=CLEANUP_CHOICES, form=form or _NEW_STREAM, error=error)
 
@@ -94,13 +100,14 @@ async def stream(request: web.Request, error: str | None = None, form: dict | No
     upstreams = sorted(cluster.replication.upstreams(path)) if cluster.replication is not None else []
     return render(request, "stream.html", status=status, title=path, stream=stream_view(info),
                   replicas=replicas, upstreams=upstreams,
+                  topology=topology_svg(path, upstreams, replicas) if replicas or upstreams else None,
                   default_stream=cluster.default_stream, topics=topics, start=start, total=len(names),
                   page=TOPICS_PER_PAGE, groups=groups,
                   denied=await refusal(request, path), fsync_choices=FSYNC_CHOICES,
                   cleanup_choices=CLEANUP_CHOICES, policy_fields=POLICY_FIELDS, error=error, form=form or {})
 
 
-def _topic_asked(request: web.Request, operation: Operation = Operation.DESCRIBE,
+def topic_asked(request: web.Request, operation: Operation = Operation.DESCRIBE,
                  ) -> tuple[storage.TopicInfo | None, web.Response | None]:
     """The topic the ?stream=&topic= query names if the principal may do `operation` on it, else the page to answer."""
     stream_path, name = request.query.get("stream", ""), request.query.get("topic", "")
@@ -115,12 +122,15 @@ def _topic_asked(request: web.Request, operation: Operation = Operation.DESCRIBE
 async def topic(request: web.Request, error: str | None = None, form: dict | None = None,
                 status: int = 200) -> web.Response:
     cluster = cluster_of(request)
-    info, missing = _topic_asked(request)
+    info, missing = topic_asked(request)
     if info is None:
         return missing
     view = await topic_view(cluster.store, info, detail=True)
-    return render(request, "topic.html", status=status, title=view["name"], topic=view,
-                  denied=await refusal(request, info.stream), error=error, form=form or {})
+    denied = await refusal(request, info.stream)
+    may_delete = (may_topic(request, Operation.DELETE, info.stream, info.name, audit=False)
+                  if authorizing(request) else denied is None)
+    return render(request, "topic.html", status=status, title=view["name"], topic=view, denied=denied,
+                  may_delete=may_delete, error=error, form=form or {}, low=request.query.get("low"))
 
 
 async def groups(request: web.Request) -> web.Response:
@@ -135,7 +145,7 @@ async def groups(request: web.Request) -> web.Response:
     return render(request, "groups.html", title="Consumer groups", groups=rows)
 
 
-async def group(request: web.Request) -> web.Response:
+async def group(request: web.Request, error: str | None = None, status: int = 200) -> web.Response:
     cluster = cluster_of(request)
     group_id = request.query.get("id", "")
     if authorizing(request) and not may_group(request, Operation.DESCRIBE, group_id):
@@ -147,12 +157,55 @@ async def group(request: web.Request) -> web.Response:
         view["offsets"] = [row for row in view["offsets"]
                            if may_topic(request, Operation.DESCRIBE, row["stream"], row["topic"], audit=False)]
         view["total_lag"] = sum(row["lag"] or 0 for row in view["offsets"])
-    return render(request, "group.html", title=f"Group {group_id}", group=view)
+    start = max(_int(request.query.get("start"), 0), 0)
+    total = len(view["offsets"])
+    view["offsets"] = view["offsets"][start:start + OFFSETS_PER_PAGE]
+    reset = {name: request.query.get("reset_" + name, "") for name in ("mode", "value", "topic")}
+    preview = None
+    may_reset = await _may_reset(request, group_id)
+    if may_reset and reset["mode"] and error is None:
+        try:  # the dry run: what a reset would commit
+            preview = await group_reset.plan(request, cluster, group_id, reset["mode"], reset["value"],
+                                             reset["topic"])
+        except group_reset.ResetError as exc:
+            error, status = str(exc), 400
+    return render(request, "group.html", status=status, title=f"Group {group_id}", group=view, start=start,
+                  total=total, page=OFFSETS_PER_PAGE, error=error, may_reset=may_reset, reset=reset,
+                  modes=group_reset.MODES, preview=preview, reset_done=request.query.get("reset_done"))
+
+
+async def _may_reset(request: web.Request, group_id: str) -> bool:
+    if authorizing(request):
+        return may_group(request, Operation.READ, group_id, audit=False)
+    return await refusal(request, None) is None
+
+
+async def reset_group(request: web.Request) -> web.Response:
+    """POST /console/group/reset?id=: commit what the preview showed (planned again now), then show the group."""
+    cluster = cluster_of(request)
+    group_id = request.query.get("id", "")
+    if authorizing(request) and not may_group(request, Operation.READ, group_id):
+        return forbidden(request, f"you may not reset consumer group {group_id!r} (it needs READ on the group)")
+    if request.content_length is not None and request.content_length > MAX_FORM_BYTES:
+        raise web.HTTPRequestEntityTooLarge(max_size=MAX_FORM_BYTES, actual_size=request.content_length)
+    form = {k: v for k, v in (await request.post()).items() if isinstance(v, str)}
+    denied = await form_refusal(request, None)
+    if denied is not None:
+        return await group(request, error=denied, status=403)
+    try:
+        rows = await group_reset.plan(request, cluster, group_id, form.get("mode", ""), form.get("value", ""),
+                                      form.get("topic", ""))
+        await group_reset.commit(cluster, group_id, rows)
+    except group_reset.ResetError as exc:
+        return await group(request, error=str(exc), status=400)
+    except storage.StorageError as exc:
+        return await group(request, error=str(exc), status=409)
+    raise web.HTTPSeeOther("/console/group?" + urlencode({"id": group_id, "reset_done": len(rows)}))
 
 
 async def tail_page(request: web.Request) -> web.Response:
     cluster = cluster_of(request)
-    info, missing = _topic_asked(request, Operation.READ)
+    info, missing = topic_asked(request, Operation.READ)
     if info is None:
         return missing
     start = "beginning" if request.query.get("from") == "beginning" else "end"

@@ -107,6 +107,14 @@ def may_see_stream(request: web.Request, path: str, *, audit: bool = True) -> bo
     return False
 
 
+def may_see_broker(request: web.Request, *, audit: bool = True) -> bool:
+    """The broker-wide figures (charts), as /metrics: DESCRIBE on the cluster when there is an authorizer."""
+    if not authorizing(request):
+        return True
+    who = caller(request)
+    return bool(who.cluster.authorizer.cluster(who, Operation.DESCRIBE, log_denied=audit))
+
+
 async def form_refusal(request: web.Request, stream: str | None) -> str | None:
     """Why a form may not run at all; with an authorizer only where it came from counts (the operation decides)."""
     if authorizing(request):
