@@ -11,7 +11,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .units import format_bytes, format_duration, format_time_ms
+from ..units import format_bytes, format_duration, format_time_ms
 
 
 def error_line(text: str, as_json: bool) -> str:

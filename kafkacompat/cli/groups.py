@@ -23,6 +23,7 @@ from ..security.client import ClientSecurity
 from ..admin.client import BrokerUnreachable
 from ..admin.kafka_client import REQUEST_TIMEOUT_S, CommandError, client_config, describe_error
 from ..admin.output import count_of, fail, table
+from ..operations.offset_reset import NoCommittedOffset, reset_target
 
 # confluent-kafka's ConsumerGroupState names -> the names Kafka's tools print
 STATES = {
@@ -236,26 +237,6 @@ def plan_reset(admin: Any, args: argparse.Namespace) -> dict[tuple[str, int], in
                              latest.get(tp) or 0, by_time.get(tp)) for tp in partitions}
 
 
-def reset_target(args: Any, where: str, committed: int | None, low: int, high: int, by_time: int | None) -> int:
-    """One partition's new offset for the reset `args` asks (--to-earliest, ... as parsed), clamped into the log.
-
-    `by_time` is the first offset at or after args.to_datetime (None: none). The web console's reset uses this too.
-    """
-    if args.to_earliest:
-        target = low
-    elif args.to_latest:
-        target = high
-    elif args.to_offset is not None:
-        target = args.to_offset
-    elif args.to_datetime is not None:
-        target = high if by_time is None else by_time
-    else:
-        if committed is None:
-            raise CommandError(f"cannot shift the offset of {where}: the group has no committed offset there")
-        target = committed + args.shift_by
-    return min(max(target, low), high)
-
-
 def _reset(args: argparse.Namespace) -> int:
     from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 
@@ -318,7 +299,7 @@ def _run(args: argparse.Namespace) -> int:
 
     try:
         return args.action_func(args)
-    except (CommandError, BrokerUnreachable, KafkaException) as exc:
+    except (CommandError, NoCommittedOffset, BrokerUnreachable, KafkaException) as exc:
         text = describe_error(exc) if isinstance(exc, KafkaException) else str(exc)
         return fail(text, getattr(args, "json", False))
 

@@ -18,7 +18,7 @@ from typing import Any
 from .arg_types import number_at_least, parsed
 from ..admin.client import AdminClient, AdminError, BrokerUnreachable, parse_bootstrap
 from ..admin.output import fail, table
-from ..admin.units import format_bytes, format_time_ms
+from ..units import format_bytes, format_time_ms
 from ..replication.links import COMPRESSIONS, LinkSpecError, parse_replica
 
 # stream policy fields autosetup copies (kafkacompat/broker/stream_views.py POLICY_FIELDS)

@@ -22,7 +22,7 @@ from ..admin.client import AdminClient, AdminError, BrokerUnreachable
 from ..security.permissions import ExpressionError
 from ..security.permissions import check as check_expression
 from ..admin.output import all_topics_table, count_of, fail, render
-from ..admin.units import format_bytes, parse_duration, parse_size
+from ..units import format_bytes, parse_duration, parse_size
 from .options import OneLineParser, add_bootstrap, add_progress
 
 TOPIC_NAME_HELP = (

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kafkacompat.admin.units import format_bytes, format_duration, parse_duration, parse_size
+from kafkacompat.units import format_bytes, format_duration, parse_duration, parse_size
 
 
 @pytest.mark.parametrize("text, seconds", [

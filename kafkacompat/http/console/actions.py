@@ -15,7 +15,7 @@ from urllib.parse import urlencode
 from aiohttp import web
 from kio.schema.errors import ErrorCode
 
-from ...broker.topic_names import canonical_name
+from ...topic_names import canonical_name
 from ...security.acls import Operation
 from ..kafka_calls import NO_TOPIC_ID, build, call
 from .pages import cluster_of, topic as topic_page, topic_asked

@@ -19,7 +19,7 @@ from aiohttp import web
 
 from kafkacompat import storage
 
-from ...admin.units import parse_duration
+from ...units import parse_duration
 from ...broker.cluster import TopicError
 from ...operations import streams as stream_admin
 from . import pages

@@ -2,7 +2,7 @@
 
 The modes and their arithmetic are the CLI's own (`kafkacompat group
 reset-offsets`: to the earliest, the latest, an offset, a time, or shifted
-by N, clamped into each partition's log) through admin.groups.reset_target;
+by N, clamped into each partition's log) through operations.offset_reset.reset_target;
 only where the figures come from differs: the CLI asks a broker over the
 Kafka protocol, the console reads its own broker's cursors and partitions.
 As the CLI, only an inactive group (Empty) may be reset.
@@ -23,10 +23,9 @@ from typing import Any
 from aiohttp import web
 from kio.schema.errors import ErrorCode
 
-from ...admin.groups import reset_target
-from ...admin.kafka_client import CommandError
+from ...operations.offset_reset import NoCommittedOffset, reset_target
 from ...broker.cluster import Cluster, TopicError
-from ...broker.topic_names import canonical_name
+from ...topic_names import canonical_name
 from ...security.acls import Operation
 from ..kafka_calls import build, call
 from .groups_view import group_view
@@ -91,7 +90,7 @@ async def plan(request: web.Request, cluster: Cluster, group: str, mode: str, va
         label = canonical_name(stream, name, cluster.default_stream)
         try:
             new = reset_target(args, f"{label}-{index}", committed.get((stream, name, index)), low, high, found)
-        except CommandError as exc:
+        except NoCommittedOffset as exc:
             raise ResetError(str(exc)) from None
         rows.append(Row(stream, name, index, label, committed.get((stream, name, index)), new))
     if not rows:

@@ -39,7 +39,7 @@ from ..common import BROKER
 
 if TYPE_CHECKING:
     from ...broker.cluster import Cluster
-    from ...broker.server import BrokerServer
+    from ..common import ServedBroker
 
 log = logging.getLogger(__name__)
 INTERVAL_S = 10.0
@@ -50,7 +50,7 @@ AGE_READ_BYTES = 64 * 1024
 TRAFFIC = ("produced_msgs", "produced_bytes", "fetched_msgs", "fetched_bytes")
 Scope = tuple[str, ...]  # ("broker",), ("stream", path), ("topic", stream, name), ("group", id)
 BROKER_SCOPE: Scope = ("broker",)
-_HISTORIES: "weakref.WeakKeyDictionary[BrokerServer, History]" = weakref.WeakKeyDictionary()
+_HISTORIES: "weakref.WeakKeyDictionary[ServedBroker, History]" = weakref.WeakKeyDictionary()
 HISTORY: web.AppKey["History"] = web.AppKey("console_history")
 SAMPLER: web.AppKey["asyncio.Task[None]"] = web.AppKey("console_history_sampler")
 
@@ -173,7 +173,7 @@ def _add_streams(values: dict[Scope, dict[str, float]]) -> None:
     values.update(streams)
 
 
-def of(broker: "BrokerServer") -> History:
+def of(broker: "ServedBroker") -> History:
     """The broker's history (one per broker, so two brokers in one process keep their own)."""
     found = _HISTORIES.get(broker)
     if found is None:

@@ -30,7 +30,7 @@ from aiohttp import web
 from kafkacompat import storage
 from kafkacompat.protocol.records import Record, iter_records
 
-from ...broker.topic_names import canonical_name
+from ...topic_names import canonical_name
 from ...security.acls import Operation
 from ..rest_errors import RestError
 from ..rest_produce import TopicTarget, parse_record

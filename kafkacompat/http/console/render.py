@@ -7,7 +7,7 @@ from typing import Any
 import jinja2
 from aiohttp import web
 
-from ...admin.units import format_duration
+from ...units import format_duration
 from ..common import BROKER
 from .permission import may_see_broker
 
