@@ -1,0 +1,109 @@
+"""The registry's records, kept in each stream's `_schemas` topic so stream replication carries them.
+
+MapR keeps everything a stream needs inside the stream; so is a schema:
+the subject `T-value` of topic `/s:T` is written to `/s:_schemas`, and a
+replica link copies that topic with the stream's others. Every record is
+keyed (`schema/<subject>/<version>`, `config/<subject>`, `mode/<subject>`)
+and its JSON value is the whole state of that key (no value: deleted), so
+the state is the last record of each key, whatever order streams are read
+in, and the topic may be compacted. The registry reads every stream's
+`_schemas` from where it stopped before it answers, so what a replica link
+brought in (and what another broker of a shared store wrote) is seen.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from kafkacompat.protocol.records import Record, build_batch, iter_records
+from kafkacompat.storage import TopicExistsError
+
+from ..broker.topic_names import TopicNameError, split_name
+
+if TYPE_CHECKING:
+    from ..broker.cluster import Cluster
+
+TOPIC = "_schemas"
+TOPIC_CONFIGS = {"cleanup.policy": "compact", "retention.ms": "-1"}
+READ_BYTES = 1 << 20
+
+
+def stream_of(subject: str, default_stream: str, exists: Any) -> str:
+    """Where a subject is kept: its topic's stream (TopicNameStrategy `T-key`/`T-value`), else the default stream."""
+    topic, dash, suffix = subject.rpartition("-")
+    if dash and suffix in ("key", "value"):
+        try:
+            stream, _ = split_name(topic, default_stream)
+        except TopicNameError:
+            return default_stream
+        if exists(stream):
+            return stream
+    return default_stream
+
+
+class SchemaLog:
+    """The keyed records of every stream's `_schemas` topic, read up to the end on `catch_up`."""
+
+    def __init__(self, cluster: "Cluster") -> None:
+        self.cluster = cluster
+        self.records: dict[str, dict[str, Any]] = {}
+        self._read_to: dict[tuple[str, bytes], int] = {}  # (stream, topic id) -> next offset
+        self._lock = asyncio.Lock()
+
+    async def catch_up(self) -> bool:
+        """Apply what was appended since the last call; True when something changed."""
+        store = self.cluster.store
+        changed = False
+        async with self._lock:
+            for stream in store.list_streams():
+                info = store.get_topic(stream.path, TOPIC)
+                if info is None:
+                    continue
+                partition = store.partition(stream.path, TOPIC, 0)
+                key = (stream.path, info.topic_id.bytes)
+                offset = max(self._read_to.get(key, 0), partition.log_start_offset)
+                while offset < partition.high_watermark:
+                    data = await partition.read(offset, READ_BYTES)
+                    for record in iter_records(data):
+                        if record.offset >= offset:
+                            self._apply(record)
+                            changed = True
+                        offset = max(offset, record.offset + 1)
+                    if not data:
+                        break
+                self._read_to[key] = offset
+        return changed
+
+    def _apply(self, record: Record) -> None:
+        if record.key is None:
+            return
+        key = record.key.decode()
+        if record.value is None:
+            self.records.pop(key, None)
+        else:
+            self.records[key] = json.loads(record.value)
+
+    async def write(self, stream: str, changes: Mapping[str, dict[str, Any] | None]) -> None:
+        """Append one batch of keyed records to the stream's `_schemas`, durably, then read it back."""
+        partition = await self._partition(stream)
+        now = int(time.time() * 1000)
+        records = [Record(key.encode(), None if value is None else json.dumps(value).encode(), [], now)
+                   for key, value in changes.items()]
+        epoch = self.cluster.append_epoch((stream, TOPIC, 0))
+        result = await partition.append(build_batch(records), len(records), leader_epoch=epoch)
+        await partition.wait_durable(result.last_offset + 1)
+        await self.catch_up()
+
+    async def _partition(self, stream: str) -> Any:
+        store = self.cluster.store
+        if store.get_topic(stream, TOPIC) is None:
+            try:
+                info = await store.create_topic(stream, TOPIC, 1, dict(TOPIC_CONFIGS))
+                await self.cluster.settle([info])
+            except TopicExistsError:
+                pass
+        return store.partition(stream, TOPIC, 0)
