@@ -319,12 +319,12 @@ def add_routes(app: web.Application) -> None:
     router.add_get(VERSION + "/referencedby", referenced_by)
     router.add_post("/compatibility" + SUBJECT + "/versions", check)
     router.add_post("/compatibility" + VERSION, check)
-    for path in ("/config", "/config" + SUBJECT):
+    for path in ("/config", "/config/{subject}"):
         router.add_get(path, get_config)
         router.add_put(path, put_config)
         router.add_delete(path, delete_config)
-    for path in ("/mode", "/mode" + SUBJECT):
+    for path in ("/mode", "/mode/{subject}"):
         router.add_get(path, get_mode)
         router.add_put(path, put_mode)
-    router.add_delete("/mode" + SUBJECT, delete_mode)
+    router.add_delete("/mode/{subject}", delete_mode)
 

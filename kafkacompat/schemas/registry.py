@@ -26,7 +26,7 @@ COMPATIBILITY_LEVELS = ("BACKWARD", "BACKWARD_TRANSITIVE", "FORWARD", "FORWARD_T
                         "FULL", "FULL_TRANSITIVE", "NONE")
 MODES = ("READWRITE", "READONLY", "IMPORT")
 DEFAULT_COMPATIBILITY, DEFAULT_MODE = "BACKWARD", "READWRITE"
-MAX_SCHEMA_BYTES = 1 << 20  # a schema is one record of _schemas: Kafka's default max.message.bytes bounds it
+MAX_SCHEMA_BYTES = 512 << 10  # half the HTTP server's request bound and of a 1 MiB _schemas record (docs/schemas.md)
 GLOBAL = ""  # the subject of the global config and mode records
 
 
@@ -263,7 +263,7 @@ class Registry:
 
     async def delete_version(self, subject: str, version: str, permanent: bool) -> int:
         self._writable(subject)
-        found = self.version(subject, version, deleted=permanent)
+        found = self.version(subject, version, deleted=True)
         if permanent and not found.deleted:
             raise RegistryError(404, 40407, f"Subject '{subject}' Version {found.version} was not deleted first "
                                 "before being permanently deleted")

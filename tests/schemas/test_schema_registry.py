@@ -1,0 +1,325 @@
+"""The Schema Registry on the HTTP port, driven by confluent-kafka's SchemaRegistryClient and serializers.
+
+Records are produced and consumed through the broker by librdkafka; every
+refusal is checked for Confluent's error code and for nothing stored.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+import requests
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.schema_registry import Schema, SchemaReference, SchemaRegistryClient
+from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
+from confluent_kafka.schema_registry.error import SchemaRegistryError
+from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
+from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, ProtobufSerializer
+from confluent_kafka.serialization import MessageField, SerializationContext
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+from kafkacompat.testing import Broker
+
+pytestmark = pytest.mark.timeout(60)
+CONTENT = "application/vnd.schemaregistry.v1+json"
+
+
+@pytest.fixture(scope="module")
+def broker() -> Iterator[Broker]:
+    with Broker(http_port=0) as running:
+        yield running
+
+
+@pytest.fixture
+def client(broker: Broker) -> SchemaRegistryClient:
+    return SchemaRegistryClient({"url": broker.http_url})
+
+
+def avro(*fields: tuple[str, Any] | tuple[str, Any, Any], name: str = "Reading") -> Schema:
+    """An Avro record schema; a field given a third item has that default."""
+    listed = [{"name": f[0], "type": f[1], **({"default": f[2]} if len(f) > 2 else {})} for f in fields]
+    return Schema(json.dumps({"type": "record", "name": name, "namespace": "rig", "fields": listed}), "AVRO")
+
+
+def roundtrip(broker: Broker, topic: str, values: list[Any], serialize: Callable, deserialize: Callable) -> list:
+    """Produce the values through the broker with `serialize`, consume them back with `deserialize`."""
+    producer = Producer({"bootstrap.servers": broker.bootstrap_servers})
+    for value in values:
+        producer.produce(topic, serialize(value, SerializationContext(topic, MessageField.VALUE)))
+    assert producer.flush(10) == 0
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "schemas-test",
+                         "enable.auto.commit": False})
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    got = []
+    try:
+        while len(got) < len(values):
+            message = consumer.poll(10)
+            assert message is not None and message.error() is None, message and message.error()
+            got.append(deserialize(message.value(), SerializationContext(topic, MessageField.VALUE)))
+    finally:
+        consumer.close()
+    return got
+
+
+def refused(call: Callable[[], Any], code: int) -> SchemaRegistryError:
+    with pytest.raises(SchemaRegistryError) as caught:
+        call()
+    assert caught.value.error_code == code, caught.value
+    return caught.value
+
+
+# --- the three formats through stock serializers -----------------------------------------------------------------
+
+
+def test_avro_records_roundtrip_through_the_broker(broker: Broker, client: SchemaRegistryClient) -> None:
+    schema = avro(("sensor", "string"), ("value", "double"))
+    values = [{"sensor": "p1", "value": 2.5}, {"sensor": "p2", "value": -1.0}]
+    got = roundtrip(broker, "readings", values, AvroSerializer(client, schema.schema_str),
+                    AvroDeserializer(client))
+    assert got == values
+    latest = client.get_latest_version("readings-value")
+    assert latest.version == 1 and client.get_schema(latest.schema_id).schema_type == "AVRO"
+    answer = requests.get(f"{broker.http_url}/schemas/ids/{latest.schema_id}", timeout=10)
+    assert answer.headers["Content-Type"].startswith(CONTENT)
+
+
+def test_json_schema_records_roundtrip_through_the_broker(broker: Broker, client: SchemaRegistryClient) -> None:
+    schema = json.dumps({"type": "object", "properties": {"sensor": {"type": "string"},
+                                                          "value": {"type": "number"}},
+                         "required": ["sensor"]})
+    values = [{"sensor": "p1", "value": 2.5}, {"sensor": "p2"}]
+    got = roundtrip(broker, "json-readings", values, JSONSerializer(schema, client),
+                    JSONDeserializer(None, schema_registry_client=client))
+    assert got == values
+    assert client.get_latest_version("json-readings-value").schema.schema_type == "JSON"
+
+
+def reading_class(*, value_type: int = descriptor_pb2.FieldDescriptorProto.TYPE_DOUBLE, package: str = "rig") -> Any:
+    """A Protobuf message class rig.Reading built from its descriptor (what protoc would generate)."""
+    file = descriptor_pb2.FileDescriptorProto(name="reading.proto", package=package, syntax="proto3")
+    message = file.message_type.add(name="Reading")
+    message.field.add(name="sensor", number=1, type=descriptor_pb2.FieldDescriptorProto.TYPE_STRING, label=1)
+    message.field.add(name="value", number=2, type=value_type, label=1)
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(file)
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName(f"{package}.Reading"))
+
+
+def test_protobuf_records_roundtrip_through_the_broker(broker: Broker, client: SchemaRegistryClient) -> None:
+    reading = reading_class()
+    settings = {"use.deprecated.format": False}
+    got = roundtrip(broker, "pb-readings", [reading(sensor="p1", value=2.5)],
+                    ProtobufSerializer(reading, client, settings), ProtobufDeserializer(reading, settings))
+    assert got == [reading(sensor="p1", value=2.5)]
+    registered = client.get_latest_version("pb-readings-value")
+    assert registered.schema.schema_type == "PROTOBUF"
+    assert client.get_schema(registered.schema_id).schema_str == registered.schema.schema_str
+
+
+# --- compatibility: each level with an accepted and a refused change ---------------------------------------------
+
+A_INT = ("a", "int")
+# (level, versions accepted in order, the change refused)
+LEVELS = {
+    "BACKWARD": ([avro(A_INT), avro(A_INT, ("b", "string", ""))], avro(A_INT, ("c", "string"))),
+    "BACKWARD_TRANSITIVE": ([avro(A_INT), avro()], avro(("a", "string", ""))),
+    "FORWARD": ([avro(A_INT), avro(A_INT, ("c", "string"))], avro(("c", "string"))),
+    "FORWARD_TRANSITIVE": ([avro(A_INT), avro(("a", "int", 0))], avro()),
+    "FULL": ([avro(A_INT), avro(A_INT, ("b", "string", ""))], avro(A_INT, ("c", "string"))),
+    "FULL_TRANSITIVE": ([avro(A_INT), avro(("a", "int", 0))], avro()),
+    "NONE": ([avro(A_INT), avro(("a", "string")), avro(("z", "boolean"))], None),
+}
+
+
+@pytest.mark.parametrize("level", sorted(LEVELS))
+def test_each_compatibility_level_accepts_and_refuses(client: SchemaRegistryClient, level: str) -> None:
+    subject = f"level-{level.lower()}"
+    client.set_compatibility(subject, level)
+    accepted, bad = LEVELS[level]
+    ids = [client.register_schema(subject, schema) for schema in accepted]
+    assert client.get_versions(subject) == list(range(1, len(accepted) + 1))
+    if bad is None:
+        return
+    assert client.test_compatibility_all_versions(subject, bad) is False
+    if level.endswith("_TRANSITIVE"):  # the change breaks version 1 only: the latest alone would take it
+        assert client.test_compatibility(subject, bad, version="latest") is True
+        assert client.test_compatibility(subject, bad, version=1) is False
+    refused(lambda: client.register_schema(subject, bad), 409)
+    assert client.get_versions(subject) == list(range(1, len(accepted) + 1))  # nothing stored
+    assert client.get_latest_version(subject).schema_id == ids[-1]
+
+
+def test_json_schema_and_protobuf_compatibility(client: SchemaRegistryClient) -> None:
+    obj = {"type": "object", "additionalProperties": False, "properties": {"a": {"type": "integer"}}}
+    client.register_schema("js-compat", Schema(json.dumps(obj), "JSON"))
+    wider = {**obj, "properties": {"a": {"type": "number"}, "b": {"type": "string"}}}
+    client.register_schema("js-compat", Schema(json.dumps(wider), "JSON"))  # widened, optional property added
+    narrowed = {**obj, "properties": {"a": {"type": "string"}, "b": {"type": "string"}}}
+    refused(lambda: client.register_schema("js-compat", Schema(json.dumps(narrowed), "JSON")), 409)
+    required = {**wider, "required": ["b"]}
+    refused(lambda: client.register_schema("js-compat", Schema(json.dumps(required), "JSON")), 409)
+    assert client.get_versions("js-compat") == [1, 2]
+
+    settings = {"use.deprecated.format": False}
+    context = SerializationContext("pb-compat", MessageField.VALUE)
+    original = reading_class()
+    ProtobufSerializer(original, client, settings)(original(sensor="x"), context)
+    changed = reading_class(value_type=descriptor_pb2.FieldDescriptorProto.TYPE_STRING)
+    with pytest.raises(Exception, match="incompatible"):
+        ProtobufSerializer(changed, client, settings)(changed(sensor="x"), context)
+    moved = reading_class(package="platform")
+    with pytest.raises(Exception, match="PACKAGE_CHANGED"):
+        ProtobufSerializer(moved, client, settings)(moved(sensor="x"), context)
+    assert client.get_versions("pb-compat-value") == [1]
+
+
+# --- deletes -----------------------------------------------------------------------------------------------------
+
+
+def test_soft_then_hard_deletes_of_versions_and_subjects(broker: Broker, client: SchemaRegistryClient) -> None:
+    subject = "deleted-value"
+    first = client.register_schema(subject, avro(A_INT, name="Deleted"))  # a schema no other subject has
+    client.register_schema(subject, avro(A_INT, ("b", "string", ""), name="Deleted"))
+    refused(lambda: client.delete_version(subject, 1, permanent=True), 40407)  # not soft-deleted first
+    assert client.delete_version(subject, 1) == 1
+    refused(lambda: client.get_version(subject, 1), 40402)
+    refused(lambda: client.delete_version(subject, 1), 40406)  # already soft-deleted
+    assert client.get_version(subject, 1, deleted=True).schema_id == first
+    assert client.get_schema(first).schema_str  # an id outlives a soft delete
+    assert client.delete_version(subject, 1, permanent=True) == 1
+    refused(lambda: client.get_version(subject, 1, deleted=True), 40402)
+    gone = requests.get(f"{broker.http_url}/schemas/ids/{first}", timeout=10)  # (the client caches ids)
+    assert (gone.status_code, gone.json()["error_code"]) == (404, 40403)
+    assert client.get_versions(subject) == [2]
+
+    refused(lambda: client.delete_subject(subject, permanent=True), 40405)
+    assert client.delete_subject(subject) == [2]
+    assert subject not in client.get_subjects()
+    refused(lambda: client.get_versions(subject), 40401)
+    refused(lambda: client.delete_subject(subject), 40404)
+    assert client.delete_subject(subject, permanent=True) == [2]
+    refused(lambda: client.delete_subject(subject, permanent=True), 40401)
+
+
+# --- bad input ---------------------------------------------------------------------------------------------------
+
+
+def post(broker: Broker, path: str, body: Any) -> requests.Response:
+    return requests.post(broker.http_url + path, data=body if isinstance(body, (str, bytes)) else json.dumps(body),
+                         headers={"Content-Type": CONTENT}, timeout=10)
+
+
+@pytest.mark.parametrize("body, code", [
+    ({"schema": '{"type": "record", "name": "R", "fields": [{"name": "a"}]}'}, 42201),  # Avro field without type
+    ({"schema": "{not json"}, 42201),
+    ({"schema": json.dumps({"type": 12}), "schemaType": "JSON"}, 42201),
+    ({"schema": "bWVzc2FnZSBSIHt9", "schemaType": "PROTOBUF"}, 42201),  # base64 of .proto text, not a descriptor
+    ({"schema": '"string"', "schemaType": "XML"}, 42201),
+    ({"schema": json.dumps({"type": "record", "name": "R", "fields": [
+        {"name": f"f{i}", "type": "string", "doc": "x" * 1000} for i in range(600)]})}, 42201),  # > 512 KiB
+    ({"schema": '"string"', "references": [{"name": "x", "subject": "nothing", "version": 1}]}, 42201),
+    ({"schemaa": '"string"'}, 42201),
+    ("not json at all", 400),
+])
+def test_bad_schemas_are_refused_with_confluents_codes_and_nothing_stored(broker: Broker, body: Any,
+                                                                           code: int) -> None:
+    answer = post(broker, "/subjects/bad-input-value/versions", body)
+    assert answer.status_code == code // 100 if code > 999 else code
+    assert answer.json()["error_code"] == code and answer.json()["message"]
+    assert answer.headers["Content-Type"].startswith(CONTENT)
+    assert "bad-input-value" not in requests.get(broker.http_url + "/subjects?deleted=true", timeout=10).json()
+
+
+@pytest.mark.parametrize("method, path, body, status, code", [
+    ("GET", "/subjects/no-such-subject/versions", None, 404, 40401),
+    ("GET", "/subjects/no-such-subject/versions/latest", None, 404, 40401),
+    ("POST", "/subjects/no-such-subject", {"schema": '"string"'}, 404, 40401),
+    ("GET", "/subjects/readings-value/versions/99", None, 404, 40402),
+    ("GET", "/subjects/readings-value/versions/one", None, 422, 42202),
+    ("GET", "/subjects/readings-value/versions/0", None, 422, 42202),
+    ("POST", "/subjects/readings-value", {"schema": '"long"'}, 404, 40403),
+    ("GET", "/schemas/ids/7", None, 404, 40403),
+    ("GET", "/schemas/ids/x", None, 404, 40403),
+    ("PUT", "/config/readings-value", {"compatibility": "SIDEWAYS"}, 422, 42203),
+    ("PUT", "/mode/readings-value", {"mode": "WRITEONLY"}, 422, 42204),
+    ("GET", "/config/no-such-subject", None, 404, 40408),
+    ("DELETE", "/mode/no-such-subject", None, 404, 40409),
+])
+def test_unknown_names_and_bad_values_answer_confluents_codes(broker: Broker, client: SchemaRegistryClient,
+                                                              method: str, path: str, body: Any, status: int,
+                                                              code: int) -> None:
+    client.register_schema("readings-value", avro(("sensor", "string"), ("value", "double")))
+    answer = requests.request(method, broker.http_url + path, json=body, timeout=10)
+    assert (answer.status_code, answer.json()["error_code"]) == (status, code), answer.text
+
+
+# --- modes, config, references -----------------------------------------------------------------------------------
+
+
+def test_readonly_refuses_and_import_registers_with_the_given_id(broker: Broker, client: SchemaRegistryClient) -> None:
+    client.update_mode("frozen-value", "READONLY")
+    assert client.get_mode("frozen-value") == "READONLY"
+    refused(lambda: client.register_schema("frozen-value", avro(A_INT)), 42205)
+    refused(lambda: client.get_versions("frozen-value"), 40401)  # nothing stored
+    client.update_mode("frozen-value", "IMPORT")
+    imported = post(broker, "/subjects/frozen-value/versions", {"schema": avro(A_INT).schema_str, "id": 4242,
+                                                                "version": 7})
+    assert imported.status_code == 200 and imported.json()["id"] == 4242, imported.text
+    assert client.get_version("frozen-value", 7).schema_id == 4242
+    assert json.loads(client.get_schema(4242).schema_str)["fields"] == [{"name": "a", "type": "int"}]
+    taken = post(broker, "/subjects/frozen-value/versions", {"schema": avro(("z", "long")).schema_str, "id": 4242})
+    assert taken.json()["error_code"] == 42207  # an id names one schema
+    assert client.delete_mode("frozen-value") == "IMPORT"
+    refused(lambda: client.get_mode("frozen-value"), 40409)
+    assert requests.get(broker.http_url + "/mode/frozen-value?defaultToGlobal=true", timeout=10).json() == {
+        "mode": "READWRITE"}
+
+
+def test_global_and_subject_compatibility_config(broker: Broker, client: SchemaRegistryClient) -> None:
+    assert client.get_compatibility() == "BACKWARD"
+    client.set_compatibility(level="FULL")
+    try:
+        assert client.get_compatibility() == "FULL"
+        got = requests.get(broker.http_url + "/config/fresh-value?defaultToGlobal=true", timeout=10).json()
+        assert got == {"compatibilityLevel": "FULL"}
+        client.set_compatibility("fresh-value", "NONE")
+        assert client.get_compatibility("fresh-value") == "NONE"
+        assert requests.delete(broker.http_url + "/config/fresh-value", timeout=10).json() == {
+            "compatibilityLevel": "NONE"}
+        refused(lambda: client.get_compatibility("fresh-value"), 40408)
+    finally:
+        requests.delete(broker.http_url + "/config", timeout=10)
+    assert client.get_compatibility() == "BACKWARD"
+
+
+def test_references_resolve_and_protect_what_they_name(client: SchemaRegistryClient) -> None:
+    location = Schema(json.dumps({"type": "record", "name": "Location", "namespace": "rig",
+                                  "fields": [{"name": "lat", "type": "double"}]}), "AVRO")
+    client.register_schema("rig.Location", location)
+    outer = Schema(json.dumps({"type": "record", "name": "Pump", "namespace": "rig",
+                               "fields": [{"name": "at", "type": "rig.Location"}]}), "AVRO",
+                   [SchemaReference("rig.Location", "rig.Location", 1)])
+    pump = client.register_schema("pumps-value", outer)
+    fetched = client.get_schema(pump)
+    assert [r.subject for r in fetched.references] == ["rig.Location"]
+    assert client.get_referenced_by("rig.Location", 1) == [pump]
+    refused(lambda: client.delete_subject("rig.Location"), 42206)
+    refused(lambda: client.delete_version("rig.Location", 1), 42206)
+    assert client.get_versions("rig.Location") == [1]
+    AvroSerializer(client, outer)  # the serializer resolves the reference through the registry
+    assert client.lookup_schema("pumps-value", outer).version == 1
+
+
+def test_same_schema_has_one_id_under_every_subject(client: SchemaRegistryClient) -> None:
+    schema = avro(("only", "long"), name="Shared")
+    first = client.register_schema("shared-one-value", schema)
+    assert client.register_schema("shared-two-value", schema) == first
+    assert client.register_schema("shared-one-value", schema) == first  # again: the same version
+    assert client.get_versions("shared-one-value") == [1]
+    assert sorted(client.get_subjects_by_schema_id(first)) == ["shared-one-value", "shared-two-value"]
+    assert {(v.subject, v.version) for v in client.get_schema_versions(first)} == {
+        ("shared-one-value", 1), ("shared-two-value", 1)}
+    assert client.get_schema_types() == ["JSON", "PROTOBUF", "AVRO"]
