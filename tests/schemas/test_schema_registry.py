@@ -7,6 +7,7 @@ refusal is checked for Confluent's error code and for nothing stored.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -323,3 +324,68 @@ def test_same_schema_has_one_id_under_every_subject(client: SchemaRegistryClient
     assert {(v.subject, v.version) for v in client.get_schema_versions(first)} == {
         ("shared-one-value", 1), ("shared-two-value", 1)}
     assert client.get_schema_types() == ["JSON", "PROTOBUF", "AVRO"]
+
+
+# --- kept in the stream: replicated with it, replayed at start ---------------------------------------------------
+
+
+def test_schemas_travel_with_their_stream_to_another_cluster(tmp_path) -> None:
+    """Registered on San Jose, replicated with /rig to New York: the same id, records decoded there."""
+    from kafkacompat.admin.client import AdminClient
+
+    with Broker(str(tmp_path / "a"), cluster_name="sanjose", http_port=0) as a, \
+            Broker(str(tmp_path / "b"), cluster_name="newyork", http_port=0) as b:
+        for broker in (a, b):
+            AdminClient(broker.bootstrap_servers, timeout=30).call("stream.create", path="/rig")
+        a.create_topic("/rig:pumps")
+        source = SchemaRegistryClient({"url": a.http_url})
+        schema = avro(("sensor", "string"), ("psi", "double"), name="Pump")
+        values = [{"sensor": "p1", "psi": 31.5}]
+        roundtrip(a, "/rig:pumps", values, AvroSerializer(source, schema.schema_str), AvroDeserializer(source))
+        schema_id = source.get_latest_version("/rig:pumps-value").schema_id
+        assert a.server.store.get_topic("/rig", "_schemas") is not None  # kept in the subject's topic's stream
+
+        AdminClient(a.bootstrap_servers, timeout=30).call("replica.add",
+                                                          path="/rig", replica=f"127.0.0.1:{b.port}/rig")
+        copy = SchemaRegistryClient({"url": b.http_url})
+        wait_until(lambda: _has_schema(b, schema_id), "the schema replicated to New York")
+        assert copy.get_schema(schema_id).schema_str == source.get_schema(schema_id).schema_str
+        assert copy.get_latest_version("/rig:pumps-value").version == 1
+        wait_until(lambda: b.server.store.partition("/rig", "pumps", 0).high_watermark == 1, "the record")
+        consumer = Consumer({"bootstrap.servers": b.bootstrap_servers, "group.id": "ny", "enable.auto.commit": False})
+        consumer.assign([TopicPartition("/rig:pumps", 0, 0)])
+        message = consumer.poll(10)
+        consumer.close()
+        assert message is not None and message.error() is None
+        assert AvroDeserializer(copy)(message.value(), SerializationContext("/rig:pumps", MessageField.VALUE)) == values[0]
+        # New York serializes the same schema under the same id (the producer fails over to it unchanged)
+        framed = AvroSerializer(copy, schema.schema_str)(values[0], SerializationContext("/rig:pumps",
+                                                                                       MessageField.VALUE))
+        assert int.from_bytes(framed[1:5], "big") == schema_id
+
+
+def _has_schema(broker: Broker, schema_id: int) -> bool:
+    return requests.get(f"{broker.http_url}/schemas/ids/{schema_id}", timeout=10).status_code == 200
+
+
+def wait_until(check: Callable[[], Any], what: str, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{what} not seen within {timeout}s")
+        time.sleep(0.05)
+
+
+def test_schemas_are_replayed_after_a_restart(tmp_path) -> None:
+    with Broker(str(tmp_path), http_port=0) as first:
+        client = SchemaRegistryClient({"url": first.http_url})
+        schema_id = client.register_schema("kept-value", avro(A_INT, name="Kept"))
+        client.set_compatibility("kept-value", "FULL")
+        client.register_schema("kept-value", avro(A_INT, ("b", "int", 0), name="Kept"))
+        client.delete_version("kept-value", 2)
+    with Broker(str(tmp_path), http_port=0) as again:
+        client = SchemaRegistryClient({"url": again.http_url})
+        assert client.get_schema(schema_id).schema_str == json.dumps(
+            json.loads(avro(A_INT, name="Kept").schema_str), separators=(",", ":"))
+        assert client.get_versions("kept-value") == [1]
+        assert client.get_compatibility("kept-value") == "FULL"
