@@ -67,6 +67,23 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {
     "remote.storage.enable": ConfigDef("false", 1, "No tiered storage: only false."),
 }
 
+# Confluent Server's schema validation switches (docs/schemas.md): accepted on a topic, listed only where set,
+# so a topic without them describes exactly as on Apache Kafka.
+KEY_SCHEMA_VALIDATION = "confluent.key.schema.validation"
+VALUE_SCHEMA_VALIDATION = "confluent.value.schema.validation"
+OPT_IN_CONFIGS: dict[str, ConfigDef] = {
+    KEY_SCHEMA_VALIDATION: ConfigDef("false", 1, "Refuse records whose key does not carry a schema id registered "
+                                                  "under the subject <topic>-key."),
+    VALUE_SCHEMA_VALIDATION: ConfigDef("false", 1, "Refuse records whose value does not carry a schema id "
+                                                    "registered under the subject <topic>-value."),
+}
+
+
+def definition(name: str) -> ConfigDef:
+    """A topic config's definition, Kafka's or an opt-in one."""
+    return TOPIC_CONFIGS.get(name) or OPT_IN_CONFIGS[name]
+
+
 # Topic config -> the broker config Kafka 4.1 names as its synonym (DescribeConfigs include_synonyms).
 BROKER_SYNONYMS: dict[str, str] = {
     "cleanup.policy": "log.cleanup.policy",
@@ -105,6 +122,8 @@ ALLOWED_VALUES: dict[str, tuple[str, ...]] = {
     "message.timestamp.type": ("CreateTime", "LogAppendTime"),
     "compression.type": ("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"),
     "remote.storage.enable": ("false",),
+    KEY_SCHEMA_VALIDATION: ("true", "false"),
+    VALUE_SCHEMA_VALIDATION: ("true", "false"),
 }
 # Lower bounds Kafka's LogConfig puts on configs the store acts on (its Range.atLeast): retention.ms
 # below -1 is refused there, not taken as "forever"
@@ -150,6 +169,8 @@ def config_synonyms(cluster: "Cluster", info: TopicInfo) -> dict[str, list[Synon
         if broker_name is not None and broker_name not in _UNSET_BROKER_DEFAULTS:
             chain.append((broker_name, _broker_default(cluster, name), DEFAULT_CONFIG))
         out[name] = chain
+    for name in OPT_IN_CONFIGS.keys() & info.configs.keys():
+        out[name] = [(name, info.configs[name], DYNAMIC_TOPIC_CONFIG)]
     return out
 
 
@@ -189,6 +210,8 @@ class ProduceConfigs:
     compacted: bool  # records without a key are refused
     log_append_time: bool  # message.timestamp.type=LogAppendTime
     fsync_always: bool  # the stream answers only after an fsync
+    key_schemas: bool = False  # confluent.key.schema.validation: keys carry a schema id of <topic>-key
+    value_schemas: bool = False  # confluent.value.schema.validation
 
 
 # id(TopicInfo) -> (the info, its stream's policy, message.max.bytes, the configs). TopicInfo and
@@ -213,6 +236,8 @@ def produce_configs(cluster: "Cluster", info: TopicInfo) -> ProduceConfigs:
         compacted="compact" in topic_config_value(cluster, info, "cleanup.policy"),
         log_append_time=topic_config_value(cluster, info, "message.timestamp.type") == "LogAppendTime",
         fsync_always=policy is not None and policy.fsync == FsyncPolicy.ALWAYS,
+        key_schemas=info.configs.get(KEY_SCHEMA_VALIDATION) == "true",
+        value_schemas=info.configs.get(VALUE_SCHEMA_VALIDATION) == "true",
     )
     if len(_produce_configs) >= _PRODUCE_CONFIGS_KEPT:
         _produce_configs.clear()
@@ -223,7 +248,7 @@ def produce_configs(cluster: "Cluster", info: TopicInfo) -> ProduceConfigs:
 def validate_configs(configs: dict[str, str]) -> None:
     """Raise InvalidConfigError for unknown names or values Kafka would refuse."""
     for name, value in configs.items():
-        definition = TOPIC_CONFIGS.get(name)
+        definition = TOPIC_CONFIGS.get(name) or OPT_IN_CONFIGS.get(name)
         if definition is None:
             raise InvalidConfigError(f"Unknown topic config name: {name}")
         if name == "cleanup.policy":

@@ -18,13 +18,12 @@ from typing import Any
 from aiohttp import web
 
 from ..schemas import formats
-from ..schemas.registry import GLOBAL, Registry, RegistryError, Version
+from ..schemas.registry import GLOBAL, Registry, RegistryError, Version, registry_of
 from ..security.acls import Operation
 from .common import BROKER
 from .principal import caller
 
 CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
-_REGISTRIES: web.AppKey[dict[int, Registry]] = web.AppKey("schema_registries", dict)
 READ, REGISTER, CHANGE = Operation.DESCRIBE, Operation.WRITE, Operation.ALTER
 SUBJECT = "/subjects/{subject}"
 VERSION = SUBJECT + "/versions/{version}"
@@ -52,9 +51,7 @@ async def registry(request: web.Request) -> Registry:
     cluster = request.app[BROKER].cluster
     if cluster is None:
         raise RegistryError(503, 50003, "the broker is starting")
-    found = request.app[_REGISTRIES].get(id(cluster))
-    if found is None or found.cluster is not cluster:
-        found = request.app[_REGISTRIES][id(cluster)] = Registry(cluster)
+    found = registry_of(cluster)
     await found.refresh()
     return found
 
@@ -300,7 +297,6 @@ async def delete_mode(request: web.Request) -> web.Response:
 
 
 def add_routes(app: web.Application) -> None:
-    app[_REGISTRIES] = {}
     app.middlewares.append(registry_errors)  # inside rest_errors, which would make them 500s
     router = app.router
     router.add_get("/schemas/types", schema_types)

@@ -51,6 +51,7 @@ class SchemaLog:
     def __init__(self, cluster: "Cluster") -> None:
         self.cluster = cluster
         self.records: dict[str, dict[str, Any]] = {}
+        self.generation = 0  # counts the records applied: what was derived from `records` is stale when it moved
         self._read_to: dict[tuple[str, bytes], int] = {}  # (stream, topic id) -> next offset
         self._lock = asyncio.Lock()
 
@@ -81,6 +82,7 @@ class SchemaLog:
     def _apply(self, record: Record) -> None:
         if record.key is None:
             return
+        self.generation += 1
         key = record.key.decode()
         if record.value is None:
             self.records.pop(key, None)

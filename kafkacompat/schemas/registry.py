@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import weakref
 from typing import TYPE_CHECKING, Any
 
 from . import formats
@@ -86,6 +87,19 @@ class Registry:
     def __init__(self, cluster: "Cluster") -> None:
         self.cluster = cluster
         self.log = SchemaLog(cluster)
+        self._index: tuple[int, dict[int, frozenset[str]]] = (-1, {})
+
+    def subjects_by_id(self) -> dict[int, frozenset[str]]:
+        """id -> the subjects with a live (not soft-deleted) version of it, kept until the log moves."""
+        generation, index = self._index
+        if generation != self.log.generation:
+            found: dict[int, set[str]] = {}
+            for version in self._versions():
+                if not version.deleted:
+                    found.setdefault(version.id, set()).add(version.subject)
+            index = {schema_id: frozenset(subjects) for schema_id, subjects in found.items()}
+            self._index = (self.log.generation, index)
+        return index
 
     # --- reading the state ---------------------------------------------------------------------------------
 
@@ -339,6 +353,17 @@ class Registry:
     async def _write(self, subject: str, changes: dict[str, dict[str, Any] | None]) -> None:
         stream = self.cluster.store.default_stream if subject == GLOBAL else self.where(subject)
         await self.log.write(stream, changes)
+
+
+_registries: "weakref.WeakKeyDictionary[Cluster, Registry]" = weakref.WeakKeyDictionary()
+
+
+def registry_of(cluster: "Cluster") -> Registry:
+    """The one registry of a broker's cluster, shared by the HTTP routes and produce validation."""
+    found = _registries.get(cluster)
+    if found is None:
+        found = _registries[cluster] = Registry(cluster)
+    return found
 
 
 def parse_version(text: Any) -> int:

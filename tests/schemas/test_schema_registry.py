@@ -389,3 +389,58 @@ def test_schemas_are_replayed_after_a_restart(tmp_path) -> None:
             json.loads(avro(A_INT, name="Kept").schema_str), separators=(",", ":"))
         assert client.get_versions("kept-value") == [1]
         assert client.get_compatibility("kept-value") == "FULL"
+
+
+# --- validation at the broker ------------------------------------------------------------------------------------
+
+
+def produce_outcomes(broker: Broker, topic: str, values: list[bytes]) -> list[Any]:
+    """The delivery error (None: stored) of each value, produced one by one by librdkafka."""
+    producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "linger.ms": 0})
+    outcomes: list[Any] = []
+    for value in values:
+        producer.produce(topic, value, on_delivery=lambda error, message: outcomes.append(error))
+        producer.flush(10)
+    assert len(outcomes) == len(values)
+    return outcomes
+
+
+def test_a_validating_topic_refuses_records_without_a_schema_id_of_its_subject(broker: Broker,
+                                                                               client: SchemaRegistryClient) -> None:
+    from confluent_kafka import KafkaError
+    from confluent_kafka.admin import AdminClient, ConfigResource
+
+    broker.create_topic("validated", configs={"confluent.value.schema.validation": "true"})
+    schema = avro(("sensor", "string"), name="Validated")
+    framed = AvroSerializer(client, schema.schema_str)({"sensor": "p1"},
+                                                       SerializationContext("validated", MessageField.VALUE))
+    elsewhere = client.register_schema("other-value", avro(("x", "long"), name="Elsewhere"))
+    wrong_subject = b"\x00" + elsewhere.to_bytes(4, "big") + framed[5:]
+    unknown = b"\x00" + (elsewhere ^ 0x55555).to_bytes(4, "big") + framed[5:]
+    outcomes = produce_outcomes(broker, "validated", [framed, b"plain text", unknown, wrong_subject, framed])
+    assert outcomes[0] is None and outcomes[4] is None
+    for error in outcomes[1:4]:
+        assert error is not None and error.code() == KafkaError.INVALID_RECORD, error
+    stored = broker.consume("validated")
+    assert [m.value for m in stored] == [framed, framed]  # nothing refused was written
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+    described = admin.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, "validated")])
+    configs = next(iter(described.values())).result(10)
+    assert configs["confluent.value.schema.validation"].value == "true"
+    assert "confluent.key.schema.validation" not in configs  # listed only where set: the rest is Kafka's list
+
+
+def test_schema_validation_refusals_name_the_reason(broker: Broker, client: SchemaRegistryClient) -> None:
+    """Kafka's per-record errors say why, as a Java or kafka-python client shows them."""
+    from kafkacompat.schemas.validation import refusals
+
+    broker.create_topic("keyed", configs={"confluent.key.schema.validation": "true"})
+    key_id = client.register_schema("keyed-key", Schema('"string"', "AVRO"))
+    from kafkacompat.protocol.records import Record
+
+    framed = b"\x00" + key_id.to_bytes(4, "big") + b"\x02k"
+    records = [Record(framed, b"any value"), Record(b"k", None), Record(b"\x00\x00\x00\x00\x07x", None)]
+    found = broker.call(refusals(broker.server.cluster, {"keyed"}, records, keys=True, values=False))
+    assert found == [(1, "the key is not framed with a schema id (magic byte 0 and a 4-byte id)"),
+                     (2, "the key's schema id 7 is not registered")]
