@@ -46,7 +46,7 @@ def canonical(schema_type: str, text: str, references: Mapping[str, str]) -> str
     (Avro named types, JSON `$ref` targets, Protobuf imports).
     """
     if schema_type == AVRO:
-        _avro(text, references)
+        parse_avro(text, references)
         return json.dumps(_json(text), separators=(",", ":"))
     if schema_type == JSON:
         document = _json(text)
@@ -65,7 +65,7 @@ def _json(text: str) -> Any:
         raise InvalidSchema(f"Invalid schema: not JSON ({exc})") from None
 
 
-def _avro(text: str, references: Mapping[str, str]) -> avro.schema.Schema:
+def parse_avro(text: str, references: Mapping[str, str]) -> avro.schema.Schema:
     names = avro.name.Names()
     try:
         for referenced in references.values():
@@ -104,8 +104,8 @@ def _proto(text: str) -> descriptor_pb2.FileDescriptorProto:
 def incompatibilities(schema_type: str, reader: str, writer: str, references: Mapping[str, str]) -> list[str]:
     """Why data written with `writer` cannot be read with `reader` (empty: it can)."""
     if schema_type == AVRO:
-        result = ReaderWriterCompatibilityChecker().get_compatibility(_avro(reader, references),
-                                                                     _avro(writer, references))
+        result = ReaderWriterCompatibilityChecker().get_compatibility(parse_avro(reader, references),
+                                                                     parse_avro(writer, references))
         if result.compatibility == SchemaCompatibilityType.compatible:
             return []
         return [f"{', '.join(sorted(map(str, result.messages)))} at {', '.join(sorted(result.locations))}"]

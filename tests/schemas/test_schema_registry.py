@@ -444,3 +444,49 @@ def test_schema_validation_refusals_name_the_reason(broker: Broker, client: Sche
     found = broker.call(refusals(broker.server.cluster, {"keyed"}, records, keys=True, values=False))
     assert found == [(1, "the key is not framed with a schema id (magic byte 0 and a 4-byte id)"),
                      (2, "the key's schema id 7 is not registered")]
+
+
+# --- REST v3 produce of schema-framed data -----------------------------------------------------------------------
+
+
+def test_rest_produce_frames_data_with_a_registered_schema(broker: Broker, client: SchemaRegistryClient) -> None:
+    """Keys and values named by type, schema_id or schema_version are encoded and framed for stock deserializers."""
+    broker.create_topic("rest-framed")
+    schema = avro(("sensor", "string"), ("psi", "double"), name="RestFramed")
+    schema_id = client.register_schema("rest-framed-value", schema)
+    key_id = client.register_schema("rest-framed-key", Schema(json.dumps({"type": "string"}), "JSON"))
+    url = f"{broker.http_url}/v3/clusters/{broker.server.cluster.cluster_id}/topics/rest-framed/records"
+    bodies = [
+        {"value": {"type": "AVRO", "data": {"sensor": "p1", "psi": 1.5}}},  # the subject's latest version
+        {"value": {"schema_id": schema_id, "data": {"sensor": "p2", "psi": 2.5}}},
+        {"key": {"type": "JSONSCHEMA", "data": "rig-7"}, "value": {"schema_version": 1, "data": {"sensor": "p3",
+                                                                                               "psi": 3.5}}},
+    ]
+    for body in bodies:
+        answer = requests.post(url, json=body, timeout=10)
+        assert answer.status_code == 200 and answer.json()["error_code"] == 200, answer.text
+    refused_body = requests.post(url, json={"value": {"type": "AVRO", "data": {"sensor": 7}}}, timeout=10)
+    assert (refused_body.status_code, refused_body.json()["error_code"]) == (422, 42206), refused_body.text
+    stored = broker.consume("rest-framed")
+    assert len(stored) == 3  # nothing of the refused record
+    decode = AvroDeserializer(client)
+    context = SerializationContext("rest-framed", MessageField.VALUE)
+    assert [decode(m.value, context) for m in stored] == [{"sensor": f"p{i}", "psi": i + 0.5} for i in (1, 2, 3)]
+    keys = JSONDeserializer(None, schema_registry_client=client)
+    assert keys(stored[2].key, SerializationContext("rest-framed", MessageField.KEY)) == "rig-7"
+    assert int.from_bytes(stored[2].key[1:5], "big") == key_id
+
+
+def test_rest_produce_frames_protobuf_data(broker: Broker, client: SchemaRegistryClient) -> None:
+    reading = reading_class()
+    ProtobufSerializer(reading, client, {"use.deprecated.format": False})(
+        reading(sensor="x"), SerializationContext("rest-pb", MessageField.VALUE))  # registers rest-pb-value
+    broker.create_topic("rest-pb")
+    url = f"{broker.http_url}/v3/clusters/{broker.server.cluster.cluster_id}/topics/rest-pb/records"
+    answer = requests.post(url, json={"value": {"type": "PROTOBUF", "data": {"sensor": "p9", "value": 9.5}}},
+                           timeout=10)
+    assert answer.json()["error_code"] == 200, answer.text
+    (stored,) = broker.consume("rest-pb")
+    decoded = ProtobufDeserializer(reading, {"use.deprecated.format": False})(
+        stored.value, SerializationContext("rest-pb", MessageField.VALUE))
+    assert decoded == reading(sensor="p9", value=9.5)
