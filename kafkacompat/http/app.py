@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 
 from . import console, health, metrics
+from .console import schemas as console_schemas
 from . import openapi, principal, rest_errors, rest_produce, rest_v2, rest_v3, schema_registry
 from .common import BROKER
 
@@ -39,4 +40,5 @@ def build_app(broker: "BrokerServer") -> web.Application:
     rest_v2.add_routes(app)
     openapi.add_routes(app)
     schema_registry.add_routes(app)  # Confluent's Schema Registry API at the root
+    console_schemas.add_routes(app)  # the console's schema page, a module of its own
     return app

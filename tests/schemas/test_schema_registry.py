@@ -490,3 +490,24 @@ def test_rest_produce_frames_protobuf_data(broker: Broker, client: SchemaRegistr
     decoded = ProtobufDeserializer(reading, {"use.deprecated.format": False})(
         stored.value, SerializationContext("rest-pb", MessageField.VALUE))
     assert decoded == reading(sensor="p9", value=9.5)
+
+
+# --- the console ---------------------------------------------------------------------------------------------------
+
+
+def test_console_lists_subjects_and_shows_what_changed_between_versions(broker: Broker,
+                                                                        client: SchemaRegistryClient) -> None:
+    client.register_schema("console-value", avro(A_INT, name="Console"))
+    client.register_schema("console-value", avro(A_INT, ("added", "string", "none"), name="Console"))
+    listing = requests.get(broker.http_url + "/console/schemas", timeout=10)
+    assert listing.status_code == 200 and "console-value" in listing.text
+    page = requests.get(broker.http_url + "/console/schemas?subject=console-value", timeout=10)
+    assert page.status_code == 200
+    diff = page.text.split('<pre id="diff">')[1].split("</pre>")[0]
+    assert "--- version 1" in diff and "+++ version 2" in diff
+    assert any("added" in line for line in diff.splitlines() if line.startswith("+ "))
+    assert not any("added" in line for line in diff.splitlines() if line.startswith("- "))
+    same = requests.get(broker.http_url + "/console/schemas?subject=console-value&from=2&to=2", timeout=10)
+    assert "No difference." in same.text
+    missing = requests.get(broker.http_url + "/console/schemas?subject=nothing-value", timeout=10)
+    assert missing.status_code == 404

@@ -426,6 +426,7 @@ ROUTES: dict[tuple[str, str], Public | Login | Listing | Http | Owned] = {
     ("GET", "/mode/{subject}"): Http("defaultToGlobal=true"),
     ("PUT", "/mode/{subject}"): Http(json={"mode": "READWRITE"}),
     ("DELETE", "/mode/{subject}"): Http(),
+    ("GET", "/console/schemas"): Http("subject=" + SUBJECT),  # the console's page of one subject
 }
 
 
