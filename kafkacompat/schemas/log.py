@@ -53,6 +53,7 @@ class SchemaLog:
         self.records: dict[str, dict[str, Any]] = {}
         self.generation = 0  # counts the records applied: what was derived from `records` is stale when it moved
         self._read_to: dict[tuple[str, bytes], int] = {}  # (stream, topic id) -> next offset
+        self._unsynced: list[tuple[Any, int]] = []  # (partition, offset) written, durability not waited for
         self._lock = asyncio.Lock()
 
     async def catch_up(self) -> bool:
@@ -90,15 +91,26 @@ class SchemaLog:
             self.records[key] = json.loads(record.value)
 
     async def write(self, stream: str, changes: Mapping[str, dict[str, Any] | None]) -> None:
-        """Append one batch of keyed records to the stream's `_schemas`, durably, then read it back."""
+        """Append one batch of keyed records to the stream's `_schemas` and read it back (`durable` waits)."""
         partition = await self._partition(stream)
         now = int(time.time() * 1000)
         records = [Record(key.encode(), None if value is None else json.dumps(value).encode(), [], now)
                    for key, value in changes.items()]
         epoch = self.cluster.append_epoch((stream, TOPIC, 0))
         result = await partition.append(build_batch(records), len(records), leader_epoch=epoch)
-        await partition.wait_durable(result.last_offset + 1)
+        self._unsynced.append((partition, result.last_offset + 1))
         await self.catch_up()
+
+    def written(self) -> list[tuple[Any, int]]:
+        """(partition, end offset) of what was written since the last call, for `durable`."""
+        waits, self._unsynced = self._unsynced, []
+        return waits
+
+    @staticmethod
+    async def durable(waits: list[tuple[Any, int]]) -> None:
+        """Wait until those writes are durable per their stream's fsync policy."""
+        for partition, offset in waits:
+            await partition.wait_durable(offset)
 
     async def _partition(self, stream: str) -> Any:
         store = self.cluster.store

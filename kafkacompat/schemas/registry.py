@@ -11,11 +11,14 @@ Confluent's HTTP status and error code.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+import functools
 import hashlib
 import json
 import weakref
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from . import formats
 from .log import SchemaLog, stream_of
@@ -72,6 +75,27 @@ class Version:
         return out
 
 
+T = TypeVar("T")
+
+
+def _alone(change: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[T]]:
+    """One change at a time, decided on the state read under the lock: two registrations cannot take one version.
+
+    The answer waits until the change is durable, outside the lock, so changes at once share an fsync.
+    """
+    @functools.wraps(change)
+    async def run(self: "Registry", *args: Any) -> T:
+        async with self._changing:
+            await self.refresh()
+            try:
+                result = await change(self, *args)
+            finally:
+                waits = self.log.written()
+        await self.log.durable(waits)
+        return result
+    return run
+
+
 def schema_key(subject: str, version: int) -> str:
     return f"schema/{subject}/{version}"
 
@@ -88,6 +112,7 @@ class Registry:
         self.cluster = cluster
         self.log = SchemaLog(cluster)
         self._index: tuple[int, dict[int, frozenset[str]]] = (-1, {})
+        self._changing = asyncio.Lock()
 
     def subjects_by_id(self) -> dict[int, frozenset[str]]:
         """id -> the subjects with a live (not soft-deleted) version of it, kept until the log moves."""
@@ -227,6 +252,7 @@ class Registry:
                 return found
         return None
 
+    @_alone
     async def register(self, subject: str, body: Any) -> Version:
         """POST /subjects/{subject}/versions: the existing version of the same schema, or a new one."""
         mode = self._writable(subject)
@@ -275,6 +301,7 @@ class Registry:
             raise RegistryError(422, 42202, f"Version {number} already exists under subject {subject}")
         return number
 
+    @_alone
     async def delete_version(self, subject: str, version: str, permanent: bool) -> int:
         self._writable(subject)
         found = self.version(subject, version, deleted=True)
@@ -291,6 +318,7 @@ class Registry:
         await self._write(subject, {schema_key(subject, found.version): value})
         return found.version
 
+    @_alone
     async def delete_subject(self, subject: str, permanent: bool) -> list[int]:
         self._writable(subject)
         every = self.versions(subject, deleted=True)
@@ -313,6 +341,7 @@ class Registry:
         await self._write(subject, changes)
         return [v.version for v in every]
 
+    @_alone
     async def set_config(self, subject: str, body: Any) -> str:
         level = body.get("compatibility") if isinstance(body, dict) else None
         if level not in COMPATIBILITY_LEVELS:
@@ -321,6 +350,7 @@ class Registry:
         await self._write(subject, {f"config/{subject}": {"compatibilityLevel": level}})
         return level
 
+    @_alone
     async def delete_config(self, subject: str) -> str:
         level = self.config(subject)
         if level is None:
@@ -331,6 +361,7 @@ class Registry:
         await self._write(subject, {f"config/{subject}": None})
         return level
 
+    @_alone
     async def set_mode(self, subject: str, body: Any) -> str:
         mode = body.get("mode") if isinstance(body, dict) else None
         if mode not in MODES:
@@ -338,6 +369,7 @@ class Registry:
         await self._write(subject, {f"mode/{subject}": {"mode": mode}})
         return mode
 
+    @_alone
     async def delete_mode(self, subject: str) -> str:
         mode = self.mode(subject)
         if mode is None:

@@ -511,3 +511,20 @@ def test_console_lists_subjects_and_shows_what_changed_between_versions(broker: 
     assert "No difference." in same.text
     missing = requests.get(broker.http_url + "/console/schemas?subject=nothing-value", timeout=10)
     assert missing.status_code == 404
+
+
+def test_registrations_at_once_take_one_version_each(tmp_path) -> None:
+    """On disk (appends wait for the files), eight registrations at once get versions 1 to 8, none overwritten."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with Broker(str(tmp_path), http_port=0) as broker:
+        client = SchemaRegistryClient({"url": broker.http_url})
+        client.set_compatibility("racing-value", "NONE")
+        schemas = [avro((f"f{i}", "int"), name="Racing").schema_str for i in range(8)]
+        with ThreadPoolExecutor(8) as pool:
+            answers = list(pool.map(lambda text: post(broker, "/subjects/racing-value/versions", {"schema": text}),
+                                    schemas))
+        assert all(a.status_code == 200 for a in answers), [a.text for a in answers]
+        assert client.get_versions("racing-value") == list(range(1, 9))
+        assert sorted(client.get_version("racing-value", v).schema_id for v in range(1, 9)) == sorted(
+            a.json()["id"] for a in answers)
