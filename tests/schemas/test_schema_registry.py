@@ -357,10 +357,10 @@ def test_schemas_travel_with_their_stream_to_another_cluster(tmp_path) -> None:
         message = consumer.poll(10)
         consumer.close()
         assert message is not None and message.error() is None
-        assert AvroDeserializer(copy)(message.value(), SerializationContext("/rig:pumps", MessageField.VALUE)) == values[0]
+        context = SerializationContext("/rig:pumps", MessageField.VALUE)
+        assert AvroDeserializer(copy)(message.value(), context) == values[0]
         # New York serializes the same schema under the same id (the producer fails over to it unchanged)
-        framed = AvroSerializer(copy, schema.schema_str)(values[0], SerializationContext("/rig:pumps",
-                                                                                       MessageField.VALUE))
+        framed = AvroSerializer(copy, schema.schema_str)(values[0], context)
         assert int.from_bytes(framed[1:5], "big") == schema_id
 
 
@@ -433,11 +433,11 @@ def test_a_validating_topic_refuses_records_without_a_schema_id_of_its_subject(b
 
 def test_schema_validation_refusals_name_the_reason(broker: Broker, client: SchemaRegistryClient) -> None:
     """Kafka's per-record errors say why, as a Java or kafka-python client shows them."""
+    from kafkacompat.protocol.records import Record
     from kafkacompat.schemas.validation import refusals
 
     broker.create_topic("keyed", configs={"confluent.key.schema.validation": "true"})
     key_id = client.register_schema("keyed-key", Schema('"string"', "AVRO"))
-    from kafkacompat.protocol.records import Record
 
     framed = b"\x00" + key_id.to_bytes(4, "big") + b"\x02k"
     records = [Record(framed, b"any value"), Record(b"k", None), Record(b"\x00\x00\x00\x00\x07x", None)]
