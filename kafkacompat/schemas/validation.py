@@ -57,10 +57,19 @@ async def refusals(cluster: "Cluster", topic_names: Iterable[str], records: Iter
 
 def _all_problems(records: list[Record], index: dict[int, frozenset[str]], key_subjects: set[str],
                   value_subjects: set[str], keys: bool, values: bool) -> list[tuple[int, str]]:
+    """Each record's verdict, decided once per distinct 5-byte frame (a batch mostly carries one schema id)."""
     found = []
+    verdicts: dict[tuple[str, bytes | None], str | None] = {}
+
+    def judge(data: bytes | None, subjects: set[str], what: str) -> str | None:
+        frame = None if data is None else data[:5]
+        if (what, frame) not in verdicts:
+            verdicts[what, frame] = _problem(data, subjects, index, what)
+        return verdicts[what, frame]
+
     for position, record in enumerate(records):
-        problem = (_problem(record.key, key_subjects, index, "key") if keys else None) or (
-            _problem(record.value, value_subjects, index, "value") if values else None)
+        problem = (judge(record.key, key_subjects, "key") if keys else None) or (
+            judge(record.value, value_subjects, "value") if values else None)
         if problem is not None:
             found.append((position, problem))
     return found
