@@ -71,11 +71,21 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {
 # so a topic without them describes exactly as on Apache Kafka.
 KEY_SCHEMA_VALIDATION = "confluent.key.schema.validation"
 VALUE_SCHEMA_VALIDATION = "confluent.value.schema.validation"
+KEY_SUBJECT_STRATEGY = "confluent.key.subject.name.strategy"
+VALUE_SUBJECT_STRATEGY = "confluent.value.subject.name.strategy"
+_STRATEGY_PACKAGE = "io.confluent.kafka.serializers.subject."
+SUBJECT_STRATEGIES = tuple(f"{package}{name}" for name in ("TopicNameStrategy", "RecordNameStrategy",
+                                                           "TopicRecordNameStrategy")
+                           for package in ("", _STRATEGY_PACKAGE))
 OPT_IN_CONFIGS: dict[str, ConfigDef] = {
     KEY_SCHEMA_VALIDATION: ConfigDef("false", 1, "Refuse records whose key does not carry a schema id registered "
                                                   "under the subject <topic>-key."),
     VALUE_SCHEMA_VALIDATION: ConfigDef("false", 1, "Refuse records whose value does not carry a schema id "
                                                     "registered under the subject <topic>-value."),
+    KEY_SUBJECT_STRATEGY: ConfigDef(_STRATEGY_PACKAGE + "TopicNameStrategy", 2,
+                                    "The subject validated keys' schema ids are looked up under."),
+    VALUE_SUBJECT_STRATEGY: ConfigDef(_STRATEGY_PACKAGE + "TopicNameStrategy", 2,
+                                      "The subject validated values' schema ids are looked up under."),
 }
 
 
@@ -124,6 +134,8 @@ ALLOWED_VALUES: dict[str, tuple[str, ...]] = {
     "remote.storage.enable": ("false",),
     KEY_SCHEMA_VALIDATION: ("true", "false"),
     VALUE_SCHEMA_VALIDATION: ("true", "false"),
+    KEY_SUBJECT_STRATEGY: SUBJECT_STRATEGIES,
+    VALUE_SUBJECT_STRATEGY: SUBJECT_STRATEGIES,
 }
 # Lower bounds Kafka's LogConfig puts on configs the store acts on (its Range.atLeast): retention.ms
 # below -1 is refused there, not taken as "forever"
@@ -210,8 +222,9 @@ class ProduceConfigs:
     compacted: bool  # records without a key are refused
     log_append_time: bool  # message.timestamp.type=LogAppendTime
     fsync_always: bool  # the stream answers only after an fsync
-    key_schemas: bool = False  # confluent.key.schema.validation: keys carry a schema id of <topic>-key
-    value_schemas: bool = False  # confluent.value.schema.validation
+    # confluent.key/value.schema.validation on: the subject name strategy the key / value is checked by
+    key_schemas: str | None = None
+    value_schemas: str | None = None
 
 
 # id(TopicInfo) -> (the info, its stream's policy, message.max.bytes, the configs). TopicInfo and
@@ -219,6 +232,13 @@ class ProduceConfigs:
 # objects are the ones it was made from (the identity check also guards against a reused id).
 _produce_configs: dict[int, tuple[TopicInfo, StreamPolicy | None, int, ProduceConfigs]] = {}
 _PRODUCE_CONFIGS_KEPT = 4096
+
+
+def _strategy(info: TopicInfo, switch: str, strategy: str) -> str | None:
+    """The short name of the subject name strategy a validated key or value is checked by; None: not validated."""
+    if info.configs.get(switch) != "true":
+        return None
+    return info.configs.get(strategy, "TopicNameStrategy").rsplit(".", 1)[-1]
 
 
 def produce_configs(cluster: "Cluster", info: TopicInfo) -> ProduceConfigs:
@@ -236,8 +256,8 @@ def produce_configs(cluster: "Cluster", info: TopicInfo) -> ProduceConfigs:
         compacted="compact" in topic_config_value(cluster, info, "cleanup.policy"),
         log_append_time=topic_config_value(cluster, info, "message.timestamp.type") == "LogAppendTime",
         fsync_always=policy is not None and policy.fsync == FsyncPolicy.ALWAYS,
-        key_schemas=info.configs.get(KEY_SCHEMA_VALIDATION) == "true",
-        value_schemas=info.configs.get(VALUE_SCHEMA_VALIDATION) == "true",
+        key_schemas=_strategy(info, KEY_SCHEMA_VALIDATION, KEY_SUBJECT_STRATEGY),
+        value_schemas=_strategy(info, VALUE_SCHEMA_VALIDATION, VALUE_SUBJECT_STRATEGY),
     )
     if len(_produce_configs) >= _PRODUCE_CONFIGS_KEPT:
         _produce_configs.clear()

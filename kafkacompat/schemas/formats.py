@@ -98,6 +98,25 @@ def _proto(text: str) -> descriptor_pb2.FileDescriptorProto:
     return proto
 
 
+def record_name(schema_type: str, text: str, references: Mapping[str, str]) -> str | None:
+    """What RecordNameStrategy names a schema's subject after, as Confluent's serializers do.
+
+    Avro: the named type's full name; JSON Schema: its `title`; Protobuf:
+    the file's first message, with its package.
+    """
+    if schema_type == AVRO:
+        return getattr(parse_avro(text, references), "fullname", None)
+    if schema_type == JSON:
+        document = _json(text)
+        title = document.get("title") if isinstance(document, dict) else None
+        return title if isinstance(title, str) else None
+    proto = _proto(text)
+    if not proto.message_type:
+        return None
+    first = proto.message_type[0].name
+    return f"{proto.package}.{first}" if proto.package else first
+
+
 # --- compatibility: what a reader of one version makes of data written with another ------------------------------
 
 

@@ -113,6 +113,22 @@ class Registry:
         self.log = SchemaLog(cluster)
         self._index: tuple[int, dict[int, frozenset[str]]] = (-1, {})
         self._changing = asyncio.Lock()
+        self._names: tuple[int, dict[int, str | None]] = (-1, {})
+
+    def record_name(self, schema_id: int) -> str | None:
+        """The record name of a schema (RecordNameStrategy's subject), kept until the log moves."""
+        generation, names = self._names
+        if generation != self.log.generation:
+            names = {}
+            self._names = (self.log.generation, names)
+        if schema_id not in names:
+            try:
+                found = self.by_id(schema_id)
+                names[schema_id] = formats.record_name(found.schema_type, found.schema,
+                                                       self.referenced(found.references))
+            except (RegistryError, formats.InvalidSchema):
+                names[schema_id] = None
+        return names[schema_id]
 
     def subjects_by_id(self) -> dict[int, frozenset[str]]:
         """id -> the subjects with a live (not soft-deleted) version of it, kept until the log moves."""

@@ -440,9 +440,32 @@ def test_schema_validation_refusals_name_the_reason(broker: Broker, client: Sche
 
     framed = b"\x00" + key_id.to_bytes(4, "big") + b"\x02k"
     records = [Record(framed, b"any value"), Record(b"k", None), Record(b"\x00\x00\x00\x00\x07x", None)]
-    found = broker.call(refusals(broker.server.cluster, {"keyed"}, records, keys=True, values=False))
+    found = broker.call(refusals(broker.server.cluster, {"keyed"}, records, keys="TopicNameStrategy",
+                                 values=None))
     assert found == [(1, "the key is not framed with a schema id (magic byte 0 and a 4-byte id)"),
                      (2, "the key's schema id 7 is not registered")]
+
+
+@pytest.mark.parametrize("strategy", ["RecordNameStrategy", "TopicRecordNameStrategy"])
+def test_validation_follows_the_topics_subject_name_strategy(broker: Broker, client: SchemaRegistryClient,
+                                                             strategy: str) -> None:
+    """The serializer and the topic name the same strategy: its records pass, those framed by another do not."""
+    from confluent_kafka.schema_registry import record_subject_name_strategy, topic_record_subject_name_strategy
+
+    topic = f"by-record-{strategy.lower()}"
+    broker.create_topic(topic, configs={"confluent.value.schema.validation": "true",
+                                        "confluent.value.subject.name.strategy":
+                                            f"io.confluent.kafka.serializers.subject.{strategy}"})
+    namer = record_subject_name_strategy if strategy == "RecordNameStrategy" else topic_record_subject_name_strategy
+    schema = avro(("n", "long"), name="Strategic").schema_str
+    context = SerializationContext(topic, MessageField.VALUE)
+    framed = AvroSerializer(client, schema, conf={"subject.name.strategy": namer})({"n": 1}, context)
+    by_topic = AvroSerializer(client, avro(("m", "long"), name="Other").schema_str)({"m": 2}, context)
+    outcomes = produce_outcomes(broker, topic, [framed, by_topic])
+    assert outcomes[0] is None and outcomes[1] is not None
+    expected = "rig.Strategic" if strategy == "RecordNameStrategy" else f"{topic}-rig.Strategic"
+    assert expected in client.get_subjects()
+    assert [m.value for m in broker.consume(topic)] == [framed]
 
 
 # --- REST v3 produce of schema-framed data -----------------------------------------------------------------------
