@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -22,12 +23,13 @@ from typing import TYPE_CHECKING, Any
 from kafkacompat.protocol.records import Record, build_batch, iter_records
 from kafkacompat.storage import TopicExistsError
 
+from ..broker.cluster import SCHEMAS_TOPIC as TOPIC
 from ..broker.topic_names import TopicNameError, split_name
 
 if TYPE_CHECKING:
     from ..broker.cluster import Cluster
 
-TOPIC = "_schemas"
+log = logging.getLogger(__name__)
 TOPIC_CONFIGS = {"cleanup.policy": "compact", "retention.ms": "-1"}
 READ_BYTES = 1 << 20
 
@@ -43,6 +45,17 @@ def stream_of(subject: str, default_stream: str, exists: Any) -> str:
         if exists(stream):
             return stream
     return default_stream
+
+
+_KINDS = ("schema/", "config/", "mode/")
+_FIELDS = {"schema/": {"subject", "version", "id", "schemaType", "schema"}, "config/": {"compatibilityLevel"},
+           "mode/": {"mode"}}
+
+
+def _well_formed(key: str, value: Any) -> bool:
+    """Whether a record's value has the fields its kind needs (what the registry reads from it)."""
+    kind = next(k for k in _KINDS if key.startswith(k))
+    return isinstance(value, dict) and _FIELDS[kind] <= value.keys()
 
 
 class SchemaLog:
@@ -81,14 +94,20 @@ class SchemaLog:
         return changed
 
     def _apply(self, record: Record) -> None:
-        if record.key is None:
+        """Take one record into the state; one that is not the registry's is skipped with a warning."""
+        try:
+            key = record.key.decode() if record.key is not None else ""
+            value = None if record.value is None else json.loads(record.value)
+            if not key.startswith(_KINDS) or not (value is None or _well_formed(key, value)):
+                raise ValueError(f"key {key!r}")
+        except ValueError as exc:
+            log.warning("skipped a record at offset %d of %s that is not the registry's: %s", record.offset, TOPIC, exc)
             return
         self.generation += 1
-        key = record.key.decode()
-        if record.value is None:
+        if value is None:
             self.records.pop(key, None)
         else:
-            self.records[key] = json.loads(record.value)
+            self.records[key] = value
 
     async def write(self, stream: str, changes: Mapping[str, dict[str, Any] | None]) -> None:
         """Append one batch of keyed records to the stream's `_schemas` and read it back (`durable` waits)."""

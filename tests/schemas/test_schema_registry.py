@@ -550,3 +550,28 @@ def test_registrations_at_once_take_one_version_each(tmp_path) -> None:
         assert client.get_versions("racing-value") == list(range(1, 9))
         assert sorted(client.get_version("racing-value", v).schema_id for v in range(1, 9)) == sorted(
             a.json()["id"] for a in answers)
+
+
+# --- the registry's own topic ------------------------------------------------------------------------------------
+
+
+def test_producers_cannot_write_the_registry_topic_and_stray_records_are_skipped(broker: Broker,
+                                                                                 client: SchemaRegistryClient) -> None:
+    from confluent_kafka import KafkaError
+
+    from kafkacompat.protocol.records import Record, build_batch
+
+    kept = client.register_schema("guarded-value", avro(A_INT, name="Guarded"))
+    (outcome,) = produce_outcomes(broker, "_schemas", [b'{"forged": true}'])
+    assert outcome is not None and outcome.code() == KafkaError.TOPIC_EXCEPTION  # INVALID_TOPIC_EXCEPTION
+
+    async def stray() -> None:  # what an older or foreign writer could have left there
+        partition = broker.server.store.partition(broker.server.cluster.default_stream, "_schemas", 0)
+        records = [Record(b"schema/guarded-value/9", b"not json"), Record(b"other", b"{}"),
+                   Record(b"mode/guarded-value", b'{"no": "mode"}')]
+        await partition.append(build_batch(records), len(records))
+
+    broker.call(stray())
+    assert client.get_versions("guarded-value") == [1]
+    assert requests.get(broker.http_url + "/mode/guarded-value", timeout=10).json()["error_code"] == 40409
+    assert client.get_version("guarded-value", 1).schema_id == kept
