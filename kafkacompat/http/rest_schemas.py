@@ -13,7 +13,6 @@ so stock deserializers read the records.
 
 from __future__ import annotations
 
-import base64
 import io
 import json
 import struct
@@ -21,7 +20,7 @@ from typing import Any
 
 import avro.errors
 import avro.io
-from google.protobuf import descriptor_pb2, descriptor_pool, json_format, message_factory
+from google.protobuf import descriptor_pool, json_format, message_factory
 from jsonschema.exceptions import ValidationError
 from jsonschema.validators import validator_for
 
@@ -97,7 +96,7 @@ def _json(version: Version, data: Any) -> bytes:
 
 
 def _protobuf(version: Version, data: Any) -> bytes:
-    file = descriptor_pb2.FileDescriptorProto.FromString(base64.b64decode(version.schema))
+    file = formats.parse_proto(version.schema)
     pool = descriptor_pool.DescriptorPool()
     try:
         pool.Add(file)

@@ -119,9 +119,16 @@ async def holders(request: web.Request) -> list[Version]:
     return visible
 
 
+def schema_text(request: web.Request, found: Version) -> str:
+    """The schema as stored, or for `?format=serialized` a Protobuf one as a base64 FileDescriptorProto."""
+    if found.schema_type == formats.PROTOBUF and request.query.get("format") == "serialized":
+        return formats.serialized(found.schema)
+    return found.schema
+
+
 async def by_id(request: web.Request) -> web.Response:
     found = (await holders(request))[0]
-    body: dict[str, Any] = {"schema": found.schema}
+    body: dict[str, Any] = {"schema": schema_text(request, found)}
     if found.schema_type != formats.AVRO:
         body["schemaType"] = found.schema_type
     if found.references:
@@ -130,7 +137,7 @@ async def by_id(request: web.Request) -> web.Response:
 
 
 async def raw_by_id(request: web.Request) -> web.Response:
-    return web.Response(text=(await holders(request))[0].schema, content_type=CONTENT_TYPE)
+    return web.Response(text=schema_text(request, (await holders(request))[0]), content_type=CONTENT_TYPE)
 
 
 async def subjects_of_id(request: web.Request) -> web.Response:
@@ -184,7 +191,8 @@ async def get_version(request: web.Request) -> web.Response:
     subject = subject_of(request)
     allow(request, READ, subject)
     reg = await registry(request)
-    return answer(reg.version(subject, request.match_info["version"], deleted=flag(request, "deleted")).answer())
+    found = reg.version(subject, request.match_info["version"], deleted=flag(request, "deleted"))
+    return answer({**found.answer(), "schema": schema_text(request, found)})
 
 
 async def raw_version(request: web.Request) -> web.Response:
@@ -192,7 +200,7 @@ async def raw_version(request: web.Request) -> web.Response:
     allow(request, READ, subject)
     reg = await registry(request)
     found = reg.version(subject, request.match_info["version"], deleted=flag(request, "deleted"))
-    return web.Response(text=found.schema, content_type=CONTENT_TYPE)
+    return web.Response(text=schema_text(request, found), content_type=CONTENT_TYPE)
 
 
 async def referenced_by(request: web.Request) -> web.Response:

@@ -6,12 +6,11 @@ Confluent's registry runs: one reader/writer check, no rule written here.
 JSON Schema: validity by `jsonschema` (the field's library: its meta-schema
 check); compatibility is a small hand-written subset of Confluent's
 documented JSON Schema rules (types, required properties, open and closed
-content models, nested properties). Protobuf: a schema is a base64
-FileDescriptorProto, as confluent-kafka's Python serializer registers it,
-parsed with `protobuf`; compatibility is Confluent's rules for what old
-readers and writers can meet: a removed message, a changed package, a field
-number whose type or label changed. `.proto` source text is refused (no
-parser is carried for it): see docs/schemas.md.
+content models, nested properties). Protobuf: a schema is `.proto` source
+text (proto_text) or a base64 FileDescriptorProto, as confluent-kafka's
+Python serializer registers it, read with `protobuf`; compatibility is
+Confluent's rules for what old readers and writers can meet: a removed
+message, a changed package, a field number whose type or label changed.
 """
 
 from __future__ import annotations
@@ -30,6 +29,8 @@ from google.protobuf import descriptor_pb2
 from google.protobuf.message import DecodeError
 from jsonschema.exceptions import SchemaError
 from jsonschema.validators import validator_for
+
+from . import proto_text
 
 AVRO, JSON, PROTOBUF = "AVRO", "JSON", "PROTOBUF"
 TYPES = (JSON, PROTOBUF, AVRO)  # GET /schemas/types, in Confluent's order
@@ -53,7 +54,7 @@ def canonical(schema_type: str, text: str, references: Mapping[str, str]) -> str
         _check_json_schema(document)
         return json.dumps(document, separators=(",", ":"))
     if schema_type == PROTOBUF:
-        _proto(text)
+        parse_proto(text)
         return text.strip()
     raise InvalidSchema(f"Invalid schema type {schema_type}")
 
@@ -86,13 +87,17 @@ def _check_json_schema(document: Any) -> None:
         raise InvalidSchema(f"Invalid schema: {exc.message}") from None
 
 
-def _proto(text: str) -> descriptor_pb2.FileDescriptorProto:
+def parse_proto(text: str) -> descriptor_pb2.FileDescriptorProto:
+    """A Protobuf schema as .proto source text, or as a base64 FileDescriptorProto (confluent-kafka's Python)."""
     proto = descriptor_pb2.FileDescriptorProto()
     try:
         proto.ParseFromString(base64.b64decode(text.strip(), validate=True))
     except (binascii.Error, DecodeError, ValueError):
-        raise InvalidSchema("Invalid schema: a Protobuf schema is given here as a base64 FileDescriptorProto "
-                            "(as confluent-kafka's serializer registers it)") from None
+        try:
+            proto = proto_text.parse(text)
+        except proto_text.ProtoSyntaxError as exc:
+            raise InvalidSchema(f"Invalid schema: neither .proto text ({exc}) nor a base64 "
+                                "FileDescriptorProto") from None
     if not proto.message_type and not proto.enum_type:
         raise InvalidSchema("Invalid schema: the Protobuf file declares no message and no enum")
     return proto
@@ -110,11 +115,16 @@ def record_name(schema_type: str, text: str, references: Mapping[str, str]) -> s
         document = _json(text)
         title = document.get("title") if isinstance(document, dict) else None
         return title if isinstance(title, str) else None
-    proto = _proto(text)
+    proto = parse_proto(text)
     if not proto.message_type:
         return None
     first = proto.message_type[0].name
     return f"{proto.package}.{first}" if proto.package else first
+
+
+def serialized(text: str) -> str:
+    """A Protobuf schema as a base64 FileDescriptorProto (`?format=serialized`), however it was registered."""
+    return base64.standard_b64encode(parse_proto(text).SerializeToString()).decode("ascii")
 
 
 # --- compatibility: what a reader of one version makes of data written with another ------------------------------
@@ -130,7 +140,7 @@ def incompatibilities(schema_type: str, reader: str, writer: str, references: Ma
         return [f"{', '.join(sorted(map(str, result.messages)))} at {', '.join(sorted(result.locations))}"]
     if schema_type == JSON:
         return _json_differences(json.loads(reader), json.loads(writer), "#")
-    return _proto_differences(_proto(reader), _proto(writer))
+    return _proto_differences(parse_proto(reader), parse_proto(writer))
 
 
 def _types(schema: Any) -> set[str]:

@@ -6,6 +6,7 @@ refusal is checked for Confluent's error code and for nothing stored.
 
 from __future__ import annotations
 
+import base64
 import json
 import time
 from collections.abc import Callable, Iterator
@@ -575,3 +576,36 @@ def test_producers_cannot_write_the_registry_topic_and_stray_records_are_skipped
     assert client.get_versions("guarded-value") == [1]
     assert requests.get(broker.http_url + "/mode/guarded-value", timeout=10).json()["error_code"] == 40409
     assert client.get_version("guarded-value", 1).schema_id == kept
+
+
+# --- Protobuf as .proto text ---------------------------------------------------------------------------------------
+
+PROTO = """syntax = "proto3";
+package rig;
+message Reading {
+  string sensor = 1;
+  double value = 2;
+  map<string, int64> tags = 3;
+  Kind kind = 4;
+  enum Kind { PUMP = 0; VALVE = 1; }
+}
+"""
+
+
+def test_proto_text_schemas_register_compare_and_serve_serialized(broker: Broker, client: SchemaRegistryClient) -> None:
+    schema_id = client.register_schema("text-proto-value", Schema(PROTO, "PROTOBUF"))
+    assert client.get_schema(schema_id).schema_str == PROTO.strip()
+    serialized = requests.get(f"{broker.http_url}/schemas/ids/{schema_id}?format=serialized", timeout=10).json()
+    file = descriptor_pb2.FileDescriptorProto.FromString(base64.b64decode(serialized["schema"]))
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(file)  # a descriptor protobuf itself accepts: types resolved, the map as its entry message
+    reading = message_factory.GetMessageClass(pool.FindMessageTypeByName("rig.Reading"))
+    assert reading(sensor="p1", tags={"a": 1}, kind=1).SerializeToString()
+    added = PROTO.replace("  Kind kind = 4;", "  Kind kind = 4;\n  string site = 5;")
+    assert client.register_schema("text-proto-value", Schema(added, "PROTOBUF")) != schema_id  # a field added
+    changed = added.replace("double value = 2;", "string value = 2;")
+    refused(lambda: client.register_schema("text-proto-value", Schema(changed, "PROTOBUF")), 409)
+    broken = post(broker, "/subjects/text-proto-value/versions", {"schema": "message Reading {", "schemaType":
+                                                                   "PROTOBUF"})
+    assert (broken.status_code, broken.json()["error_code"]) == (422, 42201)
+    assert client.get_versions("text-proto-value") == [1, 2]

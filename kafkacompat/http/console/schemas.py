@@ -7,12 +7,11 @@ and showing only the subjects the principal may read (http/schema_registry.may).
 
 from __future__ import annotations
 
-import base64
 import difflib
 import json
 
 from aiohttp import web
-from google.protobuf import descriptor_pb2, text_format
+from google.protobuf import text_format
 
 from ...schemas import formats
 from ...schemas.registry import RegistryError, Version, registry_of
@@ -24,8 +23,7 @@ from .render import render
 def readable(version: Version) -> str:
     """A schema as people read it: indented JSON, or a Protobuf file's descriptor in text form."""
     if version.schema_type == formats.PROTOBUF:
-        file = descriptor_pb2.FileDescriptorProto.FromString(base64.b64decode(version.schema))
-        return text_format.MessageToString(file)
+        return text_format.MessageToString(formats.parse_proto(version.schema))
     return json.dumps(json.loads(version.schema), indent=2)
 
 
