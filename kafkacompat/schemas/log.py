@@ -70,27 +70,46 @@ class SchemaLog:
         self._lock = asyncio.Lock()
 
     async def catch_up(self) -> bool:
-        """Apply what was appended since the last call; True when something changed."""
-        store = self.cluster.store
-        changed = False
+        """Apply what was appended since the last call; True when something changed.
+
+        A `_schemas` read before that is gone (its stream deleted or
+        recreated) takes its records with it: the state is read again from
+        every stream's beginning.
+        """
         async with self._lock:
-            for stream in store.list_streams():
-                info = store.get_topic(stream.path, TOPIC)
-                if info is None:
-                    continue
-                partition = store.partition(stream.path, TOPIC, 0)
-                key = (stream.path, info.topic_id.bytes)
-                offset = max(self._read_to.get(key, 0), partition.log_start_offset)
-                while offset < partition.high_watermark:
-                    data = await partition.read(offset, READ_BYTES)
-                    for record in iter_records(data):
-                        if record.offset >= offset:
-                            self._apply(record)
-                            changed = True
-                        offset = max(offset, record.offset + 1)
-                    if not data:
-                        break
-                self._read_to[key] = offset
+            found = self._registry_topics()
+            if not self._read_to.keys() <= found.keys():
+                self.records.clear()
+                self._read_to.clear()
+                self.generation += 1
+            changed = False
+            for key, partition in found.items():
+                changed |= await self._read(key, partition)
+        return changed
+
+    def _registry_topics(self) -> dict[tuple[str, bytes], Any]:
+        """(stream, topic id) -> partition of every stream's `_schemas`."""
+        store = self.cluster.store
+        found = {}
+        for stream in store.list_streams():
+            info = store.get_topic(stream.path, TOPIC)
+            if info is not None:
+                found[(stream.path, info.topic_id.bytes)] = store.partition(stream.path, TOPIC, 0)
+        return found
+
+    async def _read(self, key: tuple[str, bytes], partition: Any) -> bool:
+        offset = max(self._read_to.get(key, 0), partition.log_start_offset)
+        changed = False
+        while offset < partition.high_watermark:
+            data = await partition.read(offset, READ_BYTES)
+            if not data:
+                break
+            for record in iter_records(data):
+                if record.offset >= offset:
+                    self._apply(record)
+                    changed = True
+                offset = max(offset, record.offset + 1)
+        self._read_to[key] = offset
         return changed
 
     def _apply(self, record: Record) -> None:

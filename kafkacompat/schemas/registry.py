@@ -320,7 +320,8 @@ class Registry:
     @_alone
     async def delete_version(self, subject: str, version: str, permanent: bool) -> int:
         self._writable(subject)
-        found = self.version(subject, version, deleted=True)
+        latest = str(version) in ("latest", "-1")  # a soft delete of "latest" takes the latest live version
+        found = self.version(subject, version, deleted=permanent or not latest)
         if permanent and not found.deleted:
             raise RegistryError(404, 40407, f"Subject '{subject}' Version {found.version} was not deleted first "
                                 "before being permanently deleted")

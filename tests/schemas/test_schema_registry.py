@@ -609,3 +609,18 @@ def test_proto_text_schemas_register_compare_and_serve_serialized(broker: Broker
                                                                    "PROTOBUF"})
     assert (broken.status_code, broken.json()["error_code"]) == (422, 42201)
     assert client.get_versions("text-proto-value") == [1, 2]
+
+
+def test_deleting_a_stream_takes_its_schemas_and_latest_means_the_latest_live(broker: Broker,
+                                                                             client: SchemaRegistryClient) -> None:
+    from kafkacompat.admin.client import AdminClient
+
+    broker.create_topic("/gone:readings")
+    gone = client.register_schema("/gone:readings-value", avro(A_INT, name="Gone"))
+    client.register_schema("/gone:readings-value", avro(A_INT, ("b", "int", 0), name="Gone"))
+    assert client.delete_version("/gone:readings-value", "latest") == 2
+    assert client.delete_version("/gone:readings-value", "latest") == 1  # version 2 is soft-deleted already
+    AdminClient(broker.bootstrap_servers, timeout=30).call("stream.delete", path="/gone")
+    assert "/gone:readings-value" not in requests.get(broker.http_url + "/subjects?deleted=true", timeout=10).json()
+    assert requests.get(f"{broker.http_url}/schemas/ids/{gone}", timeout=10).json()["error_code"] == 40403
+    assert "readings-value" in client.get_subjects()  # the other streams' subjects are read again, unchanged
