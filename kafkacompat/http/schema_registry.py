@@ -112,7 +112,7 @@ async def holders(request: web.Request) -> list[Version]:
     reg = await registry(request)
     wanted = schema_id(request)
     reg.by_id(wanted)  # 40403 when no subject has it
-    found = [v for v in reg._versions() if v.id == wanted]
+    found = reg.holding(wanted)
     visible = [v for v in found if may(request, READ, v.subject, audit=False)]
     if not visible:
         allow(request, READ, found[0].subject)  # the refusal, with its audit line
@@ -237,7 +237,7 @@ async def check(request: web.Request) -> web.Response:
     level = reg.compatibility(subject)
     wanted = request.match_info.get("version")
     if wanted is None:
-        against = [v for v in reg._versions(subject) if not v.deleted]
+        against = reg.live(subject)
     else:
         against = [reg.version(subject, wanted)]
         level = level.removesuffix("_TRANSITIVE")

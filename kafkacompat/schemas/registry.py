@@ -162,6 +162,14 @@ class Registry:
             raise subject_not_found(subject)
         return found
 
+    def holding(self, schema_id: int) -> list[Version]:
+        """Every version (soft-deleted ones too) of every subject with this id."""
+        return [v for v in self._versions() if v.id == schema_id]
+
+    def live(self, subject: str) -> list[Version]:
+        """A subject's versions not soft-deleted (empty when it has none)."""
+        return [v for v in self._versions(subject) if not v.deleted]
+
     def subjects(self, *, deleted: bool = False) -> list[str]:
         return sorted({v.subject for v in self._versions() if deleted or not v.deleted})
 
@@ -279,7 +287,7 @@ class Registry:
             return existing
         if given_id is not None and mode != "IMPORT":
             raise RegistryError(422, 42205, "Registering with a given id needs IMPORT mode")
-        live = [v for v in self._versions(subject) if not v.deleted]
+        live = self.live(subject)
         if mode != "IMPORT":
             problems = self.problems(subject, self.compatibility(subject), schema_type, text, references, live)
             if problems:
