@@ -181,7 +181,7 @@ async def lookup(request: web.Request) -> web.Response:
     body = await body_of(request)
     deleted = flag(request, "deleted")
     reg.versions(subject, deleted=deleted)  # 40401
-    found = reg.find(subject, *reg.candidate(body, subject), deleted=deleted)
+    found = reg.find(subject, *reg.candidate(body), deleted=deleted)
     if found is None:
         raise RegistryError(404, 40403, "Schema not found")
     return answer(found.answer())
@@ -233,7 +233,7 @@ async def check(request: web.Request) -> web.Response:
     subject = subject_of(request)
     allow(request, READ, subject)
     reg = await registry(request)
-    candidate = reg.candidate(await body_of(request), subject)
+    candidate = reg.candidate(await body_of(request))
     level = reg.compatibility(subject)
     wanted = request.match_info.get("version")
     if wanted is None:
@@ -241,7 +241,7 @@ async def check(request: web.Request) -> web.Response:
     else:
         against = [reg.version(subject, wanted)]
         level = level.removesuffix("_TRANSITIVE")
-    problems = reg.problems(subject, level, *candidate, against)
+    problems = reg.problems(level, *candidate, against)
     body: dict[str, Any] = {"is_compatible": not problems}
     if flag(request, "verbose"):
         body["messages"] = problems

@@ -223,7 +223,7 @@ class Registry:
 
     # --- checking a candidate -------------------------------------------------------------------------------
 
-    def candidate(self, body: Any, subject: str) -> tuple[str, str, tuple[dict[str, Any], ...]]:
+    def candidate(self, body: Any) -> tuple[str, str, tuple[dict[str, Any], ...]]:
         """(type, canonical text, references) of a request body, or 42201."""
         if not isinstance(body, dict) or not isinstance(body.get("schema"), str):
             raise RegistryError(422, 42201, "Invalid schema: the body needs a \"schema\" string")
@@ -240,7 +240,7 @@ class Registry:
         return schema_type, text, tuple(
             {"name": r["name"], "subject": r["subject"], "version": r["version"]} for r in references)
 
-    def problems(self, subject: str, level: str, schema_type: str, text: str,
+    def problems(self, level: str, schema_type: str, text: str,
                  references: tuple[dict[str, Any], ...], against: list[Version]) -> list[str]:
         """Why the candidate breaks `level` against the given versions (the latest only unless transitive)."""
         if level == "NONE" or not against:
@@ -280,7 +280,7 @@ class Registry:
     async def register(self, subject: str, body: Any) -> Version:
         """POST /subjects/{subject}/versions: the existing version of the same schema, or a new one."""
         mode = self._writable(subject)
-        schema_type, text, references = self.candidate(body, subject)
+        schema_type, text, references = self.candidate(body)
         given_id, given_version = body.get("id"), body.get("version")
         existing = self.find(subject, schema_type, text, references)
         if existing is not None and given_id in (None, existing.id):
@@ -289,7 +289,7 @@ class Registry:
             raise RegistryError(422, 42205, "Registering with a given id needs IMPORT mode")
         live = self.live(subject)
         if mode != "IMPORT":
-            problems = self.problems(subject, self.compatibility(subject), schema_type, text, references, live)
+            problems = self.problems(self.compatibility(subject), schema_type, text, references, live)
             if problems:
                 raise RegistryError(409, 409, "Schema being registered is incompatible with an earlier schema "
                                     f"for subject \"{subject}\", details: {problems}")
