@@ -295,7 +295,7 @@ async def get_mode(request: web.Request) -> web.Response:
 async def put_mode(request: web.Request) -> web.Response:
     subject = _scope(request)
     reg = await registry(request)
-    return answer({"mode": await reg.set_mode(subject, await body_of(request))})
+    return answer({"mode": await reg.set_mode(subject, await body_of(request), flag(request, "force"))})
 
 
 async def delete_mode(request: web.Request) -> web.Response:

@@ -387,10 +387,14 @@ class Registry:
         return level
 
     @_alone
-    async def set_mode(self, subject: str, body: Any) -> str:
+    async def set_mode(self, subject: str, body: Any, force: bool = False) -> str:
+        """PUT /mode[/{subject}]: IMPORT only where there is nothing to overwrite, unless forced (as Confluent)."""
         mode = body.get("mode") if isinstance(body, dict) else None
         if mode not in MODES:
             raise RegistryError(422, 42204, "Invalid mode. Valid values are READWRITE, READONLY and IMPORT")
+        existing = self.live(subject) if subject != GLOBAL else self.subjects()
+        if mode == "IMPORT" and existing and not force:
+            raise RegistryError(422, 42205, "Cannot import since found existing subjects (use force=true)")
         await self._write(subject, {f"mode/{subject}": {"mode": mode}})
         return mode
 

@@ -274,6 +274,9 @@ def test_readonly_refuses_and_import_registers_with_the_given_id(broker: Broker,
     assert json.loads(client.get_schema(4242).schema_str)["fields"] == [{"name": "a", "type": "int"}]
     taken = post(broker, "/subjects/frozen-value/versions", {"schema": avro(("z", "long")).schema_str, "id": 4242})
     assert taken.json()["error_code"] == 42207  # an id names one schema
+    client.update_mode("frozen-value", "READWRITE")
+    refused(lambda: client.update_mode("frozen-value", "IMPORT"), 42205)  # it has versions now
+    assert client.update_mode("frozen-value", "IMPORT", force=True) == "IMPORT"
     assert client.delete_mode("frozen-value") == "IMPORT"
     refused(lambda: client.get_mode("frozen-value"), 40409)
     assert requests.get(broker.http_url + "/mode/frozen-value?defaultToGlobal=true", timeout=10).json() == {
