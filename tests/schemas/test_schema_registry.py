@@ -627,3 +627,33 @@ def test_deleting_a_stream_takes_its_schemas_and_latest_means_the_latest_live(br
     assert "/gone:readings-value" not in requests.get(broker.http_url + "/subjects?deleted=true", timeout=10).json()
     assert requests.get(f"{broker.http_url}/schemas/ids/{gone}", timeout=10).json()["error_code"] == 40403
     assert "readings-value" in client.get_subjects()  # the other streams' subjects are read again, unchanged
+
+
+# --- who may do what -----------------------------------------------------------------------------------------------
+
+
+def test_a_streams_permissions_decide_for_its_subjects(tmp_path) -> None:
+    """produce lets alice register under /secure:t-value; consume lets carol read it, not change it; bob nothing."""
+    from kafkacompat.admin.client import AdminClient
+
+    users = {"alice": "a-secret", "bob": "b-secret", "carol": "c-secret"}
+    with Broker(sasl=users, listeners=["SASL_PLAINTEXT://127.0.0.1:0", "PLAINTEXT://127.0.0.1:0"], authorizer=True,
+                super_users=["User:ANONYMOUS"], http_port=0) as secured:
+        plain = f"127.0.0.1:{secured.server.listener_port('PLAINTEXT')}"  # the admin's (a super user)
+        AdminClient(plain, timeout=30).call("stream.create", path="/secure", policy={"permissions": {
+            "produce": "u:alice", "consume": "u:carol", "topic": "u:admin", "admin": "u:admin", "copy": "u:admin"}})
+        AdminClient(plain, timeout=30).call("topic.create", path="/secure", name="t")
+
+        def as_user(name: str) -> SchemaRegistryClient:
+            return SchemaRegistryClient({"url": secured.http_url, "basic.auth.user.info": f"{name}:{users[name]}"})
+
+        schema = avro(A_INT, name="Secure")
+        schema_id = as_user("alice").register_schema("/secure:t-value", schema)
+        assert as_user("carol").get_schema(schema_id).schema_str
+        assert as_user("carol").get_latest_version("/secure:t-value").schema_id == schema_id
+        refused(lambda: as_user("carol").delete_subject("/secure:t-value"), 40301)  # ALTER: the topic permission
+        refused(lambda: as_user("bob").get_latest_version("/secure:t-value"), 40301)
+        refused(lambda: as_user("bob").get_schema(schema_id), 40301)
+        refused(lambda: as_user("bob").register_schema("/secure:t-value", avro(A_INT, name="Forged")), 40301)
+        assert as_user("bob").get_subjects() == [] and as_user("carol").get_subjects() == ["/secure:t-value"]
+        assert as_user("alice").get_versions("/secure:t-value") == [1]  # nothing stored by the refusals
