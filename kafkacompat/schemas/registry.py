@@ -279,6 +279,8 @@ class Registry:
     @_alone
     async def register(self, subject: str, body: Any) -> Version:
         """POST /subjects/{subject}/versions: the existing version of the same schema, or a new one."""
+        if not subject.strip() or any(ord(c) < 32 for c in subject):
+            raise RegistryError(422, 42208, f"Invalid subject {subject!r}: empty or with control characters")
         mode = self._writable(subject)
         schema_type, text, references = self.candidate(body)
         given_id, given_version = body.get("id"), body.get("version")

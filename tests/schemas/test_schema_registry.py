@@ -249,6 +249,8 @@ def test_bad_schemas_are_refused_with_confluents_codes_and_nothing_stored(broker
     ("PUT", "/mode/readings-value", {"mode": "WRITEONLY"}, 422, 42204),
     ("GET", "/config/no-such-subject", None, 404, 40408),
     ("DELETE", "/mode/no-such-subject", None, 404, 40409),
+    ("POST", "/subjects/%20/versions", {"schema": '"string"'}, 422, 42208),
+    ("POST", "/subjects/bad%0Aname/versions", {"schema": '"string"'}, 422, 42208),
 ])
 def test_unknown_names_and_bad_values_answer_confluents_codes(broker: Broker, client: SchemaRegistryClient,
                                                               method: str, path: str, body: Any, status: int,
