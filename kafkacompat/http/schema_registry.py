@@ -111,8 +111,9 @@ async def holders(request: web.Request) -> list[Version]:
     """The versions (of subjects the principal may read) holding the path's id: 40403 / 40301 otherwise."""
     reg = await registry(request)
     wanted = schema_id(request)
-    reg.by_id(wanted)  # 40403 when no subject has it
     found = reg.holding(wanted)
+    if not found:
+        raise RegistryError(404, 40403, f"Schema {wanted} not found")
     visible = [v for v in found if may(request, READ, v.subject, audit=False)]
     if not visible:
         allow(request, READ, found[0].subject)  # the refusal, with its audit line
