@@ -36,6 +36,7 @@ from ..topic_names import LEGAL_NAMES_ONLY, TopicNameError, canonical_name, kafk
 
 log = logging.getLogger(__name__)
 OFFSETS_TOPIC = "__consumer_offsets"
+SCHEMAS_TOPIC = "_schemas"  # each stream's Schema Registry records (kafkacompat.schemas): written by the registry only
 OFFSETS_TOPIC_CONFIGS = {"cleanup.policy": "compact", "compression.type": "producer", "segment.bytes": "104857600"}
 _SPLITS_KEPT = 10_000  # remembered topic-name splits (cleared when full)
 
@@ -384,7 +385,8 @@ class Cluster:
         return self.listed_name(info.stream, info.name, client_software_name)
 
     def is_internal(self, info: TopicInfo) -> bool:
-        return info.name == OFFSETS_TOPIC and info.stream == self.default_stream
+        """Kafka's internal flag, and no producer's to write: __consumer_offsets and every stream's _schemas."""
+        return (info.name == OFFSETS_TOPIC and info.stream == self.default_stream) or info.name == SCHEMAS_TOPIC
 
     def offsets_topic(self) -> TopicInfo | None:
         return self.store.get_topic(self.default_stream, OFFSETS_TOPIC)

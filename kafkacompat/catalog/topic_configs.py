@@ -67,6 +67,33 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {
     "remote.storage.enable": ConfigDef("false", 1, "No tiered storage: only false."),
 }
 
+# Confluent Server's schema validation switches (docs/schemas.md): accepted on a topic, listed only where set,
+# so a topic without them describes exactly as on Apache Kafka.
+KEY_SCHEMA_VALIDATION = "confluent.key.schema.validation"
+VALUE_SCHEMA_VALIDATION = "confluent.value.schema.validation"
+KEY_SUBJECT_STRATEGY = "confluent.key.subject.name.strategy"
+VALUE_SUBJECT_STRATEGY = "confluent.value.subject.name.strategy"
+_STRATEGY_PACKAGE = "io.confluent.kafka.serializers.subject."
+SUBJECT_STRATEGIES = tuple(f"{package}{name}" for name in ("TopicNameStrategy", "RecordNameStrategy",
+                                                           "TopicRecordNameStrategy")
+                           for package in ("", _STRATEGY_PACKAGE))
+OPT_IN_CONFIGS: dict[str, ConfigDef] = {
+    KEY_SCHEMA_VALIDATION: ConfigDef("false", 1, "Refuse records whose key does not carry a schema id registered "
+                                                  "under the subject <topic>-key."),
+    VALUE_SCHEMA_VALIDATION: ConfigDef("false", 1, "Refuse records whose value does not carry a schema id "
+                                                    "registered under the subject <topic>-value."),
+    KEY_SUBJECT_STRATEGY: ConfigDef(_STRATEGY_PACKAGE + "TopicNameStrategy", 2,
+                                    "The subject validated keys' schema ids are looked up under."),
+    VALUE_SUBJECT_STRATEGY: ConfigDef(_STRATEGY_PACKAGE + "TopicNameStrategy", 2,
+                                      "The subject validated values' schema ids are looked up under."),
+}
+
+
+def definition(name: str) -> ConfigDef:
+    """A topic config's definition, Kafka's or an opt-in one."""
+    return TOPIC_CONFIGS.get(name) or OPT_IN_CONFIGS[name]
+
+
 # Topic config -> the broker config Kafka 4.1 names as its synonym (DescribeConfigs include_synonyms).
 BROKER_SYNONYMS: dict[str, str] = {
     "cleanup.policy": "log.cleanup.policy",
@@ -105,6 +132,10 @@ ALLOWED_VALUES: dict[str, tuple[str, ...]] = {
     "message.timestamp.type": ("CreateTime", "LogAppendTime"),
     "compression.type": ("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"),
     "remote.storage.enable": ("false",),
+    KEY_SCHEMA_VALIDATION: ("true", "false"),
+    VALUE_SCHEMA_VALIDATION: ("true", "false"),
+    KEY_SUBJECT_STRATEGY: SUBJECT_STRATEGIES,
+    VALUE_SUBJECT_STRATEGY: SUBJECT_STRATEGIES,
 }
 # Lower bounds Kafka's LogConfig puts on configs the store acts on (its Range.atLeast): retention.ms
 # below -1 is refused there, not taken as "forever"
@@ -150,6 +181,8 @@ def config_synonyms(cluster: "ConfigSource", info: TopicInfo) -> dict[str, list[
         if broker_name is not None and broker_name not in _UNSET_BROKER_DEFAULTS:
             chain.append((broker_name, _broker_default(cluster, name), DEFAULT_CONFIG))
         out[name] = chain
+    for name in OPT_IN_CONFIGS.keys() & info.configs.keys():
+        out[name] = [(name, info.configs[name], DYNAMIC_TOPIC_CONFIG)]
     return out
 
 
@@ -189,6 +222,9 @@ class ProduceConfigs:
     compacted: bool  # records without a key are refused
     log_append_time: bool  # message.timestamp.type=LogAppendTime
     fsync_always: bool  # the stream answers only after an fsync
+    # confluent.key/value.schema.validation on: the subject name strategy the key / value is checked by
+    key_schemas: str | None = None
+    value_schemas: str | None = None
 
 
 # id(TopicInfo) -> (the info, its stream's policy, message.max.bytes, the configs). TopicInfo and
@@ -196,6 +232,13 @@ class ProduceConfigs:
 # objects are the ones it was made from (the identity check also guards against a reused id).
 _produce_configs: dict[int, tuple[TopicInfo, StreamPolicy | None, int, ProduceConfigs]] = {}
 _PRODUCE_CONFIGS_KEPT = 4096
+
+
+def _strategy(info: TopicInfo, switch: str, strategy: str) -> str | None:
+    """The short name of the subject name strategy a validated key or value is checked by; None: not validated."""
+    if info.configs.get(switch) != "true":
+        return None
+    return info.configs.get(strategy, "TopicNameStrategy").rsplit(".", 1)[-1]
 
 
 def produce_configs(cluster: "ConfigSource", info: TopicInfo) -> ProduceConfigs:
@@ -213,6 +256,8 @@ def produce_configs(cluster: "ConfigSource", info: TopicInfo) -> ProduceConfigs:
         compacted="compact" in topic_config_value(cluster, info, "cleanup.policy"),
         log_append_time=topic_config_value(cluster, info, "message.timestamp.type") == "LogAppendTime",
         fsync_always=policy is not None and policy.fsync == FsyncPolicy.ALWAYS,
+        key_schemas=_strategy(info, KEY_SCHEMA_VALIDATION, KEY_SUBJECT_STRATEGY),
+        value_schemas=_strategy(info, VALUE_SCHEMA_VALIDATION, VALUE_SUBJECT_STRATEGY),
     )
     if len(_produce_configs) >= _PRODUCE_CONFIGS_KEPT:
         _produce_configs.clear()
@@ -223,7 +268,7 @@ def produce_configs(cluster: "ConfigSource", info: TopicInfo) -> ProduceConfigs:
 def validate_configs(configs: dict[str, str]) -> None:
     """Raise InvalidConfigError for unknown names or values Kafka would refuse."""
     for name, value in configs.items():
-        definition = TOPIC_CONFIGS.get(name)
+        definition = TOPIC_CONFIGS.get(name) or OPT_IN_CONFIGS.get(name)
         if definition is None:
             raise InvalidConfigError(f"Unknown topic config name: {name}")
         if name == "cleanup.policy":

@@ -6,7 +6,7 @@ from typing import Any
 
 from ..catalog import broker_configs, group_configs, logger_configs
 from ..broker.cluster import TopicError
-from ..catalog.topic_configs import TOPIC_CONFIGS, Synonym, config_synonyms
+from ..catalog.topic_configs import Synonym, config_synonyms, definition
 from ..security.acls import Operation
 from ..security.authorizer import config_refusal
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
@@ -32,8 +32,8 @@ def _topic_rows(ctx: Context, name: str) -> list[Row]:
     if info is None:
         raise _Refused(ErrorCode.unknown_topic_or_partition, "")  # Kafka's answer carries no message
     return [
-        (key, chain[0][1] if chain else TOPIC_CONFIGS[key].default, chain[0][2] if chain else 5,
-         TOPIC_CONFIGS[key].kind, False, chain, TOPIC_CONFIGS[key].doc)
+        (key, chain[0][1] if chain else definition(key).default, chain[0][2] if chain else 5,
+         definition(key).kind, False, chain, definition(key).doc)
         for key, chain in config_synonyms(ctx.cluster, info).items()
     ]
 

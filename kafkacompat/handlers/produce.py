@@ -29,11 +29,14 @@ from kafkacompat.protocol.record_validation import (
     RecordValidationError,
     validate_records,
 )
-from kafkacompat.protocol.records import InvalidBatchError, keyless_records, set_log_append_time, split_batches
+from kafkacompat.protocol.records import (
+    InvalidBatchError, iter_records, keyless_records, set_log_append_time, split_batches,
+)
 
 from ..broker.cluster import TopicError
 from ..broker.quotas import PRODUCE as PRODUCER_BYTE_RATE
 from ..catalog.topic_configs import ProduceConfigs, produce_configs
+from ..schemas import validation as schema_validation
 from ..security.acls import Operation
 from .common import NO_RESPONSE, CloseConnection, ErrorCode, storage_error_code
 from .registry import Api, changes
@@ -141,11 +144,31 @@ def _refuse_keyless(outcome: _Outcome, topic: str, index: int, view: memoryview,
     ]
     if not errors:
         return False
+    _refuse_records(outcome, errors)
+    return True
+
+
+def _refuse_records(outcome: _Outcome, errors: list[tuple[int, str]]) -> None:
+    """INVALID_RECORD with Kafka's per-record errors and its summary message."""
     shown = ", ".join(f"RecordError(batchIndex={i}, message='{m}')" for i, m in errors[:3])
     outcome.error = ErrorCode.invalid_record
     outcome.record_errors = tuple(errors)
     outcome.message = (f"One or more records have been rejected due to {len(errors)} record errors in total, "
                        f"and only showing the first three errors at most: [{shown}]")
+
+
+async def _refuse_schemaless(ctx: Any, outcome: _Outcome, name: str, info: Any, configs: ProduceConfigs,
+                             view: memoryview, batches: list) -> bool:
+    """A topic with schema validation on: refuse records without a schema id of its subject (schemas.validation)."""
+    names = {name, f"{info.stream}:{info.name}"} | ({info.name} if info.stream == ctx.cluster.default_stream else set())
+    errors: list[tuple[int, str]] = []
+    for pos, header in batches:
+        errors += await schema_validation.refusals(ctx.cluster, names, iter_records(view[pos : pos + header.size]),
+                                                   keys=configs.key_schemas, values=configs.value_schemas)
+    if not errors:
+        return False
+    _refuse_records(outcome, errors)
+    log.info("refused produce to %s-%d from %s: %s", name, outcome.index, ctx.peer, errors[0][1])
     return True
 
 
@@ -211,6 +234,9 @@ async def _produce_partition(ctx: Context, topic: Any, part: Any, pipelined: boo
         else:
             outcome.error, outcome.message = _REFUSAL[exc.kind], str(exc)
         log.warning("refused produce to %s-%d from %s: %s", topic.name, part.index, ctx.peer, exc)
+        return outcome
+    if (configs.key_schemas or configs.value_schemas) and await _refuse_schemaless(
+            ctx, outcome, topic.name, info, configs, view, batches):
         return outcome
     outcome.key = key  # named by the answer's current_leader when this broker does not lead it
     partition, outcome.error = await cluster.serving_partition(info, ErrorCode.unknown_topic_or_partition, part.index)

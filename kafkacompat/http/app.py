@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 
 from . import console, health, metrics
-from . import openapi, principal, rest_errors, rest_produce, rest_v2, rest_v3
+from .console import schemas as console_schemas
+from . import openapi, principal, rest_errors, rest_produce, rest_v2, rest_v3, schema_registry
 from .common import BROKER
 
 if TYPE_CHECKING:
@@ -38,4 +39,6 @@ def build_app(broker: "ServedBroker") -> web.Application:
     rest_produce.add_routes(app)
     rest_v2.add_routes(app)
     openapi.add_routes(app)
+    schema_registry.add_routes(app)  # Confluent's Schema Registry API at the root
+    console_schemas.add_routes(app)  # the console's schema page, a module of its own
     return app

@@ -80,7 +80,11 @@ SCHEMAS: dict[str, Any] = {
     "UpdateConfigRequest": _obj(["value"], value=NSTR),
     "AlterConfigsRequest": _obj(["data"], validate_only=BOOL, data={"type": "array", "items": _obj(
         ["name"], name=STR, value=NSTR, operation={"type": "string", "enum": ["SET", "DELETE"]})}),
-    "ProduceData": _obj([], type={"type": "string", "enum": ["BINARY", "JSON", "STRING"]}, data={}),
+    # a registered schema named by schema_id, or schema_version of subject (default <topic>-key/-value), or by
+    # type alone (the subject's latest): data encoded with it and framed as Confluent's serializers frame it
+    "ProduceData": _obj([], type={"type": "string", "enum": ["BINARY", "JSON", "STRING", "AVRO", "JSONSCHEMA",
+                                                             "PROTOBUF"]},
+                        data={}, schema_id=INT, schema_version=INT, subject=STR),
     "ProduceRequest": _obj([], partition_id={"type": "integer", "nullable": True},
                            headers={"type": "array", "items": _obj(["name"], name=STR, value=NSTR)},
                            key=_ref("ProduceData"), value=_ref("ProduceData"),

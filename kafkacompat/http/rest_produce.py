@@ -2,7 +2,7 @@
 
 The body is one JSON object per record (`partition_id`, `headers`, `key`,
 `value`, `timestamp`; key and value as `{"type": "JSON"|"BINARY"|"STRING",
-"data": ...}`), or many objects one after another on one request. As
+"data": ...}`, or naming a registered schema: rest_schemas), or many objects one after another on one request. As
 Confluent does, a streamed request (Transfer-Encoding: chunked) or one of
 several records is answered 200 with one delivery report per record, in
 order, each with its own `error_code` (200 when written), streamed as
@@ -37,6 +37,7 @@ from kafkacompat.protocol.records import Record, build_batch
 
 from ..broker.cluster import Cluster
 from ..broker.partitioner import partition_for_key
+from ..schemas.registry import registry_of
 from .common import BROKER
 from .kafka_calls import NO_TOPIC_ID, build, call
 from .rest_errors import (
@@ -45,6 +46,7 @@ from .rest_errors import (
 )
 from .rest_names import kafka_name
 from .rest_producer import RESET_ON, IdempotentProducer, PartitionKey
+from .rest_schemas import SchemaFraming, names_a_schema
 from .rest_v3 import METADATA, TIMEOUT, cluster_of
 
 log = logging.getLogger(__name__)
@@ -69,18 +71,21 @@ class Incoming:
     result: dict[str, Any] | None = dc_field(default=None)
 
 
-def _serialize(part: Any, what: str) -> tuple[bytes | None, str | None]:
+def _serialize(part: Any, what: str, framing: SchemaFraming | None) -> tuple[bytes | None, str | None]:
     """(bytes, format) of a key or value object; (None, None) when absent."""
     if part is None:
         return None, None
     if not isinstance(part, dict):
         raise bad_request(f"{what} must be an object with 'type' and 'data'.")
+    if framing is not None and names_a_schema(part) and "schema" not in part:
+        return framing.encode(part, what)
     kind = part.get("type", "BINARY")
     if not isinstance(kind, str) or kind.upper() not in FORMATS + SCHEMA_FORMATS:
         raise bad_request(f"{what}.type={kind} is not one of {', '.join(FORMATS + SCHEMA_FORMATS)}.")
     kind = kind.upper()
     if kind in SCHEMA_FORMATS or any(k in part for k in ("schema", "schema_id", "schema_version", "subject")):
-        raise bad_request(f"{what}: schema-based formats need a Schema Registry, which this proxy does not have.")
+        raise bad_request(f"{what}: an inline schema is not taken here: register it, then name its schema_id, "
+                          "schema_version or subject.")
     data = part.get("data")
     if data is None:
         return None, kind
@@ -112,8 +117,8 @@ def _timestamp(value: Any) -> int:
     return int(moment.timestamp() * 1000)
 
 
-def parse_record(obj: Any) -> Incoming:
-    """A produce request object as a record, or the 400 Confluent answers for it."""
+def parse_record(obj: Any, framing: SchemaFraming | None = None) -> Incoming:
+    """A produce request object as a record, or the 400 Confluent answers for it (schema framing by `framing`)."""
     if not isinstance(obj, dict):
         raise bad_request("Each record must be a JSON object.")
     partition = obj.get("partition_id")
@@ -130,8 +135,8 @@ def parse_record(obj: Any) -> Incoming:
             headers.append((header["name"], None if value is None else base64.b64decode(value, validate=True)))
         except (binascii.Error, ValueError, TypeError):
             raise bad_request(f"header value={value} is not a base64 string.") from None
-    key, key_type = _serialize(obj.get("key"), "key")
-    value, value_type = _serialize(obj.get("value"), "value")
+    key, key_type = _serialize(obj.get("key"), "key", framing)
+    value, value_type = _serialize(obj.get("value"), "value", framing)
     record = Record(key, value, headers, _timestamp(obj.get("timestamp")))
     size = 32 + len(key or b"") + len(value or b"") + sum(len(n) + len(v or b"") + 8 for n, v in headers)
     return Incoming(partition, record, key_type, value_type, size)
@@ -398,6 +403,7 @@ async def _reports(target: "TopicTarget | RestError", values: list[Any]) -> tupl
     """Write the records among `values`: their reports in order, and whether an error ends the stream."""
     items: list[Incoming | dict[str, Any]] = []
     stop = False
+    framing = await _framing(target, values)
     for value in values:
         if isinstance(value, RestError):  # bad JSON: the stream cannot be followed past it
             items.append(_error(value))
@@ -407,7 +413,7 @@ async def _reports(target: "TopicTarget | RestError", values: list[Any]) -> tupl
             items.append(_error(target))
             continue
         try:
-            items.append(parse_record(value))
+            items.append(parse_record(value, framing))
         except RestError as exc:
             items.append(_error(exc))
     pending = [item for item in items if isinstance(item, Incoming)]
@@ -415,6 +421,16 @@ async def _reports(target: "TopicTarget | RestError", values: list[Any]) -> tupl
         assert isinstance(target, TopicTarget)
         await target.write(pending)
     return [item.result if isinstance(item, Incoming) else item for item in items], stop
+
+
+async def _framing(target: "TopicTarget | RestError", values: list[Any]) -> SchemaFraming | None:
+    """The registry's framing for this topic when a record names a schema (read up to date once per request)."""
+    if isinstance(target, RestError) or not any(
+            isinstance(v, dict) and (names_a_schema(v.get("key")) or names_a_schema(v.get("value"))) for v in values):
+        return None
+    registry = registry_of(target.cluster)
+    await registry.refresh()
+    return SchemaFraming(registry, target.name)
 
 
 async def _answer(target: "TopicTarget | RestError", values: list[Any], response: web.StreamResponse) -> bool:

@@ -31,6 +31,7 @@ from kafkacompat.http import kafka_calls, principal
 from kafkacompat.http.app import build_app
 from kafkacompat.protocol.messages import request_schema
 from kafkacompat.protocol.versions import api_name
+from kafkacompat.schemas.registry import content_id
 from kafkacompat.security import acls
 from kafkacompat.security.refusals import CLUSTER_GATES
 from kafkacompat.testing import Broker
@@ -334,6 +335,9 @@ ACL_FORM = {"resource_type": "TOPIC", "resource_name": "made-by-console", "patte
 RECORD = {"value": {"type": "STRING", "data": "x"}}
 V3 = "/v3/clusters/{cluster_id}"
 INSTANCE = "/consumers/{group}/instances/{instance}"
+SUBJECT = SEED + "-value"  # the registry's subject of SEED's values (TopicNameStrategy)
+SCHEMA = {"schema": '"string"'}
+SCHEMA_ID = content_id("AVRO", '"string"', ())  # what the web fixture registers under SUBJECT
 ROUTES: dict[tuple[str, str], Public | Login | Listing | Http | Owned] = {
     ("GET", "/health/live"): Public("orchestrators' liveness probe: says nothing about the data"),
     ("GET", "/health/ready"): Public("orchestrators' readiness probe: says nothing about the data"),
@@ -416,6 +420,35 @@ ROUTES: dict[tuple[str, str], Public | Login | Listing | Http | Owned] = {
     ("GET", "/streams/{stream}/topics/{topic}"): Http(),
     ("POST", "/streams/{stream}/topics/{topic}"): Http(json={"records": [{"value": "x"}]}),
     ("POST", "/streams/{stream}/topics/{topic}/partitions/{partition}"): Http(json={"records": [{"value": "x"}]}),
+    # the Schema Registry: subject SEED-value is authorized as topic SEED, the global config and mode as the cluster
+    ("GET", "/schemas/types"): Login("the schema formats served, the same for everyone"),
+    ("GET", "/schemas/ids/{id}"): Http(),
+    ("GET", "/schemas/ids/{id}/schema"): Http(),
+    ("GET", "/schemas/ids/{id}/subjects"): Http(),
+    ("GET", "/schemas/ids/{id}/versions"): Http(),
+    ("GET", "/subjects"): Listing(named=SUBJECT),
+    ("POST", "/subjects/{subject}"): Http(json=SCHEMA),
+    ("DELETE", "/subjects/{subject}"): Http("doomed"),
+    ("GET", "/subjects/{subject}/versions"): Http(),
+    ("POST", "/subjects/{subject}/versions"): Http(json=SCHEMA),
+    ("GET", "/subjects/{subject}/versions/{version}"): Http(),
+    ("DELETE", "/subjects/{subject}/versions/{version}"): Http("doomed"),
+    ("GET", "/subjects/{subject}/versions/{version}/schema"): Http(),
+    ("GET", "/subjects/{subject}/versions/{version}/referencedby"): Http(),
+    ("POST", "/compatibility/subjects/{subject}/versions"): Http(json=SCHEMA),
+    ("POST", "/compatibility/subjects/{subject}/versions/{version}"): Http(json=SCHEMA),
+    ("GET", "/config"): Login("the global compatibility level, the same for everyone"),
+    ("PUT", "/config"): Http(json={"compatibility": "BACKWARD"}),  # ALTER on the cluster
+    ("DELETE", "/config"): Http(),
+    ("GET", "/config/{subject}"): Http("defaultToGlobal=true"),
+    ("PUT", "/config/{subject}"): Http(json={"compatibility": "BACKWARD"}),
+    ("DELETE", "/config/{subject}"): Http(),
+    ("GET", "/mode"): Login("the global mode, the same for everyone"),
+    ("PUT", "/mode"): Http(json={"mode": "READWRITE"}),
+    ("GET", "/mode/{subject}"): Http("defaultToGlobal=true"),
+    ("PUT", "/mode/{subject}"): Http(json={"mode": "READWRITE"}),
+    ("DELETE", "/mode/{subject}"): Http(),
+    ("GET", "/console/schemas"): Http("subject=" + SUBJECT),  # the console's page of one subject
 }
 
 
@@ -442,7 +475,8 @@ def _url(broker: Broker, route: str, query: str = "", **extra: str) -> str:
     cluster = broker.server.cluster
     values = {"cluster_id": cluster.cluster_id, "topic": SEED, "partition_id": "0", "partition": "0",
               "broker_id": str(broker.server.config.node_id), "name": "retention.ms", "group": SEED,
-              "consumer": "nobody", "stream": quote(STREAM, safe=""), "instance": "none", **extra}
+              "consumer": "nobody", "stream": quote(STREAM, safe=""), "instance": "none", "subject": SUBJECT,
+              "id": str(SCHEMA_ID), "version": "1", **extra}
     path = FIXED_PATHS.get(route) or route.format(**values)
     return broker.http_url + path + ("?" + query.format(default=cluster.default_stream) if query else "")
 
@@ -450,7 +484,7 @@ def _url(broker: Broker, route: str, query: str = "", **extra: str) -> str:
 def _send(broker: Broker, method: str, route: str, rule: Any, user: str | None, **extra: str) -> requests.Response:
     query = getattr(rule, "query", "")
     if query == "doomed":  # a topic of its own, so deleting it takes nothing from the other routes' checks
-        query, extra = "", {"topic": DOOMED, **extra}
+        query, extra = "", {"topic": DOOMED, "subject": DOOMED + "-value", **extra}
     url = _url(broker, route, query, **extra)
     headers = auth(user)
     if route.startswith("/consumers") or (route.startswith(("/topics", "/streams")) and method == "POST"):
@@ -485,6 +519,9 @@ def web() -> Iterator[Broker]:
         consumer = Consumer({**running.client_config("admin"), "group.id": SEED, "enable.auto.commit": False})
         consumer.commit(offsets=[TopicPartition(SEED, 0, 0)], asynchronous=False)
         consumer.close()
+        registered = requests.post(running.http_url + f"/subjects/{SUBJECT}/versions", json=SCHEMA,
+                                   headers=auth("admin"), timeout=10)
+        assert registered.json() == {"id": SCHEMA_ID, "subject": SUBJECT, "version": 1, "schema": '"string"'}
         yield running
 
 

@@ -22,6 +22,7 @@ from kafkacompat import storage
 from ...units import parse_duration
 from ...broker.cluster import TopicError
 from ...operations import streams as stream_admin
+from ...replication.admin_ops import ReplicaOpError
 from . import pages
 from ..principal import caller
 from .permission import form_refusal
@@ -165,7 +166,7 @@ async def replica_state(request: web.Request) -> web.Response:
         try:
             await stream_admin.run(caller(request), {"op": f"replica.{action}", "path": path,
                                                      "replica": form.get("replica", "")})
-        except stream_admin.ReplicaOpError as exc:  # no such link, replication off: the CLI's message
+        except ReplicaOpError as exc:  # no such link, replication off: the CLI's message
             raise FormError(str(exc)) from None
 
     async def again(error: str, status: int) -> web.Response:
