@@ -41,9 +41,10 @@ import logging
 import os
 import threading
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, TypeVar
+from typing import Protocol, TypeVar
 
 from .. import batch_format as bf
+from ..activity import StoreActivity
 from ..api import AppendResult, FsyncPolicy, Partition, PartitionletInfo, TimestampHit
 from ..errors import (
     CorruptBatchError,
@@ -55,19 +56,16 @@ from ..errors import (
     StorageUnavailableError,
 )
 from ..namespace import Settings, TopicState, now_ms
-from ..partition_base import PartitionBase
+from ..partition_base import PartitionBase, RecordTimestamps
 from . import layout
 from .files import FULL_ERRNOS, fsync_path, new_file, unlink_files, write_atomic
 from .move import move_home
-from .chain_load import ChainLoader, LoadedChain
+from .chain_load import ChainLoader, LoadedChain, LoadingStore
 from .partitionlet import Partitionlet
 from .sync import GroupCommit
 from .volumes import Volume, pick_volume
 
 T = TypeVar("T")
-
-if TYPE_CHECKING:
-    from .store import DiskStore
 
 log = logging.getLogger(__name__)
 
@@ -75,8 +73,21 @@ MANIFEST_VERSION = 1
 RESERVE_STEP = 100_000  # offsets reserved ahead of the high watermark per manifest write
 
 
+class PartitionStore(LoadingStore, Protocol):
+    """What a partition needs of the store that opened it (declared here: the store imports this module)."""
+
+    epoch: int  # the store's open counter: no partition opens below it
+    record_timestamps: RecordTimestamps | None
+    activity: StoreActivity
+    skip_damaged: bool  # reads step over quarantined ranges instead of failing
+    verify_reads: bool  # reads check CRCs of bytes not verified since open
+    move_bytes_per_second: int | None
+
+    def raise_epoch(self, seen: int, where: str) -> int: ...
+
+
 class DiskPartition(PartitionBase):
-    def __init__(self, store: DiskStore, topic: TopicState, index: int) -> None:
+    def __init__(self, store: PartitionStore, topic: TopicState, index: int) -> None:
         super().__init__(f"{topic.stream.path}:{topic.name}/{index}", store.epoch, store.record_timestamps)
         self._store = store
         self._topic = topic
