@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import json
 import logging
 import time
@@ -25,12 +24,12 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
-from ..api import Cursor, FsyncPolicy, PermissionEntries, StateFence, StreamPolicy, TopicInfo
+from ..api import Cursor, StateFence, TopicInfo
 from ..compaction import DEFAULT_BACKOFF_MS, DEFAULT_DEDUPE_BUFFER_BYTES, CleanResult, RecordCodec, cleaner_loop
 from ..errors import NotLeaderError, StorageError, StreamExistsError, TopicExistsError
 from ..namespace import NamespaceStore, StreamState, TopicState, now_ms
 from ..partition_base import RecordTimestamps
-from . import schema
+from . import catalog, schema
 from .cleaner import clean_partition
 from .objects import BatchCache, ObjectStore
 from .outage import database_errors, database_step, retriable_database_errors, unavailable_error
@@ -64,21 +63,6 @@ CleanerFence = Callable[[str, str, int], int | None]
 
 def _clean_everything(stream: str, topic: str, index: int) -> int | None:
     return -1
-
-
-def _policy_to_json(policy: StreamPolicy) -> str:
-    out = dataclasses.asdict(policy)
-    out["fsync"] = FsyncPolicy(policy.fsync).value
-    return json.dumps(out)
-
-
-def _policy_from_json(text: str) -> StreamPolicy:
-    data = json.loads(text)
-    fields = {f.name for f in dataclasses.fields(StreamPolicy)}
-    values = {k: v for k, v in data.items() if k in fields}
-    values["permissions"] = PermissionEntries(**data.get("permissions", {}))
-    values["fsync"] = FsyncPolicy(data.get("fsync", FsyncPolicy.INTERVAL.value))
-    return StreamPolicy(**values)
 
 
 class CloudStore(NamespaceStore):
@@ -209,7 +193,7 @@ class CloudStore(NamespaceStore):
     async def _load_all(self) -> None:
         async with self._pool.acquire() as conn:
             await self._read_settings(conn)
-            paths = [r["path"] for r in await conn.fetch("SELECT path FROM kc_streams")]
+            paths = await catalog.stream_paths(conn)
         for path in paths:
             await self._sync_stream(path)
         for path in [p for p in self._streams if p not in paths]:
@@ -218,52 +202,41 @@ class CloudStore(NamespaceStore):
     async def _sync_stream(self, path: str) -> None:
         """Make this process's view of one stream match the database."""
         async with self._pool.acquire() as conn:
-            row = await conn.fetchrow("SELECT policy::text, created_ms FROM kc_streams WHERE path = $1", path)
-            if row is None:
+            found = await catalog.read_stream(conn, path)
+            if found is None:
                 self._forget_stream(path)
                 return
+            policy, created_ms = found
             stream = self._streams.get(path)
-            if stream is None or stream.created_ms != row["created_ms"]:
+            if stream is None or stream.created_ms != created_ms:
                 if stream is not None:
                     self._forget_stream(path)
-                stream = StreamState(path, _policy_from_json(row["policy"]), row["created_ms"])
+                stream = StreamState(path, policy, created_ms)
                 self._add_loaded_stream(stream)
             else:
-                stream.policy = _policy_from_json(row["policy"])
+                stream.policy = policy
                 for topic in stream.topics.values():
                     topic.forget_settings()
-            names = [r["name"] for r in await conn.fetch("SELECT name FROM kc_topics WHERE stream = $1", path)]
-            cursors = await conn.fetch('SELECT grp, topic, part, "offset", leader_epoch, metadata, commit_ms '
-                                       "FROM kc_cursors WHERE stream = $1", path)
-            state = await conn.fetch("SELECT tbl, key, value::text FROM kc_state WHERE stream = $1", path)
-        for name in names:
+            contents = await catalog.read_stream_contents(conn, path)
+        for name in contents.topic_names:
             await self._sync_topic(path, name)
-        for name in [n for n in stream.topics if n not in names]:
+        for name in [n for n in stream.topics if n not in contents.topic_names]:
             self._forget_topic(stream, name)
-        stream.cursors = {}
-        for r in cursors:
-            stream.cursors.setdefault(r["grp"], {})[(r["topic"], r["part"])] = Cursor(
-                r["topic"], r["part"], r["offset"], r["leader_epoch"], r["metadata"], r["commit_ms"])
-        stream.tables = {}
-        for r in state:
-            stream.tables.setdefault(r["tbl"], {})[r["key"]] = json.loads(r["value"])
+        stream.cursors = contents.cursors
+        stream.tables = contents.tables
 
     async def _sync_topic(self, path: str, name: str) -> None:
         stream = self._streams.get(path)
         if stream is None:
             return
         async with self._pool.acquire() as conn:
-            row = await conn.fetchrow("SELECT id, partitions, configs::text, created_ms FROM kc_topics "
-                                      "WHERE stream = $1 AND name = $2", path, name)
-            parts = [] if row is None else await conn.fetch(
-                "SELECT id, idx, next_offset, log_start, leader_epoch FROM kc_partitions WHERE topic_id = $1",
-                row["id"])
+            found = await catalog.read_topic(conn, path, name)
         local = stream.topics.get(name)
-        if row is None:
+        if found is None:
             if local is not None:
                 self._forget_topic(stream, name)
             return
-        info = TopicInfo(path, name, row["id"], row["partitions"], json.loads(row["configs"]), row["created_ms"])
+        info, parts = found
         if local is not None and local.id_hex != info.topic_id.hex:
             self._forget_topic(stream, name)
             local = None
@@ -403,18 +376,13 @@ class CloudStore(NamespaceStore):
             return
         async with self._pool.acquire() as conn:
             if kind == "cursors":
-                rows = await conn.fetch('SELECT topic, part, "offset", leader_epoch, metadata, commit_ms '
-                                        "FROM kc_cursors WHERE stream = $1 AND grp = $2", path, name)
-                table = {(r["topic"], r["part"]): Cursor(r["topic"], r["part"], r["offset"], r["leader_epoch"],
-                                                         r["metadata"], r["commit_ms"]) for r in rows}
+                table = await catalog.read_cursors(conn, path, name)
                 if table:
                     stream.cursors[name] = table
                 else:
                     stream.cursors.pop(name, None)
             else:
-                rows = await conn.fetch("SELECT key, value::text FROM kc_state WHERE stream = $1 AND tbl = $2",
-                                        path, name)
-                stream.tables[name] = {r["key"]: json.loads(r["value"]) for r in rows}
+                stream.tables[name] = await catalog.read_state(conn, path, name)
 
     async def reload_state(self, stream: str, table: str) -> None:
         """The table as the database holds it now, without waiting for a notification under way
@@ -431,8 +399,7 @@ class CloudStore(NamespaceStore):
     async def _read_settings(self, conn: Any) -> None:
         """This process's view of the settings, as the database holds them now."""
         async with self._settings_turn:
-            rows = await conn.fetch("SELECT key, value FROM kc_settings")
-            self._settings = {r["key"]: r["value"] for r in rows}
+            self._settings = await catalog.read_settings(conn)
 
     async def set_settings(self, changes: Mapping[str, str | None]) -> dict[str, str]:
         """Upsert and delete only the keys named, then take the view from the database.
@@ -446,16 +413,10 @@ class CloudStore(NamespaceStore):
         same turn as every other read of the table (`_read_settings`), in the
         order the reads were made.
         """
-        removed = [key for key, value in changes.items() if value is None]
-        changed = [(key, value) for key, value in changes.items() if value is not None]
         with database_step("writing settings"):
             async with self._pool.acquire() as conn:
                 async with conn.transaction():
-                    if removed:
-                        await conn.execute("DELETE FROM kc_settings WHERE key = ANY($1::text[])", removed)
-                    if changed:
-                        await conn.executemany("INSERT INTO kc_settings VALUES ($1, $2) "
-                                               "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value", changed)
+                    await catalog.write_settings(conn, changes)
                     await self._notify(conn, "settings")
                 await self._read_settings(conn)
         return dict(self._settings)
@@ -464,26 +425,16 @@ class CloudStore(NamespaceStore):
         raise NotImplementedError("set_settings writes the changed keys itself")  # pragma: no cover
 
     async def _persist_stream(self, stream: StreamState, created: bool) -> None:
-        import asyncpg
-
         with database_step(f"writing stream {stream.path}"):
             async with self._pool.acquire() as conn, conn.transaction():
-                if created:
-                    try:
-                        await conn.execute("INSERT INTO kc_streams VALUES ($1, $2::jsonb, $3)", stream.path,
-                                           _policy_to_json(stream.policy), stream.created_ms)
-                    except asyncpg.UniqueViolationError:
-                        raise StreamExistsError(f"stream {stream.path!r} already exists") from None
-                else:
-                    await conn.execute("UPDATE kc_streams SET policy = $2::jsonb WHERE path = $1", stream.path,
-                                       _policy_to_json(stream.policy))
+                await catalog.write_stream(conn, stream.path, stream.policy, stream.created_ms, created)
                 await self._notify(conn, "stream", s=stream.path)
 
     async def _persist_stream_deleted(self, stream: StreamState) -> None:
         try:
             with database_step(f"deleting stream {stream.path}"):
                 async with self._pool.acquire() as conn, conn.transaction():
-                    await conn.execute("DELETE FROM kc_streams WHERE path = $1", stream.path)
+                    await catalog.delete_stream(conn, stream.path)
                     await self._notify(conn, "stream", s=stream.path)
         except StorageError:  # the database still holds the stream: keep serving it
             self._streams.setdefault(stream.path, stream)
@@ -514,34 +465,18 @@ class CloudStore(NamespaceStore):
             raise
 
     async def _persist_topics(self, stream: StreamState, topics: Sequence[TopicState]) -> None:
-        import asyncpg
-
         with database_step(f"writing topics of {stream.path}"):
             async with self._pool.acquire() as conn, conn.transaction():
                 for topic in topics:
-                    info = topic.info
-                    try:
-                        await conn.execute(
-                            "INSERT INTO kc_topics VALUES ($1, $2, $3, $4, $5::jsonb, $6) ON CONFLICT (id) DO UPDATE "
-                            "SET partitions = EXCLUDED.partitions, configs = EXCLUDED.configs",
-                            info.topic_id, stream.path, info.name, info.partitions, json.dumps(info.configs),
-                            info.created_ms)
-                    except asyncpg.UniqueViolationError:
-                        raise TopicExistsError(
-                            f"topic {info.name!r} already exists in stream {stream.path!r}") from None
-                    await conn.execute("INSERT INTO kc_partitions (topic_id, idx) SELECT $1, i FROM "
-                                       "generate_series(0, $2 - 1) i ON CONFLICT DO NOTHING", info.topic_id,
-                                       info.partitions)
-                    rows = await conn.fetch("SELECT id, idx, next_offset, log_start, leader_epoch FROM kc_partitions "
-                                            "WHERE topic_id = $1", info.topic_id)
+                    rows = await catalog.write_topic(conn, stream.path, topic.info)
                     self._note_rows(topic.id_hex, rows)
-                    await self._notify(conn, "topic", s=stream.path, t=info.name)
+                    await self._notify(conn, "topic", s=stream.path, t=topic.info.name)
 
     async def _persist_topic_deleted(self, stream: StreamState, topic: TopicState) -> None:
         try:
             with database_step(f"deleting topic {topic.name} of {stream.path}"):
                 async with self._pool.acquire() as conn, conn.transaction():
-                    await conn.execute("DELETE FROM kc_topics WHERE id = $1", topic.info.topic_id)
+                    await catalog.delete_topic(conn, topic.info)
                     await self._notify(conn, "topic", s=stream.path, t=topic.name)
         except StorageError:  # the database still holds the topic: keep serving it
             if topic.name not in stream.topics:
@@ -554,17 +489,7 @@ class CloudStore(NamespaceStore):
     ) -> None:
         with database_step(f"writing offsets of group {group} in {stream.path}"):
             async with self._pool.acquire() as conn, conn.transaction():
-                if cursors:
-                    await conn.executemany(
-                        'INSERT INTO kc_cursors VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT '
-                        '(stream, grp, topic, part) DO UPDATE SET "offset" = EXCLUDED."offset", '
-                        "leader_epoch = EXCLUDED.leader_epoch, metadata = EXCLUDED.metadata, "
-                        "commit_ms = EXCLUDED.commit_ms",
-                        [(stream.path, group, c.topic, c.partition, c.offset, c.leader_epoch, c.metadata,
-                          c.commit_time_ms) for c in cursors])
-                if deleted:
-                    await conn.executemany("DELETE FROM kc_cursors WHERE stream = $1 AND grp = $2 AND topic = $3 "
-                                           "AND part = $4", [(stream.path, group, t, p) for t, p in deleted])
+                await catalog.write_cursors(conn, stream.path, group, cursors, deleted)
                 await self._notify(conn, "cursors", s=stream.path, g=group)
 
     async def _persist_state(
@@ -583,8 +508,7 @@ class CloudStore(NamespaceStore):
         fenced_stream, topic, index, epoch = fence
         with database_step(f"writing state table {table} of {stream.path}"):
             async with self._pool.acquire() as conn, conn.transaction():
-                lead = await conn.fetchval("SELECT epoch FROM kc_partition_leaders WHERE stream = $1 AND topic = $2 "
-                                           "AND partition = $3 FOR SHARE", fenced_stream, topic, index)
+                lead = await catalog.leader_epoch_for_share(conn, fenced_stream, topic, index)
                 if lead != epoch:
                     raise NotLeaderError(f"{fenced_stream}:{topic}/{index}: leader epoch {epoch} was superseded by "
                                          f"{lead}; state not written", -1 if lead is None else lead)
@@ -592,13 +516,7 @@ class CloudStore(NamespaceStore):
 
     async def _write_state(self, conn: Any, stream: StreamState, table: str,
                            records: Mapping[str, dict | None]) -> None:
-        sets = [(stream.path, table, k, json.dumps(v)) for k, v in records.items() if v is not None]
-        gone = [(stream.path, table, k) for k, v in records.items() if v is None]
-        if sets:
-            await conn.executemany("INSERT INTO kc_state VALUES ($1, $2, $3, $4::jsonb) ON CONFLICT "
-                                   "(stream, tbl, key) DO UPDATE SET value = EXCLUDED.value", sets)
-        if gone:
-            await conn.executemany("DELETE FROM kc_state WHERE stream = $1 AND tbl = $2 AND key = $3", gone)
+        await catalog.write_state(conn, stream.path, table, records)
         await self._notify(conn, "state", s=stream.path, g=table)
 
     async def _purge_topic(self, stream: StreamState, topic: TopicState) -> None:
