@@ -92,7 +92,7 @@ class DescribedConsumerGroup:
     members: tuple[DescribedMember, ...] = ()
 
 
-class ConsumerGroupCoordinator(HeartbeatGroupCoordinator[ConsumerGroup]):
+class ConsumerGroupCoordinator(HeartbeatGroupCoordinator[ConsumerGroup, ConsumerMember]):
     KIND, HELD, UNREVOKED = "consumer group", "partitions", MemberState.UNREVOKED_PARTITIONS
 
     def __init__(
@@ -444,7 +444,7 @@ class ConsumerGroupCoordinator(HeartbeatGroupCoordinator[ConsumerGroup]):
             after.rebalance_timer = None
 
     # timeouts -----------------------------------------------------------------
-    def _session_timeout_ms(self, member: ConsumerMember) -> int:  # type: ignore[override]
+    def _session_timeout_ms(self, member: ConsumerMember) -> int:
         """Classic members keep the session timeout they joined with; others get the broker's."""
         return member.classic.session_timeout_ms if member.classic else self.config.group_consumer_session_timeout_ms
 

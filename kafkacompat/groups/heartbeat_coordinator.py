@@ -48,9 +48,10 @@ class HeartbeatGroup(Protocol):
 
 
 G = TypeVar("G", bound=HeartbeatGroup)
+M = TypeVar("M", bound=HeartbeatMember)
 
 
-class HeartbeatGroupCoordinator(Generic[G]):
+class HeartbeatGroupCoordinator(Generic[G, M]):
     KIND: ClassVar[str]  # how log lines name a group: "consumer group", "streams group"
     HELD: ClassVar[str]  # what a member holds and revokes: "partitions", "tasks"
     UNREVOKED: ClassVar[enum.Enum]  # the member state of one asked to revoke
@@ -78,10 +79,10 @@ class HeartbeatGroupCoordinator(Generic[G]):
                 member.cancel_timers()
 
     # timeouts -----------------------------------------------------------------
-    def _session_timeout_ms(self, member: HeartbeatMember) -> int:
+    def _session_timeout_ms(self, member: M) -> int:
         return self.config.group_consumer_session_timeout_ms
 
-    def schedule_session_timeout(self, group: G, member: HeartbeatMember) -> None:
+    def schedule_session_timeout(self, group: G, member: M) -> None:
         if member.session_timer is not None:
             member.session_timer.cancel()
         member.session_timer = asyncio.get_running_loop().call_later(
@@ -89,7 +90,7 @@ class HeartbeatGroupCoordinator(Generic[G]):
             self._session_expired, group.group_id, member.member_id,
         )
 
-    def _start_rebalance_timer(self, group: G, member: HeartbeatMember) -> None:
+    def _start_rebalance_timer(self, group: G, member: M) -> None:
         """A member asked to revoke has its rebalance timeout to do so, else it is fenced."""
         member.rebalance_timer = asyncio.get_running_loop().call_later(
             max(member.rebalance_timeout_ms, 0) / 1000,

@@ -63,7 +63,7 @@ class StreamsHeartbeatResult:
     tasks: Tasks | None = None  # None: unchanged since the last answer
 
 
-class StreamsGroupCoordinator(HeartbeatGroupCoordinator[StreamsGroup]):
+class StreamsGroupCoordinator(HeartbeatGroupCoordinator[StreamsGroup, StreamsMember]):
     KIND, HELD, UNREVOKED = "streams group", "tasks", MemberState.UNREVOKED_TASKS
 
     def __init__(self, config: BrokerConfig, clock: Callable[[], int],
