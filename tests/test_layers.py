@@ -26,17 +26,8 @@ from tests.installed_layout import lay_out
 REPO = Path(__file__).resolve().parents[1]
 MAPPED = {"protocol": "kafkacompat.protocol", "storage": "kafkacompat.storage"}
 
-# Circles another change removes; each is named and goes when that change lands. Any other circle fails.
-KNOWN_CIRCLES: dict[frozenset[str], str] = {
-    # groups: the classic protocol's members and the KIP-848 coordinator call each other (being split)
-    frozenset({"kafkacompat.groups.classic_members", "kafkacompat.groups.consumer_coordinator"}): "groups",
-    # storage/disk: partition <-> store, cleaner and move <-> partition, by type only (storage being split)
-    frozenset({"kafkacompat.storage.disk.cleaner", "kafkacompat.storage.disk.move",
-               "kafkacompat.storage.disk.partition", "kafkacompat.storage.disk.store"}): "storage/disk",
-    # storage/cloud: the store, its partitions, writer and cleaner (being split)
-    frozenset({"kafkacompat.storage.cloud.cleaner", "kafkacompat.storage.cloud.partition",
-               "kafkacompat.storage.cloud.store", "kafkacompat.storage.cloud.writer"}): "storage/cloud",
-}
+# Circles allowed, each named with why (none today). Any other circle fails.
+KNOWN_CIRCLES: dict[frozenset[str], str] = {}
 
 CIRCLES_SCRIPT = """
 import json, sys

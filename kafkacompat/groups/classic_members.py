@@ -21,23 +21,46 @@ import dataclasses
 import logging
 import uuid
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from kio.schema.errors import ErrorCode
 
+from kafkacompat.storage import TopicInfo
+
+from ..config import BrokerConfig
+from .assignors import Assignment
 from .classic_api import JoinRequest, JoinResult, SyncResult
 from .consumer_group import ClassicMembership, ConsumerGroup, ConsumerMember, MemberState
 from .consumer_protocol import CONSUMER_PROTOCOL_TYPE, encode_assignment, parse_assignment, parse_subscription
 from .group import Group, GroupState, Member
 
-if TYPE_CHECKING:
-    from .consumer_coordinator import ConsumerGroupCoordinator
-
 log = logging.getLogger(__name__)
 
 
+class ConsumerGroupHost(Protocol):
+    """What classic members need of the consumer group coordinator that hosts them (it owns the
+    groups, their topics and their members' timers); declared here so that neither module imports the other."""
+
+    config: BrokerConfig
+
+    def lookup_topic(self, name: str) -> TopicInfo | None: ...
+
+    def topic_names(self, assignment: Assignment) -> dict[uuid.UUID, str]: ...
+
+    def subscription(self, group: ConsumerGroup) -> dict[uuid.UUID, tuple[str, int]]: ...
+
+    def update_member(
+        self, group: ConsumerGroup, member: ConsumerMember, updated: ConsumerMember,
+        owned: Assignment | None, is_new: bool,
+    ) -> ConsumerMember: ...
+
+    def schedule_session_timeout(self, group: ConsumerGroup, member: ConsumerMember) -> None: ...
+
+    def fence(self, group: ConsumerGroup, member_id: str) -> None: ...
+
+
 class ClassicMembers:
-    def __init__(self, coordinator: "ConsumerGroupCoordinator") -> None:
+    def __init__(self, coordinator: ConsumerGroupHost) -> None:
         self.coordinator = coordinator
 
     # topic names <-> ids ---------------------------------------------------------

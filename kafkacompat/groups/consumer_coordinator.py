@@ -14,7 +14,6 @@ see durable.py), so the next coordinator continues the group.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import logging
 import uuid
@@ -39,20 +38,13 @@ from .consumer_group import (
     reconcile,
 )
 from .group import Group
+from .heartbeat_coordinator import HeartbeatError, HeartbeatGroupCoordinator
 from .topic_regex import InvalidRegex, compile_regex, matches
 
 log = logging.getLogger(__name__)
 
 # a member's fields that are group state (not its timers)
 _MEMBER_STATE = tuple(f.name for f in dataclasses.fields(ConsumerMember) if not f.name.endswith("_timer"))
-
-
-class HeartbeatError(Exception):
-    """A heartbeat answered with an error code and Kafka's message."""
-
-    def __init__(self, code: ErrorCode, message: str) -> None:
-        super().__init__(message)
-        self.code = code
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -100,7 +92,9 @@ class DescribedConsumerGroup:
     members: tuple[DescribedMember, ...] = ()
 
 
-class ConsumerGroupCoordinator:
+class ConsumerGroupCoordinator(HeartbeatGroupCoordinator[ConsumerGroup, ConsumerMember]):
+    KIND, HELD, UNREVOKED = "consumer group", "partitions", MemberState.UNREVOKED_PARTITIONS
+
     def __init__(
         self,
         config: BrokerConfig,
@@ -111,14 +105,11 @@ class ConsumerGroupCoordinator:
         take_back_classic_group: Callable[[Group], None],
         save: Callable[[str], None] = lambda group_id: None,
     ) -> None:
-        self.config = config
+        super().__init__(config, clock, save)
         self.store = store
-        self.groups: dict[str, ConsumerGroup] = {}
-        self._clock = clock
         self._classic_group = classic_group  # the classic group of an id (or one known by offsets only)
         self._hand_over = hand_over_classic_group  # the classic coordinator lets go of a group
         self._take_back = take_back_classic_group  # ... and takes one back, which then rebalances
-        self._save = save  # queue a group's state for the store after it changed
         self.classic = ClassicMembers(self)
 
     def _classic_state(self, group_id: str) -> str | None:
@@ -135,17 +126,6 @@ class ConsumerGroupCoordinator:
         for member in group.members.values():
             self.schedule_session_timeout(group, member)
             self._track_revocation(group, ConsumerMember(member.member_id), member)
-
-    def close(self) -> None:
-        for group_id in list(self.groups):
-            self.drop(group_id)
-
-    def drop(self, group_id: str) -> None:
-        """Forget a group (another broker coordinates it now), stopping its members' timers."""
-        group = self.groups.pop(group_id, None)
-        if group is not None:
-            for member in group.members.values():
-                member.cancel_timers()
 
     # topics -------------------------------------------------------------------
     def topic_name(self, info: TopicInfo) -> str:
@@ -458,47 +438,15 @@ class ConsumerGroupCoordinator:
             if before.state is not MemberState.UNREVOKED_PARTITIONS or before.member_epoch != after.member_epoch:
                 if after.rebalance_timer is not None:
                     after.rebalance_timer.cancel()
-                after.rebalance_timer = asyncio.get_running_loop().call_later(
-                    max(after.rebalance_timeout_ms, 0) / 1000,
-                    self._rebalance_expired, group.group_id, after.member_id, after.member_epoch,
-                )
+                self._start_rebalance_timer(group, after)
         elif after.rebalance_timer is not None:
             after.rebalance_timer.cancel()
             after.rebalance_timer = None
 
     # timeouts -----------------------------------------------------------------
-    def schedule_session_timeout(self, group: ConsumerGroup, member: ConsumerMember) -> None:
+    def _session_timeout_ms(self, member: ConsumerMember) -> int:
         """Classic members keep the session timeout they joined with; others get the broker's."""
-        if member.session_timer is not None:
-            member.session_timer.cancel()
-        timeout = member.classic.session_timeout_ms if member.classic else self.config.group_consumer_session_timeout_ms
-        member.session_timer = asyncio.get_running_loop().call_later(
-            timeout / 1000,
-            self._session_expired, group.group_id, member.member_id,
-        )
-
-    def _session_expired(self, group_id: str, member_id: str) -> None:
-        group = self.groups.get(group_id)
-        if group is None or member_id not in group.members:
-            return
-        group.members[member_id].session_timer = None
-        log.info("member %s of consumer group %s: session timed out", member_id, group_id)
-        self.fence(group, member_id)
-        self._save(group_id)
-
-    def _rebalance_expired(self, group_id: str, member_id: str, epoch: int) -> None:
-        group = self.groups.get(group_id)
-        member = group.members.get(member_id) if group is not None else None
-        if group is None or member is None:
-            return
-        member.rebalance_timer = None
-        if member.state is MemberState.UNREVOKED_PARTITIONS and member.member_epoch == epoch:
-            log.info(
-                "member %s of consumer group %s did not revoke its partitions within the rebalance timeout",
-                member_id, group_id,
-            )
-            self.fence(group, member_id)
-            self._save(group_id)
+        return member.classic.session_timeout_ms if member.classic else self.config.group_consumer_session_timeout_ms
 
     def fence(self, group: ConsumerGroup, member_id: str) -> None:
         """Remove a member; the others get its partitions at the next group epoch.
@@ -575,18 +523,6 @@ class ConsumerGroupCoordinator:
             return ErrorCode.stale_member_epoch
         return ErrorCode.none
 
-    def validate_fetch(self, group_id: str, member_id: str | None, epoch: int) -> ErrorCode:
-        """Kafka's ConsumerGroup.validateOffsetFetch (OffsetFetch v9 names the member)."""
-        group = self.groups.get(group_id)
-        if group is None or (epoch < 0 and not member_id):
-            return ErrorCode.none
-        member = group.members.get(member_id or "")
-        if member is None:
-            return ErrorCode.unknown_member_id
-        if epoch != member.member_epoch:
-            return ErrorCode.stale_member_epoch
-        return ErrorCode.none
-
     # admin --------------------------------------------------------------------
     def describe(self, group_id: str) -> DescribedConsumerGroup:
         group = self.groups.get(group_id)
@@ -606,20 +542,6 @@ class ConsumerGroupCoordinator:
             info = self.store.get_topic_by_id(topic_id)
             out[topic_id] = self.topic_name(info) if info is not None else ""
         return out
-
-    def list_groups(self) -> list[tuple[str, str]]:
-        """(group id, state) of every consumer group."""
-        return [(g.group_id, g.state.value) for g in self.groups.values()]
-
-    def delete(self, group_id: str) -> ErrorCode:
-        group = self.groups.get(group_id)
-        if group is None:
-            return ErrorCode.group_id_not_found
-        if not group.is_empty():
-            return ErrorCode.non_empty_group
-        del self.groups[group_id]
-        log.info("consumer group %s deleted", group_id)
-        return ErrorCode.none
 
     def drop_if_empty(self, group_id: str) -> bool:
         """Forget an empty consumer group (a classic JoinGroup takes its id over)."""

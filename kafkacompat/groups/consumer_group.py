@@ -17,8 +17,10 @@ import dataclasses
 import enum
 import uuid
 from collections import Counter
+from typing import ClassVar
 
 from .assignors import Assignment
+from .heartbeat_group import HeartbeatMember
 
 LEAVE_EPOCH = -1
 STATIC_LEAVE_EPOCH = -2
@@ -50,7 +52,7 @@ class ClassicMembership:
 
 
 @dataclasses.dataclass(slots=True)
-class ConsumerMember:
+class ConsumerMember(HeartbeatMember):
     member_id: str
     instance_id: str | None = None
     rack_id: str | None = None
@@ -69,15 +71,7 @@ class ConsumerMember:
     session_timer: asyncio.TimerHandle | None = None
     rebalance_timer: asyncio.TimerHandle | None = None
 
-    def cancel_timers(self) -> None:
-        for name in ("session_timer", "rebalance_timer"):
-            timer = getattr(self, name)
-            if timer is not None:
-                timer.cancel()
-                setattr(self, name, None)
-
-    def is_reconciled_to(self, epoch: int) -> bool:
-        return self.state is MemberState.STABLE and self.member_epoch == epoch
+    STABLE: ClassVar[MemberState] = MemberState.STABLE
 
 
 def _pairs(assignment: Assignment) -> set[tuple[uuid.UUID, int]]:

@@ -16,7 +16,6 @@ are lost).
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import logging
 from collections.abc import Callable
@@ -24,8 +23,8 @@ from collections.abc import Callable
 from kio.schema.errors import ErrorCode
 
 from ..config import BrokerConfig
-from .consumer_coordinator import HeartbeatError
 from .consumer_group import LEAVE_EPOCH, STATIC_LEAVE_EPOCH
+from .heartbeat_coordinator import HeartbeatError, HeartbeatGroupCoordinator
 from .streams_group import NO_TASKS, MemberState, StreamsGroup, StreamsMember, Tasks, assign_tasks, reconcile
 from .streams_topology import ConfiguredTopology, Topology, configure
 
@@ -64,24 +63,14 @@ class StreamsHeartbeatResult:
     tasks: Tasks | None = None  # None: unchanged since the last answer
 
 
-class StreamsGroupCoordinator:
+class StreamsGroupCoordinator(HeartbeatGroupCoordinator[StreamsGroup, StreamsMember]):
+    KIND, HELD, UNREVOKED = "streams group", "tasks", MemberState.UNREVOKED_TASKS
+
     def __init__(self, config: BrokerConfig, clock: Callable[[], int],
                  partitions_of: Callable[[str], int | None], is_other_group: Callable[[str], bool]) -> None:
-        self.config = config
-        self.groups: dict[str, StreamsGroup] = {}
-        self._clock = clock
+        super().__init__(config, clock)
         self._partitions_of = partitions_of  # a topic's partition count, None when it does not exist
         self._is_other_group = is_other_group  # the id names a live classic or consumer group
-
-    def close(self) -> None:
-        for group_id in list(self.groups):
-            self.drop(group_id)
-
-    def drop(self, group_id: str) -> None:
-        group = self.groups.pop(group_id, None)
-        if group is not None:
-            for member in group.members.values():
-                member.cancel_timers()
 
     def topology_of(self, group_id: str) -> Topology | None:
         group = self.groups.get(group_id)
@@ -185,7 +174,7 @@ class StreamsGroupCoordinator:
             group.group_epoch += 1
         updated = self._update(group, updated)
         statuses += self._statuses(group, updated)
-        self._schedule_session_timeout(group, updated)
+        self.schedule_session_timeout(group, updated)
         full = req.member_epoch == 0 or req.owned is not None and updated.assigned != updated.reported
         changed = updated.assigned != member.assigned or updated.member_epoch != member.member_epoch
         return StreamsHeartbeatResult(
@@ -248,42 +237,12 @@ class StreamsGroupCoordinator:
         """A member asked to revoke gets its rebalance timeout to do so, else it is fenced."""
         if after.state is MemberState.UNREVOKED_TASKS:
             if before.state is not MemberState.UNREVOKED_TASKS:
-                after.rebalance_timer = asyncio.get_running_loop().call_later(
-                    max(after.rebalance_timeout_ms, 0) / 1000,
-                    self._rebalance_expired, group.group_id, after.member_id, after.member_epoch,
-                )
+                self._start_rebalance_timer(group, after)
         elif after.rebalance_timer is not None:
             after.rebalance_timer.cancel()
             after.rebalance_timer = None
 
     # timeouts -----------------------------------------------------------------
-    def _schedule_session_timeout(self, group: StreamsGroup, member: StreamsMember) -> None:
-        if member.session_timer is not None:
-            member.session_timer.cancel()
-        member.session_timer = asyncio.get_running_loop().call_later(
-            self.config.group_consumer_session_timeout_ms / 1000,
-            self._session_expired, group.group_id, member.member_id,
-        )
-
-    def _session_expired(self, group_id: str, member_id: str) -> None:
-        group = self.groups.get(group_id)
-        if group is None or member_id not in group.members:
-            return
-        group.members[member_id].session_timer = None
-        log.info("member %s of streams group %s: session timed out", member_id, group_id)
-        self.fence(group, member_id)
-
-    def _rebalance_expired(self, group_id: str, member_id: str, epoch: int) -> None:
-        group = self.groups.get(group_id)
-        member = group.members.get(member_id) if group is not None else None
-        if group is None or member is None:
-            return
-        member.rebalance_timer = None
-        if member.state is MemberState.UNREVOKED_TASKS and member.member_epoch == epoch:
-            log.info("member %s of streams group %s did not revoke its tasks within the rebalance timeout",
-                     member_id, group_id)
-            self.fence(group, member_id)
-
     def fence(self, group: StreamsGroup, member_id: str) -> None:
         """Remove a member; the others get its tasks at the next group epoch."""
         if group.remove(member_id) is None:
@@ -316,25 +275,3 @@ class StreamsGroupCoordinator:
             return ErrorCode.stale_member_epoch
         return ErrorCode.none
 
-    def validate_fetch(self, group_id: str, member_id: str | None, epoch: int) -> ErrorCode:
-        group = self.groups.get(group_id)
-        if group is None or (epoch < 0 and not member_id):
-            return ErrorCode.none
-        member = group.members.get(member_id or "")
-        if member is None:
-            return ErrorCode.unknown_member_id
-        return ErrorCode.none if epoch == member.member_epoch else ErrorCode.stale_member_epoch
-
-    # admin --------------------------------------------------------------------
-    def list_groups(self) -> list[tuple[str, str]]:
-        return [(g.group_id, g.state.value) for g in self.groups.values()]
-
-    def delete(self, group_id: str) -> ErrorCode:
-        group = self.groups.get(group_id)
-        if group is None:
-            return ErrorCode.group_id_not_found
-        if not group.is_empty():
-            return ErrorCode.non_empty_group
-        del self.groups[group_id]
-        log.info("streams group %s deleted", group_id)
-        return ErrorCode.none

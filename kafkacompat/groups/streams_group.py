@@ -19,7 +19,9 @@ import dataclasses
 import enum
 import math
 from collections.abc import Iterable, Mapping
+from typing import ClassVar
 
+from .heartbeat_group import HeartbeatMember
 from .streams_topology import Topology
 
 ACTIVE, STANDBY, WARMUP = "active", "standby", "warmup"
@@ -43,7 +45,7 @@ class MemberState(enum.Enum):
 
 
 @dataclasses.dataclass(slots=True)
-class StreamsMember:
+class StreamsMember(HeartbeatMember):
     member_id: str
     process_id: str = ""
     instance_id: str | None = None
@@ -63,15 +65,7 @@ class StreamsMember:
     session_timer: asyncio.TimerHandle | None = None
     rebalance_timer: asyncio.TimerHandle | None = None
 
-    def cancel_timers(self) -> None:
-        for name in ("session_timer", "rebalance_timer"):
-            timer = getattr(self, name)
-            if timer is not None:
-                timer.cancel()
-                setattr(self, name, None)
-
-    def is_reconciled_to(self, epoch: int) -> bool:
-        return self.state is MemberState.STABLE and self.member_epoch == epoch
+    STABLE: ClassVar[MemberState] = MemberState.STABLE
 
 
 def by_role(tasks: Iterable[Task], role: str) -> dict[str, list[int]]:

@@ -46,7 +46,7 @@ import logging
 import threading
 import time
 from collections.abc import Coroutine, Iterator
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from .. import batch_format as bf
 from ..compaction import (
@@ -56,12 +56,29 @@ from ..compaction import (
 from ..errors import StorageError
 from ..namespace import Settings, now_ms
 from . import schema
-
-if TYPE_CHECKING:
-    from .partition import CloudPartition, Entry
-    from .store import CloudStore
+from .index import BatchIndex, Entry
 
 log = logging.getLogger(__name__)
+
+
+class CleanerStore(Protocol):
+    """What the cleaner needs of the store that runs it (declared here: the store imports this module)."""
+
+    index: BatchIndex
+    record_codec: RecordCodec | None
+    cleaner_dedupe_buffer_bytes: int
+
+
+class CleanedPartition(Protocol):
+    """What the cleaner needs of the partition it cleans."""
+
+    pid: int
+    name: str
+
+    @property
+    def settings(self) -> Settings: ...
+
+    def cleaned(self, below: int) -> None: ...
 
 READ_ROWS = 500  # index rows (and their bytes) one read of the cleaner takes
 OBJECT_BYTES = 8 << 20  # a cleaning's rebuilt batches are written in objects of about this size
@@ -83,11 +100,11 @@ class Snapshot:
     cleanings: int  # swaps so far: a swap applies only if this has not moved
 
 
-async def read_snapshot(store: "CloudStore", pid: int, now: int) -> Snapshot | None:
+async def read_snapshot(index: BatchIndex, pid: int, now: int) -> Snapshot | None:
     """The partition's segments, each with its size and max timestamp summed from the index; None
     when the partition is gone. Segments wholly below the log start are dropped, and batches below
     the first segment (written before the topic was compacted) become one segment."""
-    async with store._pool.acquire() as conn, conn.transaction():
+    async with index.pool().acquire() as conn, conn.transaction():
         row = await conn.fetchrow("SELECT log_start, next_offset, cleanings FROM kc_partitions WHERE id = $1", pid)
         if row is None:
             return None
@@ -125,7 +142,7 @@ class _Output:
         self._parts: list[bytes] = []
         self._size = 0
 
-    def add(self, entry: "Entry", data: bytes) -> None:
+    def add(self, entry: Entry, data: bytes) -> None:
         max_ts = bf.HEADER.unpack_from(data)[8]
         self.rows.append((entry[0], entry[1], len(self.objects), self._size, len(data), max_ts, entry[5]))
         self._parts.append(data)
@@ -137,9 +154,9 @@ class _Output:
         if not self._parts:
             return
         store = self._rewrite.store
-        key = store.objects.new_key()
+        key = store.index.objects.new_key()
         self.keys.append(key)
-        self._rewrite.call(store.objects.put(key, b"".join(self._parts)))
+        self._rewrite.call(store.index.objects.put(key, b"".join(self._parts)))
         self.objects.append((key, self._size))
         self._parts, self._size = [], 0
 
@@ -148,7 +165,7 @@ class _Rewrite:
     """Scan, map and filter one partition's cleanable segments (a worker thread, reading through the
     store on its event loop), as the disk cleaner does over files."""
 
-    def __init__(self, store: "CloudStore", part: "CloudPartition", snapshot: Snapshot, cleanable: list[SegmentStats],
+    def __init__(self, store: CleanerStore, part: CleanedPartition, snapshot: Snapshot, cleanable: list[SegmentStats],
                  first_dirty: int, settings: Settings, now: int, result: CleanResult) -> None:
         self.store, self.part, self.snapshot = store, part, snapshot
         self.cleanable, self.first_dirty = cleanable, first_dirty
@@ -167,15 +184,15 @@ class _Rewrite:
             raise asyncio.CancelledError()
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result(_CALL_TIMEOUT_S)
 
-    def batches(self, start: int, end: int) -> Iterator[tuple["Entry", memoryview, tuple]]:
+    def batches(self, start: int, end: int) -> Iterator[tuple[Entry, memoryview, tuple]]:
         """(index entry, batch bytes with its offsets written in, unpacked header) of every batch whose
         base offset is in [start, end), READ_ROWS at a time."""
         offset = start
         while offset < end:
-            entries = self.call(self.store.rows_between(self.part.pid, offset, end, READ_ROWS))
+            entries = self.call(self.store.index.rows_between(self.part.pid, offset, end, READ_ROWS))
             if not entries:
                 return
-            data = memoryview(self.call(self.store.batch_bytes(entries)))
+            data = memoryview(self.call(self.store.index.batch_bytes(entries)))
             pos = 0
             for entry in entries:
                 batch = data[pos:pos + entry[4]]
@@ -223,11 +240,11 @@ class _Rewrite:
         return True
 
 
-async def _swap(store: "CloudStore", part: "CloudPartition", work: _Rewrite, fence: int) -> None:
+async def _swap(store: CleanerStore, part: CleanedPartition, work: _Rewrite, fence: int) -> None:
     """Put the cleaning in the index in one transaction. Raises Superseded when another swap, a move
     of leadership or a deletion came first (nothing changes then)."""
     out = work.output
-    async with store._pool.acquire() as conn, conn.transaction():
+    async with store.index.pool().acquire() as conn, conn.transaction():
         row = await conn.fetchrow("SELECT log_start, cleanings FROM kc_partitions WHERE id = $1 FOR UPDATE",
                                   part.pid)
         if row is None or row["cleanings"] != work.snapshot.cleanings:
@@ -261,12 +278,12 @@ async def _swap(store: "CloudStore", part: "CloudPartition", work: _Rewrite, fen
             part.pid, [b for b, _ in work.cleaned], [c for _, c in work.cleaned], work.now)
         await conn.execute("UPDATE kc_partitions SET cleanings = cleanings + 1 WHERE id = $1", part.pid)
         await conn.execute("SELECT pg_notify($1, $2)", schema.CLEANED_CHANNEL,
-                           f"{store.origin} {part.pid}:{work.end}")
+                           f"{store.index.origin} {part.pid}:{work.end}")
     for (key, _size), object_id in zip(out.objects, ids):
-        store.object_keys[object_id] = key
+        store.index.object_keys[object_id] = key
 
 
-async def clean_partition(store: "CloudStore", part: "CloudPartition", fence: int,
+async def clean_partition(store: CleanerStore, part: CleanedPartition, fence: int,
                           now: int | None = None) -> CleanResult | None:
     """Clean one partition if a cleaning is due; None if it was not (or the partition changed under it).
     `fence` is the leader epoch the swap must still find (-1: none)."""
@@ -274,7 +291,7 @@ async def clean_partition(store: "CloudStore", part: "CloudPartition", fence: in
     if not settings.compact or store.record_codec is None:
         return None
     now = now_ms() if now is None else now
-    snapshot = await read_snapshot(store, part.pid, now)
+    snapshot = await read_snapshot(store.index, part.pid, now)
     if snapshot is None:
         return None
     sealed = snapshot.segments[:-1]
@@ -300,7 +317,7 @@ async def clean_partition(store: "CloudStore", part: "CloudPartition", fence: in
     except BaseException as exc:
         if work.output.keys and not isinstance(exc, asyncio.CancelledError):
             with contextlib.suppress(Exception):  # never referenced; else the orphan sweep takes them
-                await store.objects.delete(work.output.keys)
+                await store.index.objects.delete(work.output.keys)
         if isinstance(exc, Superseded):
             log.info("%s", exc)
             return None

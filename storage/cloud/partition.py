@@ -11,29 +11,38 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import AsyncIterator, Awaitable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from .. import batch_format as bf
 from ..api import AppendResult, PartitionletInfo, TimestampHit
 from ..compaction import SegmentStats
 from ..errors import OffsetOutOfRangeError, StorageError
 from ..namespace import Settings, TopicState, now_ms
-from ..partition_base import PartitionBase
+from ..partition_base import PartitionBase, RecordTimestamps
 from .cleaner import read_snapshot
+from .index import BatchIndex, Entry
 from .outage import database_step
-
-if TYPE_CHECKING:
-    from .store import CloudStore
-
-# (base offset, last offset, object id, position, length, epoch, max timestamp)
-Entry = tuple[int, int, int, int, int, int, int]
+from .writer import Writer
 TAIL_ENTRIES = 2048  # batches of the tail index kept in memory per partition
 READ_ROWS = 500  # index rows one read asks the database for
 HEAD_ROWS = 5000  # index rows with headers one step of a tail scan asks for
 
 
+class PartitionStore(Protocol):
+    """What a partition needs of the store that opened it (declared here: the store imports this module)."""
+
+    epoch: int  # the store's open counter: no partition opens below it
+    record_timestamps: RecordTimestamps | None
+    writer: Writer
+    index: BatchIndex
+
+    async def refresh_partitions(self, parts: list[CloudPartition]) -> None: ...
+
+    def data_dirs(self) -> list[str]: ...
+
+
 class CloudPartition(PartitionBase):
-    def __init__(self, store: "CloudStore", topic: TopicState, index: int, row: list[int]) -> None:
+    def __init__(self, store: PartitionStore, topic: TopicState, index: int, row: list[int]) -> None:
         pid, next_offset, log_start, epoch = row
         super().__init__(f"{topic.stream.path}:{topic.name}/{index}", max(epoch, store.epoch),
                          store.record_timestamps)
@@ -59,7 +68,7 @@ class CloudPartition(PartitionBase):
     async def sealed_chain(self) -> list[SegmentStats]:
         """The sealed segments (all but the active one), oldest first, as the cleaner plans with them."""
         with database_step(f"reading the segments of {self.name}"):
-            snapshot = await read_snapshot(self._store, self.pid, now_ms())
+            snapshot = await read_snapshot(self._store.index, self.pid, now_ms())
         return snapshot.segments[:-1] if snapshot is not None else []
 
     # views from elsewhere -----------------------------------------------------------
@@ -85,8 +94,8 @@ class CloudPartition(PartitionBase):
     def committed(self, object_id: int, key: str, base: int, count: int, epoch: int, position: int,
                   data: memoryview, max_ts: int) -> None:
         """One of our batches got offsets [base, base + count)."""
-        self._store.object_keys[object_id] = key
-        self._store.cache.put(object_id, position, data)
+        self._store.index.object_keys[object_id] = key
+        self._store.index.cache.put(object_id, position, data)
         entry = (base, base + count - 1, object_id, position, len(data), epoch, max_ts)
         if self._tail and self._tail[-1][1] + 1 != base:
             self._tail, self._tail_bases = [], []
@@ -149,7 +158,7 @@ class CloudPartition(PartitionBase):
             return b""
         entries = self._from_tail(offset, max_bytes)
         if not entries:
-            entries = await self._store.index_rows(self.pid, offset, READ_ROWS)
+            entries = await self._store.index.index_rows(self.pid, offset, READ_ROWS)
             if not entries:  # retention moved the start meanwhile
                 await self._check_offset(offset)
                 return b""
@@ -160,7 +169,7 @@ class CloudPartition(PartitionBase):
                 break
             chosen.append(entry)
             total += entry[4]
-        return await self._store.batch_bytes(chosen)
+        return await self._store.index.batch_bytes(chosen)
 
     async def batch_heads(self, offset: int, budget: int) -> AsyncIterator[memoryview]:
         """Each batch from `offset` on, as far as `budget` bytes of the log, as a tail scan (a new
@@ -169,11 +178,11 @@ class CloudPartition(PartitionBase):
         the index keeps no header for (older versions, a replica's run of batches) are read from
         their objects, whole."""
         while offset < self._hw and budget > 0:
-            rows = await self._store.head_rows(self.pid, offset, HEAD_ROWS)
+            rows = await self._store.index.head_rows(self.pid, offset, HEAD_ROWS)
             if not rows:
                 return
             unknown = [entry for entry, head in rows if head is None]
-            read = memoryview(await self._store.batch_bytes(unknown)) if unknown else memoryview(b"")
+            read = memoryview(await self._store.index.batch_bytes(unknown)) if unknown else memoryview(b"")
             for entry, head in rows:
                 if head is None:
                     data, read = read[:entry[4]], read[entry[4]:]
@@ -203,11 +212,11 @@ class CloudPartition(PartitionBase):
         self._check_open()
         after = self._log_start
         while True:
-            rows = await self._store.rows_by_timestamp(self.pid, timestamp, after)
+            rows = await self._store.index.rows_by_timestamp(self.pid, timestamp, after)
             if not rows:
                 return None
             for entry in rows:
-                data = await self._store.batch_bytes([entry])
+                data = await self._store.index.batch_bytes([entry])
                 header = bf.parse_header(data)
                 hit = self._first_at_or_after(data, entry[0], entry[1], entry[6], header.log_append_time,
                                               timestamp, self._log_start)
@@ -221,10 +230,10 @@ class CloudPartition(PartitionBase):
         log start drops the index rows wholly below it at once: a max Kafka's segment would still show
         there is gone."""
         self._check_open()
-        entry = await self._store.row_of_max_timestamp(self.pid)
+        entry = await self._store.index.row_of_max_timestamp(self.pid)
         if entry is None:
             return None
-        data = await self._store.batch_bytes([entry])
+        data = await self._store.index.batch_bytes([entry])
         header = bf.parse_header(data)
         return self._offset_of_max(data, entry[0], entry[1], entry[6], header.log_append_time)
 
@@ -235,7 +244,7 @@ class CloudPartition(PartitionBase):
             before_offset = self._hw
         if before_offset < 0:
             raise OffsetOutOfRangeError(f"cannot delete records below {before_offset} of {self.name}")
-        start = await self._store.advance_start(self.pid, before_offset)
+        start = await self._store.index.advance_start(self.pid, before_offset)
         if start is None:
             await self._store.refresh_partitions([self])
             raise OffsetOutOfRangeError(f"cannot delete records below {before_offset}: {self.name} ends at {self._hw}")
@@ -244,7 +253,7 @@ class CloudPartition(PartitionBase):
 
     async def truncate_fully_and_start_at(self, offset: int) -> None:
         self._check_open()
-        restarted = await self._store.restart_at(self.pid, offset)
+        restarted = await self._store.index.restart_at(self.pid, offset)
         if restarted is None:
             await self._store.refresh_partitions([self])
             raise OffsetOutOfRangeError(f"cannot restart {self.name} at {offset}: it ends at {self._hw}")
@@ -255,7 +264,7 @@ class CloudPartition(PartitionBase):
         epoch) only epochs up to it count: epochs the store's open counter stamped before
         schema version 4 are not leader epochs any client was told of."""
         self._check_open()
-        epochs = await self._store.epochs(self.pid)
+        epochs = await self._store.index.epochs(self.pid)
         leading = self._leader_epoch if current is None else current
         self._epochs = [e for e in epochs if e[0] <= leading]
         if leading > (self._epochs[-1][0] if self._epochs else -1):
@@ -263,7 +272,7 @@ class CloudPartition(PartitionBase):
         return await super().end_offset_for_epoch(epoch)
 
     async def partitionlets(self) -> list[PartitionletInfo]:
-        size, max_ts = await self._store.partition_size(self.pid)
+        size, max_ts = await self._store.index.partition_size(self.pid)
         if not size:
             return []
         return [PartitionletInfo(self._log_start, self._hw, size, self._store.data_dirs()[0], False, max_ts)]

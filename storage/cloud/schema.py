@@ -1,14 +1,17 @@
 """The PostgreSQL schema of the cloud engine, created or migrated on open.
 
 Every table is prefixed `kc_` so the engine can share a database with
-other applications. `kc_meta.schema_version` says which of MIGRATIONS ran;
+other applications. The SQL is in this package's sql/ folder (package data,
+so a wheel carries it): sql/NNN_*.sql is schema version NNN, numbered from
+001 without gaps, and `kc_meta.schema_version` says how many of them ran;
 opening runs the missing ones under an advisory lock, so brokers starting
-together migrate once. MIGRATIONS change tables; the functions are all
-CREATE OR REPLACE, so FUNCTIONS holds only their current definitions and is
-run after any migration: a database of any older version ends with the same
-functions as a new one. A change to FUNCTIONS therefore comes with a new
-version (an entry in MIGRATIONS, empty if no table changes), or databases
-already at the newest version would keep the old definitions.
+together migrate once. Migrations change tables; the functions are all
+CREATE OR REPLACE, so sql/functions.sql holds only their current definitions
+and is run after any migration: a database of any older version ends with
+the same functions as a new one. A change to functions.sql therefore comes
+with a new version (a new numbered file, with only a comment if no table
+changes), or databases already at the newest version would keep the old
+definitions.
 
 The write path is one function call, `kc_commit`: it records an uploaded
 object and assigns offsets to its batches in one transaction, locking the
@@ -29,330 +32,63 @@ failover slower than the one before.
 
 from __future__ import annotations
 
+import re
+import uuid
+from importlib import resources
+from typing import Any
+
+from ..errors import StorageError
+
 SCHEMA_LOCK = 0x6B63_7363  # advisory lock id: "kcsc"
 DATA_CHANNEL = "kc_data"  # NOTIFY: partitions' high watermarks and log starts moved
 NAMESPACE_CHANNEL = "kc_namespace"  # NOTIFY: a stream, topic, cursor group, state table or setting changed
 CLEANED_CHANNEL = "kc_cleaned"  # NOTIFY: the cleaner replaced a partition's index rows below an offset
 
-_V1 = r"""
-CREATE TABLE IF NOT EXISTS kc_meta (
-    one boolean PRIMARY KEY DEFAULT true CHECK (one),
-    schema_version int NOT NULL,
-    store_id uuid NOT NULL,
-    epoch int NOT NULL DEFAULT 0
-);
-CREATE TABLE IF NOT EXISTS kc_settings (key text PRIMARY KEY, value text NOT NULL);
-CREATE TABLE IF NOT EXISTS kc_streams (
-    path text PRIMARY KEY,
-    policy jsonb NOT NULL,
-    created_ms bigint NOT NULL
-);
-CREATE TABLE IF NOT EXISTS kc_topics (
-    id uuid PRIMARY KEY,
-    stream text NOT NULL REFERENCES kc_streams(path) ON DELETE CASCADE,
-    name text NOT NULL,
-    partitions int NOT NULL,
-    configs jsonb NOT NULL,
-    created_ms bigint NOT NULL,
-    UNIQUE (stream, name)
-);
-CREATE TABLE IF NOT EXISTS kc_partitions (
-    id bigserial PRIMARY KEY,
-    topic_id uuid NOT NULL REFERENCES kc_topics(id) ON DELETE CASCADE,
-    idx int NOT NULL,
-    next_offset bigint NOT NULL DEFAULT 0,
-    log_start bigint NOT NULL DEFAULT 0,
-    leader_epoch int NOT NULL DEFAULT 0,
-    UNIQUE (topic_id, idx)
-);
-CREATE TABLE IF NOT EXISTS kc_epochs (
-    pid bigint NOT NULL REFERENCES kc_partitions(id) ON DELETE CASCADE,
-    epoch int NOT NULL,
-    start_offset bigint NOT NULL,
-    PRIMARY KEY (pid, epoch)
-);
-CREATE TABLE IF NOT EXISTS kc_objects (
-    id bigserial PRIMARY KEY,
-    key text NOT NULL UNIQUE,
-    size bigint NOT NULL,
-    created_ms bigint NOT NULL,
-    unreferenced_ms bigint
-);
-CREATE TABLE IF NOT EXISTS kc_batches (
-    pid bigint NOT NULL REFERENCES kc_partitions(id) ON DELETE CASCADE,
-    base_offset bigint NOT NULL,
-    last_offset bigint NOT NULL,
-    object_id bigint NOT NULL REFERENCES kc_objects(id),
-    position bigint NOT NULL,
-    length int NOT NULL,
-    max_ts bigint NOT NULL,
-    epoch int NOT NULL,
-    PRIMARY KEY (pid, base_offset)
-);
-CREATE INDEX IF NOT EXISTS kc_batches_object ON kc_batches (object_id);
-CREATE TABLE IF NOT EXISTS kc_cursors (
-    stream text NOT NULL REFERENCES kc_streams(path) ON DELETE CASCADE,
-    grp text NOT NULL,
-    topic text NOT NULL,
-    part int NOT NULL,
-    "offset" bigint NOT NULL,
-    leader_epoch int NOT NULL,
-    metadata text NOT NULL,
-    commit_ms bigint NOT NULL,
-    PRIMARY KEY (stream, grp, topic, part)
-);
-CREATE TABLE IF NOT EXISTS kc_state (
-    stream text NOT NULL REFERENCES kc_streams(path) ON DELETE CASCADE,
-    tbl text NOT NULL,
-    key text NOT NULL,
-    value jsonb NOT NULL,
-    PRIMARY KEY (stream, tbl, key)
-);
-"""
+_MIGRATION_FILE = re.compile(r"(\d{3})_[a-z0-9_]+\.sql")
 
-# Version 2 changed kc_commit only (fencing by leader epoch: FUNCTIONS).
-_V2 = ""
 
-# Segments for log compaction (storage/cloud/cleaner.py). A compacted partition's
-# batches are grouped in segments that roll as partitionlets do, by segment.bytes
-# and segment.ms (the caller passes both per batch, -1 for a topic that is not
-# compacted): kc_segments holds each segment's base offset, when it was rolled and
-# how far the cleaner has deduplicated it; kc_partitions the active segment's
-# size and roll time. A segment ends where the next begins; the last is active
-# and never cleaned. `cleanings` counts the cleaner's swaps of the partition's
-# index rows: a swap applies only if none came between its reading and its commit.
-_V3 = r"""
-CREATE TABLE IF NOT EXISTS kc_segments (
-    pid bigint NOT NULL REFERENCES kc_partitions(id) ON DELETE CASCADE,
-    base_offset bigint NOT NULL,
-    created_ms bigint NOT NULL,
-    clean_to bigint,
-    cleaned_ms bigint NOT NULL DEFAULT 0,
-    PRIMARY KEY (pid, base_offset)
-);
-ALTER TABLE kc_partitions ADD COLUMN IF NOT EXISTS seg_base bigint;
-ALTER TABLE kc_partitions ADD COLUMN IF NOT EXISTS seg_size bigint NOT NULL DEFAULT 0;
-ALTER TABLE kc_partitions ADD COLUMN IF NOT EXISTS seg_created bigint NOT NULL DEFAULT 0;
-ALTER TABLE kc_partitions ADD COLUMN IF NOT EXISTS cleanings bigint NOT NULL DEFAULT 0;
-"""
+def _has_statements(sql: str) -> bool:
+    return any(line.strip() and not line.lstrip().startswith("--") for line in sql.splitlines())
 
-# Version 4 changed kc_commit only (fencing transaction markers: FUNCTIONS).
-_V4 = ""
 
-# Batch headers in the index (kc_commit's p_heads): `head` is a data batch's 61-byte
-# header, a control batch whole (a marker, tens of bytes: its coordinator epoch and type
-# are in its record), NULL for a row written before version 5 or holding several batches.
-_V5 = "ALTER TABLE kc_batches ADD COLUMN IF NOT EXISTS head bytea;"
+def _load_migrations() -> list[str]:
+    """The numbered files of sql/, in order: index i holds schema version i + 1; "" for a version
+    that changed no table (only a comment: PostgreSQL answers a statement-less query with no status)."""
+    found = {}
+    for entry in resources.files(__package__).joinpath("sql").iterdir():
+        match = _MIGRATION_FILE.fullmatch(entry.name)
+        if match:
+            sql = entry.read_text(encoding="utf-8")
+            found[int(match.group(1))] = sql if _has_statements(sql) else ""
+    if sorted(found) != list(range(1, len(found) + 1)):
+        raise RuntimeError(f"the cloud engine's migrations must be numbered 001.. without gaps, not {sorted(found)}")
+    return [found[version] for version in sorted(found)]
 
-MIGRATIONS: list[str] = [_V1, _V2, _V3, _V4, _V5]
 
-# Fencing by leader epoch (version 2, brokers of one cluster): each batch may carry the
-# epoch under which its broker leads the partition, as kc_partition_leaders
-# (kafkacompat/cluster) recorded it. The leader row is read FOR SHARE after
-# the partition rows are locked, so a move of leadership either commits
-# first (and this batch is refused: base -2, epoch = the row's epoch) or
-# waits until this commit is done (and the new leader, which reads the
-# partition's offsets after the move, sees the batch). A fenced batch is
-# stamped with its leader epoch, so batch epochs and Metadata epochs are one
-# number. -1 means unfenced (a broker alone, or a cluster in another database).
-#
-# Appends at a stated offset (a replica keeping its source's offsets): p_at[i] >= 0
-# stores the batch only if the partition's next offset is exactly that (base -3
-# and hw = the next offset otherwise), so a replica never gets a gap or an overlap.
-# hw is the partition's next offset after the batch.
-#
-# Appends that are not a produce request's (kafkacompat/cluster): a transaction
-# marker is written by the transaction coordinator, which need not lead the
-# partition. p_guard[i] >= 0 names the partition whose leader row p_fence[i] is
-# checked against instead of the batch's own (the coordinator's __consumer_offsets
-# partition, as Kafka's partition leaders refuse markers of a deposed coordinator).
-# A fenced batch is stamped with its own partition's leader epoch as the leader
-# table holds it, read under the same lock, never with the store's open counter:
-# batch epochs and Metadata epochs stay one number whoever writes the batch.
-FUNCTIONS = r"""
-CREATE OR REPLACE FUNCTION kc_now_ms() RETURNS bigint LANGUAGE sql AS
-$$ SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint $$;
+MIGRATIONS: list[str] = _load_migrations()
+FUNCTIONS: str = resources.files(__package__).joinpath("sql", "functions.sql").read_text(encoding="utf-8")
 
--- Record one uploaded object and give its batches offsets, in one transaction.
--- Returns one row per batch, in the order given: its base offset and leader
--- epoch, or -1 when the partition no longer exists (topic deleted meanwhile).
-CREATE OR REPLACE FUNCTION kc_commit(
-    p_origin text, p_key text, p_size bigint, p_epoch int,
-    p_pids bigint[], p_counts int[], p_pos bigint[], p_lens int[], p_maxts bigint[], p_fence int[],
-    p_seg_bytes bigint[], p_seg_ms bigint[], p_at bigint[], p_guard bigint[], p_heads bytea[]
-) RETURNS TABLE (object_id bigint, base bigint, epoch int, hw bigint) LANGUAGE plpgsql AS $$
-DECLARE
-    obj bigint;
-    i int;
-    nxt bigint;
-    old_epoch int;
-    ep int;
-    lead int;
-    own int;
-    fenced boolean := EXISTS (SELECT 1 FROM unnest(p_fence) f WHERE f >= 0);
-    sb bigint;
-    ss bigint;
-    sc bigint;
-    payload text;
-    touched bigint[] := '{}';
-BEGIN
-    SELECT o.id INTO obj FROM kc_objects o WHERE o.key = p_key;
-    IF FOUND THEN  -- a retried commit: answer what the first one assigned
-        FOR i IN 1 .. coalesce(array_length(p_pids, 1), 0) LOOP
-            SELECT b.base_offset, b.epoch INTO nxt, ep FROM kc_batches b
-                WHERE b.object_id = obj AND b.position = p_pos[i];
-            SELECT p.next_offset INTO hw FROM kc_partitions p WHERE p.id = p_pids[i];
-            IF nxt IS NULL AND hw IS NOT NULL THEN
-                nxt := CASE WHEN p_at[i] >= 0 THEN -3 ELSE -2 END;  -- refused the first time: offset or fence
-            END IF;
-            object_id := obj; base := coalesce(nxt, -1); epoch := coalesce(ep, -1); hw := coalesce(hw, -1);
-            RETURN NEXT;
-        END LOOP;
-        RETURN;
-    END IF;
-    INSERT INTO kc_objects (key, size, created_ms) VALUES (p_key, p_size, kc_now_ms()) RETURNING id INTO obj;
-    PERFORM 1 FROM kc_partitions p WHERE p.id = ANY (p_pids) ORDER BY p.id FOR UPDATE;
-    IF fenced THEN  -- the batches' and the guards' leader rows, in one order, as moves lock them
-        PERFORM 1 FROM kc_partition_leaders l JOIN kc_topics t ON t.stream = l.stream AND t.name = l.topic
-            JOIN kc_partitions p ON p.topic_id = t.id AND p.idx = l.partition
-            WHERE p.id = ANY (p_pids) OR p.id = ANY (p_guard) ORDER BY l.stream, l.topic, l.partition FOR SHARE OF l;
-    END IF;
-    FOR i IN 1 .. coalesce(array_length(p_pids, 1), 0) LOOP
-        SELECT p.next_offset, p.leader_epoch, p.seg_base, p.seg_size, p.seg_created
-            INTO nxt, old_epoch, sb, ss, sc FROM kc_partitions p WHERE p.id = p_pids[i];
-        IF NOT FOUND THEN
-            object_id := obj; base := -1; epoch := -1; hw := -1;
-            RETURN NEXT;
-            CONTINUE;
-        END IF;
-        IF p_at[i] >= 0 AND p_at[i] <> nxt THEN
-            object_id := obj; base := -3; epoch := -1; hw := nxt;
-            RETURN NEXT;
-            CONTINUE;
-        END IF;
-        IF p_fence[i] >= 0 THEN
-            SELECT l.epoch INTO own FROM kc_partition_leaders l JOIN kc_topics t
-                ON t.stream = l.stream AND t.name = l.topic JOIN kc_partitions p ON p.topic_id = t.id
-                AND p.idx = l.partition WHERE p.id = p_pids[i];
-            lead := own;
-            IF p_guard[i] >= 0 THEN  -- fenced by another partition's leader (a coordinator's)
-                SELECT l.epoch INTO lead FROM kc_partition_leaders l JOIN kc_topics t
-                    ON t.stream = l.stream AND t.name = l.topic JOIN kc_partitions p ON p.topic_id = t.id
-                    AND p.idx = l.partition WHERE p.id = p_guard[i];
-            END IF;
-            IF lead IS DISTINCT FROM p_fence[i] THEN
-                object_id := obj; base := -2; epoch := coalesce(lead, -1); hw := nxt;
-                RETURN NEXT;
-                CONTINUE;
-            END IF;
-            ep := greatest(old_epoch, coalesce(own, p_fence[i]));
-        ELSE
-            ep := greatest(old_epoch, p_epoch);
-        END IF;
-        IF ep > old_epoch THEN
-            INSERT INTO kc_epochs VALUES (p_pids[i], ep, nxt) ON CONFLICT DO NOTHING;
-        END IF;
-        IF p_seg_bytes[i] > 0 THEN  -- a compacted topic: the batch joins the active segment or starts one
-            IF sb IS NULL OR (ss > 0 AND (ss + p_lens[i] > p_seg_bytes[i] OR kc_now_ms() - sc >= p_seg_ms[i])) THEN
-                sb := nxt; ss := 0; sc := kc_now_ms();
-                INSERT INTO kc_segments (pid, base_offset, created_ms) VALUES (p_pids[i], nxt, sc)
-                    ON CONFLICT DO NOTHING;
-            END IF;
-            UPDATE kc_partitions p SET next_offset = nxt + p_counts[i], leader_epoch = ep, seg_base = sb,
-                seg_size = ss + p_lens[i], seg_created = sc WHERE p.id = p_pids[i];
-        ELSE
-            UPDATE kc_partitions p SET next_offset = nxt + p_counts[i], leader_epoch = ep WHERE p.id = p_pids[i];
-        END IF;
-        INSERT INTO kc_batches (pid, base_offset, last_offset, object_id, position, length, max_ts, epoch, head)
-            VALUES (p_pids[i], nxt, nxt + p_counts[i] - 1, obj, p_pos[i], p_lens[i], p_maxts[i], ep, p_heads[i]);
-        touched := touched || p_pids[i];
-        object_id := obj; base := nxt; epoch := ep; hw := nxt + p_counts[i];
-        RETURN NEXT;
-    END LOOP;
-    SELECT string_agg(p.id || ':' || p.next_offset || ':' || p.log_start || ':' || p.leader_epoch, ',')
-        INTO payload FROM kc_partitions p WHERE p.id = ANY (touched);
-    PERFORM kc_notify_data(p_origin, payload);
-END $$;
 
--- The signature of schema version 4 (no batch headers in the index).
-CREATE OR REPLACE FUNCTION kc_commit(
-    p_origin text, p_key text, p_size bigint, p_epoch int,
-    p_pids bigint[], p_counts int[], p_pos bigint[], p_lens int[], p_maxts bigint[], p_fence int[],
-    p_seg_bytes bigint[], p_seg_ms bigint[], p_at bigint[], p_guard bigint[]
-) RETURNS TABLE (object_id bigint, base bigint, epoch int, hw bigint) LANGUAGE sql AS $$
-    SELECT * FROM kc_commit(p_origin, p_key, p_size, p_epoch, p_pids, p_counts, p_pos, p_lens, p_maxts, p_fence,
-                            p_seg_bytes, p_seg_ms, p_at, p_guard,
-                            array_fill(NULL::bytea, ARRAY[coalesce(array_length(p_pids, 1), 0)]))
-$$;
-
--- The signature of schema version 3 (every batch fenced by its own partition's leader).
-CREATE OR REPLACE FUNCTION kc_commit(
-    p_origin text, p_key text, p_size bigint, p_epoch int,
-    p_pids bigint[], p_counts int[], p_pos bigint[], p_lens int[], p_maxts bigint[], p_fence int[],
-    p_seg_bytes bigint[], p_seg_ms bigint[], p_at bigint[]
-) RETURNS TABLE (object_id bigint, base bigint, epoch int, hw bigint) LANGUAGE sql AS $$
-    SELECT * FROM kc_commit(p_origin, p_key, p_size, p_epoch, p_pids, p_counts, p_pos, p_lens, p_maxts, p_fence,
-                            p_seg_bytes, p_seg_ms, p_at,
-                            array_fill(-1::bigint, ARRAY[coalesce(array_length(p_pids, 1), 0)]))
-$$;
-
--- The signature of schema version 2 (no segments, no stated offsets), for brokers not yet upgraded.
-CREATE OR REPLACE FUNCTION kc_commit(
-    p_origin text, p_key text, p_size bigint, p_epoch int,
-    p_pids bigint[], p_counts int[], p_pos bigint[], p_lens int[], p_maxts bigint[], p_fence int[]
-) RETURNS TABLE (object_id bigint, base bigint, epoch int) LANGUAGE sql AS $$
-    SELECT c.object_id, c.base, c.epoch FROM kc_commit(
-        p_origin, p_key, p_size, p_epoch, p_pids, p_counts, p_pos, p_lens, p_maxts, p_fence,
-        array_fill(-1::bigint, ARRAY[coalesce(array_length(p_pids, 1), 0)]),
-        array_fill(-1::bigint, ARRAY[coalesce(array_length(p_pids, 1), 0)]),
-        array_fill(-1::bigint, ARRAY[coalesce(array_length(p_pids, 1), 0)])) c
-$$;
-
--- The unfenced signature of schema version 1, for brokers not yet upgraded.
-CREATE OR REPLACE FUNCTION kc_commit(
-    p_origin text, p_key text, p_size bigint, p_epoch int,
-    p_pids bigint[], p_counts int[], p_pos bigint[], p_lens int[], p_maxts bigint[]
-) RETURNS TABLE (object_id bigint, base bigint, epoch int) LANGUAGE sql AS $$
-    SELECT * FROM kc_commit(p_origin, p_key, p_size, p_epoch, p_pids, p_counts, p_pos, p_lens, p_maxts,
-                            array_fill(-1, ARRAY[coalesce(array_length(p_pids, 1), 0)]))
-$$;
-
--- Tell every broker that partitions moved; a payload too long for NOTIFY
--- becomes '*' (reload every open partition).
-CREATE OR REPLACE FUNCTION kc_notify_data(p_origin text, p_payload text) RETURNS void LANGUAGE plpgsql AS $$
-BEGIN
-    IF p_payload IS NULL THEN
-        RETURN;
-    END IF;
-    IF length(p_payload) > 7000 THEN
-        p_payload := '*';
-    END IF;
-    PERFORM pg_notify('kc_data', p_origin || ' ' || p_payload);
-END $$;
-
--- Move a partition's log start up to p_start (never down, never past its end)
--- and drop the batches wholly below it. Returns the log start, or NULL when
--- p_start is past the end (nothing changes).
-CREATE OR REPLACE FUNCTION kc_advance_start(p_origin text, p_pid bigint, p_start bigint)
-RETURNS bigint LANGUAGE plpgsql AS $$
-DECLARE
-    nxt bigint;
-    cur bigint;
-    ep int;
-BEGIN
-    SELECT p.next_offset, p.log_start, p.leader_epoch INTO nxt, cur, ep FROM kc_partitions p
-        WHERE p.id = p_pid FOR UPDATE;
-    IF NOT FOUND OR p_start > nxt THEN
-        RETURN NULL;
-    END IF;
-    IF p_start > cur THEN
-        UPDATE kc_partitions SET log_start = p_start WHERE id = p_pid;
-        DELETE FROM kc_batches WHERE pid = p_pid AND last_offset < p_start;
-        DELETE FROM kc_epochs e WHERE e.pid = p_pid AND e.start_offset < p_start
-            AND EXISTS (SELECT 1 FROM kc_epochs l WHERE l.pid = p_pid AND l.epoch > e.epoch AND l.start_offset <= p_start);
-        cur := p_start;
-        PERFORM kc_notify_data(p_origin, p_pid || ':' || nxt || ':' || cur || ':' || ep);
-    END IF;
-    RETURN cur;
-END $$;
-"""
+async def migrate(pool: Any) -> tuple[uuid.UUID, int]:
+    """Bring the database to the newest schema version under the advisory lock (one broker at a
+    time) and count this opening: (store id, open counter). A database of a newer version than
+    this broker knows is refused."""
+    async with pool.acquire() as conn:
+        async with conn.transaction():
+            await conn.execute("SELECT pg_advisory_xact_lock($1)", SCHEMA_LOCK)
+            exists = await conn.fetchval("SELECT to_regclass('kc_meta') IS NOT NULL")
+            version = (await conn.fetchval("SELECT schema_version FROM kc_meta") if exists else 0) or 0
+            if version > len(MIGRATIONS):
+                raise StorageError(f"the database holds schema version {version}, newer than this broker "
+                                   f"knows ({len(MIGRATIONS)}): upgrade the broker")
+            for sql in MIGRATIONS[version:]:
+                if sql:
+                    await conn.execute(sql)
+            if version < len(MIGRATIONS):  # any migration brings the functions up to date too
+                await conn.execute(FUNCTIONS)
+            if not version:
+                await conn.execute("INSERT INTO kc_meta (schema_version, store_id) VALUES ($1, $2) "
+                                   "ON CONFLICT (one) DO NOTHING", len(MIGRATIONS), uuid.uuid4())
+            await conn.execute("UPDATE kc_meta SET schema_version = $1", len(MIGRATIONS))
+            row = await conn.fetchrow("UPDATE kc_meta SET epoch = epoch + 1 RETURNING store_id, epoch")
+    return row["store_id"], row["epoch"]

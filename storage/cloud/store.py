@@ -6,31 +6,36 @@ each process keeps the namespace in memory, as the other engines do, and
 keeps it current from PostgreSQL's LISTEN/NOTIFY (channel kc_namespace for
 streams, topics, cursors, state tables and settings; kc_data for high
 watermarks and log starts). See DESIGN.md beside this file.
+
+This module holds the namespace's view and its persistence, the write
+path's commit and log compaction's schedule; the batch index reads are in
+index.py, retention and garbage collection in retention.py, the schema and
+its migrations in schema.py (SQL in sql/).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import json
 import logging
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
-from .. import batch_format as bf
-from ..api import Cursor, FsyncPolicy, PermissionEntries, StateFence, StreamPolicy, TopicInfo
+from ..api import Cursor, StateFence, TopicInfo
 from ..compaction import DEFAULT_BACKOFF_MS, DEFAULT_DEDUPE_BUFFER_BYTES, CleanResult, RecordCodec, cleaner_loop
 from ..errors import NotLeaderError, StorageError, StreamExistsError, TopicExistsError
 from ..namespace import NamespaceStore, StreamState, TopicState, now_ms
 from ..partition_base import RecordTimestamps
-from . import schema
+from . import catalog, schema
 from .cleaner import clean_partition
 from .objects import BatchCache, ObjectStore
 from .outage import database_errors, database_step, retriable_database_errors, unavailable_error
-from .partition import CloudPartition, Entry
+from .index import BatchIndex
+from .partition import CloudPartition
+from .retention import Retention
 from .writer import Writer
 
 log = logging.getLogger(__name__)
@@ -50,12 +55,6 @@ def _commit_retriable() -> tuple[type[BaseException], ...]:
     import asyncpg
 
     return (*retriable_database_errors(), asyncpg.ObjectNotInPrerequisiteStateError)
-# Ranged GETs one read makes at once. A partition fed by small, frequent produce requests has
-# a batch per object; read one after the other, a new leader's scan of the log tail (producer
-# and transaction state) took one object store round trip per batch: 10-20 s for a few hundred.
-PARALLEL_GETS = 16
-GC_EVERY_PASSES = 10  # retention passes between sweeps for objects no commit recorded
-RETENTION_LOCK = 0x6B63_7274  # advisory lock: one broker runs a retention pass at a time
 
 # The leader epoch under which this process may clean a partition (stream, topic, index):
 # -1 to clean without fencing, None to leave it to another broker.
@@ -64,21 +63,6 @@ CleanerFence = Callable[[str, str, int], int | None]
 
 def _clean_everything(stream: str, topic: str, index: int) -> int | None:
     return -1
-
-
-def _policy_to_json(policy: StreamPolicy) -> str:
-    out = dataclasses.asdict(policy)
-    out["fsync"] = FsyncPolicy(policy.fsync).value
-    return json.dumps(out)
-
-
-def _policy_from_json(text: str) -> StreamPolicy:
-    data = json.loads(text)
-    fields = {f.name for f in dataclasses.fields(StreamPolicy)}
-    values = {k: v for k, v in data.items() if k in fields}
-    values["permissions"] = PermissionEntries(**data.get("permissions", {}))
-    values["fsync"] = FsyncPolicy(data.get("fsync", FsyncPolicy.INTERVAL.value))
-    return StreamPolicy(**values)
 
 
 class CloudStore(NamespaceStore):
@@ -105,7 +89,6 @@ class CloudStore(NamespaceStore):
         self.objects = ObjectStore(object_store_url)
         self.record_timestamps = record_timestamps
         self.cache = BatchCache(cache_bytes)
-        self.object_keys: dict[int, str] = {}
         self.retention_check_ms = retention_check_ms
         self.object_grace_ms = object_grace_ms
         self.record_codec = record_codec  # without it compacted topics are never cleaned
@@ -114,6 +97,9 @@ class CloudStore(NamespaceStore):
         # Set by the broker in a cluster: only a partition's leader cleans it (cleaner.py).
         self.cleaner_fence: CleanerFence = _clean_everything
         self.origin = uuid.uuid4().hex[:12]  # this process, in NOTIFY payloads
+        self.index = BatchIndex(lambda: self._pool, self.objects, self.cache, self.origin)
+        self.retention = Retention(self.index, self._log_start_moved)
+        self.object_keys = self.index.object_keys  # object id -> key, as read or written
         self.epoch = 0
         self.writer = Writer(self.objects.put, self.objects.new_key, self._commit, flush_ms, flush_bytes)
         self._pool: Any = None
@@ -126,7 +112,6 @@ class CloudStore(NamespaceStore):
         # Reads of kc_settings take turns with writes, so an older read never replaces a newer view
         self._settings_turn = asyncio.Lock()
         self._tasks: list[asyncio.Task] = []
-        self._passes = 0
 
     def data_dirs(self) -> list[str]:
         return [self.objects.url]
@@ -188,25 +173,7 @@ class CloudStore(NamespaceStore):
         await self.objects.close()
 
     async def _migrate(self) -> None:
-        async with self._pool.acquire() as conn:
-            async with conn.transaction():
-                await conn.execute("SELECT pg_advisory_xact_lock($1)", schema.SCHEMA_LOCK)
-                exists = await conn.fetchval("SELECT to_regclass('kc_meta') IS NOT NULL")
-                version = (await conn.fetchval("SELECT schema_version FROM kc_meta") if exists else 0) or 0
-                if version > len(schema.MIGRATIONS):
-                    raise StorageError(f"the database holds schema version {version}, newer than this broker "
-                                       f"knows ({len(schema.MIGRATIONS)}): upgrade the broker")
-                for sql in schema.MIGRATIONS[version:]:
-                    if sql:
-                        await conn.execute(sql)
-                if version < len(schema.MIGRATIONS):  # any migration brings the functions up to date too
-                    await conn.execute(schema.FUNCTIONS)
-                if not version:
-                    await conn.execute("INSERT INTO kc_meta (schema_version, store_id) VALUES ($1, $2) "
-                                       "ON CONFLICT (one) DO NOTHING", len(schema.MIGRATIONS), uuid.uuid4())
-                await conn.execute("UPDATE kc_meta SET schema_version = $1", len(schema.MIGRATIONS))
-                row = await conn.fetchrow("UPDATE kc_meta SET epoch = epoch + 1 RETURNING store_id, epoch")
-        self.store_id, self.epoch = row["store_id"], row["epoch"]
+        self.store_id, self.epoch = await schema.migrate(self._pool)
 
     async def _listen(self) -> None:
         import asyncpg
@@ -226,7 +193,7 @@ class CloudStore(NamespaceStore):
     async def _load_all(self) -> None:
         async with self._pool.acquire() as conn:
             await self._read_settings(conn)
-            paths = [r["path"] for r in await conn.fetch("SELECT path FROM kc_streams")]
+            paths = await catalog.stream_paths(conn)
         for path in paths:
             await self._sync_stream(path)
         for path in [p for p in self._streams if p not in paths]:
@@ -235,52 +202,41 @@ class CloudStore(NamespaceStore):
     async def _sync_stream(self, path: str) -> None:
         """Make this process's view of one stream match the database."""
         async with self._pool.acquire() as conn:
-            row = await conn.fetchrow("SELECT policy::text, created_ms FROM kc_streams WHERE path = $1", path)
-            if row is None:
+            found = await catalog.read_stream(conn, path)
+            if found is None:
                 self._forget_stream(path)
                 return
+            policy, created_ms = found
             stream = self._streams.get(path)
-            if stream is None or stream.created_ms != row["created_ms"]:
+            if stream is None or stream.created_ms != created_ms:
                 if stream is not None:
                     self._forget_stream(path)
-                stream = StreamState(path, _policy_from_json(row["policy"]), row["created_ms"])
+                stream = StreamState(path, policy, created_ms)
                 self._add_loaded_stream(stream)
             else:
-                stream.policy = _policy_from_json(row["policy"])
+                stream.policy = policy
                 for topic in stream.topics.values():
                     topic.forget_settings()
-            names = [r["name"] for r in await conn.fetch("SELECT name FROM kc_topics WHERE stream = $1", path)]
-            cursors = await conn.fetch('SELECT grp, topic, part, "offset", leader_epoch, metadata, commit_ms '
-                                       "FROM kc_cursors WHERE stream = $1", path)
-            state = await conn.fetch("SELECT tbl, key, value::text FROM kc_state WHERE stream = $1", path)
-        for name in names:
+            contents = await catalog.read_stream_contents(conn, path)
+        for name in contents.topic_names:
             await self._sync_topic(path, name)
-        for name in [n for n in stream.topics if n not in names]:
+        for name in [n for n in stream.topics if n not in contents.topic_names]:
             self._forget_topic(stream, name)
-        stream.cursors = {}
-        for r in cursors:
-            stream.cursors.setdefault(r["grp"], {})[(r["topic"], r["part"])] = Cursor(
-                r["topic"], r["part"], r["offset"], r["leader_epoch"], r["metadata"], r["commit_ms"])
-        stream.tables = {}
-        for r in state:
-            stream.tables.setdefault(r["tbl"], {})[r["key"]] = json.loads(r["value"])
+        stream.cursors = contents.cursors
+        stream.tables = contents.tables
 
     async def _sync_topic(self, path: str, name: str) -> None:
         stream = self._streams.get(path)
         if stream is None:
             return
         async with self._pool.acquire() as conn:
-            row = await conn.fetchrow("SELECT id, partitions, configs::text, created_ms FROM kc_topics "
-                                      "WHERE stream = $1 AND name = $2", path, name)
-            parts = [] if row is None else await conn.fetch(
-                "SELECT id, idx, next_offset, log_start, leader_epoch FROM kc_partitions WHERE topic_id = $1",
-                row["id"])
+            found = await catalog.read_topic(conn, path, name)
         local = stream.topics.get(name)
-        if row is None:
+        if found is None:
             if local is not None:
                 self._forget_topic(stream, name)
             return
-        info = TopicInfo(path, name, row["id"], row["partitions"], json.loads(row["configs"]), row["created_ms"])
+        info, parts = found
         if local is not None and local.id_hex != info.topic_id.hex:
             self._forget_topic(stream, name)
             local = None
@@ -406,7 +362,7 @@ class CloudStore(NamespaceStore):
 
     async def _refresh_rows(self) -> None:
         """Every partition's offsets from the database (after a '*' notification or a reconnect)."""
-        for r in await self._fetch("SELECT id, next_offset, log_start, leader_epoch FROM kc_partitions"):
+        for r in await self.index.fetch("SELECT id, next_offset, log_start, leader_epoch FROM kc_partitions"):
             row = self._row_by_pid.get(r["id"])
             if row is not None:
                 row[1:] = [max(row[1], r["next_offset"]), max(row[2], r["log_start"]), max(row[3], r["leader_epoch"])]
@@ -420,18 +376,13 @@ class CloudStore(NamespaceStore):
             return
         async with self._pool.acquire() as conn:
             if kind == "cursors":
-                rows = await conn.fetch('SELECT topic, part, "offset", leader_epoch, metadata, commit_ms '
-                                        "FROM kc_cursors WHERE stream = $1 AND grp = $2", path, name)
-                table = {(r["topic"], r["part"]): Cursor(r["topic"], r["part"], r["offset"], r["leader_epoch"],
-                                                         r["metadata"], r["commit_ms"]) for r in rows}
+                table = await catalog.read_cursors(conn, path, name)
                 if table:
                     stream.cursors[name] = table
                 else:
                     stream.cursors.pop(name, None)
             else:
-                rows = await conn.fetch("SELECT key, value::text FROM kc_state WHERE stream = $1 AND tbl = $2",
-                                        path, name)
-                stream.tables[name] = {r["key"]: json.loads(r["value"]) for r in rows}
+                stream.tables[name] = await catalog.read_state(conn, path, name)
 
     async def reload_state(self, stream: str, table: str) -> None:
         """The table as the database holds it now, without waiting for a notification under way
@@ -448,8 +399,7 @@ class CloudStore(NamespaceStore):
     async def _read_settings(self, conn: Any) -> None:
         """This process's view of the settings, as the database holds them now."""
         async with self._settings_turn:
-            rows = await conn.fetch("SELECT key, value FROM kc_settings")
-            self._settings = {r["key"]: r["value"] for r in rows}
+            self._settings = await catalog.read_settings(conn)
 
     async def set_settings(self, changes: Mapping[str, str | None]) -> dict[str, str]:
         """Upsert and delete only the keys named, then take the view from the database.
@@ -463,16 +413,10 @@ class CloudStore(NamespaceStore):
         same turn as every other read of the table (`_read_settings`), in the
         order the reads were made.
         """
-        removed = [key for key, value in changes.items() if value is None]
-        changed = [(key, value) for key, value in changes.items() if value is not None]
         with database_step("writing settings"):
             async with self._pool.acquire() as conn:
                 async with conn.transaction():
-                    if removed:
-                        await conn.execute("DELETE FROM kc_settings WHERE key = ANY($1::text[])", removed)
-                    if changed:
-                        await conn.executemany("INSERT INTO kc_settings VALUES ($1, $2) "
-                                               "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value", changed)
+                    await catalog.write_settings(conn, changes)
                     await self._notify(conn, "settings")
                 await self._read_settings(conn)
         return dict(self._settings)
@@ -481,26 +425,16 @@ class CloudStore(NamespaceStore):
         raise NotImplementedError("set_settings writes the changed keys itself")  # pragma: no cover
 
     async def _persist_stream(self, stream: StreamState, created: bool) -> None:
-        import asyncpg
-
         with database_step(f"writing stream {stream.path}"):
             async with self._pool.acquire() as conn, conn.transaction():
-                if created:
-                    try:
-                        await conn.execute("INSERT INTO kc_streams VALUES ($1, $2::jsonb, $3)", stream.path,
-                                           _policy_to_json(stream.policy), stream.created_ms)
-                    except asyncpg.UniqueViolationError:
-                        raise StreamExistsError(f"stream {stream.path!r} already exists") from None
-                else:
-                    await conn.execute("UPDATE kc_streams SET policy = $2::jsonb WHERE path = $1", stream.path,
-                                       _policy_to_json(stream.policy))
+                await catalog.write_stream(conn, stream.path, stream.policy, stream.created_ms, created)
                 await self._notify(conn, "stream", s=stream.path)
 
     async def _persist_stream_deleted(self, stream: StreamState) -> None:
         try:
             with database_step(f"deleting stream {stream.path}"):
                 async with self._pool.acquire() as conn, conn.transaction():
-                    await conn.execute("DELETE FROM kc_streams WHERE path = $1", stream.path)
+                    await catalog.delete_stream(conn, stream.path)
                     await self._notify(conn, "stream", s=stream.path)
         except StorageError:  # the database still holds the stream: keep serving it
             self._streams.setdefault(stream.path, stream)
@@ -531,34 +465,18 @@ class CloudStore(NamespaceStore):
             raise
 
     async def _persist_topics(self, stream: StreamState, topics: Sequence[TopicState]) -> None:
-        import asyncpg
-
         with database_step(f"writing topics of {stream.path}"):
             async with self._pool.acquire() as conn, conn.transaction():
                 for topic in topics:
-                    info = topic.info
-                    try:
-                        await conn.execute(
-                            "INSERT INTO kc_topics VALUES ($1, $2, $3, $4, $5::jsonb, $6) ON CONFLICT (id) DO UPDATE "
-                            "SET partitions = EXCLUDED.partitions, configs = EXCLUDED.configs",
-                            info.topic_id, stream.path, info.name, info.partitions, json.dumps(info.configs),
-                            info.created_ms)
-                    except asyncpg.UniqueViolationError:
-                        raise TopicExistsError(
-                            f"topic {info.name!r} already exists in stream {stream.path!r}") from None
-                    await conn.execute("INSERT INTO kc_partitions (topic_id, idx) SELECT $1, i FROM "
-                                       "generate_series(0, $2 - 1) i ON CONFLICT DO NOTHING", info.topic_id,
-                                       info.partitions)
-                    rows = await conn.fetch("SELECT id, idx, next_offset, log_start, leader_epoch FROM kc_partitions "
-                                            "WHERE topic_id = $1", info.topic_id)
+                    rows = await catalog.write_topic(conn, stream.path, topic.info)
                     self._note_rows(topic.id_hex, rows)
-                    await self._notify(conn, "topic", s=stream.path, t=info.name)
+                    await self._notify(conn, "topic", s=stream.path, t=topic.info.name)
 
     async def _persist_topic_deleted(self, stream: StreamState, topic: TopicState) -> None:
         try:
             with database_step(f"deleting topic {topic.name} of {stream.path}"):
                 async with self._pool.acquire() as conn, conn.transaction():
-                    await conn.execute("DELETE FROM kc_topics WHERE id = $1", topic.info.topic_id)
+                    await catalog.delete_topic(conn, topic.info)
                     await self._notify(conn, "topic", s=stream.path, t=topic.name)
         except StorageError:  # the database still holds the topic: keep serving it
             if topic.name not in stream.topics:
@@ -571,17 +489,7 @@ class CloudStore(NamespaceStore):
     ) -> None:
         with database_step(f"writing offsets of group {group} in {stream.path}"):
             async with self._pool.acquire() as conn, conn.transaction():
-                if cursors:
-                    await conn.executemany(
-                        'INSERT INTO kc_cursors VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT '
-                        '(stream, grp, topic, part) DO UPDATE SET "offset" = EXCLUDED."offset", '
-                        "leader_epoch = EXCLUDED.leader_epoch, metadata = EXCLUDED.metadata, "
-                        "commit_ms = EXCLUDED.commit_ms",
-                        [(stream.path, group, c.topic, c.partition, c.offset, c.leader_epoch, c.metadata,
-                          c.commit_time_ms) for c in cursors])
-                if deleted:
-                    await conn.executemany("DELETE FROM kc_cursors WHERE stream = $1 AND grp = $2 AND topic = $3 "
-                                           "AND part = $4", [(stream.path, group, t, p) for t, p in deleted])
+                await catalog.write_cursors(conn, stream.path, group, cursors, deleted)
                 await self._notify(conn, "cursors", s=stream.path, g=group)
 
     async def _persist_state(
@@ -600,8 +508,7 @@ class CloudStore(NamespaceStore):
         fenced_stream, topic, index, epoch = fence
         with database_step(f"writing state table {table} of {stream.path}"):
             async with self._pool.acquire() as conn, conn.transaction():
-                lead = await conn.fetchval("SELECT epoch FROM kc_partition_leaders WHERE stream = $1 AND topic = $2 "
-                                           "AND partition = $3 FOR SHARE", fenced_stream, topic, index)
+                lead = await catalog.leader_epoch_for_share(conn, fenced_stream, topic, index)
                 if lead != epoch:
                     raise NotLeaderError(f"{fenced_stream}:{topic}/{index}: leader epoch {epoch} was superseded by "
                                          f"{lead}; state not written", -1 if lead is None else lead)
@@ -609,13 +516,7 @@ class CloudStore(NamespaceStore):
 
     async def _write_state(self, conn: Any, stream: StreamState, table: str,
                            records: Mapping[str, dict | None]) -> None:
-        sets = [(stream.path, table, k, json.dumps(v)) for k, v in records.items() if v is not None]
-        gone = [(stream.path, table, k) for k, v in records.items() if v is None]
-        if sets:
-            await conn.executemany("INSERT INTO kc_state VALUES ($1, $2, $3, $4::jsonb) ON CONFLICT "
-                                   "(stream, tbl, key) DO UPDATE SET value = EXCLUDED.value", sets)
-        if gone:
-            await conn.executemany("DELETE FROM kc_state WHERE stream = $1 AND tbl = $2 AND key = $3", gone)
+        await catalog.write_state(conn, stream.path, table, records)
         await self._notify(conn, "state", s=stream.path, g=table)
 
     async def _purge_topic(self, stream: StreamState, topic: TopicState) -> None:
@@ -673,134 +574,16 @@ class CloudStore(NamespaceStore):
             except database_errors() as exc:
                 raise unavailable_error(f"committing {key}", exc) from exc
 
-    async def _fetch(self, query: str, *args: Any) -> list[Any]:
-        with database_step("reading the database"):
-            async with self._pool.acquire() as conn:
-                return await conn.fetch(query, *args)
-
-    def _entries(self, rows: list[Any]) -> list[Entry]:
-        out = []
-        for r in rows:
-            self.object_keys[r["object_id"]] = r["key"]
-            out.append((r["base_offset"], r["last_offset"], r["object_id"], r["position"], r["length"], r["epoch"],
-                        r["max_ts"]))
-        return out
-
-    _ROW = ("SELECT b.base_offset, b.last_offset, b.object_id, b.position, b.length, b.epoch, b.max_ts, o.key "
-            "FROM kc_batches b JOIN kc_objects o ON o.id = b.object_id ")
-
-    async def index_rows(self, pid: int, offset: int, limit: int) -> list[Entry]:
-        """Index rows from the batch holding `offset` on."""
-        return self._entries(await self._fetch(
-            self._ROW + "WHERE b.pid = $1 AND b.base_offset >= coalesce((SELECT max(base_offset) FROM kc_batches "
-            "WHERE pid = $1 AND base_offset <= $2), 0) AND b.last_offset >= $2 ORDER BY b.base_offset LIMIT $3",
-            pid, offset, limit))
-
-    async def head_rows(self, pid: int, offset: int, limit: int) -> list[tuple[Entry, bytes | None]]:
-        """(index row, kept header or None) of the batches from the one holding `offset` on (`batch_head`)."""
-        rows = await self._fetch(
-            "SELECT b.base_offset, b.last_offset, b.object_id, b.position, b.length, b.epoch, b.max_ts, o.key, b.head "
-            "FROM kc_batches b JOIN kc_objects o ON o.id = b.object_id WHERE b.pid = $1 AND b.base_offset >= "
-            "coalesce((SELECT max(base_offset) FROM kc_batches WHERE pid = $1 AND base_offset <= $2), 0) "
-            "AND b.last_offset >= $2 ORDER BY b.base_offset LIMIT $3", pid, offset, limit)
-        return list(zip(self._entries(rows), (r["head"] for r in rows)))
-
-    async def rows_between(self, pid: int, start: int, end: int, limit: int) -> list[Entry]:
-        """Index rows of the batches whose base offset is in [start, end), in offset order."""
-        return self._entries(await self._fetch(
-            self._ROW + "WHERE b.pid = $1 AND b.base_offset >= $2 AND b.base_offset < $3 ORDER BY b.base_offset "
-            "LIMIT $4", pid, start, end, limit))
-
-    async def rows_by_timestamp(self, pid: int, timestamp: int, after: int) -> list[Entry]:
-        return self._entries(await self._fetch(
-            self._ROW + "WHERE b.pid = $1 AND b.max_ts >= $2 AND b.last_offset >= $3 ORDER BY b.base_offset LIMIT 16",
-            pid, timestamp, after))
-
-    async def row_of_max_timestamp(self, pid: int) -> Entry | None:
-        rows = self._entries(await self._fetch(
-            self._ROW + "WHERE b.pid = $1 ORDER BY b.max_ts DESC, b.base_offset LIMIT 1", pid))
-        return rows[0] if rows else None
-
-    async def epochs(self, pid: int) -> list[tuple[int, int]]:
-        rows = await self._fetch("SELECT epoch, start_offset FROM kc_epochs WHERE pid = $1 ORDER BY epoch", pid)
-        return [(r["epoch"], r["start_offset"]) for r in rows]
-
-    async def partition_size(self, pid: int) -> tuple[int, int]:
-        rows = await self._fetch("SELECT coalesce(sum(length), 0) AS size, coalesce(max(max_ts), -1) AS ts "
-                                 "FROM kc_batches WHERE pid = $1", pid)
-        return rows[0]["size"], rows[0]["ts"]
-
-    async def advance_start(self, pid: int, start: int) -> int | None:
-        rows = await self._fetch("SELECT kc_advance_start($1, $2, $3) AS start", self.origin, pid, start)
-        return rows[0]["start"]
-
-    async def restart_at(self, pid: int, offset: int) -> tuple[int, int] | None:
-        """Drop every batch of a partition and go on at `offset`, in one transaction: (next offset,
-        leader epoch), or None when `offset` is below the next offset (nothing changes) or the
-        partition is gone. What a replica does when its source dropped the offsets it lacks."""
-        with database_step(f"restarting partition {pid} at {offset}"):
-            async with self._pool.acquire() as conn, conn.transaction():
-                row = await conn.fetchrow("SELECT next_offset, leader_epoch FROM kc_partitions WHERE id = $1 "
-                                          "FOR UPDATE", pid)
-                if row is None or row["next_offset"] > offset:
-                    return None
-                await conn.execute("UPDATE kc_partitions SET next_offset = $2, log_start = $2, seg_base = NULL, "
-                                   "seg_size = 0 WHERE id = $1", pid, offset)
-                await conn.execute("DELETE FROM kc_batches WHERE pid = $1", pid)
-                await conn.execute("DELETE FROM kc_segments WHERE pid = $1", pid)
-                await conn.execute("SELECT kc_notify_data($1, $2)", self.origin,
-                                   f"{pid}:{offset}:{offset}:{row['leader_epoch']}")
-        return offset, row["leader_epoch"]
-
     async def refresh_partitions(self, parts: list[CloudPartition]) -> None:
         """Read the partitions' offsets from the database (after a missed notification, or before an error)."""
         if not parts:
             return
-        rows = await self._fetch("SELECT id, next_offset, log_start, leader_epoch FROM kc_partitions "
+        rows = await self.index.fetch("SELECT id, next_offset, log_start, leader_epoch FROM kc_partitions "
                                  "WHERE id = ANY($1)", [p.pid for p in parts])
         for r in rows:
             part = self._by_pid.get(r["id"])
             if part is not None:
                 part.moved(r["next_offset"], r["log_start"], r["leader_epoch"])
-
-    async def batch_bytes(self, entries: list[Entry]) -> bytearray:
-        """The batches of `entries` (one partition, ascending) with their offsets and epochs written in."""
-        found: dict[int, memoryview] = {}
-        misses: list[Entry] = []
-        for entry in entries:
-            data = self.cache.get(entry[2], entry[3])
-            if data is None:
-                misses.append(entry)
-            else:
-                found[entry[0]] = data
-        runs: list[list[Entry]] = []  # batches side by side in one object: one ranged GET
-        for entry in misses:
-            run = runs[-1] if runs else None
-            if run and entry[2] == run[-1][2] and entry[3] == run[-1][3] + run[-1][4]:
-                run.append(entry)
-            else:
-                runs.append([entry])
-        turns = asyncio.Semaphore(PARALLEL_GETS)
-
-        async def get(run: list[Entry]) -> None:
-            start, end = run[0][3], run[-1][3] + run[-1][4]
-            async with turns:
-                blob = memoryview(await self.objects.get_range(self.object_keys[run[0][2]], start, end))
-            for e in run:
-                piece = blob[e[3] - start:e[3] - start + e[4]]
-                self.cache.put(e[2], e[3], piece)
-                found[e[0]] = piece
-
-        if len(runs) == 1:
-            await get(runs[0])
-        elif runs:
-            await asyncio.gather(*map(get, runs))
-        out = bytearray()
-        for base, _last, _obj, _pos, length, epoch, _ts in entries:
-            at = len(out)
-            out += found[base]
-            bf.PREFIX.pack_into(out, at, base, length - bf.LOG_OVERHEAD, epoch)
-        return out
 
     # log compaction -------------------------------------------------------------------------
 
@@ -847,74 +630,25 @@ class CloudStore(NamespaceStore):
         lets one of them do a pass at a time. Returns how many partitions moved.
         """
         now = now_ms() if now is None else now
-        moved = 0
         self.activity.retention_passes += 1
-        with database_step("a retention pass"):
-            async with self._pool.acquire() as conn:
-                if not await conn.fetchval("SELECT pg_try_advisory_lock($1)", RETENTION_LOCK):
-                    return 0
-                try:
-                    for stream in list(self._streams.values()):
-                        for topic in list(stream.topics.values()):
-                            settings = topic.settings
-                            if not settings.retains:
-                                continue
-                            cutoff = now - settings.ttl_ms if settings.ttl_ms >= 0 else None
-                            cap = settings.retention_bytes if settings.retention_bytes >= 0 else None
-                            for index in range(topic.info.partitions):
-                                row = self._rows.get((topic.id_hex, index))
-                                if row is not None and await self._retain(conn, row[0], cutoff, cap):
-                                    moved += 1
-                    await self._collect(conn, now)
-                finally:
-                    await conn.execute("SELECT pg_advisory_unlock($1)", RETENTION_LOCK)
-        return moved
+        return await self.retention.run(self._retained(now), now, self.object_grace_ms)
 
-    async def _retain(self, conn: Any, pid: int, cutoff: int | None, cap: int | None) -> bool:
-        start = 0
-        if cutoff is not None:  # the first batch not yet expired, and all after it, stay
-            start = await conn.fetchval(
-                "SELECT coalesce((SELECT min(base_offset) FROM kc_batches WHERE pid = $1 AND max_ts >= $2), "
-                "(SELECT next_offset FROM kc_partitions WHERE id = $1))", pid, cutoff) or 0
-        if cap is not None:  # drop leading batches while what stays after them is still >= the cap
-            start = max(start, await conn.fetchval(
-                "SELECT coalesce(min(base_offset), 0) FROM (SELECT base_offset, length, sum(length) OVER "
-                "(ORDER BY base_offset DESC) AS suffix FROM kc_batches WHERE pid = $1) s "
-                "WHERE suffix - length < $2", pid, cap))
-        row = await conn.fetchrow("SELECT log_start, next_offset FROM kc_partitions WHERE id = $1", pid)
-        if row is None or start <= row["log_start"]:
-            return False
-        new = await conn.fetchval("SELECT kc_advance_start($1, $2, $3)", self.origin, pid, start)
+    def _retained(self, now: int) -> Iterator[tuple[int, int | None, int | None]]:
+        """(partition id, cutoff timestamp, size cap) of every open partition of a topic with retention,
+        as the pass reaches it (the namespace may change while it runs)."""
+        for stream in list(self._streams.values()):
+            for topic in list(stream.topics.values()):
+                settings = topic.settings
+                if not settings.retains:
+                    continue
+                cutoff = now - settings.ttl_ms if settings.ttl_ms >= 0 else None
+                cap = settings.retention_bytes if settings.retention_bytes >= 0 else None
+                for index in range(topic.info.partitions):
+                    row = self._rows.get((topic.id_hex, index))
+                    if row is not None:
+                        yield row[0], cutoff, cap
+
+    def _log_start_moved(self, pid: int, next_offset: int, log_start: int) -> None:
         part = self._by_pid.get(pid)
-        if part is not None and new is not None:
-            part.moved(row["next_offset"], new, 0)
-        return True
-
-    async def _collect(self, conn: Any, now: int) -> None:
-        """Delete objects no batch refers to for longer than the grace time (readers may hold their keys)."""
-        await conn.execute("UPDATE kc_objects o SET unreferenced_ms = $1 WHERE unreferenced_ms IS NULL AND NOT "
-                           "EXISTS (SELECT 1 FROM kc_batches b WHERE b.object_id = o.id)", now)
-        rows = await conn.fetch("SELECT id, key FROM kc_objects o WHERE unreferenced_ms < $1 AND NOT EXISTS "
-                                "(SELECT 1 FROM kc_batches b WHERE b.object_id = o.id)", now - self.object_grace_ms)
-        if rows:
-            await self.objects.delete([r["key"] for r in rows])
-            await conn.execute("DELETE FROM kc_objects WHERE id = ANY($1)", [r["id"] for r in rows])
-            log.info("deleted %d object(s) no longer referenced", len(rows))
-        self._passes += 1
-        if self._passes % GC_EVERY_PASSES == 1:
-            await self._sweep_orphans(conn, now)
-
-    async def _sweep_orphans(self, conn: Any, now: int) -> None:
-        """Objects uploaded whose commit never happened (a broker died between PUT and commit)."""
-        old = []
-        async for key, modified in self.objects.list_data():
-            if modified * 1000 < now - self.object_grace_ms:
-                old.append(key)
-        if not old:
-            return
-        known = {r["key"] for r in await conn.fetch("SELECT key FROM kc_objects WHERE key = ANY($1)", old)}
-        orphans = [k for k in old if k not in known]
-        if orphans:
-            await self.objects.delete(orphans)
-            log.info("deleted %d object(s) whose commit never happened", len(orphans))
-
+        if part is not None:
+            part.moved(next_offset, log_start, 0)

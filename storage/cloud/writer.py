@@ -22,15 +22,12 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from ..api import AppendResult
 from ..batch_format import ATTR_CONTROL, HEADER, HEADER_SIZE, LOG_OVERHEAD, PREFIX
 from ..errors import NotLeaderError, OffsetMismatchError, StorageError, StorageUnavailableError, UnknownTopicError
 from ..namespace import now_ms
-
-if TYPE_CHECKING:
-    from .partition import CloudPartition
 
 log = logging.getLogger(__name__)
 
@@ -38,10 +35,22 @@ FENCED = -2  # kc_commit's base offset for a batch whose leader epoch was supers
 AT_MISMATCH = -3  # kc_commit's base offset for a batch whose stated offset was not the next one
 
 
+class CommittedPartition(Protocol):
+    """What the writer needs of a partition whose batches it commits (declared here: partitions import this module)."""
+
+    pid: int
+    name: str
+
+    def segment_roll(self) -> tuple[int, int]: ...
+
+    def committed(self, object_id: int, key: str, base: int, count: int, epoch: int, position: int,
+                  data: memoryview, max_ts: int) -> None: ...
+
+
 class _Pending:
     __slots__ = ("partition", "data", "count", "max_ts", "fence", "guard", "at", "future", "prior", "abandoned")
 
-    def __init__(self, partition: "CloudPartition", data: bytes, count: int, max_ts: int, fence: int, guard: int,
+    def __init__(self, partition: CommittedPartition, data: bytes, count: int, max_ts: int, fence: int, guard: int,
                  at: int, future: asyncio.Future[AppendResult], prior: asyncio.Future[set[int]] | None) -> None:
         self.partition, self.data, self.count, self.max_ts, self.future = partition, data, count, max_ts, future
         self.fence = fence  # the leader epoch the commit must still find, -1: none
@@ -87,7 +96,7 @@ class Writer:
         self.batches = 0  # batches committed
         self.closed = False
 
-    def submit(self, partition: "CloudPartition", data: bytes, count: int, max_ts: int,
+    def submit(self, partition: CommittedPartition, data: bytes, count: int, max_ts: int,
                fence: int = -1, at: int = -1, guard: int = -1) -> asyncio.Future[AppendResult]:
         """Buffer one batch; the future resolves once it is committed. Batches of a partition
         are committed in the order they were submitted (one object keeps them in that order).

@@ -34,15 +34,13 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from ..errors import StorageError, StorageFullError
 from .files import FULL_ERRNOS, fsync_dir, make_dirs, unlink_files
 from .partitionlet import Partitionlet
 from .volumes import Volume
 
-if TYPE_CHECKING:
-    from .partition import DiskPartition
 
 log = logging.getLogger(__name__)
 
@@ -131,7 +129,33 @@ def _copy_file(source: str, target: str, stop: threading.Event, rate: Rate) -> N
         os.close(src)
 
 
-async def move_home(part: DiskPartition) -> int:
+
+class MovablePartition(Protocol):
+    """What moving partitionlets home needs of a partition (DiskPartition provides it)."""
+
+    name: str
+    move_stop: threading.Event
+
+    @property
+    def home(self) -> Volume | None: ...
+
+    @property
+    def move_stopping(self) -> bool: ...
+
+    @property
+    def move_rate(self) -> int | None: ...
+
+    def dir_on(self, volume: str) -> str: ...
+
+    def away_from_home(self) -> list[Partitionlet]: ...
+
+    async def settled_away_from_home(self) -> list[Partitionlet]: ...
+
+    async def replace_partitionlets(self, cleaned: list[tuple[Partitionlet, Partitionlet]], *,
+                                    reserved: bool = False) -> int: ...
+
+
+async def move_home(part: MovablePartition) -> int:
     """Move the partition's sealed partitionlets that are away from its home volume there; returns how many.
 
     Stops early (logged) when the home volume has no room or a file cannot

@@ -158,7 +158,7 @@ async def test_an_append_under_a_superseded_leader_epoch_is_refused_by_the_commi
         assert await read_all(pa) == [0, 1, 2, 3]  # dense: nothing of the refused batch
         data = bytes(await pb.read(2, 1 << 20))
         assert struct.unpack_from(">qii", data, 0)[2] == 4  # batches carry the leader table's epoch
-        assert [e for e in await b.epochs(pb.pid) if e[0] in (3, 4)] == [(3, 0), (4, 2)]
+        assert [e for e in await b.index.epochs(pb.pid) if e[0] in (3, 4)] == [(3, 0), (4, 2)]
     finally:
         await conn.close()
 
@@ -341,7 +341,7 @@ async def test_a_marker_is_fenced_by_its_coordinators_epoch_and_stamped_with_the
         assert data.high_watermark == 2  # dense: nothing of the refused marker
         stamped = [struct.unpack_from(">qii", bytes(await data.read(o, 1 << 20)), 0)[2] for o in (0, 1)]
         assert stamped == [0, 5]  # the leader table's epochs of the marked partition
-        assert await b.epochs(data.pid) == [(5, 1)]  # epoch 0 is where every partition starts
+        assert await b.index.epochs(data.pid) == [(5, 1)]  # epoch 0 is where every partition starts
         assert await data.end_offset_for_epoch(0, current=5) == (0, 1)
         assert await data.end_offset_for_epoch(5, current=5) == (5, 2)
     finally:

@@ -1,0 +1,2 @@
+-- Version 2 changed kc_commit only (fencing by leader epoch: FUNCTIONS).
+-- (no table changes: the new kc_commit is in functions.sql, which runs after any migration)

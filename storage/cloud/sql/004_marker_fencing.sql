@@ -1,0 +1,2 @@
+-- Version 4 changed kc_commit only (fencing transaction markers: FUNCTIONS).
+-- (no table changes: the new kc_commit is in functions.sql, which runs after any migration)
