@@ -24,8 +24,7 @@ from kafkacompat.testing.spark import spark  # noqa: E402, F401 - the run's one 
 
 from . import matrix  # noqa: E402
 from .drivers import CLIENTS, ClientUnavailable, Driver, NotApplicable, build
-from .reference import KafkaTools, ReferenceKafka, Side
-from .reference import kafka_tools, reference_kafka  # noqa: F401 - fixtures for every compat test
+from .reference import KafkaTools, ReferenceKafka, Side, kafka_tools, reference_kafka  # noqa: F401 - fixtures for every compat test
 from .targets import CLUSTER_CLIENTS, ClusterTarget, InProcessTarget, Target
 
 STREAM = "/apps/iot/oilpump_metrics"

@@ -44,7 +44,11 @@ from typing import Any, TypeVar
 import pytest
 
 from kafkacompat.testing.reference_kafka import (  # noqa: F401 - re-exported for the differential tests
-    KAFKA_DIST, ReferenceKafka, find_kafka_home, jars_dir, unavailable,
+    KAFKA_DIST,
+    ReferenceKafka,
+    find_kafka_home,
+    jars_dir,
+    unavailable,
 )
 
 RUNNER_SOURCE = pathlib.Path(__file__).resolve().parent / "kafka_tools" / "ToolRunner.java"

@@ -18,10 +18,10 @@ import datetime
 import time
 
 from confluent_kafka.admin import AdminClient, NewTopic
-from kio.schema.errors import ErrorCode
-
 from kafkacompat.protocol.messages import make
 from kafkacompat.protocol.records import BatchHeader, split_batches
+from kio.schema.errors import ErrorCode
+
 from kafkacompat.testing import Broker
 from kafkacompat.testing.cluster import BrokerCluster
 from tests.wire import Wire

@@ -22,7 +22,13 @@ from typing import Any
 
 import pytest
 from confluent_kafka.admin import (
-    AclBinding, AclOperation, AclPermissionType, AdminClient, NewTopic, ResourcePatternType, ResourceType,
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    NewTopic,
+    ResourcePatternType,
+    ResourceType,
 )
 
 from kafkacompat.testing import Broker

@@ -24,7 +24,17 @@ import pytest
 from kafkacompat.testing import Broker, services
 
 from .reference import (
-    SIDES, KafkaTools, Side, Step, agree, columns, error_classes, known, normalize, on_both, unique,
+    SIDES,
+    KafkaTools,
+    Side,
+    Step,
+    agree,
+    columns,
+    error_classes,
+    known,
+    normalize,
+    on_both,
+    unique,
 )
 
 pytestmark = [pytest.mark.differential, pytest.mark.kafka_tools]

@@ -22,21 +22,21 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
-
 from kafkacompat.protocol.messages import make
+
 from kafkacompat.testing import Broker
 from kafkacompat.testing.reference_kafka import run_script
+from tests.wire import Wire, request_class
 
 from .conftest import compat_broker
 from .drivers import ClientUnavailable
 from .drivers.java import JVM_FLAGS, compile_sources
 from .reference import kafka_home
-from tests.wire import Wire, request_class
 
 pytestmark = pytest.mark.java
 SOURCE = Path(__file__).resolve().parent / "streams" / "WordCountEos.java"

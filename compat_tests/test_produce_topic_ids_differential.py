@@ -7,10 +7,10 @@ import uuid
 
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
-from kio.schema.errors import ErrorCode
-
 from kafkacompat.protocol.messages import make
 from kafkacompat.protocol.records import Record, build_batch
+from kio.schema.errors import ErrorCode
+
 from kafkacompat.testing import Broker
 from tests.test_produce_topic_ids import METADATA, _produce_v13
 from tests.wire import Wire

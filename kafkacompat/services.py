@@ -19,16 +19,17 @@ import uuid
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 if TYPE_CHECKING:
+    from kio.schema.errors import ErrorCode
+
     from kafkacompat import storage
     from kafkacompat.protocol.messages import RequestHeader
     from kafkacompat.storage import Store, TopicInfo
-    from kio.schema.errors import ErrorCode
 
     from .broker.cluster import ResolvedTopic
     from .broker.features import FeatureLevels
-    from .catalog.producer_state import ProducerStates
     from .broker.quotas import ClientQuotas
     from .broker.request_stats import RequestStats
+    from .catalog.producer_state import ProducerStates
     from .cluster import ClusterView, Member
     from .cluster.membership import PartitionKey
     from .config import BrokerConfig

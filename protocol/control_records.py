@@ -15,8 +15,15 @@ import struct
 import crc32c
 
 from .records import (
-    ATTR_CONTROL, ATTR_TRANSACTIONAL, CRC_START, HEADER_SIZE, InvalidBatchError, Record, read_varint, build_batch,
+    ATTR_CONTROL,
+    ATTR_TRANSACTIONAL,
+    CRC_START,
+    HEADER_SIZE,
+    InvalidBatchError,
+    Record,
+    build_batch,
     read_header,
+    read_varint,
 )
 
 _KEY = struct.Struct(">hh")  # version, type

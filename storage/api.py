@@ -18,7 +18,6 @@ from collections.abc import Mapping, Sequence
 
 from .errors import StorageError
 
-
 # (stream, topic, partition, leader epoch) a state write is made under (Store.put_state)
 StateFence = tuple[str, str, int, int]
 

@@ -7,8 +7,7 @@ from collections.abc import Mapping, Sequence
 from urllib.parse import unquote, urlparse
 
 from .api import Store
-from .compaction import RecordCodec
-from .compaction import DEFAULT_BACKOFF_MS, DEFAULT_DEDUPE_BUFFER_BYTES
+from .compaction import DEFAULT_BACKOFF_MS, DEFAULT_DEDUPE_BUFFER_BYTES, RecordCodec
 from .disk.store import DiskStore
 from .memory import MemoryStore
 from .partition_base import RecordTimestamps

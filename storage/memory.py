@@ -17,17 +17,29 @@ import contextlib
 import logging
 from collections.abc import Mapping, Sequence
 
-from .activity import StoreActivity
 from . import batch_format as bf
+from .activity import StoreActivity
 from .api import AppendResult, Cursor, Partition, PartitionletInfo, TimestampHit
 from .compaction import (
-    DEFAULT_BACKOFF_MS, DEFAULT_DEDUPE_BUFFER_BYTES, CleanResult, FilterStats, MarkerTracker, OffsetMap,
-    RecordCodec, SegmentStats, clean_range, cleaner_loop, drops_tombstones, due, filter_batch, map_dirty, scan_log,
+    DEFAULT_BACKOFF_MS,
+    DEFAULT_DEDUPE_BUFFER_BYTES,
+    CleanResult,
+    FilterStats,
+    MarkerTracker,
+    OffsetMap,
+    RecordCodec,
+    SegmentStats,
+    clean_range,
+    cleaner_loop,
+    drops_tombstones,
+    due,
+    filter_batch,
+    map_dirty,
+    scan_log,
 )
 from .errors import OffsetMismatchError, OffsetOutOfRangeError
 from .namespace import NamespaceStore, Settings, StreamState, TopicState, now_ms
 from .partition_base import PartitionBase, RecordTimestamps
-
 
 MEMORY_VOLUME = "memory"  # the one "volume" of a memory store
 

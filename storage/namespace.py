@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import abc
 import dataclasses
+import re
 import time
 import uuid
-import re
 from collections.abc import Iterable, Mapping, Sequence
 
 from .activity import StoreActivity

@@ -15,7 +15,10 @@ pytest.register_assert_rewrite("compat_tests.reference")
 from compat_tests.reference import stop_session_tools  # noqa: E402 - after the rewrite registration
 from kafkacompat.testing import Broker  # noqa: E402
 from kafkacompat.testing.services import (  # noqa: E402
-    TEST_STORE_VARIABLE, ServiceUnavailable, cloud_store, test_store_engine,
+    TEST_STORE_VARIABLE,
+    ServiceUnavailable,
+    cloud_store,
+    test_store_engine,
 )
 
 # The plugin users get by entry point once kafkacompat is installed; named

@@ -9,9 +9,8 @@ from __future__ import annotations
 import struct
 import time
 
-import crc32c
 import cramjam
-
+import crc32c
 from kafkacompat.protocol.compression import Codec, compress
 from kafkacompat.protocol.records import HEADER, HEADER_SIZE, LOG_OVERHEAD, MAGIC_V2
 from kafkacompat.protocol.varints import uvarint

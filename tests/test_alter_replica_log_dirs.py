@@ -15,12 +15,12 @@ import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from kafka import KafkaAdminClient, TopicPartitionReplica
 from kafka.errors import NoError
-from kio.schema.errors import ErrorCode
-
-from kafkacompat import storage
 from kafkacompat.protocol.messages import make
 from kafkacompat.protocol.records import record_timestamps
 from kafkacompat.storage.disk import layout
+from kio.schema.errors import ErrorCode
+
+from kafkacompat import storage
 from kafkacompat.testing import Broker
 from tests.conftest import create_topic
 from tests.wire import Wire

@@ -9,9 +9,9 @@ behind it, never the handling of the requests behind it.
 from __future__ import annotations
 
 import kio.schema.api_versions.v3.request as api_versions
-
 from kafkacompat.protocol.messages import make
 from kafkacompat.protocol.records import Record, build_batch, iter_records
+
 from kafkacompat.testing import Broker
 from tests.test_bad_input import produce_request
 from tests.test_fetch_and_offsets import fetch_request

@@ -17,12 +17,12 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from kafkacompat.protocol.messages import make
 from kio.schema.errors import ErrorCode
 
 import kafkacompat.handlers
 from kafkacompat.handlers import SUPPORTED, UNADVERTISED
 from kafkacompat.handlers.registry import Api, discover
-from kafkacompat.protocol.messages import make
 from kafkacompat.testing import Broker
 from tests.wire import Wire, request_class
 

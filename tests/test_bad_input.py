@@ -7,11 +7,11 @@ import struct
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
+from kafkacompat.protocol.messages import make
+from kafkacompat.protocol.records import Record, build_batch
 from kio.schema.errors import ErrorCode
 
 from kafkacompat.testing import Broker
-from kafkacompat.protocol.messages import make
-from kafkacompat.protocol.records import Record, build_batch
 from tests.wire import Wire
 
 PRODUCE_V = 9

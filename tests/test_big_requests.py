@@ -19,12 +19,12 @@ import kio.schema.create_topics.v7.request as create_v7
 import kio.schema.describe_topic_partitions.v0.request as dtp_v0
 import kio.schema.metadata.v12.request as meta_v12
 import pytest
+from kafkacompat.protocol.messages import encode_body, make, response_schema
 from kio.schema.errors import ErrorCode
 
-from kafkacompat.handlers.slices import Slicer, encode_with_array
-from kafkacompat.protocol.messages import encode_body, make, response_schema
-from kafkacompat.handlers import SUPPORTED
 from kafkacompat.bench.procstats import rss_mb
+from kafkacompat.handlers import SUPPORTED
+from kafkacompat.handlers.slices import Slicer, encode_with_array
 from kafkacompat.testing.cluster_process import ClusterProcess
 from tests.wire import Wire
 

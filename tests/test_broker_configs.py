@@ -9,9 +9,9 @@ import kio.schema.describe_configs.v4.request as dc
 import kio.schema.incremental_alter_configs.v1.request as iac
 import pytest
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
+from kafkacompat.protocol.messages import make
 from kio.schema.errors import ErrorCode
 
-from kafkacompat.protocol.messages import make
 from kafkacompat.testing import Broker
 from tests.wire import Wire
 

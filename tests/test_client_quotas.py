@@ -9,10 +9,10 @@ import kio.schema.alter_client_quotas.v1.request as acq
 import kio.schema.describe_client_quotas.v1.request as dcq
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
-from kio.schema.errors import ErrorCode
-
 from kafkacompat.protocol.messages import make
 from kafkacompat.protocol.records import Record, build_batch
+from kio.schema.errors import ErrorCode
+
 from kafkacompat.testing import Broker
 from tests.test_bad_input import produce_request
 from tests.wire import Wire

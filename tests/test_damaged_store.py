@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from kafkacompat.protocol.records import Record, build_batch, iter_records
 from kio.schema.errors import ErrorCode
 
-from kafkacompat.protocol.records import Record, build_batch, iter_records
 from kafkacompat.testing import Broker
 from tests.conftest import create_topic
 from tests.test_bad_input import produce_request

@@ -18,10 +18,10 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from kio.schema.errors import ErrorCode
-
 from kafkacompat.protocol.messages import make
 from kafkacompat.protocol.records import Record, build_batch
+from kio.schema.errors import ErrorCode
+
 from kafkacompat.testing import Broker
 from kafkacompat.testing.services import TEST_STORE_VARIABLE, ServiceUnavailable, cloud_store, database_outage
 from tests.wire import Wire

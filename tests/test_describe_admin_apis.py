@@ -7,9 +7,9 @@ import time
 import kio.schema.describe_log_dirs.v4.request as dld
 import kio.schema.describe_producers.v0.request as dp
 from confluent_kafka import Producer
+from kafkacompat.protocol.messages import make
 from kio.schema.errors import ErrorCode
 
-from kafkacompat.protocol.messages import make
 from kafkacompat.testing import Broker
 from tests.conftest import create_topic
 from tests.wire import Wire

@@ -10,9 +10,9 @@ from typing import Any
 import kio.schema.update_features.v0.request as uf0
 import kio.schema.update_features.v1.request as uf1
 import kio.schema.update_features.v2.request as uf2
+from kafkacompat.protocol.messages import make
 from kio.schema.errors import ErrorCode
 
-from kafkacompat.protocol.messages import make
 from kafkacompat.testing import Broker
 from tests.wire import Wire, request_class
 

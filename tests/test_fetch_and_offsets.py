@@ -7,13 +7,13 @@ import threading
 import time
 
 import pytest
+from kafkacompat.protocol.messages import make
+from kafkacompat.protocol.records import Record, build_batch, iter_records
 from kio.schema.errors import ErrorCode
 
 from kafkacompat.testing import Broker
-from kafkacompat.protocol.messages import make
-from kafkacompat.protocol.records import Record, build_batch, iter_records
-from tests.test_bad_input import produce_request
 from tests.conftest import create_topic
+from tests.test_bad_input import produce_request
 from tests.wire import Wire
 
 

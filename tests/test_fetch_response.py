@@ -6,10 +6,16 @@ import datetime
 import uuid
 
 import pytest
-from kio.schema.errors import ErrorCode
-
 from kafkacompat.protocol.fetch_response import INLINE_MAX, PartitionAnswer, encode_fetch_response
-from kafkacompat.protocol.messages import encode_body, encode_response, make, response_chunks, response_module, response_schema
+from kafkacompat.protocol.messages import (
+    encode_body,
+    encode_response,
+    make,
+    response_chunks,
+    response_module,
+    response_schema,
+)
+from kio.schema.errors import ErrorCode
 
 FETCH = 1
 SMALL = bytes(range(200))

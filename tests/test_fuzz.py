@@ -13,11 +13,11 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from kafkacompat.protocol.messages import MalformedRequestError, decode_request, parse_request_header
-from kafkacompat.fuzz.targets import decode_frame, fuzz_frames, fuzz_records
-from kafkacompat.fuzz.seeds import load_corpus, sample_frames
+
 from kafkacompat.fuzz.network import DEFAULT_CORPUS
+from kafkacompat.fuzz.seeds import load_corpus, sample_frames
+from kafkacompat.fuzz.targets import decode_frame, fuzz_frames, fuzz_records
 
 CORPUS = Path(__file__).parent / "fuzz_corpus"
 

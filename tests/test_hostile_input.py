@@ -11,9 +11,9 @@ import time
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
+from kafkacompat.protocol.messages import make
 from kio.schema.errors import ErrorCode
 
-from kafkacompat.protocol.messages import make
 from kafkacompat.testing import Broker
 from tests import poison_batches as poison
 from tests.hostile_frames import create_partitions_207gb, create_topics_null_topics

@@ -13,8 +13,8 @@ from collections.abc import Iterator
 import pytest
 from kio.schema.errors import ErrorCode
 
-from kafkacompat.testing import Broker
 from compat_tests.reference import session_reference_kafka
+from kafkacompat.testing import Broker
 from tests import poison_batches as poison
 from tests.hostile_frames import create_partitions_207gb, create_topics_null_topics
 from tests.test_bad_input import PRODUCE_V, produce_request

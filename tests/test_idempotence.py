@@ -5,12 +5,12 @@ from __future__ import annotations
 import datetime
 
 import pytest
+from kafkacompat.protocol.messages import make
+from kafkacompat.protocol.records import Record, build_batch
 from kio.schema.errors import ErrorCode
 
 from kafkacompat.catalog.producer_state import INT32_MAX, last_sequence
 from kafkacompat.testing import Broker
-from kafkacompat.protocol.messages import make
-from kafkacompat.protocol.records import Record, build_batch
 from tests.test_bad_input import produce_request
 from tests.wire import Wire, request_class
 
@@ -154,8 +154,9 @@ async def test_concurrent_producers_wait_for_one_rebuild_of_the_window() -> None
     again if it is a retry."""
     import asyncio
 
-    from kafkacompat.catalog.producer_state import ProducerStates
     from kafkacompat.storage.memory import MemoryStore
+
+    from kafkacompat.catalog.producer_state import ProducerStates
 
     store = MemoryStore()
     await store.open()

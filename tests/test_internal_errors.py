@@ -11,10 +11,10 @@ import uuid
 
 import pytest
 from confluent_kafka import Producer
+from kafkacompat.protocol.messages import encode_body
 from kio.schema.metadata.v10.request import MetadataRequest, MetadataRequestTopic
 
 from kafkacompat.handlers import metadata
-from kafkacompat.protocol.messages import encode_body
 from kafkacompat.testing import Broker
 
 

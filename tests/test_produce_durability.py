@@ -15,9 +15,9 @@ from collections.abc import Iterator
 
 import pytest
 from confluent_kafka import Producer
-
 from kafkacompat.storage import FsyncPolicy
 from kafkacompat.storage.disk import partition as disk_partition
+
 from kafkacompat.testing import Broker
 
 

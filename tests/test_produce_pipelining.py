@@ -13,9 +13,9 @@ import datetime
 from collections.abc import Iterator
 
 import pytest
-
 from kafkacompat.protocol.messages import make
 from kafkacompat.protocol.records import Record, build_batch
+
 from kafkacompat.testing import Broker
 from kafkacompat.testing.services import TEST_STORE_VARIABLE, ServiceUnavailable, cloud_store
 from tests.wire import Wire

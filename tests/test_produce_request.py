@@ -8,7 +8,6 @@ import sys
 import uuid
 
 import pytest
-
 from kafkacompat.protocol.messages import MalformedRequestError, encode_body, make, request_schema
 from kafkacompat.protocol.produce_request import parse_produce_request
 from kafkacompat.protocol.records import Record, build_batch

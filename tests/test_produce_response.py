@@ -6,10 +6,9 @@ import datetime
 import uuid
 
 import pytest
-from kio.schema.errors import ErrorCode
-
 from kafkacompat.protocol.messages import encode_body, make, response_module, response_schema
 from kafkacompat.protocol.produce_response import NodeEndpoint, PartitionResult, encode_produce_response
+from kio.schema.errors import ErrorCode
 
 PRODUCE = 0
 TOPICS = [

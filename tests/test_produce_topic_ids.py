@@ -5,10 +5,10 @@ from __future__ import annotations
 import datetime
 import uuid
 
-from kio.schema.errors import ErrorCode
-
 from kafkacompat.protocol.messages import make
 from kafkacompat.protocol.records import Record, build_batch
+from kio.schema.errors import ErrorCode
+
 from kafkacompat.testing import Broker
 from tests.wire import Wire
 

@@ -9,8 +9,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from kafkacompat import storage
 from kafkacompat.storage import StreamPolicy
+
+from kafkacompat import storage
 from tests.storage.storage_testkit import batch
 
 

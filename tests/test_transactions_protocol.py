@@ -15,11 +15,11 @@ import sys
 import uuid
 
 import pytest
-from kio.schema.errors import ErrorCode
-
 from kafkacompat.protocol.control_records import set_attributes
 from kafkacompat.protocol.messages import make
 from kafkacompat.protocol.records import ATTR_TRANSACTIONAL, Record, build_batch, iter_records
+from kio.schema.errors import ErrorCode
+
 from kafkacompat.testing import Broker
 from tests.test_bad_input import produce_request
 from tests.wire import Wire, request_class

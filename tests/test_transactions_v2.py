@@ -15,10 +15,10 @@ import time
 from pathlib import Path
 
 import pytest
-from kio.schema.errors import ErrorCode
-
 from kafkacompat.protocol.messages import make
 from kafkacompat.protocol.records import whole_batches
+from kio.schema.errors import ErrorCode
+
 from kafkacompat.testing import Broker
 from kafkacompat.transactions import TxnState
 from tests.test_bad_input import produce_request

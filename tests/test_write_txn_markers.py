@@ -17,9 +17,9 @@ from typing import Any
 
 import kio.schema.write_txn_markers.v1.request as m
 import pytest
+from kafkacompat.protocol.messages import make
 from kio.schema.errors import ErrorCode
 
-from kafkacompat.protocol.messages import make
 from kafkacompat.testing import Broker
 from tests.conftest import create_topic
 from tests.groups.test_groups_protocol import find_coordinator

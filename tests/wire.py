@@ -6,11 +6,10 @@ import socket
 import struct
 from typing import Any
 
-from kio.serial import entity_reader
-from kio.static.constants import EntityType
-
 from kafkacompat.protocol.messages import encode_body, request_schema
 from kafkacompat.protocol.versions import is_flexible, schema
+from kio.serial import entity_reader
+from kio.static.constants import EntityType
 
 
 class Wire:

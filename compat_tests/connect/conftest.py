@@ -9,10 +9,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from .connect_kit import KAFKA_HOME, ConnectWorker
 from kafkacompat.testing import Broker
 
 from .. import matrix
+from .connect_kit import KAFKA_HOME, ConnectWorker
 
 
 @pytest.fixture(scope="package")

@@ -17,8 +17,8 @@ from collections.abc import Iterator
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
-
 from kafkacompat.protocol.records import read_header
+
 from kafkacompat.testing import Broker
 
 from .connect_kit import ConnectWorker, wait_for

@@ -17,10 +17,11 @@ from collections.abc import Iterator
 import pytest
 from confluent_kafka import Consumer
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+from kafkacompat.storage import StreamPolicy
+
+from kafkacompat.testing.services import Postgres, postgres_fixture
 
 from .connect_kit import ConnectWorker, debezium_libs, wait_for
-from kafkacompat.testing.services import Postgres, postgres_fixture
-from kafkacompat.storage import StreamPolicy
 
 pytestmark = [pytest.mark.slow, pytest.mark.kafka_connect]
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .client import connect, parse_bootstrap
 from ..security.client import ClientSecurity
+from .client import connect, parse_bootstrap
 
 REQUEST_TIMEOUT_S = 30.0  # how long one admin request or metadata lookup may take
 

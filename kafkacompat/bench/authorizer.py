@@ -42,8 +42,15 @@ def _serve(data_dir: str, port: int, sasl_port: int | None) -> subprocess.Popen:
 
 def _prepare(port: int, sasl_port: int | None, topics: list[str]) -> None:
     """The topics, and on the authorizing broker the producer's grant (made by the super user over SASL)."""
-    from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, AdminClient, NewTopic,
-                                       ResourcePatternType, ResourceType)
+    from confluent_kafka.admin import (
+        AclBinding,
+        AclOperation,
+        AclPermissionType,
+        AdminClient,
+        NewTopic,
+        ResourcePatternType,
+        ResourceType,
+    )
 
     config = {"bootstrap.servers": f"127.0.0.1:{port}"}
     if sasl_port is not None:

@@ -29,7 +29,6 @@ from kafkacompat.storage import StreamPolicy
 from kafkacompat.testing.services import cloud_store
 
 
-
 async def _fill(part: storage.Partition, mb: int, keys: int, per_batch: int, value_bytes: int, codec: str) -> int:
     """Append about `mb` MiB of batches; returns the bytes appended."""
     rng = random.Random(7)

@@ -28,7 +28,7 @@ from confluent_kafka import Producer
 
 from ..testing.services import BUCKET, Postgres, S3Server
 from .brokers import KafkacompatBroker
-from .workloads import create_topics, consume, percentile, produce
+from .workloads import consume, create_topics, percentile, produce
 
 
 class CloudBroker(KafkacompatBroker):

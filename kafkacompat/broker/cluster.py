@@ -14,25 +14,25 @@ from kio.schema.errors import ErrorCode
 from kafkacompat import storage
 from kafkacompat.storage import Store, TopicInfo
 
+from ..catalog import broker_configs
+from ..catalog.producer_state import ProducerStates
 from ..cluster import ClusterView, Member, SingleNode, open_cluster_view
 from ..cluster.membership import PartitionKey, cluster_url, coordinator_partition
 from ..config import BrokerConfig
 from ..groups import GroupCoordinator
 from ..shares.manager import ShareService
-from ..catalog import broker_configs
-from .features import FeatureLevels
 from ..transactions import TransactionCoordinator
-from ..catalog.producer_state import ProducerStates
+from .features import FeatureLevels
 from .request_stats import RequestStats
 
 if TYPE_CHECKING:
     from ..replication.engine import ReplicationService
-from .quotas import ClientQuotas
+from ..security.authorizer import Authorizer
 from ..security.credentials import Credentials
 from ..security.delegation_tokens import DelegationTokens
 from ..security.oauthbearer import BearerValidator
-from ..security.authorizer import Authorizer
 from ..topic_names import LEGAL_NAMES_ONLY, TopicNameError, canonical_name, kafka_alias, split_name
+from .quotas import ClientQuotas
 
 log = logging.getLogger(__name__)
 OFFSETS_TOPIC = "__consumer_offsets"

@@ -9,12 +9,12 @@ The history is checked from its file, as anyone could re-check it later.
 from __future__ import annotations
 
 import dataclasses
-from collections import Counter
 import json
 import logging
 import random
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO

@@ -17,13 +17,13 @@ from collections.abc import Iterable
 from typing import Any
 
 from ..admin import progress
-from .arg_types import partition_number
-from .options import add_bootstrap, add_progress
-from ..security.client import ClientSecurity
 from ..admin.client import BrokerUnreachable
 from ..admin.kafka_client import REQUEST_TIMEOUT_S, CommandError, client_config, describe_error
 from ..admin.output import count_of, fail, table
 from ..operations.offset_reset import NoCommittedOffset, reset_target
+from ..security.client import ClientSecurity
+from .arg_types import partition_number
+from .options import add_bootstrap, add_progress
 
 # confluent-kafka's ConsumerGroupState names -> the names Kafka's tools print
 STATES = {

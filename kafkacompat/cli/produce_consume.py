@@ -18,12 +18,12 @@ import time
 from collections.abc import Callable
 from typing import Any, BinaryIO
 
-from .arg_types import count, name_value, number_at_least, parsed, partition_number
-from .options import add_bootstrap
 from ..admin.client import BrokerUnreachable
 from ..admin.groupless import GrouplessConsumer  # without --group: no consumer group, not even a hidden one
 from ..admin.kafka_client import REQUEST_TIMEOUT_S, CommandError, client_config, describe_error
 from ..admin.output import count_of, fail
+from .arg_types import count, name_value, number_at_least, parsed, partition_number
+from .options import add_bootstrap
 
 COMPRESSION = ("none", "gzip", "snappy", "lz4", "zstd")
 ACKS = ("all", "-1", "0", "1")

@@ -15,11 +15,11 @@ import argparse
 import json
 from typing import Any
 
-from .arg_types import number_at_least, parsed
 from ..admin.client import AdminClient, AdminError, BrokerUnreachable, parse_bootstrap
 from ..admin.output import fail, table
-from ..units import format_bytes, format_time_ms
 from ..replication.links import COMPRESSIONS, LinkSpecError, parse_replica
+from ..units import format_bytes, format_time_ms
+from .arg_types import number_at_least, parsed
 
 # stream policy fields autosetup copies (kafkacompat/broker/stream_views.py POLICY_FIELDS)
 POLICY_FIELDS = ("ttl_seconds", "default_partitions", "autocreate", "fsync", "partitionlet_bytes", "cleanup_policy")

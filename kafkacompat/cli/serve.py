@@ -112,9 +112,8 @@ async def run_until_signalled(config: BrokerConfig) -> None:
 
 def _explain(config: BrokerConfig, exc: Exception) -> StartError | None:
     """A failed start as one sentence with the cause and the fix; None when the failure is not understood."""
-    from ..storage import StorageError
-
     from ..security.tls import TlsSetupError
+    from ..storage import StorageError
 
     if isinstance(exc, TlsSetupError):
         return StartError(str(exc), EXIT_CONFIG)

@@ -16,13 +16,13 @@ from typing import Any
 from kafkacompat.storage.namespace import MIN_PARTITIONLET_BYTES
 
 from ..admin import progress
-from .arg_types import count, name_value, parsed, partition_number
-from . import replication as replication_cli
 from ..admin.client import AdminClient, AdminError, BrokerUnreachable
+from ..admin.output import all_topics_table, count_of, fail, render
 from ..security.permissions import ExpressionError
 from ..security.permissions import check as check_expression
-from ..admin.output import all_topics_table, count_of, fail, render
 from ..units import format_bytes, parse_duration, parse_size
+from . import replication as replication_cli
+from .arg_types import count, name_value, parsed, partition_number
 from .options import OneLineParser, add_bootstrap, add_progress
 
 TOPIC_NAME_HELP = (

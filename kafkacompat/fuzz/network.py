@@ -51,7 +51,6 @@ from kafkacompat.protocol.records import CRC_START, HEADER_SIZE, LOG_OVERHEAD
 from ..handlers import SUPPORTED
 from .seeds import load_corpus, sample_frames
 
-
 DEFAULT_CORPUS = Path(__file__).resolve().parents[2] / "tests" / "fuzz_corpus" / "network"
 _INTERESTING_32 = (-1, 0, 1, 0x7F, 0xFF, 0x7FFF, 0x8000, 0xFFFF, 0x7FFFFFFF, -0x80000000, 1_000_000, -2)
 _HUGE_VARINTS = (b"\xff\xff\xff\xff\x0f", b"\xff\xff\xff\xff\x07", b"\x80\x80\x80\x80\x80\x01", b"\x00")

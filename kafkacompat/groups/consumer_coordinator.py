@@ -23,8 +23,8 @@ from kio.schema.errors import ErrorCode
 
 from kafkacompat.storage import Store, TopicInfo
 
-from ..topic_names import TopicNameError, canonical_name, split_name
 from ..config import BrokerConfig
+from ..topic_names import TopicNameError, canonical_name, split_name
 from .assignors import Assignment, MemberSpec, assign
 from .classic_members import ClassicMembers
 from .consumer_group import (

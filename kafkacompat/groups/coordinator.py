@@ -26,15 +26,15 @@ from kio.schema.errors import ErrorCode
 from kafkacompat.storage import Cursor, Store
 
 from ..config import BrokerConfig
+from . import durable
 from .classic_api import JoinRequest, JoinResult, SyncResult
 from .classic_protocol import ClassicGroupProtocol
 from .consumer_coordinator import ConsumerGroupCoordinator
-from .streams_coordinator import STREAMS_PROTOCOL_TYPE, StreamsGroupCoordinator
-from . import durable
 from .consumer_protocol import CONSUMER_PROTOCOL_TYPE
 from .group import Group, GroupState
 from .offset_retention import classic_subscribed_topics, expired_of_classic_group, expired_unless_kept, topic_keys
 from .offsets import CommittedOffsets
+from .streams_coordinator import STREAMS_PROTOCOL_TYPE, StreamsGroupCoordinator
 
 log = logging.getLogger(__name__)
 

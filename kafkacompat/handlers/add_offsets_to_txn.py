@@ -5,11 +5,10 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from ..security.acls import Operation
-from .common import NO_THROTTLE, ErrorCode, make, schema_of
-from .txn_common import fenced_as
-from .registry import Api, changes
 from ..services import Request, Security, Transactions
-
+from .common import NO_THROTTLE, ErrorCode, make, schema_of
+from .registry import Api, changes
+from .txn_common import fenced_as
 
 # AddOffsetsToTxn v0-4
 API = Api(25, (0, 4), changes())

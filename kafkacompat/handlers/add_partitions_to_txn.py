@@ -13,11 +13,10 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from ..security.acls import Operation
-from .common import NO_THROTTLE, ErrorCode, make, schema_of
-from .txn_common import fenced_as, resolve_partitions
-from .registry import Api, changes
 from ..services import Request, Security, Transactions
-
+from .common import NO_THROTTLE, ErrorCode, make, schema_of
+from .registry import Api, changes
+from .txn_common import fenced_as, resolve_partitions
 
 # AddPartitionsToTxn v0-5: v4+ is the brokers' batched form, v5 transactions v2 (KIP-890); error answers: v4+: top-level code
 API = Api(24, (0, 5), changes(("v3_and_below_topics",), "results_by_topic_v3_and_below"))

@@ -7,10 +7,9 @@ from typing import Any
 from kafkacompat import storage
 
 from ..broker.quotas import QuotaError, entity_of
+from ..services import Request, Settings
 from .common import NO_THROTTLE, ErrorCode, make, schema_of, storage_error_code
 from .registry import Api, changes
-from ..services import Request, Settings
-
 
 # AlterClientQuotas v0-1
 API = Api(49, (0, 1), changes(("entries",), "entries"))

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..services import Context
 from .common import NO_THROTTLE, make, schema_of
 from .config_changes import apply_configs
 from .registry import Api, changes
-from ..services import Context
-
 
 # AlterConfigs v0-2
 API = Api(33, (0, 2), changes(("resources",), "responses"))

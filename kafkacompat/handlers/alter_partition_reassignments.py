@@ -10,10 +10,9 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+from ..services import Placement, Request, Topics
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
 from .registry import Api, reads
-from ..services import Placement, Request, Topics
-
 
 # AlterPartitionReassignments v0
 API = Api(45, (0, 0), reads())

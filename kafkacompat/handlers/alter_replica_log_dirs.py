@@ -21,9 +21,9 @@ from typing import Any
 
 from kafkacompat import storage
 
+from ..services import Context
 from .common import NO_THROTTLE, ErrorCode, make, schema_of, storage_error_code
 from .registry import Api, changes
-from ..services import Context
 
 
 def _topics_of_dirs(request: Any) -> tuple[Any, ...]:

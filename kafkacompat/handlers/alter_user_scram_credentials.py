@@ -13,10 +13,10 @@ from typing import Any
 from kafkacompat import storage
 
 from ..security.scram import MAX_ITERATIONS, MIN_ITERATIONS, credential_from_salted
+from ..services import Request, Security
 from .common import NO_THROTTLE, ErrorCode, make, schema_of, storage_error_code
 from .describe_user_scram_credentials import MECHANISM_CODES
 from .registry import Api, changes
-from ..services import Request, Security
 
 
 def _users(request: Any) -> tuple[str, ...]:

@@ -8,10 +8,9 @@ from typing import Any
 from kafkacompat.protocol.messages import make
 from kafkacompat.protocol.versions import API_VERSIONS_KEY
 
+from ..services import Request, Settings
 from .common import NO_THROTTLE, ErrorCode, schema_of
 from .registry import Api, reads, registry
-from ..services import Request, Settings
-
 
 # ApiVersions v0-4
 API = Api(API_VERSIONS_KEY, (0, 4), reads())

@@ -9,6 +9,7 @@ from kio.schema.errors import ErrorCode
 
 from kafkacompat import storage
 from kafkacompat.protocol.messages import make, response_module
+
 from ..services import Request
 
 NO_THROTTLE = datetime.timedelta(0)

@@ -13,13 +13,13 @@ from typing import Any
 
 from kafkacompat import storage
 
-from ..catalog import broker_configs, group_configs, logger_configs
 from ..broker.cluster import TopicError
+from ..catalog import broker_configs, group_configs, logger_configs
 from ..catalog.topic_configs import InvalidConfigError, validate_configs
 from ..security.acls import Operation
 from ..security.authorizer import config_refusal
-from .common import ErrorCode, storage_error_code
 from ..services import Context
+from .common import ErrorCode, storage_error_code
 
 TOPIC, BROKER, BROKER_LOGGER, GROUP = 2, 4, 8, 32
 Change = Callable[[dict[str, str]], dict[str, str]]

@@ -11,12 +11,11 @@ from typing import Any, Protocol
 from ..broker.features import GROUP_VERSION
 from ..groups.assignors import Assignment
 from ..security.acls import Operation, ResourceType
+from ..services import Groups, Request, Security, Settings
 from .common import NO_THROTTLE, UNSET_OPERATIONS, ErrorCode, make, schema_of
 from .describe_groups import GROUP_OPERATIONS
 from .group_common import protocol_off
 from .registry import Api, reads
-from ..services import Groups, Request, Security, Settings
-
 
 # ConsumerGroupDescribe v0-1
 API = Api(69, (0, 1), reads())

@@ -8,11 +8,10 @@ from typing import Any, Protocol
 from ..broker.features import GROUP_VERSION
 from ..groups.consumer_coordinator import HeartbeatRequest
 from ..security.acls import Operation
+from ..services import Groups, Placement, Request, Security, Settings
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
 from .group_common import client_host, millis
 from .registry import Api, changes
-from ..services import Groups, Placement, Request, Security, Settings
-
 
 # ConsumerGroupHeartbeat v0-1 (KIP-848); v1: the client makes its member id
 API = Api(68, (0, 1), changes())

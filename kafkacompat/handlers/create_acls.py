@@ -7,13 +7,19 @@ from typing import Any
 from kafkacompat import storage
 
 from ..security.acls import (
-    AclBinding, InvalidAclError, Operation, PatternType, Permission, ResourceType, from_code, validate,
+    AclBinding,
+    InvalidAclError,
+    Operation,
+    PatternType,
+    Permission,
+    ResourceType,
+    from_code,
+    validate,
 )
+from ..services import Request, Security
 from .common import NO_THROTTLE, ErrorCode, make, schema_of, storage_error_code
 from .describe_acls import refusal
 from .registry import Api, changes
-from ..services import Request, Security
-
 
 # CreateAcls v1-3
 API = Api(30, (1, 3), changes(("creations",), "results"))

@@ -15,11 +15,10 @@ from kafkacompat import storage
 from ..broker.cluster import random_kafka_uuid
 from ..security.acls import Operation, ResourceType
 from ..security.delegation_tokens import USER_TYPE, split_principal
-from .common import NO_THROTTLE, ErrorCode, make, schema_of, storage_error_code
-from .token_common import NO_TIMESTAMP, milliseconds, timestamp, token_requests_allowed
-from .registry import Api, changes
 from ..services import Request, Security
-
+from .common import NO_THROTTLE, ErrorCode, make, schema_of, storage_error_code
+from .registry import Api, changes
+from .token_common import NO_TIMESTAMP, milliseconds, timestamp, token_requests_allowed
 
 # CreateDelegationToken v1-3 (v0 is gone since Kafka 4.0); v3 names an owner (KIP-373)
 API = Api(38, (1, 3), changes())

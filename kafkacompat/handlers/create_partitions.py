@@ -9,11 +9,10 @@ from kafkacompat import storage
 from ..broker.cluster import TopicError
 from ..security.acls import Operation
 from ..security.authorizer import TOPIC_DENIED
+from ..services import Context
 from .common import NO_THROTTLE, ErrorCode, make, schema_of, storage_error_code
 from .partition_limits import PER_REQUEST_MESSAGE, partition_limit_error
 from .registry import Api, changes
-from ..services import Context
-
 
 # CreatePartitions v0-3
 API = Api(37, (0, 3), changes(("topics",), "results"))

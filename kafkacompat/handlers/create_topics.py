@@ -10,11 +10,10 @@ from ..broker.cluster import TopicError
 from ..catalog.topic_configs import InvalidConfigError, effective_configs, validate_configs
 from ..security.acls import Operation
 from ..security.authorizer import TOPIC_DENIED
+from ..services import Context
 from .common import NO_THROTTLE, ErrorCode, make, schema_of, storage_error_code
 from .partition_limits import PER_REQUEST_MESSAGE, partition_limit_error
 from .registry import Api, changes
-from ..services import Context
-
 
 # CreateTopics v2-7
 API = Api(19, (2, 7), changes(("topics",), "topics"))

@@ -7,12 +7,11 @@ from typing import Any
 from kafkacompat import storage
 
 from ..security.acls import Operation
+from ..services import Request, Security
 from .common import NO_THROTTLE, ErrorCode, make, schema_of, storage_error_code
 from .create_acls import SECURITY_DISABLED
 from .describe_acls import acl_filter, refusal
 from .registry import Api, changes
-from ..services import Request, Security
-
 
 # DeleteAcls v1-3
 API = Api(31, (1, 3), changes(("filters",), "filter_results"))

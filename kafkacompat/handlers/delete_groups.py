@@ -7,10 +7,9 @@ from typing import Any, Protocol
 from kafkacompat import storage
 
 from ..security.acls import Operation
+from ..services import Groups, Request, Security
 from .common import NO_THROTTLE, ErrorCode, coordinator_storage_error_code, make, schema_of
 from .registry import Api, changes
-from ..services import Groups, Request, Security
-
 
 # DeleteGroups v0-2
 API = Api(42, (0, 2), changes(("groups_names",), "results"))

@@ -7,10 +7,9 @@ from typing import Any
 from kafkacompat import storage
 
 from ..security.acls import Operation
+from ..services import Context
 from .common import NO_THROTTLE, ErrorCode, make, schema_of, storage_error_code
 from .registry import Api, changes
-from ..services import Context
-
 
 # DeleteRecords v0-2
 API = Api(21, (0, 2), changes(("topics",), "topics"))

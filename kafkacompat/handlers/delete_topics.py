@@ -9,10 +9,9 @@ from kafkacompat import storage
 from ..broker.cluster import TopicError
 from ..security.acls import Operation
 from ..security.authorizer import TOPIC_DENIED
+from ..services import Context
 from .common import NO_THROTTLE, ErrorCode, make, schema_of, storage_error_code
 from .registry import Api, changes
-from ..services import Context
-
 
 # DeleteTopics v1-6
 API = Api(20, (1, 6), changes(("topics", "topic_names"), "responses"))

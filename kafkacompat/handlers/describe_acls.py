@@ -6,10 +6,9 @@ from typing import Any
 
 from ..security.acls import AclFilter, Operation, PatternType, Permission, ResourceType, from_code
 from ..security.authorizer import CLUSTER_DENIED
+from ..services import Request, Security
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
 from .registry import Api, reads
-from ..services import Request, Security
-
 
 # DescribeAcls v1-3 (v0 is gone since Kafka 4.0)
 API = Api(29, (1, 3), reads())

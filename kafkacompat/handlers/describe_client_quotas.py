@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..services import Request, Settings
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
 from .registry import Api, reads
-from ..services import Request, Settings
-
 
 # DescribeClientQuotas v0-1
 API = Api(48, (0, 1), reads())

@@ -5,10 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from ..security.acls import CLUSTER_NAME, ResourceType
+from ..services import Context
 from .common import ALL_CLUSTER_OPERATIONS, NO_THROTTLE, UNSET_OPERATIONS, ErrorCode, make, schema_of
 from .registry import Api, reads
-from ..services import Context
-
 
 # DescribeCluster v0-1
 API = Api(60, (0, 1), reads())

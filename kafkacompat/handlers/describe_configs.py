@@ -4,15 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..catalog import broker_configs, group_configs, logger_configs
 from ..broker.cluster import TopicError
+from ..catalog import broker_configs, group_configs, logger_configs
 from ..catalog.topic_configs import Synonym, config_synonyms, definition
 from ..security.acls import Operation
 from ..security.authorizer import config_refusal
+from ..services import Context
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
 from .registry import Api, reads
-from ..services import Context
-
 
 # DescribeConfigs v1-4
 API = Api(32, (1, 4), reads())

@@ -13,11 +13,10 @@ from kafkacompat import storage
 
 from ..security.acls import Operation, ResourceType
 from ..security.delegation_tokens import TokenInfo, describable, split_principal
-from .common import NO_THROTTLE, ErrorCode, make, schema_of, storage_error_code
-from .token_common import token_requests_allowed
-from .registry import Api, reads
 from ..services import Request, Security
-
+from .common import NO_THROTTLE, ErrorCode, make, schema_of, storage_error_code
+from .registry import Api, reads
+from .token_common import token_requests_allowed
 
 # DescribeDelegationToken v1-3: v3 shows each token's requester
 API = Api(41, (1, 3), reads())

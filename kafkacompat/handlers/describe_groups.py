@@ -9,10 +9,9 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from ..security.acls import Operation, ResourceType
+from ..services import Groups, Request, Security
 from .common import NO_THROTTLE, UNSET_OPERATIONS, ErrorCode, make, schema_of
 from .registry import Api, reads
-from ..services import Groups, Request, Security
-
 
 # DescribeGroups v0-6
 API = Api(15, (0, 6), reads())

@@ -20,10 +20,9 @@ from typing import Any
 from kafkacompat import storage
 
 from ..broker.cluster import TopicError
+from ..services import Context
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
 from .registry import Api, reads
-from ..services import Context
-
 
 # DescribeLogDirs v1-4
 API = Api(35, (1, 4), reads())

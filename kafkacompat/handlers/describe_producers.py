@@ -11,10 +11,9 @@ from typing import Any
 from kafkacompat import storage
 
 from ..security.acls import Operation
+from ..services import Context
 from .common import NO_THROTTLE, ErrorCode, make, schema_of, storage_error_code
 from .registry import Api, reads
-from ..services import Context
-
 
 # DescribeProducers v0
 API = Api(61, (0, 0), reads(("topics",), "topics"))

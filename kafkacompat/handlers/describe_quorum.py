@@ -17,10 +17,9 @@ import time
 import uuid
 from typing import Any
 
+from ..services import Context
 from .common import ErrorCode, make, schema_of
 from .registry import Api, reads
-from ..services import Context
-
 
 # DescribeQuorum v0-2: the controller as the metadata quorum's one voter (Kafka forwards it)
 API = Api(55, (0, 2), reads())

@@ -5,11 +5,10 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from ..security.acls import Operation
-from .common import NO_THROTTLE, ErrorCode, make, schema_of
-from .share_offsets_common import group_refusal
-from .registry import Api, reads
 from ..services import Groups, Placement, Request, Security, Settings, Topics
-
+from .common import NO_THROTTLE, ErrorCode, make, schema_of
+from .registry import Api, reads
+from .share_offsets_common import group_refusal
 
 # DescribeShareGroupOffsets v0
 API = Api(90, (0, 0), reads())

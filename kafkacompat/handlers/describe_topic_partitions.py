@@ -18,13 +18,12 @@ from typing import Any
 from kafkacompat.storage import TopicInfo
 
 from ..broker.cluster import TopicError
-from ..topic_names import canonical_name
 from ..security.acls import Operation, ResourceType
-from .common import ALL_TOPIC_OPERATIONS, NO_THROTTLE, ErrorCode, make, schema_of
-from .slices import Slicer
-from .registry import Api, reads
 from ..services import Broker, Context
-
+from ..topic_names import canonical_name
+from .common import ALL_TOPIC_OPERATIONS, NO_THROTTLE, ErrorCode, make, schema_of
+from .registry import Api, reads
+from .slices import Slicer
 
 # DescribeTopicPartitions v0
 API = Api(75, (0, 0), reads())

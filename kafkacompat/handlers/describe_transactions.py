@@ -6,10 +6,9 @@ import datetime
 from typing import Any
 
 from ..security.acls import Operation
+from ..services import Broker, Context
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
 from .registry import Api, reads
-from ..services import Broker, Context
-
 
 # DescribeTransactions v0
 API = Api(65, (0, 0), reads())

@@ -5,10 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from ..security.scram import MECHANISMS
+from ..services import Request, Security
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
 from .registry import Api, reads
-from ..services import Request, Security
-
 
 # DescribeUserScramCredentials v0
 API = Api(50, (0, 0), reads())

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..services import Context
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
 from .registry import Api, reads
-from ..services import Context
-
 
 # ElectLeaders v0-2
 API = Api(43, (0, 2), reads())

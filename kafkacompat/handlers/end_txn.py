@@ -9,11 +9,10 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from ..security.acls import Operation
-from .common import NO_THROTTLE, ErrorCode, make, schema_of
-from .txn_common import fenced_as
-from .registry import Api, changes
 from ..services import Request, Security, Transactions
-
+from .common import NO_THROTTLE, ErrorCode, make, schema_of
+from .registry import Api, changes
+from .txn_common import fenced_as
 
 # EndTxn v0-5: v5 is transactions v2: a new epoch at every end (KIP-890)
 API = Api(26, (0, 5), changes())

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .token_common import expiry_answer, milliseconds
-from .registry import Api, changes
 from ..services import Request, Security
-
+from .registry import Api, changes
+from .token_common import expiry_answer, milliseconds
 
 # ExpireDelegationToken v1-2
 API = Api(40, (1, 2), changes())

@@ -27,13 +27,12 @@ from kafkacompat.protocol.fetch_response import Buffer, PartitionAnswer, encode_
 from kafkacompat.protocol.records import count_records
 
 from ..broker.quotas import FETCH as CONSUMER_BYTE_RATE
+from ..security.acls import Operation
+from ..services import Context
 from ..transactions import PartitionTxns
 from ..transactions.partition_state import stable_prefix
-from ..security.acls import Operation
 from .common import ErrorCode, leader_epoch_error, storage_error_code
 from .registry import Api, changes
-from ..services import Context
-
 
 # Fetch v4-17; an injected error is answered from the request (a long poll would delay it), per partition: a
 # top-level code is a fetch-session error

@@ -11,10 +11,9 @@ from typing import Any, Protocol
 
 from ..security.acls import Operation
 from ..security.authorizer import GROUP_DENIED, TRANSACTIONAL_ID_DENIED
+from ..services import Groups, Placement, Request, Security
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
 from .registry import Api, reads
-from ..services import Groups, Placement, Request, Security
-
 
 # FindCoordinator v0-6: v4+ batches keys
 API = Api(10, (0, 6), reads())

@@ -9,8 +9,8 @@ from kio.schema.errors import ErrorCode
 
 from kafkacompat.protocol.messages import make
 
-from .common import NO_THROTTLE, UNSET_OPERATIONS
 from ..services import Request
+from .common import NO_THROTTLE, UNSET_OPERATIONS
 
 
 def millis(value: datetime.timedelta | int) -> int:

@@ -5,10 +5,9 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from ..security.acls import Operation
+from ..services import Groups, Placement, Request, Security
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
 from .registry import Api, changes
-from ..services import Groups, Placement, Request, Security
-
 
 # Heartbeat v0-4
 API = Api(12, (0, 4), changes())

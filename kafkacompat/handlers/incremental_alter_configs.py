@@ -11,11 +11,10 @@ from collections.abc import Callable
 from typing import Any
 
 from ..catalog.topic_configs import topic_config_value
+from ..services import Context
 from .common import NO_THROTTLE, make, schema_of
 from .config_changes import TOPIC, apply_configs
 from .registry import Api, changes
-from ..services import Context
-
 
 # IncrementalAlterConfigs v0-1
 API = Api(44, (0, 1), changes(("resources",), "responses"))

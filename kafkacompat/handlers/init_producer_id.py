@@ -11,12 +11,11 @@ from typing import Any, Protocol
 
 from ..security.acls import CLUSTER_NAME, Operation, ResourceType
 from ..security.authorizer import client_host, deny
+from ..services import Request, Security, Transactions
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
 from .group_common import millis
-from .txn_common import fenced_as
 from .registry import Api, changes
-from ..services import Request, Security, Transactions
-
+from .txn_common import fenced_as
 
 # InitProducerId v0-5
 API = Api(22, (0, 5), changes())

@@ -6,11 +6,10 @@ from typing import Any, Protocol
 
 from ..groups import JoinRequest, JoinResult
 from ..security.acls import Operation
+from ..services import Groups, Placement, Request, Security
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
 from .group_common import client_host, millis
 from .registry import Api, changes
-from ..services import Groups, Placement, Request, Security
-
 
 # JoinGroup v0-9
 API = Api(11, (0, 9), changes())

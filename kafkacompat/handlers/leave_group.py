@@ -5,10 +5,9 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from ..security.acls import Operation
+from ..services import Groups, Placement, Request, Security
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
 from .registry import Api, changes
-from ..services import Groups, Placement, Request, Security
-
 
 # LeaveGroup v0-5; error answers: v3+ lists members
 API = Api(13, (0, 5), changes(("members",), "members"))

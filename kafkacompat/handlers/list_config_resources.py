@@ -11,10 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 from ..catalog import group_configs
+from ..services import Context
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
 from .registry import Api, reads
-from ..services import Context
-
 
 # ListConfigResources v0-1 (v0: ListClientMetricsResources)
 API = Api(74, (0, 1), reads())

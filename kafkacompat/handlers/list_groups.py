@@ -5,10 +5,9 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from ..security.acls import Operation
+from ..services import Groups, Request, Security
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
 from .registry import Api, reads
-from ..services import Groups, Request, Security
-
 
 # ListGroups v0-5
 API = Api(16, (0, 5), reads())

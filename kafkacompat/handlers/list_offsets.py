@@ -16,12 +16,11 @@ from typing import Any
 
 from kafkacompat import storage
 
-from ..transactions import PartitionTxns
 from ..security.acls import Operation
+from ..services import Context
+from ..transactions import PartitionTxns
 from .common import NO_THROTTLE, ErrorCode, leader_epoch_error, make, schema_of, storage_error_code
 from .registry import Api, reads
-from ..services import Context
-
 
 # ListOffsets v1-10
 API = Api(2, (1, 10), reads(("topics",), "topics"))

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..services import Request
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
 from .registry import Api, reads
-from ..services import Request
-
 
 # ListPartitionReassignments v0
 API = Api(46, (0, 0), reads())

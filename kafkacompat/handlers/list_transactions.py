@@ -5,12 +5,11 @@ from __future__ import annotations
 import re
 from typing import Any, Protocol
 
-from ..transactions import TxnState
 from ..security.acls import Operation, ResourceType
+from ..services import Request, Security, Transactions
+from ..transactions import TxnState
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
 from .registry import Api, reads
-from ..services import Request, Security, Transactions
-
 
 # ListTransactions v0-2
 API = Api(66, (0, 2), reads())

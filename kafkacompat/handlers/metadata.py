@@ -16,13 +16,20 @@ from kafkacompat.protocol.messages import MalformedRequestError
 from kafkacompat.storage import TopicInfo
 
 from ..broker.cluster import TopicError
-from ..topic_names import canonical_name
 from ..security.acls import CLUSTER_NAME, Operation, ResourceType
-from .common import ALL_CLUSTER_OPERATIONS, ALL_TOPIC_OPERATIONS, NO_THROTTLE, UNSET_OPERATIONS, ErrorCode, make, schema_of
-from .slices import Slicer, encode_with_array
-from .registry import Api, reads
 from ..services import Context
-
+from ..topic_names import canonical_name
+from .common import (
+    ALL_CLUSTER_OPERATIONS,
+    ALL_TOPIC_OPERATIONS,
+    NO_THROTTLE,
+    UNSET_OPERATIONS,
+    ErrorCode,
+    make,
+    schema_of,
+)
+from .registry import Api, reads
+from .slices import Slicer, encode_with_array
 
 # Metadata v0-12
 API = Api(3, (0, 12), reads(("topics",), "topics"))

@@ -14,11 +14,10 @@ from kafkacompat import storage
 from kafkacompat.storage import Cursor
 
 from ..security.acls import Operation
+from ..services import Context
 from .common import NO_THROTTLE, ErrorCode, coordinator_storage_error_code, make, schema_of
 from .group_common import partition_errors
 from .registry import Api, changes
-from ..services import Context
-
 
 # OffsetCommit v2-9
 API = Api(8, (2, 9), changes(("topics",), "topics"))

@@ -8,11 +8,10 @@ from kafkacompat import storage
 
 from ..broker.cluster import TopicError
 from ..security.acls import Operation
+from ..services import Context
 from .common import NO_THROTTLE, ErrorCode, coordinator_storage_error_code, make, schema_of
 from .group_common import partition_errors
 from .registry import Api, changes
-from ..services import Context
-
 
 # OffsetDelete v0
 API = Api(47, (0, 0), changes(("topics",), "topics"))

@@ -18,10 +18,9 @@ from typing import Any
 
 from ..broker.cluster import TopicError
 from ..security.acls import Operation
+from ..services import Context
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
 from .registry import Api, reads
-from ..services import Context
-
 
 # OffsetFetch v1-9: v8+ batches groups
 API = Api(9, (1, 9), reads(("groups",), "groups", older=(8, reads(("topics",), "topics"))))

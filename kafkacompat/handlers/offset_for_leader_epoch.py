@@ -5,10 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from ..security.acls import Operation
+from ..services import Context
 from .common import NO_THROTTLE, ErrorCode, leader_epoch_error, make, schema_of
 from .registry import Api, reads
-from ..services import Context
-
 
 # OffsetForLeaderEpoch v2-4
 API = Api(23, (2, 4), reads(("topics",), "topics"))

@@ -30,7 +30,11 @@ from kafkacompat.protocol.record_validation import (
     validate_records,
 )
 from kafkacompat.protocol.records import (
-    InvalidBatchError, iter_records, keyless_records, set_log_append_time, split_batches,
+    InvalidBatchError,
+    iter_records,
+    keyless_records,
+    set_log_append_time,
+    split_batches,
 )
 
 from ..broker.cluster import TopicError
@@ -38,9 +42,9 @@ from ..broker.quotas import PRODUCE as PRODUCER_BYTE_RATE
 from ..catalog.topic_configs import ProduceConfigs, produce_configs
 from ..schemas import validation as schema_validation
 from ..security.acls import Operation
+from ..services import Broker, Context
 from .common import NO_RESPONSE, CloseConnection, ErrorCode, storage_error_code
 from .registry import Api, changes
-from ..services import Broker, Context
 
 log = logging.getLogger(__name__)
 

@@ -6,10 +6,9 @@ import datetime
 from typing import Any
 
 from ..security.scram import AuthenticationFailed
+from ..services import Request
 from .common import ErrorCode, make, schema_of
 from .registry import Api, changes
-from ..services import Request
-
 
 # SaslAuthenticate v0-2: v1+ carries the session lifetime (KIP-368 re-authentication); error answers: an injected error fails the login
 API = Api(36, (0, 2), changes())

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..services import Request
 from .common import ErrorCode, make, schema_of
 from .registry import Api, changes
-from ..services import Request
-
 
 # SaslHandshake v0-1: v0: the tokens follow as bare frames
 API = Api(17, (0, 1), changes())

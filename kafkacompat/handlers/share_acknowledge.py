@@ -9,12 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..services import Context
 from ..shares.manager import ShareSessionError
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
-from .share_common import Leaders, acknowledge, deposed, refusal
 from .registry import Api, changes
-from ..services import Context
-
+from .share_common import Leaders, acknowledge, deposed, refusal
 
 # ShareAcknowledge v1
 API = Api(79, (1, 1), changes())

@@ -9,8 +9,8 @@ from kafkacompat import storage
 
 from ..broker.features import SHARE_VERSION
 from ..security.acls import Operation
-from .common import ErrorCode, make, storage_error_code
 from ..services import Context
+from .common import ErrorCode, make, storage_error_code
 
 PartitionKey = tuple[uuid.UUID, int]
 

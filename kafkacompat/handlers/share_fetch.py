@@ -25,13 +25,12 @@ from typing import Any
 from kafkacompat import storage
 
 from ..broker.quotas import FETCH as CONSUMER_BYTE_RATE
+from ..services import Context
 from ..shares.manager import Delivery, ShareSessionError
 from .common import NO_THROTTLE, ErrorCode, make, schema_of, storage_error_code
 from .group_common import millis
-from .share_common import Leaders, PartitionKey, acknowledge, deposed, refusal, serving
 from .registry import Api, changes
-from ..services import Context
-
+from .share_common import Leaders, PartitionKey, acknowledge, deposed, refusal, serving
 
 # ShareFetch v1; error answers: a top-level code (a share-session error)
 API = Api(78, (1, 1), changes())

@@ -11,13 +11,12 @@ from typing import Any, Protocol
 
 from ..broker.features import SHARE_VERSION
 from ..security.acls import Operation, ResourceType
+from ..services import Groups, Placement, Request, Security, Settings, Topics
 from ..shares.share_group import ASSIGNOR
 from .common import NO_THROTTLE, UNSET_OPERATIONS, ErrorCode, make, schema_of
 from .describe_groups import GROUP_OPERATIONS
 from .group_common import protocol_off
 from .registry import Api, reads
-from ..services import Groups, Placement, Request, Security, Settings, Topics
-
 
 # ShareGroupDescribe v1
 API = Api(77, (1, 1), reads())

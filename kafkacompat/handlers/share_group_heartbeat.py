@@ -7,12 +7,11 @@ from typing import Any, Protocol
 
 from ..broker.features import SHARE_VERSION
 from ..security.acls import Operation
+from ..services import Groups, Placement, Request, Security, Settings
 from ..shares.share_group import ShareHeartbeat
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
 from .group_common import client_host
 from .registry import Api, changes
-from ..services import Groups, Placement, Request, Security, Settings
-
 
 # ShareGroupHeartbeat v1 (KIP-932; v0 was Kafka 4.0's early access, gone in 4.1)
 API = Api(76, (1, 1), changes())

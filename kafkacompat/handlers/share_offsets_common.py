@@ -6,8 +6,8 @@ from typing import Protocol
 
 from ..broker.features import SHARE_VERSION
 from ..security.acls import Operation
-from .common import ErrorCode
 from ..services import Groups, Placement, Request, Security, Settings
+from .common import ErrorCode
 
 
 class Reaches(Groups, Placement, Security, Settings, Protocol):

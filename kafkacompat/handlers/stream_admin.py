@@ -11,16 +11,20 @@ from __future__ import annotations
 from typing import Any
 
 from kafkacompat import storage
-from kafkacompat.protocol.admin_api import AdminMessageError, decode_request_body, encode_response_body
+from kafkacompat.protocol.admin_api import (
+    STREAM_ADMIN_KEY,
+    STREAM_ADMIN_VERSION,
+    AdminMessageError,
+    decode_request_body,
+    encode_response_body,
+)
 from kafkacompat.protocol.messages import MalformedRequestError, RequestHeader
 
 from ..broker.cluster import TopicError
 from ..operations.streams import AdminError, run
 from ..replication.admin_ops import ReplicaOpError
 from .common import ErrorCode, storage_error_code
-from kafkacompat.protocol.admin_api import STREAM_ADMIN_KEY, STREAM_ADMIN_VERSION
 from .registry import Api
-
 
 # The admin CLI's stream API: private, never advertised to stock clients
 API = Api(STREAM_ADMIN_KEY, (STREAM_ADMIN_VERSION, STREAM_ADMIN_VERSION), None, advertised=False)

@@ -14,16 +14,14 @@ from typing import Any, Protocol
 from kafkacompat import storage
 from kafkacompat.protocol.admin_api import AdminMessageError, encode_response_body
 from kafkacompat.protocol.messages import MalformedRequestError, RequestHeader
-from kafkacompat.protocol.replication_api import decode_request_body
+from kafkacompat.protocol.replication_api import REPLICATE_KEY, REPLICATE_VERSION, decode_request_body
 
 from ..replication import receiver
 from ..security.acls import Operation
 from ..security.authorizer import deny
-from .common import ErrorCode, storage_error_code
-from kafkacompat.protocol.replication_api import REPLICATE_KEY, REPLICATE_VERSION
-from .registry import Api
 from ..services import Placement, Request, Security, Settings, Transactions
-
+from .common import ErrorCode, storage_error_code
+from .registry import Api
 
 # Stream replication between clusters: private, never advertised to stock clients
 API = Api(REPLICATE_KEY, (REPLICATE_VERSION, REPLICATE_VERSION), None, advertised=False)

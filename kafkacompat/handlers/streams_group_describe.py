@@ -11,11 +11,10 @@ from typing import Any, Protocol
 from ..groups.streams_group import ACTIVE, STANDBY, WARMUP, StreamsGroup, Tasks, by_role
 from ..groups.streams_topology import InternalTopic
 from ..security.acls import Operation, ResourceType
+from ..services import Groups, Request, Security
 from .common import NO_THROTTLE, UNSET_OPERATIONS, ErrorCode, make, schema_of
 from .describe_groups import GROUP_OPERATIONS
 from .registry import Api, reads
-from ..services import Groups, Request, Security
-
 
 # StreamsGroupDescribe v0
 API = Api(89, (0, 0), reads())

@@ -17,11 +17,10 @@ from ..groups.streams_coordinator import StreamsHeartbeat, StreamsHeartbeatResul
 from ..groups.streams_group import ACTIVE, STANDBY, WARMUP, Task, Tasks, by_role
 from ..groups.streams_topology import InternalTopic, Subtopology, Topology
 from ..security.acls import Operation
+from ..services import Context
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
 from .group_common import client_host, millis
 from .registry import Api, changes
-from ..services import Context
-
 
 # StreamsGroupHeartbeat v0 (KIP-1071; v0 is what Kafka Streams 4.1 sends)
 API = Api(88, (0, 0), changes())

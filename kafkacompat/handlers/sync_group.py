@@ -6,10 +6,9 @@ from typing import Any, Protocol
 
 from ..groups import SyncResult
 from ..security.acls import Operation
+from ..services import Groups, Placement, Request, Security
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
 from .registry import Api, changes
-from ..services import Groups, Placement, Request, Security
-
 
 # SyncGroup v0-5
 API = Api(14, (0, 5), changes())

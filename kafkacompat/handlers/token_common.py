@@ -10,8 +10,8 @@ from kafkacompat import storage
 
 from ..security.delegation_tokens import DelegationTokens
 from ..security.principal import ANONYMOUS
-from .common import NO_THROTTLE, ErrorCode, make, schema_of, storage_error_code
 from ..services import Request, Security
+from .common import NO_THROTTLE, ErrorCode, make, schema_of, storage_error_code
 
 EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 NO_TIMESTAMP = -1  # Kafka's DelegationTokenManager.ErrorTimestamp

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..transactions.metadata import PartitionKey
 from ..security.acls import Operation
-from .common import ErrorCode
 from ..services import Request, Security
+from ..transactions.metadata import PartitionKey
+from .common import ErrorCode
 
 
 def fenced_as(version: int, since: int, error: ErrorCode) -> ErrorCode:

@@ -12,12 +12,11 @@ from __future__ import annotations
 from typing import Any
 
 from ..security.acls import Operation
+from ..services import Context
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
 from .group_common import partition_errors
-from .txn_common import fenced_as
 from .registry import Api, changes
-from ..services import Context
-
+from .txn_common import fenced_as
 
 # TxnOffsetCommit v0-5: v5 adds the group to the transaction (KIP-890 part 2)
 API = Api(28, (0, 5), changes(("topics",), "topics"))

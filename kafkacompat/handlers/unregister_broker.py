@@ -12,10 +12,9 @@ import logging
 from typing import Any
 
 from ..cluster import ClusterError
+from ..services import Placement, Request
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
 from .registry import Api, changes
-from ..services import Placement, Request
-
 
 # UnregisterBroker v0
 API = Api(64, (0, 0), changes())

@@ -13,10 +13,9 @@ import logging
 from typing import Any
 
 from ..broker.features import FeatureUpdate, UpgradeType
+from ..services import Context
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
 from .registry import Api, changes
-from ..services import Context
-
 
 # UpdateFeatures v0-2: v2 answers no per-feature results; error answers: v2 lists no results on success, but does on error
 API = Api(57, (0, 2), changes(("feature_updates",), "results"))

@@ -23,11 +23,10 @@ from kafkacompat import storage
 from kafkacompat.protocol.control_records import ControlType
 
 from ..security.acls import Operation
+from ..services import Context
 from ..transactions.markers import append_marker
 from .common import ErrorCode, make, schema_of, storage_error_code
 from .registry import Api, changes
-from ..services import Context
-
 
 # WriteTxnMarkers v1 (Kafka 4.1 serves v1 only): kafka-transactions.sh abort; error answers: per producer, topic and partition
 API = Api(27, (1, 1), changes(("markers",), "markers"))

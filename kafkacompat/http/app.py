@@ -6,10 +6,9 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
-from . import console, health, metrics
-from .console import schemas as console_schemas
-from . import openapi, principal, rest_errors, rest_produce, rest_v2, rest_v3, schema_registry
+from . import console, health, metrics, openapi, principal, rest_errors, rest_produce, rest_v2, rest_v3, schema_registry
 from .common import BROKER
+from .console import schemas as console_schemas
 
 if TYPE_CHECKING:
     from .common import ServedBroker

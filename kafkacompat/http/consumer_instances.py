@@ -28,8 +28,13 @@ from kafkacompat.protocol.records import Record, iter_records
 
 from ..broker.cluster import Cluster
 from ..groups.assignors import RANGE, MemberSpec, assign
-from ..groups.consumer_protocol import CONSUMER_PROTOCOL_TYPE, encode_assignment, encode_subscription, parse_assignment
-from ..groups.consumer_protocol import parse_subscription
+from ..groups.consumer_protocol import (
+    CONSUMER_PROTOCOL_TYPE,
+    encode_assignment,
+    encode_subscription,
+    parse_assignment,
+    parse_subscription,
+)
 from .kafka_calls import NO_TOPIC_ID, build, call
 from .principal import current_principal
 from .rest_errors import RestError, check, consumer_instance_not_found, kafka_error

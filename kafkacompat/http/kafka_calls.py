@@ -28,10 +28,10 @@ from kafkacompat.protocol.versions import is_flexible, schema
 
 from ..broker import admin_log
 from ..broker.cluster import Cluster
-from ..kafka_port.connection import RequestContext
 from ..broker.request_stats import response_errors
 from ..handlers import HANDLERS, SUPPORTED
 from ..handlers.common import NO_RESPONSE
+from ..kafka_port.connection import RequestContext
 from ..security.refusals import cluster_gate
 from .principal import current_entry, current_peer, current_principal
 

@@ -27,7 +27,8 @@ import random
 import time
 import uuid
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field as dc_field
+from dataclasses import dataclass
+from dataclasses import field as dc_field
 from typing import Any
 
 from aiohttp import web
@@ -41,7 +42,13 @@ from ..schemas.registry import registry_of
 from .common import BROKER
 from .kafka_calls import NO_TOPIC_ID, build, call
 from .rest_errors import (
-    JSON_CONTENT, JsonLimitError, RestError, bad_request, bounded_raw_decode, invalid_payload, kafka_error,
+    JSON_CONTENT,
+    JsonLimitError,
+    RestError,
+    bad_request,
+    bounded_raw_decode,
+    invalid_payload,
+    kafka_error,
     partition_not_found,
 )
 from .rest_names import kafka_name

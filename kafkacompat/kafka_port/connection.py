@@ -19,6 +19,7 @@ from collections.abc import Awaitable
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Protocol
 
+from kafkacompat import storage
 from kafkacompat.protocol.framing import FrameError, frame_size
 from kafkacompat.protocol.messages import (
     MalformedRequestError,
@@ -29,23 +30,21 @@ from kafkacompat.protocol.messages import (
 )
 from kafkacompat.protocol.versions import API_VERSIONS_KEY, api_name
 
-from kafkacompat import storage
-
 from ..broker import admin_log
-from . import storage_refusal
 from ..broker.cluster import Cluster
+from ..broker.request_stats import response_errors
 from ..config import BrokerConfig
 from ..handlers import HANDLERS, REGISTRY
-from ..handlers.common import NO_RESPONSE, CloseConnection
 from ..handlers.api_versions import unsupported_version_response
-from .receive import FrameStream
-from ..broker.request_stats import response_errors
-from .send import plain_socket_fd, send_chunks
+from ..handlers.common import NO_RESPONSE, CloseConnection
 from ..security.authenticator import BEFORE_AUTHENTICATION, SASL_AUTHENTICATE_KEY, SaslAuthenticator
-from ..security.scram import AuthenticationFailed
 from ..security.listeners import DEFAULT_LISTENER, Listener
 from ..security.principal import ANONYMOUS
 from ..security.refusals import cluster_gate
+from ..security.scram import AuthenticationFailed
+from . import storage_refusal
+from .receive import FrameStream
+from .send import plain_socket_fd, send_chunks
 
 log = logging.getLogger(__name__)
 # one DEBUG line per request (API, version, client, principal, size, latency); off, it costs one level check

@@ -20,13 +20,13 @@ from kafkacompat.storage import Store
 from ..broker.cleaner_codec import CLEANER_CODEC
 from ..broker.cluster import Cluster
 from ..config import BrokerConfig
-from .connection import Connection, FaultHook, NoFaults
-from .receive import FrameBudget, FrameStream, serve_frames
+from ..replication.engine import ReplicationService
 from ..security.authenticator import SaslAuthenticator, audit
 from ..security.listeners import Listener, parse_listeners
 from ..security.principal import ANONYMOUS
 from ..security.tls import CertificatePrincipals, PrincipalMappingError, TlsServerProtocol, server_context
-from ..replication.engine import ReplicationService
+from .connection import Connection, FaultHook, NoFaults
+from .receive import FrameBudget, FrameStream, serve_frames
 
 if TYPE_CHECKING:
     from ..http import HttpServer

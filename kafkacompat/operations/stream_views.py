@@ -10,7 +10,16 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from kafkacompat.storage import Cursor, FsyncPolicy, Partition, PermissionEntries, Store, StreamInfo, StreamPolicy, TopicInfo
+from kafkacompat.storage import (
+    Cursor,
+    FsyncPolicy,
+    Partition,
+    PermissionEntries,
+    Store,
+    StreamInfo,
+    StreamPolicy,
+    TopicInfo,
+)
 
 from ..security.permissions import ExpressionError
 from ..security.permissions import check as check_expression

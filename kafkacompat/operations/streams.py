@@ -19,10 +19,10 @@ from kafkacompat.storage import StreamPolicy
 from ..broker import admin_log
 from ..broker.cluster import Cluster
 from ..catalog.topic_configs import InvalidConfigError, validate_configs
+from ..replication.admin_ops import OPS as REPLICATION_OPS
 from ..security.acls import Operation
 from ..security.authorizer import STREAM_PERMISSIONS, deny
 from ..security.principal import ANONYMOUS
-from ..replication.admin_ops import OPS as REPLICATION_OPS
 from .stream_views import PolicyFieldError, cursor_view, policy_with, stream_view, topic_view
 
 

@@ -30,7 +30,7 @@ from kafkacompat.storage import PermissionEntries, Store
 
 from ..topic_names import TopicNameError, canonical_name, split_name
 from . import permissions
-from .acls import CLUSTER_NAME, WILDCARD_PRINCIPAL, AclTable, IMPLIED_BY, Operation, Permission, ResourceType
+from .acls import CLUSTER_NAME, IMPLIED_BY, WILDCARD_PRINCIPAL, AclTable, Operation, Permission, ResourceType
 from .principal import ANONYMOUS
 
 audit = logging.getLogger("kafkacompat.audit")

@@ -30,7 +30,8 @@ from kafkacompat.protocol.versions import schema
 
 from ..frames import FrameError, read_frame
 from .listeners import PROTOCOLS
-from .scram import MECHANISMS as SCRAM_MECHANISMS, AuthenticationFailed, ScramClient
+from .scram import MECHANISMS as SCRAM_MECHANISMS
+from .scram import AuthenticationFailed, ScramClient
 
 CLIENT_MECHANISMS = ("PLAIN", *SCRAM_MECHANISMS)  # what these tools log in with (not OAUTHBEARER: no token source)
 

@@ -13,10 +13,9 @@ import dataclasses
 import re
 from typing import Protocol
 
-from .principal_mapping import PrincipalMappingError, parse_rules
 from .oauthbearer import MECHANISM as OAUTHBEARER
+from .principal_mapping import PrincipalMappingError, parse_rules
 from .scram import MECHANISMS as SCRAM_MECHANISMS
-
 
 
 class ListenerSettings(Protocol):

@@ -8,8 +8,8 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.types import StructType
 
-from ..topic_names import split_name
 from ..storage.disk.reader import PartitionSnapshot, StoreReader
+from ..topic_names import split_name
 from .options import Options, TopicRef
 from .plan import Stability, cut, partitions_of, stability, starting_offset
 from .scan import RangePartition, read_range

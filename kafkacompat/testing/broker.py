@@ -30,12 +30,13 @@ from kafkacompat.storage import Store
 
 from ..broker.cluster import Cluster
 from ..config import BrokerConfig
-from .faults import Faults
-from .certificates import CertificateAuthority
-from ..security.scram import MECHANISMS as SCRAM_MECHANISMS, make_credential
-from .services import cloud_store, test_store_engine
 from ..kafka_port.server import BrokerServer
+from ..security.scram import MECHANISMS as SCRAM_MECHANISMS
+from ..security.scram import make_credential
 from . import store_access
+from .certificates import CertificateAuthority
+from .faults import Faults
+from .services import cloud_store, test_store_engine
 from .store_access import Data, Headers, Message
 
 log = logging.getLogger(__name__)

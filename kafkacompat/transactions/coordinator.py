@@ -40,8 +40,8 @@ from kafkacompat.protocol.control_records import ControlType
 from ..catalog.producer_state import COORDINATOR_EPOCH, ProducerStates
 from ..config import BrokerConfig
 from ..groups import GroupCoordinator
-from .metadata import PREPARING, PartitionKey, PendingOffset, TransactionMetadata, TxnState
 from .markers import append_marker
+from .metadata import PREPARING, PartitionKey, PendingOffset, TransactionMetadata, TxnState
 from .partition_state import PartitionTxnRegistry
 
 log = logging.getLogger(__name__)

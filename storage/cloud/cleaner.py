@@ -50,8 +50,18 @@ from typing import Any, Protocol, TypeVar
 
 from .. import batch_format as bf
 from ..compaction import (
-    CleanResult, FilterStats, MarkerTracker, OffsetMap, RecordCodec, SegmentStats, clean_range, drops_tombstones,
-    due, filter_batch, map_dirty, scan_log,
+    CleanResult,
+    FilterStats,
+    MarkerTracker,
+    OffsetMap,
+    RecordCodec,
+    SegmentStats,
+    clean_range,
+    drops_tombstones,
+    due,
+    filter_batch,
+    map_dirty,
+    scan_log,
 )
 from ..errors import StorageError
 from ..namespace import Settings, now_ms

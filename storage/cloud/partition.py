@@ -23,6 +23,7 @@ from .cleaner import read_snapshot
 from .index import BatchIndex, Entry
 from .outage import database_step
 from .writer import Writer
+
 TAIL_ENTRIES = 2048  # batches of the tail index kept in memory per partition
 READ_ROWS = 500  # index rows one read asks the database for
 HEAD_ROWS = 5000  # index rows with headers one step of a tail scan asks for

@@ -31,9 +31,9 @@ from ..namespace import NamespaceStore, StreamState, TopicState, now_ms
 from ..partition_base import RecordTimestamps
 from . import catalog, schema
 from .cleaner import clean_partition
+from .index import BatchIndex
 from .objects import BatchCache, ObjectStore
 from .outage import database_errors, database_step, retriable_database_errors, unavailable_error
-from .index import BatchIndex
 from .partition import CloudPartition
 from .retention import Retention
 from .writer import Writer

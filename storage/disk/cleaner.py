@@ -42,8 +42,18 @@ from typing import TYPE_CHECKING
 
 from .. import batch_format as bf
 from ..compaction import (
-    DEFAULT_DEDUPE_BUFFER_BYTES, CleanResult, FilterStats, MarkerTracker, OffsetMap,
-    RecordCodec, clean_range, drops_tombstones, due, filter_batch, map_dirty, scan_log,
+    DEFAULT_DEDUPE_BUFFER_BYTES,
+    CleanResult,
+    FilterStats,
+    MarkerTracker,
+    OffsetMap,
+    RecordCodec,
+    clean_range,
+    drops_tombstones,
+    due,
+    filter_batch,
+    map_dirty,
+    scan_log,
 )
 from ..namespace import Settings, now_ms
 from .files import fsync_dir, unlink_files

@@ -41,7 +41,6 @@ from .files import FULL_ERRNOS, fsync_dir, make_dirs, unlink_files
 from .partitionlet import Partitionlet
 from .volumes import Volume
 
-
 log = logging.getLogger(__name__)
 
 _CHUNK = 1 << 20

@@ -58,9 +58,9 @@ from ..errors import (
 from ..namespace import Settings, TopicState, now_ms
 from ..partition_base import PartitionBase, RecordTimestamps
 from . import layout
+from .chain_load import ChainLoader, LoadedChain, LoadingStore
 from .files import FULL_ERRNOS, fsync_path, new_file, unlink_files, write_atomic
 from .move import move_home
-from .chain_load import ChainLoader, LoadedChain, LoadingStore
 from .partitionlet import Partitionlet
 from .sync import GroupCommit
 from .volumes import Volume, pick_volume

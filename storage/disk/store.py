@@ -28,17 +28,17 @@ import uuid
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 
 from ..api import Cursor, FsyncPolicy, PermissionEntries, StreamPolicy
-from ..compaction import RecordCodec
+from ..compaction import DEFAULT_BACKOFF_MS, DEFAULT_DEDUPE_BUFFER_BYTES, RecordCodec, cleaner_loop
 from ..errors import StorageError, StorageFullError, StorageUnavailableError, UnknownTopicError
 from ..namespace import NamespaceStore, Settings, StreamState, TopicState, now_ms
 from ..partition_base import RecordTimestamps
 from . import layout
 from .catalog import JsonLog
 from .chain import read_manifest
-from ..compaction import DEFAULT_BACKOFF_MS, DEFAULT_DEDUPE_BUFFER_BYTES, cleaner_loop
 from .cleaner import CleanResult, clean_partition
 from .files import empty_trash, fsync_dir, make_dirs, move_to_trash, write_atomic
 from .format import check_format, read_epoch, read_identity, replay_topics, store_state, topic_deleted, topic_record
+from .handles import FileHandles
 from .metadata import (
     Finding,
     find_streams,
@@ -46,7 +46,6 @@ from .metadata import (
     is_hex_id,
     read_stream_file,
 )
-from .handles import FileHandles
 from .partition import DiskPartition
 from .volumes import Volume
 

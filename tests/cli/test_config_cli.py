@@ -11,7 +11,8 @@ from pathlib import Path
 import kafkacompat
 from kafkacompat.config import SETTINGS, env_name, flag_name
 
-from .conftest import REPO, kafkacompat as run
+from .conftest import REPO
+from .conftest import kafkacompat as run
 
 
 def test_version_is_the_package_version() -> None:

@@ -11,9 +11,9 @@ from __future__ import annotations
 import kio.schema.alter_replica_log_dirs.v2.request as arld
 import kio.schema.describe_log_dirs.v4.request as dld
 import pytest
+from kafkacompat.protocol.messages import make
 from kio.schema.errors import ErrorCode
 
-from kafkacompat.protocol.messages import make
 from kafkacompat.testing.cluster import BrokerCluster
 from tests.cluster.test_shared_store import cluster, create_topic, leaders  # noqa: F401 - the fixture
 from tests.wire import Wire

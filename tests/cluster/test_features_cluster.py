@@ -14,9 +14,9 @@ from collections.abc import Iterator
 
 import asyncpg
 import pytest
+from kafkacompat.protocol.messages import make
 from kio.schema.errors import ErrorCode
 
-from kafkacompat.protocol.messages import make
 from kafkacompat.testing.cluster import TEST_LEASE_MS, BrokerCluster
 from tests.cluster.test_membership import metadata
 from tests.cluster.test_shared_store import wait_until

@@ -20,9 +20,9 @@ from collections.abc import Iterator
 import asyncpg
 import pytest
 from confluent_kafka import Producer
-
 from kafkacompat.protocol.messages import make
 from kafkacompat.protocol.records import Record, build_batch
+
 from kafkacompat.testing.cluster import BrokerCluster, cloud_cluster_args
 from kafkacompat.testing.services import ServiceUnavailable
 from tests.cluster.test_shared_store import create_topic, leaders, read_all

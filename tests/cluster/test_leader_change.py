@@ -27,10 +27,10 @@ import datetime
 from collections.abc import Iterator
 
 import pytest
-from kio.schema.errors import ErrorCode
-
 from kafkacompat.protocol.messages import make
 from kafkacompat.protocol.records import Record, build_batch
+from kio.schema.errors import ErrorCode
+
 from kafkacompat.testing.cluster import BrokerCluster, cloud_cluster_args
 from kafkacompat.testing.services import ServiceUnavailable
 from tests.cluster.test_shared_store import create_topic, read_messages, wait_until

@@ -15,9 +15,9 @@ from collections.abc import Iterator
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from kafkacompat.protocol.messages import make
 from kio.schema.errors import ErrorCode
 
-from kafkacompat.protocol.messages import make
 from kafkacompat.testing.cluster import BrokerCluster, cloud_cluster_args
 from kafkacompat.testing.services import ServiceUnavailable
 from tests.wire import Wire

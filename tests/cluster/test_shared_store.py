@@ -17,8 +17,8 @@ from collections.abc import Iterator
 import pytest
 from confluent_kafka import Consumer, KafkaException, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-
 from kafkacompat.protocol.messages import make
+
 from kafkacompat.testing.cluster import BrokerCluster, cloud_cluster_args
 from kafkacompat.testing.services import ServiceUnavailable
 from tests.test_write_txn_markers import write_markers

@@ -19,11 +19,11 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer
+from kafkacompat.protocol.messages import make
+from kafkacompat.protocol.records import Record, build_batch, record_timestamps
 
 from kafkacompat import storage
 from kafkacompat.broker.cleaner_codec import CLEANER_CODEC
-from kafkacompat.protocol.messages import make
-from kafkacompat.protocol.records import Record, build_batch, record_timestamps
 from kafkacompat.testing import Broker
 from kafkacompat.testing.services import TEST_STORE_VARIABLE, ServiceUnavailable, cloud_store
 from tests.wire import Wire

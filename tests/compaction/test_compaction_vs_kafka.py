@@ -24,9 +24,9 @@ from typing import Any
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-
 from kafkacompat.protocol.messages import make
 from kafkacompat.protocol.records import Record, build_batch
+
 from kafkacompat.testing import Broker
 from kafkacompat.testing.reference_kafka import ReferenceKafka, unavailable
 from kafkacompat.testing.services import TEST_STORE_VARIABLE, ServiceUnavailable
@@ -229,7 +229,6 @@ def batch_layout(bootstrap: str, topic: str) -> Layout:
     as a raw read_uncommitted Fetch returns them; kind is "data", "ABORT", "COMMIT" or "control" (a
     control batch the cleaner emptied)."""
     import kio.schema.fetch.v11.request as m
-
     from kafkacompat.protocol.control_records import marker_type
     from kafkacompat.protocol.records import read_header
 

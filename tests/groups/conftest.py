@@ -6,10 +6,10 @@ from collections.abc import Iterator
 
 import pytest
 
+from compat_tests.reference import ReferenceKafka, kafka_home, kafka_tools  # noqa: F401 - kafka_tools: a fixture
 from kafkacompat.testing import Broker
 from tests.conftest import module_broker
 from tests.groups.helpers import GROUP_SETTINGS
-from compat_tests.reference import ReferenceKafka, kafka_home, kafka_tools  # noqa: F401 - kafka_tools: a fixture
 from tests.groups.kip848 import KIP848_KAFKA, coordinator_ready
 
 

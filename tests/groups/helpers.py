@@ -9,8 +9,8 @@ from collections.abc import Callable
 from typing import Any
 
 from confluent_kafka import Producer
-
 from kafkacompat.protocol.messages import make
+
 from tests.conftest import create_topic as shared_create_topic
 from tests.wire import Wire, request_class
 

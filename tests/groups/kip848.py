@@ -14,6 +14,7 @@ import uuid
 from typing import Any
 
 from kafkacompat.protocol.messages import make
+
 from tests.groups.helpers import module
 from tests.wire import Wire
 

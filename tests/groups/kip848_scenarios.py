@@ -14,8 +14,8 @@ import uuid
 from typing import Any
 
 from confluent_kafka.admin import AdminClient, NewPartitions
-
 from kafkacompat.protocol.messages import make
+
 from kafkacompat.groups.consumer_protocol import encode_assignment, parse_assignment
 from tests.groups.helpers import commit, create_topic, heartbeat, join, join_member, leave, module, sync
 from tests.groups.kip848 import RawMember, describe, settle, targets_are_current, topic_names

@@ -12,11 +12,11 @@ import random
 import uuid
 
 import pytest
+from kafkacompat.storage import open_store
 
 from kafkacompat.config import BrokerConfig
 from kafkacompat.groups.assignors import MemberSpec, assign
 from kafkacompat.groups.consumer_coordinator import ConsumerGroupCoordinator, HeartbeatRequest
-from kafkacompat.storage import open_store
 
 T1, T2, T3 = (uuid.UUID(int=i) for i in (1, 2, 3))
 

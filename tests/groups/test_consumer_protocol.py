@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
+from compat_tests.reference import ReferenceKafka
 from kafkacompat.testing import Broker
 from tests.groups import kip848_scenarios as scenarios
-from compat_tests.reference import ReferenceKafka
 from tests.groups.helpers import commit, create_topic, wait_for
 from tests.groups.kip848 import KIP848_BROKER, KIP848_HEARTBEAT_MS, KIP848_SESSION_MS, RawMember, settle, topic_names
 

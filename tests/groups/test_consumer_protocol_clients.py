@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer
 
+from compat_tests.reference import KafkaTools, ReferenceKafka, kafka_home
 from kafkacompat.testing import Broker
 from tests.groups.helpers import create_topic, produce, wait_for
-from compat_tests.reference import KafkaTools, ReferenceKafka, kafka_home
 from tests.groups.kip848 import KIP848_BROKER, KIP848_SESSION_MS, describe, targets_are_current
 from tests.wire import Wire
 

@@ -4,12 +4,21 @@ from __future__ import annotations
 
 import uuid
 
+from kafkacompat.protocol.messages import make
 from kio.schema.errors import ErrorCode
 
 from kafkacompat.testing import Broker
-from kafkacompat.protocol.messages import make
 from tests.groups.helpers import (
-    commit, create_topic, fetch_offsets, heartbeat, join, join_member, join_request, leave, module, sync,
+    commit,
+    create_topic,
+    fetch_offsets,
+    heartbeat,
+    join,
+    join_member,
+    join_request,
+    leave,
+    module,
+    sync,
     wait_for,
 )
 from tests.wire import Wire

@@ -9,13 +9,23 @@ from typing import Any
 
 import pytest
 from confluent_kafka.admin import AdminClient
+from kafkacompat.protocol.messages import make
 from kio.schema.errors import ErrorCode
 
 from kafkacompat.testing import Broker
-from kafkacompat.protocol.messages import make
 from tests.groups.helpers import (
-    GROUP_SETTINGS, commit, create_topic, fetch_offsets, heartbeat, join, join_member, join_request, leave,
-    module, sync, wait_for,
+    GROUP_SETTINGS,
+    commit,
+    create_topic,
+    fetch_offsets,
+    heartbeat,
+    join,
+    join_member,
+    join_request,
+    leave,
+    module,
+    sync,
+    wait_for,
 )
 from tests.wire import Wire
 

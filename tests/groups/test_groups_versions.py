@@ -5,11 +5,11 @@ from __future__ import annotations
 import uuid
 
 import pytest
+from kafkacompat.protocol.messages import make
 from kio.schema.errors import ErrorCode
 
-from kafkacompat.testing import Broker
-from kafkacompat.protocol.messages import make
 from kafkacompat.handlers import SUPPORTED
+from kafkacompat.testing import Broker
 from tests.groups.helpers import commit, create_topic, heartbeat, join_member, leave, module, sync
 from tests.wire import Wire
 

@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
-from kafkacompat.groups.streams_group import ACTIVE, STANDBY, MemberState, StreamsGroup, StreamsMember, assign_tasks
-from kafkacompat.groups.streams_group import reconcile
+from kafkacompat.groups.streams_group import (
+    ACTIVE,
+    STANDBY,
+    MemberState,
+    StreamsGroup,
+    StreamsMember,
+    assign_tasks,
+    reconcile,
+)
 from kafkacompat.groups.streams_topology import InternalTopic, Subtopology, Topology, configure
 
 

@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 from confluent_kafka.admin import AdminClient
+from kafkacompat.protocol.messages import make
 from kio.schema.errors import ErrorCode
 
-from kafkacompat.protocol.messages import make
 from kafkacompat.testing import Broker
 from tests.groups.helpers import GROUP_SETTINGS
 from tests.wire import Wire, request_class

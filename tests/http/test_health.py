@@ -17,8 +17,8 @@ import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
 from kafkacompat import storage
-from kafkacompat.kafka_port.server import BrokerServer
 from kafkacompat.config import BrokerConfig
+from kafkacompat.kafka_port.server import BrokerServer
 from kafkacompat.testing import Broker
 
 REPO = Path(__file__).resolve().parents[2]

@@ -17,8 +17,15 @@ from collections.abc import Iterator
 import pytest
 import requests
 from confluent_kafka import Consumer, TopicPartition
-from confluent_kafka.admin import AclBinding, AclOperation, AclPermissionType, AdminClient, NewTopic
-from confluent_kafka.admin import ResourcePatternType, ResourceType
+from confluent_kafka.admin import (
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    NewTopic,
+    ResourcePatternType,
+    ResourceType,
+)
 
 from kafkacompat.testing import Broker
 
@@ -130,8 +137,12 @@ def test_mtls_maps_the_client_certificate_to_the_principal_acls_name(tmp_path):
 
 def test_a_changed_or_deleted_password_stops_working_at_once(broker):
     """Verified logins are remembered to spare PBKDF2, but never past a credential change."""
-    from confluent_kafka.admin import ScramCredentialInfo, ScramMechanism, UserScramCredentialDeletion
-    from confluent_kafka.admin import UserScramCredentialUpsertion
+    from confluent_kafka.admin import (
+        ScramCredentialInfo,
+        ScramMechanism,
+        UserScramCredentialDeletion,
+        UserScramCredentialUpsertion,
+    )
 
     admin = AdminClient(broker.client_config("admin"))
 

@@ -12,9 +12,9 @@ import time
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
+from kafkacompat.storage import FsyncPolicy
 
 from kafkacompat.http import metrics_detail
-from kafkacompat.storage import FsyncPolicy
 from kafkacompat.testing import Broker
 from tests.http.test_metrics import produce, scrape, total
 from tests.test_clients_produce_consume import consume_all

@@ -6,12 +6,12 @@ import pytest
 import requests
 import schemathesis
 from hypothesis import HealthCheck, given, settings
+from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import (
     content_type_conformance,
     response_schema_conformance,
     status_code_conformance,
 )
-from schemathesis.checks import not_a_server_error
 
 from kafkacompat.testing import Broker
 

@@ -11,8 +11,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from kafkacompat.testing import Broker
 from compat_tests.reference import ReferenceKafka, session_reference_kafka
+from kafkacompat.testing import Broker
 
 
 @pytest.fixture(scope="session")

@@ -18,14 +18,13 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
+from compat_tests.reference import run_tool
 from kafkacompat.testing import Broker
 from kafkacompat.testing.reference_kafka import unavailable
 from tests.conftest import create_topic
 from tests.test_transactions_protocol import fetch
 from tests.test_write_txn_markers import marker_answers
 from tests.wire import Wire
-
-from compat_tests.reference import run_tool
 
 SHOWN = ("ProducerEpoch", "LatestCoordinatorEpoch", "LastSequence", "CurrentTransactionStartOffset")
 

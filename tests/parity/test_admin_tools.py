@@ -8,11 +8,10 @@ import time
 import pytest
 from confluent_kafka import Producer
 
-from kafkacompat.testing import Broker
-from tests.conftest import create_topic
-
 from compat_tests.reference import run_tool, unique
+from kafkacompat.testing import Broker
 from kafkacompat.testing.reference_kafka import unavailable
+from tests.conftest import create_topic
 
 
 @pytest.fixture(autouse=True)

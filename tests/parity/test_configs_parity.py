@@ -12,15 +12,14 @@ import uuid
 
 import kio.schema.api_versions.v4.request as av
 import kio.schema.describe_configs.v4.request as dc
-
 from kafkacompat.protocol.messages import make
+
+from compat_tests.reference import run_tool
 from kafkacompat.testing import Broker
+from kafkacompat.testing.reference_kafka import ReferenceKafka
 from tests.conftest import create_topic
 from tests.test_broker_configs import alter, describe
 from tests.wire import Wire
-
-from compat_tests.reference import run_tool
-from kafkacompat.testing.reference_kafka import ReferenceKafka
 
 TOPIC, BROKER, GROUP = 2, 4, 32
 # Topic configs whose value differs on purpose, with why:

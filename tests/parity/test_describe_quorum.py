@@ -11,10 +11,10 @@ import json
 import re
 
 import kio.schema.describe_quorum.v2.request as dq
+from kafkacompat.protocol.messages import make
 from kio.schema.errors import ErrorCode
 
 from compat_tests.reference import run_tool
-from kafkacompat.protocol.messages import make
 from kafkacompat.testing import Broker
 from kafkacompat.testing.reference_kafka import ReferenceKafka
 from tests.wire import Wire

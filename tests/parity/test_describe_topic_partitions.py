@@ -6,14 +6,13 @@ import re
 import uuid
 
 import kio.schema.describe_topic_partitions.v0.request as m
-
 from kafkacompat.protocol.messages import make
-from kafkacompat.testing import Broker
-from tests.conftest import create_topic
-from tests.wire import Wire
 
 from compat_tests.reference import run_tool
+from kafkacompat.testing import Broker
 from kafkacompat.testing.reference_kafka import ReferenceKafka
+from tests.conftest import create_topic
+from tests.wire import Wire
 
 PREFIX = f"dtp{uuid.uuid4().hex[:6]}"
 NAMES = [f"{PREFIX}-b", f"{PREFIX}-a", "zz-missing", "bad/name"]

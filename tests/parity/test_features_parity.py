@@ -17,9 +17,9 @@ from typing import Any
 import kafka.errors
 import pytest
 from kafka import KafkaAdminClient
+from kafkacompat.protocol.messages import make
 
 from compat_tests.reference import KafkaTools, ReferenceKafka, normalize, session_kafka_tools
-from kafkacompat.protocol.messages import make
 from kafkacompat.testing import Broker
 from tests.wire import Wire, request_class
 

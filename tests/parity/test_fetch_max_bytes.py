@@ -15,18 +15,16 @@ import uuid
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
-from kio.schema.errors import ErrorCode
-
 from kafkacompat.protocol.messages import make
 from kafkacompat.protocol.records import Record, build_batch, iter_records
+from kio.schema.errors import ErrorCode
+
+from compat_tests.reference import run_tool
+from kafkacompat.testing import Broker
+from kafkacompat.testing.reference_kafka import unavailable
 from tests.conftest import create_topic
 from tests.test_bad_input import produce_request
 from tests.wire import Wire
-
-from kafkacompat.testing import Broker
-
-from compat_tests.reference import run_tool
-from kafkacompat.testing.reference_kafka import unavailable
 
 PARTITIONS = 3
 

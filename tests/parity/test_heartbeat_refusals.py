@@ -15,9 +15,9 @@ import datetime
 from collections.abc import Iterator
 
 import pytest
+from kafkacompat.protocol.messages import make
 from kio.schema.errors import ErrorCode
 
-from kafkacompat.protocol.messages import make
 from kafkacompat.testing import Broker
 from tests.wire import Wire, request_class
 

@@ -20,10 +20,10 @@ import kio.schema.alter_replica_log_dirs.v2.request as arld
 import kio.schema.describe_log_dirs.v4.request as dld
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
-
 from kafkacompat.protocol.messages import make
-from kafkacompat.testing import Broker
+
 from compat_tests.reference import run_tool
+from kafkacompat.testing import Broker
 from kafkacompat.testing.reference_kafka import ReferenceKafka
 from tests.conftest import create_topic
 from tests.wire import Wire

@@ -8,13 +8,12 @@ import uuid
 import kio.schema.alter_partition_reassignments.v0.request as ar
 import kio.schema.elect_leaders.v2.request as el
 import kio.schema.list_partition_reassignments.v0.request as lr
-
 from kafkacompat.protocol.messages import make
+
 from kafkacompat.testing import Broker
+from kafkacompat.testing.reference_kafka import ReferenceKafka
 from tests.conftest import create_topic
 from tests.wire import Wire
-
-from kafkacompat.testing.reference_kafka import ReferenceKafka
 
 TIMEOUT = datetime.timedelta(seconds=5)
 TOPIC = f"single-{uuid.uuid4().hex[:6]}"

@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from kafkacompat.testing import Broker
-
 from compat_tests.reference import run_tool
+from kafkacompat.testing import Broker
 from kafkacompat.testing.reference_kafka import unavailable
 
 STREAM = "/apps/iot/pumps"

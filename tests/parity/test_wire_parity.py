@@ -12,10 +12,10 @@ import time
 import uuid
 
 import pytest
-from kio.schema.errors import ErrorCode
-
 from kafkacompat.protocol.messages import make
 from kafkacompat.protocol.records import Record, build_batch
+from kio.schema.errors import ErrorCode
+
 from tests.conftest import create_topic
 from tests.test_bad_input import produce_request
 from tests.test_fetch_and_offsets import list_offsets

@@ -5,7 +5,6 @@ from __future__ import annotations
 import struct
 
 import pytest
-
 from kafkacompat.protocol.framing import FrameDecoder, FrameError, FrameTooLargeError, frame
 from kafkacompat.protocol.messages import MalformedRequestError, encode_response, parse_request_header
 

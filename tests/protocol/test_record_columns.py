@@ -6,11 +6,11 @@ import random
 import struct
 
 import pytest
-
 from kafkacompat.protocol import record_columns as rc
 from kafkacompat.protocol.compression import Codec
 from kafkacompat.protocol.record_columns import Columns, Records, record_columns
 from kafkacompat.protocol.records import InvalidBatchError, Record, build_batch, empty_batch, set_log_append_time
+
 from tests import poison_batches as poison
 
 

@@ -6,7 +6,6 @@ import random
 import time
 
 import pytest
-
 from kafkacompat.protocol import record_validation
 from kafkacompat.protocol.compression import Codec
 from kafkacompat.protocol.record_validation import (
@@ -19,6 +18,7 @@ from kafkacompat.protocol.record_validation import (
     walk_records,
 )
 from kafkacompat.protocol.records import HEADER_SIZE, Record, build_batch, read_header
+
 from tests import poison_batches as poison
 
 LONG_MAX = 2**63 - 1

@@ -5,7 +5,6 @@ from __future__ import annotations
 import struct
 
 import pytest
-
 from kafkacompat.protocol.compression import Codec, compress, decompress
 from kafkacompat.protocol.records import (
     InvalidBatchError,

@@ -8,9 +8,9 @@ import sys
 import textwrap
 
 import pytest
-
 from kafkacompat.protocol.messages import MalformedRequestError, decode_request, parse_request_header
 from kafkacompat.protocol.varints import uvarint
+
 from tests.hostile_frames import create_topics_null_topics
 
 

@@ -178,7 +178,6 @@ def test_cursor_failover_with_aiokafka(pair):
 def test_replica_knows_idempotent_producers_sequences(pair):
     """A retry sent to the replica of a batch that reached it by replication is answered as a duplicate."""
     from confluent_kafka import Producer
-
     from kafkacompat.storage import batch_format as bf
 
     from .helpers import batches

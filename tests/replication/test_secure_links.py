@@ -5,7 +5,6 @@ from __future__ import annotations
 import pathlib
 
 import pytest
-
 from confluent_kafka.admin import AdminClient as KafkaAdminClient
 from confluent_kafka.admin import ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
 

@@ -10,7 +10,6 @@ from kafkacompat.testing import Broker
 
 from .helpers import admin, batches, end_offset, link_state, replica, values, wait_for
 
-
 COMPACT = {"cleanup.policy": "compact", "segment.bytes": "4096", "min.cleanable.dirty.ratio": "0.01",
            "delete.retention.ms": "0"}
 
@@ -228,6 +227,7 @@ def test_compacted_topic_keeps_its_offset_gaps(tmp_path):
 
 def test_a_batch_cleaned_on_one_side_is_still_the_same_batch():
     from kafkacompat.protocol.records import Record, build_batch, rebuild_batch, split_records
+
     from kafkacompat.replication.receiver import same_batch
 
     records = [Record(f"k{i % 2}".encode(), f"v{i}".encode(), [], 1000 + i) for i in range(4)]

@@ -8,6 +8,7 @@ import struct
 from kafkacompat.protocol.admin_api import decode_response
 from kafkacompat.protocol.messages import make
 from kafkacompat.protocol.replication_api import REPLICATE_KEY
+
 from tests.wire import Wire, request_class
 
 

@@ -439,6 +439,7 @@ def test_a_validating_topic_refuses_records_without_a_schema_id_of_its_subject(b
 def test_schema_validation_refusals_name_the_reason(broker: Broker, client: SchemaRegistryClient) -> None:
     """Kafka's per-record errors say why, as a Java or kafka-python client shows them."""
     from kafkacompat.protocol.records import Record
+
     from kafkacompat.schemas.validation import refusals
 
     broker.create_topic("keyed", configs={"confluent.key.schema.validation": "true"})
@@ -564,7 +565,6 @@ def test_registrations_at_once_take_one_version_each(tmp_path) -> None:
 def test_producers_cannot_write_the_registry_topic_and_stray_records_are_skipped(broker: Broker,
                                                                                  client: SchemaRegistryClient) -> None:
     from confluent_kafka import KafkaError
-
     from kafkacompat.protocol.records import Record, build_batch
 
     kept = client.register_schema("guarded-value", avro(A_INT, name="Guarded"))

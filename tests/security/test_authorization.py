@@ -15,14 +15,20 @@ import sys
 import uuid
 from pathlib import Path
 
-import pytest
 import kafka.errors
+import pytest
 from confluent_kafka import KafkaException
-from kafka import KafkaProducer
 from confluent_kafka.admin import (
-    AclBinding, AclBindingFilter, AclOperation, AclPermissionType, AdminClient, NewTopic, ResourcePatternType,
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    NewTopic,
+    ResourcePatternType,
     ResourceType,
 )
+from kafka import KafkaProducer
 
 from kafkacompat.security import acls
 from kafkacompat.testing import Broker

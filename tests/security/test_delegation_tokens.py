@@ -19,10 +19,10 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from kafkacompat.protocol.versions import is_flexible
 from kio.schema.errors import ErrorCode
 
 from kafkacompat.handlers import SUPPORTED
-from kafkacompat.protocol.versions import is_flexible
 from kafkacompat.security.acls import AclBinding, Operation, PatternType, Permission, ResourceType
 from kafkacompat.security.scram import ScramClient
 from kafkacompat.testing import Broker

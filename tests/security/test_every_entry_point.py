@@ -24,13 +24,13 @@ from typing import Any
 
 import pytest
 import requests
+from kafkacompat.protocol.messages import request_schema
+from kafkacompat.protocol.versions import api_name
 
 from kafkacompat.fuzz.seeds import sample_entity
 from kafkacompat.handlers import HANDLERS
 from kafkacompat.http import kafka_calls, principal
 from kafkacompat.http.app import build_app
-from kafkacompat.protocol.messages import request_schema
-from kafkacompat.protocol.versions import api_name
 from kafkacompat.schemas.registry import content_id
 from kafkacompat.security import acls
 from kafkacompat.security.refusals import CLUSTER_GATES

@@ -29,11 +29,17 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from kio.schema.errors import ErrorCode
 
 from compat_tests.drivers import ClientUnavailable
+from compat_tests.drivers.java import (
+    CLIENT_JARS_41,
+    JVM_FLAGS,
+    SOURCES,
+    classpath,
+    compile_sources,
+    compiled,
+    flink_lib,
+)
 from compat_tests.drivers.kafkajs import installed as kafkajs_installed
 from compat_tests.drivers.kafkajs import node_server
-from compat_tests.drivers.java import (
-    CLIENT_JARS_41, JVM_FLAGS, SOURCES, classpath, compile_sources, compiled, flink_lib,
-)
 from kafkacompat.config import ConfigError, load_config
 from kafkacompat.testing import Broker
 from kafkacompat.testing.reference_kafka import find_kafka_home

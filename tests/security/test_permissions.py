@@ -12,7 +12,14 @@ import pytest
 from kafkacompat.config import ConfigError, load_config
 from kafkacompat.security import permissions
 from kafkacompat.security.acls import (
-    AclBinding, AclFilter, InvalidAclError, Operation, PatternType, Permission, ResourceType, validate,
+    AclBinding,
+    AclFilter,
+    InvalidAclError,
+    Operation,
+    PatternType,
+    Permission,
+    ResourceType,
+    validate,
 )
 from kafkacompat.security.permissions import ExpressionError, Subject, allows, parse, read_user_groups
 

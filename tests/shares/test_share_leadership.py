@@ -9,6 +9,7 @@ with the Java share consumer, is tests/cluster/test_share_failover.py.
 
 from __future__ import annotations
 
+from kafkacompat.storage import open_store
 from kio.schema.errors import ErrorCode
 
 from kafkacompat import storage
@@ -16,7 +17,6 @@ from kafkacompat.broker.cluster import Cluster
 from kafkacompat.config import BrokerConfig
 from kafkacompat.shares.manager import TABLE, state_key
 from kafkacompat.shares.share_group import ShareHeartbeat
-from kafkacompat.storage import open_store
 
 
 async def _cluster() -> tuple[Cluster, storage.TopicInfo]:

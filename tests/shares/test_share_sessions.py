@@ -6,11 +6,11 @@ import datetime
 import time
 import uuid
 
+from kafkacompat.protocol.messages import make
 from kio.schema.errors import ErrorCode
 from kio.schema.share_acknowledge.v1 import request as ack_schema
 from kio.schema.share_fetch.v1 import request as schema
 
-from kafkacompat.protocol.messages import make
 from kafkacompat.testing import Broker
 from tests.wire import Wire, request_class
 

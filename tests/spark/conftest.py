@@ -6,9 +6,9 @@ import pathlib
 from collections.abc import Iterator
 
 import pytest
+from kafkacompat.protocol.records import record_timestamps
 
 from kafkacompat import storage
-from kafkacompat.protocol.records import record_timestamps
 from kafkacompat.testing import Broker
 from kafkacompat.testing.spark import spark  # noqa: F401 - the run's one Spark session, for every test here
 

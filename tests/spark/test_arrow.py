@@ -6,6 +6,7 @@ import datetime
 
 from kafkacompat.protocol.record_columns import Records, record_columns
 from kafkacompat.protocol.records import Record, build_batch
+
 from kafkacompat.spark.arrow import record_batch
 from kafkacompat.spark.source import KafkacompatDataSource
 

@@ -172,8 +172,8 @@ def test_reads_while_the_broker_appends_never_see_a_torn_batch(spark, broker, vo
 
 
 def test_bad_options_say_what_is_wrong(spark, broker, volumes):
-    from pyspark.errors import PySparkException
     from py4j.protocol import Py4JJavaError
+    from pyspark.errors import PySparkException
 
     with pytest.raises((PySparkException, Py4JJavaError), match="dataDir"):
         spark.read.format("kafkacompat").option("topics", "x").load().collect()

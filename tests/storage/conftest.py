@@ -8,9 +8,9 @@ saying why when either is not installed.
 from __future__ import annotations
 
 import pytest
+from kafkacompat.protocol.records import record_timestamps
 
 from kafkacompat import storage
-from kafkacompat.protocol.records import record_timestamps
 from kafkacompat.testing.services import ServiceUnavailable, cloud_store
 
 ENGINES = ["memory", "disk", "cloud"]

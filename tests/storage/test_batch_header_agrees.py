@@ -16,7 +16,6 @@ import struct
 
 import crc32c
 import pytest
-
 from kafkacompat.protocol import records as wire
 from kafkacompat.protocol.records import Record, build_batch, read_header, set_log_append_time
 from kafkacompat.storage import batch_format as stored

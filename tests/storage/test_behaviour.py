@@ -7,10 +7,10 @@ import struct
 import uuid
 
 import pytest
-
-from kafkacompat import storage
 from kafkacompat.storage import Cursor, FsyncPolicy, StreamPolicy
 from storage_testkit import batch, values
+
+from kafkacompat import storage
 
 
 async def topic(store, name="t", partitions=1, stream=None):

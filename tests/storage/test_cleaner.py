@@ -14,15 +14,21 @@ import sys
 import textwrap
 
 import pytest
+from kafkacompat.protocol.control_records import ControlType, build_marker, marker_type, set_attributes
+from kafkacompat.protocol.records import (
+    ATTR_TRANSACTIONAL,
+    Record,
+    build_batch,
+    iter_records,
+    read_header,
+    record_timestamps,
+)
+from kafkacompat.storage import StreamPolicy
 
 from kafkacompat import storage
 from kafkacompat.broker.cleaner_codec import CLEANER_CODEC
-from kafkacompat.protocol.records import (
-    ATTR_TRANSACTIONAL, Record, build_batch, iter_records, read_header, record_timestamps,
-)
-from kafkacompat.protocol.control_records import ControlType, build_marker, marker_type, set_attributes
-from kafkacompat.storage import StreamPolicy
 from kafkacompat.testing.services import ServiceUnavailable, cloud_store
+
 HOUR = 3_600_000
 DAY = 24 * HOUR
 T0 = 1_700_000_000_000  # record timestamps; cleanings run "now" = T0 + some hours

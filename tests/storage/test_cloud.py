@@ -12,12 +12,12 @@ import asyncio
 import struct
 
 import pytest
-
-from kafkacompat import storage
 from kafkacompat.protocol.records import iter_records, record_timestamps
 from kafkacompat.storage import Cursor
-from kafkacompat.testing.services import BUCKET, ServiceUnavailable, cloud_store
 from storage_testkit import batch
+
+from kafkacompat import storage
+from kafkacompat.testing.services import BUCKET, ServiceUnavailable, cloud_store
 
 
 def _urls() -> tuple[str, str]:
@@ -409,7 +409,6 @@ async def test_a_database_left_at_schema_version_1_is_migrated_and_takes_appends
     import uuid
 
     import asyncpg
-
     from kafkacompat.storage.cloud import schema
 
     database, objects = _urls()
@@ -442,9 +441,10 @@ async def test_a_new_leaders_tail_scan_reads_the_headers_from_the_index_not_the_
     the objects, one round trip per batch, that scan grew with the log and each failover of a
     cluster took longer than the one before (issue 37); the index keeps each batch's header (a
     marker whole), so it reads none."""
-    from kafkacompat.catalog.log_tail import tail_batches
     from kafkacompat.protocol.control_records import ControlType, build_marker, marker_coordinator_epoch
     from kafkacompat.protocol.records import Record, build_batch
+
+    from kafkacompat.catalog.log_tail import tail_batches
 
     a, b = pair
     await a.create_topic("/default", "t", 1)

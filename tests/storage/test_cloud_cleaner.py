@@ -15,12 +15,12 @@ import sys
 import textwrap
 
 import pytest
+from kafkacompat.protocol.records import record_timestamps
+from test_cleaner import HOUR, T0, compacted, put, read_all, roll
 
 from kafkacompat import storage
 from kafkacompat.broker.cleaner_codec import CLEANER_CODEC
-from kafkacompat.protocol.records import record_timestamps
 from kafkacompat.testing.services import BUCKET, ServiceUnavailable, cloud_store
-from test_cleaner import HOUR, T0, compacted, put, read_all, roll
 
 NOW = T0 + HOUR
 

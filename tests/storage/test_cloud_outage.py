@@ -14,12 +14,12 @@ import asyncio
 import uuid
 
 import pytest
-
-from kafkacompat import storage
 from kafkacompat.protocol.records import iter_records, record_timestamps
 from kafkacompat.storage import Cursor, StreamPolicy
-from kafkacompat.testing.services import BUCKET, Postgres, ServiceUnavailable, cloud_store, postgres_fixture
 from storage_testkit import batch
+
+from kafkacompat import storage
+from kafkacompat.testing.services import BUCKET, Postgres, ServiceUnavailable, cloud_store, postgres_fixture
 
 DEFAULT = "/default"
 

@@ -14,11 +14,11 @@ import random
 import shutil
 
 import pytest
-
-from kafkacompat import storage
 from kafkacompat.protocol.records import record_timestamps
 from kafkacompat.storage import Cursor, StreamPolicy
 from storage_testkit import batch, values
+
+from kafkacompat import storage
 
 BATCHES = 60  # of 2 records each, ~30 per 4 KiB partitionlet
 RECORDS = 2 * BATCHES

@@ -8,11 +8,11 @@ import struct
 import time
 
 import pytest
-
-from kafkacompat import storage
 from kafkacompat.protocol.records import record_timestamps
 from kafkacompat.storage import Cursor, FsyncPolicy, StreamPolicy
 from storage_testkit import batch, values
+
+from kafkacompat import storage
 
 SMALL = StreamPolicy(partitionlet_bytes=4096)
 

@@ -15,11 +15,11 @@ import textwrap
 import time
 
 import pytest
-
-from kafkacompat import storage
 from kafkacompat.protocol.records import record_timestamps
 from kafkacompat.storage import StreamPolicy
 from storage_testkit import batch, values
+
+from kafkacompat import storage
 
 SMALL = StreamPolicy(partitionlet_bytes=4096)
 CAPS = 1 << 20  # both volumes capped alike: new partitionlets alternate between them

@@ -16,12 +16,12 @@ import sys
 import textwrap
 
 import pytest
-
-from kafkacompat import storage
 from kafkacompat.protocol.records import record_timestamps
 from kafkacompat.storage import batch_format as bf
 from kafkacompat.storage.disk.partition import RESERVE_STEP
 from storage_testkit import batch, values
+
+from kafkacompat import storage
 
 N = 12  # batches written before the crash, 2 records each
 

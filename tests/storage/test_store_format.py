@@ -16,11 +16,11 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from kafkacompat import storage
 from kafkacompat.storage import StorageError
 from kafkacompat.storage.disk.format import FORMAT
 from kafkacompat.storage.disk.reader import StoreReader
+
+from kafkacompat import storage
 from tests.storage.storage_testkit import batch
 
 REPO = Path(__file__).resolve().parents[2]

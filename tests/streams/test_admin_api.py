@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from kafkacompat.protocol.admin_api import STREAM_ADMIN_KEY, decode_response
 from kafkacompat.protocol.messages import make
+
 from tests.wire import Wire, request_class
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
-
 from kafkacompat.storage import Cursor
 
 from .conftest import block_values, table_rows

@@ -11,7 +11,8 @@ from confluent_kafka import Consumer, TopicPartition
 
 from kafkacompat.testing import Broker
 
-from .conftest import produce_sized as produce, table_rows
+from .conftest import produce_sized as produce
+from .conftest import table_rows
 
 
 def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:

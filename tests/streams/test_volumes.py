@@ -6,12 +6,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from kafkacompat.protocol.records import record_timestamps
 
 from kafkacompat import storage
 from kafkacompat.testing import Broker
-from kafkacompat.protocol.records import record_timestamps
 
-from .conftest import produce_sized as produce, table_rows
+from .conftest import produce_sized as produce
+from .conftest import table_rows
 
 PARTITIONLET = 4096  # the smallest partitionlet the store allows
 

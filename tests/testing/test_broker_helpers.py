@@ -154,7 +154,8 @@ def test_reset_forgets_topics_streams_and_faults(data_dir: str | None) -> None:
 
 
 async def test_async_broker_serves_aiokafka_on_the_test_loop() -> None:
-    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition as AioPartition
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+    from aiokafka import TopicPartition as AioPartition
 
     async with Broker() as broker:
         await broker.acreate_topic("events", partitions=2)

@@ -14,13 +14,13 @@ import uuid
 from typing import Any
 
 import pytest
-from kio.schema.errors import ErrorCode
+from kafkacompat.protocol.error_answers import error_from_request
+from kafkacompat.protocol.messages import encode_body, request_schema, response_schema
 from kio.index import UnknownEntity
+from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader
 
 from kafkacompat.handlers import ERROR_ANSWERS
-from kafkacompat.protocol.error_answers import error_from_request
-from kafkacompat.protocol.messages import encode_body, request_schema, response_schema
 
 INJECTED = ErrorCode.not_coordinator
 

@@ -15,10 +15,11 @@ from urllib.parse import urlencode
 from aiohttp import web
 from kio.schema.errors import ErrorCode
 
-from ...topic_names import canonical_name
 from ...security.acls import Operation
+from ...topic_names import canonical_name
 from ..kafka_calls import NO_TOPIC_ID, build, call
-from .pages import cluster_of, topic as topic_page, topic_asked
+from .pages import cluster_of, topic_asked
+from .pages import topic as topic_page
 from .permission import form_refusal
 
 DELETE_TOPICS, DELETE_RECORDS = 20, 21

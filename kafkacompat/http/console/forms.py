@@ -19,12 +19,12 @@ from aiohttp import web
 
 from kafkacompat import storage
 
-from ...units import parse_duration
 from ...broker.cluster import TopicError
 from ...operations import streams as stream_admin
 from ...replication.admin_ops import ReplicaOpError
-from . import pages
+from ...units import parse_duration
 from ..principal import caller
+from . import pages
 from .permission import form_refusal
 
 log = logging.getLogger(__name__)

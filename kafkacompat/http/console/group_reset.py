@@ -23,10 +23,10 @@ from typing import Any
 from aiohttp import web
 from kio.schema.errors import ErrorCode
 
-from ...operations.offset_reset import NoCommittedOffset, reset_target
 from ...broker.cluster import Cluster, TopicError
-from ...topic_names import canonical_name
+from ...operations.offset_reset import NoCommittedOffset, reset_target
 from ...security.acls import Operation
+from ...topic_names import canonical_name
 from ..kafka_calls import build, call
 from .groups_view import group_view
 from .permission import authorizing, may_topic

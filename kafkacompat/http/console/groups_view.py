@@ -10,9 +10,9 @@ from __future__ import annotations
 from typing import Any
 
 from ...broker.cluster import Cluster, TopicError
+from ...groups.consumer_protocol import CONSUMER_PROTOCOL_TYPE, parse_assignment
 from ...operations.stream_views import cursor_view
 from ...topic_names import canonical_name
-from ...groups.consumer_protocol import CONSUMER_PROTOCOL_TYPE, parse_assignment
 
 
 def group_ids(cluster: Cluster) -> list[dict[str, Any]]:

@@ -30,8 +30,8 @@ from aiohttp import web
 from kafkacompat import storage
 from kafkacompat.protocol.records import Record, iter_records
 
-from ...topic_names import canonical_name
 from ...security.acls import Operation
+from ...topic_names import canonical_name
 from ..rest_errors import RestError
 from ..rest_produce import TopicTarget, parse_record
 from .pages import cluster_of, topic_asked

@@ -16,8 +16,8 @@ from kafkacompat import storage
 
 from ...broker.cluster import Cluster
 from ...operations.stream_views import POLICY_FIELDS, stream_view, topic_view
-from ...topic_names import canonical_name
 from ...security.acls import Operation
+from ...topic_names import canonical_name
 from ..common import BROKER
 from . import group_reset
 from .groups_view import group_ids, group_view
