@@ -22,6 +22,8 @@ again, and a consumer group reset to the start may commit lower offsets;
 each is listed as allowed, naming the cut, never counted as verified.
 Without --skip-damaged, a consumer that stopped at a quarantined range must
 have been told (an error event), never left stalling in silence.
+The replication engine's own rules (the replica, carried cursors, failover)
+are in replica_checker.py.
 
 Events (see history.py for `i` and `t`):
   send/ack/send-failed   producer, kind (idempotent|plain|txn), seq, topic, partition, offset (ack), value
@@ -46,6 +48,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 
 from .history import Event
+from .replica_checker import replication_rules
 
 IDEMPOTENT_KINDS = ("idempotent", "txn")  # librdkafka's transactional producer is idempotent too
 
@@ -67,6 +70,7 @@ class Verdict:
     allowed_losses: list[Violation]  # acknowledged writes lost where the README allows it
     allowed_other: list[Violation]  # committed offsets gone back, offsets reused, where the README allows it
     violations: list[Violation]
+    replicated: int = 0  # acknowledged writes found on the replica as the source keeps them (replication engine)
 
 
 def check(events: list[Event]) -> Verdict:
@@ -82,10 +86,11 @@ def check(events: list[Event]) -> Verdict:
     reused, other = split_unseen_cuts(offsets_handed_out_twice(events), events)
     reused, duplicates = split_purged_duplicates(reused, events)
     other += duplicates
+    replicated, replica_violations = replication_rules(events, acked, Violation)
     violations = [*lost, *reused, *idempotent_order(events),
                   *committed_offsets_go_back(events, other), *aborted_reads(events), *broker_troubles(events),
-                  *consumers_not_told(events)]
-    return Verdict(dict(ops), dict(faults), len(acked), verified, allowed, other, violations)
+                  *consumers_not_told(events), *replica_violations]
+    return Verdict(dict(ops), dict(faults), len(acked), verified, allowed, other, violations, replicated)
 
 
 def acknowledged_writes(events: list[Event]) -> list[Event]:

@@ -111,8 +111,8 @@ class Writer(Role):
         value = value_of(name, seq)
         while True:
             try:
-                producer.produce(TOPIC_A, value.encode(), partition=partition,
-                                 on_delivery=self.on_delivery(name, seq))
+                producer.produce(TOPIC_A, value.encode(), key=f"{name}|{seq}".encode(), partition=partition,
+                                 headers=[("seq", str(seq).encode())], on_delivery=self.on_delivery(name, seq))
                 break
             except BufferError:
                 producer.poll(0.2)
@@ -334,12 +334,20 @@ class Workload:
         return stuck
 
 
-def final_read(bootstrap: str, history: History, timeout: float = 60) -> None:
-    """Read every partition from its start to its end, both isolation levels, into `final` events."""
+def final_read(bootstrap: str, history: History, timeout: float = 60, event: str = "final") -> None:
+    """Read every partition from its start to its end, both isolation levels, into `event` events."""
     for isolation in ("read_uncommitted", "read_committed"):
         for topic, count in PARTITIONS.items():
             for partition in range(count):
-                read_partition(bootstrap, history, TopicPartition(topic, partition, 0), isolation, timeout)
+                read_partition(bootstrap, history, TopicPartition(topic, partition, 0), isolation, timeout, event)
+
+
+def details(msg: Any) -> dict[str, Any]:
+    """A record's key, headers (values in hex) and timestamp, as a consumer sees them."""
+    key, headers = msg.key(), msg.headers() or []
+    return {"key": key.decode(errors="backslashreplace") if key is not None else None,
+            "headers": [[name, value.hex() if value is not None else None] for name, value in headers],
+            "timestamp": list(msg.timestamp())}
 
 
 def high_watermark(consumer: Consumer, tp: TopicPartition, deadline: float) -> int:
@@ -353,7 +361,10 @@ def high_watermark(consumer: Consumer, tp: TopicPartition, deadline: float) -> i
             time.sleep(0.5)
 
 
-def read_partition(bootstrap: str, history: History, tp: TopicPartition, isolation: str, timeout: float) -> None:
+def read_partition(bootstrap: str, history: History, tp: TopicPartition, isolation: str, timeout: float,
+                   event: str = "final") -> None:
+    """Read one partition to its end into `event` events (with each record's key, headers and timestamp, which
+    the replication engine compares between clusters) and one `{event}-end`."""
     consumer = Consumer({**COMMON, "bootstrap.servers": bootstrap, "group.id": "chaos-final",
                          "enable.auto.commit": False, "isolation.level": isolation, "check.crcs": True,
                          "enable.partition.eof": True})
@@ -367,8 +378,8 @@ def read_partition(bootstrap: str, history: History, tp: TopicPartition, isolati
             if msg is None:
                 continue
             if msg.error() is None:
-                history.record("final", reader="final", isolation=isolation, topic=tp.topic, partition=tp.partition,
-                               offset=msg.offset(), value=msg.value().decode())
+                history.record(event, reader=event, isolation=isolation, topic=tp.topic, partition=tp.partition,
+                               offset=msg.offset(), value=msg.value().decode(), **details(msg))
                 end = msg.offset() + 1
             elif msg.error().code() == KafkaError._PARTITION_EOF:
                 end = max(end, msg.offset())
@@ -377,5 +388,5 @@ def read_partition(bootstrap: str, history: History, tp: TopicPartition, isolati
         history.record("client-error", role="final", error=str(exc.args[0]), fatal=False)
     finally:
         consumer.close()
-    history.record("final-end", topic=tp.topic, partition=tp.partition, isolation=isolation, end=end,
+    history.record(f"{event}-end", topic=tp.topic, partition=tp.partition, isolation=isolation, end=end,
                    complete=complete)
