@@ -11,8 +11,8 @@ The promises, in the words of docs/replication.md, and the rule that holds each:
   nothing is appended twice": once the campaign is over and both clusters up, the replica's end offsets
   reach the source's within the engine's wait (`replica-behind`);
 - "Cursors (committed offsets with their metadata) are shipped once the messages they point at are on the
-  replica, newest commit winning": a carried cursor never points past the replica's end
-  (`cursor-past-end`) and, once caught up, equals the source's (`cursor-not-carried`);
+  replica, newest commit winning": a carried cursor never points past the replica's end, during the run
+  or after it (`cursor-past-end`) and, once caught up, equals the source's (`cursor-not-carried`);
 - "a consumer group moved to another cluster's bootstrap address resumes at its last commit: nothing
   skipped": the group's consumer switched to the replica reads every acknowledged record from its carried
   cursor on (`failover-skipped`).
@@ -23,6 +23,7 @@ Events (besides checker.py's):
   replica-final/-end      as final/final-end, read from the replica (with key, headers, timestamp)
   replica-end             topic, partition, source, replica (end offsets after the wait), waited
   replica-cursor          group, topic, partition, source, replica (committed, -1: none), replica_end
+  replica-observed        group, topic, partition, cursor, end: during the run, the replica's cursor, then its end
   failover-read           group, topic, partition, offset, value (the group's consumer on the replica)
   failover-end            group, complete (every partition read to its end)
   link                    link (pause|resume), rc, said: the operator's command and its answer
@@ -120,7 +121,9 @@ def _differences(source: dict, replica: dict, reported: set, violation: type) ->
 
 
 def _cursor_rules(events: list[Event], violation: type) -> list:
-    out = []
+    out = [violation("cursor-past-end", f"group {e['group']} {e['topic']}/{e['partition']}: the replica's cursor was "
+                     f"{e['cursor']} while it ended at {e['end']} (asked after the cursor)", (e["i"],))
+           for e in events if e["type"] == "replica-observed" and e["cursor"] > e["end"]]
     for e in events:
         if e["type"] != "replica-cursor":
             continue

@@ -60,6 +60,8 @@ class ReplicationEngine(Engine):
                        "--cluster-name", cluster, "--group-initial-rebalance-delay-ms", "500"],
                 history, self.log, lock, clean_marker=data / ".clean")
         self.replica_name = f"{self.addresses[REPLICA]}{STREAM}"
+        self.watching = threading.Event()
+        self.watcher = threading.Thread(target=self._watch_replica_cursors, name="chaos-replica-cursors", daemon=True)
 
     def _each(self, node: int | None) -> list[BrokerProcess]:
         return list(self.brokers.values()) if node is None else [self.brokers[node]]
@@ -84,6 +86,7 @@ class ReplicationEngine(Engine):
             b.signal(signal.SIGCONT)
 
     def close(self) -> None:
+        self._stop_watching()
         for b in self.brokers.values():
             b.kill()
         self.log.close()
@@ -105,6 +108,7 @@ class ReplicationEngine(Engine):
             done = self._cli(*command)
             if done.returncode != 0:
                 raise subprocess.SubprocessError(f"{' '.join(command)}: {done.stderr.strip() or done.stdout}")
+        self.watcher.start()
         return {"fsync": fsync, "partitionlet_size": PARTITIONLET_SIZE, "clusters": 2,
                 "replica": self.replica_name}
 
@@ -123,7 +127,25 @@ class ReplicationEngine(Engine):
 
     # after the source's final read: the replica, the cursors, a failover
 
+    def _watch_replica_cursors(self) -> None:
+        """While the campaign runs: every second the group's cursors on the replica, then the replica's end
+        offsets. A cursor is carried only once its messages are there, so it never exceeds the end read after it."""
+        tps = [(t, p) for t, n in PARTITIONS.items() for p in range(n)]
+        while not self.watching.wait(1):
+            cursors = committed(self.addresses[REPLICA], tps)
+            ends = end_offsets(self.addresses[REPLICA], tps)
+            for (topic, partition), cursor in cursors.items():
+                if cursor >= 0 and ends[(topic, partition)] >= 0:
+                    self.history.record("replica-observed", group=GROUP, topic=topic, partition=partition,
+                                        cursor=cursor, end=ends[(topic, partition)])
+
+    def _stop_watching(self) -> None:
+        self.watching.set()
+        if self.watcher.is_alive():
+            self.watcher.join(30)
+
     def final_checks(self) -> None:
+        self._stop_watching()
         self._link("resume", record=True)  # a pause the nemesis could not undo (it never should be needed)
         ends = self._wait_caught_up()
         final_read(self.addresses[REPLICA], self.history, event="replica-final")

@@ -114,3 +114,11 @@ def test_a_failover_consumer_that_skips_an_acknowledged_record_is_caught() -> No
     [v] = check(s.events).violations
     assert v.kind == "failover-skipped" and "from offset 1 on" in v.message
     assert replicated(cursor=2, failover_from=0).kinds() == []  # reading again what was read is no skip
+
+
+def test_a_cursor_seen_past_the_replica_end_during_the_run_is_caught() -> None:
+    s = replicated()
+    s.add("replica-observed", group="g", topic=A, partition=0, cursor=2, end=2)
+    assert s.kinds() == []
+    s.add("replica-observed", group="g", topic=A, partition=0, cursor=3, end=2)
+    assert s.kinds() == ["cursor-past-end"]
