@@ -49,7 +49,7 @@ def replication_rules(events: list[Event], acknowledged: list[Event], violation:
     replicated, lost = _acknowledged_on_replica(acknowledged, source, replica, violation)
     out += lost
     reported = {(v.where[0], v.where[1], v.where[2]) for v in lost if v.where}
-    out += _differences(source, replica, reported, violation)
+    out += _differences(source, replica, reported, _stable_bounds(events), violation)
     out += [violation("replica-behind", f"{e['topic']}/{e['partition']}: the replica ends at {e['replica']}, the "
                       f"source at {e['source']}, {e['waited']} s after both were up", (e["i"],))
             for e in events if e["type"] == "replica-end" and e["replica"] != e["source"]]
@@ -94,14 +94,27 @@ def _acknowledged_on_replica(acknowledged: list[Event], source: dict, replica: d
     return verified, out
 
 
-def _differences(source: dict, replica: dict, reported: set, violation: type) -> list:
-    """One violation per run of consecutive offsets where the two clusters' final reads differ."""
+def _stable_bounds(events: list[Event]) -> dict[tuple[str, int], int]:
+    """Per partition, the lower of the two clusters' last stable offsets as their read_committed reads ended:
+    a transaction the coordinator ended between the two reads (its timeout) moves the second one on."""
+    ends: dict[tuple[str, int], list[int]] = defaultdict(list)
+    for e in events:
+        if e["type"] in ("final-end", "replica-final-end") and e["isolation"] == "read_committed":
+            ends[(e["topic"], e["partition"])].append(e["end"])
+    return {tp: min(found) for tp, found in ends.items()}
+
+
+def _differences(source: dict, replica: dict, reported: set, stable: dict[tuple[str, int], int],
+                 violation: type) -> list:
+    """One violation per run of consecutive offsets where the two clusters' final reads differ (read_committed:
+    below both reads' last stable offset)."""
     out = []
     for key in sorted(set(source) | set(replica)):
         isolation, topic, partition = key
         mine, theirs = source.get(key, {}), replica.get(key, {})
+        bound = stable.get((topic, partition), 0) if isolation == "read_committed" else None
         bad = sorted(o for o in set(mine) | set(theirs)
-                     if (topic, partition, o) not in reported
+                     if (topic, partition, o) not in reported and (bound is None or o < bound)
                      and (o not in mine or o not in theirs or not _same(mine[o], theirs[o])))
         runs: list[list[int]] = []
         for o in bad:

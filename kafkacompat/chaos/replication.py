@@ -158,8 +158,8 @@ class ReplicationEngine(Engine):
         started = time.monotonic()
         source, replica = end_offsets(self.addresses[SOURCE], tps), end_offsets(self.addresses[REPLICA], tps)
         while source != replica and time.monotonic() - started < CATCH_UP_TIMEOUT:
-            time.sleep(0.5)
-            replica = end_offsets(self.addresses[REPLICA], tps)
+            time.sleep(0.5)  # the source may still grow: a transaction its coordinator ends (timeout) adds a marker
+            source, replica = end_offsets(self.addresses[SOURCE], tps), end_offsets(self.addresses[REPLICA], tps)
         waited = round(time.monotonic() - started, 2)
         for topic, partition in tps:
             self.history.record("replica-end", topic=topic, partition=partition, source=source[(topic, partition)],
