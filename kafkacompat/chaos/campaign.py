@@ -109,7 +109,8 @@ def report(verdict: Verdict, events: list[Event], out: TextIO) -> None:
     rows += [("faults injected", "")] + sorted(verdict.faults.items())
     rows += [("checks", ""), ("acknowledged writes", verdict.acknowledged), ("verified", verdict.verified),
              ("lost to damage (allowed)", len(verdict.allowed_losses)),
-             ("other findings allowed", len(verdict.allowed_other))]
+             ("other findings allowed", len(verdict.allowed_other)),
+             ("plain acks=1 records stored twice (allowed)", verdict.plain_duplicates)]
     if any(e["type"] == "replica-final" for e in events):
         rows += [("verified on the replica", verdict.replicated)]
     rows += [("violations", len(verdict.violations))]
