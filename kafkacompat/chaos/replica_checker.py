@@ -16,6 +16,8 @@ The promises, in the words of docs/replication.md, and the rule that holds each:
 - "a consumer group moved to another cluster's bootstrap address resumes at its last commit: nothing
   skipped": the group's consumer switched to the replica reads every acknowledged record from its carried
   cursor on (`failover-skipped`).
+The operator's `stream replica pause` and `resume` (the nemesis's link fault) answer status 0 while the
+source cluster is up (`link-command-failed`).
 The source's own records are judged by checker.py's rules, as on the disk engine; a record the source lost
 where docs/operations.md allows it is then no promise the replica must keep.
 
@@ -56,6 +58,8 @@ def replication_rules(events: list[Event], acknowledged: list[Event], violation:
     out += [violation("replica-unverified", f"the replica's final read never reached {e['topic']}/{e['partition']}'s "
                       f"end ({e['isolation']})", (e["i"],))
             for e in events if e["type"] == "replica-final-end" and not e["complete"]]
+    out += [violation("link-command-failed", f"`stream replica {e['link']}` failed with status {e['rc']}: "
+                      f"{e['said']}", (e["i"],)) for e in events if e["type"] == "link" and e["rc"] != 0]
     out += _cursor_rules(events, violation)
     out += _failover_rules(events, acknowledged, violation)
     return replicated, out

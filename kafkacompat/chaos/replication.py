@@ -93,9 +93,10 @@ class ReplicationEngine(Engine):
 
     # the stream, its topics and the link, made with the commands a user types
 
-    def _cli(self, *args: str, node: int = SOURCE) -> subprocess.CompletedProcess[str]:
+    def _cli(self, *args: str) -> subprocess.CompletedProcess[str]:
+        """A `kafkacompat` command against the source cluster, where links are managed."""
         return subprocess.run([sys.executable, "-m", "kafkacompat", *args, "--bootstrap-server",
-                               self.addresses[node]], capture_output=True, text=True, timeout=60)
+                               self.addresses[SOURCE]], capture_output=True, text=True, timeout=60)
 
     def setup(self, rng: random.Random) -> dict[str, Any]:
         fsync = rng.choice(["none", "interval", "always"])

@@ -139,3 +139,11 @@ def test_a_cursor_seen_past_the_replica_end_during_the_run_is_caught() -> None:
     assert s.kinds() == []
     s.add("replica-observed", group="g", topic=A, partition=0, cursor=3, end=2)
     assert s.kinds() == ["cursor-past-end"]
+
+
+def test_a_link_command_that_fails_is_caught() -> None:
+    s = replicated()
+    s.add("link", link="resume", rc=0, said="in-sync")
+    assert s.kinds() == []
+    s.add("link", link="pause", rc=1, said="kafkacompat: cannot reach 127.0.0.1:9092")
+    assert s.kinds() == ["link-command-failed"]
