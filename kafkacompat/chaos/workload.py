@@ -12,7 +12,9 @@ in the run, so the checker can tell where every record went.
 Clients are never restarted by the campaign: librdkafka reconnects by itself
 after the broker comes back, as it would for a user. Only a fatal error (an
 idempotent producer fenced or out of sequence) makes a new producer, under a
-new name, so its sequence numbers start afresh.
+new name, so its sequence numbers start afresh; so does a transaction whose
+outcome stays unknown (its commit or abort timed out), as librdkafka then
+refuses every new transaction until that one ends.
 """
 
 from __future__ import annotations
@@ -180,8 +182,8 @@ class TransactionalWriter(Role):
             except KafkaException as exc:
                 outcome = self.recover(producer, exc)
             self.history.record("txn", producer=name, txn=txn, outcome=outcome, values=values)
-            if outcome == "fatal":
-                return False
+            if outcome in ("fatal", "unknown"):  # unknown: an abort or commit left in progress makes every
+                return False  # begin_transaction _CONFLICT at once; a new producer fences this one and goes on
         return True
 
     def send(self, producer: Producer, name: str, seq: int, txn: int) -> str:
