@@ -1,18 +1,23 @@
-"""A link's connection closes at once even when its destination has stopped reading.
+"""A stopping link ends at once: its connection closes even when the destination stopped reading, and its
+task ends even when a cancellation is lost.
 
 Found by the replication fault campaign (`python -m kafkacompat.chaos --engine replication --minutes 10
---seed 202`): the source broker, sent SIGTERM while its link was catching up, logged "shutting down" and was
-still running 60 s later. Stopping a link cancels it and closes its connection; closing waited for the
-pipelined requests still in the socket's buffer to be flushed to a destination that no longer read them
-(paused, or itself blocked writing answers the closing link no longer reads), so the broker never stopped.
+--seed 202`): the source broker, sent SIGTERM four seconds after its link reconnected to a restarted replica
+and began catching up, logged "shutting down" and was still running 60 s later (its transaction timer still
+firing), then was killed. Stopping a link cancels its task and closes its connection, and either could wait
+for ever: the cancellation, lost by asyncio.wait_for when an answer arrived with it (Python before 3.12), left
+the link shipping; and closing waited to flush buffered requests to a destination that no longer read them.
 Nothing needs flushing: the link resumes from where the destination ends.
 """
 
 from __future__ import annotations
 
 import asyncio
+from types import SimpleNamespace
 
+from kafkacompat.replication.engine import LinkTask
 from kafkacompat.replication.link_client import LinkClient
+from kafkacompat.replication.links import LinkSpec
 
 
 async def test_close_does_not_wait_for_a_destination_that_does_not_read() -> None:
@@ -36,3 +41,24 @@ async def test_close_does_not_wait_for_a_destination_that_does_not_read() -> Non
         for writer in accepted:
             writer.close()
         server.close()
+
+
+async def test_stop_ends_a_link_whose_cancellation_was_swallowed() -> None:
+    """asyncio.wait_for before Python 3.12 returns the result, and drops the cancellation, when its awaitable
+    completes as the task is cancelled; a link catching up gets answers all the time, so stopping it (a
+    broker's SIGTERM) must not rely on one cancellation being seen."""
+    link = LinkTask(SimpleNamespace(), LinkSpec("/s", "127.0.0.1", 9, "/d"))
+    swallowed = asyncio.Event()
+
+    async def session() -> None:  # a session whose wait_for just returned an answer instead of raising
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            swallowed.set()
+        await asyncio.sleep(3600)  # the session goes on shipping
+
+    link._session = session  # type: ignore[method-assign]
+    link.start()
+    await asyncio.sleep(0)
+    await asyncio.wait_for(link.stop(), 10)
+    assert swallowed.is_set() and link._task is None
