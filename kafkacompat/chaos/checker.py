@@ -22,6 +22,8 @@ again, and a consumer group reset to the start may commit lower offsets;
 each is listed as allowed, naming the cut, never counted as verified.
 Without --skip-damaged, a consumer that stopped at a quarantined range must
 have been told (an error event), never left stalling in silence.
+The replication engine's own rules (the replica, carried cursors, failover)
+are in replica_checker.py.
 
 Events (see history.py for `i` and `t`):
   send/ack/send-failed   producer, kind (idempotent|plain|txn), seq, topic, partition, offset (ack), value
@@ -46,6 +48,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 
 from .history import Event
+from .replica_checker import replication_rules
 
 IDEMPOTENT_KINDS = ("idempotent", "txn")  # librdkafka's transactional producer is idempotent too
 
@@ -67,6 +70,8 @@ class Verdict:
     allowed_losses: list[Violation]  # acknowledged writes lost where the README allows it
     allowed_other: list[Violation]  # committed offsets gone back, offsets reused, where the README allows it
     violations: list[Violation]
+    replicated: int = 0  # acknowledged writes found on the replica as the source keeps them (replication engine)
+    plain_duplicates: int = 0  # extra copies of plain (acks=1, not idempotent) records: retries may store twice
 
 
 def check(events: list[Event]) -> Verdict:
@@ -82,10 +87,12 @@ def check(events: list[Event]) -> Verdict:
     reused, other = split_unseen_cuts(offsets_handed_out_twice(events), events)
     reused, duplicates = split_purged_duplicates(reused, events)
     other += duplicates
+    replicated, replica_violations = replication_rules(events, acked, Violation)
     violations = [*lost, *reused, *idempotent_order(events),
                   *committed_offsets_go_back(events, other), *aborted_reads(events), *broker_troubles(events),
-                  *consumers_not_told(events)]
-    return Verdict(dict(ops), dict(faults), len(acked), verified, allowed, other, violations)
+                  *consumers_not_told(events), *replica_violations]
+    return Verdict(dict(ops), dict(faults), len(acked), verified, allowed, other, violations, replicated,
+                   plain_copies(events))
 
 
 def acknowledged_writes(events: list[Event]) -> list[Event]:
@@ -267,6 +274,17 @@ def idempotent_order(events: list[Event]) -> list[Violation]:
                 out.append(Violation("reordered", f"{producer} on {topic}/{partition}: {short(after['value'])} stored "
                                      f"after {short(before['value'])}", (before["i"], after["i"])))
     return out
+
+
+def plain_copies(events: list[Event]) -> int:
+    """Copies beyond the first of plain producers' records in the final read (allowed: a retry of a request
+    whose answer was lost stores the batch again; the issue's target is under 0.1% of sends)."""
+    kinds = {e["producer"]: e["kind"] for e in events if e["type"] == "send"}
+    copies: dict[str, int] = defaultdict(int)
+    for e in _finals(events).values():
+        if kinds.get(parse_value(e["value"])[0]) == "plain":
+            copies[e["value"]] += 1
+    return sum(n - 1 for n in copies.values())
 
 
 def short(value: str) -> str:
