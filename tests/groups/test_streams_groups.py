@@ -246,3 +246,38 @@ def test_kafka_configs_sets_a_groups_standby_replicas_and_the_assignor_uses_it(b
     done = run_tool("kafka-configs", *server, "--describe", "--entity-type", "groups", "--entity-name", app)
     assert done.returncode == 0, done.stderr
     assert "streams.num.standby.replicas=1" in done.stdout
+
+
+def test_a_left_then_deleted_streams_group_stays_so_across_restarts(tmp_path) -> None:
+    """What the store keeps follows the group to its end: a member's leave, then the group's deletion."""
+    brokers = [Broker(data_dir=str(tmp_path), **GROUP_SETTINGS).start()]
+    port = brokers[0].port
+
+    def restart() -> Broker:
+        brokers[-1].stop()
+        brokers.append(Broker(data_dir=str(tmp_path), port=port, **GROUP_SETTINGS).start())
+        return brokers[-1]
+
+    try:
+        app, topology = _setup(brokers[0])
+        with Wire(brokers[0].bootstrap_servers) as wire:
+            member = _Member(wire, app, topology)
+            _converge(member)
+            assert wire.request(HEARTBEAT, 0, make(
+                request_class(HEARTBEAT, 0), group_id=app, member_id=member.member_id, member_epoch=-1,
+                endpoint_information_epoch=0, rebalance_timeout=datetime.timedelta(seconds=-0.001), topology=None,
+                process_id=None, active_tasks=None, standby_tasks=None, warmup_tasks=None, client_tags=None,
+                task_offsets=None, task_end_offsets=None)).error_code == ErrorCode.none
+            epoch = _describe(wire, app)[0]
+        with Wire(restart().bootstrap_servers) as wire:
+            (described,) = wire.request(89, 0, make(request_class(89, 0), group_ids=(app,),
+                                                    include_authorized_operations=False)).groups
+            assert (described.group_state, described.group_epoch, described.members) == ("Empty", epoch, ())
+        admin = AdminClient({"bootstrap.servers": brokers[-1].bootstrap_servers})
+        admin.delete_consumer_groups([app])[app].result(timeout=15)
+        with Wire(restart().bootstrap_servers) as wire:
+            (described,) = wire.request(89, 0, make(request_class(89, 0), group_ids=(app,),
+                                                    include_authorized_operations=False)).groups
+            assert described.error_code == ErrorCode.group_id_not_found
+    finally:
+        brokers[-1].stop()
