@@ -227,7 +227,8 @@ def test_a_streams_group_keeps_its_epochs_and_tasks_across_a_broker_restart(tmp_
 @pytest.mark.slow
 def test_kafka_configs_sets_a_groups_standby_replicas_and_the_assignor_uses_it(broker: Broker) -> None:
     """streams.num.standby.replicas per group (kafka-configs --entity-type groups, Kafka's GroupConfig):
-    set on a running group, its next heartbeats bring a new group epoch with standby tasks."""
+    set on a running group, its next heartbeats bring a new group epoch with standby tasks; the group's
+    streams.heartbeat.interval.ms is the interval its members are told."""
     if unavailable():
         pytest.skip(unavailable())
     app, topology = _setup(broker)
@@ -238,14 +239,15 @@ def test_kafka_configs_sets_a_groups_standby_replicas_and_the_assignor_uses_it(b
         assert first.standby == second.standby == set()  # the broker's default: none
         epoch = _describe(w1, app)[0]
         done = run_tool("kafka-configs", *server, "--alter", "--entity-type", "groups", "--entity-name", app,
-                        "--add-config", "streams.num.standby.replicas=1")
+                        "--add-config", "streams.num.standby.replicas=1,streams.heartbeat.interval.ms=6000")
         assert done.returncode == 0, done.stderr
         _converge(*members)
         assert _describe(w1, app)[0] > epoch
         assert first.standby == second.active and second.standby == first.active
+        assert first.heartbeat().heartbeat_interval == datetime.timedelta(seconds=6)
     done = run_tool("kafka-configs", *server, "--describe", "--entity-type", "groups", "--entity-name", app)
     assert done.returncode == 0, done.stderr
-    assert "streams.num.standby.replicas=1" in done.stdout
+    assert "streams.num.standby.replicas=1" in done.stdout and "streams.heartbeat.interval.ms=6000" in done.stdout
 
 
 def test_a_left_then_deleted_streams_group_stays_so_across_restarts(tmp_path) -> None:
