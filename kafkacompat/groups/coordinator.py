@@ -68,6 +68,7 @@ class GroupSummary:
 class GroupCoordinator:
     def __init__(self, config: BrokerConfig, store: Store, clock: Callable[[], int] = now_ms) -> None:
         self.config = config
+        self.store = store  # with config, the ConfigSource group configs are read from
         self.offsets = CommittedOffsets(store)
         self.groups: dict[str, Group] = {}
         self._clock = clock
@@ -76,7 +77,6 @@ class GroupCoordinator:
         # KIP-848 groups share this coordinator's offsets, listing and deletion; a group id is one or the other
         self.consumer = ConsumerGroupCoordinator(config, store, clock, self._group, self._hand_over, self._take_back,
                                                  self._save)
-        self.store = store
         self.streams = StreamsGroupCoordinator(config, clock, self.partitions_of, self._is_classic_or_consumer,
                                                self._save, self._group_setting)
         self.durable = durable.GroupStateWriter(store)

@@ -35,7 +35,7 @@ from .streams_topology import ConfiguredTopology, Topology, configure
 
 log = logging.getLogger(__name__)
 
-GroupSetting = Callable[[str, str], "int | None"]  # (group id, group config name) -> the group's own value
+GroupSetting = Callable[[str, str], int | None]  # (group id, group config name) -> the group's own value
 _MEMBER_STATE = tuple(f.name for f in dataclasses.fields(StreamsMember) if not f.name.endswith("_timer"))
 
 STREAMS_PROTOCOL_TYPE = "streams"
