@@ -141,6 +141,7 @@ async def handle(ctx: Context, request: Any) -> Any:
         client_tags=tuple((kv.key, kv.value) for kv in request.client_tags) if request.client_tags is not None else None,
         client_id=ctx.header.client_id or "", client_host=client_host(ctx),
     ))
+    await ctx.cluster.groups.durable.flushed(request.group_id)  # the member's new epoch is stored before it acts
     if result.error != ErrorCode.none:
         return _error(m, result.error, result.message)
     return _answer(m, result)
