@@ -18,7 +18,6 @@ the checker (replica_checker.py) judges those events.
 from __future__ import annotations
 
 import random
-import signal
 import subprocess
 import sys
 import threading
@@ -30,7 +29,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from .engine import Engine, StorageFault
 from .history import History
-from .process import BrokerProcess, free_port
+from .process import BrokerProcess, BrokerProcesses, free_port
 from .workload import COMMON, GROUP, PARTITIONS, final_read
 
 STREAM = "/chaos"
@@ -41,7 +40,7 @@ CURSOR_TIMEOUT = 30.0  # and then to carry the group's cursors
 FAILOVER_TIMEOUT = 90.0  # a consumer failing over gets this long to read to the replica's end
 
 
-class ReplicationEngine(Engine):
+class ReplicationEngine(BrokerProcesses, Engine):
     name = "replication"
 
     def __init__(self, workdir: Path, history: History) -> None:
@@ -63,27 +62,6 @@ class ReplicationEngine(Engine):
         self.watching = threading.Event()
         self.watcher = threading.Thread(target=self._watch_replica_cursors, name="chaos-replica-cursors", daemon=True)
 
-    def _each(self, node: int | None) -> list[BrokerProcess]:
-        return list(self.brokers.values()) if node is None else [self.brokers[node]]
-
-    def start(self) -> bool:
-        return all([b.start() for b in self.brokers.values()])
-
-    def kill(self, node: int | None = None) -> None:
-        for b in self._each(node):
-            b.kill()
-
-    def stop(self, node: int | None = None) -> None:
-        for b in self._each(node):
-            b.stop()
-
-    def pause(self, node: int | None = None) -> None:
-        for b in self._each(node):
-            b.signal(signal.SIGSTOP)
-
-    def resume(self, node: int | None = None) -> None:
-        for b in self._each(node):
-            b.signal(signal.SIGCONT)
 
     def close(self) -> None:
         self._stop_watching()
