@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from kafkacompat.protocol.records import iter_records
 
 from kafkacompat.schemas.registry import registry_of
 from kafkacompat.testing import Broker
@@ -359,3 +360,16 @@ def test_schema_framed_records_are_shown_decoded_with_their_schema(web: Broker, 
     expect(rows.nth(3).locator("td.value")).to_contain_text(f"schema id {UNKNOWN_ID} unknown")
     accessible(page)
     page.screenshot(path=str(screens / "messages-decoded.png"), full_page=True)
+
+
+def test_a_subject_the_reader_may_not_read_is_not_named(web: Broker, meters: str) -> None:
+    """Decoding needs only READ on the topic; the subject and version are shown only to who may read the subject."""
+    from kafkacompat.http.console.decoding import Decoder
+
+    registry = registry_of(web.server.cluster)
+    partition = web.server.cluster.store.partition("/default", meters, 0)
+    first = next(iter(iter_records(web.call(partition.read(0, 64 * 1024)))))
+    for may_read, subject in ((lambda s: True, f"{meters}-value"), (lambda s: False, None)):
+        seen = Decoder(registry, {meters}, may_read).decoded(first.value, "value")
+        assert (seen["format"], seen["subject"], json.loads(seen["text"])) == ("Avro", subject,
+                                                                                {"meter": "m1", "kwh": 1.5})
