@@ -3,8 +3,8 @@
 A page starts where the user seeks (the log start, an offset, the first
 record at or after a time as ListOffsets finds it, or the last page before
 the end) and reads forward in READ_BYTES chunks until it has PER_PAGE
-records that pass the filters (key, header and value substrings, on the
-raw bytes), reaches the end, or has scanned SCAN_BYTES: a page never reads
+records that pass the filters (key, header and value substrings, on what
+is shown), reaches the end, or has scanned SCAN_BYTES: a page never reads
 a whole partition, and says where it stopped so the next page goes on from
 there. Values that are JSON are shown indented; keys and values framed for
 a schema registry (magic byte 0 and a 4-byte schema id) are decoded with
