@@ -373,3 +373,16 @@ def test_a_subject_the_reader_may_not_read_is_not_named(web: Broker, meters: str
         seen = Decoder(registry, {meters}, may_read).decoded(first.value, "value")
         assert (seen["format"], seen["subject"], json.loads(seen["text"])) == ("Avro", subject,
                                                                                 {"meter": "m1", "kwh": 1.5})
+
+
+def test_a_filtered_page_stops_after_its_decoding_budget(web: Broker, meters: str,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    import urllib.request
+
+    from kafkacompat.http.console import messages
+
+    monkeypatch.setattr(messages, "DECODES_MAX", 1)  # record 0's value (the filter decodes no key): no further
+    with urllib.request.urlopen(url(web, meters, value='"kwh": 2.5'), timeout=10) as answer:
+        html = answer.read().decode()
+    assert "0 record(s) matching, of 1 looked at" in html and "more from offset 1" in html
+    assert 'id="next-page"' in html  # the user goes on from there

@@ -68,6 +68,8 @@ class Decoder:
         self.registry, self.topic_names, self.may_read = registry, topic_names, may_read
         self._schemas: dict[tuple[int, str], Schema] = {}
         self._fresh = False
+        self.decoded_count = 0  # payloads decoded (a page bounds it: decoding costs far more than reading)
+        self._last: dict[str, tuple[bytes, dict[str, Any]]] = {}  # per key/value: a matched row isn't decoded twice
 
     async def ready(self, *parts: bytes | None) -> None:
         """Read the registry up to date once a page meets its first framed key or value."""
@@ -77,6 +79,14 @@ class Decoder:
 
     def decoded(self, data: bytes, what: str) -> dict[str, Any]:
         """The page's view of a framed key or value (`what`: key or value, for the subject preferred)."""
+        last = self._last.get(what)
+        if last is not None and last[0] is data:
+            return last[1]
+        found = self._decoded(data, what)
+        self._last[what] = (data, found)
+        return found
+
+    def _decoded(self, data: bytes, what: str) -> dict[str, Any]:
         schema_id = schema_id_of(data)
         schema = self._schema(schema_id, what)
         raw = base64.b64encode(data).decode()
@@ -89,6 +99,7 @@ class Decoder:
         try:
             if schema.decode is None:
                 raise Undecodable(schema.problem or "no decoder")
+            self.decoded_count += 1
             value = schema.decode(data[5:])
         except Undecodable as exc:
             return found | {"kind": "schema-failed", "text": raw,

@@ -4,9 +4,9 @@ A page starts where the user seeks (the log start, an offset, the first
 record at or after a time as ListOffsets finds it, or the last page before
 the end) and reads forward in READ_BYTES chunks until it has PER_PAGE
 records that pass the filters (key, header and value substrings, on what
-is shown), reaches the end, or has scanned SCAN_BYTES: a page never reads
-a whole partition, and says where it stopped so the next page goes on from
-there. Values that are JSON are shown indented; keys and values framed for
+is shown), reaches the end, or has scanned SCAN_BYTES or decoded
+DECODES_MAX schema-framed payloads: a page never reads a whole partition,
+and says where it stopped so the next page goes on from there. Values that are JSON are shown indented; keys and values framed for
 a schema registry (magic byte 0 and a 4-byte schema id) are decoded with
 the broker's own registry (decoding.py) and shown as JSON beside their
 schema's id, subject and version. The key and value filters match the text
@@ -49,6 +49,7 @@ from .units import parse_time
 PER_PAGE = 50
 READ_BYTES = 256 * 1024
 SCAN_BYTES = 8 * 1024 * 1024
+DECODES_MAX = 20_000  # about a second of Avro decoding (45 µs a small record): a filtered page stops there
 SHOWN_BYTES = 10_000  # a longer key or value is cut on the page
 SEEKS = ("beginning", "offset", "timestamp", "end")
 MAX_FORM_BYTES = 1024 * 1024
@@ -133,7 +134,8 @@ async def read_page(partition: storage.Partition, asked: Query, decoder: Decoder
     position = await start_offset(partition, asked)
     page = Page(start=position, next=position)
     read = 0
-    while len(page.rows) < PER_PAGE and read < SCAN_BYTES and position < partition.high_watermark:
+    while len(page.rows) < PER_PAGE and read < SCAN_BYTES and position < partition.high_watermark \
+            and decoder.decoded_count < DECODES_MAX:
         position = max(position, partition.log_start_offset)
         data = await partition.read(position, READ_BYTES)
         end = batches_end(data)
@@ -148,8 +150,8 @@ async def read_page(partition: storage.Partition, asked: Query, decoder: Decoder
             await decoder.ready(record.key, record.value)
             if asked.matches(record, decoder):
                 page.rows.append(row(record, decoder))
-                if len(page.rows) == PER_PAGE:
-                    break
+            if len(page.rows) == PER_PAGE or decoder.decoded_count >= DECODES_MAX:
+                break
         else:
             page.next = end
         position = page.next
