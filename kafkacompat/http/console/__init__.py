@@ -54,3 +54,4 @@ def add_routes(app: web.Application) -> None:
     history.track(app)
     folder = app[charts.UPLOT] = charts.uplot_dir()
     app[TEMPLATES].globals["uplot"] = charts.uplot_version(folder) if folder is not None else None
+    app[TEMPLATES].globals["partition_series"] = history.PARTITION_SERIES_MAX
