@@ -55,6 +55,7 @@ def test_metadata_after_a_crash_recovers_no_partition_on_the_request_path(tmp_pa
         for i in range(20):
             producer.produce("a", f"m{i}".encode(), partition=i % 2)
         assert producer.flush(30) == 0
+        del producer  # librdkafka lets go of its connections
     os.unlink(os.path.join(data, layout.CLEAN_MARKER))  # as a kill -9 leaves it: tails are validated on open
     loaded = _count_loads(monkeypatch)
     with Broker(store=DiskStore([data], background_verify=False)) as broker:
@@ -92,6 +93,7 @@ def test_close_checkpoints_only_partitions_with_unsaved_state(tmp_path, monkeypa
         producer = Producer({"bootstrap.servers": broker.bootstrap_servers})
         producer.produce("t042", b"kept")
         assert producer.flush(30) == 0
+        del producer  # librdkafka lets go of its connections
         checkpointed: list[str] = []
         real = DiskPartition.checkpoint
 
