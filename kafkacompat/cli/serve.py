@@ -12,6 +12,7 @@ import argparse
 import asyncio
 import dataclasses
 import errno
+import gc
 import logging
 import signal
 import socket
@@ -103,11 +104,27 @@ async def run_until_signalled(config: BrokerConfig) -> None:
         await server.start()
     except Exception as exc:
         raise _explain(config, exc) or exc
+    freeze_long_lived()
     try:
         await stop.wait()
         log.info("shutting down")
     finally:
         await server.stop()
+
+
+def freeze_long_lived() -> None:
+    """Leave what start-up loaded (every topic of the store) out of later full garbage collections.
+
+    CPython's full collection scans every tracked object and stops every
+    connection meanwhile; with 50,000 topics loaded, gen2 collections during
+    Metadata for all topics took 80-780 ms each (125 ms median) and with
+    them frozen 9-124 ms (31 ms median), measured with gc.callbacks on a
+    loaded 2-core machine (issue 32). What is frozen is never collected, so
+    garbage is collected first; only the broker's own process does this (a
+    test's in-process brokers keep the test's heap collectable).
+    """
+    gc.collect()
+    gc.freeze()
 
 
 def _explain(config: BrokerConfig, exc: Exception) -> StartError | None:
