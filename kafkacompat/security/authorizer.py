@@ -45,7 +45,8 @@ class AuthorizerSettings(Protocol):
     allow_everyone_if_no_acl_found: bool
     user_groups_file: str | None
 
-# Which stream permission grants which operation on the stream's topics (README, "Stream permissions and ACLs").
+# Which stream permission grants which operation on the stream's topics (docs/security.md, "Stream permissions
+# and ACLs").
 STREAM_GRANTS: dict[Operation, tuple[str, ...]] = {
     Operation.READ: ("consume", "copy"),
     Operation.WRITE: ("produce",),
