@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from ..security.acls import Operation
-from ..services import Context
+from ..services import Placement, Request, Security, Topics
 from .common import NO_THROTTLE, ErrorCode, leader_epoch_error, make, schema_of
 from .registry import Api, reads
 
@@ -13,7 +13,11 @@ from .registry import Api, reads
 API = Api(23, (2, 4), reads(("topics",), "topics"))
 
 
-async def handle(ctx: Context, request: Any) -> Any:
+class Reaches(Topics, Placement, Security, Protocol):
+    """What of the broker this module reaches."""
+
+
+async def handle(ctx: Request[Reaches], request: Any) -> Any:
     m = schema_of(ctx)
     cluster = ctx.cluster
     topics = []
