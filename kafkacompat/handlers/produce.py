@@ -165,7 +165,7 @@ def _refuse_records(outcome: _Outcome, errors: list[tuple[int, str]]) -> None:
                        f"and only showing the first three errors at most: [{shown}]")
 
 
-async def _refuse_schemaless(ctx: Any, outcome: _Outcome, name: str, info: Any, configs: ProduceConfigs,
+async def _refuse_schemaless(ctx: Request[Reaches], outcome: _Outcome, name: str, info: Any, configs: ProduceConfigs,
                              view: memoryview, batches: list) -> bool:
     """A topic with schema validation on: refuse records without a schema id of its subject (schemas.validation)."""
     names = {name, f"{info.stream}:{info.name}"} | ({info.name} if info.stream == ctx.cluster.default_stream else set())

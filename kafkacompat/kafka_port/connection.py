@@ -418,8 +418,10 @@ async def _refused_later(key: int, version: int, request: Any, answer: Awaitable
 
 
 if TYPE_CHECKING:
+    from ..operations.streams import Caller
     from ..services import Broker, Context
 
-    def _provided(cluster: Cluster, ctx: RequestContext) -> tuple[Broker, Context]:
-        """Checked by mypy only: the composition root and this connection's context provide the handlers' views."""
-        return cluster, ctx
+    def _provided(cluster: Cluster, ctx: RequestContext) -> tuple[Broker, Context, Caller]:
+        """Checked by mypy only: the composition root and this connection's context provide the handlers' views
+        (and the operations' Caller, which StreamAdmin hands on)."""
+        return cluster, ctx, ctx
