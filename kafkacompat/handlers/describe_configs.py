@@ -10,7 +10,7 @@ from ..catalog.topic_configs import Synonym, config_synonyms, definition
 from ..catalog.views import BrokerConfigSource
 from ..security.acls import Operation
 from ..security.authorizer import config_refusal
-from ..services import Placement, Request, Topics
+from ..services import Placement, Request, Security, Topics
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
 from .registry import Api, reads
 
@@ -18,7 +18,7 @@ from .registry import Api, reads
 API = Api(32, (1, 4), reads())
 
 
-class Reaches(Topics, Placement, BrokerConfigSource, Protocol):
+class Reaches(Topics, Placement, Security, BrokerConfigSource, Protocol):
     """What of the broker this module reaches."""
 
 TOPIC, BROKER, BROKER_LOGGER, GROUP = 2, 4, 8, 32

@@ -36,6 +36,35 @@ from .principal import ANONYMOUS
 audit = logging.getLogger("kafkacompat.audit")
 
 
+class _TopicLookup(Protocol):
+    def topic_for(self, name: str) -> tuple[Any, Any]: ...
+
+
+class TopicAsker(Protocol):
+    """A request whose view of the broker looks topics up: what `Authorizer.topic_for` reads of it."""
+
+    @property
+    def cluster(self) -> _TopicLookup: ...
+
+    @property
+    def peer(self) -> str: ...
+
+
+class _Authorizing(Protocol):
+    @property
+    def authorizer(self) -> Authorizer: ...
+
+
+class ConfigAsker(Protocol):
+    """A request whose view of the broker holds the authorizer: what `config_refusal` reads of it."""
+
+    @property
+    def cluster(self) -> _Authorizing: ...
+
+    @property
+    def peer(self) -> str: ...
+
+
 class AuthorizerSettings(Protocol):
     """The broker settings authorization follows (kafkacompat.config.BrokerConfig has them; security sits
     below the configuration, which checks its settings with security's parsers)."""
@@ -169,7 +198,7 @@ class Authorizer:
         stream, canonical = self.topic_resource(name)
         return self.authorize(ctx, operation, ResourceType.TOPIC, canonical, stream=stream, log_denied=log_denied)
 
-    def topic_for(self, ctx: Any, operation: Operation, name: str) -> tuple[Any, Any]:
+    def topic_for(self, ctx: TopicAsker, operation: Operation, name: str) -> tuple[Any, Any]:
         """Cluster.topic_for behind the access check: (None, TOPIC_AUTHORIZATION_FAILED) when refused.
 
         Kafka checks access before existence, so a refused client cannot
@@ -242,7 +271,7 @@ CLUSTER_DENIED = "Cluster authorization failed."
 TRANSACTIONAL_ID_DENIED = "Transactional Id authorization failed."
 
 
-def config_refusal(ctx: Any, operation: Operation, resource_type: int, name: str) -> tuple[ErrorCode, str] | None:
+def config_refusal(ctx: ConfigAsker, operation: Operation, resource_type: int, name: str) -> tuple[ErrorCode, str] | None:
     """DescribeConfigs / AlterConfigs: the error for a config resource the principal may not read or change.
 
     Topics need the operation on the topic, groups on the group, brokers and
