@@ -23,11 +23,12 @@ class Reaches(Topics, Security, Transactions, Protocol):
     """What of the broker this module reaches."""
 
 
-async def _partition(ctx: Request[Reaches], m: Any, info: Any, missing: ErrorCode, index: int) -> Any:
+async def _partition(ctx: Request[Reaches], m: Any, info: storage.TopicInfo | None, missing: ErrorCode,
+                     index: int) -> Any:
     cluster = ctx.cluster
     partition, error = await cluster.serving_partition(info, missing, index)
     producers: tuple[Any, ...] = ()
-    if partition is not None:
+    if partition is not None and info is not None:  # a served partition has its topic
         key = (info.stream, info.name, index)
         try:
             await cluster.producers.restore(key, partition)

@@ -73,7 +73,7 @@ async def handle(ctx: Request[Reaches], request: Any) -> Any:
             partition, error = await cluster.serving_partition(info, missing, part.partition_index)
             if partition is not None and part.timestamp < 0 and FIRST_VERSION.get(part.timestamp, 99) > ctx.version:
                 error = ErrorCode.unsupported_version
-            elif partition is not None:
+            elif partition is not None and info is not None:  # a served partition has its topic
                 # the epoch Metadata names (in a cluster, the leader table's; else the store's): Java's
                 # consumer takes it as the partition's last seen epoch and from then on ignores Metadata
                 # naming an older one, so one above Metadata's would hide every later leader from it

@@ -27,7 +27,7 @@ async def handle(ctx: Request[Reaches], request: Any) -> Any:
         for part in topic.partitions:
             epoch, end = -1, -1
             partition, error = await cluster.serving_partition(info, missing, part.partition)
-            if partition is not None:
+            if partition is not None and info is not None:  # a served partition has its topic
                 current = cluster.leader_epoch(info, part.partition, partition)
                 error = leader_epoch_error(current, part.current_leader_epoch)
                 if error == ErrorCode.none:  # leader epochs as Metadata names them, not the store's own

@@ -26,7 +26,7 @@ from typing import Any, Protocol
 from kio.schema.errors import ErrorCode
 
 from kafkacompat.protocol.versions import api_name
-from kafkacompat.storage import PermissionEntries, Store
+from kafkacompat.storage import PermissionEntries, Store, TopicInfo
 
 from ..topic_names import TopicNameError, canonical_name, split_name
 from . import permissions
@@ -37,7 +37,7 @@ audit = logging.getLogger("kafkacompat.audit")
 
 
 class _TopicLookup(Protocol):
-    def topic_for(self, name: str) -> tuple[Any, Any]: ...
+    def topic_for(self, name: str) -> tuple[TopicInfo | None, ErrorCode]: ...
 
 
 class TopicAsker(Protocol):
@@ -198,7 +198,7 @@ class Authorizer:
         stream, canonical = self.topic_resource(name)
         return self.authorize(ctx, operation, ResourceType.TOPIC, canonical, stream=stream, log_denied=log_denied)
 
-    def topic_for(self, ctx: TopicAsker, operation: Operation, name: str) -> tuple[Any, Any]:
+    def topic_for(self, ctx: TopicAsker, operation: Operation, name: str) -> tuple[TopicInfo | None, ErrorCode]:
         """Cluster.topic_for behind the access check: (None, TOPIC_AUTHORIZATION_FAILED) when refused.
 
         Kafka checks access before existence, so a refused client cannot
@@ -271,7 +271,8 @@ CLUSTER_DENIED = "Cluster authorization failed."
 TRANSACTIONAL_ID_DENIED = "Transactional Id authorization failed."
 
 
-def config_refusal(ctx: ConfigAsker, operation: Operation, resource_type: int, name: str) -> tuple[ErrorCode, str] | None:
+def config_refusal(ctx: ConfigAsker, operation: Operation, resource_type: int,
+                   name: str) -> tuple[ErrorCode, str] | None:
     """DescribeConfigs / AlterConfigs: the error for a config resource the principal may not read or change.
 
     Topics need the operation on the topic, groups on the group, brokers and
