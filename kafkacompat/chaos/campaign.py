@@ -122,7 +122,7 @@ def report(verdict: Verdict, events: list[Event], out: TextIO) -> None:
     for item in verdict.allowed_losses + verdict.allowed_other:  # a paragraph per fault and finding, not record
         allowed.setdefault(item.lines[1:], []).append(item)
     for lines, items in allowed.items():
-        print(f"allowed (the README permits it) {items[0].kind}: {len(items)} like this one: {items[0].message}",
+        print(f"allowed (the docs permit it) {items[0].kind}: {len(items)} like this one: {items[0].message}",
               file=out)
         for i in (items[0].lines[0], *lines):
             print(f"    history line {i}: {json.dumps(by_line.get(i), separators=(',', ':'))}", file=out)

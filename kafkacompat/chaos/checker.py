@@ -1,7 +1,7 @@
 """The rules a campaign's history must obey, each a function over the events.
 
-What an acknowledgement promises comes from the README ("What survives
-what", "Damaged storage"): a batch is in its partitionlet before any answer,
+What an acknowledgement promises comes from the docs (docs/benchmarks.md, "What
+an acknowledgement promises"; docs/operations.md, "Damaged storage"): a batch is in its partitionlet before any answer,
 so killing or pausing the broker, filling its disk or damaging metadata files
 loses nothing acknowledged under any fsync policy; damage to a partitionlet's
 own bytes may lose what those bytes held, and the broker then quarantines the
@@ -13,7 +13,7 @@ broker was stopped for the damage, so its own time proves nothing); such
 losses are listed, never counted as verified.
 A deleted or garbled `.cursors` file may likewise take committed offsets
 back ("a deleted one starts the stream's groups afresh").
-One loss the README names as beyond detection: an active log cut exactly at
+One loss docs/operations.md names as beyond detection: an active log cut exactly at
 a batch boundary, past its manifest's checkpoint, while the broker was down
 after a kill (the nemesis marks it `unnoticeable_from`, the first offset cut
 off). The start reads it as a log that ended there, so from that offset on
@@ -67,8 +67,8 @@ class Verdict:
     faults: dict[str, int]
     acknowledged: int
     verified: int
-    allowed_losses: list[Violation]  # acknowledged writes lost where the README allows it
-    allowed_other: list[Violation]  # committed offsets gone back, offsets reused, where the README allows it
+    allowed_losses: list[Violation]  # acknowledged writes lost where docs/operations.md allows it
+    allowed_other: list[Violation]  # committed offsets gone back, offsets reused, where docs/operations.md allows it
     violations: list[Violation]
     replicated: int = 0  # acknowledged writes found on the replica as the source keeps them (replication engine)
     plain_duplicates: int = 0  # extra copies of plain (acks=1, not idempotent) records: retries may store twice
@@ -114,7 +114,7 @@ def _final_ends(events: list[Event]) -> dict[tuple[str, int], Event]:
 
 
 def check_acknowledged(events: list[Event], acked: list[Event]) -> tuple[int, list[Violation], list[Violation]]:
-    """(verified count, losses the README allows, lost writes): each ack found at its offset in the final read."""
+    """(verified count, losses the docs allow, lost writes): each ack found at its offset in the final read."""
     finals, ends = _finals(events), _final_ends(events)
     quarantines = [e for e in events if e["type"] == "quarantine"]
     damages = [e for e in events if e["type"] == "fault" and e["phase"] == "start" and e.get("damage")]
@@ -142,7 +142,7 @@ def check_acknowledged(events: list[Event], acked: list[Event]) -> tuple[int, li
         if cut is not None and (found is not None or not quarantine):
             allowed.append(Violation("lost-to-unseen-cut", f"{short(ack['value'])} at {_tp(ack)} offset "
                                      f"{ack['offset']} was cut off at a batch boundary while the broker was down "
-                                     f"({cut['detail']}), the loss the README says a start cannot see",
+                                     f"({cut['detail']}), the loss docs/operations.md says a start cannot see",
                                      (ack["i"], cut["i"])))
             continue
         if quarantine:  # name the damage that the broker's finding followed
@@ -340,7 +340,7 @@ def aborted_reads(events: list[Event]) -> list[Violation]:
 def broker_troubles(events: list[Event]) -> list[Violation]:
     """The broker must start after every fault, stop cleanly (status 0, clean marker) on SIGTERM, and never
     close a connection over an internal error (it answers a named Kafka error instead). On a full disk a
-    stop is status 0 but may leave the marker out (README, "Damaged storage": a manifest it could not save
+    stop is status 0 but may leave the marker out (docs/operations.md, "Damaged storage": a manifest it could not save
     makes the next start check every tail as after a crash)."""
     out = []
     full = False
@@ -364,7 +364,7 @@ TOLD_WITHIN = 15.0  # seconds a consumer at a quarantined range gets to receive 
 
 def consumers_not_told(events: list[Event], reader: str = "rc-reader") -> list[Violation]:
     """Without --skip-damaged, a consumer that reached a quarantined range is told (an error event from its
-    poll, CORRUPT_MESSAGE) instead of stalling in silence (README, "Damaged storage"). Checked for the
+    poll, CORRUPT_MESSAGE) instead of stalling in silence (docs/operations.md, "Damaged storage"). Checked for the
     reader assigned every partition: where it stopped at a range (it read every committed record before the
     range, none after) with time to have fetched there, it must have had an error event for that partition."""
     if not any(e["type"] == "campaign" and e.get("skip_damaged") is False for e in events):

@@ -2,12 +2,12 @@
 
 PostgreSQL (Debian's, initdb'd privately) and moto's S3 server are
 started on loopback by kafkacompat.testing.services, as the cluster tests
-start them; the brokers run as subprocesses with the README's command line
+start them; the brokers run as subprocesses with the command line of docs/cloud.md
 (`--store postgresql://... --object-store s3://... --node-id N`). Process
 faults hit one broker at a time, so leadership and group coordination move
 between the others. Its storage faults: a database outage, every session
 of the brokers' database is ended and new ones refused for a few seconds
-(the README promises acknowledged records and committed offsets come
+(docs/cloud.md promises acknowledged records and committed offsets come
 through intact once it is back), and an object store outage: moto's
 server paused (SIGSTOP, its objects kept), so uploads and reads hang.
 """

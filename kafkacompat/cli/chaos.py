@@ -24,7 +24,7 @@ def parse(argv: Sequence[str] | None) -> argparse.ArgumentParser:
     held = "; ".join(f"{name} ({why})" for name, why in {**HELD_BACK, **CLOUD_HELD_BACK}.items())
     p = argparse.ArgumentParser(
         prog="python -m kafkacompat.chaos",
-        description="A seeded fault campaign: stock clients, a nemesis, a checker of what the README promises.",
+        description="A seeded fault campaign: stock clients, a nemesis, a checker of what docs/operations.md promises.",
         epilog=f"fault mixes: safe = {', '.join((*SAFE, *CLOUD_SAFE, *REPLICATION_SAFE))}; all = safe plus the faults held back "
                f"from CI until known bugs are fixed: {held}")
     p.add_argument("--engine", choices=list(ENGINES), default="disk")

@@ -32,7 +32,7 @@ from ..config import (
 
 log = logging.getLogger("kafkacompat")
 
-# `serve` exit statuses (README, "serve exit codes")
+# `serve` exit statuses (docs/configuration.md, "serve exit codes")
 EXIT_OK = 0
 EXIT_FAILED = 1  # the broker failed while running
 EXIT_CONFIG = 2  # a bad flag, environment variable or config file
