@@ -18,11 +18,14 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
 
 from kafkacompat.protocol.records import Record
 
 from .log import SchemaHost
-from .registry import Registry, registry_of
+
+if TYPE_CHECKING:  # the registry (and the Avro, JSON Schema and Protobuf libraries it parses with) loads when a
+    from .registry import Registry  # topic that validates is first produced to, not with every broker
 
 _ID = struct.Struct(">bI")
 TOPIC, RECORD = "TopicNameStrategy", "RecordNameStrategy"  # and TopicRecordNameStrategy
@@ -67,6 +70,8 @@ async def refusals(cluster: SchemaHost, topic_names: Iterable[str], records: Ite
     `topic_names` are the names the topic goes by; `keys` and `values` the
     subject name strategy each is checked by (None: not checked).
     """
+    from .registry import registry_of
+
     registry = registry_of(cluster)
     names = set(topic_names)
     checks = [(what, expected_subjects(registry, names, what, strategy))
