@@ -315,7 +315,8 @@ class ColumnDecoder:
         import fastavro
 
         writer_schema = fastavro.parse_schema(json.loads(writer.schema))
-        reader_schema = self._reader_schema
+        # resolving costs fastavro several times the decoding: records written with the reader schema skip it
+        reader_schema = None if writer.id == self.column.reader.id else self._reader_schema
 
         def decode(body: bytes) -> Any:
             return fastavro.schemaless_reader(io.BytesIO(body), writer_schema, reader_schema)
