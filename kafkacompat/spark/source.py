@@ -69,21 +69,21 @@ class KafkacompatDataSource(DataSource):
 
     def reader(self, schema: StructType) -> DataSourceReader:
         opts = parse_options(self.options)
-        return BatchReader(opts, schema, _typed(opts))
+        return BatchReader(opts, schema, _typed(opts, schema))
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         from .stream import StreamReader
 
         opts = parse_options(self.options)
-        return StreamReader(opts, schema, _typed(opts))
+        return StreamReader(opts, schema, _typed(opts, schema))
 
 
-def _typed(opts: Options) -> list[ColumnSchema]:
+def _typed(opts: Options, schema: StructType) -> list[ColumnSchema]:
     if not opts.decode:
         return []
     from .typed import column_schemas
 
-    return column_schemas(opts)
+    return column_schemas(opts, schema)
 
 
 class BatchReader(DataSourceReader):

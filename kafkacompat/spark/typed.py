@@ -108,8 +108,13 @@ def writers_of(records: Iterable[dict[str, Any]]) -> dict[int, Written]:
     return {r["id"]: Written(r["id"], r.get("schemaType") or AVRO, r["schema"]) for r in records}
 
 
-def column_schemas(opts: Options) -> list[ColumnSchema]:
-    """The decoding of each column `decode` names, found in the registry's records (on the driver)."""
+def column_schemas(opts: Options, query: StructType | None = None) -> list[ColumnSchema]:
+    """The decoding of each column `decode` names, found in the registry's records (on the driver).
+
+    `query`: the schema Spark took when the query was defined. The reader
+    schema is then the newest version of that type: a version registered
+    since does not change the columns of a query already defined.
+    """
     if not opts.decode:
         return []
     records = registry_records(opts)
@@ -121,7 +126,7 @@ def column_schemas(opts: Options) -> list[ColumnSchema]:
         if not versions:
             raise OptionError(f"no schema is registered under subject {subject!r} in the streams read "
                               f"(set option '{column}.subject')")
-        wanted = opts.schema_versions.get(column) or max(versions)
+        wanted = opts.schema_versions.get(column) or _newest(versions, writers, column, query)
         if wanted not in versions:
             raise OptionError(f"subject {subject!r} has no version {wanted} (it has {sorted(versions)})")
         chosen = versions[wanted]
@@ -131,6 +136,19 @@ def column_schemas(opts: Options) -> list[ColumnSchema]:
                               "are decoded into columns yet")
         out.append(ColumnSchema(column, subject, reader, writers))
     return out
+
+
+def _newest(versions: dict[int, dict[str, Any]], writers: Mapping[int, Written], column: str,
+            query: StructType | None) -> int:
+    if query is None:
+        return max(versions)
+    wanted = query[column].dataType
+    for version in sorted(versions, reverse=True):
+        written = writers[versions[version]["id"]]
+        if written.schema_type in (AVRO, JSON) and spark_type(written) == wanted:
+            return version
+    raise OptionError(f"no version of the {column}'s subject has the type the query was defined with any more: "
+                      "define the query again")
 
 
 def _default_subject(opts: Options, column: str, records: list[dict[str, Any]]) -> str:

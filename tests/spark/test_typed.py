@@ -163,3 +163,30 @@ def test_options_that_name_no_schema_say_so(spark, broker):
     produce(broker, [reading(0)], avro_serializer(broker, V1))
     with pytest.raises((PySparkException, Py4JJavaError), match="has no version 7"):
         typed(spark, broker, **{"value.schemaVersion": "7"}).schema
+
+
+def test_a_streaming_query_reads_typed_rows_and_versions_registered_after_it_started(spark, broker, tmp_path):
+    import time
+
+    produce(broker, [reading(i) for i in range(3)], avro_serializer(broker, V1))
+    stream = (spark.readStream.format("kafkacompat").option("dataDir", broker.server.cluster.store.root)
+              .option("subscribe", TOPIC).option("decode", "value").load())
+    query = (stream.select("value.pump", "value.pressure").writeStream.format("memory").queryName("typed_pumps")
+             .option("checkpointLocation", str(tmp_path / "checkpoint")).trigger(processingTime="0 seconds").start())
+
+    def rows_when(count: int) -> list[tuple[str, float]]:
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline and query.exception() is None:
+            rows = sorted((r.pump, r.pressure) for r in spark.sql("SELECT * FROM typed_pumps").collect())
+            if len(rows) >= count:
+                return rows
+            time.sleep(0.5)
+        raise AssertionError(f"the query did not reach {count} rows: {query.exception()}")
+
+    try:
+        assert rows_when(3) == [("pump-0", 100.0), ("pump-1", 101.0), ("pump-2", 102.0)]
+        # v2, registered while the query runs: its records are resolved to the query's schema (v1)
+        produce(broker, [{**reading(3), "unit": "psi", "note": None}], avro_serializer(broker, V2))
+        assert rows_when(4)[1] == ("pump-0", 103.0)
+    finally:
+        query.stop()
