@@ -100,8 +100,16 @@ def registry_records(opts: Options) -> list[dict[str, Any]]:
             for record in iter_records(batch):
                 key = (record.key or b"").decode("utf-8", "replace")
                 if key.startswith("schema/"):  # the last record of a key is its state; no value: deleted
-                    state[f"{stream} {key}"] = None if record.value is None else json.loads(record.value)
+                    state[f"{stream} {key}"] = _state(record.value)
     return [v for v in state.values() if isinstance(v, dict) and not v.get("deleted")]
+
+
+def _state(value: bytes | None) -> Any:
+    """A record's JSON state; one that is not JSON (not the registry's: it skips them too) counts as none."""
+    try:
+        return None if value is None else json.loads(value)
+    except ValueError:
+        return None
 
 
 def writers_of(records: Iterable[dict[str, Any]]) -> dict[int, Written]:

@@ -190,3 +190,26 @@ def test_a_streaming_query_reads_typed_rows_and_versions_registered_after_it_sta
         assert rows_when(4)[1] == ("pump-0", 103.0)
     finally:
         query.stop()
+
+
+def test_avro_types_map_as_spark_maps_them():
+    from pyspark.sql.types import BinaryType, DecimalType, LongType, StructType, TimestampType
+
+    from kafkacompat.spark.options import OptionError
+    from kafkacompat.spark.typed import avro_type
+
+    node = {"type": "record", "name": "Node", "fields": [
+        {"name": "at", "type": {"type": "long", "logicalType": "timestamp-micros"}},
+        {"name": "hash", "type": {"type": "fixed", "name": "Hash", "size": 4}},
+        {"name": "again", "type": "Hash"},  # a named type used by name
+        {"name": "amount", "type": {"type": "fixed", "name": "Amount", "size": 8, "logicalType": "decimal",
+                                    "precision": 12, "scale": 3}},
+        {"name": "n", "type": ["long", "null"]}]}
+    mapped = avro_type(node, {})
+    assert isinstance(mapped, StructType)
+    assert [f.dataType for f in mapped.fields] == [TimestampType(), BinaryType(), BinaryType(), DecimalType(12, 3),
+                                                   LongType()]
+    with pytest.raises(OptionError, match="several non-null branches"):
+        avro_type(["null", "int", "string"], {})
+    with pytest.raises(OptionError, match="not defined"):
+        avro_type({"type": "array", "items": "other.Thing"}, {})
