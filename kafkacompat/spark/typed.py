@@ -50,6 +50,7 @@ from pyspark.sql.types import (
 from .options import OptionError, Options, TopicRef
 
 SCHEMAS_TOPIC = "_schemas"  # the registry's topic in every stream (kafkacompat.broker.cluster.SCHEMAS_TOPIC)
+_FIELDS = {"subject", "version", "id", "schema"}  # what a schema record needs to be read here
 AVRO, JSON = "AVRO", "JSON"
 _ID = struct.Struct(">I")
 
@@ -85,7 +86,8 @@ class ColumnSchema:
 
 
 def registry_records(opts: Options) -> list[dict[str, Any]]:
-    """Every live schema version in the `_schemas` topics of the streams read and of the default stream."""
+    """Every schema version (soft-deleted ones too: their records still decode) in the `_schemas` topics
+    of the streams read and of the default stream."""
     from ..protocol.records import iter_records
     from ..storage.disk.reader import StoreReader, read_batches
 
@@ -101,7 +103,7 @@ def registry_records(opts: Options) -> list[dict[str, Any]]:
                 key = (record.key or b"").decode("utf-8", "replace")
                 if key.startswith("schema/"):  # the last record of a key is its state; no value: deleted
                     state[f"{stream} {key}"] = _state(record.value)
-    return [v for v in state.values() if isinstance(v, dict) and not v.get("deleted")]
+    return [v for v in state.values() if isinstance(v, dict) and _FIELDS <= v.keys()]
 
 
 def _state(value: bytes | None) -> Any:
@@ -130,7 +132,7 @@ def column_schemas(opts: Options, query: StructType | None = None) -> list[Colum
     out = []
     for column in opts.decode:
         subject = opts.subjects.get(column) or _default_subject(opts, column, records)
-        versions = {r["version"]: r for r in records if r["subject"] == subject}
+        versions = {r["version"]: r for r in records if r["subject"] == subject and not r.get("deleted")}
         if not versions:
             raise OptionError(f"no schema is registered under subject {subject!r} in the streams read "
                               f"(set option '{column}.subject')")
