@@ -217,3 +217,30 @@ def test_avro_types_map_as_spark_maps_them():
         avro_type(["null", "int", "string"], {})
     with pytest.raises(OptionError, match="not defined"):
         avro_type({"type": "array", "items": "other.Thing"}, {})
+
+
+def test_a_replica_of_the_stream_reads_the_same_typed_rows_with_its_own_schemas(spark, tmp_path):
+    """/rig replicated from San Jose to New York carries `_schemas`; San Jose lost, Spark reads New York's store."""
+    import time
+
+    from kafkacompat.admin.client import AdminClient
+
+    with Broker(str(tmp_path / "a"), cluster_name="sanjose", http_port=0) as a, \
+            Broker(str(tmp_path / "b"), cluster_name="newyork", http_port=0) as b:
+        for running in (a, b):
+            AdminClient(running.bootstrap_servers, timeout=30).call("stream.create", path="/rig")
+        a.create_topic(TOPIC, partitions=1)
+        produce(a, [reading(i) for i in range(3)], avro_serializer(a, V1))
+        AdminClient(a.bootstrap_servers, timeout=30).call("replica.add", path="/rig",
+                                                          replica=f"127.0.0.1:{b.port}/rig")
+        def arrived(topic: str, count: int) -> bool:
+            store = b.server.store
+            return store.get_topic("/rig", topic) is not None and store.partition("/rig", topic, 0).high_watermark >= count
+
+        deadline = time.monotonic() + 60
+        while not (arrived("pumps", 3) and arrived("_schemas", 1)):
+            assert time.monotonic() < deadline, "the records and schemas did not reach New York"
+            time.sleep(0.1)
+        a.stop()  # San Jose is lost
+        rows = by_pressure(typed(spark, b))
+    assert [(r["pump"], r["state"]) for r in rows] == [("pump-0", "OK"), ("pump-1", "ALARM"), ("pump-2", "OK")]
