@@ -11,7 +11,9 @@ each record is decoded with the schema its id names and resolved to the
 reader schema by fastavro (Avro's schema resolution: defaults for added
 fields, dropped fields skipped, promotions), the library confluent-kafka's
 own Avro deserializer uses. JSON Schema values are parsed as JSON and
-projected onto the struct the reader schema describes.
+projected onto the struct the reader schema describes; Protobuf values are
+parsed with the reader version's first message (built by `protobuf` from
+the registered descriptor), Protobuf's own evolution.
 
 Records that cannot be decoded (not framed, unknown id, bad payload)
 fail the task under `mode` FAILFAST (the default, as Spark's
@@ -51,7 +53,8 @@ from .options import OptionError, Options, TopicRef
 
 SCHEMAS_TOPIC = "_schemas"  # the registry's topic in every stream (kafkacompat.broker.cluster.SCHEMAS_TOPIC)
 _FIELDS = {"subject", "version", "id", "schema"}  # what a schema record needs to be read here
-AVRO, JSON = "AVRO", "JSON"
+AVRO, JSON, PROTOBUF = "AVRO", "JSON", "PROTOBUF"
+DECODED = (AVRO, JSON, PROTOBUF)
 _ID = struct.Struct(">I")
 
 
@@ -141,9 +144,8 @@ def column_schemas(opts: Options, query: StructType | None = None) -> list[Colum
             raise OptionError(f"subject {subject!r} has no version {wanted} (it has {sorted(versions)})")
         chosen = versions[wanted]
         reader = writers[chosen["id"]]
-        if reader.schema_type not in (AVRO, JSON):
-            raise OptionError(f"subject {subject!r} holds {reader.schema_type} schemas: only Avro and JSON Schema "
-                              "are decoded into columns yet")
+        if reader.schema_type not in DECODED:
+            raise OptionError(f"subject {subject!r} holds {reader.schema_type} schemas, not decoded into columns")
         out.append(ColumnSchema(column, subject, reader, writers))
     return out
 
@@ -155,7 +157,7 @@ def _newest(versions: dict[int, dict[str, Any]], writers: Mapping[int, Written],
     wanted = query[column].dataType
     for version in sorted(versions, reverse=True):
         written = writers[versions[version]["id"]]
-        if written.schema_type in (AVRO, JSON) and spark_type(written) == wanted:
+        if written.schema_type in DECODED and spark_type(written) == wanted:
             return version
     raise OptionError(f"no version of the {column}'s subject has the type the query was defined with any more: "
                       "define the query again")
@@ -192,7 +194,60 @@ def spark_fields(base: list[StructField], columns: list[ColumnSchema], permissiv
 def spark_type(schema: Written) -> DataType:
     if schema.schema_type == AVRO:
         return avro_type(json.loads(schema.schema), {})
+    if schema.schema_type == PROTOBUF:
+        return proto_type(proto_message(schema.schema, [0]).DESCRIPTOR)
     return json_schema_type(json.loads(schema.schema))
+
+
+def proto_message(text: str, indexes: list[int]) -> Any:
+    """The message class a Protobuf schema's message indexes name (Confluent's framing), built from its
+    descriptor by `protobuf` as protoc's code would be; imports of other files are not resolved."""
+    from google.protobuf import descriptor_pool, message_factory
+
+    from ..schemas.formats import parse_proto
+
+    file = parse_proto(text)
+    file.name = file.name or "schema.proto"
+    pool = descriptor_pool.DescriptorPool()
+    try:
+        pool.Add(file)
+    except (TypeError, KeyError) as exc:
+        raise DecodeError(f"the Protobuf schema cannot be loaded (imports are not resolved): {exc}") from None
+    messages, descriptor = pool.FindFileByName(file.name).message_types_by_name, None
+    for index in indexes:
+        listing = list(messages.values()) if descriptor is None else list(descriptor.nested_types)
+        if index >= len(listing):
+            raise DecodeError(f"message index {indexes} is not in the Protobuf schema")
+        descriptor = listing[index]
+    return message_factory.GetMessageClass(descriptor)
+
+
+_PROTO_SCALARS: dict[int, DataType] = {
+    1: DoubleType(), 2: FloatType(), 3: LongType(), 4: DecimalType(20, 0), 5: IntegerType(), 6: DecimalType(20, 0),
+    7: LongType(), 8: BooleanType(), 9: StringType(), 12: BinaryType(), 13: LongType(), 14: StringType(),
+    15: IntegerType(), 16: LongType(), 17: IntegerType(), 18: LongType(),
+}  # FieldDescriptor.TYPE_*: uint32 to bigint, uint64/fixed64 to decimal(20,0), enum to string, as Spark's from_protobuf
+
+
+def proto_type(message: Any) -> DataType:
+    fields = StructType()
+    for field in message.fields:
+        fields.add(StructField(field.name, _proto_field_type(field)))
+    return fields
+
+
+def _proto_field_type(field: Any) -> DataType:
+    if field.message_type is not None and field.message_type.GetOptions().map_entry:
+        key, value = field.message_type.fields_by_name["key"], field.message_type.fields_by_name["value"]
+        return MapType(_proto_single(key), _proto_single(value))
+    single = _proto_single(field)
+    return ArrayType(single) if field.is_repeated else single
+
+
+def _proto_single(field: Any) -> DataType:
+    if field.message_type is not None:
+        return proto_type(field.message_type)
+    return _PROTO_SCALARS[field.type]
 
 
 _AVRO_PRIMITIVES: dict[str, DataType] = {
@@ -282,6 +337,8 @@ class ColumnDecoder:
             self._reader_schema = fastavro.parse_schema(json.loads(column.reader.schema))
         else:
             self._spark_type = spark_type(column.reader)
+        if column.reader.schema_type == PROTOBUF:
+            self._reader_class = proto_message(column.reader.schema, [0])
 
     def decode(self, values: Any) -> tuple[Any, list[str | None]]:
         """(Arrow array of the decoded values, the error of each row or None)."""
@@ -335,7 +392,7 @@ class ColumnDecoder:
         if writer.schema_type != self.column.reader.schema_type:
             raise DecodeError(f"schema id {schema_id} is {writer.schema_type}, the subject's schema "
                               f"{self.column.reader.schema_type}")
-        decoder = self._avro(writer) if writer.schema_type == AVRO else self._json
+        decoder = {AVRO: self._avro, PROTOBUF: self._proto}.get(writer.schema_type, lambda _: self._json)(writer)
         self._decoders[schema_id] = decoder
         return decoder
 
@@ -351,8 +408,71 @@ class ColumnDecoder:
 
         return decode
 
+    def _proto(self, writer: Written) -> Callable[[bytes], Any]:
+        """Decoded with the reader schema's message (Protobuf readers skip unknown fields, default missing ones)."""
+        from google.protobuf.json_format import MessageToDict
+
+        kind = self._spark_type
+
+        def decode(body: bytes) -> Any:
+            indexes, body = _message_indexes(body)
+            if indexes != [0]:
+                raise DecodeError(f"message index {indexes}: only a schema's first message is decoded")
+            message = self._reader_class.FromString(body)
+            return _proto_value(MessageToDict(message, preserving_proto_field_name=True,
+                                              always_print_fields_with_no_presence=True), kind)
+
+        return decode
+
     def _json(self, body: bytes) -> Any:
         return conform(json.loads(body), self._spark_type)
+
+
+def _message_indexes(body: bytes) -> tuple[list[int], bytes]:
+    """Confluent's Protobuf framing after the id: zigzag varints, a count then the indexes; 0 alone is [0]."""
+    numbers, pos = [], 0
+    count = None
+    while count is None or len(numbers) < count:
+        shift = value = 0
+        while True:
+            if pos >= len(body):
+                raise DecodeError("the Protobuf message indexes are cut short")
+            byte = body[pos]
+            pos += 1
+            value |= (byte & 0x7F) << shift
+            shift += 7
+            if not byte & 0x80:
+                break
+        value = (value >> 1) ^ -(value & 1)
+        if count is None:
+            count = value
+        else:
+            numbers.append(value)
+    return (numbers or [0]), body[pos:]
+
+
+def _proto_value(value: Any, kind: DataType) -> Any:
+    """MessageToDict's JSON form (64-bit integers as text, bytes as base64, unset fields left out) as `kind`."""
+    import base64
+    import decimal
+
+    if value is None:
+        return None
+    if isinstance(kind, StructType):
+        return {f.name: _proto_value(value.get(f.name), f.dataType) for f in kind.fields}
+    if isinstance(kind, ArrayType):
+        return [_proto_value(v, kind.elementType) for v in value]
+    if isinstance(kind, MapType):
+        return {_proto_value(k, kind.keyType): _proto_value(v, kind.valueType) for k, v in value.items()}
+    if isinstance(kind, (LongType, IntegerType)):
+        return int(value)
+    if isinstance(kind, DecimalType):
+        return decimal.Decimal(value)
+    if isinstance(kind, BinaryType):
+        return base64.b64decode(value)
+    if isinstance(kind, (DoubleType, FloatType)):
+        return float(value)
+    return value
 
 
 def conform(value: Any, kind: DataType) -> Any:

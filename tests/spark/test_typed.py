@@ -147,7 +147,10 @@ def test_a_bad_frame_fails_the_query_or_gives_null_and_an_error_under_permissive
 
     produce(broker, [reading(i) for i in range(2)], avro_serializer(broker, V1),
             raw=[b"plain text", b"\x00\x7f\xff\xff\xfe" + b"\x02", b""])
-    with pytest.raises((PySparkException, Py4JJavaError), match="not Confluent-framed"):
+    # whichever bad record a task meets first fails the query, naming it and why
+    with pytest.raises((PySparkException, Py4JJavaError),
+                       match=r"/rig:pumps/\d offset \d+: the value (not Confluent-framed|schema id 2147483646 is not "
+                             r"registered)"):
         typed(spark, broker).collect()
 
     df = typed(spark, broker, mode="PERMISSIVE")
@@ -244,3 +247,33 @@ def test_a_replica_of_the_stream_reads_the_same_typed_rows_with_its_own_schemas(
         a.stop()  # San Jose is lost
         rows = by_pressure(typed(spark, b))
     assert [(r["pump"], r["state"]) for r in rows] == [("pump-0", "OK"), ("pump-1", "ALARM"), ("pump-2", "OK")]
+
+
+def test_protobuf_values_from_the_protobuf_serializer_are_their_struct(spark, broker):
+    from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+    F = descriptor_pb2.FieldDescriptorProto
+    file = descriptor_pb2.FileDescriptorProto(name="reading.proto", package="rig", syntax="proto3")
+    message = file.message_type.add(name="Reading")  # the file's first message: the one decoded
+    valve = file.message_type.add(name="Valve")
+    valve.field.add(name="angle", number=1, type=F.TYPE_FLOAT, label=F.LABEL_OPTIONAL)
+    for number, (name, kind) in enumerate([("pump", F.TYPE_STRING), ("pressure", F.TYPE_DOUBLE),
+                                           ("count", F.TYPE_INT64), ("raw", F.TYPE_BYTES)], 1):
+        message.field.add(name=name, number=number, type=kind, label=F.LABEL_OPTIONAL)
+    message.field.add(name="tags", number=5, type=F.TYPE_STRING, label=F.LABEL_REPEATED)
+    message.field.add(name="valve", number=6, type=F.TYPE_MESSAGE, type_name=".rig.Valve", label=F.LABEL_OPTIONAL)
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(file)
+    reading_class = message_factory.GetMessageClass(pool.FindMessageTypeByName("rig.Reading"))
+    serialize = ProtobufSerializer(reading_class, SchemaRegistryClient({"url": broker.http_url}),
+                                   {"use.deprecated.format": False})
+    produce(broker, [reading_class(pump="p1", pressure=1.5, count=1 << 40, raw=b"\x01", tags=["a", "b"],
+                                   valve={"angle": 0.5}),
+                     reading_class(pump="p2", pressure=2.5)], serialize)
+    df = typed(spark, broker)
+    assert df.schema["value"].dataType.simpleString() == (
+        "struct<pump:string,pressure:double,count:bigint,raw:binary,tags:array<string>,valve:struct<angle:float>>")
+    assert by_pressure(df) == [
+        {"pump": "p1", "pressure": 1.5, "count": 1 << 40, "raw": b"\x01", "tags": ["a", "b"], "valve": {"angle": 0.5}},
+        {"pump": "p2", "pressure": 2.5, "count": 0, "raw": b"", "tags": [], "valve": None}]
