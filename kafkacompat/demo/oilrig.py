@@ -1,10 +1,12 @@
 """The oil-rig pipeline: pump sensors to alerts on one platform.
 
-Simulated pumps produce Pressure and Temperature readings (JSON, keyed by
+Simulated pumps produce Pressure and Temperature readings (Avro, framed by
+confluent-kafka's AvroSerializer with the broker's Schema Registry, keyed by
 pump, timestamped one simulated second apart) into the stream
 /apps/iot/oilpump_metrics over the Kafka port. A PySpark Structured
 Streaming job reads the stream's partitionlets directly (format
-"kafkacompat", no broker in the data path), computes per-pump 10-second
+"kafkacompat", no broker in the data path) as typed rows, the schema read
+from the stream's registry records (decode=value), computes per-pump 10-second
 windowed aggregates, appends them to Parquet, and writes an alert for each
 window whose peak passes its limit to the Warnings topic: through Spark's
 Kafka sink when the connector jars are at hand (KAFKACOMPAT_SPARK_JARS), or
@@ -32,6 +34,11 @@ STREAM = "/apps/iot/oilpump_metrics"
 PRESSURE, TEMPERATURE, WARNINGS = (f"{STREAM}:{t}" for t in ("Pressure", "Temperature", "Warnings"))
 WINDOW = "10 seconds"
 START_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z: simulated time, the same on every run
+# One schema for both metrics' topics, registered under its record name (RecordNameStrategy), so
+# one Spark query reads both topics with one subject.
+READING_SCHEMA = {"type": "record", "name": "Reading", "namespace": "oilrig", "fields": [
+    {"name": "pump", "type": "string"}, {"name": "value", "type": "double"}]}
+READING_SUBJECT = "oilrig.Reading"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,17 +61,23 @@ def reading(pump: int, metric: str, second: int, pumps: int) -> float:
     return round(72 + 8 * math.sin(second / 13 + pump) + noise + overheat, 2)
 
 
-def produce_readings(bootstrap: str, settings: Settings) -> int:
-    """The sensors: every pump sends each metric once a simulated second."""
+def produce_readings(bootstrap: str, registry_url: str, settings: Settings) -> int:
+    """The sensors: every pump sends each metric once a simulated second, in Avro."""
     from confluent_kafka import Producer
+    from confluent_kafka.schema_registry import SchemaRegistryClient, record_subject_name_strategy
+    from confluent_kafka.schema_registry.avro import AvroSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
 
+    serialize = AvroSerializer(SchemaRegistryClient({"url": registry_url}), json.dumps(READING_SCHEMA),
+                               conf={"subject.name.strategy": record_subject_name_strategy})
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "compression.type": "lz4"})
     sent = 0
     for second in range(settings.readings):
         for pump in range(settings.pumps):
             for metric, topic in (("Pressure", PRESSURE), ("Temperature", TEMPERATURE)):
-                value = json.dumps({"pump": f"pump-{pump}", "value": reading(pump, metric, second, settings.pumps)})
-                producer.produce(topic, key=f"pump-{pump}".encode(), value=value.encode(),
+                value = serialize({"pump": f"pump-{pump}", "value": reading(pump, metric, second, settings.pumps)},
+                                  SerializationContext(topic, MessageField.VALUE))
+                producer.produce(topic, key=f"pump-{pump}".encode(), value=value,
                                  timestamp=START_MS + second * 1000)
                 sent += 1
         producer.poll(0)
@@ -118,11 +131,12 @@ def run_pipeline(spark: Any, bootstrap: str, settings: Settings, through_spark: 
 
     readings = (
         spark.readStream.format("kafkacompat").option("dataDir", settings.data_dir)
-        .option("stream", STREAM).option("topics", "Pressure,Temperature").load()
+        .option("stream", STREAM).option("topics", "Pressure,Temperature")
+        .option("decode", "value").option("value.subject", READING_SUBJECT).load()
         .select(
             F.regexp_extract("topic", ":(.*)$", 1).alias("metric"),
-            F.get_json_object(F.col("value").cast("string"), "$.pump").alias("pump"),
-            F.get_json_object(F.col("value").cast("string"), "$.value").cast("double").alias("reading"),
+            F.col("value.pump").alias("pump"),
+            F.col("value.value").alias("reading"),
             "timestamp",
         )
     )
@@ -193,7 +207,7 @@ def run(settings: Settings) -> int:
     from ..testing import Broker
 
     os.makedirs(settings.output, exist_ok=True)
-    with Broker(data_dir=settings.data_dir) as broker:
+    with Broker(data_dir=settings.data_dir, http_port=0) as broker:  # the Schema Registry on its HTTP port
         store = broker.server.cluster.store
         if store.get_stream(STREAM) is None:
             # ttl 0 (forever): the readings are dated from START_MS, older than the 7-day default ttl
@@ -202,7 +216,7 @@ def run(settings: Settings) -> int:
             if store.get_topic(STREAM, topic.split(":")[1]) is None:
                 broker.create_topic(topic, partitions=3 if topic != WARNINGS else 1)
         print(f"broker on {broker.bootstrap_servers}, data in {settings.data_dir}")
-        sent = produce_readings(broker.bootstrap_servers, settings)
+        sent = produce_readings(broker.bootstrap_servers, broker.http_url, settings)
         print(f"{settings.pumps} pumps sent {sent} readings to {PRESSURE} and {TEMPERATURE}")
         jars = connector_jars()  # once: a folder lacking jars is warned about once
         spark = spark_session(jars=jars)

@@ -52,6 +52,11 @@ class Options:
     max_offsets_per_trigger: int | None
     fail_on_data_loss: bool
     read_committed: bool  # kafka.isolation.level=read_committed: stop at the LSO, skip aborted records
+    # typed rows (spark/typed.py): the columns decoded through the registry, their subjects and versions
+    decode: tuple[str, ...] = ()
+    subjects: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    schema_versions: Mapping[str, int] = dataclasses.field(default_factory=dict)
+    permissive: bool = False  # mode PERMISSIVE: an undecodable record gives null and an error column
 
     def resolve(self, reader: StoreReader) -> list[TopicRef]:
         """The topics the query reads now (a pattern picks up new topics)."""
@@ -112,7 +117,26 @@ def parse_options(raw: Mapping[str, str]) -> Options:
         max_offsets_per_trigger=_int(opts.get("maxoffsetspertrigger"), "maxOffsetsPerTrigger"),
         fail_on_data_loss=_bool(opts.get("failondataloss", "true"), "failOnDataLoss"),
         read_committed=_isolation(opts.get("kafka.isolation.level", "read_uncommitted")),
+        decode=_decode(opts.get("decode", "")),
+        subjects={c: opts[f"{c}.subject"] for c in ("key", "value") if f"{c}.subject" in opts},
+        schema_versions={c: _int(opts[f"{c}.schemaversion"], f"{c}.schemaVersion")  # type: ignore[misc]
+                         for c in ("key", "value") if f"{c}.schemaversion" in opts},
+        permissive=_mode(opts.get("mode", "FAILFAST")),
     )
+
+
+def _decode(value: str) -> tuple[str, ...]:
+    columns = tuple(c.strip().lower() for c in value.split(",") if c.strip())
+    if not set(columns) <= {"key", "value"}:
+        raise OptionError(f"option 'decode' names columns to decode through the registry: key, value or "
+                          f"key,value, not {value!r}")
+    return tuple(c for c in ("key", "value") if c in columns)
+
+
+def _mode(value: str) -> bool:
+    if value.upper() not in ("FAILFAST", "PERMISSIVE"):
+        raise OptionError(f"option 'mode' must be FAILFAST or PERMISSIVE, not {value!r}")
+    return value.upper() == "PERMISSIVE"
 
 
 def _isolation(value: str) -> bool:

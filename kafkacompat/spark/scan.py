@@ -15,6 +15,7 @@ from ..storage.disk.reader import StoreReader, read_batches
 from .arrow import record_batch
 from .options import Options
 from .plan import DataLossError, Range
+from .typed import ColumnDecoder, ColumnSchema, decode_batch, raw_arrow_schema
 
 ROWS_PER_ARROW_BATCH = 8192
 BYTES_PER_ARROW_BATCH = 16 << 20  # decompressed records: Arrow's int32 offsets hold 2 GiB per batch
@@ -25,18 +26,33 @@ class RangePartition(InputPartition):
         super().__init__(value)
 
 
-def read_range(partition: InputPartition | None, opts: Options, schema: StructType) -> Iterator[pa.RecordBatch]:
+def read_range(partition: InputPartition | None, opts: Options, schema: StructType,
+               typed: list[ColumnSchema] | None = None) -> Iterator[pa.RecordBatch]:
     """Spark asks for one partition, None, when a plan has no ranges: nothing to read then."""
-    return iter(()) if partition is None else arrow_batches(partition.value, opts, schema)
+    if partition is None:
+        return iter(())
+    if not typed:
+        return arrow_batches(partition.value, opts, schema)
+    return typed_batches(partition.value, opts, schema, typed)
 
 
-def arrow_batches(rng: Range, opts: Options, schema: StructType) -> Iterator[pa.RecordBatch]:
+def typed_batches(rng: Range, opts: Options, schema: StructType, typed: list[ColumnSchema]) -> Iterator[pa.RecordBatch]:
+    """The range's batches with keys and values decoded through the registry (typed.py)."""
+    final = to_arrow_schema(schema)
+    decoders = [ColumnDecoder(c, opts, final.field(c.column).type) for c in typed]
+    where = f"{rng.label}/{rng.partition}"
+    for batch in arrow_batches(rng, opts, schema, raw_arrow_schema(final, typed)):
+        yield decode_batch(batch, decoders, final, where, opts.permissive)
+
+
+def arrow_batches(rng: Range, opts: Options, schema: StructType,
+                  arrow_schema: pa.Schema | None = None) -> Iterator[pa.RecordBatch]:
     """The records of one range as Arrow batches in the source's schema.
 
     Batches are decoded together, a few MiB at a time, straight into
     column buffers (protocol.record_columns), never a Python object per record.
     """
-    arrow_schema = to_arrow_schema(schema)
+    arrow_schema = arrow_schema or to_arrow_schema(schema)
     snap = StoreReader(rng.volumes).snapshot(rng.stream, rng.topic, rng.partition)
     if snap.log_start > rng.start and opts.fail_on_data_loss:
         raise DataLossError(f"{rng.label}/{rng.partition}: offsets {rng.start}..{snap.log_start - 1} are gone "

@@ -32,6 +32,8 @@ from .options import Options, parse_options
 if TYPE_CHECKING:
     import pyarrow as pa
 
+    from .typed import ColumnSchema
+
 # Spark imports this module in a fresh planning worker for every query (to
 # learn the schema, to plan partitions): the store, record decoding and
 # pyarrow are imported where reading or planning needs them, not here.
@@ -58,21 +60,37 @@ class KafkacompatDataSource(DataSource):
 
     def schema(self) -> StructType:
         opts = parse_options(self.options)
-        return StructType(BASE_FIELDS + ([HEADERS_FIELD] if opts.include_headers else []))
+        fields = BASE_FIELDS + ([HEADERS_FIELD] if opts.include_headers else [])
+        if opts.decode:  # typed rows: the registry's schemas are read from the store (typed.py)
+            from .typed import column_schemas, spark_fields
+
+            fields = spark_fields(fields, column_schemas(opts), opts.permissive)
+        return StructType(fields)
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        return BatchReader(parse_options(self.options), schema)
+        opts = parse_options(self.options)
+        return BatchReader(opts, schema, _typed(opts, schema))
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         from .stream import StreamReader
 
-        return StreamReader(parse_options(self.options), schema)
+        opts = parse_options(self.options)
+        return StreamReader(opts, schema, _typed(opts, schema))
+
+
+def _typed(opts: Options, schema: StructType) -> list[ColumnSchema]:
+    if not opts.decode:
+        return []
+    from .typed import column_schemas
+
+    return column_schemas(opts, schema)
 
 
 class BatchReader(DataSourceReader):
-    def __init__(self, opts: Options, schema: StructType) -> None:
+    def __init__(self, opts: Options, schema: StructType, typed: list[ColumnSchema] | None = None) -> None:
         self.opts = opts
         self.schema = schema
+        self.typed = typed or []
 
     def partitions(self) -> Sequence[InputPartition]:
         from .plan import batch_plan
@@ -83,4 +101,4 @@ class BatchReader(DataSourceReader):
     def read(self, partition: InputPartition | None) -> Iterator[pa.RecordBatch]:
         from .scan import read_range
 
-        return read_range(partition, self.opts, self.schema)
+        return read_range(partition, self.opts, self.schema, self.typed)

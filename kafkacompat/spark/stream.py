@@ -13,14 +13,16 @@ from ..topic_names import split_name
 from .options import Options, TopicRef
 from .plan import Stability, cut, partitions_of, stability, starting_offset
 from .scan import RangePartition, read_range
+from .typed import ColumnSchema
 
 
 class StreamReader(DataSourceStreamReader):
     """Spark offsets are {topic: {partition: next offset}}, as Spark's Kafka source writes them."""
 
-    def __init__(self, opts: Options, schema: StructType) -> None:
+    def __init__(self, opts: Options, schema: StructType, typed: list[ColumnSchema] | None = None) -> None:
         self.opts = opts
         self.schema = schema
+        self.typed = typed or []
         # The end of the last batch planned or committed: where maxOffsetsPerTrigger counts from.
         # Spark plans the last batch of its offset log again on restart, which sets it.
         self._position: dict[str, dict[str, int]] | None = None
@@ -76,7 +78,7 @@ class StreamReader(DataSourceStreamReader):
         return stability(snap, begin).aborted
 
     def read(self, partition: InputPartition | None) -> Iterator[pa.RecordBatch]:
-        return read_range(partition, self.opts, self.schema)
+        return read_range(partition, self.opts, self.schema, self.typed)
 
     def commit(self, end: dict) -> None:
         self._position = end
