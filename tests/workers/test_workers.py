@@ -1,0 +1,134 @@
+"""`kafkacompat serve --workers N` as users run it: one command, N broker processes over one disk store,
+stock clients spreading their load over the workers through Metadata alone."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+
+from tests.test_clients_produce_consume import consume_all, kafka_python_poll
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+
+
+class Workers:
+    """A `serve --workers N` process and the ports its workers serve on, read from its log."""
+
+    def __init__(self, data: Path, count: int, *extra: str) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "kafkacompat", "serve", "--data-dir", str(data), "--host", "127.0.0.1",
+             "--port", "0", "--workers", str(count), *extra],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT,
+        )
+        self.log: list[str] = []
+        line = self.wait_for("workers serving on ports", 90)
+        self.ports = [int(p) for p in re.findall(r"\d+", line.split("ports", 1)[1])]
+        self.pids = [int(p) for p in re.findall(r"worker \d+ started \(pid (\d+)", "".join(self.log))]
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(f"127.0.0.1:{p}" for p in self.ports)
+
+    def wait_for(self, needle: str, timeout: float) -> str:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            line = self.proc.stdout.readline()
+            self.log.append(line)
+            if needle in line:
+                return line
+            if not line and self.proc.poll() is not None:
+                break
+        raise AssertionError(f"never logged {needle!r}:\n{''.join(self.log)}")
+
+    def stop(self) -> int:
+        self.proc.send_signal(signal.SIGTERM)
+        status = self.proc.wait(timeout=60)
+        self.log.append(self.proc.stdout.read())
+        return status
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        for pid in self.pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+@pytest.fixture
+def workers(tmp_path: Path):
+    running = Workers(tmp_path / "data", 2)
+    yield running
+    running.kill()
+
+
+def create_topic(bootstrap: str, name: str, partitions: int) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(name, partitions, 1)])[name].result(30)
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+@pytest.mark.slow
+def test_two_workers_split_the_partitions_and_serve_stock_clients(workers: Workers, tmp_path: Path) -> None:
+    # bootstrapped at worker 1 alone: the admin client sends CreateTopics to the controller (worker 0)
+    create_topic(f"127.0.0.1:{workers.ports[1]}", "spread", 6)
+    metadata = AdminClient({"bootstrap.servers": workers.bootstrap}).list_topics("spread", timeout=30)
+    assert sorted(b.port for b in metadata.brokers.values()) == sorted(workers.ports)
+    leaders = {p.id: p.leader for p in metadata.topics["spread"].partitions.values()}
+    assert len(leaders) == 6 and len(set(leaders.values())) == 2, f"partitions not split over two workers: {leaders}"
+
+    producer = Producer({"bootstrap.servers": f"127.0.0.1:{workers.ports[1]}"})
+    for i in range(60):
+        producer.produce("spread", f"c{i}".encode(), partition=i % 6)
+    assert producer.flush(30) == 0
+    kp = KafkaProducer(bootstrap_servers=f"127.0.0.1:{workers.ports[0]}")
+    for i in range(60):
+        kp.send("spread", f"k{i}".encode(), partition=i % 6)
+    kp.flush(30)
+    kp.close()
+
+    got = consume_all(workers.bootstrap, "spread", 6, 120, timeout=60)
+    assert sorted(m.value() for m in got) == sorted([f"c{i}".encode() for i in range(60)]
+                                                  + [f"k{i}".encode() for i in range(60)])
+    consumer = KafkaConsumer(bootstrap_servers=f"127.0.0.1:{workers.ports[1]}", auto_offset_reset="earliest")
+    consumer.assign([TopicPartition("spread", p) for p in range(6)])
+    consumer.seek_to_beginning()
+    by_partition: dict[int, int] = {}
+    for _offset, _key, value, _headers in kafka_python_poll(consumer, 120, timeout=60):
+        i = int(value[1:])
+        by_partition[i % 6] = by_partition.get(i % 6, 0) + 1
+    assert by_partition == {p: 20 for p in range(6)}
+
+    pids = list(workers.pids)
+    assert len(pids) == 2 and all(alive(p) for p in pids)
+    assert workers.stop() == 0
+    assert not any(alive(p) for p in pids), "SIGTERM to the command stops every worker"
+    assert (tmp_path / "data" / ".clean").exists(), "all workers stopped cleanly: the store is marked clean"
+
+
+@pytest.mark.slow
+def test_the_data_dir_stays_locked_while_workers_run(workers: Workers, tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-m", "kafkacompat", "serve", "--data-dir", str(tmp_path / "data"),
+                           "--host", "127.0.0.1", "--port", "0"], capture_output=True, text=True, cwd=ROOT,
+                          timeout=60)
+    assert done.returncode == 4
+    assert "in use by another" in done.stderr
