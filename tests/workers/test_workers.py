@@ -132,3 +132,41 @@ def test_the_data_dir_stays_locked_while_workers_run(workers: Workers, tmp_path:
                           timeout=60)
     assert done.returncode == 4
     assert "in use by another" in done.stderr
+
+
+@pytest.mark.slow
+def test_classic_groups_are_coordinated_by_the_owning_worker(workers: Workers) -> None:
+    from confluent_kafka import Consumer
+
+    create_topic(workers.bootstrap, "grouped", 4)
+    producer = Producer({"bootstrap.servers": workers.bootstrap})
+    for i in range(40):
+        producer.produce("grouped", f"m{i}".encode(), partition=i % 4)
+    assert producer.flush(30) == 0
+
+    # two members bootstrapped at different workers: FindCoordinator sends both to worker 0
+    members = [Consumer({"bootstrap.servers": f"127.0.0.1:{port}", "group.id": "g1", "auto.offset.reset": "earliest",
+                         "enable.auto.commit": False}) for port in workers.ports]
+    for member in members:
+        member.subscribe(["grouped"])
+    got: dict[int, list[bytes]] = {0: [], 1: []}
+    deadline = time.monotonic() + 90
+    while sum(map(len, got.values())) < 40 and time.monotonic() < deadline:
+        for n, member in enumerate(members):
+            msg = member.poll(0.2)
+            if msg is not None and msg.error() is None:
+                got[n].append(msg.value())
+                member.commit(msg, asynchronous=False)
+    assert sorted(got[0] + got[1]) == sorted(f"m{i}".encode() for i in range(40))
+    assert got[0] and got[1], "the group's partitions are shared by both members"
+    for member in members:
+        member.close()
+
+    for i in range(40, 44):
+        producer.produce("grouped", f"m{i}".encode(), partition=i % 4)
+    assert producer.flush(30) == 0
+    # the committed offsets outlive the members: a new member reads only what came after
+    consumer = KafkaConsumer("grouped", bootstrap_servers=f"127.0.0.1:{workers.ports[1]}", group_id="g1",
+                             auto_offset_reset="earliest")
+    assert sorted(v for _o, _k, v, _h in kafka_python_poll(consumer, 4, timeout=60)) == \
+        sorted(f"m{i}".encode() for i in range(40, 44))
