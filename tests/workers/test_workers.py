@@ -75,8 +75,20 @@ def workers(tmp_path: Path):
 
 
 def create_topic(bootstrap: str, name: str, partitions: int) -> None:
+    """Create a topic and wait until every worker lists it (workers other than 0 take in the
+    controller's catalog changes within a moment, as Kafka brokers take in their controller's)."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(name, partitions, 1)])[name].result(30)
+    for port in bootstrap_ports(bootstrap):
+        single = AdminClient({"bootstrap.servers": f"127.0.0.1:{port}"})
+        deadline = time.monotonic() + 30
+        while len(single.list_topics(name, timeout=10).topics[name].partitions) != partitions:
+            assert time.monotonic() < deadline, f"worker at port {port} never listed {name}"
+            time.sleep(0.1)
+
+
+def bootstrap_ports(bootstrap: str) -> list[int]:
+    return [int(address.rsplit(":", 1)[1]) for address in bootstrap.split(",")]
 
 
 def alive(pid: int) -> bool:
@@ -91,6 +103,7 @@ def alive(pid: int) -> bool:
 def test_two_workers_split_the_partitions_and_serve_stock_clients(workers: Workers, tmp_path: Path) -> None:
     # bootstrapped at worker 1 alone: the admin client sends CreateTopics to the controller (worker 0)
     create_topic(f"127.0.0.1:{workers.ports[1]}", "spread", 6)
+    create_topic(workers.bootstrap, "spread-wait", 1)  # waits until both workers list topics made before it
     metadata = AdminClient({"bootstrap.servers": workers.bootstrap}).list_topics("spread", timeout=30)
     assert sorted(b.port for b in metadata.brokers.values()) == sorted(workers.ports)
     leaders = {p.id: p.leader for p in metadata.topics["spread"].partitions.values()}
@@ -170,3 +183,44 @@ def test_classic_groups_are_coordinated_by_the_owning_worker(workers: Workers) -
                              auto_offset_reset="earliest")
     assert sorted(v for _o, _k, v, _h in kafka_python_poll(consumer, 4, timeout=60)) == \
         sorted(f"m{i}".encode() for i in range(40, 44))
+
+
+@pytest.mark.slow
+def test_a_killed_worker_is_restarted_and_loses_nothing_acknowledged(workers: Workers) -> None:
+    create_topic(workers.bootstrap, "survive", 4)
+    metadata = AdminClient({"bootstrap.servers": workers.bootstrap}).list_topics("survive", timeout=30)
+    worker1 = next(b.id for b in metadata.brokers.values() if b.port == workers.ports[1])
+    owned = [p.id for p in metadata.topics["survive"].partitions.values() if p.leader == worker1]
+    assert owned, "worker 1 owns some of the partitions"
+    acked: list[bytes] = []
+
+    def on_delivery(err, msg) -> None:
+        if err is None:
+            acked.append(msg.value())
+
+    producer = Producer({"bootstrap.servers": workers.bootstrap, "acks": "all", "linger.ms": 5,
+                         "message.timeout.ms": 60000, "log_level": 2})
+    for i in range(200):
+        producer.produce("survive", f"a{i}".encode(), partition=i % 4, on_delivery=on_delivery)
+    assert producer.flush(30) == 0 and len(acked) == 200
+
+    os.kill(workers.pids[1], signal.SIGKILL)
+    killed = time.monotonic()
+    # produce to worker 1's partitions until one is acknowledged again: the time it is away
+    back = None
+    i = 200
+    while back is None and time.monotonic() - killed < 90:
+        producer.produce("survive", f"a{i}".encode(), partition=owned[i % len(owned)], on_delivery=on_delivery)
+        i += 1
+        before = len(acked)
+        producer.flush(1)
+        if len(acked) > before:
+            back = time.monotonic() - killed
+    assert back is not None, "worker 1's partitions never took produce again"
+    assert producer.flush(60) == 0
+    print(f"worker 1's partitions took produce again {back:.2f} s after it was killed; supervisor: "
+          + workers.wait_for("worker 1 serves again", 30).strip())
+
+    got = consume_all(workers.bootstrap, "survive", 4, len(acked), timeout=60)
+    assert set(acked) <= {m.value() for m in got}, "every acknowledged message is still there"
+    assert workers.stop() == 0
