@@ -30,7 +30,7 @@ import time
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from .procstats import cpu_seconds
+from .procstats import cpu_seconds, peak_rss_mb
 
 PARTITIONS = 4
 START_TIMEOUT_S = 120.0
@@ -79,6 +79,11 @@ class Served:
                 pass
         return total
 
+    def rss_per_worker(self) -> float:
+        """Mean peak resident MB of the broker processes (the supervisor, when there is one, left out)."""
+        brokers = self.pids[1:] or self.pids
+        return statistics.mean(peak_rss_mb(pid) for pid in brokers)
+
     def stop(self) -> None:
         self.proc.send_signal(signal.SIGTERM)
         try:
@@ -115,8 +120,9 @@ def _produce(bootstrap: str, topic: str, size: int, seconds: float, start_at: fl
     out.put(counted)
 
 
-def measure(workers: int, producers: int, size: int, seconds: float) -> tuple[float, float]:
-    """(aggregate MB/s, broker CPU seconds per GB) of `producers` producers against `--workers workers`."""
+def measure(workers: int, producers: int, size: int, seconds: float) -> tuple[float, float, float]:
+    """(aggregate MB/s, broker CPU seconds per GB, peak MB resident per worker) of `producers`
+    producers against `--workers workers`."""
     with tempfile.TemporaryDirectory(prefix="kc-bench-workers-") as data_dir:
         served = Served(workers, data_dir)
         try:
@@ -139,9 +145,10 @@ def measure(workers: int, producers: int, size: int, seconds: float) -> tuple[fl
             cpu = served.cpu() - cpu_before
             for p in procs:
                 p.join(60)
+            rss = served.rss_per_worker()
         finally:
             served.stop()
-    return total / seconds / 1e6, cpu / (total / 1e9) if total else float("nan")
+    return total / seconds / 1e6, cpu / (total / 1e9) if total else float("nan"), rss
 
 
 def _wait_listed(served: Served, topics: list[str]) -> None:
@@ -165,15 +172,16 @@ def main(argv: list[str] | None = None) -> None:
     counts = [int(c) for c in args.producers.split(",")]
     print(f"{os.cpu_count()} cores; {args.size} B records, acks=1, {PARTITIONS} partitions per producer's topic, "
           f"{args.seconds:.0f} s windows")
-    print(f"{'round':>5} {'producers':>9} {'workers':>7} {'MB/s':>8} {'CPU s/GB':>9}")
+    print(f"{'round':>5} {'producers':>9} {'workers':>7} {'MB/s':>8} {'CPU s/GB':>9} {'MB RSS/worker':>13}")
     ratios: dict[int, list[float]] = {c: [] for c in counts}
     for round_no in range(1, args.rounds + 1):
         for producers in counts:
             rates = {}
             for workers in (1, 2):
-                rate, cpu_per_gb = measure(workers, producers, args.size, args.seconds)
+                rate, cpu_per_gb, rss = measure(workers, producers, args.size, args.seconds)
                 rates[workers] = rate
-                print(f"{round_no:>5} {producers:>9} {workers:>7} {rate:>8.1f} {cpu_per_gb:>9.2f}", flush=True)
+                print(f"{round_no:>5} {producers:>9} {workers:>7} {rate:>8.1f} {cpu_per_gb:>9.2f} {rss:>13.0f}",
+                      flush=True)
             ratios[producers].append(rates[2] / rates[1])
     for producers, found in ratios.items():
         print(f"{producers} producer(s): --workers 2 / --workers 1 = "

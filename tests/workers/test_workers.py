@@ -224,3 +224,20 @@ def test_a_killed_worker_is_restarted_and_loses_nothing_acknowledged(workers: Wo
     got = consume_all(workers.bootstrap, "survive", 4, len(acked), timeout=60)
     assert set(acked) <= {m.value() for m in got}, "every acknowledged message is still there"
     assert workers.stop() == 0
+
+
+def test_a_bad_worker_count_is_a_one_line_error(tmp_path: Path) -> None:
+    for value in ("0", "lots"):
+        done = subprocess.run([sys.executable, "-m", "kafkacompat", "serve", "--data-dir", str(tmp_path / "d"),
+                               "--port", "0", "--workers", value], capture_output=True, text=True, cwd=ROOT,
+                              timeout=60)
+        assert done.returncode == 2
+        assert done.stderr.count("\n") == 1 and "--workers" in done.stderr, done.stderr
+    assert not (tmp_path / "d").exists(), "nothing is created before the settings are understood"
+
+
+def test_auto_is_one_worker_per_usable_core() -> None:
+    from kafkacompat.workers.role import worker_count
+
+    assert worker_count("auto") == len(os.sched_getaffinity(0))
+    assert worker_count("3") == 3
