@@ -34,7 +34,7 @@ import time
 from ..config import SETTINGS, BrokerConfig, env_name, setting_kind
 from ..storage.disk import layout
 from ..storage.disk.files import fsync_dir, write_atomic
-from ..storage.disk.format import NewerFormatError, check_format, read_epoch
+from ..storage.disk.format import NewerFormatError, check_format, read_epoch, read_identity, store_state
 from .role import WorkerRole
 from .view import EPOCHS_FILE, read_epochs
 
@@ -206,6 +206,8 @@ class Supervisor:
                 os.close(worker.ready_fd)
                 worker.ready_fd = -1
         self._workers = [None] * self.count
+        if self._lock_fd >= 0:
+            self._record_epoch()
         if clean and self._lock_fd >= 0:
             write_atomic(os.path.join(self.root, layout.CLEAN_MARKER), b"")
         if self._lock_fd >= 0:
@@ -213,9 +215,15 @@ class Supervisor:
             self._lock_fd = -1
         return 0 if clean else 1
 
-    def pid_of(self, index: int) -> int | None:
-        worker = self._workers[index]
-        return None if worker is None else worker.process.pid
+    def _record_epoch(self) -> None:
+        """store.json's epoch raised to the highest any worker led under (worker 0 wrote its own): a
+        single broker opening the store next leads above every epoch in the partitions."""
+        store_file = os.path.join(self.root, layout.STORE_FILE)
+        stored, problem = read_epoch(store_file)
+        store_id, settings = read_identity(store_file)
+        highest = max(self.epochs, default=0)
+        if problem is None and store_id is not None and settings is not None and highest > stored:
+            write_atomic(store_file, store_state(highest, str(store_id), settings))
 
 
 def worker_environment(config: BrokerConfig, role: WorkerRole) -> dict[str, str]:

@@ -105,7 +105,7 @@ class DiskStore(NamespaceStore):
         self.log_findings = True  # `store check` prints them instead
         self._offline: dict[tuple[str, int], tuple[str, float]] = {}  # partitions that failed to load
         self.share: WorkerShare | None = None  # set before open by a worker of `serve --workers N` (shared.py)
-        self._catalog_sizes: dict[str, int] = {}  # a non-controller worker: .topics sizes it last read
+        self._catalog_seen: dict[str, tuple[int, int, int]] = {}  # a non-controller worker: .topics as last read
 
     @property
     def root(self) -> str:
@@ -160,8 +160,7 @@ class DiskStore(NamespaceStore):
         if self._writes_catalog:
             await self._ensure_default_stream()
         else:
-            self._catalog_sizes = {path: os.path.getsize(log.path) if os.path.exists(log.path) else 0
-                                   for path, log in self._topic_logs.items()}
+            self._catalog_seen = {path: _file_version(log.path) for path, log in self._topic_logs.items()}
         self._spawn(asyncio.to_thread(self._empty_trash))
         self._retention_task = asyncio.get_running_loop().create_task(self._retention_loop())
         if self.record_codec is not None:
@@ -576,12 +575,12 @@ class DiskStore(NamespaceStore):
             catalog = self._topic_logs.get(stream.path)
             if catalog is None:
                 continue
-            size = await asyncio.to_thread(lambda: os.path.getsize(catalog.path) if os.path.exists(catalog.path) else 0)
-            if size == self._catalog_sizes.get(stream.path):
+            version = await asyncio.to_thread(_file_version, catalog.path)
+            if version == self._catalog_seen.get(stream.path):
                 continue
             reader = JsonLog(catalog.path)
             live, _bad = replay_topics(await asyncio.to_thread(reader.load, None, False))
-            self._catalog_sizes[stream.path] = size
+            self._catalog_seen[stream.path] = version
             changed += self._apply_catalog(stream, live)
         return changed
 
@@ -745,6 +744,15 @@ class DiskStore(NamespaceStore):
             del self._offline[key]
             log.warning("partition %s:%s/%d is served again", topic.stream.path, topic.name, index)
         return part
+
+
+def _file_version(path: str) -> tuple[int, int, int]:
+    """(inode, size, mtime ns) of a file, zeros when it is missing: changes with every append and rewrite."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return 0, 0, 0
+    return st.st_ino, st.st_size, st.st_mtime_ns
 
 
 def _cursor_key(rec: dict) -> tuple[str, str, int]:

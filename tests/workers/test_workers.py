@@ -3,6 +3,7 @@ stock clients spreading their load over the workers through Metadata alone."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -136,6 +137,18 @@ def test_two_workers_split_the_partitions_and_serve_stock_clients(workers: Worke
     assert workers.stop() == 0
     assert not any(alive(p) for p in pids), "SIGTERM to the command stops every worker"
     assert (tmp_path / "data" / ".clean").exists(), "all workers stopped cleanly: the store is marked clean"
+    assert json.loads((tmp_path / "data" / "store.json").read_bytes())["epoch"] == 2, \
+        "store.json keeps the highest epoch a worker led under (worker 1's)"
+
+    # the store reopens in one process with every message
+    single = subprocess.Popen([sys.executable, "-m", "kafkacompat", "serve", "--data-dir", str(tmp_path / "data"),
+                               "--host", "127.0.0.1", "--port", str(workers.ports[0])],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, cwd=ROOT)
+    try:
+        assert len(consume_all(f"127.0.0.1:{workers.ports[0]}", "spread", 6, 120, timeout=60)) == 120
+    finally:
+        single.send_signal(signal.SIGTERM)
+        assert single.wait(60) == 0
 
 
 @pytest.mark.slow
