@@ -341,7 +341,7 @@ class BrokerConfig:
                                      minimum=100)
     cluster_heartbeat_ms: int = _setting(1000, "how often a broker renews its lease and reads the leader table, "
                                                "like broker.heartbeat.interval.ms", metavar="MS", minimum=10)
-    # authorization (kafkacompat/security; README "Stream permissions and ACLs")
+    # authorization (kafkacompat/security; docs/security.md, "Stream permissions and ACLs")
     authorizer: bool = _setting(False, "check every request against Kafka ACLs and stream permission expressions, "
                                        "like setting authorizer.class.name (on by itself when --super-user is "
                                        "given); off, every client may do everything", metavar="")

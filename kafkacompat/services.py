@@ -4,8 +4,8 @@ Handlers get one `Request[C]` per request; its `cluster` is the broker seen
 through the views the handler declares it reaches (`C`): topics and
 partitions, placement (who leads, who coordinates), security, groups and
 shares, transactions and producers, configuration and features; `Context`
-is a request with the whole `Broker`. The config modules handlers share
-with the console take the same `Broker` view. A type checker (mypy, run by
+is a request with the whole `Broker`. Modules that handlers share declare
+views of their own made of these (config_changes.ConfigChanges). A type checker (mypy, run by
 tests/test_types.py) checks every use of them, and that the composition
 root (broker.cluster.Cluster) and the connection's RequestContext provide
 them. Structural, and the concrete classes are named for the type checker

@@ -344,6 +344,14 @@ class Store(abc.ABC):
     def partition(self, stream: str, name: str, index: int) -> Partition:
         """The partition object (opened lazily); UnknownTopicError if absent."""
 
+    def routing_epoch(self, stream: str, name: str, index: int) -> int:
+        """The leader epoch Metadata and DescribeTopicPartitions answer for a partition.
+
+        This opens the partition; a store whose partitions are costly to open
+        (the disk store after a crash validates their tails) answers without.
+        """
+        return self.partition(stream, name, index).leader_epoch
+
     # cursors
     @abc.abstractmethod
     async def commit_cursors(self, stream: str, group: str, cursors: Sequence[Cursor]) -> None: ...

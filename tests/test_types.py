@@ -1,4 +1,5 @@
-"""The type checker passes over the handlers, their typed views of the broker, protocol/ and the Kafka port.
+"""The type checker passes over the handlers, their typed views of the broker, protocol/, the Kafka port and
+operations/.
 
 What mypy checks is configured in pyproject.toml ([tool.mypy] files): a
 handler that reaches for something the broker's views (kafkacompat/services.py)

@@ -108,6 +108,14 @@ class _ScaleBroker(KafkacompatBroker):
     """The bench's broker, whose store outlives restarts (stop() at the end removes it)."""
 
     ready_timeout_s = RESTART_TIMEOUT_S
+    partitions_needed = 0  # past the default max_broker_partitions (100,000), the limit is raised to it
+    connections_needed = 0  # past the default max_connections (10,000), likewise
+
+    def _command(self) -> list[str]:
+        raised = ["--max-broker-partitions", str(self.partitions_needed)] if self.partitions_needed > 100_000 else []
+        if self.connections_needed > 10_000:
+            raised += ["--max-connections", str(self.connections_needed)]
+        return super()._command() + raised
 
     def _prepare(self) -> None:
         if self._run_dir is None:
@@ -357,6 +365,8 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     names = _names(args.topics, streams)
     out: dict[str, Any] = {"topics": args.topics, "streams": streams, "load_average_start": os.getloadavg()}
     broker = _ScaleBroker(args.data_dir, args.fsync)
+    broker.partitions_needed = args.topics + 1000  # the steady topic and the internal ones too
+    broker.connections_needed = args.connections + 100  # the bench's other clients too
     with broker:
         pid = broker.pid
         assert pid is not None

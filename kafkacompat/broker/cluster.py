@@ -263,7 +263,7 @@ class Cluster:
         leader, epoch = found
         if epoch < 0:
             try:
-                epoch = self.store.partition(info.stream, info.name, index).leader_epoch
+                epoch = self.store.routing_epoch(info.stream, info.name, index)
             except storage.StorageError:
                 epoch = -1
         return ErrorCode.none, leader, epoch

@@ -4,8 +4,8 @@
 lists, each defaulting to the broker's group.<name>, and sets or deletes a
 group's own values, which are kept in the store's settings (as Kafka keeps
 them in its metadata log), whether or not the group exists yet. The
-consumer.* values are the ones a KIP-848 consumer group coordinator reads
-through `group_config`; share and streams groups are not offered here.
+share.* values are read by the share group manager and the streams.* ones
+by the Streams group coordinator (through `group_values`).
 """
 
 from __future__ import annotations

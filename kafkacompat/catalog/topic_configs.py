@@ -18,9 +18,18 @@ if TYPE_CHECKING:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class ConfigDef:
+    """Everything about one topic config, so adding one is adding its entry to TOPIC_CONFIGS (or OPT_IN_CONFIGS):
+    CreateTopics, AlterConfigs and the admin CLI check values by it, DescribeConfigs lists it with its synonyms.
+    """
+
     default: str
-    kind: int  # DescribeConfigs config_type: 1 boolean, 2 string, 3 int, 5 long, 7 list
+    kind: int  # DescribeConfigs config_type: 1 boolean, 2 string, 3 int, 5 long, 6 double, 7 list
     doc: str
+    synonym: str | None = None  # the broker config Kafka 4.1 names as its synonym (DescribeConfigs include_synonyms)
+    synonym_unset: bool = False  # Kafka 4.1 leaves that broker config unset: listed only once a stream sets it
+    cluster_default: str | None = None  # a cluster-wide default (Kafka's dynamic default broker config source)
+    allowed: tuple[str, ...] | None = None  # the only values accepted
+    at_least: int | None = None  # the lowest value accepted (Kafka's Range.atLeast)
 
 
 # Kafka's config_source values
@@ -29,42 +38,68 @@ DYNAMIC_DEFAULT_BROKER_CONFIG = 3
 DEFAULT_CONFIG = 5
 
 TOPIC_CONFIGS: dict[str, ConfigDef] = {
-    "cleanup.policy": ConfigDef("delete", 7, "delete, compact or both: compact keeps the last record per key."),
-    "compression.type": ConfigDef("producer", 2, "Batches are stored as the producer compressed them."),
-    "delete.retention.ms": ConfigDef("86400000", 5, "How long tombstones stay after a compacted partitionlet was cleaned."),
-    "file.delete.delay.ms": ConfigDef("60000", 5, "Kept for compatibility."),
-    "flush.messages": ConfigDef("9223372036854775807", 5, "Durability follows the stream's fsync policy."),
+    "cleanup.policy": ConfigDef("delete", 7, "delete, compact or both: compact keeps the last record per key.",
+                                synonym="log.cleanup.policy"),
+    "compression.type": ConfigDef("producer", 2, "Batches are stored as the producer compressed them.",
+                                  synonym="compression.type",
+                                  allowed=("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd")),
+    "delete.retention.ms": ConfigDef("86400000", 5,
+                                     "How long tombstones stay after a compacted partitionlet was cleaned.",
+                                     synonym="log.cleaner.delete.retention.ms"),
+    "file.delete.delay.ms": ConfigDef("60000", 5, "Kept for compatibility.", synonym="log.segment.delete.delay.ms"),
+    "flush.messages": ConfigDef("9223372036854775807", 5, "Durability follows the stream's fsync policy.",
+                                synonym="log.flush.interval.messages"),
     "flush.ms": ConfigDef("9223372036854775807", 5, "Durability follows the stream's fsync policy."),
-    "index.interval.bytes": ConfigDef("4096", 3, "Bytes between sparse index entries."),
-    "max.compaction.lag.ms": ConfigDef("9223372036854775807", 5, "Longest a record stays uncompacted."),
-    "max.message.bytes": ConfigDef("1048588", 3, "Largest record batch accepted (broker: message.max.bytes)."),
-    "message.timestamp.type": ConfigDef("CreateTime", 2, "CreateTime or LogAppendTime."),
+    "index.interval.bytes": ConfigDef("4096", 3, "Bytes between sparse index entries.",
+                                      synonym="log.index.interval.bytes"),
+    "max.compaction.lag.ms": ConfigDef("9223372036854775807", 5, "Longest a record stays uncompacted.",
+                                       synonym="log.cleaner.max.compaction.lag.ms"),
+    "max.message.bytes": ConfigDef("1048588", 3, "Largest record batch accepted (broker: message.max.bytes).",
+                                   synonym="message.max.bytes"),
+    "message.timestamp.type": ConfigDef("CreateTime", 2, "CreateTime or LogAppendTime.",
+                                        synonym="log.message.timestamp.type",
+                                        allowed=("CreateTime", "LogAppendTime")),
     "message.timestamp.before.max.ms": ConfigDef(
-        "9223372036854775807", 5, "How far before the broker's clock a CreateTime timestamp may be."),
+        "9223372036854775807", 5, "How far before the broker's clock a CreateTime timestamp may be.",
+        synonym="log.message.timestamp.before.max.ms"),
     "message.timestamp.after.max.ms": ConfigDef(
-        "3600000", 5, "How far after the broker's clock a CreateTime timestamp may be (Kafka 4 default)."),
-    "min.cleanable.dirty.ratio": ConfigDef("0.5", 6, "Share of uncleaned log that starts a cleaning."),
-    "min.compaction.lag.ms": ConfigDef("0", 5, "Shortest time a record stays uncompacted."),
-    "min.insync.replicas": ConfigDef("1", 3, "A single broker: always 1."),
-    "preallocate": ConfigDef("false", 1, "Kept for compatibility."),
-    "retention.bytes": ConfigDef("-1", 5, "Size cap per partition; -1 for none."),
+        "3600000", 5, "How far after the broker's clock a CreateTime timestamp may be (Kafka 4 default).",
+        synonym="log.message.timestamp.after.max.ms"),
+    "min.cleanable.dirty.ratio": ConfigDef("0.5", 6, "Share of uncleaned log that starts a cleaning.",
+                                           synonym="log.cleaner.min.cleanable.ratio"),
+    "min.compaction.lag.ms": ConfigDef("0", 5, "Shortest time a record stays uncompacted.",
+                                       synonym="log.cleaner.min.compaction.lag.ms"),
+    # set cluster-wide at format time by Kafka 4.x (KIP-966), hence its dynamic default source there and here
+    "min.insync.replicas": ConfigDef("1", 3, "A single broker: always 1.", synonym="min.insync.replicas",
+                                     cluster_default="1"),
+    "preallocate": ConfigDef("false", 1, "Kept for compatibility.", synonym="log.preallocate"),
+    "retention.bytes": ConfigDef("-1", 5, "Size cap per partition; -1 for none.", synonym="log.retention.bytes"),
+    # Kafka's LogConfig refuses retention.ms below -1 (Range.atLeast), rather than taking it as "forever"
     "retention.ms": ConfigDef("604800000", 5, "The stream's time-to-live in ms (7 days unless the stream says "
-                                              "otherwise, as on Kafka and MapR); -1 keeps forever."),
-    "segment.bytes": ConfigDef("1073741824", 3, "The stream's partitionlet size."),
-    "segment.index.bytes": ConfigDef("10485760", 3, "Kept for compatibility."),
+                                              "otherwise, as on Kafka and MapR); -1 keeps forever.",
+                              synonym="log.retention.ms", synonym_unset=True, at_least=-1),
+    "segment.bytes": ConfigDef("1073741824", 3, "The stream's partitionlet size.", synonym="log.segment.bytes"),
+    "segment.index.bytes": ConfigDef("10485760", 3, "Kept for compatibility.", synonym="log.index.size.max.bytes"),
     "segment.jitter.ms": ConfigDef("0", 5, "Kept for compatibility."),
-    "segment.ms": ConfigDef("604800000", 5, "Age at which a partitionlet is rolled."),
-    "unclean.leader.election.enable": ConfigDef("false", 1, "A single broker: no elections."),
-    "compression.gzip.level": ConfigDef("-1", 3, "Kept for compatibility: batches keep the producer's compression."),
-    "compression.lz4.level": ConfigDef("9", 3, "Kept for compatibility: batches keep the producer's compression."),
-    "compression.zstd.level": ConfigDef("3", 3, "Kept for compatibility: batches keep the producer's compression."),
+    "segment.ms": ConfigDef("604800000", 5, "Age at which a partitionlet is rolled.", synonym="log.roll.ms",
+                            synonym_unset=True),
+    "unclean.leader.election.enable": ConfigDef("false", 1, "A single broker: no elections.",
+                                                synonym="unclean.leader.election.enable"),
+    "compression.gzip.level": ConfigDef("-1", 3, "Kept for compatibility: batches keep the producer's compression.",
+                                        synonym="compression.gzip.level"),
+    "compression.lz4.level": ConfigDef("9", 3, "Kept for compatibility: batches keep the producer's compression.",
+                                       synonym="compression.lz4.level"),
+    "compression.zstd.level": ConfigDef("3", 3, "Kept for compatibility: batches keep the producer's compression.",
+                                        synonym="compression.zstd.level"),
     "follower.replication.throttled.replicas": ConfigDef("", 7, "A single broker: no replication to throttle."),
     "leader.replication.throttled.replicas": ConfigDef("", 7, "A single broker: no replication to throttle."),
-    "local.retention.bytes": ConfigDef("-2", 5, "No tiered storage: -2, the same as retention.bytes."),
-    "local.retention.ms": ConfigDef("-2", 5, "No tiered storage: -2, the same as retention.ms."),
+    "local.retention.bytes": ConfigDef("-2", 5, "No tiered storage: -2, the same as retention.bytes.",
+                                       synonym="log.local.retention.bytes"),
+    "local.retention.ms": ConfigDef("-2", 5, "No tiered storage: -2, the same as retention.ms.",
+                                    synonym="log.local.retention.ms"),
     "remote.log.copy.disable": ConfigDef("false", 1, "No tiered storage."),
     "remote.log.delete.on.disable": ConfigDef("false", 1, "No tiered storage."),
-    "remote.storage.enable": ConfigDef("false", 1, "No tiered storage: only false."),
+    "remote.storage.enable": ConfigDef("false", 1, "No tiered storage: only false.", allowed=("false",)),
 }
 
 # Confluent Server's schema validation switches (docs/schemas.md): accepted on a topic, listed only where set,
@@ -79,67 +114,22 @@ SUBJECT_STRATEGIES = tuple(f"{package}{name}" for name in ("TopicNameStrategy", 
                            for package in ("", _STRATEGY_PACKAGE))
 OPT_IN_CONFIGS: dict[str, ConfigDef] = {
     KEY_SCHEMA_VALIDATION: ConfigDef("false", 1, "Refuse records whose key does not carry a schema id registered "
-                                                  "under the subject <topic>-key."),
+                                                  "under the subject <topic>-key.", allowed=("true", "false")),
     VALUE_SCHEMA_VALIDATION: ConfigDef("false", 1, "Refuse records whose value does not carry a schema id "
-                                                    "registered under the subject <topic>-value."),
+                                                    "registered under the subject <topic>-value.",
+                                       allowed=("true", "false")),
     KEY_SUBJECT_STRATEGY: ConfigDef(_STRATEGY_PACKAGE + "TopicNameStrategy", 2,
-                                    "The subject validated keys' schema ids are looked up under."),
+                                    "The subject validated keys' schema ids are looked up under.",
+                                    allowed=SUBJECT_STRATEGIES),
     VALUE_SUBJECT_STRATEGY: ConfigDef(_STRATEGY_PACKAGE + "TopicNameStrategy", 2,
-                                      "The subject validated values' schema ids are looked up under."),
+                                      "The subject validated values' schema ids are looked up under.",
+                                      allowed=SUBJECT_STRATEGIES),
 }
 
 
 def definition(name: str) -> ConfigDef:
     """A topic config's definition, Kafka's or an opt-in one."""
     return TOPIC_CONFIGS.get(name) or OPT_IN_CONFIGS[name]
-
-
-# Topic config -> the broker config Kafka 4.1 names as its synonym (DescribeConfigs include_synonyms).
-BROKER_SYNONYMS: dict[str, str] = {
-    "cleanup.policy": "log.cleanup.policy",
-    "compression.gzip.level": "compression.gzip.level",
-    "compression.lz4.level": "compression.lz4.level",
-    "compression.type": "compression.type",
-    "compression.zstd.level": "compression.zstd.level",
-    "delete.retention.ms": "log.cleaner.delete.retention.ms",
-    "file.delete.delay.ms": "log.segment.delete.delay.ms",
-    "flush.messages": "log.flush.interval.messages",
-    "index.interval.bytes": "log.index.interval.bytes",
-    "local.retention.bytes": "log.local.retention.bytes",
-    "local.retention.ms": "log.local.retention.ms",
-    "max.compaction.lag.ms": "log.cleaner.max.compaction.lag.ms",
-    "max.message.bytes": "message.max.bytes",
-    "message.timestamp.after.max.ms": "log.message.timestamp.after.max.ms",
-    "message.timestamp.before.max.ms": "log.message.timestamp.before.max.ms",
-    "message.timestamp.type": "log.message.timestamp.type",
-    "min.cleanable.dirty.ratio": "log.cleaner.min.cleanable.ratio",
-    "min.compaction.lag.ms": "log.cleaner.min.compaction.lag.ms",
-    "min.insync.replicas": "min.insync.replicas",
-    "preallocate": "log.preallocate",
-    "retention.bytes": "log.retention.bytes",
-    "retention.ms": "log.retention.ms",
-    "segment.bytes": "log.segment.bytes",
-    "segment.index.bytes": "log.index.size.max.bytes",
-    "segment.ms": "log.roll.ms",
-    "unclean.leader.election.enable": "unclean.leader.election.enable",
-}
-# Broker synonyms Kafka 4.1 leaves unset, so they are listed only once a stream sets them.
-_UNSET_BROKER_DEFAULTS = frozenset({"log.retention.ms", "log.roll.ms"})
-# Set cluster-wide at format time by Kafka 4.x (KIP-966), hence its dynamic default source there and here.
-CLUSTER_DEFAULTS: dict[str, str] = {"min.insync.replicas": "1"}
-
-ALLOWED_VALUES: dict[str, tuple[str, ...]] = {
-    "message.timestamp.type": ("CreateTime", "LogAppendTime"),
-    "compression.type": ("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"),
-    "remote.storage.enable": ("false",),
-    KEY_SCHEMA_VALIDATION: ("true", "false"),
-    VALUE_SCHEMA_VALIDATION: ("true", "false"),
-    KEY_SUBJECT_STRATEGY: SUBJECT_STRATEGIES,
-    VALUE_SUBJECT_STRATEGY: SUBJECT_STRATEGIES,
-}
-# Lower bounds Kafka's LogConfig puts on configs the store acts on (its Range.atLeast): retention.ms
-# below -1 is refused there, not taken as "forever"
-AT_LEAST: dict[str, int] = {"retention.ms": -1}
 
 
 class InvalidConfigError(ValueError):
@@ -173,12 +163,12 @@ def config_synonyms(cluster: "ConfigSource", info: TopicInfo) -> dict[str, list[
         chain: list[Synonym] = []
         if name in info.configs:
             chain.append((name, info.configs[name], DYNAMIC_TOPIC_CONFIG))
-        broker_name = BROKER_SYNONYMS.get(name)
-        if name in CLUSTER_DEFAULTS:
-            chain.append((name, CLUSTER_DEFAULTS[name], DYNAMIC_DEFAULT_BROKER_CONFIG))
+        broker_name = definition.synonym
+        if definition.cluster_default is not None:
+            chain.append((name, definition.cluster_default, DYNAMIC_DEFAULT_BROKER_CONFIG))
         elif name in inherited and inherited[name] != definition.default:
             chain.append((broker_name or name, inherited[name], DYNAMIC_DEFAULT_BROKER_CONFIG))
-        if broker_name is not None and broker_name not in _UNSET_BROKER_DEFAULTS:
+        if broker_name is not None and not definition.synonym_unset:
             chain.append((broker_name, _broker_default(cluster, name), DEFAULT_CONFIG))
         out[name] = chain
     for name in OPT_IN_CONFIGS.keys() & info.configs.keys():
@@ -276,7 +266,7 @@ def validate_configs(configs: dict[str, str]) -> None:
                 cleanup_policy(value)
             except InvalidPolicyError as exc:
                 raise InvalidConfigError(str(exc)) from None
-        allowed = ALLOWED_VALUES.get(name)
+        allowed = definition.allowed
         if allowed is not None and value not in allowed:
             raise InvalidConfigError(f"{name}={value!r} is not one of {', '.join(allowed)}")
         if definition.kind in (3, 5):
@@ -285,7 +275,7 @@ def validate_configs(configs: dict[str, str]) -> None:
             except (TypeError, ValueError):
                 raise InvalidConfigError(f"Invalid value {value} for configuration {name}: Not a number of type "
                                          f"{'INT' if definition.kind == 3 else 'LONG'}") from None
-        low = AT_LEAST.get(name)
+        low = definition.at_least
         if low is not None and int(value) < low:
             raise InvalidConfigError(f"Invalid value {value} for configuration {name}: Value must be at least {low}")
         if definition.kind == 6:

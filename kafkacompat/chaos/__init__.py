@@ -4,7 +4,7 @@
 broker as a user starts it, drives it with librdkafka producers and
 consumers while the nemesis (chosen by the seed) kills, pauses, damages and
 fills its store, writes every operation to a JSON-lines history, then checks
-the history against what the README promises. Modules: `history` (the
+the history against what docs/operations.md promises. Modules: `history` (the
 record), `workload` (the clients), `engine` (what a nemesis acts on; `disk`
 is one broker on the embedded store, `cloud` three on PostgreSQL and S3,
 both running `process`es), `nemesis` (the faults), `checker` (the rules),

@@ -25,14 +25,15 @@ from .disk import DiskEngine
 from .engine import Engine
 from .history import Event, History, load
 from .nemesis import Nemesis
+from .replication import ReplicationEngine
 from .workload import CLIENT_LOG, Workload, final_read
 
 ENGINES: dict[str, Callable[[Path, History, bool], Engine]] = {
     "disk": lambda workdir, history, skip: DiskEngine(workdir, history, skip_damaged=skip),
     "cloud": lambda workdir, history, skip: CloudEngine(workdir, history),
+    "replication": lambda workdir, history, skip: ReplicationEngine(workdir, history),
 }
-SKIP_DAMAGED_FIXED = ("cloud",)  # engines without the --no-skip-damaged mode (their damage is not on a local disk)
-PLANNED_ENGINES = ("replication",)  # issue 28: clusters linked by replication
+SKIP_DAMAGED_FIXED = ("cloud", "replication")  # engines without the --no-skip-damaged mode (no damage on disk)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -97,6 +98,7 @@ def drive(plan: Plan, engine: Engine, history: History, out: TextIO) -> None:
         engine.prepare_final_read()
         if engine.start():
             final_read(engine.bootstrap, history)
+            engine.final_checks()
             engine.stop()
 
 
@@ -107,7 +109,11 @@ def report(verdict: Verdict, events: list[Event], out: TextIO) -> None:
     rows += [("faults injected", "")] + sorted(verdict.faults.items())
     rows += [("checks", ""), ("acknowledged writes", verdict.acknowledged), ("verified", verdict.verified),
              ("lost to damage (allowed)", len(verdict.allowed_losses)),
-             ("other findings allowed", len(verdict.allowed_other)), ("violations", len(verdict.violations))]
+             ("other findings allowed", len(verdict.allowed_other)),
+             ("plain acks=1 records stored twice (allowed)", verdict.plain_duplicates)]
+    if any(e["type"] == "replica-final" for e in events):
+        rows += [("verified on the replica", verdict.replicated)]
+    rows += [("violations", len(verdict.violations))]
     rows += sorted(Counter(f"  {v.kind}" for v in verdict.violations).items())
     width = max(len(str(name)) for name, _ in rows) + 2
     for name, value in rows:
@@ -116,7 +122,7 @@ def report(verdict: Verdict, events: list[Event], out: TextIO) -> None:
     for item in verdict.allowed_losses + verdict.allowed_other:  # a paragraph per fault and finding, not record
         allowed.setdefault(item.lines[1:], []).append(item)
     for lines, items in allowed.items():
-        print(f"allowed (the README permits it) {items[0].kind}: {len(items)} like this one: {items[0].message}",
+        print(f"allowed (the docs permit it) {items[0].kind}: {len(items)} like this one: {items[0].message}",
               file=out)
         for i in (items[0].lines[0], *lines):
             print(f"    history line {i}: {json.dumps(by_line.get(i), separators=(',', ':'))}", file=out)

@@ -1,7 +1,7 @@
 """The rules a campaign's history must obey, each a function over the events.
 
-What an acknowledgement promises comes from the README ("What survives
-what", "Damaged storage"): a batch is in its partitionlet before any answer,
+What an acknowledgement promises comes from the docs (docs/benchmarks.md, "What
+an acknowledgement promises"; docs/operations.md, "Damaged storage"): a batch is in its partitionlet before any answer,
 so killing or pausing the broker, filling its disk or damaging metadata files
 loses nothing acknowledged under any fsync policy; damage to a partitionlet's
 own bytes may lose what those bytes held, and the broker then quarantines the
@@ -13,7 +13,7 @@ broker was stopped for the damage, so its own time proves nothing); such
 losses are listed, never counted as verified.
 A deleted or garbled `.cursors` file may likewise take committed offsets
 back ("a deleted one starts the stream's groups afresh").
-One loss the README names as beyond detection: an active log cut exactly at
+One loss docs/operations.md names as beyond detection: an active log cut exactly at
 a batch boundary, past its manifest's checkpoint, while the broker was down
 after a kill (the nemesis marks it `unnoticeable_from`, the first offset cut
 off). The start reads it as a log that ended there, so from that offset on
@@ -22,6 +22,8 @@ again, and a consumer group reset to the start may commit lower offsets;
 each is listed as allowed, naming the cut, never counted as verified.
 Without --skip-damaged, a consumer that stopped at a quarantined range must
 have been told (an error event), never left stalling in silence.
+The replication engine's own rules (the replica, carried cursors, failover)
+are in replica_checker.py.
 
 Events (see history.py for `i` and `t`):
   send/ack/send-failed   producer, kind (idempotent|plain|txn), seq, topic, partition, offset (ack), value
@@ -46,6 +48,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 
 from .history import Event
+from .replica_checker import replication_rules
 
 IDEMPOTENT_KINDS = ("idempotent", "txn")  # librdkafka's transactional producer is idempotent too
 
@@ -64,9 +67,11 @@ class Verdict:
     faults: dict[str, int]
     acknowledged: int
     verified: int
-    allowed_losses: list[Violation]  # acknowledged writes lost where the README allows it
-    allowed_other: list[Violation]  # committed offsets gone back, offsets reused, where the README allows it
+    allowed_losses: list[Violation]  # acknowledged writes lost where docs/operations.md allows it
+    allowed_other: list[Violation]  # committed offsets gone back, offsets reused, where docs/operations.md allows it
     violations: list[Violation]
+    replicated: int = 0  # acknowledged writes found on the replica as the source keeps them (replication engine)
+    plain_duplicates: int = 0  # extra copies of plain (acks=1, not idempotent) records: retries may store twice
 
 
 def check(events: list[Event]) -> Verdict:
@@ -82,10 +87,12 @@ def check(events: list[Event]) -> Verdict:
     reused, other = split_unseen_cuts(offsets_handed_out_twice(events), events)
     reused, duplicates = split_purged_duplicates(reused, events)
     other += duplicates
+    replicated, replica_violations = replication_rules(events, acked, Violation)
     violations = [*lost, *reused, *idempotent_order(events),
                   *committed_offsets_go_back(events, other), *aborted_reads(events), *broker_troubles(events),
-                  *consumers_not_told(events)]
-    return Verdict(dict(ops), dict(faults), len(acked), verified, allowed, other, violations)
+                  *consumers_not_told(events), *replica_violations]
+    return Verdict(dict(ops), dict(faults), len(acked), verified, allowed, other, violations, replicated,
+                   plain_copies(events))
 
 
 def acknowledged_writes(events: list[Event]) -> list[Event]:
@@ -107,7 +114,7 @@ def _final_ends(events: list[Event]) -> dict[tuple[str, int], Event]:
 
 
 def check_acknowledged(events: list[Event], acked: list[Event]) -> tuple[int, list[Violation], list[Violation]]:
-    """(verified count, losses the README allows, lost writes): each ack found at its offset in the final read."""
+    """(verified count, losses the docs allow, lost writes): each ack found at its offset in the final read."""
     finals, ends = _finals(events), _final_ends(events)
     quarantines = [e for e in events if e["type"] == "quarantine"]
     damages = [e for e in events if e["type"] == "fault" and e["phase"] == "start" and e.get("damage")]
@@ -135,7 +142,7 @@ def check_acknowledged(events: list[Event], acked: list[Event]) -> tuple[int, li
         if cut is not None and (found is not None or not quarantine):
             allowed.append(Violation("lost-to-unseen-cut", f"{short(ack['value'])} at {_tp(ack)} offset "
                                      f"{ack['offset']} was cut off at a batch boundary while the broker was down "
-                                     f"({cut['detail']}), the loss the README says a start cannot see",
+                                     f"({cut['detail']}), the loss docs/operations.md says a start cannot see",
                                      (ack["i"], cut["i"])))
             continue
         if quarantine:  # name the damage that the broker's finding followed
@@ -269,6 +276,17 @@ def idempotent_order(events: list[Event]) -> list[Violation]:
     return out
 
 
+def plain_copies(events: list[Event]) -> int:
+    """Copies beyond the first of plain producers' records in the final read (allowed: a retry of a request
+    whose answer was lost stores the batch again; the issue's target is under 0.1% of sends)."""
+    kinds = {e["producer"]: e["kind"] for e in events if e["type"] == "send"}
+    copies: dict[str, int] = defaultdict(int)
+    for e in _finals(events).values():
+        if kinds.get(parse_value(e["value"])[0]) == "plain":
+            copies[e["value"]] += 1
+    return sum(n - 1 for n in copies.values())
+
+
 def short(value: str) -> str:
     """`producer|seq` of a workload value, for messages (the history lines have it whole)."""
     return value.rsplit("|", 1)[0]
@@ -322,7 +340,7 @@ def aborted_reads(events: list[Event]) -> list[Violation]:
 def broker_troubles(events: list[Event]) -> list[Violation]:
     """The broker must start after every fault, stop cleanly (status 0, clean marker) on SIGTERM, and never
     close a connection over an internal error (it answers a named Kafka error instead). On a full disk a
-    stop is status 0 but may leave the marker out (README, "Damaged storage": a manifest it could not save
+    stop is status 0 but may leave the marker out (docs/operations.md, "Damaged storage": a manifest it could not save
     makes the next start check every tail as after a crash)."""
     out = []
     full = False
@@ -346,7 +364,7 @@ TOLD_WITHIN = 15.0  # seconds a consumer at a quarantined range gets to receive 
 
 def consumers_not_told(events: list[Event], reader: str = "rc-reader") -> list[Violation]:
     """Without --skip-damaged, a consumer that reached a quarantined range is told (an error event from its
-    poll, CORRUPT_MESSAGE) instead of stalling in silence (README, "Damaged storage"). Checked for the
+    poll, CORRUPT_MESSAGE) instead of stalling in silence (docs/operations.md, "Damaged storage"). Checked for the
     reader assigned every partition: where it stopped at a range (it read every committed record before the
     range, none after) with time to have fetched there, it must have had an error event for that partition."""
     if not any(e["type"] == "campaign" and e.get("skip_damaged") is False for e in events):

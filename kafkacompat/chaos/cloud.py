@@ -2,12 +2,12 @@
 
 PostgreSQL (Debian's, initdb'd privately) and moto's S3 server are
 started on loopback by kafkacompat.testing.services, as the cluster tests
-start them; the brokers run as subprocesses with the README's command line
+start them; the brokers run as subprocesses with the command line of docs/cloud.md
 (`--store postgresql://... --object-store s3://... --node-id N`). Process
 faults hit one broker at a time, so leadership and group coordination move
 between the others. Its storage faults: a database outage, every session
 of the brokers' database is ended and new ones refused for a few seconds
-(the README promises acknowledged records and committed offsets come
+(docs/cloud.md promises acknowledged records and committed offsets come
 through intact once it is back), and an object store outage: moto's
 server paused (SIGSTOP, its objects kept), so uploads and reads hang.
 """
@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import os
 import random
-import signal
 import subprocess
 import sys
 import threading
@@ -27,7 +26,7 @@ from kafkacompat.testing.services import Postgres, S3Server
 
 from .engine import Engine, StorageFault
 from .history import History
-from .process import BrokerProcess, free_port
+from .process import BrokerProcess, BrokerProcesses, free_port
 from .workload import PARTITIONS
 
 BROKERS = 3
@@ -35,7 +34,7 @@ BUCKET = "chaos"
 STREAM = "/chaos"
 
 
-class CloudEngine(Engine):
+class CloudEngine(BrokerProcesses, Engine):
     name = "cloud"
 
     def __init__(self, workdir: Path, history: History) -> None:
@@ -60,27 +59,6 @@ class CloudEngine(Engine):
                 "--group-initial-rebalance-delay-ms", "500"], history, self.log, lock, env=env)
             for n in self.nodes}
 
-    def _each(self, node: int | None) -> list[BrokerProcess]:
-        return list(self.brokers.values()) if node is None else [self.brokers[node]]
-
-    def start(self) -> bool:
-        return all([b.start() for b in self.brokers.values()])
-
-    def kill(self, node: int | None = None) -> None:
-        for b in self._each(node):
-            b.kill()
-
-    def stop(self, node: int | None = None) -> None:
-        for b in self._each(node):
-            b.stop()
-
-    def pause(self, node: int | None = None) -> None:
-        for b in self._each(node):
-            b.signal(signal.SIGSTOP)
-
-    def resume(self, node: int | None = None) -> None:
-        for b in self._each(node):
-            b.signal(signal.SIGCONT)
 
     def setup(self, rng: random.Random) -> dict[str, Any]:
         cli = [sys.executable, "-m", "kafkacompat"]

@@ -8,8 +8,8 @@ restart for the final read adds it; its data dir sits on a small tmpfs when this
 (root), so a full disk is a real ENOSPC. Its log goes to `broker.log` in the
 campaign's directory, and every line naming quarantined offsets becomes a
 `quarantine` event, which is how the checker learns what the broker admits
-to having lost. Storage faults damage the files the README's "Damaged
-storage" section names: partitionlet logs (sealed or active), metadata
+to having lost. Storage faults damage the files docs/operations.md's "Damaged
+storage" names: partitionlet logs (sealed or active), metadata
 files, and the free space of the volume.
 """
 
@@ -203,7 +203,7 @@ def partitionlet_logs(directory: Path) -> list[tuple[int, Path]]:
 def cut_at_boundary(path: Path, batches: dict[int, int]) -> int | None:
     """The first offset cut off when an active log (whose `batch_starts` were `batches` before the damage)
     was cut exactly at a batch boundary at or past the size its manifest last checkpointed: the one loss a
-    start after an unclean stop cannot see (README, "Damaged storage"). None for any other damage."""
+    start after an unclean stop cannot see (docs/operations.md, "Damaged storage"). None for any other damage."""
     size = path.stat().st_size if path.exists() else None
     if size is None or size not in batches or size == max(batches, default=-1):
         return None  # deleted (a start sees that), cut inside a batch, or not cut at all

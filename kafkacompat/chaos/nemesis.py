@@ -7,8 +7,8 @@ engine's own (engine.py); those not `live` are done while the broker is
 down, after a kill -9 or a SIGTERM (the seed picks). `full-disk-sigterm`
 stops and restarts the broker while its disk is full.
 
-`SAFE` (and `CLOUD_SAFE`, the cloud engine's own) lists the faults whose
-README promises hold today; `HELD_BACK` (and `CLOUD_HELD_BACK`) the ones
+`SAFE` (and `CLOUD_SAFE`, `REPLICATION_SAFE`, those engines' own) lists the faults whose
+promises (docs/operations.md) hold today; `HELD_BACK` (and `CLOUD_HELD_BACK`) the ones
 that find known bugs, with the reason, so the CI slice runs the safe ones
 and the full mix (`ALL`, the command's default) can be enabled once fixes land.
 """
@@ -28,12 +28,13 @@ PROCESS_FAULTS = ("kill", "pause", "restart")
 SAFE = (*PROCESS_FAULTS, "flip-sealed", "flip-sealed-live", "truncate-sealed", "delete-metadata", "garble-metadata",
         "full-disk", "flip-active", "flip-active-live", "truncate-active", "zero-active-tail", "delete-active",
         "full-disk-sigterm")
-HELD_BACK: dict[str, str] = {}  # every disk fault's promise holds (see the README's table)
+HELD_BACK: dict[str, str] = {}  # every disk fault's promise holds (see docs/operations.md's table)
 CLOUD_SAFE = ("database-outage",)  # the cloud engine's own faults (only it offers them) whose promises hold
 CLOUD_HELD_BACK = {  # and those held back; both apart from the disk lists above
     "object-store-outage": "new: passed seeds 4 and 5 (1 min), not yet run for enough seeds to join the safe mix",
 }
-ALL = (*SAFE, *CLOUD_SAFE, *HELD_BACK, *CLOUD_HELD_BACK)
+REPLICATION_SAFE = ("link-pause",)  # the replication engine's own: `stream replica pause`, held, then `resume`
+ALL = (*SAFE, *CLOUD_SAFE, *REPLICATION_SAFE, *HELD_BACK, *CLOUD_HELD_BACK)
 
 
 class Nemesis:

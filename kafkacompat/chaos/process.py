@@ -102,3 +102,31 @@ class BrokerProcess:
         if self.running():
             assert self.proc is not None
             self.proc.send_signal(sig)
+
+
+class BrokerProcesses:
+    """Process faults for an engine of several broker processes, `brokers` by node id (None: every broker)."""
+
+    brokers: dict[int, BrokerProcess]
+
+    def _each(self, node: int | None) -> list[BrokerProcess]:
+        return list(self.brokers.values()) if node is None else [self.brokers[node]]
+
+    def start(self) -> bool:
+        return all([b.start() for b in self.brokers.values()])
+
+    def kill(self, node: int | None = None) -> None:
+        for b in self._each(node):
+            b.kill()
+
+    def stop(self, node: int | None = None) -> None:
+        for b in self._each(node):
+            b.stop()
+
+    def pause(self, node: int | None = None) -> None:
+        for b in self._each(node):
+            b.signal(signal.SIGSTOP)
+
+    def resume(self, node: int | None = None) -> None:
+        for b in self._each(node):
+            b.signal(signal.SIGCONT)

@@ -12,7 +12,9 @@ in the run, so the checker can tell where every record went.
 Clients are never restarted by the campaign: librdkafka reconnects by itself
 after the broker comes back, as it would for a user. Only a fatal error (an
 idempotent producer fenced or out of sequence) makes a new producer, under a
-new name, so its sequence numbers start afresh.
+new name, so its sequence numbers start afresh; so does a transaction whose
+outcome stays unknown (its commit or abort timed out), as librdkafka then
+refuses every new transaction until that one ends.
 """
 
 from __future__ import annotations
@@ -111,8 +113,8 @@ class Writer(Role):
         value = value_of(name, seq)
         while True:
             try:
-                producer.produce(TOPIC_A, value.encode(), partition=partition,
-                                 on_delivery=self.on_delivery(name, seq))
+                producer.produce(TOPIC_A, value.encode(), key=f"{name}|{seq}".encode(), partition=partition,
+                                 headers=[("seq", str(seq).encode())], on_delivery=self.on_delivery(name, seq))
                 break
             except BufferError:
                 producer.poll(0.2)
@@ -180,8 +182,8 @@ class TransactionalWriter(Role):
             except KafkaException as exc:
                 outcome = self.recover(producer, exc)
             self.history.record("txn", producer=name, txn=txn, outcome=outcome, values=values)
-            if outcome == "fatal":
-                return False
+            if outcome in ("fatal", "unknown"):  # unknown: an abort or commit left in progress makes every
+                return False  # begin_transaction _CONFLICT at once; a new producer fences this one and goes on
         return True
 
     def send(self, producer: Producer, name: str, seq: int, txn: int) -> str:
@@ -334,12 +336,20 @@ class Workload:
         return stuck
 
 
-def final_read(bootstrap: str, history: History, timeout: float = 60) -> None:
-    """Read every partition from its start to its end, both isolation levels, into `final` events."""
+def final_read(bootstrap: str, history: History, timeout: float = 60, event: str = "final") -> None:
+    """Read every partition from its start to its end, both isolation levels, into `event` events."""
     for isolation in ("read_uncommitted", "read_committed"):
         for topic, count in PARTITIONS.items():
             for partition in range(count):
-                read_partition(bootstrap, history, TopicPartition(topic, partition, 0), isolation, timeout)
+                read_partition(bootstrap, history, TopicPartition(topic, partition, 0), isolation, timeout, event)
+
+
+def details(msg: Any) -> dict[str, Any]:
+    """A record's key, headers (values in hex) and timestamp, as a consumer sees them."""
+    key, headers = msg.key(), msg.headers() or []
+    return {"key": key.decode(errors="backslashreplace") if key is not None else None,
+            "headers": [[name, value.hex() if value is not None else None] for name, value in headers],
+            "timestamp": list(msg.timestamp())}
 
 
 def high_watermark(consumer: Consumer, tp: TopicPartition, deadline: float) -> int:
@@ -353,7 +363,10 @@ def high_watermark(consumer: Consumer, tp: TopicPartition, deadline: float) -> i
             time.sleep(0.5)
 
 
-def read_partition(bootstrap: str, history: History, tp: TopicPartition, isolation: str, timeout: float) -> None:
+def read_partition(bootstrap: str, history: History, tp: TopicPartition, isolation: str, timeout: float,
+                   event: str = "final") -> None:
+    """Read one partition to its end into `event` events (with each record's key, headers and timestamp, which
+    the replication engine compares between clusters) and one `{event}-end`."""
     consumer = Consumer({**COMMON, "bootstrap.servers": bootstrap, "group.id": "chaos-final",
                          "enable.auto.commit": False, "isolation.level": isolation, "check.crcs": True,
                          "enable.partition.eof": True})
@@ -367,8 +380,8 @@ def read_partition(bootstrap: str, history: History, tp: TopicPartition, isolati
             if msg is None:
                 continue
             if msg.error() is None:
-                history.record("final", reader="final", isolation=isolation, topic=tp.topic, partition=tp.partition,
-                               offset=msg.offset(), value=msg.value().decode())
+                history.record(event, reader=event, isolation=isolation, topic=tp.topic, partition=tp.partition,
+                               offset=msg.offset(), value=msg.value().decode(), **details(msg))
                 end = msg.offset() + 1
             elif msg.error().code() == KafkaError._PARTITION_EOF:
                 end = max(end, msg.offset())
@@ -377,5 +390,5 @@ def read_partition(bootstrap: str, history: History, tp: TopicPartition, isolati
         history.record("client-error", role="final", error=str(exc.args[0]), fatal=False)
     finally:
         consumer.close()
-    history.record("final-end", topic=tp.topic, partition=tp.partition, isolation=isolation, end=end,
+    history.record(f"{event}-end", topic=tp.topic, partition=tp.partition, isolation=isolation, end=end,
                    complete=complete)

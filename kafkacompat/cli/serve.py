@@ -12,6 +12,7 @@ import argparse
 import asyncio
 import dataclasses
 import errno
+import gc
 import logging
 import os
 import signal
@@ -34,7 +35,7 @@ from ..workers.supervisor import SupervisorError, run_workers
 
 log = logging.getLogger("kafkacompat")
 
-# `serve` exit statuses (README, "serve exit codes")
+# `serve` exit statuses (docs/configuration.md, "serve exit codes")
 EXIT_OK = 0
 EXIT_FAILED = 1  # the broker failed while running
 EXIT_CONFIG = 2  # a bad flag, environment variable or config file
@@ -106,6 +107,7 @@ async def run_until_signalled(config: BrokerConfig) -> None:
         await server.start()
     except Exception as exc:
         raise _explain(config, exc) or exc
+    freeze_long_lived()
     watch = None
     if config.worker_of is not None:  # one of `serve --workers N`: tell the supervisor, stop if it goes
         announce_ready(WorkerRole.parse(config.worker_of))
@@ -126,6 +128,21 @@ async def _stop_when_orphaned(stop: asyncio.Event) -> None:
         await asyncio.sleep(0.5)
     log.error("the supervisor (pid %d) is gone; this worker stops", parent)
     stop.set()
+
+
+def freeze_long_lived() -> None:
+    """Leave what start-up loaded (every topic of the store) out of later full garbage collections.
+
+    CPython's full collection scans every tracked object and stops every
+    connection meanwhile; with 50,000 topics loaded, gen2 collections during
+    Metadata for all topics took 80-780 ms each (125 ms median) and with
+    them frozen 9-124 ms (31 ms median), measured with gc.callbacks on a
+    loaded 2-core machine (issue 32). What is frozen is never collected, so
+    garbage is collected first; only the broker's own process does this (a
+    test's in-process brokers keep the test's heap collectable).
+    """
+    gc.collect()
+    gc.freeze()
 
 
 def _explain(config: BrokerConfig, exc: Exception) -> StartError | None:

@@ -444,7 +444,7 @@ class ConsumerGroupCoordinator(HeartbeatGroupCoordinator[ConsumerGroup, Consumer
             after.rebalance_timer = None
 
     # timeouts -----------------------------------------------------------------
-    def _session_timeout_ms(self, member: ConsumerMember) -> int:
+    def _session_timeout_ms(self, group: ConsumerGroup, member: ConsumerMember) -> int:
         """Classic members keep the session timeout they joined with; others get the broker's."""
         return member.classic.session_timeout_ms if member.classic else self.config.group_consumer_session_timeout_ms
 

@@ -25,6 +25,7 @@ from kio.schema.errors import ErrorCode
 
 from kafkacompat.storage import Cursor, Store
 
+from ..catalog import group_configs
 from ..config import BrokerConfig
 from . import durable
 from .classic_api import JoinRequest, JoinResult, SyncResult
@@ -67,6 +68,7 @@ class GroupSummary:
 class GroupCoordinator:
     def __init__(self, config: BrokerConfig, store: Store, clock: Callable[[], int] = now_ms) -> None:
         self.config = config
+        self.store = store  # with config, the ConfigSource group configs are read from
         self.offsets = CommittedOffsets(store)
         self.groups: dict[str, Group] = {}
         self._clock = clock
@@ -75,7 +77,8 @@ class GroupCoordinator:
         # KIP-848 groups share this coordinator's offsets, listing and deletion; a group id is one or the other
         self.consumer = ConsumerGroupCoordinator(config, store, clock, self._group, self._hand_over, self._take_back,
                                                  self._save)
-        self.streams = StreamsGroupCoordinator(config, clock, self.partitions_of, self._is_classic_or_consumer)
+        self.streams = StreamsGroupCoordinator(config, clock, self.partitions_of, self._is_classic_or_consumer,
+                                               self._save, self._group_setting)
         self.durable = durable.GroupStateWriter(store)
         # this broker coordinates every group (alone); in a cluster the groups of each
         # __consumer_offsets partition it leads are loaded by take_over as it gains them
@@ -107,6 +110,10 @@ class GroupCoordinator:
         if consumer_group is not None:
             self.durable.save(group_id, durable.consumer_record(consumer_group))
             return
+        streams_group = self.streams.groups.get(group_id)
+        if streams_group is not None:
+            self.durable.save(group_id, durable.streams_record(streams_group))
+            return
         group = self.groups.get(group_id)
         if group is None or group.is_(Dead):
             self.durable.save(group_id, None)
@@ -125,6 +132,8 @@ class GroupCoordinator:
             try:
                 if record.get("type") == "consumer":
                     self.consumer.adopt(durable.consumer_group(group_id, record))
+                elif record.get("type") == "streams":
+                    self.streams.adopt(durable.streams_group(group_id, record))
                 else:
                     group = self.groups[group_id] = durable.classic_group(group_id, record)
                     self.classic.resume(group)
@@ -167,6 +176,11 @@ class GroupCoordinator:
         if group is None and (create or self.offsets.has_offsets(group_id)):
             group = self.groups[group_id] = Group(group_id, self._clock())
         return group
+
+    def _group_setting(self, group_id: str, name: str) -> int | None:
+        """A group's own value of an int group config (kafka-configs --entity-type groups), None when unset."""
+        own = group_configs.group_values(self, group_id).get(name)
+        return int(own) if own is not None else None
 
     def partitions_of(self, name: str) -> int | None:
         """A topic's partition count by its Kafka name, None when it does not exist (Streams topologies)."""
@@ -407,6 +421,7 @@ class GroupCoordinator:
         if group_id in self.streams.groups:
             error = self.streams.delete(group_id)
             if error == ErrorCode.none:
+                self._save(group_id)
                 await self.offsets.delete(group_id)
             return error
         if group_id in self.consumer.groups:

@@ -14,7 +14,13 @@ engine), written when it changes as Kafka writes it:
   comes back under a new member id, and when it is deleted; while it
   rebalances the last stable generation stays stored (as on Kafka, a
   coordinator taking over mid-rebalance starts from it);
-- a consumer group at every change of its epochs, members or assignments.
+- a consumer group at every change of its epochs, members or assignments;
+- a Streams group (KIP-1071) likewise: what Kafka splits into its
+  StreamsGroupMetadata, Topology, MemberMetadata, TargetAssignment and
+  CurrentAssignment records is one record here, with the task counts the
+  topology was last configured with, the standby count of the last target
+  assignment, and what each member last said it owns (Kafka's records do
+  not keep that; a member only resends it when it changes).
 
 Writes of many groups are gathered into one put_state call; a member is
 answered once the state it acts on is written (SyncGroup,
@@ -37,6 +43,9 @@ from kafkacompat.storage import Store
 from .assignors import Assignment
 from .consumer_group import ClassicMembership, ConsumerGroup, ConsumerMember, MemberState
 from .group import Group, GroupState, Member
+from .streams_group import MemberState as StreamsMemberState
+from .streams_group import StreamsGroup, StreamsMember, Tasks
+from .streams_topology import InternalTopic, Subtopology, Topology
 
 log = logging.getLogger(__name__)
 
@@ -157,6 +166,88 @@ def consumer_group(group_id: str, record: Record) -> ConsumerGroup:
                 classic["session_ms"], tuple((name, _unb64(data)) for name, data in classic["protocols"])),
         ))
         group.target[m["id"]] = _assignment(m["target"])
+    return group
+
+
+# streams groups -------------------------------------------------------------------
+
+
+def _tasks_record(tasks: Tasks) -> list[list[str | int]]:
+    return [[role, sub, p] for role, sub, p in sorted(tasks)]
+
+
+def _tasks(record: list[list[Any]]) -> Tasks:
+    return frozenset((str(role), str(sub), int(p)) for role, sub, p in record)
+
+
+def _topic_record(topic: InternalTopic) -> list[Any]:
+    return [topic.name, topic.partitions, [list(kv) for kv in topic.configs]]
+
+
+def _topic(record: list[Any]) -> InternalTopic:
+    name, partitions, configs = record
+    return InternalTopic(name, partitions, tuple((k, v) for k, v in configs))
+
+
+def _topology_record(topology: Topology | None) -> Record | None:
+    if topology is None:
+        return None
+    return {"epoch": topology.epoch, "subtopologies": [
+        {"id": sub.subtopology_id, "sources": list(sub.source_topics), "sinks": list(sub.repartition_sinks),
+         "repartition": [_topic_record(t) for t in sub.repartition_sources],
+         "changelogs": [_topic_record(t) for t in sub.changelogs]}
+        for sub in topology.subtopologies]}
+
+
+def _topology(record: Record | None) -> Topology | None:
+    if record is None:
+        return None
+    return Topology(record["epoch"], tuple(
+        Subtopology(sub["id"], tuple(sub["sources"]), tuple(sub["sinks"]),
+                    tuple(_topic(t) for t in sub["repartition"]), tuple(_topic(t) for t in sub["changelogs"]))
+        for sub in record["subtopologies"]))
+
+
+def streams_record(group: StreamsGroup) -> Record:
+    """Epochs, topology, members with their current and target tasks (Kafka's streams group records, as one)."""
+    members = [{
+        "id": m.member_id, "process": m.process_id, "instance": m.instance_id, "rack": m.rack_id,
+        "client_id": m.client_id, "host": m.client_host, "rebalance_ms": m.rebalance_timeout_ms,
+        "topology_epoch": m.topology_epoch, "endpoint": list(m.user_endpoint) if m.user_endpoint else None,
+        "tags": [list(kv) for kv in m.client_tags], "epoch": m.member_epoch, "previous_epoch": m.previous_member_epoch,
+        "state": m.state.value, "assigned": _tasks_record(m.assigned), "revoking": _tasks_record(m.pending_revocation),
+        "reported": _tasks_record(m.reported), "target": _tasks_record(group.target.get(m.member_id, frozenset())),
+    } for m in group.members.values()]
+    return {
+        "type": "streams",
+        "group_epoch": group.group_epoch,
+        "assignment_epoch": group.assignment_epoch,
+        "state_ms": group.state_timestamp_ms,
+        "topology": _topology_record(group.topology),
+        "tasks": dict(sorted(group.tasks.items())),
+        "standbys": group.standbys,
+        "members": members,
+    }
+
+
+def streams_group(group_id: str, record: Record) -> StreamsGroup:
+    group = StreamsGroup(group_id, record["state_ms"])
+    group.group_epoch = record["group_epoch"]
+    group.assignment_epoch = record["assignment_epoch"]
+    group.topology = _topology(record["topology"])
+    group.tasks = {sub: int(count) for sub, count in record["tasks"].items()}
+    group.standbys = record["standbys"]
+    for m in record["members"]:
+        endpoint = m["endpoint"]
+        group.put(StreamsMember(
+            m["id"], process_id=m["process"], instance_id=m["instance"], rack_id=m["rack"], client_id=m["client_id"],
+            client_host=m["host"], rebalance_timeout_ms=m["rebalance_ms"], topology_epoch=m["topology_epoch"],
+            user_endpoint=(endpoint[0], int(endpoint[1])) if endpoint else None,
+            client_tags=tuple((k, v) for k, v in m["tags"]), member_epoch=m["epoch"],
+            previous_member_epoch=m["previous_epoch"], state=StreamsMemberState(m["state"]),
+            assigned=_tasks(m["assigned"]), pending_revocation=_tasks(m["revoking"]), reported=_tasks(m["reported"]),
+        ))
+        group.target[m["id"]] = _tasks(m["target"])
     return group
 
 

@@ -79,14 +79,14 @@ class HeartbeatGroupCoordinator(Generic[G, M]):
                 member.cancel_timers()
 
     # timeouts -----------------------------------------------------------------
-    def _session_timeout_ms(self, member: M) -> int:
+    def _session_timeout_ms(self, group: G, member: M) -> int:
         return self.config.group_consumer_session_timeout_ms
 
     def schedule_session_timeout(self, group: G, member: M) -> None:
         if member.session_timer is not None:
             member.session_timer.cancel()
         member.session_timer = asyncio.get_running_loop().call_later(
-            self._session_timeout_ms(member) / 1000,
+            self._session_timeout_ms(group, member) / 1000,
             self._session_expired, group.group_id, member.member_id,
         )
 

@@ -9,9 +9,14 @@ static member that will come back); the session and rebalance timeouts
 fence members. Internal topics are created by the heartbeat handler before
 it calls in here (creating is I/O, this is bookkeeping on the event loop).
 Groups live in memory beside the classic and consumer groups and share
-their committed offsets; they are not written to the store, so a broker
-restart makes the members rejoin (as Kafka does when a group's records
-are lost).
+their committed offsets; every change of a group's epochs, topology,
+members or tasks is written to the store as consumer groups are (see
+durable.py), so after a restart (or on the next coordinator) members go on
+with their epoch and tasks. A group's own configs (kafka-configs
+--entity-type groups: streams.num.standby.replicas,
+streams.session.timeout.ms, streams.heartbeat.interval.ms) override the
+broker's; a changed standby count takes effect at once with a new group
+epoch.
 """
 
 from __future__ import annotations
@@ -29,6 +34,9 @@ from .streams_group import NO_TASKS, MemberState, StreamsGroup, StreamsMember, T
 from .streams_topology import ConfiguredTopology, Topology, configure
 
 log = logging.getLogger(__name__)
+
+GroupSetting = Callable[[str, str], int | None]  # (group id, group config name) -> the group's own value
+_MEMBER_STATE = tuple(f.name for f in dataclasses.fields(StreamsMember) if not f.name.endswith("_timer"))
 
 STREAMS_PROTOCOL_TYPE = "streams"
 # StreamsGroupHeartbeatResponse.Status codes
@@ -67,10 +75,34 @@ class StreamsGroupCoordinator(HeartbeatGroupCoordinator[StreamsGroup, StreamsMem
     KIND, HELD, UNREVOKED = "streams group", "tasks", MemberState.UNREVOKED_TASKS
 
     def __init__(self, config: BrokerConfig, clock: Callable[[], int],
-                 partitions_of: Callable[[str], int | None], is_other_group: Callable[[str], bool]) -> None:
-        super().__init__(config, clock)
+                 partitions_of: Callable[[str], int | None], is_other_group: Callable[[str], bool],
+                 save: Callable[[str], None] = lambda group_id: None,
+                 group_setting: GroupSetting = lambda group_id, name: None) -> None:
+        super().__init__(config, clock, save)
         self._partitions_of = partitions_of  # a topic's partition count, None when it does not exist
         self._is_other_group = is_other_group  # the id names a live classic or consumer group
+        self._group_setting = group_setting
+
+    def adopt(self, group: StreamsGroup) -> None:
+        """Serve a group loaded from the store: its members' session (and revocation) timeouts run from now."""
+        self.groups[group.group_id] = group
+        for member in group.members.values():
+            self.schedule_session_timeout(group, member)
+            self._track_revocation(group, StreamsMember(member.member_id), member)
+
+    # per-group configs ----------------------------------------------------------
+    def _setting(self, group_id: str, name: str, default: int) -> int:
+        own = self._group_setting(group_id, name)
+        return own if own is not None else default
+
+    def standby_replicas(self, group_id: str) -> int:
+        return self._setting(group_id, "streams.num.standby.replicas", self.config.group_streams_num_standby_replicas)
+
+    def _session_timeout_ms(self, group: StreamsGroup, member: StreamsMember) -> int:
+        return self._setting(group.group_id, "streams.session.timeout.ms", self.config.group_consumer_session_timeout_ms)
+
+    def heartbeat_interval_ms(self, group_id: str) -> int:
+        return self._setting(group_id, "streams.heartbeat.interval.ms", self.config.group_consumer_heartbeat_interval_ms)
 
     def topology_of(self, group_id: str) -> Topology | None:
         group = self.groups.get(group_id)
@@ -81,6 +113,7 @@ class StreamsGroupCoordinator(HeartbeatGroupCoordinator[StreamsGroup, StreamsMem
 
     # StreamsGroupHeartbeat ----------------------------------------------------
     def heartbeat(self, req: StreamsHeartbeat) -> StreamsHeartbeatResult:
+        before = self._fingerprint(req.group_id, req.member_id)
         try:
             self._validate(req)
             if req.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
@@ -90,6 +123,18 @@ class StreamsGroupCoordinator(HeartbeatGroupCoordinator[StreamsGroup, StreamsMem
             log.info("streams group %s: member %s (epoch %d) refused: %s", req.group_id, req.member_id,
                      req.member_epoch, exc)
             return StreamsHeartbeatResult(exc.code, str(exc))
+        finally:
+            if self._fingerprint(req.group_id, req.member_id) != before:
+                self._save(req.group_id)
+
+    def _fingerprint(self, group_id: str, member_id: str) -> tuple | None:
+        """What a heartbeat can change (most change nothing): spares building the group's record each time."""
+        group = self.groups.get(group_id)
+        if group is None:
+            return None
+        member = group.members.get(member_id)
+        fields = None if member is None else tuple(getattr(member, name) for name in _MEMBER_STATE)
+        return id(group), group.group_epoch, group.assignment_epoch, len(group.members), group.topology, fields
 
     @staticmethod
     def _validate(req: StreamsHeartbeat) -> None:
@@ -179,7 +224,7 @@ class StreamsGroupCoordinator(HeartbeatGroupCoordinator[StreamsGroup, StreamsMem
         changed = updated.assigned != member.assigned or updated.member_epoch != member.member_epoch
         return StreamsHeartbeatResult(
             member_id=updated.member_id, member_epoch=updated.member_epoch,
-            heartbeat_interval_ms=self.config.group_consumer_heartbeat_interval_ms,
+            heartbeat_interval_ms=self.heartbeat_interval_ms(group.group_id),
             statuses=statuses, tasks=updated.assigned if (full or changed) else None,
         )
 
@@ -212,7 +257,7 @@ class StreamsGroupCoordinator(HeartbeatGroupCoordinator[StreamsGroup, StreamsMem
         group.put(updated)
         configured = self.configured(group.topology) if group.topology is not None else None
         tasks = dict(configured.tasks) if configured is not None and configured.ready else {}
-        if tasks != group.tasks:
+        if tasks != group.tasks or self.standby_replicas(group.group_id) != group.standbys:
             group.tasks = tasks
             group.group_epoch += 1
         if group.group_epoch > group.assignment_epoch:
@@ -228,10 +273,12 @@ class StreamsGroupCoordinator(HeartbeatGroupCoordinator[StreamsGroup, StreamsMem
 
     def _assign(self, group: StreamsGroup) -> None:
         previous = {m: member.assigned | group.target.get(m, NO_TASKS) for m, member in group.members.items()}
-        group.target = assign_tasks(group.members, group.tasks, previous, self.config.group_streams_num_standby_replicas)
+        group.standbys = self.standby_replicas(group.group_id)
+        group.target = assign_tasks(group.members, group.tasks, previous, group.standbys)
         group.assignment_epoch = group.group_epoch
-        log.info("streams group %s: target assignment for epoch %d over %d member(s), %d task(s)", group.group_id,
-                 group.group_epoch, len(group.members), sum(group.tasks.values()))
+        log.info("streams group %s: target assignment for epoch %d over %d member(s), %d task(s), %d standby "
+                 "replica(s)", group.group_id, group.group_epoch, len(group.members), sum(group.tasks.values()),
+                 group.standbys)
 
     def _track_revocation(self, group: StreamsGroup, before: StreamsMember, after: StreamsMember) -> None:
         """A member asked to revoke gets its rebalance timeout to do so, else it is fenced."""

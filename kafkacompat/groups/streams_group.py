@@ -86,6 +86,7 @@ class StreamsGroup:
         self.tasks: dict[str, int] = {}  # subtopology id -> task count, as last configured
         self.members: dict[str, StreamsMember] = {}
         self.target: dict[str, Tasks] = {}
+        self.standbys = 0  # standby copies of each task the target assignment was computed with
         self.active_owner: dict[tuple[str, int], str] = {}  # active tasks held or pending revocation
         self.state_timestamp_ms = now_ms
 

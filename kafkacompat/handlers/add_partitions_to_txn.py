@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from ..security.acls import Operation
-from ..services import Request, Security, Transactions
+from ..services import Request, Security, Topics, Transactions
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
 from .registry import Api, changes
 from .txn_common import fenced_as, resolve_partitions
@@ -22,7 +22,7 @@ from .txn_common import fenced_as, resolve_partitions
 API = Api(24, (0, 5), changes(("v3_and_below_topics",), "results_by_topic_v3_and_below"))
 
 
-class Reaches(Security, Transactions, Protocol):
+class Reaches(Topics, Security, Transactions, Protocol):
     """What of the broker this module reaches."""
 
 BATCHED_FROM = 4

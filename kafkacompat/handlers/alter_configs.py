@@ -4,16 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..services import Context
+from ..services import Request
 from .common import NO_THROTTLE, make, schema_of
-from .config_changes import apply_configs
+from .config_changes import ConfigChanges, apply_configs
 from .registry import Api, changes
 
 # AlterConfigs v0-2
 API = Api(33, (0, 2), changes(("resources",), "responses"))
 
 
-async def handle(ctx: Context, request: Any) -> Any:
+async def handle(ctx: Request[ConfigChanges], request: Any) -> Any:
     m = schema_of(ctx)
     responses = []
     for resource in request.resources:

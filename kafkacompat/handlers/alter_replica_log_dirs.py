@@ -21,7 +21,7 @@ from typing import Any
 
 from kafkacompat import storage
 
-from ..services import Context
+from ..services import Request, Topics
 from .common import NO_THROTTLE, ErrorCode, make, schema_of, storage_error_code
 from .registry import Api, changes
 
@@ -35,7 +35,7 @@ def _topics_of_dirs(request: Any) -> tuple[Any, ...]:
 API = Api(34, (1, 2), changes(("dirs",), "results", items=_topics_of_dirs))
 
 
-async def _move(ctx: Context, topic: str, index: int, log_dir: str) -> ErrorCode:
+async def _move(ctx: Request[Topics], topic: str, index: int, log_dir: str) -> ErrorCode:
     cluster = ctx.cluster
     if log_dir not in cluster.store.data_dirs():
         return ErrorCode.log_dir_not_found
@@ -50,7 +50,7 @@ async def _move(ctx: Context, topic: str, index: int, log_dir: str) -> ErrorCode
     return ErrorCode.none
 
 
-async def handle(ctx: Context, request: Any) -> Any:
+async def handle(ctx: Request[Topics], request: Any) -> Any:
     m = schema_of(ctx)
     wanted: dict[str, dict[int, str]] = {}  # topic as the client spelled it -> partition -> dir
     for log_dir in request.dirs:

@@ -9,23 +9,28 @@ running process's logging levels.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from kafkacompat import storage
 
 from ..broker.cluster import TopicError
 from ..catalog import broker_configs, group_configs, logger_configs
 from ..catalog.topic_configs import InvalidConfigError, validate_configs
+from ..catalog.views import BrokerConfigSource
 from ..security.acls import Operation
 from ..security.authorizer import config_refusal
-from ..services import Context
+from ..services import Placement, Request, Security, Topics
 from .common import ErrorCode, storage_error_code
 
 TOPIC, BROKER, BROKER_LOGGER, GROUP = 2, 4, 8, 32
 Change = Callable[[dict[str, str]], dict[str, str]]
 
 
-async def apply_configs(ctx: Context, resource: Any, change: Change, validate_only: bool) -> tuple[ErrorCode, str | None]:
+class ConfigChanges(Topics, Placement, Security, BrokerConfigSource, Protocol):
+    """What of the broker changing configs reaches (AlterConfigs and IncrementalAlterConfigs declare it)."""
+
+
+async def apply_configs(ctx: Request[ConfigChanges], resource: Any, change: Change, validate_only: bool) -> tuple[ErrorCode, str | None]:
     """(error code, message) of changing one resource's configs."""
     kind, name = resource.resource_type, resource.resource_name
     refused = config_refusal(ctx, Operation.ALTER_CONFIGS, kind, name)
@@ -53,7 +58,7 @@ async def apply_configs(ctx: Context, resource: Any, change: Change, validate_on
     return ErrorCode.none, None
 
 
-async def _topic(ctx: Context, name: str, change: Change, validate_only: bool) -> None:
+async def _topic(ctx: Request[ConfigChanges], name: str, change: Change, validate_only: bool) -> None:
     cluster = ctx.cluster
     info = cluster.lookup(name).info
     if info is None:
@@ -64,12 +69,12 @@ async def _topic(ctx: Context, name: str, change: Change, validate_only: bool) -
         await cluster.store.set_topic_configs(info.stream, info.name, new)
 
 
-def _check_broker(ctx: Context, name: str) -> None:
+def _check_broker(ctx: Request[ConfigChanges], name: str) -> None:
     if name != str(ctx.cluster.node_id):
         raise InvalidConfigError(f"Unexpected broker id, expected {ctx.cluster.node_id}, but received {name}")
 
 
-async def _broker(ctx: Context, name: str, change: Change, validate_only: bool) -> None:
+async def _broker(ctx: Request[ConfigChanges], name: str, change: Change, validate_only: bool) -> None:
     cluster = ctx.cluster
     if name != "":
         _check_broker(ctx, name)
@@ -81,7 +86,7 @@ async def _broker(ctx: Context, name: str, change: Change, validate_only: bool) 
         await broker_configs.set_dynamic(cluster, name, new)
 
 
-def _logger(ctx: Context, name: str, change: Change, validate_only: bool) -> None:
+def _logger(ctx: Request[ConfigChanges], name: str, change: Change, validate_only: bool) -> None:
     _check_broker(ctx, name)
     old = logger_configs.describe()
     new = change(dict(old))
@@ -91,7 +96,7 @@ def _logger(ctx: Context, name: str, change: Change, validate_only: bool) -> Non
         logger_configs.apply(changes)
 
 
-async def _group(ctx: Context, name: str, change: Change, validate_only: bool) -> None:
+async def _group(ctx: Request[ConfigChanges], name: str, change: Change, validate_only: bool) -> None:
     new = change(group_configs.group_values(ctx.cluster, name))
     group_configs.check(new, ctx.cluster.config)
     if not validate_only:

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from kafkacompat import storage
 
 from ..broker.cluster import TopicError
 from ..security.acls import Operation
 from ..security.authorizer import TOPIC_DENIED
-from ..services import Context
+from ..services import Placement, Request, Security, Settings, Topics
 from .common import NO_THROTTLE, ErrorCode, make, schema_of, storage_error_code
 from .partition_limits import PER_REQUEST_MESSAGE, partition_limit_error
 from .registry import Api, changes
@@ -18,7 +18,11 @@ from .registry import Api, changes
 API = Api(37, (0, 3), changes(("topics",), "results"))
 
 
-async def _grow(ctx: Context, topic: Any, validate_only: bool) -> tuple[ErrorCode, str | None]:
+class Reaches(Topics, Placement, Security, Settings, Protocol):
+    """What of the broker this module reaches."""
+
+
+async def _grow(ctx: Request[Reaches], topic: Any, validate_only: bool) -> tuple[ErrorCode, str | None]:
     cluster = ctx.cluster
     if not cluster.authorizer.topic(ctx, Operation.ALTER, topic.name):
         return ErrorCode.topic_authorization_failed, TOPIC_DENIED
@@ -53,7 +57,7 @@ async def _grow(ctx: Context, topic: Any, validate_only: bool) -> tuple[ErrorCod
     return ErrorCode.none, None
 
 
-def _requested_increase(ctx: Context, topics: Any) -> int:
+def _requested_increase(ctx: Request[Reaches], topics: Any) -> int:
     """Partitions the whole request would add to the topics that exist."""
     total = 0
     for topic in topics:
@@ -66,7 +70,7 @@ def _requested_increase(ctx: Context, topics: Any) -> int:
     return total
 
 
-async def handle(ctx: Context, request: Any) -> Any:
+async def handle(ctx: Request[Reaches], request: Any) -> Any:
     m = schema_of(ctx)
     results = []
     message: str | None

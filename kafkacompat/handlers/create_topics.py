@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from kafkacompat import storage
 
@@ -10,7 +10,7 @@ from ..broker.cluster import TopicError
 from ..catalog.topic_configs import InvalidConfigError, effective_configs, validate_configs
 from ..security.acls import Operation
 from ..security.authorizer import TOPIC_DENIED
-from ..services import Context
+from ..services import Placement, Request, Security, Settings, Topics
 from .common import NO_THROTTLE, ErrorCode, make, schema_of, storage_error_code
 from .partition_limits import PER_REQUEST_MESSAGE, partition_limit_error
 from .registry import Api, changes
@@ -19,7 +19,11 @@ from .registry import Api, changes
 API = Api(19, (2, 7), changes(("topics",), "topics"))
 
 
-async def _create(ctx: Context, topic: Any, validate_only: bool) -> tuple[ErrorCode, str | None, Any]:
+class Reaches(Topics, Placement, Security, Settings, Protocol):
+    """What of the broker this module reaches."""
+
+
+async def _create(ctx: Request[Reaches], topic: Any, validate_only: bool) -> tuple[ErrorCode, str | None, Any]:
     cluster = ctx.cluster
     authorizer = cluster.authorizer
     if authorizer.enabled and not (authorizer.cluster(ctx, Operation.CREATE, log_denied=False)
@@ -67,7 +71,7 @@ async def _create(ctx: Context, topic: Any, validate_only: bool) -> tuple[ErrorC
     return ErrorCode.none, None, info
 
 
-def _requested_partitions(ctx: Context, topics: Any) -> int:
+def _requested_partitions(ctx: Request[Reaches], topics: Any) -> int:
     """Partitions the whole request asks for, counted as Kafka's controller counts them."""
     total = 0
     for topic in topics:
@@ -84,7 +88,7 @@ def _requested_partitions(ctx: Context, topics: Any) -> int:
     return total
 
 
-async def handle(ctx: Context, request: Any) -> Any:
+async def handle(ctx: Request[Reaches], request: Any) -> Any:
     m = schema_of(ctx)
     results = []
     message: str | None

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from kafkacompat import storage
 
 from ..security.acls import Operation
-from ..services import Context
+from ..services import Request, Security, Topics
 from .common import NO_THROTTLE, ErrorCode, make, schema_of, storage_error_code
 from .registry import Api, changes
 
@@ -15,7 +15,11 @@ from .registry import Api, changes
 API = Api(21, (0, 2), changes(("topics",), "topics"))
 
 
-async def handle(ctx: Context, request: Any) -> Any:
+class Reaches(Topics, Security, Protocol):
+    """What of the broker this module reaches."""
+
+
+async def handle(ctx: Request[Reaches], request: Any) -> Any:
     m = schema_of(ctx)
     cluster = ctx.cluster
     topics = []

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from kafkacompat import storage
 
 from ..broker.cluster import TopicError
 from ..security.acls import Operation
 from ..security.authorizer import TOPIC_DENIED
-from ..services import Context
+from ..services import Request, Security, Topics
 from .common import NO_THROTTLE, ErrorCode, make, schema_of, storage_error_code
 from .registry import Api, changes
 
@@ -17,7 +17,11 @@ from .registry import Api, changes
 API = Api(20, (1, 6), changes(("topics", "topic_names"), "responses"))
 
 
-async def _delete(ctx: Context, name: str | None, topic_id: Any) -> tuple[ErrorCode, str | None, Any, Any]:
+class Reaches(Topics, Security, Protocol):
+    """What of the broker this module reaches."""
+
+
+async def _delete(ctx: Request[Reaches], name: str | None, topic_id: Any) -> tuple[ErrorCode, str | None, Any, Any]:
     cluster = ctx.cluster
     if name is None:
         info = cluster.by_id(topic_id) if topic_id is not None else None
@@ -47,7 +51,7 @@ async def _delete(ctx: Context, name: str | None, topic_id: Any) -> tuple[ErrorC
     return ErrorCode.none, None, name or cluster.listed_name(info.stream, info.name, ctx.client_software_name), info.topic_id
 
 
-async def handle(ctx: Context, request: Any) -> Any:
+async def handle(ctx: Request[Reaches], request: Any) -> Any:
     m = schema_of(ctx)
     if hasattr(request, "topics"):
         wanted = [(t.name, t.topic_id if t.topic_id and t.topic_id.int else None) for t in request.topics]

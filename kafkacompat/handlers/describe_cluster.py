@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from ..security.acls import CLUSTER_NAME, ResourceType
-from ..services import Context
+from ..services import Placement, Request, Security
 from .common import ALL_CLUSTER_OPERATIONS, NO_THROTTLE, UNSET_OPERATIONS, ErrorCode, make, schema_of
 from .registry import Api, reads
 
@@ -13,7 +13,11 @@ from .registry import Api, reads
 API = Api(60, (0, 1), reads())
 
 
-async def handle(ctx: Context, request: Any) -> Any:
+class Reaches(Placement, Security, Protocol):
+    """What of the broker this module reaches."""
+
+
+async def handle(ctx: Request[Reaches], request: Any) -> Any:
     m = schema_of(ctx)
     cluster = ctx.cluster
     return make(

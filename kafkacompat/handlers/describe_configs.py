@@ -2,19 +2,24 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from ..broker.cluster import TopicError
 from ..catalog import broker_configs, group_configs, logger_configs
 from ..catalog.topic_configs import Synonym, config_synonyms, definition
+from ..catalog.views import BrokerConfigSource
 from ..security.acls import Operation
 from ..security.authorizer import config_refusal
-from ..services import Context
+from ..services import Placement, Request, Security, Topics
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
 from .registry import Api, reads
 
 # DescribeConfigs v1-4
 API = Api(32, (1, 4), reads())
+
+
+class Reaches(Topics, Placement, Security, BrokerConfigSource, Protocol):
+    """What of the broker this module reaches."""
 
 TOPIC, BROKER, BROKER_LOGGER, GROUP = 2, 4, 8, 32
 UNKNOWN_TYPE = 0
@@ -23,7 +28,7 @@ UNKNOWN_TYPE = 0
 Row = tuple[str, str | None, int, int, bool, list[Synonym], str | None]
 
 
-def _topic_rows(ctx: Context, name: str) -> list[Row]:
+def _topic_rows(ctx: Request[Reaches], name: str) -> list[Row]:
     try:
         info = ctx.cluster.lookup(name).info
     except TopicError as exc:
@@ -37,7 +42,7 @@ def _topic_rows(ctx: Context, name: str) -> list[Row]:
     ]
 
 
-def _broker_rows(ctx: Context, name: str) -> list[Row]:
+def _broker_rows(ctx: Request[Reaches], name: str) -> list[Row]:
     cluster = ctx.cluster
     if name == "":  # the cluster-wide defaults: only what was set dynamically
         return [
@@ -54,7 +59,7 @@ def _broker_rows(ctx: Context, name: str) -> list[Row]:
     ]
 
 
-def _logger_rows(ctx: Context, name: str) -> list[Row]:
+def _logger_rows(ctx: Request[Reaches], name: str) -> list[Row]:
     _check_broker(ctx, name)
     return [
         (logger, level, logger_configs.DYNAMIC_BROKER_LOGGER_CONFIG, UNKNOWN_TYPE, False, [], None)
@@ -62,14 +67,14 @@ def _logger_rows(ctx: Context, name: str) -> list[Row]:
     ]
 
 
-def _group_rows(ctx: Context, name: str) -> list[Row]:
+def _group_rows(ctx: Request[Reaches], name: str) -> list[Row]:
     return [
         (key, value, source, group_configs.GROUP_CONFIGS[key][1], False, chain, None)
         for key, (value, source, chain) in group_configs.describe(ctx.cluster, name).items()
     ]
 
 
-def _check_broker(ctx: Context, name: str) -> None:
+def _check_broker(ctx: Request[Reaches], name: str) -> None:
     if name != str(ctx.cluster.node_id):
         raise _Refused(ErrorCode.invalid_request, f"Unexpected broker id, expected {ctx.cluster.node_id}, but received {name}")
 
@@ -94,7 +99,7 @@ def _entry(m: Any, row: Row, with_synonyms: bool, with_docs: bool) -> Any:
     )
 
 
-def _describe(ctx: Context, m: Any, resource: Any, request: Any) -> tuple[ErrorCode, str | None, list[Any]]:
+def _describe(ctx: Request[Reaches], m: Any, resource: Any, request: Any) -> tuple[ErrorCode, str | None, list[Any]]:
     rows = ROWS.get(resource.resource_type)
     if rows is None:
         return ErrorCode.invalid_request, f"resource type {resource.resource_type} is not supported", []
@@ -111,7 +116,7 @@ def _describe(ctx: Context, m: Any, resource: Any, request: Any) -> tuple[ErrorC
     return ErrorCode.none, None, [_entry(m, row, with_synonyms, with_docs) for row in found if keys is None or row[0] in keys]
 
 
-async def handle(ctx: Context, request: Any) -> Any:
+async def handle(ctx: Request[Reaches], request: Any) -> Any:
     m = schema_of(ctx)
     results = []
     for resource in request.resources:

@@ -20,7 +20,7 @@ from typing import Any
 from kafkacompat import storage
 
 from ..broker.cluster import TopicError
-from ..services import Context
+from ..services import Request, Topics
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
 from .registry import Api, reads
 
@@ -31,7 +31,7 @@ API = Api(35, (1, 4), reads())
 Usage = dict[str, dict[str, dict[int, tuple[int, int, bool]]]]
 
 
-def _wanted(ctx: Context, request: Any) -> list[tuple[str, storage.TopicInfo, list[int]]]:
+def _wanted(ctx: Request[Topics], request: Any) -> list[tuple[str, storage.TopicInfo, list[int]]]:
     cluster = ctx.cluster
     if request.topics is None:
         return [(cluster.listed_name(info.stream, info.name, ctx.client_software_name), info, list(range(info.partitions)))
@@ -47,7 +47,7 @@ def _wanted(ctx: Context, request: Any) -> list[tuple[str, storage.TopicInfo, li
     return wanted
 
 
-async def _usage(ctx: Context, request: Any) -> Usage:
+async def _usage(ctx: Request[Topics], request: Any) -> Usage:
     store = ctx.cluster.store
     home = store.data_dirs()[0]
     usage: Usage = defaultdict(lambda: defaultdict(dict))
@@ -79,7 +79,7 @@ def _space(path: str) -> tuple[int, int]:
     return total, free
 
 
-async def handle(ctx: Context, request: Any) -> Any:
+async def handle(ctx: Request[Topics], request: Any) -> Any:
     m = schema_of(ctx)
     usage = await _usage(ctx, request)
     results = []

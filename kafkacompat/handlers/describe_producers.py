@@ -6,12 +6,12 @@ window, and where its open transaction starts in the partition (-1: none).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from kafkacompat import storage
 
 from ..security.acls import Operation
-from ..services import Context
+from ..services import Request, Security, Topics, Transactions
 from .common import NO_THROTTLE, ErrorCode, make, schema_of, storage_error_code
 from .registry import Api, reads
 
@@ -19,11 +19,16 @@ from .registry import Api, reads
 API = Api(61, (0, 0), reads(("topics",), "topics"))
 
 
-async def _partition(ctx: Context, m: Any, info: Any, missing: ErrorCode, index: int) -> Any:
+class Reaches(Topics, Security, Transactions, Protocol):
+    """What of the broker this module reaches."""
+
+
+async def _partition(ctx: Request[Reaches], m: Any, info: storage.TopicInfo | None, missing: ErrorCode,
+                     index: int) -> Any:
     cluster = ctx.cluster
     partition, error = await cluster.serving_partition(info, missing, index)
     producers: tuple[Any, ...] = ()
-    if partition is not None:
+    if partition is not None and info is not None:  # a served partition has its topic
         key = (info.stream, info.name, index)
         try:
             await cluster.producers.restore(key, partition)
@@ -41,7 +46,7 @@ async def _partition(ctx: Context, m: Any, info: Any, missing: ErrorCode, index:
                 error_message=None if error == ErrorCode.none else error.name, active_producers=producers)
 
 
-async def handle(ctx: Context, request: Any) -> Any:
+async def handle(ctx: Request[Reaches], request: Any) -> Any:
     m = schema_of(ctx)
     topics = []
     for topic in request.topics:

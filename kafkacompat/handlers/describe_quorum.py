@@ -15,14 +15,18 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import Any
+from typing import Any, Protocol
 
-from ..services import Context
+from ..services import Placement, Request, Topics
 from .common import ErrorCode, make, schema_of
 from .registry import Api, reads
 
 # DescribeQuorum v0-2: the controller as the metadata quorum's one voter (Kafka forwards it)
 API = Api(55, (0, 2), reads())
+
+
+class Reaches(Topics, Placement, Protocol):
+    """What of the broker this module reaches."""
 
 METADATA_TOPIC = "__cluster_metadata"
 CONTROLLER_LISTENER = "CONTROLLER"
@@ -43,7 +47,7 @@ def _not_hosted(m: Any, index: int) -> Any:
                 observers=())
 
 
-async def handle(ctx: Context, request: Any) -> Any:
+async def handle(ctx: Request[Reaches], request: Any) -> Any:
     m = schema_of(ctx)
     cluster = ctx.cluster
     now = int(time.time() * 1000)

@@ -13,13 +13,13 @@ are always empty lists.
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from typing import Any, Protocol
 
 from kafkacompat.storage import TopicInfo
 
 from ..broker.cluster import TopicError
 from ..security.acls import Operation, ResourceType
-from ..services import Broker, Context
+from ..services import Placement, Request, Security, Topics
 from ..topic_names import canonical_name
 from .common import ALL_TOPIC_OPERATIONS, NO_THROTTLE, ErrorCode, make, schema_of
 from .registry import Api, reads
@@ -28,10 +28,14 @@ from .slices import Slicer
 # DescribeTopicPartitions v0
 API = Api(75, (0, 0), reads())
 
+
+class Reaches(Topics, Placement, Security, Protocol):
+    """What of the broker this module reaches."""
+
 BROKER_PARTITION_LIMIT = 2000  # Kafka's max.request.partition.size.limit
 
 
-async def _wanted(ctx: Context, request: Any, slicer: Slicer) -> list[tuple[str, TopicInfo | None, ErrorCode]]:
+async def _wanted(ctx: Request[Reaches], request: Any, slicer: Slicer) -> list[tuple[str, TopicInfo | None, ErrorCode]]:
     cluster = ctx.cluster
     authorizer = cluster.authorizer
     found: list[tuple[str, TopicInfo | None, ErrorCode]] = []
@@ -56,7 +60,7 @@ async def _wanted(ctx: Context, request: Any, slicer: Slicer) -> list[tuple[str,
     return sorted(found, key=lambda entry: entry[0])
 
 
-def _partition(m: Any, cluster: Broker, info: TopicInfo, index: int) -> Any:
+def _partition(m: Any, cluster: Reaches, info: TopicInfo, index: int) -> Any:
     error, node, epoch = cluster.routing(info, index)
     replicas = (node,) if node >= 0 else ()
     return make(m.DescribeTopicPartitionsResponsePartition, error_code=error, partition_index=index,
@@ -87,7 +91,7 @@ def _page(m: Any, wanted: list[tuple[str, TopicInfo | None, ErrorCode]], cursor:
     return page, None
 
 
-async def handle(ctx: Context, request: Any) -> Any:
+async def handle(ctx: Request[Reaches], request: Any) -> Any:
     m = schema_of(ctx)
     cluster = ctx.cluster
     left = max(1, min(request.response_partition_limit, BROKER_PARTITION_LIMIT))

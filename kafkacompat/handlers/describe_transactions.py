@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import datetime
-from typing import Any
+from typing import Any, Protocol
 
 from ..security.acls import Operation
-from ..services import Broker, Context
+from ..services import Request, Security, Topics, Transactions
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
 from .registry import Api, reads
 
@@ -14,7 +14,11 @@ from .registry import Api, reads
 API = Api(65, (0, 0), reads())
 
 
-def _topics(m: Any, cluster: Broker, partitions: set[tuple[str, str, int]]) -> tuple[Any, ...]:
+class Reaches(Topics, Security, Transactions, Protocol):
+    """What of the broker this module reaches."""
+
+
+def _topics(m: Any, cluster: Reaches, partitions: set[tuple[str, str, int]]) -> tuple[Any, ...]:
     by_topic: dict[str, list[int]] = {}
     for stream, topic, index in sorted(partitions):
         info = cluster.store.get_topic(stream, topic)
@@ -23,7 +27,7 @@ def _topics(m: Any, cluster: Broker, partitions: set[tuple[str, str, int]]) -> t
     return tuple(make(m.TopicData, topic=name, partitions=tuple(indexes)) for name, indexes in by_topic.items())
 
 
-async def handle(ctx: Context, request: Any) -> Any:
+async def handle(ctx: Request[Reaches], request: Any) -> Any:
     m = schema_of(ctx)
     states = []
     for txn_id in request.transactional_ids:

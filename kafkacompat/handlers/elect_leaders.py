@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..services import Context
+from ..services import Request, Topics
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
 from .registry import Api, reads
 
@@ -18,7 +18,7 @@ def _result(m: Any, index: int, code: ErrorCode, message: str | None) -> Any:
     return make(m.PartitionResult, partition_id=index, error_code=code, error_message=message)
 
 
-async def handle(ctx: Context, request: Any) -> Any:
+async def handle(ctx: Request[Topics], request: Any) -> Any:
     m = schema_of(ctx)
     cluster = ctx.cluster
     results = []

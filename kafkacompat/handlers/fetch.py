@@ -20,7 +20,7 @@ import asyncio
 import dataclasses
 import time
 import uuid
-from typing import Any
+from typing import Any, Protocol
 
 from kafkacompat import storage
 from kafkacompat.protocol.fetch_response import Buffer, PartitionAnswer, encode_fetch_response
@@ -28,7 +28,7 @@ from kafkacompat.protocol.records import count_records
 
 from ..broker.quotas import FETCH as CONSUMER_BYTE_RATE
 from ..security.acls import Operation
-from ..services import Context
+from ..services import Placement, Request, Security, Settings, Topics, Transactions
 from ..transactions import PartitionTxns
 from ..transactions.partition_state import stable_prefix
 from .common import ErrorCode, leader_epoch_error, storage_error_code
@@ -37,6 +37,10 @@ from .registry import Api, changes
 # Fetch v4-17; an injected error is answered from the request (a long poll would delay it), per partition: a
 # top-level code is a fetch-session error
 API = Api(1, (4, 17), changes(("topics",), "responses", fixed={"error_code": ErrorCode.none, "session_id": 0}))
+
+
+class Reaches(Topics, Placement, Security, Transactions, Settings, Protocol):
+    """What of the broker this module reaches."""
 
 TOPIC_IDS_FROM = 13  # v13+ name topics by id
 READ_COMMITTED = 1
@@ -56,7 +60,7 @@ class _Wanted:
     aborted: list[tuple[int, int]] | None = None
 
 
-async def _plan(ctx: Context, request: Any) -> list[_Wanted]:
+async def _plan(ctx: Request[Reaches], request: Any) -> list[_Wanted]:
     cluster = ctx.cluster
     by_id = ctx.version >= TOPIC_IDS_FROM
     authorizer = cluster.authorizer
@@ -89,7 +93,7 @@ async def _plan(ctx: Context, request: Any) -> list[_Wanted]:
     return plan
 
 
-async def _read(ctx: Context, plan: list[_Wanted], max_bytes: int, committed: bool) -> int:
+async def _read(ctx: Request[Reaches], plan: list[_Wanted], max_bytes: int, committed: bool) -> int:
     """Fill records where data is ready; returns the bytes gathered."""
     total = 0
     for wanted in plan:
@@ -136,7 +140,7 @@ async def _read(ctx: Context, plan: list[_Wanted], max_bytes: int, committed: bo
     return total
 
 
-def _response(ctx: Context, plan: list[_Wanted]) -> list[Buffer]:
+def _response(ctx: Request[Reaches], plan: list[_Wanted]) -> list[Buffer]:
     """The body as chunks: stored records are handed to the transport, not copied."""
     quotas = ctx.cluster.quotas
     if quotas.active:
@@ -164,7 +168,7 @@ def _response(ctx: Context, plan: list[_Wanted]) -> list[Buffer]:
     return encode_fetch_response(ctx.version, list(topics.items()), throttle_time_ms=ctx.throttle_ms)
 
 
-def _count(ctx: Context, wanted: _Wanted) -> None:
+def _count(ctx: Request[Reaches], wanted: _Wanted) -> None:
     """The partition's error or its bytes sent, in the broker's request stats."""
     stats = ctx.cluster.stats
     if wanted.error != ErrorCode.none:
@@ -177,7 +181,7 @@ def _count(ctx: Context, wanted: _Wanted) -> None:
         stats.fetched(key, len(wanted.records), count_records(wanted.records))
 
 
-async def handle(ctx: Context, request: Any) -> Any:
+async def handle(ctx: Request[Reaches], request: Any) -> Any:
     plan = await _plan(ctx, request)
     max_bytes = request.max_bytes if ctx.version >= 3 else 2**31 - 1
     committed = request.isolation_level == READ_COMMITTED
@@ -198,7 +202,7 @@ def _waiter(wanted: _Wanted, committed: bool) -> asyncio.Future[None]:
 
 
 async def _long_poll(
-    ctx: Context, plan: list[_Wanted], min_bytes: int, max_bytes: int, committed: bool, deadline: float
+    ctx: Request[Reaches], plan: list[_Wanted], min_bytes: int, max_bytes: int, committed: bool, deadline: float
 ) -> Any:
     """Wait for new data (or the deadline), then answer with what is there."""
     while True:

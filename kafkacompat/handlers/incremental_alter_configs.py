@@ -11,9 +11,9 @@ from collections.abc import Callable
 from typing import Any
 
 from ..catalog.topic_configs import topic_config_value
-from ..services import Context
+from ..services import Request
 from .common import NO_THROTTLE, make, schema_of
-from .config_changes import TOPIC, apply_configs
+from .config_changes import TOPIC, ConfigChanges, apply_configs
 from .registry import Api, changes
 
 # IncrementalAlterConfigs v0-1
@@ -22,7 +22,7 @@ API = Api(44, (0, 1), changes(("resources",), "responses"))
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
 
-def _inherited(ctx: Context, resource: Any) -> Callable[[str], str]:
+def _inherited(ctx: Request[ConfigChanges], resource: Any) -> Callable[[str], str]:
     """The value a list config of this resource has when it has none of its own."""
     if resource.resource_type == TOPIC:
         info = ctx.cluster.lookup(resource.resource_name).info
@@ -52,7 +52,7 @@ def _changed(old: dict[str, str], configs: Any, inherited: Callable[[str], str])
     return new
 
 
-async def handle(ctx: Context, request: Any) -> Any:
+async def handle(ctx: Request[ConfigChanges], request: Any) -> Any:
     m = schema_of(ctx)
     responses = []
     for resource in request.resources:

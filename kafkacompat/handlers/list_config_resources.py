@@ -8,21 +8,26 @@ those, so it answers an empty list).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from ..catalog import group_configs
-from ..services import Context
+from ..catalog.views import ConfigSource
+from ..services import Placement, Request, Topics
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
 from .registry import Api, reads
 
 # ListConfigResources v0-1 (v0: ListClientMetricsResources)
 API = Api(74, (0, 1), reads())
 
+
+class Reaches(Topics, Placement, ConfigSource, Protocol):
+    """What of the broker this module reaches."""
+
 TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP = 2, 4, 8, 16, 32
 SERVED = (GROUP, BROKER_LOGGER, BROKER, TOPIC, CLIENT_METRICS)
 
 
-def _resources(ctx: Context, kind: int) -> list[str]:
+def _resources(ctx: Request[Reaches], kind: int) -> list[str]:
     cluster = ctx.cluster
     if kind == GROUP:
         return group_configs.groups_with_configs(cluster)
@@ -33,7 +38,7 @@ def _resources(ctx: Context, kind: int) -> list[str]:
     return []
 
 
-async def handle(ctx: Context, request: Any) -> Any:
+async def handle(ctx: Request[Reaches], request: Any) -> Any:
     m = schema_of(ctx)
     if ctx.version == 0:
         return make(m.ListConfigResourcesResponse, throttle_time=NO_THROTTLE, error_code=ErrorCode.none,

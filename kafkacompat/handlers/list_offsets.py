@@ -12,18 +12,22 @@ open transaction.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from kafkacompat import storage
 
 from ..security.acls import Operation
-from ..services import Context
+from ..services import Placement, Request, Security, Topics, Transactions
 from ..transactions import PartitionTxns
 from .common import NO_THROTTLE, ErrorCode, leader_epoch_error, make, schema_of, storage_error_code
 from .registry import Api, reads
 
 # ListOffsets v1-10
 API = Api(2, (1, 10), reads(("topics",), "topics"))
+
+
+class Reaches(Topics, Placement, Security, Transactions, Protocol):
+    """What of the broker this module reaches."""
 
 EARLIEST, LATEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -2, -1, -3, -4, -5
 # special timestamp -> the first ListOffsets version that defines it
@@ -56,7 +60,7 @@ async def _lookup(partition: storage.Partition, timestamp: int, txns: PartitionT
     return hit.timestamp, hit.offset, min(hit.leader_epoch, leader_epoch) if hit.leader_epoch >= 0 else -1
 
 
-async def handle(ctx: Context, request: Any) -> Any:
+async def handle(ctx: Request[Reaches], request: Any) -> Any:
     m = schema_of(ctx)
     cluster = ctx.cluster
     committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
@@ -69,7 +73,7 @@ async def handle(ctx: Context, request: Any) -> Any:
             partition, error = await cluster.serving_partition(info, missing, part.partition_index)
             if partition is not None and part.timestamp < 0 and FIRST_VERSION.get(part.timestamp, 99) > ctx.version:
                 error = ErrorCode.unsupported_version
-            elif partition is not None:
+            elif partition is not None and info is not None:  # a served partition has its topic
                 # the epoch Metadata names (in a cluster, the leader table's; else the store's): Java's
                 # consumer takes it as the partition's last seen epoch and from then on ignores Metadata
                 # naming an older one, so one above Metadata's would hide every later leader from it

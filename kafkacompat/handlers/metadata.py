@@ -10,14 +10,14 @@ listed names, and Kafka's Java tools, which match names against the list).
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from typing import Any, Protocol
 
 from kafkacompat.protocol.messages import MalformedRequestError
 from kafkacompat.storage import TopicInfo
 
 from ..broker.cluster import TopicError
 from ..security.acls import CLUSTER_NAME, Operation, ResourceType
-from ..services import Context
+from ..services import Placement, Request, Security, Topics
 from ..topic_names import canonical_name
 from .common import (
     ALL_CLUSTER_OPERATIONS,
@@ -34,10 +34,14 @@ from .slices import Slicer, encode_with_array
 # Metadata v0-12
 API = Api(3, (0, 12), reads(("topics",), "topics"))
 
+
+class Reaches(Topics, Placement, Security, Protocol):
+    """What of the broker this module reaches."""
+
 ENCODED_FROM = 1000  # topics in an answer from which it is encoded here, in slices
 
 
-def _topic_entry(ctx: Context, m: Any, name: str, info: TopicInfo, ops: int) -> Any:
+def _topic_entry(ctx: Request[Reaches], m: Any, name: str, info: TopicInfo, ops: int) -> Any:
     cluster = ctx.cluster
     partitions = []
     for index in range(info.partitions):
@@ -77,7 +81,7 @@ def _error_entry(m: Any, name: str | None, code: ErrorCode, topic_id: Any = None
     )
 
 
-async def handle(ctx: Context, request: Any) -> Any:
+async def handle(ctx: Request[Reaches], request: Any) -> Any:
     m = schema_of(ctx)
     cluster = ctx.cluster
     version = ctx.version

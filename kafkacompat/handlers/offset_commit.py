@@ -8,13 +8,13 @@ generation -1), then oversized metadata fails per partition.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, Protocol
 
 from kafkacompat import storage
 from kafkacompat.storage import Cursor
 
 from ..security.acls import Operation
-from ..services import Context
+from ..services import Groups, Placement, Request, Security, Settings, Topics
 from .common import NO_THROTTLE, ErrorCode, coordinator_storage_error_code, make, schema_of
 from .group_common import partition_errors
 from .registry import Api, changes
@@ -22,10 +22,14 @@ from .registry import Api, changes
 # OffsetCommit v2-9
 API = Api(8, (2, 9), changes(("topics",), "topics"))
 
+
+class Reaches(Topics, Placement, Security, Groups, Settings, Protocol):
+    """What of the broker this module reaches."""
+
 log = logging.getLogger(__name__)
 
 
-async def handle(ctx: Context, request: Any) -> Any:
+async def handle(ctx: Request[Reaches], request: Any) -> Any:
     m = schema_of(ctx)
     cluster = ctx.cluster
     config = cluster.config

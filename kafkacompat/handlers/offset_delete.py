@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from kafkacompat import storage
 
 from ..broker.cluster import TopicError
 from ..security.acls import Operation
-from ..services import Context
+from ..services import Groups, Request, Security, Topics
 from .common import NO_THROTTLE, ErrorCode, coordinator_storage_error_code, make, schema_of
 from .group_common import partition_errors
 from .registry import Api, changes
@@ -17,14 +17,18 @@ from .registry import Api, changes
 API = Api(47, (0, 0), changes(("topics",), "topics"))
 
 
-def _resolve(ctx: Context, name: str) -> tuple[str, str] | None:
+class Reaches(Topics, Security, Groups, Protocol):
+    """What of the broker this module reaches."""
+
+
+def _resolve(ctx: Request[Reaches], name: str) -> tuple[str, str] | None:
     try:
         return ctx.cluster.split(name)
     except TopicError:
         return None
 
 
-async def handle(ctx: Context, request: Any) -> Any:
+async def handle(ctx: Request[Reaches], request: Any) -> Any:
     m = schema_of(ctx)
     cluster = ctx.cluster
     if not cluster.authorizer.group(ctx, Operation.DELETE, request.group_id):

@@ -14,23 +14,27 @@ read an offset lower than one it had committed (chaos, cloud, seed 4).
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any
+from typing import Any, Protocol
 
 from ..broker.cluster import TopicError
 from ..security.acls import Operation
-from ..services import Context
+from ..services import Groups, Placement, Request, Security, Topics, Transactions
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
 from .registry import Api, reads
 
 # OffsetFetch v1-9: v8+ batches groups
 API = Api(9, (1, 9), reads(("groups",), "groups", older=(8, reads(("topics",), "topics"))))
 
+
+class Reaches(Topics, Placement, Security, Groups, Transactions, Protocol):
+    """What of the broker this module reaches."""
+
 # (name, [(partition, offset, leader epoch, metadata, error)])
 TopicOffsets = list[tuple[str, list[tuple[int, int, int, str, ErrorCode]]]]
 _UNSTABLE = (-1, -1, "", ErrorCode.unstable_offset_commit)
 
 
-def _requested(ctx: Context, group_id: str, topics: Any, unstable: set[tuple[str, str, int]]) -> TopicOffsets:
+def _requested(ctx: Request[Reaches], group_id: str, topics: Any, unstable: set[tuple[str, str, int]]) -> TopicOffsets:
     cluster = ctx.cluster
     out: TopicOffsets = []
     for topic in topics:
@@ -55,7 +59,7 @@ def _requested(ctx: Context, group_id: str, topics: Any, unstable: set[tuple[str
     return out
 
 
-def _everything(ctx: Context, group_id: str, unstable: set[tuple[str, str, int]]) -> TopicOffsets:
+def _everything(ctx: Request[Reaches], group_id: str, unstable: set[tuple[str, str, int]]) -> TopicOffsets:
     cluster = ctx.cluster
     by_topic: dict[str, list[tuple[int, int, int, str, ErrorCode]]] = defaultdict(list)
     authorizer = cluster.authorizer
@@ -71,7 +75,7 @@ def _everything(ctx: Context, group_id: str, unstable: set[tuple[str, str, int]]
     return [(name, sorted(rows)) for name, rows in sorted(by_topic.items())]
 
 
-def _offsets(ctx: Context, group_id: str, topics: Any, require_stable: bool) -> TopicOffsets:
+def _offsets(ctx: Request[Reaches], group_id: str, topics: Any, require_stable: bool) -> TopicOffsets:
     unstable = ctx.cluster.transactions.pending_offsets(group_id) if require_stable else set()
     if topics is None:
         return _everything(ctx, group_id, unstable)
@@ -99,7 +103,7 @@ def _topics(m: Any, topic_cls: str, part_cls: str, offsets: TopicOffsets) -> tup
     )
 
 
-async def handle(ctx: Context, request: Any) -> Any:
+async def handle(ctx: Request[Reaches], request: Any) -> Any:
     m = schema_of(ctx)
     if ctx.version < 8:
         if not ctx.cluster.authorizer.group(ctx, Operation.DESCRIBE, request.group_id):

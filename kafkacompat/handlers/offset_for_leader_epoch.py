@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from ..security.acls import Operation
-from ..services import Context
+from ..services import Placement, Request, Security, Topics
 from .common import NO_THROTTLE, ErrorCode, leader_epoch_error, make, schema_of
 from .registry import Api, reads
 
@@ -13,7 +13,11 @@ from .registry import Api, reads
 API = Api(23, (2, 4), reads(("topics",), "topics"))
 
 
-async def handle(ctx: Context, request: Any) -> Any:
+class Reaches(Topics, Placement, Security, Protocol):
+    """What of the broker this module reaches."""
+
+
+async def handle(ctx: Request[Reaches], request: Any) -> Any:
     m = schema_of(ctx)
     cluster = ctx.cluster
     topics = []
@@ -23,7 +27,7 @@ async def handle(ctx: Context, request: Any) -> Any:
         for part in topic.partitions:
             epoch, end = -1, -1
             partition, error = await cluster.serving_partition(info, missing, part.partition)
-            if partition is not None:
+            if partition is not None and info is not None:  # a served partition has its topic
                 current = cluster.leader_epoch(info, part.partition, partition)
                 error = leader_epoch_error(current, part.current_leader_epoch)
                 if error == ErrorCode.none:  # leader epochs as Metadata names them, not the store's own

@@ -16,7 +16,7 @@ import dataclasses
 import logging
 import struct
 import time
-from typing import Any
+from typing import Any, Protocol
 
 from kafkacompat import storage
 from kafkacompat.protocol.messages import RequestHeader
@@ -42,7 +42,7 @@ from ..broker.quotas import PRODUCE as PRODUCER_BYTE_RATE
 from ..catalog.topic_configs import ProduceConfigs, produce_configs
 from ..schemas import validation as schema_validation
 from ..security.acls import Operation
-from ..services import Broker, Context
+from ..services import Placement, Request, Security, Settings, Topics, Transactions
 from .common import NO_RESPONSE, CloseConnection, ErrorCode, storage_error_code
 from .registry import Api, changes
 
@@ -52,6 +52,10 @@ FIRST_SERVED_VERSION = 3  # v0-2 are advertised (librdkafka needs it) but refuse
 
 # Produce v0-13: 0-2 answered with UNSUPPORTED_VERSION (librdkafka needs min 0); v13 names topics by id
 API = Api(0, (0, 13), changes(("topic_data",), "responses", handler_refuses_below=FIRST_SERVED_VERSION))
+
+
+class Reaches(Topics, Placement, Security, Transactions, Settings, Protocol):
+    """What of the broker this module reaches."""
 
 FIRST_WITH_CURRENT_LEADER = 10  # KIP-951: a refusal names the partition's leader
 IMPLICIT_ADD_FROM = 12  # KIP-890 part 2: a transactional batch adds its partition to the transaction
@@ -161,7 +165,7 @@ def _refuse_records(outcome: _Outcome, errors: list[tuple[int, str]]) -> None:
                        f"and only showing the first three errors at most: [{shown}]")
 
 
-async def _refuse_schemaless(ctx: Any, outcome: _Outcome, name: str, info: Any, configs: ProduceConfigs,
+async def _refuse_schemaless(ctx: Request[Reaches], outcome: _Outcome, name: str, info: Any, configs: ProduceConfigs,
                              view: memoryview, batches: list) -> bool:
     """A topic with schema validation on: refuse records without a schema id of its subject (schemas.validation)."""
     names = {name, f"{info.stream}:{info.name}"} | ({info.name} if info.stream == ctx.cluster.default_stream else set())
@@ -176,7 +180,7 @@ async def _refuse_schemaless(ctx: Any, outcome: _Outcome, name: str, info: Any, 
     return True
 
 
-async def _produce_partition(ctx: Context, topic: Any, part: Any, pipelined: bool,
+async def _produce_partition(ctx: Request[Reaches], topic: Any, part: Any, pipelined: bool,
                              transactional_id: str | None, placed: list[_Outcome]) -> _Outcome:
     """Check and place one partition's batches (`placed`: the request's partitions before it).
 
@@ -302,7 +306,7 @@ async def _produce_partition(ctx: Context, topic: Any, part: Any, pipelined: boo
     return outcome
 
 
-async def _finish(cluster: Broker, outcome: _Outcome) -> None:
+async def _finish(cluster: Reaches, outcome: _Outcome) -> None:
     """Wait for the outcome's appends in order; record producer and transaction state, or the first error."""
     appends, outcome.appending = outcome.appending, []
     try:
@@ -330,7 +334,7 @@ async def _finish(cluster: Broker, outcome: _Outcome) -> None:
                 cluster.producers.not_written(item.header.producer_id, outcome.key, item.state)
 
 
-def _refused(cluster: Broker, key: tuple[str, str, int], header: Any, error: ErrorCode) -> None:
+def _refused(cluster: Reaches, key: tuple[str, str, int], header: Any, error: ErrorCode) -> None:
     """An idempotent batch was not stored: its producer's batches pipelined behind it are answered alike."""
     if header is not None and header.producer_id >= 0 and header.base_sequence >= 0:
         cluster.producers.refused(header.producer_id, header.producer_epoch, key, header.base_sequence, error)
@@ -358,7 +362,7 @@ def _durability(acks: int, outcome: _Outcome) -> None:
 
 
 async def _transaction_error(
-    cluster: Broker, transactional_id: str | None, header: Any, key: Any, implicit_add: bool
+    cluster: Reaches, transactional_id: str | None, header: Any, key: Any, implicit_add: bool
 ) -> ErrorCode:
     """A transactional batch is appended only inside its producer's open transaction (v12+: which it joins)."""
     if transactional_id is None:
@@ -384,21 +388,21 @@ def _log_append_failure(topic: str, index: int, exc: Exception) -> None:
               FAILURE_LOG_EVERY_S)
 
 
-def _count_errors(ctx: Context, results: list[tuple[str, list[_Outcome]]]) -> None:
+def _count_errors(ctx: Request[Reaches], results: list[tuple[str, list[_Outcome]]]) -> None:
     for _, outcomes in results:
         for outcome in outcomes:
             if outcome.error != ErrorCode.none:
                 ctx.cluster.stats.error(ctx.header.api_key, ctx.version, outcome.error.name)
 
 
-def _name_topics_by_id(cluster: Broker, request: Any) -> None:
+def _name_topics_by_id(cluster: Reaches, request: Any) -> None:
     """v13+ (KIP-516) names each topic by its id alone: the name it has here, or "" for an id nobody knows."""
     for topic in request.topic_data:
         info = cluster.by_id(topic.topic_id)
         topic.name = cluster.display_name(info) if info is not None else ""
 
 
-def _current_leaders(ctx: Context, results: list[tuple[str, list[_Outcome]]]
+def _current_leaders(ctx: Request[Reaches], results: list[tuple[str, list[_Outcome]]]
                      ) -> tuple[dict[int, tuple[int, int]], list[NodeEndpoint]]:
     """KIP-951 (v10+): for each partition refused with NOT_LEADER_OR_FOLLOWER (by id() of its
     outcome), the broker leading it now and where that broker listens, as Kafka answers, so the
@@ -423,7 +427,7 @@ def _current_leaders(ctx: Context, results: list[tuple[str, list[_Outcome]]]
     return leaders, sorted(nodes.values(), key=lambda n: n.node_id)
 
 
-def _response(ctx: Context, request: Any, results: list[tuple[str, list[_Outcome]]]) -> bytes:
+def _response(ctx: Request[Reaches], request: Any, results: list[tuple[str, list[_Outcome]]]) -> bytes:
     _count_errors(ctx, results)
     topics: list[Any] = [name for name, _ in results]
     if ctx.version >= FIRST_WITH_TOPIC_ID:  # answered by id, as asked (results follow the request's order)
@@ -436,7 +440,7 @@ def _response(ctx: Context, request: Any, results: list[tuple[str, list[_Outcome
     ], throttle_time_ms=ctx.throttle_ms, node_endpoints=nodes)
 
 
-async def handle(ctx: Context, request: Any) -> Any:
+async def handle(ctx: Request[Reaches], request: Any) -> Any:
     if ctx.version < FIRST_SERVED_VERSION:
         return _legacy_refusal(ctx.version, request)
     acks = request.acks
@@ -478,7 +482,7 @@ async def handle(ctx: Context, request: Any) -> Any:
     return _answer(ctx, acks, request, results)
 
 
-async def _answer_when_written(ctx: Context, acks: int, request: Any, results: list[tuple[str, list[_Outcome]]]) -> Any:
+async def _answer_when_written(ctx: Request[Reaches], acks: int, request: Any, results: list[tuple[str, list[_Outcome]]]) -> Any:
     """The answer once every append is written, or REQUEST_TIMED_OUT for the partitions whose write
     is not done by ANSWER_WITHIN of the request's timeout (a commit held up by the database or the
     object store), before the client gives up on the request: its retry is then its choice, as
@@ -506,7 +510,7 @@ def _retrieved(task: asyncio.Task) -> None:
         task.exception()
 
 
-def _answer(ctx: Context, acks: int, request: Any, results: list[tuple[str, list[_Outcome]]]) -> Any:
+def _answer(ctx: Request[Reaches], acks: int, request: Any, results: list[tuple[str, list[_Outcome]]]) -> Any:
     for _, outs in results:
         for outcome in outs:
             _durability(acks, outcome)

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..services import Context
+from ..services import Request
 from ..shares.manager import ShareSessionError
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
 from .registry import Api, changes
-from .share_common import Leaders, acknowledge, deposed, refusal
+from .share_common import Leaders, Shares, acknowledge, deposed, refusal
 
 # ShareAcknowledge v1
 API = Api(79, (1, 1), changes())
@@ -24,7 +24,7 @@ def _answer(m: Any, error: ErrorCode, message: str | None, responses: tuple = ()
                 responses=responses, node_endpoints=node_endpoints)
 
 
-async def handle(ctx: Context, request: Any) -> Any:
+async def handle(ctx: Request[Shares], request: Any) -> Any:
     m = schema_of(ctx)
     shares = ctx.cluster.shares
     refused = refusal(ctx, request.group_id, request.member_id)

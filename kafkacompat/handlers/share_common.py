@@ -3,19 +3,23 @@
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from typing import Any, Protocol
 
 from kafkacompat import storage
 
 from ..broker.features import SHARE_VERSION
 from ..security.acls import Operation
-from ..services import Context
+from ..services import Groups, Placement, Request, Security, Settings, Topics
 from .common import ErrorCode, make, storage_error_code
 
 PartitionKey = tuple[uuid.UUID, int]
 
 
-def refusal(ctx: Context, group_id: str | None, member_id: str | None) -> tuple[ErrorCode, str | None] | None:
+class Shares(Topics, Placement, Security, Groups, Settings, Protocol):
+    """What of the broker ShareFetch and ShareAcknowledge reach (through this module and their own)."""
+
+
+def refusal(ctx: Request[Shares], group_id: str | None, member_id: str | None) -> tuple[ErrorCode, str | None] | None:
     """The share group protocol switched off, a request without group or member, READ on the group."""
     if ctx.cluster.features.level(SHARE_VERSION) < 1:
         return ErrorCode.unsupported_version, "The share group protocol is not enabled."
@@ -26,7 +30,7 @@ def refusal(ctx: Context, group_id: str | None, member_id: str | None) -> tuple[
     return None
 
 
-async def serving(ctx: Context, topic_id: uuid.UUID, index: int) -> tuple[storage.Partition | None, ErrorCode]:
+async def serving(ctx: Request[Shares], topic_id: uuid.UUID, index: int) -> tuple[storage.Partition | None, ErrorCode]:
     """The partition a share request names by topic id, if this broker serves it to this client."""
     cluster = ctx.cluster
     info = cluster.by_id(topic_id)
@@ -42,7 +46,7 @@ def ack_batches(partition: Any) -> list[tuple[int, int, tuple[int, ...]]]:
     return [(b.first_offset, b.last_offset, tuple(b.acknowledge_types)) for b in partition.acknowledgement_batches]
 
 
-async def acknowledge(ctx: Context, group_id: str, member_id: str,
+async def acknowledge(ctx: Request[Shares], group_id: str, member_id: str,
                       topics: Any) -> dict[PartitionKey, tuple[ErrorCode, str | None]]:
     """Apply every partition's acknowledgement batches of a request; its error per partition."""
     shares = ctx.cluster.shares
@@ -83,7 +87,7 @@ class Leaders:
     leaders named, as Kafka's ShareFetch and ShareAcknowledge answers carry them (so a client
     goes to the new leader without waiting for Metadata)."""
 
-    def __init__(self, ctx: Context, m: Any) -> None:
+    def __init__(self, ctx: Request[Shares], m: Any) -> None:
         self.ctx, self.m = ctx, m
         self.named: set[int] = set()
 

@@ -25,12 +25,12 @@ from typing import Any
 from kafkacompat import storage
 
 from ..broker.quotas import FETCH as CONSUMER_BYTE_RATE
-from ..services import Context
+from ..services import Request
 from ..shares.manager import Delivery, ShareSessionError
 from .common import NO_THROTTLE, ErrorCode, make, schema_of, storage_error_code
 from .group_common import millis
 from .registry import Api, changes
-from .share_common import Leaders, PartitionKey, acknowledge, deposed, refusal, serving
+from .share_common import Leaders, PartitionKey, Shares, acknowledge, deposed, refusal, serving
 
 # ShareFetch v1; error answers: a top-level code (a share-session error)
 API = Api(78, (1, 1), changes())
@@ -44,7 +44,7 @@ def _forgotten(request: Any) -> list[PartitionKey]:
     return [(t.topic_id, p) for t in request.forgotten_topics_data for p in t.partitions]
 
 
-async def _acquire(ctx: Context, request: Any, wanted: list[PartitionKey],
+async def _acquire(ctx: Request[Shares], request: Any, wanted: list[PartitionKey],
                    errors: dict[PartitionKey, ErrorCode]) -> dict[PartitionKey, Delivery]:
     shares = ctx.cluster.shares
     records_left, bytes_left = request.max_records, request.max_bytes
@@ -69,7 +69,7 @@ async def _acquire(ctx: Context, request: Any, wanted: list[PartitionKey],
     return out
 
 
-async def _wait(ctx: Context, wanted: list[PartitionKey], group_id: str, deadline: float) -> None:
+async def _wait(ctx: Request[Shares], wanted: list[PartitionKey], group_id: str, deadline: float) -> None:
     """Until a fetched partition has records past its in-flight window, records are given back, or the deadline."""
     shares = ctx.cluster.shares
     waiters: list[asyncio.Future[Any]] = [shares.released()]
@@ -84,7 +84,7 @@ async def _wait(ctx: Context, wanted: list[PartitionKey], group_id: str, deadlin
             waiter.cancel()
 
 
-def _throttle(ctx: Context, deliveries: dict[PartitionKey, Delivery]) -> datetime.timedelta:
+def _throttle(ctx: Request[Shares], deliveries: dict[PartitionKey, Delivery]) -> datetime.timedelta:
     """Count the records' bytes against the client's consumer quota; the wait it owes (the connection is muted)."""
     quotas = ctx.cluster.quotas
     if not quotas.active:
@@ -101,7 +101,7 @@ def _answer(m: Any, error: ErrorCode, message: str | None, lock_ms: int, respons
                 node_endpoints=node_endpoints)
 
 
-async def handle(ctx: Context, request: Any) -> Any:
+async def handle(ctx: Request[Shares], request: Any) -> Any:
     m = schema_of(ctx)
     shares = ctx.cluster.shares
     refused = refusal(ctx, request.group_id, request.member_id)

@@ -21,7 +21,7 @@ from kafkacompat.protocol.admin_api import (
 from kafkacompat.protocol.messages import MalformedRequestError, RequestHeader
 
 from ..broker.cluster import TopicError
-from ..operations.streams import AdminError, run
+from ..operations.streams import AdminError, Caller, run
 from ..replication.admin_ops import ReplicaOpError
 from .common import ErrorCode, storage_error_code
 from .registry import Api
@@ -43,7 +43,7 @@ def decode(header: RequestHeader, frame: bytes) -> dict[str, Any]:
         raise MalformedRequestError(str(exc)) from None
 
 
-async def handle(ctx: Any, request: dict[str, Any]) -> bytes:
+async def handle(ctx: Caller, request: dict[str, Any]) -> bytes:
     try:
         result = await run(ctx, request)
     except AdminError as exc:

@@ -3,7 +3,7 @@
 The source broker's replica link (kafkacompat/replication/engine.py) is the
 only client; the operations are in kafkacompat/replication/receiver.py.
 Until authentication exists a link is plain TCP: any peer that can reach
-the Kafka port can send these requests (see the README's replication section).
+the Kafka port can send these requests (see docs/replication.md).
 """
 
 from __future__ import annotations

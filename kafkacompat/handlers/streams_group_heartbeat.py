@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import datetime
 import logging
-from typing import Any
+from typing import Any, Protocol
 
 from kafkacompat import storage
 
@@ -17,13 +17,17 @@ from ..groups.streams_coordinator import StreamsHeartbeat, StreamsHeartbeatResul
 from ..groups.streams_group import ACTIVE, STANDBY, WARMUP, Task, Tasks, by_role
 from ..groups.streams_topology import InternalTopic, Subtopology, Topology
 from ..security.acls import Operation
-from ..services import Context
+from ..services import Groups, Placement, Request, Security, Topics
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
 from .group_common import client_host, millis
 from .registry import Api, changes
 
 # StreamsGroupHeartbeat v0 (KIP-1071; v0 is what Kafka Streams 4.1 sends)
 API = Api(88, (0, 0), changes())
+
+
+class Reaches(Topics, Placement, Security, Groups, Protocol):
+    """What of the broker this module reaches."""
 
 log = logging.getLogger(__name__)
 ACCEPTABLE_RECOVERY_LAG = 10_000  # Kafka's group.streams.acceptable.recovery.lag default
@@ -59,7 +63,7 @@ def _owned(request: Any) -> Tasks | None:
     return frozenset(tasks)
 
 
-def _refusal(ctx: Context, request: Any, topology: Topology | None) -> ErrorCode | None:
+def _refusal(ctx: Request[Reaches], request: Any, topology: Topology | None) -> ErrorCode | None:
     """READ on the group, DESCRIBE on every topic of the topology (KafkaApis' order)."""
     authorizer = ctx.cluster.authorizer
     if not authorizer.group(ctx, Operation.READ, request.group_id):
@@ -71,7 +75,7 @@ def _refusal(ctx: Context, request: Any, topology: Topology | None) -> ErrorCode
     return None
 
 
-async def _create_internal_topics(ctx: Context, group_id: str, topology: Topology) -> None:
+async def _create_internal_topics(ctx: Request[Reaches], group_id: str, topology: Topology) -> None:
     """Create the group's missing repartition and changelog topics the member may create."""
     cluster = ctx.cluster
     configured = cluster.groups.streams.configured(topology)
@@ -119,7 +123,7 @@ def _answer(m: Any, result: StreamsHeartbeatResult) -> Any:
     )
 
 
-async def handle(ctx: Context, request: Any) -> Any:
+async def handle(ctx: Request[Reaches], request: Any) -> Any:
     m = schema_of(ctx)
     topology = _topology(request)
     refused = _refusal(ctx, request, topology)
@@ -141,6 +145,7 @@ async def handle(ctx: Context, request: Any) -> Any:
         client_tags=tuple((kv.key, kv.value) for kv in request.client_tags) if request.client_tags is not None else None,
         client_id=ctx.header.client_id or "", client_host=client_host(ctx),
     ))
+    await ctx.cluster.groups.durable.flushed(request.group_id)  # the member's new epoch is stored before it acts
     if result.error != ErrorCode.none:
         return _error(m, result.error, result.message)
     return _answer(m, result)

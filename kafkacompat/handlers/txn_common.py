@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from ..security.acls import Operation
-from ..services import Request, Security
+from ..services import Request, Security, Topics
 from ..transactions.metadata import PartitionKey
 from .common import ErrorCode
+
+
+class Resolves(Topics, Security, Protocol):
+    """What resolving a transaction's partitions reaches: topics, behind the authorizer."""
 
 
 def fenced_as(version: int, since: int, error: ErrorCode) -> ErrorCode:
@@ -18,7 +22,7 @@ def fenced_as(version: int, since: int, error: ErrorCode) -> ErrorCode:
 
 
 def resolve_partitions(
-    ctx: Request[Security], topics: Any
+    ctx: Request[Resolves], topics: Any
 ) -> tuple[dict[tuple[str, int], PartitionKey], dict[tuple[str, int], ErrorCode]]:
     """(name, index) -> partition key for known partitions, and the errors for unknown or unwritable ones."""
     found: dict[tuple[str, int], PartitionKey] = {}

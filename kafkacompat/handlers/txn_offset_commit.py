@@ -9,10 +9,10 @@ coordinator adds its offsets partition before writing.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from ..security.acls import Operation
-from ..services import Context
+from ..services import Groups, Request, Security, Settings, Topics, Transactions
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
 from .group_common import partition_errors
 from .registry import Api, changes
@@ -21,11 +21,15 @@ from .txn_common import fenced_as
 # TxnOffsetCommit v0-5: v5 adds the group to the transaction (KIP-890 part 2)
 API = Api(28, (0, 5), changes(("topics",), "topics"))
 
+
+class Reaches(Topics, Security, Groups, Transactions, Settings, Protocol):
+    """What of the broker this module reaches."""
+
 FENCED_FROM = 3
 IMPLICIT_ADD_FROM = 5
 
 
-async def handle(ctx: Context, request: Any) -> Any:
+async def handle(ctx: Request[Reaches], request: Any) -> Any:
     m = schema_of(ctx)
     cluster = ctx.cluster
     errors: dict[tuple[str, int], ErrorCode] = {}

@@ -10,15 +10,19 @@ every update of the request; success lists each feature in request order
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, Protocol
 
 from ..broker.features import FeatureUpdate, UpgradeType
-from ..services import Context
+from ..services import Placement, Request, Settings
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
 from .registry import Api, changes
 
 # UpdateFeatures v0-2: v2 answers no per-feature results; error answers: v2 lists no results on success, but does on error
 API = Api(57, (0, 2), changes(("feature_updates",), "results"))
+
+
+class Reaches(Placement, Settings, Protocol):
+    """What of the broker this module reaches."""
 
 log = logging.getLogger(__name__)
 _FAILED_ALL = "The update failed for all features since the following feature had an error: "
@@ -36,7 +40,7 @@ def _updates(version: int, request: Any) -> list[FeatureUpdate]:
     return out
 
 
-async def handle(ctx: Context, request: Any) -> Any:
+async def handle(ctx: Request[Reaches], request: Any) -> Any:
     m = schema_of(ctx)
     cluster = ctx.cluster
     updates = _updates(ctx.version, request)

@@ -17,13 +17,13 @@ for it is refused INVALID_TOPIC_EXCEPTION, as a produce to it is.
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, Protocol
 
 from kafkacompat import storage
 from kafkacompat.protocol.control_records import ControlType
 
 from ..security.acls import Operation
-from ..services import Context
+from ..services import Placement, Request, Security, Topics, Transactions
 from ..transactions.markers import append_marker
 from .common import ErrorCode, make, schema_of, storage_error_code
 from .registry import Api, changes
@@ -32,7 +32,11 @@ from .registry import Api, changes
 API = Api(27, (1, 1), changes(("markers",), "markers"))
 
 
-async def handle(ctx: Context, request: Any) -> Any:
+class Reaches(Topics, Placement, Security, Transactions, Protocol):
+    """What of the broker this module reaches."""
+
+
+async def handle(ctx: Request[Reaches], request: Any) -> Any:
     m = schema_of(ctx)
     authorizer = ctx.cluster.authorizer
     allowed = (authorizer.cluster(ctx, Operation.ALTER, log_denied=False)
@@ -56,7 +60,7 @@ async def handle(ctx: Context, request: Any) -> Any:
         for producer_id, by_topic in results.items()))
 
 
-async def _write(ctx: Context, marker: Any, control: ControlType, name: str, index: int) -> ErrorCode:
+async def _write(ctx: Request[Reaches], marker: Any, control: ControlType, name: str, index: int) -> ErrorCode:
     """One partition's marker: checked against the producer's state there, then appended."""
     cluster = ctx.cluster
     info, _ = cluster.topic_for(name)

@@ -418,8 +418,16 @@ async def _refused_later(key: int, version: int, request: Any, answer: Awaitable
 
 
 if TYPE_CHECKING:
+    from ..catalog.views import BrokerConfigSource
+    from ..operations.streams import Caller
     from ..services import Broker, Context
 
-    def _provided(cluster: Cluster, ctx: RequestContext) -> tuple[Broker, Context]:
-        """Checked by mypy only: the composition root and this connection's context provide the handlers' views."""
-        return cluster, ctx
+    def _provided(cluster: Cluster, ctx: RequestContext) -> tuple[Broker, Context, Caller]:
+        """Checked by mypy only: the composition root and this connection's context provide the handlers' views
+        (and the operations' Caller, which StreamAdmin hands on)."""
+        return cluster, ctx, ctx
+
+    def _whole(broker: Broker) -> BrokerConfigSource:
+        """Checked by mypy only: the whole broker view includes what the catalog's views ask for, which some
+        handlers' views are made of (config_changes.ConfigChanges)."""
+        return broker

@@ -9,7 +9,7 @@ the web console's forms, and their permission checks.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from kio.schema.errors import ErrorCode
 
@@ -25,6 +25,29 @@ from ..security.authorizer import STREAM_PERMISSIONS, deny
 from ..security.principal import ANONYMOUS
 from .stream_views import PolicyFieldError, cursor_view, policy_with, stream_view, topic_view
 
+if TYPE_CHECKING:
+    from kafkacompat.protocol.messages import RequestHeader
+
+
+class Caller(Protocol):
+    """Who runs an operation, as the authorizer and the admin log read it: a StreamAdmin request of the Kafka
+    port (the connection's RequestContext) or a console form's caller (http.principal.HttpCaller)."""
+
+    @property
+    def cluster(self) -> Cluster: ...
+
+    @property
+    def principal(self) -> str: ...
+
+    @property
+    def peer(self) -> str: ...
+
+    @property
+    def entry(self) -> str: ...
+
+    @property
+    def header(self) -> RequestHeader | None: ...
+
 
 class AdminError(Exception):
     """A refused admin request, answered with a Kafka error code and a message."""
@@ -34,7 +57,7 @@ class AdminError(Exception):
         self.code = code
 
 
-async def run(ctx: Any, request: dict[str, Any]) -> Any:
+async def run(ctx: Caller, request: dict[str, Any]) -> Any:
     """One operation as `ctx.principal` (the admin CLI's, or a console form's): authorized, then done.
 
     AdminError (and the store's errors) when refused; a listing holds only what the principal may see.
@@ -55,7 +78,7 @@ async def run(ctx: Any, request: dict[str, Any]) -> Any:
     return result
 
 
-async def _logged(ctx: Any, op: Callable[[Cluster, dict[str, Any]], Awaitable[Any]], request: dict[str, Any]) -> Any:
+async def _logged(ctx: Caller, op: Callable[[Cluster, dict[str, Any]], Awaitable[Any]], request: dict[str, Any]) -> Any:
     """Run a change asked outside the Kafka port (a console form) and log it once, as the port's are."""
     try:
         result = await op(ctx.cluster, request)
@@ -87,14 +110,14 @@ _TOPIC_OPS = {"topic.create": Operation.CREATE, "topic.edit": Operation.ALTER, "
               "topic.info": Operation.DESCRIBE}
 
 
-def may_see_stream(ctx: Any, path: str) -> bool:
+def may_see_stream(ctx: Caller, path: str) -> bool:
     """Any of the stream's permissions, or DESCRIBE on the cluster, lets a principal see a stream."""
     authorizer = ctx.cluster.authorizer
     return (any(authorizer.stream_allows(ctx.principal, path, p) for p in STREAM_PERMISSIONS)
             or authorizer.cluster(ctx, Operation.DESCRIBE, log_denied=False))
 
 
-def _authorize(ctx: Any, op_name: str, request: dict[str, Any]) -> None:
+def _authorize(ctx: Caller, op_name: str, request: dict[str, Any]) -> None:
     """Refuse an operation the principal may not do, with one audit line; only when authorization is on."""
     authorizer = ctx.cluster.authorizer
     if not authorizer.enabled:
@@ -137,7 +160,7 @@ def _authorize(ctx: Any, op_name: str, request: dict[str, Any]) -> None:
                              f"{ctx.principal} may not {op_name} (needs ALTER on the cluster)")
 
 
-def _default_permissions(ctx: Any, request: dict[str, Any]) -> None:
+def _default_permissions(ctx: Caller, request: dict[str, Any]) -> None:
     """MapR's defaults: a stream created by an authenticated user grants each unset permission to u:<user>."""
     if not ctx.cluster.authorizer.enabled or ctx.principal == ANONYMOUS or not ctx.principal.startswith("User:"):
         return
@@ -175,9 +198,22 @@ def _arg(request: dict[str, Any], name: str, kind: type, required: bool = True) 
 def _stream(cluster: Cluster, request: dict[str, Any], name: str = "path") -> str:
     path = _arg(request, name, str)
     storage.names.check_stream_path(path)
-    if cluster.store.get_stream(path) is None:
-        raise storage.UnknownStreamError(f"stream {path} does not exist")
+    _stream_info(cluster, path)
     return path
+
+
+def _stream_info(cluster: Cluster, path: str) -> storage.StreamInfo:
+    info = cluster.store.get_stream(path)
+    if info is None:
+        raise storage.UnknownStreamError(f"stream {path} does not exist")
+    return info
+
+
+def _topic_info(cluster: Cluster, stream: str, topic: str) -> storage.TopicInfo:
+    info = cluster.store.get_topic(stream, topic)
+    if info is None:
+        raise storage.UnknownTopicError(f"topic {topic} does not exist in stream {stream}")
+    return info
 
 
 def _policy(base: StreamPolicy, request: dict[str, Any]) -> StreamPolicy:
@@ -190,10 +226,9 @@ def _policy(base: StreamPolicy, request: dict[str, Any]) -> StreamPolicy:
 def _topic(cluster: Cluster, request: dict[str, Any], must_exist: bool = True) -> tuple[str, str]:
     """(stream, topic) for the request's `name` in any Kafka spelling; the stream must exist."""
     stream, topic = cluster.split(_arg(request, "name", str))
-    if cluster.store.get_stream(stream) is None:
-        raise storage.UnknownStreamError(f"stream {stream} does not exist")
-    if must_exist and cluster.store.get_topic(stream, topic) is None:
-        raise storage.UnknownTopicError(f"topic {topic} does not exist in stream {stream}")
+    _stream_info(cluster, stream)
+    if must_exist:
+        _topic_info(cluster, stream, topic)
     return stream, topic
 
 
@@ -233,14 +268,14 @@ async def stream_create(cluster: Cluster, request: dict[str, Any]) -> Any:
 
 async def stream_edit(cluster: Cluster, request: dict[str, Any]) -> Any:
     path = _stream(cluster, request)
-    current = cluster.store.get_stream(path)
+    current = _stream_info(cluster, path)
     info = await cluster.store.edit_stream(path, _policy(current.policy, request))
     return stream_view(info)
 
 
 async def stream_info(cluster: Cluster, request: dict[str, Any]) -> Any:
     path = _stream(cluster, request)
-    view = stream_view(cluster.store.get_stream(path))
+    view = stream_view(_stream_info(cluster, path))
     view["default_stream"] = path == cluster.default_stream
     return view
 
@@ -264,7 +299,7 @@ async def stream_delete(cluster: Cluster, request: dict[str, Any]) -> Any:
 async def stream_purge(cluster: Cluster, request: dict[str, Any]) -> Any:
     path = _stream(cluster, request)
     await cluster.store.purge_stream(path)
-    return stream_view(cluster.store.get_stream(path))
+    return stream_view(_stream_info(cluster, path))
 
 
 # topics ------------------------------------------------------------------------
@@ -274,7 +309,7 @@ async def topic_create(cluster: Cluster, request: dict[str, Any]) -> Any:
     stream, topic = _topic(cluster, request, must_exist=False)
     if cluster.store.get_topic(stream, topic) is not None:
         raise storage.TopicExistsError(f"topic {topic} already exists in stream {stream}")
-    partitions = _partitions(request) or cluster.store.get_stream(stream).policy.default_partitions
+    partitions = _partitions(request) or _stream_info(cluster, stream).policy.default_partitions
     configs = _configs(request, {}) or {}
     info = await cluster.store.create_topic(stream, topic, partitions, configs)
     await cluster.settle([info])
@@ -283,7 +318,7 @@ async def topic_create(cluster: Cluster, request: dict[str, Any]) -> Any:
 
 async def topic_edit(cluster: Cluster, request: dict[str, Any]) -> Any:
     stream, topic = _topic(cluster, request)
-    current = cluster.store.get_topic(stream, topic)
+    current = _topic_info(cluster, stream, topic)
     partitions = _partitions(request)
     configs = _configs(request, current.configs)
     if partitions is None and configs is None:
@@ -304,7 +339,7 @@ async def topic_edit(cluster: Cluster, request: dict[str, Any]) -> Any:
 
 async def topic_info(cluster: Cluster, request: dict[str, Any]) -> Any:
     stream, topic = _topic(cluster, request)
-    return await topic_view(cluster.store, cluster.store.get_topic(stream, topic), detail=True)
+    return await topic_view(cluster.store, _topic_info(cluster, stream, topic), detail=True)
 
 
 async def topic_list(cluster: Cluster, request: dict[str, Any]) -> Any:

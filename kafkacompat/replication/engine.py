@@ -54,6 +54,7 @@ IDLE_WAIT_S = 0.5  # an idle link looks for new topics and cursors this often
 CURSOR_SYNC_S = 0.2
 RETRY_MAX_S = 5.0
 REFUSED_RETRY_S = 30.0
+STOP_RETRY_S = 0.5  # a link task not ended this long after its cancellation is cancelled again
 SKIPPED_TOPICS = frozenset({"__consumer_offsets"})
 
 
@@ -105,9 +106,13 @@ class LinkTask:
         self._task = asyncio.create_task(self._run(), name=f"replica {self.spec.source} -> {self.spec.replica}")
 
     async def stop(self) -> None:
+        """Cancel the link's task until it ends. Once is not enough: on Python before 3.12, asyncio.wait_for
+        swallows a cancellation that arrives as its awaitable completes (a destination's answer), and the
+        link, busy catching up, then runs on, so a SIGTERM never stopped the broker."""
         if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+            while not self._task.done():
+                self._task.cancel()
+                await asyncio.wait([self._task], timeout=STOP_RETRY_S)
             self._task = None
 
     def poke(self) -> None:

@@ -90,8 +90,14 @@ class LinkClient:
                     answer.set_exception(error)
 
     async def close(self) -> None:
+        """Close at once. Requests still in the buffer are dropped, not flushed: the link resumes from where the
+        destination ends, and a destination that stopped reading (paused, or blocked writing answers nobody
+        reads any more) would keep a flush, and the broker's shutdown, waiting for ever."""
         self._reading.cancel()
-        self._writer.close()
+        if self._writer.transport.get_write_buffer_size():
+            self._writer.transport.abort()
+        else:
+            self._writer.close()
         try:
             await self._writer.wait_closed()
         except OSError:

@@ -18,7 +18,7 @@ import json
 import logging
 import time
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from kafkacompat.protocol.records import Record, build_batch, iter_records
 from kafkacompat.storage import TopicExistsError
@@ -27,11 +27,24 @@ from ..broker.cluster import SCHEMAS_TOPIC as TOPIC
 from ..topic_names import TopicNameError, split_name
 
 if TYPE_CHECKING:
-    from ..broker.cluster import Cluster
+    from kafkacompat.storage import Store, TopicInfo
+
+    from ..cluster.membership import PartitionKey
 
 log = logging.getLogger(__name__)
 TOPIC_CONFIGS = {"cleanup.policy": "compact", "retention.ms": "-1"}
 READ_BYTES = 1 << 20
+
+
+class SchemaHost(Protocol):
+    """What the registry reaches of the broker (the Cluster provides it; produce validation passes its view)."""
+
+    @property
+    def store(self) -> Store: ...
+
+    def append_epoch(self, key: PartitionKey) -> int | None: ...
+
+    async def settle(self, infos: list[TopicInfo]) -> None: ...
 
 
 def stream_of(subject: str, default_stream: str, exists: Any) -> str:
@@ -61,7 +74,7 @@ def _well_formed(key: str, value: Any) -> bool:
 class SchemaLog:
     """The keyed records of every stream's `_schemas` topic, read up to the end on `catch_up`."""
 
-    def __init__(self, cluster: "Cluster") -> None:
+    def __init__(self, cluster: SchemaHost) -> None:
         self.cluster = cluster
         self.records: dict[str, dict[str, Any]] = {}
         self.generation = 0  # counts the records applied: what was derived from `records` is stale when it moved

@@ -18,13 +18,10 @@ import hashlib
 import json
 import weakref
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from . import formats
-from .log import SchemaLog, stream_of
-
-if TYPE_CHECKING:
-    from ..broker.cluster import Cluster
+from .log import SchemaHost, SchemaLog, stream_of
 
 COMPATIBILITY_LEVELS = ("BACKWARD", "BACKWARD_TRANSITIVE", "FORWARD", "FORWARD_TRANSITIVE",
                         "FULL", "FULL_TRANSITIVE", "NONE")
@@ -108,7 +105,7 @@ def content_id(schema_type: str, schema: str, references: tuple[dict[str, Any], 
 class Registry:
     """The registry of one broker: reads the log before every answer, writes through it."""
 
-    def __init__(self, cluster: "Cluster") -> None:
+    def __init__(self, cluster: SchemaHost) -> None:
         self.cluster = cluster
         self.log = SchemaLog(cluster)
         self._index: tuple[int, dict[int, frozenset[str]]] = (-1, {})
@@ -418,10 +415,10 @@ class Registry:
         await self.log.write(stream, changes)
 
 
-_registries: "weakref.WeakKeyDictionary[Cluster, Registry]" = weakref.WeakKeyDictionary()
+_registries: "weakref.WeakKeyDictionary[SchemaHost, Registry]" = weakref.WeakKeyDictionary()
 
 
-def registry_of(cluster: "Cluster") -> Registry:
+def registry_of(cluster: SchemaHost) -> Registry:
     """The one registry of a broker's cluster, shared by the HTTP routes and produce validation."""
     found = _registries.get(cluster)
     if found is None:

@@ -18,14 +18,11 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING
 
 from kafkacompat.protocol.records import Record
 
+from .log import SchemaHost
 from .registry import Registry, registry_of
-
-if TYPE_CHECKING:
-    from ..broker.cluster import Cluster
 
 _ID = struct.Struct(">bI")
 TOPIC, RECORD = "TopicNameStrategy", "RecordNameStrategy"  # and TopicRecordNameStrategy
@@ -63,7 +60,7 @@ def _problem(data: bytes | None, expected: Expected, index: dict[int, frozenset[
     return None
 
 
-async def refusals(cluster: "Cluster", topic_names: Iterable[str], records: Iterable[Record], *,
+async def refusals(cluster: SchemaHost, topic_names: Iterable[str], records: Iterable[Record], *,
                    keys: str | None, values: str | None) -> list[tuple[int, str]]:
     """(index in its batch, why) of each record refused.
 

@@ -26,7 +26,7 @@ from typing import Any, Protocol
 from kio.schema.errors import ErrorCode
 
 from kafkacompat.protocol.versions import api_name
-from kafkacompat.storage import PermissionEntries, Store
+from kafkacompat.storage import PermissionEntries, Store, TopicInfo
 
 from ..topic_names import TopicNameError, canonical_name, split_name
 from . import permissions
@@ -34,6 +34,35 @@ from .acls import CLUSTER_NAME, IMPLIED_BY, WILDCARD_PRINCIPAL, AclTable, Operat
 from .principal import ANONYMOUS
 
 audit = logging.getLogger("kafkacompat.audit")
+
+
+class _TopicLookup(Protocol):
+    def topic_for(self, name: str) -> tuple[TopicInfo | None, ErrorCode]: ...
+
+
+class TopicAsker(Protocol):
+    """A request whose view of the broker looks topics up: what `Authorizer.topic_for` reads of it."""
+
+    @property
+    def cluster(self) -> _TopicLookup: ...
+
+    @property
+    def peer(self) -> str: ...
+
+
+class _Authorizing(Protocol):
+    @property
+    def authorizer(self) -> Authorizer: ...
+
+
+class ConfigAsker(Protocol):
+    """A request whose view of the broker holds the authorizer: what `config_refusal` reads of it."""
+
+    @property
+    def cluster(self) -> _Authorizing: ...
+
+    @property
+    def peer(self) -> str: ...
 
 
 class AuthorizerSettings(Protocol):
@@ -45,7 +74,8 @@ class AuthorizerSettings(Protocol):
     allow_everyone_if_no_acl_found: bool
     user_groups_file: str | None
 
-# Which stream permission grants which operation on the stream's topics (README, "Stream permissions and ACLs").
+# Which stream permission grants which operation on the stream's topics (docs/security.md, "Stream permissions
+# and ACLs").
 STREAM_GRANTS: dict[Operation, tuple[str, ...]] = {
     Operation.READ: ("consume", "copy"),
     Operation.WRITE: ("produce",),
@@ -168,7 +198,7 @@ class Authorizer:
         stream, canonical = self.topic_resource(name)
         return self.authorize(ctx, operation, ResourceType.TOPIC, canonical, stream=stream, log_denied=log_denied)
 
-    def topic_for(self, ctx: Any, operation: Operation, name: str) -> tuple[Any, Any]:
+    def topic_for(self, ctx: TopicAsker, operation: Operation, name: str) -> tuple[TopicInfo | None, ErrorCode]:
         """Cluster.topic_for behind the access check: (None, TOPIC_AUTHORIZATION_FAILED) when refused.
 
         Kafka checks access before existence, so a refused client cannot
@@ -241,7 +271,8 @@ CLUSTER_DENIED = "Cluster authorization failed."
 TRANSACTIONAL_ID_DENIED = "Transactional Id authorization failed."
 
 
-def config_refusal(ctx: Any, operation: Operation, resource_type: int, name: str) -> tuple[ErrorCode, str] | None:
+def config_refusal(ctx: ConfigAsker, operation: Operation, resource_type: int,
+                   name: str) -> tuple[ErrorCode, str] | None:
     """DescribeConfigs / AlterConfigs: the error for a config resource the principal may not read or change.
 
     Topics need the operation on the topic, groups on the group, brokers and

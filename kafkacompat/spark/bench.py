@@ -102,7 +102,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2, help="alternations of the two readers (default 2)")
     parser.add_argument("--jars", metavar="FOLDER", help="Spark's Kafka connector jars (else KAFKACOMPAT_SPARK_JARS)")
     parser.add_argument("--python-daemon", metavar="MODULE", default="kafkacompat.spark.daemon",
-                        help="spark.python.daemon.module: kafkacompat.spark.daemon (default, as the README "
+                        help="spark.python.daemon.module: kafkacompat.spark.daemon (default, as docs/spark.md "
                              "recommends) or pyspark.daemon (Spark's own)")
     args = parser.parse_args()
     if args.jars:

@@ -1,18 +1,9 @@
-"""The test broker: a real broker inside the test process, on an ephemeral loopback port.
+"""The test broker: a real broker inside the test process, on an ephemeral loopback port (the package
+docstring, kafkacompat/testing/__init__.py, shows it in use).
 
-    with Broker() as broker:            # sync tests: the broker runs on a thread
-        broker.create_topic("orders", partitions=3)
-        Producer({"bootstrap.servers": broker.bootstrap_servers}) ...
-        assert [m.value for m in broker.consume("orders", count=1)] == [b"paid"]
-
-    async with Broker() as broker:      # asyncio tests: on the running loop
-        await broker.aproduce("orders", b"paid", key=b"42")
-
-Every helper has a sync form (for a broker on its thread, from any thread
-but the broker's) and an `a`-prefixed coroutine form (from any event loop).
-`broker.faults` injects errors, delays and dropped connections that every
-client sees on the wire. This module runs the broker (on a thread or on the
-test's loop) and offers the helpers; store_access.py does their work.
+This module runs the broker (on a thread, or on the test's own event loop) and offers each helper in a sync
+form and an `a`-prefixed coroutine form; store_access.py does their work on the store, and `broker.faults`
+injects errors, delays and dropped connections that every client sees on the wire.
 """
 
 from __future__ import annotations

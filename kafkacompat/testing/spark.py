@@ -83,7 +83,7 @@ def shared_session() -> SparkSession:
             .config("spark.sql.session.timeZone", "UTC")
             .config("spark.driver.host", "127.0.0.1")
             .config("spark.driver.memory", "1g")
-            # as the README tells users of format("kafkacompat"): workers forked with the reader
+            # as docs/spark.md tells users of format("kafkacompat"): workers forked with the reader
             # loaded; tests/spark/stream_job.py runs Spark's own daemon, so both stay tested
             .config("spark.python.daemon.module", "kafkacompat.spark.daemon")
             .getOrCreate()

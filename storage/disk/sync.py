@@ -34,6 +34,11 @@ class GroupCommit:
         while self.synced < ticket:
             await asyncio.shield(self.start())
 
+    @property
+    def busy(self) -> bool:
+        """An fsync is running or scheduled."""
+        return self._task is not None or self._timer is not None
+
     def start(self) -> asyncio.Task[None]:
         """Begin an fsync unless one is running; returns the running one."""
         if self._task is None:

@@ -325,3 +325,14 @@ def test_the_history_file_round_trips(tmp_path: Path) -> None:
     events = load(tmp_path / "h.jsonl")
     assert [(e["i"], e["type"]) for e in events] == [(1, "send"), (2, "fault")]
     assert events[0]["t"] <= events[1]["t"]
+
+
+def test_a_plain_record_stored_twice_is_counted_not_failed() -> None:
+    s = Story()
+    value = s.write("plain.0", 0, offset=0, kind="plain")
+    s.final(0, value)
+    s.final(1, value)  # a retry of a request whose answer was lost
+    s.end(2)
+    verdict = check(s.events)
+    assert verdict.violations == [] and verdict.plain_duplicates == 1
+    assert check(healthy().events).plain_duplicates == 0

@@ -8,6 +8,9 @@ import uuid
 from kafkacompat.groups import durable
 from kafkacompat.groups.consumer_group import ClassicMembership, ConsumerGroup, ConsumerMember, MemberState
 from kafkacompat.groups.group import Group, GroupState, Member
+from kafkacompat.groups.streams_group import ACTIVE, STANDBY, StreamsGroup, StreamsMember
+from kafkacompat.groups.streams_group import MemberState as StreamsMemberState
+from kafkacompat.groups.streams_topology import InternalTopic, Subtopology, Topology
 
 T1, T2 = uuid.UUID(int=1), uuid.UUID(int=2)
 
@@ -69,3 +72,35 @@ def test_a_reconciling_consumer_group_comes_back_with_epochs_targets_and_owners(
     assert loaded.owner_of(T1, 2) == "m1"  # still being revoked: not free for m2 yet
     assert loaded.static_members == {"i2": "m2"}
     assert loaded.subscribed == group.subscribed and loaded.target == group.target
+
+
+def test_a_reconciling_streams_group_comes_back_with_its_topology_epochs_tasks_and_owners() -> None:
+    group = StreamsGroup("app", 3_000)
+    group.group_epoch, group.assignment_epoch, group.standbys = 5, 5, 1
+    group.topology = Topology(2, (
+        Subtopology("0", ("lines",), ("app-words-repartition",)),
+        Subtopology("1", (), (), (InternalTopic("app-words-repartition", 0, (("cleanup.policy", "delete"),)),),
+                    (InternalTopic("app-counts-changelog", 0, (("cleanup.policy", "compact"),)),)),
+    ))
+    group.tasks = {"0": 2, "1": 2}
+    revoking = StreamsMember("m1", process_id="p1", instance_id="i1", rack_id="r1", client_id="c1",
+                             client_host="/127.0.0.1", rebalance_timeout_ms=30_000, topology_epoch=2,
+                             user_endpoint=("localhost", 7070), client_tags=(("zone", "a"),), member_epoch=4,
+                             previous_member_epoch=3, state=StreamsMemberState.UNREVOKED_TASKS,
+                             assigned=frozenset({(ACTIVE, "0", 0), (ACTIVE, "1", 0)}),
+                             pending_revocation=frozenset({(ACTIVE, "0", 1)}),
+                             reported=frozenset({(ACTIVE, "0", 0), (ACTIVE, "0", 1), (ACTIVE, "1", 0)}))
+    waiting = StreamsMember("m2", process_id="p2", member_epoch=5, previous_member_epoch=4,
+                            state=StreamsMemberState.UNRELEASED_TASKS, assigned=frozenset({(STANDBY, "0", 0)}))
+    targets = {"m1": frozenset({(ACTIVE, "0", 0), (ACTIVE, "1", 0), (STANDBY, "1", 1)}),
+               "m2": frozenset({(ACTIVE, "0", 1), (ACTIVE, "1", 1), (STANDBY, "0", 0)})}
+    for member in (revoking, waiting):
+        group.put(member)
+        group.target[member.member_id] = targets[member.member_id]
+    record = durable.streams_record(group)
+    loaded = durable.streams_group("app", json.loads(json.dumps(record)))
+    assert durable.streams_record(loaded) == record
+    assert loaded.state.value == "Reconciling"
+    assert loaded.members == group.members and loaded.target == targets and loaded.topology == group.topology
+    assert (loaded.group_epoch, loaded.assignment_epoch, loaded.standbys, loaded.tasks) == (5, 5, 1, group.tasks)
+    assert loaded.active_owner[("0", 1)] == "m1"  # still being revoked: not free for m2 yet

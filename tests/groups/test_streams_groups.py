@@ -20,7 +20,9 @@ from confluent_kafka.admin import AdminClient
 from kafkacompat.protocol.messages import make
 from kio.schema.errors import ErrorCode
 
+from compat_tests.reference import run_tool
 from kafkacompat.testing import Broker
+from kafkacompat.testing.reference_kafka import unavailable
 from tests.groups.helpers import GROUP_SETTINGS
 from tests.wire import Wire, request_class
 
@@ -178,3 +180,106 @@ def test_a_consumer_group_member_cannot_join_a_streams_group_nor_the_reverse(bro
             process_id=str(uuid.uuid4()), active_tasks=(), standby_tasks=(), warmup_tasks=(), client_tags=(),
             task_offsets=None, task_end_offsets=None)
         assert wire.request(HEARTBEAT, 0, request).error_code == ErrorCode.group_id_not_found
+
+
+def _converge(*members: _Member) -> None:
+    for _ in range(3):
+        for member in members:
+            member.heartbeat()
+
+
+def _describe(wire: Wire, group: str) -> tuple[int, int, dict[str, tuple[int, set, set]]]:
+    """(group epoch, assignment epoch, member id -> (member epoch, active, standby)) as StreamsGroupDescribe shows."""
+    (described,) = wire.request(89, 0, make(request_class(89, 0), group_ids=(group,),
+                                            include_authorized_operations=False)).groups
+    assert described.error_code == ErrorCode.none
+    members = {m.member_id: (m.member_epoch, _tasks(m.assignment.active_tasks), _tasks(m.assignment.standby_tasks))
+               for m in described.members}
+    return described.group_epoch, described.assignment_epoch, members
+
+
+def test_a_streams_group_keeps_its_epochs_and_tasks_across_a_broker_restart(tmp_path) -> None:
+    """As consumer groups: the group's state is in the store, so after a clean restart the members
+    heartbeat with their epochs and keep their tasks (no rejoin, no task moved)."""
+    first = Broker(data_dir=str(tmp_path), group_streams_num_standby_replicas=1, **GROUP_SETTINGS).start()
+    port = first.port
+    try:
+        app, topology = _setup(first)
+        with Wire(first.bootstrap_servers) as w1, Wire(first.bootstrap_servers) as w2:
+            members = _Member(w1, app, topology), _Member(w2, app, topology)
+            _converge(*members)
+            before = _describe(w1, app)
+    finally:
+        first.stop()
+    held = [(m.epoch, set(m.active), set(m.standby)) for m in members]
+    assert held[0][1] | held[1][1] == ALL_ACTIVE and held[0][2] == held[1][1]
+    with Broker(data_dir=str(tmp_path), port=port, group_streams_num_standby_replicas=1, **GROUP_SETTINGS) as second:
+        with Wire(second.bootstrap_servers) as w1, Wire(second.bootstrap_servers) as w2:
+            assert _describe(w1, app) == before
+            for member, wire in zip(members, (w1, w2)):
+                member.wire = wire
+                response = member.heartbeat()  # its old epoch is accepted: UNKNOWN_MEMBER_ID if the group were lost
+                assert response.active_tasks is None  # nothing to change
+            assert [(m.epoch, m.active, m.standby) for m in members] == held
+            assert _describe(w1, app) == before
+
+
+@pytest.mark.slow
+def test_kafka_configs_sets_a_groups_standby_replicas_and_the_assignor_uses_it(broker: Broker) -> None:
+    """streams.num.standby.replicas per group (kafka-configs --entity-type groups, Kafka's GroupConfig):
+    set on a running group, its next heartbeats bring a new group epoch with standby tasks; the group's
+    streams.heartbeat.interval.ms is the interval its members are told."""
+    if unavailable():
+        pytest.skip(unavailable())
+    app, topology = _setup(broker)
+    server = ("--bootstrap-server", broker.bootstrap_servers)
+    with Wire(broker.bootstrap_servers) as w1, Wire(broker.bootstrap_servers) as w2:
+        members = first, second = _Member(w1, app, topology), _Member(w2, app, topology)
+        _converge(*members)
+        assert first.standby == second.standby == set()  # the broker's default: none
+        epoch = _describe(w1, app)[0]
+        done = run_tool("kafka-configs", *server, "--alter", "--entity-type", "groups", "--entity-name", app,
+                        "--add-config", "streams.num.standby.replicas=1,streams.heartbeat.interval.ms=6000")
+        assert done.returncode == 0, done.stderr
+        _converge(*members)
+        assert _describe(w1, app)[0] > epoch
+        assert first.standby == second.active and second.standby == first.active
+        assert first.heartbeat().heartbeat_interval == datetime.timedelta(seconds=6)
+    done = run_tool("kafka-configs", *server, "--describe", "--entity-type", "groups", "--entity-name", app)
+    assert done.returncode == 0, done.stderr
+    assert "streams.num.standby.replicas=1" in done.stdout and "streams.heartbeat.interval.ms=6000" in done.stdout
+
+
+def test_a_left_then_deleted_streams_group_stays_so_across_restarts(tmp_path) -> None:
+    """What the store keeps follows the group to its end: a member's leave, then the group's deletion."""
+    brokers = [Broker(data_dir=str(tmp_path), **GROUP_SETTINGS).start()]
+    port = brokers[0].port
+
+    def restart() -> Broker:
+        brokers[-1].stop()
+        brokers.append(Broker(data_dir=str(tmp_path), port=port, **GROUP_SETTINGS).start())
+        return brokers[-1]
+
+    try:
+        app, topology = _setup(brokers[0])
+        with Wire(brokers[0].bootstrap_servers) as wire:
+            member = _Member(wire, app, topology)
+            _converge(member)
+            assert wire.request(HEARTBEAT, 0, make(
+                request_class(HEARTBEAT, 0), group_id=app, member_id=member.member_id, member_epoch=-1,
+                endpoint_information_epoch=0, rebalance_timeout=datetime.timedelta(seconds=-0.001), topology=None,
+                process_id=None, active_tasks=None, standby_tasks=None, warmup_tasks=None, client_tags=None,
+                task_offsets=None, task_end_offsets=None)).error_code == ErrorCode.none
+            epoch = _describe(wire, app)[0]
+        with Wire(restart().bootstrap_servers) as wire:
+            (described,) = wire.request(89, 0, make(request_class(89, 0), group_ids=(app,),
+                                                    include_authorized_operations=False)).groups
+            assert (described.group_state, described.group_epoch, described.members) == ("Empty", epoch, ())
+        admin = AdminClient({"bootstrap.servers": brokers[-1].bootstrap_servers})
+        admin.delete_consumer_groups([app])[app].result(timeout=15)
+        with Wire(restart().bootstrap_servers) as wire:
+            (described,) = wire.request(89, 0, make(request_class(89, 0), group_ids=(app,),
+                                                    include_authorized_operations=False)).groups
+            assert described.error_code == ErrorCode.group_id_not_found
+    finally:
+        brokers[-1].stop()

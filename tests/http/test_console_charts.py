@@ -142,8 +142,11 @@ def test_topic_charts_show_produce_and_fetch_rates_live(web: Broker, page: objec
                                                                        r"Fetched [1-9][0-9.]* msg/s"), timeout=20_000)
     expect(page.locator("#chart-bytes .peak")).to_have_text(re.compile(r"In [1-9][0-9.]* (B|KiB)/s"))
     expect(page.locator("#chart-size .latest")).to_have_text(re.compile(r"now: Size \d+(\.\d)? KiB"))
+    expect(page.locator("#chart-partition-sizes .latest")).to_have_text(
+        re.compile(r"now: Partition 0 \d+(\.\d)? (B|KiB), Partition 1 \d+(\.\d)? (B|KiB)"))
     assert samples(page) > before
     figures = history.of(web.server).view(("topic", "/default", topic))["series"]
+    assert figures["size_p0"][-1] + figures["size_p1"][-1] == figures["size_bytes"][-1] > 0
     assert sum(v or 0 for v in figures["produced_msgs"]) > 0 and sum(v or 0 for v in figures["fetched_msgs"]) > 0
     accessible(page)
     shoot(page, screens, "charts-topic")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import tempfile
 import time
@@ -18,11 +19,14 @@ import urllib.parse
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from kafkacompat.protocol.records import iter_records
 
+from kafkacompat.schemas.registry import registry_of
 from kafkacompat.testing import Broker
 
 playwright_api = pytest.importorskip("playwright.sync_api")
@@ -274,3 +278,111 @@ def test_delete_records_then_the_topic_each_after_confirming(web: Broker, page: 
     expect(page.locator("#topic-deleted")).to_have_text(f"Deleted topic {topic}.")
     assert web.server.cluster.store.get_topic("/default", topic) is None
     assert topic not in admin.list_topics(timeout=15).topics
+
+
+METER = {"type": "record", "name": "Meter", "namespace": "rig",
+         "fields": [{"name": "meter", "type": "string"}, {"name": "kwh", "type": "double"}]}
+METER_KEY = {"type": "object", "properties": {"meter": {"type": "string"}}, "required": ["meter"]}
+UNKNOWN_ID = 0x7FFFFFF0  # no schema has it: content ids are 31-bit hashes, and this one is not registered
+
+
+def reading_class() -> Any:
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+    file = descriptor_pb2.FileDescriptorProto(name="reading.proto", package="rig", syntax="proto3")
+    message = file.message_type.add(name="Reading")
+    message.field.add(name="sensor", number=1, type=descriptor_pb2.FieldDescriptorProto.TYPE_STRING, label=1)
+    message.field.add(name="value", number=2, type=descriptor_pb2.FieldDescriptorProto.TYPE_DOUBLE, label=1)
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(file)
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName("rig.Reading"))
+
+
+@pytest.fixture(scope="module")
+def meters(web: Broker) -> str:
+    """Schema-framed records written by confluent-kafka's own serializers through the broker's registry.
+
+    Offsets 0-1: JSON Schema keys and Avro values (subjects <topic>-key, <topic>-value); 2: a Protobuf value
+    (subject rig.Reading, by RecordNameStrategy); 3: a value framed with an id the registry does not hold.
+    """
+    from confluent_kafka.schema_registry import SchemaRegistryClient, record_subject_name_strategy
+    from confluent_kafka.schema_registry.avro import AvroSerializer
+    from confluent_kafka.schema_registry.json_schema import JSONSerializer
+    from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    topic = f"meters-{uuid.uuid4().hex[:6]}"
+    registry = SchemaRegistryClient({"url": web.http_url})
+    keys, values = (SerializationContext(topic, MessageField.KEY), SerializationContext(topic, MessageField.VALUE))
+    key_of = JSONSerializer(json.dumps(METER_KEY), registry)
+    value_of = AvroSerializer(registry, json.dumps(METER))
+    reading = reading_class()  # rig.Reading {sensor, value}, as protoc would generate it
+    protobuf = ProtobufSerializer(reading, registry, {"use.deprecated.format": False,
+                                                      "subject.name.strategy": record_subject_name_strategy})
+    producer = Producer({"bootstrap.servers": web.bootstrap_servers})
+    for meter, kwh in (("m1", 1.5), ("m2", 2.5)):
+        producer.produce(topic, value_of({"meter": meter, "kwh": kwh}, values), key=key_of({"meter": meter}, keys))
+    producer.produce(topic, protobuf(reading(sensor="p1", value=7.25), values))
+    producer.produce(topic, b"\x00" + UNKNOWN_ID.to_bytes(4, "big") + b"opaque")
+    assert producer.flush(15) == 0
+    return topic
+
+
+def test_filters_search_the_decoded_json_of_framed_values(web: Broker, meters: str) -> None:
+    import urllib.request
+
+    def offsets_for(text: str) -> list[int]:
+        with urllib.request.urlopen(url(web, meters, value=text), timeout=10) as answer:
+            html = answer.read().decode()
+        return [int(cell) for cell in re.findall(r'<td data-label="Offset">(\d+)</td>', html)]
+
+    assert offsets_for('"kwh": 2.5') == [1]  # indented, as shown: not in the Avro bytes
+    assert offsets_for('"sensor":"p1"') == [2]  # compact JSON matches too
+    assert offsets_for("opaque") == [3]  # an unknown id: its raw bytes
+
+
+@pytest.mark.slow  # a real Chromium
+def test_schema_framed_records_are_shown_decoded_with_their_schema(web: Broker, meters: str, page: object,
+                                                                    screens: Path) -> None:
+    registry = registry_of(web.server.cluster)  # the ids it gave the serializers
+    avro_id, json_id = (registry.version(f"{meters}-{what}", "latest").id for what in ("value", "key"))
+    page.goto(url(web, meters))
+    rows = page.locator("#messages tbody tr")
+    expect(rows).to_have_count(4)
+    first = rows.nth(0)
+    expect(first.locator("td.value .schema-name")).to_have_text(f"Avro · {meters}-value v1 · id {avro_id}")
+    expect(first.locator("td.value pre.json")).to_contain_text('"kwh": 1.5')
+    expect(first.locator("td.key .schema-name")).to_have_text(f"JSON Schema · {meters}-key v1 · id {json_id}")
+    expect(first.locator("td.key pre.json")).to_contain_text('"meter": "m1"')
+    protobuf = rows.nth(2).locator("td.value")
+    expect(protobuf.locator(".schema-name")).to_contain_text("Protobuf · rig.Reading v1")
+    expect(protobuf.locator("pre.json")).to_contain_text('"value": 7.25')
+    expect(rows.nth(3).locator("td.value")).to_contain_text(f"schema id {UNKNOWN_ID} unknown")
+    accessible(page)
+    page.screenshot(path=str(screens / "messages-decoded.png"), full_page=True)
+
+
+def test_a_subject_the_reader_may_not_read_is_not_named(web: Broker, meters: str) -> None:
+    """Decoding needs only READ on the topic; the subject and version are shown only to who may read the subject."""
+    from kafkacompat.http.console.decoding import Decoder
+
+    registry = registry_of(web.server.cluster)
+    partition = web.server.cluster.store.partition("/default", meters, 0)
+    first = next(iter(iter_records(web.call(partition.read(0, 64 * 1024)))))
+    for may_read, subject in ((lambda s: True, f"{meters}-value"), (lambda s: False, None)):
+        seen = Decoder(registry, {meters}, may_read).decoded(first.value, "value")
+        assert (seen["format"], seen["subject"], json.loads(seen["text"])) == ("Avro", subject,
+                                                                                {"meter": "m1", "kwh": 1.5})
+
+
+def test_a_filtered_page_stops_after_its_decoding_budget(web: Broker, meters: str,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    import urllib.request
+
+    from kafkacompat.http.console import messages
+
+    monkeypatch.setattr(messages, "DECODES_MAX", 1)  # record 0's value (the filter decodes no key): no further
+    with urllib.request.urlopen(url(web, meters, value='"kwh": 2.5'), timeout=10) as answer:
+        html = answer.read().decode()
+    assert "0 record(s) matching, of 1 looked at" in html and "more from offset 1" in html
+    assert 'id="next-page"' in html  # the user goes on from there

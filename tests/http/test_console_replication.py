@@ -1,4 +1,5 @@
-"""The console's replication picture in a real headless Chromium: the topology drawn, a link paused and resumed."""
+"""The console's replication picture in a real headless Chromium: the topology drawn, a link paused and resumed,
+and each link's lag charted live."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from kafkacompat.admin.client import AdminClient
+from kafkacompat.http.console import history
 from kafkacompat.testing import Broker
 
 playwright_api = pytest.importorskip("playwright.sync_api")
@@ -27,6 +29,7 @@ def test_the_stream_page_draws_its_links_and_pauses_one(tmp_path: Path) -> None:
             playwright_api.sync_playwright() as playwright:
         for broker in (a, b):
             AdminClient(broker.bootstrap_servers, timeout=30).call("stream.create", path="/s")
+        history.of(a.server).interval = 1.0  # a chart sample a second, so the live update shows within the test
         link = f"127.0.0.1:{b.port}/s"
         AdminClient(a.bootstrap_servers, timeout=30).call("replica.add", path="/s", replica=link)
         browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True)
@@ -44,6 +47,8 @@ def test_the_stream_page_draws_its_links_and_pauses_one(tmp_path: Path) -> None:
         a.produce("/s:t", b"waits")
         page.reload()
         expect(page.locator("#topology .link-label")).to_have_text("paused · 1 behind")
+        expect(page.locator("#chart-link-lag .latest")).to_have_text(f"now: {link} 1 msg", timeout=20_000)
+        expect(page.locator("#chart-link-lag canvas").first).to_be_visible()
         if AXE.exists():
             page.add_script_tag(path=str(AXE))
             found = page.evaluate("axe.run(document).then(r => r.violations.filter(v => "
@@ -63,4 +68,7 @@ def test_the_stream_page_draws_its_links_and_pauses_one(tmp_path: Path) -> None:
         while time.monotonic() < deadline and not shipped():
             time.sleep(0.1)
         assert shipped()
+        # without reloading, the chart sees the link catch up
+        expect(page.locator("#chart-link-lag .latest")).to_have_text(f"now: {link} 0 msg", timeout=20_000)
+        expect(page.locator("#chart-link-lag .peak")).to_have_text(f"peak: {link} 1 msg")
         browser.close()

@@ -4,7 +4,7 @@ Server-rendered pages (Jinja2, autoescaped: topic and group names are user
 input) with one hand-written stylesheet and one script shipped in this
 package; nothing is fetched from elsewhere, so it works offline. Pages read
 the broker's own Cluster; forms change it through the same operations the
-admin CLI uses (handlers/stream_admin.py), behind permission.refusal.
+admin CLI uses (kafkacompat/operations/streams.py), behind permission.refusal.
 
 Its paths live under /console/ (the home page is `/`), apart from the REST
 proxy's /v3, /topics, /consumers and /streams.
@@ -54,3 +54,4 @@ def add_routes(app: web.Application) -> None:
     history.track(app)
     folder = app[charts.UPLOT] = charts.uplot_dir()
     app[TEMPLATES].globals["uplot"] = charts.uplot_version(folder) if folder is not None else None
+    app[TEMPLATES].globals["partition_series"] = history.PARTITION_SERIES_MAX

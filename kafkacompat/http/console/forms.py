@@ -1,6 +1,6 @@
 """The console's forms (POST): create a stream, edit its policy, create a topic, pause or resume a replica link.
 
-Each runs the admin CLI's own operation (handlers/stream_admin.run) as the
+Each runs the admin CLI's own operation (operations/streams.run) as the
 request's principal, so the console checks input and authorization exactly
 as `kafkacompat stream create` does and a refused change leaves the store
 as it was. A refused form is shown again

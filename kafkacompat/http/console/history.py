@@ -4,12 +4,17 @@ Charts need figures over time that neither the store nor /metrics keep
 (Prometheus keeps them only where one scrapes it). A task on the broker's
 event loop samples every INTERVAL_S: produce and fetch rates (messages and
 bytes a second) broker-wide, per stream and per topic (RequestStats.topic_totals),
-each topic's and stream's size on its volumes, and each consumer group's lag in messages and
-in seconds (the age of the oldest unread record: the one at the committed
-offset). Each figure is a fixed ring of WINDOW float32 slots sharing one
+each topic's and stream's size on its volumes (and each partition's, for the
+first PARTITION_SERIES_MAX partitions of a topic while PARTITION_RINGS_MAX
+such rings are not all taken), each replica link's lag in messages (in its
+stream's scope), and each consumer group's lag in messages and in seconds
+(the age of the oldest unread record: the one at the committed offset).
+Each figure is a fixed ring of WINDOW float32 slots sharing one
 ring of sample times, so the memory is bounded by the number of topics and
-groups (measured by kafkacompat.bench.console_charts: about 8 KiB a topic),
-and a deleted topic's or group's rings are dropped at the next sample.
+groups (measured by kafkacompat.bench.console_charts: about 10 KiB a topic
+of one partition, at most PARTITION_RINGS_MAX more for partitions); a
+deleted topic's or group's rings are dropped at the next sample, a removed
+link's once the window holds none of its figures.
 
 Per sample the store reads are bounded too: sizes of at most
 SIZE_PARTITIONS_MAX partitions, and at most AGE_READS_MAX record reads for
@@ -47,6 +52,9 @@ WINDOW = 360  # an hour of 10 s samples
 SIZE_PARTITIONS_MAX = 20_000
 AGE_READS_MAX = 2_000
 AGE_READ_BYTES = 64 * 1024
+PARTITION_SERIES_MAX = 32  # a topic's partitions charted one by one (a chart of more lines is unreadable)
+PARTITION_RINGS_MAX = 8_000  # per-partition size rings in all: about 12 MiB at 1.5 KiB a ring
+PARTITION_SIZE, LINK_LAG = "size_p", "link_lag:"  # series name prefixes: size_p<partition>, link_lag:<replica>
 TRAFFIC = ("produced_msgs", "produced_bytes", "fetched_msgs", "fetched_bytes")
 Scope = tuple[str, ...]  # ("broker",), ("stream", path), ("topic", stream, name), ("group", id)
 BROKER_SCOPE: Scope = ("broker",)
@@ -87,6 +95,7 @@ class History:
                 values[("topic", stream, name)] = rates
         await self._sizes(cluster, topics.values(), values)
         _add_streams(values)
+        _link_lags(cluster, values)
         await self._lags(cluster, now, values)
         self._write(now, values)
         self._last = now
@@ -103,17 +112,23 @@ class History:
 
     async def _sizes(self, cluster: "Cluster", topics: Iterable[storage.TopicInfo],
                      values: dict[Scope, dict[str, float]]) -> None:
-        budget, total = SIZE_PARTITIONS_MAX, 0
+        budget, rings, total = SIZE_PARTITIONS_MAX, PARTITION_RINGS_MAX, 0
         for info in topics:
             if budget < info.partitions:
                 break
             budget -= info.partitions
+            charted = min(info.partitions, PARTITION_SERIES_MAX) if rings >= info.partitions else 0
+            rings -= charted
+            figures = values.setdefault(("topic", info.stream, info.name), {})
             size = 0
             for index in range(info.partitions):
                 with contextlib.suppress(storage.StorageError):  # deleted meanwhile: its rings go next time
-                    size += sum(p.size_bytes for p in await cluster.store.partition(info.stream, info.name,
-                                                                                     index).partitionlets())
-            values.setdefault(("topic", info.stream, info.name), {})["size_bytes"] = size
+                    held = sum(p.size_bytes for p in await cluster.store.partition(info.stream, info.name,
+                                                                                   index).partitionlets())
+                    size += held
+                    if index < charted:
+                        figures[f"{PARTITION_SIZE}{index}"] = held
+            figures["size_bytes"] = size
             total += size
         values[BROKER_SCOPE]["size_bytes"] = total
 
@@ -145,8 +160,10 @@ class History:
             rings = self.rings.setdefault(scope, {})
             for name in figures.keys() - rings.keys():
                 rings[name] = array("f", [math.nan]) * self.window
-            for name, ring in rings.items():
+            for name, ring in list(rings.items()):
                 ring[slot] = figures.get(name, math.nan)
+                if name not in figures and all(math.isnan(v) for v in ring):
+                    del rings[name]  # a removed link's (or partition's) figures, gone from the whole window
         self.head = (slot + 1) % self.window
         self.count = min(self.count + 1, self.window)
 
@@ -171,6 +188,16 @@ def _add_streams(values: dict[Scope, dict[str, float]]) -> None:
             for name, value in figures.items():
                 summed[name] = summed.get(name, 0.0) + value
     values.update(streams)
+
+
+def _link_lags(cluster: "Cluster", values: dict[Scope, dict[str, float]]) -> None:
+    """Each replica link's messages behind, in its source stream's scope (as `stream replica list` counts them)."""
+    replication = cluster.replication
+    if replication is None:
+        return
+    for (stream, replica), link in list(replication.links.items()):
+        with contextlib.suppress(storage.StorageError):  # a topic deleted meanwhile: a gap
+            values.setdefault(("stream", stream), {})[f"{LINK_LAG}{replica}"] = link.lag_messages()
 
 
 def of(broker: "ServedBroker") -> History:

@@ -3,14 +3,17 @@
 A page starts where the user seeks (the log start, an offset, the first
 record at or after a time as ListOffsets finds it, or the last page before
 the end) and reads forward in READ_BYTES chunks until it has PER_PAGE
-records that pass the filters (key, header and value substrings, on the
-raw bytes), reaches the end, or has scanned SCAN_BYTES: a page never reads
-a whole partition, and says where it stopped so the next page goes on from
-there. Values that are JSON are shown indented; records framed for a schema
-registry (magic byte 0 and a 4-byte schema id) are named as such and shown
-raw until the broker has a schema registry to decode them with.
+records that pass the filters (key, header and value substrings, on what
+is shown), reaches the end, or has scanned SCAN_BYTES or decoded
+DECODES_MAX schema-framed payloads: a page never reads a whole partition,
+and says where it stopped so the next page goes on from there. Values that are JSON are shown indented; keys and values framed for
+a schema registry (magic byte 0 and a 4-byte schema id) are decoded with
+the broker's own registry (decoding.py) and shown as JSON beside their
+schema's id, subject and version. The key and value filters match the text
+shown: the decoded JSON of a framed key or value, else the raw bytes.
 
-Reading needs READ on the topic (as a consumer's Fetch, and the live tail);
+Reading needs READ on the topic (as a consumer's Fetch, and the live tail),
+decoding nothing more (the registry is read in-process);
 producing needs WRITE and goes through the REST proxy's producer
 (rest_produce.TopicTarget), i.e. one Produce request through the broker's
 own handler, authorized as the request's principal.
@@ -30,10 +33,13 @@ from aiohttp import web
 from kafkacompat import storage
 from kafkacompat.protocol.records import Record, iter_records
 
+from ...schemas.registry import registry_of
 from ...security.acls import Operation
 from ...topic_names import canonical_name
 from ..rest_errors import RestError
 from ..rest_produce import TopicTarget, parse_record
+from ..schema_registry import READ, may
+from .decoding import Decoder, framed
 from .pages import cluster_of, topic_asked
 from .permission import authorizing, form_refusal, may_topic
 from .render import render
@@ -43,6 +49,7 @@ from .units import parse_time
 PER_PAGE = 50
 READ_BYTES = 256 * 1024
 SCAN_BYTES = 8 * 1024 * 1024
+DECODES_MAX = 20_000  # about a second of Avro decoding (45 µs a small record): a filtered page stops there
 SHOWN_BYTES = 10_000  # a longer key or value is cut on the page
 SEEKS = ("beginning", "offset", "timestamp", "end")
 MAX_FORM_BYTES = 1024 * 1024
@@ -69,16 +76,13 @@ class Query:
         asked.partition = int(text)
         return asked
 
-    def matches(self, record: Record) -> bool:
-        if self.key and (record.key is None or self.key.encode() not in record.key):
-            return False
-        if self.value and (record.value is None or self.value.encode() not in record.value):
-            return False
+    def matches(self, record: Record, decoder: Decoder) -> bool:
         if self.header:
             name, _, wanted = self.header.partition("=")
-            return any(key == name and (not wanted or (value is not None and wanted.encode() in value))
-                       for key, value in record.headers)
-        return True
+            if not any(key == name and (not wanted or (value is not None and wanted.encode() in value))
+                       for key, value in record.headers):
+                return False
+        return _contains(self.key, record.key, decoder, "key") and _contains(self.value, record.value, decoder, "value")
 
     def filtered(self) -> bool:
         return bool(self.key or self.header or self.value)
@@ -87,6 +91,19 @@ class Query:
         fields = {"partition": self.partition, "seek": self.seek, "at": self.at, "key": self.key,
                   "header": self.header, "value": self.value, **changes}
         return urlencode({k: v for k, v in fields.items() if v != ""})
+
+
+def _contains(wanted: str, data: bytes | None, decoder: Decoder, what: str) -> bool:
+    """Whether a key or value holds `wanted`: in its decoded JSON (indented or compact) when framed, else its bytes."""
+    if not wanted:
+        return True
+    if data is None:
+        return False
+    if framed(data):
+        seen = decoder.decoded(data, what)
+        if seen["kind"] == "schema":
+            return wanted in seen["text"] or wanted in seen["compact"]
+    return wanted.encode() in data
 
 
 @dataclass
@@ -112,12 +129,13 @@ async def start_offset(partition: storage.Partition, asked: Query) -> int:
     return low
 
 
-async def read_page(partition: storage.Partition, asked: Query) -> Page:
+async def read_page(partition: storage.Partition, asked: Query, decoder: Decoder) -> Page:
     """The records of one page: at most PER_PAGE matches, after at most SCAN_BYTES read."""
     position = await start_offset(partition, asked)
     page = Page(start=position, next=position)
     read = 0
-    while len(page.rows) < PER_PAGE and read < SCAN_BYTES and position < partition.high_watermark:
+    while len(page.rows) < PER_PAGE and read < SCAN_BYTES and position < partition.high_watermark \
+            and decoder.decoded_count < DECODES_MAX:
         position = max(position, partition.log_start_offset)
         data = await partition.read(position, READ_BYTES)
         end = batches_end(data)
@@ -129,10 +147,11 @@ async def read_page(partition: storage.Partition, asked: Query) -> Page:
                 continue
             page.scanned += 1
             page.next = record.offset + 1
-            if asked.matches(record):
-                page.rows.append(row(record))
-                if len(page.rows) == PER_PAGE:
-                    break
+            await decoder.ready(record.key, record.value)
+            if asked.matches(record, decoder):
+                page.rows.append(row(record, decoder))
+            if len(page.rows) == PER_PAGE or decoder.decoded_count >= DECODES_MAX:
+                break
         else:
             page.next = end
         position = page.next
@@ -140,23 +159,24 @@ async def read_page(partition: storage.Partition, asked: Query) -> Page:
     return page
 
 
-def row(record: Record) -> dict[str, Any]:
+def row(record: Record, decoder: Decoder) -> dict[str, Any]:
     moment = datetime.datetime.fromtimestamp(record.timestamp / 1000, tz=datetime.timezone.utc)
     return {"offset": record.offset, "timestamp": record.timestamp,
             "time": moment.strftime("%Y-%m-%d %H:%M:%S.") + f"{moment.microsecond // 1000:03d} UTC",
-            "key": shown(record.key), "value": shown(record.value),
+            "key": shown(record.key, decoder, "key"), "value": shown(record.value, decoder, "value"),
             "headers": [(name, shown(value)) for name, value in record.headers],
             "size": len(record.key or b"") + len(record.value or b"")}
 
 
-def shown(data: bytes | None) -> dict[str, Any] | None:
-    """Bytes for the page: JSON indented, text as is, schema-framed or binary as base64, cut at SHOWN_BYTES."""
+def shown(data: bytes | None, decoder: Decoder | None = None, what: str = "header") -> dict[str, Any] | None:
+    """Bytes for the page: schema-framed keys and values decoded, JSON indented, text as is, binary as base64;
+    cut at SHOWN_BYTES (headers are never decoded with a schema)."""
     if data is None:
         return None
+    if decoder is not None and framed(data):
+        seen = decoder.decoded(data, what)
+        return seen | {"text": seen["text"][:SHOWN_BYTES], "cut": len(seen["text"]) > SHOWN_BYTES}
     cut = len(data) > SHOWN_BYTES
-    if len(data) >= 5 and data[0] == 0:
-        return {"kind": "schema", "schema_id": int.from_bytes(data[1:5], "big"),
-                "text": base64.b64encode(data[:SHOWN_BYTES]).decode(), "cut": cut}
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
@@ -180,10 +200,11 @@ async def browse(request: web.Request, error: str | None = None, form: dict[str,
     context: dict[str, Any] = {"stream": info.stream, "topic": info.name, "name": name, "partitions": info.partitions,
                                "form": form or {}, "error": error, "page": None, "asked": Query(),
                                "may_produce": await _may_produce(request, info)}
+    decoder = Decoder(registry_of(cluster), {name, info.name}, lambda subject: may(request, READ, subject, audit=False))
     try:
         asked = context["asked"] = Query.of(request.query, info.partitions)
         partition = cluster.store.partition(info.stream, info.name, asked.partition)
-        context.update(page=await read_page(partition, asked), low=partition.log_start_offset,
+        context.update(page=await read_page(partition, asked, decoder), low=partition.log_start_offset,
                        high=partition.high_watermark, per_page=PER_PAGE)
     except ValueError as exc:
         context["error"], status = str(exc), 400

@@ -40,13 +40,33 @@
     return null;
   }
 
+  function colour(i) {
+    return i < COLORS.length ? COLORS[i] : "hsl(" + Math.round((i * 137.5) % 360) + ", 65%, 40%)";
+  }
+
   function Chart(figure) {
     this.figure = figure;
-    this.series = figure.dataset.series.split(",");
-    this.names = figure.dataset.names.split(",");
+    // "size_p*": one line per series of the data named size_p<suffix> (a partition, a link), labelled
+    // with data-names followed by the suffix; the lines follow the data (a partition added, a link removed)
+    this.prefix = /\*$/.test(figure.dataset.series) ? figure.dataset.series.slice(0, -1) : null;
+    this.series = this.prefix === null ? figure.dataset.series.split(",") : [];
+    this.names = this.prefix === null ? figure.dataset.names.split(",") : [];
     this.format = FORMATS[figure.dataset.unit] || count;
     this.plot = null;
   }
+  Chart.prototype.follow = function (data) {
+    if (this.prefix === null) return false;
+    var prefix = this.prefix, label = this.figure.dataset.names;
+    var found = Object.keys(data.series).filter(function (name) { return name.indexOf(prefix) === 0; });
+    found.sort(function (a, b) {
+      var x = a.slice(prefix.length), y = b.slice(prefix.length);
+      return /^\d+$/.test(x) && /^\d+$/.test(y) ? x - y : (x < y ? -1 : x > y ? 1 : 0);
+    });
+    if (found.join("\n") === this.series.join("\n")) return false;
+    this.series = found;
+    this.names = found.map(function (name) { return label + name.slice(prefix.length); });
+    return true;
+  };
   Chart.prototype.columns = function (data) {
     // a lone first sample gets an empty one five minutes before it, so its axis reads as minutes, not years
     var lone = data.times.length === 1, times = lone ? [data.times[0] - 300, data.times[0]] : data.times;
@@ -58,6 +78,7 @@
     return cols;
   };
   Chart.prototype.update = function (data) {
+    if (this.follow(data) && this.plot) { this.plot.destroy(); this.plot = null; }
     var cols = this.columns(data), format = this.format, box = this.figure.querySelector(".plot");
     var now = this.names.map(function (label, i) {
       var v = latest(cols[i + 1]);
@@ -67,8 +88,8 @@
       var values = cols[i + 1].filter(function (v) { return v !== null; });
       return label + " " + (values.length ? format(Math.max.apply(null, values)) : "–");
     });
-    this.figure.querySelector(".latest").textContent = "now: " + now.join(", ");
-    this.figure.querySelector(".peak").textContent = "peak: " + peak.join(", ");
+    this.figure.querySelector(".latest").textContent = "now: " + (now.join(", ") || "–");
+    this.figure.querySelector(".peak").textContent = "peak: " + (peak.join(", ") || "–");
     if (this.plot) { this.plot.setData(cols); return; }
     var self = this;
     this.plot = new uPlot({
@@ -76,12 +97,17 @@
       legend: { show: false },
       cursor: { drag: { x: false, y: false } },
       series: [{}].concat(this.names.map(function (label, i) {
-        return { label: label, stroke: COLORS[i % COLORS.length], width: 2, spanGaps: false,
+        return { label: label, stroke: colour(i), width: 2, spanGaps: false,
                  value: function (u, v) { return v === null ? "–" : format(v); } };
       })),
       axes: [{}, { size: 80, values: function (u, ticks) { return distinct(ticks, format); } }]
     }, cols, box);
-    window.addEventListener("resize", function () { self.plot.setSize({ width: Math.max(box.clientWidth, 200), height: 160 }); });
+    if (!this.resizing) {
+      this.resizing = true;
+      window.addEventListener("resize", function () {
+        if (self.plot) self.plot.setSize({ width: Math.max(box.clientWidth, 200), height: 160 });
+      });
+    }
   };
 
   function start(section) {

@@ -1,0 +1,64 @@
+"""A stopping link ends at once: its connection closes even when the destination stopped reading, and its
+task ends even when a cancellation is lost.
+
+Found by the replication fault campaign (`python -m kafkacompat.chaos --engine replication --minutes 10
+--seed 202`): the source broker, sent SIGTERM four seconds after its link reconnected to a restarted replica
+and began catching up, logged "shutting down" and was still running 60 s later (its transaction timer still
+firing), then was killed. Stopping a link cancels its task and closes its connection, and either could wait
+for ever: the cancellation, lost by asyncio.wait_for when an answer arrived with it (Python before 3.12), left
+the link shipping; and closing waited to flush buffered requests to a destination that no longer read them.
+Nothing needs flushing: the link resumes from where the destination ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from types import SimpleNamespace
+
+from kafkacompat.replication.engine import LinkTask
+from kafkacompat.replication.link_client import LinkClient
+from kafkacompat.replication.links import LinkSpec
+
+
+async def test_close_does_not_wait_for_a_destination_that_does_not_read() -> None:
+    accepted: list[asyncio.StreamWriter] = []
+
+    async def never_read(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        accepted.append(writer)  # holds the connection open and reads nothing
+
+    server = await asyncio.start_server(never_read, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        client = await LinkClient.connect("127.0.0.1", port, timeout=60)
+        shipping = asyncio.create_task(client.call({"op": "append"}, b"x" * (64 << 20)))
+        while client._writer.transport.get_write_buffer_size() == 0:  # the kernel's buffers are full
+            await asyncio.sleep(0.01)
+        shipping.cancel()  # the link is stopped: its task cancelled, then its connection closed
+        await asyncio.gather(shipping, return_exceptions=True)
+        await asyncio.wait_for(client.close(), 10)
+        assert client._writer.transport.is_closing()
+    finally:
+        for writer in accepted:
+            writer.close()
+        server.close()
+
+
+async def test_stop_ends_a_link_whose_cancellation_was_swallowed() -> None:
+    """asyncio.wait_for before Python 3.12 returns the result, and drops the cancellation, when its awaitable
+    completes as the task is cancelled; a link catching up gets answers all the time, so stopping it (a
+    broker's SIGTERM) must not rely on one cancellation being seen."""
+    link = LinkTask(SimpleNamespace(), LinkSpec("/s", "127.0.0.1", 9, "/d"))
+    swallowed = asyncio.Event()
+
+    async def session() -> None:  # a session whose wait_for just returned an answer instead of raising
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            swallowed.set()
+        await asyncio.sleep(3600)  # the session goes on shipping
+
+    link._session = session  # type: ignore[method-assign]
+    link.start()
+    await asyncio.sleep(0)
+    await asyncio.wait_for(link.stop(), 10)
+    assert swallowed.is_set() and link._task is None
