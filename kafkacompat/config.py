@@ -63,6 +63,10 @@ class BrokerConfig:
     advertised_port: int | None = _setting(None, "port clients are told to connect to (default: the listen port)",
                                            metavar="PORT", minimum=1)
     node_id: int = _setting(1, "broker id reported in metadata, like node.id")
+    workers: str = _setting("1", "broker processes sharing the store, each owning a share of the partitions "
+                                 "(N, or auto: one per core); see docs/workers.md", metavar="N|auto")
+    worker_of: str | None = _setting(None, "set by serve --workers for each worker it starts "
+                                           "(INDEX/COUNT/EPOCH/PORTS/READY_FD); not for users", metavar="SPEC")
     cluster_id: str | None = _setting(None, "cluster id reported in metadata (default: a Kafka-style id made once "
                                             "per store and kept in it)", metavar="ID")
     default_stream: str = _setting("/default", "stream holding plain Kafka topic names such as 'orders'; "

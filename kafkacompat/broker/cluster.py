@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 import logging
+import os
 import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -22,6 +23,8 @@ from ..config import BrokerConfig
 from ..groups import GroupCoordinator
 from ..shares.manager import ShareService
 from ..transactions import TransactionCoordinator
+from ..workers.role import WorkerRole
+from ..workers.view import WorkerView
 from .features import FeatureLevels
 from .request_stats import RequestStats
 
@@ -93,7 +96,7 @@ class Cluster:
         self.quotas = ClientQuotas(store)
         self.started_config = {f.name: getattr(config, f.name) for f in dataclasses.fields(config)}
         broker_configs.apply_dynamic(self)  # dynamic broker configs kept in the store
-        self.view: ClusterView = open_cluster_view(config, Member(self.node_id, self.host, self.port), self._partition_keys)
+        self.view: ClusterView = self._open_view(config, store)
         self.transactions = self._transaction_coordinator()
         self.authorizer = Authorizer(config, store)  # every handler asks it (kafkacompat/security)
         self.replication: ReplicationService | None = None  # set by the server once the store is open
@@ -103,17 +106,30 @@ class Cluster:
         self.view.on_leadership_gained = self._leadership_gained
         self.view.on_leadership_lost = self._leadership_lost
         self.view.on_stop_serving = self._stop_serving
-        self.groups.owns_all = isinstance(self.view, SingleNode)  # else loaded per offsets partition gained
+        self.groups.owns_all = self._coordinates_all()  # else loaded per offsets partition gained
         self.features = FeatureLevels(config, store, isinstance(self.view, SingleNode))  # kafka-features' levels
         if hasattr(store, "cleaner_fence"):  # a store shared by brokers: only a partition's leader cleans it
             store.cleaner_fence = self.cleaner_epoch
         self.groups.durable.may_write = self.coordinates
 
+    def _open_view(self, config: BrokerConfig, store: Store) -> ClusterView:
+        me = Member(self.node_id, self.host, self.port)
+        if config.worker_of is None:
+            return open_cluster_view(config, me, self._partition_keys)
+        role = WorkerRole.parse(config.worker_of)
+        self.producers.spread(role.index, role.count)  # no two workers hand out one producer id
+        return WorkerView(me, role, store, os.path.abspath(config.store_url))
+
+    def _coordinates_all(self) -> bool:
+        """Whether this broker coordinates every group and transactional id: alone, or worker 0 of
+        `serve --workers N` (which owns all of __consumer_offsets: see storage/disk/shared.py)."""
+        return isinstance(self.view, SingleNode) or (isinstance(self.view, WorkerView) and self.view.role.index == 0)
+
     def _transaction_coordinator(self) -> TransactionCoordinator:
         coordinator = TransactionCoordinator(self.config, self.store, self.producers, self.groups)
         coordinator.marker_fence = self.marker_fence
         coordinator.owns = self.coordinates
-        coordinator.owns_all = isinstance(self.view, SingleNode)  # else loaded per offsets partition gained
+        coordinator.owns_all = self._coordinates_all()  # else loaded per offsets partition gained
         coordinator.partitions.follow_log = not coordinator.owns_all  # markers come from other brokers too
         return coordinator
 

@@ -122,6 +122,11 @@ class ProducerStates:
         self._refused: dict[tuple[int, Hashable], _Refusal] = {}
         self.issued = 0  # producer ids handed out by InitProducerId, read by /metrics
 
+    def spread(self, index: int, count: int) -> None:
+        """Hand out only ids equal to `index` modulo `count`: one of `count` workers sharing a store."""
+        start = next(self._ids)
+        self._ids = itertools.count(start - start % count + count + index, count)
+
     def new_producer_id(self) -> int:
         self.issued += 1
         return next(self._ids)

@@ -14,6 +14,7 @@ import dataclasses
 import errno
 import gc
 import logging
+import os
 import signal
 import socket
 import sys
@@ -29,6 +30,8 @@ from ..config import (
     setting_kind,
     unknown_variables,
 )
+from ..workers.role import WorkerRole, WorkersError, announce_ready, worker_config, worker_count
+from ..workers.supervisor import SupervisorError, run_workers
 
 log = logging.getLogger("kafkacompat")
 
@@ -105,11 +108,26 @@ async def run_until_signalled(config: BrokerConfig) -> None:
     except Exception as exc:
         raise _explain(config, exc) or exc
     freeze_long_lived()
+    watch = None
+    if config.worker_of is not None:  # one of `serve --workers N`: tell the supervisor, stop if it goes
+        announce_ready(WorkerRole.parse(config.worker_of))
+        watch = loop.create_task(_stop_when_orphaned(stop))
     try:
         await stop.wait()
         log.info("shutting down")
     finally:
+        if watch is not None:
+            watch.cancel()
         await server.stop()
+
+
+async def _stop_when_orphaned(stop: asyncio.Event) -> None:
+    """A worker whose supervisor died stops: without it nobody holds the store's lock."""
+    parent = os.getppid()
+    while os.getppid() == parent:
+        await asyncio.sleep(0.5)
+    log.error("the supervisor (pid %d) is gone; this worker stops", parent)
+    stop.set()
 
 
 def freeze_long_lived() -> None:
@@ -187,6 +205,17 @@ def _serve(args: argparse.Namespace) -> int:
         return EXIT_OK
     debug = config.log_level.upper() == "DEBUG"
     log_format.configure(config.log_level, config.log_format)
+    try:
+        if config.worker_of is not None:
+            config, _role = worker_config(config)
+        elif (count := worker_count(config.workers)) > 1:
+            return run_workers(config, count)
+    except WorkersError as exc:
+        print(f"kafkacompat: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    except SupervisorError as exc:
+        print(f"kafkacompat: {exc}", file=sys.stderr)
+        return exc.status
     try:
         asyncio.run(run_until_signalled(config))
     except StartError as exc:

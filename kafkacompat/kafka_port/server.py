@@ -25,6 +25,7 @@ from ..security.authenticator import SaslAuthenticator, audit
 from ..security.listeners import Listener, parse_listeners
 from ..security.principal import ANONYMOUS
 from ..security.tls import CertificatePrincipals, PrincipalMappingError, TlsServerProtocol, server_context
+from ..workers.role import WorkerRole
 from .connection import Connection, FaultHook, NoFaults
 from .receive import FrameBudget, FrameStream, serve_frames
 
@@ -55,6 +56,8 @@ class BrokerServer:
             flush_ms=config.store_flush_ms,
             cache_bytes=config.store_cache_bytes,
         )
+        if config.worker_of is not None:  # one of `serve --workers N`: it writes its share of the store only
+            self.store.share = WorkerRole.parse(config.worker_of).share  # type: ignore[attr-defined]
         self.cluster: Cluster | None = None
         self.listeners = parse_listeners(config)
         self._servers: dict[str, asyncio.base_events.Server] = {}  # listener name -> its server

@@ -29,7 +29,7 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 
 from ..api import Cursor, FsyncPolicy, PermissionEntries, StreamPolicy
 from ..compaction import DEFAULT_BACKOFF_MS, DEFAULT_DEDUPE_BUFFER_BYTES, RecordCodec, cleaner_loop
-from ..errors import StorageError, StorageFullError, StorageUnavailableError, UnknownTopicError
+from ..errors import NotLeaderError, StorageError, StorageFullError, StorageUnavailableError, UnknownTopicError
 from ..namespace import NamespaceStore, Settings, StreamState, TopicState, now_ms
 from ..partition_base import RecordTimestamps
 from . import layout
@@ -47,6 +47,7 @@ from .metadata import (
     read_stream_file,
 )
 from .partition import DiskPartition
+from .shared import WorkerShare
 from .volumes import Volume
 
 log = logging.getLogger(__name__)
@@ -103,6 +104,8 @@ class DiskStore(NamespaceStore):
         self.findings: list[Finding] = []
         self.log_findings = True  # `store check` prints them instead
         self._offline: dict[tuple[str, int], tuple[str, float]] = {}  # partitions that failed to load
+        self.share: WorkerShare | None = None  # set before open by a worker of `serve --workers N` (shared.py)
+        self._catalog_seen: dict[str, tuple[int, int, int]] = {}  # a non-controller worker: .topics as last read
 
     @property
     def root(self) -> str:
@@ -129,9 +132,17 @@ class DiskStore(NamespaceStore):
         store_file = os.path.join(self.root, layout.STORE_FILE)
         self.report(store_file, f"has an epoch below {where}'s {seen}", f"raise it to {seen + 1}")
         self.epoch = seen + 1
-        if self.repair:
+        if self.repair and self._writes_catalog:
             self._write_store_file(self._settings)
         return self.epoch
+
+    @property
+    def _writes_catalog(self) -> bool:
+        """Whether this process writes the shared logs and store.json (all but a non-controller worker)."""
+        return self.share is None or self.share.controller
+
+    def _owns(self, topic: TopicState, index: int) -> bool:
+        return self.share is None or self.share.owns(self.default_stream, topic.stream.path, topic.name, index)
 
     def volume(self, volume_id: str) -> Volume:
         try:
@@ -146,7 +157,10 @@ class DiskStore(NamespaceStore):
         await asyncio.to_thread(self._load_namespace)  # nothing else uses the store yet
         if not self.repair:
             return  # an offline check: no default stream, no background work
-        await self._ensure_default_stream()
+        if self._writes_catalog:
+            await self._ensure_default_stream()
+        else:
+            self._catalog_seen = {path: _file_version(log.path) for path, log in self._topic_logs.items()}
         self._spawn(asyncio.to_thread(self._empty_trash))
         self._retention_task = asyncio.get_running_loop().create_task(self._retention_loop())
         if self.record_codec is not None:
@@ -169,7 +183,7 @@ class DiskStore(NamespaceStore):
                     await asyncio.sleep(0)  # a million topics must not stall the loop
                 for index in range(topic.info.partitions):
                     opened = topic.partitions and topic.partitions.get(index)
-                    if not opened and not self._holds_data(topic, index):
+                    if not opened and not (self._owns(topic, index) and self._holds_data(topic, index)):
                         continue
                     try:
                         part = self.partition(stream.path, topic.name, index)
@@ -188,6 +202,9 @@ class DiskStore(NamespaceStore):
                    for v in self.volumes)
 
     def _open_files(self) -> None:
+        if self.share is not None:
+            self._open_shared()
+            return
         self._lock_data_dir()
         check_format(os.path.join(self.root, layout.STORE_FILE))  # before anything is written
         for volume in self.volumes:
@@ -216,6 +233,33 @@ class DiskStore(NamespaceStore):
         if not self.clean:
             log.warning("%s was not shut down cleanly; partitions are validated as they open", self.root)
 
+    def _open_shared(self) -> None:
+        """_open_files for a worker: the supervisor holds the lock, gave the epoch and removed the
+        clean marker (so tails are checked as partitions open); the controller alone writes store.json."""
+        assert self.share is not None
+        self._check_lock_held()
+        check_format(os.path.join(self.root, layout.STORE_FILE))
+        for volume in self.volumes:
+            volume.open(self.report, self.repair and self.share.controller)
+            self._by_id[volume.id] = volume
+        self.clean = False
+        self.epoch = self.share.epoch
+        self._read_identity(os.path.join(self.root, layout.STORE_FILE))
+        if self.share.controller:
+            self._write_store_file(self._settings)
+
+    def _check_lock_held(self) -> None:
+        """A worker writes without the lock: refuse unless another process (its supervisor) holds it."""
+        fd = os.open(os.path.join(self.root, layout.LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return
+        finally:
+            os.close(fd)  # also lets go of the lock if it was taken just now
+        raise StorageError(f"{self.root}: a worker opens the store only under its supervisor "
+                           "(kafkacompat serve --workers N), which holds the store's lock")
+
     def _write_store_file(self, settings: dict[str, str]) -> None:
         write_atomic(os.path.join(self.root, layout.STORE_FILE), store_state(self.epoch, str(self.store_id), settings),
                      on_full=self.volumes[0].release_ballast)
@@ -229,6 +273,7 @@ class DiskStore(NamespaceStore):
             self._settings = settings
 
     async def _persist_settings(self, settings: dict[str, str]) -> None:
+        self._check_writer()
         await asyncio.to_thread(self._write_store_file, settings)
 
     def _highest_epoch_on_disk(self) -> int:
@@ -278,7 +323,7 @@ class DiskStore(NamespaceStore):
                 meta = {"policy": _policy_to_json(StreamPolicy(ttl_seconds=0)), "created_ms": now_ms()}
                 self.report(stream_file, problem, "rebuild it with the default stream policy but ttl 0, keeping "
                             f"every message (the damaged copy is kept as {layout.STREAM_FILE}.damaged)")
-                if self.repair:
+                if self.repair and self._writes_catalog:
                     if os.path.exists(stream_file):
                         os.replace(stream_file, stream_file + ".damaged")
                     write_atomic(stream_file, json.dumps(meta).encode(), on_full=self.volumes[0].release_ballast)
@@ -299,7 +344,7 @@ class DiskStore(NamespaceStore):
 
     def _load_topics(self, stream: StreamState, directory: str) -> None:
         catalog = self._topic_logs[stream.path] = self._json_log(directory, layout.TOPICS_FILE)
-        live, bad = replay_topics(catalog.load(self.report, self.repair))
+        live, bad = replay_topics(catalog.load(self.report, self.repair and self._writes_catalog))
         if bad:
             self.report(catalog.path, f"has {bad} incomplete record(s)", "skip them")
         topics, by_id = stream.topics, self._topics_by_id
@@ -307,7 +352,7 @@ class DiskStore(NamespaceStore):
             topic = TopicState(stream, raw=(rec["t"], rec["id"], rec["p"], rec["c"], rec["at"]))
             topics[topic.name] = topic
             by_id[topic.id_hex] = topic
-        found = self._rediscover_topics(stream, directory, catalog.path)
+        found = self._rediscover_topics(stream, directory, catalog.path) if self._writes_catalog else []
         for rec in found:
             live[rec["t"]] = rec
         if self.repair and (found or catalog.lines > 2 * len(live) + 64):
@@ -351,9 +396,9 @@ class DiskStore(NamespaceStore):
         catalog = self._cursor_logs[stream.path] = self._json_log(directory, layout.CURSORS_FILE)
         if not os.path.exists(catalog.path):  # created with the stream: only damage removes it
             self.report(catalog.path, "is missing", "start the stream with no committed offsets")
-            if self.repair:
+            if self.repair and self._writes_catalog:
                 write_atomic(catalog.path, b"", on_full=self.volumes[0].release_ballast)
-        catalog.load(self.report, self.repair)
+        catalog.load(self.report, self.repair and self._writes_catalog)
         bad = 0
         for rec in catalog.live.values():
             try:
@@ -366,7 +411,7 @@ class DiskStore(NamespaceStore):
             stream.cursors.setdefault(group, {})[(cursor.topic, cursor.partition)] = cursor
         if bad:
             self.report(catalog.path, f"has {bad} incomplete cursor record(s)", "skip them")
-        if self.repair and catalog.lines > 2 * len(catalog.live) + 64:
+        if self.repair and self._writes_catalog and catalog.lines > 2 * len(catalog.live) + 64:
             catalog.rewrite(list(catalog.live.values()))
 
     def _load_state_tables(self, stream: StreamState, directory: str) -> None:
@@ -375,7 +420,7 @@ class DiskStore(NamespaceStore):
                 continue
             table = name[len(layout.STATE_PREFIX):]
             catalog = self._state_logs[stream.path, table] = self._json_log(directory, name)
-            catalog.load()
+            catalog.load(repair=self._writes_catalog)
             assert catalog.live is not None
             stream.tables[table] = {rec["k"]: rec["v"] for rec in catalog.live.values()}
 
@@ -416,7 +461,7 @@ class DiskStore(NamespaceStore):
         if self._background:
             await asyncio.gather(*self._background, return_exceptions=True)
         self.handles.close_all()
-        if saved:
+        if saved and self.share is None:  # a worker's supervisor marks the store clean once all stopped cleanly
             await asyncio.to_thread(self._mark_clean)
         self._release_lock()
 
@@ -477,6 +522,8 @@ class DiskStore(NamespaceStore):
                     continue
                 for index in range(topic.info.partitions):
                     opened = topic.partitions and topic.partitions.get(index)
+                    if not self._owns(topic, index):
+                        continue
                     if not opened and not os.path.exists(self._manifest_of(topic, index)):
                         continue
                     part = self.partition(stream.path, topic.name, index)
@@ -514,7 +561,60 @@ class DiskStore(NamespaceStore):
 
     # namespace hooks -------------------------------------------------------------
 
+    def _check_writer(self) -> None:
+        if not self._writes_catalog:
+            raise StorageError("only worker 0 (the controller) changes the catalog, cursors and state tables "
+                               "of a store shared by workers")
+
+    async def refresh_catalog(self) -> int:
+        """A non-controller worker: take in the controller's topic changes (created, deleted, resized,
+        reconfigured) from each stream's catalog that grew since last read; returns how many topics changed."""
+        if self._writes_catalog:
+            return 0
+        changed = 0
+        for stream in list(self._streams.values()):
+            catalog = self._topic_logs.get(stream.path)
+            if catalog is None:
+                continue
+            version = await asyncio.to_thread(_file_version, catalog.path)
+            if version == self._catalog_seen.get(stream.path):
+                continue
+            reader = JsonLog(catalog.path)
+            live, _bad = replay_topics(await asyncio.to_thread(reader.load, None, False))
+            self._catalog_seen[stream.path] = version
+            changed += self._apply_catalog(stream, live)
+        return changed
+
+    def _apply_catalog(self, stream: StreamState, live: dict[str, dict]) -> int:
+        changed = 0
+        for name in [n for n in stream.topics if n not in live]:
+            topic = stream.topics.pop(name)
+            self._topics_by_id.pop(topic.id_hex, None)
+            self._count_partitions(-topic.info.partitions)
+            for part in (topic.partitions or {}).values():
+                part.close()
+            changed += 1
+        for name, rec in live.items():
+            topic = stream.topics.get(name)
+            if topic is not None and topic.id_hex == rec["id"]:
+                info = topic.info
+                if info.partitions == rec["p"] and info.configs == rec["c"]:
+                    continue
+                topic.info = dataclasses.replace(info, partitions=rec["p"], configs=rec["c"])
+                topic.forget_settings()
+                self._count_partitions(rec["p"] - info.partitions)
+            else:
+                if topic is not None:  # deleted and made again under the same name
+                    self._topics_by_id.pop(topic.id_hex, None)
+                    self._count_partitions(-topic.info.partitions)
+                    for part in (topic.partitions or {}).values():
+                        part.close()
+                self._register_topic(stream, TopicState(stream, raw=(name, rec["id"], rec["p"], rec["c"], rec["at"])))
+            changed += 1
+        return changed
+
     async def _persist_stream(self, stream: StreamState, created: bool) -> None:
+        self._check_writer()
         directory = layout.stream_dir(self.root, stream.path)
         meta = json.dumps({"policy": _policy_to_json(stream.policy), "created_ms": stream.created_ms}).encode()
 
@@ -534,6 +634,7 @@ class DiskStore(NamespaceStore):
             self._cursor_logs[stream.path] = self._json_log(directory, layout.CURSORS_FILE)
 
     async def _persist_stream_deleted(self, stream: StreamState) -> None:
+        self._check_writer()
         for part in self._opened_partitions([stream]):
             part.close()
         for catalog in (self._topic_logs.pop(stream.path), self._cursor_logs.pop(stream.path)):
@@ -549,12 +650,14 @@ class DiskStore(NamespaceStore):
         self._spawn(asyncio.to_thread(self._empty_trash))
 
     async def _persist_topics(self, stream: StreamState, topics: Sequence[TopicState]) -> None:
+        self._check_writer()
         catalog = self._topic_logs[stream.path]
         await catalog.append([topic_record(t.name, t.id_hex, t.info.partitions, t.info.configs, t.info.created_ms)
                               for t in topics])
         await catalog.commit.wait()
 
     async def _persist_topic_deleted(self, stream: StreamState, topic: TopicState) -> None:
+        self._check_writer()
         # Files first: a topic directory outliving its catalog entry would be
         # rediscovered (and resurrected) on the next open.
         for part in (topic.partitions or {}).values():
@@ -574,6 +677,7 @@ class DiskStore(NamespaceStore):
     async def _persist_cursors(
         self, stream: StreamState, group: str, cursors: Sequence[Cursor], deleted: Sequence[tuple[str, int]]
     ) -> None:
+        self._check_writer()
         catalog = self._cursor_logs[stream.path]
         records = [
             {"g": group, "t": c.topic, "p": c.partition, "o": c.offset, "e": c.leader_epoch, "m": c.metadata,
@@ -589,6 +693,7 @@ class DiskStore(NamespaceStore):
     async def _persist_state(
         self, stream: StreamState, table: str, records: Mapping[str, dict | None], durable: bool
     ) -> None:
+        self._check_writer()
         catalog = self._state_logs.get((stream.path, table))
         if catalog is None:
             directory = layout.stream_dir(self.root, stream.path)
@@ -640,6 +745,8 @@ class DiskStore(NamespaceStore):
 
         Loading is retried after OFFLINE_RETRY_S (a disk may come back).
         """
+        if not self._owns(topic, index):  # never two processes writing one partition's files
+            raise NotLeaderError(f"partition {topic.stream.path}:{topic.name}/{index} belongs to another worker", -1)
         key = (topic.id_hex, index)
         failed = self._offline.get(key)
         if failed is not None and time.monotonic() < failed[1]:
@@ -656,6 +763,15 @@ class DiskStore(NamespaceStore):
             del self._offline[key]
             log.warning("partition %s:%s/%d is served again", topic.stream.path, topic.name, index)
         return part
+
+
+def _file_version(path: str) -> tuple[int, int, int]:
+    """(inode, size, mtime ns) of a file, zeros when it is missing: changes with every append and rewrite."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return 0, 0, 0
+    return st.st_ino, st.st_size, st.st_mtime_ns
 
 
 def _cursor_key(rec: dict) -> tuple[str, str, int]:

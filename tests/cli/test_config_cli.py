@@ -50,7 +50,7 @@ def test_print_config_shows_each_value_and_its_source(tmp_path: Path) -> None:
                      "object_store", "cluster_url", "rest_default_stream", "ssl_certificate_location",
                      "ssl_key_location", "ssl_key_password", "ssl_ca_location", "user_groups_file",
                      "replication_client_config", "delegation_token_secret_key",
-                     "sasl_oauthbearer_jwks_endpoint_url", "sasl_oauthbearer_expected_issuer"}
+                     "sasl_oauthbearer_jwks_endpoint_url", "sasl_oauthbearer_expected_issuer", "worker_of"}
     assert set(values) | unset == set(SETTINGS)
     # the output is a config file: fed back, it gives the same settings
     printed = tmp_path / "printed.toml"

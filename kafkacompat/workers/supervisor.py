@@ -1,0 +1,255 @@
+"""The `serve --workers N` process: holds the store's lock, starts N workers, restarts one that dies.
+
+Workers are separate interpreters (`python -m kafkacompat serve` with
+`worker_of` set and every setting passed in the environment), so each has
+its own core and its own event loop. They write to the supervisor's stderr:
+one log. The supervisor itself serves nothing and opens no store; it keeps
+what must be decided once for all of them:
+
+* the data dir's lock (a second broker must not open the store), held for
+  as long as any worker runs; a worker refuses to open the store unless it
+  is held (storage/disk/shared.py);
+* the leader epochs: every worker start gets one above all earlier ones,
+  recorded in workers.json before the worker starts, so the others
+  advertise its partitions under the epoch it leads them with;
+* the clean-shutdown marker: removed before the workers start (each checks
+  its partitions' tails as it opens them) and written back only when every
+  worker stopped cleanly.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fcntl
+import json
+import logging
+import os
+import select
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+from ..config import SETTINGS, BrokerConfig, env_name, setting_kind
+from ..storage.disk import layout
+from ..storage.disk.files import fsync_dir, write_atomic
+from ..storage.disk.format import NewerFormatError, check_format, read_epoch, read_identity, store_state
+from .role import WorkerRole
+from .view import EPOCHS_FILE, read_epochs
+
+log = logging.getLogger("kafkacompat.workers")
+START_TIMEOUT_S = 120.0  # a worker that does not serve by then is a failed start
+STOP_TIMEOUT_S = 30.0  # a worker still running this long after SIGTERM is killed
+RESTART_BACKOFF_S = 1.0  # a worker that died within this long of its start waits this long before the next
+
+
+class SupervisorError(Exception):
+    """The workers cannot start: `str()` says why; `status` is serve's exit code."""
+
+    def __init__(self, message: str, status: int) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+@dataclasses.dataclass
+class _Worker:
+    index: int
+    process: subprocess.Popen
+    ready_fd: int  # the read end of its readiness pipe; -1 once it announced itself
+    started: float
+    epoch: int
+
+
+class Supervisor:
+    def __init__(self, config: BrokerConfig, count: int) -> None:
+        self.config = config
+        self.count = count
+        self.root = os.path.abspath(config.store_url)
+        self.ports: list[int] = []
+        self.epochs: list[int] = []
+        self._next_epoch = 0
+        self._workers: list[_Worker | None] = [None] * count
+        self._lock_fd = -1
+        self._stopping = False
+
+    # start --------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Take the lock, settle the epochs and ports, start worker 0 (it creates and repairs the
+        shared files) and, once it serves, the others; SupervisorError if any cannot start."""
+        self._take_lock()
+        try:
+            check_format(os.path.join(self.root, layout.STORE_FILE))
+        except NewerFormatError as exc:
+            raise SupervisorError(str(exc), 4) from None
+        stored, _problem = read_epoch(os.path.join(self.root, layout.STORE_FILE))
+        self._next_epoch = max([stored, *read_epochs(self.root)]) + 1
+        self.epochs = [0] * self.count
+        marker = os.path.join(self.root, layout.CLEAN_MARKER)
+        if os.path.exists(marker):
+            os.unlink(marker)
+            fsync_dir(self.root)
+        self.ports = self._pick_ports()
+        for index in range(self.count):
+            self._spawn(index)
+            self._await_ready(index)
+        log.info("%d workers serving on ports %s", self.count, ", ".join(map(str, self.ports)))
+
+    def _take_lock(self) -> None:
+        os.makedirs(self.root, exist_ok=True)
+        fd = os.open(os.path.join(self.root, layout.LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise SupervisorError(f"data dir {self.root} is in use by another broker; stop that broker or "
+                                  "choose another --data-dir", 4) from None
+        self._lock_fd = fd
+
+    def _pick_ports(self) -> list[int]:
+        if self.config.port != 0:
+            return [self.config.port + i for i in range(self.count)]
+        held = []
+        try:
+            for _ in range(self.count):  # all bound at once: the kernel gives distinct free ports
+                sock = socket.socket()
+                sock.bind((self.config.host, 0))
+                held.append(sock)
+            return [sock.getsockname()[1] for sock in held]
+        finally:
+            for sock in held:
+                sock.close()
+
+    def _spawn(self, index: int) -> None:
+        epoch = self._next_epoch
+        self._next_epoch += 1
+        self.epochs[index] = epoch
+        write_atomic(os.path.join(self.root, EPOCHS_FILE), json.dumps({"epochs": self.epochs}).encode())
+        read_end, write_end = os.pipe()
+        role = WorkerRole(index, self.count, epoch, tuple(self.ports), write_end)
+        env = worker_environment(self.config, role)
+        process = subprocess.Popen([sys.executable, "-m", "kafkacompat", "serve"], env=env, pass_fds=(write_end,),
+                                   stdin=subprocess.DEVNULL, start_new_session=True)  # signals come from here
+        os.close(write_end)
+        self._workers[index] = _Worker(index, process, read_end, time.monotonic(), epoch)
+        log.info("worker %d started (pid %d, port %d, leader epoch %d)", index, process.pid, self.ports[index], epoch)
+
+    def _await_ready(self, index: int) -> None:
+        worker = self._workers[index]
+        assert worker is not None
+        ready, _, _ = select.select([worker.ready_fd], [], [], START_TIMEOUT_S)
+        announced = bool(ready) and os.read(worker.ready_fd, 1) == b"r"
+        os.close(worker.ready_fd)
+        worker.ready_fd = -1
+        if not announced:
+            status = worker.process.wait() if not ready or worker.process.poll() is not None else None
+            self.stop()
+            raise SupervisorError(f"worker {index} did not start (exit status {status}); see its message above",
+                                  status or 1)
+
+    # run ------------------------------------------------------------------------
+
+    def run(self) -> int:
+        """Restart workers that die until SIGTERM or SIGINT; then stop them all. Returns serve's status."""
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, self._on_signal)
+        while not self._stopping:
+            self._watch()
+            time.sleep(0.05)
+        return self.stop()
+
+    def _on_signal(self, signum: int, frame: object) -> None:
+        self._stopping = True
+
+    def _watch(self) -> None:
+        for worker in self._workers:
+            if worker is None:
+                continue
+            if worker.ready_fd >= 0 and select.select([worker.ready_fd], [], [], 0)[0]:
+                if os.read(worker.ready_fd, 1) == b"r":
+                    log.info("worker %d serves again, %.2f s after its restart", worker.index,
+                             time.monotonic() - worker.started)
+                os.close(worker.ready_fd)
+                worker.ready_fd = -1
+            status = worker.process.poll()
+            if status is None or self._stopping:
+                continue
+            log.warning("worker %d (pid %d) exited with status %d; restarting it", worker.index,
+                        worker.process.pid, status)
+            if worker.ready_fd >= 0:
+                os.close(worker.ready_fd)
+            if time.monotonic() - worker.started < RESTART_BACKOFF_S:
+                time.sleep(RESTART_BACKOFF_S)  # a worker that cannot start must not spin
+            self._spawn(worker.index)
+
+    # stop -------------------------------------------------------------------------
+
+    def stop(self) -> int:
+        """SIGTERM every worker, wait for them (killing the late), mark the store clean if all stopped
+        cleanly, let go of the lock. Returns 0, or 1 when a worker did not stop cleanly."""
+        self._stopping = True
+        running = [w for w in self._workers if w is not None and w.process.poll() is None]
+        for worker in running:
+            worker.process.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + STOP_TIMEOUT_S
+        clean = True
+        for worker in [w for w in self._workers if w is not None]:
+            try:
+                status = worker.process.wait(max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                log.error("worker %d did not stop within %.0f s; killing it", worker.index, STOP_TIMEOUT_S)
+                worker.process.kill()
+                status = worker.process.wait()
+            clean = clean and status == 0
+            if worker.ready_fd >= 0:
+                os.close(worker.ready_fd)
+                worker.ready_fd = -1
+        self._workers = [None] * self.count
+        if self._lock_fd >= 0:
+            self._record_epoch()
+        if clean and self._lock_fd >= 0:
+            write_atomic(os.path.join(self.root, layout.CLEAN_MARKER), b"")
+        if self._lock_fd >= 0:
+            os.close(self._lock_fd)
+            self._lock_fd = -1
+        return 0 if clean else 1
+
+    def _record_epoch(self) -> None:
+        """store.json's epoch raised to the highest any worker led under (worker 0 wrote its own): a
+        single broker opening the store next leads above every epoch in the partitions."""
+        store_file = os.path.join(self.root, layout.STORE_FILE)
+        stored, problem = read_epoch(store_file)
+        store_id, settings = read_identity(store_file)
+        highest = max(self.epochs, default=0)
+        if problem is None and store_id is not None and settings is not None and highest > stored:
+            write_atomic(store_file, store_state(highest, str(store_id), settings))
+
+
+def worker_environment(config: BrokerConfig, role: WorkerRole) -> dict[str, str]:
+    """The environment a worker starts with: the supervisor's own minus its KAFKACOMPAT_ settings, plus
+    every resolved setting as KAFKACOMPAT_<NAME> (flags, file and environment already merged; secrets
+    stay out of the command line) and its `worker_of`."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KAFKACOMPAT_")}
+    for name, field in SETTINGS.items():
+        value = getattr(config, name)
+        if value is None:
+            continue
+        kind = setting_kind(field)
+        if kind == "bool":
+            env[env_name(name)] = "true" if value else "false"
+        elif kind == "list[str]":
+            env[env_name(name)] = ",".join(value)
+        else:
+            env[env_name(name)] = str(value)
+    env[env_name("data_dir")] = os.path.abspath(config.data_dir)
+    env[env_name("worker_of")] = role.spec()
+    env[env_name("workers")] = "1"
+    return env
+
+
+def run_workers(config: BrokerConfig, count: int) -> int:
+    """`serve --workers N`: start the workers, restart the dead until SIGTERM/SIGINT, stop them all."""
+    supervisor = Supervisor(config, count)
+    supervisor.start()
+    return supervisor.run()

@@ -1,0 +1,88 @@
+"""The cluster as a worker of `serve --workers N` presents it: N brokers, each partition led by its owner.
+
+Ownership is a pure function (storage/disk/shared.py `owner_of`), so every
+worker names the same leader without talking to the others; the workers
+are always all members (the supervisor restarts one that dies, and until
+it is back its clients reconnect and retry, as to a restarting Kafka
+broker). A partition's leader epoch is its owner's: this worker's store
+knows its own, and the others' come from the supervisor's workers.json,
+rewritten with the new epoch before a worker is restarted.
+
+A worker other than 0 reads the topic catalog that worker 0 writes; the
+view's background task takes in its changes every REFRESH_S.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+
+from ..cluster.membership import ClusterView, Member, PartitionKey
+from ..storage.disk.shared import owner_of
+from .role import WorkerRole
+
+log = logging.getLogger(__name__)
+REFRESH_S = 0.2  # how often a worker looks for catalog changes and restarted workers' epochs
+EPOCHS_FILE = "workers.json"  # in the data dir, written by the supervisor
+
+
+def read_epochs(data_dir: str) -> list[int]:
+    """Each worker's leader epoch as the supervisor last wrote it; [] when there is no file yet."""
+    try:
+        with open(os.path.join(data_dir, EPOCHS_FILE), "rb") as f:
+            epochs = json.loads(f.read())["epochs"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return []
+    return [e for e in epochs if isinstance(e, int)]
+
+
+class WorkerView(ClusterView):
+    def __init__(self, me: Member, role: WorkerRole, store, data_dir: str) -> None:
+        super().__init__(me)
+        self.role = role
+        self.store = store  # a DiskStore opened with this worker's share
+        self.data_dir = data_dir
+        first = me.node_id - role.index
+        self._members = [Member(first + i, me.host, port) for i, port in enumerate(role.ports)]
+        self._epochs = [role.epoch] * role.count
+        self._task: asyncio.Task | None = None
+
+    async def start(self) -> None:
+        self._read_epochs()
+        self._task = asyncio.get_running_loop().create_task(self._refresh_loop())
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+
+    def live(self) -> list[Member]:
+        return list(self._members)
+
+    def owner(self, key: PartitionKey) -> int:
+        return owner_of(self.role.count, self.store.default_stream, *key)
+
+    def leader_of(self, key: PartitionKey) -> tuple[int, int] | None:
+        index = self.owner(key)
+        # -1 for this worker's own partitions: the caller takes the store's epoch (raised above the
+        # given one if a partition's files held a higher one)
+        return self._members[index].node_id, -1 if index == self.role.index else self._epochs[index]
+
+    def leads(self, key: PartitionKey) -> bool:
+        return self.owner(key) == self.role.index
+
+    def _read_epochs(self) -> None:
+        epochs = read_epochs(self.data_dir)
+        if len(epochs) == self.role.count:
+            self._epochs = epochs
+
+    async def _refresh_loop(self) -> None:
+        while True:
+            await asyncio.sleep(REFRESH_S)
+            try:
+                self._read_epochs()
+                await self.store.refresh_catalog()
+            except Exception:
+                log.exception("worker %d: cannot read the catalog's changes; trying again", self.role.index)

@@ -1,0 +1,48 @@
+"""One disk store opened by several worker processes of one broker (`kafkacompat serve --workers N`).
+
+A worker appends only to the partitions it owns (`owner_of`, the same pure
+function in every worker), so no two processes ever write one partition's
+files. The per-stream logs shared by all partitions (the topic catalog,
+cursors, state tables) and store.json have one writer: worker 0, the
+controller, as Kafka forwards catalog changes to its controller. The others
+read the catalog (never repairing it: the controller may be appending) and
+pick up its changes by re-reading it when it grows.
+
+The supervisor holds the data dir's lock for all of them and gives each
+worker start a leader epoch above every earlier one, so a restarted worker
+leads its partitions under a new epoch as a new Kafka leader would.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import zlib
+
+OFFSETS_TOPIC = "__consumer_offsets"
+
+
+def owner_of(count: int, default_stream: str, stream: str, topic: str, index: int) -> int:
+    """Which of `count` workers owns a partition: a topic's partitions go round the workers from a
+    place set by its name (as the cloud engine's preferred leader); the group and transaction
+    coordinators' partitions (__consumer_offsets) all belong to worker 0, which alone writes cursors
+    and state tables."""
+    if count <= 1 or (stream == default_stream and topic == OFFSETS_TOPIC):
+        return 0
+    start = zlib.crc32(f"{stream}\0{topic}".encode())
+    return (start + index) % count
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class WorkerShare:
+    """This process's part of the store: worker `index` of `count`, leading under `epoch`."""
+
+    index: int
+    count: int
+    epoch: int
+
+    @property
+    def controller(self) -> bool:
+        return self.index == 0
+
+    def owns(self, default_stream: str, stream: str, topic: str, index: int) -> bool:
+        return owner_of(self.count, default_stream, stream, topic, index) == self.index

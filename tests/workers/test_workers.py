@@ -1,0 +1,256 @@
+"""`kafkacompat serve --workers N` as users run it: one command, N broker processes over one disk store,
+stock clients spreading their load over the workers through Metadata alone."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+
+from tests.test_clients_produce_consume import consume_all, kafka_python_poll
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+
+
+class Workers:
+    """A `serve --workers N` process and the ports its workers serve on, read from its log."""
+
+    def __init__(self, data: Path, count: int, *extra: str) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "kafkacompat", "serve", "--data-dir", str(data), "--host", "127.0.0.1",
+             "--port", "0", "--workers", str(count), *extra],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT,
+        )
+        self.log: list[str] = []
+        line = self.wait_for("workers serving on ports", 90)
+        self.ports = [int(p) for p in re.findall(r"\d+", line.split("ports", 1)[1])]
+        self.pids = [int(p) for p in re.findall(r"worker \d+ started \(pid (\d+)", "".join(self.log))]
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(f"127.0.0.1:{p}" for p in self.ports)
+
+    def wait_for(self, needle: str, timeout: float) -> str:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            line = self.proc.stdout.readline()
+            self.log.append(line)
+            if needle in line:
+                return line
+            if not line and self.proc.poll() is not None:
+                break
+        raise AssertionError(f"never logged {needle!r}:\n{''.join(self.log)}")
+
+    def stop(self) -> int:
+        self.proc.send_signal(signal.SIGTERM)
+        status = self.proc.wait(timeout=60)
+        self.log.append(self.proc.stdout.read())
+        return status
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        for pid in self.pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+@pytest.fixture
+def workers(tmp_path: Path):
+    running = Workers(tmp_path / "data", 2)
+    yield running
+    running.kill()
+
+
+def create_topic(bootstrap: str, name: str, partitions: int) -> None:
+    """Create a topic and wait until every worker lists it (workers other than 0 take in the
+    controller's catalog changes within a moment, as Kafka brokers take in their controller's)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(name, partitions, 1)])[name].result(30)
+    for port in bootstrap_ports(bootstrap):
+        single = AdminClient({"bootstrap.servers": f"127.0.0.1:{port}"})
+        deadline = time.monotonic() + 30
+        while len(single.list_topics(name, timeout=10).topics[name].partitions) != partitions:
+            assert time.monotonic() < deadline, f"worker at port {port} never listed {name}"
+            time.sleep(0.1)
+
+
+def bootstrap_ports(bootstrap: str) -> list[int]:
+    return [int(address.rsplit(":", 1)[1]) for address in bootstrap.split(",")]
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+@pytest.mark.slow
+def test_two_workers_split_the_partitions_and_serve_stock_clients(workers: Workers, tmp_path: Path) -> None:
+    # bootstrapped at worker 1 alone: the admin client sends CreateTopics to the controller (worker 0)
+    create_topic(f"127.0.0.1:{workers.ports[1]}", "spread", 6)
+    create_topic(workers.bootstrap, "spread-wait", 1)  # waits until both workers list topics made before it
+    metadata = AdminClient({"bootstrap.servers": workers.bootstrap}).list_topics("spread", timeout=30)
+    assert sorted(b.port for b in metadata.brokers.values()) == sorted(workers.ports)
+    leaders = {p.id: p.leader for p in metadata.topics["spread"].partitions.values()}
+    assert len(leaders) == 6 and len(set(leaders.values())) == 2, f"partitions not split over two workers: {leaders}"
+
+    producer = Producer({"bootstrap.servers": f"127.0.0.1:{workers.ports[1]}"})
+    for i in range(60):
+        producer.produce("spread", f"c{i}".encode(), partition=i % 6)
+    assert producer.flush(30) == 0
+    kp = KafkaProducer(bootstrap_servers=f"127.0.0.1:{workers.ports[0]}")
+    for i in range(60):
+        kp.send("spread", f"k{i}".encode(), partition=i % 6)
+    kp.flush(30)
+    kp.close()
+
+    got = consume_all(workers.bootstrap, "spread", 6, 120, timeout=60)
+    assert sorted(m.value() for m in got) == sorted([f"c{i}".encode() for i in range(60)]
+                                                  + [f"k{i}".encode() for i in range(60)])
+    consumer = KafkaConsumer(bootstrap_servers=f"127.0.0.1:{workers.ports[1]}", auto_offset_reset="earliest")
+    consumer.assign([TopicPartition("spread", p) for p in range(6)])
+    consumer.seek_to_beginning()
+    by_partition: dict[int, int] = {}
+    for _offset, _key, value, _headers in kafka_python_poll(consumer, 120, timeout=60):
+        i = int(value[1:])
+        by_partition[i % 6] = by_partition.get(i % 6, 0) + 1
+    assert by_partition == {p: 20 for p in range(6)}
+
+    pids = list(workers.pids)
+    assert len(pids) == 2 and all(alive(p) for p in pids)
+    assert workers.stop() == 0
+    assert not any(alive(p) for p in pids), "SIGTERM to the command stops every worker"
+    assert (tmp_path / "data" / ".clean").exists(), "all workers stopped cleanly: the store is marked clean"
+    assert json.loads((tmp_path / "data" / "store.json").read_bytes())["epoch"] == 2, \
+        "store.json keeps the highest epoch a worker led under (worker 1's)"
+
+    # the store reopens in one process with every message
+    single = subprocess.Popen([sys.executable, "-m", "kafkacompat", "serve", "--data-dir", str(tmp_path / "data"),
+                               "--host", "127.0.0.1", "--port", str(workers.ports[0])],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, cwd=ROOT)
+    try:
+        assert len(consume_all(f"127.0.0.1:{workers.ports[0]}", "spread", 6, 120, timeout=60)) == 120
+    finally:
+        single.send_signal(signal.SIGTERM)
+        assert single.wait(60) == 0
+
+
+@pytest.mark.slow
+def test_the_data_dir_stays_locked_while_workers_run(workers: Workers, tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-m", "kafkacompat", "serve", "--data-dir", str(tmp_path / "data"),
+                           "--host", "127.0.0.1", "--port", "0"], capture_output=True, text=True, cwd=ROOT,
+                          timeout=60)
+    assert done.returncode == 4
+    assert "in use by another" in done.stderr
+
+
+@pytest.mark.slow
+def test_classic_groups_are_coordinated_by_the_owning_worker(workers: Workers) -> None:
+    from confluent_kafka import Consumer
+
+    create_topic(workers.bootstrap, "grouped", 4)
+    producer = Producer({"bootstrap.servers": workers.bootstrap})
+    for i in range(40):
+        producer.produce("grouped", f"m{i}".encode(), partition=i % 4)
+    assert producer.flush(30) == 0
+
+    # two members bootstrapped at different workers: FindCoordinator sends both to worker 0
+    members = [Consumer({"bootstrap.servers": f"127.0.0.1:{port}", "group.id": "g1", "auto.offset.reset": "earliest",
+                         "enable.auto.commit": False}) for port in workers.ports]
+    for member in members:
+        member.subscribe(["grouped"])
+    got: dict[int, list[bytes]] = {0: [], 1: []}
+    deadline = time.monotonic() + 90
+    while sum(map(len, got.values())) < 40 and time.monotonic() < deadline:
+        for n, member in enumerate(members):
+            msg = member.poll(0.2)
+            if msg is not None and msg.error() is None:
+                got[n].append(msg.value())
+                member.commit(msg, asynchronous=False)
+    assert sorted(got[0] + got[1]) == sorted(f"m{i}".encode() for i in range(40))
+    assert got[0] and got[1], "the group's partitions are shared by both members"
+    for member in members:
+        member.close()
+
+    for i in range(40, 44):
+        producer.produce("grouped", f"m{i}".encode(), partition=i % 4)
+    assert producer.flush(30) == 0
+    # the committed offsets outlive the members: a new member reads only what came after
+    consumer = KafkaConsumer("grouped", bootstrap_servers=f"127.0.0.1:{workers.ports[1]}", group_id="g1",
+                             auto_offset_reset="earliest")
+    assert sorted(v for _o, _k, v, _h in kafka_python_poll(consumer, 4, timeout=60)) == \
+        sorted(f"m{i}".encode() for i in range(40, 44))
+
+
+@pytest.mark.slow
+def test_a_killed_worker_is_restarted_and_loses_nothing_acknowledged(workers: Workers) -> None:
+    create_topic(workers.bootstrap, "survive", 4)
+    metadata = AdminClient({"bootstrap.servers": workers.bootstrap}).list_topics("survive", timeout=30)
+    worker1 = next(b.id for b in metadata.brokers.values() if b.port == workers.ports[1])
+    owned = [p.id for p in metadata.topics["survive"].partitions.values() if p.leader == worker1]
+    assert owned, "worker 1 owns some of the partitions"
+    acked: list[bytes] = []
+
+    def on_delivery(err, msg) -> None:
+        if err is None:
+            acked.append(msg.value())
+
+    producer = Producer({"bootstrap.servers": workers.bootstrap, "acks": "all", "linger.ms": 5,
+                         "message.timeout.ms": 60000, "log_level": 2})
+    for i in range(200):
+        producer.produce("survive", f"a{i}".encode(), partition=i % 4, on_delivery=on_delivery)
+    assert producer.flush(30) == 0 and len(acked) == 200
+
+    os.kill(workers.pids[1], signal.SIGKILL)
+    killed = time.monotonic()
+    # produce to worker 1's partitions until one is acknowledged again: the time it is away
+    back = None
+    i = 200
+    while back is None and time.monotonic() - killed < 90:
+        producer.produce("survive", f"a{i}".encode(), partition=owned[i % len(owned)], on_delivery=on_delivery)
+        i += 1
+        before = len(acked)
+        producer.flush(1)
+        if len(acked) > before:
+            back = time.monotonic() - killed
+    assert back is not None, "worker 1's partitions never took produce again"
+    assert producer.flush(60) == 0
+    print(f"worker 1's partitions took produce again {back:.2f} s after it was killed; supervisor: "
+          + workers.wait_for("worker 1 serves again", 30).strip())
+
+    got = consume_all(workers.bootstrap, "survive", 4, len(acked), timeout=60)
+    assert set(acked) <= {m.value() for m in got}, "every acknowledged message is still there"
+    assert workers.stop() == 0
+
+
+def test_a_bad_worker_count_is_a_one_line_error(tmp_path: Path) -> None:
+    for value in ("0", "lots"):
+        done = subprocess.run([sys.executable, "-m", "kafkacompat", "serve", "--data-dir", str(tmp_path / "d"),
+                               "--port", "0", "--workers", value], capture_output=True, text=True, cwd=ROOT,
+                              timeout=60)
+        assert done.returncode == 2
+        assert done.stderr.count("\n") == 1 and "--workers" in done.stderr, done.stderr
+    assert not (tmp_path / "d").exists(), "nothing is created before the settings are understood"
+
+
+def test_auto_is_one_worker_per_usable_core() -> None:
+    from kafkacompat.workers.role import worker_count
+
+    assert worker_count("auto") == len(os.sched_getaffinity(0))
+    assert worker_count("3") == 3
