@@ -468,7 +468,7 @@ async def test_a_database_left_at_schema_version_1_is_migrated_and_takes_appends
     try:
         assert await conn.fetchval("SELECT schema_version FROM kc_meta") == len(schema.MIGRATIONS)
         arities = await conn.fetch("SELECT pronargs FROM pg_proc WHERE proname = 'kc_commit' ORDER BY 1")
-        assert [r["pronargs"] for r in arities] == [9, 10, 13, 14, 15]
+        assert [r["pronargs"] for r in arities] == [9, 10, 13, 14, 15, 16]
     finally:
         await conn.close()
 
