@@ -18,12 +18,16 @@ on 2 cores the rows compare configurations, not hardware limits.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import os
+import re
+import shutil
 import statistics
+import tempfile
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -164,6 +168,80 @@ def run_one(pg: Postgres, s3: S3Server, brokers: int, messages: int, size: int, 
     )
 
 
+PHASES = ("buffered_ms", "slot_ms", "put_ms", "prior_ms", "commit_ms")
+
+
+@dataclasses.dataclass(slots=True)
+class Trickle:
+    rate: int
+    p50_ms: float
+    p99_ms: float
+    phases: dict[str, float]  # the writer's phases, median over its flushes (ms)
+    batches_per_flush: float
+
+
+@contextlib.contextmanager
+def _writer_timing() -> Iterator[None]:
+    """Brokers started meanwhile log each flush's phases (the writer's DEBUG lines, alone: the
+    rest stays at INFO), by a sitecustomize module on their PYTHONPATH."""
+    folder = tempfile.mkdtemp(prefix="kafkacompat-timing-")
+    with open(os.path.join(folder, "sitecustomize.py"), "w") as fh:
+        fh.write("import logging\nfor name in ('kafkacompat.storage.cloud.writer', 'kafkacompat.request'):\n"
+                 "    logging.getLogger(name).setLevel(logging.DEBUG)\n")
+    before = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (before, folder) if p)
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ["PYTHONPATH"]
+        else:
+            os.environ["PYTHONPATH"] = before
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _phases(logs: str) -> tuple[dict[str, float], float]:
+    rows = [dict((k, float(v)) for k, v in re.findall(r"(\w+)=([\d.]+)", line.split(" flush ", 1)[1]))
+            for line in logs.splitlines() if " flush batches=" in line]
+    if not rows:
+        return {}, float("nan")
+    phases = {phase: statistics.median(r[phase] for r in rows) for phase in PHASES}
+    # the request log: receipt of a Produce request to its answer handed to the socket
+    answered = [float(ms) for ms in re.findall(r"Produce v\d+ from .*?, ([\d.]+) ms", logs)]
+    phases["request_ms"] = statistics.median(answered) if answered else float("nan")
+    return phases, statistics.mean(r["batches"] for r in rows)
+
+
+def trickle(pg: Postgres, rate: int, seconds: float, size: int, linger_ms: int = 5,
+            flush_ms: int = 10) -> Trickle:
+    """One broker, one producer at a steady `rate` msg/s (acks=all, idempotent): produce latency,
+    and where the writer's time went per flush."""
+    database = pg.create_database()
+    args = ["--store", database, "--object-store", f"s3://kafkacompat/{uuid.uuid4().hex[:8]}",
+            "--store-flush-ms", str(flush_ms)]
+    with _writer_timing(), BrokerCluster(1, args) as cluster:
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+        admin.create_topics([NewTopic("trickle", PARTITIONS, 1)])["trickle"].result(timeout=30)
+        producer = Producer({"bootstrap.servers": cluster.bootstrap, "enable.idempotence": True, "acks": "all",
+                             "linger.ms": linger_ms})
+        latencies: list[float] = []
+        producer.produce("trickle", b"warm-up")
+        producer.flush(30)
+        payload, start = b"x" * size, time.monotonic()
+        for n in range(int(rate * seconds)):
+            due = start + n / rate
+            while (ahead := due - time.monotonic()) > 0:
+                producer.poll(ahead)
+            sent = time.monotonic()
+            produce_waiting(producer, "trickle", payload,
+                            on_delivery=lambda err, _msg, sent=sent: err or latencies.append(time.monotonic() - sent))
+        assert producer.flush(60) == 0, "records left undelivered"
+        phases, per_flush = _phases(cluster.brokers[0].output(1 << 26))
+    latencies.sort()
+    return Trickle(rate, statistics.median(latencies) * 1000, latencies[int(len(latencies) * 0.99) - 1] * 1000,
+                   phases, per_flush)
+
+
 def failover(pg: Postgres, s3: S3Server, lease_ms: int, heartbeat_ms: int) -> float:
     """Seconds from kill -9 of partition 0's leader until another broker's Metadata names a new one."""
     database = pg.create_database()
@@ -199,12 +277,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--failovers", type=int, default=3, help="kill -9 trials timing leader moves (default 3)")
     parser.add_argument("--linger-ms", type=int, default=5, help="the producer's linger.ms (default 5; 0-1 sends "
                         "many small requests, which per-connection pipelining is for)")
+    parser.add_argument("--trickle-rate", type=int, default=1000, help="msg/s of the latency run on one broker, "
+                        "0: none (default 1000)")
+    parser.add_argument("--trickle-seconds", type=float, default=5.0, help="length of the latency run (default 5)")
     args = parser.parse_args(argv)
-    counts = [int(n) for n in args.brokers.split(",")]
+    counts = [int(n) for n in args.brokers.split(",") if n]
     with Postgres() as pg, S3Server() as s3:
         os.environ.update(s3.environ())  # the brokers' endpoint and credentials, as users give them
         s3.create_bucket("kafkacompat")
         rows = [run_one(pg, s3, n, args.messages, args.size, args.linger_ms) for n in counts]
+        slow = trickle(pg, args.trickle_rate, args.trickle_seconds, args.size) if args.trickle_rate else None
         settings = [(2000, 200), (6000, 1000)]  # the tests' and the defaults' lease / heartbeat (ms)
         moves = {lease_hb: [failover(pg, s3, *lease_hb) for _ in range(args.failovers)] for lease_hb in settings}
     header = ("brokers", "produce msg/s", "MB/s", "p50 ms", "p99 ms", "consume msg/s", "batches",
@@ -219,6 +301,10 @@ def main(argv: list[str] | None = None) -> None:
             f"{r.cpu_postgres_s:.1f}", f"{r.cpu_s3_s:.1f}")))
     print("cpu seconds while consuming (brokers, postgres, s3): "
           + "; ".join(f"{r.brokers} broker(s): {r.consume_cpu}" for r in rows))
+    if slow is not None:
+        print(f"1 broker at {slow.rate} msg/s (linger.ms=5): produce p50 {slow.p50_ms:.1f} ms, p99 {slow.p99_ms:.1f} ms;"
+              f" per flush (median ms, {slow.batches_per_flush:.1f} batches a flush): "
+              + ", ".join(f"{k.removesuffix('_ms')} {v:.1f}" for k, v in slow.phases.items()))
     for (lease, heartbeat), seconds in moves.items():
         print(f"leader of a partition moved after kill -9 with lease {lease} ms, heartbeat {heartbeat} ms: "
               + ", ".join(f"{s:.2f} s" for s in seconds) + f" (bound: lease + heartbeat = {(lease + heartbeat) / 1000} s)")

@@ -27,7 +27,11 @@ fenced batch with the leader table's epoch (see FUNCTIONS). Since version 5 it
 keeps each batch's header in its index row (a control batch whole), so a new
 leader rebuilds its producers' state from the database instead of reading the
 log tail's objects one by one: that read grew with the log and made every
-failover slower than the one before.
+failover slower than the one before. Since version 6 a broker announces a
+commit's partitions after it (`p_notify` false, then kc_notify_partitions in a
+transaction of its own): a NOTIFY inside the commit held PostgreSQL's
+database-wide notify lock through the commit's WAL flush, so the brokers'
+commits queued behind one another.
 """
 
 from __future__ import annotations

@@ -112,6 +112,7 @@ class CloudStore(NamespaceStore):
         # Reads of kc_settings take turns with writes, so an older read never replaces a newer view
         self._settings_turn = asyncio.Lock()
         self._tasks: list[asyncio.Task] = []
+        self._announcing: set[asyncio.Task] = set()  # commits' notifications on their way (`_announce`)
 
     def data_dirs(self) -> list[str]:
         return [self.objects.url]
@@ -150,6 +151,7 @@ class CloudStore(NamespaceStore):
 
     async def close(self) -> None:
         await self.writer.close()
+        await asyncio.gather(*self._announcing, return_exceptions=True)
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -560,10 +562,11 @@ class CloudStore(NamespaceStore):
                 async with self._pool.acquire() as conn:
                     sent = True
                     rows = await conn.fetch(
-                        "SELECT * FROM kc_commit($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)",
-                        self.origin, key, size, self.epoch, pids, counts, positions, lengths, max_ts, fences,
-                        segment_bytes or unset, segment_ms or unset, at or unset, guards or unset,
+                        "SELECT * FROM kc_commit($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15,"
+                        " false)", self.origin, key, size, self.epoch, pids, counts, positions, lengths, max_ts,
+                        fences, segment_bytes or unset, segment_ms or unset, at or unset, guards or unset,
                         heads or [None] * len(pids))
+                self._announce(sorted(set(pids)))
                 return [(r["object_id"], r["base"], r["epoch"], r["hw"]) for r in rows]
             except (_commit_retriable() if sent else retriable_database_errors()) as exc:
                 attempt += 1
@@ -573,6 +576,24 @@ class CloudStore(NamespaceStore):
                 await asyncio.sleep(min(0.05 * 2 ** (attempt - 1), 1.0))
             except database_errors() as exc:
                 raise unavailable_error(f"committing {key}", exc) from exc
+
+    def _announce(self, pids: list[int]) -> None:
+        """Tell the other brokers that these partitions moved, after the commit and not in its
+        transaction (kc_commit's p_notify): the acknowledgement does not wait for it, and the
+        brokers' commits do not queue on PostgreSQL's notify lock."""
+        task = asyncio.get_running_loop().create_task(self._send_announcement(pids))
+        self._announcing.add(task)
+        task.add_done_callback(self._announcing.discard)
+
+    async def _send_announcement(self, pids: list[int]) -> None:
+        pool = self._pool
+        if pool is None:
+            return  # closed: the others re-read when they next need these partitions
+        try:
+            async with pool.acquire() as conn:
+                await conn.execute("SELECT kc_notify_partitions($1, $2, true)", self.origin, pids)
+        except (*database_errors(), OSError) as exc:  # late, not lost: readers re-read on reconnect or a move
+            log.debug("announcing partitions %s failed: %s", pids, exc)
 
     async def refresh_partitions(self, parts: list[CloudPartition]) -> None:
         """Read the partitions' offsets from the database (after a missed notification, or before an error)."""

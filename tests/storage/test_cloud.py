@@ -140,14 +140,20 @@ async def test_an_append_under_a_superseded_leader_epoch_is_refused_by_the_commi
         await conn.execute("INSERT INTO kc_partition_leaders VALUES ('/default', 't', 0, 1, 3)")
         pa, pb = a.partition("/default", "t", 0), b.partition("/default", "t", 0)
         assert (await pa.append(batch(2), 2, leader_epoch=3)).base_offset == 0
-        a.writer.flush_ms = 60_000  # the deposed leader's batch waits in its buffer ...
+        real_put, release = a.writer._put, asyncio.Event()
+
+        async def paused_put(key: str, body: bytes) -> None:
+            await release.wait()
+            await real_put(key, body)
+
+        a.writer._put = paused_put  # the deposed leader's batch waits on its way to the commit ...
         stale = asyncio.ensure_future(pa.append(batch(5), 5, leader_epoch=3))
         await asyncio.sleep(0)
         assert not stale.done()
         # ... while leadership moves (as the cluster's conditional UPDATE does) and the new leader appends
         await conn.execute("UPDATE kc_partition_leaders SET leader = 2, epoch = epoch + 1")
         assert (await pb.append(batch(1), 1, leader_epoch=4)).base_offset == 2
-        a.writer.flush()
+        release.set()
         with pytest.raises(storage.NotLeaderError) as refused:
             await stale
         assert refused.value.epoch == 4
@@ -273,6 +279,37 @@ async def test_a_batch_appended_behind_a_write_that_fails_before_it_is_flushed_i
     a.writer.flush()
     assert (await resent).base_offset == 0
     assert await read_all(part) == [0, 1, 2]
+
+
+async def test_appends_go_when_the_upload_before_them_ends_not_after_a_timer(pair):
+    """Group commit: with nothing being uploaded an append is written at once; appends made while an
+    upload is under way gather into one object that goes as soon as that upload ends. flush_ms
+    (here a minute) bounds only how long they wait for it."""
+    a, _ = pair
+    await a.create_topic("/default", "t", 2)
+    p0, p1 = a.partition("/default", "t", 0), a.partition("/default", "t", 1)
+    real_put, puts, release = a.writer._put, [], asyncio.Event()
+
+    async def put(key: str, body: bytes) -> None:
+        puts.append(len(body))
+        if len(puts) == 1:
+            await release.wait()
+        await real_put(key, body)
+
+    a.writer._put = put
+    a.writer.flush_ms = 60_000
+    try:
+        first = asyncio.ensure_future(p0.append(batch(1), 1))
+        await eventually(lambda: len(puts) == 1)  # no timer: written while nothing else is
+        later = [asyncio.ensure_future(p.append(batch(2), 2)) for p in (p0, p1, p1)]
+        await asyncio.sleep(0.2)
+        assert len(puts) == 1  # gathered behind the upload under way
+        release.set()
+        assert (await asyncio.wait_for(first, 10)).base_offset == 0
+        assert [(await asyncio.wait_for(f, 10)).base_offset for f in later] == [1, 0, 2]
+        assert len(puts) == 2  # the three in one object
+    finally:
+        release.set()
 
 
 async def test_stored_bytes_carry_the_assigned_offset_only_when_read(pair):
@@ -431,7 +468,7 @@ async def test_a_database_left_at_schema_version_1_is_migrated_and_takes_appends
     try:
         assert await conn.fetchval("SELECT schema_version FROM kc_meta") == len(schema.MIGRATIONS)
         arities = await conn.fetch("SELECT pronargs FROM pg_proc WHERE proname = 'kc_commit' ORDER BY 1")
-        assert [r["pronargs"] for r in arities] == [9, 10, 13, 14, 15]
+        assert [r["pronargs"] for r in arities] == [9, 10, 13, 14, 15, 16]
     finally:
         await conn.close()
 

@@ -27,10 +27,14 @@ $$ SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint $$;
 -- Record one uploaded object and give its batches offsets, in one transaction.
 -- Returns one row per batch, in the order given: its base offset and leader
 -- epoch, or -1 when the partition no longer exists (topic deleted meanwhile).
+-- With p_notify false the caller announces the partitions itself, after the
+-- commit (kc_notify_partitions): a NOTIFY in the commit's transaction holds
+-- PostgreSQL's database-wide notify lock through the commit's WAL flush, so
+-- every broker's commits would queue behind one another.
 CREATE OR REPLACE FUNCTION kc_commit(
     p_origin text, p_key text, p_size bigint, p_epoch int,
     p_pids bigint[], p_counts int[], p_pos bigint[], p_lens int[], p_maxts bigint[], p_fence int[],
-    p_seg_bytes bigint[], p_seg_ms bigint[], p_at bigint[], p_guard bigint[], p_heads bytea[]
+    p_seg_bytes bigint[], p_seg_ms bigint[], p_at bigint[], p_guard bigint[], p_heads bytea[], p_notify boolean
 ) RETURNS TABLE (object_id bigint, base bigint, epoch int, hw bigint) LANGUAGE plpgsql AS $$
 DECLARE
     obj bigint;
@@ -44,7 +48,6 @@ DECLARE
     sb bigint;
     ss bigint;
     sc bigint;
-    payload text;
     touched bigint[] := '{}';
 BEGIN
     SELECT o.id INTO obj FROM kc_objects o WHERE o.key = p_key;
@@ -120,10 +123,20 @@ BEGIN
         object_id := obj; base := nxt; epoch := ep; hw := nxt + p_counts[i];
         RETURN NEXT;
     END LOOP;
-    SELECT string_agg(p.id || ':' || p.next_offset || ':' || p.log_start || ':' || p.leader_epoch, ',')
-        INTO payload FROM kc_partitions p WHERE p.id = ANY (touched);
-    PERFORM kc_notify_data(p_origin, payload);
+    IF p_notify THEN
+        PERFORM kc_notify_partitions(p_origin, touched, false);
+    END IF;
 END $$;
+
+-- The signature of schema version 5 (announced in the commit's transaction).
+CREATE OR REPLACE FUNCTION kc_commit(
+    p_origin text, p_key text, p_size bigint, p_epoch int,
+    p_pids bigint[], p_counts int[], p_pos bigint[], p_lens int[], p_maxts bigint[], p_fence int[],
+    p_seg_bytes bigint[], p_seg_ms bigint[], p_at bigint[], p_guard bigint[], p_heads bytea[]
+) RETURNS TABLE (object_id bigint, base bigint, epoch int, hw bigint) LANGUAGE sql AS $$
+    SELECT * FROM kc_commit(p_origin, p_key, p_size, p_epoch, p_pids, p_counts, p_pos, p_lens, p_maxts, p_fence,
+                            p_seg_bytes, p_seg_ms, p_at, p_guard, p_heads, true)
+$$;
 
 -- The signature of schema version 4 (no batch headers in the index).
 CREATE OR REPLACE FUNCTION kc_commit(
@@ -179,6 +192,23 @@ BEGIN
         p_payload := '*';
     END IF;
     PERFORM pg_notify('kc_data', p_origin || ' ' || p_payload);
+END $$;
+
+-- Announce partitions' offsets. Alone in its transaction (p_alone) it commits
+-- without waiting for the WAL flush: the notify lock is held only a moment, and
+-- a lost announcement is only a late one (brokers re-read on reconnect, and a
+-- new leader reads its partitions).
+CREATE OR REPLACE FUNCTION kc_notify_partitions(p_origin text, p_pids bigint[], p_alone boolean)
+RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+    payload text;
+BEGIN
+    IF p_alone THEN
+        PERFORM set_config('synchronous_commit', 'off', true);
+    END IF;
+    SELECT string_agg(p.id || ':' || p.next_offset || ':' || p.log_start || ':' || p.leader_epoch, ',')
+        INTO payload FROM kc_partitions p WHERE p.id = ANY (p_pids);
+    PERFORM kc_notify_data(p_origin, payload);
 END $$;
 
 -- Move a partition's log start up to p_start (never down, never past its end)

@@ -1,0 +1,2 @@
+-- No table changes: kc_commit takes p_notify, and kc_notify_partitions announces
+-- a commit's partitions in a transaction of its own (functions.sql).
