@@ -35,8 +35,6 @@ import re
 import urllib.parse
 from typing import Any, Protocol
 
-import jwt
-
 from .scram import INVALID_CREDENTIALS, AuthenticationFailed
 
 log = logging.getLogger(__name__)
@@ -130,6 +128,7 @@ class BearerValidator:
         await asyncio.shield(self._fetch)
 
     async def _load(self) -> None:
+        import jwt  # PyJWT and cryptography load at the first token, not with every broker
         try:
             keys = _signing_keys(await self._read())
         except (OSError, ValueError, jwt.PyJWTError, asyncio.TimeoutError) as exc:
@@ -170,6 +169,7 @@ class BearerValidator:
 
     async def validate(self, token: str) -> BearerToken:
         """The token's principal, scopes and expiry; InvalidBearerToken says why it is refused."""
+        import jwt  # PyJWT and cryptography load at the first token, not with every broker
         try:
             header = jwt.get_unverified_header(token)
         except jwt.PyJWTError as exc:
@@ -184,6 +184,7 @@ class BearerValidator:
         return self._token(claims)
 
     def _decode(self, token: str, algorithm: str, keys: list[Any]) -> dict[str, Any]:
+        import jwt  # PyJWT and cryptography load at the first token, not with every broker
         # iat must be there but may lie ahead (Kafka's jose4j checks no more); exp and nbf are checked with the skew
         options = {"require": ["exp", "iat"], "verify_aud": bool(self._audience), "verify_iat": False}
         error: Exception | None = None
@@ -221,6 +222,7 @@ def _numeric_date(value: Any) -> bool:
 
 def _signing_keys(document: Any) -> list[tuple[Any, str | None]]:
     """(PyJWK, pinned algorithm) of each usable signing key of a JWKS document; keys PyJWT cannot use are skipped."""
+    import jwt  # PyJWT and cryptography load at the first token, not with every broker
     if not isinstance(document, dict) or not isinstance(document.get("keys"), list):
         raise ValueError("not a JWKS document (no \"keys\" list)")
     keys = []
@@ -238,6 +240,7 @@ def _signing_keys(document: Any) -> list[tuple[Any, str | None]]:
 
 def claimed_subject(token: str, claim: str) -> str | None:
     """The subject a token claims, unverified: for the audit line of a refused login only."""
+    import jwt  # PyJWT and cryptography load at the first token, not with every broker
     try:
         value = jwt.decode(token, options={"verify_signature": False}).get(claim)
     except jwt.PyJWTError:
