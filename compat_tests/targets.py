@@ -85,14 +85,14 @@ class InProcessTarget(Target):
         return {self.broker.config.node_id}
 
     def create_topic(self, topic: str, partitions: int) -> None:
-        store = self.kafka_port.server.store
+        store = self.broker.server.store
         self.broker.call(store.create_topic(store.default_stream, topic, partitions))
 
     def batch_headers(self, topic: str, partition: int = 0) -> list[BatchHeader]:
         return stored_batch_headers(self.broker, topic, partition=partition)
 
     def is_deleted(self, topic: str) -> bool:
-        store = self.kafka_port.server.store
+        store = self.broker.server.store
         return store.get_topic(store.default_stream, topic) is None
 
 
