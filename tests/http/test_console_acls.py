@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 import tempfile
 from pathlib import Path
 
@@ -11,11 +10,10 @@ import pytest
 
 from kafkacompat.security import acls
 from kafkacompat.testing import Broker
+from tests.http.console_kit import AXE, CHROMIUM
 
 playwright_api = pytest.importorskip("playwright.sync_api")
 expect = playwright_api.expect
-CHROMIUM = os.environ.get("KAFKACOMPAT_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
-AXE = Path(__file__).parent / "a11y" / "node_modules" / "axe-core" / "axe.min.js"
 USERS = {"admin": "admin-secret", "bob": "bob-secret"}
 
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 import math
 import os
 import re
-import shutil
 import tempfile
 import time
 import urllib.error
@@ -29,11 +28,10 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from kafkacompat.http.console import history
 from kafkacompat.testing import Broker
+from tests.http.console_kit import CHROMIUM, accessible
 
 playwright_api = pytest.importorskip("playwright.sync_api")
 expect = playwright_api.expect
-CHROMIUM = os.environ.get("KAFKACOMPAT_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
-AXE = Path(__file__).parent / "a11y" / "node_modules" / "axe-core" / "axe.min.js"
 PHONE = {"width": 390, "height": 844}
 browser_tests = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason=f"no Chromium at {CHROMIUM} "
                                    "(tests/run.sh installs Debian's)")
@@ -86,16 +84,6 @@ def create_topic(broker: Broker, name: str, partitions: int) -> None:
     admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
     admin.create_topics([NewTopic(name, partitions)])[name].result(15)
 
-
-def accessible(page: object) -> None:
-    """axe-core finds no serious or critical violation on the page as it is now."""
-    if not AXE.exists():
-        pytest.skip(f"axe-core is not installed at {AXE} (tests/run.sh installs it)")
-    page.add_script_tag(path=str(AXE))
-    found = page.evaluate("axe.run(document, {resultTypes: ['violations']}).then(r => r.violations"
-                          ".filter(v => v.impact === 'serious' || v.impact === 'critical')"
-                          ".map(v => v.id + ': ' + v.help + ' @ ' + v.nodes.map(n => n.target.join(' ')).join(', ')))")
-    assert not found, found
 
 
 def shoot(page: object, screens: Path, name: str) -> None:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import tempfile
 import time
 import urllib.parse
@@ -28,11 +27,10 @@ from kafkacompat.protocol.records import iter_records
 
 from kafkacompat.schemas.registry import registry_of
 from kafkacompat.testing import Broker
+from tests.http.console_kit import CHROMIUM, accessible
 
 playwright_api = pytest.importorskip("playwright.sync_api")
 expect = playwright_api.expect
-CHROMIUM = os.environ.get("KAFKACOMPAT_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
-AXE = Path(__file__).parent / "a11y" / "node_modules" / "axe-core" / "axe.min.js"
 pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason=f"no Chromium at {CHROMIUM} "
                                 "(tests/run.sh installs Debian's)")
 START_MS = 1_780_000_000_000  # 2026-05-28T20:26:40Z: record i is stamped START_MS + i minutes
@@ -87,15 +85,6 @@ def readings(web: Broker) -> str:
     assert producer.flush(15) == 0
     return topic
 
-
-def accessible(page: object) -> None:
-    if not AXE.exists():
-        pytest.skip(f"axe-core is not installed at {AXE} (tests/run.sh installs it)")
-    page.add_script_tag(path=str(AXE))
-    found = page.evaluate("axe.run(document, {resultTypes: ['violations']}).then(r => r.violations"
-                          ".filter(v => v.impact === 'serious' || v.impact === 'critical')"
-                          ".map(v => v.id + ': ' + v.help + ' @ ' + v.nodes.map(n => n.target.join(' ')).join(', ')))")
-    assert not found, found
 
 
 def offsets(page: object) -> list[int]:

@@ -4,7 +4,6 @@ and each link's lag charted live."""
 from __future__ import annotations
 
 import os
-import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -14,11 +13,10 @@ import pytest
 from kafkacompat.admin.client import AdminClient
 from kafkacompat.http.console import history
 from kafkacompat.testing import Broker
+from tests.http.console_kit import AXE, CHROMIUM
 
 playwright_api = pytest.importorskip("playwright.sync_api")
 expect = playwright_api.expect
-CHROMIUM = os.environ.get("KAFKACOMPAT_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
-AXE = Path(__file__).parent / "a11y" / "node_modules" / "axe-core" / "axe.min.js"
 
 
 @pytest.mark.slow  # two brokers and a real Chromium
