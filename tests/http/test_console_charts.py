@@ -196,6 +196,29 @@ def test_history_keeps_one_window_and_forgets_deleted_topics(web: Broker) -> Non
     assert not math.isnan(kept.rings[history.BROKER_SCOPE]["size_bytes"][kept.head - 1])
 
 
+def test_traffic_seen_by_a_failed_sample_is_charted_by_the_next(web: Broker, monkeypatch: pytest.MonkeyPatch) -> None:
+    kept = history.History(window=30, interval=10)
+    cluster = web.server.cluster
+    topic = unique("bumpy-")
+    create_topic(web, topic, 1)
+    web.call(kept.sample(cluster, now=2_000_000.0))
+    producer = Producer({"bootstrap.servers": web.bootstrap_servers, "linger.ms": 0})
+    for i in range(50):
+        producer.produce(topic, b"reading %d" % i)
+    assert producer.flush(15) == 0
+
+    async def group_deleted_meanwhile(*_: object) -> None:
+        raise RuntimeError("a group went away under the sample")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(kept, "_lags", group_deleted_meanwhile)
+        with pytest.raises(RuntimeError):
+            web.call(kept.sample(cluster, now=2_000_010.0))
+    web.call(kept.sample(cluster, now=2_000_020.0))
+    produced = kept.view(("topic", "/default", topic))["series"]["produced_msgs"]
+    assert produced[-1] == pytest.approx(50 / 20)  # the 50 records over the 20 s since the last good sample
+
+
 def test_chart_data_answers_bad_scopes_with_one_json_error(web: Broker) -> None:
     with pytest.raises(urllib.error.HTTPError) as caught:
         urllib.request.urlopen(web.http_url + "/console/charts/data?scope=planet", timeout=10)

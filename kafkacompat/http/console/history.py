@@ -82,15 +82,16 @@ class History:
         now = time.time() if now is None else now
         values: dict[Scope, dict[str, float]] = {}
         stats = cluster.stats
+        counted: dict[str | None, list[int]] = {}  # becomes the baseline only if the whole sample is written
         values[BROKER_SCOPE] = self._rates(None, now, [stats.messages_in, stats.bytes_in,
-                                                       stats.messages_out, stats.bytes_out])
+                                                       stats.messages_out, stats.bytes_out], counted)
         topics = {(info.stream, info.name): info for info in cluster.store.list_topics()}
         for label, totals in list(stats.topic_totals.items()):
             try:
                 stream, name = cluster.split(label)
             except TopicError:  # a name no topic can have: nothing to chart
                 continue
-            rates = self._rates(label, now, list(totals))
+            rates = self._rates(label, now, list(totals), counted)
             if (stream, name) in topics:
                 values[("topic", stream, name)] = rates
         await self._sizes(cluster, topics.values(), values)
@@ -98,12 +99,16 @@ class History:
         _link_lags(cluster, values)
         await self._lags(cluster, now, values)
         self._write(now, values)
+        # a sample that failed on the way (a topic or group deleted under it) leaves the old baseline, so the
+        # traffic it saw is charted by the next one instead of being lost
+        self._previous = counted
         self._last = now
 
-    def _rates(self, label: str | None, now: float, counters: list[int]) -> dict[str, float]:
+    def _rates(self, label: str | None, now: float, counters: list[int],
+               counted: dict[str | None, list[int]]) -> dict[str, float]:
         """Per-second rates since the last sample; a topic first counted since then counted from zero."""
         before = self._previous.get(label)
-        self._previous[label] = counters
+        counted[label] = counters
         if self._last is None or now <= self._last:
             return {}
         if before is None:
