@@ -125,6 +125,20 @@ class BrokerConfig:
     group_consumer_heartbeat_interval_ms: int = _setting(5_000, "heartbeat interval told to consumer-protocol "
                                                                 "members, like group.consumer.heartbeat.interval.ms",
                                                          metavar="MS", minimum=1)
+    group_consumer_min_session_timeout_ms: int = _setting(45_000, "smallest consumer.session.timeout.ms a group "
+                                                                  "may set, like group.consumer.min.session.timeout.ms",
+                                                          metavar="MS", minimum=1)
+    group_consumer_max_session_timeout_ms: int = _setting(60_000, "largest consumer.session.timeout.ms a group "
+                                                                  "may set, like group.consumer.max.session.timeout.ms",
+                                                          metavar="MS", minimum=1)
+    group_consumer_min_heartbeat_interval_ms: int = _setting(5_000, "smallest consumer.heartbeat.interval.ms a "
+                                                                    "group may set, like "
+                                                                    "group.consumer.min.heartbeat.interval.ms",
+                                                             metavar="MS", minimum=1)
+    group_consumer_max_heartbeat_interval_ms: int = _setting(15_000, "largest consumer.heartbeat.interval.ms a "
+                                                                     "group may set, like "
+                                                                     "group.consumer.max.heartbeat.interval.ms",
+                                                             metavar="MS", minimum=1)
     group_consumer_max_size: int = _setting(2**31 - 1, "most members in one consumer group, like "
                                                        "group.consumer.max.size", minimum=1)
     group_consumer_assignors: list[str] = _setting(["uniform", "range"], "server-side assignors offered, the first "
@@ -139,6 +153,28 @@ class BrokerConfig:
     # KIP-1071 Streams groups (Kafka Streams' group.protocol=streams), like Kafka's group.streams.* settings
     group_streams_num_standby_replicas: int = _setting(0, "standby replicas of each task in Streams groups, like "
                                                           "group.streams.num.standby.replicas", minimum=0)
+    group_streams_max_standby_replicas: int = _setting(2, "most streams.num.standby.replicas a group may set, like "
+                                                          "group.streams.max.standby.replicas", minimum=0)
+    group_streams_session_timeout_ms: int = _setting(45_000, "session timeout of Streams group members, like "
+                                                             "group.streams.session.timeout.ms", metavar="MS",
+                                                     minimum=1)
+    group_streams_heartbeat_interval_ms: int = _setting(5_000, "heartbeat interval told to Streams group members, "
+                                                               "like group.streams.heartbeat.interval.ms",
+                                                        metavar="MS", minimum=1)
+    group_streams_min_session_timeout_ms: int = _setting(45_000, "smallest streams.session.timeout.ms a group may "
+                                                                 "set, like group.streams.min.session.timeout.ms",
+                                                         metavar="MS", minimum=1)
+    group_streams_max_session_timeout_ms: int = _setting(60_000, "largest streams.session.timeout.ms a group may "
+                                                                 "set, like group.streams.max.session.timeout.ms",
+                                                         metavar="MS", minimum=1)
+    group_streams_min_heartbeat_interval_ms: int = _setting(5_000, "smallest streams.heartbeat.interval.ms a group "
+                                                                   "may set, like "
+                                                                   "group.streams.min.heartbeat.interval.ms",
+                                                            metavar="MS", minimum=1)
+    group_streams_max_heartbeat_interval_ms: int = _setting(15_000, "largest streams.heartbeat.interval.ms a group "
+                                                                    "may set, like "
+                                                                    "group.streams.max.heartbeat.interval.ms",
+                                                            metavar="MS", minimum=1)
     # KIP-932 share groups (KafkaShareConsumer), like Kafka's share.version feature and group.share.* settings
     share_version: int = _setting(1, "the share.version feature level until kafka-features sets one (kept in "
                                      "the store), like kafka-storage format --feature: 1 serves share groups "
@@ -148,6 +184,18 @@ class BrokerConfig:
     group_share_heartbeat_interval_ms: int = _setting(5_000, "heartbeat interval told to share group members, like "
                                                              "group.share.heartbeat.interval.ms", metavar="MS",
                                                       minimum=1)
+    group_share_min_session_timeout_ms: int = _setting(45_000, "smallest share.session.timeout.ms a group may "
+                                                               "set, like group.share.min.session.timeout.ms",
+                                                       metavar="MS", minimum=1)
+    group_share_max_session_timeout_ms: int = _setting(60_000, "largest share.session.timeout.ms a group may "
+                                                               "set, like group.share.max.session.timeout.ms",
+                                                       metavar="MS", minimum=1)
+    group_share_min_heartbeat_interval_ms: int = _setting(5_000, "smallest share.heartbeat.interval.ms a group may "
+                                                                 "set, like group.share.min.heartbeat.interval.ms",
+                                                          metavar="MS", minimum=1)
+    group_share_max_heartbeat_interval_ms: int = _setting(15_000, "largest share.heartbeat.interval.ms a group may "
+                                                                  "set, like group.share.max.heartbeat.interval.ms",
+                                                          metavar="MS", minimum=1)
     group_share_max_size: int = _setting(200, "most members in one share group, like group.share.max.size",
                                          minimum=1)
     group_share_record_lock_duration_ms: int = _setting(30_000, "how long a share group member holds records it "

@@ -38,7 +38,7 @@ from .consumer_group import (
     reconcile,
 )
 from .group import Group
-from .heartbeat_coordinator import HeartbeatError, HeartbeatGroupCoordinator
+from .heartbeat_coordinator import GroupSetting, HeartbeatError, HeartbeatGroupCoordinator
 from .topic_regex import InvalidRegex, compile_regex, matches
 
 log = logging.getLogger(__name__)
@@ -104,8 +104,9 @@ class ConsumerGroupCoordinator(HeartbeatGroupCoordinator[ConsumerGroup, Consumer
         hand_over_classic_group: Callable[[str], None],
         take_back_classic_group: Callable[[Group], None],
         save: Callable[[str], None] = lambda group_id: None,
+        group_setting: GroupSetting | None = None,
     ) -> None:
-        super().__init__(config, clock, save)
+        super().__init__(config, clock, save, group_setting)
         self.store = store
         self._classic_group = classic_group  # the classic group of an id (or one known by offsets only)
         self._hand_over = hand_over_classic_group  # the classic coordinator lets go of a group
@@ -383,7 +384,7 @@ class ConsumerGroupCoordinator(HeartbeatGroupCoordinator[ConsumerGroup, Consumer
         return HeartbeatResult(
             member_id=updated.member_id,
             member_epoch=updated.member_epoch,
-            heartbeat_interval_ms=self.config.group_consumer_heartbeat_interval_ms,
+            heartbeat_interval_ms=self._group_setting(group.group_id, "consumer.heartbeat.interval.ms"),
             assignment=updated.assigned if (full or changed) else None,
         )
 
@@ -445,8 +446,10 @@ class ConsumerGroupCoordinator(HeartbeatGroupCoordinator[ConsumerGroup, Consumer
 
     # timeouts -----------------------------------------------------------------
     def _session_timeout_ms(self, group: ConsumerGroup, member: ConsumerMember) -> int:
-        """Classic members keep the session timeout they joined with; others get the broker's."""
-        return member.classic.session_timeout_ms if member.classic else self.config.group_consumer_session_timeout_ms
+        """Classic members keep the session timeout they joined with; others get the group's (else the broker's)."""
+        if member.classic:
+            return member.classic.session_timeout_ms
+        return self._group_setting(group.group_id, "consumer.session.timeout.ms")
 
     def fence(self, group: ConsumerGroup, member_id: str) -> None:
         """Remove a member; the others get its partitions at the next group epoch.

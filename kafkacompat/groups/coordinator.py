@@ -76,7 +76,7 @@ class GroupCoordinator:
         self._expiry_task: asyncio.Task[None] | None = None
         # KIP-848 groups share this coordinator's offsets, listing and deletion; a group id is one or the other
         self.consumer = ConsumerGroupCoordinator(config, store, clock, self._group, self._hand_over, self._take_back,
-                                                 self._save)
+                                                 self._save, self._group_setting)
         self.streams = StreamsGroupCoordinator(config, clock, self.partitions_of, self._is_classic_or_consumer,
                                                self._save, self._group_setting)
         self.durable = durable.GroupStateWriter(store)
@@ -177,10 +177,9 @@ class GroupCoordinator:
             group = self.groups[group_id] = Group(group_id, self._clock())
         return group
 
-    def _group_setting(self, group_id: str, name: str) -> int | None:
-        """A group's own value of an int group config (kafka-configs --entity-type groups), None when unset."""
-        own = group_configs.group_values(self, group_id).get(name)
-        return int(own) if own is not None else None
+    def _group_setting(self, group_id: str, name: str) -> int:
+        """A group's value of an int group config (kafka-configs --entity-type groups), else the broker's."""
+        return group_configs.group_int(self, group_id, name)
 
     def partitions_of(self, name: str) -> int | None:
         """A topic's partition count by its Kafka name, None when it does not exist (Streams topologies)."""

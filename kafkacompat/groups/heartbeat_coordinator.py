@@ -19,10 +19,14 @@ from typing import ClassVar, Generic, Protocol, TypeVar
 
 from kio.schema.errors import ErrorCode
 
+from ..catalog.group_configs import broker_default
 from ..config import BrokerConfig
 from .heartbeat_group import HeartbeatMember
 
 log = logging.getLogger(__name__)
+
+
+GroupSetting = Callable[[str, str], int]  # (group id, int group config name) -> the group's own value, else the broker's
 
 
 class HeartbeatError(Exception):
@@ -57,8 +61,10 @@ class HeartbeatGroupCoordinator(Generic[G, M]):
     UNREVOKED: ClassVar[enum.Enum]  # the member state of one asked to revoke
 
     def __init__(self, config: BrokerConfig, clock: Callable[[], int],
-                 save: Callable[[str], None] = lambda group_id: None) -> None:
+                 save: Callable[[str], None] = lambda group_id: None, group_setting: GroupSetting | None = None) -> None:
         self.config = config
+        # kafka-configs --entity-type groups: what a group's coordinator applies (the broker's values without one)
+        self._group_setting = group_setting or (lambda group_id, name: int(broker_default(name, config)))
         self.groups: dict[str, G] = {}
         self._clock = clock
         self._save = save  # queue a group's state for the store after it changed
@@ -80,7 +86,7 @@ class HeartbeatGroupCoordinator(Generic[G, M]):
 
     # timeouts -----------------------------------------------------------------
     def _session_timeout_ms(self, group: G, member: M) -> int:
-        return self.config.group_consumer_session_timeout_ms
+        raise NotImplementedError
 
     def schedule_session_timeout(self, group: G, member: M) -> None:
         if member.session_timer is not None:

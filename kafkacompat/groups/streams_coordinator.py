@@ -29,13 +29,12 @@ from kio.schema.errors import ErrorCode
 
 from ..config import BrokerConfig
 from .consumer_group import LEAVE_EPOCH, STATIC_LEAVE_EPOCH
-from .heartbeat_coordinator import HeartbeatError, HeartbeatGroupCoordinator
+from .heartbeat_coordinator import GroupSetting, HeartbeatError, HeartbeatGroupCoordinator
 from .streams_group import NO_TASKS, MemberState, StreamsGroup, StreamsMember, Tasks, assign_tasks, reconcile
 from .streams_topology import ConfiguredTopology, Topology, configure
 
 log = logging.getLogger(__name__)
 
-GroupSetting = Callable[[str, str], int | None]  # (group id, group config name) -> the group's own value
 _MEMBER_STATE = tuple(f.name for f in dataclasses.fields(StreamsMember) if not f.name.endswith("_timer"))
 
 STREAMS_PROTOCOL_TYPE = "streams"
@@ -77,11 +76,10 @@ class StreamsGroupCoordinator(HeartbeatGroupCoordinator[StreamsGroup, StreamsMem
     def __init__(self, config: BrokerConfig, clock: Callable[[], int],
                  partitions_of: Callable[[str], int | None], is_other_group: Callable[[str], bool],
                  save: Callable[[str], None] = lambda group_id: None,
-                 group_setting: GroupSetting = lambda group_id, name: None) -> None:
-        super().__init__(config, clock, save)
+                 group_setting: GroupSetting | None = None) -> None:
+        super().__init__(config, clock, save, group_setting)
         self._partitions_of = partitions_of  # a topic's partition count, None when it does not exist
         self._is_other_group = is_other_group  # the id names a live classic or consumer group
-        self._group_setting = group_setting
 
     def adopt(self, group: StreamsGroup) -> None:
         """Serve a group loaded from the store: its members' session (and revocation) timeouts run from now."""
@@ -91,18 +89,14 @@ class StreamsGroupCoordinator(HeartbeatGroupCoordinator[StreamsGroup, StreamsMem
             self._track_revocation(group, StreamsMember(member.member_id), member)
 
     # per-group configs ----------------------------------------------------------
-    def _setting(self, group_id: str, name: str, default: int) -> int:
-        own = self._group_setting(group_id, name)
-        return own if own is not None else default
-
     def standby_replicas(self, group_id: str) -> int:
-        return self._setting(group_id, "streams.num.standby.replicas", self.config.group_streams_num_standby_replicas)
+        return self._group_setting(group_id, "streams.num.standby.replicas")
 
     def _session_timeout_ms(self, group: StreamsGroup, member: StreamsMember) -> int:
-        return self._setting(group.group_id, "streams.session.timeout.ms", self.config.group_consumer_session_timeout_ms)
+        return self._group_setting(group.group_id, "streams.session.timeout.ms")
 
     def heartbeat_interval_ms(self, group_id: str) -> int:
-        return self._setting(group_id, "streams.heartbeat.interval.ms", self.config.group_consumer_heartbeat_interval_ms)
+        return self._group_setting(group_id, "streams.heartbeat.interval.ms")
 
     def topology_of(self, group_id: str) -> Topology | None:
         group = self.groups.get(group_id)

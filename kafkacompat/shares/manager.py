@@ -33,7 +33,7 @@ from kio.schema.errors import ErrorCode
 from kafkacompat import storage
 from kafkacompat.protocol.records import whole_batches
 
-from ..catalog.group_configs import group_values
+from ..catalog.group_configs import group_config, group_int
 from ..catalog.views import ConfigSource
 from ..transactions import PartitionTxns
 from ..transactions.partition_state import stable_prefix
@@ -118,10 +118,8 @@ class ShareService:
         self.config = cluster.config
         self.store = cluster.store
         self.groups = ShareGroupCoordinator(
-            session_timeout_ms=lambda g: self._group_int(g, "share.session.timeout.ms",
-                                                         self.config.group_share_session_timeout_ms),
-            heartbeat_interval_ms=lambda g: self._group_int(g, "share.heartbeat.interval.ms",
-                                                            self.config.group_share_heartbeat_interval_ms),
+            session_timeout_ms=lambda g: group_int(cluster, g, "share.session.timeout.ms"),
+            heartbeat_interval_ms=lambda g: group_int(cluster, g, "share.heartbeat.interval.ms"),
             topics=self._topics,
             is_other_group=self.is_other_group,
             on_member_gone=self.end_sessions,
@@ -137,16 +135,11 @@ class ShareService:
         self._flush_task: asyncio.Task[None] | None = None
 
     # settings ---------------------------------------------------------------------
-    def _group_int(self, group_id: str, name: str, default: int) -> int:
-        own = group_values(self.cluster, group_id).get(name)
-        return int(own) if own is not None else default
-
     def lock_duration_ms(self, group_id: str) -> int:
-        return self._group_int(group_id, "share.record.lock.duration.ms",
-                               self.config.group_share_record_lock_duration_ms)
+        return group_int(self.cluster, group_id, "share.record.lock.duration.ms")
 
     def _auto_offset_reset(self, group_id: str) -> str:
-        return group_values(self.cluster, group_id).get("share.auto.offset.reset", "latest")
+        return group_config(self.cluster, group_id, "share.auto.offset.reset")
 
     def _topics(self, names: tuple[str, ...]) -> dict[uuid.UUID, tuple[str, int]]:
         out = {}
@@ -255,7 +248,7 @@ class ShareService:
 
     async def _committed_txns(self, group_id: str, topic_id: uuid.UUID, index: int) -> PartitionTxns | None:
         """The partition's transactions when the group reads read_committed (share.isolation.level), else None."""
-        if group_values(self.cluster, group_id).get("share.isolation.level") != "read_committed":
+        if group_config(self.cluster, group_id, "share.isolation.level") != "read_committed":
             return None
         info = self.cluster.by_id(topic_id)
         if info is None:

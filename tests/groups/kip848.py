@@ -25,6 +25,8 @@ KIP848_HEARTBEAT_MS, KIP848_SESSION_MS = 500, 3000
 KIP848_BROKER = {
     "group_consumer_heartbeat_interval_ms": KIP848_HEARTBEAT_MS,
     "group_consumer_session_timeout_ms": KIP848_SESSION_MS,
+    "group_consumer_min_heartbeat_interval_ms": 100,
+    "group_consumer_min_session_timeout_ms": 1000,
     "group_initial_rebalance_delay_ms": 0,
 }
 KIP848_KAFKA = {

@@ -497,3 +497,41 @@ def session_expiry(bootstrap: str, timeout: float = 30.0) -> dict[str, Any]:
     finally:
         alive.close()
         silent.close()
+
+
+GROUP_SESSION_MS, GROUP_HEARTBEAT_MS = 8000, 1000  # the group's own, above the broker's 3000 / 500 (kip848.py)
+
+
+def group_timers_override(bootstrap: str) -> dict[str, Any]:
+    """A group's consumer.session.timeout.ms / consumer.heartbeat.interval.ms, set with the Admin API as
+    `kafka-configs --entity-type groups` does, override the broker's group.consumer.* for its members."""
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+    tag = _tag()
+    group = f"g-{tag}"
+    names = _names(f"o{tag}", ("t", 2), bootstrap=bootstrap)
+    ids = _ids(bootstrap, names)
+    change = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
+        ConfigEntry("consumer.session.timeout.ms", str(GROUP_SESSION_MS), incremental_operation=AlterConfigOpType.SET),
+        ConfigEntry("consumer.heartbeat.interval.ms", str(GROUP_HEARTBEAT_MS),
+                    incremental_operation=AlterConfigOpType.SET)])
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.incremental_alter_configs([change])[change].result(10)
+    alive, silent = (RawMember(bootstrap, group, tuple(names)) for _ in range(2))
+    try:
+        settle([alive, silent])
+        interval_ms = int(alive.last.heartbeat_interval.total_seconds() * 1000)
+        silent_since = time.monotonic()
+        owned_by_alive = []  # (seconds since the silent member's last heartbeat, partitions the live one owns)
+        while len(alive.named(ids).get(names[0], [])) < 2 and time.monotonic() - silent_since < 30:
+            time.sleep(0.25)
+            assert alive.heartbeat().error_code == 0
+            owned_by_alive.append((time.monotonic() - silent_since, len(alive.named(ids).get(names[0], []))))
+        took = time.monotonic() - silent_since
+        still_there_after_broker_session = all(n == 1 for t, n in owned_by_alive if t < 5.0)
+        return {"interval_ms": interval_ms, "kept past the broker's session timeout": still_there_after_broker_session,
+                "fenced": len(alive.named(ids).get(names[0], [])) == 2, "took": took,
+                "silent then": int(silent.heartbeat().error_code)}
+    finally:
+        alive.close()
+        silent.close()

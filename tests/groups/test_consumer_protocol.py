@@ -152,6 +152,16 @@ def test_silent_member_is_fenced_after_the_session_timeout(broker: Broker) -> No
     assert seen["silent then"] == 25  # UNKNOWN_MEMBER_ID: it must rejoin
 
 
+def test_a_groups_own_session_timeout_and_heartbeat_interval_override_the_brokers(broker: Broker) -> None:
+    """consumer.session.timeout.ms / consumer.heartbeat.interval.ms set on the group (Admin API, GROUP resource):
+    members are told the group's interval, and a silent one outlives the broker's 3 s session until the group's 8 s."""
+    seen = scenarios.group_timers_override(broker.bootstrap_servers)
+    assert seen["interval_ms"] == scenarios.GROUP_HEARTBEAT_MS
+    assert seen["kept past the broker's session timeout"] and seen["fenced"]
+    assert scenarios.GROUP_SESSION_MS / 1000 - 0.5 <= seen["took"] <= scenarios.GROUP_SESSION_MS / 1000 + 3
+    assert seen["silent then"] == 25  # UNKNOWN_MEMBER_ID: it must rejoin
+
+
 SAME_AS_KAFKA = [
     "range_static", "uniform_chunks", "revoke_before_assign", "static_rejoin", "heartbeat_errors",
     "commits_with_epochs", "admin_view", "partitions_grow", "uniform_heterogeneous", "online_upgrade",
@@ -187,6 +197,14 @@ def test_kafkacompat_observes_what_kafka_4_1_does(name: str, broker: Broker, kaf
 def test_session_expiry_takes_as_long_as_on_kafka_4_1(broker: Broker, kafka41: ReferenceKafka) -> None:
     theirs = scenarios.session_expiry(kafka41.bootstrap_servers)
     ours = scenarios.session_expiry(broker.bootstrap_servers)
+    assert {k: v for k, v in ours.items() if k != "took"} == {k: v for k, v in theirs.items() if k != "took"}
+    assert abs(ours["took"] - theirs["took"]) < 2.0
+
+
+@pytest.mark.slow
+def test_group_timers_override_the_brokers_as_on_kafka_4_1(broker: Broker, kafka41: ReferenceKafka) -> None:
+    theirs = scenarios.group_timers_override(kafka41.bootstrap_servers)
+    ours = scenarios.group_timers_override(broker.bootstrap_servers)
     assert {k: v for k, v in ours.items() if k != "took"} == {k: v for k, v in theirs.items() if k != "took"}
     assert abs(ours["took"] - theirs["took"]) < 2.0
 

@@ -250,6 +250,40 @@ def test_kafka_configs_sets_a_groups_standby_replicas_and_the_assignor_uses_it(b
     assert "streams.num.standby.replicas=1" in done.stdout and "streams.heartbeat.interval.ms=6000" in done.stdout
 
 
+def test_the_brokers_group_streams_settings_default_and_bound_a_groups_own() -> None:
+    """group.streams.heartbeat.interval.ms is what members are told (not group.consumer.*'s), and
+    group.streams.max.standby.replicas bounds a group's streams.num.standby.replicas, which the assignor uses."""
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+    with Broker(group_streams_max_standby_replicas=3, group_streams_heartbeat_interval_ms=700,
+                **GROUP_SETTINGS) as broker:
+        app, topology = _setup(broker)
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+
+        def set_standbys(value: str) -> str:
+            change = ConfigResource(ResourceType.GROUP, app, incremental_configs=[
+                ConfigEntry("streams.num.standby.replicas", value, incremental_operation=AlterConfigOpType.SET)])
+            try:
+                admin.incremental_alter_configs([change])[change].result(10)
+                return "ok"
+            except Exception as exc:  # noqa: BLE001 - the refusal is the answer looked at
+                return exc.args[0].str()
+
+        assert set_standbys("4") == ("streams.num.standby.replicas must be less than or equal to "
+                                     "group.streams.max.standby.replicas")
+        assert set_standbys("3") == "ok"
+        described = admin.describe_configs([ConfigResource(ResourceType.GROUP, app)])
+        configs = next(iter(described.values())).result(10)
+        assert configs["streams.heartbeat.interval.ms"].value == "700" and configs["streams.heartbeat.interval.ms"].is_default
+        with Wire(broker.bootstrap_servers) as wire:
+            members = [_Member(wire, app, topology) for _ in range(4)]
+            assert members[0].heartbeat().heartbeat_interval == datetime.timedelta(milliseconds=700)
+            _converge(*members)
+            _converge(*members)
+            standbys = [task for member in members for task in member.standby]
+            assert sorted(set(standbys)) == sorted(ALL_ACTIVE) and len(standbys) == 3 * len(ALL_ACTIVE)
+
+
 def test_a_left_then_deleted_streams_group_stays_so_across_restarts(tmp_path) -> None:
     """What the store keeps follows the group to its end: a member's leave, then the group's deletion."""
     brokers = [Broker(data_dir=str(tmp_path), **GROUP_SETTINGS).start()]

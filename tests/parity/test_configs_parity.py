@@ -225,7 +225,12 @@ def test_a_kept_kafka_broker_config_is_described_and_its_secrets_hidden(ours: Br
 
 GROUP_BOUNDS = [("share.record.lock.duration.ms", "1000"), ("share.record.lock.duration.ms", "70000"),
                 ("share.record.lock.duration.ms", "20000"), ("consumer.session.timeout.ms", "1000"),
-                ("consumer.heartbeat.interval.ms", "20000"), ("share.heartbeat.interval.ms", "1")]
+                ("consumer.heartbeat.interval.ms", "20000"), ("share.heartbeat.interval.ms", "1"),
+                ("share.record.lock.duration.ms", "400"), ("consumer.heartbeat.interval.ms", "0"),
+                ("streams.session.timeout.ms", "1000"), ("streams.heartbeat.interval.ms", "16000"),
+                ("streams.num.standby.replicas", "3"), ("streams.num.standby.replicas", "-1"),
+                ("streams.num.standby.replicas", "2"), ("share.isolation.level", "nope"),
+                ("share.auto.offset.reset", "nope")]
 
 
 def test_group_configs_bounded_by_the_brokers_limits_as_on_kafka(ours: Broker, kafka41: ReferenceKafka) -> None:

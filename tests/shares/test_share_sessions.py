@@ -67,7 +67,8 @@ def test_share_session_epochs_lock_bound_and_acknowledgements() -> None:
 
 def test_a_group_record_lock_below_kafkas_default_minimum_when_the_broker_allows_it() -> None:
     """group.share.min.record.lock.duration.ms lowered on the broker lets a group hold records 1 s only,
-    set as users set it (the Admin API's group configs); below the broker's minimum is refused."""
+    set as users set it (the Admin API's group configs); below 1 s, the least Kafka's GroupConfig takes whatever
+    the broker allows, is refused in Kafka's words (tests/parity/test_configs_parity.py compares them)."""
     from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
     with Broker(group_share_min_record_lock_duration_ms=500) as broker:
@@ -86,7 +87,7 @@ def test_a_group_record_lock_below_kafkas_default_minimum_when_the_broker_allows
                 return exc.args[0].str()
 
         assert set_group("share.record.lock.duration.ms", "400") == (
-            "share.record.lock.duration.ms must be greater than or equal to group.share.min.record.lock.duration.ms")
+            "Invalid value 400 for configuration share.record.lock.duration.ms: Value must be at least 1000")
         assert set_group("share.record.lock.duration.ms", "1000") == "ok"
         assert set_group("share.auto.offset.reset", "earliest") == "ok"
         topic_id = broker.server.cluster.topic_for("t")[0].topic_id
@@ -98,3 +99,37 @@ def test_a_group_record_lock_below_kafkas_default_minimum_when_the_broker_allows
                 again = _acquired(_fetch(other, topic_id, epoch, member="m2", wait_ms=200))
                 epoch += 1
             assert again == [(0, 2, 2)] and 0.9 <= time.monotonic() - start < 10
+
+
+def test_a_groups_share_session_timeout_and_heartbeat_interval_override_the_brokers() -> None:
+    """share.session.timeout.ms / share.heartbeat.interval.ms set on the group (Admin API) within the broker's
+    group.share.min/max.* bounds: members are told the group's interval, a silent one is fenced after the
+    group's session timeout (the broker's is 45 s) and its partitions go to the one left."""
+    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+    with Broker(group_share_min_session_timeout_ms=1000, group_share_min_heartbeat_interval_ms=100) as broker:
+        broker.create_topic("t", partitions=2)
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+        change = ConfigResource(ResourceType.GROUP, "g", incremental_configs=[
+            ConfigEntry("share.session.timeout.ms", "1500", incremental_operation=AlterConfigOpType.SET),
+            ConfigEntry("share.heartbeat.interval.ms", "300", incremental_operation=AlterConfigOpType.SET)])
+        admin.incremental_alter_configs([change])[change].result(10)
+        with Wire(broker.bootstrap_servers) as alive, Wire(broker.bootstrap_servers) as silent:
+            def beat(wire: Wire, member: str, epoch: int) -> object:
+                answer = wire.request(76, 1, make(
+                    request_class(76, 1), group_id="g", member_id=member, member_epoch=epoch, rack_id=None,
+                    subscribed_topic_names=("t",) if epoch == 0 else None))
+                assert answer.error_code == ErrorCode.none, answer.error_message
+                return answer
+
+            first = beat(alive, "m1", 0)
+            assert first.heartbeat_interval == datetime.timedelta(milliseconds=300)
+            beat(silent, "m2", 0)
+            epoch, owned, start = first.member_epoch, [], time.monotonic()
+            while owned != [0, 1] and time.monotonic() - start < 10:
+                time.sleep(0.3)
+                answer = beat(alive, "m1", epoch)
+                epoch = answer.member_epoch
+                if answer.assignment is not None:
+                    owned = sorted(p for tp in answer.assignment.topic_partitions for p in tp.partitions)
+            assert owned == [0, 1] and 1.0 <= time.monotonic() - start < 10
