@@ -126,6 +126,46 @@ def test_librdkafka_range_assignor_and_a_killed_member_expires(broker: Broker) -
             child.wait(10)
 
 
+def test_librdkafka_members_follow_the_groups_own_session_timeout(broker: Broker) -> None:
+    """consumer.session.timeout.ms set on the group with the Admin API (8 s, the broker's is 3 s): a killed
+    librdkafka member keeps its partitions until the group's timeout, then the other takes them."""
+    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+    topic, group = f"t-{uuid.uuid4().hex[:8]}", f"g-{uuid.uuid4().hex[:8]}"
+    group_session_s = 8
+    create_topic(broker.bootstrap_servers, topic, 6)
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+    change = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
+        ConfigEntry("consumer.session.timeout.ms", str(group_session_s * 1000),
+                    incremental_operation=AlterConfigOpType.SET)])
+    admin.incremental_alter_configs([change])[change].result(10)
+    a = consumer(broker.bootstrap_servers, group, **{"group.remote.assignor": "range"})
+    child = subprocess.Popen([sys.executable, "-c", CHILD, broker.bootstrap_servers, group, topic])
+    try:
+        a.subscribe([topic])
+
+        def half() -> bool:
+            a.poll(0.05)
+            return assigned(a) in ({0, 1, 2}, {3, 4, 5})
+
+        wait_for(half, 30, "a range of three partitions each")
+        child.kill()  # no leave: only the session timeout can tell
+        child.wait(10)
+        start = time.monotonic()
+
+        def a_has_all() -> bool:
+            a.poll(0.05)
+            return assigned(a) == set(range(6))
+
+        wait_for(a_has_all, group_session_s + 10, "the killed member's session to expire")
+        assert time.monotonic() - start >= group_session_s - 1  # not the broker's 3 s
+    finally:
+        a.close()
+        if child.poll() is None:
+            child.kill()
+            child.wait(10)
+
+
 def test_librdkafka_static_member_rejoins_with_its_partitions(broker: Broker) -> None:
     topic, group = f"t-{uuid.uuid4().hex[:8]}", f"g-{uuid.uuid4().hex[:8]}"
     create_topic(broker.bootstrap_servers, topic, 4)
