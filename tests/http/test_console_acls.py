@@ -10,20 +10,12 @@ import pytest
 
 from kafkacompat.security import acls
 from kafkacompat.testing import Broker
-from tests.http.console_kit import AXE, CHROMIUM
+from tests.http.console_kit import CHROMIUM, accessible
 
 playwright_api = pytest.importorskip("playwright.sync_api")
 expect = playwright_api.expect
 USERS = {"admin": "admin-secret", "bob": "bob-secret"}
 
-
-def accessible(page: object) -> None:
-    """axe-core finds no serious or critical violation (skipped where tests/run.sh has not installed it)."""
-    if AXE.exists():
-        page.add_script_tag(path=str(AXE))
-        found = page.evaluate("axe.run(document).then(r => r.violations.filter(v => "
-                              "['serious', 'critical'].includes(v.impact)).map(v => v.id))")
-        assert not found, found
 
 
 @pytest.mark.slow  # a real Chromium

@@ -13,7 +13,7 @@ import pytest
 from kafkacompat.admin.client import AdminClient
 from kafkacompat.http.console import history
 from kafkacompat.testing import Broker
-from tests.http.console_kit import AXE, CHROMIUM
+from tests.http.console_kit import CHROMIUM, accessible
 
 playwright_api = pytest.importorskip("playwright.sync_api")
 expect = playwright_api.expect
@@ -47,11 +47,7 @@ def test_the_stream_page_draws_its_links_and_pauses_one(tmp_path: Path) -> None:
         expect(page.locator("#topology .link-label")).to_have_text("paused · 1 behind")
         expect(page.locator("#chart-link-lag .latest")).to_have_text(f"now: {link} 1 msg", timeout=20_000)
         expect(page.locator("#chart-link-lag canvas").first).to_be_visible()
-        if AXE.exists():
-            page.add_script_tag(path=str(AXE))
-            found = page.evaluate("axe.run(document).then(r => r.violations.filter(v => "
-                                  "['serious', 'critical'].includes(v.impact)).map(v => v.id))")
-            assert not found, found
+        accessible(page)
         base = os.environ.get("KAFKACOMPAT_ARTIFACTS_DIR")
         shots = Path(tempfile.mkdtemp(prefix="kafkacompat-console-replication-", dir=base))
         page.screenshot(path=str(shots / "replication.png"), full_page=True)
