@@ -66,6 +66,13 @@ BROKER_CONFIGS: dict[str, BrokerConfigDef] = {
     "offsets.topic.replication.factor": BrokerConfigDef(SHORT, value=lambda c: "1", default="3"),
     "group.share.min.record.lock.duration.ms": BrokerConfigDef(INT, "group_share_min_record_lock_duration_ms"),
     "group.share.max.record.lock.duration.ms": BrokerConfigDef(INT, "group_share_max_record_lock_duration_ms"),
+    # what a group's own configs default to and are bounded by (catalog/group_configs.py)
+    **{name: BrokerConfigDef(INT, name.replace(".", "_")) for name in (
+        f"group.{kind}.{bound}{timer}" for kind in ("consumer", "share", "streams")
+        for bound in ("", "min.", "max.") for timer in ("session.timeout.ms", "heartbeat.interval.ms"))},
+    "group.share.record.lock.duration.ms": BrokerConfigDef(INT, "group_share_record_lock_duration_ms"),
+    "group.streams.num.standby.replicas": BrokerConfigDef(INT, "group_streams_num_standby_replicas"),
+    "group.streams.max.standby.replicas": BrokerConfigDef(INT, "group_streams_max_standby_replicas"),
     "offsets.topic.num.partitions": BrokerConfigDef(INT, "offsets_topic_num_partitions"),
     "offsets.retention.minutes": BrokerConfigDef(INT, "offsets_retention_minutes"),
     "offsets.retention.check.interval.ms": BrokerConfigDef(LONG, "offsets_retention_check_interval_ms"),

@@ -275,6 +275,11 @@ def test_the_brokers_group_streams_settings_default_and_bound_a_groups_own() -> 
         described = admin.describe_configs([ConfigResource(ResourceType.GROUP, app)])
         configs = next(iter(described.values())).result(10)
         assert configs["streams.heartbeat.interval.ms"].value == "700" and configs["streams.heartbeat.interval.ms"].is_default
+        brokers = admin.describe_configs([ConfigResource(ResourceType.BROKER, "1")])
+        shown = next(iter(brokers.values())).result(10)  # kafka-configs --describe --all --entity-type brokers
+        assert {name: (shown[name].value, shown[name].is_read_only) for name in (
+            "group.streams.heartbeat.interval.ms", "group.streams.max.standby.replicas")} == {
+            "group.streams.heartbeat.interval.ms": ("700", True), "group.streams.max.standby.replicas": ("3", True)}
         with Wire(broker.bootstrap_servers) as wire:
             members = [_Member(wire, app, topology) for _ in range(4)]
             assert members[0].heartbeat().heartbeat_interval == datetime.timedelta(milliseconds=700)
