@@ -344,6 +344,14 @@ class Store(abc.ABC):
     def partition(self, stream: str, name: str, index: int) -> Partition:
         """The partition object (opened lazily); UnknownTopicError if absent."""
 
+    async def open_partition(self, stream: str, name: str, index: int) -> Partition:
+        """partition(), for a caller on the event loop that can wait for it to open.
+
+        A store whose partitions are costly to open (the disk store validates
+        their tails after a crash) opens them off the loop; others answer at once.
+        """
+        return self.partition(stream, name, index)
+
     def routing_epoch(self, stream: str, name: str, index: int) -> int:
         """The leader epoch Metadata and DescribeTopicPartitions answer for a partition.
 

@@ -369,6 +369,11 @@ class Cluster:
         """
         if info is not None and 0 <= index < info.partitions and not self.view.knows((info.stream, info.name, index)):
             await self.view.settle([(info.stream, info.name, index)])
+        if info is not None and 0 <= index < info.partitions and self.view.leads((info.stream, info.name, index)):
+            try:  # opened off the event loop: a crash's tail check does not hold other clients
+                await self.store.open_partition(info.stream, info.name, index)
+            except storage.StorageError:
+                pass  # partition_for answers the error the store keeps for it
         found = self.partition_for(info, missing, index)
         if found[1] == ErrorCode.not_leader_or_follower:  # handed here a moment ago? (look_again)
             assert info is not None

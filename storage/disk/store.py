@@ -23,9 +23,11 @@ import gc
 import json
 import logging
 import os
+import threading
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 from ..api import Cursor, FsyncPolicy, PermissionEntries, StreamPolicy
 from ..compaction import DEFAULT_BACKOFF_MS, DEFAULT_DEDUPE_BUFFER_BYTES, RecordCodec, cleaner_loop
@@ -104,6 +106,13 @@ class DiskStore(NamespaceStore):
         self.findings: list[Finding] = []
         self.log_findings = True  # `store check` prints them instead
         self._offline: dict[tuple[str, int], tuple[str, float]] = {}  # partitions that failed to load
+        # Opening off the event loop (open_partition): one thread opens one partition at a time under
+        # _open_lock; an open under way is shared by every caller (_opening), and one finished in the
+        # thread waits in _landed until the loop installs it.
+        self._open_lock = threading.Lock()
+        self._opening: dict[tuple[str, int], asyncio.Future[DiskPartition]] = {}
+        self._landed: dict[tuple[str, int], DiskPartition] = {}
+        self._opener: ThreadPoolExecutor | None = None
         self.share: WorkerShare | None = None  # set before open by a worker of `serve --workers N` (shared.py)
         self._catalog_seen: dict[str, tuple[int, int, int]] = {}  # a non-controller worker: .topics as last read
 
@@ -186,7 +195,7 @@ class DiskStore(NamespaceStore):
                     if not opened and not (self._owns(topic, index) and self._holds_data(topic, index)):
                         continue
                     try:
-                        part = self.partition(stream.path, topic.name, index)
+                        part = await self.open_partition(stream.path, topic.name, index)
                         found += await part.verify()
                     except UnknownTopicError:
                         continue  # deleted meanwhile
@@ -435,6 +444,7 @@ class DiskStore(NamespaceStore):
             if task is not None:
                 task.cancel()
                 await asyncio.gather(task, return_exceptions=True)
+        await self._stop_opening()
         opened = [p for p in self._opened_partitions() if isinstance(p, DiskPartition)]
         await asyncio.gather(*(p.stop_moving() for p in opened if p.moving))  # resumed on the next open
         parts = [p for p in opened if p.unsaved()]  # one walk; a task only where there is something to save
@@ -464,6 +474,15 @@ class DiskStore(NamespaceStore):
         if saved and self.share is None:  # a worker's supervisor marks the store clean once all stopped cleanly
             await asyncio.to_thread(self._mark_clean)
         self._release_lock()
+
+    async def _stop_opening(self) -> None:
+        """Let opens under way in the opening thread end (they are checkpointed with the rest), then the thread."""
+        while self._opening:
+            await asyncio.gather(*self._opening.values(), return_exceptions=True)
+            await asyncio.sleep(0)  # their done callbacks install them
+        if self._opener is not None:
+            self._opener.shutdown(wait=False)  # idle now: it exits at once
+            self._opener = None
 
     def _mark_clean(self) -> None:
         """Write the clean-shutdown marker (blocking); without room, the next start is treated as after a crash."""
@@ -526,7 +545,7 @@ class DiskStore(NamespaceStore):
                         continue
                     if not opened and not os.path.exists(self._manifest_of(topic, index)):
                         continue
-                    part = self.partition(stream.path, topic.name, index)
+                    part = await self.open_partition(stream.path, topic.name, index)
                     if not part._closed:
                         yield part
                     visited += 1
@@ -740,7 +759,78 @@ class DiskStore(NamespaceStore):
             raise UnknownTopicError(f"topic {name!r} in stream {stream!r} has no partition {index}")
         return self.epoch
 
-    def _new_partition(self, topic: TopicState, index: int) -> DiskPartition:
+    def partition(self, stream: str, name: str, index: int) -> DiskPartition:
+        """The partition, opened here if need be; an open under way in a thread is waited for and
+        is this one (never two opens of one partition's files at once)."""
+        topic = self._topic(stream, name)
+        opened = topic.partitions and topic.partitions.get(index)
+        if opened:
+            return opened
+        with self._open_lock:
+            landed = self._landed.get((topic.id_hex, index))
+            if landed is not None:
+                self._install(topic, index, landed)
+            part = super().partition(stream, name, index)
+        assert isinstance(part, DiskPartition)
+        return part
+
+    async def open_partition(self, stream: str, name: str, index: int) -> DiskPartition:
+        """The partition, opened in the store's opening thread when it is not open yet.
+
+        After a crash an open validates the partition's tail (it reads and
+        checks the batches past the last checkpoint): on the event loop that
+        held every other connection meanwhile (issue 32). Callers of one
+        partition share one open, and it is served only once the open is done.
+        """
+        topic = self._topic(stream, name)
+        opened = topic.partitions and topic.partitions.get(index)
+        if opened:
+            return opened
+        if not 0 <= index < topic.info.partitions:
+            return self.partition(stream, name, index)  # raises UnknownTopicError
+        key = (topic.id_hex, index)
+        opening = self._opening.get(key)
+        if opening is None:
+            if self._opener is None:
+                self._opener = ThreadPoolExecutor(1, thread_name_prefix="partition-open")
+            opening = asyncio.get_running_loop().run_in_executor(self._opener, self._open_in_thread, topic, index)
+            self._opening[key] = opening
+            opening.add_done_callback(lambda done: self._opened(topic, index, done))
+        part = await asyncio.shield(opening)
+        part.resume_move()
+        return part
+
+    def _open_in_thread(self, topic: TopicState, index: int) -> DiskPartition:
+        """Open one partition through descriptors of its own (the store's are the loop's alone)."""
+        with self._open_lock:
+            opened = topic.partitions and topic.partitions.get(index)
+            if opened:
+                assert isinstance(opened, DiskPartition)
+                return opened
+            handles = FileHandles(self.handles.max_open)
+            try:
+                part = self._new_partition(topic, index, handles)
+            finally:
+                handles.close_all()
+            part.use_handles(self.handles)
+            self._landed[(topic.id_hex, index)] = part
+            return part
+
+    def _opened(self, topic: TopicState, index: int, done: asyncio.Future[DiskPartition]) -> None:
+        """On the loop, once an open in the thread ended: the partition is served from now on."""
+        self._opening.pop((topic.id_hex, index), None)
+        if not done.cancelled() and done.exception() is None:
+            with self._open_lock:
+                self._install(topic, index, done.result())
+
+    def _install(self, topic: TopicState, index: int, part: DiskPartition) -> None:
+        """Make an open done in the thread the topic's partition (caller holds _open_lock)."""
+        self._landed.pop((topic.id_hex, index), None)
+        if topic.partitions is None:
+            topic.partitions = {}
+        topic.partitions.setdefault(index, part)
+
+    def _new_partition(self, topic: TopicState, index: int, handles: FileHandles | None = None) -> DiskPartition:
         """Load a partition; one that cannot be loaded answers StorageUnavailableError (logged once).
 
         Loading is retried after OFFLINE_RETRY_S (a disk may come back).
@@ -752,7 +842,7 @@ class DiskStore(NamespaceStore):
         if failed is not None and time.monotonic() < failed[1]:
             raise StorageUnavailableError(failed[0])
         try:
-            part = DiskPartition(self, topic, index)
+            part = DiskPartition(self, topic, index, handles)
         except (OSError, StorageError, ValueError, KeyError, TypeError) as exc:
             reason = f"partition {topic.stream.path}:{topic.name}/{index} cannot be served: {exc}"
             if failed is None:
