@@ -328,6 +328,11 @@ class Store(abc.ABC):
     @abc.abstractmethod
     async def delete_topic(self, stream: str, name: str) -> None: ...
 
+    @abc.abstractmethod
+    def topics_changed(self) -> int:
+        """A number that grows whenever a topic or stream is created or deleted (here or, for a shared
+        store, once this process learnt of it): a view of every topic built at one number holds until it moves."""
+
     def partition_count(self) -> int:
         """Partitions of every topic of every stream (what a per-broker partition limit counts)."""
         return sum(topic.partitions for topic in self.list_topics())
