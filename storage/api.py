@@ -14,7 +14,7 @@ import asyncio
 import dataclasses
 import enum
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from .errors import StorageError
 
@@ -356,6 +356,11 @@ class Store(abc.ABC):
         their tails after a crash) opens them off the loop; others answer at once.
         """
         return self.partition(stream, name, index)
+
+    async def open_partitions(self, wanted: Iterable[tuple[str, str, int]]) -> None:
+        """Open ahead the partitions (stream, topic, index) a request is about to use, together: a
+        store that opens off the loop then hands them over one after another rather than one per
+        round trip. Unknown ones are left out; a failed open's error is partition()'s to raise."""
 
     def routing_epoch(self, stream: str, name: str, index: int) -> int:
         """The leader epoch Metadata and DescribeTopicPartitions answer for a partition.

@@ -26,7 +26,7 @@ import os
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from ..api import Cursor, FsyncPolicy, PermissionEntries, StreamPolicy
@@ -789,26 +789,46 @@ class DiskStore(NamespaceStore):
         held every other connection meanwhile (issue 32). Callers of one
         partition share one open, and it is served only once the open is done.
         """
-        topic = self._topic(stream, name)
-        opened = topic.partitions and topic.partitions.get(index)
-        if opened:
-            return opened
-        if not 0 <= index < topic.info.partitions:
-            return self.partition(stream, name, index)  # raises UnknownTopicError
-        key = (topic.id_hex, index)
-        opening = self._opening.get(key)
-        if opening is None:
+        await self.open_partitions([(stream, name, index)])
+        return self.partition(stream, name, index)  # an open that failed raises its error here
+
+    async def open_partitions(self, wanted: Iterable[tuple[str, str, int]]) -> None:
+        """Open those of `wanted` not open yet, one after another in the opening thread; unknown ones
+        are left out and a failed open's error is kept for partition() to raise."""
+        loop = asyncio.get_running_loop()
+        jobs, waits = [], []
+        for stream, name, index in wanted:
+            state = self._streams.get(stream)
+            topic = state.topics.get(name) if state is not None else None
+            if topic is None or not 0 <= index < topic.info.partitions or (topic.partitions and
+                                                                             topic.partitions.get(index)):
+                continue
+            key = (topic.id_hex, index)
+            opening = self._opening.get(key)
+            if opening is None:
+                opening = self._opening[key] = loop.create_future()
+                opening.add_done_callback(lambda done, topic=topic, index=index: self._opened(topic, index, done))
+                jobs.append((topic, index, opening))
+            waits.append(opening)
+        if jobs:
             if self._opener is None:
                 self._opener = ThreadPoolExecutor(1, thread_name_prefix="partition-open")
-            opening = asyncio.get_running_loop().run_in_executor(self._opener, self._open_in_thread, topic, index)
-            self._opening[key] = opening
-            opening.add_done_callback(lambda done: self._opened(topic, index, done))
-        part = await asyncio.shield(opening)
-        part.resume_move()
-        return part
+            self._opener.submit(self._open_in_thread, loop, jobs)
+        if waits:
+            await asyncio.gather(*(asyncio.shield(opening) for opening in waits), return_exceptions=True)
 
-    def _open_in_thread(self, topic: TopicState, index: int) -> DiskPartition:
-        """Open one partition through descriptors of its own (the store's are the loop's alone)."""
+    def _open_in_thread(self, loop: asyncio.AbstractEventLoop,
+                        jobs: list[tuple[TopicState, int, asyncio.Future[DiskPartition]]]) -> None:
+        """Open each partition through descriptors of its own (the store's are the loop's alone)."""
+        for topic, index, opening in jobs:
+            try:
+                part = self._open_one(topic, index)
+            except BaseException as exc:  # handed to the callers, on the loop
+                loop.call_soon_threadsafe(_settle, opening, None, exc)
+            else:
+                loop.call_soon_threadsafe(_settle, opening, part, None)
+
+    def _open_one(self, topic: TopicState, index: int) -> DiskPartition:
         with self._open_lock:
             opened = topic.partitions and topic.partitions.get(index)
             if opened:
@@ -829,6 +849,7 @@ class DiskStore(NamespaceStore):
         if not done.cancelled() and done.exception() is None:
             with self._open_lock:
                 self._install(topic, index, done.result())
+            done.result().resume_move()
 
     def _install(self, topic: TopicState, index: int, part: DiskPartition) -> None:
         """Make an open done in the thread the topic's partition (caller holds _open_lock)."""
@@ -860,6 +881,16 @@ class DiskStore(NamespaceStore):
             del self._offline[key]
             log.warning("partition %s:%s/%d is served again", topic.stream.path, topic.name, index)
         return part
+
+
+def _settle(opening: asyncio.Future[DiskPartition], part: DiskPartition | None, exc: BaseException | None) -> None:
+    if opening.done():
+        return
+    if exc is not None:
+        opening.set_exception(exc)
+    else:
+        assert part is not None
+        opening.set_result(part)
 
 
 def _file_version(path: str) -> tuple[int, int, int]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import threading
 
+import pytest
 from kafkacompat.storage.disk import chain_load
 from kafkacompat.storage.disk.store import DiskStore
 from storage_testkit import batch, values
@@ -104,10 +105,25 @@ async def test_a_topic_deleted_while_its_partition_opens_leaves_nothing_served(t
         assert await asyncio.to_thread(entered.wait, 30)
         threading.Timer(0.05, hold.set).start()
         await st.delete_topic("/s", "t")  # waits for the open, then purges what it opened
-        await opening
+        with pytest.raises(storage.UnknownTopicError):
+            await opening  # its caller is told the topic is gone, not handed the purged partition
         await st.create_topic("/s", "t", 1)
         fresh = await st.open_partition("/s", "t", 0)
         assert fresh.high_watermark == 0 and values(await fresh.read(0, 1 << 20)) == []
     finally:
         hold.set()
+        await st.close()
+
+
+async def test_the_partitions_of_one_request_open_together_and_unknown_ones_are_left_out(tmp_path, monkeypatch) -> None:
+    st = await _crashed_store(tmp_path)
+    await st.create_topic("/s", "u", 3)
+    threads, _ = _watch_loads(monkeypatch)
+    try:
+        await st.open_partitions([("/s", "t", 0), *(("/s", "u", i) for i in range(3)), ("/s", "t", 0),
+                                  ("/s", "missing", 0), ("/s", "t", 7), ("/nowhere", "t", 0)])
+        assert len(threads) == 4 and all(name.startswith("partition-open") for name in threads), threads
+        await _check_served(st.partition("/s", "t", 0))  # opened: partition() answers without a load
+        assert all(st.partition("/s", "u", i).high_watermark == 0 for i in range(3)) and len(threads) == 4
+    finally:
         await st.close()
