@@ -67,6 +67,15 @@ def test_paging_to_the_end_returns_every_partition_once_in_name_order() -> None:
             assert len(pages) == -(-120 // limit)
 
 
+def test_pages_of_a_thousand_topics_and_more_are_whole() -> None:
+    many = {f"m-{i:04d}": 1 for i in range(1200)}  # answers this big are encoded in slices
+    with Broker() as broker, Wire(broker.bootstrap_servers) as wire:
+        _create(wire, many)
+        for limit, pages in ((2000, 1), (1100, 2)):
+            walked = _walk(wire, limit)
+            assert len(walked) == pages and [tp for page in walked for tp in page] == _expected(many), limit
+
+
 def test_topics_created_and_deleted_between_pages_are_listed_as_they_are_then() -> None:
     with Broker() as broker, Wire(broker.bootstrap_servers) as wire:
         _create(wire, TOPICS)
