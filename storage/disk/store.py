@@ -107,9 +107,10 @@ class DiskStore(NamespaceStore):
         self.findings: list[Finding] = []
         self.log_findings = True  # `store check` prints them instead
         self._offline: dict[tuple[str, int], tuple[str, float]] = {}  # partitions that failed to load
-        # Opening off the event loop (open_partition): one thread opens one partition at a time under
-        # _open_lock; an open under way is shared by every caller (_opening), and one finished in the
-        # thread waits in _landed until the loop installs it.
+        # Opening off the event loop (open_partitions): one thread opens one partition at a time under
+        # _open_lock, which a synchronous open on the loop takes too; an open under way is shared by
+        # every caller (_opening), and one finished in the thread waits in _landed until the loop
+        # installs it (installs happen on the loop's thread only).
         self._open_lock = threading.Lock()
         self._opening: dict[tuple[str, int], asyncio.Future[DiskPartition]] = {}
         self._landed: dict[tuple[str, int], DiskPartition] = {}
@@ -847,12 +848,12 @@ class DiskStore(NamespaceStore):
         """On the loop, once an open in the thread ended: the partition is served from now on."""
         self._opening.pop((topic.id_hex, index), None)
         if not done.cancelled() and done.exception() is None:
-            with self._open_lock:
-                self._install(topic, index, done.result())
+            # not under _open_lock: the thread holds it while it opens the next partition
+            self._install(topic, index, done.result())
             done.result().resume_move()
 
     def _install(self, topic: TopicState, index: int, part: DiskPartition) -> None:
-        """Make an open done in the thread the topic's partition (caller holds _open_lock)."""
+        """Make an open done in the thread the topic's partition (on the loop's thread, as every install)."""
         self._landed.pop((topic.id_hex, index), None)
         if topic.partitions is None:
             topic.partitions = {}
