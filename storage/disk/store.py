@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import fcntl
+import functools
 import gc
 import json
 import logging
@@ -28,6 +29,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from typing import cast
 
 from ..api import Cursor, FsyncPolicy, PermissionEntries, StreamPolicy
 from ..compaction import DEFAULT_BACKOFF_MS, DEFAULT_DEDUPE_BUFFER_BYTES, RecordCodec, cleaner_loop
@@ -773,7 +775,7 @@ class DiskStore(NamespaceStore):
         topic = self._topic(stream, name)
         opened = topic.partitions and topic.partitions.get(index)
         if opened:
-            return opened
+            return cast(DiskPartition, opened)
         with self._open_lock:
             landed = self._landed.get((topic.id_hex, index))
             if landed is not None:
@@ -808,7 +810,7 @@ class DiskStore(NamespaceStore):
             opening = self._opening.get(key)
             if opening is None:
                 opening = self._opening[key] = loop.create_future()
-                opening.add_done_callback(lambda done, topic=topic, index=index: self._opened(topic, index, done))
+                opening.add_done_callback(functools.partial(self._opened, topic, index))
                 jobs.append((topic, index, opening))
             waits.append(opening)
         if jobs:
