@@ -16,6 +16,7 @@ may depend on it without an import circle.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 if TYPE_CHECKING:
@@ -68,6 +69,8 @@ class Topics(Protocol):
     def forget_topic(self, info: TopicInfo) -> None: ...
 
     async def auto_create(self, name: str) -> TopicInfo: ...
+
+    async def open_partitions(self, wanted: Iterable[tuple[TopicInfo | None, int]]) -> None: ...
 
     async def serving_partition(
         self, info: TopicInfo | None, missing: ErrorCode, index: int

@@ -14,7 +14,7 @@ import asyncio
 import dataclasses
 import enum
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from .errors import StorageError
 
@@ -328,6 +328,11 @@ class Store(abc.ABC):
     @abc.abstractmethod
     async def delete_topic(self, stream: str, name: str) -> None: ...
 
+    @abc.abstractmethod
+    def topics_changed(self) -> int:
+        """A number that grows whenever a topic or stream is created or deleted (here or, for a shared
+        store, once this process learnt of it): a view of every topic built at one number holds until it moves."""
+
     def partition_count(self) -> int:
         """Partitions of every topic of every stream (what a per-broker partition limit counts)."""
         return sum(topic.partitions for topic in self.list_topics())
@@ -343,6 +348,19 @@ class Store(abc.ABC):
     @abc.abstractmethod
     def partition(self, stream: str, name: str, index: int) -> Partition:
         """The partition object (opened lazily); UnknownTopicError if absent."""
+
+    async def open_partition(self, stream: str, name: str, index: int) -> Partition:
+        """partition(), for a caller on the event loop that can wait for it to open.
+
+        A store whose partitions are costly to open (the disk store validates
+        their tails after a crash) opens them off the loop; others answer at once.
+        """
+        return self.partition(stream, name, index)
+
+    async def open_partitions(self, wanted: Iterable[tuple[str, str, int]]) -> None:
+        """Open ahead the partitions (stream, topic, index) a request is about to use, together: a
+        store that opens off the loop then hands them over one after another rather than one per
+        round trip. Unknown ones are left out; a failed open's error is partition()'s to raise."""
 
     def routing_epoch(self, stream: str, name: str, index: int) -> int:
         """The leader epoch Metadata and DescribeTopicPartitions answer for a partition.

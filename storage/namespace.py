@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import abc
 import dataclasses
+import itertools
 import re
 import time
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, TypeVar
 
 from .activity import StoreActivity
 from .api import Cursor, FsyncPolicy, Partition, StateFence, Store, StreamInfo, StreamPolicy, TopicInfo
@@ -224,6 +226,56 @@ class TopicState:
         self._settings = None
 
 
+K = TypeVar("K")
+V = TypeVar("V")
+_CHANGES = itertools.count(1)  # stamps of ChangeStamped tables: a later change always has a greater one
+
+
+class ChangeStamped(dict[K, V]):
+    """A dict stamped with a fresh process-wide number at every change of its keys or values.
+
+    The streams of a store and each stream's topics are kept in these, so
+    the greatest stamp among them (topics_changed) moves whenever a topic
+    or stream comes or goes, whichever path changed it, and a view built
+    over every topic (DescribeTopicPartitions' name order) knows it is
+    stale without walking them.
+    """
+
+    __slots__ = ("changed",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.changed = next(_CHANGES)
+
+    def __setitem__(self, key: K, value: V) -> None:
+        super().__setitem__(key, value)
+        self.changed = next(_CHANGES)
+
+    def __delitem__(self, key: K) -> None:
+        super().__delitem__(key)
+        self.changed = next(_CHANGES)
+
+    def pop(self, key: K, *default: Any) -> Any:
+        self.changed = next(_CHANGES)
+        return super().pop(key, *default)
+
+    def popitem(self) -> tuple[K, V]:
+        self.changed = next(_CHANGES)
+        return super().popitem()
+
+    def setdefault(self, key: K, default: Any = None) -> Any:
+        self.changed = next(_CHANGES)
+        return super().setdefault(key, default)
+
+    def update(self, *args: Any, **kwargs: Any) -> None:
+        super().update(*args, **kwargs)
+        self.changed = next(_CHANGES)
+
+    def clear(self) -> None:
+        super().clear()
+        self.changed = next(_CHANGES)
+
+
 class StreamState:
     __slots__ = ("path", "policy", "created_ms", "topics", "cursors", "tables")
 
@@ -231,7 +283,7 @@ class StreamState:
         self.path = path
         self.policy = policy
         self.created_ms = created_ms
-        self.topics: dict[str, TopicState] = {}
+        self.topics: ChangeStamped[str, TopicState] = ChangeStamped()
         self.cursors: dict[str, dict[tuple[str, int], Cursor]] = {}
         self.tables: dict[str, dict[str, dict]] = {}  # state tables (put_state)
 
@@ -249,7 +301,7 @@ class NamespaceStore(Store):
 
     def __init__(self, default_stream: str = "/default") -> None:
         self.default_stream = check_stream_path(default_stream)
-        self._streams: dict[str, StreamState] = {}
+        self._streams: ChangeStamped[str, StreamState] = ChangeStamped()
         self._topics_by_id: dict[str, TopicState] = {}  # by topic id in hex
         self.store_id = uuid.uuid4()  # engines that persist replace it with the stored one on open
         self._settings: dict[str, str] = {}
@@ -346,6 +398,9 @@ class NamespaceStore(Store):
     def _count_partitions(self, change: int) -> None:
         if self._partitions is not None:
             self._partitions += change
+
+    def topics_changed(self) -> int:
+        return max(self._streams.changed, max((s.topics.changed for s in self._streams.values()), default=0))
 
     def partition_count(self) -> int:
         if self._partitions is not None:

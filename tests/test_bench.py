@@ -141,6 +141,8 @@ def test_scale_reports_every_figure(tmp_path: Path) -> None:
     assert doc["cursors_fetched_back"] == 30  # more cursors than topics: a second group holds the rest
     assert doc["cursor_bytes_on_disk"] > 0 and doc["clean_stop_s"] > 0
     assert doc["start_after_kill9_s"]["first_metadata"] >= doc["start_after_kill9_s"]["listening"] > 0
+    assert doc["first_produce_to_20_written_topics_after_kill9_ms"] > 0  # each written topic recovered and written
+    assert doc["one_topic_metadata_meanwhile_ms"]["max"] >= doc["one_topic_metadata_meanwhile_ms"]["p99"] > 0
     assert doc["rss_empty_mb"] > 0 and doc["idle_connections"] == 10
     assert "results in" in done.stdout
     assert not any(tmp_path.glob("kafkacompat-bench-*")), "the broker's store was left behind"

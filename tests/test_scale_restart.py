@@ -10,6 +10,7 @@ and partitions checkpointed by a close.
 from __future__ import annotations
 
 import os
+import threading
 
 import kio.schema.metadata.v12.request as meta_v12
 from confluent_kafka import Consumer, Producer
@@ -34,12 +35,14 @@ def _metadata_all(bootstrap: str) -> dict[tuple[str, int], int]:
             for p in t.partitions}
 
 
-def _count_loads(monkeypatch) -> list[str]:
+def _count_loads(monkeypatch, threads: list[str] | None = None) -> list[str]:
     loaded: list[str] = []
     real = chain_load.ChainLoader.load
 
     def load(self: chain_load.ChainLoader) -> chain_load.LoadedChain:
         loaded.append(self.name)
+        if threads is not None:
+            threads.append(threading.current_thread().name)
         return real(self)
 
     monkeypatch.setattr(chain_load.ChainLoader, "load", load)
@@ -57,7 +60,8 @@ def test_metadata_after_a_crash_recovers_no_partition_on_the_request_path(tmp_pa
         assert producer.flush(30) == 0
         del producer  # librdkafka lets go of its connections
     os.unlink(os.path.join(data, layout.CLEAN_MARKER))  # as a kill -9 leaves it: tails are validated on open
-    loaded = _count_loads(monkeypatch)
+    threads: list[str] = []
+    loaded = _count_loads(monkeypatch, threads)
     with Broker(store=DiskStore([data], background_verify=False)) as broker:
         epochs = _metadata_all(broker.bootstrap_servers)
         assert len(epochs) == 6 and loaded == [], f"Metadata opened {loaded}"
@@ -75,6 +79,7 @@ def test_metadata_after_a_crash_recovers_no_partition_on_the_request_path(tmp_pa
             consumer.close()
         assert values == {f"m{i}".encode() for i in range(20)}
         assert sorted(loaded) == ["/default:a/0", "/default:a/1"]  # opened (recovered) by the fetch alone
+        assert all(name.startswith("partition-open") for name in threads), threads  # off the event loop
         assert _metadata_all(broker.bootstrap_servers) == epochs  # opening did not change the epoch answered
 
 

@@ -15,10 +15,11 @@ measures it through the Kafka protocol only:
   for everything must not stall everyone else;
 - idle connections (ApiVersions answered, then silent): RSS per connection;
 - committed cursors: OffsetCommit and OffsetFetch rates, bytes on disk;
-- clean stop, clean start and start after kill -9, each to the first
-  answered Metadata; then Metadata for all topics (which opens every
-  partition) and what a one-topic Metadata on another connection waits
-  meanwhile.
+- clean stop, clean start and start after kill -9 (with records just
+  written to WRITTEN_BEFORE_KILL topics), each to the first answered
+  Metadata; then Metadata for all topics, and a record to each written
+  topic (each first touch recovers its partition's tail), with what a
+  one-topic Metadata on another connection waits meanwhile.
 
 Figures are wall-clock on whatever machine runs it: on a shared machine
 quote them with its load average.
@@ -31,7 +32,6 @@ import dataclasses
 import json
 import os
 import resource
-import select
 import signal
 import socket
 import struct
@@ -58,6 +58,7 @@ METADATA, API_VERSIONS, DESCRIBE_TOPIC_PARTITIONS = 3, 18, 75
 STREAM_ROOT = "/scale"
 STEADY_TOPIC = "scale-steady"
 RESTART_TIMEOUT_S = 600.0
+WRITTEN_BEFORE_KILL = 2000  # topics written to before the kill -9, whose first touch after it recovers them
 
 
 class _Wire:
@@ -329,34 +330,69 @@ def _cursors(broker: _ScaleBroker, names: list[str], count: int, out: dict[str, 
     out["rss_per_cursor_bytes"] = round((rss_mb(broker.pid) - rss0) * 1024 * 1024 / count) if count else None
 
 
-def _restarts(broker: _ScaleBroker, probe: str, out: dict[str, Any]) -> None:
+def _restarts(broker: _ScaleBroker, names: list[str], out: dict[str, Any]) -> None:
+    probe = names[0]
     out["rss_before_stop_mb"] = round(rss_mb(broker.pid), 1) if broker.pid else None
     out["clean_stop_s"] = round(broker.end(signal.SIGTERM), 2)
     listening, answered = broker.start_to_metadata(probe)
     out["clean_start_s"] = {"listening": round(listening, 2), "first_metadata": round(answered, 2)}
     out["rss_after_start_mb"] = round(rss_mb(broker.pid), 1) if broker.pid else None
+    written = names[:WRITTEN_BEFORE_KILL]
+    _produce_one_each(broker.bootstrap, written)  # tails the next start has to recover
     broker.end(signal.SIGKILL)
     listening, answered = broker.start_to_metadata(probe)
     out["start_after_kill9_s"] = {"listening": round(listening, 2), "first_metadata": round(answered, 2)}
-    took, waits = _all_beside_one(broker.bootstrap, probe)
+    took, waits = _all_beside_one(broker.bootstrap, probe, lambda: _request_all(broker.bootstrap))
     out["first_metadata_all_after_kill9_ms"] = round(took)
     out["one_topic_metadata_meanwhile_max_ms"] = round(max(waits), 1) if waits else None
+    took, waits = _all_beside_one(broker.bootstrap, probe, lambda: _produce_one_each(broker.bootstrap, written))
+    out[f"first_produce_to_{len(written)}_written_topics_after_kill9_ms"] = round(took)
+    out["one_topic_metadata_meanwhile_ms"] = {"p99": round(percentile(sorted(waits), 0.99), 1) if waits else None,
+                                              "max": round(max(waits), 1) if waits else None}
 
 
-def _all_beside_one(bootstrap: str, topic: str) -> tuple[float, list[float]]:
-    """Metadata for all topics on one connection while another asks for one topic again and again:
-    ms until the big answer arrived, and each small request's wait (what other clients see)."""
-    big, small = _Wire(bootstrap, RESTART_TIMEOUT_S), _Wire(bootstrap, RESTART_TIMEOUT_S)
+def _request_all(bootstrap: str) -> None:
+    wire = _Wire(bootstrap, RESTART_TIMEOUT_S)
+    try:  # to the last byte received; the client's decoding is not the broker's
+        wire.send(METADATA, 12, _metadata(None))
+        wire.receive_raw()
+    finally:
+        wire.close()
+
+
+def _produce_one_each(bootstrap: str, names: list[str]) -> None:
+    """A record to each topic, the partitions of many in one Produce request, as a batching producer sends."""
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 50, "acks": 1})
+    for name in names:
+        producer.produce(name, b"x")
+        producer.poll(0)
+    if producer.flush(RESTART_TIMEOUT_S):
+        raise RuntimeError(f"records to {len(names)} topics not acknowledged in {RESTART_TIMEOUT_S:.0f} s")
+
+
+def _all_beside_one(bootstrap: str, topic: str, big: Callable[[], None]) -> tuple[float, list[float]]:
+    """`big` (a request for everything, or a burst of first touches) while another connection asks for
+    one topic's metadata again and again: ms until `big` was done, and each small request's wait
+    (what other clients see)."""
+    small = _Wire(bootstrap, RESTART_TIMEOUT_S)
+    done = threading.Event()
+
+    def run() -> None:
+        try:
+            big()
+        finally:
+            done.set()
+
     try:
         started = time.monotonic()
-        big.send(METADATA, 12, _metadata(None))
+        thread = threading.Thread(target=run, daemon=True)
+        thread.start()
         waits = []
-        while not select.select([big.sock], [], [], 0)[0]:
+        while not done.is_set():
             waits.append(_timed(lambda: small.request(METADATA, 12, _metadata([topic]))))
-        big.receive_raw()
+        thread.join()
         return (time.monotonic() - started) * 1000, waits
     finally:
-        big.close()
         small.close()
 
 
@@ -396,7 +432,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         for wire in wires:
             wire.close()
         _cursors(broker, names, args.cursors, out)
-        _restarts(broker, names[0], out)
+        _restarts(broker, names, out)
     out["load_average_end"] = os.getloadavg()
     return out
 

@@ -7,7 +7,7 @@ import dataclasses
 import logging
 import os
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from kio.schema.errors import ErrorCode
@@ -356,6 +356,13 @@ class Cluster:
         except storage.StorageError:  # damaged or unreadable files: logged once by the store
             return None, ErrorCode.kafka_storage_error
 
+    async def open_partitions(self, wanted: Iterable[tuple[TopicInfo | None, int]]) -> None:
+        """Open ahead, together, the partitions this broker leads of those a request names: opened off
+        the event loop one at a time, a Produce to thousands of partitions after a crash would wait a
+        round trip to the opening thread for each (serving_partition then finds them open)."""
+        await self.store.open_partitions((info.stream, info.name, index) for info, index in wanted
+                                         if info is not None and self.view.leads((info.stream, info.name, index)))
+
     async def serving_partition(
         self, info: TopicInfo | None, missing: ErrorCode, index: int
     ) -> tuple[storage.Partition | None, ErrorCode]:
@@ -369,6 +376,11 @@ class Cluster:
         """
         if info is not None and 0 <= index < info.partitions and not self.view.knows((info.stream, info.name, index)):
             await self.view.settle([(info.stream, info.name, index)])
+        if info is not None and 0 <= index < info.partitions and self.view.leads((info.stream, info.name, index)):
+            try:  # opened off the event loop: a crash's tail check does not hold other clients
+                await self.store.open_partition(info.stream, info.name, index)
+            except storage.StorageError:
+                pass  # partition_for answers the error the store keeps for it
         found = self.partition_for(info, missing, index)
         if found[1] == ErrorCode.not_leader_or_follower:  # handed here a moment ago? (look_again)
             assert info is not None

@@ -65,6 +65,7 @@ async def _plan(ctx: Request[Reaches], request: Any) -> list[_Wanted]:
     by_id = ctx.version >= TOPIC_IDS_FROM
     authorizer = cluster.authorizer
     plan = []
+    found = []
     for topic in request.topics:
         info = None
         error = ErrorCode.none
@@ -81,6 +82,9 @@ async def _plan(ctx: Request[Reaches], request: Any) -> list[_Wanted]:
                 info, error = None, ErrorCode.topic_authorization_failed  # checked before existence, as Kafka does
             else:
                 info, error = cluster.topic_for(topic.topic)
+        found.append((topic, key, info, error))
+    await cluster.open_partitions((info, part.partition) for topic, _, info, _ in found for part in topic.partitions)
+    for topic, key, info, error in found:
         for part in topic.partitions:
             wanted = _Wanted(key, part.partition, part.fetch_offset, part.partition_max_bytes)
             wanted.partition, wanted.error = await cluster.serving_partition(info, error, part.partition)

@@ -467,6 +467,9 @@ async def handle(ctx: Request[Reaches], request: Any) -> Any:
         results = [(topic.name, [_Outcome(part.index, refusals[topic.name] or ErrorCode.invalid_required_acks)
                                  for part in topic.partition_data]) for topic in request.topic_data]
     else:
+        await ctx.cluster.open_partitions((ctx.cluster.topic_for(topic.name)[0], part.index)
+                                          for topic in request.topic_data if refusals[topic.name] is None
+                                          for part in topic.partition_data)
         results, placed = [], list[_Outcome]()
         for topic in request.topic_data:
             outcomes: list[_Outcome] = []

@@ -72,8 +72,9 @@ class LoadedChain:
 
 class ChainLoader:
     def __init__(self, store: LoadingStore, name: str, topic_id: str, manifest_path: str,
-                 dir_on: Callable[[str], str]) -> None:
+                 dir_on: Callable[[str], str], handles: FileHandles | None = None) -> None:
         self._store = store
+        self._handles = store.handles if handles is None else handles  # a thread's own, when opened off the loop
         self.name = name  # "<stream>:<topic>/<index>", for logs
         self._topic_id = topic_id
         self._manifest_path = manifest_path
@@ -113,7 +114,7 @@ class ChainLoader:
         for rec in manifest["partitionlets"]:
             volume = self._store.volume(rec["volume"])
             p = Partitionlet(
-                self.dir_on(volume.path), volume, rec["base"], self._store.handles, sealed=rec["sealed"],
+                self.dir_on(volume.path), volume, rec["base"], self._handles, sealed=rec["sealed"],
                 next_offset=rec["next"], size=rec["size"], max_ts=rec["max_ts"],
                 max_ts_offset=rec["max_ts_offset"], created_ms=rec["created_ms"],
                 generation=rec.get("generation", 0), clean_to=rec.get("clean_to"),
@@ -159,13 +160,13 @@ class ChainLoader:
             if limit is not None:
                 # A sealed partitionlet ends where the next begins; its CRCs are checked by the
                 # background pass (and by reads before it gets there), not here in the loop.
-                p = Partitionlet(self.dir_on(found.volume.path), found.volume, base, self._store.handles,
+                p = Partitionlet(self.dir_on(found.volume.path), found.volume, base, self._handles,
                                  sealed=True, next_offset=limit, size=found.size, max_ts=-1, max_ts_offset=base,
                                  created_ms=found.mtime_ms)
                 p.learn_max_timestamp()
                 found_epochs = [(p.first_epoch(), base)]
             else:
-                p = Partitionlet(self.dir_on(found.volume.path), found.volume, base, self._store.handles,
+                p = Partitionlet(self.dir_on(found.volume.path), found.volume, base, self._handles,
                                  sealed=False, next_offset=base, size=0, max_ts=-1, max_ts_offset=base,
                                  created_ms=found.mtime_ms)
                 result = p.recover(0, base, truncate=self._store.repair, known_next=known_next)

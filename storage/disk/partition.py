@@ -60,6 +60,7 @@ from ..partition_base import PartitionBase, RecordTimestamps
 from . import layout
 from .chain_load import ChainLoader, LoadedChain, LoadingStore
 from .files import FULL_ERRNOS, fsync_path, new_file, unlink_files, write_atomic
+from .handles import FileHandles
 from .move import move_home
 from .partitionlet import Partitionlet
 from .sync import GroupCommit
@@ -87,7 +88,10 @@ class PartitionStore(LoadingStore, Protocol):
 
 
 class DiskPartition(PartitionBase):
-    def __init__(self, store: PartitionStore, topic: TopicState, index: int) -> None:
+    def __init__(self, store: PartitionStore, topic: TopicState, index: int,
+                 handles: FileHandles | None = None) -> None:
+        """Open the partition (its tail recovered after a crash). `handles`: the descriptors the open
+        reads through, when it runs in a thread (see use_handles); the store's by default."""
         super().__init__(f"{topic.stream.path}:{topic.name}/{index}", store.epoch, store.record_timestamps)
         self._store = store
         self._topic = topic
@@ -105,15 +109,25 @@ class DiskPartition(PartitionBase):
         self._mover: asyncio.Task | None = None
         self._lock = asyncio.Lock()
         self._commit = GroupCommit(self._fsync_active, store.activity.fsynced)
-        self._take_over(ChainLoader(store, self.name, topic.id_hex, self._manifest_path, self.dir_on).load())
+        self._take_over(ChainLoader(store, self.name, topic.id_hex, self._manifest_path, self.dir_on, handles).load())
         if self._epochs and self._epochs[-1][0] >= self._leader_epoch:
             # store.json went back (a stale copy, or rebuilt without this manifest): epochs never go down
             self._leader_epoch = store.raise_epoch(self._epochs[-1][0], self.name)
         self._commit.synced = self._commit.written = self._hw
         if self._note_epoch(self._leader_epoch, self._hw):
             self._manifest_stale = True
-        if self.away_from_home() and store.repair:
-            self._start_moving()  # a move cut short by a restart goes on
+        self.resume_move()
+
+    def resume_move(self) -> None:
+        """Go on with a move cut short by a restart (run on the event loop; an open in a thread cannot)."""
+        if self.away_from_home() and self._store.repair:
+            self._start_moving()
+
+    def use_handles(self, handles: FileHandles) -> None:
+        """Read and write through `handles` from now on (the store's, once an open in a thread is done:
+        only the event loop's thread uses those, so the LRU never closes a descriptor in use)."""
+        for p in self._chain:
+            p.handles = handles
 
     def dir_on(self, volume: str) -> str:
         """The partition's directory on a volume (its files on that volume, if any, are there)."""
