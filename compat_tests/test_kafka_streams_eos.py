@@ -44,6 +44,11 @@ STREAMS_JARS = ("kafka-streams-4.1.0.jar", "kafka-clients-4.1.0.jar", "slf4j-api
                 "lz4-java-1.8.0.jar", "snappy-java-1.1.10.7.jar", "zstd-jni-1.5.6-10.jar")
 WORDS = ("kafka", "stream", "broker", "partition", "offset", "marker", "commit", "abort", "fence", "epoch")
 PARTITIONS = 3
+# A killed instance's tasks move once its session times out: Kafka's default 45 s (classic members' own
+# session.timeout.ms; for a streams group the broker's, which kafkacompat takes from
+# group_consumer_session_timeout_ms) would be most of each test's run; 6 s is the smallest a broker
+# accepts (group.min.session.timeout.ms), and no test here is about the wait itself.
+SESSION_MS = 6000
 
 
 @functools.cache
@@ -65,7 +70,8 @@ def broker() -> Iterator[Broker]:
     # Kafka's own default is 10 s; a killed instance's open transaction is aborted sooner here.
     # Streams groups keep one standby copy of each task (Kafka's group.streams.num.standby.replicas).
     with compat_broker(transaction_abort_timed_out_transaction_cleanup_interval_ms=1000,
-                       group_streams_num_standby_replicas=1) as running:
+                       group_streams_num_standby_replicas=1, group_consumer_session_timeout_ms=SESSION_MS,
+                       group_consumer_heartbeat_interval_ms=SESSION_MS // 6) as running:
         yield running
 
 
@@ -152,6 +158,8 @@ class _WordCount:
         broker.create_topic(self.source, partitions=PARTITIONS)
         broker.create_topic(self.sink, partitions=PARTITIONS)
         self.options = {"app": name, "input": self.source, "output": self.sink, "group_protocol": group_protocol}
+        if group_protocol == "classic":
+            self.options["session_timeout_ms"] = str(SESSION_MS)
         try:  # changelogs are compacted topics; without compaction (an older broker) they may use delete
             broker.create_topic(f"{name}-probe", partitions=1, configs={"cleanup.policy": "compact"})
         except Exception:  # noqa: BLE001 - the broker refused compact
