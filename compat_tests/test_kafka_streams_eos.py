@@ -30,13 +30,12 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from kafkacompat.protocol.messages import make
 
 from kafkacompat.testing import Broker
-from kafkacompat.testing.reference_kafka import run_script
 from tests.wire import Wire, request_class
 
 from .conftest import compat_broker
 from .drivers import ClientUnavailable
 from .drivers.java import JVM_FLAGS, compile_sources
-from .reference import kafka_home
+from .reference import kafka_home, run_tool
 
 pytestmark = pytest.mark.java
 SOURCE = Path(__file__).resolve().parent / "streams" / "WordCountEos.java"
@@ -222,7 +221,7 @@ def _check_described(bootstrap: str, group: str, actives: list[set[str]]) -> Non
     """kafka-groups --list shows the group as type Streams; StreamsGroupDescribe (what Admin.describeStreamsGroups
     and kafka-streams-groups --describe read) shows its two members, each with the active tasks the instance itself
     reports and a standby copy of the other's."""
-    listed = run_script("kafka-groups", "--bootstrap-server", bootstrap, "--list")
+    listed = run_tool("kafka-groups", "--bootstrap-server", bootstrap, "--list")
     assert re.search(rf"^{group}\s+Streams\s+streams\s*$", listed.stdout, re.M), listed.stdout + listed.stderr
     request = make(request_class(89, 0), group_ids=(group,), include_authorized_operations=False)
     with Wire(bootstrap) as wire:
