@@ -30,13 +30,12 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from kafkacompat.protocol.messages import make
 
 from kafkacompat.testing import Broker
-from kafkacompat.testing.reference_kafka import run_script
 from tests.wire import Wire, request_class
 
 from .conftest import compat_broker
 from .drivers import ClientUnavailable
 from .drivers.java import JVM_FLAGS, compile_sources
-from .reference import kafka_home
+from .reference import kafka_home, run_tool
 
 pytestmark = pytest.mark.java
 SOURCE = Path(__file__).resolve().parent / "streams" / "WordCountEos.java"
@@ -44,6 +43,11 @@ STREAMS_JARS = ("kafka-streams-4.1.0.jar", "kafka-clients-4.1.0.jar", "slf4j-api
                 "lz4-java-1.8.0.jar", "snappy-java-1.1.10.7.jar", "zstd-jni-1.5.6-10.jar")
 WORDS = ("kafka", "stream", "broker", "partition", "offset", "marker", "commit", "abort", "fence", "epoch")
 PARTITIONS = 3
+# A killed instance's tasks move once its session times out: Kafka's default 45 s (classic members' own
+# session.timeout.ms; for a streams group the broker's, which kafkacompat takes from
+# group_consumer_session_timeout_ms) would be most of each test's run; 6 s is the smallest a broker
+# accepts (group.min.session.timeout.ms), and no test here is about the wait itself.
+SESSION_MS = 6000
 
 
 @functools.cache
@@ -65,7 +69,8 @@ def broker() -> Iterator[Broker]:
     # Kafka's own default is 10 s; a killed instance's open transaction is aborted sooner here.
     # Streams groups keep one standby copy of each task (Kafka's group.streams.num.standby.replicas).
     with compat_broker(transaction_abort_timed_out_transaction_cleanup_interval_ms=1000,
-                       group_streams_num_standby_replicas=1) as running:
+                       group_streams_num_standby_replicas=1, group_consumer_session_timeout_ms=SESSION_MS,
+                       group_consumer_heartbeat_interval_ms=SESSION_MS // 6) as running:
         yield running
 
 
@@ -152,6 +157,8 @@ class _WordCount:
         broker.create_topic(self.source, partitions=PARTITIONS)
         broker.create_topic(self.sink, partitions=PARTITIONS)
         self.options = {"app": name, "input": self.source, "output": self.sink, "group_protocol": group_protocol}
+        if group_protocol == "classic":
+            self.options["session_timeout_ms"] = str(SESSION_MS)
         try:  # changelogs are compacted topics; without compaction (an older broker) they may use delete
             broker.create_topic(f"{name}-probe", partitions=1, configs={"cleanup.policy": "compact"})
         except Exception:  # noqa: BLE001 - the broker refused compact
@@ -214,7 +221,7 @@ def _check_described(bootstrap: str, group: str, actives: list[set[str]]) -> Non
     """kafka-groups --list shows the group as type Streams; StreamsGroupDescribe (what Admin.describeStreamsGroups
     and kafka-streams-groups --describe read) shows its two members, each with the active tasks the instance itself
     reports and a standby copy of the other's."""
-    listed = run_script("kafka-groups", "--bootstrap-server", bootstrap, "--list")
+    listed = run_tool("kafka-groups", "--bootstrap-server", bootstrap, "--list")
     assert re.search(rf"^{group}\s+Streams\s+streams\s*$", listed.stdout, re.M), listed.stdout + listed.stderr
     request = make(request_class(89, 0), group_ids=(group,), include_authorized_operations=False)
     with Wire(bootstrap) as wire:

@@ -22,11 +22,11 @@ from collections.abc import Iterator
 import pytest
 
 from kafkacompat.testing import Broker
-from kafkacompat.testing.reference_kafka import run_script, script_env
+from kafkacompat.testing.reference_kafka import script_env
 
 from .conftest import compat_broker
 from .drivers.java import program_41, run_program
-from .reference import kafka_home, module_reference_kafka, side_by_side
+from .reference import kafka_home, module_reference_kafka, run_tool, side_by_side
 
 LOCK_MS = 3000  # ShareGroups.java's LOCK_MS
 
@@ -182,7 +182,7 @@ def test_alter_share_group_offsets_reads_again(ours: Broker) -> None:
 
 def _tool(bootstrap: str, *args: str) -> str:
     """kafka-share-groups.sh's output (errors included) with the broker's address masked."""
-    done = run_script("kafka-share-groups", "--bootstrap-server", bootstrap, *args)
+    done = run_tool("kafka-share-groups", "--bootstrap-server", bootstrap, *args)
     lines = [line for line in (done.stdout + done.stderr).splitlines()
              if line.strip() and "SLF4J" not in line and not line.startswith("\tat ")]
     return "\n".join(lines).replace(bootstrap, "BROKER")
@@ -213,7 +213,7 @@ def _tools(bootstrap: str, name: str) -> dict[str, object]:
     run("prepare", bootstrap, topic=name, group=name)
     out: dict[str, object] = {}
     console = ("--bootstrap-server", bootstrap, "--group", name, "--topic", name, "--timeout-ms", "30000")
-    out["consumed"] = run_script("kafka-console-share-consumer", *console, "--max-messages", "2").stdout.split()
+    out["consumed"] = run_tool("kafka-console-share-consumer", *console, "--max-messages", "2").stdout.split()
     live = subprocess.Popen([str(kafka_home() / "bin" / "kafka-console-share-consumer.sh"), *console[:-2]],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=script_env(),
                             start_new_session=True)

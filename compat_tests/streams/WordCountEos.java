@@ -23,7 +23,8 @@ import org.apache.kafka.streams.state.Stores;
  *
  * Usage: WordCountEos BOOTSTRAP key=value... (app, input, output, state_dir,
  * and optionally changelog_policy to override the changelog's cleanup.policy,
- * group_protocol: classic or streams, KIP-1071).
+ * group_protocol: classic or streams, KIP-1071, and session_timeout_ms for the
+ * main consumer of a classic member).
  * Runs until killed; prints RUNNING once the instance processes, then
  * ACTIVE and its active task ids (0_1,1_2,...) whenever they change.
  */
@@ -46,6 +47,11 @@ public final class WordCountEos {
         props.put(StreamsConfig.consumerPrefix("auto.offset.reset"), "earliest");
         if (opts.containsKey("group_protocol")) {
             props.put(StreamsConfig.GROUP_PROTOCOL_CONFIG, opts.get("group_protocol"));
+        }
+        if (opts.containsKey("session_timeout_ms")) {  // classic members: how soon a killed instance's tasks move
+            int session = Integer.parseInt(opts.get("session_timeout_ms"));
+            props.put(StreamsConfig.mainConsumerPrefix("session.timeout.ms"), session);
+            props.put(StreamsConfig.mainConsumerPrefix("heartbeat.interval.ms"), session / 6);
         }
 
         Materialized<String, Long, KeyValueStore<Bytes, byte[]>> store =

@@ -245,6 +245,8 @@ class KafkacompatBroker(_Subprocess):
             "--data-dir", self._run_dir or "memory://",
             "--host", "127.0.0.1", "--port", str(self.port),
             "--advertised-host", "127.0.0.1", "--log-level", "WARNING",
+            # as the Kafka peer is started: a group's first join (the Java consumer tool's) waits for nobody
+            "--group-initial-rebalance-delay-ms", "0",
         ]
 
 
