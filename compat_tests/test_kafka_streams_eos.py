@@ -45,7 +45,7 @@ WORDS = ("kafka", "stream", "broker", "partition", "offset", "marker", "commit",
 PARTITIONS = 3
 # A killed instance's tasks move once its session times out: Kafka's default 45 s (classic members' own
 # session.timeout.ms; for a streams group the broker's, which kafkacompat takes from
-# group_consumer_session_timeout_ms) would be most of each test's run; 6 s is the smallest a broker
+# group_streams_session_timeout_ms) would be most of each test's run; 6 s is the smallest a broker
 # accepts (group.min.session.timeout.ms), and no test here is about the wait itself.
 SESSION_MS = 6000
 
@@ -69,8 +69,8 @@ def broker() -> Iterator[Broker]:
     # Kafka's own default is 10 s; a killed instance's open transaction is aborted sooner here.
     # Streams groups keep one standby copy of each task (Kafka's group.streams.num.standby.replicas).
     with compat_broker(transaction_abort_timed_out_transaction_cleanup_interval_ms=1000,
-                       group_streams_num_standby_replicas=1, group_consumer_session_timeout_ms=SESSION_MS,
-                       group_consumer_heartbeat_interval_ms=SESSION_MS // 6) as running:
+                       group_streams_num_standby_replicas=1, group_streams_session_timeout_ms=SESSION_MS,
+                       group_streams_heartbeat_interval_ms=SESSION_MS // 6) as running:
         yield running
 
 
