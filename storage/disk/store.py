@@ -106,6 +106,7 @@ class DiskStore(NamespaceStore):
         self._offline: dict[tuple[str, int], tuple[str, float]] = {}  # partitions that failed to load
         self.share: WorkerShare | None = None  # set before open by a worker of `serve --workers N` (shared.py)
         self._catalog_seen: dict[str, tuple[int, int, int]] = {}  # a non-controller worker: .topics as last read
+        self._catalog_lock = asyncio.Lock()  # one refresh_catalog at a time
 
     @property
     def root(self) -> str:
@@ -355,7 +356,9 @@ class DiskStore(NamespaceStore):
         found = self._rediscover_topics(stream, directory, catalog.path) if self._writes_catalog else []
         for rec in found:
             live[rec["t"]] = rec
-        if self.repair and (found or catalog.lines > 2 * len(live) + 64):
+        # only the catalog's writer compacts it: a worker's rewrite would leave the controller appending
+        # to the replaced file, and every topic made after it lost
+        if self.repair and self._writes_catalog and (found or catalog.lines > 2 * len(live) + 64):
             catalog.rewrite(list(live.values()))
 
     def _rediscover_topics(self, stream: StreamState, directory: str, catalog_path: str) -> list[dict]:
@@ -568,22 +571,27 @@ class DiskStore(NamespaceStore):
 
     async def refresh_catalog(self) -> int:
         """A non-controller worker: take in the controller's topic changes (created, deleted, resized,
-        reconfigured) from each stream's catalog that grew since last read; returns how many topics changed."""
+        reconfigured) from each stream's catalog that grew since last read; returns how many topics changed.
+
+        Called in the background and before answering Metadata, so a topic the controller created
+        before a request came is known to it. One refresh at a time: two overlapping ones could
+        apply an older read after a newer one and drop a topic for a moment."""
         if self._writes_catalog:
             return 0
-        changed = 0
-        for stream in list(self._streams.values()):
-            catalog = self._topic_logs.get(stream.path)
-            if catalog is None:
-                continue
-            version = await asyncio.to_thread(_file_version, catalog.path)
-            if version == self._catalog_seen.get(stream.path):
-                continue
-            reader = JsonLog(catalog.path)
-            live, _bad = replay_topics(await asyncio.to_thread(reader.load, None, False))
-            self._catalog_seen[stream.path] = version
-            changed += self._apply_catalog(stream, live)
-        return changed
+        async with self._catalog_lock:
+            changed = 0
+            for stream in list(self._streams.values()):
+                catalog = self._topic_logs.get(stream.path)
+                if catalog is None:
+                    continue
+                version = _file_version(catalog.path)  # one stat: cheap enough for every Metadata request
+                if version == self._catalog_seen.get(stream.path):
+                    continue
+                reader = JsonLog(catalog.path)
+                live, _bad = replay_topics(await asyncio.to_thread(reader.load, None, False))
+                self._catalog_seen[stream.path] = version
+                changed += self._apply_catalog(stream, live)
+            return changed
 
     def _apply_catalog(self, stream: StreamState, live: dict[str, dict]) -> int:
         changed = 0
