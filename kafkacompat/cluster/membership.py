@@ -99,6 +99,11 @@ class ClusterView(abc.ABC):
         Metadata answers, instead of LEADER_NOT_AVAILABLE until the next heartbeat)."""
         return None
 
+    async def catch_up(self) -> None:
+        """Take in the topics other brokers committed before now (a request about topics is answered
+        from them: a topic created through another broker a moment ago is known here)."""
+        return None
+
     async def look_again(self, key: PartitionKey) -> None:
         """Read who leads `key` now rather than at the next heartbeat (a request for a partition this
         broker does not lead: it may have been handed here a moment ago)."""

@@ -38,6 +38,7 @@ BROKER_PARTITION_LIMIT = 2000  # Kafka's max.request.partition.size.limit
 async def _wanted(ctx: Request[Reaches], request: Any, slicer: Slicer) -> list[tuple[str, TopicInfo | None, ErrorCode]]:
     cluster = ctx.cluster
     authorizer = cluster.authorizer
+    await cluster.view.catch_up()  # topics created through another broker a moment ago are known
     found: list[tuple[str, TopicInfo | None, ErrorCode]] = []
     info: TopicInfo | None
     if not request.topics:

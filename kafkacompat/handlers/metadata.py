@@ -92,6 +92,7 @@ async def handle(ctx: Request[Reaches], request: Any) -> Any:
         wanted = None
     allow_create = getattr(request, "allow_auto_topic_creation", True)
     entries: list[Any] = []  # a topic entry, or (name, info) of a found topic until leaders are settled
+    await cluster.view.catch_up()  # topics created through another broker a moment ago are known
     authorizer = cluster.authorizer
     slicer = Slicer()
     info: TopicInfo | None

@@ -9,7 +9,8 @@ knows its own, and the others' come from the supervisor's workers.json,
 rewritten with the new epoch before a worker is restarted.
 
 A worker other than 0 reads the topic catalog that worker 0 writes; the
-view's background task takes in its changes every REFRESH_S.
+view's background task takes in its changes every REFRESH_S, and Metadata
+takes them in before it answers (`catch_up`).
 """
 
 from __future__ import annotations
@@ -72,6 +73,11 @@ class WorkerView(ClusterView):
 
     def leads(self, key: PartitionKey) -> bool:
         return self.owner(key) == self.role.index
+
+    async def catch_up(self) -> None:
+        """Worker 0 answered CreateTopics once the catalog held the topic: a Metadata request that came
+        after that answer sees it here too, not UNKNOWN_TOPIC_OR_PARTITION until the next refresh."""
+        await self.store.refresh_catalog()
 
     def _read_epochs(self) -> None:
         epochs = read_epochs(self.data_dir)
