@@ -21,7 +21,9 @@ import logging
 import os
 
 from ..cluster.membership import ClusterView, Member, PartitionKey
+from ..security.client import ClientSecurity
 from ..storage.disk.shared import owner_of
+from .forward import create_at_controller
 from .role import WorkerRole
 
 log = logging.getLogger(__name__)
@@ -49,6 +51,8 @@ class WorkerView(ClusterView):
         self._members = [Member(first + i, me.host, port) for i, port in enumerate(role.ports)]
         self._epochs = [role.epoch] * role.count
         self._task: asyncio.Task | None = None
+        self.controller_host = "127.0.0.1"  # where worker 0 is reached: its bind host unless that is a wildcard
+        self.security = ClientSecurity()  # how: --replication-client-config's TLS and login, when set
 
     async def start(self) -> None:
         self._read_epochs()
@@ -78,6 +82,12 @@ class WorkerView(ClusterView):
         """Worker 0 answered CreateTopics once the catalog held the topic: a Metadata request that came
         after that answer sees it here too, not UNKNOWN_TOPIC_OR_PARTITION until the next refresh."""
         await self.store.refresh_catalog()
+
+    async def create_at_controller(self, name: str, partitions: int) -> None:
+        """Have worker 0 create topic `name` (auto-creation a client asked of this worker), then take it
+        in; ForwardError when worker 0 cannot be reached or refuses."""
+        await create_at_controller(self.controller_host, self.role.ports[0], name, partitions, self.security)
+        await self.catch_up()
 
     def _read_epochs(self) -> None:
         epochs = read_epochs(self.data_dir)

@@ -209,11 +209,11 @@ def test_classic_groups_are_coordinated_by_the_owning_worker(workers: Workers) -
         sorted(f"m{i}".encode() for i in range(40, 44))
 
 
-def asked_at(port: int, topic: str) -> tuple[int, int]:
+def asked_at(port: int, topic: str, create: bool = False) -> tuple[int, int]:
     """(error code, partition count) that the worker at `port` itself answers for `topic` (a stock
     client sends Metadata to whichever broker it likes, so the request goes over the wire here)."""
     request = make(meta_v12.MetadataRequest, topics=(make(meta_v12.MetadataRequestTopic, name=topic, topic_id=None),),
-                   allow_auto_topic_creation=False, include_topic_authorized_operations=False)
+                   allow_auto_topic_creation=create, include_topic_authorized_operations=False)
     with Wire(f"127.0.0.1:{port}") as wire:
         answer = wire.request(3, 12, request)
     return answer.topics[0].error_code, len(answer.topics[0].partitions)
@@ -233,6 +233,22 @@ def test_topics_changed_through_worker_0_are_known_at_once_to_worker_1(workers: 
     assert asked_at(workers.ports[1], "at-once-0") == (ErrorCode.none, 6)
     controller.delete_topics(["at-once-1"])["at-once-1"].result(30)
     assert asked_at(workers.ports[1], "at-once-1") == (ErrorCode.unknown_topic_or_partition, 0)
+
+
+@pytest.mark.slow
+def test_a_topic_auto_created_through_worker_1_is_made_by_worker_0(workers: Workers) -> None:
+    # worker 1 does not write the catalog: it has worker 0 create the topic, as a Kafka broker
+    # forwards auto-creation to its controller (it answered UNKNOWN_TOPIC_OR_PARTITION, and a
+    # producer that reached only worker 1 waited for a topic nobody made)
+    assert asked_at(workers.ports[1], "made-on-use", create=True) == (ErrorCode.none, 1)
+    assert asked_at(workers.ports[0], "made-on-use") == (ErrorCode.none, 1)
+
+    producer = Producer({"bootstrap.servers": f"127.0.0.1:{workers.ports[1]}"})
+    for i in range(10):
+        producer.produce("first-use", f"m{i}".encode())
+    assert producer.flush(30) == 0
+    got = consume_all(f"127.0.0.1:{workers.ports[1]}", "first-use", 1, 10, timeout=60)
+    assert sorted(m.value() for m in got) == sorted(f"m{i}".encode() for i in range(10))
 
 
 @pytest.mark.slow
