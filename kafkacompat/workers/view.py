@@ -19,11 +19,12 @@ import asyncio
 import json
 import logging
 import os
+from typing import Any
 
 from ..cluster.membership import ClusterView, Member, PartitionKey
 from ..security.client import ClientSecurity
 from ..storage.disk.shared import owner_of
-from .forward import create_at_controller
+from .forward import ForwardError, create_at_controller, forward
 from .role import WorkerRole
 
 log = logging.getLogger(__name__)
@@ -88,6 +89,17 @@ class WorkerView(ClusterView):
         in; ForwardError when worker 0 cannot be reached or refuses."""
         await create_at_controller(self.controller_host, self.role.ports[0], name, partitions, self.security)
         await self.catch_up()
+
+    async def forward_to_controller(self, api_key: int, version: int, request: Any) -> Any | None:
+        if self.role.index == 0:
+            return None
+        try:
+            answer = await forward(self.controller_host, self.role.ports[0], api_key, version, request, self.security)
+        except ForwardError as exc:
+            log.warning("worker %d: cannot forward a request (API %d) to worker 0: %s", self.role.index, api_key, exc)
+            return None
+        await self.catch_up()
+        return answer
 
     def _read_epochs(self) -> None:
         epochs = read_epochs(self.data_dir)

@@ -12,10 +12,11 @@ import sys
 import time
 from pathlib import Path
 
+import kio.schema.incremental_alter_configs.v1.request as alter_v1
 import kio.schema.metadata.v12.request as meta_v12
 import pytest
 from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
+from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, NewTopic
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafkacompat.protocol.messages import make
 from kio.schema.errors import ErrorCode
@@ -249,6 +250,23 @@ def test_a_topic_auto_created_through_worker_1_is_made_by_worker_0(workers: Work
     assert producer.flush(30) == 0
     got = consume_all(f"127.0.0.1:{workers.ports[1]}", "first-use", 1, 10, timeout=60)
     assert sorted(m.value() for m in got) == sorted(f"m{i}".encode() for i in range(10))
+
+
+@pytest.mark.slow
+def test_topic_configs_changed_through_worker_1_are_made_by_worker_0(workers: Workers) -> None:
+    # Java's admin client sends config changes to any broker; worker 1 refused them
+    # (KAFKA_STORAGE_ERROR: only worker 0 writes the catalog), now it forwards them to worker 0
+    create_topic(workers.bootstrap, "configured", 2)
+    change = make(alter_v1.AlterConfigsResource, resource_type=2, resource_name="configured", configs=(
+        make(alter_v1.AlterableConfig, name="retention.ms", config_operation=0, value="123456"),))
+    with Wire(f"127.0.0.1:{workers.ports[1]}") as wire:
+        answer = wire.request(44, 1, make(alter_v1.IncrementalAlterConfigsRequest, resources=(change,),
+                                          validate_only=False))
+    assert [(r.error_code, r.resource_name) for r in answer.responses] == [(ErrorCode.none, "configured")]
+    for port in workers.ports:  # both workers serve the topic with the new value at once
+        admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{port}"})
+        resource = ConfigResource(ConfigResource.Type.TOPIC, "configured")
+        assert admin.describe_configs([resource])[resource].result(30)["retention.ms"].value == "123456"
 
 
 @pytest.mark.slow
