@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import abc
 import dataclasses
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -99,9 +99,10 @@ class ClusterView(abc.ABC):
         Metadata answers, instead of LEADER_NOT_AVAILABLE until the next heartbeat)."""
         return None
 
-    async def catch_up(self) -> None:
-        """Take in the topics other brokers committed before now (a request about topics is answered
-        from them: a topic created through another broker a moment ago is known here)."""
+    async def catch_up(self, streams: Sequence[str] = ()) -> None:
+        """Take in the topics other brokers committed before now, and `streams` if they were created
+        since (a request about topics is answered from them: a topic created through another broker
+        a moment ago is known here)."""
         return None
 
     async def forward_to_controller(self, api_key: int, version: int, request: Any) -> Any | None:

@@ -19,6 +19,7 @@ import asyncio
 import json
 import logging
 import os
+from collections.abc import Sequence
 from typing import Any
 
 from ..cluster.membership import ClusterView, Member, PartitionKey
@@ -79,9 +80,12 @@ class WorkerView(ClusterView):
     def leads(self, key: PartitionKey) -> bool:
         return self.owner(key) == self.role.index
 
-    async def catch_up(self) -> None:
-        """Worker 0 answered CreateTopics once the catalog held the topic: a Metadata request that came
-        after that answer sees it here too, not UNKNOWN_TOPIC_OR_PARTITION until the next refresh."""
+    async def catch_up(self, streams: Sequence[str] = ()) -> None:
+        """Worker 0 answered CreateTopics (or created the stream) once the catalog held it: a Metadata
+        request that came after that answer sees it here too, not UNKNOWN_TOPIC_OR_PARTITION until
+        the next refresh (or, for a stream, a restart)."""
+        if streams:
+            await self.store.refresh_streams(streams)
         await self.store.refresh_catalog()
 
     async def create_at_controller(self, name: str, partitions: int) -> None:

@@ -317,22 +317,25 @@ class DiskStore(NamespaceStore):
 
     def _load_streams(self) -> None:
         for path, directory in find_streams(self.root):
-            stream_file = os.path.join(directory, layout.STREAM_FILE)
-            meta, problem = read_stream_file(stream_file, _policy_from_json)
-            if problem is not None:
-                # ttl 0: a repair must not start deleting what the lost policy may have kept forever
-                meta = {"policy": _policy_to_json(StreamPolicy(ttl_seconds=0)), "created_ms": now_ms()}
-                self.report(stream_file, problem, "rebuild it with the default stream policy but ttl 0, keeping "
-                            f"every message (the damaged copy is kept as {layout.STREAM_FILE}.damaged)")
-                if self.repair and self._writes_catalog:
-                    if os.path.exists(stream_file):
-                        os.replace(stream_file, stream_file + ".damaged")
-                    write_atomic(stream_file, json.dumps(meta).encode(), on_full=self.volumes[0].release_ballast)
-            stream = StreamState(path, _policy_from_json(meta["policy"]), meta["created_ms"])
-            self._add_loaded_stream(stream)
-            self._load_topics(stream, directory)
-            self._load_cursors(stream, directory)
-            self._load_state_tables(stream, directory)
+            self._load_stream(path, directory)
+
+    def _load_stream(self, path: str, directory: str) -> None:
+        stream_file = os.path.join(directory, layout.STREAM_FILE)
+        meta, problem = read_stream_file(stream_file, _policy_from_json)
+        if problem is not None:
+            # ttl 0: a repair must not start deleting what the lost policy may have kept forever
+            meta = {"policy": _policy_to_json(StreamPolicy(ttl_seconds=0)), "created_ms": now_ms()}
+            self.report(stream_file, problem, "rebuild it with the default stream policy but ttl 0, keeping "
+                        f"every message (the damaged copy is kept as {layout.STREAM_FILE}.damaged)")
+            if self.repair and self._writes_catalog:
+                if os.path.exists(stream_file):
+                    os.replace(stream_file, stream_file + ".damaged")
+                write_atomic(stream_file, json.dumps(meta).encode(), on_full=self.volumes[0].release_ballast)
+        stream = StreamState(path, _policy_from_json(meta["policy"]), meta["created_ms"])
+        self._add_loaded_stream(stream)
+        self._load_topics(stream, directory)
+        self._load_cursors(stream, directory)
+        self._load_state_tables(stream, directory)
 
     def _json_log(self, directory: str, name: str) -> JsonLog:
         if name == layout.CURSORS_FILE:
@@ -592,6 +595,20 @@ class DiskStore(NamespaceStore):
                 self._catalog_seen[stream.path] = version
                 changed += self._apply_catalog(stream, live)
             return changed
+
+    async def refresh_streams(self, paths: Sequence[str]) -> None:
+        """A non-controller worker: take in the streams of `paths` that the controller created since
+        this worker opened the store (each is looked for only when asked about)."""
+        if self._writes_catalog:
+            return
+        async with self._catalog_lock:
+            for path in paths:
+                directory = layout.stream_dir(self.root, path)
+                if path in self._streams or not os.path.exists(os.path.join(directory, layout.STREAM_FILE)):
+                    continue
+                version = _file_version(os.path.join(directory, layout.TOPICS_FILE))  # before reading it
+                await asyncio.to_thread(self._load_stream, path, directory)
+                self._catalog_seen[path] = version
 
     def _apply_catalog(self, stream: StreamState, live: dict[str, dict]) -> int:
         changed = 0

@@ -270,6 +270,24 @@ def test_topic_configs_changed_through_worker_1_are_made_by_worker_0(workers: Wo
 
 
 @pytest.mark.slow
+def test_a_stream_created_after_the_start_is_known_to_every_worker(workers: Workers) -> None:
+    # worker 1 loaded the streams it found at its start and knew no later one until a restart
+    subprocess.run([sys.executable, "-m", "kafkacompat", "stream", "create", "/apps/late", "--bootstrap-server",
+                    f"127.0.0.1:{workers.ports[0]}"], check=True, capture_output=True, timeout=60, cwd=ROOT)
+    name = "/apps/late:readings"
+    controller = AdminClient({"bootstrap.servers": f"127.0.0.1:{workers.ports[0]}"})
+    controller.create_topics([NewTopic(name, 2, 1)])[name].result(30)
+    assert asked_at(workers.ports[1], name) == (ErrorCode.none, 2)
+
+    producer = Producer({"bootstrap.servers": f"127.0.0.1:{workers.ports[1]}"})
+    for i in range(10):
+        producer.produce(name, f"r{i}".encode(), partition=i % 2)
+    assert producer.flush(30) == 0
+    got = consume_all(f"127.0.0.1:{workers.ports[1]}", name, 2, 10, timeout=60)
+    assert sorted(m.value() for m in got) == sorted(f"r{i}".encode() for i in range(10))
+
+
+@pytest.mark.slow
 def test_a_worker_restarted_after_topic_churn_leaves_the_catalog_to_worker_0(workers: Workers, tmp_path: Path) -> None:
     # 70 catalog lines for no live topic: a store opening it compacts it. A restarted worker 1 did,
     # and worker 0 went on appending to the file it replaced: topics made after were lost.
