@@ -4,11 +4,18 @@ One in-memory broker serves the whole session; scenarios that restart a
 broker or need a namespace of their own start their own. Scenarios marked
 `on_cluster` also run against three `kafkacompat serve` processes forming
 one cluster on PostgreSQL + S3 (moto), started once per session when the
-first of them runs: the `target` parameter says which (targets.py).
+first of them runs: the `target` parameter says which (targets.py). With
+`--on-workers` they also run against `kafkacompat serve --workers 2`.
 """
 
 from __future__ import annotations
 
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,7 +32,7 @@ from kafkacompat.testing.spark import spark  # noqa: E402, F401 - the run's one 
 from . import matrix  # noqa: E402
 from .drivers import CLIENTS, ClientUnavailable, Driver, NotApplicable, build
 from .reference import KafkaTools, ReferenceKafka, Side, kafka_tools, reference_kafka  # noqa: F401 - fixtures for every compat test
-from .targets import CLUSTER_CLIENTS, ClusterTarget, InProcessTarget, Target
+from .targets import CLUSTER_CLIENTS, ClusterTarget, InProcessTarget, Target, WorkerPorts, WorkersTarget
 
 STREAM = "/apps/iot/oilpump_metrics"
 _HERE = Path(__file__).parent
@@ -33,6 +40,9 @@ _HERE = Path(__file__).parent
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     matrix.add_option(parser)
+    parser.addoption("--on-workers", action="store_true", default=False,
+                     help="also run the on_cluster scenarios against `kafkacompat serve --workers 2` "
+                          "(not in the matrix)")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -44,16 +54,20 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     config.addinivalue_line("markers", "on_cluster: the scenario also runs against a three-broker cluster")
     config.addinivalue_line("markers", "cluster: a scenario's run against the three-broker cluster")
+    config.addinivalue_line("markers", "workers: a scenario's run against `serve --workers 2` (--on-workers)")
     config.pluginmanager.register(matrix.MatrixRecorder(config), "compat-matrix")
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """Scenarios marked on_cluster run once per target; the others on the in-process broker only."""
     if "target" in metafunc.fixturenames and metafunc.definition.get_closest_marker("on_cluster"):
-        metafunc.parametrize("target", [
+        targets = [
             pytest.param("broker", id="broker"),
             pytest.param("cluster", id="cluster", marks=pytest.mark.cluster),
-        ], indirect=True)
+        ]
+        if metafunc.config.getoption("on_workers"):
+            targets.append(pytest.param("workers", id="workers", marks=pytest.mark.workers))
+        metafunc.parametrize("target", targets, indirect=True)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -78,7 +92,7 @@ def _runs_on_the_cluster(item: pytest.Item) -> bool:
     """Whether `item` is a cluster run of a client family outside CLUSTER_CLIENTS (not collected)."""
     client = getattr(getattr(item, "callspec", None), "params", {}).get("client_name")
     return (client is not None and client not in CLUSTER_CLIENTS
-            and item.get_closest_marker("cluster") is not None)
+            and (item.get_closest_marker("cluster") or item.get_closest_marker("workers")) is not None)
 
 
 def client_params() -> list[object]:
@@ -113,11 +127,43 @@ def cluster() -> Iterator[BrokerCluster]:
         yield running
 
 
+@pytest.fixture(scope="session")
+def workers() -> Iterator[WorkerPorts]:
+    """`kafkacompat serve --workers 2` over a disk store of its own, for the whole session."""
+    with tempfile.TemporaryDirectory() as folder:
+        log_path = Path(folder) / "serve.log"
+        with open(log_path, "wb") as log:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "kafkacompat", "serve", "--data-dir", str(Path(folder) / "data"),
+                 "--host", "127.0.0.1", "--port", "0", "--workers", "2", "--group-initial-rebalance-delay-ms", "0"],
+                stdout=log, stderr=subprocess.STDOUT, cwd=_HERE.parent)
+        try:
+            yield WorkerPorts(_serving_ports(proc, log_path))
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(60) == 0, log_path.read_text()
+
+
+def _serving_ports(proc: subprocess.Popen, log_path: Path) -> list[int]:
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:
+        found = re.search(r"workers serving on ports ([\d, ]+)", log_path.read_text())
+        if found:
+            return [int(port) for port in found.group(1).split(",")]
+        time.sleep(0.1)
+    proc.kill()
+    raise AssertionError(f"serve --workers 2 did not start:\n{log_path.read_text()}")
+
+
 @pytest.fixture
 def target(request: pytest.FixtureRequest) -> Target:
-    """The broker side of a scenario: the session's in-process broker unless parametrized "cluster"."""
-    if getattr(request, "param", "broker") == "cluster":
+    """The broker side of a scenario: the session's in-process broker unless parametrized "cluster"
+    or "workers"."""
+    kind = getattr(request, "param", "broker")
+    if kind == "cluster":
         return ClusterTarget(request.getfixturevalue("cluster"))
+    if kind == "workers":
+        return WorkersTarget(request.getfixturevalue("workers"))
     return InProcessTarget(request.getfixturevalue("broker"))
 
 

@@ -49,7 +49,7 @@ def cell_of(item: pytest.Item) -> tuple[str, str] | None:
     if HERE not in path.parents:
         return None
     client = next((m.name for m in item.iter_markers() if m.name in COLUMNS), None)
-    if client is None:
+    if client is None or item.get_closest_marker("workers") is not None:  # --on-workers runs: no cells
         return None
     scenario = getattr(item, "originalname", item.name).removeprefix("test_")
     callspec = getattr(item, "callspec", None)

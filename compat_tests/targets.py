@@ -9,7 +9,9 @@ and setting up a topic as an operator would go through the target:
   S3 store, kafkacompat/testing/cluster.py) has its store in other
   processes, so it answers through the Kafka API: Metadata from every
   broker, CreateTopics, and Fetch from the partition's leader, which hands
-  out the batches exactly as stored (producer ids, sequences, codec).
+  out the batches exactly as stored (producer ids, sequences, codec);
+- `WorkersTarget` (`kafkacompat serve --workers 2` over one disk store, run
+  with `--on-workers`) answers the same way through its worker processes.
 """
 
 from __future__ import annotations
@@ -182,3 +184,28 @@ def fetched_batch_headers(wire: Wire, topic: str, partition: int) -> list[BatchH
         batch = [header for _, header in split_batches(answer.records)]
         headers += batch
         offset = batch[-1].base_offset + batch[-1].last_offset_delta + 1
+
+
+class WorkerPorts:
+    """The brokers of a `serve --workers N` process as a ClusterTarget reaches them: node ids 1..N."""
+
+    def __init__(self, ports: list[int]) -> None:
+        self.brokers = [_Address(f"127.0.0.1:{port}") for port in ports]
+
+    def broker(self, node_id: int) -> "_Address":
+        return self.brokers[node_id - 1]
+
+
+class _Address:
+    def __init__(self, bootstrap: str) -> None:
+        self.bootstrap = bootstrap
+
+
+class WorkersTarget(ClusterTarget):
+    """`serve --workers 2`: clients bootstrap from worker 1, so worker 0's partitions and every
+    group's coordinator (worker 0) are reached by following Metadata and FindCoordinator."""
+
+    name = "workers"
+
+    def __init__(self, workers: WorkerPorts) -> None:
+        self.cluster = workers  # type: ignore[assignment]

@@ -23,6 +23,7 @@ from ..config import BrokerConfig
 from ..groups import GroupCoordinator
 from ..shares.manager import ShareService
 from ..transactions import TransactionCoordinator
+from ..workers.forward import ForwardError
 from ..workers.role import WorkerRole
 from ..workers.view import WorkerView
 from .features import FeatureLevels
@@ -31,6 +32,7 @@ from .request_stats import RequestStats
 if TYPE_CHECKING:
     from ..replication.engine import ReplicationService
 from ..security.authorizer import Authorizer
+from ..security.client import load_command_config
 from ..security.credentials import Credentials
 from ..security.delegation_tokens import DelegationTokens
 from ..security.oauthbearer import BearerValidator
@@ -118,7 +120,12 @@ class Cluster:
             return open_cluster_view(config, me, self._partition_keys)
         role = WorkerRole.parse(config.worker_of)
         self.producers.spread(role.index, role.count)  # no two workers hand out one producer id
-        return WorkerView(me, role, store, os.path.abspath(config.store_url))
+        view = WorkerView(me, role, store, os.path.abspath(config.store_url))
+        if config.host not in ("", "0.0.0.0", "::"):
+            view.controller_host = config.host
+        if config.replication_client_config:
+            view.security = load_command_config(config.replication_client_config, "replication_client_config")
+        return view
 
     def _coordinates_all(self) -> bool:
         """Whether this broker coordinates every group and transactional id: alone, or worker 0 of
@@ -438,6 +445,22 @@ class Cluster:
     def by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
         return self.store.get_topic_by_id(topic_id)
 
+    async def _created_by_worker_0(self, name: str, stream: str, topic: str, partitions: int) -> TopicInfo:
+        """Auto-creation on a worker other than 0: worker 0 writes the catalog, so it creates the topic
+        (as a Kafka broker forwards auto-creation to its controller); LEADER_NOT_AVAILABLE, which
+        clients retry, if it cannot be asked."""
+        assert isinstance(self.view, WorkerView)
+        try:
+            await self.view.create_at_controller(name, partitions)
+        except ForwardError as exc:
+            log.warning("cannot auto-create topic %s: %s", name, exc)
+            raise TopicError(ErrorCode.leader_not_available, str(exc)) from None
+        created = self.store.get_topic(stream, topic)
+        if created is None:  # deleted again at once
+            raise TopicError(ErrorCode.unknown_topic_or_partition, f"topic {name} does not exist")
+        log.info("auto-created topic %s with %d partition(s) through worker 0", name, created.partitions)
+        return created
+
     async def auto_create(self, name: str) -> TopicInfo:
         """Create a topic on first use, as the stream's autocreate policy allows."""
         stream, topic = self.split(name)
@@ -457,6 +480,8 @@ class Cluster:
                 ErrorCode.unknown_topic_or_partition,
                 f"topic {name} does not exist and stream {stream} does not auto-create topics",
             )
+        if isinstance(self.view, WorkerView) and self.view.role.index > 0:
+            return await self._created_by_worker_0(name, stream, topic, info.policy.default_partitions)
         try:
             created = await self.store.create_topic(stream, topic, info.policy.default_partitions)
         except storage.TopicExistsError:

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import abc
 import dataclasses
-from collections.abc import Awaitable, Callable, Iterable
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ..config import BrokerConfig
@@ -97,6 +97,18 @@ class ClusterView(abc.ABC):
     async def settle(self, keys: Iterable[PartitionKey]) -> None:
         """Return once every key has a leader row (a topic just created gets its leaders before
         Metadata answers, instead of LEADER_NOT_AVAILABLE until the next heartbeat)."""
+        return None
+
+    async def catch_up(self, streams: Sequence[str] = ()) -> None:
+        """Take in the topics other brokers committed before now, and `streams` if they were created
+        since (a request about topics is answered from them: a topic created through another broker
+        a moment ago is known here)."""
+        return None
+
+    async def forward_to_controller(self, api_key: int, version: int, request: Any) -> Any | None:
+        """The controller's answer to a catalog change this broker cannot make itself (a worker other
+        than 0 of `serve --workers N`), with the change taken in here; None where this broker makes
+        it, or when the controller cannot be reached (the request is then refused here)."""
         return None
 
     async def look_again(self, key: PartitionKey) -> None:

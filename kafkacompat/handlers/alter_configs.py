@@ -6,7 +6,7 @@ from typing import Any
 
 from ..services import Request
 from .common import NO_THROTTLE, make, schema_of
-from .config_changes import ConfigChanges, apply_configs
+from .config_changes import ConfigChanges, apply_configs, forwarded
 from .registry import Api, changes
 
 # AlterConfigs v0-2
@@ -14,6 +14,9 @@ API = Api(33, (0, 2), changes(("resources",), "responses"))
 
 
 async def handle(ctx: Request[ConfigChanges], request: Any) -> Any:
+    answer = await forwarded(ctx, request)
+    if answer is not None:
+        return answer
     m = schema_of(ctx)
     responses = []
     for resource in request.resources:

@@ -150,6 +150,7 @@ async def handle(ctx: Request[Reaches], request: Any) -> Any:
     cluster = ctx.cluster
     left = max(1, min(request.response_partition_limit, BROKER_PARTITION_LIMIT))
     cursor = request.cursor
+    await cluster.view.catch_up()  # topics created through another broker a moment ago are known
     wanted = await _all_from(ctx, cursor, left, Slicer()) if not request.topics else _named(ctx, request)
     page, next_cursor = _page(m, wanted, cursor, left)
     await cluster.settle([info for _, info, _, _, _ in page if info is not None])  # this page's, not all wanted

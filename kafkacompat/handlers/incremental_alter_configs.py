@@ -13,7 +13,7 @@ from typing import Any
 from ..catalog.topic_configs import topic_config_value
 from ..services import Request
 from .common import NO_THROTTLE, make, schema_of
-from .config_changes import TOPIC, ConfigChanges, apply_configs
+from .config_changes import TOPIC, ConfigChanges, apply_configs, forwarded
 from .registry import Api, changes
 
 # IncrementalAlterConfigs v0-1
@@ -53,6 +53,9 @@ def _changed(old: dict[str, str], configs: Any, inherited: Callable[[str], str])
 
 
 async def handle(ctx: Request[ConfigChanges], request: Any) -> Any:
+    answer = await forwarded(ctx, request)
+    if answer is not None:
+        return answer
     m = schema_of(ctx)
     responses = []
     for resource in request.resources:

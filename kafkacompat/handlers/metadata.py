@@ -81,6 +81,18 @@ def _error_entry(m: Any, name: str | None, code: ErrorCode, topic_id: Any = None
     )
 
 
+def _streams_named(ctx: Request[Reaches], wanted: Any) -> list[str]:
+    """The streams of the topics asked for by name."""
+    streams = set()
+    for topic in wanted or ():
+        if topic.name:
+            try:
+                streams.add(ctx.cluster.split(topic.name)[0])
+            except TopicError:
+                continue  # answered INVALID_TOPIC_EXCEPTION below
+    return sorted(streams)
+
+
 async def handle(ctx: Request[Reaches], request: Any) -> Any:
     m = schema_of(ctx)
     cluster = ctx.cluster
@@ -92,6 +104,7 @@ async def handle(ctx: Request[Reaches], request: Any) -> Any:
         wanted = None
     allow_create = getattr(request, "allow_auto_topic_creation", True)
     entries: list[Any] = []  # a topic entry, or (name, info) of a found topic until leaders are settled
+    await cluster.view.catch_up(_streams_named(ctx, wanted))  # made through another broker a moment ago: known
     authorizer = cluster.authorizer
     slicer = Slicer()
     info: TopicInfo | None

@@ -61,9 +61,8 @@ def worker_count(value: str) -> int:
 
 
 def worker_config(config: BrokerConfig) -> tuple[BrokerConfig, WorkerRole]:
-    """The settings worker `config.worker_of` runs with: its own port and node id; HTTP on worker 0 alone;
-    topics made on first use only by worker 0, the one that writes the catalog (the others' clients
-    retry their Metadata until worker 0 has made it)."""
+    """The settings worker `config.worker_of` runs with: its own port and node id; HTTP on worker 0 alone
+    (topics another worker is asked to make on first use are made by worker 0: broker/cluster.py)."""
     assert config.worker_of is not None
     role = WorkerRole.parse(config.worker_of)
     if config.store_url.startswith(("memory:", "postgresql:", "postgres:")):
@@ -72,7 +71,7 @@ def worker_config(config: BrokerConfig) -> tuple[BrokerConfig, WorkerRole]:
         raise WorkersError("--workers gives each worker one port (--port + INDEX); --listeners is not supported with it")
     changes: dict = {"port": role.ports[role.index], "node_id": config.node_id + role.index, "advertised_port": None}
     if role.index > 0:
-        changes.update(http_port=None, auto_create_topics=False)
+        changes.update(http_port=None)
     return dataclasses.replace(config, **changes), role
 
 

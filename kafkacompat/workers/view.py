@@ -9,7 +9,8 @@ knows its own, and the others' come from the supervisor's workers.json,
 rewritten with the new epoch before a worker is restarted.
 
 A worker other than 0 reads the topic catalog that worker 0 writes; the
-view's background task takes in its changes every REFRESH_S.
+view's background task takes in its changes every REFRESH_S, and Metadata
+takes them in before it answers (`catch_up`).
 """
 
 from __future__ import annotations
@@ -18,9 +19,13 @@ import asyncio
 import json
 import logging
 import os
+from collections.abc import Sequence
+from typing import Any
 
 from ..cluster.membership import ClusterView, Member, PartitionKey
+from ..security.client import ClientSecurity
 from ..storage.disk.shared import owner_of
+from .forward import ForwardError, create_at_controller, forward
 from .role import WorkerRole
 
 log = logging.getLogger(__name__)
@@ -48,6 +53,8 @@ class WorkerView(ClusterView):
         self._members = [Member(first + i, me.host, port) for i, port in enumerate(role.ports)]
         self._epochs = [role.epoch] * role.count
         self._task: asyncio.Task | None = None
+        self.controller_host = "127.0.0.1"  # where worker 0 is reached: its bind host unless that is a wildcard
+        self.security = ClientSecurity()  # how: --replication-client-config's TLS and login, when set
 
     async def start(self) -> None:
         self._read_epochs()
@@ -72,6 +79,31 @@ class WorkerView(ClusterView):
 
     def leads(self, key: PartitionKey) -> bool:
         return self.owner(key) == self.role.index
+
+    async def catch_up(self, streams: Sequence[str] = ()) -> None:
+        """Worker 0 answered CreateTopics (or created the stream) once the catalog held it: a Metadata
+        request that came after that answer sees it here too, not UNKNOWN_TOPIC_OR_PARTITION until
+        the next refresh (or, for a stream, a restart)."""
+        if streams:
+            await self.store.refresh_streams(streams)
+        await self.store.refresh_catalog()
+
+    async def create_at_controller(self, name: str, partitions: int) -> None:
+        """Have worker 0 create topic `name` (auto-creation a client asked of this worker), then take it
+        in; ForwardError when worker 0 cannot be reached or refuses."""
+        await create_at_controller(self.controller_host, self.role.ports[0], name, partitions, self.security)
+        await self.catch_up()
+
+    async def forward_to_controller(self, api_key: int, version: int, request: Any) -> Any | None:
+        if self.role.index == 0:
+            return None
+        try:
+            answer = await forward(self.controller_host, self.role.ports[0], api_key, version, request, self.security)
+        except ForwardError as exc:
+            log.warning("worker %d: cannot forward a request (API %d) to worker 0: %s", self.role.index, api_key, exc)
+            return None
+        await self.catch_up()
+        return answer
 
     def _read_epochs(self) -> None:
         epochs = read_epochs(self.data_dir)

@@ -119,6 +119,7 @@ class DiskStore(NamespaceStore):
         self._opener: ThreadPoolExecutor | None = None
         self.share: WorkerShare | None = None  # set before open by a worker of `serve --workers N` (shared.py)
         self._catalog_seen: dict[str, tuple[int, int, int]] = {}  # a non-controller worker: .topics as last read
+        self._catalog_lock = asyncio.Lock()  # one refresh_catalog at a time
 
     @property
     def root(self) -> str:
@@ -343,22 +344,25 @@ class DiskStore(NamespaceStore):
 
     def _load_streams(self) -> None:
         for path, directory in find_streams(self.root):
-            stream_file = os.path.join(directory, layout.STREAM_FILE)
-            meta, problem = read_stream_file(stream_file, _policy_from_json)
-            if problem is not None:
-                # ttl 0: a repair must not start deleting what the lost policy may have kept forever
-                meta = {"policy": _policy_to_json(StreamPolicy(ttl_seconds=0)), "created_ms": now_ms()}
-                self.report(stream_file, problem, "rebuild it with the default stream policy but ttl 0, keeping "
-                            f"every message (the damaged copy is kept as {layout.STREAM_FILE}.damaged)")
-                if self.repair and self._writes_catalog:
-                    if os.path.exists(stream_file):
-                        os.replace(stream_file, stream_file + ".damaged")
-                    write_atomic(stream_file, json.dumps(meta).encode(), on_full=self.volumes[0].release_ballast)
-            stream = StreamState(path, _policy_from_json(meta["policy"]), meta["created_ms"])
-            self._add_loaded_stream(stream)
-            self._load_topics(stream, directory)
-            self._load_cursors(stream, directory)
-            self._load_state_tables(stream, directory)
+            self._load_stream(path, directory)
+
+    def _load_stream(self, path: str, directory: str) -> None:
+        stream_file = os.path.join(directory, layout.STREAM_FILE)
+        meta, problem = read_stream_file(stream_file, _policy_from_json)
+        if problem is not None:
+            # ttl 0: a repair must not start deleting what the lost policy may have kept forever
+            meta = {"policy": _policy_to_json(StreamPolicy(ttl_seconds=0)), "created_ms": now_ms()}
+            self.report(stream_file, problem, "rebuild it with the default stream policy but ttl 0, keeping "
+                        f"every message (the damaged copy is kept as {layout.STREAM_FILE}.damaged)")
+            if self.repair and self._writes_catalog:
+                if os.path.exists(stream_file):
+                    os.replace(stream_file, stream_file + ".damaged")
+                write_atomic(stream_file, json.dumps(meta).encode(), on_full=self.volumes[0].release_ballast)
+        stream = StreamState(path, _policy_from_json(meta["policy"]), meta["created_ms"])
+        self._add_loaded_stream(stream)
+        self._load_topics(stream, directory)
+        self._load_cursors(stream, directory)
+        self._load_state_tables(stream, directory)
 
     def _json_log(self, directory: str, name: str) -> JsonLog:
         if name == layout.CURSORS_FILE:
@@ -382,7 +386,9 @@ class DiskStore(NamespaceStore):
         found = self._rediscover_topics(stream, directory, catalog.path) if self._writes_catalog else []
         for rec in found:
             live[rec["t"]] = rec
-        if self.repair and (found or catalog.lines > 2 * len(live) + 64):
+        # only the catalog's writer compacts it: a worker's rewrite would leave the controller appending
+        # to the replaced file, and every topic made after it lost
+        if self.repair and self._writes_catalog and (found or catalog.lines > 2 * len(live) + 64):
             catalog.rewrite(list(live.values()))
 
     def _rediscover_topics(self, stream: StreamState, directory: str, catalog_path: str) -> list[dict]:
@@ -597,22 +603,41 @@ class DiskStore(NamespaceStore):
 
     async def refresh_catalog(self) -> int:
         """A non-controller worker: take in the controller's topic changes (created, deleted, resized,
-        reconfigured) from each stream's catalog that grew since last read; returns how many topics changed."""
+        reconfigured) from each stream's catalog that grew since last read; returns how many topics changed.
+
+        Called in the background and before answering Metadata, so a topic the controller created
+        before a request came is known to it. One refresh at a time: two overlapping ones could
+        apply an older read after a newer one and drop a topic for a moment."""
         if self._writes_catalog:
             return 0
-        changed = 0
-        for stream in list(self._streams.values()):
-            catalog = self._topic_logs.get(stream.path)
-            if catalog is None:
-                continue
-            version = await asyncio.to_thread(_file_version, catalog.path)
-            if version == self._catalog_seen.get(stream.path):
-                continue
-            reader = JsonLog(catalog.path)
-            live, _bad = replay_topics(await asyncio.to_thread(reader.load, None, False))
-            self._catalog_seen[stream.path] = version
-            changed += self._apply_catalog(stream, live)
-        return changed
+        async with self._catalog_lock:
+            changed = 0
+            for stream in list(self._streams.values()):
+                catalog = self._topic_logs.get(stream.path)
+                if catalog is None:
+                    continue
+                version = _file_version(catalog.path)  # one stat: cheap enough for every Metadata request
+                if version == self._catalog_seen.get(stream.path):
+                    continue
+                reader = JsonLog(catalog.path)
+                live, _bad = replay_topics(await asyncio.to_thread(reader.load, None, False))
+                self._catalog_seen[stream.path] = version
+                changed += self._apply_catalog(stream, live)
+            return changed
+
+    async def refresh_streams(self, paths: Sequence[str]) -> None:
+        """A non-controller worker: take in the streams of `paths` that the controller created since
+        this worker opened the store (each is looked for only when asked about)."""
+        if self._writes_catalog:
+            return
+        async with self._catalog_lock:
+            for path in paths:
+                directory = layout.stream_dir(self.root, path)
+                if path in self._streams or not os.path.exists(os.path.join(directory, layout.STREAM_FILE)):
+                    continue
+                version = _file_version(os.path.join(directory, layout.TOPICS_FILE))  # before reading it
+                await asyncio.to_thread(self._load_stream, path, directory)
+                self._catalog_seen[path] = version
 
     def _apply_catalog(self, stream: StreamState, live: dict[str, dict]) -> int:
         changed = 0

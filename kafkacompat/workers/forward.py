@@ -1,0 +1,76 @@
+"""A worker other than 0 has worker 0, the one that writes the catalog, make the catalog changes
+clients ask of it.
+
+Kafka's brokers forward auto-creation (as a CreateTopics request) and config
+changes to their controller; a worker does the same over worker 0's Kafka
+port (with TLS and a SASL login when --replication-client-config asks for
+them, as replica links connect), then takes in the catalog, so the request
+is answered with the change in place. Without this, a client that reached
+only worker 1 waited for a topic nobody made, and a topic config change sent
+to worker 1 (Java's admin client sends it to any broker) was refused.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import struct
+from typing import Any
+
+import kio.schema.create_topics.v4.request as create_v4
+from kio.schema.errors import ErrorCode
+from kio.serial import entity_reader
+
+from kafkacompat.protocol.messages import encode_body, make, response_schema
+from kafkacompat.protocol.versions import is_flexible
+
+from ..security.client import ClientSecurity
+
+CREATE_TOPICS = 19
+CLIENT_ID = b"kafkacompat-worker"
+_SIZE = struct.Struct(">i")
+
+
+class ForwardError(Exception):
+    """Worker 0 could not be asked or refused: the message says which."""
+
+
+async def create_at_controller(host: str, port: int, name: str, partitions: int, security: ClientSecurity,
+                               timeout: float = 10.0) -> None:
+    """Ask the controller at host:port to create topic `name` (a Kafka name: plain, or /stream:topic)
+    with `partitions` partitions; one that exists already is no error."""
+    topic = make(create_v4.CreatableTopic, name=name, num_partitions=partitions, replication_factor=-1,
+                 assignments=(), configs=())
+    request = make(create_v4.CreateTopicsRequest, topics=(topic,), timeout=datetime.timedelta(seconds=timeout),
+                   validate_only=False)
+    answer = await forward(host, port, CREATE_TOPICS, 4, request, security, timeout)
+    result = answer.topics[0]
+    if result.error_code not in (ErrorCode.none, ErrorCode.topic_already_exists):
+        raise ForwardError(f"worker 0 did not create {name}: {result.error_code.name} {result.error_message or ''}")
+
+
+async def forward(host: str, port: int, api_key: int, version: int, request: Any, security: ClientSecurity,
+                  timeout: float = 10.0) -> Any:
+    """Worker 0's answer to `request` (a kio request of `api_key` at `version`); ForwardError when it
+    cannot be reached in `timeout` seconds."""
+    try:
+        return await asyncio.wait_for(_ask(host, port, api_key, version, request, security, timeout), timeout)
+    except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError) as exc:
+        raise ForwardError(f"cannot reach worker 0 at {host}:{port}: {exc or type(exc).__name__}") from None
+
+
+async def _ask(host: str, port: int, api_key: int, version: int, request: Any, security: ClientSecurity,
+               timeout: float) -> Any:
+    flexible = is_flexible(api_key, version)
+    reader, writer = await security.open_stream(host, port, timeout)
+    try:
+        head = struct.pack(">hhih", api_key, version, 1, len(CLIENT_ID)) + CLIENT_ID + (b"\x00" if flexible else b"")
+        body = encode_body(request)
+        writer.write(_SIZE.pack(len(head) + len(body)) + head + body)
+        await writer.drain()
+        size = _SIZE.unpack(await reader.readexactly(_SIZE.size))[0]
+        frame = await reader.readexactly(size)
+        answer, _ = entity_reader(response_schema(api_key, version))(frame, 5 if flexible else 4)
+        return answer
+    finally:
+        writer.close()
