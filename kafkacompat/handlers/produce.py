@@ -90,6 +90,7 @@ class _Append:
     header: Any
     now: int
     state: Any  # an idempotent batch: its place in the producer's window (ProducerStates.appending)
+    txns: Any = None  # a transactional batch: its partition's PartitionTxns, holding the LSO until it is written
 
 
 _REFUSAL = {CORRUPT: ErrorCode.corrupt_message, INVALID: ErrorCode.invalid_record, TOO_LARGE: ErrorCode.invalid_record}
@@ -289,16 +290,21 @@ async def _produce_partition(ctx: Request[Reaches], topic: Any, part: Any, pipel
         now = int(time.time() * 1000)
         if log_append:
             batch = set_log_append_time(batch, now)
+        held = txns if txns is not None and header.is_transactional else None
+        if held is not None:
+            held.appending(header.producer_id)
         try:
             written = partition.append(batch, header.record_count, leader_epoch=append_epoch)
         except storage.StorageError as exc:  # refused at once (the cloud engine checks before it buffers)
+            if held is not None:
+                held.not_appended(header.producer_id)
             _fail(outcome, exc)
             return outcome
         state = None
         if idempotent:
             state = cluster.producers.appending(header.producer_id, header.producer_epoch, key, header.base_sequence,
                                                 header.record_count, now if log_append else header.max_timestamp)
-        outcome.appending.append(_Append(written, header, now, state))
+        outcome.appending.append(_Append(written, header, now, state, held))
         if not (pipelined and partition.appends_in_call_order):
             await _finish(cluster, outcome)
             if outcome.error != ErrorCode.none:
@@ -324,14 +330,16 @@ async def _finish(cluster: Reaches, outcome: _Outcome) -> None:
             appended_at = item.now if outcome.log_append else -1
             if item.state is not None:
                 cluster.producers.written(item.state, result.base_offset, appended_at)
-            if outcome.txns is not None and header.is_transactional:
-                outcome.txns.appended(header.producer_id, result.base_offset)
+            if item.txns is not None:
+                item.txns.appended(header.producer_id, result.base_offset)
             if outcome.base_offset < 0:
                 outcome.base_offset, outcome.log_append_time = result.base_offset, appended_at
     finally:  # not stored (or cancelled): the producer's retry is judged without these
         for item in appends:
             if item.state is not None and item.state.written is not None:
                 cluster.producers.not_written(item.header.producer_id, outcome.key, item.state)
+            if item.txns is not None:  # stored or not, the LSO no longer waits for it
+                item.txns.not_appended(item.header.producer_id)
 
 
 def _refused(cluster: Reaches, key: tuple[str, str, int], header: Any, error: ErrorCode) -> None:

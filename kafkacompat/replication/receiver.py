@@ -41,7 +41,7 @@ from .paths import Path
 
 if TYPE_CHECKING:
     from ..catalog.producer_state import ProducerStates
-    from ..transactions.partition_state import PartitionTxnRegistry
+    from ..transactions.partition_state import PartitionTxnRegistry, PartitionTxns
     from .engine import ReplicationService
 
 log = logging.getLogger(__name__)
@@ -248,25 +248,42 @@ async def _append(service: ReplicationService, request: dict[str, Any], partitio
                                         leader_epoch=leader_epoch)
             except storage.OffsetMismatchError as exc:
                 return {"status": "collision", "hw": exc.high_watermark, "offset": hw}
+        held = await _hold(txns, stream, topic, index, header)
         try:
-            await partition.append(batch, header.last_offset_delta + 1, at=base, leader_epoch=leader_epoch)
-        except storage.OffsetMismatchError as exc:  # a local producer got there first
-            return {"status": "collision", "hw": exc.high_watermark, "offset": base}
-        if producers is not None:  # a producer failing over here is judged as at the source
-            producers.note_batch((stream, topic, index), header, base)
-        if txns is not None and header.attributes & bf.ATTR_TRANSACTIONAL:
-            await _note_transactional(txns, stream, topic, index, base, batch, header)
+            try:
+                await partition.append(batch, header.last_offset_delta + 1, at=base, leader_epoch=leader_epoch)
+            except storage.OffsetMismatchError as exc:  # a local producer got there first
+                return {"status": "collision", "hw": exc.high_watermark, "offset": base}
+            if producers is not None:  # a producer failing over here is judged as at the source
+                producers.note_batch((stream, topic, index), header, base)
+            if txns is not None and header.attributes & bf.ATTR_TRANSACTIONAL:
+                await _note_transactional(txns, stream, topic, index, base, batch, header)
+        finally:
+            if held is not None:
+                held.not_appended(header.producer_id)
     return {"status": "ok", "hw": partition.high_watermark}
+
+
+async def _hold(txns: PartitionTxnRegistry | None, stream: str, topic: str, index: int,
+                header: bf.BatchHeader) -> PartitionTxns | None:
+    """A transactional data batch is about to be appended: its partition's LSO is held below it until its
+    transaction is known open here (the store makes it readable first, as for a local produce)."""
+    if txns is None or not header.attributes & bf.ATTR_TRANSACTIONAL or header.attributes & bf.ATTR_CONTROL:
+        return None
+    state = await txns.get(stream, topic, index)
+    state.appending(header.producer_id)
+    return state
 
 
 async def _note_transactional(txns: PartitionTxnRegistry, stream: str, topic: str, index: int, base: int,
                               batch: memoryview, header: bf.BatchHeader) -> None:
     """Keep the partition's transaction state as the source keeps it for the same batch.
 
-    Called after the append: a state loaded just now rebuilt itself from a
-    log tail that already holds this batch, and both calls below are then
-    no-ops (an open transaction keeps its first offset; a marker with no
-    open transaction changes nothing).
+    Called after the append: a state loaded just now (for a marker; a data
+    batch's was loaded by _hold before it) rebuilt itself from a log tail
+    that already holds this batch, and both calls below are then no-ops (an
+    open transaction keeps its first offset; a marker with no open
+    transaction changes nothing).
     """
     state = await txns.get(stream, topic, index)
     if not header.attributes & bf.ATTR_CONTROL:

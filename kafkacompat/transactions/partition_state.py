@@ -85,6 +85,10 @@ class PartitionTxns:
         self.index = index
         self.partition = partition
         self.ongoing: dict[int, int] = {}  # producer id -> first offset of its open transaction
+        # producer id -> the high watermark before each of its transactional batches being appended here
+        # (oldest first), until `appended` or `not_appended`: a batch lands at or above it and is readable
+        # before its writer learns its offset, so the LSO must already be held there
+        self.appending_at: dict[int, list[int]] = {}
         self.aborted: list[AbortedTxn] = []  # ordered by last_offset
         self._stable_waiters: list[tuple[int, asyncio.Future[None]]] = []
         # What the log has told: each producer's last marker (a batch or marker at or below it is
@@ -96,16 +100,33 @@ class PartitionTxns:
 
     @property
     def last_stable_offset(self) -> int:
-        return min(self.ongoing.values(), default=self.partition.high_watermark)
+        return min([*self.ongoing.values(), *(at[0] for at in self.appending_at.values()),
+                    self.partition.high_watermark])
 
     def first_offset_of(self, producer_id: int) -> int | None:
         """Where the producer's open transaction starts here (DescribeProducers)."""
         return self.ongoing.get(producer_id)
 
+    def appending(self, producer_id: int) -> None:
+        """A transactional batch is handed to the store; `appended` or `not_appended` follows. Readers are
+        woken as soon as the store has it, before its writer hears where it is: without this hold a
+        read_committed Fetch in between was served an open transaction's first batch."""
+        self.appending_at.setdefault(producer_id, []).append(self.partition.high_watermark)
+
     def appended(self, producer_id: int, base_offset: int) -> None:
         """A transactional batch was appended at base_offset."""
         if base_offset > self.ended.get(producer_id, -1):
             self.ongoing.setdefault(producer_id, base_offset)
+
+    def not_appended(self, producer_id: int) -> None:
+        """An append `appending` announced is over: stored (`appended` first said where) or not."""
+        marks = self.appending_at.get(producer_id)
+        if not marks:
+            return
+        marks.pop()
+        if not marks:
+            del self.appending_at[producer_id]
+            self._wake()
 
     async def note_batch(self, header: BatchHeader, batch: memoryview) -> None:
         """Take one transactional batch or marker as read from the log (at a rebuild, or one another
@@ -188,7 +209,7 @@ class PartitionTxns:
 
     def wait_stable(self, offset: int) -> asyncio.Future[None]:
         """Resolved once a read_committed consumer at `offset` has something to read."""
-        if not self.ongoing:
+        if not self.ongoing and not self.appending_at:
             return self.partition.wait_for_data(offset)
         if self.follow_log and offset >= self.last_stable_offset:  # a marker from elsewhere moves the end
             return self.partition.wait_for_data(max(offset, self.partition.high_watermark))

@@ -186,3 +186,56 @@ def test_the_replica_keeps_the_producer_epochs_markers_carry(pair):
     hw = end_offset(a, "/s", "payments")
     wait_for(lambda: end_offset(b, "/s", "payments") == hw, what="next transaction replicated")
     assert _producers(b) == _producers(a)
+
+
+@pytest.mark.slow
+def test_the_replicas_lso_is_held_while_an_open_transactions_batch_is_appended(pair):
+    """The replica's store makes a replicated batch readable a few event-loop turns before the
+    receiver marks its transaction open (the partition's first batch always takes that path: the
+    store starts a partitionlet for it). A watcher on the replica's own loop reads, at every turn,
+    the offset a read_committed Fetch is answered up to: it never passes the open transaction."""
+    import asyncio
+
+    from confluent_kafka import Producer
+
+    a, b = pair
+    for broker in (a, b):
+        admin(broker).call("stream.create", path="/s")
+    a.create_topic(TOPIC)
+    admin(a).call("replica.add", path="/s", replica=replica(b, "/s"))
+    wait_for(lambda: end_offset(b, "/s", "payments") == 0, what="topic replicated")
+    exposed: list[int] = []
+    watching = asyncio.Event()
+
+    async def watch() -> None:
+        cluster = b.server.cluster
+        assert cluster is not None
+        txns = await cluster.transactions.partitions.get("/s", "payments", 0)
+        watching.set()
+        while watching.is_set():
+            if txns.last_stable_offset > 0:
+                exposed.append(txns.last_stable_offset)
+            await asyncio.sleep(0)
+
+    async def start() -> asyncio.Task[None]:
+        task = asyncio.get_running_loop().create_task(watch())
+        await watching.wait()
+        return task
+
+    async def stop(task: asyncio.Task[None]) -> None:
+        watching.clear()
+        await task
+
+    watcher = b.call(start())
+    try:
+        producer = Producer({"bootstrap.servers": a.bootstrap_servers, "transactional.id": "held-1"})
+        producer.init_transactions(15)
+        producer.begin_transaction()
+        producer.produce(TOPIC, b"open", partition=0)
+        producer.flush(10)
+        wait_for(lambda: end_offset(b, "/s", "payments") == 1, what="open batch replicated")
+    finally:
+        b.call(stop(watcher))
+    assert exposed == []
+    producer.commit_transaction(15)
+    wait_for(lambda: _stable_end(b) == 2, what="the commit marker replicated")
