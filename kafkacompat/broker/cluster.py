@@ -296,6 +296,18 @@ class Cluster:
         index = coordinator_partition(key, self.config.offsets_topic_num_partitions)
         return self.view.leads((self.default_stream, OFFSETS_TOPIC, index))
 
+    async def coordinating(self, key: str) -> bool:
+        """coordinates(), first waiting for this broker to take the key's __consumer_offsets
+        partition when it was handed here or created a moment ago (look_again). A group's first
+        JoinGroup, sent to the broker FindCoordinator named while that broker still caught up the
+        offsets topic just created, was answered NOT_COORDINATOR, and librdkafka joined again
+        about 3 s later: the first group on a fresh cluster joined twice."""
+        if self.coordinates(key):
+            return True
+        index = coordinator_partition(key, self.config.offsets_topic_num_partitions)
+        await self.view.look_again((self.default_stream, OFFSETS_TOPIC, index))
+        return self.coordinates(key)
+
     def brokers_for(self, listener: str) -> list[Member]:
         """brokers(), with this one at the address of the client's listener (peers keep what they advertise)."""
         own = Member(self.node_id, *self.address(listener))

@@ -105,27 +105,30 @@ async def move(conn: asyncpg.Connection, moves: Iterable[tuple[PartitionKey, Lea
     return int(result.rsplit(" ", 1)[-1])
 
 
-def wanted_leader(registered: Sequence[int], live: Sequence[int], key: PartitionKey, current: int | None) -> int:
-    """The partition's preferred leader among the registered brokers while it is live; else the
-    live broker leading it now (`current`), so another broker's death does not move it; else
-    its preferred leader among the live ones."""
+def wanted_leader(registered: Sequence[int], live: Sequence[int], key: PartitionKey, current: int | None,
+                  serving: Sequence[int] | None = None) -> int:
+    """The partition's preferred leader among the registered brokers while it is live and serving
+    (answering clients: a broker starting is handed nothing before it listens); else the live
+    broker leading it now (`current`), so another broker's death does not move it; else its
+    preferred leader among the live ones. `serving` None: every live broker serves."""
     first = preferred_leader(registered, key) if registered else None
-    if first is not None and first in live:
+    if first is not None and first in (live if serving is None else serving):
         return first
     if current is not None and current in live:
         return current
-    return preferred_leader(live, key)
+    return preferred_leader(serving or live, key)
 
 
 def plan(
     me: int, live: Sequence[int], known: Iterable[PartitionKey], rows: dict[PartitionKey, LeaderRow],
-    registered: Sequence[int] = (),
+    registered: Sequence[int] = (), serving: Sequence[int] | None = None,
 ) -> tuple[dict[PartitionKey, int], list[tuple[PartitionKey, LeaderRow, int]]]:
     """What this broker should write: (rows to add, moves). Pure, so tests can check the spread.
 
     `registered`: every node id with a row in kc_brokers, ascending (the live ones alone when
-    empty). Moves are those of partitions whose leader is not live (anyone may make them) and
-    those this broker leads but should not (only it may).
+    empty). `serving`: the live ones answering clients (None: all), the only ones a live leader
+    hands a partition on to. Moves are those of partitions whose leader is not live (anyone may
+    make them) and those this broker leads but should not (only it may).
     """
     missing: dict[PartitionKey, int] = {}
     moves: list[tuple[PartitionKey, LeaderRow, int]] = []
@@ -134,7 +137,7 @@ def plan(
     alive = set(live)
     for key in known:
         row = rows.get(key)
-        want = wanted_leader(registered or live, live, key, None if row is None else row.leader)
+        want = wanted_leader(registered or live, live, key, None if row is None else row.leader, serving)
         if row is None:
             missing[key] = want
         elif row.leader != want and (row.leader not in alive or row.leader == me):

@@ -48,6 +48,7 @@ CREATE TABLE IF NOT EXISTS kc_partition_leaders (
     epoch      integer NOT NULL,
     PRIMARY KEY (stream, topic, partition)
 );
+ALTER TABLE kc_brokers ADD COLUMN IF NOT EXISTS serving boolean NOT NULL DEFAULT true;
 """
 _SCHEMA_LOCK = 0x6B63_636C  # pg_advisory_xact_lock key: brokers starting together create the tables once
 _ALIVE_LOCK = 0x6B63_6C76  # pg_advisory_lock(_ALIVE_LOCK, node id): held by the broker's lease session
@@ -72,6 +73,9 @@ class BrokerLease:
         self.lease_ms = lease_ms
         self.incarnation = uuid.uuid4()  # tells this process's registration from an earlier one's
         self.valid_until = 0.0  # time.monotonic() after which this broker must not act as leader
+        # False while the broker is not answering clients yet: the others hand it no partition
+        # until a renewal says it is; it is live (listed, its own partitions kept) meanwhile
+        self.serving = True
         self._locked: asyncpg.Connection | None = None  # the session holding the alive lock
 
     async def register(self, conn: asyncpg.Connection, wait_s: float) -> None:
@@ -80,14 +84,14 @@ class BrokerLease:
         while True:
             sent = time.monotonic()
             row = await conn.fetchrow(
-                """INSERT INTO kc_brokers (node_id, host, port, incarnation, lease_until)
-                   VALUES ($1, $2, $3, $4, now() + make_interval(secs => $5::float8 / 1000))
+                """INSERT INTO kc_brokers (node_id, host, port, incarnation, lease_until, serving)
+                   VALUES ($1, $2, $3, $4, now() + make_interval(secs => $5::float8 / 1000), $6)
                    ON CONFLICT (node_id) DO UPDATE
-                     SET host = excluded.host, port = excluded.port,
-                         incarnation = excluded.incarnation, lease_until = excluded.lease_until
+                     SET host = excluded.host, port = excluded.port, incarnation = excluded.incarnation,
+                         lease_until = excluded.lease_until, serving = excluded.serving
                      WHERE kc_brokers.lease_until < now()
                    RETURNING node_id""",
-                self.me.node_id, self.me.host, self.me.port, self.incarnation, self.lease_ms,
+                self.me.node_id, self.me.host, self.me.port, self.incarnation, self.lease_ms, self.serving,
             )
             if row is not None:
                 self.valid_until = sent + self.lease_ms / 1000
@@ -109,9 +113,9 @@ class BrokerLease:
         """Extend the lease; False when this registration was lost (the lease lapsed and the id was taken)."""
         sent = time.monotonic()
         renewed = await conn.fetchval(
-            """UPDATE kc_brokers SET lease_until = now() + make_interval(secs => $3::float8 / 1000)
+            """UPDATE kc_brokers SET lease_until = now() + make_interval(secs => $3::float8 / 1000), serving = $4
                WHERE node_id = $1 AND incarnation = $2 AND lease_until > now() RETURNING true""",
-            self.me.node_id, self.incarnation, self.lease_ms,
+            self.me.node_id, self.incarnation, self.lease_ms, self.serving,
         )
         if renewed:
             self.valid_until = sent + self.lease_ms / 1000
@@ -136,10 +140,14 @@ class BrokerLease:
                            self.me.node_id, self.incarnation)
 
 
-async def members(conn: asyncpg.Connection) -> tuple[list[Member], list[int]]:
-    """(the live brokers, the node ids of every broker registered, its lease lapsed or not), by node id."""
-    rows = await conn.fetch("SELECT node_id, host, port, lease_until > now() AS live FROM kc_brokers ORDER BY node_id")
-    return [Member(r["node_id"], r["host"], r["port"]) for r in rows if r["live"]], [r["node_id"] for r in rows]
+async def members(conn: asyncpg.Connection) -> tuple[list[Member], list[int], list[int]]:
+    """(the live brokers, the node ids of every broker registered, its lease lapsed or not, the node
+    ids of the live brokers answering clients already), by node id."""
+    rows = await conn.fetch(
+        "SELECT node_id, host, port, lease_until > now() AS live, serving FROM kc_brokers ORDER BY node_id")
+    live = [r for r in rows if r["live"]]
+    return ([Member(r["node_id"], r["host"], r["port"]) for r in live], [r["node_id"] for r in rows],
+            [r["node_id"] for r in live if r["serving"]])
 
 
 async def end_departed(conn: asyncpg.Connection, me: int, lease_ms: int, heartbeat_ms: int) -> list[int]:

@@ -73,6 +73,10 @@ class ClusterView(abc.ABC):
     async def start(self) -> None:
         """Join the cluster; returns once this broker is registered and has a first picture."""
 
+    async def serving(self) -> None:
+        """This broker answers clients now (its listeners are open): partitions may be handed to it."""
+        return None
+
     @abc.abstractmethod
     async def close(self) -> None:
         """Leave the cluster: give up leadership and the broker's lease at once."""

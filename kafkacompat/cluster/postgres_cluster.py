@@ -29,6 +29,9 @@ from .membership import ClusterError, ClusterView, Member, PartitionKey
 
 log = logging.getLogger(__name__)
 LOOK_AGAIN_S = 0.05
+# How long a request for a partition this broker does not serve waits for a heartbeat to look
+# again (and to catch the partition up when it was handed here) before it is refused.
+LOOK_AGAIN_WAIT_S = 2.0
 # What the database raises when it cannot be reached or ended the session, InternalClientError
 # included: asyncpg raises it ("cannot switch to state 12; another operation (2) is in progress")
 # for a session the server ended mid-statement, and the heartbeat that did not expect it died, so
@@ -68,7 +71,11 @@ class PostgresCluster(ClusterView):
         self._led: dict[PartitionKey, int] = {}  # partitions this broker leads -> epoch
         self._yielding: set[PartitionKey] = set()  # handed on: refused from now, whatever the table said
         self._ticking = asyncio.Lock()  # one tick at a time: the heartbeat's or a settle's
-        self._looked = 0.0  # time.monotonic() of the last early tick (look_again)
+        self._renew_now = asyncio.Event()  # set by serving: renew without waiting for the heartbeat
+        self._wake = asyncio.Event()  # set by look_again: the heartbeat ticks now rather than a heartbeat later
+        # (ticks started, ticks that read the table or failed): look_again waits for one started after it asked
+        self._beats = (0, 0)
+        self._pulse = asyncio.Event()  # set, and replaced, whenever a tick ends or a partition is served
 
     async def start(self) -> None:
         try:
@@ -79,6 +86,7 @@ class PostgresCluster(ClusterView):
             await self.close()
             raise ClusterError(f"cannot reach the cluster database {redact(self._url)}: {exc}; start PostgreSQL "
                                "or fix --cluster-url") from exc
+        self._lease.serving = False  # until the listeners are open (serving)
         await self._lease.register(self._lease_conn, wait_s=2 * self._lease.lease_ms / 1000 + 1)
         self._registration += 1
         self._renewing = asyncio.create_task(self._renew_forever(), name="cluster-lease")
@@ -110,6 +118,13 @@ class PostgresCluster(ClusterView):
                     await conn.close()
         self._conn = self._lease_conn = None
 
+    async def serving(self) -> None:
+        """Say so in the database (the lease is renewed at once): the others hand this broker its
+        partitions at their next heartbeat. Before, they did as soon as it registered, while it
+        was still starting: clients were refused by the old leader and could not reach the new one."""
+        self._lease.serving = True  # written by every renewal from now
+        self._renew_now.set()
+
     def live(self) -> list[Member]:
         return self._live if self._lease.valid() else []
 
@@ -138,16 +153,23 @@ class PostgresCluster(ClusterView):
     async def look_again(self, key: PartitionKey) -> None:
         """A hand-over names this broker in the row before its next heartbeat reads it: the old
         leader refuses the partition's produce at once naming this broker (KIP-951), and a producer
-        sent here then met a refusal naming the old leader, back and forth, for up to a heartbeat.
-        An early tick (at most one every LOOK_AGAIN_S, never while one runs) takes the partition at once."""
-        if self._conn is None or self._ticking.locked() or time.monotonic() - self._looked < LOOK_AGAIN_S:
+        sent here then met a refusal naming the old leader, back and forth. The request waits
+        (up to LOOK_AGAIN_WAIT_S) for a tick started after it asked to read the table, and when
+        that names this broker, until the partition is caught up and served; the heartbeat ticks
+        at once when asked (at most every LOOK_AGAIN_S). A tick already under way when it asked
+        may have read the table before the hand-over: the request was refused, and the partition
+        taken at the next heartbeat, after the catch-up of whatever that tick had gained."""
+        if self._conn is None or self._task is None:
             return
-        self._looked = time.monotonic()
-        try:
-            async with self._ticking:
-                await self._beat()
-        except DATABASE_ERRORS as exc:
-            log.warning("reading the leader table early failed (%s); the next heartbeat will", exc)
+        wanted = self._beats[0] + 1  # the next tick to start reads the table after this request came
+        self._wake.set()
+        deadline = time.monotonic() + LOOK_AGAIN_WAIT_S
+        while not self.leads(key) and (self._beats[1] < wanted or self._catching_up(key)):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._pulse.wait(), left)
 
     async def unregister(self, node_id: int) -> bool:
         """Delete the broker's row. A dead one's partitions have moved already; a live one finds
@@ -168,7 +190,11 @@ class PostgresCluster(ClusterView):
 
     async def _run(self) -> None:
         while True:
-            await asyncio.sleep(self._heartbeat_s)
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), self._heartbeat_s)
+            if self._wake.is_set():  # asked by look_again: tick now, but not more often than LOOK_AGAIN_S
+                await asyncio.sleep(LOOK_AGAIN_S)
+                self._wake.clear()
             async with self._ticking:  # the leader table's connection runs one statement at a time
                 try:
                     await self._beat()
@@ -182,7 +208,9 @@ class PostgresCluster(ClusterView):
         again = False  # renew at once on a new connection: the others count a broker dead whose alive
         while True:    # lock is gone and whose lease went unrenewed for DEPARTED_HEARTBEATS (leases.py)
             if not again:
-                await asyncio.sleep(self._heartbeat_s)
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(self._renew_now.wait(), self._heartbeat_s)
+                self._renew_now.clear()
             try:
                 await self._renew()
                 again = False
@@ -223,7 +251,30 @@ class PostgresCluster(ClusterView):
         async with self._ticking:
             await self._beat()
 
+    def _catching_up(self, key: PartitionKey) -> bool:
+        """Whether the table names this broker the partition's leader but it does not serve it yet."""
+        found = self.leader_of(key)
+        return found is not None and found[0] == self.me.node_id and key not in self._led
+
+    def _looked(self) -> None:
+        """A tick read the table (or failed to): look_again's waiters see what it read."""
+        if self._beats[1] < self._beats[0]:
+            self._beats = (self._beats[0], self._beats[0])
+            self._signal()
+
+    def _signal(self) -> None:
+        """Wake every look_again waiting: a tick ended or a partition is served now."""
+        pulse, self._pulse = self._pulse, asyncio.Event()
+        pulse.set()
+
     async def _beat(self) -> None:
+        self._beats = (self._beats[0] + 1, self._beats[1])
+        try:
+            await self._look()
+        finally:
+            self._looked()
+
+    async def _look(self) -> None:
         conn = self._conn
         if conn is None:
             self._conn = await self._reconnect(None)
@@ -232,10 +283,10 @@ class PostgresCluster(ClusterView):
         departed = await end_departed(conn, self.me.node_id, self._lease.lease_ms, self._heartbeat_ms)
         if departed:
             log.info("broker(s) %s are gone (their database sessions ended): their leases end now", departed)
-        live, registered = await members(conn)
+        live, registered, serving = await members(conn)
         rows = await leadership.read_leaders(conn)
         missing, moves = leadership.plan(self.me.node_id, [m.node_id for m in live], self._partitions(), rows,
-                                         registered)
+                                         registered, serving)
         handing_on = {key for key, row, _ in moves if row.leader == self.me.node_id}
         self._yielding |= handing_on  # stop serving before the row names the next leader
         self._stop_serving(handing_on)
@@ -249,22 +300,23 @@ class PostgresCluster(ClusterView):
         gained = [key for key, epoch in led.items() if self._led.get(key) != epoch]
         lost = [key for key in self._led if key not in led]
         # Stop serving what moved away (or came back under a new epoch) before anything else. A
-        # partition gained is named as led here (Metadata) only once caught up and served.
-        published = dict(rows)
-        for key in gained:
-            if key in self._rows:
-                published[key] = self._rows[key]
-            else:
-                published.pop(key)
-        self._live, self._rows = live, published
+        # partition gained is named as led here (Metadata) at once, as the other brokers name it,
+        # and served once caught up: its requests wait for that in look_again. Named the old
+        # leader here meanwhile, clients went back and forth between the two, refused by both.
+        before = self._rows
+        self._live, self._rows = live, dict(rows)
+        self._looked()
         self._led = {key: epoch for key, epoch in self._led.items() if led.get(key) == epoch}
         await self._lose(lost)
         for key in gained:  # each served once caught up with what the previous leader appended
             await self.on_leadership_gained(key)
             if self._registration != registration:  # the lease lapsed meanwhile: the rows read are stale
                 await self._lose([key])
+                if key in before:
+                    self._rows[key] = before[key]
                 continue
-            self._rows[key], self._led[key] = rows[key], led[key]
+            self._led[key] = led[key]
+            self._signal()
         self._yielding -= handing_on - set(led)
         self._yielding &= set(led)
 

@@ -20,7 +20,7 @@ class Reaches(Groups, Placement, Security, Protocol):
 async def handle(ctx: Request[Reaches], request: Any) -> Any:
     if not ctx.cluster.authorizer.group(ctx, Operation.READ, request.group_id):
         error = ErrorCode.group_authorization_failed
-    elif not ctx.cluster.coordinates(request.group_id):  # the group moved: the member finds its new coordinator
+    elif not await ctx.cluster.coordinating(request.group_id):  # the group moved: the member finds its new coordinator
         error = ErrorCode.not_coordinator
     else:
         error = ctx.cluster.groups.heartbeat(

@@ -22,7 +22,7 @@ async def handle(ctx: Request[Reaches], request: Any) -> Any:
     if not ctx.cluster.authorizer.group(ctx, Operation.READ, request.group_id):
         return make(m.LeaveGroupResponse, throttle_time=NO_THROTTLE, error_code=ErrorCode.group_authorization_failed,
                     **({"members": ()} if ctx.version >= 3 else {}))
-    if not ctx.cluster.coordinates(request.group_id):  # the group moved: the member finds its new coordinator
+    if not await ctx.cluster.coordinating(request.group_id):  # the group moved: the member finds its new coordinator
         return make(m.LeaveGroupResponse, throttle_time=NO_THROTTLE, error_code=ErrorCode.not_coordinator,
                     **({"members": ()} if ctx.version >= 3 else {}))
     if ctx.version < 3:

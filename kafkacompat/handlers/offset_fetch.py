@@ -109,7 +109,7 @@ async def handle(ctx: Request[Reaches], request: Any) -> Any:
         if not ctx.cluster.authorizer.group(ctx, Operation.DESCRIBE, request.group_id):
             return make(m.OffsetFetchResponse, throttle_time=NO_THROTTLE, topics=(),
                         error_code=ErrorCode.group_authorization_failed)
-        if not ctx.cluster.coordinates(request.group_id):  # the group moved: the client looks it up again
+        if not await ctx.cluster.coordinating(request.group_id):  # the group moved: the client looks it up again
             return make(m.OffsetFetchResponse, throttle_time=NO_THROTTLE, topics=(),
                         error_code=ErrorCode.not_coordinator)
         offsets = _offsets(ctx, request.group_id, request.topics, getattr(request, "require_stable", False))
@@ -124,7 +124,7 @@ async def handle(ctx: Request[Reaches], request: Any) -> Any:
         # v9: a consumer-protocol member names itself and its epoch; a stale one gets no offsets
         if not ctx.cluster.authorizer.group(ctx, Operation.DESCRIBE, group.group_id):
             error = ErrorCode.group_authorization_failed
-        elif not ctx.cluster.coordinates(group.group_id):
+        elif not await ctx.cluster.coordinating(group.group_id):
             error = ErrorCode.not_coordinator
         else:
             member = (group.group_id, getattr(group, "member_id", None), getattr(group, "member_epoch", -1))

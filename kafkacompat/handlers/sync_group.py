@@ -33,7 +33,7 @@ async def handle(ctx: Request[Reaches], request: Any) -> Any:
     m = schema_of(ctx)
     if not ctx.cluster.authorizer.group(ctx, Operation.READ, request.group_id):
         return _response(m, SyncResult(ErrorCode.group_authorization_failed))
-    if not ctx.cluster.coordinates(request.group_id):  # the group moved: the member finds its new coordinator
+    if not await ctx.cluster.coordinating(request.group_id):  # the group moved: the member finds its new coordinator
         return _response(m, SyncResult(ErrorCode.not_coordinator))
     answer = ctx.cluster.groups.sync(
         request.group_id,

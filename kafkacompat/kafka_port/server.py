@@ -153,6 +153,7 @@ class BrokerServer:
             log.info("kafkacompat listening on %s (%s, advertised %s:%d), store %s",
                      self.cluster.listener_names[self.listeners.index(listener)], listener.security_protocol,
                      host, port, self.config.store_url)
+        await self.cluster.view.serving()  # the others hand this broker its partitions from now
 
     async def _bind(self, listener: Listener) -> asyncio.base_events.Server:
         wrap = None

@@ -60,6 +60,7 @@ async def test_a_session_ended_mid_statement_does_not_end_the_heartbeat_or_the_l
     first = PostgresCluster(Member(1, "127.0.0.1", 9001), url, lambda: [key], LEASE_MS, HEARTBEAT_MS)
     second = PostgresCluster(Member(2, "127.0.0.1", 9002), url, lambda: [key], LEASE_MS, HEARTBEAT_MS)
     await first.start()
+    await first.serving()  # as the server says once it listens
     try:
         broken = {"members": 1, "renew": 1}
         members, renew = postgres_cluster.members, leases.BrokerLease.renew
@@ -79,7 +80,8 @@ async def test_a_session_ended_mid_statement_does_not_end_the_heartbeat_or_the_l
         monkeypatch.setattr(postgres_cluster, "members", members_once_broken)
         monkeypatch.setattr(leases.BrokerLease, "renew", renew_once_broken)
         await wait_for(lambda: not any(broken.values()), 5)
-        await second.start()  # broker 1 must still see it and hand its partition on
+        await second.start()
+        await second.serving()  # broker 1 must still see it and hand its partition on
         await wait_for(lambda: second.leads(key) and not first.leads(key), 5)
         await asyncio.sleep(3 * LEASE_MS / 1000)  # broker 1's lease is still renewed: it stays live
         assert [m.node_id for m in second.live()] == [1, 2]
@@ -97,6 +99,7 @@ async def test_brokers_lead_again_within_a_few_heartbeats_of_the_database_answer
                for n in (1, 2)]
     for broker in brokers:
         await broker.start()
+        await broker.serving()  # as the server says once it listens
     try:
         await wait_for(lambda: all(b.leads(k) for b, k in zip(brokers, keys)), 5)
         with database_outage(url):

@@ -1,4 +1,5 @@
-"""A broker keeps its lease while it catches up a partition it gained, however long that takes.
+"""A broker keeps its lease while it catches up a partition it gained, however long that takes;
+it is handed partitions only once it serves.
 
 On becoming a partition's leader a broker catches up before serving it: a
 tail scan that may read objects from S3, group and transaction takeovers.
@@ -59,8 +60,10 @@ async def test_a_slow_catch_up_on_gaining_a_partition_keeps_the_lease_and_leader
     watcher = await asyncpg.connect(url)
     try:
         await first.start()
+        await first.serving()  # as the server says once it listens
         assert first.leads(key)  # alone, it leads everything
-        await second.start()  # broker 1 hands the partition on; broker 2 catches up for three leases
+        await second.start()
+        await second.serving()  # broker 1 hands the partition on; broker 2 catches up for three leases
         live_seen: list[set[int]] = []
         deadline = time.monotonic() + CATCH_UP_S + 10 * LEASE_MS / 1000
         while not second.leads(key) and time.monotonic() < deadline:
@@ -121,3 +124,33 @@ async def test_a_partition_gained_while_the_lease_lapses_is_not_served_under_it(
         await view.close()
     # caught up once, let go (never served), caught up again under the new registration, then served
     assert events[:3] == [("gained", False), ("lost", False), ("gained", False)]
+
+
+async def test_a_starting_broker_is_handed_its_partitions_only_once_it_serves(postgres: Postgres) -> None:
+    """A broker registers before its listeners are open (catching up what it leads at once); the
+    old leader handed it its partitions at that moment, and clients were refused by one broker
+    and could not reach the other. Now the old leader keeps serving until the new one says it
+    serves (the server does once its listeners are open), then hands the partition on."""
+    url = postgres.create_database()
+    key = key_led_by(2, [1, 2])
+    first = PostgresCluster(Member(1, "127.0.0.1", 9001), url, lambda: [key], LEASE_MS, HEARTBEAT_MS)
+    second = PostgresCluster(Member(2, "127.0.0.1", 9002), url, lambda: [key], LEASE_MS, HEARTBEAT_MS)
+    try:
+        await first.start()
+        await first.serving()
+        await second.start()  # registered, listeners not open yet
+        seen_live = False
+        deadline = time.monotonic() + 10 * HEARTBEAT_MS / 1000
+        while time.monotonic() < deadline:  # ten heartbeats of broker 1 while broker 2 starts
+            seen_live = seen_live or [m.node_id for m in first.live()] == [1, 2]
+            assert first.leads(key) and not second.leads(key), "handed to a broker that does not serve yet"
+            await asyncio.sleep(0.02)
+        assert seen_live  # broker 1 knew broker 2 was there, and kept the partition
+        await second.serving()
+        deadline = time.monotonic() + 10 * HEARTBEAT_MS / 1000
+        while not second.leads(key) and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        assert second.leads(key) and not first.leads(key)
+    finally:
+        await second.close()
+        await first.close()
