@@ -134,6 +134,28 @@ def test_a_write_after_a_quarantine_survives_a_clean_restart(served: Served, rep
     assert offsets_read(read) == {2: "C"}, (read.stdout, read.stderr)
 
 
+def test_a_write_after_a_quarantine_survives_a_kill_before_any_checkpoint(served: Served) -> None:
+    """The quarantine a clean start finds is known after a kill -9 that came before the manifest was written.
+
+    (The 60-minute disk campaign: the batch written after the quarantined one
+    read as an offset jump, and the unclean start cut every acknowledged write
+    after it.)
+    """
+    served.start()
+    served.produce("t", "A\n")
+    served.produce("t", "B\n")
+    assert served.stop() == 0
+    flip_last_byte(active_log(served.data, "t"))
+    served.start()
+    served.produce("t", "C\n")  # acknowledged at offset 2: the last batch, no later one vouches for its offset
+    served.stop(signal.SIGKILL)
+    served.start()
+    done = served.consume("t", "--partition", "0", "--offset", "2", "--max-messages", "1")
+    assert offsets_read(done) == {2: "C"}, (done.stdout, done.stderr)
+    served.produce("t", "D\n")
+    assert offsets_read(served.consume("t", "--partition", "0", "--offset", "2")) == {2: "C", 3: "D"}
+
+
 def cut_tail(path: Path) -> None:
     os.truncate(path, os.path.getsize(path) - 10)  # the last batch torn
 

@@ -27,6 +27,12 @@ unclean stop left evidence of lost bytes, offsets go on from the
 reservation and the gap is quarantined as a lost range; without such
 evidence the log's end is trusted and nothing is skipped.
 
+A range an open quarantined is made durable in the manifest before the
+first batch after it is written: a batch right after a quarantined range
+reads as an offset jump (a flipped base offset, as far as the scan can
+tell) unless the manifest names the range, and the next unclean start
+would cut it and every acknowledged write after it.
+
 Appends write in the event loop (page cache); fsyncs run in worker threads
 through a group commit, so waiting for durability never stalls the loop or
 other partitions.
@@ -102,6 +108,7 @@ class DiskPartition(PartitionBase):
         self._checkpoint = 0  # size of the active partitionlet the manifest vouches for
         self._reserved = 0  # every offset handed out is below it (durable in the manifest)
         self._manifest_stale = False
+        self._holes_unsaved = False  # an open quarantined ranges the manifest does not name yet
         self._skipped: set[tuple[int, int]] = set()  # damaged ranges already logged as skipped
         self._unavailable_logged = False
         self._home: Volume | None = None  # where its partitionlets are kept, once chosen (see move.py)
@@ -138,6 +145,7 @@ class DiskPartition(PartitionBase):
         self._chain, self._bases, self._epochs = loaded.chain, loaded.bases, loaded.epochs
         self._log_start, self._hw, self._reserved = loaded.log_start, loaded.hw, loaded.reserved
         self._checkpoint, self._home, self._manifest_stale = loaded.checkpoint, loaded.home, loaded.manifest_stale
+        self._holes_unsaved = loaded.manifest_stale and any(p.holes for p in loaded.chain)
         for epoch, base in loaded.tail_epochs:
             if self._note_epoch(epoch, base):
                 self._manifest_stale = True
@@ -181,7 +189,7 @@ class DiskPartition(PartitionBase):
         except OSError as exc:  # not a full disk (StorageFullError): the directory cannot be written
             raise self._unavailable(f"saving {self._manifest_path} failed: {exc.strerror or exc}") from exc
         self._checkpoint = active.size if active is not None else 0
-        self._manifest_stale = False
+        self._manifest_stale = self._holes_unsaved = False
 
     async def _critical(self, section: Callable[[], Awaitable[T]]) -> T:
         """Run `section` under the lock to its end, even if the caller is cancelled.
@@ -236,7 +244,7 @@ class DiskPartition(PartitionBase):
         length, max_ts = bf.check_append(view, record_count)
         settings = self._topic.settings
         now = now_ms()
-        if self._lock.locked() or self._hw + record_count > self._reserved or self._needs_roll(
+        if self._lock.locked() or self._hw + record_count > self._reserved or self._holes_unsaved or self._needs_roll(
                 len(view), settings.partitionlet_bytes, settings.partitionlet_age_ms, now):
 
             async def section() -> int:
@@ -247,7 +255,7 @@ class DiskPartition(PartitionBase):
                 try:
                     if self._needs_roll(len(view), settings.partitionlet_bytes, settings.partitionlet_age_ms, now):
                         await self._roll(len(view))  # its manifest write holds the new reservation
-                    elif self._reserved != reserved:
+                    elif self._reserved != reserved or self._holes_unsaved:
                         await self._save()
                 except BaseException:
                     self._reserved = reserved  # not durable: not to be relied on
