@@ -189,6 +189,45 @@ def test_no_offset_is_handed_out_twice_after_an_unclean_stop_and_a_damaged_tail(
     assert "quarantine offsets" in served.output, served.output  # the gap is reported as a lost range
 
 
+
+def test_no_offset_is_handed_out_twice_when_killed_again_after_recovering_a_zeroed_log(served: Served) -> None:
+    """The whole active log zeroed after a kill -9, the recovery that cut it killed again before the partition
+    took a write (a chaos campaign's zero-active-tail, then delete-active elsewhere): the offsets acknowledged
+    before the first kill are still never handed out again, and the group's commit never reads back lower."""
+    served.start()
+    for i in range(5):
+        served.produce("t", f"old{i}\n")
+    consumer = Consumer({"bootstrap.servers": served.bootstrap, "group.id": "g", "enable.auto.commit": False})
+    consumer.commit(offsets=[TopicPartition("t", 0, 5)], asynchronous=False)
+    consumer.close()
+    served.stop(signal.SIGKILL)
+    log = active_log(served.data, "t")
+    log.write_bytes(bytes(log.stat().st_size))  # the whole active partitionlet zeroed
+    served.extra = ("--skip-damaged",)  # read past the lost range to see where new messages went
+    served.start()
+    served.consume("t", "--max-messages", "1", "--timeout-ms", "2000")  # opens the partition: its recovery runs
+    served.stop(signal.SIGKILL)
+    assert "quarantine offsets 0.." in served.output, served.output
+    served.start()
+    for i in range(5):
+        served.produce("t", f"new{i}\n")
+    read = offsets_read(served.consume("t", "--max-messages", "5"))
+    assert len(read) == 5 and min(read) > 4, read  # offsets 0..4 were handed out before the first kill
+    consumer = Consumer({"bootstrap.servers": served.bootstrap, "group.id": "g", "enable.auto.commit": False,
+                         "auto.offset.reset": "latest"})
+    consumer.subscribe(["t"])
+    got = []
+    deadline = time.monotonic() + 30
+    while len(got) < 5 and time.monotonic() < deadline:  # the group goes on from its commit: the new messages
+        msg = consumer.poll(1)
+        if msg is not None and not msg.error():
+            got.append(msg.offset())
+    assert sorted(got) == sorted(read), got
+    consumer.commit(asynchronous=False)
+    assert consumer.committed([TopicPartition("t", 0)], timeout=30)[0].offset == max(read) + 1 > 5  # never lower
+    consumer.close()
+    assert served.stop() == 0
+
 # `kafkacompat serve` whose disk fills up when the test says so: every metadata file write (chain.json,
 # the clean-shutdown marker) then fails with ENOSPC, as on a disk whose reserve is spent
 FULL_WHEN_FLAGGED = """

@@ -63,6 +63,9 @@ class LoadedChain:
     checkpoint: int = 0  # size of the active partitionlet the manifest vouches for
     home: Volume | None = None
     manifest_stale: bool = False
+    # offsets were quarantined that the files no longer show (the log lost bytes): only the manifest can
+    # remember them, so it must be written before the partition serves (a kill -9 first would forget them)
+    must_save: bool = False
 
     def active(self) -> Partitionlet | None:
         if self.chain and not self.chain[-1].sealed:
@@ -186,6 +189,7 @@ class ChainLoader:
         if active is not None and known_next > active.next_offset:
             active.add_hole(active.next_offset, known_next, active.size, active.size)
             active.next_offset = known_next
+            self.state.must_save = True
         self.state.hw = max(self.state.hw, known_next)
         self.state.reserved = max(self.state.hw, _reservation(manifest) if manifest is not None else 0)
         self.state.manifest_stale = True
@@ -273,6 +277,7 @@ class ChainLoader:
             active.next_offset = self.state.hw = vouched
             self.state.manifest_stale = True
             lost = vouched > active.base
+            self.state.must_save = lost
             self._store.report(active.log_path, "is missing", "start it empty" + (
                 f" and quarantine offsets {active.base}..{vouched - 1}" if lost else ""), error=lost)
             return
@@ -292,6 +297,7 @@ class ChainLoader:
                                    f"quarantine offsets {active.next_offset}..{vouched - 1}", error=True)
             active.add_hole(active.next_offset, vouched, active.size, active.size)
             active.next_offset = vouched
+            self.state.must_save = True
         self._report_damage(active, result, vouched)
         if active.size != self.state.checkpoint or result.holes or result.cut is not None:
             self.state.manifest_stale = True

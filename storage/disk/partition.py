@@ -116,13 +116,16 @@ class DiskPartition(PartitionBase):
         self._mover: asyncio.Task | None = None
         self._lock = asyncio.Lock()
         self._commit = GroupCommit(self._fsync_active, store.activity.fsynced)
-        self._take_over(ChainLoader(store, self.name, topic.id_hex, self._manifest_path, self.dir_on, handles).load())
+        loaded = ChainLoader(store, self.name, topic.id_hex, self._manifest_path, self.dir_on, handles).load()
+        self._take_over(loaded)
         if self._epochs and self._epochs[-1][0] >= self._leader_epoch:
             # store.json went back (a stale copy, or rebuilt without this manifest): epochs never go down
             self._leader_epoch = store.raise_epoch(self._epochs[-1][0], self.name)
         self._commit.synced = self._commit.written = self._hw
         if self._note_epoch(self._leader_epoch, self._hw):
             self._manifest_stale = True
+        if loaded.must_save:
+            self._save_recovered()
         self.resume_move()
 
     def resume_move(self) -> None:
@@ -174,6 +177,16 @@ class DiskPartition(PartitionBase):
         if not self._store.repair:
             return  # an offline check writes nothing
         active = self._active()
+        work = self._saving(active)
+        try:
+            await asyncio.to_thread(work)
+        except OSError as exc:  # not a full disk (StorageFullError): the directory cannot be written
+            raise self._unavailable(f"saving {self._manifest_path} failed: {exc.strerror or exc}") from exc
+        self._checkpoint = active.size if active is not None else 0
+        self._manifest_stale = False
+
+    def _saving(self, active: Partitionlet | None) -> Callable[[], None]:
+        """The file work of a save, to run off the event loop: the state is taken now."""
         indexes = active.index_bytes() if active is not None else None
         data = self._manifest()
 
@@ -184,10 +197,20 @@ class DiskPartition(PartitionBase):
             os.makedirs(os.path.dirname(self._manifest_path), exist_ok=True)
             write_atomic(self._manifest_path, data, on_full=self._store.volumes[0].release_ballast)
 
-        try:
-            await asyncio.to_thread(work)
-        except OSError as exc:  # not a full disk (StorageFullError): the directory cannot be written
-            raise self._unavailable(f"saving {self._manifest_path} failed: {exc.strerror or exc}") from exc
+        return work
+
+    def _save_recovered(self) -> None:
+        """Save at once, in the opening thread, what an open found lost (LoadedChain.must_save).
+
+        The recovered log (cut, or started empty) no longer shows that its
+        offsets up to the reservation may have been handed out; a kill
+        before the next save would let the next open trust the old manifest
+        and the shorter log, and hand those offsets out again (issue 28).
+        """
+        if not self._store.repair:
+            return
+        active = self._active()
+        self._saving(active)()
         self._checkpoint = active.size if active is not None else 0
         self._manifest_stale = self._holes_unsaved = False
 

@@ -195,3 +195,37 @@ async def test_damaged_middle_batch_is_quarantined_and_the_rest_kept(crashed, tm
     assert [o for o, _ in values(await part.read(damaged + 2, 1 << 20))][0] == damaged + 2
     assert (await part.append(bf_batch(), 1)).base_offset == 2 * N
     await st.close()
+
+
+OPENER = textwrap.dedent("""
+    import asyncio, os, sys
+    from kafkacompat import storage
+
+    async def main(data):
+        st = storage.open_store(data)
+        await st.open()
+        st.partition("/s", "t", 0)  # its recovery runs; nothing is appended to it
+        os._exit(0)  # killed again before anything else saved the partition's manifest
+
+    asyncio.run(main(sys.argv[1]))
+""")
+
+
+async def test_recovery_killed_before_anything_else_hands_out_no_offset_twice(crashed, tmp_path):
+    """The whole active log zeroed after a kill -9 (issue 28): recovery cuts it to nothing and goes on from the
+    reservation. Killed again before the partition saved anything, the next open finds an empty log that agrees
+    with the old manifest; offsets handed out before the first kill must still never be handed out again."""
+    data, active = crashed
+    copy = tmp_path / "d"
+    shutil.copytree(data, copy)
+    log = copy / "streams" / "s" / "t" / "0" / active
+    size = os.path.getsize(log)
+    with open(log, "r+b") as f:
+        f.write(bytes(size))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.dirname(os.path.dirname(os.path.dirname(__file__))),
+                                                       os.path.dirname(__file__)]))
+    subprocess.run([sys.executable, "-c", OPENER, str(copy)], check=True, env=env, timeout=60)
+    st, part = await reopen(copy)
+    assert part.high_watermark == RESERVE_STEP  # offsets up to 2 * N were handed out before the first kill
+    assert (await part.append(bf_batch(), 1)).base_offset == RESERVE_STEP
+    await st.close()
