@@ -200,8 +200,27 @@ def _broker_answers(bootstrap: str) -> list[tuple[str, str, str, int, str | None
                 code, message = alter(wire, BROKER, entity, (name, 0, value))
                 if code == 0:
                     assert alter(wire, BROKER, entity, (name, 1, None))[0] == 0
+                    _wait_until_gone(wire, entity, name, value)
                 out.append((entity, name, value, code, message))
     return out
+
+
+def _wait_until_gone(wire: Wire, entity: str, name: str, value: str) -> None:
+    """Kafka applies a change through its metadata log, after answering: the next change is judged against the
+    broker's config as it then is (a listener's SSL settings against a still-set ssl.cipher.suites are refused)."""
+    deadline = time.monotonic() + 15
+    while _dynamically_set(describe(wire, BROKER, entity)[1].get(name), value):
+        assert time.monotonic() < deadline, f"{name}={value} still set on broker {entity!r} 15 s after its delete"
+        time.sleep(0.1)
+
+
+def _dynamically_set(described: tuple[str | None, int, list] | None, value: str) -> bool:
+    """Whether a described broker config still holds `value` as set at run time (source 2 DYNAMIC_BROKER_CONFIG or
+    3 DYNAMIC_DEFAULT_BROKER_CONFIG, itself or as a synonym), not as its static or default value."""
+    if described is None:
+        return False
+    found = [(described[0], described[1]), *((v, source) for _n, v, source in described[2])]
+    return any(v == value and source in (2, 3) for v, source in found)
 
 
 def test_broker_configs_kafka_changes_at_run_time_are_accepted_and_others_refused_alike(
