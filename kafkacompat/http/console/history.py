@@ -77,6 +77,12 @@ class History:
         self._previous: dict[str | None, list[int]] = {}
         self._last: float | None = None  # when the last sample was taken
 
+    def begin(self, now: float) -> None:
+        """The sampler starts at `now`: the first sample's rates count from here, so traffic that came before
+        it is charted (without a start, the first sample could only take it as the baseline)."""
+        if self._last is None:
+            self._last = now
+
     async def sample(self, cluster: "Cluster", now: float | None = None) -> None:
         """Read the broker's figures once and write them into the next slot of every ring."""
         now = time.time() if now is None else now
@@ -218,6 +224,7 @@ def track(app: web.Application) -> None:
     history = app[HISTORY] = of(app[BROKER])
 
     async def run() -> None:
+        history.begin(time.time())
         while True:
             cluster = app[BROKER].cluster
             if cluster is None:  # the store is not open yet
