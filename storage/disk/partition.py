@@ -28,10 +28,11 @@ reservation and the gap is quarantined as a lost range; without such
 evidence the log's end is trusted and nothing is skipped.
 
 A range an open quarantined is made durable in the manifest before the
-first batch after it is written: a batch right after a quarantined range
-reads as an offset jump (a flipped base offset, as far as the scan can
-tell) unless the manifest names the range, and the next unclean start
-would cut it and every acknowledged write after it.
+partition serves: a batch right after a quarantined range reads as an
+offset jump (a flipped base offset, as far as the scan can tell) unless
+the manifest names the range, and the next unclean start would cut it and
+every acknowledged write after it; offsets the files no longer show would
+be handed out again.
 
 Appends write in the event loop (page cache); fsyncs run in worker threads
 through a group commit, so waiting for durability never stalls the loop or
@@ -108,7 +109,6 @@ class DiskPartition(PartitionBase):
         self._checkpoint = 0  # size of the active partitionlet the manifest vouches for
         self._reserved = 0  # every offset handed out is below it (durable in the manifest)
         self._manifest_stale = False
-        self._holes_unsaved = False  # an open quarantined ranges the manifest does not name yet
         self._skipped: set[tuple[int, int]] = set()  # damaged ranges already logged as skipped
         self._unavailable_logged = False
         self._home: Volume | None = None  # where its partitionlets are kept, once chosen (see move.py)
@@ -124,8 +124,8 @@ class DiskPartition(PartitionBase):
         self._commit.synced = self._commit.written = self._hw
         if self._note_epoch(self._leader_epoch, self._hw):
             self._manifest_stale = True
-        if loaded.must_save:
-            self._save_recovered()
+        if loaded.must_save or (loaded.manifest_stale and any(p.holes for p in loaded.chain)):
+            self._save_recovered()  # quarantined ranges the manifest does not name yet
         self.resume_move()
 
     def resume_move(self) -> None:
@@ -148,7 +148,6 @@ class DiskPartition(PartitionBase):
         self._chain, self._bases, self._epochs = loaded.chain, loaded.bases, loaded.epochs
         self._log_start, self._hw, self._reserved = loaded.log_start, loaded.hw, loaded.reserved
         self._checkpoint, self._home, self._manifest_stale = loaded.checkpoint, loaded.home, loaded.manifest_stale
-        self._holes_unsaved = loaded.manifest_stale and any(p.holes for p in loaded.chain)
         for epoch, base in loaded.tail_epochs:
             if self._note_epoch(epoch, base):
                 self._manifest_stale = True
@@ -200,19 +199,21 @@ class DiskPartition(PartitionBase):
         return work
 
     def _save_recovered(self) -> None:
-        """Save at once, in the opening thread, what an open found lost (LoadedChain.must_save).
+        """Save at once, in the opening thread, the ranges an open quarantined (the module docstring says why).
 
         The recovered log (cut, or started empty) no longer shows that its
         offsets up to the reservation may have been handed out; a kill
         before the next save would let the next open trust the old manifest
-        and the shorter log, and hand those offsets out again (issue 28).
+        and the shorter log, and hand those offsets out again; a range still
+        in the file, unnamed by the manifest, would get the batches written
+        after it cut (issue 28).
         """
         if not self._store.repair:
             return
         active = self._active()
         self._saving(active)()
         self._checkpoint = active.size if active is not None else 0
-        self._manifest_stale = self._holes_unsaved = False
+        self._manifest_stale = False
 
     async def _critical(self, section: Callable[[], Awaitable[T]]) -> T:
         """Run `section` under the lock to its end, even if the caller is cancelled.
@@ -267,7 +268,7 @@ class DiskPartition(PartitionBase):
         length, max_ts = bf.check_append(view, record_count)
         settings = self._topic.settings
         now = now_ms()
-        if self._lock.locked() or self._hw + record_count > self._reserved or self._holes_unsaved or self._needs_roll(
+        if self._lock.locked() or self._hw + record_count > self._reserved or self._needs_roll(
                 len(view), settings.partitionlet_bytes, settings.partitionlet_age_ms, now):
 
             async def section() -> int:
@@ -278,7 +279,7 @@ class DiskPartition(PartitionBase):
                 try:
                     if self._needs_roll(len(view), settings.partitionlet_bytes, settings.partitionlet_age_ms, now):
                         await self._roll(len(view))  # its manifest write holds the new reservation
-                    elif self._reserved != reserved or self._holes_unsaved:
+                    elif self._reserved != reserved:
                         await self._save()
                 except BaseException:
                     self._reserved = reserved  # not durable: not to be relied on
