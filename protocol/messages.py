@@ -122,6 +122,13 @@ def decode_request(header: RequestHeader, frame: bytes | bytearray) -> Any:
     return body
 
 
+def request_header(api_key: int, version: int, correlation_id: int, client_id: bytes) -> bytes:
+    """A request header as a client sends it: v1 (v2, with its empty tagged fields, where the API's
+    version is flexible)."""
+    head = struct.pack(">hhih", api_key, version, correlation_id, len(client_id)) + client_id
+    return head + b"\x00" if is_flexible(api_key, version) else head
+
+
 def encode_body(body: Any) -> bytes:
     buf = io.BytesIO()
     _writer(body.__class__)(buf, body)

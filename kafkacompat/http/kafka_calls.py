@@ -14,7 +14,6 @@ import asyncio
 import dataclasses
 import functools
 import itertools
-import struct
 import sys
 import time
 import uuid
@@ -23,8 +22,15 @@ from typing import Any
 from kio.serial import entity_reader
 from kio.static.constants import EntityType
 
-from kafkacompat.protocol.messages import decode_request, encode_body, make, parse_request_header, request_schema
-from kafkacompat.protocol.versions import is_flexible, schema
+from kafkacompat.protocol.messages import (
+    decode_request,
+    encode_body,
+    make,
+    parse_request_header,
+    request_header,
+    request_schema,
+)
+from kafkacompat.protocol.versions import schema
 
 from ..broker import admin_log
 from ..broker.cluster import Cluster
@@ -56,10 +62,7 @@ def _response_reader(api_key: int, version: int) -> Any:
 
 
 def _frame(api_key: int, version: int, body: Any, client_id: str) -> bytes:
-    cid = client_id.encode()
-    head = struct.pack(">hhih", api_key, version, next(_correlation) & 0x7FFFFFFF, len(cid)) + cid
-    if is_flexible(api_key, version):
-        head += b"\x00"
+    head = request_header(api_key, version, next(_correlation) & 0x7FFFFFFF, client_id.encode())
     return head + (body if isinstance(body, (bytes, bytearray)) else encode_body(body))
 
 

@@ -25,7 +25,7 @@ from typing import Any
 from kio.serial import entity_reader
 from kio.static.constants import EntityType
 
-from kafkacompat.protocol.messages import encode_body, request_schema
+from kafkacompat.protocol.messages import encode_body, request_header, request_schema
 from kafkacompat.protocol.versions import schema
 
 from ..frames import FrameError, read_frame
@@ -162,8 +162,7 @@ def load_command_config(path: str, setting: str = "--command-config") -> ClientS
 def _encode_request(api_key: int, version: int, correlation_id: int, body: Any) -> bytes:
     """One size-prefixed request frame, under the tools' client id."""
     client_id = b"kafkacompat-cli"
-    head = struct.pack(">hhih", api_key, version, correlation_id, len(client_id)) + client_id
-    payload = head + encode_body(body)
+    payload = request_header(api_key, version, correlation_id, client_id) + encode_body(body)
     return struct.pack(">i", len(payload)) + payload
 
 

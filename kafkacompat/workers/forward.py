@@ -21,7 +21,7 @@ import kio.schema.create_topics.v4.request as create_v4
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader
 
-from kafkacompat.protocol.messages import encode_body, make, response_schema
+from kafkacompat.protocol.messages import encode_body, make, request_header, response_schema
 from kafkacompat.protocol.versions import is_flexible
 
 from ..security.client import ClientSecurity
@@ -64,7 +64,7 @@ async def _ask(host: str, port: int, api_key: int, version: int, request: Any, s
     flexible = is_flexible(api_key, version)
     reader, writer = await security.open_stream(host, port, timeout)
     try:
-        head = struct.pack(">hhih", api_key, version, 1, len(CLIENT_ID)) + CLIENT_ID + (b"\x00" if flexible else b"")
+        head = request_header(api_key, version, 1, CLIENT_ID)
         body = encode_body(request)
         writer.write(_SIZE.pack(len(head) + len(body)) + head + body)
         await writer.drain()
