@@ -136,6 +136,7 @@ class Cluster:
         coordinator = TransactionCoordinator(self.config, self.store, self.producers, self.groups)
         coordinator.marker_fence = self.marker_fence
         coordinator.owns = self.coordinates
+        coordinator.coordinator_error = self.coordinator_error
         coordinator.owns_all = self._coordinates_all()  # else loaded per offsets partition gained
         coordinator.partitions.follow_log = not coordinator.owns_all  # markers come from other brokers too
         return coordinator
@@ -296,17 +297,23 @@ class Cluster:
         index = coordinator_partition(key, self.config.offsets_topic_num_partitions)
         return self.view.leads((self.default_stream, OFFSETS_TOPIC, index))
 
-    async def coordinating(self, key: str) -> bool:
-        """coordinates(), first waiting for this broker to take the key's __consumer_offsets
-        partition when it was handed here or created a moment ago (look_again). A group's first
-        JoinGroup, sent to the broker FindCoordinator named while that broker still caught up the
-        offsets topic just created, was answered NOT_COORDINATOR, and librdkafka joined again
-        about 3 s later: the first group on a fresh cluster joined twice."""
+    async def coordinator_error(self, key: str) -> ErrorCode:
+        """NONE when this broker coordinates a group or transactional id, else the retriable
+        refusal every coordinator-bound request answers: first waiting, at most look_again's
+        bound, for this broker to take the key's __consumer_offsets partition when it was handed
+        here or created a moment ago. Then COORDINATOR_LOAD_IN_PROGRESS while it still loads
+        the partition, NOT_COORDINATOR when another broker has it, as Kafka answers. A group's
+        first JoinGroup, sent to the broker FindCoordinator named while that broker still caught
+        up the offsets topic just created, was answered NOT_COORDINATOR, and librdkafka joined
+        again about 3 s later: the first group on a fresh cluster joined twice."""
         if self.coordinates(key):
-            return True
-        index = coordinator_partition(key, self.config.offsets_topic_num_partitions)
-        await self.view.look_again((self.default_stream, OFFSETS_TOPIC, index))
-        return self.coordinates(key)
+            return ErrorCode.none
+        partition = (self.default_stream, OFFSETS_TOPIC,
+                     coordinator_partition(key, self.config.offsets_topic_num_partitions))
+        await self.view.look_again(partition)
+        if self.coordinates(key):
+            return ErrorCode.none
+        return ErrorCode.coordinator_load_in_progress if self.view.catching_up(partition) else ErrorCode.not_coordinator
 
     def brokers_for(self, listener: str) -> list[Member]:
         """brokers(), with this one at the address of the client's listener (peers keep what they advertise)."""

@@ -120,6 +120,11 @@ class ClusterView(abc.ABC):
         broker does not lead: it may have been handed here a moment ago)."""
         return None
 
+    def catching_up(self, key: PartitionKey) -> bool:
+        """Whether the partition was handed to this broker, which loads it before serving it (a
+        coordinator answers COORDINATOR_LOAD_IN_PROGRESS meanwhile, as Kafka's while loading)."""
+        return False
+
     def knows(self, key: PartitionKey) -> bool:
         """Whether this broker has heard who leads the partition (a dead leader counts): False for
         a partition created a moment ago elsewhere, which `settle` learns about at once."""

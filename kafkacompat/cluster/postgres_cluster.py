@@ -164,7 +164,7 @@ class PostgresCluster(ClusterView):
         wanted = self._beats[0] + 1  # the next tick to start reads the table after this request came
         self._wake.set()
         deadline = time.monotonic() + LOOK_AGAIN_WAIT_S
-        while not self.leads(key) and (self._beats[1] < wanted or self._catching_up(key)):
+        while not self.leads(key) and (self._beats[1] < wanted or self.catching_up(key)):
             left = deadline - time.monotonic()
             if left <= 0:
                 return
@@ -251,7 +251,7 @@ class PostgresCluster(ClusterView):
         async with self._ticking:
             await self._beat()
 
-    def _catching_up(self, key: PartitionKey) -> bool:
+    def catching_up(self, key: PartitionKey) -> bool:
         """Whether the table names this broker the partition's leader but it does not serve it yet."""
         found = self.leader_of(key)
         return found is not None and found[0] == self.me.node_id and key not in self._led

@@ -48,8 +48,9 @@ async def handle(ctx: Request[Reaches], request: Any) -> Any:
                     error_code=ErrorCode.unsupported_version, error_message=None, member_id=None, member_epoch=0,
                     heartbeat_interval=datetime.timedelta(0), assignment=None)
     refused = _refusal(ctx, request)
-    if refused is None and not await ctx.cluster.coordinating(request.group_id):  # the group moved: look it up again
-        refused = ErrorCode.not_coordinator
+    if refused is None:  # the group moved: look it up again
+        error = await ctx.cluster.coordinator_error(request.group_id)
+        refused = None if error is ErrorCode.none else error
     if refused is not None:  # Kafka's ConsumerGroupHeartbeatRequest.getErrorResponse: the code, member_epoch left 0
         return make(m.ConsumerGroupHeartbeatResponse, throttle_time=NO_THROTTLE, error_code=refused,
                     error_message=None, member_id=None, member_epoch=0,

@@ -25,7 +25,7 @@ async def handle(ctx: Request[Reaches], request: Any) -> Any:
     m = schema_of(ctx)
     shares = ctx.cluster.shares
     group_id = request.group_id
-    refused = group_refusal(ctx, group_id, Operation.DELETE, must_be_empty=True)
+    refused = await group_refusal(ctx, group_id, Operation.DELETE, must_be_empty=True)
     if refused is not None:
         return make(m.DeleteShareGroupOffsetsResponse, throttle_time=NO_THROTTLE, error_code=refused[0],
                     error_message=refused[1], responses=())

@@ -23,10 +23,10 @@ def _partition(m: Any, index: int, start_offset: int, error: ErrorCode = ErrorCo
                 leader_epoch=-1, error_code=error, error_message=None)
 
 
-def _group(ctx: Request[Reaches], m: Any, request_group: Any) -> Any:
+async def _group(ctx: Request[Reaches], m: Any, request_group: Any) -> Any:
     shares = ctx.cluster.shares
     group_id = request_group.group_id
-    refused = group_refusal(ctx, group_id, Operation.DESCRIBE, must_be_empty=False)
+    refused = await group_refusal(ctx, group_id, Operation.DESCRIBE, must_be_empty=False)
     if refused is not None:
         return make(m.DescribeShareGroupOffsetsResponseGroup, group_id=group_id, topics=(),
                     error_code=refused[0], error_message=refused[1])
@@ -63,4 +63,4 @@ def _group(ctx: Request[Reaches], m: Any, request_group: Any) -> Any:
 async def handle(ctx: Request[Reaches], request: Any) -> Any:
     m = schema_of(ctx)
     return make(m.DescribeShareGroupOffsetsResponse, throttle_time=NO_THROTTLE,
-                groups=tuple(_group(ctx, m, g) for g in request.groups))
+                groups=tuple([await _group(ctx, m, g) for g in request.groups]))

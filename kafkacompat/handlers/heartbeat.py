@@ -20,10 +20,10 @@ class Reaches(Groups, Placement, Security, Protocol):
 async def handle(ctx: Request[Reaches], request: Any) -> Any:
     if not ctx.cluster.authorizer.group(ctx, Operation.READ, request.group_id):
         error = ErrorCode.group_authorization_failed
-    elif not await ctx.cluster.coordinating(request.group_id):  # the group moved: the member finds its new coordinator
-        error = ErrorCode.not_coordinator
-    else:
-        error = ctx.cluster.groups.heartbeat(
-            request.group_id, request.generation_id, request.member_id, getattr(request, "group_instance_id", None)
-        )
+    else:  # unless the group moved: the member finds its new coordinator
+        error = await ctx.cluster.coordinator_error(request.group_id)
+        if error is ErrorCode.none:
+            error = ctx.cluster.groups.heartbeat(
+                request.group_id, request.generation_id, request.member_id, getattr(request, "group_instance_id", None)
+            )
     return make(schema_of(ctx).HeartbeatResponse, throttle_time=NO_THROTTLE, error_code=error)

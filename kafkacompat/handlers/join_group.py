@@ -43,8 +43,9 @@ def _response(m: Any, version: int, result: JoinResult) -> Any:
 
 async def handle(ctx: Request[Reaches], request: Any) -> Any:
     m = schema_of(ctx)
-    if not await ctx.cluster.coordinating(request.group_id):  # another broker leads the group's offsets partition
-        return _response(m, ctx.version, JoinResult(ErrorCode.not_coordinator, request.member_id))
+    refused = await ctx.cluster.coordinator_error(request.group_id)  # another broker leads its offsets partition
+    if refused is not ErrorCode.none:
+        return _response(m, ctx.version, JoinResult(refused, request.member_id))
     session_timeout = millis(request.session_timeout)
     rebalance_timeout = millis(getattr(request, "rebalance_timeout", session_timeout))
     if not ctx.cluster.authorizer.group(ctx, Operation.READ, request.group_id):

@@ -22,8 +22,9 @@ async def handle(ctx: Request[Reaches], request: Any) -> Any:
     if not ctx.cluster.authorizer.group(ctx, Operation.READ, request.group_id):
         return make(m.LeaveGroupResponse, throttle_time=NO_THROTTLE, error_code=ErrorCode.group_authorization_failed,
                     **({"members": ()} if ctx.version >= 3 else {}))
-    if not await ctx.cluster.coordinating(request.group_id):  # the group moved: the member finds its new coordinator
-        return make(m.LeaveGroupResponse, throttle_time=NO_THROTTLE, error_code=ErrorCode.not_coordinator,
+    refused = await ctx.cluster.coordinator_error(request.group_id)  # the group moved: the member looks it up again
+    if refused is not ErrorCode.none:
+        return make(m.LeaveGroupResponse, throttle_time=NO_THROTTLE, error_code=refused,
                     **({"members": ()} if ctx.version >= 3 else {}))
     if ctx.version < 3:
         leaving = [(request.member_id, None)]

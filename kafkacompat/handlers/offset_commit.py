@@ -66,14 +66,14 @@ async def handle(ctx: Request[Reaches], request: Any) -> Any:
             )
             pending.append((key, info.stream, cursor))
     if pending or too_large:
-        coordinating = await cluster.coordinating(request.group_id)
-        group_error = cluster.groups.validate_commit(
+        refused = await cluster.coordinator_error(request.group_id)  # the group moved: looked up again
+        group_error = refused if refused is not ErrorCode.none else cluster.groups.validate_commit(
             request.group_id,
             request.generation_id_or_member_epoch,
             request.member_id,
             getattr(request, "group_instance_id", None),
             ctx.version,
-        ) if coordinating else ErrorCode.not_coordinator  # the group moved
+        )
         for key in too_large:
             errors[key] = group_error if group_error != ErrorCode.none else ErrorCode.offset_metadata_too_large
         if group_error != ErrorCode.none:

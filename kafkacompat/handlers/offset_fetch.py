@@ -109,9 +109,9 @@ async def handle(ctx: Request[Reaches], request: Any) -> Any:
         if not ctx.cluster.authorizer.group(ctx, Operation.DESCRIBE, request.group_id):
             return make(m.OffsetFetchResponse, throttle_time=NO_THROTTLE, topics=(),
                         error_code=ErrorCode.group_authorization_failed)
-        if not await ctx.cluster.coordinating(request.group_id):  # the group moved: the client looks it up again
-            return make(m.OffsetFetchResponse, throttle_time=NO_THROTTLE, topics=(),
-                        error_code=ErrorCode.not_coordinator)
+        refused = await ctx.cluster.coordinator_error(request.group_id)  # the group moved: the client looks it up again
+        if refused is not ErrorCode.none:
+            return make(m.OffsetFetchResponse, throttle_time=NO_THROTTLE, topics=(), error_code=refused)
         offsets = _offsets(ctx, request.group_id, request.topics, getattr(request, "require_stable", False))
         return make(
             m.OffsetFetchResponse,
@@ -124,11 +124,11 @@ async def handle(ctx: Request[Reaches], request: Any) -> Any:
         # v9: a consumer-protocol member names itself and its epoch; a stale one gets no offsets
         if not ctx.cluster.authorizer.group(ctx, Operation.DESCRIBE, group.group_id):
             error = ErrorCode.group_authorization_failed
-        elif not await ctx.cluster.coordinating(group.group_id):
-            error = ErrorCode.not_coordinator
-        else:
+        else:  # unless the group moved
+            error = await ctx.cluster.coordinator_error(group.group_id)
             member = (group.group_id, getattr(group, "member_id", None), getattr(group, "member_epoch", -1))
-            error = ctx.cluster.groups.consumer.validate_fetch(*member)
+            if error == ErrorCode.none:
+                error = ctx.cluster.groups.consumer.validate_fetch(*member)
             if error == ErrorCode.none:
                 error = ctx.cluster.groups.streams.validate_fetch(*member)
         offsets = (_offsets(ctx, group.group_id, group.topics, request.require_stable)

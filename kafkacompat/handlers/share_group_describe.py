@@ -54,8 +54,9 @@ async def handle(ctx: Request[Reaches], request: Any) -> Any:
         if not ctx.cluster.authorizer.group(ctx, Operation.DESCRIBE, group_id):
             groups.append(_refused(m, group_id, ErrorCode.group_authorization_failed, None))
             continue
-        if not ctx.cluster.coordinates(group_id):  # membership lives on the group's coordinator
-            groups.append(_refused(m, group_id, ErrorCode.not_coordinator, None))
+        coordinator = await ctx.cluster.coordinator_error(group_id)  # membership lives on the group's coordinator
+        if coordinator is not ErrorCode.none:
+            groups.append(_refused(m, group_id, coordinator, None))
             continue
         group = shares.groups.groups.get(group_id)
         if group is None and group_id not in shares.known_groups():

@@ -21,7 +21,7 @@ class Reaches(Groups, Placement, Security, Settings, Protocol):
     """What of the broker this module reaches."""
 
 
-def _refusal(ctx: Request[Reaches], request: Any) -> ErrorCode | None:
+async def _refusal(ctx: Request[Reaches], request: Any) -> ErrorCode | None:
     """The share group protocol switched off, READ on the group, DESCRIBE on the topics, the coordinator."""
     if ctx.cluster.features.level(SHARE_VERSION) < 1:
         return ErrorCode.unsupported_version
@@ -31,15 +31,14 @@ def _refusal(ctx: Request[Reaches], request: Any) -> ErrorCode | None:
     names = set(request.subscribed_topic_names or ())
     if authorizer.enabled and len(authorizer.topics(ctx, Operation.DESCRIBE, names)) < len(names):
         return ErrorCode.topic_authorization_failed
-    if not ctx.cluster.coordinates(request.group_id):
-        return ErrorCode.not_coordinator
-    return None
+    coordinator = await ctx.cluster.coordinator_error(request.group_id)
+    return None if coordinator is ErrorCode.none else coordinator
 
 
 async def handle(ctx: Request[Reaches], request: Any) -> Any:
     m = schema_of(ctx)
     shares = ctx.cluster.shares
-    refused = _refusal(ctx, request)
+    refused = await _refusal(ctx, request)
     if refused is not None:  # Kafka's ShareGroupHeartbeatRequest.getErrorResponse: the code, member_epoch left 0
         return make(m.ShareGroupHeartbeatResponse, throttle_time=NO_THROTTLE, error_code=refused,
                     error_message=None, member_id=None, member_epoch=0,

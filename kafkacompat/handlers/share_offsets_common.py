@@ -14,7 +14,7 @@ class Reaches(Groups, Placement, Security, Settings, Protocol):
     """What of the broker this module reaches."""
 
 
-def group_refusal(ctx: Request[Reaches], group_id: str, operation: Operation,
+async def group_refusal(ctx: Request[Reaches], group_id: str, operation: Operation,
                   must_be_empty: bool) -> tuple[ErrorCode, str | None] | None:
     """The share group protocol off, the ACL, the coordinator, a group that is not a share group
     (or, to change offsets, one with members)."""
@@ -23,8 +23,9 @@ def group_refusal(ctx: Request[Reaches], group_id: str, operation: Operation,
         return ErrorCode.unsupported_version, "The share group protocol is not enabled."
     if not ctx.cluster.authorizer.group(ctx, operation, group_id):
         return ErrorCode.group_authorization_failed, None
-    if not ctx.cluster.coordinates(group_id):
-        return ErrorCode.not_coordinator, None
+    coordinator = await ctx.cluster.coordinator_error(group_id)
+    if coordinator is not ErrorCode.none:
+        return coordinator, None
     if group_id not in shares.known_groups():
         if shares.is_other_group(group_id):
             return ErrorCode.group_id_not_found, f"Group {group_id} is not a share group."

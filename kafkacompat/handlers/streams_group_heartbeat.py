@@ -127,8 +127,9 @@ async def handle(ctx: Request[Reaches], request: Any) -> Any:
     m = schema_of(ctx)
     topology = _topology(request)
     refused = _refusal(ctx, request, topology)
-    if refused is None and not ctx.cluster.coordinates(request.group_id):
-        refused = ErrorCode.not_coordinator
+    if refused is None:
+        error = await ctx.cluster.coordinator_error(request.group_id)
+        refused = None if error is ErrorCode.none else error
     if refused is not None:
         return _error(m, refused)
     coordinator = ctx.cluster.groups.streams

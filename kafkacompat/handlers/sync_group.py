@@ -33,8 +33,9 @@ async def handle(ctx: Request[Reaches], request: Any) -> Any:
     m = schema_of(ctx)
     if not ctx.cluster.authorizer.group(ctx, Operation.READ, request.group_id):
         return _response(m, SyncResult(ErrorCode.group_authorization_failed))
-    if not await ctx.cluster.coordinating(request.group_id):  # the group moved: the member finds its new coordinator
-        return _response(m, SyncResult(ErrorCode.not_coordinator))
+    refused = await ctx.cluster.coordinator_error(request.group_id)  # the group moved: the member looks it up again
+    if refused is not ErrorCode.none:
+        return _response(m, SyncResult(refused))
     answer = ctx.cluster.groups.sync(
         request.group_id,
         request.generation_id,

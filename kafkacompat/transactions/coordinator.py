@@ -61,8 +61,13 @@ _PRODUCE_ERRORS = {
     ErrorCode.producer_fenced: ErrorCode.invalid_producer_epoch,
     ErrorCode.concurrent_transactions: ErrorCode.not_enough_replicas,
     ErrorCode.not_coordinator: ErrorCode.not_enough_replicas,  # the implicit add was not stored: retriable
+    ErrorCode.coordinator_load_in_progress: ErrorCode.not_enough_replicas,
 }
 COMPLETE_RETRY_MAX_S = 5.0  # the longest pause between tries to finish a transaction the store refused
+
+
+async def _coordinates_every_id(txn_id: str) -> ErrorCode:
+    return ErrorCode.none  # alone
 
 
 def now_ms() -> int:
@@ -93,6 +98,9 @@ class TransactionCoordinator:
         # Brokers of one cluster each coordinate the ids placed on the __consumer_offsets partitions they
         # lead (others answer NOT_COORDINATOR) and load them as they gain those partitions (take_over).
         self.owns: Callable[[str], bool] = lambda txn_id: True
+        # NONE, or the retriable refusal of a request for an id this broker does not coordinate (yet):
+        # in a cluster, Cluster.coordinator_error, which first waits out a hand-over to this broker
+        self.coordinator_error: Callable[[str], Awaitable[ErrorCode]] = _coordinates_every_id
         self.owns_all = True
         self._finishing: set[asyncio.Task[None]] = set()
 
@@ -243,8 +251,9 @@ class TransactionCoordinator:
     ) -> tuple[ErrorCode, int, int]:
         if not txn_id:
             return ErrorCode.invalid_request, -1, -1
-        if not self.owns(txn_id):
-            return ErrorCode.not_coordinator, -1, -1
+        refused = await self.coordinator_error(txn_id)
+        if refused is not ErrorCode.none:
+            return refused, -1, -1
         if timeout_ms <= 0 or timeout_ms > self.config.transaction_max_timeout_ms:
             return ErrorCode.invalid_transaction_timeout, -1, -1
         async with self._locks[txn_id]:
@@ -322,8 +331,9 @@ class TransactionCoordinator:
     ) -> ErrorCode:
         """What AddPartitionsToTxn and AddOffsetsToTxn share: `add` to the open transaction (opening
         one if none is) and persist it, unless it is ongoing and `present` says nothing is new."""
-        if not self.owns(txn_id):
-            return ErrorCode.not_coordinator
+        refused = await self.coordinator_error(txn_id)
+        if refused is not ErrorCode.none:
+            return refused
         async with self._locks[txn_id]:
             error, meta = self._check_producer(txn_id, producer_id, epoch)
             if meta is None:
@@ -512,8 +522,9 @@ class TransactionCoordinator:
     async def _end_txn(
         self, txn_id: str, producer_id: int, epoch: int, commit: bool, client_version: int
     ) -> tuple[ErrorCode, int, int]:
-        if not self.owns(txn_id):
-            return ErrorCode.not_coordinator, -1, -1
+        refused = await self.coordinator_error(txn_id)
+        if refused is not ErrorCode.none:
+            return refused, -1, -1
         async with self._locks[txn_id]:
             if client_version >= TV2:
                 return await self._end_txn_v2(txn_id, producer_id, epoch, commit)
