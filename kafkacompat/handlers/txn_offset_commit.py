@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from ..security.acls import Operation
-from ..services import Groups, Request, Security, Settings, Topics, Transactions
+from ..services import Groups, Placement, Request, Security, Settings, Topics, Transactions
 from .common import NO_THROTTLE, ErrorCode, make, schema_of
 from .group_common import partition_errors
 from .registry import Api, changes
@@ -22,7 +22,7 @@ from .txn_common import fenced_as
 API = Api(28, (0, 5), changes(("topics",), "topics"))
 
 
-class Reaches(Topics, Security, Groups, Transactions, Settings, Protocol):
+class Reaches(Topics, Security, Groups, Transactions, Settings, Placement, Protocol):
     """What of the broker this module reaches."""
 
 FENCED_FROM = 3
@@ -59,8 +59,8 @@ async def handle(ctx: Request[Reaches], request: Any) -> Any:
                                      getattr(part, "committed_leader_epoch", -1), part.committed_metadata or "")))
     if staged:
         generation = getattr(request, "generation_id", -1)
-        error = ErrorCode.none
-        if generation >= 0:
+        error = await cluster.coordinator_error(request.group_id)  # the group's coordinator stages its offsets
+        if error == ErrorCode.none and generation >= 0:
             error = cluster.groups.validate_commit(
                 request.group_id, generation, request.member_id, request.group_instance_id, ctx.version,
                 transactional=True,
