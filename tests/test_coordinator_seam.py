@@ -139,3 +139,29 @@ async def test_a_coordinator_bound_request_asks_the_seam_and_answers_its_error(
     answer = await call(broker, api_key, body)
     assert KEY in asked, f"{registry().handlers[api_key].__name__} does not ask Cluster.coordinator_error"
     assert ErrorCode.coordinator_load_in_progress in _codes(answer), answer
+
+
+@pytest.mark.parametrize("loading, answer", [(True, ErrorCode.coordinator_load_in_progress),
+                                             (False, ErrorCode.not_coordinator)])
+async def test_the_seam_waits_then_tells_loading_from_elsewhere(loading: bool, answer: ErrorCode) -> None:
+    """After its wait, a broker still loading the key's partition says so (the client retries the
+    same broker); one that was never handed it sends the client to look its coordinator up again."""
+    store = open_store("memory://")
+    await store.open()
+    broker = Cluster(BrokerConfig(), store)
+    looked: list[tuple[str, str, int]] = []
+
+    async def look_again(key: tuple[str, str, int]) -> None:
+        looked.append(key)
+
+    view: Any = broker.view
+    view.leads, view.catching_up, view.look_again = (lambda key: False), (lambda key: loading), look_again
+    try:
+        assert await broker.coordinator_error(KEY) == answer
+        assert [key[1] for key in looked] == ["__consumer_offsets"]
+        view.leads = lambda key: True  # alone (the disk engine), or once served: no wait at all
+        assert await broker.coordinator_error(KEY) == ErrorCode.none
+        assert len(looked) == 1
+    finally:
+        await broker.groups.close()
+        await store.close()
