@@ -8,7 +8,7 @@ down, after a kill -9 or a SIGTERM (the seed picks). `full-disk-sigterm`
 stops and restarts the broker while its disk is full.
 
 `SAFE` (and `CLOUD_SAFE`, `REPLICATION_SAFE`, `WORKERS_SAFE`, those engines' own) lists the faults whose
-promises (docs/operations.md) hold today; `HELD_BACK` (and `CLOUD_HELD_BACK`) the ones
+promises (docs/operations.md) hold today; `HELD_BACK` (and `CLOUD_HELD_BACK`, `WORKERS_HELD_BACK`) the ones
 that find known bugs, with the reason, so the CI slice runs the safe ones
 and the full mix (`ALL`, the command's default) can be enabled once fixes land.
 """
@@ -35,7 +35,12 @@ CLOUD_HELD_BACK = {  # and those held back; both apart from the disk lists above
 }
 REPLICATION_SAFE = ("link-pause",)  # the replication engine's own: `stream replica pause`, held, then `resume`
 WORKERS_SAFE = ("kill-broker",)  # the workers engine's own: kill -9 of the supervisor and every worker, a start
-ALL = (*SAFE, *CLOUD_SAFE, *REPLICATION_SAFE, *WORKERS_SAFE, *HELD_BACK, *CLOUD_HELD_BACK)
+WORKERS_HELD_BACK = {  # and held back: kill -9 of the supervisor alone (its workers must stop), a start
+    "kill-supervisor": "the killed supervisor's workers were still alive 1.1-1.7 s later (they look for their parent "
+                       "every 0.5 s, then stop gracefully) while the new command took the data dir's lock: passed "
+                       "seeds 6 and 7 (1 min), but a faster start races them for the ports and the store",
+}
+ALL = (*SAFE, *CLOUD_SAFE, *REPLICATION_SAFE, *WORKERS_SAFE, *HELD_BACK, *CLOUD_HELD_BACK, *WORKERS_HELD_BACK)
 
 
 class Nemesis:

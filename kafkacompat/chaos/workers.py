@@ -175,7 +175,8 @@ class WorkersEngine(DiskEngine):
         return {**super().setup(rng), "workers": WORKERS, "txn_partitions": list(self.txn_partitions)}
 
     def storage_faults(self) -> list[StorageFault]:
-        return [*super().storage_faults(), StorageFault("kill-broker", self._kill_broker, live=True)]
+        return [*super().storage_faults(), StorageFault("kill-broker", self._kill_broker, live=True),
+                StorageFault("kill-supervisor", self._kill_supervisor, live=True)]
 
     def _kill_broker(self, rng: random.Random) -> dict[str, Any]:
         """kill -9 of the supervisor and every worker at once, then the command started again."""
@@ -183,3 +184,20 @@ class WorkersEngine(DiskEngine):
         self.kill()
         time.sleep(down)
         return {"down": round(down, 2), "restarted": self.start()}
+
+    def _kill_supervisor(self, rng: random.Random) -> dict[str, Any]:
+        """kill -9 of the supervisor alone (its workers must notice and stop), then the command started again."""
+        down = rng.uniform(0.2, 3)
+        orphans = list(self.pids.values())
+        self.broker.kill()
+        time.sleep(down)
+        left = [pid for pid in orphans if _alive(pid)]
+        return {"down": round(down, 2), "orphans_left": len(left), "restarted": self.start()}
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True

@@ -17,11 +17,20 @@ from pathlib import Path
 from kafkacompat.testing.services import ServiceUnavailable
 
 from ..chaos.campaign import ENGINES, SKIP_DAMAGED_FIXED, Plan, run
-from ..chaos.nemesis import ALL, CLOUD_HELD_BACK, CLOUD_SAFE, HELD_BACK, REPLICATION_SAFE, SAFE, WORKERS_SAFE
+from ..chaos.nemesis import (
+    ALL,
+    CLOUD_HELD_BACK,
+    CLOUD_SAFE,
+    HELD_BACK,
+    REPLICATION_SAFE,
+    SAFE,
+    WORKERS_HELD_BACK,
+    WORKERS_SAFE,
+)
 
 
 def parse(argv: Sequence[str] | None) -> argparse.ArgumentParser:
-    held = "; ".join(f"{name} ({why})" for name, why in {**HELD_BACK, **CLOUD_HELD_BACK}.items())
+    held = "; ".join(f"{name} ({why})" for name, why in {**HELD_BACK, **CLOUD_HELD_BACK, **WORKERS_HELD_BACK}.items())
     p = argparse.ArgumentParser(
         prog="python -m kafkacompat.chaos",
         description="A seeded fault campaign: stock clients, a nemesis, a checker of what docs/operations.md promises.",
