@@ -7,8 +7,9 @@ one log. The supervisor itself serves nothing and opens no store; it keeps
 what must be decided once for all of them:
 
 * the data dir's lock (a second broker must not open the store), held for
-  as long as any worker runs; a worker refuses to open the store unless it
-  is held (storage/disk/shared.py);
+  as long as any worker runs, the supervisor's or not: each worker inherits
+  its descriptor; a worker refuses to open the store unless it is held
+  (storage/disk/shared.py);
 * the leader epochs: every worker start gets one above all earlier ones,
   recorded in workers.json before the worker starts, so the others
   advertise its partitions under the epoch it leads them with;
@@ -103,8 +104,9 @@ class Supervisor:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(fd)
-            raise SupervisorError(f"data dir {self.root} is in use by another broker; stop that broker or "
-                                  "choose another --data-dir", 4) from None
+            raise SupervisorError(f"data dir {self.root} is in use by another broker (or by the workers of one "
+                                  "whose supervisor was killed, until they stop); stop that broker or choose "
+                                  "another --data-dir", 4) from None
         self._lock_fd = fd
 
     def _pick_ports(self) -> list[int]:
@@ -129,8 +131,12 @@ class Supervisor:
         read_end, write_end = os.pipe()
         role = WorkerRole(index, self.count, epoch, tuple(self.ports), write_end)
         env = worker_environment(self.config, role)
-        process = subprocess.Popen([sys.executable, "-m", "kafkacompat", "serve"], env=env, pass_fds=(write_end,),
-                                   stdin=subprocess.DEVNULL, start_new_session=True)  # signals come from here
+        # the lock's descriptor goes with it: the data dir stays locked until the last worker is gone, so a
+        # new command cannot start while the workers of a supervisor killed with -9 still run (they stop on
+        # their own within a second or two; a paused one only once resumed)
+        process = subprocess.Popen([sys.executable, "-m", "kafkacompat", "serve"], env=env,
+                                   pass_fds=(write_end, self._lock_fd), stdin=subprocess.DEVNULL,
+                                   start_new_session=True)  # signals come from here
         os.close(write_end)
         self._workers[index] = _Worker(index, process, read_end, time.monotonic(), epoch)
         log.info("worker %d started (pid %d, port %d, leader epoch %d)", index, process.pid, self.ports[index], epoch)

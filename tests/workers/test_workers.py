@@ -393,3 +393,30 @@ def test_the_cli_creates_a_stream_topic_whose_partitions_both_workers_own(worker
     assert view["partitions"] == 4 and len(view["other_workers"]) in (1, 2, 3), view
     listed = Producer({"bootstrap.servers": workers.bootstrap}).list_topics("/s:t", timeout=30).topics["/s:t"]
     assert sorted(listed.partitions) == [0, 1, 2, 3] and listed.error is None
+
+
+@pytest.mark.slow
+def test_a_new_command_waits_out_the_workers_of_a_killed_supervisor(workers: Workers, tmp_path: Path) -> None:
+    # The workers fault campaign's kill-supervisor found it: the killed supervisor's workers outlived it by
+    # 1-2 s (a paused one for as long as it is paused, with the store open) while a new command took the
+    # data dir's lock and started workers of its own over the same partitions.
+    os.kill(workers.pids[1], signal.SIGSTOP)
+    workers.proc.kill()
+    workers.proc.wait()
+    try:
+        second = subprocess.run([sys.executable, "-m", "kafkacompat", "serve", "--data-dir", str(tmp_path / "data"),
+                                 "--host", "127.0.0.1", "--port", "0", "--workers", "2"], capture_output=True,
+                                text=True, cwd=ROOT, timeout=60)
+        assert alive(workers.pids[1])
+        assert second.returncode == 4 and "in use by another" in second.stderr, second.stderr[-2000:]
+    finally:
+        os.kill(workers.pids[1], signal.SIGCONT)
+    deadline = time.monotonic() + 30
+    while any(alive(pid) for pid in workers.pids):  # orphaned, they stop by themselves
+        assert time.monotonic() < deadline, "the orphaned workers never stopped"
+        time.sleep(0.1)
+    again = Workers(tmp_path / "data", 2)
+    try:
+        assert again.stop() == 0
+    finally:
+        again.kill()
