@@ -34,12 +34,9 @@ CLOUD_HELD_BACK = {  # and those held back; both apart from the disk lists above
     "object-store-outage": "new: passed seeds 4 and 5 (1 min), not yet run for enough seeds to join the safe mix",
 }
 REPLICATION_SAFE = ("link-pause",)  # the replication engine's own: `stream replica pause`, held, then `resume`
-WORKERS_SAFE = ("kill-broker",)  # the workers engine's own: kill -9 of the supervisor and every worker, a start
-WORKERS_HELD_BACK = {  # and held back: kill -9 of the supervisor alone (its workers must stop), a start
-    "kill-supervisor": "the killed supervisor's workers were still alive 1.1-1.7 s later (they look for their parent "
-                       "every 0.5 s, then stop gracefully) while the new command took the data dir's lock: passed "
-                       "seeds 6 and 7 (1 min), but a faster start races them for the ports and the store",
-}
+WORKERS_SAFE = ("kill-broker", "kill-supervisor")  # the workers engine's own: kill -9 of the supervisor and every
+# worker, or of the supervisor alone (its workers must stop by themselves), then a start
+WORKERS_HELD_BACK: dict[str, str] = {}
 ALL = (*SAFE, *CLOUD_SAFE, *REPLICATION_SAFE, *WORKERS_SAFE, *HELD_BACK, *CLOUD_HELD_BACK, *WORKERS_HELD_BACK)
 
 

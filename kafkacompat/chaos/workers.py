@@ -10,7 +10,9 @@ it again (under a new leader epoch) and its partitions, or with worker 0
 every group and transaction coordinator, come back with it: ownership
 does not move (docs/workers.md, "What it does not cover yet"). `kill-broker`
 kill -9s the supervisor and every worker at once, as a crash of the machine
-or of the service's cgroup would, then starts the command again. Every disk
+or of the service's cgroup would, then starts the command again;
+`kill-supervisor` kill -9s the supervisor alone: its orphaned workers must
+stop by themselves, and the command is started again once they have. Every disk
 fault of the disk engine applies unchanged: the workers share its files,
 and the offline ones stop the whole command (kill -9 of every process, or
 SIGTERM of the supervisor, which stops its workers).
@@ -48,6 +50,7 @@ WORKERS = 2
 STARTED_RE = re.compile(r"worker (?P<index>\d+) started \(pid (?P<pid>\d+)")
 AGAIN_RE = re.compile(r"worker (?P<index>\d+) serves again")
 SERVING = f"{WORKERS} workers serving on ports"
+ORPHANS_STOP_S = 30.0  # the workers of a supervisor killed with -9 stop by themselves within this
 
 
 def free_port_run(count: int, rng: random.Random) -> int:
@@ -186,13 +189,22 @@ class WorkersEngine(DiskEngine):
         return {"down": round(down, 2), "restarted": self.start()}
 
     def _kill_supervisor(self, rng: random.Random) -> dict[str, Any]:
-        """kill -9 of the supervisor alone (its workers must notice and stop), then the command started again."""
+        """kill -9 of the supervisor alone, then the command started again once its orphaned workers have
+        stopped by themselves (the data dir stays locked until they have: a start before is refused)."""
         down = rng.uniform(0.2, 3)
         orphans = list(self.pids.values())
         self.broker.kill()
         time.sleep(down)
-        left = [pid for pid in orphans if _alive(pid)]
-        return {"down": round(down, 2), "orphans_left": len(left), "restarted": self.start()}
+        deadline = time.monotonic() + ORPHANS_STOP_S
+        while (left := [pid for pid in orphans if _alive(pid)]) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if left:
+            self.history.record("broker", node=0, action="start-failed",
+                                reason=f"{len(left)} workers of the killed supervisor still ran {ORPHANS_STOP_S} s on")
+            self._kill_workers()
+            return {"down": round(down, 2), "orphans_stayed": len(left)}
+        return {"down": round(down, 2), "orphans_lived": round(ORPHANS_STOP_S - (deadline - time.monotonic()), 2),
+                "restarted": self.start()}
 
 
 def _alive(pid: int) -> bool:

@@ -93,7 +93,8 @@ def test_bad_arguments_get_one_line_and_status_2(args: list[str], says: str) -> 
 @pytest.mark.slow
 def test_workers_campaign_survives_workers_killed_paused_and_the_whole_command_killed(tmp_path: Path) -> None:
     """`serve --workers 2` on the disk store: one worker at a time killed, paused or stopped (the supervisor
-    restarts it), the supervisor and every worker killed at once (`kill-broker`), and the disk faults. The
+    restarts it), the supervisor and every worker killed at once (`kill-broker`), the supervisor alone
+    (`kill-supervisor`: its workers must stop before the command starts again), and the disk faults. The
     transactional producer keeps to the partitions worker 0 owns (transactions elsewhere are refused)."""
     out = campaign(tmp_path, "workers", 5, FAULTS)
     assert "workers 2" in out and "txn_partitions [" in out
