@@ -36,6 +36,7 @@ from ..config import SETTINGS, BrokerConfig, env_name, setting_kind
 from ..storage.disk import layout
 from ..storage.disk.files import fsync_dir, write_atomic
 from ..storage.disk.format import NewerFormatError, check_format, read_epoch, read_identity, store_state
+from ..storage.errors import StorageFullError
 from .role import WorkerRole
 from .view import EPOCHS_FILE, read_epochs
 
@@ -127,7 +128,7 @@ class Supervisor:
         epoch = self._next_epoch
         self._next_epoch += 1
         self.epochs[index] = epoch
-        write_atomic(os.path.join(self.root, EPOCHS_FILE), json.dumps({"epochs": self.epochs}).encode())
+        write_epochs(self.root, self.epochs)
         read_end, write_end = os.pipe()
         role = WorkerRole(index, self.count, epoch, tuple(self.ports), write_end)
         env = worker_environment(self.config, role)
@@ -213,9 +214,12 @@ class Supervisor:
                 worker.ready_fd = -1
         self._workers = [None] * self.count
         if self._lock_fd >= 0:
-            self._record_epoch()
-        if clean and self._lock_fd >= 0:
-            write_atomic(os.path.join(self.root, layout.CLEAN_MARKER), b"")
+            try:
+                self._record_epoch()
+                if clean:
+                    write_atomic(os.path.join(self.root, layout.CLEAN_MARKER), b"")
+            except StorageFullError as exc:  # as a single broker on a full disk: the next start checks every tail
+                log.warning("%s; the store is left unmarked, so the next start checks its partitions' tails", exc)
         if self._lock_fd >= 0:
             os.close(self._lock_fd)
             self._lock_fd = -1
@@ -230,6 +234,30 @@ class Supervisor:
         highest = max(self.epochs, default=0)
         if problem is None and store_id is not None and settings is not None and highest > stored:
             write_atomic(store_file, store_state(highest, str(store_id), settings))
+
+
+EPOCHS_BLOCK = 4096  # workers.json is padded to whole blocks, so it can be rewritten where it is
+
+
+def write_epochs(root: str, epochs: list[int]) -> None:
+    """Record each worker's leader epoch in workers.json before the worker starts. On a full disk the
+    file, padded to whole blocks by every earlier write, is overwritten in place, which needs no new
+    block: a start on a full disk died with a traceback here, where a single broker starts."""
+    text = json.dumps({"epochs": epochs}).encode()
+    data = text.ljust(-(-len(text) // EPOCHS_BLOCK) * EPOCHS_BLOCK, b" ")  # JSON ignores trailing spaces
+    path = os.path.join(root, EPOCHS_FILE)
+    try:
+        write_atomic(path, data)
+    except StorageFullError:
+        if not os.path.exists(path) or os.path.getsize(path) < len(data):
+            raise
+        fd = os.open(path, os.O_WRONLY)
+        try:
+            os.pwrite(fd, data, 0)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        log.warning("the disk is full: %s rewritten in place", path)
 
 
 def worker_environment(config: BrokerConfig, role: WorkerRole) -> dict[str, str]:

@@ -420,3 +420,34 @@ def test_a_new_command_waits_out_the_workers_of_a_killed_supervisor(workers: Wor
         assert again.stop() == 0
     finally:
         again.kill()
+
+
+@pytest.mark.slow
+def test_workers_start_again_on_a_full_disk(tmp_path: Path) -> None:
+    # The workers fault campaign's full-disk-sigterm found it: stopped and started again while the disk
+    # was full, the supervisor died with a traceback writing workers.json for worker 1 (worker 0 served;
+    # a single broker starts on a full disk).
+    volume = tmp_path / "disk"
+    volume.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(volume)], capture_output=True).returncode:
+        pytest.skip("cannot mount a tmpfs here (not root): no full disk to start on")
+    try:
+        first = Workers(volume / "data", 2)
+        try:
+            with open(volume / "filler", "ab", buffering=0) as f:
+                for chunk in (1 << 20, 1 << 12, 1 << 9):
+                    try:
+                        while True:
+                            f.write(bytes(chunk))
+                    except OSError:
+                        pass
+            assert first.stop() == 0, "".join(first.log)[-3000:]
+        finally:
+            first.kill()
+        again = Workers(volume / "data", 2)  # raises unless both workers serve
+        try:
+            assert again.stop() == 0
+        finally:
+            again.kill()
+    finally:
+        subprocess.run(["umount", "-l", str(volume)], capture_output=True)
