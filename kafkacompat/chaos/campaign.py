@@ -26,12 +26,14 @@ from .engine import Engine
 from .history import Event, History, load
 from .nemesis import Nemesis
 from .replication import ReplicationEngine
+from .workers import WorkersEngine
 from .workload import CLIENT_LOG, Workload, final_read
 
 ENGINES: dict[str, Callable[[Path, History, bool], Engine]] = {
     "disk": lambda workdir, history, skip: DiskEngine(workdir, history, skip_damaged=skip),
     "cloud": lambda workdir, history, skip: CloudEngine(workdir, history),
     "replication": lambda workdir, history, skip: ReplicationEngine(workdir, history),
+    "workers": lambda workdir, history, skip: WorkersEngine(workdir, history, skip_damaged=skip),
 }
 SKIP_DAMAGED_FIXED = ("cloud", "replication")  # engines without the --no-skip-damaged mode (no damage on disk)
 
@@ -86,7 +88,8 @@ def drive(plan: Plan, engine: Engine, history: History, out: TextIO) -> None:
     print(f"chaos: {', '.join(f'{k} {v}' for k, v in settings.items())}; faults: {', '.join(nemesis.names)}"
           + (f"; not offered here: {', '.join(nemesis.unavailable)}" if nemesis.unavailable else ""),
           file=out, flush=True)
-    workload = Workload(engine.bootstrap, history, random.Random(f"{plan.seed}:workload"), plan.rate)
+    workload = Workload(engine.bootstrap, history, random.Random(f"{plan.seed}:workload"), plan.rate,
+                        engine.txn_partitions)
     workload.start()
     nemesis.run(plan.minutes * 60, threading.Event())
     up = not nemesis.broken and engine.start()

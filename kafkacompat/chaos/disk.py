@@ -106,7 +106,7 @@ class DiskEngine(Engine):
     def setup(self, rng: random.Random) -> dict[str, Any]:
         fsync = rng.choice(["none", "interval", "always"])
         cli = [sys.executable, "-m", "kafkacompat"]
-        where = ["--bootstrap-server", self.bootstrap]
+        where = ["--bootstrap-server", self.bootstrap.split(",")[0]]  # the workers engine's controller
         commands = [["stream", "create", STREAM, "--fsync", fsync, "--partitionlet-size", PARTITIONLET_SIZE,
                      "--ttl", "0"]]
         for topic, count in PARTITIONS.items():

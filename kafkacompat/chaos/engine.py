@@ -40,6 +40,7 @@ class Engine(abc.ABC):
     name: str
     bootstrap: str
     nodes: list[int]
+    txn_partitions: tuple[int, ...] | None = None  # topic T's partitions the transactional producer writes (all)
 
     @abc.abstractmethod
     def start(self) -> bool:

@@ -7,8 +7,8 @@ engine's own (engine.py); those not `live` are done while the broker is
 down, after a kill -9 or a SIGTERM (the seed picks). `full-disk-sigterm`
 stops and restarts the broker while its disk is full.
 
-`SAFE` (and `CLOUD_SAFE`, `REPLICATION_SAFE`, those engines' own) lists the faults whose
-promises (docs/operations.md) hold today; `HELD_BACK` (and `CLOUD_HELD_BACK`) the ones
+`SAFE` (and `CLOUD_SAFE`, `REPLICATION_SAFE`, `WORKERS_SAFE`, those engines' own) lists the faults whose
+promises (docs/operations.md) hold today; `HELD_BACK` (and `CLOUD_HELD_BACK`, `WORKERS_HELD_BACK`) the ones
 that find known bugs, with the reason, so the CI slice runs the safe ones
 and the full mix (`ALL`, the command's default) can be enabled once fixes land.
 """
@@ -34,7 +34,10 @@ CLOUD_HELD_BACK = {  # and those held back; both apart from the disk lists above
     "object-store-outage": "new: passed seeds 4 and 5 (1 min), not yet run for enough seeds to join the safe mix",
 }
 REPLICATION_SAFE = ("link-pause",)  # the replication engine's own: `stream replica pause`, held, then `resume`
-ALL = (*SAFE, *CLOUD_SAFE, *REPLICATION_SAFE, *HELD_BACK, *CLOUD_HELD_BACK)
+WORKERS_SAFE = ("kill-broker", "kill-supervisor")  # the workers engine's own: kill -9 of the supervisor and every
+# worker, or of the supervisor alone (its workers must stop by themselves), then a start
+WORKERS_HELD_BACK: dict[str, str] = {}
+ALL = (*SAFE, *CLOUD_SAFE, *REPLICATION_SAFE, *WORKERS_SAFE, *HELD_BACK, *CLOUD_HELD_BACK, *WORKERS_HELD_BACK)
 
 
 class Nemesis:

@@ -146,9 +146,10 @@ class TransactionalWriter(Role):
     """A transactional producer: transactions of 1-8 records to topic T, a quarter of them aborted."""
 
     def __init__(self, bootstrap: str, history: History, stopping: threading.Event, rng: random.Random,
-                 rate: float) -> None:
+                 rate: float, partitions: tuple[int, ...] | None = None) -> None:
         super().__init__("txn", bootstrap, history, stopping)
         self.rng, self.rate = rng, rate
+        self.partitions = partitions or tuple(range(PARTITIONS[TOPIC_T]))  # the workers engine narrows them
         self.generation = 0
 
     def work(self) -> None:
@@ -187,7 +188,7 @@ class TransactionalWriter(Role):
         return True
 
     def send(self, producer: Producer, name: str, seq: int, txn: int) -> str:
-        partition = seq % PARTITIONS[TOPIC_T]
+        partition = self.partitions[seq % len(self.partitions)]
         value = value_of(name, seq)
 
         def report(err: KafkaError | None, msg: Any) -> None:
@@ -302,13 +303,15 @@ class CommitObserver(Role):
 class Workload:
     """Every role of the workload, started and stopped together."""
 
-    def __init__(self, bootstrap: str, history: History, rng: random.Random, rate: float = 30) -> None:
+    def __init__(self, bootstrap: str, history: History, rng: random.Random, rate: float = 30,
+                 txn_partitions: tuple[int, ...] | None = None) -> None:
         self.history = history
         self.producing, self.consuming = threading.Event(), threading.Event()
         self.producers: list[Role] = [
             Writer("idem", "idempotent", bootstrap, history, self.producing, random.Random(rng.random()), rate),
             Writer("plain", "plain", bootstrap, history, self.producing, random.Random(rng.random()), rate),
-            TransactionalWriter(bootstrap, history, self.producing, random.Random(rng.random()), rate),
+            TransactionalWriter(bootstrap, history, self.producing, random.Random(rng.random()), rate,
+                                txn_partitions),
         ]
         self.consumers: list[Role] = [
             Reader("member-1", bootstrap, history, self.consuming, GROUP),

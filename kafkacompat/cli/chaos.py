@@ -17,15 +17,24 @@ from pathlib import Path
 from kafkacompat.testing.services import ServiceUnavailable
 
 from ..chaos.campaign import ENGINES, SKIP_DAMAGED_FIXED, Plan, run
-from ..chaos.nemesis import ALL, CLOUD_HELD_BACK, CLOUD_SAFE, HELD_BACK, REPLICATION_SAFE, SAFE
+from ..chaos.nemesis import (
+    ALL,
+    CLOUD_HELD_BACK,
+    CLOUD_SAFE,
+    HELD_BACK,
+    REPLICATION_SAFE,
+    SAFE,
+    WORKERS_HELD_BACK,
+    WORKERS_SAFE,
+)
 
 
 def parse(argv: Sequence[str] | None) -> argparse.ArgumentParser:
-    held = "; ".join(f"{name} ({why})" for name, why in {**HELD_BACK, **CLOUD_HELD_BACK}.items())
+    held = "; ".join(f"{name} ({why})" for name, why in {**HELD_BACK, **CLOUD_HELD_BACK, **WORKERS_HELD_BACK}.items())
     p = argparse.ArgumentParser(
         prog="python -m kafkacompat.chaos",
         description="A seeded fault campaign: stock clients, a nemesis, a checker of what docs/operations.md promises.",
-        epilog=f"fault mixes: safe = {', '.join((*SAFE, *CLOUD_SAFE, *REPLICATION_SAFE))}; all = safe plus the faults held back "
+        epilog=f"fault mixes: safe = {', '.join((*SAFE, *CLOUD_SAFE, *REPLICATION_SAFE, *WORKERS_SAFE))}; all = safe plus the faults held back "
                f"from CI until known bugs are fixed: {held}")
     p.add_argument("--engine", choices=list(ENGINES), default="disk")
     p.add_argument("--minutes", type=float, default=2.0, help="how long the nemesis runs (default 2)")
@@ -42,7 +51,7 @@ def parse(argv: Sequence[str] | None) -> argparse.ArgumentParser:
 
 def faults_of(text: str) -> tuple[str, ...]:
     if text in ("safe", "all"):
-        return (*SAFE, *CLOUD_SAFE, *REPLICATION_SAFE) if text == "safe" else ALL
+        return (*SAFE, *CLOUD_SAFE, *REPLICATION_SAFE, *WORKERS_SAFE) if text == "safe" else ALL
     names = tuple(n.strip() for n in text.split(",") if n.strip())
     unknown = [n for n in names if n not in ALL]
     if unknown or not names:

@@ -13,6 +13,7 @@ from typing import Any
 from kafkacompat.storage import (
     Cursor,
     FsyncPolicy,
+    NotLeaderError,
     Partition,
     PermissionEntries,
     Store,
@@ -121,10 +122,15 @@ async def partition_view(index: int, partition: Partition) -> dict[str, Any]:
 
 
 async def topic_view(store: Store, info: TopicInfo, detail: bool) -> dict[str, Any]:
-    """A topic with totals; `detail` adds each partition and its partitionlets."""
-    partitions = [
-        await partition_view(i, store.partition(info.stream, info.name, i)) for i in range(info.partitions)
-    ]
+    """A topic with totals; `detail` adds each partition and its partitionlets. A worker of `serve
+    --workers N` counts the partitions it owns and lists the others' in `other_workers` (only the
+    owner opens a partition's files): the topic an admin command just made is shown, not refused."""
+    partitions, elsewhere = [], []
+    for i in range(info.partitions):
+        try:
+            partitions.append(await partition_view(i, store.partition(info.stream, info.name, i)))
+        except NotLeaderError:
+            elsewhere.append(i)
     view = topic_names_view(info, store.default_stream)
     view.update(
         topic_id=str(info.topic_id),
@@ -134,6 +140,8 @@ async def topic_view(store: Store, info: TopicInfo, detail: bool) -> dict[str, A
         configs=dict(info.configs),
         created_ms=info.created_ms,
     )
+    if elsewhere:
+        view["other_workers"] = elsewhere
     if detail:
         view["partition_detail"] = partitions
     return view

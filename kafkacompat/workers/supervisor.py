@@ -7,8 +7,9 @@ one log. The supervisor itself serves nothing and opens no store; it keeps
 what must be decided once for all of them:
 
 * the data dir's lock (a second broker must not open the store), held for
-  as long as any worker runs; a worker refuses to open the store unless it
-  is held (storage/disk/shared.py);
+  as long as any worker runs, the supervisor's or not: each worker inherits
+  its descriptor; a worker refuses to open the store unless it is held
+  (storage/disk/shared.py);
 * the leader epochs: every worker start gets one above all earlier ones,
   recorded in workers.json before the worker starts, so the others
   advertise its partitions under the epoch it leads them with;
@@ -35,6 +36,7 @@ from ..config import SETTINGS, BrokerConfig, env_name, setting_kind
 from ..storage.disk import layout
 from ..storage.disk.files import fsync_dir, write_atomic
 from ..storage.disk.format import NewerFormatError, check_format, read_epoch, read_identity, store_state
+from ..storage.errors import StorageFullError
 from .role import WorkerRole
 from .view import EPOCHS_FILE, read_epochs
 
@@ -103,8 +105,9 @@ class Supervisor:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(fd)
-            raise SupervisorError(f"data dir {self.root} is in use by another broker; stop that broker or "
-                                  "choose another --data-dir", 4) from None
+            raise SupervisorError(f"data dir {self.root} is in use by another broker (or by the workers of one "
+                                  "whose supervisor was killed, until they stop); stop that broker or choose "
+                                  "another --data-dir", 4) from None
         self._lock_fd = fd
 
     def _pick_ports(self) -> list[int]:
@@ -125,12 +128,16 @@ class Supervisor:
         epoch = self._next_epoch
         self._next_epoch += 1
         self.epochs[index] = epoch
-        write_atomic(os.path.join(self.root, EPOCHS_FILE), json.dumps({"epochs": self.epochs}).encode())
+        write_epochs(self.root, self.epochs)
         read_end, write_end = os.pipe()
         role = WorkerRole(index, self.count, epoch, tuple(self.ports), write_end)
         env = worker_environment(self.config, role)
-        process = subprocess.Popen([sys.executable, "-m", "kafkacompat", "serve"], env=env, pass_fds=(write_end,),
-                                   stdin=subprocess.DEVNULL, start_new_session=True)  # signals come from here
+        # the lock's descriptor goes with it: the data dir stays locked until the last worker is gone, so a
+        # new command cannot start while the workers of a supervisor killed with -9 still run (they stop on
+        # their own within a second or two; a paused one only once resumed)
+        process = subprocess.Popen([sys.executable, "-m", "kafkacompat", "serve"], env=env,
+                                   pass_fds=(write_end, self._lock_fd), stdin=subprocess.DEVNULL,
+                                   start_new_session=True)  # signals come from here
         os.close(write_end)
         self._workers[index] = _Worker(index, process, read_end, time.monotonic(), epoch)
         log.info("worker %d started (pid %d, port %d, leader epoch %d)", index, process.pid, self.ports[index], epoch)
@@ -207,9 +214,12 @@ class Supervisor:
                 worker.ready_fd = -1
         self._workers = [None] * self.count
         if self._lock_fd >= 0:
-            self._record_epoch()
-        if clean and self._lock_fd >= 0:
-            write_atomic(os.path.join(self.root, layout.CLEAN_MARKER), b"")
+            try:
+                self._record_epoch()
+                if clean:
+                    write_atomic(os.path.join(self.root, layout.CLEAN_MARKER), b"")
+            except StorageFullError as exc:  # as a single broker on a full disk: the next start checks every tail
+                log.warning("%s; the store is left unmarked, so the next start checks its partitions' tails", exc)
         if self._lock_fd >= 0:
             os.close(self._lock_fd)
             self._lock_fd = -1
@@ -224,6 +234,30 @@ class Supervisor:
         highest = max(self.epochs, default=0)
         if problem is None and store_id is not None and settings is not None and highest > stored:
             write_atomic(store_file, store_state(highest, str(store_id), settings))
+
+
+EPOCHS_BLOCK = 4096  # workers.json is padded to whole blocks, so it can be rewritten where it is
+
+
+def write_epochs(root: str, epochs: list[int]) -> None:
+    """Record each worker's leader epoch in workers.json before the worker starts. On a full disk the
+    file, padded to whole blocks by every earlier write, is overwritten in place, which needs no new
+    block: a start on a full disk died with a traceback here, where a single broker starts."""
+    text = json.dumps({"epochs": epochs}).encode()
+    data = text.ljust(-(-len(text) // EPOCHS_BLOCK) * EPOCHS_BLOCK, b" ")  # JSON ignores trailing spaces
+    path = os.path.join(root, EPOCHS_FILE)
+    try:
+        write_atomic(path, data)
+    except StorageFullError:
+        if not os.path.exists(path) or os.path.getsize(path) < len(data):
+            raise
+        fd = os.open(path, os.O_WRONLY)
+        try:
+            os.pwrite(fd, data, 0)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        log.warning("the disk is full: %s rewritten in place", path)
 
 
 def worker_environment(config: BrokerConfig, role: WorkerRole) -> dict[str, str]:

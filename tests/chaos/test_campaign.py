@@ -4,8 +4,9 @@ Two fixed seeds and one random seed (printed, so a failure can be replayed
 with `--seed`), each half a minute of faults from the `safe` mix: the faults
 whose promises (docs/operations.md) hold today, every disk fault among them. Seed 23 runs
 the broker without --skip-damaged, so consumers reaching a quarantined range
-must be told (an error event). The cloud engine (three brokers) and the
-replication engine (two clusters, a replica link) run one fixed seed each.
+must be told (an error event). The cloud engine (three brokers), the
+replication engine (two clusters, a replica link) and the workers engine
+(`serve --workers 2`) run one fixed seed each.
 The faults held back (nemesis.HELD_BACK, CLOUD_HELD_BACK) find known bugs;
 KAFKACOMPAT_CHAOS_FAULTS=all runs them too.
 """
@@ -87,3 +88,13 @@ def test_bad_arguments_get_one_line_and_status_2(args: list[str], says: str) -> 
                          timeout=60, cwd=Path(__file__).resolve().parents[2])
     assert run.returncode == 2 and run.stdout == ""
     assert run.stderr.count("\n") == 1 and says in run.stderr
+
+
+@pytest.mark.slow
+def test_workers_campaign_survives_workers_killed_paused_and_the_whole_command_killed(tmp_path: Path) -> None:
+    """`serve --workers 2` on the disk store: one worker at a time killed, paused or stopped (the supervisor
+    restarts it), the supervisor and every worker killed at once (`kill-broker`), the supervisor alone
+    (`kill-supervisor`: its workers must stop before the command starts again), and the disk faults. The
+    transactional producer keeps to the partitions worker 0 owns (transactions elsewhere are refused)."""
+    out = campaign(tmp_path, "workers", 5, FAULTS)
+    assert "workers 2" in out and "txn_partitions [" in out

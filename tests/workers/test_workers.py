@@ -375,3 +375,79 @@ def test_auto_is_one_worker_per_usable_core() -> None:
 
     assert worker_count("auto") == len(os.sched_getaffinity(0))
     assert worker_count("3") == 3
+
+
+def cli(workers: Workers, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "kafkacompat", *args, "--bootstrap-server",
+                           f"127.0.0.1:{workers.ports[0]}"], capture_output=True, text=True, timeout=60, cwd=ROOT)
+
+
+@pytest.mark.slow
+def test_the_cli_creates_a_stream_topic_whose_partitions_both_workers_own(workers: Workers) -> None:
+    # The workers fault campaign's setup found it: `topic create` made the topic, then answered
+    # "partition /chaos:a/0 belongs to another worker" (exit 1) while counting its messages.
+    assert cli(workers, "stream", "create", "/s").returncode == 0
+    made = cli(workers, "topic", "create", "/s:t", "--partitions", "4", "--json")
+    assert made.returncode == 0, made.stderr
+    view = json.loads(made.stdout)
+    assert view["partitions"] == 4 and len(view["other_workers"]) in (1, 2, 3), view
+    listed = Producer({"bootstrap.servers": workers.bootstrap}).list_topics("/s:t", timeout=30).topics["/s:t"]
+    assert sorted(listed.partitions) == [0, 1, 2, 3] and listed.error is None
+
+
+@pytest.mark.slow
+def test_a_new_command_waits_out_the_workers_of_a_killed_supervisor(workers: Workers, tmp_path: Path) -> None:
+    # The workers fault campaign's kill-supervisor found it: the killed supervisor's workers outlived it by
+    # 1-2 s (a paused one for as long as it is paused, with the store open) while a new command took the
+    # data dir's lock and started workers of its own over the same partitions.
+    os.kill(workers.pids[1], signal.SIGSTOP)
+    workers.proc.kill()
+    workers.proc.wait()
+    try:
+        second = subprocess.run([sys.executable, "-m", "kafkacompat", "serve", "--data-dir", str(tmp_path / "data"),
+                                 "--host", "127.0.0.1", "--port", "0", "--workers", "2"], capture_output=True,
+                                text=True, cwd=ROOT, timeout=60)
+        assert alive(workers.pids[1])
+        assert second.returncode == 4 and "in use by another" in second.stderr, second.stderr[-2000:]
+    finally:
+        os.kill(workers.pids[1], signal.SIGCONT)
+    deadline = time.monotonic() + 30
+    while any(alive(pid) for pid in workers.pids):  # orphaned, they stop by themselves
+        assert time.monotonic() < deadline, "the orphaned workers never stopped"
+        time.sleep(0.1)
+    again = Workers(tmp_path / "data", 2)
+    try:
+        assert again.stop() == 0
+    finally:
+        again.kill()
+
+
+@pytest.mark.slow
+def test_workers_start_again_on_a_full_disk(tmp_path: Path) -> None:
+    # The workers fault campaign's full-disk-sigterm found it: stopped and started again while the disk
+    # was full, the supervisor died with a traceback writing workers.json for worker 1 (worker 0 served;
+    # a single broker starts on a full disk).
+    volume = tmp_path / "disk"
+    volume.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(volume)], capture_output=True).returncode:
+        pytest.skip("cannot mount a tmpfs here (not root): no full disk to start on")
+    try:
+        first = Workers(volume / "data", 2)
+        try:
+            with open(volume / "filler", "ab", buffering=0) as f:
+                for chunk in (1 << 20, 1 << 12, 1 << 9):
+                    try:
+                        while True:
+                            f.write(bytes(chunk))
+                    except OSError:
+                        pass
+            assert first.stop() == 0, "".join(first.log)[-3000:]
+        finally:
+            first.kill()
+        again = Workers(volume / "data", 2)  # raises unless both workers serve
+        try:
+            assert again.stop() == 0
+        finally:
+            again.kill()
+    finally:
+        subprocess.run(["umount", "-l", str(volume)], capture_output=True)
