@@ -15,8 +15,9 @@ seed picks the topology unless `--topology` does (`pair`, a -> b, is the
 first campaign's, kept for replays). The workload writes to a only: the
 docs promise multi-master for topics unique per master, and the campaign's
 topics are one set. The nemesis kills, pauses and restarts any cluster (the
-source, a middle one, the last) or pauses one link (`stream replica pause`,
-then `resume`, as an operator would). After the source's final read,
+source, a middle one, the last), pauses one link (`stream replica pause`,
+then `resume`, as an operator would) or cuts one link's network (each link
+runs through a relay, link_proxy.py, that resets its connections). After the source's final read,
 `final_checks` waits until each replica's end offsets equal the source's (a
 condition with a timeout), reads each whole, asks every link's state, waits
 for the group's cursors on each, and fails the group over to the last
@@ -36,6 +37,7 @@ from typing import Any
 
 from .engine import Engine, StorageFault
 from .history import History
+from .link_proxy import LinkProxy
 from .process import BrokerProcess, BrokerProcesses, free_port
 from .replica_clients import Partitions, committed, end_offsets, every_partition, fail_over
 from .workload import GROUP, PARTITIONS, final_read
@@ -74,7 +76,9 @@ class ReplicationEngine(BrokerProcesses, Engine):
                 node, ["--data-dir", str(data), "--host", "127.0.0.1", "--port", str(self.ports[node]),
                        "--cluster-name", NAMES[node], "--group-initial-rebalance-delay-ms", "500"],
                 history, self.log, lock, clean_marker=data / ".clean")
+        self.proxies = {link: LinkProxy(self.ports[link[1]]) for link in self.links}  # each link's network
         self.paused: tuple[int, int] | None = None  # the link the nemesis holds paused
+        self.severed: tuple[int, int] | None = None  # and the one whose network it holds cut
         self.watching = threading.Event()
         self.watcher = threading.Thread(target=self._watch_replica_cursors, name="chaos-replica-cursors", daemon=True)
 
@@ -82,6 +86,8 @@ class ReplicationEngine(BrokerProcesses, Engine):
         self._stop_watching()
         for b in self.brokers.values():
             b.kill()
+        for proxy in self.proxies.values():
+            proxy.close()
         self.log.close()
 
     # the stream, its topics and the links, made with the commands a user types
@@ -94,6 +100,10 @@ class ReplicationEngine(BrokerProcesses, Engine):
     def _replica(self, node: int) -> str:
         return f"{self.addresses[node]}{STREAM}"
 
+    def _via(self, link: tuple[int, int]) -> str:
+        """The replica address link `link` is added with: its relay's port, which the nemesis can cut."""
+        return f"127.0.0.1:{self.proxies[link].port}{STREAM}"
+
     def setup(self, rng: random.Random) -> dict[str, Any]:
         fsync = rng.choice(["none", "interval", "always"])
         commands = [(SOURCE, ("stream", "create", STREAM, "--fsync", fsync, "--partitionlet-size",
@@ -103,12 +113,12 @@ class ReplicationEngine(BrokerProcesses, Engine):
         for src, dst in self.links:
             if dst != SOURCE:  # a new stream there: autosetup makes it with the source's policies
                 commands.append((src, ("stream", "replica", "autosetup", "--path", STREAM,
-                                       "--replica", self._replica(dst))))
+                                       "--replica", self._via((src, dst)))))
             else:  # the ring closes on the stream the workload writes: register the upstream, add the link
                 commands.append((dst, ("stream", "upstream", "add", "--path", STREAM,
                                        "--upstream", self._replica(src))))
                 commands.append((src, ("stream", "replica", "add", "--path", STREAM,
-                                       "--replica", self._replica(dst))))
+                                       "--replica", self._via((src, dst)))))
         for node, command in commands:
             done = self._cli(node, *command)
             if done.returncode != 0:
@@ -117,10 +127,21 @@ class ReplicationEngine(BrokerProcesses, Engine):
         return {"topology": self.topology, "fsync": fsync, "partitionlet_size": PARTITIONLET_SIZE,
                 "clusters": len(self.nodes), "links": " ".join(self._link_name(link) for link in self.links)}
 
-    # the link's own fault: one link paused by the operator's command, resumed after the nemesis's hold
+    # the links' own faults: one link paused by the operator's command, or its network cut, until healed
 
     def storage_faults(self) -> list[StorageFault]:
-        return [StorageFault("link-pause", self._pause_one, live=True, heal=self._resume_paused)]
+        return [StorageFault("link-pause", self._pause_one, live=True, heal=self._resume_paused),
+                StorageFault("link-cut", self._cut_one, live=True, heal=self._mend_cut)]
+
+    def _cut_one(self, rng: random.Random) -> dict[str, Any]:
+        self.severed = rng.choice(self.links)
+        self.proxies[self.severed].sever()
+        return {"between": self._link_name(self.severed)}
+
+    def _mend_cut(self) -> None:
+        if self.severed is not None:
+            self.proxies[self.severed].mend()
+            self.severed = None
 
     def _pause_one(self, rng: random.Random) -> dict[str, Any]:
         self.paused = rng.choice(self.links)
@@ -137,7 +158,7 @@ class ReplicationEngine(BrokerProcesses, Engine):
 
     def _link(self, action: str, link: tuple[int, int], record: bool = False) -> dict[str, Any]:
         src, dst = link
-        done = self._cli(src, "stream", "replica", action, "--path", STREAM, "--replica", self._replica(dst))
+        done = self._cli(src, "stream", "replica", action, "--path", STREAM, "--replica", self._via(link))
         out = {"link": action, "between": self._link_name(link), "rc": done.returncode,
                "said": (done.stderr or done.stdout).strip()[:300]}
         if record or done.returncode != 0:
@@ -199,7 +220,7 @@ class ReplicationEngine(BrokerProcesses, Engine):
                 entries = json.loads(done.stdout) if done.returncode == 0 else []
             except json.JSONDecodeError:
                 entries = []
-            entry = next((e for e in entries if e.get("replica") == self._replica(dst)), {})
+            entry = next((e for e in entries if e.get("replica") == self._via((src, dst))), {})
             self.history.record("link-state", between=self._link_name((src, dst)), state=entry.get("state"),
                                 reason=entry.get("reason") or (done.stderr.strip()[:300] if done.returncode else ""))
 

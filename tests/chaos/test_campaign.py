@@ -69,10 +69,10 @@ def test_cloud_campaign_survives_brokers_killed_paused_and_restarted(tmp_path: P
 def test_replication_campaign_keeps_every_acknowledged_record_on_every_replica(tmp_path: Path, topology: str,
                                                                               seed: int) -> None:
     """Three clusters, the stream replicated a -> b -> c (chain) or a -> b -> c -> a (ring); any cluster is
-    killed, paused or restarted, or a link paused. Every replica then holds every record at the source's offset,
+    killed, paused or restarted, or a link paused or its network cut. Every replica then holds every record at the source's offset,
     no link broke (the ring's link back to a brings nothing twice), the group's cursors are carried to each, and
     the group failed over to c reads on without a skip."""
-    out = campaign(tmp_path, "replication", seed, "kill,pause,restart,link-pause", "--topology", topology)
+    out = campaign(tmp_path, "replication", seed, "kill,pause,restart,link-pause,link-cut", "--topology", topology)
     assert f"topology {topology}" in out and "clusters 3" in out
     replicated = int(re.search(r"^verified on every replica\s+(\d+)$", out, re.M)[1])
     verified = int(re.search(r"^verified\s+(\d+)$", out, re.M)[1])
