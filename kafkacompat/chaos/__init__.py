@@ -7,6 +7,7 @@ fills its store, writes every operation to a JSON-lines history, then checks
 the history against what docs/operations.md promises. Modules: `history` (the
 record), `workload` (the clients), `engine` (what a nemesis acts on; `disk`
 is one broker on the embedded store, `cloud` three on PostgreSQL and S3,
-both running `process`es), `nemesis` (the faults), `checker` (the rules),
-`campaign` (one run, start to verdict), `cli`.
+`replication` three clusters linked in a chain or a ring, all running
+`process`es), `nemesis` (the faults), `checker` (the rules; a replication
+run adds `replica_checker`'s), `campaign` (one run, start to verdict), `cli`.
 """

@@ -25,15 +25,16 @@ from .disk import DiskEngine
 from .engine import Engine
 from .history import Event, History, load
 from .nemesis import Nemesis
-from .replication import ReplicationEngine
+from .replication import ReplicationEngine, topology_of
 from .workers import WorkersEngine
 from .workload import CLIENT_LOG, Workload, final_read
 
-ENGINES: dict[str, Callable[[Path, History, bool], Engine]] = {
-    "disk": lambda workdir, history, skip: DiskEngine(workdir, history, skip_damaged=skip),
-    "cloud": lambda workdir, history, skip: CloudEngine(workdir, history),
-    "replication": lambda workdir, history, skip: ReplicationEngine(workdir, history),
-    "workers": lambda workdir, history, skip: WorkersEngine(workdir, history, skip_damaged=skip),
+ENGINES: dict[str, Callable[["Plan", History], Engine]] = {
+    "disk": lambda plan, history: DiskEngine(plan.workdir, history, skip_damaged=plan.skip_damaged),
+    "cloud": lambda plan, history: CloudEngine(plan.workdir, history),
+    "replication": lambda plan, history: ReplicationEngine(plan.workdir, history,
+                                                           topology_of(plan.seed, plan.topology)),
+    "workers": lambda plan, history: WorkersEngine(plan.workdir, history, skip_damaged=plan.skip_damaged),
 }
 SKIP_DAMAGED_FIXED = ("cloud", "replication")  # engines without the --no-skip-damaged mode (no damage on disk)
 
@@ -47,6 +48,7 @@ class Plan:
     workdir: Path
     rate: float = 30.0  # records a second per producer
     skip_damaged: bool = True  # False: consumers must be told at a quarantined range (CORRUPT_MESSAGE)
+    topology: str | None = None  # replication: pair, chain or ring (None: the seed picks chain or ring)
 
 
 def run(plan: Plan, out: TextIO) -> Verdict:
@@ -60,7 +62,7 @@ def run(plan: Plan, out: TextIO) -> Verdict:
           file=out, flush=True)
     started = time.monotonic()
     try:
-        engine = ENGINES[plan.engine](plan.workdir, history, plan.skip_damaged)
+        engine = ENGINES[plan.engine](plan, history)
         try:
             if engine.start():
                 drive(plan, engine, history, out)
@@ -76,7 +78,8 @@ def run(plan: Plan, out: TextIO) -> Verdict:
     print(f"chaos: {'FAIL' if verdict.violations else 'PASS'} ({len(verdict.violations)} violations) in "
           f"{time.monotonic() - started:.0f} s; replay: python -m kafkacompat.chaos --engine {plan.engine} "
           f"--minutes {plan.minutes:g} --seed {plan.seed} --faults {','.join(plan.faults)}"
-          + ("" if plan.skip_damaged else " --no-skip-damaged"), file=out, flush=True)
+          + ("" if plan.skip_damaged else " --no-skip-damaged")
+          + (f" --topology {plan.topology}" if plan.topology else ""), file=out, flush=True)
     return verdict
 
 
@@ -115,7 +118,7 @@ def report(verdict: Verdict, events: list[Event], out: TextIO) -> None:
              ("other findings allowed", len(verdict.allowed_other)),
              ("plain acks=1 records stored twice (allowed)", verdict.plain_duplicates)]
     if any(e["type"] == "replica-final" for e in events):
-        rows += [("verified on the replica", verdict.replicated)]
+        rows += [("verified on every replica", verdict.replicated)]
     rows += [("violations", len(verdict.violations))]
     rows += sorted(Counter(f"  {v.kind}" for v in verdict.violations).items())
     width = max(len(str(name)) for name, _ in rows) + 2

@@ -70,7 +70,7 @@ class Verdict:
     allowed_losses: list[Violation]  # acknowledged writes lost where docs/operations.md allows it
     allowed_other: list[Violation]  # committed offsets gone back, offsets reused, where docs/operations.md allows it
     violations: list[Violation]
-    replicated: int = 0  # acknowledged writes found on the replica as the source keeps them (replication engine)
+    replicated: int = 0  # acknowledged writes found on every replica as the source keeps them (replication engine)
     plain_duplicates: int = 0  # extra copies of plain (acks=1, not idempotent) records: retries may store twice
 
 

@@ -2,7 +2,7 @@
 
 A campaign knows only this interface, so the disk engine (one `kafkacompat
 serve` on the embedded store), the cloud engine (three brokers sharing
-PostgreSQL and S3) and the replication engine (two clusters linked by a replica link) plug into
+PostgreSQL and S3) and the replication engine (three clusters linked in a chain or a ring) plug into
 the same workload, nemesis and checker. Process faults are the same everywhere (kill -9, SIGSTOP, SIGTERM);
 storage faults are the engine's own, each a `StorageFault`.
 """
@@ -75,7 +75,7 @@ class Engine(abc.ABC):
 
     def final_checks(self) -> None:
         """After the final read, brokers up: what else the engine promises, read into history events (default:
-        nothing; the replication engine reads the replica, the carried cursors and a failover)."""
+        nothing; the replication engine reads each replica, the carried cursors and a failover)."""
 
     @abc.abstractmethod
     def close(self) -> None:

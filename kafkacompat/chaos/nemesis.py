@@ -33,7 +33,8 @@ CLOUD_SAFE = ("database-outage",)  # the cloud engine's own faults (only it offe
 CLOUD_HELD_BACK = {  # and those held back; both apart from the disk lists above
     "object-store-outage": "new: passed seeds 4 and 5 (1 min), not yet run for enough seeds to join the safe mix",
 }
-REPLICATION_SAFE = ("link-pause",)  # the replication engine's own: `stream replica pause`, held, then `resume`
+REPLICATION_SAFE = ("link-pause", "link-cut")  # the replication engine's own: `stream replica pause`, held, then
+# `resume`; one link's connections reset and refused, then let through again
 WORKERS_SAFE = ("kill-broker", "kill-supervisor")  # the workers engine's own: kill -9 of the supervisor and every
 # worker, or of the supervisor alone (its workers must stop by themselves), then a start
 WORKERS_HELD_BACK: dict[str, str] = {}

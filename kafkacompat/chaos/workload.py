@@ -339,12 +339,14 @@ class Workload:
         return stuck
 
 
-def final_read(bootstrap: str, history: History, timeout: float = 60, event: str = "final") -> None:
-    """Read every partition from its start to its end, both isolation levels, into `event` events."""
+def final_read(bootstrap: str, history: History, timeout: float = 60, event: str = "final",
+               tag: dict[str, Any] | None = None) -> None:
+    """Read every partition from its start to its end, both isolation levels, into `event` events (each with the
+    fields of `tag`: the replication engine names the cluster read)."""
     for isolation in ("read_uncommitted", "read_committed"):
         for topic, count in PARTITIONS.items():
             for partition in range(count):
-                read_partition(bootstrap, history, TopicPartition(topic, partition, 0), isolation, timeout, event)
+                read_partition(bootstrap, history, TopicPartition(topic, partition, 0), isolation, timeout, event, tag)
 
 
 def details(msg: Any) -> dict[str, Any]:
@@ -367,7 +369,7 @@ def high_watermark(consumer: Consumer, tp: TopicPartition, deadline: float) -> i
 
 
 def read_partition(bootstrap: str, history: History, tp: TopicPartition, isolation: str, timeout: float,
-                   event: str = "final") -> None:
+                   event: str = "final", tag: dict[str, Any] | None = None) -> None:
     """Read one partition to its end into `event` events (with each record's key, headers and timestamp, which
     the replication engine compares between clusters) and one `{event}-end`."""
     consumer = Consumer({**COMMON, "bootstrap.servers": bootstrap, "group.id": "chaos-final",
@@ -384,7 +386,7 @@ def read_partition(bootstrap: str, history: History, tp: TopicPartition, isolati
                 continue
             if msg.error() is None:
                 history.record(event, reader=event, isolation=isolation, topic=tp.topic, partition=tp.partition,
-                               offset=msg.offset(), value=msg.value().decode(), **details(msg))
+                               offset=msg.offset(), value=msg.value().decode(), **details(msg), **(tag or {}))
                 end = msg.offset() + 1
             elif msg.error().code() == KafkaError._PARTITION_EOF:
                 end = max(end, msg.offset())
@@ -394,4 +396,4 @@ def read_partition(bootstrap: str, history: History, tp: TopicPartition, isolati
     finally:
         consumer.close()
     history.record(f"{event}-end", topic=tp.topic, partition=tp.partition, isolation=isolation, end=end,
-                   complete=complete)
+                   complete=complete, **(tag or {}))

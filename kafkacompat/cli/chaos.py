@@ -27,6 +27,7 @@ from ..chaos.nemesis import (
     WORKERS_HELD_BACK,
     WORKERS_SAFE,
 )
+from ..chaos.replication import TOPOLOGIES
 
 
 def parse(argv: Sequence[str] | None) -> argparse.ArgumentParser:
@@ -45,6 +46,9 @@ def parse(argv: Sequence[str] | None) -> argparse.ArgumentParser:
     p.add_argument("--no-skip-damaged", dest="skip_damaged", action="store_false",
                    help="disk: run the broker without --skip-damaged, so consumers reaching a quarantined range "
                         "must be told (an error event), not stall in silence; the final read restarts it with it")
+    p.add_argument("--topology", choices=list(TOPOLOGIES),
+                   help="replication: how the three clusters are linked, chain (a->b->c) or ring (a->b->c->a); "
+                        "pair (a->b) is two clusters (default: the seed picks chain or ring)")
     p.add_argument("--rate", type=float, default=30.0, help="records a second per producer (default 30)")
     return p
 
@@ -68,6 +72,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.skip_damaged and args.engine in SKIP_DAMAGED_FIXED:
         print("chaos: --no-skip-damaged is for the disk engine only", file=sys.stderr)
         return 2
+    if args.topology is not None and args.engine != "replication":
+        print("chaos: --topology is for the replication engine only", file=sys.stderr)
+        return 2
     try:
         faults = faults_of(args.faults)
     except ValueError as exc:
@@ -76,7 +83,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     seed = args.seed if args.seed is not None else random.randrange(1 << 31)
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix=f"chaos-{seed}-"))
     try:
-        verdict = run(Plan(args.engine, args.minutes, seed, faults, workdir, args.rate, args.skip_damaged), sys.stdout)
+        verdict = run(Plan(args.engine, args.minutes, seed, faults, workdir, args.rate, args.skip_damaged,
+                           args.topology), sys.stdout)
     except (OSError, subprocess.SubprocessError, ServiceUnavailable) as exc:
         print(f"chaos: the campaign could not run: {exc} (see {workdir})", file=sys.stderr)
         return 3

@@ -136,16 +136,18 @@ def _upstream(request: dict[str, Any]) -> tuple[str, str, int, str]:
     return LinkSpec("", host, port, path).replica, host, port, path
 
 
-async def _cluster_of(host: str, port: int, path: str, security: ClientSecurity | None) -> str:
+async def _cluster_of(host: str, port: int, security: ClientSecurity | None) -> str:
     """The UUID of the cluster at HOST:PORT, asked over the replication API (the upstream's own answer),
-    connecting as this broker's links do (--replication-client-config)."""
+    connecting as this broker's links do (--replication-client-config). It asks with `ping`, which names no
+    stream: a `hello` for the upstream's stream is judged by that stream's own upstream list, so an upstream
+    that itself lists upstreams (the next cluster of a chain, the one closing a ring) refused to name itself."""
     try:
         client = await LinkClient.connect(host, port, timeout=UPSTREAM_TIMEOUT_S, security=security)
     except (OSError, asyncio.TimeoutError, AuthenticationFailed) as exc:
         raise ReplicaOpError(f"cannot reach upstream {host}:{port} to learn its cluster ({exc or 'timed out'}); "
                              f"add it once it is reachable, or give its cluster UUID") from None
     try:
-        return str((await client.call({"op": "hello", "stream": path}))["uuid"])
+        return str((await client.call({"op": "ping"}))["uuid"])
     except (OSError, ConnectionError, asyncio.TimeoutError, LinkRefused) as exc:
         raise ReplicaOpError(f"upstream {host}:{port} did not say which cluster it is: {exc}") from None
     finally:
@@ -162,7 +164,7 @@ async def upstream_add(cluster: Any, request: dict[str, Any]) -> Any:
         raise ReplicaOpError(f"stream {path} already has upstream {name}")
     uuid = request.get("cluster_uuid")
     if not isinstance(uuid, str) or not uuid:
-        uuid = await _cluster_of(host, port, upstream_path, service.link_security)
+        uuid = await _cluster_of(host, port, service.link_security)
     await service.set_upstream(path, name, {"upstream": name, "cluster": uuid, "stream": upstream_path})
     return {"stream": path, "upstream": name, "cluster": uuid}
 

@@ -4,9 +4,9 @@ Two fixed seeds and one random seed (printed, so a failure can be replayed
 with `--seed`), each half a minute of faults from the `safe` mix: the faults
 whose promises (docs/operations.md) hold today, every disk fault among them. Seed 23 runs
 the broker without --skip-damaged, so consumers reaching a quarantined range
-must be told (an error event). The cloud engine (three brokers), the
-replication engine (two clusters, a replica link) and the workers engine
-(`serve --workers 2`) run one fixed seed each.
+must be told (an error event). The cloud engine (three brokers) runs one fixed seed,
+the replication engine (three clusters) one for a chain and one for a ring, and the
+workers engine (`serve --workers 2`) one.
 The faults held back (nemesis.HELD_BACK, CLOUD_HELD_BACK) find known bugs;
 KAFKACOMPAT_CHAOS_FAULTS=all runs them too.
 """
@@ -66,13 +66,16 @@ def test_cloud_campaign_survives_brokers_killed_paused_and_restarted(tmp_path: P
 
 
 @pytest.mark.slow
-def test_replication_campaign_keeps_every_acknowledged_record_on_the_replica(tmp_path: Path) -> None:
-    """Two clusters, the stream replicated from the first to the second; either cluster is killed, paused or
-    restarted, or the link paused. The replica then holds every record at the source's offset, the group's
-    cursors are carried, and the group failed over to the replica reads on without a skip."""
-    out = campaign(tmp_path, "replication", 31, "kill,pause,restart,link-pause")
-    assert "clusters 2" in out
-    replicated = int(re.search(r"^verified on the replica\s+(\d+)$", out, re.M)[1])
+@pytest.mark.parametrize("topology, seed", [("chain", 31), ("ring", 32)])
+def test_replication_campaign_keeps_every_acknowledged_record_on_every_replica(tmp_path: Path, topology: str,
+                                                                              seed: int) -> None:
+    """Three clusters, the stream replicated a -> b -> c (chain) or a -> b -> c -> a (ring); any cluster is
+    killed, paused or restarted, or a link paused or its network cut. Every replica then holds every record at the source's offset,
+    no link broke (the ring's link back to a brings nothing twice), the group's cursors are carried to each, and
+    the group failed over to c reads on without a skip."""
+    out = campaign(tmp_path, "replication", seed, "kill,pause,restart,link-pause,link-cut", "--topology", topology)
+    assert f"topology {topology}" in out and "clusters 3" in out
+    replicated = int(re.search(r"^verified on every replica\s+(\d+)$", out, re.M)[1])
     verified = int(re.search(r"^verified\s+(\d+)$", out, re.M)[1])
     assert replicated == verified, out
 
@@ -82,6 +85,7 @@ def test_replication_campaign_keeps_every_acknowledged_record_on_the_replica(tmp
     (["--minutes", "-1"], "--minutes must be in"),
     (["--engine", "replication", "--no-skip-damaged"], "--no-skip-damaged is for the disk engine only"),
     (["--engine", "cloud", "--no-skip-damaged"], "--no-skip-damaged is for the disk engine only"),
+    (["--topology", "ring"], "--topology is for the replication engine only"),
 ])
 def test_bad_arguments_get_one_line_and_status_2(args: list[str], says: str) -> None:
     run = subprocess.run([sys.executable, "-m", "kafkacompat.chaos", *args], capture_output=True, text=True,

@@ -7,18 +7,23 @@ from __future__ import annotations
 from typing import Any
 
 from kafkacompat.chaos.checker import check
+from kafkacompat.chaos.replica_checker import REPLICA_EVENTS
 
 A = "chaos..a"
 
 
 class Story:
-    """A replication campaign's history: acks at the source, both clusters' final reads, cursors, a failover."""
+    """A replication campaign's history: acks at the source, the replicas' final reads, cursors, a failover.
+    A replica's events name `cluster` (b unless told)."""
 
     def __init__(self) -> None:
         self.events: list[dict[str, Any]] = []
+        self.cluster = "b"
         self.add("campaign", engine="replication", seed=1)
 
     def add(self, type_: str, **fields: Any) -> dict[str, Any]:
+        if type_ in REPLICA_EVENTS:
+            fields.setdefault("cluster", self.cluster)
         event = {"i": len(self.events) + 1, "t": float(len(self.events)), "type": type_, **fields}
         self.events.append(event)
         return event
@@ -80,7 +85,7 @@ def test_an_acknowledged_record_missing_on_the_replica_is_lost_and_the_replica_b
     kinds = s.kinds()
     assert kinds.count("replica-lost-write") == 1 and "replica-behind" in kinds
     lost = next(v for v in check(s.events).violations if v.kind == "replica-lost-write")
-    assert "offset 3" in lost.message and "missing on the replica" in lost.message
+    assert "offset 3" in lost.message and "missing on replica b" in lost.message
 
 
 def test_a_record_with_other_headers_or_at_another_offset_on_the_replica_differs() -> None:
@@ -97,7 +102,7 @@ def test_a_record_with_other_headers_or_at_another_offset_on_the_replica_differs
     s.ends("final", 1)
     s.ends("replica-final", 2)
     [found] = [v for v in check(s.events).violations if v.kind == "replica-differs"]
-    assert "offset 1" in found.message and "only on the replica" in found.message
+    assert "offset 1" in found.message and "only on replica b" in found.message
 
 
 def test_an_unacknowledged_record_the_source_kept_must_be_on_the_replica_too() -> None:
@@ -143,7 +148,33 @@ def test_a_cursor_seen_past_the_replica_end_during_the_run_is_caught() -> None:
 
 def test_a_link_command_that_fails_is_caught() -> None:
     s = replicated()
-    s.add("link", link="resume", rc=0, said="in-sync")
+    s.add("link", link="resume", between="a->b", rc=0, said="in-sync")
     assert s.kinds() == []
-    s.add("link", link="pause", rc=1, said="kafkacompat: cannot reach 127.0.0.1:9092")
-    assert s.kinds() == ["link-command-failed"]
+    s.add("link", link="pause", between="b->c", rc=1, said="kafkacompat: cannot reach 127.0.0.1:9092")
+    [v] = check(s.events).violations
+    assert v.kind == "link-command-failed" and "link b->c" in v.message
+
+
+def test_every_replica_of_a_chain_is_judged_and_only_acks_on_all_of_them_count_as_replicated() -> None:
+    s = replicated()
+    s.cluster = "c"  # the far end of a -> b -> c: it lost offset 3 that b holds
+    acks = [e for e in s.events if e["type"] == "ack"]
+    for ack in acks[:3]:
+        s.record("replica-final", ack["offset"], ack["value"])
+    s.ends("replica-final", 3)
+    s.add("replica-end", topic=A, partition=0, source=4, replica=3, waited=120.0)
+    verdict = check(s.events)
+    assert sorted(v.kind for v in verdict.violations) == ["replica-behind", "replica-lost-write"]
+    assert all("replica c" in v.message for v in verdict.violations)
+    assert verdict.verified == 4 and verdict.replicated == 3
+
+
+def test_a_link_broken_or_missing_once_every_replica_caught_up_is_caught() -> None:
+    s = replicated()
+    s.add("link-state", between="a->b", state="in-sync", reason="")
+    assert s.kinds() == []
+    s.add("link-state", between="c->a", state="broken", reason="topic chaos..a partition 0 holds other data at 3")
+    s.add("link-state", between="b->c", state=None, reason="")
+    found = check(s.events).violations
+    assert [v.kind for v in found] == ["link-broken", "link-broken"]
+    assert "c->a is broken" in found[0].message and "b->c is not listed" in found[1].message

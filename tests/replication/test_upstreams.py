@@ -60,3 +60,20 @@ def test_an_unreachable_upstream_cannot_be_added_without_its_uuid(trio):
         admin(b).call("upstream.add", path="/s", upstream="127.0.0.1:9/s")
     answer = admin(b).call("upstream.add", path="/s", upstream="127.0.0.1:9/s", cluster_uuid="0" * 32)
     assert answer["cluster"] == "0" * 32
+
+
+def test_a_ring_closes_on_an_upstream_that_lists_upstreams_itself(trio):
+    """Closing a ring a -> b -> c -> a with upstreams on every stream: a registers c, whose stream lists b.
+    `upstream add` asks c which cluster it is; c's own upstream list must not keep it from saying."""
+    a, b, c = trio
+    for src, dst in ((a, b), (b, c)):
+        admin(dst).call("upstream.add", path="/s", upstream=replica(src, "/s"))
+        admin(src).call("replica.add", path="/s", replica=replica(dst, "/s"))
+    answer = admin(a).call("upstream.add", path="/s", upstream=replica(c, "/s"))
+    assert answer["cluster"] == str(c.server.store.store_id)
+    admin(c).call("replica.add", path="/s", replica=replica(a, "/s"))
+    for i in range(5):
+        a.produce("/s:t", f"v{i}".encode())
+    wait_for(lambda: all(end_offset(x, "/s", "t") == 5 for x in trio), what="every record everywhere")
+    wait_for(lambda: all(state_of(x)["state"] == "in-sync" for x in trio), what="the three links in sync")
+    assert end_offset(a, "/s", "t") == 5  # nothing came back around the ring
