@@ -18,10 +18,11 @@ from urllib.parse import quote
 from aiohttp import web
 from kio.schema.errors import ErrorCode
 
-from ..broker.cluster import Cluster
+from ..broker.cluster import Cluster, TopicError
+from ..cluster.membership import Member
 from ..groups.consumer_protocol import parse_assignment
 from .common import BROKER
-from .kafka_calls import NO_TOPIC_ID, build, call
+from .kafka_calls import NO_TOPIC_ID, build, call, coordinator_call, peer_call
 from .rest_errors import INT16, RestError, check, field, int_field, kafka_error, not_found, read_json
 from .rest_names import kafka_name
 
@@ -38,6 +39,9 @@ CONFIG_SOURCES = {
 GROUP_STATES = {"PreparingRebalance": "PREPARING_REBALANCE", "CompletingRebalance": "COMPLETING_REBALANCE",
                 "Stable": "STABLE", "Dead": "DEAD", "Empty": "EMPTY"}
 TIMEOUT = datetime.timedelta(seconds=30)
+# a group's errors that are not "no such group": refused, or its coordinator could not be asked
+NOT_FOUND_HERE = (ErrorCode.group_authorization_failed, ErrorCode.not_coordinator,
+                  ErrorCode.coordinator_load_in_progress, ErrorCode.coordinator_not_available)
 
 
 def cluster_of(request: web.Request) -> Cluster:
@@ -372,18 +376,18 @@ class GroupView:
 
 async def _describe_group(cluster: Cluster, group_id: str) -> GroupView:
     """The group as DescribeGroups sees it, or as ConsumerGroupDescribe does for a KIP-848 group; else 404."""
-    answer = await call(cluster, DESCRIBE_GROUPS, build(DESCRIBE_GROUPS, groups=(group_id,),
-                                                        include_authorized_operations=False))
+    answer = await coordinator_call(cluster, DESCRIBE_GROUPS, build(DESCRIBE_GROUPS, groups=(group_id,),
+                                                                    include_authorized_operations=False), group_id)
     (group,) = answer.groups
-    if group.error_code == ErrorCode.group_authorization_failed:  # 403 as Confluent answers, not "not found"
+    if group.error_code in NOT_FOUND_HERE:  # 403 as Confluent answers, or the coordinator's retriable error
         check(group.error_code)
     if group.error_code == 0 and group.group_state != "Dead":
         members = tuple(MemberView(m.member_id, m.group_instance_id, m.client_id,
                                    parse_assignment(m.member_assignment) or {}) for m in group.members)
         return GroupView(group.group_id, GROUP_STATES.get(group.group_state, "UNKNOWN"), group.protocol_type == "",
                          group.protocol_data, "CLASSIC", members)
-    answer = await call(cluster, CONSUMER_GROUP_DESCRIBE, build(CONSUMER_GROUP_DESCRIBE, group_ids=(group_id,),
-                                                                include_authorized_operations=False))
+    answer = await coordinator_call(cluster, CONSUMER_GROUP_DESCRIBE, build(
+        CONSUMER_GROUP_DESCRIBE, group_ids=(group_id,), include_authorized_operations=False), group_id)
     (described,) = answer.groups
     if described.error_code != 0 or described.group_state == "Dead":
         raise not_found(f"Consumer group {group_id} cannot be found.")
@@ -479,26 +483,52 @@ async def list_assignments(request: web.Request) -> web.Response:
     return listing("KafkaConsumerAssignmentList", request, data)
 
 
-async def log_end_offsets(cluster: Cluster, partitions: dict[str, set[int]]) -> dict[tuple[str, int], int]:
-    """The log end offset of each partition, by ListOffsets(latest)."""
-    if not partitions:
-        return {}
+def _list_offsets(partitions: dict[str, set[int]]) -> Any:
     topics = tuple(
         build(LIST_OFFSETS, "ListOffsetsTopic", name=topic, partitions=tuple(
             build(LIST_OFFSETS, "ListOffsetsPartition", partition_index=i, current_leader_epoch=-1, timestamp=-1)
             for i in sorted(indexes)))
         for topic, indexes in partitions.items()
     )
-    answer = await call(cluster, LIST_OFFSETS, build(LIST_OFFSETS, replica_id=-1, isolation_level=0, topics=topics,
-                                                     timeout=TIMEOUT))
-    return {(t.name, p.partition_index): p.offset for t in answer.topics for p in t.partitions if p.error_code == 0}
+    return build(LIST_OFFSETS, replica_id=-1, isolation_level=0, topics=topics, timeout=TIMEOUT)
+
+
+def _leaders(cluster: Cluster, partitions: set[tuple[str, int]]) -> dict[Member, dict[str, set[int]]]:
+    """The partitions by the live broker that leads each (those without one left out)."""
+    by_leader: dict[Member, dict[str, set[int]]] = {}
+    for name, index in partitions:
+        try:
+            found = cluster.view.leader_of((*cluster.split(name), index))
+        except TopicError:
+            continue
+        leader = None if found is None else cluster.view.member(found[0])
+        if leader is not None:
+            by_leader.setdefault(leader, {}).setdefault(name, set()).add(index)
+    return by_leader
+
+
+async def log_end_offsets(cluster: Cluster, partitions: dict[str, set[int]]) -> dict[tuple[str, int], int]:
+    """The log end offset of each partition, by ListOffsets(latest): on this broker, and on their leaders
+    over the Kafka port for the partitions another broker leads (it answers NOT_LEADER_OR_FOLLOWER)."""
+    if not partitions:
+        return {}
+    answer = await call(cluster, LIST_OFFSETS, _list_offsets(partitions))
+    ends = {(t.name, p.partition_index): p.offset for t in answer.topics for p in t.partitions if p.error_code == 0}
+    elsewhere = {(t.name, p.partition_index) for t in answer.topics for p in t.partitions
+                 if p.error_code == ErrorCode.not_leader_or_follower}
+    for leader, led in _leaders(cluster, elsewhere).items():
+        found = await peer_call(cluster, leader, LIST_OFFSETS, _list_offsets(led))
+        ends.update({(t.name, p.partition_index): p.offset for t in (found.topics if found else ())
+                     for p in t.partitions if p.error_code == 0})
+    return ends
 
 
 async def _lags(cluster: Cluster, group: GroupView) -> list[dict[str, Any]]:
     """Per partition with a committed offset: the offset, the log end and the member it is assigned to."""
     spec = build(OFFSET_FETCH, "OffsetFetchRequestGroup", group_id=group.group_id, member_id=None, member_epoch=-1,
                  topics=None)
-    answer = await call(cluster, OFFSET_FETCH, build(OFFSET_FETCH, groups=(spec,), require_stable=False))
+    answer = await coordinator_call(cluster, OFFSET_FETCH, build(OFFSET_FETCH, groups=(spec,), require_stable=False),
+                                    group.group_id)
     (fetched,) = answer.groups
     check(fetched.error_code)
     committed = {(t.name, p.partition_index): p.committed_offset
