@@ -360,6 +360,7 @@ class MemberView:
     instance_id: str | None
     client_id: str
     assignment: dict[str, frozenset[int]]
+    host: str = ""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -372,9 +373,10 @@ class GroupView:
     assignor: str
     type: str  # CLASSIC or CONSUMER
     members: tuple[MemberView, ...]
+    kafka_state: str = ""  # as Kafka names it (Stable, stable, ...)
 
 
-async def _describe_group(cluster: Cluster, group_id: str) -> GroupView:
+async def describe_group(cluster: Cluster, group_id: str) -> GroupView:
     """The group as DescribeGroups sees it, or as ConsumerGroupDescribe does for a KIP-848 group; else 404."""
     answer = await coordinator_call(cluster, DESCRIBE_GROUPS, build(DESCRIBE_GROUPS, groups=(group_id,),
                                                                     include_authorized_operations=False), group_id)
@@ -383,9 +385,9 @@ async def _describe_group(cluster: Cluster, group_id: str) -> GroupView:
         check(group.error_code)
     if group.error_code == 0 and group.group_state != "Dead":
         members = tuple(MemberView(m.member_id, m.group_instance_id, m.client_id,
-                                   parse_assignment(m.member_assignment) or {}) for m in group.members)
+                                   parse_assignment(m.member_assignment) or {}, m.client_host) for m in group.members)
         return GroupView(group.group_id, GROUP_STATES.get(group.group_state, "UNKNOWN"), group.protocol_type == "",
-                         group.protocol_data, "CLASSIC", members)
+                         group.protocol_data, "CLASSIC", members, group.group_state)
     answer = await coordinator_call(cluster, CONSUMER_GROUP_DESCRIBE, build(
         CONSUMER_GROUP_DESCRIBE, group_ids=(group_id,), include_authorized_operations=False), group_id)
     (described,) = answer.groups
@@ -393,11 +395,12 @@ async def _describe_group(cluster: Cluster, group_id: str) -> GroupView:
         raise not_found(f"Consumer group {group_id} cannot be found.")
     members = tuple(
         MemberView(m.member_id, m.instance_id, m.client_id,
-                   {tp.topic_name: frozenset(tp.partitions) for tp in m.assignment.topic_partitions})
+                   {tp.topic_name: frozenset(tp.partitions) for tp in m.assignment.topic_partitions}, m.client_host)
         for m in described.members
     )
     state = described.group_state.upper() if described.group_state else "UNKNOWN"
-    return GroupView(described.group_id, state, False, described.assignor_name, "CONSUMER", members)
+    return GroupView(described.group_id, state, False, described.assignor_name, "CONSUMER", members,
+                     described.group_state)
 
 
 def _group(request: web.Request, cluster: Cluster, group: GroupView) -> dict[str, Any]:
@@ -419,7 +422,7 @@ async def list_groups(request: web.Request) -> web.Response:
     data = []
     for listed in sorted(answer.groups, key=lambda g: g.group_id):
         try:
-            data.append(_group(request, cluster, await _describe_group(cluster, listed.group_id)))
+            data.append(_group(request, cluster, await describe_group(cluster, listed.group_id)))
         except RestError:  # gone between the listing and its description
             continue
     return listing("KafkaConsumerGroupList", request, data)
@@ -427,7 +430,7 @@ async def list_groups(request: web.Request) -> web.Response:
 
 async def get_group(request: web.Request) -> web.Response:
     cluster = cluster_of(request)
-    return web.json_response(_group(request, cluster, await _describe_group(cluster, request.match_info["group"])))
+    return web.json_response(_group(request, cluster, await describe_group(cluster, request.match_info["group"])))
 
 
 def _consumer(request: web.Request, cluster: Cluster, group_id: str, member: MemberView) -> dict[str, Any]:
@@ -443,7 +446,7 @@ def _consumer(request: web.Request, cluster: Cluster, group_id: str, member: Mem
 
 async def list_consumers(request: web.Request) -> web.Response:
     cluster = cluster_of(request)
-    group = await _describe_group(cluster, request.match_info["group"])
+    group = await describe_group(cluster, request.match_info["group"])
     members = sorted(group.members, key=lambda m: m.member_id)
     return listing("KafkaConsumerList", request, [_consumer(request, cluster, group.group_id, m) for m in members])
 
@@ -457,14 +460,14 @@ def _member(group: GroupView, consumer_id: str) -> MemberView:
 
 async def get_consumer(request: web.Request) -> web.Response:
     cluster = cluster_of(request)
-    group = await _describe_group(cluster, request.match_info["group"])
+    group = await describe_group(cluster, request.match_info["group"])
     member = _member(group, request.match_info["consumer"])
     return web.json_response(_consumer(request, cluster, group.group_id, member))
 
 
 async def list_assignments(request: web.Request) -> web.Response:
     cluster = cluster_of(request)
-    group = await _describe_group(cluster, request.match_info["group"])
+    group = await describe_group(cluster, request.match_info["group"])
     member = _member(group, request.match_info["consumer"])
     cid = cluster.cluster_id
     data = []
@@ -523,7 +526,7 @@ async def log_end_offsets(cluster: Cluster, partitions: dict[str, set[int]]) -> 
     return ends
 
 
-async def _lags(cluster: Cluster, group: GroupView) -> list[dict[str, Any]]:
+async def group_lags(cluster: Cluster, group: GroupView) -> list[dict[str, Any]]:
     """Per partition with a committed offset: the offset, the log end and the member it is assigned to."""
     spec = build(OFFSET_FETCH, "OffsetFetchRequestGroup", group_id=group.group_id, member_id=None, member_epoch=-1,
                  topics=None)
@@ -555,7 +558,7 @@ async def _lags(cluster: Cluster, group: GroupView) -> list[dict[str, Any]]:
 
 async def list_lags(request: web.Request) -> web.Response:
     cluster = cluster_of(request)
-    group = await _describe_group(cluster, request.match_info["group"])
+    group = await describe_group(cluster, request.match_info["group"])
     cid = cluster.cluster_id
     data = [
         resource("KafkaConsumerLag", request,
@@ -564,15 +567,15 @@ async def list_lags(request: web.Request) -> web.Response:
                  "v3", "clusters", cid, "consumer-groups", quoted(group.group_id), "lags",
                  quoted(lag["topic_name"]), "partitions", lag["partition_id"],
                  cluster_id=cid, consumer_group_id=group.group_id, **lag)
-        for lag in await _lags(cluster, group)
+        for lag in await group_lags(cluster, group)
     ]
     return listing("KafkaConsumerLagList", request, data)
 
 
 async def lag_summary(request: web.Request) -> web.Response:
     cluster = cluster_of(request)
-    group = await _describe_group(cluster, request.match_info["group"])
-    lags = await _lags(cluster, group)
+    group = await describe_group(cluster, request.match_info["group"])
+    lags = await group_lags(cluster, group)
     cid = cluster.cluster_id
     worst = max(lags, key=lambda lag: lag["lag"], default=None)
     base = ("v3", "clusters", cid, "consumer-groups", quoted(group.group_id))

@@ -1,13 +1,13 @@
-"""A group is described by its coordinator only, and the REST proxy of any broker shows it all the same.
+"""A group is described by its coordinator only; the REST proxy and console of any broker show it all the same.
 
 Kafka's DescribeGroups answers NOT_COORDINATOR from a broker that is not the
 group's coordinator (AdminClient looks the coordinator up first). Every
 broker answered it from its own view instead, where a group coordinated
-elsewhere is unknown; the REST proxy, which runs the call in-process on the
-broker it reaches, showed a Stable group with a member as EMPTY (the state
-last written to the database) from any other broker, and a lag of 0 for a
-partition another broker leads. It now asks the
-coordinator (and the partition's leader) over its Kafka port.
+elsewhere is stale: the REST proxy and the web console, which run on the
+broker they are reached at, showed a Stable group with a member as EMPTY
+(the state last written to the database) from any other broker, and a lag
+of 0 for a partition another broker leads. They now ask the coordinator
+(and the partition's leader) over its Kafka port.
 """
 
 from __future__ import annotations
@@ -47,8 +47,12 @@ def cluster(cloud_args: list[str]) -> Iterator[BrokerCluster]:
 
 
 def _rest(broker: Any, path: str) -> Any:
+    return json.loads(_page(broker, path))
+
+
+def _page(broker: Any, path: str) -> str:
     with urllib.request.urlopen(f"http://127.0.0.1:{broker.http_port}{path}", timeout=30) as answer:
-        return json.load(answer)
+        return str(answer.read().decode())
 
 
 def _state(wire: Wire) -> tuple[ErrorCode, str]:
@@ -91,6 +95,8 @@ def test_a_group_is_described_from_every_broker(cluster: BrokerCluster) -> None:
         assert (group["state"], group["type"]) == ("STABLE", "CLASSIC")
         lag = _rest(other, f"/v3/clusters/{cid}/consumer-groups/{GROUP}/lag-summary")
         assert (lag["max_lag_topic_name"], lag["total_lag"]) == (topic, 3)
+        page = _page(other, f"/console/group?id={GROUP}")
+        assert '<dd id="group-state">Stable</dd>' in page and '<dd id="total-lag">3</dd>' in page, page
         admin = AdminClient({"bootstrap.servers": other.bootstrap})
         described = admin.describe_consumer_groups([GROUP], request_timeout=30)[GROUP].result()
         assert (described.state.name, len(described.members)) == ("STABLE", 1)
