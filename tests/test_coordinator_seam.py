@@ -39,10 +39,6 @@ NOT_TO_A_COORDINATOR = {
     78: "ShareFetch: to the partition's leader, which keeps the share-partition (KIP-932)",
     79: "ShareAcknowledge: to the partition's leader, which keeps the share-partition (KIP-932)",
 }
-# Answered by any broker from what the store holds: the REST proxy runs them in-process on the broker
-# it reaches, without FindCoordinator. Kafka answers NOT_COORDINATOR elsewhere: not gated yet (issue 37).
-ANY_BROKER_YET = {15: "DescribeGroups", 42: "DeleteGroups", 47: "OffsetDelete", 65: "DescribeTransactions",
-                  69: "ConsumerGroupDescribe", 89: "StreamsGroupDescribe"}
 
 
 def _fields(cls: type) -> set[str]:
@@ -98,7 +94,7 @@ def _coordinator_bound() -> list[int]:
     apis = registry().apis
     return [key for key, api in sorted(apis.items())
             if api.advertised and _fields(request_schema(key, api.versions[1])) & KEY_FIELDS
-            and key not in NOT_TO_A_COORDINATOR and key not in ANY_BROKER_YET]
+            and key not in NOT_TO_A_COORDINATOR]
 
 
 @pytest.fixture
@@ -126,8 +122,8 @@ async def cluster() -> AsyncIterator[tuple[Cluster, list[str]]]:
 
 def test_the_probed_apis_are_derived_from_the_registry() -> None:
     bound = _coordinator_bound()
-    assert {11, 12, 14, 22, 26, 76, 88} <= set(bound), bound  # JoinGroup ... StreamsGroupHeartbeat
-    stale = (set(NOT_TO_A_COORDINATOR) | set(ANY_BROKER_YET)) - set(registry().apis)
+    assert {11, 12, 14, 15, 22, 26, 42, 47, 65, 69, 76, 88, 89} <= set(bound), bound  # JoinGroup ... StreamsGroupDescribe
+    stale = set(NOT_TO_A_COORDINATOR) - set(registry().apis)
     assert not stale, f"listed but no longer served: {stale}"
 
 

@@ -11,7 +11,7 @@ from typing import Any, Protocol
 from ..broker.features import GROUP_VERSION
 from ..groups.assignors import Assignment
 from ..security.acls import Operation, ResourceType
-from ..services import Groups, Request, Security, Settings
+from ..services import Groups, Placement, Request, Security, Settings
 from .common import NO_THROTTLE, UNSET_OPERATIONS, ErrorCode, make, schema_of
 from .describe_groups import GROUP_OPERATIONS
 from .group_common import protocol_off
@@ -21,7 +21,7 @@ from .registry import Api, reads
 API = Api(69, (0, 1), reads())
 
 
-class Reaches(Groups, Security, Settings, Protocol):
+class Reaches(Groups, Placement, Security, Settings, Protocol):
     """What of the broker this module reaches."""
 
 CLASSIC_MEMBER_TYPE, CONSUMER_MEMBER_TYPE = 0, 1  # v1: -1 unknown, 0 classic member, 1 consumer member
@@ -46,10 +46,12 @@ async def handle(ctx: Request[Reaches], request: Any) -> Any:
     if ctx.cluster.features.level(GROUP_VERSION) < 1:  # KIP-848 groups off
         return protocol_off(m, m.ConsumerGroupDescribeResponse, request.group_ids)
     for group_id in request.group_ids:
-        if not ctx.cluster.authorizer.group(ctx, Operation.DESCRIBE, group_id):
-            groups.append(make(m.DescribedGroup, error_code=ErrorCode.group_authorization_failed,
-                               error_message=None, group_id=group_id, group_state="", group_epoch=-1,
-                               assignment_epoch=-1, assignor_name="", members=(),
+        refused = ErrorCode.group_authorization_failed
+        if ctx.cluster.authorizer.group(ctx, Operation.DESCRIBE, group_id):
+            refused = await ctx.cluster.coordinator_error(group_id)  # only its coordinator holds its state
+        if refused != ErrorCode.none:
+            groups.append(make(m.DescribedGroup, error_code=refused, error_message=None, group_id=group_id,
+                               group_state="", group_epoch=-1, assignment_epoch=-1, assignor_name="", members=(),
                                authorized_operations=UNSET_OPERATIONS))
             continue
         found = coordinator.describe(group_id)

@@ -7,7 +7,7 @@ from typing import Any, Protocol
 from kafkacompat import storage
 
 from ..security.acls import Operation
-from ..services import Groups, Request, Security
+from ..services import Groups, Placement, Request, Security
 from .common import NO_THROTTLE, ErrorCode, coordinator_storage_error_code, make, schema_of
 from .registry import Api, changes
 
@@ -15,7 +15,7 @@ from .registry import Api, changes
 API = Api(42, (0, 2), changes(("groups_names",), "results"))
 
 
-class Reaches(Groups, Security, Protocol):
+class Reaches(Groups, Placement, Security, Protocol):
     """What of the broker this module reaches."""
 
 
@@ -25,6 +25,8 @@ async def handle(ctx: Request[Reaches], request: Any) -> Any:
     for group_id in request.groups_names:
         if not ctx.cluster.authorizer.group(ctx, Operation.DELETE, group_id):
             error = ErrorCode.group_authorization_failed
+        elif (refused := await ctx.cluster.coordinator_error(group_id)) != ErrorCode.none:
+            error = refused  # only its coordinator deletes it
         else:
             try:
                 if group_id in ctx.cluster.shares.known_groups():

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from ..security.acls import Operation, ResourceType
-from ..services import Groups, Request, Security
+from ..services import Groups, Placement, Request, Security
 from .common import NO_THROTTLE, UNSET_OPERATIONS, ErrorCode, make, schema_of
 from .registry import Api, reads
 
@@ -17,7 +17,7 @@ from .registry import Api, reads
 API = Api(15, (0, 6), reads())
 
 
-class Reaches(Groups, Security, Protocol):
+class Reaches(Groups, Placement, Security, Protocol):
     """What of the broker this module reaches."""
 
 # READ (3), DELETE (6), DESCRIBE (8): the operations Kafka lists for a group
@@ -34,6 +34,11 @@ async def handle(ctx: Request[Reaches], request: Any) -> Any:
             groups.append(make(m.DescribedGroup, error_code=ErrorCode.group_authorization_failed, group_id=group_id,
                                group_state="", protocol_type="", protocol_data="", members=(),
                                authorized_operations=UNSET_OPERATIONS))
+            continue
+        refused = await ctx.cluster.coordinator_error(group_id)  # only its coordinator holds its state
+        if refused != ErrorCode.none:
+            groups.append(make(m.DescribedGroup, error_code=refused, group_id=group_id, group_state="",
+                               protocol_type="", protocol_data="", members=(), authorized_operations=UNSET_OPERATIONS))
             continue
         missing = ctx.cluster.groups.not_found(group_id) if ctx.version >= 6 else None
         if missing is not None:

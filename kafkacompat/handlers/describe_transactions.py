@@ -31,13 +31,14 @@ async def handle(ctx: Request[Reaches], request: Any) -> Any:
     m = schema_of(ctx)
     states = []
     for txn_id in request.transactional_ids:
-        meta = ctx.cluster.transactions.describe(txn_id)
-        denied = not ctx.cluster.authorizer.transactional_id(ctx, Operation.DESCRIBE, txn_id)
-        if meta is None or denied:
+        error = ErrorCode.transactional_id_authorization_failed
+        if ctx.cluster.authorizer.transactional_id(ctx, Operation.DESCRIBE, txn_id):
+            error = await ctx.cluster.transactions.coordinator_error(txn_id)  # only its coordinator holds it
+        meta = ctx.cluster.transactions.describe(txn_id) if error == ErrorCode.none else None
+        if meta is None:
             states.append(make(
                 m.TransactionState, transactional_id=txn_id,
-                error_code=ErrorCode.transactional_id_authorization_failed if denied
-                else ErrorCode.transactional_id_not_found,
+                error_code=error if error != ErrorCode.none else ErrorCode.transactional_id_not_found,
                 transaction_state="", transaction_timeout=datetime.timedelta(0),
                 transaction_start_time=datetime.datetime.fromtimestamp(-0.001, datetime.UTC),
                 producer_id=-1, producer_epoch=-1, topics=(),

@@ -8,7 +8,7 @@ from kafkacompat import storage
 
 from ..broker.cluster import TopicError
 from ..security.acls import Operation
-from ..services import Groups, Request, Security, Topics
+from ..services import Groups, Placement, Request, Security, Topics
 from .common import NO_THROTTLE, ErrorCode, coordinator_storage_error_code, make, schema_of
 from .group_common import partition_errors
 from .registry import Api, changes
@@ -17,7 +17,7 @@ from .registry import Api, changes
 API = Api(47, (0, 0), changes(("topics",), "topics"))
 
 
-class Reaches(Topics, Security, Groups, Protocol):
+class Reaches(Topics, Placement, Security, Groups, Protocol):
     """What of the broker this module reaches."""
 
 
@@ -34,6 +34,9 @@ async def handle(ctx: Request[Reaches], request: Any) -> Any:
     if not cluster.authorizer.group(ctx, Operation.DELETE, request.group_id):
         return make(m.OffsetDeleteResponse, error_code=ErrorCode.group_authorization_failed,
                     throttle_time=NO_THROTTLE, topics=())
+    refused = await cluster.coordinator_error(request.group_id)  # only its coordinator deletes its offsets
+    if refused != ErrorCode.none:
+        return make(m.OffsetDeleteResponse, error_code=refused, throttle_time=NO_THROTTLE, topics=())
     group_error, keep = cluster.groups.offset_delete_check(request.group_id)
     if group_error != ErrorCode.none:
         return make(m.OffsetDeleteResponse, error_code=group_error, throttle_time=NO_THROTTLE, topics=())

@@ -11,7 +11,7 @@ from typing import Any, Protocol
 from ..groups.streams_group import ACTIVE, STANDBY, WARMUP, StreamsGroup, Tasks, by_role
 from ..groups.streams_topology import InternalTopic
 from ..security.acls import Operation, ResourceType
-from ..services import Groups, Request, Security
+from ..services import Groups, Placement, Request, Security
 from .common import NO_THROTTLE, UNSET_OPERATIONS, ErrorCode, make, schema_of
 from .describe_groups import GROUP_OPERATIONS
 from .registry import Api, reads
@@ -20,7 +20,7 @@ from .registry import Api, reads
 API = Api(89, (0, 0), reads())
 
 
-class Reaches(Groups, Security, Protocol):
+class Reaches(Groups, Placement, Security, Protocol):
     """What of the broker this module reaches."""
 
 
@@ -80,6 +80,10 @@ async def handle(ctx: Request[Reaches], request: Any) -> Any:
     for group_id in request.group_ids:
         if not ctx.cluster.authorizer.group(ctx, Operation.DESCRIBE, group_id):
             described.append(_refused(m, group_id, ErrorCode.group_authorization_failed, None))
+            continue
+        refused = await ctx.cluster.coordinator_error(group_id)  # only its coordinator holds its state
+        if refused != ErrorCode.none:
+            described.append(_refused(m, group_id, refused, None))
             continue
         group = ctx.cluster.groups.streams.groups.get(group_id)
         if group is None:

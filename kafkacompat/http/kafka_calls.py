@@ -6,6 +6,11 @@ decoder and runs the handler with a request context (behind the same
 cluster-wide authorization gate as the Kafka port), so validation, quotas,
 idempotence, group membership and metrics are exactly those of a client on
 the Kafka port. Only the TCP hop is saved; no state or rule is copied.
+
+A group's or transactional id's requests are answered by its coordinator
+alone (NOT_COORDINATOR elsewhere, as on Kafka), and the proxy has no
+FindCoordinator loop of its own: `coordinator_call` asks the coordinating
+broker over its Kafka port when this one is not it, as a client would.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import time
 import uuid
 from typing import Any
 
+from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader
 from kio.static.constants import EntityType
 
@@ -35,15 +41,20 @@ from kafkacompat.protocol.versions import schema
 from ..broker import admin_log
 from ..broker.cluster import Cluster
 from ..broker.request_stats import response_errors
+from ..cluster.membership import Member
 from ..handlers import HANDLERS, SUPPORTED
 from ..handlers.common import NO_RESPONSE
 from ..kafka_port.connection import RequestContext
+from ..security.client import ClientSecurity
 from ..security.refusals import cluster_gate
+from ..workers.forward import ForwardError, forward
 from .principal import current_entry, current_peer, current_principal
 
 CLIENT_ID = "kafkacompat-rest"
 NO_TOPIC_ID = uuid.UUID(int=0)  # topics named, not identified
 _correlation = itertools.count(1)
+ELSEWHERE = ErrorCode.not_coordinator.name  # as response_errors names it
+PEER_TIMEOUT_S = 10.0
 
 
 def version_of(api_key: int) -> int:
@@ -102,3 +113,28 @@ def build(api_key: int, entity: str | None = None, **values: Any) -> Any:
     if entity is None:
         return make(request_schema(api_key, version_of(api_key)), **values)
     return make(getattr(request_types(api_key), entity), **values)
+
+
+async def coordinator_call(cluster: Cluster, api_key: int, body: Any, key: str) -> Any:
+    """`call`, on the broker that coordinates `key` (a group or transactional id): when this broker
+    answers NOT_COORDINATOR (after the seam's wait, and only for a request it authorized), the
+    coordinator's answer, asked over its Kafka port; this broker's own answer when no other broker
+    coordinates the key or that one cannot be reached (the caller then reports the retriable error)."""
+    answer = await call(cluster, api_key, body)
+    if ELSEWHERE not in set(response_errors(answer)):
+        return answer
+    coordinator = cluster.coordinator(key)
+    if coordinator is None or coordinator.node_id == cluster.node_id:
+        return answer
+    elsewhere = await peer_call(cluster, coordinator, api_key, body)
+    return answer if elsewhere is None else elsewhere
+
+
+async def peer_call(cluster: Cluster, peer: Member, api_key: int, body: Any) -> Any | None:
+    """Broker `peer`'s answer to a kio request (at the proxy's version) over its Kafka port, as a client
+    would ask it; None when it cannot be reached in PEER_TIMEOUT_S."""
+    security = getattr(cluster.view, "security", None) or ClientSecurity()  # a worker's --replication-client-config
+    try:
+        return await forward(peer.host, peer.port, api_key, version_of(api_key), body, security, PEER_TIMEOUT_S)
+    except ForwardError:
+        return None

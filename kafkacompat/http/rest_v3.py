@@ -18,10 +18,11 @@ from urllib.parse import quote
 from aiohttp import web
 from kio.schema.errors import ErrorCode
 
-from ..broker.cluster import Cluster
+from ..broker.cluster import Cluster, TopicError
+from ..cluster.membership import Member
 from ..groups.consumer_protocol import parse_assignment
 from .common import BROKER
-from .kafka_calls import NO_TOPIC_ID, build, call
+from .kafka_calls import NO_TOPIC_ID, build, call, coordinator_call, peer_call
 from .rest_errors import INT16, RestError, check, field, int_field, kafka_error, not_found, read_json
 from .rest_names import kafka_name
 
@@ -38,6 +39,9 @@ CONFIG_SOURCES = {
 GROUP_STATES = {"PreparingRebalance": "PREPARING_REBALANCE", "CompletingRebalance": "COMPLETING_REBALANCE",
                 "Stable": "STABLE", "Dead": "DEAD", "Empty": "EMPTY"}
 TIMEOUT = datetime.timedelta(seconds=30)
+# a group's errors that are not "no such group": refused, or its coordinator could not be asked
+NOT_FOUND_HERE = (ErrorCode.group_authorization_failed, ErrorCode.not_coordinator,
+                  ErrorCode.coordinator_load_in_progress, ErrorCode.coordinator_not_available)
 
 
 def cluster_of(request: web.Request) -> Cluster:
@@ -356,6 +360,7 @@ class MemberView:
     instance_id: str | None
     client_id: str
     assignment: dict[str, frozenset[int]]
+    host: str = ""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -368,32 +373,34 @@ class GroupView:
     assignor: str
     type: str  # CLASSIC or CONSUMER
     members: tuple[MemberView, ...]
+    kafka_state: str = ""  # as Kafka names it (Stable, stable, ...)
 
 
-async def _describe_group(cluster: Cluster, group_id: str) -> GroupView:
+async def describe_group(cluster: Cluster, group_id: str) -> GroupView:
     """The group as DescribeGroups sees it, or as ConsumerGroupDescribe does for a KIP-848 group; else 404."""
-    answer = await call(cluster, DESCRIBE_GROUPS, build(DESCRIBE_GROUPS, groups=(group_id,),
-                                                        include_authorized_operations=False))
+    answer = await coordinator_call(cluster, DESCRIBE_GROUPS, build(DESCRIBE_GROUPS, groups=(group_id,),
+                                                                    include_authorized_operations=False), group_id)
     (group,) = answer.groups
-    if group.error_code == ErrorCode.group_authorization_failed:  # 403 as Confluent answers, not "not found"
+    if group.error_code in NOT_FOUND_HERE:  # 403 as Confluent answers, or the coordinator's retriable error
         check(group.error_code)
     if group.error_code == 0 and group.group_state != "Dead":
         members = tuple(MemberView(m.member_id, m.group_instance_id, m.client_id,
-                                   parse_assignment(m.member_assignment) or {}) for m in group.members)
+                                   parse_assignment(m.member_assignment) or {}, m.client_host) for m in group.members)
         return GroupView(group.group_id, GROUP_STATES.get(group.group_state, "UNKNOWN"), group.protocol_type == "",
-                         group.protocol_data, "CLASSIC", members)
-    answer = await call(cluster, CONSUMER_GROUP_DESCRIBE, build(CONSUMER_GROUP_DESCRIBE, group_ids=(group_id,),
-                                                                include_authorized_operations=False))
+                         group.protocol_data, "CLASSIC", members, group.group_state)
+    answer = await coordinator_call(cluster, CONSUMER_GROUP_DESCRIBE, build(
+        CONSUMER_GROUP_DESCRIBE, group_ids=(group_id,), include_authorized_operations=False), group_id)
     (described,) = answer.groups
     if described.error_code != 0 or described.group_state == "Dead":
         raise not_found(f"Consumer group {group_id} cannot be found.")
     members = tuple(
         MemberView(m.member_id, m.instance_id, m.client_id,
-                   {tp.topic_name: frozenset(tp.partitions) for tp in m.assignment.topic_partitions})
+                   {tp.topic_name: frozenset(tp.partitions) for tp in m.assignment.topic_partitions}, m.client_host)
         for m in described.members
     )
     state = described.group_state.upper() if described.group_state else "UNKNOWN"
-    return GroupView(described.group_id, state, False, described.assignor_name, "CONSUMER", members)
+    return GroupView(described.group_id, state, False, described.assignor_name, "CONSUMER", members,
+                     described.group_state)
 
 
 def _group(request: web.Request, cluster: Cluster, group: GroupView) -> dict[str, Any]:
@@ -415,7 +422,7 @@ async def list_groups(request: web.Request) -> web.Response:
     data = []
     for listed in sorted(answer.groups, key=lambda g: g.group_id):
         try:
-            data.append(_group(request, cluster, await _describe_group(cluster, listed.group_id)))
+            data.append(_group(request, cluster, await describe_group(cluster, listed.group_id)))
         except RestError:  # gone between the listing and its description
             continue
     return listing("KafkaConsumerGroupList", request, data)
@@ -423,7 +430,7 @@ async def list_groups(request: web.Request) -> web.Response:
 
 async def get_group(request: web.Request) -> web.Response:
     cluster = cluster_of(request)
-    return web.json_response(_group(request, cluster, await _describe_group(cluster, request.match_info["group"])))
+    return web.json_response(_group(request, cluster, await describe_group(cluster, request.match_info["group"])))
 
 
 def _consumer(request: web.Request, cluster: Cluster, group_id: str, member: MemberView) -> dict[str, Any]:
@@ -439,7 +446,7 @@ def _consumer(request: web.Request, cluster: Cluster, group_id: str, member: Mem
 
 async def list_consumers(request: web.Request) -> web.Response:
     cluster = cluster_of(request)
-    group = await _describe_group(cluster, request.match_info["group"])
+    group = await describe_group(cluster, request.match_info["group"])
     members = sorted(group.members, key=lambda m: m.member_id)
     return listing("KafkaConsumerList", request, [_consumer(request, cluster, group.group_id, m) for m in members])
 
@@ -453,14 +460,14 @@ def _member(group: GroupView, consumer_id: str) -> MemberView:
 
 async def get_consumer(request: web.Request) -> web.Response:
     cluster = cluster_of(request)
-    group = await _describe_group(cluster, request.match_info["group"])
+    group = await describe_group(cluster, request.match_info["group"])
     member = _member(group, request.match_info["consumer"])
     return web.json_response(_consumer(request, cluster, group.group_id, member))
 
 
 async def list_assignments(request: web.Request) -> web.Response:
     cluster = cluster_of(request)
-    group = await _describe_group(cluster, request.match_info["group"])
+    group = await describe_group(cluster, request.match_info["group"])
     member = _member(group, request.match_info["consumer"])
     cid = cluster.cluster_id
     data = []
@@ -479,26 +486,52 @@ async def list_assignments(request: web.Request) -> web.Response:
     return listing("KafkaConsumerAssignmentList", request, data)
 
 
-async def log_end_offsets(cluster: Cluster, partitions: dict[str, set[int]]) -> dict[tuple[str, int], int]:
-    """The log end offset of each partition, by ListOffsets(latest)."""
-    if not partitions:
-        return {}
+def _list_offsets(partitions: dict[str, set[int]]) -> Any:
     topics = tuple(
         build(LIST_OFFSETS, "ListOffsetsTopic", name=topic, partitions=tuple(
             build(LIST_OFFSETS, "ListOffsetsPartition", partition_index=i, current_leader_epoch=-1, timestamp=-1)
             for i in sorted(indexes)))
         for topic, indexes in partitions.items()
     )
-    answer = await call(cluster, LIST_OFFSETS, build(LIST_OFFSETS, replica_id=-1, isolation_level=0, topics=topics,
-                                                     timeout=TIMEOUT))
-    return {(t.name, p.partition_index): p.offset for t in answer.topics for p in t.partitions if p.error_code == 0}
+    return build(LIST_OFFSETS, replica_id=-1, isolation_level=0, topics=topics, timeout=TIMEOUT)
 
 
-async def _lags(cluster: Cluster, group: GroupView) -> list[dict[str, Any]]:
+def _leaders(cluster: Cluster, partitions: set[tuple[str, int]]) -> dict[Member, dict[str, set[int]]]:
+    """The partitions by the live broker that leads each (those without one left out)."""
+    by_leader: dict[Member, dict[str, set[int]]] = {}
+    for name, index in partitions:
+        try:
+            found = cluster.view.leader_of((*cluster.split(name), index))
+        except TopicError:
+            continue
+        leader = None if found is None else cluster.view.member(found[0])
+        if leader is not None:
+            by_leader.setdefault(leader, {}).setdefault(name, set()).add(index)
+    return by_leader
+
+
+async def log_end_offsets(cluster: Cluster, partitions: dict[str, set[int]]) -> dict[tuple[str, int], int]:
+    """The log end offset of each partition, by ListOffsets(latest): on this broker, and on their leaders
+    over the Kafka port for the partitions another broker leads (it answers NOT_LEADER_OR_FOLLOWER)."""
+    if not partitions:
+        return {}
+    answer = await call(cluster, LIST_OFFSETS, _list_offsets(partitions))
+    ends = {(t.name, p.partition_index): p.offset for t in answer.topics for p in t.partitions if p.error_code == 0}
+    elsewhere = {(t.name, p.partition_index) for t in answer.topics for p in t.partitions
+                 if p.error_code == ErrorCode.not_leader_or_follower}
+    for leader, led in _leaders(cluster, elsewhere).items():
+        found = await peer_call(cluster, leader, LIST_OFFSETS, _list_offsets(led))
+        ends.update({(t.name, p.partition_index): p.offset for t in (found.topics if found else ())
+                     for p in t.partitions if p.error_code == 0})
+    return ends
+
+
+async def group_lags(cluster: Cluster, group: GroupView) -> list[dict[str, Any]]:
     """Per partition with a committed offset: the offset, the log end and the member it is assigned to."""
     spec = build(OFFSET_FETCH, "OffsetFetchRequestGroup", group_id=group.group_id, member_id=None, member_epoch=-1,
                  topics=None)
-    answer = await call(cluster, OFFSET_FETCH, build(OFFSET_FETCH, groups=(spec,), require_stable=False))
+    answer = await coordinator_call(cluster, OFFSET_FETCH, build(OFFSET_FETCH, groups=(spec,), require_stable=False),
+                                    group.group_id)
     (fetched,) = answer.groups
     check(fetched.error_code)
     committed = {(t.name, p.partition_index): p.committed_offset
@@ -525,7 +558,7 @@ async def _lags(cluster: Cluster, group: GroupView) -> list[dict[str, Any]]:
 
 async def list_lags(request: web.Request) -> web.Response:
     cluster = cluster_of(request)
-    group = await _describe_group(cluster, request.match_info["group"])
+    group = await describe_group(cluster, request.match_info["group"])
     cid = cluster.cluster_id
     data = [
         resource("KafkaConsumerLag", request,
@@ -534,15 +567,15 @@ async def list_lags(request: web.Request) -> web.Response:
                  "v3", "clusters", cid, "consumer-groups", quoted(group.group_id), "lags",
                  quoted(lag["topic_name"]), "partitions", lag["partition_id"],
                  cluster_id=cid, consumer_group_id=group.group_id, **lag)
-        for lag in await _lags(cluster, group)
+        for lag in await group_lags(cluster, group)
     ]
     return listing("KafkaConsumerLagList", request, data)
 
 
 async def lag_summary(request: web.Request) -> web.Response:
     cluster = cluster_of(request)
-    group = await _describe_group(cluster, request.match_info["group"])
-    lags = await _lags(cluster, group)
+    group = await describe_group(cluster, request.match_info["group"])
+    lags = await group_lags(cluster, group)
     cid = cluster.cluster_id
     worst = max(lags, key=lambda lag: lag["lag"], default=None)
     base = ("v3", "clusters", cid, "consumer-groups", quoted(group.group_id))

@@ -28,6 +28,7 @@ from ...operations.offset_reset import NoCommittedOffset, reset_target
 from ...security.acls import Operation
 from ...topic_names import canonical_name
 from ..kafka_calls import build, call
+from ..rest_errors import RestError
 from .groups_view import group_view
 from .permission import authorizing, may_topic
 from .units import parse_time
@@ -72,7 +73,10 @@ async def plan(request: web.Request, cluster: Cluster, group: str, mode: str, va
                topic: str) -> list[Row]:
     """Each partition in scope with its committed and new offset; ResetError when it cannot be reset."""
     args = cli_args(mode, value)
-    view = group_view(cluster, group)
+    try:
+        view = await group_view(cluster, group)
+    except RestError as exc:
+        raise ResetError(exc.message) from None
     if view is not None and view["state"] not in ("Empty", "Dead"):
         raise ResetError(f"assignments can only be reset if the group '{group}' is inactive, but the current "
                          f"state is {view['state']}; stop its consumers first")

@@ -3,6 +3,10 @@
 Read straight from the broker's coordinator (classic and KIP-848 groups)
 and the committed offsets kept as cursors; lag is the partition's end
 offset minus the committed offset, as kafka-consumer-groups prints it.
+In a cluster only the group's coordinator holds its members and latest
+offsets: a broker that is not it asks it over the Kafka port, as the REST
+proxy does (rest_v3.describe_group and group_lags), instead of showing its
+own stale copy.
 """
 
 from __future__ import annotations
@@ -13,6 +17,8 @@ from ...broker.cluster import Cluster, TopicError
 from ...groups.consumer_protocol import CONSUMER_PROTOCOL_TYPE, parse_assignment
 from ...operations.stream_views import cursor_view
 from ...topic_names import canonical_name
+from ..rest_errors import RestError
+from ..rest_v3 import describe_group, group_lags
 
 
 def group_ids(cluster: Cluster) -> list[dict[str, Any]]:
@@ -65,8 +71,39 @@ def _resolved(cluster: Cluster, pairs: Any) -> list[tuple[str, str, int]]:
     return sorted(out)
 
 
-def group_view(cluster: Cluster, group_id: str) -> dict[str, Any] | None:
-    """A group's members and, per committed partition, offset, end offset, lag and owner; None if unknown."""
+async def group_view(cluster: Cluster, group_id: str) -> dict[str, Any] | None:
+    """A group's members and, per committed partition, offset, end offset, lag and owner; None if unknown.
+    RestError when its coordinator cannot be asked."""
+    if cluster.coordinates(group_id):
+        return _local_view(cluster, group_id)
+    try:
+        group = await describe_group(cluster, group_id)
+    except RestError as exc:
+        if exc.status == 404:
+            return None
+        raise
+    members = [{"member_id": m.member_id, "instance_id": m.instance_id, "client_id": m.client_id, "host": m.host,
+                "partitions": _labels(cluster, _resolved(cluster, ((t, p) for t, ps in m.assignment.items()
+                                                                    for p in ps)))}
+               for m in group.members]
+    offsets = []
+    for lag in await group_lags(cluster, group):
+        ((stream, topic, index),) = _resolved(cluster, [(lag["topic_name"], lag["partition_id"])])
+        offsets.append({"group": group_id, "stream": stream, "topic": topic, "partition": index,
+                        "name": canonical_name(stream, topic, cluster.default_stream) if stream else topic,
+                        "offset": lag["current_offset"], "end_offset": lag["log_end_offset"], "lag": lag["lag"],
+                        "owner": lag["consumer_id"] or None})
+    return {"group": group_id, "type": group.type.lower(), "state": group.kafka_state, "members": members,
+            "offsets": offsets, "total_lag": sum(row["lag"] for row in offsets)}
+
+
+def _labels(cluster: Cluster, partitions: list[tuple[str, str, int]]) -> list[str]:
+    """`name-partition` for (stream, topic, partition) triples, each topic named as clients name it."""
+    default = cluster.default_stream
+    return [canonical_name(s, t, default) + f"-{p}" if s else f"{t}-{p}" for s, t, p in partitions]
+
+
+def _local_view(cluster: Cluster, group_id: str) -> dict[str, Any] | None:
     kind, state, members = _members(cluster, group_id)
     committed = cluster.groups.offsets.all(group_id)
     if state == "Dead" and not committed:
@@ -81,7 +118,7 @@ def group_view(cluster: Cluster, group_id: str) -> dict[str, Any] | None:
         row["owner"] = owner.get((stream, cursor.topic, cursor.partition))
         offsets.append(row)
     for m in members:
-        m["partitions"] = [canonical_name(s, t, default) + f"-{p}" if s else f"{t}-{p}" for s, t, p in m["partitions"]]
+        m["partitions"] = _labels(cluster, m["partitions"])
     return {"group": group_id, "type": kind, "state": "Empty" if state == "Dead" else state,
             "members": members, "offsets": offsets,
             "total_lag": sum(row["lag"] or 0 for row in offsets)}

@@ -19,6 +19,7 @@ from ...operations.stream_views import POLICY_FIELDS, stream_view, topic_view
 from ...security.acls import Operation
 from ...topic_names import canonical_name
 from ..common import BROKER
+from ..rest_errors import RestError
 from . import group_reset
 from .groups_view import group_ids, group_view
 from .permission import authorizing, form_refusal, may_group, may_see_broker, may_see_stream, may_topic, refusal
@@ -139,7 +140,10 @@ async def groups(request: web.Request) -> web.Response:
     allowed = set(visible_groups(request, [row["group"] for row in rows]))
     rows = [row for row in rows if row["group"] in allowed]
     for row in rows:
-        view = group_view(cluster, row["group"])
+        try:
+            view = await group_view(cluster, row["group"])
+        except RestError:  # its coordinator could not be asked: listed without figures
+            view = None
         row["members"] = len(view["members"]) if view else 0
         row["lag"] = view["total_lag"] if view else 0
     return render(request, "groups.html", title="Consumer groups", groups=rows)
@@ -150,7 +154,10 @@ async def group(request: web.Request, error: str | None = None, status: int = 20
     group_id = request.query.get("id", "")
     if authorizing(request) and not may_group(request, Operation.DESCRIBE, group_id):
         return forbidden(request, f"you may not DESCRIBE consumer group {group_id!r}")
-    view = group_view(cluster, group_id) if group_id else None
+    try:
+        view = await group_view(cluster, group_id) if group_id else None
+    except RestError as exc:  # its coordinator could not be asked
+        return render(request, "not_found.html", status=exc.status, title="Unavailable", message=exc.message)
     if view is None:
         return not_found(request, f"consumer group {group_id!r} is unknown")
     if authorizing(request):  # as OffsetFetch: only the committed offsets of topics the principal may describe
