@@ -15,7 +15,7 @@ import asyncio
 import dataclasses
 import logging
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -96,6 +96,8 @@ class RequestContext:
     security_protocol: str = "PLAINTEXT"  # PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL
     sasl: SaslAuthenticator | None = None  # the connection's SASL state on a SASL listener
     entry: str = ""  # audit lines' entry point when not a Kafka listener: the HTTP route of an in-process call
+    # whether the client has closed the connection the request came on (its answer can no longer reach it)
+    client_gone: Callable[[], bool] = lambda: False
 
     @property
     def version(self) -> int:
@@ -276,7 +278,8 @@ class Connection:
             header = parse_request_header(frame)
             ctx = RequestContext(self.cluster, header, self.peer, self.client_software_name, size,
                                  principal=self.principal, listener=self.listener.name,
-                                 security_protocol=self.listener.security_protocol, sasl=sasl)
+                                 security_protocol=self.listener.security_protocol, sasl=sasl,
+                                 client_gone=reader.peer_closed)
             self._current = ctx
             if sasl is not None and header.api_key not in BEFORE_AUTHENTICATION:
                 if not sasl.authenticated:

@@ -143,6 +143,11 @@ class FrameStream:
         self._exception = exc
         self._wake()
 
+    def peer_closed(self) -> bool:
+        """Whether the client closed (or lost) the connection: the bytes still buffered are read, but no
+        answer reaches it any more."""
+        return self._eof or self._exception is not None
+
     def set_transport(self, transport: asyncio.BaseTransport) -> None:
         self._transport = transport
 
