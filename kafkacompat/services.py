@@ -16,7 +16,7 @@ may depend on it without an import circle.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 if TYPE_CHECKING:
@@ -169,10 +169,13 @@ class Request(Protocol[C]):
     security_protocol: str
     sasl: SaslAuthenticator | None
     entry: str
-    client_gone: Callable[[], bool]  # the client closed the connection: its answer reaches nobody
 
     @property
     def version(self) -> int: ...
+
+    def client_gone(self) -> bool:
+        """Whether the client closed the connection the request came on: its answer reaches nobody."""
+        ...
 
 
 Context = Request[Broker]  # a request whose handler may reach the whole broker

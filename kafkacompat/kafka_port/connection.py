@@ -96,12 +96,15 @@ class RequestContext:
     security_protocol: str = "PLAINTEXT"  # PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL
     sasl: SaslAuthenticator | None = None  # the connection's SASL state on a SASL listener
     entry: str = ""  # audit lines' entry point when not a Kafka listener: the HTTP route of an in-process call
-    # whether the client has closed the connection the request came on (its answer can no longer reach it)
-    client_gone: Callable[[], bool] = lambda: False
+    peer_closed: Callable[[], bool] | None = None  # the connection's FrameStream.peer_closed; None: not over one
 
     @property
     def version(self) -> int:
         return self.header.api_version
+
+    def client_gone(self) -> bool:
+        """Whether the client closed the connection the request came on: its answer reaches nobody."""
+        return self.peer_closed is not None and self.peer_closed()
 
 
 class Connection:
@@ -279,7 +282,7 @@ class Connection:
             ctx = RequestContext(self.cluster, header, self.peer, self.client_software_name, size,
                                  principal=self.principal, listener=self.listener.name,
                                  security_protocol=self.listener.security_protocol, sasl=sasl,
-                                 client_gone=reader.peer_closed)
+                                 peer_closed=reader.peer_closed)
             self._current = ctx
             if sasl is not None and header.api_key not in BEFORE_AUTHENTICATION:
                 if not sasl.authenticated:
