@@ -306,7 +306,8 @@ async def _produce_partition(ctx: Request[Reaches], topic: Any, part: Any, pipel
         state = None
         if idempotent:
             state = cluster.producers.appending(header.producer_id, header.producer_epoch, key, header.base_sequence,
-                                                header.record_count, now if log_append else header.max_timestamp)
+                                                header.record_count, now if log_append else header.max_timestamp,
+                                                written)
         outcome.appending.append(_Append(written, header, now, state, held))
         if not (pipelined and partition.appends_in_call_order):
             await _finish(cluster, outcome)
