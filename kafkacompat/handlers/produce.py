@@ -494,8 +494,6 @@ async def handle(ctx: Request[Reaches], request: Any) -> Any:
         await ctx.cluster.open_partitions((ctx.cluster.topic_for(topic.name)[0], part.index)
                                           for topic in request.topic_data if refusals[topic.name] is None
                                           for part in topic.partition_data)
-        if acks != 0:  # one turn of the loop first: a hang-up already in the socket is seen (_client_gone)
-            await asyncio.sleep(0)
         results, placed = [], list[_Outcome]()
         for topic in request.topic_data:
             outcomes: list[_Outcome] = []
