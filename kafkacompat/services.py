@@ -173,6 +173,10 @@ class Request(Protocol[C]):
     @property
     def version(self) -> int: ...
 
+    def client_gone(self) -> bool:
+        """Whether the client closed the connection the request came on: its answer reaches nobody."""
+        ...
+
 
 Context = Request[Broker]  # a request whose handler may reach the whole broker
 

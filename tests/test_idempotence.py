@@ -189,3 +189,33 @@ async def test_concurrent_producers_wait_for_one_rebuild_of_the_window() -> None
     assert reads == [0]  # read once
     assert states.check(8, 0, "p", 0, 1).duplicate_of == 1
     await store.close()
+
+
+async def test_a_batch_behind_one_whose_write_failed_is_not_taken_before_that_failure_is_recorded() -> None:
+    """The cloud engine's writer fails a write's batches and at once takes the partition's next
+    appends unchained (a producer's resend must not be refused for the same failure). A batch
+    pipelined behind the failed one, judged before the failure reached the producer's window, was
+    taken and stored after a batch that was not: the window, cut back to before the failed batch,
+    then refused the producer's next batch as a gap (OUT_OF_ORDER_SEQUENCE_NUMBER), after which
+    librdkafka bumps its epoch and resends under new sequence numbers what it could not tell was
+    stored (issue 28: idempotent duplicates under an object store outage). It waits for the failure
+    instead, and is then answered as the failed batch was."""
+    import asyncio
+
+    from kafkacompat.storage import StorageUnavailableError
+
+    from kafkacompat.catalog.producer_state import ProducerStates
+
+    states = ProducerStates()
+    states.record(7, 0, "p", 0, 2, 0, -1)
+    store: asyncio.Future[object] = asyncio.get_running_loop().create_future()
+    failed = states.appending(7, 0, "p", 2, 2, -1, store)
+    store.set_exception(StorageUnavailableError("writing the object failed"))  # its producer not told yet
+
+    behind = states.check(7, 0, "p", 4, 2)
+    assert behind.in_flight is not None, "taken behind a batch whose write had failed"
+    states.refused(7, 0, "p", 2, ErrorCode.kafka_storage_error)  # as the produce handler records the failure
+    states.not_written(7, "p", failed)
+    assert await behind.in_flight is False
+    assert states.check(7, 0, "p", 4, 2).error == ErrorCode.kafka_storage_error  # answered as the failed one
+    assert states.check(7, 0, "p", 2, 2).error == ErrorCode.none  # and the resend, in order, is taken

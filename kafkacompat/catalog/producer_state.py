@@ -65,6 +65,12 @@ class _Batch:
     log_append_time: int
     max_timestamp: int = -1  # of the batch (DescribeProducers' last timestamp)
     written: asyncio.Future[bool] | None = None  # True once stored (base_offset set), False if it was not
+    store: asyncio.Future[Any] | None = None  # the store's write of it (a store whose appends answer later)
+
+
+def _failed(store: asyncio.Future[Any] | None) -> bool:
+    """Whether a store's write has ended without storing (its exception is retrieved here)."""
+    return store is not None and store.done() and (store.cancelled() or store.exception() is not None)
 
 
 @dataclasses.dataclass(slots=True)
@@ -174,8 +180,15 @@ class ProducerStates:
                 if batch.written is not None:
                     return Verdict(in_flight=batch.written)
                 return Verdict(duplicate_of=batch.base_offset, log_append_time=batch.log_append_time)
-        if entry.batches and base_seq != next_sequence(entry.batches[-1].last_seq):
+        if not entry.batches:
+            return ACCEPT
+        previous = entry.batches[-1]
+        if base_seq != next_sequence(previous.last_seq):
             return Verdict(ErrorCode.out_of_order_sequence_number)
+        if previous.written is not None and _failed(previous.store):
+            # its write failed and its producer is not told yet (not_written): stored now, this batch would
+            # follow one that is not, and the window, cut back to before it, would refuse the next as a gap
+            return Verdict(in_flight=previous.written)
         return ACCEPT
 
     def _follows_refusal(self, refusal: _Refusal, entry: _Entry | None, verdict: Verdict, epoch: int,
@@ -222,14 +235,18 @@ class ProducerStates:
                   _Batch(base_seq, last_sequence(base_seq, count), base_offset, log_append_time, max_timestamp))
 
     def appending(
-        self, producer_id: int, epoch: int, partition: Hashable, base_seq: int, count: int, max_timestamp: int
+        self, producer_id: int, epoch: int, partition: Hashable, base_seq: int, count: int, max_timestamp: int,
+        store: Any = None,
     ) -> _Batch:
         """Take a batch into the window as it is handed to the store, before its offset is known,
         so the producer's next batch (pipelined behind it) is judged after it. Then `written`
         or `not_written`: the store stores a producer's batches in order or not at all after a
-        failure, so a failed batch and the ones after it leave the window together."""
+        failure, so a failed batch and the ones after it leave the window together. `store`: what
+        the store's append returned; a future that fails holds the next batch back until
+        `not_written` (a store may take that next batch as soon as the failure is known to it)."""
         batch = _Batch(base_seq, last_sequence(base_seq, count), -1, -1, max_timestamp,
-                       asyncio.get_running_loop().create_future())
+                       asyncio.get_running_loop().create_future(),
+                       store if isinstance(store, asyncio.Future) else None)
         self._add(producer_id, epoch, partition, batch)
         return batch
 

@@ -287,6 +287,9 @@ async def _produce_partition(ctx: Request[Reaches], topic: Any, part: Any, pipel
                     outcome.base_offset = verdict.duplicate_of
                     outcome.log_append_time = verdict.log_append_time
                 continue
+        if pipelined and ctx.client_gone():
+            _client_gone(ctx, outcome)
+            return outcome
         now = int(time.time() * 1000)
         if log_append:
             batch = set_log_append_time(batch, now)
@@ -303,7 +306,8 @@ async def _produce_partition(ctx: Request[Reaches], topic: Any, part: Any, pipel
         state = None
         if idempotent:
             state = cluster.producers.appending(header.producer_id, header.producer_epoch, key, header.base_sequence,
-                                                header.record_count, now if log_append else header.max_timestamp)
+                                                header.record_count, now if log_append else header.max_timestamp,
+                                                written)
         outcome.appending.append(_Append(written, header, now, state, held))
         if not (pipelined and partition.appends_in_call_order):
             await _finish(cluster, outcome)
@@ -340,6 +344,18 @@ async def _finish(cluster: Reaches, outcome: _Outcome) -> None:
                 cluster.producers.not_written(item.header.producer_id, outcome.key, item.state)
             if item.txns is not None:  # stored or not, the LSO no longer waits for it
                 item.txns.not_appended(item.header.producer_id)
+
+
+def _client_gone(ctx: Request[Reaches], outcome: _Outcome) -> None:
+    """The client closed the connection before this batch was placed (it waited behind a broker that
+    was paused, a leadership hand-over, an in-flight original): it took the request for failed and
+    resends it on its next connection, so storing this copy would store the batch twice (a producer
+    without idempotence keeps both). NETWORK_EXCEPTION is what the client itself makes of the
+    closed connection; the answer reaches nobody."""
+    outcome.error = ErrorCode.network_exception
+    outcome.message = "the client closed the connection before the batch was appended; not appended"
+    log.debug("produce to %s-%d from %s not appended: the client closed the connection first", outcome.topic,
+             outcome.index, ctx.peer)
 
 
 def _refused(cluster: Reaches, key: tuple[str, str, int], header: Any, error: ErrorCode) -> None:

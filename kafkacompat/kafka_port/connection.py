@@ -15,7 +15,7 @@ import asyncio
 import dataclasses
 import logging
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -96,10 +96,15 @@ class RequestContext:
     security_protocol: str = "PLAINTEXT"  # PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL
     sasl: SaslAuthenticator | None = None  # the connection's SASL state on a SASL listener
     entry: str = ""  # audit lines' entry point when not a Kafka listener: the HTTP route of an in-process call
+    peer_closed: Callable[[], bool] | None = None  # the connection's FrameStream.peer_closed; None: not over one
 
     @property
     def version(self) -> int:
         return self.header.api_version
+
+    def client_gone(self) -> bool:
+        """Whether the client closed the connection the request came on: its answer reaches nobody."""
+        return self.peer_closed is not None and self.peer_closed()
 
 
 class Connection:
@@ -276,7 +281,8 @@ class Connection:
             header = parse_request_header(frame)
             ctx = RequestContext(self.cluster, header, self.peer, self.client_software_name, size,
                                  principal=self.principal, listener=self.listener.name,
-                                 security_protocol=self.listener.security_protocol, sasl=sasl)
+                                 security_protocol=self.listener.security_protocol, sasl=sasl,
+                                 peer_closed=reader.peer_closed)
             self._current = ctx
             if sasl is not None and header.api_key not in BEFORE_AUTHENTICATION:
                 if not sasl.authenticated:

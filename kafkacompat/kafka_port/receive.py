@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import socket
 from asyncio.streams import FlowControlMixin
 from collections.abc import Callable, Coroutine
 from typing import Any, cast
@@ -142,6 +143,25 @@ class FrameStream:
     def set_exception(self, exc: BaseException) -> None:
         self._exception = exc
         self._wake()
+
+    def peer_closed(self) -> bool:
+        """Whether the client closed (or lost) the connection: the bytes still buffered are read, but no
+        answer reaches it any more. A close that arrived behind the frames just read is still in the
+        kernel (the loop reads it at its next turn): a peek sees it without reading anything."""
+        if self._eof or self._exception is not None:
+            return True
+        sock = self._transport.get_extra_info("socket") if self._transport is not None else None
+        if sock is None or self._paused or sock.type != socket.SOCK_STREAM:
+            return False
+        probe = socket.socket(fileno=sock.fileno())
+        try:
+            return probe.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+        except (BlockingIOError, InterruptedError):
+            return False  # nothing waiting: still open
+        except OSError:
+            return True  # reset
+        finally:
+            probe.detach()
 
     def set_transport(self, transport: asyncio.BaseTransport) -> None:
         self._transport = transport

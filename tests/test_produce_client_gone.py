@@ -1,0 +1,74 @@
+"""A produce whose client hung up before the broker got to it is not stored (issue 28, plain duplicates).
+
+Seen in the cloud chaos campaign: a broker paused (SIGSTOP) past librdkafka's
+request timeout still had the producer's requests in its socket buffer.
+librdkafka gave up on them, closed the connection and resent the records
+elsewhere; the broker, once running again, read the buffered requests and
+stored them as well (after waiting for leadership to come back). An acks=1
+producer without idempotence then had every such record twice: 1.9% of its
+sends in a 10-minute run. Its answer can reach nobody, so the broker does
+not place the batch: the client resends it on its next connection.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from pathlib import Path
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from tests.test_cli_serve import free_port
+from tests.test_durability_faults import Served
+
+TOPIC = "gone"
+
+
+def produce(producer: Producer, value: bytes) -> str | None:
+    """Send one record and wait for its delivery report: None, or the error."""
+    outcome: list[str | None] = []
+    producer.produce(TOPIC, value, partition=0,
+                     on_delivery=lambda err, _msg: outcome.append(None if err is None else str(err)))
+    deadline = time.monotonic() + 30
+    while not outcome and time.monotonic() < deadline:
+        producer.poll(0.1)
+    assert outcome, "no delivery report within 30 s"
+    return outcome[0]
+
+
+def values_until(bootstrap: str, last: bytes) -> list[bytes]:
+    """Every value of the partition, read until `last` is seen."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "reader", "enable.auto.commit": False})
+    consumer.assign([TopicPartition(TOPIC, 0, 0)])
+    seen: list[bytes] = []
+    try:
+        deadline = time.monotonic() + 20
+        while last not in seen and time.monotonic() < deadline:
+            message = consumer.poll(0.2)
+            if message is not None and not message.error():
+                seen.append(message.value())
+    finally:
+        consumer.close()
+    assert last in seen, f"{last!r} never read; read {seen}"
+    return seen
+
+
+def test_produce_left_behind_by_its_client_is_not_stored(tmp_path: Path) -> None:
+    served = Served(tmp_path / "data", free_port()).start()
+    try:  # acks=1, no idempotence, no retries: a request not answered within a second is given up
+        producer = Producer({"bootstrap.servers": served.bootstrap, "acks": "1", "enable.idempotence": False,
+                             "request.timeout.ms": 1000, "message.timeout.ms": 2000, "retries": 0})
+        assert produce(producer, b"first") is None  # connected: the next request goes out at once
+        served.proc.send_signal(signal.SIGSTOP)
+        try:  # the request waits in the paused broker's socket; librdkafka times out, disconnects, gives up
+            error = produce(producer, b"given-up")
+        finally:
+            served.proc.send_signal(signal.SIGCONT)
+        assert error is not None, "the record was delivered while the broker was paused"
+        assert produce(producer, b"after") is None
+        producer.flush(10)
+        values = values_until(served.bootstrap, b"after")
+        assert b"given-up" not in values, f"the producer was told it failed, yet it is stored: {values}"
+        assert values == [b"first", b"after"]
+    finally:
+        served.stop()
