@@ -101,7 +101,7 @@ class Writer(Role):
                     self.send(producer, name, seq)
                     seq += 1
                     self.stopping.wait(self.rng.expovariate(self.rate))
-                left = producer.flush(60) if not self.fatal.is_set() else abandon(producer)
+                left = drain(producer, 60) if not self.fatal.is_set() else abandon(producer)
             except KafkaException as exc:  # a fatal error raised by poll or flush: a new producer, as a user would
                 self.history.record("client-error", role=self.role, error=str(exc.args[0]), fatal=True)
                 left = abandon(producer)
@@ -132,6 +132,18 @@ class Writer(Role):
         def report(err: KafkaError | None, msg: Any) -> None:
             record_delivery(self.history, name, self.kind, seq, err, msg)
         return report
+
+
+def drain(producer: Producer, timeout: float) -> int:
+    """What flush(timeout) does, by polls; how many records are left. A fatal error arriving inside flush is
+    raised from confluent-kafka's error callback, but librdkafka's flush loop goes on serving delivery
+    reports, whose callbacks then run with that exception pending: the history lock one of them took was
+    never released, and every client thread waited on it for good (the campaign's hang). poll returns at once
+    with the exception, before any other callback."""
+    deadline = time.monotonic() + timeout
+    while len(producer) and (left := deadline - time.monotonic()) > 0:
+        producer.poll(min(left, 0.5))
+    return len(producer)
 
 
 def abandon(producer: Producer) -> int:

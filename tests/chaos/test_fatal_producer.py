@@ -79,3 +79,37 @@ def test_a_producer_made_fatal_by_a_cut_log_fails_what_it_held_and_is_replaced(t
     told = {e["seq"] for e in history.events if e["type"] in ("ack", "send-failed") and e["producer"] == "idem.0"}
     assert sent - told == set(), f"{len(sent - told)} of idem.0's records never got an outcome ({closed})"
     assert closed["undelivered"] > 0 and len(acks(history, "idem.1")) > 0
+
+
+@pytest.mark.slow
+def test_a_fatal_error_while_the_producer_drains_at_the_stop_does_not_wedge_the_campaign(tmp_path: Path) -> None:
+    """The campaign's hang: the fatal error came inside flush() at the stop, delivery reports were served
+    after it with the exception pending, and the history lock one took was never released."""
+    history = Recorded(tmp_path / "history.jsonl")
+    engine = DiskEngine(tmp_path, History(tmp_path / "broker-history.jsonl"))  # not the lock a wedged client holds
+    stopping = threading.Event()
+    writer = Writer("idem", "idempotent", engine.bootstrap, history, stopping, random.Random(2), rate=300)
+    try:
+        assert engine.start()
+        engine.setup(random.Random(1))
+        writer.start()
+        history.wait_for("acks on partition 0", lambda e: len(acks(history, "idem.0", 0)) >= 100, 60)
+        engine.stop()  # SIGTERM: every request answered, so librdkafka keeps its producer id (no timeouts)
+        sent = len(history.events)
+        history.wait_for("sends held while the broker is away",
+                         lambda e: e["i"] > sent and e["type"] == "send" and e["partition"] == 0, 30)
+        stopping.set()  # the writer drains what it holds
+        log = partitionlet_logs(engine.data / "streams" / "chaos" / "a" / "0")[-1][1]
+        os.truncate(log, log.stat().st_size // 2)
+        assert engine.start()
+        writer.join(90)
+        assert not writer.is_alive(), "the writer never finished draining"
+        recorded = threading.Thread(target=history.record, args=("probe",), daemon=True)
+        recorded.start()
+        recorded.join(10)
+        assert not recorded.is_alive(), "the history's lock is held by no one and never released"
+    finally:
+        stopping.set()
+        engine.close()
+    errors = [e for e in history.events if e["type"] == "client-error"]
+    assert any("OUT_OF_ORDER_SEQUENCE_NUMBER" in e["error"] for e in errors), errors
