@@ -100,7 +100,7 @@ def drive(plan: Plan, engine: Engine, history: History, out: TextIO) -> None:
     workload = Workload(engine.bootstrap, history, random.Random(f"{plan.seed}:workload"), plan.rate)
     workload.start()
     nemesis.run(plan.minutes * 60, threading.Event())
-    finished = watch(FINAL_PHASE_S, engine, out)
+    finished = watch(FINAL_PHASE_S + engine.final_checks_s, engine, out)
     try:
         final_phase(engine, nemesis, workload, history)
     finally:

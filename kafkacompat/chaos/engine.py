@@ -40,6 +40,7 @@ class Engine(abc.ABC):
     name: str
     bootstrap: str
     nodes: list[int]
+    final_checks_s: float = 0.0  # the longest final_checks may legitimately wait (added to the closing deadline)
 
     @abc.abstractmethod
     def start(self) -> bool:

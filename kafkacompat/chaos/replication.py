@@ -42,6 +42,7 @@ FAILOVER_TIMEOUT = 90.0  # a consumer failing over gets this long to read to the
 
 class ReplicationEngine(BrokerProcesses, Engine):
     name = "replication"
+    final_checks_s = CATCH_UP_TIMEOUT + CURSOR_TIMEOUT + FAILOVER_TIMEOUT + 60  # and the replica read (campaign.watch)
 
     def __init__(self, workdir: Path, history: History) -> None:
         self.history = history
