@@ -228,6 +228,8 @@ class TransactionalWriter(Role):
         return value
 
     def finish(self, producer: Producer, commit: bool) -> str:
+        if commit:  # commit_transaction flushes inside: its delivery reports are served by polls first (drain)
+            drain(producer, 10)
         for _ in range(3):  # a retriable error may be retried, as librdkafka's documentation says
             try:
                 (producer.commit_transaction if commit else producer.abort_transaction)(10)
