@@ -4,14 +4,22 @@ After the nemesis's time is up every fault is healed, the producers flush
 and stop, the consumers stop, and the broker is stopped with SIGTERM and
 started once more, so what the final read finds is what a restart keeps.
 The history is checked from its file, as anyone could re-check it later.
+That closing phase has a deadline (FINAL_PHASE_S): a client wedged in
+librdkafka (seen once after an idempotent producer's fatal error, every
+client thread stopping at once) must end the campaign with a clear failure
+and every thread's stack, never leave it hanging.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import faulthandler
+import io
 import json
 import logging
+import os
 import random
+import sys
 import threading
 import time
 from collections import Counter
@@ -25,6 +33,7 @@ from .disk import DiskEngine
 from .engine import Engine
 from .history import Event, History, load
 from .nemesis import Nemesis
+from .process import kill_all
 from .replication import ReplicationEngine, topology_of
 from .workers import WorkersEngine
 from .workload import CLIENT_LOG, Workload, final_read
@@ -37,6 +46,8 @@ ENGINES: dict[str, Callable[["Plan", History], Engine]] = {
     "workers": lambda plan, history: WorkersEngine(plan.workdir, history, skip_damaged=plan.skip_damaged),
 }
 SKIP_DAMAGED_FIXED = ("cloud", "replication")  # engines without the --no-skip-damaged mode (no damage on disk)
+FINAL_PHASE_S = 330.0  # drain, restart, final read and checks: normally under a minute (CI allows 400 s a run)
+EXIT_STUCK = 4  # the campaign gave up on its own stuck threads (1: violations, 2: bad arguments, 3: could not run)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,6 +106,15 @@ def drive(plan: Plan, engine: Engine, history: History, out: TextIO) -> None:
                         engine.txn_partitions)
     workload.start()
     nemesis.run(plan.minutes * 60, threading.Event())
+    finished = watch(FINAL_PHASE_S + engine.final_checks_s, engine, out)
+    try:
+        final_phase(engine, nemesis, workload, history)
+    finally:
+        finished.set()
+        faulthandler.cancel_dump_traceback_later()
+
+
+def final_phase(engine: Engine, nemesis: Nemesis, workload: Workload, history: History) -> None:
     up = not nemesis.broken and engine.start()
     stuck = workload.stop()
     if stuck:
@@ -106,6 +126,41 @@ def drive(plan: Plan, engine: Engine, history: History, out: TextIO) -> None:
             final_read(engine.bootstrap, history)
             engine.final_checks()
             engine.stop()
+
+
+def watch(seconds: float, engine: Engine, out: TextIO) -> threading.Event:
+    """Give up on the campaign if the returned event is not set within `seconds`: print why with every
+    thread's stack, kill the brokers and exit with EXIT_STUCK. A thread does it while the others wait on
+    locks or in librdkafka; should one hold the interpreter's lock itself, faulthandler's own thread dumps
+    the stacks and exits a minute later (the brokers then die with their closed log pipe or stay: named)."""
+    finished = threading.Event()
+    stream = out if _has_fileno(out) else sys.stderr
+
+    def give_up() -> None:
+        if finished.wait(seconds):
+            return
+        print(f"chaos: FAIL: the campaign's closing phase did not end within {seconds:.0f} s (clients or the "
+              "final read stuck); the stack of every thread follows, then the brokers are killed", file=stream,
+              flush=True)
+        faulthandler.dump_traceback(file=stream, all_threads=True)
+        kill_all()
+        closing = threading.Thread(target=engine.close, daemon=True)
+        closing.start()
+        closing.join(30)
+        stream.flush()
+        os._exit(EXIT_STUCK)
+
+    threading.Thread(target=give_up, name="chaos-watchdog", daemon=True).start()
+    faulthandler.dump_traceback_later(seconds + 60, exit=True, file=stream)
+    return finished
+
+
+def _has_fileno(out: TextIO) -> bool:
+    try:
+        out.fileno()
+    except (AttributeError, OSError, ValueError, io.UnsupportedOperation):
+        return False
+    return True
 
 
 def report(verdict: Verdict, events: list[Event], out: TextIO) -> None:

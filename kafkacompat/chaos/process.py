@@ -23,6 +23,7 @@ from .history import History
 
 START_TIMEOUT = 90.0
 STOP_TIMEOUT = 60.0
+RUNNING: set[subprocess.Popen[str]] = set()  # every broker process started and not yet reaped (kill_all)
 
 
 def free_port() -> int:
@@ -49,6 +50,7 @@ class BrokerProcess:
             return True
         self.proc = subprocess.Popen([sys.executable, "-m", "kafkacompat", "serve", *self.serve_args],
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=self.env)
+        RUNNING.add(self.proc)
         listening, tail = threading.Event(), []
         threading.Thread(target=self._follow, args=(self.proc, listening, tail), daemon=True).start()
         deadline = time.monotonic() + START_TIMEOUT
@@ -81,6 +83,7 @@ class BrokerProcess:
             assert self.proc is not None
             self.proc.send_signal(signal.SIGKILL)
             self.proc.wait()
+            RUNNING.discard(self.proc)
             self.history.record("broker", node=self.node, action="killed")
 
     def stop(self) -> None:
@@ -95,6 +98,7 @@ class BrokerProcess:
             rc = None
             self.proc.kill()
             self.proc.wait()
+        RUNNING.discard(self.proc)
         clean = self.clean_marker.exists() if self.clean_marker is not None else True
         self.history.record("broker", node=self.node, action="stopped", rc=rc, clean=clean)
 
@@ -102,6 +106,19 @@ class BrokerProcess:
         if self.running():
             assert self.proc is not None
             self.proc.send_signal(sig)
+
+
+def kill_all() -> None:
+    """SIGKILL every broker process still running, writing nothing to the history: for a campaign giving up
+    because its own threads are stuck (the history's lock may be held by one of them)."""
+    for proc in list(RUNNING):
+        if proc.poll() is None:
+            proc.kill()
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                continue
+        RUNNING.discard(proc)
 
 
 class BrokerProcesses:

@@ -58,6 +58,7 @@ def topology_of(seed: int, asked: str | None) -> str:
 
 class ReplicationEngine(BrokerProcesses, Engine):
     name = "replication"
+    final_checks_s = CATCH_UP_TIMEOUT + CURSOR_TIMEOUT + FAILOVER_TIMEOUT + 60  # and the replica read (campaign.watch)
 
     def __init__(self, workdir: Path, history: History, topology: str) -> None:
         self.history, self.topology = history, topology

@@ -101,10 +101,10 @@ class Writer(Role):
                     self.send(producer, name, seq)
                     seq += 1
                     self.stopping.wait(self.rng.expovariate(self.rate))
-                left = producer.flush(60 if not self.fatal.is_set() else 0)
+                left = drain(producer, 60) if not self.fatal.is_set() else abandon(producer)
             except KafkaException as exc:  # a fatal error raised by poll or flush: a new producer, as a user would
                 self.history.record("client-error", role=self.role, error=str(exc.args[0]), fatal=True)
-                left = len(producer)
+                left = abandon(producer)
             self.history.record("producer-closed", producer=name, undelivered=left)
             self.generation += 1
 
@@ -116,7 +116,9 @@ class Writer(Role):
                 producer.produce(TOPIC_A, value.encode(), key=f"{name}|{seq}".encode(), partition=partition,
                                  headers=[("seq", str(seq).encode())], on_delivery=self.on_delivery(name, seq))
                 break
-            except BufferError:
+            except BufferError:  # the queue is full (the broker is down): wait for room, not past a stop
+                if self.stopping.is_set():
+                    return
                 producer.poll(0.2)
             except KafkaException:  # the producer hit a fatal error: error_cb (served by poll) says which
                 producer.poll(0)
@@ -130,6 +132,32 @@ class Writer(Role):
         def report(err: KafkaError | None, msg: Any) -> None:
             record_delivery(self.history, name, self.kind, seq, err, msg)
         return report
+
+
+def drain(producer: Producer, timeout: float) -> int:
+    """What flush(timeout) does, by polls; how many records are left. A fatal error arriving inside flush is
+    raised from confluent-kafka's error callback, but librdkafka's flush loop goes on serving delivery
+    reports, whose callbacks then run with that exception pending: the history lock one of them took was
+    never released, and every client thread waited on it for good (the campaign's hang). poll returns at once
+    with the exception, before any other callback."""
+    deadline = time.monotonic() + timeout
+    while len(producer) and (left := deadline - time.monotonic()) > 0:
+        producer.poll(min(left, 0.5))
+    return len(producer)
+
+
+def abandon(producer: Producer) -> int:
+    """A producer after a fatal error: the records it still holds, queued or in flight, are failed at once
+    (librdkafka's purge), and their reports served, so each becomes a `send-failed` (promised nothing, as
+    any failed send) instead of waiting out message.timeout.ms in a producer that will never send again.
+    How many it held."""
+    held = len(producer)
+    try:
+        producer.purge(in_queue=True, in_flight=True, blocking=False)
+        producer.poll(0)
+    except KafkaException:  # the fatal error raised again while its reports were served: they were
+        pass
+    return held
 
 
 def record_delivery(history: History, name: str, kind: str, seq: int, err: KafkaError | None, msg: Any,
@@ -201,6 +229,8 @@ class TransactionalWriter(Role):
         return value
 
     def finish(self, producer: Producer, commit: bool) -> str:
+        if commit:  # commit_transaction flushes inside: its delivery reports are served by polls first (drain)
+            drain(producer, 10)
         for _ in range(3):  # a retriable error may be retried, as librdkafka's documentation says
             try:
                 (producer.commit_transaction if commit else producer.abort_transaction)(10)
