@@ -39,7 +39,7 @@ from .engine import Engine, StorageFault
 from .history import History
 from .link_proxy import LinkProxy
 from .process import BrokerProcess, BrokerProcesses, free_port
-from .replica_clients import Partitions, committed, end_offsets, every_partition, fail_over
+from .replica_clients import FAILOVER_TIMEOUT, Partitions, committed, end_offsets, every_partition, fail_over
 from .workload import GROUP, PARTITIONS, final_read
 
 STREAM = "/chaos"
@@ -58,13 +58,15 @@ def topology_of(seed: int, asked: str | None) -> str:
 
 class ReplicationEngine(BrokerProcesses, Engine):
     name = "replication"
-    final_checks_s = CATCH_UP_TIMEOUT + CURSOR_TIMEOUT + FAILOVER_TIMEOUT + 60  # and the replica read (campaign.watch)
 
     def __init__(self, workdir: Path, history: History, topology: str) -> None:
         self.history, self.topology = history, topology
         self.links = TOPOLOGIES[topology]
         self.nodes = sorted({n for link in self.links for n in link})
         self.replicas = [n for n in self.nodes if n != SOURCE]  # in chain order: the last is the farthest
+        # the longest final_checks may legitimately wait (campaign.watch): each replica's catch-up, read and
+        # cursors, then the failover
+        self.final_checks_s = len(self.replicas) * (CATCH_UP_TIMEOUT + CURSOR_TIMEOUT + 60) + FAILOVER_TIMEOUT
         self.ports = {n: free_port() for n in self.nodes}
         self.addresses = {n: f"127.0.0.1:{p}" for n, p in self.ports.items()}
         self.bootstrap = self.addresses[SOURCE]
