@@ -25,9 +25,8 @@ from ..security.acls import Operation, ResourceType
 from ..services import Placement, Request, Security, Topics
 from ..topic_names import LEGAL_NAMES_ONLY, canonical_name
 from .common import ALL_TOPIC_OPERATIONS, NO_THROTTLE, ErrorCode, make, schema_of
-from .metadata import ENCODED_FROM
 from .registry import Api, reads
-from .slices import Slicer, encode_with_array
+from .slices import ENCODED_FROM, Slicer, encode_with_array
 
 # DescribeTopicPartitions v0
 API = Api(75, (0, 0), reads())

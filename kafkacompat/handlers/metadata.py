@@ -29,7 +29,7 @@ from .common import (
     schema_of,
 )
 from .registry import Api, reads
-from .slices import Slicer, encode_with_array
+from .slices import ENCODED_FROM, Slicer, encode_with_array
 
 # Metadata v0-12
 API = Api(3, (0, 12), reads(("topics",), "topics"))
@@ -38,7 +38,6 @@ API = Api(3, (0, 12), reads(("topics",), "topics"))
 class Reaches(Topics, Placement, Security, Protocol):
     """What of the broker this module reaches."""
 
-ENCODED_FROM = 1000  # topics in an answer from which it is encoded here, in slices
 
 
 def _topic_entry(ctx: Request[Reaches], m: Any, name: str, info: TopicInfo, ops: int) -> Any:

@@ -25,6 +25,7 @@ from kafkacompat.protocol.versions import is_flexible
 T = TypeVar("T")
 
 SLICE_S = 0.005  # the longest the loop is held between turns while a big answer is made
+ENCODED_FROM = 1000  # topics in an answer from which it is encoded here, in slices
 
 
 class Slicer:
