@@ -35,7 +35,7 @@ from ..groups.consumer_protocol import (
     parse_assignment,
     parse_subscription,
 )
-from .kafka_calls import NO_TOPIC_ID, build, call
+from .kafka_calls import NO_TOPIC_ID, build, call, coordinator_call
 from .principal import current_principal
 from .rest_errors import RestError, check, consumer_instance_not_found, kafka_error
 
@@ -46,6 +46,7 @@ JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP = 11, 12, 13, 14
 SESSION_TIMEOUT = datetime.timedelta(seconds=30)
 HEARTBEAT_EVERY_S = 3.0
 REBALANCE_TIMEOUT = datetime.timedelta(seconds=30)
+GROUP_CALL_TIMEOUT_S = REBALANCE_TIMEOUT.total_seconds() + 10  # a JoinGroup waits up to the rebalance timeout
 EARLIEST, LATEST = -2, -1
 Partition = tuple[str, int]
 
@@ -86,6 +87,12 @@ class ConsumerInstance:
     def touch(self) -> None:
         self.last_used = time.monotonic()
 
+    async def _group_call(self, api_key: int, body: Any) -> Any:
+        """A group request as this member, answered by the group's coordinator whichever broker this
+        is (a REST user reaches any broker of a cluster); the user's ACLs are checked here first."""
+        return await coordinator_call(self.cluster, api_key, body, self.group, client_id=self.client_id,
+                                      timeout_s=GROUP_CALL_TIMEOUT_S)
+
     # --- subscription and membership ---------------------------------------------------------
 
     async def subscribe(self, topics: list[str], pattern: str | None) -> None:
@@ -113,8 +120,7 @@ class ConsumerInstance:
             member = build(LEAVE_GROUP, "MemberIdentity", member_id=self.member_id, group_instance_id=None,
                            reason="the REST consumer unsubscribed or was deleted")
             try:
-                await call(self.cluster, LEAVE_GROUP, build(LEAVE_GROUP, group_id=self.group, members=(member,)),
-                           client_id=self.client_id)
+                await self._group_call(LEAVE_GROUP, build(LEAVE_GROUP, group_id=self.group, members=(member,)))
             except Exception:  # noqa: BLE001 - leaving is best effort: the session times out anyway
                 log.debug("LeaveGroup for %s failed", self.name, exc_info=True)
         self.member_id, self.generation = "", -1
@@ -136,9 +142,9 @@ class ConsumerInstance:
                 await self._join_and_sync()
                 while True:
                     await asyncio.sleep(HEARTBEAT_EVERY_S)
-                    answer = await call(self.cluster, HEARTBEAT, build(
+                    answer = await self._group_call(HEARTBEAT, build(
                         HEARTBEAT, group_id=self.group, generation_id=self.generation, member_id=self.member_id,
-                        group_instance_id=None), client_id=self.client_id)
+                        group_instance_id=None))
                     if answer.error_code != 0:
                         if answer.error_code in (ErrorCode.unknown_member_id.value,
                                                  ErrorCode.fenced_instance_id.value):
@@ -156,10 +162,10 @@ class ConsumerInstance:
         topics = await self._subscribed_topics()
         protocol = build(JOIN_GROUP, "JoinGroupRequestProtocol", name=RANGE, metadata=encode_subscription(topics))
         while True:
-            answer = await call(self.cluster, JOIN_GROUP, build(
+            answer = await self._group_call(JOIN_GROUP, build(
                 JOIN_GROUP, group_id=self.group, session_timeout=SESSION_TIMEOUT, rebalance_timeout=REBALANCE_TIMEOUT,
                 member_id=self.member_id, group_instance_id=None, protocol_type=CONSUMER_PROTOCOL_TYPE,
-                protocols=(protocol,), reason=None), client_id=self.client_id)
+                protocols=(protocol,), reason=None))
             if answer.error_code == ErrorCode.member_id_required.value:
                 self.member_id = answer.member_id
                 continue
@@ -172,10 +178,10 @@ class ConsumerInstance:
         assignments: tuple[Any, ...] = ()
         if answer.leader == answer.member_id:
             assignments = await self._lead(answer.members)
-        synced = await call(self.cluster, SYNC_GROUP, build(
+        synced = await self._group_call(SYNC_GROUP, build(
             SYNC_GROUP, group_id=self.group, generation_id=self.generation, member_id=self.member_id,
             group_instance_id=None, protocol_type=CONSUMER_PROTOCOL_TYPE, protocol_name=answer.protocol_name,
-            assignments=assignments), client_id=self.client_id)
+            assignments=assignments))
         check(synced.error_code)
         mine = parse_assignment(synced.assignment) or {}
         assigned = sorted((t, p) for t, parts in mine.items() for p in parts)
@@ -257,8 +263,7 @@ class ConsumerInstance:
         spec = build(OFFSET_FETCH, "OffsetFetchRequestGroup", group_id=self.group, member_id=None, member_epoch=-1,
                      topics=tuple(build(OFFSET_FETCH, "OffsetFetchRequestTopics", name=t, partition_indexes=tuple(p))
                                   for t, p in by_topic.items()))
-        answer = await call(self.cluster, OFFSET_FETCH, build(OFFSET_FETCH, groups=(spec,), require_stable=False),
-                            client_id=self.client_id)
+        answer = await self._group_call(OFFSET_FETCH, build(OFFSET_FETCH, groups=(spec,), require_stable=False))
         (group,) = answer.groups
         check(group.error_code)
         return {(t.name, p.partition_index): (p.committed_offset, p.metadata)
@@ -342,11 +347,11 @@ class ConsumerInstance:
                 OFFSET_COMMIT, "OffsetCommitRequestPartition", partition_index=index, committed_offset=offset,
                 committed_leader_epoch=-1, committed_metadata=""))
         joined = self.manual is None and self.member_id
-        answer = await call(self.cluster, OFFSET_COMMIT, build(
+        answer = await self._group_call(OFFSET_COMMIT, build(
             OFFSET_COMMIT, group_id=self.group, generation_id_or_member_epoch=self.generation if joined else -1,
             member_id=self.member_id if joined else "", group_instance_id=None,
             topics=tuple(build(OFFSET_COMMIT, "OffsetCommitRequestTopic", name=t, partitions=tuple(p))
-                         for t, p in by_topic.items())), client_id=self.client_id)
+                         for t, p in by_topic.items())))
         for topic in answer.topics:
             for part in topic.partitions:
                 check(part.error_code)

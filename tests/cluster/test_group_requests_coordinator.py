@@ -1,0 +1,91 @@
+"""A REST v2 consumer and the console's offset reset work from a broker that is not the group's coordinator.
+
+Both ran their group requests (JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
+OffsetCommit, OffsetFetch) in-process on the broker the HTTP user reached,
+which answers NOT_COORDINATOR for a group another broker coordinates: behind
+a load balancer a REST consumer never joined and the console could not
+reset. They now ask the coordinator over its Kafka port when refused so.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import requests
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from kafkacompat.testing.cluster import BrokerCluster
+from kafkacompat.testing.cluster_process import free_port
+from tests.cluster.test_group_describe_coordinator import _topic_led_by
+from tests.cluster.test_offset_fetch_coordinator import coordinator_of
+from tests.wire import Wire
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
+GROUP = "rest-elsewhere"
+V2 = {"Content-Type": "application/vnd.kafka.v2+json"}
+
+
+@pytest.fixture
+def cluster(cloud_args: list[str]) -> Iterator[BrokerCluster]:
+    running = BrokerCluster(2, cloud_args)
+    for broker in running.brokers:
+        broker.http_port = free_port()  # type: ignore[attr-defined]
+        broker.extra = (*broker.extra, "--http-port", str(broker.http_port))  # type: ignore[attr-defined]
+    with running:
+        yield running
+
+
+def _committed(cluster: BrokerCluster, topic: str) -> int:
+    """The group's committed offset of partition 0, as a stock client reads it."""
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": GROUP})
+    try:
+        return int(consumer.committed([TopicPartition(topic, 0)], timeout=30)[0].offset)
+    finally:
+        consumer.close()
+
+
+def _records(base: str, count: int) -> list[Any]:
+    """GET records until `count` have come (the instance joins the group on its first polls)."""
+    out: list[Any] = []
+    deadline = time.monotonic() + 60
+    while len(out) < count and time.monotonic() < deadline:
+        answer = requests.get(base + "/records?timeout=1000", timeout=60,
+                              headers={"Accept": "application/vnd.kafka.binary.v2+json"})
+        assert answer.status_code == 200, answer.text
+        out.extend(answer.json())
+    return out
+
+
+def test_rest_consumer_and_console_reset_from_a_broker_not_coordinating(cluster: BrokerCluster) -> None:
+    with Wire(cluster.broker(1).bootstrap) as wire:
+        coordinator = coordinator_of(wire, GROUP)
+    elsewhere = 2 if coordinator == 1 else 1
+    other = cluster.broker(elsewhere)
+    topic = _topic_led_by(cluster, elsewhere)  # fetched on `other`: only the group lives elsewhere
+    producer = Producer({"bootstrap.servers": cluster.bootstrap})
+    for n in range(5):
+        producer.produce(topic, str(n).encode(), partition=0)
+    assert producer.flush(30) == 0
+    http = f"http://127.0.0.1:{other.http_port}"  # type: ignore[attr-defined]
+    created = requests.post(f"{http}/consumers/{GROUP}", json={"name": "c1", "format": "binary",
+                                                              "auto.offset.reset": "earliest"}, headers=V2, timeout=30)
+    assert created.status_code == 200, created.text
+    base = created.json()["base_uri"]
+    assert requests.post(base + "/subscription", json={"topics": [topic]}, headers=V2, timeout=30).status_code == 204
+    assert len(_records(base, 5)) == 5
+    committed = requests.post(base + "/offsets", headers=V2, timeout=60)
+    assert committed.status_code == 200, committed.text
+    assert _committed(cluster, topic) == 5
+    got = requests.get(base + "/offsets", json={"partitions": [{"topic": topic, "partition": 0}]}, headers=V2,
+                       timeout=60)
+    assert got.status_code == 200 and got.json()["offsets"][0]["offset"] == 5, got.text
+    assert requests.delete(base, timeout=60).status_code == 204  # leaves: the group is Empty at once
+
+    reset = requests.post(f"{http}/console/group/reset?id={GROUP}", data={"mode": "offset", "value": "2",
+                                                                         "topic": topic},
+                          allow_redirects=False, timeout=60)
+    assert reset.status_code == 303, reset.text
+    assert _committed(cluster, topic) == 2
