@@ -39,7 +39,7 @@ from kafkacompat.protocol.messages import (
 from kafkacompat.protocol.versions import schema
 
 from ..broker import admin_log
-from ..broker.cluster import Cluster
+from ..broker.cluster import Cluster, TopicError
 from ..broker.request_stats import response_errors
 from ..cluster.membership import Member
 from ..handlers import HANDLERS, SUPPORTED
@@ -146,3 +146,18 @@ async def peer_call(cluster: Cluster, peer: Member, api_key: int, body: Any,
         return await forward(peer.host, peer.port, api_key, version_of(api_key), body, security, timeout_s)
     except ForwardError:
         return None
+
+
+def leaders(cluster: Cluster, partitions: set[tuple[str, int]]) -> dict[Member, dict[str, set[int]]]:
+    """The partitions by the live broker that leads each (those without one left out): where to ask
+    for those this broker answered NOT_LEADER_OR_FOLLOWER (after checking the user's ACLs)."""
+    by_leader: dict[Member, dict[str, set[int]]] = {}
+    for name, index in partitions:
+        try:
+            found = cluster.view.leader_of((*cluster.split(name), index))
+        except TopicError:
+            continue
+        leader = None if found is None else cluster.view.member(found[0])
+        if leader is not None:
+            by_leader.setdefault(leader, {}).setdefault(name, set()).add(index)
+    return by_leader

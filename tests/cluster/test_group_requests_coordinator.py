@@ -4,7 +4,10 @@ Both ran their group requests (JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
 OffsetCommit, OffsetFetch) in-process on the broker the HTTP user reached,
 which answers NOT_COORDINATOR for a group another broker coordinates: behind
 a load balancer a REST consumer never joined and the console could not
-reset. They now ask the coordinator over its Kafka port when refused so.
+reset. They now ask the coordinator over its Kafka port when refused so;
+and the REST consumer fetches (and lists offsets of) a partition another
+broker leads from that leader, as a Kafka consumer does (it answered 500
+NOT_LEADER_OR_FOLLOWER).
 """
 
 from __future__ import annotations
@@ -64,7 +67,7 @@ def test_rest_consumer_and_console_reset_from_a_broker_not_coordinating(cluster:
         coordinator = coordinator_of(wire, GROUP)
     elsewhere = 2 if coordinator == 1 else 1
     other = cluster.broker(elsewhere)
-    topic = _topic_led_by(cluster, elsewhere)  # fetched on `other`: only the group lives elsewhere
+    topic = _topic_led_by(cluster, coordinator)  # `other` neither coordinates the group nor leads the partition
     producer = Producer({"bootstrap.servers": cluster.bootstrap})
     for n in range(5):
         producer.produce(topic, str(n).encode(), partition=0)
