@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 import requests
 from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from kafkacompat.testing.cluster import BrokerCluster
 from kafkacompat.testing.cluster_process import free_port
@@ -92,3 +93,38 @@ def test_rest_consumer_and_console_reset_from_a_broker_not_coordinating(cluster:
                               data={"mode": mode, "value": value, "topic": topic}, allow_redirects=False, timeout=60)
         assert reset.status_code == 303, reset.text
         assert _committed(cluster, topic) == expected
+
+
+def test_rest_consumer_rebalances_with_a_kafka_consumer_from_a_broker_not_coordinating(
+        cluster: BrokerCluster) -> None:
+    """A rebalance's JoinGroup waits at the coordinator for every member: forwarded, it still ends in one
+    generation where the REST member and a confluent-kafka member each get one partition."""
+    with Wire(cluster.broker(1).bootstrap) as wire:
+        coordinator = coordinator_of(wire, GROUP)
+    other = cluster.broker(2 if coordinator == 1 else 1)
+    topic = "two-partitions"
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_topics([NewTopic(topic, 2, 1)], operation_timeout=10)[topic].result(timeout=20)
+    http = f"http://127.0.0.1:{other.http_port}"  # type: ignore[attr-defined]
+    created = requests.post(f"{http}/consumers/{GROUP}", json={"name": "c1", "format": "binary"}, headers=V2,
+                            timeout=30)
+    assert created.status_code == 200, created.text
+    base = created.json()["base_uri"]
+    assert requests.post(base + "/subscription", json={"topics": [topic]}, headers=V2, timeout=30).status_code == 204
+    kafka = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": GROUP, "session.timeout.ms": 10000})
+    try:
+        kafka.subscribe([topic])
+        deadline = time.monotonic() + 90
+        mine: list[Any] = []
+        while time.monotonic() < deadline:
+            kafka.poll(0.2)
+            requests.get(base + "/records?timeout=200", timeout=60,
+                         headers={"Accept": "application/vnd.kafka.binary.v2+json"})
+            mine = requests.get(base + "/assignments", timeout=60).json()["partitions"]
+            if len(mine) == 1 and len(kafka.assignment()) == 1:
+                break
+        assert len(mine) == 1 and len(kafka.assignment()) == 1, (mine, kafka.assignment())
+        assert {mine[0]["partition"], kafka.assignment()[0].partition} == {0, 1}
+    finally:
+        kafka.close()
+    assert requests.delete(base, timeout=60).status_code == 204
