@@ -35,7 +35,7 @@ from ..groups.consumer_protocol import (
     parse_assignment,
     parse_subscription,
 )
-from .kafka_calls import NO_TOPIC_ID, build, call
+from .kafka_calls import NO_TOPIC_ID, build, call, coordinator_call, leaders, peer_call
 from .principal import current_principal
 from .rest_errors import RestError, check, consumer_instance_not_found, kafka_error
 
@@ -46,6 +46,7 @@ JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP = 11, 12, 13, 14
 SESSION_TIMEOUT = datetime.timedelta(seconds=30)
 HEARTBEAT_EVERY_S = 3.0
 REBALANCE_TIMEOUT = datetime.timedelta(seconds=30)
+GROUP_CALL_TIMEOUT_S = REBALANCE_TIMEOUT.total_seconds() + 10  # a JoinGroup waits up to the rebalance timeout
 EARLIEST, LATEST = -2, -1
 Partition = tuple[str, int]
 
@@ -86,6 +87,12 @@ class ConsumerInstance:
     def touch(self) -> None:
         self.last_used = time.monotonic()
 
+    async def _group_call(self, api_key: int, body: Any) -> Any:
+        """A group request as this member, answered by the group's coordinator whichever broker this
+        is (a REST user reaches any broker of a cluster); the user's ACLs are checked here first."""
+        return await coordinator_call(self.cluster, api_key, body, self.group, client_id=self.client_id,
+                                      timeout_s=GROUP_CALL_TIMEOUT_S)
+
     # --- subscription and membership ---------------------------------------------------------
 
     async def subscribe(self, topics: list[str], pattern: str | None) -> None:
@@ -113,8 +120,7 @@ class ConsumerInstance:
             member = build(LEAVE_GROUP, "MemberIdentity", member_id=self.member_id, group_instance_id=None,
                            reason="the REST consumer unsubscribed or was deleted")
             try:
-                await call(self.cluster, LEAVE_GROUP, build(LEAVE_GROUP, group_id=self.group, members=(member,)),
-                           client_id=self.client_id)
+                await self._group_call(LEAVE_GROUP, build(LEAVE_GROUP, group_id=self.group, members=(member,)))
             except Exception:  # noqa: BLE001 - leaving is best effort: the session times out anyway
                 log.debug("LeaveGroup for %s failed", self.name, exc_info=True)
         self.member_id, self.generation = "", -1
@@ -136,9 +142,9 @@ class ConsumerInstance:
                 await self._join_and_sync()
                 while True:
                     await asyncio.sleep(HEARTBEAT_EVERY_S)
-                    answer = await call(self.cluster, HEARTBEAT, build(
+                    answer = await self._group_call(HEARTBEAT, build(
                         HEARTBEAT, group_id=self.group, generation_id=self.generation, member_id=self.member_id,
-                        group_instance_id=None), client_id=self.client_id)
+                        group_instance_id=None))
                     if answer.error_code != 0:
                         if answer.error_code in (ErrorCode.unknown_member_id.value,
                                                  ErrorCode.fenced_instance_id.value):
@@ -156,10 +162,10 @@ class ConsumerInstance:
         topics = await self._subscribed_topics()
         protocol = build(JOIN_GROUP, "JoinGroupRequestProtocol", name=RANGE, metadata=encode_subscription(topics))
         while True:
-            answer = await call(self.cluster, JOIN_GROUP, build(
+            answer = await self._group_call(JOIN_GROUP, build(
                 JOIN_GROUP, group_id=self.group, session_timeout=SESSION_TIMEOUT, rebalance_timeout=REBALANCE_TIMEOUT,
                 member_id=self.member_id, group_instance_id=None, protocol_type=CONSUMER_PROTOCOL_TYPE,
-                protocols=(protocol,), reason=None), client_id=self.client_id)
+                protocols=(protocol,), reason=None))
             if answer.error_code == ErrorCode.member_id_required.value:
                 self.member_id = answer.member_id
                 continue
@@ -172,10 +178,10 @@ class ConsumerInstance:
         assignments: tuple[Any, ...] = ()
         if answer.leader == answer.member_id:
             assignments = await self._lead(answer.members)
-        synced = await call(self.cluster, SYNC_GROUP, build(
+        synced = await self._group_call(SYNC_GROUP, build(
             SYNC_GROUP, group_id=self.group, generation_id=self.generation, member_id=self.member_id,
             group_instance_id=None, protocol_type=CONSUMER_PROTOCOL_TYPE, protocol_name=answer.protocol_name,
-            assignments=assignments), client_id=self.client_id)
+            assignments=assignments))
         check(synced.error_code)
         mine = parse_assignment(synced.assignment) or {}
         assigned = sorted((t, p) for t, parts in mine.items() for p in parts)
@@ -234,21 +240,17 @@ class ConsumerInstance:
         self.positions.update(offsets)
 
     async def _list_offsets(self, partitions: list[Partition], timestamp: int) -> dict[Partition, int]:
-        by_topic: dict[str, list[int]] = {}
-        for topic, index in partitions:
-            by_topic.setdefault(topic, []).append(index)
-        topics = tuple(build(LIST_OFFSETS, "ListOffsetsTopic", name=topic, partitions=tuple(
-            build(LIST_OFFSETS, "ListOffsetsPartition", partition_index=i, current_leader_epoch=-1,
-                  timestamp=timestamp) for i in indexes)) for topic, indexes in by_topic.items())
-        answer = await call(self.cluster, LIST_OFFSETS, build(LIST_OFFSETS, replica_id=-1, isolation_level=0,
-                                                              topics=topics, timeout=SESSION_TIMEOUT),
+        """ListOffsets on this broker, and on their leaders for the partitions another broker leads."""
+        answer = await call(self.cluster, LIST_OFFSETS, _list_offsets_request(partitions, timestamp),
                             client_id=self.client_id)
-        out = {}
-        for topic in answer.topics:
-            for part in topic.partitions:
-                check(part.error_code)
-                out[topic.name, part.partition_index] = part.offset
-        return out
+        got = {(t.name, p.partition_index): p for t in answer.topics for p in t.partitions}
+        elsewhere = {key for key, p in got.items() if p.error_code == ErrorCode.not_leader_or_follower}
+        for leader, led in leaders(self.cluster, elsewhere).items():
+            found = await peer_call(self.cluster, leader, LIST_OFFSETS, _list_offsets_request(_flat(led), timestamp))
+            got.update({(t.name, p.partition_index): p for t in (found.topics if found else ()) for p in t.partitions})
+        for part in got.values():
+            check(part.error_code)
+        return {key: part.offset for key, part in got.items()}
 
     async def committed(self, partitions: list[Partition]) -> dict[Partition, tuple[int, str | None]]:
         by_topic: dict[str, list[int]] = {}
@@ -257,8 +259,7 @@ class ConsumerInstance:
         spec = build(OFFSET_FETCH, "OffsetFetchRequestGroup", group_id=self.group, member_id=None, member_epoch=-1,
                      topics=tuple(build(OFFSET_FETCH, "OffsetFetchRequestTopics", name=t, partition_indexes=tuple(p))
                                   for t, p in by_topic.items()))
-        answer = await call(self.cluster, OFFSET_FETCH, build(OFFSET_FETCH, groups=(spec,), require_stable=False),
-                            client_id=self.client_id)
+        answer = await self._group_call(OFFSET_FETCH, build(OFFSET_FETCH, groups=(spec,), require_stable=False))
         (group,) = answer.groups
         check(group.error_code)
         return {(t.name, p.partition_index): (p.committed_offset, p.metadata)
@@ -292,38 +293,49 @@ class ConsumerInstance:
             return []
         await self._initial_positions()
         ids = await self._topic_ids(sorted({t for t, _ in self.assigned}))
-        topics: dict[str, list[Any]] = {}
-        for topic, index in self.assigned:
-            if topic not in ids:
+        fetched = await self._fetch([tp for tp in self.assigned if tp[0] in ids], ids, timeout_ms, max_bytes)
+        out = []
+        for key, part in fetched.items():
+            if part.error_code == ErrorCode.offset_out_of_range.value and self.config.auto_offset_reset != "none":
+                del self.positions[key]  # reset on the next poll, as the consumer's auto.offset.reset does
                 continue
+            check(part.error_code)
+            position = self.positions.get(key, 0)
+            for record in iter_records(part.records or b""):
+                if record.offset >= position:
+                    out.append((key[0], key[1], record))
+                    self.positions[key] = record.offset + 1
+        return out
+
+    async def _fetch(self, partitions: list[Partition], ids: dict[str, uuid.UUID], timeout_ms: int,
+                     max_bytes: int) -> dict[Partition, Any]:
+        """Each partition's Fetch answer: from this broker, and from their leaders (without waiting
+        again) for the partitions another broker leads, as a consumer fetches from each leader."""
+        names = {v: k for k, v in ids.items()}
+        answer = await call(self.cluster, FETCH, self._fetch_request(partitions, ids, timeout_ms, max_bytes),
+                            client_id=self.client_id)
+        got = {(names[t.topic_id], p.partition_index): p for t in answer.responses for p in t.partitions}
+        elsewhere = {key for key, p in got.items() if p.error_code == ErrorCode.not_leader_or_follower}
+        for leader, led in leaders(self.cluster, elsewhere).items():
+            found = await peer_call(self.cluster, leader, FETCH, self._fetch_request(_flat(led), ids, 0, max_bytes))
+            got.update({(names[t.topic_id], p.partition_index): p
+                        for t in (found.responses if found else ()) for p in t.partitions})
+        return got
+
+    def _fetch_request(self, partitions: list[Partition], ids: dict[str, uuid.UUID], timeout_ms: int,
+                       max_bytes: int) -> Any:
+        topics: dict[str, list[Any]] = {}
+        for topic, index in partitions:
             topics.setdefault(topic, []).append(build(
                 FETCH, "FetchPartition", partition=index, current_leader_epoch=-1,
                 fetch_offset=self.positions[topic, index], last_fetched_epoch=-1, log_start_offset=-1,
                 partition_max_bytes=max_bytes, replica_directory_id=NO_TOPIC_ID))
-        request = build(FETCH, cluster_id=None, replica_state=build(FETCH, "ReplicaState", replica_id=-1,
-                                                                    replica_epoch=-1),
-                        max_wait=datetime.timedelta(milliseconds=timeout_ms), min_bytes=self.config.fetch_min_bytes,
-                        max_bytes=max_bytes, isolation_level=0, session_id=0, session_epoch=-1,
-                        topics=tuple(build(FETCH, "FetchTopic", topic_id=ids[t], partitions=tuple(p))
-                                     for t, p in topics.items()),
-                        forgotten_topics_data=(), rack_id="")
-        answer = await call(self.cluster, FETCH, request, client_id=self.client_id)
-        names = {v: k for k, v in ids.items()}
-        out = []
-        for topic in answer.responses:
-            name = names[topic.topic_id]
-            for part in topic.partitions:
-                key = (name, part.partition_index)
-                if part.error_code == ErrorCode.offset_out_of_range.value and self.config.auto_offset_reset != "none":
-                    del self.positions[key]  # reset on the next poll, as the consumer's auto.offset.reset does
-                    continue
-                check(part.error_code)
-                position = self.positions.get(key, 0)
-                for record in iter_records(part.records or b""):
-                    if record.offset >= position:
-                        out.append((name, part.partition_index, record))
-                        self.positions[key] = record.offset + 1
-        return out
+        return build(FETCH, cluster_id=None, replica_state=build(FETCH, "ReplicaState", replica_id=-1, replica_epoch=-1),
+                     max_wait=datetime.timedelta(milliseconds=timeout_ms), min_bytes=self.config.fetch_min_bytes,
+                     max_bytes=max_bytes, isolation_level=0, session_id=0, session_epoch=-1,
+                     topics=tuple(build(FETCH, "FetchTopic", topic_id=ids[t], partitions=tuple(p))
+                                  for t, p in topics.items()),
+                     forgotten_topics_data=(), rack_id="")
 
     async def _topic_ids(self, topics: list[str]) -> dict[str, uuid.UUID]:
         answer = await call(self.cluster, METADATA, build(
@@ -342,14 +354,28 @@ class ConsumerInstance:
                 OFFSET_COMMIT, "OffsetCommitRequestPartition", partition_index=index, committed_offset=offset,
                 committed_leader_epoch=-1, committed_metadata=""))
         joined = self.manual is None and self.member_id
-        answer = await call(self.cluster, OFFSET_COMMIT, build(
+        answer = await self._group_call(OFFSET_COMMIT, build(
             OFFSET_COMMIT, group_id=self.group, generation_id_or_member_epoch=self.generation if joined else -1,
             member_id=self.member_id if joined else "", group_instance_id=None,
             topics=tuple(build(OFFSET_COMMIT, "OffsetCommitRequestTopic", name=t, partitions=tuple(p))
-                         for t, p in by_topic.items())), client_id=self.client_id)
+                         for t, p in by_topic.items())))
         for topic in answer.topics:
             for part in topic.partitions:
                 check(part.error_code)
+
+
+def _flat(partitions: dict[str, set[int]]) -> list[Partition]:
+    return sorted((topic, index) for topic, indexes in partitions.items() for index in indexes)
+
+
+def _list_offsets_request(partitions: list[Partition], timestamp: int) -> Any:
+    by_topic: dict[str, list[int]] = {}
+    for topic, index in partitions:
+        by_topic.setdefault(topic, []).append(index)
+    topics = tuple(build(LIST_OFFSETS, "ListOffsetsTopic", name=topic, partitions=tuple(
+        build(LIST_OFFSETS, "ListOffsetsPartition", partition_index=i, current_leader_epoch=-1,
+              timestamp=timestamp) for i in indexes)) for topic, indexes in by_topic.items())
+    return build(LIST_OFFSETS, replica_id=-1, isolation_level=0, topics=topics, timeout=SESSION_TIMEOUT)
 
 
 class ConsumerRegistry:

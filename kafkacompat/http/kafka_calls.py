@@ -39,7 +39,7 @@ from kafkacompat.protocol.messages import (
 from kafkacompat.protocol.versions import schema
 
 from ..broker import admin_log
-from ..broker.cluster import Cluster
+from ..broker.cluster import Cluster, TopicError
 from ..broker.request_stats import response_errors
 from ..cluster.membership import Member
 from ..handlers import HANDLERS, SUPPORTED
@@ -115,26 +115,49 @@ def build(api_key: int, entity: str | None = None, **values: Any) -> Any:
     return make(getattr(request_types(api_key), entity), **values)
 
 
-async def coordinator_call(cluster: Cluster, api_key: int, body: Any, key: str) -> Any:
+async def coordinator_call(cluster: Cluster, api_key: int, body: Any, key: str, *, client_id: str = CLIENT_ID,
+                           timeout_s: float = PEER_TIMEOUT_S) -> Any:
     """`call`, on the broker that coordinates `key` (a group or transactional id): when this broker
-    answers NOT_COORDINATOR (after the seam's wait, and only for a request it authorized), the
-    coordinator's answer, asked over its Kafka port; this broker's own answer when no other broker
-    coordinates the key or that one cannot be reached (the caller then reports the retriable error)."""
-    answer = await call(cluster, api_key, body)
-    if ELSEWHERE not in set(response_errors(answer)):
+    answers NOT_COORDINATOR and nothing else (after the seam's wait), the coordinator's answer, asked
+    over its Kafka port within `timeout_s` (a JoinGroup waits for the rebalance); this broker's own
+    answer when no other broker coordinates the key or that one cannot be reached (the caller then
+    reports the retriable error).
+
+    The peer authorizes a forwarded request as this broker's connection, not as the HTTP user: the
+    user's ACLs are checked here first (the handlers check them before they ask the coordinator
+    seam), and an answer that refused anything else (a topic the user may not read) is not sent on,
+    so forwarding never grants what this broker refused."""
+    answer = await call(cluster, api_key, body, client_id=client_id)
+    if set(response_errors(answer)) != {ELSEWHERE}:
         return answer
     coordinator = cluster.coordinator(key)
     if coordinator is None or coordinator.node_id == cluster.node_id:
         return answer
-    elsewhere = await peer_call(cluster, coordinator, api_key, body)
+    elsewhere = await peer_call(cluster, coordinator, api_key, body, timeout_s)
     return answer if elsewhere is None else elsewhere
 
 
-async def peer_call(cluster: Cluster, peer: Member, api_key: int, body: Any) -> Any | None:
+async def peer_call(cluster: Cluster, peer: Member, api_key: int, body: Any,
+                    timeout_s: float = PEER_TIMEOUT_S) -> Any | None:
     """Broker `peer`'s answer to a kio request (at the proxy's version) over its Kafka port, as a client
-    would ask it; None when it cannot be reached in PEER_TIMEOUT_S."""
+    would ask it; None when it cannot be reached in `timeout_s`."""
     security = getattr(cluster.view, "security", None) or ClientSecurity()  # a worker's --replication-client-config
     try:
-        return await forward(peer.host, peer.port, api_key, version_of(api_key), body, security, PEER_TIMEOUT_S)
+        return await forward(peer.host, peer.port, api_key, version_of(api_key), body, security, timeout_s)
     except ForwardError:
         return None
+
+
+def leaders(cluster: Cluster, partitions: set[tuple[str, int]]) -> dict[Member, dict[str, set[int]]]:
+    """The partitions by the live broker that leads each (those without one left out): where to ask
+    for those this broker answered NOT_LEADER_OR_FOLLOWER (after checking the user's ACLs)."""
+    by_leader: dict[Member, dict[str, set[int]]] = {}
+    for name, index in partitions:
+        try:
+            found = cluster.view.leader_of((*cluster.split(name), index))
+        except TopicError:
+            continue
+        leader = None if found is None else cluster.view.member(found[0])
+        if leader is not None:
+            by_leader.setdefault(leader, {}).setdefault(name, set()).add(index)
+    return by_leader

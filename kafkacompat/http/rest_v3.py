@@ -18,11 +18,10 @@ from urllib.parse import quote
 from aiohttp import web
 from kio.schema.errors import ErrorCode
 
-from ..broker.cluster import Cluster, TopicError
-from ..cluster.membership import Member
+from ..broker.cluster import Cluster
 from ..groups.consumer_protocol import parse_assignment
 from .common import BROKER
-from .kafka_calls import NO_TOPIC_ID, build, call, coordinator_call, peer_call
+from .kafka_calls import NO_TOPIC_ID, build, call, coordinator_call, leaders, peer_call
 from .rest_errors import INT16, RestError, check, field, int_field, kafka_error, not_found, read_json
 from .rest_names import kafka_name
 
@@ -496,20 +495,6 @@ def _list_offsets(partitions: dict[str, set[int]]) -> Any:
     return build(LIST_OFFSETS, replica_id=-1, isolation_level=0, topics=topics, timeout=TIMEOUT)
 
 
-def _leaders(cluster: Cluster, partitions: set[tuple[str, int]]) -> dict[Member, dict[str, set[int]]]:
-    """The partitions by the live broker that leads each (those without one left out)."""
-    by_leader: dict[Member, dict[str, set[int]]] = {}
-    for name, index in partitions:
-        try:
-            found = cluster.view.leader_of((*cluster.split(name), index))
-        except TopicError:
-            continue
-        leader = None if found is None else cluster.view.member(found[0])
-        if leader is not None:
-            by_leader.setdefault(leader, {}).setdefault(name, set()).add(index)
-    return by_leader
-
-
 async def log_end_offsets(cluster: Cluster, partitions: dict[str, set[int]]) -> dict[tuple[str, int], int]:
     """The log end offset of each partition, by ListOffsets(latest): on this broker, and on their leaders
     over the Kafka port for the partitions another broker leads (it answers NOT_LEADER_OR_FOLLOWER)."""
@@ -519,7 +504,7 @@ async def log_end_offsets(cluster: Cluster, partitions: dict[str, set[int]]) -> 
     ends = {(t.name, p.partition_index): p.offset for t in answer.topics for p in t.partitions if p.error_code == 0}
     elsewhere = {(t.name, p.partition_index) for t in answer.topics for p in t.partitions
                  if p.error_code == ErrorCode.not_leader_or_follower}
-    for leader, led in _leaders(cluster, elsewhere).items():
+    for leader, led in leaders(cluster, elsewhere).items():
         found = await peer_call(cluster, leader, LIST_OFFSETS, _list_offsets(led))
         ends.update({(t.name, p.partition_index): p.offset for t in (found.topics if found else ())
                      for p in t.partitions if p.error_code == 0})

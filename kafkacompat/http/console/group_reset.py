@@ -11,7 +11,10 @@ The preview (GET, the group page with reset=...) needs what the page needs
 (DESCRIBE on the group) and shows only the topics the principal may
 describe. The reset itself (POST) is one OffsetCommit through the broker's
 handler as the request's principal, so it needs READ on the group and on
-each topic, as Kafka's tool does.
+each topic, as Kafka's tool does. On a broker that is not the group's
+coordinator that OffsetCommit is checked here first and only then sent to
+the coordinator over its Kafka port (kafka_calls.coordinator_call), which
+authorizes it as this broker's connection, not as the console's user.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from ...broker.cluster import Cluster, TopicError
 from ...operations.offset_reset import NoCommittedOffset, reset_target
 from ...security.acls import Operation
 from ...topic_names import canonical_name
-from ..kafka_calls import build, call
+from ..kafka_calls import build, coordinator_call
 from ..rest_errors import RestError
 from .groups_view import group_view
 from .permission import authorizing, may_topic
@@ -133,10 +136,10 @@ async def commit(cluster: Cluster, group: str, rows: list[Row]) -> None:
         by_topic.setdefault(row.name, []).append(build(
             OFFSET_COMMIT, "OffsetCommitRequestPartition", partition_index=row.partition, committed_offset=row.new,
             committed_leader_epoch=-1, committed_metadata=""))
-    answer = await call(cluster, OFFSET_COMMIT, build(
+    answer = await coordinator_call(cluster, OFFSET_COMMIT, build(
         OFFSET_COMMIT, group_id=group, generation_id_or_member_epoch=-1, member_id="", group_instance_id=None,
         topics=tuple(build(OFFSET_COMMIT, "OffsetCommitRequestTopic", name=name, partitions=tuple(parts))
-                     for name, parts in by_topic.items())))
+                     for name, parts in by_topic.items())), group)
     failed = [f"{topic.name}-{part.partition_index}: {ErrorCode(part.error_code).name}"
               for topic in answer.topics for part in topic.partitions if part.error_code]
     if failed:
