@@ -151,12 +151,17 @@ class PartitionTxns:
         await self.marker_written(header.producer_id, header.base_offset, ControlType.COMMIT)
 
     async def catch_up(self) -> None:
-        """Read what was appended since the log was last read while a transaction is open here: on a
-        cluster its markers are written by the coordinator's broker, which may not be this one."""
-        if not self.ongoing or self.partition.high_watermark <= self.scanned:
+        """Read what was appended since the log was last read: on a cluster a transaction's markers
+        are written by its coordinator's broker, and its first batches may have been by the
+        partition's previous leader, after this state was read (a read begun before a hand-over
+        ended after it, or before the new leader's offsets were refreshed). Read only while a
+        transaction was open here, such batches were never seen: the LSO passed an open
+        transaction's records and its abort was never listed (chaos, cloud: aborted reads after
+        leadership moves)."""
+        if self.partition.high_watermark <= self.scanned:
             return
         async with self._catching_up:
-            start = max(self.scanned, min(self.ongoing.values(), default=self.scanned))
+            start = self.scanned
             end = self.partition.high_watermark
             async for header, batch in tail_batches(self.partition, start):
                 await self.note_batch(header, batch)
