@@ -100,8 +100,13 @@ class PartitionTxns:
 
     @property
     def last_stable_offset(self) -> int:
+        """On a cluster (follow_log) never past what this state has read of the log: another broker's
+        transactional batch, or this broker's produced through a state read before a hand-over,
+        may be stored after the last look and before the answer (a read_committed Fetch was served
+        an open transaction's first batch 0.1 s after it was written, right after a restart)."""
+        read = self.scanned if self.follow_log else self.partition.high_watermark
         return min([*self.ongoing.values(), *(at[0] for at in self.appending_at.values()),
-                    self.partition.high_watermark])
+                    self.partition.high_watermark, read])
 
     def first_offset_of(self, producer_id: int) -> int | None:
         """Where the producer's open transaction starts here (DescribeProducers)."""

@@ -69,6 +69,7 @@ async def test_a_transaction_another_broker_began_after_the_state_was_read_holds
     await until(lambda: theirs.high_watermark == 1)
     first = (await theirs.append(txn_batch(b"open"), 1)).base_offset
     await until(lambda: here.partition("/s", "t", 0).high_watermark == first + 1)
+    assert state.last_stable_offset == first  # not read yet: never passed before the next look
     state = await registry.get("/s", "t", 0)
     assert state.last_stable_offset == first  # the open transaction is not served to read_committed
 
