@@ -100,8 +100,13 @@ class PartitionTxns:
 
     @property
     def last_stable_offset(self) -> int:
+        """On a cluster (follow_log) never past what this state has read of the log: another broker's
+        transactional batch, or this broker's produced through a state read before a hand-over,
+        may be stored after the last look and before the answer (a read_committed Fetch was served
+        an open transaction's first batch 0.1 s after it was written, right after a restart)."""
+        read = self.scanned if self.follow_log else self.partition.high_watermark
         return min([*self.ongoing.values(), *(at[0] for at in self.appending_at.values()),
-                    self.partition.high_watermark])
+                    self.partition.high_watermark, read])
 
     def first_offset_of(self, producer_id: int) -> int | None:
         """Where the producer's open transaction starts here (DescribeProducers)."""
@@ -151,12 +156,17 @@ class PartitionTxns:
         await self.marker_written(header.producer_id, header.base_offset, ControlType.COMMIT)
 
     async def catch_up(self) -> None:
-        """Read what was appended since the log was last read while a transaction is open here: on a
-        cluster its markers are written by the coordinator's broker, which may not be this one."""
-        if not self.ongoing or self.partition.high_watermark <= self.scanned:
+        """Read what was appended since the log was last read: on a cluster a transaction's markers
+        are written by its coordinator's broker, and its first batches may have been by the
+        partition's previous leader, after this state was read (a read begun before a hand-over
+        ended after it, or before the new leader's offsets were refreshed). Read only while a
+        transaction was open here, such batches were never seen: the LSO passed an open
+        transaction's records and its abort was never listed (chaos, cloud: aborted reads after
+        leadership moves)."""
+        if self.partition.high_watermark <= self.scanned:
             return
         async with self._catching_up:
-            start = max(self.scanned, min(self.ongoing.values(), default=self.scanned))
+            start = self.scanned
             end = self.partition.high_watermark
             async for header, batch in tail_batches(self.partition, start):
                 await self.note_batch(header, batch)

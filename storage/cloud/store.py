@@ -21,8 +21,8 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from typing import Any, TypeVar
 
 from ..api import Cursor, StateFence, TopicInfo
 from ..compaction import DEFAULT_BACKOFF_MS, DEFAULT_DEDUPE_BUFFER_BYTES, CleanResult, RecordCodec, cleaner_loop
@@ -38,6 +38,7 @@ from .partition import CloudPartition
 from .retention import Retention
 from .writer import Writer
 
+T = TypeVar("T")
 log = logging.getLogger(__name__)
 
 COMMIT_ATTEMPTS = 4  # while no kc_commit statement went out, nothing is stored: the write fails soon
@@ -111,6 +112,9 @@ class CloudStore(NamespaceStore):
         self._events: asyncio.Queue[tuple[str, str]] = asyncio.Queue()
         # Reads of kc_settings take turns with writes, so an older read never replaces a newer view
         self._settings_turn = asyncio.Lock()
+        # stream -> this process's writes of its cursors and state tables so far: a read of them from the
+        # database replaces the view only when none of those landed while it ran (`_unraced`)
+        self._local_writes: dict[str, int] = {}
         self._tasks: list[asyncio.Task] = []
         self._announcing: set[asyncio.Task] = set()  # commits' notifications on their way (`_announce`)
 
@@ -219,13 +223,13 @@ class CloudStore(NamespaceStore):
                 stream.policy = policy
                 for topic in stream.topics.values():
                     topic.forget_settings()
-            contents = await catalog.read_stream_contents(conn, path)
+            contents = await self._unraced(path, lambda: catalog.read_stream_contents(conn, path))
+            stream.cursors = contents.cursors
+            stream.tables = contents.tables
         for name in contents.topic_names:
             await self._sync_topic(path, name)
         for name in [n for n in stream.topics if n not in contents.topic_names]:
             self._forget_topic(stream, name)
-        stream.cursors = contents.cursors
-        stream.tables = contents.tables
 
     async def _sync_topic(self, path: str, name: str) -> None:
         stream = self._streams.get(path)
@@ -378,13 +382,29 @@ class CloudStore(NamespaceStore):
             return
         async with self._pool.acquire() as conn:
             if kind == "cursors":
-                table = await catalog.read_cursors(conn, path, name)
+                table = await self._unraced(path, lambda: catalog.read_cursors(conn, path, name))
                 if table:
                     stream.cursors[name] = table
                 else:
                     stream.cursors.pop(name, None)
             else:
-                stream.tables[name] = await catalog.read_state(conn, path, name)
+                stream.tables[name] = await self._unraced(path, lambda: catalog.read_state(conn, path, name))
+
+    async def _unraced(self, path: str, read: Callable[[], Awaitable[T]]) -> T:
+        """`read()` of a stream's cursors or state tables, again while a write of this process landed
+        during it: the write is in the view already, and the read, begun before it committed, may not
+        hold it. Replacing the view with such a read took a group's committed offsets back until the
+        next commit of the same partitions (chaos, cloud: an OffsetCommit answered while the namespace
+        was reloaded after a database outage read back lower a second later)."""
+        while True:
+            before = self._local_writes.get(path, 0)
+            found = await read()
+            if self._local_writes.get(path, 0) == before:
+                return found
+
+    def _wrote(self, stream: StreamState) -> None:
+        """A write of the stream's cursors or state tables committed (its caller updates the view next)."""
+        self._local_writes[stream.path] = self._local_writes.get(stream.path, 0) + 1
 
     async def reload_state(self, stream: str, table: str) -> None:
         """The table as the database holds it now, without waiting for a notification under way
@@ -493,6 +513,7 @@ class CloudStore(NamespaceStore):
             async with self._pool.acquire() as conn, conn.transaction():
                 await catalog.write_cursors(conn, stream.path, group, cursors, deleted)
                 await self._notify(conn, "cursors", s=stream.path, g=group)
+        self._wrote(stream)
 
     async def _persist_state(
         self, stream: StreamState, table: str, records: Mapping[str, dict | None], durable: bool
@@ -500,6 +521,7 @@ class CloudStore(NamespaceStore):
         with database_step(f"writing state table {table} of {stream.path}"):
             async with self._pool.acquire() as conn, conn.transaction():
                 await self._write_state(conn, stream, table, records)
+        self._wrote(stream)
 
     async def _persist_fenced_state(
         self, stream: StreamState, table: str, records: Mapping[str, dict | None], durable: bool, fence: StateFence
@@ -515,6 +537,7 @@ class CloudStore(NamespaceStore):
                     raise NotLeaderError(f"{fenced_stream}:{topic}/{index}: leader epoch {epoch} was superseded by "
                                          f"{lead}; state not written", -1 if lead is None else lead)
                 await self._write_state(conn, stream, table, records)
+        self._wrote(stream)
 
     async def _write_state(self, conn: Any, stream: StreamState, table: str,
                            records: Mapping[str, dict | None]) -> None:

@@ -100,6 +100,38 @@ async def test_namespace_changes_reach_the_other_process(pair):
         b.partition("/apps/s", "t", 0)
 
 
+@pytest.mark.parametrize("read", ["read_cursors", "read_stream_contents"])
+async def test_a_view_read_back_never_hides_a_commit_this_process_made_meanwhile(pair, monkeypatch, read):
+    """Another broker's change makes this one read the group's cursors (its commit) or the whole stream
+    (an edit of the stream; a reload after a database outage does the same) from the database. An
+    OffsetCommit of this broker answered while that read was under way was in the view, and the read,
+    begun before it, replaced it: the group's committed offset read back lower (chaos, cloud, seed 12)."""
+    a, b = pair
+    await a.create_stream("/apps/s")
+    await a.create_topic("/apps/s", "t", 2)
+    await a.commit_cursors("/apps/s", "g", [Cursor("t", 0, 5)])
+    await eventually(lambda: b.get_stream("/apps/s") is not None)
+    real, racing = getattr(storage.cloud.catalog, read), []
+
+    async def read_then_commit(*args):  # only `a` reads (a change of b's): its commit lands in between
+        found = await real(*args)
+        if not racing:
+            racing.append(True)
+            await a.commit_cursors("/apps/s", "g", [Cursor("t", 0, 9)])
+        return found
+
+    monkeypatch.setattr(storage.cloud.catalog, read, read_then_commit)
+    if read == "read_stream_contents":
+        await b.edit_stream("/apps/s", a.get_stream("/apps/s").policy)
+        await b.commit_cursors("/apps/s", "h", [Cursor("t", 1, 3)])  # a applies it after the edit
+        await eventually(lambda: bool(a.get_cursors("/apps/s", "h")))
+    else:
+        await b.commit_cursors("/apps/s", "g", [Cursor("t", 1, 3)])
+        await eventually(lambda: {c.partition: c.offset for c in a.get_cursors("/apps/s", "g")}.get(1) == 3)
+    assert racing
+    assert {c.partition: c.offset for c in a.get_cursors("/apps/s", "g")}[0] == 9
+
+
 async def test_settings_set_at_once_by_two_brokers_keep_both(pair):
     """Brokers starting together each record settings (the cluster name): no collision, no lost key."""
     a, b = pair

@@ -1,0 +1,80 @@
+"""A broker's transaction state of a partition follows what other brokers append to it.
+
+Two CloudStores on one database stand for two brokers of a cluster: `here`
+keeps a partition's transaction state (PartitionTxnRegistry, as every
+broker of a cluster does: follow_log), `there` is the partition's previous
+leader, or the transaction coordinator's broker, appending to the same log.
+The state was read before the other broker's transactional batch came, as a
+read begun before a hand-over and ended after it leaves it; a later look
+must still hold the last stable offset below that open transaction and list
+its abort once the marker comes, or read_committed consumers are served
+aborted records (chaos, cloud engine: aborted reads after leadership moves).
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from kafkacompat.protocol.control_records import ControlType, build_marker, set_attributes
+from kafkacompat.protocol.records import ATTR_TRANSACTIONAL, Record, build_batch, record_timestamps
+
+from kafkacompat import storage
+from kafkacompat.testing.services import ServiceUnavailable, cloud_store
+from kafkacompat.transactions.partition_state import AbortedTxn, PartitionTxnRegistry
+
+PID = 7
+
+
+@pytest.fixture
+async def brokers():
+    try:
+        database, objects = cloud_store()
+    except ServiceUnavailable as exc:
+        pytest.skip(str(exc))
+    stores = [storage.open_store(database, object_store=objects, record_timestamps=record_timestamps, flush_ms=3)
+              for _ in range(2)]
+    for st in stores:
+        await st.open()
+    yield stores
+    for st in stores:
+        await st.close()
+
+
+async def until(check, timeout: float = 10.0) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not check():
+        assert asyncio.get_running_loop().time() < deadline, "condition not met in time"
+        await asyncio.sleep(0.01)
+
+
+def txn_batch(value: bytes) -> bytes:
+    data = build_batch([Record(None, value, [], 1000)], producer_id=PID, producer_epoch=0, base_sequence=0)
+    return set_attributes(data, ATTR_TRANSACTIONAL)
+
+
+async def test_a_transaction_another_broker_began_after_the_state_was_read_holds_the_lso_and_its_abort_is_listed(
+        brokers):
+    here, there = brokers
+    await here.create_stream("/s")
+    await here.create_topic("/s", "t", 1)
+    await until(lambda: there.get_topic("/s", "t") is not None)
+    await here.partition("/s", "t", 0).append(build_batch([Record(None, b"plain", [], 1000)]), 1)
+    registry = PartitionTxnRegistry(here)
+    registry.follow_log = True
+    state = await registry.get("/s", "t", 0)  # read now: one plain record, no transaction
+    assert state.last_stable_offset == 1
+
+    theirs = there.partition("/s", "t", 0)
+    await until(lambda: theirs.high_watermark == 1)
+    first = (await theirs.append(txn_batch(b"open"), 1)).base_offset
+    await until(lambda: here.partition("/s", "t", 0).high_watermark == first + 1)
+    assert state.last_stable_offset == first  # not read yet: never passed before the next look
+    state = await registry.get("/s", "t", 0)
+    assert state.last_stable_offset == first  # the open transaction is not served to read_committed
+
+    marker = (await theirs.append(build_marker(PID, 0, ControlType.ABORT, 2000), 1)).base_offset
+    await until(lambda: here.partition("/s", "t", 0).high_watermark == marker + 1)
+    state = await registry.get("/s", "t", 0)
+    assert state.last_stable_offset == marker + 1
+    assert state.aborted_between(0, marker + 1) == [AbortedTxn(PID, first, marker)]
