@@ -34,6 +34,7 @@ from .engine import Engine
 from .history import Event, History, load
 from .nemesis import Nemesis
 from .process import kill_all
+from .recovery import plain_sends, summary_rows
 from .replication import ReplicationEngine, topology_of
 from .workers import WorkersEngine
 from .workload import CLIENT_LOG, Workload, final_read
@@ -171,11 +172,14 @@ def report(verdict: Verdict, events: list[Event], out: TextIO) -> None:
     rows += [("checks", ""), ("acknowledged writes", verdict.acknowledged), ("verified", verdict.verified),
              ("lost to damage (allowed)", len(verdict.allowed_losses)),
              ("other findings allowed", len(verdict.allowed_other)),
-             ("plain acks=1 records stored twice (allowed)", verdict.plain_duplicates)]
+             ("plain acks=1 records stored twice (allowed)", verdict.plain_duplicates),
+             ("  of plain sends", _rate(verdict.plain_duplicates, plain_sends(events)))]
     if any(e["type"] == "replica-final" for e in events):
         rows += [("verified on every replica", verdict.replicated)]
     rows += [("violations", len(verdict.violations))]
     rows += sorted(Counter(f"  {v.kind}" for v in verdict.violations).items())
+    rows += [("recovery: a fault's start to its slowest partition's first ack of a write sent after it", "")]
+    rows += summary_rows(events)
     width = max(len(str(name)) for name, _ in rows) + 2
     for name, value in rows:
         print(f"{name:<{width}}{value}" if value != "" else f"-- {name}", file=out)
@@ -194,6 +198,10 @@ def report(verdict: Verdict, events: list[Event], out: TextIO) -> None:
     stuck = [name for e in events if e["type"] == "campaign" for name in e.get("stuck_clients", [])]
     if stuck:
         print(f"clients that did not stop within their time: {', '.join(stuck)}", file=out)
+
+
+def _rate(part: int, whole: int) -> str:
+    return f"{part} of {whole} ({100 * part / whole:.2f}%)" if whole else "no plain sends"
 
 
 def print_finding(title: str, item: Violation, by_line: dict[int, Event], out: TextIO) -> None:
