@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import dataclasses
 import fcntl
-import json
 import logging
 import os
 import select
@@ -34,11 +33,12 @@ import time
 
 from ..config import SETTINGS, BrokerConfig, env_name, setting_kind
 from ..storage.disk import layout
+from ..storage.disk.chain import highest_recorded_epoch
 from ..storage.disk.files import fsync_dir, write_atomic
 from ..storage.disk.format import NewerFormatError, check_format, read_epoch, read_identity, store_state
 from ..storage.errors import StorageFullError
 from .role import WorkerRole
-from .view import EPOCHS_FILE, read_epochs
+from .view import EPOCHS_COPY, EPOCHS_FILE, epochs_record, read_record
 
 log = logging.getLogger("kafkacompat.workers")
 START_TIMEOUT_S = 120.0  # a worker that does not serve by then is a failed start
@@ -85,8 +85,7 @@ class Supervisor:
             check_format(os.path.join(self.root, layout.STORE_FILE))
         except NewerFormatError as exc:
             raise SupervisorError(str(exc), 4) from None
-        stored, _problem = read_epoch(os.path.join(self.root, layout.STORE_FILE))
-        self._next_epoch = max([stored, *read_epochs(self.root)]) + 1
+        self._next_epoch = highest_epoch_used(self.root) + 1
         self.epochs = [0] * self.count
         marker = os.path.join(self.root, layout.CLEAN_MARKER)
         if os.path.exists(marker):
@@ -236,16 +235,36 @@ class Supervisor:
             write_atomic(store_file, store_state(highest, str(store_id), settings))
 
 
+def highest_epoch_used(root: str) -> int:
+    """The highest leader epoch any worker or broker may have led under: store.json's, the epochs in
+    workers.json and in its copy, and the highest the partitions' manifests record (the floor when both
+    records are lost). A record that is garbled or torn is logged and left out: the other is whole."""
+    stored, _problem = read_epoch(os.path.join(root, layout.STORE_FILE))
+    highest = max(stored, highest_recorded_epoch(root))
+    for name in (EPOCHS_FILE, EPOCHS_COPY):
+        epochs, problem = read_record(os.path.join(root, name))
+        if problem is not None:
+            log.warning("%s %s; leader epochs continue above the other records", os.path.join(root, name), problem)
+        highest = max([highest, *(epochs or [])])
+    return highest
+
+
 EPOCHS_BLOCK = 4096  # workers.json is padded to whole blocks, so it can be rewritten where it is
 
 
 def write_epochs(root: str, epochs: list[int]) -> None:
-    """Record each worker's leader epoch in workers.json before the worker starts. On a full disk the
-    file, padded to whole blocks by every earlier write, is overwritten in place, which needs no new
-    block: a start on a full disk died with a traceback here, where a single broker starts."""
-    text = json.dumps({"epochs": epochs}).encode()
+    """Record each worker's leader epoch before the worker starts, in workers.json and then in its copy:
+    killed while writing one, the other still holds every epoch handed out (the new one is not in use yet)."""
+    text = epochs_record(epochs)
     data = text.ljust(-(-len(text) // EPOCHS_BLOCK) * EPOCHS_BLOCK, b" ")  # JSON ignores trailing spaces
-    path = os.path.join(root, EPOCHS_FILE)
+    for name in (EPOCHS_FILE, EPOCHS_COPY):
+        _write_padded(os.path.join(root, name), data)
+
+
+def _write_padded(path: str, data: bytes) -> None:
+    """Replace `path` atomically. On a full disk the file, padded to whole blocks by every earlier write,
+    is overwritten in place, which needs no new block (a start on a full disk died with a traceback here,
+    where a single broker starts); a write torn there fails its checksum and the other record is used."""
     try:
         write_atomic(path, data)
     except StorageFullError:

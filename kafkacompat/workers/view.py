@@ -19,6 +19,7 @@ import asyncio
 import json
 import logging
 import os
+import zlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -31,16 +32,40 @@ from .role import WorkerRole
 log = logging.getLogger(__name__)
 REFRESH_S = 0.2  # how often a worker looks for catalog changes and restarted workers' epochs
 EPOCHS_FILE = "workers.json"  # in the data dir, written by the supervisor
+EPOCHS_COPY = "workers.copy.json"  # the same record again, written after it: one of the two is always whole
+
+
+def epochs_record(epochs: list[int]) -> bytes:
+    """workers.json's content: the epochs and a checksum of them, so a torn or garbled record is told
+    from a whole one (a full disk makes the supervisor rewrite the file in place)."""
+    return json.dumps({"epochs": epochs, "crc": zlib.crc32(json.dumps(epochs).encode())}).encode()
+
+
+def read_record(path: str) -> tuple[list[int] | None, str | None]:
+    """(epochs, None) from a whole record, (None, None) when there is none, (None, what is wrong) else."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        return None, None
+    except OSError as exc:
+        return None, f"cannot be read ({exc.strerror})"
+    try:
+        record = json.loads(data)
+        epochs = record["epochs"]
+        if not isinstance(epochs, list) or not all(isinstance(e, int) and e >= 0 for e in epochs):
+            raise ValueError("epochs are not counts")
+        if "crc" in record and record["crc"] != zlib.crc32(json.dumps(epochs).encode()):  # none: an earlier release's
+            raise ValueError("checksum mismatch")
+    except (ValueError, KeyError, TypeError) as exc:
+        return None, f"is garbled or torn ({exc})"
+    return epochs, None
 
 
 def read_epochs(data_dir: str) -> list[int]:
-    """Each worker's leader epoch as the supervisor last wrote it; [] when there is no file yet."""
-    try:
-        with open(os.path.join(data_dir, EPOCHS_FILE), "rb") as f:
-            epochs = json.loads(f.read())["epochs"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return []
-    return [e for e in epochs if isinstance(e, int)]
+    """Each worker's leader epoch as the supervisor last wrote it; [] when there is no whole record."""
+    epochs, _problem = read_record(os.path.join(data_dir, EPOCHS_FILE))
+    return epochs or []
 
 
 class WorkerView(ClusterView):

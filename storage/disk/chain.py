@@ -57,6 +57,18 @@ def read_manifest(path: str) -> tuple[dict | None, str | None]:
     return manifest, None
 
 
+def highest_recorded_epoch(root: str) -> int:
+    """The largest leader epoch any partition's manifest in the store at `root` records (0 if none): the
+    floor for the next epoch when the records of the epochs handed out (store.json, workers.json) are lost."""
+    best = 0
+    for directory, _dirs, files in os.walk(layout.streams_root(root)):
+        if layout.MANIFEST_FILE in files:
+            manifest, _ = read_manifest(os.path.join(directory, layout.MANIFEST_FILE))
+            if manifest is not None and manifest["epochs"]:
+                best = max(best, max(e for e, _ in manifest["epochs"]))
+    return best
+
+
 def find_log_files(dirs: list[tuple[Volume, str]]) -> dict[int, LogFile]:
     """Partitionlet logs by base offset, across the partition's directory on each volume.
 

@@ -38,7 +38,7 @@ from ..namespace import NamespaceStore, Settings, StreamState, TopicState, now_m
 from ..partition_base import RecordTimestamps
 from . import layout
 from .catalog import JsonLog
-from .chain import read_manifest
+from .chain import highest_recorded_epoch, read_manifest
 from .cleaner import CleanResult, clean_partition
 from .files import empty_trash, fsync_dir, make_dirs, move_to_trash, write_atomic
 from .format import check_format, read_epoch, read_identity, replay_topics, store_state, topic_deleted, topic_record
@@ -246,7 +246,7 @@ class DiskStore(NamespaceStore):
         epoch, problem = read_epoch(store_file)
         self.clean = problem is None and (epoch == 0 or os.path.exists(marker))  # epoch 0: a new store
         if problem is not None or (epoch == 0 and self.volumes[0].holds_data()):
-            epoch = max(epoch, self._highest_epoch_on_disk())
+            epoch = max(epoch, highest_recorded_epoch(self.root))
             self.report(store_file, problem or "is missing",
                         f"rebuild it from the highest leader epoch in the manifests ({epoch})")
             self.clean = False
@@ -303,16 +303,6 @@ class DiskStore(NamespaceStore):
     async def _persist_settings(self, settings: dict[str, str]) -> None:
         self._check_writer()
         await asyncio.to_thread(self._write_store_file, settings)
-
-    def _highest_epoch_on_disk(self) -> int:
-        """The largest leader epoch any manifest records (store.json lost: epochs must not go down)."""
-        best = 0
-        for directory, _dirs, files in os.walk(layout.streams_root(self.root)):
-            if layout.MANIFEST_FILE in files:
-                manifest, _ = read_manifest(os.path.join(directory, layout.MANIFEST_FILE))
-                if manifest is not None and manifest["epochs"]:
-                    best = max(best, max(e for e, _ in manifest["epochs"]))
-        return best
 
     def _lock_data_dir(self) -> None:
         """One store per data dir: a second broker writing it would corrupt it."""

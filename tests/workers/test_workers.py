@@ -451,3 +451,60 @@ def test_workers_start_again_on_a_full_disk(tmp_path: Path) -> None:
             again.kill()
     finally:
         subprocess.run(["umount", "-l", str(volume)], capture_output=True)
+
+
+def leader_epochs(port: int, topic: str) -> dict[int, int]:
+    """Each partition's leader epoch as the worker at `port` advertises it in Metadata (the epoch clients
+    cache and fence stale Metadata with, KIP-320; confluent-kafka's list_topics does not show it)."""
+    request = make(meta_v12.MetadataRequest, topics=(make(meta_v12.MetadataRequestTopic, name=topic, topic_id=None),),
+                   allow_auto_topic_creation=False, include_topic_authorized_operations=False)
+    with Wire(f"127.0.0.1:{port}") as wire:
+        answer = wire.request(3, 12, request)
+    return {p.partition_index: p.leader_epoch for p in answer.topics[0].partitions}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("damage", ["garbled", "deleted"])
+def test_leader_epochs_never_go_back_whatever_became_of_workers_json(tmp_path: Path, damage: str) -> None:
+    # Found by the workers fault campaign's author: the whole command killed with -9 after a worker's
+    # restart (store.json never raised) and workers.json garbled or lost, the next start fell back to
+    # store.json's epoch and handed worker 1 the epoch it already led under: clients that cached it
+    # take the new leader's Metadata for stale (KIP-320), and the epoch no longer fences anything.
+    data = tmp_path / "data"
+    first = Workers(data, 2)
+    try:
+        create_topic(first.bootstrap, "fenced", 4)
+        os.kill(first.pids[1], signal.SIGKILL)
+        first.wait_for("worker 1 serves again", 90)
+        before = {}
+        for port in first.ports:  # each worker advertises every partition: its own and the other's
+            for partition, epoch in leader_epochs(port, "fenced").items():
+                before[partition] = max(before.get(partition, -1), epoch)
+        assert len(before) == 4
+    finally:
+        first.pids = [int(p) for p in re.findall(r"worker \d+ started \(pid (\d+)", "".join(first.log))]
+        first.kill()  # every process of the command, the restarted worker too
+    deadline = time.monotonic() + 30
+    while any(alive(pid) for pid in first.pids):
+        assert time.monotonic() < deadline, "the killed workers never went away"
+        time.sleep(0.1)
+    records = [data / "workers.json", data / "workers.copy.json"]
+    if damage == "garbled":
+        records[0].write_bytes(b'{"epochs": [1, ')  # as torn by a full disk's in-place rewrite
+    else:
+        records[0].unlink()
+    again = Workers(data, 2)
+    try:
+        for port in again.ports:
+            after = leader_epochs(port, "fenced")
+            assert all(after[p] > before[p] for p in before), \
+                f"leader epochs went back (worker at port {port}): before {before}, after {after}"
+        if damage == "garbled":
+            assert any("workers.json is garbled or torn" in line for line in again.log), "".join(again.log)[-3000:]
+        producer = Producer({"bootstrap.servers": again.bootstrap})
+        for i in range(8):
+            producer.produce("fenced", f"m{i}".encode(), partition=i % 4)
+        assert producer.flush(30) == 0
+        assert again.stop() == 0
+    finally:
+        again.kill()
