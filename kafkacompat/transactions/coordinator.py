@@ -692,7 +692,9 @@ class TransactionCoordinator:
         elsewhere = ([key for key in sorted(meta.partitions) if not self.leads(key)]
                      if self.markers_elsewhere is not None else [])
         if elsewhere and self.markers_elsewhere is not None:  # their owners write them, as Kafka's leaders do
-            durable.append(self.markers_elsewhere(meta.producer_id, meta.producer_epoch, control, elsewhere))
+            # first: an owner away (restarting) fails this try before any marker is written here, so the
+            # retry (_complete_later) does not append this broker's markers a second time
+            await self.markers_elsewhere(meta.producer_id, meta.producer_epoch, control, elsewhere)
         for stream, topic, index in sorted(meta.partitions):
             if self.store.get_topic(stream, topic) is None or (stream, topic, index) in elsewhere:
                 continue  # deleted meanwhile: nothing left to mark; or written by its owner
