@@ -462,6 +462,13 @@ class Cluster:
         """
         if self.store.get_topic(self.default_stream, OFFSETS_TOPIC) is not None:
             return
+        if isinstance(self.view, WorkerView) and self.view.role.index > 0:
+            # worker 0 writes the catalog: it creates the topic when asked for a coordinator, as here
+            try:
+                await self.view.offsets_topic_by_controller()
+            except ForwardError as exc:
+                raise storage.StorageError(str(exc)) from None  # COORDINATOR_NOT_AVAILABLE: clients retry
+            return
         try:
             await self.store.create_topic(
                 self.default_stream, OFFSETS_TOPIC, self.config.offsets_topic_num_partitions, dict(OFFSETS_TOPIC_CONFIGS)

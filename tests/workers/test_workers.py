@@ -12,6 +12,7 @@ import sys
 import time
 from pathlib import Path
 
+import kio.schema.find_coordinator.v2.request as find_v2
 import kio.schema.incremental_alter_configs.v1.request as alter_v1
 import kio.schema.metadata.v12.request as meta_v12
 import pytest
@@ -451,3 +452,13 @@ def test_workers_start_again_on_a_full_disk(tmp_path: Path) -> None:
             again.kill()
     finally:
         subprocess.run(["umount", "-l", str(volume)], capture_output=True)
+
+
+@pytest.mark.slow
+def test_a_first_find_coordinator_at_worker_1_is_answered_with_worker_0(workers: Workers) -> None:
+    # __consumer_offsets does not exist yet: worker 1 may not write the catalog, so worker 0 makes it;
+    # before, worker 1 answered COORDINATOR_NOT_AVAILABLE and librdkafka asked it again every 10 s
+    request = make(find_v2.FindCoordinatorRequest, key="first-group", key_type=0)
+    with Wire(f"127.0.0.1:{workers.ports[1]}") as wire:
+        answer = wire.request(10, 2, request)
+    assert (answer.error_code, answer.port) == (ErrorCode.none, workers.ports[0]), answer
