@@ -74,9 +74,12 @@ def test_a_transaction_over_both_workers_partitions_commits_and_aborts(workers: 
     source.subscribe(["source"])
     deadline = time.monotonic() + 60
     msg = None
+    errors = []
     while msg is None or msg.error() is not None:
-        assert time.monotonic() < deadline, "the source record never came"
+        assert time.monotonic() < deadline, f"the source record never came: {errors}, assigned {source.assignment()}"
         msg = source.poll(0.5)
+        if msg is not None and msg.error() is not None:
+            errors.append(str(msg.error()))
 
     producer = Producer({"bootstrap.servers": workers.bootstrap, "transactional.id": "spanning"})
     producer.init_transactions(30)
