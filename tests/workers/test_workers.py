@@ -211,6 +211,16 @@ def test_classic_groups_are_coordinated_by_the_owning_worker(workers: Workers) -
         sorted(f"m{i}".encode() for i in range(40, 44))
 
 
+@pytest.mark.slow
+def test_a_first_find_coordinator_at_worker_1_is_answered_with_worker_0(workers: Workers) -> None:
+    # __consumer_offsets does not exist yet: worker 1 may not write the catalog, so worker 0 makes it;
+    # before, worker 1 answered COORDINATOR_NOT_AVAILABLE and librdkafka asked it again every 10 s
+    request = make(find_v2.FindCoordinatorRequest, key="first-group", key_type=0)
+    with Wire(f"127.0.0.1:{workers.ports[1]}") as wire:
+        answer = wire.request(10, 2, request)
+    assert (answer.error_code, answer.port) == (ErrorCode.none, workers.ports[0]), answer
+
+
 def asked_at(port: int, topic: str, create: bool = False) -> tuple[int, int]:
     """(error code, partition count) that the worker at `port` itself answers for `topic` (a stock
     client sends Metadata to whichever broker it likes, so the request goes over the wire here)."""
@@ -452,13 +462,3 @@ def test_workers_start_again_on_a_full_disk(tmp_path: Path) -> None:
             again.kill()
     finally:
         subprocess.run(["umount", "-l", str(volume)], capture_output=True)
-
-
-@pytest.mark.slow
-def test_a_first_find_coordinator_at_worker_1_is_answered_with_worker_0(workers: Workers) -> None:
-    # __consumer_offsets does not exist yet: worker 1 may not write the catalog, so worker 0 makes it;
-    # before, worker 1 answered COORDINATOR_NOT_AVAILABLE and librdkafka asked it again every 10 s
-    request = make(find_v2.FindCoordinatorRequest, key="first-group", key_type=0)
-    with Wire(f"127.0.0.1:{workers.ports[1]}") as wire:
-        answer = wire.request(10, 2, request)
-    assert (answer.error_code, answer.port) == (ErrorCode.none, workers.ports[0]), answer
