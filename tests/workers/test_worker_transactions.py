@@ -15,7 +15,12 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, IsolationLevel, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
+from kafkacompat.storage.disk.shared import owner_of
+from kio.schema.errors import ErrorCode
 
+from tests.test_transactions_protocol import fetch, init, txn_batch
+from tests.test_transactions_v2 import READ_COMMITTED, end_txn_v5, produce_v12
+from tests.wire import Wire
 from tests.workers.test_workers import Workers, create_topic
 
 TOPIC = "spanned"
@@ -110,3 +115,26 @@ def test_a_transaction_over_both_workers_partitions_commits_and_aborts(workers: 
     committed = source.committed([TopicPartition("source", 0)], 30)
     assert committed[0].offset == msg.offset() + 1
     source.close()
+
+
+def owned_by_worker_1(prefix: str) -> str:
+    """A topic name whose partition 0 worker 1 of two owns (ownership is a pure function of the name)."""
+    return next(f"{prefix}{n}" for n in range(100) if owner_of(2, "/default", "/default", f"{prefix}{n}", 0) == 1)
+
+
+@pytest.mark.slow
+def test_a_transactions_v2_produce_to_worker_1_joins_worker_0s_transaction(workers: Workers) -> None:
+    # KIP-890 part 2: no AddPartitionsToTxn; worker 1 adds the partition at worker 0 for the Produce v12
+    topic = owned_by_worker_1("v2-")
+    create_topic(workers.bootstrap, topic, 1)
+    with Wire(f"127.0.0.1:{workers.ports[0]}") as coordinator, Wire(f"127.0.0.1:{workers.ports[1]}") as owner:
+        started = init(coordinator, "v2-spanning", version=5)
+        pid, epoch = started.producer_id, started.producer_epoch
+        assert produce_v12(owner, "v2-spanning", topic, txn_batch(pid, epoch, 0, b"a")) == ErrorCode.none
+        assert fetch(owner, topic, READ_COMMITTED).last_stable_offset == 0  # open: the LSO holds
+        assert end_txn_v5(coordinator, "v2-spanning", pid, epoch, True) == (ErrorCode.none, pid, epoch + 1)
+        assert produce_v12(owner, "v2-spanning", topic, txn_batch(pid, epoch + 1, 0, b"b")) == ErrorCode.none
+        assert end_txn_v5(coordinator, "v2-spanning", pid, epoch + 1, False) == (ErrorCode.none, pid, epoch + 2)
+        answer = fetch(owner, topic, READ_COMMITTED)
+        assert (answer.high_watermark, answer.last_stable_offset) == (4, 4)
+        assert [(a.producer_id, a.first_offset) for a in answer.aborted_transactions] == [(pid, 2)]
