@@ -25,6 +25,7 @@ from ..shares.manager import ShareService
 from ..transactions import TransactionCoordinator
 from ..workers.forward import ForwardError
 from ..workers.role import WorkerRole
+from ..workers.txn_forward import WorkerTransactions
 from ..workers.view import WorkerView
 from .features import FeatureLevels
 from .request_stats import RequestStats
@@ -139,6 +140,14 @@ class Cluster:
         coordinator.coordinator_error = self.coordinator_error
         coordinator.owns_all = self._coordinates_all()  # else loaded per offsets partition gained
         coordinator.partitions.follow_log = not coordinator.owns_all  # markers come from other brokers too
+        if isinstance(self.view, WorkerView):  # a transaction's partitions may be other workers'
+            peers = WorkerTransactions(self.view)
+            if self.view.role.index == 0:
+                coordinator.leads = self.view.leads
+                coordinator.markers_elsewhere = peers.write_markers
+            else:
+                coordinator.verify_remotely = peers.verify
+                coordinator.partitions.store_aborted = False  # worker 0 alone writes the state tables
         return coordinator
 
     def _partition_keys(self) -> list[PartitionKey]:
@@ -452,6 +461,13 @@ class Cluster:
         listed as internal, readable (empty), refused to producers.
         """
         if self.store.get_topic(self.default_stream, OFFSETS_TOPIC) is not None:
+            return
+        if isinstance(self.view, WorkerView) and self.view.role.index > 0:
+            # worker 0 writes the catalog: it creates the topic when asked for a coordinator, as here
+            try:
+                await self.view.offsets_topic_by_controller()
+            except ForwardError as exc:
+                raise storage.StorageError(str(exc)) from None  # COORDINATOR_NOT_AVAILABLE: clients retry
             return
         try:
             await self.store.create_topic(

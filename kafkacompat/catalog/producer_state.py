@@ -332,6 +332,11 @@ class ProducerStates:
             out.append((pid, entry.epoch, last.last_seq if last else -1, timestamp, entry.coordinator_epoch))
         return out
 
+    def epoch_of(self, producer_id: int, partition: Hashable) -> int | None:
+        """The producer's epoch in the partition; None when no state is kept for it there."""
+        entry = self._entries.get((producer_id, partition))
+        return None if entry is None else entry.epoch
+
     def __len__(self) -> int:
         """How many (producer, partition) states are kept."""
         return len(self._entries)

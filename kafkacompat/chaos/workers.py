@@ -21,10 +21,9 @@ The workers' pids come from the supervisor's own log lines ("worker 1
 started (pid ...)"), as an operator reads them; readiness from "2 workers
 serving on ports" and "worker 1 serves again".
 
-Known limit, scoped rather than faked: a transaction whose partitions
-belong to a worker other than 0 is refused (the owner does not know the
-producer id worker 0's coordinator gave), so the transactional producer
-writes only topic T's partitions worker 0 owns (`txn_partitions`).
+The transactional producer writes every partition of topic T, so its
+transactions span both workers: worker 1's partitions verify with worker
+0's coordinator and take their markers from it.
 """
 
 from __future__ import annotations
@@ -39,12 +38,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..storage.disk.shared import owner_of
-from .disk import STREAM, DiskEngine
+from .disk import DiskEngine
 from .engine import StorageFault
 from .history import History
 from .process import START_TIMEOUT
-from .workload import PARTITIONS, TOPIC_T
 
 WORKERS = 2
 STARTED_RE = re.compile(r"worker (?P<index>\d+) started \(pid (?P<pid>\d+)")
@@ -90,8 +87,6 @@ class WorkersEngine(DiskEngine):
         for event in self.again.values():
             event.set()  # cleared when the nemesis takes its worker down, set by its "serves again"
         self.broker.on_line = self._line
-        self.txn_partitions = tuple(p for p in range(PARTITIONS[TOPIC_T])
-                                    if owner_of(WORKERS, "/default", STREAM, TOPIC_T.split("..")[1], p) == 0)
 
     def _line(self, line: str) -> None:
         self._quarantine(line)
@@ -175,7 +170,7 @@ class WorkersEngine(DiskEngine):
         super().close()
 
     def setup(self, rng: random.Random) -> dict[str, Any]:
-        return {**super().setup(rng), "workers": WORKERS, "txn_partitions": list(self.txn_partitions)}
+        return {**super().setup(rng), "workers": WORKERS}
 
     def storage_faults(self) -> list[StorageFault]:
         return [*super().storage_faults(), StorageFault("kill-broker", self._kill_broker, live=True),

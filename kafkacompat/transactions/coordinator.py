@@ -102,6 +102,13 @@ class TransactionCoordinator:
         # in a cluster, Cluster.coordinator_error, which first waits out a hand-over to this broker
         self.coordinator_error: Callable[[str], Awaitable[ErrorCode]] = _coordinates_every_id
         self.owns_all = True
+        # Set by a worker of `serve --workers N` other than 0 (kafkacompat/workers/txn_forward.py): asks worker 0,
+        # the coordinator, whether a partition is in the producer's open transaction (True: join it first)
+        self.verify_remotely: Callable[[str, int, int, PartitionKey, bool], Awaitable[ErrorCode]] | None = None
+        # Set by worker 0 of `serve --workers N`: which partitions' markers it writes itself, and how the
+        # others' owners are asked to write them (StorageError when one cannot be now: retried)
+        self.leads: Callable[[PartitionKey], bool] = lambda key: True
+        self.markers_elsewhere: Callable[[int, int, ControlType, list[PartitionKey]], Awaitable[None]] | None = None
         self._finishing: set[asyncio.Task[None]] = set()
 
     # lifetime -------------------------------------------------------------------
@@ -397,6 +404,8 @@ class TransactionCoordinator:
     async def _admit_produce(
         self, txn_id: str, producer_id: int, epoch: int, partition: PartitionKey, implicit_add: bool
     ) -> ErrorCode:
+        if not self.owns(txn_id) and self.verify_remotely is not None:
+            return await self._verified_remotely(txn_id, producer_id, epoch, partition, implicit_add)
         if not self.owns(txn_id):  # the coordinator is another broker: as it last wrote, read afresh if need be
             error = self.verify_produce(txn_id, producer_id, epoch, partition)
             if error != ErrorCode.none:  # its AddPartitionsToTxn may not have reached this broker's view yet
@@ -409,6 +418,20 @@ class TransactionCoordinator:
                                  and partition in meta.partitions)):
             return self.verify_produce(txn_id, producer_id, epoch, partition)
         error = await self.add_partitions(txn_id, producer_id, epoch, [partition], TV2)
+        return _PRODUCE_ERRORS.get(error, error)
+
+    async def _verified_remotely(
+        self, txn_id: str, producer_id: int, epoch: int, partition: PartitionKey, implicit_add: bool
+    ) -> ErrorCode:
+        """As Kafka's partition leader (KIP-890 part 1): a producer's first transactional write to the
+        partition in a transaction is verified with the coordinator; once its transaction is open here
+        (until the marker), its later batches of that epoch are not."""
+        state = await self.partitions.get(*partition)
+        if (state.first_offset_of(producer_id) is not None
+                and self.producers.epoch_of(producer_id, partition) == epoch):
+            return ErrorCode.none
+        assert self.verify_remotely is not None
+        error = await self.verify_remotely(txn_id, producer_id, epoch, partition, implicit_add)
         return _PRODUCE_ERRORS.get(error, error)
 
     async def add_offsets(
@@ -666,9 +689,15 @@ class TransactionCoordinator:
         timestamp = self._clock()
         durable = []
         guard, epoch = self.marker_fence(meta.transactional_id) or (None, None)
+        elsewhere = ([key for key in sorted(meta.partitions) if not self.leads(key)]
+                     if self.markers_elsewhere is not None else [])
+        if elsewhere and self.markers_elsewhere is not None:  # their owners write them, as Kafka's leaders do
+            # first: an owner away (restarting) fails this try before any marker is written here, so the
+            # retry (_complete_later) does not append this broker's markers a second time
+            await self.markers_elsewhere(meta.producer_id, meta.producer_epoch, control, elsewhere)
         for stream, topic, index in sorted(meta.partitions):
-            if self.store.get_topic(stream, topic) is None:
-                continue  # deleted meanwhile: nothing left to mark
+            if self.store.get_topic(stream, topic) is None or (stream, topic, index) in elsewhere:
+                continue  # deleted meanwhile: nothing left to mark; or written by its owner
             refusal = self.producers.marker_refusal(meta.producer_id, meta.producer_epoch, (stream, topic, index),
                                                     COORDINATOR_EPOCH)
             if refusal != ErrorCode.none:

@@ -97,6 +97,7 @@ class PartitionTxns:
         self.scanned = 0
         self._catching_up = asyncio.Lock()
         self.follow_log = False  # set by the registry: markers may be appended by another broker
+        self.store_aborted = True  # set by the registry: whether aborts are indexed in the state table too
 
     @property
     def last_stable_offset(self) -> int:
@@ -147,10 +148,7 @@ class PartitionTxns:
         if first is not None and marker_type(batch) is ControlType.ABORT and not any(
                 a.producer_id == header.producer_id and a.first_offset == first for a in self.aborted):
             # The marker was written but its writer stopped before the index entry was (or wrote it elsewhere).
-            await self.store.put_state(self.stream, ABORTED_TABLE, {
-                self._abort_key(header.producer_id, first):
-                    {"pid": header.producer_id, "first": first, "last": header.base_offset},
-            })
+            await self._index_abort(header.producer_id, first, header.base_offset)
             bisect.insort(self.aborted, AbortedTxn(header.producer_id, first, header.base_offset),
                           key=lambda a: a.last_offset)
         await self.marker_written(header.producer_id, header.base_offset, ControlType.COMMIT)
@@ -175,6 +173,14 @@ class PartitionTxns:
     def _abort_key(self, producer_id: int, first_offset: int) -> str:
         return f"{self.topic_id}:{self.index}:{producer_id}:{first_offset}"
 
+    async def _index_abort(self, producer_id: int, first: int, last: int) -> None:
+        """Store an aborted transaction's entry; where this process may not write the state tables (a
+        worker other than 0 of `serve --workers N`), the entries are rebuilt from the log at each load."""
+        if self.store_aborted:
+            await self.store.put_state(self.stream, ABORTED_TABLE, {
+                self._abort_key(producer_id, first): {"pid": producer_id, "first": first, "last": last},
+            })
+
     async def marker_written(self, producer_id: int, marker_offset: int, control: ControlType) -> None:
         """End the producer's open transaction here; an abort is remembered durably.
 
@@ -187,9 +193,7 @@ class PartitionTxns:
         self.ended[producer_id] = marker_offset
         first = self.ongoing.get(producer_id)
         if first is not None and control is ControlType.ABORT:
-            await self.store.put_state(self.stream, ABORTED_TABLE, {
-                self._abort_key(producer_id, first): {"pid": producer_id, "first": first, "last": marker_offset},
-            })
+            await self._index_abort(producer_id, first, marker_offset)
             bisect.insort(self.aborted, AbortedTxn(producer_id, first, marker_offset), key=lambda a: a.last_offset)
         self.ongoing.pop(producer_id, None)
         self._wake()
@@ -246,6 +250,9 @@ class PartitionTxnRegistry:
     def __init__(self, store: storage.Store) -> None:
         self.store = store
         self.follow_log = False  # brokers of one cluster: markers may come from another broker (catch_up)
+        # False where this process may not write the state tables (a worker other than 0 of `serve --workers
+        # N`): the aborted transactions' index is then the one rebuilt from the log at each load
+        self.store_aborted = True
         self._states: dict[Hashable, PartitionTxns] = {}
         self._loading: dict[Hashable, asyncio.Future[PartitionTxns]] = {}
 
@@ -280,6 +287,7 @@ class PartitionTxnRegistry:
         partition = self.store.partition(stream, topic, index)
         state = PartitionTxns(self.store, stream, info.topic_id.hex, index, partition)
         state.follow_log = self.follow_log
+        state.store_aborted = self.store_aborted
         prefix = f"{state.topic_id}:{index}:"
         mine = {key: rec for key, rec in self.store.get_state(stream, ABORTED_TABLE).items()
                 if key.startswith(prefix)}
@@ -289,7 +297,7 @@ class PartitionTxnRegistry:
             key=lambda a: a.last_offset,
         )
         expired = {key: None for key, rec in mine.items() if rec["last"] < start}  # deleted by retention
-        if expired:
+        if expired and self.store_aborted:
             await self.store.put_state(stream, ABORTED_TABLE, expired, durable=False)
         end = partition.high_watermark
         async for header, batch in tail_batches(partition):

@@ -51,12 +51,12 @@ async def create_at_controller(host: str, port: int, name: str, partitions: int,
 
 async def forward(host: str, port: int, api_key: int, version: int, request: Any, security: ClientSecurity,
                   timeout: float = 10.0) -> Any:
-    """Worker 0's answer to `request` (a kio request of `api_key` at `version`); ForwardError when it
-    cannot be reached in `timeout` seconds."""
+    """The answer of the worker at host:port (worker 0 mostly) to `request` (a kio request of `api_key` at
+    `version`); ForwardError when it cannot be reached in `timeout` seconds."""
     try:
         return await asyncio.wait_for(_ask(host, port, api_key, version, request, security, timeout), timeout)
     except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError) as exc:
-        raise ForwardError(f"cannot reach worker 0 at {host}:{port}: {exc or type(exc).__name__}") from None
+        raise ForwardError(f"cannot reach the worker at {host}:{port}: {exc or type(exc).__name__}") from None
 
 
 async def _ask(host: str, port: int, api_key: int, version: int, request: Any, security: ClientSecurity,

@@ -23,6 +23,11 @@ import zlib
 from collections.abc import Sequence
 from typing import Any
 
+import kio.schema.find_coordinator.v2.request as find_v2
+from kio.static.primitive import i8
+
+from kafkacompat.protocol.messages import make
+
 from ..cluster.membership import ClusterView, Member, PartitionKey
 from ..security.client import ClientSecurity
 from ..storage.disk.shared import owner_of
@@ -31,6 +36,7 @@ from .role import WorkerRole
 
 log = logging.getLogger(__name__)
 REFRESH_S = 0.2  # how often a worker looks for catalog changes and restarted workers' epochs
+FIND_COORDINATOR = 10
 EPOCHS_FILE = "workers.json"  # in the data dir, written by the supervisor
 EPOCHS_COPY = "workers.copy.json"  # the same record again, written after it: one of the two is always whole
 
@@ -117,6 +123,15 @@ class WorkerView(ClusterView):
         """Have worker 0 create topic `name` (auto-creation a client asked of this worker), then take it
         in; ForwardError when worker 0 cannot be reached or refuses."""
         await create_at_controller(self.controller_host, self.role.ports[0], name, partitions, self.security)
+        await self.catch_up()
+
+    async def offsets_topic_by_controller(self) -> None:
+        """Have worker 0 create __consumer_offsets (it does when asked for a group's coordinator, as Kafka
+        does), then take it in: a group whose first FindCoordinator reached this worker was refused
+        COORDINATOR_NOT_AVAILABLE (this worker may not write the catalog) until the topic existed.
+        ForwardError when worker 0 cannot be reached."""
+        request = make(find_v2.FindCoordinatorRequest, key="kafkacompat-worker", key_type=i8(0))
+        await forward(self.controller_host, self.role.ports[0], FIND_COORDINATOR, 2, request, self.security)
         await self.catch_up()
 
     async def forward_to_controller(self, api_key: int, version: int, request: Any) -> Any | None:

@@ -12,6 +12,7 @@ import sys
 import time
 from pathlib import Path
 
+import kio.schema.find_coordinator.v2.request as find_v2
 import kio.schema.incremental_alter_configs.v1.request as alter_v1
 import kio.schema.metadata.v12.request as meta_v12
 import pytest
@@ -208,6 +209,16 @@ def test_classic_groups_are_coordinated_by_the_owning_worker(workers: Workers) -
                              auto_offset_reset="earliest")
     assert sorted(v for _o, _k, v, _h in kafka_python_poll(consumer, 4, timeout=60)) == \
         sorted(f"m{i}".encode() for i in range(40, 44))
+
+
+@pytest.mark.slow
+def test_a_first_find_coordinator_at_worker_1_is_answered_with_worker_0(workers: Workers) -> None:
+    # __consumer_offsets does not exist yet: worker 1 may not write the catalog, so worker 0 makes it;
+    # before, worker 1 answered COORDINATOR_NOT_AVAILABLE and librdkafka asked it again every 10 s
+    request = make(find_v2.FindCoordinatorRequest, key="first-group", key_type=0)
+    with Wire(f"127.0.0.1:{workers.ports[1]}") as wire:
+        answer = wire.request(10, 2, request)
+    assert (answer.error_code, answer.port) == (ErrorCode.none, workers.ports[0]), answer
 
 
 def asked_at(port: int, topic: str, create: bool = False) -> tuple[int, int]:
