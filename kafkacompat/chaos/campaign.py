@@ -103,8 +103,7 @@ def drive(plan: Plan, engine: Engine, history: History, out: TextIO) -> None:
     print(f"chaos: {', '.join(f'{k} {v}' for k, v in settings.items())}; faults: {', '.join(nemesis.names)}"
           + (f"; not offered here: {', '.join(nemesis.unavailable)}" if nemesis.unavailable else ""),
           file=out, flush=True)
-    workload = Workload(engine.bootstrap, history, random.Random(f"{plan.seed}:workload"), plan.rate,
-                        engine.txn_partitions)
+    workload = Workload(engine.bootstrap, history, random.Random(f"{plan.seed}:workload"), plan.rate)
     workload.start()
     nemesis.run(plan.minutes * 60, threading.Event())
     finished = watch(FINAL_PHASE_S + engine.final_checks_s, engine, out)

@@ -40,7 +40,6 @@ class Engine(abc.ABC):
     name: str
     bootstrap: str
     nodes: list[int]
-    txn_partitions: tuple[int, ...] | None = None  # topic T's partitions the transactional producer writes (all)
     final_checks_s: float = 0.0  # the longest final_checks may legitimately wait (added to the closing deadline)
 
     @abc.abstractmethod

@@ -174,10 +174,10 @@ class TransactionalWriter(Role):
     """A transactional producer: transactions of 1-8 records to topic T, a quarter of them aborted."""
 
     def __init__(self, bootstrap: str, history: History, stopping: threading.Event, rng: random.Random,
-                 rate: float, partitions: tuple[int, ...] | None = None) -> None:
+                 rate: float) -> None:
         super().__init__("txn", bootstrap, history, stopping)
         self.rng, self.rate = rng, rate
-        self.partitions = partitions or tuple(range(PARTITIONS[TOPIC_T]))  # the workers engine narrows them
+        self.partitions = tuple(range(PARTITIONS[TOPIC_T]))
         self.generation = 0
 
     def work(self) -> None:
@@ -333,15 +333,13 @@ class CommitObserver(Role):
 class Workload:
     """Every role of the workload, started and stopped together."""
 
-    def __init__(self, bootstrap: str, history: History, rng: random.Random, rate: float = 30,
-                 txn_partitions: tuple[int, ...] | None = None) -> None:
+    def __init__(self, bootstrap: str, history: History, rng: random.Random, rate: float = 30) -> None:
         self.history = history
         self.producing, self.consuming = threading.Event(), threading.Event()
         self.producers: list[Role] = [
             Writer("idem", "idempotent", bootstrap, history, self.producing, random.Random(rng.random()), rate),
             Writer("plain", "plain", bootstrap, history, self.producing, random.Random(rng.random()), rate),
-            TransactionalWriter(bootstrap, history, self.producing, random.Random(rng.random()), rate,
-                                txn_partitions),
+            TransactionalWriter(bootstrap, history, self.producing, random.Random(rng.random()), rate),
         ]
         self.consumers: list[Role] = [
             Reader("member-1", bootstrap, history, self.consuming, GROUP),
