@@ -93,6 +93,7 @@ async def run_until_signalled(config: BrokerConfig) -> None:
     """Start a broker, serve until SIGTERM or SIGINT, stop it cleanly; StartError if it cannot start."""
     from ..kafka_port.server import BrokerServer  # imported here: the client commands start faster without it
 
+    supervisor = os.getppid()  # read first: a worker paused until after its supervisor died must still see it go
     try:
         server = BrokerServer(config)
     except ValueError as exc:  # the store's engine refuses the settings it was given (an unknown store URL)
@@ -111,7 +112,7 @@ async def run_until_signalled(config: BrokerConfig) -> None:
     watch = None
     if config.worker_of is not None:  # one of `serve --workers N`: tell the supervisor, stop if it goes
         announce_ready(WorkerRole.parse(config.worker_of))
-        watch = loop.create_task(_stop_when_orphaned(stop))
+        watch = loop.create_task(_stop_when_orphaned(stop, supervisor))
     try:
         await stop.wait()
         log.info("shutting down")
@@ -121,9 +122,10 @@ async def run_until_signalled(config: BrokerConfig) -> None:
         await server.stop()
 
 
-async def _stop_when_orphaned(stop: asyncio.Event) -> None:
-    """A worker whose supervisor died stops: without it nobody holds the store's lock."""
-    parent = os.getppid()
+async def _stop_when_orphaned(stop: asyncio.Event, parent: int) -> None:
+    """A worker whose supervisor (`parent`, read at the worker's start) died stops: without it nobody holds
+    the store's lock. Read here instead, a worker stopped (SIGSTOP) between its ready line and this task's
+    first turn, its supervisor killed meanwhile, took its new parent for the supervisor and never stopped."""
     while os.getppid() == parent:
         await asyncio.sleep(0.5)
     log.error("the supervisor (pid %d) is gone; this worker stops", parent)

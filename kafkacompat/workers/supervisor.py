@@ -79,7 +79,10 @@ class Supervisor:
 
     def start(self) -> None:
         """Take the lock, settle the epochs and ports, start worker 0 (it creates and repairs the
-        shared files) and, once it serves, the others; SupervisorError if any cannot start."""
+        shared files) and, once it serves, the others; SupervisorError if any cannot start. SIGTERM and
+        SIGINT are taken first: one arriving as "serving" is logged still stops every worker cleanly."""
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, self._on_signal)
         self._take_lock()
         try:
             check_format(os.path.join(self.root, layout.STORE_FILE))
@@ -158,8 +161,6 @@ class Supervisor:
 
     def run(self) -> int:
         """Restart workers that die until SIGTERM or SIGINT; then stop them all. Returns serve's status."""
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, self._on_signal)
         while not self._stopping:
             self._watch()
             time.sleep(0.05)
