@@ -26,6 +26,7 @@ if TYPE_CHECKING:
         Partition,
         PartitionletInfo,
         PermissionEntries,
+        StateFence,
         Store,
         StreamInfo,
         StreamPolicy,
@@ -38,8 +39,8 @@ if TYPE_CHECKING:
 
 _LAZY = {
     **dict.fromkeys(
-        ("AppendResult", "Cursor", "FsyncPolicy", "Partition", "PartitionletInfo", "PermissionEntries", "Store",
-         "StreamInfo", "StreamPolicy", "TimestampHit", "TopicInfo"), ".api"),
+        ("AppendResult", "Cursor", "FsyncPolicy", "Partition", "PartitionletInfo", "PermissionEntries", "StateFence",
+         "Store", "StreamInfo", "StreamPolicy", "TimestampHit", "TopicInfo"), ".api"),
     "RecordCodec": ".compaction",
     "open_store": ".engines",
     "cleanup_policy": ".namespace",
@@ -53,6 +54,7 @@ __all__ = [
     "PartitionletInfo",
     "PermissionEntries",
     "RecordCodec",
+    "StateFence",
     "Store",
     "StreamInfo",
     "StreamPolicy",

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from .errors import StorageError
 
-# (stream, topic, partition, leader epoch) a state write is made under (Store.put_state)
+# (stream, topic, partition, leader epoch) a state or cursor write is made under (Store.put_state, commit_cursors)
 StateFence = tuple[str, str, int, int]
 
 
@@ -372,7 +372,18 @@ class Store(abc.ABC):
 
     # cursors
     @abc.abstractmethod
-    async def commit_cursors(self, stream: str, group: str, cursors: Sequence[Cursor]) -> None: ...
+    async def commit_cursors(
+        self, stream: str, group: str, cursors: Sequence[Cursor], *, fence: "StateFence | None" = None
+    ) -> None:
+        """Store a group's committed offsets (cursors) in the stream.
+
+        With `fence` (stream, topic, partition, leader epoch: the group
+        coordinator's __consumer_offsets partition) they are written only
+        while that leader epoch holds, checked in the write's own
+        transaction as put_state's: else NotLeaderError and nothing is
+        written, so a deposed coordinator's late commit cannot move a
+        group's offsets back. A store only this process writes ignores it.
+        """
 
     @abc.abstractmethod
     def get_cursors(self, stream: str, group: str) -> list[Cursor]: ...

@@ -347,6 +347,12 @@ class NamespaceStore(Store):
         self, stream: StreamState, group: str, cursors: Sequence[Cursor], deleted: Sequence[tuple[str, int]]
     ) -> None: ...
 
+    async def _persist_fenced_cursors(
+        self, stream: StreamState, group: str, cursors: Sequence[Cursor], fence: StateFence
+    ) -> None:
+        """_persist_cursors under a leader epoch; only a store other processes write has epochs to check."""
+        await self._persist_cursors(stream, group, cursors, ())
+
     @abc.abstractmethod
     async def _persist_state(
         self, stream: StreamState, table: str, records: Mapping[str, dict | None], durable: bool
@@ -577,10 +583,15 @@ class NamespaceStore(Store):
 
     # cursors ---------------------------------------------------------------
 
-    async def commit_cursors(self, stream: str, group: str, cursors: Sequence[Cursor]) -> None:
+    async def commit_cursors(
+        self, stream: str, group: str, cursors: Sequence[Cursor], *, fence: StateFence | None = None
+    ) -> None:
         state = self._stream(stream)
         stamped = [c if c.commit_time_ms else dataclasses.replace(c, commit_time_ms=now_ms()) for c in cursors]
-        await self._persist_cursors(state, group, stamped, ())
+        if fence is None:
+            await self._persist_cursors(state, group, stamped, ())
+        else:
+            await self._persist_fenced_cursors(state, group, stamped, fence)
         table = state.cursors.setdefault(group, {})
         for cursor in stamped:
             table[(cursor.topic, cursor.partition)] = cursor

@@ -114,6 +114,7 @@ class Cluster:
         if hasattr(store, "cleaner_fence"):  # a store shared by brokers: only a partition's leader cleans it
             store.cleaner_fence = self.cleaner_epoch
         self.groups.durable.may_write = self.coordinates
+        self.groups.commit_fence = self.coordinator_fence
 
     def _open_view(self, config: BrokerConfig, store: Store) -> ClusterView:
         me = Member(self.node_id, self.host, self.port)
@@ -241,21 +242,33 @@ class Cluster:
             raise storage.NotLeaderError(f"{key[0]}:{key[1]}/{key[2]} is not led by broker {self.node_id}", -1)
         return epoch
 
+    def coordinator_fence(self, key: str) -> storage.StateFence | None:
+        """(stream, __consumer_offsets, partition, epoch) a coordinator's write for a group or
+        transactional id is fenced by: the key's __consumer_offsets partition and the epoch this
+        broker leads it in, so a deposed coordinator, which believes it leads until its next lease
+        renewal, cannot land a write after its successor's, as Kafka's leader epoch fences writes to
+        __consumer_offsets. None outside a fenced cluster; NotLeaderError when this broker no longer
+        coordinates the key (its lease lapsed or the partition moved)."""
+        if not self._fenced:
+            return None
+        key_of = (self.default_stream, OFFSETS_TOPIC,
+                  coordinator_partition(key, self.config.offsets_topic_num_partitions))
+        epoch = self.append_epoch(key_of) if self.view.leads(key_of) else None
+        if epoch is None:
+            raise storage.NotLeaderError(f"broker {self.node_id} no longer coordinates {key!r}", -1)
+        return (*key_of, epoch)
+
     def marker_fence(self, txn_id: str) -> tuple[storage.Partition, int] | None:
         """(the __consumer_offsets partition whose leader coordinates `txn_id`, the epoch this broker
         leads it in): a transaction marker is stored only while that epoch holds, as Kafka's
         partition leaders refuse a deposed coordinator's markers; the marker itself carries the
         marked partition's leader epoch. None outside a fenced cluster; NotLeaderError when this
-        broker no longer coordinates the id (its lease lapsed or the partition moved)."""
-        if not self._fenced:
+        broker no longer coordinates the id (see coordinator_fence)."""
+        fence = self.coordinator_fence(txn_id)
+        if fence is None:
             return None
-        key = (self.default_stream, OFFSETS_TOPIC,
-               coordinator_partition(txn_id, self.config.offsets_topic_num_partitions))
-        epoch = self.append_epoch(key) if self.view.leads(key) else None
-        if epoch is None:
-            raise storage.NotLeaderError(f"broker {self.node_id} no longer coordinates transactional id {txn_id!r}",
-                                         -1)
-        return self.store.partition(*key), epoch
+        stream, topic, index, epoch = fence
+        return self.store.partition(stream, topic, index), epoch
 
     def cleaner_epoch(self, stream: str, topic: str, index: int) -> int | None:
         """The leader epoch under which this broker cleans a compacted partition: only its leader

@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from kio.schema.errors import ErrorCode
 
-from kafkacompat.storage import Cursor, Store
+from kafkacompat.storage import Cursor, StateFence, Store
 
 from ..catalog import group_configs
 from ..config import BrokerConfig
@@ -83,6 +83,9 @@ class GroupCoordinator:
         # this broker coordinates every group (alone); in a cluster the groups of each
         # __consumer_offsets partition it leads are loaded by take_over as it gains them
         self.owns_all = True
+        # Set by a cluster whose store fences writes by leader epoch (kafkacompat/broker/cluster.py): what
+        # a commit for a group or transactional id is fenced by (Store.commit_cursors); None: not fenced.
+        self.commit_fence: Callable[[str], StateFence | None] = lambda key: None
 
     # lifetime ---------------------------------------------------------------
     def start(self) -> None:
@@ -305,8 +308,15 @@ class GroupCoordinator:
             return ErrorCode.group_id_not_found if version >= 9 else ErrorCode.illegal_generation
         return self.classic.validate_commit(group, generation, member_id, instance_id)
 
-    async def commit(self, group_id: str, cursors: Sequence[tuple[str, Cursor]]) -> None:
-        await self.offsets.commit(group_id, cursors)
+    async def commit(
+        self, group_id: str, cursors: Sequence[tuple[str, Cursor]], coordinated_by: str | None = None
+    ) -> None:
+        """Store a group's offsets, fenced by the epoch of the coordinator that writes them: the
+        group's (OffsetCommit), or the transaction's for offsets a transaction commits at EndTxn
+        (`coordinated_by`, its transactional id). NotLeaderError, and nothing stored, once that
+        coordinator was replaced."""
+        fence = self.commit_fence(group_id if coordinated_by is None else coordinated_by)
+        await self.offsets.commit(group_id, cursors, fence)
 
     def subscribed_topics(self, group_id: str) -> set[str] | None:
         """Topics the members of a consumer group subscribe to; None when unknown."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 
-from kafkacompat.storage import Cursor, Store, UnknownStreamError
+from kafkacompat.storage import Cursor, StateFence, Store, UnknownStreamError
 
 
 class CommittedOffsets:
@@ -42,12 +42,15 @@ class CommittedOffsets:
             return {}
         return {c.partition: c for c in cursors if c.topic == topic}
 
-    async def commit(self, group: str, cursors: Iterable[tuple[str, Cursor]]) -> None:
+    async def commit(
+        self, group: str, cursors: Iterable[tuple[str, Cursor]], fence: StateFence | None = None
+    ) -> None:
+        """Store the cursors, each stream's under `fence` (see Store.commit_cursors)."""
         by_stream: dict[str, list[Cursor]] = defaultdict(list)
         for stream, cursor in cursors:
             by_stream[stream].append(cursor)
         for stream, batch in by_stream.items():
-            await self.store.commit_cursors(stream, group, batch)
+            await self.store.commit_cursors(stream, group, batch, fence=fence)
 
     async def delete(self, group: str, partitions: Sequence[tuple[str, str, int]] | None = None) -> None:
         """Delete all of the group's cursors, or those of (stream, topic, partition)."""

@@ -669,7 +669,7 @@ class TransactionCoordinator:
             for group_id, table in meta.offsets.items():
                 cursors = [(s, storage.Cursor(t, p, o, e, m)) for s, t, p, o, e, m in table.values()]
                 if cursors:
-                    await self.groups.commit(group_id, cursors)
+                    await self.groups.commit(group_id, cursors, coordinated_by=meta.transactional_id)
         if staged:  # after they are the group's: a coordinator dying before finds them again
             await self.store.put_state(self.store.default_stream, STAGED_TABLE, dict.fromkeys(staged))
         meta.state = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT

@@ -529,14 +529,22 @@ class CloudStore(NamespaceStore):
         """The write, in one transaction with a FOR SHARE read of the partition's leader row (as
         kc_commit fences appends): a move of leadership either commits first, and the write is
         refused, or waits until it is done, and the new leader reads what it wrote."""
-        fenced_stream, topic, index, epoch = fence
         with database_step(f"writing state table {table} of {stream.path}"):
             async with self._pool.acquire() as conn, conn.transaction():
-                lead = await catalog.leader_epoch_for_share(conn, fenced_stream, topic, index)
-                if lead != epoch:
-                    raise NotLeaderError(f"{fenced_stream}:{topic}/{index}: leader epoch {epoch} was superseded by "
-                                         f"{lead}; state not written", -1 if lead is None else lead)
+                await _check_fence(conn, fence, "state")
                 await self._write_state(conn, stream, table, records)
+        self._wrote(stream)
+
+    async def _persist_fenced_cursors(
+        self, stream: StreamState, group: str, cursors: Sequence[Cursor], fence: StateFence
+    ) -> None:
+        """The offsets, fenced as _persist_fenced_state fences state: a deposed group coordinator's
+        late commit is refused rather than landing after its successor's and moving them back."""
+        with database_step(f"writing offsets of group {group} in {stream.path}"):
+            async with self._pool.acquire() as conn, conn.transaction():
+                await _check_fence(conn, fence, "offsets")
+                await catalog.write_cursors(conn, stream.path, group, cursors, ())
+                await self._notify(conn, "cursors", s=stream.path, g=group)
         self._wrote(stream)
 
     async def _write_state(self, conn: Any, stream: StreamState, table: str,
@@ -696,3 +704,13 @@ class CloudStore(NamespaceStore):
         part = self._by_pid.get(pid)
         if part is not None:
             part.moved(next_offset, log_start, 0)
+
+
+async def _check_fence(conn: Any, fence: StateFence, what: str) -> None:
+    """NotLeaderError unless the fence's leader epoch is still its partition's, read FOR SHARE in
+    the caller's transaction so a move of leadership waits for the write or refuses it."""
+    fenced_stream, topic, index, epoch = fence
+    lead = await catalog.leader_epoch_for_share(conn, fenced_stream, topic, index)
+    if lead != epoch:
+        raise NotLeaderError(f"{fenced_stream}:{topic}/{index}: leader epoch {epoch} was superseded by "
+                             f"{lead}; {what} not written", -1 if lead is None else lead)

@@ -417,6 +417,36 @@ async def test_a_marker_is_fenced_by_its_coordinators_epoch_and_stamped_with_the
         await conn.close()
 
 
+async def test_a_deposed_coordinators_late_offset_commit_is_refused_and_the_offset_never_goes_back(pair):
+    """A group's offsets are written under its coordinator's __consumer_offsets leader epoch: once
+    another broker took the partition and committed, the old coordinator's late commit (it still
+    believed it led until its next lease renewal) is refused and writes nothing."""
+    import asyncpg
+
+    from kafkacompat.cluster.leases import create_schema
+
+    a, b = pair
+    await a.create_topic("/default", "t", 1)
+    await a.create_topic("/default", "__consumer_offsets", 1)
+    await eventually(lambda: b.get_topic("/default", "__consumer_offsets") is not None)
+    conn = await asyncpg.connect(a.database_url)
+    try:
+        await create_schema(conn)
+        await conn.execute("INSERT INTO kc_partition_leaders VALUES ('/default', '__consumer_offsets', 0, 1, 3)")
+        await a.commit_cursors("/default", "g", [Cursor("t", 0, 5)], fence=("/default", "__consumer_offsets", 0, 3))
+        await conn.execute("UPDATE kc_partition_leaders SET leader = 2, epoch = 4")  # B took the partition
+        await b.commit_cursors("/default", "g", [Cursor("t", 0, 10)], fence=("/default", "__consumer_offsets", 0, 4))
+        with pytest.raises(storage.NotLeaderError) as refused:  # A's commit, delayed past the move
+            await a.commit_cursors("/default", "g", [Cursor("t", 0, 7)], fence=("/default", "__consumer_offsets", 0, 3))
+        assert refused.value.epoch == 4
+        stored = await conn.fetchval("SELECT \"offset\" FROM kc_cursors WHERE grp = 'g' AND topic = 't' AND part = 0")
+        assert stored == 10
+        await eventually(lambda: [c.offset for c in a.get_cursors("/default", "g")] == [10])
+        assert [c.offset for c in b.get_cursors("/default", "g")] == [10]
+    finally:
+        await conn.close()
+
+
 async def test_a_replicated_batch_under_a_superseded_epoch_is_refused(pair):
     """A copy from another cluster (append at an offset) is fenced like a produced batch."""
     import asyncpg

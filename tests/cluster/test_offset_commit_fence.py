@@ -1,0 +1,134 @@
+"""A deposed group coordinator's late OffsetCommit is refused: committed offsets never go back (issue 28).
+
+A coordinator that has been replaced believes it leads its __consumer_offsets
+partition until its next lease renewal. Its OffsetCommit in that window used to
+write the cursors unfenced, landing after the new coordinator's commit and moving
+the group's offset back. Here one broker, in process on the real cloud store,
+still believes it leads under the epoch the leader table has moved past (its
+view is held at that belief: the window, made to last); the new coordinator's
+commit is in the database. The old one's OffsetCommit must answer NOT_COORDINATOR
+(the client finds the coordinator again and commits there) and write nothing.
+"""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+import asyncpg
+import pytest
+from kio.schema.errors import ErrorCode
+
+from kafkacompat import storage
+from kafkacompat.broker.cluster import Cluster
+from kafkacompat.cluster.leases import create_schema
+from kafkacompat.cluster.membership import coordinator_partition
+from kafkacompat.config import BrokerConfig
+from kafkacompat.http.kafka_calls import build, call
+from kafkacompat.testing.services import ServiceUnavailable, cloud_store
+
+OFFSET_COMMIT = 8
+
+
+def offset_commit(group: str, topic: str, offset: int) -> Any:
+    return build(OFFSET_COMMIT, group_id=group, generation_id_or_member_epoch=-1, member_id="",
+                 group_instance_id=None, topics=(build(OFFSET_COMMIT, "OffsetCommitRequestTopic", name=topic, partitions=(
+                     build(OFFSET_COMMIT, "OffsetCommitRequestPartition", partition_index=0, committed_offset=offset,
+                           committed_leader_epoch=-1, committed_metadata=""),)),))
+
+
+async def test_a_deposed_coordinators_offset_commit_answers_not_coordinator_and_writes_nothing() -> None:
+    try:
+        database, objects = cloud_store()
+    except ServiceUnavailable as exc:
+        pytest.skip(str(exc))
+    old_store = storage.open_store(database, object_store=objects)
+    new_store = storage.open_store(database, object_store=objects)
+    await old_store.open()
+    await new_store.open()
+    config = BrokerConfig(node_id=1, offsets_topic_num_partitions=1)
+    broker = Cluster(config, old_store)
+    conn = await asyncpg.connect(database)
+    try:
+        await create_schema(conn)
+        await old_store.create_topic("/default", "t", 1)
+        index = coordinator_partition("g", 1)
+        await conn.execute("INSERT INTO kc_partition_leaders VALUES ('/default', '__consumer_offsets', $1, 1, 3)",
+                           index)
+        # broker 1 believes it leads the group's partition under epoch 3, in a store fenced by the table
+        view: Any = broker.view
+        view.leads, view.leader_of = (lambda key: True), (lambda key: (1, 3))
+        broker._fenced = True
+        answer = await call(broker, OFFSET_COMMIT, offset_commit("g", "t", 5))
+        assert answer.topics[0].partitions[0].error_code == ErrorCode.none
+
+        # broker 2 took the partition (epoch 4) and the group committed 10 there
+        await conn.execute("UPDATE kc_partition_leaders SET leader = 2, epoch = 4")
+        await new_store.commit_cursors("/default", "g", [storage.Cursor("t", 0, 10)])
+
+        answer = await call(broker, OFFSET_COMMIT, offset_commit("g", "t", 7))  # late, on the old coordinator
+        assert answer.topics[0].partitions[0].error_code == ErrorCode.not_coordinator
+        stored = await conn.fetchval("SELECT \"offset\" FROM kc_cursors WHERE grp = 'g' AND topic = 't'")
+        assert stored == 10
+    finally:
+        await conn.close()
+        await broker.groups.close()
+        await new_store.close()
+        await old_store.close()
+
+
+async def test_offsets_a_deposed_transaction_coordinator_commits_at_end_txn_are_refused() -> None:
+    """Offsets a transaction commits are written at EndTxn by its coordinator, fenced by the epoch of
+    the transaction's __consumer_offsets partition: once that moved (here between its markers and
+    its offsets), the deposed coordinator writes none of them; the transaction stays PrepareCommit in the store for the next coordinator to
+    finish (as it does a deposed coordinator's refused markers), under its own epoch."""
+    try:
+        database, objects = cloud_store()
+    except ServiceUnavailable as exc:
+        pytest.skip(str(exc))
+    old_store = storage.open_store(database, object_store=objects)
+    new_store = storage.open_store(database, object_store=objects)
+    await old_store.open()
+    await new_store.open()
+    broker = Cluster(BrokerConfig(node_id=1, offsets_topic_num_partitions=1), old_store)
+    conn = await asyncpg.connect(database)
+    try:
+        await create_schema(conn)
+        await old_store.create_topic("/default", "t", 1)
+        await old_store.create_topic("/default", "__consumer_offsets", 1)  # where the markers go
+        await conn.execute("INSERT INTO kc_partition_leaders VALUES ('/default', '__consumer_offsets', 0, 1, 3)")
+        view: Any = broker.view
+        view.leads, view.leader_of = (lambda key: True), (lambda key: (1, 3))
+        broker._fenced = True
+        init = await call(broker, 22, build(22, transactional_id="x", transaction_timeout=datetime.timedelta(
+            seconds=60), producer_id=-1, producer_epoch=-1))
+        assert init.error_code == ErrorCode.none
+        ids = {"transactional_id": "x", "producer_id": init.producer_id, "producer_epoch": init.producer_epoch}
+        assert (await call(broker, 25, build(25, group_id="g", **ids))).error_code == ErrorCode.none
+        staged = await call(broker, 28, build(28, group_id="g", generation_id=-1, member_id="", group_instance_id=None,
+                                              topics=(build(28, "TxnOffsetCommitRequestTopic", name="t", partitions=(
+                                                  build(28, "TxnOffsetCommitRequestPartition", partition_index=0,
+                                                        committed_offset=7, committed_leader_epoch=-1,
+                                                        committed_metadata=""),)),), **ids))
+        assert staged.topics[0].partitions[0].error_code == ErrorCode.none
+
+        write_markers = broker.transactions._write_markers
+
+        async def deposed_after_the_markers(meta: Any, control: Any) -> None:
+            """The coordinator is replaced once its markers are stored, before it writes the offsets
+            (the markers have their own fence); the group commits 10 on the new coordinator."""
+            await write_markers(meta, control)
+            await conn.execute("UPDATE kc_partition_leaders SET leader = 2, epoch = 4")
+            await new_store.commit_cursors("/default", "g", [storage.Cursor("t", 0, 10)])
+
+        broker.transactions._write_markers = deposed_after_the_markers  # type: ignore[method-assign]
+        await call(broker, 26, build(26, committed=True, **ids))
+        stored = await conn.fetchval("SELECT \"offset\" FROM kc_cursors WHERE grp = 'g' AND topic = 't'")
+        assert stored == 10
+        state = await conn.fetchval("SELECT value->>'state' FROM kc_state WHERE tbl = 'transactions' AND key = 'x'")
+        assert state == "PrepareCommit"
+    finally:
+        await conn.close()
+        await broker.groups.close()
+        await new_store.close()
+        await old_store.close()
