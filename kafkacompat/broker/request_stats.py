@@ -33,8 +33,10 @@ _NESTED_FIELDS: dict[type, tuple[tuple[str, bool], ...]] = {}
 def response_errors(body: Any) -> Iterator[str]:
     """The names of the non-zero error codes anywhere in a decoded (kio) response, e.g. "topic_already_exists".
 
-    Field lists are cached per type; only fields that can hold an error code
-    or nested entries are visited. Produce and Fetch answers are encoded by
+    An error code is a field named error_code or ending in it (AddPartitionsToTxn's
+    partition_error_code, ShareFetch's acknowledge_error_code, CreateTopics'
+    topic_config_error_code). Field lists are cached per type; only fields that
+    can hold an error code or nested entries are visited. Produce and Fetch answers are encoded by
     their handlers (bytes), which count their errors themselves.
     """
     for name, is_code in _fields_of(type(body)):
@@ -55,8 +57,8 @@ def _fields_of(kind: type) -> tuple[tuple[str, bool], ...]:
     fields = _NESTED_FIELDS.get(kind)
     if fields is None:
         fields = _NESTED_FIELDS[kind] = tuple(
-            (f.name, f.name == "error_code") for f in dataclasses.fields(kind)
-            if f.name == "error_code" or any(dataclasses.is_dataclass(t) for t in (f.type, *typing.get_args(f.type)))
+            (f.name, f.name.endswith("error_code")) for f in dataclasses.fields(kind)
+            if f.name.endswith("error_code") or any(dataclasses.is_dataclass(t) for t in (f.type, *typing.get_args(f.type)))
         )
     return fields
 

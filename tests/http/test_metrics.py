@@ -9,10 +9,13 @@ import urllib.request
 import pytest
 from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
+from kio.schema.errors import ErrorCode
 from prometheus_client.parser import text_string_to_metric_families
 
 from kafkacompat.testing import Broker
 from tests.test_clients_produce_consume import consume_all
+from tests.test_transactions_protocol import add_partitions
+from tests.wire import Wire
 
 
 def scrape(broker: Broker) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -153,3 +156,15 @@ def test_errors_of_other_apis_are_counted_from_their_answers() -> None:
         assert total(samples, "kafkacompat_request_errors_total", api="CreateTopics",
                      error="TOPIC_ALREADY_EXISTS") == 1
         assert total(samples, "kafkacompat_requests_total", api="CreateTopics") == 2
+
+
+def test_errors_answered_per_partition_under_another_field_name_are_counted() -> None:
+    """AddPartitionsToTxn answers each partition's error in partition_error_code, not error_code."""
+    with Broker(http_port=0) as broker:
+        broker.create_topic("txn")
+        with Wire(broker.bootstrap_servers) as wire:
+            codes = add_partitions(wire, "never-initialized", 4242, 0, "txn", partitions=(0,))
+        assert codes != [ErrorCode.none]
+        samples = scrape(broker)
+        assert total(samples, "kafkacompat_request_errors_total", api="AddPartitionsToTxn",
+                     error=codes[0].name.upper()) == 1
