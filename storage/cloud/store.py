@@ -21,8 +21,8 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
-from typing import Any, TypeVar
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
 
 from ..api import Cursor, StateFence, TopicInfo
 from ..compaction import DEFAULT_BACKOFF_MS, DEFAULT_DEDUPE_BUFFER_BYTES, CleanResult, RecordCodec, cleaner_loop
@@ -36,9 +36,9 @@ from .objects import BatchCache, ObjectStore
 from .outage import database_errors, database_step, retriable_database_errors, unavailable_error
 from .partition import CloudPartition
 from .retention import Retention
+from .stream_writes import StreamWrites
 from .writer import Writer
 
-T = TypeVar("T")
 log = logging.getLogger(__name__)
 
 COMMIT_ATTEMPTS = 4  # while no kc_commit statement went out, nothing is stored: the write fails soon
@@ -112,9 +112,9 @@ class CloudStore(NamespaceStore):
         self._events: asyncio.Queue[tuple[str, str]] = asyncio.Queue()
         # Reads of kc_settings take turns with writes, so an older read never replaces a newer view
         self._settings_turn = asyncio.Lock()
-        # stream -> this process's writes of its cursors and state tables so far: a read of them from the
-        # database replaces the view only when none of those landed while it ran (`_unraced`)
-        self._local_writes: dict[str, int] = {}
+        # this process's writes of each stream's cursors and state tables: a read of them from the
+        # database replaces the view only when none of those landed while it ran
+        self._stream_writes = StreamWrites()
         self._tasks: list[asyncio.Task] = []
         self._announcing: set[asyncio.Task] = set()  # commits' notifications on their way (`_announce`)
 
@@ -223,7 +223,7 @@ class CloudStore(NamespaceStore):
                 stream.policy = policy
                 for topic in stream.topics.values():
                     topic.forget_settings()
-            contents = await self._unraced(path, lambda: catalog.read_stream_contents(conn, path))
+            contents = await self._stream_writes.read(path, lambda: catalog.read_stream_contents(conn, path))
             stream.cursors = contents.cursors
             stream.tables = contents.tables
         for name in contents.topic_names:
@@ -382,29 +382,13 @@ class CloudStore(NamespaceStore):
             return
         async with self._pool.acquire() as conn:
             if kind == "cursors":
-                table = await self._unraced(path, lambda: catalog.read_cursors(conn, path, name))
+                table = await self._stream_writes.read(path, lambda: catalog.read_cursors(conn, path, name))
                 if table:
                     stream.cursors[name] = table
                 else:
                     stream.cursors.pop(name, None)
             else:
-                stream.tables[name] = await self._unraced(path, lambda: catalog.read_state(conn, path, name))
-
-    async def _unraced(self, path: str, read: Callable[[], Awaitable[T]]) -> T:
-        """`read()` of a stream's cursors or state tables, again while a write of this process landed
-        during it: the write is in the view already, and the read, begun before it committed, may not
-        hold it. Replacing the view with such a read took a group's committed offsets back until the
-        next commit of the same partitions (chaos, cloud: an OffsetCommit answered while the namespace
-        was reloaded after a database outage read back lower a second later)."""
-        while True:
-            before = self._local_writes.get(path, 0)
-            found = await read()
-            if self._local_writes.get(path, 0) == before:
-                return found
-
-    def _wrote(self, stream: StreamState) -> None:
-        """A write of the stream's cursors or state tables committed (its caller updates the view next)."""
-        self._local_writes[stream.path] = self._local_writes.get(stream.path, 0) + 1
+                stream.tables[name] = await self._stream_writes.read(path, lambda: catalog.read_state(conn, path, name))
 
     async def reload_state(self, stream: str, table: str) -> None:
         """The table as the database holds it now, without waiting for a notification under way
@@ -510,18 +494,16 @@ class CloudStore(NamespaceStore):
         self, stream: StreamState, group: str, cursors: Sequence[Cursor], deleted: Sequence[tuple[str, int]]
     ) -> None:
         with database_step(f"writing offsets of group {group} in {stream.path}"):
-            async with self._pool.acquire() as conn, conn.transaction():
+            async with self._pool.acquire() as conn, self._stream_writes.writing(stream.path), conn.transaction():
                 await catalog.write_cursors(conn, stream.path, group, cursors, deleted)
                 await self._notify(conn, "cursors", s=stream.path, g=group)
-        self._wrote(stream)
 
     async def _persist_state(
         self, stream: StreamState, table: str, records: Mapping[str, dict | None], durable: bool
     ) -> None:
         with database_step(f"writing state table {table} of {stream.path}"):
-            async with self._pool.acquire() as conn, conn.transaction():
+            async with self._pool.acquire() as conn, self._stream_writes.writing(stream.path), conn.transaction():
                 await self._write_state(conn, stream, table, records)
-        self._wrote(stream)
 
     async def _persist_fenced_state(
         self, stream: StreamState, table: str, records: Mapping[str, dict | None], durable: bool, fence: StateFence
@@ -530,10 +512,9 @@ class CloudStore(NamespaceStore):
         kc_commit fences appends): a move of leadership either commits first, and the write is
         refused, or waits until it is done, and the new leader reads what it wrote."""
         with database_step(f"writing state table {table} of {stream.path}"):
-            async with self._pool.acquire() as conn, conn.transaction():
+            async with self._pool.acquire() as conn, self._stream_writes.writing(stream.path), conn.transaction():
                 await _check_fence(conn, fence, "state")
                 await self._write_state(conn, stream, table, records)
-        self._wrote(stream)
 
     async def _persist_fenced_cursors(
         self, stream: StreamState, group: str, cursors: Sequence[Cursor], fence: StateFence
@@ -541,11 +522,10 @@ class CloudStore(NamespaceStore):
         """The offsets, fenced as _persist_fenced_state fences state: a deposed group coordinator's
         late commit is refused rather than landing after its successor's and moving them back."""
         with database_step(f"writing offsets of group {group} in {stream.path}"):
-            async with self._pool.acquire() as conn, conn.transaction():
+            async with self._pool.acquire() as conn, self._stream_writes.writing(stream.path), conn.transaction():
                 await _check_fence(conn, fence, "offsets")
                 await catalog.write_cursors(conn, stream.path, group, cursors, ())
                 await self._notify(conn, "cursors", s=stream.path, g=group)
-        self._wrote(stream)
 
     async def _write_state(self, conn: Any, stream: StreamState, table: str,
                            records: Mapping[str, dict | None]) -> None:

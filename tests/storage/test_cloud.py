@@ -132,6 +132,41 @@ async def test_a_view_read_back_never_hides_a_commit_this_process_made_meanwhile
     assert {c.partition: c.offset for c in a.get_cursors("/apps/s", "g")}[0] == 9
 
 
+async def test_a_read_raced_by_commits_without_a_pause_still_ends(pair, monkeypatch):
+    """A group committing after every message races every read of its cursors. Each raced read was
+    read again for as long as the commits came, so another broker's change of the group never reached
+    this broker's view. Now, after a few raced reads, one read holds this broker's commits back."""
+    a, b = pair
+    await a.create_stream("/apps/s")
+    await a.create_topic("/apps/s", "t", 2)
+    await a.commit_cursors("/apps/s", "g", [Cursor("t", 0, 1)])
+    await eventually(lambda: b.get_stream("/apps/s") is not None)
+    real, commits, committing = storage.cloud.catalog.read_cursors, [], [True]
+
+    async def read_while_committing(*args):  # every read (a's, and b's of a's commits) meets a commit
+        found = await real(*args)
+        if committing:
+            commit = asyncio.create_task(a.commit_cursors("/apps/s", "g", [Cursor("t", 0, 10 + len(commits))]))
+            commits.append(commit)
+            await asyncio.wait({commit}, timeout=0.5)  # a commit the read holds back goes on after it
+        return found
+
+    monkeypatch.setattr(storage.cloud.catalog, "read_cursors", read_while_committing)
+    await b.commit_cursors("/apps/s", "g", [Cursor("t", 1, 3)])
+    try:
+        await eventually(lambda: {c.partition: c.offset for c in a.get_cursors("/apps/s", "g")}.get(1) == 3, 20)
+    finally:
+        committing.clear()
+        await asyncio.gather(*commits)
+    assert len(commits) > 3  # the reads were raced, and more than RACED_READS times
+
+    def partition_0(store) -> int:
+        return {c.partition: c.offset for c in store.get_cursors("/apps/s", "g")}[0]
+
+    await eventually(lambda: partition_0(b) == partition_0(a))  # b read the database after a's last commit
+    assert partition_0(a) >= 10
+
+
 async def test_settings_set_at_once_by_two_brokers_keep_both(pair):
     """Brokers starting together each record settings (the cluster name): no collision, no lost key."""
     a, b = pair
