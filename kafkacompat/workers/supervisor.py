@@ -258,8 +258,16 @@ def write_epochs(root: str, epochs: list[int]) -> None:
     killed while writing one, the other still holds every epoch handed out (the new one is not in use yet)."""
     text = epochs_record(epochs)
     data = text.ljust(-(-len(text) // EPOCHS_BLOCK) * EPOCHS_BLOCK, b" ")  # JSON ignores trailing spaces
+    written = 0
     for name in (EPOCHS_FILE, EPOCHS_COPY):
-        _write_padded(os.path.join(root, name), data)
+        try:
+            _write_padded(os.path.join(root, name), data)
+            written += 1
+        except StorageFullError as exc:  # a record of an earlier release (unpadded), or none yet
+            log.warning("the disk is full: %s could not be written (%s)", os.path.join(root, name), exc)
+    if not written:  # as a single broker, the workers start on a full disk
+        log.warning("the disk is full: no record of the leader epochs %s could be written; the next start "
+                    "leads above the epochs the partitions record", epochs)
 
 
 def _write_padded(path: str, data: bytes) -> None:

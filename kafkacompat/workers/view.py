@@ -69,9 +69,14 @@ def read_record(path: str) -> tuple[list[int] | None, str | None]:
 
 
 def read_epochs(data_dir: str) -> list[int]:
-    """Each worker's leader epoch as the supervisor last wrote it; [] when there is no whole record."""
-    epochs, _problem = read_record(os.path.join(data_dir, EPOCHS_FILE))
-    return epochs or []
+    """Each worker's leader epoch as the supervisor last wrote it; [] when there is no whole record.
+    Both records are read: one torn, garbled or left unwritten on a full disk is older than the other
+    or unreadable, and epochs only rise, so each worker's is the higher of the two."""
+    whole = [epochs for name in (EPOCHS_FILE, EPOCHS_COPY)
+             if (epochs := read_record(os.path.join(data_dir, name))[0])]
+    if len(whole) == 2 and len(whole[0]) == len(whole[1]):
+        return [max(pair) for pair in zip(*whole)]
+    return whole[0] if whole else []  # of another worker count: workers.json is the one written first
 
 
 class WorkerView(ClusterView):

@@ -3,6 +3,7 @@ stock clients spreading their load over the workers through Metadata alone."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -10,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import kio.schema.find_coordinator.v2.request as find_v2
@@ -433,25 +435,39 @@ def test_a_new_command_waits_out_the_workers_of_a_killed_supervisor(workers: Wor
         again.kill()
 
 
-@pytest.mark.slow
-def test_workers_start_again_on_a_full_disk(tmp_path: Path) -> None:
-    # The workers fault campaign's full-disk-sigterm found it: stopped and started again while the disk
-    # was full, the supervisor died with a traceback writing workers.json for worker 1 (worker 0 served;
-    # a single broker starts on a full disk).
+@contextlib.contextmanager
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 16 MiB tmpfs to fill (skips the test where it cannot be mounted)."""
     volume = tmp_path / "disk"
     volume.mkdir()
     if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(volume)], capture_output=True).returncode:
         pytest.skip("cannot mount a tmpfs here (not root): no full disk to start on")
     try:
+        yield volume
+    finally:
+        subprocess.run(["umount", "-l", str(volume)], capture_output=True)
+
+
+def fill(volume: Path) -> None:
+    """Write until not one more byte fits."""
+    with open(volume / "filler", "ab", buffering=0) as f:
+        for chunk in (1 << 20, 1 << 12, 1 << 9):
+            try:
+                while True:
+                    f.write(bytes(chunk))
+            except OSError:
+                pass
+
+
+@pytest.mark.slow
+def test_workers_start_again_on_a_full_disk(tmp_path: Path) -> None:
+    # The workers fault campaign's full-disk-sigterm found it: stopped and started again while the disk
+    # was full, the supervisor died with a traceback writing workers.json for worker 1 (worker 0 served;
+    # a single broker starts on a full disk).
+    with small_disk(tmp_path) as volume:
         first = Workers(volume / "data", 2)
         try:
-            with open(volume / "filler", "ab", buffering=0) as f:
-                for chunk in (1 << 20, 1 << 12, 1 << 9):
-                    try:
-                        while True:
-                            f.write(bytes(chunk))
-                    except OSError:
-                        pass
+            fill(volume)
             assert first.stop() == 0, "".join(first.log)[-3000:]
         finally:
             first.kill()
@@ -460,8 +476,29 @@ def test_workers_start_again_on_a_full_disk(tmp_path: Path) -> None:
             assert again.stop() == 0
         finally:
             again.kill()
-    finally:
-        subprocess.run(["umount", "-l", str(volume)], capture_output=True)
+
+
+@pytest.mark.slow
+def test_workers_start_on_a_full_disk_over_an_earlier_releases_record(tmp_path: Path) -> None:
+    # An earlier release wrote workers.json without padding or checksum, and no copy: on a full disk
+    # neither could be written (no block for a new file, the old one too short to rewrite in place) and
+    # the supervisor died with a traceback instead of starting as a single broker does.
+    with small_disk(tmp_path) as volume:
+        data = volume / "data"
+        first = Workers(data, 2)
+        try:
+            assert first.stop() == 0, "".join(first.log)[-3000:]
+        finally:
+            first.kill()
+        (data / "workers.copy.json").unlink()
+        (data / "workers.json").write_text(json.dumps({"epochs": [1, 2]}))
+        fill(volume)
+        again = Workers(data, 2)  # raises unless both workers serve
+        try:
+            assert any("no record of the leader epochs" in line for line in again.log), "".join(again.log)[-3000:]
+            assert again.stop() == 0
+        finally:
+            again.kill()
 
 
 def leader_epochs(port: int, topic: str) -> dict[int, int]:
@@ -519,3 +556,19 @@ def test_leader_epochs_never_go_back_whatever_became_of_workers_json(tmp_path: P
         assert again.stop() == 0
     finally:
         again.kill()
+
+
+@pytest.mark.parametrize("workers_json, expected", [
+    (None, [7, 9]),  # the supervisor's rewrite of workers.json torn by a full disk: the copy is whole
+    (b'{"epochs": [7, 8]}', [7, 9]),  # an older record (the copy was written after it): the higher epoch
+    (b'{"epochs": [5, 6, 4]}', [5, 6, 4]),  # another worker count: workers.json, written first
+], ids=["torn", "older", "other-count"])
+def test_workers_learn_each_others_epochs_from_either_record(tmp_path: Path, workers_json: bytes | None,
+                                                             expected: list[int]) -> None:
+    # A worker advertises the partitions of the others under their leader epochs as it reads them; a
+    # torn workers.json made it advertise none, and an older one epochs lower than their owner's.
+    from kafkacompat.workers.view import epochs_record, read_epochs
+
+    (tmp_path / "workers.json").write_bytes(workers_json or b'{"epochs": [7, ')
+    (tmp_path / "workers.copy.json").write_bytes(epochs_record([7, 9]))
+    assert read_epochs(str(tmp_path)) == expected
