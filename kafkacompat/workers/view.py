@@ -30,6 +30,7 @@ from kafkacompat.protocol.messages import make
 
 from ..cluster.membership import ClusterView, Member, PartitionKey
 from ..security.client import ClientSecurity
+from ..storage.disk.files import read_if_there
 from ..storage.disk.shared import owner_of
 from .forward import ForwardError, create_at_controller, forward
 from .role import WorkerRole
@@ -49,13 +50,9 @@ def epochs_record(epochs: list[int]) -> bytes:
 
 def read_record(path: str) -> tuple[list[int] | None, str | None]:
     """(epochs, None) from a whole record, (None, None) when there is none, (None, what is wrong) else."""
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except FileNotFoundError:
-        return None, None
-    except OSError as exc:
-        return None, f"cannot be read ({exc.strerror})"
+    data, problem = read_if_there(path)
+    if data is None:
+        return None, problem
     try:
         record = json.loads(data)
         epochs = record["epochs"]

@@ -15,6 +15,7 @@ import json
 import os
 
 from . import layout
+from .files import read_if_there
 from .volumes import Volume
 
 _PARTITIONLET_KEYS = ("base", "volume", "sealed", "next", "size", "max_ts", "max_ts_offset", "created_ms")
@@ -33,13 +34,9 @@ class LogFile:
 
 def read_manifest(path: str) -> tuple[dict | None, str | None]:
     """(manifest, None), (None, None) when there is none, or (None, what is wrong with it)."""
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except FileNotFoundError:
-        return None, None
-    except OSError as exc:
-        return None, f"cannot be read ({exc.strerror})"
+    data, problem = read_if_there(path)
+    if data is None:
+        return None, problem
     try:
         manifest = json.loads(data)
         if not isinstance(manifest, dict):

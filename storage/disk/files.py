@@ -33,6 +33,18 @@ def fsync_path(path: str) -> None:
         os.close(fd)
 
 
+def read_if_there(path: str) -> tuple[bytes | None, str | None]:
+    """(content, None), (None, None) when there is no such file, or (None, why it cannot be read): a
+    record a start reads, where a missing one is normal and an unreadable one is named in a log line."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(), None
+    except FileNotFoundError:
+        return None, None
+    except OSError as exc:
+        return None, f"cannot be read ({exc.strerror})"
+
+
 def make_dirs(path: str) -> None:
     """mkdir -p, fsyncing each parent so the new directories survive a crash."""
     missing = []

@@ -6,7 +6,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from kafkacompat.testing.cluster import TEST_HEARTBEAT_MS, TEST_LEASE_MS, cloud_cluster_args
+from kafkacompat.testing.cluster import TEST_HEARTBEAT_MS, TEST_LEASE_MS, BrokerCluster, cloud_cluster_args
+from kafkacompat.testing.cluster_process import free_port
 from kafkacompat.testing.services import Postgres, ServiceUnavailable, postgres_fixture
 
 
@@ -23,3 +24,14 @@ def cloud_args() -> list[str]:
         return cloud_cluster_args(TEST_LEASE_MS, TEST_HEARTBEAT_MS)
     except ServiceUnavailable as exc:
         pytest.skip(str(exc))
+
+
+@pytest.fixture
+def http_cluster(cloud_args: list[str]) -> Iterator[BrokerCluster]:
+    """Two brokers of one cluster, each with its HTTP port (REST, console) as `broker.http_port`."""
+    running = BrokerCluster(2, cloud_args)
+    for broker in running.brokers:
+        broker.http_port = free_port()  # type: ignore[attr-defined]
+        broker.extra = (*broker.extra, "--http-port", str(broker.http_port))  # type: ignore[attr-defined]
+    with running:
+        yield running

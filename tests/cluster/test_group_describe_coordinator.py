@@ -16,7 +16,6 @@ import json
 import time
 import urllib.request
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import kio.schema.describe_groups.v5.request as dg
@@ -28,7 +27,6 @@ from kio.schema.errors import ErrorCode
 
 from kafkacompat.cluster.leadership import preferred_leader
 from kafkacompat.testing.cluster import BrokerCluster
-from kafkacompat.testing.cluster_process import free_port
 from tests.cluster.test_offset_fetch_coordinator import coordinator_of
 from tests.wire import Wire
 
@@ -37,13 +35,8 @@ GROUP = "described"
 
 
 @pytest.fixture
-def cluster(cloud_args: list[str]) -> Iterator[BrokerCluster]:
-    running = BrokerCluster(2, cloud_args)
-    for broker in running.brokers:
-        broker.http_port = free_port()  # type: ignore[attr-defined]
-        broker.extra = (*broker.extra, "--http-port", str(broker.http_port))  # type: ignore[attr-defined]
-    with running:
-        yield running
+def cluster(http_cluster: BrokerCluster) -> BrokerCluster:
+    return http_cluster
 
 
 def _rest(broker: Any, path: str) -> Any:

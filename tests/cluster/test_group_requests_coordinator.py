@@ -13,7 +13,6 @@ NOT_LEADER_OR_FOLLOWER).
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -22,7 +21,6 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from kafkacompat.testing.cluster import BrokerCluster
-from kafkacompat.testing.cluster_process import free_port
 from tests.cluster.test_group_describe_coordinator import _topic_led_by
 from tests.cluster.test_offset_fetch_coordinator import coordinator_of
 from tests.wire import Wire
@@ -33,13 +31,8 @@ V2 = {"Content-Type": "application/vnd.kafka.v2+json"}
 
 
 @pytest.fixture
-def cluster(cloud_args: list[str]) -> Iterator[BrokerCluster]:
-    running = BrokerCluster(2, cloud_args)
-    for broker in running.brokers:
-        broker.http_port = free_port()  # type: ignore[attr-defined]
-        broker.extra = (*broker.extra, "--http-port", str(broker.http_port))  # type: ignore[attr-defined]
-    with running:
-        yield running
+def cluster(http_cluster: BrokerCluster) -> BrokerCluster:
+    return http_cluster
 
 
 def _committed(cluster: BrokerCluster, topic: str) -> int:
