@@ -393,9 +393,14 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     async def delete_cursors(
-        self, stream: str, group: str, partitions: Sequence[tuple[str, int]] | None = None
+        self, stream: str, group: str, partitions: Sequence[tuple[str, int]] | None = None, *,
+        fence: "StateFence | None" = None,
     ) -> None:
-        """Delete a group's cursors: all of them, or those of (topic, partition)."""
+        """Delete a group's cursors: all of them, or those of (topic, partition).
+
+        With `fence`, only while that leader epoch holds, as commit_cursors:
+        a deposed coordinator's late delete or offset expiry cannot remove
+        offsets its successor has committed since."""
 
     # state tables
     @abc.abstractmethod

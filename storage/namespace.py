@@ -348,10 +348,11 @@ class NamespaceStore(Store):
     ) -> None: ...
 
     async def _persist_fenced_cursors(
-        self, stream: StreamState, group: str, cursors: Sequence[Cursor], fence: StateFence
+        self, stream: StreamState, group: str, cursors: Sequence[Cursor], deleted: Sequence[tuple[str, int]],
+        fence: StateFence,
     ) -> None:
         """_persist_cursors under a leader epoch; only a store other processes write has epochs to check."""
-        await self._persist_cursors(stream, group, cursors, ())
+        await self._persist_cursors(stream, group, cursors, deleted)
 
     @abc.abstractmethod
     async def _persist_state(
@@ -591,7 +592,7 @@ class NamespaceStore(Store):
         if fence is None:
             await self._persist_cursors(state, group, stamped, ())
         else:
-            await self._persist_fenced_cursors(state, group, stamped, fence)
+            await self._persist_fenced_cursors(state, group, stamped, (), fence)
         table = state.cursors.setdefault(group, {})
         for cursor in stamped:
             table[(cursor.topic, cursor.partition)] = cursor
@@ -603,7 +604,8 @@ class NamespaceStore(Store):
         return sorted(self._stream(stream).cursors)
 
     async def delete_cursors(
-        self, stream: str, group: str, partitions: Sequence[tuple[str, int]] | None = None
+        self, stream: str, group: str, partitions: Sequence[tuple[str, int]] | None = None, *,
+        fence: StateFence | None = None,
     ) -> None:
         state = self._stream(stream)
         table = state.cursors.get(group)
@@ -612,7 +614,10 @@ class NamespaceStore(Store):
         keys = list(table) if partitions is None else [tuple(p) for p in partitions if tuple(p) in table]
         if not keys:
             return
-        await self._persist_cursors(state, group, (), keys)
+        if fence is None:
+            await self._persist_cursors(state, group, (), keys)
+        else:
+            await self._persist_fenced_cursors(state, group, (), keys, fence)
         for key in keys:
             table.pop(key, None)
         if not table:

@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from kio.schema.errors import ErrorCode
 
-from kafkacompat.storage import Cursor, StateFence, Store
+from kafkacompat.storage import Cursor, NotLeaderError, StateFence, Store
 
 from ..catalog import group_configs
 from ..config import BrokerConfig
@@ -318,6 +318,12 @@ class GroupCoordinator:
         fence = self.commit_fence(group_id if coordinated_by is None else coordinated_by)
         await self.offsets.commit(group_id, cursors, fence)
 
+    async def delete_offsets(self, group_id: str, partitions: Sequence[tuple[str, str, int]] | None = None) -> None:
+        """Delete the group's offsets (all, or those of (stream, topic, partition)), fenced as commit
+        fences them: a deposed coordinator's DeleteGroups, OffsetDelete or expiry sweep removes nothing
+        its successor committed (NotLeaderError instead)."""
+        await self.offsets.delete(group_id, partitions, self.commit_fence(group_id))
+
     def subscribed_topics(self, group_id: str) -> set[str] | None:
         """Topics the members of a consumer group subscribe to; None when unknown."""
         group = self.groups.get(group_id)
@@ -353,7 +359,8 @@ class GroupCoordinator:
         for group in self._all_groups():
             expired = expired_of_classic_group(group, self.offsets.all(group.group_id), now, retention, default_stream)
             if expired:
-                await self.offsets.delete(group.group_id, expired)
+                if not await self._expire(group.group_id, expired):
+                    continue
                 log.info("group %s: %d committed offset(s) expired", group.group_id, len(expired))
                 expired_total += len(expired)
             if group.is_(Empty) and not self.offsets.has_offsets(group.group_id):
@@ -369,11 +376,22 @@ class GroupCoordinator:
         kept = topic_keys(self.consumer.subscribed_topic_names(group_id) or set(), self.offsets.store.default_stream)
         expired = expired_unless_kept(self.offsets.all(group_id), kept, now, retention)
         if expired:
-            await self.offsets.delete(group_id, expired)
+            if not await self._expire(group_id, expired):
+                return 0
             log.info("consumer group %s: %d committed offset(s) expired", group_id, len(expired))
         if not self.offsets.has_offsets(group_id) and self.consumer.drop_if_empty(group_id):
             self._save(group_id)
         return len(expired)
+
+    async def _expire(self, group_id: str, expired: Sequence[tuple[str, str, int]]) -> bool:
+        """Delete expired offsets; False when this broker no longer coordinates the group (its
+        successor sweeps them), which does not stop the sweep of the groups it still has."""
+        try:
+            await self.delete_offsets(group_id, expired)
+        except NotLeaderError:
+            log.info("group %s: offsets not expired here, its coordinator moved", group_id)
+            return False
+        return True
 
     async def _expire_periodically(self) -> None:
         interval = self.config.offsets_retention_check_interval_ms / 1000
@@ -431,13 +449,13 @@ class GroupCoordinator:
             error = self.streams.delete(group_id)
             if error == ErrorCode.none:
                 self._save(group_id)
-                await self.offsets.delete(group_id)
+                await self.delete_offsets(group_id)
             return error
         if group_id in self.consumer.groups:
             error = self.consumer.delete(group_id)
             if error == ErrorCode.none:
                 self._save(group_id)
-                await self.offsets.delete(group_id)
+                await self.delete_offsets(group_id)
             return error
         group = self._group(group_id)
         if group is None or group.is_(Dead):
@@ -447,7 +465,7 @@ class GroupCoordinator:
         group.transition(Dead, self._clock())
         self.groups.pop(group_id, None)
         self._save(group_id)
-        await self.offsets.delete(group_id)
+        await self.delete_offsets(group_id)
         log.info("group %s deleted", group_id)
         return ErrorCode.none
 

@@ -52,15 +52,18 @@ class CommittedOffsets:
         for stream, batch in by_stream.items():
             await self.store.commit_cursors(stream, group, batch, fence=fence)
 
-    async def delete(self, group: str, partitions: Sequence[tuple[str, str, int]] | None = None) -> None:
-        """Delete all of the group's cursors, or those of (stream, topic, partition)."""
+    async def delete(
+        self, group: str, partitions: Sequence[tuple[str, str, int]] | None = None, fence: StateFence | None = None
+    ) -> None:
+        """Delete all of the group's cursors, or those of (stream, topic, partition), each stream's
+        under `fence` (see Store.delete_cursors)."""
         if partitions is None:
             for stream in self.streams_of(group):
-                await self.store.delete_cursors(stream, group)
+                await self.store.delete_cursors(stream, group, fence=fence)
             return
         by_stream: dict[str, list[tuple[str, int]]] = defaultdict(list)
         for stream, topic, partition in partitions:
             by_stream[stream].append((topic, partition))
         for stream, keys in by_stream.items():
             if group in self.store.list_cursor_groups(stream):
-                await self.store.delete_cursors(stream, group, keys)
+                await self.store.delete_cursors(stream, group, keys, fence=fence)

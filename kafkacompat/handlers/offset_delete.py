@@ -59,7 +59,7 @@ async def handle(ctx: Request[Reaches], request: Any) -> Any:
                 doomed.append((key, (info.stream, info.name, part.partition_index)))
     if doomed:
         try:
-            await cluster.groups.offsets.delete(request.group_id, [target for _, target in doomed])
+            await cluster.groups.delete_offsets(request.group_id, [target for _, target in doomed])
             outcome = ErrorCode.none
         except storage.StorageError as exc:  # logged by the store
             outcome = coordinator_storage_error_code(exc)

@@ -517,14 +517,15 @@ class CloudStore(NamespaceStore):
                 await self._write_state(conn, stream, table, records)
 
     async def _persist_fenced_cursors(
-        self, stream: StreamState, group: str, cursors: Sequence[Cursor], fence: StateFence
+        self, stream: StreamState, group: str, cursors: Sequence[Cursor], deleted: Sequence[tuple[str, int]],
+        fence: StateFence,
     ) -> None:
         """The offsets, fenced as _persist_fenced_state fences state: a deposed group coordinator's
-        late commit is refused rather than landing after its successor's and moving them back."""
+        late commit (or delete) is refused rather than landing after its successor's commit."""
         with database_step(f"writing offsets of group {group} in {stream.path}"):
             async with self._pool.acquire() as conn, self._stream_writes.writing(stream.path), conn.transaction():
                 await _check_fence(conn, fence, "offsets")
-                await catalog.write_cursors(conn, stream.path, group, cursors, ())
+                await catalog.write_cursors(conn, stream.path, group, cursors, deleted)
                 await self._notify(conn, "cursors", s=stream.path, g=group)
 
     async def _write_state(self, conn: Any, stream: StreamState, table: str,

@@ -1,4 +1,4 @@
-"""A deposed group coordinator's late OffsetCommit is refused: committed offsets never go back (issue 28).
+"""A deposed group coordinator's late OffsetCommit (or OffsetDelete) is refused: committed offsets never go back (issue 28).
 
 A coordinator that has been replaced believes it leads its __consumer_offsets
 partition until its next lease renewal. Its OffsetCommit in that window used to
@@ -28,6 +28,7 @@ from kafkacompat.http.kafka_calls import build, call
 from kafkacompat.testing.services import ServiceUnavailable, cloud_store
 
 OFFSET_COMMIT = 8
+OFFSET_DELETE = 47
 
 
 def offset_commit(group: str, topic: str, offset: int) -> Any:
@@ -68,6 +69,47 @@ async def test_a_deposed_coordinators_offset_commit_answers_not_coordinator_and_
 
         answer = await call(broker, OFFSET_COMMIT, offset_commit("g", "t", 7))  # late, on the old coordinator
         assert answer.topics[0].partitions[0].error_code == ErrorCode.not_coordinator
+        stored = await conn.fetchval("SELECT \"offset\" FROM kc_cursors WHERE grp = 'g' AND topic = 't'")
+        assert stored == 10
+    finally:
+        await conn.close()
+        await broker.groups.close()
+        await new_store.close()
+        await old_store.close()
+
+
+async def test_a_deposed_coordinators_offset_delete_and_expiry_remove_nothing_its_successor_committed() -> None:
+    # The same window: the old coordinator's OffsetDelete (or its offset-expiry sweep) deleted the
+    # offsets unfenced, though the new coordinator's group had committed them since.
+    try:
+        database, objects = cloud_store()
+    except ServiceUnavailable as exc:
+        pytest.skip(str(exc))
+    old_store = storage.open_store(database, object_store=objects)
+    new_store = storage.open_store(database, object_store=objects)
+    await old_store.open()
+    await new_store.open()
+    broker = Cluster(BrokerConfig(node_id=1, offsets_topic_num_partitions=1), old_store)
+    conn = await asyncpg.connect(database)
+    try:
+        await create_schema(conn)
+        await old_store.create_topic("/default", "t", 1)
+        await conn.execute("INSERT INTO kc_partition_leaders VALUES ('/default', '__consumer_offsets', $1, 1, 3)",
+                           coordinator_partition("g", 1))
+        view: Any = broker.view
+        view.leads, view.leader_of = (lambda key: True), (lambda key: (1, 3))
+        broker._fenced = True
+        assert (await call(broker, OFFSET_COMMIT, offset_commit("g", "t", 5))).topics[0].partitions[0].error_code \
+            == ErrorCode.none
+
+        await conn.execute("UPDATE kc_partition_leaders SET leader = 2, epoch = 4")
+        await new_store.commit_cursors("/default", "g", [storage.Cursor("t", 0, 10)])
+
+        late = build(OFFSET_DELETE, group_id="g", topics=(build(OFFSET_DELETE, "OffsetDeleteRequestTopic", name="t",
+                     partitions=(build(OFFSET_DELETE, "OffsetDeleteRequestPartition", partition_index=0),)),))
+        answer = await call(broker, OFFSET_DELETE, late)
+        assert answer.topics[0].partitions[0].error_code == ErrorCode.not_coordinator
+        assert await broker.groups.expire_offsets(now=2**62) == 0  # every offset long past its retention
         stored = await conn.fetchval("SELECT \"offset\" FROM kc_cursors WHERE grp = 'g' AND topic = 't'")
         assert stored == 10
     finally:

@@ -61,6 +61,7 @@ async def test_every_call_while_the_database_is_down_raises_storage_unavailable_
                 "commit_cursors fenced": lambda: store.commit_cursors(DEFAULT, "g", [Cursor("t", 0, 9, -1, "during", 0)],
                                                                       fence=(DEFAULT, "t", 0, 1)),
                 "delete_cursors": lambda: store.delete_cursors(DEFAULT, "g"),
+                "delete_cursors fenced": lambda: store.delete_cursors(DEFAULT, "g", fence=(DEFAULT, "t", 0, 1)),
                 "put_state": lambda: store.put_state(DEFAULT, "groups", {"g": {"generation": 2}}, durable=False),
                 "put_state fenced": lambda: store.put_state(DEFAULT, "shares", {"k": {}}, fence=(DEFAULT, "t", 0, 1)),
                 "reload_state": lambda: store.reload_state(DEFAULT, "groups"),
