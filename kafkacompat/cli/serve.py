@@ -18,6 +18,7 @@ import os
 import signal
 import socket
 import sys
+import time
 import traceback
 
 from .. import log_format
@@ -105,10 +106,9 @@ async def run_until_signalled(config: BrokerConfig) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     try:
-        await server.start()
+        await server.start(before_serving=freeze_long_lived)
     except Exception as exc:
         raise _explain(config, exc) or exc
-    freeze_long_lived()
     watch = None
     if config.worker_of is not None:  # one of `serve --workers N`: tell the supervisor, stop if it goes
         announce_ready(WorkerRole.parse(config.worker_of))
@@ -141,10 +141,15 @@ def freeze_long_lived() -> None:
     them frozen 9-124 ms (31 ms median), measured with gc.callbacks on a
     loaded 2-core machine (issue 32). What is frozen is never collected, so
     garbage is collected first; only the broker's own process does this (a
-    test's in-process brokers keep the test's heap collectable).
+    test's in-process brokers keep the test's heap collectable). It runs
+    before the listeners accept: after, its 0.2-0.5 s at 20,000 topics held
+    the first clients.
     """
+    started = time.perf_counter()
     gc.collect()
     gc.freeze()
+    log.debug("froze %d objects loaded at start in %.0f ms", gc.get_freeze_count(),
+              (time.perf_counter() - started) * 1000)
 
 
 def _explain(config: BrokerConfig, exc: Exception) -> StartError | None:

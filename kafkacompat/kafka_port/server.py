@@ -11,6 +11,7 @@ import dataclasses
 import functools
 import logging
 import socket
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from kafkacompat import storage
@@ -101,7 +102,9 @@ class BrokerServer:
             "kafka_listener": bool(self._servers) and all(s.is_serving() for s in self._servers.values()),
         }
 
-    async def start(self) -> None:
+    async def start(self, before_serving: Callable[[], None] | None = None) -> None:
+        """Bind, open the store, join the cluster, start the services, then serve; `before_serving`
+        runs last before the listeners accept (the broker process freezes its start-up heap there)."""
         # Bind before opening the store: a broker that cannot listen must not
         # touch the data dir (opening it consumes the clean-shutdown marker).
         try:
@@ -147,6 +150,8 @@ class BrokerServer:
             await self.cluster.oauth.start()
         self.cluster.replication = ReplicationService(self.store, self.config, self.cluster)
         await self.cluster.replication.start()
+        if before_serving is not None:
+            before_serving()
         for listener in self.listeners:
             await self._servers[listener.name].start_serving()
             host, port = self.cluster.address(listener.name)
