@@ -76,6 +76,10 @@ class PostgresCluster(ClusterView):
         # (ticks started, ticks that read the table or failed): look_again waits for one started after it asked
         self._beats = (0, 0)
         self._pulse = asyncio.Event()  # set, and replaced, whenever a tick ends or a partition is served
+        # This broker lost the database and is back: until then (monotonic), it takes no partition from a
+        # broker whose lease lapsed and ends no lease (`_grace`); None: no outage of its own to allow for
+        self._grace_until: float | None = None
+        self._lost_database = False
 
     async def start(self) -> None:
         try:
@@ -200,6 +204,7 @@ class PostgresCluster(ClusterView):
                     await self._beat()
                 except DATABASE_ERRORS as exc:
                     log.warning("reading the cluster's leader table failed (%s); trying again", exc)
+                    self._lost_database = True
                     self._conn = await self._reconnect(self._conn)
                 except Exception:  # noqa: BLE001 - a broker whose heartbeat ends leads nothing until restarted
                     log.exception("the cluster heartbeat failed; trying again")
@@ -277,16 +282,23 @@ class PostgresCluster(ClusterView):
     async def _look(self) -> None:
         conn = self._conn
         if conn is None:
+            self._lost_database = True
             self._conn = await self._reconnect(None)
             return
         registration = self._registration
-        departed = await end_departed(conn, self.me.node_id, self._lease.lease_ms, self._heartbeat_ms)
-        if departed:
-            log.info("broker(s) %s are gone (their database sessions ended): their leases end now", departed)
+        grace = self._grace()
+        if not grace:
+            departed = await end_departed(conn, self.me.node_id, self._lease.lease_ms, self._heartbeat_ms)
+            if departed:
+                log.info("broker(s) %s are gone (their database sessions ended): their leases end now", departed)
         live, registered, serving = await members(conn)
         rows = await leadership.read_leaders(conn)
         missing, moves = leadership.plan(self.me.node_id, [m.node_id for m in live], self._partitions(), rows,
                                          registered, serving)
+        if grace:  # the others lost the database too: a lease to take up their registrations again
+            lapsed = set(registered) - {m.node_id for m in live}
+            moves = [move for move in moves if move[1].leader not in lapsed]
+            live = live + [m for m in self._live if m.node_id in lapsed]  # still named to clients meanwhile
         handing_on = {key for key, row, _ in moves if row.leader == self.me.node_id}
         self._yielding |= handing_on  # stop serving before the row names the next leader
         self._stop_serving(handing_on)
@@ -319,6 +331,26 @@ class PostgresCluster(ClusterView):
             self._signal()
         self._yielding -= handing_on - set(led)
         self._yielding &= set(led)
+
+    def _grace(self) -> bool:
+        """Whether this broker is within a lease of reaching the database again after losing it.
+
+        An outage of the database longer than the lease lapses every broker's lease at once, and
+        ends every session, alive locks and all. The first broker back used to end the others'
+        leases at once and take all their partitions, which moved back a heartbeat later: every
+        partition changed leader twice, refusing what was in flight, and librdkafka, told a
+        broker was gone, dropped the requests it had sent there (plain producers' duplicates
+        clustered at database outages in the cloud campaign). As a KRaft controller gives every
+        broker a new session timeout when it takes over, a broker back from an outage waits a
+        lease before it takes anyone's partitions: long enough for each to register again. A
+        broker that died meanwhile is seen a lease later than otherwise."""
+        now = time.monotonic()
+        if self._lost_database:
+            self._lost_database = False
+            self._grace_until = now + self._lease.lease_ms / 1000
+            log.info("broker %d reached the database again: no partition of a lapsed lease moves for %d ms",
+                     self.me.node_id, self._lease.lease_ms)
+        return self._grace_until is not None and now < self._grace_until
 
     def _stop_serving(self, keys: Iterable[PartitionKey]) -> None:
         for key in keys:
