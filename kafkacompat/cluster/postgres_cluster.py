@@ -130,7 +130,11 @@ class PostgresCluster(ClusterView):
         self._renew_now.set()
 
     def live(self) -> list[Member]:
-        return self._live if self._lease.valid() else []
+        """The brokers of the last picture of the table, also while this broker cannot reach the
+        database (as a Kafka broker cut off from its controller serves its last metadata). Naming
+        only itself then, as it did, made librdkafka drop the other brokers and fail the requests
+        in flight there, whose batches the brokers then stored as well as their retries."""
+        return self._live
 
     def leader_of(self, key: PartitionKey) -> tuple[int, int] | None:
         row = self._rows.get(key)
