@@ -47,7 +47,10 @@ ENGINES: dict[str, Callable[["Plan", History], Engine]] = {
     "workers": lambda plan, history: WorkersEngine(plan.workdir, history, skip_damaged=plan.skip_damaged),
 }
 SKIP_DAMAGED_FIXED = ("cloud", "replication")  # engines without the --no-skip-damaged mode (no damage on disk)
-FINAL_PHASE_S = 330.0  # drain, restart, final read and checks: normally under a minute (CI allows 400 s a run)
+# drain, restart, final read and checks: normally under a minute (CI allows 400 s a run). The closing phase is
+# stuck when nothing was recorded for this long: a 60-minute cloud run's final read, records arriving all along,
+# took longer than that in all, and was failed as stuck with no verdict
+FINAL_PHASE_S = 330.0
 EXIT_STUCK = 4  # the campaign gave up on its own stuck threads (1: violations, 2: bad arguments, 3: could not run)
 
 
@@ -106,7 +109,7 @@ def drive(plan: Plan, engine: Engine, history: History, out: TextIO) -> None:
     workload = Workload(engine.bootstrap, history, random.Random(f"{plan.seed}:workload"), plan.rate)
     workload.start()
     nemesis.run(plan.minutes * 60, threading.Event())
-    finished = watch(FINAL_PHASE_S + engine.final_checks_s, engine, out)
+    finished = watch(FINAL_PHASE_S + engine.final_checks_s, engine, out, lambda: history.last_at)
     try:
         final_phase(engine, nemesis, workload, history)
     finally:
@@ -128,18 +131,29 @@ def final_phase(engine: Engine, nemesis: Nemesis, workload: Workload, history: H
             engine.stop()
 
 
-def watch(seconds: float, engine: Engine, out: TextIO) -> threading.Event:
-    """Give up on the campaign if the returned event is not set within `seconds`: print why with every
-    thread's stack, kill the brokers and exit with EXIT_STUCK. A thread does it while the others wait on
-    locks or in librdkafka; should one hold the interpreter's lock itself, faulthandler's own thread dumps
-    the stacks and exits a minute later (the brokers then die with their closed log pipe or stay: named)."""
+def watch(seconds: float, engine: Engine, out: TextIO,
+          progress: Callable[[], float] | None = None) -> threading.Event:
+    """Give up on the campaign if the returned event is not set while `seconds` pass with no progress
+    (`progress()`: the monotonic time something last happened, such as a history event; none: from now):
+    print why with every thread's stack, kill the brokers and exit with EXIT_STUCK. A thread does it while
+    the others wait on locks or in librdkafka; should one hold the interpreter's lock itself, faulthandler's
+    own thread dumps the stacks and exits a minute after the last progress it saw (the brokers then die
+    with their closed log pipe or stay: named)."""
     finished = threading.Event()
     stream = out if _has_fileno(out) else sys.stderr
+    started = time.monotonic()
+
+    def idle() -> float:
+        return time.monotonic() - max(started, progress() if progress is not None else started)
 
     def give_up() -> None:
-        if finished.wait(seconds):
+        while (left := seconds - idle()) > 0:
+            if finished.wait(min(left, 5.0)):
+                return
+            faulthandler.dump_traceback_later(seconds - idle() + 60, exit=True, file=stream)
+        if finished.is_set():
             return
-        print(f"chaos: FAIL: the campaign's closing phase did not end within {seconds:.0f} s (clients or the "
+        print(f"chaos: FAIL: the campaign's closing phase made no progress for {seconds:.0f} s (clients or the "
               "final read stuck); the stack of every thread follows, then the brokers are killed", file=stream,
               flush=True)
         faulthandler.dump_traceback(file=stream, all_threads=True)

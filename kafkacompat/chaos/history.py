@@ -26,6 +26,7 @@ class History:
         self._lock = threading.Lock()
         self._count = 0
         self._t0 = time.monotonic()
+        self.last_at = self._t0  # monotonic time of the latest event: the closing phase's watchdog reads it
 
     def now(self) -> float:
         return round(time.monotonic() - self._t0, 4)
@@ -35,6 +36,7 @@ class History:
             self._count += 1
             event = {"i": self._count, "t": self.now(), "type": type_, **fields}
             self._file.write(json.dumps(event, separators=(",", ":")) + "\n")
+            self.last_at = time.monotonic()
             return event
 
     def flush(self) -> None:

@@ -399,7 +399,8 @@ def high_watermark(consumer: Consumer, tp: TopicPartition, deadline: float) -> i
 def read_partition(bootstrap: str, history: History, tp: TopicPartition, isolation: str, timeout: float,
                    event: str = "final", tag: dict[str, Any] | None = None) -> None:
     """Read one partition to its end into `event` events (with each record's key, headers and timestamp, which
-    the replication engine compares between clusters) and one `{event}-end`."""
+    the replication engine compares between clusters) and one `{event}-end`. It gives up after `timeout`
+    seconds without a record: a long backlog read from the object store takes as long as it takes."""
     consumer = Consumer({**COMMON, "bootstrap.servers": bootstrap, "group.id": "chaos-final",
                          "enable.auto.commit": False, "isolation.level": isolation, "check.crcs": True,
                          "enable.partition.eof": True})
@@ -416,6 +417,7 @@ def read_partition(bootstrap: str, history: History, tp: TopicPartition, isolati
                 history.record(event, reader=event, isolation=isolation, topic=tp.topic, partition=tp.partition,
                                offset=msg.offset(), value=msg.value().decode(), **details(msg), **(tag or {}))
                 end = msg.offset() + 1
+                deadline = time.monotonic() + timeout
             elif msg.error().code() == KafkaError._PARTITION_EOF:
                 end = max(end, msg.offset())
                 complete = end >= high or isolation == "read_committed"  # that one ends at the stable offset
