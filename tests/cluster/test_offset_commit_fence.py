@@ -12,7 +12,9 @@ commit is in the database. The old one's OffsetCommit must answer NOT_COORDINATO
 
 from __future__ import annotations
 
+import contextlib
 import datetime
+from collections.abc import AsyncIterator
 from typing import Any
 
 import asyncpg
@@ -38,7 +40,11 @@ def offset_commit(group: str, topic: str, offset: int) -> Any:
                            committed_leader_epoch=-1, committed_metadata=""),)),))
 
 
-async def test_a_deposed_coordinators_offset_commit_answers_not_coordinator_and_writes_nothing() -> None:
+@contextlib.asynccontextmanager
+async def believed_leader(*topics: str) -> AsyncIterator[tuple[Cluster, asyncpg.Connection, Any]]:
+    """(broker 1, a database connection, a second store), on one cloud store: broker 1 believes it
+    leads __consumer_offsets partition 0 under epoch 3, the one row of the leader table (its view is
+    held at that belief), and the store fences its writes by that table. `topics` are created first."""
     try:
         database, objects = cloud_store()
     except ServiceUnavailable as exc:
@@ -47,19 +53,27 @@ async def test_a_deposed_coordinators_offset_commit_answers_not_coordinator_and_
     new_store = storage.open_store(database, object_store=objects)
     await old_store.open()
     await new_store.open()
-    config = BrokerConfig(node_id=1, offsets_topic_num_partitions=1)
-    broker = Cluster(config, old_store)
+    broker = Cluster(BrokerConfig(node_id=1, offsets_topic_num_partitions=1), old_store)
     conn = await asyncpg.connect(database)
     try:
         await create_schema(conn)
-        await old_store.create_topic("/default", "t", 1)
-        index = coordinator_partition("g", 1)
-        await conn.execute("INSERT INTO kc_partition_leaders VALUES ('/default', '__consumer_offsets', $1, 1, 3)",
-                           index)
-        # broker 1 believes it leads the group's partition under epoch 3, in a store fenced by the table
+        for topic in topics:
+            await old_store.create_topic("/default", topic, 1)
+        await conn.execute("INSERT INTO kc_partition_leaders VALUES ('/default', '__consumer_offsets', 0, 1, 3)")
         view: Any = broker.view
         view.leads, view.leader_of = (lambda key: True), (lambda key: (1, 3))
         broker._fenced = True
+        yield broker, conn, new_store
+    finally:
+        await conn.close()
+        await broker.groups.close()
+        await new_store.close()
+        await old_store.close()
+
+
+async def test_a_deposed_coordinators_offset_commit_answers_not_coordinator_and_writes_nothing() -> None:
+    assert coordinator_partition("g", 1) == 0  # the partition broker 1 believes it leads
+    async with believed_leader("t") as (broker, conn, new_store):
         answer = await call(broker, OFFSET_COMMIT, offset_commit("g", "t", 5))
         assert answer.topics[0].partitions[0].error_code == ErrorCode.none
 
@@ -71,36 +85,14 @@ async def test_a_deposed_coordinators_offset_commit_answers_not_coordinator_and_
         assert answer.topics[0].partitions[0].error_code == ErrorCode.not_coordinator
         stored = await conn.fetchval("SELECT \"offset\" FROM kc_cursors WHERE grp = 'g' AND topic = 't'")
         assert stored == 10
-    finally:
-        await conn.close()
-        await broker.groups.close()
-        await new_store.close()
-        await old_store.close()
 
 
 async def test_a_deposed_coordinators_offset_delete_and_expiry_remove_nothing_its_successor_committed() -> None:
     # The same window: the old coordinator's OffsetDelete (or its offset-expiry sweep) deleted the
     # offsets unfenced, though the new coordinator's group had committed them since.
-    try:
-        database, objects = cloud_store()
-    except ServiceUnavailable as exc:
-        pytest.skip(str(exc))
-    old_store = storage.open_store(database, object_store=objects)
-    new_store = storage.open_store(database, object_store=objects)
-    await old_store.open()
-    await new_store.open()
-    broker = Cluster(BrokerConfig(node_id=1, offsets_topic_num_partitions=1), old_store)
-    conn = await asyncpg.connect(database)
-    try:
-        await create_schema(conn)
-        await old_store.create_topic("/default", "t", 1)
-        await conn.execute("INSERT INTO kc_partition_leaders VALUES ('/default', '__consumer_offsets', $1, 1, 3)",
-                           coordinator_partition("g", 1))
-        view: Any = broker.view
-        view.leads, view.leader_of = (lambda key: True), (lambda key: (1, 3))
-        broker._fenced = True
-        assert (await call(broker, OFFSET_COMMIT, offset_commit("g", "t", 5))).topics[0].partitions[0].error_code \
-            == ErrorCode.none
+    async with believed_leader("t") as (broker, conn, new_store):
+        answer = await call(broker, OFFSET_COMMIT, offset_commit("g", "t", 5))
+        assert answer.topics[0].partitions[0].error_code == ErrorCode.none
 
         await conn.execute("UPDATE kc_partition_leaders SET leader = 2, epoch = 4")
         await new_store.commit_cursors("/default", "g", [storage.Cursor("t", 0, 10)])
@@ -112,11 +104,6 @@ async def test_a_deposed_coordinators_offset_delete_and_expiry_remove_nothing_it
         assert await broker.groups.expire_offsets(now=2**62) == 0  # every offset long past its retention
         stored = await conn.fetchval("SELECT \"offset\" FROM kc_cursors WHERE grp = 'g' AND topic = 't'")
         assert stored == 10
-    finally:
-        await conn.close()
-        await broker.groups.close()
-        await new_store.close()
-        await old_store.close()
 
 
 async def test_offsets_a_deposed_transaction_coordinator_commits_at_end_txn_are_refused() -> None:
@@ -124,24 +111,7 @@ async def test_offsets_a_deposed_transaction_coordinator_commits_at_end_txn_are_
     the transaction's __consumer_offsets partition: once that moved (here between its markers and
     its offsets), the deposed coordinator writes none of them; the transaction stays PrepareCommit in the store for the next coordinator to
     finish (as it does a deposed coordinator's refused markers), under its own epoch."""
-    try:
-        database, objects = cloud_store()
-    except ServiceUnavailable as exc:
-        pytest.skip(str(exc))
-    old_store = storage.open_store(database, object_store=objects)
-    new_store = storage.open_store(database, object_store=objects)
-    await old_store.open()
-    await new_store.open()
-    broker = Cluster(BrokerConfig(node_id=1, offsets_topic_num_partitions=1), old_store)
-    conn = await asyncpg.connect(database)
-    try:
-        await create_schema(conn)
-        await old_store.create_topic("/default", "t", 1)
-        await old_store.create_topic("/default", "__consumer_offsets", 1)  # where the markers go
-        await conn.execute("INSERT INTO kc_partition_leaders VALUES ('/default', '__consumer_offsets', 0, 1, 3)")
-        view: Any = broker.view
-        view.leads, view.leader_of = (lambda key: True), (lambda key: (1, 3))
-        broker._fenced = True
+    async with believed_leader("t", "__consumer_offsets") as (broker, conn, new_store):  # the markers go there
         init = await call(broker, 22, build(22, transactional_id="x", transaction_timeout=datetime.timedelta(
             seconds=60), producer_id=-1, producer_epoch=-1))
         assert init.error_code == ErrorCode.none
@@ -169,8 +139,3 @@ async def test_offsets_a_deposed_transaction_coordinator_commits_at_end_txn_are_
         assert stored == 10
         state = await conn.fetchval("SELECT value->>'state' FROM kc_state WHERE tbl = 'transactions' AND key = 'x'")
         assert state == "PrepareCommit"
-    finally:
-        await conn.close()
-        await broker.groups.close()
-        await new_store.close()
-        await old_store.close()
