@@ -69,6 +69,7 @@ class _Load:
         self.sent: dict[int, tuple[int, float]] = {}  # number -> (partition, when)
         self.acked: dict[int, tuple[int, int, float]] = {}  # number -> (partition, offset, when)
         self.failed: list[str] = []
+        self._sending = threading.Lock()  # a snapshot of `sent` raced the producing thread's next entry
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -76,7 +77,8 @@ class _Load:
         n = 0
         while not self._stop.is_set():
             partition = n % PARTITIONS
-            self.sent[n] = (partition, time.monotonic())
+            with self._sending:
+                self.sent[n] = (partition, time.monotonic())
             self.producer.produce(self.topic, str(n).encode(), partition=partition, on_delivery=self._delivered)
             n += 1
             self.producer.poll(0.004)
@@ -100,7 +102,7 @@ class _Load:
         """Seconds from `since` to the first acknowledgement, on the last partition to give one, of a
         message sent after `since`; None while a partition has not acknowledged one."""
         first: dict[int, float] = {}
-        for n, (partition, sent_at) in list(self.sent.items()):
+        for n, (partition, sent_at) in self._sent():
             if sent_at <= since:
                 continue
             got = self.acked.get(n)
@@ -111,8 +113,12 @@ class _Load:
     def longest_wait(self, start: float, end: float) -> float:
         """The longest a message sent between `start` and `end` waited for its acknowledgement."""
         waits = [self.acked.get(n, (0, 0, time.monotonic()))[2] - sent_at
-                 for n, (_, sent_at) in list(self.sent.items()) if start <= sent_at <= end]
+                 for n, (_, sent_at) in self._sent() if start <= sent_at <= end]
         return max(waits, default=0.0)
+
+    def _sent(self) -> list[tuple[int, tuple[int, float]]]:
+        with self._sending:
+            return list(self.sent.items())
 
 
 @pytest.fixture
