@@ -35,7 +35,7 @@ from ..groups.consumer_protocol import (
     parse_assignment,
     parse_subscription,
 )
-from .kafka_calls import NO_TOPIC_ID, build, call, coordinator_call, leaders, peer_call
+from .kafka_calls import NO_TOPIC_ID, ask_leaders, build, call, coordinator_call, list_offsets_request
 from .principal import current_principal
 from .rest_errors import RestError, check, consumer_instance_not_found, kafka_error
 
@@ -241,13 +241,14 @@ class ConsumerInstance:
 
     async def _list_offsets(self, partitions: list[Partition], timestamp: int) -> dict[Partition, int]:
         """ListOffsets on this broker, and on their leaders for the partitions another broker leads."""
-        answer = await call(self.cluster, LIST_OFFSETS, _list_offsets_request(partitions, timestamp),
-                            client_id=self.client_id)
+        def request(partitions: dict[str, set[int]]) -> Any:
+            return list_offsets_request(partitions, timestamp)
+
+        answer = await call(self.cluster, LIST_OFFSETS, request(_by_topic(partitions)), client_id=self.client_id)
         got = {(t.name, p.partition_index): p for t in answer.topics for p in t.partitions}
         elsewhere = {key for key, p in got.items() if p.error_code == ErrorCode.not_leader_or_follower}
-        for leader, led in leaders(self.cluster, elsewhere).items():
-            found = await peer_call(self.cluster, leader, LIST_OFFSETS, _list_offsets_request(_flat(led), timestamp))
-            got.update({(t.name, p.partition_index): p for t in (found.topics if found else ()) for p in t.partitions})
+        for found in await ask_leaders(self.cluster, LIST_OFFSETS, elsewhere, request):
+            got.update({(t.name, p.partition_index): p for t in found.topics for p in t.partitions})
         for part in got.values():
             check(part.error_code)
         return {key: part.offset for key, part in got.items()}
@@ -316,10 +317,9 @@ class ConsumerInstance:
                             client_id=self.client_id)
         got = {(names[t.topic_id], p.partition_index): p for t in answer.responses for p in t.partitions}
         elsewhere = {key for key, p in got.items() if p.error_code == ErrorCode.not_leader_or_follower}
-        for leader, led in leaders(self.cluster, elsewhere).items():
-            found = await peer_call(self.cluster, leader, FETCH, self._fetch_request(_flat(led), ids, 0, max_bytes))
-            got.update({(names[t.topic_id], p.partition_index): p
-                        for t in (found.responses if found else ()) for p in t.partitions})
+        for found in await ask_leaders(self.cluster, FETCH, elsewhere,
+                                       lambda led: self._fetch_request(_flat(led), ids, 0, max_bytes)):
+            got.update({(names[t.topic_id], p.partition_index): p for t in found.responses for p in t.partitions})
         return got
 
     def _fetch_request(self, partitions: list[Partition], ids: dict[str, uuid.UUID], timeout_ms: int,
@@ -368,14 +368,11 @@ def _flat(partitions: dict[str, set[int]]) -> list[Partition]:
     return sorted((topic, index) for topic, indexes in partitions.items() for index in indexes)
 
 
-def _list_offsets_request(partitions: list[Partition], timestamp: int) -> Any:
-    by_topic: dict[str, list[int]] = {}
+def _by_topic(partitions: list[Partition]) -> dict[str, set[int]]:
+    by_topic: dict[str, set[int]] = {}
     for topic, index in partitions:
-        by_topic.setdefault(topic, []).append(index)
-    topics = tuple(build(LIST_OFFSETS, "ListOffsetsTopic", name=topic, partitions=tuple(
-        build(LIST_OFFSETS, "ListOffsetsPartition", partition_index=i, current_leader_epoch=-1,
-              timestamp=timestamp) for i in indexes)) for topic, indexes in by_topic.items())
-    return build(LIST_OFFSETS, replica_id=-1, isolation_level=0, topics=topics, timeout=SESSION_TIMEOUT)
+        by_topic.setdefault(topic, set()).add(index)
+    return by_topic
 
 
 class ConsumerRegistry:

@@ -17,11 +17,13 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import datetime
 import functools
 import itertools
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -55,6 +57,8 @@ NO_TOPIC_ID = uuid.UUID(int=0)  # topics named, not identified
 _correlation = itertools.count(1)
 ELSEWHERE = ErrorCode.not_coordinator.name  # as response_errors names it
 PEER_TIMEOUT_S = 10.0
+LIST_OFFSETS = 2
+LIST_OFFSETS_TIMEOUT = datetime.timedelta(seconds=30)
 
 
 def version_of(api_key: int) -> int:
@@ -148,7 +152,33 @@ async def peer_call(cluster: Cluster, peer: Member, api_key: int, body: Any,
         return None
 
 
-def leaders(cluster: Cluster, partitions: set[tuple[str, int]]) -> dict[Member, dict[str, set[int]]]:
+async def ask_leaders(cluster: Cluster, api_key: int, refused: set[tuple[str, int]],
+                      request: Callable[[dict[str, set[int]]], Any]) -> list[Any]:
+    """The answers of the live leaders of the partitions this broker refused as led elsewhere
+    (NOT_LEADER_OR_FOLLOWER, after the user's ACLs were checked here), each asked over its Kafka port
+    `request(the partitions it leads)`, as a consumer asks each leader; one that cannot be reached
+    is left out."""
+    answers = []
+    for leader, led in _leaders(cluster, refused).items():
+        found = await peer_call(cluster, leader, api_key, request(led))
+        if found is not None:
+            answers.append(found)
+    return answers
+
+
+def list_offsets_request(partitions: dict[str, set[int]], timestamp: int = -1) -> Any:
+    """A ListOffsets request for the partitions (topic -> indexes) at `timestamp` (-1: the log end,
+    -2: the log start), read uncommitted, as a consumer sends it."""
+    topics = tuple(
+        build(LIST_OFFSETS, "ListOffsetsTopic", name=topic, partitions=tuple(
+            build(LIST_OFFSETS, "ListOffsetsPartition", partition_index=i, current_leader_epoch=-1,
+                  timestamp=timestamp) for i in sorted(indexes)))
+        for topic, indexes in partitions.items()
+    )
+    return build(LIST_OFFSETS, replica_id=-1, isolation_level=0, topics=topics, timeout=LIST_OFFSETS_TIMEOUT)
+
+
+def _leaders(cluster: Cluster, partitions: set[tuple[str, int]]) -> dict[Member, dict[str, set[int]]]:
     """The partitions by the live broker that leads each (those without one left out): where to ask
     for those this broker answered NOT_LEADER_OR_FOLLOWER (after checking the user's ACLs)."""
     by_leader: dict[Member, dict[str, set[int]]] = {}

@@ -21,7 +21,7 @@ from kio.schema.errors import ErrorCode
 from ..broker.cluster import Cluster
 from ..groups.consumer_protocol import parse_assignment
 from .common import BROKER
-from .kafka_calls import NO_TOPIC_ID, build, call, coordinator_call, leaders, peer_call
+from .kafka_calls import NO_TOPIC_ID, ask_leaders, build, call, coordinator_call, list_offsets_request
 from .rest_errors import INT16, RestError, check, field, int_field, kafka_error, not_found, read_json
 from .rest_names import kafka_name
 
@@ -485,30 +485,17 @@ async def list_assignments(request: web.Request) -> web.Response:
     return listing("KafkaConsumerAssignmentList", request, data)
 
 
-def _list_offsets(partitions: dict[str, set[int]]) -> Any:
-    topics = tuple(
-        build(LIST_OFFSETS, "ListOffsetsTopic", name=topic, partitions=tuple(
-            build(LIST_OFFSETS, "ListOffsetsPartition", partition_index=i, current_leader_epoch=-1, timestamp=-1)
-            for i in sorted(indexes)))
-        for topic, indexes in partitions.items()
-    )
-    return build(LIST_OFFSETS, replica_id=-1, isolation_level=0, topics=topics, timeout=TIMEOUT)
-
-
 async def log_end_offsets(cluster: Cluster, partitions: dict[str, set[int]]) -> dict[tuple[str, int], int]:
     """The log end offset of each partition, by ListOffsets(latest): on this broker, and on their leaders
     over the Kafka port for the partitions another broker leads (it answers NOT_LEADER_OR_FOLLOWER)."""
     if not partitions:
         return {}
-    answer = await call(cluster, LIST_OFFSETS, _list_offsets(partitions))
-    ends = {(t.name, p.partition_index): p.offset for t in answer.topics for p in t.partitions if p.error_code == 0}
+    answer = await call(cluster, LIST_OFFSETS, list_offsets_request(partitions))
     elsewhere = {(t.name, p.partition_index) for t in answer.topics for p in t.partitions
                  if p.error_code == ErrorCode.not_leader_or_follower}
-    for leader, led in leaders(cluster, elsewhere).items():
-        found = await peer_call(cluster, leader, LIST_OFFSETS, _list_offsets(led))
-        ends.update({(t.name, p.partition_index): p.offset for t in (found.topics if found else ())
-                     for p in t.partitions if p.error_code == 0})
-    return ends
+    answers = [answer, *await ask_leaders(cluster, LIST_OFFSETS, elsewhere, list_offsets_request)]
+    return {(t.name, p.partition_index): p.offset for a in answers for t in a.topics for p in t.partitions
+            if p.error_code == 0}
 
 
 async def group_lags(cluster: Cluster, group: GroupView) -> list[dict[str, Any]]:
