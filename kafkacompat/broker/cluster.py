@@ -251,8 +251,7 @@ class Cluster:
         coordinates the key (its lease lapsed or the partition moved)."""
         if not self._fenced:
             return None
-        key_of = (self.default_stream, OFFSETS_TOPIC,
-                  coordinator_partition(key, self.config.offsets_topic_num_partitions))
+        key_of = self.offsets_partition(key)
         epoch = self.append_epoch(key_of) if self.view.leads(key_of) else None
         if epoch is None:
             raise storage.NotLeaderError(f"broker {self.node_id} no longer coordinates {key!r}", -1)
@@ -306,18 +305,20 @@ class Cluster:
         """Give the partitions of topics just created (here or by another broker) their leaders now."""
         await self.view.settle((info.stream, info.name, index) for info in infos for index in range(info.partitions))
 
+    def offsets_partition(self, key: str) -> PartitionKey:
+        """The __consumer_offsets partition of a group or transactional id: its leader coordinates it."""
+        return self.default_stream, OFFSETS_TOPIC, coordinator_partition(key, self.config.offsets_topic_num_partitions)
+
     def coordinator(self, key: str) -> Member | None:
         """The live broker that coordinates a group or transactional id: the leader of its
         __consumer_offsets partition, as on Kafka; None while that partition has no leader."""
-        index = coordinator_partition(key, self.config.offsets_topic_num_partitions)
-        found = self.view.leader_of((self.default_stream, OFFSETS_TOPIC, index))
+        found = self.view.leader_of(self.offsets_partition(key))
         return None if found is None else self.view.member(found[0])
 
     def coordinates(self, key: str) -> bool:
         """Whether this broker is the coordinator of a group or transactional id (others answer
         NOT_COORDINATOR): it leads the key's __consumer_offsets partition and its lease is valid."""
-        index = coordinator_partition(key, self.config.offsets_topic_num_partitions)
-        return self.view.leads((self.default_stream, OFFSETS_TOPIC, index))
+        return self.view.leads(self.offsets_partition(key))
 
     async def coordinator_error(self, key: str) -> ErrorCode:
         """NONE when this broker coordinates a group or transactional id, else the retriable
@@ -330,8 +331,7 @@ class Cluster:
         again about 3 s later: the first group on a fresh cluster joined twice."""
         if self.coordinates(key):
             return ErrorCode.none
-        partition = (self.default_stream, OFFSETS_TOPIC,
-                     coordinator_partition(key, self.config.offsets_topic_num_partitions))
+        partition = self.offsets_partition(key)
         await self.view.look_again(partition)
         if self.coordinates(key):
             return ErrorCode.none
