@@ -689,12 +689,12 @@ class TransactionCoordinator:
         timestamp = self._clock()
         durable = []
         guard, epoch = self.marker_fence(meta.transactional_id) or (None, None)
-        elsewhere = ([key for key in sorted(meta.partitions) if not self.leads(key)]
-                     if self.markers_elsewhere is not None else [])
-        if elsewhere and self.markers_elsewhere is not None:  # their owners write them, as Kafka's leaders do
-            # first: an owner away (restarting) fails this try before any marker is written here, so the
-            # retry (_complete_later) does not append this broker's markers a second time
-            await self.markers_elsewhere(meta.producer_id, meta.producer_epoch, control, elsewhere)
+        elsewhere: set[PartitionKey] = set()
+        if self.markers_elsewhere is not None:  # their owners write them, as Kafka's leaders do
+            elsewhere = {key for key in meta.partitions if not self.leads(key)}
+            if elsewhere:  # first: an owner away (restarting) fails this try before any marker is written
+                # here, so the retry (_complete_later) does not append this broker's markers a second time
+                await self.markers_elsewhere(meta.producer_id, meta.producer_epoch, control, sorted(elsewhere))
         for stream, topic, index in sorted(meta.partitions):
             if self.store.get_topic(stream, topic) is None or (stream, topic, index) in elsewhere:
                 continue  # deleted meanwhile: nothing left to mark; or written by its owner
