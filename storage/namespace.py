@@ -589,13 +589,17 @@ class NamespaceStore(Store):
     ) -> None:
         state = self._stream(stream)
         stamped = [c if c.commit_time_ms else dataclasses.replace(c, commit_time_ms=now_ms()) for c in cursors]
-        if fence is None:
-            await self._persist_cursors(state, group, stamped, ())
-        else:
-            await self._persist_fenced_cursors(state, group, stamped, (), fence)
+        await self._write_cursors(state, group, stamped, (), fence)
         table = state.cursors.setdefault(group, {})
         for cursor in stamped:
             table[(cursor.topic, cursor.partition)] = cursor
+
+    async def _write_cursors(self, state: StreamState, group: str, cursors: Sequence[Cursor],
+                             deleted: Sequence[tuple[str, int]], fence: StateFence | None) -> None:
+        if fence is None:
+            await self._persist_cursors(state, group, cursors, deleted)
+        else:
+            await self._persist_fenced_cursors(state, group, cursors, deleted, fence)
 
     def get_cursors(self, stream: str, group: str) -> list[Cursor]:
         return list(self._stream(stream).cursors.get(group, {}).values())
@@ -614,10 +618,7 @@ class NamespaceStore(Store):
         keys = list(table) if partitions is None else [tuple(p) for p in partitions if tuple(p) in table]
         if not keys:
             return
-        if fence is None:
-            await self._persist_cursors(state, group, (), keys)
-        else:
-            await self._persist_fenced_cursors(state, group, (), keys, fence)
+        await self._write_cursors(state, group, (), keys, fence)
         for key in keys:
             table.pop(key, None)
         if not table:
