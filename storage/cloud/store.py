@@ -491,10 +491,13 @@ class CloudStore(NamespaceStore):
         self._drop_topic_state(topic)
 
     async def _persist_cursors(
-        self, stream: StreamState, group: str, cursors: Sequence[Cursor], deleted: Sequence[tuple[str, int]]
+        self, stream: StreamState, group: str, cursors: Sequence[Cursor], deleted: Sequence[tuple[str, int]],
+        fence: StateFence | None = None,
     ) -> None:
         with database_step(f"writing offsets of group {group} in {stream.path}"):
             async with self._pool.acquire() as conn, self._stream_writes.writing(stream.path), conn.transaction():
+                if fence is not None:
+                    await _check_fence(conn, fence, "offsets")
                 await catalog.write_cursors(conn, stream.path, group, cursors, deleted)
                 await self._notify(conn, "cursors", s=stream.path, g=group)
 
@@ -522,11 +525,7 @@ class CloudStore(NamespaceStore):
     ) -> None:
         """The offsets, fenced as _persist_fenced_state fences state: a deposed group coordinator's
         late commit (or delete) is refused rather than landing after its successor's commit."""
-        with database_step(f"writing offsets of group {group} in {stream.path}"):
-            async with self._pool.acquire() as conn, self._stream_writes.writing(stream.path), conn.transaction():
-                await _check_fence(conn, fence, "offsets")
-                await catalog.write_cursors(conn, stream.path, group, cursors, deleted)
-                await self._notify(conn, "cursors", s=stream.path, g=group)
+        await self._persist_cursors(stream, group, cursors, deleted, fence)
 
     async def _write_state(self, conn: Any, stream: StreamState, table: str,
                            records: Mapping[str, dict | None]) -> None:
