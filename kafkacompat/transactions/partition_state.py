@@ -151,7 +151,7 @@ class PartitionTxns:
             await self._index_abort(header.producer_id, first, header.base_offset)
             bisect.insort(self.aborted, AbortedTxn(header.producer_id, first, header.base_offset),
                           key=lambda a: a.last_offset)
-        await self.marker_written(header.producer_id, header.base_offset, ControlType.COMMIT)
+        await self._end(header.producer_id, header.base_offset, ControlType.COMMIT)
 
     async def catch_up(self) -> None:
         """Read what was appended since the log was last read: on a cluster a transaction's markers
@@ -186,8 +186,17 @@ class PartitionTxns:
 
         The open transaction keeps holding the LSO until its aborted entry is
         stored: readers must never see the LSO pass aborted records that the
-        aborted list does not name yet.
+        aborted list does not name yet. On a cluster the log is read up to the
+        marker first: the transaction's batches may have been appended by the
+        partition's leader after this state last looked (this broker being the
+        coordinator's), and once the marker is noted they would be old news,
+        their abort never listed here (chaos, cloud: aborted reads).
         """
+        if self.follow_log:
+            await self.catch_up()
+        await self._end(producer_id, marker_offset, control)
+
+    async def _end(self, producer_id: int, marker_offset: int, control: ControlType) -> None:
         if marker_offset <= self.ended.get(producer_id, -1):
             return  # read from the log already
         self.ended[producer_id] = marker_offset

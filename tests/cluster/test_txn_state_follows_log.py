@@ -78,3 +78,28 @@ async def test_a_transaction_another_broker_began_after_the_state_was_read_holds
     state = await registry.get("/s", "t", 0)
     assert state.last_stable_offset == marker + 1
     assert state.aborted_between(0, marker + 1) == [AbortedTxn(PID, first, marker)]
+
+
+async def test_an_abort_this_broker_writes_lists_the_transaction_the_leader_stored_since_the_state_looked(
+        brokers):
+    """This broker is the transaction coordinator's, `there` the partition's leader: the producer's batch
+    is stored there after this state last read the log, then the coordinator writes the abort marker
+    through this state. The abort must be listed, and stay listed at every later look (the batch before
+    the marker is not taken for old news)."""
+    here, there = brokers
+    await here.create_stream("/s")
+    await here.create_topic("/s", "t", 1)
+    await until(lambda: there.get_topic("/s", "t") is not None)
+    registry = PartitionTxnRegistry(here)
+    registry.follow_log = True
+    state = await registry.get("/s", "t", 0)
+    assert state.last_stable_offset == 0
+
+    first = (await there.partition("/s", "t", 0).append(txn_batch(b"aborted"), 1)).base_offset
+    marker = (await state.partition.append(build_marker(PID, 0, ControlType.ABORT, 2000), 1)).base_offset
+    assert marker == first + 1
+    await state.marker_written(PID, marker, ControlType.ABORT)
+    for _look in range(2):
+        state = await registry.get("/s", "t", 0)
+        assert state.last_stable_offset == marker + 1
+        assert state.aborted_between(0, marker + 1) == [AbortedTxn(PID, first, marker)]
