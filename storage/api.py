@@ -140,7 +140,7 @@ class Partition(abc.ABC):
     @abc.abstractmethod
     async def append(
         self, batch: bytes | bytearray | memoryview, record_count: int, *, at: int | None = None,
-        leader_epoch: int | None = None, fenced_by: "Partition | None" = None,
+        leader_epoch: int | None = None, fenced_by: "Partition | None" = None, txn_since: int | None = None,
     ) -> AppendResult:
         """Store one v2 record batch, assigning offsets [hw, hw + record_count).
 
@@ -158,6 +158,15 @@ class Partition(abc.ABC):
         is stored only if the high watermark is exactly `at` when it is
         written; otherwise OffsetMismatchError (carrying the high watermark)
         and nothing is written, so a replica never gets a gap or an overlap.
+
+        With `txn_since` (a transactional batch) a store shared by several
+        brokers stores the batch only if no transaction marker of its
+        producer was stored in the partition at or after that offset, and
+        raises TransactionEndedError otherwise: the producer's transaction
+        ended while the batch waited (a marker written by the coordinator's
+        broker, the batch held up by an outage), and stored after the marker
+        the batch would join the producer's next transaction. A store only
+        one process writes ignores it (its broker checks its own markers).
 
         The store writes the batch's baseOffset and partitionLeaderEpoch
         fields (bytes 0-8 and 12-16, outside the CRC) and keeps the rest byte

@@ -62,6 +62,12 @@ class NotLeaderError(StorageError):
         self.epoch = epoch
 
 
+class TransactionEndedError(StorageError):
+    """A transactional batch whose producer's transaction in the partition ended while the batch waited to
+    be stored (a marker of that producer was stored at or after the offset the append named): stored after
+    the marker, it would join the producer's next transaction there. Nothing of it was stored."""
+
+
 class CorruptBatchError(StorageError):
     """A batch that fails its length, offset or CRC-32C check."""
 

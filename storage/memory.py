@@ -67,7 +67,7 @@ class MemoryPartition(PartitionBase):
 
     async def append(
         self, batch: bytes | bytearray | memoryview, record_count: int, *, at: int | None = None,
-        leader_epoch: int | None = None, fenced_by: Partition | None = None,
+        leader_epoch: int | None = None, fenced_by: Partition | None = None, txn_since: int | None = None,
     ) -> AppendResult:
         self._check_open()
         length, max_ts = bf.check_append(memoryview(batch).cast("B"), record_count)

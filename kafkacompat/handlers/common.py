@@ -50,6 +50,7 @@ STORAGE_ERRORS: dict[type[Exception], ErrorCode] = {
     storage.InvalidPartitionsError: ErrorCode.invalid_partitions,
     storage.OffsetOutOfRangeError: ErrorCode.offset_out_of_range,
     storage.NotLeaderError: ErrorCode.not_leader_or_follower,
+    storage.TransactionEndedError: ErrorCode.invalid_txn_state,
     storage.StorageFullError: ErrorCode.kafka_storage_error,
     storage.CorruptBatchError: ErrorCode.corrupt_message,
     storage.InvalidPolicyError: ErrorCode.invalid_config,

@@ -43,6 +43,7 @@ from ..catalog.topic_configs import ProduceConfigs, produce_configs
 from ..schemas import validation as schema_validation
 from ..security.acls import Operation
 from ..services import Placement, Request, Security, Settings, Topics, Transactions
+from ..transactions import PartitionTxns
 from .common import NO_RESPONSE, CloseConnection, ErrorCode, storage_error_code
 from .registry import Api, changes
 
@@ -78,7 +79,7 @@ class _Outcome:
     topic: str = ""
     log_append: bool = False
     fsync_always: bool = False  # the stream's fsync policy is `always`: the answer waits for the fsync
-    txns: Any = None
+    txns: PartitionTxns | None = None
     appending: list[_Append] = dataclasses.field(default_factory=list)  # placed in the log, not yet written
 
 
@@ -90,7 +91,7 @@ class _Append:
     header: Any
     now: int
     state: Any  # an idempotent batch: its place in the producer's window (ProducerStates.appending)
-    txns: Any = None  # a transactional batch: its partition's PartitionTxns, holding the LSO until it is written
+    txns: PartitionTxns | None = None  # a transactional batch: its partition's state, holding the LSO until written
 
 
 _REFUSAL = {CORRUPT: ErrorCode.corrupt_message, INVALID: ErrorCode.invalid_record, TOO_LARGE: ErrorCode.invalid_record}
@@ -255,6 +256,13 @@ async def _produce_partition(ctx: Request[Reaches], topic: Any, part: Any, pipel
     outcome.partition, outcome.key, outcome.topic = partition, key, topic.name
     outcome.log_append, outcome.txns, outcome.fsync_always = log_append, txns, configs.fsync_always
     append_epoch = cluster.append_epoch(key)
+    txn_since = None
+    if txns is not None:
+        try:
+            txn_since = await _transaction_horizon(partition, txns)
+        except storage.StorageError as exc:
+            _fail(outcome, exc)
+            return outcome
     for pos, header in batches:
         batch: Any = view[pos : pos + header.size]
         idempotent = header.producer_id >= 0 and header.base_sequence >= 0
@@ -294,10 +302,13 @@ async def _produce_partition(ctx: Request[Reaches], topic: Any, part: Any, pipel
         if log_append:
             batch = set_log_append_time(batch, now)
         held = txns if txns is not None and header.is_transactional else None
+        if held is not None and _transaction_ended(held, header.producer_id, txn_since, outcome):
+            return outcome
         if held is not None:
             held.appending(header.producer_id)
         try:
-            written = partition.append(batch, header.record_count, leader_epoch=append_epoch)
+            written = partition.append(batch, header.record_count, leader_epoch=append_epoch,
+                                       txn_since=txn_since if held is not None else None)
         except storage.StorageError as exc:  # refused at once (the cloud engine checks before it buffers)
             if held is not None:
                 held.not_appended(header.producer_id)
@@ -383,6 +394,29 @@ def _durability(acks: int, outcome: _Outcome) -> None:
     outcome.log_start_offset = partition.log_start_offset
     if acks != 0 and outcome.fsync_always:
         outcome.durable_at = (partition, partition.high_watermark)
+
+
+async def _transaction_horizon(partition: storage.Partition, txns: PartitionTxns) -> int:
+    """Where the request's transactional batches were admitted to their transaction: the partition's end,
+    read after the coordinator admitted them. A marker of their producer at or after it ended that
+    transaction while they waited (an outage; their producer timed out and aborted), and stored after the
+    marker they would join the producer's next transaction: the store refuses them then (append's
+    txn_since), as Kafka's partition leader does by its verification guard (KIP-890). On a cluster the end
+    is read from the store: the previous transaction's markers, which the coordinator's broker wrote before
+    it admitted these, may not have reached this broker's view yet, and would be taken for this one's."""
+    if txns.follow_log:
+        await partition.refresh()
+    return partition.high_watermark
+
+
+def _transaction_ended(txns: PartitionTxns, producer_id: int, since: int | None, outcome: _Outcome) -> bool:
+    """The marker this broker wrote (or read) since the batch was admitted, checked before it is handed to
+    the store: INVALID_TXN_STATE, as Kafka answers a batch that failed verification."""
+    if since is None or txns.ended.get(producer_id, -1) < since:
+        return False
+    outcome.error = ErrorCode.invalid_txn_state
+    outcome.message = f"the transaction of producer {producer_id} ended here before this batch was appended"
+    return True
 
 
 async def _transaction_error(

@@ -31,7 +31,9 @@ failover slower than the one before. Since version 6 a broker announces a
 commit's partitions after it (`p_notify` false, then kc_notify_partitions in a
 transaction of its own): a NOTIFY inside the commit held PostgreSQL's
 database-wide notify lock through the commit's WAL flush, so the brokers'
-commits queued behind one another.
+commits queued behind one another. Since version 7 it refuses a transactional
+batch whose producer's transaction in the partition ended while the batch waited
+(`p_since`: a marker of that producer stored at or after the offset named).
 """
 
 from __future__ import annotations

@@ -557,13 +557,14 @@ class CloudStore(NamespaceStore):
     async def _commit(self, key: str, size: int, pids: list[int], counts: list[int], positions: list[int],
                       lengths: list[int], max_ts: list[int], fences: list[int], segment_bytes: list[int] | None = None,
                       segment_ms: list[int] | None = None, at: list[int] | None = None,
-                      guards: list[int] | None = None,
-                      heads: list[bytes | None] | None = None) -> list[tuple[int, int, int, int]]:
+                      guards: list[int] | None = None, heads: list[bytes | None] | None = None,
+                      since: list[int] | None = None) -> list[tuple[int, int, int, int]]:
         """kc_commit, retried on a lost connection (a repeat returns the first call's offsets):
         (object id, base offset, epoch, next offset) per batch. `segment_bytes` and `segment_ms`
         roll compacted partitions' segments, `at` states the offset a batch must get (-1: none),
         `guards` the partition whose leader epoch a batch's fence names (-1: its own), `heads` what the
-        index keeps of each batch for the tail scan of a new leader (`batch_head`)."""
+        index keeps of each batch for the tail scan of a new leader (`batch_head`), `since` the offset from
+        which no marker of a transactional batch's producer may be stored (-1: none)."""
         unset = [-1] * len(pids)
         sent = False  # a statement went out: its outcome is unknown until a repeat answers
         deadline = time.monotonic() + COMMIT_RETRY_S
@@ -574,9 +575,9 @@ class CloudStore(NamespaceStore):
                     sent = True
                     rows = await conn.fetch(
                         "SELECT * FROM kc_commit($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15,"
-                        " false)", self.origin, key, size, self.epoch, pids, counts, positions, lengths, max_ts,
+                        " $16, false)", self.origin, key, size, self.epoch, pids, counts, positions, lengths, max_ts,
                         fences, segment_bytes or unset, segment_ms or unset, at or unset, guards or unset,
-                        heads or [None] * len(pids))
+                        heads or [None] * len(pids), since or unset)
                 self._announce(sorted(set(pids)))
                 return [(r["object_id"], r["base"], r["epoch"], r["hw"]) for r in rows]
             except (_commit_retriable() if sent else retriable_database_errors()) as exc:

@@ -34,13 +34,21 @@ from typing import Protocol
 
 from ..api import AppendResult
 from ..batch_format import ATTR_CONTROL, HEADER, HEADER_SIZE, LOG_OVERHEAD, PREFIX
-from ..errors import NotLeaderError, OffsetMismatchError, StorageError, StorageUnavailableError, UnknownTopicError
+from ..errors import (
+    NotLeaderError,
+    OffsetMismatchError,
+    StorageError,
+    StorageUnavailableError,
+    TransactionEndedError,
+    UnknownTopicError,
+)
 from ..namespace import now_ms
 
 log = logging.getLogger(__name__)
 
 FENCED = -2  # kc_commit's base offset for a batch whose leader epoch was superseded
 AT_MISMATCH = -3  # kc_commit's base offset for a batch whose stated offset was not the next one
+TXN_ENDED = -4  # kc_commit's base offset for a transactional batch whose producer's transaction ended meanwhile
 
 
 class CommittedPartition(Protocol):
@@ -56,22 +64,24 @@ class CommittedPartition(Protocol):
 
 
 class _Pending:
-    __slots__ = ("partition", "data", "count", "max_ts", "fence", "guard", "at", "future", "prior", "abandoned",
-                 "submitted")
+    __slots__ = ("partition", "data", "count", "max_ts", "fence", "guard", "at", "since", "future", "prior",
+                 "abandoned", "submitted")
 
     def __init__(self, partition: CommittedPartition, data: bytes, count: int, max_ts: int, fence: int, guard: int,
-                 at: int, future: asyncio.Future[AppendResult], prior: asyncio.Future[set[int]] | None) -> None:
+                 at: int, since: int, future: asyncio.Future[AppendResult],
+                 prior: asyncio.Future[set[int]] | None) -> None:
         self.partition, self.data, self.count, self.max_ts, self.future = partition, data, count, max_ts, future
         self.fence = fence  # the leader epoch the commit must still find, -1: none
         self.guard = guard  # the partition id whose leader `fence` names, -1: the batch's own
         self.at = at  # the offset the batch must get (a replica's copy), -1: the next one
+        self.since = since  # no marker of the batch's producer may be stored from here on (its transaction's), -1: none
         self.prior = prior  # the write of the partition's batches submitted before this one, if under way
         self.abandoned = False  # refused before its commit began (`Writer.abandon`): never committed
         self.submitted = time.monotonic()
 
 
 Commit = Callable[[str, int, list[int], list[int], list[int], list[int], list[int], list[int], list[int], list[int],
-                   list[int], list[int], list[bytes | None]], Awaitable[list[tuple[int, int, int, int]]]]
+                   list[int], list[int], list[bytes | None], list[int]], Awaitable[list[tuple[int, int, int, int]]]]
 
 
 def batch_head(data: bytes) -> bytes | None:
@@ -81,6 +91,10 @@ def batch_head(data: bytes) -> bytes | None:
     if len(data) < HEADER_SIZE or PREFIX.unpack_from(data)[1] + LOG_OVERHEAD != len(data):
         return None
     return data if HEADER.unpack_from(data)[5] & ATTR_CONTROL else data[:HEADER_SIZE]
+
+
+def _producer_id(data: bytes) -> int:
+    return int(HEADER.unpack_from(data)[9])
 
 
 class Writer:
@@ -108,18 +122,21 @@ class Writer:
         self.closed = False
 
     def submit(self, partition: CommittedPartition, data: bytes, count: int, max_ts: int,
-               fence: int = -1, at: int = -1, guard: int = -1) -> asyncio.Future[AppendResult]:
+               fence: int = -1, at: int = -1, guard: int = -1, since: int = -1) -> asyncio.Future[AppendResult]:
         """Buffer one batch; the future resolves once it is committed. Batches of a partition
         are committed in the order they were submitted (one object keeps them in that order).
         With `at` >= 0 the batch is stored only if that is the partition's next offset then
         (else OffsetMismatchError carrying the next offset). With `fence` >= 0 it is stored only
-        while that is the leader epoch of its partition (or of partition id `guard`)."""
+        while that is the leader epoch of its partition (or of partition id `guard`). With `since` >= 0
+        (a transactional batch) it is stored only while no marker of its producer is stored at or
+        after that offset (else TransactionEndedError)."""
         if self.closed:
             raise StorageUnavailableError("the store is closing")
         loop = asyncio.get_running_loop()
         future: asyncio.Future[AppendResult] = loop.create_future()
         # the write before it is taken now, not at flush: one that fails in between still counts
-        pending = _Pending(partition, data, count, max_ts, fence, guard, at, future, self._latest.get(partition.pid))
+        pending = _Pending(partition, data, count, max_ts, fence, guard, at, since, future,
+                           self._latest.get(partition.pid))
         self._buffer.append(pending)
         self._open.add(pending)
         self._buffered_bytes += len(data)
@@ -248,7 +265,7 @@ class Writer:
                                   positions, [len(i.data) for i in ranked], [i.max_ts for i in ranked],
                                   [i.fence for i in ranked], [r[0] for r in rolls], [r[1] for r in rolls],
                                   [i.at for i in ranked], [i.guard for i in ranked],
-                                  [batch_head(i.data) for i in ranked])
+                                  [batch_head(i.data) for i in ranked], [i.since for i in ranked])
         self.flushes += 1
         self.batches += len(ranked)
         if log.isEnabledFor(logging.DEBUG):  # where an acknowledgement's time went (the bench reads these)
@@ -272,6 +289,11 @@ class Writer:
                 item.future.set_exception(NotLeaderError(
                     f"{item.partition.name}: leader epoch {item.fence} was superseded by {epoch}; not appended",
                     epoch))
+                continue
+            if base == TXN_ENDED:
+                item.future.set_exception(TransactionEndedError(
+                    f"{item.partition.name}: a marker of producer {_producer_id(item.data)} was stored at or after "
+                    f"offset {item.since} while this transactional batch waited; not appended"))
                 continue
             if base < 0:
                 item.future.set_exception(UnknownTopicError(f"partition {item.partition.name} was deleted"))

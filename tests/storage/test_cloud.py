@@ -236,6 +236,50 @@ async def test_an_append_under_a_superseded_leader_epoch_is_refused_by_the_commi
         await conn.close()
 
 
+def txn_batch(producer_id: int, value: bytes = b"v") -> bytes:
+    from kafkacompat.protocol.control_records import set_attributes
+    from kafkacompat.protocol.records import ATTR_TRANSACTIONAL, Record, build_batch
+
+    data = build_batch([Record(None, value, [], 1000)], producer_id=producer_id, producer_epoch=0, base_sequence=0)
+    return set_attributes(data, ATTR_TRANSACTIONAL)
+
+
+async def test_a_transactional_batch_is_not_stored_after_its_producers_marker_written_meanwhile(pair):
+    """The leader (a) admitted a transactional batch when the partition ended at `since`; the batch waits on
+    its way to the commit (an object store outage) while the coordinator's broker (b) writes the producer's
+    abort marker. Stored after the marker it would join the producer's next transaction, and a read_committed
+    consumer would be served a record its producer was told failed (chaos, cloud: an aborted read). It is
+    refused; another producer's batch and the producer's next transaction's (admitted after the marker) are
+    stored."""
+    from kafkacompat.protocol.control_records import ControlType, build_marker
+
+    a, b = pair
+    await a.create_topic("/default", "t", 1)
+    await eventually(lambda: b.get_topic("/default", "t") is not None)
+    pa, pb = a.partition("/default", "t", 0), b.partition("/default", "t", 0)
+    assert (await pa.append(txn_batch(7), 1, txn_since=0)).base_offset == 0
+    since = pa.high_watermark
+    real_put, release = a.writer._put, asyncio.Event()
+
+    async def paused_put(key: str, body: bytes) -> None:
+        await release.wait()
+        await real_put(key, body)
+
+    a.writer._put = paused_put
+    late = asyncio.ensure_future(pa.append(txn_batch(7, b"late"), 1, txn_since=since))
+    other = asyncio.ensure_future(pa.append(txn_batch(8), 1, txn_since=since))
+    await asyncio.sleep(0)
+    assert (await pb.append(build_marker(7, 0, ControlType.ABORT, 2000), 1)).base_offset == 1
+    release.set()
+    with pytest.raises(storage.TransactionEndedError):
+        await late
+    assert (await other).base_offset == 2
+    a.writer._put = real_put
+    assert (await pa.append(txn_batch(7, b"next"), 1, txn_since=pa.high_watermark)).base_offset == 3
+    data = bytes(await pa.read(0, 1 << 20))
+    assert b"next" in data and b"late" not in data and pa.high_watermark == 4
+
+
 async def test_a_repeated_commit_of_a_fenced_batch_is_refused_again(pair):
     import asyncpg
 
@@ -259,6 +303,28 @@ async def test_a_repeated_commit_of_a_fenced_batch_is_refused_again(pair):
     assert first[0][1:3] == (-2, 7) and again[0][1] == -2
     await part.refresh()
     assert part.high_watermark == 0
+
+
+async def test_a_repeated_commit_of_a_batch_whose_transaction_ended_is_refused_again(pair):
+    """As a fenced batch's: the answer of a commit lost on the network is asked again, and the refusal is
+    told as the transaction's end (a fence would send the producer to look for another leader)."""
+    from kafkacompat.protocol.control_records import ControlType, build_marker
+    from kafkacompat.storage.cloud.writer import TXN_ENDED, batch_head
+
+    a, _ = pair
+    await a.create_topic("/default", "t", 1)
+    part = a.partition("/default", "t", 0)
+    await part.append(build_marker(7, 0, ControlType.ABORT, 2000), 1)
+    key = a.objects.new_key()
+    data = txn_batch(7)
+    await a.objects.put(key, data)
+    args = (key, len(data), [part.pid], [1], [0], [len(data)], [1000], [-1], None, None, None, None,
+            [batch_head(data)], [0])
+    first = await a._commit(*args)
+    again = await a._commit(*args)  # as after an answer lost on the network
+    assert first[0][1] == TXN_ENDED and again[0][1] == TXN_ENDED
+    await part.refresh()
+    assert part.high_watermark == 1
 
 
 async def test_a_partitions_batches_are_committed_in_the_order_they_were_appended(pair):
@@ -565,7 +631,7 @@ async def test_a_database_left_at_schema_version_1_is_migrated_and_takes_appends
     try:
         assert await conn.fetchval("SELECT schema_version FROM kc_meta") == len(schema.MIGRATIONS)
         arities = await conn.fetch("SELECT pronargs FROM pg_proc WHERE proname = 'kc_commit' ORDER BY 1")
-        assert [r["pronargs"] for r in arities] == [9, 10, 13, 14, 15, 16]
+        assert [r["pronargs"] for r in arities] == [9, 10, 13, 14, 15, 16, 17]
     finally:
         await conn.close()
 

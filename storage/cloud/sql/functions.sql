@@ -21,8 +21,27 @@
 -- A fenced batch is stamped with its own partition's leader epoch as the leader
 -- table holds it, read under the same lock, never with the store's open counter:
 -- batch epochs and Metadata epochs stay one number whoever writes the batch.
+--
+-- Transactional batches (version 7): p_since[i] >= 0 stores the batch only if no
+-- transaction marker of its producer (the producer id in its header, p_heads[i])
+-- is in the partition at or after that offset (base -4 and hw = the next offset
+-- otherwise). The coordinator's broker writes markers into partitions other
+-- brokers lead; a batch admitted to a transaction that then ended (it waited
+-- through an outage, its producer timed out and aborted) would otherwise be
+-- stored after the abort marker and join the producer's next transaction, as
+-- Kafka's partition leader refuses it by the verification guard (KIP-890).
 CREATE OR REPLACE FUNCTION kc_now_ms() RETURNS bigint LANGUAGE sql AS
 $$ SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint $$;
+
+-- Is there a marker of p_head's producer in partition p_pid at or after p_since?
+-- (attributes are bytes 21-22 of a batch, the control bit in the second; the producer
+-- id bytes 43-50; a control batch's row keeps it whole, a data batch's its header)
+CREATE OR REPLACE FUNCTION kc_txn_ended(p_pid bigint, p_since bigint, p_head bytea) RETURNS boolean
+LANGUAGE sql STABLE AS $$
+    SELECT p_since >= 0 AND p_head IS NOT NULL AND EXISTS (
+        SELECT 1 FROM kc_batches b WHERE b.pid = p_pid AND b.base_offset >= p_since AND b.head IS NOT NULL
+            AND get_byte(b.head, 22) & 32 <> 0 AND substring(b.head FROM 44 FOR 8) = substring(p_head FROM 44 FOR 8))
+$$;
 
 -- Record one uploaded object and give its batches offsets, in one transaction.
 -- Returns one row per batch, in the order given: its base offset and leader
@@ -34,7 +53,8 @@ $$ SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint $$;
 CREATE OR REPLACE FUNCTION kc_commit(
     p_origin text, p_key text, p_size bigint, p_epoch int,
     p_pids bigint[], p_counts int[], p_pos bigint[], p_lens int[], p_maxts bigint[], p_fence int[],
-    p_seg_bytes bigint[], p_seg_ms bigint[], p_at bigint[], p_guard bigint[], p_heads bytea[], p_notify boolean
+    p_seg_bytes bigint[], p_seg_ms bigint[], p_at bigint[], p_guard bigint[], p_heads bytea[], p_since bigint[],
+    p_notify boolean
 ) RETURNS TABLE (object_id bigint, base bigint, epoch int, hw bigint) LANGUAGE plpgsql AS $$
 DECLARE
     obj bigint;
@@ -57,7 +77,8 @@ BEGIN
                 WHERE b.object_id = obj AND b.position = p_pos[i];
             SELECT p.next_offset INTO hw FROM kc_partitions p WHERE p.id = p_pids[i];
             IF nxt IS NULL AND hw IS NOT NULL THEN
-                nxt := CASE WHEN p_at[i] >= 0 THEN -3 ELSE -2 END;  -- refused the first time: offset or fence
+                nxt := CASE WHEN p_at[i] >= 0 THEN -3  -- refused the first time: offset, transaction or fence
+                            WHEN kc_txn_ended(p_pids[i], p_since[i], p_heads[i]) THEN -4 ELSE -2 END;
             END IF;
             object_id := obj; base := coalesce(nxt, -1); epoch := coalesce(ep, -1); hw := coalesce(hw, -1);
             RETURN NEXT;
@@ -103,6 +124,11 @@ BEGIN
         ELSE
             ep := greatest(old_epoch, p_epoch);
         END IF;
+        IF kc_txn_ended(p_pids[i], p_since[i], p_heads[i]) THEN
+            object_id := obj; base := -4; epoch := -1; hw := nxt;
+            RETURN NEXT;
+            CONTINUE;
+        END IF;
         IF ep > old_epoch THEN
             INSERT INTO kc_epochs VALUES (p_pids[i], ep, nxt) ON CONFLICT DO NOTHING;
         END IF;
@@ -127,6 +153,17 @@ BEGIN
         PERFORM kc_notify_partitions(p_origin, touched, false);
     END IF;
 END $$;
+
+-- The signature of schema version 6 (no transactional batch refused).
+CREATE OR REPLACE FUNCTION kc_commit(
+    p_origin text, p_key text, p_size bigint, p_epoch int,
+    p_pids bigint[], p_counts int[], p_pos bigint[], p_lens int[], p_maxts bigint[], p_fence int[],
+    p_seg_bytes bigint[], p_seg_ms bigint[], p_at bigint[], p_guard bigint[], p_heads bytea[], p_notify boolean
+) RETURNS TABLE (object_id bigint, base bigint, epoch int, hw bigint) LANGUAGE sql AS $$
+    SELECT * FROM kc_commit(p_origin, p_key, p_size, p_epoch, p_pids, p_counts, p_pos, p_lens, p_maxts, p_fence,
+                            p_seg_bytes, p_seg_ms, p_at, p_guard, p_heads,
+                            array_fill(-1::bigint, ARRAY[coalesce(array_length(p_pids, 1), 0)]), p_notify)
+$$;
 
 -- The signature of schema version 5 (announced in the commit's transaction).
 CREATE OR REPLACE FUNCTION kc_commit(

@@ -1,0 +1,2 @@
+-- No table changes: kc_commit takes p_since, and refuses a transactional batch whose
+-- producer's transaction in the partition ended while the batch waited (functions.sql).
