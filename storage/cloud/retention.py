@@ -12,12 +12,13 @@ says which partitions are retained; this module knows no namespace.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Callable, Iterable
 from typing import Any
 
 from .index import BatchIndex
-from .outage import database_step
+from .outage import database_errors, database_step
 
 log = logging.getLogger(__name__)
 
@@ -50,8 +51,9 @@ class Retention:
                         if await self._retain(conn, pid, cutoff, cap):
                             moved += 1
                     await self._collect(conn, now, object_grace_ms)
-                finally:
-                    await conn.execute("SELECT pg_advisory_unlock($1)", RETENTION_LOCK)
+                finally:  # a cancelled statement may leave the connection unusable: the pool's reset unlocks it then
+                    with contextlib.suppress(*database_errors()):
+                        await conn.execute("SELECT pg_advisory_unlock($1)", RETENTION_LOCK)
         return moved
 
     async def _retain(self, conn: Any, pid: int, cutoff: int | None, cap: int | None) -> bool:

@@ -41,6 +41,7 @@ from .writer import Writer
 
 log = logging.getLogger(__name__)
 
+STOP_ATTEMPTS = 10  # times a background loop is cancelled, a second apart, before the store closes without it
 COMMIT_ATTEMPTS = 4  # while no kc_commit statement went out, nothing is stored: the write fails soon
 # Once one went out and its answer was lost, it may have been applied, and only a repeat (which
 # returns the first call's offsets) tells: repeated, while the database is out of reach, for up
@@ -156,9 +157,7 @@ class CloudStore(NamespaceStore):
     async def close(self) -> None:
         await self.writer.close()
         await asyncio.gather(*self._announcing, return_exceptions=True)
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await _stop_tasks(self._tasks)
         for part in self._opened_partitions():
             part._wake()
         await self._release()
@@ -685,6 +684,22 @@ class CloudStore(NamespaceStore):
         part = self._by_pid.get(pid)
         if part is not None:
             part.moved(next_offset, log_start, 0)
+
+
+async def _stop_tasks(tasks: list[asyncio.Task]) -> None:
+    """Cancel the store's background loops and wait for them to end. A loop whose pass turned the
+    cancellation into an error (a cleanup in a `finally` failing on the connection the cancellation cut:
+    that error replaces the CancelledError) takes it for a failed pass and sleeps until the next, so a
+    loop still running a moment after is cancelled again: a broker stopping on SIGTERM waited a whole
+    retention interval (60 s) for one."""
+    pending = {task for task in tasks if not task.done()}
+    for _attempt in range(STOP_ATTEMPTS):
+        if not pending:
+            return
+        for task in pending:
+            task.cancel()
+        _, pending = await asyncio.wait(pending, timeout=1.0)
+    log.warning("%d background task(s) of the store did not stop: %s", len(pending), pending)
 
 
 async def _check_fence(conn: Any, fence: StateFence, what: str) -> None:
