@@ -1,13 +1,15 @@
 """`python -m kafkacompat.chaos`: run one seeded campaign and exit 0 only if the checker found no violation.
 
 Exit status: 0 no violation, 1 violations (each printed with its history
-lines), 2 a bad argument, 3 the campaign could not run (one line on stderr).
+lines), 2 a bad argument, 3 the campaign could not run (one line on stderr),
+130 stopped by SIGINT or SIGTERM (its brokers and servers stopped first).
 """
 
 from __future__ import annotations
 
 import argparse
 import random
+import signal
 import subprocess
 import sys
 import tempfile
@@ -82,10 +84,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     seed = args.seed if args.seed is not None else random.randrange(1 << 31)
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix=f"chaos-{seed}-"))
+    signal.signal(signal.SIGTERM, _interrupt)
     try:
         verdict = run(Plan(args.engine, args.minutes, seed, faults, workdir, args.rate, args.skip_damaged,
                            args.topology), sys.stdout)
     except (OSError, subprocess.SubprocessError, ServiceUnavailable) as exc:
         print(f"chaos: the campaign could not run: {exc} (see {workdir})", file=sys.stderr)
         return 3
+    except KeyboardInterrupt:
+        print(f"chaos: stopped before the end; no verdict (see {workdir})", file=sys.stderr)
+        return 130
     return 1 if verdict.violations else 0
+
+
+def _interrupt(_signum: int, _frame: object) -> None:
+    """SIGTERM stops a campaign as Ctrl-C does: the engine's `finally` stops its brokers, PostgreSQL and the
+    S3 server (killed outright, they were left running)."""
+    raise KeyboardInterrupt

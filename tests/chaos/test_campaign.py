@@ -107,3 +107,37 @@ def test_workers_campaign_survives_workers_killed_paused_and_the_whole_command_k
     committed = {e["txn"] for e in events if e["type"] == "txn" and e["outcome"] == "committed"}
     partitions = {e["partition"] for e in events if e["type"] == "ack" and e["kind"] == "txn" and e["txn"] in committed}
     assert partitions == {0, 1}, "no transaction committed on one of the workers' partitions of T"
+
+
+@pytest.mark.slow
+def test_a_campaign_stopped_by_sigterm_leaves_no_broker_or_server_running(tmp_path: Path) -> None:
+    """A campaign a user (or CI's timeout) stops with SIGTERM stops its brokers, PostgreSQL and the S3 server
+    before it exits: killed outright, it left them running."""
+    import signal
+    import socket
+    import time
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kafkacompat.chaos", "--engine", "cloud", "--minutes", "2", "--seed", "5",
+         "--faults", "kill", "--workdir", str(tmp_path)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parents[2])
+    try:
+        deadline = time.monotonic() + 180
+        started: list[int] = []
+        while len(started) < 3:
+            assert proc.poll() is None and time.monotonic() < deadline, "the campaign's brokers did not start"
+            time.sleep(0.2)
+            history = tmp_path / "history.jsonl"
+            lines = history.read_text().splitlines() if history.exists() else []
+            started = [json.loads(line)["pid"] for line in lines if '"action":"started"' in line]
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130 and "chaos: stopped before the end; no verdict" in err, err
+    for pid in started:
+        assert not Path(f"/proc/{pid}").exists(), f"broker pid {pid} still runs"
+    store_port = int(re.search(r"postgresql://\S+@127\.0\.0\.1:(\d+)/", (tmp_path / "broker.log").read_text())[1])
+    with socket.socket() as s, pytest.raises(ConnectionRefusedError):
+        s.connect(("127.0.0.1", store_port))
