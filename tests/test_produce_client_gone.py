@@ -72,3 +72,34 @@ def test_produce_left_behind_by_its_client_is_not_stored(tmp_path: Path) -> None
         assert values == [b"first", b"after"]
     finally:
         served.stop()
+
+
+def test_requests_left_behind_behind_one_another_are_none_of_them_stored(tmp_path: Path) -> None:
+    """Several large requests wait in the paused broker's socket when the client gives up. Reading the
+    first, the broker still had the others' bytes before the close in its socket, so a look at what comes
+    next found data, not the close, and every request but the last was stored (the cloud campaign's
+    plain producer had records stored two and three times after a pause). The connection's TCP state
+    tells the close whatever is still unread."""
+    served = Served(tmp_path / "data", free_port()).start()
+    try:
+        producer = Producer({"bootstrap.servers": served.bootstrap, "acks": "1", "enable.idempotence": False,
+                             "request.timeout.ms": 1000, "message.timeout.ms": 2000, "retries": 0,
+                             "linger.ms": 0, "batch.size": 400_000})
+        assert produce(producer, b"first") is None
+        served.proc.send_signal(signal.SIGSTOP)
+        outcomes: list[str | None] = []
+        try:
+            for n in range(3):  # a request each (one batch each), all sent before the first times out
+                producer.produce(TOPIC, b"given-up-%d-" % n + b"x" * 300_000, partition=0,
+                                 on_delivery=lambda err, _msg: outcomes.append(None if err is None else str(err)))
+            deadline = time.monotonic() + 30
+            while len(outcomes) < 3 and time.monotonic() < deadline:
+                producer.poll(0.1)
+        finally:
+            served.proc.send_signal(signal.SIGCONT)
+        assert len(outcomes) == 3 and None not in outcomes, outcomes
+        assert produce(producer, b"after") is None
+        values = values_until(served.bootstrap, b"after")
+        assert [v[:12] for v in values] == [b"first", b"after"], f"given up, yet stored: {[v[:12] for v in values]}"
+    finally:
+        served.stop()

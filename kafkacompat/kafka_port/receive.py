@@ -147,11 +147,19 @@ class FrameStream:
     def peer_closed(self) -> bool:
         """Whether the client closed (or lost) the connection: the bytes still buffered are read, but no
         answer reaches it any more. A close that arrived behind the frames just read is still in the
-        kernel (the loop reads it at its next turn): a peek sees it without reading anything."""
+        kernel (the loop reads it at its next turn). Over TCP the connection's state tells it whatever
+        is unread before it (a peek saw the next request's bytes, and a paused broker stored every one
+        of several requests its client had given up but the last); elsewhere a peek sees it when
+        nothing else is waiting."""
         if self._eof or self._exception is not None:
             return True
         sock = self._transport.get_extra_info("socket") if self._transport is not None else None
-        if sock is None or self._paused or sock.type != socket.SOCK_STREAM:
+        if sock is None or sock.type != socket.SOCK_STREAM:
+            return False
+        state = _tcp_state(sock)
+        if state is not None:
+            return state != TCP_ESTABLISHED
+        if self._paused:
             return False
         probe = socket.socket(fileno=sock.fileno())
         try:
@@ -334,3 +342,16 @@ async def serve_frames(
     if wrap is None:
         return await loop.create_server(lambda: FrameProtocol(on_connect, budget), host, port, **kwargs)
     return await loop.create_server(lambda: wrap(FrameProtocol(on_connect, budget)), host, port, **kwargs)
+
+
+TCP_ESTABLISHED = 1  # tcp_info.tcpi_state (Linux): a peer's FIN makes it CLOSE_WAIT, a reset CLOSE
+
+
+def _tcp_state(sock: socket.socket) -> int | None:
+    """The kernel's state of a TCP connection (Linux's TCP_INFO), None where it cannot be read."""
+    if sock.family not in (socket.AF_INET, socket.AF_INET6) or not hasattr(socket, "TCP_INFO"):
+        return None
+    try:
+        return sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 1)[0]
+    except OSError:
+        return None
