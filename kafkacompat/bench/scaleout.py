@@ -6,7 +6,8 @@ For each broker count: a fresh database and key prefix, that many `serve`
 processes as one cluster, a 6-partition topic; one confluent-kafka
 producer (idempotent, acks=all) sends N records through all brokers, then
 one consumer reads them back. Printed per row: aggregate produce and
-consume throughput, produce latency p50/p99 (produce() to delivery
+consume throughput, the time to the backlog's first record (assign to the
+first record polled), produce latency p50/p99 (produce() to delivery
 report), database transactions per stored batch (pg_stat_database over the
 engine's batch index; the brokers' heartbeats measured idle beforehand and
 taken out) and CPU
@@ -49,6 +50,7 @@ class Row:
     p50_ms: float
     p99_ms: float
     consume_msgs_s: float
+    first_record_s: float  # from assigning the backlog to the first record polled
     batches: int
     txns_per_batch: float
     cpu_brokers_s: float
@@ -145,9 +147,11 @@ def run_one(pg: Postgres, s3: S3Server, brokers: int, messages: int, size: int, 
         consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "bench",
                              "enable.auto.commit": False, "fetch.max.bytes": 16 << 20})
         consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
-        got, start = 0, time.monotonic()
+        got, start, first = 0, time.monotonic(), float("nan")
         while got < messages and time.monotonic() - start < 120:
             got += sum(1 for msg in consumer.consume(1000, timeout=0.5) if msg.error() is None)
+            if got and first != first:  # NaN until the first record
+                first = time.monotonic() - start
         consume_s = time.monotonic() - start
         consumer.close()
         cpu2 = (_cpu(pids), _cpu(pg_pids), _cpu(s3_pids))
@@ -159,6 +163,7 @@ def run_one(pg: Postgres, s3: S3Server, brokers: int, messages: int, size: int, 
         p50_ms=statistics.median(latencies) * 1000,
         p99_ms=latencies[int(len(latencies) * 0.99) - 1] * 1000,
         consume_msgs_s=got / consume_s,
+        first_record_s=first,
         batches=batches,
         txns_per_batch=commits / batches if batches else float("nan"),
         cpu_brokers_s=cpu1[0] - cpu0[0],
@@ -289,7 +294,7 @@ def main(argv: list[str] | None = None) -> None:
         slow = trickle(pg, args.trickle_rate, args.trickle_seconds, args.size) if args.trickle_rate else None
         settings = [(2000, 200), (6000, 1000)]  # the tests' and the defaults' lease / heartbeat (ms)
         moves = {lease_hb: [failover(pg, s3, *lease_hb) for _ in range(args.failovers)] for lease_hb in settings}
-    header = ("brokers", "produce msg/s", "MB/s", "p50 ms", "p99 ms", "consume msg/s", "batches",
+    header = ("brokers", "produce msg/s", "MB/s", "p50 ms", "p99 ms", "consume msg/s", "first rec s", "batches",
               "db txns/batch", "cpu brokers s", "cpu postgres s", "cpu s3 s")
     print(f"{os.cpu_count()} cores; {args.messages} records of {args.size} B, {PARTITIONS} partitions, "
           f"idempotent acks=all, linger.ms={args.linger_ms}")
@@ -297,7 +302,7 @@ def main(argv: list[str] | None = None) -> None:
     for r in rows:
         print("  ".join(f"{v:>13}" for v in (
             r.brokers, f"{r.produce_msgs_s:,.0f}", f"{r.produce_mb_s:.2f}", f"{r.p50_ms:.1f}", f"{r.p99_ms:.1f}",
-            f"{r.consume_msgs_s:,.0f}", r.batches, f"{r.txns_per_batch:.2f}", f"{r.cpu_brokers_s:.1f}",
+            f"{r.consume_msgs_s:,.0f}", f"{r.first_record_s:.2f}", r.batches, f"{r.txns_per_batch:.2f}", f"{r.cpu_brokers_s:.1f}",
             f"{r.cpu_postgres_s:.1f}", f"{r.cpu_s3_s:.1f}")))
     print("cpu seconds while consuming (brokers, postgres, s3): "
           + "; ".join(f"{r.brokers} broker(s): {r.consume_cpu}" for r in rows))
