@@ -38,7 +38,7 @@ def parse(argv: Sequence[str] | None) -> argparse.ArgumentParser:
         prog="python -m kafkacompat.chaos",
         description="A seeded fault campaign: stock clients, a nemesis, a checker of what docs/operations.md promises.",
         epilog=f"fault mixes: safe = {', '.join((*SAFE, *CLOUD_SAFE, *REPLICATION_SAFE, *WORKERS_SAFE))}; all = safe plus the faults held back "
-               f"from CI until known bugs are fixed: {held}")
+               f"from CI until known bugs are fixed: {held or 'none today'}")
     p.add_argument("--engine", choices=list(ENGINES), default="disk")
     p.add_argument("--minutes", type=float, default=2.0, help="how long the nemesis runs (default 2)")
     p.add_argument("--seed", type=int, help="chooses the faults, their targets and the workload (default: random)")

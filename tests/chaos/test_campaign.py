@@ -61,8 +61,8 @@ def test_campaign_finds_no_violation(tmp_path: Path, seed: int, extra: tuple[str
 @pytest.mark.slow
 def test_cloud_campaign_survives_brokers_killed_paused_and_restarted(tmp_path: Path) -> None:
     """Three brokers on PostgreSQL + S3; one at a time is killed, paused or restarted, or the database
-    is out of reach for a few seconds (the object store outage is new: nemesis.CLOUD_HELD_BACK)."""
-    out = campaign(tmp_path, "cloud", 12, "kill,pause,restart,database-outage")
+    or the object store is out of reach for a few seconds."""
+    out = campaign(tmp_path, "cloud", 12, "kill,pause,restart,database-outage,object-store-outage")
     assert "brokers 3" in out
 
 
