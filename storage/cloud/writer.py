@@ -33,7 +33,7 @@ from collections.abc import Awaitable, Callable
 from typing import Protocol
 
 from ..api import AppendResult
-from ..batch_format import ATTR_CONTROL, HEADER, HEADER_SIZE, LOG_OVERHEAD, PREFIX
+from ..batch_format import ATTR_CONTROL, HEADER, HEADER_SIZE, LOG_OVERHEAD, PREFIX, parse_header
 from ..errors import (
     NotLeaderError,
     OffsetMismatchError,
@@ -91,10 +91,6 @@ def batch_head(data: bytes) -> bytes | None:
     if len(data) < HEADER_SIZE or PREFIX.unpack_from(data)[1] + LOG_OVERHEAD != len(data):
         return None
     return data if HEADER.unpack_from(data)[5] & ATTR_CONTROL else data[:HEADER_SIZE]
-
-
-def _producer_id(data: bytes) -> int:
-    return int(HEADER.unpack_from(data)[9])
 
 
 class Writer:
@@ -292,7 +288,7 @@ class Writer:
                 continue
             if base == TXN_ENDED:
                 item.future.set_exception(TransactionEndedError(
-                    f"{item.partition.name}: a marker of producer {_producer_id(item.data)} was stored at or after "
+                    f"{item.partition.name}: a marker of producer {parse_header(item.data).producer_id} was stored at or after "
                     f"offset {item.since} while this transactional batch waited; not appended"))
                 continue
             if base < 0:

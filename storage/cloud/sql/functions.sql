@@ -124,7 +124,7 @@ BEGIN
         ELSE
             ep := greatest(old_epoch, p_epoch);
         END IF;
-        IF kc_txn_ended(p_pids[i], p_since[i], p_heads[i]) THEN
+        IF p_since[i] >= 0 AND kc_txn_ended(p_pids[i], p_since[i], p_heads[i]) THEN  -- transactional only
             object_id := obj; base := -4; epoch := -1; hw := nxt;
             RETURN NEXT;
             CONTINUE;
