@@ -111,15 +111,19 @@ async def aiokafka_read(bootstrap: str, topic: str, expected: int) -> list[bytes
     return values
 
 
+def list_offsets_body(topic: str, partition: int) -> object:
+    """A ListOffsets v7 request for the partition's latest offset."""
+    cls = request_class(2, 7)
+    topic_cls = cls.__dataclass_fields__["topics"].type.__args__[0]
+    partition_cls = topic_cls.__dataclass_fields__["partitions"].type.__args__[0]
+    return make(cls, replica_id=-1, isolation_level=0, topics=(make(topic_cls, name=topic, partitions=(
+        make(partition_cls, partition_index=partition, current_leader_epoch=-1, timestamp=-1),)),))
+
+
 def list_offsets_error(bootstrap: str, topic: str, partition: int) -> int:
     """The error ListOffsets (v7, latest) gets from this one broker for the partition."""
-    cls = request_class(2, 7)
-    body = make(cls, replica_id=-1, isolation_level=0, topics=(
-        make(cls.__dataclass_fields__["topics"].type.__args__[0], name=topic, partitions=(
-            make(cls.__dataclass_fields__["topics"].type.__args__[0].__dataclass_fields__["partitions"].type.__args__[0],
-                 partition_index=partition, current_leader_epoch=-1, timestamp=-1),)),))
     with Wire(bootstrap) as wire:
-        answer = wire.request(2, 7, body)
+        answer = wire.request(2, 7, list_offsets_body(topic, partition))
     return answer.topics[0].partitions[0].error_code.value
 
 
@@ -146,6 +150,32 @@ def test_clients_are_routed_to_partition_leaders_spread_over_three_brokers(clust
     got = asyncio.run(aiokafka_read(cluster.brokers[1].bootstrap, topic, 600))
     assert sorted(got) == expected
     assert sorted(v for _, _, v in read_all(cluster.brokers[0].bootstrap, topic, 6, 600)) == expected
+
+
+def test_requests_in_flight_to_a_broker_that_handed_its_partition_back_are_refused_at_once(
+        cluster: BrokerCluster) -> None:
+    """A broker that took a partition while its leader was away and handed it back when that
+    leader returned refuses the partition's requests at once, naming the leader. Each waited for a
+    heartbeat tick of its own (at least 50 ms), and a connection answers in order: a producer
+    without idempotence, with hundreds of requests in flight there, had its other partitions'
+    acknowledgements from that broker held back for up to 20 s (the kill loop's failover)."""
+    topic = create_topic(cluster.brokers[0].bootstrap, 6)
+    partition = next(p for p, leader in leaders(cluster.brokers[0].bootstrap, topic).items() if leader == 2)
+    cluster.broker(2).stop()  # its partitions move to the others
+    named: list[int] = []  # the last leader broker 1 named (-1 for none, as in a move)
+    wait_until("the partition moves", lambda: named.append(leaders(cluster.brokers[0].bootstrap, topic)[partition])
+               or named[-1] in (1, 3), 30)
+    taker = cluster.broker(named[-1])
+    cluster.broker(2).start()  # and come back to it
+    wait_until("the partition comes back", lambda: leaders(taker.bootstrap, topic)[partition] == 2, 30)
+    body = list_offsets_body(topic, partition)
+    with Wire(taker.bootstrap) as wire:
+        started = time.monotonic()
+        wire.send_raw(b"".join(wire.frame(2, 7, body) for _ in range(60)))
+        errors = [wire.receive(2, 7)[1].topics[0].partitions[0].error_code.value for _ in range(60)]
+        took = time.monotonic() - started
+    assert errors == [NOT_LEADER_OR_FOLLOWER] * 60
+    assert took < 1.5, f"60 refusals took {took:.2f} s"
 
 
 def test_kill_9_of_a_leader_under_idempotent_load_loses_and_duplicates_nothing(cluster: BrokerCluster) -> None:
