@@ -14,7 +14,7 @@ import asyncio
 import dataclasses
 import enum
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from .errors import StorageError
 
@@ -141,6 +141,7 @@ class Partition(abc.ABC):
     async def append(
         self, batch: bytes | bytearray | memoryview, record_count: int, *, at: int | None = None,
         leader_epoch: int | None = None, fenced_by: "Partition | None" = None, txn_since: int | None = None,
+        client_gone: Callable[[], bool] | None = None,
     ) -> AppendResult:
         """Store one v2 record batch, assigning offsets [hw, hw + record_count).
 
@@ -167,6 +168,14 @@ class Partition(abc.ABC):
         broker, the batch held up by an outage), and stored after the marker
         the batch would join the producer's next transaction. A store only
         one process writes ignores it (its broker checks its own markers).
+
+        With `client_gone` (whether the client that sent the batch closed its
+        connection) a store that holds appends before committing them asks it
+        as the commit begins and, when the client is gone, stores nothing and
+        raises RequesterGoneError: the client resends the batch, elsewhere if
+        the broker was paused past its lease, and a producer without
+        idempotence would keep both copies. A store that writes at the call
+        (asked by its broker just before) ignores it.
 
         The store writes the batch's baseOffset and partitionLeaderEpoch
         fields (bytes 0-8 and 12-16, outside the CRC) and keeps the rest byte

@@ -68,6 +68,12 @@ class TransactionEndedError(StorageError):
     the marker, it would join the producer's next transaction there. Nothing of it was stored."""
 
 
+class RequesterGoneError(StorageError):
+    """The client that sent the batch closed its connection before the batch was committed: it takes the
+    request for failed and resends it, so this copy is not stored (a producer without idempotence would keep
+    both). Nothing of it was stored; the answer reaches nobody."""
+
+
 class CorruptBatchError(StorageError):
     """A batch that fails its length, offset or CRC-32C check."""
 

@@ -15,7 +15,7 @@ import asyncio
 import bisect
 import contextlib
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from . import batch_format as bf
 from .activity import StoreActivity
@@ -68,6 +68,7 @@ class MemoryPartition(PartitionBase):
     async def append(
         self, batch: bytes | bytearray | memoryview, record_count: int, *, at: int | None = None,
         leader_epoch: int | None = None, fenced_by: Partition | None = None, txn_since: int | None = None,
+        client_gone: Callable[[], bool] | None = None,
     ) -> AppendResult:
         self._check_open()
         length, max_ts = bf.check_append(memoryview(batch).cast("B"), record_count)

@@ -51,6 +51,7 @@ STORAGE_ERRORS: dict[type[Exception], ErrorCode] = {
     storage.OffsetOutOfRangeError: ErrorCode.offset_out_of_range,
     storage.NotLeaderError: ErrorCode.not_leader_or_follower,
     storage.TransactionEndedError: ErrorCode.invalid_txn_state,
+    storage.RequesterGoneError: ErrorCode.network_exception,  # what the client itself makes of the closed connection
     storage.StorageFullError: ErrorCode.kafka_storage_error,
     storage.CorruptBatchError: ErrorCode.corrupt_message,
     storage.InvalidPolicyError: ErrorCode.invalid_config,

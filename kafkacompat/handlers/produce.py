@@ -308,7 +308,8 @@ async def _produce_partition(ctx: Request[Reaches], topic: Any, part: Any, pipel
             held.appending(header.producer_id)
         try:
             written = partition.append(batch, header.record_count, leader_epoch=append_epoch,
-                                       txn_since=txn_since if held is not None else None)
+                                       txn_since=txn_since if held is not None else None,
+                                       client_gone=ctx.client_gone if pipelined else None)
         except storage.StorageError as exc:  # refused at once (the cloud engine checks before it buffers)
             if held is not None:
                 held.not_appended(header.producer_id)
@@ -378,6 +379,9 @@ def _refused(cluster: Reaches, key: tuple[str, str, int], header: Any, error: Er
 def _fail(outcome: _Outcome, exc: storage.StorageError) -> None:
     outcome.error = storage_error_code(exc)
     outcome.message = str(exc)
+    if isinstance(exc, storage.RequesterGoneError):  # not a failure of the store: the answer reaches nobody
+        log.debug("produce to %s-%d not appended: %s", outcome.topic, outcome.index, exc)
+        return
     _log_append_failure(outcome.topic, outcome.index, exc)
 
 

@@ -10,7 +10,7 @@ kept in memory so consumers at the tail need no database round trip.
 from __future__ import annotations
 
 import bisect
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Protocol
 
 from .. import batch_format as bf
@@ -120,6 +120,7 @@ class CloudPartition(PartitionBase):
     def append(  # type: ignore[override]  # a plain def: the batch takes its place when called
         self, batch: bytes | bytearray | memoryview, record_count: int, *, at: int | None = None,
         leader_epoch: int | None = None, fenced_by: "CloudPartition | None" = None, txn_since: int | None = None,
+        client_gone: Callable[[], bool] | None = None,
     ) -> Awaitable[AppendResult]:
         """Buffer the batch now (its place in the partition is fixed by this call) and return
         what resolves once it is committed, so a broker may append a connection's next
@@ -130,7 +131,7 @@ class CloudPartition(PartitionBase):
         fence = -1 if leader_epoch is None else leader_epoch
         guard = -1 if fenced_by is None else fenced_by.pid
         return self._store.writer.submit(self, bytes(view), record_count, max_ts, fence, -1 if at is None else at,
-                                         guard, -1 if txn_since is None else txn_since)
+                                         guard, -1 if txn_since is None else txn_since, client_gone)
 
     def abandon_appends(self, error: StorageError) -> int:
         """Refuse now, with `error`, this partition's appends no commit has taken yet (its broker

@@ -37,6 +37,7 @@ from ..batch_format import ATTR_CONTROL, HEADER, HEADER_SIZE, LOG_OVERHEAD, PREF
 from ..errors import (
     NotLeaderError,
     OffsetMismatchError,
+    RequesterGoneError,
     StorageError,
     StorageUnavailableError,
     TransactionEndedError,
@@ -65,11 +66,11 @@ class CommittedPartition(Protocol):
 
 class _Pending:
     __slots__ = ("partition", "data", "count", "max_ts", "fence", "guard", "at", "since", "future", "prior",
-                 "abandoned", "submitted")
+                 "abandoned", "submitted", "gone")
 
     def __init__(self, partition: CommittedPartition, data: bytes, count: int, max_ts: int, fence: int, guard: int,
                  at: int, since: int, future: asyncio.Future[AppendResult],
-                 prior: asyncio.Future[set[int]] | None) -> None:
+                 prior: asyncio.Future[set[int]] | None, gone: Callable[[], bool] | None = None) -> None:
         self.partition, self.data, self.count, self.max_ts, self.future = partition, data, count, max_ts, future
         self.fence = fence  # the leader epoch the commit must still find, -1: none
         self.guard = guard  # the partition id whose leader `fence` names, -1: the batch's own
@@ -78,10 +79,30 @@ class _Pending:
         self.prior = prior  # the write of the partition's batches submitted before this one, if under way
         self.abandoned = False  # refused before its commit began (`Writer.abandon`): never committed
         self.submitted = time.monotonic()
+        self.gone = gone  # whether the client that sent the batch closed its connection; None: not asked
 
 
 Commit = Callable[[str, int, list[int], list[int], list[int], list[int], list[int], list[int], list[int], list[int],
                    list[int], list[int], list[bytes | None], list[int]], Awaitable[list[tuple[int, int, int, int]]]]
+
+
+def _drop_gone(items: list[_Pending]) -> None:
+    """Refuse the batches whose client closed its connection while they waited to be committed (a broker
+    paused past the client's request timeout, a slow object store): the client resends them, and this copy
+    stored as well would be a duplicate. Asked as the commit begins, the last moment a batch can be left out:
+    a paused broker woke to commit what its clients had given up on (the cloud campaign's plain producer
+    had records stored twice, ~200 offsets apart, after each pause). Each request is asked once."""
+    asked: dict[Callable[[], bool], bool] = {}
+    for item in items:
+        if item.gone is None or item.abandoned or item.future.done():
+            continue
+        if item.gone not in asked:
+            asked[item.gone] = item.gone()
+        if asked[item.gone]:
+            item.abandoned = True
+            item.future.set_exception(RequesterGoneError(
+                f"{item.partition.name}: the client closed its connection before the batch was committed; "
+                "not appended"))
 
 
 def batch_head(data: bytes) -> bytes | None:
@@ -118,21 +139,23 @@ class Writer:
         self.closed = False
 
     def submit(self, partition: CommittedPartition, data: bytes, count: int, max_ts: int,
-               fence: int = -1, at: int = -1, guard: int = -1, since: int = -1) -> asyncio.Future[AppendResult]:
+               fence: int = -1, at: int = -1, guard: int = -1, since: int = -1,
+               gone: Callable[[], bool] | None = None) -> asyncio.Future[AppendResult]:
         """Buffer one batch; the future resolves once it is committed. Batches of a partition
         are committed in the order they were submitted (one object keeps them in that order).
         With `at` >= 0 the batch is stored only if that is the partition's next offset then
         (else OffsetMismatchError carrying the next offset). With `fence` >= 0 it is stored only
         while that is the leader epoch of its partition (or of partition id `guard`). With `since` >= 0
         (a transactional batch) it is stored only while no marker of its producer is stored at or
-        after that offset (else TransactionEndedError)."""
+        after that offset (else TransactionEndedError). With `gone`, it is stored only if that says
+        no when its commit begins (else RequesterGoneError: the client closed the connection)."""
         if self.closed:
             raise StorageUnavailableError("the store is closing")
         loop = asyncio.get_running_loop()
         future: asyncio.Future[AppendResult] = loop.create_future()
         # the write before it is taken now, not at flush: one that fails in between still counts
         pending = _Pending(partition, data, count, max_ts, fence, guard, at, since, future,
-                           self._latest.get(partition.pid))
+                           self._latest.get(partition.pid), gone)
         self._buffer.append(pending)
         self._open.add(pending)
         self._buffered_bytes += len(data)
@@ -244,6 +267,7 @@ class Writer:
         for earlier in await asyncio.gather(*after):
             failed |= earlier & order.keys()
         ordered = time.monotonic()
+        _drop_gone(ranked)
         self._open.difference_update(ranked)  # from here on the commit decides
         if failed or any(item.abandoned for item in ranked):
             self._forget(failed, done)  # answered below, while the rest of this object is committed

@@ -262,6 +262,7 @@ class DiskPartition(PartitionBase):
     async def append(
         self, batch: bytes | bytearray | memoryview, record_count: int, *, at: int | None = None,
         leader_epoch: int | None = None, fenced_by: Partition | None = None, txn_since: int | None = None,
+        client_gone: Callable[[], bool] | None = None,
     ) -> AppendResult:
         self._check_open()
         view = memoryview(batch).cast("B")

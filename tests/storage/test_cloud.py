@@ -14,7 +14,7 @@ import struct
 import pytest
 from kafkacompat.protocol.records import iter_records, record_timestamps
 from kafkacompat.storage import Cursor
-from storage_testkit import batch
+from storage_testkit import batch, values
 
 from kafkacompat import storage
 from kafkacompat.testing.services import BUCKET, ServiceUnavailable, cloud_store
@@ -325,6 +325,35 @@ async def test_a_repeated_commit_of_a_batch_whose_transaction_ended_is_refused_a
     assert first[0][1] == TXN_ENDED and again[0][1] == TXN_ENDED
     await part.refresh()
     assert part.high_watermark == 1
+
+
+async def test_a_batch_whose_client_left_while_it_waited_is_not_committed(pair):
+    """The broker was paused (or the object store slow) past the client's request timeout: the client
+    closed the connection and resent the batch elsewhere. Committed on waking, this copy was a duplicate
+    (the cloud campaign's plain producer, after pauses). It is refused; a batch of a client still there,
+    in the same object, is stored, and so is what the client sends on its next connection."""
+    a, _ = pair
+    await a.create_topic("/default", "t", 1)
+    part = a.partition("/default", "t", 0)
+    real_put, release = a.writer._put, asyncio.Event()
+
+    async def paused_put(key: str, body: bytes) -> None:
+        await release.wait()
+        await real_put(key, body)
+
+    a.writer._put = paused_put
+    client_left = [False]
+    waiting = asyncio.ensure_future(part.append(batch(1, size=4), 1, client_gone=lambda: client_left[0]))
+    staying = asyncio.ensure_future(part.append(batch(1, size=5), 1, client_gone=lambda: False))
+    await asyncio.sleep(0)
+    client_left[0] = True  # the client timed out and closed while the object was being written
+    release.set()
+    with pytest.raises(storage.RequesterGoneError):
+        await waiting
+    assert (await staying).base_offset == 0
+    a.writer._put = real_put
+    assert (await part.append(batch(1, size=6), 1, client_gone=lambda: False)).base_offset == 1
+    assert [len(value) for _, value in values(await part.read(0, 1 << 20))] == [5, 6]
 
 
 async def test_a_partitions_batches_are_committed_in_the_order_they_were_appended(pair):
