@@ -79,7 +79,8 @@ fi
 
 echo "== running tests"
 set +e
-"$python" -m pytest -q -p no:cacheprovider "$@"  # paths: testpaths in pyproject.toml
+# --durations: the slowest tests close the output, where CI's excerpt of it shows them (CI time: docs/development.md)
+"$python" -m pytest -q -p no:cacheprovider --durations=30 "$@"  # paths: testpaths in pyproject.toml
 status=$?
 set -e
 if [ "$status" -eq 5 ]; then
