@@ -16,7 +16,6 @@ import time
 from typing import TextIO
 
 from kafkacompat.storage import StorageError
-from kafkacompat.storage.disk.store import DiskStore
 
 EPILOG = """\
 exit status: 0 no damage found, 1 damage found (repaired with --repair), 2 the
@@ -58,6 +57,8 @@ def _check(args: argparse.Namespace) -> int:
 
 async def check_store(data_dir: str, volumes: list[str], *, repair: bool, out: TextIO) -> int:
     """Check (and with `repair`, repair) a store; print progress and findings; return the exit status."""
+    from kafkacompat.storage.disk.store import DiskStore  # here: every other command would import the disk store
+
     store = DiskStore([data_dir, *volumes], repair=repair, background_verify=False)
     store.log_findings = False  # printed below, once
     started = time.monotonic()
