@@ -70,7 +70,7 @@ class _Pending:
 
     def __init__(self, partition: CommittedPartition, data: bytes, count: int, max_ts: int, fence: int, guard: int,
                  at: int, since: int, future: asyncio.Future[AppendResult],
-                 prior: asyncio.Future[set[int]] | None, gone: Callable[[], bool] | None = None) -> None:
+                 prior: asyncio.Future[set[int]] | None, gone: Callable[[], bool] | None) -> None:
         self.partition, self.data, self.count, self.max_ts, self.future = partition, data, count, max_ts, future
         self.fence = fence  # the leader epoch the commit must still find, -1: none
         self.guard = guard  # the partition id whose leader `fence` names, -1: the batch's own

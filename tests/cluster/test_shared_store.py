@@ -162,9 +162,13 @@ def test_requests_in_flight_to_a_broker_that_handed_its_partition_back_are_refus
     topic = create_topic(cluster.brokers[0].bootstrap, 6)
     partition = next(p for p, leader in leaders(cluster.brokers[0].bootstrap, topic).items() if leader == 2)
     cluster.broker(2).stop()  # its partitions move to the others
-    named: list[int] = []  # the last leader broker 1 named (-1 for none, as in a move)
-    wait_until("the partition moves", lambda: named.append(leaders(cluster.brokers[0].bootstrap, topic)[partition])
-               or named[-1] in (1, 3), 30)
+    named: list[int] = []  # the leaders broker 1 named, last one last (-1 for none, as in a move)
+
+    def taken() -> bool:
+        named.append(leaders(cluster.brokers[0].bootstrap, topic)[partition])
+        return named[-1] in (1, 3)
+
+    wait_until("the partition moves", taken, 30)
     taker = cluster.broker(named[-1])
     cluster.broker(2).start()  # and come back to it
     wait_until("the partition comes back", lambda: leaders(taker.bootstrap, topic)[partition] == 2, 30)
