@@ -407,9 +407,12 @@ async def _transaction_horizon(partition: storage.Partition, txns: PartitionTxns
     marker they would join the producer's next transaction: the store refuses them then (append's
     txn_since), as Kafka's partition leader does by its verification guard (KIP-890). On a cluster the end
     is read from the store: the previous transaction's markers, which the coordinator's broker wrote before
-    it admitted these, may not have reached this broker's view yet, and would be taken for this one's."""
+    it admitted these, may not have reached this broker's view yet, and would be taken for this one's. The
+    transaction state then reads up to that end: the previous transaction's marker is known to the check
+    below, and this batch is noted after the previous leader's last batches."""
     if txns.follow_log:
         await partition.refresh()
+        await txns.catch_up()  # what the refresh brought (the previous leader's last batches) is noted first
     return partition.high_watermark
 
 

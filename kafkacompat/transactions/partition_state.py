@@ -120,7 +120,18 @@ class PartitionTxns:
         self.appending_at.setdefault(producer_id, []).append(self.partition.high_watermark)
 
     def appended(self, producer_id: int, base_offset: int) -> None:
-        """A transactional batch was appended at base_offset."""
+        """A transactional batch was appended at base_offset.
+
+        On a cluster the log is noted in its order: a batch this broker appended past what the state
+        has read waits for the next `catch_up`, which reads it where it lies (the LSO is held at what
+        was read meanwhile). Noted first, the batches below it were taken for old news or its
+        transaction's start: the partition's previous leader had stored the transaction's first batch
+        just before the move, and read_committed was served it (chaos, cloud: an aborted read).
+        """
+        if not (self.follow_log and base_offset > self.scanned):
+            self._begun(producer_id, base_offset)
+
+    def _begun(self, producer_id: int, base_offset: int) -> None:
         if base_offset > self.ended.get(producer_id, -1):
             self.ongoing.setdefault(producer_id, base_offset)
 
@@ -140,7 +151,7 @@ class PartitionTxns:
         if not header.is_transactional:
             return
         if not header.is_control:
-            self.appended(header.producer_id, header.base_offset)
+            self._begun(header.producer_id, header.base_offset)
             return
         if header.base_offset <= self.ended.get(header.producer_id, -1):
             return  # noted already

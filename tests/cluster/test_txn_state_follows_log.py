@@ -103,3 +103,57 @@ async def test_an_abort_this_broker_writes_lists_the_transaction_the_leader_stor
         state = await registry.get("/s", "t", 0)
         assert state.last_stable_offset == marker + 1
         assert state.aborted_between(0, marker + 1) == [AbortedTxn(PID, first, marker)]
+
+
+async def test_a_batch_this_broker_appends_past_what_the_state_read_waits_behind_the_previous_leaders_batch(
+        brokers):
+    """The partition moved here (`there` led it): the previous leader stored the transaction's first
+    batch just before the move, after this state last read the log; this broker then appends the same
+    transaction's next batch. The LSO must stay at the first batch, not at this broker's (chaos, cloud:
+    read_committed was served the first batch of a transaction that was then aborted)."""
+    here, there = brokers
+    await here.create_stream("/s")
+    await here.create_topic("/s", "t", 1)
+    await until(lambda: there.get_topic("/s", "t") is not None)
+    registry = PartitionTxnRegistry(here)
+    registry.follow_log = True
+    state = await registry.get("/s", "t", 0)
+
+    first = (await there.partition("/s", "t", 0).append(txn_batch(b"before the move"), 1)).base_offset
+    await state.partition.refresh()
+    mine = (await state.partition.append(txn_batch(b"after the move"), 1)).base_offset
+    assert mine == first + 1
+    state.appended(PID, mine)
+    for _look in range(2):
+        state = await registry.get("/s", "t", 0)
+        assert state.last_stable_offset == first
+    marker = (await state.partition.append(build_marker(PID, 0, ControlType.ABORT, 2000), 1)).base_offset
+    await state.marker_written(PID, marker, ControlType.ABORT)
+    assert state.aborted_between(0, marker + 1) == [AbortedTxn(PID, first, marker)]
+
+
+async def test_the_previous_transactions_marker_read_late_leaves_the_producers_next_transaction_open(brokers):
+    """The previous leader stored a whole transaction (batch and commit marker) after this state last
+    read the log; the producer's next transaction's batch then lands here. Reading the commit marker
+    must not end the next transaction, whose abort is listed when it comes."""
+    here, there = brokers
+    await here.create_stream("/s")
+    await here.create_topic("/s", "t", 1)
+    await until(lambda: there.get_topic("/s", "t") is not None)
+    registry = PartitionTxnRegistry(here)
+    registry.follow_log = True
+    state = await registry.get("/s", "t", 0)
+
+    theirs = there.partition("/s", "t", 0)
+    await theirs.append(txn_batch(b"committed"), 1)
+    committed = (await theirs.append(build_marker(PID, 0, ControlType.COMMIT, 2000), 1)).base_offset
+    await state.partition.refresh()
+    second = (await state.partition.append(txn_batch(b"next, aborted"), 1)).base_offset
+    assert second == committed + 1
+    state.appended(PID, second)
+    state = await registry.get("/s", "t", 0)
+    assert state.last_stable_offset == second
+    marker = (await state.partition.append(build_marker(PID, 0, ControlType.ABORT, 3000), 1)).base_offset
+    await state.marker_written(PID, marker, ControlType.ABORT)
+    assert state.last_stable_offset == marker + 1
+    assert state.aborted_between(0, marker + 1) == [AbortedTxn(PID, second, marker)]
