@@ -71,6 +71,8 @@ def run(plan: Plan, out: TextIO) -> Verdict:
     plan.workdir.mkdir(parents=True, exist_ok=True)
     history = History(plan.workdir / "history.jsonl")
     client_log = logging.FileHandler(plan.workdir / "clients.log")
+    # stamped as the brokers' lines are, so a client's timeout lines up with broker.log
+    client_log.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
     CLIENT_LOG.addHandler(client_log)
     CLIENT_LOG.propagate = False
     print(f"chaos: engine {plan.engine}, seed {plan.seed}, {plan.minutes:g} min, workdir {plan.workdir}",
@@ -101,8 +103,9 @@ def run(plan: Plan, out: TextIO) -> Verdict:
 def drive(plan: Plan, engine: Engine, history: History, out: TextIO) -> None:
     settings = engine.setup(random.Random(f"{plan.seed}:setup"))
     nemesis = Nemesis(engine, history, random.Random(f"{plan.seed}:nemesis"), plan.faults)
+    # `clock`: the wall-clock time at t=0, to line events up with the stamped lines of broker.log and clients.log
     history.record("campaign", engine=plan.engine, seed=plan.seed, minutes=plan.minutes, faults=nemesis.names,
-                   unavailable=nemesis.unavailable, **settings)
+                   unavailable=nemesis.unavailable, clock=round(time.time() - history.now(), 3), **settings)
     print(f"chaos: {', '.join(f'{k} {v}' for k, v in settings.items())}; faults: {', '.join(nemesis.names)}"
           + (f"; not offered here: {', '.join(nemesis.unavailable)}" if nemesis.unavailable else ""),
           file=out, flush=True)
