@@ -1,7 +1,7 @@
 """One leader per partition, recorded in kc_partition_leaders with an epoch that only goes up.
 
 Who should lead is a pure function of the registered node ids (live or
-lapsed: a broker killed keeps its row until it comes back), the live ones
+lapsed: a broker killed or stopped keeps its row until it comes back), the live ones
 and the partition (`wanted_leader`), so every broker computes the same
 spread. Changing a row is always one conditional UPDATE (`... WHERE leader
 = old AND epoch = old`), so when two brokers race for the same move exactly
@@ -9,15 +9,15 @@ one wins and the epoch goes up by one. Moves happen in two ways:
 
 * a leader whose lease lapsed: any live broker moves its partitions to
   another live broker;
-* a live leader that is no longer wanted (a broker joined, came back or
-  stopped cleanly): the leader itself stops serving the partition, then
-  hands the row on — so two brokers never serve one partition at once on a
-  planned move.
+* a live leader that is no longer wanted (a broker joined or came back):
+  the leader itself stops serving the partition, then hands the row on — so
+  two brokers never serve one partition at once on a planned move.
 
-A broker's death moves only the partitions it led, as on Kafka: spreading
-over the live brokers alone moved most partitions of a topic when one of
-three died (partitions whose leader lived were handed over too, and
-clients waited for each hand-over).
+A broker's death or clean stop moves only the partitions it led, as on
+Kafka: spreading over the live brokers alone moved most partitions of a
+topic when one of three died (partitions whose leader lived were handed
+over too, and clients waited for each hand-over). A clean stop ends the
+broker's lease and keeps its registration for that reason.
 """
 
 from __future__ import annotations

@@ -134,9 +134,13 @@ class BrokerLease:
         return time.monotonic() < self.valid_until
 
     async def release(self, conn: asyncpg.Connection) -> None:
-        """Leave at once (a clean stop), so the others take this broker's partitions at their next heartbeat."""
+        """Leave at once (a clean stop): the lease ends now, so the others take this broker's partitions at
+        their next heartbeat. The row stays, as a killed broker's does: the spread over the registered
+        brokers is unchanged, so only this broker's partitions move, and they come back when it returns,
+        as on Kafka. Deleting it moved partitions between the live brokers at every restart, and the
+        clients of each moved partition were refused and resent (`unregister` retires a node id)."""
         self.valid_until = 0.0
-        await conn.execute("DELETE FROM kc_brokers WHERE node_id = $1 AND incarnation = $2",
+        await conn.execute("UPDATE kc_brokers SET lease_until = now() WHERE node_id = $1 AND incarnation = $2",
                            self.me.node_id, self.incarnation)
 
 

@@ -69,8 +69,9 @@ def test_a_death_moves_only_the_partitions_the_dead_broker_led() -> None:
     assert back == {key: 2 for key in moved if after[key].leader == 1}  # each leader hands back its own
 
 
-def test_a_clean_stop_spreads_over_the_brokers_left() -> None:
-    """A broker stopping cleanly deletes its registration: the rest is spread over those left."""
+def test_an_unregistered_broker_s_partitions_spread_over_the_brokers_left() -> None:
+    """A node id retired by UnregisterBroker has no row any more: the rest is spread over those left.
+    (A clean stop keeps the row, as a kill does: only the stopped broker's partitions move.)"""
     keys = [("/default", "t", p) for p in range(6)]
     rows = {key: LeaderRow(preferred_leader([1, 2, 3], key), 0) for key in keys}
     missing, moves = plan(1, [1, 3], keys, rows, [1, 3])

@@ -33,6 +33,7 @@ from compat_tests.drivers.java import program_41
 from kafkacompat.cluster.leadership import preferred_leader
 from kafkacompat.testing.cluster import BrokerCluster, cloud_cluster_args
 from kafkacompat.testing.services import ServiceUnavailable
+from tests.cluster.test_features_cluster import unregister
 from tests.shares.test_share_sessions import _fetch as fetch
 from tests.wire import Wire
 
@@ -159,7 +160,7 @@ def test_kill_9_of_the_leader_keeps_acknowledged_records_done(cluster: BrokerClu
 
 
 def _moves_away(name: str) -> tuple[int, int]:
-    """(the partition's leader, another broker whose stop moves the partition off that leader)."""
+    """(the partition's leader, another broker whose retirement moves the partition off that leader)."""
     key = ("/default", name, 0)
     leader = preferred_leader(BROKERS, key)
     for other in BROKERS:
@@ -169,9 +170,11 @@ def _moves_away(name: str) -> tuple[int, int]:
 
 
 def test_leadership_away_and_back_serves_the_state_written_meanwhile(cluster: BrokerCluster) -> None:
-    """The leader stays up while the partition leads elsewhere (another broker stopped) and comes
-    back to it (that broker started again): it serves the state the other leader wrote, not the
-    one it had, in which three records were still held by the first member."""
+    """The leader stays up while the partition leads elsewhere (another broker stopped and its node id
+    retired, `kafka-cluster unregister`: the partitions spread over the two left) and comes back to it
+    (that broker started again): it serves the state the other leader wrote, not the one it had, in
+    which three records were still held by the first member. (A clean stop alone moves only the
+    stopped broker's partitions.)"""
     for _ in range(100):
         name = f"share-move-{uuid.uuid4().hex[:8]}"
         try:
@@ -183,6 +186,7 @@ def test_leadership_away_and_back_serves_the_state_written_meanwhile(cluster: Br
     def stop_other(now: int) -> None:
         assert now == leader
         cluster.broker(other).stop()
+        assert unregister(cluster.broker(leader).bootstrap, other) == (ErrorCode.none, None)
         _wait_leader(cluster.broker(leader).bootstrap, name, lambda moved: moved not in (-1, leader, other))
 
     def start_other(_: int) -> None:

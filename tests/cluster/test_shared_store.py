@@ -182,6 +182,25 @@ def test_requests_in_flight_to_a_broker_that_handed_its_partition_back_are_refus
     assert took < 1.5, f"60 refusals took {took:.2f} s"
 
 
+def test_a_clean_stop_moves_only_the_stopped_brokers_partitions(cluster: BrokerCluster) -> None:
+    """As on Kafka: the stopped broker's partitions go to the others and come back when it returns; the
+    live brokers keep theirs. (Its registration was deleted: the spread over two brokers moved partitions
+    between the live ones too, and their clients were refused and resent at every restart.)"""
+    topic = create_topic(cluster.brokers[0].bootstrap, 12)
+    before = leaders(cluster.brokers[0].bootstrap, topic)
+    assert set(before.values()) == {1, 2, 3}, before
+    cluster.brokers[2].stop()
+    wait_until("broker 3's partitions moved", lambda: 3 not in leaders(cluster.brokers[0].bootstrap, topic).values()
+               and -1 not in leaders(cluster.brokers[0].bootstrap, topic).values(), timeout=20)
+    after = leaders(cluster.brokers[0].bootstrap, topic)
+    assert {p: after[p] for p, leader in before.items() if leader != 3} == {
+        p: leader for p, leader in before.items() if leader != 3}
+    assert {after[p] for p, leader in before.items() if leader == 3} <= {1, 2}
+    cluster.brokers[2].start()
+    wait_until("the restarted broker leads its partitions again",
+               lambda: leaders(cluster.brokers[0].bootstrap, topic) == before, timeout=30)
+
+
 def test_kill_9_of_a_leader_under_idempotent_load_loses_and_duplicates_nothing(cluster: BrokerCluster) -> None:
     topic = create_topic(cluster.bootstrap, 3)
     victim_id = leaders(cluster.brokers[0].bootstrap, topic)[0]
