@@ -21,7 +21,7 @@ from kafkacompat.protocol.records import ATTR_TRANSACTIONAL, Record, build_batch
 
 from kafkacompat import storage
 from kafkacompat.testing.services import ServiceUnavailable, cloud_store
-from kafkacompat.transactions.partition_state import AbortedTxn, PartitionTxnRegistry
+from kafkacompat.transactions.partition_state import AbortedTxn, PartitionTxnRegistry, PartitionTxns
 
 PID = 7
 
@@ -46,6 +46,16 @@ async def until(check, timeout: float = 10.0) -> None:
     while not check():
         assert asyncio.get_running_loop().time() < deadline, "condition not met in time"
         await asyncio.sleep(0.01)
+
+
+async def followed_partition(here: storage.Store, there: storage.Store) -> tuple[PartitionTxnRegistry, PartitionTxns]:
+    """A one-partition topic both brokers see, and `here`'s transaction state of it, read now."""
+    await here.create_stream("/s")
+    await here.create_topic("/s", "t", 1)
+    await until(lambda: there.get_topic("/s", "t") is not None)
+    registry = PartitionTxnRegistry(here)
+    registry.follow_log = True
+    return registry, await registry.get("/s", "t", 0)
 
 
 def txn_batch(value: bytes) -> bytes:
@@ -87,12 +97,7 @@ async def test_an_abort_this_broker_writes_lists_the_transaction_the_leader_stor
     through this state. The abort must be listed, and stay listed at every later look (the batch before
     the marker is not taken for old news)."""
     here, there = brokers
-    await here.create_stream("/s")
-    await here.create_topic("/s", "t", 1)
-    await until(lambda: there.get_topic("/s", "t") is not None)
-    registry = PartitionTxnRegistry(here)
-    registry.follow_log = True
-    state = await registry.get("/s", "t", 0)
+    registry, state = await followed_partition(here, there)
     assert state.last_stable_offset == 0
 
     first = (await there.partition("/s", "t", 0).append(txn_batch(b"aborted"), 1)).base_offset
@@ -112,12 +117,7 @@ async def test_a_batch_this_broker_appends_past_what_the_state_read_waits_behind
     transaction's next batch. The LSO must stay at the first batch, not at this broker's (chaos, cloud:
     read_committed was served the first batch of a transaction that was then aborted)."""
     here, there = brokers
-    await here.create_stream("/s")
-    await here.create_topic("/s", "t", 1)
-    await until(lambda: there.get_topic("/s", "t") is not None)
-    registry = PartitionTxnRegistry(here)
-    registry.follow_log = True
-    state = await registry.get("/s", "t", 0)
+    registry, state = await followed_partition(here, there)
 
     first = (await there.partition("/s", "t", 0).append(txn_batch(b"before the move"), 1)).base_offset
     await state.partition.refresh()
@@ -137,12 +137,7 @@ async def test_the_previous_transactions_marker_read_late_leaves_the_producers_n
     read the log; the producer's next transaction's batch then lands here. Reading the commit marker
     must not end the next transaction, whose abort is listed when it comes."""
     here, there = brokers
-    await here.create_stream("/s")
-    await here.create_topic("/s", "t", 1)
-    await until(lambda: there.get_topic("/s", "t") is not None)
-    registry = PartitionTxnRegistry(here)
-    registry.follow_log = True
-    state = await registry.get("/s", "t", 0)
+    registry, state = await followed_partition(here, there)
 
     theirs = there.partition("/s", "t", 0)
     await theirs.append(txn_batch(b"committed"), 1)
