@@ -27,7 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
-from .checker import Verdict, Violation, check
+from .checker import Verdict, Violation, check, duplicate_runs
 from .cloud import CloudEngine
 from .disk import DiskEngine
 from .engine import Engine
@@ -190,6 +190,10 @@ def report(verdict: Verdict, events: list[Event], out: TextIO) -> None:
              ("other findings allowed", len(verdict.allowed_other)),
              ("plain acks=1 records stored twice (allowed)", verdict.plain_duplicates),
              ("  of plain sends", _rate(verdict.plain_duplicates, plain_sends(events)))]
+    runs = duplicate_runs(events)
+    if runs:
+        rows += [("  largest runs (records, partition, first send t)",
+                  "; ".join(f"{n} {where} @{t:.1f}" for n, where, t in runs[:3]))]
     if any(e["type"] == "replica-final" for e in events):
         rows += [("verified on every replica", verdict.replicated)]
     rows += [("violations", len(verdict.violations))]

@@ -287,6 +287,37 @@ def plain_copies(events: list[Event]) -> int:
     return sum(n - 1 for n in copies.values())
 
 
+RUN_GAP_S = 5.0  # records sent further apart than this start another run of duplicates
+
+
+def duplicate_runs(events: list[Event]) -> list[tuple[int, str, float]]:
+    """Runs of plain records stored twice, largest first: (records, topic-partition, first send's t). A
+    failure before the answers of a run of requests (a leader killed or paused, an outage) makes its
+    producer resend the whole run; a few runs made most duplicates of a 60-minute campaign, each to be
+    traced from its time (the campaign event's `clock` lines it up with broker.log and clients.log)."""
+    kinds = {e["producer"]: e["kind"] for e in events if e["type"] == "send"}
+    sent = {e["value"]: e["t"] for e in events if e["type"] == "send" and e["kind"] == "plain"}
+    copies: dict[tuple[str, int, str], int] = defaultdict(int)
+    for e in _finals(events).values():
+        if kinds.get(parse_value(e["value"])[0]) == "plain":
+            copies[(e["topic"], e["partition"], e["value"])] += 1
+    times: dict[str, list[float]] = defaultdict(list)
+    for (topic, partition, value), n in copies.items():
+        if n > 1 and value in sent:
+            times[f"{topic}-{partition}"].append(sent[value])
+    runs: list[tuple[int, str, float]] = []
+    for where, ts in times.items():
+        ts.sort()
+        start, count = ts[0], 1
+        for before, t in zip(ts, ts[1:]):
+            if t - before > RUN_GAP_S:
+                runs.append((count, where, start))
+                start, count = t, 0
+            count += 1
+        runs.append((count, where, start))
+    return sorted(runs, key=lambda run: (-run[0], run[2]))
+
+
 def short(value: str) -> str:
     """`producer|seq` of a workload value, for messages (the history lines have it whole)."""
     return value.rsplit("|", 1)[0]

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from kafkacompat.chaos.checker import check, short
+from kafkacompat.chaos.checker import check, duplicate_runs, short
 from kafkacompat.chaos.history import History, load
 
 A = "chaos..a"
@@ -336,3 +336,23 @@ def test_a_plain_record_stored_twice_is_counted_not_failed() -> None:
     verdict = check(s.events)
     assert verdict.violations == [] and verdict.plain_duplicates == 1
     assert check(healthy().events).plain_duplicates == 0
+
+
+def test_plain_records_stored_twice_are_grouped_in_runs_by_partition_and_send_time() -> None:
+    """A failure before the answers of a run of requests makes the producer resend the whole run: the report
+    names the runs, largest first, with the time of their first send, to trace each one."""
+    s = Story()
+    offset = 0
+    for seq in range(5):  # a run of three on partition 0, and a lone one 10 s later
+        value = s.write("plain.0", seq, offset=offset, kind="plain")
+        s.events[-2]["t"] = [1.0, 1.5, 2.0, 12.0, 13.0][seq]
+        copies = 1 if seq == 4 else 2
+        for _ in range(copies):
+            s.final(offset, value)
+            offset += 1
+    value = s.write("plain.0", 5, offset=0, kind="plain", partition=1)
+    s.events[-2]["t"] = 3.0
+    s.final(0, value, partition=1)
+    s.final(1, value, partition=1)
+    assert duplicate_runs(s.events) == [(3, f"{A}-0", 1.0), (1, f"{A}-1", 3.0), (1, f"{A}-0", 12.0)]
+    assert duplicate_runs(healthy().events) == []
