@@ -279,12 +279,17 @@ def idempotent_order(events: list[Event]) -> list[Violation]:
 def plain_copies(events: list[Event]) -> int:
     """Copies beyond the first of plain producers' records in the final read (allowed: a retry of a request
     whose answer was lost stores the batch again; the issue's target is under 0.1% of sends)."""
+    return sum(n - 1 for n in _plain_copies(events).values())
+
+
+def _plain_copies(events: list[Event]) -> dict[tuple[str, int, str], int]:
+    """(topic, partition, value) -> how many times the final read holds each plain producer's record."""
     kinds = {e["producer"]: e["kind"] for e in events if e["type"] == "send"}
-    copies: dict[str, int] = defaultdict(int)
+    copies: dict[tuple[str, int, str], int] = defaultdict(int)
     for e in _finals(events).values():
         if kinds.get(parse_value(e["value"])[0]) == "plain":
-            copies[e["value"]] += 1
-    return sum(n - 1 for n in copies.values())
+            copies[(e["topic"], e["partition"], e["value"])] += 1
+    return copies
 
 
 RUN_GAP_S = 5.0  # records sent further apart than this start another run of duplicates
@@ -295,14 +300,9 @@ def duplicate_runs(events: list[Event]) -> list[tuple[int, str, float]]:
     failure before the answers of a run of requests (a leader killed or paused, an outage) makes its
     producer resend the whole run; a few runs made most duplicates of a 60-minute campaign, each to be
     traced from its time (the campaign event's `clock` lines it up with broker.log and clients.log)."""
-    kinds = {e["producer"]: e["kind"] for e in events if e["type"] == "send"}
     sent = {e["value"]: e["t"] for e in events if e["type"] == "send" and e["kind"] == "plain"}
-    copies: dict[tuple[str, int, str], int] = defaultdict(int)
-    for e in _finals(events).values():
-        if kinds.get(parse_value(e["value"])[0]) == "plain":
-            copies[(e["topic"], e["partition"], e["value"])] += 1
     times: dict[str, list[float]] = defaultdict(list)
-    for (topic, partition, value), n in copies.items():
+    for (topic, partition, value), n in _plain_copies(events).items():
         if n > 1 and value in sent:
             times[f"{topic}-{partition}"].append(sent[value])
     runs: list[tuple[int, str, float]] = []
