@@ -77,6 +77,11 @@ class ClusterView(abc.ABC):
         """This broker answers clients now (its listeners are open): partitions may be handed to it."""
         return None
 
+    async def leave(self) -> None:
+        """A clean stop begins: hand the partitions this broker leads to the others now (Kafka's
+        controlled shutdown), before the broker answers what it owes and closes. Alone: nothing."""
+        return None
+
     @abc.abstractmethod
     async def close(self) -> None:
         """Leave the cluster: give up leadership and the broker's lease at once."""

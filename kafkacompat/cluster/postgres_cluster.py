@@ -32,6 +32,9 @@ LOOK_AGAIN_S = 0.05
 # How long a request for a partition this broker does not serve waits for a heartbeat to look
 # again (and to catch the partition up when it was handed here) before it is refused.
 LOOK_AGAIN_WAIT_S = 2.0
+# How long a clean stop waits for its lease to say "not serving" and for the tick that hands its
+# partitions on (leave) before it goes on stopping without: a database out of reach.
+LEAVE_WAIT_S = 2.0
 # What the database raises when it cannot be reached or ended the session, InternalClientError
 # included: asyncpg raises it ("cannot switch to state 12; another operation (2) is in progress")
 # for a session the server ended mid-statement, and the heartbeat that did not expect it died, so
@@ -83,6 +86,8 @@ class PostgresCluster(ClusterView):
         # broker whose lease lapsed and ends no lease (`_grace`); None: no outage of its own to allow for
         self._grace_until: float | None = None
         self._lost_database = False
+        self._leaving = False  # a clean stop began (leave): plan as if this broker were gone
+        self._renewals = 0  # lease renewals written: leave waits for the one that says "not serving"
 
     async def start(self) -> None:
         try:
@@ -131,6 +136,32 @@ class PostgresCluster(ClusterView):
         was still starting: clients were refused by the old leader and could not reach the new one."""
         self._lease.serving = True  # written by every renewal from now
         self._renew_now.set()
+
+    async def leave(self) -> None:
+        """Kafka's controlled shutdown. The lease says "not serving" first, so no broker hands a partition
+        back; then one tick hands every partition this broker leads to its place among the serving
+        others (the planned hand-over of `_look`: refused here from that moment, appends no commit took
+        refused at once, the row moved). The requests in flight are then answered, "not the leader,
+        ask broker N", within the stop's grace. Before, a stopping broker led its partitions through
+        the grace while it read no request, kept storing what its clients had sent, and closed the
+        connections still owed answers: their producers resent what had been stored (the cloud
+        campaign's plain duplicates at restarts); and its partitions moved a grace and a heartbeat
+        late. Alone (no serving broker else), it keeps them and commits what it was given."""
+        if self._task is None or self._leaving:
+            return
+        self._leaving = True
+        self._lease.serving = False
+        renewed = self._renewals
+        self._renew_now.set()
+        deadline = time.monotonic() + LEAVE_WAIT_S
+        while self._renewals == renewed and time.monotonic() < deadline:
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._pulse.wait(), deadline - time.monotonic())
+        try:
+            await asyncio.wait_for(self._tick(), max(0.1, deadline - time.monotonic()))
+        except (asyncio.TimeoutError, *DATABASE_ERRORS) as exc:
+            log.warning("could not hand this broker's partitions on before stopping (%s); they move once its "
+                        "lease ends", exc)
 
     def live(self) -> list[Member]:
         """The brokers of the last picture of the table, also while this broker cannot reach the
@@ -238,6 +269,8 @@ class PostgresCluster(ClusterView):
             try:
                 await self._renew()
                 again = False
+                self._renewals += 1
+                self._signal()
             except DATABASE_ERRORS as exc:
                 log.warning("renewing the cluster lease failed (%s); leading nothing once it lapses", exc)
                 self._lease_conn = await self._reconnect(self._lease_conn)
@@ -312,8 +345,11 @@ class PostgresCluster(ClusterView):
                 log.info("broker(s) %s are gone (their database sessions ended): their leases end now", departed)
         live, registered, serving = await members(conn)
         rows = await leadership.read_leaders(conn)
-        missing, moves = leadership.plan(self.me.node_id, [m.node_id for m in live], self._partitions(), rows,
-                                         registered, serving)
+        candidates = [m.node_id for m in live]
+        if self._leaving:  # stopping cleanly: every partition goes to the others, none comes here
+            candidates = [n for n in candidates if n != self.me.node_id]
+            serving = [n for n in serving if n != self.me.node_id]
+        missing, moves = leadership.plan(self.me.node_id, candidates, self._partitions(), rows, registered, serving)
         if grace:  # the others lost the database too: a lease to take up their registrations again
             lapsed = set(registered) - {m.node_id for m in live}
             moves = [move for move in moves if move[1].leader not in lapsed]

@@ -172,20 +172,23 @@ class BrokerServer:
         )
 
     async def stop(self) -> None:
-        """Close the Kafka listener and its connections, the groups, the store, then the HTTP server.
+        """Close the Kafka listener, hand the partitions this broker leads to the others (in a cluster),
+        close the connections once their answers are sent, then the groups, the store, the HTTP server.
 
         HTTP goes last so probes see "not ready" while the broker drains.
         """
         if self._servers:
             for server in self._servers.values():
                 server.close()
+            if self.cluster is not None:
+                await self.cluster.view.leave()  # hand the partitions on first: the answers owed say where
             await self._close_connections()
             for server in self._servers.values():
                 await server.wait_closed()
             self._servers.clear()
         try:
             if self.cluster is not None:
-                await self.cluster.view.close()  # leave first: the others take this broker's partitions now
+                await self.cluster.view.close()  # end the lease: what it still leads moves now
                 if self.cluster.replication is not None:
                     await self.cluster.replication.close()
                 await self.cluster.transactions.close()

@@ -251,6 +251,19 @@ def database_outage(database_url: str) -> Iterator[None]:
         pg.sql(f"ALTER DATABASE {name} ALLOW_CONNECTIONS true")
 
 
+@contextlib.contextmanager
+def object_store_outage() -> Iterator[None]:
+    """Inside, the S3 endpoint of the stores cloud_store made answers nothing (paused, its objects kept):
+    uploads and reads hang until it is back. Every test's store shares that endpoint."""
+    if _shared is None:
+        raise RuntimeError("object_store_outage is for stores cloud_store made")
+    _shared[1].pause()
+    try:
+        yield
+    finally:
+        _shared[1].resume()
+
+
 TEST_STORE_VARIABLE = "KAFKACOMPAT_TEST_STORE"
 
 

@@ -20,7 +20,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kafkacompat.protocol.messages import make
 
 from kafkacompat.testing.cluster import BrokerCluster, cloud_cluster_args
-from kafkacompat.testing.services import ServiceUnavailable
+from kafkacompat.testing.services import ServiceUnavailable, object_store_outage
+from tests.test_produce_pipelining import batch, produce_request
 from tests.test_write_txn_markers import write_markers
 from tests.wire import Wire, request_class
 
@@ -199,6 +200,53 @@ def test_a_clean_stop_moves_only_the_stopped_brokers_partitions(cluster: BrokerC
     cluster.brokers[2].start()
     wait_until("the restarted broker leads its partitions again",
                lambda: leaders(cluster.brokers[0].bootstrap, topic) == before, timeout=30)
+
+
+def unread_bytes(server_port: int, client_port: int) -> int:
+    """Bytes of a loopback connection not yet read by the server's process: those in flight from the
+    client (its send queue) and those in the server's receive queue (/proc/net/tcp, Linux)."""
+    queued = 0
+    with open("/proc/net/tcp", encoding="ascii") as table:
+        for line in table.readlines()[1:]:
+            fields = line.split()
+            local, remote = (int(end.split(":")[1], 16) for end in fields[1:3])
+            send, receive = (int(q, 16) for q in fields[4].split(":"))
+            if (local, remote) == (client_port, server_port):
+                queued += send
+            elif (local, remote) == (server_port, client_port):
+                queued += receive
+    return queued
+
+
+def test_a_clean_stop_hands_its_partitions_on_and_stores_nothing_it_leaves_unanswered(
+        cluster: BrokerCluster) -> None:
+    """Kafka's controlled shutdown: a SIGTERMed leader hands its partitions to the others first, and a
+    produce it had read but not stored is refused at once, "not the leader", and never stored. Before,
+    it kept the partitions through its 5 s grace, reading nothing, and closed the connections still
+    owed answers; what it stored meanwhile its producers resent (the cloud campaign's plain producer
+    had runs of records stored twice at restarts). The object store is out here, so the batch stays
+    unstored for as long as the stop takes."""
+    topic = create_topic(cluster.brokers[0].bootstrap, 6)
+    partition = next(p for p, leader in leaders(cluster.brokers[0].bootstrap, topic).items() if leader == 2)
+    stopping = cluster.broker(2)
+    server_port = int(stopping.bootstrap.rsplit(":", 1)[1])
+    with Wire(stopping.bootstrap, timeout=20) as wire:
+        first = wire.request(0, 9, produce_request(topic, [(partition, batch(b"stored"))], acks=1))
+        assert first.responses[0].partition_responses[0].error_code.value == 0
+        with object_store_outage():
+            wire.send(0, 9, produce_request(topic, [(partition, batch(b"refused"))], acks=1))
+            wait_until("the broker reads the request", lambda: unread_bytes(
+                server_port, wire.sock.getsockname()[1]) == 0, 10)
+            stop = threading.Thread(target=stopping.stop)
+            stop.start()
+            started = time.monotonic()
+            answer = wire.receive(0, 9)[1]
+            took = time.monotonic() - started
+        stop.join(30)
+    assert answer.responses[0].partition_responses[0].error_code.value == NOT_LEADER_OR_FOLLOWER
+    assert took < 4, f"answered {took:.1f} s into the stop (its grace is 5 s)"
+    assert not stop.is_alive()
+    assert [v for _, _, v in read_all(cluster.brokers[0].bootstrap, topic, 6, 1)] == [b"stored"]
 
 
 def test_kill_9_of_a_leader_under_idempotent_load_loses_and_duplicates_nothing(cluster: BrokerCluster) -> None:
