@@ -16,8 +16,10 @@ one wins and the epoch goes up by one. Moves happen in two ways:
 A broker's death or clean stop moves only the partitions it led, as on
 Kafka: spreading over the live brokers alone moved most partitions of a
 topic when one of three died (partitions whose leader lived were handed
-over too, and clients waited for each hand-over). A clean stop ends the
-broker's lease and keeps its registration for that reason.
+over too, and clients waited for each hand-over). A clean stop keeps the
+broker's registration for that reason: the stopping broker hands its
+partitions on itself, planning as if it were gone (PostgresCluster.leave),
+then ends its lease.
 """
 
 from __future__ import annotations
