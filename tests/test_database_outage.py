@@ -23,7 +23,13 @@ from kafkacompat.protocol.records import Record, build_batch
 from kio.schema.errors import ErrorCode
 
 from kafkacompat.testing import Broker
-from kafkacompat.testing.services import TEST_STORE_VARIABLE, ServiceUnavailable, cloud_store, database_outage
+from kafkacompat.testing.services import (
+    TEST_STORE_VARIABLE,
+    ServiceUnavailable,
+    cloud_store,
+    database_outage,
+    object_store_outage,
+)
 from tests.wire import Wire
 
 
@@ -236,6 +242,30 @@ def test_a_write_held_up_past_the_request_timeout_is_answered_request_timed_out_
     assert part.error_code == ErrorCode.request_timed_out and answered < 2.0, (part.error_code, answered)
     with Wire(broker.bootstrap_servers) as wire:
         assert produce(wire, topic, b"third") == (ErrorCode.none, 2)  # the held write was stored, once
+
+
+def test_a_batch_without_idempotence_answered_request_timed_out_before_its_commit_is_never_stored(
+        broker: Broker) -> None:
+    """A plain (acks=1, no idempotence) batch held up before its commit (here its upload, the object
+    store out) and answered REQUEST_TIMED_OUT is withdrawn: its producer resends it, and a copy stored
+    after the answer was a second one it cannot tell apart (the cloud campaign's plain producer had
+    runs of 60 records stored twice). Its retry is then the only copy. A commit already under way is
+    not withdrawn (the test above)."""
+    import kio.schema.produce.v9.request as m
+
+    topic = broker.create_topic("withdrawn", 1)
+    with Wire(broker.bootstrap_servers) as wire:
+        assert produce(wire, topic, b"first") == (ErrorCode.none, 0)
+    request = make(m.ProduceRequest, transactional_id=None, acks=1, timeout=datetime.timedelta(seconds=1),
+                   topic_data=(make(m.TopicProduceData, name=topic, partition_data=(
+                       make(m.PartitionProduceData, index=0, records=build_batch([Record(None, b"late", [], 1000)])),
+                   )),))
+    with Wire(broker.bootstrap_servers, timeout=10) as wire:
+        with object_store_outage():
+            part = wire.request(0, 9, request).responses[0].partition_responses[0]
+        assert part.error_code == ErrorCode.request_timed_out, part.error_code
+        assert produce(wire, topic, b"retried") == (ErrorCode.none, 1)  # waits behind the late write's end
+    assert [(m.offset, m.value) for m in broker.consume(topic)] == [(0, b"first"), (1, b"retried")]
 
 
 def read_requests(topic: str) -> list[tuple[str, int, int, object, object]]:

@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import logging
 import struct
 import time
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from kafkacompat import storage
@@ -81,6 +83,7 @@ class _Outcome:
     fsync_always: bool = False  # the stream's fsync policy is `always`: the answer waits for the fsync
     txns: PartitionTxns | None = None
     appending: list[_Append] = dataclasses.field(default_factory=list)  # placed in the log, not yet written
+    answered_late: bool = False  # answered REQUEST_TIMED_OUT while its writes went on (_answer_when_written)
 
 
 @dataclasses.dataclass(slots=True)
@@ -309,7 +312,8 @@ async def _produce_partition(ctx: Request[Reaches], topic: Any, part: Any, pipel
         try:
             written = partition.append(batch, header.record_count, leader_epoch=append_epoch,
                                        txn_since=txn_since if held is not None else None,
-                                       client_gone=ctx.client_gone if pipelined else None)
+                                       client_gone=_left_out_if(ctx, outcome, pipelined,
+                                                                plain=not idempotent and held is None))
         except storage.StorageError as exc:  # refused at once (the cloud engine checks before it buffers)
             if held is not None:
                 held.not_appended(header.producer_id)
@@ -356,6 +360,21 @@ async def _finish(cluster: Reaches, outcome: _Outcome) -> None:
                 cluster.producers.not_written(item.header.producer_id, outcome.key, item.state)
             if item.txns is not None:  # stored or not, the LSO no longer waits for it
                 item.txns.not_appended(item.header.producer_id)
+
+
+def _left_out_if(ctx: Request[Reaches], outcome: _Outcome, pipelined: bool, plain: bool) -> Callable[[], bool] | None:
+    """What a store that holds appends asks as a batch's commit begins (None: nothing, the answer waits)."""
+    if not pipelined:
+        return None
+    return functools.partial(_given_up, ctx, outcome) if plain else ctx.client_gone
+
+
+def _given_up(ctx: Request[Reaches], outcome: _Outcome) -> bool:
+    """Whether a batch without idempotence is to be left out as its commit begins: its client closed the
+    connection, or it was answered REQUEST_TIMED_OUT already. Either way the producer resends it and
+    cannot tell a second copy from the first, so this one is withdrawn. An idempotent or transactional
+    batch is not: its retry is matched to it by sequence number (ProducerStates)."""
+    return outcome.answered_late or ctx.client_gone()
 
 
 def _client_gone(ctx: Request[Reaches], outcome: _Outcome) -> None:
@@ -554,18 +573,22 @@ async def _answer_when_written(ctx: Request[Reaches], acks: int, request: Any, r
     """The answer once every append is written, or REQUEST_TIMED_OUT for the partitions whose write
     is not done by ANSWER_WITHIN of the request's timeout (a commit held up by the database or the
     object store), before the client gives up on the request: its retry is then its choice, as
-    after Kafka's own timeout. The write goes on; an idempotent batch retried meanwhile waits for
-    it and is answered as it ends (ProducerStates), so only a producer without idempotence can
-    store a second copy, and only after a real timeout."""
+    after Kafka's own timeout. An idempotent batch's write goes on; retried meanwhile, it waits for
+    it and is answered as it ends (ProducerStates). A batch without idempotence is withdrawn unless
+    its commit has begun (`_given_up`): stored after the answer it was a second copy beside the
+    producer's retry (the cloud campaign's plain producer had runs of 60 records stored twice, held
+    behind a commit an outage left in doubt). So only a commit already under way, whose outcome
+    the database alone knows, can leave such a producer a second copy, and only after a timeout."""
     writes = [(o, asyncio.ensure_future(_finish(ctx.cluster, o))) for _, outs in results for o in outs if o.appending]
     limit = request.timeout_ms * ANSWER_WITHIN / 1000 if request.timeout_ms > 0 else None
     _, late = await asyncio.wait([task for _, task in writes], timeout=limit)
     for outcome, task in writes:
         if task in late:
             task.add_done_callback(_retrieved)
+            outcome.answered_late = True
             outcome.error, outcome.base_offset = ErrorCode.request_timed_out, -1
             outcome.message = (f"the batch was not written within {request.timeout_ms} ms (the store is slow or "
-                               "unreachable); it may still be stored")
+                               "unreachable); it may still be stored if it has idempotence or its commit began")
         else:
             task.result()
     answer = _answer(ctx, acks, request, results)
