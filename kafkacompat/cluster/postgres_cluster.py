@@ -346,9 +346,9 @@ class PostgresCluster(ClusterView):
         live, registered, serving = await members(conn)
         rows = await leadership.read_leaders(conn)
         candidates = [m.node_id for m in live]
-        if self._leaving:  # stopping cleanly: every partition goes to the others, none comes here
-            candidates = [n for n in candidates if n != self.me.node_id]
+        if self._leaving:  # stopping cleanly: every partition goes to the others serving, none comes here
             serving = [n for n in serving if n != self.me.node_id]
+            candidates = serving
         missing, moves = leadership.plan(self.me.node_id, candidates, self._partitions(), rows, registered, serving)
         if grace:  # the others lost the database too: a lease to take up their registrations again
             lapsed = set(registered) - {m.node_id for m in live}
