@@ -71,17 +71,20 @@ def read_all(bootstrap: str, topic: str, partitions: int, expected: int, timeout
 
 def read_messages(bootstrap: str, topic: str, partitions: int, expected: int, timeout: float = 60) -> list[Message]:
     """Every record as confluent-kafka hands it out, reading by assignment from offset 0: at least
-    `expected`, and on to the end of every partition. Stopping at `expected` missed the last records of
-    partitions read behind the others whenever more were stored than expected (an acks=1 producer's
-    duplicates): the kill loop then counted acknowledged records as lost."""
+    `expected`, and on to each partition's end as its leader gives it (ListOffsets) once the reading
+    seems done. Stopping at `expected` missed the last records of partitions read behind the others
+    whenever more were stored than expected (an acks=1 producer's duplicates), and a partition's end
+    signalled early (a fetch answered just before a leader change) cut a tail off: the kill loop
+    counted those acknowledged records as lost. Raises if the ends are not reached in `timeout`."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "reader", "enable.auto.commit": False,
                          "enable.partition.eof": True})
     consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     out: list[Message] = []
     at_end: set[int] = set()
+    read_to = dict.fromkeys(range(partitions), 0)  # partition -> the offset after the last record read
     deadline = time.monotonic() + timeout
     try:
-        while (len(out) < expected or len(at_end) < partitions) and time.monotonic() < deadline:
+        while time.monotonic() < deadline:
             for msg in consumer.consume(500, timeout=0.5):
                 error = msg.error()
                 if error is not None and error.code() == KafkaError._PARTITION_EOF:
@@ -89,10 +92,29 @@ def read_messages(bootstrap: str, topic: str, partitions: int, expected: int, ti
                     continue
                 assert error is None, error
                 at_end.discard(msg.partition())
+                read_to[msg.partition()] = msg.offset() + 1
                 out.append(msg)
+            if len(out) >= expected and len(at_end) == partitions and _read_to_the_ends(consumer, topic, read_to):
+                return out
     finally:
         consumer.close()
-    return out
+    raise AssertionError(f"read {len(out)} records of {topic} (expected at least {expected}), up to offsets "
+                         f"{read_to}, partitions at their end {sorted(at_end)}: not to every end in {timeout} s")
+
+
+def _read_to_the_ends(consumer: Consumer, topic: str, read_to: dict[int, int]) -> bool:
+    """Whether the consumer is at each partition's high watermark as its leader gives it now (not when it
+    cannot be asked: read on). The position passes transaction markers, which no record is read from; a
+    partition nothing was read from has none (-1001) and counts from the last record read, or 0."""
+    positions = consumer.position([TopicPartition(topic, p) for p in read_to])
+    for tp in positions:
+        try:
+            end = consumer.get_watermark_offsets(TopicPartition(topic, tp.partition), timeout=5, cached=False)[1]
+        except KafkaException:
+            return False
+        if max(tp.offset, read_to[tp.partition]) < end:
+            return False
+    return True
 
 
 async def aiokafka_read(bootstrap: str, topic: str, expected: int) -> list[bytes]:
