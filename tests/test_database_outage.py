@@ -44,12 +44,17 @@ def broker(monkeypatch: pytest.MonkeyPatch) -> Iterator[Broker]:
         yield running
 
 
-def produce(wire: Wire, topic: str, value: bytes) -> tuple[ErrorCode, int]:
+def produce_request(topic: str, records: bytes, acks: int = -1, timeout_s: float = 30) -> object:
+    """A Produce v9 request of `records` to partition 0 of `topic`."""
     import kio.schema.produce.v9.request as m
 
-    request = make(m.ProduceRequest, transactional_id=None, acks=-1, timeout=datetime.timedelta(seconds=30),
-                   topic_data=(make(m.TopicProduceData, name=topic, partition_data=(
-                       make(m.PartitionProduceData, index=0, records=build_batch([Record(None, value, [], 1000)])),)),))
+    return make(m.ProduceRequest, transactional_id=None, acks=acks, timeout=datetime.timedelta(seconds=timeout_s),
+                topic_data=(make(m.TopicProduceData, name=topic, partition_data=(
+                    make(m.PartitionProduceData, index=0, records=records),)),))
+
+
+def produce(wire: Wire, topic: str, value: bytes) -> tuple[ErrorCode, int]:
+    request = produce_request(topic, build_batch([Record(None, value, [], 1000)]))
     part = wire.request(0, 9, request).responses[0].partition_responses[0]
     return part.error_code, part.base_offset
 
@@ -205,7 +210,6 @@ def test_a_write_held_up_past_the_request_timeout_is_answered_request_timed_out_
     import asyncio
 
     import asyncpg
-    import kio.schema.produce.v9.request as m
 
     topic = broker.create_topic("held", 1)
     with Wire(broker.bootstrap_servers) as wire:
@@ -228,10 +232,7 @@ def test_a_write_held_up_past_the_request_timeout_is_answered_request_timed_out_
     holder.start()
     try:
         assert locked.wait(10)
-        records = build_batch([Record(None, b"second", [], 1000)])
-        request = make(m.ProduceRequest, transactional_id=None, acks=1, timeout=datetime.timedelta(seconds=2),
-                       topic_data=(make(m.TopicProduceData, name=topic, partition_data=(
-                           make(m.PartitionProduceData, index=0, records=records),)),))
+        request = produce_request(topic, build_batch([Record(None, b"second", [], 1000)]), acks=1, timeout_s=2)
         with Wire(broker.bootstrap_servers, timeout=10) as wire:
             sent = time.monotonic()
             part = wire.request(0, 9, request).responses[0].partition_responses[0]
@@ -251,15 +252,11 @@ def test_a_batch_without_idempotence_answered_request_timed_out_before_its_commi
     after the answer was a second one it cannot tell apart (the cloud campaign's plain producer had
     runs of 60 records stored twice). Its retry is then the only copy. A commit already under way is
     not withdrawn (the test above)."""
-    import kio.schema.produce.v9.request as m
 
     topic = broker.create_topic("withdrawn", 1)
     with Wire(broker.bootstrap_servers) as wire:
         assert produce(wire, topic, b"first") == (ErrorCode.none, 0)
-    request = make(m.ProduceRequest, transactional_id=None, acks=1, timeout=datetime.timedelta(seconds=1),
-                   topic_data=(make(m.TopicProduceData, name=topic, partition_data=(
-                       make(m.PartitionProduceData, index=0, records=build_batch([Record(None, b"late", [], 1000)])),
-                   )),))
+    request = produce_request(topic, build_batch([Record(None, b"late", [], 1000)]), acks=1, timeout_s=1)
     with Wire(broker.bootstrap_servers, timeout=10) as wire:
         with object_store_outage():
             part = wire.request(0, 9, request).responses[0].partition_responses[0]
@@ -370,7 +367,6 @@ def test_a_write_whose_commit_answer_was_lost_is_stored_once_with_the_idempotent
     stored as well (`idem.0|2173` at offsets 1444 and 1479). The commit is repeated until its outcome
     is known (a repeat returns the first call's offsets), so the retry finds the batch stored."""
     import kio.schema.init_producer_id.v4.request as ip
-    import kio.schema.produce.v9.request as m
 
     topic = broker.create_topic("answer-lost", 1)
     with Wire(broker.bootstrap_servers, timeout=60) as wire:
@@ -383,10 +379,7 @@ def test_a_write_whose_commit_answer_was_lost_is_stored_once_with_the_idempotent
         def send(seq: int, value: bytes) -> tuple[ErrorCode, int]:
             records = build_batch([Record(None, value, [], 1000)], producer_id=pid.producer_id,
                                   producer_epoch=pid.producer_epoch, base_sequence=seq)
-            request = make(m.ProduceRequest, transactional_id=None, acks=-1, timeout=datetime.timedelta(seconds=30),
-                           topic_data=(make(m.TopicProduceData, name=topic, partition_data=(
-                               make(m.PartitionProduceData, index=0, records=records),)),))
-            part = wire.request(0, 9, request).responses[0].partition_responses[0]
+            part = wire.request(0, 9, produce_request(topic, records)).responses[0].partition_responses[0]
             return part.error_code, part.base_offset
 
         deadline = time.monotonic() + 40
