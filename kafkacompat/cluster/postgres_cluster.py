@@ -87,7 +87,7 @@ class PostgresCluster(ClusterView):
         self._grace_until: float | None = None
         self._lost_database = False
         self._leaving = False  # a clean stop began (leave): plan as if this broker were gone
-        self._renewals = 0  # lease renewals written: leave waits for the one that says "not serving"
+        self._renewed = asyncio.Event()  # set by each renewal written: leave waits for the one saying "not serving"
 
     async def start(self) -> None:
         try:
@@ -151,12 +151,11 @@ class PostgresCluster(ClusterView):
             return
         self._leaving = True
         self._lease.serving = False
-        renewed = self._renewals
+        self._renewed.clear()
         self._renew_now.set()
         deadline = time.monotonic() + LEAVE_WAIT_S
-        while self._renewals == renewed and time.monotonic() < deadline:
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._pulse.wait(), deadline - time.monotonic())
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self._renewed.wait(), LEAVE_WAIT_S)
         try:
             await asyncio.wait_for(self._tick(), max(0.1, deadline - time.monotonic()))
         except (asyncio.TimeoutError, *DATABASE_ERRORS) as exc:
@@ -269,8 +268,7 @@ class PostgresCluster(ClusterView):
             try:
                 await self._renew()
                 again = False
-                self._renewals += 1
-                self._signal()
+                self._renewed.set()
             except DATABASE_ERRORS as exc:
                 log.warning("renewing the cluster lease failed (%s); leading nothing once it lapses", exc)
                 self._lease_conn = await self._reconnect(self._lease_conn)
