@@ -219,3 +219,36 @@ async def test_a_batch_behind_one_whose_write_failed_is_not_taken_before_that_fa
     assert await behind.in_flight is False
     assert states.check(7, 0, "p", 4, 2).error == ErrorCode.kafka_storage_error  # answered as the failed one
     assert states.check(7, 0, "p", 2, 2).error == ErrorCode.none  # and the resend, in order, is taken
+
+
+def test_a_window_emptied_by_failed_writes_still_refuses_a_gap() -> None:
+    """A producer pipelines five batches (max.in.flight); the write of the first fails, and the batches
+    behind it leave the window with it. The window held only those five: any sequence was then taken.
+    In the 60-minute cloud run (issue 28) a restarted leader refused the resend of the first at once
+    (not serving yet), took the second, pipelined behind it, and stored it: librdkafka, told a later
+    batch was stored, reported the first delivered (offset unknown) though it never was. The next
+    batch must follow the last one stored, and one pipelined behind a refused batch is answered alike."""
+    import asyncio
+
+    from kafkacompat.catalog.producer_state import WINDOW, ProducerStates
+
+    async def emptied(states: ProducerStates, pid: int, first: int) -> None:
+        loop = asyncio.get_running_loop()
+        in_flight = [states.appending(pid, 0, "p", first + 2 * i, 2, -1, loop.create_future()) for i in range(WINDOW)]
+        states.not_written(pid, "p", in_flight[0])  # and every batch behind it
+
+    async def scenario() -> None:
+        states = ProducerStates()
+        for i in range(WINDOW):
+            states.record(7, 0, "p", 2 * i, 2, 2 * i, -1)
+        await emptied(states, 7, 2 * WINDOW)
+        assert states.check(7, 0, "p", 2 * WINDOW + 2, 2).error == ErrorCode.out_of_order_sequence_number
+        states.refused(7, 0, "p", 2 * WINDOW, ErrorCode.not_leader_or_follower)  # the resend, at the door
+        assert states.check(7, 0, "p", 2 * WINDOW + 2, 2).error == ErrorCode.not_leader_or_follower
+        assert states.check(7, 0, "p", 2 * WINDOW, 2).error == ErrorCode.none  # resent in order: taken
+
+        await emptied(states, 8, 40)  # a producer this broker had no state for: its first batch was taken as is
+        states.refused(8, 0, "p", 40, ErrorCode.not_leader_or_follower)
+        assert states.check(8, 0, "p", 42, 2).error == ErrorCode.not_leader_or_follower
+
+    asyncio.run(scenario())

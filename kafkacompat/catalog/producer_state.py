@@ -79,9 +79,15 @@ class _Entry:
     last_write: float = 0.0  # monotonic seconds of the last append
     marker_timestamp: int | None = None  # of a transaction marker written after the batches (DescribeProducers)
     coordinator_epoch: int = -1  # of the last transaction marker (-1: none yet), kept across producer epochs
-    batches: collections.deque[_Batch] = dataclasses.field(
-        default_factory=lambda: collections.deque(maxlen=WINDOW)
-    )
+    # The last WINDOW stored batches, and after them those being written (never dropped before they are:
+    # a failed write takes them out with all after it, and what preceded them must still be known).
+    batches: collections.deque[_Batch] = dataclasses.field(default_factory=collections.deque)
+    stored_before: int | None = None  # last sequence of the newest stored batch that left the window
+
+
+def _unplaced(entry: _Entry | None) -> bool:
+    """Whether the state kept cannot tell which sequence comes next (any is taken)."""
+    return entry is None or (not entry.batches and entry.stored_before is None)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -180,8 +186,10 @@ class ProducerStates:
                 if batch.written is not None:
                     return Verdict(in_flight=batch.written)
                 return Verdict(duplicate_of=batch.base_offset, log_append_time=batch.log_append_time)
-        if not entry.batches:
-            return ACCEPT
+        if not entry.batches:  # all it held failed to be written: the next follows the last one stored
+            if entry.stored_before is None or base_seq == next_sequence(entry.stored_before):
+                return ACCEPT
+            return Verdict(ErrorCode.out_of_order_sequence_number)
         previous = entry.batches[-1]
         if base_seq != next_sequence(previous.last_seq):
             return Verdict(ErrorCode.out_of_order_sequence_number)
@@ -202,7 +210,7 @@ class ProducerStates:
             return False
         if self._clock() - refusal.at > REFUSAL_KEPT_S:
             return False
-        return verdict.error == ErrorCode.out_of_order_sequence_number or (verdict is ACCEPT and entry is None)
+        return verdict.error == ErrorCode.out_of_order_sequence_number or (verdict is ACCEPT and _unplaced(entry))
 
     def refused(self, producer_id: int, epoch: int, partition: Hashable, base_seq: int, error: ErrorCode) -> None:
         """A batch was refused with nothing stored, with an error after which the producer resends
@@ -271,6 +279,8 @@ class ProducerStates:
         if entry is None or epoch != entry.epoch:
             entry = self._entries[key] = _Entry(epoch, coordinator_epoch=entry.coordinator_epoch if entry else -1)
         entry.batches.append(batch)
+        while len(entry.batches) > WINDOW and entry.batches[0].written is None:
+            entry.stored_before = entry.batches.popleft().last_seq
         entry.marker_timestamp = None
         now = self._clock()
         entry.last_write = now
