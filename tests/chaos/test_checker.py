@@ -72,6 +72,20 @@ def test_an_acknowledged_write_missing_without_a_quarantine_is_lost() -> None:
     assert violation.lines == (s.events[-2]["i"],)  # the ack that was lost
 
 
+def test_an_ack_without_an_offset_is_looked_for_by_value_and_is_not_an_offset_handed_out() -> None:
+    """librdkafka reports a batch delivered with no offset when a later batch of its producer is stored
+    while it has no answer for this one: found anywhere in the partition it is verified, missing it is a
+    lost write (two such acks are not one offset handed out twice)."""
+    s = healthy()
+    kept = s.write("idem.0", 3, offset=None)  # type: ignore[arg-type]
+    s.final(3, kept)
+    s.write("idem.1", 0, offset=None)  # type: ignore[arg-type]
+    s.end(4)
+    verdict = check(s.events)
+    assert [(v.kind, "idem.1|0 " in v.message) for v in verdict.violations] == [("lost-write", True)]
+    assert verdict.verified == 4
+
+
 def test_a_loss_in_a_damaged_quarantined_partitionlet_is_allowed_and_listed() -> None:
     s = healthy()
     lost = s.write("idem.0", 3, offset=3)
