@@ -252,3 +252,27 @@ def test_a_window_emptied_by_failed_writes_still_refuses_a_gap() -> None:
         assert states.check(8, 0, "p", 42, 2).error == ErrorCode.not_leader_or_follower
 
     asyncio.run(scenario())
+
+
+async def test_the_window_rebuilt_from_the_log_knows_an_aborted_transaction_ended_it() -> None:
+    """After a restart (or on becoming the leader) the window is rebuilt from the log's tail: an abort
+    marker there lets the next batch take the aborted batches' sequences, as it did before."""
+    from kafkacompat.protocol.control_records import ControlType, build_marker, set_attributes
+    from kafkacompat.protocol.records import ATTR_TRANSACTIONAL
+    from kafkacompat.storage.memory import MemoryStore
+
+    from kafkacompat.catalog.producer_state import ACCEPT, ProducerStates
+
+    store = MemoryStore()
+    await store.open()
+    await store.create_topic(store.default_stream, "t", 1)
+    partition = store.partition(store.default_stream, "t", 0)
+    for seq in (0, 1):
+        batch = build_batch([Record(None, b"x", [], 1)], producer_id=7, producer_epoch=0, base_sequence=seq)
+        await partition.append(set_attributes(batch, ATTR_TRANSACTIONAL), 1)
+        await partition.append(build_marker(7, 0, ControlType.COMMIT if seq == 0 else ControlType.ABORT, 1, 0), 1)
+    states = ProducerStates()
+    await states.restore("p", partition)
+    assert states.check(7, 0, "p", 1, 1) == ACCEPT  # taken, not answered as a duplicate
+    assert states.active("p")[0][2] == 1  # DescribeProducers still shows the last sequence written
+    await store.close()

@@ -23,7 +23,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from kafkacompat import storage
-from kafkacompat.protocol.control_records import marker_coordinator_epoch
+from kafkacompat.protocol.control_records import ControlType, marker_coordinator_epoch, marker_type
 from kafkacompat.protocol.records import ATTR_CONTROL, ATTR_LOG_APPEND_TIME, BatchHeader
 
 from .log_tail import tail_batches
@@ -83,11 +83,16 @@ class _Entry:
     # a failed write takes them out with all after it, and what preceded them must still be known).
     batches: collections.deque[_Batch] = dataclasses.field(default_factory=collections.deque)
     stored_before: int | None = None  # last sequence of the newest stored batch that left the window
+    # The window's batches are of a transaction aborted under this epoch (transactions v1): the next batch
+    # may take their sequences. librdkafka's abort gives a record it purged from its queue (it may have
+    # been sent and stored) the next record's sequence; answered as a duplicate of the aborted one, that
+    # record of the next transaction was never stored, though its transaction committed.
+    aborted: bool = False
 
 
 def _unplaced(entry: _Entry | None) -> bool:
     """Whether the state kept cannot tell which sequence comes next (any is taken)."""
-    return entry is None or (not entry.batches and entry.stored_before is None)
+    return entry is None or entry.aborted or (not entry.batches and entry.stored_before is None)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -180,6 +185,8 @@ class ProducerStates:
             return Verdict(ErrorCode.invalid_producer_epoch)
         if epoch > entry.epoch:
             return ACCEPT if base_seq == 0 else Verdict(ErrorCode.out_of_order_sequence_number)
+        if entry.aborted:
+            return ACCEPT
         last = last_sequence(base_seq, count)
         for batch in entry.batches:
             if batch.first_seq == base_seq and batch.last_seq == last:
@@ -278,6 +285,9 @@ class ProducerStates:
         entry = self._entries.get(key)
         if entry is None or epoch != entry.epoch:
             entry = self._entries[key] = _Entry(epoch, coordinator_epoch=entry.coordinator_epoch if entry else -1)
+        if entry.aborted:  # the first batch after an aborted transaction: its batches leave the window
+            entry.batches.clear()
+            entry.stored_before, entry.aborted = None, False
         entry.batches.append(batch)
         while len(entry.batches) > WINDOW and entry.batches[0].written is None:
             entry.stored_before = entry.batches.popleft().last_seq
@@ -288,17 +298,18 @@ class ProducerStates:
             self._expire(now)
 
     def end_marker(self, producer_id: int, epoch: int, partition: Hashable, timestamp: int = -1,
-                   coordinator_epoch: int = COORDINATOR_EPOCH) -> None:
+                   coordinator_epoch: int = COORDINATOR_EPOCH, aborted: bool = False) -> None:
         """A transaction marker was written: its epoch becomes the producer's here, as Kafka's
         ProducerStateManager does, so a zombie of an older epoch is refused even when idempotent.
         With transactions v2 (and when a coordinator fences a producer) the marker carries the
         bumped epoch; the batches of the next transaction (sequence restarting at 0) follow under
         it. The marker's timestamp and coordinator epoch become the producer's, as DescribeProducers
-        shows."""
+        shows. An abort under the same epoch lets the next batch take any sequence (_Entry.aborted)."""
         key = (producer_id, partition)
         entry = self._entries.get(key)
         if entry is None or epoch > entry.epoch:
             entry = self._entries[key] = _Entry(epoch, self._clock())
+        entry.aborted = entry.aborted or aborted
         entry.marker_timestamp = timestamp
         entry.coordinator_epoch = coordinator_epoch
 
@@ -378,12 +389,13 @@ class ProducerStates:
     async def _rebuild(self, key: Hashable, partition: storage.Partition) -> None:
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._restoring[key] = done
-        found: list[tuple[BatchHeader, int]] = []  # with a marker's coordinator epoch
+        found: list[tuple[BatchHeader, int, bool]] = []  # with a marker's coordinator epoch, and whether an abort
         try:
             async for header, batch in tail_batches(partition):
                 if header.producer_id >= 0:
                     epoch = marker_coordinator_epoch(batch) if header.is_control else None
-                    found.append((header, COORDINATOR_EPOCH if epoch is None else epoch))
+                    aborted = header.is_control and marker_type(batch) == ControlType.ABORT
+                    found.append((header, COORDINATOR_EPOCH if epoch is None else epoch, aborted))
         finally:
             current = self._restoring.get(key) is done
             if current:
@@ -392,12 +404,12 @@ class ProducerStates:
                 done.set_result(None)
         if not current:
             return
-        for header, coordinator_epoch in found:
-            self.note_batch(key, header, header.base_offset, coordinator_epoch)
+        for header, coordinator_epoch, aborted in found:
+            self.note_batch(key, header, header.base_offset, coordinator_epoch, aborted)
         self._restored.add(key)
 
     def note_batch(self, partition: Hashable, header: Any, base_offset: int,
-                   coordinator_epoch: int = COORDINATOR_EPOCH) -> None:
+                   coordinator_epoch: int = COORDINATOR_EPOCH, aborted: bool = False) -> None:
         """Take a stored batch into its producer's state as its append did: a transaction marker
         sets the epoch (and the coordinator epoch it carries), an idempotent batch enters the window.
         For the rebuild from a log tail and for a replica's receiver (`header`: a batch header of
@@ -406,7 +418,7 @@ class ProducerStates:
             return
         if header.attributes & ATTR_CONTROL:
             self.end_marker(header.producer_id, header.producer_epoch, partition, header.max_timestamp,
-                            coordinator_epoch)
+                            coordinator_epoch, aborted)
         elif header.base_sequence >= 0:
             log_append = header.max_timestamp if header.attributes & ATTR_LOG_APPEND_TIME else -1
             self.record(

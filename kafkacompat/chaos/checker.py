@@ -85,8 +85,6 @@ def check(events: list[Event]) -> Verdict:
     acked = acknowledged_writes(events)
     verified, allowed, lost = check_acknowledged(events, acked)
     reused, other = split_unseen_cuts(offsets_handed_out_twice(events), events)
-    reused, duplicates = split_purged_duplicates(reused, events)
-    other += duplicates
     replicated, replica_violations = replication_rules(events, acked, Violation)
     violations = [*lost, *reused, *idempotent_order(events),
                   *committed_offsets_go_back(events, other), *aborted_reads(events), *broker_troubles(events),
@@ -206,34 +204,6 @@ def split_unseen_cuts(reused: list[Violation], events: list[Event]) -> tuple[lis
             allowed.append(Violation("offset-reused-after-unseen-cut", f"{v.message}, after {cut['name']} cut the "
                                      f"log at a batch boundary while the broker was down ({cut['detail']})",
                                      (*v.lines, cut["i"]), v.where))
-    return out, allowed
-
-
-def split_purged_duplicates(reused: list[Violation], events: list[Event]) -> tuple[list[Violation], list[Violation]]:
-    """(violations, allowed): librdkafka's transactional producer may call a record whose request got no
-    answer (the broker stopped meanwhile) "purged in queue" when its transaction aborts, and give its
-    producer sequence to the next record; the broker answers that one as a duplicate with the stored
-    record's offset, as Kafka does. Allowed only for one offset holding two records of one producer, both
-    of aborted transactions (nothing was promised of either), the stored one the record called purged."""
-    purged = {e["value"] for e in events if e["type"] == "send-failed" and "_PURGE_QUEUE" in e.get("error", "")}
-    aborted = {v for e in events if e["type"] == "txn" and e["outcome"] == "aborted" for v in e["values"]}
-    finals = _finals(events)
-    acked: dict[tuple[str, int, int], set[str]] = defaultdict(set)
-    for e in events:
-        if e["type"] == "ack":
-            acked[(e["topic"], e["partition"], e["offset"])].add(e["value"])
-    out, allowed = [], []
-    for v in reused:
-        stored = finals.get(v.where) if v.where else None
-        values = acked[v.where] | ({stored["value"]} if stored else set())
-        if (stored is not None and stored["value"] in purged and values <= aborted and len(values) == 2
-                and f"offset {v.where[2]} handed out" in v.message
-                and len({parse_value(x)[0] for x in values}) == 1):
-            allowed.append(Violation("duplicate-answer-to-a-reused-sequence", f"{v.message}: the client called "
-                                     f"{short(stored['value'])} purged, yet it was stored, and the next record got "
-                                     "its sequence (both of aborted transactions)", v.lines, v.where))
-        else:
-            out.append(v)
     return out, allowed
 
 

@@ -30,7 +30,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from kafkacompat import storage
-from kafkacompat.protocol.control_records import marker_type
+from kafkacompat.protocol.control_records import ControlType, marker_type
 from kafkacompat.protocol.records import InvalidBatchError, empty_batch, iter_records
 from kafkacompat.storage import Cursor
 from kafkacompat.storage import batch_format as bf
@@ -255,7 +255,8 @@ async def _append(service: ReplicationService, request: dict[str, Any], partitio
             except storage.OffsetMismatchError as exc:  # a local producer got there first
                 return {"status": "collision", "hw": exc.high_watermark, "offset": base}
             if producers is not None:  # a producer failing over here is judged as at the source
-                producers.note_batch((stream, topic, index), header, base)
+                producers.note_batch((stream, topic, index), header, base,
+                                     aborted=bool(header.attributes & bf.ATTR_CONTROL) and marker_type(batch) == ControlType.ABORT)
             if txns is not None and header.attributes & bf.ATTR_TRANSACTIONAL:
                 await _note_transactional(txns, stream, topic, index, base, batch, header)
         finally:

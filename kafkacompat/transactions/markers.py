@@ -31,6 +31,6 @@ async def append_marker(
     state = await partitions.get(*key)
     marker = build_marker(producer_id, producer_epoch, control, timestamp, coordinator_epoch)
     result = await state.partition.append(marker, 1, leader_epoch=leader_epoch, fenced_by=fenced_by)
-    producers.end_marker(producer_id, producer_epoch, key, timestamp, coordinator_epoch)
+    producers.end_marker(producer_id, producer_epoch, key, timestamp, coordinator_epoch, control == ControlType.ABORT)
     await state.marker_written(producer_id, result.base_offset, control)
     return state.partition.wait_durable(result.last_offset + 1)

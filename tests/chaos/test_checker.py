@@ -194,30 +194,6 @@ def test_a_cut_the_broker_cannot_see_excuses_nothing_below_it_nor_before_it() ->
     assert "offset-reused" in s.kinds()
 
 
-def purged_then_reused(second_committed: bool = False, purged: bool = True) -> Story:
-    """txn.0|3 was in flight when the broker stopped, stored at offset 3, then called purged as its
-    transaction aborted; txn.0|4 got its sequence and the broker answered it with offset 3."""
-    s = healthy()
-    s.add("send", producer="txn.0", kind="txn", seq=3, topic=A, partition=0, value="txn.0|3|x", txn=1)
-    if purged:
-        s.add("send-failed", producer="txn.0", kind="txn", seq=3, value="txn.0|3|x",
-              error='KafkaError{code=_PURGE_QUEUE,val=-152,str="Local: Purged in queue"}', txn=1)
-    s.add("txn", producer="txn.0", txn=1, outcome="aborted", values=["txn.0|3|x"])
-    s.write("txn.0", 4, offset=3, kind="txn", txn=2)
-    s.add("txn", producer="txn.0", txn=2, outcome="committed" if second_committed else "aborted", values=["txn.0|4|x"])
-    s.final(3, "txn.0|3|x")
-    s.end(4)
-    return s
-
-
-def test_a_duplicate_answer_to_a_sequence_the_client_reused_after_a_purge_is_listed_only_when_both_aborted() -> None:
-    verdict = check(purged_then_reused().events)
-    assert verdict.violations == [] and [a.kind for a in verdict.allowed_other] == [
-        "duplicate-answer-to-a-reused-sequence"]
-    assert "offset-reused" in purged_then_reused(second_committed=True).kinds()  # a committed record is owed
-    assert purged_then_reused(purged=False).kinds() == ["offset-reused"]  # the client did not call it purged
-
-
 def test_an_idempotent_producer_record_stored_twice_is_a_duplicate_but_a_plain_one_is_not() -> None:
     s = healthy()
     s.final(3, "idem.0|2|x")
