@@ -276,3 +276,21 @@ async def test_the_window_rebuilt_from_the_log_knows_an_aborted_transaction_ende
     assert states.check(7, 0, "p", 1, 1) == ACCEPT  # taken, not answered as a duplicate
     assert states.active("p")[0][2] == 1  # DescribeProducers still shows the last sequence written
     await store.close()
+
+
+def test_after_an_abort_the_next_batch_may_reuse_an_aborted_sequence_but_not_skip_ahead() -> None:
+    """The first batch after an aborted transaction may take the sequence of a batch librdkafka purged
+    (stored or not), never one past the last stored; and one pipelined behind it, when it is refused at
+    the door (its transaction not admitted yet), is answered alike: taken, it was stored ahead of it,
+    and librdkafka reported the refused one delivered with no offset (the 60-minute cloud run)."""
+    from kafkacompat.catalog.producer_state import ProducerStates
+
+    states = ProducerStates()
+    states.record(7, 0, "p", 0, 1, 0, -1)  # committed
+    states.record(7, 0, "p", 1, 1, 2, -1)  # then aborted
+    states.end_marker(7, 0, "p", aborted=True)
+    assert states.check(7, 0, "p", 3, 1).error == ErrorCode.out_of_order_sequence_number
+    assert [states.check(7, 0, "p", seq, 1).error for seq in (1, 2)] == [ErrorCode.none] * 2
+    states.refused(7, 0, "p", 1, ErrorCode.not_enough_replicas)
+    assert states.check(7, 0, "p", 2, 1).error == ErrorCode.not_enough_replicas
+    assert states.check(7, 0, "p", 1, 1).error == ErrorCode.none

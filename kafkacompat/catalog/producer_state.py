@@ -90,6 +90,16 @@ class _Entry:
     aborted: bool = False
 
 
+def _after_abort(entry: _Entry, base_seq: int) -> Verdict:
+    """The first batch after an aborted transaction: no duplicate of the aborted batches (their sequences
+    may be given to new records), but no gap either. The producer resumes at the sequence after its last
+    batch stored, or earlier where it purged batches that were stored."""
+    last = entry.batches[-1].last_seq if entry.batches else entry.stored_before
+    if last is not None and follows(base_seq, next_sequence(last)):
+        return Verdict(ErrorCode.out_of_order_sequence_number)
+    return ACCEPT
+
+
 def _unplaced(entry: _Entry | None) -> bool:
     """Whether the state kept cannot tell which sequence comes next (any is taken)."""
     return entry is None or entry.aborted or (not entry.batches and entry.stored_before is None)
@@ -186,7 +196,7 @@ class ProducerStates:
         if epoch > entry.epoch:
             return ACCEPT if base_seq == 0 else Verdict(ErrorCode.out_of_order_sequence_number)
         if entry.aborted:
-            return ACCEPT
+            return _after_abort(entry, base_seq)
         last = last_sequence(base_seq, count)
         for batch in entry.batches:
             if batch.first_seq == base_seq and batch.last_seq == last:

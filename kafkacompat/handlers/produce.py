@@ -223,12 +223,14 @@ async def _produce_partition(ctx: Request[Reaches], topic: Any, part: Any, pipel
             error = await _transaction_error(cluster, transactional_id, header, key, ctx.version >= IMPLICIT_ADD_FROM)
             if error != ErrorCode.none:
                 outcome.error = error
+                _refused(cluster, key, header, error)  # a batch pipelined behind it must not be taken ahead of it
                 return outcome
             try:
                 txns = await cluster.transactions.partitions.get(*key)
             except storage.StorageError as exc:  # the partition's transaction state cannot be read now
                 outcome.topic = topic.name
                 _fail(outcome, exc)
+                _refused(cluster, key, header, outcome.error)
                 return outcome
         if header.size > max_bytes:
             outcome.error = ErrorCode.message_too_large
@@ -265,6 +267,7 @@ async def _produce_partition(ctx: Request[Reaches], topic: Any, part: Any, pipel
             txn_since = await _transaction_horizon(partition, txns)
         except storage.StorageError as exc:
             _fail(outcome, exc)
+            _refused(cluster, key, batches[0][1], outcome.error)
             return outcome
     for pos, header in batches:
         batch: Any = view[pos : pos + header.size]
@@ -274,6 +277,7 @@ async def _produce_partition(ctx: Request[Reaches], topic: Any, part: Any, pipel
                 await cluster.producers.restore(key, partition)
             except storage.StorageError as exc:
                 _fail(outcome, exc)
+                _refused(cluster, key, header, outcome.error)
                 return outcome
             while True:  # batches in flight are in the producer's window already (see _finish)
                 verdict = cluster.producers.check(
