@@ -82,7 +82,9 @@ class _Entry:
     # The last WINDOW stored batches, and after them those being written (never dropped before they are:
     # a failed write takes them out with all after it, and what preceded them must still be known).
     batches: collections.deque[_Batch] = dataclasses.field(default_factory=collections.deque)
-    stored_before: int | None = None  # last sequence of the newest stored batch that left the window
+    # The last sequence before the window: of the newest stored batch that left it, or, while the window
+    # holds its first batches, the one before them (None: only a marker is known of the producer here).
+    stored_before: int | None = None
     # The window's batches are of a transaction aborted under this epoch (transactions v1): the next batch
     # may take their sequences. librdkafka's abort gives a record it purged from its queue (it may have
     # been sent and stored) the next record's sequence; answered as a duplicate of the aborted one, that
@@ -295,9 +297,10 @@ class ProducerStates:
         entry = self._entries.get(key)
         if entry is None or epoch != entry.epoch:
             entry = self._entries[key] = _Entry(epoch, coordinator_epoch=entry.coordinator_epoch if entry else -1)
-        if entry.aborted:  # the first batch after an aborted transaction: its batches leave the window
-            entry.batches.clear()
-            entry.stored_before, entry.aborted = None, False
+        if entry.aborted or (not entry.batches and entry.stored_before is None):  # a window starts here
+            entry.batches.clear()  # after an abort, the aborted transaction's batches leave it
+            entry.aborted = False
+            entry.stored_before = (batch.first_seq - 1) % (INT32_MAX + 1)
         entry.batches.append(batch)
         while len(entry.batches) > WINDOW and entry.batches[0].written is None:
             entry.stored_before = entry.batches.popleft().last_seq
@@ -314,7 +317,8 @@ class ProducerStates:
         With transactions v2 (and when a coordinator fences a producer) the marker carries the
         bumped epoch; the batches of the next transaction (sequence restarting at 0) follow under
         it. The marker's timestamp and coordinator epoch become the producer's, as DescribeProducers
-        shows. An abort under the same epoch lets the next batch take any sequence (_Entry.aborted)."""
+        shows. After an abort under the same epoch the next batch may reuse the aborted batches'
+        sequences (_Entry.aborted)."""
         key = (producer_id, partition)
         entry = self._entries.get(key)
         if entry is None or epoch > entry.epoch:

@@ -255,8 +255,8 @@ async def _append(service: ReplicationService, request: dict[str, Any], partitio
             except storage.OffsetMismatchError as exc:  # a local producer got there first
                 return {"status": "collision", "hw": exc.high_watermark, "offset": base}
             if producers is not None:  # a producer failing over here is judged as at the source
-                producers.note_batch((stream, topic, index), header, base,
-                                     aborted=bool(header.attributes & bf.ATTR_CONTROL) and marker_type(batch) == ControlType.ABORT)
+                aborted = bool(header.attributes & bf.ATTR_CONTROL) and marker_type(batch) == ControlType.ABORT
+                producers.note_batch((stream, topic, index), header, base, aborted=aborted)
             if txns is not None and header.attributes & bf.ATTR_TRANSACTIONAL:
                 await _note_transactional(txns, stream, topic, index, base, batch, header)
         finally:
