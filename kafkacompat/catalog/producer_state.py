@@ -7,7 +7,12 @@ memory and, after a restart, is rebuilt per partition from the batch
 headers at the log's tail (the records themselves are never decoded), so a
 retry that spans a restart is still answered with its original offsets. A
 producer the broker has no state for may start at any sequence, as on
-Kafka after its state expired.
+Kafka after its state expired. Two differences from Kafka: batches being
+written stay in the window until they are stored or fail (a failure takes
+out the batches after it, and the window still knows the sequence before
+them), and after a transaction aborted under the same epoch the next batch
+may reuse the aborted batches' sequences (librdkafka gives a purged
+record's sequence to the next one; Kafka answers it as a duplicate).
 """
 
 from __future__ import annotations
