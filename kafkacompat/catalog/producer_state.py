@@ -97,11 +97,17 @@ class _Entry:
     aborted: bool = False
 
 
+def _last_known(entry: _Entry) -> int | None:
+    """The sequence the producer's next batch follows: its newest batch's in the window, or the one before
+    the window (None: the state cannot tell)."""
+    return entry.batches[-1].last_seq if entry.batches else entry.stored_before
+
+
 def _after_abort(entry: _Entry, base_seq: int) -> Verdict:
     """The first batch after an aborted transaction: no duplicate of the aborted batches (their sequences
     may be given to new records), but no gap either. The producer resumes at the sequence after its last
     batch stored, or earlier where it purged batches that were stored."""
-    last = entry.batches[-1].last_seq if entry.batches else entry.stored_before
+    last = _last_known(entry)
     if last is not None and follows(base_seq, next_sequence(last)):
         return Verdict(ErrorCode.out_of_order_sequence_number)
     return ACCEPT
@@ -109,7 +115,7 @@ def _after_abort(entry: _Entry, base_seq: int) -> Verdict:
 
 def _unplaced(entry: _Entry | None) -> bool:
     """Whether the state kept cannot tell which sequence comes next (any is taken)."""
-    return entry is None or entry.aborted or (not entry.batches and entry.stored_before is None)
+    return entry is None or entry.aborted or _last_known(entry) is None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -210,14 +216,13 @@ class ProducerStates:
                 if batch.written is not None:
                     return Verdict(in_flight=batch.written)
                 return Verdict(duplicate_of=batch.base_offset, log_append_time=batch.log_append_time)
-        if not entry.batches:  # all it held failed to be written: the next follows the last one stored
-            if entry.stored_before is None or base_seq == next_sequence(entry.stored_before):
-                return ACCEPT
+        before = _last_known(entry)  # with an empty window (its writes failed), the last one stored
+        if before is None:
+            return ACCEPT
+        if base_seq != next_sequence(before):
             return Verdict(ErrorCode.out_of_order_sequence_number)
-        previous = entry.batches[-1]
-        if base_seq != next_sequence(previous.last_seq):
-            return Verdict(ErrorCode.out_of_order_sequence_number)
-        if previous.written is not None and _failed(previous.store):
+        previous = entry.batches[-1] if entry.batches else None
+        if previous is not None and previous.written is not None and _failed(previous.store):
             # its write failed and its producer is not told yet (not_written): stored now, this batch would
             # follow one that is not, and the window, cut back to before it, would refuse the next as a gap
             return Verdict(in_flight=previous.written)
@@ -302,7 +307,7 @@ class ProducerStates:
         entry = self._entries.get(key)
         if entry is None or epoch != entry.epoch:
             entry = self._entries[key] = _Entry(epoch, coordinator_epoch=entry.coordinator_epoch if entry else -1)
-        if entry.aborted or (not entry.batches and entry.stored_before is None):  # a window starts here
+        if entry.aborted or _last_known(entry) is None:  # a window starts here
             entry.batches.clear()  # after an abort, the aborted transaction's batches leave it
             entry.aborted = False
             entry.stored_before = (batch.first_seq - 1) % (INT32_MAX + 1)

@@ -229,8 +229,7 @@ async def _produce_partition(ctx: Request[Reaches], topic: Any, part: Any, pipel
                 txns = await cluster.transactions.partitions.get(*key)
             except storage.StorageError as exc:  # the partition's transaction state cannot be read now
                 outcome.topic = topic.name
-                _fail(outcome, exc)
-                _refused(cluster, key, header, outcome.error)
+                _fail_at_door(cluster, key, header, outcome, exc)
                 return outcome
         if header.size > max_bytes:
             outcome.error = ErrorCode.message_too_large
@@ -266,8 +265,7 @@ async def _produce_partition(ctx: Request[Reaches], topic: Any, part: Any, pipel
         try:
             txn_since = await _transaction_horizon(partition, txns)
         except storage.StorageError as exc:
-            _fail(outcome, exc)
-            _refused(cluster, key, batches[0][1], outcome.error)
+            _fail_at_door(cluster, key, batches[0][1], outcome, exc)
             return outcome
     for pos, header in batches:
         batch: Any = view[pos : pos + header.size]
@@ -276,8 +274,7 @@ async def _produce_partition(ctx: Request[Reaches], topic: Any, part: Any, pipel
             try:
                 await cluster.producers.restore(key, partition)
             except storage.StorageError as exc:
-                _fail(outcome, exc)
-                _refused(cluster, key, header, outcome.error)
+                _fail_at_door(cluster, key, header, outcome, exc)
                 return outcome
             while True:  # batches in flight are in the producer's window already (see _finish)
                 verdict = cluster.producers.check(
@@ -397,6 +394,14 @@ def _refused(cluster: Reaches, key: tuple[str, str, int], header: Any, error: Er
     """An idempotent batch was not stored: its producer's batches pipelined behind it are answered alike."""
     if header is not None and header.producer_id >= 0 and header.base_sequence >= 0:
         cluster.producers.refused(header.producer_id, header.producer_epoch, key, header.base_sequence, error)
+
+
+def _fail_at_door(cluster: Reaches, key: tuple[str, str, int], header: Any, outcome: _Outcome,
+                  exc: storage.StorageError) -> None:
+    """The store failed before the batch was handed to it: answered, and, for an idempotent batch, recorded
+    so that those pipelined behind it are answered alike."""
+    _fail(outcome, exc)
+    _refused(cluster, key, header, outcome.error)
 
 
 def _fail(outcome: _Outcome, exc: storage.StorageError) -> None:
