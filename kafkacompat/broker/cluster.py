@@ -137,6 +137,7 @@ class Cluster:
     def _transaction_coordinator(self) -> TransactionCoordinator:
         coordinator = TransactionCoordinator(self.config, self.store, self.producers, self.groups)
         coordinator.marker_fence = self.marker_fence
+        coordinator.state_fence = self.coordinator_fence
         coordinator.owns = self.coordinates
         coordinator.coordinator_error = self.coordinator_error
         coordinator.owns_all = self._coordinates_all()  # else loaded per offsets partition gained

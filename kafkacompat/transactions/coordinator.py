@@ -95,6 +95,9 @@ class TransactionCoordinator:
         # Set by a cluster whose store fences appends (kafkacompat/broker/cluster.py): the partition and
         # leader epoch a marker of a transactional id is fenced by; None: not fenced.
         self.marker_fence: Callable[[str], tuple[storage.Partition, int] | None] = lambda txn_id: None
+        # Set by the same cluster: what a write of an id's state is fenced by (Cluster.coordinator_fence, as
+        # the group coordinator's offset commits are); None: not fenced. Raises NotLeaderError once deposed.
+        self.state_fence: Callable[[str], storage.StateFence | None] = lambda txn_id: None
         # Brokers of one cluster each coordinate the ids placed on the __consumer_offsets partitions they
         # lead (others answer NOT_COORDINATOR) and load them as they gain those partitions (take_over).
         self.owns: Callable[[str], bool] = lambda txn_id: True
@@ -216,11 +219,16 @@ class TransactionCoordinator:
 
     async def _persist(self, meta: TransactionMetadata, durable: bool = True) -> None:
         """Store the transition; one the store refuses is not made (`meta` goes back to what the store
-        holds), as Kafka's coordinator applies a transition only once its log append succeeded."""
+        holds), as Kafka's coordinator applies a transition only once its log append succeeded. In a
+        cluster the write is fenced by the id's __consumer_offsets partition (`state_fence`): a deposed
+        coordinator's late transition is refused, NotLeaderError, instead of landing after its
+        successor loaded the id and leaving the two disagreeing (an AddPartitionsToTxn stored by the old
+        one, unseen by the new, made the producer's commit INVALID_TXN_STATE there)."""
         meta.update_ms = self._clock()
         try:
             await self.store.put_state(
-                self.store.default_stream, TRANSACTIONS_TABLE, {meta.transactional_id: meta.to_json()}, durable=durable
+                self.store.default_stream, TRANSACTIONS_TABLE, {meta.transactional_id: meta.to_json()}, durable=durable,
+                fence=self.state_fence(meta.transactional_id),
             )
         except storage.StorageError:
             self._restore(meta)

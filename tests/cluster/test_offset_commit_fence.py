@@ -1,4 +1,4 @@
-"""A deposed group coordinator's late OffsetCommit (or OffsetDelete) is refused: committed offsets never go back (issue 28).
+"""A deposed coordinator's late OffsetCommit (or OffsetDelete, or transaction state change) is refused: committed offsets never go back (issue 28).
 
 A coordinator that has been replaced believes it leads its __consumer_offsets
 partition until its next lease renewal. Its OffsetCommit in that window used to
@@ -139,3 +139,24 @@ async def test_offsets_a_deposed_transaction_coordinator_commits_at_end_txn_are_
         assert stored == 10
         state = await conn.fetchval("SELECT value->>'state' FROM kc_state WHERE tbl = 'transactions' AND key = 'x'")
         assert state == "PrepareCommit"
+
+
+async def test_a_deposed_transaction_coordinators_state_change_is_refused_and_stores_nothing() -> None:
+    """The transaction coordinator's own state is fenced the same way. A deposed coordinator's
+    AddOffsetsToTxn (its AddPartitionsToTxn, EndTxn alike) used to store Ongoing after its successor
+    had loaded the id as Empty: the producer, sent on to the successor, had its commit answered
+    INVALID_TXN_STATE there (fatal), as the 60-minute cloud campaign saw after a paused coordinator
+    came back. Now it answers NOT_COORDINATOR, the client finds the successor, and the store keeps
+    what the successor holds."""
+    async with believed_leader("t") as (broker, conn, new_store):
+        init = await call(broker, 22, build(22, transactional_id="x", transaction_timeout=datetime.timedelta(
+            seconds=60), producer_id=-1, producer_epoch=-1))
+        assert init.error_code == ErrorCode.none
+        ids = {"transactional_id": "x", "producer_id": init.producer_id, "producer_epoch": init.producer_epoch}
+
+        await conn.execute("UPDATE kc_partition_leaders SET leader = 2, epoch = 4")  # broker 2 loads x: Empty
+        answer = await call(broker, 25, build(25, group_id="g", **ids))  # late, on the old coordinator
+        assert answer.error_code == ErrorCode.not_coordinator
+        state = await conn.fetchval("SELECT value->>'state' FROM kc_state WHERE tbl = 'transactions' AND key = 'x'")
+        assert state == "Empty"
+        assert broker.transactions.describe("x").state.value == "Empty"  # nor does it believe the change made
