@@ -163,7 +163,7 @@ def test_a_transaction_committed_during_an_outage_commits_once_the_database_is_b
         broker: Broker, caplog: pytest.LogCaptureFixture) -> None:
     """EndTxn whose Prepare* cannot be stored is not applied (NOT_COORDINATOR, as Kafka answers a
     failed append to __transaction_state); the client retries it and the commit lands afterwards."""
-    from confluent_kafka import Consumer, Producer, TopicPartition
+    from confluent_kafka import Producer
 
     topic = broker.create_topic("txn-outage", 1)
     producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "transactional.id": "outage-tx",
@@ -183,16 +183,23 @@ def test_a_transaction_committed_during_an_outage_commits_once_the_database_is_b
     while time.monotonic() < deadline and producer_state(broker, "outage-tx") != "CompleteCommit":
         time.sleep(0.05)
     assert producer_state(broker, "outage-tx") == "CompleteCommit"
+    assert read_committed(broker, topic, 5, deadline) == [f"t{i}".encode() for i in range(5)]
+
+
+def read_committed(broker: Broker, topic: str, count: int, deadline: float) -> list[bytes]:
+    """Up to `count` values of partition 0 of `topic` from its start, read_committed, until `deadline`."""
+    from confluent_kafka import Consumer, TopicPartition
+
     consumer = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "txn-readers",
                          "isolation.level": "read_committed", "auto.offset.reset": "earliest"})
     try:
         consumer.assign([TopicPartition(topic, 0, 0)])
         got: list[bytes] = []
-        while len(got) < 5 and time.monotonic() < deadline:
+        while len(got) < count and time.monotonic() < deadline:
             msg = consumer.poll(0.5)
             if msg is not None and msg.error() is None:
                 got.append(msg.value())
-        assert got == [f"t{i}".encode() for i in range(5)]
+        return got
     finally:
         consumer.close()
 

@@ -17,13 +17,14 @@ from __future__ import annotations
 import time
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Producer
 
 from kafkacompat import storage
 from kafkacompat.testing import Broker
 from kafkacompat.transactions import coordinator as coordinator_module
 from kafkacompat.transactions.coordinator import TRANSACTIONS_TABLE, TransactionCoordinator
 from kafkacompat.transactions.metadata import TxnState
+from tests.test_database_outage import read_committed
 
 TXN_ID = "handed-over"
 
@@ -66,15 +67,4 @@ def test_a_transaction_taken_over_in_prepare_commit_is_committed_though_the_firs
             time.sleep(0.05)
         assert not refusals  # the first try was made, and refused
         assert coordinator.describe(TXN_ID).state is TxnState.COMPLETE_COMMIT
-        consumer = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "takeover-readers",
-                             "isolation.level": "read_committed", "auto.offset.reset": "earliest"})
-        try:
-            consumer.assign([TopicPartition(topic, 0, 0)])
-            got: list[bytes] = []
-            while len(got) < 3 and time.monotonic() < deadline:
-                msg = consumer.poll(0.5)
-                if msg is not None and msg.error() is None:
-                    got.append(msg.value())
-            assert got == [b"t0", b"t1", b"t2"]
-        finally:
-            consumer.close()
+        assert read_committed(broker, topic, 3, deadline) == [b"t0", b"t1", b"t2"]
