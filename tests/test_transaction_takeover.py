@@ -1,15 +1,20 @@
-"""A coordinator that takes over a decided transaction finishes it, even when its first try fails.
+"""A decided transaction (PrepareCommit stored) is always finished, however its first try went.
 
-In a cluster, the broker that gains a transactional id's __consumer_offsets
-partition loads what the last coordinator stored and finishes a transaction
-left in PrepareCommit or PrepareAbort (`TransactionCoordinator.take_over`).
-When the store refused that first try (the database away during a fault
-campaign's outage), the transaction stayed in PrepareCommit on its new
-coordinator: every EndTxn retry and every InitProducerId for the id was
-answered CONCURRENT_TRANSACTIONS until the coordinator moved again, and
-read_committed readers waited at its records. Here one broker plays the new
-coordinator: the stored state is PrepareCommit, the first marker append
-fails, and the take-over must still end with the records committed.
+Two ways it was left in PrepareCommit with nothing finishing it, so that every
+retried EndTxn and every InitProducerId for the id was answered
+CONCURRENT_TRANSACTIONS until its coordinator moved again, and read_committed
+readers waited at its records:
+
+- A broker that takes over the id (it gained the id's __consumer_offsets
+  partition) finishes what the last coordinator left in Prepare*; a first
+  try the store refused was logged and dropped (the 60-minute cloud
+  campaign's logs show it at database outages).
+- A write stored though its writer was told it failed (PostgreSQL ended the
+  session after the commit): the coordinator takes the transition back to
+  what the store holds, which is the PrepareCommit it just wrote (read from
+  the code, not seen in a log: the campaign's outages end sessions mid-commit).
+
+One broker, in process, plays each part; the store's refusal is injected.
 """
 
 from __future__ import annotations
@@ -68,3 +73,36 @@ def test_a_transaction_taken_over_in_prepare_commit_is_committed_though_the_firs
         assert not refusals  # the first try was made, and refused
         assert coordinator.describe(TXN_ID).state is TxnState.COMPLETE_COMMIT
         assert read_committed(broker, topic, 3, deadline) == [b"t0", b"t1", b"t2"]
+
+
+def test_a_prepare_commit_stored_though_its_write_failed_is_finished_and_the_retried_commit_succeeds(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A write can be stored and still fail for its writer (PostgreSQL ended the session after the
+    commit, as the campaign's outages do). The coordinator then takes the transition back to what the
+    store holds, and when that is the PrepareCommit it just tried to write, the transaction is decided
+    with nothing finishing it: every retried EndTxn was answered CONCURRENT_TRANSACTIONS until the
+    coordinator moved. It must be finished, and the producer's commit succeed."""
+    with Broker() as broker:
+        topic = broker.create_topic("stored-yet-failed", 1)
+        producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "transactional.id": TXN_ID,
+                             "linger.ms": 5})
+        producer.init_transactions(30)
+        producer.begin_transaction()
+        for i in range(3):
+            producer.produce(topic, f"t{i}".encode())
+        assert producer.flush(30) == 0
+        store = broker.server.cluster.transactions.store
+        put_state = store.put_state
+        failed: list[str] = []
+
+        async def stored_then_failed(stream, table, records, **kwargs):  # type: ignore[no-untyped-def]
+            await put_state(stream, table, records, **kwargs)
+            if table == TRANSACTIONS_TABLE and not failed and records[TXN_ID]["state"] == "PrepareCommit":
+                failed.append("PrepareCommit")
+                raise storage.StorageError("the database ended the session after the commit")
+
+        monkeypatch.setattr(store, "put_state", stored_then_failed)
+        producer.commit_transaction(30)
+        assert failed == ["PrepareCommit"]
+        assert broker.server.cluster.transactions.describe(TXN_ID).state is TxnState.COMPLETE_COMMIT
+        assert read_committed(broker, topic, 3, time.monotonic() + 20) == [b"t0", b"t1", b"t2"]

@@ -113,6 +113,7 @@ class TransactionCoordinator:
         self.leads: Callable[[PartitionKey], bool] = lambda key: True
         self.markers_elsewhere: Callable[[int, int, ControlType, list[PartitionKey]], Awaitable[None]] | None = None
         self._finishing: set[asyncio.Task[None]] = set()
+        self._completing: set[int] = set()  # id() of each metadata a _keep_completing task finishes
 
     # lifetime -------------------------------------------------------------------
     async def start(self) -> None:
@@ -230,8 +231,12 @@ class TransactionCoordinator:
                 self.store.default_stream, TRANSACTIONS_TABLE, {meta.transactional_id: meta.to_json()}, durable=durable,
                 fence=self.state_fence(meta.transactional_id),
             )
-        except storage.StorageError:
+        except storage.StorageError as exc:
             self._restore(meta)
+            if meta.state in PREPARING or meta.state is TxnState.PREPARE_EPOCH_FENCE:
+                # what the store holds is decided: this write (or an earlier one) was stored though its
+                # writer was told it failed (a session ended after the commit). Nothing else would finish it.
+                self._complete_later(meta, exc)
             raise
 
     def _restore(self, meta: TransactionMetadata) -> None:
@@ -651,11 +656,17 @@ class TransactionCoordinator:
             self._complete_later(meta, exc)
 
     def _complete_later(self, meta: TransactionMetadata, exc: storage.StorageError) -> None:
+        """Finish `meta` in the background, unless a task already does (one per metadata object: a
+        take-over's fresh object for the id gets its own)."""
+        if id(meta) in self._completing:
+            return
         log.warning("transaction %s is decided but not yet finished (%s); retrying in the background",
                     meta.transactional_id, exc)
+        self._completing.add(id(meta))
         task = asyncio.get_running_loop().create_task(self._keep_completing(meta))
         self._finishing.add(task)
         task.add_done_callback(self._finishing.discard)
+        task.add_done_callback(lambda _: self._completing.discard(id(meta)))
 
     async def _keep_completing(self, meta: TransactionMetadata) -> None:
         pause = 0.1
