@@ -224,7 +224,7 @@ class TransactionCoordinator:
         cluster the write is fenced by the id's __consumer_offsets partition (`state_fence`): a deposed
         coordinator's late transition is refused, NotLeaderError, instead of landing after its
         successor loaded the id and leaving the two disagreeing (an AddPartitionsToTxn stored by the old
-        one, unseen by the new, made the producer's commit INVALID_TXN_STATE there)."""
+        one, unseen by the new, could make the producer's commit INVALID_TXN_STATE there)."""
         meta.update_ms = self._clock()
         try:
             await self.store.put_state(
@@ -637,7 +637,8 @@ class TransactionCoordinator:
     @staticmethod
     def _invalid_end(meta: TransactionMetadata, commit: bool) -> ErrorCode:
         """INVALID_TXN_STATE, logged: the client takes it as fatal, and the state that made it is gone
-        by the next transaction (the fault campaign's few cases after a coordinator move are unexplained)."""
+        by the next transaction (the fault campaign's few cases, most just after a database outage began,
+        are not explained yet)."""
         log.info("transactional id %s: EndTxn %s in state %s (producer %d, epoch %d): INVALID_TXN_STATE",
                  meta.transactional_id, "commit" if commit else "abort", meta.state.value, meta.producer_id,
                  meta.producer_epoch)

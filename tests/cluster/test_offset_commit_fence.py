@@ -144,9 +144,9 @@ async def test_offsets_a_deposed_transaction_coordinator_commits_at_end_txn_are_
 async def test_a_deposed_transaction_coordinators_state_change_is_refused_and_stores_nothing() -> None:
     """The transaction coordinator's own state is fenced the same way. A deposed coordinator's
     AddOffsetsToTxn (its AddPartitionsToTxn, EndTxn alike) used to store Ongoing after its successor
-    had loaded the id as Empty: the producer, sent on to the successor, had its commit answered
-    INVALID_TXN_STATE there (fatal), as the 60-minute cloud campaign saw after a paused coordinator
-    came back. Now it answers NOT_COORDINATOR, the client finds the successor, and the store keeps
+    had loaded the id as Empty: the producer, sent on to the successor, could have its commit answered
+    INVALID_TXN_STATE there (fatal in librdkafka; one way to the 60-minute cloud campaign's, not shown
+    to be theirs). Now it answers NOT_COORDINATOR, the client finds the successor, and the store keeps
     what the successor holds."""
     async with believed_leader("t") as (broker, conn, new_store):
         init = await call(broker, 22, build(22, transactional_id="x", transaction_timeout=datetime.timedelta(
