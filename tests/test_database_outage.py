@@ -16,6 +16,7 @@ import logging
 import threading
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from kafkacompat.protocol.messages import make
@@ -163,16 +164,8 @@ def test_a_transaction_committed_during_an_outage_commits_once_the_database_is_b
         broker: Broker, caplog: pytest.LogCaptureFixture) -> None:
     """EndTxn whose Prepare* cannot be stored is not applied (NOT_COORDINATOR, as Kafka answers a
     failed append to __transaction_state); the client retries it and the commit lands afterwards."""
-    from confluent_kafka import Producer
-
     topic = broker.create_topic("txn-outage", 1)
-    producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "transactional.id": "outage-tx",
-                         "linger.ms": 5})
-    producer.init_transactions(30)
-    producer.begin_transaction()
-    for i in range(5):
-        producer.produce(topic, f"t{i}".encode())
-    assert producer.flush(30) == 0
+    producer = open_transaction(broker, topic, "outage-tx", 5)
     outage = database_outage(broker.config.store)
     outage.__enter__()
     threading.Timer(2.0, outage.__exit__, (None, None, None)).start()  # the commit below is retried meanwhile
@@ -184,6 +177,21 @@ def test_a_transaction_committed_during_an_outage_commits_once_the_database_is_b
         time.sleep(0.05)
     assert producer_state(broker, "outage-tx") == "CompleteCommit"
     assert read_committed(broker, topic, 5, deadline) == [f"t{i}".encode() for i in range(5)]
+
+
+def open_transaction(broker: Broker, topic: str, transactional_id: str, count: int) -> Any:
+    """A librdkafka transactional producer with `count` records t0, t1, ... to partition 0 of `topic`
+    written in its open transaction."""
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "transactional.id": transactional_id,
+                         "linger.ms": 5})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    for i in range(count):
+        producer.produce(topic, f"t{i}".encode(), partition=0)
+    assert producer.flush(30) == 0
+    return producer
 
 
 def read_committed(broker: Broker, topic: str, count: int, deadline: float) -> list[bytes]:

@@ -22,14 +22,13 @@ from __future__ import annotations
 import time
 
 import pytest
-from confluent_kafka import Producer
 
 from kafkacompat import storage
 from kafkacompat.testing import Broker
 from kafkacompat.transactions import coordinator as coordinator_module
 from kafkacompat.transactions.coordinator import TRANSACTIONS_TABLE, TransactionCoordinator
 from kafkacompat.transactions.metadata import TxnState
-from tests.test_database_outage import read_committed
+from tests.test_database_outage import open_transaction, read_committed
 
 TXN_ID = "handed-over"
 
@@ -46,13 +45,7 @@ def test_a_transaction_taken_over_in_prepare_commit_is_committed_though_the_firs
         monkeypatch: pytest.MonkeyPatch) -> None:
     with Broker() as broker:
         topic = broker.create_topic("taken-over", 1)
-        producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "transactional.id": TXN_ID,
-                             "linger.ms": 5})
-        producer.init_transactions(30)
-        producer.begin_transaction()
-        for i in range(3):
-            producer.produce(topic, f"t{i}".encode())
-        assert producer.flush(30) == 0
+        _producer = open_transaction(broker, topic, TXN_ID, 3)  # kept open: its transaction is the one taken over
         coordinator = broker.server.cluster.transactions
         broker.call(_left_in_prepare_commit(coordinator))
 
@@ -84,13 +77,7 @@ def test_a_prepare_commit_stored_though_its_write_failed_is_finished_and_the_ret
     coordinator moved. It must be finished, and the producer's commit succeed."""
     with Broker() as broker:
         topic = broker.create_topic("stored-yet-failed", 1)
-        producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "transactional.id": TXN_ID,
-                             "linger.ms": 5})
-        producer.init_transactions(30)
-        producer.begin_transaction()
-        for i in range(3):
-            producer.produce(topic, f"t{i}".encode())
-        assert producer.flush(30) == 0
+        producer = open_transaction(broker, topic, TXN_ID, 3)
         store = broker.server.cluster.transactions.store
         put_state = store.put_state
         failed: list[str] = []
