@@ -14,7 +14,7 @@ import asyncio
 import dataclasses
 import enum
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
 from .errors import StorageError
 
@@ -342,6 +342,11 @@ class Store(abc.ABC):
     @abc.abstractmethod
     def list_topics(self, stream: str | None = None) -> list[TopicInfo]:
         """Topics of one stream, or of all streams when stream is None."""
+
+    @abc.abstractmethod
+    def iter_topics(self) -> Iterator[TopicInfo]:
+        """Every topic of every stream, as list_topics() at the call, for a caller that pauses between
+        them: a store may build each topic's info only as it is reached."""
 
     @abc.abstractmethod
     async def delete_topic(self, stream: str, name: str) -> None: ...

@@ -65,7 +65,7 @@ async def _order(ctx: Request[Reaches], slicer: Slicer) -> _Order:
     if order is not None and order.stamp == stamp:
         return order
     listed = []
-    for info in store.list_topics():
+    for info in store.iter_topics():
         await slicer.pause()
         listed.append((cluster.listed_name(info.stream, info.name, ctx.client_software_name), info.stream, info.name))
     listed.sort()

@@ -108,7 +108,7 @@ async def handle(ctx: Request[Reaches], request: Any) -> Any:
     slicer = Slicer()
     info: TopicInfo | None
     if wanted is None:
-        for info in cluster.store.list_topics():
+        for info in cluster.store.iter_topics():
             await slicer.pause()
             if authorizer.enabled and not authorizer.known_topic(ctx, Operation.DESCRIBE, info.stream, info.name,
                                                                  log_denied=False):
