@@ -66,6 +66,11 @@ _PRODUCE_ERRORS = {
 COMPLETE_RETRY_MAX_S = 5.0  # the longest pause between tries to finish a transaction the store refused
 
 
+def _unfinished(meta: TransactionMetadata) -> bool:
+    """Decided but not finished: Prepare* stored, or a fence whose abort is not (its markers are owed)."""
+    return meta.state in PREPARING or meta.state is TxnState.PREPARE_EPOCH_FENCE
+
+
 async def _coordinates_every_id(txn_id: str) -> ErrorCode:
     return ErrorCode.none  # alone
 
@@ -139,7 +144,7 @@ class TransactionCoordinator:
         loaded = [TransactionMetadata.from_json(txn_id, data) for txn_id, data in stored.items() if owned(txn_id)]
         for meta in loaded:
             self.transactions[meta.transactional_id] = meta
-        return [meta for meta in loaded if meta.state in PREPARING or meta.state is TxnState.PREPARE_EPOCH_FENCE]
+        return [meta for meta in loaded if _unfinished(meta)]
 
     async def _finish(self, meta: TransactionMetadata) -> None:
         """Complete what the last coordinator (or this one before a stop) left half done."""
@@ -233,7 +238,7 @@ class TransactionCoordinator:
             )
         except storage.StorageError as exc:
             self._restore(meta)
-            if meta.state in PREPARING or meta.state is TxnState.PREPARE_EPOCH_FENCE:
+            if _unfinished(meta):
                 # what the store holds is decided: this write (or an earlier one) was stored though its
                 # writer was told it failed (a session ended after the commit). Nothing else would finish it.
                 self._complete_later(meta, exc)
@@ -287,7 +292,7 @@ class TransactionCoordinator:
                 self.transactions[txn_id] = meta
             elif producer_id >= 0 and not self._same_producer(meta, producer_id, producer_epoch):
                 return ErrorCode.producer_fenced, -1, -1
-            if meta.state in PREPARING or meta.state is TxnState.PREPARE_EPOCH_FENCE:
+            if _unfinished(meta):
                 return ErrorCode.concurrent_transactions, -1, -1
             if meta.state is TxnState.ONGOING:
                 # Fence the open transaction's producer and abort it; the client retries.
@@ -327,7 +332,7 @@ class TransactionCoordinator:
             return ErrorCode.invalid_producer_id_mapping, None
         if epoch != meta.producer_epoch:
             return ErrorCode.producer_fenced, None
-        if meta.state in PREPARING or meta.state is TxnState.PREPARE_EPOCH_FENCE:
+        if _unfinished(meta):
             return ErrorCode.concurrent_transactions, None
         return ErrorCode.none, meta
 
@@ -610,7 +615,7 @@ class TransactionCoordinator:
             return ErrorCode.invalid_producer_id_mapping, -1, -1
         if not valid:
             return ErrorCode.producer_fenced, -1, -1
-        if meta.state in PREPARING or meta.state is TxnState.PREPARE_EPOCH_FENCE:
+        if _unfinished(meta):
             return ErrorCode.concurrent_transactions, -1, -1
         finished = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
         if meta.state in complete and retry:
@@ -678,7 +683,7 @@ class TransactionCoordinator:
             if self.transactions.get(txn_id) is not meta or not self.owns(txn_id):
                 return  # let go of: the next coordinator finishes it
             async with self._locks[txn_id]:
-                if meta.state not in PREPARING and meta.state is not TxnState.PREPARE_EPOCH_FENCE:
+                if not _unfinished(meta):
                     return
                 try:
                     if meta.state is TxnState.PREPARE_EPOCH_FENCE:  # fenced, its abort not stored yet
