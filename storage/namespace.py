@@ -524,7 +524,7 @@ class NamespaceStore(Store):
 
     def list_topics(self, stream: str | None = None) -> list[TopicInfo]:
         if stream is None:
-            return [t.info for s in self._streams.values() for t in s.topics.values()]
+            return list(self.iter_topics())
         return [t.info for t in self._stream(stream).topics.values()]
 
     def iter_topics(self) -> Iterator[TopicInfo]:
