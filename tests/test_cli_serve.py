@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from confluent_kafka import Producer
@@ -22,11 +23,12 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start(args: list[str], env: dict[str, str] | None = None) -> subprocess.Popen:
+def start(args: list[str], env: dict[str, str] | None = None,
+          preexec_fn: Callable[[], None] | None = None) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-m", "kafkacompat", "serve", *args],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        env={**os.environ, **(env or {})}, cwd=Path(__file__).resolve().parent.parent,
+        env={**os.environ, **(env or {})}, cwd=Path(__file__).resolve().parent.parent, preexec_fn=preexec_fn,
     )
 
 

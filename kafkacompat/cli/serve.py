@@ -31,6 +31,7 @@ from ..config import (
     setting_kind,
     unknown_variables,
 )
+from ..kafka_port.file_limit import raise_file_limit
 from ..workers.role import WorkerRole, WorkersError, announce_ready, worker_config, worker_count
 from ..workers.supervisor import SupervisorError, run_workers
 
@@ -223,6 +224,8 @@ def _serve(args: argparse.Namespace) -> int:
     except SupervisorError as exc:
         print(f"kafkacompat: {exc}", file=sys.stderr)
         return exc.status
+    if (too_low := raise_file_limit(config.max_connections)) is not None:
+        log.warning("%s", too_low)
     try:
         asyncio.run(run_until_signalled(config))
     except StartError as exc:
