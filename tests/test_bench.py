@@ -143,7 +143,9 @@ def test_scale_reports_every_figure(tmp_path: Path) -> None:
     assert doc["start_after_kill9_s"]["first_metadata"] >= doc["start_after_kill9_s"]["listening"] > 0
     assert doc["first_produce_to_20_written_topics_after_kill9_ms"] > 0  # each written topic recovered and written
     assert doc["one_topic_metadata_meanwhile_ms"]["max"] >= doc["one_topic_metadata_meanwhile_ms"]["p99"] > 0
-    assert doc["rss_empty_mb"] > 0 and doc["idle_connections"] == 10
+    assert doc["rss_empty_mb"] > 0 and doc["idle_connections"] == 10 and doc["rss_with_idle_connections_mb"] > 0
+    steady = doc["steady_p99_ms_idle_connections"]  # the steady producer before and while they are held
+    assert steady["before"]["produce"] > 0 and steady["held"]["produce"] > 0
     assert "results in" in done.stdout
     assert not any(tmp_path.glob("kafkacompat-bench-*")), "the broker's store was left behind"
 

@@ -31,7 +31,6 @@ import argparse
 import dataclasses
 import json
 import os
-import resource
 import signal
 import socket
 import struct
@@ -50,7 +49,9 @@ from kafkacompat.protocol.versions import is_flexible
 
 from ..admin.client import AdminClient as PrivateAdmin
 from ..frames import read_frame
+from ..kafka_port.file_limit import FILES_BESIDE_CONNECTIONS
 from .brokers import KafkacompatBroker
+from .idle_clients import IdleConnections, raise_file_limit
 from .procstats import rss_mb
 from .workloads import percentile
 
@@ -270,18 +271,32 @@ def _describe_all(wire: _Wire) -> tuple[int, float]:
                       partition_index=answer.next_cursor.partition_index)
 
 
-def _idle_connections(bootstrap: str, pid: int, count: int, out: dict[str, Any]) -> list[_Wire]:
-    before = rss_mb(pid)
-    wires: list[_Wire] = []
-    for _ in range(count):
-        wire = _Wire(bootstrap)
-        wire.request(API_VERSIONS, 3, _api_versions())
-        wires.append(wire)
-    time.sleep(1.0)  # receive buffers handed back after a quiet second (see kafka_port/receive.py)
-    grown = rss_mb(pid) - before
+def _idle_connections(bootstrap: str, pid: int, count: int, out: dict[str, Any]) -> None:
+    """`count` idle connections (idle_clients.py): their RSS, and a steady producer's p99 before they
+    open, while they open and while they are held, in windows of equal length."""
+    window = min(10.0, 1.0 + count / 2_000)
+    steady = _Steady(bootstrap)
+    steady.start()
+    try:
+        time.sleep(window)  # the steady clients' figures without the idle connections
+        before, opening = rss_mb(pid), time.monotonic()
+        with IdleConnections(bootstrap, count):
+            held = time.monotonic()
+            time.sleep(max(window, 1.0))  # receive buffers handed back after a quiet second (kafka_port/receive.py)
+            grown = rss_mb(pid) - before
+            out["rss_with_idle_connections_mb"] = round(rss_mb(pid), 1)
+            released = time.monotonic()
+        out["idle_connections_close_s"] = round(time.monotonic() - released, 1)
+    finally:
+        steady.stop()
     out["idle_connections"] = count
-    out["rss_per_idle_connection_kb"] = round(grown * 1024 / count, 1) if count else None
-    return wires
+    out["idle_connections_open_s"] = round(held - opening, 1)
+    out["rss_per_idle_connection_kb"] = round(grown * 1024 / count, 2) if count else None
+    out["steady_p99_ms_idle_connections"] = {
+        name: {"produce": steady.p99(steady.produce_ms, since, until),
+               "produce_to_fetch": steady.p99(steady.fetch_ms, since, until)}
+        for name, since, until in (("before", opening - window, opening), ("opening", opening, held),
+                                   ("held", held, released))}
 
 
 def _chunks(items: list[Any], size: int) -> Iterator[list[Any]]:
@@ -428,25 +443,21 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
             (out["rss_partitions_opened_mb"] - out["rss_empty_mb"]) * 1024 / args.topics, 2)
         out["steady_overall_p99_ms"] = {"produce": steady.p99(steady.produce_ms),
                                         "produce_to_fetch": steady.p99(steady.fetch_ms)}
-        wires = _idle_connections(broker.bootstrap, pid, args.connections, out)
-        for wire in wires:
-            wire.close()
+        _idle_connections(broker.bootstrap, pid, args.connections, out)
         _cursors(broker, names, args.cursors, out)
         _restarts(broker, names, out)
     out["load_average_end"] = os.getloadavg()
     return out
 
 
-def _raise_file_limit(connections: int) -> None:
-    """Both ends of every idle connection are on this machine: the bench and the broker each need a descriptor."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    need = connections + 1024
-    if soft < need:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (min(need, hard), hard))
-
-
 def run(args: argparse.Namespace) -> int:
-    _raise_file_limit(args.connections)
+    allowed = raise_file_limit(args.connections + FILES_BESIDE_CONNECTIONS)  # the broker, started from here, inherits it
+    if allowed < args.connections + FILES_BESIDE_CONNECTIONS:
+        print(f"kafkacompat bench scale: {args.connections:,} idle connections need an open-file limit of "
+              f"{args.connections + FILES_BESIDE_CONNECTIONS:,} for the broker; this machine allows {allowed:,} "
+              f"(ulimit -Hn; raising it needs CAP_SYS_RESOURCE): ask for at most "
+              f"{max(allowed - FILES_BESIDE_CONNECTIONS, 0):,}", flush=True)
+        return 2
     print(f"kafkacompat bench scale: {args.topics:,} topics, {args.connections:,} idle connections, "
           f"{args.cursors:,} cursors; load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
     try:
