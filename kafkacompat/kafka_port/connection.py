@@ -138,10 +138,11 @@ class Connection:
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         self.client_software_name = ""
         self._stats = cluster.stats
-        # (context, answer, perf_counter() when its frame was read): the writer records the latency
-        self._answers: asyncio.Queue[tuple[RequestContext, Awaitable[Any], float] | None] = asyncio.Queue(
-            MAX_IN_FLIGHT
-        )
+        # (context, answer, perf_counter() when its frame was read): the writer records the latency. Made with
+        # the writer task at the first answer that must wait behind another: most connections never need them
+        # (about 4 KiB each, held by every idle device connection).
+        self._answers: asyncio.Queue[tuple[RequestContext, Awaitable[Any], float] | None] | None = None
+        self._writer_task: asyncio.Task[None] | None = None
         self._muted_until = 0.0  # loop time before which no request is handled (client quotas)
         # Answers queued for the writer task and not sent yet. While none are, a ready answer is
         # sent by the reader itself: order is kept, and the common case skips two task switches.
@@ -197,7 +198,6 @@ class Connection:
     async def run(self) -> None:
         log.debug("connection from %s opened on %s", self.peer, self.listener.name)
         self._task = asyncio.current_task()
-        writer_task = asyncio.create_task(self._write_answers(), name=f"writer {self.peer}")
         self._idle_timer = asyncio.get_running_loop().call_later(self._idle_after, self._close_if_idle)
         auth_timer = None
         if self.sasl is not None:
@@ -224,16 +224,8 @@ class Connection:
             auth_timer.cancel()
         if not stopping:
             self.cluster.shares.connection_closed(self.peer)  # a share consumer that died gives its records back
-        try:
-            if stopping and not self._closing:
-                writer_task.cancel()  # dropped at once, as in a crash (drop_connections, abandon)
-            else:
-                await self._answers.put(None)  # send what is owed, then stop
-            await writer_task
-        except asyncio.CancelledError:
-            writer_task.cancel()  # abandoned while sending what was owed
-        except Exception:  # noqa: BLE001 - the socket is going anyway
-            log.debug("writer for %s ended with an error", self.peer, exc_info=True)
+        if self._writer_task is not None:
+            await self._end_writer(stopping)
         if self.sasl is not None and self.sasl.failed and not stopping:
             # as Kafka's connection.failed.authentication.delay.ms: the refusal arrives well before the
             # close, so a client reads the authentication error rather than only a dropped connection
@@ -249,57 +241,79 @@ class Connection:
         loop = asyncio.get_running_loop()
         quiet_since = max(self.reader.last_received, self._last_sent)
         remaining = quiet_since + self._idle_after - loop.time()
-        if remaining > 0 or not self._answers.empty():
+        if remaining > 0 or self._owed:
             self._idle_timer = loop.call_later(max(remaining, 0.05), self._close_if_idle)
             return
         log.info("closing connection from %s: idle for %d ms", self.peer, int(self._idle_after * 1000))
         self.writer.close()
 
+    async def _end_writer(self, stopping: bool) -> None:
+        """The writer task sends what is owed and ends; dropped at once when the connection is dropped."""
+        writer_task, answers = self._writer_task, self._answers
+        assert writer_task is not None and answers is not None
+        try:
+            if stopping and not self._closing:
+                writer_task.cancel()  # dropped at once, as in a crash (drop_connections, abandon)
+            else:
+                await answers.put(None)  # send what is owed, then stop
+            await writer_task
+        except asyncio.CancelledError:
+            writer_task.cancel()  # abandoned while sending what was owed
+        except Exception:  # noqa: BLE001 - the socket is going anyway
+            log.debug("writer for %s ended with an error", self.peer, exc_info=True)
+
     async def _read_requests(self) -> None:
+        while not self._closing and await self._serve_next():
+            pass
+
+    async def _serve_next(self) -> bool:
+        """Read one request, handle it, send or queue its answer; False when the connection is to close.
+
+        A call per request so that nothing of the last request (its frame, up to a MiB, and its answer) stays
+        referenced while the connection waits for the next one: an idle connection holds neither.
+        """
         reader = self.reader
         loop = asyncio.get_running_loop()
         sasl = self.sasl
-        while not self._closing:
-            self._reading = True
-            unauthenticated = sasl is not None and not sasl.authenticated
-            if unauthenticated:  # sasl.server.max.receive.size: no large frames from strangers
-                size = frame_size(await reader.readexactly(4), self._sasl_max_frame)
-            else:
-                size = frame_size(await reader.readexactly(4), self.max_frame_bytes)
-            frame = await reader.readexactly(size)
-            self._reading = False
+        self._reading = True
+        unauthenticated = sasl is not None and not sasl.authenticated
+        if unauthenticated:  # sasl.server.max.receive.size: no large frames from strangers
+            size = frame_size(await reader.readexactly(4), self._sasl_max_frame)
+        else:
+            size = frame_size(await reader.readexactly(4), self.max_frame_bytes)
+        frame = await reader.readexactly(size)
+        self._reading = False
+        self._current = None
+        if sasl is not None and sasl.raw_tokens:  # after SaslHandshake v0: a bare token, not a request
+            await self._answer_bare_token(sasl, bytes(frame))
+            return not sasl.failed
+        muted = self._muted_until - loop.time()
+        if muted > 0:
+            await asyncio.sleep(muted)  # over a quota: this request waits, as on a muted Kafka channel
+        received = time.perf_counter()
+        header = parse_request_header(frame)
+        ctx = RequestContext(self.cluster, header, self.peer, self.client_software_name, size,
+                             principal=self.principal, listener=self.listener.name,
+                             security_protocol=self.listener.security_protocol, sasl=sasl,
+                             peer_closed=reader.peer_closed)
+        self._current = ctx
+        if sasl is not None and header.api_key not in BEFORE_AUTHENTICATION:
+            if not sasl.authenticated:
+                raise CloseConnection(f"unexpected {api_name(header.api_key)} request before SASL "
+                                      "authentication completed")
+            if sasl.expired():
+                raise CloseConnection(f"SASL session of {sasl.principal} expired (connections_max_reauth_ms or "
+                                      "the end of its token) "
+                                      "and the client did not re-authenticate")
+        answer = await self._dispatch(ctx, frame)
+        if answer is NO_RESPONSE:
+            self._done(ctx, received)
+            self._mute(ctx)
             self._current = None
-            if sasl is not None and sasl.raw_tokens:  # after SaslHandshake v0: a bare token, not a request
-                await self._answer_bare_token(sasl, bytes(frame))
-                if sasl.failed:
-                    return
-                continue
-            muted = self._muted_until - loop.time()
-            if muted > 0:
-                await asyncio.sleep(muted)  # over a quota: this request waits, as on a muted Kafka channel
-            received = time.perf_counter()
-            header = parse_request_header(frame)
-            ctx = RequestContext(self.cluster, header, self.peer, self.client_software_name, size,
-                                 principal=self.principal, listener=self.listener.name,
-                                 security_protocol=self.listener.security_protocol, sasl=sasl,
-                                 peer_closed=reader.peer_closed)
-            self._current = ctx
-            if sasl is not None and header.api_key not in BEFORE_AUTHENTICATION:
-                if not sasl.authenticated:
-                    raise CloseConnection(f"unexpected {api_name(header.api_key)} request before SASL "
-                                          "authentication completed")
-                if sasl.expired():
-                    raise CloseConnection(f"SASL session of {sasl.principal} expired (connections_max_reauth_ms or "
-                                          "the end of its token) "
-                                          "and the client did not re-authenticate")
-            answer = await self._dispatch(ctx, frame)
-            if answer is NO_RESPONSE:
-                self._done(ctx, received)
-                self._mute(ctx)
-                continue
-            await self._answer(ctx, answer, received)
-            if sasl is not None and sasl.failed:
-                return  # the refusal is sent, then the connection closes (as Kafka does)
+            return True
+        await self._answer(ctx, answer, received)
+        self._current = None
+        return sasl is None or not sasl.failed  # after a refusal is sent the connection closes (as Kafka does)
 
     async def _answer(self, ctx: RequestContext, answer: Any, received: float) -> None:
         """Send a ready answer now when nothing is owed before it; else queue it for the writer, in order."""
@@ -315,6 +329,9 @@ class Connection:
             done.set_result(answer)
             answer = done
         self._owed += 1
+        if self._answers is None:
+            self._answers = asyncio.Queue(MAX_IN_FLIGHT)
+            self._writer_task = asyncio.create_task(self._write_answers(), name=f"writer {self.peer}")
         await self._answers.put((ctx, answer, received))
 
     async def _answer_bare_token(self, sasl: SaslAuthenticator, token: bytes) -> None:
@@ -382,9 +399,10 @@ class Connection:
                               header.client_id or "-", ctx.principal, ctx.size, seconds * 1000)
 
     async def _write_answers(self) -> None:
-        writer = self.writer
+        writer, answers = self.writer, self._answers
+        assert answers is not None
         while True:
-            item = await self._answers.get()
+            item = await answers.get()
             if item is None:
                 break
             ctx, answer, received = item
@@ -397,7 +415,7 @@ class Connection:
                 raise
             finally:
                 self._owed -= 1
-            if self._answers.empty():
+            if answers.empty():
                 await writer.drain()
 
 

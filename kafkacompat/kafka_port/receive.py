@@ -9,9 +9,11 @@ sliced out of a receive buffer, and a large frame gets a buffer of its own
 that the kernel fills directly, handed over without a further copy.
 
 Memory follows what a connection needs, not what it announces: the shared
-buffer starts at 4 KiB and goes back to that size once it has stayed
-drained for a second, so an idle connection costs a few KiB (5,000 of them
-with 256 KiB buffers took 1.3 GB). A busy one keeps its grown buffer
+buffer is made at the first bytes, starts at 4 KiB, and is handed back
+whole once it has stayed drained for a second, so an idle connection holds
+no receive buffer at all (5,000 of them with 256 KiB buffers took 1.3 GB;
+with 4 KiB ones kept, 4 KiB of the 20 KiB each idle connection cost). A
+busy one keeps its grown buffer
 between requests, with room for the next frame's size prefix: a 16 KiB
 produce request then arrives in one receive, where a buffer shrunk after
 every frame took two receives, two loop turns and a copy into a new
@@ -38,8 +40,8 @@ from asyncio.streams import FlowControlMixin
 from collections.abc import Callable, Coroutine
 from typing import Any, cast
 
-INITIAL_BUFFER = 4 * 1024  # what a drained connection keeps
-GIVE_BACK_AFTER_S = 1.0  # a buffer drained and unused this long goes back to INITIAL_BUFFER
+INITIAL_BUFFER = 4 * 1024  # the receive buffer's first size, made when bytes first arrive
+GIVE_BACK_AFTER_S = 1.0  # a buffer drained and unused this long is handed back
 RECEIVE_BUFFER = 256 * 1024  # the shared buffer grows no further; reading pauses when it is full
 DIRECT_FROM = 64 * 1024  # frames at least this large are received into their own buffer
 STAGE_BYTES = 1 << 20  # a large frame's first bytes, received before its full buffer exists
@@ -87,7 +89,7 @@ class FrameStream:
     def __init__(self, loop: asyncio.AbstractEventLoop, budget: FrameBudget = UNLIMITED) -> None:
         self._loop = loop
         self._budget = budget
-        self._buf = bytearray(INITIAL_BUFFER)
+        self._buf = bytearray()  # made at the first bytes (get_buffer), handed back when drained and quiet
         self._start = 0  # first unread byte of _buf
         self._end = 0  # one past the last received byte of _buf
         self._direct: bytearray | None = None  # a large frame being received in place
@@ -194,20 +196,20 @@ class FrameStream:
             raise self._exception
         if self._eof:
             raise asyncio.IncompleteReadError(b"", n)  # partial bytes are of no use to anyone
-        if self._give_back is None and self._start == self._end and len(self._buf) > INITIAL_BUFFER:
+        if self._give_back is None and self._start == self._end and self._buf:
             self._give_back = self._loop.call_later(GIVE_BACK_AFTER_S, self._give_back_buffer)
         self._resume()
         self._waiter = self._loop.create_future()
         await self._waiter
 
     def _give_back_buffer(self) -> None:
-        """Back to INITIAL_BUFFER once drained and quiet for GIVE_BACK_AFTER_S; checked again later if not."""
+        """Handed back once drained and quiet for GIVE_BACK_AFTER_S; checked again later if not."""
         self._give_back = None
-        if len(self._buf) <= INITIAL_BUFFER or self._eof or self._exception is not None:
+        if not self._buf or self._eof or self._exception is not None:
             return
         quiet = self._loop.time() - self.last_received >= GIVE_BACK_AFTER_S
         if quiet and self._start == self._end and self._direct is None:
-            self._buf, self._start, self._end = bytearray(INITIAL_BUFFER), 0, 0
+            self._buf, self._start, self._end = bytearray(), 0, 0
         else:
             self._give_back = self._loop.call_later(GIVE_BACK_AFTER_S, self._give_back_buffer)
 
