@@ -1,4 +1,9 @@
-"""CreateTopics: a topic in a stream, with the stream's defaults filling gaps."""
+"""CreateTopics: a topic in a stream, with the stream's defaults filling gaps.
+
+The topics of one request are created one after another, then their partitions get leaders together
+(`settle`) before the answer: on the cloud engine each settle is a tick of the leader table, which
+reads every partition's row, so one per topic made creating N topics cost N ticks of N rows (11-58
+topics/s at 200 topics, batches of 20; issue 32)."""
 
 from __future__ import annotations
 
@@ -67,7 +72,6 @@ async def _create(ctx: Request[Reaches], topic: Any, validate_only: bool) -> tup
         info = await cluster.store.create_topic(stream, name, partitions, configs)
     except storage.StorageError as exc:
         return storage_error_code(exc), str(exc), None
-    await cluster.settle([info])  # its partitions have leaders before the answer
     return ErrorCode.none, None, info
 
 
@@ -91,13 +95,15 @@ def _requested_partitions(ctx: Request[Reaches], topics: Any) -> int:
 async def handle(ctx: Request[Reaches], request: Any) -> Any:
     m = schema_of(ctx)
     results = []
-    message: str | None
     too_many = _requested_partitions(ctx, request.topics) > ctx.cluster.config.max_partitions_per_request
+    outcomes: list[tuple[Any, tuple[ErrorCode, str | None, Any]]] = []
     for topic in request.topics:
         if too_many:  # Kafka refuses every topic of such a request
-            error, message, info = ErrorCode.policy_violation, PER_REQUEST_MESSAGE, None
+            outcomes.append((topic, (ErrorCode.policy_violation, PER_REQUEST_MESSAGE, None)))
         else:
-            error, message, info = await _create(ctx, topic, request.validate_only)
+            outcomes.append((topic, await _create(ctx, topic, request.validate_only)))
+    await ctx.cluster.settle([info for _, (_, _, info) in outcomes if info is not None])  # leaders before the answer
+    for topic, (error, message, info) in outcomes:
         configs = None
         config_error = ErrorCode.none
         if info is not None and not ctx.cluster.authorizer.topic(ctx, Operation.DESCRIBE_CONFIGS, topic.name,

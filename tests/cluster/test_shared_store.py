@@ -342,3 +342,23 @@ def test_a_new_partitions_leader_serves_it_before_its_next_heartbeat() -> None:
         assert set(named.values()) == {1, 2, 3}, named
         for partition, leader in named.items():
             assert list_offsets_error(cluster.broker(leader).bootstrap, topic, partition) == 0, (partition, leader)
+
+
+def test_every_topic_of_one_create_topics_request_has_its_leaders_when_it_is_answered() -> None:
+    """The partitions of all the topics a CreateTopics request makes are placed together before the answer
+    (one tick of the leader table for the request, not one per topic), none left to the next heartbeat."""
+    try:
+        args = cloud_cluster_args(lease_ms=30_000, heartbeat_ms=10_000)  # no heartbeat within the test
+    except ServiceUnavailable as exc:
+        pytest.skip(str(exc))
+    with BrokerCluster(2, args) as cluster:
+        bootstrap = cluster.brokers[0].bootstrap
+        names = [f"batch-{i}-{uuid.uuid4().hex[:6]}" for i in range(20)]
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        futures = admin.create_topics([NewTopic(name, 3, 1) for name in names], operation_timeout=10)
+        for future in futures.values():
+            future.result(timeout=30)
+        found = admin.list_topics(timeout=10).topics
+        for name in names:
+            led = {p.id: p.leader for p in found[name].partitions.values()}
+            assert sorted(led) == [0, 1, 2] and set(led.values()) <= {1, 2}, (name, led)
