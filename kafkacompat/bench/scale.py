@@ -50,6 +50,7 @@ from kafkacompat.protocol.versions import is_flexible
 from ..admin.client import AdminClient as PrivateAdmin
 from ..frames import read_frame
 from ..kafka_port.file_limit import FILES_BESIDE_CONNECTIONS
+from ..testing.services import Postgres, S3Server
 from .brokers import KafkacompatBroker
 from .idle_clients import IdleConnections, raise_file_limit
 from .procstats import rss_mb
@@ -107,17 +108,26 @@ def _api_versions() -> Any:
 
 
 class _ScaleBroker(KafkacompatBroker):
-    """The bench's broker, whose store outlives restarts (stop() at the end removes it)."""
+    """The bench's broker, whose store outlives restarts (stop() at the end removes it).
+
+    With `store_args` (--store and --object-store) it runs the cloud engine, its data dir unused; else
+    the disk engine in its data dir."""
 
     ready_timeout_s = RESTART_TIMEOUT_S
     partitions_needed = 0  # past the default max_broker_partitions (100,000), the limit is raised to it
     connections_needed = 0  # past the default max_connections (10,000), likewise
+    store_args: list[str] = []
+    database_bytes: Callable[[], int] | None = None  # the cloud engine's database size
 
     def _command(self) -> list[str]:
         raised = ["--max-broker-partitions", str(self.partitions_needed)] if self.partitions_needed > 100_000 else []
         if self.connections_needed > 10_000:
             raised += ["--max-connections", str(self.connections_needed)]
-        return super()._command() + raised
+        return super()._command() + raised + self.store_args
+
+    def stored_bytes(self) -> int:
+        """Bytes the store holds: its data dir on the disk engine, its PostgreSQL database on the cloud engine."""
+        return self.database_bytes() if self.database_bytes is not None else _disk_bytes(self.run_dir)
 
     def _prepare(self) -> None:
         if self._run_dir is None:
@@ -322,7 +332,7 @@ def _cursors(broker: _ScaleBroker, names: list[str], count: int, out: dict[str, 
     for group, name in wanted:
         groups.setdefault(group, []).append(TopicPartition(name, 0, 1))
     assert broker.pid is not None
-    rss0, disk0, started = rss_mb(broker.pid), _disk_bytes(broker.run_dir), time.monotonic()
+    rss0, disk0, started = rss_mb(broker.pid), broker.stored_bytes(), time.monotonic()
     for group, offsets in groups.items():
         consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group, "enable.auto.commit": False})
         for chunk in _chunks(offsets, 1000):
@@ -341,7 +351,7 @@ def _cursors(broker: _ScaleBroker, names: list[str], count: int, out: dict[str, 
     out["offset_commit_per_s"] = round(count / committed) if count else None
     out["offset_fetch_per_s"] = round(count / (time.monotonic() - started)) if count else None
     time.sleep(1.5)  # the disk engine writes cursors behind (fsync interval)
-    out["cursor_bytes_on_disk"] = _disk_bytes(broker.run_dir) - disk0
+    out["cursor_bytes_on_disk"] = broker.stored_bytes() - disk0
     out["rss_per_cursor_bytes"] = round((rss_mb(broker.pid) - rss0) * 1024 * 1024 / count) if count else None
 
 
@@ -412,10 +422,26 @@ def _all_beside_one(bootstrap: str, topic: str, big: Callable[[], None]) -> tupl
 
 
 def measure(args: argparse.Namespace) -> dict[str, Any]:
+    """Every figure, on the engine `args.engine` names; the cloud engine's PostgreSQL and S3 endpoint
+    (moto) are started here, on this machine, as the tests start them."""
+    broker = _ScaleBroker(args.data_dir, args.fsync)
+    if args.engine != "cloud":
+        return _measure(args, broker)
+    with Postgres() as pg, S3Server() as s3:
+        os.environ.update(s3.environ())  # the broker's endpoint and credentials, as users give them
+        s3.create_bucket("kafkacompat")
+        database = pg.create_database()
+        name = database.rsplit("/", 1)[1]
+        broker.store_args = ["--store", database, "--object-store", "s3://kafkacompat/scale"]
+        broker.database_bytes = lambda: int(pg.sql(f"SELECT pg_database_size('{name}')", name).strip())
+        return _measure(args, broker)
+
+
+def _measure(args: argparse.Namespace, broker: _ScaleBroker) -> dict[str, Any]:
     streams = max(1, min(args.streams, args.topics))
     names = _names(args.topics, streams)
-    out: dict[str, Any] = {"topics": args.topics, "streams": streams, "load_average_start": os.getloadavg()}
-    broker = _ScaleBroker(args.data_dir, args.fsync)
+    out: dict[str, Any] = {"engine": args.engine, "topics": args.topics, "streams": streams,
+                           "load_average_start": os.getloadavg()}
     broker.partitions_needed = args.topics + 1000  # the steady topic and the internal ones too
     broker.connections_needed = args.connections + 100  # the bench's other clients too
     with broker:
@@ -426,6 +452,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         for i in range(streams):
             private.call("stream.create", path=f"{STREAM_ROOT}/s{i}")
         private.call("topic.create", name=STEADY_TOPIC, partitions=1)
+        stored_empty = broker.stored_bytes()
         steady = _Steady(broker.bootstrap)
         steady.start()
         try:
@@ -435,6 +462,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                                                   "produce_to_fetch": steady.p99(steady.fetch_ms, create_from)}
             out["rss_with_topics_mb"] = round(rss_mb(pid), 1)
             out["rss_per_topic_kb"] = round((out["rss_with_topics_mb"] - out["rss_empty_mb"]) * 1024 / args.topics, 2)
+            out["store_bytes_per_topic"] = round((broker.stored_bytes() - stored_empty) / args.topics)
             _metadata_figures(broker.bootstrap, names, steady, out)
         finally:
             steady.stop()

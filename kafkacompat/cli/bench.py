@@ -103,6 +103,9 @@ def _add_scale_parser(sub: argparse._SubParsersAction) -> None:
                    help="idle connections to open (default 1000)")
     p.add_argument("--cursors", type=_count, default=10_000, metavar="K",
                    help="cursors to commit (default 10000)")
+    p.add_argument("--engine", choices=("disk", "cloud"), default="disk",
+                   help="the store: disk (default), or cloud (PostgreSQL + S3, both started here: PostgreSQL from "
+                        "Debian's packages, moto as the S3 endpoint)")
     p.add_argument("--data-dir", metavar="DIR",
                    help="the store goes in a fresh subdirectory of DIR (default: the system's temporary directory)")
     p.add_argument("--fsync", choices=("none", "interval", "always"), default="interval",
