@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import ipaddress
 import multiprocessing
-import resource
 import socket
 import struct
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 
 from ..frames import read_frame
+from ..kafka_port.file_limit import allow_open_files
 
 PER_PROCESS = 25_000
 PER_SOURCE = 12_500  # connections per source address: well inside one address's ephemeral ports
@@ -33,20 +33,6 @@ FIRST_SOURCE = ipaddress.IPv4Address("127.1.0.1")  # source addresses go up from
 API_VERSIONS_V0 = struct.pack(">ihhih", 10, 18, 0, 1, 0)  # size, ApiVersions v0, correlation 1, no client id
 OPEN_TIMEOUT_S = 600.0
 OWN_FILES = 64  # a helper's descriptors beside its connections (its pipe, Python's own)
-
-
-def raise_file_limit(need: int) -> int:
-    """Let this process hold `need` files (past the hard limit with CAP_SYS_RESOURCE, else up to it); the
-    open-file limit it has now."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft >= need or soft == resource.RLIM_INFINITY:
-        return need
-    try:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (need, max(need, hard)))
-        return need
-    except (ValueError, OSError):  # not permitted: the hard limit bounds it
-        resource.setrlimit(resource.RLIMIT_NOFILE, (min(need, hard), hard))
-        return min(need, hard)
 
 
 class IdleConnections:
@@ -61,7 +47,7 @@ class IdleConnections:
     def open(self) -> None:
         """Start the helpers and wait until each holds its share; RuntimeError naming what failed."""
         spawn = multiprocessing.get_context("spawn")
-        per_process = min(PER_PROCESS, raise_file_limit(PER_PROCESS + OWN_FILES) - OWN_FILES)  # what a helper may hold
+        per_process = min(PER_PROCESS, allow_open_files(PER_PROCESS + OWN_FILES) - OWN_FILES)  # what a helper may hold
         shares = [min(per_process, self.count - first) for first in range(0, self.count, per_process)]
         for index, share in enumerate(shares):
             mine, theirs = spawn.Pipe()
@@ -104,7 +90,7 @@ class IdleConnections:
 
 def _hold(address: tuple[str, int], sources: list[str], count: int, pipe: Connection) -> None:
     """A helper: open `count` connections round the `sources`, say how many, hold them until told."""
-    raise_file_limit(count + OWN_FILES)
+    allow_open_files(count + OWN_FILES)
     held: list[socket.socket] = []
     error = ""
     try:

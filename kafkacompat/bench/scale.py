@@ -49,10 +49,10 @@ from kafkacompat.protocol.versions import is_flexible
 
 from ..admin.client import AdminClient as PrivateAdmin
 from ..frames import read_frame
-from ..kafka_port.file_limit import FILES_BESIDE_CONNECTIONS
+from ..kafka_port.file_limit import FILES_BESIDE_CONNECTIONS, allow_open_files
 from ..testing.services import Postgres, S3Server
 from .brokers import KafkacompatBroker
-from .idle_clients import IdleConnections, raise_file_limit
+from .idle_clients import IdleConnections
 from .procstats import rss_mb
 from .workloads import percentile
 
@@ -479,7 +479,7 @@ def _measure(args: argparse.Namespace, broker: _ScaleBroker) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
-    allowed = raise_file_limit(args.connections + FILES_BESIDE_CONNECTIONS)  # the broker, started from here, inherits it
+    allowed = allow_open_files(args.connections + FILES_BESIDE_CONNECTIONS)  # the broker, started from here, inherits it
     if allowed < args.connections + FILES_BESIDE_CONNECTIONS:
         print(f"kafkacompat bench scale: {args.connections:,} idle connections need an open-file limit of "
               f"{args.connections + FILES_BESIDE_CONNECTIONS:,} for the broker; this machine allows {allowed:,} "

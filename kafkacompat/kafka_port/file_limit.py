@@ -20,22 +20,34 @@ FILES_BESIDE_CONNECTIONS = 2048  # the store's open log files (max_open_files 1,
 
 
 def raise_file_limit(max_connections: int) -> str | None:
-    """Raise RLIMIT_NOFILE for `max_connections` client connections; a warning to log if it stays too low."""
+    """Raise RLIMIT_NOFILE for `max_connections` client connections; a warning to log if it stays too low.
+
+    The soft limit goes to the hard one (max_connections can be raised while the broker runs), and the
+    hard one to what max_connections needs where that is permitted."""
     need = max_connections + FILES_BESIDE_CONNECTIONS
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if hard == resource.RLIM_INFINITY:
-        if soft != resource.RLIM_INFINITY and soft < need:
-            _set(need, hard)
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    allowed = allow_open_files(need if hard == resource.RLIM_INFINITY else max(need, hard))
+    if allowed >= need:
         return None
-    if hard < need and _set(need, need):  # root (CAP_SYS_RESOURCE) may raise the hard limit too
-        return None
-    if soft != resource.RLIM_INFINITY and soft < hard:
-        _set(hard, hard)
-    if hard >= need:
-        return None
-    return (f"the open-file limit ({hard}) is below what max_connections={max_connections} needs ({need}): "
-            f"past about {max(hard - FILES_BESIDE_CONNECTIONS, 0)} connections the system refuses new ones; "
+    return (f"the open-file limit ({allowed}) is below what max_connections={max_connections} needs ({need}): "
+            f"past about {max(allowed - FILES_BESIDE_CONNECTIONS, 0)} connections the system refuses new ones; "
             f"raise it (ulimit -n {need}, or LimitNOFILE={need} under systemd) or lower max_connections")
+
+
+def allow_open_files(need: int) -> int:
+    """Let this process hold `need` open files: the soft limit raised to it, and the hard limit too where
+    that is permitted (CAP_SYS_RESOURCE, within fs.nr_open), else up to the hard limit. Returns how many
+    it may hold now (`need` when that is all it asked)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY or soft >= need:
+        return need
+    if hard == resource.RLIM_INFINITY or hard >= need:
+        _set(need, hard)
+        return need
+    if _set(need, need):  # past the hard limit: permitted to root with CAP_SYS_RESOURCE
+        return need
+    _set(hard, hard)
+    return hard
 
 
 def _set(soft: int, hard: int) -> bool:
