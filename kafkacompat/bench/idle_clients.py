@@ -95,16 +95,9 @@ def _hold(address: tuple[str, int], sources: list[str], count: int, pipe: Connec
     error = ""
     try:
         for i in range(count):
-            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            held.append(sock)
-            sock.settimeout(OPEN_TIMEOUT_S)
-            sock.bind((sources[i % len(sources)], 0))
-            sock.connect(address)
-            sock.sendall(API_VERSIONS_V0)
-            read_frame(sock, 1 << 20)
+            held.append(_connected(address, sources[i % len(sources)]))
     except OSError as exc:
         error = f"{type(exc).__name__}: {exc}"
-        held.pop().close()
     pipe.send((len(held), error))
     try:
         pipe.recv()
@@ -112,3 +105,18 @@ def _hold(address: tuple[str, int], sources: list[str], count: int, pipe: Connec
         pass
     for sock in held:
         sock.close()
+
+
+def _connected(address: tuple[str, int], source: str) -> socket.socket:
+    """A connection from `source` whose ApiVersions the broker has answered; closed again if that fails."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.settimeout(OPEN_TIMEOUT_S)
+        sock.bind((source, 0))
+        sock.connect(address)
+        sock.sendall(API_VERSIONS_V0)
+        read_frame(sock, 1 << 20)
+    except OSError:
+        sock.close()
+        raise
+    return sock
