@@ -9,39 +9,30 @@ from __future__ import annotations
 
 import resource
 import signal
-import socket
-import struct
 from collections.abc import Callable
 
+from tests.test_bad_input import api_versions_ok_on
 from tests.test_cli_serve import free_port, start, wait_for_line
-
-API_VERSIONS_V0 = struct.pack(">ihhih", 10, 18, 0, 1, 0)
+from tests.wire import Wire
 
 
 def _limited(soft: int, hard: int) -> Callable[[], None]:
     return lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
 
-def _answered(sock: socket.socket) -> bool:
-    sock.sendall(API_VERSIONS_V0)
-    size = struct.unpack(">i", sock.recv(4, socket.MSG_WAITALL))[0]
-    return size > 0 and len(sock.recv(size, socket.MSG_WAITALL)) == size
-
-
 def test_a_broker_started_under_a_low_soft_limit_serves_past_it(tmp_path) -> None:
     port = free_port()
     proc = start(["--data-dir", str(tmp_path / "data"), "--host", "127.0.0.1", "--port", str(port),
                   "--max-connections", "1000"], preexec_fn=_limited(128, 4096))
-    held: list[socket.socket] = []
+    held: list[Wire] = []
     try:
         wait_for_line(proc, "listening on")
         for _ in range(400):  # three times the soft limit it was started with
-            sock = socket.create_connection(("127.0.0.1", port), timeout=10)
-            held.append(sock)
-            assert _answered(sock), f"connection {len(held)} was not answered"
+            held.append(Wire(f"127.0.0.1:{port}"))
+            assert api_versions_ok_on(held[-1]), f"connection {len(held)} was not answered"
     finally:
-        for sock in held:
-            sock.close()
+        for wire in held:
+            wire.close()
         proc.send_signal(signal.SIGTERM)
         output = proc.communicate(timeout=30)[0]
     assert proc.returncode == 0, output
