@@ -32,10 +32,11 @@ PARTITIONS = 3
 def _fill(bootstrap: str, value_size: int, batches: int) -> str:
     """A fresh topic whose partitions each hold `batches` one-record batches of value_size bytes."""
     topic = create_topic(bootstrap, f"maxbytes-{uuid.uuid4().hex[:8]}", PARTITIONS)
+    now_ms = int(time.time() * 1000)  # stamped in 1970, the batches were Kafka's retention's to delete
     with Wire(bootstrap) as wire:
         for partition in range(PARTITIONS):
             for i in range(batches):
-                batch = build_batch([Record(None, bytes([65 + i]) * value_size, [], 1_000 + i)])
+                batch = build_batch([Record(None, bytes([65 + i]) * value_size, [], now_ms + i)])
                 _produce(wire, produce_request(topic, batch, partition=partition))
     return topic
 
