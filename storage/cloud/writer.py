@@ -18,8 +18,12 @@ an object); while one is under way, appends gather and go as soon as it
 ends, or after `flush_ms`, or at `flush_bytes`, whichever comes first. So
 at a trickle an acknowledgement waits for one PUT and one commit, not for
 a timer, and under load the upload in flight is the window that fills the
-next object. Flushes run concurrently (bounded); their commits serialise on
-the rows of the partitions they share. Offsets stay dense per partition because only
+next object. Flushes run concurrently (bounded); while every slot is taken,
+appends gather until a write ends, then go as one object: a flush made on
+the timer would only wait for a slot, and a producer with many requests in
+flight (librdkafka without idempotence) queued one tiny object per
+flush_ms behind the slots, each acknowledgement seconds late. Their commits
+serialise on the rows of the partitions they share. Offsets stay dense per partition because only
 kc_commit assigns them, under the partition row's lock.
 """
 
@@ -129,6 +133,8 @@ class Writer:
         self._timer: asyncio.Handle | None = None
         self._putting = 0  # writes whose object is being uploaded: while any is, appends gather for the next
         self._slots = asyncio.Semaphore(max_in_flight)
+        self._max_in_flight = max_in_flight
+        self._writing = 0  # writes made and not yet ended (holding a slot or waiting for one)
         self._tasks: set[asyncio.Task] = set()
         # partition id -> the latest write holding its batches: resolves, once that write's commit is
         # done, to the partitions whose batches it did not store (later writes must not store theirs)
@@ -167,13 +173,17 @@ class Writer:
             self._timer = loop.call_later(self.flush_ms / 1000, self.flush)
         return future
 
-    def flush(self) -> None:
-        """Start writing what is buffered now."""
+    def flush(self, force: bool = False) -> None:
+        """Start writing what is buffered now; while every slot is taken, only at `flush_bytes` or with
+        `force` (the batches gather meanwhile, and the next write to end starts them)."""
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
         if not self._buffer:
             return
+        if self._writing >= self._max_in_flight and self._buffered_bytes < self.flush_bytes and not force:
+            return
+        self._writing += 1
         items, self._buffer, self._buffered_bytes = self._buffer, [], 0
         loop = asyncio.get_running_loop()
         pids = {item.partition.pid for item in items}
@@ -207,7 +217,7 @@ class Writer:
 
     async def close(self) -> None:
         """Write what is buffered and wait for every write in flight."""
-        self.flush()
+        self.flush(force=True)
         self.closed = True
         while self._tasks:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
@@ -237,6 +247,9 @@ class Writer:
             self._forget({item.partition.pid for item in items}, done)
             if not done.done():
                 done.set_result(failed)
+            self._writing -= 1
+            if self._buffer and self._timer is None and not self.closed:
+                self.flush()  # what gathered while every slot was taken
 
     async def _upload(self, key: str, body: bytes) -> None:
         """PUT one object; when the last upload under way ends and batches wait, they go at once

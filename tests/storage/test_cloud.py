@@ -474,6 +474,39 @@ async def test_appends_go_when_the_upload_before_them_ends_not_after_a_timer(pai
         release.set()
 
 
+async def test_appends_made_while_every_write_slot_is_taken_go_as_one_object(pair):
+    """A producer with many requests in flight (librdkafka without idempotence sends one per batch)
+    appends faster than the object store takes uploads. What it appends while every write slot is
+    taken gathers and goes as one object when a write ends. Before, each flush_ms made its own tiny
+    object that queued for a slot: two such producers on three brokers had every acknowledgement
+    2-4 s late, growing, at 100 messages/s (the kill loop's acks=1 producer)."""
+    a, _ = pair
+    await a.create_topic("/default", "t", 1)
+    part = a.partition("/default", "t", 0)
+    real_put, puts, release = a.writer._put, [], asyncio.Event()
+
+    async def put(key: str, body: bytes) -> None:
+        puts.append(len(body))
+        await release.wait()
+        await real_put(key, body)
+
+    a.writer._put = put
+    appends = []
+    try:
+        for _ in range(8):  # one object each (flush_ms is 3 ms): every slot taken
+            appends.append(asyncio.ensure_future(part.append(batch(1), 1)))
+            await eventually(lambda: len(puts) == len(appends))
+        for _ in range(20):  # each alone for longer than flush_ms, while no slot is free
+            appends.append(asyncio.ensure_future(part.append(batch(1), 1)))
+            await asyncio.sleep(0.01)
+        release.set()
+        assert [(await asyncio.wait_for(f, 30)).base_offset for f in appends] == list(range(28))
+        assert len(puts) == 9, puts  # the 20 in one object, not 20 behind the slots
+    finally:
+        release.set()
+    assert await read_all(part) == list(range(28))
+
+
 async def test_stored_bytes_carry_the_assigned_offset_only_when_read(pair):
     a, _ = pair
     await a.create_topic("/default", "t", 1)
