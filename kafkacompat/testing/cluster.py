@@ -23,9 +23,10 @@ TEST_LEASE_MS, TEST_HEARTBEAT_MS = 2000, 200
 
 
 def broker_process(node_id: int, store_args: Sequence[str], cluster_name: str = "scaleout") -> ClusterProcess:
-    """Broker `node_id` of a cluster; its --data-dir is unused by a postgresql:// store but must exist."""
+    """Broker `node_id` of a cluster; its --data-dir is unused by a postgresql:// store but must exist
+    (made here, removed when the broker is closed: a full test run left hundreds in /tmp)."""
     data_dir = tempfile.mkdtemp(prefix=f"kafkacompat-broker{node_id}-")
-    return ClusterProcess(cluster_name, data_dir, "--node-id", str(node_id), *store_args)
+    return ClusterProcess(cluster_name, data_dir, "--node-id", str(node_id), *store_args, owns_data_dir=True)
 
 
 def cloud_cluster_args(lease_ms: int = TEST_LEASE_MS, heartbeat_ms: int = TEST_HEARTBEAT_MS) -> list[str]:

@@ -8,6 +8,7 @@ and clients expect.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -27,9 +28,10 @@ def free_port() -> int:
 class ClusterProcess:
     """`python -m kafkacompat serve --cluster-name NAME` on 127.0.0.1:port with its own data dir."""
 
-    def __init__(self, name: str, data_dir: str, *extra: str) -> None:
+    def __init__(self, name: str, data_dir: str, *extra: str, owns_data_dir: bool = False) -> None:
         self.name = name
         self.data_dir = data_dir
+        self._owns_data_dir = owns_data_dir  # made for this process alone: removed by close()
         self.port = free_port()
         self.extra = extra
         self._proc: subprocess.Popen[bytes] | None = None
@@ -82,6 +84,8 @@ class ClusterProcess:
     def close(self) -> None:
         self.stop()
         self._log.close()
+        if self._owns_data_dir:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
 
     def output(self, limit: int = 4000) -> str:
         self._log.flush()

@@ -14,6 +14,7 @@ from kafka.admin import KafkaAdminClient
 
 from kafkacompat import storage
 from kafkacompat.testing import Broker
+from kafkacompat.testing.cluster import broker_process
 
 
 def _confluent_read(broker: Broker, topic: str, partition: int, count: int) -> list:
@@ -206,3 +207,16 @@ def test_on_disk_broker_uses_and_removes_a_temporary_directory() -> None:
         assert [m.value for m in broker.consume("kept", count=2)] == [b"on disk", b"from kafka-python"]
         assert os.listdir(data_dir)
     assert not os.path.exists(data_dir)
+
+
+def test_a_cluster_broker_process_removes_the_data_dir_it_made_when_closed() -> None:
+    """`broker_process` (every BrokerCluster's brokers) makes a data dir per broker; a full test run
+    left hundreds of them in /tmp. Closing the broker removes it, whatever the broker wrote there."""
+    broker = broker_process(1, [])  # the on-disk store: the broker writes into it
+    try:
+        broker.start()
+        broker.stop()
+        assert os.listdir(broker.data_dir)
+    finally:
+        broker.close()
+    assert not os.path.exists(broker.data_dir)
