@@ -134,8 +134,7 @@ class Writer:
         self._putting = 0  # writes whose object is being uploaded: while any is, appends gather for the next
         self._slots = asyncio.Semaphore(max_in_flight)
         self._max_in_flight = max_in_flight
-        self._writing = 0  # writes made and not yet ended (holding a slot or waiting for one)
-        self._tasks: set[asyncio.Task] = set()
+        self._tasks: set[asyncio.Task] = set()  # writes made and not yet ended (holding a slot or waiting for one)
         # partition id -> the latest write holding its batches: resolves, once that write's commit is
         # done, to the partitions whose batches it did not store (later writes must not store theirs)
         self._latest: dict[int, asyncio.Future[set[int]]] = {}
@@ -181,9 +180,8 @@ class Writer:
             self._timer = None
         if not self._buffer:
             return
-        if self._writing >= self._max_in_flight and self._buffered_bytes < self.flush_bytes and not force:
+        if len(self._tasks) >= self._max_in_flight and self._buffered_bytes < self.flush_bytes and not force:
             return
-        self._writing += 1
         items, self._buffer, self._buffered_bytes = self._buffer, [], 0
         loop = asyncio.get_running_loop()
         pids = {item.partition.pid for item in items}
@@ -193,7 +191,13 @@ class Writer:
             self._latest[pid] = done
         task = loop.create_task(self._write(items, after, done, time.monotonic()))
         self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(self._ended)
+
+    def _ended(self, task: asyncio.Task) -> None:
+        """A write ended: its slot is free, so what gathered while every slot was taken goes now."""
+        self._tasks.discard(task)
+        if self._buffer and self._timer is None and not self.closed:
+            self.flush()
 
     def _forget(self, pids: set[int], done: asyncio.Future[set[int]]) -> None:
         """The write `done` is over for these partitions: batches appended from now on do not
@@ -247,9 +251,6 @@ class Writer:
             self._forget({item.partition.pid for item in items}, done)
             if not done.done():
                 done.set_result(failed)
-            self._writing -= 1
-            if self._buffer and self._timer is None and not self.closed:
-                self.flush()  # what gathered while every slot was taken
 
     async def _upload(self, key: str, body: bytes) -> None:
         """PUT one object; when the last upload under way ends and batches wait, they go at once
