@@ -113,6 +113,21 @@ class BatchIndex:
                                    f"{pid}:{offset}:{offset}:{row['leader_epoch']}")
         return offset, row["leader_epoch"]
 
+    def within_gets(self, entries: list[Entry], gets: int) -> list[Entry]:
+        """The longest start of `entries` (one partition, ascending; the first always) whose batches
+        not cached take at most `gets` ranged GETs: side by side in one object is one GET."""
+        taken = 0
+        for i, entry in enumerate(entries):
+            if self.cache.holds(entry[2], entry[3]):
+                continue
+            before = entries[i - 1] if i else None
+            if before is None or before[2] != entry[2] or before[3] + before[4] != entry[3] \
+                    or self.cache.holds(before[2], before[3]):
+                taken += 1
+                if taken > gets and i:
+                    return entries[:i]
+        return entries
+
     async def batch_bytes(self, entries: list[Entry]) -> bytearray:
         """The batches of `entries` (one partition, ascending) with their offsets and epochs written in."""
         found: dict[int, memoryview] = {}

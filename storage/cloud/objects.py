@@ -133,6 +133,10 @@ class BatchCache:
         self.hits += 1
         return entry
 
+    def holds(self, object_id: int, position: int) -> bool:
+        """Whether the batch at `position` of the object is cached (not counted as a hit or a miss)."""
+        return (object_id, position) in self._entries
+
     def put(self, object_id: int, position: int, data: memoryview) -> None:
         if self.capacity <= 0 or len(data) > self.capacity:
             return

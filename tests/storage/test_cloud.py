@@ -507,6 +507,35 @@ async def test_appends_made_while_every_write_slot_is_taken_go_as_one_object(pai
     assert await read_all(part) == list(range(28))
 
 
+async def test_a_read_of_a_backlog_of_small_objects_waits_for_a_bounded_number_of_gets(pair):
+    """A plain producer's one-record batches each in an object of their own, read with a cold cache
+    (another broker, or after a restart): one read takes at most READ_GETS of them, so a Fetch
+    answers after two rounds of GETs instead of one per batch of the 500 index rows it asked for
+    (5.1 s before a consumer's first record, for 4,000 such batches). The next read goes on."""
+    from kafkacompat.storage.cloud.partition import READ_GETS
+
+    a, b = pair
+    await a.create_topic("/default", "t", 1)
+    writing = a.partition("/default", "t", 0)
+    for _ in range(READ_GETS * 2 + 5):  # one after another: an object each
+        await writing.append(batch(1), 1)
+    await eventually(lambda: b.get_topic("/default", "t") is not None)
+    part = b.partition("/default", "t", 0)
+    await eventually(lambda: part.high_watermark == READ_GETS * 2 + 5)
+    real_get, gets = b.index.objects.get_range, []
+
+    async def get_range(key: str, start: int, end: int) -> bytes:
+        gets.append(key)
+        return await real_get(key, start, end)
+
+    b.index.objects.get_range = get_range
+    b.cache.__init__(b.cache.capacity)
+    first = [r.offset for r in iter_records(bytes(await part.read(0, 1 << 30)))]
+    assert first == list(range(READ_GETS)) and len(gets) == READ_GETS
+    assert await read_all(part) == list(range(READ_GETS * 2 + 5))  # the rest in the reads that follow
+    assert len(gets) == READ_GETS * 2 + 5  # each object read once: what was read is cached
+
+
 async def test_stored_bytes_carry_the_assigned_offset_only_when_read(pair):
     a, _ = pair
     await a.create_topic("/default", "t", 1)
