@@ -64,6 +64,7 @@ class PostgresCluster(ClusterView):
         self._lease = BrokerLease(me, lease_ms)
         self._heartbeat_s = heartbeat_ms / 1000
         self._heartbeat_ms = heartbeat_ms
+        self._connect_timeout_s = max(2 * heartbeat_ms, lease_ms / 2) / 1000
         self._conn: asyncpg.Connection | None = None  # the leader table's
         self._lease_conn: asyncpg.Connection | None = None  # the lease's alone: never waits behind the table's
         self._task: asyncio.Task[None] | None = None
@@ -280,10 +281,11 @@ class PostgresCluster(ClusterView):
                 log.exception("renewing the cluster lease failed; trying again")
 
     async def _renew(self) -> None:
-        conn = self._lease_conn
-        if conn is None:
+        if self._lease_conn is None:  # renews on the new connection at once: its alive lock is gone
             self._lease_conn = await self._reconnect(None)
-            return
+            if self._lease_conn is None:
+                return
+        conn = self._lease_conn
         if await self._lease.renew(conn):
             return
         log.warning("broker %d lost its lease; registering again", self.me.node_id)
@@ -294,12 +296,17 @@ class PostgresCluster(ClusterView):
         self._registration += 1
 
     async def _reconnect(self, conn: asyncpg.Connection | None) -> asyncpg.Connection | None:
-        """A fresh connection in place of `conn` (closed), or None while the database is out of reach."""
+        """A fresh connection in place of `conn` (closed), or None while the database is out of reach.
+
+        A connection may take up to half a lease to open. Two heartbeats, as before, was 0.4 s
+        with the tests' heartbeat: where sessions took longer to open (a loaded database host;
+        PostgreSQL forks a backend for each), every attempt timed out and the lease lapsed
+        unrenewed although the database answered."""
         if conn is not None:
             with contextlib.suppress(Exception):
                 await conn.close(timeout=self._heartbeat_s * 2)  # terminated after that
         with contextlib.suppress(*DATABASE_ERRORS):
-            return await asyncpg.connect(self._url, timeout=self._heartbeat_s * 2)
+            return await asyncpg.connect(self._url, timeout=self._connect_timeout_s)
         return None
 
     async def _tick(self) -> None:

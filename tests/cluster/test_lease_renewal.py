@@ -154,3 +154,77 @@ async def test_a_starting_broker_is_handed_its_partitions_only_once_it_serves(po
     finally:
         await second.close()
         await first.close()
+
+
+class SlowToOpen:
+    """A TCP relay to PostgreSQL that holds each new connection `delay` seconds before relaying it:
+    a database host so loaded that a session takes that long to open."""
+
+    def __init__(self, port: int, delay: float) -> None:
+        self.port, self.delay = port, delay
+        self.server: asyncio.Server | None = None
+
+    async def __aenter__(self) -> int:
+        self.server = await asyncio.start_server(self._relay, "127.0.0.1", 0)
+        return self.server.sockets[0].getsockname()[1]
+
+    async def __aexit__(self, *_: object) -> None:
+        assert self.server is not None
+        self.server.close()
+
+    async def _relay(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await asyncio.sleep(self.delay)
+        upstream_reader, upstream_writer = await asyncio.open_connection("127.0.0.1", self.port)
+        await asyncio.gather(self._pipe(reader, upstream_writer), self._pipe(upstream_reader, writer))
+
+    @staticmethod
+    async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while chunk := await reader.read(65536):
+                writer.write(chunk)
+                await writer.drain()
+        except OSError:
+            pass
+        finally:
+            writer.close()
+
+
+async def test_brokers_whose_sessions_were_cut_take_their_leases_back_on_a_slow_to_connect_database(
+    postgres: Postgres,
+) -> None:
+    """Every session of the cluster's database is ended (as an administrator's pg_terminate_backend
+    or a database restart does) while new sessions take 0.4 s to open. Both brokers renew again on
+    new sessions, and neither counts the other dead. A reconnect used to give up after two heartbeats
+    (0.2 s here): no attempt succeeded, and the leases went unrenewed until they lapsed."""
+    url = postgres.create_database()
+    name = url.rsplit("/", 1)[1]
+    lease_ms = 2000
+    admin = await asyncpg.connect(url)
+    async with SlowToOpen(postgres.port, delay=0.4) as port:
+        slow_url = postgres.url(name).replace(f":{postgres.port}/", f":{port}/")
+        views = [PostgresCluster(Member(n, "127.0.0.1", 9000 + n), slow_url, lambda: [], lease_ms, HEARTBEAT_MS)
+                 for n in (1, 2)]
+        try:
+            for view in views:
+                await view.start()
+                await view.serving()
+            deadline = time.monotonic() + 10 * HEARTBEAT_MS / 1000
+            while any(len(view.live()) < 2 for view in views) and time.monotonic() < deadline:
+                await asyncio.sleep(0.02)
+            await admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                                "WHERE datname = $1 AND pid <> pg_backend_pid()", name)
+            cut = await admin.fetchval("SELECT clock_timestamp()")
+            renewed: list[int] = []
+            deadline = time.monotonic() + lease_ms / 1000
+            while time.monotonic() < deadline and len(renewed) < 2:
+                renewed = [r["node_id"] for r in await admin.fetch(  # renewed on a session opened after the cut
+                    "SELECT node_id FROM kc_brokers WHERE lease_until - make_interval(secs => $2::float8 / 1000) > $1",
+                    cut, lease_ms)]
+                for view in views:
+                    assert [m.node_id for m in view.live()] == [1, 2], f"broker {view.me.node_id} dropped the other"
+                await asyncio.sleep(0.02)
+            assert sorted(renewed) == [1, 2], f"only {renewed} renewed within a lease of the cut"
+        finally:
+            for view in views:
+                await view.close()
+            await admin.close()

@@ -138,5 +138,7 @@ def test_brokers_whose_database_sessions_were_cut_stay_in_the_cluster(long_lease
     deadline = time.monotonic() + 8 * HEARTBEAT_MS / 1000
     while time.monotonic() < deadline:
         for broker in long_lease.brokers:
-            assert metadata(broker.bootstrap) in (({1, 2, 3}, 1), None)
+            seen = metadata(broker.bootstrap)
+            assert seen in (({1, 2, 3}, 1), None), f"broker at {broker.bootstrap} answered {seen}; " + "\n".join(
+                f"--- {b.name} ---\n{b.output()}" for b in long_lease.brokers)
         time.sleep(0.05)
