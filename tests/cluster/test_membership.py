@@ -10,10 +10,9 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
-from kafkacompat.testing.cluster import BrokerCluster, broker_process
+from kafkacompat.testing.cluster import BrokerCluster, broker_process, listed_by
 from kafkacompat.testing.services import Postgres
 from tests.test_api_versions import finalized_transaction_version
 
@@ -36,11 +35,7 @@ def describe(bootstrap: str) -> tuple[set[int], int]:
 
 def metadata(bootstrap: str) -> tuple[set[int], int] | None:
     """(broker ids, controller id) from a Metadata request to this one broker; None if it did not answer."""
-    try:
-        found = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=5)
-    except KafkaException:
-        return None
-    return set(found.brokers), found.controller_id
+    return listed_by(bootstrap)
 
 
 def wait_until(what: str, check, timeout: float) -> float:
