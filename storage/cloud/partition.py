@@ -20,18 +20,18 @@ from ..errors import OffsetOutOfRangeError, StorageError
 from ..namespace import Settings, TopicState, now_ms
 from ..partition_base import PartitionBase, RecordTimestamps
 from .cleaner import read_snapshot
-from .index import BatchIndex, Entry
+from .index import PARALLEL_GETS, BatchIndex, Entry
 from .outage import database_step
 from .writer import Writer
 
 TAIL_ENTRIES = 2048  # batches of the tail index kept in memory per partition
 READ_ROWS = 500  # index rows one read asks the database for
-# Ranged GETs one read waits for (two rounds of PARALLEL_GETS). A backlog of small objects (one
-# batch each: a plain producer's single-record batches) made one read of 500 rows wait for 500
-# GETs, and the Fetch answered once every partition's read was done: a consumer starting on
-# such a backlog with a cold cache got its first record after 5.1 s. It gets 32 batches now,
-# and the rest in the fetches that follow.
-READ_GETS = 32
+# Ranged GETs one read waits for: two rounds. A backlog of small objects (one batch each: a plain
+# producer's single-record batches) made one read of 500 rows wait for 500 GETs, and the Fetch
+# answered once every partition's read was done: a consumer starting on such a backlog with a
+# cold cache got its first record after 5.1 s. It gets 32 batches now, and the rest in the
+# fetches that follow.
+READ_GETS = 2 * PARALLEL_GETS
 HEAD_ROWS = 5000  # index rows with headers one step of a tail scan asks for
 
 
