@@ -26,6 +26,11 @@ Entry = tuple[int, int, int, int, int, int, int]
 PARALLEL_GETS = 16
 
 
+def _follows(entry: Entry, before: Entry) -> bool:
+    """Whether `entry` sits right after `before` in the same object: one ranged GET reads both."""
+    return entry[2] == before[2] and entry[3] == before[3] + before[4]
+
+
 class BatchIndex:
     def __init__(self, pool: Callable[[], Any], objects: ObjectStore, cache: BatchCache, origin: str) -> None:
         self.pool = pool  # the store's asyncpg pool (made when it opens)
@@ -116,16 +121,15 @@ class BatchIndex:
     def within_gets(self, entries: list[Entry], gets: int) -> list[Entry]:
         """The longest start of `entries` (one partition, ascending; the first always) whose batches
         not cached take at most `gets` ranged GETs: side by side in one object is one GET."""
-        taken = 0
+        taken, last_miss = 0, None
         for i, entry in enumerate(entries):
             if self.cache.holds(entry[2], entry[3]):
                 continue
-            before = entries[i - 1] if i else None
-            if before is None or before[2] != entry[2] or before[3] + before[4] != entry[3] \
-                    or self.cache.holds(before[2], before[3]):
+            if last_miss is None or not _follows(entry, last_miss):  # a run of its own, as batch_bytes makes
                 taken += 1
                 if taken > gets and i:
                     return entries[:i]
+            last_miss = entry
         return entries
 
     async def batch_bytes(self, entries: list[Entry]) -> bytearray:
@@ -141,7 +145,7 @@ class BatchIndex:
         runs: list[list[Entry]] = []  # batches side by side in one object: one ranged GET
         for entry in misses:
             run = runs[-1] if runs else None
-            if run and entry[2] == run[-1][2] and entry[3] == run[-1][3] + run[-1][4]:
+            if run and _follows(entry, run[-1]):
                 run.append(entry)
             else:
                 runs.append([entry])
