@@ -150,6 +150,38 @@ def test_scale_reports_every_figure(tmp_path: Path) -> None:
     assert not any(tmp_path.glob("kafkacompat-bench-*")), "the broker's store was left behind"
 
 
+@pytest.mark.slow
+def test_scale_measures_kafka_as_its_peer(tmp_path: Path) -> None:
+    """`--engine kafka`: the same figures from Apache Kafka 4.1, restarts on its kept log dir included."""
+    from kafkacompat.testing.reference_kafka import unavailable
+
+    if unavailable():
+        pytest.skip(unavailable())
+    out = tmp_path / "scale.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "kafkacompat", "bench", "scale", "--engine", "kafka", "--topics", "20",
+         "--connections", "10", "--cursors", "30", "--json", str(out)],
+        cwd=REPO, capture_output=True, text=True, timeout=300,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    doc = json.loads(out.read_text())
+    assert doc["engine"] == "kafka" and len(doc["create_topics_per_s_by_tenth"]) == 10
+    assert doc["cursors_fetched_back"] == 30 and doc["cursor_bytes_on_disk"] > 0
+    assert doc["start_after_kill9_s"]["first_metadata"] >= doc["start_after_kill9_s"]["listening"] > 0
+    assert doc["first_produce_to_20_written_topics_after_kill9_ms"] > 0  # Kafka took records after the kill -9
+    assert doc["rss_empty_mb"] > 0 and doc["rss_with_idle_connections_mb"] > 0
+
+
+def test_scale_without_kafka_is_explained(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "kafkacompat", "bench", "scale", "--engine", "kafka", "--json", str(tmp_path / "s.json")],
+        cwd=REPO, capture_output=True, text=True, timeout=60,
+        env={**os.environ, "KAFKACOMPAT_JARS_DIR": str(tmp_path), "KAFKA_HOME": str(tmp_path)},
+    )
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert "Apache Kafka 4.1.0 is not here" in done.stderr
+
+
 def test_scale_refuses_bad_counts() -> None:
     done = subprocess.run([sys.executable, "-m", "kafkacompat", "bench", "scale", "--topics", "0"],
                           cwd=REPO, capture_output=True, text=True, timeout=60)

@@ -21,6 +21,12 @@ measures it through the Kafka protocol only:
   topic (each first touch recovers its partition's tail), with what a
   one-topic Metadata on another connection waits meanwhile.
 
+`--engine kafka` measures Apache Kafka 4.1 (one KRaft node, its default
+heap) the same way, so the figures have a peer on the same machine; Kafka
+has no streams, so its topics are plain names. Where Kafka cannot go (its
+open-file or memory-map limits), the bench says after how many topics
+CreateTopics failed and prints the end of Kafka's log.
+
 Figures are wall-clock on whatever machine runs it: on a shared machine
 quote them with its load average.
 """
@@ -50,6 +56,7 @@ from kafkacompat.protocol.versions import is_flexible
 from ..admin.client import AdminClient as PrivateAdmin
 from ..frames import read_frame
 from ..kafka_port.file_limit import FILES_BESIDE_CONNECTIONS, allow_open_files
+from ..testing.reference_kafka import ReferenceKafka, unavailable
 from ..testing.services import Postgres, S3Server
 from .brokers import KafkacompatBroker
 from .idle_clients import IdleConnections
@@ -148,12 +155,89 @@ class _ScaleBroker(KafkacompatBroker):
         started = time.monotonic()
         self.start()
         listening = time.monotonic() - started
-        wire = _Wire(self.bootstrap, RESTART_TIMEOUT_S)
-        try:
-            wire.request(METADATA, 12, _metadata([topic]))
-        finally:
-            wire.close()
+        _served(self.bootstrap, topic)
         return listening, time.monotonic() - started
+
+    def make_streams(self, count: int) -> None:
+        """The streams the topics go in, and the steady clients' topic."""
+        private = PrivateAdmin(self.bootstrap)
+        for i in range(count):
+            private.call("stream.create", path=f"{STREAM_ROOT}/s{i}")
+        private.call("topic.create", name=STEADY_TOPIC, partitions=1)
+
+    @staticmethod
+    def names(topics: int, streams: int) -> list[str]:
+        return [f"{STREAM_ROOT}/s{i % streams}:t{i:07d}" for i in range(topics)]
+
+
+class _KafkaScaleBroker:
+    """Apache Kafka 4.1 (one KRaft node, `testing.reference_kafka`) as the bench's peer, with Kafka's
+    own default heap (kafka-server-start.sh's 1 GiB) and defaults, its log dir kept across restarts.
+
+    Kafka has no streams: the topics are named `scale-s<i>-t<n>`, as many as asked."""
+
+    partitions_needed = 0  # what Kafka may hold is its own affair: the bench reports where it stopped
+    connections_needed = 0
+
+    def __init__(self) -> None:
+        self._kafka = ReferenceKafka(heap="-Xmx1G -Xms1G", **{"group.initial.rebalance.delay.ms": 0})
+        self._kafka.start_timeout = RESTART_TIMEOUT_S
+
+    def __enter__(self) -> _KafkaScaleBroker:
+        self._kafka.start()
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, *exc: object) -> None:
+        if kind is not None:  # where Kafka stopped: its own words, before its log dir goes
+            print(f"Apache Kafka's log ends:\n{self._kafka.log_tail(6000)}", file=sys.stderr)
+        self._kafka.stop()
+
+    @property
+    def bootstrap(self) -> str:
+        return self._kafka.bootstrap_servers
+
+    @property
+    def pid(self) -> int | None:
+        return self._kafka.pid
+
+    def stored_bytes(self) -> int:
+        assert self._kafka.workdir is not None
+        return _disk_bytes(str(self._kafka.workdir / "logs"))
+
+    def end(self, sig: int) -> float:
+        return self._kafka.end(sig, RESTART_TIMEOUT_S)
+
+    def start_to_metadata(self, topic: str) -> tuple[float, float]:
+        started = time.monotonic()
+        self._kafka.restart()  # returns once Kafka logs "Kafka Server started"
+        listening = time.monotonic() - started
+        _served(self.bootstrap, topic)
+        return listening, time.monotonic() - started
+
+    def make_streams(self, count: int) -> None:
+        admin = AdminClient({"bootstrap.servers": self.bootstrap})  # kept until the answer: its futures die with it
+        admin.create_topics([NewTopic(STEADY_TOPIC, 1, 1)])[STEADY_TOPIC].result(timeout=120)
+
+    @staticmethod
+    def names(topics: int, streams: int) -> list[str]:
+        return [f"scale-s{i % streams}-t{i:07d}" for i in range(topics)]
+
+
+def _served(bootstrap: str, topic: str) -> None:
+    """Ask Metadata for `topic` until it names a leader (a broker just started may answer
+    LEADER_NOT_AVAILABLE first)."""
+    deadline = time.monotonic() + RESTART_TIMEOUT_S
+    wire = _Wire(bootstrap, RESTART_TIMEOUT_S)
+    try:
+        while True:
+            answer = wire.request(METADATA, 12, _metadata([topic])).topics[0]
+            if answer.error_code == 0 and answer.partitions and answer.partitions[0].leader_id >= 0:
+                return
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{topic} had no leader {RESTART_TIMEOUT_S:.0f} s after the start")
+            time.sleep(0.05)
+    finally:
+        wire.close()
 
 
 @dataclasses.dataclass
@@ -209,10 +293,6 @@ class _Steady:
         return round(percentile(within, 0.99), 1) if within else None
 
 
-def _names(topics: int, streams: int) -> list[str]:
-    return [f"{STREAM_ROOT}/s{i % streams}:t{i:07d}" for i in range(topics)]
-
-
 def _create(bootstrap: str, names: list[str], out: dict[str, Any]) -> None:
     """CreateTopics in batches of up to 1,000; the create rate in each tenth of the topics."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
@@ -222,9 +302,15 @@ def _create(bootstrap: str, names: list[str], out: dict[str, Any]) -> None:
     for first in range(0, len(names), batch):
         chunk = names[first:first + batch]
         futures = admin.create_topics([NewTopic(n, 1, 1) for n in chunk], request_timeout=600)
-        for name, future in futures.items():
-            future.result(timeout=600)
+        try:
+            for future in futures.values():
+                future.result(timeout=600)
+        except KafkaException as exc:
+            raise RuntimeError(f"CreateTopics failed after {first:,} topics were created: {exc}") from exc
         done_at.append((first + len(chunk), time.monotonic() - started))
+    # Kafka answers CreateTopics once its controller has the records; its broker makes the logs after
+    _served(bootstrap, names[-1])
+    out["served_after_last_create_s"] = round(time.monotonic() - started - done_at[-1][1], 1)
     rates, last_n, last_t = [], 0, 0.0
     for tenth in range(1, 11):
         bound = len(names) * tenth // 10
@@ -232,8 +318,8 @@ def _create(bootstrap: str, names: list[str], out: dict[str, Any]) -> None:
         if n > last_n:
             rates.append(round((n - last_n) / max(t - last_t, 1e-9)))
             last_n, last_t = n, t
-    out["create_topics_per_s_by_tenth"] = rates
-    out["create_s"] = round(done_at[-1][1], 1)
+    out["create_topics_per_s_by_tenth"] = rates  # as CreateTopics answered
+    out["create_s"] = round(done_at[-1][1] + out["served_after_last_create_s"], 1)  # until the last is served
 
 
 def _timed(fn: Callable[[], Any]) -> float:
@@ -321,7 +407,7 @@ def _disk_bytes(root: str) -> int:
     return total
 
 
-def _cursors(broker: _ScaleBroker, names: list[str], count: int, out: dict[str, Any]) -> None:
+def _cursors(broker: _ScaleBroker | _KafkaScaleBroker, names: list[str], count: int, out: dict[str, Any]) -> None:
     """`count` committed cursors: one per (group, topic), groups of len(names) cursors each."""
     wanted = [(f"scale-cursors-{i // len(names)}", names[i % len(names)]) for i in range(count)]
     groups: dict[str, list[TopicPartition]] = {}
@@ -351,7 +437,7 @@ def _cursors(broker: _ScaleBroker, names: list[str], count: int, out: dict[str, 
     out["rss_per_cursor_bytes"] = round((rss_mb(broker.pid) - rss0) * 1024 * 1024 / count) if count else None
 
 
-def _restarts(broker: _ScaleBroker, names: list[str], out: dict[str, Any]) -> None:
+def _restarts(broker: _ScaleBroker | _KafkaScaleBroker, names: list[str], out: dict[str, Any]) -> None:
     probe = names[0]
     out["rss_before_stop_mb"] = round(rss_mb(broker.pid), 1) if broker.pid else None
     out["clean_stop_s"] = round(broker.end(signal.SIGTERM), 2)
@@ -417,12 +503,16 @@ def _all_beside_one(bootstrap: str, topic: str, big: Callable[[], None]) -> tupl
         small.close()
 
 
-def measure(args: argparse.Namespace) -> dict[str, Any]:
+def measure(args: argparse.Namespace, out: dict[str, Any]) -> None:
     """Every figure, on the engine `args.engine` names; the cloud engine's PostgreSQL and S3 endpoint
     (moto) are started here, on this machine, as the tests start them."""
+    if args.engine == "kafka":
+        _measure(args, _KafkaScaleBroker(), out)
+        return
     broker = _ScaleBroker(args.data_dir, args.fsync)
     if args.engine != "cloud":
-        return _measure(args, broker)
+        _measure(args, broker, out)
+        return
     with Postgres() as pg, S3Server() as s3:
         os.environ.update(s3.environ())  # the broker's endpoint and credentials, as users give them
         s3.create_bucket("kafkacompat")
@@ -430,24 +520,22 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         name = database.rsplit("/", 1)[1]
         broker.store_args = ["--store", database, "--object-store", "s3://kafkacompat/scale"]
         broker.database_bytes = lambda: int(pg.sql(f"SELECT pg_database_size('{name}')", name).strip())
-        return _measure(args, broker)
+        _measure(args, broker, out)
 
 
-def _measure(args: argparse.Namespace, broker: _ScaleBroker) -> dict[str, Any]:
+def _measure(args: argparse.Namespace, broker: _ScaleBroker | _KafkaScaleBroker, out: dict[str, Any]) -> None:
+    """Fill `out` figure by figure: a broker that fails part-way leaves what was measured before."""
     streams = max(1, min(args.streams, args.topics))
-    names = _names(args.topics, streams)
-    out: dict[str, Any] = {"engine": args.engine, "topics": args.topics, "streams": streams,
-                           "load_average_start": os.getloadavg()}
+    names = broker.names(args.topics, streams)
+    out.update({"engine": args.engine, "topics": args.topics, "streams": streams,
+                "load_average_start": os.getloadavg()})
     broker.partitions_needed = args.topics + 1000  # the steady topic and the internal ones too
     broker.connections_needed = args.connections + 100  # the bench's other clients too
     with broker:
         pid = broker.pid
         assert pid is not None
         out["rss_empty_mb"] = round(rss_mb(pid), 1)
-        private = PrivateAdmin(broker.bootstrap)
-        for i in range(streams):
-            private.call("stream.create", path=f"{STREAM_ROOT}/s{i}")
-        private.call("topic.create", name=STEADY_TOPIC, partitions=1)
+        broker.make_streams(streams)
         stored_empty = broker.stored_bytes()
         steady = _Steady(broker.bootstrap)
         steady.start()
@@ -471,10 +559,12 @@ def _measure(args: argparse.Namespace, broker: _ScaleBroker) -> dict[str, Any]:
         _cursors(broker, names, args.cursors, out)
         _restarts(broker, names, out)
     out["load_average_end"] = os.getloadavg()
-    return out
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.engine == "kafka" and unavailable():
+        print(f"kafkacompat bench scale: {unavailable()}", file=sys.stderr)
+        return 2
     allowed = allow_open_files(args.connections + FILES_BESIDE_CONNECTIONS)  # the broker, started from here, inherits it
     if allowed < args.connections + FILES_BESIDE_CONNECTIONS:
         print(f"kafkacompat bench scale: {args.connections:,} idle connections need an open-file limit of "
@@ -484,14 +574,17 @@ def run(args: argparse.Namespace) -> int:
         return 2
     print(f"kafkacompat bench scale: {args.topics:,} topics, {args.connections:,} idle connections, "
           f"{args.cursors:,} cursors; load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
+    out: dict[str, Any] = {}
     try:
-        out = measure(args)
+        measure(args, out)
     except (OSError, KafkaException, RuntimeError) as exc:
         print(f"kafkacompat bench scale: {exc}", flush=True)
-        return 1
+        if not out.get("rss_empty_mb"):
+            return 1
+        out["stopped"] = str(exc)  # where the broker could go no further: what was measured before it
     for key, value in out.items():
         print(f"  {key}: {value}")
     with open(args.json, "w") as fh:
         json.dump(out, fh, indent=2)
     print(f"results in {args.json}")
-    return 0
+    return 1 if "stopped" in out else 0

@@ -91,7 +91,8 @@ def _add_scale_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "scale",
         help="what many topics, idle connections and cursors cost one broker",
-        description="Starts kafkacompat on its disk engine, creates TOPICS topics through CreateTopics and "
+        description="Starts kafkacompat (or, with --engine kafka, Apache Kafka 4.1 as the peer), creates TOPICS "
+                    "topics through CreateTopics and "
                     "measures create rate, memory, Metadata and DescribeTopicPartitions for all topics beside a "
                     "steady producer and consumer, idle connections, committed cursors, stop and restart.",
     )
@@ -103,9 +104,10 @@ def _add_scale_parser(sub: argparse._SubParsersAction) -> None:
                    help="idle connections to open (default 1000)")
     p.add_argument("--cursors", type=_count, default=10_000, metavar="K",
                    help="cursors to commit (default 10000)")
-    p.add_argument("--engine", choices=("disk", "cloud"), default="disk",
+    p.add_argument("--engine", choices=("disk", "cloud", "kafka"), default="disk",
                    help="the store: disk (default), or cloud (PostgreSQL + S3, both started here: PostgreSQL from "
-                        "Debian's packages, moto as the S3 endpoint)")
+                        "Debian's packages, moto as the S3 endpoint); kafka measures Apache Kafka 4.1 instead, the "
+                        "peer (one KRaft node from ../shared/jars or $KAFKA_HOME, Kafka's default 1 GiB heap)")
     p.add_argument("--data-dir", metavar="DIR",
                    help="the store goes in a fresh subdirectory of DIR (default: the system's temporary directory)")
     p.add_argument("--fsync", choices=("none", "interval", "always"), default="interval",

@@ -108,6 +108,7 @@ class ReferenceKafka:
         self.sasl_users = sasl_users or {}
         self.settings = settings
         self.heap = heap
+        self.start_timeout = START_TIMEOUT  # a broker holding many partitions may take longer
         self.cluster_id = random_kafka_uuid()
         self.port = 0
         self.sasl_port = 0  # the SASL_PLAINTEXT listener's, with sasl_users
@@ -157,6 +158,12 @@ class ReferenceKafka:
         settings.update(self.settings)
         return "".join(f"{key}={value}\n" for key, value in settings.items())
 
+    def _env(self, work: pathlib.Path) -> dict[str, str]:
+        env = {**os.environ, "KAFKA_HEAP_OPTS": self.heap, "LOG_DIR": str(work / "app-logs")}
+        env.pop("KAFKA_JVM_PERFORMANCE_OPTS", None)  # the server keeps Kafka's own GC settings
+        env.pop("JMX_PORT", None)
+        return env
+
     def start(self) -> "ReferenceKafka":
         self._dir = tempfile.TemporaryDirectory(prefix="kafka41-")
         work = pathlib.Path(self._dir.name)
@@ -164,9 +171,7 @@ class ReferenceKafka:
         self.sasl_port = free_port() if self.sasl_users else 0
         properties = work / "server.properties"
         properties.write_text(self._properties(str(work / "logs"), free_port()))
-        env = {**os.environ, "KAFKA_HEAP_OPTS": self.heap, "LOG_DIR": str(work / "app-logs")}
-        env.pop("KAFKA_JVM_PERFORMANCE_OPTS", None)  # the server keeps Kafka's own GC settings
-        env.pop("JMX_PORT", None)
+        env = self._env(work)
         formatted = subprocess.run(
             [str(self.home / "bin" / "kafka-storage.sh"), "format", "--standalone", "-t", self.cluster_id,
              "-c", str(properties), *(arg for name, level in self.features.items()
@@ -178,21 +183,45 @@ class ReferenceKafka:
         if formatted.returncode != 0:
             self.stop()
             raise RuntimeError(f"kafka-storage format failed: {formatted.stderr or formatted.stdout}")
-        console = open(work / "console.log", "wb")  # noqa: SIM115 - the broker's whole life
+        self._launch()
+        return self
+
+    def _launch(self) -> None:
+        """Run kafka-server-start.sh on the formatted work dir; return once it says it started."""
+        work = self.workdir
+        assert work is not None
+        env = self._env(work)
+        log_path = work / "console.log"
+        seen = log_path.stat().st_size if log_path.exists() else 0  # a restart's own "started" comes after
+        console = open(log_path, "ab")  # noqa: SIM115 - the broker's whole life
         self._process = subprocess.Popen(
-            [str(self.home / "bin" / "kafka-server-start.sh"), str(properties)],
+            [str(self.home / "bin" / "kafka-server-start.sh"), str(work / "server.properties")],
             env=env, stdout=console, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             start_new_session=True,
         )
         console.close()
         atexit.register(self.stop)  # also when a session ends without its fixture's teardown
-        deadline = time.monotonic() + START_TIMEOUT
-        while b"Kafka Server started" not in (work / "console.log").read_bytes():
+        deadline = time.monotonic() + self.start_timeout
+        while b"Kafka Server started" not in log_path.read_bytes()[seen:]:
             if self._process.poll() is not None or time.monotonic() > deadline:
                 tail = self.log_tail()
                 self.stop()
                 raise RuntimeError(f"Kafka 4.1 did not start:\n{tail}")
             time.sleep(0.1)
+
+    def end(self, sig: int, timeout: float) -> float:
+        """Send `sig` to the broker (SIGTERM: Kafka's controlled shutdown; SIGKILL) and keep its log
+        dir for `restart()`: the seconds until it exited."""
+        process, self._process = self._process, None
+        assert process is not None
+        started = time.monotonic()
+        os.killpg(process.pid, sig)
+        process.wait(timeout)
+        return time.monotonic() - started
+
+    def restart(self) -> "ReferenceKafka":
+        """Start again on the log dir and ports of the broker `end()` stopped."""
+        self._launch()
         return self
 
     def log_tail(self, limit: int = 3000) -> str:
