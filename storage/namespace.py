@@ -294,9 +294,9 @@ class StreamState:
 class NamespaceStore(Store):
     """Store methods common to every engine; persistence is left to hooks."""
 
-    # True in engines whose topics change only through this class's methods (after open), so a
-    # running partition count stays exact; an engine shared by processes learns of other
-    # processes' topics by other paths and counts by walking every topic.
+    # True in engines that keep a running partition count exact: every change of their topics goes
+    # through this class's methods, or (an engine shared by processes, learning of the others'
+    # topics by other paths) those paths count too. False: every count walks every topic.
     counts_partitions = False
 
     def __init__(self, default_stream: str = "/default") -> None:
