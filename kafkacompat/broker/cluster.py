@@ -119,7 +119,7 @@ class Cluster:
     def _open_view(self, config: BrokerConfig, store: Store) -> ClusterView:
         me = Member(self.node_id, self.host, self.port)
         if config.worker_of is None:
-            return open_cluster_view(config, me, self._partition_keys)
+            return open_cluster_view(config, me, self._partition_keys, self._partitions_stamp)
         role = WorkerRole.parse(config.worker_of)
         self.producers.spread(role.index, role.count)  # no two workers hand out one producer id
         view = WorkerView(me, role, store, os.path.abspath(config.store_url))
@@ -155,6 +155,10 @@ class Cluster:
     def _partition_keys(self) -> list[PartitionKey]:
         """Every partition of the store, for the cluster view to give each one a leader."""
         return [(info.stream, info.name, index) for info in self.store.list_topics() for index in range(info.partitions)]
+
+    def _partitions_stamp(self) -> tuple[int, int]:
+        """Changes whenever _partition_keys would: a topic came or went, or a topic gained partitions."""
+        return self.store.topics_changed(), self.store.partition_count()
 
     async def _leadership_gained(self, key: PartitionKey) -> None:
         """Another broker may have appended since this one last led: read the partition's

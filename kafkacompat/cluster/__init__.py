@@ -20,9 +20,11 @@ if TYPE_CHECKING:
 
 
 def open_cluster_view(
-    config: "BrokerConfig", me: Member, partitions: Callable[[], Iterable[PartitionKey]]
+    config: "BrokerConfig", me: Member, partitions: Callable[[], Iterable[PartitionKey]],
+    partitions_stamp: Callable[[], object] | None = None,
 ) -> ClusterView:
-    """SingleNode unless the broker is given a PostgreSQL database to share."""
+    """SingleNode unless the broker is given a PostgreSQL database to share. `partitions_stamp`
+    changes whenever `partitions()` would (PostgresCluster)."""
     url = cluster_url(config)
     if url is None:
         return SingleNode(me)
@@ -31,7 +33,8 @@ def open_cluster_view(
     except ImportError as exc:
         raise ClusterError(f"a cluster in PostgreSQL needs asyncpg ({exc}): pip install 'kafkacompat[cloud]'") from exc
 
-    return PostgresCluster(me, url, partitions, config.cluster_lease_ms, config.cluster_heartbeat_ms)
+    return PostgresCluster(me, url, partitions, config.cluster_lease_ms, config.cluster_heartbeat_ms,
+                           partitions_stamp)
 
 
 __all__ = ["ClusterError", "ClusterView", "Member", "SingleNode", "open_cluster_view"]

@@ -35,6 +35,9 @@ LOOK_AGAIN_WAIT_S = 2.0
 # How long a clean stop waits for its lease to say "not serving" and for the tick that hands its
 # partitions on (leave) before it goes on stopping without: a database out of reach.
 LEAVE_WAIT_S = 2.0
+# A heartbeat that finds nothing changed since a tick that wrote nothing skips reading every row and
+# planning every partition (`_quiet`); at least this often it reads and plans them all anyway.
+QUIET_AT_MOST_S = 30.0
 # What the database raises when it cannot be reached or ended the session, InternalClientError
 # included: asyncpg raises it ("cannot switch to state 12; another operation (2) is in progress")
 # for a session the server ended mid-statement, and the heartbeat that did not expect it died, so
@@ -57,10 +60,17 @@ class PostgresCluster(ClusterView):
         partitions: Callable[[], Iterable[PartitionKey]],
         lease_ms: int,
         heartbeat_ms: int,
+        partitions_stamp: Callable[[], object] | None = None,
     ) -> None:
+        """`partitions_stamp`: a value that changes whenever `partitions()` would (a store's change
+        stamp and partition count); without it, the list itself is compared."""
         super().__init__(me)
         self._url = url
         self._partitions = partitions
+        self._partitions_stamp = partitions_stamp or (lambda: tuple(partitions()))
+        # What a tick that changed nothing saw (partitions, brokers, leader table, registration),
+        # and since when: a heartbeat seeing the same skips the rows and the plan (QUIET_AT_MOST_S)
+        self._quiet: tuple[object, float] | None = None
         self._lease = BrokerLease(me, lease_ms)
         self._heartbeat_s = heartbeat_ms / 1000
         self._heartbeat_ms = heartbeat_ms
@@ -348,7 +358,13 @@ class PostgresCluster(ClusterView):
             departed = await end_departed(conn, self.me.node_id, self._lease.lease_ms, self._heartbeat_ms)
             if departed:
                 log.info("broker(s) %s are gone (their database sessions ended): their leases end now", departed)
+        known = self._partitions_stamp()  # read before the rows: a change after it is seen next time
         live, registered, serving = await members(conn)
+        seen = (known, [(m.node_id, m.host, m.port) for m in live], registered, serving,
+                await leadership.read_fingerprint(conn), registration, self._leaving, grace)
+        if self._quiet is not None and self._quiet[0] == seen and time.monotonic() < self._quiet[1] + QUIET_AT_MOST_S:
+            return  # the same picture as a tick that changed nothing: it would plan nothing again
+        self._quiet = None
         rows = await leadership.read_leaders(conn)
         candidates = [m.node_id for m in live]
         if self._leaving:  # stopping cleanly: every partition goes to the others serving, none comes here
@@ -392,6 +408,8 @@ class PostgresCluster(ClusterView):
             self._signal()
         self._yielding -= handing_on - set(led)
         self._yielding &= set(led)
+        if not (missing or moves or grace) and self._registration == registration and set(self._led) == set(led):
+            self._quiet = (seen, time.monotonic())  # planned nothing: the same picture needs no plan
 
     def _note_moved_away(self, lost: Iterable[PartitionKey], rows: dict[PartitionKey, leadership.LeaderRow]) -> None:
         """Remember where the partitions this broker stopped leading went (look_again refuses their
