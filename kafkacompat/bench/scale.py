@@ -215,6 +215,7 @@ class _KafkaScaleBroker:
         return listening, time.monotonic() - started
 
     def make_streams(self, count: int) -> None:
+        """The steady clients' topic; Kafka has no streams to make."""
         admin = AdminClient({"bootstrap.servers": self.bootstrap})  # kept until the answer: its futures die with it
         admin.create_topics([NewTopic(STEADY_TOPIC, 1, 1)])[STEADY_TOPIC].result(timeout=120)
 
@@ -234,7 +235,7 @@ def _served(bootstrap: str, topic: str) -> None:
             if answer.error_code == 0 and answer.partitions and answer.partitions[0].leader_id >= 0:
                 return
             if time.monotonic() > deadline:
-                raise RuntimeError(f"{topic} had no leader {RESTART_TIMEOUT_S:.0f} s after the start")
+                raise RuntimeError(f"{topic} had no leader within {RESTART_TIMEOUT_S:.0f} s")
             time.sleep(0.05)
     finally:
         wire.close()
