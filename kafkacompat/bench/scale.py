@@ -295,7 +295,8 @@ class _Steady:
 
 
 def _create(bootstrap: str, names: list[str], out: dict[str, Any]) -> None:
-    """CreateTopics in batches of up to 1,000; the create rate in each tenth of the topics."""
+    """CreateTopics in batches of up to 1,000; the create rate in each tenth of the topics (those
+    reached, when a request fails: where a broker stops is a figure too)."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
     batch = max(1, min(1000, len(names) // 10))
     done_at: list[tuple[int, float]] = []
@@ -307,20 +308,27 @@ def _create(bootstrap: str, names: list[str], out: dict[str, Any]) -> None:
             for future in futures.values():
                 future.result(timeout=600)
         except KafkaException as exc:
-            raise RuntimeError(f"CreateTopics failed after {first:,} topics were created: {exc}") from exc
+            out["create_topics_per_s_by_tenth"] = _rates_by_tenth(len(names), done_at)
+            raise RuntimeError(f"CreateTopics failed after {first:,} topics were created "
+                               f"({time.monotonic() - started:.0f} s into the creation): {exc}") from exc
         done_at.append((first + len(chunk), time.monotonic() - started))
     # Kafka answers CreateTopics once its controller has the records; its broker makes the logs after
     _served(bootstrap, names[-1])
     out["served_after_last_create_s"] = round(time.monotonic() - started - done_at[-1][1], 1)
+    out["create_topics_per_s_by_tenth"] = _rates_by_tenth(len(names), done_at)  # as CreateTopics answered
+    out["create_s"] = round(done_at[-1][1] + out["served_after_last_create_s"], 1)  # until the last is served
+
+
+def _rates_by_tenth(total: int, done_at: list[tuple[int, float]]) -> list[int]:
+    """Topics a second in each tenth of `total` reached, from (topics created, seconds) after each request."""
     rates, last_n, last_t = [], 0, 0.0
     for tenth in range(1, 11):
-        bound = len(names) * tenth // 10
-        n, t = next((n, t) for n, t in done_at if n >= bound)
+        bound = total * tenth // 10
+        n, t = next(((n, t) for n, t in done_at if n >= bound), (0, 0.0))
         if n > last_n:
             rates.append(round((n - last_n) / max(t - last_t, 1e-9)))
             last_n, last_t = n, t
-    out["create_topics_per_s_by_tenth"] = rates  # as CreateTopics answered
-    out["create_s"] = round(done_at[-1][1] + out["served_after_last_create_s"], 1)  # until the last is served
+    return rates
 
 
 def _timed(fn: Callable[[], Any]) -> float:
