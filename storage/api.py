@@ -412,6 +412,10 @@ class Store(abc.ABC):
     def get_cursors(self, stream: str, group: str) -> list[Cursor]: ...
 
     @abc.abstractmethod
+    def get_cursor(self, stream: str, group: str, topic: str, partition: int) -> Cursor | None:
+        """One committed cursor, or None; found by its key, not among all of the group's."""
+
+    @abc.abstractmethod
     def list_cursor_groups(self, stream: str) -> list[str]: ...
 
     @abc.abstractmethod

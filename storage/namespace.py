@@ -611,6 +611,9 @@ class NamespaceStore(Store):
     def get_cursors(self, stream: str, group: str) -> list[Cursor]:
         return list(self._stream(stream).cursors.get(group, {}).values())
 
+    def get_cursor(self, stream: str, group: str, topic: str, partition: int) -> Cursor | None:
+        return self._stream(stream).cursors.get(group, {}).get((topic, partition))
+
     def list_cursor_groups(self, stream: str) -> list[str]:
         return sorted(self._stream(stream).cursors)
 

@@ -34,13 +34,17 @@ class CommittedOffsets:
         """(stream, cursor) for every cursor of the group."""
         return [(stream, c) for stream in self.streams_of(group) for c in self.store.get_cursors(stream, group)]
 
-    def lookup(self, group: str, stream: str, topic: str) -> dict[int, Cursor]:
-        """The group's cursors of one topic, by partition."""
+    def lookup(self, group: str, stream: str, topic: str, partitions: Iterable[int] | None = None) -> dict[int, Cursor]:
+        """The group's cursors of one topic, by partition: of `partitions` only, each found by its
+        key (an OffsetFetch names its partitions: scanning every cursor of the group for each topic
+        asked made fetching a group's cursors cost cursors², issue 32), else all of them."""
         try:
-            cursors = self.store.get_cursors(stream, group)
+            if partitions is None:
+                return {c.partition: c for c in self.store.get_cursors(stream, group) if c.topic == topic}
+            found = ((index, self.store.get_cursor(stream, group, topic, index)) for index in partitions)
+            return {index: cursor for index, cursor in found if cursor is not None}
         except UnknownStreamError:
             return {}
-        return {c.partition: c for c in cursors if c.topic == topic}
 
     async def commit(
         self, group: str, cursors: Iterable[tuple[str, Cursor]], fence: StateFence | None = None

@@ -44,7 +44,7 @@ def _requested(ctx: Request[Reaches], group_id: str, topics: Any, unstable: set[
             continue
         try:
             resolved = cluster.lookup(topic.name)
-            cursors = cluster.groups.offsets.lookup(group_id, resolved.stream, resolved.topic)
+            cursors = cluster.groups.offsets.lookup(group_id, resolved.stream, resolved.topic, topic.partition_indexes)
         except TopicError:
             resolved, cursors = None, {}
         rows = []
