@@ -151,12 +151,8 @@ class _ScaleBroker(KafkacompatBroker):
         return time.monotonic() - started
 
     def start_to_metadata(self, topic: str) -> tuple[float, float]:
-        """Start; seconds until it listens, and until Metadata for `topic` is answered."""
-        started = time.monotonic()
-        self.start()
-        listening = time.monotonic() - started
-        _served(self.bootstrap, topic)
-        return listening, time.monotonic() - started
+        """Start; seconds until it listens, and until Metadata for `topic` names a leader."""
+        return _start_to_metadata(self.start, lambda: self.bootstrap, topic)
 
     def make_streams(self, count: int) -> None:
         """The streams the topics go in, and the steady clients' topic."""
@@ -208,11 +204,8 @@ class _KafkaScaleBroker:
         return self._kafka.end(sig, RESTART_TIMEOUT_S)
 
     def start_to_metadata(self, topic: str) -> tuple[float, float]:
-        started = time.monotonic()
-        self._kafka.restart()  # returns once Kafka logs "Kafka Server started"
-        listening = time.monotonic() - started
-        _served(self.bootstrap, topic)
-        return listening, time.monotonic() - started
+        """Start again on the kept log dir; "listening" once Kafka logs "Kafka Server started"."""
+        return _start_to_metadata(self._kafka.restart, lambda: self.bootstrap, topic)
 
     def make_streams(self, count: int) -> None:
         """The steady clients' topic; Kafka has no streams to make."""
@@ -222,6 +215,16 @@ class _KafkaScaleBroker:
     @staticmethod
     def names(topics: int, streams: int) -> list[str]:
         return [f"scale-s{i % streams}-t{i:07d}" for i in range(topics)]
+
+
+def _start_to_metadata(start: Callable[[], object], bootstrap: Callable[[], str], topic: str) -> tuple[float, float]:
+    """Start; seconds until it listens, and until Metadata for `topic` names a leader (the
+    bootstrap is read after the start: a kafkacompat broker takes a new port each time)."""
+    started = time.monotonic()
+    start()
+    listening = time.monotonic() - started
+    _served(bootstrap(), topic)
+    return listening, time.monotonic() - started
 
 
 def _served(bootstrap: str, topic: str) -> None:

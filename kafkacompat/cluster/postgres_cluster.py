@@ -409,7 +409,7 @@ class PostgresCluster(ClusterView):
             self._signal()
         self._yielding -= handing_on - set(led)
         self._yielding &= set(led)
-        if not (missing or moves or grace) and self._registration == registration and set(self._led) == set(led):
+        if not (missing or moves or grace) and self._registration == registration:  # every gain served
             self._quiet = (seen, time.monotonic())  # planned nothing: the same picture needs no plan
 
     def _note_moved_away(self, lost: Iterable[PartitionKey], rows: dict[PartitionKey, leadership.LeaderRow]) -> None:
