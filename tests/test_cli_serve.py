@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -14,13 +13,8 @@ from pathlib import Path
 
 from confluent_kafka import Producer
 
+from kafkacompat.testing.ports import free_port
 from tests.test_clients_produce_consume import consume_all
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def start(args: list[str], env: dict[str, str] | None = None,

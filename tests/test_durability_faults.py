@@ -26,9 +26,10 @@ from kafka import TopicPartition as KafkaTopicPartition
 from kafka.errors import CorruptRecordError
 
 from compat_tests.reference import run_tool
+from kafkacompat.testing.ports import free_port
 from kafkacompat.testing.reference_kafka import unavailable
 from tests.cli.conftest import kafkacompat
-from tests.test_cli_serve import free_port, start
+from tests.test_cli_serve import start
 
 
 class Served:

@@ -11,8 +11,9 @@ import resource
 import signal
 from collections.abc import Callable
 
+from kafkacompat.testing.ports import free_port
 from tests.test_bad_input import api_versions_ok_on
-from tests.test_cli_serve import free_port, start, wait_for_line
+from tests.test_cli_serve import start, wait_for_line
 from tests.wire import Wire
 
 

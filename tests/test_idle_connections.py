@@ -15,7 +15,8 @@ from pathlib import Path
 
 from kafkacompat.bench.idle_clients import IdleConnections
 from kafkacompat.bench.procstats import rss_mb
-from tests.test_cli_serve import free_port, start, wait_for_line
+from kafkacompat.testing.ports import free_port
+from tests.test_cli_serve import start, wait_for_line
 
 CONNECTIONS = 3000
 CEILING_KIB = 12.0  # per idle connection; measured 6.6 KiB, and 20.0 when each kept its buffer and last answer

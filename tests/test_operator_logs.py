@@ -32,7 +32,8 @@ from confluent_kafka.admin import (
 from kafkacompat.admin.client import AdminClient as CliAdmin
 from kafkacompat.security.client import ClientSecurity
 from kafkacompat.testing import Broker
-from tests.test_cli_serve import free_port, start, wait_for_line
+from kafkacompat.testing.ports import free_port
+from tests.test_cli_serve import start, wait_for_line
 
 ADMIN_LOG = "kafkacompat.admin"
 REPO = Path(__file__).resolve().parents[1]

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from tests.test_cli_serve import free_port
+from kafkacompat.testing.ports import free_port
 from tests.test_durability_faults import Served
 
 TOPIC = "gone"

@@ -11,7 +11,6 @@ carries on; one set to none keeps trying the vanished address.
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import time
 import uuid
@@ -22,12 +21,7 @@ import pytest
 from confluent_kafka import KafkaError, Producer
 
 from kafkacompat.testing import Broker
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from kafkacompat.testing.ports import free_port
 
 
 class MovingBroker:
@@ -35,7 +29,7 @@ class MovingBroker:
 
     def __init__(self, data_dir: Path) -> None:
         self.data_dir = str(data_dir)
-        self.bootstrap_port, self.other_port = _free_port(), _free_port()
+        self.bootstrap_port, self.other_port = free_port(), free_port()
         self.bootstrap = f"127.0.0.1:{self.bootstrap_port}"
         other = f"127.0.0.1:{self.other_port}"
         self.broker = Broker(data_dir=self.data_dir, listeners=[f"PLAINTEXT://{self.bootstrap}", f"OTHER://{other}"],

@@ -23,7 +23,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
 from kafkacompat.kafka_port.server import STOP_GRACE
-from tests.test_cli_serve import free_port
+from kafkacompat.testing.ports import free_port
 from tests.test_durability_faults import Served
 
 # `kafkacompat serve` answering every Produce PRODUCE_DELAY seconds late (after appending): the answer is

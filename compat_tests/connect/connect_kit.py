@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from kafkacompat.testing.services import free_port
+from kafkacompat.testing.ports import free_port
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # ../shared/jars beside the checkout (or beside the folder of git worktrees)

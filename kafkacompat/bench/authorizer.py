@@ -24,7 +24,8 @@ import sys
 import tempfile
 import time
 
-from .tls import _free_port, _wait_listening
+from ..testing.ports import free_port
+from .tls import _wait_listening
 from .workloads import produce_waiting
 
 ADMIN, PASSWORD = "admin", "bench-admin-password"
@@ -93,8 +94,8 @@ def main(argv: list[str] | None = None) -> int:
     kinds = ("off", "on")
     results: dict[tuple[str, int], list[float]] = {(kind, size): [] for kind in kinds for size in SIZES}
     with tempfile.TemporaryDirectory(prefix="kafkacompat-bench-authz-") as tmp:
-        ports = {kind: _free_port() for kind in kinds}
-        sasl_port = _free_port()
+        ports = {kind: free_port() for kind in kinds}
+        sasl_port = free_port()
         subprocess.run([sys.executable, "-m", "kafkacompat", "user", "add", ADMIN, "--password-stdin",
                         "--data-dir", os.path.join(tmp, "on")], input=PASSWORD + "\n", text=True, check=True,
                        capture_output=True)

@@ -22,6 +22,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from ..testing.ports import free_port
+
 log = logging.getLogger(__name__)
 
 READY_TIMEOUT_S = 20.0
@@ -44,12 +46,6 @@ def _die_with_parent() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
     except (OSError, AttributeError):
         pass  # not Linux: stop() still ends the broker on every normal exit
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def find_tansu(explicit: str | None = None) -> str:

@@ -39,8 +39,9 @@ from kio.static.constants import EntityType
 from ..protocol.messages import encode_body, request_schema
 from ..protocol.versions import schema
 from ..security.scram import ScramClient
+from ..testing.ports import free_port
 from .procstats import cpu_seconds
-from .tls import _free_port, _wait_listening
+from .tls import _wait_listening
 
 MECHANISMS = ("SCRAM-SHA-512", "OAUTHBEARER")
 USER, PASSWORD = "bench", "bench-password"
@@ -131,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="kafkacompat-bench-logins-") as tmp:
         jwks_url, token = _identity_provider(tmp)
-        port, data_dir = _free_port(), os.path.join(tmp, "data")
+        port, data_dir = free_port(), os.path.join(tmp, "data")
         subprocess.run([sys.executable, "-m", "kafkacompat", "user", "add", USER, "--mechanism", "SCRAM-SHA-512",
                         "--password-stdin", "--data-dir", data_dir], input=PASSWORD + "\n", text=True, check=True,
                        capture_output=True)

@@ -19,7 +19,8 @@ import sys
 import time
 from typing import Any
 
-from .brokers import KafkacompatBroker, free_port
+from ..testing.ports import free_port
+from .brokers import KafkacompatBroker
 from .workloads import produce_waiting
 
 

@@ -23,16 +23,11 @@ import time
 import uuid
 
 from ..testing.certificates import CertificateAuthority
+from ..testing.ports import free_port
 from .workloads import produce_waiting
 
 LISTENERS = ("PLAINTEXT", "SSL", "SASL_SSL")
 USER, PASSWORD = "bench", "bench-password"
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _wait_listening(port: int, proc: subprocess.Popen, timeout: float = 30) -> None:
@@ -100,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="kafkacompat-bench-tls-") as tmp:
         ca = CertificateAuthority(os.path.join(tmp, "ca"))
         server = ca.issue("broker", {"CN": "localhost"}, server=True)
-        ports = {name: _free_port() for name in LISTENERS}
+        ports = {name: free_port() for name in LISTENERS}
         data_dir = os.path.join(tmp, "data")
         subprocess.run([sys.executable, "-m", "kafkacompat", "user", "add", USER, "--password-stdin",
                         "--data-dir", data_dir], input=PASSWORD + "\n", text=True, check=True, capture_output=True)

@@ -36,7 +36,7 @@ from kafkacompat.protocol.compression import Codec
 from kafkacompat.protocol.messages import encode_body, make
 from kafkacompat.protocol.records import Record, build_batch
 
-from .brokers import free_port
+from ..testing.ports import free_port
 from .procstats import cpu_seconds
 
 _REPO_ROOT = Path(__file__).resolve().parents[2]

@@ -24,9 +24,10 @@ from typing import Any
 
 from kafkacompat.testing.services import Postgres, S3Server
 
+from ..testing.ports import free_port
 from .engine import Engine, StorageFault
 from .history import History
-from .process import BrokerProcess, BrokerProcesses, free_port
+from .process import BrokerProcess, BrokerProcesses
 from .workload import PARTITIONS
 
 BROKERS = 3

@@ -29,9 +29,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ..testing.ports import free_port
 from .engine import Engine, StorageFault
 from .history import History
-from .process import BrokerProcess, free_port
+from .process import BrokerProcess
 from .workload import PARTITIONS
 
 STREAM = "/chaos"

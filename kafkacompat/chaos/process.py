@@ -10,7 +10,6 @@ exit status and the clean-shutdown marker of a SIGTERM.
 from __future__ import annotations
 
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -24,12 +23,6 @@ from .history import History
 START_TIMEOUT = 90.0
 STOP_TIMEOUT = 60.0
 RUNNING: set[subprocess.Popen[str]] = set()  # every broker process started and not yet reaped (kill_all)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class BrokerProcess:

@@ -35,10 +35,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..testing.ports import free_port
 from .engine import Engine, StorageFault
 from .history import History
 from .link_proxy import LinkProxy
-from .process import BrokerProcess, BrokerProcesses, free_port
+from .process import BrokerProcess, BrokerProcesses
 from .replica_clients import FAILOVER_TIMEOUT, Partitions, committed, end_offsets, every_partition, fail_over
 from .workload import GROUP, PARTITIONS, final_read
 

@@ -32,12 +32,12 @@ import os
 import random
 import re
 import signal
-import socket
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
+from ..testing.ports import is_free
 from .disk import DiskEngine
 from .engine import StorageFault
 from .history import History
@@ -57,17 +57,8 @@ def free_port_run(count: int, rng: random.Random) -> int:
     low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
     while True:
         port = rng.randrange(min(10000, low // 2), low - count)
-        if all(_free(port + i) for i in range(count)):
+        if all(is_free(port + i) for i in range(count)):
             return port
-
-
-def _free(port: int) -> bool:
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-        return True
 
 
 class WorkersEngine(DiskEngine):

@@ -16,13 +16,9 @@ import sys
 import tempfile
 import time
 
+from .ports import free_port
+
 READY_TIMEOUT_S = 30.0
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 class ClusterProcess:

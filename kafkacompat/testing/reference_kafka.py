@@ -18,13 +18,13 @@ import os
 import pathlib
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
 
 from ..broker.cluster import random_kafka_uuid
 from ..security.scram import MECHANISMS as SCRAM_MECHANISMS
+from .ports import free_port
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]  # the repository: kafkacompat/, tests/, compat_tests/
 KAFKA_DIST = "kafka_2.13-4.1.0"
@@ -57,12 +57,6 @@ def unavailable() -> str | None:
     if shutil.which("java") is None:
         return "no java on PATH: Kafka 4.1 needs one"
     return None
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def script_env() -> dict[str, str]:

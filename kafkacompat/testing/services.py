@@ -19,7 +19,6 @@ import os
 import pwd
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -29,15 +28,11 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
+from .ports import free_port
+
 
 class ServiceUnavailable(RuntimeError):
     """The software for a service is not installed; the message says what to install."""
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Postgres:

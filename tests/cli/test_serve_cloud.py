@@ -13,7 +13,8 @@ import subprocess
 import pytest
 from confluent_kafka import Producer
 
-from kafkacompat.testing.services import ServiceUnavailable, cloud_store, free_port
+from kafkacompat.testing.ports import free_port
+from kafkacompat.testing.services import ServiceUnavailable, cloud_store
 from tests.test_cli_serve import start, wait_for_line
 from tests.test_clients_produce_consume import consume_all
 

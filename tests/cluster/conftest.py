@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import pytest
 
 from kafkacompat.testing.cluster import TEST_HEARTBEAT_MS, TEST_LEASE_MS, BrokerCluster, cloud_cluster_args
-from kafkacompat.testing.cluster_process import free_port
+from kafkacompat.testing.ports import free_port
 from kafkacompat.testing.services import Postgres, ServiceUnavailable, postgres_fixture
 
 

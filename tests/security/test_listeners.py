@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 
@@ -14,6 +13,7 @@ from confluent_kafka.admin import AdminClient
 from kafkacompat.config import ConfigError, load_config
 from kafkacompat.security.listeners import parse_listeners
 from kafkacompat.testing import Broker
+from kafkacompat.testing.ports import free_port
 
 
 def test_listeners_from_file_environment_and_flags(tmp_path) -> None:
@@ -67,12 +67,6 @@ def test_advertised_listener_is_what_clients_are_told() -> None:
             assert [(b.host, b.port) for b in brokers] == [("kafka.example.com", 443)]
             coordinator = wire.request(10, 1, request_class(10, 1)(key="g", key_type=0))
             assert (coordinator.host, coordinator.port) == ("kafka.example.com", 443)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def test_serve_with_repeated_listener_flags(tmp_path) -> None:
