@@ -79,8 +79,12 @@ fi
 
 echo "== running tests"
 set +e
-# --durations: the slowest tests close the output, where CI's excerpt of it shows them (CI time: docs/development.md)
-"$python" -m pytest -q -p no:cacheprovider --durations=30 "$@"  # paths: testpaths in pyproject.toml
+# --durations: the slowest tests close the output, where CI's excerpt of it shows them (CI time: docs/development.md).
+# -n: one pytest-xdist worker per core, at most 4 (each starts brokers, PostgreSQL and JVMs of its own); a test
+# file stays on one worker, so its module fixtures start once. KAFKACOMPAT_TEST_WORKERS=0 runs one process.
+cores="$(nproc 2>/dev/null || echo 1)"
+workers="${KAFKACOMPAT_TEST_WORKERS:-$(( cores < 4 ? cores : 4 ))}"
+"$python" -m pytest -q -p no:cacheprovider --durations=30 -n "$workers" --dist loadfile "$@"  # paths: testpaths in pyproject.toml
 status=$?
 set -e
 if [ "$status" -eq 5 ]; then
