@@ -795,21 +795,41 @@ class TransactionCoordinator:
         Only ids whose last transaction is finished (Empty, CompleteCommit,
         CompleteAbort) expire, as on Kafka: an open or preparing one is
         first aborted by its timeout, which counts as an update.
+
+        In a cluster a deletion is fenced as the id's other writes are
+        (`state_fence`): a coordinator deposed but not yet told still holds
+        the id as it last saw it, idle, while its successor has loaded it and
+        may have written it since; unfenced, its sweep deleted the successor's
+        row. An id whose coordinator moved is left to the successor's sweep.
         """
         cutoff = self._clock() - self.config.transactional_id_expiration_ms
-        expired = []
+        by_fence: dict[storage.StateFence | None, list[TransactionMetadata]] = collections.defaultdict(list)
         for meta in list(self.transactions.values()):
             if meta.state not in EXPIRABLE or meta.update_ms > cutoff:
                 continue
             async with self._locks[meta.transactional_id]:
                 if self.transactions.get(meta.transactional_id) is meta and meta.state in EXPIRABLE \
                         and meta.update_ms <= cutoff:
+                    try:
+                        fence = self.state_fence(meta.transactional_id)
+                    except storage.NotLeaderError:
+                        continue  # its coordinator moved: the successor expires it
                     del self.transactions[meta.transactional_id]
-                    expired.append(meta.transactional_id)
+                    by_fence[fence].append(meta)
+        expired = 0
+        for fence, metas in by_fence.items():
+            try:
+                await self.store.put_state(self.store.default_stream, TRANSACTIONS_TABLE,
+                                           dict.fromkeys(meta.transactional_id for meta in metas), fence=fence)
+            except storage.NotLeaderError:  # deposed meanwhile: the ids stay where the store has them
+                for meta in metas:
+                    self.transactions.setdefault(meta.transactional_id, meta)
+                log.info("%d expired transactional id(s) not removed here: their coordinator moved", len(metas))
+                continue
+            expired += len(metas)
         if expired:
-            await self.store.put_state(self.store.default_stream, TRANSACTIONS_TABLE, dict.fromkeys(expired))
-            log.info("removed %d expired transactional ids", len(expired))
-        return len(expired)
+            log.info("removed %d expired transactional ids", expired)
+        return expired
 
     @staticmethod
     async def _every(interval_ms: int, sweep: Callable[[], Awaitable[int]]) -> None:
