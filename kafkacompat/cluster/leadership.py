@@ -47,9 +47,58 @@ def preferred_leader(node_ids: Sequence[int], key: PartitionKey) -> int:
     return node_ids[(start + index) % len(node_ids)]
 
 
-async def read_leaders(conn: asyncpg.Connection) -> dict[PartitionKey, LeaderRow]:
-    rows = await conn.fetch("SELECT stream, topic, partition, leader, epoch FROM kc_partition_leaders")
-    return {(r["stream"], r["topic"], r["partition"]): LeaderRow(r["leader"], r["epoch"]) for r in rows}
+_SELECT_ROWS = "SELECT stream, topic, partition, leader, epoch FROM kc_partition_leaders"
+
+
+class LeaderTable:
+    """A broker's copy of kc_partition_leaders, brought up to date by reading only the rows written
+    since its last read: while topics were being created, every heartbeat fetched every row (issue
+    32: 100,000 rows, a good part of each second on the event loop at 60,000 topics).
+
+    Each row names the transaction that last wrote it (`written`, set on insert and by `move`). A
+    read also takes its snapshot's xmin, the oldest transaction still running then: whatever an
+    older transaction wrote was committed or rolled back before the read, so it was seen. The next
+    read asks for the rows written by that transaction or a later one, which takes in a row
+    committed after a newer one. The table's count and epoch sum (read_fingerprint), read in the same
+    snapshot, check the copy; one that disagrees (a row deleted by hand) is read again in full."""
+
+    def __init__(self) -> None:
+        self.rows: dict[PartitionKey, LeaderRow] = {}
+        self._epochs = 0  # the sum of the copy's epochs
+        self._horizon: int | None = None  # the last read's snapshot xmin; None: read every row next time
+
+    def forget(self) -> None:
+        """Read every row next time."""
+        self._horizon = None
+
+    async def refresh(self, conn: asyncpg.Connection) -> tuple[tuple[int, int], list[PartitionKey]]:
+        """(the table's fingerprint, the keys whose row is new, changed or gone since the last refresh)."""
+        fingerprint, changed = await self._read(conn, self._horizon)
+        if fingerprint != (len(self.rows), self._epochs):
+            fingerprint, more = await self._read(conn, None)
+            changed += more
+        return fingerprint, changed
+
+    async def _read(self, conn: asyncpg.Connection, since: int | None) -> tuple[tuple[int, int], list[PartitionKey]]:
+        async with conn.transaction(isolation="repeatable_read", readonly=True):
+            horizon = await conn.fetchval("SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint")
+            fingerprint = await read_fingerprint(conn)
+            if since is None:
+                records = await conn.fetch(_SELECT_ROWS)
+            else:
+                records = await conn.fetch(_SELECT_ROWS + " WHERE written >= $1::text::xid8", str(since))
+        read = {(r["stream"], r["topic"], r["partition"]): LeaderRow(r["leader"], r["epoch"]) for r in records}
+        changed = [key for key, row in read.items() if self.rows.get(key) != row]
+        if since is None:
+            changed += [key for key in self.rows if key not in read]
+            self.rows, self._epochs = read, sum(row.epoch for row in read.values())
+        else:
+            for key in changed:
+                old = self.rows.get(key)
+                self._epochs += read[key].epoch - (0 if old is None else old.epoch)
+                self.rows[key] = read[key]
+        self._horizon = int(horizon)
+        return fingerprint, changed
 
 
 async def read_fingerprint(conn: asyncpg.Connection) -> tuple[int, int]:
@@ -106,7 +155,8 @@ async def move(conn: asyncpg.Connection, moves: Iterable[tuple[PartitionKey, Lea
                  ON l.stream = u.s AND l.topic = u.t AND l.partition = u.p
                ORDER BY l.stream, l.topic, l.partition FOR UPDATE OF l""", *keys)
         result = await conn.execute(
-            f"""UPDATE kc_partition_leaders AS l SET leader = u.new_leader, epoch = {old} + 1
+            f"""UPDATE kc_partition_leaders AS l SET leader = u.new_leader, epoch = {old} + 1,
+                                                    written = pg_current_xact_id()
                FROM unnest($1::text[], $2::text[], $3::int[], $4::int[], $5::int[], $6::int[])
                     AS u(s, t, p, old_leader, old_epoch, new_leader)
                WHERE l.stream = u.s AND l.topic = u.t AND l.partition = u.p

@@ -49,6 +49,9 @@ CREATE TABLE IF NOT EXISTS kc_partition_leaders (
     PRIMARY KEY (stream, topic, partition)
 );
 ALTER TABLE kc_brokers ADD COLUMN IF NOT EXISTS serving boolean NOT NULL DEFAULT true;
+-- the transaction that last wrote the row (leadership.LeaderTable reads the rows written since its last read)
+ALTER TABLE kc_partition_leaders ADD COLUMN IF NOT EXISTS written xid8 NOT NULL DEFAULT pg_current_xact_id();
+CREATE INDEX IF NOT EXISTS kc_partition_leaders_written ON kc_partition_leaders (written);
 """
 _SCHEMA_LOCK = 0x6B63_636C  # pg_advisory_xact_lock key: brokers starting together create the tables once
 _ALIVE_LOCK = 0x6B63_6C76  # pg_advisory_lock(_ALIVE_LOCK, node id): held by the broker's lease session

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import time
 from collections.abc import Callable, Iterable
@@ -53,6 +54,18 @@ def redact(url: str) -> str:
     return f"{scheme}{sep}{creds.split(':')[0]}@{host}" if at else url
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class Planned:
+    """What a tick that ended planned: the brokers as it saw them, the partitions (and the stamp they
+    were listed at), those to plan again, and when every partition was last planned."""
+
+    brokers: tuple[object, ...]
+    stamp: object
+    known: frozenset[PartitionKey]
+    again: set[PartitionKey]  # planned again next time: those it wrote, those written meanwhile
+    full_at: float
+
+
 class PostgresCluster(ClusterView):
     def __init__(
         self,
@@ -83,6 +96,8 @@ class PostgresCluster(ClusterView):
         self._registration = 0  # counts registrations: leadership gained under an earlier one is void
         self._live: list[Member] = []
         self._rows: dict[PartitionKey, leadership.LeaderRow] = {}
+        self._table = leadership.LeaderTable()  # kc_partition_leaders as last read
+        self._planned: Planned | None = None  # what the last tick that ended planned, for the next (_to_plan)
         self._led: dict[PartitionKey, int] = {}  # partitions this broker leads -> epoch
         self._yielding: set[PartitionKey] = set()  # handed on: refused from now, whatever the table said
         # Partitions this broker led and saw move to another broker -> the epoch of that move: requests
@@ -361,17 +376,24 @@ class PostgresCluster(ClusterView):
                 log.info("broker(s) %s are gone (their database sessions ended): their leases end now", departed)
         known = self._partitions_stamp()  # read before the rows: a change after it is seen next time
         live, registered, serving = await members(conn)
+        planned, self._planned = self._planned, None  # kept again only by a tick that ends (or a quiet one)
+        fingerprint, changed = await self._table.refresh(conn)
         seen = (known, [(m.node_id, m.host, m.port) for m in live], registered, serving,
-                await leadership.read_fingerprint(conn), registration, self._leaving, grace)
-        if self._quiet is not None and self._quiet[0] == seen and time.monotonic() < self._quiet[1] + QUIET_AT_MOST_S:
+                fingerprint, registration, self._leaving, grace)
+        if not changed and self._quiet is not None and self._quiet[0] == seen \
+                and time.monotonic() < self._quiet[1] + QUIET_AT_MOST_S:
+            self._planned = planned
             return  # the same picture as a tick that changed nothing: it would plan nothing again
         self._quiet = None
-        rows = await leadership.read_leaders(conn)
+        rows = self._table.rows
         candidates = [m.node_id for m in live]
         if self._leaving:  # stopping cleanly: every partition goes to the others serving, none comes here
             serving = [n for n in serving if n != self.me.node_id]
             candidates = serving
-        missing, moves = leadership.plan(self.me.node_id, candidates, self._partitions(), rows, registered, serving)
+        brokers = (tuple(candidates), tuple(registered), tuple(serving), registration, self._leaving, grace)
+        keys, known_keys, full = self._to_plan(planned, known, brokers, changed)
+        missing, moves = leadership.plan(self.me.node_id, candidates, keys, rows, registered, serving)
+        again: list[PartitionKey] = []
         if grace:  # the others lost the database too: a lease to take up their registrations again
             lapsed = set(registered) - {m.node_id for m in live}
             moves = [move for move in moves if move[1].leader not in lapsed]
@@ -384,7 +406,8 @@ class PostgresCluster(ClusterView):
             moved = await leadership.move(conn, moves, self.store_epochs)
             if moved:
                 log.info("moved leadership of %d partition(s) among brokers %s", moved, [m.node_id for m in live])
-            rows = await leadership.read_leaders(conn)
+            _, again = await self._table.refresh(conn)  # the rows written, and any another broker wrote meanwhile
+            rows = self._table.rows
         led = {key: row.epoch for key, row in rows.items() if row.leader == self.me.node_id}
         gained = [key for key, epoch in led.items() if self._led.get(key) != epoch]
         lost = [key for key in self._led if key not in led]
@@ -411,6 +434,28 @@ class PostgresCluster(ClusterView):
         self._yielding &= set(led)
         if not (missing or moves or grace) and self._registration == registration:  # every gain served
             self._quiet = (seen, time.monotonic())  # planned nothing: the same picture needs no plan
+        if not grace and self._registration == registration:  # in grace, moves are held back: plan them all
+            full_at = time.monotonic() if full or planned is None else planned.full_at
+            self._planned = Planned(brokers, known, known_keys, {*missing, *(key for key, _, _ in moves), *again},
+                                    full_at)
+
+    def _to_plan(self, planned: Planned | None, stamp: object, brokers: tuple[object, ...],
+                 changed: list[PartitionKey]) -> tuple[list[PartitionKey], frozenset[PartitionKey], bool]:
+        """(the partitions to plan, every partition, whether those are all).
+
+        A partition's plan depends on nothing but its row and the brokers (leadership.plan): with
+        the brokers as the last tick that ended saw them, only the partitions new since, those whose
+        row changed and those that tick wrote are planned; the others would plan nothing again
+        (issue 32: planning 100,000 partitions took a fifth of a second, every heartbeat while
+        topics were created). At least every QUIET_AT_MOST_S all are."""
+        if planned is not None and planned.stamp == stamp:
+            known_keys = planned.known
+        else:
+            known_keys = frozenset(self._partitions())
+        if planned is None or planned.brokers != brokers or time.monotonic() > planned.full_at + QUIET_AT_MOST_S:
+            return list(known_keys), known_keys, True
+        keys = (known_keys - planned.known) | planned.again | {key for key in changed if key in known_keys}
+        return list(keys), known_keys, False
 
     def _note_moved_away(self, lost: Iterable[PartitionKey], rows: dict[PartitionKey, leadership.LeaderRow]) -> None:
         """Remember where the partitions this broker stopped leading went (look_again refuses their

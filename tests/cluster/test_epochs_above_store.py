@@ -29,7 +29,9 @@ KEY = ("/default", "t", 0)
 
 
 async def leader_row(conn: asyncpg.Connection) -> tuple[int, int]:
-    row = (await leadership.read_leaders(conn))[KEY]
+    table = leadership.LeaderTable()
+    await table.refresh(conn)
+    row = table.rows[KEY]
     return row.leader, row.epoch
 
 
