@@ -49,9 +49,16 @@ CREATE TABLE IF NOT EXISTS kc_partition_leaders (
     PRIMARY KEY (stream, topic, partition)
 );
 ALTER TABLE kc_brokers ADD COLUMN IF NOT EXISTS serving boolean NOT NULL DEFAULT true;
--- the transaction that last wrote the row (leadership.LeaderTable reads the rows written since its last read)
-ALTER TABLE kc_partition_leaders ADD COLUMN IF NOT EXISTS written xid8 NOT NULL DEFAULT pg_current_xact_id();
-CREATE INDEX IF NOT EXISTS kc_partition_leaders_written ON kc_partition_leaders (written);
+-- the transaction that last wrote the row (leadership.LeaderTable reads the rows written since its last
+-- read). Added only where missing: ALTER TABLE locks the table first, and a broker starting would make
+-- every commit (kc_commit reads the rows) wait behind the longest transaction on it.
+DO $$ BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = 'kc_partition_leaders'::regclass
+                   AND attname = 'written' AND NOT attisdropped) THEN
+        ALTER TABLE kc_partition_leaders ADD COLUMN written xid8 NOT NULL DEFAULT pg_current_xact_id();
+        CREATE INDEX kc_partition_leaders_written ON kc_partition_leaders (written);
+    END IF;
+END $$;
 """
 _SCHEMA_LOCK = 0x6B63_636C  # pg_advisory_xact_lock key: brokers starting together create the tables once
 _ALIVE_LOCK = 0x6B63_6C76  # pg_advisory_lock(_ALIVE_LOCK, node id): held by the broker's lease session

@@ -3,8 +3,9 @@
 Two tasks, each on a connection of its own. One renews this broker's lease
 every heartbeat and does nothing else, so nothing the broker does on
 becoming a leader can make it late. The other, every heartbeat, reads the
-live brokers and the leader table (only the table's fingerprint when
-nothing changed since a tick that changed nothing), writes the moves this broker is due to
+live brokers and the rows of the leader table written since its last read
+(leadership.LeaderTable), plans the partitions that changed (all of them
+when the brokers did), writes the moves this broker is due to
 make, swaps in the new picture the handlers read, and catches up each
 partition it gained (a tail scan that may read objects, group and
 transaction takeovers) before serving it. Leadership therefore moves at most
