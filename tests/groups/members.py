@@ -93,7 +93,12 @@ class KafkaPythonClient:
         self.consumer = KafkaConsumer(topic, **conf)
 
     def poll(self) -> list[tuple[int, bytes]]:
-        batches = self.consumer.poll(timeout_ms=100)
+        from kafka.errors import KafkaConnectionError
+
+        try:
+            batches = self.consumer.poll(timeout_ms=100)
+        except KafkaConnectionError:  # kafka-python 3 lets a refused connection out of poll while the broker
+            return []                 # restarts (retriable): an application polls again, so the member does
         return [(tp.partition, r.value) for tp, records in batches.items() for r in records]
 
     def assignment(self) -> set[int]:
