@@ -104,15 +104,26 @@ async def test_quiet_heartbeats_plan_nothing_and_a_new_partition_is_planned_alon
         await first.close()
 
 
-async def test_a_row_committed_after_a_newer_one_is_still_read(postgres: Postgres) -> None:
+async def test_a_row_committed_after_a_newer_one_is_still_read(postgres: Postgres,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     """Two writers of the leader table: the one whose transaction began first commits last. A copy
-    that asked only for rows newer than the newest it had seen would never read the first's row."""
+    that asked only for rows newer than the newest it had seen would not read the first's row, and
+    only the check of its count would make it read the whole table."""
     url = postgres.create_database()
-    slow, quick, reader = (await asyncpg.connect(url) for _ in range(3))
+    slow, quick, reader = [await asyncpg.connect(url) for _ in range(3)]
+    reads: list[int | None] = []
+    read = leadership.LeaderTable._read
+
+    async def recorded(self, conn, since):  # type: ignore[no-untyped-def]
+        reads.append(since)
+        return await read(self, conn, since)
+
+    monkeypatch.setattr(leadership.LeaderTable, "_read", recorded)
     try:
         await create_schema(reader)
         table = leadership.LeaderTable()
         await table.refresh(reader)
+        assert reads == [None]
         early, late = ("/s", "early", 0), ("/s", "late", 0)
         async with slow.transaction():
             await leadership.add_missing(slow, {early: 1})  # its transaction id comes first
@@ -126,6 +137,7 @@ async def test_a_row_committed_after_a_newer_one_is_still_read(postgres: Postgre
         assert moved == 1
         _, changed = await table.refresh(reader)
         assert changed == [late] and table.rows[late] == leadership.LeaderRow(1, 1)
+        assert None not in reads[1:], f"the whole table was read again: {reads}"
     finally:
         for conn in (slow, quick, reader):
             await conn.close()
