@@ -67,10 +67,6 @@ class LeaderTable:
         self._epochs = 0  # the sum of the copy's epochs
         self._horizon: int | None = None  # the last read's snapshot xmin; None: read every row next time
 
-    def forget(self) -> None:
-        """Read every row next time."""
-        self._horizon = None
-
     async def refresh(self, conn: asyncpg.Connection) -> tuple[tuple[int, int], list[PartitionKey]]:
         """(the table's fingerprint, the keys whose row is new, changed or gone since the last refresh)."""
         fingerprint, changed = await self._read(conn, self._horizon)
