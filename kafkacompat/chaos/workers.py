@@ -37,7 +37,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..testing.ports import is_free
+from ..testing.ports import below_ephemeral, is_free
 from .disk import DiskEngine
 from .engine import StorageFault
 from .history import History
@@ -54,9 +54,9 @@ def free_port_run(count: int, rng: random.Random) -> int:
     """A port P such that P .. P+count-1 are free now (`--port P` gives worker i port P+i), below the
     kernel's ephemeral range: a port the kernel hands out for outgoing connections (every client's
     here) was taken between the pick and worker 1's start, and the command failed to start."""
-    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    low, high = below_ephemeral()
     while True:
-        port = rng.randrange(min(10000, low // 2), low - count)
+        port = rng.randrange(low, high - count)
         if all(is_free(port + i) for i in range(count)):
             return port
 

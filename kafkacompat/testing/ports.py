@@ -33,13 +33,18 @@ def free_port() -> int:
                 return port
 
 
-def _share() -> tuple[int, int]:
-    """[low, high): this process's share of the ports below the kernel's ephemeral range."""
+def below_ephemeral() -> tuple[int, int]:
+    """[low, high): the ports handed out here, below the kernel's ephemeral range."""
     try:
         ephemeral = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
     except (OSError, ValueError, IndexError):
         ephemeral = 32768
-    start = min(10000, ephemeral // 2)
+    return min(10000, ephemeral // 2), ephemeral
+
+
+def _share() -> tuple[int, int]:
+    """[low, high): this process's share of below_ephemeral()."""
+    start, ephemeral = below_ephemeral()
     worker = os.environ.get("PYTEST_XDIST_WORKER", "")  # gw0, gw1, ... under `pytest -n N`
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or "1")
     index = int(worker[2:]) if worker[:2] == "gw" and worker[2:].isdigit() else 0
