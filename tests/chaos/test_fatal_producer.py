@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from kafkacompat.chaos.disk import DiskEngine, partitionlet_logs
+from kafkacompat.chaos.disk import DiskEngine, batch_starts, partitionlet_logs
 from kafkacompat.chaos.history import Event, History
 from kafkacompat.chaos.workload import Writer
 
@@ -44,6 +44,27 @@ class Recorded(History):
             time.sleep(0.1)
 
 
+def active_log(engine: DiskEngine) -> Path:
+    return partitionlet_logs(engine.data / "streams" / "chaos" / "a" / "0")[-1][1]
+
+
+def wait_for_batches(engine: DiskEngine, count: int, timeout: float) -> None:
+    """Until partition 0's active log holds `count` whole batches. A producer that started while the broker
+    was slow sends its first hundred records as one batch, and a cut through the only batch of a producer
+    leaves the broker no state for it: Kafka then takes any sequence (ProducerStateManager), so nothing fails."""
+    deadline = time.monotonic() + timeout
+    while len(batch_starts(active_log(engine))) <= count:  # the starts, and the end of the last batch
+        assert time.monotonic() < deadline, f"partition 0 holds fewer than {count} batches after {timeout} s"
+        time.sleep(0.1)
+
+
+def tear_last_batch(log: Path) -> None:
+    """Cut the log inside its last batch: that batch's acknowledged records go, the ones before keep the
+    producer's state, now behind the producer."""
+    *_, last, end = sorted(batch_starts(log))
+    os.truncate(log, last + (end - last) // 2)
+
+
 def acks(history: Recorded, producer: str, partition: int | None = None) -> list[Event]:
     return [e for e in list(history.events) if e["type"] == "ack" and e["producer"] == producer
             and partition in (None, e["partition"])]
@@ -60,9 +81,9 @@ def test_a_producer_made_fatal_by_a_cut_log_fails_what_it_held_and_is_replaced(t
         engine.setup(random.Random(1))
         writer.start()
         history.wait_for("acks on partition 0", lambda e: len(acks(history, "idem.0", 0)) >= 100, 60)
+        wait_for_batches(engine, 2, 60)
         engine.stop()
-        log = partitionlet_logs(engine.data / "streams" / "chaos" / "a" / "0")[-1][1]
-        os.truncate(log, log.stat().st_size // 2)  # the tail of idem.0's acknowledged batches is gone
+        tear_last_batch(active_log(engine))  # the tail of idem.0's acknowledged batches is gone
         assert engine.start()
         history.wait_for("a fatal error", lambda e: e["type"] == "client-error" and e["fatal"], 60)
         history.wait_for("a new producer's acks", lambda e: e["type"] == "ack" and e["producer"] == "idem.1", 60)
@@ -94,13 +115,13 @@ def test_a_fatal_error_while_the_producer_drains_at_the_stop_does_not_wedge_the_
         engine.setup(random.Random(1))
         writer.start()
         history.wait_for("acks on partition 0", lambda e: len(acks(history, "idem.0", 0)) >= 100, 60)
+        wait_for_batches(engine, 2, 60)
         engine.stop()  # SIGTERM: every request answered, so librdkafka keeps its producer id (no timeouts)
         sent = len(history.events)
         history.wait_for("sends held while the broker is away",
                          lambda e: e["i"] > sent and e["type"] == "send" and e["partition"] == 0, 30)
         stopping.set()  # the writer drains what it holds
-        log = partitionlet_logs(engine.data / "streams" / "chaos" / "a" / "0")[-1][1]
-        os.truncate(log, log.stat().st_size // 2)
+        tear_last_batch(active_log(engine))
         assert engine.start()
         writer.join(90)
         assert not writer.is_alive(), "the writer never finished draining"
