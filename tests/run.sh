@@ -80,10 +80,10 @@ fi
 echo "== running tests"
 set +e
 # --durations: the slowest tests close the output, where CI's excerpt of it shows them (CI time: docs/development.md).
-# KAFKACOMPAT_TEST_WORKERS=N: N pytest-xdist workers (each starts brokers, PostgreSQL and JVMs of its own; a test
-# file stays on one worker, so its module fixtures start once). One process by default until the suite is steady
-# on two (docs/development.md says which test is not).
-workers="${KAFKACOMPAT_TEST_WORKERS:-0}"
+# Two pytest-xdist workers by default, so CI's two cores both work (each worker starts brokers, PostgreSQL and JVMs
+# of its own; a test file stays on one worker, so its module fixtures start once). KAFKACOMPAT_TEST_WORKERS=N for
+# N workers, 0 for one process.
+workers="${KAFKACOMPAT_TEST_WORKERS:-2}"
 spread=()
 if [ "$workers" != 0 ]; then spread=(-n "$workers" --dist loadfile); fi
 "$python" -m pytest -q -p no:cacheprovider --durations=30 "${spread[@]}" "$@"  # paths: testpaths in pyproject.toml
