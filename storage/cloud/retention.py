@@ -12,7 +12,6 @@ says which partitions are retained; this module knows no namespace.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -51,9 +50,8 @@ class Retention:
                         if await self._retain(conn, pid, cutoff, cap):
                             moved += 1
                     await self._collect(conn, now, object_grace_ms)
-                finally:  # a cancelled statement may leave the connection unusable: the pool's reset unlocks it then
-                    with contextlib.suppress(*database_errors()):
-                        await conn.execute("SELECT pg_advisory_unlock($1)", RETENTION_LOCK)
+                finally:
+                    await _unlock(conn)
         return moved
 
     async def _retain(self, conn: Any, pid: int, cutoff: int | None, cap: int | None) -> bool:
@@ -102,3 +100,14 @@ class Retention:
         if orphans:
             await self._index.objects.delete(orphans)
             log.info("deleted %d object(s) whose commit never happened", len(orphans))
+
+
+async def _unlock(conn: Any) -> None:
+    """Release the pass's session lock. A connection that cannot (a cancelled statement left it busy) is
+    closed, which releases it too: the pool lends connections on without resetting their sessions."""
+    try:
+        await conn.execute("SELECT pg_advisory_unlock($1)", RETENTION_LOCK)
+    except BaseException as exc:
+        conn.terminate()
+        if not isinstance(exc, database_errors()):
+            raise

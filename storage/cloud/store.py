@@ -58,6 +58,15 @@ def _commit_retriable() -> tuple[type[BaseException], ...]:
 
     return (*retriable_database_errors(), asyncpg.ObjectNotInPrerequisiteStateError)
 
+async def _keep_session(conn: Any) -> None:
+    """What the pool sends before lending a connection again: nothing. asyncpg's default reset
+    (unlock advisory locks, close cursors, unlisten, reset settings) is a round trip on every
+    release, so on every commit of the produce path. The store leaves none of that in a session:
+    settings are set per transaction (set_config(..., true)), LISTEN has a connection of its own,
+    and the retention pass unlocks its lock or closes the connection. asyncpg still rolls back a
+    transaction left open."""
+
+
 # The leader epoch under which this process may clean a partition (stream, topic, index):
 # -1 to clean without fencing, None to leave it to another broker.
 CleanerFence = Callable[[str, str, int], int | None]
@@ -136,7 +145,7 @@ class CloudStore(NamespaceStore):
             # min_size 0: connections are made as they are needed and kept while used; with a floor,
             # asyncpg logs a traceback every few seconds of a database outage while restoring it
             self._pool = await asyncpg.create_pool(self.database_url, min_size=0, max_size=10,
-                                                   command_timeout=60)
+                                                   command_timeout=60, reset=_keep_session)
         except (OSError, asyncpg.PostgresError, asyncio.TimeoutError) as exc:
             raise StorageError(f"cannot connect to the database {self.database_url}: {exc}") from exc
         try:

@@ -816,6 +816,47 @@ async def test_a_store_closing_during_a_retention_pass_stops_it():
     await asyncio.wait_for(st.close(), 20)
 
 
+async def test_a_retention_pass_cancelled_on_the_database_leaves_its_lock_to_the_next_pass():
+    """The store's pool lends a connection on without asyncpg's reset, which cost a round trip on every
+    release and also dropped a session lock a cancelled pass left behind. A pass cancelled while its
+    statement waits on the database releases its lock itself (or closes its connection): the next pass,
+    here another broker's, takes it."""
+    import asyncpg
+    from kafkacompat.storage.cloud.retention import RETENTION_LOCK
+
+    database, objects = _urls()
+    st = storage.open_store(database, object_store=objects, flush_ms=3)
+    await st.open()
+    blocker, other = await asyncpg.connect(database), await asyncpg.connect(database)
+    try:
+        await st.create_topic("/default", "t", 1)
+        pid = await other.fetchval("SELECT id FROM kc_partitions LIMIT 1")
+        holding = blocker.transaction()
+        await holding.start()
+        await blocker.execute("LOCK TABLE kc_batches IN ACCESS EXCLUSIVE MODE")
+        running = asyncio.ensure_future(st.retention.run([(pid, 0, None)], 1, 0))
+        deadline = asyncio.get_running_loop().time() + 10
+        while not await other.fetchval("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                                       "AND datname = current_database()"):
+            assert asyncio.get_running_loop().time() < deadline, "the pass never waited on kc_batches"
+            await asyncio.sleep(0.01)
+        assert not await other.fetchval("SELECT pg_try_advisory_lock($1)", RETENTION_LOCK)  # the pass holds it
+        running.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await running
+        deadline = asyncio.get_running_loop().time() + 10
+        while not await other.fetchval("SELECT pg_try_advisory_lock($1)", RETENTION_LOCK):
+            assert asyncio.get_running_loop().time() < deadline, "the cancelled pass kept the retention lock"
+            await asyncio.sleep(0.05)
+        await holding.rollback()
+        await other.execute("SELECT pg_advisory_unlock($1)", RETENTION_LOCK)
+        await st.create_topic("/default", "u", 1)  # the pool still lends working connections
+    finally:
+        await blocker.close()
+        await other.close()
+        await st.close()
+
+
 async def test_each_store_keeps_a_running_partition_count_through_the_others_changes(pair):
     """CreateTopics checks the per-broker partition limit with every topic: walking every topic
     for it made creating N topics cost N² (a 1,000-topic request took over a minute at 10,000
