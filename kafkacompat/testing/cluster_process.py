@@ -2,7 +2,9 @@
 
 For tests and benchmarks where a cluster must die as a crash kills it
 (SIGKILL) and come back on the same address and store, as replica links
-and clients expect.
+and clients expect. The broker's log is a temporary file, gone at close();
+KAFKACOMPAT_KEEP_LOGS=DIR keeps a copy there, to read after a failure
+that only a loaded machine shows.
 """
 
 from __future__ import annotations
@@ -79,6 +81,11 @@ class ClusterProcess:
 
     def close(self) -> None:
         self.stop()
+        keep = os.environ.get("KAFKACOMPAT_KEEP_LOGS")
+        if keep:
+            os.makedirs(keep, exist_ok=True)
+            self._log.flush()
+            shutil.copyfile(self._log.name, os.path.join(keep, os.path.basename(self._log.name)))
         self._log.close()
         if self._owns_data_dir:
             shutil.rmtree(self.data_dir, ignore_errors=True)
