@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import dataclasses
 import logging
@@ -115,6 +116,10 @@ class Cluster:
             store.cleaner_fence = self.cleaner_epoch
         self.groups.durable.may_write = self.coordinates
         self.groups.commit_fence = self.coordinator_fence
+        # __consumer_offsets partitions led here whose groups and transactional ids could not be loaded
+        # (the store was away), and the try under way to load one again (_load_again)
+        self._unloaded: set[int] = set()
+        self._reloading: dict[int, asyncio.Future[bool]] = {}
 
     def _open_view(self, config: BrokerConfig, store: Store) -> ClusterView:
         me = Member(self.node_id, self.host, self.port)
@@ -174,20 +179,42 @@ class Cluster:
         self.shares.leadership_changed(*key)
         stream, topic, index = key
         if (stream, topic) == (self.default_stream, OFFSETS_TOPIC):  # the groups placed on it come here
-            try:
-                await self.groups.take_over(self._placed_on(index))
-            except storage.StorageError as exc:
-                log.warning("cannot load the groups of %s-%d: %s; their members rejoin", OFFSETS_TOPIC, index, exc)
-            try:
-                await self.transactions.take_over(self._placed_on(index))
-            except storage.StorageError as exc:
-                log.warning("cannot load the transactions of %s-%d: %s", OFFSETS_TOPIC, index, exc)
+            await self._load_coordinated(index)
         if self.store.get_topic(stream, topic) is None:
             return
         try:
             await self.store.partition(stream, topic, index).refresh()
         except storage.StorageError as exc:
             log.warning("cannot refresh %s:%s/%d on becoming its leader: %s", stream, topic, index, exc)
+
+    async def _load_coordinated(self, index: int) -> bool:
+        """Load the groups and transactional ids placed on __consumer_offsets partition `index`.
+        When that fails (the store is away) the index stays unloaded: their requests are answered
+        COORDINATOR_LOAD_IN_PROGRESS, each trying the load again, until one loads it. Served from
+        memory that was never loaded, a transaction's commit was INVALID_PRODUCER_ID_MAPPING (fatal
+        to its producer) and a group's members rejoined with no committed offsets."""
+        try:
+            await self.groups.take_over(self._placed_on(index))
+            await self.transactions.take_over(self._placed_on(index))
+        except storage.StorageError as exc:
+            if index not in self._unloaded:
+                log.warning("cannot load the groups and transactional ids of %s-%d: %s; their requests are "
+                            "answered COORDINATOR_LOAD_IN_PROGRESS until they load", OFFSETS_TOPIC, index, exc)
+            self._unloaded.add(index)
+            return False
+        if index in self._unloaded:
+            log.info("loaded the groups and transactional ids of %s-%d", OFFSETS_TOPIC, index)
+            self._unloaded.discard(index)
+        return True
+
+    async def _load_again(self, index: int) -> bool:
+        """One try at a time per partition, whichever request comes first starts it."""
+        attempt = self._reloading.get(index)
+        if attempt is None:
+            attempt = asyncio.ensure_future(self._load_coordinated(index))
+            self._reloading[index] = attempt
+            attempt.add_done_callback(lambda _: self._reloading.pop(index, None))
+        return await asyncio.shield(attempt)
 
     def _stop_serving(self, key: PartitionKey) -> None:
         """Refuse at once the partition's appends still waiting for a commit (a store whose appends
@@ -209,6 +236,7 @@ class Cluster:
         self.shares.leadership_changed(*key)
         stream, topic, index = key
         if (stream, topic) == (self.default_stream, OFFSETS_TOPIC):
+            self._unloaded.discard(index)  # the next broker loads them; gained again, so does this one
             self.groups.unload(self._placed_on(index))
             self.transactions.unload(self._placed_on(index))
 
@@ -322,8 +350,10 @@ class Cluster:
 
     def coordinates(self, key: str) -> bool:
         """Whether this broker is the coordinator of a group or transactional id (others answer
-        NOT_COORDINATOR): it leads the key's __consumer_offsets partition and its lease is valid."""
-        return self.view.leads(self.offsets_partition(key))
+        NOT_COORDINATOR): it leads the key's __consumer_offsets partition, its lease is valid and
+        it loaded what that partition's groups and transactional ids are."""
+        partition = self.offsets_partition(key)
+        return self.view.leads(partition) and partition[2] not in self._unloaded
 
     async def coordinator_error(self, key: str) -> ErrorCode:
         """NONE when this broker coordinates a group or transactional id, else the retriable
@@ -337,6 +367,9 @@ class Cluster:
         if self.coordinates(key):
             return ErrorCode.none
         partition = self.offsets_partition(key)
+        if partition[2] in self._unloaded and self.view.leads(partition):
+            loaded = await self._load_again(partition[2])
+            return ErrorCode.none if loaded and self.coordinates(key) else ErrorCode.coordinator_load_in_progress
         await self.view.look_again(partition)
         if self.coordinates(key):
             return ErrorCode.none
