@@ -56,14 +56,12 @@ async def read_stream(conn: Any, path: str) -> tuple[StreamPolicy, int] | None:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class StreamContents:
-    topic_names: list[str]
     cursors: dict[str, dict[tuple[str, int], Cursor]]  # group -> (topic, partition) -> cursor
     tables: dict[str, dict[str, Any]]  # state table -> key -> value
 
 
 async def read_stream_contents(conn: Any, path: str) -> StreamContents:
-    """A stream's topics' names, its cursors and its state tables."""
-    names = [r["name"] for r in await conn.fetch("SELECT name FROM kc_topics WHERE stream = $1", path)]
+    """A stream's cursors and its state tables."""
     cursors = await conn.fetch('SELECT grp, topic, part, "offset", leader_epoch, metadata, commit_ms '
                                "FROM kc_cursors WHERE stream = $1", path)
     state = await conn.fetch("SELECT tbl, key, value::text FROM kc_state WHERE stream = $1", path)
@@ -73,7 +71,23 @@ async def read_stream_contents(conn: Any, path: str) -> StreamContents:
     tables: dict[str, dict[str, Any]] = {}
     for r in state:
         tables.setdefault(r["tbl"], {})[r["key"]] = json.loads(r["value"])
-    return StreamContents(names, by_group, tables)
+    return StreamContents(by_group, tables)
+
+
+async def read_topics(conn: Any, path: str) -> list[tuple[TopicInfo, list[Any]]]:
+    """Every topic of a stream and its partitions' rows, as read_topic gives one, in two statements of
+    one snapshot. Read topic by topic, a broker starting on a store of 20,000 topics made 40,000 round
+    trips to the database: 21 s before it listened."""
+    async with conn.transaction(isolation="repeatable_read", readonly=True):
+        topics = await conn.fetch("SELECT id, name, partitions, configs::text, created_ms FROM kc_topics "
+                                  "WHERE stream = $1", path)
+        parts = await conn.fetch("SELECT p.topic_id, p.id, p.idx, p.next_offset, p.log_start, p.leader_epoch "
+                                 "FROM kc_partitions p JOIN kc_topics t ON t.id = p.topic_id WHERE t.stream = $1", path)
+    by_topic: dict[Any, list[Any]] = {}
+    for r in parts:
+        by_topic.setdefault(r["topic_id"], []).append(r)
+    return [(TopicInfo(path, r["name"], r["id"], r["partitions"], json.loads(r["configs"]), r["created_ms"]),
+             by_topic.get(r["id"], [])) for r in topics]
 
 
 async def read_topic(conn: Any, path: str, name: str) -> tuple[TopicInfo, list[Any]] | None:

@@ -239,9 +239,11 @@ class CloudStore(NamespaceStore):
             contents = await self._stream_writes.read(path, lambda: catalog.read_stream_contents(conn, path))
             stream.cursors = contents.cursors
             stream.tables = contents.tables
-        for name in contents.topic_names:
-            await self._sync_topic(path, name)
-        for name in [n for n in stream.topics if n not in contents.topic_names]:
+            topics = await catalog.read_topics(conn, path)
+        for info, parts in topics:
+            self._take_topic(stream, info, parts)
+        names = {info.name for info, _ in topics}
+        for name in [n for n in stream.topics if n not in names]:
             self._forget_topic(stream, name)
 
     async def _sync_topic(self, path: str, name: str) -> None:
@@ -250,14 +252,18 @@ class CloudStore(NamespaceStore):
             return
         async with self._pool.acquire() as conn:
             found = await catalog.read_topic(conn, path, name)
-        local = stream.topics.get(name)
         if found is None:
-            if local is not None:
+            if name in stream.topics:
                 self._forget_topic(stream, name)
             return
-        info, parts = found
+        self._take_topic(stream, *found)
+
+    def _take_topic(self, stream: StreamState, info: TopicInfo, parts: Sequence[Any]) -> None:
+        """This process's view of one topic as read from the database: new, replaced (deleted and
+        created again under the same name) or brought up to date."""
+        local = stream.topics.get(info.name)
         if local is not None and local.id_hex != info.topic_id.hex:
-            self._forget_topic(stream, name)
+            self._forget_topic(stream, info.name)
             local = None
         if local is None:
             local = TopicState(stream, info)
