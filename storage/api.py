@@ -385,6 +385,18 @@ class Store(abc.ABC):
         store that opens off the loop then hands them over one after another rather than one per
         round trip. Unknown ones are left out; a failed open's error is partition()'s to raise."""
 
+    async def refresh_many(self, keys: Sequence[tuple[str, str, int]]) -> None:
+        """Partition.refresh() of each partition (stream, topic, index), as a broker calls it for the
+        partitions it has just become the leader of: a store many brokers share reads them in one go
+        (a broker starting as the leader of 20,000 partitions read them one by one for 10 s). Unknown
+        ones are left out."""
+        for stream, name, index in keys:
+            try:
+                partition = self.partition(stream, name, index)
+            except StorageError:
+                continue
+            await partition.refresh()
+
     def routing_epoch(self, stream: str, name: str, index: int) -> int:
         """The leader epoch Metadata and DescribeTopicPartitions answer for a partition.
 

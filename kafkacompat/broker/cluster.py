@@ -107,6 +107,7 @@ class Cluster:
         # The leader table lives in the store's own database: its commit can fence appends by epoch.
         self._fenced = cluster_url(config) is not None and cluster_url(config) == getattr(store, "database_url", None)
         self.view.store_epochs = self._fenced  # epochs the store stamped before a row stay below Metadata's
+        self.view.on_leadership_gaining = self._leadership_gaining
         self.view.on_leadership_gained = self._leadership_gained
         self.view.on_leadership_lost = self._leadership_lost
         self.view.on_stop_serving = self._stop_serving
@@ -165,27 +166,27 @@ class Cluster:
         """Changes whenever _partition_keys would: a topic came or went, or a topic gained partitions."""
         return self.store.topics_changed(), self.store.partition_count()
 
+    async def _leadership_gaining(self, keys: list[PartitionKey]) -> None:
+        """Another broker may have appended since this one last led: read the offsets of the
+        partitions just gained afresh, all in one go (a topic the store does not list yet has
+        nothing stale to refresh: its partitions are opened from the database once it does)."""
+        try:
+            await self.store.refresh_many(keys)
+        except storage.StorageError as exc:
+            log.warning("cannot refresh %d partition(s) on becoming their leader: %s", len(keys), exc)
+
     async def _leadership_gained(self, key: PartitionKey) -> None:
-        """Another broker may have appended since this one last led: read the partition's
-        offsets afresh and rebuild its producers' and transactions' state from the log (at the next use).
+        """Rebuild the partition's producers' and transactions' state from the log (at the next use).
 
         The groups and transactional ids placed on a __consumer_offsets partition are loaded from
         the state tables, whether or not this broker's store lists the topic yet: coordinates()
-        answers for them as soon as the partition is led, and a group not loaded then was created
-        afresh by its members' next JoinGroup (a rebalance). A topic the store does not list yet
-        has nothing stale to refresh: its partitions are opened from the database once it does."""
+        answers for them once the partition is led and they are loaded (_load_coordinated)."""
         self.producers.forget_partition(key)
         self.transactions.partitions.forget_partition(key)
         self.shares.leadership_changed(*key)
         stream, topic, index = key
         if (stream, topic) == (self.default_stream, OFFSETS_TOPIC):  # the groups placed on it come here
             await self._load_coordinated(index)
-        if self.store.get_topic(stream, topic) is None:
-            return
-        try:
-            await self.store.partition(stream, topic, index).refresh()
-        except storage.StorageError as exc:
-            log.warning("cannot refresh %s:%s/%d on becoming its leader: %s", stream, topic, index, exc)
 
     async def _load_coordinated(self, index: int) -> bool:
         """Load the groups and transactional ids placed on __consumer_offsets partition `index`.

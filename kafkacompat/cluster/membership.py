@@ -48,7 +48,7 @@ def coordinator_partition(key: str, partitions: int) -> int:
     return (0 if h == -(1 << 31) else abs(h)) % partitions
 
 
-async def _nothing(key: PartitionKey) -> None:
+async def _nothing(key: object) -> None:
     return None
 
 
@@ -60,8 +60,11 @@ class ClusterView(abc.ABC):
         # the cloud store's tables share the leader table's database: a partition's leader epochs
         # start above the epochs the store stamped its batches with (leadership.add_missing)
         self.store_epochs = False
+        # awaited once with every partition a look at the table made this broker the leader of, before
+        # on_leadership_gained for each (the broker reads their offsets afresh, all in one go)
+        self.on_leadership_gaining: Callable[[list[PartitionKey]], Awaitable[None]] = _nothing
         # awaited with a partition key when this broker becomes its leader, before it serves it
-        # (the broker reads the partition's offsets afresh and rebuilds producer state from the log)
+        # (the broker rebuilds producer state from the log, loads a coordinator partition's state)
         self.on_leadership_gained: Callable[[PartitionKey], Awaitable[None]] = _nothing
         # awaited with a partition key when this broker stops leading it (moved away, or its lease lost)
         self.on_leadership_lost: Callable[[PartitionKey], Awaitable[None]] = _nothing

@@ -422,6 +422,8 @@ class PostgresCluster(ClusterView):
         self._led = {key: epoch for key, epoch in self._led.items() if led.get(key) == epoch}
         self._note_moved_away(lost, rows)
         await self._lose(lost)
+        if gained:
+            await self.on_leadership_gaining(gained)
         for key in gained:  # each served once caught up with what the previous leader appended
             await self.on_leadership_gained(key)
             if self._registration != registration:  # the lease lapsed meanwhile: the rows read are stale

@@ -630,6 +630,15 @@ class CloudStore(NamespaceStore):
         except (*database_errors(), OSError) as exc:  # late, not lost: readers re-read on reconnect or a move
             log.debug("announcing partitions %s failed: %s", pids, exc)
 
+    async def refresh_many(self, keys: Sequence[tuple[str, str, int]]) -> None:
+        parts = []
+        for stream, name, index in keys:
+            try:
+                parts.append(self.partition(stream, name, index))
+            except StorageError:
+                continue
+        await self.refresh_partitions(parts)
+
     async def refresh_partitions(self, parts: list[CloudPartition]) -> None:
         """Read the partitions' offsets from the database (after a missed notification, or before an error)."""
         if not parts:
