@@ -39,6 +39,8 @@ OTHER_VARIABLES = {
     "REFERENCE_PORT": "a running Kafka 4.1 the differential tests use instead of starting one",
     "KAFKA_HOME": "the Apache Kafka 4.1 installation the compaction tests compare with",
     "TEST_STORE": "the engine of the tests' default broker: memory or cloud (PostgreSQL + S3, started by the tests)",
+    "TEST_WORKERS": "the pytest-xdist workers tests/run.sh runs the suite on (2; 0: one process)",
+    "KEEP_LOGS": "a folder where tests keep a copy of the log of each broker they start as a process",
 }
 
 
