@@ -27,6 +27,13 @@ def cloud_args() -> list[str]:
 
 
 @pytest.fixture
+def store_and_cluster(cloud_args: list[str]) -> Iterator[tuple[str, BrokerCluster]]:
+    """Three brokers of one cluster, and their store's database URL."""
+    with BrokerCluster(3, cloud_args) as running:
+        yield cloud_args[cloud_args.index("--store") + 1], running
+
+
+@pytest.fixture
 def http_cluster(cloud_args: list[str]) -> Iterator[BrokerCluster]:
     """Two brokers of one cluster, each with its HTTP port (REST, console) as `broker.http_port`."""
     running = BrokerCluster(2, cloud_args)

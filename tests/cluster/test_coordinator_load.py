@@ -13,43 +13,17 @@ heartbeat and the data path, which use other tables, go on.
 from __future__ import annotations
 
 import asyncio
-import logging
 import time
-from collections.abc import Iterator
 
 import asyncpg
 import pytest
 from confluent_kafka import Producer
 
 from kafkacompat.cluster.membership import coordinator_partition
-from kafkacompat.testing.cluster import BrokerCluster, cloud_cluster_args
-from kafkacompat.testing.services import ServiceUnavailable
+from tests.cluster.client_log import ClientLog
 from tests.cluster.test_shared_store import create_topic, leaders, read_all
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
-
-LEASE_MS, HEARTBEAT_MS = 2000, 200
-
-
-@pytest.fixture
-def store_and_cluster() -> Iterator[tuple[str, BrokerCluster]]:
-    try:
-        args = cloud_cluster_args(LEASE_MS, HEARTBEAT_MS)
-    except ServiceUnavailable as exc:
-        pytest.skip(str(exc))
-    with BrokerCluster(3, args) as running:
-        yield args[args.index("--store") + 1], running
-
-
-class Lines(logging.Handler):
-    """librdkafka's log lines, as a producer with `debug` on shows them to its application."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.lines: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.lines.append(record.getMessage())
 
 
 async def until(what: str, check, timeout: float) -> None:
@@ -63,12 +37,9 @@ async def test_a_commit_waits_for_a_coordinator_that_cannot_load_the_transaction
     database, cluster = store_and_cluster
     topic = await asyncio.to_thread(create_topic, cluster.bootstrap, 1)
     txn = f"load-{topic}"
-    seen = Lines()
-    logger = logging.getLogger(f"rdkafka-{txn}")
-    logger.addHandler(seen)
-    logger.setLevel(logging.DEBUG)  # librdkafka's debug lines come at DEBUG
+    seen = ClientLog(f"rdkafka-{txn}")
     producer = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": txn, "debug": "eos"},
-                        logger=logger)
+                        logger=seen.logger)
     await asyncio.to_thread(producer.init_transactions, 30)
     producer.begin_transaction()
     producer.produce(topic, value=b"in-txn", partition=0)
@@ -96,7 +67,7 @@ async def test_a_commit_waits_for_a_coordinator_that_cannot_load_the_transaction
         if renamed:
             await db.execute("ALTER TABLE kc_state_away RENAME TO kc_state")
         await db.close()
-        logger.removeHandler(seen)
+        seen.close()
     others = [b for b in cluster.brokers if b is not old]
     records = await asyncio.to_thread(read_all, others[0].bootstrap, topic, 1, 1)
     assert [value for _, _, value in records] == [b"in-txn"]  # committed: a read_committed reader sees it

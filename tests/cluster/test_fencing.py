@@ -15,7 +15,6 @@ import datetime
 import os
 import signal
 import time
-from collections.abc import Iterator
 
 import asyncpg
 import pytest
@@ -23,26 +22,13 @@ from confluent_kafka import Producer
 from kafkacompat.protocol.messages import make
 from kafkacompat.protocol.records import Record, build_batch
 
-from kafkacompat.testing.cluster import BrokerCluster, cloud_cluster_args
-from kafkacompat.testing.services import ServiceUnavailable
 from tests.cluster.test_shared_store import create_topic, leaders, read_all
 from tests.wire import Wire
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 
-LEASE_MS, HEARTBEAT_MS = 2000, 200
 NOT_LEADER_OR_FOLLOWER = 6
 PRODUCE_V = 9
-
-
-@pytest.fixture
-def store_and_cluster() -> Iterator[tuple[str, BrokerCluster]]:
-    try:
-        args = cloud_cluster_args(LEASE_MS, HEARTBEAT_MS)
-    except ServiceUnavailable as exc:
-        pytest.skip(str(exc))
-    with BrokerCluster(3, args) as running:
-        yield args[args.index("--store") + 1], running
 
 
 def produce_request(topic: str, records: bytes) -> object:

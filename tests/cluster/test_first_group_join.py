@@ -21,7 +21,6 @@ that broker caught up, and librdkafka looked the coordinator up again.
 from __future__ import annotations
 
 import datetime
-import logging
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -35,21 +34,13 @@ from kafkacompat.broker.cluster import OFFSETS_TOPIC
 from kafkacompat.cluster.leadership import preferred_leader
 from kafkacompat.cluster.membership import coordinator_partition
 from kafkacompat.testing.cluster import BrokerCluster
+from tests.cluster.client_log import ClientLog
 from tests.cluster.test_shared_store import create_topic
 from tests.wire import Wire
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 
 GROUP, OFFSETS_PARTITIONS = "first-group", 50
-
-
-class _Lines(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__()
-        self.lines: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.lines.append(record.getMessage())
 
 
 @pytest.fixture
@@ -63,12 +54,9 @@ def test_the_first_group_on_a_fresh_cluster_joins_once(cluster: BrokerCluster) -
     index = coordinator_partition(GROUP, OFFSETS_PARTITIONS)
     coordinator = preferred_leader([1, 2, 3], ("/default", OFFSETS_TOPIC, index))  # where the new row puts it
     asked = next(b for n, b in enumerate(cluster.brokers, 1) if n != coordinator)
-    lines = _Lines()
-    logger = logging.getLogger("rdkafka-first-group")
-    logger.addHandler(lines)
-    logger.setLevel(logging.DEBUG)
+    lines = ClientLog("rdkafka-first-group")
     consumer = Consumer({"bootstrap.servers": asked.bootstrap, "group.id": GROUP, "debug": "cgrp",
-                         "logger": logger, "auto.offset.reset": "earliest"})
+                         "logger": lines.logger, "auto.offset.reset": "earliest"})
     assigned: list[int] = []
     try:
         consumer.subscribe([topic], on_assign=lambda _, parts: assigned.append(len(parts)))

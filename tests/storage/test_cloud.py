@@ -47,6 +47,21 @@ async def eventually(check, timeout: float = 5.0) -> None:
         await asyncio.sleep(0.01)
 
 
+def statements_sent(monkeypatch) -> list[str]:
+    """From now on, every statement any asyncpg connection of this process sends with arguments."""
+    import asyncpg.connection
+
+    sent: list[str] = []
+    real = asyncpg.connection.Connection._execute
+
+    async def counted(self, query, *args, **kwargs):
+        sent.append(query)
+        return await real(self, query, *args, **kwargs)
+
+    monkeypatch.setattr(asyncpg.connection.Connection, "_execute", counted)
+    return sent
+
+
 async def read_all(part) -> list[int]:
     """Offsets of every record, reading as a consumer does (a read may return less than asked)."""
     offsets: list[int] = []
@@ -863,7 +878,6 @@ async def test_a_store_opening_on_thousands_of_topics_reads_them_in_a_few_statem
     before the broker listened (issue 32). Counted here: the statements opening sends with 2,000
     topics present do not grow with them."""
     import asyncpg
-    import asyncpg.connection
 
     database, objects = _urls()
     first = storage.open_store(database, object_store=objects)
@@ -877,14 +891,7 @@ async def test_a_store_opening_on_thousands_of_topics_reads_them_in_a_few_statem
         await db.execute("INSERT INTO kc_partitions (topic_id, idx) SELECT id, i FROM kc_topics, generate_series(0, 1) i")
     finally:
         await db.close()
-    sent = []
-    real = asyncpg.connection.Connection._execute
-
-    async def counted(self, query, *args, **kwargs):
-        sent.append(query)
-        return await real(self, query, *args, **kwargs)
-
-    monkeypatch.setattr(asyncpg.connection.Connection, "_execute", counted)
+    sent = statements_sent(monkeypatch)
     st = storage.open_store(database, object_store=objects)
     await st.open()
     try:
@@ -898,8 +905,6 @@ async def test_partitions_gained_together_are_read_afresh_in_one_statement(pair,
     """A broker that becomes the leader of many partitions at once (its start, or a broker's death)
     reads their offsets afresh before serving them: one statement for all, where one each made a
     broker starting as the leader of 20,000 partitions spend 10 s on them. Unknown ones are left out."""
-    import asyncpg.connection
-
     a, b = pair
     await a.create_topic("/default", "many", 300)
     await eventually(lambda: b.get_topic("/default", "many") is not None)
@@ -908,14 +913,7 @@ async def test_partitions_gained_together_are_read_afresh_in_one_statement(pair,
         appended = st.append(batch(3), 3)
         b.writer.flush()
         await asyncio.wait_for(appended, 30)
-    sent = []
-    real = asyncpg.connection.Connection._execute
-
-    async def counted(self, query, *args, **kwargs):
-        sent.append(query)
-        return await real(self, query, *args, **kwargs)
-
-    monkeypatch.setattr(asyncpg.connection.Connection, "_execute", counted)
+    sent = statements_sent(monkeypatch)
     await a.refresh_many([("/default", "many", i) for i in range(300)] + [("/default", "gone", 0)])
     assert len(sent) == 1, sent
     assert [a.partition("/default", "many", i).high_watermark for i in (0, 1, 299)] == [3, 0, 3]
