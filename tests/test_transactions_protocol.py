@@ -12,12 +12,15 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import sys
+import threading
+import time
 import uuid
 
 import pytest
 from kafkacompat.protocol.control_records import set_attributes
 from kafkacompat.protocol.messages import make
 from kafkacompat.protocol.records import ATTR_TRANSACTIONAL, Record, build_batch, iter_records
+from kafkacompat.storage import StorageUnavailableError
 from kio.schema.errors import ErrorCode
 
 from kafkacompat.testing import Broker
@@ -102,6 +105,37 @@ def test_stale_epochs_are_fenced_with_the_code_each_version_knows(broker: Broker
     assert init(wire, txn, pid=old.producer_id, epoch=old.producer_epoch - 1).error_code == ErrorCode.producer_fenced
     assert init(wire, txn, version=3, pid=old.producer_id, epoch=old.producer_epoch - 1).error_code == \
         ErrorCode.invalid_producer_epoch
+
+
+def test_an_end_while_the_last_commits_markers_are_owed_is_concurrent_transactions(
+        broker: Broker, wire: Wire, topic: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The store refuses a commit's markers (an outage): the commit is decided (PrepareCommit stored) and
+    answered, and finished in the background. The producer's next transaction, aborted before anything
+    was added to it, sends EndTxn(abort) meanwhile. Kafka's coordinator answers any EndTxn while its
+    transition to Complete* is pending CONCURRENT_TRANSACTIONS (retriable); INVALID_TXN_STATE here was
+    fatal to librdkafka producers in the cloud fault campaign, just after a database outage began."""
+    coordinator = broker.server.cluster.transactions
+    real, away = coordinator._write_markers, threading.Event()
+
+    async def refused(meta, control):
+        if away.is_set():
+            raise StorageUnavailableError("writing the markers failed: the database is unavailable")
+        await real(meta, control)
+
+    monkeypatch.setattr(coordinator, "_write_markers", refused)
+    started = init(wire, "owed")
+    pid, epoch = started.producer_id, started.producer_epoch
+    assert add_partitions(wire, "owed", pid, epoch, topic) == [ErrorCode.none]
+    assert produce_txn(wire, "owed", topic, txn_batch(pid, epoch, 0, b"in")) == ErrorCode.none
+    away.set()
+    assert end_txn(wire, "owed", pid, epoch, True) == ErrorCode.none  # decided; its markers are owed
+    assert end_txn(wire, "owed", pid, epoch, False) == ErrorCode.concurrent_transactions
+    assert end_txn(wire, "owed", pid, epoch, True) == ErrorCode.concurrent_transactions
+    away.clear()
+    deadline = time.monotonic() + 30
+    while end_txn(wire, "owed", pid, epoch, True) != ErrorCode.none:  # the retry of a finished commit
+        assert time.monotonic() < deadline, "the commit was never finished after the store came back"
+        time.sleep(0.1)
 
 
 def test_unknown_partitions_fail_the_whole_add(wire: Wire, topic: str) -> None:

@@ -581,8 +581,12 @@ class TransactionCoordinator:
             wanted = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
             if meta.state is wanted:
                 return ErrorCode.none, meta.producer_id, meta.producer_epoch  # a retry of the EndTxn that finished it
-            if meta.state is (TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT):
-                return ErrorCode.concurrent_transactions, -1, -1  # a retry while it is being finished (Kafka's answer)
+            if _unfinished(meta):
+                # A retry while it is being finished, or the next transaction's end (an abort) while the last
+                # one's markers are still owed: Kafka's coordinator answers any EndTxn while its transition to
+                # Complete* is pending so (TransactionCoordinator.endTransaction). INVALID_TXN_STATE here was
+                # fatal to the producer whose commit the store's outage held in PrepareCommit.
+                return ErrorCode.concurrent_transactions, -1, -1
             if meta.state is not TxnState.ONGOING:
                 return self._invalid_end(meta, commit), -1, -1
             meta.state = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
