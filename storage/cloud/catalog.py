@@ -86,8 +86,7 @@ async def read_topics(conn: Any, path: str) -> list[tuple[TopicInfo, list[Any]]]
     by_topic: dict[Any, list[Any]] = {}
     for r in parts:
         by_topic.setdefault(r["topic_id"], []).append(r)
-    return [(TopicInfo(path, r["name"], r["id"], r["partitions"], json.loads(r["configs"]), r["created_ms"]),
-             by_topic.get(r["id"], [])) for r in topics]
+    return [(_topic_info(path, r["name"], r), by_topic.get(r["id"], [])) for r in topics]
 
 
 async def read_topic(conn: Any, path: str, name: str) -> tuple[TopicInfo, list[Any]] | None:
@@ -97,7 +96,12 @@ async def read_topic(conn: Any, path: str, name: str) -> tuple[TopicInfo, list[A
     if row is None:
         return None
     parts = await conn.fetch(PARTITION_ROWS, row["id"])
-    return TopicInfo(path, name, row["id"], row["partitions"], json.loads(row["configs"]), row["created_ms"]), parts
+    return _topic_info(path, name, row), parts
+
+
+def _topic_info(path: str, name: str, row: Any) -> TopicInfo:
+    """A kc_topics row (id, partitions, configs as text, created_ms) as the store's TopicInfo."""
+    return TopicInfo(path, name, row["id"], row["partitions"], json.loads(row["configs"]), row["created_ms"])
 
 
 async def read_cursors(conn: Any, path: str, group: str) -> dict[tuple[str, int], Cursor]:

@@ -640,24 +640,22 @@ class CloudStore(NamespaceStore):
         of 100,000 partitions made 100,000 objects for it): its row is brought up to date instead."""
         pids = []
         for stream, name, index in keys:
-            topic = self._streams[stream].topics.get(name) if stream in self._streams else None
-            row = None if topic is None else self._rows.get((topic.id_hex, index))
+            try:
+                row = self._rows.get((self._topic(stream, name).id_hex, index))
+            except StorageError:  # unknown here: nothing stale to refresh
+                continue
             if row is not None:
                 pids.append(row[0])
-        if pids:
-            self._apply_rows(await self.index.fetch("SELECT id, next_offset, log_start, leader_epoch FROM kc_partitions "
-                                                    "WHERE id = ANY($1)", pids))
+        await self._refresh_pids(pids)
 
     async def refresh_partitions(self, parts: list[CloudPartition]) -> None:
         """Read the partitions' offsets from the database (after a missed notification, or before an error)."""
-        if not parts:
-            return
-        rows = await self.index.fetch("SELECT id, next_offset, log_start, leader_epoch FROM kc_partitions "
-                                 "WHERE id = ANY($1)", [p.pid for p in parts])
-        for r in rows:
-            part = self._by_pid.get(r["id"])
-            if part is not None:
-                part.moved(r["next_offset"], r["log_start"], r["leader_epoch"])
+        await self._refresh_pids([p.pid for p in parts])
+
+    async def _refresh_pids(self, pids: list[int]) -> None:
+        if pids:
+            self._apply_rows(await self.index.fetch("SELECT id, next_offset, log_start, leader_epoch FROM kc_partitions "
+                                                    "WHERE id = ANY($1)", pids))
 
     # log compaction -------------------------------------------------------------------------
 
