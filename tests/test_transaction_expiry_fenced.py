@@ -5,7 +5,8 @@ so past transactional.id.expiration.ms, while its successor has loaded the id an
 it since. Its expiration sweep deleted the successor's row (issue 28: a producer whose id vanishes
 from the store gets a new producer id at its next coordinator, and its old epoch fences nothing).
 The sweep's deletions are now fenced as the id's other writes are; an id whose coordinator moved
-is left to the successor.
+is left to the successor. And an id started again while its deletion is being stored keeps the
+new row.
 
 One broker, in process, plays the deposed coordinator: its `state_fence` says NotLeaderError for
 one id, as Cluster.coordinator_fence does once the id's __consumer_offsets partition moved.
@@ -13,6 +14,7 @@ one id, as Cluster.coordinator_fence does once the id's __consumer_offsets parti
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -82,3 +84,55 @@ def test_a_deletion_the_store_refuses_as_deposed_keeps_the_ids(idle_ids: Any,
     monkeypatch.undo()
     assert {MOVED, STILL_HERE} <= _stored(coordinator)
     assert {MOVED, STILL_HERE} <= set(coordinator.transactions)
+
+
+class _WatchedLock(asyncio.Lock):
+    """An id's lock that counts who asked for it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.asked = 0
+        self.asked_again = asyncio.Event()
+
+    async def acquire(self) -> bool:
+        self.asked += 1
+        if self.asked > 1:
+            self.asked_again.set()
+        return await super().acquire()
+
+
+def test_an_id_started_again_while_its_deletion_is_stored_stays_stored(idle_ids: Any,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """InitProducerId for an expiring id while the sweep's deletion is on its way to the store: the
+    request waits for the deletion, then starts the id afresh, and that row stays. (The sweep forgot
+    the ids before writing, so the request made and stored the id first, and the deletion then
+    removed its row: a producer the next coordinator would not know, its transaction never ended.)"""
+    broker, coordinator = idle_ids
+    original = coordinator.store.put_state
+
+    async def scenario() -> tuple[Any, int]:
+        deleting, gate = asyncio.Event(), asyncio.Event()
+
+        async def held_deletion(stream: str, table: str, rows: dict[str, Any], **kwargs: Any) -> Any:
+            if table == TRANSACTIONS_TABLE and STILL_HERE in rows and rows[STILL_HERE] is None:
+                deleting.set()
+                await gate.wait()
+            return await original(stream, table, rows, **kwargs)
+
+        monkeypatch.setattr(coordinator.store, "put_state", held_deletion)
+        lock = coordinator._locks[STILL_HERE] = _WatchedLock()
+        sweep = asyncio.create_task(coordinator.remove_expired())
+        await asyncio.wait_for(deleting.wait(), 10)
+        init = asyncio.create_task(coordinator.init_producer_id(STILL_HERE, 60_000, -1, -1))
+        asked_again = asyncio.create_task(lock.asked_again.wait())
+        await asyncio.wait({init, asked_again}, timeout=10, return_when=asyncio.FIRST_COMPLETED)
+        assert lock.asked > 1, "InitProducerId never asked for the id's lock"
+        gate.set()
+        removed = await asyncio.wait_for(sweep, 10)
+        return await asyncio.wait_for(init, 10), removed
+
+    (error, producer_id, epoch), removed = broker.call(scenario())
+    assert removed == 2
+    assert error == 0 and producer_id >= 0 and epoch == 0
+    assert STILL_HERE in _stored(coordinator), "the sweep's deletion removed the row of an id started again"
+    assert coordinator.transactions[STILL_HERE].producer_id == producer_id

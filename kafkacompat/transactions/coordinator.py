@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import dataclasses
 import json
 import logging
@@ -805,31 +806,49 @@ class TransactionCoordinator:
         the id as it last saw it, idle, while its successor has loaded it and
         may have written it since; unfenced, its sweep deleted the successor's
         row. An id whose coordinator moved is left to the successor's sweep.
+
+        Each id's lock is held until its deletion is stored, and only then is
+        it forgotten here: an InitProducerId for it meanwhile waits, and then
+        starts it afresh. Forgotten before the write, the id was made again
+        and stored by such a request, and the sweep's late deletion removed
+        that row (a producer in a transaction the store no longer knew, so
+        the next coordinator would never end it); and a store that refused
+        the deletion left the id stored but forgotten here.
         """
         cutoff = self._clock() - self.config.transactional_id_expiration_ms
         by_fence: dict[storage.StateFence | None, list[TransactionMetadata]] = collections.defaultdict(list)
-        for meta in list(self.transactions.values()):
-            if meta.state not in EXPIRABLE or meta.update_ms > cutoff:
-                continue
-            async with self._locks[meta.transactional_id]:
-                if self.transactions.get(meta.transactional_id) is meta and meta.state in EXPIRABLE \
-                        and meta.update_ms <= cutoff:
-                    try:
-                        fence = self.state_fence(meta.transactional_id)
-                    except storage.NotLeaderError:
-                        continue  # its coordinator moved: the successor expires it
-                    del self.transactions[meta.transactional_id]
-                    by_fence[fence].append(meta)
+        async with contextlib.AsyncExitStack() as held:
+            for meta in list(self.transactions.values()):
+                if meta.state not in EXPIRABLE or meta.update_ms > cutoff:
+                    continue
+                lock = self._locks[meta.transactional_id]
+                await lock.acquire()
+                if self.transactions.get(meta.transactional_id) is not meta or meta.state not in EXPIRABLE \
+                        or meta.update_ms > cutoff:
+                    lock.release()
+                    continue
+                try:
+                    fence = self.state_fence(meta.transactional_id)
+                except storage.NotLeaderError:
+                    lock.release()
+                    continue  # its coordinator moved: the successor expires it
+                held.callback(lock.release)
+                by_fence[fence].append(meta)
+            return await self._delete_expired(by_fence)
+
+    async def _delete_expired(self, by_fence: dict[storage.StateFence | None, list[TransactionMetadata]]) -> int:
+        """Store the deletions, each group under its fence; forget here the ids whose deletion was stored."""
         expired = 0
         for fence, metas in by_fence.items():
             try:
                 await self.store.put_state(self.store.default_stream, TRANSACTIONS_TABLE,
                                            dict.fromkeys(meta.transactional_id for meta in metas), fence=fence)
             except storage.NotLeaderError:  # deposed meanwhile: the ids stay where the store has them
-                for meta in metas:
-                    self.transactions.setdefault(meta.transactional_id, meta)
                 log.info("%d expired transactional id(s) not removed here: their coordinator moved", len(metas))
                 continue
+            for meta in metas:
+                if self.transactions.get(meta.transactional_id) is meta:  # not let go of meanwhile
+                    del self.transactions[meta.transactional_id]
             expired += len(metas)
         if expired:
             log.info("removed %d expired transactional ids", expired)
