@@ -54,7 +54,8 @@ def _metadata_answer(version: int, topics: int) -> object:
 def test_sliced_encoding_is_the_bytes_kio_writes(version: int) -> None:
     for topics in (1, 3, 200):
         answer = _metadata_answer(version, topics)
-        chunks = asyncio.run(encode_with_array(3, version, answer, "topics", answer.topics, lambda t: t, Slicer()))
+        chunks = asyncio.run(encode_with_array(3, version, answer, "topics", answer.topics, encode_body, Slicer(),
+                                               sample=answer.topics[-1]))
         assert b"".join(chunks) == encode_body(answer)
 
 

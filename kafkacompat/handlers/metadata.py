@@ -12,7 +12,8 @@ from __future__ import annotations
 import uuid
 from typing import Any, Protocol
 
-from kafkacompat.protocol.messages import MalformedRequestError
+from kafkacompat.protocol.messages import MalformedRequestError, encode_body
+from kafkacompat.protocol.metadata_response import PartitionRoute, encode_topic
 from kafkacompat.storage import TopicInfo
 
 from ..broker.cluster import TopicError
@@ -40,32 +41,47 @@ class Reaches(Topics, Placement, Security, Protocol):
 
 
 
-def _topic_entry(ctx: Request[Reaches], m: Any, name: str, info: TopicInfo, ops: int) -> Any:
-    cluster = ctx.cluster
-    partitions = []
+def _routes(cluster: Reaches, info: TopicInfo) -> list[PartitionRoute]:
+    routes = []
     for index in range(info.partitions):
         error, node, epoch = cluster.routing(info, index)
         replicas = (node,) if node >= 0 else ()
-        partitions.append(make(
-            m.MetadataResponsePartition,
-            error_code=error,
-            partition_index=index,
-            leader_id=node,
-            leader_epoch=epoch,
-            replica_nodes=replicas,
-            isr_nodes=replicas,
-            offline_replicas=(),
-        ))
+        routes.append(PartitionRoute(error, index, node, epoch, replicas, replicas))
+    return routes
+
+
+def _operations(ctx: Request[Reaches], info: TopicInfo, ops: int) -> int:
+    cluster = ctx.cluster
+    return ops if ops == UNSET_OPERATIONS else cluster.authorizer.operations(
+        ctx, ResourceType.TOPIC, canonical_name(info.stream, info.name, cluster.default_stream), ops, info.stream)
+
+
+def _topic_entry(ctx: Request[Reaches], m: Any, name: str, info: TopicInfo, ops: int) -> Any:
+    """A found topic's entry as a kio entity (answers about fewer than ENCODED_FROM topics)."""
     return make(
         m.MetadataResponseTopic,
         error_code=ErrorCode.none,
         name=name,
         topic_id=info.topic_id,
-        is_internal=cluster.is_internal(info),
-        partitions=tuple(partitions),
-        topic_authorized_operations=ops if ops == UNSET_OPERATIONS else cluster.authorizer.operations(
-            ctx, ResourceType.TOPIC, canonical_name(info.stream, info.name, cluster.default_stream), ops, info.stream),
+        is_internal=ctx.cluster.is_internal(info),
+        partitions=tuple(make(
+            m.MetadataResponsePartition,
+            error_code=route.error_code,
+            partition_index=route.partition_index,
+            leader_id=route.leader_id,
+            leader_epoch=route.leader_epoch,
+            replica_nodes=route.replica_nodes,
+            isr_nodes=route.isr_nodes,
+            offline_replicas=(),
+        ) for route in _routes(ctx.cluster, info)),
+        topic_authorized_operations=_operations(ctx, info, ops),
     )
+
+
+def _topic_bytes(ctx: Request[Reaches], name: str, info: TopicInfo, ops: int) -> bytes:
+    """The same entry written by hand (big answers: kio's writer took two thirds of their time)."""
+    return encode_topic(ctx.version, ErrorCode.none, name, info.topic_id, ctx.cluster.is_internal(info),
+                        _routes(ctx.cluster, info), _operations(ctx, info, ops))
 
 
 def _error_entry(m: Any, name: str | None, code: ErrorCode, topic_id: Any = None) -> Any:
@@ -150,15 +166,10 @@ async def handle(ctx: Request[Reaches], request: Any) -> Any:
             entries.append((name, info))
     await cluster.settle([entry[1] for entry in entries if isinstance(entry, tuple)])
 
-    def build(entry: Any) -> Any:
-        if not isinstance(entry, tuple):
-            return entry
-        name, info = entry
-        return _topic_entry(ctx, m, name, info, ops)
-
     big = len(entries) >= ENCODED_FROM
     if not big:
-        entries = [build(entry) for entry in entries]
+        entries = [_topic_entry(ctx, m, entry[0], entry[1], ops) if isinstance(entry, tuple) else entry
+                   for entry in entries]
     answer = make(
         m.MetadataResponse,
         throttle_time=NO_THROTTLE,
@@ -174,4 +185,9 @@ async def handle(ctx: Request[Reaches], request: Any) -> Any:
     )
     if not big:
         return answer  # a kio entity, which injected faults and error counts read
-    return await encode_with_array(ctx.header.api_key, version, answer, "topics", entries, build, slicer)
+
+    def encoded(entry: Any) -> bytes:
+        return _topic_bytes(ctx, entry[0], entry[1], ops) if isinstance(entry, tuple) else encode_body(entry)
+
+    return await encode_with_array(ctx.header.api_key, version, answer, "topics", entries, encoded, slicer,
+                                   sample=_error_entry(m, "", ErrorCode.none))

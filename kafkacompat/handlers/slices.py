@@ -43,32 +43,37 @@ class Slicer:
 
 
 async def encode_with_array(
-    api_key: int, version: int, body: Any, field: str, items: Sequence[T], build: Callable[[T], Any],
-    slicer: Slicer,
+    api_key: int, version: int, body: Any, field: str, items: Sequence[T], encode_item: Callable[[T], bytes],
+    slicer: Slicer, sample: Any,
 ) -> list[bytes]:
-    """`body` with `build(item)` for each of `items` as its array `field`: the bytes kio would write.
+    """`body` with the encoded `items` as its array `field`: the bytes kio would write.
 
-    Each entry is built and encoded on its own and dropped at once: only
-    bytes (which the garbage collector does not track) outlive it, so a big
-    answer does not promote a million short-lived objects to the oldest
+    `encode_item` writes one entry (kio's `encode_body` of an entity built
+    for it, or a hand encoder's bytes); `sample` is any one entry as a kio
+    entity. Each entry is built and encoded on its own and dropped at once:
+    only bytes (which the garbage collector does not track) outlive it, so a
+    big answer does not promote a million short-lived objects to the oldest
     generation, whose collections stop the loop for as long as the heap is
-    big. kio encodes `body` with the array empty and with its first entry
-    only; where the two first differ is the array's length, so the entries
-    go between what precedes it and what follows it.
+    big. kio encodes `body` with the array empty and with `sample` alone in
+    it; where the two first differ is the array's length, so the entries go
+    between what precedes it and what follows it.
     """
     empty = encode_body(dataclasses.replace(body, **{field: ()}))
     if not items:
         return [empty]
     flexible = is_flexible(api_key, version)
-    first_entry = build(items[0])
-    first = encode_body(dataclasses.replace(body, **{field: (first_entry,)}))
+    first = encode_body(dataclasses.replace(body, **{field: (sample,)}))
     differs = next(i for i, (a, b) in enumerate(zip(empty, first)) if a != b)
     start = differs if flexible else differs - 3  # a compact length is one byte here, an INT32 four
     end = start + (1 if flexible else 4)
-    chunks = [empty[:start] + (uvarint(len(items) + 1) if flexible else len(items).to_bytes(4, "big")),
-              encode_body(first_entry)]
-    for offset in range(1, len(items), 64):
-        chunks.append(b"".join(encode_body(build(item)) for item in items[offset:offset + 64]))
+    chunks = [empty[:start] + (uvarint(len(items) + 1) if flexible else len(items).to_bytes(4, "big"))]
+    for offset in range(0, len(items), 64):
+        chunks.append(b"".join(encode_item(item) for item in items[offset:offset + 64]))
         await slicer.pause()
     chunks.append(empty[end:])
     return chunks
+
+
+def kio_items(build: Callable[[T], Any]) -> Callable[[T], bytes]:
+    """An `encode_item` from a function that builds an entry's kio entity."""
+    return lambda item: encode_body(build(item))
