@@ -73,7 +73,3 @@ async def encode_with_array(
     chunks.append(empty[end:])
     return chunks
 
-
-def kio_items(build: Callable[[T], Any]) -> Callable[[T], bytes]:
-    """An `encode_item` from a function that builds an entry's kio entity."""
-    return lambda item: encode_body(build(item))
