@@ -30,6 +30,7 @@ from typing import NamedTuple
 
 from .varints import uvarint
 
+METADATA, DESCRIBE_TOPIC_PARTITIONS = 3, 75
 FLEXIBLE_FROM = 9  # Metadata's first flexible version
 
 _I16 = struct.Struct(">h")
@@ -103,7 +104,8 @@ def _topic(version: int, elr: bool, error_code: int, name: str | None, topic_id:
     return b"".join(parts)
 
 
-def encode_metadata_topic(
+def encode_topic_entry(
+    api_key: int,
     version: int,
     error_code: int,
     name: str | None,
@@ -112,22 +114,12 @@ def encode_metadata_topic(
     partitions: Sequence[PartitionRoute],
     authorized_operations: int,
 ) -> bytes:
-    """One MetadataResponseTopic of response version `version`: the bytes kio writes for it."""
-    if not 0 <= version <= 12:
-        raise ValueError(f"Metadata v{version} is not encoded here (v0-12 are)")
-    return _topic(version, False, error_code, name, topic_id, is_internal, partitions, authorized_operations)
-
-
-def encode_described_topic(
-    version: int,
-    error_code: int,
-    name: str | None,
-    topic_id: uuid.UUID | None,
-    is_internal: bool,
-    partitions: Sequence[PartitionRoute],
-    authorized_operations: int,
-) -> bytes:
-    """One DescribeTopicPartitionsResponseTopic of response version `version`: the bytes kio writes for it."""
-    if version != 0:
-        raise ValueError(f"DescribeTopicPartitions v{version} is not encoded here (v0 is)")
-    return _topic(12, True, error_code, name, topic_id, is_internal, partitions, authorized_operations)
+    """One topic entry of a Metadata or DescribeTopicPartitions response of `version`: the bytes kio writes for it."""
+    if api_key == METADATA and 0 <= version <= 12:
+        layout, elr = version, False
+    elif api_key == DESCRIBE_TOPIC_PARTITIONS and version == 0:
+        layout, elr = 12, True
+    else:
+        raise ValueError(f"API {api_key} v{version} is not encoded here (Metadata v0-12 and "
+                         "DescribeTopicPartitions v0 are)")
+    return _topic(layout, elr, error_code, name, topic_id, is_internal, partitions, authorized_operations)

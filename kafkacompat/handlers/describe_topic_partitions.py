@@ -18,7 +18,7 @@ import uuid
 import weakref
 from typing import Any, Protocol
 
-from kafkacompat.protocol.topic_entries import PartitionRoute, encode_described_topic
+from kafkacompat.protocol.topic_entries import PartitionRoute, encode_topic_entry
 from kafkacompat.storage import TopicInfo
 
 from ..broker.cluster import TopicError
@@ -192,7 +192,7 @@ def _topic_bytes(ctx: Request[Reaches], entry: PageEntry) -> bytes:
     cluster = ctx.cluster
     name, info, error, first, last = entry
     if info is None:
-        return encode_described_topic(ctx.version, error, name, None, False, (), ALL_TOPIC_OPERATIONS)
-    return encode_described_topic(ctx.version, ErrorCode.none, name, info.topic_id, cluster.is_internal(info),
-                                  [_route(cluster, info, index) for index in range(first, last)],
-                                  _operations(ctx, info))
+        return encode_topic_entry(ctx.header.api_key, ctx.version, error, name, None, False, (), ALL_TOPIC_OPERATIONS)
+    return encode_topic_entry(ctx.header.api_key, ctx.version, ErrorCode.none, name, info.topic_id,
+                              cluster.is_internal(info), [_route(cluster, info, index) for index in range(first, last)],
+                              _operations(ctx, info))

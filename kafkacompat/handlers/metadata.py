@@ -13,7 +13,7 @@ import uuid
 from typing import Any, Protocol
 
 from kafkacompat.protocol.messages import MalformedRequestError, encode_body
-from kafkacompat.protocol.topic_entries import PartitionRoute, encode_metadata_topic
+from kafkacompat.protocol.topic_entries import PartitionRoute, encode_topic_entry
 from kafkacompat.storage import TopicInfo
 
 from ..broker.cluster import TopicError
@@ -80,8 +80,8 @@ def _topic_entry(ctx: Request[Reaches], m: Any, name: str, info: TopicInfo, ops:
 
 def _topic_bytes(ctx: Request[Reaches], name: str, info: TopicInfo, ops: int) -> bytes:
     """The same entry written by hand (big answers: kio's writer took two thirds of their time)."""
-    return encode_metadata_topic(ctx.version, ErrorCode.none, name, info.topic_id, ctx.cluster.is_internal(info),
-                        _routes(ctx.cluster, info), _operations(ctx, info, ops))
+    return encode_topic_entry(ctx.header.api_key, ctx.version, ErrorCode.none, name, info.topic_id,
+                              ctx.cluster.is_internal(info), _routes(ctx.cluster, info), _operations(ctx, info, ops))
 
 
 def _error_entry(m: Any, name: str | None, code: ErrorCode, topic_id: Any = None) -> Any:

@@ -7,12 +7,16 @@ import uuid
 
 import pytest
 from kafkacompat.protocol.messages import encode_body, make, response_module
-from kafkacompat.protocol.topic_entries import PartitionRoute, encode_described_topic, encode_metadata_topic
+from kafkacompat.protocol.topic_entries import (
+    DESCRIBE_TOPIC_PARTITIONS,
+    METADATA,
+    PartitionRoute,
+    encode_topic_entry,
+)
 from kio.schema.errors import ErrorCode
 
 from kafkacompat.handlers import SUPPORTED
 
-METADATA, DESCRIBE_TOPIC_PARTITIONS = 3, 75
 VERSIONS = range(SUPPORTED[METADATA][0], SUPPORTED[METADATA][1] + 1)
 NAMES = ["t", "orders", "/apps/iot:sensor-temperature", "ünïcødé-tøpic", "x" * 249]
 
@@ -28,17 +32,19 @@ def _routes(rng: random.Random) -> list[PartitionRoute]:
     return routes
 
 
-def _kio(version: int, name: str | None, topic_id: uuid.UUID, internal: bool, routes: list[PartitionRoute],
-         operations: int, error: int) -> bytes:
-    m = response_module(METADATA, version)
+def _kio(api_key: int, version: int, name: str | None, topic_id: uuid.UUID, internal: bool,
+         routes: list[PartitionRoute], operations: int, error: int) -> bytes:
+    m = response_module(api_key, version)
+    prefix = "Metadata" if api_key == METADATA else "DescribeTopicPartitions"
+    elr = () if api_key == METADATA else ("eligible_leader_replicas", "last_known_elr")  # nullable
     return encode_body(make(
-        m.MetadataResponseTopic,
+        getattr(m, f"{prefix}ResponseTopic"),
         error_code=ErrorCode(error),
         name=name,
         topic_id=topic_id,
         is_internal=internal,
         partitions=tuple(make(
-            m.MetadataResponsePartition,
+            getattr(m, f"{prefix}ResponsePartition"),
             error_code=ErrorCode(r.error_code),
             partition_index=r.partition_index,
             leader_id=r.leader_id,
@@ -46,6 +52,7 @@ def _kio(version: int, name: str | None, topic_id: uuid.UUID, internal: bool, ro
             replica_nodes=tuple(r.replica_nodes),
             isr_nodes=tuple(r.isr_nodes),
             offline_replicas=tuple(r.offline_replicas),
+            **{field: None if getattr(r, field) is None else tuple(getattr(r, field)) for field in elr},
         ) for r in routes),
         topic_authorized_operations=operations,
     ))
@@ -61,46 +68,21 @@ def test_a_topic_is_the_bytes_kio_writes(version: int) -> None:
         routes = _routes(rng)
         operations = rng.choice([-(2**31), 0, 3064])
         error = rng.choice([0, 3, 29])
-        ours = encode_metadata_topic(version, error, name, topic_id, internal, routes, operations)
-        assert ours == _kio(version, name, topic_id, internal, routes, operations, error), (version, case)
+        ours = encode_topic_entry(METADATA, version, error, name, topic_id, internal, routes, operations)
+        assert ours == _kio(METADATA, version, name, topic_id, internal, routes, operations, error), (version, case)
 
 
 def test_a_null_name_is_written_from_v12_and_refused_before() -> None:
     topic_id = uuid.uuid4()
-    assert encode_metadata_topic(12, 100, None, topic_id, False, [], -(2**31)) == \
-        _kio(12, None, topic_id, False, [], -(2**31), 100)
+    assert encode_topic_entry(METADATA, 12, 100, None, topic_id, False, [], -(2**31)) == \
+        _kio(METADATA, 12, None, topic_id, False, [], -(2**31), 100)
     with pytest.raises(ValueError, match="v12 only"):
-        encode_metadata_topic(11, 100, None, topic_id, False, [], -(2**31))
+        encode_topic_entry(METADATA, 11, 100, None, topic_id, False, [], -(2**31))
 
 
 def test_versions_it_does_not_know_are_refused() -> None:
     with pytest.raises(ValueError, match="v13"):
-        encode_metadata_topic(13, 0, "t", None, False, [], 0)
-
-
-def _kio_described(name: str | None, topic_id: uuid.UUID, internal: bool, routes: list[PartitionRoute],
-                   operations: int, error: int) -> bytes:
-    m = response_module(DESCRIBE_TOPIC_PARTITIONS, 0)
-    return encode_body(make(
-        m.DescribeTopicPartitionsResponseTopic,
-        error_code=ErrorCode(error),
-        name=name,
-        topic_id=topic_id,
-        is_internal=internal,
-        partitions=tuple(make(
-            m.DescribeTopicPartitionsResponsePartition,
-            error_code=ErrorCode(r.error_code),
-            partition_index=r.partition_index,
-            leader_id=r.leader_id,
-            leader_epoch=r.leader_epoch,
-            replica_nodes=tuple(r.replica_nodes),
-            isr_nodes=tuple(r.isr_nodes),
-            eligible_leader_replicas=None if r.eligible_leader_replicas is None else tuple(r.eligible_leader_replicas),
-            last_known_elr=None if r.last_known_elr is None else tuple(r.last_known_elr),
-            offline_replicas=tuple(r.offline_replicas),
-        ) for r in routes),
-        topic_authorized_operations=operations,
-    ))
+        encode_topic_entry(METADATA, 13, 0, "t", None, False, [], 0)
 
 
 def test_a_described_topic_is_the_bytes_kio_writes() -> None:
@@ -110,7 +92,8 @@ def test_a_described_topic_is_the_bytes_kio_writes() -> None:
         topic_id = uuid.UUID(int=rng.getrandbits(128))
         routes = _routes(rng)
         operations, error = rng.choice([-(2**31), 3064]), rng.choice([0, 3])
-        assert encode_described_topic(0, error, name, topic_id, case % 3 == 0, routes, operations) == \
-            _kio_described(name, topic_id, case % 3 == 0, routes, operations, error), case
+        internal = case % 3 == 0
+        ours = encode_topic_entry(DESCRIBE_TOPIC_PARTITIONS, 0, error, name, topic_id, internal, routes, operations)
+        assert ours == _kio(DESCRIBE_TOPIC_PARTITIONS, 0, name, topic_id, internal, routes, operations, error), case
     with pytest.raises(ValueError, match="v1"):
-        encode_described_topic(1, 0, "t", None, False, [], 0)
+        encode_topic_entry(DESCRIBE_TOPIC_PARTITIONS, 1, 0, "t", None, False, [], 0)
