@@ -646,9 +646,10 @@ class TransactionCoordinator:
 
     @staticmethod
     def _invalid_end(meta: TransactionMetadata, commit: bool) -> ErrorCode:
-        """INVALID_TXN_STATE, logged: the client takes it as fatal, and the state that made it is gone
-        by the next transaction (the fault campaign's few cases, most just after a database outage began,
-        are not explained yet)."""
+        """INVALID_TXN_STATE, logged, as Kafka answers it: the client takes it as fatal. The fault
+        campaign's cases are aborts of a transaction this coordinator never saw open (state CompleteCommit
+        or Empty): librdkafka sends EndTxn once an AddPartitionsToTxn is sent, even while a paused
+        broker or a database outage still holds it unanswered (librdkafka#4849)."""
         log.info("transactional id %s: EndTxn %s in state %s (producer %d, epoch %d): INVALID_TXN_STATE",
                  meta.transactional_id, "commit" if commit else "abort", meta.state.value, meta.producer_id,
                  meta.producer_epoch)
