@@ -7,12 +7,14 @@ and began catching up, logged "shutting down" and was still running 60 s later (
 firing), then was killed. Stopping a link cancels its task and closes its connection, and either could wait
 for ever: the cancellation, lost by asyncio.wait_for when an answer arrived with it (Python before 3.12), left
 the link shipping; and closing waited to flush buffered requests to a destination that no longer read them.
-Nothing needs flushing: the link resumes from where the destination ends.
+Nothing needs flushing: the link resumes from where the destination ends. And a broken connection's
+answers that nobody waits for any more fail quietly (the link logs the loss itself).
 """
 
 from __future__ import annotations
 
 import asyncio
+import gc
 from types import SimpleNamespace
 
 from kafkacompat.replication.engine import LinkTask
@@ -62,3 +64,38 @@ async def test_stop_ends_a_link_whose_cancellation_was_swallowed() -> None:
     await asyncio.sleep(0)
     await asyncio.wait_for(link.stop(), 10)
     assert swallowed.is_set() and link._task is None
+
+
+async def test_answers_nobody_waits_for_any_more_fail_without_an_asyncio_error() -> None:
+    """A call that timed out leaves its answer behind; when the connection then breaks, that answer fails
+    with nobody to read it. asyncio logged each as "Future exception was never retrieved" (an ERROR with a
+    traceback, 50 in a 60-minute replication campaign) although the link logs the loss and reconnects."""
+    accepted: list[asyncio.StreamWriter] = []
+    reported: list[dict] = []
+    loop = asyncio.get_running_loop()
+    loop.set_exception_handler(lambda _loop, context: reported.append(context))
+
+    async def never_answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        accepted.append(writer)
+
+    server = await asyncio.start_server(never_answer, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        client = await LinkClient.connect("127.0.0.1", port, timeout=0.2)
+        for _ in range(3):
+            try:
+                await client.call({"op": "ping"})
+            except asyncio.TimeoutError:
+                pass
+        while not accepted:
+            await asyncio.sleep(0.01)
+        accepted[0].close()  # the destination goes away: the answers still owed fail
+        await asyncio.wait_for(client._reading, 10)
+        await client.close()
+        del client
+        gc.collect()
+        await asyncio.sleep(0)
+    finally:
+        loop.set_exception_handler(None)
+        server.close()
+    assert not [context["message"] for context in reported]
