@@ -22,12 +22,13 @@ from kafkacompat.protocol.topic_entries import PartitionRoute, encode_topic_entr
 from kafkacompat.storage import TopicInfo
 
 from ..broker.cluster import TopicError
-from ..security.acls import Operation, ResourceType
+from ..security.acls import Operation
 from ..services import Placement, Request, Security, Topics
-from ..topic_names import LEGAL_NAMES_ONLY, canonical_name
+from ..topic_names import LEGAL_NAMES_ONLY
 from .common import ALL_TOPIC_OPERATIONS, NO_THROTTLE, ErrorCode, make, schema_of
 from .registry import Api, reads
 from .slices import ENCODED_FROM, Slicer, encode_with_array
+from .topic_routes import partition_routes, topic_operations
 
 # DescribeTopicPartitions v0
 API = Api(75, (0, 0), reads())
@@ -113,12 +114,6 @@ def _named(ctx: Request[Reaches], request: Any) -> list[Wanted]:
                   key=lambda entry: entry[0])
 
 
-def _route(cluster: Reaches, info: TopicInfo, index: int) -> PartitionRoute:
-    error, node, epoch = cluster.routing(info, index)
-    replicas = (node,) if node >= 0 else ()
-    return PartitionRoute(error, index, node, epoch, replicas, replicas)
-
-
 def _partition(m: Any, route: PartitionRoute) -> Any:
     return make(m.DescribeTopicPartitionsResponsePartition, error_code=route.error_code,
                 partition_index=route.partition_index, leader_id=route.leader_id, leader_epoch=route.leader_epoch,
@@ -165,13 +160,8 @@ async def handle(ctx: Request[Reaches], request: Any) -> Any:
         return dataclasses.replace(answer, topics=tuple(_topic_entry(ctx, m, entry) for entry in page))
     # a page of 2,000 topics took 50-100 ms to encode in one go: other connections wait for none of it
     return await encode_with_array(ctx.header.api_key, ctx.version, answer, "topics", page,
-                                   lambda entry: _topic_bytes(ctx, entry), Slicer(), sample=_topic_entry(ctx, m, page[0]))
-
-
-def _operations(ctx: Request[Reaches], info: TopicInfo) -> int:
-    cluster = ctx.cluster
-    return cluster.authorizer.operations(ctx, ResourceType.TOPIC, canonical_name(info.stream, info.name,
-                                         cluster.default_stream), ALL_TOPIC_OPERATIONS, info.stream)
+                                   lambda entry: _topic_bytes(ctx, entry), Slicer(),
+                                   sample=_topic_entry(ctx, m, ("", None, ErrorCode.none, 0, 0)))
 
 
 def _topic_entry(ctx: Request[Reaches], m: Any, entry: PageEntry) -> Any:
@@ -181,10 +171,10 @@ def _topic_entry(ctx: Request[Reaches], m: Any, entry: PageEntry) -> Any:
     if info is None:
         return make(m.DescribeTopicPartitionsResponseTopic, error_code=error, name=name, topic_id=uuid.UUID(int=0),
                     is_internal=False, partitions=(), topic_authorized_operations=ALL_TOPIC_OPERATIONS)
-    partitions = tuple(_partition(m, _route(cluster, info, index)) for index in range(first, last))
+    partitions = tuple(_partition(m, route) for route in partition_routes(cluster, info, first, last))
     return make(m.DescribeTopicPartitionsResponseTopic, error_code=ErrorCode.none, name=name,
                 topic_id=info.topic_id, is_internal=cluster.is_internal(info), partitions=partitions,
-                topic_authorized_operations=_operations(ctx, info))
+                topic_authorized_operations=topic_operations(ctx, info, ALL_TOPIC_OPERATIONS))
 
 
 def _topic_bytes(ctx: Request[Reaches], entry: PageEntry) -> bytes:
@@ -194,5 +184,5 @@ def _topic_bytes(ctx: Request[Reaches], entry: PageEntry) -> bytes:
     if info is None:
         return encode_topic_entry(ctx.header.api_key, ctx.version, error, name, None, False, (), ALL_TOPIC_OPERATIONS)
     return encode_topic_entry(ctx.header.api_key, ctx.version, ErrorCode.none, name, info.topic_id,
-                              cluster.is_internal(info), [_route(cluster, info, index) for index in range(first, last)],
-                              _operations(ctx, info))
+                              cluster.is_internal(info), partition_routes(cluster, info, first, last),
+                              topic_operations(ctx, info, ALL_TOPIC_OPERATIONS))

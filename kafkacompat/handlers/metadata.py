@@ -13,13 +13,12 @@ import uuid
 from typing import Any, Protocol
 
 from kafkacompat.protocol.messages import MalformedRequestError, encode_body
-from kafkacompat.protocol.topic_entries import PartitionRoute, encode_topic_entry
+from kafkacompat.protocol.topic_entries import encode_topic_entry
 from kafkacompat.storage import TopicInfo
 
 from ..broker.cluster import TopicError
 from ..security.acls import CLUSTER_NAME, Operation, ResourceType
 from ..services import Placement, Request, Security, Topics
-from ..topic_names import canonical_name
 from .common import (
     ALL_CLUSTER_OPERATIONS,
     ALL_TOPIC_OPERATIONS,
@@ -31,6 +30,7 @@ from .common import (
 )
 from .registry import Api, reads
 from .slices import ENCODED_FROM, Slicer, encode_with_array
+from .topic_routes import partition_routes, topic_operations
 
 # Metadata v0-12
 API = Api(3, (0, 12), reads(("topics",), "topics"))
@@ -39,21 +39,6 @@ API = Api(3, (0, 12), reads(("topics",), "topics"))
 class Reaches(Topics, Placement, Security, Protocol):
     """What of the broker this module reaches."""
 
-
-
-def _routes(cluster: Reaches, info: TopicInfo) -> list[PartitionRoute]:
-    routes = []
-    for index in range(info.partitions):
-        error, node, epoch = cluster.routing(info, index)
-        replicas = (node,) if node >= 0 else ()
-        routes.append(PartitionRoute(error, index, node, epoch, replicas, replicas))
-    return routes
-
-
-def _operations(ctx: Request[Reaches], info: TopicInfo, ops: int) -> int:
-    cluster = ctx.cluster
-    return ops if ops == UNSET_OPERATIONS else cluster.authorizer.operations(
-        ctx, ResourceType.TOPIC, canonical_name(info.stream, info.name, cluster.default_stream), ops, info.stream)
 
 
 def _topic_entry(ctx: Request[Reaches], m: Any, name: str, info: TopicInfo, ops: int) -> Any:
@@ -73,15 +58,16 @@ def _topic_entry(ctx: Request[Reaches], m: Any, name: str, info: TopicInfo, ops:
             replica_nodes=route.replica_nodes,
             isr_nodes=route.isr_nodes,
             offline_replicas=(),
-        ) for route in _routes(ctx.cluster, info)),
-        topic_authorized_operations=_operations(ctx, info, ops),
+        ) for route in partition_routes(ctx.cluster, info)),
+        topic_authorized_operations=topic_operations(ctx, info, ops),
     )
 
 
 def _topic_bytes(ctx: Request[Reaches], name: str, info: TopicInfo, ops: int) -> bytes:
     """The same entry written by hand (big answers: kio's writer took two thirds of their time)."""
     return encode_topic_entry(ctx.header.api_key, ctx.version, ErrorCode.none, name, info.topic_id,
-                              ctx.cluster.is_internal(info), _routes(ctx.cluster, info), _operations(ctx, info, ops))
+                              ctx.cluster.is_internal(info), partition_routes(ctx.cluster, info),
+                              topic_operations(ctx, info, ops))
 
 
 def _error_entry(m: Any, name: str | None, code: ErrorCode, topic_id: Any = None) -> Any:

@@ -72,4 +72,3 @@ async def encode_with_array(
         await slicer.pause()
     chunks.append(empty[end:])
     return chunks
-
