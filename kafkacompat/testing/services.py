@@ -229,6 +229,9 @@ def cloud_store() -> tuple[str, str]:
     return pg.create_database(), f"s3://{BUCKET}/{uuid.uuid4().hex[:12]}"
 
 
+TERMINATE_WAIT_MS = 10_000  # how long database_outage waits for each ended session to exit
+
+
 @contextlib.contextmanager
 def database_outage(database_url: str) -> Iterator[None]:
     """Inside, the database of `database_url` (made by cloud_store) is out of reach: every session
@@ -240,7 +243,10 @@ def database_outage(database_url: str) -> Iterator[None]:
     name = database_url.rsplit("/", 1)[1]
     pg.sql(f"ALTER DATABASE {name} ALLOW_CONNECTIONS false")
     try:
-        pg.sql(f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{name}'")
+        # with a timeout it returns once each session has exited, not when it was only signalled: a
+        # broker's request inside then meets a closed session, as in a real outage, and not one still
+        # open whose statement's fate it cannot know (its commit is then retried, answered late)
+        pg.sql(f"SELECT pg_terminate_backend(pid, {TERMINATE_WAIT_MS}) FROM pg_stat_activity WHERE datname = '{name}'")
         yield
     finally:
         pg.sql(f"ALTER DATABASE {name} ALLOW_CONNECTIONS true")
