@@ -102,7 +102,10 @@ def test_metadata_for_all_topics_does_not_stall_another_connection(tmp_path) -> 
         assert statistics.median(waited) < MEDIAN_BOUND_S and max(waited) < WORST_BOUND_S, sorted(waited)[-5:]
     assert per_topic_kb < 10, f"{per_topic_kb:.1f} KiB per topic"
     assert described == [f"iot-{i:05d}" for i in range(TOPICS)]
-    assert len(page_waits) >= 2 * pages, "small requests were not answered while pages were made"
+    # a page is made in about as long as two small answers take now (its encoding was written by hand),
+    # so one small request per page is what a broker answering in between gives; one stalled by each
+    # page's making gives one per page too, but each as long as the page: the median bound tells them apart
+    assert len(page_waits) >= pages, "small requests were not answered while pages were made"
 
 
 def _describe_all_pages(big: Wire, small: Wire) -> tuple[list[str], int, list[float]]:
