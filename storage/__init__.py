@@ -23,6 +23,7 @@ if TYPE_CHECKING:
         AppendResult,
         Cursor,
         FsyncPolicy,
+        NewTopic,
         Partition,
         PartitionletInfo,
         PermissionEntries,
@@ -39,7 +40,7 @@ if TYPE_CHECKING:
 
 _LAZY = {
     **dict.fromkeys(
-        ("AppendResult", "Cursor", "FsyncPolicy", "Partition", "PartitionletInfo", "PermissionEntries", "StateFence",
+        ("AppendResult", "Cursor", "FsyncPolicy", "NewTopic", "Partition", "PartitionletInfo", "PermissionEntries", "StateFence",
          "Store", "StreamInfo", "StreamPolicy", "TimestampHit", "TopicInfo"), ".api"),
     "RecordCodec": ".compaction",
     "open_store": ".engines",
@@ -50,6 +51,7 @@ __all__ = [
     "AppendResult",
     "Cursor",
     "FsyncPolicy",
+    "NewTopic",
     "Partition",
     "PartitionletInfo",
     "PermissionEntries",

@@ -18,11 +18,12 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
 from .activity import StoreActivity
-from .api import Cursor, FsyncPolicy, Partition, StateFence, Store, StreamInfo, StreamPolicy, TopicInfo
+from .api import Cursor, FsyncPolicy, NewTopic, Partition, StateFence, Store, StreamInfo, StreamPolicy, TopicInfo
 from .errors import (
     InvalidPartitionsError,
     InvalidPathError,
     InvalidPolicyError,
+    StorageError,
     StreamExistsError,
     TopicExistsError,
     UnknownStreamError,
@@ -490,26 +491,70 @@ class NamespaceStore(Store):
         self, stream: str, name: str, partitions: int, configs: dict[str, str] | None = None
     ) -> TopicInfo:
         state = self._stream(stream)
-        check_topic_name(name)
-        if partitions < 1:
-            raise InvalidPartitionsError(f"topic {name!r} needs at least one partition, not {partitions}")
-        if name in state.topics:
-            raise TopicExistsError(f"topic {name!r} already exists in stream {stream!r}")
-        info = TopicInfo(stream, name, uuid.uuid4(), partitions, check_topic_configs(configs or {}), now_ms())
-        topic = TopicState(state, info)
+        topic = self._new_topic(state, name, partitions, configs)
         # registered before the await so concurrent creates of one name conflict
         self._register_topic(state, topic)
         try:
             await self._persist_topics(state, [topic])
         except BaseException:
-            # Only this attempt's registration is undone: on a store shared by processes the
-            # winner's topic may have replaced it meanwhile (its notification), and stays.
-            if state.topics.get(name) is topic:
-                del state.topics[name]
-                self._count_partitions(-partitions)
-            self._topics_by_id.pop(topic.id_hex, None)
+            self._unregister_topics(state, [topic])
             raise
-        return info
+        return topic.info
+
+    async def create_topics(self, stream: str, topics: Sequence[NewTopic]) -> list[TopicInfo | StorageError]:
+        """Each topic checked and registered as create_topic does, then all written by one
+        _persist_topics. If that write fails, none is kept; if it fails because another process
+        took one of the names first (a store shared by brokers), each is written alone, so only
+        that one is refused."""
+        state = self._stream(stream)
+        outcomes: list[TopicInfo | StorageError] = []
+        made: list[TopicState] = []
+        for new in topics:
+            try:
+                topic = self._new_topic(state, new.name, new.partitions, new.configs)
+            except StorageError as exc:
+                outcomes.append(exc)
+                continue
+            self._register_topic(state, topic)
+            made.append(topic)
+            outcomes.append(topic.info)
+        if not made:
+            return outcomes
+        try:
+            await self._persist_topics(state, made)
+        except TopicExistsError:
+            self._unregister_topics(state, made)
+            return [await self._create_alone(stream, o) if isinstance(o, TopicInfo) else o for o in outcomes]
+        except BaseException as exc:
+            self._unregister_topics(state, made)
+            if not isinstance(exc, StorageError):
+                raise
+            return [exc if isinstance(o, TopicInfo) else o for o in outcomes]
+        return outcomes
+
+    async def _create_alone(self, stream: str, info: TopicInfo) -> TopicInfo | StorageError:
+        try:
+            return await self.create_topic(stream, info.name, info.partitions, info.configs)
+        except StorageError as exc:
+            return exc
+
+    def _new_topic(self, state: StreamState, name: str, partitions: int, configs: dict[str, str] | None) -> TopicState:
+        check_topic_name(name)
+        if partitions < 1:
+            raise InvalidPartitionsError(f"topic {name!r} needs at least one partition, not {partitions}")
+        if name in state.topics:
+            raise TopicExistsError(f"topic {name!r} already exists in stream {state.path!r}")
+        info = TopicInfo(state.path, name, uuid.uuid4(), partitions, check_topic_configs(configs or {}), now_ms())
+        return TopicState(state, info)
+
+    def _unregister_topics(self, state: StreamState, topics: Sequence[TopicState]) -> None:
+        """Undo only these registrations: on a store shared by processes the winner's topic may
+        have replaced one meanwhile (its notification), and stays."""
+        for topic in topics:
+            if state.topics.get(topic.name) is topic:
+                del state.topics[topic.name]
+                self._count_partitions(-topic.partition_total)
+            self._topics_by_id.pop(topic.id_hex, None)
 
     def get_topic(self, stream: str, name: str) -> TopicInfo | None:
         state = self._streams.get(stream)

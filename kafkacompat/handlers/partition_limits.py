@@ -23,12 +23,14 @@ class Reaches(Settings, Topics, Protocol):
     """What of the broker this module reaches."""
 
 
-def partition_limit_error(cluster: Reaches, adding: int) -> tuple[ErrorCode, str] | None:
-    """POLICY_VIOLATION and why, when adding this many partitions passes a limit; else None."""
+def partition_limit_error(cluster: Reaches, adding: int, pending: int = 0) -> tuple[ErrorCode, str] | None:
+    """POLICY_VIOLATION and why, when adding this many partitions passes a limit; else None.
+    `pending` partitions are about to be added by the same request (CreateTopics creates its topics
+    together, after checking each)."""
     config = cluster.config
     if adding > config.max_partitions_per_request:
         return ErrorCode.policy_violation, PER_REQUEST_MESSAGE
-    existing = cluster.store.partition_count()  # a running count: walking every topic made N creates cost N²
+    existing = cluster.store.partition_count() + pending  # a running count: walking every topic made N creates cost N²
     if existing + adding > config.max_broker_partitions:
         return (
             ErrorCode.policy_violation,

@@ -67,6 +67,26 @@ async def _keep_session(conn: Any) -> None:
     transaction left open."""
 
 
+def _runs_of_topics(events: Sequence[tuple[str, str]]) -> Iterator[tuple[str, str, list[str]]]:
+    """The events in order, as (kind, payload, topic names): a run of "topic" events of one stream
+    becomes its first event with every name of the run."""
+    run: tuple[str, str, list[str]] | None = None
+    for kind, payload in events:
+        event = json.loads(payload) if kind == "topic" else None
+        if run is not None and event is not None and event["s"] == json.loads(run[1])["s"]:
+            run[2].append(event["t"])
+            continue
+        if run is not None:
+            yield run
+            run = None
+        if event is not None:
+            run = (kind, payload, [event["t"]])
+        else:
+            yield kind, payload, []
+    if run is not None:
+        yield run
+
+
 # The leader epoch under which this process may clean a partition (stream, topic, index):
 # -1 to clean without fencing, None to leave it to another broker.
 CleanerFence = Callable[[str, str, int], int | None]
@@ -247,16 +267,19 @@ class CloudStore(NamespaceStore):
             self._forget_topic(stream, name)
 
     async def _sync_topic(self, path: str, name: str) -> None:
+        await self._sync_topics(path, [name])
+
+    async def _sync_topics(self, path: str, names: Sequence[str]) -> None:
         stream = self._streams.get(path)
         if stream is None:
             return
         async with self._pool.acquire() as conn:
-            found = await catalog.read_topic(conn, path, name)
-        if found is None:
-            if name in stream.topics:
+            found = await catalog.read_named_topics(conn, path, names)
+        for name in dict.fromkeys(names):
+            if name in found:
+                self._take_topic(stream, *found[name])
+            elif name in stream.topics:
                 self._forget_topic(stream, name)
-            return
-        self._take_topic(stream, *found)
 
     def _take_topic(self, stream: StreamState, info: TopicInfo, parts: Sequence[Any]) -> None:
         """This process's view of one topic as read from the database: new, replaced (deleted and
@@ -341,35 +364,41 @@ class CloudStore(NamespaceStore):
             self._events.put_nowait((event["k"], payload))
 
     async def _apply_events(self) -> None:
-        """Apply other brokers' namespace changes in the order they were committed."""
+        """Apply other brokers' namespace changes in the order they were committed; consecutive topic
+        changes of one stream waiting together are read in one go (another broker's CreateTopics of
+        a thousand topics is a thousand notifications: read one by one, two thousand round trips)."""
         while True:
-            kind, payload = await self._events.get()
-            try:
-                if kind == "reconnect":
-                    await self._reconnect()
-                    continue
-                if kind == "refresh":
-                    await self._refresh_rows()
-                    continue
+            events = [await self._events.get()]
+            while not self._events.empty():
+                events.append(self._events.get_nowait())
+            for kind, payload, names in _runs_of_topics(events):
+                await self._apply_event(kind, payload, names)
+
+    async def _apply_event(self, kind: str, payload: str, names: list[str]) -> None:
+        try:
+            if kind == "reconnect":
+                await self._reconnect()
+            elif kind == "refresh":
+                await self._refresh_rows()
+            elif kind == "settings":
+                async with self._pool.acquire() as conn:
+                    await self._read_settings(conn)
+            elif kind == "stream":
+                await self._sync_stream(json.loads(payload)["s"])
+            elif kind == "topic":
+                await self._sync_topics(json.loads(payload)["s"], names)
+            elif kind in ("cursors", "state"):
                 event = json.loads(payload)
-                if kind == "settings":
-                    async with self._pool.acquire() as conn:
-                        await self._read_settings(conn)
-                elif kind == "stream":
-                    await self._sync_stream(event["s"])
-                elif kind == "topic":
-                    await self._sync_topic(event["s"], event["t"])
-                elif kind in ("cursors", "state"):
-                    await self._sync_small(kind, event["s"], event["g"])
-            except database_errors() as exc:  # an outage: reload once the database answers again
-                log.warning("cannot read a change from another broker (%s: %s); reloading the namespace",
-                            type(exc).__name__, exc)
-                await asyncio.sleep(1)
-                self._events.put_nowait(("reconnect", ""))
-            except Exception:  # noqa: BLE001 - one bad event must not stop the rest
-                log.exception("applying a change from another broker failed; reloading the namespace")
-                await asyncio.sleep(1)
-                self._events.put_nowait(("reconnect", ""))
+                await self._sync_small(kind, event["s"], event["g"])
+        except database_errors() as exc:  # an outage: reload once the database answers again
+            log.warning("cannot read a change from another broker (%s: %s); reloading the namespace",
+                        type(exc).__name__, exc)
+            await asyncio.sleep(1)
+            self._events.put_nowait(("reconnect", ""))
+        except Exception:  # noqa: BLE001 - one bad event must not stop the rest
+            log.exception("applying a change from another broker failed; reloading the namespace")
+            await asyncio.sleep(1)
+            self._events.put_nowait(("reconnect", ""))
 
     async def _reconnect(self) -> None:
         """The notification connection broke: listen again, then reload what may have been missed."""
@@ -425,6 +454,11 @@ class CloudStore(NamespaceStore):
     async def _notify(self, conn: Any, kind: str, **fields: str) -> None:
         await conn.execute("SELECT pg_notify($1, $2)", schema.NAMESPACE_CHANNEL,
                            json.dumps({"o": self.origin, "k": kind, **fields}))
+
+    async def _notify_each(self, conn: Any, kind: str, payloads: Sequence[Mapping[str, str]]) -> None:
+        """One notification per payload, in one statement."""
+        await conn.execute("SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p", schema.NAMESPACE_CHANNEL,
+                           [json.dumps({"o": self.origin, "k": kind, **fields}) for fields in payloads])
 
     # namespace hooks ------------------------------------------------------------------
 
@@ -501,10 +535,10 @@ class CloudStore(NamespaceStore):
     async def _persist_topics(self, stream: StreamState, topics: Sequence[TopicState]) -> None:
         with database_step(f"writing topics of {stream.path}"):
             async with self._pool.acquire() as conn, conn.transaction():
-                for topic in topics:
-                    rows = await catalog.write_topic(conn, stream.path, topic.info)
-                    self._note_rows(topic.id_hex, rows)
-                    await self._notify(conn, "topic", s=stream.path, t=topic.info.name)
+                rows = await catalog.write_topics(conn, stream.path, [topic.info for topic in topics])
+                await self._notify_each(conn, "topic", [{"s": stream.path, "t": topic.info.name} for topic in topics])
+        for topic in topics:
+            self._note_rows(topic.id_hex, rows[topic.info.topic_id])
 
     async def _persist_topic_deleted(self, stream: StreamState, topic: TopicState) -> None:
         try:

@@ -944,3 +944,48 @@ async def test_each_store_keeps_a_running_partition_count_through_the_others_cha
     await eventually(lambda: walked(a) == expected - 3)
     assert a.partition_count() == b.partition_count() == expected - 3
     assert a.partition_walks == b.partition_walks == 1
+
+
+async def test_topics_created_together_are_written_in_one_transaction_and_seen_by_the_other_broker(pair, monkeypatch):
+    """A CreateTopics of a thousand topics wrote each in a transaction of its own (six round trips
+    a topic: a broker serving clients created 24-58 topics/s). Created together, any number of
+    topics takes the same few statements, and the other broker is told of each one."""
+    a, b = pair
+    await a.create_stream("/iot")
+    await eventually(lambda: b.get_stream("/iot") is not None and b.list_topics("/iot") == [])
+    sent = statements_sent(monkeypatch)
+    made = await a.create_topics("/iot", [storage.NewTopic(f"d{i}", 1 + i % 3, {"retention.ms": "1000"} if i == 7 else None)
+                                          for i in range(200)])
+    assert [m.name for m in made] == [f"d{i}" for i in range(200)]
+    writes = [q.split(" ", 2)[:2] for q in sent if q.startswith(("INSERT", "SELECT pg_notify"))]
+    assert writes == [["INSERT", "INTO"], ["INSERT", "INTO"], ["SELECT", "pg_notify($1,"]], sent  # b's reads may follow
+    await eventually(lambda: len(b.list_topics("/iot")) == 200)
+    assert b.get_topic("/iot", "d7").configs == {"retention.ms": "1000"} and b.get_topic("/iot", "d8").partitions == 3
+    assert a.partition_count() == b.partition_count() == sum(1 + i % 3 for i in range(200))
+    part = b.partition("/iot", "d5", 2)
+    appended = part.append(batch(2), 2)
+    b.writer.flush()
+    assert (await asyncio.wait_for(appended, 30)).base_offset == 0
+    await eventually(lambda: a.partition("/iot", "d5", 2).high_watermark == 2)
+
+
+async def test_a_name_another_broker_took_first_refuses_only_that_topic_of_a_batch(pair, monkeypatch):
+    """The batch's write fails as a whole when one of its names was taken meanwhile by another
+    broker (its insert conflicts): then each topic is written alone, so only that one is refused,
+    and the winner's topic is the one listed."""
+    a, b = pair
+    persist = b._persist_topics
+    won: list[storage.TopicInfo] = []
+
+    async def lose_one_name(stream, topics) -> None:
+        if not won:
+            won.append(await a.create_topic("/default", "taken", 2))
+        await persist(stream, topics)
+
+    monkeypatch.setattr(b, "_persist_topics", lose_one_name)
+    made = await b.create_topics("/default", [storage.NewTopic("x", 1), storage.NewTopic("taken", 1),
+                                              storage.NewTopic("y", 1), storage.NewTopic("x", 1)])
+    assert [type(m).__name__ for m in made] == ["TopicInfo", "TopicExistsError", "TopicInfo", "TopicExistsError"]
+    assert b.get_topic("/default", "taken") == won[0]
+    assert {t.name for t in b.list_topics("/default")} == {"x", "taken", "y"}
+    await eventually(lambda: {t.name for t in a.list_topics("/default")} == {"x", "taken", "y"})
