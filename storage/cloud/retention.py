@@ -13,7 +13,7 @@ says which partitions are retained; this module knows no namespace.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from .index import BatchIndex
@@ -30,6 +30,39 @@ Retained = tuple[int, int | None, int | None]
 StartMoved = Callable[[int, int, int], None]
 
 
+PASS_CHUNK = 5_000  # partitions a retention pass looks at in one statement
+
+# Where each partition's log start should be, for the partitions where that is past the current one.
+# With a cutoff: the first batch not yet expired, and all after it, stay (none: up to the end). With a
+# cap: leading batches go while what stays after them is still at least the cap.
+DUE_STARTS = """
+SELECT pid, start, next_offset FROM (
+    SELECT u.pid, p.log_start, p.next_offset, greatest(
+        CASE WHEN u.cutoff IS NULL THEN 0 ELSE coalesce(
+            (SELECT min(b.base_offset) FROM kc_batches b WHERE b.pid = u.pid AND b.max_ts >= u.cutoff),
+            p.next_offset) END,
+        CASE WHEN u.cap IS NULL THEN 0 ELSE (
+            SELECT coalesce(min(s.base_offset), 0) FROM (
+                SELECT base_offset, length, sum(length) OVER (ORDER BY base_offset DESC) AS suffix
+                FROM kc_batches b WHERE b.pid = u.pid) s
+            WHERE s.suffix - s.length < u.cap) END) AS start
+    FROM unnest($1::bigint[], $2::bigint[], $3::bigint[]) AS u(pid, cutoff, cap)
+    JOIN kc_partitions p ON p.id = u.pid) due
+WHERE start > log_start
+"""
+
+
+def _chunks(items: Iterable[Retained], size: int) -> Iterator[list[Retained]]:
+    chunk: list[Retained] = []
+    for item in items:
+        chunk.append(item)
+        if len(chunk) == size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
 class Retention:
     def __init__(self, index: BatchIndex, start_moved: StartMoved) -> None:
         self._index = index
@@ -37,41 +70,34 @@ class Retention:
         self._passes = 0
 
     async def run(self, partitions: Iterable[Retained], now: int, object_grace_ms: int) -> int:
-        """One pass over `partitions` (read as it goes), then the garbage collection of objects
-        unreferenced for `object_grace_ms`; returns how many partitions' log starts moved (0 when
-        another broker's pass holds the lock)."""
+        """One pass over `partitions` (read as it goes, PASS_CHUNK at a time), then the garbage
+        collection of objects unreferenced for `object_grace_ms`; returns how many partitions' log
+        starts moved (0 when another broker's pass holds the lock)."""
         moved = 0
         with database_step("a retention pass"):
             async with self._index.pool().acquire() as conn:
                 if not await conn.fetchval("SELECT pg_try_advisory_lock($1)", RETENTION_LOCK):
                     return 0
                 try:
-                    for pid, cutoff, cap in partitions:
-                        if await self._retain(conn, pid, cutoff, cap):
-                            moved += 1
+                    for chunk in _chunks(partitions, PASS_CHUNK):
+                        moved += await self._retain(conn, chunk)
                     await self._collect(conn, now, object_grace_ms)
                 finally:
                     await _unlock(conn)
         return moved
 
-    async def _retain(self, conn: Any, pid: int, cutoff: int | None, cap: int | None) -> bool:
-        start = 0
-        if cutoff is not None:  # the first batch not yet expired, and all after it, stay
-            start = await conn.fetchval(
-                "SELECT coalesce((SELECT min(base_offset) FROM kc_batches WHERE pid = $1 AND max_ts >= $2), "
-                "(SELECT next_offset FROM kc_partitions WHERE id = $1))", pid, cutoff) or 0
-        if cap is not None:  # drop leading batches while what stays after them is still >= the cap
-            start = max(start, await conn.fetchval(
-                "SELECT coalesce(min(base_offset), 0) FROM (SELECT base_offset, length, sum(length) OVER "
-                "(ORDER BY base_offset DESC) AS suffix FROM kc_batches WHERE pid = $1) s "
-                "WHERE suffix - length < $2", pid, cap))
-        row = await conn.fetchrow("SELECT log_start, next_offset FROM kc_partitions WHERE id = $1", pid)
-        if row is None or start <= row["log_start"]:
-            return False
-        new = await conn.fetchval("SELECT kc_advance_start($1, $2, $3)", self._index.origin, pid, start)
-        if new is not None:
-            self._start_moved(pid, row["next_offset"], new)
-        return True
+    async def _retain(self, conn: Any, chunk: list[Retained]) -> int:
+        """Move the log start of each partition of `chunk` whose first batches are due: one statement
+        finds them (three a partition made a pass over 100,000 partitions 300,000 round trips, the
+        database busy with it all the time), then one kc_advance_start for each that moves."""
+        due = await conn.fetch(DUE_STARTS, [pid for pid, _, _ in chunk], [cutoff for _, cutoff, _ in chunk],
+                               [cap for _, _, cap in chunk])
+        for row in due:
+            new = await conn.fetchval("SELECT kc_advance_start($1, $2, $3)", self._index.origin, row["pid"],
+                                      row["start"])
+            if new is not None:
+                self._start_moved(row["pid"], row["next_offset"], new)
+        return len(due)
 
     async def _collect(self, conn: Any, now: int, object_grace_ms: int) -> None:
         """Delete objects no batch refers to for longer than the grace time (readers may hold their keys)."""
