@@ -6,11 +6,14 @@ with its reason and checked too.
 
 from __future__ import annotations
 
+import datetime
 import time
 import uuid
 from collections.abc import Iterator
 
+import kio.schema.create_topics.v7.request as create_v7
 import pytest
+from kafkacompat.protocol.messages import make
 from kio.schema.errors import ErrorCode
 
 from compat_tests.reference import session_reference_kafka
@@ -86,6 +89,30 @@ def test_partition_limits_match(kafka: str, ours: str) -> None:
                 _create_partitions(wire, name, 1)[0],
             ))
     assert results[0] == results[1]
+
+
+def _create_in_order(wire: Wire, specs: list[tuple[str, int]]) -> list[tuple[str, ErrorCode, str | None]]:
+    request = make(create_v7.CreateTopicsRequest, topics=tuple(
+        make(create_v7.CreatableTopic, name=name, num_partitions=count, replication_factor=-1, assignments=(), configs=())
+        for name, count in specs), timeout=datetime.timedelta(seconds=30), validate_only=False)
+    return [(t.name, t.error_code, t.error_message) for t in wire.request(19, 7, request).topics]
+
+
+def test_a_name_given_twice_in_one_create_topics_is_answered_as_kafka_answers(kafka: str, ours: str) -> None:
+    """Kafka answers a name given twice once, after the other topics, INVALID_REQUEST, and creates
+    neither copy; the request's other topics are created."""
+    results = []
+    for bootstrap in (kafka, ours):
+        base = f"twice-{uuid.uuid4().hex[:8]}"
+        role = {f"{base}-{r}": r for r in ("a", "dup", "b")}
+        with Wire(bootstrap, timeout=60) as wire:
+            answer = _create_in_order(wire, [(f"{base}-a", 1), (f"{base}-dup", 1), (f"{base}-b", 2),
+                                             (f"{base}-dup", 2)])
+            again = _create_in_order(wire, [(f"{base}-dup", 1), (f"{base}-a", 1)])
+        results.append(([(role[n], code, message) for n, code, message in answer],
+                        [(role[n], code) for n, code, _ in again]))
+    assert results[0] == results[1]
+    assert results[1][0][-1] == ("dup", ErrorCode.invalid_request, "Duplicate topic name.")
 
 
 @pytest.mark.parametrize("frame", [create_partitions_207gb(), create_topics_null_topics(7), create_topics_null_topics(4)])

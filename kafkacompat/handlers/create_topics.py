@@ -9,6 +9,7 @@ topics/s at 200 topics, batches of 20; issue 32)."""
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 from typing import Any, Protocol
 
@@ -23,6 +24,8 @@ from ..services import Placement, Request, Security, Settings, Topics
 from .common import NO_THROTTLE, ErrorCode, make, schema_of, storage_error_code
 from .partition_limits import PER_REQUEST_MESSAGE, partition_limit_error
 from .registry import Api, changes
+
+DUPLICATE_MESSAGE = "Duplicate topic name."  # Kafka's words
 
 # CreateTopics v2-7
 API = Api(19, (2, 7), changes(("topics",), "topics"))
@@ -88,30 +91,34 @@ def _check(ctx: Request[Reaches], topic: Any, validate_only: bool, pending: int)
     return _Plan(stream, NewTopic(name, partitions, configs))
 
 
-async def _create_all(ctx: Request[Reaches], request: Any) -> list[Outcome]:
-    """Each topic's outcome, in the request's order. The topics that pass the checks are created
-    together, one store call per stream (one catalog write for the lot)."""
+async def _create_all(ctx: Request[Reaches], request: Any) -> list[tuple[str, Outcome]]:
+    """Each topic's name and outcome, in the request's order, then a name given more than once,
+    answered once, after the others, INVALID_REQUEST and none of its topics created (Kafka's
+    ControllerApis). The topics that pass the checks are created together, one store call per
+    stream (one catalog write for the lot)."""
     cluster = ctx.cluster
-    if _requested_partitions(ctx, request.topics) > cluster.config.max_partitions_per_request:
-        return [(ErrorCode.policy_violation, PER_REQUEST_MESSAGE, None)] * len(request.topics)  # Kafka refuses all
+    counts = collections.Counter(topic.name for topic in request.topics)
+    topics = [topic for topic in request.topics if counts[topic.name] == 1]
+    twice: list[tuple[str, Outcome]] = [(name, (ErrorCode.invalid_request, DUPLICATE_MESSAGE, None))
+                                        for name, n in counts.items() if n > 1]
+    if _requested_partitions(ctx, topics) > cluster.config.max_partitions_per_request:  # Kafka refuses all
+        refused: Outcome = (ErrorCode.policy_violation, PER_REQUEST_MESSAGE, None)
+        return [(topic.name, refused) for topic in topics] + twice
     outcomes: list[Outcome | _Plan] = []
     by_stream: dict[str, list[int]] = {}
     pending = 0
-    for topic in request.topics:
+    for topic in topics:
         checked = _check(ctx, topic, request.validate_only, pending)
         if isinstance(checked, _Plan):
-            if topic.name in {request.topics[i].name for i in by_stream.get(checked.stream, ())}:
-                checked = ErrorCode.topic_already_exists, f"Topic '{topic.name}' already exists.", None
-            else:
-                pending += checked.topic.partitions
-                by_stream.setdefault(checked.stream, []).append(len(outcomes))
+            pending += checked.topic.partitions
+            by_stream.setdefault(checked.stream, []).append(len(outcomes))
         outcomes.append(checked)
     for stream, places in by_stream.items():
         made = await cluster.store.create_topics(stream, [p.topic for i in places if isinstance(p := outcomes[i], _Plan)])
         for place, result in zip(places, made):
             outcomes[place] = ((storage_error_code(result), str(result), None) if isinstance(result, storage.StorageError)
                                else (ErrorCode.none, None, result))
-    return [o for o in outcomes if not isinstance(o, _Plan)]
+    return [(topic.name, o) for topic, o in zip(topics, outcomes) if not isinstance(o, _Plan)] + twice
 
 
 def _requested_partitions(ctx: Request[Reaches], topics: Any) -> int:
@@ -134,12 +141,12 @@ def _requested_partitions(ctx: Request[Reaches], topics: Any) -> int:
 async def handle(ctx: Request[Reaches], request: Any) -> Any:
     m = schema_of(ctx)
     results = []
-    outcomes = list(zip(request.topics, await _create_all(ctx, request)))
+    outcomes = await _create_all(ctx, request)
     await ctx.cluster.settle([info for _, (_, _, info) in outcomes if info is not None])  # leaders before the answer
-    for topic, (error, message, info) in outcomes:
+    for topic_name, (error, message, info) in outcomes:
         configs = None
         config_error = ErrorCode.none
-        if info is not None and not ctx.cluster.authorizer.topic(ctx, Operation.DESCRIBE_CONFIGS, topic.name,
+        if info is not None and not ctx.cluster.authorizer.topic(ctx, Operation.DESCRIBE_CONFIGS, topic_name,
                                                                  log_denied=False):
             config_error = ErrorCode.topic_authorization_failed  # created, but its configs are not shown
         elif info is not None and hasattr(m, "CreatableTopicConfigs"):  # v5+
@@ -153,7 +160,7 @@ async def handle(ctx: Request[Reaches], request: Any) -> Any:
         results.append(
             make(
                 m.CreatableTopicResult,
-                name=topic.name,
+                name=topic_name,
                 topic_id=info.topic_id if info else None,
                 error_code=error,
                 error_message=message,
