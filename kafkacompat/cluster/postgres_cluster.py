@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterable
 import asyncpg
 
 from ..storage.cloud.outage import database_errors
+from ..storage.cloud.statistics import TableStatistics
 from . import leadership
 from .leases import BrokerLease, create_schema, end_departed, members, unregister
 from .membership import ClusterError, ClusterView, Member, PartitionKey
@@ -105,6 +106,7 @@ class PostgresCluster(ClusterView):
         # for them are refused at once while the table still says so (look_again)
         self._moved_away: dict[PartitionKey, int] = {}
         self._ticking = asyncio.Lock()  # one tick at a time: the heartbeat's or a settle's
+        self.statistics = TableStatistics("kc_partition_leaders")  # when to ANALYZE the rows add_missing writes
         self._renew_now = asyncio.Event()  # set by serving: renew without waiting for the heartbeat
         self._wake = asyncio.Event()  # set by look_again: the heartbeat ticks now rather than a heartbeat later
         # (ticks started, ticks that read the table or failed): look_again waits for one started after it asked
@@ -404,6 +406,8 @@ class PostgresCluster(ClusterView):
         self._stop_serving(handing_on)
         if missing or moves:
             await leadership.add_missing(conn, missing, self.store_epochs)
+            if self.statistics.added(len(missing), len(rows) + len(missing)):  # kc_commit joins the table
+                await self.statistics.analyze(conn)
             moved = await leadership.move(conn, moves, self.store_epochs)
             if moved:
                 log.info("moved leadership of %d partition(s) among brokers %s", moved, [m.node_id for m in live])

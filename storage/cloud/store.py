@@ -21,7 +21,7 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
 from typing import Any
 
 from ..api import Cursor, StateFence, TopicInfo
@@ -36,6 +36,7 @@ from .objects import BatchCache, ObjectStore
 from .outage import database_errors, database_step, retriable_database_errors, unavailable_error
 from .partition import CloudPartition
 from .retention import Retention
+from .statistics import TableStatistics
 from .stream_writes import StreamWrites
 from .writer import Writer
 
@@ -151,7 +152,8 @@ class CloudStore(NamespaceStore):
         # database replaces the view only when none of those landed while it ran
         self._stream_writes = StreamWrites()
         self._tasks: list[asyncio.Task] = []
-        self._announcing: set[asyncio.Task] = set()  # commits' notifications on their way (`_announce`)
+        self._announcing: set[asyncio.Task] = set()  # commits' notifications on their way, and ANALYZEs
+        self.statistics = TableStatistics("kc_topics", "kc_partitions")
 
     def data_dirs(self) -> list[str]:
         return [self.objects.url]
@@ -539,6 +541,24 @@ class CloudStore(NamespaceStore):
                 await self._notify_each(conn, "topic", [{"s": stream.path, "t": topic.info.name} for topic in topics])
         for topic in topics:
             self._note_rows(topic.id_hex, rows[topic.info.topic_id])
+        if self.statistics.added(sum(topic.info.partitions for topic in topics), self.partition_count()):
+            self._in_background(self._analyze())
+
+    async def _analyze(self) -> None:
+        """The namespace tables' statistics refreshed (statistics.py), after the topics were answered."""
+        pool = self._pool
+        if pool is None:
+            return
+        try:
+            async with pool.acquire() as conn:
+                await self.statistics.analyze(conn)
+        except database_errors() as exc:  # autovacuum's analysis comes later
+            log.debug("analyzing the namespace tables failed: %s", exc)
+
+    def _in_background(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(work)
+        self._announcing.add(task)
+        task.add_done_callback(self._announcing.discard)
 
     async def _persist_topic_deleted(self, stream: StreamState, topic: TopicState) -> None:
         try:
@@ -655,9 +675,7 @@ class CloudStore(NamespaceStore):
         """Tell the other brokers that these partitions moved, after the commit and not in its
         transaction (kc_commit's p_notify): the acknowledgement does not wait for it, and the
         brokers' commits do not queue on PostgreSQL's notify lock."""
-        task = asyncio.get_running_loop().create_task(self._send_announcement(pids))
-        self._announcing.add(task)
-        task.add_done_callback(self._announcing.discard)
+        self._in_background(self._send_announcement(pids))
 
     async def _send_announcement(self, pids: list[int]) -> None:
         pool = self._pool
