@@ -24,23 +24,14 @@ from kafkacompat.protocol.records import Record, build_batch
 from kio.schema.errors import ErrorCode
 
 from kafkacompat.testing import Broker
-from kafkacompat.testing.services import (
-    TEST_STORE_VARIABLE,
-    ServiceUnavailable,
-    cloud_store,
-    database_outage,
-    object_store_outage,
-)
+from kafkacompat.testing.services import database_outage, object_store_outage
+from tests.cloud_engine import on_the_cloud_engine
 from tests.wire import Wire
 
 
 @pytest.fixture
 def broker(monkeypatch: pytest.MonkeyPatch) -> Iterator[Broker]:
-    try:
-        cloud_store()
-    except ServiceUnavailable as exc:
-        pytest.skip(str(exc))
-    monkeypatch.setenv(TEST_STORE_VARIABLE, "cloud")
+    on_the_cloud_engine(monkeypatch)
     with Broker(store_flush_ms=2) as running:
         yield running
 

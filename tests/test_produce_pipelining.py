@@ -17,7 +17,7 @@ from kafkacompat.protocol.messages import make
 from kafkacompat.protocol.records import Record, build_batch
 
 from kafkacompat.testing import Broker
-from kafkacompat.testing.services import TEST_STORE_VARIABLE, ServiceUnavailable, cloud_store
+from tests.cloud_engine import on_the_cloud_engine
 from tests.wire import Wire
 
 PRODUCE_V = 9
@@ -39,11 +39,7 @@ def batch(*values: bytes) -> bytes:
 @pytest.fixture(params=["memory", "disk", "cloud"])
 def broker(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[Broker]:
     if request.param == "cloud":
-        try:
-            cloud_store()
-        except ServiceUnavailable as exc:
-            pytest.skip(str(exc))
-        monkeypatch.setenv(TEST_STORE_VARIABLE, "cloud")
+        on_the_cloud_engine(monkeypatch)
     with Broker("tmp" if request.param == "disk" else None) as running:
         yield running
 
@@ -69,11 +65,7 @@ def test_a_partition_named_twice_in_one_request_keeps_its_batches_in_order(broke
 
 
 def test_requests_in_flight_on_one_connection_share_an_object_and_answer_in_order(monkeypatch) -> None:
-    try:
-        cloud_store()
-    except ServiceUnavailable as exc:
-        pytest.skip(str(exc))
-    monkeypatch.setenv(TEST_STORE_VARIABLE, "cloud")
+    on_the_cloud_engine(monkeypatch)
     # a long flush window: every request sent below reaches the broker inside it
     with Broker(store_flush_ms=300) as broker:
         topic = broker.create_topic("pipelined", 2)

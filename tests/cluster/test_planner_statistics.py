@@ -16,18 +16,14 @@ from collections.abc import Iterator
 import pytest
 
 from kafkacompat.testing import Broker
-from kafkacompat.testing.services import TEST_STORE_VARIABLE, ServiceUnavailable, cloud_store
+from tests.cloud_engine import on_the_cloud_engine
 
 TABLES = ("kc_topics", "kc_partitions", "kc_partition_leaders")
 
 
 @pytest.fixture
 def broker(monkeypatch: pytest.MonkeyPatch) -> Iterator[Broker]:
-    try:
-        cloud_store()
-    except ServiceUnavailable as exc:
-        pytest.skip(str(exc))
-    monkeypatch.setenv(TEST_STORE_VARIABLE, "cloud")
+    on_the_cloud_engine(monkeypatch)
     with Broker(store_flush_ms=2) as running:
         yield running
 

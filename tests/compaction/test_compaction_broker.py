@@ -25,7 +25,8 @@ from kafkacompat.protocol.records import Record, build_batch, record_timestamps
 from kafkacompat import storage
 from kafkacompat.broker.cleaner_codec import CLEANER_CODEC
 from kafkacompat.testing import Broker
-from kafkacompat.testing.services import TEST_STORE_VARIABLE, ServiceUnavailable, cloud_store
+from kafkacompat.testing.services import ServiceUnavailable, cloud_store
+from tests.cloud_engine import on_the_cloud_engine
 from tests.wire import Wire
 
 CONFIGS = {"cleanup.policy": "compact", "segment.bytes": "4096", "min.cleanable.dirty.ratio": "0.01",
@@ -123,12 +124,8 @@ def produce_updates(bootstrap: str) -> list[tuple[int, bytes, bytes | None]]:
 @pytest.mark.parametrize("engine", ["disk", "memory", "cloud"])
 def test_stock_consumers_read_across_the_gaps_a_cleaning_leaves(tmp_path: Path, engine: str, monkeypatch):
     data_dir = {"memory": "memory://", "disk": str(tmp_path), "cloud": None}[engine]
-    if engine == "cloud":  # the broker opens the store as `serve --store postgresql://...` does
-        monkeypatch.setenv(TEST_STORE_VARIABLE, "cloud")
-        try:
-            cloud_store()
-        except ServiceUnavailable as exc:
-            pytest.skip(str(exc))
+    if engine == "cloud":
+        on_the_cloud_engine(monkeypatch)
     with Broker(data_dir=data_dir, log_cleaner_backoff_ms=3_600_000) as broker:
         assert engine != "cloud" or broker.config.store.startswith("postgresql://")
         broker.create_topic("cdc", configs=CONFIGS)
