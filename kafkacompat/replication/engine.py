@@ -74,6 +74,13 @@ def compress(codec: str, data: bytes) -> bytes:
     return data
 
 
+def _unread(answer: asyncio.Future[Any]) -> None:
+    """An answer left in a broken round's window: its failure is the link's, which the session
+    reports once; read here, so asyncio does not log each as never retrieved."""
+    if not answer.cancelled():
+        answer.exception()
+
+
 class LinkTask:
     """One replica link: its settings, its task and what it last saw."""
 
@@ -365,9 +372,10 @@ class LinkTask:
         except storage.UnknownTopicError:
             pass
         finally:
-            for answer, _, _ in window:
-                if answer is not None and not answer.done():
+            for answer, _, _ in window:  # answers nobody reads now: the round ended on an earlier one's failure
+                if answer is not None:
                     answer.cancel()
+                    answer.add_done_callback(_unread)
         return await self._send_log_start(client, topic, index, part) or sent or moved
 
     async def _settle(self, topic: str, index: int, answer: asyncio.Future[Any] | None, end: int, size: int

@@ -17,7 +17,11 @@ import asyncio
 import gc
 from types import SimpleNamespace
 
-from kafkacompat.replication.engine import LinkTask
+import pytest
+from kafkacompat.protocol.records import Record, build_batch
+
+from kafkacompat import storage
+from kafkacompat.replication.engine import MAX_REQUEST_BYTES, PIPELINE_DEPTH, LinkTask
 from kafkacompat.replication.link_client import LinkClient
 from kafkacompat.replication.links import LinkSpec
 
@@ -98,4 +102,45 @@ async def test_answers_nobody_waits_for_any_more_fail_without_an_asyncio_error()
     finally:
         loop.set_exception_handler(None)
         server.close()
+    assert not [context["message"] for context in reported]
+
+
+async def test_a_shipping_window_broken_with_answers_in_it_leaves_no_asyncio_error() -> None:
+    """A partition's shipping keeps several requests in flight (PIPELINE_DEPTH); when the link breaks,
+    the oldest answer's failure ends the round and the others, failed too, were left unread: asyncio
+    logged each as "Task exception was never retrieved" (twice in a 60-minute replication campaign)."""
+    reported: list[dict] = []
+    loop = asyncio.get_running_loop()
+    loop.set_exception_handler(lambda _loop, context: reported.append(context))
+    store = storage.open_store("memory://")
+    await store.open()
+    try:
+        await store.create_topic("/default", "t", 1)
+        part = store.partition("/default", "t", 0)
+        for _ in range(PIPELINE_DEPTH + 1):  # a request each: every batch is most of a request's bytes
+            await part.append(build_batch([Record(None, b"v" * (MAX_REQUEST_BYTES * 3 // 4), [], 1000)]), 1)
+        service = SimpleNamespace(store=store, identity=SimpleNamespace(id="source"),
+                                  paths=SimpleNamespace(path_at=lambda *_: ()))
+        link = LinkTask(service, LinkSpec("/default", "127.0.0.1", 9, "/d"))
+        link.dest_uuid = "destination"
+        link._topic_ids["t"] = store.get_topic("/default", "t").topic_id
+        link.positions["t", 0] = 0
+        calls: list[dict] = []
+
+        async def broken(body: dict, payload: bytes = b"") -> dict:
+            calls.append(body)
+            await asyncio.sleep(0.01)
+            raise ConnectionResetError("the destination went away")
+
+        with pytest.raises(ConnectionResetError):
+            await link._ship(SimpleNamespace(call=broken), "t", 0)
+        for _ in range(3):
+            await asyncio.sleep(0.02)
+        del link, broken
+        gc.collect()
+        await asyncio.sleep(0)
+    finally:
+        loop.set_exception_handler(None)
+        await store.close()
+    assert len(calls) == PIPELINE_DEPTH  # the window was full when the link broke
     assert not [context["message"] for context in reported]
