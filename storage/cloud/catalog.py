@@ -84,9 +84,7 @@ async def read_topics(conn: Any, path: str) -> list[tuple[TopicInfo, list[Any]]]
                                   "WHERE stream = $1", path)
         parts = await conn.fetch("SELECT p.topic_id, p.id, p.idx, p.next_offset, p.log_start, p.leader_epoch "
                                  "FROM kc_partitions p JOIN kc_topics t ON t.id = p.topic_id WHERE t.stream = $1", path)
-    by_topic: dict[Any, list[Any]] = {}
-    for r in parts:
-        by_topic.setdefault(r["topic_id"], []).append(r)
+    by_topic = _by_topic(parts)
     return [(_topic_info(path, r["name"], r), by_topic.get(r["id"], [])) for r in topics]
 
 
@@ -99,10 +97,16 @@ async def read_named_topics(conn: Any, path: str, names: Sequence[str]) -> dict[
                                   "WHERE stream = $1 AND name = ANY($2::text[])", path, list(names))
         parts = await conn.fetch(f"{PARTITION_COLUMNS}, topic_id FROM kc_partitions WHERE topic_id = ANY($1::uuid[])",
                                  [r["id"] for r in topics])
-    by_topic: dict[Any, list[Any]] = {}
-    for r in parts:
-        by_topic.setdefault(r["topic_id"], []).append(r)
+    by_topic = _by_topic(parts)
     return {r["name"]: (_topic_info(path, r["name"], r), by_topic.get(r["id"], [])) for r in topics}
+
+
+def _by_topic(parts: Sequence[Any]) -> dict[uuid.UUID, list[Any]]:
+    """Partition rows (with their topic_id) grouped by topic id."""
+    grouped: dict[uuid.UUID, list[Any]] = {}
+    for r in parts:
+        grouped.setdefault(r["topic_id"], []).append(r)
+    return grouped
 
 
 def _topic_info(path: str, name: str, row: Any) -> TopicInfo:
@@ -172,11 +176,9 @@ async def write_topics(conn: Any, path: str, infos: Sequence[TopicInfo]) -> dict
     await conn.execute("INSERT INTO kc_partitions (topic_id, idx) SELECT t.id, g.i FROM "
                        "unnest($1::uuid[], $2::int[]) AS t(id, n), generate_series(0, t.n - 1) AS g(i) "
                        "ON CONFLICT DO NOTHING", ids, [i.partitions for i in infos])
-    rows: dict[uuid.UUID, list[Any]] = {topic_id: [] for topic_id in ids}
-    for row in await conn.fetch(f"{PARTITION_COLUMNS}, topic_id FROM kc_partitions WHERE topic_id = ANY($1::uuid[])",
-                                ids):
-        rows[row["topic_id"]].append(row)
-    return rows
+    rows = _by_topic(await conn.fetch(f"{PARTITION_COLUMNS}, topic_id FROM kc_partitions "
+                                      "WHERE topic_id = ANY($1::uuid[])", ids))
+    return {topic_id: rows.get(topic_id, []) for topic_id in ids}
 
 
 async def delete_topic(conn: Any, info: TopicInfo) -> None:

@@ -72,16 +72,17 @@ def _runs_of_topics(events: Sequence[tuple[str, str]]) -> Iterator[tuple[str, st
     """The events in order, as (kind, payload, topic names): a run of "topic" events of one stream
     becomes its first event with every name of the run."""
     run: tuple[str, str, list[str]] | None = None
+    run_stream = None
     for kind, payload in events:
         event = json.loads(payload) if kind == "topic" else None
-        if run is not None and event is not None and event["s"] == json.loads(run[1])["s"]:
+        if run is not None and event is not None and event["s"] == run_stream:
             run[2].append(event["t"])
             continue
         if run is not None:
             yield run
             run = None
         if event is not None:
-            run = (kind, payload, [event["t"]])
+            run, run_stream = (kind, payload, [event["t"]]), event["s"]
         else:
             yield kind, payload, []
     if run is not None:
