@@ -36,6 +36,32 @@ def produce(producer: Producer, value: bytes) -> str | None:
     return outcome[0]
 
 
+CLOSING = {"04", "05"}  # the client's side after its close: FIN_WAIT1 (its FIN not yet taken), FIN_WAIT2
+
+
+def wait_for_hang_up(port: int) -> None:
+    """Wait until the client has closed a connection to the (paused) broker's port.
+
+    librdkafka reports the give-up before its thread closes the connection; a broker woken in
+    between finds an open connection and rightly stores the request. So the test waits until the
+    kernel's table shows the close: the broker's side in CLOSE_WAIT, or, where the client's FIN is
+    still queued behind requests the broker has no room for, the client's side in FIN_WAIT1."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+            for line in Path(table).read_text().splitlines()[1:]:
+                local, remote, state = line.split()[1:4]
+                if (port_of(local) == port and state == "08") or (port_of(remote) == port and state in CLOSING):
+                    return
+        time.sleep(0.02)
+    raise AssertionError(f"no connection to port {port} was closed by its client within 10 s")
+
+
+def port_of(address: str) -> int:
+    """The port of an address in /proc/net/tcp's hexadecimal form."""
+    return int(address.rsplit(":", 1)[1], 16)
+
+
 def values_until(bootstrap: str, last: bytes) -> list[bytes]:
     """Every value of the partition, read until `last` is seen."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "reader", "enable.auto.commit": False})
@@ -62,6 +88,7 @@ def test_produce_left_behind_by_its_client_is_not_stored(tmp_path: Path) -> None
         served.proc.send_signal(signal.SIGSTOP)
         try:  # the request waits in the paused broker's socket; librdkafka times out, disconnects, gives up
             error = produce(producer, b"given-up")
+            wait_for_hang_up(served.port)
         finally:
             served.proc.send_signal(signal.SIGCONT)
         assert error is not None, "the record was delivered while the broker was paused"
@@ -95,6 +122,7 @@ def test_requests_left_behind_behind_one_another_are_none_of_them_stored(tmp_pat
             deadline = time.monotonic() + 30
             while len(outcomes) < 3 and time.monotonic() < deadline:
                 producer.poll(0.1)
+            wait_for_hang_up(served.port)
         finally:
             served.proc.send_signal(signal.SIGCONT)
         assert len(outcomes) == 3 and None not in outcomes, outcomes
