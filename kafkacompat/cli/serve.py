@@ -12,13 +12,11 @@ import argparse
 import asyncio
 import dataclasses
 import errno
-import gc
 import logging
 import os
 import signal
 import socket
 import sys
-import time
 import traceback
 
 from .. import log_format
@@ -34,6 +32,7 @@ from ..config import (
 from ..kafka_port.file_limit import raise_file_limit
 from ..workers.role import WorkerRole, WorkersError, announce_ready, worker_config, worker_count
 from ..workers.supervisor import SupervisorError, run_workers
+from .heap import freeze_long_lived, thaw_now_and_then
 
 log = logging.getLogger("kafkacompat")
 
@@ -110,6 +109,7 @@ async def run_until_signalled(config: BrokerConfig) -> None:
         await server.start(before_serving=freeze_long_lived)
     except Exception as exc:
         raise _explain(config, exc) or exc
+    thaw = loop.create_task(thaw_now_and_then())
     watch = None
     if config.worker_of is not None:  # one of `serve --workers N`: tell the supervisor, stop if it goes
         announce_ready(WorkerRole.parse(config.worker_of))
@@ -118,6 +118,7 @@ async def run_until_signalled(config: BrokerConfig) -> None:
         await stop.wait()
         log.info("shutting down")
     finally:
+        thaw.cancel()
         if watch is not None:
             watch.cancel()
         await server.stop()
@@ -131,26 +132,6 @@ async def _stop_when_orphaned(stop: asyncio.Event, parent: int) -> None:
         await asyncio.sleep(0.5)
     log.error("the supervisor (pid %d) is gone; this worker stops", parent)
     stop.set()
-
-
-def freeze_long_lived() -> None:
-    """Leave what start-up loaded (every topic of the store) out of later full garbage collections.
-
-    CPython's full collection scans every tracked object and stops every
-    connection meanwhile; with 50,000 topics loaded, gen2 collections during
-    Metadata for all topics took 80-780 ms each (125 ms median) and with
-    them frozen 9-124 ms (31 ms median), measured with gc.callbacks on a
-    loaded 2-core machine (issue 32). What is frozen is never collected, so
-    garbage is collected first; only the broker's own process does this (a
-    test's in-process brokers keep the test's heap collectable). It runs
-    before the listeners accept: after, its 0.2-0.5 s at 20,000 topics held
-    the first clients.
-    """
-    started = time.perf_counter()
-    gc.collect()
-    gc.freeze()
-    log.debug("froze %d objects loaded at start in %.0f ms", gc.get_freeze_count(),
-              (time.perf_counter() - started) * 1000)
 
 
 def _explain(config: BrokerConfig, exc: Exception) -> StartError | None:
