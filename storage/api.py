@@ -488,6 +488,12 @@ class Store(abc.ABC):
     def get_state(self, stream: str, table: str) -> dict[str, dict]:
         """Every live record of a state table (empty when it was never written)."""
 
+    @abc.abstractmethod
+    def state_version(self, stream: str, table: str) -> int:
+        """A number that goes up whenever the table changes: written here, or read afresh from where
+        other processes write it too (another broker of a cluster, worker 0 of `serve --workers N`).
+        What a caller derived from get_state is current while the number has not moved."""
+
     async def reload_state(self, stream: str, table: str) -> None:
         """Read a state table afresh from where it is kept, for a store that other processes
         write too (the cloud engine); get_state then returns what they wrote. A store only

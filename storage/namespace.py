@@ -278,7 +278,7 @@ class ChangeStamped(dict[K, V]):
 
 
 class StreamState:
-    __slots__ = ("path", "policy", "created_ms", "topics", "cursors", "tables")
+    __slots__ = ("path", "policy", "created_ms", "topics", "cursors", "tables", "table_versions")
 
     def __init__(self, path: str, policy: StreamPolicy, created_ms: int) -> None:
         self.path = path
@@ -287,6 +287,12 @@ class StreamState:
         self.topics: ChangeStamped[str, TopicState] = ChangeStamped()
         self.cursors: dict[str, dict[tuple[str, int], Cursor]] = {}
         self.tables: dict[str, dict[str, dict]] = {}  # state tables (put_state)
+        self.table_versions: dict[str, int] = {}  # goes up with every change of a table (state_version)
+
+    def replace_table(self, table: str, rows: dict[str, dict]) -> None:
+        """A state table as read afresh from where another process writes it too."""
+        self.tables[table] = rows
+        self.table_versions[table] = self.table_versions.get(table, 0) + 1
 
     def info(self) -> StreamInfo:
         return StreamInfo(self.path, self.policy, self.created_ms, len(self.topics))
@@ -698,6 +704,10 @@ class NamespaceStore(Store):
                 live.pop(key, None)
             else:
                 live[key] = value
+        state.table_versions[table] = state.table_versions.get(table, 0) + 1
 
     def get_state(self, stream: str, table: str) -> dict[str, dict]:
         return dict(self._stream(stream).tables.get(table, {}))
+
+    def state_version(self, stream: str, table: str) -> int:
+        return self._stream(stream).table_versions.get(table, 0)

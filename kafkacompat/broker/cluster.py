@@ -33,9 +33,12 @@ from .request_stats import RequestStats
 
 if TYPE_CHECKING:
     from ..replication.engine import ReplicationService
+from ..security.acls import ACL_TABLE
 from ..security.authorizer import Authorizer
 from ..security.client import load_command_config
+from ..security.credentials import TABLE as CREDENTIALS_TABLE
 from ..security.credentials import Credentials
+from ..security.delegation_tokens import TABLE as TOKENS_TABLE
 from ..security.delegation_tokens import DelegationTokens
 from ..security.oauthbearer import BearerValidator
 from ..topic_names import LEGAL_NAMES_ONLY, TopicNameError, canonical_name, kafka_alias, split_name
@@ -129,6 +132,7 @@ class Cluster:
         role = WorkerRole.parse(config.worker_of)
         self.producers.spread(role.index, role.count)  # no two workers hand out one producer id
         view = WorkerView(me, role, store, os.path.abspath(config.store_url))
+        view.shared_tables = (ACL_TABLE, CREDENTIALS_TABLE, TOKENS_TABLE)  # read by every worker, written by 0
         if config.host not in ("", "0.0.0.0", "::"):
             view.controller_host = config.host
         if config.replication_client_config:

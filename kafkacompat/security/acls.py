@@ -188,38 +188,51 @@ def validate(acl: AclBinding) -> None:
 
 
 class AclTable:
-    """Every ACL of the cluster, in memory and in the store's `acls` table of the default stream."""
+    """Every ACL of the cluster, in memory and in the store's `acls` table of the default stream.
+
+    The memory copy is rebuilt whenever the store's table changed (its state_version moved): ACLs
+    another broker of the cluster, or worker 0 of `serve --workers N`, created or deleted count here
+    as soon as this process's store has read them, not after a restart (a DENY added through one
+    broker left writes through the others allowed)."""
 
     def __init__(self, store: Store) -> None:
         self.store = store
-        self._acls: dict[str, AclBinding] = {
-            key: AclBinding.from_record(record)
-            for key, record in store.get_state(store.default_stream, ACL_TABLE).items()
-        }
+        self._version = -1
+        self._acls: dict[str, AclBinding] = {}
         self._by_type: dict[ResourceType, dict[str, AclBinding]] = {}
+        self._current()
+
+    def _current(self) -> None:
+        """Rebuild the memory copy if the store's table changed since it was made."""
+        version = self.store.state_version(self.store.default_stream, ACL_TABLE)
+        if version == self._version:
+            return
+        self._version = version
+        self._acls = {key: AclBinding.from_record(record)
+                      for key, record in self.store.get_state(self.store.default_stream, ACL_TABLE).items()}
+        self._by_type = {}
         for key, acl in self._acls.items():
             self._by_type.setdefault(acl.resource_type, {})[key] = acl
 
     def __iter__(self) -> Iterator[AclBinding]:
+        self._current()
         return iter(list(self._acls.values()))
 
     def for_resource(self, resource_type: ResourceType, name: str) -> list[AclBinding]:
         """The ACLs that apply to one resource; asked on every request, so only its type's ACLs are scanned."""
+        self._current()
         of_type = self._by_type.get(resource_type, {})
         return [acl for acl in of_type.values() if acl.matches_resource(resource_type, name)]
 
     def matching(self, acl_filter: AclFilter) -> list[AclBinding]:
+        self._current()
         return [acl for acl in self._acls.values() if acl_filter.matches(acl)]
 
     async def add(self, acls: list[AclBinding]) -> None:
-        """Store bindings durably, then make them count (an existing binding is kept once)."""
+        """Store bindings durably; they count from then on (an existing binding is kept once)."""
         await self.store.put_state(self.store.default_stream, ACL_TABLE, {acl.key: acl.record() for acl in acls})
-        for acl in acls:
-            self._acls[acl.key] = acl
-            self._by_type.setdefault(acl.resource_type, {})[acl.key] = acl
+        self._current()
 
     async def remove(self, acls: list[AclBinding]) -> None:
         await self.store.put_state(self.store.default_stream, ACL_TABLE, {acl.key: None for acl in acls})
-        for acl in acls:
-            self._acls.pop(acl.key, None)
-            self._by_type.get(acl.resource_type, {}).pop(acl.key, None)
+        self._current()

@@ -88,6 +88,7 @@ class WorkerView(ClusterView):
         self._task: asyncio.Task | None = None
         self.controller_host = "127.0.0.1"  # where worker 0 is reached: its bind host unless that is a wildcard
         self.security = ClientSecurity()  # how: --replication-client-config's TLS and login, when set
+        self.shared_tables: tuple[str, ...] = ()  # worker 0's state tables this worker reads too (ACLs, ...)
 
     async def start(self) -> None:
         self._read_epochs()
@@ -158,5 +159,6 @@ class WorkerView(ClusterView):
             try:
                 self._read_epochs()
                 await self.store.refresh_catalog()
+                await self.store.refresh_shared(self.shared_tables)
             except Exception:
                 log.exception("worker %d: cannot read the catalog's changes; trying again", self.role.index)

@@ -261,7 +261,8 @@ class CloudStore(NamespaceStore):
                     topic.forget_settings()
             contents = await self._stream_writes.read(path, lambda: catalog.read_stream_contents(conn, path))
             stream.cursors = contents.cursors
-            stream.tables = contents.tables
+            for name in set(stream.tables) | set(contents.tables):
+                stream.replace_table(name, contents.tables.get(name, {}))
             topics = await catalog.read_topics(conn, path)
         for info, parts in topics:
             self._take_topic(stream, info, parts)
@@ -446,7 +447,7 @@ class CloudStore(NamespaceStore):
                 else:
                     stream.cursors.pop(name, None)
             else:
-                stream.tables[name] = await self._stream_writes.read(path, lambda: catalog.read_state(conn, path, name))
+                stream.replace_table(name, await self._stream_writes.read(path, lambda: catalog.read_state(conn, path, name)))
 
     async def reload_state(self, stream: str, table: str) -> None:
         """The table as the database holds it now, without waiting for a notification under way

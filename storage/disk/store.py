@@ -99,6 +99,7 @@ class DiskStore(NamespaceStore):
         self._topic_logs: dict[str, JsonLog] = {}
         self._cursor_logs: dict[str, JsonLog] = {}
         self._state_logs: dict[tuple[str, str], JsonLog] = {}  # (stream, table)
+        self._shared_seen: dict[str, tuple[int, int, int]] = {}  # refresh_shared: file -> version read
         self._background: set[asyncio.Task] = set()
         self._retention_task: asyncio.Task | None = None
         self._lock_fd: int | None = None
@@ -614,6 +615,34 @@ class DiskStore(NamespaceStore):
                 self._catalog_seen[stream.path] = version
                 changed += self._apply_catalog(stream, live)
             return changed
+
+    async def refresh_shared(self, tables: Sequence[str]) -> None:
+        """A non-controller worker: take in what the controller changed since this worker last looked
+        in the store's settings (group and broker configs, feature levels) and in the default stream's
+        state `tables` (ACLs, SCRAM users, delegation tokens): each is read again only when its file
+        changed. Without this, a worker served them as they were at its start."""
+        if self._writes_catalog:
+            return
+        async with self._catalog_lock:
+            store_file = os.path.join(self.root, layout.STORE_FILE)
+            version = _file_version(store_file)
+            if version != self._shared_seen.get(store_file):
+                await asyncio.to_thread(self._read_identity, store_file)
+                self._shared_seen[store_file] = version
+            stream = self._streams.get(self.default_stream)
+            if stream is None:
+                return
+            directory = layout.stream_dir(self.root, stream.path)
+            for table in tables:
+                path = os.path.join(directory, layout.STATE_PREFIX + table)
+                version = _file_version(path)
+                if version == self._shared_seen.get(path, (0, 0, 0)):
+                    continue
+                reader = JsonLog(path, key=_state_key)
+                await asyncio.to_thread(reader.load, None, False)
+                assert reader.live is not None
+                stream.replace_table(table, {rec["k"]: rec["v"] for rec in reader.live.values()})
+                self._shared_seen[path] = version
 
     async def refresh_streams(self, paths: Sequence[str]) -> None:
         """A non-controller worker: take in the streams of `paths` that the controller created since
