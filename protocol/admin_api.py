@@ -22,6 +22,10 @@ from typing import Any
 STREAM_ADMIN_KEY = 32767  # far above Kafka's own keys, which grow from 0
 STREAM_ADMIN_VERSION = 0
 STREAM_ADMIN_NAME = "StreamAdmin"
+# The same framing between the workers of `serve --workers N`: share-group state kept at worker 0
+WORKER_STATE_KEY = 32765
+WORKER_STATE_VERSION = 0
+WORKER_STATE_NAME = "WorkerState"
 
 _HEADER = struct.Struct(">hhih")
 _SIZE = struct.Struct(">i")
@@ -38,11 +42,12 @@ class AdminReply:
     result: Any
 
 
-def encode_request(correlation_id: int, body: dict[str, Any], client_id: str = "kafkacompat-cli") -> bytes:
-    """A whole request frame (size prefix included) carrying `body` as JSON."""
+def encode_request(correlation_id: int, body: dict[str, Any], client_id: str = "kafkacompat-cli",
+                   key: int = STREAM_ADMIN_KEY) -> bytes:
+    """A whole request frame (size prefix included) carrying `body` as JSON (to StreamAdmin, or `key`)."""
     client = client_id.encode()
     payload = json.dumps(body, separators=(",", ":")).encode()
-    head = _HEADER.pack(STREAM_ADMIN_KEY, STREAM_ADMIN_VERSION, correlation_id, len(client)) + client
+    head = _HEADER.pack(key, STREAM_ADMIN_VERSION, correlation_id, len(client)) + client
     return _SIZE.pack(len(head) + len(payload)) + head + payload
 
 

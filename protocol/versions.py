@@ -16,7 +16,7 @@ from kio.index import KioIndexError, load_entity_module
 from kio.schema.index import api_key_map
 from kio.static.constants import EntityType
 
-from .admin_api import STREAM_ADMIN_KEY, STREAM_ADMIN_NAME
+from .admin_api import STREAM_ADMIN_KEY, STREAM_ADMIN_NAME, WORKER_STATE_KEY, WORKER_STATE_NAME
 from .replication_api import REPLICATE_KEY, REPLICATE_NAME
 
 API_VERSIONS_KEY = 18
@@ -27,6 +27,8 @@ def api_name(api_key: int) -> str:
         return STREAM_ADMIN_NAME
     if api_key == REPLICATE_KEY:
         return REPLICATE_NAME
+    if api_key == WORKER_STATE_KEY:
+        return WORKER_STATE_NAME
     return api_key_map.get(api_key, f"api_{api_key}")
 
 

@@ -26,6 +26,7 @@ from ..shares.manager import ShareService
 from ..transactions import TransactionCoordinator
 from ..workers.forward import ForwardError
 from ..workers.role import WorkerRole
+from ..workers.share_state import WorkerShareState
 from ..workers.txn_forward import WorkerTransactions
 from ..workers.view import WorkerView
 from .features import FeatureLevels
@@ -105,6 +106,8 @@ class Cluster:
         broker_configs.apply_dynamic(self)  # dynamic broker configs kept in the store
         self.view: ClusterView = self._open_view(config, store)
         self.transactions = self._transaction_coordinator()
+        if isinstance(self.view, WorkerView) and self.view.role.index != 0:  # worker 0 writes the state tables
+            self.shares.table = WorkerShareState(self.view)
         self.authorizer = Authorizer(config, store)  # every handler asks it (kafkacompat/security)
         self.replication: ReplicationService | None = None  # set by the server once the store is open
         # The leader table lives in the store's own database: its commit can fence appends by epoch.

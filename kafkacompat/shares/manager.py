@@ -112,11 +112,43 @@ class ShareHost(ConfigSource, Protocol):
     def coordinates(self, key: str) -> bool: ...
 
 
+class StateTable(Protocol):
+    """Where share-partition states are kept: the store's `share_state` table (`StoreTable`), or, on a
+    worker of `serve --workers N` other than 0, worker 0's (kafkacompat/workers/share_state.py)."""
+
+    local: bool  # False: rows() is only as current as the last reload()
+
+    def rows(self) -> dict[str, dict]: ...
+
+    async def reload(self) -> None: ...
+
+    async def put(self, records: dict[str, dict | None], fence: storage.StateFence | None) -> None: ...
+
+
+class StoreTable:
+    """The `share_state` table of the store's default stream, written by this broker itself."""
+
+    local = True
+
+    def __init__(self, store: storage.Store) -> None:
+        self.store = store
+
+    def rows(self) -> dict[str, dict]:
+        return self.store.get_state(self.store.default_stream, TABLE)
+
+    async def reload(self) -> None:
+        await self.store.reload_state(self.store.default_stream, TABLE)
+
+    async def put(self, records: dict[str, dict | None], fence: storage.StateFence | None) -> None:
+        await self.store.put_state(self.store.default_stream, TABLE, records, durable=False, fence=fence)
+
+
 class ShareService:
     def __init__(self, cluster: ShareHost) -> None:
         self.cluster = cluster
         self.config = cluster.config
         self.store = cluster.store
+        self.table: StateTable = StoreTable(cluster.store)
         self.groups = ShareGroupCoordinator(
             session_timeout_ms=lambda g: group_int(cluster, g, "share.session.timeout.ms"),
             heartbeat_interval_ms=lambda g: group_int(cluster, g, "share.heartbeat.interval.ms"),
@@ -160,7 +192,7 @@ class ShareService:
 
     # listing ----------------------------------------------------------------------
     def stored(self) -> dict[str, dict]:
-        return self.store.get_state(self.store.default_stream, TABLE)
+        return self.table.rows()
 
     def known_groups(self) -> dict[str, str]:
         """group id -> state of every share group: live ones and those only their stored state knows."""
@@ -228,9 +260,9 @@ class ShareService:
                               partition: storage.Partition) -> SharePartition:
         """The share-partition, loaded from the store or started per share.auto.offset.reset."""
         key = (group_id, topic_id, index)
-        if (topic_id, index) in self._unread and key not in self.partitions:
+        if ((topic_id, index) in self._unread or not self.table.local) and key not in self.partitions:
             # the previous leader wrote it until it was fenced: read what it wrote, not a notification behind
-            await self.store.reload_state(self.store.default_stream, TABLE)
+            await self.table.reload()
             self._unread.discard((topic_id, index))
         part = self.partitions.get(key)
         if part is None:
@@ -373,7 +405,7 @@ class ShareService:
                        for key in keys}
             try:
                 fence = None if all(key in admin for key in keys) else self._fence(topic_id, index)
-                await self.store.put_state(self.store.default_stream, TABLE, records, durable=False, fence=fence)
+                await self.table.put(records, fence)
             except storage.NotLeaderError as exc:
                 log.info("share-partition state of %s-%d not written: %s", topic_id, index, exc)
                 self.drop(topic_id, index)

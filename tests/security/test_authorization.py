@@ -12,6 +12,7 @@ import json
 import logging
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -333,6 +334,32 @@ def test_replication_into_a_stream_needs_its_copy_permission(broker: Broker, tmp
 
     assert b"User:bob may not replicate into stream" in hello("User:bob")
     assert b"may not replicate" not in hello("User:alice")
+
+
+def test_share_state_kept_for_other_workers_needs_cluster_action(broker: Broker) -> None:
+    """WorkerState (the private API workers of `serve --workers N` keep their share-group state at
+    worker 0 with) asks CLUSTER_ACTION on the cluster, as Kafka asks its brokers."""
+    from kafkacompat.handlers import worker_state
+
+    class Asking:  # what the handler reads of a request from a worker logged in as `principal`
+        def __init__(self, principal: str) -> None:
+            self.cluster, self.principal, self.peer = broker.server.cluster, principal, "127.0.0.1:1"
+            self.header = None
+
+    def read(principal: str) -> dict:
+        return json.loads(broker.call(worker_state.handle(Asking(principal), {"op": "share_state.read"})))
+
+    refused = read("User:worker")
+    assert refused["error_code"] == 31 and "needs CLUSTER_ACTION" in refused["error"]  # CLUSTER_AUTHORIZATION_FAILED
+    for future in admin(broker).create_acls([AclBinding(ResourceType.BROKER, "kafka-cluster",
+                                                        ResourcePatternType.LITERAL, "User:worker", "*",
+                                                        AclOperation.CLUSTER_ACTION,
+                                                        AclPermissionType.ALLOW)]).values():
+        future.result(15)
+    deadline = time.monotonic() + 15
+    while read("User:worker")["error_code"] != 0:
+        assert time.monotonic() < deadline, "CLUSTER_ACTION granted, still refused"
+        time.sleep(0.1)
 
 
 def test_the_rest_proxy_is_authorized_as_its_principal() -> None:

@@ -96,6 +96,8 @@ KAFKA_APIS: dict[int, Unchecked | Checked] = {
     41: Unchecked("DescribeDelegationToken: lists only the tokens the principal owns or may describe"),
     32766: Unchecked("StreamReplicate: needs the destination stream's copy permission "
                      "(tests/security/test_authorization::test_replication_into_a_stream_needs_its_copy_permission)"),
+    32765: Unchecked("WorkerState: needs CLUSTER_ACTION on the cluster (tests/security/test_authorization::"
+                     "test_share_state_kept_for_other_workers_needs_cluster_action)"),
     32767: Unchecked("StreamAdmin: checked per operation (test_stream_admin_operations_are_authorized below)"),
     0: checked("WRITE TRANSACTIONAL_ID"),  # produce (v13 names topics by id: the sample's is no topic)
     1: checked("READ TOPIC", fix=_fetch_by_id),  # fetch

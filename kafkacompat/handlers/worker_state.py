@@ -1,0 +1,76 @@
+"""WorkerState (private, unadvertised): the share-group state other workers of `serve --workers N` keep at worker 0.
+
+A share-partition lives with its topic partition's owner, and its state
+(the SPSO, and the delivery state and count of each record in flight) must
+outlive that worker. Worker 0 alone writes the store's state tables, so the
+other workers keep theirs in worker 0's `share_state` table through this
+request, as Kafka's share-partition leaders write theirs to the share
+coordinator (WriteShareGroupState, ReadShareGroupState). The framing is the
+admin API's (protocol/admin_api.py): a JSON object naming the operation.
+
+- {"op": "share_state.read"}: every record of the table, {key: record}.
+- {"op": "share_state.write", "records": {key: record or null}}: set or
+  delete records; answered once written (durable at the next group commit,
+  as a broker's own share-state writes).
+
+With authorization on, the caller needs CLUSTER_ACTION on the cluster, as
+Kafka asks of brokers for its share coordinator's requests. A worker other
+than 0 refuses the write (it does not write the state tables).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from kafkacompat import storage
+from kafkacompat.protocol.admin_api import (
+    WORKER_STATE_KEY,
+    WORKER_STATE_VERSION,
+    AdminMessageError,
+    decode_request_body,
+    encode_response_body,
+)
+from kafkacompat.protocol.messages import MalformedRequestError, RequestHeader
+
+from ..security.acls import Operation
+from ..services import Groups, Request, Security
+from ..shares.manager import StoreTable
+from .common import ErrorCode, storage_error_code
+from .registry import Api
+
+# Between the workers of one `serve --workers N`: private, never advertised to stock clients
+API = Api(WORKER_STATE_KEY, (WORKER_STATE_VERSION, WORKER_STATE_VERSION), None, advertised=False)
+
+
+class Reaches(Groups, Security, Protocol):
+    """What of the broker this module reaches."""
+
+
+def decode(header: RequestHeader, frame: bytes) -> dict[str, Any]:
+    try:
+        return decode_request_body(frame, header.body_offset)
+    except AdminMessageError as exc:
+        raise MalformedRequestError(str(exc)) from None
+
+
+async def handle(ctx: Request[Reaches], request: dict[str, Any]) -> bytes:
+    authorizer = ctx.cluster.authorizer
+    if authorizer.enabled and not authorizer.cluster(ctx, Operation.CLUSTER_ACTION):
+        return encode_response_body(ErrorCode.cluster_authorization_failed.value,
+                                    f"{ctx.principal} may not keep share-group state here (needs CLUSTER_ACTION "
+                                    "on the cluster)", None)
+    table = StoreTable(ctx.cluster.shares.store)
+    op = request["op"]
+    try:
+        if op == "share_state.read":
+            return encode_response_body(ErrorCode.none.value, None, table.rows())
+        if op == "share_state.write":
+            records = request.get("records")
+            if not isinstance(records, dict) or not all(v is None or isinstance(v, dict) for v in records.values()):
+                return encode_response_body(ErrorCode.invalid_request.value,
+                                            "'records' must map keys to a record or null", None)
+            await table.put(records, None)
+            return encode_response_body(ErrorCode.none.value, None, None)
+    except storage.StorageError as exc:
+        return encode_response_body(storage_error_code(exc).value, str(exc), None)
+    return encode_response_body(ErrorCode.invalid_request.value, f"unknown worker state operation {op!r}", None)
