@@ -312,6 +312,12 @@ class Store(abc.ABC):
         """Store-wide settings kept for whoever runs the store (e.g. a broker's dynamic configs)."""
 
     @abc.abstractmethod
+    def settings_version(self) -> int:
+        """A number that goes up whenever the settings change: set here, or read afresh from where
+        other processes set them too (another broker of a cluster, worker 0 of `serve --workers N`).
+        What a caller derived from settings() is current while the number has not moved."""
+
+    @abc.abstractmethod
     async def set_settings(self, changes: Mapping[str, str | None]) -> dict[str, str]:
         """Set (a value) or remove (None) settings durably; returns them all."""
 

@@ -312,12 +312,22 @@ class NamespaceStore(Store):
         self._topics_by_id: dict[str, TopicState] = {}  # by topic id in hex
         self.store_id = uuid.uuid4()  # engines that persist replace it with the stored one on open
         self._settings: dict[str, str] = {}
+        self._settings_version = 0  # goes up with every change of the settings (settings_version)
         self.activity = StoreActivity()  # fsync and retention counts, read by the broker's /metrics
         self._partitions: int | None = None  # the running count, once first walked (counts_partitions)
         self.partition_walks = 0  # walks over every topic to count partitions: once per open when counted
 
     def settings(self) -> dict[str, str]:
         return dict(self._settings)
+
+    def settings_version(self) -> int:
+        return self._settings_version
+
+    def _take_settings(self, settings: dict[str, str]) -> None:
+        """The settings as set here, or as read afresh from where other processes set them too."""
+        if settings != self._settings:
+            self._settings = settings
+            self._settings_version += 1
 
     async def set_settings(self, changes: Mapping[str, str | None]) -> dict[str, str]:
         updated = dict(self._settings)
@@ -327,7 +337,7 @@ class NamespaceStore(Store):
             else:
                 updated[key] = value
         await self._persist_settings(updated)
-        self._settings = updated
+        self._take_settings(updated)
         return dict(updated)
 
     # hooks -----------------------------------------------------------------

@@ -104,6 +104,7 @@ class Cluster:
         self.quotas = ClientQuotas(store)
         self.started_config = {f.name: getattr(config, f.name) for f in dataclasses.fields(config)}
         broker_configs.apply_dynamic(self)  # dynamic broker configs kept in the store
+        self._settings_seen = store.settings_version()  # what apply_dynamic applied (follow_settings)
         self.view: ClusterView = self._open_view(config, store)
         self.transactions = self._transaction_coordinator()
         if isinstance(self.view, WorkerView) and self.view.role.index != 0:  # worker 0 writes the state tables
@@ -345,6 +346,15 @@ class Cluster:
     async def settle(self, infos: list[TopicInfo]) -> None:
         """Give the partitions of topics just created (here or by another broker) their leaders now."""
         await self.view.settle((info.stream, info.name, index) for info in infos for index in range(info.partitions))
+
+    def follow_settings(self) -> None:
+        """Apply the dynamic broker configs again when the store's settings moved: set through another
+        broker of the cluster or through worker 0, they counted here only after a restart. Asked before
+        each request, so one that comes after the change is served under it."""
+        version = self.store.settings_version()
+        if version != self._settings_seen:
+            self._settings_seen = version
+            broker_configs.apply_dynamic(self)
 
     def offsets_partition(self, key: str) -> PartitionKey:
         """The __consumer_offsets partition of a group or transactional id: its leader coordinates it."""

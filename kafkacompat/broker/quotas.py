@@ -77,21 +77,47 @@ class _Rate:
 
 
 class ClientQuotas:
+    """The quotas of the store's settings, matched and enforced here. Rebuilt whenever the settings
+    changed (their settings_version moved), so a quota set through another broker of the cluster, or
+    through worker 0 of `serve --workers N`, is enforced here too, not only after a restart."""
+
     def __init__(self, store: Store) -> None:
         self._store = store
+        self._version = -1
         self._quotas: dict[Entity, dict[str, float]] = {}
-        for key, value in store.settings().items():
-            if key.startswith(_PREFIX):
-                parts, name = json.loads(key[len(_PREFIX):])
-                self._quotas.setdefault(tuple(tuple(p) for p in parts), {})[name] = float(value)
         self._matched: dict[tuple[str, str, str], tuple[Entity, float] | None] = {}
         self._rates: dict[tuple[Entity, str], _Rate] = {}
-        self.active = any(name in ENFORCED for values in self._quotas.values() for name in values)
+        self._active = False
+        self._current()
+
+    @property
+    def active(self) -> bool:
+        """Whether any quota is enforced (with none, produce and fetch pay this check alone)."""
+        self._current()
+        return self._active
+
+    def _current(self) -> None:
+        version = self._store.settings_version()
+        if version == self._version:
+            return
+        self._version = version
+        quotas: dict[Entity, dict[str, float]] = {}
+        for key, value in self._store.settings().items():
+            if key.startswith(_PREFIX):
+                parts, name = json.loads(key[len(_PREFIX):])
+                quotas.setdefault(tuple(tuple(p) for p in parts), {})[name] = float(value)
+        if quotas == self._quotas:
+            return  # another setting changed: the rates measured so far stand
+        self._quotas = quotas
+        self._matched.clear()
+        self._rates.clear()
+        self._active = any(name in ENFORCED for values in quotas.values() for name in values)
 
     # --- admin ---------------------------------------------------------
 
     def describe(self, match: Sequence[tuple[str, int, str | None]], strict: bool) -> list[tuple[Entity, dict[str, float]]]:
         """Entities matching every (type, match type, name) filter: 0 exact name, 1 the default, 2 any."""
+        self._current()
         found = []
         for entity, values in sorted(self._quotas.items(), key=lambda item: str(item[0])):
             named = dict(entity)
@@ -121,17 +147,7 @@ class ClientQuotas:
         await self._store.set_settings({
             _PREFIX + json.dumps([entity, name]): (None if value is None else repr(value)) for name, value in ops.items()
         })
-        values = self._quotas.setdefault(entity, {})
-        for name, value in ops.items():
-            if value is None:
-                values.pop(name, None)
-            else:
-                values[name] = value
-        if not values:
-            del self._quotas[entity]
-        self._matched.clear()
-        self._rates.clear()
-        self.active = any(name in ENFORCED for values in self._quotas.values() for name in values)
+        self._current()
 
     # --- enforcement ---------------------------------------------------
 

@@ -357,6 +357,7 @@ class Connection:
                 f"{api_name(key)} v{version} is not supported (this broker serves "
                 f"v{supported[0]}-{supported[1]})"
             )
+        self.cluster.follow_settings()
         decode = getattr(handler, "decode", decode_request)
         request = decode(header, frame)
         if key == API_VERSIONS_KEY:

@@ -469,7 +469,7 @@ class CloudStore(NamespaceStore):
     async def _read_settings(self, conn: Any) -> None:
         """This process's view of the settings, as the database holds them now."""
         async with self._settings_turn:
-            self._settings = await catalog.read_settings(conn)
+            self._take_settings(await catalog.read_settings(conn))
 
     async def set_settings(self, changes: Mapping[str, str | None]) -> dict[str, str]:
         """Upsert and delete only the keys named, then take the view from the database.

@@ -299,7 +299,7 @@ class DiskStore(NamespaceStore):
         if store_id is not None:
             self.store_id = store_id
         if settings is not None:
-            self._settings = settings
+            self._take_settings(settings)
 
     async def _persist_settings(self, settings: dict[str, str]) -> None:
         self._check_writer()

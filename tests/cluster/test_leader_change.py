@@ -72,15 +72,27 @@ def answer(wire: Wire) -> tuple[ErrorCode, int]:
 
 
 def metadata_leader(bootstrap: str, topic: str) -> tuple[int, int]:
-    """(leader id, leader epoch) of partition 0 as this broker's Metadata names them."""
+    """(leader id, leader epoch) of partition 0 as this broker's Metadata names them; (-1, -1) while this
+    broker does not know the topic yet (another broker created it a moment ago)."""
     import kio.schema.metadata.v12.request as m
 
     with Wire(bootstrap) as wire:
         response = wire.request(3, METADATA_V, make(m.MetadataRequest, topics=(
             make(m.MetadataRequestTopic, name=topic, topic_id=None),), allow_auto_topic_creation=False,
             include_topic_authorized_operations=False))
+    if not response.topics[0].partitions:
+        return -1, -1
     part = response.topics[0].partitions[0]
     return part.leader_id, part.leader_epoch
+
+
+def known_leader(bootstrap: str, topic: str) -> tuple[int, int]:
+    """metadata_leader once this broker names a leader of partition 0 (it learns of a topic another
+    broker created a moment later)."""
+    found: list[tuple[int, int]] = []
+    wait_until(f"{bootstrap} names a leader of {topic}",
+               lambda: found.append(metadata_leader(bootstrap, topic)) or found[-1][0] >= 0, 30)
+    return found[-1]
 
 
 def list_offsets_epoch(bootstrap: str, topic: str, timestamp: int) -> int:
@@ -112,7 +124,7 @@ def test_a_batch_pipelined_behind_one_refused_is_refused_alike_when_the_broker_l
     cluster: BrokerCluster,
 ) -> None:
     topic = create_topic(cluster.bootstrap, 1)
-    leader_id, epoch = metadata_leader(cluster.brokers[0].bootstrap, topic)
+    leader_id, epoch = known_leader(cluster.brokers[0].bootstrap, topic)
     leader = cluster.broker(leader_id)
     other = next(b for b in cluster.brokers if b is not leader)
     other_id = cluster.brokers.index(other) + 1
@@ -166,7 +178,7 @@ def test_a_broker_that_does_not_lead_a_partition_names_its_leader_in_the_produce
     import kio.schema.produce.v10.request as m
 
     topic = create_topic(cluster.bootstrap, 1)
-    leader_id, epoch = metadata_leader(cluster.brokers[0].bootstrap, topic)
+    leader_id, epoch = known_leader(cluster.brokers[0].bootstrap, topic)
     other = next(b for i, b in enumerate(cluster.brokers, 1) if i != leader_id)
     wait_until("the other broker knows the leader",
                lambda: metadata_leader(other.bootstrap, topic) == (leader_id, epoch), 30)
