@@ -35,11 +35,35 @@ SUITE_TIMEOUT_S = 900
 EXPECTED_FAILURES: dict[str, str] = {
 }
 
+# Tests that race inside kafka-python itself, whatever the broker: one failing is run again alone (at most
+# RERUNS times) and counts as passed when a rerun passes. test id prefix -> the race.
+CLIENT_RACES: dict[str, str] = {
+    "test_producer_integration.py::test_idempotent_producer_max_in_flight[": (
+        "its consumer (no group) subscribes while its bootstrap Metadata request (no topics) is in flight; "
+        "the answer, applied after the subscription, leaves the assignment empty and the next refresh is "
+        "5 minutes away, so it reads nothing within the test's 30 s (2 of 40 runs alone, on the code "
+        "before stop 54 as after; the broker's log shows one Metadata answered with no topics)"),
+}
+RERUNS = 2
+
 
 def _test_id(case: ElementTree.Element) -> str:
     """test_module.py::[Class::]test_name from a JUnit testcase (classname test.integration.module[.Class])."""
     parts = case.get("classname", "").split(".")
     return f"{parts[2]}.py::" + "::".join([*parts[3:], case.get("name", "")])
+
+
+def _passes_alone(suite_dir: pathlib.Path, env: dict[str, str], test: str) -> bool:
+    """Whether one test of the suite passes in one of RERUNS runs of its own."""
+    for _ in range(RERUNS):
+        done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                               "-p", "compat_tests.kafka_python_suite.plugin", f"--timeout={TEST_TIMEOUT_S}",
+                               "-W", "ignore::DeprecationWarning", f"test/integration/{test}"],
+                              cwd=suite_dir, env=env, capture_output=True, text=True, timeout=SUITE_TIMEOUT_S,
+                              check=False)
+        if done.returncode == 0:
+            return True
+    return False
 
 
 def _outcomes(report: pathlib.Path) -> dict[str, tuple[str, str]]:
@@ -84,6 +108,10 @@ def test_kafka_python_own_integration_suite(suite_dir: pathlib.Path) -> None:
     assert done.returncode in (0, 1) and report.is_file(), f"the suite did not run (exit {done.returncode}):\n{output}"
     outcomes = _outcomes(report)
     assert outcomes, f"the suite ran no tests:\n{output}"
+    for test, (outcome, _why) in list(outcomes.items()):
+        race = next((why for prefix, why in CLIENT_RACES.items() if test.startswith(prefix)), None)
+        if outcome == "fail" and race is not None and _passes_alone(suite_dir, env, test):
+            outcomes[test] = ("pass", f"passed when run again alone: {race}")
 
     version = sdist.installed_version()
     matrix.note_suite(f"kafka-python {version} test/integration (Kafka {KAFKA_VERSION} expected)", {
