@@ -292,6 +292,9 @@ class StreamState:
     def replace_table(self, table: str, rows: dict[str, dict]) -> None:
         """A state table as read afresh from where another process writes it too."""
         self.tables[table] = rows
+        self.table_changed(table)
+
+    def table_changed(self, table: str) -> None:
         self.table_versions[table] = self.table_versions.get(table, 0) + 1
 
     def info(self) -> StreamInfo:
@@ -714,7 +717,7 @@ class NamespaceStore(Store):
                 live.pop(key, None)
             else:
                 live[key] = value
-        state.table_versions[table] = state.table_versions.get(table, 0) + 1
+        state.table_changed(table)
 
     def get_state(self, stream: str, table: str) -> dict[str, dict]:
         return dict(self._stream(stream).tables.get(table, {}))

@@ -8,7 +8,8 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from kafkacompat import storage
-from kafkacompat.protocol.messages import make, response_module
+from kafkacompat.protocol.admin_api import AdminMessageError, decode_request_body
+from kafkacompat.protocol.messages import MalformedRequestError, RequestHeader, make, response_module
 
 from ..services import Request
 
@@ -25,6 +26,15 @@ ALL_TOPIC_OPERATIONS = 0b1101_1111_1000
 # Cluster: CREATE(5) ALTER(7) DESCRIBE(8) CLUSTER_ACTION(9) DESCRIBE_CONFIGS(10) ALTER_CONFIGS(11) IDEMPOTENT_WRITE(12).
 ALL_CLUSTER_OPERATIONS = 0b1_1111_1010_0000
 UNSET_OPERATIONS = -(2**31)
+
+
+def decode_json_request(header: RequestHeader, frame: bytes) -> dict[str, Any]:
+    """The JSON object of a private request in the admin API's framing (StreamAdmin, WorkerState); a
+    body that is not one closes the connection, as a malformed Kafka request does."""
+    try:
+        return decode_request_body(frame, header.body_offset)
+    except AdminMessageError as exc:
+        raise MalformedRequestError(str(exc)) from None
 
 
 def schema_of(ctx: Request[object]) -> Any:

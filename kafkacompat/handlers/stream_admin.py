@@ -14,16 +14,13 @@ from kafkacompat import storage
 from kafkacompat.protocol.admin_api import (
     STREAM_ADMIN_KEY,
     STREAM_ADMIN_VERSION,
-    AdminMessageError,
-    decode_request_body,
     encode_response_body,
 )
-from kafkacompat.protocol.messages import MalformedRequestError, RequestHeader
 
 from ..broker.cluster import TopicError
 from ..operations.streams import AdminError, Caller, run
 from ..replication.admin_ops import ReplicaOpError
-from .common import ErrorCode, storage_error_code
+from .common import ErrorCode, decode_json_request, storage_error_code
 from .registry import Api
 
 # The admin CLI's stream API: private, never advertised to stock clients
@@ -36,11 +33,7 @@ _STORE_CODES = {
 }
 
 
-def decode(header: RequestHeader, frame: bytes) -> dict[str, Any]:
-    try:
-        return decode_request_body(frame, header.body_offset)
-    except AdminMessageError as exc:
-        raise MalformedRequestError(str(exc)) from None
+decode = decode_json_request
 
 
 async def handle(ctx: Caller, request: dict[str, Any]) -> bytes:

@@ -26,16 +26,13 @@ from kafkacompat import storage
 from kafkacompat.protocol.admin_api import (
     WORKER_STATE_KEY,
     WORKER_STATE_VERSION,
-    AdminMessageError,
-    decode_request_body,
     encode_response_body,
 )
-from kafkacompat.protocol.messages import MalformedRequestError, RequestHeader
 
 from ..security.acls import Operation
 from ..services import Groups, Request, Security
 from ..shares.manager import StoreTable
-from .common import ErrorCode, storage_error_code
+from .common import ErrorCode, decode_json_request, storage_error_code
 from .registry import Api
 
 # Between the workers of one `serve --workers N`: private, never advertised to stock clients
@@ -46,11 +43,7 @@ class Reaches(Groups, Security, Protocol):
     """What of the broker this module reaches."""
 
 
-def decode(header: RequestHeader, frame: bytes) -> dict[str, Any]:
-    try:
-        return decode_request_body(frame, header.body_offset)
-    except AdminMessageError as exc:
-        raise MalformedRequestError(str(exc)) from None
+decode = decode_json_request
 
 
 async def handle(ctx: Request[Reaches], request: dict[str, Any]) -> bytes:

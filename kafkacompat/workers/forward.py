@@ -61,16 +61,21 @@ async def forward(host: str, port: int, api_key: int, version: int, request: Any
 
 async def _ask(host: str, port: int, api_key: int, version: int, request: Any, security: ClientSecurity,
                timeout: float) -> Any:
-    flexible = is_flexible(api_key, version)
+    head = request_header(api_key, version, 1, CLIENT_ID)
+    body = encode_body(request)
+    frame = await exchange(host, port, _SIZE.pack(len(head) + len(body)) + head + body, security, timeout)
+    answer, _ = entity_reader(response_schema(api_key, version))(frame, 5 if is_flexible(api_key, version) else 4)
+    return answer
+
+
+async def exchange(host: str, port: int, request: bytes, security: ClientSecurity, timeout: float) -> bytes:
+    """Send one whole request frame (size prefix included) to the worker at host:port, on a connection
+    of its own; its answer's frame, without the size prefix."""
     reader, writer = await security.open_stream(host, port, timeout)
     try:
-        head = request_header(api_key, version, 1, CLIENT_ID)
-        body = encode_body(request)
-        writer.write(_SIZE.pack(len(head) + len(body)) + head + body)
+        writer.write(request)
         await writer.drain()
         size = _SIZE.unpack(await reader.readexactly(_SIZE.size))[0]
-        frame = await reader.readexactly(size)
-        answer, _ = entity_reader(response_schema(api_key, version))(frame, 5 if flexible else 4)
-        return answer
+        return await reader.readexactly(size)
     finally:
         writer.close()

@@ -14,17 +14,15 @@ restarted worker goes on from what was acknowledged.
 from __future__ import annotations
 
 import asyncio
-import struct
 from typing import Any
 
 from kafkacompat import storage
 from kafkacompat.protocol.admin_api import WORKER_STATE_KEY, AdminMessageError, decode_response, encode_request
 
-from .forward import CLIENT_ID
+from .forward import CLIENT_ID, exchange
 from .view import WorkerView
 
 TIMEOUT_S = 10.0
-_SIZE = struct.Struct(">i")
 
 
 class WorkerShareState:
@@ -69,11 +67,6 @@ class WorkerShareState:
 
     async def _exchange(self, body: dict[str, Any]) -> Any:
         view = self.view
-        reader, writer = await view.security.open_stream(view.controller_host, view.role.ports[0], TIMEOUT_S)
-        try:
-            writer.write(encode_request(1, body, CLIENT_ID.decode(), key=WORKER_STATE_KEY))
-            await writer.drain()
-            size = _SIZE.unpack(await reader.readexactly(_SIZE.size))[0]
-            return decode_response(await reader.readexactly(size))[1]
-        finally:
-            writer.close()
+        request = encode_request(1, body, CLIENT_ID.decode(), key=WORKER_STATE_KEY)
+        return decode_response(await exchange(view.controller_host, view.role.ports[0], request, view.security,
+                                              TIMEOUT_S))[1]

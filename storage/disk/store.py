@@ -445,8 +445,7 @@ class DiskStore(NamespaceStore):
             table = name[len(layout.STATE_PREFIX):]
             catalog = self._state_logs[stream.path, table] = self._json_log(directory, name)
             catalog.load(repair=self._writes_catalog)
-            assert catalog.live is not None
-            stream.tables[table] = {rec["k"]: rec["v"] for rec in catalog.live.values()}
+            stream.tables[table] = _state_rows(catalog)
 
     async def close(self) -> None:
         """Checkpoint every partition and let go of the data dir.
@@ -640,8 +639,7 @@ class DiskStore(NamespaceStore):
                     continue
                 reader = JsonLog(path, key=_state_key)
                 await asyncio.to_thread(reader.load, None, False)
-                assert reader.live is not None
-                stream.replace_table(table, {rec["k"]: rec["v"] for rec in reader.live.values()})
+                stream.replace_table(table, _state_rows(reader))
                 self._shared_seen[path] = version
 
     async def refresh_streams(self, paths: Sequence[str]) -> None:
@@ -955,6 +953,12 @@ def _cursor_key(rec: dict) -> tuple[str, str, int]:
 
 def _state_key(rec: dict) -> str:
     return rec["k"]
+
+
+def _state_rows(log: JsonLog) -> dict[str, dict]:
+    """A loaded state table's live records as get_state returns them: key -> value."""
+    assert log.live is not None
+    return {rec["k"]: rec["v"] for rec in log.live.values()}
 
 
 def _policy_to_json(policy: StreamPolicy) -> dict:
