@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import zlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 
 import asyncpg
 
@@ -134,9 +134,14 @@ async def add_missing(conn: asyncpg.Connection, rows: dict[PartitionKey, int], s
 
 
 async def move(conn: asyncpg.Connection, moves: Iterable[tuple[PartitionKey, LeaderRow, int]],
-               store_epochs: bool = False) -> int:
+               store_epochs: bool = False, serving: Collection[int] = ()) -> int:
     """Move each (key, row as read, new leader) unless the row changed since it was read; returns how many moved.
-    The new epoch is one above the row's, and with `store_epochs` above the store's too (add_missing)."""
+    The new epoch is one above the row's, and with `store_epochs` above the store's too (add_missing).
+
+    A move to a broker in `serving` (planned because its lease said it answers clients) is also made only
+    if its lease still says so: a broker stopping cleanly says "not serving", then hands its partitions
+    on; a tick that read the leases before that and the rows after planned them back to it (its preferred
+    leader) and they stayed there until its lease ended."""
     moves = list(moves)
     if not moves:
         return 0
@@ -156,8 +161,12 @@ async def move(conn: asyncpg.Connection, moves: Iterable[tuple[PartitionKey, Lea
                FROM unnest($1::text[], $2::text[], $3::int[], $4::int[], $5::int[], $6::int[])
                     AS u(s, t, p, old_leader, old_epoch, new_leader)
                WHERE l.stream = u.s AND l.topic = u.t AND l.partition = u.p
-                 AND l.leader = u.old_leader AND l.epoch = u.old_epoch""",
+                 AND l.leader = u.old_leader AND l.epoch = u.old_epoch
+                 AND (NOT u.new_leader = ANY($7::int[])
+                      OR EXISTS (SELECT 1 FROM kc_brokers b WHERE b.node_id = u.new_leader AND b.serving
+                                                               AND b.lease_until > now()))""",
             *keys, [r.leader for _, r, _ in moves], [r.epoch for _, r, _ in moves], [n for _, _, n in moves],
+            list(serving),
         )
     return int(result.rsplit(" ", 1)[-1])
 

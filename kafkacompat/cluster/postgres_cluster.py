@@ -408,7 +408,7 @@ class PostgresCluster(ClusterView):
             await leadership.add_missing(conn, missing, self.store_epochs)
             if self.statistics.added(len(missing), len(rows) + len(missing)):  # kc_commit joins the table
                 await self.statistics.analyze(conn)
-            moved = await leadership.move(conn, moves, self.store_epochs)
+            moved = await leadership.move(conn, moves, self.store_epochs, serving)
             if moved:
                 log.info("moved leadership of %d partition(s) among brokers %s", moved, [m.node_id for m in live])
             _, again = await self._table.refresh(conn)  # the rows written, and any another broker wrote meanwhile
