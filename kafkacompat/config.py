@@ -68,7 +68,11 @@ class BrokerConfig:
     workers: str = _setting("1", "broker processes sharing the store, each owning a share of the partitions "
                                  "(N, or auto: one per core); see docs/workers.md", metavar="N|auto")
     worker_of: str | None = _setting(None, "set by serve --workers for each worker it starts "
-                                           "(INDEX/COUNT/EPOCH/PORTS/READY_FD); not for users", metavar="SPEC")
+                                           "(INDEX/COUNT/EPOCH/PORTS/READY_FD, or spare); not for users",
+                                     metavar="SPEC")
+    spare_worker: bool = _setting(True, "with --workers: keep one more worker process started and waiting, which "
+                                        "takes the place of the next worker to die without the start-up time; "
+                                        "see docs/workers.md")
     cluster_id: str | None = _setting(None, "cluster id reported in metadata (default: a Kafka-style id made once "
                                             "per store and kept in it)", metavar="ID")
     default_stream: str = _setting("/default", "stream holding plain Kafka topic names such as 'orders'; "

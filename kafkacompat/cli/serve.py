@@ -30,7 +30,7 @@ from ..config import (
     unknown_variables,
 )
 from ..kafka_port.file_limit import raise_file_limit
-from ..workers.role import WorkerRole, WorkersError, announce_ready, worker_config, worker_count
+from ..workers.role import SPARE, WorkerRole, WorkersError, announce_ready, await_role, worker_config, worker_count
 from ..workers.supervisor import SupervisorError, run_workers
 from .heap import freeze_long_lived, thaw_now_and_then
 
@@ -124,6 +124,16 @@ async def run_until_signalled(config: BrokerConfig) -> None:
         await server.stop()
 
 
+def _load_the_broker(config: BrokerConfig) -> None:
+    """What a spare loads while it waits: the broker's modules (most of a worker's start-up time), with
+    the HTTP server's when it is on (the spare may take worker 0's place)."""
+    import importlib
+
+    for module in ("kafkacompat.kafka_port.server", "kafkacompat.storage.disk.store",
+                   *(("kafkacompat.http",) if config.http_port is not None else ())):
+        importlib.import_module(module)
+
+
 async def _stop_when_orphaned(stop: asyncio.Event, parent: int) -> None:
     """A worker whose supervisor (`parent`, read at the worker's start) died stops: without it nobody holds
     the store's lock. Read here instead, a worker stopped (SIGSTOP) between its ready line and this task's
@@ -195,6 +205,8 @@ def _serve(args: argparse.Namespace) -> int:
     debug = config.log_level.upper() == "DEBUG"
     log_format.configure(config.log_level, config.log_format)
     try:
+        if config.worker_of == SPARE and (config := await_role(config, _load_the_broker)) is None:
+            return EXIT_OK  # the supervisor stopped before this spare was needed
         if config.worker_of is not None:
             config, _role = worker_config(config)
         elif (count := worker_count(config.workers)) > 1:

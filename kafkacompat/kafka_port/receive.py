@@ -338,9 +338,12 @@ async def serve_frames(
 ) -> asyncio.base_events.Server:
     """Like asyncio.start_server, with a FrameStream as each connection's reader.
 
-    `wrap` puts a layer (TLS) between the socket and each connection's FrameProtocol.
+    `wrap` puts a layer (TLS) between the socket and each connection's FrameProtocol. With `sock` (a
+    listening socket handed down) in `kwargs`, `host` and `port` are not used.
     """
     loop = asyncio.get_running_loop()
+    if kwargs.get("sock") is not None:
+        host, port = None, None  # type: ignore[assignment]
     if wrap is None:
         return await loop.create_server(lambda: FrameProtocol(on_connect, budget), host, port, **kwargs)
     return await loop.create_server(lambda: wrap(FrameProtocol(on_connect, budget)), host, port, **kwargs)

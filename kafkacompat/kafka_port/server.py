@@ -57,8 +57,11 @@ class BrokerServer:
             flush_ms=config.store_flush_ms,
             cache_bytes=config.store_cache_bytes,
         )
+        self._listen_fd = -1  # a worker's listening socket, bound by its supervisor
         if config.worker_of is not None:  # one of `serve --workers N`: it writes its share of the store only
-            self.store.share = WorkerRole.parse(config.worker_of).share  # type: ignore[attr-defined]
+            role = WorkerRole.parse(config.worker_of)
+            self.store.share = role.share  # type: ignore[attr-defined]
+            self._listen_fd = role.listen_fd
         self.cluster: Cluster | None = None
         self.listeners = parse_listeners(config)
         self._servers: dict[str, asyncio.base_events.Server] = {}  # listener name -> its server
@@ -166,6 +169,10 @@ class BrokerServer:
             tls, timeout = self._tls, self.config.authentication_timeout_ms / 1000
             assert tls is not None
             wrap = functools.partial(TlsServerProtocol, context=tls, timeout=timeout)
+        if self._listen_fd >= 0:  # a worker's one PLAINTEXT listener (workers refuse --listeners)
+            return await serve_frames(functools.partial(self._accept, listener), listener.host, listener.port,
+                                      self._frame_budget, sock=socket.socket(fileno=self._listen_fd),
+                                      start_serving=False)
         return await serve_frames(
             functools.partial(self._accept, listener), listener.host, listener.port, self._frame_budget,
             wrap=wrap, reuse_address=True, start_serving=False,

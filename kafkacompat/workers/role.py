@@ -1,8 +1,13 @@
 """What a worker is told by its supervisor, and how many workers `--workers` asks for.
 
 The supervisor passes each worker one setting, `worker_of`
-(INDEX/COUNT/EPOCH/PORT,PORT,.../READY_FD): its place, the leader epoch it starts
-under and every worker's Kafka port. The rest of a worker's settings are
+(INDEX/COUNT/EPOCH/PORT,PORT,.../READY_FD/LISTEN_FD): its place, the leader epoch
+it starts under, every worker's Kafka port and the listening socket the
+supervisor holds for its port (so a client connecting while the worker
+restarts waits in the socket's queue instead of being refused). A spare (`worker_of` = spare) is started
+ahead with everything loaded and reads that setting from its standard input
+when a worker dies, so the dead one's place is taken without the seconds a
+fresh interpreter spends importing. The rest of a worker's settings are
 the supervisor's own, with the port, node id and HTTP server made its own
 here (worker 0 serves HTTP; node ids are node_id + INDEX).
 """
@@ -11,6 +16,8 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import sys
+from collections.abc import Callable
 
 from ..config import BrokerConfig
 from ..storage.disk.shared import WorkerShare
@@ -27,24 +34,43 @@ class WorkerRole:
     epoch: int
     ports: tuple[int, ...]
     ready_fd: int = -1  # the supervisor's pipe: the worker writes one byte there once it serves
+    listen_fd: int = -1  # the listening socket the supervisor bound for this worker's port; -1: bind it
 
     @property
     def share(self) -> WorkerShare:
         return WorkerShare(self.index, self.count, self.epoch)
 
     def spec(self) -> str:
-        return f"{self.index}/{self.count}/{self.epoch}/{','.join(map(str, self.ports))}/{self.ready_fd}"
+        return (f"{self.index}/{self.count}/{self.epoch}/{','.join(map(str, self.ports))}/{self.ready_fd}"
+                f"/{self.listen_fd}")
 
     @classmethod
     def parse(cls, spec: str) -> "WorkerRole":
         try:
-            index, count, epoch, ports, ready = spec.split("/")
-            role = cls(int(index), int(count), int(epoch), tuple(int(p) for p in ports.split(",")), int(ready))
+            index, count, epoch, ports, ready, *listen = spec.split("/")
+            if len(listen) > 1:
+                raise ValueError(spec)
+            role = cls(int(index), int(count), int(epoch), tuple(int(p) for p in ports.split(",")), int(ready),
+                       int(listen[0]) if listen else -1)
         except ValueError:
-            raise WorkersError(f"worker_of {spec!r} is not INDEX/COUNT/EPOCH/PORT,PORT.../READY_FD") from None
+            raise WorkersError(f"worker_of {spec!r} is not INDEX/COUNT/EPOCH/PORT,PORT.../READY_FD[/LISTEN_FD]") \
+                from None
         if not (0 <= role.index < role.count == len(role.ports)) or role.epoch < 1:
             raise WorkersError(f"worker_of {spec!r} names no worker of its count")
         return role
+
+
+SPARE = "spare"  # the worker_of of a spare: a worker started ahead, told its role when one dies
+
+
+def await_role(config: BrokerConfig, preload: Callable[[BrokerConfig], None]) -> BrokerConfig | None:
+    """A spare's wait: load what serving needs (`preload`), then read the role of the worker whose place it
+    takes, one line from the supervisor; None when the supervisor closed the pipe without one (it stops)."""
+    preload(config)
+    spec = sys.stdin.readline()
+    if not spec.strip():
+        return None
+    return dataclasses.replace(config, worker_of=spec.strip())
 
 
 def worker_count(value: str) -> int:

@@ -15,12 +15,25 @@ what must be decided once for all of them:
   advertise its partitions under the epoch it leads them with;
 * the clean-shutdown marker: removed before the workers start (each checks
   its partitions' tails as it opens them) and written back only when every
-  worker stopped cleanly.
+  worker stopped cleanly;
+* the listening sockets: bound here once and handed to each worker start,
+  so while a worker restarts its port is still open and clients that
+  connect wait in the socket's queue for it (they were refused, and
+  librdkafka's reconnect back-off doubled each time, up to seconds after
+  the worker was back); when --host names several addresses (localhost:
+  IPv4 and IPv6), each worker binds its own as before;
+* the spare (`--spare-worker`, on by default): one more process, started once
+  the workers serve, that has loaded the broker and waits on its standard
+  input. A worker that dies is restarted in it (its role written there), so
+  its partitions and, for worker 0, the catalog and every coordinator are
+  served again after a store open instead of a whole interpreter start;
+  a new spare is started once that worker serves.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import errno
 import fcntl
 import logging
 import os
@@ -37,13 +50,15 @@ from ..storage.disk.chain import highest_recorded_epoch
 from ..storage.disk.files import fsync_dir, write_atomic
 from ..storage.disk.format import NewerFormatError, check_format, read_epoch, read_identity, store_state
 from ..storage.errors import StorageFullError
-from .role import WorkerRole
+from .role import SPARE, WorkerRole
 from .view import EPOCHS_COPY, EPOCHS_FILE, epochs_record, read_record
 
 log = logging.getLogger("kafkacompat.workers")
 START_TIMEOUT_S = 120.0  # a worker that does not serve by then is a failed start
 STOP_TIMEOUT_S = 30.0  # a worker still running this long after SIGTERM is killed
 RESTART_BACKOFF_S = 1.0  # a worker that died within this long of its start waits this long before the next
+LISTEN_BACKLOG = 100  # connections queued while a worker (re)starts; asyncio's default for a broker's own
+SPARE_DELAY_S = 2.0  # a new spare starts this long after a restarted worker serves (not while it recovers)
 
 
 class SupervisorError(Exception):
@@ -52,6 +67,13 @@ class SupervisorError(Exception):
     def __init__(self, message: str, status: int) -> None:
         super().__init__(message)
         self.status = status
+
+
+@dataclasses.dataclass
+class _Spare:
+    process: subprocess.Popen
+    ready_fd: int  # the read end of the readiness pipe it will announce itself on as a worker
+    child_fd: int  # the write end's number in the spare (pass_fds keeps it), named in the role it is given
 
 
 @dataclasses.dataclass
@@ -69,9 +91,13 @@ class Supervisor:
         self.count = count
         self.root = os.path.abspath(config.store_url)
         self.ports: list[int] = []
+        self._listeners: list[socket.socket] = []  # one per worker when --host is one address
         self.epochs: list[int] = []
         self._next_epoch = 0
         self._workers: list[_Worker | None] = [None] * count
+        self._spare: _Spare | None = None
+        self._spare_started = 0.0
+        self._settled = 0.0  # when a restarted worker last announced it serves
         self._lock_fd = -1
         self._stopping = False
 
@@ -94,11 +120,13 @@ class Supervisor:
         if os.path.exists(marker):
             os.unlink(marker)
             fsync_dir(self.root)
-        self.ports = self._pick_ports()
+        self.ports = self._listen() or self._pick_ports()
         for index in range(self.count):
             self._spawn(index)
             self._await_ready(index)
         log.info("%d workers serving on ports %s", self.count, ", ".join(map(str, self.ports)))
+        if self.config.spare_worker:
+            self._start_spare()
 
     def _take_lock(self) -> None:
         os.makedirs(self.root, exist_ok=True)
@@ -111,6 +139,39 @@ class Supervisor:
                                   "whose supervisor was killed, until they stop); stop that broker or choose "
                                   "another --data-dir", 4) from None
         self._lock_fd = fd
+
+    def _listen(self) -> list[int]:
+        """Bind and listen on each worker's port, the sockets kept here for every start of that worker;
+        [] when --host names more than one address (the workers bind theirs); SupervisorError (exit 3)
+        when a port cannot be bound."""
+        host = self.config.host
+        try:
+            addresses = {info[4][:2] for info in socket.getaddrinfo(host or None, 0, type=socket.SOCK_STREAM,
+                                                                   flags=socket.AI_PASSIVE)}
+        except socket.gaierror as exc:
+            raise SupervisorError(f"cannot listen on {host}: {exc.strerror}; choose another --host", 3) from None
+        if len(addresses) != 1:
+            return []
+        address = next(iter(addresses))[0]
+        family = socket.AF_INET6 if ":" in address else socket.AF_INET
+        for index in range(self.count):
+            port = self.config.port + index if self.config.port else 0
+            try:
+                self._listeners.append(socket.create_server((address, port), family=family, backlog=LISTEN_BACKLOG))
+            except OSError as exc:
+                self._close_listeners()
+                why = "the address is already in use" if exc.errno == errno.EADDRINUSE else exc.strerror
+                raise SupervisorError(f"cannot listen on {host}:{port} (worker {index}): {why}; stop what listens "
+                                      "there or choose another --port", 3) from None
+        return [sock.getsockname()[1] for sock in self._listeners]
+
+    def _close_listeners(self) -> None:
+        for sock in self._listeners:
+            sock.close()
+        self._listeners = []
+
+    def _listen_fd(self, index: int) -> int:
+        return self._listeners[index].fileno() if self._listeners else -1
 
     def _pick_ports(self) -> list[int]:
         if self.config.port != 0:
@@ -131,18 +192,56 @@ class Supervisor:
         self._next_epoch += 1
         self.epochs[index] = epoch
         write_epochs(self.root, self.epochs)
-        read_end, write_end = os.pipe()
-        role = WorkerRole(index, self.count, epoch, tuple(self.ports), write_end)
-        env = worker_environment(self.config, role)
+        if (taken := self._take_spare(index, epoch)) is not None:
+            process, read_end = taken
+            how = "; the spare takes its place"
+        else:
+            read_end, write_end = os.pipe()
+            role = WorkerRole(index, self.count, epoch, tuple(self.ports), write_end, self._listen_fd(index))
+            process = self._start_process(worker_environment(self.config, role.spec()), write_end,
+                                          subprocess.DEVNULL, (self._listen_fd(index),))
+            how = ""
+        self._workers[index] = _Worker(index, process, read_end, time.monotonic(), epoch)
+        log.info("worker %d started (pid %d, port %d, leader epoch %d%s)", index, process.pid, self.ports[index],
+                 epoch, how)
+
+    def _start_process(self, env: dict[str, str], write_end: int, stdin: int,
+                       listen_fds: tuple[int, ...]) -> subprocess.Popen:
         # the lock's descriptor goes with it: the data dir stays locked until the last worker is gone, so a
         # new command cannot start while the workers of a supervisor killed with -9 still run (they stop on
         # their own within a second or two; a paused one only once resumed)
         process = subprocess.Popen([sys.executable, "-m", "kafkacompat", "serve"], env=env,
-                                   pass_fds=(write_end, self._lock_fd), stdin=subprocess.DEVNULL,
+                                   pass_fds=(write_end, self._lock_fd, *(fd for fd in listen_fds if fd >= 0)),
+                                   stdin=stdin,
                                    start_new_session=True)  # signals come from here
         os.close(write_end)
-        self._workers[index] = _Worker(index, process, read_end, time.monotonic(), epoch)
-        log.info("worker %d started (pid %d, port %d, leader epoch %d)", index, process.pid, self.ports[index], epoch)
+        return process
+
+    def _start_spare(self) -> None:
+        read_end, write_end = os.pipe()
+        process = self._start_process(worker_environment(self.config, SPARE), write_end, subprocess.PIPE,
+                                      tuple(sock.fileno() for sock in self._listeners))  # any worker's place
+        self._spare = _Spare(process, read_end, write_end)
+        self._spare_started = time.monotonic()
+        log.info("spare worker started (pid %d): it takes the place of the next worker to die", process.pid)
+
+    def _take_spare(self, index: int, epoch: int) -> tuple[subprocess.Popen, int] | None:
+        """Worker `index` started in the spare (its role written to the spare's standard input): the spare's
+        process and readiness pipe; None when there is no live spare (the caller starts a fresh one)."""
+        spare, self._spare = self._spare, None
+        if spare is None:
+            return None
+        role = WorkerRole(index, self.count, epoch, tuple(self.ports), spare.child_fd, self._listen_fd(index))
+        try:
+            assert spare.process.stdin is not None
+            spare.process.stdin.write(f"{role.spec()}\n".encode())
+            spare.process.stdin.close()
+        except OSError:  # it died (its exit is reaped below): a fresh process instead
+            spare.process.kill()
+            spare.process.wait()
+            os.close(spare.ready_fd)
+            return None
+        return spare.process, spare.ready_fd
 
     def _await_ready(self, index: int) -> None:
         worker = self._workers[index]
@@ -170,6 +269,7 @@ class Supervisor:
         self._stopping = True
 
     def _watch(self) -> None:
+        self._keep_a_spare()
         for worker in self._workers:
             if worker is None:
                 continue
@@ -177,6 +277,7 @@ class Supervisor:
                 if os.read(worker.ready_fd, 1) == b"r":
                     log.info("worker %d serves again, %.2f s after its restart", worker.index,
                              time.monotonic() - worker.started)
+                    self._settled = time.monotonic()
                 os.close(worker.ready_fd)
                 worker.ready_fd = -1
             status = worker.process.poll()
@@ -190,12 +291,44 @@ class Supervisor:
                 time.sleep(RESTART_BACKOFF_S)  # a worker that cannot start must not spin
             self._spawn(worker.index)
 
+    def _keep_a_spare(self) -> None:
+        """A spare that died is let go; a new one is started once every worker has served for SPARE_DELAY_S
+        (it would take their core while they start and their clients come back) and at most once per
+        RESTART_BACKOFF_S (one that cannot start must not spin)."""
+        if self._spare is not None and self._spare.process.poll() is not None:
+            log.warning("the spare worker (pid %d) exited with status %d", self._spare.process.pid,
+                        self._spare.process.returncode)
+            self._stop_spare()
+        if (self._spare is None and self.config.spare_worker and not self._stopping
+                and all(w is not None and w.ready_fd < 0 for w in self._workers)
+                and time.monotonic() - self._spare_started >= RESTART_BACKOFF_S
+                and time.monotonic() - self._settled >= SPARE_DELAY_S):
+            self._start_spare()
+
+    def _stop_spare(self) -> None:
+        """Close the spare's pipes (it stops at the end of its input) and wait for it."""
+        spare, self._spare = self._spare, None
+        if spare is None:
+            return
+        if spare.process.stdin is not None:
+            try:
+                spare.process.stdin.close()
+            except OSError:
+                pass
+        try:
+            spare.process.wait(STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            spare.process.kill()
+            spare.process.wait()
+        os.close(spare.ready_fd)
+
     # stop -------------------------------------------------------------------------
 
     def stop(self) -> int:
         """SIGTERM every worker, wait for them (killing the late), mark the store clean if all stopped
         cleanly, let go of the lock. Returns 0, or 1 when a worker did not stop cleanly."""
         self._stopping = True
+        self._stop_spare()
         running = [w for w in self._workers if w is not None and w.process.poll() is None]
         for worker in running:
             worker.process.send_signal(signal.SIGTERM)
@@ -223,6 +356,7 @@ class Supervisor:
         if self._lock_fd >= 0:
             os.close(self._lock_fd)
             self._lock_fd = -1
+        self._close_listeners()
         return 0 if clean else 1
 
     def _record_epoch(self) -> None:
@@ -288,10 +422,10 @@ def _write_padded(path: str, data: bytes) -> None:
         log.warning("the disk is full: %s rewritten in place", path)
 
 
-def worker_environment(config: BrokerConfig, role: WorkerRole) -> dict[str, str]:
+def worker_environment(config: BrokerConfig, worker_of: str) -> dict[str, str]:
     """The environment a worker starts with: the supervisor's own minus its KAFKACOMPAT_ settings, plus
     every resolved setting as KAFKACOMPAT_<NAME> (flags, file and environment already merged; secrets
-    stay out of the command line) and its `worker_of`."""
+    stay out of the command line) and its `worker_of` (a role's spec, or SPARE)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("KAFKACOMPAT_")}
     for name, field in SETTINGS.items():
         value = getattr(config, name)
@@ -305,7 +439,7 @@ def worker_environment(config: BrokerConfig, role: WorkerRole) -> dict[str, str]
         else:
             env[env_name(name)] = str(value)
     env[env_name("data_dir")] = os.path.abspath(config.data_dir)
-    env[env_name("worker_of")] = role.spec()
+    env[env_name("worker_of")] = worker_of
     env[env_name("workers")] = "1"
     return env
 
