@@ -117,6 +117,11 @@ class ClusterView(abc.ABC):
         a moment ago is known here)."""
         return None
 
+    async def catch_up_settings(self) -> None:
+        """Take in the settings another process changed before now (group configs): a decision made
+        once from them (a share-partition's start offset) must not be made from what was read before."""
+        return None
+
     async def forward_to_controller(self, api_key: int, version: int, request: Any) -> Any | None:
         """The controller's answer to a catalog change this broker cannot make itself (a worker other
         than 0 of `serve --workers N`), with the change taken in here; None where this broker makes

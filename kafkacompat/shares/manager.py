@@ -271,6 +271,10 @@ class ShareService:
             if record is not None:
                 part = SharePartition.restore(record, limit)
             else:
+                await self.cluster.view.catch_up_settings()  # share.auto.offset.reset as last set anywhere
+                if (part := self.partitions.get(key)) is not None:  # another request started it meanwhile
+                    part.skip_to(partition.log_start_offset)
+                    return part
                 earliest = self._auto_offset_reset(group_id) == "earliest"
                 part = SharePartition(partition.log_start_offset if earliest else partition.high_watermark, limit)
                 self._dirty.add(key)  # the start offset is fixed now, as Kafka initializes the state
