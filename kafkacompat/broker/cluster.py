@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import dataclasses
+import functools
 import logging
 import os
 import uuid
@@ -26,7 +27,7 @@ from ..shares.manager import ShareService
 from ..transactions import TransactionCoordinator
 from ..workers.forward import ForwardError
 from ..workers.role import WorkerRole
-from ..workers.share_state import WorkerShareState
+from ..workers.share_state import WorkerShareState, forget_at_owners
 from ..workers.txn_forward import WorkerTransactions
 from ..workers.view import WorkerView
 from .features import FeatureLevels
@@ -109,6 +110,8 @@ class Cluster:
         self.transactions = self._transaction_coordinator()
         if isinstance(self.view, WorkerView) and self.view.role.index != 0:  # worker 0 writes the state tables
             self.shares.table = WorkerShareState(self.view)
+        elif isinstance(self.view, WorkerView):  # the coordinator's admin writes reach the partitions' owners
+            self.shares.on_admin_written = functools.partial(forget_at_owners, self.view, self.shares)
         self.authorizer = Authorizer(config, store)  # every handler asks it (kafkacompat/security)
         self.replication: ReplicationService | None = None  # set by the server once the store is open
         # The leader table lives in the store's own database: its commit can fence appends by epoch.

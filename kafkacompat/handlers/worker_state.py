@@ -12,6 +12,11 @@ admin API's (protocol/admin_api.py): a JSON object naming the operation.
 - {"op": "share_state.write", "records": {key: record or null}}: set or
   delete records; answered once written (durable at the next group commit,
   as a broker's own share-state writes).
+- {"op": "share_state.forget", "keys": [[group, topic id, partition], ...]}:
+  sent by worker 0 to a partition's owner once it wrote those
+  share-partitions' state for AlterShareGroupOffsets or
+  DeleteShareGroupOffsets; the owner drops what it holds of them and reads
+  the table again at their next use.
 
 With authorization on, the caller needs CLUSTER_ACTION on the cluster, as
 Kafka asks of brokers for its share coordinator's requests. A worker other
@@ -20,6 +25,7 @@ than 0 refuses the write (it does not write the state tables).
 
 from __future__ import annotations
 
+import uuid
 from typing import Any, Protocol
 
 from kafkacompat import storage
@@ -64,6 +70,29 @@ async def handle(ctx: Request[Reaches], request: dict[str, Any]) -> bytes:
                                             "'records' must map keys to a record or null", None)
             await table.put(records, None)
             return encode_response_body(ErrorCode.none.value, None, None)
+        if op == "share_state.forget":
+            keys = _share_keys(request.get("keys"))
+            if keys is None:
+                return encode_response_body(ErrorCode.invalid_request.value,
+                                            "'keys' must list [group, topic id, partition] triples", None)
+            ctx.cluster.shares.forget(keys)
+            return encode_response_body(ErrorCode.none.value, None, None)
     except storage.StorageError as exc:
         return encode_response_body(storage_error_code(exc).value, str(exc), None)
     return encode_response_body(ErrorCode.invalid_request.value, f"unknown worker state operation {op!r}", None)
+
+
+def _share_keys(keys: Any) -> list[tuple[str, uuid.UUID, int]] | None:
+    """[group, topic id, partition] triples as share-partition keys; None when any is not one."""
+    if not isinstance(keys, list):
+        return None
+    parsed = []
+    for key in keys:
+        if not (isinstance(key, list) and len(key) == 3 and isinstance(key[0], str) and isinstance(key[1], str)
+                and isinstance(key[2], int) and not isinstance(key[2], bool)):
+            return None
+        try:
+            parsed.append((key[0], uuid.UUID(key[1]), key[2]))
+        except ValueError:
+            return None
+    return parsed

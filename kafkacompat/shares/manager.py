@@ -25,7 +25,7 @@ import asyncio
 import dataclasses
 import logging
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from kio.schema.errors import ErrorCode
@@ -165,6 +165,9 @@ class ShareService:
         self._unread: set[PartitionKey] = set()  # led anew: read from the store before the first use
         self._released: asyncio.Future[None] | None = None  # resolved when records become available again
         self._flush_task: asyncio.Task[None] | None = None
+        # told of the share-partitions an admin request (alter or delete offsets) wrote, once written: a
+        # worker of `serve --workers N` has their owner drop what it holds of them (workers/share_state.py)
+        self.on_admin_written: Callable[[set[tuple[str, uuid.UUID, int]]], Awaitable[None]] | None = None
 
     # settings ---------------------------------------------------------------------
     def lock_duration_ms(self, group_id: str) -> int:
@@ -401,6 +404,7 @@ class ShareService:
             return refused
         dirty, self._dirty = self._dirty, set()
         admin, self._admin_dirty = self._admin_dirty, set()
+        unwritten: set[tuple[str, uuid.UUID, int]] = set()
         by_partition: dict[PartitionKey, list[tuple[str, uuid.UUID, int]]] = {}
         for key in dirty:
             by_partition.setdefault((key[1], key[2]), []).append(key)
@@ -418,6 +422,9 @@ class ShareService:
                 log.warning("share-group state of %d share-partition(s) not written: %s", len(records), exc)
                 self._dirty.update(keys)
                 self._admin_dirty.update(key for key in keys if key in admin)
+                unwritten.update(keys)
+        if self.on_admin_written is not None and (written := admin - unwritten):
+            await self.on_admin_written(written)
         return refused
 
     def _fence(self, topic_id: uuid.UUID, index: int) -> storage.StateFence | None:
@@ -458,6 +465,16 @@ class ShareService:
             self._admin_dirty.discard(key)  # else a later leader's write of it would go unfenced
         for lock in [k for k in self._locks if k[1:3] == (topic_id, index)]:
             self._locks.pop(lock).cancel()
+
+    def forget(self, keys: Iterable[tuple[str, uuid.UUID, int]]) -> None:
+        """Drop what is held of these share-partitions (state, lock timers, unwritten changes): another
+        process wrote their state, which their next use reads from the table."""
+        for key in keys:
+            self.partitions.pop(key, None)
+            self._dirty.discard(key)
+            self._admin_dirty.discard(key)
+            for lock in [k for k in self._locks if k[:3] == key]:
+                self._locks.pop(lock).cancel()
 
     # admin ------------------------------------------------------------------------
     def group_state_keys(self, group_id: str) -> list[tuple[uuid.UUID, int]]:

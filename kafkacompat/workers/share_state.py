@@ -9,11 +9,20 @@ write their state to the share coordinator, a worker sends each write to
 worker 0 (the WorkerState request, kafkacompat/handlers/worker_state.py)
 and reads the table from there before it restores a share-partition, so a
 restarted worker goes on from what was acknowledged.
+
+The other way round, worker 0 (every share group's coordinator) answers
+AlterShareGroupOffsets and DeleteShareGroupOffsets by writing the state
+itself; `forget_at_owners` then has each owner drop the share-partitions it
+holds, which it reads again from the table at their next use. Before, the
+owner went on from what it held: an empty group reset to offset 0 read
+nothing again, and the owner's next write put the old start offset back.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
+import uuid
 from typing import Any
 
 from kafkacompat import storage
@@ -22,7 +31,9 @@ from kafkacompat.protocol.admin_api import WORKER_STATE_KEY, AdminMessageError, 
 from .forward import CLIENT_ID, exchange
 from .view import WorkerView
 
+log = logging.getLogger(__name__)
 TIMEOUT_S = 10.0
+ShareKey = tuple[str, uuid.UUID, int]  # (group, topic id, partition)
 
 
 class WorkerShareState:
@@ -70,3 +81,29 @@ class WorkerShareState:
         request = encode_request(1, body, CLIENT_ID.decode(), key=WORKER_STATE_KEY)
         return decode_response(await exchange(view.controller_host, view.role.ports[0], request, view.security,
                                               TIMEOUT_S))[1]
+
+
+async def forget_at_owners(view: WorkerView, shares: Any, keys: set[ShareKey]) -> None:
+    """After worker 0 wrote these share-partitions' state for an admin request: each is dropped here if
+    another worker owns its partition (worker 0 would otherwise answer DescribeShareGroupOffsets from a
+    copy that worker's acknowledgements leave behind), and that worker is told to drop it. An owner that
+    cannot be reached is restarting, and holds nothing yet."""
+    by_owner: dict[int, list[ShareKey]] = {}
+    for key in keys:
+        info = shares.cluster.by_id(key[1])
+        if info is not None and (owner := view.owner((info.stream, info.name, key[2]))) != view.role.index:
+            by_owner.setdefault(owner, []).append(key)
+    for owner, owned in by_owner.items():
+        shares.forget(owned)
+        body = {"op": "share_state.forget", "keys": [[group, str(topic_id), index] for group, topic_id, index in owned]}
+        request = encode_request(1, body, CLIENT_ID.decode(), key=WORKER_STATE_KEY)
+        try:
+            reply = decode_response(await asyncio.wait_for(
+                exchange(view.controller_host, view.role.ports[owner], request, view.security, TIMEOUT_S),
+                TIMEOUT_S))[1]
+        except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError, AdminMessageError) as exc:
+            log.warning("worker %d could not be told that %d share-partition(s) were reset: %s", owner, len(owned),
+                        exc or type(exc).__name__)
+            continue
+        if reply.error_code != 0:
+            log.warning("worker %d refused to drop %d reset share-partition(s): %s", owner, len(owned), reply.error)

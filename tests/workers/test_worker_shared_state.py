@@ -99,3 +99,20 @@ def test_a_share_group_reads_and_acknowledges_worker_1s_partition(tmp_path: Path
         assert workers.stop() == 0
     finally:
         workers.kill()
+
+
+def test_share_group_offsets_altered_through_worker_0_count_at_worker_1(tmp_path: Path) -> None:
+    """ShareGroups.java's reset scenario on a topic of worker 1: Admin.alterShareGroupOffsets of the empty
+    group goes to worker 0 (the coordinator), which writes the state; the members that come next read from
+    the new start offset at worker 1, where the share-partition was still held as before the reset."""
+    program = program_41("ShareGroups")
+    workers = Workers(tmp_path / "data", 2, "--group-share-record-lock-duration-ms", "3000",
+                      "--group-initial-rebalance-delay-ms", "0")
+    try:
+        topic = owned_by(1, "share-reset")
+        run_program(program, "acks", workers.bootstrap, topic=topic, group=topic)
+        out = run_program(program, "reset", workers.bootstrap, topic=topic, group=topic)
+        assert out == {"altered": "ok", "listed": "0", "read_again": ["v0@0#1", "v1@1#1", "v2@2#1"]}, out
+        assert workers.stop() == 0
+    finally:
+        workers.kill()
