@@ -28,6 +28,7 @@ from ..transactions import TransactionCoordinator
 from ..workers.forward import ForwardError
 from ..workers.role import WorkerRole
 from ..workers.share_state import WorkerShareState, forget_at_owners
+from ..workers.state_client import WorkerAbortedEntries
 from ..workers.txn_forward import WorkerTransactions
 from ..workers.view import WorkerView
 from .features import FeatureLevels
@@ -166,7 +167,7 @@ class Cluster:
                 coordinator.markers_elsewhere = peers.write_markers
             else:
                 coordinator.verify_remotely = peers.verify
-                coordinator.partitions.store_aborted = False  # worker 0 alone writes the state tables
+                coordinator.partitions.entries = WorkerAbortedEntries(self.view)  # worker 0 writes the tables
         return coordinator
 
     def _partition_keys(self) -> list[PartitionKey]:

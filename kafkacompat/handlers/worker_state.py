@@ -12,6 +12,11 @@ admin API's (protocol/admin_api.py): a JSON object naming the operation.
 - {"op": "share_state.write", "records": {key: record or null}}: set or
   delete records; answered once written (durable at the next group commit,
   as a broker's own share-state writes).
+- {"op": "aborted_txns.read", "stream": path, "prefix": "TOPICID:PARTITION:"}:
+  the entries of the stream's aborted transactions whose key starts so.
+- {"op": "aborted_txns.write", "stream": path, "records": {key: entry or
+  null}, "durable": bool}: a worker's partition's aborted transactions
+  (kept by worker 0, as the log tail a load reads does not reach old aborts).
 - {"op": "share_state.forget", "keys": [[group, topic id, partition], ...]}:
   sent by worker 0 to a partition's owner once it wrote those
   share-partitions' state for AlterShareGroupOffsets or
@@ -36,8 +41,9 @@ from kafkacompat.protocol.admin_api import (
 )
 
 from ..security.acls import Operation
-from ..services import Groups, Request, Security
+from ..services import Groups, Request, Security, Topics
 from ..shares.manager import StoreTable
+from ..transactions.partition_state import StoreAbortedEntries
 from .common import ErrorCode, decode_json_request, storage_error_code
 from .registry import Api
 
@@ -45,7 +51,7 @@ from .registry import Api
 API = Api(WORKER_STATE_KEY, (WORKER_STATE_VERSION, WORKER_STATE_VERSION), None, advertised=False)
 
 
-class Reaches(Groups, Security, Protocol):
+class Reaches(Groups, Security, Topics, Protocol):
     """What of the broker this module reaches."""
 
 
@@ -70,6 +76,8 @@ async def handle(ctx: Request[Reaches], request: dict[str, Any]) -> bytes:
                                             "'records' must map keys to a record or null", None)
             await table.put(records, None)
             return encode_response_body(ErrorCode.none.value, None, None)
+        if op in ("aborted_txns.read", "aborted_txns.write"):
+            return await _aborted_txns(ctx, request)
         if op == "share_state.forget":
             keys = _share_keys(request.get("keys"))
             if keys is None:
@@ -80,6 +88,24 @@ async def handle(ctx: Request[Reaches], request: dict[str, Any]) -> bytes:
     except storage.StorageError as exc:
         return encode_response_body(storage_error_code(exc).value, str(exc), None)
     return encode_response_body(ErrorCode.invalid_request.value, f"unknown worker state operation {op!r}", None)
+
+
+async def _aborted_txns(ctx: Request[Reaches], request: dict[str, Any]) -> bytes:
+    entries = StoreAbortedEntries(ctx.cluster.store)
+    stream = request.get("stream")
+    if not isinstance(stream, str):
+        return encode_response_body(ErrorCode.invalid_request.value, "'stream' must name a stream", None)
+    if request["op"] == "aborted_txns.read":
+        prefix = request.get("prefix")
+        if not isinstance(prefix, str):
+            return encode_response_body(ErrorCode.invalid_request.value, "'prefix' must be a string", None)
+        return encode_response_body(ErrorCode.none.value, None, await entries.read(stream, prefix))
+    records = request.get("records")
+    if not isinstance(records, dict) or not all(v is None or isinstance(v, dict) for v in records.values()):
+        return encode_response_body(ErrorCode.invalid_request.value, "'records' must map keys to an entry or null",
+                                    None)
+    await entries.put(stream, records, durable=request.get("durable") is not False)
+    return encode_response_body(ErrorCode.none.value, None, None)
 
 
 def _share_keys(keys: Any) -> list[tuple[str, uuid.UUID, int]] | None:

@@ -19,6 +19,7 @@ import asyncio
 import bisect
 import dataclasses
 from collections.abc import Hashable
+from typing import Protocol
 
 from kafkacompat import storage
 from kafkacompat.protocol.control_records import ControlType, marker_type
@@ -27,6 +28,27 @@ from kafkacompat.protocol.records import HEADER_SIZE, BatchHeader, read_header
 from ..catalog.log_tail import tail_batches
 
 ABORTED_TABLE = "aborted_txns"
+
+
+class AbortedEntries(Protocol):
+    """Where the aborted transactions' entries are kept: the stream's `aborted_txns` state table."""
+
+    async def read(self, stream: str, prefix: str) -> dict[str, dict]: ...
+
+    async def put(self, stream: str, records: dict[str, dict | None], durable: bool = True) -> None: ...
+
+
+class StoreAbortedEntries:
+    """AbortedEntries in this process's own store (every broker but a worker other than 0)."""
+
+    def __init__(self, store: storage.Store) -> None:
+        self.store = store
+
+    async def read(self, stream: str, prefix: str) -> dict[str, dict]:
+        return {key: rec for key, rec in self.store.get_state(stream, ABORTED_TABLE).items() if key.startswith(prefix)}
+
+    async def put(self, stream: str, records: dict[str, dict | None], durable: bool = True) -> None:
+        await self.store.put_state(stream, ABORTED_TABLE, records, durable=durable)
 
 
 def stable_prefix(data: bytes | memoryview, limit: int) -> int:
@@ -97,7 +119,7 @@ class PartitionTxns:
         self.scanned = 0
         self._catching_up = asyncio.Lock()
         self.follow_log = False  # set by the registry: markers may be appended by another broker
-        self.store_aborted = True  # set by the registry: whether aborts are indexed in the state table too
+        self.entries: AbortedEntries = StoreAbortedEntries(store)  # set by the registry
 
     @property
     def last_stable_offset(self) -> int:
@@ -185,12 +207,11 @@ class PartitionTxns:
         return f"{self.topic_id}:{self.index}:{producer_id}:{first_offset}"
 
     async def _index_abort(self, producer_id: int, first: int, last: int) -> None:
-        """Store an aborted transaction's entry; where this process may not write the state tables (a
-        worker other than 0 of `serve --workers N`), the entries are rebuilt from the log at each load."""
-        if self.store_aborted:
-            await self.store.put_state(self.stream, ABORTED_TABLE, {
-                self._abort_key(producer_id, first): {"pid": producer_id, "first": first, "last": last},
-            })
+        """Store an aborted transaction's entry (a worker other than 0 of `serve --workers N` has worker 0
+        store it: the log tail read at a load does not reach an abort older than RESTORE_RECORDS)."""
+        await self.entries.put(self.stream, {
+            self._abort_key(producer_id, first): {"pid": producer_id, "first": first, "last": last},
+        })
 
     async def marker_written(self, producer_id: int, marker_offset: int, control: ControlType) -> None:
         """End the producer's open transaction here; an abort is remembered durably.
@@ -212,11 +233,18 @@ class PartitionTxns:
             return  # read from the log already
         self.ended[producer_id] = marker_offset
         first = self.ongoing.get(producer_id)
-        if first is not None and control is ControlType.ABORT:
+        if first is not None and control is ControlType.ABORT and not self._listed(producer_id, marker_offset):
             await self._index_abort(producer_id, first, marker_offset)
             bisect.insort(self.aborted, AbortedTxn(producer_id, first, marker_offset), key=lambda a: a.last_offset)
         self.ongoing.pop(producer_id, None)
         self._wake()
+
+    def _listed(self, producer_id: int, marker_offset: int) -> bool:
+        """Whether the abort ending at `marker_offset` is listed already (loaded from the table, then
+        found again in the log tail: not stored twice)."""
+        at = bisect.bisect_left(self.aborted, marker_offset, key=lambda a: a.last_offset)
+        return at < len(self.aborted) and self.aborted[at].last_offset == marker_offset \
+            and self.aborted[at].producer_id == producer_id
 
     def restarted_at(self, offset: int, open_txns: dict[int, int]) -> None:
         """The partition now starts at `offset` with nothing stored (a replica skipping a retention gap).
@@ -270,9 +298,10 @@ class PartitionTxnRegistry:
     def __init__(self, store: storage.Store) -> None:
         self.store = store
         self.follow_log = False  # brokers of one cluster: markers may come from another broker (catch_up)
-        # False where this process may not write the state tables (a worker other than 0 of `serve --workers
-        # N`): the aborted transactions' index is then the one rebuilt from the log at each load
-        self.store_aborted = True
+        # A worker other than 0 of `serve --workers N` keeps them in worker 0's table (it may not write the
+        # state tables); before stop 55 it rebuilt them from the log tail alone, and a read_committed
+        # consumer was served every transaction aborted before the last RESTORE_RECORDS (or 32 MiB)
+        self.entries: AbortedEntries = StoreAbortedEntries(store)
         self._states: dict[Hashable, PartitionTxns] = {}
         self._loading: dict[Hashable, asyncio.Future[PartitionTxns]] = {}
 
@@ -307,18 +336,16 @@ class PartitionTxnRegistry:
         partition = self.store.partition(stream, topic, index)
         state = PartitionTxns(self.store, stream, info.topic_id.hex, index, partition)
         state.follow_log = self.follow_log
-        state.store_aborted = self.store_aborted
-        prefix = f"{state.topic_id}:{index}:"
-        mine = {key: rec for key, rec in self.store.get_state(stream, ABORTED_TABLE).items()
-                if key.startswith(prefix)}
+        state.entries = self.entries
+        mine = await self.entries.read(stream, f"{state.topic_id}:{index}:")
         start = partition.log_start_offset
         state.aborted = sorted(
             (AbortedTxn(rec["pid"], rec["first"], rec["last"]) for rec in mine.values() if rec["last"] >= start),
             key=lambda a: a.last_offset,
         )
         expired = {key: None for key, rec in mine.items() if rec["last"] < start}  # deleted by retention
-        if expired and self.store_aborted:
-            await self.store.put_state(stream, ABORTED_TABLE, expired, durable=False)
+        if expired:
+            await self.entries.put(stream, expired, durable=False)
         end = partition.high_watermark
         async for header, batch in tail_batches(partition):
             await state.note_batch(header, batch)

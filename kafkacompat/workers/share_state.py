@@ -20,19 +20,16 @@ nothing again, and the owner's next write put the old start offset back.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import uuid
 from typing import Any
 
 from kafkacompat import storage
-from kafkacompat.protocol.admin_api import WORKER_STATE_KEY, AdminMessageError, decode_response, encode_request
 
-from .forward import CLIENT_ID, exchange
+from .state_client import ask
 from .view import WorkerView
 
 log = logging.getLogger(__name__)
-TIMEOUT_S = 10.0
 ShareKey = tuple[str, uuid.UUID, int]  # (group, topic id, partition)
 
 
@@ -49,7 +46,7 @@ class WorkerShareState:
         return self._rows
 
     async def reload(self) -> None:
-        rows = await self._ask({"op": "share_state.read"})
+        rows = await ask(self.view, {"op": "share_state.read"}, "share-group state")
         if not isinstance(rows, dict):
             raise storage.StorageError("worker 0 answered the share-group state with something else than a table")
         self._rows = rows
@@ -58,29 +55,12 @@ class WorkerShareState:
         """Written by worker 0 (the fence, this worker's own epoch, holds while it runs: its partitions
         are no other worker's); StorageError, and the caller keeps the records to write again, when worker
         0 cannot be reached or refuses."""
-        await self._ask({"op": "share_state.write", "records": records})
+        await ask(self.view, {"op": "share_state.write", "records": records}, "share-group state")
         for key, record in records.items():
             if record is None:
                 self._rows.pop(key, None)
             else:
                 self._rows[key] = record
-
-    async def _ask(self, body: dict[str, Any]) -> Any:
-        view = self.view
-        try:
-            reply = await asyncio.wait_for(self._exchange(body), TIMEOUT_S)
-        except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError, AdminMessageError) as exc:
-            raise storage.StorageError(f"worker {view.role.index}: cannot reach worker 0 for the share-group "
-                                       f"state: {exc or type(exc).__name__}") from None
-        if reply.error_code != 0:
-            raise storage.StorageError(f"worker 0 refused the share-group state: {reply.error}")
-        return reply.result
-
-    async def _exchange(self, body: dict[str, Any]) -> Any:
-        view = self.view
-        request = encode_request(1, body, CLIENT_ID.decode(), key=WORKER_STATE_KEY)
-        return decode_response(await exchange(view.controller_host, view.role.ports[0], request, view.security,
-                                              TIMEOUT_S))[1]
 
 
 async def forget_at_owners(view: WorkerView, shares: Any, keys: set[ShareKey]) -> None:
@@ -96,14 +76,7 @@ async def forget_at_owners(view: WorkerView, shares: Any, keys: set[ShareKey]) -
     for owner, owned in by_owner.items():
         shares.forget(owned)
         body = {"op": "share_state.forget", "keys": [[group, str(topic_id), index] for group, topic_id, index in owned]}
-        request = encode_request(1, body, CLIENT_ID.decode(), key=WORKER_STATE_KEY)
         try:
-            reply = decode_response(await asyncio.wait_for(
-                exchange(view.controller_host, view.role.ports[owner], request, view.security, TIMEOUT_S),
-                TIMEOUT_S))[1]
-        except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError, AdminMessageError) as exc:
-            log.warning("worker %d could not be told that %d share-partition(s) were reset: %s", owner, len(owned),
-                        exc or type(exc).__name__)
-            continue
-        if reply.error_code != 0:
-            log.warning("worker %d refused to drop %d reset share-partition(s): %s", owner, len(owned), reply.error)
+            await ask(view, body, "share-group state", index=owner)
+        except storage.StorageError as exc:
+            log.warning("worker %d was not told that %d share-partition(s) were reset: %s", owner, len(owned), exc)

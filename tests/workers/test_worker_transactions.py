@@ -9,6 +9,9 @@ transaction could not commit.
 
 from __future__ import annotations
 
+import os
+import re
+import signal
 import time
 from pathlib import Path
 
@@ -138,3 +141,49 @@ def test_a_transactions_v2_produce_to_worker_1_joins_worker_0s_transaction(worke
         answer = fetch(owner, topic, READ_COMMITTED)
         assert (answer.high_watermark, answer.last_stable_offset) == (4, 4)
         assert [(a.producer_id, a.first_offset) for a in answer.aborted_transactions] == [(pid, 2)]
+
+
+AFTER = 100_050  # records written after the aborted transaction
+
+
+def test_an_abort_older_than_the_log_tail_stays_aborted_after_worker_1_restarts(workers: Workers) -> None:
+    # Worker 1 may not write the state tables; it rebuilt its partitions' aborted transactions from the log
+    # tail at each load (the last 100,000 offsets or 32 MiB), so after a restart a read_committed consumer was
+    # served every transaction aborted before that (the workers fault campaign, seed 5501: 762 aborted reads).
+    # Its aborts are now kept in worker 0's table.
+    topic = owned_by_worker_1("old-abort")
+    create_topic(workers.bootstrap, topic, 1)
+    txn = Producer({"bootstrap.servers": workers.bootstrap, "transactional.id": f"t-{topic}"})
+    txn.init_transactions(30)
+    txn.begin_transaction()
+    for i in range(5):
+        txn.produce(topic, f"aborted-{i}".encode())
+    txn.flush(30)
+    txn.abort_transaction(30)
+    plain = Producer({"bootstrap.servers": workers.bootstrap, "linger.ms": 5})
+    for i in range(AFTER):  # past the 100,000 offsets a load reads of the log tail
+        while True:
+            try:
+                plain.produce(topic, b"%d" % i)
+                break
+            except BufferError:
+                plain.poll(0.1)
+    assert plain.flush(60) == 0
+    spare = int(re.search(r"pid (\d+)", workers.wait_for("spare worker started", 60))[1])
+    os.kill(workers.pids[1], signal.SIGKILL)
+    workers.wait_for("worker 1 serves again", 60)
+    workers.pids[1] = spare
+    consumer = Consumer({"bootstrap.servers": workers.bootstrap, "group.id": "rc", "enable.auto.commit": False,
+                         "isolation.level": "read_committed"})
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    seen, deadline = [], time.monotonic() + 60
+    try:
+        while len(seen) < AFTER:
+            assert time.monotonic() < deadline, f"read {len(seen)} of {AFTER} records"
+            msg = consumer.poll(0.5)
+            if msg is not None:
+                assert msg.error() is None, msg.error()
+                seen.append(msg.value())
+    finally:
+        consumer.close()
+    assert [v for v in seen if v.startswith(b"aborted")] == [], "an aborted transaction's records were read"

@@ -1,0 +1,58 @@
+"""The WorkerState request's client: a worker of `serve --workers N` keeping state in worker 0's tables.
+
+Only worker 0 writes the store's state tables (storage/disk/shared.py). The
+others keep what must outlive them there through the private WorkerState
+request (kafkacompat/handlers/worker_state.py): their share-partitions'
+state (share_state.py) and their partitions' aborted transactions
+(`WorkerAbortedEntries`), as Kafka's share-partition leaders write to the
+share coordinator. Worker 0 also uses it the other way, to tell an owner to
+drop share-partitions an admin request reset.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from kafkacompat import storage
+from kafkacompat.protocol.admin_api import WORKER_STATE_KEY, AdminMessageError, decode_response, encode_request
+
+from .forward import CLIENT_ID, exchange
+from .view import WorkerView
+
+TIMEOUT_S = 10.0
+
+
+async def ask(view: WorkerView, body: dict[str, Any], what: str, index: int = 0) -> Any:
+    """Worker `index`'s answer to a WorkerState request (`what` names the state for the errors);
+    StorageError when that worker cannot be reached or refuses."""
+    request = encode_request(1, body, CLIENT_ID.decode(), key=WORKER_STATE_KEY)
+    try:
+        reply = decode_response(await asyncio.wait_for(
+            exchange(view.controller_host, view.role.ports[index], request, view.security, TIMEOUT_S),
+            TIMEOUT_S))[1]
+    except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError, AdminMessageError) as exc:
+        raise storage.StorageError(f"worker {view.role.index}: cannot reach worker {index} for the {what}: "
+                                   f"{exc or type(exc).__name__}") from None
+    if reply.error_code != 0:
+        raise storage.StorageError(f"worker {index} refused the {what}: {reply.error}")
+    return reply.result
+
+
+class WorkerAbortedEntries:
+    """The transactions.partition_state.AbortedEntries of a worker other than 0: worker 0's aborted_txns
+    table. A load waits for worker 0 (StorageError while it restarts: the request is refused, retriable)."""
+
+    def __init__(self, view: WorkerView) -> None:
+        self.view = view
+
+    async def read(self, stream: str, prefix: str) -> dict[str, dict]:
+        rows = await ask(self.view, {"op": "aborted_txns.read", "stream": stream, "prefix": prefix},
+                         "aborted transactions")
+        if not isinstance(rows, dict):
+            raise storage.StorageError("worker 0 answered the aborted transactions with something else than a table")
+        return rows
+
+    async def put(self, stream: str, records: dict[str, dict | None], durable: bool = True) -> None:
+        await ask(self.view, {"op": "aborted_txns.write", "stream": stream, "records": records,
+                              "durable": durable}, "aborted transactions")
