@@ -13,7 +13,8 @@ command -v javac >/dev/null || apt_packages+=(openjdk-17-jdk-headless)  # compat
 command -v npm >/dev/null || apt_packages+=(nodejs npm)                  # kafkajs
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || apt_packages+=(postgresql)  # Debezium CDC test, the cloud engine's tests
 command -v chromium >/dev/null || apt_packages+=(chromium)  # the web console tests (Playwright drives Debian's)
-# a C compiler and Python's headers build the record walk (protocol/_record_scan.c)
+# a C compiler and Python's headers build the record walk (protocol/_record_scan.c) and the header walk
+# (storage/_frame_walk.c)
 command -v gcc >/dev/null || apt_packages+=(gcc)
 command -v curl >/dev/null || apt_packages+=(curl)                    # tests/http/test_rest_bad_input.py
 python3 -c 'import sysconfig, os, sys; sys.exit(not os.path.exists(sysconfig.get_paths()["include"] + "/Python.h"))' \

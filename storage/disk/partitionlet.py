@@ -70,6 +70,38 @@ class Recovered:
     cut_bytes: int = 0  # bytes truncated away (0 when the tail was kept as a hole)
 
 
+_FRAME = struct.Struct(">qi4xb")  # a batch's base offset, length and (past the leader epoch) magic
+_LAST_DELTA = struct.Struct(">i")
+_LAST_DELTA_AT = 23  # lastOffsetDelta's place in the batch header (storage/batch_format.py HEADER)
+
+
+def frame_walk_py(data: bytes | memoryview, pos: int, expected: int) -> tuple[int, int, int]:
+    """The header walk of storage/_frame_walk.c, the reference (and where the C module was not built):
+    from `pos`, while each header frames a whole magic-2 batch inside `data` whose base offset is
+    `expected` (-1: the first one's; the next is its last offset + 1). Returns (pos, expected, base):
+    stopped at the end (base -1), at a batch whose base is not the one expected (its base), or where the
+    bytes frame no batch (base -1)."""
+    view = memoryview(data)
+    size = len(view)
+    while 0 <= pos < size:
+        if size - pos < bf.HEADER_SIZE:
+            break
+        first, length, magic = _FRAME.unpack_from(view, pos)
+        if magic != bf.MAGIC or length < bf.HEADER_SIZE - bf.LOG_OVERHEAD or length > size - pos - bf.LOG_OVERHEAD:
+            break
+        if expected >= 0 and first != expected:
+            return pos, expected, first
+        expected = first + _LAST_DELTA.unpack_from(view, pos + _LAST_DELTA_AT)[0] + 1
+        pos += bf.LOG_OVERHEAD + length
+    return pos, expected, -1
+
+
+try:  # the same walk in C (storage/_frame_walk.c), built when the package is installed
+    from .._frame_walk import frame_walk as _frame_walk
+except ImportError:
+    _frame_walk = frame_walk_py
+
+
 class Partitionlet:
     __slots__ = (
         "directory", "volume", "base", "handles", "stem", "log_path", "sealed", "next_offset", "size", "max_ts", "max_ts_offset",
@@ -484,7 +516,25 @@ class Partitionlet:
         data = os.pread(self.fd(), end - start, start)
         if verify and end > self.verified:
             data = self._checked(data, start, offset)
+        elif verify and not self._framed(data):
+            raise CorruptBatchError(f"{self.log_path}: bytes {start}..{end} no longer split into the batches "
+                                    "checked there before")
         return data
+
+    def _framed(self, data: bytes) -> bool:
+        """Whether bytes checked before still split into whole batches whose offsets follow on (over a
+        quarantined range, or a cleaned one, they may jump). A batch's length and base offset lie outside
+        its CRC: a bit flipped there after the check (bit rot under a running broker) had the batch and
+        every one after it in the read handed out cut at the wrong places, and librdkafka took record bytes
+        for an offset and skipped the rest of the partition (the workers campaign, seed 5501)."""
+        pos, expected = 0, -1
+        while True:
+            pos, expected, base = _frame_walk(data, pos, expected)
+            if pos >= len(data):
+                return True
+            if base < 0 or not self._lost(expected, base):
+                return False
+            expected = -1  # over the jump: the batch there starts the walk again
 
     def _checked(self, data: bytes, start: int, offset: int) -> bytes:
         """The whole batches of `data` (read at `start`) up to the first that fails its CRC."""

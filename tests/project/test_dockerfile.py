@@ -118,6 +118,7 @@ def test_the_build_context_is_only_what_the_dockerfile_copies() -> None:
     missing = [src for src in copied if _ignored(src, patterns) or not (REPO / src).exists()]
     assert not missing, f"the Dockerfile copies what the build context lacks: {missing}"
     assert not _ignored("protocol/_record_scan.c", patterns)
+    assert not _ignored("storage/_frame_walk.c", patterns)
     assert not _ignored("kafkacompat/http/console/templates/base.html", patterns)
 
 
@@ -184,6 +185,7 @@ def test_the_builders_wheel_installs_and_answers_the_health_check(tmp_path: Path
     [wheel] = wheels.glob("kafkacompat-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     assert any(re.match(r"kafkacompat/protocol/_record_scan\..*\.so$", n) for n in names), "no C record walk"
+    assert any(re.match(r"kafkacompat/storage/_frame_walk\..*\.so$", n) for n in names), "no C header walk"
     assert "kafkacompat/storage/api.py" in names and any(n.startswith("kafkacompat/http/console/templates/")
                                                           for n in names)
     venv = tmp_path / "venv"
