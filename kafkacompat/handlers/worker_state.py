@@ -70,10 +70,8 @@ async def handle(ctx: Request[Reaches], request: dict[str, Any]) -> bytes:
         if op == "share_state.read":
             return encode_response_body(ErrorCode.none.value, None, table.rows())
         if op == "share_state.write":
-            records = request.get("records")
-            if not isinstance(records, dict) or not all(v is None or isinstance(v, dict) for v in records.values()):
-                return encode_response_body(ErrorCode.invalid_request.value,
-                                            "'records' must map keys to a record or null", None)
+            if (records := _records(request)) is None:
+                return encode_response_body(ErrorCode.invalid_request.value, RECORDS_EXPECTED, None)
             await table.put(records, None)
             return encode_response_body(ErrorCode.none.value, None, None)
         if op in ("aborted_txns.read", "aborted_txns.write"):
@@ -100,12 +98,21 @@ async def _aborted_txns(ctx: Request[Reaches], request: dict[str, Any]) -> bytes
         if not isinstance(prefix, str):
             return encode_response_body(ErrorCode.invalid_request.value, "'prefix' must be a string", None)
         return encode_response_body(ErrorCode.none.value, None, await entries.read(stream, prefix))
-    records = request.get("records")
-    if not isinstance(records, dict) or not all(v is None or isinstance(v, dict) for v in records.values()):
-        return encode_response_body(ErrorCode.invalid_request.value, "'records' must map keys to an entry or null",
-                                    None)
+    if (records := _records(request)) is None:
+        return encode_response_body(ErrorCode.invalid_request.value, RECORDS_EXPECTED, None)
     await entries.put(stream, records, durable=request.get("durable") is not False)
     return encode_response_body(ErrorCode.none.value, None, None)
+
+
+RECORDS_EXPECTED = "'records' must map keys to a record or null"
+
+
+def _records(request: dict[str, Any]) -> dict[str, dict | None] | None:
+    """The request's table changes, {key: record or None}; None when it names something else."""
+    records = request.get("records")
+    if not isinstance(records, dict) or not all(v is None or isinstance(v, dict) for v in records.values()):
+        return None
+    return records
 
 
 def _share_keys(keys: Any) -> list[tuple[str, uuid.UUID, int]] | None:

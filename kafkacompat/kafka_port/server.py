@@ -169,13 +169,11 @@ class BrokerServer:
             tls, timeout = self._tls, self.config.authentication_timeout_ms / 1000
             assert tls is not None
             wrap = functools.partial(TlsServerProtocol, context=tls, timeout=timeout)
-        if self._listen_fd >= 0:  # a worker's one PLAINTEXT listener (workers refuse --listeners)
-            return await serve_frames(functools.partial(self._accept, listener), listener.host, listener.port,
-                                      self._frame_budget, sock=socket.socket(fileno=self._listen_fd),
-                                      start_serving=False)
+        # a worker's one PLAINTEXT listener (workers refuse --listeners) listens on the socket its supervisor bound
+        where = {"sock": socket.socket(fileno=self._listen_fd)} if self._listen_fd >= 0 else {"reuse_address": True}
         return await serve_frames(
             functools.partial(self._accept, listener), listener.host, listener.port, self._frame_budget,
-            wrap=wrap, reuse_address=True, start_serving=False,
+            wrap=wrap, start_serving=False, **where,
         )
 
     async def stop(self) -> None:

@@ -26,7 +26,7 @@ from typing import Any
 
 from kafkacompat import storage
 
-from .state_client import ask
+from .state_client import ask, ask_table
 from .view import WorkerView
 
 log = logging.getLogger(__name__)
@@ -46,10 +46,7 @@ class WorkerShareState:
         return self._rows
 
     async def reload(self) -> None:
-        rows = await ask(self.view, {"op": "share_state.read"}, "share-group state")
-        if not isinstance(rows, dict):
-            raise storage.StorageError("worker 0 answered the share-group state with something else than a table")
-        self._rows = rows
+        self._rows = await ask_table(self.view, {"op": "share_state.read"}, "share-group state")
 
     async def put(self, records: dict[str, dict | None], fence: storage.StateFence | None) -> None:
         """Written by worker 0 (the fence, this worker's own epoch, holds while it runs: its partitions

@@ -39,6 +39,15 @@ async def ask(view: WorkerView, body: dict[str, Any], what: str, index: int = 0)
     return reply.result
 
 
+async def ask_table(view: WorkerView, body: dict[str, Any], what: str) -> dict[str, dict]:
+    """Worker 0's answer to a WorkerState read of a table: {key: record}; StorageError as `ask`, or when
+    the answer is something else than a table."""
+    rows = await ask(view, body, what)
+    if not isinstance(rows, dict):
+        raise storage.StorageError(f"worker 0 answered the {what} with something else than a table")
+    return rows
+
+
 class WorkerAbortedEntries:
     """The transactions.partition_state.AbortedEntries of a worker other than 0: worker 0's aborted_txns
     table. A load waits for worker 0 (StorageError while it restarts: the request is refused, retriable)."""
@@ -47,11 +56,8 @@ class WorkerAbortedEntries:
         self.view = view
 
     async def read(self, stream: str, prefix: str) -> dict[str, dict]:
-        rows = await ask(self.view, {"op": "aborted_txns.read", "stream": stream, "prefix": prefix},
-                         "aborted transactions")
-        if not isinstance(rows, dict):
-            raise storage.StorageError("worker 0 answered the aborted transactions with something else than a table")
-        return rows
+        return await ask_table(self.view, {"op": "aborted_txns.read", "stream": stream, "prefix": prefix},
+                               "aborted transactions")
 
     async def put(self, stream: str, records: dict[str, dict | None], durable: bool = True) -> None:
         await ask(self.view, {"op": "aborted_txns.write", "stream": stream, "records": records,
