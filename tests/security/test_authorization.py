@@ -337,8 +337,9 @@ def test_replication_into_a_stream_needs_its_copy_permission(broker: Broker, tmp
 
 
 def test_share_state_kept_for_other_workers_needs_cluster_action(broker: Broker) -> None:
-    """WorkerState (the private API workers of `serve --workers N` keep their share-group state at
-    worker 0 with) asks CLUSTER_ACTION on the cluster, as Kafka asks its brokers."""
+    """WorkerState (the private API workers of `serve --workers N` keep their share-group state and
+    aborted transactions at worker 0 with) asks CLUSTER_ACTION on the cluster for every operation, as
+    Kafka asks its brokers."""
     from kafkacompat.handlers import worker_state
 
     class Asking:  # what the handler reads of a request from a worker logged in as `principal`
@@ -346,20 +347,26 @@ def test_share_state_kept_for_other_workers_needs_cluster_action(broker: Broker)
             self.cluster, self.principal, self.peer = broker.server.cluster, principal, "127.0.0.1:1"
             self.header = None
 
-    def read(principal: str) -> dict:
-        return json.loads(broker.call(worker_state.handle(Asking(principal), {"op": "share_state.read"})))
+    def ask(principal: str, body: dict) -> dict:
+        return json.loads(broker.call(worker_state.handle(Asking(principal), body)))
 
-    refused = read("User:worker")
-    assert refused["error_code"] == 31 and "needs CLUSTER_ACTION" in refused["error"]  # CLUSTER_AUTHORIZATION_FAILED
+    every_op = ({"op": "share_state.read"}, {"op": "share_state.write", "records": {}},
+                {"op": "share_state.forget", "keys": []},
+                {"op": "aborted_txns.read", "stream": "/default", "prefix": "none:"},
+                {"op": "aborted_txns.write", "stream": "/default", "records": {}})
+    for body in every_op:
+        refused = ask("User:worker", body)
+        assert refused["error_code"] == 31 and "needs CLUSTER_ACTION" in refused["error"], body  # CLUSTER_AUTH...
     for future in admin(broker).create_acls([AclBinding(ResourceType.BROKER, "kafka-cluster",
                                                         ResourcePatternType.LITERAL, "User:worker", "*",
                                                         AclOperation.CLUSTER_ACTION,
                                                         AclPermissionType.ALLOW)]).values():
         future.result(15)
     deadline = time.monotonic() + 15
-    while read("User:worker")["error_code"] != 0:
+    while ask("User:worker", every_op[0])["error_code"] != 0:
         assert time.monotonic() < deadline, "CLUSTER_ACTION granted, still refused"
         time.sleep(0.1)
+    assert [ask("User:worker", body)["error_code"] for body in every_op] == [0] * len(every_op)
 
 
 def test_the_rest_proxy_is_authorized_as_its_principal() -> None:
