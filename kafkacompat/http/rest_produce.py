@@ -40,7 +40,7 @@ from ..broker.cluster import Cluster
 from ..broker.partitioner import partition_for_key
 from ..schemas.registry import registry_of
 from .common import BROKER
-from .kafka_calls import NO_TOPIC_ID, build, call
+from .kafka_calls import NO_TOPIC_ID, ask_leaders, build, call
 from .rest_errors import (
     JSON_CONTENT,
     JsonLimitError,
@@ -220,11 +220,8 @@ class TopicTarget:
             parts = tuple(build(PRODUCE, "PartitionProduceData", index=index,
                                 records=_batches(group, producer, keys[index]))
                           for index, group in groups.items())
-            request = build(PRODUCE, transactional_id=None, acks=ACKS_ALL, timeout=TIMEOUT,
-                            topic_data=(build(PRODUCE, "TopicProduceData", name=self.name, topic_id=self.topic_id,
-                                              partition_data=parts),))
-            answer = await call(self.cluster, PRODUCE, request)
-            results = answer.responses[0].partition_responses
+            answer = await call(self.cluster, PRODUCE, self._request(parts))
+            results = await self._at_leaders(parts, answer.responses[0].partition_responses)
             for result in results:
                 if result.error_code == 0:
                     producer.advance(keys[result.index], len(groups[result.index]))
@@ -246,6 +243,27 @@ class TopicTarget:
                 when = int(appended.timestamp() * 1000) if isinstance(appended, datetime.datetime) else -1
                 item.result = self._report(item, offset, when if when >= 0 else item.record.timestamp)
         return failed
+
+    def _request(self, parts: tuple[Any, ...]) -> Any:
+        return build(PRODUCE, transactional_id=None, acks=ACKS_ALL, timeout=TIMEOUT,
+                     topic_data=(build(PRODUCE, "TopicProduceData", name=self.name, topic_id=self.topic_id,
+                                       partition_data=parts),))
+
+    async def _at_leaders(self, parts: tuple[Any, ...], results: tuple[Any, ...]) -> list[Any]:
+        """`results` with the partitions this broker refused as led elsewhere (NOT_LEADER_OR_FOLLOWER,
+        after the user's ACLs were checked here: nothing was written) answered by their leaders, each
+        sent the same batches over its Kafka port, as a producer sends them to the partition's leader.
+        A worker of `serve --workers N` or a cloud broker leads only some partitions; before stop 56
+        REST writes to the others failed with a 500. One whose leader cannot be reached keeps the
+        retriable error."""
+        refused = {(self.name, r.index) for r in results if r.error_code == ErrorCode.not_leader_or_follower}
+        if not refused:
+            return list(results)
+        by_index = {part.index: part for part in parts}
+        answers = await ask_leaders(self.cluster, PRODUCE, refused, lambda led: self._request(
+            tuple(by_index[index] for index in sorted(led[self.name]))))
+        found = {r.index: r for answer in answers for r in answer.responses[0].partition_responses}
+        return [found.get(r.index, r) for r in results]
 
     def _report(self, item: Incoming, offset: int, timestamp: int) -> dict[str, Any]:
         report: dict[str, Any] = {

@@ -100,25 +100,35 @@ async def get_cluster(request: web.Request) -> web.Response:
     return web.json_response(_cluster(request, cluster_of(request)))
 
 
-def _broker(request: web.Request, cluster: Cluster) -> dict[str, Any]:
-    base = ("v3", "clusters", cluster.cluster_id, "brokers", cluster.node_id)
+def _broker(request: web.Request, cluster: Cluster, broker: Any) -> dict[str, Any]:
+    base = ("v3", "clusters", cluster.cluster_id, "brokers", broker.node_id)
     return resource(
-        "KafkaBroker", request, f"crn:///kafka={cluster.cluster_id}/broker={cluster.node_id}", *base,
-        cluster_id=cluster.cluster_id, broker_id=cluster.node_id, host=cluster.host, port=cluster.port,
-        rack=None, configs=related(request, *base, "configs"),
+        "KafkaBroker", request, f"crn:///kafka={cluster.cluster_id}/broker={broker.node_id}", *base,
+        cluster_id=cluster.cluster_id, broker_id=broker.node_id, host=broker.host, port=broker.port,
+        rack=broker.rack, configs=related(request, *base, "configs"),
         partition_replicas=related(request, *base, "partition-replicas"),
     )
 
 
+async def cluster_brokers(cluster: Cluster) -> list[Any]:
+    """The brokers Metadata names, by id: every worker of `serve --workers N`, every live broker of the
+    cloud engine (before stop 56 only the broker serving HTTP was listed)."""
+    answer = await call(cluster, METADATA, build(METADATA, topics=(), allow_auto_topic_creation=False,
+                                                 include_topic_authorized_operations=False))
+    return sorted(answer.brokers, key=lambda b: b.node_id)
+
+
 async def list_brokers(request: web.Request) -> web.Response:
-    return listing("KafkaBrokerList", request, [_broker(request, cluster_of(request))])
+    cluster = cluster_of(request)
+    return listing("KafkaBrokerList", request, [_broker(request, cluster, b) for b in await cluster_brokers(cluster)])
 
 
 async def get_broker(request: web.Request) -> web.Response:
     cluster = cluster_of(request)
-    if request.match_info["broker_id"] != str(cluster.node_id):
-        raise not_found(f"Broker {request.match_info['broker_id']} cannot be found.")
-    return web.json_response(_broker(request, cluster))
+    for broker in await cluster_brokers(cluster):
+        if request.match_info["broker_id"] == str(broker.node_id):
+            return web.json_response(_broker(request, cluster, broker))
+    raise not_found(f"Broker {request.match_info['broker_id']} cannot be found.")
 
 
 # --- topics --------------------------------------------------------------------------------------
@@ -222,10 +232,10 @@ async def update_topic(request: web.Request) -> web.Response:
 # --- partitions ----------------------------------------------------------------------------------
 
 
-def _partition(request: web.Request, cluster: Cluster, topic: str, index: int) -> dict[str, Any]:
+def _partition(request: web.Request, cluster: Cluster, topic: str, index: int, leader: int) -> dict[str, Any]:
     cid = cluster.cluster_id
     base = ("v3", "clusters", cid, "topics", quoted(topic), "partitions", index)
-    replica = related(request, *base, "replicas", cluster.node_id)
+    replica = related(request, *base, "replicas", leader)
     return resource(
         "KafkaPartition", request, f"crn:///kafka={cid}/topic={topic}/partition={index}", *base,
         cluster_id=cid, topic_name=topic, partition_id=index, leader=replica,
@@ -236,8 +246,9 @@ def _partition(request: web.Request, cluster: Cluster, topic: str, index: int) -
 async def list_partitions(request: web.Request) -> web.Response:
     cluster = cluster_of(request)
     topic = await described_topic(request, cluster, kafka_name(request, request.match_info["topic"]))
-    indexes = sorted(p.partition_index for p in topic.partitions)
-    return listing("KafkaPartitionList", request, [_partition(request, cluster, topic.name, i) for i in indexes])
+    return listing("KafkaPartitionList", request, [_partition(request, cluster, topic.name, p.partition_index,
+                                                              p.leader_id)
+                                                   for p in sorted(topic.partitions, key=lambda p: p.partition_index)])
 
 
 def partition_index(request: web.Request) -> int:
@@ -251,9 +262,10 @@ async def get_partition(request: web.Request) -> web.Response:
     cluster = cluster_of(request)
     topic = await described_topic(request, cluster, kafka_name(request, request.match_info["topic"]))
     index = partition_index(request)
-    if index not in {p.partition_index for p in topic.partitions}:
+    leaders = {p.partition_index: p.leader_id for p in topic.partitions}
+    if index not in leaders:
         raise not_found(f"Partition {index} of topic {topic.name} cannot be found.")
-    return web.json_response(_partition(request, cluster, topic.name, index))
+    return web.json_response(_partition(request, cluster, topic.name, index, leaders[index]))
 
 
 # --- topic configs -------------------------------------------------------------------------------
@@ -402,6 +414,13 @@ async def describe_group(cluster: Cluster, group_id: str) -> GroupView:
                      described.group_state)
 
 
+def _coordinator_id(cluster: Cluster, group_id: str) -> int:
+    """The broker that coordinates the group (worker 0 of `serve --workers N`; on the cloud engine the
+    leader of its __consumer_offsets partition), this one while none does."""
+    coordinator = cluster.coordinator(group_id)
+    return cluster.node_id if coordinator is None else coordinator.node_id
+
+
 def _group(request: web.Request, cluster: Cluster, group: GroupView) -> dict[str, Any]:
     cid = cluster.cluster_id
     base = ("v3", "clusters", cid, "consumer-groups", quoted(group.group_id))
@@ -409,7 +428,7 @@ def _group(request: web.Request, cluster: Cluster, group: GroupView) -> dict[str
         "KafkaConsumerGroup", request, f"crn:///kafka={cid}/consumer-group={group.group_id}", *base,
         cluster_id=cid, consumer_group_id=group.group_id, is_simple=group.is_simple,
         partition_assignor=group.assignor, state=group.state, type=group.type, is_mixed_consumer_group=False,
-        coordinator=related(request, "v3", "clusters", cid, "brokers", cluster.node_id),
+        coordinator=related(request, "v3", "clusters", cid, "brokers", _coordinator_id(cluster, group.group_id)),
         consumers=related(request, *base, "consumers"), lag_summary=related(request, *base, "lag-summary"),
     )
 

@@ -1,0 +1,105 @@
+"""The HTTP server of `serve --workers N` (REST, console) works on every worker's partitions.
+
+The HTTP server runs in worker 0, which opens only the partitions it owns.
+Before stop 56, a REST produce to a partition of worker 1 failed with a 500
+(NOT_LEADER_OR_FOLLOWER), REST listed one broker and named it the leader of
+every partition, the console counted worker 0's partitions only, refused to
+show worker 1's records, and its groups page failed (a 500) once a group had
+committed an offset on worker 1. Each test fails on the code before.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import requests
+from confluent_kafka import Consumer, Producer, TopicPartition
+from kafkacompat.storage.disk.shared import owner_of
+
+from tests.workers.test_workers import ROOT, Workers, create_topic
+
+pytestmark = pytest.mark.slow
+
+DEFAULT_STREAM = "/default"
+V2 = "application/vnd.kafka.v2+json"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Served:
+    def __init__(self, workers: Workers, http: str) -> None:
+        self.workers, self.http = workers, http
+        self.cluster_id = requests.get(f"{http}/v3/clusters", timeout=30).json()["data"][0]["cluster_id"]
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[Served]:
+    port = free_port()
+    running = Workers(tmp_path / "data", 2, "--http-port", str(port), "--http-host", "127.0.0.1")
+    try:
+        http = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                requests.get(f"{http}/health/ready", timeout=5)
+                break
+            except requests.ConnectionError:
+                assert time.monotonic() < deadline, "the HTTP server never answered"
+                time.sleep(0.2)
+        yield Served(running, http)
+    finally:
+        running.kill()
+
+
+def worker_1s(topic: str, partitions: int) -> list[int]:
+    return [i for i in range(partitions) if owner_of(2, DEFAULT_STREAM, DEFAULT_STREAM, topic, i) == 1]
+
+
+def test_rest_writes_and_reads_every_workers_partitions(served: Served) -> None:
+    create_topic(served.workers.bootstrap, "rest", 4)
+    assert worker_1s("rest", 4) and len(worker_1s("rest", 4)) < 4  # both workers own some
+    records = f"{served.http}/v3/clusters/{served.cluster_id}/topics/rest/records"
+    for index in range(4):
+        answer = requests.post(records, json={"partition_id": index, "value": {"type": "JSON", "data": index}},
+                               timeout=30)
+        assert answer.status_code == 200, answer.text
+        assert answer.json()["offset"] == 0 and answer.json()["partition_id"] == index
+
+    brokers = requests.get(f"{served.http}/v3/clusters/{served.cluster_id}/brokers", timeout=30).json()["data"]
+    assert [(b["broker_id"], b["port"]) for b in brokers] == [(1, served.workers.ports[0]),
+                                                               (2, served.workers.ports[1])]
+    listed = requests.get(f"{served.http}/v3/clusters/{served.cluster_id}/topics/rest/partitions",
+                          timeout=30).json()["data"]
+    named = {p["partition_id"]: p["leader"]["related"].rsplit("/", 1)[1] for p in listed}
+    metadata = Producer({"bootstrap.servers": served.workers.bootstrap}).list_topics("rest", timeout=30)
+    assert named == {i: str(p.leader) for i, p in metadata.topics["rest"].partitions.items()}
+    assert sorted(set(named.values())) == ["1", "2"]
+
+    base = f"{served.http}/consumers/g/instances/c"
+    assert requests.post(f"{served.http}/consumers/g", headers={"Content-Type": V2}, timeout=30, data=json.dumps(
+        {"name": "c", "format": "json", "auto.offset.reset": "earliest"})).status_code == 200
+    assert requests.post(f"{base}/subscription", headers={"Content-Type": V2}, timeout=30,
+                         data=json.dumps({"topics": ["rest"]})).status_code == 204
+    got: list[dict] = []
+    deadline = time.monotonic() + 60
+    while len(got) < 4:
+        assert time.monotonic() < deadline, f"read only {got}"
+        got += requests.get(f"{base}/records", headers={"Accept": "application/vnd.kafka.json.v2+json"},
+                            timeout=30).json()
+    assert sorted((r["partition"], r["value"]) for r in got) == [(i, i) for i in range(4)]
+
+
+def cli(workers: Workers, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "kafkacompat", *args, "--bootstrap-server",
+                           f"127.0.0.1:{workers.ports[0]}"], capture_output=True, text=True, timeout=60, cwd=ROOT)
