@@ -16,7 +16,7 @@ may depend on it without an import circle.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 if TYPE_CHECKING:
@@ -143,6 +143,8 @@ class Settings(Protocol):
     quotas: ClientQuotas
     stats: RequestStats
     replication: ReplicationService | None
+    # this broker's /metrics text, for worker 0 of `serve --workers N` to show (None before its server sets it)
+    metrics_exposition: Callable[[], Awaitable[bytes]] | None
 
 
 class Broker(Topics, Placement, Security, Groups, Transactions, Settings, Protocol):

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
         Partition,
         PartitionletInfo,
         PermissionEntries,
+        ReadablePartition,
         StateFence,
         Store,
         StreamInfo,
@@ -40,8 +41,8 @@ if TYPE_CHECKING:
 
 _LAZY = {
     **dict.fromkeys(
-        ("AppendResult", "Cursor", "FsyncPolicy", "NewTopic", "Partition", "PartitionletInfo", "PermissionEntries", "StateFence",
-         "Store", "StreamInfo", "StreamPolicy", "TimestampHit", "TopicInfo"), ".api"),
+        ("AppendResult", "Cursor", "FsyncPolicy", "NewTopic", "Partition", "PartitionletInfo", "PermissionEntries",
+         "ReadablePartition", "StateFence", "Store", "StreamInfo", "StreamPolicy", "TimestampHit", "TopicInfo"), ".api"),
     "RecordCodec": ".compaction",
     "open_store": ".engines",
     "cleanup_policy": ".namespace",
@@ -55,6 +56,7 @@ __all__ = [
     "Partition",
     "PartitionletInfo",
     "PermissionEntries",
+    "ReadablePartition",
     "RecordCodec",
     "StateFence",
     "Store",

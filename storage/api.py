@@ -15,6 +15,7 @@ import dataclasses
 import enum
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Protocol
 
 from .errors import StorageError
 
@@ -123,6 +124,28 @@ class Cursor:
     leader_epoch: int = -1
     metadata: str = ""
     commit_time_ms: int = 0
+
+
+class ReadablePartition(Protocol):
+    """What a reader of a partition's records and figures needs (the console, /metrics, views): every
+    Partition is one, and so is a partition read through the process that owns it (a worker of
+    `serve --workers N` reading another's, kafkacompat/workers/peer_partition.py)."""
+
+    @property
+    def log_start_offset(self) -> int: ...
+
+    @property
+    def high_watermark(self) -> int: ...
+
+    async def read(self, offset: int, max_bytes: int) -> bytes | memoryview: ...
+
+    async def offset_for_timestamp(self, timestamp: int) -> TimestampHit | None: ...
+
+    async def partitionlets(self) -> list[PartitionletInfo]: ...
+
+    def wait_for_data(self, offset: int) -> asyncio.Future[None]: ...
+
+    async def refresh(self) -> None: ...
 
 
 class Partition(abc.ABC):

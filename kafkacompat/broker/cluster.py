@@ -9,7 +9,7 @@ import functools
 import logging
 import os
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING
 
 from kio.schema.errors import ErrorCode
@@ -115,6 +115,12 @@ class Cluster:
             self.shares.on_admin_written = functools.partial(forget_at_owners, self.view, self.shares)
         self.authorizer = Authorizer(config, store)  # every handler asks it (kafkacompat/security)
         self.replication: ReplicationService | None = None  # set by the server once the store is open
+        # the replica links of `serve --workers N` run in worker 0, which writes their table and reads every
+        # worker's partitions; a link another worker also ran would ship every batch twice
+        self.runs_links = not isinstance(self.view, WorkerView) or self.view.role.index == 0
+        # this broker's /metrics text (set by its server): what a worker of `serve --workers N` answers
+        # worker 0's /metrics with (WorkerState metrics.read)
+        self.metrics_exposition: Callable[[], Awaitable[bytes]] | None = None
         # The leader table lives in the store's own database: its commit can fence appends by epoch.
         self._fenced = cluster_url(config) is not None and cluster_url(config) == getattr(store, "database_url", None)
         self.view.store_epochs = self._fenced  # epochs the store stamped before a row stay below Metadata's
@@ -495,6 +501,26 @@ class Cluster:
             await self.view.look_again((info.stream, info.name, index))
             found = self.partition_for(info, missing, index)
         return found
+
+    def partition_to_read(self, stream: str, name: str, index: int) -> storage.ReadablePartition:
+        """A partition to read records and figures from (replica links): the store's own, or one another
+        worker of `serve --workers N` owns, read through it (its figures as of its last answer).
+        StorageError as the store's `partition`."""
+        try:
+            return self.store.partition(stream, name, index)
+        except storage.NotLeaderError:
+            peer = self.view.peer_partition((stream, name, index))
+            if peer is None:
+                raise
+            return peer
+
+    async def readable_partition(self, stream: str, name: str, index: int) -> storage.ReadablePartition:
+        """`partition_to_read`, another worker's with its figures as they are now (the console, /metrics,
+        stream views); StorageError also when its owner cannot be asked."""
+        partition = self.partition_to_read(stream, name, index)
+        if not isinstance(partition, storage.Partition):  # another worker's (this store's are always current)
+            await partition.refresh()
+        return partition
 
     def forget_topic(self, info: TopicInfo) -> None:
         """Drop the in-memory producer and transaction state of a deleted topic's partitions."""

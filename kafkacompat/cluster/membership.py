@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from .. import storage
     from ..config import BrokerConfig
 
 PartitionKey = tuple[str, str, int]  # (stream, topic, partition), as the producer state keys partitions
@@ -153,6 +154,17 @@ class ClusterView(abc.ABC):
 
         A live broker registers again at once (this one alone: it never stopped being registered)."""
         return node_id == self.me.node_id
+
+    def peer_partition(self, key: PartitionKey) -> "storage.ReadablePartition | None":
+        """A partition another process of this machine owns, read through that owner (a worker of
+        `serve --workers N`: only the owner opens a partition's files), its figures as of its last
+        answer; None where this broker's store reads every partition itself."""
+        return None
+
+    async def peer_metrics(self) -> dict[int, bytes]:
+        """The /metrics text of the other brokers this one serves HTTP for, by node id (the workers of
+        `serve --workers N`: one HTTP port for all); {} where each broker serves its own."""
+        return {}
 
     def member(self, node_id: int) -> Member | None:
         for member in self.live():

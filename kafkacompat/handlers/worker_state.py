@@ -1,4 +1,8 @@
-"""WorkerState (private, unadvertised): the share-group state other workers of `serve --workers N` keep at worker 0.
+"""WorkerState (private, unadvertised): what the workers of `serve --workers N` ask of each other.
+
+The state other workers keep at worker 0 (share-group state, aborted
+transactions), and the reads of a worker's partitions that worker 0's
+console and /metrics make (only the owner opens a partition's files).
 
 A share-partition lives with its topic partition's owner, and its state
 (the SPSO, and the delivery state and count of each record in flight) must
@@ -17,6 +21,16 @@ admin API's (protocol/admin_api.py): a JSON object naming the operation.
 - {"op": "aborted_txns.write", "stream": path, "records": {key: entry or
   null}, "durable": bool}: a worker's partition's aborted transactions
   (kept by worker 0, as the log tail a load reads does not reach old aborts).
+- {"op": "partition.figures", "stream", "topic", "partition", "wait_beyond"?:
+  offset, "partitionlets"?: bool}: a partition this worker owns, as worker
+  0's console and /metrics show it (workers/peer_partition.py): its log
+  start offset and high watermark (once it holds `wait_beyond`, or after
+  WAIT_S), and its partitionlets when asked.
+- {"op": "partition.read", ..., "offset", "max_bytes"}: its record batches
+  from `offset` (at most READ_MAX bytes, base64), and its figures.
+- {"op": "partition.offset_for_timestamp", ..., "timestamp"}: the hit.
+- {"op": "metrics.read"}: this worker's /metrics text, {"text": ...}, which
+  worker 0's /metrics shows with its own (one HTTP port for all workers).
 - {"op": "share_state.forget", "keys": [[group, topic id, partition], ...]}:
   sent by worker 0 to a partition's owner once it wrote those
   share-partitions' state for AlterShareGroupOffsets or
@@ -30,8 +44,12 @@ than 0 refuses the write (it does not write the state tables).
 
 from __future__ import annotations
 
+import asyncio
+import base64
+import contextlib
+import dataclasses
 import uuid
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeGuard
 
 from kafkacompat import storage
 from kafkacompat.protocol.admin_api import (
@@ -41,17 +59,20 @@ from kafkacompat.protocol.admin_api import (
 )
 
 from ..security.acls import Operation
-from ..services import Groups, Request, Security, Topics
+from ..services import Groups, Placement, Request, Security, Settings, Topics
 from ..shares.manager import StoreTable
 from ..transactions.partition_state import StoreAbortedEntries
 from .common import ErrorCode, decode_json_request, storage_error_code
 from .registry import Api
 
+WAIT_S = 5.0  # the longest a partition.figures waits for `wait_beyond` (a long poll, as a fetch's max wait)
+READ_MAX = 1024 * 1024  # the most a partition.read answers with
+
 # Between the workers of one `serve --workers N`: private, never advertised to stock clients
 API = Api(WORKER_STATE_KEY, (WORKER_STATE_VERSION, WORKER_STATE_VERSION), None, advertised=False)
 
 
-class Reaches(Groups, Security, Topics, Protocol):
+class Reaches(Groups, Placement, Security, Settings, Topics, Protocol):
     """What of the broker this module reaches."""
 
 
@@ -62,7 +83,7 @@ async def handle(ctx: Request[Reaches], request: dict[str, Any]) -> bytes:
     authorizer = ctx.cluster.authorizer
     if authorizer.enabled and not authorizer.cluster(ctx, Operation.CLUSTER_ACTION):
         return encode_response_body(ErrorCode.cluster_authorization_failed.value,
-                                    f"{ctx.principal} may not keep share-group state here (needs CLUSTER_ACTION "
+                                    f"{ctx.principal} may not ask worker state here (needs CLUSTER_ACTION "
                                     "on the cluster)", None)
     table = StoreTable(ctx.cluster.shares.store)
     op = request["op"]
@@ -76,6 +97,13 @@ async def handle(ctx: Request[Reaches], request: dict[str, Any]) -> bytes:
             return encode_response_body(ErrorCode.none.value, None, None)
         if op in ("aborted_txns.read", "aborted_txns.write"):
             return await _aborted_txns(ctx, request)
+        if op == "metrics.read":
+            if ctx.cluster.metrics_exposition is None:
+                return encode_response_body(ErrorCode.invalid_request.value, "this worker keeps no metrics", None)
+            text = await ctx.cluster.metrics_exposition()
+            return encode_response_body(ErrorCode.none.value, None, {"text": text.decode()})
+        if op.startswith("partition."):
+            return await _partition_op(ctx, request)
         if op == "share_state.forget":
             keys = _share_keys(request.get("keys"))
             if keys is None:
@@ -102,6 +130,52 @@ async def _aborted_txns(ctx: Request[Reaches], request: dict[str, Any]) -> bytes
         return encode_response_body(ErrorCode.invalid_request.value, RECORDS_EXPECTED, None)
     await entries.put(stream, records, durable=request.get("durable") is not False)
     return encode_response_body(ErrorCode.none.value, None, None)
+
+
+async def _partition_op(ctx: Request[Reaches], request: dict[str, Any]) -> bytes:
+    """A read of a partition this worker owns, for worker 0's console and /metrics."""
+    stream, topic, index = request.get("stream"), request.get("topic"), request.get("partition")
+    if not (isinstance(stream, str) and isinstance(topic, str) and _count(index)):
+        return encode_response_body(ErrorCode.invalid_request.value,
+                                    "'stream', 'topic' and 'partition' must name a partition", None)
+    try:
+        partition = ctx.cluster.store.partition(stream, topic, index)
+    except (storage.UnknownStreamError, storage.UnknownTopicError):  # made through worker 0 a moment ago?
+        await ctx.cluster.view.catch_up([stream])
+        partition = ctx.cluster.store.partition(stream, topic, index)
+    op = request["op"]
+    if op == "partition.figures":
+        wait_beyond = request.get("wait_beyond")
+        if _count(wait_beyond) and partition.high_watermark <= wait_beyond:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(partition.wait_for_data(wait_beyond), WAIT_S)
+        found = _figures(partition)
+        if request.get("partitionlets") is True:
+            found["partitionlets"] = [dataclasses.asdict(p) for p in await partition.partitionlets()]
+        return encode_response_body(ErrorCode.none.value, None, found)
+    if op == "partition.read":
+        offset, most = request.get("offset"), request.get("max_bytes")
+        if not (_count(offset) and _count(most)):
+            return encode_response_body(ErrorCode.invalid_request.value, "'offset' and 'max_bytes' must be counts", None)
+        data = await partition.read(offset, min(most, READ_MAX))
+        return encode_response_body(ErrorCode.none.value, None,
+                                    {**_figures(partition), "data": base64.b64encode(data).decode()})
+    if op == "partition.offset_for_timestamp":
+        timestamp = request.get("timestamp")
+        if not isinstance(timestamp, int) or isinstance(timestamp, bool):
+            return encode_response_body(ErrorCode.invalid_request.value, "'timestamp' must be a whole number", None)
+        hit = await partition.offset_for_timestamp(timestamp)
+        return encode_response_body(ErrorCode.none.value, None, {"hit": None if hit is None else {
+            "offset": hit.offset, "timestamp": hit.timestamp, "leader_epoch": hit.leader_epoch}})
+    return encode_response_body(ErrorCode.invalid_request.value, f"unknown worker state operation {op!r}", None)
+
+
+def _count(value: Any) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _figures(partition: storage.Partition) -> dict[str, Any]:
+    return {"log_start_offset": partition.log_start_offset, "high_watermark": partition.high_watermark}
 
 
 RECORDS_EXPECTED = "'records' must map keys to a record or null"

@@ -1,9 +1,11 @@
 """/metrics in the Prometheus text format, from the broker's own figures.
 
-A registry per broker (two brokers in one process do not clash) with one
+A registry per scrape (two brokers in one process do not clash) with one
 collector that reads RequestStats, the store and the server when scraped:
-serving a request costs only the dict updates of RequestStats. On a
-broker with an authorizer a scrape needs DESCRIBE on the cluster (the
+serving a request costs only the dict updates of RequestStats. With `serve
+--workers N`, worker 0 (the one serving HTTP) asks each other worker for
+its figures (WorkerState metrics.read) and labels every series with the
+node id of the worker it came from. On a broker with an authorizer a scrape needs DESCRIBE on the cluster (the
 figures name topics, groups and sizes): 403 otherwise, with an audit line.
 """
 
@@ -17,6 +19,7 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client.parser import text_string_to_metric_families
 
 from kafkacompat.protocol.versions import api_name
 
@@ -28,8 +31,6 @@ from .principal import caller
 
 if TYPE_CHECKING:
     from .common import ServedBroker
-
-REGISTRY: web.AppKey[CollectorRegistry] = web.AppKey("registry")
 
 
 @functools.cache
@@ -106,20 +107,42 @@ class BrokerCollector:
 
 
 async def serve_metrics(request: web.Request) -> web.Response:
-    """The broker's figures, then those that need the store's async reads (metrics_detail)."""
-    cluster = request.app[BROKER].cluster
+    """The broker's figures; with `serve --workers N`, every worker's, each series labelled with its
+    worker's node id (before stop 56 worker 0's alone)."""
+    broker = request.app[BROKER]
+    cluster = broker.cluster
     if cluster is not None and cluster.authorizer.enabled:
         who = caller(request)
         if not cluster.authorizer.cluster(who, Operation.DESCRIBE):
             return web.json_response({"error_code": 40301, "message": f"{who.principal} may not read the metrics "
                                       "(needs DESCRIBE on the cluster)"}, status=403)
-    detail = await metrics_detail.families(request.app[BROKER])
-    body = generate_latest(request.app[REGISTRY]) + generate_latest(detail)  # type: ignore[arg-type]
+    body = await exposition(broker)
+    peers = await cluster.view.peer_metrics() if cluster is not None else {}
+    if peers:
+        body = labelled({cluster.node_id: body, **peers})
     return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
 
-def add_routes(app: web.Application) -> None:
+async def exposition(broker: "ServedBroker", lag: bool = True) -> bytes:
+    """The broker's figures in the Prometheus text format, then those that need the store's async reads
+    (metrics_detail; `lag`: with the group lag)."""
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(BrokerCollector(app[BROKER]))
-    app[REGISTRY] = registry
+    registry.register(BrokerCollector(broker))
+    detail = await metrics_detail.families(broker, lag)
+    return generate_latest(registry) + generate_latest(detail)  # type: ignore[arg-type]
+
+
+def labelled(texts: dict[int, bytes]) -> bytes:
+    """Several brokers' figures as one text: each family once, each series labelled `node_id`, as a
+    Prometheus server that scraped each broker labels them by instance."""
+    merged: dict[str, Metric] = {}
+    for node_id, text in sorted(texts.items()):
+        for family in text_string_to_metric_families(text.decode()):
+            into = merged.setdefault(family.name, Metric(family.name, family.documentation, family.type))
+            into.samples += [sample._replace(labels={**sample.labels, "node_id": str(node_id)})
+                             for sample in family.samples]
+    return generate_latest(metrics_detail.Families(list(merged.values())))  # type: ignore[arg-type]
+
+
+def add_routes(app: web.Application) -> None:
     app.router.add_get("/metrics", serve_metrics)

@@ -49,7 +49,9 @@ def _capped(name: str, count: int) -> bool:
     return True
 
 
-async def families(broker: "ServedBroker") -> Families:
+async def families(broker: "ServedBroker", lag: bool = True) -> Families:
+    """The families; `lag` adds the group lag (counted where the groups' offsets are: worker 0 of
+    `serve --workers N` counts it for every worker's partitions)."""
     cluster = broker.cluster
     out: list[Metric] = [
         CounterMetricFamily("kafkacompat_connections_accepted", "Kafka client connections accepted",
@@ -65,7 +67,8 @@ async def families(broker: "ServedBroker") -> Families:
     out += _groups(cluster)
     partitions = await _partitions(cluster)
     out += partitions
-    out += _lag(cluster)
+    if lag:
+        out += await _lag(cluster)
     out += await _replication(cluster)
     return Families(out)
 
@@ -154,9 +157,9 @@ async def _partitions(cluster: "Cluster") -> list[Metric]:
             if _capped("kafkacompat_partition_size_bytes", count):
                 break
             try:
-                partition = cluster.store.partition(info.stream, info.name, index)
+                partition = cluster.store.partition(info.stream, info.name, index)  # another worker's shows its own
                 chain = await partition.partitionlets()
-            except storage.StorageError:  # deleted meanwhile, or its files unreadable (logged by the store)
+            except storage.StorageError:  # deleted meanwhile, its files unreadable (logged), another worker's
                 continue
             key = [label, str(index)]
             size.add_metric(key, sum(p.size_bytes for p in chain))
@@ -172,7 +175,7 @@ async def _partitions(cluster: "Cluster") -> list[Metric]:
     return [size, lets, start, end, volumes]
 
 
-def _lag(cluster: "Cluster") -> list[Metric]:
+async def _lag(cluster: "Cluster") -> list[Metric]:
     """Per (group, topic, partition): end offset minus the committed offset, as kafka-consumer-groups shows it.
 
     One pass over the cursors of each stream holding a topic with series.
@@ -195,6 +198,9 @@ def _lag(cluster: "Cluster") -> list[Metric]:
     for count, (group, label, index, offset, info) in enumerate(rows):
         if _capped("kafkacompat_consumer_group_lag", count):
             break
-        end = store.partition(info.stream, info.name, index).high_watermark
+        try:
+            end = (await cluster.readable_partition(info.stream, info.name, index)).high_watermark
+        except storage.StorageError:  # deleted meanwhile, unreadable, or its worker restarting
+            continue
         lag.add_metric([group, label, str(index)], max(end - offset, 0))
     return [lag]

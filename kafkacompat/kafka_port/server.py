@@ -88,6 +88,13 @@ class BrokerServer:
         assert server is not None, f"broker not started or no listener {name}"
         return server.sockets[0].getsockname()[1]
 
+    async def _metrics_exposition(self) -> bytes:
+        """This broker's /metrics figures without the group lag (worker 0 of `serve --workers N`, which
+        holds every group's offsets, shows them with its own; the lag is its to count)."""
+        from ..http.metrics import exposition  # only here: aiohttp and prometheus_client load when asked
+
+        return await exposition(self, lag=False)
+
     @property
     def http_port(self) -> int | None:
         """The HTTP server's bound port, or None when it is off (http_port unset)."""
@@ -132,6 +139,7 @@ class BrokerServer:
         elif self.config.advertised_port is None and self.config.port == 0:
             self.config.advertised_port = self.port
         self.cluster = Cluster(self.config, self.store)
+        self.cluster.metrics_exposition = self._metrics_exposition
         for listener in self.listeners:
             bound = self.listener_port(listener.name)
             self.cluster.listener_addresses[listener.name] = listener.advertised(bound)

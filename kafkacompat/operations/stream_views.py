@@ -8,15 +8,14 @@ bytes, times in epoch milliseconds, offsets as Kafka reports them.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, Protocol
 
 from kafkacompat.storage import (
     Cursor,
     FsyncPolicy,
-    NotLeaderError,
-    Partition,
     PermissionEntries,
-    Store,
+    ReadablePartition,
+    StorageError,
     StreamInfo,
     StreamPolicy,
     TopicInfo,
@@ -25,6 +24,17 @@ from kafkacompat.storage import (
 from ..security.permissions import ExpressionError
 from ..security.permissions import check as check_expression
 from ..topic_names import canonical_name, kafka_alias
+
+
+class PartitionReader(Protocol):
+    """Where views read partitions: the broker's Cluster (its store's partitions, and another worker's
+    through that worker)."""
+
+    @property
+    def default_stream(self) -> str: ...
+
+    async def readable_partition(self, stream: str, name: str, index: int) -> ReadablePartition: ...
+
 
 # Stream policy fields a user may set, with the JSON type each takes.
 POLICY_FIELDS: dict[str, type] = {
@@ -99,7 +109,7 @@ def topic_names_view(info: TopicInfo, default_stream: str) -> dict[str, Any]:
     }
 
 
-async def partition_view(index: int, partition: Partition) -> dict[str, Any]:
+async def partition_view(index: int, partition: ReadablePartition) -> dict[str, Any]:
     lets = await partition.partitionlets()
     start, end = partition.log_start_offset, partition.high_watermark
     return {
@@ -121,17 +131,17 @@ async def partition_view(index: int, partition: Partition) -> dict[str, Any]:
     }
 
 
-async def topic_view(store: Store, info: TopicInfo, detail: bool) -> dict[str, Any]:
-    """A topic with totals; `detail` adds each partition and its partitionlets. A worker of `serve
-    --workers N` counts the partitions it owns and lists the others' in `other_workers` (only the
-    owner opens a partition's files): the topic an admin command just made is shown, not refused."""
-    partitions, elsewhere = [], []
+async def topic_view(reader: PartitionReader, info: TopicInfo, detail: bool) -> dict[str, Any]:
+    """A topic with totals; `detail` adds each partition and its partitionlets. A partition that cannot
+    be read (its worker of `serve --workers N` restarting, its files unreadable) is left out of the
+    totals and listed in `unreadable` with the reason."""
+    partitions, unreadable = [], {}
     for i in range(info.partitions):
         try:
-            partitions.append(await partition_view(i, store.partition(info.stream, info.name, i)))
-        except NotLeaderError:
-            elsewhere.append(i)
-    view = topic_names_view(info, store.default_stream)
+            partitions.append(await partition_view(i, await reader.readable_partition(info.stream, info.name, i)))
+        except StorageError as exc:
+            unreadable[i] = str(exc)
+    view = topic_names_view(info, reader.default_stream)
     view.update(
         topic_id=str(info.topic_id),
         partitions=info.partitions,
@@ -140,19 +150,21 @@ async def topic_view(store: Store, info: TopicInfo, detail: bool) -> dict[str, A
         configs=dict(info.configs),
         created_ms=info.created_ms,
     )
-    if elsewhere:
-        view["other_workers"] = elsewhere
+    if unreadable:
+        view["unreadable"] = unreadable
     if detail:
         view["partition_detail"] = partitions
     return view
 
 
-def cursor_view(store: Store, stream: str, group: str, cursor: Cursor) -> dict[str, Any]:
-    """A committed offset with its lag behind the partition's end (None if the topic is gone)."""
+async def cursor_view(reader: PartitionReader, stream: str, group: str, cursor: Cursor) -> dict[str, Any]:
+    """A committed offset with its lag behind the partition's end (None if the topic is gone or the
+    partition cannot be read)."""
     end = None
-    info = store.get_topic(stream, cursor.topic)
-    if info is not None and cursor.partition < info.partitions:
-        end = store.partition(stream, cursor.topic, cursor.partition).high_watermark
+    try:
+        end = (await reader.readable_partition(stream, cursor.topic, cursor.partition)).high_watermark
+    except StorageError:
+        pass
     return {
         "group": group,
         "topic": cursor.topic,

@@ -313,7 +313,7 @@ async def topic_create(cluster: Cluster, request: dict[str, Any]) -> Any:
     configs = _configs(request, {}) or {}
     info = await cluster.store.create_topic(stream, topic, partitions, configs)
     await cluster.settle([info])
-    return await topic_view(cluster.store, info, detail=False)
+    return await topic_view(cluster, info, detail=False)
 
 
 async def topic_edit(cluster: Cluster, request: dict[str, Any]) -> Any:
@@ -334,18 +334,18 @@ async def topic_edit(cluster: Cluster, request: dict[str, Any]) -> Any:
         await cluster.settle([info])
     if configs is not None:
         info = await cluster.store.set_topic_configs(stream, topic, configs)
-    return await topic_view(cluster.store, info, detail=False)
+    return await topic_view(cluster, info, detail=False)
 
 
 async def topic_info(cluster: Cluster, request: dict[str, Any]) -> Any:
     stream, topic = _topic(cluster, request)
-    return await topic_view(cluster.store, _topic_info(cluster, stream, topic), detail=True)
+    return await topic_view(cluster, _topic_info(cluster, stream, topic), detail=True)
 
 
 async def topic_list(cluster: Cluster, request: dict[str, Any]) -> Any:
     path = _stream(cluster, request)
     topics = sorted(cluster.store.list_topics(path), key=lambda t: t.name)
-    return [await topic_view(cluster.store, info, detail=False) for info in topics]
+    return [await topic_view(cluster, info, detail=False) for info in topics]
 
 
 async def topic_delete(cluster: Cluster, request: dict[str, Any]) -> Any:
@@ -372,7 +372,7 @@ async def cursor_list(cluster: Cluster, request: dict[str, Any]) -> Any:
     store = cluster.store
     groups = [group] if group is not None else store.list_cursor_groups(path)
     return [
-        cursor_view(store, path, g, c)
+        await cursor_view(cluster, path, g, c)
         for g in groups
         for c in sorted(store.get_cursors(path, g), key=lambda c: (c.topic, c.partition))
         if (topic is None or c.topic == topic) and (partition is None or c.partition == partition)

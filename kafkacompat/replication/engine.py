@@ -109,6 +109,14 @@ class LinkTask:
     def store(self) -> Store:
         return self.service.store
 
+    def _part(self, topic: str, index: int) -> storage.ReadablePartition:
+        """A partition of the source stream to ship: this broker's, or, in worker 0 of `serve --workers
+        N` (which runs the links), another worker's read through it."""
+        cluster = self.service.cluster
+        if cluster is None:
+            return self.store.partition(self.spec.source, topic, index)
+        return cluster.partition_to_read(self.spec.source, topic, index)
+
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name=f"replica {self.spec.source} -> {self.spec.replica}")
 
@@ -278,7 +286,8 @@ class LinkTask:
             for index in range(info.partitions):
                 if (info.name, index) in self.positions or index >= len(dest["hw"]):
                     continue
-                part = self.store.partition(self.spec.source, info.name, index)
+                part = self._part(info.name, index)
+                await part.refresh()  # another worker's: as it is now
                 common = min(dest["hw"][index], part.high_watermark)
                 start = common
                 if common > max(part.log_start_offset, dest["log_start"][index]):
@@ -290,7 +299,7 @@ class LinkTask:
 
     # data ---------------------------------------------------------------------
 
-    async def _read_groups(self, part: storage.Partition, topic: str, index: int,
+    async def _read_groups(self, part: storage.ReadablePartition, topic: str, index: int,
                            pos: int) -> list[tuple[Path, int, int, list[memoryview]]]:
         """The batches from `pos` (up to MAX_REQUEST_BYTES) as runs sharing a path: (path, first, end, batches).
 
@@ -329,7 +338,7 @@ class LinkTask:
         if info is None or info.topic_id != self._topic_ids.get(topic):
             return 0  # deleted, or created again since the last topic sync, which sees to it
         try:
-            part = self.store.partition(self.spec.source, topic, index)
+            part = self._part(topic, index)
         except storage.UnknownTopicError:
             return 0
         pos = self.positions[topic, index]
@@ -399,7 +408,8 @@ class LinkTask:
         self.shipped_bytes += size
         return size
 
-    async def _skip_gap(self, client: LinkClient, topic: str, index: int, part: storage.Partition, pos: int) -> int:
+    async def _skip_gap(self, client: LinkClient, topic: str, index: int, part: storage.ReadablePartition,
+                        pos: int) -> int:
         """The source's log start passed what the destination holds (retention, DeleteRecords while paused or
         down): the destination restarts at our log start, as a Kafka follower does, keeping offsets identical."""
         start = part.log_start_offset
@@ -421,7 +431,7 @@ class LinkTask:
         self.positions[topic, index] = answer["hw"]
         return 1
 
-    async def _send_log_start(self, client: LinkClient, topic: str, index: int, part: storage.Partition) -> int:
+    async def _send_log_start(self, client: LinkClient, topic: str, index: int, part: storage.ReadablePartition) -> int:
         """Move the destination's log start to ours (DeleteRecords, retention), as a Kafka follower follows
         its leader's: the offsets stay identical, and a consumer of the replica finds the records a consumer
         of the source finds. 1 when it was moved.
@@ -464,7 +474,7 @@ class LinkTask:
         waiters = []
         for (topic, index), pos in self.positions.items():
             try:
-                waiters.append(self.store.partition(self.spec.source, topic, index).wait_for_data(pos))
+                waiters.append(self._part(topic, index).wait_for_data(pos))
             except storage.StorageError:
                 continue
         self._wake.clear()
@@ -509,7 +519,7 @@ class LinkTask:
         total = 0
         for info in self._source_topics():
             for index in range(info.partitions):
-                part = self.store.partition(self.spec.source, info.name, index)
+                part = self._part(info.name, index)
                 pos = self.positions.get((info.name, index), part.log_start_offset)
                 total += max(part.high_watermark - pos, 0)
         return total
@@ -520,7 +530,7 @@ class LinkTask:
         oldest: int | None = None
         for info in self._source_topics():
             for index in range(info.partitions):
-                part = self.store.partition(self.spec.source, info.name, index)
+                part = self._part(info.name, index)
                 pos = max(self.positions.get((info.name, index), part.log_start_offset), part.log_start_offset)
                 behind = part.high_watermark - pos
                 if behind <= 0:
@@ -551,12 +561,18 @@ class LinkTask:
 
 class ReplicatedBroker(Protocol):
     """What replication keeps in step with replicated data in the broker it runs in
-    (kafkacompat.broker.cluster.Cluster): the transactions' state and the topics it knows."""
+    (kafkacompat.broker.cluster.Cluster): the transactions' state and the topics it knows; and where
+    links read the source's partitions, and whether they run here (worker 0 of `serve --workers N`)."""
 
     @property
     def transactions(self) -> "TransactionCoordinator": ...
 
     def forget_topic(self, info: storage.TopicInfo) -> None: ...
+
+    def partition_to_read(self, stream: str, name: str, index: int) -> storage.ReadablePartition: ...
+
+    @property
+    def runs_links(self) -> bool: ...
 
 
 class ReplicationService:
@@ -580,6 +596,8 @@ class ReplicationService:
 
     async def start(self) -> None:
         self.identity = await ensure_identity(self.store, self.config.cluster_name, self.config.data_dir)
+        if self.cluster is not None and not self.cluster.runs_links:
+            return
         for stream in self.store.list_streams():
             for replica, record in self.store.get_state(stream.path, LINKS_TABLE).items():
                 task = LinkTask(self, LinkSpec.from_record(stream.path, record))

@@ -26,7 +26,7 @@ from typing import Any
 
 from kafkacompat import storage
 
-from .state_client import ask, ask_table
+from .state_client import ask_table
 from .view import WorkerView
 
 log = logging.getLogger(__name__)
@@ -52,7 +52,7 @@ class WorkerShareState:
         """Written by worker 0 (the fence, this worker's own epoch, holds while it runs: its partitions
         are no other worker's); StorageError, and the caller keeps the records to write again, when worker
         0 cannot be reached or refuses."""
-        await ask(self.view, {"op": "share_state.write", "records": records}, "share-group state")
+        await self.view.ask({"op": "share_state.write", "records": records}, "share-group state")
         for key, record in records.items():
             if record is None:
                 self._rows.pop(key, None)
@@ -74,6 +74,6 @@ async def forget_at_owners(view: WorkerView, shares: Any, keys: set[ShareKey]) -
         shares.forget(owned)
         body = {"op": "share_state.forget", "keys": [[group, str(topic_id), index] for group, topic_id, index in owned]}
         try:
-            await ask(view, body, "share-group state", index=owner)
+            await view.ask(body, "share-group state", index=owner)
         except storage.StorageError as exc:
             log.warning("worker %d was not told that %d share-partition(s) were reset: %s", owner, len(owned), exc)

@@ -11,38 +11,17 @@ drop share-partitions an admin request reset.
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from kafkacompat import storage
-from kafkacompat.protocol.admin_api import WORKER_STATE_KEY, AdminMessageError, decode_response, encode_request
 
-from .forward import CLIENT_ID, exchange
 from .view import WorkerView
-
-TIMEOUT_S = 10.0
-
-
-async def ask(view: WorkerView, body: dict[str, Any], what: str, index: int = 0) -> Any:
-    """Worker `index`'s answer to a WorkerState request (`what` names the state for the errors);
-    StorageError when that worker cannot be reached or refuses."""
-    request = encode_request(1, body, CLIENT_ID.decode(), key=WORKER_STATE_KEY)
-    try:
-        reply = decode_response(await asyncio.wait_for(
-            exchange(view.controller_host, view.role.ports[index], request, view.security, TIMEOUT_S),
-            TIMEOUT_S))[1]
-    except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError, AdminMessageError) as exc:
-        raise storage.StorageError(f"worker {view.role.index}: cannot reach worker {index} for the {what}: "
-                                   f"{exc or type(exc).__name__}") from None
-    if reply.error_code != 0:
-        raise storage.StorageError(f"worker {index} refused the {what}: {reply.error}")
-    return reply.result
 
 
 async def ask_table(view: WorkerView, body: dict[str, Any], what: str) -> dict[str, dict]:
-    """Worker 0's answer to a WorkerState read of a table: {key: record}; StorageError as `ask`, or when
+    """Worker 0's answer to a WorkerState read of a table: {key: record}; StorageError as `WorkerView.ask`, or when
     the answer is something else than a table."""
-    rows = await ask(view, body, what)
+    rows = await view.ask(body, what)
     if not isinstance(rows, dict):
         raise storage.StorageError(f"worker 0 answered the {what} with something else than a table")
     return rows
@@ -60,5 +39,5 @@ class WorkerAbortedEntries:
                                "aborted transactions")
 
     async def put(self, stream: str, records: dict[str, dict | None], durable: bool = True) -> None:
-        await ask(self.view, {"op": "aborted_txns.write", "stream": stream, "records": records,
+        await self.view.ask({"op": "aborted_txns.write", "stream": stream, "records": records,
                               "durable": durable}, "aborted transactions")

@@ -26,13 +26,16 @@ from typing import Any
 import kio.schema.find_coordinator.v2.request as find_v2
 from kio.static.primitive import i8
 
+from kafkacompat import storage
+from kafkacompat.protocol.admin_api import WORKER_STATE_KEY, AdminMessageError, decode_response, encode_request
 from kafkacompat.protocol.messages import make
 
 from ..cluster.membership import ClusterView, Member, PartitionKey
 from ..security.client import ClientSecurity
 from ..storage.disk.files import read_if_there
 from ..storage.disk.shared import owner_of
-from .forward import ForwardError, create_at_controller, forward
+from .forward import CLIENT_ID, ForwardError, create_at_controller, exchange, forward
+from .peer_partition import PeerPartition
 from .role import WorkerRole
 
 log = logging.getLogger(__name__)
@@ -40,6 +43,7 @@ REFRESH_S = 0.2  # how often a worker looks for catalog changes and restarted wo
 FIND_COORDINATOR = 10
 EPOCHS_FILE = "workers.json"  # in the data dir, written by the supervisor
 EPOCHS_COPY = "workers.copy.json"  # the same record again, written after it: one of the two is always whole
+ASK_TIMEOUT_S = 10.0  # a WorkerState request to another worker
 
 
 def epochs_record(epochs: list[int]) -> bytes:
@@ -89,6 +93,7 @@ class WorkerView(ClusterView):
         self.controller_host = "127.0.0.1"  # where worker 0 is reached: its bind host unless that is a wildcard
         self.security = ClientSecurity()  # how: --replication-client-config's TLS and login, when set
         self.shared_tables: tuple[str, ...] = ()  # worker 0's state tables this worker reads too (ACLs, ...)
+        self._peers: dict[PartitionKey, PeerPartition] = {}  # other workers' partitions this one has read
 
     async def start(self) -> None:
         self._read_epochs()
@@ -153,6 +158,44 @@ class WorkerView(ClusterView):
             return None
         await self.catch_up()
         return answer
+
+    async def ask(self, body: dict[str, Any], what: str, index: int = 0) -> Any:
+        """Worker `index`'s answer to a WorkerState request (`what` names the state for the errors);
+        StorageError when that worker cannot be reached or refuses."""
+        request = encode_request(1, body, CLIENT_ID.decode(), key=WORKER_STATE_KEY)
+        try:
+            reply = decode_response(await asyncio.wait_for(
+                exchange(self.controller_host, self.role.ports[index], request, self.security, ASK_TIMEOUT_S),
+                ASK_TIMEOUT_S))[1]
+        except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError, AdminMessageError) as exc:
+            raise storage.StorageError(f"worker {self.role.index}: cannot reach worker {index} for the {what}: "
+                                       f"{exc or type(exc).__name__}") from None
+        if reply.error_code != 0:
+            raise storage.StorageError(f"worker {index} refused the {what}: {reply.error}")
+        return reply.result
+
+    def peer_partition(self, key: PartitionKey) -> PeerPartition | None:
+        owner = self.owner(key)
+        if owner == self.role.index:
+            return None
+        found = self._peers.get(key)
+        if found is None:
+            found = self._peers[key] = PeerPartition(self.ask, owner, key)
+        return found
+
+    async def peer_metrics(self) -> dict[int, bytes]:
+        """Each other worker's /metrics text; one that cannot be asked (restarting) is left out of this
+        scrape, with a warning."""
+        found = {}
+        for index, member in enumerate(self._members):
+            if index == self.role.index:
+                continue
+            try:
+                answer = await self.ask({"op": "metrics.read"}, "metrics", index)
+                found[member.node_id] = answer["text"].encode()
+            except (storage.StorageError, TypeError, KeyError, AttributeError) as exc:
+                log.warning("worker %d: /metrics leaves out worker %d's figures: %s", self.role.index, index, exc)
+        return found
 
     def _read_epochs(self) -> None:
         epochs = read_epochs(self.data_dir)

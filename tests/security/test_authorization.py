@@ -338,7 +338,8 @@ def test_replication_into_a_stream_needs_its_copy_permission(broker: Broker, tmp
 
 def test_share_state_kept_for_other_workers_needs_cluster_action(broker: Broker) -> None:
     """WorkerState (the private API workers of `serve --workers N` keep their share-group state and
-    aborted transactions at worker 0 with) asks CLUSTER_ACTION on the cluster for every operation, as
+    aborted transactions at worker 0 with, and worker 0's console and /metrics read the others'
+    partitions and figures with) asks CLUSTER_ACTION on the cluster for every operation, as
     Kafka asks its brokers."""
     from kafkacompat.handlers import worker_state
 
@@ -350,10 +351,15 @@ def test_share_state_kept_for_other_workers_needs_cluster_action(broker: Broker)
     def ask(principal: str, body: dict) -> dict:
         return json.loads(broker.call(worker_state.handle(Asking(principal), body)))
 
+    admin(broker).create_topics([NewTopic("worker-read", 1)])["worker-read"].result(15)
+    partition = {"stream": "/default", "topic": "worker-read", "partition": 0}
     every_op = ({"op": "share_state.read"}, {"op": "share_state.write", "records": {}},
                 {"op": "share_state.forget", "keys": []},
                 {"op": "aborted_txns.read", "stream": "/default", "prefix": "none:"},
-                {"op": "aborted_txns.write", "stream": "/default", "records": {}})
+                {"op": "aborted_txns.write", "stream": "/default", "records": {}},
+                {"op": "metrics.read"}, {"op": "partition.figures", **partition},
+                {"op": "partition.read", **partition, "offset": 0, "max_bytes": 1024},
+                {"op": "partition.offset_for_timestamp", **partition, "timestamp": 0})
     for body in every_op:
         refused = ask("User:worker", body)
         assert refused["error_code"] == 31 and "needs CLUSTER_ACTION" in refused["error"], body  # CLUSTER_AUTH...

@@ -100,6 +100,52 @@ def test_rest_writes_and_reads_every_workers_partitions(served: Served) -> None:
     assert sorted((r["partition"], r["value"]) for r in got) == [(i, i) for i in range(4)]
 
 
+def test_the_console_counts_shows_and_lags_every_workers_partitions(served: Served) -> None:
+    create_topic(served.workers.bootstrap, "seen", 4)
+    producer = Producer({"bootstrap.servers": served.workers.bootstrap})
+    for index in range(4):
+        for n in range(index + 1):  # 1, 2, 3 and 4 records: 10 in all
+            producer.produce("seen", value=f"p{index}-r{n}".encode(), partition=index)
+    assert producer.flush(30) == 0
+    consumer = Consumer({"bootstrap.servers": served.workers.bootstrap, "group.id": "lagging"})
+    consumer.commit(offsets=[TopicPartition("seen", i, 0) for i in range(4)], asynchronous=False)
+    consumer.close()
+
+    shown = cli(served.workers, "topic", "info", "/default:seen", "--json")
+    assert shown.returncode == 0, shown.stderr
+    view = json.loads(shown.stdout)
+    assert view["messages"] == 10 and "unreadable" not in view, view
+    assert {p["partition"]: p["high_watermark"] for p in view["partition_detail"]} == {0: 1, 1: 2, 2: 3, 3: 4}
+
+    theirs = worker_1s("seen", 4)[0]
+    page = requests.get(f"{served.http}/console/messages", timeout=30,
+                        params={"stream": DEFAULT_STREAM, "topic": "seen", "partition": theirs})
+    assert page.status_code == 200, page.text
+    assert all(f"p{theirs}-r{n}" in page.text for n in range(theirs + 1))
+
+    groups = requests.get(f"{served.http}/console/groups", timeout=30)
+    assert groups.status_code == 200, groups.text
+    cursors = cli(served.workers, "cursor", "list", DEFAULT_STREAM, "--group", "lagging", "--json")
+    assert cursors.returncode == 0, cursors.stderr
+    assert {c["partition"]: c["lag"] for c in json.loads(cursors.stdout)} == {0: 1, 1: 2, 2: 3, 3: 4}
+
+
 def cli(workers: Workers, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "kafkacompat", *args, "--bootstrap-server",
                            f"127.0.0.1:{workers.ports[0]}"], capture_output=True, text=True, timeout=60, cwd=ROOT)
+
+
+def test_metrics_show_every_workers_figures_labelled_by_node_id(served: Served) -> None:
+    create_topic(served.workers.bootstrap, "counted", 4)
+    theirs = worker_1s("counted", 4)
+    producer = Producer({"bootstrap.servers": served.workers.bootstrap})
+    for index in theirs:
+        for _ in range(5):
+            producer.produce("counted", value=b"x", partition=index)
+    assert producer.flush(30) == 0
+    scraped = requests.get(f"{served.http}/metrics", timeout=30)
+    assert scraped.status_code == 200, scraped.text
+    figures = dict(line.rsplit(" ", 1) for line in scraped.text.splitlines() if line and not line.startswith("#"))
+    assert float(figures['kafkacompat_messages_in_total{node_id="2"}']) == 5 * len(theirs)
+    assert float(figures['kafkacompat_messages_in_total{node_id="1"}']) == 0
+    assert scraped.text.count("# TYPE kafkacompat_messages_in_total counter") == 1

@@ -88,7 +88,7 @@ async def plan(request: web.Request, cluster: Cluster, group: str, mode: str, va
     for stream, name, index in _scope(cluster, committed, topic):
         if authorizing(request) and not may_topic(request, Operation.DESCRIBE, stream, name, audit=False):
             continue
-        partition = cluster.store.partition(stream, name, index)
+        partition = await cluster.readable_partition(stream, name, index)
         low, high = partition.log_start_offset, partition.high_watermark
         found = None
         if args.to_datetime is not None:

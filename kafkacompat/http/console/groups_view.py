@@ -75,7 +75,7 @@ async def group_view(cluster: Cluster, group_id: str) -> dict[str, Any] | None:
     """A group's members and, per committed partition, offset, end offset, lag and owner; None if unknown.
     RestError when its coordinator cannot be asked."""
     if cluster.coordinates(group_id):
-        return _local_view(cluster, group_id)
+        return await _local_view(cluster, group_id)
     try:
         group = await describe_group(cluster, group_id)
     except RestError as exc:
@@ -103,7 +103,7 @@ def _labels(cluster: Cluster, partitions: list[tuple[str, str, int]]) -> list[st
     return [canonical_name(s, t, default) + f"-{p}" if s else f"{t}-{p}" for s, t, p in partitions]
 
 
-def _local_view(cluster: Cluster, group_id: str) -> dict[str, Any] | None:
+async def _local_view(cluster: Cluster, group_id: str) -> dict[str, Any] | None:
     kind, state, members = _members(cluster, group_id)
     committed = cluster.groups.offsets.all(group_id)
     if state == "Dead" and not committed:
@@ -112,7 +112,7 @@ def _local_view(cluster: Cluster, group_id: str) -> dict[str, Any] | None:
     default = cluster.default_stream
     offsets = []
     for stream, cursor in sorted(committed, key=lambda sc: (sc[0], sc[1].topic, sc[1].partition)):
-        row = cursor_view(cluster.store, stream, group_id, cursor)
+        row = await cursor_view(cluster, stream, group_id, cursor)
         row["stream"] = stream
         row["name"] = canonical_name(stream, cursor.topic, default)
         row["owner"] = owner.get((stream, cursor.topic, cursor.partition))

@@ -134,8 +134,8 @@ class History:
             size = 0
             for index in range(info.partitions):
                 with contextlib.suppress(storage.StorageError):  # deleted meanwhile: its rings go next time
-                    held = sum(p.size_bytes for p in await cluster.store.partition(info.stream, info.name,
-                                                                                   index).partitionlets())
+                    partition = await cluster.readable_partition(info.stream, info.name, index)
+                    held = sum(p.size_bytes for p in await partition.partitionlets())
                     size += held
                     if index < charted:
                         figures[f"{PARTITION_SIZE}{index}"] = held
@@ -149,7 +149,7 @@ class History:
             messages, oldest = 0, None
             for stream, cursor in cluster.groups.offsets.all(group):
                 try:
-                    partition = cluster.store.partition(stream, cursor.topic, cursor.partition)
+                    partition = await cluster.readable_partition(stream, cursor.topic, cursor.partition)
                 except storage.StorageError:
                     continue
                 behind = max(partition.high_watermark - max(cursor.offset, partition.log_start_offset), 0)
@@ -252,7 +252,7 @@ def track(app: web.Application) -> None:
     app.on_cleanup.append(stop)
 
 
-async def _timestamp_at(partition: storage.Partition, offset: int) -> int | None:
+async def _timestamp_at(partition: storage.ReadablePartition, offset: int) -> int | None:
     """The timestamp (ms) of the record at `offset` (the first one at or after it), None if unreadable."""
     try:
         data = await partition.read(offset, AGE_READ_BYTES)

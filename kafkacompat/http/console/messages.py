@@ -115,7 +115,7 @@ class Page:
     at_end: bool = False
 
 
-async def start_offset(partition: storage.Partition, asked: Query) -> int:
+async def start_offset(partition: storage.ReadablePartition, asked: Query) -> int:
     low, high = partition.log_start_offset, partition.high_watermark
     if asked.seek == "end":
         return max(high - PER_PAGE, low)
@@ -129,7 +129,7 @@ async def start_offset(partition: storage.Partition, asked: Query) -> int:
     return low
 
 
-async def read_page(partition: storage.Partition, asked: Query, decoder: Decoder) -> Page:
+async def read_page(partition: storage.ReadablePartition, asked: Query, decoder: Decoder) -> Page:
     """The records of one page: at most PER_PAGE matches, after at most SCAN_BYTES read."""
     position = await start_offset(partition, asked)
     page = Page(start=position, next=position)
@@ -203,7 +203,7 @@ async def browse(request: web.Request, error: str | None = None, form: dict[str,
     decoder = Decoder(registry_of(cluster), {name, info.name}, lambda subject: may(request, READ, subject, audit=False))
     try:
         asked = context["asked"] = Query.of(request.query, info.partitions)
-        partition = cluster.store.partition(info.stream, info.name, asked.partition)
+        partition = await cluster.readable_partition(info.stream, info.name, asked.partition)
         context.update(page=await read_page(partition, asked, decoder), low=partition.log_start_offset,
                        high=partition.high_watermark, per_page=PER_PAGE)
     except ValueError as exc:

@@ -95,7 +95,7 @@ async def stream(request: web.Request, error: str | None = None, form: dict | No
     names = sorted(visible_topics(request, cluster.store.list_topics(path)), key=lambda t: t.name)
     groups = sorted(visible_groups(request, list(cluster.store.list_cursor_groups(path))))
     shown = names[start:start + TOPICS_PER_PAGE]
-    topics = [await topic_view(cluster.store, topic, detail=False) for topic in shown]
+    topics = [await topic_view(cluster, topic, detail=False) for topic in shown]
     replicas = ([await link.status() for link in cluster.replication.links_of(path)]
                 if cluster.replication is not None else [])
     upstreams = sorted(cluster.replication.upstreams(path)) if cluster.replication is not None else []
@@ -126,7 +126,7 @@ async def topic(request: web.Request, error: str | None = None, form: dict | Non
     info, missing = topic_asked(request)
     if info is None:
         return missing
-    view = await topic_view(cluster.store, info, detail=True)
+    view = await topic_view(cluster, info, detail=True)
     denied = await refusal(request, info.stream)
     may_delete = (may_topic(request, Operation.DELETE, info.stream, info.name, audit=False)
                   if authorizing(request) else denied is None)

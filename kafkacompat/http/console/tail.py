@@ -70,7 +70,7 @@ def batches_end(data: bytes | memoryview) -> int | None:
     return end
 
 
-async def follow(partition: storage.Partition, index: int, position: int, queue: asyncio.Queue[Any]) -> None:
+async def follow(partition: storage.ReadablePartition, index: int, position: int, queue: asyncio.Queue[Any]) -> None:
     """Put every record of one partition from `position` on into `queue`, waiting for new ones as they come."""
     try:
         while True:
@@ -114,7 +114,7 @@ async def events(request: web.Request) -> web.StreamResponse:
     queue: asyncio.Queue[Any] = asyncio.Queue(QUEUE_RECORDS)
     readers = []
     for index in indexes:
-        partition = cluster.store.partition(info.stream, info.name, index)
+        partition = await cluster.readable_partition(info.stream, info.name, index)
         start = partition.log_start_offset if beginning else partition.high_watermark
         readers.append(asyncio.create_task(follow(partition, index, start, queue)))
 
