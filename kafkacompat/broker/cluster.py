@@ -28,7 +28,7 @@ from ..transactions import TransactionCoordinator
 from ..workers.forward import ForwardError
 from ..workers.role import WorkerRole
 from ..workers.share_state import WorkerShareState, forget_at_owners
-from ..workers.state_client import WorkerAbortedEntries
+from ..workers.state_client import WorkerAbortedEntries, WorkerPathTable
 from ..workers.txn_forward import WorkerTransactions
 from ..workers.view import WorkerView
 from .features import FeatureLevels
@@ -118,6 +118,8 @@ class Cluster:
         # the replica links of `serve --workers N` run in worker 0, which writes their table and reads every
         # worker's partitions; a link another worker also ran would ship every batch twice
         self.runs_links = not isinstance(self.view, WorkerView) or self.view.role.index == 0
+        # where replicated batches' paths are kept: worker 0's table for the other workers (None: the store's)
+        self.path_table = None if self.runs_links else WorkerPathTable(self.view)
         # this broker's /metrics text (set by its server): what a worker of `serve --workers N` answers
         # worker 0's /metrics with (WorkerState metrics.read)
         self.metrics_exposition: Callable[[], Awaitable[bytes]] | None = None

@@ -161,6 +161,13 @@ class ClusterView(abc.ABC):
         answer; None where this broker's store reads every partition itself."""
         return None
 
+    async def relay(self, frame: bytes, key: PartitionKey | None) -> bytes | None:
+        """The answer body of the process of this machine that serves a request (a whole frame, size
+        prefix included) this one does not: for a worker of `serve --workers N`, the owner of partition
+        `key`, or worker 0 (catalog, cursors) when `key` is None. None where this broker serves it.
+        StorageError when that process cannot be reached."""
+        return None
+
     async def peer_metrics(self) -> dict[int, bytes]:
         """The /metrics text of the other brokers this one serves HTTP for, by node id (the workers of
         `serve --workers N`: one HTTP port for all); {} where each broker serves its own."""

@@ -14,12 +14,17 @@ from typing import Any, Protocol
 from kafkacompat import storage
 from kafkacompat.protocol.admin_api import AdminMessageError, encode_response_body
 from kafkacompat.protocol.messages import MalformedRequestError, RequestHeader
-from kafkacompat.protocol.replication_api import REPLICATE_KEY, REPLICATE_VERSION, decode_request_body
+from kafkacompat.protocol.replication_api import (
+    REPLICATE_KEY,
+    REPLICATE_VERSION,
+    decode_request_body,
+    encode_request,
+)
 
 from ..replication import receiver
 from ..security.acls import Operation
 from ..security.authorizer import deny
-from ..services import Placement, Request, Security, Settings, Transactions
+from ..services import Placement, Request, Security, Settings, Topics, Transactions
 from .common import ErrorCode, storage_error_code
 from .registry import Api
 
@@ -27,10 +32,11 @@ from .registry import Api
 API = Api(REPLICATE_KEY, (REPLICATE_VERSION, REPLICATE_VERSION), None, advertised=False)
 
 
-class Reaches(Placement, Security, Settings, Transactions, Protocol):
+class Reaches(Placement, Security, Settings, Topics, Transactions, Protocol):
     """What of the broker this module reaches."""
 
 log = logging.getLogger(__name__)
+CLIENT_ID = "kafkacompat-worker"  # a request relayed to the worker that serves it
 
 _OPS = {
     "hello": receiver.hello,
@@ -56,6 +62,28 @@ def _refusal(ctx: Request[Reaches], body: dict[str, Any]) -> str | None:
     return f"{ctx.principal} may not replicate into stream {stream} (needs its copy permission or CLUSTER_ACTION)"
 
 
+PARTITION_OPS = frozenset({"append", "start_at", "log_start"})
+
+
+async def _relayed(ctx: Request[Reaches], body: dict[str, Any], payload: memoryview) -> bytes | None:
+    """The answer of the worker of `serve --workers N` that serves this request when this one does not:
+    a partition's writes are its owner's, topics, cursors and the hello worker 0's (which writes the
+    catalog and reads every partition's end), whichever worker the link reached. Before stop 56 a link
+    into a stream with a partition on worker 1 broke on it. None: this broker serves it."""
+    op = body["op"]
+    if op == "ping":
+        return None
+    key = None
+    if op in PARTITION_OPS:
+        stream, topic, index = body["stream"], body["topic"], body["partition"]
+        if not (isinstance(stream, str) and isinstance(topic, str) and isinstance(index, int)):
+            raise TypeError("stream, topic and partition must name a partition")
+        if ctx.cluster.store.get_topic(stream, topic) is None:
+            await ctx.cluster.view.catch_up([stream])  # made by worker 0 a moment ago (the link's topics op)
+        key = (stream, topic, index)
+    return await ctx.cluster.view.relay(encode_request(1, body, bytes(payload), CLIENT_ID), key)
+
+
 def decode(header: RequestHeader, frame: bytes) -> tuple[dict[str, Any], memoryview]:
     try:
         return decode_request_body(frame, header.body_offset)
@@ -71,6 +99,9 @@ async def handle(ctx: Request[Reaches], request: tuple[dict[str, Any], memoryvie
     if refused is not None:
         return encode_response_body(ErrorCode.cluster_authorization_failed.value, refused, None)
     try:
+        relayed = await _relayed(ctx, body, payload)
+        if relayed is not None:
+            return relayed
         if service is None:
             raise receiver.ReplicaRequestError("this broker does not run replication")
         if op != "ping" and isinstance(body.get("stream"), str):

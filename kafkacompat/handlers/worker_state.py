@@ -29,6 +29,10 @@ admin API's (protocol/admin_api.py): a JSON object naming the operation.
 - {"op": "partition.read", ..., "offset", "max_bytes"}: its record batches
   from `offset` (at most READ_MAX bytes, base64), and its figures.
 - {"op": "partition.offset_for_timestamp", ..., "timestamp"}: the hit.
+- {"op": "replica_paths.read", "stream", "key": "TOPIC/PARTITION"} and
+  {"op": "replica_paths.write", "stream", "records", "durable"}: where the
+  batches a replica link brought into a worker's partition came from (kept
+  by worker 0, whose links read them to break loops: replication/paths.py).
 - {"op": "metrics.read"}: this worker's /metrics text, {"text": ...}, which
   worker 0's /metrics shows with its own (one HTTP port for all workers).
 - {"op": "share_state.forget", "keys": [[group, topic id, partition], ...]}:
@@ -58,6 +62,7 @@ from kafkacompat.protocol.admin_api import (
     encode_response_body,
 )
 
+from ..replication.paths import TABLE as PATHS_TABLE
 from ..security.acls import Operation
 from ..services import Groups, Placement, Request, Security, Settings, Topics
 from ..shares.manager import StoreTable
@@ -97,6 +102,8 @@ async def handle(ctx: Request[Reaches], request: dict[str, Any]) -> bytes:
             return encode_response_body(ErrorCode.none.value, None, None)
         if op in ("aborted_txns.read", "aborted_txns.write"):
             return await _aborted_txns(ctx, request)
+        if op in ("replica_paths.read", "replica_paths.write"):
+            return await _replica_paths(ctx, request)
         if op == "metrics.read":
             if ctx.cluster.metrics_exposition is None:
                 return encode_response_body(ErrorCode.invalid_request.value, "this worker keeps no metrics", None)
@@ -176,6 +183,26 @@ def _count(value: Any) -> TypeGuard[int]:
 
 def _figures(partition: storage.Partition) -> dict[str, Any]:
     return {"log_start_offset": partition.log_start_offset, "high_watermark": partition.high_watermark}
+
+
+async def _replica_paths(ctx: Request[Reaches], request: dict[str, Any]) -> bytes:
+    """The replication paths a worker's partitions keep in this worker's table; a write drops what this
+    worker's links cached of them (they read them to break loops)."""
+    stream = request.get("stream")
+    if not isinstance(stream, str):
+        return encode_response_body(ErrorCode.invalid_request.value, "'stream' must name a stream", None)
+    if request["op"] == "replica_paths.read":
+        key = request.get("key")
+        if not isinstance(key, str):
+            return encode_response_body(ErrorCode.invalid_request.value, "'key' must be a string", None)
+        return encode_response_body(ErrorCode.none.value, None,
+                                    ctx.cluster.store.get_state(stream, PATHS_TABLE).get(key))
+    if (records := _records(request)) is None:
+        return encode_response_body(ErrorCode.invalid_request.value, RECORDS_EXPECTED, None)
+    await ctx.cluster.store.put_state(stream, PATHS_TABLE, records, durable=request.get("durable") is True)
+    if ctx.cluster.replication is not None:
+        ctx.cluster.replication.paths.drop_cached(stream, list(records))
+    return encode_response_body(ErrorCode.none.value, None, None)
 
 
 RECORDS_EXPECTED = "'records' must map keys to a record or null"

@@ -38,7 +38,7 @@ from .generations import generations, recreated
 from .identity import ClusterIdentity, ensure_identity
 from .link_client import LinkClient, LinkRefused
 from .links import LINKS_TABLE, UPSTREAMS_TABLE, LinkSpec
-from .paths import Path, PathIndex
+from .paths import Path, PathIndex, PathTable
 
 if TYPE_CHECKING:
     from ..config import BrokerConfig
@@ -571,8 +571,13 @@ class ReplicatedBroker(Protocol):
 
     def partition_to_read(self, stream: str, name: str, index: int) -> storage.ReadablePartition: ...
 
+    async def readable_partition(self, stream: str, name: str, index: int) -> storage.ReadablePartition: ...
+
     @property
     def runs_links(self) -> bool: ...
+
+    @property
+    def path_table(self) -> PathTable | None: ...
 
 
 class ReplicationService:
@@ -583,7 +588,7 @@ class ReplicationService:
         self.config = config
         self.cluster = cluster  # its transaction and producer state, kept in step with replicated data
         self.identity = ClusterIdentity("", store.store_id)
-        self.paths = PathIndex(store)
+        self.paths = PathIndex(store, cluster.path_table if cluster is not None else None)
         self.links: dict[tuple[str, str], LinkTask] = {}  # (source stream, replica) -> task
         self._locks: dict[tuple[str, str, int], asyncio.Lock] = {}
         # how links connect and log in to their destinations (--replication-client-config); secrets stay there

@@ -79,10 +79,14 @@ def _same_cleaned_batch(stored: bytes | memoryview, shipped: bytes | memoryview)
     return all(mine[offset] == theirs[offset] for offset in mine.keys() & theirs.keys())
 
 
-def _partition_ends(store: storage.Store, stream: str) -> dict[str, dict[str, Any]]:
+async def _partition_ends(service: ReplicationService, stream: str) -> dict[str, dict[str, Any]]:
+    """Where each partition of the stream ends: this broker's, and (worker 0 of `serve --workers N`)
+    the other workers' partitions as their owners answer."""
+    store, cluster = service.store, service.cluster
     topics = {}
     for info in store.list_topics(stream):
-        parts = [store.partition(stream, info.name, i) for i in range(info.partitions)]
+        parts = [await cluster.readable_partition(stream, info.name, i) if cluster is not None
+                 else store.partition(stream, info.name, i) for i in range(info.partitions)]
         topics[info.name] = {"partitions": info.partitions, "hw": [p.high_watermark for p in parts],
                              "log_start": [p.log_start_offset for p in parts]}
     return topics
@@ -120,7 +124,7 @@ async def hello(service: ReplicationService, request: dict[str, Any]) -> dict[st
     store = service.store
     exists = store.get_stream(stream) is not None
     return {"uuid": service.identity.id, "name": service.identity.name, "stream_exists": exists,
-            "topics": _partition_ends(store, stream) if exists else {}}
+            "topics": await _partition_ends(service, stream) if exists else {}}
 
 
 async def ping(service: ReplicationService, request: dict[str, Any]) -> dict[str, Any]:
@@ -183,7 +187,7 @@ async def sync_topics(service: ReplicationService, request: dict[str, Any]) -> d
             log.info("replication: %s:%s grown to %d partitions", stream, name, want["partitions"])
         if info.configs != want["configs"]:
             await store.set_topic_configs(stream, name, dict(want["configs"]))
-    return {"topics": _partition_ends(store, stream)}
+    return {"topics": await _partition_ends(service, stream)}
 
 
 async def append(service: ReplicationService, request: dict[str, Any], payload: memoryview,

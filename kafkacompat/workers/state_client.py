@@ -4,8 +4,9 @@ Only worker 0 writes the store's state tables (storage/disk/shared.py). The
 others keep what must outlive them there through the private WorkerState
 request (kafkacompat/handlers/worker_state.py): their share-partitions'
 state (share_state.py) and their partitions' aborted transactions
-(`WorkerAbortedEntries`), as Kafka's share-partition leaders write to the
-share coordinator. Worker 0 also uses it the other way, to tell an owner to
+(`WorkerAbortedEntries`) and the replication paths of the batches replica
+links bring them (`WorkerPathTable`), as Kafka's share-partition leaders
+write to the share coordinator. Worker 0 also uses it the other way, to tell an owner to
 drop share-partitions an admin request reset.
 """
 
@@ -41,3 +42,21 @@ class WorkerAbortedEntries:
     async def put(self, stream: str, records: dict[str, dict | None], durable: bool = True) -> None:
         await self.view.ask({"op": "aborted_txns.write", "stream": stream, "records": records,
                               "durable": durable}, "aborted transactions")
+
+
+class WorkerPathTable:
+    """The replication.paths.PathTable of a worker other than 0: worker 0's `replica_paths` table, where the
+    receiver of a replica link into this worker's partitions keeps where their batches came from."""
+
+    def __init__(self, view: WorkerView) -> None:
+        self.view = view
+
+    async def read(self, stream: str, key: str) -> dict[str, Any] | None:
+        found = await self.view.ask({"op": "replica_paths.read", "stream": stream, "key": key}, "replication paths")
+        if found is not None and not isinstance(found, dict):
+            raise storage.StorageError("worker 0 answered the replication paths with something else than a record")
+        return found
+
+    async def put(self, stream: str, records: dict[str, dict[str, Any] | None], durable: bool) -> None:
+        await self.view.ask({"op": "replica_paths.write", "stream": stream, "records": records, "durable": durable},
+                            "replication paths")

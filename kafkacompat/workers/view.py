@@ -183,6 +183,19 @@ class WorkerView(ClusterView):
             found = self._peers[key] = PeerPartition(self.ask, owner, key)
         return found
 
+    async def relay(self, frame: bytes, key: PartitionKey | None) -> bytes | None:
+        index = 0 if key is None else self.owner(key)
+        if index == self.role.index:
+            return None
+        try:
+            answer = await asyncio.wait_for(
+                exchange(self.controller_host, self.role.ports[index], frame, self.security, ASK_TIMEOUT_S),
+                ASK_TIMEOUT_S)
+        except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError) as exc:
+            raise storage.StorageError(f"worker {self.role.index}: cannot reach worker {index}: "
+                                       f"{exc or type(exc).__name__}") from None
+        return answer[4:]  # past the correlation id: the body
+
     async def peer_metrics(self) -> dict[int, bytes]:
         """Each other worker's /metrics text; one that cannot be asked (restarting) is left out of this
         scrape, with a warning."""

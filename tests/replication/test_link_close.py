@@ -119,7 +119,7 @@ async def test_a_shipping_window_broken_with_answers_in_it_leaves_no_asyncio_err
         part = store.partition("/default", "t", 0)
         for _ in range(PIPELINE_DEPTH + 1):  # a request each: every batch is most of a request's bytes
             await part.append(build_batch([Record(None, b"v" * (MAX_REQUEST_BYTES * 3 // 4), [], 1000)]), 1)
-        service = SimpleNamespace(store=store, identity=SimpleNamespace(id="source"),
+        service = SimpleNamespace(store=store, cluster=None, identity=SimpleNamespace(id="source"),
                                   paths=SimpleNamespace(path_at=lambda *_: ()))
         link = LinkTask(service, LinkSpec("/default", "127.0.0.1", 9, "/d"))
         link.dest_uuid = "destination"

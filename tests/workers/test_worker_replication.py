@@ -61,3 +61,37 @@ def test_a_link_from_workers_ships_every_workers_partitions_and_cursors(tmp_path
 
 def link_state_at(admin: AdminClient) -> list[dict]:
     return admin.call("replica.list", path="/s")
+
+
+def test_a_link_into_workers_writes_every_workers_partitions_and_a_ring_stops_there(tmp_path: Path) -> None:
+    """Into `serve --workers 2`: the link reaches worker 0, which has each partition's owner store the
+    batches and keep their path (in worker 0's table); the link back does not ship them home again.
+    Before stop 56 the link broke on worker 1's first partition."""
+    workers = Workers(tmp_path / "workers", 2)
+    try:
+        with Broker(str(tmp_path / "single")) as single:
+            controller = AdminClient(f"127.0.0.1:{workers.ports[0]}", timeout=30)
+            controller.call("stream.create", path="/s")
+            AdminClient(single.bootstrap_servers, timeout=30).call("stream.create", path="/s",
+                                                                   policy={"default_partitions": 4})
+            AdminClient(single.bootstrap_servers, timeout=30).call(
+                "replica.add", path="/s", replica=f"127.0.0.1:{workers.ports[1]}/s")  # any worker's port
+            controller.call("replica.add", path="/s", replica=replica(single, "/s"))
+            producer = Producer({"bootstrap.servers": single.bootstrap_servers})
+            for index in range(4):
+                for n in range(10):
+                    producer.produce("/s:b", value=f"{index}-{n}".encode(), partition=index)
+            assert producer.flush(30) == 0
+            consumer = Consumer({"bootstrap.servers": workers.bootstrap, "group.id": "reader",
+                                 "auto.offset.reset": "earliest", "enable.auto.commit": False})
+            consumer.assign([TopicPartition("/s:b", i, 0) for i in range(4)])
+            read: list[tuple[int, bytes]] = []
+            wait_for(lambda: read.extend((m.partition(), m.value()) for m in consumer.consume(40, 0.5)
+                                         if m.error() is None) or len(read) >= 40, 60, "all 40 read at the workers")
+            consumer.close()
+            assert sorted(read) == sorted((i, f"{i}-{n}".encode()) for i in range(4) for n in range(10))
+            (back,) = wait_for(lambda: [s for s in link_state_at(controller) if s["state"] == "in-sync"], 30,
+                               "the link back in sync")
+            assert back["shipped_bytes"] == 0, back  # every batch's path holds the single broker: none went home
+    finally:
+        workers.kill()
