@@ -168,9 +168,10 @@ class ClusterView(abc.ABC):
         StorageError when that process cannot be reached."""
         return None
 
-    async def peer_metrics(self) -> dict[int, bytes]:
-        """The /metrics text of the other brokers this one serves HTTP for, by node id (the workers of
-        `serve --workers N`: one HTTP port for all); {} where each broker serves its own."""
+    async def ask_peers(self, body: dict[str, Any], what: str) -> dict[int, Any]:
+        """The answers of the other brokers this one serves HTTP for to a WorkerState request (`what`
+        names it for the log), by node id: the workers of `serve --workers N` (one HTTP port for all),
+        less any that cannot be asked now; {} where each broker serves its own."""
         return {}
 
     def member(self, node_id: int) -> Member | None:

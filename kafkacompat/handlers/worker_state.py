@@ -33,6 +33,9 @@ admin API's (protocol/admin_api.py): a JSON object naming the operation.
   {"op": "replica_paths.write", "stream", "records", "durable"}: where the
   batches a replica link brought into a worker's partition came from (kept
   by worker 0, whose links read them to break loops: replication/paths.py).
+- {"op": "traffic.read"}: this worker's produce and fetch counters, in all
+  and per topic ([messages in, bytes in, messages out, bytes out]), which
+  worker 0's console charts add to its own.
 - {"op": "metrics.read"}: this worker's /metrics text, {"text": ...}, which
   worker 0's /metrics shows with its own (one HTTP port for all workers).
 - {"op": "share_state.forget", "keys": [[group, topic id, partition], ...]}:
@@ -104,6 +107,11 @@ async def handle(ctx: Request[Reaches], request: dict[str, Any]) -> bytes:
             return await _aborted_txns(ctx, request)
         if op in ("replica_paths.read", "replica_paths.write"):
             return await _replica_paths(ctx, request)
+        if op == "traffic.read":
+            stats = ctx.cluster.stats
+            return encode_response_body(ErrorCode.none.value, None, {
+                "totals": [stats.messages_in, stats.bytes_in, stats.messages_out, stats.bytes_out],
+                "topics": stats.topic_totals})
         if op == "metrics.read":
             if ctx.cluster.metrics_exposition is None:
                 return encode_response_body(ErrorCode.invalid_request.value, "this worker keeps no metrics", None)

@@ -117,9 +117,9 @@ async def serve_metrics(request: web.Request) -> web.Response:
             return web.json_response({"error_code": 40301, "message": f"{who.principal} may not read the metrics "
                                       "(needs DESCRIBE on the cluster)"}, status=403)
     body = await exposition(broker)
-    peers = await cluster.view.peer_metrics() if cluster is not None else {}
+    peers = await cluster.view.ask_peers({"op": "metrics.read"}, "metrics") if cluster is not None else {}
     if peers:
-        body = labelled({cluster.node_id: body, **peers})
+        body = labelled({cluster.node_id: body, **{node: answer["text"].encode() for node, answer in peers.items()}})
     return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
 

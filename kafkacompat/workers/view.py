@@ -196,18 +196,15 @@ class WorkerView(ClusterView):
                                        f"{exc or type(exc).__name__}") from None
         return answer[4:]  # past the correlation id: the body
 
-    async def peer_metrics(self) -> dict[int, bytes]:
-        """Each other worker's /metrics text; one that cannot be asked (restarting) is left out of this
-        scrape, with a warning."""
+    async def ask_peers(self, body: dict[str, Any], what: str) -> dict[int, Any]:
         found = {}
         for index, member in enumerate(self._members):
             if index == self.role.index:
                 continue
             try:
-                answer = await self.ask({"op": "metrics.read"}, "metrics", index)
-                found[member.node_id] = answer["text"].encode()
-            except (storage.StorageError, TypeError, KeyError, AttributeError) as exc:
-                log.warning("worker %d: /metrics leaves out worker %d's figures: %s", self.role.index, index, exc)
+                found[member.node_id] = await self.ask(body, what, index)
+            except storage.StorageError as exc:
+                log.warning("worker %d: the %s leave out worker %d's: %s", self.role.index, what, index, exc)
         return found
 
     def _read_epochs(self) -> None:

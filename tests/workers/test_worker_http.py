@@ -149,3 +149,25 @@ def test_metrics_show_every_workers_figures_labelled_by_node_id(served: Served) 
     assert float(figures['kafkacompat_messages_in_total{node_id="2"}']) == 5 * len(theirs)
     assert float(figures['kafkacompat_messages_in_total{node_id="1"}']) == 0
     assert scraped.text.count("# TYPE kafkacompat_messages_in_total counter") == 1
+
+
+def test_the_console_charts_count_traffic_at_every_worker(served: Served) -> None:
+    name = next(f"charted-{n}" for n in range(100) if worker_1s(f"charted-{n}", 1))  # worker 1's only partition
+    create_topic(served.workers.bootstrap, name, 1)
+    producer = Producer({"bootstrap.servers": served.workers.bootstrap})
+    for n in range(100):
+        producer.produce(name, value=b"%d" % n)
+    assert producer.flush(30) == 0
+    url = f"{served.http}/console/charts/data"
+    deadline = time.monotonic() + 45  # the sampler takes one sample every 10 s: a rate needs two
+    while True:
+        charted = requests.get(url, params={"scope": "topic", "stream": DEFAULT_STREAM, "topic": name},
+                               timeout=30).json()
+        produced = [v for v in charted["series"].get("produced_msgs", []) if v]
+        if produced:
+            break
+        assert time.monotonic() < deadline, f"no produce rate charted for {name}: {charted}"
+        time.sleep(1)
+    broker = requests.get(url, params={"scope": "broker"}, timeout=30).json()
+    assert any(broker["series"]["produced_msgs"]), broker
+

@@ -9,6 +9,8 @@ first PARTITION_SERIES_MAX partitions of a topic while PARTITION_RINGS_MAX
 such rings are not all taken), each replica link's lag in messages (in its
 stream's scope), and each consumer group's lag in messages and in seconds
 (the age of the oldest unread record: the one at the committed offset).
+With `serve --workers N` the traffic is every worker's (WorkerState
+traffic.read) and the sizes and lags cover every worker's partitions.
 Each figure is a fixed ring of WINDOW float32 slots sharing one
 ring of sample times, so the memory is bounded by the number of topics and
 groups (measured by kafkacompat.bench.console_charts: about 10 KiB a topic
@@ -87,12 +89,11 @@ class History:
         """Read the broker's figures once and write them into the next slot of every ring."""
         now = time.time() if now is None else now
         values: dict[Scope, dict[str, float]] = {}
-        stats = cluster.stats
         counted: dict[str | None, list[int]] = {}  # becomes the baseline only if the whole sample is written
-        values[BROKER_SCOPE] = self._rates(None, now, [stats.messages_in, stats.bytes_in,
-                                                       stats.messages_out, stats.bytes_out], counted)
+        everywhere, per_topic = await _traffic(cluster)
+        values[BROKER_SCOPE] = self._rates(None, now, everywhere, counted)
         topics = {(info.stream, info.name): info for info in cluster.store.list_topics()}
-        for label, totals in list(stats.topic_totals.items()):
+        for label, totals in per_topic.items():
             try:
                 stream, name = cluster.split(label)
             except TopicError:  # a name no topic can have: nothing to chart
@@ -250,6 +251,19 @@ def track(app: web.Application) -> None:
 
     app.on_startup.append(start)
     app.on_cleanup.append(stop)
+
+
+async def _traffic(cluster: "Cluster") -> tuple[list[int], dict[str, list[int]]]:
+    """Produce and fetch counters ([messages in, bytes in, messages out, bytes out]) in all and per topic:
+    this broker's, plus those of the other workers of `serve --workers N` (whose HTTP port this is)."""
+    stats = cluster.stats
+    everywhere = [stats.messages_in, stats.bytes_in, stats.messages_out, stats.bytes_out]
+    per_topic = {label: list(totals) for label, totals in stats.topic_totals.items()}
+    for answer in (await cluster.view.ask_peers({"op": "traffic.read"}, "chart figures")).values():
+        everywhere = [a + b for a, b in zip(everywhere, answer["totals"])]
+        for label, totals in answer["topics"].items():
+            per_topic[label] = [a + b for a, b in zip(per_topic.get(label, [0, 0, 0, 0]), totals)]
+    return everywhere, per_topic
 
 
 async def _timestamp_at(partition: storage.ReadablePartition, offset: int) -> int | None:
