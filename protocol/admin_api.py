@@ -8,6 +8,11 @@ operation, e.g. {"op": "stream.create", "path": "/apps/x", "policy": {...}}.
 The answer is a response header v0 (the correlation id) then a JSON object
 {"error_code": int, "error": str | null, "result": ...}.
 
+An answer may carry raw bytes after its JSON (a worker's records, for
+another worker of `serve --workers N`): then the JSON is preceded by its
+4-byte length (`encode_response_with_payload`); a bare JSON answer starts
+with `{`, which no length of under 2 GB does, so a reader tells them apart.
+
 The key is never advertised in ApiVersions, so stock clients never see it.
 This module is pure and free of kio, so the command line starts quickly.
 """
@@ -62,6 +67,28 @@ def decode_request_body(frame: bytes, body_offset: int) -> dict[str, Any]:
 def encode_response_body(error_code: int, error: str | None, result: Any) -> bytes:
     """The response body (the connection adds size and header)."""
     return json.dumps({"error_code": error_code, "error": error, "result": result}, separators=(",", ":")).encode()
+
+
+def encode_response_with_payload(error_code: int, error: str | None, result: Any, payload: bytes) -> bytes:
+    """A response body whose JSON is followed by raw bytes (records, not base64 in the JSON)."""
+    meta = encode_response_body(error_code, error, result)
+    return _SIZE.pack(len(meta)) + meta + payload
+
+
+def decode_response_with_payload(frame: bytes) -> tuple[int, AdminReply, memoryview]:
+    """(correlation id, reply, payload) from a response frame without its size prefix; the payload is
+    empty for a bare JSON answer (an error answered before any bytes)."""
+    view = memoryview(frame)
+    if len(view) > 4 and view[4] != ord("{"):
+        if len(view) < 8:
+            raise AdminMessageError("admin response with a payload is shorter than its header")
+        (length,) = _SIZE.unpack_from(view, 4)
+        if length < 0 or 8 + length > len(view):
+            raise AdminMessageError(f"admin response says {length} bytes of JSON but has {len(view) - 8}")
+        correlation_id, reply = decode_response(bytes(view[:4]) + bytes(view[8:8 + length]))
+        return correlation_id, reply, view[8 + length:]
+    correlation_id, reply = decode_response(frame)
+    return correlation_id, reply, view[len(view):]
 
 
 def decode_response(frame: bytes) -> tuple[int, AdminReply]:

@@ -26,8 +26,9 @@ admin API's (protocol/admin_api.py): a JSON object naming the operation.
   0's console and /metrics show it (workers/peer_partition.py): its log
   start offset and high watermark (once it holds `wait_beyond`, or after
   WAIT_S), and its partitionlets when asked.
-- {"op": "partition.read", ..., "offset", "max_bytes"}: its record batches
-  from `offset` (at most READ_MAX bytes, base64), and its figures.
+- {"op": "partition.read", ..., "offset", "max_bytes"}: its figures, with its
+  record batches from `offset` (at most READ_MAX bytes) as raw bytes after
+  the JSON (admin_api.encode_response_with_payload).
 - {"op": "partition.offset_for_timestamp", ..., "timestamp"}: the hit.
 - {"op": "replica_paths.read", "stream", "key": "TOPIC/PARTITION"} and
   {"op": "replica_paths.write", "stream", "records", "durable"}: where the
@@ -52,7 +53,6 @@ than 0 refuses the write (it does not write the state tables).
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import dataclasses
 import uuid
@@ -63,6 +63,7 @@ from kafkacompat.protocol.admin_api import (
     WORKER_STATE_KEY,
     WORKER_STATE_VERSION,
     encode_response_body,
+    encode_response_with_payload,
 )
 
 from ..replication.paths import TABLE as PATHS_TABLE
@@ -173,8 +174,7 @@ async def _partition_op(ctx: Request[Reaches], request: dict[str, Any]) -> bytes
         if not (_count(offset) and _count(most)):
             return encode_response_body(ErrorCode.invalid_request.value, "'offset' and 'max_bytes' must be counts", None)
         data = await partition.read(offset, min(most, READ_MAX))
-        return encode_response_body(ErrorCode.none.value, None,
-                                    {**_figures(partition), "data": base64.b64encode(data).decode()})
+        return encode_response_with_payload(ErrorCode.none.value, None, _figures(partition), bytes(data))
     if op == "partition.offset_for_timestamp":
         timestamp = request.get("timestamp")
         if not isinstance(timestamp, int) or isinstance(timestamp, bool):

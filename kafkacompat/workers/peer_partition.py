@@ -18,14 +18,14 @@ records is one long poll to the owner at a time, however many wait.
 from __future__ import annotations
 
 import asyncio
-import base64
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from kafkacompat import storage
 
 PartitionKey = tuple[str, str, int]  # (stream, topic, partition)
-Ask = Callable[[dict[str, Any], str, int], Awaitable[Any]]  # WorkerView.ask(body, what, worker index)
+# WorkerView.ask_with_payload(body, what, worker index): the answer, and the raw bytes after it (records)
+Ask = Callable[[dict[str, Any], str, int], Awaitable[tuple[Any, memoryview]]]
 RETRY_S = 0.5  # after a long poll the owner did not answer (restarting): the waiters are woken this much later
 
 
@@ -49,10 +49,11 @@ class PeerPartition:
     async def refresh(self) -> None:
         await self._figures()
 
-    async def read(self, offset: int, max_bytes: int) -> bytes:
-        found = await self._op("partition.read", "records", offset=offset, max_bytes=max_bytes)
+    async def read(self, offset: int, max_bytes: int) -> memoryview:
+        found, records = await self._op_with_payload("partition.read", "records", offset=offset,
+                                                     max_bytes=max_bytes)
         self._take(found)
-        return base64.b64decode(found["data"])
+        return records
 
     async def offset_for_timestamp(self, timestamp: int) -> storage.TimestampHit | None:
         found = await self._op("partition.offset_for_timestamp", "offset of a timestamp", timestamp=timestamp)
@@ -104,9 +105,12 @@ class PeerPartition:
         self._start, self._end = found["log_start_offset"], found["high_watermark"]
 
     async def _op(self, op: str, what: str, **asked: Any) -> dict[str, Any]:
+        return (await self._op_with_payload(op, what, **asked))[0]
+
+    async def _op_with_payload(self, op: str, what: str, **asked: Any) -> tuple[dict[str, Any], memoryview]:
         stream, topic, index = self._key
-        found = await self._ask({"op": op, "stream": stream, "topic": topic, "partition": index, **asked},
-                                f"{what} of {stream}:{topic}/{index}", self._owner)
+        found, payload = await self._ask({"op": op, "stream": stream, "topic": topic, "partition": index, **asked},
+                                         f"{what} of {stream}:{topic}/{index}", self._owner)
         if not isinstance(found, dict):
             raise storage.StorageError(f"worker {self._owner} answered a {op} with something else than an object")
-        return found
+        return found, payload

@@ -27,7 +27,12 @@ import kio.schema.find_coordinator.v2.request as find_v2
 from kio.static.primitive import i8
 
 from kafkacompat import storage
-from kafkacompat.protocol.admin_api import WORKER_STATE_KEY, AdminMessageError, decode_response, encode_request
+from kafkacompat.protocol.admin_api import (
+    WORKER_STATE_KEY,
+    AdminMessageError,
+    decode_response_with_payload,
+    encode_request,
+)
 from kafkacompat.protocol.messages import make
 
 from ..cluster.membership import ClusterView, Member, PartitionKey
@@ -162,17 +167,21 @@ class WorkerView(ClusterView):
     async def ask(self, body: dict[str, Any], what: str, index: int = 0) -> Any:
         """Worker `index`'s answer to a WorkerState request (`what` names the state for the errors);
         StorageError when that worker cannot be reached or refuses."""
+        return (await self.ask_with_payload(body, what, index))[0]
+
+    async def ask_with_payload(self, body: dict[str, Any], what: str, index: int = 0) -> tuple[Any, memoryview]:
+        """`ask`, with the raw bytes the answer carries after its JSON (records), if any."""
         request = encode_request(1, body, CLIENT_ID.decode(), key=WORKER_STATE_KEY)
         try:
-            reply = decode_response(await asyncio.wait_for(
+            _, reply, payload = decode_response_with_payload(await asyncio.wait_for(
                 exchange(self.controller_host, self.role.ports[index], request, self.security, ASK_TIMEOUT_S),
-                ASK_TIMEOUT_S))[1]
+                ASK_TIMEOUT_S))
         except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError, AdminMessageError) as exc:
             raise storage.StorageError(f"worker {self.role.index}: cannot reach worker {index} for the {what}: "
                                        f"{exc or type(exc).__name__}") from None
         if reply.error_code != 0:
             raise storage.StorageError(f"worker {index} refused the {what}: {reply.error}")
-        return reply.result
+        return reply.result, payload
 
     def peer_partition(self, key: PartitionKey) -> PeerPartition | None:
         owner = self.owner(key)
@@ -180,7 +189,7 @@ class WorkerView(ClusterView):
             return None
         found = self._peers.get(key)
         if found is None:
-            found = self._peers[key] = PeerPartition(self.ask, owner, key)
+            found = self._peers[key] = PeerPartition(self.ask_with_payload, owner, key)
         return found
 
     async def relay(self, frame: bytes, key: PartitionKey | None) -> bytes | None:
