@@ -16,6 +16,7 @@ from kio.schema.errors import ErrorCode
 
 from kafkacompat import storage
 from kafkacompat.storage import Store, TopicInfo
+from kafkacompat.storage.disk.shared import SCHEMAS_TOPIC  # written by the Schema Registry only
 
 from ..catalog import broker_configs
 from ..catalog.producer_state import ProducerStates
@@ -49,7 +50,6 @@ from .quotas import ClientQuotas
 
 log = logging.getLogger(__name__)
 OFFSETS_TOPIC = "__consumer_offsets"
-SCHEMAS_TOPIC = "_schemas"  # each stream's Schema Registry records (kafkacompat.schemas): written by the registry only
 OFFSETS_TOPIC_CONFIGS = {"cleanup.policy": "compact", "compression.type": "producer", "segment.bytes": "104857600"}
 _SPLITS_KEPT = 10_000  # remembered topic-name splits (cleared when full)
 

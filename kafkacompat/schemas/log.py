@@ -27,7 +27,7 @@ from ..broker.cluster import SCHEMAS_TOPIC as TOPIC
 from ..topic_names import TopicNameError, split_name
 
 if TYPE_CHECKING:
-    from kafkacompat.storage import Store, TopicInfo
+    from kafkacompat.storage import ReadablePartition, Store, TopicInfo
 
     from ..cluster.membership import PartitionKey
 
@@ -43,6 +43,8 @@ class SchemaHost(Protocol):
     def store(self) -> Store: ...
 
     def append_epoch(self, key: PartitionKey) -> int | None: ...
+
+    async def readable_partition(self, stream: str, name: str, index: int) -> ReadablePartition: ...
 
     async def settle(self, infos: list[TopicInfo]) -> None: ...
 
@@ -90,7 +92,7 @@ class SchemaLog:
         every stream's beginning.
         """
         async with self._lock:
-            found = self._registry_topics()
+            found = await self._registry_topics()
             if not self._read_to.keys() <= found.keys():
                 self.records.clear()
                 self._read_to.clear()
@@ -100,14 +102,15 @@ class SchemaLog:
                 changed |= await self._read(key, partition)
         return changed
 
-    def _registry_topics(self) -> dict[tuple[str, bytes], Any]:
-        """(stream, topic id) -> partition of every stream's `_schemas`."""
+    async def _registry_topics(self) -> dict[tuple[str, bytes], Any]:
+        """(stream, topic id) -> partition of every stream's `_schemas` (in a worker of `serve --workers N`
+        other than 0, worker 0's, read through it)."""
         store = self.cluster.store
         found = {}
         for stream in store.list_streams():
             info = store.get_topic(stream.path, TOPIC)
             if info is not None:
-                found[(stream.path, info.topic_id.bytes)] = store.partition(stream.path, TOPIC, 0)
+                found[(stream.path, info.topic_id.bytes)] = await self.cluster.readable_partition(stream.path, TOPIC, 0)
         return found
 
     async def _read(self, key: tuple[str, bytes], partition: Any) -> bool:

@@ -171,3 +171,29 @@ def test_the_console_charts_count_traffic_at_every_worker(served: Served) -> Non
     broker = requests.get(url, params={"scope": "broker"}, timeout=30).json()
     assert any(broker["series"]["produced_msgs"]), broker
 
+
+
+def test_the_schema_registry_works_and_worker_1_validates_against_it(served: Served) -> None:
+    """Every stream's `_schemas` is worker 0's (it serves the registry); worker 1 reads it through worker 0
+    when a record names a schema id it has not seen. Before stop 56 /default's `_schemas` was worker 1's
+    and every registry request was a 500."""
+    from confluent_kafka import KafkaError
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    name = next(f"validated-{n}" for n in range(100) if worker_1s(f"validated-{n}", 1))
+    schema = {"type": "record", "name": "Reading", "fields": [{"name": "celsius", "type": "double"}]}
+    registered = requests.post(f"{served.http}/subjects/{name}-value/versions", json={"schema": json.dumps(schema)},
+                               headers={"Content-Type": "application/vnd.schemaregistry.v1+json"}, timeout=30)
+    assert registered.status_code == 200, registered.text
+    schema_id = registered.json()["id"]
+    assert requests.get(f"{served.http}/subjects", timeout=30).json() == [f"{name}-value"]
+    admin = AdminClient({"bootstrap.servers": served.workers.bootstrap})
+    admin.create_topics([NewTopic(name, 1, 1, config={"confluent.value.schema.validation": "true"})])[name].result(30)
+    outcomes: list = []
+    producer = Producer({"bootstrap.servers": served.workers.bootstrap})
+    for framed_id in (schema_id, schema_id ^ 0x5555):
+        producer.produce(name, b"\x00" + framed_id.to_bytes(4, "big") + b"\x00" * 8,
+                         on_delivery=lambda error, message: outcomes.append(error))
+        assert producer.flush(30) == 0
+    assert outcomes[0] is None, outcomes
+    assert outcomes[1] is not None and outcomes[1].code() == KafkaError.INVALID_RECORD, outcomes
