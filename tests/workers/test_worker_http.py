@@ -129,6 +129,13 @@ def test_the_console_counts_shows_and_lags_every_workers_partitions(served: Serv
     assert cursors.returncode == 0, cursors.stderr
     assert {c["partition"]: c["lag"] for c in json.loads(cursors.stdout)} == {0: 1, 1: 2, 2: 3, 3: 4}
 
+    deleted = requests.post(f"{served.http}/console/topic/delete-records", timeout=30, allow_redirects=False,
+                            params={"stream": DEFAULT_STREAM, "topic": "seen"}, headers={"Origin": served.http},
+                            data={"partition": str(theirs), "offset": "1", "confirm": "on"})
+    assert deleted.status_code == 303, deleted.text
+    view = json.loads(cli(served.workers, "topic", "info", "/default:seen", "--json").stdout)
+    assert {p["partition"]: p["log_start_offset"] for p in view["partition_detail"]}[theirs] == 1
+
 
 def cli(workers: Workers, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "kafkacompat", *args, "--bootstrap-server",

@@ -17,7 +17,7 @@ from kio.schema.errors import ErrorCode
 
 from ...security.acls import Operation
 from ...topic_names import canonical_name
-from ..kafka_calls import NO_TOPIC_ID, build, call
+from ..kafka_calls import NO_TOPIC_ID, ask_leaders, build, call
 from .pages import cluster_of, topic_asked
 from .pages import topic as topic_page
 from .permission import form_refusal
@@ -76,12 +76,15 @@ async def delete_records(request: web.Request) -> web.Response:
                                 status=400)
     if form.get("confirm") != "on":
         return await topic_page(request, error="tick the box to confirm the records are to be deleted", status=400)
-    name = canonical_name(info.stream, info.name, cluster_of(request).default_stream)
+    cluster = cluster_of(request)
+    name = canonical_name(info.stream, info.name, cluster.default_stream)
     part = build(DELETE_RECORDS, "DeleteRecordsPartition", partition_index=int(partition), offset=int(offset))
-    answer = await call(cluster_of(request), DELETE_RECORDS, build(
-        DELETE_RECORDS, topics=(build(DELETE_RECORDS, "DeleteRecordsTopic", name=name, partitions=(part,)),),
-        timeout=TIMEOUT))
-    result = answer.topics[0].partitions[0]
+    deletion = build(DELETE_RECORDS, topics=(build(DELETE_RECORDS, "DeleteRecordsTopic", name=name, partitions=(part,)),),
+                     timeout=TIMEOUT)
+    result = (await call(cluster, DELETE_RECORDS, deletion)).topics[0].partitions[0]
+    if result.error_code == ErrorCode.not_leader_or_follower:  # another worker's (or broker's) partition: its leader's
+        for answer in await ask_leaders(cluster, DELETE_RECORDS, {(name, int(partition))}, lambda led: deletion):
+            result = answer.topics[0].partitions[0]
     failed = _failure(result.error_code, None)
     if failed is not None:
         return await topic_page(request, error=f"no records were deleted: {failed}", status=400)
