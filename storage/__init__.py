@@ -25,6 +25,7 @@ if TYPE_CHECKING:
         FsyncPolicy,
         NewTopic,
         Partition,
+        PartitionFigures,
         PartitionletInfo,
         PermissionEntries,
         ReadablePartition,
@@ -41,7 +42,8 @@ if TYPE_CHECKING:
 
 _LAZY = {
     **dict.fromkeys(
-        ("AppendResult", "Cursor", "FsyncPolicy", "NewTopic", "Partition", "PartitionletInfo", "PermissionEntries",
+        ("AppendResult", "Cursor", "FsyncPolicy", "NewTopic", "Partition", "PartitionFigures", "PartitionletInfo",
+         "PermissionEntries",
          "ReadablePartition", "StateFence", "Store", "StreamInfo", "StreamPolicy", "TimestampHit", "TopicInfo"), ".api"),
     "RecordCodec": ".compaction",
     "open_store": ".engines",
@@ -54,6 +56,7 @@ __all__ = [
     "FsyncPolicy",
     "NewTopic",
     "Partition",
+    "PartitionFigures",
     "PartitionletInfo",
     "PermissionEntries",
     "ReadablePartition",

@@ -126,6 +126,15 @@ class Cursor:
     commit_time_ms: int = 0
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class PartitionFigures:
+    """A partition's offsets and, when asked, its partitionlets: what a view of many partitions shows."""
+
+    log_start_offset: int
+    high_watermark: int
+    partitionlets: tuple[PartitionletInfo, ...] = ()
+
+
 class ReadablePartition(Protocol):
     """What a reader of a partition's records and figures needs (the console, /metrics, views): every
     Partition is one, and so is a partition read through the process that owns it (a worker of

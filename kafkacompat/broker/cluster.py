@@ -9,7 +9,7 @@ import functools
 import logging
 import os
 import uuid
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from kio.schema.errors import ErrorCode
@@ -523,6 +523,30 @@ class Cluster:
         if not isinstance(partition, storage.Partition):  # another worker's (this store's are always current)
             await partition.refresh()
         return partition
+
+    async def partition_figures(self, keys: Sequence[PartitionKey], partitionlets: bool
+                                ) -> dict[PartitionKey, storage.PartitionFigures | storage.StorageError]:
+        """Each partition's offsets, and its partitionlets when asked (views of many partitions: topic
+        and cursor listings, the console): this store's, and those another worker of `serve --workers
+        N` owns, asked of it in one request per worker. Asked one partition at a time, a listing of
+        5,000 topics took 2.9-3.8 s against 0.3-0.6 s on one process. A partition that cannot be read
+        has its StorageError."""
+        found: dict[PartitionKey, storage.PartitionFigures | storage.StorageError] = {}
+        elsewhere = []
+        for key in keys:
+            try:
+                partition = self.store.partition(*key)
+                lets = tuple(await partition.partitionlets()) if partitionlets else ()
+            except storage.NotLeaderError:
+                elsewhere.append(key)
+                continue
+            except storage.StorageError as exc:
+                found[key] = exc
+                continue
+            found[key] = storage.PartitionFigures(partition.log_start_offset, partition.high_watermark, lets)
+        if elsewhere:
+            found.update(await self.view.peer_figures(elsewhere, partitionlets))
+        return found
 
     def forget_topic(self, info: TopicInfo) -> None:
         """Drop the in-memory producer and transaction state of a deleted topic's partitions."""

@@ -13,8 +13,9 @@ import dataclasses
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from .. import storage
+
 if TYPE_CHECKING:
-    from .. import storage
     from ..config import BrokerConfig
 
 PartitionKey = tuple[str, str, int]  # (stream, topic, partition), as the producer state keys partitions
@@ -155,11 +156,18 @@ class ClusterView(abc.ABC):
         A live broker registers again at once (this one alone: it never stopped being registered)."""
         return node_id == self.me.node_id
 
-    def peer_partition(self, key: PartitionKey) -> "storage.ReadablePartition | None":
+    def peer_partition(self, key: PartitionKey) -> storage.ReadablePartition | None:
         """A partition another process of this machine owns, read through that owner (a worker of
         `serve --workers N`: only the owner opens a partition's files), its figures as of its last
         answer; None where this broker's store reads every partition itself."""
         return None
+
+    async def peer_figures(self, keys: Sequence[PartitionKey], partitionlets: bool
+                           ) -> dict[PartitionKey, storage.PartitionFigures | storage.StorageError]:
+        """The figures of partitions another process of this machine owns (`peer_partition`'s), asked
+        of each owner once for all of its; here, where the store reads every partition, none."""
+        return {key: storage.NotLeaderError(f"partition {key[0]}:{key[1]}/{key[2]} is led elsewhere", -1)
+                for key in keys}
 
     async def relay(self, frame: bytes, key: PartitionKey | None) -> bytes | None:
         """The answer body of the process of this machine that serves a request (a whole frame, size

@@ -26,6 +26,10 @@ admin API's (protocol/admin_api.py): a JSON object naming the operation.
   0's console and /metrics show it (workers/peer_partition.py): its log
   start offset and high watermark (once it holds `wait_beyond`, or after
   WAIT_S), and its partitionlets when asked.
+- {"op": "partitions.figures", "partitions": [[stream, topic, partition],
+  ...], "partitionlets": bool}: the same figures for many partitions at
+  once, in order, {"error": why} for one that cannot be read (topic and
+  cursor listings: one request per worker, not one per partition).
 - {"op": "partition.read", ..., "offset", "max_bytes"}: its figures, with its
   record batches from `offset` (at most READ_MAX bytes) as raw bytes after
   the JSON (admin_api.encode_response_with_payload).
@@ -76,6 +80,7 @@ from .registry import Api
 
 WAIT_S = 5.0  # the longest a partition.figures waits for `wait_beyond` (a long poll, as a fetch's max wait)
 READ_MAX = 1024 * 1024  # the most a partition.read answers with
+FIGURES_MAX = 100_000  # partitions one partitions.figures may ask for
 
 # Between the workers of one `serve --workers N`: private, never advertised to stock clients
 API = Api(WORKER_STATE_KEY, (WORKER_STATE_VERSION, WORKER_STATE_VERSION), None, advertised=False)
@@ -118,6 +123,8 @@ async def handle(ctx: Request[Reaches], request: dict[str, Any]) -> bytes:
                 return encode_response_body(ErrorCode.invalid_request.value, "this worker keeps no metrics", None)
             text = await ctx.cluster.metrics_exposition()
             return encode_response_body(ErrorCode.none.value, None, {"text": text.decode()})
+        if op == "partitions.figures":
+            return await _partitions_figures(ctx, request)
         if op.startswith("partition."):
             return await _partition_op(ctx, request)
         if op == "share_state.forget":
@@ -183,6 +190,31 @@ async def _partition_op(ctx: Request[Reaches], request: dict[str, Any]) -> bytes
         return encode_response_body(ErrorCode.none.value, None, {"hit": None if hit is None else {
             "offset": hit.offset, "timestamp": hit.timestamp, "leader_epoch": hit.leader_epoch}})
     return encode_response_body(ErrorCode.invalid_request.value, f"unknown worker state operation {op!r}", None)
+
+
+async def _partitions_figures(ctx: Request[Reaches], request: dict[str, Any]) -> bytes:
+    """Many partitions' figures at once, in the order asked: a listing of thousands of topics asks
+    once per worker, not once per partition."""
+    keys = request.get("partitions")
+    if not isinstance(keys, list) or len(keys) > FIGURES_MAX or not all(
+            isinstance(k, list) and len(k) == 3 and isinstance(k[0], str) and isinstance(k[1], str) and _count(k[2])
+            for k in keys):
+        return encode_response_body(ErrorCode.invalid_request.value,
+                                    f"'partitions' must list at most {FIGURES_MAX} [stream, topic, partition]", None)
+    store, with_lets = ctx.cluster.store, request.get("partitionlets") is True
+    if any(store.get_topic(stream, topic) is None for stream, topic, _ in keys):  # made through worker 0 just now?
+        await ctx.cluster.view.catch_up(sorted({stream for stream, _, _ in keys}))
+    answers = []
+    for stream, topic, index in keys:
+        try:
+            partition = store.partition(stream, topic, index)
+            found = _figures(partition)
+            if with_lets:
+                found["partitionlets"] = [dataclasses.asdict(p) for p in await partition.partitionlets()]
+        except storage.StorageError as exc:
+            found = {"error": str(exc)}
+        answers.append(found)
+    return encode_response_body(ErrorCode.none.value, None, answers)
 
 
 def _count(value: Any) -> TypeGuard[int]:

@@ -23,7 +23,7 @@ from ..replication.admin_ops import OPS as REPLICATION_OPS
 from ..security.acls import Operation
 from ..security.authorizer import STREAM_PERMISSIONS, deny
 from ..security.principal import ANONYMOUS
-from .stream_views import PolicyFieldError, cursor_view, policy_with, stream_view, topic_view
+from .stream_views import PolicyFieldError, cursor_views, policy_with, stream_view, topic_view, topic_views
 
 if TYPE_CHECKING:
     from kafkacompat.protocol.messages import RequestHeader
@@ -345,7 +345,7 @@ async def topic_info(cluster: Cluster, request: dict[str, Any]) -> Any:
 async def topic_list(cluster: Cluster, request: dict[str, Any]) -> Any:
     path = _stream(cluster, request)
     topics = sorted(cluster.store.list_topics(path), key=lambda t: t.name)
-    return [await topic_view(cluster, info, detail=False) for info in topics]
+    return await topic_views(cluster, topics, detail=False)
 
 
 async def topic_delete(cluster: Cluster, request: dict[str, Any]) -> Any:
@@ -371,12 +371,12 @@ async def cursor_list(cluster: Cluster, request: dict[str, Any]) -> Any:
     group, topic, partition = _cursor_filter(request)
     store = cluster.store
     groups = [group] if group is not None else store.list_cursor_groups(path)
-    return [
-        await cursor_view(cluster, path, g, c)
+    return await cursor_views(cluster, [
+        (path, g, c)
         for g in groups
         for c in sorted(store.get_cursors(path, g), key=lambda c: (c.topic, c.partition))
         if (topic is None or c.topic == topic) and (partition is None or c.partition == partition)
-    ]
+    ])
 
 
 async def cursor_delete(cluster: Cluster, request: dict[str, Any]) -> Any:

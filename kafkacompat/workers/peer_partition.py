@@ -114,3 +114,15 @@ class PeerPartition:
         if not isinstance(found, dict):
             raise storage.StorageError(f"worker {self._owner} answered a {op} with something else than an object")
         return found, payload
+
+
+def figures_of(answer: Any) -> storage.PartitionFigures | storage.StorageError:
+    """One partition of a WorkerState `partitions.figures` answer: its figures, or why it has none."""
+    try:
+        if "error" in answer:
+            return storage.StorageError(str(answer["error"]))
+        return storage.PartitionFigures(answer["log_start_offset"], answer["high_watermark"], tuple(
+            storage.PartitionletInfo(**row) for row in answer.get("partitionlets", ())))
+    except (TypeError, KeyError) as exc:
+        return storage.StorageError(f"a partition's figures came garbled: {exc!r}")
+

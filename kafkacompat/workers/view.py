@@ -40,7 +40,7 @@ from ..security.client import ClientSecurity
 from ..storage.disk.files import read_if_there
 from ..storage.disk.shared import owner_of
 from .forward import CLIENT_ID, ForwardError, create_at_controller, exchange, forward
-from .peer_partition import PeerPartition
+from .peer_partition import PeerPartition, figures_of
 from .role import WorkerRole
 
 log = logging.getLogger(__name__)
@@ -49,6 +49,7 @@ FIND_COORDINATOR = 10
 EPOCHS_FILE = "workers.json"  # in the data dir, written by the supervisor
 EPOCHS_COPY = "workers.copy.json"  # the same record again, written after it: one of the two is always whole
 ASK_TIMEOUT_S = 10.0  # a WorkerState request to another worker
+FIGURES_PER_ASK = 10_000  # partitions whose figures one WorkerState request asks for
 
 
 def epochs_record(epochs: list[int]) -> bytes:
@@ -191,6 +192,28 @@ class WorkerView(ClusterView):
         if found is None:
             found = self._peers[key] = PeerPartition(self.ask_with_payload, owner, key)
         return found
+
+    async def peer_figures(self, keys: Sequence[PartitionKey], partitionlets: bool
+                           ) -> dict[PartitionKey, storage.PartitionFigures | storage.StorageError]:
+        by_owner: dict[int, list[PartitionKey]] = {}
+        for key in keys:
+            by_owner.setdefault(self.owner(key), []).append(key)
+        found: dict[PartitionKey, storage.PartitionFigures | storage.StorageError] = {}
+        for owner, owned in sorted(by_owner.items()):
+            for start in range(0, len(owned), FIGURES_PER_ASK):
+                found.update(await self._figures_at(owner, owned[start:start + FIGURES_PER_ASK], partitionlets))
+        return found
+
+    async def _figures_at(self, owner: int, keys: list[PartitionKey], partitionlets: bool
+                          ) -> dict[PartitionKey, storage.PartitionFigures | storage.StorageError]:
+        try:
+            answers = await self.ask({"op": "partitions.figures", "partitions": [list(key) for key in keys],
+                                      "partitionlets": partitionlets}, "partitions' figures", owner)
+            if not isinstance(answers, list) or len(answers) != len(keys):
+                raise storage.StorageError(f"worker {owner} answered the partitions' figures with something else")
+        except storage.StorageError as exc:
+            return dict.fromkeys(keys, exc)
+        return {key: figures_of(answer) for key, answer in zip(keys, answers)}
 
     async def relay(self, frame: bytes, key: PartitionKey | None) -> bytes | None:
         index = 0 if key is None else self.owner(key)

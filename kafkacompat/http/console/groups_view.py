@@ -15,7 +15,7 @@ from typing import Any
 
 from ...broker.cluster import Cluster, TopicError
 from ...groups.consumer_protocol import CONSUMER_PROTOCOL_TYPE, parse_assignment
-from ...operations.stream_views import cursor_view
+from ...operations.stream_views import cursor_views
 from ...topic_names import canonical_name
 from ..rest_errors import RestError
 from ..rest_v3 import describe_group, group_lags
@@ -111,8 +111,9 @@ async def _local_view(cluster: Cluster, group_id: str) -> dict[str, Any] | None:
     owner = {part: m["member_id"] for m in members for part in m["partitions"]}
     default = cluster.default_stream
     offsets = []
-    for stream, cursor in sorted(committed, key=lambda sc: (sc[0], sc[1].topic, sc[1].partition)):
-        row = await cursor_view(cluster, stream, group_id, cursor)
+    ordered = sorted(committed, key=lambda sc: (sc[0], sc[1].topic, sc[1].partition))
+    rows = await cursor_views(cluster, [(stream, group_id, cursor) for stream, cursor in ordered])
+    for (stream, cursor), row in zip(ordered, rows):
         row["stream"] = stream
         row["name"] = canonical_name(stream, cursor.topic, default)
         row["owner"] = owner.get((stream, cursor.topic, cursor.partition))

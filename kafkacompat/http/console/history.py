@@ -125,21 +125,26 @@ class History:
     async def _sizes(self, cluster: "Cluster", topics: Iterable[storage.TopicInfo],
                      values: dict[Scope, dict[str, float]]) -> None:
         budget, rings, total = SIZE_PARTITIONS_MAX, PARTITION_RINGS_MAX, 0
+        sized = []
         for info in topics:
             if budget < info.partitions:
                 break
             budget -= info.partitions
             charted = min(info.partitions, PARTITION_SERIES_MAX) if rings >= info.partitions else 0
             rings -= charted
+            sized.append((info, charted))
+        held = await cluster.partition_figures([(info.stream, info.name, i) for info, _ in sized
+                                                for i in range(info.partitions)], partitionlets=True)
+        for info, charted in sized:
             figures = values.setdefault(("topic", info.stream, info.name), {})
             size = 0
             for index in range(info.partitions):
-                with contextlib.suppress(storage.StorageError):  # deleted meanwhile: its rings go next time
-                    partition = await cluster.readable_partition(info.stream, info.name, index)
-                    held = sum(p.size_bytes for p in await partition.partitionlets())
-                    size += held
-                    if index < charted:
-                        figures[f"{PARTITION_SIZE}{index}"] = held
+                found = held[info.stream, info.name, index]
+                if isinstance(found, storage.StorageError):  # deleted meanwhile: its rings go next time
+                    continue
+                size += (bytes_held := sum(p.size_bytes for p in found.partitionlets))
+                if index < charted:
+                    figures[f"{PARTITION_SIZE}{index}"] = bytes_held
             figures["size_bytes"] = size
             total += size
         values[BROKER_SCOPE]["size_bytes"] = total

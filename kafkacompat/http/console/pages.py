@@ -15,7 +15,7 @@ from aiohttp import web
 from kafkacompat import storage
 
 from ...broker.cluster import Cluster
-from ...operations.stream_views import POLICY_FIELDS, stream_view, topic_view
+from ...operations.stream_views import POLICY_FIELDS, stream_view, topic_view, topic_views
 from ...security.acls import Operation
 from ...topic_names import canonical_name
 from ..common import BROKER
@@ -95,7 +95,7 @@ async def stream(request: web.Request, error: str | None = None, form: dict | No
     names = sorted(visible_topics(request, cluster.store.list_topics(path)), key=lambda t: t.name)
     groups = sorted(visible_groups(request, list(cluster.store.list_cursor_groups(path))))
     shown = names[start:start + TOPICS_PER_PAGE]
-    topics = [await topic_view(cluster, topic, detail=False) for topic in shown]
+    topics = await topic_views(cluster, shown, detail=False)
     replicas = ([await link.status() for link in cluster.replication.links_of(path)]
                 if cluster.replication is not None else [])
     upstreams = sorted(cluster.replication.upstreams(path)) if cluster.replication is not None else []
