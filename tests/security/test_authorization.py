@@ -360,6 +360,7 @@ def test_share_state_kept_for_other_workers_needs_cluster_action(broker: Broker)
                 {"op": "replica_paths.read", "stream": "/default", "key": "worker-read/0"},
                 {"op": "replica_paths.write", "stream": "/default", "records": {}},
                 {"op": "metrics.read"}, {"op": "traffic.read"}, {"op": "partition.figures", **partition},
+                {"op": "partitions.figures", "partitions": [["/default", "worker-read", 0]]},
                 {"op": "partition.read", **partition, "offset": 0, "max_bytes": 1024},
                 {"op": "partition.offset_for_timestamp", **partition, "timestamp": 0})
     for body in every_op:
