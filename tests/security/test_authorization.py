@@ -342,6 +342,7 @@ def test_share_state_kept_for_other_workers_needs_cluster_action(broker: Broker)
     partitions and figures with) asks CLUSTER_ACTION on the cluster for every operation, as
     Kafka asks its brokers."""
     from kafkacompat.handlers import worker_state
+    from kafkacompat.protocol.admin_api import decode_response_with_payload
 
     class Asking:  # what the handler reads of a request from a worker logged in as `principal`
         def __init__(self, principal: str) -> None:
@@ -349,7 +350,9 @@ def test_share_state_kept_for_other_workers_needs_cluster_action(broker: Broker)
             self.header = None
 
     def ask(principal: str, body: dict) -> dict:
-        return json.loads(broker.call(worker_state.handle(Asking(principal), body)))
+        answer = b"\0\0\0\1" + broker.call(worker_state.handle(Asking(principal), body))  # as after its header
+        reply = decode_response_with_payload(answer)[1]  # partition.read's records follow its JSON
+        return {"error_code": reply.error_code, "error": reply.error}
 
     admin(broker).create_topics([NewTopic("worker-read", 1)])["worker-read"].result(15)
     partition = {"stream": "/default", "topic": "worker-read", "partition": 0}
