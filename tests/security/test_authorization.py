@@ -341,8 +341,9 @@ def test_share_state_kept_for_other_workers_needs_cluster_action(broker: Broker)
     aborted transactions at worker 0 with, and worker 0's console and /metrics read the others'
     partitions and figures with) asks CLUSTER_ACTION on the cluster for every operation, as
     Kafka asks its brokers."""
-    from kafkacompat.handlers import worker_state
     from kafkacompat.protocol.admin_api import decode_response_with_payload
+
+    from kafkacompat.handlers import worker_state
 
     class Asking:  # what the handler reads of a request from a worker logged in as `principal`
         def __init__(self, principal: str) -> None:
