@@ -60,6 +60,7 @@ import asyncio
 import contextlib
 import dataclasses
 import uuid
+from collections.abc import Awaitable, Callable
 from typing import Any, Protocol, TypeGuard
 
 from kafkacompat import storage
@@ -99,68 +100,67 @@ async def handle(ctx: Request[Reaches], request: dict[str, Any]) -> bytes:
         return encode_response_body(ErrorCode.cluster_authorization_failed.value,
                                     f"{ctx.principal} may not ask worker state here (needs CLUSTER_ACTION "
                                     "on the cluster)", None)
-    table = StoreTable(ctx.cluster.shares.store)
     op = request["op"]
+    run = OPS.get(op) or (_partition_op if op.startswith("partition.") else None)
+    if run is None:
+        return _invalid(f"unknown worker state operation {op!r}")
     try:
-        if op == "share_state.read":
-            return encode_response_body(ErrorCode.none.value, None, table.rows())
-        if op == "share_state.write":
-            if (records := _records(request)) is None:
-                return encode_response_body(ErrorCode.invalid_request.value, RECORDS_EXPECTED, None)
-            await table.put(records, None)
-            return encode_response_body(ErrorCode.none.value, None, None)
-        if op in ("aborted_txns.read", "aborted_txns.write"):
-            return await _aborted_txns(ctx, request)
-        if op in ("replica_paths.read", "replica_paths.write"):
-            return await _replica_paths(ctx, request)
-        if op == "traffic.read":
-            stats = ctx.cluster.stats
-            return encode_response_body(ErrorCode.none.value, None, {
-                "totals": [stats.messages_in, stats.bytes_in, stats.messages_out, stats.bytes_out],
-                "topics": stats.topic_totals})
-        if op == "metrics.read":
-            if ctx.cluster.metrics_exposition is None:
-                return encode_response_body(ErrorCode.invalid_request.value, "this worker keeps no metrics", None)
-            text = await ctx.cluster.metrics_exposition()
-            return encode_response_body(ErrorCode.none.value, None, {"text": text.decode()})
-        if op == "partitions.figures":
-            return await _partitions_figures(ctx, request)
-        if op.startswith("partition."):
-            return await _partition_op(ctx, request)
-        if op == "share_state.forget":
-            keys = _share_keys(request.get("keys"))
-            if keys is None:
-                return encode_response_body(ErrorCode.invalid_request.value,
-                                            "'keys' must list [group, topic id, partition] triples", None)
-            ctx.cluster.shares.forget(keys)
-            return encode_response_body(ErrorCode.none.value, None, None)
+        return await run(ctx, request)
     except storage.StorageError as exc:
         return encode_response_body(storage_error_code(exc).value, str(exc), None)
-    return encode_response_body(ErrorCode.invalid_request.value, f"unknown worker state operation {op!r}", None)
+
+
+async def _share_state(ctx: Request[Reaches], request: dict[str, Any]) -> bytes:
+    table = StoreTable(ctx.cluster.shares.store)
+    if request["op"] == "share_state.read":
+        return _answer(table.rows())
+    if (records := _records(request)) is None:
+        return _invalid(RECORDS_EXPECTED)
+    await table.put(records, None)
+    return _answer(None)
+
+
+async def _share_forget(ctx: Request[Reaches], request: dict[str, Any]) -> bytes:
+    keys = _share_keys(request.get("keys"))
+    if keys is None:
+        return _invalid("'keys' must list [group, topic id, partition] triples")
+    ctx.cluster.shares.forget(keys)
+    return _answer(None)
+
+
+async def _traffic(ctx: Request[Reaches], request: dict[str, Any]) -> bytes:
+    stats = ctx.cluster.stats
+    return _answer({"totals": [stats.messages_in, stats.bytes_in, stats.messages_out, stats.bytes_out],
+                    "topics": stats.topic_totals})
+
+
+async def _metrics(ctx: Request[Reaches], request: dict[str, Any]) -> bytes:
+    if ctx.cluster.metrics_exposition is None:
+        return _invalid("this worker keeps no metrics")
+    return _answer({"text": (await ctx.cluster.metrics_exposition()).decode()})
 
 
 async def _aborted_txns(ctx: Request[Reaches], request: dict[str, Any]) -> bytes:
     entries = StoreAbortedEntries(ctx.cluster.store)
     stream = request.get("stream")
     if not isinstance(stream, str):
-        return encode_response_body(ErrorCode.invalid_request.value, "'stream' must name a stream", None)
+        return _invalid("'stream' must name a stream")
     if request["op"] == "aborted_txns.read":
         prefix = request.get("prefix")
         if not isinstance(prefix, str):
-            return encode_response_body(ErrorCode.invalid_request.value, "'prefix' must be a string", None)
-        return encode_response_body(ErrorCode.none.value, None, await entries.read(stream, prefix))
+            return _invalid("'prefix' must be a string")
+        return _answer(await entries.read(stream, prefix))
     if (records := _records(request)) is None:
-        return encode_response_body(ErrorCode.invalid_request.value, RECORDS_EXPECTED, None)
+        return _invalid(RECORDS_EXPECTED)
     await entries.put(stream, records, durable=request.get("durable") is not False)
-    return encode_response_body(ErrorCode.none.value, None, None)
+    return _answer(None)
 
 
 async def _partition_op(ctx: Request[Reaches], request: dict[str, Any]) -> bytes:
     """A read of a partition this worker owns, for worker 0's console and /metrics."""
     stream, topic, index = request.get("stream"), request.get("topic"), request.get("partition")
     if not (isinstance(stream, str) and isinstance(topic, str) and _count(index)):
-        return encode_response_body(ErrorCode.invalid_request.value,
-                                    "'stream', 'topic' and 'partition' must name a partition", None)
+        return _invalid("'stream', 'topic' and 'partition' must name a partition")
     try:
         partition = ctx.cluster.store.partition(stream, topic, index)
     except (storage.UnknownStreamError, storage.UnknownTopicError):  # made through worker 0 a moment ago?
@@ -175,21 +175,21 @@ async def _partition_op(ctx: Request[Reaches], request: dict[str, Any]) -> bytes
         found = _figures(partition)
         if request.get("partitionlets") is True:
             found["partitionlets"] = [dataclasses.asdict(p) for p in await partition.partitionlets()]
-        return encode_response_body(ErrorCode.none.value, None, found)
+        return _answer(found)
     if op == "partition.read":
         offset, most = request.get("offset"), request.get("max_bytes")
         if not (_count(offset) and _count(most)):
-            return encode_response_body(ErrorCode.invalid_request.value, "'offset' and 'max_bytes' must be counts", None)
+            return _invalid("'offset' and 'max_bytes' must be counts")
         data = await partition.read(offset, min(most, READ_MAX))
         return encode_response_with_payload(ErrorCode.none.value, None, _figures(partition), bytes(data))
     if op == "partition.offset_for_timestamp":
         timestamp = request.get("timestamp")
         if not isinstance(timestamp, int) or isinstance(timestamp, bool):
-            return encode_response_body(ErrorCode.invalid_request.value, "'timestamp' must be a whole number", None)
+            return _invalid("'timestamp' must be a whole number")
         hit = await partition.offset_for_timestamp(timestamp)
-        return encode_response_body(ErrorCode.none.value, None, {"hit": None if hit is None else {
+        return _answer({"hit": None if hit is None else {
             "offset": hit.offset, "timestamp": hit.timestamp, "leader_epoch": hit.leader_epoch}})
-    return encode_response_body(ErrorCode.invalid_request.value, f"unknown worker state operation {op!r}", None)
+    return _invalid(f"unknown worker state operation {op!r}")
 
 
 async def _partitions_figures(ctx: Request[Reaches], request: dict[str, Any]) -> bytes:
@@ -199,8 +199,7 @@ async def _partitions_figures(ctx: Request[Reaches], request: dict[str, Any]) ->
     if not isinstance(keys, list) or len(keys) > FIGURES_MAX or not all(
             isinstance(k, list) and len(k) == 3 and isinstance(k[0], str) and isinstance(k[1], str) and _count(k[2])
             for k in keys):
-        return encode_response_body(ErrorCode.invalid_request.value,
-                                    f"'partitions' must list at most {FIGURES_MAX} [stream, topic, partition]", None)
+        return _invalid(f"'partitions' must list at most {FIGURES_MAX} [stream, topic, partition]")
     store, with_lets = ctx.cluster.store, request.get("partitionlets") is True
     if any(store.get_topic(stream, topic) is None for stream, topic, _ in keys):  # made through worker 0 just now?
         await ctx.cluster.view.catch_up(sorted({stream for stream, _, _ in keys}))
@@ -214,7 +213,15 @@ async def _partitions_figures(ctx: Request[Reaches], request: dict[str, Any]) ->
         except storage.StorageError as exc:
             found = {"error": str(exc)}
         answers.append(found)
-    return encode_response_body(ErrorCode.none.value, None, answers)
+    return _answer(answers)
+
+
+def _invalid(message: str) -> bytes:
+    return encode_response_body(ErrorCode.invalid_request.value, message, None)
+
+
+def _answer(result: Any) -> bytes:
+    return encode_response_body(ErrorCode.none.value, None, result)
 
 
 def _count(value: Any) -> TypeGuard[int]:
@@ -230,19 +237,18 @@ async def _replica_paths(ctx: Request[Reaches], request: dict[str, Any]) -> byte
     worker's links cached of them (they read them to break loops)."""
     stream = request.get("stream")
     if not isinstance(stream, str):
-        return encode_response_body(ErrorCode.invalid_request.value, "'stream' must name a stream", None)
+        return _invalid("'stream' must name a stream")
     if request["op"] == "replica_paths.read":
         key = request.get("key")
         if not isinstance(key, str):
-            return encode_response_body(ErrorCode.invalid_request.value, "'key' must be a string", None)
-        return encode_response_body(ErrorCode.none.value, None,
-                                    ctx.cluster.store.get_state(stream, PATHS_TABLE).get(key))
+            return _invalid("'key' must be a string")
+        return _answer(ctx.cluster.store.get_state(stream, PATHS_TABLE).get(key))
     if (records := _records(request)) is None:
-        return encode_response_body(ErrorCode.invalid_request.value, RECORDS_EXPECTED, None)
+        return _invalid(RECORDS_EXPECTED)
     await ctx.cluster.store.put_state(stream, PATHS_TABLE, records, durable=request.get("durable") is True)
     if ctx.cluster.replication is not None:
         ctx.cluster.replication.paths.drop_cached(stream, list(records))
-    return encode_response_body(ErrorCode.none.value, None, None)
+    return _answer(None)
 
 
 RECORDS_EXPECTED = "'records' must map keys to a record or null"
@@ -270,3 +276,19 @@ def _share_keys(keys: Any) -> list[tuple[str, uuid.UUID, int]] | None:
         except ValueError:
             return None
     return parsed
+
+
+# op -> what answers it ("partition.*": _partition_op)
+OPS: dict[str, Callable[[Request[Reaches], dict[str, Any]], Awaitable[bytes]]] = {
+    "share_state.read": _share_state,
+    "share_state.write": _share_state,
+    "share_state.forget": _share_forget,
+    "aborted_txns.read": _aborted_txns,
+    "aborted_txns.write": _aborted_txns,
+    "replica_paths.read": _replica_paths,
+    "replica_paths.write": _replica_paths,
+    "traffic.read": _traffic,
+    "metrics.read": _metrics,
+    "partitions.figures": _partitions_figures,
+}
+
