@@ -16,6 +16,7 @@ takes them in before it answers (`catch_up`).
 from __future__ import annotations
 
 import asyncio
+import collections
 import json
 import logging
 import os
@@ -50,6 +51,7 @@ EPOCHS_FILE = "workers.json"  # in the data dir, written by the supervisor
 EPOCHS_COPY = "workers.copy.json"  # the same record again, written after it: one of the two is always whole
 ASK_TIMEOUT_S = 10.0  # a WorkerState request to another worker
 FIGURES_PER_ASK = 10_000  # partitions whose figures one WorkerState request asks for
+PEERS_KEPT = 10_000  # other workers' partitions kept for reading (one forgotten is made again, figures asked afresh)
 
 
 def epochs_record(epochs: list[int]) -> bytes:
@@ -99,7 +101,8 @@ class WorkerView(ClusterView):
         self.controller_host = "127.0.0.1"  # where worker 0 is reached: its bind host unless that is a wildcard
         self.security = ClientSecurity()  # how: --replication-client-config's TLS and login, when set
         self.shared_tables: tuple[str, ...] = ()  # worker 0's state tables this worker reads too (ACLs, ...)
-        self._peers: dict[PartitionKey, PeerPartition] = {}  # other workers' partitions this one has read
+        # other workers' partitions this one read lately, least recently used first
+        self._peers: collections.OrderedDict[PartitionKey, PeerPartition] = collections.OrderedDict()
 
     async def start(self) -> None:
         self._read_epochs()
@@ -191,6 +194,10 @@ class WorkerView(ClusterView):
         found = self._peers.get(key)
         if found is None:
             found = self._peers[key] = PeerPartition(self.ask_with_payload, owner, key)
+            if len(self._peers) > PEERS_KEPT:  # a console browsing a million topics keeps the last ones only
+                self._peers.popitem(last=False)
+        else:
+            self._peers.move_to_end(key)
         return found
 
     async def peer_figures(self, keys: Sequence[PartitionKey], partitionlets: bool
