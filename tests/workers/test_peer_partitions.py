@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from kafkacompat.cluster.membership import Member
 from kafkacompat.storage.disk.shared import owner_of
+
+from kafkacompat.cluster.membership import Member
 from kafkacompat.workers.role import WorkerRole
 from kafkacompat.workers.view import PEERS_KEPT, WorkerView
 
