@@ -175,14 +175,13 @@ class WorkerView(ClusterView):
 
     async def ask_with_payload(self, body: dict[str, Any], what: str, index: int = 0) -> tuple[Any, memoryview]:
         """`ask`, with the raw bytes the answer carries after its JSON (records), if any."""
-        request = encode_request(1, body, CLIENT_ID.decode(), key=WORKER_STATE_KEY)
+        answer = await self._exchange(index, encode_request(1, body, CLIENT_ID.decode(), key=WORKER_STATE_KEY),
+                                      f" for the {what}")
         try:
-            _, reply, payload = decode_response_with_payload(await asyncio.wait_for(
-                exchange(self.controller_host, self.role.ports[index], request, self.security, ASK_TIMEOUT_S),
-                ASK_TIMEOUT_S))
-        except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError, AdminMessageError) as exc:
+            _, reply, payload = decode_response_with_payload(answer)
+        except AdminMessageError as exc:
             raise storage.StorageError(f"worker {self.role.index}: cannot reach worker {index} for the {what}: "
-                                       f"{exc or type(exc).__name__}") from None
+                                       f"{exc}") from None
         if reply.error_code != 0:
             raise storage.StorageError(f"worker {index} refused the {what}: {reply.error}")
         return reply.result, payload
@@ -226,14 +225,18 @@ class WorkerView(ClusterView):
         index = 0 if key is None else self.owner(key)
         if index == self.role.index:
             return None
+        return (await self._exchange(index, frame, ""))[4:]  # past the correlation id: the body
+
+    async def _exchange(self, index: int, frame: bytes, what: str) -> bytes:
+        """Worker `index`'s answer frame (without its size prefix) to a whole request frame, on a connection
+        of its own; StorageError naming `what` when that worker cannot be reached in ASK_TIMEOUT_S."""
         try:
-            answer = await asyncio.wait_for(
+            return await asyncio.wait_for(
                 exchange(self.controller_host, self.role.ports[index], frame, self.security, ASK_TIMEOUT_S),
                 ASK_TIMEOUT_S)
         except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError) as exc:
-            raise storage.StorageError(f"worker {self.role.index}: cannot reach worker {index}: "
+            raise storage.StorageError(f"worker {self.role.index}: cannot reach worker {index}{what}: "
                                        f"{exc or type(exc).__name__}") from None
-        return answer[4:]  # past the correlation id: the body
 
     async def ask_peers(self, body: dict[str, Any], what: str) -> dict[int, Any]:
         found = {}
