@@ -16,7 +16,7 @@ may depend on it without an import circle.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 if TYPE_CHECKING:
@@ -63,6 +63,11 @@ class Topics(Protocol):
     def listed_name(self, stream: str, topic: str, client_software_name: str = "") -> str: ...
 
     async def readable_partition(self, stream: str, name: str, index: int) -> storage.ReadablePartition: ...
+
+    async def partition_figures(self, keys: Sequence[tuple[str, str, int]], partitionlets: bool
+                                ) -> dict[tuple[str, str, int], storage.PartitionFigures | storage.StorageError]: ...
+
+    async def catch_up_on(self, topics: Iterable[tuple[str, str]]) -> None: ...
 
     def display_name(self, info: TopicInfo, client_software_name: str = "") -> str: ...
 

@@ -504,6 +504,13 @@ class Cluster:
             found = self.partition_for(info, missing, index)
         return found
 
+    async def catch_up_on(self, topics: Iterable[tuple[str, str]]) -> None:
+        """Take in the catalog first when a (stream, topic) named is not known here: a worker of `serve
+        --workers N` asked about a topic worker 0 made a moment ago, before its next refresh."""
+        unknown = sorted({stream for stream, topic in topics if self.store.get_topic(stream, topic) is None})
+        if unknown:
+            await self.view.catch_up(unknown)
+
     def partition_to_read(self, stream: str, name: str, index: int) -> storage.ReadablePartition:
         """A partition to read records and figures from (replica links): the store's own, or one another
         worker of `serve --workers N` owns, read through it (its figures as of its last answer).

@@ -78,8 +78,7 @@ async def _relayed(ctx: Request[Reaches], body: dict[str, Any], payload: memoryv
         stream, topic, index = body["stream"], body["topic"], body["partition"]
         if not (isinstance(stream, str) and isinstance(topic, str) and isinstance(index, int)):
             raise TypeError("stream, topic and partition must name a partition")
-        if ctx.cluster.store.get_topic(stream, topic) is None:
-            await ctx.cluster.view.catch_up([stream])  # made by worker 0 a moment ago (the link's topics op)
+        await ctx.cluster.catch_up_on([(stream, topic)])  # made by worker 0 a moment ago (the link's topics op)
         key = (stream, topic, index)
     return await ctx.cluster.view.relay(encode_request(1, body, bytes(payload), CLIENT_ID), key)
 

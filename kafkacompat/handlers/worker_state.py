@@ -161,27 +161,26 @@ async def _partition_op(ctx: Request[Reaches], request: dict[str, Any]) -> bytes
     stream, topic, index = request.get("stream"), request.get("topic"), request.get("partition")
     if not (isinstance(stream, str) and isinstance(topic, str) and _count(index)):
         return _invalid("'stream', 'topic' and 'partition' must name a partition")
-    try:
-        partition = ctx.cluster.store.partition(stream, topic, index)
-    except (storage.UnknownStreamError, storage.UnknownTopicError):  # made through worker 0 a moment ago?
-        await ctx.cluster.view.catch_up([stream])
-        partition = ctx.cluster.store.partition(stream, topic, index)
+    await ctx.cluster.catch_up_on([(stream, topic)])  # made through worker 0 a moment ago?
+    partition = ctx.cluster.store.partition(stream, topic, index)
     op = request["op"]
     if op == "partition.figures":
         wait_beyond = request.get("wait_beyond")
         if _count(wait_beyond) and partition.high_watermark <= wait_beyond:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(partition.wait_for_data(wait_beyond), WAIT_S)
-        found = _figures(partition)
-        if request.get("partitionlets") is True:
-            found["partitionlets"] = [dataclasses.asdict(p) for p in await partition.partitionlets()]
-        return _answer(found)
+        (found,) = (await ctx.cluster.partition_figures([(stream, topic, index)],
+                                                        request.get("partitionlets") is True)).values()
+        if isinstance(found, storage.StorageError):
+            raise found
+        return _answer(dataclasses.asdict(found))
     if op == "partition.read":
         offset, most = request.get("offset"), request.get("max_bytes")
         if not (_count(offset) and _count(most)):
             return _invalid("'offset' and 'max_bytes' must be counts")
         data = await partition.read(offset, min(most, READ_MAX))
-        return encode_response_with_payload(ErrorCode.none.value, None, _figures(partition), bytes(data))
+        figures = {"log_start_offset": partition.log_start_offset, "high_watermark": partition.high_watermark}
+        return encode_response_with_payload(ErrorCode.none.value, None, figures, bytes(data))
     if op == "partition.offset_for_timestamp":
         timestamp = request.get("timestamp")
         if not isinstance(timestamp, int) or isinstance(timestamp, bool):
@@ -200,20 +199,11 @@ async def _partitions_figures(ctx: Request[Reaches], request: dict[str, Any]) ->
             isinstance(k, list) and len(k) == 3 and isinstance(k[0], str) and isinstance(k[1], str) and _count(k[2])
             for k in keys):
         return _invalid(f"'partitions' must list at most {FIGURES_MAX} [stream, topic, partition]")
-    store, with_lets = ctx.cluster.store, request.get("partitionlets") is True
-    if any(store.get_topic(stream, topic) is None for stream, topic, _ in keys):  # made through worker 0 just now?
-        await ctx.cluster.view.catch_up(sorted({stream for stream, _, _ in keys}))
-    answers = []
-    for stream, topic, index in keys:
-        try:
-            partition = store.partition(stream, topic, index)
-            found = _figures(partition)
-            if with_lets:
-                found["partitionlets"] = [dataclasses.asdict(p) for p in await partition.partitionlets()]
-        except storage.StorageError as exc:
-            found = {"error": str(exc)}
-        answers.append(found)
-    return _answer(answers)
+    await ctx.cluster.catch_up_on((stream, topic) for stream, topic, _ in keys)  # made through worker 0 just now?
+    asked = [(stream, topic, index) for stream, topic, index in keys]
+    found = await ctx.cluster.partition_figures(asked, request.get("partitionlets") is True)
+    return _answer([{"error": str(figures)} if isinstance(figures, storage.StorageError) else dataclasses.asdict(figures)
+                    for figures in map(found.__getitem__, asked)])
 
 
 def _invalid(message: str) -> bytes:
@@ -226,10 +216,6 @@ def _answer(result: Any) -> bytes:
 
 def _count(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
-
-
-def _figures(partition: storage.Partition) -> dict[str, Any]:
-    return {"log_start_offset": partition.log_start_offset, "high_watermark": partition.high_watermark}
 
 
 async def _replica_paths(ctx: Request[Reaches], request: dict[str, Any]) -> bytes:
