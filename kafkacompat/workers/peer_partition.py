@@ -52,7 +52,7 @@ class PeerPartition:
     async def read(self, offset: int, max_bytes: int) -> memoryview:
         found, records = await self._op_with_payload("partition.read", "records", offset=offset,
                                                      max_bytes=max_bytes)
-        self._take(found)
+        self._take(_parsed(found))
         return records
 
     async def offset_for_timestamp(self, timestamp: int) -> storage.TimestampHit | None:
@@ -61,8 +61,7 @@ class PeerPartition:
         return None if hit is None else storage.TimestampHit(hit["offset"], hit["timestamp"], hit["leader_epoch"])
 
     async def partitionlets(self) -> list[storage.PartitionletInfo]:
-        found = await self._figures(partitionlets=True)
-        return [storage.PartitionletInfo(**row) for row in found["partitionlets"]]
+        return list((await self._figures(partitionlets=True)).partitionlets)
 
     def wait_for_data(self, offset: int) -> asyncio.Future[None]:
         """Done once the partition holds a record at `offset` (as far as the owner's answers say), or
@@ -96,13 +95,13 @@ class PeerPartition:
             if not future.done() and ready(offset):
                 future.set_result(None)
 
-    async def _figures(self, **asked: Any) -> dict[str, Any]:
-        found = await self._op("partition.figures", "partition's figures", **asked)
+    async def _figures(self, **asked: Any) -> storage.PartitionFigures:
+        found = _parsed(await self._op("partition.figures", "partition's figures", **asked))
         self._take(found)
         return found
 
-    def _take(self, found: dict[str, Any]) -> None:
-        self._start, self._end = found["log_start_offset"], found["high_watermark"]
+    def _take(self, found: storage.PartitionFigures) -> None:
+        self._start, self._end = found.log_start_offset, found.high_watermark
 
     async def _op(self, op: str, what: str, **asked: Any) -> dict[str, Any]:
         return (await self._op_with_payload(op, what, **asked))[0]
@@ -125,4 +124,12 @@ def figures_of(answer: Any) -> storage.PartitionFigures | storage.StorageError:
             storage.PartitionletInfo(**row) for row in answer.get("partitionlets", ())))
     except (TypeError, KeyError) as exc:
         return storage.StorageError(f"a partition's figures came garbled: {exc!r}")
+
+
+def _parsed(answer: Any) -> storage.PartitionFigures:
+    """`figures_of` one partition's answer, its StorageError raised."""
+    found = figures_of(answer)
+    if isinstance(found, storage.StorageError):
+        raise found
+    return found
 
