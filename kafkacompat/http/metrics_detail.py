@@ -195,12 +195,13 @@ async def _lag(cluster: "Cluster") -> list[Metric]:
                 if found is not None and cursor.partition < found[1].partitions:
                     rows.append((group, found[0], cursor.partition, cursor.offset, found[1]))
     rows.sort(key=lambda row: row[:3])
-    for count, (group, label, index, offset, info) in enumerate(rows):
-        if _capped("kafkacompat_consumer_group_lag", count):
-            break
-        try:
-            end = (await cluster.readable_partition(info.stream, info.name, index)).high_watermark
-        except storage.StorageError:  # deleted meanwhile, unreadable, or its worker restarting
+    if len(rows) > SERIES_MAX and _capped("kafkacompat_consumer_group_lag", SERIES_MAX):
+        del rows[SERIES_MAX:]
+    ends = await cluster.partition_figures(sorted({(info.stream, info.name, index) for _, _, index, _, info in rows}),
+                                           partitionlets=False)  # another worker's asked of it once for all
+    for group, label, index, offset, info in rows:
+        end = ends[info.stream, info.name, index]
+        if isinstance(end, storage.StorageError):  # deleted meanwhile, unreadable, or its worker restarting
             continue
-        lag.add_metric([group, label, str(index)], max(end - offset, 0))
+        lag.add_metric([group, label, str(index)], max(end.high_watermark - offset, 0))
     return [lag]

@@ -151,18 +151,21 @@ class History:
 
     async def _lags(self, cluster: "Cluster", now: float, values: dict[Scope, dict[str, float]]) -> None:
         reads = AGE_READS_MAX
-        for group in sorted(set(cluster.groups.offsets.groups())):
+        committed = {group: list(cluster.groups.offsets.all(group)) for group in sorted(set(cluster.groups.offsets.groups()))}
+        ends = await cluster.partition_figures(sorted({(stream, c.topic, c.partition) for cursors in committed.values()
+                                                       for stream, c in cursors}), partitionlets=False)
+        for group, cursors in committed.items():
             messages, oldest = 0, None
-            for stream, cursor in cluster.groups.offsets.all(group):
-                try:
-                    partition = await cluster.readable_partition(stream, cursor.topic, cursor.partition)
-                except storage.StorageError:
+            for stream, cursor in cursors:
+                found = ends[stream, cursor.topic, cursor.partition]
+                if isinstance(found, storage.StorageError):
                     continue
-                behind = max(partition.high_watermark - max(cursor.offset, partition.log_start_offset), 0)
+                start = max(cursor.offset, found.log_start_offset)
+                behind = max(found.high_watermark - start, 0)
                 messages += behind
                 if behind and reads > 0:
                     reads -= 1
-                    stamp = await _timestamp_at(partition, max(cursor.offset, partition.log_start_offset))
+                    stamp = await _timestamp_at(cluster, (stream, cursor.topic, cursor.partition), start)
                     if stamp is not None:
                         oldest = stamp if oldest is None else min(oldest, stamp)
             age = max(now - oldest / 1000, 0.0) if oldest is not None else (0.0 if messages == 0 else math.nan)
@@ -271,10 +274,10 @@ async def _traffic(cluster: "Cluster") -> tuple[list[int], dict[str, list[int]]]
     return everywhere, per_topic
 
 
-async def _timestamp_at(partition: storage.ReadablePartition, offset: int) -> int | None:
+async def _timestamp_at(cluster: "Cluster", key: tuple[str, str, int], offset: int) -> int | None:
     """The timestamp (ms) of the record at `offset` (the first one at or after it), None if unreadable."""
     try:
-        data = await partition.read(offset, AGE_READ_BYTES)
+        data = await cluster.partition_to_read(*key).read(offset, AGE_READ_BYTES)
     except storage.StorageError:
         return None
     for record in iter_records(data):
