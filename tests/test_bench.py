@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import subprocess
 import sys
 from pathlib import Path
@@ -147,6 +148,34 @@ def test_scale_reports_every_figure(tmp_path: Path) -> None:
     steady = doc["steady_p99_ms_idle_connections"]  # the steady producer before and while they are held
     assert steady["before"]["produce"] > 0 and steady["held"]["produce"] > 0
     assert "results in" in done.stdout
+    assert not any(tmp_path.glob("kafkacompat-bench-*")), "the broker's store was left behind"
+
+
+@pytest.mark.slow
+def test_scale_holds_more_connections_than_one_process_may_over_workers(tmp_path: Path) -> None:
+    """Each process may hold only its open-file limit of connections (20,000 here, which no process may
+    raise): `--workers N` spreads the idle connections over N broker processes. With the limit lowered
+    to 3,048 (2,048 kept for the store's files), 1,500 are refused for one process and held by two."""
+    limit = 3048
+
+    def lowered() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))
+
+    def scale(workers: int) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-m", "kafkacompat", "bench", "scale", "--topics", "2", "--streams", "1",
+             "--connections", "1500", "--cursors", "0", "--workers", str(workers), "--data-dir", str(tmp_path),
+             "--json", str(tmp_path / "scale.json")],
+            cwd=REPO, capture_output=True, text=True, timeout=240, preexec_fn=lowered)
+
+    alone = scale(1)
+    assert alone.returncode == 2 and "ask for at most 1,000, or spread them over more --workers" in alone.stdout
+    spread = scale(2)
+    assert spread.returncode == 0, spread.stdout + spread.stderr
+    doc = json.loads((tmp_path / "scale.json").read_text())
+    assert doc["workers"] == 2 and doc["idle_connections"] == 1500
+    assert doc["rss_with_idle_connections_mb"] > doc["rss_empty_mb"] > 0  # every process of the command counted
+    assert doc["start_after_kill9_s"]["first_metadata"] > 0  # every process killed, the command started again
     assert not any(tmp_path.glob("kafkacompat-bench-*")), "the broker's store was left behind"
 
 

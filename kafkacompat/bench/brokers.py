@@ -137,8 +137,11 @@ class _Subprocess(Broker):
     def _env(self) -> dict[str, str]:
         return dict(os.environ)
 
+    def _pick_port(self) -> int:
+        return free_port()
+
     def start(self) -> None:
-        self.port = free_port()
+        self.port = self._pick_port()
         self._prepare()
         self._log = tempfile.NamedTemporaryFile(prefix=f"bench-{self.name}-", suffix=".log")
         cmd = self._command()

@@ -9,6 +9,9 @@ over helper processes of PER_PROCESS each, and each helper binds its
 connections to addresses of its own in 127.0.0.0/8 (loopback: every such
 address is this machine), PER_SOURCE per address.
 
+With several bootstrap addresses (the ports of `serve --workers N`), the
+connections go round them, as devices given the whole list each pick one.
+
 Each connection sends ApiVersions and reads the answer before it counts, so
 the broker has accepted it and set it up; then it stays silent until the
 helpers are told to close. Helpers are spawned, not forked: the bench's
@@ -36,11 +39,11 @@ OWN_FILES = 64  # a helper's descriptors beside its connections (its pipe, Pytho
 
 
 class IdleConnections:
-    """`count` idle connections to `bootstrap`: open() until all are set up, close() releases them."""
+    """`count` idle connections to `bootstrap` ("host:port", or several, comma-separated, taken in turn):
+    open() until all are set up, close() releases them."""
 
     def __init__(self, bootstrap: str, count: int) -> None:
-        host, port = bootstrap.rsplit(":", 1)
-        self._address = (host, int(port))
+        self._addresses = [_address(each) for each in bootstrap.split(",")]
         self.count = count
         self._helpers: list[tuple[BaseProcess, Connection]] = []
 
@@ -53,7 +56,7 @@ class IdleConnections:
             mine, theirs = spawn.Pipe()
             sources = [str(FIRST_SOURCE + index * (PER_PROCESS // PER_SOURCE + 1) + s)
                        for s in range(-(-share // PER_SOURCE))]
-            helper = spawn.Process(target=_hold, args=(self._address, sources, share, theirs), daemon=True)
+            helper = spawn.Process(target=_hold, args=(self._addresses, sources, share, theirs), daemon=True)
             helper.start()
             self._helpers.append((helper, mine))
         failures = []
@@ -88,14 +91,20 @@ class IdleConnections:
         self.close()
 
 
-def _hold(address: tuple[str, int], sources: list[str], count: int, pipe: Connection) -> None:
-    """A helper: open `count` connections round the `sources`, say how many, hold them until told."""
+def _address(text: str) -> tuple[str, int]:
+    host, port = text.strip().rsplit(":", 1)
+    return host, int(port)
+
+
+def _hold(addresses: list[tuple[str, int]], sources: list[str], count: int, pipe: Connection) -> None:
+    """A helper: open `count` connections round the `sources` and `addresses`, say how many, hold them
+    until told."""
     allow_open_files(count + OWN_FILES)
     held: list[socket.socket] = []
     error = ""
     try:
         for i in range(count):
-            held.append(_connected(address, sources[i % len(sources)]))
+            held.append(_connected(addresses[i % len(addresses)], sources[i % len(sources)]))
     except OSError as exc:
         error = f"{type(exc).__name__}: {exc}"
     pipe.send((len(held), error))

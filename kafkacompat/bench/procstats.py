@@ -48,6 +48,37 @@ def rss_mb(pid: int) -> float:
     return 0.0
 
 
+def tree_rss_mb(pid: int) -> float:
+    """VmRSS of `pid` and every process under it, in MiB: what `serve --workers N` holds in all (its
+    supervisor, workers and spare). A process that exits meanwhile counts nothing."""
+    total = 0.0
+    for each in process_tree(pid):
+        try:
+            total += rss_mb(each)
+        except OSError:
+            pass
+    return total
+
+
+def process_tree(pid: int) -> list[int]:
+    """`pid` and every process under it, as /proc has them now."""
+    found, queue = [], [pid]
+    while queue:
+        each = queue.pop()
+        found.append(each)
+        try:
+            threads = os.listdir(f"/proc/{each}/task")
+        except OSError:
+            continue
+        for thread in threads:  # a child belongs to the thread that started it
+            try:
+                with open(f"/proc/{each}/task/{thread}/children") as fh:
+                    queue.extend(int(child) for child in fh.read().split())
+            except OSError:
+                pass
+    return found
+
+
 def reset_peak_rss(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/clear_refs", "w") as fh:

@@ -14,6 +14,9 @@ measures it through the Kafka protocol only:
   producer and consumer on other connections record their p99: a request
   for everything must not stall everyone else;
 - idle connections (ApiVersions answered, then silent): RSS per connection;
+  with `--workers N` the broker is `serve --workers N`, the connections go
+  round its workers' ports and RSS is the sum over its processes (one
+  process holds at most its open-file limit of connections);
 - committed cursors: OffsetCommit and OffsetFetch rates, bytes on disk;
 - clean stop, clean start and start after kill -9 (with records just
   written to WRITTEN_BEFORE_KILL topics), each to the first answered
@@ -56,11 +59,12 @@ from kafkacompat.protocol.versions import is_flexible
 from ..admin.client import AdminClient as PrivateAdmin
 from ..frames import read_frame
 from ..kafka_port.file_limit import FILES_BESIDE_CONNECTIONS, allow_open_files
+from ..testing.ports import free_port_run
 from ..testing.reference_kafka import ReferenceKafka, unavailable
 from ..testing.services import Postgres, S3Server
 from .brokers import KafkacompatBroker
 from .idle_clients import IdleConnections
-from .procstats import rss_mb
+from .procstats import process_tree, rss_mb, tree_rss_mb
 from .workloads import percentile
 
 METADATA, API_VERSIONS, DESCRIBE_TOPIC_PARTITIONS = 3, 18, 75
@@ -118,15 +122,48 @@ class _ScaleBroker(KafkacompatBroker):
 
     ready_timeout_s = RESTART_TIMEOUT_S
     partitions_needed = 0  # past the default max_broker_partitions (100,000), the limit is raised to it
-    connections_needed = 0  # past the default max_connections (10,000), likewise
+    connections_needed = 0  # per process: past the default max_connections (10,000), likewise
     store_args: list[str] = []
+    workers = 1  # `serve --workers N`: worker i listens on port + i
     database_bytes: Callable[[], int] | None = None  # the cloud engine's database size
 
     def _command(self) -> list[str]:
         raised = ["--max-broker-partitions", str(self.partitions_needed)] if self.partitions_needed > 100_000 else []
         if self.connections_needed > 10_000:
             raised += ["--max-connections", str(self.connections_needed)]
-        return super()._command() + raised + self.store_args
+        workers = ["--workers", str(self.workers)] if self.workers > 1 else []
+        return super()._command() + raised + workers + self.store_args
+
+    def _pick_port(self) -> int:
+        return free_port_run(self.workers) if self.workers > 1 else super()._pick_port()
+
+    def _wait_ready(self) -> None:
+        """With --workers, until every worker answers on its port (the supervisor listens for them all
+        from its start)."""
+        super()._wait_ready()
+        if self.workers == 1:
+            return
+        for address in self.bootstraps.split(","):
+            wire = _Wire(address, self.ready_timeout_s)
+            try:
+                wire.request(API_VERSIONS, 0, make(request_schema(API_VERSIONS, 0)))
+            finally:
+                wire.close()
+
+    def settle(self) -> None:
+        """Until the command's RSS has settled: with --workers, the spare worker starts after the others."""
+        if self.workers > 1:
+            _settled(self.rss_mb)
+
+    @property
+    def bootstraps(self) -> str:
+        """Every worker's address, comma-separated (the one address of a single process)."""
+        return ",".join(f"127.0.0.1:{self.port + i}" for i in range(self.workers))
+
+    def rss_mb(self) -> float:
+        """RSS of the command: its process, with `--workers` its supervisor, workers and spare too."""
+        assert self.pid is not None
+        return tree_rss_mb(self.pid)
 
     def stored_bytes(self) -> int:
         """Bytes the store holds: its data dir on the disk engine, its PostgreSQL database on the cloud engine."""
@@ -142,12 +179,18 @@ class _ScaleBroker(KafkacompatBroker):
         return self._run_dir
 
     def end(self, sig: int) -> float:
-        """Send `sig` (SIGTERM: a clean stop; SIGKILL) and the seconds until the process has exited."""
+        """Send `sig` (SIGTERM: a clean stop; SIGKILL) and the seconds until the process has exited. With
+        --workers, SIGTERM goes to the supervisor, which stops its workers, and SIGKILL to every process
+        at once, as a crash of the machine would."""
         proc, self._proc = self._proc, None
         assert proc is not None
+        others = process_tree(proc.pid)[1:] if sig == signal.SIGKILL else []
         started = time.monotonic()
         proc.send_signal(sig)
+        for pid in others:
+            _kill(pid)
         proc.wait(RESTART_TIMEOUT_S)
+        _wait_gone(others)
         return time.monotonic() - started
 
     def start_to_metadata(self, topic: str) -> tuple[float, float]:
@@ -196,6 +239,17 @@ class _KafkaScaleBroker:
     def pid(self) -> int | None:
         return self._kafka.pid
 
+    @property
+    def bootstraps(self) -> str:
+        return self.bootstrap
+
+    def rss_mb(self) -> float:
+        assert self.pid is not None
+        return rss_mb(self.pid)
+
+    def settle(self) -> None:
+        """Nothing to wait for: one process."""
+
     def stored_bytes(self) -> int:
         assert self._kafka.workdir is not None
         return _disk_bytes(str(self._kafka.workdir / "logs"))
@@ -215,6 +269,41 @@ class _KafkaScaleBroker:
     @staticmethod
     def names(topics: int, streams: int) -> list[str]:
         return [f"scale-s{i % streams}-t{i:07d}" for i in range(topics)]
+
+
+def _settled(rss: Callable[[], float], timeout_s: float = 30.0) -> None:
+    """Until `rss` stops growing (two samples 0.5 s apart within 1 MiB), or `timeout_s`."""
+    deadline, last = time.monotonic() + timeout_s, rss()
+    while time.monotonic() < deadline:
+        time.sleep(0.5)
+        now = rss()
+        if abs(now - last) < 1.0:
+            return
+        last = now
+
+
+def _kill(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def _wait_gone(pids: list[int]) -> None:
+    """Until each of `pids` has exited (a killed worker is reaped by init, not by this process)."""
+    deadline = time.monotonic() + RESTART_TIMEOUT_S
+    for pid in pids:
+        while _running(pid) and time.monotonic() < deadline:
+            time.sleep(0.01)
+
+
+def _running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            stat = fh.read()
+    except OSError:
+        return False
+    return stat[stat.rindex(")") + 2] != "Z"  # a zombie holds nothing: its parent has yet to reap it
 
 
 def _start_to_metadata(start: Callable[[], object], bootstrap: Callable[[], str], topic: str) -> tuple[float, float]:
@@ -375,20 +464,20 @@ def _describe_all(wire: _Wire) -> tuple[int, float]:
                       partition_index=answer.next_cursor.partition_index)
 
 
-def _idle_connections(bootstrap: str, pid: int, count: int, out: dict[str, Any]) -> None:
-    """`count` idle connections (idle_clients.py): their RSS, and a steady producer's p99 before they
-    open, while they open and while they are held, in windows of equal length."""
+def _idle_connections(broker: _ScaleBroker | _KafkaScaleBroker, count: int, out: dict[str, Any]) -> None:
+    """`count` idle connections (idle_clients.py), round every worker's port: their RSS, and a steady
+    producer's p99 before they open, while they open and while they are held, in windows of equal length."""
     window = min(10.0, 1.0 + count / 2_000)
-    steady = _Steady(bootstrap)
+    steady = _Steady(broker.bootstrap)
     steady.start()
     try:
         time.sleep(window)  # the steady clients' figures without the idle connections
-        before, opening = rss_mb(pid), time.monotonic()
-        with IdleConnections(bootstrap, count):
+        before, opening = broker.rss_mb(), time.monotonic()
+        with IdleConnections(broker.bootstraps, count):
             held = time.monotonic()
             time.sleep(window)  # at least a second: receive buffers are handed back after one (kafka_port/receive.py)
-            grown = rss_mb(pid) - before
-            out["rss_with_idle_connections_mb"] = round(rss_mb(pid), 1)
+            grown = broker.rss_mb() - before
+            out["rss_with_idle_connections_mb"] = round(broker.rss_mb(), 1)
             released = time.monotonic()
         out["idle_connections_close_s"] = round(time.monotonic() - released, 1)
     finally:
@@ -425,8 +514,7 @@ def _cursors(broker: _ScaleBroker | _KafkaScaleBroker, names: list[str], count: 
     groups: dict[str, list[TopicPartition]] = {}
     for group, name in wanted:
         groups.setdefault(group, []).append(TopicPartition(name, 0, 1))
-    assert broker.pid is not None
-    rss0, disk0, started = rss_mb(broker.pid), broker.stored_bytes(), time.monotonic()
+    rss0, disk0, started = broker.rss_mb(), broker.stored_bytes(), time.monotonic()
     for group, offsets in groups.items():
         consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group, "enable.auto.commit": False})
         for chunk in _chunks(offsets, 1000):
@@ -446,16 +534,17 @@ def _cursors(broker: _ScaleBroker | _KafkaScaleBroker, names: list[str], count: 
     out["offset_fetch_per_s"] = round(count / (time.monotonic() - started)) if count else None
     time.sleep(1.5)  # the disk engine writes cursors behind (fsync interval)
     out["cursor_bytes_on_disk"] = broker.stored_bytes() - disk0
-    out["rss_per_cursor_bytes"] = round((rss_mb(broker.pid) - rss0) * 1024 * 1024 / count) if count else None
+    out["rss_per_cursor_bytes"] = round((broker.rss_mb() - rss0) * 1024 * 1024 / count) if count else None
 
 
 def _restarts(broker: _ScaleBroker | _KafkaScaleBroker, names: list[str], out: dict[str, Any]) -> None:
     probe = names[0]
-    out["rss_before_stop_mb"] = round(rss_mb(broker.pid), 1) if broker.pid else None
+    out["rss_before_stop_mb"] = round(broker.rss_mb(), 1) if broker.pid else None
     out["clean_stop_s"] = round(broker.end(signal.SIGTERM), 2)
     listening, answered = broker.start_to_metadata(probe)
     out["clean_start_s"] = {"listening": round(listening, 2), "first_metadata": round(answered, 2)}
-    out["rss_after_start_mb"] = round(rss_mb(broker.pid), 1) if broker.pid else None
+    broker.settle()
+    out["rss_after_start_mb"] = round(broker.rss_mb(), 1) if broker.pid else None
     written = names[:WRITTEN_BEFORE_KILL]
     _produce_one_each(broker.bootstrap, written)  # tails the next start has to recover
     broker.end(signal.SIGKILL)
@@ -522,6 +611,7 @@ def measure(args: argparse.Namespace, out: dict[str, Any]) -> None:
         _measure(args, _KafkaScaleBroker(), out)
         return
     broker = _ScaleBroker(args.data_dir, args.fsync)
+    broker.workers = args.workers
     if args.engine != "cloud":
         _measure(args, broker, out)
         return
@@ -539,14 +629,13 @@ def _measure(args: argparse.Namespace, broker: _ScaleBroker | _KafkaScaleBroker,
     """Fill `out` figure by figure: a broker that fails part-way leaves what was measured before."""
     streams = max(1, min(args.streams, args.topics))
     names = broker.names(args.topics, streams)
-    out.update({"engine": args.engine, "topics": args.topics, "streams": streams,
+    out.update({"engine": args.engine, "workers": args.workers, "topics": args.topics, "streams": streams,
                 "load_average_start": os.getloadavg()})
     broker.partitions_needed = args.topics + 1000  # the steady topic and the internal ones too
-    broker.connections_needed = args.connections + 100  # the bench's other clients too
+    broker.connections_needed = _per_process(args) + 100  # the bench's other clients too
     with broker:
-        pid = broker.pid
-        assert pid is not None
-        out["rss_empty_mb"] = round(rss_mb(pid), 1)
+        broker.settle()
+        out["rss_empty_mb"] = round(broker.rss_mb(), 1)
         broker.make_streams(streams)
         stored_empty = broker.stored_bytes()
         steady = _Steady(broker.bootstrap)
@@ -556,35 +645,46 @@ def _measure(args: argparse.Namespace, broker: _ScaleBroker | _KafkaScaleBroker,
             _create(broker.bootstrap, names, out)
             out["steady_during_create_p99_ms"] = {"produce": steady.p99(steady.produce_ms, create_from),
                                                   "produce_to_fetch": steady.p99(steady.fetch_ms, create_from)}
-            out["rss_with_topics_mb"] = round(rss_mb(pid), 1)
+            out["rss_with_topics_mb"] = round(broker.rss_mb(), 1)
             out["rss_per_topic_kb"] = round((out["rss_with_topics_mb"] - out["rss_empty_mb"]) * 1024 / args.topics, 2)
             out["store_bytes_per_topic"] = round((broker.stored_bytes() - stored_empty) / args.topics)
             _metadata_figures(broker.bootstrap, names, steady, out)
         finally:
             steady.stop()
-        out["rss_partitions_opened_mb"] = round(rss_mb(pid), 1)  # Metadata for all opened every partition
+        out["rss_partitions_opened_mb"] = round(broker.rss_mb(), 1)  # Metadata for all opened every partition
         out["rss_per_opened_topic_kb"] = round(
             (out["rss_partitions_opened_mb"] - out["rss_empty_mb"]) * 1024 / args.topics, 2)
         out["steady_overall_p99_ms"] = {"produce": steady.p99(steady.produce_ms),
                                         "produce_to_fetch": steady.p99(steady.fetch_ms)}
-        _idle_connections(broker.bootstrap, pid, args.connections, out)
+        _idle_connections(broker, args.connections, out)
         _cursors(broker, names, args.cursors, out)
         _restarts(broker, names, out)
     out["load_average_end"] = os.getloadavg()
+
+
+def _per_process(args: argparse.Namespace) -> int:
+    """The idle connections one broker process holds: each worker takes its share."""
+    return -(-args.connections // args.workers)
 
 
 def run(args: argparse.Namespace) -> int:
     if args.engine == "kafka" and unavailable():
         print(f"kafkacompat bench scale: {unavailable()}", file=sys.stderr)
         return 2
-    allowed = allow_open_files(args.connections + FILES_BESIDE_CONNECTIONS)  # the broker, started from here, inherits it
-    if allowed < args.connections + FILES_BESIDE_CONNECTIONS:
-        print(f"kafkacompat bench scale: {args.connections:,} idle connections need an open-file limit of "
-              f"{args.connections + FILES_BESIDE_CONNECTIONS:,} for the broker; this machine allows {allowed:,} "
-              f"(ulimit -Hn; raising it needs CAP_SYS_RESOURCE): ask for at most "
-              f"{max(allowed - FILES_BESIDE_CONNECTIONS, 0):,}", flush=True)
+    if args.workers > 1 and args.engine != "disk":
+        print(f"kafkacompat bench scale: --workers runs the disk engine's `serve --workers N`, not --engine "
+              f"{args.engine}", file=sys.stderr)
         return 2
-    print(f"kafkacompat bench scale: {args.topics:,} topics, {args.connections:,} idle connections, "
+    need = _per_process(args) + FILES_BESIDE_CONNECTIONS
+    allowed = allow_open_files(need)  # the broker, started from here, inherits it
+    if allowed < need:
+        most = max(allowed - FILES_BESIDE_CONNECTIONS, 0) * args.workers
+        print(f"kafkacompat bench scale: {args.connections:,} idle connections need an open-file limit of "
+              f"{need:,} for each broker process; this machine allows {allowed:,} (ulimit -Hn; raising it needs "
+              f"CAP_SYS_RESOURCE): ask for at most {most:,}, or spread them over more --workers", flush=True)
+        return 2
+    workers = f" over {args.workers} workers" if args.workers > 1 else ""
+    print(f"kafkacompat bench scale: {args.topics:,} topics, {args.connections:,} idle connections{workers}, "
           f"{args.cursors:,} cursors; load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
     out: dict[str, Any] = {}
     try:

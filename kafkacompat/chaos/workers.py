@@ -37,7 +37,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..testing.ports import below_ephemeral, is_free
+from ..testing.ports import free_port_run
 from .disk import DiskEngine
 from .engine import StorageFault
 from .history import History
@@ -50,23 +50,12 @@ SERVING = f"{WORKERS} workers serving on ports"
 ORPHANS_STOP_S = 30.0  # the workers of a supervisor killed with -9 stop by themselves within this
 
 
-def free_port_run(count: int, rng: random.Random) -> int:
-    """A port P such that P .. P+count-1 are free now (`--port P` gives worker i port P+i), below the
-    kernel's ephemeral range: a port the kernel hands out for outgoing connections (every client's
-    here) was taken between the pick and worker 1's start, and the command failed to start."""
-    low, high = below_ephemeral()
-    while True:
-        port = rng.randrange(low, high - count)
-        if all(is_free(port + i) for i in range(count)):
-            return port
-
-
 class WorkersEngine(DiskEngine):
     name = "workers"
 
     def __init__(self, workdir: Path, history: History, skip_damaged: bool = True) -> None:
         super().__init__(workdir, history, skip_damaged=skip_damaged)
-        self.port = free_port_run(WORKERS, random.Random())
+        self.port = free_port_run(WORKERS)
         self.bootstrap = ",".join(f"127.0.0.1:{self.port + i}" for i in range(WORKERS))
         args = self.broker.serve_args
         args[args.index("--port") + 1] = str(self.port)

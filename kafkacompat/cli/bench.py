@@ -104,6 +104,10 @@ def _add_scale_parser(sub: argparse._SubParsersAction) -> None:
                    help="idle connections to open (default 1000)")
     p.add_argument("--cursors", type=_count, default=10_000, metavar="K",
                    help="cursors to commit (default 10000)")
+    p.add_argument("--workers", type=_positive, default=1, metavar="N",
+                   help="run the disk engine as `serve --workers N`: the idle connections go round the workers' "
+                        "ports (each process holds at most its open-file limit) and RSS is summed over its "
+                        "processes (default 1)")
     p.add_argument("--engine", choices=("disk", "cloud", "kafka"), default="disk",
                    help="the store: disk (default), or cloud (PostgreSQL + S3, both started here: PostgreSQL from "
                         "Debian's packages, moto as the S3 endpoint); kafka measures Apache Kafka 4.1 instead, the "
