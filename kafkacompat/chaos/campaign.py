@@ -43,7 +43,8 @@ ENGINES: dict[str, Callable[["Plan", History], Engine]] = {
     "disk": lambda plan, history: DiskEngine(plan.workdir, history, skip_damaged=plan.skip_damaged),
     "cloud": lambda plan, history: CloudEngine(plan.workdir, history),
     "replication": lambda plan, history: ReplicationEngine(plan.workdir, history,
-                                                           topology_of(plan.seed, plan.topology)),
+                                                           topology_of(plan.seed, plan.topology),
+                                                           plan.workers_clusters),
     "workers": lambda plan, history: WorkersEngine(plan.workdir, history, skip_damaged=plan.skip_damaged),
 }
 SKIP_DAMAGED_FIXED = ("cloud", "replication")  # engines without the --no-skip-damaged mode (no damage on disk)
@@ -64,6 +65,7 @@ class Plan:
     rate: float = 30.0  # records a second per producer
     skip_damaged: bool = True  # False: consumers must be told at a quarantined range (CORRUPT_MESSAGE)
     topology: str | None = None  # replication: pair, chain or ring (None: the seed picks chain or ring)
+    workers_clusters: tuple[str, ...] = ()  # replication: the clusters run as `serve --workers 2`
 
 
 def run(plan: Plan, out: TextIO) -> Verdict:
@@ -96,7 +98,9 @@ def run(plan: Plan, out: TextIO) -> Verdict:
           f"{time.monotonic() - started:.0f} s; replay: python -m kafkacompat.chaos --engine {plan.engine} "
           f"--minutes {plan.minutes:g} --seed {plan.seed} --faults {','.join(plan.faults)}"
           + ("" if plan.skip_damaged else " --no-skip-damaged")
-          + (f" --topology {plan.topology}" if plan.topology else ""), file=out, flush=True)
+          + (f" --topology {plan.topology}" if plan.topology else "")
+          + (f" --workers-clusters {','.join(plan.workers_clusters)}" if plan.workers_clusters else ""),
+          file=out, flush=True)
     return verdict
 
 

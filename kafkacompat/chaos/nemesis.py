@@ -38,8 +38,9 @@ HELD_BACK: dict[str, str] = {}  # every disk fault's promise holds (see docs/ope
 CLOUD_SAFE = ("database-outage", "object-store-outage")  # the cloud engine's own faults whose promises hold
 # (the object store outage since a 60-min run with every fault, seed 2002, passed)
 CLOUD_HELD_BACK: dict[str, str] = {}  # and those held back; both apart from the disk lists above
-REPLICATION_SAFE = ("link-pause", "link-cut")  # the replication engine's own: `stream replica pause`, held, then
-# `resume`; one link's connections reset and refused, then let through again
+REPLICATION_SAFE = ("link-pause", "link-cut", "kill-worker")  # the replication engine's own: `stream replica
+# pause`, held, then `resume`; one link's connections reset and refused, then let through again; and with
+# --workers-clusters, kill -9 of one worker of such a cluster (its supervisor starts it again)
 WORKERS_SAFE = ("kill-broker", "kill-supervisor")  # the workers engine's own: kill -9 of the supervisor and every
 # worker, or of the supervisor alone (its workers must stop by themselves), then a start
 WORKERS_HELD_BACK: dict[str, str] = {}

@@ -5,10 +5,17 @@ user's, the log is followed line by line into the campaign's broker log
 (and handed to the engine, which may turn lines into history events), and
 every start, kill and stop is a `broker` event in the history, with the
 exit status and the clean-shutdown marker of a SIGTERM.
+
+`SupervisedProcess` is the same command run as `serve --workers N`: its
+signals reach the supervisor and every worker, as a crash, a freeze or a
+stop of the machine would (the workers engine, workers.py, acts on one
+worker at a time instead).
 """
 
 from __future__ import annotations
 
+import os
+import re
 import signal
 import subprocess
 import sys
@@ -23,9 +30,13 @@ from .history import History
 START_TIMEOUT = 90.0
 STOP_TIMEOUT = 60.0
 RUNNING: set[subprocess.Popen[str]] = set()  # every broker process started and not yet reaped (kill_all)
+WORKER_STARTED = re.compile(r"worker (?P<index>\d+) started \(pid (?P<pid>\d+)")  # the supervisor's log lines
+WORKER_AGAIN = re.compile(r"worker (?P<index>\d+) serves again")
 
 
 class BrokerProcess:
+    ready_line = "listening on"  # the log line that says clients may connect
+
     def __init__(self, node: int, serve_args: list[str], history: History, log: TextIO, log_lock: threading.Lock,
                  on_line: Callable[[str], None] | None = None, clean_marker: Path | None = None,
                  env: dict[str, str] | None = None) -> None:
@@ -38,7 +49,7 @@ class BrokerProcess:
         return self.proc is not None and self.proc.poll() is None
 
     def start(self) -> bool:
-        """Start it unless it runs; wait for its "listening on" line. False (and a history line) if it never comes."""
+        """Start it unless it runs; wait for its `ready_line`. False (and a history line) if it never comes."""
         if self.running():
             return True
         self.proc = subprocess.Popen([sys.executable, "-m", "kafkacompat", "serve", *self.serve_args],
@@ -64,12 +75,16 @@ class BrokerProcess:
                 self.log.flush()
             tail.append(line.strip())
             del tail[:-5]
-            if "listening on" in line:
+            self._saw(line)
+            if self.ready_line in line:
                 listening.set()
             if "after an internal error" in line or "the broker failed" in line:
                 self.history.record("broker", node=self.node, action="internal-error", line=line.strip())
             if self.on_line is not None:
                 self.on_line(line.strip())
+
+    def _saw(self, line: str) -> None:
+        """Each line the process logs, as it comes."""
 
     def kill(self) -> None:
         if self.running():
@@ -99,6 +114,77 @@ class BrokerProcess:
         if self.running():
             assert self.proc is not None
             self.proc.send_signal(sig)
+
+
+class SupervisedProcess(BrokerProcess):
+    """`kafkacompat serve --workers N`: ready once the supervisor says every worker serves; the workers'
+    pids read from its log lines ("worker 1 started (pid ...)"), as an operator reads them."""
+
+    ready_line = "workers serving on ports"
+    workers: dict[int, int] = {}  # worker index -> its pid now; each start() gives the instance its own
+    again: dict[int, threading.Event] = {}  # worker index -> set once it serves after the supervisor restarted it
+
+    def start(self) -> bool:
+        if not self.running():
+            self.workers, self.again = {}, {}
+        return super().start()
+
+    def _saw(self, line: str) -> None:
+        if (started := WORKER_STARTED.search(line)) is not None:
+            self.workers[int(started["index"])] = int(started["pid"])
+        elif (again := WORKER_AGAIN.search(line)) is not None:
+            self.again.setdefault(int(again["index"]), threading.Event()).set()
+
+    def kill_worker(self, index: int) -> int | None:
+        """kill -9 of worker `index` alone (the supervisor starts it again); its pid, None if it had none."""
+        pid = self.workers.get(index)
+        if pid is None or not self.running():
+            return None
+        self.again[index] = threading.Event()
+        _send(pid, signal.SIGKILL)
+        return pid
+
+    def served_again(self, index: int, timeout: float = START_TIMEOUT) -> bool:
+        """Whether worker `index`, killed alone, serves again within `timeout` seconds."""
+        event = self.again.get(index)
+        return event is None or event.wait(timeout)
+
+    def kill(self) -> None:
+        """kill -9 of the supervisor (first, so it restarts nobody) and of every worker at once."""
+        super().kill()
+        pids, self.workers = list(self.workers.values()), {}
+        for pid in pids:
+            _send(pid, signal.SIGKILL)
+        deadline = time.monotonic() + STOP_TIMEOUT
+        while any(map(_running, pids)) and time.monotonic() < deadline:  # their files and ports let go
+            time.sleep(0.02)
+
+    def signal(self, sig: signal.Signals) -> None:
+        """To the supervisor and every worker: SIGSTOP freezes the whole command, SIGCONT thaws it."""
+        super().signal(sig)
+        for pid in self.workers.values():
+            _send(pid, sig)
+
+    def stop(self) -> None:
+        self.signal(signal.SIGCONT)  # a paused worker cannot stop; the supervisor's SIGTERM stops them all
+        super().stop()
+
+
+def _send(pid: int, sig: signal.Signals) -> None:
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:
+        pass
+
+
+def _running(pid: int) -> bool:
+    """Whether `pid` still runs (a zombie, exited and not yet reaped by init, does not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            stat = fh.read()
+    except OSError:
+        return False
+    return stat[stat.rindex(")") + 2] != "Z"
 
 
 def kill_all() -> None:

@@ -22,6 +22,12 @@ runs through a relay, link_proxy.py, that resets its connections). After the sou
 condition with a timeout), reads each whole, asks every link's state, waits
 for the group's cursors on each, and fails the group over to the last
 cluster of the chain; replica_checker.py judges those events.
+
+`--workers-clusters` runs the named clusters as `serve --workers 2`
+(docs/workers.md): a link into one reaches worker 1's partitions through
+the worker it names, a link from one runs in worker 0 and reads worker 1's
+partitions through it, and a kill, pause or restart of the cluster acts on
+its supervisor and both workers at once (process.SupervisedProcess).
 """
 
 from __future__ import annotations
@@ -35,11 +41,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..testing.ports import free_port
+from ..testing.ports import free_port, free_port_run
 from .engine import Engine, StorageFault
 from .history import History
 from .link_proxy import LinkProxy
-from .process import BrokerProcess, BrokerProcesses
+from .process import BrokerProcess, BrokerProcesses, SupervisedProcess
 from .replica_clients import FAILOVER_TIMEOUT, Partitions, committed, end_offsets, every_partition, fail_over
 from .workload import GROUP, PARTITIONS, final_read
 
@@ -51,6 +57,7 @@ TOPOLOGIES = {"pair": [(1, 2)], "chain": [(1, 2), (2, 3)], "ring": [(1, 2), (2, 
 SEEDED = ("chain", "ring")  # what the seed picks from when --topology is not given
 CATCH_UP_TIMEOUT = 120.0  # seconds the links get to bring a replica to the source's end offsets
 CURSOR_TIMEOUT = 30.0  # and then to carry the group's cursors
+CLUSTER_WORKERS = 2  # worker processes of a cluster named in --workers-clusters
 
 
 def topology_of(seed: int, asked: str | None) -> str:
@@ -60,7 +67,8 @@ def topology_of(seed: int, asked: str | None) -> str:
 class ReplicationEngine(BrokerProcesses, Engine):
     name = "replication"
 
-    def __init__(self, workdir: Path, history: History, topology: str) -> None:
+    def __init__(self, workdir: Path, history: History, topology: str,
+                 workers_clusters: tuple[str, ...] = ()) -> None:
         self.history, self.topology = history, topology
         self.links = TOPOLOGIES[topology]
         self.nodes = sorted({n for link in self.links for n in link})
@@ -68,7 +76,8 @@ class ReplicationEngine(BrokerProcesses, Engine):
         # the longest final_checks may legitimately wait (campaign.watch): each replica's catch-up, read and
         # cursors, then the failover
         self.final_checks_s = len(self.replicas) * (CATCH_UP_TIMEOUT + CURSOR_TIMEOUT + 60) + FAILOVER_TIMEOUT
-        self.ports = {n: free_port() for n in self.nodes}
+        self.supervised = [n for n in self.nodes if NAMES[n] in workers_clusters]  # run as `serve --workers 2`
+        self.ports = {n: free_port_run(CLUSTER_WORKERS) if n in self.supervised else free_port() for n in self.nodes}
         self.addresses = {n: f"127.0.0.1:{p}" for n, p in self.ports.items()}
         self.bootstrap = self.addresses[SOURCE]
         self.log = open(workdir / "broker.log", "a", encoding="utf-8")
@@ -76,11 +85,13 @@ class ReplicationEngine(BrokerProcesses, Engine):
         self.brokers = {}
         for node in self.nodes:
             data = workdir / NAMES[node]
-            self.brokers[node] = BrokerProcess(
+            workers = ["--workers", str(CLUSTER_WORKERS)] if node in self.supervised else []
+            self.brokers[node] = (SupervisedProcess if node in self.supervised else BrokerProcess)(
                 node, ["--data-dir", str(data), "--host", "127.0.0.1", "--port", str(self.ports[node]),
-                       "--cluster-name", NAMES[node], "--group-initial-rebalance-delay-ms", "500"],
+                       "--cluster-name", NAMES[node], "--group-initial-rebalance-delay-ms", "500", *workers],
                 history, self.log, lock, clean_marker=data / ".clean")
         self.proxies = {link: LinkProxy(self.ports[link[1]]) for link in self.links}  # each link's network
+        self.killed_worker: tuple[int, int] | None = None  # (cluster, worker index) killed alone, until back
         self.paused: tuple[int, int] | None = None  # the link the nemesis holds paused
         self.severed: tuple[int, int] | None = None  # and the one whose network it holds cut
         self.watching = threading.Event()
@@ -129,13 +140,39 @@ class ReplicationEngine(BrokerProcesses, Engine):
                 raise subprocess.SubprocessError(f"{' '.join(command)}: {done.stderr.strip() or done.stdout}")
         self.watcher.start()
         return {"topology": self.topology, "fsync": fsync, "partitionlet_size": PARTITIONLET_SIZE,
-                "clusters": len(self.nodes), "links": " ".join(self._link_name(link) for link in self.links)}
+                "clusters": len(self.nodes), "links": " ".join(self._link_name(link) for link in self.links),
+                "workers_clusters": " ".join(NAMES[n] for n in self.supervised) or "none"}
 
     # the links' own faults: one link paused by the operator's command, or its network cut, until healed
 
     def storage_faults(self) -> list[StorageFault]:
+        workers = [StorageFault("kill-worker", self._kill_worker, live=True, heal=self._worker_back)]
         return [StorageFault("link-pause", self._pause_one, live=True, heal=self._resume_paused),
-                StorageFault("link-cut", self._cut_one, live=True, heal=self._mend_cut)]
+                StorageFault("link-cut", self._cut_one, live=True, heal=self._mend_cut),
+                *(workers if self.supervised else [])]
+
+    # a worker of a `serve --workers 2` cluster killed alone: its supervisor starts it again
+
+    def _kill_worker(self, rng: random.Random) -> dict[str, Any]:
+        node = rng.choice(self.supervised)
+        broker = self.brokers[node]
+        assert isinstance(broker, SupervisedProcess)
+        index = rng.randrange(CLUSTER_WORKERS)
+        pid = broker.kill_worker(index)
+        self.killed_worker = (node, index) if pid is not None else None
+        return {"cluster": NAMES[node], "worker": index, "pid": pid, "skipped": pid is None}
+
+    def _worker_back(self) -> None:
+        """Until the supervisor says the killed worker serves again; a start-failed event if it never does."""
+        if self.killed_worker is None:
+            return
+        node, index = self.killed_worker
+        self.killed_worker = None
+        broker = self.brokers[node]
+        assert isinstance(broker, SupervisedProcess)
+        if not broker.served_again(index):
+            self.history.record("broker", node=node, action="start-failed",
+                                reason=f"worker {index} did not serve again after its kill")
 
     def _cut_one(self, rng: random.Random) -> dict[str, Any]:
         self.severed = rng.choice(self.links)

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import os
 import random
-import re
 import signal
 import threading
 import time
@@ -41,11 +40,9 @@ from ..testing.ports import free_port_run
 from .disk import DiskEngine
 from .engine import StorageFault
 from .history import History
-from .process import START_TIMEOUT
+from .process import START_TIMEOUT, WORKER_AGAIN, WORKER_STARTED
 
 WORKERS = 2
-STARTED_RE = re.compile(r"worker (?P<index>\d+) started \(pid (?P<pid>\d+)")
-AGAIN_RE = re.compile(r"worker (?P<index>\d+) serves again")
 SERVING = f"{WORKERS} workers serving on ports"
 ORPHANS_STOP_S = 30.0  # the workers of a supervisor killed with -9 stop by themselves within this
 
@@ -70,9 +67,9 @@ class WorkersEngine(DiskEngine):
 
     def _line(self, line: str) -> None:
         self._quarantine(line)
-        if (started := STARTED_RE.search(line)) is not None:
+        if (started := WORKER_STARTED.search(line)) is not None:
             self.pids[int(started["index"])] = int(started["pid"])
-        elif (again := AGAIN_RE.search(line)) is not None:
+        elif (again := WORKER_AGAIN.search(line)) is not None:
             self.again[int(again["index"])].set()
         elif SERVING in line:
             self.serving.set()

@@ -29,7 +29,7 @@ from ..chaos.nemesis import (
     WORKERS_HELD_BACK,
     WORKERS_SAFE,
 )
-from ..chaos.replication import TOPOLOGIES
+from ..chaos.replication import NAMES, TOPOLOGIES
 
 
 def parse(argv: Sequence[str] | None) -> argparse.ArgumentParser:
@@ -51,6 +51,9 @@ def parse(argv: Sequence[str] | None) -> argparse.ArgumentParser:
     p.add_argument("--topology", choices=list(TOPOLOGIES),
                    help="replication: how the three clusters are linked, chain (a->b->c) or ring (a->b->c->a); "
                         "pair (a->b) is two clusters (default: the seed picks chain or ring)")
+    p.add_argument("--workers-clusters", default="", metavar="NAMES",
+                   help="replication: the clusters (a, b, c, comma-separated) run as `serve --workers 2`; a kill, "
+                        "pause or restart of one acts on its supervisor and both workers (default: none)")
     p.add_argument("--rate", type=float, default=30.0, help="records a second per producer (default 30)")
     return p
 
@@ -77,6 +80,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.topology is not None and args.engine != "replication":
         print("chaos: --topology is for the replication engine only", file=sys.stderr)
         return 2
+    workers_clusters = tuple(n.strip() for n in args.workers_clusters.split(",") if n.strip())
+    if workers_clusters and args.engine != "replication":
+        print("chaos: --workers-clusters is for the replication engine only", file=sys.stderr)
+        return 2
+    if unknown := [n for n in workers_clusters if n not in NAMES.values()]:
+        print(f"chaos: --workers-clusters names clusters {', '.join(NAMES.values())}, not {', '.join(unknown)}",
+              file=sys.stderr)
+        return 2
     try:
         faults = faults_of(args.faults)
     except ValueError as exc:
@@ -87,7 +98,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _interrupt)
     try:
         verdict = run(Plan(args.engine, args.minutes, seed, faults, workdir, args.rate, args.skip_damaged,
-                           args.topology), sys.stdout)
+                           args.topology, workers_clusters), sys.stdout)
     except (OSError, subprocess.SubprocessError, ServiceUnavailable) as exc:
         print(f"chaos: the campaign could not run: {exc} (see {workdir})", file=sys.stderr)
         return 3

@@ -5,8 +5,8 @@ with `--seed`), each half a minute of faults from the `safe` mix: the faults
 whose promises (docs/operations.md) hold today, every disk fault among them. Seed 23 runs
 the broker without --skip-damaged, so consumers reaching a quarantined range
 must be told (an error event). The cloud engine (three brokers) runs one fixed seed,
-the replication engine (three clusters) one for a chain and one for a ring, and the
-workers engine (`serve --workers 2`) one.
+the replication engine (three clusters) one for a chain, one for a ring and one for a chain
+whose first two clusters run `serve --workers 2`, and the workers engine (`serve --workers 2`) one.
 The faults held back (nemesis.HELD_BACK, CLOUD_HELD_BACK) find known bugs;
 KAFKACOMPAT_CHAOS_FAULTS=all runs them too.
 """
@@ -81,12 +81,27 @@ def test_replication_campaign_keeps_every_acknowledged_record_on_every_replica(t
     assert replicated == verified, out
 
 
+@pytest.mark.slow
+def test_replication_campaign_over_clusters_of_two_workers(tmp_path: Path) -> None:
+    """The chain a -> b -> c with a and b run as `serve --workers 2`: the link from a runs in a's worker 0 and
+    reads worker 1's partitions through it, the link into b reaches b's worker 1 through the worker it names,
+    and either cluster is killed, paused or restarted whole, or one of its workers killed alone."""
+    out = campaign(tmp_path, "replication", 33, "kill,pause,restart,link-pause,link-cut,kill-worker",
+                   "--topology", "chain", "--workers-clusters", "a,b")
+    assert "workers_clusters a b" in out
+    replicated = int(re.search(r"^verified on every replica\s+(\d+)$", out, re.M)[1])
+    verified = int(re.search(r"^verified\s+(\d+)$", out, re.M)[1])
+    assert replicated == verified, out
+
+
 @pytest.mark.parametrize("args, says", [
     (["--faults", "kill,nope"], "unknown fault nope"),
     (["--minutes", "-1"], "--minutes must be in"),
     (["--engine", "replication", "--no-skip-damaged"], "--no-skip-damaged is for the disk engine only"),
     (["--engine", "cloud", "--no-skip-damaged"], "--no-skip-damaged is for the disk engine only"),
     (["--topology", "ring"], "--topology is for the replication engine only"),
+    (["--workers-clusters", "b"], "--workers-clusters is for the replication engine only"),
+    (["--engine", "replication", "--workers-clusters", "b,d"], "--workers-clusters names clusters a, b, c, not d"),
 ])
 def test_bad_arguments_get_one_line_and_status_2(args: list[str], says: str) -> None:
     run = subprocess.run([sys.executable, "-m", "kafkacompat.chaos", *args], capture_output=True, text=True,
