@@ -26,6 +26,7 @@ from ..config import BrokerConfig
 from ..groups import GroupCoordinator
 from ..shares.manager import ShareService
 from ..transactions import TransactionCoordinator
+from ..workers.channel import WorkerChannel
 from ..workers.forward import ForwardError
 from ..workers.role import WorkerRole
 from ..workers.share_state import WorkerShareState, forget_at_owners
@@ -151,7 +152,9 @@ class Cluster:
         view.shared_tables = (ACL_TABLE, CREDENTIALS_TABLE, TOKENS_TABLE)  # read by every worker, written by 0
         if config.host not in ("", "0.0.0.0", "::"):
             view.controller_host = config.host
-        if config.replication_client_config:
+        if role.channel_fd >= 0:  # as the broker itself, on the others' Unix sockets (workers/channel.py)
+            view.security = WorkerChannel(os.path.abspath(config.store_url), role.ports)
+        elif config.replication_client_config:
             view.security = load_command_config(config.replication_client_config, "replication_client_config")
         return view
 

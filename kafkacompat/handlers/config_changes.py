@@ -34,7 +34,7 @@ async def forwarded(ctx: Request[ConfigChanges], request: Any) -> Any | None:
     """Worker 0's answer to a change of topic configs sent to another worker of `serve --workers N`
     (worker 0 writes the catalog; Kafka's brokers forward config changes to their controller too);
     None where this broker makes the change. Not with an authorizer: worker 0 would judge the
-    worker's login, not the client's, so the change is refused here instead."""
+    worker (the broker itself, workers/channel.py), not the client, so the change is refused here instead."""
     if ctx.cluster.authorizer.enabled or any(r.resource_type != TOPIC for r in request.resources):
         return None
     return await ctx.cluster.view.forward_to_controller(ctx.header.api_key, ctx.version, request)

@@ -145,7 +145,7 @@ async def peer_call(cluster: Cluster, peer: Member, api_key: int, body: Any,
                     timeout_s: float = PEER_TIMEOUT_S) -> Any | None:
     """Broker `peer`'s answer to a kio request (at the proxy's version) over its Kafka port, as a client
     would ask it; None when it cannot be reached in `timeout_s`."""
-    security = getattr(cluster.view, "security", None) or ClientSecurity()  # a worker's --replication-client-config
+    security = getattr(cluster.view, "security", None) or ClientSecurity()  # a worker's channel to the others
     try:
         return await forward(peer.host, peer.port, api_key, version_of(api_key), body, security, timeout_s)
     except ForwardError:

@@ -24,7 +24,7 @@ from ..config import BrokerConfig
 from ..replication.engine import ReplicationService
 from ..security.authenticator import SaslAuthenticator, audit
 from ..security.listeners import Listener, parse_listeners
-from ..security.principal import ANONYMOUS
+from ..security.principal import ANONYMOUS, WORKER
 from ..security.tls import CertificatePrincipals, PrincipalMappingError, TlsServerProtocol, server_context
 from ..workers.role import WorkerRole
 from .connection import Connection, FaultHook, NoFaults
@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from ..http import HttpServer
 
 log = logging.getLogger(__name__)
+WORKERS = Listener("WORKERS", "PLAINTEXT", "", 0)  # the workers' own channel (workers/channel.py)
 
 STOP_GRACE = 5.0  # seconds a stopping broker waits for the answers it owes (a fetch long poll ends sooner)
 
@@ -58,10 +59,11 @@ class BrokerServer:
             cache_bytes=config.store_cache_bytes,
         )
         self._listen_fd = -1  # a worker's listening socket, bound by its supervisor
+        self._channel_fd = -1  # and its Unix socket, where the other workers ask it (workers/channel.py)
         if config.worker_of is not None:  # one of `serve --workers N`: it writes its share of the store only
             role = WorkerRole.parse(config.worker_of)
             self.store.share = role.share  # type: ignore[attr-defined]
-            self._listen_fd = role.listen_fd
+            self._listen_fd, self._channel_fd = role.listen_fd, role.channel_fd
         self.cluster: Cluster | None = None
         self.listeners = parse_listeners(config)
         self._servers: dict[str, asyncio.base_events.Server] = {}  # listener name -> its server
@@ -120,6 +122,10 @@ class BrokerServer:
         try:
             for listener in self.listeners:
                 self._servers[listener.name] = await self._bind(listener)
+            if self._channel_fd >= 0:
+                self._servers[WORKERS.name] = await serve_frames(
+                    self._accept_worker, "", 0, self._frame_budget, start_serving=False,
+                    sock=socket.socket(fileno=self._channel_fd))
             if self.config.http_port is not None:  # before the store opens: /health/ready says "not yet"
                 from ..http import HttpServer  # imported here: aiohttp is only loaded when HTTP is on
 
@@ -163,6 +169,8 @@ class BrokerServer:
         await self.cluster.replication.start()
         if before_serving is not None:
             before_serving()
+        if WORKERS.name in self._servers:
+            await self._servers[WORKERS.name].start_serving()
         for listener in self.listeners:
             await self._servers[listener.name].start_serving()
             host, port = self.cluster.address(listener.name)
@@ -260,6 +268,11 @@ class BrokerServer:
     async def __aexit__(self, *exc: object) -> None:
         await self.stop()
 
+    async def _accept_worker(self, reader: FrameStream, writer: asyncio.StreamWriter) -> None:
+        """Another worker of `serve --workers N`, on this worker's Unix socket: the broker itself (principal
+        WORKER, a super user), never refused for the client connection limits."""
+        await self._serve(WORKERS, WORKER, "worker", reader, writer)
+
     async def _accept(self, listener: Listener, reader: FrameStream, writer: asyncio.StreamWriter) -> None:
         peer = writer.get_extra_info("peername")
         ip = peer[0] if isinstance(peer, tuple) else str(peer)
@@ -286,6 +299,10 @@ class BrokerServer:
         sock = writer.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        await self._serve(listener, principal, client, reader, writer, ip)
+
+    async def _serve(self, listener: Listener, principal: str, client: str, reader: FrameStream,
+                     writer: asyncio.StreamWriter, ip: str = "") -> None:
         assert self.cluster is not None
         task = asyncio.current_task()
         assert task is not None

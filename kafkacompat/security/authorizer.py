@@ -31,7 +31,7 @@ from kafkacompat.storage import PermissionEntries, Store, TopicInfo
 from ..topic_names import TopicNameError, canonical_name, split_name
 from . import permissions
 from .acls import CLUSTER_NAME, IMPLIED_BY, WILDCARD_PRINCIPAL, AclTable, Operation, Permission, ResourceType
-from .principal import ANONYMOUS
+from .principal import ANONYMOUS, WORKER
 
 audit = logging.getLogger("kafkacompat.audit")
 
@@ -99,7 +99,7 @@ def client_host(peer: str) -> str:
 class Authorizer:
     def __init__(self, config: AuthorizerSettings, store: Store) -> None:
         self.enabled = config.authorizer or bool(config.super_users)
-        self.super_users = frozenset(config.super_users)
+        self.super_users = frozenset((*config.super_users, WORKER))  # a worker asking another: the broker itself
         self.allow_if_no_acl = config.allow_everyone_if_no_acl_found
         self.groups = permissions.UserGroups(config.user_groups_file)
         self.acls = AclTable(store)

@@ -2,9 +2,9 @@
 clients ask of it.
 
 Kafka's brokers forward auto-creation (as a CreateTopics request) and config
-changes to their controller; a worker does the same over worker 0's Kafka
-port (with TLS and a SASL login when --replication-client-config asks for
-them, as replica links connect), then takes in the catalog, so the request
+changes to their controller; a worker does the same on worker 0's Unix
+socket (channel.py: as the broker itself, once the client's rights were
+checked where it asked), then takes in the catalog, so the request
 is answered with the change in place. Without this, a client that reached
 only worker 1 waited for a topic nobody made, and a topic config change sent
 to worker 1 (Java's admin client sends it to any broker) was refused.
@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import struct
-from typing import Any
+from typing import Any, Protocol
 
 import kio.schema.create_topics.v4.request as create_v4
 from kio.schema.errors import ErrorCode
@@ -24,18 +24,24 @@ from kio.serial import entity_reader
 from kafkacompat.protocol.messages import encode_body, make, request_header, response_schema
 from kafkacompat.protocol.versions import is_flexible
 
-from ..security.client import ClientSecurity
-
 CREATE_TOPICS = 19
 CLIENT_ID = b"kafkacompat-worker"
 _SIZE = struct.Struct(">i")
+
+
+class Connects(Protocol):
+    """How a worker connects to another: ClientSecurity (TCP, with TLS and a login when configured) or the
+    workers' own channel (channel.WorkerChannel)."""
+
+    async def open_stream(self, host: str, port: int, timeout: float
+                          ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]: ...
 
 
 class ForwardError(Exception):
     """Worker 0 could not be asked or refused: the message says which."""
 
 
-async def create_at_controller(host: str, port: int, name: str, partitions: int, security: ClientSecurity,
+async def create_at_controller(host: str, port: int, name: str, partitions: int, security: Connects,
                                timeout: float = 10.0) -> None:
     """Ask the controller at host:port to create topic `name` (a Kafka name: plain, or /stream:topic)
     with `partitions` partitions; one that exists already is no error."""
@@ -49,7 +55,7 @@ async def create_at_controller(host: str, port: int, name: str, partitions: int,
         raise ForwardError(f"worker 0 did not create {name}: {result.error_code.name} {result.error_message or ''}")
 
 
-async def forward(host: str, port: int, api_key: int, version: int, request: Any, security: ClientSecurity,
+async def forward(host: str, port: int, api_key: int, version: int, request: Any, security: Connects,
                   timeout: float = 10.0) -> Any:
     """The answer of the worker at host:port (worker 0 mostly) to `request` (a kio request of `api_key` at
     `version`); ForwardError when it cannot be reached in `timeout` seconds."""
@@ -59,7 +65,7 @@ async def forward(host: str, port: int, api_key: int, version: int, request: Any
         raise ForwardError(f"cannot reach the worker at {host}:{port}: {exc or type(exc).__name__}") from None
 
 
-async def _ask(host: str, port: int, api_key: int, version: int, request: Any, security: ClientSecurity,
+async def _ask(host: str, port: int, api_key: int, version: int, request: Any, security: Connects,
                timeout: float) -> Any:
     head = request_header(api_key, version, 1, CLIENT_ID)
     body = encode_body(request)
@@ -68,7 +74,7 @@ async def _ask(host: str, port: int, api_key: int, version: int, request: Any, s
     return answer
 
 
-async def exchange(host: str, port: int, request: bytes, security: ClientSecurity, timeout: float) -> bytes:
+async def exchange(host: str, port: int, request: bytes, security: Connects, timeout: float) -> bytes:
     """Send one whole request frame (size prefix included) to the worker at host:port, on a connection
     of its own; its answer's frame, without the size prefix."""
     reader, writer = await security.open_stream(host, port, timeout)

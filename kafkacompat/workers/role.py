@@ -1,10 +1,12 @@
 """What a worker is told by its supervisor, and how many workers `--workers` asks for.
 
 The supervisor passes each worker one setting, `worker_of`
-(INDEX/COUNT/EPOCH/PORT,PORT,.../READY_FD/LISTEN_FD): its place, the leader epoch
-it starts under, every worker's Kafka port and the listening socket the
-supervisor holds for its port (so a client connecting while the worker
-restarts waits in the socket's queue instead of being refused). A spare (`worker_of` = spare) is started
+(INDEX/COUNT/EPOCH/PORT,PORT,.../READY_FD/LISTEN_FD/CHANNEL_FD): its place, the
+leader epoch it starts under, every worker's Kafka port, the listening
+socket the supervisor holds for its port (so a client connecting while the
+worker restarts waits in the socket's queue instead of being refused) and
+the one it holds for its Unix socket, where the other workers ask it
+(channel.py). A spare (`worker_of` = spare) is started
 ahead with everything loaded and reads that setting from its standard input
 when a worker dies, so the dead one's place is taken without the seconds a
 fresh interpreter spends importing. The rest of a worker's settings are
@@ -35,6 +37,7 @@ class WorkerRole:
     ports: tuple[int, ...]
     ready_fd: int = -1  # the supervisor's pipe: the worker writes one byte there once it serves
     listen_fd: int = -1  # the listening socket the supervisor bound for this worker's port; -1: bind it
+    channel_fd: int = -1  # the supervisor's Unix socket for this worker (channel.py); -1: workers ask over TCP
 
     @property
     def share(self) -> WorkerShare:
@@ -42,19 +45,20 @@ class WorkerRole:
 
     def spec(self) -> str:
         return (f"{self.index}/{self.count}/{self.epoch}/{','.join(map(str, self.ports))}/{self.ready_fd}"
-                f"/{self.listen_fd}")
+                f"/{self.listen_fd}/{self.channel_fd}")
 
     @classmethod
     def parse(cls, spec: str) -> "WorkerRole":
         try:
-            index, count, epoch, ports, ready, *listen = spec.split("/")
-            if len(listen) > 1:
+            index, count, epoch, ports, ready, *fds = spec.split("/")
+            if len(fds) > 2:
                 raise ValueError(spec)
+            listen, channel = (*map(int, fds), -1, -1)[:2]
             role = cls(int(index), int(count), int(epoch), tuple(int(p) for p in ports.split(",")), int(ready),
-                       int(listen[0]) if listen else -1)
+                       listen, channel)
         except ValueError:
-            raise WorkersError(f"worker_of {spec!r} is not INDEX/COUNT/EPOCH/PORT,PORT.../READY_FD[/LISTEN_FD]") \
-                from None
+            raise WorkersError(f"worker_of {spec!r} is not "
+                               "INDEX/COUNT/EPOCH/PORT,PORT.../READY_FD[/LISTEN_FD[/CHANNEL_FD]]") from None
         if not (0 <= role.index < role.count == len(role.ports)) or role.epoch < 1:
             raise WorkersError(f"worker_of {spec!r} names no worker of its count")
         return role

@@ -21,7 +21,9 @@ what must be decided once for all of them:
   connect wait in the socket's queue for it (they were refused, and
   librdkafka's reconnect back-off doubled each time, up to seconds after
   the worker was back); when --host names several addresses (localhost:
-  IPv4 and IPv6), each worker binds its own as before;
+  IPv4 and IPv6), each worker binds its own as before; and each worker's
+  Unix socket in the data dir, where the other workers ask it as the broker
+  itself rather than as an anonymous client (channel.py);
 * the spare (`--spare-worker`, on by default): one more process, started once
   the workers serve, that has loaded the broker and waits on its standard
   input. A worker that dies is restarted in it (its role written there), so
@@ -50,6 +52,7 @@ from ..storage.disk.chain import highest_recorded_epoch
 from ..storage.disk.files import fsync_dir, write_atomic
 from ..storage.disk.format import NewerFormatError, check_format, read_epoch, read_identity, store_state
 from ..storage.errors import StorageFullError
+from . import channel
 from .role import SPARE, WorkerRole
 from .view import EPOCHS_COPY, EPOCHS_FILE, epochs_record, read_record
 
@@ -92,6 +95,7 @@ class Supervisor:
         self.root = os.path.abspath(config.store_url)
         self.ports: list[int] = []
         self._listeners: list[socket.socket] = []  # one per worker when --host is one address
+        self._channels: list[socket.socket] = []  # each worker's Unix socket (channel.py)
         self.epochs: list[int] = []
         self._next_epoch = 0
         self._workers: list[_Worker | None] = [None] * count
@@ -121,6 +125,7 @@ class Supervisor:
             os.unlink(marker)
             fsync_dir(self.root)
         self.ports = self._listen() or self._pick_ports()
+        self._channels = channel.bind(self.root, self.count)
         for index in range(self.count):
             self._spawn(index)
             self._await_ready(index)
@@ -166,12 +171,16 @@ class Supervisor:
         return [sock.getsockname()[1] for sock in self._listeners]
 
     def _close_listeners(self) -> None:
-        for sock in self._listeners:
+        for sock in (*self._listeners, *self._channels):
             sock.close()
-        self._listeners = []
+        self._listeners, self._channels = [], []
+        channel.unlink(self.root, self.count)
 
     def _listen_fd(self, index: int) -> int:
         return self._listeners[index].fileno() if self._listeners else -1
+
+    def _channel_fd(self, index: int) -> int:
+        return self._channels[index].fileno() if self._channels else -1
 
     def _pick_ports(self) -> list[int]:
         if self.config.port != 0:
@@ -197,9 +206,10 @@ class Supervisor:
             how = "; the spare takes its place"
         else:
             read_end, write_end = os.pipe()
-            role = WorkerRole(index, self.count, epoch, tuple(self.ports), write_end, self._listen_fd(index))
+            role = WorkerRole(index, self.count, epoch, tuple(self.ports), write_end, self._listen_fd(index),
+                              self._channel_fd(index))
             process = self._start_process(worker_environment(self.config, role.spec()), write_end,
-                                          subprocess.DEVNULL, (self._listen_fd(index),))
+                                          subprocess.DEVNULL, (self._listen_fd(index), self._channel_fd(index)))
             how = ""
         self._workers[index] = _Worker(index, process, read_end, time.monotonic(), epoch)
         log.info("worker %d started (pid %d, port %d, leader epoch %d%s)", index, process.pid, self.ports[index],
@@ -220,7 +230,7 @@ class Supervisor:
     def _start_spare(self) -> None:
         read_end, write_end = os.pipe()
         process = self._start_process(worker_environment(self.config, SPARE), write_end, subprocess.PIPE,
-                                      tuple(sock.fileno() for sock in self._listeners))  # any worker's place
+                                      tuple(s.fileno() for s in (*self._listeners, *self._channels)))  # any place
         self._spare = _Spare(process, read_end, write_end)
         self._spare_started = time.monotonic()
         log.info("spare worker started (pid %d): it takes the place of the next worker to die", process.pid)
@@ -231,7 +241,8 @@ class Supervisor:
         spare, self._spare = self._spare, None
         if spare is None:
             return None
-        role = WorkerRole(index, self.count, epoch, tuple(self.ports), spare.child_fd, self._listen_fd(index))
+        role = WorkerRole(index, self.count, epoch, tuple(self.ports), spare.child_fd, self._listen_fd(index),
+                          self._channel_fd(index))
         try:
             assert spare.process.stdin is not None
             spare.process.stdin.write(f"{role.spec()}\n".encode())

@@ -29,9 +29,8 @@ from kafkacompat.protocol.messages import make
 
 from ..catalog.producer_state import COORDINATOR_EPOCH
 from ..cluster.membership import PartitionKey
-from ..security.client import ClientSecurity
 from ..topic_names import canonical_name
-from .forward import ForwardError, forward
+from .forward import Connects, ForwardError, forward
 from .view import WorkerView
 
 log = logging.getLogger(__name__)
@@ -47,7 +46,7 @@ FINAL = frozenset({ErrorCode.none, ErrorCode.invalid_producer_epoch, ErrorCode.t
 
 
 async def verify_at_coordinator(host: str, port: int, txn_id: str, producer_id: int, epoch: int, name: str,
-                                index: int, add: bool, security: ClientSecurity) -> ErrorCode:
+                                index: int, add: bool, security: Connects) -> ErrorCode:
     """The coordinator's verdict on one partition of the producer's open transaction (`add`: join it first)."""
     schema = add_v5 if add else add_v4
     topic = make(schema.AddPartitionsToTxnTopic, name=name, partitions=(index,))
@@ -67,7 +66,7 @@ async def verify_at_coordinator(host: str, port: int, txn_id: str, producer_id: 
 
 async def write_markers_at(host: str, port: int, producer_id: int, epoch: int, commit: bool,
                            partitions: Sequence[tuple[str, int]], coordinator_epoch: int,
-                           security: ClientSecurity) -> dict[tuple[str, int], ErrorCode]:
+                           security: Connects) -> dict[tuple[str, int], ErrorCode]:
     """Have the worker at host:port write the marker into its `partitions` (Kafka names, index); its
     answer per partition."""
     by_name: dict[str, list[int]] = {}
