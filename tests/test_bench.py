@@ -126,6 +126,19 @@ def test_login_bench_reports_both_mechanisms() -> None:
     assert all(float(row[1]) > 0 for row in rows)
 
 
+@pytest.mark.slow
+def test_workers_bench_prints_produce_and_consume_for_each_broker() -> None:
+    """`python -m kafkacompat.bench.workers`, one short row: both workers counts produce, then read it all back."""
+    done = subprocess.run([sys.executable, "-m", "kafkacompat.bench.workers", "--seconds", "1", "--rounds", "1",
+                           "--producers", "1", "--sizes", "100", "--no-kafka"],
+                          cwd=REPO, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+    rows = [line.split() for line in done.stdout.splitlines() if line.split()[:1] == ["1"]]
+    assert [" ".join(row[3:5]) for row in rows] == ["workers 1", "workers 2"], done.stdout
+    assert all(float(row[5]) > 0 and float(row[7]) > 0 for row in rows), done.stdout  # produce and consume MB/s
+    assert "100 B, 1 producer(s), consume: --workers 2 / workers 1 =" in done.stdout
+
+
 def test_scale_reports_every_figure(tmp_path: Path) -> None:
     out = tmp_path / "scale.json"
     done = subprocess.run(

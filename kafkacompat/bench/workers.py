@@ -1,17 +1,21 @@
-"""Worker benchmark: aggregate produce throughput of `serve --workers 1` against `--workers 2`.
+"""Worker benchmark: aggregate produce and consume throughput of `serve --workers 1`, `--workers 2` and
+Apache Kafka 4.1, side by side (issue 35).
 
-    python -m kafkacompat.bench.workers [--seconds S] [--size BYTES] [--producers 1,3] [--rounds R]
+    python -m kafkacompat.bench.workers [--seconds S] [--sizes 100,16384] [--producers 1,2,4]
+                                        [--rounds R] [--no-kafka]
 
 One asyncio broker process uses one core; `--workers N` runs N over one
 store. Each row: P librdkafka producers (separate processes, acks=1, one
 4-partition topic each, so each producer's load is split over the workers),
-sending as fast as they can for S seconds; printed: aggregate MB/s
-delivered and the brokers' CPU seconds per GB. The machine may be shared
-and loaded, so the configurations run side by side: every round runs each
-(producers, workers) pair once, in turn, and the ratio per round is printed
-with the median over rounds. The producers run on the same cores as the
-brokers: on a small machine the figures compare configurations, not
-hardware limits.
+sending as fast as they can for S seconds, then P consumers (one per topic,
+from the start) reading all of it back; printed: aggregate MB/s of each and
+the broker's CPU seconds per GB (every process of the command, or Kafka's
+JVM). Kafka is one KRaft node from ../shared/jars (testing.reference_kafka,
+a 1 GiB heap as kafka-server-start.sh gives it). The machine may be shared
+and loaded, so the brokers run side by side: every round runs each (size,
+producers) row on each broker in turn, and the ratios per round are printed
+with their median. The clients run on the same cores as the brokers: on a
+small machine the figures compare brokers, not hardware limits.
 """
 
 from __future__ import annotations
@@ -26,13 +30,17 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
+from typing import Protocol
 
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from ..testing.reference_kafka import ReferenceKafka, unavailable
 from .procstats import cpu_seconds, peak_rss_mb
 
 PARTITIONS = 4
+CONSUME_TIMEOUT_S = 300.0  # a consumer that has not read everything by then fails the row
 START_TIMEOUT_S = 120.0
 
 
@@ -40,6 +48,7 @@ class Served:
     """`kafkacompat serve --workers N` on a fresh data dir; its log goes to a file the ports are read from."""
 
     def __init__(self, workers: int, data_dir: str) -> None:
+        self.name = f"workers {workers}"
         self.log_path = os.path.join(data_dir, "serve.log")
         with open(self.log_path, "w") as log_file:
             self.proc = subprocess.Popen(
@@ -93,6 +102,51 @@ class Served:
             self.proc.wait()
 
 
+class Kafka:
+    """Apache Kafka 4.1, one KRaft node on a fresh log dir, as the peer."""
+
+    name = "kafka 4.1"
+
+    def __init__(self) -> None:
+        self._kafka = ReferenceKafka(heap="-Xmx1G -Xms1G")
+        self._kafka.start()
+        self.pids = [self._kafka.pid] if self._kafka.pid is not None else []
+
+    @property
+    def bootstrap(self) -> str:
+        return self._kafka.bootstrap_servers
+
+    @property
+    def ports(self) -> list[int]:
+        return [int(self.bootstrap.rsplit(":", 1)[1])]
+
+    def cpu(self) -> float:
+        return sum(cpu_seconds(pid) for pid in self.pids)
+
+    def rss_per_worker(self) -> float:
+        return statistics.mean(peak_rss_mb(pid) for pid in self.pids)
+
+    def stop(self) -> None:
+        self._kafka.stop()
+
+
+class Broker(Protocol):
+    name: str
+    pids: list[int]
+
+    @property
+    def bootstrap(self) -> str: ...
+
+    @property
+    def ports(self) -> list[int]: ...
+
+    def cpu(self) -> float: ...
+
+    def rss_per_worker(self) -> float: ...
+
+    def stop(self) -> None: ...
+
+
 def _produce(bootstrap: str, topic: str, size: int, seconds: float, start_at: float, out) -> None:
     """One producer process: send `size`-byte records for `seconds`, put the bytes delivered in `out`."""
     producer = Producer({"bootstrap.servers": bootstrap, "acks": 1, "linger.ms": 5, "batch.size": 1_000_000,
@@ -120,73 +174,144 @@ def _produce(bootstrap: str, topic: str, size: int, seconds: float, start_at: fl
     out.put(counted)
 
 
-def measure(workers: int, producers: int, size: int, seconds: float) -> tuple[float, float, float]:
-    """(aggregate MB/s, broker CPU seconds per GB, peak MB resident per worker) of `producers`
-    producers against `--workers workers`."""
+def _consume(bootstrap: str, topic: str, ends: list[int], start_at: float, out) -> None:
+    """One consumer process: read the topic's partitions from the start to `ends`; put (bytes, seconds)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{topic}", "enable.auto.commit": False,
+                         "fetch.max.bytes": 52_428_800, "max.partition.fetch.bytes": 10_485_760, "log_level": 0})
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+    left, read = sum(ends), 0
+    while time.time() < start_at:
+        time.sleep(0.005)
+    started = time.monotonic()
+    deadline = started + CONSUME_TIMEOUT_S
+    while left > 0 and time.monotonic() < deadline:
+        for msg in consumer.consume(10_000, 0.5):
+            if msg.error() is None:
+                read += len(msg.value())
+                left -= 1
+    took = time.monotonic() - started
+    consumer.close()
+    out.put((read, took, left))
+
+
+def _in_processes(broker: Broker, target: Callable[..., None], args: list[tuple], timeout: float
+                  ) -> tuple[list, float]:
+    """Run `target(*each, start_at, queue)` in a process per `args`, all starting at one moment three seconds
+    on (every client connected first); their results, and the broker's CPU seconds from that moment until
+    the last result came."""
+    ctx = multiprocessing.get_context("spawn")
+    out = ctx.Queue()
+    start_at = time.time() + 3.0
+    procs = [ctx.Process(target=target, args=(*each, start_at, out)) for each in args]
+    for proc in procs:
+        proc.start()
+    while time.time() < start_at:
+        time.sleep(0.01)
+    before = broker.cpu()
+    results = [out.get(timeout=timeout) for _ in procs]
+    spent = broker.cpu() - before
+    for proc in procs:
+        proc.join(60)
+    return results, spent
+
+
+def measure(start: Callable[[str], Broker], producers: int, size: int, seconds: float) -> dict[str, float]:
+    """One row: `producers` producers, then as many consumers, against the broker `start` starts in a fresh
+    directory: produce and consume MB/s and CPU seconds per GB, peak MB resident per broker process."""
     with tempfile.TemporaryDirectory(prefix="kc-bench-workers-") as data_dir:
-        served = Served(workers, data_dir)
+        broker = start(data_dir)
         try:
             topics = [f"bench-{i}" for i in range(producers)]
-            admin = AdminClient({"bootstrap.servers": served.bootstrap, "log_level": 0})
+            admin = AdminClient({"bootstrap.servers": broker.bootstrap, "log_level": 0})
             for future in admin.create_topics([NewTopic(t, PARTITIONS, 1) for t in topics]).values():
                 future.result(30)
-            _wait_listed(served, topics)
-            ctx = multiprocessing.get_context("spawn")
-            out = ctx.Queue()
-            start_at = time.time() + 3.0  # every producer connected before the window opens
-            procs = [ctx.Process(target=_produce, args=(served.bootstrap, t, size, seconds, start_at, out))
-                     for t in topics]
-            for p in procs:
-                p.start()
-            while time.time() < start_at:
-                time.sleep(0.01)
-            cpu_before = served.cpu()
-            total = sum(out.get(timeout=seconds + 120) for _ in procs)
-            cpu = served.cpu() - cpu_before
-            for p in procs:
-                p.join(60)
-            rss = served.rss_per_worker()
+            _wait_listed(broker, topics)
+            sent, produce_cpu = _in_processes(broker, _produce, [(broker.bootstrap, t, size, seconds) for t in topics],
+                                              seconds + 120)
+            ends = [_ends(broker.bootstrap, t) for t in topics]
+            read, consume_cpu = _in_processes(broker, _consume, [(broker.bootstrap, t, e) for t, e in zip(topics, ends)],
+                                              CONSUME_TIMEOUT_S + 60)
+            rss = broker.rss_per_worker()
         finally:
-            served.stop()
-    return total / seconds / 1e6, cpu / (total / 1e9) if total else float("nan"), rss
+            broker.stop()
+    produced, consumed = sum(sent), sum(r[0] for r in read)
+    if any(r[2] for r in read):
+        raise RuntimeError(f"{broker.name}: consumers missed {sum(r[2] for r in read)} records")
+    took = max(r[1] for r in read)
+    return {"produce": produced / seconds / 1e6, "produce_cpu": _per_gb(produce_cpu, produced),
+            "consume": consumed / took / 1e6, "consume_cpu": _per_gb(consume_cpu, consumed), "rss": rss}
 
 
-def _wait_listed(served: Served, topics: list[str]) -> None:
+def _per_gb(cpu: float, count: int) -> float:
+    return cpu / (count / 1e9) if count else float("nan")
+
+
+def _ends(bootstrap: str, topic: str) -> list[int]:
+    """Each partition's high watermark: where its consumer stops."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-ends", "log_level": 0})
+    try:
+        return [consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1] for p in range(PARTITIONS)]
+    finally:
+        consumer.close()
+
+
+def _wait_listed(broker: Broker, topics: list[str]) -> None:
     """Every worker lists the topics (workers other than 0 take in the catalog within a moment)."""
-    for port in served.ports:
+    for port in broker.ports:
         admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{port}", "log_level": 0})
         deadline = time.monotonic() + 30
         while not all(len(admin.list_topics(t, timeout=10).topics[t].partitions) == PARTITIONS for t in topics):
             if time.monotonic() > deadline:
-                raise RuntimeError(f"the worker at port {port} never listed {topics}")
+                raise RuntimeError(f"the broker at port {port} never listed {topics}")
             time.sleep(0.1)
 
 
-def main(argv: list[str] | None = None) -> None:
+def brokers(with_kafka: bool) -> list[tuple[str, Callable[[str], Broker]]]:
+    """The brokers each row runs on, by name."""
+    found: list[tuple[str, Callable[[str], Broker]]] = [
+        ("workers 1", lambda data_dir: Served(1, data_dir)), ("workers 2", lambda data_dir: Served(2, data_dir))]
+    if with_kafka:
+        found.append(("kafka 4.1", lambda _data_dir: Kafka()))
+    return found
+
+
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seconds", type=float, default=8.0, help="produce window per measurement")
-    parser.add_argument("--size", type=int, default=16384, help="record value size in bytes")
-    parser.add_argument("--producers", default="1,3", help="producer counts, comma-separated")
-    parser.add_argument("--rounds", type=int, default=2, help="times every pair runs, interleaved")
+    parser.add_argument("--seconds", type=float, default=8.0, help="produce window per row (default 8)")
+    parser.add_argument("--sizes", default="100,16384", help="record value sizes in bytes, comma-separated")
+    parser.add_argument("--producers", default="1,2,4", help="producer counts, comma-separated (default 1,2,4)")
+    parser.add_argument("--rounds", type=int, default=2, help="times every row runs on each broker, interleaved")
+    parser.add_argument("--no-kafka", dest="kafka", action="store_false", help="leave out Apache Kafka 4.1")
     args = parser.parse_args(argv)
-    counts = [int(c) for c in args.producers.split(",")]
-    print(f"{os.cpu_count()} cores; {args.size} B records, acks=1, {PARTITIONS} partitions per producer's topic, "
-          f"{args.seconds:.0f} s windows")
-    print(f"{'round':>5} {'producers':>9} {'workers':>7} {'MB/s':>8} {'CPU s/GB':>9} {'MB RSS/worker':>13}")
-    ratios: dict[int, list[float]] = {c: [] for c in counts}
+    if args.kafka and unavailable():
+        print(f"kafkacompat.bench.workers: {unavailable()} (or --no-kafka)", file=sys.stderr)
+        return 2
+    sizes, counts = [int(n) for n in args.sizes.split(",")], [int(c) for c in args.producers.split(",")]
+    on = brokers(args.kafka)
+    print(f"{os.cpu_count()} cores; acks=1, {PARTITIONS} partitions per producer's topic, {args.seconds:.0f} s "
+          f"produce windows, consumers read it all back; load average {os.getloadavg()[0]:.2f}")
+    print(f"{'round':>5} {'size':>6} {'producers':>9} {'broker':>10} {'produce MB/s':>12} {'CPU s/GB':>8} "
+          f"{'consume MB/s':>12} {'CPU s/GB':>8} {'MB RSS/process':>14}")
+    ratios: dict[tuple[int, int, str, str], list[float]] = {}
     for round_no in range(1, args.rounds + 1):
-        for producers in counts:
-            rates = {}
-            for workers in (1, 2):
-                rate, cpu_per_gb, rss = measure(workers, producers, args.size, args.seconds)
-                rates[workers] = rate
-                print(f"{round_no:>5} {producers:>9} {workers:>7} {rate:>8.1f} {cpu_per_gb:>9.2f} {rss:>13.0f}",
-                      flush=True)
-            ratios[producers].append(rates[2] / rates[1])
-    for producers, found in ratios.items():
-        print(f"{producers} producer(s): --workers 2 / --workers 1 = "
+        for size in sizes:
+            for producers in counts:
+                rows = {}
+                for name, start in on:
+                    row = rows[name] = measure(start, producers, size, args.seconds)
+                    print(f"{round_no:>5} {size:>6} {producers:>9} {name:>10} {row['produce']:>12.1f} "
+                          f"{row['produce_cpu']:>8.2f} {row['consume']:>12.1f} {row['consume_cpu']:>8.2f} "
+                          f"{row['rss']:>14.0f}", flush=True)
+                for name in rows:
+                    if name != "workers 2":
+                        for what in ("produce", "consume"):
+                            ratios.setdefault((size, producers, name, what), []).append(
+                                rows["workers 2"][what] / rows[name][what])
+    for (size, producers, name, what), found in ratios.items():
+        print(f"{size:>6} B, {producers} producer(s), {what}: --workers 2 / {name} = "
               f"{' '.join(f'{r:.2f}x' for r in found)} (median {statistics.median(found):.2f}x)")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
