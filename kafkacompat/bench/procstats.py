@@ -48,6 +48,16 @@ def rss_mb(pid: int) -> float:
     return 0.0
 
 
+def running(pid: int) -> bool:
+    """Whether `pid` still runs: a zombie (exited, its parent yet to reap it) holds nothing and does not."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            stat = fh.read()
+    except OSError:
+        return False
+    return stat[stat.rindex(")") + 2] != "Z"
+
+
 def tree_rss_mb(pid: int) -> float:
     """VmRSS of `pid` and every process under it, in MiB: what `serve --workers N` holds in all (its
     supervisor, workers and spare). A process that exits meanwhile counts nothing."""

@@ -64,7 +64,7 @@ from ..testing.reference_kafka import ReferenceKafka, unavailable
 from ..testing.services import Postgres, S3Server
 from .brokers import KafkacompatBroker
 from .idle_clients import IdleConnections
-from .procstats import process_tree, rss_mb, tree_rss_mb
+from .procstats import process_tree, rss_mb, running, tree_rss_mb
 from .workloads import percentile
 
 METADATA, API_VERSIONS, DESCRIBE_TOPIC_PARTITIONS = 3, 18, 75
@@ -293,17 +293,8 @@ def _wait_gone(pids: list[int]) -> None:
     """Until each of `pids` has exited (a killed worker is reaped by init, not by this process)."""
     deadline = time.monotonic() + RESTART_TIMEOUT_S
     for pid in pids:
-        while _running(pid) and time.monotonic() < deadline:
+        while running(pid) and time.monotonic() < deadline:
             time.sleep(0.01)
-
-
-def _running(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            stat = fh.read()
-    except OSError:
-        return False
-    return stat[stat.rindex(")") + 2] != "Z"  # a zombie holds nothing: its parent has yet to reap it
 
 
 def _start_to_metadata(start: Callable[[], object], bootstrap: Callable[[], str], topic: str) -> tuple[float, float]:

@@ -25,6 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
+from ..bench.procstats import running
 from .history import History
 
 START_TIMEOUT = 90.0
@@ -156,7 +157,7 @@ class SupervisedProcess(BrokerProcess):
         for pid in pids:
             _send(pid, signal.SIGKILL)
         deadline = time.monotonic() + STOP_TIMEOUT
-        while any(map(_running, pids)) and time.monotonic() < deadline:  # their files and ports let go
+        while any(map(running, pids)) and time.monotonic() < deadline:  # their files and ports let go
             time.sleep(0.02)
 
     def signal(self, sig: signal.Signals) -> None:
@@ -175,16 +176,6 @@ def _send(pid: int, sig: signal.Signals) -> None:
         os.kill(pid, sig)
     except ProcessLookupError:
         pass
-
-
-def _running(pid: int) -> bool:
-    """Whether `pid` still runs (a zombie, exited and not yet reaped by init, does not)."""
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            stat = fh.read()
-    except OSError:
-        return False
-    return stat[stat.rindex(")") + 2] != "Z"
 
 
 def kill_all() -> None:
