@@ -33,9 +33,15 @@ class ConfigChanges(Topics, Placement, Security, BrokerConfigSource, Protocol):
 async def forwarded(ctx: Request[ConfigChanges], request: Any) -> Any | None:
     """Worker 0's answer to a change of topic configs sent to another worker of `serve --workers N`
     (worker 0 writes the catalog; Kafka's brokers forward config changes to their controller too);
-    None where this broker makes the change. Not with an authorizer: worker 0 would judge the
-    worker (the broker itself, workers/channel.py), not the client, so the change is refused here instead."""
-    if ctx.cluster.authorizer.enabled or any(r.resource_type != TOPIC for r in request.resources):
+    None where this broker makes the change. Worker 0 judges the worker that forwards it (the broker
+    itself, workers/channel.py), so the client's ALTER_CONFIGS is checked here first: a request naming
+    a topic it may not change is answered here, that topic refused (before stop 57 every change sent to
+    another worker was refused when an authorizer was on)."""
+    if any(r.resource_type != TOPIC for r in request.resources):
+        return None
+    authorizer = ctx.cluster.authorizer  # a refusal's audit line is written where the request is answered
+    if not all(authorizer.topic(ctx, Operation.ALTER_CONFIGS, r.resource_name, log_denied=False)
+               for r in request.resources):
         return None
     return await ctx.cluster.view.forward_to_controller(ctx.header.api_key, ctx.version, request)
 

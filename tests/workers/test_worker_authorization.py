@@ -21,6 +21,7 @@ import stat
 import time
 from pathlib import Path
 
+import kio.schema.incremental_alter_configs.v1.request as alter_v1
 import pytest
 import requests
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -29,6 +30,7 @@ from confluent_kafka.admin import (
     AclOperation,
     AclPermissionType,
     AdminClient,
+    ConfigResource,
     NewTopic,
     ResourcePatternType,
     ResourceType,
@@ -37,12 +39,14 @@ from confluent_kafka.admin import (
     UserScramCredentialUpsertion,
 )
 from kafkacompat.protocol.admin_api import WORKER_STATE_KEY, decode_response, encode_request
+from kafkacompat.protocol.messages import make
 from kafkacompat.storage.disk.shared import owner_of
 from kio.schema.errors import ErrorCode
 
 from kafkacompat.frames import read_frame
 from kafkacompat.testing.ports import free_port
 from tests.test_cli_serve import start, wait_for_line
+from tests.wire import Wire
 from tests.workers.test_workers import Workers
 
 pytestmark = pytest.mark.slow
@@ -184,3 +188,26 @@ def test_a_client_on_the_kafka_port_may_not_ask_what_the_workers_ask_each_other(
         _correlation, reply = decode_response(read_frame(sock, 1 << 20))
     assert reply.error_code == ErrorCode.cluster_authorization_failed.value, reply
     assert "User:ANONYMOUS may not ask worker state" in (reply.error or "")
+
+
+def test_topic_configs_sent_to_worker_1_are_changed_as_the_client_may(secured) -> None:
+    """Java's admin client sends a topic config change to any broker. With an authorizer, worker 1 refused
+    every one (worker 0 would have judged the worker, not the client); it now checks the client's
+    ALTER_CONFIGS itself and forwards only what the client may change."""
+    workers, _data, topic, _http = secured
+
+    def change(name: str) -> int:
+        alter = make(alter_v1.AlterConfigsResource, resource_type=2, resource_name=name, configs=(
+            make(alter_v1.AlterableConfig, name="retention.ms", config_operation=0, value="123456"),))
+        with Wire(f"127.0.0.1:{workers.ports[1]}") as wire:
+            answer = wire.request(44, 1, make(alter_v1.IncrementalAlterConfigsRequest, resources=(alter,),
+                                              validate_only=False))
+        return answer.responses[0].error_code
+
+    def retention(name: str) -> str:
+        admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{workers.ports[0]}"})
+        resource = ConfigResource(ConfigResource.Type.TOPIC, name)
+        return admin.describe_configs([resource])[resource].result(30)["retention.ms"].value
+
+    assert change(SPANNED) == ErrorCode.none and retention(SPANNED) == "123456"  # ANONYMOUS may: ALL on it
+    assert change(topic) == ErrorCode.topic_authorization_failed  # ANONYMOUS may not touch it
