@@ -10,6 +10,8 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import signal
+import time
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +58,21 @@ def running(pid: int) -> bool:
     except OSError:
         return False
     return stat[stat.rindex(")") + 2] != "Z"
+
+
+def send_signal(pid: int, sig: signal.Signals) -> None:
+    """`sig` to `pid`, unless it is gone already."""
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:
+        pass
+
+
+def wait_gone(pids: list[int], timeout_s: float) -> None:
+    """Until none of `pids` runs (a killed worker is reaped by init, not by its killer), or `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while any(map(running, pids)) and time.monotonic() < deadline:
+        time.sleep(0.01)
 
 
 def tree_rss_mb(pid: int) -> float:

@@ -64,7 +64,7 @@ from ..testing.reference_kafka import ReferenceKafka, unavailable
 from ..testing.services import Postgres, S3Server
 from .brokers import KafkacompatBroker
 from .idle_clients import IdleConnections
-from .procstats import process_tree, rss_mb, running, tree_rss_mb
+from .procstats import process_tree, rss_mb, send_signal, tree_rss_mb, wait_gone
 from .workloads import percentile
 
 METADATA, API_VERSIONS, DESCRIBE_TOPIC_PARTITIONS = 3, 18, 75
@@ -188,9 +188,9 @@ class _ScaleBroker(KafkacompatBroker):
         started = time.monotonic()
         proc.send_signal(sig)
         for pid in others:
-            _kill(pid)
+            send_signal(pid, signal.SIGKILL)
         proc.wait(RESTART_TIMEOUT_S)
-        _wait_gone(others)
+        wait_gone(others, RESTART_TIMEOUT_S)
         return time.monotonic() - started
 
     def start_to_metadata(self, topic: str) -> tuple[float, float]:
@@ -280,21 +280,6 @@ def _settled(rss: Callable[[], float], timeout_s: float = 30.0) -> None:
         if abs(now - last) < 1.0:
             return
         last = now
-
-
-def _kill(pid: int) -> None:
-    try:
-        os.kill(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-
-
-def _wait_gone(pids: list[int]) -> None:
-    """Until each of `pids` has exited (a killed worker is reaped by init, not by this process)."""
-    deadline = time.monotonic() + RESTART_TIMEOUT_S
-    for pid in pids:
-        while running(pid) and time.monotonic() < deadline:
-            time.sleep(0.01)
 
 
 def _start_to_metadata(start: Callable[[], object], bootstrap: Callable[[], str], topic: str) -> tuple[float, float]:

@@ -37,6 +37,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from ..testing.reference_kafka import ReferenceKafka, unavailable
+from ..workers.supervisor import WORKER_STARTED
 from .procstats import cpu_seconds, peak_rss_mb
 
 PARTITIONS = 4
@@ -73,7 +74,7 @@ class Served:
 
     def _worker_pids(self) -> list[int]:
         with open(self.log_path) as f:
-            return [int(p) for p in re.findall(r"worker \d+ started \(pid (\d+)", f.read())]
+            return [int(found["pid"]) for found in WORKER_STARTED.finditer(f.read())]
 
     @property
     def bootstrap(self) -> str:

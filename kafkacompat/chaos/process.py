@@ -14,8 +14,6 @@ worker at a time instead).
 
 from __future__ import annotations
 
-import os
-import re
 import signal
 import subprocess
 import sys
@@ -25,14 +23,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
-from ..bench.procstats import running
+from ..bench.procstats import send_signal, wait_gone
+from ..workers.supervisor import WORKER_AGAIN, WORKER_STARTED
 from .history import History
 
 START_TIMEOUT = 90.0
 STOP_TIMEOUT = 60.0
 RUNNING: set[subprocess.Popen[str]] = set()  # every broker process started and not yet reaped (kill_all)
-WORKER_STARTED = re.compile(r"worker (?P<index>\d+) started \(pid (?P<pid>\d+)")  # the supervisor's log lines
-WORKER_AGAIN = re.compile(r"worker (?P<index>\d+) serves again")
 
 
 class BrokerProcess:
@@ -142,7 +139,7 @@ class SupervisedProcess(BrokerProcess):
         if pid is None or not self.running():
             return None
         self.again[index] = threading.Event()
-        _send(pid, signal.SIGKILL)
+        send_signal(pid, signal.SIGKILL)
         return pid
 
     def served_again(self, index: int, timeout: float = START_TIMEOUT) -> bool:
@@ -155,27 +152,18 @@ class SupervisedProcess(BrokerProcess):
         super().kill()
         pids, self.workers = list(self.workers.values()), {}
         for pid in pids:
-            _send(pid, signal.SIGKILL)
-        deadline = time.monotonic() + STOP_TIMEOUT
-        while any(map(running, pids)) and time.monotonic() < deadline:  # their files and ports let go
-            time.sleep(0.02)
+            send_signal(pid, signal.SIGKILL)
+        wait_gone(pids, STOP_TIMEOUT)  # their files and ports let go
 
     def signal(self, sig: signal.Signals) -> None:
         """To the supervisor and every worker: SIGSTOP freezes the whole command, SIGCONT thaws it."""
         super().signal(sig)
         for pid in self.workers.values():
-            _send(pid, sig)
+            send_signal(pid, sig)
 
     def stop(self) -> None:
         self.signal(signal.SIGCONT)  # a paused worker cannot stop; the supervisor's SIGTERM stops them all
         super().stop()
-
-
-def _send(pid: int, sig: signal.Signals) -> None:
-    try:
-        os.kill(pid, sig)
-    except ProcessLookupError:
-        pass
 
 
 def kill_all() -> None:

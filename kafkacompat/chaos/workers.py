@@ -36,11 +36,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..bench.procstats import send_signal
 from ..testing.ports import free_port_run
+from ..workers.supervisor import WORKER_AGAIN, WORKER_STARTED
 from .disk import DiskEngine
 from .engine import StorageFault
 from .history import History
-from .process import START_TIMEOUT, WORKER_AGAIN, WORKER_STARTED
+from .process import START_TIMEOUT
 
 WORKERS = 2
 SERVING = f"{WORKERS} workers serving on ports"
@@ -112,10 +114,7 @@ class WorkersEngine(DiskEngine):
 
     def _kill_workers(self) -> None:
         for pid in self.pids.values():
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+            send_signal(pid, signal.SIGKILL)
 
     def kill(self, node: int | None = None) -> None:
         if node is not None:
@@ -128,10 +127,7 @@ class WorkersEngine(DiskEngine):
         if node is not None:
             return self._signal_worker(node, signal.SIGTERM)
         for pid in self.pids.values():
-            try:
-                os.kill(pid, signal.SIGCONT)  # a paused worker cannot stop
-            except ProcessLookupError:
-                pass
+            send_signal(pid, signal.SIGCONT)  # a paused worker cannot stop
         self.broker.stop()
 
     def pause(self, node: int | None = None) -> None:

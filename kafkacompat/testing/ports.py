@@ -63,13 +63,12 @@ def is_free(port: int) -> bool:
         return True
 
 
-def free_port_run(count: int, rng: random.Random | None = None) -> int:
+def free_port_run(count: int) -> int:
     """A port P such that P .. P+count-1 are free now (`--port P` gives worker i port P+i), below the
     kernel's ephemeral range: a port the kernel hands out for outgoing connections (every client's
     here) was taken between the pick and worker 1's start, and the command failed to start."""
     low, high = below_ephemeral()
-    rng = rng or _pick
     while True:
-        port = rng.randrange(low, high - count)
+        port = _pick.randrange(low, high - count)
         if all(is_free(port + i) for i in range(count)):
             return port

@@ -15,7 +15,7 @@ dir's `.workers` folder (mode 0700, made by the supervisor, which binds the
 sockets once and hands each worker its own, so a worker's socket stays open
 across its restarts, as its port does). Only the user that owns the store's
 files, who can read every record in them anyway, can connect there, so a
-connection on it is the broker itself: principal `WORKER`, which the
+connection on it is the broker itself: principal `security.principal.WORKER`, which the
 authorizer counts as a super user, as Kafka counts its brokers' principal.
 No login yields that principal (SASL, certificates and tokens give `User:`
 principals). A worker reaches a socket through /proc/self/fd and a descriptor
@@ -28,10 +28,6 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
-
-from ..security.principal import WORKER
-
-__all__ = ["WORKER", "WorkerChannel", "bind", "folder_of", "unlink"]
 
 FOLDER = ".workers"  # in the data dir: worker i's socket is named i
 

@@ -132,4 +132,3 @@ def _parsed(answer: Any) -> storage.PartitionFigures:
     if isinstance(found, storage.StorageError):
         raise found
     return found
-

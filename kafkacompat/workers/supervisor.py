@@ -39,6 +39,7 @@ import errno
 import fcntl
 import logging
 import os
+import re
 import select
 import signal
 import socket
@@ -60,6 +61,9 @@ log = logging.getLogger("kafkacompat.workers")
 START_TIMEOUT_S = 120.0  # a worker that does not serve by then is a failed start
 STOP_TIMEOUT_S = 30.0  # a worker still running this long after SIGTERM is killed
 RESTART_BACKOFF_S = 1.0  # a worker that died within this long of its start waits this long before the next
+# what the log says of a worker's start and of its serving again after one (fault campaigns and benches read it)
+WORKER_STARTED = re.compile(r"worker (?P<index>\d+) started \(pid (?P<pid>\d+)")
+WORKER_AGAIN = re.compile(r"worker (?P<index>\d+) serves again")
 LISTEN_BACKLOG = 100  # connections queued while a worker (re)starts; asyncio's default for a broker's own
 SPARE_DELAY_S = 2.0  # a new spare starts this long after a restarted worker serves (not while it recovers)
 
