@@ -15,7 +15,7 @@ from kafkacompat.protocol.messages import make
 from kio.schema.errors import ErrorCode
 
 from kafkacompat.testing.cluster import BrokerCluster
-from tests.cluster.test_shared_store import cluster, create_topic, leaders  # noqa: F401 - the fixture
+from tests.cluster.test_shared_store import cluster, create_topic, known_to, leaders, wait_until  # noqa: F401 - the fixture
 from tests.wire import Wire
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
@@ -37,6 +37,7 @@ def test_the_leader_answers_for_its_partition_and_the_others_say_replica_not_ava
     leader = leaders(cluster.bootstrap, topic)[0]
     assert leader > 0
     other = next(n for n in (1, 2, 3) if n != leader)
+    wait_until("the leader takes the topic in from the store", lambda: known_to(cluster.broker(leader).bootstrap, topic), 10)
     with Wire(cluster.broker(leader).bootstrap) as wire:
         [only] = wire.request(35, 4, make(dld.DescribeLogDirsRequest, topics=None)).results
     assert _alter(cluster.broker(leader).bootstrap, only.log_dir, topic) == ErrorCode.none

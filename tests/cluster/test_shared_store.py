@@ -14,6 +14,7 @@ import time
 import uuid
 from collections.abc import Iterator
 
+import kio.schema.metadata.v12.request as metadata_v12
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -53,6 +54,17 @@ def leaders(bootstrap: str, topic: str) -> dict[int, int]:
     """partition -> leader id as one broker's Metadata reports them (-1: none now)."""
     found = AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic, timeout=10)
     return {p.id: p.leader for p in found.topics[topic].partitions.values()}
+
+
+def known_to(bootstrap: str, topic: str) -> bool:
+    """That broker's own Metadata has the topic: it has taken it in from the store, a moment after the
+    broker that created it named its leaders (until then a client retries UNKNOWN_TOPIC_OR_PARTITION)."""
+    request = make(metadata_v12.MetadataRequest, topics=(make(metadata_v12.MetadataRequestTopic, topic_id=None,
+                                                              name=topic),),
+                   allow_auto_topic_creation=False, include_topic_authorized_operations=False)
+    with Wire(bootstrap) as wire:
+        [found] = wire.request(3, 12, request).topics
+    return found.error_code.value == 0 and bool(found.partitions)
 
 
 def wait_until(what: str, check, timeout: float) -> float:
