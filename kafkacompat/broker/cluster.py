@@ -526,6 +526,10 @@ class Cluster:
                 raise
             return peer
 
+    def serving_port(self, stream: str, name: str, index: int) -> int | None:
+        """The port of the worker of `serve --workers N` that writes the partition; None: this process."""
+        return self.view.serving_port((stream, name, index))
+
     async def readable_partition(self, stream: str, name: str, index: int) -> storage.ReadablePartition:
         """`partition_to_read`, another worker's with its figures as they are now (the console, /metrics,
         stream views); StorageError also when its owner cannot be asked."""

@@ -176,6 +176,12 @@ class ClusterView(abc.ABC):
         StorageError when that process cannot be reached."""
         return None
 
+    def serving_port(self, key: PartitionKey) -> int | None:
+        """The Kafka port of the process of this machine that writes partition `key` (a worker of `serve
+        --workers N`), for a client that would otherwise reach it through another worker (a replica link
+        into this cluster); None where every partition this broker leads is written by this process."""
+        return None
+
     async def ask_peers(self, body: dict[str, Any], what: str) -> dict[int, Any]:
         """The answers of the other brokers this one serves HTTP for to a WorkerState request (`what`
         names it for the log), by node id: the workers of `serve --workers N` (one HTTP port for all),

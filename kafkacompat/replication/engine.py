@@ -81,6 +81,14 @@ def _unread(answer: asyncio.Future[Any]) -> None:
         answer.exception()
 
 
+def _unusable(opened: asyncio.Future[LinkClient]) -> bool:
+    """Whether a connection made (done) to a destination worker cannot carry requests: it failed to open
+    (its error read here: the call that awaited it reported it), or it closed since."""
+    if opened.cancelled() or opened.exception() is not None:
+        return True
+    return opened.result().closed
+
+
 class LinkTask:
     """One replica link: its settings, its task and what it last saw."""
 
@@ -98,6 +106,10 @@ class LinkTask:
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._sent_cursors: dict[tuple[str, str, int], tuple[int, str, int]] = {}
+        # a destination of `serve --workers N`: the port of the worker that writes each partition, and a
+        # connection to each such worker other than the one the link reached (its `direct` clients)
+        self._routes: dict[tuple[str, int], int] = {}
+        self._direct: dict[int, asyncio.Future[LinkClient]] = {}
         self._topic_signature: Any = None
         self._topic_ids: dict[str, uuid.UUID] = {}  # the topics the positions are of
         self._last_cursor_sync = 0.0
@@ -194,6 +206,7 @@ class LinkTask:
             raise LoginFailed(f"login to {spec.host}:{spec.port} failed: {exc}") from None
         except ssl.SSLError as exc:  # only the handshake: TLS trouble later is a broken connection, retried sooner
             raise LoginFailed(f"TLS handshake with {spec.host}:{spec.port} failed: {exc}") from None
+        self._routes = {}
         try:
             hello = await client.call({"op": "hello", "stream": spec.dest})
             if hello["uuid"] == self.service.identity.id:
@@ -213,6 +226,7 @@ class LinkTask:
             while not spec.paused:
                 ends = await self._sync_topics(client)
                 if ends is not None:
+                    self._learn_routes(ends)
                     await self._learn_resume_points(ends)
                 # every partition at once: requests are pipelined on the one connection
                 shipped = sum(await asyncio.gather(*(self._ship(client, t, i) for t, i in list(self.positions))))
@@ -227,6 +241,37 @@ class LinkTask:
                     await client.call({"op": "ping"})  # an idle link notices a lost destination
         finally:
             await client.close()
+            await self._close_direct()
+
+    # a destination of several workers --------------------------------------------
+
+    def _learn_routes(self, ends: dict[str, Any]) -> None:
+        """Which worker's port writes each partition, as the destination named them (`ports`); none for a
+        destination of one process, or one that does not name them."""
+        self._routes = {(name, index): port for name, dest in ends.items()
+                        for index, port in enumerate(dest.get("ports") or ()) if isinstance(port, int)}
+
+    async def _client_for(self, client: LinkClient, topic: str, index: int) -> LinkClient:
+        """The connection a partition's batches go on: straight to the worker that writes it. Through
+        the worker the link reached, each request was relayed on a connection of its own (into worker
+        1 of `serve --workers 2`, 121-129 MB/s against 296 into the worker reached)."""
+        port = self._routes.get((topic, index))
+        if port is None or port == self.spec.port:
+            return client
+        direct = self._direct.get(port)
+        if direct is None or (direct.done() and _unusable(direct)):
+            source = {"uuid": self.service.identity.id, "name": self.service.identity.name, "stream": self.spec.source}
+            direct = self._direct[port] = asyncio.ensure_future(LinkClient.connect(
+                self.spec.host, port, source=source, security=self.service.link_security))
+        return await asyncio.shield(direct)
+
+    async def _close_direct(self) -> None:
+        direct, self._direct = self._direct, {}
+        for opened in direct.values():
+            if not opened.done():
+                opened.cancel()
+            elif not _unusable(opened):
+                await opened.result().close()
 
     # topics -------------------------------------------------------------------
 
@@ -341,6 +386,7 @@ class LinkTask:
             part = self._part(topic, index)
         except storage.UnknownTopicError:
             return 0
+        client = await self._client_for(client, topic, index)
         pos = self.positions[topic, index]
         if pos < part.log_start_offset:
             return await self._skip_gap(client, topic, index, part, pos)
@@ -555,6 +601,7 @@ class LinkTask:
             "oldest_unreplicated_ms": oldest, "last_error": self.last_error,
             "paused": self.spec.paused, "throttle_mb_s": self.spec.throttle_mb_s,
             "compression": self.spec.compression, "shipped_bytes": self.shipped_bytes,
+            "ports": sorted({self.spec.port, *self._routes.values()}),
             "created_ms": self.spec.created_ms,
         }
 
@@ -572,6 +619,8 @@ class ReplicatedBroker(Protocol):
     def partition_to_read(self, stream: str, name: str, index: int) -> storage.ReadablePartition: ...
 
     async def readable_partition(self, stream: str, name: str, index: int) -> storage.ReadablePartition: ...
+
+    def serving_port(self, stream: str, name: str, index: int) -> int | None: ...
 
     @property
     def runs_links(self) -> bool: ...

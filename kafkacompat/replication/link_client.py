@@ -57,6 +57,11 @@ class LinkClient:
         reader, writer = await (security or ClientSecurity()).open_stream(host, port, timeout)
         return cls(reader, writer, timeout, source)
 
+    @property
+    def closed(self) -> bool:
+        """The connection is gone: no answer will come on it."""
+        return self._reading.done()
+
     async def call(self, body: dict[str, Any], payload: bytes = b"") -> Any:
         if self._reading.done():
             raise ConnectionError("the connection to the destination is closed")

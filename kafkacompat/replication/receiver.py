@@ -81,7 +81,8 @@ def _same_cleaned_batch(stored: bytes | memoryview, shipped: bytes | memoryview)
 
 async def _partition_ends(service: ReplicationService, stream: str) -> dict[str, dict[str, Any]]:
     """Where each partition of the stream ends: this broker's, and (worker 0 of `serve --workers N`)
-    the other workers' partitions as their owners answer."""
+    the other workers' partitions as their owners answer, with the port of the worker that writes each
+    (`ports`), so that the link sends each partition's batches there and not through this worker."""
     store, cluster = service.store, service.cluster
     topics = {}
     for info in store.list_topics(stream):
@@ -89,6 +90,9 @@ async def _partition_ends(service: ReplicationService, stream: str) -> dict[str,
                  else store.partition(stream, info.name, i) for i in range(info.partitions)]
         topics[info.name] = {"partitions": info.partitions, "hw": [p.high_watermark for p in parts],
                              "log_start": [p.log_start_offset for p in parts]}
+        ports = [cluster.serving_port(stream, info.name, i) for i in range(info.partitions)] if cluster else []
+        if any(port is not None for port in ports):
+            topics[info.name]["ports"] = ports
     return topics
 
 

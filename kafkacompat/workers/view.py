@@ -120,6 +120,9 @@ class WorkerView(ClusterView):
     def owner(self, key: PartitionKey) -> int:
         return owner_of(self.role.count, self.store.default_stream, *key)
 
+    def serving_port(self, key: PartitionKey) -> int | None:
+        return self.role.ports[self.owner(key)]
+
     def leader_of(self, key: PartitionKey) -> tuple[int, int] | None:
         index = self.owner(key)
         # -1 for this worker's own partitions: the caller takes the store's epoch (raised above the

@@ -64,9 +64,11 @@ def link_state_at(admin: AdminClient) -> list[dict]:
 
 
 def test_a_link_into_workers_writes_every_workers_partitions_and_a_ring_stops_there(tmp_path: Path) -> None:
-    """Into `serve --workers 2`: the link reaches worker 0, which has each partition's owner store the
-    batches and keep their path (in worker 0's table); the link back does not ship them home again.
-    Before stop 56 the link broke on worker 1's first partition."""
+    """Into `serve --workers 2`: the link reaches one worker, learns there which worker writes each
+    partition and sends each partition's batches straight to it (its status lists both ports); each owner
+    stores them and keeps their path (in worker 0's table); the link back does not ship them home again.
+    Before stop 56 the link broke on worker 1's first partition; before stop 58 every batch for the
+    other worker's partitions was relayed by the worker reached."""
     workers = Workers(tmp_path / "workers", 2)
     try:
         with Broker(str(tmp_path / "single")) as single:
@@ -90,6 +92,8 @@ def test_a_link_into_workers_writes_every_workers_partitions_and_a_ring_stops_th
                                          if m.error() is None) or len(read) >= 40, 60, "all 40 read at the workers")
             consumer.close()
             assert sorted(read) == sorted((i, f"{i}-{n}".encode()) for i in range(4) for n in range(10))
+            (out,) = link_state_at(AdminClient(single.bootstrap_servers, timeout=30))
+            assert out["ports"] == sorted(workers.ports), out
             (back,) = wait_for(lambda: [s for s in link_state_at(controller) if s["state"] == "in-sync"], 30,
                                "the link back in sync")
             assert back["shipped_bytes"] == 0, back  # every batch's path holds the single broker: none went home
