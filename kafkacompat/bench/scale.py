@@ -37,8 +37,8 @@ quote them with its load average.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
+import multiprocessing
 import os
 import signal
 import socket
@@ -309,57 +309,108 @@ def _served(bootstrap: str, topic: str) -> None:
         wire.close()
 
 
-@dataclasses.dataclass
 class _Steady:
-    """A producer and a consumer on their own connections, sending every 10 ms while the bench works."""
+    """A producer and a consumer on their own connections, sending every 10 ms while the bench works.
 
-    bootstrap: str
-    produce_ms: list[tuple[float, float]] = dataclasses.field(default_factory=list)  # (sent at, latency)
-    fetch_ms: list[tuple[float, float]] = dataclasses.field(default_factory=list)
-    _stop: threading.Event = dataclasses.field(default_factory=threading.Event)
-    _threads: list[threading.Thread] = dataclasses.field(default_factory=list)
+    They run in a process of their own. In the bench's process they shared its interpreter lock
+    with the decoding of big answers (each DescribeTopicPartitions page is decoded by kio in Python),
+    so a record's latency included waits for the bench's own thread, not only the broker's.
+    """
+
+    def __init__(self, bootstrap: str) -> None:
+        self.bootstrap = bootstrap
+        self._samples: tuple[list[tuple[float, float]], list[tuple[float, float]]] = ([], [])
+        self._conn: Any = None
+        self._process: Any = None
 
     def start(self) -> None:
-        self._threads = [threading.Thread(target=self._produce, daemon=True),
-                         threading.Thread(target=self._consume, daemon=True)]
-        for thread in self._threads:
-            thread.start()
+        context = multiprocessing.get_context("spawn")  # the bench has client threads: never fork it
+        self._conn, theirs = context.Pipe()
+        self._process = context.Process(target=_steady_clients, args=(self.bootstrap, theirs), daemon=True)
+        self._process.start()
+        theirs.close()
 
     def stop(self) -> None:
-        self._stop.set()
-        for thread in self._threads:
-            thread.join(30)
+        if self._process is None:
+            return
+        self._ask("stop")
+        self._process.join(30)
+        self._conn.close()
+        self._process = self._conn = None
 
-    def _produce(self) -> None:
-        producer = Producer({"bootstrap.servers": self.bootstrap, "linger.ms": 0, "acks": 1})
+    @property
+    def produce_ms(self) -> list[tuple[float, float]]:
+        """(sent at, latency) of every acknowledged record so far; time.monotonic is the machine's."""
+        if self._process is not None:
+            self._ask("samples")
+        return self._samples[0]
 
-        def delivered(sent: float) -> Callable[[Any, Any], None]:
-            def report(err: Any, _msg: Any) -> None:
-                if err is None:
-                    self.produce_ms.append((sent, (time.monotonic() - sent) * 1000))
-            return report
+    @property
+    def fetch_ms(self) -> list[tuple[float, float]]:
+        """(sent at, from sending to reading it back) of every record read so far."""
+        if self._process is not None:
+            self._ask("samples")
+        return self._samples[1]
 
-        while not self._stop.is_set():
-            sent = time.monotonic()
-            producer.produce(STEADY_TOPIC, struct.pack(">d", sent), on_delivery=delivered(sent))
-            producer.poll(0.01)
-        producer.flush(30)
-
-    def _consume(self) -> None:
-        consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": "scale-steady",
-                             "auto.offset.reset": "latest", "fetch.wait.max.ms": 10, "enable.auto.commit": False})
-        consumer.assign([TopicPartition(STEADY_TOPIC, 0, -1)])  # from the end: what is produced from now
-        while not self._stop.is_set():
-            msg = consumer.poll(0.1)
-            if msg is not None and msg.error() is None and len(msg.value()) == 8:
-                sent = struct.unpack(">d", msg.value())[0]
-                self.fetch_ms.append((sent, (time.monotonic() - sent) * 1000))
-        consumer.close()
+    def _ask(self, what: str) -> None:
+        self._conn.send(what)
+        if not self._conn.poll(60):
+            raise RuntimeError("the steady clients' process did not answer within 60 s")
+        self._samples = self._conn.recv()
 
     @staticmethod
     def p99(samples: list[tuple[float, float]], since: float = 0.0, until: float = float("inf")) -> float | None:
         within = sorted(ms for at, ms in samples if since <= at <= until)
         return round(percentile(within, 0.99), 1) if within else None
+
+
+def _steady_clients(bootstrap: str, conn: Any) -> None:
+    """The steady clients' process: their threads run until asked to stop; each question is answered
+    with every sample so far."""
+    produced: list[tuple[float, float]] = []
+    fetched: list[tuple[float, float]] = []
+    stop = threading.Event()
+    threads = [threading.Thread(target=_steady_produce, args=(bootstrap, produced, stop), daemon=True),
+               threading.Thread(target=_steady_consume, args=(bootstrap, fetched, stop), daemon=True)]
+    for thread in threads:
+        thread.start()
+    while True:
+        what = conn.recv()
+        if what == "stop":
+            stop.set()
+            for thread in threads:
+                thread.join(30)
+        conn.send((list(produced), list(fetched)))
+        if what == "stop":
+            return
+
+
+def _steady_produce(bootstrap: str, produced: list[tuple[float, float]], stop: threading.Event) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "acks": 1})
+
+    def delivered(sent: float) -> Callable[[Any, Any], None]:
+        def report(err: Any, _msg: Any) -> None:
+            if err is None:
+                produced.append((sent, (time.monotonic() - sent) * 1000))
+        return report
+
+    while not stop.is_set():
+        sent = time.monotonic()
+        producer.produce(STEADY_TOPIC, struct.pack(">d", sent), on_delivery=delivered(sent))
+        producer.poll(0.01)
+    producer.flush(30)
+
+
+def _steady_consume(bootstrap: str, fetched: list[tuple[float, float]], stop: threading.Event) -> None:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "scale-steady",
+                         "auto.offset.reset": "latest", "fetch.wait.max.ms": 10, "enable.auto.commit": False})
+    consumer.assign([TopicPartition(STEADY_TOPIC, 0, -1)])  # from the end: what is produced from now
+    while not stop.is_set():
+        msg = consumer.poll(0.1)
+        if msg is not None and msg.error() is None and len(msg.value()) == 8:
+            sent = struct.unpack(">d", msg.value())[0]
+            fetched.append((sent, (time.monotonic() - sent) * 1000))
+    consumer.close()
 
 
 def _create(bootstrap: str, names: list[str], out: dict[str, Any]) -> None:
