@@ -1,4 +1,9 @@
-"""Large answers sent as gathered buffers arrive whole and in order, on plain TCP and through TLS."""
+"""Large answers sent as gathered buffers arrive whole and in order, on plain TCP and through TLS.
+
+An answer of more buffers than one writev takes (a Metadata for a million
+topics) is written in pieces, the socket drained between them, so the
+event loop serves others meanwhile and the transport never holds it whole.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +15,7 @@ import uuid
 import pytest
 from confluent_kafka import Consumer, Producer
 
-from kafkacompat.kafka_port.send import NATIVE_GATHER, plain_socket_fd, send_chunks
+from kafkacompat.kafka_port.send import IOV_MAX, NATIVE_GATHER, in_pieces, plain_socket_fd, send_chunks, send_in_pieces
 from kafkacompat.testing import Broker
 from kafkacompat.testing.certificates import CertificateAuthority
 
@@ -24,13 +29,7 @@ def _answers() -> list[list[bytes]]:
 
 async def _serve_and_read(tls: bool, tmp_path) -> tuple[bytes, bytes, int | None]:
     """Send every answer back to back while the client reads nothing, then read it all."""
-    server_ctx = client_ctx = None
-    if tls:
-        ca = CertificateAuthority(str(tmp_path))
-        issued = ca.issue("server", server=True)
-        server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-        server_ctx.load_cert_chain(issued.certificate, issued.key)
-        client_ctx = ssl.create_default_context(cafile=ca.location)
+    server_ctx, client_ctx = _contexts(tmp_path) if tls else (None, None)
     answers = _answers()
     expected = b"".join(b"".join(answer) for answer in answers)
     sent = asyncio.get_running_loop().create_future()
@@ -65,6 +64,55 @@ async def test_gathered_answers_arrive_whole_and_in_order(tls: bool, tmp_path) -
     assert len(received) == len(expected) and received == expected
     # TLS bytes never bypass the TLS layer; plain sockets are written directly where Python joins buffers
     assert (fd is not None) == (not tls and not NATIVE_GATHER)
+
+
+@pytest.mark.parametrize("tls", [False, True], ids=["plain", "tls"])
+async def test_an_answer_of_many_buffers_goes_in_pieces_while_the_loop_serves_others(tls: bool, tmp_path) -> None:
+    """20 MiB in 10 KiB buffers (as a listing's topic entries) to a client that reads nothing at first:
+    the server's transport holds a piece at a time, never the answer, and other tasks run meanwhile;
+    once the client reads, every byte arrives in order."""
+    server_ctx, client_ctx = _contexts(tmp_path) if tls else (None, None)
+    chunks = [os.urandom(10 * 1024) for _ in range(2048)]
+    assert in_pieces(chunks) and len(chunks) > IOV_MAX
+    most_held: list[int] = []
+    done = asyncio.get_running_loop().create_future()
+
+    async def handle(_reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        async def watch() -> None:  # another connection's work: it must get turns while the answer goes out
+            while not done.done():
+                most_held.append(writer.transport.get_write_buffer_size())
+                await asyncio.sleep(0.001)
+
+        watcher = asyncio.create_task(watch())
+        await send_in_pieces(writer, chunks, plain_socket_fd(writer))
+        await writer.drain()
+        done.set_result(None)
+        await watcher
+        writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0, ssl=server_ctx)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port, ssl=client_ctx,
+                                                       server_hostname="localhost" if tls else None)
+        while len(most_held) < 20:  # the client reads nothing yet: the server is stuck mid-answer
+            await asyncio.sleep(0.01)
+        assert not done.done()
+        received = await asyncio.wait_for(reader.read(), 60)
+        writer.close()
+    finally:
+        server.close()
+        await server.wait_closed()
+    assert received == b"".join(chunks)
+    assert max(most_held) <= 64 * 1024 + IOV_MAX * 10 * 1024, max(most_held)  # a piece over the high-water mark
+
+
+def _contexts(tmp_path) -> tuple[ssl.SSLContext, ssl.SSLContext]:
+    ca = CertificateAuthority(str(tmp_path))
+    issued = ca.issue("server", server=True)
+    server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server_ctx.load_cert_chain(issued.certificate, issued.key)
+    return server_ctx, ssl.create_default_context(cafile=ca.location)
 
 
 @pytest.mark.parametrize("tls", [False, True], ids=["plain", "tls"])

@@ -15,11 +15,12 @@ import asyncio
 import dataclasses
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Protocol
 
 from kafkacompat import storage
+from kafkacompat.protocol.fetch_response import Buffer
 from kafkacompat.protocol.framing import FrameError, frame_size
 from kafkacompat.protocol.messages import (
     MalformedRequestError,
@@ -44,7 +45,7 @@ from ..security.refusals import cluster_gate
 from ..security.scram import AuthenticationFailed
 from . import storage_refusal
 from .receive import FrameStream
-from .send import plain_socket_fd, send_chunks
+from .send import in_pieces, plain_socket_fd, send_chunks, send_in_pieces
 
 log = logging.getLogger(__name__)
 # one DEBUG line per request (API, version, client, principal, size, latency); off, it costs one level check
@@ -321,7 +322,9 @@ class Connection:
             answer = asyncio.ensure_future(answer)
         elif not isinstance(answer, asyncio.Future):
             if not self._owed:  # nothing before it to wait for: no hop to the writer
-                self._send(ctx, answer, received)
+                rest = self._send(ctx, answer, received)
+                if rest is not None:
+                    await send_in_pieces(self.writer, rest, self._fd)
                 if self.writer.transport.get_write_buffer_size():
                     await self.writer.drain()
                 return
@@ -373,14 +376,19 @@ class Connection:
                 return await self.faults.apply(rule, ctx, handler, request)
         return admin_log.logged(ctx, request, await _handled(handler, key, version, request, ctx))
 
-    def _send(self, ctx: RequestContext, body: Any, received: float) -> None:
-        """Hand one answer to the transport and count it."""
+    def _send(self, ctx: RequestContext, body: Any, received: float) -> Sequence[Buffer] | None:
+        """Hand one answer to the transport and count it; an answer too big to hand over at once is
+        returned instead, for the caller to write with send_in_pieces before anything else."""
         header = ctx.header
+        rest = None
         if isinstance(body, BareToken):
             self.writer.write(len(body.token).to_bytes(4, "big") + body.token)
         else:
             chunks = response_chunks(header.api_key, header.api_version, header.correlation_id, body)
-            send_chunks(self.writer, chunks, self._fd)
+            if in_pieces(chunks):
+                rest = chunks
+            else:
+                send_chunks(self.writer, chunks, self._fd)
         self._done(ctx, received)
         if not isinstance(body, (bytes, list)) and dataclasses.is_dataclass(body):
             # a kio response; Produce and Fetch encode theirs and count their errors
@@ -388,6 +396,7 @@ class Connection:
                 self._stats.error(header.api_key, header.api_version, error)
         self._last_sent = asyncio.get_running_loop().time()
         self._mute(ctx)
+        return rest
 
     def _done(self, ctx: RequestContext, received: float) -> None:
         """A request answered (or, acks=0, handled): counted, and logged when the request log is on."""
@@ -409,7 +418,9 @@ class Connection:
             ctx, answer, received = item
             try:
                 body = await answer
-                self._send(ctx, body, received)
+                rest = self._send(ctx, body, received)
+                if rest is not None:
+                    await send_in_pieces(writer, rest, self._fd)
             except Exception:
                 self._internal_error(ctx, "closing the connection")
                 writer.close()

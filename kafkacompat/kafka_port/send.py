@@ -10,6 +10,14 @@ unsent gets the buffers with one gathering `os.writev`, and only what the
 socket did not take is queued with the transport, which sends it when the
 socket drains. TLS connections, and anything not a plain socket, keep
 `writelines`: their bytes must go through the TLS layer, never around it.
+
+An answer of more buffers than one writev takes (IOV_MAX: a Metadata for
+every one of a million topics is 15,000 of them, about 100 MB) is written
+a writev's worth at a time, waiting for the socket to drain between them
+(`send_in_pieces`). Handed over whole, 3.11 joined it into one bytes
+object and the transport copied what the socket did not take into its
+buffer: two copies of the whole answer in one turn of the event loop,
+which every other connection waited for (issue 32).
 """
 
 from __future__ import annotations
@@ -38,6 +46,28 @@ def plain_socket_fd(writer: asyncio.StreamWriter) -> int | None:
     if sock is None or sock.type != socket.SOCK_STREAM:
         return None
     return sock.fileno()
+
+
+def in_pieces(chunks: Sequence[Buffer]) -> bool:
+    """Whether an answer is too many buffers to hand over in one go (see `send_in_pieces`)."""
+    return len(chunks) > IOV_MAX
+
+
+async def send_in_pieces(writer: asyncio.StreamWriter, chunks: Sequence[Buffer], fd: int | None) -> None:
+    """Write `chunks` in order, IOV_MAX at a time, letting the socket drain between them.
+
+    The caller sends nothing else on this connection until it returns. A
+    connection that closes meanwhile is left: its remaining bytes have
+    nobody to go to.
+    """
+    for start in range(0, len(chunks), IOV_MAX):
+        if writer.transport.is_closing():
+            return
+        send_chunks(writer, chunks[start:start + IOV_MAX], fd)
+        try:
+            await writer.drain()
+        except ConnectionError:
+            return
 
 
 def send_chunks(writer: asyncio.StreamWriter, chunks: Sequence[Buffer], fd: int | None) -> None:
