@@ -530,6 +530,10 @@ class Cluster:
         """The port of the worker of `serve --workers N` that writes the partition; None: this process."""
         return self.view.serving_port((stream, name, index))
 
+    def worker_ports(self) -> list[int]:
+        """Every worker's port, in worker order, for `serve --workers N`; [] for a broker of its own."""
+        return self.view.worker_ports()
+
     async def readable_partition(self, stream: str, name: str, index: int) -> storage.ReadablePartition:
         """`partition_to_read`, another worker's with its figures as they are now (the console, /metrics,
         stream views); StorageError also when its owner cannot be asked."""

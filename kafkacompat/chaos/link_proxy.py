@@ -20,9 +20,9 @@ BUFFER = 65536
 
 
 class LinkProxy:
-    def __init__(self, target_port: int) -> None:
+    def __init__(self, target_port: int, host: str = "127.0.0.1", port: int = 0) -> None:
         self.target = ("127.0.0.1", target_port)
-        self.server = socket.create_server(("127.0.0.1", 0))
+        self.server = socket.create_server((host, port))
         self.port: int = self.server.getsockname()[1]
         self.cut = threading.Event()
         self.lock = threading.Lock()

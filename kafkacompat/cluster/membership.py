@@ -182,6 +182,11 @@ class ClusterView(abc.ABC):
         into this cluster); None where every partition this broker leads is written by this process."""
         return None
 
+    def worker_ports(self) -> list[int]:
+        """The Kafka ports of every process of this machine that serves this store (the workers of
+        `serve --workers N`, in order); [] for a broker that serves alone."""
+        return []
+
     async def ask_peers(self, body: dict[str, Any], what: str) -> dict[int, Any]:
         """The answers of the other brokers this one serves HTTP for to a WorkerState request (`what`
         names it for the log), by node id: the workers of `serve --workers N` (one HTTP port for all),

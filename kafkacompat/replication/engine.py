@@ -81,12 +81,13 @@ def _unread(answer: asyncio.Future[Any]) -> None:
         answer.exception()
 
 
-def _unusable(opened: asyncio.Future[LinkClient]) -> bool:
+def _unusable(opened: asyncio.Future[LinkClient | None]) -> bool:
     """Whether a connection made (done) to a destination worker cannot carry requests: it failed to open
     (its error read here: the call that awaited it reported it), or it closed since."""
     if opened.cancelled() or opened.exception() is not None:
         return True
-    return opened.result().closed
+    client = opened.result()
+    return client is None or client.closed
 
 
 class LinkTask:
@@ -109,7 +110,8 @@ class LinkTask:
         # a destination of `serve --workers N`: the port of the worker that writes each partition, and a
         # connection to each such worker other than the one the link reached (its `direct` clients)
         self._routes: dict[tuple[str, int], int] = {}
-        self._direct: dict[int, asyncio.Future[LinkClient]] = {}
+        self._worker_ports: list[int] = []
+        self._direct: dict[int, asyncio.Future[LinkClient | None]] = {}
         self._topic_signature: Any = None
         self._topic_ids: dict[str, uuid.UUID] = {}  # the topics the positions are of
         self._last_cursor_sync = 0.0
@@ -247,7 +249,13 @@ class LinkTask:
 
     def _learn_routes(self, ends: dict[str, Any]) -> None:
         """Which worker's port writes each partition, as the destination named them (`ports`); none for a
-        destination of one process, or one that does not name them."""
+        destination of one process, or one that does not name them, and none when the link's address is
+        not one of the destination's workers' ports: through a relay or a forwarded port (a tunnel, the
+        fault campaign's link proxy) the others' ports need not be open at that host, and the link keeps
+        to the one address it was given."""
+        if self.spec.port not in self._worker_ports:
+            self._routes = {}
+            return
         self._routes = {(name, index): port for name, dest in ends.items()
                         for index, port in enumerate(dest.get("ports") or ()) if isinstance(port, int)}
 
@@ -260,10 +268,21 @@ class LinkTask:
             return client
         direct = self._direct.get(port)
         if direct is None or (direct.done() and _unusable(direct)):
-            source = {"uuid": self.service.identity.id, "name": self.service.identity.name, "stream": self.spec.source}
-            direct = self._direct[port] = asyncio.ensure_future(LinkClient.connect(
-                self.spec.host, port, source=source, security=self.service.link_security))
-        return await asyncio.shield(direct)
+            direct = self._direct[port] = asyncio.ensure_future(self._open_direct(port))
+        return await asyncio.shield(direct) or client
+
+    async def _open_direct(self, port: int) -> LinkClient | None:
+        """A connection to the worker at `port`; None, and that worker's partitions sent through the worker
+        the link reached from now on, when it cannot be opened."""
+        source = {"uuid": self.service.identity.id, "name": self.service.identity.name, "stream": self.spec.source}
+        try:
+            return await LinkClient.connect(self.spec.host, port, source=source, security=self.service.link_security)
+        except (OSError, asyncio.TimeoutError) as exc:
+            log.warning("replica %s -> %s: cannot reach the destination's worker at %s:%d (%s); its partitions' "
+                        "batches go through %s:%d", self.spec.source, self.spec.replica, self.spec.host, port,
+                        exc or type(exc).__name__, self.spec.host, self.spec.port)
+            self._routes = {key: served for key, served in self._routes.items() if served != port}
+            return None
 
     async def _close_direct(self) -> None:
         direct, self._direct = self._direct, {}
@@ -271,7 +290,9 @@ class LinkTask:
             if not opened.done():
                 opened.cancel()
             elif not _unusable(opened):
-                await opened.result().close()
+                client = opened.result()
+                assert client is not None
+                await client.close()
 
     # topics -------------------------------------------------------------------
 
@@ -315,6 +336,7 @@ class LinkTask:
         for key in [k for k in self.positions if k[0] not in gens or k[0] in replaces]:
             del self.positions[key]
             self.dest_log_starts.pop(key, None)
+        self._worker_ports = answer.get("workers") or []
         return answer["topics"]
 
     async def _learn_resume_points(self, ends: dict[str, Any]) -> None:
@@ -621,6 +643,8 @@ class ReplicatedBroker(Protocol):
     async def readable_partition(self, stream: str, name: str, index: int) -> storage.ReadablePartition: ...
 
     def serving_port(self, stream: str, name: str, index: int) -> int | None: ...
+
+    def worker_ports(self) -> list[int]: ...
 
     @property
     def runs_links(self) -> bool: ...

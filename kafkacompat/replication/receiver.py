@@ -191,7 +191,11 @@ async def sync_topics(service: ReplicationService, request: dict[str, Any]) -> d
             log.info("replication: %s:%s grown to %d partitions", stream, name, want["partitions"])
         if info.configs != want["configs"]:
             await store.set_topic_configs(stream, name, dict(want["configs"]))
-    return {"topics": await _partition_ends(service, stream)}
+    answer: dict[str, Any] = {"topics": await _partition_ends(service, stream)}
+    workers = service.cluster.worker_ports() if service.cluster is not None else []
+    if workers:
+        answer["workers"] = workers  # a link that reached one of these ports may reach the others too
+    return answer
 
 
 async def append(service: ReplicationService, request: dict[str, Any], payload: memoryview,

@@ -123,6 +123,9 @@ class WorkerView(ClusterView):
     def serving_port(self, key: PartitionKey) -> int | None:
         return self.role.ports[self.owner(key)]
 
+    def worker_ports(self) -> list[int]:
+        return list(self.role.ports)
+
     def leader_of(self, key: PartitionKey) -> tuple[int, int] | None:
         index = self.owner(key)
         # -1 for this worker's own partitions: the caller takes the store's epoch (raised above the

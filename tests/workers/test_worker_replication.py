@@ -16,6 +16,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from kafkacompat.storage.disk.shared import owner_of
 
 from kafkacompat.admin.client import AdminClient
+from kafkacompat.chaos.link_proxy import LinkProxy
 from kafkacompat.testing import Broker
 from tests.replication.helpers import end_offset, replica, wait_for
 from tests.workers.test_workers import Workers
@@ -97,5 +98,40 @@ def test_a_link_into_workers_writes_every_workers_partitions_and_a_ring_stops_th
             (back,) = wait_for(lambda: [s for s in link_state_at(controller) if s["state"] == "in-sync"], 30,
                                "the link back in sync")
             assert back["shipped_bytes"] == 0, back  # every batch's path holds the single broker: none went home
+    finally:
+        workers.kill()
+
+
+@pytest.mark.parametrize("forwarded_at", ["another port", "the same port at another address"])
+def test_a_link_through_a_forwarded_port_sends_everything_through_it(tmp_path: Path, forwarded_at: str) -> None:
+    """A link that reaches `serve --workers 2` through a relay or a forwarded port (a tunnel) cannot count
+    on the other workers' ports being open at that address: on another port it keeps to the one address it
+    was given; at worker 0's own port number on another address it tries worker 1's there, cannot connect,
+    and sends worker 1's batches through the forwarded port. Every record arrives either way."""
+    workers = Workers(tmp_path / "workers", 2)
+    try:
+        if forwarded_at == "another port":
+            proxy = LinkProxy(workers.ports[0])
+        else:
+            proxy = LinkProxy(workers.ports[0], host="127.0.0.2", port=workers.ports[0])  # workers bind 127.0.0.1
+        with Broker(str(tmp_path / "single")) as single:
+            AdminClient(f"127.0.0.1:{workers.ports[0]}", timeout=30).call("stream.create", path="/s")
+            source = AdminClient(single.bootstrap_servers, timeout=30)
+            source.call("stream.create", path="/s", policy={"default_partitions": 4})
+            source.call("replica.add", path="/s", replica=f"{proxy.server.getsockname()[0]}:{proxy.port}/s")
+            producer = Producer({"bootstrap.servers": single.bootstrap_servers})
+            for index in range(4):
+                for n in range(10):
+                    producer.produce("/s:f", value=f"{index}-{n}".encode(), partition=index)
+            assert producer.flush(30) == 0
+            assert {owner_of(2, "/default", "/s", "f", i) for i in range(4)} == {0, 1}  # both workers write
+            reader = Consumer({"bootstrap.servers": workers.bootstrap, "group.id": "ends"})
+            try:
+                wait_for(lambda: [reader.get_watermark_offsets(TopicPartition("/s:f", i), timeout=5)[1]
+                                  for i in range(4)] == [10] * 4, 60, "every partition replicated")
+            finally:
+                reader.close()
+            (link,) = link_state_at(source)
+            assert link["ports"] == [proxy.port], link
     finally:
         workers.kill()
