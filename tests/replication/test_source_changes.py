@@ -6,6 +6,7 @@ import time
 
 import pytest
 
+from kafkacompat import storage
 from kafkacompat.testing import Broker
 
 from .helpers import admin, batches, end_offset, link_state, replica, values, wait_for
@@ -244,8 +245,14 @@ def topic_id(broker: Broker, topic: str):
 
 
 def current(broker: Broker, topic: str) -> list[tuple[int, bytes | None]] | None:
-    """(offset, value) of a topic, None while it does not exist (between a deletion and its creation)."""
-    return values(broker, f"/s:{topic}") if topic_id(broker, topic) is not None else None
+    """(offset, value) of a topic, None while it does not exist (between a deletion and its creation,
+    which the replica's link may make between the look and the read)."""
+    if topic_id(broker, topic) is None:
+        return None
+    try:
+        return values(broker, f"/s:{topic}")
+    except storage.UnknownTopicError:
+        return None
 
 
 def recreate(broker: Broker, topic: str, *new_values: bytes) -> None:
