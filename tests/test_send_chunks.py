@@ -8,9 +8,11 @@ event loop serves others meanwhile and the transport never holds it whole.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import ssl
 import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
 from confluent_kafka import Consumer, Producer
@@ -27,9 +29,27 @@ def _answers() -> list[list[bytes]]:
     return [[os.urandom(40), os.urandom(3 * MIB), b"\x00", os.urandom(MIB + 7), os.urandom(9)] for _ in range(3)]
 
 
+@contextlib.asynccontextmanager
+async def _served(handle: Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]], tls: bool,
+                  tmp_path) -> AsyncIterator[asyncio.StreamReader]:
+    """A local server that answers with `handle`, and the reading end of one client connected to it."""
+    server_ctx, client_ctx = _contexts(tmp_path) if tls else (None, None)
+    server = await asyncio.start_server(handle, "127.0.0.1", 0, ssl=server_ctx)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port, ssl=client_ctx,
+                                                       server_hostname="localhost" if tls else None)
+        try:
+            yield reader
+        finally:
+            writer.close()
+    finally:
+        server.close()
+        await server.wait_closed()
+
+
 async def _serve_and_read(tls: bool, tmp_path) -> tuple[bytes, bytes, int | None]:
     """Send every answer back to back while the client reads nothing, then read it all."""
-    server_ctx, client_ctx = _contexts(tmp_path) if tls else (None, None)
     answers = _answers()
     expected = b"".join(b"".join(answer) for answer in answers)
     sent = asyncio.get_running_loop().create_future()
@@ -44,17 +64,9 @@ async def _serve_and_read(tls: bool, tmp_path) -> tuple[bytes, bytes, int | None
         await writer.drain()
         writer.close()
 
-    server = await asyncio.start_server(handle, "127.0.0.1", 0, ssl=server_ctx)
-    port = server.sockets[0].getsockname()[1]
-    try:
-        reader, writer = await asyncio.open_connection("127.0.0.1", port, ssl=client_ctx,
-                                                       server_hostname="localhost" if tls else None)
+    async with _served(handle, tls, tmp_path) as reader:
         await asyncio.wait_for(sent, 30)
         received = await asyncio.wait_for(reader.read(), 60)
-        writer.close()
-    finally:
-        server.close()
-        await server.wait_closed()
     return received, expected, fds[0]
 
 
@@ -71,7 +83,6 @@ async def test_an_answer_of_many_buffers_goes_in_pieces_while_the_loop_serves_ot
     """20 MiB in 10 KiB buffers (as a listing's topic entries) to a client that reads nothing at first:
     the server's transport holds a piece at a time, never the answer, and other tasks run meanwhile;
     once the client reads, every byte arrives in order."""
-    server_ctx, client_ctx = _contexts(tmp_path) if tls else (None, None)
     chunks = [os.urandom(10 * 1024) for _ in range(2048)]
     assert in_pieces(chunks) and len(chunks) > IOV_MAX
     most_held: list[int] = []
@@ -90,19 +101,11 @@ async def test_an_answer_of_many_buffers_goes_in_pieces_while_the_loop_serves_ot
         await watcher
         writer.close()
 
-    server = await asyncio.start_server(handle, "127.0.0.1", 0, ssl=server_ctx)
-    port = server.sockets[0].getsockname()[1]
-    try:
-        reader, writer = await asyncio.open_connection("127.0.0.1", port, ssl=client_ctx,
-                                                       server_hostname="localhost" if tls else None)
+    async with _served(handle, tls, tmp_path) as reader:
         while len(most_held) < 20:  # the client reads nothing yet: the server is stuck mid-answer
             await asyncio.sleep(0.01)
         assert not done.done()
         received = await asyncio.wait_for(reader.read(), 60)
-        writer.close()
-    finally:
-        server.close()
-        await server.wait_closed()
     assert received == b"".join(chunks)
     assert max(most_held) <= 64 * 1024 + IOV_MAX * 10 * 1024, max(most_held)  # a piece over the high-water mark
 
