@@ -110,7 +110,6 @@ class LinkTask:
         # a destination of `serve --workers N`: the port of the worker that writes each partition, and a
         # connection to each such worker other than the one the link reached (its `direct` clients)
         self._routes: dict[tuple[str, int], int] = {}
-        self._worker_ports: list[int] = []
         self._direct: dict[int, asyncio.Future[LinkClient | None]] = {}
         self._topic_signature: Any = None
         self._topic_ids: dict[str, uuid.UUID] = {}  # the topics the positions are of
@@ -200,9 +199,8 @@ class LinkTask:
 
     async def _session(self) -> None:
         spec = self.spec
-        source = {"uuid": self.service.identity.id, "name": self.service.identity.name, "stream": spec.source}
         try:
-            client = await LinkClient.connect(spec.host, spec.port, source=source,
+            client = await LinkClient.connect(spec.host, spec.port, source=self._source(),
                                               security=self.service.link_security)
         except AuthenticationFailed as exc:
             raise LoginFailed(f"login to {spec.host}:{spec.port} failed: {exc}") from None
@@ -228,7 +226,6 @@ class LinkTask:
             while not spec.paused:
                 ends = await self._sync_topics(client)
                 if ends is not None:
-                    self._learn_routes(ends)
                     await self._learn_resume_points(ends)
                 # every partition at once: requests are pipelined on the one connection
                 shipped = sum(await asyncio.gather(*(self._ship(client, t, i) for t, i in list(self.positions))))
@@ -247,16 +244,20 @@ class LinkTask:
 
     # a destination of several workers --------------------------------------------
 
-    def _learn_routes(self, ends: dict[str, Any]) -> None:
-        """Which worker's port writes each partition, as the destination named them (`ports`); none for a
-        destination of one process, or one that does not name them, and none when the link's address is
-        not one of the destination's workers' ports: through a relay or a forwarded port (a tunnel, the
-        fault campaign's link proxy) the others' ports need not be open at that host, and the link keeps
-        to the one address it was given."""
-        if self.spec.port not in self._worker_ports:
+    def _source(self) -> dict[str, str]:
+        """Who sends, as every request of the link names it (the destination checks its upstreams)."""
+        return {"uuid": self.service.identity.id, "name": self.service.identity.name, "stream": self.spec.source}
+
+    def _learn_routes(self, answer: dict[str, Any]) -> None:
+        """Which worker's port writes each partition, as the destination's answer to the topics named them
+        (`ports`, and every worker's in `workers`); none for a destination of one process, or one that does
+        not name them, and none when the link's address is not one of the destination's workers' ports:
+        through a relay or a forwarded port (a tunnel, the fault campaign's link proxy) the others' ports
+        need not be open at that host, and the link keeps to the one address it was given."""
+        if self.spec.port not in (answer.get("workers") or ()):
             self._routes = {}
             return
-        self._routes = {(name, index): port for name, dest in ends.items()
+        self._routes = {(name, index): port for name, dest in answer["topics"].items()
                         for index, port in enumerate(dest.get("ports") or ()) if isinstance(port, int)}
 
     async def _client_for(self, client: LinkClient, topic: str, index: int) -> LinkClient:
@@ -274,9 +275,9 @@ class LinkTask:
     async def _open_direct(self, port: int) -> LinkClient | None:
         """A connection to the worker at `port`; None, and that worker's partitions sent through the worker
         the link reached from now on, when it cannot be opened."""
-        source = {"uuid": self.service.identity.id, "name": self.service.identity.name, "stream": self.spec.source}
         try:
-            return await LinkClient.connect(self.spec.host, port, source=source, security=self.service.link_security)
+            return await LinkClient.connect(self.spec.host, port, source=self._source(),
+                                            security=self.service.link_security)
         except (OSError, asyncio.TimeoutError) as exc:
             log.warning("replica %s -> %s: cannot reach the destination's worker at %s:%d (%s); its partitions' "
                         "batches go through %s:%d", self.spec.source, self.spec.replica, self.spec.host, port,
@@ -336,7 +337,7 @@ class LinkTask:
         for key in [k for k in self.positions if k[0] not in gens or k[0] in replaces]:
             del self.positions[key]
             self.dest_log_starts.pop(key, None)
-        self._worker_ports = answer.get("workers") or []
+        self._learn_routes(answer)
         return answer["topics"]
 
     async def _learn_resume_points(self, ends: dict[str, Any]) -> None:
