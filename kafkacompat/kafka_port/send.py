@@ -71,9 +71,10 @@ async def send_in_pieces(writer: asyncio.StreamWriter, chunks: Sequence[Buffer],
 
 
 def send_chunks(writer: asyncio.StreamWriter, chunks: Sequence[Buffer], fd: int | None) -> None:
-    """Write `chunks` in order; with a plain socket's `fd`, as much as it takes at once with no copy."""
+    """Write `chunks` (at most IOV_MAX: more go through `send_in_pieces`) in order; with a plain socket's
+    `fd`, as much as it takes at once with no copy."""
     transport = writer.transport
-    if fd is None or len(chunks) < 2 or len(chunks) > IOV_MAX:
+    if fd is None or len(chunks) < 2:
         writer.writelines(chunks)
         return
     if transport.get_write_buffer_size() or transport.is_closing():
