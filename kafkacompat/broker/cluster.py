@@ -27,7 +27,7 @@ from ..groups import GroupCoordinator
 from ..shares.manager import ShareService
 from ..transactions import TransactionCoordinator
 from ..workers.channel import WorkerChannel
-from ..workers.forward import ForwardError
+from ..workers.forward import ForwardError, Peers
 from ..workers.role import WorkerRole
 from ..workers.share_state import WorkerShareState, forget_at_owners
 from ..workers.state_client import WorkerAbortedEntries, WorkerPathTable
@@ -153,9 +153,9 @@ class Cluster:
         if config.host not in ("", "0.0.0.0", "::"):
             view.controller_host = config.host
         if role.channel_fd >= 0:  # as the broker itself, on the others' Unix sockets (workers/channel.py)
-            view.security = WorkerChannel(os.path.abspath(config.store_url), role.ports)
+            view.peers = Peers(WorkerChannel(os.path.abspath(config.store_url), role.ports))
         elif config.replication_client_config:
-            view.security = load_command_config(config.replication_client_config, "replication_client_config")
+            view.peers = Peers(load_command_config(config.replication_client_config, "replication_client_config"))
         return view
 
     def _coordinates_all(self) -> bool:

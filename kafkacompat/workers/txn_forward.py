@@ -30,7 +30,7 @@ from kafkacompat.protocol.messages import make
 from ..catalog.producer_state import COORDINATOR_EPOCH
 from ..cluster.membership import PartitionKey
 from ..topic_names import canonical_name
-from .forward import Connects, ForwardError, forward
+from .forward import ForwardError, Peers, forward
 from .view import WorkerView
 
 log = logging.getLogger(__name__)
@@ -46,7 +46,7 @@ FINAL = frozenset({ErrorCode.none, ErrorCode.invalid_producer_epoch, ErrorCode.t
 
 
 async def verify_at_coordinator(host: str, port: int, txn_id: str, producer_id: int, epoch: int, name: str,
-                                index: int, add: bool, security: Connects) -> ErrorCode:
+                                index: int, add: bool, peers: Peers) -> ErrorCode:
     """The coordinator's verdict on one partition of the producer's open transaction (`add`: join it first)."""
     schema = add_v5 if add else add_v4
     topic = make(schema.AddPartitionsToTxnTopic, name=name, partitions=(index,))
@@ -54,7 +54,7 @@ async def verify_at_coordinator(host: str, port: int, txn_id: str, producer_id: 
                producer_id=ProducerId(producer_id), producer_epoch=epoch, verify_only=not add, topics=(topic,))
     request = make(schema.AddPartitionsToTxnRequest, transactions=(txn,))
     answer = await forward(host, port, ADD_PARTITIONS_TO_TXN, ADD_VERSION if add else VERIFY_VERSION, request,
-                           security)
+                           peers)
     if answer.error_code != ErrorCode.none:
         return ErrorCode(answer.error_code)
     for result in answer.results_by_transaction:
@@ -66,7 +66,7 @@ async def verify_at_coordinator(host: str, port: int, txn_id: str, producer_id: 
 
 async def write_markers_at(host: str, port: int, producer_id: int, epoch: int, commit: bool,
                            partitions: Sequence[tuple[str, int]], coordinator_epoch: int,
-                           security: Connects) -> dict[tuple[str, int], ErrorCode]:
+                           peers: Peers) -> dict[tuple[str, int], ErrorCode]:
     """Have the worker at host:port write the marker into its `partitions` (Kafka names, index); its
     answer per partition."""
     by_name: dict[str, list[int]] = {}
@@ -77,7 +77,7 @@ async def write_markers_at(host: str, port: int, producer_id: int, epoch: int, c
                   topics=tuple(make(markers_v1.WritableTxnMarkerTopic, name=name, partition_indexes=tuple(indexes))
                                for name, indexes in by_name.items()))
     answer = await forward(host, port, WRITE_TXN_MARKERS, 1, make(markers_v1.WriteTxnMarkersRequest,
-                                                                  markers=(marker,)), security)
+                                                                  markers=(marker,)), peers)
     return {(topic.name, p.partition_index): ErrorCode(p.error_code)
             for result in answer.markers for topic in result.topics for p in topic.partitions}
 
@@ -97,7 +97,7 @@ class WorkerTransactions:
         view = self.view
         try:
             return await verify_at_coordinator(view.controller_host, view.role.ports[0], txn_id, producer_id, epoch,
-                                               self._name(key), key[2], add, view.security)
+                                               self._name(key), key[2], add, view.peers)
         except ForwardError as exc:
             log.warning("worker %d: cannot verify transactional id %r with worker 0: %s", view.role.index, txn_id, exc)
             return ErrorCode.not_enough_replicas
@@ -118,7 +118,7 @@ class WorkerTransactions:
         try:
             errors = await write_markers_at(view.controller_host, view.role.ports[owner], producer_id, epoch,
                                             control is ControlType.COMMIT, [(self._name(k), k[2]) for k in keys],
-                                            COORDINATOR_EPOCH, view.security)
+                                            COORDINATOR_EPOCH, view.peers)
         except ForwardError as exc:
             raise storage.StorageError(f"markers of producer {producer_id} not written by worker {owner}: {exc}") \
                 from None

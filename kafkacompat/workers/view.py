@@ -40,7 +40,7 @@ from ..cluster.membership import ClusterView, Member, PartitionKey
 from ..security.client import ClientSecurity
 from ..storage.disk.files import read_if_there
 from ..storage.disk.shared import owner_of
-from .forward import CLIENT_ID, Connects, ForwardError, create_at_controller, exchange, forward
+from .forward import CLIENT_ID, ForwardError, Peers, create_at_controller, forward
 from .peer_partition import PeerPartition, figures_of
 from .role import WorkerRole
 
@@ -100,7 +100,7 @@ class WorkerView(ClusterView):
         self._task: asyncio.Task | None = None
         self.controller_host = "127.0.0.1"  # where worker 0 is reached: its bind host unless that is a wildcard
         # how it asks the other workers: as the broker itself on their Unix sockets (channel.py), else over TCP
-        self.security: Connects = ClientSecurity()
+        self.peers = Peers(ClientSecurity())
         self.shared_tables: tuple[str, ...] = ()  # worker 0's state tables this worker reads too (ACLs, ...)
         # other workers' partitions this one read lately, least recently used first
         self._peers: collections.OrderedDict[PartitionKey, PeerPartition] = collections.OrderedDict()
@@ -113,6 +113,7 @@ class WorkerView(ClusterView):
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
+        self.peers.close()
 
     def live(self) -> list[Member]:
         return list(self._members)
@@ -152,7 +153,7 @@ class WorkerView(ClusterView):
     async def create_at_controller(self, name: str, partitions: int) -> None:
         """Have worker 0 create topic `name` (auto-creation a client asked of this worker), then take it
         in; ForwardError when worker 0 cannot be reached or refuses."""
-        await create_at_controller(self.controller_host, self.role.ports[0], name, partitions, self.security)
+        await create_at_controller(self.controller_host, self.role.ports[0], name, partitions, self.peers)
         await self.catch_up()
 
     async def offsets_topic_by_controller(self) -> None:
@@ -161,14 +162,14 @@ class WorkerView(ClusterView):
         COORDINATOR_NOT_AVAILABLE (this worker may not write the catalog) until the topic existed.
         ForwardError when worker 0 cannot be reached."""
         request = make(find_v2.FindCoordinatorRequest, key="kafkacompat-worker", key_type=i8(0))
-        await forward(self.controller_host, self.role.ports[0], FIND_COORDINATOR, 2, request, self.security)
+        await forward(self.controller_host, self.role.ports[0], FIND_COORDINATOR, 2, request, self.peers)
         await self.catch_up()
 
     async def forward_to_controller(self, api_key: int, version: int, request: Any) -> Any | None:
         if self.role.index == 0:
             return None
         try:
-            answer = await forward(self.controller_host, self.role.ports[0], api_key, version, request, self.security)
+            answer = await forward(self.controller_host, self.role.ports[0], api_key, version, request, self.peers)
         except ForwardError as exc:
             log.warning("worker %d: cannot forward a request (API %d) to worker 0: %s", self.role.index, api_key, exc)
             return None
@@ -235,11 +236,11 @@ class WorkerView(ClusterView):
         return (await self._exchange(index, frame, ""))[4:]  # past the correlation id: the body
 
     async def _exchange(self, index: int, frame: bytes, what: str) -> bytes:
-        """Worker `index`'s answer frame (without its size prefix) to a whole request frame, on a connection
-        of its own; StorageError naming `what` when that worker cannot be reached in ASK_TIMEOUT_S."""
+        """Worker `index`'s answer frame (without its size prefix) to a whole request frame; StorageError
+        naming `what` when that worker cannot be reached in ASK_TIMEOUT_S."""
         try:
             return await asyncio.wait_for(
-                exchange(self.controller_host, self.role.ports[index], frame, self.security, ASK_TIMEOUT_S),
+                self.peers.exchange(self.controller_host, self.role.ports[index], frame, ASK_TIMEOUT_S),
                 ASK_TIMEOUT_S)
         except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError) as exc:
             raise storage.StorageError(f"worker {self.role.index}: cannot reach worker {index}{what}: "
