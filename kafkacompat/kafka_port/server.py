@@ -70,6 +70,7 @@ class BrokerServer:
         self._tls = server_context(config) if any(listener.tls for listener in self.listeners) else None
         self._certificates = CertificatePrincipals(config.ssl_principal_mapping_rules)
         self._connections: dict[asyncio.Task[None], Connection | None] = {}  # None until it is set up
+        self._channel_open = 0  # of them, other workers' (workers/channel.py): neither counted nor limited
         self._per_ip: collections.Counter[str] = collections.Counter()
         self.connections_accepted = 0  # Kafka client connections since start, read by /metrics
         self.connections_refused = 0  # over max_connections or max_connections_per_ip
@@ -105,7 +106,7 @@ class BrokerServer:
     @property
     def connection_count(self) -> int:
         """Kafka client connections open now."""
-        return len(self._connections)
+        return len(self._connections) - self._channel_open
 
     def readiness(self) -> dict[str, bool]:
         """What /health/ready checks: the store is open and the Kafka listener accepts connections."""
@@ -270,7 +271,8 @@ class BrokerServer:
 
     async def _accept_worker(self, reader: FrameStream, writer: asyncio.StreamWriter) -> None:
         """Another worker of `serve --workers N`, on this worker's Unix socket: the broker itself (principal
-        WORKER, a super user), never refused for the client connection limits."""
+        WORKER, a super user). Its connections are the broker's own, as Kafka's inter-broker ones: neither
+        refused for the client connection limits nor counted among the client connections."""
         await self._serve(WORKERS, WORKER, "worker", reader, writer)
 
     async def _accept(self, listener: Listener, reader: FrameStream, writer: asyncio.StreamWriter) -> None:
@@ -307,8 +309,12 @@ class BrokerServer:
         task = asyncio.current_task()
         assert task is not None
         self._connections[task] = None
-        self._per_ip[ip] += 1
-        self.connections_accepted += 1
+        own = listener is WORKERS  # another worker's connection: not a client's (_accept_worker)
+        if own:
+            self._channel_open += 1
+        else:
+            self._per_ip[ip] += 1
+            self.connections_accepted += 1
         try:
             sasl = None
             if listener.sasl:
@@ -323,13 +329,16 @@ class BrokerServer:
             await connection.run()
         finally:
             self._connections.pop(task, None)
-            self._per_ip[ip] -= 1
-            if not self._per_ip[ip]:
-                del self._per_ip[ip]
+            if own:
+                self._channel_open -= 1
+            else:
+                self._per_ip[ip] -= 1
+                if not self._per_ip[ip]:
+                    del self._per_ip[ip]
 
     def _refusal(self, ip: str) -> str | None:
         """Why a new connection from `ip` is refused (max.connections, max.connections.per.ip)."""
-        if len(self._connections) >= self.config.max_connections:
+        if self.connection_count >= self.config.max_connections:
             return f"max_connections={self.config.max_connections} reached"
         if self._per_ip[ip] >= self.config.max_connections_per_ip:
             return f"max_connections_per_ip={self.config.max_connections_per_ip} reached for {ip}"

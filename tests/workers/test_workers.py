@@ -234,6 +234,41 @@ def asked_at(port: int, topic: str, create: bool = False) -> tuple[int, int]:
     return answer.topics[0].error_code, len(answer.topics[0].partitions)
 
 
+def channel_connections(pid: int) -> int:
+    """Connections other workers hold open on the Unix socket of the worker with this pid (workers/channel.py):
+    an accepted Unix socket carries the path of the socket it came in on."""
+    held = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        with contextlib.suppress(OSError):
+            held.add(os.readlink(f"/proc/{pid}/fd/{fd}"))
+    with open("/proc/net/unix") as table:
+        rows = [line.split() for line in table.readlines()[1:]]
+    return sum(1 for row in rows if len(row) == 8 and row[5] == "03" and f"socket:[{row[6]}]" in held)
+
+
+@pytest.mark.slow
+def test_workers_keep_their_connections_to_each_other_outside_the_client_limit(tmp_path: Path) -> None:
+    # each request a worker sent another opened a connection, which counted among the client
+    # connections and so toward --max-connections; Kafka's brokers keep their connections to each
+    # other, and max.connections does not refuse them
+    workers = Workers(tmp_path / "data", 2, "--max-connections", "2")
+    try:
+        for n in range(3):  # worker 1 has worker 0 make each topic
+            assert asked_at(workers.ports[1], f"kept-{n}", create=True) == (ErrorCode.none, 1)
+        deadline = time.monotonic() + 10
+        while (held := channel_connections(workers.pids[0])) != 1:
+            assert time.monotonic() < deadline, f"worker 0 holds {held} connections from worker 1, not one kept"
+            time.sleep(0.1)
+        request = make(meta_v12.MetadataRequest, topics=(make(meta_v12.MetadataRequestTopic, name="kept-2",
+                                                                   topic_id=None),),
+                       allow_auto_topic_creation=False, include_topic_authorized_operations=False)
+        with Wire(f"127.0.0.1:{workers.ports[0]}") as first, Wire(f"127.0.0.1:{workers.ports[0]}") as second:
+            for wire in (first, second):  # both client connections are served, beside worker 1's
+                assert wire.request(3, 12, request).topics[0].error_code == ErrorCode.none
+    finally:
+        workers.kill()
+
+
 @pytest.mark.slow
 def test_topics_changed_through_worker_0_are_known_at_once_to_worker_1(workers: Workers) -> None:
     # A client may send Metadata to any broker right after CreateTopics answered (librdkafka does):
