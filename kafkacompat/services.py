@@ -84,6 +84,13 @@ class Topics(Protocol):
     ) -> tuple[storage.Partition | None, ErrorCode]: ...
 
 
+class Controller(Protocol):
+    """The broker's view of the cluster, to have the broker that writes the shared state make a change this
+    one may not (a worker other than 0 of `serve --workers N`: `ClusterView.forward_to_controller`)."""
+
+    view: ClusterView
+
+
 class Placement(Protocol):
     """Which broker leads a partition or coordinates a group, and how clients reach it."""
 

@@ -2,20 +2,25 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from kafkacompat import storage
 
 from ..broker.quotas import QuotaError, entity_of
-from ..services import Request, Settings
-from .common import NO_THROTTLE, ErrorCode, make, schema_of, storage_error_code
+from ..services import Controller, Request, Settings
+from .common import NO_THROTTLE, ErrorCode, at_controller, make, schema_of, storage_error_code
 from .registry import Api, changes
 
 # AlterClientQuotas v0-1
 API = Api(49, (0, 1), changes(("entries",), "entries"))
 
 
-async def _alter(ctx: Request[Settings], entry: Any, validate_only: bool) -> tuple[ErrorCode, str | None]:
+class QuotaChanges(Settings, Controller, Protocol):
+    """The quotas, and the controller that writes them (ALTER_CONFIGS on the cluster is checked by the
+    connection: security/refusals.py)."""
+
+
+async def _alter(ctx: Request[QuotaChanges], entry: Any, validate_only: bool) -> tuple[ErrorCode, str | None]:
     quotas = ctx.cluster.quotas
     try:
         entity = entity_of([(e.entity_type, e.entity_name) for e in entry.entity])
@@ -30,7 +35,9 @@ async def _alter(ctx: Request[Settings], entry: Any, validate_only: bool) -> tup
     return ErrorCode.none, None
 
 
-async def handle(ctx: Request[Settings], request: Any) -> Any:
+async def handle(ctx: Request[QuotaChanges], request: Any) -> Any:
+    if not request.validate_only and (forwarded := await at_controller(ctx, request)) is not None:
+        return forwarded
     m = schema_of(ctx)
     entries = []
     for entry in request.entries:

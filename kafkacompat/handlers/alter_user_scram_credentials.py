@@ -8,13 +8,13 @@ derived from it. Checks and messages follow Kafka's ScramControlManager.
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
+from typing import Any, Protocol
 
 from kafkacompat import storage
 
 from ..security.scram import MAX_ITERATIONS, MIN_ITERATIONS, credential_from_salted
-from ..services import Request, Security
-from .common import NO_THROTTLE, ErrorCode, make, schema_of, storage_error_code
+from ..services import Controller, Request, Security
+from .common import NO_THROTTLE, ErrorCode, at_controller, make, schema_of, storage_error_code
 from .describe_user_scram_credentials import MECHANISM_CODES
 from .registry import Api, changes
 
@@ -44,7 +44,14 @@ def _refusal(item: Any, upsert: bool, twice: bool) -> tuple[ErrorCode, str] | No
     return None
 
 
-async def handle(ctx: Request[Security], request: Any) -> Any:
+class ScramChanges(Security, Controller, Protocol):
+    """The SCRAM users, and the controller that writes them (ALTER on the cluster is checked by the connection:
+    security/refusals.py)."""
+
+
+async def handle(ctx: Request[ScramChanges], request: Any) -> Any:
+    if (forwarded := await at_controller(ctx, request)) is not None:
+        return forwarded
     m = schema_of(ctx)
     credentials = ctx.cluster.credentials
     counts = Counter(i.name for i in (*request.deletions, *request.upsertions))  # Kafka: one change per user

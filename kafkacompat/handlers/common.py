@@ -11,7 +11,7 @@ from kafkacompat import storage
 from kafkacompat.protocol.admin_api import AdminMessageError, decode_request_body
 from kafkacompat.protocol.messages import MalformedRequestError, RequestHeader, make, response_module
 
-from ..services import Request
+from ..services import Controller, Request
 
 NO_THROTTLE = datetime.timedelta(0)
 NO_RESPONSE = object()  # acks=0: the client expects no answer
@@ -35,6 +35,15 @@ def decode_json_request(header: RequestHeader, frame: bytes) -> dict[str, Any]:
         return decode_request_body(frame, header.body_offset)
     except AdminMessageError as exc:
         raise MalformedRequestError(str(exc)) from None
+
+
+async def at_controller(ctx: Request[Controller], request: Any) -> Any | None:
+    """The controller's answer to a change of the store's shared state (ACLs, SCRAM users, quotas, configs)
+    that this broker may not write itself, a worker other than 0 of `serve --workers N`, with the change
+    in force here before the answer; None where this broker makes it. As Kafka's brokers forward such
+    changes to their controller: Java's admin client sends them to any broker. The controller judges the
+    forwarding worker (the broker itself), so the caller checks the client's rights first."""
+    return await ctx.cluster.view.forward_to_controller(ctx.header.api_key, ctx.version, request)
 
 
 def schema_of(ctx: Request[object]) -> Any:

@@ -20,7 +20,7 @@ from ..catalog.views import BrokerConfigSource
 from ..security.acls import Operation
 from ..security.authorizer import config_refusal
 from ..services import Placement, Request, Security, Topics
-from .common import ErrorCode, storage_error_code
+from .common import ErrorCode, at_controller, storage_error_code
 
 TOPIC, BROKER, BROKER_LOGGER, GROUP = 2, 4, 8, 32
 Change = Callable[[dict[str, str]], dict[str, str]]
@@ -31,19 +31,31 @@ class ConfigChanges(Topics, Placement, Security, BrokerConfigSource, Protocol):
 
 
 async def forwarded(ctx: Request[ConfigChanges], request: Any) -> Any | None:
-    """Worker 0's answer to a change of topic configs sent to another worker of `serve --workers N`
-    (worker 0 writes the catalog; Kafka's brokers forward config changes to their controller too);
-    None where this broker makes the change. Worker 0 judges the worker that forwards it (the broker
-    itself, workers/channel.py), so the client's ALTER_CONFIGS is checked here first: a request naming
-    a topic it may not change is answered here, that topic refused (before stop 57 every change sent to
-    another worker was refused when an authorizer was on)."""
-    if any(r.resource_type != TOPIC for r in request.resources):
+    """Worker 0's answer to a change of topic or group configs or of the brokers' defaults sent to another
+    worker of `serve --workers N` (worker 0 writes the catalog and the settings; Kafka's brokers forward
+    config changes to their controller too); None where this broker makes the change. Worker 0 judges
+    the worker that forwards it (the broker itself, workers/channel.py), so the client's ALTER_CONFIGS
+    is checked here first: a request naming a resource it may not change is answered here, that
+    resource refused (before stop 57 every change sent to another worker was refused when an
+    authorizer was on). A broker's own configs and loggers are changed where they were sent."""
+    if not all(_for_every_broker(r) and _may_change(ctx, r) for r in request.resources):
         return None
-    authorizer = ctx.cluster.authorizer  # a refusal's audit line is written where the request is answered
-    if not all(authorizer.topic(ctx, Operation.ALTER_CONFIGS, r.resource_name, log_denied=False)
-               for r in request.resources):
-        return None
-    return await ctx.cluster.view.forward_to_controller(ctx.header.api_key, ctx.version, request)
+    return await at_controller(ctx, request)
+
+
+def _for_every_broker(resource: Any) -> bool:
+    return resource.resource_type in (TOPIC, GROUP) or (resource.resource_type == BROKER
+                                                        and resource.resource_name == "")
+
+
+def _may_change(ctx: Request[ConfigChanges], resource: Any) -> bool:
+    """ALTER_CONFIGS on the resource; a refusal's audit line is written where the request is answered."""
+    authorizer = ctx.cluster.authorizer
+    if resource.resource_type == TOPIC:
+        return authorizer.topic(ctx, Operation.ALTER_CONFIGS, resource.resource_name, log_denied=False)
+    if resource.resource_type == GROUP:
+        return authorizer.group(ctx, Operation.ALTER_CONFIGS, resource.resource_name, log_denied=False)
+    return authorizer.cluster(ctx, Operation.ALTER_CONFIGS, log_denied=False)
 
 
 async def apply_configs(ctx: Request[ConfigChanges], resource: Any, change: Change, validate_only: bool) -> tuple[ErrorCode, str | None]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from kafkacompat import storage
 
@@ -16,8 +16,8 @@ from ..security.acls import (
     from_code,
     validate,
 )
-from ..services import Request, Security
-from .common import NO_THROTTLE, ErrorCode, make, schema_of, storage_error_code
+from ..services import Controller, Request, Security
+from .common import NO_THROTTLE, ErrorCode, at_controller, make, schema_of, storage_error_code
 from .describe_acls import refusal
 from .registry import Api, changes
 
@@ -27,13 +27,19 @@ API = Api(30, (1, 3), changes(("creations",), "results"))
 SECURITY_DISABLED = "No Authorizer is configured."  # Kafka's words for CreateAcls and DeleteAcls
 
 
-async def handle(ctx: Request[Security], request: Any) -> Any:
+class AclChanges(Security, Controller, Protocol):
+    """What of the broker CreateAcls and DeleteAcls reach: the ACLs, and the controller that writes them."""
+
+
+async def handle(ctx: Request[AclChanges], request: Any) -> Any:
     m = schema_of(ctx)
     refused = refusal(ctx, Operation.ALTER)
     if refused is not None:
         message = SECURITY_DISABLED if refused[0] == ErrorCode.security_disabled else refused[1]
         return make(m.CreateAclsResponse, throttle_time=NO_THROTTLE, results=tuple(
             make(m.AclCreationResult, error_code=refused[0], error_message=message) for _ in request.creations))
+    if (forwarded := await at_controller(ctx, request)) is not None:
+        return forwarded
     outcomes: list[tuple[ErrorCode, str | None]] = []
     valid: list[AclBinding] = []
     for creation in request.creations:

@@ -7,9 +7,9 @@ from typing import Any
 from kafkacompat import storage
 
 from ..security.acls import Operation
-from ..services import Request, Security
-from .common import NO_THROTTLE, ErrorCode, make, schema_of, storage_error_code
-from .create_acls import SECURITY_DISABLED
+from ..services import Request
+from .common import NO_THROTTLE, ErrorCode, at_controller, make, schema_of, storage_error_code
+from .create_acls import SECURITY_DISABLED, AclChanges
 from .describe_acls import acl_filter, refusal
 from .registry import Api, changes
 
@@ -17,7 +17,7 @@ from .registry import Api, changes
 API = Api(31, (1, 3), changes(("filters",), "filter_results"))
 
 
-async def handle(ctx: Request[Security], request: Any) -> Any:
+async def handle(ctx: Request[AclChanges], request: Any) -> Any:
     m = schema_of(ctx)
     refused = refusal(ctx, Operation.ALTER)
     if refused is not None:
@@ -25,6 +25,8 @@ async def handle(ctx: Request[Security], request: Any) -> Any:
         return make(m.DeleteAclsResponse, throttle_time=NO_THROTTLE, filter_results=tuple(
             make(m.DeleteAclsFilterResult, error_code=refused[0], error_message=message, matching_acls=())
             for _ in request.filters))
+    if (forwarded := await at_controller(ctx, request)) is not None:
+        return forwarded
     table = ctx.cluster.authorizer.acls
     results = []
     doomed: dict[str, Any] = {}

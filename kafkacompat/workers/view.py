@@ -174,6 +174,7 @@ class WorkerView(ClusterView):
             log.warning("worker %d: cannot forward a request (API %d) to worker 0: %s", self.role.index, api_key, exc)
             return None
         await self.catch_up()
+        await self.catch_up_settings()  # ACLs, SCRAM users, quotas and configs in force from the next request
         return answer
 
     async def ask(self, body: dict[str, Any], what: str, index: int = 0) -> Any:

@@ -21,6 +21,10 @@ import stat
 import time
 from pathlib import Path
 
+import kio.schema.alter_client_quotas.v1.request as quotas_v1
+import kio.schema.alter_user_scram_credentials.v0.request as scram_v0
+import kio.schema.create_acls.v3.request as acls_v3
+import kio.schema.describe_configs.v4.request as describe_configs_v4
 import kio.schema.incremental_alter_configs.v1.request as alter_v1
 import pytest
 import requests
@@ -211,3 +215,46 @@ def test_topic_configs_sent_to_worker_1_are_changed_as_the_client_may(secured) -
 
     assert change(SPANNED) == ErrorCode.none and retention(SPANNED) == "123456"  # ANONYMOUS may: ALL on it
     assert change(topic) == ErrorCode.topic_authorization_failed  # ANONYMOUS may not touch it
+
+
+def test_acl_user_quota_and_config_changes_sent_to_worker_1_are_judged_as_the_client(secured) -> None:
+    """Worker 1 hands these changes to worker 0, which writes the store's shared state and judges the worker
+    (the broker itself), so worker 1 judges the client first: ANONYMOUS may not ALTER the cluster, so its
+    ACL, SCRAM, quota and broker-default changes are refused there; it may change group configs."""
+    workers, _data, _topic, _http = secured
+    one = workers.ports[1]
+
+    def asked(api_key: int, version: int, request) -> object:
+        with Wire(f"127.0.0.1:{one}") as wire:
+            return wire.request(api_key, version, request)
+
+    acls = asked(30, 3, make(acls_v3.CreateAclsRequest, creations=(make(
+        acls_v3.AclCreation, resource_type=2, resource_name="*", resource_pattern_type=3,
+        principal="User:ANONYMOUS", host="*", operation=2, permission_type=3),)))
+    users = asked(51, 0, make(scram_v0.AlterUserScramCredentialsRequest, upsertions=(), deletions=(make(
+        scram_v0.ScramCredentialDeletion, name="bob", mechanism=1),)))
+    quotas = asked(49, 1, make(quotas_v1.AlterClientQuotasRequest, validate_only=False, entries=(make(
+        quotas_v1.EntryData, entity=(make(quotas_v1.EntityData, entity_type="user", entity_name="bob"),),
+        ops=(make(quotas_v1.OpData, key="producer_byte_rate", value=1.0, remove=False),)),)))
+    configs = asked(44, 1, make(alter_v1.IncrementalAlterConfigsRequest, validate_only=False, resources=(
+        make(alter_v1.AlterConfigsResource, resource_type=4, resource_name="", configs=(
+            make(alter_v1.AlterableConfig, name="max.connections", config_operation=0, value="1"),)),)))
+    refused = ErrorCode.cluster_authorization_failed
+    assert [r.error_code for r in acls.results] == [refused], acls
+    assert [r.error_code for r in users.results] == [refused], users
+    assert [e.error_code for e in quotas.entries] == [refused], quotas
+    assert [r.error_code for r in configs.responses] == [refused], configs
+
+    group = asked(44, 1, make(alter_v1.IncrementalAlterConfigsRequest, validate_only=False, resources=(
+        make(alter_v1.AlterConfigsResource, resource_type=32, resource_name="g", configs=(
+            make(alter_v1.AlterableConfig, name="consumer.session.timeout.ms", config_operation=0,
+                 value="50000"),)),)))
+    assert [r.error_code for r in group.responses] == [ErrorCode.none], group
+
+    with Wire(f"127.0.0.1:{workers.ports[0]}") as wire:
+        described = wire.request(32, 4, make(describe_configs_v4.DescribeConfigsRequest, resources=(
+            make(describe_configs_v4.DescribeConfigsResource, resource_type=4, resource_name="",
+                 configuration_keys=("max.connections",)),)))
+    assert [c.value for r in described.results for c in r.configs] != ["1"], described
+    admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{workers.ports[0]}"})
+    assert admin.describe_user_scram_credentials(["bob"])["bob"].result(30).user == "bob"  # not deleted

@@ -15,6 +15,14 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import kio.schema.alter_client_quotas.v1.request as quotas_v1
+import kio.schema.alter_user_scram_credentials.v0.request as scram_v0
+import kio.schema.create_acls.v3.request as acls_v3
+import kio.schema.delete_acls.v3.request as delete_acls_v3
+import kio.schema.describe_acls.v3.request as describe_acls_v3
+import kio.schema.describe_client_quotas.v1.request as describe_quotas_v1
+import kio.schema.describe_configs.v4.request as describe_configs_v4
+import kio.schema.describe_user_scram_credentials.v0.request as describe_scram_v0
 import kio.schema.find_coordinator.v2.request as find_v2
 import kio.schema.incremental_alter_configs.v1.request as alter_v1
 import kio.schema.metadata.v12.request as meta_v12
@@ -265,6 +273,78 @@ def test_workers_keep_their_connections_to_each_other_outside_the_client_limit(t
         with Wire(f"127.0.0.1:{workers.ports[0]}") as first, Wire(f"127.0.0.1:{workers.ports[0]}") as second:
             for wire in (first, second):  # both client connections are served, beside worker 1's
                 assert wire.request(3, 12, request).topics[0].error_code == ErrorCode.none
+    finally:
+        workers.kill()
+
+
+def asked(port: int, api_key: int, version: int, request) -> object:
+    with Wire(f"127.0.0.1:{port}") as wire:
+        return wire.request(api_key, version, request)
+
+
+def acls_at(port: int) -> list[tuple[str, str]]:
+    """(resource name, principal) of every ACL the worker at `port` answers DescribeAcls with."""
+    answer = asked(port, 29, 3, make(describe_acls_v3.DescribeAclsRequest, resource_type_filter=1,
+                                     resource_name_filter=None, pattern_type_filter=1, principal_filter=None,
+                                     host_filter=None, operation=1, permission_type=1))
+    assert answer.error_code == ErrorCode.none, answer
+    return sorted((r.resource_name, acl.principal) for r in answer.resources for acl in r.acls)
+
+
+def shared_changes_at(port: int) -> tuple[list[str], list[float], dict[str, str]]:
+    """What the worker at `port` says of the shared state the test changes: SCRAM users, alice's
+    producer_byte_rate, the configs of group g and the brokers' default max.connections."""
+    users = asked(port, 50, 0, make(describe_scram_v0.DescribeUserScramCredentialsRequest, users=None))
+    quotas = asked(port, 48, 1, make(describe_quotas_v1.DescribeClientQuotasRequest, strict=False, components=(
+        make(describe_quotas_v1.ComponentData, entity_type="user", match_type=0, match="alice"),)))
+    configs = asked(port, 32, 4, make(describe_configs_v4.DescribeConfigsRequest, resources=(
+        make(describe_configs_v4.DescribeConfigsResource, resource_type=32, resource_name="g",
+             configuration_keys=("consumer.session.timeout.ms",)),
+        make(describe_configs_v4.DescribeConfigsResource, resource_type=4, resource_name="",
+             configuration_keys=("max.connections",)))))
+    return ([u.user for u in users.results],
+            [v.value for e in quotas.entries for v in e.values if v.key == "producer_byte_rate"],
+            {c.name: c.value for r in configs.results for c in r.configs})
+
+
+@pytest.mark.slow
+def test_acls_users_quotas_and_configs_sent_to_worker_1_are_made_by_worker_0(tmp_path: Path) -> None:
+    # Java's admin client sends CreateAcls, DeleteAcls, AlterUserScramCredentials, AlterClientQuotas and
+    # changes of group configs and of the brokers' defaults to any broker (Kafka's brokers forward
+    # them to their controller); worker 1, which may not write the store's shared state, refused
+    # them with KAFKA_STORAGE_ERROR
+    workers = Workers(tmp_path / "data", 2, "--authorizer", "--super-user", "User:ANONYMOUS")
+    try:
+        one = workers.ports[1]
+        created = asked(one, 30, 3, make(acls_v3.CreateAclsRequest, creations=(make(
+            acls_v3.AclCreation, resource_type=2, resource_name="orders", resource_pattern_type=3,
+            principal="User:alice", host="*", operation=3, permission_type=3),)))
+        assert [r.error_code for r in created.results] == [ErrorCode.none], created
+        user = asked(one, 51, 0, make(scram_v0.AlterUserScramCredentialsRequest, deletions=(), upsertions=(make(
+            scram_v0.ScramCredentialUpsertion, name="alice", mechanism=1, iterations=8192, salt=b"salt" * 4,
+            salted_password=b"p" * 32),)))
+        assert [r.error_code for r in user.results] == [ErrorCode.none], user
+        quota = asked(one, 49, 1, make(quotas_v1.AlterClientQuotasRequest, validate_only=False, entries=(make(
+            quotas_v1.EntryData, entity=(make(quotas_v1.EntityData, entity_type="user", entity_name="alice"),),
+            ops=(make(quotas_v1.OpData, key="producer_byte_rate", value=1048576.0, remove=False),)),)))
+        assert [e.error_code for e in quota.entries] == [ErrorCode.none], quota
+        configs = asked(one, 44, 1, make(alter_v1.IncrementalAlterConfigsRequest, validate_only=False, resources=(
+            make(alter_v1.AlterConfigsResource, resource_type=32, resource_name="g", configs=(
+                make(alter_v1.AlterableConfig, name="consumer.session.timeout.ms", config_operation=0,
+                     value="50000"),)),
+            make(alter_v1.AlterConfigsResource, resource_type=4, resource_name="", configs=(
+                make(alter_v1.AlterableConfig, name="max.connections", config_operation=0, value="5000"),)))))
+        assert [r.error_code for r in configs.responses] == [ErrorCode.none] * 2, configs
+        expected = (["alice"], [1048576.0], {"consumer.session.timeout.ms": "50000", "max.connections": "5000"})
+        for port in workers.ports:  # worker 0 made them; worker 1 has them in force from the answer on
+            assert acls_at(port) == [("orders", "User:alice")]
+            assert shared_changes_at(port) == expected
+
+        deleted = asked(one, 31, 3, make(delete_acls_v3.DeleteAclsRequest, filters=(make(
+            delete_acls_v3.DeleteAclsFilter, resource_type_filter=2, resource_name_filter="orders",
+            pattern_type_filter=3, principal_filter=None, host_filter=None, operation=1, permission_type=1),)))
+        assert [len(r.matching_acls) for r in deleted.filter_results] == [1], deleted
+        assert [acls_at(port) for port in workers.ports] == [[], []]
     finally:
         workers.kill()
 
