@@ -19,6 +19,7 @@ from ..catalog.topic_configs import InvalidConfigError, validate_configs
 from ..catalog.views import BrokerConfigSource
 from ..security.acls import Operation
 from ..security.authorizer import config_refusal
+from ..security.principal import WORKER
 from ..services import Placement, Request, Security, Topics
 from .common import ErrorCode, at_controller, storage_error_code
 
@@ -37,15 +38,18 @@ async def forwarded(ctx: Request[ConfigChanges], request: Any) -> Any | None:
     the worker that forwards it (the broker itself, workers/channel.py), so the client's ALTER_CONFIGS
     is checked here first: a request naming a resource it may not change is answered here, that
     resource refused (before stop 57 every change sent to another worker was refused when an
-    authorizer was on). A broker's own configs and loggers are changed where they were sent."""
-    if not all(_for_every_broker(r) and _may_change(ctx, r) for r in request.resources):
+    authorizer was on). So is a change of this worker's own dynamic configs (a broker resource named
+    by its id), which worker 0 keeps in the store's settings, where this worker reads them; its
+    loggers are changed here."""
+    if not all(_kept_by_controller(ctx, r) and _may_change(ctx, r) for r in request.resources):
         return None
     return await at_controller(ctx, request)
 
 
-def _for_every_broker(resource: Any) -> bool:
-    return resource.resource_type in (TOPIC, GROUP) or (resource.resource_type == BROKER
-                                                        and resource.resource_name == "")
+def _kept_by_controller(ctx: Request[ConfigChanges], resource: Any) -> bool:
+    if resource.resource_type == BROKER:  # the brokers' defaults, or this broker's own (another's is refused)
+        return resource.resource_name in ("", str(ctx.cluster.node_id))
+    return resource.resource_type in (TOPIC, GROUP)
 
 
 def _may_change(ctx: Request[ConfigChanges], resource: Any) -> bool:
@@ -104,7 +108,7 @@ def _check_broker(ctx: Request[ConfigChanges], name: str) -> None:
 
 async def _broker(ctx: Request[ConfigChanges], name: str, change: Change, validate_only: bool) -> None:
     cluster = ctx.cluster
-    if name != "":
+    if name != "" and ctx.principal != WORKER:  # another worker's own configs: it checked their name
         _check_broker(ctx, name)
     old = broker_configs.dynamic_values(cluster, name)
     new = change(dict(old))

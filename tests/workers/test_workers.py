@@ -307,12 +307,20 @@ def shared_changes_at(port: int) -> tuple[list[str], list[float], dict[str, str]
             {c.name: c.value for r in configs.results for c in r.configs})
 
 
+def broker_config_at(port: int, node_id: int, name: str) -> str | None:
+    """The value of broker config `name` that the worker at `port` (node `node_id`) describes for itself."""
+    answer = asked(port, 32, 4, make(describe_configs_v4.DescribeConfigsRequest, resources=(
+        make(describe_configs_v4.DescribeConfigsResource, resource_type=4, resource_name=str(node_id),
+             configuration_keys=(name,)),)))
+    return next(c.value for r in answer.results for c in r.configs)
+
+
 @pytest.mark.slow
 def test_acls_users_quotas_and_configs_sent_to_worker_1_are_made_by_worker_0(tmp_path: Path) -> None:
     # Java's admin client sends CreateAcls, DeleteAcls, AlterUserScramCredentials, AlterClientQuotas and
-    # changes of group configs and of the brokers' defaults to any broker (Kafka's brokers forward
-    # them to their controller); worker 1, which may not write the store's shared state, refused
-    # them with KAFKA_STORAGE_ERROR
+    # changes of group configs and of the brokers' defaults to any broker, and a broker's own configs
+    # to that broker (Kafka's brokers forward them to their controller); worker 1, which may not
+    # write the store's shared state, refused them with KAFKA_STORAGE_ERROR
     workers = Workers(tmp_path / "data", 2, "--authorizer", "--super-user", "User:ANONYMOUS")
     try:
         one = workers.ports[1]
@@ -339,6 +347,16 @@ def test_acls_users_quotas_and_configs_sent_to_worker_1_are_made_by_worker_0(tmp
         for port in workers.ports:  # worker 0 made them; worker 1 has them in force from the answer on
             assert acls_at(port) == [("orders", "User:alice")]
             assert shared_changes_at(port) == expected
+
+        # a broker's own configs, as kafka-configs.sh --entity-type brokers --entity-name ID sends them
+        ids = {b.port: b.node_id for b in asked(one, 3, 12, make(
+            meta_v12.MetadataRequest, topics=(), allow_auto_topic_creation=False,
+            include_topic_authorized_operations=False)).brokers}
+        own = asked(one, 44, 1, make(alter_v1.IncrementalAlterConfigsRequest, validate_only=False, resources=(
+            make(alter_v1.AlterConfigsResource, resource_type=4, resource_name=str(ids[one]), configs=(
+                make(alter_v1.AlterableConfig, name="max.connections", config_operation=0, value="4000"),)),)))
+        assert [r.error_code for r in own.responses] == [ErrorCode.none], own
+        assert [broker_config_at(port, ids[port], "max.connections") for port in workers.ports] == ["5000", "4000"]
 
         deleted = asked(one, 31, 3, make(delete_acls_v3.DeleteAclsRequest, filters=(make(
             delete_acls_v3.DeleteAclsFilter, resource_type_filter=2, resource_name_filter="orders",
