@@ -22,12 +22,13 @@ from ..catalog import broker_configs
 from ..catalog.producer_state import ProducerStates
 from ..cluster import ClusterView, Member, SingleNode, open_cluster_view
 from ..cluster.membership import PartitionKey, cluster_url, coordinator_partition
+from ..cluster.peers import Peers
 from ..config import BrokerConfig
 from ..groups import GroupCoordinator
 from ..shares.manager import ShareService
 from ..transactions import TransactionCoordinator
 from ..workers.channel import WorkerChannel
-from ..workers.forward import ForwardError, Peers
+from ..workers.forward import ForwardError
 from ..workers.role import WorkerRole
 from ..workers.share_state import WorkerShareState, forget_at_owners
 from ..workers.state_client import WorkerAbortedEntries, WorkerPathTable

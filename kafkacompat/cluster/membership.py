@@ -14,6 +14,8 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .. import storage
+from ..security.client import ClientSecurity
+from .peers import Peers
 
 if TYPE_CHECKING:
     from ..config import BrokerConfig
@@ -59,6 +61,9 @@ class ClusterView(abc.ABC):
 
     def __init__(self, me: Member) -> None:
         self.me = me
+        # connections kept to the other brokers for the requests this one sends them (peers.py); a
+        # worker of `serve --workers N` opens them on the workers' own channel instead
+        self.peers = Peers(ClientSecurity())
         # the cloud store's tables share the leader table's database: a partition's leader epochs
         # start above the epochs the store stamped its batches with (leadership.add_missing)
         self.store_epochs = False
@@ -89,7 +94,7 @@ class ClusterView(abc.ABC):
 
     @abc.abstractmethod
     async def close(self) -> None:
-        """Leave the cluster: give up leadership and the broker's lease at once."""
+        """Leave the cluster: give up leadership and the broker's lease at once (and close `peers`)."""
 
     @abc.abstractmethod
     def live(self) -> list[Member]:
@@ -207,7 +212,7 @@ class SingleNode(ClusterView):
         return None
 
     async def close(self) -> None:
-        return None
+        self.peers.close()
 
     def live(self) -> list[Member]:
         return [self.me]

@@ -159,6 +159,7 @@ class PostgresCluster(ClusterView):
                 with contextlib.suppress(Exception):
                     await conn.close()
         self._conn = self._lease_conn = None
+        self.peers.close()
 
     async def serving(self) -> None:
         """Say so in the database (the lease is renewed at once): the others hand this broker its

@@ -47,9 +47,8 @@ from ..cluster.membership import Member
 from ..handlers import HANDLERS, SUPPORTED
 from ..handlers.common import NO_RESPONSE
 from ..kafka_port.connection import RequestContext
-from ..security.client import ClientSecurity
 from ..security.refusals import cluster_gate
-from ..workers.forward import ForwardError, Peers, forward
+from ..workers.forward import ForwardError, forward
 from .principal import current_entry, current_peer, current_principal
 
 CLIENT_ID = "kafkacompat-rest"
@@ -145,10 +144,9 @@ async def peer_call(cluster: Cluster, peer: Member, api_key: int, body: Any,
                     timeout_s: float = PEER_TIMEOUT_S) -> Any | None:
     """Broker `peer`'s answer to a kio request (at the proxy's version) over its Kafka port, as a client
     would ask it; None when it cannot be reached in `timeout_s`."""
-    # a worker's kept connections to the others (on their channel); else a connection for this call
-    peers = getattr(cluster.view, "peers", None) or Peers(ClientSecurity(), idle_kept=0)
-    try:
-        return await forward(peer.host, peer.port, api_key, version_of(api_key), body, peers, timeout_s)
+    try:  # on a connection the broker keeps to that peer (a worker's: on the workers' channel)
+        return await forward(peer.host, peer.port, api_key, version_of(api_key), body, cluster.view.peers,
+                             timeout_s)
     except ForwardError:
         return None
 

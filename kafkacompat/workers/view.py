@@ -37,10 +37,9 @@ from kafkacompat.protocol.admin_api import (
 from kafkacompat.protocol.messages import make
 
 from ..cluster.membership import ClusterView, Member, PartitionKey
-from ..security.client import ClientSecurity
 from ..storage.disk.files import read_if_there
 from ..storage.disk.shared import owner_of
-from .forward import CLIENT_ID, ForwardError, Peers, create_at_controller, forward
+from .forward import CLIENT_ID, ForwardError, create_at_controller, forward
 from .peer_partition import PeerPartition, figures_of
 from .role import WorkerRole
 
@@ -99,8 +98,6 @@ class WorkerView(ClusterView):
         self._epochs = [role.epoch] * role.count
         self._task: asyncio.Task | None = None
         self.controller_host = "127.0.0.1"  # where worker 0 is reached: its bind host unless that is a wildcard
-        # how it asks the other workers: as the broker itself on their Unix sockets (channel.py), else over TCP
-        self.peers = Peers(ClientSecurity())
         self.shared_tables: tuple[str, ...] = ()  # worker 0's state tables this worker reads too (ACLs, ...)
         # other workers' partitions this one read lately, least recently used first
         self._peers: collections.OrderedDict[PartitionKey, PeerPartition] = collections.OrderedDict()

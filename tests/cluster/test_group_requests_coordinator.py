@@ -121,3 +121,36 @@ def test_rest_consumer_rebalances_with_a_kafka_consumer_from_a_broker_not_coordi
     finally:
         kafka.close()
     assert requests.delete(base, timeout=60).status_code == 204
+
+
+def _accepted(broker) -> float:
+    """The Kafka connections the broker accepted since it started, from its /metrics."""
+    text = requests.get(f"http://127.0.0.1:{broker.http_port}/metrics", timeout=30).text
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith("kafkacompat_connections_accepted_total"))
+
+
+def test_a_rest_consumer_polls_the_leader_on_connections_its_broker_keeps(cluster: BrokerCluster) -> None:
+    # each poll asked the partition's leader (and each heartbeat the coordinator) on a connection opened
+    # for that request: one more accepted connection at the leader per poll
+    with Wire(cluster.broker(1).bootstrap) as wire:
+        coordinator = coordinator_of(wire, "rest-kept")
+    elsewhere = 2 if coordinator == 1 else 1
+    leader, other = cluster.broker(coordinator), cluster.broker(elsewhere)
+    topic = _topic_led_by(cluster, coordinator)
+    producer = Producer({"bootstrap.servers": cluster.bootstrap})
+    producer.produce(topic, b"first", partition=0)
+    assert producer.flush(30) == 0
+    http = f"http://127.0.0.1:{other.http_port}"  # type: ignore[attr-defined]
+    created = requests.post(f"{http}/consumers/rest-kept", json={"name": "c1", "format": "binary",
+                                                                "auto.offset.reset": "earliest"}, headers=V2, timeout=30)
+    assert created.status_code == 200, created.text
+    base = created.json()["base_uri"]
+    assert requests.post(base + "/subscription", json={"topics": [topic]}, headers=V2, timeout=30).status_code == 204
+    assert len(_records(base, 1)) == 1  # joined, and read from the leader
+    before = _accepted(leader)
+    for _ in range(10):
+        answer = requests.get(base + "/records?timeout=100", timeout=60,
+                              headers={"Accept": "application/vnd.kafka.binary.v2+json"})
+        assert answer.status_code == 200, answer.text
+    assert _accepted(leader) - before <= 2  # the kept connections (a second one while two requests overlap)

@@ -1,8 +1,8 @@
-"""The connections a worker keeps to the other workers (kafkacompat/workers/forward.py `Peers`).
+"""The connections a broker keeps to the other brokers (kafkacompat/cluster/peers.py `Peers`).
 
-A local frame server stands for the other worker: it answers each request
+A local frame server stands for the other broker: it answers each request
 frame with its own bytes and counts the connections it accepted and saw
-end, so each test sees what the worker at the other end would: how many
+end, so each test sees what the broker at the other end would: how many
 connections it was asked on, and which were left open.
 """
 
@@ -13,7 +13,7 @@ import struct
 
 import pytest
 
-from kafkacompat.workers.forward import Peers
+from kafkacompat.cluster.peers import Peers
 
 SIZE = struct.Struct(">i")
 
