@@ -56,6 +56,16 @@ def _records(base: str, count: int) -> list[Any]:
     return out
 
 
+def _subscribed(broker, group: str, topic: str) -> str:
+    """The base URI of a new REST consumer instance of `group` on `broker`, reading `topic` from the earliest."""
+    created = requests.post(f"http://127.0.0.1:{broker.http_port}/consumers/{group}", headers=V2, timeout=30,
+                            json={"name": "c1", "format": "binary", "auto.offset.reset": "earliest"})
+    assert created.status_code == 200, created.text
+    base = created.json()["base_uri"]
+    assert requests.post(base + "/subscription", json={"topics": [topic]}, headers=V2, timeout=30).status_code == 204
+    return base
+
+
 def test_rest_consumer_and_console_reset_from_a_broker_not_coordinating(cluster: BrokerCluster) -> None:
     with Wire(cluster.broker(1).bootstrap) as wire:
         coordinator = coordinator_of(wire, GROUP)
@@ -66,12 +76,7 @@ def test_rest_consumer_and_console_reset_from_a_broker_not_coordinating(cluster:
     for n in range(5):
         producer.produce(topic, str(n).encode(), partition=0)
     assert producer.flush(30) == 0
-    http = f"http://127.0.0.1:{other.http_port}"  # type: ignore[attr-defined]
-    created = requests.post(f"{http}/consumers/{GROUP}", json={"name": "c1", "format": "binary",
-                                                              "auto.offset.reset": "earliest"}, headers=V2, timeout=30)
-    assert created.status_code == 200, created.text
-    base = created.json()["base_uri"]
-    assert requests.post(base + "/subscription", json={"topics": [topic]}, headers=V2, timeout=30).status_code == 204
+    base = _subscribed(other, GROUP, topic)
     assert len(_records(base, 5)) == 5
     committed = requests.post(base + "/offsets", headers=V2, timeout=60)
     assert committed.status_code == 200, committed.text
@@ -81,6 +86,7 @@ def test_rest_consumer_and_console_reset_from_a_broker_not_coordinating(cluster:
     assert got.status_code == 200 and got.json()["offsets"][0]["offset"] == 5, got.text
     assert requests.delete(base, timeout=60).status_code == 204  # leaves: the group is Empty at once
 
+    http = f"http://127.0.0.1:{other.http_port}"  # type: ignore[attr-defined]
     for mode, value, expected in (("offset", "2", 2), ("shift", "1", 3)):  # a shift reads the offset just reset
         reset = requests.post(f"{http}/console/group/reset?id={GROUP}",
                               data={"mode": mode, "value": value, "topic": topic}, allow_redirects=False, timeout=60)
@@ -141,12 +147,7 @@ def test_a_rest_consumer_polls_the_leader_on_connections_its_broker_keeps(cluste
     producer = Producer({"bootstrap.servers": cluster.bootstrap})
     producer.produce(topic, b"first", partition=0)
     assert producer.flush(30) == 0
-    http = f"http://127.0.0.1:{other.http_port}"  # type: ignore[attr-defined]
-    created = requests.post(f"{http}/consumers/rest-kept", json={"name": "c1", "format": "binary",
-                                                                "auto.offset.reset": "earliest"}, headers=V2, timeout=30)
-    assert created.status_code == 200, created.text
-    base = created.json()["base_uri"]
-    assert requests.post(base + "/subscription", json={"topics": [topic]}, headers=V2, timeout=30).status_code == 204
+    base = _subscribed(other, "rest-kept", topic)
     assert len(_records(base, 1)) == 1  # joined, and read from the leader
     before = _accepted(leader)
     for _ in range(10):
