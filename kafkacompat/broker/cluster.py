@@ -141,6 +141,9 @@ class Cluster:
         # __consumer_offsets partitions led here whose groups and transactional ids could not be loaded
         # (the store was away), and the try under way to load one again (_load_again)
         self._unloaded: set[int] = set()
+        # __consumer_offsets partitions just gained whose groups and transactional ids were loaded
+        # together, from one read of their tables (_leadership_gaining), not one partition at a time
+        self._loaded_together: set[int] = set()
         self._reloading: dict[int, asyncio.Future[bool]] = {}
 
     def _open_view(self, config: BrokerConfig, store: Store) -> ClusterView:
@@ -198,6 +201,26 @@ class Cluster:
             await self.store.refresh_many(keys)
         except storage.StorageError as exc:
             log.warning("cannot refresh %d partition(s) on becoming their leader: %s", len(keys), exc)
+        await self._load_together([index for stream, topic, index in keys
+                                   if (stream, topic) == (self.default_stream, OFFSETS_TOPIC)])
+
+    async def _load_together(self, indexes: list[int]) -> None:
+        """Load the groups and transactional ids of the __consumer_offsets partitions gained together from
+        one read of the groups' and transactions' tables. Each partition's load read both whole tables
+        again, one partition after another, between the other partitions gained: a broker taking 17 of
+        50 back read them 34 times, and served its data partitions later by as much. Not read (the
+        store is away): each partition's load tries itself, as before (_leadership_gained)."""
+        self._loaded_together.clear()
+        if not indexes:
+            return
+        try:
+            await self.groups.read_stored()
+            await self.transactions.read_stored()
+        except storage.StorageError:
+            return
+        for index in indexes:
+            if await self._load_coordinated(index, reload=False):
+                self._loaded_together.add(index)
 
     async def _leadership_gained(self, key: PartitionKey) -> None:
         """Rebuild the partition's producers' and transactions' state from the log (at the next use).
@@ -209,18 +232,19 @@ class Cluster:
         self.transactions.partitions.forget_partition(key)
         self.shares.leadership_changed(*key)
         stream, topic, index = key
-        if (stream, topic) == (self.default_stream, OFFSETS_TOPIC):  # the groups placed on it come here
-            await self._load_coordinated(index)
+        if (stream, topic) == (self.default_stream, OFFSETS_TOPIC) and index not in self._loaded_together:
+            await self._load_coordinated(index)  # the groups placed on it come here
+        self._loaded_together.discard(index)
 
-    async def _load_coordinated(self, index: int) -> bool:
+    async def _load_coordinated(self, index: int, reload: bool = True) -> bool:
         """Load the groups and transactional ids placed on __consumer_offsets partition `index`.
         When that fails (the store is away) the index stays unloaded: their requests are answered
         COORDINATOR_LOAD_IN_PROGRESS, each trying the load again, until one loads it. Served from
         memory that was never loaded, a transaction's commit was INVALID_PRODUCER_ID_MAPPING (fatal
         to its producer) and a group's members rejoined with no committed offsets."""
         try:
-            await self.groups.take_over(self._placed_on(index))
-            await self.transactions.take_over(self._placed_on(index))
+            await self.groups.take_over(self._placed_on(index), reload)
+            await self.transactions.take_over(self._placed_on(index), reload)
         except storage.StorageError as exc:
             if index not in self._unloaded:
                 log.warning("cannot load the groups and transactional ids of %s-%d: %s; their requests are "

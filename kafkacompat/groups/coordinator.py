@@ -148,12 +148,19 @@ class GroupCoordinator:
             loaded += 1
         return loaded
 
-    async def take_over(self, owned: Callable[[str], bool]) -> None:
-        """This broker became the coordinator of the groups `owned` selects: load their latest state."""
+    async def take_over(self, owned: Callable[[str], bool], reload: bool = True) -> None:
+        """This broker became the coordinator of the groups `owned` selects: load their latest state
+        (read afresh from the store, unless the caller did that a moment ago: `reload` False)."""
         self.unload(owned)  # whatever is in memory from an earlier term is stale
-        loaded = self.load(await self.durable.reload(), owned)
+        if reload:
+            await self.read_stored()
+        loaded = self.load(self.durable.stored(), owned)
         if loaded:
             log.info("took over %d group(s) with their members and assignments", loaded)
+
+    async def read_stored(self) -> None:
+        """Read the groups' table afresh, as other brokers may have written it (StorageError: not read)."""
+        await self.durable.reload()
 
     def unload(self, owned: Callable[[str], bool]) -> None:
         """Forget the groups `owned` selects (another broker coordinates them now): stop their timers,

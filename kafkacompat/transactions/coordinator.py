@@ -159,21 +159,27 @@ class TransactionCoordinator:
             elif meta.state is TxnState.PREPARE_EPOCH_FENCE:
                 await self._abort_fenced(meta)
 
-    async def take_over(self, owned: Callable[[str], bool]) -> None:
+    async def take_over(self, owned: Callable[[str], bool], reload: bool = True) -> None:
         """This broker became the coordinator of the ids `owned` selects (it gained their
         __consumer_offsets partition): load what the last coordinator wrote before each of its
         answers, as Kafka's next coordinator loads __transaction_state. Prepare* states are
         completed as soon as this broker serves the partition (its markers are fenced by it); an
         Ongoing transaction goes on (its producer may still commit it here) or is aborted when its
-        timeout, counted from its start, passes."""
+        timeout, counted from its start, passes. The table is read afresh from the store, unless the
+        caller did that a moment ago (`reload` False)."""
         self.unload(owned)  # whatever is in memory from an earlier term is stale
-        await self.store.reload_state(self.store.default_stream, TRANSACTIONS_TABLE)
+        if reload:
+            await self.read_stored()
         unfinished = self._load(owned)
         log.info("took over the transactional ids of a partition, %d to finish", len(unfinished))
         if unfinished:
             task = asyncio.get_running_loop().create_task(self._finish_when_owned(unfinished))
             self._finishing.add(task)
             task.add_done_callback(self._finishing.discard)
+
+    async def read_stored(self) -> None:
+        """Read the transactions' table afresh, as other brokers may have written it (StorageError: not read)."""
+        await self.store.reload_state(self.store.default_stream, TRANSACTIONS_TABLE)
 
     async def _finish_when_owned(self, unfinished: list[TransactionMetadata]) -> None:
         """The partition is gained before it is served: finish each transaction once this broker

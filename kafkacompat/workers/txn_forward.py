@@ -29,8 +29,9 @@ from kafkacompat.protocol.messages import make
 
 from ..catalog.producer_state import COORDINATOR_EPOCH
 from ..cluster.membership import PartitionKey
+from ..cluster.peers import Peers
 from ..topic_names import canonical_name
-from .forward import ForwardError, Peers, forward
+from .forward import ForwardError, forward
 from .view import WorkerView
 
 log = logging.getLogger(__name__)

@@ -47,3 +47,40 @@ async def test_a_gained_offsets_partition_loads_its_groups_while_the_store_does_
     finally:
         await cluster.groups.close()
         await store.close()
+
+
+async def test_offsets_partitions_gained_together_read_the_coordinators_tables_once() -> None:
+    # each one's load read the groups' and transactions' whole tables again, one partition after another,
+    # between the other partitions gained: 34 reads for 17 partitions taken back
+    store = storage.open_store("memory://")
+    await store.open()
+    cluster = Cluster(BrokerConfig(data_dir="memory://", host="127.0.0.1", port=0), store)
+    reads: list[str] = []
+    reload_state = store.reload_state
+
+    async def counted(stream: str, table: str) -> None:
+        reads.append(table)
+        await reload_state(stream, table)
+
+    store.reload_state = counted  # type: ignore[method-assign]
+    try:
+        cluster.groups.owns_all = False  # as in a cluster: loaded per partition gained
+        count = cluster.config.offsets_topic_num_partitions
+        names = [f"g{n}" for n in range(40)]
+        await store.put_state(store.default_stream, durable.TABLE,
+                              {name: durable.classic_record(stable_group(name, 3)) for name in names})
+        gained = sorted({coordinator_partition(name, count) for name in names})
+        assert len(gained) > 5
+        keys = [(store.default_stream, OFFSETS_TOPIC, index) for index in gained]
+
+        await cluster._leadership_gaining(keys)
+        for key in keys:
+            await cluster._leadership_gained(key)
+
+        assert sorted(reads) == ["groups", "transactions"]
+        assert {name: cluster.groups.groups[name].generation for name in names} == dict.fromkeys(names, 3)
+        await cluster._load_again(gained[0])  # a load tried again (the store was away) reads afresh
+        assert sorted(reads) == ["groups", "groups", "transactions", "transactions"]
+    finally:
+        await cluster.groups.close()
+        await store.close()
