@@ -232,9 +232,11 @@ class Cluster:
         self.transactions.partitions.forget_partition(key)
         self.shares.leadership_changed(*key)
         stream, topic, index = key
-        if (stream, topic) == (self.default_stream, OFFSETS_TOPIC) and index not in self._loaded_together:
-            await self._load_coordinated(index)  # the groups placed on it come here
-        self._loaded_together.discard(index)
+        if (stream, topic) == (self.default_stream, OFFSETS_TOPIC):  # the groups placed on it come here
+            if index in self._loaded_together:
+                self._loaded_together.discard(index)
+            else:
+                await self._load_coordinated(index)
 
     async def _load_coordinated(self, index: int, reload: bool = True) -> bool:
         """Load the groups and transactional ids placed on __consumer_offsets partition `index`.
