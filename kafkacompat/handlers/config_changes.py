@@ -41,7 +41,9 @@ async def forwarded(ctx: Request[ConfigChanges], request: Any) -> Any | None:
     authorizer was on). So is a change of this worker's own dynamic configs (a broker resource named
     by its id), which worker 0 keeps in the store's settings, where this worker reads them; its
     loggers are changed here."""
-    if not all(_kept_by_controller(ctx, r) and _may_change(ctx, r) for r in request.resources):
+    if not all(_kept_by_controller(ctx, r) and config_refusal(ctx, Operation.ALTER_CONFIGS, r.resource_type,
+                                                               r.resource_name, log_denied=False) is None
+               for r in request.resources):  # a refusal's audit line is written where the request is answered
         return None
     return await at_controller(ctx, request)
 
@@ -50,16 +52,6 @@ def _kept_by_controller(ctx: Request[ConfigChanges], resource: Any) -> bool:
     if resource.resource_type == BROKER:  # the brokers' defaults, or this broker's own (another's is refused)
         return resource.resource_name in ("", str(ctx.cluster.node_id))
     return resource.resource_type in (TOPIC, GROUP)
-
-
-def _may_change(ctx: Request[ConfigChanges], resource: Any) -> bool:
-    """ALTER_CONFIGS on the resource; a refusal's audit line is written where the request is answered."""
-    authorizer = ctx.cluster.authorizer
-    if resource.resource_type == TOPIC:
-        return authorizer.topic(ctx, Operation.ALTER_CONFIGS, resource.resource_name, log_denied=False)
-    if resource.resource_type == GROUP:
-        return authorizer.group(ctx, Operation.ALTER_CONFIGS, resource.resource_name, log_denied=False)
-    return authorizer.cluster(ctx, Operation.ALTER_CONFIGS, log_denied=False)
 
 
 async def apply_configs(ctx: Request[ConfigChanges], resource: Any, change: Change, validate_only: bool) -> tuple[ErrorCode, str | None]:

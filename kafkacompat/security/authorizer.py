@@ -272,22 +272,23 @@ TRANSACTIONAL_ID_DENIED = "Transactional Id authorization failed."
 
 
 def config_refusal(ctx: ConfigAsker, operation: Operation, resource_type: int,
-                   name: str) -> tuple[ErrorCode, str] | None:
+                   name: str, *, log_denied: bool = True) -> tuple[ErrorCode, str] | None:
     """DescribeConfigs / AlterConfigs: the error for a config resource the principal may not read or change.
 
     Topics need the operation on the topic, groups on the group, brokers and
     broker loggers on the cluster (KafkaApis' configsAuthorizationApiError).
+    `log_denied` False: no audit line for a refusal (a look ahead; the answer's own check writes it).
     """
     authorizer: Authorizer = ctx.cluster.authorizer
     if not authorizer.enabled:
         return None
     if resource_type == 2:  # TOPIC
-        if not authorizer.topic(ctx, operation, name):
+        if not authorizer.topic(ctx, operation, name, log_denied=log_denied):
             return ErrorCode.topic_authorization_failed, TOPIC_DENIED
     elif resource_type == 32:  # GROUP
-        if not authorizer.group(ctx, operation, name):
+        if not authorizer.group(ctx, operation, name, log_denied=log_denied):
             return ErrorCode.group_authorization_failed, GROUP_DENIED
     elif resource_type in (4, 8):  # BROKER, BROKER_LOGGER
-        if not authorizer.cluster(ctx, operation):
+        if not authorizer.cluster(ctx, operation, log_denied=log_denied):
             return ErrorCode.cluster_authorization_failed, CLUSTER_DENIED
     return None
