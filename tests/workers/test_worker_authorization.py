@@ -51,7 +51,7 @@ from kafkacompat.frames import read_frame
 from kafkacompat.testing.ports import free_port
 from tests.test_cli_serve import start, wait_for_line
 from tests.wire import Wire
-from tests.workers.test_workers import Workers
+from tests.workers.test_workers import Workers, asked
 
 pytestmark = pytest.mark.slow
 
@@ -223,20 +223,15 @@ def test_acl_user_quota_and_config_changes_sent_to_worker_1_are_judged_as_the_cl
     ACL, SCRAM, quota and broker-default changes are refused there; it may change group configs."""
     workers, _data, _topic, _http = secured
     one = workers.ports[1]
-
-    def asked(api_key: int, version: int, request) -> object:
-        with Wire(f"127.0.0.1:{one}") as wire:
-            return wire.request(api_key, version, request)
-
-    acls = asked(30, 3, make(acls_v3.CreateAclsRequest, creations=(make(
+    acls = asked(one, 30, 3, make(acls_v3.CreateAclsRequest, creations=(make(
         acls_v3.AclCreation, resource_type=2, resource_name="*", resource_pattern_type=3,
         principal="User:ANONYMOUS", host="*", operation=2, permission_type=3),)))
-    users = asked(51, 0, make(scram_v0.AlterUserScramCredentialsRequest, upsertions=(), deletions=(make(
+    users = asked(one, 51, 0, make(scram_v0.AlterUserScramCredentialsRequest, upsertions=(), deletions=(make(
         scram_v0.ScramCredentialDeletion, name="bob", mechanism=1),)))
-    quotas = asked(49, 1, make(quotas_v1.AlterClientQuotasRequest, validate_only=False, entries=(make(
+    quotas = asked(one, 49, 1, make(quotas_v1.AlterClientQuotasRequest, validate_only=False, entries=(make(
         quotas_v1.EntryData, entity=(make(quotas_v1.EntityData, entity_type="user", entity_name="bob"),),
         ops=(make(quotas_v1.OpData, key="producer_byte_rate", value=1.0, remove=False),)),)))
-    configs = asked(44, 1, make(alter_v1.IncrementalAlterConfigsRequest, validate_only=False, resources=(
+    configs = asked(one, 44, 1, make(alter_v1.IncrementalAlterConfigsRequest, validate_only=False, resources=(
         make(alter_v1.AlterConfigsResource, resource_type=4, resource_name="", configs=(
             make(alter_v1.AlterableConfig, name="max.connections", config_operation=0, value="1"),)),)))
     refused = ErrorCode.cluster_authorization_failed
@@ -245,7 +240,7 @@ def test_acl_user_quota_and_config_changes_sent_to_worker_1_are_judged_as_the_cl
     assert [e.error_code for e in quotas.entries] == [refused], quotas
     assert [r.error_code for r in configs.responses] == [refused], configs
 
-    group = asked(44, 1, make(alter_v1.IncrementalAlterConfigsRequest, validate_only=False, resources=(
+    group = asked(one, 44, 1, make(alter_v1.IncrementalAlterConfigsRequest, validate_only=False, resources=(
         make(alter_v1.AlterConfigsResource, resource_type=32, resource_name="g", configs=(
             make(alter_v1.AlterableConfig, name="consumer.session.timeout.ms", config_operation=0,
                  value="50000"),)),)))
