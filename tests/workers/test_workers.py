@@ -14,6 +14,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import kio.schema.alter_client_quotas.v1.request as quotas_v1
 import kio.schema.alter_user_scram_credentials.v0.request as scram_v0
@@ -232,13 +233,18 @@ def test_a_first_find_coordinator_at_worker_1_is_answered_with_worker_0(workers:
     assert (answer.error_code, answer.port) == (ErrorCode.none, workers.ports[0]), answer
 
 
+def asked(port: int, api_key: int, version: int, request) -> Any:
+    """The answer of the worker at `port` itself to one request, sent over the wire."""
+    with Wire(f"127.0.0.1:{port}") as wire:
+        return wire.request(api_key, version, request)
+
+
 def asked_at(port: int, topic: str, create: bool = False) -> tuple[int, int]:
     """(error code, partition count) that the worker at `port` itself answers for `topic` (a stock
     client sends Metadata to whichever broker it likes, so the request goes over the wire here)."""
     request = make(meta_v12.MetadataRequest, topics=(make(meta_v12.MetadataRequestTopic, name=topic, topic_id=None),),
                    allow_auto_topic_creation=create, include_topic_authorized_operations=False)
-    with Wire(f"127.0.0.1:{port}") as wire:
-        answer = wire.request(3, 12, request)
+    answer = asked(port, 3, 12, request)
     return answer.topics[0].error_code, len(answer.topics[0].partitions)
 
 
@@ -275,11 +281,6 @@ def test_workers_keep_their_connections_to_each_other_outside_the_client_limit(t
                 assert wire.request(3, 12, request).topics[0].error_code == ErrorCode.none
     finally:
         workers.kill()
-
-
-def asked(port: int, api_key: int, version: int, request) -> object:
-    with Wire(f"127.0.0.1:{port}") as wire:
-        return wire.request(api_key, version, request)
 
 
 def acls_at(port: int) -> list[tuple[str, str]]:
