@@ -10,10 +10,12 @@ consume throughput, the time to the backlog's first record (assign to the
 first record polled), produce latency p50/p99 (produce() to delivery
 report), database transactions per stored batch (pg_stat_database over the
 engine's batch index; the brokers' heartbeats measured idle beforehand and
-taken out) and CPU
-seconds of the brokers, PostgreSQL and the S3 server, which is where the
-time goes. PostgreSQL and the S3 server (moto) run on this machine too, so
-on 2 cores the rows compare configurations, not hardware limits.
+taken out), CPU seconds of the brokers, PostgreSQL, the S3 server and the
+client (this process), which is where the time goes, and all of them
+together as a share of the machine's cores ("host busy"). PostgreSQL and
+the S3 server (moto) run on this machine too, so on 2 cores the rows
+compare configurations, not hardware limits: a row near 100% busy is the
+machine's figure, not the engine's.
 """
 
 from __future__ import annotations
@@ -56,6 +58,8 @@ class Row:
     cpu_brokers_s: float
     cpu_postgres_s: float
     cpu_s3_s: float
+    cpu_client_s: float  # the bench process: the producer's Python loop and librdkafka's threads
+    host_busy: float  # every process above together, as a share of all the machine's cores over the produce phase
     consume_cpu: tuple[float, ...]  # brokers, postgres, s3 CPU seconds while consuming
 
 
@@ -76,20 +80,6 @@ def _postgres_pids(pg: Postgres) -> list[int]:
     with open(os.path.join(pg.data, "postmaster.pid")) as fh:
         postmaster = int(fh.readline())
     return [postmaster, *_children(postmaster)]
-
-
-def _s3_pids(s3: S3Server) -> list[int]:
-    """moto's server process: the one whose command line names its port."""
-    needle = f"moto.server\0-H\0127.0.0.1\0-p\0{s3.port}\0".encode()
-    found = []
-    for entry in os.listdir("/proc"):
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as fh:
-                if needle in fh.read():
-                    found.append(int(entry))
-        except (OSError, ValueError):
-            continue
-    return found
 
 
 def _cpu(pids: list[int]) -> float:
@@ -116,7 +106,7 @@ def run_one(pg: Postgres, s3: S3Server, brokers: int, messages: int, size: int, 
         admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(timeout=30)
         pids = [b.pid for b in cluster.brokers if b.pid is not None]
         pg_pids = _postgres_pids(pg)
-        s3_pids = _s3_pids(s3)
+        s3_pids = [s3.pid] if s3.pid is not None else []
 
         idle_start, idle_commits = time.monotonic(), _commits(pg, name)
         time.sleep(2.0)  # the brokers' heartbeats alone: taken out of the produce phase's count
@@ -126,7 +116,7 @@ def run_one(pg: Postgres, s3: S3Server, brokers: int, messages: int, size: int, 
         producer = Producer({"bootstrap.servers": cluster.bootstrap, "enable.idempotence": True, "acks": "all",
                              "linger.ms": linger_ms})
         payload = b"x" * size
-        cpu0 = (_cpu(pids), _cpu(pg_pids), _cpu(s3_pids))
+        cpu0 = (_cpu(pids), _cpu(pg_pids), _cpu(s3_pids), time.process_time())
         commits0, start = _commits(pg, name), time.monotonic()
 
         def delivered(sent: float) -> Callable[[Any, Any], None]:
@@ -142,7 +132,7 @@ def run_one(pg: Postgres, s3: S3Server, brokers: int, messages: int, size: int, 
         produce_s = time.monotonic() - start
         commits = _commits(pg, name) - commits0 - idle_rate * produce_s
         batches = int(pg.sql("SELECT count(*) FROM kc_batches", name).strip())  # the cloud engine's batch index
-        cpu1 = (_cpu(pids), _cpu(pg_pids), _cpu(s3_pids))
+        cpu1 = (_cpu(pids), _cpu(pg_pids), _cpu(s3_pids), time.process_time())
 
         consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "bench",
                              "enable.auto.commit": False, "fetch.max.bytes": 16 << 20})
@@ -154,7 +144,7 @@ def run_one(pg: Postgres, s3: S3Server, brokers: int, messages: int, size: int, 
                 first = time.monotonic() - start
         consume_s = time.monotonic() - start
         consumer.close()
-        cpu2 = (_cpu(pids), _cpu(pg_pids), _cpu(s3_pids))
+        cpu2 = (_cpu(pids), _cpu(pg_pids), _cpu(s3_pids), time.process_time())
     latencies.sort()
     return Row(
         brokers=brokers,
@@ -169,7 +159,9 @@ def run_one(pg: Postgres, s3: S3Server, brokers: int, messages: int, size: int, 
         cpu_brokers_s=cpu1[0] - cpu0[0],
         cpu_postgres_s=cpu1[1] - cpu0[1],
         cpu_s3_s=cpu1[2] - cpu0[2],
-        consume_cpu=tuple(round(b - a, 1) for a, b in zip(cpu1, cpu2)),
+        cpu_client_s=cpu1[3] - cpu0[3],
+        host_busy=sum(b - a for a, b in zip(cpu0, cpu1)) / (produce_s * (os.cpu_count() or 1)),
+        consume_cpu=tuple(round(b - a, 1) for a, b in zip(cpu1[:3], cpu2[:3])),
     )
 
 
@@ -295,7 +287,7 @@ def main(argv: list[str] | None = None) -> None:
         settings = [(2000, 200), (6000, 1000)]  # the tests' and the defaults' lease / heartbeat (ms)
         moves = {lease_hb: [failover(pg, s3, *lease_hb) for _ in range(args.failovers)] for lease_hb in settings}
     header = ("brokers", "produce msg/s", "MB/s", "p50 ms", "p99 ms", "consume msg/s", "first rec s", "batches",
-              "db txns/batch", "cpu brokers s", "cpu postgres s", "cpu s3 s")
+              "db txns/batch", "cpu brokers s", "cpu postgres s", "cpu s3 s", "cpu client s", "host busy")
     print(f"{os.cpu_count()} cores; {args.messages} records of {args.size} B, {PARTITIONS} partitions, "
           f"idempotent acks=all, linger.ms={args.linger_ms}")
     print("  ".join(f"{h:>13}" for h in header))
@@ -303,7 +295,7 @@ def main(argv: list[str] | None = None) -> None:
         print("  ".join(f"{v:>13}" for v in (
             r.brokers, f"{r.produce_msgs_s:,.0f}", f"{r.produce_mb_s:.2f}", f"{r.p50_ms:.1f}", f"{r.p99_ms:.1f}",
             f"{r.consume_msgs_s:,.0f}", f"{r.first_record_s:.2f}", r.batches, f"{r.txns_per_batch:.2f}", f"{r.cpu_brokers_s:.1f}",
-            f"{r.cpu_postgres_s:.1f}", f"{r.cpu_s3_s:.1f}")))
+            f"{r.cpu_postgres_s:.1f}", f"{r.cpu_s3_s:.1f}", f"{r.cpu_client_s:.1f}", f"{r.host_busy:.0%}")))
     print("cpu seconds while consuming (brokers, postgres, s3): "
           + "; ".join(f"{r.brokers} broker(s): {r.consume_cpu}" for r in rows))
     if slow is not None:

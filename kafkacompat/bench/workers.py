@@ -15,7 +15,10 @@ a 1 GiB heap as kafka-server-start.sh gives it). The machine may be shared
 and loaded, so the brokers run side by side: every round runs each (size,
 producers) row on each broker in turn, and the ratios per round are printed
 with their median. The clients run on the same cores as the brokers: on a
-small machine the figures compare brokers, not hardware limits.
+small machine the figures compare brokers, not hardware limits. So each
+produce row also prints the producers' own CPU seconds per GB ("clients")
+and the rate at which broker and producers together, at those costs, would
+use every core ("bound"): a broker near its bound is held by the machine.
 """
 
 from __future__ import annotations
@@ -161,6 +164,7 @@ def _produce(bootstrap: str, topic: str, size: int, seconds: float, start_at: fl
 
     while time.time() < start_at:
         time.sleep(0.005)
+    cpu = time.process_time()
     end = time.monotonic() + seconds
     n = 0
     while time.monotonic() < end:
@@ -171,28 +175,30 @@ def _produce(bootstrap: str, topic: str, size: int, seconds: float, start_at: fl
             producer.poll(0.001)
         producer.poll(0)
     counted = delivered[0]  # what was acknowledged within the window
+    cpu = time.process_time() - cpu
     producer.flush(30)
-    out.put(counted)
+    out.put((counted, cpu))
 
 
 def _consume(bootstrap: str, topic: str, ends: list[int], start_at: float, out) -> None:
-    """One consumer process: read the topic's partitions from the start to `ends`; put (bytes, seconds)."""
+    """One consumer process: read the topic's partitions from the start to `ends`; put (bytes, seconds, records
+    left, CPU seconds)."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{topic}", "enable.auto.commit": False,
                          "fetch.max.bytes": 52_428_800, "max.partition.fetch.bytes": 10_485_760, "log_level": 0})
     consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
     left, read = sum(ends), 0
     while time.time() < start_at:
         time.sleep(0.005)
-    started = time.monotonic()
+    started, cpu = time.monotonic(), time.process_time()
     deadline = started + CONSUME_TIMEOUT_S
     while left > 0 and time.monotonic() < deadline:
         for msg in consumer.consume(10_000, 0.5):
             if msg.error() is None:
                 read += len(msg.value())
                 left -= 1
-    took = time.monotonic() - started
+    took, cpu = time.monotonic() - started, time.process_time() - cpu
     consumer.close()
-    out.put((read, took, left))
+    out.put((read, took, left, cpu))
 
 
 def _in_processes(broker: Broker, target: Callable[..., None], args: list[tuple], timeout: float
@@ -227,7 +233,7 @@ def measure(start: Callable[[str], Broker], producers: int, size: int, seconds: 
             for future in admin.create_topics([NewTopic(t, PARTITIONS, 1) for t in topics]).values():
                 future.result(30)
             _wait_listed(broker, topics)
-            sent, produce_cpu = _in_processes(broker, _produce, [(broker.bootstrap, t, size, seconds) for t in topics],
+            sent_cpu, produce_cpu = _in_processes(broker, _produce, [(broker.bootstrap, t, size, seconds) for t in topics],
                                               seconds + 120)
             ends = [_ends(broker.bootstrap, t) for t in topics]
             read, consume_cpu = _in_processes(broker, _consume, [(broker.bootstrap, t, e) for t, e in zip(topics, ends)],
@@ -235,12 +241,19 @@ def measure(start: Callable[[str], Broker], producers: int, size: int, seconds: 
             rss = broker.rss_per_worker()
         finally:
             broker.stop()
-    produced, consumed = sum(sent), sum(r[0] for r in read)
+    produced, consumed = sum(s[0] for s in sent_cpu), sum(r[0] for r in read)
     if any(r[2] for r in read):
         raise RuntimeError(f"{broker.name}: consumers missed {sum(r[2] for r in read)} records")
     took = max(r[1] for r in read)
     return {"produce": produced / seconds / 1e6, "produce_cpu": _per_gb(produce_cpu, produced),
+            "producers_cpu": _per_gb(sum(s[1] for s in sent_cpu), produced),
             "consume": consumed / took / 1e6, "consume_cpu": _per_gb(consume_cpu, consumed), "rss": rss}
+
+
+def _bound(row: dict[str, float]) -> float:
+    """The produce MB/s at which this broker and its producers, at the CPU per GB they spent, would keep
+    every core of this machine busy: where sharing the cores with the clients stops the row."""
+    return (os.cpu_count() or 1) * 1000 / (row["produce_cpu"] + row["producers_cpu"])
 
 
 def _per_gb(cpu: float, count: int) -> float:
@@ -292,7 +305,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{os.cpu_count()} cores; acks=1, {PARTITIONS} partitions per producer's topic, {args.seconds:.0f} s "
           f"produce windows, consumers read it all back; load average {os.getloadavg()[0]:.2f}")
     print(f"{'round':>5} {'size':>6} {'producers':>9} {'broker':>10} {'produce MB/s':>12} {'CPU s/GB':>8} "
-          f"{'consume MB/s':>12} {'CPU s/GB':>8} {'MB RSS/process':>14}")
+          f"{'clients':>8} {'bound':>7} {'consume MB/s':>12} {'CPU s/GB':>8} {'MB RSS/process':>14}")
     ratios: dict[tuple[int, int, str, str], list[float]] = {}
     for round_no in range(1, args.rounds + 1):
         for size in sizes:
@@ -301,7 +314,8 @@ def main(argv: list[str] | None = None) -> int:
                 for name, start in on:
                     row = rows[name] = measure(start, producers, size, args.seconds)
                     print(f"{round_no:>5} {size:>6} {producers:>9} {name:>10} {row['produce']:>12.1f} "
-                          f"{row['produce_cpu']:>8.2f} {row['consume']:>12.1f} {row['consume_cpu']:>8.2f} "
+                          f"{row['produce_cpu']:>8.2f} {row['producers_cpu']:>8.2f} {_bound(row):>7.0f} "
+                          f"{row['consume']:>12.1f} {row['consume_cpu']:>8.2f} "
                           f"{row['rss']:>14.0f}", flush=True)
                 for name in rows:
                     if name != "workers 2":

@@ -132,6 +132,11 @@ class S3Server:
     def endpoint(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
+    @property
+    def pid(self) -> int | None:
+        """The server's process id while it runs (the bench counts its CPU)."""
+        return self._process.pid if self._process is not None else None
+
     def environ(self) -> dict[str, str]:
         """The AWS_* variables a client (the broker) needs to use this endpoint."""
         return {"AWS_ENDPOINT_URL": self.endpoint, "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
