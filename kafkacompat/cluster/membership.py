@@ -19,6 +19,7 @@ from .peers import Peers
 
 if TYPE_CHECKING:
     from ..config import BrokerConfig
+    from ..protocol.admin_api import AdminReply
 
 PartitionKey = tuple[str, str, int]  # (stream, topic, partition), as the producer state keys partitions
 
@@ -133,6 +134,13 @@ class ClusterView(abc.ABC):
         """The controller's answer to a catalog change this broker cannot make itself (a worker other
         than 0 of `serve --workers N`), with the change taken in here; None where this broker makes
         it, or when the controller cannot be reached (the request is then refused here)."""
+        return None
+
+    async def admin_at_controller(self, body: dict[str, Any]) -> AdminReply | None:
+        """The controller's answer to a StreamAdmin request (the admin CLI's stream, topic, cursor and
+        replica operations) that another process of this machine runs, with what it changed taken in
+        here: a worker other than 0 of `serve --workers N` neither writes the catalog and cursors nor
+        sees the cursors worker 0 writes. None where this broker runs it."""
         return None
 
     async def look_again(self, key: PartitionKey) -> None:

@@ -26,6 +26,7 @@ from ..security.principal import ANONYMOUS
 from .stream_views import PolicyFieldError, cursor_views, policy_with, stream_view, topic_view, topic_views
 
 if TYPE_CHECKING:
+    from kafkacompat.protocol.admin_api import AdminReply
     from kafkacompat.protocol.messages import RequestHeader
 
 
@@ -69,13 +70,27 @@ async def run(ctx: Caller, request: dict[str, Any]) -> Any:
     _authorize(ctx, op_name, request)
     if op_name == "stream.create":
         _default_permissions(ctx, request)
-    if ctx.header is not None:  # a Kafka request: the connection logs the change
+    forwarded = await ctx.cluster.view.admin_at_controller(request)  # judged here, as the client
+    if forwarded is not None:
+        result = _answer_of(forwarded)
+    elif ctx.header is not None:  # a Kafka request: the connection logs the change
         result = await op(ctx.cluster, request)
     else:
         result = await _logged(ctx, op, request)
     if op_name in FILTERED:
         result = [item for item in result if FILTERED[op_name](ctx, item)]
     return result
+
+
+def _answer_of(reply: AdminReply) -> Any:
+    """The result of an operation the controller ran for this broker; AdminError with its refusal."""
+    if reply.error_code == 0:
+        return reply.result
+    try:
+        code = ErrorCode(reply.error_code)
+    except ValueError:
+        code = ErrorCode.unknown_server_error
+    raise AdminError(code, reply.error or code.name)
 
 
 async def _logged(ctx: Caller, op: Callable[[Cluster, dict[str, Any]], Awaitable[Any]], request: dict[str, Any]) -> Any:

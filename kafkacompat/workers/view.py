@@ -31,6 +31,8 @@ from kafkacompat import storage
 from kafkacompat.protocol.admin_api import (
     WORKER_STATE_KEY,
     AdminMessageError,
+    AdminReply,
+    decode_response,
     decode_response_with_payload,
     encode_request,
 )
@@ -173,6 +175,20 @@ class WorkerView(ClusterView):
         await self.catch_up()
         await self.catch_up_settings()  # ACLs, SCRAM users, quotas and configs in force from the next request
         return answer
+
+    async def admin_at_controller(self, body: dict[str, Any]) -> AdminReply | None:
+        if self.role.index == 0:
+            return None
+        answer = await self._exchange(0, encode_request(1, body, CLIENT_ID.decode()), " for a stream admin request")
+        try:
+            _, reply = decode_response(answer)
+        except AdminMessageError as exc:
+            raise storage.StorageError(f"worker {self.role.index}: worker 0 answered a stream admin request "
+                                       f"with something else: {exc}") from None
+        path = body.get("path")
+        await self.catch_up([path] if isinstance(path, str) else [])  # a stream made there is known here
+        await self.catch_up_settings()
+        return reply
 
     async def ask(self, body: dict[str, Any], what: str, index: int = 0) -> Any:
         """Worker `index`'s answer to a WorkerState request (`what` names the state for the errors);

@@ -51,7 +51,7 @@ from kafkacompat.frames import read_frame
 from kafkacompat.testing.ports import free_port
 from tests.test_cli_serve import start, wait_for_line
 from tests.wire import Wire
-from tests.workers.test_workers import Workers, asked
+from tests.workers.test_workers import Workers, asked, cli
 
 pytestmark = pytest.mark.slow
 
@@ -253,3 +253,18 @@ def test_acl_user_quota_and_config_changes_sent_to_worker_1_are_judged_as_the_cl
     assert [c.value for r in described.results for c in r.configs] != ["1"], described
     admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{workers.ports[0]}"})
     assert admin.describe_user_scram_credentials(["bob"])["bob"].result(30).user == "bob"  # not deleted
+
+
+def test_stream_commands_sent_to_worker_1_are_judged_as_the_client(secured) -> None:
+    """Worker 1 hands the admin CLI's stream, topic and cursor operations to worker 0, which judges the worker
+    (the broker itself), so worker 1 judges the client first: ANONYMOUS may not CREATE on the cluster, so
+    its `stream create` is refused there; it has ALL on SPANNED, so its `topic edit` of it is made."""
+    workers, _data, _topic, _http = secured
+    refused = cli(workers, "stream", "create", "/denied", worker=1)
+    assert refused.returncode != 0 and "User:ANONYMOUS may not create streams" in refused.stderr, refused.stderr
+    assert "does not exist" in cli(workers, "stream", "info", "/denied").stderr
+    edited = cli(workers, "topic", "edit", SPANNED, "--config", "retention.ms=123456", worker=1)
+    assert edited.returncode == 0, edited.stderr
+    admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{workers.ports[0]}"})
+    resource = ConfigResource(ConfigResource.Type.TOPIC, SPANNED)
+    assert admin.describe_configs([resource])[resource].result(30)["retention.ms"].value == "123456"

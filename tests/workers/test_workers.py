@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import confluent_kafka
 import kio.schema.alter_client_quotas.v1.request as quotas_v1
 import kio.schema.alter_user_scram_credentials.v0.request as scram_v0
 import kio.schema.create_acls.v3.request as acls_v3
@@ -28,7 +29,7 @@ import kio.schema.find_coordinator.v2.request as find_v2
 import kio.schema.incremental_alter_configs.v1.request as alter_v1
 import kio.schema.metadata.v12.request as meta_v12
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, NewTopic
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafkacompat.protocol.messages import make
@@ -630,9 +631,9 @@ def test_auto_is_one_worker_per_usable_core() -> None:
     assert worker_count("3") == 3
 
 
-def cli(workers: Workers, *args: str) -> subprocess.CompletedProcess:
+def cli(workers: Workers, *args: str, worker: int = 0) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "kafkacompat", *args, "--bootstrap-server",
-                           f"127.0.0.1:{workers.ports[0]}"], capture_output=True, text=True, timeout=60, cwd=ROOT)
+                           f"127.0.0.1:{workers.ports[worker]}"], capture_output=True, text=True, timeout=60, cwd=ROOT)
 
 
 @pytest.mark.slow
@@ -646,6 +647,45 @@ def test_the_cli_creates_a_stream_topic_whose_partitions_both_workers_own(worker
     assert view["partitions"] == 4 and "unreadable" not in view, view.get("unreadable")  # every worker's partitions counted
     listed = Producer({"bootstrap.servers": workers.bootstrap}).list_topics("/s:t", timeout=30).topics["/s:t"]
     assert sorted(listed.partitions) == [0, 1, 2, 3] and listed.error is None
+
+
+@pytest.mark.slow
+def test_stream_topic_and_cursor_commands_sent_to_worker_1_are_run_by_worker_0(workers: Workers) -> None:
+    # Worker 1 may not write the catalog or cursors, and never reads the cursors worker 0 writes: `stream
+    # create` sent to its port failed ("only worker 0 ... changes the catalog") and `cursor list` there
+    # showed the cursors as they were at its start.
+    def at_1(*args: str) -> subprocess.CompletedProcess:
+        done = cli(workers, *args, worker=1)
+        assert done.returncode == 0, done.stderr
+        return done
+
+    at_1("stream", "create", "/w1")
+    at_1("topic", "create", "/w1:t", "--partitions", "2")
+    producer = Producer({"bootstrap.servers": workers.bootstrap})
+    for i in range(6):
+        producer.produce("/w1:t", f"r{i}".encode(), partition=i % 2)
+    assert producer.flush(30) == 0
+    reader = Consumer({"bootstrap.servers": workers.bootstrap, "group.id": "readers", "enable.auto.commit": False})
+    reader.assign([confluent_kafka.TopicPartition("/w1:t", p, 0) for p in range(2)])
+    got, deadline = 0, time.monotonic() + 60
+    while got < 6 and time.monotonic() < deadline:
+        got += len([m for m in reader.consume(10, 0.5) if m.error() is None])
+    assert got == 6
+    reader.commit(asynchronous=False)  # to the group's coordinator, worker 0, which writes the cursors
+    reader.close()
+
+    def cursors(worker: int) -> dict[tuple[str, int], int]:
+        done = cli(workers, "cursor", "list", "/w1", "--json", worker=worker)
+        assert done.returncode == 0, done.stderr
+        return {(c["group"], c["partition"]): c["offset"] for c in json.loads(done.stdout)}
+
+    assert cursors(1) == cursors(0) == {("readers", 0): 3, ("readers", 1): 3}
+    at_1("cursor", "delete", "/w1", "--group", "readers")
+    assert cursors(0) == {}
+    refused = cli(workers, "stream", "create", "/w1", worker=1)
+    assert refused.returncode != 0 and "already exists" in refused.stderr
+    at_1("stream", "delete", "/w1")
+    assert "does not exist" in cli(workers, "stream", "info", "/w1").stderr
 
 
 @pytest.mark.slow
