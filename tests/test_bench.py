@@ -135,7 +135,8 @@ def test_workers_bench_prints_produce_and_consume_for_each_broker() -> None:
     assert done.returncode == 0, done.stdout + done.stderr[-3000:]
     rows = [line.split() for line in done.stdout.splitlines() if line.split()[:1] == ["1"]]
     assert [" ".join(row[3:5]) for row in rows] == ["workers 1", "workers 2"], done.stdout
-    assert all(float(row[5]) > 0 and float(row[7]) > 0 for row in rows), done.stdout  # produce and consume MB/s
+    # produce MB/s, the producers' CPU per GB and their bound; the same for consume
+    assert all(float(row[i]) > 0 for row in rows for i in (5, 7, 8, 9, 11, 12)), done.stdout
     assert "100 B, 1 producer(s), consume: --workers 2 / workers 1 =" in done.stdout
 
 
@@ -229,3 +230,22 @@ def test_scale_refuses_bad_counts() -> None:
                           cwd=REPO, capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and "expected a positive integer" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+@pytest.mark.slow
+def test_scaleout_bench_counts_the_cpu_of_every_process_it_starts() -> None:
+    """`python -m kafkacompat.bench.scaleout`, one broker, no failovers: the row names the CPU of the brokers,
+    moto and the client, and how busy the machine was. moto's column was always 0.0 (the process it
+    looked for was misspelled), which hid that moto used as much CPU as the brokers."""
+    done = subprocess.run([sys.executable, "-m", "kafkacompat.bench.scaleout", "--messages", "2000", "--size",
+                           "16384", "--brokers", "1", "--failovers", "0", "--trickle-rate", "0"],
+                          cwd=REPO, capture_output=True, text=True, timeout=300, check=False)
+    if done.returncode != 0 and "not installed" in done.stderr:
+        pytest.skip(done.stderr.strip().splitlines()[-1])
+    assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+    header = next(line for line in done.stdout.splitlines() if line.split()[:1] == ["brokers"])
+    assert "cpu s3 s" in header and "host busy" in header, header
+    row = next(line.split() for line in done.stdout.splitlines() if line.split()[:1] == ["1"])
+    brokers_s, _postgres_s, s3_s, client_s, busy = row[-5:]
+    assert float(brokers_s) > 0 and float(s3_s) > 0 and float(client_s) > 0, done.stdout
+    assert busy.endswith("%") and 0 < int(busy[:-1]) <= 100, done.stdout

@@ -16,9 +16,9 @@ and loaded, so the brokers run side by side: every round runs each (size,
 producers) row on each broker in turn, and the ratios per round are printed
 with their median. The clients run on the same cores as the brokers: on a
 small machine the figures compare brokers, not hardware limits. So each
-produce row also prints the producers' own CPU seconds per GB ("clients")
-and the rate at which broker and producers together, at those costs, would
-use every core ("bound"): a broker near its bound is held by the machine.
+row also prints the clients' own CPU seconds per GB ("clients") and the
+rate at which broker and clients together, at those costs, would use
+every core ("bound"): a broker near its bound is held by the machine.
 """
 
 from __future__ import annotations
@@ -247,13 +247,15 @@ def measure(start: Callable[[str], Broker], producers: int, size: int, seconds: 
     took = max(r[1] for r in read)
     return {"produce": produced / seconds / 1e6, "produce_cpu": _per_gb(produce_cpu, produced),
             "producers_cpu": _per_gb(sum(s[1] for s in sent_cpu), produced),
-            "consume": consumed / took / 1e6, "consume_cpu": _per_gb(consume_cpu, consumed), "rss": rss}
+            "consume": consumed / took / 1e6, "consume_cpu": _per_gb(consume_cpu, consumed),
+            "consumers_cpu": _per_gb(sum(r[3] for r in read), consumed), "rss": rss}
 
 
-def _bound(row: dict[str, float]) -> float:
-    """The produce MB/s at which this broker and its producers, at the CPU per GB they spent, would keep
-    every core of this machine busy: where sharing the cores with the clients stops the row."""
-    return (os.cpu_count() or 1) * 1000 / (row["produce_cpu"] + row["producers_cpu"])
+def _bound(row: dict[str, float], what: str) -> float:
+    """The MB/s at which this broker and its clients (`what`: produce or consume), at the CPU per GB they
+    spent, would keep every core of this machine busy: where sharing the cores with the clients stops it."""
+    clients = {"produce": "producers_cpu", "consume": "consumers_cpu"}[what]
+    return (os.cpu_count() or 1) * 1000 / (row[f"{what}_cpu"] + row[clients])
 
 
 def _per_gb(cpu: float, count: int) -> float:
@@ -305,7 +307,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{os.cpu_count()} cores; acks=1, {PARTITIONS} partitions per producer's topic, {args.seconds:.0f} s "
           f"produce windows, consumers read it all back; load average {os.getloadavg()[0]:.2f}")
     print(f"{'round':>5} {'size':>6} {'producers':>9} {'broker':>10} {'produce MB/s':>12} {'CPU s/GB':>8} "
-          f"{'clients':>8} {'bound':>7} {'consume MB/s':>12} {'CPU s/GB':>8} {'MB RSS/process':>14}")
+          f"{'clients':>8} {'bound':>7} {'consume MB/s':>12} {'CPU s/GB':>8} {'clients':>8} {'bound':>7} "
+          f"{'MB RSS/process':>14}")
     ratios: dict[tuple[int, int, str, str], list[float]] = {}
     for round_no in range(1, args.rounds + 1):
         for size in sizes:
@@ -314,8 +317,9 @@ def main(argv: list[str] | None = None) -> int:
                 for name, start in on:
                     row = rows[name] = measure(start, producers, size, args.seconds)
                     print(f"{round_no:>5} {size:>6} {producers:>9} {name:>10} {row['produce']:>12.1f} "
-                          f"{row['produce_cpu']:>8.2f} {row['producers_cpu']:>8.2f} {_bound(row):>7.0f} "
-                          f"{row['consume']:>12.1f} {row['consume_cpu']:>8.2f} "
+                          f"{row['produce_cpu']:>8.2f} {row['producers_cpu']:>8.2f} {_bound(row, 'produce'):>7.0f} "
+                          f"{row['consume']:>12.1f} {row['consume_cpu']:>8.2f} {row['consumers_cpu']:>8.2f} "
+                          f"{_bound(row, 'consume'):>7.0f} "
                           f"{row['rss']:>14.0f}", flush=True)
                 for name in rows:
                     if name != "workers 2":
