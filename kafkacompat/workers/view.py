@@ -51,6 +51,7 @@ FIND_COORDINATOR = 10
 EPOCHS_FILE = "workers.json"  # in the data dir, written by the supervisor
 EPOCHS_COPY = "workers.copy.json"  # the same record again, written after it: one of the two is always whole
 ASK_TIMEOUT_S = 10.0  # a WorkerState request to another worker
+ADMIN_TIMEOUT_S = 50.0  # an admin CLI request run by worker 0 (a stream's purge may take a while): under the CLI's 60 s
 FIGURES_PER_ASK = 10_000  # partitions whose figures one WorkerState request asks for
 PEERS_KEPT = 10_000  # other workers' partitions kept for reading (one forgotten is made again, figures asked afresh)
 
@@ -179,7 +180,8 @@ class WorkerView(ClusterView):
     async def admin_at_controller(self, body: dict[str, Any]) -> AdminReply | None:
         if self.role.index == 0:
             return None
-        answer = await self._exchange(0, encode_request(1, body, CLIENT_ID.decode()), " for a stream admin request")
+        answer = await self._exchange(0, encode_request(1, body, CLIENT_ID.decode()), " for a stream admin request",
+                                      ADMIN_TIMEOUT_S)
         try:
             _, reply = decode_response(answer)
         except AdminMessageError as exc:
@@ -249,13 +251,12 @@ class WorkerView(ClusterView):
             return None
         return (await self._exchange(index, frame, ""))[4:]  # past the correlation id: the body
 
-    async def _exchange(self, index: int, frame: bytes, what: str) -> bytes:
+    async def _exchange(self, index: int, frame: bytes, what: str, timeout: float = ASK_TIMEOUT_S) -> bytes:
         """Worker `index`'s answer frame (without its size prefix) to a whole request frame; StorageError
-        naming `what` when that worker cannot be reached in ASK_TIMEOUT_S."""
+        naming `what` when that worker cannot be reached, or does not answer, in `timeout` seconds."""
         try:
             return await asyncio.wait_for(
-                self.peers.exchange(self.controller_host, self.role.ports[index], frame, ASK_TIMEOUT_S),
-                ASK_TIMEOUT_S)
+                self.peers.exchange(self.controller_host, self.role.ports[index], frame, timeout), timeout)
         except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError) as exc:
             raise storage.StorageError(f"worker {self.role.index}: cannot reach worker {index}{what}: "
                                        f"{exc or type(exc).__name__}") from None
