@@ -11,6 +11,7 @@ namespace and no store, so each of them may depend on it.
 from __future__ import annotations
 
 import asyncio
+import struct
 from collections.abc import Callable
 from typing import Any
 
@@ -24,6 +25,12 @@ Entry = tuple[int, int, int, int, int, int, int]
 # a batch per object; read one after the other, a new leader's scan of the log tail (producer
 # and transaction state) took one object store round trip per batch: 10-20 s for a few hundred.
 PARALLEL_GETS = 16
+# An object at most this big is read whole when any of its batches is wanted, and every batch in it
+# cached: a flush at a low rate puts a batch of each partition (of every topic) its broker leads in
+# one small object, and a consumer of all of them then read it with a ranged GET per partition. In
+# the kill loop's read-back, six partitions' backlog of such objects took over 60 s from moto.
+WHOLE_GET_BYTES = 256 * 1024
+_LENGTH = struct.Struct(">i")  # a batch's length field, after its base offset
 
 
 def _follows(entry: Entry, before: Entry) -> bool:
@@ -38,6 +45,8 @@ class BatchIndex:
         self.cache = cache
         self.origin = origin  # this process, in NOTIFY payloads
         self.object_keys: dict[int, str] = {}
+        self.object_sizes: dict[int, int] = {}  # of the objects read from the index (their batches may be read whole)
+        self._whole_gets: dict[int, asyncio.Future[memoryview]] = {}  # objects being read whole, by id
 
     async def fetch(self, query: str, *args: Any) -> list[Any]:
         with database_step("reading the database"):
@@ -48,11 +57,12 @@ class BatchIndex:
         out = []
         for r in rows:
             self.object_keys[r["object_id"]] = r["key"]
+            self.object_sizes[r["object_id"]] = r["size"]
             out.append((r["base_offset"], r["last_offset"], r["object_id"], r["position"], r["length"], r["epoch"],
                         r["max_ts"]))
         return out
 
-    _ROW = ("SELECT b.base_offset, b.last_offset, b.object_id, b.position, b.length, b.epoch, b.max_ts, o.key "
+    _ROW = ("SELECT b.base_offset, b.last_offset, b.object_id, b.position, b.length, b.epoch, b.max_ts, o.key, o.size "
             "FROM kc_batches b JOIN kc_objects o ON o.id = b.object_id ")
 
     async def index_rows(self, pid: int, offset: int, limit: int) -> list[Entry]:
@@ -65,7 +75,8 @@ class BatchIndex:
     async def head_rows(self, pid: int, offset: int, limit: int) -> list[tuple[Entry, bytes | None]]:
         """(index row, kept header or None) of the batches from the one holding `offset` on (`batch_head`)."""
         rows = await self.fetch(
-            "SELECT b.base_offset, b.last_offset, b.object_id, b.position, b.length, b.epoch, b.max_ts, o.key, b.head "
+            "SELECT b.base_offset, b.last_offset, b.object_id, b.position, b.length, b.epoch, b.max_ts, o.key, o.size, "
+            "b.head "
             "FROM kc_batches b JOIN kc_objects o ON o.id = b.object_id WHERE b.pid = $1 AND b.base_offset >= "
             "coalesce((SELECT max(base_offset) FROM kc_batches WHERE pid = $1 AND base_offset <= $2), 0) "
             "AND b.last_offset >= $2 ORDER BY b.base_offset LIMIT $3", pid, offset, limit)
@@ -153,8 +164,12 @@ class BatchIndex:
 
         async def get(run: list[Entry]) -> None:
             start, end = run[0][3], run[-1][3] + run[-1][4]
+            size = self.object_sizes.get(run[0][2], WHOLE_GET_BYTES + 1)
             async with turns:
-                blob = memoryview(await self.objects.get_range(self.object_keys[run[0][2]], start, end))
+                if size <= WHOLE_GET_BYTES:
+                    start, blob = 0, await self._whole(run[0][2], size)
+                else:
+                    blob = memoryview(await self.objects.get_range(self.object_keys[run[0][2]], start, end))
             for e in run:
                 piece = blob[e[3] - start:e[3] - start + e[4]]
                 self.cache.put(e[2], e[3], piece)
@@ -170,3 +185,30 @@ class BatchIndex:
             out += found[base]
             bf.PREFIX.pack_into(out, at, base, length - bf.LOG_OVERHEAD, epoch)
         return out
+
+    async def _whole(self, object_id: int, size: int) -> memoryview:
+        """A small object's bytes, each of its batches cached; one GET however many reads want it at once
+        (the partitions of one Fetch are read side by side)."""
+        pending = self._whole_gets.get(object_id)
+        if pending is None:
+            pending = self._whole_gets[object_id] = asyncio.ensure_future(self._get_whole(object_id, size))
+            pending.add_done_callback(self._whole_done(object_id))
+        return await asyncio.shield(pending)
+
+    def _whole_done(self, object_id: int) -> Callable[[asyncio.Future[memoryview]], None]:
+        def done(future: asyncio.Future[memoryview]) -> None:
+            self._whole_gets.pop(object_id, None)
+            if not future.cancelled():
+                future.exception()  # seen: every read waiting for it has its error already
+        return done
+
+    async def _get_whole(self, object_id: int, size: int) -> memoryview:
+        blob = memoryview(await self.objects.get_range(self.object_keys[object_id], 0, size))
+        position = 0
+        while position + bf.LOG_OVERHEAD <= size:  # an object is its batches back to back
+            length = bf.LOG_OVERHEAD + _LENGTH.unpack_from(blob, position + 8)[0]
+            if length <= bf.LOG_OVERHEAD or position + length > size:
+                break  # not a batch: cache nothing more (the index's positions are read as they are)
+            self.cache.put(object_id, position, blob[position:position + length])
+            position += length
+        return blob

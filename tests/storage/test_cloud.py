@@ -551,6 +551,32 @@ async def test_a_read_of_a_backlog_of_small_objects_waits_for_a_bounded_number_o
     assert len(gets) == READ_GETS * 2 + 5  # each object read once: what was read is cached
 
 
+async def test_a_small_object_is_fetched_whole_once_for_every_partition_in_it(pair):
+    """A flush at a low rate puts a batch of every partition its broker leads in one small object, and a
+    consumer of them all read it with a ranged GET per partition: the kill loop's read-back of six
+    partitions' backlog took over 60 s from moto. Read cold by another broker, both partitions at once
+    as one Fetch reads them, each object is fetched once, whole, and the other partition's batch comes
+    from the cache."""
+    a, b = pair
+    await a.create_topic("/default", "t", 2)
+    writing = [a.partition("/default", "t", i) for i in range(2)]
+    for _ in range(10):
+        await asyncio.gather(*(part.append(batch(1), 1) for part in writing))  # appended in one turn: one object
+    await eventually(lambda: b.get_topic("/default", "t") is not None)
+    parts = [b.partition("/default", "t", i) for i in range(2)]
+    await eventually(lambda: all(part.high_watermark == 10 for part in parts))
+    real_get, gets = b.index.objects.get_range, []
+
+    async def get_range(key: str, start: int, end: int) -> bytes:
+        gets.append(key)
+        return await real_get(key, start, end)
+
+    b.index.objects.get_range = get_range
+    b.cache.__init__(b.cache.capacity)
+    assert await asyncio.gather(*map(read_all, parts)) == [list(range(10))] * 2
+    assert len(gets) == len(set(gets)) == 10, gets
+
+
 async def test_stored_bytes_carry_the_assigned_offset_only_when_read(pair):
     a, _ = pair
     await a.create_topic("/default", "t", 1)
