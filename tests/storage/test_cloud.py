@@ -522,6 +522,20 @@ async def test_appends_made_while_every_write_slot_is_taken_go_as_one_object(pai
     assert await read_all(part) == list(range(28))
 
 
+def cold_and_counting_gets(store) -> list[str]:
+    """The keys of every GET `store` makes from now on, its cache emptied first (read as another broker,
+    or after a restart, would)."""
+    real_get, gets = store.index.objects.get_range, []
+
+    async def get_range(key: str, start: int, end: int) -> bytes:
+        gets.append(key)
+        return await real_get(key, start, end)
+
+    store.index.objects.get_range = get_range
+    store.cache.__init__(store.cache.capacity)
+    return gets
+
+
 async def test_a_read_of_a_backlog_of_small_objects_waits_for_a_bounded_number_of_gets(pair):
     """A plain producer's one-record batches each in an object of their own, read with a cold cache
     (another broker, or after a restart): one read takes at most READ_GETS of them, so a Fetch
@@ -537,14 +551,7 @@ async def test_a_read_of_a_backlog_of_small_objects_waits_for_a_bounded_number_o
     await eventually(lambda: b.get_topic("/default", "t") is not None)
     part = b.partition("/default", "t", 0)
     await eventually(lambda: part.high_watermark == READ_GETS * 2 + 5)
-    real_get, gets = b.index.objects.get_range, []
-
-    async def get_range(key: str, start: int, end: int) -> bytes:
-        gets.append(key)
-        return await real_get(key, start, end)
-
-    b.index.objects.get_range = get_range
-    b.cache.__init__(b.cache.capacity)
+    gets = cold_and_counting_gets(b)
     first = [r.offset for r in iter_records(bytes(await part.read(0, 1 << 30)))]
     assert first == list(range(READ_GETS)) and len(gets) == READ_GETS
     assert await read_all(part) == list(range(READ_GETS * 2 + 5))  # the rest in the reads that follow
@@ -565,14 +572,7 @@ async def test_a_small_object_is_fetched_whole_once_for_every_partition_in_it(pa
     await eventually(lambda: b.get_topic("/default", "t") is not None)
     parts = [b.partition("/default", "t", i) for i in range(2)]
     await eventually(lambda: all(part.high_watermark == 10 for part in parts))
-    real_get, gets = b.index.objects.get_range, []
-
-    async def get_range(key: str, start: int, end: int) -> bytes:
-        gets.append(key)
-        return await real_get(key, start, end)
-
-    b.index.objects.get_range = get_range
-    b.cache.__init__(b.cache.capacity)
+    gets = cold_and_counting_gets(b)
     assert await asyncio.gather(*map(read_all, parts)) == [list(range(10))] * 2
     assert len(gets) == len(set(gets)) == 10, gets
 
