@@ -11,7 +11,6 @@ namespace and no store, so each of them may depend on it.
 from __future__ import annotations
 
 import asyncio
-import struct
 from collections.abc import Callable
 from typing import Any
 
@@ -30,7 +29,6 @@ PARALLEL_GETS = 16
 # one small object, and a consumer of all of them then read it with a ranged GET per partition. In
 # the kill loop's read-back, six partitions' backlog of such objects took over 60 s from moto.
 WHOLE_GET_BYTES = 256 * 1024
-_LENGTH = struct.Struct(">i")  # a batch's length field, after its base offset
 
 
 def _follows(entry: Entry, before: Entry) -> bool:
@@ -164,9 +162,9 @@ class BatchIndex:
 
         async def get(run: list[Entry]) -> None:
             start, end = run[0][3], run[-1][3] + run[-1][4]
-            size = self.object_sizes.get(run[0][2], WHOLE_GET_BYTES + 1)
+            size = self.object_sizes.get(run[0][2])
             async with turns:
-                if size <= WHOLE_GET_BYTES:
+                if size is not None and size <= WHOLE_GET_BYTES:
                     start, blob = 0, await self._whole(run[0][2], size)
                 else:
                     blob = memoryview(await self.objects.get_range(self.object_keys[run[0][2]], start, end))
@@ -189,24 +187,22 @@ class BatchIndex:
     async def _whole(self, object_id: int, size: int) -> memoryview:
         """A small object's bytes, each of its batches cached; one GET however many reads want it at once
         (the partitions of one Fetch are read side by side)."""
-        pending = self._whole_gets.get(object_id)
-        if pending is None:
-            pending = self._whole_gets[object_id] = asyncio.ensure_future(self._get_whole(object_id, size))
-            pending.add_done_callback(self._whole_done(object_id))
-        return await asyncio.shield(pending)
-
-    def _whole_done(self, object_id: int) -> Callable[[asyncio.Future[memoryview]], None]:
         def done(future: asyncio.Future[memoryview]) -> None:
             self._whole_gets.pop(object_id, None)
             if not future.cancelled():
                 future.exception()  # seen: every read waiting for it has its error already
-        return done
+
+        pending = self._whole_gets.get(object_id)
+        if pending is None:
+            pending = self._whole_gets[object_id] = asyncio.ensure_future(self._get_whole(object_id, size))
+            pending.add_done_callback(done)
+        return await asyncio.shield(pending)
 
     async def _get_whole(self, object_id: int, size: int) -> memoryview:
         blob = memoryview(await self.objects.get_range(self.object_keys[object_id], 0, size))
         position = 0
-        while position + bf.LOG_OVERHEAD <= size:  # an object is its batches back to back
-            length = bf.LOG_OVERHEAD + _LENGTH.unpack_from(blob, position + 8)[0]
+        while position + bf.PREFIX_SIZE <= size:  # an object is its batches back to back
+            length = bf.LOG_OVERHEAD + bf.PREFIX.unpack_from(blob, position)[1]  # base offset, length, epoch
             if length <= bf.LOG_OVERHEAD or position + length > size:
                 break  # not a batch: cache nothing more (the index's positions are read as they are)
             self.cache.put(object_id, position, blob[position:position + length])
