@@ -29,10 +29,10 @@ from kio.static.primitive import i8
 
 from kafkacompat import storage
 from kafkacompat.protocol.admin_api import (
+    STREAM_ADMIN_KEY,
     WORKER_STATE_KEY,
     AdminMessageError,
     AdminReply,
-    decode_response,
     decode_response_with_payload,
     encode_request,
 )
@@ -180,13 +180,7 @@ class WorkerView(ClusterView):
     async def admin_at_controller(self, body: dict[str, Any]) -> AdminReply | None:
         if self.role.index == 0:
             return None
-        answer = await self._exchange(0, encode_request(1, body, CLIENT_ID.decode()), " for a stream admin request",
-                                      ADMIN_TIMEOUT_S)
-        try:
-            _, reply = decode_response(answer)
-        except AdminMessageError as exc:
-            raise storage.StorageError(f"worker {self.role.index}: worker 0 answered a stream admin request "
-                                       f"with something else: {exc}") from None
+        reply, _ = await self._reply(0, body, STREAM_ADMIN_KEY, "stream admin request", ADMIN_TIMEOUT_S)
         path = body.get("path")
         await self.catch_up([path] if isinstance(path, str) else [])  # a stream made there is known here
         await self.catch_up_settings()
@@ -199,16 +193,23 @@ class WorkerView(ClusterView):
 
     async def ask_with_payload(self, body: dict[str, Any], what: str, index: int = 0) -> tuple[Any, memoryview]:
         """`ask`, with the raw bytes the answer carries after its JSON (records), if any."""
-        answer = await self._exchange(index, encode_request(1, body, CLIENT_ID.decode(), key=WORKER_STATE_KEY),
-                                      f" for the {what}")
+        reply, payload = await self._reply(index, body, WORKER_STATE_KEY, what)
+        if reply.error_code != 0:
+            raise storage.StorageError(f"worker {index} refused the {what}: {reply.error}")
+        return reply.result, payload
+
+    async def _reply(self, index: int, body: dict[str, Any], key: int, what: str, timeout: float = ASK_TIMEOUT_S
+                     ) -> tuple[AdminReply, memoryview]:
+        """Worker `index`'s reply to a JSON request of API `key` (WorkerState, StreamAdmin), with the raw bytes
+        after its JSON; StorageError naming `what` when that worker cannot be reached or answers garble."""
+        answer = await self._exchange(index, encode_request(1, body, CLIENT_ID.decode(), key=key), f" for the {what}",
+                                      timeout)
         try:
             _, reply, payload = decode_response_with_payload(answer)
         except AdminMessageError as exc:
             raise storage.StorageError(f"worker {self.role.index}: cannot reach worker {index} for the {what}: "
                                        f"{exc}") from None
-        if reply.error_code != 0:
-            raise storage.StorageError(f"worker {index} refused the {what}: {reply.error}")
-        return reply.result, payload
+        return reply, payload
 
     def peer_partition(self, key: PartitionKey) -> PeerPartition | None:
         owner = self.owner(key)
