@@ -367,6 +367,17 @@ class NamespaceStore(Store):
         self, stream: StreamState, group: str, cursors: Sequence[Cursor], deleted: Sequence[tuple[str, int]]
     ) -> None: ...
 
+    def _follow_cursors(self, stream: StreamState) -> bool:
+        """Bring the stream's cursors up to date with what other processes wrote (a store several
+        worker processes write: each coordinator writes its own groups' cursors); True when the
+        store keeps them so, its writes included (the namespace then leaves them as they are).
+        A store only this process writes is always current: False."""
+        return False
+
+    def _follow_table(self, stream: StreamState, table: str) -> bool:
+        """_follow_cursors for a state table."""
+        return False
+
     async def _persist_fenced_cursors(
         self, stream: StreamState, group: str, cursors: Sequence[Cursor], deleted: Sequence[tuple[str, int]],
         fence: StateFence,
@@ -500,7 +511,7 @@ class NamespaceStore(Store):
         state = self._stream(path)
         for topic in list(state.topics.values()):
             await self._purge_topic(state, topic)
-        groups = list(state.cursors)
+        groups = list(self._cursors_of(path))
         for group in groups:
             await self.delete_cursors(path, group)
 
@@ -605,7 +616,7 @@ class NamespaceStore(Store):
         self._topics_by_id.pop(topic.id_hex, None)
         self._count_partitions(-topic.partition_total)
         await self._persist_topic_deleted(state, topic)
-        for group, cursors in list(state.cursors.items()):
+        for group, cursors in list(self._cursors_of(stream).items()):
             gone = [key for key in cursors if key[0] == name]
             if gone:
                 await self.delete_cursors(stream, group, gone)
@@ -661,6 +672,8 @@ class NamespaceStore(Store):
         state = self._stream(stream)
         stamped = [c if c.commit_time_ms else dataclasses.replace(c, commit_time_ms=now_ms()) for c in cursors]
         await self._write_cursors(state, group, stamped, (), fence)
+        if self._follow_cursors(state):
+            return
         table = state.cursors.setdefault(group, {})
         for cursor in stamped:
             table[(cursor.topic, cursor.partition)] = cursor
@@ -673,26 +686,33 @@ class NamespaceStore(Store):
             await self._persist_fenced_cursors(state, group, cursors, deleted, fence)
 
     def get_cursors(self, stream: str, group: str) -> list[Cursor]:
-        return list(self._stream(stream).cursors.get(group, {}).values())
+        return list(self._cursors_of(stream).get(group, {}).values())
 
     def get_cursor(self, stream: str, group: str, topic: str, partition: int) -> Cursor | None:
-        return self._stream(stream).cursors.get(group, {}).get((topic, partition))
+        return self._cursors_of(stream).get(group, {}).get((topic, partition))
 
     def list_cursor_groups(self, stream: str) -> list[str]:
-        return sorted(self._stream(stream).cursors)
+        return sorted(self._cursors_of(stream))
+
+    def _cursors_of(self, stream: str) -> dict[str, dict[tuple[str, int], Cursor]]:
+        state = self._stream(stream)
+        self._follow_cursors(state)
+        return state.cursors
 
     async def delete_cursors(
         self, stream: str, group: str, partitions: Sequence[tuple[str, int]] | None = None, *,
         fence: StateFence | None = None,
     ) -> None:
         state = self._stream(stream)
-        table = state.cursors.get(group)
+        table = self._cursors_of(stream).get(group)
         if not table:
             return
         keys = list(table) if partitions is None else [tuple(p) for p in partitions if tuple(p) in table]
         if not keys:
             return
         await self._write_cursors(state, group, (), keys, fence)
+        if self._follow_cursors(state):
+            return
         for key in keys:
             table.pop(key, None)
         if not table:
@@ -711,6 +731,8 @@ class NamespaceStore(Store):
             await self._persist_state(state, table, records, durable)
         else:
             await self._persist_fenced_state(state, table, records, durable, fence)
+        if self._follow_table(state, table):
+            return
         live = state.tables.setdefault(table, {})
         for key, value in records.items():
             if value is None:
@@ -720,7 +742,11 @@ class NamespaceStore(Store):
         state.table_changed(table)
 
     def get_state(self, stream: str, table: str) -> dict[str, dict]:
-        return dict(self._stream(stream).tables.get(table, {}))
+        state = self._stream(stream)
+        self._follow_table(state, table)
+        return dict(state.tables.get(table, {}))
 
     def state_version(self, stream: str, table: str) -> int:
-        return self._stream(stream).table_versions.get(table, 0)
+        state = self._stream(stream)
+        self._follow_table(state, table)
+        return state.table_versions.get(table, 0)

@@ -101,7 +101,6 @@ class WorkerView(ClusterView):
         self._epochs = [role.epoch] * role.count
         self._task: asyncio.Task | None = None
         self.controller_host = "127.0.0.1"  # where worker 0 is reached: its bind host unless that is a wildcard
-        self.shared_tables: tuple[str, ...] = ()  # worker 0's state tables this worker reads too (ACLs, ...)
         # other workers' partitions this one read lately, least recently used first
         self._peers: collections.OrderedDict[PartitionKey, PeerPartition] = collections.OrderedDict()
 
@@ -119,7 +118,7 @@ class WorkerView(ClusterView):
         return list(self._members)
 
     def owner(self, key: PartitionKey) -> int:
-        return owner_of(self.role.count, self.store.default_stream, *key)
+        return owner_of(self.role.count, *key)
 
     def serving_port(self, key: PartitionKey) -> int | None:
         return self.role.ports[self.owner(key)]
@@ -145,10 +144,10 @@ class WorkerView(ClusterView):
         await self.store.refresh_catalog()
 
     async def catch_up_settings(self) -> None:
-        """The settings and shared tables worker 0 changed, read now rather than at the next refresh: a
+        """The settings worker 0 changed, read now rather than at the next refresh: a
         share group whose share.auto.offset.reset was set through worker 0 a moment before its first
         fetch here started at the end of the log (1 in 3 runs of the acks scenario on worker 1)."""
-        await self.store.refresh_shared(self.shared_tables)
+        await self.store.refresh_settings()
 
     async def create_at_controller(self, name: str, partitions: int) -> None:
         """Have worker 0 create topic `name` (auto-creation a client asked of this worker), then take it
@@ -284,6 +283,6 @@ class WorkerView(ClusterView):
             try:
                 self._read_epochs()
                 await self.store.refresh_catalog()
-                await self.store.refresh_shared(self.shared_tables)
+                await self.store.refresh_settings()
             except Exception:
                 log.exception("worker %d: cannot read the catalog's changes; trying again", self.role.index)

@@ -5,17 +5,27 @@ in one parse instead of a million small files, and every change is one
 appended line (fsynced by group commit). A log given a `key` keeps the live
 record per key in memory and compacts itself while running (cursor logs
 grow with every commit); others are compacted when opened.
+
+A `shared` log is appended to by several processes (the workers of
+`kafkacompat serve --workers N`, each writing the cursors and state of the
+groups and transactions it coordinates): every append, compaction and
+repair holds the file's flock and checks it still writes the file at the
+path (a compaction elsewhere replaces it), and `follow` reads what the
+others appended since the last look. The file's order is the order of the
+changes: a follower applies every record from where it last read, its own
+among them, so each process converges on the same last value per key.
 """
 
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import json
 import logging
 import os
 from collections.abc import Callable, Hashable, Iterable
 
-from ..errors import StorageFullError
+from ..errors import StorageError, StorageFullError
 from .files import FULL_ERRNOS, fsync_dir, fsync_path, write_atomic
 from .sync import GroupCommit
 
@@ -25,7 +35,8 @@ _ENCODER = json.JSONEncoder(separators=(",", ":"))
 
 class JsonLog:
     def __init__(
-        self, path: str, on_full: Callable[[], bool] | None = None, key: Callable[[dict], Hashable] | None = None
+        self, path: str, on_full: Callable[[], bool] | None = None, key: Callable[[dict], Hashable] | None = None,
+        shared: bool = False,
     ) -> None:
         self.path = path
         self._on_full = on_full  # may free room on a full disk (see Volume.release_ballast)
@@ -35,6 +46,8 @@ class JsonLog:
         self._fd: int | None = None
         self._compacting: asyncio.Future[None] | None = None
         self.commit = GroupCommit(lambda: fsync_path(self.path))
+        self.shared = shared
+        self._seen = (0, 0)  # shared: (inode, bytes) of the file read into `live`
 
     def load(self, report: Callable[..., None] | None = None, repair: bool = True) -> list[dict]:
         """Every record in order; a torn last line (crash mid-write) is cut off.
@@ -46,10 +59,16 @@ class JsonLog:
         """
         try:
             with open(self.path, "rb") as f:
+                if self.shared and repair:  # no other process is mid-append while a torn line is cut
+                    fcntl.flock(f.fileno(), fcntl.LOCK_EX)
                 data = f.read()
+                self._seen = (os.fstat(f.fileno()).st_ino, len(data))
+                return self._replay(data, report, repair)
         except FileNotFoundError:
             self.lines = 0
             return []
+
+    def _replay(self, data: bytes, report: Callable[..., None] | None, repair: bool) -> list[dict]:
         if not data:
             return []
         keep = data.rfind(b"\n") + 1
@@ -62,7 +81,8 @@ class JsonLog:
         if bad:
             records, bad = self._load_line_by_line(body)
         torn = len(data) - keep
-        if torn:  # a crash mid-append, or a file cut short
+        self._seen = (self._seen[0], keep)  # a shared log: an append still being written is read next time
+        if torn and not (self.shared and not repair):  # a crash mid-append, or a file cut short
             if report is not None:
                 report(self.path, f"ends with a torn line of {torn} bytes", "cut it off")
             else:
@@ -76,6 +96,37 @@ class JsonLog:
         if bad and repair:
             self.rewrite(records)
         return records
+
+    def follow(self) -> list[dict] | None:
+        """A shared log: the records appended since the last look, in the file's order and already
+        in `live`; None when the file was replaced (compacted by another process), after which
+        `live` holds it whole, read afresh. One stat when nothing changed."""
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            return []
+        inode, size = self._seen
+        if (st.st_ino, st.st_size) == self._seen:
+            return []
+        if st.st_ino != inode or st.st_size < size:
+            return self._read_afresh()
+        with open(self.path, "rb") as f:
+            if os.fstat(f.fileno()).st_ino != inode:
+                return self._read_afresh()
+            f.seek(size)
+            data = f.read()
+        keep = data.rfind(b"\n") + 1  # a line another process is still writing is read next time
+        records, _bad = self._load_line_by_line(data[:keep])
+        self._seen = (inode, size + keep)
+        self.lines += len(records)
+        self._track(records)
+        return records
+
+    def _read_afresh(self) -> None:
+        if self.live is not None:
+            self.live = {}
+        self.load(repair=False)
+        return None
 
     def _track(self, records: Iterable[dict]) -> None:
         if self.live is None:
@@ -118,7 +169,8 @@ class JsonLog:
             if self._on_full is None or not self._on_full():
                 raise
             self._write(data)
-        self.lines += len(records)
+        if not self.shared:  # a shared log counts its own lines when it follows them
+            self.lines += len(records)
         self._track(records)
         self.commit.wrote()
 
@@ -133,25 +185,59 @@ class JsonLog:
         try:
             records = list(self.live.values())
             self.close()
-            await asyncio.to_thread(self.rewrite, records)
+            rewrite = self._rewrite_unchanged if self.shared else self.rewrite
+            await asyncio.to_thread(rewrite, records)
             self.commit.synced = self.commit.written  # the new file was fsynced whole
         finally:
             self._compacting.set_result(None)
             self._compacting = None
 
+    def _rewrite_unchanged(self, records: list[dict]) -> None:
+        """Blocking, a shared log: rewrite it with `records` (live as of the last follow) unless another
+        process appended since; then the next compaction, after a follow, tries again."""
+        fd, self._fd = self._lock_current(), None  # held here: rewrite() closes only self._fd
+        try:
+            st = os.fstat(fd)
+            if (st.st_ino, st.st_size) != self._seen:
+                return
+            self.rewrite(records)
+            st = os.stat(self.path)
+            self._seen = (st.st_ino, st.st_size)
+        finally:
+            os.close(fd)  # and with it the lock, on the file just replaced
+
     def _write(self, data: bytes) -> None:
         """Append whole lines or nothing."""
-        fd = self._open()
-        start = os.lseek(fd, 0, os.SEEK_END)
+        fd = self._lock_current() if self.shared else self._open()
         try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
-        except OSError as exc:
-            os.ftruncate(fd, start)
-            if exc.errno in FULL_ERRNOS:
-                raise StorageFullError(f"no room to write {self.path}: {exc.strerror}") from exc
-            raise
+            start = os.lseek(fd, 0, os.SEEK_END)
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view):]
+            except OSError as exc:
+                os.ftruncate(fd, start)
+                if exc.errno in FULL_ERRNOS:
+                    raise StorageFullError(f"no room to write {self.path}: {exc.strerror}") from exc
+                raise
+        finally:
+            if self.shared:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+
+    def _lock_current(self) -> int:
+        """Blocking, a shared log: this process's descriptor of the file now at the path, flocked (a
+        process that compacted the log in between replaced the file this one had open)."""
+        while True:
+            fd = self._open()
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            try:
+                current = os.stat(self.path).st_ino == os.fstat(fd).st_ino
+            except FileNotFoundError:
+                current = False
+            if current:
+                return fd
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            self.close_file()
 
     def rewrite(self, records: list[dict]) -> None:
         """Blocking: replace the file with only the live records (atomic)."""
@@ -163,13 +249,19 @@ class JsonLog:
     def _open(self) -> int:
         if self._fd is None:
             new = not os.path.exists(self.path)
-            self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            try:
+                self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            except FileNotFoundError:  # a shared log whose stream another process deleted
+                raise StorageError(f"{self.path}: its directory is gone (the stream was deleted)") from None
             if new:
                 fsync_dir(os.path.dirname(self.path))
         return self._fd
 
     def close(self) -> None:
         self.commit.cancel()
+        self.close_file()
+
+    def close_file(self) -> None:
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None

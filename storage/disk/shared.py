@@ -22,14 +22,14 @@ OFFSETS_TOPIC = "__consumer_offsets"
 SCHEMAS_TOPIC = "_schemas"  # each stream's Schema Registry records (kafkacompat/schemas/log.py)
 
 
-def owner_of(count: int, default_stream: str, stream: str, topic: str, index: int) -> int:
+def owner_of(count: int, stream: str, topic: str, index: int) -> int:
     """Which of `count` workers owns a partition: a topic's partitions go round the workers from a
     place set by its name (as the cloud engine's preferred leader); the group and transaction
     coordinators' partitions (__consumer_offsets) all belong to worker 0, which alone writes cursors
     and state tables, and so does every stream's `_schemas`, which the Schema Registry (served by
     worker 0's HTTP port) writes. Before stop 56 /default's `_schemas` was worker 1's, and every
     registry request through worker 0 failed (500)."""
-    if count <= 1 or (stream == default_stream and topic == OFFSETS_TOPIC) or topic == SCHEMAS_TOPIC:
+    if count <= 1 or topic in (OFFSETS_TOPIC, SCHEMAS_TOPIC):
         return 0
     start = zlib.crc32(f"{stream}\0{topic}".encode())
     return (start + index) % count
@@ -47,5 +47,5 @@ class WorkerShare:
     def controller(self) -> bool:
         return self.index == 0
 
-    def owns(self, default_stream: str, stream: str, topic: str, index: int) -> bool:
-        return owner_of(self.count, default_stream, stream, topic, index) == self.index
+    def owns(self, stream: str, topic: str, index: int) -> bool:
+        return owner_of(self.count, stream, topic, index) == self.index

@@ -99,7 +99,7 @@ class DiskStore(NamespaceStore):
         self._topic_logs: dict[str, JsonLog] = {}
         self._cursor_logs: dict[str, JsonLog] = {}
         self._state_logs: dict[tuple[str, str], JsonLog] = {}  # (stream, table)
-        self._shared_seen: dict[str, tuple[int, int, int]] = {}  # refresh_shared: file -> version read
+        self._settings_seen = (0, 0, 0)  # refresh_settings: store.json's version as last read
         self._background: set[asyncio.Task] = set()
         self._retention_task: asyncio.Task | None = None
         self._lock_fd: int | None = None
@@ -156,8 +156,14 @@ class DiskStore(NamespaceStore):
         """Whether this process writes the shared logs and store.json (all but a non-controller worker)."""
         return self.share is None or self.share.controller
 
+    @property
+    def _shares_logs(self) -> bool:
+        """Whether other processes write the cursor logs and state tables too: the workers of
+        `serve --workers N`, each for the groups and transactional ids it coordinates."""
+        return self.share is not None and self.share.count > 1
+
     def _owns(self, topic: TopicState, index: int) -> bool:
-        return self.share is None or self.share.owns(self.default_stream, topic.stream.path, topic.name, index)
+        return self.share is None or self.share.owns(topic.stream.path, topic.name, index)
 
     def volume(self, volume_id: str) -> Volume:
         try:
@@ -362,7 +368,8 @@ class DiskStore(NamespaceStore):
             key = _state_key
         else:
             key = None
-        return JsonLog(os.path.join(directory, name), on_full=self.volumes[0].release_ballast, key=key)
+        return JsonLog(os.path.join(directory, name), on_full=self.volumes[0].release_ballast, key=key,
+                       shared=key is not None and self._shares_logs)
 
     def _load_topics(self, stream: StreamState, directory: str) -> None:
         catalog = self._topic_logs[stream.path] = self._json_log(directory, layout.TOPICS_FILE)
@@ -423,20 +430,56 @@ class DiskStore(NamespaceStore):
             if self.repair and self._writes_catalog:
                 write_atomic(catalog.path, b"", on_full=self.volumes[0].release_ballast)
         catalog.load(self.report, self.repair and self._writes_catalog)
-        bad = 0
-        for rec in catalog.live.values():
-            try:
-                cursor = Cursor(str(rec["t"]), int(rec["p"]), int(rec["o"]), int(rec["e"]), str(rec["m"]),
-                                int(rec["ts"]))
-                group = str(rec["g"])
-            except (KeyError, TypeError, ValueError):
-                bad += 1
-                continue
-            stream.cursors.setdefault(group, {})[(cursor.topic, cursor.partition)] = cursor
+        bad = _apply_cursors(stream, catalog.live.values())
         if bad:
             self.report(catalog.path, f"has {bad} incomplete cursor record(s)", "skip them")
-        if self.repair and self._writes_catalog and catalog.lines > 2 * len(catalog.live) + 64:
+        if self.repair and self._writes_catalog and not catalog.shared and catalog.lines > 2 * len(catalog.live) + 64:
             catalog.rewrite(list(catalog.live.values()))
+
+    def _follow_cursors(self, stream: StreamState) -> bool:
+        catalog = self._cursor_logs.get(stream.path)
+        if catalog is None or not catalog.shared:
+            return False
+        records = catalog.follow()
+        if records is None:  # compacted by another worker: read whole
+            stream.cursors = {}
+            _apply_cursors(stream, catalog.live.values())
+        elif records:
+            _apply_cursors(stream, records)
+            self._compact_later(catalog)
+        return True
+
+    def _follow_table(self, stream: StreamState, table: str) -> bool:
+        if not self._shares_logs:
+            return False
+        catalog = self._state_logs.get((stream.path, table))
+        if catalog is None:  # another worker may have made it since this one opened the store
+            directory = layout.stream_dir(self.root, stream.path)
+            if not os.path.exists(os.path.join(directory, layout.STATE_PREFIX + table)):
+                return True
+            catalog = self._state_logs[stream.path, table] = self._json_log(directory, layout.STATE_PREFIX + table)
+            catalog.load(repair=False)
+            stream.replace_table(table, _state_rows(catalog))
+            return True
+        records = catalog.follow()
+        if records is None:
+            stream.replace_table(table, _state_rows(catalog))
+        elif records:
+            rows = stream.tables.setdefault(table, {})
+            for rec in records:
+                if rec.get("del"):
+                    rows.pop(rec["k"], None)
+                elif "k" in rec:
+                    rows[rec["k"]] = rec.get("v")
+            stream.table_changed(table)
+            self._compact_later(catalog)
+        return True
+
+    def _compact_later(self, catalog: JsonLog) -> None:
+        """A shared log just followed: compact it in the background once stale (it is rewritten only if
+        no process appended since this one read it whole)."""
+        if catalog.live is not None and catalog.lines > 2 * len(catalog.live) + _COMPACT_SLACK:
+            self._spawn(catalog.compact_if_stale(_COMPACT_SLACK))
 
     def _load_state_tables(self, stream: StreamState, directory: str) -> None:
         for name in os.listdir(directory):
@@ -588,7 +631,7 @@ class DiskStore(NamespaceStore):
 
     def _check_writer(self) -> None:
         if not self._writes_catalog:
-            raise StorageError("only worker 0 (the controller) changes the catalog, cursors and state tables "
+            raise StorageError("only worker 0 (the controller) changes the catalog and settings "
                                "of a store shared by workers")
 
     async def refresh_catalog(self) -> int:
@@ -615,32 +658,20 @@ class DiskStore(NamespaceStore):
                 changed += self._apply_catalog(stream, live)
             return changed
 
-    async def refresh_shared(self, tables: Sequence[str]) -> None:
-        """A non-controller worker: take in what the controller changed since this worker last looked
-        in the store's settings (group and broker configs, feature levels) and in the default stream's
-        state `tables` (ACLs, SCRAM users, delegation tokens): each is read again only when its file
-        changed. Without this, a worker served them as they were at its start."""
+    async def refresh_settings(self) -> None:
+        """A non-controller worker: take in what the controller changed in the store's settings (group
+        and broker configs, feature levels, client quotas) since this worker last looked; read again
+        only when store.json changed. Without this, a worker served them as they were at its start.
+        (The state tables worker 0 writes, ACLs, SCRAM users and delegation tokens among them, are
+        followed as each is read: _follow_table.)"""
         if self._writes_catalog:
             return
         async with self._catalog_lock:
             store_file = os.path.join(self.root, layout.STORE_FILE)
             version = _file_version(store_file)
-            if version != self._shared_seen.get(store_file):
+            if version != self._settings_seen:
                 await asyncio.to_thread(self._read_identity, store_file)
-                self._shared_seen[store_file] = version
-            stream = self._streams.get(self.default_stream)
-            if stream is None:
-                return
-            directory = layout.stream_dir(self.root, stream.path)
-            for table in tables:
-                path = os.path.join(directory, layout.STATE_PREFIX + table)
-                version = _file_version(path)
-                if version == self._shared_seen.get(path, (0, 0, 0)):
-                    continue
-                reader = JsonLog(path, key=_state_key)
-                await asyncio.to_thread(reader.load, None, False)
-                stream.replace_table(table, _state_rows(reader))
-                self._shared_seen[path] = version
+                self._settings_seen = version
 
     async def refresh_streams(self, paths: Sequence[str]) -> None:
         """A non-controller worker: take in the streams of `paths` that the controller created since
@@ -748,7 +779,6 @@ class DiskStore(NamespaceStore):
     async def _persist_cursors(
         self, stream: StreamState, group: str, cursors: Sequence[Cursor], deleted: Sequence[tuple[str, int]]
     ) -> None:
-        self._check_writer()
         catalog = self._cursor_logs[stream.path]
         records = [
             {"g": group, "t": c.topic, "p": c.partition, "o": c.offset, "e": c.leader_epoch, "m": c.metadata,
@@ -759,12 +789,12 @@ class DiskStore(NamespaceStore):
         await catalog.append(records)
         if stream.policy.fsync is not FsyncPolicy.NONE:
             await catalog.commit.wait()
-        await catalog.compact_if_stale(_COMPACT_SLACK)
+        if not catalog.shared:  # a shared one compacts as it follows (_compact_later)
+            await catalog.compact_if_stale(_COMPACT_SLACK)
 
     async def _persist_state(
         self, stream: StreamState, table: str, records: Mapping[str, dict | None], durable: bool
     ) -> None:
-        self._check_writer()
         catalog = self._state_logs.get((stream.path, table))
         if catalog is None:
             directory = layout.stream_dir(self.root, stream.path)
@@ -778,6 +808,9 @@ class DiskStore(NamespaceStore):
             catalog = self._state_logs.get((stream.path, table))  # a concurrent first write may have made it
             if catalog is None:
                 catalog = self._state_logs[stream.path, table] = self._json_log(directory, layout.STATE_PREFIX + table)
+                if catalog.shared:  # another worker may have written it first
+                    catalog.load(repair=False)
+                    stream.replace_table(table, _state_rows(catalog))
         await catalog.append([{"k": k, "del": 1} if v is None else {"k": k, "v": v} for k, v in records.items()])
         if stream.policy.fsync is FsyncPolicy.NONE:
             pass
@@ -785,7 +818,8 @@ class DiskStore(NamespaceStore):
             await catalog.commit.wait()
         else:
             catalog.commit.start_later(stream.policy.fsync_interval_ms / 1000)
-        await catalog.compact_if_stale(_COMPACT_SLACK)
+        if not catalog.shared:
+            await catalog.compact_if_stale(_COMPACT_SLACK)
 
     async def _purge_topic(self, stream: StreamState, topic: TopicState) -> None:
         for index in range(topic.info.partitions):
@@ -949,6 +983,27 @@ def _file_version(path: str) -> tuple[int, int, int]:
 
 def _cursor_key(rec: dict) -> tuple[str, str, int]:
     return rec["g"], rec["t"], rec["p"]
+
+
+def _apply_cursors(stream: StreamState, records: Iterable[dict]) -> int:
+    """Cursor records (set or deleted) into the stream's cursors, in order; returns how many were incomplete."""
+    bad = 0
+    for rec in records:
+        try:
+            group = str(rec["g"])
+            if rec.get("del"):
+                table = stream.cursors.get(group)
+                if table is not None:
+                    table.pop((str(rec["t"]), int(rec["p"])), None)
+                    if not table:
+                        del stream.cursors[group]
+                continue
+            cursor = Cursor(str(rec["t"]), int(rec["p"]), int(rec["o"]), int(rec["e"]), str(rec["m"]), int(rec["ts"]))
+        except (KeyError, TypeError, ValueError):
+            bad += 1
+            continue
+        stream.cursors.setdefault(group, {})[(cursor.topic, cursor.partition)] = cursor
+    return bad
 
 
 def _state_key(rec: dict) -> str:

@@ -20,8 +20,8 @@ def test_the_partitions_read_lately_are_kept_and_the_oldest_forgotten() -> None:
     view = WorkerView(Member(1, "127.0.0.1", 9092), WorkerRole(0, 2, 1, (9092, 9093)),
                       SimpleNamespace(default_stream="/default"), "/nonexistent")
     theirs = [("/default", f"t{n}", 0) for n in range(3 * PEERS_KEPT)
-              if owner_of(2, "/default", "/default", f"t{n}", 0) == 1][:PEERS_KEPT + 1]
-    assert view.peer_partition(("/default", "__consumer_offsets", 0)) is None  # worker 0's own
+              if owner_of(2, "/default", f"t{n}", 0) == 1][:PEERS_KEPT + 1]
+    assert view.peer_partition(("/default", "_schemas", 0)) is None  # worker 0's own
     first, second = view.peer_partition(theirs[0]), view.peer_partition(theirs[1])
     assert first is not None and view.peer_partition(theirs[0]) is first  # kept, and now the latest used
     for key in theirs[2:]:

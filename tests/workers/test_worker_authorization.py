@@ -62,7 +62,7 @@ USERS = {"alice": "alice-secret", "bob": "bob-secret"}
 def rest_topic() -> str:
     """A topic whose only partition is worker 1's: worker 0, which serves HTTP, hands its writes on."""
     for n in range(1000):
-        if owner_of(2, "/default", "/default", f"rest-{n}", 0) == 1:
+        if owner_of(2, "/default", f"rest-{n}", 0) == 1:
             return f"rest-{n}"
     raise AssertionError("no name")
 
@@ -132,7 +132,7 @@ def _ready(http: str) -> bool:
 
 def test_a_transaction_over_both_workers_commits_without_cluster_action_for_clients(secured) -> None:
     workers, _data, _topic, _http = secured
-    assert {owner_of(2, "/default", "/default", SPANNED, p) for p in (0, 1)} == {0, 1}
+    assert {owner_of(2, "/default", SPANNED, p) for p in (0, 1)} == {0, 1}
     producer = Producer({"bootstrap.servers": workers.bootstrap, "transactional.id": "spanning"})
     producer.init_transactions(30)
     producer.begin_transaction()

@@ -63,7 +63,7 @@ def served(tmp_path: Path) -> Iterator[Served]:
 
 
 def worker_1s(topic: str, partitions: int) -> list[int]:
-    return [i for i in range(partitions) if owner_of(2, DEFAULT_STREAM, DEFAULT_STREAM, topic, i) == 1]
+    return [i for i in range(partitions) if owner_of(2, DEFAULT_STREAM, topic, i) == 1]
 
 
 def test_rest_writes_and_reads_every_workers_partitions(served: Served) -> None:

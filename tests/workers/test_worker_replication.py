@@ -32,7 +32,7 @@ def test_a_link_from_workers_ships_every_workers_partitions_and_cursors(tmp_path
             controller.call("stream.create", path="/s", policy={"default_partitions": 4})
             AdminClient(dest.bootstrap_servers, timeout=30).call("stream.create", path="/s")
             controller.call("replica.add", path="/s", replica=replica(dest, "/s"))
-            owners = {owner_of(2, "/default", "/s", "t", i) for i in range(4)}
+            owners = {owner_of(2, "/s", "t", i) for i in range(4)}
             assert owners == {0, 1}  # the link reads both workers' partitions
 
             producer = Producer({"bootstrap.servers": source.bootstrap})
@@ -52,7 +52,7 @@ def test_a_link_from_workers_ships_every_workers_partitions_and_cursors(tmp_path
             assert link["lag_messages"] == 0
 
             producer.produce("/s:t", value=b"later", partition=next(i for i in range(4)
-                                                                      if owner_of(2, "/default", "/s", "t", i) == 1))
+                                                                      if owner_of(2, "/s", "t", i) == 1))
             assert producer.flush(30) == 0
             wait_for(lambda: sum(end_offset(dest, "/s", "t", i) for i in range(4)) == 101, 30,
                      "a record written later to worker 1 shipped")
@@ -133,7 +133,7 @@ def test_a_link_through_a_forwarded_port_sends_everything_through_it(tmp_path: P
                 for n in range(10):
                     producer.produce("/s:f", value=f"{index}-{n}".encode(), partition=index)
             assert producer.flush(30) == 0
-            assert {owner_of(2, "/default", "/s", "f", i) for i in range(4)} == {0, 1}  # both workers write
+            assert {owner_of(2, "/s", "f", i) for i in range(4)} == {0, 1}  # both workers write
             reader = Consumer({"bootstrap.servers": workers.bootstrap, "group.id": "ends"})
             try:
                 wait_for(lambda: high_marks(reader, "/s:f", 4) == [10] * 4, 60, "every partition replicated")

@@ -43,7 +43,7 @@ def owned_by(index: int, prefix: str) -> str:
     """A topic name whose only partition worker `index` of two owns."""
     while True:
         name = f"{prefix}-{uuid.uuid4().hex[:8]}"
-        if owner_of(2, DEFAULT_STREAM, DEFAULT_STREAM, name, 0) == index:
+        if owner_of(2, DEFAULT_STREAM, name, 0) == index:
             return name
 
 

@@ -123,7 +123,7 @@ def test_a_transaction_over_both_workers_partitions_commits_and_aborts(workers: 
 
 def owned_by_worker_1(prefix: str) -> str:
     """A topic name whose partition 0 worker 1 of two owns (ownership is a pure function of the name)."""
-    return next(f"{prefix}{n}" for n in range(100) if owner_of(2, "/default", "/default", f"{prefix}{n}", 0) == 1)
+    return next(f"{prefix}{n}" for n in range(100) if owner_of(2, "/default", f"{prefix}{n}", 0) == 1)
 
 
 @pytest.mark.slow
