@@ -219,8 +219,13 @@ class GroupCoordinator:
         self.classic.rebalance(group, f"Downgrade group {group.group_id} from consumer to classic.")
 
     def _all_groups(self) -> list[Group]:
+        """The classic groups this broker coordinates, those that only have offsets among them. In a
+        cluster another broker's groups are its own to list and to expire: a worker of `serve
+        --workers N` counted a live KIP-848 group of another worker as an empty classic one, and
+        would have expired its offsets."""
         for group_id in self.offsets.groups():
-            self._group(group_id)
+            if self.durable.may_write(group_id):
+                self._group(group_id)
         return list(self.groups.values())
 
     # JoinGroup ----------------------------------------------------------------

@@ -10,6 +10,7 @@ a second reading of the store. Topic names may be `/stream:topic`
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import datetime
 from typing import Any
@@ -21,7 +22,7 @@ from kio.schema.errors import ErrorCode
 from ..broker.cluster import Cluster
 from ..groups.consumer_protocol import parse_assignment
 from .common import BROKER
-from .kafka_calls import NO_TOPIC_ID, ask_leaders, build, call, coordinator_call, list_offsets_request
+from .kafka_calls import NO_TOPIC_ID, ask_leaders, build, call, coordinator_call, list_offsets_request, peer_call
 from .rest_errors import INT16, RestError, check, field, int_field, kafka_error, not_found, read_json
 from .rest_names import kafka_name
 
@@ -415,8 +416,8 @@ async def describe_group(cluster: Cluster, group_id: str) -> GroupView:
 
 
 def _coordinator_id(cluster: Cluster, group_id: str) -> int:
-    """The broker that coordinates the group (worker 0 of `serve --workers N`; on the cloud engine the
-    leader of its __consumer_offsets partition), this one while none does."""
+    """The broker that coordinates the group (the leader of its __consumer_offsets partition: on the cloud
+    engine a broker, with `serve --workers N` a worker), this one while none does."""
     coordinator = cluster.coordinator(group_id)
     return cluster.node_id if coordinator is None else coordinator.node_id
 
@@ -433,12 +434,31 @@ def _group(request: web.Request, cluster: Cluster, group: GroupView) -> dict[str
     )
 
 
+async def cluster_groups(cluster: Cluster) -> list[Any]:
+    """Every group of the cluster, as Kafka's admin client lists them: ListGroups asked of every live
+    broker (each lists the groups it coordinates, and every broker the groups that only have
+    offsets), each group as its coordinator lists it. A broker that cannot be reached is left out."""
+    body = build(LIST_GROUPS, states_filter=(), types_filter=())
+    answer = await call(cluster, LIST_GROUPS, body)
+    check(answer.error_code)
+    answers = {cluster.node_id: answer}
+    others = [member for member in cluster.brokers() if member.node_id != cluster.node_id]
+    for member, reply in zip(others, await asyncio.gather(*(peer_call(cluster, m, LIST_GROUPS, body) for m in others))):
+        if reply is not None and reply.error_code == 0:
+            answers[member.node_id] = reply
+    found: dict[str, Any] = {}
+    for node_id, reply in answers.items():
+        for listed in reply.groups:
+            coordinator = cluster.coordinator(listed.group_id)
+            if listed.group_id not in found or (coordinator is not None and coordinator.node_id == node_id):
+                found[listed.group_id] = listed
+    return [found[group_id] for group_id in sorted(found)]
+
+
 async def list_groups(request: web.Request) -> web.Response:
     cluster = cluster_of(request)
-    answer = await call(cluster, LIST_GROUPS, build(LIST_GROUPS, states_filter=(), types_filter=()))
-    check(answer.error_code)
     data = []
-    for listed in sorted(answer.groups, key=lambda g: g.group_id):
+    for listed in await cluster_groups(cluster):
         try:
             data.append(_group(request, cluster, await describe_group(cluster, listed.group_id)))
         except RestError:  # gone between the listing and its description

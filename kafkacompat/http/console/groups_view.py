@@ -18,13 +18,15 @@ from ...groups.consumer_protocol import CONSUMER_PROTOCOL_TYPE, parse_assignment
 from ...operations.stream_views import cursor_views
 from ...topic_names import canonical_name
 from ..rest_errors import RestError
-from ..rest_v3 import describe_group, group_lags
+from ..rest_v3 import cluster_groups, describe_group, group_lags
 
 
-def group_ids(cluster: Cluster) -> list[dict[str, Any]]:
-    """Every group the broker knows: live ones with their state, and those that only have committed offsets."""
-    rows = {group: {"group": group, "type": kind, "state": state, "protocol_type": protocol}
-            for group, protocol, state, kind in cluster.groups.list_groups()}
+async def group_ids(cluster: Cluster) -> list[dict[str, Any]]:
+    """Every group of the cluster: live ones with their state (as their coordinators list them), and
+    those that only have committed offsets."""
+    rows = {g.group_id: {"group": g.group_id, "type": g.group_type.lower() or "classic", "state": g.group_state,
+                         "protocol_type": g.protocol_type}
+            for g in await cluster_groups(cluster) if g.group_type.lower() != "share"}  # not consumer groups
     for group in cluster.groups.offsets.groups():
         rows.setdefault(group, {"group": group, "type": "classic", "state": "Empty", "protocol_type": ""})
     return [rows[group] for group in sorted(rows)]

@@ -75,7 +75,7 @@ async def home(request: web.Request, error: str | None = None, form: dict | None
     volumes = [{"path": v.path, "free_bytes": v.free_bytes()} for v in getattr(store, "volumes", ())]
     return render(request, "home.html", status=status, title="Streams", streams=streams, volumes=volumes,
                   default_stream=cluster.default_stream, store_url=cluster.config.store_url,
-                  groups=len(visible_groups(request, [row["group"] for row in group_ids(cluster)])),
+                  groups=len(visible_groups(request, [row["group"] for row in await group_ids(cluster)])),
                   topics=len(visible_topics(request, store.list_topics())),
                   broker_charts=may_see_broker(request, audit=False),
                   denied=await refusal(request, None), fsync_choices=FSYNC_CHOICES,
@@ -136,7 +136,7 @@ async def topic(request: web.Request, error: str | None = None, form: dict | Non
 
 async def groups(request: web.Request) -> web.Response:
     cluster = cluster_of(request)
-    rows = group_ids(cluster)
+    rows = await group_ids(cluster)
     allowed = set(visible_groups(request, [row["group"] for row in rows]))
     rows = [row for row in rows if row["group"] in allowed]
     for row in rows:
