@@ -39,12 +39,9 @@ from .request_stats import RequestStats
 
 if TYPE_CHECKING:
     from ..replication.engine import ReplicationService
-from ..security.acls import ACL_TABLE
 from ..security.authorizer import Authorizer
 from ..security.client import load_command_config
-from ..security.credentials import TABLE as CREDENTIALS_TABLE
 from ..security.credentials import Credentials
-from ..security.delegation_tokens import TABLE as TOKENS_TABLE
 from ..security.delegation_tokens import DelegationTokens
 from ..security.oauthbearer import BearerValidator
 from ..topic_names import LEGAL_NAMES_ONLY, TopicNameError, canonical_name, kafka_alias, split_name
@@ -111,10 +108,10 @@ class Cluster:
         self._settings_seen = store.settings_version()  # what apply_dynamic applied (follow_settings)
         self.view: ClusterView = self._open_view(config, store)
         self.transactions = self._transaction_coordinator()
-        if isinstance(self.view, WorkerView) and self.view.role.index != 0:  # worker 0 writes the state tables
-            self.shares.table = WorkerShareState(self.view)
-        elif isinstance(self.view, WorkerView):  # the coordinator's admin writes reach the partitions' owners
+        if isinstance(self.view, WorkerView):  # a coordinator's admin writes reach the partitions' owners
             self.shares.on_admin_written = functools.partial(forget_at_owners, self.view, self.shares)
+            if self.view.role.index != 0:  # worker 0 writes the share state table
+                self.shares.table = WorkerShareState(self.view)
         self.authorizer = Authorizer(config, store)  # every handler asks it (kafkacompat/security)
         self.replication: ReplicationService | None = None  # set by the server once the store is open
         # the replica links of `serve --workers N` run in worker 0, which writes their table and reads every
@@ -153,7 +150,6 @@ class Cluster:
         role = WorkerRole.parse(config.worker_of)
         self.producers.spread(role.index, role.count)  # no two workers hand out one producer id
         view = WorkerView(me, role, store, os.path.abspath(config.store_url))
-        view.shared_tables = (ACL_TABLE, CREDENTIALS_TABLE, TOKENS_TABLE)  # read by every worker, written by 0
         if config.host not in ("", "0.0.0.0", "::"):
             view.controller_host = config.host
         if role.channel_fd >= 0:  # as the broker itself, on the others' Unix sockets (workers/channel.py)
@@ -163,9 +159,21 @@ class Cluster:
         return view
 
     def _coordinates_all(self) -> bool:
-        """Whether this broker coordinates every group and transactional id: alone, or worker 0 of
-        `serve --workers N` (which owns all of __consumer_offsets: see storage/disk/shared.py)."""
-        return isinstance(self.view, SingleNode) or (isinstance(self.view, WorkerView) and self.view.role.index == 0)
+        """Whether this broker coordinates every group and transactional id: alone, or the one worker
+        of `serve --workers 1`. The workers of `serve --workers N` each coordinate those of the
+        __consumer_offsets partitions they own (storage/disk/shared.py), loaded as they start."""
+        return isinstance(self.view, SingleNode) or (isinstance(self.view, WorkerView) and self.view.role.count == 1)
+
+    async def load_owned_coordinators(self) -> None:
+        """A worker of `serve --workers N`: load the groups and transactional ids of the __consumer_offsets
+        partitions it owns before clients come (what a worker that ran before wrote of them)."""
+        if not isinstance(self.view, WorkerView) or self._coordinates_all():
+            return
+        indexes = [index for index in range(self.config.offsets_topic_num_partitions)
+                   if self.view.leads((self.default_stream, OFFSETS_TOPIC, index))]
+        await self._load_together(indexes)
+        self._unloaded.update(index for index in indexes if index not in self._loaded_together)
+        self._loaded_together.clear()
 
     def _transaction_coordinator(self) -> TransactionCoordinator:
         coordinator = TransactionCoordinator(self.config, self.store, self.producers, self.groups)
@@ -176,13 +184,13 @@ class Cluster:
         coordinator.owns_all = self._coordinates_all()  # else loaded per offsets partition gained
         coordinator.partitions.follow_log = not coordinator.owns_all  # markers come from other brokers too
         if isinstance(self.view, WorkerView):  # a transaction's partitions may be other workers'
-            peers = WorkerTransactions(self.view)
-            if self.view.role.index == 0:
-                coordinator.leads = self.view.leads
-                coordinator.markers_elsewhere = peers.write_markers
-            else:
-                coordinator.verify_remotely = peers.verify
-                coordinator.partitions.entries = WorkerAbortedEntries(self.view)  # worker 0 writes the tables
+            view = self.view
+            peers = WorkerTransactions(view, lambda txn_id: view.owner(self.offsets_partition(txn_id)))
+            coordinator.leads = view.leads
+            coordinator.markers_elsewhere = peers.write_markers
+            coordinator.verify_remotely = peers.verify
+            if view.role.index != 0:
+                coordinator.partitions.entries = WorkerAbortedEntries(view)  # worker 0 writes the tables
         return coordinator
 
     def _partition_keys(self) -> list[PartitionKey]:

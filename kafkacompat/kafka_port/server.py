@@ -161,6 +161,7 @@ class BrokerServer:
             await self.store.close()
             await self._stop_http()
             raise
+        await self.cluster.load_owned_coordinators()
         self.cluster.groups.start()
         await self.cluster.transactions.start()
         self.cluster.tokens.start(self.config.delegation_token_expiry_check_interval_ms)

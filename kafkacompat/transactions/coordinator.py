@@ -111,10 +111,10 @@ class TransactionCoordinator:
         # in a cluster, Cluster.coordinator_error, which first waits out a hand-over to this broker
         self.coordinator_error: Callable[[str], Awaitable[ErrorCode]] = _coordinates_every_id
         self.owns_all = True
-        # Set by a worker of `serve --workers N` other than 0 (kafkacompat/workers/txn_forward.py): asks worker 0,
-        # the coordinator, whether a partition is in the producer's open transaction (True: join it first)
+        # Set by a worker of `serve --workers N` (kafkacompat/workers/txn_forward.py): asks the worker that
+        # coordinates the id whether a partition is in the producer's open transaction (True: join it first)
         self.verify_remotely: Callable[[str, int, int, PartitionKey, bool], Awaitable[ErrorCode]] | None = None
-        # Set by worker 0 of `serve --workers N`: which partitions' markers it writes itself, and how the
+        # Set by a worker of `serve --workers N`: which partitions' markers it writes itself, and how the
         # others' owners are asked to write them (StorageError when one cannot be now: retried)
         self.leads: Callable[[PartitionKey], bool] = lambda key: True
         self.markers_elsewhere: Callable[[int, int, ControlType, list[PartitionKey]], Awaitable[None]] | None = None

@@ -10,10 +10,11 @@ worker 0 (the WorkerState request, kafkacompat/handlers/worker_state.py)
 and reads the table from there before it restores a share-partition, so a
 restarted worker goes on from what was acknowledged.
 
-The other way round, worker 0 (every share group's coordinator) answers
-AlterShareGroupOffsets and DeleteShareGroupOffsets by writing the state
-itself; `forget_at_owners` then has each owner drop the share-partitions it
-holds, which it reads again from the table at their next use. Before, the
+The other way round, a share group's coordinator (the worker that owns its
+__consumer_offsets partition) answers AlterShareGroupOffsets and
+DeleteShareGroupOffsets by writing the state (through worker 0 when it is
+another); `forget_at_owners` then has each owner drop the share-partitions
+it holds, which it reads again from the table at their next use. Before, the
 owner went on from what it held: an empty group reset to offset 0 read
 nothing again, and the owner's next write put the old start offset back.
 """
@@ -61,9 +62,10 @@ class WorkerShareState:
 
 
 async def forget_at_owners(view: WorkerView, shares: Any, keys: set[ShareKey]) -> None:
-    """After worker 0 wrote these share-partitions' state for an admin request: each is dropped here if
-    another worker owns its partition (worker 0 would otherwise answer DescribeShareGroupOffsets from a
-    copy that worker's acknowledgements leave behind), and that worker is told to drop it. An owner that
+    """After the group's coordinator had these share-partitions' state written for an admin request: each
+    is dropped here if another worker owns its partition (the coordinator would otherwise answer
+    DescribeShareGroupOffsets from a copy that worker's acknowledgements leave behind), and that worker
+    is told to drop it. An owner that
     cannot be reached is restarting, and holds nothing yet."""
     by_owner: dict[int, list[ShareKey]] = {}
     for key in keys:

@@ -1,7 +1,8 @@
 """A transaction whose partitions belong to several workers, as Kafka's brokers run one.
 
-Worker 0 coordinates every transactional id; the other workers own some of
-the partitions a transaction writes. As on Kafka, the partition's leader
+Each worker coordinates the transactional ids of the __consumer_offsets
+partitions it owns; the other workers own some of the partitions a
+transaction writes. As on Kafka, the partition's leader
 asks the coordinator before a producer's first transactional write there
 (AddPartitionsToTxn v4 verify_only, KIP-890 part 1; v5 adds the partition
 for a Produce v12 of transactions v2), and the coordinator has each
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import kio.schema.add_partitions_to_txn.v4.request as add_v4
 import kio.schema.add_partitions_to_txn.v5.request as add_v5
@@ -86,21 +87,24 @@ async def write_markers_at(host: str, port: int, producer_id: int, epoch: int, c
 class WorkerTransactions:
     """What a worker's transaction coordinator and produce path ask of the other workers."""
 
-    def __init__(self, view: WorkerView) -> None:
+    def __init__(self, view: WorkerView, coordinator_of: Callable[[str], int]) -> None:
         self.view = view
+        self._coordinator_of = coordinator_of  # which worker coordinates a transactional id
 
     def _name(self, key: PartitionKey) -> str:
         return canonical_name(key[0], key[1], self.view.store.default_stream)
 
     async def verify(self, txn_id: str, producer_id: int, epoch: int, key: PartitionKey, add: bool) -> ErrorCode:
-        """Worker 0's verdict on the partition in the producer's open transaction; NOT_ENOUGH_REPLICAS
-        (retriable: the producer sends again) while worker 0 cannot be reached."""
+        """The coordinating worker's verdict on the partition in the producer's open transaction;
+        NOT_ENOUGH_REPLICAS (retriable: the producer sends again) while it cannot be reached."""
         view = self.view
+        coordinator = self._coordinator_of(txn_id)
         try:
-            return await verify_at_coordinator(view.controller_host, view.role.ports[0], txn_id, producer_id, epoch,
-                                               self._name(key), key[2], add, view.peers)
+            return await verify_at_coordinator(view.controller_host, view.role.ports[coordinator], txn_id, producer_id,
+                                               epoch, self._name(key), key[2], add, view.peers)
         except ForwardError as exc:
-            log.warning("worker %d: cannot verify transactional id %r with worker 0: %s", view.role.index, txn_id, exc)
+            log.warning("worker %d: cannot verify transactional id %r with worker %d: %s", view.role.index, txn_id,
+                        coordinator, exc)
             return ErrorCode.not_enough_replicas
 
     async def write_markers(self, producer_id: int, epoch: int, control: ControlType,

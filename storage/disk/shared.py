@@ -18,18 +18,17 @@ from __future__ import annotations
 import dataclasses
 import zlib
 
-OFFSETS_TOPIC = "__consumer_offsets"
 SCHEMAS_TOPIC = "_schemas"  # each stream's Schema Registry records (kafkacompat/schemas/log.py)
 
 
 def owner_of(count: int, stream: str, topic: str, index: int) -> int:
     """Which of `count` workers owns a partition: a topic's partitions go round the workers from a
-    place set by its name (as the cloud engine's preferred leader); the group and transaction
-    coordinators' partitions (__consumer_offsets) all belong to worker 0, which alone writes cursors
-    and state tables, and so does every stream's `_schemas`, which the Schema Registry (served by
-    worker 0's HTTP port) writes. Before stop 56 /default's `_schemas` was worker 1's, and every
-    registry request through worker 0 failed (500)."""
-    if count <= 1 or topic in (OFFSETS_TOPIC, SCHEMAS_TOPIC):
+    place set by its name (as the cloud engine's preferred leader); __consumer_offsets' partitions
+    too, so the group and transaction coordinators are spread as on Kafka. Every stream's `_schemas`
+    belongs to worker 0, as the Schema Registry (served by worker 0's HTTP port) writes it. Before
+    stop 56 /default's `_schemas` was worker 1's, and every registry request through worker 0
+    failed (500)."""
+    if count <= 1 or topic == SCHEMAS_TOPIC:
         return 0
     start = zlib.crc32(f"{stream}\0{topic}".encode())
     return (start + index) % count

@@ -1,10 +1,13 @@
 """Transactions across `serve --workers 2`: one transaction writes partitions both workers own.
 
-Worker 0 coordinates every transactional id; worker 1's partitions verify a
-producer's first write with it and take their markers from it, as Kafka's
-partition leaders do (kafkacompat/workers/txn_forward.py). Before, worker 1
-refused the transactional produce (INVALID_PRODUCER_ID_MAPPING) and the
-transaction could not commit.
+The worker that owns a transactional id's __consumer_offsets partition
+coordinates it; the other worker's partitions verify a producer's first
+write with it and take their markers from it, as Kafka's partition leaders
+do (kafkacompat/workers/txn_forward.py). Before, worker 1 refused the
+transactional produce (INVALID_PRODUCER_ID_MAPPING) and the transaction
+could not commit. A group's offsets sent to a transaction are staged by the
+group's coordinator and committed by the transaction's, which since stop 61
+may be two workers.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from kio.schema.errors import ErrorCode
 from tests.test_transactions_protocol import fetch, init, txn_batch
 from tests.test_transactions_v2 import READ_COMMITTED, end_txn_v5, produce_v12
 from tests.wire import Wire
-from tests.workers.test_workers import Workers, create_topic
+from tests.workers.test_workers import Workers, create_topic, keys_coordinated_by
 
 TOPIC = "spanned"
 PARTITIONS = 4
@@ -119,6 +122,31 @@ def test_a_transaction_over_both_workers_partitions_commits_and_aborts(workers: 
     committed = source.committed([TopicPartition("source", 0)], 30)
     assert committed[0].offset == msg.offset() + 1
     source.close()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("txn_worker", [0, 1], ids=["txn-at-0-group-at-1", "txn-at-1-group-at-0"])
+def test_offsets_sent_to_a_transaction_of_another_worker_commit_with_it_and_not_at_abort(
+    workers: Workers, txn_worker: int
+) -> None:
+    txn_id = keys_coordinated_by(2, "offsets-txn")[txn_worker]
+    group = keys_coordinated_by(2, "offsets-group")[1 - txn_worker]
+    create_topic(workers.bootstrap, "in", 1)
+    create_topic(workers.bootstrap, TOPIC, PARTITIONS)
+    member = Consumer({"bootstrap.servers": workers.bootstrap, "group.id": group, "enable.auto.commit": False})
+    producer = Producer({"bootstrap.servers": workers.bootstrap, "transactional.id": txn_id})
+    producer.init_transactions(30)
+    for offset, commit in ((5, True), (9, False), (12, True)):
+        producer.begin_transaction()
+        producer.produce(TOPIC, f"at-{offset}".encode(), partition=offset % PARTITIONS)
+        producer.send_offsets_to_transaction([TopicPartition("in", 0, offset)], member.consumer_group_metadata(), 30)
+        if commit:
+            producer.commit_transaction(30)
+        else:
+            producer.abort_transaction(30)
+        expected = offset if commit else 5
+        assert member.committed([TopicPartition("in", 0)], 30)[0].offset == expected, (offset, commit)
+    member.close()
 
 
 def owned_by_worker_1(prefix: str) -> str:

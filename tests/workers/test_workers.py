@@ -33,8 +33,10 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, NewTopic
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafkacompat.protocol.messages import make
+from kafkacompat.storage.disk.shared import owner_of
 from kio.schema.errors import ErrorCode
 
+from kafkacompat.cluster.membership import coordinator_partition
 from tests.test_clients_produce_consume import consume_all, kafka_python_poll
 from tests.wire import Wire
 
@@ -224,14 +226,69 @@ def test_classic_groups_are_coordinated_by_the_owning_worker(workers: Workers) -
         sorted(f"m{i}".encode() for i in range(40, 44))
 
 
+def coordinating_worker(key: str, count: int = 2) -> int:
+    """The worker that coordinates a group or transactional id: the owner of its __consumer_offsets partition."""
+    return owner_of(count, "/default", "__consumer_offsets", coordinator_partition(key, 50))
+
+
+def keys_coordinated_by(count: int, prefix: str) -> list[str]:
+    """One key per worker, the i-th coordinated by worker i."""
+    found: dict[int, str] = {}
+    for n in range(1000):
+        found.setdefault(coordinating_worker(f"{prefix}-{n}", count), f"{prefix}-{n}")
+    return [found[index] for index in range(count)]
+
+
 @pytest.mark.slow
-def test_a_first_find_coordinator_at_worker_1_is_answered_with_worker_0(workers: Workers) -> None:
+def test_a_first_find_coordinator_at_worker_1_names_the_owner_of_the_keys_offsets_partition(workers: Workers) -> None:
     # __consumer_offsets does not exist yet: worker 1 may not write the catalog, so worker 0 makes it;
     # before, worker 1 answered COORDINATOR_NOT_AVAILABLE and librdkafka asked it again every 10 s
-    request = make(find_v2.FindCoordinatorRequest, key="first-group", key_type=0)
-    with Wire(f"127.0.0.1:{workers.ports[1]}") as wire:
-        answer = wire.request(10, 2, request)
-    assert (answer.error_code, answer.port) == (ErrorCode.none, workers.ports[0]), answer
+    for key_type, prefix in ((0, "group"), (1, "txn")):
+        for index, key in enumerate(keys_coordinated_by(2, prefix)):
+            request = make(find_v2.FindCoordinatorRequest, key=key, key_type=key_type)
+            with Wire(f"127.0.0.1:{workers.ports[1]}") as wire:
+                answer = wire.request(10, 2, request)
+            assert (answer.error_code, answer.port) == (ErrorCode.none, workers.ports[index]), (key, answer)
+
+
+@pytest.mark.slow
+def test_groups_coordinated_by_each_worker_keep_their_offsets_when_it_is_killed(workers: Workers) -> None:
+    # Each worker coordinates the groups of the __consumer_offsets partitions it owns and writes their
+    # cursors itself (before stop 61 worker 0 coordinated every group: its one core bounded them all).
+    create_topic(workers.bootstrap, "spread", 4)
+    producer = Producer({"bootstrap.servers": workers.bootstrap})
+
+    def produce(start: int, end: int) -> None:
+        for i in range(start, end):
+            producer.produce("spread", f"m{i}".encode(), partition=i % 4)
+        assert producer.flush(30) == 0
+
+    def read(group: str, count: int) -> list[bytes]:
+        consumer = Consumer({"bootstrap.servers": workers.bootstrap, "group.id": group,
+                             "auto.offset.reset": "earliest", "enable.auto.commit": False})
+        consumer.subscribe(["spread"])
+        got: list[bytes] = []
+        deadline = time.monotonic() + 60
+        while len(got) < count and time.monotonic() < deadline:
+            got += [m.value() for m in consumer.consume(10, 0.5) if m.error() is None]
+        consumer.commit(asynchronous=False)
+        consumer.close()
+        return got
+
+    groups = keys_coordinated_by(2, "spread")
+    produce(0, 20)
+    for group in groups:
+        assert sorted(read(group, 20)) == sorted(f"m{i}".encode() for i in range(20))
+    listed = {(c["group"], c["partition"]): c["offset"]
+              for c in json.loads(cli(workers, "cursor", "list", "/default", "--json").stdout)}
+    assert {key: offset for key, offset in listed.items() if key[0] in groups} == \
+        {(group, p): 5 for group in groups for p in range(4)}, "worker 0 reads the cursors worker 1 wrote"
+
+    os.kill(workers.pids[1], signal.SIGKILL)  # the coordinator of groups[1]
+    workers.wait_for("worker 1 serves again", 60)
+    produce(20, 24)
+    for group in groups:  # the committed offsets outlive the coordinator: only what came after is read
+        assert sorted(read(group, 4)) == sorted(f"m{i}".encode() for i in range(20, 24)), group
 
 
 def asked(port: int, api_key: int, version: int, request) -> Any:
@@ -671,7 +728,7 @@ def test_stream_topic_and_cursor_commands_sent_to_worker_1_are_run_by_worker_0(w
     while got < 6 and time.monotonic() < deadline:
         got += len([m for m in reader.consume(10, 0.5) if m.error() is None])
     assert got == 6
-    reader.commit(asynchronous=False)  # to the group's coordinator, worker 0, which writes the cursors
+    reader.commit(asynchronous=False)  # to the group's coordinator, which writes the cursors
     reader.close()
 
     def cursors(worker: int) -> dict[tuple[str, int], int]:
