@@ -30,8 +30,8 @@ from ..transactions import TransactionCoordinator
 from ..workers.channel import WorkerChannel
 from ..workers.forward import ForwardError
 from ..workers.role import WorkerRole
-from ..workers.share_state import WorkerShareState, forget_at_owners
-from ..workers.state_client import WorkerAbortedEntries, WorkerPathTable
+from ..workers.share_state import forget_at_owners
+from ..workers.state_client import WorkerPathTable
 from ..workers.txn_forward import WorkerTransactions
 from ..workers.view import WorkerView
 from .features import FeatureLevels
@@ -110,8 +110,6 @@ class Cluster:
         self.transactions = self._transaction_coordinator()
         if isinstance(self.view, WorkerView):  # a coordinator's admin writes reach the partitions' owners
             self.shares.on_admin_written = functools.partial(forget_at_owners, self.view, self.shares)
-            if self.view.role.index != 0:  # worker 0 writes the share state table
-                self.shares.table = WorkerShareState(self.view)
         self.authorizer = Authorizer(config, store)  # every handler asks it (kafkacompat/security)
         self.replication: ReplicationService | None = None  # set by the server once the store is open
         # the replica links of `serve --workers N` run in worker 0, which writes their table and reads every
@@ -189,8 +187,6 @@ class Cluster:
             coordinator.leads = view.leads
             coordinator.markers_elsewhere = peers.write_markers
             coordinator.verify_remotely = peers.verify
-            if view.role.index != 0:
-                coordinator.partitions.entries = WorkerAbortedEntries(view)  # worker 0 writes the tables
         return coordinator
 
     def _partition_keys(self) -> list[PartitionKey]:

@@ -1,26 +1,13 @@
 """WorkerState (private, unadvertised): what the workers of `serve --workers N` ask of each other.
 
-The state other workers keep at worker 0 (share-group state, aborted
-transactions), and the reads of a worker's partitions that worker 0's
-console and /metrics make (only the owner opens a partition's files).
+The reads of a worker's partitions that worker 0's console, /metrics and
+links make (only the owner opens a partition's files), the replication
+paths the others keep at worker 0 (whose links cache them), and the
+resets of share-partitions an admin request made. The framing is the admin
+API's (protocol/admin_api.py): a JSON object naming the operation. (Share
+state and aborted transactions, kept at worker 0 this way until stop 61,
+are written by each worker into the store's tables itself.)
 
-A share-partition lives with its topic partition's owner, and its state
-(the SPSO, and the delivery state and count of each record in flight) must
-outlive that worker. Worker 0 alone writes the store's state tables, so the
-other workers keep theirs in worker 0's `share_state` table through this
-request, as Kafka's share-partition leaders write theirs to the share
-coordinator (WriteShareGroupState, ReadShareGroupState). The framing is the
-admin API's (protocol/admin_api.py): a JSON object naming the operation.
-
-- {"op": "share_state.read"}: every record of the table, {key: record}.
-- {"op": "share_state.write", "records": {key: record or null}}: set or
-  delete records; answered once written (durable at the next group commit,
-  as a broker's own share-state writes).
-- {"op": "aborted_txns.read", "stream": path, "prefix": "TOPICID:PARTITION:"}:
-  the entries of the stream's aborted transactions whose key starts so.
-- {"op": "aborted_txns.write", "stream": path, "records": {key: entry or
-  null}, "durable": bool}: a worker's partition's aborted transactions
-  (kept by worker 0, as the log tail a load reads does not reach old aborts).
 - {"op": "partition.figures", "stream", "topic", "partition", "wait_beyond"?:
   offset, "partitionlets"?: bool}: a partition this worker owns, as worker
   0's console and /metrics show it (workers/peer_partition.py): its log
@@ -44,14 +31,13 @@ admin API's (protocol/admin_api.py): a JSON object naming the operation.
 - {"op": "metrics.read"}: this worker's /metrics text, {"text": ...}, which
   worker 0's /metrics shows with its own (one HTTP port for all workers).
 - {"op": "share_state.forget", "keys": [[group, topic id, partition], ...]}:
-  sent by worker 0 to a partition's owner once it wrote those
-  share-partitions' state for AlterShareGroupOffsets or
+  sent by a share group's coordinator to a partition's owner once it wrote
+  those share-partitions' state for AlterShareGroupOffsets or
   DeleteShareGroupOffsets; the owner drops what it holds of them and reads
   the table again at their next use.
 
 With authorization on, the caller needs CLUSTER_ACTION on the cluster, as
-Kafka asks of brokers for its share coordinator's requests. A worker other
-than 0 refuses the write (it does not write the state tables).
+Kafka asks of brokers for its share coordinator's requests.
 """
 
 from __future__ import annotations
@@ -74,8 +60,6 @@ from kafkacompat.protocol.admin_api import (
 from ..replication.paths import TABLE as PATHS_TABLE
 from ..security.acls import Operation
 from ..services import Groups, Placement, Request, Security, Settings, Topics
-from ..shares.manager import StoreTable
-from ..transactions.partition_state import StoreAbortedEntries
 from .common import ErrorCode, decode_json_request, storage_error_code
 from .registry import Api
 
@@ -110,16 +94,6 @@ async def handle(ctx: Request[Reaches], request: dict[str, Any]) -> bytes:
         return encode_response_body(storage_error_code(exc).value, str(exc), None)
 
 
-async def _share_state(ctx: Request[Reaches], request: dict[str, Any]) -> bytes:
-    table = StoreTable(ctx.cluster.shares.store)
-    if request["op"] == "share_state.read":
-        return _answer(table.rows())
-    if (records := _records(request)) is None:
-        return _invalid(RECORDS_EXPECTED)
-    await table.put(records, None)
-    return _answer(None)
-
-
 async def _share_forget(ctx: Request[Reaches], request: dict[str, Any]) -> bytes:
     keys = _share_keys(request.get("keys"))
     if keys is None:
@@ -138,22 +112,6 @@ async def _metrics(ctx: Request[Reaches], request: dict[str, Any]) -> bytes:
     if ctx.cluster.metrics_exposition is None:
         return _invalid("this worker keeps no metrics")
     return _answer({"text": (await ctx.cluster.metrics_exposition()).decode()})
-
-
-async def _aborted_txns(ctx: Request[Reaches], request: dict[str, Any]) -> bytes:
-    entries = StoreAbortedEntries(ctx.cluster.store)
-    stream = request.get("stream")
-    if not isinstance(stream, str):
-        return _invalid("'stream' must name a stream")
-    if request["op"] == "aborted_txns.read":
-        prefix = request.get("prefix")
-        if not isinstance(prefix, str):
-            return _invalid("'prefix' must be a string")
-        return _answer(await entries.read(stream, prefix))
-    if (records := _records(request)) is None:
-        return _invalid(RECORDS_EXPECTED)
-    await entries.put(stream, records, durable=request.get("durable") is not False)
-    return _answer(None)
 
 
 async def _partition_op(ctx: Request[Reaches], request: dict[str, Any]) -> bytes:
@@ -266,11 +224,7 @@ def _share_keys(keys: Any) -> list[tuple[str, uuid.UUID, int]] | None:
 
 # op -> what answers it ("partition.*": _partition_op)
 OPS: dict[str, Callable[[Request[Reaches], dict[str, Any]], Awaitable[bytes]]] = {
-    "share_state.read": _share_state,
-    "share_state.write": _share_state,
     "share_state.forget": _share_forget,
-    "aborted_txns.read": _aborted_txns,
-    "aborted_txns.write": _aborted_txns,
     "replica_paths.read": _replica_paths,
     "replica_paths.write": _replica_paths,
     "traffic.read": _traffic,

@@ -112,23 +112,9 @@ class ShareHost(ConfigSource, Protocol):
     def coordinates(self, key: str) -> bool: ...
 
 
-class StateTable(Protocol):
-    """Where share-partition states are kept: the store's `share_state` table (`StoreTable`), or, on a
-    worker of `serve --workers N` other than 0, worker 0's (kafkacompat/workers/share_state.py)."""
-
-    local: bool  # False: rows() is only as current as the last reload()
-
-    def rows(self) -> dict[str, dict]: ...
-
-    async def reload(self) -> None: ...
-
-    async def put(self, records: dict[str, dict | None], fence: storage.StateFence | None) -> None: ...
-
-
 class StoreTable:
-    """The `share_state` table of the store's default stream, written by this broker itself."""
-
-    local = True
+    """The `share_state` table of the store's default stream, written by this broker itself (each
+    worker of `serve --workers N` too: it follows what the others write, storage/disk/catalog.py)."""
 
     def __init__(self, store: storage.Store) -> None:
         self.store = store
@@ -148,7 +134,7 @@ class ShareService:
         self.cluster = cluster
         self.config = cluster.config
         self.store = cluster.store
-        self.table: StateTable = StoreTable(cluster.store)
+        self.table = StoreTable(cluster.store)
         self.groups = ShareGroupCoordinator(
             session_timeout_ms=lambda g: group_int(cluster, g, "share.session.timeout.ms"),
             heartbeat_interval_ms=lambda g: group_int(cluster, g, "share.heartbeat.interval.ms"),
@@ -263,7 +249,7 @@ class ShareService:
                               partition: storage.Partition) -> SharePartition:
         """The share-partition, loaded from the store or started per share.auto.offset.reset."""
         key = (group_id, topic_id, index)
-        if ((topic_id, index) in self._unread or not self.table.local) and key not in self.partitions:
+        if (topic_id, index) in self._unread and key not in self.partitions:
             # the previous leader wrote it until it was fenced: read what it wrote, not a notification behind
             await self.table.reload()
             self._unread.discard((topic_id, index))

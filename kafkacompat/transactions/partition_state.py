@@ -19,7 +19,6 @@ import asyncio
 import bisect
 import dataclasses
 from collections.abc import Hashable
-from typing import Protocol
 
 from kafkacompat import storage
 from kafkacompat.protocol.control_records import ControlType, marker_type
@@ -30,16 +29,8 @@ from ..catalog.log_tail import tail_batches
 ABORTED_TABLE = "aborted_txns"
 
 
-class AbortedEntries(Protocol):
-    """Where the aborted transactions' entries are kept: the stream's `aborted_txns` state table."""
-
-    async def read(self, stream: str, prefix: str) -> dict[str, dict]: ...
-
-    async def put(self, stream: str, records: dict[str, dict | None], durable: bool = True) -> None: ...
-
-
 class StoreAbortedEntries:
-    """AbortedEntries in this process's own store (every broker but a worker other than 0)."""
+    """Where the aborted transactions' entries are kept: the stream's `aborted_txns` state table."""
 
     def __init__(self, store: storage.Store) -> None:
         self.store = store
@@ -119,7 +110,7 @@ class PartitionTxns:
         self.scanned = 0
         self._catching_up = asyncio.Lock()
         self.follow_log = False  # set by the registry: markers may be appended by another broker
-        self.entries: AbortedEntries = StoreAbortedEntries(store)  # set by the registry
+        self.entries = StoreAbortedEntries(store)  # set by the registry
 
     @property
     def last_stable_offset(self) -> int:
@@ -207,8 +198,8 @@ class PartitionTxns:
         return f"{self.topic_id}:{self.index}:{producer_id}:{first_offset}"
 
     async def _index_abort(self, producer_id: int, first: int, last: int) -> None:
-        """Store an aborted transaction's entry (a worker other than 0 of `serve --workers N` has worker 0
-        store it: the log tail read at a load does not reach an abort older than RESTORE_RECORDS)."""
+        """Store an aborted transaction's entry: the log tail read at a load does not reach an abort older
+        than RESTORE_RECORDS."""
         await self.entries.put(self.stream, {
             self._abort_key(producer_id, first): {"pid": producer_id, "first": first, "last": last},
         })
@@ -298,10 +289,10 @@ class PartitionTxnRegistry:
     def __init__(self, store: storage.Store) -> None:
         self.store = store
         self.follow_log = False  # brokers of one cluster: markers may come from another broker (catch_up)
-        # A worker other than 0 of `serve --workers N` keeps them in worker 0's table (it may not write the
-        # state tables); before stop 55 it rebuilt them from the log tail alone, and a read_committed
-        # consumer was served every transaction aborted before the last RESTORE_RECORDS (or 32 MiB)
-        self.entries: AbortedEntries = StoreAbortedEntries(store)
+        # Kept in the stream's table (before stop 55 a worker other than 0 of `serve --workers N` rebuilt
+        # them from the log tail alone, and a read_committed consumer was served every transaction
+        # aborted before the last RESTORE_RECORDS, or 32 MiB)
+        self.entries = StoreAbortedEntries(store)
         self._states: dict[Hashable, PartitionTxns] = {}
         self._loading: dict[Hashable, asyncio.Future[PartitionTxns]] = {}
 

@@ -1,22 +1,20 @@
-"""Share-group state of a worker other than 0, kept in worker 0's table.
+"""Share-group state across the workers of `serve --workers N`: an admin reset reaches the owners.
 
-A worker leads the share-partitions of the topic partitions it owns, but
-only worker 0 writes the store's state tables: the others' writes were
-refused ("only worker 0 ... changes ... state tables"), so their members'
-acknowledgements were never answered and a share group whose partitions
-were another worker's delivered nothing. As Kafka's share-partition leaders
-write their state to the share coordinator, a worker sends each write to
-worker 0 (the WorkerState request, kafkacompat/handlers/worker_state.py)
-and reads the table from there before it restores a share-partition, so a
-restarted worker goes on from what was acknowledged.
+A worker leads the share-partitions of the topic partitions it owns and
+writes their state (the SPSO, each in-flight record's delivery state and
+count) into the store's `share_state` table itself, which every worker
+appends to and follows (storage/disk/catalog.py), so a restarted worker
+goes on from what was acknowledged. Before stop 54 only worker 0 wrote the
+table and another worker's members were never answered; from stop 54 to 60
+the others sent each write to worker 0 (a WorkerState round trip).
 
-The other way round, a share group's coordinator (the worker that owns its
-__consumer_offsets partition) answers AlterShareGroupOffsets and
-DeleteShareGroupOffsets by writing the state (through worker 0 when it is
-another); `forget_at_owners` then has each owner drop the share-partitions
-it holds, which it reads again from the table at their next use. Before, the
-owner went on from what it held: an empty group reset to offset 0 read
-nothing again, and the owner's next write put the old start offset back.
+A share group's coordinator (the worker that owns its __consumer_offsets
+partition) answers AlterShareGroupOffsets and DeleteShareGroupOffsets by
+writing the state; `forget_at_owners` then has each owner drop the
+share-partitions it holds, which it reads again from the table at their
+next use. Before, the owner went on from what it held: an empty group
+reset to offset 0 read nothing again, and the owner's next write put the
+old start offset back.
 """
 
 from __future__ import annotations
@@ -27,38 +25,10 @@ from typing import Any
 
 from kafkacompat import storage
 
-from .state_client import ask_table
 from .view import WorkerView
 
 log = logging.getLogger(__name__)
 ShareKey = tuple[str, uuid.UUID, int]  # (group, topic id, partition)
-
-
-class WorkerShareState:
-    """The shares.manager.StateTable of a worker other than 0: worker 0's `share_state` table."""
-
-    local = False  # rows() is what the last reload() read
-
-    def __init__(self, view: WorkerView) -> None:
-        self.view = view
-        self._rows: dict[str, dict] = {}
-
-    def rows(self) -> dict[str, dict]:
-        return self._rows
-
-    async def reload(self) -> None:
-        self._rows = await ask_table(self.view, {"op": "share_state.read"}, "share-group state")
-
-    async def put(self, records: dict[str, dict | None], fence: storage.StateFence | None) -> None:
-        """Written by worker 0 (the fence, this worker's own epoch, holds while it runs: its partitions
-        are no other worker's); StorageError, and the caller keeps the records to write again, when worker
-        0 cannot be reached or refuses."""
-        await self.view.ask({"op": "share_state.write", "records": records}, "share-group state")
-        for key, record in records.items():
-            if record is None:
-                self._rows.pop(key, None)
-            else:
-                self._rows[key] = record
 
 
 async def forget_at_owners(view: WorkerView, shares: Any, keys: set[ShareKey]) -> None:

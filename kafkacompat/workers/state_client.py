@@ -1,13 +1,12 @@
-"""The WorkerState request's client: a worker of `serve --workers N` keeping state in worker 0's tables.
+"""The replication paths of a worker of `serve --workers N` other than 0, kept through worker 0.
 
-Only worker 0 writes the store's state tables (storage/disk/shared.py). The
-others keep what must outlive them there through the private WorkerState
-request (kafkacompat/handlers/worker_state.py): their share-partitions'
-state (share_state.py) and their partitions' aborted transactions
-(`WorkerAbortedEntries`) and the replication paths of the batches replica
-links bring them (`WorkerPathTable`), as Kafka's share-partition leaders
-write to the share coordinator. Worker 0 also uses it the other way, to tell an owner to
-drop share-partitions an admin request reset.
+Every worker writes the store's state tables itself (storage/disk/catalog.py),
+but the replica links run in worker 0, which caches the paths of the batches
+they brought (replication/paths.py) to break loops. So the owner of a
+partition a link writes into keeps its paths in worker 0's `replica_paths`
+table through the private WorkerState request
+(kafkacompat/handlers/worker_state.py), and worker 0 drops what it cached
+of them as it writes them.
 """
 
 from __future__ import annotations
@@ -17,31 +16,6 @@ from typing import Any
 from kafkacompat import storage
 
 from .view import WorkerView
-
-
-async def ask_table(view: WorkerView, body: dict[str, Any], what: str) -> dict[str, dict]:
-    """Worker 0's answer to a WorkerState read of a table: {key: record}; StorageError as `WorkerView.ask`, or when
-    the answer is something else than a table."""
-    rows = await view.ask(body, what)
-    if not isinstance(rows, dict):
-        raise storage.StorageError(f"worker 0 answered the {what} with something else than a table")
-    return rows
-
-
-class WorkerAbortedEntries:
-    """The transactions.partition_state.AbortedEntries of a worker other than 0: worker 0's aborted_txns
-    table. A load waits for worker 0 (StorageError while it restarts: the request is refused, retriable)."""
-
-    def __init__(self, view: WorkerView) -> None:
-        self.view = view
-
-    async def read(self, stream: str, prefix: str) -> dict[str, dict]:
-        return await ask_table(self.view, {"op": "aborted_txns.read", "stream": stream, "prefix": prefix},
-                               "aborted transactions")
-
-    async def put(self, stream: str, records: dict[str, dict | None], durable: bool = True) -> None:
-        await self.view.ask({"op": "aborted_txns.write", "stream": stream, "records": records,
-                              "durable": durable}, "aborted transactions")
 
 
 class WorkerPathTable:
