@@ -240,8 +240,9 @@ class JsonLog:
             self.close_file()
 
     def rewrite(self, records: list[dict]) -> None:
-        """Blocking: replace the file with only the live records (atomic)."""
-        self.close()
+        """Blocking: replace the file with only the live records (atomic). Runs in a thread for a
+        compaction: it closes only the descriptor (the group commit is the event loop's)."""
+        self.close_file()
         data = "".join(_ENCODER.encode(r) + "\n" for r in records).encode()
         write_atomic(self.path, data, on_full=self._on_full)
         self.lines = len(records)
