@@ -23,7 +23,7 @@ import requests
 from confluent_kafka import Consumer, Producer, TopicPartition
 from kafkacompat.storage.disk.shared import owner_of
 
-from tests.workers.test_workers import ROOT, Workers, create_topic
+from tests.workers.test_workers import ROOT, Workers, create_topic, keys_coordinated_by
 
 pytestmark = pytest.mark.slow
 
@@ -135,6 +135,34 @@ def test_the_console_counts_shows_and_lags_every_workers_partitions(served: Serv
     assert deleted.status_code == 303, deleted.text
     view = json.loads(cli(served.workers, "topic", "info", "/default:seen", "--json").stdout)
     assert {p["partition"]: p["log_start_offset"] for p in view["partition_detail"]}[theirs] == 1
+
+
+def test_rest_and_the_console_list_the_live_groups_every_worker_coordinates(served: Served) -> None:
+    # Each worker coordinates the groups of its __consumer_offsets partitions (stop 61); the HTTP server
+    # runs in worker 0, which asks every worker's ListGroups, as Kafka's admin client asks every broker.
+    create_topic(served.workers.bootstrap, "listed", 2)
+    groups = keys_coordinated_by(2, "live")
+    members = [Consumer({"bootstrap.servers": served.workers.bootstrap, "group.id": group,
+                         "auto.offset.reset": "earliest"}) for group in groups]
+    try:
+        for member in members:
+            member.subscribe(["listed"])
+        url = f"{served.http}/v3/clusters/{served.cluster_id}/consumer-groups"
+        deadline = time.monotonic() + 60
+        while True:
+            for member in members:
+                member.poll(0.2)  # joins; no offsets are committed, so only the coordinator knows the group
+            listed = {g["consumer_group_id"]: g for g in requests.get(url, timeout=30).json()["data"]}
+            if all(listed.get(group, {}).get("state") == "STABLE" for group in groups):
+                break
+            assert time.monotonic() < deadline, f"REST listed {listed}"
+        coordinators = [listed[group]["coordinator"]["related"].rsplit("/", 1)[1] for group in groups]
+        assert coordinators == ["1", "2"], "each group's coordinator is the worker that runs it"
+        page = requests.get(f"{served.http}/console/groups", timeout=30)
+        assert page.status_code == 200 and all(group in page.text for group in groups), page.text
+    finally:
+        for member in members:
+            member.close()
 
 
 def cli(workers: Workers, *args: str) -> subprocess.CompletedProcess:
