@@ -50,8 +50,8 @@ def _capped(name: str, count: int) -> bool:
 
 
 async def families(broker: "ServedBroker", lag: bool = True) -> Families:
-    """The families; `lag` adds the group lag (counted where the groups' offsets are: worker 0 of
-    `serve --workers N` counts it for every worker's partitions)."""
+    """The families; `lag` adds the group lag (worker 0 of `serve --workers N` counts it for every
+    worker's groups and partitions: it follows the cursor logs every worker writes)."""
     cluster = broker.cluster
     out: list[Metric] = [
         CounterMetricFamily("kafkacompat_connections_accepted", "Kafka client connections accepted",
