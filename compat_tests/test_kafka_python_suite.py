@@ -43,6 +43,10 @@ CLIENT_RACES: dict[str, str] = {
         "the answer, applied after the subscription, leaves the assignment empty and the next refresh is "
         "5 minutes away, so it reads nothing within the test's 30 s (2 of 40 runs alone, on the code "
         "before stop 54 as after; the broker's log shows one Metadata answered with no topics)"),
+    "test_consumer_integration.py::test_kafka_consumer_unsupported_encoding": (
+        "one poll(timeout_ms=2000) must bootstrap, look up the partition's start and fetch the gzip batch "
+        "whose decoding raises; with the full suite's two xdist workers beside it the poll came back empty "
+        "(once in stop 61's full run; it passed alone, and in every full run before)"),
 }
 RERUNS = 2
 
