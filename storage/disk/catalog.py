@@ -211,6 +211,11 @@ class JsonLog:
         fd = self._lock_current() if self.shared else self._open()
         try:
             start = os.lseek(fd, 0, os.SEEK_END)
+            if self.shared and start and os.pread(fd, 1, start - 1) != b"\n":
+                # a line another process left torn (it died mid-append, or the disk filled): end it,
+                # so it is skipped as one damaged line and these records are not glued onto it (a
+                # single writer cuts its own torn line off as it opens the log)
+                data = b"\n" + data
             try:
                 view = memoryview(data)
                 while view:
@@ -251,7 +256,8 @@ class JsonLog:
         if self._fd is None:
             new = not os.path.exists(self.path)
             try:
-                self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+                mode = os.O_RDWR if self.shared else os.O_WRONLY  # a shared log reads its last byte (_write)
+                self._fd = os.open(self.path, mode | os.O_CREAT | os.O_APPEND, 0o644)
             except FileNotFoundError:  # a shared log whose stream another process deleted
                 raise StorageError(f"{self.path}: its directory is gone (the stream was deleted)") from None
             if new:

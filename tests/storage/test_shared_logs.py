@@ -123,6 +123,31 @@ def _lines(path: str) -> int:
         return sum(1 for _ in f)
 
 
+async def test_a_line_another_worker_left_torn_does_not_swallow_the_next_records(held_root):
+    zero, one = await _worker(held_root, 0), await _worker(held_root, 1)
+    try:
+        stream = zero.default_stream
+        await one.commit_cursors(stream, "g", [_cursor("t", 0, 1)])
+        log_path = os.path.join(layout.stream_dir(held_root, stream), layout.CURSORS_FILE)
+        with open(log_path, "ab") as f:  # worker 1 died in the middle of its next append
+            f.write(b'{"g":"g","t":"t","p":0,"o":2')
+        await zero.commit_cursors(stream, "g", [_cursor("t", 1, 7)])
+        await one.commit_cursors(stream, "g", [_cursor("t", 2, 9)])
+        expected = {(0, 1), (1, 7), (2, 9)}
+        assert {(c.partition, c.offset) for c in zero.get_cursors(stream, "g")} == expected
+        assert {(c.partition, c.offset) for c in one.get_cursors(stream, "g")} == expected
+    finally:
+        await zero.close()
+        await one.close()
+    again = DiskStore([held_root], background_verify=False)  # a later start reads the same
+    again.share = WorkerShare(0, 1, 9)
+    await again.open()
+    try:
+        assert {(c.partition, c.offset) for c in again.get_cursors(again.default_stream, "g")} == expected
+    finally:
+        await again.close()
+
+
 def _append_many(path: str, writer: int, count: int) -> None:
     async def run() -> None:
         log = JsonLog(path, key=lambda rec: rec["k"], shared=True)
