@@ -139,8 +139,8 @@ class ClusterView(abc.ABC):
     async def admin_at_controller(self, body: dict[str, Any]) -> AdminReply | None:
         """The controller's answer to a StreamAdmin request (the admin CLI's stream, topic, cursor and
         replica operations) that another process of this machine runs, with what it changed taken in
-        here: a worker other than 0 of `serve --workers N` neither writes the catalog and cursors nor
-        sees the cursors worker 0 writes. None where this broker runs it."""
+        here: a worker other than 0 of `serve --workers N` does not write the catalog. None where this
+        broker runs it."""
         return None
 
     async def look_again(self, key: PartitionKey) -> None:

@@ -11,10 +11,9 @@ belongs to, so a topic deleted and created again under the same name
 starts with no path.
 
 The table is the store's, or, in a worker other than 0 of `serve --workers
-N` (which may not write the state tables), worker 0's, through the
-WorkerState request (workers/state_client.py `WorkerPathTable`): a
-partition's owner writes its paths there, and worker 0, whose links read
-them, drops what it cached of them.
+N`, worker 0's, through the WorkerState request (workers/state_client.py
+`WorkerPathTable`): a partition's owner writes its paths there, and worker
+0, whose links read them and cache them, drops what it cached of them.
 
 The range is written before the batch is appended: after a crash between
 the two, the range reaches past the high watermark and the next copy of

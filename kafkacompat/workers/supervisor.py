@@ -27,7 +27,7 @@ what must be decided once for all of them:
 * the spare (`--spare-worker`, on by default): one more process, started once
   the workers serve, that has loaded the broker and waits on its standard
   input. A worker that dies is restarted in it (its role written there), so
-  its partitions and, for worker 0, the catalog and every coordinator are
+  its partitions, its coordinators and, for worker 0, the catalog are
   served again after a store open instead of a whole interpreter start;
   a new spare is started once that worker serves.
 """

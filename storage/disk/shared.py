@@ -2,11 +2,15 @@
 
 A worker appends only to the partitions it owns (`owner_of`, the same pure
 function in every worker), so no two processes ever write one partition's
-files. The per-stream logs shared by all partitions (the topic catalog,
-cursors, state tables) and store.json have one writer: worker 0, the
+files. The topic catalog and store.json have one writer: worker 0, the
 controller, as Kafka forwards catalog changes to its controller. The others
 read the catalog (never repairing it: the controller may be appending) and
-pick up its changes by re-reading it when it grows.
+pick up its changes by re-reading it when it grows. The other per-stream
+logs shared by all partitions, cursors and state tables, are written by
+every worker: each coordinates the groups and transactional ids of the
+__consumer_offsets partitions it owns and writes their cursors and state
+itself, appending under the file's lock and following what the others
+append (storage/disk/catalog.py).
 
 The supervisor holds the data dir's lock for all of them and gives each
 worker start a leader epoch above every earlier one, so a restarted worker
