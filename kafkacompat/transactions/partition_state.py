@@ -110,7 +110,7 @@ class PartitionTxns:
         self.scanned = 0
         self._catching_up = asyncio.Lock()
         self.follow_log = False  # set by the registry: markers may be appended by another broker
-        self.entries = StoreAbortedEntries(store)  # set by the registry
+        self.entries = StoreAbortedEntries(store)
 
     @property
     def last_stable_offset(self) -> int:
@@ -327,7 +327,6 @@ class PartitionTxnRegistry:
         partition = self.store.partition(stream, topic, index)
         state = PartitionTxns(self.store, stream, info.topic_id.hex, index, partition)
         state.follow_log = self.follow_log
-        state.entries = self.entries
         mine = await self.entries.read(stream, f"{state.topic_id}:{index}:")
         start = partition.log_start_offset
         state.aborted = sorted(

@@ -35,8 +35,7 @@ async def forget_at_owners(view: WorkerView, shares: Any, keys: set[ShareKey]) -
     """After the group's coordinator had these share-partitions' state written for an admin request: each
     is dropped here if another worker owns its partition (the coordinator would otherwise answer
     DescribeShareGroupOffsets from a copy that worker's acknowledgements leave behind), and that worker
-    is told to drop it. An owner that
-    cannot be reached is restarting, and holds nothing yet."""
+    is told to drop it. An owner that cannot be reached is restarting, and holds nothing yet."""
     by_owner: dict[int, list[ShareKey]] = {}
     for key in keys:
         info = shares.cluster.by_id(key[1])

@@ -805,12 +805,10 @@ class DiskStore(NamespaceStore):
                 fsync_dir(directory)
 
             await asyncio.to_thread(create)
-            catalog = self._state_logs.get((stream.path, table))  # a concurrent first write may have made it
+            self._follow_table(stream, table)  # a shared log: opened and read whole (another worker may have written it)
+            catalog = self._state_logs.get((stream.path, table))  # or a concurrent first write made it
             if catalog is None:
                 catalog = self._state_logs[stream.path, table] = self._json_log(directory, layout.STATE_PREFIX + table)
-                if catalog.shared:  # another worker may have written it first
-                    catalog.load(repair=False)
-                    stream.replace_table(table, _state_rows(catalog))
         await catalog.append([{"k": k, "del": 1} if v is None else {"k": k, "v": v} for k, v in records.items()])
         if stream.policy.fsync is FsyncPolicy.NONE:
             pass
